@@ -1,0 +1,29 @@
+// Shared pieces of the command line: how a subcommand registers itself, the error types that map to exit codes,
+// and where the model path comes from when -m is not given.
+#pragma once
+#include <CLI/CLI.hpp>
+
+#include <functional>
+#include <stdexcept>
+#include <string>
+
+namespace app {
+
+// A usage error (bad flag value, missing model): "llm-run: error: ..." and exit code 2.
+class UsageError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// The action of the chosen subcommand; it returns the process exit code.
+using Action = std::function<int()>;
+
+// Each subcommand file provides one register function; it adds its CLI11 subcommand to `root` and, when that
+// subcommand is selected, stores its action in `chosen`.
+void register_info(CLI::App& root, Action& chosen);
+
+// -m FILE if given, else $LLM_RUN_MODEL, else models/default.gguf; throws UsageError with a hint on how to get a
+// model when none of them exists.
+std::string resolve_model_path(const std::string& flag_value);
+
+}  // namespace app

@@ -1,0 +1,45 @@
+// llm-run entry point: parses the command line with CLI11, runs the chosen subcommand, and turns every error into
+// one line "llm-run: error: ..." with exit code 1 (runtime) or 2 (usage).
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <exception>
+#include <string>
+
+#include "app/cli.h"
+#include "app/version.h"
+
+int main(int argc, char** argv) {
+  CLI::App root{"llm-run: run GGUF language models on NVIDIA GPUs (and on the CPU reference)", "llm-run"};
+  root.set_version_flag("--version", app::version_string());
+  root.require_subcommand(0, 1);
+
+  app::Action chosen;
+  app::register_info(root, chosen);
+
+  try {
+    root.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return root.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return root.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return root.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "llm-run: error: %s\n  (run 'llm-run --help' for usage)\n", e.what());
+    return 2;
+  }
+  if (!chosen) {
+    std::fputs(root.help().c_str(), stderr);
+    return 2;
+  }
+  try {
+    return chosen();
+  } catch (const app::UsageError& e) {
+    std::fprintf(stderr, "llm-run: error: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "llm-run: error: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,139 @@
+// The compute-graph IR: nodes with an op, inputs, a 4-d shape, a dtype, typed parameters and a model-given name.
+// Graphs are built per batch size by model/ and run unchanged by the CPU reference (graph/reference.h) and by cuda/.
+// Shapes follow GGUF order: ne[0] is the innermost, contiguous dimension; activations are [n_embd, n_tokens].
+#pragma once
+#include <array>
+#include <cstdint>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "quant/types.h"
+
+namespace graph {
+
+using NodeId = int32_t;
+inline constexpr NodeId kNoNode = -1;
+
+enum class DType : uint8_t { F32, F16, I32 };
+const char* dtype_name(DType t);
+size_t dtype_size(DType t);
+
+struct Shape {
+  std::array<int64_t, 4> ne{1, 1, 1, 1};
+  int64_t elements() const { return ne[0] * ne[1] * ne[2] * ne[3]; }
+  int64_t rows() const { return ne[1] * ne[2] * ne[3]; }
+  bool operator==(const Shape&) const = default;
+};
+std::string to_string(const Shape& s);
+
+enum class Op : uint8_t {
+  Input,      // per-run host data (token ids, positions): I32 [n_tokens]
+  Weight,     // a tensor of the weight arena, any quant type; shape as in the file
+  GetRows,    // inputs {weight [n_embd, n_vocab], ids I32 [T]} -> F32 [n_embd, T], rows dequantized
+  RmsNorm,    // inputs {x, weight [ne0] (optional)}: each row of ne[0] elements normalised, times weight
+  MulMat,     // inputs {weight [K, N], x [K, T], bias [N] (optional)} -> [N, T]: out = W^T-style row dots
+  Add,        // inputs {a, b} same element count -> a + b
+  Mul,        // inputs {a, b}; b may be one row [ne0] broadcast over the rows of a
+  Silu,       // inputs {a}
+  SwiGlu,     // inputs {gate, up} -> silu(gate) * up
+  Rope,       // inputs {x [head_dim, n_head, T], positions I32 [T], freq_factors [n_rot/2] (optional)}
+  Attention,  // inputs {q [hd, n_head, T], k [hd, n_head_kv, T], v [hd_v, n_head_kv, T], positions I32 [T]}
+              //   -> [hd_v * n_head, T]; writes k, v into the layer's KV cache at each position, then attends
+              //   causally over cache slots [0, positions[t]] of that layer (GQA: head h reads kv head h / group)
+  Softmax,    // inputs {a}: over each row of ne[0]
+  Reshape,    // inputs {a}: a view with a new shape of the same element count (no data moves)
+  LastToken,  // inputs {a [ne0, T]} -> [ne0, 1]: the last column (logits for generation)
+  Argmax,     // inputs {a [ne0, T]} -> I32 [T]: index of the largest value per row, lower index on ties
+};
+const char* op_name(Op op);
+
+// ---- typed parameters, one struct per op that needs any ----
+struct InputParams {
+  enum class Kind : uint8_t { Tokens, Positions } kind = Kind::Tokens;
+};
+struct WeightParams {
+  std::string tensor;           // the tensor's name in the model file ("blk.0.attn_q.weight")
+  quant::Type type = quant::Type::F32;
+  const void* host = nullptr;   // the tensor's bytes in the mapped file (CPU reference reads these)
+  uint64_t arena_offset = 0;    // byte offset of the tensor in the weight arena (device copy)
+  uint64_t nbytes = 0;
+};
+struct RmsNormParams {
+  float eps = 1e-5f;
+};
+enum class RopeMode : uint8_t { Normal, Neox };  // Normal rotates (x[2i], x[2i+1]); Neox rotates (x[i], x[i+n_rot/2])
+struct RopeParams {
+  RopeMode mode = RopeMode::Normal;
+  int32_t n_rot = 0;            // rotated dimensions per head (== head_dim for the supported models)
+  float freq_base = 10000.0f;
+  float freq_scale = 1.0f;      // linear position scaling: theta uses pos * freq_scale
+};
+struct AttentionParams {
+  int32_t layer = 0;            // which layer's KV cache
+  int32_t n_head = 0;
+  int32_t n_head_kv = 0;
+  int32_t head_dim = 0;         // q/k head size
+  int32_t head_dim_v = 0;       // v head size
+  float scale = 1.0f;           // usually 1/sqrt(head_dim)
+};
+
+using Params = std::variant<std::monostate, InputParams, WeightParams, RmsNormParams, RopeParams, AttentionParams>;
+
+struct Node {
+  NodeId id = kNoNode;
+  Op op = Op::Input;
+  std::vector<NodeId> inputs;
+  Shape shape;
+  DType dtype = DType::F32;
+  std::string name;             // "blk.3.attn_norm", "tokens", "result_output"
+  Params params;
+};
+
+// The KV cache a graph's Attention nodes use; executors allocate it from this description.
+struct KvCacheSpec {
+  int32_t n_layer = 0;
+  int32_t n_ctx = 0;            // slots per layer
+  int32_t n_head_kv = 0;
+  int32_t head_dim_k = 0;
+  int32_t head_dim_v = 0;
+};
+
+// Nodes are appended in topological order (every input exists before its user); ids are indices into nodes().
+class Graph {
+ public:
+  int32_t n_tokens = 1;         // batch size the graph was built for
+  KvCacheSpec kv;
+
+  const std::vector<Node>& nodes() const { return nodes_; }
+  const Node& node(NodeId id) const { return nodes_.at(static_cast<size_t>(id)); }
+  const std::vector<NodeId>& outputs() const { return outputs_; }
+  void mark_output(NodeId id);
+
+  // Builders. Each validates input shapes and throws std::invalid_argument naming the node on a mismatch.
+  NodeId input(std::string name, InputParams::Kind kind, int64_t n);
+  NodeId weight(std::string name, WeightParams p, Shape shape);
+  NodeId get_rows(std::string name, NodeId table, NodeId ids);
+  NodeId rms_norm(std::string name, NodeId x, NodeId w, float eps);  // w may be kNoNode
+  NodeId mul_mat(std::string name, NodeId w, NodeId x, NodeId bias = kNoNode);
+  NodeId add(std::string name, NodeId a, NodeId b);
+  NodeId mul(std::string name, NodeId a, NodeId b);
+  NodeId silu(std::string name, NodeId a);
+  NodeId swiglu(std::string name, NodeId gate, NodeId up);
+  NodeId rope(std::string name, NodeId x, NodeId positions, RopeParams p, NodeId freq_factors = kNoNode);
+  NodeId attention(std::string name, NodeId q, NodeId k, NodeId v, NodeId positions, AttentionParams p);
+  NodeId softmax(std::string name, NodeId a);
+  NodeId reshape(std::string name, NodeId a, Shape shape);
+  NodeId last_token(std::string name, NodeId a);
+  NodeId argmax(std::string name, NodeId a);
+
+  // The first node with this name, or kNoNode.
+  NodeId find(std::string_view name) const;
+
+ private:
+  NodeId append(Node n);
+  std::vector<Node> nodes_;
+  std::vector<NodeId> outputs_;
+};
+
+}  // namespace graph
