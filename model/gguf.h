@@ -2,6 +2,7 @@
 // A bad file raises GgufError naming the file, the byte offset and what was expected versus found.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -25,6 +26,9 @@ enum class ValueType : uint32_t {
   STRING = 8, ARRAY = 9, UINT64 = 10, INT64 = 11, FLOAT64 = 12,
 };
 const char* value_type_name(ValueType t);
+bool is_integer_type(ValueType t);  // UINT8..INT64 (not BOOL)
+// Arrays may nest (arrays of arrays) at most this deep; deeper files are rejected rather than recursed into.
+inline constexpr int kMaxArrayDepth = 16;
 
 struct Value;
 // An array keeps its element type even when empty; arrays of arrays nest.
@@ -122,6 +126,11 @@ class Writer {
   void copy_metadata(const File& src, std::string_view prefix = {});
   // data must hold exactly row_bytes(type, ne[0]) * rows bytes and stay valid until write().
   void add_tensor(std::string name, quant::Type type, std::vector<int64_t> ne, const void* data);
+  // Streaming form for files larger than memory: write() calls fill(dst) with a zeroed buffer of the tensor's
+  // byte size just before that tensor is written, one tensor at a time (to_bytes() calls it too).
+  void add_tensor_lazy(std::string name, quant::Type type, std::vector<int64_t> ne,
+                       std::function<void(uint8_t* dst)> fill);
+  uint64_t alignment() const { return alignment_; }
   std::vector<uint8_t> to_bytes() const;
   void write(const std::string& path) const;   // throws GgufError on I/O failure
 
@@ -132,9 +141,13 @@ class Writer {
     std::string name;
     quant::Type type;
     std::vector<int64_t> ne;
-    const void* data;
+    const void* data;                        // eager tensors
+    std::function<void(uint8_t* dst)> fill;  // lazy tensors
     uint64_t nbytes;
   };
+  void check_new_tensor(const std::string& name, quant::Type type, const std::vector<int64_t>& ne,
+                        uint64_t* nbytes) const;
+  std::vector<uint8_t> header_bytes() const;  // header, metadata and tensor infos (no padding)
   std::vector<PendingTensor> tensors_;
 };
 

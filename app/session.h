@@ -1,0 +1,73 @@
+// A Session is one loaded model bound to one device with its KV cache: the seam between the shared generate loop
+// (app/generate.h, logits, perplexity) and an executor. The CPU implementation (app/session_cpu.h) runs the graph
+// on graph::ReferenceExecutor; the CUDA implementation plugs in behind the same interface.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <stdexcept>
+#include <string>
+
+#include "app/sampler.h"
+
+namespace model {
+class Model;
+}
+
+namespace app {
+
+// Bad use of a session: prompt longer than the context, positions out of range, empty batch.
+class SessionError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct SessionOptions {
+  std::string device = "cpu";  // "cpu" | "cuda"
+  int32_t n_ctx = 0;           // KV-cache slots; 0 = the model's training context (the CPU caps it, see make_session)
+  int32_t n_threads = 0;       // CPU threads; 0 = hardware concurrency
+  bool verbose = false;        // device / allocation notes on stderr
+};
+
+// What a device-side sampler needs to pick the next token itself (see Session::decode_sample).
+struct SampleRequest {
+  const SamplerParams* params = nullptr;
+  uint64_t step = 0;                    // Philox counter of this draw (app/sampler.h)
+  std::span<const int32_t> history;     // all tokens so far (prompt + generated); penalties use the last repeat_last_n
+};
+
+class Session {
+ public:
+  virtual ~Session() = default;
+
+  // Runs `tokens` at positions start_pos, start_pos+1, ... (one graph, one batch), writing their K/V into cache
+  // slots [start_pos, start_pos + n) and attending causally over [0, position]. Returns logits:
+  //   all_logits: [n_tokens * n_vocab], token t's row at t * n_vocab;  else: [n_vocab] of the last token.
+  // The span stays valid until the next call. Throws SessionError when start_pos + n > n_ctx() or tokens is empty,
+  // and std::out_of_range naming the id when a token id is not in [0, n_vocab).
+  virtual std::span<const float> eval(std::span<const int32_t> tokens, int32_t start_pos, bool all_logits) = 0;
+
+  // Optional fused path for devices that sample on the device: evaluates one token at `pos` and returns the sampled
+  // next token, bit-identical to Sampler::sample on eval()'s logits. nullopt = not supported here; the caller then
+  // uses eval() + the CPU sampler. The CPU session returns nullopt.
+  virtual std::optional<int32_t> decode_sample(int32_t token, int32_t pos, const SampleRequest& req) {
+    (void)token, (void)pos, (void)req;
+    return std::nullopt;
+  }
+
+  virtual int32_t n_ctx() const = 0;        // KV slots = longest sequence this session can hold
+  virtual int32_t n_vocab() const = 0;
+  virtual std::string device_name() const = 0;  // "CPU reference (2 threads)", "NVIDIA H100 80GB HBM3"
+};
+
+// Creates the session for options.device ("cpu" or "cuda"). For the CPU, n_ctx 0 means min(training context, 4096)
+// (a note goes to stderr when capped and verbose). Throws UsageError for an unknown device, or
+// std::runtime_error("CUDA device not available in this build") when the CUDA session is absent.
+// The model must outlive nothing: the session shares ownership.
+std::unique_ptr<Session> make_session(std::shared_ptr<const model::Model> model, const SessionOptions& options);
+
+// The context size a session will use for this model and request (the rule of make_session, exposed for messages).
+int32_t resolve_n_ctx(const model::Model& model, const SessionOptions& options);
+
+}  // namespace app

@@ -1,0 +1,58 @@
+// Ahead-of-time element-wise kernels: grid-stride loops, one element per step (memory-bound and tiny next to the
+// matrix products; the fused NVRTC versions exist to save launches, not bandwidth).
+#include "cuda/kernels/elementwise.cuh"
+
+#include <algorithm>
+
+#include "cuda/check.h"
+
+namespace cuda {
+namespace {
+
+constexpr int kThreads = 256;
+
+unsigned grid_for(int64_t n) { return unsigned(std::min<int64_t>((n + kThreads - 1) / kThreads, 65535 * 8)); }
+
+__device__ __forceinline__ float silu(float x) { return x / (1.0f + expf(-x)); }
+
+__global__ void binary_kernel(BinaryParams p) {
+  for (int64_t i = int64_t(blockIdx.x) * kThreads + threadIdx.x; i < p.n; i += int64_t(gridDim.x) * kThreads) {
+    const float b = p.b[p.nb == p.n ? i : i % p.nb];
+    p.out[i] = p.op == BinaryOp::Add ? p.a[i] + b : p.a[i] * b;
+  }
+}
+
+__global__ void unary_kernel(UnaryParams p) {
+  for (int64_t i = int64_t(blockIdx.x) * kThreads + threadIdx.x; i < p.n; i += int64_t(gridDim.x) * kThreads)
+    p.out[i] = silu(p.a[i]);
+}
+
+__global__ void swiglu_kernel(SwiGluParams p) {
+  for (int64_t i = int64_t(blockIdx.x) * kThreads + threadIdx.x; i < p.n; i += int64_t(gridDim.x) * kThreads)
+    p.out[i] = silu(p.gate[i]) * p.up[i];
+}
+
+}  // namespace
+
+void launch_binary(const BinaryParams& p, cudaStream_t stream) {
+  LLM_REQUIRE(p.a && p.b && p.out, "null pointer");
+  LLM_REQUIRE(p.n > 0 && p.nb > 0 && p.n % p.nb == 0, "b must have n elements or divide n (row broadcast)");
+  binary_kernel<<<grid_for(p.n), kThreads, 0, stream>>>(p);
+  CUDA_CHECK_LAUNCH(stream);
+}
+
+void launch_unary(const UnaryParams& p, cudaStream_t stream) {
+  LLM_REQUIRE(p.a && p.out, "null pointer");
+  LLM_REQUIRE(p.n > 0, "empty");
+  unary_kernel<<<grid_for(p.n), kThreads, 0, stream>>>(p);
+  CUDA_CHECK_LAUNCH(stream);
+}
+
+void launch_swiglu(const SwiGluParams& p, cudaStream_t stream) {
+  LLM_REQUIRE(p.gate && p.up && p.out, "null pointer");
+  LLM_REQUIRE(p.n > 0, "empty");
+  swiglu_kernel<<<grid_for(p.n), kThreads, 0, stream>>>(p);
+  CUDA_CHECK_LAUNCH(stream);
+}
+
+}  // namespace cuda

@@ -1,0 +1,125 @@
+// Prefill GEMM: dequantize-to-half + cuBLAS. Why this form first: it is exact up to the half rounding of W and X,
+// works for every block format through the one dequant_chunk definition, and cuBLAS runs the product on tensor cores;
+// integer tensor-core kernels are a later lab variant (docs/kernel-notes.md).
+#include "cuda/kernels/gemm.cuh"
+
+#include <cuda_fp16.h>
+
+#include <algorithm>
+
+#include "cuda/check.h"
+#include "cuda/kernels/qtype_dispatch.cuh"
+#include "quant/dequant.cuh"
+
+namespace cuda {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int64_t kMinRows = 128;
+
+size_t align256(size_t b) { return (b + 255) & ~size_t(255); }
+
+// One thread per 32-element chunk of the slice.
+template <quant::Type T>
+__global__ void __launch_bounds__(kThreads) dequant_f16_kernel(DequantF16Params p, size_t row_bytes) {
+  using quant::dev::kChunk;
+  const int64_t chunks_per_row = (p.K + kChunk - 1) / kChunk;
+  const int64_t i = int64_t(blockIdx.x) * kThreads + threadIdx.x;
+  if (i >= chunks_per_row * p.rows) return;
+  const int64_t r = i / chunks_per_row, c = i % chunks_per_row;
+  const uint8_t* row = static_cast<const uint8_t*>(p.w) + (p.row0 + r) * row_bytes;
+  const int valid = int(min<int64_t>(kChunk, p.K - c * kChunk));
+  float v[kChunk];
+  quant::dev::dequant_chunk<T>(row, c, valid, v);
+  uint16_t* out = p.out + r * p.K + c * kChunk;
+  if (valid == kChunk && (reinterpret_cast<uintptr_t>(out) & 15) == 0) {
+#pragma unroll
+    for (int j = 0; j < kChunk; j += 8) {
+      uint32_t w[4];
+#pragma unroll
+      for (int k = 0; k < 4; ++k)
+        w[k] = uint32_t(quant::f32_to_f16(v[j + 2 * k])) | uint32_t(quant::f32_to_f16(v[j + 2 * k + 1])) << 16;
+      *reinterpret_cast<uint4*>(out + j) = make_uint4(w[0], w[1], w[2], w[3]);
+    }
+  } else {
+#pragma unroll
+    for (int j = 0; j < kChunk; ++j)
+      if (j < valid) out[j] = quant::f32_to_f16(v[j]);
+  }
+}
+
+__global__ void f32_to_f16_kernel(const float* x, __half* out, int64_t n) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = __float2half_rn(x[i]);
+}
+
+__global__ void add_bias_kernel(float* y, const float* bias, int64_t N, int64_t n) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) y[i] += bias[i % N];
+}
+
+unsigned blocks_for(int64_t n, int threads) { return unsigned((n + threads - 1) / threads); }
+
+}  // namespace
+
+void launch_dequant_f16(const DequantF16Params& p, cudaStream_t stream) {
+  LLM_REQUIRE(p.w && p.out, "null pointer");
+  LLM_REQUIRE(p.K > 0 && p.rows > 0 && p.row0 >= 0, "empty or negative shape");
+  const size_t rb = quant::row_bytes(p.type, p.K);
+  const int64_t chunks = (p.K + quant::dev::kChunk - 1) / quant::dev::kChunk * p.rows;
+  LLM_REQUIRE(chunks / kThreads < 0x7fffffff, "slice too large for one launch");
+  dispatch_qtype(p.type, "dequantize to f16", [&](auto tag) {
+    dequant_f16_kernel<decltype(tag)::value><<<blocks_for(chunks, kThreads), kThreads, 0, stream>>>(p, rb);
+  });
+  CUDA_CHECK_LAUNCH(stream);
+}
+
+size_t gemm_min_scratch(int64_t K, int64_t T) {
+  return align256(size_t(K) * T * 2) + align256(size_t(K) * kMinRows * 2);
+}
+size_t gemm_full_scratch(int64_t K, int64_t N, int64_t T) {
+  return align256(size_t(K) * T * 2) + align256(size_t(K) * N * 2);
+}
+
+void launch_gemm(const GemmParams& p, cublasHandle_t handle, cudaStream_t stream) {
+  LLM_REQUIRE(p.w && p.x && p.y, "null pointer");
+  LLM_REQUIRE(p.K > 0 && p.N > 0 && p.T > 0, "empty shape");
+  LLM_REQUIRE(p.K <= 0x7fffffff && p.N <= 0x7fffffff && p.T <= 0x7fffffff, "dimension exceeds cuBLAS int range");
+  const bool direct_f16 = p.type == quant::Type::F16;  // F16 weights are already the GEMM operand
+  const size_t x_bytes = align256(size_t(p.K) * p.T * 2);
+  LLM_REQUIRE(p.scratch && p.scratch_bytes >= (direct_f16 ? x_bytes : gemm_min_scratch(p.K, p.T)),
+              "scratch of " + std::to_string(p.scratch_bytes) + " bytes is below the minimum " +
+                  std::to_string(gemm_min_scratch(p.K, p.T)));
+  (void)quant::row_bytes(p.type, p.K);  // validates K against the block size
+
+  auto* xh = static_cast<__half*>(p.scratch);
+  const int64_t nx = p.K * p.T;
+  f32_to_f16_kernel<<<blocks_for(nx, 256), 256, 0, stream>>>(p.x, xh, nx);
+  CUDA_CHECK_LAUNCH(stream);
+
+  CUBLAS_CHECK(cublasSetStream(handle, stream));
+  const float alpha = 1.0f, beta = 0.0f;
+  // Column-major view: W rows are columns of a K x N matrix A (lda K); Y (N x T, ldc N) = A^T X.
+  auto gemm = [&](const void* a, int64_t row0, int64_t rows) {
+    CUBLAS_CHECK(cublasGemmEx(handle, CUBLAS_OP_T, CUBLAS_OP_N, int(rows), int(p.T), int(p.K), &alpha, a, CUDA_R_16F,
+                              int(p.K), xh, CUDA_R_16F, int(p.K), &beta, p.y + row0, CUDA_R_32F, int(p.N),
+                              CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  };
+  if (direct_f16) {
+    gemm(p.w, 0, p.N);
+  } else {
+    auto* wh = reinterpret_cast<uint16_t*>(static_cast<uint8_t*>(p.scratch) + x_bytes);
+    const int64_t slice = std::min<int64_t>(p.N, int64_t((p.scratch_bytes - x_bytes) / (size_t(p.K) * 2)));
+    for (int64_t row0 = 0; row0 < p.N; row0 += slice) {
+      const int64_t rows = std::min(slice, p.N - row0);
+      launch_dequant_f16({p.w, p.type, p.K, row0, rows, wh}, stream);
+      gemm(wh, row0, rows);
+    }
+  }
+  if (p.bias) {
+    add_bias_kernel<<<blocks_for(p.N * p.T, 256), 256, 0, stream>>>(p.y, p.bias, p.N, p.N * p.T);
+    CUDA_CHECK_LAUNCH(stream);
+  }
+}
+
+}  // namespace cuda

@@ -1,0 +1,45 @@
+// Prefill matrix-matrix products Y = W X for every weight type: rows of W are dequantized to half precision into a
+// scratch buffer in slices, X is rounded to half once, and cuBLAS multiplies with float32 accumulation and output.
+#pragma once
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "quant/types.h"
+
+namespace cuda {
+
+struct GemmParams {
+  const void* w = nullptr;     // [K, N]: N rows of K elements of `type`
+  quant::Type type = quant::Type::F32;
+  const float* x = nullptr;    // [K, T]
+  const float* bias = nullptr; // [N] or null
+  float* y = nullptr;          // [N, T]
+  int64_t K = 0;
+  int64_t N = 0;
+  int64_t T = 0;
+  void* scratch = nullptr;     // device scratch of scratch_bytes; >= gemm_min_scratch(K, T)
+  size_t scratch_bytes = 0;
+};
+
+// Smallest scratch for which the launcher can proceed (X in half plus a 128-row slice of W); more scratch means
+// fewer, larger GEMM calls. gemm_full_scratch is the size that converts all of W in one slice.
+size_t gemm_min_scratch(int64_t K, int64_t T);
+size_t gemm_full_scratch(int64_t K, int64_t N, int64_t T);
+
+// Runs on `stream` (the handle is bound to it). Never allocates: safe inside CUDA graph capture.
+void launch_gemm(const GemmParams& p, cublasHandle_t handle, cudaStream_t stream);
+
+// Rows [row0, row0 + rows) of W as half precision, row-major with leading dimension K: out[(r - row0) * K + k].
+struct DequantF16Params {
+  const void* w = nullptr;     // [K, N] of `type`
+  quant::Type type = quant::Type::F32;
+  int64_t K = 0;
+  int64_t row0 = 0;
+  int64_t rows = 0;
+  uint16_t* out = nullptr;     // [K, rows] binary16
+};
+void launch_dequant_f16(const DequantF16Params& p, cudaStream_t stream);
+
+}  // namespace cuda

@@ -1,0 +1,77 @@
+// Warp and block reductions shared by the row kernels (softmax, argmax, sampling). Device-only, header-only.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace cuda {
+
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+__device__ __forceinline__ float warp_sum_f(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+// Every thread gets the result; `red` holds kThreads / 32 entries and may be reused after return.
+template <int kThreads>
+__device__ __forceinline__ float block_max(float v, float* red) {
+  v = warp_max(v);
+  __syncthreads();
+  if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = v;
+  __syncthreads();
+  float r = red[0];
+#pragma unroll
+  for (int w = 1; w < kThreads / 32; ++w) r = fmaxf(r, red[w]);
+  return r;
+}
+template <int kThreads>
+__device__ __forceinline__ float block_sum(float v, float* red) {
+  v = warp_sum_f(v);
+  __syncthreads();
+  if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = v;
+  __syncthreads();
+  float r = 0.0f;
+#pragma unroll
+  for (int w = 0; w < kThreads / 32; ++w) r += red[w];
+  return r;
+}
+
+// Largest value, lower index on exact ties; NaN never beats a number; idx -1 means "nothing seen".
+struct ArgMax {
+  float val = -INFINITY;
+  int32_t idx = -1;
+};
+__device__ __forceinline__ ArgMax argmax_merge(ArgMax a, ArgMax b) {
+  if (b.idx < 0 || b.val != b.val) return a;
+  if (a.idx < 0 || a.val != a.val) return b;
+  if (b.val > a.val || (b.val == a.val && b.idx < a.idx)) return b;
+  return a;
+}
+__device__ __forceinline__ ArgMax warp_argmax(ArgMax a) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    ArgMax b;
+    b.val = __shfl_xor_sync(0xffffffffu, a.val, o);
+    b.idx = __shfl_xor_sync(0xffffffffu, a.idx, o);
+    a = argmax_merge(a, b);
+  }
+  return a;
+}
+template <int kThreads>
+__device__ __forceinline__ ArgMax block_argmax(ArgMax a, ArgMax* red) {
+  a = warp_argmax(a);
+  __syncthreads();
+  if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = a;
+  __syncthreads();
+  ArgMax r = red[0];
+#pragma unroll
+  for (int w = 1; w < kThreads / 32; ++w) r = argmax_merge(r, red[w]);
+  return r;
+}
+
+}  // namespace cuda

@@ -1,0 +1,25 @@
+// Row-wise softmax and argmax over rows of ne0 elements.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace cuda {
+
+struct SoftmaxParams {
+  const float* x = nullptr;  // [ne0, rows]
+  float* out = nullptr;      // [ne0, rows]; may equal x
+  int64_t ne0 = 0;
+  int64_t rows = 0;
+};
+void launch_softmax(const SoftmaxParams& p, cudaStream_t stream);
+
+struct ArgmaxParams {
+  const float* x = nullptr;  // [ne0, rows]
+  int32_t* out = nullptr;    // [rows]: index of the largest value, lower index on exact ties (NaN never wins)
+  int64_t ne0 = 0;
+  int64_t rows = 0;
+};
+void launch_argmax(const ArgmaxParams& p, cudaStream_t stream);
+
+}  // namespace cuda

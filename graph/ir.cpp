@@ -1,0 +1,343 @@
+// Graph builders: every builder checks its inputs' shapes and dtypes here, once, so executors can trust a graph and
+// a mistake in an architecture function is reported at build time with the node's name and the offending shapes.
+#include "graph/ir.h"
+
+#include <sstream>
+#include <stdexcept>
+
+namespace graph {
+
+const char* dtype_name(DType t) {
+  switch (t) {
+    case DType::F32: return "f32";
+    case DType::F16: return "f16";
+    case DType::I32: return "i32";
+  }
+  throw std::invalid_argument("graph: unknown dtype " + std::to_string(static_cast<int>(t)));
+}
+
+size_t dtype_size(DType t) {
+  switch (t) {
+    case DType::F32: return 4;
+    case DType::F16: return 2;
+    case DType::I32: return 4;
+  }
+  throw std::invalid_argument("graph: unknown dtype " + std::to_string(static_cast<int>(t)));
+}
+
+std::string to_string(const Shape& s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.ne.size(); ++i) {
+    if (i) out += ", ";
+    out += std::to_string(s.ne[i]);
+  }
+  return out + "]";
+}
+
+const char* op_name(Op op) {
+  switch (op) {
+    case Op::Input: return "Input";
+    case Op::Weight: return "Weight";
+    case Op::GetRows: return "GetRows";
+    case Op::RmsNorm: return "RmsNorm";
+    case Op::MulMat: return "MulMat";
+    case Op::Add: return "Add";
+    case Op::Mul: return "Mul";
+    case Op::Silu: return "Silu";
+    case Op::SwiGlu: return "SwiGlu";
+    case Op::Rope: return "Rope";
+    case Op::Attention: return "Attention";
+    case Op::Softmax: return "Softmax";
+    case Op::Reshape: return "Reshape";
+    case Op::LastToken: return "LastToken";
+    case Op::Argmax: return "Argmax";
+  }
+  throw std::invalid_argument("graph: unknown op " + std::to_string(static_cast<int>(op)));
+}
+
+namespace {
+
+// Collects the context of one builder call so every error names the node being built and its op.
+class Check {
+ public:
+  Check(const std::vector<Node>& nodes, const std::string& name, Op op) : nodes_(nodes), name_(name), op_(op) {
+    if (name.empty()) fail("every node needs a name");
+  }
+
+  [[noreturn]] void fail(const std::string& what) const {
+    throw std::invalid_argument("graph: node '" + name_ + "' (" + op_name(op_) + "): " + what);
+  }
+
+  // The input node `role` ("x", "weight"), which must exist already.
+  const Node& in(NodeId id, const char* role) const {
+    if (id < 0 || static_cast<size_t>(id) >= nodes_.size())
+      fail(std::string("input ") + role + " has invalid node id " + std::to_string(id) + " (graph has " +
+           std::to_string(nodes_.size()) + " nodes)");
+    return nodes_[static_cast<size_t>(id)];
+  }
+
+  static std::string describe(const Node& n) {
+    return "'" + n.name + "' " + to_string(n.shape) + " " +
+           (n.op == Op::Weight ? quant::type_name(std::get<WeightParams>(n.params).type) : dtype_name(n.dtype));
+  }
+
+  // Weights of any quant type are read as float; activations must be F32.
+  void is_float(const Node& n, const char* role) const {
+    if (n.op != Op::Weight && n.dtype != DType::F32)
+      fail(std::string(role) + " " + describe(n) + " must be f32 (or a weight)");
+  }
+  void is_i32(const Node& n, const char* role) const {
+    if (n.op == Op::Weight || n.dtype != DType::I32) fail(std::string(role) + " " + describe(n) + " must be i32");
+  }
+  void require(bool ok, const std::string& what) const {
+    if (!ok) fail(what);
+  }
+
+ private:
+  const std::vector<Node>& nodes_;
+  const std::string& name_;
+  Op op_;
+};
+
+bool is_matrix(const Shape& s) { return s.ne[2] == 1 && s.ne[3] == 1; }
+
+Node make(std::string name, Op op, std::vector<NodeId> inputs, Shape shape, DType dtype, Params params = {}) {
+  Node n;
+  n.op = op;
+  n.inputs = std::move(inputs);
+  n.shape = shape;
+  n.dtype = dtype;
+  n.name = std::move(name);
+  n.params = std::move(params);
+  return n;
+}
+
+}  // namespace
+
+NodeId Graph::append(Node n) {
+  n.id = static_cast<NodeId>(nodes_.size());
+  nodes_.push_back(std::move(n));
+  return nodes_.back().id;
+}
+
+void Graph::mark_output(NodeId id) {
+  if (id < 0 || static_cast<size_t>(id) >= nodes_.size())
+    throw std::invalid_argument("graph: mark_output: invalid node id " + std::to_string(id) + " (graph has " +
+                                std::to_string(nodes_.size()) + " nodes)");
+  for (NodeId o : outputs_)
+    if (o == id) return;
+  outputs_.push_back(id);
+}
+
+NodeId Graph::find(std::string_view name) const {
+  for (const Node& n : nodes_)
+    if (n.name == name) return n.id;
+  return kNoNode;
+}
+
+NodeId Graph::input(std::string name, InputParams::Kind kind, int64_t n) {
+  Check c(nodes_, name, Op::Input);
+  c.require(n > 0, "element count must be positive, got " + std::to_string(n));
+  return append(make(std::move(name), Op::Input, {}, Shape{{n, 1, 1, 1}}, DType::I32, InputParams{kind}));
+}
+
+NodeId Graph::weight(std::string name, WeightParams p, Shape shape) {
+  Check c(nodes_, name, Op::Weight);
+  for (int64_t d : shape.ne) c.require(d > 0, "shape " + to_string(shape) + " has a non-positive dimension");
+  const quant::Traits& t = quant::traits(p.type);
+  c.require(shape.ne[0] % t.block_elems == 0, "row length " + std::to_string(shape.ne[0]) +
+                                                  " is not a multiple of the " + t.name + " block size " +
+                                                  std::to_string(t.block_elems));
+  const uint64_t expect = quant::row_bytes(p.type, shape.ne[0]) * static_cast<uint64_t>(shape.rows());
+  c.require(p.nbytes == 0 || p.nbytes == expect, "tensor '" + p.tensor + "' " + to_string(shape) + " " + t.name +
+                                                     " needs " + std::to_string(expect) + " bytes, nbytes says " +
+                                                     std::to_string(p.nbytes));
+  if (p.nbytes == 0) p.nbytes = expect;
+  // A weight reads as float whatever its block format; the quant type lives in the params.
+  return append(make(std::move(name), Op::Weight, {}, shape, DType::F32, std::move(p)));
+}
+
+NodeId Graph::get_rows(std::string name, NodeId table, NodeId ids) {
+  Check c(nodes_, name, Op::GetRows);
+  const Node& tb = c.in(table, "table");
+  const Node& id = c.in(ids, "ids");
+  c.is_float(tb, "table");
+  c.is_i32(id, "ids");
+  c.require(is_matrix(tb.shape), "table " + Check::describe(tb) + " must be a matrix [n_embd, n_rows]");
+  const Shape out{{tb.shape.ne[0], id.shape.elements(), 1, 1}};
+  return append(make(std::move(name), Op::GetRows, {table, ids}, out, DType::F32));
+}
+
+NodeId Graph::rms_norm(std::string name, NodeId x, NodeId w, float eps) {
+  Check c(nodes_, name, Op::RmsNorm);
+  const Node& xn = c.in(x, "x");
+  c.is_float(xn, "x");
+  c.require(eps >= 0.0f, "eps must be non-negative, got " + std::to_string(eps));
+  std::vector<NodeId> ins{x};
+  if (w != kNoNode) {
+    const Node& wn = c.in(w, "weight");
+    c.is_float(wn, "weight");
+    c.require(wn.shape.elements() == xn.shape.ne[0], "weight " + Check::describe(wn) + " must have ne[0] = " +
+                                                         std::to_string(xn.shape.ne[0]) + " elements to scale x " +
+                                                         Check::describe(xn));
+    ins.push_back(w);
+  }
+  return append(make(std::move(name), Op::RmsNorm, std::move(ins), xn.shape, DType::F32, RmsNormParams{eps}));
+}
+
+NodeId Graph::mul_mat(std::string name, NodeId w, NodeId x, NodeId bias) {
+  Check c(nodes_, name, Op::MulMat);
+  const Node& wn = c.in(w, "weight");
+  const Node& xn = c.in(x, "x");
+  c.is_float(wn, "weight");
+  c.is_float(xn, "x");
+  c.require(is_matrix(wn.shape), "weight " + Check::describe(wn) + " must be a matrix [K, N]");
+  c.require(wn.shape.ne[0] == xn.shape.ne[0], "weight " + Check::describe(wn) + " and x " + Check::describe(xn) +
+                                                  " disagree on K = ne[0]");
+  const int64_t n_out = wn.shape.ne[1];
+  std::vector<NodeId> ins{w, x};
+  if (bias != kNoNode) {
+    const Node& bn = c.in(bias, "bias");
+    c.is_float(bn, "bias");
+    c.require(bn.shape.elements() == n_out,
+              "bias " + Check::describe(bn) + " must have N = " + std::to_string(n_out) + " elements");
+    ins.push_back(bias);
+  }
+  const Shape out{{n_out, xn.shape.ne[1], xn.shape.ne[2], xn.shape.ne[3]}};
+  return append(make(std::move(name), Op::MulMat, std::move(ins), out, DType::F32));
+}
+
+NodeId Graph::add(std::string name, NodeId a, NodeId b) {
+  Check c(nodes_, name, Op::Add);
+  const Node& an = c.in(a, "a");
+  const Node& bn = c.in(b, "b");
+  c.is_float(an, "a");
+  c.is_float(bn, "b");
+  c.require(an.shape.elements() == bn.shape.elements(),
+            "a " + Check::describe(an) + " and b " + Check::describe(bn) + " differ in element count");
+  return append(make(std::move(name), Op::Add, {a, b}, an.shape, DType::F32));
+}
+
+NodeId Graph::mul(std::string name, NodeId a, NodeId b) {
+  Check c(nodes_, name, Op::Mul);
+  const Node& an = c.in(a, "a");
+  const Node& bn = c.in(b, "b");
+  c.is_float(an, "a");
+  c.is_float(bn, "b");
+  c.require(an.shape.elements() == bn.shape.elements() || bn.shape.elements() == an.shape.ne[0],
+            "b " + Check::describe(bn) + " must have as many elements as a " + Check::describe(an) +
+                " or one row of ne[0] = " + std::to_string(an.shape.ne[0]));
+  return append(make(std::move(name), Op::Mul, {a, b}, an.shape, DType::F32));
+}
+
+NodeId Graph::silu(std::string name, NodeId a) {
+  Check c(nodes_, name, Op::Silu);
+  const Node& an = c.in(a, "a");
+  c.is_float(an, "a");
+  return append(make(std::move(name), Op::Silu, {a}, an.shape, DType::F32));
+}
+
+NodeId Graph::swiglu(std::string name, NodeId gate, NodeId up) {
+  Check c(nodes_, name, Op::SwiGlu);
+  const Node& gn = c.in(gate, "gate");
+  const Node& un = c.in(up, "up");
+  c.is_float(gn, "gate");
+  c.is_float(un, "up");
+  c.require(gn.shape.elements() == un.shape.elements(),
+            "gate " + Check::describe(gn) + " and up " + Check::describe(un) + " differ in element count");
+  return append(make(std::move(name), Op::SwiGlu, {gate, up}, gn.shape, DType::F32));
+}
+
+NodeId Graph::rope(std::string name, NodeId x, NodeId positions, RopeParams p, NodeId freq_factors) {
+  Check c(nodes_, name, Op::Rope);
+  const Node& xn = c.in(x, "x");
+  const Node& pn = c.in(positions, "positions");
+  c.is_float(xn, "x");
+  c.is_i32(pn, "positions");
+  c.require(xn.shape.ne[3] == 1, "x " + Check::describe(xn) + " must be [head_dim, n_head, T]");
+  c.require(pn.shape.elements() == xn.shape.ne[2], "positions " + Check::describe(pn) + " must have T = " +
+                                                       std::to_string(xn.shape.ne[2]) + " elements for x " +
+                                                       Check::describe(xn));
+  c.require(p.n_rot > 0 && p.n_rot % 2 == 0 && p.n_rot <= xn.shape.ne[0],
+            "n_rot " + std::to_string(p.n_rot) + " must be even and in [2, head_dim = " +
+                std::to_string(xn.shape.ne[0]) + "]");
+  c.require(p.freq_base > 0.0f && p.freq_scale > 0.0f, "freq_base " + std::to_string(p.freq_base) +
+                                                           " and freq_scale " + std::to_string(p.freq_scale) +
+                                                           " must be positive");
+  std::vector<NodeId> ins{x, positions};
+  if (freq_factors != kNoNode) {
+    const Node& fn = c.in(freq_factors, "freq_factors");
+    c.is_float(fn, "freq_factors");
+    c.require(fn.shape.elements() == p.n_rot / 2, "freq_factors " + Check::describe(fn) +
+                                                      " must have n_rot/2 = " + std::to_string(p.n_rot / 2) +
+                                                      " elements");
+    ins.push_back(freq_factors);
+  }
+  return append(make(std::move(name), Op::Rope, std::move(ins), xn.shape, DType::F32, p));
+}
+
+NodeId Graph::attention(std::string name, NodeId q, NodeId k, NodeId v, NodeId positions, AttentionParams p) {
+  Check c(nodes_, name, Op::Attention);
+  const Node& qn = c.in(q, "q");
+  const Node& kn = c.in(k, "k");
+  const Node& vn = c.in(v, "v");
+  const Node& pn = c.in(positions, "positions");
+  c.is_float(qn, "q");
+  c.is_float(kn, "k");
+  c.is_float(vn, "v");
+  c.is_i32(pn, "positions");
+  c.require(p.layer >= 0, "layer " + std::to_string(p.layer) + " must be non-negative");
+  c.require(p.n_head > 0 && p.n_head_kv > 0 && p.n_head % p.n_head_kv == 0,
+            "n_head " + std::to_string(p.n_head) + " must be a positive multiple of n_head_kv " +
+                std::to_string(p.n_head_kv));
+  c.require(p.head_dim > 0 && p.head_dim_v > 0, "head_dim " + std::to_string(p.head_dim) + " and head_dim_v " +
+                                                    std::to_string(p.head_dim_v) + " must be positive");
+  const int64_t t = qn.shape.ne[2];
+  const Shape want_q{{p.head_dim, p.n_head, t, 1}};
+  const Shape want_k{{p.head_dim, p.n_head_kv, t, 1}};
+  const Shape want_v{{p.head_dim_v, p.n_head_kv, t, 1}};
+  c.require(qn.shape == want_q, "q " + Check::describe(qn) + " must be " + to_string(want_q));
+  c.require(kn.shape == want_k, "k " + Check::describe(kn) + " must be " + to_string(want_k));
+  c.require(vn.shape == want_v, "v " + Check::describe(vn) + " must be " + to_string(want_v));
+  c.require(pn.shape.elements() == t,
+            "positions " + Check::describe(pn) + " must have T = " + std::to_string(t) + " elements");
+  const Shape out{{int64_t{p.head_dim_v} * p.n_head, t, 1, 1}};
+  return append(make(std::move(name), Op::Attention, {q, k, v, positions}, out, DType::F32, p));
+}
+
+NodeId Graph::softmax(std::string name, NodeId a) {
+  Check c(nodes_, name, Op::Softmax);
+  const Node& an = c.in(a, "a");
+  c.is_float(an, "a");
+  return append(make(std::move(name), Op::Softmax, {a}, an.shape, DType::F32));
+}
+
+NodeId Graph::reshape(std::string name, NodeId a, Shape shape) {
+  Check c(nodes_, name, Op::Reshape);
+  const Node& an = c.in(a, "a");
+  for (int64_t d : shape.ne) c.require(d > 0, "shape " + to_string(shape) + " has a non-positive dimension");
+  c.require(shape.elements() == an.shape.elements(), "cannot view a " + Check::describe(an) + " as " +
+                                                         to_string(shape) + ": element counts differ");
+  c.require(an.op != Op::Weight || shape.ne[0] == an.shape.ne[0] ||
+                std::get<WeightParams>(an.params).type == quant::Type::F32,
+            "a view of quantized weight " + Check::describe(an) + " must keep its row length");
+  return append(make(std::move(name), Op::Reshape, {a}, shape, an.dtype));
+}
+
+NodeId Graph::last_token(std::string name, NodeId a) {
+  Check c(nodes_, name, Op::LastToken);
+  const Node& an = c.in(a, "a");
+  c.require(an.op != Op::Weight, "a " + Check::describe(an) + " must be an activation");
+  c.require(is_matrix(an.shape), "a " + Check::describe(an) + " must be [ne0, T]");
+  return append(make(std::move(name), Op::LastToken, {a}, Shape{{an.shape.ne[0], 1, 1, 1}}, an.dtype));
+}
+
+NodeId Graph::argmax(std::string name, NodeId a) {
+  Check c(nodes_, name, Op::Argmax);
+  const Node& an = c.in(a, "a");
+  c.is_float(an, "a");
+  const Shape out{{an.shape.ne[1], an.shape.ne[2], an.shape.ne[3], 1}};
+  return append(make(std::move(name), Op::Argmax, {a}, out, DType::I32));
+}
+
+}  // namespace graph

@@ -1,0 +1,188 @@
+// The CPU reference kernels (see reference_ops.h). Written for clarity first; the only speed concessions are the
+// four-way dot product and the row split over threads for large products, neither of which changes any result.
+#include "graph/reference_ops.h"
+
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+#include <string>
+
+#include "graph/thread_pool.h"
+
+namespace graph::ref {
+namespace {
+
+// Below this many multiply-adds a product runs on the calling thread: waking the workers costs more (~10-50 us).
+constexpr int64_t kParallelWork = int64_t{1} << 18;
+
+}  // namespace
+
+double dot(const float* a, const float* b, int64_t n) {
+  // Four independent partial sums: a fixed order (so results are reproducible) that does not serialise on one add.
+  double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    s0 += static_cast<double>(a[i]) * b[i];
+    s1 += static_cast<double>(a[i + 1]) * b[i + 1];
+    s2 += static_cast<double>(a[i + 2]) * b[i + 2];
+    s3 += static_cast<double>(a[i + 3]) * b[i + 3];
+  }
+  for (; i < n; ++i) s0 += static_cast<double>(a[i]) * b[i];
+  return (s0 + s1) + (s2 + s3);
+}
+
+void mul_mat(const MulMatArgs& a, ThreadPool* pool) {
+  auto rows = [&a](int64_t n0, int64_t n1, int) {
+    for (int64_t n = n0; n < n1; ++n) {
+      const float* w = a.w + n * a.k;
+      const double bias = a.bias ? a.bias[n] : 0.0;
+      for (int64_t t = 0; t < a.t; ++t)
+        a.out[t * a.n + n] = static_cast<float>(dot(w, a.x + t * a.k, a.k) + bias);
+    }
+  };
+  if (pool && pool->size() > 1 && a.n * a.k * a.t >= kParallelWork) {
+    pool->parallel_for(a.n, rows);
+  } else {
+    rows(0, a.n, 0);
+  }
+}
+
+void rms_norm(const RmsNormArgs& a) {
+  for (int64_t r = 0; r < a.rows; ++r) {
+    const float* x = a.x + r * a.ne0;
+    float* y = a.out + r * a.ne0;
+    const double scale = 1.0 / std::sqrt(dot(x, x, a.ne0) / static_cast<double>(a.ne0) + a.eps);
+    for (int64_t i = 0; i < a.ne0; ++i)
+      y[i] = static_cast<float>(x[i] * scale * (a.w ? static_cast<double>(a.w[i]) : 1.0));
+  }
+}
+
+void rope(const RopeArgs& a) {
+  const int64_t half = a.p.n_rot / 2;
+  double* cs = a.trig;          // cos, [half]
+  double* sn = a.trig + half;   // sin, [half]
+  for (int64_t t = 0; t < a.t; ++t) {
+    const double pos = static_cast<double>(a.positions[t]) * a.p.freq_scale;
+    for (int64_t i = 0; i < half; ++i) {
+      double theta = pos * std::pow(static_cast<double>(a.p.freq_base), -2.0 * static_cast<double>(i) / a.p.n_rot);
+      if (a.freq_factors) theta /= a.freq_factors[i];
+      cs[i] = std::cos(theta);
+      sn[i] = std::sin(theta);
+    }
+    for (int64_t h = 0; h < a.n_head; ++h) {
+      const float* x = a.x + (t * a.n_head + h) * a.head_dim;
+      float* y = a.out + (t * a.n_head + h) * a.head_dim;
+      // Normal pairs neighbours (2i, 2i+1); Neox pairs the two halves of the rotated part (i, i + n_rot/2).
+      const int64_t stride = a.p.mode == RopeMode::Neox ? half : 1;
+      for (int64_t i = 0; i < half; ++i) {
+        const int64_t i0 = a.p.mode == RopeMode::Neox ? i : 2 * i;
+        const double x0 = x[i0], x1 = x[i0 + stride];
+        y[i0] = static_cast<float>(x0 * cs[i] - x1 * sn[i]);
+        y[i0 + stride] = static_cast<float>(x0 * sn[i] + x1 * cs[i]);
+      }
+      for (int64_t d = a.p.n_rot; d < a.head_dim; ++d) y[d] = x[d];
+    }
+  }
+}
+
+void attention(const AttentionArgs& a, ThreadPool* pool) {
+  const int64_t hd = a.p.head_dim, hdv = a.p.head_dim_v, nh = a.p.n_head, nkv = a.p.n_head_kv;
+  for (int64_t t = 0; t < a.t; ++t)
+    if (a.positions[t] < 0 || a.positions[t] >= a.n_ctx)
+      throw std::out_of_range("attention (layer " + std::to_string(a.p.layer) + "): position " +
+                              std::to_string(a.positions[t]) + " of token " + std::to_string(t) +
+                              " is outside the KV cache of " + std::to_string(a.n_ctx) + " slots");
+  // The whole batch enters the cache first, so token t sees every token of the batch at a position <= its own.
+  for (int64_t t = 0; t < a.t; ++t) {
+    const int64_t slot = a.positions[t];
+    for (int64_t i = 0; i < nkv * hd; ++i) a.k_cache[slot * nkv * hd + i] = a.k[t * nkv * hd + i];
+    for (int64_t i = 0; i < nkv * hdv; ++i) a.v_cache[slot * nkv * hdv + i] = a.v[t * nkv * hdv + i];
+  }
+  const int64_t group = nh / nkv;
+  const int64_t per_thread = a.n_ctx + hdv;
+  auto heads = [&](int64_t j0, int64_t j1, int thread) {
+    double* score = a.scratch + thread * per_thread;  // [n_ctx]
+    double* acc = score + a.n_ctx;                    // [hdv]
+    for (int64_t j = j0; j < j1; ++j) {
+      const int64_t t = j / nh, h = j % nh, kvh = h / group;
+      const int64_t n_slots = int64_t{a.positions[t]} + 1;
+      const float* q = a.q + (t * nh + h) * hd;
+      double max = -std::numeric_limits<double>::infinity();
+      for (int64_t s = 0; s < n_slots; ++s) {
+        score[s] = static_cast<double>(a.p.scale) * dot(q, a.k_cache + (s * nkv + kvh) * hd, hd);
+        if (score[s] > max) max = score[s];
+      }
+      double sum = 0;
+      for (int64_t s = 0; s < n_slots; ++s) {
+        score[s] = std::exp(score[s] - max);
+        sum += score[s];
+      }
+      for (int64_t d = 0; d < hdv; ++d) acc[d] = 0;
+      for (int64_t s = 0; s < n_slots; ++s) {
+        const float* v = a.v_cache + (s * nkv + kvh) * hdv;
+        for (int64_t d = 0; d < hdv; ++d) acc[d] += score[s] * v[d];
+      }
+      float* out = a.out + t * nh * hdv + h * hdv;
+      for (int64_t d = 0; d < hdv; ++d) out[d] = static_cast<float>(acc[d] / sum);
+    }
+  };
+  int64_t work = 0;
+  for (int64_t t = 0; t < a.t; ++t) work += (int64_t{a.positions[t]} + 1) * nh * (hd + hdv);
+  if (pool && pool->size() > 1 && work >= kParallelWork) {
+    pool->parallel_for(a.t * nh, heads);
+  } else {
+    heads(0, a.t * nh, 0);
+  }
+}
+
+void add(const float* a, const float* b, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
+}
+
+void mul(const float* a, const float* b, int64_t nb, float* out, int64_t n) {
+  if (nb == n) {
+    for (int64_t i = 0; i < n; ++i) out[i] = a[i] * b[i];
+    return;
+  }
+  for (int64_t r = 0; r < n; r += nb)
+    for (int64_t i = 0; i < nb; ++i) out[r + i] = a[r + i] * b[i];
+}
+
+void silu(const float* a, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const double x = a[i];
+    out[i] = static_cast<float>(x / (1.0 + std::exp(-x)));
+  }
+}
+
+void swiglu(const float* gate, const float* up, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const double g = gate[i];
+    out[i] = static_cast<float>(g / (1.0 + std::exp(-g)) * up[i]);
+  }
+}
+
+void softmax(const float* a, float* out, int64_t ne0, int64_t rows) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* x = a + r * ne0;
+    float* y = out + r * ne0;
+    double max = -std::numeric_limits<double>::infinity();
+    for (int64_t i = 0; i < ne0; ++i)
+      if (x[i] > max) max = x[i];
+    double sum = 0;
+    for (int64_t i = 0; i < ne0; ++i) sum += std::exp(x[i] - max);
+    for (int64_t i = 0; i < ne0; ++i) y[i] = static_cast<float>(std::exp(x[i] - max) / sum);
+  }
+}
+
+void argmax(const float* a, int32_t* out, int64_t ne0, int64_t rows) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* x = a + r * ne0;
+    int64_t best = 0;
+    for (int64_t i = 1; i < ne0; ++i)
+      if (x[i] > x[best]) best = i;
+    out[r] = static_cast<int32_t>(best);
+  }
+}
+
+}  // namespace graph::ref

@@ -1,0 +1,72 @@
+// The CPU reference kernels, one params struct each, shapes in GGUF order. The executor (reference.cpp) unpacks a node
+// into these; tests and other modules may call them directly. Floats in, floats out; sums and transcendental
+// functions are evaluated in double and rounded once, and no result depends on how work is split over threads.
+#pragma once
+#include <cstdint>
+#include <span>
+
+#include "graph/ir.h"
+
+namespace graph {
+
+class ThreadPool;
+
+namespace ref {
+
+// Σ a[k]·b[k] in double (products of floats are exact in double), in a fixed summation order.
+double dot(const float* a, const float* b, int64_t n);
+
+struct MulMatArgs {
+  const float* w = nullptr;     // [K, N]: N rows of K
+  const float* x = nullptr;     // [K, T]
+  const float* bias = nullptr;  // [N] or null
+  float* out = nullptr;         // [N, T]
+  int64_t k = 0, n = 0, t = 0;
+};
+void mul_mat(const MulMatArgs& a, ThreadPool* pool);
+
+struct RmsNormArgs {
+  const float* x = nullptr;  // [ne0, rows]
+  const float* w = nullptr;  // [ne0] or null
+  float* out = nullptr;      // [ne0, rows]
+  int64_t ne0 = 0, rows = 0;
+  float eps = 0.0f;
+};
+void rms_norm(const RmsNormArgs& a);
+
+struct RopeArgs {
+  const float* x = nullptr;             // [head_dim, n_head, T]
+  const int32_t* positions = nullptr;   // [T]
+  const float* freq_factors = nullptr;  // [n_rot / 2] or null
+  float* out = nullptr;                 // [head_dim, n_head, T]
+  int64_t head_dim = 0, n_head = 0, t = 0;
+  RopeParams p;
+  double* trig = nullptr;               // scratch: n_rot doubles
+};
+void rope(const RopeArgs& a);
+
+struct AttentionArgs {
+  const float* q = nullptr;            // [head_dim, n_head, T]
+  const float* k = nullptr;            // [head_dim, n_head_kv, T]
+  const float* v = nullptr;            // [head_dim_v, n_head_kv, T]
+  const int32_t* positions = nullptr;  // [T], each in [0, n_ctx)
+  float* k_cache = nullptr;            // this layer: [head_dim, n_head_kv, n_ctx]
+  float* v_cache = nullptr;            // this layer: [head_dim_v, n_head_kv, n_ctx]
+  float* out = nullptr;                // [head_dim_v * n_head, T]
+  int64_t t = 0, n_ctx = 0;
+  AttentionParams p;
+  double* scratch = nullptr;           // per thread: n_ctx + head_dim_v doubles (thread i at i * that)
+};
+// Throws std::out_of_range (before touching the cache) when a position lies outside [0, n_ctx).
+void attention(const AttentionArgs& a, ThreadPool* pool);
+
+// Element-wise ops over n elements; for mul, b may hold only nb = ne0 elements, broadcast over rows.
+void add(const float* a, const float* b, float* out, int64_t n);
+void mul(const float* a, const float* b, int64_t nb, float* out, int64_t n);
+void silu(const float* a, float* out, int64_t n);
+void swiglu(const float* gate, const float* up, float* out, int64_t n);
+void softmax(const float* a, float* out, int64_t ne0, int64_t rows);        // per row of ne0
+void argmax(const float* a, int32_t* out, int64_t ne0, int64_t rows);       // per row, lower index on ties
+
+}  // namespace ref
+}  // namespace graph

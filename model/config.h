@@ -1,0 +1,88 @@
+// Model hyperparameters in two steps: RawHparams holds the GGUF keys exactly as stored (absent keys stay empty);
+// Config is the resolved, validated form with every default applied and every derived value computed once.
+// Nothing downstream reads GGUF keys again.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+
+#include "graph/ir.h"
+
+namespace gguf {
+class File;
+}
+
+namespace model {
+
+// A model file this runtime cannot run: unsupported architecture, missing or inconsistent hyperparameters, a missing
+// tensor, a tensor of the wrong shape or type. The message names the file, the key or tensor, expected vs found.
+class ModelError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+enum class Arch : uint8_t { Llama, Qwen2, Qwen3 };
+const char* arch_name(Arch a);
+
+// Step 1: the keys as stored, "{arch}." prefix stripped in the field names.
+struct RawHparams {
+  std::string file;                              // for messages
+  std::string architecture;                      // general.architecture
+  std::optional<uint64_t> vocab_size;            // {arch}.vocab_size, else length of tokenizer.ggml.tokens
+  std::optional<uint64_t> context_length;        // {arch}.context_length
+  std::optional<uint64_t> embedding_length;      // {arch}.embedding_length
+  std::optional<uint64_t> block_count;           // {arch}.block_count
+  std::optional<uint64_t> feed_forward_length;   // {arch}.feed_forward_length
+  std::optional<uint64_t> head_count;            // {arch}.attention.head_count
+  std::optional<uint64_t> head_count_kv;         // {arch}.attention.head_count_kv
+  std::optional<uint64_t> key_length;            // {arch}.attention.key_length
+  std::optional<uint64_t> value_length;          // {arch}.attention.value_length
+  std::optional<uint64_t> rope_dimension_count;  // {arch}.rope.dimension_count
+  std::optional<uint64_t> expert_count;          // {arch}.expert_count (MoE: unsupported)
+  std::optional<float> rms_epsilon;              // {arch}.attention.layer_norm_rms_epsilon
+  std::optional<float> rope_freq_base;           // {arch}.rope.freq_base
+  std::optional<std::string> rope_scaling_type;  // {arch}.rope.scaling.type
+  std::optional<float> rope_scaling_factor;      // {arch}.rope.scaling.factor
+  std::optional<float> rope_scale_linear;        // {arch}.rope.scale_linear (older files)
+
+  // Reads the keys; a present key of the wrong type raises gguf::GgufError (naming the key).
+  static RawHparams read(const gguf::File& file);
+};
+
+// Step 2: everything the graph builders and executors need.
+struct Config {
+  Arch arch = Arch::Llama;
+  int32_t n_vocab = 0;
+  int32_t n_ctx_train = 0;      // training context (default KV size)
+  int32_t n_embd = 0;
+  int32_t n_layer = 0;
+  int32_t n_ff = 0;
+  int32_t n_head = 0;
+  int32_t n_head_kv = 0;
+  int32_t n_gqa = 0;            // n_head / n_head_kv: query heads per KV head
+  int32_t head_dim = 0;         // q/k head size: key_length, else n_embd / n_head
+  int32_t head_dim_v = 0;       // v head size: value_length, else head_dim
+  int32_t n_rot = 0;            // rotated dims per head (== head_dim)
+  float rms_eps = 1e-5f;
+  float rope_freq_base = 10000.0f;
+  float rope_freq_scale = 1.0f;  // 1 / linear scaling factor
+  graph::RopeMode rope_mode = graph::RopeMode::Normal;  // by architecture: llama Normal, qwen2/qwen3 Neox
+  float attn_scale = 1.0f;       // 1 / sqrt(head_dim)
+
+  int64_t n_q() const { return int64_t(n_head) * head_dim; }       // rows of attn_q
+  int64_t n_k() const { return int64_t(n_head_kv) * head_dim; }    // rows of attn_k
+  int64_t n_v() const { return int64_t(n_head_kv) * head_dim_v; }  // rows of attn_v
+  int64_t n_attn_out() const { return int64_t(n_head) * head_dim_v; }
+
+  // Applies defaults and derives values; throws ModelError naming the file and the key for unsupported or
+  // inconsistent values.
+  static Config resolve(const RawHparams& raw);
+};
+
+// RawHparams::read + Config::resolve.
+Config read_config(const gguf::File& file);
+
+std::string describe(const Config& c);  // one line for -v and `info`
+
+}  // namespace model

@@ -1,0 +1,52 @@
+// Shared building blocks of the decoder-only transformer graphs: embedding lookup, RMSNorm, self-attention with
+// RoPE and GQA, the SwiGLU feed-forward block and the output head. Architecture functions (model/llama.cpp, ...)
+// compose them top to bottom; every node gets the model's own name ("blk.3.ffn_gate").
+#pragma once
+#include <string>
+#include <string_view>
+#include <unordered_map>
+
+#include "graph/ir.h"
+#include "model/config.h"
+#include "model/weights.h"
+
+namespace model {
+
+// What varies between architectures inside the attention block.
+struct AttentionOptions {
+  bool qk_norm = false;  // qwen3: RMSNorm over each q and k head (attn_{q,k}_norm) before RoPE
+};
+
+// One graph under construction, with the inputs every architecture shares.
+class Layers {
+ public:
+  // Adds the Input nodes "tokens" and "positions" ([n_tokens] each) and sets g.kv for n_ctx slots.
+  Layers(const Config& c, const Weights& w, int n_tokens, int n_ctx);
+
+  // The weight node of a tensor (created once, reused: a tied output matrix is the same node as token_embd).
+  graph::NodeId weight(std::string_view tensor);
+  graph::NodeId weight_opt(std::string_view tensor);  // kNoNode when the file lacks this optional tensor
+
+  graph::NodeId embed();                                                   // "inp_embd" [n_embd, T]
+  graph::NodeId norm(int il, const char* what, graph::NodeId x);           // "blk.N.<what>" times <what>.weight
+  graph::NodeId attention(int il, graph::NodeId x, const AttentionOptions& o);  // "blk.N.attn_output" [n_embd, T]
+  graph::NodeId ffn(int il, graph::NodeId x);                              // "blk.N.ffn_down" [n_embd, T]
+  graph::NodeId add(int il, const char* what, graph::NodeId a, graph::NodeId b);
+  // LastToken unless all_logits, output_norm, then output.weight (or token_embd when the file ties them).
+  graph::NodeId output(graph::NodeId x, bool all_logits);                  // "result_output" [n_vocab, T or 1]
+
+  graph::Graph take() { return std::move(g_); }
+
+  static std::string name(int il, std::string_view what) { return "blk." + std::to_string(il) + "." + std::string(what); }
+
+ private:
+  const Config& c_;
+  const Weights& w_;
+  graph::Graph g_;
+  int n_tokens_;
+  graph::NodeId tokens_ = graph::kNoNode;     // I32 [T]
+  graph::NodeId positions_ = graph::kNoNode;  // I32 [T]
+  std::unordered_map<std::string, graph::NodeId> weights_;
+};
+
+}  // namespace model

@@ -1,0 +1,132 @@
+// Which tensors each architecture needs, with their shapes, and the single weight arena they are laid out in.
+// All checks happen here, once, so that graph builders and executors can trust every shape they are given.
+#include "model/weights.h"
+
+#include <algorithm>
+
+#include "model/gguf.h"
+
+namespace model {
+
+bool is_supported_weight_type(quant::Type t) {
+  switch (t) {
+    case quant::Type::F32: case quant::Type::F16: case quant::Type::BF16:
+    case quant::Type::Q4_0: case quant::Type::Q4_1: case quant::Type::Q5_0: case quant::Type::Q5_1:
+    case quant::Type::Q8_0:
+    case quant::Type::Q2_K: case quant::Type::Q3_K: case quant::Type::Q4_K: case quant::Type::Q5_K:
+    case quant::Type::Q6_K:
+      return true;
+    case quant::Type::Q8_1: case quant::Type::Q8_K:  // activation formats, never stored as weights
+      return false;
+  }
+  return false;
+}
+
+std::vector<WeightSpec> weight_specs(const Config& c) {
+  const int64_t E = c.n_embd, V = c.n_vocab, F = c.n_ff;
+  std::vector<WeightSpec> s;
+  s.push_back({"token_embd.weight", {E, V}});  // [n_embd, n_vocab]
+  for (int il = 0; il < c.n_layer; ++il) {
+    const std::string b = "blk." + std::to_string(il) + ".";
+    s.push_back({b + "attn_norm.weight", {E}, true, true});         // [n_embd]
+    s.push_back({b + "attn_q.weight", {E, c.n_q()}});               // [n_embd, n_head * head_dim]
+    s.push_back({b + "attn_k.weight", {E, c.n_k()}});               // [n_embd, n_head_kv * head_dim]
+    s.push_back({b + "attn_v.weight", {E, c.n_v()}});               // [n_embd, n_head_kv * head_dim_v]
+    s.push_back({b + "attn_output.weight", {c.n_attn_out(), E}});   // [n_head * head_dim_v, n_embd]
+    // qwen2 always has q/k/v biases; some llama-architecture files (e.g. converted from other families) do too.
+    const bool bias_required = c.arch == Arch::Qwen2;
+    if (c.arch != Arch::Qwen3) {
+      s.push_back({b + "attn_q.bias", {c.n_q()}, bias_required, true});  // [n_head * head_dim]
+      s.push_back({b + "attn_k.bias", {c.n_k()}, bias_required, true});  // [n_head_kv * head_dim]
+      s.push_back({b + "attn_v.bias", {c.n_v()}, bias_required, true});  // [n_head_kv * head_dim_v]
+    }
+    if (c.arch == Arch::Llama) s.push_back({b + "attn_output.bias", {E}, false, true});  // [n_embd]
+    if (c.arch == Arch::Qwen3) {
+      s.push_back({b + "attn_q_norm.weight", {c.head_dim}, true, true});  // [head_dim]
+      s.push_back({b + "attn_k_norm.weight", {c.head_dim}, true, true});  // [head_dim]
+    }
+    s.push_back({b + "ffn_norm.weight", {E}, true, true});  // [n_embd]
+    s.push_back({b + "ffn_gate.weight", {E, F}});           // [n_embd, n_ff]
+    s.push_back({b + "ffn_up.weight", {E, F}});             // [n_embd, n_ff]
+    s.push_back({b + "ffn_down.weight", {F, E}});           // [n_ff, n_embd]
+  }
+  s.push_back({"output_norm.weight", {E}, true, true});  // [n_embd]
+  s.push_back({"output.weight", {E, V}, false});         // [n_embd, n_vocab]; absent = tied to token_embd
+  // Llama 3.1+ long-context frequency factors: theta_i is divided by factor i.
+  if (c.arch == Arch::Llama) s.push_back({"rope_freqs.weight", {c.n_rot / 2}, false, true});  // [n_rot / 2]
+  return s;
+}
+
+namespace {
+
+std::string shape_str(const int64_t* ne, int n) {
+  std::string s = "[";
+  for (int i = 0; i < n; ++i) s += (i ? ", " : "") + std::to_string(ne[i]);
+  return s + "]";
+}
+
+}  // namespace
+
+Weights Weights::load(const gguf::File& file, const Config& c) {
+  Weights w;
+  w.file_ = file.path();
+  auto fail = [&](const std::string& msg) -> void { throw ModelError(file.path() + ": " + msg); };
+
+  struct Found {
+    const gguf::TensorInfo* info;
+    const WeightSpec* spec;
+  };
+  const std::vector<WeightSpec> specs = weight_specs(c);
+  std::vector<Found> found;
+  found.reserve(specs.size());
+  for (const WeightSpec& sp : specs) {
+    const gguf::TensorInfo* t = file.find_tensor(sp.name);
+    if (!t) {
+      if (sp.required)
+        fail("missing tensor " + sp.name + " (required by architecture " + arch_name(c.arch) + ", expected shape " +
+             shape_str(sp.ne.data(), int(sp.ne.size())) + ")");
+      continue;
+    }
+    int64_t want[4] = {1, 1, 1, 1};
+    std::copy(sp.ne.begin(), sp.ne.end(), want);
+    bool same = true;
+    for (int d = 0; d < 4; ++d) same = same && t->ne[d] == want[d];
+    if (!same)
+      fail("tensor " + sp.name + " has shape " + shape_str(t->ne, std::max(t->n_dims, 1)) + ", expected " +
+           shape_str(sp.ne.data(), int(sp.ne.size())));
+    if (sp.f32_only ? t->type != quant::Type::F32 : !is_supported_weight_type(t->type))
+      fail("tensor " + sp.name + " has type " + quant::type_name(t->type) + ", which is not supported here" +
+           (sp.f32_only ? " (expected F32)" : ""));
+    found.push_back({t, &sp});
+  }
+
+  // Arena order = file order, so an upload streams through the mapping front to back.
+  std::sort(found.begin(), found.end(), [](const Found& a, const Found& b) { return a.info->offset < b.info->offset; });
+  uint64_t offset = 0;
+  for (const Found& f : found) {
+    WeightInfo e;
+    e.params.tensor = f.spec->name;
+    e.params.type = f.info->type;
+    e.params.host = f.info->data;
+    e.params.nbytes = f.info->nbytes;
+    e.params.arena_offset = offset;
+    for (int d = 0; d < 4; ++d) e.shape.ne[static_cast<size_t>(d)] = f.info->ne[d];
+    offset += (f.info->nbytes + kArenaAlignment - 1) / kArenaAlignment * kArenaAlignment;
+    w.index_.emplace(e.params.tensor, w.entries_.size());
+    w.entries_.push_back(std::move(e));
+  }
+  w.arena_bytes_ = offset;
+  return w;
+}
+
+const WeightInfo* Weights::find(std::string_view name) const {
+  auto it = index_.find(std::string(name));
+  return it == index_.end() ? nullptr : &entries_[it->second];
+}
+
+const WeightInfo& Weights::get(std::string_view name) const {
+  if (const WeightInfo* w = find(name)) return *w;
+  throw ModelError(file_ + ": missing tensor " + std::string(name));
+}
+
+}  // namespace model

@@ -1,0 +1,258 @@
+// Device-side dequantization of the GGUF block formats, shared by every CUDA kernel that reads weights (matvec,
+// dequantize-to-half for GEMM, get_rows). The unit is a "chunk" of 32 consecutive elements of a row: a whole block
+// of the 32-element formats, one eighth of a K-quant super-block, 32 plain floats. Every kernel spreads chunks over
+// threads, so one definition per format serves them all; layouts follow quant/blocks.h and the CPU reference in
+// quant/dequantize.cpp element for element.
+#pragma once
+#include <cstdint>
+
+#include "quant/blocks.h"
+#include "quant/half.h"
+#include "quant/types.h"
+
+namespace quant::dev {
+
+inline constexpr int kChunk = 32;  // elements per chunk, every format
+
+// Bytes of one row of n elements of type T (n a multiple of the block size, checked by the host).
+template <Type T>
+struct Layout;
+#define LLM_LAYOUT(T, BLOCK_T, ELEMS)                                    \
+  template <>                                                           \
+  struct Layout<Type::T> {                                              \
+    using Block = BLOCK_T;                                              \
+    static constexpr int kBlockElems = ELEMS;                           \
+    static constexpr int kBlockBytes = int(sizeof(BLOCK_T));            \
+  };
+LLM_LAYOUT(F32, float, 1)
+LLM_LAYOUT(F16, uint16_t, 1)
+LLM_LAYOUT(BF16, uint16_t, 1)
+LLM_LAYOUT(Q4_0, BlockQ4_0, kQK4_0)
+LLM_LAYOUT(Q4_1, BlockQ4_1, kQK4_1)
+LLM_LAYOUT(Q5_0, BlockQ5_0, kQK5_0)
+LLM_LAYOUT(Q5_1, BlockQ5_1, kQK5_1)
+LLM_LAYOUT(Q8_0, BlockQ8_0, kQK8_0)
+LLM_LAYOUT(Q2_K, BlockQ2_K, kQK_K)
+LLM_LAYOUT(Q3_K, BlockQ3_K, kQK_K)
+LLM_LAYOUT(Q4_K, BlockQ4_K, kQK_K)
+LLM_LAYOUT(Q5_K, BlockQ5_K, kQK_K)
+LLM_LAYOUT(Q6_K, BlockQ6_K, kQK_K)
+#undef LLM_LAYOUT
+
+template <Type T>
+inline constexpr bool kIsFloat = T == Type::F32 || T == Type::F16 || T == Type::BF16;
+
+// Bytes from the start of a row to the start of chunk c (quant formats only; chunks never straddle blocks).
+template <Type T>
+__device__ __forceinline__ const uint8_t* chunk_block(const uint8_t* row, int64_t c) {
+  constexpr int per_block = Layout<T>::kBlockElems / kChunk;
+  return row + (c / per_block) * Layout<T>::kBlockBytes;
+}
+
+__device__ __forceinline__ uint32_t load_u32_unaligned(const uint8_t* p) {
+  return uint32_t(p[0]) | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16 | uint32_t(p[3]) << 24;
+}
+__device__ __forceinline__ uint16_t load_u16(const uint8_t* p) {  // 2-byte aligned (all block starts are)
+  return *reinterpret_cast<const uint16_t*>(p);
+}
+
+// Scale / min of sub-block j (0..7) of Q4_K and Q5_K: 6-bit values packed into 12 bytes.
+__device__ __forceinline__ void scale_min_k4(int j, const uint8_t* q, int& sc, int& m) {
+  if (j < 4) {
+    sc = q[j] & 63;
+    m = q[j + 4] & 63;
+  } else {
+    sc = (q[j + 4] & 0x0f) | ((q[j - 4] >> 6) << 4);
+    m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+  }
+}
+
+// Signed 6-bit scale i (0..15) of Q3_K: low 4 bits in the nibbles of bytes 0..7, high 2 bits in bytes 8..11.
+__device__ __forceinline__ int q3k_scale(int i, const uint8_t* s) {
+  const int lo = i < 8 ? (s[i] & 0x0f) : (s[i - 8] >> 4);
+  const int hi = (s[8 + (i & 3)] >> (2 * (i >> 2))) & 3;
+  return (lo | (hi << 4)) - 32;
+}
+
+// Elements [32c, 32c + 32) of a row of type T into v. For the float formats, `valid` (>= 1) is how many of those
+// exist in the row (rows of any length); missing ones read as 0. Quant rows are whole blocks: `valid` is ignored.
+template <Type T>
+__device__ __forceinline__ void dequant_chunk(const uint8_t* row, int64_t c, int valid, float (&v)[kChunk]) {
+  if constexpr (T == Type::F32) {
+    const float* p = reinterpret_cast<const float*>(row) + c * kChunk;
+    if (valid >= kChunk && (reinterpret_cast<uintptr_t>(p) & 15) == 0) {
+#pragma unroll
+      for (int i = 0; i < kChunk; i += 4) {
+        const float4 f = __ldg(reinterpret_cast<const float4*>(p + i));
+        v[i] = f.x, v[i + 1] = f.y, v[i + 2] = f.z, v[i + 3] = f.w;
+      }
+    } else {
+#pragma unroll
+      for (int i = 0; i < kChunk; ++i) v[i] = i < valid ? p[i] : 0.0f;
+    }
+  } else if constexpr (T == Type::F16 || T == Type::BF16) {
+    const uint16_t* p = reinterpret_cast<const uint16_t*>(row) + c * kChunk;
+    auto cvt = [](uint16_t h) { return T == Type::F16 ? f16_to_f32(h) : bf16_to_f32(h); };
+    if (valid >= kChunk && (reinterpret_cast<uintptr_t>(p) & 15) == 0) {
+#pragma unroll
+      for (int i = 0; i < kChunk; i += 8) {
+        const uint4 u = __ldg(reinterpret_cast<const uint4*>(p + i));
+        const uint32_t w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+          v[i + 2 * k] = cvt(uint16_t(w[k] & 0xffffu));
+          v[i + 2 * k + 1] = cvt(uint16_t(w[k] >> 16));
+        }
+      }
+    } else {
+#pragma unroll
+      for (int i = 0; i < kChunk; ++i) v[i] = i < valid ? cvt(p[i]) : 0.0f;
+    }
+  } else if constexpr (T == Type::Q4_0 || T == Type::Q4_1) {
+    // Element j in the low nibble of qs[j], element j + 16 in the high nibble.
+    const uint8_t* b = chunk_block<T>(row, c);
+    const float d = f16_to_f32(load_u16(b));
+    const float m = T == Type::Q4_1 ? f16_to_f32(load_u16(b + 2)) : 0.0f;
+    const uint8_t* qs = b + (T == Type::Q4_1 ? 4 : 2);
+#pragma unroll
+    for (int j = 0; j < 16; j += 2) {
+      const uint32_t q2 = load_u16(qs + j);
+#pragma unroll
+      for (int k = 0; k < 2; ++k) {
+        const int q = (q2 >> (8 * k)) & 0xff;
+        if constexpr (T == Type::Q4_0) {
+          v[j + k] = float((q & 0x0f) - 8) * d;
+          v[j + k + 16] = float((q >> 4) - 8) * d;
+        } else {
+          v[j + k] = float(q & 0x0f) * d + m;
+          v[j + k + 16] = float(q >> 4) * d + m;
+        }
+      }
+    }
+  } else if constexpr (T == Type::Q5_0 || T == Type::Q5_1) {
+    // As Q4 plus a fifth bit per element in the little-endian word qh (bit j for element j).
+    const uint8_t* b = chunk_block<T>(row, c);
+    const float d = f16_to_f32(load_u16(b));
+    const float m = T == Type::Q5_1 ? f16_to_f32(load_u16(b + 2)) : 0.0f;
+    const uint8_t* qhp = b + (T == Type::Q5_1 ? 4 : 2);
+    const uint32_t qh = T == Type::Q5_1 ? *reinterpret_cast<const uint32_t*>(qhp) : load_u32_unaligned(qhp);
+    const uint8_t* qs = qhp + 4;
+#pragma unroll
+    for (int j = 0; j < 16; j += 2) {
+      const uint32_t q2 = load_u16(qs + j);
+#pragma unroll
+      for (int k = 0; k < 2; ++k) {
+        const int jj = j + k;
+        const int q = (q2 >> (8 * k)) & 0xff;
+        const int lo = (q & 0x0f) | int((qh >> jj) & 1u) << 4;
+        const int hi = (q >> 4) | int((qh >> (jj + 16)) & 1u) << 4;
+        if constexpr (T == Type::Q5_0) {
+          v[jj] = float(lo - 16) * d;
+          v[jj + 16] = float(hi - 16) * d;
+        } else {
+          v[jj] = float(lo) * d + m;
+          v[jj + 16] = float(hi) * d + m;
+        }
+      }
+    }
+  } else if constexpr (T == Type::Q8_0) {
+    const uint8_t* b = chunk_block<T>(row, c);
+    const float d = f16_to_f32(load_u16(b));
+#pragma unroll
+    for (int j = 0; j < 32; j += 2) {
+      const uint32_t q2 = load_u16(b + 2 + j);
+      v[j] = float(int8_t(q2 & 0xff)) * d;
+      v[j + 1] = float(int8_t(q2 >> 8)) * d;
+    }
+  } else if constexpr (T == Type::Q2_K) {
+    // Chunk c: half n = c / 4 (qs[32n..32n+31]), 2-bit plane p = c % 4; sub-blocks of 16 use scales[2c], [2c+1].
+    const uint8_t* b = chunk_block<T>(row, c);
+    const int cc = int(c & 7), n = cc >> 2, p = cc & 3;
+    const float d = f16_to_f32(load_u16(b + 80)), dmin = f16_to_f32(load_u16(b + 82));
+    const uint32_t* qs = reinterpret_cast<const uint32_t*>(b + 16 + 32 * n);  // block offset 16: 4-byte aligned
+#pragma unroll
+    for (int sub = 0; sub < 2; ++sub) {
+      const int sc = b[2 * cc + sub];
+      const float dl = d * float(sc & 0x0f), ml = dmin * float(sc >> 4);
+#pragma unroll
+      for (int w = 0; w < 4; ++w) {
+        const uint32_t q4 = qs[4 * sub + w];
+#pragma unroll
+        for (int k = 0; k < 4; ++k) v[16 * sub + 4 * w + k] = dl * float((q4 >> (8 * k + 2 * p)) & 3u) - ml;
+      }
+    }
+  } else if constexpr (T == Type::Q3_K) {
+    // Same plane order as Q2_K; the third bit of element l is bit c of hmask[l]; clear means subtract 4.
+    const uint8_t* b = chunk_block<T>(row, c);
+    const int cc = int(c & 7), n = cc >> 2, p = cc & 3;
+    const float d = f16_to_f32(load_u16(b + 108));
+    const uint8_t* hm = b;
+    const uint8_t* qs = b + 32 + 32 * n;
+    const uint8_t* sc = b + 96;
+#pragma unroll
+    for (int sub = 0; sub < 2; ++sub) {
+      const float dl = d * float(q3k_scale(2 * cc + sub, sc));
+#pragma unroll
+      for (int l = 16 * sub; l < 16 * sub + 16; l += 2) {
+        const uint32_t q2 = load_u16(qs + l), h2 = load_u16(hm + l);
+#pragma unroll
+        for (int k = 0; k < 2; ++k) {
+          const int q = int((q2 >> (8 * k + 2 * p)) & 3u) - (((h2 >> (8 * k + cc)) & 1u) ? 0 : 4);
+          v[l + k] = dl * float(q);
+        }
+      }
+    }
+  } else if constexpr (T == Type::Q4_K || T == Type::Q5_K) {
+    // Chunk c reads qs[32(c/2) ..+32]: low nibbles for even c, high for odd; sub-block scale/min c.
+    // Q5_K adds bit c of qh[l] as the fifth bit.
+    const uint8_t* b = chunk_block<T>(row, c);
+    const int cc = int(c & 7);
+    const float d = f16_to_f32(load_u16(b)), dmin = f16_to_f32(load_u16(b + 2));
+    int sc, mn;
+    scale_min_k4(cc, b + 4, sc, mn);
+    const float d1 = d * float(sc), m1 = dmin * float(mn);
+    constexpr int qs_off = T == Type::Q4_K ? 16 : 48;  // both 16-byte aligned within 16-byte aligned blocks
+    const uint4* qs = reinterpret_cast<const uint4*>(b + qs_off + 32 * (cc >> 1));
+    const int shift = 4 * (cc & 1);
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const uint4 u = qs[h];
+      const uint32_t w[4] = {u.x, u.y, u.z, u.w};
+      uint32_t hw[4] = {0, 0, 0, 0};
+      if constexpr (T == Type::Q5_K) {
+        const uint4 hu = reinterpret_cast<const uint4*>(b + 16)[h];
+        hw[0] = hu.x, hw[1] = hu.y, hw[2] = hu.z, hw[3] = hu.w;
+      }
+#pragma unroll
+      for (int k = 0; k < 16; ++k) {
+        int q = int((w[k >> 2] >> (8 * (k & 3) + shift)) & 0x0fu);
+        if constexpr (T == Type::Q5_K) q |= int((hw[k >> 2] >> (8 * (k & 3) + cc)) & 1u) << 4;
+        v[16 * h + k] = d1 * float(q) - m1;
+      }
+    }
+  } else if constexpr (T == Type::Q6_K) {
+    // Chunk c: half n = c / 4, quarter k = c % 4. Low 4 bits: ql[64n + 32(k&1) + l], high nibble when k >= 2;
+    // high 2 bits: (qh[32n + l] >> 2k) & 3; scale scales[8n + 2k + l/16]; value d * scale * (q - 32).
+    const uint8_t* b = chunk_block<T>(row, c);
+    const int cc = int(c & 7), n = cc >> 2, k = cc & 3;
+    const float d = f16_to_f32(load_u16(b + 208));
+    const uint8_t* ql = b + 64 * n + 32 * (k & 1);
+    const uint8_t* qh = b + 128 + 32 * n;
+    const int8_t* sc = reinterpret_cast<const int8_t*>(b + 192) + 8 * n + 2 * k;
+    const int lshift = 4 * (k >> 1);
+#pragma unroll
+    for (int l = 0; l < 32; l += 2) {
+      const uint32_t l2 = load_u16(ql + l), h2 = load_u16(qh + l);
+      const float dl = d * float(sc[l / 16]);
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int q = int((l2 >> (8 * e + lshift)) & 0x0fu) | int((h2 >> (8 * e + 2 * k)) & 3u) << 4;
+        v[l + e] = dl * float(q - 32);
+      }
+    }
+  } else {
+    static_assert(T == Type::F32, "dequant_chunk: no device dequantizer for this type");
+  }
+}
+
+}  // namespace quant::dev

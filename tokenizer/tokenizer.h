@@ -1,0 +1,118 @@
+// Text <-> token ids for GGUF vocabularies: SentencePiece-style ("llama", through the sentencepiece library) and
+// byte-level BPE ("gpt2", with a per-model PCRE2 pre-tokenizer). Built once from a gguf::File (model or vocab-only);
+// thread-compatible: const methods may be called concurrently.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace gguf {
+class File;
+}
+
+namespace tokenizer {
+
+// Any tokenizer failure: bad or unsupported vocabulary metadata, out-of-range ids, library errors.
+class TokenizerError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// GGUF tokenizer.ggml.token_type values.
+enum class TokenType : int32_t {
+  UNDEFINED = 0, NORMAL = 1, UNKNOWN = 2, CONTROL = 3, USER_DEFINED = 4, UNUSED = 5, BYTE = 6,
+};
+
+enum class ModelKind { SPM, BPE };
+
+// The vocabulary as stored in the GGUF metadata, with the documented defaults applied to absent keys.
+struct Vocab {
+  ModelKind kind = ModelKind::SPM;
+  std::string model_name;            // tokenizer.ggml.model ("llama", "gpt2")
+  std::string pre;                   // tokenizer.ggml.pre ("default" when absent)
+  std::vector<std::string> tokens;   // [n_vocab]
+  std::vector<float> scores;         // [n_vocab]; 0 when absent
+  std::vector<TokenType> types;      // [n_vocab]; NORMAL when absent
+  std::vector<std::string> merges;   // "a b" pairs, BPE only
+  int32_t bos = -1, eos = -1, eot = -1, unk = -1, pad = -1;  // -1 = none
+  bool add_bos = false, add_eos = false;
+  bool add_space_prefix = true;      // SPM only
+  std::string chat_template;         // tokenizer.chat_template, "" when absent
+
+  // Reads the tokenizer.* keys; throws TokenizerError (wrapping gguf::GgufError) on missing or malformed keys.
+  static Vocab from_gguf(const gguf::File& file);
+};
+
+class Tokenizer {
+ public:
+  static Tokenizer from_gguf(const gguf::File& file);
+  static Tokenizer from_vocab(Vocab vocab);  // tests build vocabularies in memory
+
+  Tokenizer(Tokenizer&&) noexcept;
+  Tokenizer& operator=(Tokenizer&&) noexcept;
+  ~Tokenizer();
+
+  // add_special: prepend BOS / append EOS per add_bos()/add_eos(). parse_special: recognise control and
+  // user-defined tokens written in the text (user-defined tokens are matched even when it is false).
+  std::vector<int32_t> encode(std::string_view text, bool add_special, bool parse_special) const;
+  // Same, with explicit BOS/EOS choices overriding the vocabulary's flags.
+  std::vector<int32_t> encode(std::string_view text, bool add_bos, bool add_eos, bool parse_special) const;
+
+  // The bytes a token stands for when detokenized: "▁Hello" -> " Hello", "<0x0A>" -> "\n", "Ġworld" -> " world".
+  // Control tokens render as their text only when render_special is true (else ""). Throws on an out-of-range id.
+  std::string token_to_piece(int32_t id, bool render_special = false) const;
+  // The token's raw vocabulary string ("▁Hello", "Ġworld", "<0x0A>").
+  const std::string& token_text(int32_t id) const;
+  TokenType token_type(int32_t id) const;
+
+  // ids -> text. Applies the SentencePiece rule: the one leading space of the first piece after BOS (or at the
+  // start, for SPM vocabularies with add_space_prefix) is dropped. The result may contain invalid UTF-8 only if
+  // the ids spell it; use StreamDecoder for incremental output.
+  std::string decode(const std::vector<int32_t>& ids, bool render_special = false) const;
+
+  int32_t n_vocab() const;
+  int32_t bos() const;  // -1 when the vocabulary has none
+  int32_t eos() const;
+  int32_t eot() const;
+  int32_t unk() const;
+  int32_t pad() const;
+  bool add_bos() const;
+  bool add_eos() const;
+  bool is_eog(int32_t id) const;  // end of generation: EOS, EOT and other known end markers of the vocabulary
+  bool is_control(int32_t id) const;
+  ModelKind kind() const;
+  const std::string& pre() const;
+  const std::string& chat_template() const;
+  // Exact vocabulary lookup ("<|im_start|>", "▁Hello"); nullopt when absent.
+  std::optional<int32_t> find_token(std::string_view text) const;
+
+  struct Impl;
+
+ private:
+  explicit Tokenizer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// Incremental detokenizer for generation: push() returns the text that became complete with this token, never a
+// partial UTF-8 sequence (byte-fallback tokens <0xE2><0x9C><0x85> come out together as "✅"). Applies the same
+// leading-space rule as Tokenizer::decode. flush() returns what is left (invalid bytes become U+FFFD).
+class StreamDecoder {
+ public:
+  explicit StreamDecoder(const Tokenizer& tok, bool render_special = false);
+  std::string push(int32_t id);
+  std::string flush();
+  void reset();
+
+ private:
+  const Tokenizer* tok_;
+  bool render_special_;
+  bool at_start_ = true;      // no piece emitted yet: the SPM leading-space rule may still apply
+  bool after_bos_ = false;
+  std::string pending_;       // bytes of an incomplete UTF-8 sequence
+};
+
+}  // namespace tokenizer
