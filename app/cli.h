@@ -21,6 +21,11 @@ using Action = std::function<int()>;
 // Each subcommand file provides one register function; it adds its CLI11 subcommand to `root` and, when that
 // subcommand is selected, stores its action in `chosen`.
 void register_info(CLI::App& root, Action& chosen);
+// The root command (text generation): flags on `root` itself, chosen when no subcommand is given.
+void register_generate(CLI::App& root, Action& chosen);
+void register_logits(CLI::App& root, Action& chosen);
+void register_perplexity(CLI::App& root, Action& chosen);
+void register_synth(CLI::App& root, Action& chosen);
 
 // -m FILE if given, else $LLM_RUN_MODEL, else models/default.gguf; throws UsageError with a hint on how to get a
 // model when none of them exists.

@@ -205,7 +205,7 @@ void print_summary(std::string& out, const gguf::File& f) {
   }
   line(out, "tensors", std::to_string(f.tensors().size()) + (f.tensors().empty() ? " (vocabulary-only file)" : ""));
   for (const auto& [type, b] : by_type) {
-    out += fmt("  %-6s %6zu tensors  %s\n", quant::type_name(static_cast<quant::Type>(type)), b.count,
+    out += fmt("  %-6s %6zu %-7s  %s\n", quant::type_name(static_cast<quant::Type>(type)), b.count, b.count == 1 ? "tensor" : "tensors",
                human_bytes(b.bytes).c_str());
   }
   line(out, "parameters", grouped(params) + " (" + human_count(params) + ")");

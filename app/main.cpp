@@ -16,6 +16,10 @@ int main(int argc, char** argv) {
 
   app::Action chosen;
   app::register_info(root, chosen);
+  app::register_generate(root, chosen);
+  app::register_logits(root, chosen);
+  app::register_perplexity(root, chosen);
+  app::register_synth(root, chosen);
 
   try {
     root.parse(argc, argv);

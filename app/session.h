@@ -24,8 +24,8 @@ class SessionError : public std::runtime_error {
 };
 
 struct SessionOptions {
-  std::string device = "cpu";  // "cpu" | "cuda"
-  int32_t n_ctx = 0;           // KV-cache slots; 0 = the model's training context (the CPU caps it, see make_session)
+  std::string device = "cpu";  // "cpu" | "cuda" | "auto"
+  int32_t n_ctx = 0;           // KV-cache slots; 0 = the model's training context, capped (see resolve_n_ctx)
   int32_t n_threads = 0;       // CPU threads; 0 = hardware concurrency
   bool verbose = false;        // device / allocation notes on stderr
 };
@@ -61,13 +61,20 @@ class Session {
   virtual std::string device_name() const = 0;  // "CPU reference (2 threads)", "NVIDIA H100 80GB HBM3"
 };
 
-// Creates the session for options.device ("cpu" or "cuda"). For the CPU, n_ctx 0 means min(training context, 4096)
-// (a note goes to stderr when capped and verbose). Throws UsageError for an unknown device, or
-// std::runtime_error("CUDA device not available in this build") when the CUDA session is absent.
-// The model must outlive nothing: the session shares ownership.
+// Creates the session for options.device: "cpu", "cuda", or "auto" (cuda when this build has the CUDA session,
+// else cpu). The context is resolve_n_ctx(); a note goes to stderr when the default was capped. Throws UsageError
+// for an unknown device and std::runtime_error("CUDA device not available in this build") without the CUDA session.
+// The session shares ownership of the model.
 std::unique_ptr<Session> make_session(std::shared_ptr<const model::Model> model, const SessionOptions& options);
 
-// The context size a session will use for this model and request (the rule of make_session, exposed for messages).
+// KV-cache slots for this model and request: options.n_ctx when positive, else min(training context, 4096).
+// Throws UsageError for a negative n_ctx.
 int32_t resolve_n_ctx(const model::Model& model, const SessionOptions& options);
+
+#ifdef LLM_HAVE_CUDA_SESSION
+// Provided by the CUDA session's source file; builds that define LLM_HAVE_CUDA_SESSION must link it.
+std::unique_ptr<Session> make_cuda_session(std::shared_ptr<const model::Model> model, const SessionOptions& options,
+                                           int32_t n_ctx);
+#endif
 
 }  // namespace app

@@ -5,12 +5,12 @@
 
 namespace cuda {
 
-void throw_error(const char* library, const char* expr, const std::string& what, const char* func, const char* file,
+void throw_error(const char* library, const char* expr, const ::std::string& what, const char* func, const char* file,
                  int line) {
   int dev = -1;
   // The device query may itself fail (no driver); the message then says device -1.
   if (cudaGetDevice(&dev) != cudaSuccess) dev = -1;
-  std::ostringstream os;
+  ::std::ostringstream os;
   os << library << " error: " << what << "\n  in " << expr << "\n  at " << func << " (" << file << ":" << line
      << "), device " << dev;
   throw Error(os.str());

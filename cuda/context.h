@@ -22,7 +22,7 @@ class Context {
   const cudaDeviceProp& props() const { return props_; }
   int sm_count() const { return props_.multiProcessorCount; }
   int arch() const { return props_.major * 10 + props_.minor; }  // 90 for sm_90
-  std::string name() const { return props_.name; }
+  ::std::string name() const { return props_.name; }
 
   cudaStream_t compute() const { return compute_.get(); }
   cudaStream_t copy() const { return copy_.get(); }

@@ -16,11 +16,11 @@ class Unique {
  public:
   Unique() = default;
   explicit Unique(H h) : h_(h) {}
-  Unique(Unique&& o) noexcept : h_(std::exchange(o.h_, H{})) {}
+  Unique(Unique&& o) noexcept : h_(::std::exchange(o.h_, H{})) {}
   Unique& operator=(Unique&& o) noexcept {
     if (this != &o) {
       reset();
-      h_ = std::exchange(o.h_, H{});
+      h_ = ::std::exchange(o.h_, H{});
     }
     return *this;
   }
@@ -98,12 +98,12 @@ class DeviceBuffer {
     if (bytes) CUDA_CHECK(cudaMalloc(&ptr_, bytes));
   }
   DeviceBuffer(DeviceBuffer&& o) noexcept
-      : ptr_(std::exchange(o.ptr_, nullptr)), bytes_(std::exchange(o.bytes_, 0)) {}
+      : ptr_(::std::exchange(o.ptr_, nullptr)), bytes_(::std::exchange(o.bytes_, 0)) {}
   DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
     if (this != &o) {
       if (ptr_) (void)cudaFree(ptr_);
-      ptr_ = std::exchange(o.ptr_, nullptr);
-      bytes_ = std::exchange(o.bytes_, 0);
+      ptr_ = ::std::exchange(o.ptr_, nullptr);
+      bytes_ = ::std::exchange(o.bytes_, 0);
     }
     return *this;
   }
@@ -130,12 +130,12 @@ class PinnedBuffer {
     if (bytes) CUDA_CHECK(cudaMallocHost(&ptr_, bytes));
   }
   PinnedBuffer(PinnedBuffer&& o) noexcept
-      : ptr_(std::exchange(o.ptr_, nullptr)), bytes_(std::exchange(o.bytes_, 0)) {}
+      : ptr_(::std::exchange(o.ptr_, nullptr)), bytes_(::std::exchange(o.bytes_, 0)) {}
   PinnedBuffer& operator=(PinnedBuffer&& o) noexcept {
     if (this != &o) {
       if (ptr_) (void)cudaFreeHost(ptr_);
-      ptr_ = std::exchange(o.ptr_, nullptr);
-      bytes_ = std::exchange(o.bytes_, 0);
+      ptr_ = ::std::exchange(o.ptr_, nullptr);
+      bytes_ = ::std::exchange(o.bytes_, 0);
     }
     return *this;
   }

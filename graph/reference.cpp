@@ -294,7 +294,9 @@ struct Runner {
   void last_token(const Node& n) const {
     const Node& a = in(n, 0);
     const size_t row = static_cast<size_t>(a.shape.ne[0]) * dtype_size(a.dtype);
-    const auto* src = static_cast<const uint8_t*>(ex.views_[static_cast<size_t>(a.id)].data);
+    // A view of an F32 weight has no arena bytes: read it through f32().
+    const auto* src = a.dtype == DType::F32 ? reinterpret_cast<const uint8_t*>(f32(a.id))
+                                            : static_cast<const uint8_t*>(ex.views_[static_cast<size_t>(a.id)].data);
     std::memcpy(out(n), src + row * static_cast<size_t>(a.shape.ne[1] - 1), row);
   }
 };

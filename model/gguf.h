@@ -35,6 +35,7 @@ struct Value;
 struct Array {
   ValueType elem_type = ValueType::UINT8;
   std::vector<Value> items;
+  bool operator==(const Array&) const = default;
 };
 
 struct Value {
@@ -43,6 +44,7 @@ struct Value {
 
   // Typed reads; throw GgufError (naming `what`) when the stored type cannot represent T exactly.
   template <class T> T as(std::string_view what = {}) const;
+  bool operator==(const Value&) const = default;  // same type and value (floats compare as doubles)
 };
 
 struct KeyValue {

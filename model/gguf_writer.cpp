@@ -17,8 +17,10 @@ namespace {
 constexpr uint64_t kDefaultAlignment = 32;
 
 void put_bytes(std::vector<uint8_t>& out, const void* p, size_t n) {
-  const auto* b = static_cast<const uint8_t*>(p);
-  out.insert(out.end(), b, b + n);
+  if (n == 0) return;
+  const size_t at = out.size();
+  out.resize(at + n);
+  std::memcpy(out.data() + at, p, n);
 }
 template <class T> void put(std::vector<uint8_t>& out, T x) { put_bytes(out, &x, sizeof(T)); }
 void put_string(std::vector<uint8_t>& out, const std::string& s) {

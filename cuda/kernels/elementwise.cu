@@ -11,7 +11,7 @@ namespace {
 
 constexpr int kThreads = 256;
 
-unsigned grid_for(int64_t n) { return unsigned(std::min<int64_t>((n + kThreads - 1) / kThreads, 65535 * 8)); }
+unsigned grid_for(int64_t n) { return unsigned(::std::min<int64_t>((n + kThreads - 1) / kThreads, 65535 * 8)); }
 
 __device__ __forceinline__ float silu(float x) { return x / (1.0f + expf(-x)); }
 

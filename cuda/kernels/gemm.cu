@@ -28,7 +28,7 @@ __global__ void __launch_bounds__(kThreads) dequant_f16_kernel(DequantF16Params 
   if (i >= chunks_per_row * p.rows) return;
   const int64_t r = i / chunks_per_row, c = i % chunks_per_row;
   const uint8_t* row = static_cast<const uint8_t*>(p.w) + (p.row0 + r) * row_bytes;
-  const int valid = int(min<int64_t>(kChunk, p.K - c * kChunk));
+  const int valid = int((p.K - c * kChunk < kChunk ? p.K - c * kChunk : kChunk));
   float v[kChunk];
   quant::dev::dequant_chunk<T>(row, c, valid, v);
   uint16_t* out = p.out + r * p.K + c * kChunk;
@@ -88,8 +88,8 @@ void launch_gemm(const GemmParams& p, cublasHandle_t handle, cudaStream_t stream
   const bool direct_f16 = p.type == quant::Type::F16;  // F16 weights are already the GEMM operand
   const size_t x_bytes = align256(size_t(p.K) * p.T * 2);
   LLM_REQUIRE(p.scratch && p.scratch_bytes >= (direct_f16 ? x_bytes : gemm_min_scratch(p.K, p.T)),
-              "scratch of " + std::to_string(p.scratch_bytes) + " bytes is below the minimum " +
-                  std::to_string(gemm_min_scratch(p.K, p.T)));
+              "scratch of " + ::std::to_string(p.scratch_bytes) + " bytes is below the minimum " +
+                  ::std::to_string(gemm_min_scratch(p.K, p.T)));
   (void)quant::row_bytes(p.type, p.K);  // validates K against the block size
 
   auto* xh = static_cast<__half*>(p.scratch);
@@ -109,9 +109,9 @@ void launch_gemm(const GemmParams& p, cublasHandle_t handle, cudaStream_t stream
     gemm(p.w, 0, p.N);
   } else {
     auto* wh = reinterpret_cast<uint16_t*>(static_cast<uint8_t*>(p.scratch) + x_bytes);
-    const int64_t slice = std::min<int64_t>(p.N, int64_t((p.scratch_bytes - x_bytes) / (size_t(p.K) * 2)));
+    const int64_t slice = ::std::min<int64_t>(p.N, int64_t((p.scratch_bytes - x_bytes) / (size_t(p.K) * 2)));
     for (int64_t row0 = 0; row0 < p.N; row0 += slice) {
-      const int64_t rows = std::min(slice, p.N - row0);
+      const int64_t rows = ::std::min(slice, p.N - row0);
       launch_dequant_f16({p.w, p.type, p.K, row0, rows, wh}, stream);
       gemm(wh, row0, rows);
     }

@@ -20,7 +20,7 @@ __global__ void __launch_bounds__(kThreads) get_rows_kernel(GetRowsParams p, siz
   const int64_t t = blockIdx.y;
   if (c >= chunks) return;
   const int32_t id = p.ids[t];
-  const int valid = int(min<int64_t>(kChunk, p.K - c * kChunk));
+  const int valid = int((p.K - c * kChunk < kChunk ? p.K - c * kChunk : kChunk));
   float* out = p.out + t * p.K + c * kChunk;
   if (id < 0 || id >= p.n_rows) {
     for (int j = 0; j < valid; ++j) out[j] = __int_as_float(0x7fc00000);

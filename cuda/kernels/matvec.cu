@@ -33,7 +33,7 @@ __global__ void __launch_bounds__(kWarps * 32) matvec_kernel(MatvecParams p, siz
   float acc = 0.0f;
 #pragma unroll 2
   for (int64_t c = lane; c < n_chunks; c += 32) {
-    const int valid = int(min<int64_t>(kChunk, p.K - c * kChunk));
+    const int valid = int((p.K - c * kChunk < kChunk ? p.K - c * kChunk : kChunk));
     float v[kChunk];
     quant::dev::dequant_chunk<T>(row, c, valid, v);
     const float* xc = x + c * kChunk;

@@ -9,7 +9,7 @@
 namespace cuda {
 
 template <quant::Type T>
-using QType = std::integral_constant<quant::Type, T>;
+using QType = ::std::integral_constant<quant::Type, T>;
 
 // Calls f(QType<t>{}) for every type with a device dequantizer; throws quant::UnsupportedType naming `op` otherwise.
 template <class F>
@@ -32,8 +32,8 @@ void dispatch_qtype(quant::Type t, const char* op, F&& f) {
     default:
       break;
   }
-  throw quant::UnsupportedType(std::string(op) + ": no CUDA kernel for weight type " +
-                               quant::type_name(t) + " (id " + std::to_string(uint32_t(t)) + ")");
+  throw quant::UnsupportedType(::std::string(op) + ": no CUDA kernel for weight type " +
+                               quant::type_name(t) + " (id " + ::std::to_string(uint32_t(t)) + ")");
 }
 
 }  // namespace cuda

@@ -1,0 +1,94 @@
+// The shared generate loop (see generate.h).
+#include "app/generate.h"
+
+#include <chrono>
+
+#include "tokenizer/tokenizer.h"
+
+namespace app {
+
+namespace {
+double ms_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+}  // namespace
+
+const char* stop_reason_name(StopReason r) {
+  switch (r) {
+    case StopReason::EndOfGeneration: return "end of generation";
+    case StopReason::TokenLimit: return "token limit";
+    case StopReason::ContextFull: return "context full";
+  }
+  return "?";
+}
+
+std::vector<int32_t> tokenize_prompt(const tokenizer::Tokenizer& tok, std::string_view text) {
+  std::vector<int32_t> ids = tok.encode(text, /*add_special=*/true, /*parse_special=*/true);
+  if (ids.empty()) throw SessionError("the prompt is empty and the vocabulary has no BOS token to start from");
+  return ids;
+}
+
+GenerateResult generate(Session& session, const tokenizer::Tokenizer& tok, std::span<const int32_t> prompt,
+                        const GenerateOptions& options, const TextSink& sink) {
+  if (prompt.empty()) throw SessionError("generate: empty prompt");
+  const int64_t n_ctx = session.n_ctx();
+  if (static_cast<int64_t>(prompt.size()) > n_ctx)
+    throw SessionError("prompt has " + std::to_string(prompt.size()) + " tokens but the context holds " +
+                       std::to_string(n_ctx) + " (raise -c or shorten the prompt)");
+  Sampler sampler(options.sampling);
+  GenerateResult r;
+  r.prompt.assign(prompt.begin(), prompt.end());
+
+  tokenizer::StreamDecoder decoder(tok);
+  // The prompt goes through the decoder even when not shown: it settles the SentencePiece leading-space rule, so
+  // the continuation's first piece keeps its space exactly when decode(prompt + generated) would.
+  for (int32_t id : prompt) {
+    std::string text = decoder.push(id);
+    if (options.echo_prompt) sink(text);
+  }
+
+  auto t0 = std::chrono::steady_clock::now();
+  std::span<const float> logits = session.eval(prompt, 0, /*all_logits=*/false);
+  r.prompt_ms = ms_since(t0);
+
+  std::vector<int32_t> history(prompt.begin(), prompt.end());  // prompt + generated: the penalty window's source
+  t0 = std::chrono::steady_clock::now();
+  uint64_t step = 0;
+  int32_t next = sampler.sample(logits, history, step);
+  for (;;) {
+    if (options.n_predict >= 0 && static_cast<int64_t>(r.generated.size()) >= options.n_predict) {
+      r.stop = StopReason::TokenLimit;
+      break;
+    }
+    if (!options.ignore_eos && tok.is_eog(next)) {
+      r.stop = StopReason::EndOfGeneration;
+      break;
+    }
+    sink(decoder.push(next));
+    r.generated.push_back(next);
+    history.push_back(next);
+    if (options.n_predict >= 0 && static_cast<int64_t>(r.generated.size()) >= options.n_predict) {
+      r.stop = StopReason::TokenLimit;
+      break;
+    }
+    // The newest token still has to be evaluated, at position history.size() - 1.
+    const int32_t pos = static_cast<int32_t>(history.size() - 1);
+    if (pos >= n_ctx) {
+      r.stop = StopReason::ContextFull;
+      break;
+    }
+    ++step;
+    const SampleRequest req{&options.sampling, step, history};
+    if (auto fused = session.decode_sample(next, pos, req)) {
+      next = *fused;
+    } else {
+      logits = session.eval(std::span<const int32_t>(&next, 1), pos, /*all_logits=*/false);
+      next = sampler.sample(logits, history, step);
+    }
+  }
+  sink(decoder.flush());
+  r.generate_ms = ms_since(t0);
+  return r;
+}
+
+}  // namespace app

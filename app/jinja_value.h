@@ -1,0 +1,147 @@
+// Values of the chat-template interpreter: Python's data model as far as Jinja templates can see it (None, bool,
+// int, float, str, list, tuple, dict, namespace, callables) plus Jinja's Undefined. Lists and dicts are shared and
+// never modified once built, as in Hugging Face's immutable sandbox; namespace() objects are the one mutable kind.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <variant>
+#include <vector>
+
+namespace app::jinja {
+
+class Value;
+class Interpreter;
+
+// The arguments of one call, positional then keyword, in the order written.
+struct CallArgs {
+  std::vector<Value> positional;
+  std::vector<std::pair<std::string, Value>> keyword;
+};
+
+using Function = std::function<Value(Interpreter&, CallArgs&)>;
+
+// In the order of Value's variant alternatives.
+enum class Type { Undefined, None, Bool, Int, Float, String, Array, Object, Function };
+
+// Containers nest at most this deep; deeper data is refused so that printing, comparing and destroying values
+// stays far from the stack limit.
+inline constexpr int kMaxValueDepth = 256;
+
+struct ArrayData;
+struct ObjectData;
+struct FunctionData;
+
+class Value {
+ public:
+  Value() = default;  // undefined, with no hint
+  Value(bool b) : v_(b) {}
+  Value(int i) : v_(int64_t{i}) {}
+  Value(long i) : v_(int64_t{i}) {}
+  Value(long long i) : v_(int64_t{i}) {}
+  Value(double d) : v_(d) {}
+  Value(const char* s) : v_(std::string(s)) {}
+  Value(std::string s) : v_(std::move(s)) {}
+  Value(std::string_view s) : v_(std::string(s)) {}
+
+  static Value none();
+  // hint says why the value is undefined ("'foo' is undefined"); it becomes the error message when the template
+  // uses the value as a real one.
+  static Value undefined(std::string hint);
+  static Value array(std::vector<Value> items);
+  static Value tuple(std::vector<Value> items);
+  // Keys keep their first position; a repeated key replaces the earlier value (as a Python dict literal does).
+  static Value object(std::vector<std::pair<std::string, Value>> items);
+  static Value make_namespace(std::vector<std::pair<std::string, Value>> items);
+  static Value function(std::string name, Function fn);
+  // JSON text -> value (objects keep their key order); throws TemplateError(Render) on malformed input.
+  static Value from_json(std::string_view json);
+
+  Type type() const { return static_cast<Type>(v_.index()); }
+  bool is_undefined() const { return type() == Type::Undefined; }
+  bool is_none() const { return type() == Type::None; }
+  bool is_bool() const { return type() == Type::Bool; }
+  bool is_int() const { return type() == Type::Int; }
+  bool is_float() const { return type() == Type::Float; }
+  bool is_string() const { return type() == Type::String; }
+  bool is_array() const { return type() == Type::Array; }  // list or tuple
+  bool is_object() const { return type() == Type::Object; }  // dict or namespace
+  bool is_function() const { return type() == Type::Function; }
+  bool is_number() const { return is_int() || is_float() || is_bool(); }  // bool is an int in Python
+  bool is_namespace() const;
+  bool is_tuple() const;
+
+  // Accessors; the caller has checked the type.
+  bool as_bool() const { return std::get<bool>(v_); }
+  int64_t as_int() const { return is_bool() ? int64_t{as_bool()} : std::get<int64_t>(v_); }  // bool or int
+  double as_float() const;  // any number
+  const std::string& as_string() const { return std::get<std::string>(v_); }
+  const std::vector<Value>& items() const;  // list or tuple
+  const ObjectData& object() const;
+  ObjectData& mutable_namespace() const;  // namespace only
+  const FunctionData& function() const;
+  const std::string& undefined_hint() const { return std::get<UndefinedTag>(v_).hint; }
+
+  int depth() const;                 // 0 for scalars, 1 + the deepest element for containers
+  bool holds_namespace() const;      // is, or contains, a namespace object
+  bool same_object(const Value& other) const;  // Python "is" for containers and functions
+
+ private:
+  struct NoneTag {};
+  struct UndefinedTag {
+    std::string hint;
+  };
+  std::variant<UndefinedTag, NoneTag, bool, int64_t, double, std::string, std::shared_ptr<const ArrayData>,
+               std::shared_ptr<ObjectData>, std::shared_ptr<const FunctionData>>
+      v_;
+};
+
+struct ArrayData {
+  std::vector<Value> items;
+  bool tuple = false;
+  int depth = 1;
+  bool holds_namespace = false;
+};
+
+// A dict (insertion-ordered, string keys) or a namespace() object. Only namespaces are ever changed after creation.
+struct ObjectData {
+  std::vector<std::pair<std::string, Value>> items;
+  bool is_namespace = false;
+  int depth = 1;
+  bool holds_namespace = false;
+
+  const Value* find(std::string_view key) const;
+  void set(std::string key, Value value);  // namespace attribute assignment; replaces in place
+};
+
+struct FunctionData {
+  std::string name;
+  Function fn;
+};
+
+// Python semantics, used by every operator, filter and test.
+bool truthy(const Value& v);
+std::string to_str(const Value& v);   // str(v); undefined -> ""
+std::string repr(const Value& v);     // repr(v), as inside a printed list or dict
+std::string type_name(const Value& v);  // "str", "int", "list", "NoneType", "undefined", ...
+std::string float_repr(double d);       // Python's shortest round-trip form: 1.0, 0.1, 1e+16, 1e-05, inf, nan
+bool equals(const Value& a, const Value& b);
+// a < b as -1, equal 0, a > b 1; throws TemplateError(Render) for types Python cannot order.
+int compare(const Value& a, const Value& b);
+
+struct JsonOptions {
+  int indent = -1;                   // < 0: one line; >= 0: newline plus this many spaces per level
+  std::string indent_text;           // used instead of spaces when non-empty (json.dumps accepts a string)
+  std::string item_separator;        // "" means the json.dumps default: ", " on one line, "," when indented
+  std::string key_separator = ": ";
+  bool ensure_ascii = false;         // Hugging Face's tojson keeps non-ASCII characters as they are
+  bool sort_keys = false;
+};
+// json.dumps(v) with Hugging Face's tojson defaults; throws TemplateError(Render) for undefined, functions and
+// namespaces, which Python cannot serialise either.
+std::string to_json(const Value& v, const JsonOptions& options = {});
+
+}  // namespace app::jinja

@@ -1,0 +1,54 @@
+// Session factory: picks the executor for --device and the KV-cache size for -c.
+#include "app/session.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "app/cli.h"
+#include "app/session_cpu.h"
+#include "model/model.h"
+
+namespace app {
+
+namespace {
+// The CPU reference keeps a float KV cache and attends in O(n_ctx) per token: a 128k training context would cost
+// gigabytes and minutes for nothing in the common short run, so an unspecified -c is capped here.
+constexpr int32_t kCpuDefaultCtxCap = 4096;
+
+bool cuda_session_available() {
+#ifdef LLM_HAVE_CUDA_SESSION
+  return true;
+#else
+  return false;
+#endif
+}
+}  // namespace
+
+int32_t resolve_n_ctx(const model::Model& model, const SessionOptions& options) {
+  if (options.n_ctx < 0) throw UsageError("context size (-c) must be positive, got " + std::to_string(options.n_ctx));
+  if (options.n_ctx > 0) return options.n_ctx;
+  return std::min(model.config().n_ctx_train, kCpuDefaultCtxCap);
+}
+
+std::unique_ptr<Session> make_session(std::shared_ptr<const model::Model> model, const SessionOptions& options) {
+  std::string device = options.device;
+  if (device == "auto") device = cuda_session_available() ? "cuda" : "cpu";
+  const int32_t n_ctx = resolve_n_ctx(*model, options);
+  if (options.n_ctx == 0 && n_ctx < model->config().n_ctx_train)
+    std::fprintf(stderr, "llm-run: note: context capped at %d tokens (model trained for %d); use -c to change\n",
+                 n_ctx, model->config().n_ctx_train);
+  else if (options.n_ctx > model->config().n_ctx_train)
+    std::fprintf(stderr, "llm-run: warning: context %d is longer than the model's training context %d\n", n_ctx,
+                 model->config().n_ctx_train);
+  if (device == "cpu") return std::make_unique<CpuSession>(std::move(model), n_ctx, options.n_threads);
+  if (device == "cuda") {
+#ifdef LLM_HAVE_CUDA_SESSION
+    return make_cuda_session(std::move(model), options, n_ctx);
+#else
+    throw std::runtime_error("CUDA device not available in this build");
+#endif
+  }
+  throw UsageError("unknown device '" + options.device + "' (expected cpu, cuda or auto)");
+}
+
+}  // namespace app

@@ -1,0 +1,41 @@
+// Shared run flags and loading (see session_flags.h).
+#include "app/session_flags.h"
+
+#include <chrono>
+#include <cstdio>
+
+#include "app/cli.h"
+
+namespace app {
+
+void add_run_flags(CLI::App& cmd, RunFlags& f) {
+  cmd.add_option("-m,--model", f.model, "GGUF model file (default: $LLM_RUN_MODEL, else models/default.gguf)");
+  cmd.add_option("-c,--ctx-size", f.session.n_ctx,
+                 "KV-cache size in tokens (default: the model's training context; at most 4096 on the CPU)")
+      ->check(CLI::NonNegativeNumber);
+  cmd.add_option("--device", f.session.device, "Where to run: auto, cpu or cuda")
+      ->check(CLI::IsMember({"auto", "cpu", "cuda"}))
+      ->default_str("auto");
+  cmd.add_option("-t,--threads", f.session.n_threads, "CPU threads (default: all cores)")
+      ->check(CLI::NonNegativeNumber);
+  cmd.add_flag("-v,--verbose", f.session.verbose, "Describe the model, device and context on stderr");
+}
+
+Loaded load_for_run(const RunFlags& flags) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::string path = resolve_model_path(flags.model);
+  std::shared_ptr<const model::Model> m = model::Model::load(path);
+  tokenizer::Tokenizer tok = tokenizer::Tokenizer::from_gguf(m->file());
+  if (tok.n_vocab() != m->config().n_vocab)
+    throw model::ModelError(path + ": the tokenizer has " + std::to_string(tok.n_vocab()) +
+                            " tokens but the model's vocabulary size is " + std::to_string(m->config().n_vocab));
+  std::unique_ptr<Session> session = make_session(m, flags.session);
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  if (flags.session.verbose) {
+    std::fprintf(stderr, "llm-run: model %s\nllm-run: %s\nllm-run: device %s, context %d tokens\n", path.c_str(),
+                 model::describe(m->config()).c_str(), session->device_name().c_str(), session->n_ctx());
+  }
+  return Loaded{std::move(m), std::move(tok), std::move(session), ms};
+}
+
+}  // namespace app

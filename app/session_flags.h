@@ -1,0 +1,33 @@
+// The flags every model-running command shares (-m, -c, --device, -t, -v) and loading a model, its tokenizer and a
+// session in one step, so generate, logits and perplexity parse and report them identically.
+#pragma once
+#include <CLI/CLI.hpp>
+
+#include <memory>
+#include <string>
+
+#include "app/session.h"
+#include "model/model.h"
+#include "tokenizer/tokenizer.h"
+
+namespace app {
+
+struct RunFlags {
+  std::string model;        // -m FILE
+  SessionOptions session;   // -c, --device, -t, -v
+};
+
+// Adds -m/--model, -c/--ctx-size, --device, -t/--threads, -v/--verbose to cmd (the root app or a subcommand).
+void add_run_flags(CLI::App& cmd, RunFlags& flags);
+
+struct Loaded {
+  std::shared_ptr<const model::Model> model;
+  tokenizer::Tokenizer tok;
+  std::unique_ptr<Session> session;
+  double load_ms = 0;       // file mapping + checks + tokenizer + session (graphs are built lazily)
+};
+
+// resolve_model_path, Model::load, Tokenizer::from_gguf, make_session; with -v, describes the model and device.
+Loaded load_for_run(const RunFlags& flags);
+
+}  // namespace app

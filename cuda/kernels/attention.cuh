@@ -1,0 +1,50 @@
+// Attention over the f16 KV cache: write the batch's new K/V at positions read from device memory, then attend
+// causally (query t sees cache slots [0, positions[t]]) with the sequence split into fixed chunks whose partial
+// softmax states are merged by a combine step (flash-decoding), so a single decode token still fills the GPU.
+// Cache layout per layer: K [head_dim, n_ctx, n_head_kv] (each kv head's slots contiguous), V likewise with hd_v.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace cuda {
+
+struct KvWriteParams {
+  const float* k = nullptr;          // [hd, n_head_kv, T]
+  const float* v = nullptr;          // [hd_v, n_head_kv, T]
+  const int32_t* positions = nullptr;// [T], device; slots outside [0, n_ctx) are skipped (validated by the host)
+  uint16_t* k_cache = nullptr;       // this layer: [hd, n_ctx, n_head_kv] binary16
+  uint16_t* v_cache = nullptr;       // this layer: [hd_v, n_ctx, n_head_kv] binary16
+  int64_t n_ctx = 0;
+  int64_t n_head_kv = 0;
+  int64_t hd = 0;
+  int64_t hd_v = 0;
+  int64_t T = 0;
+};
+void launch_kv_write(const KvWriteParams& p, cudaStream_t stream);
+
+struct AttentionKernelParams {
+  const float* q = nullptr;          // [hd, n_head, T]
+  const int32_t* positions = nullptr;// [T], device
+  const uint16_t* k_cache = nullptr; // this layer, as KvWriteParams
+  const uint16_t* v_cache = nullptr;
+  float* out = nullptr;              // [hd_v, n_head, T]
+  float* partial = nullptr;          // scratch: attention_scratch_floats(...) floats
+  int64_t n_ctx = 0;
+  int64_t n_head = 0;
+  int64_t n_head_kv = 0;             // divides n_head (GQA: head h reads kv head h / (n_head / n_head_kv))
+  int64_t hd = 0;                    // even, <= 256
+  int64_t hd_v = 0;                  // even, <= 256
+  int64_t T = 0;
+  float scale = 1.0f;
+  int32_t split_len = 0;             // slots per split (attention_split_len); fixed at launch, so capture-safe
+};
+
+// Split length for a context of n_ctx slots and a batch of T tokens: long enough that each split has work, short
+// enough that n_head * T * splits blocks fill the device (sm_count multiprocessors).
+int32_t attention_split_len(int64_t n_ctx, int64_t n_head, int64_t T, int sm_count);
+size_t attention_scratch_floats(int64_t n_ctx, int64_t n_head, int64_t hd_v, int64_t T, int32_t split_len);
+
+void launch_attention(const AttentionKernelParams& p, cudaStream_t stream);
+
+}  // namespace cuda

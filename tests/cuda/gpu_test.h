@@ -1,0 +1,126 @@
+// Shared helpers of the CUDA kernel tests: skip without a device, typed device buffers, random weights of any block
+// format, and the |a - b| <= atol + rtol * |ref| comparison that prints the first mismatches and the max error.
+#pragma once
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cuda/check.h"
+#include "cuda/raii.h"
+#include "quant/half.h"
+#include "quant/types.h"
+
+#define REQUIRE_GPU() \
+  if (!::cuda::device_available()) GTEST_SKIP() << "no CUDA device"
+
+namespace gpu_test {
+
+// A device copy of a host vector, and back.
+template <class T>
+cuda::DeviceBuffer upload(const std::vector<T>& v) {
+  cuda::DeviceBuffer b(std::max<size_t>(v.size() * sizeof(T), 1));
+  if (!v.empty()) CUDA_CHECK(cudaMemcpy(b.get(), v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice));
+  return b;
+}
+template <class T>
+std::vector<T> download(const cuda::DeviceBuffer& b, size_t n) {
+  std::vector<T> v(n);
+  CUDA_CHECK(cudaDeviceSynchronize());
+  if (n) CUDA_CHECK(cudaMemcpy(v.data(), b.get(), n * sizeof(T), cudaMemcpyDeviceToHost));
+  return v;
+}
+// A device buffer of n floats filled with NaN, so that unwritten outputs fail every comparison.
+inline cuda::DeviceBuffer poisoned_f32(size_t n) {
+  cuda::DeviceBuffer b(std::max<size_t>(n * 4, 1));
+  CUDA_CHECK(cudaMemset(b.get(), 0xff, n * 4));  // 0xffffffff is a NaN
+  return b;
+}
+
+inline std::vector<float> random_floats(std::mt19937& rng, size_t n, float lo = -1.0f, float hi = 1.0f) {
+  std::uniform_real_distribution<float> d(lo, hi);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(rng);
+  return v;
+}
+
+// Byte offsets of the binary16 scale fields inside one block (patched to sane values after random filling).
+inline std::vector<int> half_fields(quant::Type t) {
+  using quant::Type;
+  switch (t) {
+    case Type::Q4_0: case Type::Q5_0: case Type::Q8_0: return {0};
+    case Type::Q4_1: case Type::Q5_1: case Type::Q4_K: case Type::Q5_K: return {0, 2};
+    case Type::Q2_K: return {80, 82};
+    case Type::Q3_K: return {108};
+    case Type::Q6_K: return {208};
+    default: return {};
+  }
+}
+
+// N rows of K elements of type t: random bits everywhere (every quant pattern occurs) with scales in a range that
+// keeps values O(1); plain float formats get uniform values in [-1, 1].
+inline std::vector<uint8_t> random_weights(std::mt19937& rng, quant::Type t, int64_t K, int64_t N) {
+  const auto& tr = quant::traits(t);
+  const size_t rb = quant::row_bytes(t, K);
+  std::vector<uint8_t> w(rb * N);
+  if (t == quant::Type::F32 || t == quant::Type::F16 || t == quant::Type::BF16) {
+    auto f = random_floats(rng, size_t(K * N));
+    for (size_t i = 0; i < f.size(); ++i) {
+      if (t == quant::Type::F32) std::memcpy(&w[i * 4], &f[i], 4);
+      const uint16_t h = t == quant::Type::F16 ? quant::f32_to_f16(f[i]) : quant::f32_to_bf16(f[i]);
+      if (t != quant::Type::F32) std::memcpy(&w[i * 2], &h, 2);
+    }
+    return w;
+  }
+  for (auto& b : w) b = uint8_t(rng());
+  std::uniform_real_distribution<float> sd(0.002f, 0.02f);
+  const auto fields = half_fields(t);
+  for (int64_t r = 0; r < N; ++r)
+    for (int64_t b = 0; b < K / tr.block_elems; ++b)
+      for (int off : fields) {
+        const uint16_t h = quant::f32_to_f16(sd(rng) * (rng() & 1 ? 1.0f : -1.0f));
+        std::memcpy(&w[r * rb + b * tr.block_bytes + off], &h, 2);
+      }
+  return w;
+}
+
+// Row r of a weight matrix, dequantized by the CPU reference.
+inline std::vector<float> ref_row(const std::vector<uint8_t>& w, quant::Type t, int64_t K, int64_t r) {
+  std::vector<float> out(K);
+  quant::dequantize_row(t, w.data() + r * quant::row_bytes(t, K), out.data(), K);
+  return out;
+}
+
+// Checks |got - ref| <= atol[i] + rtol * |ref| element-wise (atol per element, or one value for all); NaN fails.
+// Prints the first few mismatches and the max error with context `what`.
+inline ::testing::AssertionResult close(const std::string& what, const std::vector<float>& got,
+                                        const std::vector<double>& ref, const std::vector<double>& atol,
+                                        double rtol) {
+  if (got.size() != ref.size())
+    return ::testing::AssertionFailure() << what << ": size " << got.size() << " vs " << ref.size();
+  size_t bad = 0;
+  double max_err = 0;
+  size_t max_at = 0;
+  std::string first;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double err = std::fabs(double(got[i]) - ref[i]);
+    const double tol = (atol.size() == 1 ? atol[0] : atol[i]) + rtol * std::fabs(ref[i]);
+    if (!(err <= tol)) {
+      if (bad < 8)
+        first += "\n  [" + std::to_string(i) + "] got " + std::to_string(got[i]) + " ref " + std::to_string(ref[i]) +
+                 " |err| " + std::to_string(err) + " tol " + std::to_string(tol);
+      ++bad;
+    }
+    if (!(err <= max_err)) max_err = err, max_at = i;
+  }
+  if (bad == 0) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << what << ": " << bad << " of " << got.size()
+                                       << " elements out of tolerance; max |err| " << max_err << " at " << max_at
+                                       << first;
+}
+
+}  // namespace gpu_test

@@ -1,0 +1,164 @@
+// Weight kernels against the CPU reference dequantizer + double-precision math, for every weight type:
+// decode matvec, dequantize-to-half, prefill GEMM (sliced and whole), get_rows.
+#include <algorithm>
+
+#include "cuda/context.h"
+#include "cuda/kernels/gemm.cuh"
+#include "cuda/kernels/get_rows.cuh"
+#include "cuda/kernels/matvec.cuh"
+#include "gpu_test.h"
+
+namespace {
+
+using quant::Type;
+using namespace gpu_test;
+
+const Type kTypes[] = {Type::F32,  Type::F16,  Type::BF16, Type::Q4_0, Type::Q4_1, Type::Q5_0, Type::Q5_1,
+                       Type::Q8_0, Type::Q2_K, Type::Q3_K, Type::Q4_K, Type::Q5_K, Type::Q6_K};
+
+// Row lengths to test: odd ones for the plain formats, 1..several blocks for the block formats.
+std::vector<int64_t> row_lengths(Type t) {
+  const int64_t b = quant::traits(t).block_elems;
+  if (b == 1) return {1, 17, 33, 100, 257, 4096};
+  if (b == 32) return {32, 96, 160, 4096};
+  return {256, 768, 4096};
+}
+
+// y_ref[t*N + n] = sum_k w[n,k] x[k,t] in double, and the per-element absolute scale sum |w x| for tolerances.
+void reference(const std::vector<uint8_t>& w, Type type, const std::vector<float>& x, int64_t K, int64_t N, int64_t T,
+               const std::vector<float>* bias, std::vector<double>& y, std::vector<double>& mag,
+               std::vector<double>& maxterm) {
+  y.assign(N * T, 0), mag.assign(N * T, 0), maxterm.assign(N * T, 0);
+  for (int64_t n = 0; n < N; ++n) {
+    const auto row = ref_row(w, type, K, n);
+    for (int64_t t = 0; t < T; ++t) {
+      double s = bias ? (*bias)[n] : 0.0, m = 0, mx = 0;
+      for (int64_t k = 0; k < K; ++k) {
+        const double p = double(row[k]) * x[t * K + k];
+        s += p, m += std::fabs(p), mx = std::max(mx, std::fabs(p));
+      }
+      y[t * N + n] = s, mag[t * N + n] = m, maxterm[t * N + n] = mx;
+    }
+  }
+}
+
+class WeightKernels : public ::testing::TestWithParam<Type> {};
+
+TEST_P(WeightKernels, MatvecMatchesReference) {
+  REQUIRE_GPU();
+  const Type type = GetParam();
+  std::mt19937 rng(1234 + int(type));
+  for (int64_t K : row_lengths(type))
+    for (int64_t N : {1, 7, 130})
+      for (int64_t T : {1, 3}) {
+        const auto w = random_weights(rng, type, K, N);
+        const auto x = random_floats(rng, K * T);
+        const auto bias = random_floats(rng, N);
+        const bool with_bias = N == 7;
+        std::vector<double> ref, mag, mx;
+        reference(w, type, x, K, N, T, with_bias ? &bias : nullptr, ref, mag, mx);
+        auto dw = upload(w), dx = upload(x), db = upload(bias);
+        auto dy = poisoned_f32(N * T);
+        cuda::launch_matvec({dw.get(), type, dx.as<float>(), with_bias ? db.as<float>() : nullptr, dy.as<float>(),
+                             K, N, T},
+                            nullptr);
+        // float32 accumulation in a different order: a few ulps of sum |w x|.
+        std::vector<double> atol(mag.size());
+        for (size_t i = 0; i < mag.size(); ++i) atol[i] = 1e-5 * mag[i] + 1e-6;
+        EXPECT_TRUE(close(std::string("matvec ") + quant::type_name(type) + " K=" + std::to_string(K) +
+                              " N=" + std::to_string(N) + " T=" + std::to_string(T),
+                          download<float>(dy, N * T), ref, atol, 0.0));
+      }
+}
+
+TEST_P(WeightKernels, DequantF16MatchesReference) {
+  REQUIRE_GPU();
+  const Type type = GetParam();
+  std::mt19937 rng(99 + int(type));
+  for (int64_t K : row_lengths(type)) {
+    const int64_t N = 9, row0 = 2, rows = 5;
+    const auto w = random_weights(rng, type, K, N);
+    auto dw = upload(w);
+    cuda::DeviceBuffer out(K * rows * 2);
+    CUDA_CHECK(cudaMemset(out.get(), 0xff, K * rows * 2));  // 0xffff is a half NaN
+    cuda::launch_dequant_f16({dw.get(), type, K, row0, rows, out.as<uint16_t>()}, nullptr);
+    const auto got16 = download<uint16_t>(out, K * rows);
+    std::vector<float> got(got16.size());
+    std::vector<double> ref;
+    for (size_t i = 0; i < got16.size(); ++i) got[i] = quant::f16_to_f32(got16[i]);
+    for (int64_t r = 0; r < rows; ++r)
+      for (float v : ref_row(w, type, K, row0 + r)) ref.push_back(quant::f16_to_f32(quant::f32_to_f16(v)));
+    // One half ulp of slack: the device may form d*q - m with a fused multiply-add before rounding to half.
+    EXPECT_TRUE(close(std::string("dequant_f16 ") + quant::type_name(type) + " K=" + std::to_string(K), got, ref,
+                      {1e-7}, 1.0 / 1024));
+  }
+}
+
+TEST_P(WeightKernels, GemmMatchesReference) {
+  REQUIRE_GPU();
+  const Type type = GetParam();
+  cuda::Context ctx;
+  std::mt19937 rng(7 + int(type));
+  for (int64_t K : row_lengths(type))
+    for (int64_t N : {7, 300})
+      for (int64_t T : {2, 33}) {
+        const auto w = random_weights(rng, type, K, N);
+        const auto x = random_floats(rng, K * T);
+        const auto bias = random_floats(rng, N);
+        std::vector<double> ref, mag, mx;
+        reference(w, type, x, K, N, T, &bias, ref, mag, mx);
+        auto dw = upload(w), dx = upload(x), db = upload(bias);
+        // Small scratch forces several slices for N = 300; full scratch does one.
+        for (bool sliced : {true, false}) {
+          const size_t sb = sliced ? cuda::gemm_min_scratch(K, T) : cuda::gemm_full_scratch(K, N, T);
+          cuda::DeviceBuffer scratch(sb);
+          auto dy = poisoned_f32(N * T);
+          cuda::launch_gemm({dw.get(), type, dx.as<float>(), db.as<float>(), dy.as<float>(), K, N, T, scratch.get(), sb},
+                            ctx.cublas(), ctx.compute());
+          ctx.synchronize();
+          // W and X are rounded to half (relative 2^-11 each) before a float32-accumulated product: the error is
+          // bounded by 2^-10 * sum |w x| plus accumulation.
+          std::vector<double> atol(mag.size());
+          for (size_t i = 0; i < mag.size(); ++i) atol[i] = (1.0 / 1024 + 1e-5) * mag[i] + 1e-6;
+          EXPECT_TRUE(close(std::string("gemm ") + quant::type_name(type) + " K=" + std::to_string(K) +
+                                " N=" + std::to_string(N) + " T=" + std::to_string(T) + (sliced ? " sliced" : ""),
+                            download<float>(dy, N * T), ref, atol, 0.0));
+        }
+      }
+}
+
+TEST_P(WeightKernels, GetRowsMatchesReference) {
+  REQUIRE_GPU();
+  const Type type = GetParam();
+  std::mt19937 rng(55 + int(type));
+  for (int64_t K : row_lengths(type)) {
+    const int64_t n_rows = 11;
+    const auto w = random_weights(rng, type, K, n_rows);
+    const std::vector<int32_t> ids = {3, 0, 10, 3, 7};
+    auto dw = upload(w), di = upload(ids);
+    auto out = poisoned_f32(K * ids.size());
+    cuda::launch_get_rows({dw.get(), type, di.as<int32_t>(), out.as<float>(), K, n_rows, int64_t(ids.size())}, nullptr);
+    std::vector<double> ref;
+    for (int32_t id : ids)
+      for (float v : ref_row(w, type, K, id)) ref.push_back(v);
+    // The device may contract d*q - m into one fused operation: one float ulp of the terms.
+    EXPECT_TRUE(close(std::string("get_rows ") + quant::type_name(type) + " K=" + std::to_string(K),
+                      download<float>(out, K * ids.size()), ref, {1e-7}, 1e-6));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllTypes, WeightKernels, ::testing::ValuesIn(kTypes),
+                         [](const auto& info) { return std::string(quant::type_name(info.param)); });
+
+TEST(WeightKernels, RejectsBadParams) {
+  // Launchers validate before touching the device, so these run (and must throw) without a GPU too.
+  float dummy = 0;
+  EXPECT_THROW(cuda::launch_matvec({nullptr, Type::F32, &dummy, nullptr, &dummy, 4, 4, 1}, nullptr),
+               cuda::InvalidArgument);
+  EXPECT_THROW(cuda::launch_matvec({&dummy, Type::Q4_K, &dummy, nullptr, &dummy, 100, 4, 1}, nullptr),
+               std::invalid_argument);
+  EXPECT_THROW(cuda::launch_matvec({&dummy, Type::Q8_K, &dummy, nullptr, &dummy, 256, 4, 1}, nullptr),
+               quant::UnsupportedType);
+}
+
+}  // namespace
