@@ -1,6 +1,7 @@
 // JSON for the chat-template interpreter: the |tojson filter (Python's json.dumps, as Hugging Face configures it)
 // and a strict parser that turns JSON text (tools, tool-call arguments) into template values.
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>

@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
   app::register_logits(root, chosen);
   app::register_perplexity(root, chosen);
   app::register_synth(root, chosen);
+  app::register_bench(root, chosen);
 
   try {
     root.parse(argc, argv);

@@ -122,11 +122,15 @@ bool ReferenceExecutor::check_and_bind(const Graph& g, const Plan& p) {
     NodeView& v = views_[i];
     v = NodeView{nullptr, nd.shape.elements(), nd.dtype, false};
     const NodeId root = p.root[i];
-    if (root < 0 || static_cast<size_t>(root) > i) bad_node(nd, "the plan gives it an invalid root node");
+    // Only views borrow another node's storage, and only their source's (the plan of another graph fails here).
+    const NodeId want_root = nd.op == Op::Reshape ? p.root[static_cast<size_t>(nd.inputs[0])] : static_cast<NodeId>(i);
+    if (root != want_root) bad_node(nd, "the plan gives it the storage of node " + std::to_string(root));
     if (nodes[static_cast<size_t>(root)].op == Op::Weight) continue;  // resolved on first use
     if (p.offset[i] < 0 || p.bytes[i] != bytes || static_cast<uint64_t>(p.offset[i]) + bytes > p.arena_bytes)
       bad_node(nd, "the plan places " + std::to_string(bytes) + " bytes at offset " + std::to_string(p.offset[i]) +
                        " of a " + std::to_string(p.arena_bytes) + "-byte arena");
+    if (nd.op == Op::Reshape && p.offset[i] != p.offset[static_cast<size_t>(root)])
+      bad_node(nd, "the plan places this view apart from its source");
     v.data = arena_ + p.offset[i];
     v.readable = p.last_use[static_cast<size_t>(root)] >= end;
     if (nd.dtype == DType::F32) src_[i] = static_cast<const float*>(v.data);

@@ -4,13 +4,35 @@
 // threads, so one definition per format serves them all; layouts follow quant/blocks.h and the CPU reference in
 // quant/dequantize.cpp element for element.
 #pragma once
+#include <vector_types.h>  // uint4 / float4, also for host compilers
+
 #include <cstdint>
 
 #include "quant/blocks.h"
 #include "quant/half.h"
 #include "quant/types.h"
 
+// Everything here is host + device: the host instantiation lets CPU-only CI check the device layouts bit for bit
+// against the reference dequantizer (tests/cuda/test_dequant_host.cpp).
+#if defined(__CUDACC__)
+#define LLM_DQ_FN __host__ __device__ __forceinline__
+#define LLM_DQ_UNROLL _Pragma("unroll")
+#else
+#define LLM_DQ_FN inline
+#define LLM_DQ_UNROLL
+#endif
+
 namespace quant::dev {
+
+// Read-only cached load on the device, a plain load on the host.
+template <class V>
+LLM_DQ_FN V ldg(const V* p) {
+#if defined(__CUDA_ARCH__)
+  return __ldg(p);
+#else
+  return *p;
+#endif
+}
 
 inline constexpr int kChunk = 32;  // elements per chunk, every format
 
@@ -44,20 +66,20 @@ inline constexpr bool kIsFloat = T == Type::F32 || T == Type::F16 || T == Type::
 
 // Bytes from the start of a row to the start of chunk c (quant formats only; chunks never straddle blocks).
 template <Type T>
-__device__ __forceinline__ const uint8_t* chunk_block(const uint8_t* row, int64_t c) {
+LLM_DQ_FN const uint8_t* chunk_block(const uint8_t* row, int64_t c) {
   constexpr int per_block = Layout<T>::kBlockElems / kChunk;
   return row + (c / per_block) * Layout<T>::kBlockBytes;
 }
 
-__device__ __forceinline__ uint32_t load_u32_unaligned(const uint8_t* p) {
+LLM_DQ_FN uint32_t load_u32_unaligned(const uint8_t* p) {
   return uint32_t(p[0]) | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16 | uint32_t(p[3]) << 24;
 }
-__device__ __forceinline__ uint16_t load_u16(const uint8_t* p) {  // 2-byte aligned (all block starts are)
+LLM_DQ_FN uint16_t load_u16(const uint8_t* p) {  // 2-byte aligned (all block starts are)
   return *reinterpret_cast<const uint16_t*>(p);
 }
 
 // Scale / min of sub-block j (0..7) of Q4_K and Q5_K: 6-bit values packed into 12 bytes.
-__device__ __forceinline__ void scale_min_k4(int j, const uint8_t* q, int& sc, int& m) {
+LLM_DQ_FN void scale_min_k4(int j, const uint8_t* q, int& sc, int& m) {
   if (j < 4) {
     sc = q[j] & 63;
     m = q[j + 4] & 63;
@@ -68,7 +90,7 @@ __device__ __forceinline__ void scale_min_k4(int j, const uint8_t* q, int& sc, i
 }
 
 // Signed 6-bit scale i (0..15) of Q3_K: low 4 bits in the nibbles of bytes 0..7, high 2 bits in bytes 8..11.
-__device__ __forceinline__ int q3k_scale(int i, const uint8_t* s) {
+LLM_DQ_FN int q3k_scale(int i, const uint8_t* s) {
   const int lo = i < 8 ? (s[i] & 0x0f) : (s[i - 8] >> 4);
   const int hi = (s[8 + (i & 3)] >> (2 * (i >> 2))) & 3;
   return (lo | (hi << 4)) - 32;
@@ -77,35 +99,35 @@ __device__ __forceinline__ int q3k_scale(int i, const uint8_t* s) {
 // Elements [32c, 32c + 32) of a row of type T into v. For the float formats, `valid` (>= 1) is how many of those
 // exist in the row (rows of any length); missing ones read as 0. Quant rows are whole blocks: `valid` is ignored.
 template <Type T>
-__device__ __forceinline__ void dequant_chunk(const uint8_t* row, int64_t c, int valid, float (&v)[kChunk]) {
+LLM_DQ_FN void dequant_chunk(const uint8_t* row, int64_t c, int valid, float (&v)[kChunk]) {
   if constexpr (T == Type::F32) {
     const float* p = reinterpret_cast<const float*>(row) + c * kChunk;
     if (valid >= kChunk && (reinterpret_cast<uintptr_t>(p) & 15) == 0) {
-#pragma unroll
+LLM_DQ_UNROLL
       for (int i = 0; i < kChunk; i += 4) {
-        const float4 f = __ldg(reinterpret_cast<const float4*>(p + i));
+        const float4 f = ldg(reinterpret_cast<const float4*>(p + i));
         v[i] = f.x, v[i + 1] = f.y, v[i + 2] = f.z, v[i + 3] = f.w;
       }
     } else {
-#pragma unroll
+LLM_DQ_UNROLL
       for (int i = 0; i < kChunk; ++i) v[i] = i < valid ? p[i] : 0.0f;
     }
   } else if constexpr (T == Type::F16 || T == Type::BF16) {
     const uint16_t* p = reinterpret_cast<const uint16_t*>(row) + c * kChunk;
     auto cvt = [](uint16_t h) { return T == Type::F16 ? f16_to_f32(h) : bf16_to_f32(h); };
     if (valid >= kChunk && (reinterpret_cast<uintptr_t>(p) & 15) == 0) {
-#pragma unroll
+LLM_DQ_UNROLL
       for (int i = 0; i < kChunk; i += 8) {
-        const uint4 u = __ldg(reinterpret_cast<const uint4*>(p + i));
+        const uint4 u = ldg(reinterpret_cast<const uint4*>(p + i));
         const uint32_t w[4] = {u.x, u.y, u.z, u.w};
-#pragma unroll
+LLM_DQ_UNROLL
         for (int k = 0; k < 4; ++k) {
           v[i + 2 * k] = cvt(uint16_t(w[k] & 0xffffu));
           v[i + 2 * k + 1] = cvt(uint16_t(w[k] >> 16));
         }
       }
     } else {
-#pragma unroll
+LLM_DQ_UNROLL
       for (int i = 0; i < kChunk; ++i) v[i] = i < valid ? cvt(p[i]) : 0.0f;
     }
   } else if constexpr (T == Type::Q4_0 || T == Type::Q4_1) {
@@ -114,10 +136,10 @@ __device__ __forceinline__ void dequant_chunk(const uint8_t* row, int64_t c, int
     const float d = f16_to_f32(load_u16(b));
     const float m = T == Type::Q4_1 ? f16_to_f32(load_u16(b + 2)) : 0.0f;
     const uint8_t* qs = b + (T == Type::Q4_1 ? 4 : 2);
-#pragma unroll
+LLM_DQ_UNROLL
     for (int j = 0; j < 16; j += 2) {
       const uint32_t q2 = load_u16(qs + j);
-#pragma unroll
+LLM_DQ_UNROLL
       for (int k = 0; k < 2; ++k) {
         const int q = (q2 >> (8 * k)) & 0xff;
         if constexpr (T == Type::Q4_0) {
@@ -137,10 +159,10 @@ __device__ __forceinline__ void dequant_chunk(const uint8_t* row, int64_t c, int
     const uint8_t* qhp = b + (T == Type::Q5_1 ? 4 : 2);
     const uint32_t qh = T == Type::Q5_1 ? *reinterpret_cast<const uint32_t*>(qhp) : load_u32_unaligned(qhp);
     const uint8_t* qs = qhp + 4;
-#pragma unroll
+LLM_DQ_UNROLL
     for (int j = 0; j < 16; j += 2) {
       const uint32_t q2 = load_u16(qs + j);
-#pragma unroll
+LLM_DQ_UNROLL
       for (int k = 0; k < 2; ++k) {
         const int jj = j + k;
         const int q = (q2 >> (8 * k)) & 0xff;
@@ -158,7 +180,7 @@ __device__ __forceinline__ void dequant_chunk(const uint8_t* row, int64_t c, int
   } else if constexpr (T == Type::Q8_0) {
     const uint8_t* b = chunk_block<T>(row, c);
     const float d = f16_to_f32(load_u16(b));
-#pragma unroll
+LLM_DQ_UNROLL
     for (int j = 0; j < 32; j += 2) {
       const uint32_t q2 = load_u16(b + 2 + j);
       v[j] = float(int8_t(q2 & 0xff)) * d;
@@ -170,14 +192,14 @@ __device__ __forceinline__ void dequant_chunk(const uint8_t* row, int64_t c, int
     const int cc = int(c & 7), n = cc >> 2, p = cc & 3;
     const float d = f16_to_f32(load_u16(b + 80)), dmin = f16_to_f32(load_u16(b + 82));
     const uint32_t* qs = reinterpret_cast<const uint32_t*>(b + 16 + 32 * n);  // block offset 16: 4-byte aligned
-#pragma unroll
+LLM_DQ_UNROLL
     for (int sub = 0; sub < 2; ++sub) {
       const int sc = b[2 * cc + sub];
       const float dl = d * float(sc & 0x0f), ml = dmin * float(sc >> 4);
-#pragma unroll
+LLM_DQ_UNROLL
       for (int w = 0; w < 4; ++w) {
         const uint32_t q4 = qs[4 * sub + w];
-#pragma unroll
+LLM_DQ_UNROLL
         for (int k = 0; k < 4; ++k) v[16 * sub + 4 * w + k] = dl * float((q4 >> (8 * k + 2 * p)) & 3u) - ml;
       }
     }
@@ -189,13 +211,13 @@ __device__ __forceinline__ void dequant_chunk(const uint8_t* row, int64_t c, int
     const uint8_t* hm = b;
     const uint8_t* qs = b + 32 + 32 * n;
     const uint8_t* sc = b + 96;
-#pragma unroll
+LLM_DQ_UNROLL
     for (int sub = 0; sub < 2; ++sub) {
       const float dl = d * float(q3k_scale(2 * cc + sub, sc));
-#pragma unroll
+LLM_DQ_UNROLL
       for (int l = 16 * sub; l < 16 * sub + 16; l += 2) {
         const uint32_t q2 = load_u16(qs + l), h2 = load_u16(hm + l);
-#pragma unroll
+LLM_DQ_UNROLL
         for (int k = 0; k < 2; ++k) {
           const int q = int((q2 >> (8 * k + 2 * p)) & 3u) - (((h2 >> (8 * k + cc)) & 1u) ? 0 : 4);
           v[l + k] = dl * float(q);
@@ -214,7 +236,7 @@ __device__ __forceinline__ void dequant_chunk(const uint8_t* row, int64_t c, int
     constexpr int qs_off = T == Type::Q4_K ? 16 : 48;  // both 16-byte aligned within 16-byte aligned blocks
     const uint4* qs = reinterpret_cast<const uint4*>(b + qs_off + 32 * (cc >> 1));
     const int shift = 4 * (cc & 1);
-#pragma unroll
+LLM_DQ_UNROLL
     for (int h = 0; h < 2; ++h) {
       const uint4 u = qs[h];
       const uint32_t w[4] = {u.x, u.y, u.z, u.w};
@@ -223,7 +245,7 @@ __device__ __forceinline__ void dequant_chunk(const uint8_t* row, int64_t c, int
         const uint4 hu = reinterpret_cast<const uint4*>(b + 16)[h];
         hw[0] = hu.x, hw[1] = hu.y, hw[2] = hu.z, hw[3] = hu.w;
       }
-#pragma unroll
+LLM_DQ_UNROLL
       for (int k = 0; k < 16; ++k) {
         int q = int((w[k >> 2] >> (8 * (k & 3) + shift)) & 0x0fu);
         if constexpr (T == Type::Q5_K) q |= int((hw[k >> 2] >> (8 * (k & 3) + cc)) & 1u) << 4;
@@ -240,11 +262,11 @@ __device__ __forceinline__ void dequant_chunk(const uint8_t* row, int64_t c, int
     const uint8_t* qh = b + 128 + 32 * n;
     const int8_t* sc = reinterpret_cast<const int8_t*>(b + 192) + 8 * n + 2 * k;
     const int lshift = 4 * (k >> 1);
-#pragma unroll
+LLM_DQ_UNROLL
     for (int l = 0; l < 32; l += 2) {
       const uint32_t l2 = load_u16(ql + l), h2 = load_u16(qh + l);
       const float dl = d * float(sc[l / 16]);
-#pragma unroll
+LLM_DQ_UNROLL
       for (int e = 0; e < 2; ++e) {
         const int q = int((l2 >> (8 * e + lshift)) & 0x0fu) | int((h2 >> (8 * e + 2 * k)) & 3u) << 4;
         v[l + e] = dl * float(q - 32);
@@ -256,3 +278,6 @@ __device__ __forceinline__ void dequant_chunk(const uint8_t* row, int64_t c, int
 }
 
 }  // namespace quant::dev
+
+#undef LLM_DQ_FN
+#undef LLM_DQ_UNROLL

@@ -108,12 +108,21 @@ float fit_signed(const float* x, int n, int nneg, int npos) {
   return best;
 }
 
+// F16 super-scale for `v`, rounded away from zero when nearest rounding would shrink it: then the largest
+// sub-block scale still fits its integer range unclamped. This matters for small weights, whose super-scales are
+// F16 subnormals with steps of up to half their value.
+uint16_t super_scale_f16(float v, const char* type) {
+  uint16_t h = scale_to_f16(v, type);
+  if (std::fabs(f16_to_f32(h)) < std::fabs(v)) h = scale_to_f16(f16_to_f32(uint16_t(h + 1)), type);
+  return h;
+}
+
 // Quantizes non-negative per-sub-block values v[m] to integers in [0, lmax] against one F16 super-scale;
 // returns the stored super-scale bits.
 uint16_t quantize_unsigned_scales(const float* v, int m, int lmax, uint8_t* l, const char* type) {
   float vmax = 0.0f;
   for (int j = 0; j < m; ++j) vmax = v[j] > vmax ? v[j] : vmax;
-  const uint16_t dh = scale_to_f16(vmax / float(lmax), type);
+  const uint16_t dh = super_scale_f16(vmax / float(lmax), type);
   const float d = f16_to_f32(dh);
   for (int j = 0; j < m; ++j) l[j] = uint8_t(d > 0.0f ? quantize_clamped(v[j] / d, 0, lmax) : 0);
   return dh;
@@ -129,7 +138,7 @@ uint16_t quantize_signed_scales(const float* s, int m, int lmin, int lmax, int* 
       max = s[j];
     }
   }
-  const uint16_t dh = scale_to_f16(amax == 0.0f ? 0.0f : max / float(lmin), type);
+  const uint16_t dh = super_scale_f16(amax == 0.0f ? 0.0f : max / float(lmin), type);
   const float d = f16_to_f32(dh);
   for (int j = 0; j < m; ++j) l[j] = d != 0.0f ? quantize_clamped(s[j] / d, lmin, lmax) : 0;
   return dh;

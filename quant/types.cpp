@@ -35,14 +35,16 @@ constexpr std::array<Traits, kTypeCount> kTraits = {{
 
 constexpr bool table_covers_all_types() {
   for (size_t i = 0; i < kTypeCount; ++i) {
-    if (kTraits[i].type != kAllTypes[i] || kTraits[i].name == nullptr || kTraits[i].dequantize == nullptr ||
-        kTraits[i].block_elems <= 0 || kTraits[i].block_bytes == 0) {
+    // (Function pointers are checked at run time by the tests: comparing them in a constant expression is not
+    // constant under -fsanitize.)
+    if (kTraits[i].type != kAllTypes[i] || kTraits[i].name == nullptr || kTraits[i].block_elems <= 0 ||
+        kTraits[i].block_bytes == 0) {
       return false;
     }
   }
   return true;
 }
-static_assert(table_covers_all_types(), "kTraits must list every quant::Type in kAllTypes order, fully filled in");
+static_assert(table_covers_all_types(), "kTraits must list every quant::Type in kAllTypes order");
 
 std::string type_label(Type t) {
   if (const Traits* tr = find_traits(static_cast<uint32_t>(t))) return tr->name;

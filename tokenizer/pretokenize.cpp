@@ -164,7 +164,6 @@ PreTokenizer::PreTokenizer(std::string_view name) {
     throw TokenizerError("unknown pre-tokenizer '" + std::string(name) + "' (tokenizer.ggml.pre); supported: " + list);
   }
   ignore_merges_ = fam->ignore_merges;
-  default_add_bos_ = fam->add_bos;
   for (const auto& src : fam->regexes) {
     const std::string pattern = rewrite_whitespace_classes(src);
     int err = 0;
@@ -224,6 +223,11 @@ std::vector<std::string> PreTokenizer::supported_names() {
   std::vector<std::string> names;
   for (const auto& f : families()) names.insert(names.end(), f.names.begin(), f.names.end());
   return names;
+}
+
+bool PreTokenizer::default_add_bos(std::string_view name) {
+  const Family* fam = find_family(name);
+  return fam && fam->add_bos;
 }
 
 std::vector<std::string> PreTokenizer::regexes_for(std::string_view name) {

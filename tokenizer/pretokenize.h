@@ -23,9 +23,9 @@ class PreTokenizer {
 
   // HF "ignore_merges": a word that is itself a vocabulary entry is emitted whole (Llama 3 family).
   bool ignore_merges() const { return ignore_merges_; }
-  // Whether BOS is added when the vocabulary has no tokenizer.ggml.add_bos_token key.
-  bool default_add_bos() const { return default_add_bos_; }
 
+  // Whether BOS is added when the vocabulary has no tokenizer.ggml.add_bos_token key (false for unknown names).
+  static bool default_add_bos(std::string_view name);
   static std::vector<std::string> supported_names();
   // The regexes of a pre-tokenizer as written in the public tokenizer definitions (before the \s rewrite).
   static std::vector<std::string> regexes_for(std::string_view name);
@@ -34,7 +34,6 @@ class PreTokenizer {
   struct Regex;
   std::vector<std::unique_ptr<Regex>> regexes_;
   bool ignore_merges_ = false;
-  bool default_add_bos_ = false;
 };
 
 // Rewrites \s and \S to the Unicode White_Space set (which is what the reference tokenizers use; PCRE2's own \s

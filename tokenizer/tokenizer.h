@@ -29,6 +29,19 @@ enum class TokenType : int32_t {
 
 enum class ModelKind { SPM, BPE };
 
+struct EncodeOptions {
+  bool add_bos = false;        // prepend BOS (TokenizerError if the vocabulary has none)
+  bool add_eos = false;        // append EOS (same)
+  bool parse_special = false;  // see Tokenizer::encode
+};
+
+struct DecodeOptions {
+  bool render_special = false;  // control/unknown tokens render as their text instead of nothing
+  // SentencePiece rule (SPM vocabularies with add_space_prefix): the first text piece, at the start or after BOS
+  // and other control tokens, loses its one leading space. Turn off when decoding a continuation.
+  bool strip_leading_space = true;
+};
+
 // The vocabulary as stored in the GGUF metadata, with the documented defaults applied to absent keys.
 struct Vocab {
   ModelKind kind = ModelKind::SPM;
@@ -60,7 +73,7 @@ class Tokenizer {
   // user-defined tokens written in the text (user-defined tokens are matched even when it is false).
   std::vector<int32_t> encode(std::string_view text, bool add_special, bool parse_special) const;
   // Same, with explicit BOS/EOS choices overriding the vocabulary's flags.
-  std::vector<int32_t> encode(std::string_view text, bool add_bos, bool add_eos, bool parse_special) const;
+  std::vector<int32_t> encode(std::string_view text, const EncodeOptions& opts) const;
 
   // The bytes a token stands for when detokenized: "▁Hello" -> " Hello", "<0x0A>" -> "\n", "Ġworld" -> " world".
   // Control tokens render as their text only when render_special is true (else ""). Throws on an out-of-range id.
@@ -69,10 +82,9 @@ class Tokenizer {
   const std::string& token_text(int32_t id) const;
   TokenType token_type(int32_t id) const;
 
-  // ids -> text. Applies the SentencePiece rule: the one leading space of the first piece after BOS (or at the
-  // start, for SPM vocabularies with add_space_prefix) is dropped. The result may contain invalid UTF-8 only if
-  // the ids spell it; use StreamDecoder for incremental output.
-  std::string decode(const std::vector<int32_t>& ids, bool render_special = false) const;
+  // ids -> bytes (normally UTF-8 text; invalid only if the ids spell invalid bytes). Throws on an out-of-range id.
+  // Use StreamDecoder for incremental output.
+  std::string decode(const std::vector<int32_t>& ids, const DecodeOptions& opts = {}) const;
 
   int32_t n_vocab() const;
   int32_t bos() const;  // -1 when the vocabulary has none
@@ -93,26 +105,27 @@ class Tokenizer {
   struct Impl;
 
  private:
+  friend class StreamDecoder;
   explicit Tokenizer(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
 
 // Incremental detokenizer for generation: push() returns the text that became complete with this token, never a
-// partial UTF-8 sequence (byte-fallback tokens <0xE2><0x9C><0x85> come out together as "✅"). Applies the same
-// leading-space rule as Tokenizer::decode. flush() returns what is left (invalid bytes become U+FFFD).
+// partial UTF-8 sequence (byte-fallback tokens <0xE2><0x9C><0x85> come out together as "✅"); bytes that can never
+// become valid UTF-8 come out as U+FFFD. Applies the same leading-space rule as Tokenizer::decode.
+// flush() returns what is left (an incomplete sequence becomes U+FFFD).
 class StreamDecoder {
  public:
-  explicit StreamDecoder(const Tokenizer& tok, bool render_special = false);
+  explicit StreamDecoder(const Tokenizer& tok, const DecodeOptions& opts = {});
   std::string push(int32_t id);
   std::string flush();
-  void reset();
+  void reset();  // back to the start of a text (the leading-space rule applies again)
 
  private:
   const Tokenizer* tok_;
-  bool render_special_;
-  bool at_start_ = true;      // no piece emitted yet: the SPM leading-space rule may still apply
-  bool after_bos_ = false;
-  std::string pending_;       // bytes of an incomplete UTF-8 sequence
+  DecodeOptions opts_;
+  bool at_start_ = true;  // no text piece seen yet
+  std::string pending_;   // bytes of an incomplete UTF-8 sequence
 };
 
 }  // namespace tokenizer

@@ -64,10 +64,10 @@ struct Spec {
 };
 
 inline std::function<void(Raw&)> kv_u32(std::string key, uint32_t v) {
-  return [=](Raw& r) { r.mark("kv:" + key).str(key).u32(U32).u32(v); };
+  return [=](Raw& r) { r.mark("kv:" + key).str(key).mark("value:" + key).u32(U32).u32(v); };
 }
 inline std::function<void(Raw&)> kv_str(std::string key, std::string v) {
-  return [=](Raw& r) { r.mark("kv:" + key).str(key).u32(STR).str(v); };
+  return [=](Raw& r) { r.mark("kv:" + key).str(key).mark("value:" + key).u32(STR).str(v); };
 }
 // Any value: writes the key, then `value` writes the type id and the payload.
 inline std::function<void(Raw&)> kv_raw(std::string key, std::function<void(Raw&)> value) {

@@ -205,6 +205,9 @@ TEST(ReferenceModel, DecodeSpeedOfATinyModel) {
   const double tps = n / s;
   RecordProperty("tokens_per_second", std::to_string(tps));
   std::printf("[ info ] stories260K-sized decode on one thread: %.0f tok/s (%d tokens, context up to %d)\n", tps, n, n);
-  // A loose floor (shared, loaded CI machines); the target on an idle core is >= 2000 tok/s.
+#ifdef NDEBUG
+  // A loose floor (shared, loaded CI machines); the target on an idle core is >= 2000 tok/s. Unoptimised builds
+  // only report.
   EXPECT_GT(tps, 300.0);
+#endif
 }

@@ -334,6 +334,13 @@ TEST(ReferenceExecutor, ReportsBadRunsClearly) {
   Graph other;
   other.input("tokens", InputParams::Kind::Tokens, 1);
   EXPECT_THROW(ex.run(f.g, plan(other), tok, std::vector<int32_t>{0}), std::invalid_argument);
+  // a plan whose view does not share its source's bytes, or that hands a node another node's storage
+  Plan tampered = plan(f.g);
+  tampered.offset[static_cast<size_t>(q)] += 256;
+  EXPECT_THROW(ex.run(f.g, tampered, tok, std::vector<int32_t>{0}), std::invalid_argument);
+  tampered = plan(f.g);
+  tampered.root[static_cast<size_t>(out)] = 2;  // the embedding weight
+  EXPECT_THROW(ex.run(f.g, tampered, tok, std::vector<int32_t>{0}), std::invalid_argument);
   // attention parameters that contradict the graph's KV cache
   f.g.kv.head_dim_v = 3;
   EXPECT_THROW(ex.run(f.g, p, tok, std::vector<int32_t>{0}), std::invalid_argument);

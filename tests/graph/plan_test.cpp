@@ -14,6 +14,12 @@ namespace {
 
 Shape sh(int64_t a, int64_t b = 1, int64_t c = 1, int64_t d = 1) { return Shape{{a, b, c, d}}; }
 
+std::string name_of(const char* prefix, int i) {
+  std::string s = prefix;
+  s += std::to_string(i);
+  return s;
+}
+
 // Checks every placement invariant of p against g; liveness is derived here from the graph alone.
 void check_plan(const Graph& g, const Plan& p, bool all_live = false) {
   const auto& nodes = g.nodes();
@@ -88,7 +94,8 @@ Graph random_graph(uint32_t seed, graph_test::WeightStore& ws) {
   by_width[1].push_back(g.get_rows("emb_rows", emb, tok));
   const int n_ops = 10 + pick(50);
   for (int i = 0; i < n_ops; ++i) {
-    const std::string name = std::to_string(i).insert(0, "n");
+    std::string name = "n";
+    name += std::to_string(i);
     int wi = pick(5);
     if (by_width[static_cast<size_t>(wi)].empty()) wi = 1;
     auto& pool = by_width[static_cast<size_t>(wi)];
@@ -158,7 +165,7 @@ TEST(GraphPlan, ChainReusesTwoBuffers) {
   const auto tok = g.input("tokens", InputParams::Kind::Tokens, 1);
   graph_test::WeightStore ws;
   auto x = g.get_rows("x", ws.add(g, "emb", std::vector<float>(256 * 4), sh(256, 4)), tok);  // 1 KiB
-  for (int i = 0; i < 20; ++i) x = g.silu(std::to_string(i).insert(0, "s"), x);
+  for (int i = 0; i < 20; ++i) x = g.silu(name_of("s", i), x);
   g.mark_output(x);
   const Plan p = plan(g, 256);
   check_plan(g, p);
@@ -174,7 +181,7 @@ TEST(GraphPlan, InputsAndOutputsStayLive) {
   auto x = g.get_rows("x", ws.add(g, "emb", std::vector<float>(64 * 4), sh(64, 4)), tok);
   const auto early = g.silu("early", x);
   g.mark_output(g.reshape("early_view", early, sh(128)));
-  for (int i = 0; i < 6; ++i) x = g.silu(std::to_string(i).insert(0, "s"), x);
+  for (int i = 0; i < 6; ++i) x = g.silu(name_of("s", i), x);
   g.mark_output(x);
   const Plan p = plan(g);
   check_plan(g, p);

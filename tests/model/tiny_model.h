@@ -177,12 +177,12 @@ inline std::vector<std::vector<double>> forward(const Built& b, const std::vecto
     return it == b.data.end() ? nullptr : &it->second;
   };
   const int T = static_cast<int>(tokens.size());
-  std::vector<std::vector<double>> x(size_t(T), std::vector<double>(size_t(E)));
+  std::vector<std::vector<double>> x(static_cast<size_t>(T), std::vector<double>(static_cast<size_t>(E)));
   for (int t = 0; t < T; ++t)
     for (int i = 0; i < E; ++i) x[size_t(t)][size_t(i)] = W("token_embd.weight")[size_t(tokens[size_t(t)]) * E + i];
   for (int il = 0; il < s.n_layer; ++il) {
     const std::string p = "blk." + std::to_string(il) + ".";
-    std::vector<std::vector<double>> q(size_t(T)), k(size_t(T)), v(size_t(T));
+    std::vector<std::vector<double>> q(static_cast<size_t>(T)), k(static_cast<size_t>(T)), v(static_cast<size_t>(T));
     for (int t = 0; t < T; ++t) {
       std::vector<double> h = x[size_t(t)];
       rms_norm(h.data(), E, W(p + "attn_norm.weight").data(), s.rms_eps);
@@ -199,10 +199,10 @@ inline std::vector<std::vector<double>> forward(const Built& b, const std::vecto
       }
     }
     for (int t = 0; t < T; ++t) {
-      std::vector<double> att(size_t(H * hd), 0.0);
+      std::vector<double> att(static_cast<size_t>(H * hd), 0.0);
       for (int hh = 0; hh < H; ++hh) {
         const int kvh = hh / (H / Hkv);
-        std::vector<double> sc(size_t(t + 1));
+        std::vector<double> sc(static_cast<size_t>(t + 1));
         double mx = -1e300;
         for (int j = 0; j <= t; ++j) {
           double d = 0;
@@ -222,7 +222,7 @@ inline std::vector<std::vector<double>> forward(const Built& b, const std::vecto
       rms_norm(h.data(), E, W(p + "ffn_norm.weight").data(), s.rms_eps);
       const std::vector<double> g = matvec(W(p + "ffn_gate.weight"), E, F, h);
       const std::vector<double> u = matvec(W(p + "ffn_up.weight"), E, F, h);
-      std::vector<double> a(size_t(F));
+      std::vector<double> a(static_cast<size_t>(F));
       for (int i = 0; i < F; ++i) a[size_t(i)] = g[size_t(i)] / (1.0 + std::exp(-g[size_t(i)])) * u[size_t(i)];
       const std::vector<double> d = matvec(W(p + "ffn_down.weight"), F, E, a);
       for (int i = 0; i < E; ++i) x[size_t(t)][size_t(i)] += d[size_t(i)];

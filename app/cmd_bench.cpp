@@ -1,0 +1,224 @@
+// `llm-run bench`: prompt-processing (pp) and generation (tg) speed, with the same flags and table as the popular
+// *-bench tool, plus achieved bandwidth against the device's measured copy bandwidth and device memory in use.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "app/bench_report.h"
+#include "app/cli.h"
+#include "app/sampler.h"
+#include "app/session_flags.h"
+
+#ifdef LLM_HAVE_CUDA
+#include "cuda/check.h"
+#include "cuda/device_info.h"
+#endif
+
+namespace app {
+namespace {
+
+struct BenchOptions {
+  RunFlags run;
+  std::vector<int32_t> n_prompt{512};
+  std::vector<int32_t> n_gen{128};
+  std::vector<std::string> pg;      // "512,128" pairs
+  std::vector<int32_t> depth{0};
+  int32_t reps = 5;
+  std::string output = "md";
+  bool no_warmup = false;
+};
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// Host memcpy bandwidth (read + write), the CPU's counterpart of the device copy probe.
+double measure_host_copy_gbs() {
+  const size_t bytes = size_t(256) << 20;
+  std::vector<char> a(bytes, 1), b(bytes, 2);
+  double best = 1e30;
+  for (int i = 0; i < 5; ++i) {
+    const double t0 = now_s();
+    std::memcpy(b.data(), a.data(), bytes);
+    best = std::min(best, now_s() - t0);
+    a[static_cast<size_t>(i)] = b[static_cast<size_t>(i) + 1];  // keeps the copies observable
+  }
+  return 2.0 * static_cast<double>(bytes) / best / 1e9;
+}
+
+// Weight bytes one decode step reads: every matrix once, but of the token embedding only one row, unless the
+// embedding doubles as the output matrix.
+uint64_t weight_bytes_per_token(const model::Model& m) {
+  const bool tied = !m.weights().has("output.weight");
+  uint64_t total = 0;
+  for (const auto& w : m.weights().all()) {
+    if (w.params.tensor == "token_embd.weight" && !tied) {
+      total += w.params.nbytes / static_cast<uint64_t>(w.shape.ne[1]);
+      continue;
+    }
+    total += w.params.nbytes;
+  }
+  return total;
+}
+
+class Runner {
+ public:
+  Runner(Loaded& l, int32_t n_vocab) : l_(l), rng_(1234), dist_(0, n_vocab - 1) {}
+
+  // Fills the cache up to `depth` (untimed), then times the test.
+  double run(const BenchTest& t) {
+    if (t.depth > 0) prefill(0, t.depth);
+    const double t0 = now_s();
+    if (t.n_prompt > 0) prefill(t.depth, t.n_prompt);
+    if (t.n_gen > 0) decode(t.depth + t.n_prompt, t.n_gen);
+    return now_s() - t0;
+  }
+
+ private:
+  void prefill(int32_t start, int32_t n) {
+    std::vector<int32_t> tokens(static_cast<size_t>(n));
+    for (auto& id : tokens) id = dist_(rng_);
+    l_.session->eval(tokens, start, false);
+  }
+  // Greedy decoding, as generation runs it: on the device when the session samples there.
+  void decode(int32_t start, int32_t n) {
+    SamplerParams greedy;
+    greedy.temp = 0;
+    std::vector<int32_t> history{dist_(rng_)};
+    for (int32_t i = 0; i < n; ++i) {
+      const int32_t pos = start + i;
+      SampleRequest req{&greedy, static_cast<uint64_t>(i), history};
+      std::optional<int32_t> next = l_.session->decode_sample(history.back(), pos, req);
+      if (!next) next = argmax(l_.session->eval(std::span<const int32_t>(&history.back(), 1), pos, false));
+      history.push_back(*next);
+    }
+  }
+  Loaded& l_;
+  std::mt19937 rng_;
+  std::uniform_int_distribution<int32_t> dist_;
+};
+
+std::vector<BenchTest> plan_tests(const BenchOptions& o) {
+  std::vector<BenchTest> tests;
+  for (int32_t d : o.depth) {
+    const std::string at = d > 0 ? " @ d" + std::to_string(d) : "";
+    for (int32_t p : o.n_prompt) {
+      if (p > 0) tests.push_back({"pp" + std::to_string(p) + at, p, 0, d, {}});
+    }
+    for (int32_t n : o.n_gen) {
+      if (n > 0) tests.push_back({"tg" + std::to_string(n) + at, 0, n, d, {}});
+    }
+    for (const auto& pair : o.pg) {
+      const auto comma = pair.find(',');
+      int32_t p = 0, n = 0;
+      try {
+        if (comma == std::string::npos) throw std::invalid_argument(pair);
+        p = std::stoi(pair.substr(0, comma));
+        n = std::stoi(pair.substr(comma + 1));
+      } catch (const std::exception&) {
+        throw UsageError("-pg expects PROMPT,GEN (e.g. -pg 512,128), got '" + pair + "'");
+      }
+      if (p <= 0 || n <= 0) throw UsageError("-pg values must be positive, got '" + pair + "'");
+      tests.push_back({"pp" + std::to_string(p) + "+tg" + std::to_string(n) + at, p, n, d, {}});
+    }
+  }
+  if (tests.empty()) throw UsageError("nothing to run: every -p, -n and -pg value is 0");
+  return tests;
+}
+
+int run_bench(BenchOptions& o) {
+  if (o.reps < 1) throw UsageError("-r must be at least 1");
+  std::vector<BenchTest> tests = plan_tests(o);
+  int32_t needed = 1;
+  for (const auto& t : tests) needed = std::max(needed, t.depth + t.n_prompt + t.n_gen + 1);
+  if (o.run.session.n_ctx == 0) o.run.session.n_ctx = needed;
+  if (o.run.session.n_ctx < needed)
+    throw UsageError("the tests need a context of " + std::to_string(needed) + " tokens but -c is " +
+                     std::to_string(o.run.session.n_ctx));
+
+  BenchContext c;
+#ifdef LLM_HAVE_CUDA
+  const bool on_cuda = o.run.session.device != "cpu" && cuda::device_available();
+#else
+  [[maybe_unused]] const bool on_cuda = false;
+#endif
+  [[maybe_unused]] uint64_t mem_before = 0;
+#ifdef LLM_HAVE_CUDA
+  if (on_cuda) {
+    std::fprintf(stderr, "bench: measuring device copy bandwidth...\n");
+    c.copy_gbs = cuda::measure_copy_bandwidth_gbs();
+    mem_before = cuda::device_memory_used();
+  }
+#endif
+  Loaded l = load_for_run(o.run);
+  const std::string device = l.session->device_name();
+  c.backend = device.rfind("CPU", 0) == 0 ? "CPU" : "CUDA";
+  if (c.backend == "CPU") c.copy_gbs = measure_host_copy_gbs();
+  c.device = device;
+  c.model = std::filesystem::path(l.model->file().path()).filename().string();
+  c.model_bytes = l.model->file().file_size();
+  for (const auto& w : l.model->weights().all()) c.n_params += static_cast<uint64_t>(w.shape.elements());
+  c.weights_bytes = l.model->weights().arena_bytes();
+  c.weight_bytes_per_token = weight_bytes_per_token(*l.model);
+  const auto& cfg = l.model->config();
+  const uint64_t kv_elem = c.backend == "CUDA" ? 2 : 4;
+  c.kv_bytes = static_cast<uint64_t>(cfg.n_layer) * static_cast<uint64_t>(l.session->n_ctx()) *
+               static_cast<uint64_t>(cfg.n_head_kv) * static_cast<uint64_t>(cfg.head_dim + cfg.head_dim_v) * kv_elem;
+
+  Runner runner(l, l.session->n_vocab());
+  uint64_t peak = 0;
+  auto sample_memory = [&] {
+#ifdef LLM_HAVE_CUDA
+    if (on_cuda && c.backend == "CUDA") peak = std::max(peak, cuda::device_memory_used() - mem_before);
+#endif
+  };
+  for (auto& t : tests) {
+    std::fprintf(stderr, "bench: %s ", t.name.c_str());
+    if (!o.no_warmup) runner.run(t);
+    for (int r = 0; r < o.reps; ++r) {
+      t.seconds.push_back(runner.run(t));
+      sample_memory();
+      std::fputc('.', stderr);
+    }
+    std::fprintf(stderr, " %.2f t/s\n", t.mean_tps());
+  }
+  c.peak_mem_bytes = peak;
+  const std::string out = o.output == "json" ? report_json(c, tests)
+                          : o.output == "csv" ? report_csv(c, tests)
+                                              : report_markdown(c, tests);
+  std::fputs(out.c_str(), stdout);
+  return 0;
+}
+
+}  // namespace
+
+void register_bench(CLI::App& root, Action& chosen) {
+  auto o = std::make_shared<BenchOptions>();
+  auto* cmd = root.add_subcommand("bench", "Measure prompt processing and generation speed");
+  cmd->footer("Example: llm-run bench -m model.gguf -p 512 -n 128 -d 0,4096 -r 5 -o md");
+  add_run_flags(*cmd, o->run);
+  cmd->add_option("-p,--n-prompt", o->n_prompt, "prompt lengths to test (comma list)")->delimiter(',');
+  cmd->add_option("-n,--n-gen", o->n_gen, "generation lengths to test (comma list)")->delimiter(',');
+  cmd->add_option("--pg", o->pg, "prompt,generation pairs (e.g. --pg 512,128; repeatable)");
+  cmd->add_option("-d,--n-depth", o->depth, "context depths before each test (comma list)")->delimiter(',');
+  cmd->add_option("-r,--repetitions", o->reps, "repetitions per test")->capture_default_str();
+  cmd->add_option("-o,--output", o->output, "output format")->check(CLI::IsMember({"md", "csv", "json"}));
+  cmd->add_flag("--no-warmup", o->no_warmup, "do not run each test once before timing it");
+  cmd->callback([o, &chosen] {
+    for (int32_t v : o->n_prompt)
+      if (v < 0) throw CLI::ValidationError("-p", "values must be >= 0");
+    for (int32_t v : o->n_gen)
+      if (v < 0) throw CLI::ValidationError("-n", "values must be >= 0");
+    for (int32_t v : o->depth)
+      if (v < 0) throw CLI::ValidationError("-d", "values must be >= 0");
+    chosen = [o] { return run_bench(*o); };
+  });
+}
+
+}  // namespace app

@@ -1,0 +1,18 @@
+// Parses chat-template text into the statement tree of jinja_ast.h, following Jinja2's grammar and operator
+// precedence. Filters and tests are bound to their implementations here: an unknown name is a syntax error, except
+// inside an if or a conditional expression where Jinja only fails if that code actually runs.
+#pragma once
+#include <memory>
+#include <string_view>
+
+#include "app/jinja_ast.h"
+
+namespace app::jinja {
+
+// Templates nest blocks and expressions at most this deep; hostile input cannot exhaust the parser's stack.
+inline constexpr int kMaxParseDepth = 200;
+
+// Throws TemplateError(Syntax) with the line and column of the offending token.
+std::unique_ptr<Body> parse_template(std::string_view source);
+
+}  // namespace app::jinja

@@ -1,0 +1,178 @@
+// CUDA session (see session_cuda.h). Compiled only in builds with the CUDA executor.
+#ifdef LLM_HAVE_CUDA_SESSION
+#include "app/session_cuda.h"
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+#include "app/progress.h"
+#include "model/build_graph.h"
+
+namespace app {
+
+namespace {
+
+bool same_params(const SamplerParams& a, const SamplerParams& b) {
+  return a.temp == b.temp && a.top_k == b.top_k && a.top_p == b.top_p && a.min_p == b.min_p &&
+         a.repeat_penalty == b.repeat_penalty && a.repeat_last_n == b.repeat_last_n &&
+         a.presence_penalty == b.presence_penalty && a.frequency_penalty == b.frequency_penalty && a.seed == b.seed;
+}
+
+cuda::SamplingConfig to_config(const SamplerParams& s) {
+  cuda::SamplingConfig c;
+  c.temp = s.temp, c.top_k = s.top_k, c.top_p = s.top_p, c.min_p = s.min_p, c.repeat_penalty = s.repeat_penalty;
+  c.repeat_last_n = s.repeat_last_n, c.presence_penalty = s.presence_penalty;
+  c.frequency_penalty = s.frequency_penalty, c.seed = s.seed;
+  return c;
+}
+
+}  // namespace
+
+CudaSession::CudaSession(std::shared_ptr<const model::Model> model, int32_t n_ctx, CudaSessionOptions options)
+    : model_(std::move(model)), n_ctx_(n_ctx), opt_(options) {
+  if (n_ctx_ <= 0) throw SessionError("context size must be positive, got " + std::to_string(n_ctx_));
+  if (!cuda::device_available()) throw cuda::Error("no CUDA device is available (use --device cpu)");
+  ctx_ = std::make_unique<cuda::Context>(opt_.device);
+
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<cuda::WeightUpload> items;
+  for (const auto& w : model_->weights().all())
+    items.push_back({w.params.host, w.params.arena_offset, w.params.nbytes});
+  {
+    ProgressBar bar("loading weights");
+    weights_ = cuda::DeviceWeights(*ctx_, model_->weights().arena_bytes(), items,
+                                   [&](uint64_t done, uint64_t total) { bar.update(done, total); });
+  }
+  if (opt_.verbose) {
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::fprintf(stderr, "cuda: %s, %.1f MiB of weights uploaded in %.2f s\n", ctx_->name().c_str(),
+                 double(weights_.bytes()) / (1 << 20), s);
+  }
+  const auto& c = model_->config();
+  kv_ = std::make_unique<cuda::KvCache>(graph::KvCacheSpec{c.n_layer, n_ctx_, c.n_head_kv, c.head_dim, c.head_dim_v});
+  history_ = cuda::DeviceBuffer(size_t(n_ctx_) * 4);
+  sample_state_ = cuda::DeviceBuffer(sizeof(cuda::SamplingState));
+  sample_token_ = cuda::DeviceBuffer(4);
+  sample_scratch_ = cuda::DeviceBuffer(cuda::sampling_scratch_bytes(c.n_vocab));
+  staging_ = cuda::PinnedBuffer(sizeof(cuda::SamplingState) + size_t(n_ctx_) * 4);
+  token_host_ = cuda::PinnedBuffer(4);
+}
+
+int32_t CudaSession::n_vocab() const { return model_->config().n_vocab; }
+
+std::string CudaSession::device_name() const { return ctx_->name(); }
+
+std::unique_ptr<CudaSession::Compiled> CudaSession::compile(int32_t n_tokens, bool all_logits) {
+  auto c = std::make_unique<Compiled>();
+  c->graph = model::build_graph(model_->config(), model_->weights(), n_tokens, all_logits, n_ctx_);
+  c->plan = graph::plan(c->graph);
+  c->logits = c->graph.find("result_output");
+  cuda::ExecutorOptions eo;
+  eo.cuda_graph = opt_.cuda_graph && n_tokens == 1;  // only the decode step is replayed often enough to capture
+  eo.verbose = opt_.verbose;
+  c->exec = std::make_unique<cuda::Executor>(*ctx_, c->graph, c->plan, weights_.base(), kv_.get(), eo);
+  return c;
+}
+
+CudaSession::Compiled& CudaSession::compiled(int32_t n_tokens, bool all_logits) {
+  const auto key = std::make_pair(n_tokens, all_logits);
+  if (auto it = graphs_.find(key); it != graphs_.end()) return *it->second;
+  // Prompts of many lengths would otherwise pile up device arenas; keep the decode graph, drop the rest.
+  if (graphs_.size() >= 4) std::erase_if(graphs_, [](const auto& kv) { return kv.first.first != 1; });
+  return *graphs_.emplace(key, compile(n_tokens, all_logits)).first->second;
+}
+
+void CudaSession::check_batch(std::span<const int32_t> tokens, int32_t start_pos) const {
+  const int64_t n = static_cast<int64_t>(tokens.size());
+  if (n == 0) throw SessionError("eval: no tokens");
+  if (start_pos < 0 || start_pos + n > n_ctx_)
+    throw SessionError("eval: positions " + std::to_string(start_pos) + ".." + std::to_string(start_pos + n - 1) +
+                       " do not fit the context of " + std::to_string(n_ctx_) + " tokens");
+  const int32_t V = n_vocab();
+  for (int32_t id : tokens)
+    if (id < 0 || id >= V)
+      throw std::out_of_range("eval: token id " + std::to_string(id) + " is outside the vocabulary [0, " +
+                              std::to_string(V) + ")");
+}
+
+std::span<const float> CudaSession::eval(std::span<const int32_t> tokens, int32_t start_pos, bool all_logits) {
+  check_batch(tokens, start_pos);
+  const int32_t n = static_cast<int32_t>(tokens.size());
+  Compiled& c = compiled(n, all_logits);
+  positions_.resize(size_t(n));
+  for (int32_t i = 0; i < n; ++i) positions_[size_t(i)] = start_pos + i;
+  c.exec->write_inputs(tokens, positions_);
+  c.exec->run();
+  logits_ = c.exec->read_f32(c.logits);
+  return logits_;
+}
+
+CudaSession::Compiled& CudaSession::sampler_graph(const SamplerParams& p) {
+  if (sample_graph_ && same_params(p, sample_params_)) return *sample_graph_;
+  if (opt_.verbose && sample_graph_)
+    std::fprintf(stderr, "cuda: sampling parameters changed, re-capturing the decode graph\n");
+  sample_graph_ = compile(1, false);
+  sample_params_ = p;
+  cuda::SampleParams sp;
+  sp.cfg = to_config(p);
+  sp.logits = static_cast<const float*>(sample_graph_->exec->device_ptr(sample_graph_->logits));
+  sp.V = n_vocab();
+  sp.history = history_.as<int32_t>();
+  sp.state = sample_state_.as<cuda::SamplingState>();
+  sp.out_token = sample_token_.as<int32_t>();
+  sp.scratch = sample_scratch_.get(), sp.scratch_bytes = sample_scratch_.bytes();
+  int32_t* host = token_host_.as<int32_t>();
+  int32_t* dev = sample_token_.as<int32_t>();
+  sample_graph_->exec->append_step([sp, host, dev](cudaStream_t s) {
+    cuda::launch_sample(sp, s);
+    CUDA_CHECK(cudaMemcpyAsync(host, dev, 4, cudaMemcpyDeviceToHost, s));
+  });
+  return *sample_graph_;
+}
+
+std::optional<int32_t> CudaSession::decode_sample(int32_t token, int32_t pos, const SampleRequest& req) {
+  if (!req.params) return std::nullopt;
+  const int32_t tokens[1] = {token};
+  check_batch(tokens, pos);
+  validate(*req.params);
+  // The penalty window (the last repeat_last_n tokens, all for -1, none for 0) goes to the device as the whole
+  // history it sees; a window longer than the buffer falls back to eval() + the CPU sampler.
+  const int32_t n_hist = int32_t(req.history.size());
+  const int32_t last_n = req.params->repeat_last_n;
+  const int32_t first = last_n < 0 ? 0 : std::max(0, n_hist - last_n);
+  const int32_t window = last_n == 0 ? 0 : n_hist - first;
+  if (window > n_ctx_) return std::nullopt;
+  Compiled& c = sampler_graph(*req.params);
+
+  CUDA_CHECK(cudaStreamSynchronize(ctx_->compute()));  // the staging buffer is about to be rewritten
+  cuda::SamplingState st;
+  st.n_history = window;
+  st.step = req.step;
+  auto* stage = staging_.as<uint8_t>();
+  std::memcpy(stage, &st, sizeof st);
+  if (window) std::memcpy(stage + sizeof st, req.history.data() + first, size_t(window) * 4);
+  CUDA_CHECK(cudaMemcpyAsync(sample_state_.get(), stage, sizeof st, cudaMemcpyHostToDevice, ctx_->compute()));
+  if (window)
+    CUDA_CHECK(cudaMemcpyAsync(history_.get(), stage + sizeof st, size_t(window) * 4, cudaMemcpyHostToDevice,
+                               ctx_->compute()));
+  const int32_t positions[1] = {pos};
+  c.exec->write_inputs(tokens, positions);
+  c.exec->run();
+  CUDA_CHECK(cudaStreamSynchronize(ctx_->compute()));
+  return *token_host_.as<int32_t>();
+}
+
+std::unique_ptr<Session> make_cuda_session(std::shared_ptr<const model::Model> model, const SessionOptions& options,
+                                           int32_t n_ctx) {
+  CudaSessionOptions o;
+  o.verbose = options.verbose;
+  if (const char* e = std::getenv("LLM_CUDA_GRAPH"); e && std::string(e) == "0") o.cuda_graph = false;
+  return std::make_unique<CudaSession>(std::move(model), n_ctx, o);
+}
+
+}  // namespace app
+#endif  // LLM_HAVE_CUDA_SESSION

@@ -1,0 +1,72 @@
+// The CUDA session: weights uploaded once into one device arena, an f16 KV cache, graphs built per batch shape and
+// lowered once to cuda::Executor steps; the decode graph is captured as a CUDA graph after a warm-up and replayed.
+// decode_sample() runs the decode step and the GPU sampler as one captured graph.
+#pragma once
+#ifdef LLM_HAVE_CUDA_SESSION
+#include <map>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "app/session.h"
+#include "cuda/context.h"
+#include "cuda/executor.h"
+#include "cuda/kernels/sampling.cuh"
+#include "cuda/weights.h"
+#include "graph/plan.h"
+#include "model/model.h"
+
+namespace app {
+
+struct CudaSessionOptions {
+  int device = 0;
+  bool cuda_graph = true;  // false: plain launches (--no-cuda-graph, or LLM_CUDA_GRAPH=0)
+  bool verbose = false;
+};
+
+class CudaSession final : public Session {
+ public:
+  // Throws cuda::Error when no usable device exists, SessionError for n_ctx <= 0.
+  CudaSession(std::shared_ptr<const model::Model> model, int32_t n_ctx, CudaSessionOptions options);
+
+  std::span<const float> eval(std::span<const int32_t> tokens, int32_t start_pos, bool all_logits) override;
+  std::optional<int32_t> decode_sample(int32_t token, int32_t pos, const SampleRequest& req) override;
+  int32_t n_ctx() const override { return n_ctx_; }
+  int32_t n_vocab() const override;
+  std::string device_name() const override;
+
+ private:
+  struct Compiled {
+    graph::Graph graph;
+    graph::Plan plan;
+    graph::NodeId logits = graph::kNoNode;
+    std::unique_ptr<cuda::Executor> exec;
+  };
+  std::unique_ptr<Compiled> compile(int32_t n_tokens, bool all_logits);
+  Compiled& compiled(int32_t n_tokens, bool all_logits);
+  void check_batch(std::span<const int32_t> tokens, int32_t start_pos) const;
+  Compiled& sampler_graph(const SamplerParams& p);
+
+  std::shared_ptr<const model::Model> model_;
+  int32_t n_ctx_;
+  CudaSessionOptions opt_;
+  std::unique_ptr<cuda::Context> ctx_;
+  cuda::DeviceWeights weights_;
+  std::unique_ptr<cuda::KvCache> kv_;
+  std::map<std::pair<int32_t, bool>, std::unique_ptr<Compiled>> graphs_;
+  std::vector<int32_t> positions_;
+  std::vector<float> logits_;
+
+  // Device sampling: the (1, false) graph plus the sampler, captured together; rebuilt when the parameters change.
+  std::unique_ptr<Compiled> sample_graph_;
+  SamplerParams sample_params_;
+  cuda::DeviceBuffer history_;      // [n_ctx] the penalty window
+  cuda::DeviceBuffer sample_state_; // cuda::SamplingState
+  cuda::DeviceBuffer sample_token_; // int32
+  cuda::DeviceBuffer sample_scratch_;
+  cuda::PinnedBuffer staging_;      // state + window, uploaded before each replay
+  cuda::PinnedBuffer token_host_;   // the sampled id, copied back inside the graph
+};
+
+}  // namespace app
+#endif  // LLM_HAVE_CUDA_SESSION

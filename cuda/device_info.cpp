@@ -1,0 +1,48 @@
+// Copy-bandwidth probe and memory query; see device_info.h.
+#include "cuda/device_info.h"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "cuda/check.h"
+#include "cuda/raii.h"
+
+namespace cuda {
+
+double measure_copy_bandwidth_gbs() {
+  constexpr size_t kBytes = size_t(1) << 30;
+  constexpr int kReps = 10;
+  const DeviceBuffer src(kBytes), dst(kBytes);
+  // Nonzero data: an all-zero buffer can move faster than real data on compressing memory paths.
+  CUDA_CHECK(cudaMemset(src.get(), 0x5a, kBytes));
+  const Event start = Event::create(true), stop = Event::create(true);
+  std::vector<float> ms;
+  for (int i = 0; i < kReps + 2; ++i) {
+    start.record(nullptr);
+    CUDA_CHECK(cudaMemcpyAsync(dst.get(), src.get(), kBytes, cudaMemcpyDeviceToDevice));
+    stop.record(nullptr);
+    stop.synchronize();
+    if (i >= 2) ms.push_back(stop.since(start));  // the first two are warm-up
+  }
+  std::sort(ms.begin(), ms.end());
+  const double median_s = ms[ms.size() / 2] * 1e-3;
+  return 2.0 * static_cast<double>(kBytes) / median_s / 1e9;
+}
+
+uint64_t device_memory_used() {
+  size_t free_b = 0, total_b = 0;
+  CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+  return total_b - free_b;
+}
+
+std::string device_name() {
+  int dev = 0;
+  CUDA_CHECK(cudaGetDevice(&dev));
+  cudaDeviceProp prop{};
+  CUDA_CHECK(cudaGetDeviceProperties(&prop, dev));
+  return prop.name;
+}
+
+}  // namespace cuda

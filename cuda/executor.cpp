@@ -1,0 +1,297 @@
+// Lowering of graph nodes to pre-bound steps, and capture / replay (cuda/executor.h). One flat switch over the ops;
+// each case fills one kernel's params struct from the node and the plan and stores a launcher closure.
+#include "cuda/executor.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+
+#include "cuda/kernels/attention.cuh"
+#include "cuda/kernels/elementwise.cuh"
+#include "cuda/kernels/gemm.cuh"
+#include "cuda/kernels/get_rows.cuh"
+#include "cuda/kernels/matvec.cuh"
+#include "cuda/kernels/norm.cuh"
+#include "cuda/kernels/rope.cuh"
+#include "cuda/kernels/softmax.cuh"
+
+namespace cuda {
+
+using graph::Node;
+using graph::NodeId;
+using graph::Op;
+
+// ---- KvCache ----
+
+KvCache::KvCache(const graph::KvCacheSpec& spec)
+    : spec_(spec),
+      layer_k_(size_t(spec.head_dim_k) * spec.n_ctx * spec.n_head_kv),
+      layer_v_(size_t(spec.head_dim_v) * spec.n_ctx * spec.n_head_kv),
+      buffer_(size_t(spec.n_layer) * (layer_k_ + layer_v_) * 2) {
+  LLM_REQUIRE(spec.n_layer > 0 && spec.n_ctx > 0 && spec.n_head_kv > 0 && spec.head_dim_k > 0 && spec.head_dim_v > 0,
+              "empty KV cache spec");
+  CUDA_CHECK(cudaMemset(buffer_.get(), 0, buffer_.bytes()));
+}
+uint16_t* KvCache::k(int32_t layer) const { return buffer_.as<uint16_t>() + size_t(layer) * (layer_k_ + layer_v_); }
+uint16_t* KvCache::v(int32_t layer) const { return k(layer) + layer_k_; }
+void KvCache::clear(cudaStream_t stream) const { CUDA_CHECK(cudaMemsetAsync(buffer_.get(), 0, buffer_.bytes(), stream)); }
+
+// ---- Executor ----
+
+namespace {
+
+::std::string describe(const Node& n) {
+  return "node " + ::std::to_string(n.id) + " '" + n.name + "' (" + graph::op_name(n.op) + ")";
+}
+
+}  // namespace
+
+Executor::Executor(const Context& ctx, const graph::Graph& g, const graph::Plan& plan, const uint8_t* weights,
+                   KvCache* kv, ExecutorOptions options)
+    : ctx_(ctx), g_(g), plan_(plan), weights_(weights), kv_(kv), opt_(options) {
+  LLM_REQUIRE(plan.covers(g), "the plan was made for another graph");
+  arena_ = DeviceBuffer(plan.arena_bytes);
+  // Scratch sizes: the largest need of any GEMM / attention node, allocated once here.
+  size_t gemm = 0, attn = 0, staging = 0;
+  for (const Node& n : g.nodes()) {
+    if (n.op == Op::MulMat && n.inputs.size() >= 2) {
+      const auto& w = g.node(n.inputs[0]).shape;
+      const int64_t T = n.shape.ne[1] * n.shape.ne[2] * n.shape.ne[3];
+      if (T > opt_.matvec_max_tokens) {
+        // Whole-matrix conversion up to 256 MiB; bigger matrices go in slices.
+        const size_t full = gemm_full_scratch(w.ne[0], w.ne[1], T);
+        gemm = ::std::max(gemm, ::std::max(::std::min(full, size_t(256) << 20), gemm_min_scratch(w.ne[0], T)));
+      }
+    } else if (n.op == Op::Attention) {
+      const auto& p = ::std::get<graph::AttentionParams>(n.params);
+      const int64_t T = g.node(n.inputs[0]).shape.ne[2];
+      const int32_t split = attention_split_len(g.kv.n_ctx, p.n_head, T, ctx.sm_count());
+      attn = ::std::max(attn, attention_scratch_floats(g.kv.n_ctx, p.n_head, p.head_dim_v, T, split) * 4);
+    } else if (n.op == Op::Input) {
+      staging += size_t(n.shape.elements()) * 4;
+    }
+  }
+  gemm_scratch_ = DeviceBuffer(gemm);
+  attn_scratch_ = DeviceBuffer(attn);
+  input_staging_ = PinnedBuffer(::std::max<size_t>(staging, 4));
+  for (const Node& n : g.nodes()) lower(n);
+}
+
+const void* Executor::weight_ptr(const Node& w) const {
+  const auto& p = ::std::get<graph::WeightParams>(w.params);
+  return weights_ + p.arena_offset;
+}
+
+// F32 data of input i of n: an activation in the arena, or an F32 weight (norm weights, biases, rope factors).
+const float* Executor::f32_in(const Node& n, size_t i) const {
+  const Node& in = g_.node(n.inputs.at(i));
+  if (in.op == Op::Weight) {
+    const auto& p = ::std::get<graph::WeightParams>(in.params);
+    if (p.type != quant::Type::F32)
+      throw InvalidArgument(describe(n) + ": input " + describe(in) + " must be an F32 weight, it is " +
+                            quant::type_name(p.type));
+    return static_cast<const float*>(weight_ptr(in));
+  }
+  if (in.dtype != graph::DType::F32) throw InvalidArgument(describe(n) + ": input " + describe(in) + " is not F32");
+  return static_cast<const float*>(device_ptr(in.id));
+}
+
+float* Executor::f32_out(const Node& n) const {
+  if (n.dtype != graph::DType::F32) throw InvalidArgument(describe(n) + ": output is not F32");
+  return static_cast<float*>(device_ptr(n.id));
+}
+
+void* Executor::device_ptr(NodeId id) const {
+  const Node& n = g_.node(id);
+  if (n.op == Op::Weight) return const_cast<void*>(weight_ptr(n));
+  const NodeId root = plan_.root.at(size_t(id));
+  if (g_.node(root).op == Op::Weight) return const_cast<void*>(weight_ptr(g_.node(root)));
+  const int64_t off = plan_.offset.at(size_t(id));
+  if (off < 0) throw InvalidArgument(describe(n) + " has no arena slot");
+  return arena_.as<uint8_t>() + off;
+}
+
+void Executor::lower(const Node& n) {
+  const auto in_shape = [&](size_t i) { return g_.node(n.inputs.at(i)).shape; };
+  switch (n.op) {
+    case Op::Input:
+      inputs_.emplace_back(n.id, ::std::get<graph::InputParams>(n.params).kind);
+      return;
+    case Op::Weight:
+    case Op::Reshape:  // a view: the plan gives it its source's storage
+      return;
+    case Op::GetRows: {
+      const Node& table = g_.node(n.inputs[0]);
+      GetRowsParams p;
+      if (table.op == Op::Weight) {
+        p.table = weight_ptr(table), p.type = ::std::get<graph::WeightParams>(table.params).type;
+      } else {
+        p.table = f32_in(n, 0), p.type = quant::Type::F32;
+      }
+      p.ids = static_cast<const int32_t*>(device_ptr(n.inputs[1]));
+      p.out = f32_out(n), p.K = table.shape.ne[0], p.n_rows = table.shape.rows(), p.T = n.shape.ne[1];
+      steps_.push_back([p](cudaStream_t s) { launch_get_rows(p, s); });
+      return;
+    }
+    case Op::RmsNorm: {
+      const RmsNormParams p{f32_in(n, 0), n.inputs.size() > 1 && n.inputs[1] != graph::kNoNode ? f32_in(n, 1) : nullptr,
+                            f32_out(n), n.shape.ne[0], n.shape.rows(), ::std::get<graph::RmsNormParams>(n.params).eps};
+      steps_.push_back([p](cudaStream_t s) { launch_rms_norm(p, s); });
+      return;
+    }
+    case Op::MulMat: {
+      const Node& w = g_.node(n.inputs[0]);
+      if (w.op != Op::Weight) throw InvalidArgument(describe(n) + ": the matrix must be a weight");
+      const quant::Type type = ::std::get<graph::WeightParams>(w.params).type;
+      const int64_t K = w.shape.ne[0], N = w.shape.ne[1], T = n.shape.rows();
+      const float* bias = n.inputs.size() > 2 && n.inputs[2] != graph::kNoNode ? f32_in(n, 2) : nullptr;
+      if (T <= opt_.matvec_max_tokens) {
+        const MatvecParams p{weight_ptr(w), type, f32_in(n, 1), bias, f32_out(n), K, N, T};
+        steps_.push_back([p](cudaStream_t s) { launch_matvec(p, s); });
+      } else {
+        const GemmParams p{weight_ptr(w), type, f32_in(n, 1), bias, f32_out(n), K, N, T,
+                           gemm_scratch_.get(), gemm_scratch_.bytes()};
+        const cublasHandle_t h = ctx_.cublas();
+        steps_.push_back([p, h](cudaStream_t s) { launch_gemm(p, h, s); });
+      }
+      return;
+    }
+    case Op::Add:
+    case Op::Mul: {
+      const BinaryParams p{n.op == Op::Add ? BinaryOp::Add : BinaryOp::Mul, f32_in(n, 0), f32_in(n, 1), f32_out(n),
+                           n.shape.elements(), in_shape(1).elements()};
+      steps_.push_back([p](cudaStream_t s) { launch_binary(p, s); });
+      return;
+    }
+    case Op::Silu: {
+      const UnaryParams p{UnaryOp::Silu, f32_in(n, 0), f32_out(n), n.shape.elements()};
+      steps_.push_back([p](cudaStream_t s) { launch_unary(p, s); });
+      return;
+    }
+    case Op::SwiGlu: {
+      const SwiGluParams p{f32_in(n, 0), f32_in(n, 1), f32_out(n), n.shape.elements()};
+      steps_.push_back([p](cudaStream_t s) { launch_swiglu(p, s); });
+      return;
+    }
+    case Op::Rope: {
+      const auto& rp = ::std::get<graph::RopeParams>(n.params);
+      RopeKernelParams p;
+      p.x = f32_in(n, 0), p.out = f32_out(n);
+      p.positions = static_cast<const int32_t*>(device_ptr(n.inputs[1]));
+      p.freq_factors = n.inputs.size() > 2 && n.inputs[2] != graph::kNoNode ? f32_in(n, 2) : nullptr;
+      p.head_dim = n.shape.ne[0], p.n_head = n.shape.ne[1], p.T = n.shape.ne[2];
+      p.n_rot = rp.n_rot, p.mode = rp.mode, p.freq_base = rp.freq_base, p.freq_scale = rp.freq_scale;
+      steps_.push_back([p](cudaStream_t s) { launch_rope(p, s); });
+      return;
+    }
+    case Op::Attention: {
+      const auto& ap = ::std::get<graph::AttentionParams>(n.params);
+      if (!kv_) throw InvalidArgument(describe(n) + ": no KV cache");
+      const auto& spec = kv_->spec();
+      if (ap.layer < 0 || ap.layer >= spec.n_layer || ap.n_head_kv != spec.n_head_kv ||
+          ap.head_dim != spec.head_dim_k || ap.head_dim_v != spec.head_dim_v || spec.n_ctx != g_.kv.n_ctx)
+        throw InvalidArgument(describe(n) + ": parameters do not match the KV cache");
+      const int64_t T = in_shape(0).ne[2];
+      const auto* pos = static_cast<const int32_t*>(device_ptr(n.inputs[3]));
+      const KvWriteParams w{f32_in(n, 1), f32_in(n, 2), pos, kv_->k(ap.layer), kv_->v(ap.layer), spec.n_ctx,
+                            spec.n_head_kv, ap.head_dim, ap.head_dim_v, T};
+      AttentionKernelParams a;
+      a.q = f32_in(n, 0), a.positions = pos, a.k_cache = kv_->k(ap.layer), a.v_cache = kv_->v(ap.layer);
+      a.out = f32_out(n), a.partial = attn_scratch_.as<float>(), a.n_ctx = spec.n_ctx, a.n_head = ap.n_head;
+      a.n_head_kv = ap.n_head_kv, a.hd = ap.head_dim, a.hd_v = ap.head_dim_v, a.T = T, a.scale = ap.scale;
+      a.split_len = attention_split_len(spec.n_ctx, ap.n_head, T, ctx_.sm_count());
+      steps_.push_back([w, a](cudaStream_t s) {
+        launch_kv_write(w, s);
+        launch_attention(a, s);
+      });
+      return;
+    }
+    case Op::Softmax: {
+      const SoftmaxParams p{f32_in(n, 0), f32_out(n), n.shape.ne[0], n.shape.rows()};
+      steps_.push_back([p](cudaStream_t s) { launch_softmax(p, s); });
+      return;
+    }
+    case Op::LastToken: {
+      const auto& a = in_shape(0);
+      const float* src = f32_in(n, 0) + (a.rows() - 1) * a.ne[0];
+      float* dst = f32_out(n);
+      const size_t bytes = size_t(a.ne[0]) * 4;
+      steps_.push_back([src, dst, bytes](cudaStream_t s) {
+        CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, s));
+      });
+      return;
+    }
+    case Op::Argmax: {
+      const ArgmaxParams p{f32_in(n, 0), static_cast<int32_t*>(device_ptr(n.id)), in_shape(0).ne[0],
+                           in_shape(0).rows()};
+      steps_.push_back([p](cudaStream_t s) { launch_argmax(p, s); });
+      return;
+    }
+  }
+  throw InvalidArgument(describe(n) + ": op " + ::std::to_string(int(n.op)) + " has no CUDA lowering");
+}
+
+void Executor::append_step(::std::function<void(cudaStream_t)> step) {
+  steps_.push_back(::std::move(step));
+  exec_.reset(), graph_.reset(), runs_ = 0;
+}
+
+void Executor::write_inputs(::std::span<const int32_t> tokens, ::std::span<const int32_t> positions) {
+  // The staging buffer is reused by the next call: wait for the previous copies (normally long finished).
+  CUDA_CHECK(cudaStreamSynchronize(ctx_.compute()));
+  auto* st = input_staging_.as<uint8_t>();
+  for (const auto& [id, kind] : inputs_) {
+    const auto src = kind == graph::InputParams::Kind::Tokens ? tokens : positions;
+    const size_t n = size_t(g_.node(id).shape.elements());
+    if (src.size() != n)
+      throw InvalidArgument(describe(g_.node(id)) + ": expected " + ::std::to_string(n) + " values, got " +
+                            ::std::to_string(src.size()));
+    ::std::memcpy(st, src.data(), n * 4);
+    CUDA_CHECK(cudaMemcpyAsync(device_ptr(id), st, n * 4, cudaMemcpyHostToDevice, ctx_.compute()));
+    st += n * 4;
+  }
+}
+
+void Executor::launch_all(cudaStream_t s) const {
+  for (const auto& step : steps_) step(s);
+}
+
+void Executor::run() {
+  const cudaStream_t s = ctx_.compute();
+  // The first run is plain launches (warm-up: lazy module loading and cuBLAS heuristics happen outside capture).
+  if (!opt_.cuda_graph || runs_ == 0) {
+    launch_all(s);
+    ++runs_;
+    return;
+  }
+  if (!exec_) {
+    if (opt_.verbose) ::std::fprintf(stderr, "cuda: capturing %zu steps into a CUDA graph\n", steps_.size());
+    cudaGraph_t cg = nullptr;
+    CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+    try {
+      launch_all(s);
+    } catch (...) {
+      (void)cudaStreamEndCapture(s, &cg);
+      if (cg) (void)cudaGraphDestroy(cg);
+      throw;
+    }
+    CUDA_CHECK(cudaStreamEndCapture(s, &cg));
+    graph_ = Graph(cg);
+    cudaGraphExec_t ge = nullptr;
+    CUDA_CHECK(cudaGraphInstantiate(&ge, cg, 0));
+    exec_ = GraphExec(ge);
+  }
+  CUDA_CHECK(cudaGraphLaunch(exec_.get(), s));
+  ++runs_;
+}
+
+::std::vector<float> Executor::read_f32(NodeId id) const {
+  const Node& n = g_.node(id);
+  if (n.dtype != graph::DType::F32) throw InvalidArgument(describe(n) + " is not F32");
+  ::std::vector<float> out(size_t(n.shape.elements()));
+  CUDA_CHECK(cudaStreamSynchronize(ctx_.compute()));
+  CUDA_CHECK(cudaMemcpy(out.data(), device_ptr(id), out.size() * 4, cudaMemcpyDeviceToHost));
+  return out;
+}
+
+}  // namespace cuda

@@ -1,0 +1,93 @@
+// The CUDA executor: lowers every node of one graph::Graph to a pre-bound step (a kernel launcher with its params
+// struct filled in) once, at construction; run() only launches them, or replays them as a captured CUDA graph.
+// Per-run inputs (token ids, positions) are written into their fixed arena slots before each run, so one capture
+// serves every position. Nothing is allocated after construction.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "cuda/context.h"
+#include "graph/ir.h"
+#include "graph/plan.h"
+
+namespace cuda {
+
+// The f16 KV cache of a model: per layer K [head_dim, n_ctx, n_head_kv] and V [head_dim_v, n_ctx, n_head_kv]
+// (each kv head's slots contiguous, the layout cuda/kernels/attention.cuh reads), in one allocation.
+class KvCache {
+ public:
+  KvCache() = default;
+  explicit KvCache(const graph::KvCacheSpec& spec);
+  const graph::KvCacheSpec& spec() const { return spec_; }
+  uint16_t* k(int32_t layer) const;
+  uint16_t* v(int32_t layer) const;
+  size_t bytes() const { return buffer_.bytes(); }
+  void clear(cudaStream_t stream) const;  // zero (a new sequence; not needed for correctness, slots are written first)
+
+ private:
+  graph::KvCacheSpec spec_;
+  size_t layer_k_ = 0, layer_v_ = 0;  // elements per layer
+  DeviceBuffer buffer_;
+};
+
+struct ExecutorOptions {
+  bool cuda_graph = true;  // capture after one warm-up run and replay; false: plain launches every run
+  bool verbose = false;    // capture / re-capture notes on stderr
+  int64_t matvec_max_tokens = 4;  // MulMat with T <= this uses the matvec kernels, larger T the GEMM path
+};
+
+class Executor {
+ public:
+  // The graph must have been planned by `plan`; weights is the device weight arena; kv must match g.kv when the
+  // graph has Attention nodes. Throws cuda::InvalidArgument / quant::UnsupportedType for nodes it cannot lower.
+  Executor(const Context& ctx, const graph::Graph& g, const graph::Plan& plan, const uint8_t* weights, KvCache* kv,
+           ExecutorOptions options = {});
+  Executor(const Executor&) = delete;
+  Executor& operator=(const Executor&) = delete;
+
+  // Appends a step after the graph's own (the decode session's sampler); invalidates any captured graph.
+  void append_step(std::function<void(cudaStream_t)> step);
+
+  // Queues the copies of tokens / positions into every Input node of that kind (sizes must match the node).
+  void write_inputs(std::span<const int32_t> tokens, std::span<const int32_t> positions);
+  // Queues all steps on the compute stream: plain launches, or (cuda_graph) one replay of the captured graph.
+  void run();
+
+  // Device address of a node's data (activations in the arena, F32 weights in the weight arena).
+  void* device_ptr(graph::NodeId id) const;
+  // Copies a node's F32 data to host memory (synchronizes).
+  std::vector<float> read_f32(graph::NodeId id) const;
+
+  size_t n_steps() const { return steps_.size(); }
+  bool captured() const { return bool(exec_); }
+  size_t arena_bytes() const { return arena_.bytes(); }
+
+ private:
+  using Step = std::function<void(cudaStream_t)>;
+  void lower(const graph::Node& n);
+  const void* weight_ptr(const graph::Node& w) const;
+  const float* f32_in(const graph::Node& n, size_t i) const;
+  float* f32_out(const graph::Node& n) const;
+  void launch_all(cudaStream_t s) const;
+
+  const Context& ctx_;
+  const graph::Graph& g_;
+  const graph::Plan& plan_;
+  const uint8_t* weights_;
+  KvCache* kv_;
+  ExecutorOptions opt_;
+  DeviceBuffer arena_;
+  DeviceBuffer gemm_scratch_;
+  DeviceBuffer attn_scratch_;
+  PinnedBuffer input_staging_;
+  std::vector<Step> steps_;
+  std::vector<std::pair<graph::NodeId, graph::InputParams::Kind>> inputs_;
+  int runs_ = 0;
+  Graph graph_;
+  GraphExec exec_;
+};
+
+}  // namespace cuda

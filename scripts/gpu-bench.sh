@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Decode/prefill benchmark on the GPU machine (see ../shared/device/README.md). Uses a carried build and the
+# carried vocabularies in .device/, makes the four benchmark models with `llm-run synth` in /tmp (they are too big to
+# carry), runs `llm-run bench` on each and writes a markdown table to $OUT/bench.md (and every log beside it).
+#   here:  scripts/build-carry.sh && ../shared/device/prepare.sh tokenizer/ggml-vocab-llama-bpe.gguf tokenizer/ggml-vocab-llama-spm.gguf
+#   there: scripts/gpu-bench.sh [quick]      (carry: .device and build-carry)
+set -uo pipefail
+out=${OUT:-/tmp/out}
+mkdir -p "$out"
+[ -f .device/env.sh ] && source .device/env.sh
+bin=${LLM_RUN_BIN:-build-carry/llm-run}
+bpe=.device/tokenizer/ggml-vocab-llama-bpe.gguf
+spm=.device/tokenizer/ggml-vocab-llama-spm.gguf
+reps=${REPS:-3}
+mode=${1:-full}
+
+models=("llama3-8b Q4_K_M $bpe" "llama3-8b Q4_0 $bpe" "llama2-7b Q4_0 $spm" "llama3-1b Q4_K_M $bpe")
+[ "$mode" = quick ] && models=("llama3-1b Q4_K_M $bpe")
+
+echo "# llm-run bench on $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1), commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)" | tee "$out/bench.md"
+for m in "${models[@]}"; do
+  set -- $m
+  file=/tmp/$1-$2.gguf
+  if [ ! -f "$file" ]; then
+    "$bin" synth --shape "$1" --type "$2" --vocab "$3" -o "$file" 2>&1 | tee -a "$out/synth.log" || continue
+  fi
+  extra=()
+  # Long-context figure for the shapes the issue tracks at 16k.
+  if [ "$2" = Q4_K_M ] && [ "$mode" != quick ]; then extra=(-d 0,16384); fi
+  echo "## $1 $2" | tee -a "$out/bench.md"
+  "$bin" bench -m "$file" -p 512 -n 128 -r "$reps" "${extra[@]}" -o md 2> >(tee -a "$out/bench.log" >&2) | tee -a "$out/bench.md"
+done
+cat "$out/bench.md"

@@ -1,0 +1,99 @@
+// KV write + split-sequence attention against a double-precision causal softmax over the f16-rounded cache.
+#include "cuda/kernels/attention.cuh"
+#include "gpu_test.h"
+
+namespace {
+
+using namespace gpu_test;
+
+struct Case {
+  int64_t nh, nkv, hd, n_ctx, prefix, T;
+  int32_t split_len;  // 0: attention_split_len's choice
+};
+
+double h16(float f) { return quant::f16_to_f32(quant::f32_to_f16(f)); }
+
+void run_case(const Case& c, std::mt19937& rng) {
+  const int64_t hd = c.hd, hdv = c.hd;
+  const std::string what = "attention nh=" + std::to_string(c.nh) + " nkv=" + std::to_string(c.nkv) +
+                           " hd=" + std::to_string(hd) + " ctx=" + std::to_string(c.n_ctx) +
+                           " prefix=" + std::to_string(c.prefix) + " T=" + std::to_string(c.T) +
+                           " split=" + std::to_string(c.split_len);
+  const int64_t total = c.prefix + c.T;  // tokens in the cache after both writes
+  const auto k = random_floats(rng, hd * c.nkv * total, -2, 2);
+  const auto v = random_floats(rng, hdv * c.nkv * total);
+  const auto q = random_floats(rng, hd * c.nh * c.T);
+  std::vector<int32_t> pos(total);
+  for (int64_t i = 0; i < total; ++i) pos[i] = int32_t(i);
+
+  cuda::DeviceBuffer kc(hd * c.n_ctx * c.nkv * 2), vc(hdv * c.n_ctx * c.nkv * 2);
+  auto dk = upload(k), dv = upload(v), dq = upload(q), dp = upload(pos);
+  // Prefix as one batch, then the queried batch, as a prefill followed by decode steps would.
+  auto write = [&](int64_t t0, int64_t n) {
+    cuda::launch_kv_write({dk.as<float>() + t0 * hd * c.nkv, dv.as<float>() + t0 * hdv * c.nkv, dp.as<int32_t>() + t0,
+                           kc.as<uint16_t>(), vc.as<uint16_t>(), c.n_ctx, c.nkv, hd, hdv, n},
+                          nullptr);
+  };
+  if (c.prefix) write(0, c.prefix);
+  write(c.prefix, c.T);
+
+  const int32_t split = c.split_len ? c.split_len : cuda::attention_split_len(c.n_ctx, c.nh, c.T, 132);
+  cuda::DeviceBuffer partial(cuda::attention_scratch_floats(c.n_ctx, c.nh, hdv, c.T, split) * 4);
+  auto out = poisoned_f32(hdv * c.nh * c.T);
+  const float scale = 1.0f / std::sqrt(float(hd));
+  cuda::AttentionKernelParams p;
+  p.q = dq.as<float>(), p.positions = dp.as<int32_t>() + c.prefix, p.k_cache = kc.as<uint16_t>();
+  p.v_cache = vc.as<uint16_t>(), p.out = out.as<float>(), p.partial = partial.as<float>();
+  p.n_ctx = c.n_ctx, p.n_head = c.nh, p.n_head_kv = c.nkv, p.hd = hd, p.hd_v = hdv, p.T = c.T, p.scale = scale;
+  p.split_len = split;
+  cuda::launch_attention(p, nullptr);
+
+  std::vector<double> ref(hdv * c.nh * c.T);
+  const int64_t group = c.nh / c.nkv;
+  for (int64_t t = 0; t < c.T; ++t)
+    for (int64_t h = 0; h < c.nh; ++h) {
+      const int64_t kvh = h / group, last = c.prefix + t;
+      std::vector<double> s(last + 1);
+      double mx = -1e300, sum = 0;
+      for (int64_t j = 0; j <= last; ++j) {
+        double d = 0;
+        for (int64_t e = 0; e < hd; ++e) d += double(q[(t * c.nh + h) * hd + e]) * h16(k[(j * c.nkv + kvh) * hd + e]);
+        s[j] = d * scale, mx = std::max(mx, s[j]);
+      }
+      for (auto& x : s) x = std::exp(x - mx), sum += x;
+      for (int64_t e = 0; e < hdv; ++e) {
+        double a = 0;
+        for (int64_t j = 0; j <= last; ++j) a += s[j] * h16(v[(j * c.nkv + kvh) * hdv + e]);
+        ref[(t * c.nh + h) * hdv + e] = a / sum;
+      }
+    }
+  EXPECT_TRUE(close(what, download<float>(out, ref.size()), ref, {2e-6}, 1e-5));
+
+  // The cache holds the f16 rounding of what was written, in the documented layout.
+  const auto kh = download<uint16_t>(kc, hd * c.n_ctx * c.nkv);
+  const int64_t j = total - 1, kvh = c.nkv - 1;
+  for (int64_t e = 0; e < hd; ++e)
+    ASSERT_EQ(kh[(kvh * c.n_ctx + j) * hd + e], quant::f32_to_f16(k[(j * c.nkv + kvh) * hd + e])) << what;
+}
+
+TEST(AttentionKernels, MatchesReference) {
+  REQUIRE_GPU();
+  std::mt19937 rng(11);
+  const Case cases[] = {
+      {4, 4, 8, 16, 0, 5, 0},        // tiny heads (stories260K-like), prefill only
+      {8, 4, 8, 64, 10, 1, 0},       // decode after a prefix
+      {8, 2, 64, 300, 37, 7, 64},    // GQA 4:1, several splits
+      {6, 1, 128, 1000, 700, 1, 0},  // MQA decode, long context, computed split
+      {4, 2, 128, 1000, 900, 3, 100},
+      {2, 2, 256, 130, 0, 129, 0},   // largest head, long prefill
+      {32, 8, 128, 4096, 4000, 1, 0},
+  };
+  for (const auto& c : cases) run_case(c, rng);
+}
+
+TEST(AttentionKernels, RejectsBadParams) {
+  cuda::AttentionKernelParams p;
+  EXPECT_THROW(cuda::launch_attention(p, nullptr), cuda::InvalidArgument);
+}
+
+}  // namespace

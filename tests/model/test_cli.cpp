@@ -1,0 +1,222 @@
+// llm-run as a process: the root generate command, `logits` and `perplexity`: output formats, values against the
+// references, and exit codes (usage errors 2, runtime errors 1).
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "app/session_cpu.h"
+#include "assets.h"
+#include "model/model.h"
+#include "refs.h"
+#include "tokenizer/tokenizer.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Result {
+  int code = -1;
+  std::string out, err;
+};
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::string quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+class Cli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("llm_cli_" + std::to_string(::getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  // Runs llm-run with args (already shell-quoted where needed).
+  Result run(const std::string& args) {
+    const std::string cmd = quote(LLM_BINARY_DIR "/app/llm-run") + " " + args + " >" + quote((dir_ / "out").string()) +
+                            " 2>" + quote((dir_ / "err").string());
+    const int status = std::system(cmd.c_str());
+    Result r;
+    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    r.out = slurp(dir_ / "out");
+    r.err = slurp(dir_ / "err");
+    return r;
+  }
+  fs::path dir_;
+};
+
+#define REQUIRE_STORIES()                                                   \
+  REQUIRE_ASSET(stories, "models/stories260K-f32.gguf");                    \
+  REQUIRE_ASSET(stories_ref, "models/stories260K-reference.txt")
+
+TEST_F(Cli, GreedyGenerationPrintsThePromptAndTheReferenceContinuation) {
+  REQUIRE_STORIES();
+  const auto cases = refs::read_stories_ref(stories_ref);
+  const Result r = run("-m " + quote(stories) + " -p 'Once upon a time' -n 40 --temp 0 --device cpu -t 1");
+  ASSERT_EQ(r.code, 0) << r.err;
+  // 40 tokens are a prefix of the reference's 200 (the reference text includes the prompt).
+  ASSERT_GT(r.out.size(), 40u);
+  ASSERT_EQ(r.out.back(), '\n');
+  EXPECT_EQ(cases[1].text.substr(0, r.out.size() - 1), r.out.substr(0, r.out.size() - 1));
+  EXPECT_NE(r.err.find("load"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("40 tokens"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("tok/s"), std::string::npos) << r.err;
+}
+
+TEST_F(Cli, PromptFromFileAndSeededSamplingIsReproducible) {
+  REQUIRE_STORIES();
+  std::ofstream(dir_ / "prompt.txt") << "Lily and Tom";
+  const std::string args = "-m " + quote(stories) + " -f " + quote((dir_ / "prompt.txt").string()) +
+                           " -n 30 --temp 1.0 --top-k 0 --top-p 1 --min-p 0 -s 1234 --device cpu";
+  const Result a = run(args), b = run(args), c = run(args + " -s 99");
+  ASSERT_EQ(a.code, 0) << a.err;
+  EXPECT_EQ(a.out, b.out);
+  EXPECT_EQ(a.out.rfind("Lily and Tom", 0), 0u) << a.out;
+  EXPECT_NE(a.out, c.out);  // another seed, another story (30 tokens at temperature 1)
+}
+
+TEST_F(Cli, LogitsMatchTheReferenceFile) {
+  REQUIRE_ASSET(model, "models/stories260K-f32.gguf");
+  REQUIRE_ASSET(ref_path, "models/refs/stories260K-f32.public.txt");
+  const refs::LogitsRef ref = refs::read_logits_ref(ref_path);
+  const std::string out_f32 = (dir_ / "last.f32").string();
+  const Result r = run("logits -m " + quote(model) + " -p " + quote(ref.prompt) + " --device cpu --out " +
+                       quote(out_f32));
+  ASSERT_EQ(r.code, 0) << r.err;
+  std::istringstream lines(r.out);
+  std::string line;
+  ASSERT_TRUE(std::getline(lines, line));
+  std::string want = "tokens ";
+  for (size_t i = 0; i < ref.tokens.size(); ++i) want += (i ? "," : "") + std::to_string(ref.tokens[i]);
+  EXPECT_EQ(line, want);
+  const double tol = 1.5e-5;  // F32 file: see test_refs.cpp
+  for (size_t p = 0; p < ref.tokens.size(); ++p) {
+    ASSERT_TRUE(std::getline(lines, line)) << "missing position " << p;
+    std::istringstream s(line);
+    std::string head;
+    size_t pos = 0;
+    s >> head >> pos;
+    EXPECT_EQ(head, "top10");
+    EXPECT_EQ(pos, p);
+    std::vector<std::pair<int32_t, double>> ours;
+    std::string item;
+    while (s >> item) ours.push_back({std::stoi(item.substr(0, item.find(':'))), std::stod(item.substr(item.find(':') + 1))});
+    ASSERT_EQ(ours.size(), 10u) << line;
+    for (size_t i = 1; i < ours.size(); ++i) EXPECT_GE(ours[i - 1].second, ours[i].second) << line;
+    // Reference entries clear of the 10th by 2 tol must be listed, with their logit within tol.
+    for (const refs::TopEntry& e : ref.top10[p]) {
+      if (e.logit - ref.top10[p].back().logit <= 2 * tol) continue;
+      auto it = std::find_if(ours.begin(), ours.end(), [&](const auto& o) { return o.first == e.id; });
+      ASSERT_NE(it, ours.end()) << "position " << p << " id " << e.id;
+      EXPECT_NEAR(it->second, e.logit, tol);
+    }
+  }
+  EXPECT_FALSE(std::getline(lines, line)) << "extra line: " << line;
+  const std::vector<float> last = refs::read_f32(out_f32);
+  const std::vector<float> want_last = refs::read_f32(ref_path.substr(0, ref_path.rfind('/') + 1) + ref.lastlogits_file);
+  ASSERT_EQ(last.size(), want_last.size());
+  for (size_t i = 0; i < last.size(); ++i) EXPECT_NEAR(last[i], want_last[i], tol) << i;
+}
+
+TEST_F(Cli, LogitsTopKAndCudaWithoutCuda) {
+  REQUIRE_STORIES();
+  const Result r = run("logits -m " + quote(stories) + " -p 'Hi' --top 3 --device cpu");
+  ASSERT_EQ(r.code, 0) << r.err;
+  std::istringstream lines(r.out);
+  std::string line;
+  std::getline(lines, line);
+  std::getline(lines, line);
+  EXPECT_EQ(line.rfind("top3 0 ", 0), 0u) << line;
+  EXPECT_EQ(std::count(line.begin(), line.end(), ':'), 3);
+#ifndef LLM_HAVE_CUDA_SESSION
+  const Result c = run("logits -m " + quote(stories) + " -p 'Hi' --device cuda");
+  EXPECT_EQ(c.code, 1);
+  EXPECT_NE(c.err.find("CUDA device not available in this build"), std::string::npos) << c.err;
+#endif
+}
+
+TEST_F(Cli, PerplexityMatchesAnInProcessComputation) {
+  REQUIRE_STORIES();
+  const auto cases = refs::read_stories_ref(stories_ref);
+  const std::string text = cases[0].text + "\n" + cases[2].text;
+  std::ofstream(dir_ / "text.txt") << text;
+  const int n_ctx = 64;
+  const Result r = run("perplexity -m " + quote(stories) + " -f " + quote((dir_ / "text.txt").string()) +
+                       " -c 64 --device cpu");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out.rfind("[1]", 0), 0u) << r.out;
+  const size_t at = r.out.find("Final estimate: PPL = ");
+  ASSERT_NE(at, std::string::npos) << r.out;
+  double ppl = 0, err = 0;
+  ASSERT_EQ(std::sscanf(r.out.c_str() + at, "Final estimate: PPL = %lf +/- %lf", &ppl, &err), 2) << r.out;
+
+  // The same quantity computed here: chunks of n_ctx, BOS first, second half scored.
+  auto m = model::Model::load(stories);
+  auto tok = tokenizer::Tokenizer::from_gguf(m->file());
+  const std::vector<int32_t> ids = tok.encode(text, true, false);
+  app::CpuSession session(m, n_ctx, 1);
+  double sum = 0;
+  int count = 0;
+  for (size_t c = 0; c + n_ctx <= ids.size(); c += n_ctx) {
+    std::vector<int32_t> chunk(ids.begin() + std::ptrdiff_t(c), ids.begin() + std::ptrdiff_t(c + n_ctx));
+    chunk[0] = tok.bos();
+    const std::span<const float> l = session.eval(chunk, 0, true);
+    for (int j = n_ctx / 2; j < n_ctx - 1; ++j) {
+      const std::span<const float> row = l.subspan(size_t(j) * 512, 512);
+      double mx = -INFINITY, z = 0;
+      for (float v : row) mx = std::max(mx, double(v));
+      for (float v : row) z += std::exp(double(v) - mx);
+      sum += mx + std::log(z) - row[size_t(chunk[size_t(j) + 1])];
+      ++count;
+    }
+  }
+  ASSERT_GT(count, 0);
+  EXPECT_NEAR(ppl, std::exp(sum / count), 1e-4);
+  EXPECT_GT(err, 0.0);
+  EXPECT_LT(ppl, 20.0);  // the model's own text is easy for it
+}
+
+TEST_F(Cli, ExitCodes) {
+  REQUIRE_STORIES();
+  EXPECT_EQ(run("").code, 2);                                                    // bare: help
+  EXPECT_EQ(run("-m /nonexistent/model.gguf -p hi").code, 2);                    // missing file
+  std::ofstream(dir_ / "junk.gguf") << "this is not a GGUF file at all";
+  const Result junk = run("-m " + quote((dir_ / "junk.gguf").string()) + " -p hi --device cpu");
+  EXPECT_EQ(junk.code, 1) << junk.err;                                           // not GGUF
+  EXPECT_NE(junk.err.find("llm-run: error:"), std::string::npos) << junk.err;
+  EXPECT_EQ(run("-m " + quote(stories) + " -p hi -n abc").code, 2);              // bad flag value
+  EXPECT_EQ(run("-m " + quote(stories) + " -p hi --device gpu").code, 2);
+  EXPECT_EQ(run("-m " + quote(stories) + " -p hi --top-p 2").code, 2);
+  EXPECT_EQ(run("-m " + quote(stories) + " -p hi --no-such-flag").code, 2);
+  EXPECT_EQ(run("logits -m " + quote(stories)).code, 2);                          // -p required
+  EXPECT_EQ(run("perplexity -m " + quote(stories) + " -f /nonexistent.txt").code, 2);
+  const Result lg = run("logits -m /nonexistent.gguf -p hi");
+  EXPECT_EQ(lg.code, 2);
+}
+
+TEST_F(Cli, PromptLongerThanContext) {
+  REQUIRE_STORIES();
+  const Result r = run("-m " + quote(stories) + " -p 'Once upon a time there was a dog' -c 4 --device cpu");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("but the context holds 4"), std::string::npos) << r.err;
+  const Result l = run("logits -m " + quote(stories) + " -p 'Once upon a time there was a dog' -c 4 --device cpu");
+  EXPECT_EQ(l.code, 1);
+  EXPECT_NE(l.err.find("but the context holds 4"), std::string::npos) << l.err;
+}
+
+}  // namespace
