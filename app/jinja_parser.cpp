@@ -17,7 +17,10 @@ namespace {
 
 using Names = std::initializer_list<std::string_view>;
 
-bool contains(Names names, std::string_view s) { return std::find(names.begin(), names.end(), s) != names.end(); }
+template <typename Range>
+bool contains(const Range& names, std::string_view s) {
+  return std::find(std::begin(names), std::end(names), s) != std::end(names);
+}
 
 std::string quoted_list(Names names) {
   std::string out;
@@ -197,7 +200,7 @@ class Parser {
       expect_end_tag("endgeneration");
       return s;
     }
-    static constexpr Names kUnsupported = {"call", "block", "extends", "include", "import", "from", "do",
+    static constexpr std::string_view kUnsupported[] = {"call", "block", "extends", "include", "import", "from", "do",
                                            "autoescape", "trans"};
     if (contains(kUnsupported, tag)) fail(t, "the '" + tag + "' tag is not supported in chat templates");
     std::string msg = "unknown tag '" + tag + "'";
@@ -250,7 +253,7 @@ class Parser {
     while (true) {
       const Token& n = cur();
       const std::string name = expect_name();
-      static constexpr Names kConstants = {"true", "false", "none", "True", "False", "None"};
+      static constexpr std::string_view kConstants[] = {"true", "false", "none", "True", "False", "None"};
       if (contains(kConstants, name)) fail(n, "cannot assign to '" + name + "'");
       t.names.push_back(name);
       if (!skip_op(",")) break;

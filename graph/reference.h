@@ -29,14 +29,19 @@ class ReferenceExecutor {
   // Runs every node of g in order, with activations placed by p (made by graph::plan for this graph).
   //  - tokens fill every Input node of kind Tokens, positions every Input of kind Positions; each span must hold
   //    exactly that node's element count (a graph without such an input ignores the span).
-  //  - positions must lie in [0, g.kv.n_ctx) when the graph has Attention nodes (std::out_of_range otherwise); token
+  //  - positions must be >= 0, and below g.kv.n_ctx when the graph has Attention nodes (std::out_of_range); token
   //    ids (and any GetRows ids) must index a row of their table (std::out_of_range).
   //  - the KV cache is allocated (zeroed) on the first run from g.kv and re-allocated (zeroed) whenever a graph with
   //    a different KvCacheSpec runs; otherwise it persists across runs, so a prefill graph and then n_tokens=1
   //    decode graphs continue one sequence. Attention at position p reads cache slots [0, p] of its layer: slots
   //    below p must have been written by this or an earlier run (call clear_kv() to start a new sequence).
+  //    A batch enters the cache before any of its tokens attends, so the order of tokens in a batch is free.
+  //  - weights are read through their WeightParams::host bytes: F32 in place, other types dequantized to float on
+  //    first use and kept (keyed by host pointer, type and size), except tables only read by GetRows, whose rows are
+  //    dequantized as needed.
   // Throws std::invalid_argument for a plan that does not fit the graph, an op parameter that contradicts g.kv, or
-  // a weight without host data; quant::UnsupportedType for weights of an unsupported type.
+  // a weight without host data; quant::UnsupportedType for weights of an unsupported type. One run at a time: an
+  // executor is not meant to be shared between threads.
   void run(const Graph& g, const Plan& p, std::span<const int32_t> tokens, std::span<const int32_t> positions);
 
   // The values of a node after the last run: a graph output, any node when the plan was plan_all_live, or an Input.

@@ -67,44 +67,42 @@ BpeModel::BpeModel(const std::vector<std::string>& tokens, const std::vector<Tok
                    const std::vector<std::string>& merges, bool ignore_merges)
     : n_vocab_(static_cast<int32_t>(tokens.size())), ignore_merges_(ignore_merges) {
   // Later duplicates win, as in the reference implementation's text -> id map.
-  StringMap vocab;
-  vocab.reserve(tokens.size());
-  for (int32_t id = 0; id < n_vocab_; ++id)
-    if (types[id] != TokenType::CONTROL) vocab[tokens[id]] = id;
-
+  vocab_.build(tokens, [&](size_t id) { return types[id] != TokenType::CONTROL; });
   for (int c = 0; c < 256; ++c) {
-    auto it = vocab.find(std::string_view(reinterpret_cast<const char*>(&c), 1));
-    single_char_token_[c] = it == vocab.end() ? -1 : it->second;
+    const char ch = static_cast<char>(c);
+    single_char_token_[c] = vocab_.find(std::string_view(&ch, 1));
   }
-  for (int b = 0; b < 256; ++b) byte_symbol_[b] = symbol_id(utf8::byte_to_mapped(static_cast<uint8_t>(b)), vocab);
+  for (int b = 0; b < 256; ++b) byte_symbol_[b] = symbol_id(utf8::byte_to_mapped(static_cast<uint8_t>(b)));
 
   pairs_.init(merges.size());
   std::string joined;
   for (size_t rank = 0; rank < merges.size(); ++rank) {
-    const std::string& m = merges[rank];
+    const std::string_view m = merges[rank];
     // The separator is the first space after the first character (a left part never starts with the space).
     const size_t sep = m.find(' ', 1);
-    if (sep == std::string::npos) continue;
-    const std::string left = m.substr(0, sep), right = m.substr(sep + 1);
-    joined = left + right;
-    const int32_t l = symbol_id(left, vocab), r = symbol_id(right, vocab), res = symbol_id(joined, vocab);
+    if (sep == std::string_view::npos) continue;
+    const std::string_view left = m.substr(0, sep), right = m.substr(sep + 1);
+    joined.assign(left).append(right);
+    const int32_t l = symbol_id(left), r = symbol_id(right), res = symbol_id(joined);
     const uint64_t key = (static_cast<uint64_t>(static_cast<uint32_t>(l)) << 32) | static_cast<uint32_t>(r);
     if (pairs_.insert(key, Merge{static_cast<int32_t>(rank), res})) ++n_ranks_;
   }
 
   if (ignore_merges_) {
-    std::string raw;
-    for (int32_t id = 0; id < n_vocab_; ++id)
-      if (types[id] != TokenType::CONTROL && unmap(tokens[id], raw)) raw_word_to_id_[raw] = id;
+    raw_texts_.resize(tokens.size());
+    std::vector<uint8_t> ok(tokens.size(), 0);
+    for (size_t id = 0; id < tokens.size(); ++id)
+      ok[id] = types[id] != TokenType::CONTROL && unmap(tokens[id], raw_texts_[id]);
+    raw_index_.build(raw_texts_, [&](size_t id) { return ok[id] != 0; });
   }
 }
 
-int32_t BpeModel::symbol_id(const std::string& mapped_text, const StringMap& vocab) {
-  if (auto it = vocab.find(mapped_text); it != vocab.end()) return it->second;
+int32_t BpeModel::symbol_id(std::string_view mapped_text) {
+  if (const int32_t id = vocab_.find(mapped_text); id >= 0) return id;
   if (auto it = pseudo_ids_.find(mapped_text); it != pseudo_ids_.end()) return it->second;
   const int32_t id = n_vocab_ + static_cast<int32_t>(pseudo_text_.size());
-  pseudo_text_.push_back(mapped_text);
-  pseudo_ids_.emplace(mapped_text, id);
+  pseudo_text_.emplace_back(mapped_text);
+  pseudo_ids_.emplace(std::string(mapped_text), id);
   return id;
 }
 
@@ -115,8 +113,8 @@ void BpeModel::encode_word(std::string_view word, std::vector<int32_t>& out) con
 void BpeModel::encode_word(std::string_view word, std::vector<int32_t>& out, Strategy strategy) const {
   if (word.empty()) return;
   if (ignore_merges_) {
-    if (auto it = raw_word_to_id_.find(word); it != raw_word_to_id_.end()) {
-      out.push_back(it->second);
+    if (const int32_t id = raw_index_.find(word); id >= 0) {
+      out.push_back(id);
       return;
     }
   }

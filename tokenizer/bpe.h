@@ -8,6 +8,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "tokenizer/string_index.h"
 #include "tokenizer/tokenizer.h"
 
 namespace tokenizer {
@@ -21,7 +22,8 @@ using StringMap = std::unordered_map<std::string, int32_t, StringHash, std::equa
 
 class BpeModel {
  public:
-  // tokens are GGUF texts (byte-mapped for normal tokens); merges are "left right" in rank order. Control tokens
+  // tokens are GGUF texts (byte-mapped for normal tokens) and must outlive the model; merges are "left right" in
+  // rank order. Control tokens
   // never take part in merging or lookups, so user text cannot turn into them.
   BpeModel(const std::vector<std::string>& tokens, const std::vector<TokenType>& types,
            const std::vector<std::string>& merges, bool ignore_merges);
@@ -50,7 +52,7 @@ class BpeModel {
     const Merge* find(uint64_t key) const;
   };
 
-  int32_t symbol_id(const std::string& mapped_text, const StringMap& vocab);
+  int32_t symbol_id(std::string_view mapped_text);
   void merge_heap(std::vector<int32_t>& sym) const;
   void merge_scan(std::vector<int32_t>& sym) const;
   void emit(const std::vector<int32_t>& sym, std::vector<int32_t>& out) const;
@@ -68,7 +70,9 @@ class BpeModel {
   // mapped text is kept to fall back to single-byte tokens, as the reference implementation does.
   std::vector<std::string> pseudo_text_;
   StringMap pseudo_ids_;
-  StringMap raw_word_to_id_;  // unmapped bytes -> token, for ignore_merges
+  StringIndex vocab_;                   // mapped text -> token, control tokens excluded
+  std::vector<std::string> raw_texts_;  // [n_vocab] unmapped bytes of each token (ignore_merges only)
+  StringIndex raw_index_;               // unmapped bytes -> token, for ignore_merges
 };
 
 }  // namespace tokenizer

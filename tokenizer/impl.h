@@ -16,11 +16,12 @@ struct Tokenizer::Impl {
   explicit Impl(Vocab vocab);
 
   Vocab v;
-  StringMap token_to_id;             // every token; later duplicates win
+  StringIndex token_to_id;           // every token; later duplicates win
   std::vector<int32_t> specials;     // control / user-defined / unknown tokens, longest text first
   std::vector<uint32_t> special_rank; // [n_vocab] index in `specials` (partition priority)
   // Partition candidates by first byte, in priority order: [0] user-defined only, [1] with parse_special.
   std::array<std::vector<int32_t>, 256> by_first[2];
+  bool has_specials[2] = {false, false};
   std::vector<std::string> piece;    // detokenized bytes of each token with render_special = false
   std::vector<uint8_t> eog;          // [n_vocab] end-of-generation flags
   std::unique_ptr<SpmModel> spm;     // kind == SPM

@@ -4,7 +4,9 @@
 
 #include <sentencepiece_processor.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <iterator>
 #include <unordered_set>
 
 #include "tokenizer/protobuf.h"
@@ -84,9 +86,12 @@ std::string build_spm_model_proto(const Vocab& vocab) {
       add_piece(model, usable ? text : placeholder, vocab.scores[id], usable ? NORMAL : CONTROL);
     }
   }
-  // The library insists on all 256 byte pieces when byte fallback is on, and on one unknown piece.
+  // With byte pieces, unknown characters fall back to bytes; the library then insists on all 256 byte pieces, so
+  // missing ones are appended (they map to <unk>, as the reference does). Without any, an unknown character is
+  // one <unk>, as in sentencepiece.
+  const bool byte_fallback = std::find(std::begin(have_byte), std::end(have_byte), true) != std::end(have_byte);
   int32_t total = n;
-  for (int b = 0; b < 256; ++b) {
+  for (int b = 0; b < 256 && byte_fallback; ++b) {
     if (have_byte[b]) continue;
     char name[8];
     std::snprintf(name, sizeof(name), "<0x%02X>", b);
@@ -105,7 +110,7 @@ std::string build_spm_model_proto(const Vocab& vocab) {
   trainer.boolean(field::kTrainerTreatWsAsSuffix, false);
   trainer.boolean(field::kTrainerSplitDigits, true);
   trainer.boolean(field::kTrainerAllowWsOnlyPieces, true);
-  trainer.boolean(field::kTrainerByteFallback, true);
+  trainer.boolean(field::kTrainerByteFallback, byte_fallback);
   trainer.int32(field::kTrainerUnkId, unk_piece);
   trainer.int32(field::kTrainerBosId, vocab.bos >= 0 && vocab.bos < n ? vocab.bos : -1);
   trainer.int32(field::kTrainerEosId, vocab.eos >= 0 && vocab.eos < n ? vocab.eos : -1);

@@ -18,8 +18,8 @@ namespace tokenizer {
 
 // Builds the serialized ModelProto for a vocabulary (exposed for tests). Pieces sentencepiece would reject or
 // that must stay unreachable from text (empty, duplicate, NUL-containing, malformed byte pieces) get unique
-// placeholder names with CONTROL type; missing byte pieces and a missing unknown piece are appended after the
-// vocabulary (ids >= n_vocab, mapped back by SpmModel).
+// placeholder names with CONTROL type; missing byte pieces (when the vocabulary has some) and a missing unknown
+// piece are appended after the vocabulary (ids >= n_vocab, mapped back to <unk> by SpmModel).
 std::string build_spm_model_proto(const Vocab& vocab);
 
 class SpmModel {

@@ -86,20 +86,19 @@ Tokenizer::Impl::Impl(Vocab vocab) : v(std::move(vocab)) {
   for (int32_t* id : {&v.bos, &v.eos, &v.eot, &v.unk, &v.pad})
     if (*id < -1 || *id >= nv) throw TokenizerError("special token id " + std::to_string(*id) + " out of range");
 
-  token_to_id.reserve(n);
-  for (int32_t id = 0; id < nv; ++id) token_to_id[v.tokens[id]] = id;
+  token_to_id.build(v.tokens);
 
   if (v.eot < 0) {
     for (const auto text : kEotTexts) {
-      if (auto it = token_to_id.find(text); it != token_to_id.end()) {
-        v.eot = it->second;
+      if (const int32_t id = token_to_id.find(text); id >= 0) {
+        v.eot = id;
         break;
       }
     }
   }
   eog.assign(n, 0);
   for (const auto text : kEogTexts)
-    if (auto it = token_to_id.find(text); it != token_to_id.end()) eog[it->second] = 1;
+    if (const int32_t id = token_to_id.find(text); id >= 0) eog[id] = 1;
   if (v.eos >= 0) eog[v.eos] = 1;
   if (v.eot >= 0) eog[v.eot] = 1;
 
@@ -115,8 +114,12 @@ Tokenizer::Impl::Impl(Vocab vocab) : v(std::move(vocab)) {
     const int32_t id = specials[k];
     special_rank[id] = static_cast<uint32_t>(k);
     const uint8_t first = static_cast<uint8_t>(v.tokens[id][0]);
-    if (v.types[id] == TokenType::USER_DEFINED) by_first[0][first].push_back(id);
+    if (v.types[id] == TokenType::USER_DEFINED) {
+      by_first[0][first].push_back(id);
+      has_specials[0] = true;
+    }
     by_first[1][first].push_back(id);
+    has_specials[1] = true;
   }
 
   piece.reserve(n);
@@ -138,6 +141,7 @@ Tokenizer::Impl::Impl(Vocab vocab) : v(std::move(vocab)) {
 
 std::vector<Tokenizer::Impl::Fragment> Tokenizer::Impl::partition(std::string_view text, bool parse_special) const {
   const auto& by_first = this->by_first[parse_special ? 1 : 0];
+  if (!has_specials[parse_special ? 1 : 0]) return {Fragment{-1, 0, text.size()}};
   struct Hit {
     uint32_t rank;  // priority: index in `specials`, then left to right
     int32_t id;
@@ -289,8 +293,8 @@ const std::string& Tokenizer::pre() const { return impl_->v.pre; }
 const std::string& Tokenizer::chat_template() const { return impl_->v.chat_template; }
 
 std::optional<int32_t> Tokenizer::find_token(std::string_view text) const {
-  if (auto it = impl_->token_to_id.find(text); it != impl_->token_to_id.end()) return it->second;
-  return std::nullopt;
+  const int32_t id = impl_->token_to_id.find(text);
+  return id >= 0 ? std::optional<int32_t>(id) : std::nullopt;
 }
 
 // ---- streaming ----

@@ -205,9 +205,9 @@ TEST(ReferenceModel, DecodeSpeedOfATinyModel) {
   const double tps = n / s;
   RecordProperty("tokens_per_second", std::to_string(tps));
   std::printf("[ info ] stories260K-sized decode on one thread: %.0f tok/s (%d tokens, context up to %d)\n", tps, n, n);
-#ifdef NDEBUG
-  // A loose floor (shared, loaded CI machines); the target on an idle core is >= 2000 tok/s. Unoptimised builds
-  // only report.
+#if defined(NDEBUG) && !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+  // A loose floor (shared, loaded CI machines); the target on an idle core is >= 2000 tok/s. Unoptimised and
+  // sanitizer builds only report.
   EXPECT_GT(tps, 300.0);
 #endif
 }

@@ -1,6 +1,7 @@
 // CPU reference ops against direct computations written out here, on small odd shapes; executor error handling.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
@@ -295,6 +296,41 @@ TEST(ReferenceOps, ResultsDoNotDependOnThreadCount) {
   const auto a = one.output_f32(y), b = three.output_f32(y);
   ASSERT_EQ(a.size(), b.size());
   for (size_t i = 0; i < a.size(); ++i) ASSERT_EQ(a[i], b[i]) << i;
+}
+
+TEST(ReferenceOps, AttentionDoesNotDependOnThreadCount) {
+  const int nh = 8, nkv = 2, hd = 64, t = 32;  // enough work to be split over threads
+  const auto qv = random_vec(hd * nh * t, 50), kv = random_vec(hd * nkv * t, 51), vv = random_vec(hd * nkv * t, 52);
+  // Token i sits at position (7 i) mod 32: the whole batch enters the cache before any token attends, so the
+  // order of tokens in a batch does not matter. `sorted` holds the same tokens in position order.
+  std::vector<int32_t> pos(t), in_order(t);
+  std::vector<float> qs(qv.size()), ks(kv.size()), vs(vv.size());
+  for (int i = 0; i < t; ++i) {
+    pos[i] = (i * 7) % t;
+    in_order[pos[i]] = pos[i];
+    std::copy_n(qv.begin() + i * hd * nh, hd * nh, qs.begin() + pos[i] * hd * nh);
+    std::copy_n(kv.begin() + i * hd * nkv, hd * nkv, ks.begin() + pos[i] * hd * nkv);
+    std::copy_n(vv.begin() + i * hd * nkv, hd * nkv, vs.begin() + pos[i] * hd * nkv);
+  }
+  auto build = [&](Fixture& f, const std::vector<float>& q, const std::vector<float>& k, const std::vector<float>& v) {
+    f.g.kv = KvCacheSpec{1, t, nkv, hd, hd};
+    const auto positions = f.g.input("positions", InputParams::Kind::Positions, t);
+    const auto a = f.g.attention("attn", f.w("q", q, sh(hd, nh, t)), f.w("k", k, sh(hd, nkv, t)),
+                                 f.w("v", v, sh(hd, nkv, t)), positions, AttentionParams{0, nh, nkv, hd, hd, 0.125f});
+    f.g.mark_output(a);
+    return a;
+  };
+  Fixture shuffled, sorted;
+  const auto a = build(shuffled, qv, kv, vv);
+  const auto b = build(sorted, qs, ks, vs);
+  ReferenceExecutor one(1), three(3), ordered(2);
+  one.run(shuffled.g, plan(shuffled.g), {}, pos);
+  three.run(shuffled.g, plan(shuffled.g), {}, pos);
+  ordered.run(sorted.g, plan(sorted.g), {}, in_order);
+  const auto x = one.output_f32(a), y = three.output_f32(a), z = ordered.output_f32(b);
+  for (size_t i = 0; i < x.size(); ++i) ASSERT_EQ(x[i], y[i]) << i;
+  for (int i = 0; i < t; ++i)
+    for (int c = 0; c < hd * nh; ++c) ASSERT_EQ(x[i * hd * nh + c], z[pos[i] * hd * nh + c]) << i << "," << c;
 }
 
 TEST(ReferenceExecutor, ReportsBadRunsClearly) {

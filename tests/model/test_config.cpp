@@ -43,7 +43,7 @@ TEST(Config, QwenArchitecturesUseNeoxAndKeyLength) {
   s.key_length = 8;  // n_head * head_dim = 32 != n_embd 16
   s.qk_norm = true;
   s.freq_base = 1e6f;
-  auto m = tiny::load(*tiny::build(s));
+  auto m = tiny::load_owned(tiny::build(s));
   EXPECT_EQ(m->config().arch, model::Arch::Qwen3);
   EXPECT_EQ(m->config().rope_mode, graph::RopeMode::Neox);
   EXPECT_EQ(m->config().head_dim, 8);
@@ -53,13 +53,13 @@ TEST(Config, QwenArchitecturesUseNeoxAndKeyLength) {
   Spec q2;
   q2.arch = "qwen2";
   q2.qkv_bias = true;
-  EXPECT_EQ(tiny::load(*tiny::build(q2))->config().rope_mode, graph::RopeMode::Neox);
+  EXPECT_EQ(tiny::load_owned(tiny::build(q2))->config().rope_mode, graph::RopeMode::Neox);
 }
 
 TEST(Config, LinearRopeScaling) {
   Spec s;
   s.linear_scale = 4.0f;
-  EXPECT_EQ(tiny::load(*tiny::build(s))->config().rope_freq_scale, 0.25f);
+  EXPECT_EQ(tiny::load_owned(tiny::build(s))->config().rope_freq_scale, 0.25f);
 }
 
 TEST(Config, UnsupportedArchitectureIsNamed) {
@@ -136,7 +136,7 @@ TEST(Weights, NormMustBeF32) {
 }
 
 TEST(Weights, ArenaOffsetsAreAlignedAndDisjoint) {
-  auto m = tiny::load(*tiny::build(Spec{}));
+  auto m = tiny::load_owned(tiny::build(Spec{}));
   const model::Weights& w = m->weights();
   uint64_t end = 0;
   for (const model::WeightInfo& e : w.all()) {
@@ -151,7 +151,7 @@ TEST(Weights, ArenaOffsetsAreAlignedAndDisjoint) {
 }
 
 TEST(Graph, NamesShapesAndLastToken) {
-  auto m = tiny::load(*tiny::build(Spec{}));
+  auto m = tiny::load_owned(tiny::build(Spec{}));
   const graph::Graph g = model::build_graph(m->config(), m->weights(), 5, /*all_logits=*/false, 32);
   for (const char* n : {"tokens", "positions", "inp_embd", "blk.0.attn_norm", "blk.0.attn_q", "blk.0.attn_k",
                         "blk.0.attn_v", "blk.1.attn_q_rope", "blk.1.attn_kqv", "blk.1.attn_output",
@@ -175,7 +175,7 @@ TEST(Graph, NamesShapesAndLastToken) {
 TEST(Graph, TiedOutputReusesTheEmbedding) {
   Spec s;
   s.tied = true;
-  auto m = tiny::load(*tiny::build(s));
+  auto m = tiny::load_owned(tiny::build(s));
   EXPECT_FALSE(m->weights().has("output.weight"));
   const graph::Graph g = model::build_graph(m->config(), m->weights(), 1, false, 8);
   const graph::Node& out = g.node(g.find("result_output"));
@@ -183,7 +183,7 @@ TEST(Graph, TiedOutputReusesTheEmbedding) {
 }
 
 TEST(Graph, BadSizesAreRejected) {
-  auto m = tiny::load(*tiny::build(Spec{}));
+  auto m = tiny::load_owned(tiny::build(Spec{}));
   EXPECT_THROW(model::build_graph(m->config(), m->weights(), 0, false, 8), std::invalid_argument);
   EXPECT_THROW(model::build_graph(m->config(), m->weights(), 1, false, 0), std::invalid_argument);
 }

@@ -8,8 +8,8 @@
 //  - top-1 equal wherever the reference's top-2 gap exceeds 2 tol;
 //  - every reference top-10 id whose logit beats the reference's 10th by more than 2 tol is in our top 10;
 //  - last position, all n_vocab logits: max |diff| <= tol (and the relative RMS is printed);
-//  - greedy continuation (prefill + one-token decodes) equal to the reference ids up to the first step whose
-//    reference margin is below 2 tol.
+//  - greedy continuation (prefill + one-token decodes, the reference's tokens fed back) equal to the reference ids
+//    at every step whose reference margin is at least 2 tol.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -86,9 +86,11 @@ TEST_P(RefLogits, MatchesLlamaCpp) {
       ++top1_checked;
       EXPECT_EQ(ours[0], top[0].id) << "position " << p;
     }
-    for (const refs::TopEntry& e : top)
-      if (e.logit - top.back().logit > 2 * tol)
+    for (const refs::TopEntry& e : top) {
+      if (e.logit - top.back().logit > 2 * tol) {
         EXPECT_NE(std::find(ours.begin(), ours.end(), e.id), ours.end()) << "position " << p << " id " << e.id;
+      }
+    }
   }
 
   const std::span<const float> last = all.subspan((T - 1) * V, V);
@@ -102,14 +104,16 @@ TEST_P(RefLogits, MatchesLlamaCpp) {
   const double rel_rms = std::sqrt(sq / sq_ref);
   EXPECT_LE(max_abs, tol);
 
-  // Greedy continuation: decode one token at a time after the prompt, as a generator does.
-  std::vector<int32_t> greedy;
+  // Greedy continuation, decoded one token at a time as a generator does. The reference's own token is fed back at
+  // every step (teacher forcing), so a near-tie step, where engines within tolerance may legitimately pick another
+  // token, is skipped without ending the comparison.
   int32_t next = app::argmax(last);
   size_t compared = 0;
   for (size_t i = 0; i < ref.greedy.size(); ++i) {
-    if (ref.greedy_margin[i] < 2 * tol) break;  // near-tie: engines within tolerance may legitimately differ here
-    ASSERT_EQ(next, ref.greedy[i]) << "greedy step " << i << " (margin " << ref.greedy_margin[i] << ")";
-    ++compared;
+    if (ref.greedy_margin[i] >= 2 * tol) {
+      EXPECT_EQ(next, ref.greedy[i]) << "greedy step " << i << " (margin " << ref.greedy_margin[i] << ")";
+      ++compared;
+    }
     if (i + 1 == ref.greedy.size()) break;
     next = app::argmax(session.eval(std::span<const int32_t>(&ref.greedy[i], 1), int32_t(T + i), false));
   }

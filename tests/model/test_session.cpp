@@ -86,7 +86,7 @@ TEST(CpuSession, IncrementalDecodeEqualsBatch) {
   Spec s;
   s.arch = "qwen3";
   s.qk_norm = true;
-  auto m = tiny::load(*tiny::build(s));
+  auto m = tiny::load_owned(tiny::build(s));
   app::CpuSession batch(m, 16, 2), step(m, 16, 1);
   const std::vector<int32_t> tokens{7, 1, 38, 2, 2, 9};
   const std::span<const float> all_s = batch.eval(tokens, 0, true);
@@ -103,7 +103,7 @@ TEST(CpuSession, IncrementalDecodeEqualsBatch) {
 }
 
 TEST(CpuSession, ContextAndTokenErrors) {
-  auto m = tiny::load(*tiny::build(Spec{}));
+  auto m = tiny::load_owned(tiny::build(Spec{}));
   app::CpuSession session(m, 4, 1);
   const std::vector<int32_t> five{1, 2, 3, 4, 5};
   try {
@@ -121,7 +121,7 @@ TEST(CpuSession, ContextAndTokenErrors) {
 }
 
 TEST(CpuSession, MakeSessionResolvesContextAndDevice) {
-  auto m = tiny::load(*tiny::build(Spec{}));
+  auto m = tiny::load_owned(tiny::build(Spec{}));
   app::SessionOptions o;
   o.device = "cpu";
   EXPECT_EQ(app::make_session(m, o)->n_ctx(), 64);  // the training context (below the CPU cap)

@@ -127,6 +127,18 @@ inline std::shared_ptr<const model::Model> load(const Built& b) {
   return model::Model::from_file(gguf::File::parse(b.bytes.data(), b.bytes.size(), "tiny-" + b.spec.arch + ".gguf"));
 }
 
+// The model together with the image it was parsed from (File::parse does not copy): safe for temporaries.
+inline std::shared_ptr<const model::Model> load_owned(std::unique_ptr<Built> b) {
+  struct Both {
+    std::unique_ptr<Built> built;
+    std::shared_ptr<const model::Model> model;
+  };
+  auto both = std::make_shared<Both>();
+  both->built = std::move(b);
+  both->model = load(*both->built);
+  return std::shared_ptr<const model::Model>(both, both->model.get());
+}
+
 // ---- the independent forward pass (double precision), all positions of one sequence ----
 
 using Mat = std::vector<double>;  // row-major as the file stores it: row r of a [K, N] weight is data[r*K .. r*K+K)

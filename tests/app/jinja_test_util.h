@@ -1,0 +1,56 @@
+// Helpers shared by the Jinja interpreter tests: render a template text with a fixed clock and small limits, or
+// capture the TemplateError it raises.
+#pragma once
+#include <gtest/gtest.h>
+
+#include <string>
+#include <string_view>
+
+#include "app/jinja_error.h"
+#include "app/jinja_interp.h"
+
+namespace jinja_test {
+
+using app::TemplateError;
+using app::jinja::Value;
+using app::jinja::Variables;
+
+// 2024-07-26 13:05:09, a Friday.
+inline std::tm fixed_now() {
+  std::tm t{};
+  t.tm_year = 124;
+  t.tm_mon = 6;
+  t.tm_mday = 26;
+  t.tm_hour = 13;
+  t.tm_min = 5;
+  t.tm_sec = 9;
+  t.tm_wday = 5;
+  t.tm_yday = 207;
+  return t;
+}
+
+inline app::jinja::RenderEnv test_env() {
+  app::jinja::RenderEnv env;
+  env.now = fixed_now();
+  env.limits.max_output_bytes = size_t{1} << 20;
+  env.limits.max_steps = 200'000;
+  env.limits.max_items = 100'000;
+  return env;
+}
+
+inline std::string render(std::string_view text, const Variables& vars = {}) {
+  return app::jinja::Template(text).render(vars, test_env());
+}
+
+// The error a template raises (while parsing or rendering); a test failure when it renders.
+inline TemplateError render_error(std::string_view text, const Variables& vars = {}) {
+  try {
+    const std::string out = render(text, vars);
+    ADD_FAILURE() << "expected a TemplateError, rendered: " << out;
+  } catch (const TemplateError& e) {
+    return e;
+  }
+  return TemplateError(TemplateError::Kind::Render, "<none>");
+}
+
+}  // namespace jinja_test

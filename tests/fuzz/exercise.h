@@ -1,0 +1,52 @@
+// What each fuzz target does with one input, shared by the libFuzzer entry points (fuzz_*.cpp, clang builds) and the
+// regression suite (test_fuzz_regressions.cpp, every build), so a saved crash input replays the exact code path.
+// Each function swallows only the errors its API documents for bad input (GgufError, ModelError, TokenizerError,
+// TemplateError); anything else escapes, and a broken invariant aborts with a message: both are findings.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace tokenizer {
+class Tokenizer;
+}
+
+namespace fuzz {
+
+using Bytes = std::span<const uint8_t>;
+
+// GGUF reader: File::parse, then every accessor (typed reads of every key, arrays, tensors and their data bytes,
+// a first-row dequantize), then a Writer round trip that must reproduce the same metadata and tensors.
+void exercise_gguf(Bytes input);
+
+// Model loading on top: parse, Model::from_file, the tokenizer from the same metadata, and for small models the
+// one-token graph, its buffer plan and one CPU reference step.
+void exercise_model(Bytes input);
+
+// Tokenizer over fixed vocabularies. Byte 0 picks the vocabulary (low bits) and the mode (high bits): encode the
+// rest as text (with and without special-token parsing), or read it as token ids for decode / StreamDecoder.
+struct Vocabularies {
+  std::vector<std::string> names;
+  std::vector<std::unique_ptr<tokenizer::Tokenizer>> tokenizers;
+  Vocabularies();
+  ~Vocabularies();
+  Vocabularies(Vocabularies&&) noexcept;
+};
+// Loads the named vocabulary files from $LLM_TEST_ASSETS/tokenizer (default: ../shared/tokenizer beside the source
+// tree); `files` empty means the default pair (llama-spm, llama-bpe). Throws std::runtime_error when one is missing.
+Vocabularies load_vocabularies(const std::vector<std::string>& files = {});
+void exercise_tokenizer(const Vocabularies& vocabs, Bytes input);
+
+// Chat-template renderer: the input is template text, rendered on a fixed conversation under tight limits.
+void exercise_chat_template(Bytes input);
+
+// Per-input heap budget the fuzz entry points enforce (alloc_guard.cpp): a single allocation or the peak live heap
+// during one input beyond factor * input size + slack aborts the run.
+struct AllocBudget {
+  uint64_t factor;
+  uint64_t slack_bytes;
+};
+
+}  // namespace fuzz

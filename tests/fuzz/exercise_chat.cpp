@@ -1,0 +1,84 @@
+// The chat-template fuzz target's body: the input is a template text. It either fails to parse with
+// TemplateError(Syntax), or renders a fixed conversation (system, user, assistant with a tool call, tool result, user
+// with content parts) with and without the generation prompt; TemplateError is the only failure allowed. Limits are tighter
+// than the defaults so that every input finishes in milliseconds; hitting one is TemplateError(Limit), not a finding.
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "app/chat_template.h"
+#include "exercise.h"
+#include "invariant.h"
+
+namespace fuzz {
+namespace {
+
+using app::jinja::Value;
+
+std::vector<app::ChatMessage> conversation() {
+  std::vector<app::ChatMessage> m;
+  m.push_back({"system", Value("You are a helpful assistant."), {}});
+  m.push_back({"user", Value("What is the weather in Paris?"), {}});
+  app::ChatMessage call{"assistant", Value(""), {}};
+  call.extra.push_back(
+      {"tool_calls",
+       Value::array({Value::object({{"id", Value("call_1")},
+                                    {"type", Value("function")},
+                                    {"function", Value::object({{"name", Value("get_weather")},
+                                                                {"arguments", Value::object({{"city", Value("Paris")}})}})}})})});
+  m.push_back(std::move(call));
+  app::ChatMessage tool{"tool", Value("{\"temp\": 21}"), {}};
+  tool.extra.push_back({"tool_call_id", Value("call_1")});
+  tool.extra.push_back({"name", Value("get_weather")});
+  m.push_back(std::move(tool));
+  m.push_back({"assistant", Value("It is 21 degrees."), {{"reasoning_content", Value("Looked it up.")}}});
+  m.push_back({"user",
+               Value::array({Value::object({{"type", Value("text")}, {"text", Value("Thanks! And <s> tomorrow?")}})}),
+               {}});
+  return m;
+}
+
+app::ChatRenderOptions options(bool add_generation_prompt) {
+  app::ChatRenderOptions o;
+  o.add_generation_prompt = add_generation_prompt;
+  o.bos_token = "<s>";
+  o.eos_token = "</s>";
+  o.tools = Value::array({Value::object(
+      {{"type", Value("function")},
+       {"function", Value::object({{"name", Value("get_weather")},
+                                   {"description", Value("Current weather")},
+                                   {"parameters", Value::object({{"type", Value("object")},
+                                                                 {"properties", Value::object({{"city", Value::object({{"type", Value("string")}})}})}})}})}})});
+  o.variables.push_back({"enable_thinking", Value(false)});
+  std::tm now{};
+  now.tm_year = 124, now.tm_mon = 6, now.tm_mday = 26, now.tm_hour = 12;
+  o.now = now;
+  o.limits.max_output_bytes = size_t{1} << 18;
+  o.limits.max_steps = 50'000;
+  o.limits.max_items = 10'000;
+  return o;
+}
+
+}  // namespace
+
+void exercise_chat_template(Bytes input) {
+  const std::string_view text(reinterpret_cast<const char*>(input.data()), input.size());
+  (void)app::ChatTemplate::detect_family(text);
+  std::optional<app::ChatTemplate> t;
+  try {
+    t.emplace(app::ChatTemplate::parse(text));
+  } catch (const app::TemplateError&) {
+    return;  // Syntax, or Limit for nesting the parser refuses
+  }
+  static const std::vector<app::ChatMessage> messages = conversation();
+  for (bool gen : {true, false}) {
+    const app::ChatRenderOptions o = options(gen);
+    try {
+      const std::string out = t->render(messages, o);
+      if (out.size() > o.limits.max_output_bytes) broken("render output exceeds max_output_bytes");
+    } catch (const app::TemplateError&) {
+    }
+  }
+}
+
+}  // namespace fuzz
