@@ -146,8 +146,12 @@ constexpr std::string_view kGemma = R"JINJA(
 // Phi-3: <|system|>\n...<|end|>\n<|user|>\n...<|end|>\n<|assistant|>\n
 constexpr std::string_view kPhi3 = R"JINJA(
 {%- for message in messages %}
-    {%- if message['role'] in ['system', 'user', 'assistant'] %}
-        {{- '<|' + message['role'] + '|>\n' + message['content'] + '<|end|>\n' }}
+    {%- if message['role'] == 'system' %}
+        {{- '<|system|>\n' + message['content'] + '<|end|>\n' }}
+    {%- elif message['role'] == 'user' %}
+        {{- '<|user|>\n' + message['content'] + '<|end|>\n' }}
+    {%- elif message['role'] == 'assistant' %}
+        {{- '<|assistant|>\n' + message['content'] + '<|end|>\n' }}
     {%- endif %}
 {%- endfor %}
 {%- if add_generation_prompt %}
@@ -160,7 +164,13 @@ constexpr std::string_view kPhi3 = R"JINJA(
 // Zephyr: <|system|>\n...</s>\n<|user|>\n...</s>\n<|assistant|>\n
 constexpr std::string_view kZephyr = R"JINJA(
 {%- for message in messages %}
-    {{- '<|' + message['role'] + '|>\n' + message['content'] + eos_token + '\n' }}
+    {%- if message['role'] == 'system' %}
+        {{- '<|system|>\n' + message['content'] + eos_token + '\n' }}
+    {%- elif message['role'] == 'user' %}
+        {{- '<|user|>\n' + message['content'] + eos_token + '\n' }}
+    {%- elif message['role'] == 'assistant' %}
+        {{- '<|assistant|>\n' + message['content'] + eos_token + '\n' }}
+    {%- endif %}
 {%- endfor %}
 {%- if add_generation_prompt %}
     {{- '<|assistant|>\n' }}
@@ -201,7 +211,30 @@ std::string_view family_name(ChatFamily family) {
 ChatTemplate::ChatTemplate(std::string source, ChatFamily family)
     : source_(std::move(source)), template_(std::make_shared<const jinja::Template>(source_)), family_(family) {}
 
-ChatTemplate ChatTemplate::parse(std::string_view text) { return ChatTemplate(std::string(text), detect_family(text)); }
+// A short conversation every chat template must accept; failing it means failing on real input.
+static std::vector<ChatMessage> probe_messages() {
+  return {{"user", "Hello", {}}, {"assistant", "Hi", {}}, {"user", "Bye", {}}};
+}
+
+static ChatRenderOptions probe_options() {
+  ChatRenderOptions options;
+  options.bos_token = "<s>";
+  options.eos_token = "</s>";
+  options.now = std::tm{};
+  return options;
+}
+
+ChatTemplate ChatTemplate::parse(std::string_view text) {
+  ChatTemplate t(std::string(text), detect_family(text));
+  if (t.family_ == ChatFamily::Unknown) {
+    // Some templates assemble their control tokens ('<|' + role + '|>'); a rendered probe shows them whole.
+    try {
+      t.family_ = detect_family(t.render(probe_messages(), probe_options()));
+    } catch (const TemplateError&) {
+    }
+  }
+  return t;
+}
 
 ChatTemplate ChatTemplate::from_text(std::string_view text) {
   std::string why;
@@ -210,13 +243,7 @@ ChatTemplate ChatTemplate::from_text(std::string_view text) {
   } else {
     try {
       ChatTemplate t = parse(text);
-      // A short conversation every chat template must accept; failing here means it would fail on real input.
-      const std::vector<ChatMessage> probe = {{"user", "Hello", {}}, {"assistant", "Hi", {}}, {"user", "Bye", {}}};
-      ChatRenderOptions options;
-      options.bos_token = "<s>";
-      options.eos_token = "</s>";
-      options.now = std::tm{};
-      t.render(probe, options);
+      t.render(probe_messages(), probe_options());
       return t;
     } catch (const TemplateError& e) {
       why = std::string("the model's chat template cannot be used (") + e.what() + ")";

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cinttypes>
+#include <cmath>
 #include <cstdio>
 #include <map>
 #include <memory>
@@ -61,10 +62,13 @@ std::string human_count(uint64_t n) {
   return std::to_string(n);
 }
 
-// Shortest text that reads back as the same float (or double).
+// Shortest text that reads back as the same float (or double); whole numbers in plain digits (a rope base of
+// 500000 reads better than 5e+05).
 template <class F> std::string shortest(F x) {
-  char buf[64];
-  auto r = std::to_chars(buf, buf + sizeof buf, x);
+  char buf[512];
+  const bool whole = std::isfinite(x) && x == std::trunc(x) && std::fabs(x) < F(1e16);
+  auto r = whole ? std::to_chars(buf, buf + sizeof buf, x, std::chars_format::fixed)
+                 : std::to_chars(buf, buf + sizeof buf, x);
   return std::string(buf, r.ptr);
 }
 

@@ -48,6 +48,12 @@ struct Expr;
 using ExprPtr = std::unique_ptr<Expr>;
 
 struct Expr {
+  Expr() = default;
+  Expr(const Expr&) = delete;
+  Expr& operator=(const Expr&) = delete;
+  // Iterative: operator chains like 1+1+1+... build trees far deeper than the stack could unwind recursively.
+  ~Expr();
+
   ExprKind kind = ExprKind::Literal;
   Pos pos;
   Value literal;

@@ -21,6 +21,7 @@ namespace {
 bool given(const Value& v) { return !(v.is_undefined() && v.undefined_hint().empty()); }
 
 const Value kAbsent;  // the default of an optional parameter that was not passed
+const std::string kComma = ",";
 
 int64_t int_arg(const Value& v, const char* what) {
   if (!v.is_int() && !v.is_bool()) fail(std::string(what) + " must be an integer, not " + type_name(v));
@@ -190,8 +191,10 @@ Value f_format(Interpreter& in, const Value& v, CallArgs& args) {
 
 Value f_indent(Interpreter& in, const Value& v, CallArgs& args) {
   const auto a = bind_args(args, {{"width", Value(4)}, {"first", Value(false)}, {"blank", Value(false)}}, "indent");
+  // Jinja appends "\n" to the value first, which only a string survives.
+  if (!v.is_string()) fail("indent needs a string, not " + type_name(v));
   const std::string pad = a[0].is_string() ? a[0].as_string() : std::string(std::clamp<int64_t>(int_arg(a[0], "width"), 0, 4096), ' ');
-  const std::vector<std::string> lines = text::splitlines(to_str(v) + "\n");
+  const std::vector<std::string> lines = text::splitlines(v.as_string() + "\n");
   std::string out;
   for (size_t i = 0; i < lines.size(); ++i) {
     if (i > 0) out += '\n';
@@ -303,6 +306,7 @@ Value f_upper(Interpreter&, const Value& v, CallArgs& args) {
 
 // map('filter', args...) or map(attribute='x', default=...).
 Value f_map(Interpreter& in, const Value& v, CallArgs& args) {
+  if (!truthy(v)) return Value::array({});  // Jinja maps nothing over a falsy value (none included)
   std::vector<Value> items = as_list(in, v);
   std::vector<Value> out;
   if (args.positional.empty()) {
@@ -367,7 +371,10 @@ Value f_round(Interpreter&, const Value& v, CallArgs& args) {
   const auto a = bind_args(args, {{"precision", Value(0)}, {"method", Value("common")}}, "round");
   if (!v.is_number()) fail("round needs a number, not " + type_name(v));
   const std::string method = to_str(a[1]);
-  const double scale = std::pow(10.0, static_cast<double>(int_arg(a[0], "precision")));
+  const int64_t precision = int_arg(a[0], "precision");
+  // Python's round() keeps an int an int (only a negative precision changes it).
+  if (method == "common" && !v.is_float() && precision >= 0) return Value(v.as_int());
+  const double scale = std::pow(10.0, static_cast<double>(precision));
   const double x = v.as_float() * scale;
   double r;
   if (method == "common") {
@@ -402,6 +409,7 @@ Value select_impl(Interpreter& in, const Value& v, CallArgs& args, bool keep, bo
     pos.erase(pos.begin());
   }
   std::vector<Value> out;
+  if (!truthy(v)) return Value::array({});  // as map: a falsy value (none included) selects nothing
   for (Value& item : as_list(in, v)) {
     const Value subject = by_attr ? attribute_path(item, attr) : item;
     CallArgs test_args{pos, args.keyword};
@@ -424,9 +432,25 @@ Value f_sort(Interpreter& in, const Value& v, CallArgs& args) {
   const auto a = bind_args(
       args, {{"reverse", Value(false)}, {"case_sensitive", Value(false)}, {"attribute", Value::none()}}, "sort");
   std::vector<Value> items = as_list(in, v);
+  // attribute="age,name" sorts by several keys, compared in order.
+  std::vector<Value> attrs;
+  if (a[2].is_string()) {
+    for (const std::string& part : text::split(a[2].as_string(), &kComma, -1)) attrs.emplace_back(part);
+  } else if (!a[2].is_none()) {
+    attrs.push_back(a[2]);
+  }
   std::vector<std::pair<Value, Value>> keyed;
-  for (Value& item : items)
-    keyed.emplace_back(sort_key(a[2].is_none() ? item : attribute_path(item, a[2]), truthy(a[1])), std::move(item));
+  for (Value& item : items) {
+    Value key;
+    if (attrs.empty()) {
+      key = sort_key(item, truthy(a[1]));
+    } else {
+      std::vector<Value> parts;
+      for (const Value& attr : attrs) parts.push_back(sort_key(attribute_path(item, attr), truthy(a[1])));
+      key = parts.size() == 1 ? parts[0] : Value::tuple(std::move(parts));
+    }
+    keyed.emplace_back(std::move(key), std::move(item));
+  }
   const bool rev = truthy(a[0]);
   std::stable_sort(keyed.begin(), keyed.end(), [rev](const auto& x, const auto& y) {
     return rev ? compare(y.first, x.first) < 0 : compare(x.first, y.first) < 0;
@@ -497,6 +521,8 @@ Value f_unique(Interpreter& in, const Value& v, CallArgs& args) {
   std::vector<Value> out, seen;
   for (Value& item : as_list(in, v)) {
     const Value key = sort_key(a[1].is_none() ? item : attribute_path(item, a[1]), truthy(a[0]));
+    if ((key.is_array() && !key.is_tuple()) || (key.is_object() && !key.is_namespace()))
+      fail("unhashable type: '" + type_name(key) + "'");  // Jinja's unique keeps a set of seen keys
     if (std::any_of(seen.begin(), seen.end(), [&](const Value& s) { return equals(s, key); })) continue;
     in.charge(static_cast<int64_t>(seen.size()));
     seen.push_back(key);
@@ -572,18 +598,18 @@ bool t_sequence(Interpreter& in, const Value& v, CallArgs& a) { return t_iterabl
 bool t_callable(Interpreter&, const Value& v, CallArgs& a) { return bind_args(a, {}, "callable"), v.is_function(); }
 bool t_sameas(Interpreter&, const Value& v, CallArgs& a) { return v.same_object(one_arg(a, "sameas")); }
 bool t_escaped(Interpreter&, const Value&, CallArgs& a) { return bind_args(a, {}, "escaped"), false; }
-bool t_odd(Interpreter&, const Value& v, CallArgs& a) {
+// Jinja's odd/even/divisibleby are `value % n == r` in Python, so floats are accepted too.
+bool t_odd(Interpreter& in, const Value& v, CallArgs& a) {
   bind_args(a, {}, "odd");
-  return int_arg(v, "odd test value") % 2 != 0;
+  return equals(binary_op(in, BinOp::Mod, v, Value(2)), Value(1));
 }
-bool t_even(Interpreter&, const Value& v, CallArgs& a) {
+bool t_even(Interpreter& in, const Value& v, CallArgs& a) {
   bind_args(a, {}, "even");
-  return int_arg(v, "even test value") % 2 == 0;
+  return equals(binary_op(in, BinOp::Mod, v, Value(2)), Value(0));
 }
-bool t_divisibleby(Interpreter&, const Value& v, CallArgs& a) {
-  const int64_t d = int_arg(bind_args(a, {{"num", {}, true}}, "divisibleby")[0], "divisor");
-  if (d == 0) fail("integer division or modulo by zero");
-  return d == -1 || int_arg(v, "divisibleby test value") % d == 0;
+bool t_divisibleby(Interpreter& in, const Value& v, CallArgs& a) {
+  const Value num = bind_args(a, {{"num", {}, true}}, "divisibleby")[0];
+  return equals(binary_op(in, BinOp::Mod, v, num), Value(0));
 }
 bool t_lower(Interpreter&, const Value& v, CallArgs& a) { return bind_args(a, {}, "lower"), text::is_lower(to_str(v)); }
 bool t_upper(Interpreter&, const Value& v, CallArgs& a) { return bind_args(a, {}, "upper"), text::is_upper(to_str(v)); }

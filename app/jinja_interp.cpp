@@ -27,9 +27,11 @@ namespace {
 }  // namespace
 
 const Value* Scope::find(std::string_view name) const {
-  for (const Scope* s = this; s; s = s->parent.get())
+  for (const Scope* s = this; s; s = s->parent.get()) {
+    if (s->vars.size() > 64) tick(static_cast<int64_t>(s->vars.size() >> 6));  // linear search
     for (const auto& [k, v] : s->vars)
       if (k == name) return &v;
+  }
   return nullptr;
 }
 
@@ -78,6 +80,8 @@ Interpreter::Interpreter(const RenderEnv& env) : env_(env) {}
 std::string Interpreter::run(const Body& body, const Variables& variables) {
   std::string out;
   CaptureGuard capture_output(*this, &out);
+  meter_ = WorkMeter{0, env_.limits.max_steps};
+  WorkMeterScope meter_scope(meter_);
   auto globals = std::make_shared<Scope>();
   for (auto& [name, v] : global_functions()) globals->set(name, std::move(v));
   for (const auto& [name, v] : variables) globals->set(name, v);
@@ -93,12 +97,7 @@ std::string Interpreter::run(const Body& body, const Variables& variables) {
   return out;
 }
 
-void Interpreter::charge(int64_t steps) {
-  steps_ += steps;
-  if (steps_ > env_.limits.max_steps)
-    limit("template exceeded " + std::to_string(env_.limits.max_steps) +
-          " steps (loop iterations, macro calls and list elements); is it looping forever?");
-}
+void Interpreter::charge(int64_t steps) { tick(steps); }
 
 void Interpreter::check_size(size_t bytes) const {
   if (bytes > env_.limits.max_output_bytes)
@@ -179,7 +178,13 @@ Interpreter::Flow Interpreter::exec_inner(const Stmt& s, const ScopePtr& scope) 
 }
 
 Interpreter::Flow Interpreter::exec_for(const Stmt& s, const ScopePtr& scope) {
-  std::vector<Value> items = iterate(eval(*s.expr, scope));
+  const Value seq = eval(*s.expr, scope);
+  std::vector<Value> items;
+  try {
+    items = iterate(seq);
+  } catch (const TemplateError& e) {
+    rethrow_at(e, s.expr->pos);
+  }
   if (s.cond) {
     // `for x in xs if cond`: Jinja filters first, so loop.index, loop.length and loop.last count kept items only.
     std::vector<Value> kept;

@@ -11,13 +11,14 @@
 #include <vector>
 
 #include "app/jinja_ast.h"
+#include "app/jinja_budget.h"
 #include "app/jinja_value.h"
 
 namespace app::jinja {
 
 struct Limits {
   size_t max_output_bytes = size_t{32} << 20;  // the rendered text, and any one string built while rendering
-  int64_t max_steps = 2'000'000;               // loop iterations, macro calls and list elements built, in total
+  int64_t max_steps = 2'000'000;  // loop iterations, macro calls, elements built, KiB of text processed, in total
   int max_depth = 400;                         // nested evaluation, macro recursion included
   size_t max_items = size_t{1} << 20;          // elements in one list
 };
@@ -63,7 +64,8 @@ class Interpreter {
 
   std::string run(const Body& body, const Variables& variables);
 
-  // Counts work toward Limits::max_steps; throws TemplateError(Limit) once the budget is spent.
+  // Counts work toward Limits::max_steps (through the thread's WorkMeter); throws TemplateError(Limit) once the
+  // budget is spent.
   void charge(int64_t steps);
   // Throws TemplateError(Limit) when a string of `bytes` or a list of `items` would exceed the limits.
   void check_size(size_t bytes) const;
@@ -77,7 +79,7 @@ class Interpreter {
 
   const RenderEnv& env_;
   std::string* out_ = nullptr;
-  int64_t steps_ = 0;
+  WorkMeter meter_;  // installed for the duration of run(); see jinja_budget.h
   int depth_ = 0;
 
   struct DepthGuard;

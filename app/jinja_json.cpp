@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "app/jinja_budget.h"
 #include "app/jinja_error.h"
 #include "app/jinja_text.h"
 #include "app/jinja_value.h"
@@ -15,6 +16,7 @@ namespace app::jinja {
 namespace {
 
 void json_string(std::string& out, std::string_view s, bool ensure_ascii) {
+  tick_bytes(s.size());
   out += '"';
   for (size_t i = 0; i < s.size();) {
     const uint32_t cp = text::decode(s, i);
@@ -66,6 +68,7 @@ struct JsonWriter {
   }
 
   void write(const Value& v, int level) {
+    tick(1);
     switch (v.type()) {
       case Type::None: out += "null"; return;
       case Type::Bool: out += v.as_bool() ? "true" : "false"; return;

@@ -91,10 +91,23 @@ class Lexer {
   std::vector<size_t> line_starts_;
   std::vector<Token> tokens_;
 
+  // Tokens arrive in increasing position, so columns are counted on from the previous token on the same line
+  // (a template written as one long line would otherwise cost quadratic time).
+  mutable size_t last_line_ = 0, last_pos_ = 0, last_col_ = 1;
+
   void locate(Token& t, size_t pos) const {
     const auto it = std::upper_bound(line_starts_.begin(), line_starts_.end(), pos) - 1;
-    t.line = static_cast<int>(it - line_starts_.begin()) + 1;
-    t.column = static_cast<int>(text::length(std::string_view(src_).substr(*it, pos - *it))) + 1;
+    const size_t line = static_cast<size_t>(it - line_starts_.begin());
+    size_t from = *it, col = 1;
+    if (line == last_line_ && pos >= last_pos_ && last_pos_ >= *it) from = last_pos_, col = last_col_;
+    col += count_chars(std::string_view(src_).substr(from, pos - from));
+    last_line_ = line, last_pos_ = pos, last_col_ = col;
+    t.line = static_cast<int>(line) + 1;
+    t.column = static_cast<int>(col);
+  }
+
+  static size_t count_chars(std::string_view s) {  // UTF-8 lead bytes; continuation bytes do not start a character
+    return static_cast<size_t>(std::count_if(s.begin(), s.end(), [](char c) { return (static_cast<unsigned char>(c) & 0xC0) != 0x80; }));
   }
 
   [[noreturn]] void fail(size_t pos, const std::string& message) const {

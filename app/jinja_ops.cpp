@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "app/jinja_budget.h"
 #include "app/jinja_builtins.h"
 #include "app/jinja_error.h"
 #include "app/jinja_interp.h"
@@ -43,14 +44,22 @@ void require_defined(const Value& v) {
   fail(std::string("unsupported operand type(s) for ") + op + ": '" + type_name(a) + "' and '" + type_name(b) + "'");
 }
 
-int64_t checked(bool overflow, int64_t v) {
-  if (overflow) fail("integer overflow (the interpreter's integers are 64-bit)");
-  return v;
+// Python ints are unbounded; ours are 64-bit, and overflow is an error rather than a wrong answer.
+template <typename Op>
+int64_t checked(Op op, int64_t x, int64_t y) {
+  int64_t r = 0;
+  if (op(x, y, &r)) fail("integer overflow (the interpreter's integers are 64-bit)");
+  return r;
 }
+bool add_overflow(int64_t x, int64_t y, int64_t* r) { return __builtin_add_overflow(x, y, r); }
+bool sub_overflow(int64_t x, int64_t y, int64_t* r) { return __builtin_sub_overflow(x, y, r); }
+bool mul_overflow(int64_t x, int64_t y, int64_t* r) { return __builtin_mul_overflow(x, y, r); }
 
 // Python's printf-style `str % args` for the conversions templates use: s r d i x X o c f F e E g G and %%.
 std::string percent_format(Interpreter& in, const std::string& fmt, const Value& arg) {
   const std::vector<Value> args = arg.is_tuple() ? arg.items() : std::vector<Value>{arg};
+  // With a dict on the right, "%(key)s" picks values by name and unused values are no error.
+  const bool mapping = arg.is_object() && !arg.is_namespace();
   size_t next = 0;
   std::string out;
   auto number = [&](size_t& j) {
@@ -64,6 +73,15 @@ std::string percent_format(Interpreter& in, const std::string& fmt, const Value&
       continue;
     }
     size_t j = i + 1;
+    const Value* named = nullptr;
+    if (j < fmt.size() && fmt[j] == '(') {
+      const size_t close = fmt.find(')', j);
+      if (close == std::string::npos) fail("incomplete format key");
+      if (!mapping) fail("format requires a mapping");
+      named = arg.object().find(fmt.substr(j + 1, close - j - 1));
+      if (!named) fail("format key '" + fmt.substr(j + 1, close - j - 1) + "' not found");
+      j = close + 1;
+    }
     std::string flags;
     while (j < fmt.size() && std::strchr("-+ #0", fmt[j]) && fmt[j] != 0) flags += fmt[j++];
     const int width = number(j);
@@ -80,8 +98,8 @@ std::string percent_format(Interpreter& in, const std::string& fmt, const Value&
       out += '%';
       continue;
     }
-    if (next >= args.size()) fail("not enough arguments for format string");
-    const Value& v = args[next++];
+    if (!named && next >= args.size()) fail("not enough arguments for format string");
+    const Value& v = named ? *named : args[next++];
     if (conv == 's' || conv == 'r') {
       std::string s = conv == 's' ? to_str(v) : repr(v);
       if (precision >= 0 && text::length(s) > static_cast<size_t>(precision)) {
@@ -114,7 +132,7 @@ std::string percent_format(Interpreter& in, const std::string& fmt, const Value&
     }
     out += buf;
   }
-  if (next < args.size()) fail("not all arguments converted during string formatting");
+  if (!mapping && next < args.size()) fail("not all arguments converted during string formatting");
   return out;
 }
 
@@ -159,11 +177,10 @@ Value arithmetic(BinOp op, const Value& a, const Value& b) {
   const bool ints = !a.is_float() && !b.is_float();
   if (ints) {
     const int64_t x = a.as_int(), y = b.as_int();
-    int64_t r = 0;
     switch (op) {
-      case BinOp::Add: return Value(checked(__builtin_add_overflow(x, y, &r), r));
-      case BinOp::Sub: return Value(checked(__builtin_sub_overflow(x, y, &r), r));
-      case BinOp::Mul: return Value(checked(__builtin_mul_overflow(x, y, &r), r));
+      case BinOp::Add: return Value(checked(add_overflow, x, y));
+      case BinOp::Sub: return Value(checked(sub_overflow, x, y));
+      case BinOp::Mul: return Value(checked(mul_overflow, x, y));
       case BinOp::Div:
         if (y == 0) fail("division by zero");
         return Value(static_cast<double>(x) / static_cast<double>(y));
@@ -185,9 +202,9 @@ Value arithmetic(BinOp op, const Value& a, const Value& b) {
         if (y < 0) return Value(std::pow(static_cast<double>(x), static_cast<double>(y)));
         int64_t result = 1, base = x, e = y;
         while (e > 0) {
-          if (e & 1) result = checked(__builtin_mul_overflow(result, base, &result), result);
+          if (e & 1) result = checked(mul_overflow, result, base);
           e >>= 1;
-          if (e > 0) base = checked(__builtin_mul_overflow(base, base, &base), base);
+          if (e > 0) base = checked(mul_overflow, base, base);
         }
         return Value(result);
       }
@@ -339,8 +356,7 @@ Value negate(const Value& v) {
   require_defined(v);
   if (v.is_float()) return Value(-v.as_float());
   if (!v.is_number()) fail("bad operand type for unary -: '" + type_name(v) + "'");
-  int64_t r = 0;
-  return Value(checked(__builtin_sub_overflow(int64_t{0}, v.as_int(), &r), r));
+  return Value(checked(sub_overflow, 0, v.as_int()));
 }
 
 Value unary_plus(const Value& v) {
@@ -354,6 +370,7 @@ bool contains(const Value& container, const Value& item) {
     case Type::Undefined: return false;  // Jinja's Undefined iterates as empty
     case Type::String:
       if (!item.is_string()) fail("'in <string>' requires string as left operand, not " + type_name(item));
+      tick_bytes(container.as_string().size());
       return container.as_string().find(item.as_string()) != std::string::npos;
     case Type::Array:
       for (const Value& v : container.items())
@@ -361,6 +378,8 @@ bool contains(const Value& container, const Value& item) {
       return false;
     case Type::Object:
       if (container.is_namespace()) break;
+      if (item.is_array() && !item.is_tuple()) fail("unhashable type: 'list'");
+      if (item.is_object() && !item.is_namespace()) fail("unhashable type: 'dict'");
       return item.is_string() && container.object().find(item.as_string()) != nullptr;
     default: break;
   }
@@ -375,7 +394,8 @@ bool compare_op(CmpOp op, const Value& a, const Value& b) {
     case CmpOp::NotIn: return !contains(b, a);
     default: break;
   }
-  const int c = compare(a, b);
+  const char* sym = op == CmpOp::Lt ? "<" : op == CmpOp::Le ? "<=" : op == CmpOp::Gt ? ">" : ">=";
+  const int c = compare(a, b, sym);
   switch (op) {
     case CmpOp::Lt: return c < 0;
     case CmpOp::Le: return c <= 0;
@@ -385,11 +405,14 @@ bool compare_op(CmpOp op, const Value& a, const Value& b) {
 }
 
 std::vector<Value> iterate(const Value& v) {
+  if (v.is_array()) tick(static_cast<int64_t>(v.items().size()));
+  if (v.is_object()) tick(static_cast<int64_t>(v.object().items.size()));
   switch (v.type()) {
     case Type::Undefined: return {};
     case Type::String: {
       std::vector<Value> out;
       const std::string& s = v.as_string();
+      tick_bytes(s.size());
       for (size_t i = 0; i < s.size();) {
         const size_t at = i;
         text::decode(s, i);

@@ -639,6 +639,7 @@ class Parser {
     if (args.empty()) fail(cur(), "expected a subscript inside []");
     if (args.size() == 1 && args[0]->kind == ExprKind::Slice && !args[0]->children[0]) {
       args[0]->children[0] = std::move(obj);
+      args[0]->pos = pos;
       return std::move(args[0]);
     }
     ExprPtr key;
@@ -694,7 +695,8 @@ class Parser {
   }
 
   ExprPtr parse_call(ExprPtr callee) {
-    auto e = unary(ExprKind::Call, pos_of(cur()), std::move(callee));
+    const Pos pos = callee->pos;  // errors in a call point at the callee's name, not at "("
+    auto e = unary(ExprKind::Call, pos, std::move(callee));
     parse_call_args(*e);
     return e;
   }
@@ -808,10 +810,59 @@ class Resolver {
   }
 };
 
+// The height of every expression tree, measured without recursion; too high is a Limit error.
+void check_expr_heights(const Body& body) {
+  std::vector<const Stmt*> stmts;
+  for (const auto& s : body) stmts.push_back(s.get());
+  std::vector<std::pair<const Expr*, int>> work;
+  auto add_body = [&](const Body& b) {
+    for (const auto& s : b) stmts.push_back(s.get());
+  };
+  while (!stmts.empty()) {
+    const Stmt* s = stmts.back();
+    stmts.pop_back();
+    work.emplace_back(s->expr.get(), 1);
+    work.emplace_back(s->cond.get(), 1);
+    for (const auto& [cond, b] : s->branches) {
+      work.emplace_back(cond.get(), 1);
+      add_body(b);
+    }
+    for (const auto& [name, e] : s->params) work.emplace_back(e.get(), 1);
+    add_body(s->body);
+    add_body(s->else_body);
+    while (!work.empty()) {
+      const auto [e, height] = work.back();
+      work.pop_back();
+      if (!e) continue;
+      if (height > kMaxExprHeight)
+        throw TemplateError(TemplateError::Kind::Limit,
+                            "expression nested deeper than " + std::to_string(kMaxExprHeight) + " levels",
+                            e->pos.line, e->pos.column);
+      for (const auto& c : e->children) work.emplace_back(c.get(), height + 1);
+      for (const auto& [name, v] : e->kwargs) work.emplace_back(v.get(), height + 1);
+    }
+  }
+}
+
 }  // namespace
+
+Expr::~Expr() {
+  std::vector<ExprPtr> pending;
+  auto take = [&pending](Expr& e) {
+    for (auto& c : e.children) pending.push_back(std::move(c));
+    for (auto& kv : e.kwargs) pending.push_back(std::move(kv.second));
+  };
+  take(*this);
+  while (!pending.empty()) {
+    ExprPtr e = std::move(pending.back());
+    pending.pop_back();
+    if (e) take(*e);  // e is destroyed here with no children left to recurse into
+  }
+}
 
 std::unique_ptr<Body> parse_template(std::string_view source) {
   auto body = std::make_unique<Body>(Parser(tokenize(source)).parse_root());
+  check_expr_heights(*body);
   Resolver().body(*body, false);
   return body;
 }

@@ -11,6 +11,8 @@ namespace app::jinja {
 
 // Templates nest blocks and expressions at most this deep; hostile input cannot exhaust the parser's stack.
 inline constexpr int kMaxParseDepth = 200;
+// Expression trees are at most this high, so evaluating them recursively stays far from the stack limit.
+inline constexpr int kMaxExprHeight = 256;
 
 // Throws TemplateError(Syntax) with the line and column of the offending token.
 std::unique_ptr<Body> parse_template(std::string_view source);

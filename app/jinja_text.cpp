@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "app/jinja_budget.h"
 #include "app/jinja_error.h"
 
 namespace app::jinja::text {
@@ -58,6 +59,7 @@ void append_utf8(std::string& out, uint32_t cp) {
 }
 
 std::vector<uint32_t> code_points(std::string_view s) {
+  tick_bytes(s.size());
   std::vector<uint32_t> out;
   out.reserve(s.size());
   for (size_t i = 0; i < s.size();) out.push_back(decode(s, i));
@@ -69,6 +71,7 @@ bool is_ascii(std::string_view s) {
 }
 
 size_t length(std::string_view s) {
+  tick_bytes(s.size());
   if (is_ascii(s)) return s.size();
   size_t n = 0;
   for (size_t i = 0; i < s.size(); ++n) decode(s, i);
@@ -76,6 +79,7 @@ size_t length(std::string_view s) {
 }
 
 std::vector<size_t> boundaries(std::string_view s) {
+  tick_bytes(s.size());
   std::vector<size_t> b;
   b.reserve(s.size() + 1);
   for (size_t i = 0; i < s.size();) {
@@ -94,13 +98,55 @@ bool is_space(uint32_t cp) {
 
 namespace {
 
-bool ascii_lower(uint32_t c) { return c >= 'a' && c <= 'z'; }
-bool ascii_upper(uint32_t c) { return c >= 'A' && c <= 'Z'; }
-uint32_t to_upper(uint32_t c) { return ascii_lower(c) ? c - 32 : c; }
-uint32_t to_lower(uint32_t c) { return ascii_upper(c) ? c + 32 : c; }
+// Simple one-to-one case pairs for the scripts chat text mostly uses: ASCII, Latin-1, Latin Extended-A, Greek and
+// Cyrillic. Mappings Python makes one-to-many ("ß".upper() == "SS") keep the character unchanged.
+bool latin_a_pair(uint32_t c, bool& upper) {  // in a Latin Extended-A case pair; sets whether c is the upper one
+  if ((c >= 0x100 && c <= 0x12F) || (c >= 0x132 && c <= 0x137) || (c >= 0x14A && c <= 0x177)) {
+    upper = c % 2 == 0;
+    return true;
+  }
+  if ((c >= 0x139 && c <= 0x148) || (c >= 0x179 && c <= 0x17E)) {
+    upper = c % 2 == 1;
+    return true;
+  }
+  return false;
+}
+
+uint32_t to_lower(uint32_t c) {
+  if (c < 0x80) return c >= 'A' && c <= 'Z' ? c + 32 : c;
+  if (c >= 0xC0 && c <= 0xDE && c != 0xD7) return c + 32;
+  bool upper = false;
+  if (latin_a_pair(c, upper)) return upper ? c + 1 : c;
+  if (c == 0x178) return 0xFF;
+  if (c == 0x130) return 'i';
+  if (c >= 0x391 && c <= 0x3A9 && c != 0x3A2) return c + 32;
+  if (c >= 0x410 && c <= 0x42F) return c + 32;
+  if (c >= 0x400 && c <= 0x40F) return c + 80;
+  return c;
+}
+
+uint32_t to_upper(uint32_t c) {
+  if (c < 0x80) return c >= 'a' && c <= 'z' ? c - 32 : c;
+  if (c >= 0xE0 && c <= 0xFE && c != 0xF7) return c - 32;
+  if (c == 0xB5) return 0x39C;
+  if (c == 0xFF) return 0x178;
+  bool upper = false;
+  if (latin_a_pair(c, upper)) return upper ? c : c - 1;
+  if (c == 0x131) return 'I';
+  if (c == 0x17F) return 'S';
+  if (c == 0x3C2) return 0x3A3;
+  if (c >= 0x3B1 && c <= 0x3C9) return c - 32;
+  if (c >= 0x430 && c <= 0x44F) return c - 32;
+  if (c >= 0x450 && c <= 0x45F) return c - 80;
+  return c;
+}
+
+bool is_upper_letter(uint32_t c) { return to_lower(c) != c; }
+bool is_lower_letter(uint32_t c) { return to_upper(c) != c || c == 0xDF || c == 0x149; }
 
 // Splits on a separator for split()/rsplit(); from_right decides which end maxsplit counts from.
 std::vector<std::string> split_on(std::string_view s, std::string_view sep, int64_t maxsplit, bool from_right) {
+  tick_bytes(s.size());
   if (sep.empty()) throw TemplateError(TemplateError::Kind::Render, "empty separator");
   std::vector<std::string> parts;
   if (!from_right) {
@@ -171,6 +217,7 @@ std::vector<std::string> split_ws(std::string_view s, int64_t maxsplit, bool fro
 
 template <typename F>
 std::string map_code_points(std::string_view s, F&& f) {
+  tick_bytes(s.size());
   std::string out;
   out.reserve(s.size());
   for (size_t i = 0; i < s.size();) append_utf8(out, f(decode(s, i)));
@@ -209,6 +256,7 @@ std::vector<std::string> rsplit(std::string_view s, const std::string* sep, int6
 }
 
 std::vector<std::string> splitlines(std::string_view s) {
+  tick_bytes(s.size());
   std::vector<std::string> lines;
   std::string cur;
   for (size_t i = 0; i < s.size();) {
@@ -243,7 +291,7 @@ std::string capitalize(std::string_view s) {
 std::string py_title(std::string_view s) {
   bool prev_cased = false;
   return map_code_points(s, [&](uint32_t c) {
-    const bool cased = ascii_lower(c) || ascii_upper(c);
+    const bool cased = is_lower_letter(c) || is_upper_letter(c);
     const uint32_t r = cased ? (prev_cased ? to_lower(c) : to_upper(c)) : c;
     prev_cased = cased;
     return r;
@@ -267,24 +315,29 @@ std::string jinja_title(std::string_view s) {
 }
 
 bool is_lower(std::string_view s) {
+  tick_bytes(s.size());
   bool cased = false;
-  for (char c : s) {
-    if (ascii_upper(static_cast<unsigned char>(c))) return false;
-    cased = cased || ascii_lower(static_cast<unsigned char>(c));
+  for (size_t i = 0; i < s.size();) {
+    const uint32_t c = decode(s, i);
+    if (is_upper_letter(c)) return false;
+    cased = cased || is_lower_letter(c);
   }
   return cased;
 }
 
 bool is_upper(std::string_view s) {
+  tick_bytes(s.size());
   bool cased = false;
-  for (char c : s) {
-    if (ascii_lower(static_cast<unsigned char>(c))) return false;
-    cased = cased || ascii_upper(static_cast<unsigned char>(c));
+  for (size_t i = 0; i < s.size();) {
+    const uint32_t c = decode(s, i);
+    if (is_lower_letter(c)) return false;
+    cased = cased || is_upper_letter(c);
   }
   return cased;
 }
 
 std::string replace(std::string_view s, std::string_view old, std::string_view new_, int64_t count) {
+  tick_bytes(s.size());
   std::string out;
   if (old.empty()) {
     // Python inserts new_ before every character and at the end, up to count times.
@@ -311,16 +364,19 @@ std::string replace(std::string_view s, std::string_view old, std::string_view n
 }
 
 int64_t find(std::string_view s, std::string_view sub) {
+  tick_bytes(s.size());
   const size_t at = s.find(sub);
   return at == std::string_view::npos ? -1 : cp_index(s, at);
 }
 
 int64_t rfind(std::string_view s, std::string_view sub) {
+  tick_bytes(s.size());
   const size_t at = s.rfind(sub);
   return at == std::string_view::npos ? -1 : cp_index(s, at);
 }
 
 int64_t count(std::string_view s, std::string_view sub) {
+  tick_bytes(s.size());
   if (sub.empty()) return static_cast<int64_t>(length(s)) + 1;
   int64_t n = 0;
   for (size_t at = s.find(sub); at != std::string_view::npos; at = s.find(sub, at + sub.size())) ++n;

@@ -1,6 +1,7 @@
 // Python str semantics over UTF-8 text for the chat-template interpreter: code-point length and slicing,
-// whitespace, case mapping and the str methods templates call. Case mapping covers ASCII only (other characters
-// pass through unchanged); invalid UTF-8 bytes survive every operation unchanged, like Python's surrogateescape.
+// whitespace, case mapping and the str methods templates call. Case mapping covers ASCII, Latin-1, Latin Extended-A,
+// Greek and Cyrillic one-to-one pairs (other characters pass through unchanged); invalid UTF-8 bytes survive every
+// operation unchanged, like Python's surrogateescape.
 #pragma once
 #include <cstdint>
 #include <string>

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "app/jinja_budget.h"
 #include "app/jinja_error.h"
 #include "app/jinja_text.h"
 
@@ -31,6 +32,25 @@ namespace app::jinja {
 
 namespace {
 
+thread_local WorkMeter* current_meter = nullptr;
+
+}  // namespace
+
+WorkMeterScope::WorkMeterScope(WorkMeter& meter) : saved_(current_meter) { current_meter = &meter; }
+WorkMeterScope::~WorkMeterScope() { current_meter = saved_; }
+
+void tick(int64_t n) {
+  WorkMeter* m = current_meter;
+  if (!m) return;
+  m->used += n;
+  if (m->used > m->limit)
+    throw TemplateError(TemplateError::Kind::Limit,
+                        "template exceeded its work budget of " + std::to_string(m->limit) +
+                            " steps (loop iterations, macro calls, data processed); is it looping forever?");
+}
+
+namespace {
+
 [[noreturn]] void fail(TemplateError::Kind kind, std::string message) { throw TemplateError(kind, std::move(message)); }
 
 int container_depth(const std::vector<Value>& items, bool& holds_ns) {
@@ -45,6 +65,8 @@ int container_depth(const std::vector<Value>& items, bool& holds_ns) {
 }
 
 }  // namespace
+
+Value::Value(std::string s) : v_(std::make_shared<const std::string>(std::move(s))) { tick_bytes(as_string().size()); }
 
 Value Value::none() {
   Value v;
@@ -125,7 +147,7 @@ bool Value::holds_namespace() const {
 bool Value::same_object(const Value& other) const {
   if (type() != other.type()) return false;
   switch (type()) {
-    case Type::Array: return items().data() == other.items().data() && &items() == &other.items();
+    case Type::Array: return &items() == &other.items();
     case Type::Object: return &object() == &other.object();
     case Type::Function: return &function() == &other.function();
     default: return equals(*this, other);
@@ -133,6 +155,7 @@ bool Value::same_object(const Value& other) const {
 }
 
 const Value* ObjectData::find(std::string_view key) const {
+  if (items.size() > 64) tick(static_cast<int64_t>(items.size() >> 6));  // linear search: large dicts cost more
   for (const auto& [k, v] : items)
     if (k == key) return &v;
   return nullptr;
@@ -233,6 +256,7 @@ bool printable(uint32_t cp) {
 }
 
 void repr_string(std::string& out, std::string_view s) {
+  tick_bytes(s.size());
   const bool has_single = s.find('\'') != std::string_view::npos;
   const bool has_double = s.find('"') != std::string_view::npos;
   const char quote = has_single && !has_double ? '"' : '\'';
@@ -290,6 +314,7 @@ void append_items(std::string& out, const Value& v) {
 }
 
 void append_repr(std::string& out, const Value& v) {
+  tick(1);
   switch (v.type()) {
     case Type::Undefined: out += "Undefined"; return;
     case Type::String: repr_string(out, v.as_string()); return;
@@ -330,6 +355,7 @@ std::string repr(const Value& v) {
 }
 
 bool equals(const Value& a, const Value& b) {
+  tick(1);
   if (a.is_number() && b.is_number()) {
     if (a.is_float() || b.is_float()) {
       if (a.is_float() && b.is_float()) return a.as_float() == b.as_float();
@@ -345,7 +371,9 @@ bool equals(const Value& a, const Value& b) {
   switch (a.type()) {
     case Type::Undefined:
     case Type::None: return true;
-    case Type::String: return a.as_string() == b.as_string();
+    case Type::String:
+      tick_bytes(a.as_string().size());
+      return a.as_string() == b.as_string();
     case Type::Array: {
       if (a.is_tuple() != b.is_tuple() || a.items().size() != b.items().size()) return false;
       for (size_t i = 0; i < a.items().size(); ++i)
@@ -367,7 +395,8 @@ bool equals(const Value& a, const Value& b) {
   }
 }
 
-int compare(const Value& a, const Value& b) {
+int compare(const Value& a, const Value& b, std::string_view op) {
+  tick(1);
   if (a.is_number() && b.is_number()) {
     if (!a.is_float() && !b.is_float()) {
       const int64_t x = a.as_int(), y = b.as_int();
@@ -377,6 +406,7 @@ int compare(const Value& a, const Value& b) {
     return x < y ? -1 : x > y ? 1 : 0;  // NaN compares as equal here; Python says False to every ordering
   }
   if (a.is_string() && b.is_string()) {
+    tick_bytes(std::min(a.as_string().size(), b.as_string().size()));
     const int c = a.as_string().compare(b.as_string());  // UTF-8 byte order is code point order
     return c < 0 ? -1 : c > 0 ? 1 : 0;
   }
@@ -385,7 +415,7 @@ int compare(const Value& a, const Value& b) {
     const auto& y = b.items();
     for (size_t i = 0; i < x.size() && i < y.size(); ++i) {
       if (equals(x[i], y[i])) continue;
-      return compare(x[i], y[i]);
+      return compare(x[i], y[i], op);
     }
     return x.size() < y.size() ? -1 : x.size() > y.size() ? 1 : 0;
   }
@@ -393,8 +423,8 @@ int compare(const Value& a, const Value& b) {
     const Value& u = a.is_undefined() ? a : b;
     fail(TemplateError::Kind::Render, u.undefined_hint().empty() ? "undefined value compared" : u.undefined_hint());
   }
-  fail(TemplateError::Kind::Render, "ordering not supported between instances of '" + type_name(a) + "' and '" +
-                                        type_name(b) + "'");
+  fail(TemplateError::Kind::Render, "'" + std::string(op) + "' not supported between instances of '" + type_name(a) +
+                                        "' and '" + type_name(b) + "'");
 }
 
 }  // namespace app::jinja

@@ -43,9 +43,9 @@ class Value {
   Value(long i) : v_(int64_t{i}) {}
   Value(long long i) : v_(int64_t{i}) {}
   Value(double d) : v_(d) {}
-  Value(const char* s) : v_(std::string(s)) {}
-  Value(std::string s) : v_(std::move(s)) {}
-  Value(std::string_view s) : v_(std::string(s)) {}
+  Value(const char* s) : Value(std::string(s)) {}
+  Value(std::string s);  // strings are shared, so copying a Value never copies its text
+  Value(std::string_view s) : Value(std::string(s)) {}
 
   static Value none();
   // hint says why the value is undefined ("'foo' is undefined"); it becomes the error message when the template
@@ -78,7 +78,7 @@ class Value {
   bool as_bool() const { return std::get<bool>(v_); }
   int64_t as_int() const { return is_bool() ? int64_t{as_bool()} : std::get<int64_t>(v_); }  // bool or int
   double as_float() const;  // any number
-  const std::string& as_string() const { return std::get<std::string>(v_); }
+  const std::string& as_string() const { return *std::get<std::shared_ptr<const std::string>>(v_); }
   const std::vector<Value>& items() const;  // list or tuple
   const ObjectData& object() const;
   ObjectData& mutable_namespace() const;  // namespace only
@@ -94,7 +94,8 @@ class Value {
   struct UndefinedTag {
     std::string hint;
   };
-  std::variant<UndefinedTag, NoneTag, bool, int64_t, double, std::string, std::shared_ptr<const ArrayData>,
+  std::variant<UndefinedTag, NoneTag, bool, int64_t, double, std::shared_ptr<const std::string>,
+               std::shared_ptr<const ArrayData>,
                std::shared_ptr<ObjectData>, std::shared_ptr<const FunctionData>>
       v_;
 };
@@ -129,8 +130,8 @@ std::string repr(const Value& v);     // repr(v), as inside a printed list or di
 std::string type_name(const Value& v);  // "str", "int", "list", "NoneType", "undefined", ...
 std::string float_repr(double d);       // Python's shortest round-trip form: 1.0, 0.1, 1e+16, 1e-05, inf, nan
 bool equals(const Value& a, const Value& b);
-// a < b as -1, equal 0, a > b 1; throws TemplateError(Render) for types Python cannot order.
-int compare(const Value& a, const Value& b);
+// a < b as -1, equal 0, a > b 1; throws TemplateError(Render) for types Python cannot order, naming `op`.
+int compare(const Value& a, const Value& b, std::string_view op = "<");
 
 struct JsonOptions {
   int indent = -1;                   // < 0: one line; >= 0: newline plus this many spaces per level

@@ -14,14 +14,6 @@ namespace {
 // The CPU reference keeps a float KV cache and attends in O(n_ctx) per token: a 128k training context would cost
 // gigabytes and minutes for nothing in the common short run, so an unspecified -c is capped here.
 constexpr int32_t kCpuDefaultCtxCap = 4096;
-
-bool cuda_session_available() {
-#ifdef LLM_HAVE_CUDA_SESSION
-  return true;
-#else
-  return false;
-#endif
-}
 }  // namespace
 
 int32_t resolve_n_ctx(const model::Model& model, const SessionOptions& options) {
@@ -31,8 +23,6 @@ int32_t resolve_n_ctx(const model::Model& model, const SessionOptions& options) 
 }
 
 std::unique_ptr<Session> make_session(std::shared_ptr<const model::Model> model, const SessionOptions& options) {
-  std::string device = options.device;
-  if (device == "auto") device = cuda_session_available() ? "cuda" : "cpu";
   const int32_t n_ctx = resolve_n_ctx(*model, options);
   if (options.n_ctx == 0 && n_ctx < model->config().n_ctx_train)
     std::fprintf(stderr, "llm-run: note: context capped at %d tokens (model trained for %d); use -c to change\n",
@@ -40,6 +30,7 @@ std::unique_ptr<Session> make_session(std::shared_ptr<const model::Model> model,
   else if (options.n_ctx > model->config().n_ctx_train)
     std::fprintf(stderr, "llm-run: warning: context %d is longer than the model's training context %d\n", n_ctx,
                  model->config().n_ctx_train);
+  const std::string& device = options.device;
   if (device == "cpu") return std::make_unique<CpuSession>(std::move(model), n_ctx, options.n_threads);
   if (device == "cuda") {
 #ifdef LLM_HAVE_CUDA_SESSION
@@ -47,6 +38,17 @@ std::unique_ptr<Session> make_session(std::shared_ptr<const model::Model> model,
 #else
     throw std::runtime_error("CUDA device not available in this build");
 #endif
+  }
+  if (device == "auto") {
+#ifdef LLM_HAVE_CUDA_SESSION
+    // The CPU reference is the documented fallback when no GPU can be used.
+    try {
+      return make_cuda_session(model, options, n_ctx);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "llm-run: note: no usable CUDA device (%s); running on the CPU reference\n", e.what());
+    }
+#endif
+    return std::make_unique<CpuSession>(std::move(model), n_ctx, options.n_threads);
   }
   throw UsageError("unknown device '" + options.device + "' (expected cpu, cuda or auto)");
 }

@@ -61,8 +61,8 @@ class Session {
   virtual std::string device_name() const = 0;  // "CPU reference (2 threads)", "NVIDIA H100 80GB HBM3"
 };
 
-// Creates the session for options.device: "cpu", "cuda", or "auto" (cuda when this build has the CUDA session,
-// else cpu). The context is resolve_n_ctx(); a note goes to stderr when the default was capped. Throws UsageError
+// Creates the session for options.device: "cpu", "cuda", or "auto" (cuda when this build has the CUDA session and
+// it starts, else cpu with a note on stderr). The context is resolve_n_ctx(); a note goes to stderr when the default was capped. Throws UsageError
 // for an unknown device and std::runtime_error("CUDA device not available in this build") without the CUDA session.
 // The session shares ownership of the model.
 std::unique_ptr<Session> make_session(std::shared_ptr<const model::Model> model, const SessionOptions& options);

@@ -142,6 +142,8 @@ Config Config::resolve(const RawHparams& raw) {
     r.fail("unsupported " + r.key("rope.scaling.type") + " '" + type + "' (supported: none, linear)");
   }
   c.rope_freq_scale = 1.0f / factor;
+  if (!std::isfinite(c.rope_freq_scale) || c.rope_freq_scale <= 0.0f)
+    r.fail("rope scaling factor " + std::to_string(factor) + " gives no usable position scale");
   c.attn_scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));  // as llama.cpp computes it, in float
   return c;
 }

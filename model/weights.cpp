@@ -72,6 +72,13 @@ Weights Weights::load(const gguf::File& file, const Config& c) {
   w.file_ = file.path();
   auto fail = [&](const std::string& msg) -> void { throw ModelError(file.path() + ": " + msg); };
 
+  // Every layer needs at least nine tensors: reject an absurd block_count before listing what it would need.
+  constexpr uint64_t kMinTensorsPerLayer = 9;
+  if (uint64_t(c.n_layer) * kMinTensorsPerLayer > file.tensors().size())
+    fail("block_count " + std::to_string(c.n_layer) + " needs at least " +
+         std::to_string(uint64_t(c.n_layer) * kMinTensorsPerLayer) + " tensors, the file holds " +
+         std::to_string(file.tensors().size()));
+
   struct Found {
     const gguf::TensorInfo* info;
     const WeightSpec* spec;

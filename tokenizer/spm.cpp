@@ -9,7 +9,9 @@
 #include <iterator>
 #include <unordered_set>
 
+#include "tokenizer/memo.h"
 #include "tokenizer/protobuf.h"
+#include "tokenizer/unicode.h"
 
 namespace tokenizer {
 
@@ -29,19 +31,6 @@ enum PieceType : int32_t { NORMAL = 1, UNKNOWN = 2, CONTROL = 3, USER_DEFINED = 
 constexpr int32_t kModelTypeBpe = 2;
 // The library rejects longer pieces; nothing in a real vocabulary comes close.
 constexpr size_t kMaxPieceBytes = 8000;
-
-// "<0xAB>" -> 0xAB; -1 unless the text is exactly a byte piece as sentencepiece spells it (upper-case hex).
-int parse_byte_piece(const std::string& s) {
-  if (s.size() != 6 || s.compare(0, 3, "<0x") != 0 || s[5] != '>') return -1;
-  int v = 0;
-  for (int i = 3; i < 5; ++i) {
-    const char c = s[i];
-    if (c >= '0' && c <= '9') v = v * 16 + (c - '0');
-    else if (c >= 'A' && c <= 'F') v = v * 16 + (c - 'A' + 10);
-    else return -1;
-  }
-  return v;
-}
 
 void add_piece(proto::Writer& model, const std::string& name, float score, int32_t type) {
   proto::Writer p;
@@ -71,7 +60,7 @@ std::string build_spm_model_proto(const Vocab& vocab) {
     } else if (type == TokenType::CONTROL || type == TokenType::UNKNOWN) {
       add_piece(model, placeholder, vocab.scores[id], CONTROL);
     } else if (type == TokenType::BYTE) {
-      const int b = parse_byte_piece(text);
+      const int b = utf8::parse_byte_piece(text);
       if (b >= 0 && !have_byte[b]) {
         have_byte[b] = true;
         add_piece(model, text, vocab.scores[id], BYTE);
@@ -117,30 +106,127 @@ std::string build_spm_model_proto(const Vocab& vocab) {
   trainer.int32(field::kTrainerPadId, vocab.pad >= 0 && vocab.pad < n ? vocab.pad : -1);
   model.message(field::kModelTrainerSpec, trainer);
 
-  // Identity normalization: no NFKC, whitespace kept as is (not collapsed), spaces escaped to U+2581.
+  // Identity normalization: no NFKC, whitespace kept as is (not collapsed), spaces escaped to U+2581. The dummy
+  // prefix is prepended by SpmModel::encode instead (same result: the normalizer's prefix is one more space).
   proto::Writer norm;
   norm.bytes(field::kNormName, "identity");
-  norm.boolean(field::kNormAddDummyPrefix, vocab.add_space_prefix);
+  norm.boolean(field::kNormAddDummyPrefix, false);
   norm.boolean(field::kNormRemoveExtraWs, false);
   norm.boolean(field::kNormEscapeWs, true);
   model.message(field::kModelNormalizerSpec, norm);
   return model.data();
 }
 
+// Open-addressing set of 64-bit keys (codepoints or codepoint pairs); looked up once per input character.
+struct SpmModel::CodepointSet {
+  std::vector<uint64_t> keys;  // 0 = empty, so keys are stored + 1
+  uint64_t mask = 0;
+  explicit CodepointSet(size_t n) {
+    size_t cap = 64;
+    while (cap < 2 * n) cap <<= 1;
+    keys.assign(cap, 0);
+    mask = cap - 1;
+  }
+  static uint64_t slot(uint64_t k) { return (k * 0x9E3779B97F4A7C15ULL) >> 20; }
+  void insert(uint64_t k) {
+    for (uint64_t i = slot(k) & mask;; i = (i + 1) & mask) {
+      if (keys[i] == k + 1) return;
+      if (keys[i] == 0) {
+        keys[i] = k + 1;
+        return;
+      }
+    }
+  }
+  bool contains(uint64_t k) const {
+    for (uint64_t i = slot(k) & mask;; i = (i + 1) & mask) {
+      if (keys[i] == k + 1) return true;
+      if (keys[i] == 0) return false;
+    }
+  }
+};
+
+namespace {
+uint64_t pair_key(char32_t a, char32_t b) { return (static_cast<uint64_t>(a) << 21) | b; }
+}  // namespace
+
 SpmModel::SpmModel(const Vocab& vocab)
     : sp_(std::make_unique<sentencepiece::SentencePieceProcessor>()),
       n_vocab_(static_cast<int32_t>(vocab.tokens.size())),
-      unk_(vocab.unk >= 0 && vocab.unk < static_cast<int32_t>(vocab.tokens.size()) ? vocab.unk : -1) {
+      unk_(vocab.unk >= 0 && vocab.unk < static_cast<int32_t>(vocab.tokens.size()) ? vocab.unk : -1),
+      add_prefix_(vocab.add_space_prefix) {
   const std::string serialized = build_spm_model_proto(vocab);
   const auto status = sp_->LoadFromSerializedProto(serialized);
   if (!status.ok()) throw TokenizerError("sentencepiece rejected the vocabulary: " + status.ToString());
+
+  // Characters and adjacent pairs of every piece that can take part in merges (all but control, unknown and
+  // byte pieces, which sentencepiece never matches in text).
+  size_t n_chars = 0;
+  for (const auto& t : vocab.tokens) n_chars += t.size();
+  chars_ = std::make_unique<CodepointSet>(4096);
+  pairs_ = std::make_unique<CodepointSet>(n_chars);
+  for (size_t id = 0; id < vocab.tokens.size(); ++id) {
+    const TokenType type = vocab.types[id];
+    if (type == TokenType::CONTROL || type == TokenType::UNKNOWN || type == TokenType::BYTE) continue;
+    const std::string& t = vocab.tokens[id];
+    char32_t prev = 0;
+    for (size_t i = 0; i < t.size();) {
+      size_t len = 0;
+      if (utf8::check_sequence(t, i, &len) != utf8::SeqStatus::VALID) {
+        ++i;
+        prev = 0;
+        continue;
+      }
+      const char32_t cp = utf8::decode_at(t, i, &len);
+      chars_->insert(cp);
+      if (prev != 0) pairs_->insert(pair_key(prev, cp));
+      prev = cp;
+      i += len;
+    }
+  }
 }
 
 SpmModel::~SpmModel() = default;
 
+bool SpmModel::separable(char32_t a, char32_t b) const {
+  return chars_->contains(a) && chars_->contains(b) && !pairs_->contains(pair_key(a, b));
+}
+
 void SpmModel::encode(std::string_view text, std::vector<int32_t>& out) const {
+  std::string prefixed;
+  if (add_prefix_) {
+    prefixed.reserve(text.size() + 1);
+    prefixed.push_back(' ');
+    prefixed.append(text);
+    text = prefixed;
+  }
+  // Cut at separable character boundaries (never next to invalid UTF-8, which sentencepiece replaces).
+  Memo memo;
+  size_t start = 0;
+  char32_t prev = 0;  // 0: no usable previous character
+  for (size_t i = 0; i < text.size();) {
+    size_t len = 0;
+    if (utf8::check_sequence(text, i, &len) != utf8::SeqStatus::VALID) {
+      prev = 0;
+      ++i;
+      continue;
+    }
+    char32_t cp = utf8::decode_at(text, i, &len);
+    if (cp == ' ') cp = 0x2581;
+    if (prev != 0 && cp != 0 && i > start && separable(prev, cp)) {
+      encode_chunk(text.substr(start, i - start), memo, out);
+      start = i;
+    }
+    prev = cp;
+    i += len;
+  }
+  if (start < text.size()) encode_chunk(text.substr(start), memo, out);
+}
+
+void SpmModel::encode_chunk(std::string_view chunk, Memo& memo, std::vector<int32_t>& out) const {
+  if (memo.lookup(chunk, out)) return;
+  const size_t from = out.size();
   std::vector<int> ids;
-  const auto status = sp_->Encode(text, &ids);
+  const auto status = sp_->Encode(chunk, &ids);
   if (!status.ok()) throw TokenizerError("sentencepiece encode failed: " + status.ToString());
   for (const int id : ids) {
     if (id < n_vocab_) {
@@ -149,6 +235,7 @@ void SpmModel::encode(std::string_view text, std::vector<int32_t>& out) const {
       out.push_back(unk_);  // a byte the vocabulary has no piece for, or the appended unknown piece
     }
   }
+  memo.store(chunk, out, from);
 }
 
 }  // namespace tokenizer

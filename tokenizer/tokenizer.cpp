@@ -4,6 +4,7 @@
 #include <array>
 
 #include "tokenizer/impl.h"
+#include "tokenizer/memo.h"
 #include "tokenizer/unicode.h"
 
 namespace tokenizer {
@@ -29,10 +30,7 @@ std::string render_piece(const Vocab& v, int32_t id) {
     case TokenType::USER_DEFINED:
       return text;  // stored as plain text in both vocabulary kinds
     case TokenType::BYTE:
-      if (text.size() == 6 && text.compare(0, 3, "<0x") == 0 && text[5] == '>') {
-        const int b = std::stoi(text.substr(3, 2), nullptr, 16);
-        return std::string(1, static_cast<char>(b));
-      }
+      if (const int b = utf8::parse_byte_piece(text); b >= 0) return std::string(1, static_cast<char>(b));
       break;
     default:
       break;
@@ -134,7 +132,6 @@ Tokenizer::Impl::Impl(Vocab vocab) : v(std::move(vocab)) {
     spm = std::make_unique<SpmModel>(v);
   } else {
     pre = std::make_unique<PreTokenizer>(v.pre);
-    if (v.merges.empty()) throw TokenizerError("BPE vocabulary has no merges (tokenizer.ggml.merges)");
     bpe = std::make_unique<BpeModel>(v.tokens, v.types, v.merges, pre->ignore_merges());
   }
 }
@@ -190,10 +187,15 @@ void Tokenizer::Impl::encode_raw(std::string_view text, std::vector<int32_t>& ou
   }
   thread_local std::vector<uint32_t> lens;
   pre->split(text, lens);
+  Memo memo;
   size_t off = 0;
   for (const uint32_t len : lens) {
-    bpe->encode_word(text.substr(off, len), out);
+    const std::string_view word = text.substr(off, len);
     off += len;
+    if (memo.lookup(word, out)) continue;
+    const size_t from = out.size();
+    bpe->encode_word(word, out);
+    memo.store(word, out, from);
   }
 }
 
@@ -299,10 +301,10 @@ std::optional<int32_t> Tokenizer::find_token(std::string_view text) const {
 
 // ---- streaming ----
 
-StreamDecoder::StreamDecoder(const Tokenizer& tok, const DecodeOptions& opts) : tok_(&tok), opts_(opts) {}
+StreamDecoder::StreamDecoder(const Tokenizer& tok, const DecodeOptions& opts) : impl_(tok.impl_.get()), opts_(opts) {}
 
 std::string StreamDecoder::push(int32_t id) {
-  const Tokenizer::Impl& im = *tok_->impl_;
+  const Tokenizer::Impl& im = *impl_;
   im.check_id(id);
   if (im.hidden(id)) {
     if (!opts_.render_special) return {};

@@ -48,15 +48,16 @@ struct Vocab {
   std::string model_name;            // tokenizer.ggml.model ("llama", "gpt2")
   std::string pre;                   // tokenizer.ggml.pre ("default" when absent)
   std::vector<std::string> tokens;   // [n_vocab]
-  std::vector<float> scores;         // [n_vocab]; 0 when absent
-  std::vector<TokenType> types;      // [n_vocab]; NORMAL when absent
+  std::vector<float> scores;         // [n_vocab], or empty for all 0
+  std::vector<TokenType> types;      // [n_vocab], or empty for all NORMAL
   std::vector<std::string> merges;   // "a b" pairs, BPE only
   int32_t bos = -1, eos = -1, eot = -1, unk = -1, pad = -1;  // -1 = none
   bool add_bos = false, add_eos = false;
   bool add_space_prefix = true;      // SPM only
   std::string chat_template;         // tokenizer.chat_template, "" when absent
 
-  // Reads the tokenizer.* keys; throws TokenizerError (wrapping gguf::GgufError) on missing or malformed keys.
+  // Reads the tokenizer.* keys, applying the defaults in docs/tokenizer.md to absent optional ones; throws
+  // TokenizerError naming the file and the key when a required key is missing or a key is malformed.
   static Vocab from_gguf(const gguf::File& file);
 };
 
@@ -113,7 +114,8 @@ class Tokenizer {
 // Incremental detokenizer for generation: push() returns the text that became complete with this token, never a
 // partial UTF-8 sequence (byte-fallback tokens <0xE2><0x9C><0x85> come out together as "✅"); bytes that can never
 // become valid UTF-8 come out as U+FFFD. Applies the same leading-space rule as Tokenizer::decode.
-// flush() returns what is left (an incomplete sequence becomes U+FFFD).
+// flush() returns what is left (an incomplete sequence becomes U+FFFD). The Tokenizer must outlive the decoder
+// (moving it is fine).
 class StreamDecoder {
  public:
   explicit StreamDecoder(const Tokenizer& tok, const DecodeOptions& opts = {});
@@ -122,7 +124,7 @@ class StreamDecoder {
   void reset();  // back to the start of a text (the leading-space rule applies again)
 
  private:
-  const Tokenizer* tok_;
+  const Tokenizer::Impl* impl_;
   DecodeOptions opts_;
   bool at_start_ = true;  // no text piece seen yet
   std::string pending_;   // bytes of an incomplete UTF-8 sequence

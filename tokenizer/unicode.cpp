@@ -110,6 +110,17 @@ char32_t decode_at(std::string_view s, size_t i, size_t* len) {
   return cp;
 }
 
+int parse_byte_piece(std::string_view s) {
+  if (s.size() != 6 || s.substr(0, 3) != "<0x" || s[5] != '>') return -1;
+  int v = 0;
+  for (const char c : s.substr(3, 2)) {
+    if (c >= '0' && c <= '9') v = v * 16 + (c - '0');
+    else if (c >= 'A' && c <= 'F') v = v * 16 + (c - 'A' + 10);
+    else return -1;
+  }
+  return v;
+}
+
 namespace {
 
 struct ByteMap {

@@ -28,6 +28,9 @@ void append_codepoint(std::string& out, char32_t cp);
 // Decodes the valid sequence at s[i] (caller has checked it); sets *len.
 char32_t decode_at(std::string_view s, size_t i, size_t* len);
 
+// "<0xAB>" -> 0xAB: the byte-fallback piece spelling (upper-case hex, as sentencepiece writes it); -1 otherwise.
+int parse_byte_piece(std::string_view s);
+
 // GPT-2 byte-level mapping: every byte gets a printable codepoint (printable Latin-1 bytes map to themselves,
 // the other 68 bytes to U+0100..U+0143 in byte order).
 char32_t byte_to_codepoint(uint8_t b);

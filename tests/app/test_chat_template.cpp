@@ -419,7 +419,8 @@ TEST(ChatTemplateModels, MistralV03WithToolCalls) {
   } catch (const TemplateError& e) {
     EXPECT_EQ(e.kind(), TemplateError::Kind::Raised);
     EXPECT_EQ(e.message(), "Tool call IDs should be alphanumeric strings with length 9!");
-    EXPECT_EQ(e.line(), 63);
+    EXPECT_EQ(e.line(), 62);
+    EXPECT_EQ(e.column(), 21);
   }
 }
 

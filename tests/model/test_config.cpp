@@ -83,6 +83,19 @@ TEST(Config, MissingRequiredKeyIsNamed) {
   EXPECT_NE(msg.find("missing required key llama.block_count"), std::string::npos) << msg;
 }
 
+TEST(Config, AbsurdLayerCountIsRejectedBeforeListingTensors) {
+  auto b = tiny::build(Spec{});
+  const gguf::File src = gguf::File::parse(b->bytes.data(), b->bytes.size(), "src");
+  gguf::Writer w;
+  w.copy_metadata(src);
+  w.set_u32("llama.block_count", 2000000000u);
+  for (const gguf::TensorInfo& t : src.tensors()) w.add_tensor(t.name, t.type, {t.ne, t.ne + t.n_dims}, t.data);
+  const std::vector<uint8_t> bytes = w.to_bytes();
+  const std::string msg = model_error(
+      [&] { model::Model::from_file(gguf::File::parse(bytes.data(), bytes.size(), "layers.gguf")); });
+  EXPECT_NE(msg.find("block_count 2000000000 needs at least"), std::string::npos) << msg;
+}
+
 TEST(Config, InconsistentHeadCountsAreRejected) {
   Spec s;
   s.n_head = 4;

@@ -1,6 +1,7 @@
 // Random bytes and random Unicode through every reference vocabulary: no crash, no hang, ids in range, and
-// decode(encode(s)) == s for valid UTF-8 (the documented exceptions are invalid UTF-8, which is replaced by
-// U+FFFD, and SPM text around parsed special tokens).
+// decode(encode(s)) == s for valid UTF-8. Documented exceptions: invalid UTF-8 is replaced by U+FFFD; bytes a
+// byte-level vocabulary has no token for are dropped (falcon lacks 14 control bytes and 0xF2, starcoder 0xF1),
+// as in the reference; SPM text after parsed special tokens gets its own dummy-prefix space.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -13,6 +14,15 @@ namespace {
 
 void expect_in_range(const tokenizer::Tokenizer& tok, const std::vector<int32_t>& ids, const std::string& what) {
   for (const int32_t id : ids) ASSERT_TRUE(id >= 0 && id < tok.n_vocab()) << what << ": id " << id;
+}
+
+// The input without the bytes the vocabulary cannot represent (see above).
+std::string representable(const tokenizer::Tokenizer& tok, const std::string& s) {
+  if (tok.kind() == tokenizer::ModelKind::SPM) return s;
+  std::string out;
+  for (unsigned char c : s)
+    if (tok.find_token(tokenizer::utf8::byte_to_mapped(c))) out.push_back(static_cast<char>(c));
+  return out;
 }
 
 std::string random_bytes(std::mt19937& rng, size_t len) {
@@ -50,7 +60,7 @@ TEST(Robustness, RandomBytes) {
         const auto ids = tok->encode(s, true, parse_special);
         expect_in_range(*tok, ids, name);
         const std::string text = tok->decode(ids);
-        if (tokenizer::utf8::is_valid(s) && !parse_special) EXPECT_EQ(text, s) << name;
+        if (tokenizer::utf8::is_valid(s) && !parse_special) EXPECT_EQ(text, representable(*tok, s)) << name;
         tokenizer::StreamDecoder sd(*tok);
         for (const int32_t id : ids) EXPECT_TRUE(tokenizer::utf8::is_valid(sd.push(id)));
       }
@@ -66,7 +76,7 @@ TEST(Robustness, RandomUnicodeRoundTrips) {
       const std::string s = random_unicode(rng, rng() % 60);
       const auto ids = tok->encode(s, true, false);
       expect_in_range(*tok, ids, name);
-      EXPECT_EQ(tok->decode(ids), s) << name << " case " << k;
+      EXPECT_EQ(tok->decode(ids), representable(*tok, s)) << name << " case " << k;
     }
   }
 }
@@ -88,7 +98,7 @@ TEST(Robustness, ParseSpecialRoundTripsForBpe) {
         s += rng() % 2 ? specials[rng() % specials.size()] : random_unicode(rng, rng() % 8);
       const auto ids = tok->encode(s, false, true);
       expect_in_range(*tok, ids, name);
-      EXPECT_EQ(tok->decode(ids, render), s) << name;
+      EXPECT_EQ(tok->decode(ids, render), representable(*tok, s)) << name;
     }
   }
 }

@@ -1,6 +1,10 @@
 // The protobuf writer (byte-exact wire format) and the sentencepiece model built from an in-memory vocabulary:
-// byte fallback, dummy prefix, whitespace runs, placeholders for pieces sentencepiece would reject.
+// byte fallback, dummy prefix, whitespace runs, placeholders for pieces sentencepiece would reject, and the
+// cutting of long texts into independently encoded chunks.
 #include <gtest/gtest.h>
+#include <sentencepiece_processor.h>
+
+#include <random>
 
 #include "tokenizer/protobuf.h"
 #include "tokenizer/spm.h"
@@ -140,6 +144,44 @@ TEST(Spm, RealVocabulary) {
   EXPECT_EQ(tok->encode("Hello world", true, false), (std::vector<int32_t>{1, 15043, 3186}));
   EXPECT_EQ(tok->encode("", true, false), (std::vector<int32_t>{1}));
   EXPECT_EQ(tok->encode("", false, false), (std::vector<int32_t>{}));
+}
+
+TEST(Spm, SeparableBoundaries) {
+  MiniSpm m;
+  m.add(std::string(kSp) + "a", -1);
+  m.add("ab", -2);
+  const tokenizer::SpmModel model(m.v);
+  EXPECT_TRUE(model.separable('b', 0x2581));
+  EXPECT_TRUE(model.separable('b', 'a'));
+  EXPECT_FALSE(model.separable('a', 'b'));       // "ab" is a piece
+  EXPECT_FALSE(model.separable(0x2581, 'a'));    // so is "▁a"
+  EXPECT_FALSE(model.separable('x', 'a'));       // x occurs in no piece
+}
+
+// Encoding cuts the text at separable boundaries and memoizes chunks; the result must equal sentencepiece run on
+// the whole fragment at once.
+TEST(Spm, ChunkedEqualsWholeText) {
+  for (const char* name : {"llama-spm", "phi-3"}) {
+    REQUIRE_VOCAB(tok, name);
+    const auto file = gguf::File::open(*testing_assets::path(std::string("tokenizer/ggml-vocab-") + name + ".gguf"));
+    const tokenizer::Vocab vocab = tokenizer::Vocab::from_gguf(file);
+    sentencepiece::SentencePieceProcessor sp;
+    ASSERT_TRUE(sp.LoadFromSerializedProto(tokenizer::build_spm_model_proto(vocab)).ok());
+    const std::vector<std::string> words = {"the", "The", " ", "  ", "\n", "\t", "don't", "1234", "3.14", "...", "--",
+                                            "Hello", "world", "\xC3\xA9t\xC3\xA9", "\xE4\xB8\xAD\xE6\x96\x87",
+                                            "\xF0\x9F\x98\x81", "\xE1\x9E\x80\xE1\x9E\xB6", "ab", "c", "<", ">"};
+    std::mt19937 rng(11);
+    for (int k = 0; k < 300; ++k) {
+      std::string text;
+      const int n = 1 + static_cast<int>(rng() % 40);
+      for (int w = 0; w < n; ++w) text += words[rng() % words.size()];
+      std::vector<int> whole;
+      ASSERT_TRUE(sp.Encode(" " + text, &whole).ok());
+      std::vector<int32_t> expected;
+      for (const int id : whole) expected.push_back(id < tok->n_vocab() ? id : tok->unk());
+      ASSERT_EQ(tok->encode(text, false, false), expected) << name << ": '" << text << "'";
+    }
+  }
 }
 
 }  // namespace

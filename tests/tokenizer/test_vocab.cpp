@@ -19,7 +19,7 @@ struct Image {
   std::optional<gguf::File> file;
 };
 
-// A small llama (SPM) vocabulary: <unk> <s> </s>, 256 byte pieces, "▁", "▁hi"; `edit` changes the metadata.
+// A small llama (SPM) vocabulary: <unk> <s> </s>, 256 byte pieces, "▁", "▁h", "▁hi"; `edit` changes the metadata.
 std::unique_ptr<Image> build(const std::function<void(gguf::Writer&)>& edit = {}) {
   std::vector<std::string> tokens = {"<unk>", "<s>", "</s>"};
   for (int b = 0; b < 256; ++b) {
@@ -28,6 +28,7 @@ std::unique_ptr<Image> build(const std::function<void(gguf::Writer&)>& edit = {}
     tokens.push_back(name);
   }
   tokens.push_back("\xE2\x96\x81");
+  tokens.push_back("\xE2\x96\x81h");
   tokens.push_back("\xE2\x96\x81hi");
   std::vector<int32_t> types(tokens.size(), 1);
   types[0] = 2;
@@ -63,7 +64,7 @@ TEST(Vocab, SpmDefaults) {
   const auto img = build();
   const auto tok = tokenizer::Tokenizer::from_gguf(*img->file);
   EXPECT_EQ(tok.kind(), tokenizer::ModelKind::SPM);
-  EXPECT_EQ(tok.n_vocab(), 261);
+  EXPECT_EQ(tok.n_vocab(), 262);
   EXPECT_EQ(tok.bos(), 1);
   EXPECT_EQ(tok.eos(), 2);
   EXPECT_EQ(tok.unk(), 0);
@@ -73,7 +74,7 @@ TEST(Vocab, SpmDefaults) {
   EXPECT_FALSE(tok.add_eos());
   EXPECT_EQ(tok.pre(), "default");
   EXPECT_EQ(tok.chat_template(), "");
-  EXPECT_EQ(tok.encode("hi", true, false), (std::vector<int32_t>{1, 260}));  // add_space_prefix defaults on
+  EXPECT_EQ(tok.encode("hi", true, false), (std::vector<int32_t>{1, 261}));  // add_space_prefix defaults on
   EXPECT_TRUE(tok.is_eog(2));
 }
 
