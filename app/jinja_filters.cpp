@@ -178,6 +178,7 @@ bool parse_float(const std::string& raw, double& out) {
 
 Value f_float(Interpreter&, const Value& v, CallArgs& args) {
   const auto a = bind_args(args, {{"default", Value(0.0)}}, "float");
+  if (v.is_undefined()) fail(undefined_message(v));  // float(Undefined) raises in Jinja
   if (v.is_number()) return Value(v.as_float());
   double d = 0;
   if (v.is_string() && parse_float(v.as_string(), d)) return Value(d);
@@ -236,6 +237,7 @@ bool parse_int(const std::string& raw, int64_t base, int64_t& out) {
 
 Value f_int(Interpreter&, const Value& v, CallArgs& args) {
   const auto a = bind_args(args, {{"default", Value(0)}, {"base", Value(10)}}, "int");
+  if (v.is_undefined()) fail(undefined_message(v));  // int(Undefined) raises in Jinja
   if (v.is_bool() || v.is_int()) return Value(v.as_int());
   if (v.is_float()) {
     const double d = v.as_float();
@@ -595,7 +597,10 @@ bool t_iterable(Interpreter&, const Value& v, CallArgs& a) {
   return v.is_undefined() || v.is_string() || v.is_array() || (v.is_object() && !v.is_namespace());
 }
 bool t_sequence(Interpreter& in, const Value& v, CallArgs& a) { return t_iterable(in, v, a); }
-bool t_callable(Interpreter&, const Value& v, CallArgs& a) { return bind_args(a, {}, "callable"), v.is_function(); }
+// Jinja's Undefined defines __call__ (to raise), so Python's callable() says yes to it.
+bool t_callable(Interpreter&, const Value& v, CallArgs& a) {
+  return bind_args(a, {}, "callable"), v.is_function() || v.is_undefined();
+}
 bool t_sameas(Interpreter&, const Value& v, CallArgs& a) { return v.same_object(one_arg(a, "sameas")); }
 bool t_escaped(Interpreter&, const Value&, CallArgs& a) { return bind_args(a, {}, "escaped"), false; }
 // Jinja's odd/even/divisibleby are `value % n == r` in Python, so floats are accepted too.

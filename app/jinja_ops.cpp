@@ -58,8 +58,10 @@ bool mul_overflow(int64_t x, int64_t y, int64_t* r) { return __builtin_mul_overf
 // Python's printf-style `str % args` for the conversions templates use: s r d i x X o c f F e E g G and %%.
 std::string percent_format(Interpreter& in, const std::string& fmt, const Value& arg) {
   const std::vector<Value> args = arg.is_tuple() ? arg.items() : std::vector<Value>{arg};
-  // With a dict on the right, "%(key)s" picks values by name and unused values are no error.
-  const bool mapping = arg.is_object() && !arg.is_namespace();
+  // With a dict on the right, "%(key)s" picks values by name. Python treats any non-tuple argument that supports
+  // indexing (a list too) as a mapping, and then leaves unused arguments unreported.
+  const bool mapping =
+      (arg.is_object() && !arg.is_namespace()) || (arg.is_array() && !arg.is_tuple()) || arg.is_undefined();
   size_t next = 0;
   std::string out;
   auto number = [&](size_t& j) {
@@ -77,7 +79,7 @@ std::string percent_format(Interpreter& in, const std::string& fmt, const Value&
     if (j < fmt.size() && fmt[j] == '(') {
       const size_t close = fmt.find(')', j);
       if (close == std::string::npos) fail("incomplete format key");
-      if (!mapping) fail("format requires a mapping");
+      if (!arg.is_object() || arg.is_namespace()) fail("format requires a mapping");
       named = arg.object().find(fmt.substr(j + 1, close - j - 1));
       if (!named) fail("format key '" + fmt.substr(j + 1, close - j - 1) + "' not found");
       j = close + 1;
@@ -199,7 +201,10 @@ Value arithmetic(BinOp op, const Value& a, const Value& b) {
         return Value(op == BinOp::Mod ? m : q);
       }
       case BinOp::Pow: {
-        if (y < 0) return Value(std::pow(static_cast<double>(x), static_cast<double>(y)));
+        if (y < 0) {
+          if (x == 0) fail("0.0 cannot be raised to a negative power");
+          return Value(std::pow(static_cast<double>(x), static_cast<double>(y)));
+        }
         int64_t result = 1, base = x, e = y;
         while (e > 0) {
           if (e & 1) result = checked(mul_overflow, result, base);
@@ -329,6 +334,7 @@ Value slice(Interpreter& in, const Value& obj, const Value& start_v, const Value
 
 Value binary_op(Interpreter& in, BinOp op, const Value& a, const Value& b) {
   require_defined(a);
+  if (op == BinOp::Mod && a.is_string()) return Value(percent_format(in, a.as_string(), b));
   require_defined(b);
   if (op == BinOp::Add) {
     if (a.is_string() && b.is_string()) {
@@ -348,7 +354,6 @@ Value binary_op(Interpreter& in, BinOp op, const Value& a, const Value& b) {
     if ((a.is_string() || a.is_array()) && (b.is_int() || b.is_bool())) return repeat(in, a, b.as_int());
     if ((b.is_string() || b.is_array()) && (a.is_int() || a.is_bool())) return repeat(in, b, a.as_int());
   }
-  if (op == BinOp::Mod && a.is_string()) return Value(percent_format(in, a.as_string(), b));
   return arithmetic(op, a, b);
 }
 

@@ -100,12 +100,14 @@ namespace {
 
 // Simple one-to-one case pairs for the scripts chat text mostly uses: ASCII, Latin-1, Latin Extended-A, Greek and
 // Cyrillic. Mappings Python makes one-to-many ("ß".upper() == "SS") keep the character unchanged.
-bool latin_a_pair(uint32_t c, bool& upper) {  // in a Latin Extended-A case pair; sets whether c is the upper one
-  if ((c >= 0x100 && c <= 0x12F) || (c >= 0x132 && c <= 0x137) || (c >= 0x14A && c <= 0x177)) {
+// Adjacent case pairs (Latin Extended-A, Cyrillic extensions); sets whether c is the upper one.
+bool adjacent_pair(uint32_t c, bool& upper) {
+  if ((c >= 0x100 && c <= 0x12F) || (c >= 0x132 && c <= 0x137) || (c >= 0x14A && c <= 0x177) ||
+      (c >= 0x460 && c <= 0x481) || (c >= 0x48A && c <= 0x4BF) || (c >= 0x4D0 && c <= 0x4FF)) {
     upper = c % 2 == 0;
     return true;
   }
-  if ((c >= 0x139 && c <= 0x148) || (c >= 0x179 && c <= 0x17E)) {
+  if ((c >= 0x139 && c <= 0x148) || (c >= 0x179 && c <= 0x17E) || (c >= 0x4C1 && c <= 0x4CE)) {
     upper = c % 2 == 1;
     return true;
   }
@@ -116,10 +118,15 @@ uint32_t to_lower(uint32_t c) {
   if (c < 0x80) return c >= 'A' && c <= 'Z' ? c + 32 : c;
   if (c >= 0xC0 && c <= 0xDE && c != 0xD7) return c + 32;
   bool upper = false;
-  if (latin_a_pair(c, upper)) return upper ? c + 1 : c;
+  if (adjacent_pair(c, upper)) return upper ? c + 1 : c;
   if (c == 0x178) return 0xFF;
   if (c == 0x130) return 'i';
-  if (c >= 0x391 && c <= 0x3A9 && c != 0x3A2) return c + 32;
+  if ((c >= 0x391 && c <= 0x3AB && c != 0x3A2)) return c + 32;
+  if (c == 0x386) return 0x3AC;
+  if (c >= 0x388 && c <= 0x38A) return c + 37;
+  if (c == 0x38C) return 0x3CC;
+  if (c == 0x38E || c == 0x38F) return c + 63;
+  if (c == 0x4C0) return 0x4CF;
   if (c >= 0x410 && c <= 0x42F) return c + 32;
   if (c >= 0x400 && c <= 0x40F) return c + 80;
   return c;
@@ -131,11 +138,16 @@ uint32_t to_upper(uint32_t c) {
   if (c == 0xB5) return 0x39C;
   if (c == 0xFF) return 0x178;
   bool upper = false;
-  if (latin_a_pair(c, upper)) return upper ? c : c - 1;
+  if (adjacent_pair(c, upper)) return upper ? c : c - 1;
   if (c == 0x131) return 'I';
   if (c == 0x17F) return 'S';
   if (c == 0x3C2) return 0x3A3;
-  if (c >= 0x3B1 && c <= 0x3C9) return c - 32;
+  if (c >= 0x3B1 && c <= 0x3CB) return c - 32;
+  if (c == 0x3AC) return 0x386;
+  if (c >= 0x3AD && c <= 0x3AF) return c - 37;
+  if (c == 0x3CC) return 0x38C;
+  if (c == 0x3CD || c == 0x3CE) return c - 63;
+  if (c == 0x4CF) return 0x4C0;
   if (c >= 0x430 && c <= 0x44F) return c - 32;
   if (c >= 0x450 && c <= 0x45F) return c - 80;
   return c;

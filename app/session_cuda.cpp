@@ -54,6 +54,7 @@ CudaSession::CudaSession(std::shared_ptr<const model::Model> model, int32_t n_ct
   }
   const auto& c = model_->config();
   kv_ = std::make_unique<cuda::KvCache>(graph::KvCacheSpec{c.n_layer, n_ctx_, c.n_head_kv, c.head_dim, c.head_dim_v});
+  if (opt_.rtc) rtc_ = std::make_unique<cuda::RtcCache>();
   history_ = cuda::DeviceBuffer(size_t(n_ctx_) * 4);
   sample_state_ = cuda::DeviceBuffer(sizeof(cuda::SamplingState));
   sample_token_ = cuda::DeviceBuffer(4);
@@ -74,7 +75,11 @@ std::unique_ptr<CudaSession::Compiled> CudaSession::compile(int32_t n_tokens, bo
   cuda::ExecutorOptions eo;
   eo.cuda_graph = opt_.cuda_graph && n_tokens == 1;  // only the decode step is replayed often enough to capture
   eo.verbose = opt_.verbose;
+  eo.rtc = rtc_.get();
   c->exec = std::make_unique<cuda::Executor>(*ctx_, c->graph, c->plan, weights_.base(), kv_.get(), eo);
+  if (opt_.verbose && rtc_)
+    std::fprintf(stderr, "cuda: run-time kernels in %s: %d compiled, %d from cache, %d rejected\n",
+                 rtc_->dir().string().c_str(), rtc_->stats().compiled, rtc_->stats().loaded, rtc_->stats().rejected);
   return c;
 }
 
@@ -171,6 +176,7 @@ std::unique_ptr<Session> make_cuda_session(std::shared_ptr<const model::Model> m
   CudaSessionOptions o;
   o.verbose = options.verbose;
   if (const char* e = std::getenv("LLM_CUDA_GRAPH"); e && std::string(e) == "0") o.cuda_graph = false;
+  if (const char* e = std::getenv("LLM_CUDA_RTC"); e && std::string(e) == "0") o.rtc = false;
   return std::make_unique<CudaSession>(std::move(model), n_ctx, o);
 }
 

@@ -12,6 +12,7 @@
 #include "cuda/context.h"
 #include "cuda/executor.h"
 #include "cuda/kernels/sampling.cuh"
+#include "cuda/rtc.h"
 #include "cuda/weights.h"
 #include "graph/plan.h"
 #include "model/model.h"
@@ -22,6 +23,7 @@ struct CudaSessionOptions {
   int device = 0;
   bool cuda_graph = true;  // false: plain launches (--no-cuda-graph, or LLM_CUDA_GRAPH=0)
   bool verbose = false;
+  bool rtc = true;         // NVRTC-generated element-wise kernels (cached on disk); false: ahead-of-time ones
 };
 
 class CudaSession final : public Session {
@@ -53,6 +55,7 @@ class CudaSession final : public Session {
   std::unique_ptr<cuda::Context> ctx_;
   cuda::DeviceWeights weights_;
   std::unique_ptr<cuda::KvCache> kv_;
+  std::unique_ptr<cuda::RtcCache> rtc_;
   std::map<std::pair<int32_t, bool>, std::unique_ptr<Compiled>> graphs_;
   std::vector<int32_t> positions_;
   std::vector<float> logits_;

@@ -60,7 +60,7 @@ Executor::Executor(const Context& ctx, const graph::Graph& g, const graph::Plan&
       if (T > opt_.matvec_max_tokens) {
         // Whole-matrix conversion up to 256 MiB; bigger matrices go in slices.
         const size_t full = gemm_full_scratch(w.ne[0], w.ne[1], T);
-        gemm = ::std::max(gemm, ::std::max(::std::min(full, size_t(256) << 20), gemm_min_scratch(w.ne[0], T)));
+        gemm = ::std::max(gemm, ::std::max(::std::min(full, size_t(256) << 20), gemm_min_scratch(w.ne[0], w.ne[1], T)));
       }
     } else if (n.op == Op::Attention) {
       const auto& p = ::std::get<graph::AttentionParams>(n.params);
@@ -158,6 +158,13 @@ void Executor::lower(const Node& n) {
     }
     case Op::Add:
     case Op::Mul: {
+      const FusedShape fs{n.op == Op::Add ? FusedKind::Add : FusedKind::Mul, n.shape.elements(), in_shape(1).elements()};
+      if (const FusedElementwise* f = fused(fs)) {
+        const float *a = f32_in(n, 0), *b = f32_in(n, 1);
+        float* out = f32_out(n);
+        steps_.push_back([f, a, b, out](cudaStream_t s) { f->launch(a, b, out, s); });
+        return;
+      }
       const BinaryParams p{n.op == Op::Add ? BinaryOp::Add : BinaryOp::Mul, f32_in(n, 0), f32_in(n, 1), f32_out(n),
                            n.shape.elements(), in_shape(1).elements()};
       steps_.push_back([p](cudaStream_t s) { launch_binary(p, s); });
@@ -169,6 +176,12 @@ void Executor::lower(const Node& n) {
       return;
     }
     case Op::SwiGlu: {
+      if (const FusedElementwise* f = fused({FusedKind::SwiGlu, n.shape.elements(), n.shape.elements()})) {
+        const float *a = f32_in(n, 0), *b = f32_in(n, 1);
+        float* out = f32_out(n);
+        steps_.push_back([f, a, b, out](cudaStream_t s) { f->launch(a, b, out, s); });
+        return;
+      }
       const SwiGluParams p{f32_in(n, 0), f32_in(n, 1), f32_out(n), n.shape.elements()};
       steps_.push_back([p](cudaStream_t s) { launch_swiglu(p, s); });
       return;
@@ -229,6 +242,21 @@ void Executor::lower(const Node& n) {
     }
   }
   throw InvalidArgument(describe(n) + ": op " + ::std::to_string(int(n.op)) + " has no CUDA lowering");
+}
+
+const FusedElementwise* Executor::fused(const FusedShape& shape) {
+  if (!opt_.rtc || rtc_failed_) return nullptr;
+  const auto key = ::std::make_tuple(int(shape.kind), shape.n, shape.nb);
+  if (auto it = fused_.find(key); it != fused_.end()) return it->second.get();
+  try {
+    auto f = ::std::make_unique<FusedElementwise>(*opt_.rtc, ctx_.arch(), shape);
+    return fused_.emplace(key, ::std::move(f)).first->second.get();
+  } catch (const Error& e) {
+    // A toolkit without a working NVRTC still runs, on the ahead-of-time kernels.
+    ::std::fprintf(stderr, "cuda: run-time compilation failed, using ahead-of-time kernels: %s\n", e.what());
+    rtc_failed_ = true;
+    return nullptr;
+  }
 }
 
 void Executor::append_step(::std::function<void(cudaStream_t)> step) {

@@ -5,11 +5,16 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <map>
+#include <tuple>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "cuda/context.h"
+#include "cuda/kernels/fused_elementwise.cuh"
+#include "cuda/rtc.h"
 #include "graph/ir.h"
 #include "graph/plan.h"
 
@@ -37,6 +42,9 @@ struct ExecutorOptions {
   bool cuda_graph = true;  // capture after one warm-up run and replay; false: plain launches every run
   bool verbose = false;    // capture / re-capture notes on stderr
   int64_t matvec_max_tokens = 4;  // MulMat with T <= this uses the matvec kernels, larger T the GEMM path
+  // When set, Add / Mul / SwiGlu run as NVRTC kernels generated for their exact shapes (cached on disk); otherwise,
+  // or when run-time compilation fails (noted on stderr), the ahead-of-time kernels.
+  RtcCache* rtc = nullptr;
 };
 
 class Executor {
@@ -72,6 +80,7 @@ class Executor {
   const float* f32_in(const graph::Node& n, size_t i) const;
   float* f32_out(const graph::Node& n) const;
   void launch_all(cudaStream_t s) const;
+  const FusedElementwise* fused(const FusedShape& shape);
 
   const Context& ctx_;
   const graph::Graph& g_;
@@ -84,6 +93,8 @@ class Executor {
   DeviceBuffer attn_scratch_;
   PinnedBuffer input_staging_;
   std::vector<Step> steps_;
+  std::map<std::tuple<int, int64_t, int64_t>, std::unique_ptr<FusedElementwise>> fused_;  // by (kind, n, nb)
+  bool rtc_failed_ = false;
   std::vector<std::pair<graph::NodeId, graph::InputParams::Kind>> inputs_;
   int runs_ = 0;
   Graph graph_;

@@ -20,6 +20,7 @@ static_assert(std::endian::native == std::endian::little, "the GGUF reader copie
 namespace {
 
 constexpr uint32_t kMagic = 0x46554747;  // "GGUF" read as a little-endian u32
+constexpr uint64_t kMaxMetadataValues = uint64_t{1} << 24;
 
 // Smallest encoding of one value of each type; a count of N elements needs at least N times this many bytes.
 uint64_t min_encoded_size(ValueType t) {
@@ -54,8 +55,12 @@ std::string printable(const uint8_t* p, size_t n) {
 std::string quoted(const std::string& s) {
   constexpr size_t kMax = 80;
   const auto* p = reinterpret_cast<const uint8_t*>(s.data());
-  if (s.size() <= kMax) return "'" + printable(p, s.size()) + "'";
-  return "'" + printable(p, kMax) + "...' (" + std::to_string(s.size()) + " bytes)";
+  std::string out(1, '\'');
+  out += printable(p, std::min(s.size(), kMax));
+  if (s.size() > kMax) out += "...";
+  out += '\'';
+  if (s.size() > kMax) out += " (" + std::to_string(s.size()) + " bytes)";
+  return out;
 }
 
 }  // namespace
@@ -161,6 +166,13 @@ class Parser {
                          " elements needs at least " + std::to_string(min_size) + " bytes each, but only " +
                          std::to_string(remaining()) + " bytes remain");
     }
+    // A decoded value takes some 48 bytes against as little as 1 in the file; the cap keeps a file of a huge
+    // UINT8 array from costing 48x its size (real vocabularies hold well under a million entries per array).
+    if (count > kMaxMetadataValues - n_values_) {
+      fail(count_at, what + ": array of " + std::to_string(count) + " elements would bring the metadata past " +
+                         std::to_string(kMaxMetadataValues) + " values, the most this reader accepts");
+    }
+    n_values_ += count;
     a.items.reserve(count);
     for (uint64_t i = 0; i < count; ++i) a.items.push_back(read_value(a.elem_type, what, depth));
     return a;
@@ -195,12 +207,12 @@ class Parser {
     const uint64_t n_kv = read<uint64_t>("metadata key-value count");
     // Each key-value takes at least a key length (8), a type (4) and a 1-byte value; a tensor info 32 bytes.
     if (n_kv > remaining() / 13) {
-      fail(kv_at, "metadata count " + std::to_string(n_kv) + " is impossible: " + std::to_string(remaining()) +
-                      " bytes remain, each entry needs at least 13");
+      fail(kv_at, "metadata count " + std::to_string(n_kv) + " needs at least 13 bytes per entry, but only " +
+                      std::to_string(remaining()) + " bytes remain (truncated or corrupt file)");
     }
     if (n_tensors_ > remaining() / 32) {
-      fail(tensors_at, "tensor count " + std::to_string(n_tensors_) + " is impossible: " +
-                           std::to_string(remaining()) + " bytes remain, each tensor info needs at least 32");
+      fail(tensors_at, "tensor count " + std::to_string(n_tensors_) + " needs at least 32 bytes per tensor info, " +
+                           "but only " + std::to_string(remaining()) + " bytes remain (truncated or corrupt file)");
     }
     f.kv_.reserve(n_kv);
     f.kv_index_.reserve(n_kv);
@@ -340,6 +352,7 @@ class Parser {
   }
 
   uint64_t n_tensors_ = 0;
+  uint64_t n_values_ = 0;             // array elements decoded so far, against kMaxMetadataValues
   std::vector<uint64_t> offset_pos_;  // where each tensor's offset field sits, for messages
 };
 

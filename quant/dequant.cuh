@@ -5,6 +5,9 @@
 // quant/dequantize.cpp element for element.
 #pragma once
 #include <vector_types.h>  // uint4 / float4, also for host compilers
+#if defined(__CUDACC__)
+#include <cuda_fp16.h>
+#endif
 
 #include <cstdint>
 
@@ -35,6 +38,16 @@ LLM_DQ_FN V ldg(const V* p) {
 }
 
 inline constexpr int kChunk = 32;  // elements per chunk, every format
+
+// binary16 -> float: the hardware conversion on the device (exact for every finite value and infinity, like the
+// integer version in quant/half.h, which would cost a branchy loop per element), quant/half.h on the host.
+LLM_DQ_FN float h2f(uint16_t h) {
+#if defined(__CUDA_ARCH__)
+  return __half2float(__ushort_as_half(h));
+#else
+  return f16_to_f32(h);
+#endif
+}
 
 // Bytes of one row of n elements of type T (n a multiple of the block size, checked by the host).
 template <Type T>
@@ -114,7 +127,7 @@ LLM_DQ_UNROLL
     }
   } else if constexpr (T == Type::F16 || T == Type::BF16) {
     const uint16_t* p = reinterpret_cast<const uint16_t*>(row) + c * kChunk;
-    auto cvt = [](uint16_t h) { return T == Type::F16 ? f16_to_f32(h) : bf16_to_f32(h); };
+    auto cvt = [](uint16_t h) { return T == Type::F16 ? h2f(h) : bf16_to_f32(h); };
     if (valid >= kChunk && (reinterpret_cast<uintptr_t>(p) & 15) == 0) {
 LLM_DQ_UNROLL
       for (int i = 0; i < kChunk; i += 8) {
@@ -133,8 +146,8 @@ LLM_DQ_UNROLL
   } else if constexpr (T == Type::Q4_0 || T == Type::Q4_1) {
     // Element j in the low nibble of qs[j], element j + 16 in the high nibble.
     const uint8_t* b = chunk_block<T>(row, c);
-    const float d = f16_to_f32(load_u16(b));
-    const float m = T == Type::Q4_1 ? f16_to_f32(load_u16(b + 2)) : 0.0f;
+    const float d = h2f(load_u16(b));
+    const float m = T == Type::Q4_1 ? h2f(load_u16(b + 2)) : 0.0f;
     const uint8_t* qs = b + (T == Type::Q4_1 ? 4 : 2);
 LLM_DQ_UNROLL
     for (int j = 0; j < 16; j += 2) {
@@ -154,8 +167,8 @@ LLM_DQ_UNROLL
   } else if constexpr (T == Type::Q5_0 || T == Type::Q5_1) {
     // As Q4 plus a fifth bit per element in the little-endian word qh (bit j for element j).
     const uint8_t* b = chunk_block<T>(row, c);
-    const float d = f16_to_f32(load_u16(b));
-    const float m = T == Type::Q5_1 ? f16_to_f32(load_u16(b + 2)) : 0.0f;
+    const float d = h2f(load_u16(b));
+    const float m = T == Type::Q5_1 ? h2f(load_u16(b + 2)) : 0.0f;
     const uint8_t* qhp = b + (T == Type::Q5_1 ? 4 : 2);
     const uint32_t qh = T == Type::Q5_1 ? *reinterpret_cast<const uint32_t*>(qhp) : load_u32_unaligned(qhp);
     const uint8_t* qs = qhp + 4;
@@ -179,7 +192,7 @@ LLM_DQ_UNROLL
     }
   } else if constexpr (T == Type::Q8_0) {
     const uint8_t* b = chunk_block<T>(row, c);
-    const float d = f16_to_f32(load_u16(b));
+    const float d = h2f(load_u16(b));
 LLM_DQ_UNROLL
     for (int j = 0; j < 32; j += 2) {
       const uint32_t q2 = load_u16(b + 2 + j);
@@ -190,7 +203,7 @@ LLM_DQ_UNROLL
     // Chunk c: half n = c / 4 (qs[32n..32n+31]), 2-bit plane p = c % 4; sub-blocks of 16 use scales[2c], [2c+1].
     const uint8_t* b = chunk_block<T>(row, c);
     const int cc = int(c & 7), n = cc >> 2, p = cc & 3;
-    const float d = f16_to_f32(load_u16(b + 80)), dmin = f16_to_f32(load_u16(b + 82));
+    const float d = h2f(load_u16(b + 80)), dmin = h2f(load_u16(b + 82));
     const uint32_t* qs = reinterpret_cast<const uint32_t*>(b + 16 + 32 * n);  // block offset 16: 4-byte aligned
 LLM_DQ_UNROLL
     for (int sub = 0; sub < 2; ++sub) {
@@ -207,7 +220,7 @@ LLM_DQ_UNROLL
     // Same plane order as Q2_K; the third bit of element l is bit c of hmask[l]; clear means subtract 4.
     const uint8_t* b = chunk_block<T>(row, c);
     const int cc = int(c & 7), n = cc >> 2, p = cc & 3;
-    const float d = f16_to_f32(load_u16(b + 108));
+    const float d = h2f(load_u16(b + 108));
     const uint8_t* hm = b;
     const uint8_t* qs = b + 32 + 32 * n;
     const uint8_t* sc = b + 96;
@@ -229,7 +242,7 @@ LLM_DQ_UNROLL
     // Q5_K adds bit c of qh[l] as the fifth bit.
     const uint8_t* b = chunk_block<T>(row, c);
     const int cc = int(c & 7);
-    const float d = f16_to_f32(load_u16(b)), dmin = f16_to_f32(load_u16(b + 2));
+    const float d = h2f(load_u16(b)), dmin = h2f(load_u16(b + 2));
     int sc, mn;
     scale_min_k4(cc, b + 4, sc, mn);
     const float d1 = d * float(sc), m1 = dmin * float(mn);
@@ -257,7 +270,7 @@ LLM_DQ_UNROLL
     // high 2 bits: (qh[32n + l] >> 2k) & 3; scale scales[8n + 2k + l/16]; value d * scale * (q - 32).
     const uint8_t* b = chunk_block<T>(row, c);
     const int cc = int(c & 7), n = cc >> 2, k = cc & 3;
-    const float d = f16_to_f32(load_u16(b + 208));
+    const float d = h2f(load_u16(b + 208));
     const uint8_t* ql = b + 64 * n + 32 * (k & 1);
     const uint8_t* qh = b + 128 + 32 * n;
     const int8_t* sc = reinterpret_cast<const int8_t*>(b + 192) + 8 * n + 2 * k;

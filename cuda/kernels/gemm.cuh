@@ -19,13 +19,13 @@ struct GemmParams {
   int64_t K = 0;
   int64_t N = 0;
   int64_t T = 0;
-  void* scratch = nullptr;     // device scratch of scratch_bytes; >= gemm_min_scratch(K, T)
+  void* scratch = nullptr;     // device scratch of scratch_bytes; >= gemm_min_scratch(K, N, T)
   size_t scratch_bytes = 0;
 };
 
-// Smallest scratch for which the launcher can proceed (X in half plus a 128-row slice of W); more scratch means
-// fewer, larger GEMM calls. gemm_full_scratch is the size that converts all of W in one slice.
-size_t gemm_min_scratch(int64_t K, int64_t T);
+// Smallest scratch for which the launcher can proceed (X in half plus a slice of min(N, 128) rows of W); more
+// scratch means fewer, larger GEMM calls. gemm_full_scratch is the size that converts all of W in one slice.
+size_t gemm_min_scratch(int64_t K, int64_t N, int64_t T);
 size_t gemm_full_scratch(int64_t K, int64_t N, int64_t T);
 
 // Runs on `stream` (the handle is bound to it). Never allocates: safe inside CUDA graph capture.

@@ -110,7 +110,7 @@ TEST_P(WeightKernels, GemmMatchesReference) {
         auto dw = upload(w), dx = upload(x), db = upload(bias);
         // Small scratch forces several slices for N = 300; full scratch does one.
         for (bool sliced : {true, false}) {
-          const size_t sb = sliced ? cuda::gemm_min_scratch(K, T) : cuda::gemm_full_scratch(K, N, T);
+          const size_t sb = sliced ? cuda::gemm_min_scratch(K, N, T) : cuda::gemm_full_scratch(K, N, T);
           cuda::DeviceBuffer scratch(sb);
           auto dy = poisoned_f32(N * T);
           cuda::launch_gemm({dw.get(), type, dx.as<float>(), db.as<float>(), dy.as<float>(), K, N, T, scratch.get(), sb},

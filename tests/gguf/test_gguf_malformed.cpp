@@ -62,10 +62,10 @@ const std::vector<Case>& cases() {
       {"version 4", [](Spec& s) { s.version = 4; }, "unsupported GGUF version 4", "version"},
       {"big-endian v3", [](Spec& s) { s.version = 0x03000000; }, "big-endian GGUF file", "version"},
       {"big-endian v2", [](Spec& s) { s.version = 0x02000000; }, "only little-endian files are supported", "version"},
-      {"huge metadata count", [](Spec& s) { s.n_kv = uint64_t{1} << 40; }, "metadata count 1099511627776 is impossible",
+      {"huge metadata count", [](Spec& s) { s.n_kv = uint64_t{1} << 40; }, "metadata count 1099511627776 needs at least 13 bytes per entry, but only",
        "n_kv"},
       {"huge tensor count", [](Spec& s) { s.n_tensors = UINT64_MAX; },
-       "tensor count 18446744073709551615 is impossible", "n_tensors"},
+       "tensor count 18446744073709551615 needs at least 32 bytes per tensor info", "n_tensors"},
       {"huge key length",
        [](Spec& s) { s.kvs = {[](Raw& r) { r.mark("key").u64(UINT64_MAX).u32(U32).u32(1); }}; },
        "string length 18446744073709551615 exceeds", "key"},
@@ -96,6 +96,9 @@ const std::vector<Case>& cases() {
        "duplicate key 'a.b'", "kv:a.b"},
       {"key with newline in message is escaped", [](Spec& s) { s.kvs = {kv_u32("x\ny", 1), kv_u32("x\ny", 1)}; },
        "duplicate key 'x\\x0ay'", "kv:x\ny"},
+      {"long key is cut in messages",
+       [](Spec& s) { s.kvs = {kv_u32(std::string(200, 'k'), 1), kv_u32(std::string(200, 'k'), 2)}; },
+       "duplicate key 'kkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkk...' (200 bytes)"},
       {"alignment 0", [](Spec& s) { s.kvs = {kv_u32("general.alignment", 0)}; },
        "general.alignment must be a non-zero power of two, found 0", "value:general.alignment", 0},
       {"alignment 48", [](Spec& s) { s.kvs = {kv_u32("general.alignment", 48)}; },
@@ -210,6 +213,11 @@ TEST(GgufMalformed, BaseSpecAndEdgesParse) {
     }
   }
   EXPECT_EQ(parse_error(build(Spec{}).b), "");
+  // Version 2 has the same layout (64-bit counts); only version 1 differs.
+  Spec v2;
+  v2.version = 2;
+  const Raw raw2 = build(v2);
+  EXPECT_EQ(gguf::File::parse(raw2.b.data(), raw2.b.size(), "v2.gguf").version(), 2u);
 }
 
 // A file with every value type, nested arrays and tensors, cut at every length: every prefix must fail cleanly.
@@ -249,7 +257,7 @@ TEST(GgufMalformed, EveryTruncationFails) {
     ASSERT_FALSE(msg.empty()) << "prefix of " << n << " bytes parsed";
     ASSERT_EQ(msg.rfind("cut.gguf: at byte ", 0), 0u) << msg;
     const bool known = msg.find("truncated file") != std::string::npos || msg.find("bad magic") != std::string::npos ||
-                       msg.find("is impossible") != std::string::npos || msg.find("exceeds") != std::string::npos ||
+                       msg.find("truncated or corrupt") != std::string::npos || msg.find("exceeds") != std::string::npos ||
                        msg.find("needs at least") != std::string::npos || msg.find("outside the data") != std::string::npos;
     EXPECT_TRUE(known) << "prefix " << n << ": " << msg;
   }
@@ -288,6 +296,28 @@ TEST(GgufMalformed, RandomMutationsNeverCrash) {
   }
   EXPECT_GT(failures, 0);
   EXPECT_GT(successes, 0);  // flips inside string payloads or values leave a valid file
+}
+
+// Arrays whose elements all fit in the file but would decode to a multiple of its size in memory are capped.
+TEST(GgufMalformed, MetadataValueCountIsCapped) {
+  constexpr uint64_t kCap = uint64_t{1} << 24;
+  Spec spec;
+  spec.tensors.clear();
+  spec.kvs = {kv_raw("a", [](Raw& r) { r.u32(ARR).u32(U8).u64(kCap / 2); r.b.resize(r.b.size() + kCap / 2, 1); }),
+              kv_raw("b", [](Raw& r) {
+                r.u32(ARR).u32(U8).mark("count").u64(kCap / 2 + 1);
+                r.b.resize(r.b.size() + kCap / 2 + 1, 1);
+              })};
+  const Raw raw = build(spec);
+  const std::string msg = parse_error(raw.b);
+  EXPECT_NE(msg.find("at byte " + std::to_string(raw.marks.at("count")) +
+                     ": key 'b': array of 8388609 elements would bring the metadata past 16777216 values"),
+            std::string::npos)
+      << msg;
+  // One element fewer is accepted.
+  Spec ok = spec;
+  ok.kvs[1] = kv_raw("b", [](Raw& r) { r.u32(ARR).u32(U8).u64(kCap / 2); r.b.resize(r.b.size() + kCap / 2, 1); });
+  EXPECT_EQ(parse_error(build(ok).b), "");
 }
 
 TEST(GgufMalformed, OpenReportsFileProblems) {
