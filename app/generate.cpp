@@ -32,9 +32,13 @@ GenerateResult generate(Session& session, const tokenizer::Tokenizer& tok, std::
                         const GenerateOptions& options, const TextSink& sink) {
   if (prompt.empty()) throw SessionError("generate: empty prompt");
   const int64_t n_ctx = session.n_ctx();
-  if (static_cast<int64_t>(prompt.size()) > n_ctx)
+  if (options.n_past < 0 || options.n_past > n_ctx)
+    throw SessionError("generate: n_past " + std::to_string(options.n_past) + " is outside the context of " +
+                       std::to_string(n_ctx));
+  if (options.n_past + static_cast<int64_t>(prompt.size()) > n_ctx)
     throw SessionError("prompt has " + std::to_string(prompt.size()) + " tokens but the context holds " +
-                       std::to_string(n_ctx) + " (raise -c or shorten the prompt)");
+                       std::to_string(n_ctx - options.n_past) + (options.n_past ? " more" : "") +
+                       " (raise -c or shorten the prompt)");
   Sampler sampler(options.sampling);
   GenerateResult r;
   r.prompt.assign(prompt.begin(), prompt.end());
@@ -48,7 +52,7 @@ GenerateResult generate(Session& session, const tokenizer::Tokenizer& tok, std::
   }
 
   auto t0 = std::chrono::steady_clock::now();
-  std::span<const float> logits = session.eval(prompt, 0, /*all_logits=*/false);
+  std::span<const float> logits = session.eval(prompt, options.n_past, /*all_logits=*/false);
   r.prompt_ms = ms_since(t0);
 
   std::vector<int32_t> history(prompt.begin(), prompt.end());  // prompt + generated: the penalty window's source
@@ -71,18 +75,18 @@ GenerateResult generate(Session& session, const tokenizer::Tokenizer& tok, std::
       r.stop = StopReason::TokenLimit;
       break;
     }
-    // The newest token still has to be evaluated, at position history.size() - 1.
-    const int32_t pos = static_cast<int32_t>(history.size() - 1);
+    // The newest token still has to be evaluated, at the position after everything before it.
+    const int64_t pos = options.n_past + static_cast<int64_t>(history.size()) - 1;
     if (pos >= n_ctx) {
       r.stop = StopReason::ContextFull;
       break;
     }
     ++step;
     const SampleRequest req{&options.sampling, step, history};
-    if (auto fused = session.decode_sample(next, pos, req)) {
+    if (auto fused = session.decode_sample(next, static_cast<int32_t>(pos), req)) {
       next = *fused;
     } else {
-      logits = session.eval(std::span<const int32_t>(&next, 1), pos, /*all_logits=*/false);
+      logits = session.eval(std::span<const int32_t>(&next, 1), static_cast<int32_t>(pos), /*all_logits=*/false);
       next = sampler.sample(logits, history, step);
     }
   }

@@ -22,6 +22,8 @@ struct GenerateOptions {
   int32_t n_predict = -1;      // tokens to generate; -1 = until end-of-generation or a full context
   bool ignore_eos = false;     // keep going past EOS/EOT (their text is not rendered)
   bool echo_prompt = true;     // stream the prompt's text before the continuation
+  int32_t n_past = 0;          // positions the session's KV cache already holds (a chat's earlier turns): the
+                               // prompt is evaluated from here; penalties see only this call's tokens
   SamplerParams sampling;
 };
 
@@ -40,8 +42,8 @@ struct GenerateResult {
 // streaming decoder flushes at the end.
 using TextSink = std::function<void(std::string_view text)>;
 
-// Runs the loop over already-tokenized prompt ids (must not be empty). Throws SessionError when the prompt does not
-// fit the session's context ("prompt has N tokens but the context holds M").
+// Runs the loop over already-tokenized prompt ids (must not be empty). Throws SessionError when n_past + the prompt
+// does not fit the session's context ("prompt has N tokens but the context holds M").
 GenerateResult generate(Session& session, const tokenizer::Tokenizer& tok, std::span<const int32_t> prompt,
                         const GenerateOptions& options, const TextSink& sink);
 

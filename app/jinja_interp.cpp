@@ -120,7 +120,8 @@ void Interpreter::emit(std::string_view s) {
 Value Interpreter::call(const Value& callee, CallArgs& args) {
   if (callee.is_function()) return callee.function().fn(*this, args);
   if (callee.is_undefined()) fail(undefined_message(callee));
-  fail("'" + type_name(callee) + "' object is not callable");
+  const std::string type = type_name(callee);
+  fail("'" + type + "' object is not callable");
 }
 
 // ---- statements ----

@@ -27,7 +27,8 @@ std::string object_repr(const Value& v) {
 }
 
 Value missing_attr(const Value& obj, const std::string& name) {
-  return Value::undefined("'" + object_repr(obj) + "' has no attribute '" + name + "'");
+  const std::string type = object_repr(obj);
+  return Value::undefined("'" + type + "' has no attribute '" + name + "'");
 }
 
 Value bound_method(const Value& obj, const std::string& name) {
@@ -118,7 +119,7 @@ std::string percent_format(Interpreter& in, const std::string& fmt, const Value&
     }
     if (!v.is_number()) fail(std::string("%") + conv + " format: a number is required, not " + type_name(v));
     std::string spec = "%" + flags + (width ? std::to_string(width) : "");
-    if (precision >= 0) spec += "." + std::to_string(precision);
+    if (precision >= 0) spec.append(".").append(std::to_string(precision));
     char buf[1024];
     if (conv == 'd' || conv == 'i' || conv == 'x' || conv == 'X' || conv == 'o' || conv == 'c') {
       const long long n = v.is_float() ? static_cast<long long>(v.as_float()) : v.as_int();

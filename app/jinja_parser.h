@@ -17,4 +17,8 @@ inline constexpr int kMaxExprHeight = 256;
 // Throws TemplateError(Syntax) with the line and column of the offending token.
 std::unique_ptr<Body> parse_template(std::string_view source);
 
+// The passes after parsing (jinja_resolve.cpp), run by parse_template: a TemplateError(Limit) for expression trees
+// higher than kMaxExprHeight, TemplateError(Syntax) for unknown filters and tests outside if/conditional code.
+void resolve_template(Body& body);
+
 }  // namespace app::jinja

@@ -238,7 +238,7 @@ std::string float_repr(double d) {
     return out;
   }
   out += digits.substr(0, 1);
-  if (n > 1) out += "." + digits.substr(1);
+  if (n > 1) out.append(".").append(digits, 1, std::string::npos);
   char ebuf[16];
   std::snprintf(ebuf, sizeof ebuf, "e%c%02d", exp < 0 ? '-' : '+', std::abs(exp));
   return out + ebuf;
@@ -423,7 +423,8 @@ int compare(const Value& a, const Value& b, std::string_view op) {
     const Value& u = a.is_undefined() ? a : b;
     fail(TemplateError::Kind::Render, u.undefined_hint().empty() ? "undefined value compared" : u.undefined_hint());
   }
-  fail(TemplateError::Kind::Render, "'" + std::string(op) + "' not supported between instances of '" + type_name(a) +
+  const std::string op_text(op);
+  fail(TemplateError::Kind::Render, "'" + op_text + "' not supported between instances of '" + type_name(a) +
                                         "' and '" + type_name(b) + "'");
 }
 

@@ -11,15 +11,15 @@
 namespace app {
 
 namespace {
-// The CPU reference keeps a float KV cache and attends in O(n_ctx) per token: a 128k training context would cost
-// gigabytes and minutes for nothing in the common short run, so an unspecified -c is capped here.
-constexpr int32_t kCpuDefaultCtxCap = 4096;
+// A float KV cache for a 128k training context costs gigabytes (and the CPU reference allocates it whole) for nothing
+// in the common short run, so an unspecified -c is capped; -c lifts it.
+constexpr int32_t kDefaultCtxCap = 4096;
 }  // namespace
 
 int32_t resolve_n_ctx(const model::Model& model, const SessionOptions& options) {
   if (options.n_ctx < 0) throw UsageError("context size (-c) must be positive, got " + std::to_string(options.n_ctx));
   if (options.n_ctx > 0) return options.n_ctx;
-  return std::min(model.config().n_ctx_train, kCpuDefaultCtxCap);
+  return std::min(model.config().n_ctx_train, kDefaultCtxCap);
 }
 
 std::unique_ptr<Session> make_session(std::shared_ptr<const model::Model> model, const SessionOptions& options) {

@@ -62,13 +62,13 @@ class Session {
 };
 
 // Creates the session for options.device: "cpu", "cuda", or "auto" (cuda when this build has the CUDA session and
-// it starts, else cpu with a note on stderr). The context is resolve_n_ctx(); a note goes to stderr when the default was capped. Throws UsageError
-// for an unknown device and std::runtime_error("CUDA device not available in this build") without the CUDA session.
-// The session shares ownership of the model.
+// it starts, else cpu with a note on stderr). The context is resolve_n_ctx(); a note goes to stderr when the
+// default was capped. Throws UsageError for an unknown device and std::runtime_error("CUDA device not available in
+// this build") for "cuda" without the CUDA session. The session shares ownership of the model.
 std::unique_ptr<Session> make_session(std::shared_ptr<const model::Model> model, const SessionOptions& options);
 
-// KV-cache slots for this model and request: options.n_ctx when positive, else min(training context, 4096).
-// Throws UsageError for a negative n_ctx.
+// KV-cache slots for this model and request: options.n_ctx when positive, else min(training context, 4096) on every
+// device (a 128k-token default would cost gigabytes of cache for the common short run). UsageError when negative.
 int32_t resolve_n_ctx(const model::Model& model, const SessionOptions& options);
 
 #ifdef LLM_HAVE_CUDA_SESSION

@@ -117,8 +117,12 @@ class File {
 // Writes GGUF v3: metadata in insertion order, tensors in insertion order, data aligned to `alignment`.
 class Writer {
  public:
+  // A non-default alignment is recorded as general.alignment (the first key); setting that key later does the same,
+  // until the first tensor is added. GgufError unless a non-zero power of two that fits UINT32.
   explicit Writer(uint64_t alignment = 32);
-  void set(std::string key, Value value);      // replaces an existing key, keeping its position
+  // Replaces an existing key, keeping its position. GgufError for an inconsistent Value (variant not matching the
+  // type, an integer outside its width, array items of another type, nesting deeper than kMaxArrayDepth).
+  void set(std::string key, Value value);
   void set_u32(std::string key, uint32_t v);
   void set_i32(std::string key, int32_t v);
   void set_f32(std::string key, float v);
@@ -133,8 +137,11 @@ class Writer {
   void add_tensor_lazy(std::string name, quant::Type type, std::vector<int64_t> ne,
                        std::function<void(uint8_t* dst)> fill);
   uint64_t alignment() const { return alignment_; }
+  // The whole file in memory. A file without tensors ends right after its header (no padding), as llama.cpp
+  // writes vocabulary-only files; otherwise every tensor, the last included, is padded to the alignment.
   std::vector<uint8_t> to_bytes() const;
-  void write(const std::string& path) const;   // throws GgufError on I/O failure
+  // The same bytes, streamed to `path`; GgufError on I/O failure, and a failed write leaves no file behind.
+  void write(const std::string& path) const;
 
  private:
   uint64_t alignment_;

@@ -3,6 +3,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include <unistd.h>
+
 #include "cuda/kernels/elementwise.cuh"
 #include "cuda/kernels/fused_elementwise.cuh"
 #include "cuda/rtc.h"

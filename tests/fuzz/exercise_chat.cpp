@@ -67,8 +67,9 @@ void exercise_chat_template(Bytes input) {
   std::optional<app::ChatTemplate> t;
   try {
     t.emplace(app::ChatTemplate::parse(text));
-  } catch (const app::TemplateError&) {
-    return;  // Syntax, or Limit for nesting the parser refuses
+  } catch (const app::TemplateError& e) {
+    note(std::string("parse: ") + e.what());  // Syntax, or Limit for nesting the parser refuses
+    return;
   }
   static const std::vector<app::ChatMessage> messages = conversation();
   for (bool gen : {true, false}) {
@@ -76,7 +77,9 @@ void exercise_chat_template(Bytes input) {
     try {
       const std::string out = t->render(messages, o);
       if (out.size() > o.limits.max_output_bytes) broken("render output exceeds max_output_bytes");
-    } catch (const app::TemplateError&) {
+      note("rendered " + std::to_string(out.size()) + " bytes");
+    } catch (const app::TemplateError& e) {
+      note(std::string("render: ") + e.what());
     }
   }
 }

@@ -186,9 +186,12 @@ void exercise_gguf(Bytes input) {
   try {
     f.emplace(gguf::File::parse(input.data(), input.size(), kName));
   } catch (const gguf::GgufError& e) {
+    note(e.what());
     check_message(e);
     return;
   }
+  note("parsed: " + std::to_string(f->metadata().size()) + " keys, " + std::to_string(f->tensors().size()) +
+       " tensors");
   if (f->version() != 2 && f->version() != 3) broken("accepted version " + std::to_string(f->version()));
   if (f->file_size() != input.size() || f->base() != input.data()) broken("file_size/base do not describe the input");
   if (f->alignment() == 0 || (f->alignment() & (f->alignment() - 1)) != 0) broken("alignment is not a power of two");

@@ -31,7 +31,8 @@ void exercise_vocabulary(const gguf::File& f) {
   std::optional<tokenizer::Tokenizer> tok;
   try {
     tok.emplace(tokenizer::Tokenizer::from_gguf(f));
-  } catch (const tokenizer::TokenizerError&) {
+  } catch (const tokenizer::TokenizerError& e) {
+    note(std::string("tokenizer: ") + e.what());
     return;
   }
   const int32_t n = tok->n_vocab();
@@ -41,8 +42,9 @@ void exercise_vocabulary(const gguf::File& f) {
   std::vector<int32_t> ids;
   try {
     ids = tok->encode("Hello world, <s> \xe2\x9c\x85 12345 \n\n  don't", false, true);
-  } catch (const tokenizer::TokenizerError&) {
-    return;  // e.g. SentencePiece refusing a vocabulary it cannot encode with
+  } catch (const tokenizer::TokenizerError& e) {
+    note(std::string("encode: ") + e.what());  // e.g. SentencePiece refusing a vocabulary it cannot encode with
+    return;
   }
   for (int32_t id : ids)
     if (id < 0 || id >= n) broken("encode produced id " + std::to_string(id) + " outside the vocabulary");
@@ -50,6 +52,7 @@ void exercise_vocabulary(const gguf::File& f) {
   tokenizer::StreamDecoder stream(*tok);
   for (int32_t id : ids) (void)stream.push(id);
   (void)stream.flush();
+  note("tokenizer: " + std::to_string(n) + " tokens, encoded to " + std::to_string(ids.size()) + " ids");
   for (int32_t id = 0; id < std::min(n, 64); ++id) {
     (void)tok->token_to_piece(id, true);
     (void)tok->token_text(id);
@@ -92,7 +95,10 @@ void run_graph(const model::Model& m, Bytes input) {
   if (p.arena_bytes % p.alignment != 0 || !p.covers(g)) broken("plan does not cover the graph");
   // Running costs float copies of the weights and a KV cache; keep it to inputs of ordinary size.
   const uint64_t kv = uint64_t(c.n_layer) * n_ctx * c.n_head_kv * (c.head_dim + c.head_dim_v) * sizeof(float);
-  if (dequantized_bytes(m.weights()) + p.arena_bytes + kv > 16 * input.size() + (1u << 20)) return;
+  if (dequantized_bytes(m.weights()) + p.arena_bytes + kv > 16 * input.size() + (1u << 20)) {
+    note("graph of " + std::to_string(g.nodes().size()) + " nodes built; too large to run");
+    return;
+  }
   graph::ReferenceExecutor ex(1);
   for (int32_t pos = 0; pos < std::min(n_ctx, 2); ++pos) {
     const int32_t token = pos == 0 ? 0 : c.n_vocab - 1;
@@ -100,6 +106,7 @@ void run_graph(const model::Model& m, Bytes input) {
     const std::span<const float> logits = ex.output_f32(g.outputs().at(0));
     if (logits.size() != static_cast<size_t>(c.n_vocab)) broken("logits are not [n_vocab]");
   }
+  note("ran " + std::to_string(g.nodes().size()) + " nodes for " + std::to_string(std::min(n_ctx, 2)) + " tokens");
 }
 
 }  // namespace
@@ -108,17 +115,20 @@ void exercise_model(Bytes input) {
   std::optional<gguf::File> f;
   try {
     f.emplace(gguf::File::parse(input.data(), input.size(), kName));
-  } catch (const gguf::GgufError&) {
-    return;  // the GGUF target covers the reader's messages
+  } catch (const gguf::GgufError& e) {
+    note(e.what());  // the GGUF target checks the reader's messages
+    return;
   }
   exercise_vocabulary(*f);
   std::shared_ptr<const model::Model> m;
   try {
     m = model::Model::from_file(std::move(*f));
   } catch (const model::ModelError& e) {
+    note(e.what());
     check_names_file(e, "ModelError");
     return;
   } catch (const gguf::GgufError& e) {
+    note(e.what());
     check_names_file(e, "GgufError");
     return;
   }

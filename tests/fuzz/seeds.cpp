@@ -96,6 +96,11 @@ std::vector<uint8_t> vocab_only_file() {
   return w.to_bytes();
 }
 
+rawgguf::Tensor tensor(std::string name, std::vector<uint64_t> ne, uint32_t type = 0,
+                       std::optional<uint64_t> offset = std::nullopt) {
+  return rawgguf::Tensor{std::move(name), std::move(ne), type, offset};
+}
+
 std::vector<Seed> malformed_seeds() {
   using namespace rawgguf;
   std::vector<Seed> out;
@@ -129,16 +134,16 @@ std::vector<Seed> malformed_seeds() {
   add("duplicate-key", [](Spec& s) { s.kvs = {kv_u32("a", 1), kv_u32("a", 2)}; });
   add("alignment-48", [](Spec& s) { s.kvs = {kv_u32("general.alignment", 48)}; });
   add("alignment-string", [](Spec& s) { s.kvs = {kv_str("general.alignment", "32")}; });
-  add("empty-tensor-name", [](Spec& s) { s.tensors = {Tensor{"", {32}}}; });
-  add("duplicate-tensor", [](Spec& s) { s.tensors = {Tensor{"a", {32}}, Tensor{"a", {32}}}; });
-  add("n-dims-5", [](Spec& s) { s.tensors = {Tensor{"t", {32, 1, 1, 1, 1}}}; });
-  add("dimension-0", [](Spec& s) { s.tensors = {Tensor{"t", {32, 0}}}; });
-  add("element-overflow", [](Spec& s) { s.tensors = {Tensor{"t", {uint64_t{1} << 32, uint64_t{1} << 32, 4}}}; });
-  add("unknown-tensor-type", [](Spec& s) { s.tensors = {Tensor{"t", {32}, 42}}; });
-  add("partial-block", [](Spec& s) { s.tensors = {Tensor{"t", {33, 2}, 2}}; });
-  add("misaligned-offset", [](Spec& s) { s.tensors = {Tensor{"a", {32}}, Tensor{"b", {32}, 0, 16}}; });
-  add("overlapping-tensors", [](Spec& s) { s.tensors = {Tensor{"a", {32}}, Tensor{"b", {32}, 0, 0}}; });
-  add("offset-near-2^64", [](Spec& s) { s.tensors = {Tensor{"a", {32}}, Tensor{"b", {32}, 0, UINT64_MAX - 31}}; });
+  add("empty-tensor-name", [](Spec& s) { s.tensors = {tensor("", {32})}; });
+  add("duplicate-tensor", [](Spec& s) { s.tensors = {tensor("a", {32}), tensor("a", {32})}; });
+  add("n-dims-5", [](Spec& s) { s.tensors = {tensor("t", {32, 1, 1, 1, 1})}; });
+  add("dimension-0", [](Spec& s) { s.tensors = {tensor("t", {32, 0})}; });
+  add("element-overflow", [](Spec& s) { s.tensors = {tensor("t", {uint64_t{1} << 32, uint64_t{1} << 32, 4})}; });
+  add("unknown-tensor-type", [](Spec& s) { s.tensors = {tensor("t", {32}, 42)}; });
+  add("partial-block", [](Spec& s) { s.tensors = {tensor("t", {33, 2}, 2)}; });
+  add("misaligned-offset", [](Spec& s) { s.tensors = {tensor("a", {32}), tensor("b", {32}, 0, 16)}; });
+  add("overlapping-tensors", [](Spec& s) { s.tensors = {tensor("a", {32}), tensor("b", {32}, 0, 0)}; });
+  add("offset-near-2^64", [](Spec& s) { s.tensors = {tensor("a", {32}), tensor("b", {32}, 0, UINT64_MAX - 31)}; });
   add("data-cut-short", [](Spec&) {}, [](Raw& r) { r.b.pop_back(); });
   add("no-data-section", [](Spec& s) { s.write_data = false; });
   add("no-tensors-no-padding", [](Spec& s) { s.tensors.clear(); s.kvs = {kv_u32("general.alignment", 1u << 20)}; });

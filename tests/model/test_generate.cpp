@@ -149,6 +149,19 @@ TEST_F(GenerateLoop, StopsWhenTheContextIsFull) {
   EXPECT_EQ(s.calls.back().start_pos, 4);
 }
 
+TEST_F(GenerateLoop, ContinuesAfterEarlierTurns) {
+  ScriptedSession s(16, std::vector<int32_t>(16, 300));
+  greedy_.n_past = 10;
+  const app::GenerateResult r = run(s, {1, 2});
+  EXPECT_EQ(s.calls[0].start_pos, 10);
+  EXPECT_EQ(s.calls[1].start_pos, 12);
+  EXPECT_EQ(s.calls.back().start_pos, 15);
+  EXPECT_EQ(r.stop, app::StopReason::ContextFull);
+  EXPECT_EQ(r.generated.size(), 5u);  // sampled after positions 11..15
+  greedy_.n_past = 15;
+  EXPECT_THROW(run(s, {1, 2}), app::SessionError);
+}
+
 TEST_F(GenerateLoop, ZeroTokensAndPromptTooLong) {
   ScriptedSession s(4, std::vector<int32_t>(4, 300));
   greedy_.n_predict = 0;
