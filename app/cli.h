@@ -27,6 +27,7 @@ void register_logits(CLI::App& root, Action& chosen);
 void register_perplexity(CLI::App& root, Action& chosen);
 void register_synth(CLI::App& root, Action& chosen);
 void register_bench(CLI::App& root, Action& chosen);
+void register_chat(CLI::App& root, Action& chosen);
 void register_tokenize(CLI::App& root, Action& chosen);
 
 // -m FILE if given, else $LLM_RUN_MODEL, else models/default.gguf; throws UsageError with a hint on how to get a

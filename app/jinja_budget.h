@@ -3,6 +3,7 @@
 // installs on its thread, so a hostile template stops with TemplateError(Limit) instead of spinning. A thread-local
 // meter spares every string helper an extra parameter; it is installed and removed by WorkMeterScope (RAII).
 #pragma once
+#include <cstddef>
 #include <cstdint>
 
 namespace app::jinja {
@@ -10,6 +11,7 @@ namespace app::jinja {
 struct WorkMeter {
   int64_t used = 0;
   int64_t limit = INT64_MAX;
+  size_t max_string = SIZE_MAX;  // bytes in any one string being built (printing a value, JSON, ...)
 };
 
 // Installs `meter` for this thread for the scope's lifetime (restoring the previous one, if any).
@@ -27,6 +29,9 @@ class WorkMeterScope {
 // Adds n units of work to the installed meter; throws TemplateError(Limit) once its limit is passed. Without an
 // installed meter (values built by C++ callers) it does nothing.
 void tick(int64_t n);
+
+// Throws TemplateError(Limit) when a string being built has grown past the installed meter's max_string.
+void check_string(size_t bytes);
 
 // One unit per KiB: the cost of scanning or building a string of `bytes`.
 inline void tick_bytes(uint64_t bytes) {

@@ -494,7 +494,6 @@ Value f_tojson(Interpreter& in, const Value& v, CallArgs& args) {
   if (a[1].is_string()) {
     opt.indent = 0;
     opt.indent_text = a[1].as_string();
-    if (opt.indent_text.empty()) opt.indent = 0;
   } else if (!a[1].is_none()) {
     opt.indent = static_cast<int>(std::clamp<int64_t>(int_arg(a[1], "indent"), 0, 1024));
   }
@@ -502,7 +501,6 @@ Value f_tojson(Interpreter& in, const Value& v, CallArgs& args) {
     if (!a[2].is_array() || a[2].items().size() != 2) fail("tojson: separators must be an (item, key) pair");
     opt.item_separator = to_str(a[2].items()[0]);
     opt.key_separator = to_str(a[2].items()[1]);
-    if (opt.item_separator.empty()) opt.item_separator = std::string();
   }
   opt.sort_keys = truthy(a[3]);
   std::string out = to_json(v, opt);

@@ -80,7 +80,7 @@ Interpreter::Interpreter(const RenderEnv& env) : env_(env) {}
 std::string Interpreter::run(const Body& body, const Variables& variables) {
   std::string out;
   CaptureGuard capture_output(*this, &out);
-  meter_ = WorkMeter{0, env_.limits.max_steps};
+  meter_ = WorkMeter{0, env_.limits.max_steps, env_.limits.max_output_bytes};
   WorkMeterScope meter_scope(meter_);
   auto globals = std::make_shared<Scope>();
   for (auto& [name, v] : global_functions()) globals->set(name, std::move(v));

@@ -63,12 +63,13 @@ struct JsonWriter {
   }
   bool indented() const { return opt.indent >= 0 || !opt.indent_text.empty(); }
   std::string item_sep() const {
-    if (!opt.item_separator.empty()) return opt.item_separator;
+    if (opt.item_separator) return *opt.item_separator;
     return indented() ? "," : ", ";
   }
 
   void write(const Value& v, int level) {
     tick(1);
+    check_string(out.size());
     switch (v.type()) {
       case Type::None: out += "null"; return;
       case Type::Bool: out += v.as_bool() ? "true" : "false"; return;

@@ -49,6 +49,13 @@ void tick(int64_t n) {
                             " steps (loop iterations, macro calls, data processed); is it looping forever?");
 }
 
+void check_string(size_t bytes) {
+  if (current_meter && bytes > current_meter->max_string)
+    throw TemplateError(TemplateError::Kind::Limit, "a string of more than " +
+                                                        std::to_string(current_meter->max_string) +
+                                                        " bytes was being built");
+}
+
 namespace {
 
 [[noreturn]] void fail(TemplateError::Kind kind, std::string message) { throw TemplateError(kind, std::move(message)); }
@@ -315,6 +322,7 @@ void append_items(std::string& out, const Value& v) {
 
 void append_repr(std::string& out, const Value& v) {
   tick(1);
+  check_string(out.size());
   switch (v.type()) {
     case Type::Undefined: out += "Undefined"; return;
     case Type::String: repr_string(out, v.as_string()); return;

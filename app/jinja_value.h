@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -136,7 +137,7 @@ int compare(const Value& a, const Value& b, std::string_view op = "<");
 struct JsonOptions {
   int indent = -1;                   // < 0: one line; >= 0: newline plus this many spaces per level
   std::string indent_text;           // used instead of spaces when non-empty (json.dumps accepts a string)
-  std::string item_separator;        // "" means the json.dumps default: ", " on one line, "," when indented
+  std::optional<std::string> item_separator;  // unset: the json.dumps default, ", " or "," when indented
   std::string key_separator = ": ";
   bool ensure_ascii = false;         // Hugging Face's tojson keeps non-ASCII characters as they are
   bool sort_keys = false;

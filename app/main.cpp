@@ -21,6 +21,7 @@ int main(int argc, char** argv) {
   app::register_perplexity(root, chosen);
   app::register_synth(root, chosen);
   app::register_bench(root, chosen);
+  app::register_chat(root, chosen);
   app::register_tokenize(root, chosen);
 
   try {

@@ -42,7 +42,9 @@ struct Value {
   ValueType type = ValueType::UINT8;
   std::variant<uint64_t, int64_t, double, bool, std::string, Array> v;  // unsigned / signed / float / bool / string / array
 
-  // Typed reads; throw GgufError (naming `what`) when the stored type cannot represent T exactly.
+  // Typed reads; throw GgufError (naming `what`) when the stored type cannot represent T exactly: integers read as
+  // any integer type the value fits in, FLOAT32/FLOAT64 as float or double, integers also as float/double when
+  // |x| <= 2^24 / 2^53; BOOL and STRING only as themselves.
   template <class T> T as(std::string_view what = {}) const;
   bool operator==(const Value&) const = default;  // same type and value (floats compare as doubles)
 };

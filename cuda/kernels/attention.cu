@@ -107,6 +107,134 @@ __global__ void __launch_bounds__(kWarps * 32) attention_split_kernel(AttentionK
   }
 }
 
+constexpr int kMaxGroup = 8;
+
+// GroupShared: see attention.cuh. Writes the same per-split partial states as attention_split_kernel.
+__global__ void __launch_bounds__(kWarps * 32) attention_group_kernel(AttentionKernelParams p) {
+  const int64_t kvh = blockIdx.x, t = blockIdx.y, s = blockIdx.z;
+  const int n_splits = gridDim.z;
+  const int group = int(p.n_head / p.n_head_kv);
+  const int64_t h0 = kvh * group;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  __shared__ float q_s[kMaxGroup][kMaxHd];
+  __shared__ float p_s[kWarps][kMaxGroup][32];
+  __shared__ float m_s[kWarps][kMaxGroup], l_s[kWarps][kMaxGroup];
+  __shared__ float acc_s[kWarps][kMaxGroup][kMaxHd];
+
+  for (int i = threadIdx.x; i < group * p.hd; i += blockDim.x) {
+    const int g = i / int(p.hd), d = i % int(p.hd);
+    q_s[g][d] = p.q[(t * p.n_head + h0 + g) * p.hd + d] * p.scale;
+  }
+  __syncthreads();
+
+  const int64_t last = p.positions[t];
+  const int64_t begin = s * int64_t(p.split_len);
+  const int64_t end = min(begin + p.split_len, last + 1);
+  const __half* kc = reinterpret_cast<const __half*>(p.k_cache) + kvh * p.n_ctx * p.hd;
+  const __half* vc = reinterpret_cast<const __half*>(p.v_cache) + kvh * p.n_ctx * p.hd_v;
+
+  float m[kMaxGroup], l[kMaxGroup], acc[kMaxGroup][2 * kVPerLane];
+#pragma unroll
+  for (int g = 0; g < kMaxGroup; ++g) {
+    m[g] = -INFINITY, l[g] = 0.0f;
+#pragma unroll
+    for (int i = 0; i < 2 * kVPerLane; ++i) acc[g][i] = 0.0f;
+  }
+  for (int64_t tile = begin + 32 * warp; tile < end; tile += 32 * kWarps) {
+    // Scores: lane j takes slot tile + j, its whole K row (16-byte loads), against every query of the group.
+    const int64_t slot = tile + lane;
+    const bool valid = slot < end;
+    float sc[kMaxGroup];
+#pragma unroll
+    for (int g = 0; g < kMaxGroup; ++g) sc[g] = 0.0f;
+    if (valid) {
+      const uint4* kr = reinterpret_cast<const uint4*>(kc + slot * p.hd);
+      for (int d8 = 0; d8 < p.hd / 8; ++d8) {
+        const uint4 u = kr[d8];
+        const __half2* h2 = reinterpret_cast<const __half2*>(&u);
+        float kf[8];
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const float2 f = __half22float2(h2[e]);
+          kf[2 * e] = f.x, kf[2 * e + 1] = f.y;
+        }
+#pragma unroll
+        for (int g = 0; g < kMaxGroup; ++g)
+          if (g < group)
+#pragma unroll
+            for (int e = 0; e < 8; ++e) sc[g] += q_s[g][8 * d8 + e] * kf[e];
+      }
+    }
+    // Online softmax per query head over this tile of up to 32 slots.
+#pragma unroll
+    for (int g = 0; g < kMaxGroup; ++g) {
+      if (g >= group) break;
+      float tmax = valid ? sc[g] : -INFINITY;
+#pragma unroll
+      for (int o = 16; o > 0; o >>= 1) tmax = fmaxf(tmax, __shfl_xor_sync(0xffffffffu, tmax, o));
+      const float m_new = fmaxf(m[g], tmax);
+      const float corr = expf(m[g] - m_new);
+      const float pw = valid ? expf(sc[g] - m_new) : 0.0f;
+      float psum = pw;
+#pragma unroll
+      for (int o = 16; o > 0; o >>= 1) psum += __shfl_xor_sync(0xffffffffu, psum, o);
+      l[g] = l[g] * corr + psum;
+#pragma unroll
+      for (int i = 0; i < 2 * kVPerLane; ++i) acc[g][i] *= corr;
+      m[g] = m_new;
+      p_s[warp][g][lane] = pw;
+    }
+    __syncwarp();
+    // Values: lanes over dimensions, slots of the tile in order.
+    const int n_tile = int(end - tile < 32 ? end - tile : 32);
+    for (int j = 0; j < n_tile; ++j) {
+      const __half2* vr = reinterpret_cast<const __half2*>(vc + (tile + j) * p.hd_v);
+#pragma unroll
+      for (int i = 0; i < kVPerLane; ++i) {
+        const int jj = lane + 32 * i;
+        if (2 * jj < p.hd_v) {
+          const float2 vf = __half22float2(vr[jj]);
+#pragma unroll
+          for (int g = 0; g < kMaxGroup; ++g)
+            if (g < group) {
+              const float pw = p_s[warp][g][j];
+              acc[g][2 * i] += pw * vf.x;
+              acc[g][2 * i + 1] += pw * vf.y;
+            }
+        }
+      }
+    }
+    __syncwarp();
+  }
+#pragma unroll
+  for (int g = 0; g < kMaxGroup; ++g) {
+    if (g >= group) break;
+    if (lane == 0) m_s[warp][g] = m[g], l_s[warp][g] = l[g];
+#pragma unroll
+    for (int i = 0; i < kVPerLane; ++i) {
+      const int jj = lane + 32 * i;
+      if (2 * jj < p.hd_v) acc_s[warp][g][2 * jj] = acc[g][2 * i], acc_s[warp][g][2 * jj + 1] = acc[g][2 * i + 1];
+    }
+  }
+  __syncthreads();
+  for (int g = 0; g < group; ++g) {
+    float M = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) M = fmaxf(M, m_s[w][g]);
+    float* out = p.partial + ((t * p.n_head + h0 + g) * n_splits + s) * (p.hd_v + 2);
+    float L = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) L += M == -INFINITY ? 0.0f : l_s[w][g] * expf(m_s[w][g] - M);
+    if (threadIdx.x == 0) out[0] = M, out[1] = L;
+    for (int d = threadIdx.x; d < p.hd_v; d += blockDim.x) {
+      float a = 0.0f;
+#pragma unroll
+      for (int w = 0; w < kWarps; ++w) a += M == -INFINITY ? 0.0f : acc_s[w][g][d] * expf(m_s[w][g] - M);
+      out[2 + d] = a;
+    }
+  }
+}
+
 __global__ void attention_combine_kernel(AttentionKernelParams p, int n_splits) {
   const int64_t h = blockIdx.x, t = blockIdx.y;
   const float* part = p.partial + (t * p.n_head + h) * n_splits * (p.hd_v + 2);
@@ -162,7 +290,14 @@ void launch_attention(const AttentionKernelParams& p, cudaStream_t stream) {
   LLM_REQUIRE(p.n_head <= 65535 && p.T <= 65535, "grid too large");
   const int n_splits = n_splits_of(p.n_ctx, p.split_len);
   LLM_REQUIRE(n_splits <= 65535, "too many splits");
-  attention_split_kernel<<<dim3(unsigned(p.n_head), unsigned(p.T), unsigned(n_splits)), kWarps * 32, 0, stream>>>(p);
+  const bool grouped = p.variant == AttentionVariant::GroupShared && p.n_head / p.n_head_kv <= kMaxGroup &&
+                       p.hd % 8 == 0 && reinterpret_cast<uintptr_t>(p.k_cache) % 16 == 0;
+  if (grouped)
+    attention_group_kernel<<<dim3(unsigned(p.n_head_kv), unsigned(p.T), unsigned(n_splits)), kWarps * 32, 0,
+                             stream>>>(p);
+  else
+    attention_split_kernel<<<dim3(unsigned(p.n_head), unsigned(p.T), unsigned(n_splits)), kWarps * 32, 0,
+                             stream>>>(p);
   CUDA_CHECK_LAUNCH(stream);
   attention_combine_kernel<<<dim3(unsigned(p.n_head), unsigned(p.T)), 128, 0, stream>>>(p, n_splits);
   CUDA_CHECK_LAUNCH(stream);

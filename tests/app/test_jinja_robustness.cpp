@@ -142,6 +142,10 @@ TEST(JinjaRobustness, ResourceBombsHitLimits) {
          return t;
        }() + " }}"},
       {"replace blowup", "{{ ('x' * 1000) | replace('x', 'y' * 100000) }}"},
+      {"huge repr", "{{ [['x' * 1000] * 1000] * 1000 }}"},  // a small list of shared strings printing as 1 GB
+      {"huge json", "{{ ([['x' * 1000] * 1000] * 1000) | tojson }}"},
+      {"json indent", "{% set ns = namespace(l=1) %}{% for i in range(200) %}{% set ns.l = [ns.l] %}{% endfor %}"
+                      "{{ ns.l | tojson(indent=1000) }}"},
   };
   for (const Bomb& b : bombs) {
     SCOPED_TRACE(b.name);

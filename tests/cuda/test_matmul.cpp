@@ -49,7 +49,7 @@ TEST_P(WeightKernels, MatvecMatchesReference) {
   const Type type = GetParam();
   std::mt19937 rng(1234 + int(type));
   for (int64_t K : row_lengths(type))
-    for (int64_t N : {1, 7, 130})
+    for (int64_t N : {1, 7, 130, 1000})
       for (int64_t T : {1, 3}) {
         const auto w = random_weights(rng, type, K, N);
         const auto x = random_floats(rng, K * T);
@@ -58,16 +58,19 @@ TEST_P(WeightKernels, MatvecMatchesReference) {
         std::vector<double> ref, mag, mx;
         reference(w, type, x, K, N, T, with_bias ? &bias : nullptr, ref, mag, mx);
         auto dw = upload(w), dx = upload(x), db = upload(bias);
-        auto dy = poisoned_f32(N * T);
-        cuda::launch_matvec({dw.get(), type, dx.as<float>(), with_bias ? db.as<float>() : nullptr, dy.as<float>(),
-                             K, N, T},
-                            nullptr);
         // float32 accumulation in a different order: a few ulps of sum |w x|.
         std::vector<double> atol(mag.size());
         for (size_t i = 0; i < mag.size(); ++i) atol[i] = 1e-5 * mag[i] + 1e-6;
-        EXPECT_TRUE(close(std::string("matvec ") + quant::type_name(type) + " K=" + std::to_string(K) +
-                              " N=" + std::to_string(N) + " T=" + std::to_string(T),
-                          download<float>(dy, N * T), ref, atol, 0.0));
+        for (auto variant : {cuda::MatvecVariant::RegisterX, cuda::MatvecVariant::SharedX}) {
+          auto dy = poisoned_f32(N * T);
+          cuda::launch_matvec({dw.get(), type, dx.as<float>(), with_bias ? db.as<float>() : nullptr, dy.as<float>(),
+                               K, N, T, variant},
+                              nullptr);
+          EXPECT_TRUE(close(std::string("matvec ") + quant::type_name(type) + " K=" + std::to_string(K) +
+                                " N=" + std::to_string(N) + " T=" + std::to_string(T) + " variant " +
+                                std::to_string(int(variant)),
+                            download<float>(dy, N * T), ref, atol, 0.0));
+        }
       }
 }
 

@@ -1,6 +1,6 @@
-// The chat-template fuzz target's body: the input is a template text. It either fails to parse with
-// TemplateError(Syntax), or renders a fixed conversation (system, user, assistant with a tool call, tool result, user
-// with content parts) with and without the generation prompt; TemplateError is the only failure allowed. Limits are tighter
+// The chat-template fuzz target's body: the input is a template text. It either fails to parse with TemplateError,
+// or renders two fixed conversations: a plain one (with the generation prompt) and one with a tool call, a tool
+// result and content parts (without); TemplateError is the only failure allowed. Limits are tighter
 // than the defaults so that every input finishes in milliseconds; hitting one is TemplateError(Limit), not a finding.
 #include <optional>
 #include <string>
@@ -15,9 +15,17 @@ namespace {
 
 using app::jinja::Value;
 
-std::vector<app::ChatMessage> conversation() {
+// What every template should accept: system, user, assistant, user, all plain strings.
+std::vector<app::ChatMessage> plain_conversation() {
+  return {{"system", Value("You are a helpful assistant."), {}},
+          {"user", Value("Hello! What is 2 + 2?"), {}},
+          {"assistant", Value("2 + 2 = 4."), {}},
+          {"user", Value("Thanks. And <s> 3 + 3?"), {}}};
+}
+
+// Everything else templates meet: a tool call, a tool result, reasoning content, content given as a list of parts.
+std::vector<app::ChatMessage> rich_conversation() {
   std::vector<app::ChatMessage> m;
-  m.push_back({"system", Value("You are a helpful assistant."), {}});
   m.push_back({"user", Value("What is the weather in Paris?"), {}});
   app::ChatMessage call{"assistant", Value(""), {}};
   call.extra.push_back(
@@ -33,7 +41,7 @@ std::vector<app::ChatMessage> conversation() {
   m.push_back(std::move(tool));
   m.push_back({"assistant", Value("It is 21 degrees."), {{"reasoning_content", Value("Looked it up.")}}});
   m.push_back({"user",
-               Value::array({Value::object({{"type", Value("text")}, {"text", Value("Thanks! And <s> tomorrow?")}})}),
+               Value::array({Value::object({{"type", Value("text")}, {"text", Value("Thanks! And tomorrow?")}})}),
                {}});
   return m;
 }
@@ -71,11 +79,12 @@ void exercise_chat_template(Bytes input) {
     note(std::string("parse: ") + e.what());  // Syntax, or Limit for nesting the parser refuses
     return;
   }
-  static const std::vector<app::ChatMessage> messages = conversation();
-  for (bool gen : {true, false}) {
-    const app::ChatRenderOptions o = options(gen);
+  static const std::vector<app::ChatMessage> plain = plain_conversation();
+  static const std::vector<app::ChatMessage> rich = rich_conversation();
+  for (const auto* messages : {&plain, &rich}) {
+    const app::ChatRenderOptions o = options(messages == &plain);
     try {
-      const std::string out = t->render(messages, o);
+      const std::string out = t->render(*messages, o);
       if (out.size() > o.limits.max_output_bytes) broken("render output exceeds max_output_bytes");
       note("rendered " + std::to_string(out.size()) + " bytes");
     } catch (const app::TemplateError& e) {

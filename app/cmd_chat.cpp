@@ -1,0 +1,111 @@
+// `llm-run chat`: a conversation on a terminal or over piped stdin (one line = one user turn), using the model's own
+// chat template or a built-in one (--chat-template). The KV cache is kept across turns, so each turn evaluates only
+// its new tokens. /reset forgets the conversation, /exit or end of input (Ctrl-D) ends it.
+#include <unistd.h>
+
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <string>
+
+#include "app/chat_session.h"
+#include "app/cli.h"
+#include "app/interrupt.h"
+#include "app/sampling_flags.h"
+#include "app/session_flags.h"
+
+namespace app {
+namespace {
+
+struct ChatFlags {
+  RunFlags run;
+  SamplingFlags sampling;
+  std::string system;
+  std::string template_name;
+  bool show_template = false;
+};
+
+ChatTemplate choose_template(const ChatFlags& f, const tokenizer::Tokenizer& tok) {
+  if (!f.template_name.empty()) {
+    try {
+      return ChatTemplate::builtin(f.template_name);
+    } catch (const std::invalid_argument& e) {
+      throw UsageError(e.what());
+    }
+  }
+  ChatTemplate t = ChatTemplate::from_text(tok.chat_template());
+  if (t.is_fallback()) std::fprintf(stderr, "llm-run: warning: %s; using ChatML\n", t.warning().c_str());
+  return t;
+}
+
+int run_chat(ChatFlags& f) {
+  finalize_sampling(f.sampling);
+  Loaded l = load_for_run(f.run);
+  ChatTemplate tmpl = choose_template(f, l.tok);
+  if (f.run.session.verbose || f.show_template)
+    std::fprintf(stderr, "llm-run: chat template: %s%s\n", std::string(family_name(tmpl.family())).c_str(),
+                 tmpl.is_fallback() ? " (fallback)" : "");
+  ChatOptions options;
+  options.system = f.system;
+  options.generation = f.sampling.gen;
+  ChatSession chat(*l.session, l.tok, std::move(tmpl), options);
+
+  const bool tty = isatty(STDIN_FILENO) != 0;
+  InterruptGuard guard;  // Ctrl-C stops the reply, not the program
+  if (tty) std::fprintf(stderr, "llm-run chat: /reset starts over, /exit or Ctrl-D ends, Ctrl-C stops a reply\n");
+  std::string line;
+  for (;;) {
+    if (tty) {
+      std::fputs("\n> ", stdout);
+      std::fflush(stdout);
+    }
+    if (!std::getline(std::cin, line)) break;
+    if (line == "/exit" || line == "/quit") break;
+    if (line == "/reset") {
+      chat.reset();
+      std::fprintf(stderr, "llm-run: conversation reset\n");
+      continue;
+    }
+    if (line.empty()) continue;
+    clear_interrupt();
+    try {
+      const TurnResult r = chat.turn(
+          line,
+          [](std::string_view text) {
+            std::fwrite(text.data(), 1, text.size(), stdout);
+            std::fflush(stdout);
+          },
+          [](const std::string& note) { std::fprintf(stderr, "\nllm-run: %s\n", note.c_str()); });
+      std::fputc('\n', stdout);
+      std::fflush(stdout);
+      if (f.run.session.verbose) {
+        const auto& g = r.generation;
+        std::fprintf(stderr, "llm-run: turn: %zu new prompt tokens (%d reused), %zu generated, %.1f tok/s (%s)\n",
+                     g.prompt.size(), r.reused_tokens, g.generated.size(),
+                     g.generate_ms > 0 ? g.generated.size() * 1000.0 / g.generate_ms : 0.0, stop_reason_name(g.stop));
+      }
+    } catch (const SessionError& e) {
+      std::fprintf(stderr, "llm-run: error: %s\n", e.what());
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+void register_chat(CLI::App& root, Action& chosen) {
+  auto f = std::make_shared<ChatFlags>();
+  auto* cmd = root.add_subcommand("chat", "Hold a conversation using the model's chat template");
+  cmd->footer("Example: llm-run chat -m qwen2.5-0.5b-instruct-q4_k_m.gguf --system \"You are terse.\"\n"
+              "Piped: printf 'Hi\\nWhat is 2+2?\\n' | llm-run chat -m model.gguf --temp 0");
+  add_run_flags(*cmd, f->run);
+  add_sampling_flags(*cmd, f->sampling);
+  cmd->add_option("--system", f->system, "System prompt");
+  std::string names;
+  for (const auto& n : ChatTemplate::builtin_names()) names += (names.empty() ? "" : ", ") + n;
+  cmd->add_option("--chat-template", f->template_name, "Use a built-in template instead of the model's: " + names);
+  cmd->add_flag("--show-template", f->show_template, "Say which template family is in use");
+  cmd->callback([f, &chosen] { chosen = [f] { return run_chat(*f); }; });
+}
+
+}  // namespace app
