@@ -2,13 +2,13 @@
 // when no subcommand is chosen; the loop itself is app/generate.h, shared with chat and bench.
 #include <cstdio>
 #include <fstream>
-#include <limits>
 #include <memory>
-#include <random>
 #include <sstream>
 
 #include "app/cli.h"
 #include "app/generate.h"
+#include "app/interrupt.h"
+#include "app/sampling_flags.h"
 #include "app/session_flags.h"
 
 namespace app {
@@ -18,9 +18,7 @@ struct GenerateFlags {
   RunFlags run;
   std::string prompt;         // -p
   std::string prompt_file;    // -f
-  GenerateOptions gen;
-  uint64_t seed = 0;          // -s; random when not given
-  bool seed_given = false;
+  SamplingFlags sampling;     // -n, -s, --temp, ... (shared with chat)
   bool no_display_prompt = false;
 };
 
@@ -46,21 +44,17 @@ void print_timings(const Loaded& l, const GenerateResult& r) {
 
 int run_generate(GenerateFlags f) {
   if (!f.prompt_file.empty()) f.prompt = read_text_file(f.prompt_file);
-  if (f.gen.n_predict < -1) throw UsageError("-n must be -1 (until end of generation) or >= 0");
-  f.gen.sampling.seed = f.seed_given ? f.seed : (uint64_t{std::random_device{}()} << 32) ^ std::random_device{}();
-  f.gen.echo_prompt = !f.no_display_prompt;
-  try {
-    validate(f.gen.sampling);
-  } catch (const std::invalid_argument& e) {
-    throw UsageError(e.what());
-  }
+  finalize_sampling(f.sampling);
+  GenerateOptions& gen = f.sampling.gen;
+  gen.echo_prompt = !f.no_display_prompt;
 
   Loaded l = load_for_run(f.run);
   const std::vector<int32_t> prompt = tokenize_prompt(l.tok, f.prompt);
   if (f.run.session.verbose)
     std::fprintf(stderr, "llm-run: seed %llu, prompt %zu tokens\n",
-                 static_cast<unsigned long long>(f.gen.sampling.seed), prompt.size());
-  const GenerateResult r = generate(*l.session, l.tok, prompt, f.gen, [](std::string_view text) {
+                 static_cast<unsigned long long>(gen.sampling.seed), prompt.size());
+  InterruptGuard guard;  // Ctrl-C ends generation early; the timings below still print
+  const GenerateResult r = generate(*l.session, l.tok, prompt, gen, [](std::string_view text) {
     if (text.empty()) return;
     std::fwrite(text.data(), 1, text.size(), stdout);
     std::fflush(stdout);
@@ -78,26 +72,7 @@ void register_generate(CLI::App& root, Action& chosen) {
   add_run_flags(root, f->run);
   root.add_option("-p,--prompt", f->prompt, "Prompt text (special tokens such as <|im_start|> are recognised)");
   root.add_option("-f,--file", f->prompt_file, "Read the prompt from this file")->excludes("--prompt");
-  root.add_option("-n,--n-predict", f->gen.n_predict,
-                  "Tokens to generate (-1: until end of generation or a full context)")
-      ->default_val(-1);
-  root.add_option("-s,--seed", f->seed, "RNG seed (default: random)")->each([f](const std::string&) {
-    f->seed_given = true;
-  });
-  SamplerParams& s = f->gen.sampling;
-  root.add_option("--temp", s.temp, "Temperature; 0 = greedy")->default_val(s.temp);
-  root.add_option("--top-k", s.top_k, "Top-k sampling (0 = off)")->default_val(s.top_k);
-  root.add_option("--top-p", s.top_p, "Top-p sampling (1 = off)")->default_val(s.top_p)->check(CLI::Range(0.0, 1.0));
-  root.add_option("--min-p", s.min_p, "Min-p sampling (0 = off)")->default_val(s.min_p)->check(CLI::Range(0.0, 1.0));
-  root.add_option("--repeat-penalty", s.repeat_penalty, "Penalty for repeated tokens (1 = off)")
-      ->default_val(s.repeat_penalty)
-      ->check(CLI::PositiveNumber);
-  root.add_option("--repeat-last-n", s.repeat_last_n, "Tokens the penalties look back over (-1 = all, 0 = off)")
-      ->default_val(s.repeat_last_n)
-      ->check(CLI::Range(-1, std::numeric_limits<int32_t>::max()));
-  root.add_option("--presence-penalty", s.presence_penalty, "Presence penalty (0 = off)")->default_val(0.0f);
-  root.add_option("--frequency-penalty", s.frequency_penalty, "Frequency penalty (0 = off)")->default_val(0.0f);
-  root.add_flag("--ignore-eos", f->gen.ignore_eos, "Keep generating past end-of-generation tokens");
+  add_sampling_flags(root, f->sampling);
   root.add_flag("--no-display-prompt", f->no_display_prompt, "Print only the continuation");
   // The root callback runs after any subcommand's; it claims the run only when no subcommand did and the command
   // line was not empty (a bare `llm-run` prints the help).

@@ -3,6 +3,7 @@
 
 #include <chrono>
 
+#include "app/interrupt.h"
 #include "tokenizer/tokenizer.h"
 
 namespace app {
@@ -18,6 +19,7 @@ const char* stop_reason_name(StopReason r) {
     case StopReason::EndOfGeneration: return "end of generation";
     case StopReason::TokenLimit: return "token limit";
     case StopReason::ContextFull: return "context full";
+    case StopReason::Interrupted: return "interrupted";
   }
   return "?";
 }
@@ -60,6 +62,10 @@ GenerateResult generate(Session& session, const tokenizer::Tokenizer& tok, std::
   uint64_t step = 0;
   int32_t next = sampler.sample(logits, history, step);
   for (;;) {
+    if (interrupted()) {
+      r.stop = StopReason::Interrupted;
+      break;
+    }
     if (options.n_predict >= 0 && static_cast<int64_t>(r.generated.size()) >= options.n_predict) {
       r.stop = StopReason::TokenLimit;
       break;

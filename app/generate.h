@@ -27,7 +27,7 @@ struct GenerateOptions {
   SamplerParams sampling;
 };
 
-enum class StopReason { EndOfGeneration, TokenLimit, ContextFull };
+enum class StopReason { EndOfGeneration, TokenLimit, ContextFull, Interrupted };
 const char* stop_reason_name(StopReason r);
 
 struct GenerateResult {

@@ -220,6 +220,7 @@ class Parser {
       const uint64_t at = pos_;
       KeyValue kv;
       kv.key = read_string("metadata key " + std::to_string(i));
+      if (kv.key.empty()) fail(at, "metadata key " + std::to_string(i) + " is empty");
       const std::string what = "key " + quoted(kv.key);
       if (f.kv_index_.count(kv.key)) fail(at, "duplicate " + what);
       const uint64_t value_at = pos_;

@@ -85,6 +85,7 @@ const std::vector<Case>& cases() {
        "key 'bomb': arrays nested more than 16 deep", "too_deep"},
       {"nesting one too deep", [](Spec& s) { s.kvs = {kv_raw("n", array_nest(gguf::kMaxArrayDepth + 1))}; },
        "arrays nested more than", "too_deep"},
+      {"empty key", [](Spec& s) { s.kvs = {kv_u32("a", 1), kv_u32("", 2)}; }, "metadata key 1 is empty", "kv:"},
       {"unknown value type", [](Spec& s) { s.kvs = {kv_raw("k", [](Raw& r) { r.u32(13).u32(0); })}; },
        "key 'k': unknown value type 13 (expected 0..12)", "value:k"},
       {"unknown array element type",
