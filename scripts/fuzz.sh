@@ -72,12 +72,11 @@ for t in "${targets[@]}"; do
   rc=$?
   set -e
   after=$(find "$artifacts" -type f | wc -l)
-  execs=$(grep -oE "stat::number_of_executed_units: [0-9]+" "$log" | awk '{s += $2} END {print s + 0}')
-  [ "$execs" -gt 0 ] || execs=$(grep -oE "^Done [0-9]+ runs" "$log" | awk '{s += $2} END {print s + 0}')
+  execs=$( (grep -oE "stat::number_of_executed_units: *[0-9]+" "$log" || true) | awk '{s += $2} END {print s + 0}')
   if [ "$execs" -eq 0 ]; then  # fork mode or an early stop: the last status line has the count
-    execs=$(grep -oE "#[0-9]+" "$log" | tail -1 | tr -d '#')
+    execs=$( (grep -oE "^#[0-9]+" "$log" || true) | tail -1 | tr -d '#')
   fi
-  rss=$(grep -oE "stat::peak_rss_mb: [0-9]+" "$log" | awk '{print $2}' | sort -n | tail -1)
+  rss=$( (grep -oE "stat::peak_rss_mb: *[0-9]+" "$log" || true) | awk '{print $2}' | sort -n | tail -1)
   units=$(find "$corpus" -type f | wc -l)
   new=$((after - before))
   status=ok

@@ -23,13 +23,6 @@ struct KvWriteParams {
 };
 void launch_kv_write(const KvWriteParams& p, cudaStream_t stream);
 
-// Kernel lab variants (docs/kernel-notes.md); both are tested, the default is the one promoted by measurement.
-enum class AttentionVariant : uint8_t {
-  PerHead,      // one block per (query head, token, split); warps over slots, lanes over dimensions
-  GroupShared,  // one block per (kv head, token, split) serving its whole query group (<= 8 heads, hd % 8 == 0):
-                // each K/V row is read once for the group; lanes over slots for scores, over dimensions for values
-};
-
 struct AttentionKernelParams {
   const float* q = nullptr;          // [hd, n_head, T]
   const int32_t* positions = nullptr;// [T], device
@@ -45,7 +38,6 @@ struct AttentionKernelParams {
   int64_t T = 0;
   float scale = 1.0f;
   int32_t split_len = 0;             // slots per split (attention_split_len); fixed at launch, so capture-safe
-  AttentionVariant variant = AttentionVariant::PerHead;  // GroupShared falls back to PerHead where it cannot run
 };
 
 // Split length for a context of n_ctx slots and a batch of T tokens: long enough that each split has work, short

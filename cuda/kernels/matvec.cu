@@ -11,7 +11,9 @@
 namespace cuda {
 namespace {
 
-constexpr int kMaxSharedK = 12288;  // 48 KiB of x: the default dynamic shared-memory limit
+constexpr int kWarps = 4;  // warps per block
+constexpr int kRows = 4;   // rows per warp
+constexpr int kRowsPerBlock = kWarps * kRows;
 
 __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll
@@ -19,21 +21,13 @@ __device__ __forceinline__ float warp_sum(float v) {
   return v;
 }
 
-// kWarps warps per block, kRows rows per warp; kSharedX: x staged in (dynamic) shared memory first.
-template <quant::Type T, int kWarps, int kRows, bool kSharedX>
+template <quant::Type T>
 __global__ void __launch_bounds__(kWarps * 32) matvec_kernel(MatvecParams p, size_t row_bytes) {
   using quant::dev::kChunk;
-  extern __shared__ float4 x_shared4[];
   const int lane = threadIdx.x & 31;
-  const int64_t n0 = int64_t(blockIdx.x) * (kWarps * kRows) + (threadIdx.x >> 5) * kRows;
+  const int64_t n0 = int64_t(blockIdx.x) * kRowsPerBlock + (threadIdx.x >> 5) * kRows;
   const int64_t t = blockIdx.y;
   const float* x = p.x + t * p.K;
-  if constexpr (kSharedX) {
-    float* xs = reinterpret_cast<float*>(x_shared4);
-    for (int64_t i = threadIdx.x; i < p.K; i += kWarps * 32) xs[i] = x[i];
-    __syncthreads();
-    x = xs;
-  }
   if (n0 >= p.N) return;
   const int rows = int(p.N - n0 < kRows ? p.N - n0 : kRows);
   const uint8_t* w = static_cast<const uint8_t*>(p.w) + n0 * row_bytes;
@@ -47,8 +41,7 @@ __global__ void __launch_bounds__(kWarps * 32) matvec_kernel(MatvecParams p, siz
     if (valid == kChunk && x_aligned) {
 #pragma unroll
       for (int i = 0; i < kChunk; i += 4) {
-        const float4 xv = kSharedX ? *reinterpret_cast<const float4*>(xc + i)
-                                   : __ldg(reinterpret_cast<const float4*>(xc + i));
+        const float4 xv = __ldg(reinterpret_cast<const float4*>(xc + i));
         xr[i] = xv.x, xr[i + 1] = xv.y, xr[i + 2] = xv.z, xr[i + 3] = xv.w;
       }
     } else {
@@ -80,19 +73,11 @@ void launch_matvec(const MatvecParams& p, cudaStream_t stream) {
   LLM_REQUIRE(p.w && p.x && p.y, "null pointer");
   LLM_REQUIRE(p.K > 0 && p.N > 0 && p.T > 0, "empty shape");
   LLM_REQUIRE(p.T <= 65535, "too many columns for one launch");
-  LLM_REQUIRE(p.N <= int64_t(16) * 0x7fffffff, "too many rows");
+  LLM_REQUIRE(p.N <= int64_t(kRowsPerBlock) * 0x7fffffff, "too many rows");
   const size_t rb = quant::row_bytes(p.type, p.K);  // throws for K not a multiple of the block size
-  const bool shared_x = p.variant == MatvecVariant::SharedX && p.K <= kMaxSharedK;
-  // Both variants cover 16 rows per block.
-  const dim3 grid(unsigned((p.N + 15) / 16), unsigned(p.T));
+  const dim3 grid(unsigned((p.N + kRowsPerBlock - 1) / kRowsPerBlock), unsigned(p.T));
   dispatch_qtype(p.type, "matvec", [&](auto tag) {
-    constexpr quant::Type T = decltype(tag)::value;
-    if (shared_x) {
-      const size_t smem = (size_t(p.K) * 4 + 15) & ~size_t(15);
-      matvec_kernel<T, 8, 2, true><<<grid, 8 * 32, smem, stream>>>(p, rb);
-    } else {
-      matvec_kernel<T, 4, 4, false><<<grid, 4 * 32, 0, stream>>>(p, rb);
-    }
+    matvec_kernel<decltype(tag)::value><<<grid, kWarps * 32, 0, stream>>>(p, rb);
   });
   CUDA_CHECK_LAUNCH(stream);
 }

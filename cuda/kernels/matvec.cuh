@@ -8,12 +8,6 @@
 
 namespace cuda {
 
-// Kernel lab variants (docs/kernel-notes.md); both are tested, the default is the one promoted by measurement.
-enum class MatvecVariant : uint8_t {
-  RegisterX,  // 4 warps x 4 rows per block; each lane loads its x chunk from global memory into registers
-  SharedX,    // 8 warps x 2 rows per block; x staged once per block in shared memory (K <= 12288, else RegisterX)
-};
-
 struct MatvecParams {
   const void* w = nullptr;     // [K, N]: N rows of K elements of `type`, quant::row_bytes(type, K) bytes apart
   quant::Type type = quant::Type::F32;
@@ -23,7 +17,6 @@ struct MatvecParams {
   int64_t K = 0;
   int64_t N = 0;
   int64_t T = 1;               // columns; every column re-reads W (use the GEMM path for T > a few)
-  MatvecVariant variant = MatvecVariant::RegisterX;
 };
 
 // Throws cuda::InvalidArgument on bad params, quant::UnsupportedType for types without a kernel.

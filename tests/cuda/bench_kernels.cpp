@@ -57,7 +57,7 @@ TEST(KernelLab, Timings) {
   cuda::DeviceBuffer dx(x.size() * 4), dy(N * 64 * 4);
   CUDA_CHECK(cudaMemcpy(dx.get(), x.data(), x.size() * 4, cudaMemcpyHostToDevice));
   std::printf("\nmatvec K=%lld N=%lld (T=1), weights rotated over 4 copies\n", (long long)K, (long long)N);
-  std::printf("%-6s %10s %10s %8s %10s %8s\n", "type", "MiB", "regX us", "GB/s", "sharedX us", "GB/s");
+  std::printf("%-6s %10s %10s %8s\n", "type", "MiB", "us", "GB/s");
   using quant::Type;
   for (Type t : {Type::F32, Type::F16, Type::BF16, Type::Q8_0, Type::Q4_0, Type::Q4_1, Type::Q5_0, Type::Q5_1,
                  Type::Q2_K, Type::Q3_K, Type::Q4_K, Type::Q5_K, Type::Q6_K}) {
@@ -69,15 +69,10 @@ TEST(KernelLab, Timings) {
       w.emplace_back(wb);
       CUDA_CHECK(cudaMemcpy(w.back().get(), host.data(), wb, cudaMemcpyHostToDevice));
     }
-    float ms[2];
-    for (int v = 0; v < 2; ++v)
-      ms[v] = median_ms(ctx, 50, [&](int i) {
-        cuda::launch_matvec({w[i % 4].get(), t, dx.as<float>(), nullptr, dy.as<float>(), K, N, 1,
-                             v ? cuda::MatvecVariant::SharedX : cuda::MatvecVariant::RegisterX},
-                            s);
-      });
-    std::printf("%-6s %10.1f %10.1f %8.0f %10.1f %8.0f\n", quant::type_name(t), wb / 1048576.0, ms[0] * 1e3,
-                wb / ms[0] / 1e6, ms[1] * 1e3, wb / ms[1] / 1e6);
+    const float ms = median_ms(ctx, 50, [&](int i) {
+      cuda::launch_matvec({w[i % 4].get(), t, dx.as<float>(), nullptr, dy.as<float>(), K, N, 1}, s);
+    });
+    std::printf("%-6s %10.1f %10.1f %8.0f\n", quant::type_name(t), wb / 1048576.0, ms * 1e3, wb / ms / 1e6);
   }
   std::printf("\nprefill GEMM (dequant->f16 + cuBLAS) K=%lld N=%lld\n", (long long)K, (long long)N);
   std::printf("%-6s %5s %10s %8s\n", "type", "T", "us", "TFLOP/s");
@@ -96,8 +91,7 @@ TEST(KernelLab, Timings) {
       });
       std::printf("%-6s %5lld %10.1f %8.2f\n", quant::type_name(t), (long long)T, ms * 1e3, 2.0 * K * N * T / ms / 1e9);
     }
-  std::printf("\ndecode attention, 32 heads / 8 kv heads, hd 128 (one layer)\n%8s %12s %8s %12s %8s\n", "ctx",
-              "perhead us", "GB/s", "grouped us", "GB/s");
+  std::printf("\ndecode attention, 32 heads / 8 kv heads, hd 128 (one layer)\n%8s %10s %8s\n", "ctx", "us", "GB/s");
   for (int64_t ctxlen : {512, 4096, 32768}) {
     const int64_t nh = 32, nkv = 8, hd = 128;
     cuda::DeviceBuffer kc(hd * ctxlen * nkv * 2), vc(hd * ctxlen * nkv * 2), q(hd * nh * 4), out(hd * nh * 4);
@@ -113,12 +107,7 @@ TEST(KernelLab, Timings) {
     p.q = q.as<float>(), p.positions = dpos.as<int32_t>(), p.k_cache = kc.as<uint16_t>(), p.v_cache = vc.as<uint16_t>();
     p.out = out.as<float>(), p.partial = part.as<float>(), p.n_ctx = ctxlen, p.n_head = nh, p.n_head_kv = nkv;
     p.hd = hd, p.hd_v = hd, p.T = 1, p.scale = 0.088f, p.split_len = split;
-    float ms[2];
-    for (int v = 0; v < 2; ++v) {
-      p.variant = v ? cuda::AttentionVariant::GroupShared : cuda::AttentionVariant::PerHead;
-      ms[v] = median_ms(ctx, 50, [&](int) { cuda::launch_attention(p, s); });
-    }
-    std::printf("%8lld %12.1f %8.0f %12.1f %8.0f\n", (long long)ctxlen, ms[0] * 1e3, 2.0 * kc.bytes() / ms[0] / 1e6,
-                ms[1] * 1e3, 2.0 * kc.bytes() / ms[1] / 1e6);
+    const float ms = median_ms(ctx, 50, [&](int) { cuda::launch_attention(p, s); });
+    std::printf("%8lld %10.1f %8.0f\n", (long long)ctxlen, ms * 1e3, 2.0 * kc.bytes() / ms / 1e6);
   }
 }

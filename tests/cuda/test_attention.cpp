@@ -13,12 +13,12 @@ struct Case {
 
 double h16(float f) { return quant::f16_to_f32(quant::f32_to_f16(f)); }
 
-void run_case(const Case& c, std::mt19937& rng, cuda::AttentionVariant variant) {
+void run_case(const Case& c, std::mt19937& rng) {
   const int64_t hd = c.hd, hdv = c.hd;
   const std::string what = "attention nh=" + std::to_string(c.nh) + " nkv=" + std::to_string(c.nkv) +
                            " hd=" + std::to_string(hd) + " ctx=" + std::to_string(c.n_ctx) +
                            " prefix=" + std::to_string(c.prefix) + " T=" + std::to_string(c.T) +
-                           " split=" + std::to_string(c.split_len) + " variant " + std::to_string(int(variant));
+                           " split=" + std::to_string(c.split_len);
   const int64_t total = c.prefix + c.T;  // tokens in the cache after both writes
   const auto k = random_floats(rng, hd * c.nkv * total, -2, 2);
   const auto v = random_floats(rng, hdv * c.nkv * total);
@@ -46,7 +46,6 @@ void run_case(const Case& c, std::mt19937& rng, cuda::AttentionVariant variant) 
   p.v_cache = vc.as<uint16_t>(), p.out = out.as<float>(), p.partial = partial.as<float>();
   p.n_ctx = c.n_ctx, p.n_head = c.nh, p.n_head_kv = c.nkv, p.hd = hd, p.hd_v = hdv, p.T = c.T, p.scale = scale;
   p.split_len = split;
-  p.variant = variant;
   cuda::launch_attention(p, nullptr);
 
   std::vector<double> ref(hdv * c.nh * c.T);
@@ -89,8 +88,7 @@ TEST(AttentionKernels, MatchesReference) {
       {2, 2, 256, 130, 0, 129, 0},   // largest head, long prefill
       {32, 8, 128, 4096, 4000, 1, 0},
   };
-  for (const auto& c : cases)
-    for (auto v : {cuda::AttentionVariant::PerHead, cuda::AttentionVariant::GroupShared}) run_case(c, rng, v);
+  for (const auto& c : cases) run_case(c, rng);
 }
 
 TEST(AttentionKernels, RejectsBadParams) {
