@@ -8,6 +8,10 @@
 #include "app/session_cpu.h"
 #include "model/model.h"
 
+#ifdef LLM_HAVE_CUDA_SESSION
+#include "cuda/check.h"
+#endif
+
 namespace app {
 
 namespace {
@@ -41,7 +45,11 @@ std::unique_ptr<Session> make_session(std::shared_ptr<const model::Model> model,
   }
   if (device == "auto") {
 #ifdef LLM_HAVE_CUDA_SESSION
-    // The CPU reference is the documented fallback when no GPU can be used.
+    // The CPU reference is the documented fallback when no GPU can be used; a machine without one is no news.
+    if (!cuda::device_available()) {
+      if (options.verbose) std::fprintf(stderr, "llm-run: no CUDA device; running on the CPU reference\n");
+      return std::make_unique<CpuSession>(std::move(model), n_ctx, options.n_threads);
+    }
     try {
       return make_cuda_session(model, options, n_ctx);
     } catch (const std::exception& e) {

@@ -28,6 +28,7 @@ struct SessionOptions {
   int32_t n_ctx = 0;           // KV-cache slots; 0 = the model's training context, capped (see resolve_n_ctx)
   int32_t n_threads = 0;       // CPU threads; 0 = hardware concurrency
   bool verbose = false;        // device / allocation notes on stderr
+  bool cuda_graph = true;      // capture the decode step as a CUDA graph (--no-cuda-graph: plain launches)
 };
 
 // What a device-side sampler needs to pick the next token itself (see Session::decode_sample).

@@ -175,6 +175,7 @@ std::unique_ptr<Session> make_cuda_session(std::shared_ptr<const model::Model> m
                                            int32_t n_ctx) {
   CudaSessionOptions o;
   o.verbose = options.verbose;
+  o.cuda_graph = options.cuda_graph;
   if (const char* e = std::getenv("LLM_CUDA_GRAPH"); e && std::string(e) == "0") o.cuda_graph = false;
   if (const char* e = std::getenv("LLM_CUDA_RTC"); e && std::string(e) == "0") o.rtc = false;
   return std::make_unique<CudaSession>(std::move(model), n_ctx, o);

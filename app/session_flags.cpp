@@ -19,6 +19,7 @@ void add_run_flags(CLI::App& cmd, RunFlags& f) {
   cmd.add_option("-t,--threads", f.session.n_threads, "CPU threads (default: all cores)")
       ->check(CLI::NonNegativeNumber);
   cmd.add_flag("-v,--verbose", f.session.verbose, "Describe the model, device and context on stderr");
+  cmd.add_flag("!--no-cuda-graph", f.session.cuda_graph, "Run the decode step with plain kernel launches");
 }
 
 Loaded load_for_run(const RunFlags& flags) {

@@ -5,10 +5,11 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
-cmake -S . -B build-sm90 -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 >/dev/null
-cmake --build build-sm90 -j "${JOBS:-2}"
+build=${BUILD_DIR:-build-sm90}
+cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 >/dev/null
+cmake --build "$build" -j "${JOBS:-2}" --target llm-run "$@"
 rm -rf build-carry && mkdir -p build-carry
-cp build-sm90/app/llm-run build-carry/
-for t in "$@"; do cp "$(find build-sm90/tests -name "$t" -type f | head -1)" build-carry/; done
+cp "$build/app/llm-run" build-carry/
+for t in "$@"; do cp "$(find "$build/tests" -name "$t" -type f | head -1)" build-carry/; done
 strip build-carry/* 2>/dev/null || true
 du -sh build-carry

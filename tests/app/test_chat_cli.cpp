@@ -2,18 +2,13 @@
 // vocabularies carry the family's control tokens; KV-cache reuse across turns; dropping the oldest turns when the
 // context fills; and the command as a process over piped stdin.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <cstdio>
-#include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "app/chat_session.h"
 #include "app/session.h"
 #include "assets.h"
+#include "process.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
 
@@ -61,7 +56,9 @@ void expect_first_prompt(const std::string& model_rel, const std::string& tmpl, 
     expected.insert(expected.begin(), f.tok->bos());
   EXPECT_EQ(r.generation.prompt, expected) << tmpl;
   EXPECT_EQ(r.reused_tokens, 0);
-  if (f.tok->bos() >= 0) EXPECT_LE(std::count(expected.begin(), expected.end(), f.tok->bos()), 1);
+  if (f.tok->bos() >= 0) {
+    EXPECT_LE(std::count(expected.begin(), expected.end(), f.tok->bos()), 1);
+  }
   EXPECT_LE(r.generation.generated.size(), 3u);
   EXPECT_EQ(r.reply, streamed);
   ASSERT_EQ(chat.messages().size(), system.empty() ? 2u : 3u);
@@ -144,28 +141,8 @@ TEST(ChatSession, MessageLargerThanContextIsAnError) {
 
 // ---- the command as a process ----
 
-std::string slurp(const std::filesystem::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-struct ChatRun {
-  int code;
-  std::string out, err;
-};
-
-ChatRun run_chat(const std::string& args, const std::string& stdin_text) {
-  const auto dir = std::filesystem::temp_directory_path() / ("llm_chat_cli_" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
-  { std::ofstream(dir / "in", std::ios::binary) << stdin_text; }
-  const std::string cmd = std::string(LLM_BINARY_DIR "/app/llm-run chat ") + args + " <" + (dir / "in").string() +
-                          " >" + (dir / "out").string() + " 2>" + (dir / "err").string();
-  const int status = std::system(cmd.c_str());
-  ChatRun r{WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(dir / "out"), slurp(dir / "err")};
-  std::filesystem::remove_all(dir);
-  return r;
+testing_process::Result run_chat(const std::string& args, const std::string& stdin_text) {
+  return testing_process::run_llm_run("chat " + args, stdin_text);
 }
 
 TEST(ChatCli, PipedTurnsWithEachTemplate) {
@@ -174,7 +151,7 @@ TEST(ChatCli, PipedTurnsWithEachTemplate) {
   REQUIRE_ASSET(qwen, "models/synth-qwen2-Q4_K_M.gguf");
   const std::pair<std::string, std::string> cases[] = {{qwen, "chatml"}, {bpe, "llama3"}, {spm, "llama2"}};
   for (const auto& [model, tmpl] : cases) {
-    const ChatRun r = run_chat("-m " + model + " --device cpu --temp 0 -n 4 -v --chat-template " + tmpl +
+    const testing_process::Result r = run_chat("-m " + model + " --device cpu --temp 0 -n 4 -v --chat-template " + tmpl +
                                " --system 'Be brief.'",
                            "Hello\n/reset\nWhat is two plus two?\n/exit\nnever read\n");
     EXPECT_EQ(r.code, 0) << tmpl << "\n" << r.err;
@@ -190,14 +167,14 @@ TEST(ChatCli, PipedTurnsWithEachTemplate) {
 
 TEST(ChatCli, BadTemplateNameIsAUsageError) {
   REQUIRE_ASSET(qwen, "models/synth-qwen2-Q4_K_M.gguf");
-  const ChatRun r = run_chat("-m " + qwen + " --device cpu --chat-template nosuch", "Hi\n");
+  const testing_process::Result r = run_chat("-m " + qwen + " --device cpu --chat-template nosuch", "Hi\n");
   EXPECT_EQ(r.code, 2) << r.err;
   EXPECT_NE(r.err.find("llm-run: error:"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("chatml"), std::string::npos) << "the message should list the built-in names: " << r.err;
 }
 
 TEST(ChatCli, MissingModelIsAUsageError) {
-  const ChatRun r = run_chat("-m /nonexistent/model.gguf --device cpu", "Hi\n");
+  const testing_process::Result r = run_chat("-m /nonexistent/model.gguf --device cpu", "Hi\n");
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("does not exist"), std::string::npos) << r.err;
 }

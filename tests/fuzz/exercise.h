@@ -42,11 +42,12 @@ void exercise_tokenizer(const Vocabularies& vocabs, Bytes input);
 // Chat-template renderer: the input is template text, rendered on a fixed conversation under tight limits.
 void exercise_chat_template(Bytes input);
 
-// Per-input heap budget the fuzz entry points enforce (alloc_guard.cpp): a single allocation or the peak live heap
-// during one input beyond factor * input size + slack aborts the run.
+// Per-input heap budget the fuzz entry points enforce (alloc_guard.cpp): the live heap growing during one input
+// beyond factor * input size + slack, or one allocation beyond that or max_single_bytes, aborts the run.
 struct AllocBudget {
   uint64_t factor;
   uint64_t slack_bytes;
+  uint64_t max_single_bytes = UINT64_MAX;
 };
 
 }  // namespace fuzz

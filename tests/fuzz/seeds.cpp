@@ -1,7 +1,9 @@
 // The seed corpora (see seeds.h). Everything is deterministic, so a corpus folder can always be regenerated.
 #include "seeds.h"
 
+#include <cmath>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <random>
 #include <sstream>
@@ -99,6 +101,47 @@ std::vector<uint8_t> vocab_only_file() {
 rawgguf::Tensor tensor(std::string name, std::vector<uint64_t> ne, uint32_t type = 0,
                        std::optional<uint64_t> offset = std::nullopt) {
   return rawgguf::Tensor{std::move(name), std::move(ne), type, offset};
+}
+
+// Vocabularies the tokenizer must refuse with TokenizerError or load and use safely.
+std::vector<Seed> vocabulary_seeds() {
+  auto vocab = [](const std::string& model, const std::vector<std::string>& tokens,
+                  const std::function<void(gguf::Writer&)>& extra = nullptr) {
+    gguf::Writer w;
+    w.set_str("tokenizer.ggml.model", model);
+    w.set("tokenizer.ggml.tokens", gguf::make_string_array(tokens));
+    if (extra) extra(w);
+    return w.to_bytes();
+  };
+  auto merges = [](std::vector<std::string> m) {
+    return [m](gguf::Writer& w) { w.set("tokenizer.ggml.merges", gguf::make_string_array(m)); };
+  };
+  std::vector<Seed> out;
+  out.push_back(seed("vocab-spm-empty-tokens", vocab("llama", {"", "", "<s>"})));
+  out.push_back(seed("vocab-spm-duplicates", vocab("llama", {"a", "a", "\xe2\x96\x81" "a", "\xe2\x96\x81" "a"})));
+  out.push_back(seed("vocab-spm-nan-scores", vocab("llama", {"<unk>", "a", "b"}, [](gguf::Writer& w) {
+    w.set("tokenizer.ggml.scores", gguf::make_f32_array({NAN, INFINITY, -INFINITY}));
+  })));
+  out.push_back(seed("vocab-spm-bad-byte-tokens", vocab("llama", {"<0xZZ>", "<0x>", "<0x0A", "<0x100>"}, [](gguf::Writer& w) {
+    w.set("tokenizer.ggml.token_type", gguf::make_i32_array({6, 6, 6, 6}));
+  })));
+  out.push_back(seed("vocab-spm-ids-out-of-range", vocab("llama", {"a", "b"}, [](gguf::Writer& w) {
+    w.set_u32("tokenizer.ggml.bos_token_id", 5);
+    w.set_i32("tokenizer.ggml.eos_token_id", -5);
+    w.set_u32("tokenizer.ggml.unknown_token_id", 0xffffffffu);
+  })));
+  out.push_back(seed("vocab-spm-invalid-utf8", vocab("llama", {"\xff\xfe", "a\xc3", std::string("a\0b", 3)})));
+  out.push_back(seed("vocab-spm-user-defined-prefixes", vocab("llama", {"<unk>", "<", "<<", "<<<", "a"}, [](gguf::Writer& w) {
+    w.set("tokenizer.ggml.token_type", gguf::make_i32_array({2, 4, 4, 4, 1}));
+  })));
+  out.push_back(seed("vocab-bpe-bad-merges", vocab("gpt2", {"a", "b", "ab"}, merges({"ab", "a  b", " ", "", "x y", "a b c"}))));
+  out.push_back(seed("vocab-bpe-merge-of-unknown", vocab("gpt2", {"a", "b"}, merges({"a b", "ab ab", "b a"}))));
+  out.push_back(seed("vocab-bpe-empty-control", vocab("gpt2", {"", "a", "b"}, [&](gguf::Writer& w) {
+    merges({"a b"})(w);
+    w.set("tokenizer.ggml.token_type", gguf::make_i32_array({3, 3, 4}));
+  })));
+  out.push_back(seed("vocab-bpe-no-byte-tokens", vocab("gpt2", {"x"}, merges({"x x"}))));
+  return out;
 }
 
 std::vector<Seed> malformed_seeds() {
@@ -280,6 +323,7 @@ std::vector<Seed> gguf_seeds() {
   out.push_back(seed("vocab-only", vocab_only_file()));
   out.push_back(seed("empty-v3", gguf::Writer().to_bytes()));
   for (Seed& s : malformed_seeds()) out.push_back(std::move(s));
+  for (Seed& s : vocabulary_seeds()) out.push_back(std::move(s));
   return out;
 }
 
@@ -296,6 +340,7 @@ std::vector<Seed> model_seeds() {
   };
   std::vector<Seed> out;
   for (const TinySpec& s : specs) out.push_back(seed(s.name, tiny_model(s)));
+  for (Seed& s : vocabulary_seeds()) out.push_back(std::move(s));
   return out;
 }
 
@@ -377,6 +422,33 @@ std::vector<Seed> chat_template_seeds(const std::optional<std::string>& assets) 
       {"comments-raw", "{# comment #}{% raw %}{{ not rendered }}{% endraw %}{% set x %}captured{% endset %}{{ x }}"},
   };
   for (const auto& [name, text] : snippets) out.push_back(text_seed(std::string("snippet-") + name, text));
+  // Hostile templates: each must stop at a nesting, size or work limit (TemplateError), not crash or run away.
+  auto repeat = [](std::string_view s, int n) {
+    std::string r;
+    for (int i = 0; i < n; ++i) r += s;
+    return r;
+  };
+  const int n = 3000;
+  const std::pair<std::string, std::string> hostile[] = {
+      {"parens", "{{ " + repeat("(", n) + "1" + repeat(")", n) + " }}"},
+      {"lists", "{{ " + repeat("[", n) + repeat("]", n) + " }}"},
+      {"dicts", "{{ " + repeat("{'a': ", n) + "1" + repeat("}", n) + " }}"},
+      {"ifs", repeat("{% if true %}", n) + "x" + repeat("{% endif %}", n)},
+      {"fors", repeat("{% for a in [1] %}", n) + "x" + repeat("{% endfor %}", n)},
+      {"nots", "{{ " + repeat("not ", n) + "1 }}"},
+      {"unary-minus", "{{ " + repeat("-", n) + "1 }}"},
+      {"filters", "{{ 1" + repeat("|string", n) + " }}"},
+      {"attributes", "{{ x" + repeat(".a", n) + " }}"},
+      {"calls", "{{ f" + repeat("()", n) + " }}"},
+      {"ternaries", "{{ " + repeat("1 if 1 else ", n) + "1 }}"},
+      {"macro-recursion", "{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}"},
+      {"tojson-bomb",
+       "{% set ns = namespace(x=[1]) %}{% for i in range(30) %}{% set ns.x = [ns.x, ns.x] %}{% endfor %}"
+       "{{ ns.x | tojson }}"},
+      {"string-bomb", "{{ 'x' * 100000000 }}"},
+      {"list-bomb", "{{ range(100000000) | list | length }}"},
+  };
+  for (const auto& [name, text] : hostile) out.push_back(text_seed("hostile-" + name, text));
   if (assets) {
     for (const char* vocab : {"ggml-vocab-qwen2.gguf", "ggml-vocab-phi-3.gguf"}) {
       const std::filesystem::path p = std::filesystem::path(*assets) / "tokenizer" / vocab;

@@ -9,29 +9,15 @@
 #include <sstream>
 
 #include "assets.h"
+#include "process.h"
 #include "model/gguf.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 
-struct Result {
-  int code = -1;
-  std::string out, err;
-};
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-std::string shell_quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += (c == '\'') ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
+using testing_process::Result;
+using testing_process::shell_quote;
 
 class InfoCli : public ::testing::Test {
  protected:
@@ -39,18 +25,7 @@ class InfoCli : public ::testing::Test {
   void SetUp() override { fs::create_directories(dir); }
   void TearDown() override { fs::remove_all(dir); }
 
-  Result run(const std::string& args) {
-    const std::string bin = LLM_BINARY_DIR "/app/llm-run";
-    const fs::path out = dir / "stdout", err = dir / "stderr";
-    const std::string cmd = "env -u LLM_RUN_MODEL " + shell_quote(bin) + " " + args + " >" + shell_quote(out) +
-                            " 2>" + shell_quote(err) + " </dev/null";
-    const int status = std::system(cmd.c_str());
-    Result r;
-    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    r.out = slurp(out);
-    r.err = slurp(err);
-    return r;
-  }
+  Result run(const std::string& args) { return testing_process::run_llm_run(args); }
 
   std::string write(const char* name, const std::vector<uint8_t>& bytes) {
     const std::string p = (dir / name).string();

@@ -11,6 +11,7 @@
 
 #include "app/session_cpu.h"
 #include "assets.h"
+#include "process.h"
 #include "model/model.h"
 #include "refs.h"
 #include "tokenizer/tokenizer.h"
@@ -19,23 +20,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct Result {
-  int code = -1;
-  std::string out, err;
-};
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-std::string quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
+using testing_process::Result;
+using testing_process::slurp;
+std::string quote(const std::string& s) { return testing_process::shell_quote(s); }
 
 class Cli : public ::testing::Test {
  protected:
@@ -46,17 +33,7 @@ class Cli : public ::testing::Test {
   }
   void TearDown() override { fs::remove_all(dir_); }
 
-  // Runs llm-run with args (already shell-quoted where needed).
-  Result run(const std::string& args) {
-    const std::string cmd = quote(LLM_BINARY_DIR "/app/llm-run") + " " + args + " >" + quote((dir_ / "out").string()) +
-                            " 2>" + quote((dir_ / "err").string());
-    const int status = std::system(cmd.c_str());
-    Result r;
-    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    r.out = slurp(dir_ / "out");
-    r.err = slurp(dir_ / "err");
-    return r;
-  }
+  Result run(const std::string& args) { return testing_process::run_llm_run(args); }
   fs::path dir_;
 };
 
