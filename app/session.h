@@ -24,7 +24,7 @@ class SessionError : public std::runtime_error {
 };
 
 struct SessionOptions {
-  std::string device = "cpu";  // "cpu" | "cuda" | "auto"
+  std::string device = "auto";  // "auto" (CUDA when a GPU is usable, else the CPU) | "cpu" | "cuda"
   int32_t n_ctx = 0;           // KV-cache slots; 0 = the model's training context, capped (see resolve_n_ctx)
   int32_t n_threads = 0;       // CPU threads; 0 = hardware concurrency
   bool verbose = false;        // device / allocation notes on stderr
