@@ -61,13 +61,18 @@ TEST_P(WeightKernels, MatvecMatchesReference) {
         // float32 accumulation in a different order: a few ulps of sum |w x|.
         std::vector<double> atol(mag.size());
         for (size_t i = 0; i < mag.size(); ++i) atol[i] = 1e-5 * mag[i] + 1e-6;
-        auto dy = poisoned_f32(N * T);
-        cuda::launch_matvec({dw.get(), type, dx.as<float>(), with_bias ? db.as<float>() : nullptr, dy.as<float>(),
-                             K, N, T},
-                            nullptr);
-        EXPECT_TRUE(close(std::string("matvec ") + quant::type_name(type) + " K=" + std::to_string(K) +
-                              " N=" + std::to_string(N) + " T=" + std::to_string(T),
-                          download<float>(dy, N * T), ref, atol, 0.0));
+        // Both kernels: the unit kernel (Auto, for the formats that have one) and the generic chunk kernel.
+        for (auto path : {cuda::MatvecPath::Auto, cuda::MatvecPath::Generic}) {
+          auto dy = poisoned_f32(N * T);
+          cuda::MatvecParams p{dw.get(), type, dx.as<float>(), with_bias ? db.as<float>() : nullptr, dy.as<float>(),
+                               K, N, T};
+          p.path = path;
+          cuda::launch_matvec(p, nullptr);
+          EXPECT_TRUE(close(std::string("matvec ") + quant::type_name(type) +
+                                (path == cuda::MatvecPath::Auto ? " auto" : " generic") + " K=" + std::to_string(K) +
+                                " N=" + std::to_string(N) + " T=" + std::to_string(T),
+                            download<float>(dy, N * T), ref, atol, 0.0));
+        }
       }
 }
 

@@ -1,0 +1,133 @@
+// Kernel lab for the decode matvec (docs/kernel-notes.md): times the unit kernel (Auto) against the generic chunk
+// kernel for the preset formats on the big shapes of an 8B model, in HBM (weights rotated over copies > 3x L2).
+// Each sample times a batch of back-to-back launches with CUDA events (as in a captured decode graph); median of 30.
+// Usage: matvec-lab   (prints one line per type x shape x path, then the summary table)
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <random>
+#include <vector>
+
+#include "cuda/kernels/matvec.cuh"
+#include "quant/types.h"
+
+#define LAB_CHECK(e)                                                                        \
+  do {                                                                                      \
+    cudaError_t err_ = (e);                                                                 \
+    if (err_ != cudaSuccess) {                                                              \
+      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #e, cudaGetErrorString(err_)); \
+      std::exit(1);                                                                         \
+    }                                                                                       \
+  } while (0)
+
+namespace {
+
+// Random bytes with every binary16 field small and finite: the 0x3f mask keeps the high byte of each half < 0x40.
+__global__ void fill_kernel(uint8_t* p, size_t n, uint32_t seed) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
+    uint32_t h = uint32_t(i) * 2654435761u ^ seed;
+    h ^= h >> 15, h *= 2246822519u, h ^= h >> 13;
+    p[i] = uint8_t(h & 0x3f);
+  }
+}
+
+template <class F>
+float median_us(int reps, int batch, cudaStream_t s, F&& f) {
+  cudaEvent_t a, b;
+  LAB_CHECK(cudaEventCreate(&a));
+  LAB_CHECK(cudaEventCreate(&b));
+  for (int i = 0; i < batch; ++i) f(i);
+  std::vector<float> t;
+  for (int r = 0; r < reps; ++r) {
+    LAB_CHECK(cudaEventRecord(a, s));
+    for (int i = 0; i < batch; ++i) f(r * batch + i);
+    LAB_CHECK(cudaEventRecord(b, s));
+    LAB_CHECK(cudaEventSynchronize(b));
+    float ms = 0;
+    LAB_CHECK(cudaEventElapsedTime(&ms, a, b));
+    t.push_back(ms * 1e3f / batch);
+  }
+  LAB_CHECK(cudaEventDestroy(a));
+  LAB_CHECK(cudaEventDestroy(b));
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+struct Row {
+  const char* type;
+  long long K, N;
+  double mib, us_generic, us_unit;
+};
+
+}  // namespace
+
+int main() {
+  cudaDeviceProp prop{};
+  LAB_CHECK(cudaGetDeviceProperties(&prop, 0));
+  cudaStream_t s;
+  LAB_CHECK(cudaStreamCreate(&s));
+  std::printf("device: %s, %d SMs, L2 %d MiB\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20);
+  double copy_gbs = 0;
+  {
+    const size_t bytes = size_t(1) << 30;
+    void *a, *b;
+    LAB_CHECK(cudaMalloc(&a, bytes));
+    LAB_CHECK(cudaMalloc(&b, bytes));
+    LAB_CHECK(cudaMemset(a, 1, bytes));
+    const float us = median_us(11, 1, s, [&](int) { LAB_CHECK(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice, s)); });
+    copy_gbs = 2.0 * bytes / us / 1e3;
+    std::printf("copy D2D 1 GiB: %.1f us, %.0f GB/s (read + write)\n", us, copy_gbs);
+    LAB_CHECK(cudaFree(a));
+    LAB_CHECK(cudaFree(b));
+  }
+  const long long shapes[][2] = {{4096, 4096}, {4096, 1024}, {4096, 14336}, {14336, 4096}, {4096, 128256}};
+  using quant::Type;
+  float* x;
+  float* y;
+  LAB_CHECK(cudaMalloc(&x, 14336 * 4));
+  LAB_CHECK(cudaMalloc(&y, 128256 * 4));
+  {
+    std::vector<float> hx(14336);
+    std::mt19937 rng(1);
+    for (auto& v : hx) v = float(rng() % 2001) / 1000.0f - 1.0f;
+    LAB_CHECK(cudaMemcpy(x, hx.data(), hx.size() * 4, cudaMemcpyHostToDevice));
+  }
+  std::vector<Row> rows;
+  for (Type t : {Type::Q4_K, Type::Q6_K, Type::Q4_0, Type::Q8_0})
+    for (const auto& sh : shapes) {
+      const long long K = sh[0], N = sh[1];
+      const size_t wb = quant::row_bytes(t, K) * N;
+      const int copies = int(std::max<size_t>(3, (size_t(200) << 20) / wb + 1));  // > 200 MB in rotation
+      std::vector<void*> w(copies);
+      for (int i = 0; i < copies; ++i) {
+        LAB_CHECK(cudaMalloc(&w[i], wb));
+        fill_kernel<<<1024, 256, 0, s>>>(static_cast<uint8_t*>(w[i]), wb, 77u + i);
+      }
+      LAB_CHECK(cudaStreamSynchronize(s));
+      double us[2];
+      for (int g = 0; g < 2; ++g) {
+        const auto path = g == 0 ? cuda::MatvecPath::Generic : cuda::MatvecPath::Auto;
+        us[g] = median_us(30, copies, s, [&](int i) {
+          cuda::MatvecParams p{w[i % copies], t, x, nullptr, y, K, N, 1};
+          p.path = path;
+          cuda::launch_matvec(p, s);
+        });
+      }
+      LAB_CHECK(cudaGetLastError());
+      rows.push_back({quant::type_name(t), K, N, wb / 1048576.0, us[0], us[1]});
+      for (void* p : w) LAB_CHECK(cudaFree(p));
+    }
+  std::printf("\nmatvec T=1, x f32, median of 30 batches; %% of copy bandwidth %.0f GB/s\n", copy_gbs);
+  std::printf("%-5s %6s %7s %8s | %9s %7s %5s | %9s %7s %5s\n", "type", "K", "N", "MiB", "generic", "GB/s", "%",
+              "unit", "GB/s", "%");
+  for (const auto& r : rows) {
+    const double b = r.mib * 1048576.0;
+    const double g0 = b / r.us_generic / 1e3, g1 = b / r.us_unit / 1e3;
+    std::printf("%-5s %6lld %7lld %8.1f | %7.1fus %7.0f %4.0f%% | %7.1fus %7.0f %4.0f%%\n", r.type, r.K, r.N, r.mib,
+                r.us_generic, g0, 100 * g0 / copy_gbs, r.us_unit, g1, 100 * g1 / copy_gbs);
+  }
+  LAB_CHECK(cudaFree(x));
+  LAB_CHECK(cudaFree(y));
+  return 0;
+}
