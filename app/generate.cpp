@@ -9,6 +9,18 @@
 namespace app {
 
 namespace {
+// Whether text, whose last new_bytes bytes just arrived, now contains one of the stop strings. A new match must end
+// in the new bytes, so only the tail that could hold one is searched.
+bool contains_any(const std::string& text, size_t new_bytes, const std::vector<std::string>& stops) {
+  for (const auto& s : stops) {
+    if (s.empty()) continue;
+    const size_t span = s.size() - 1 + new_bytes;
+    const size_t from = text.size() > span ? text.size() - span : 0;
+    if (text.find(s, from) != std::string::npos) return true;
+  }
+  return false;
+}
+
 double ms_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
@@ -20,6 +32,7 @@ const char* stop_reason_name(StopReason r) {
     case StopReason::TokenLimit: return "token limit";
     case StopReason::ContextFull: return "context full";
     case StopReason::Interrupted: return "interrupted";
+    case StopReason::StopString: return "stop string";
   }
   return "?";
 }
@@ -60,6 +73,7 @@ GenerateResult generate(Session& session, const tokenizer::Tokenizer& tok, std::
   std::vector<int32_t> history(prompt.begin(), prompt.end());  // prompt + generated: the penalty window's source
   t0 = std::chrono::steady_clock::now();
   uint64_t step = 0;
+  std::string generated_text;  // only kept when stop strings are watched
   int32_t next = sampler.sample(logits, history, step);
   for (;;) {
     if (interrupted()) {
@@ -74,9 +88,17 @@ GenerateResult generate(Session& session, const tokenizer::Tokenizer& tok, std::
       r.stop = StopReason::EndOfGeneration;
       break;
     }
-    sink(decoder.push(next));
+    const std::string piece = decoder.push(next);
+    sink(piece);
     r.generated.push_back(next);
     history.push_back(next);
+    if (!options.stop_strings.empty()) {
+      generated_text += piece;
+      if (contains_any(generated_text, piece.size(), options.stop_strings)) {
+        r.stop = StopReason::StopString;
+        break;
+      }
+    }
     if (options.n_predict >= 0 && static_cast<int64_t>(r.generated.size()) >= options.n_predict) {
       r.stop = StopReason::TokenLimit;
       break;

@@ -25,9 +25,12 @@ struct GenerateOptions {
   int32_t n_past = 0;          // positions the session's KV cache already holds (a chat's earlier turns): the
                                // prompt is evaluated from here; penalties see only this call's tokens
   SamplerParams sampling;
+  // -r/--reverse-prompt: generation stops once the generated text contains one of these (the text up to and
+  // including it is still emitted).
+  std::vector<std::string> stop_strings;
 };
 
-enum class StopReason { EndOfGeneration, TokenLimit, ContextFull, Interrupted };
+enum class StopReason { EndOfGeneration, TokenLimit, ContextFull, Interrupted, StopString };
 const char* stop_reason_name(StopReason r);
 
 struct GenerateResult {

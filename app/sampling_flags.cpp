@@ -30,6 +30,7 @@ void add_sampling_flags(CLI::App& cmd, SamplingFlags& f) {
   cmd.add_option("--presence-penalty", s.presence_penalty, "Presence penalty (0 = off)")->default_val(0.0f);
   cmd.add_option("--frequency-penalty", s.frequency_penalty, "Frequency penalty (0 = off)")->default_val(0.0f);
   cmd.add_flag("--ignore-eos", f.gen.ignore_eos, "Keep generating past end-of-generation tokens");
+  cmd.add_option("-r,--reverse-prompt", f.gen.stop_strings, "Stop when the output contains this text (repeatable)");
 }
 
 void finalize_sampling(SamplingFlags& f) {

@@ -197,3 +197,19 @@ TEST_F(Cli, PromptLongerThanContext) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST_F(Cli, ReversePromptStopsAfterTheStopString) {
+  REQUIRE_STORIES();
+  // The greedy continuation of "Once upon a time" mentions "park" within its first sentences (reference text).
+  const Result r = run("-m " + quote(stories) + " -p 'Once upon a time' -n 150 --temp 0 --device cpu -r park");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const size_t at = r.out.find("park");
+  ASSERT_NE(at, std::string::npos) << r.out;
+  // Nothing beyond the token that completed "park" (at most the rest of that token and the final newline).
+  EXPECT_LE(r.out.size(), at + std::string("park").size() + 8) << r.out;
+  EXPECT_NE(r.err.find("stop string"), std::string::npos) << r.err;
+}
+
+}  // namespace
