@@ -3,10 +3,10 @@
 #
 #   scripts/fuzz.sh [SECONDS] [TARGET...]        TARGET: gguf model tokenizer chat_template (default: all four)
 #   scripts/fuzz.sh 60                           one minute each: the quick check after touching a parser
-#   JOBS=8 scripts/fuzz.sh 1800 gguf model       the release target: 30 minutes per target, 8 processes each
-#   NICE=19 BUILD_JOBS=1 scripts/fuzz.sh 120     on a shared machine
+#   JOBS=8 scripts/fuzz.sh 1800                  the release target: 30 minutes per target, 8 processes each
+#   NICE=19 JOBS=1 BUILD_JOBS=1 scripts/fuzz.sh 120   on a shared machine
 #
-# Environment: JOBS (fuzzing processes per target, default 1; >1 runs libFuzzer's -fork mode), BUILD_JOBS (default
+# Environment: JOBS (fuzzing processes per target, default nproc/2; >1 runs libFuzzer's -fork mode), BUILD_JOBS (default
 # nproc), NICE (default 0), LLM_TEST_ASSETS (default ../shared: the tokenizer target needs its vocabularies),
 # FUZZ_ARGS (extra libFuzzer flags for every target).
 #
@@ -21,7 +21,9 @@ seconds=${1:-60}
 [ $# -gt 0 ] && shift
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=(gguf model tokenizer chat_template)
-jobs=${JOBS:-1}
+# Half the cores by default: libFuzzer's -fork mode keeps that many processes busy; 1 on a small shared machine.
+default_jobs=$(( $(nproc) / 2 ))
+jobs=${JOBS:-$(( default_jobs > 0 ? default_jobs : 1 ))}
 nice_cmd=(nice -n "${NICE:-0}")
 export LLM_TEST_ASSETS=${LLM_TEST_ASSETS:-$root/../shared}
 # UBSan reports must stop the run (libFuzzer then saves the input); leaks are checked after every input.

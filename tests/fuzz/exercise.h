@@ -30,6 +30,9 @@ void exercise_model(Bytes input);
 struct Vocabularies {
   std::vector<std::string> names;
   std::vector<std::unique_ptr<tokenizer::Tokenizer>> tokenizers;
+  // Per vocabulary: which bytes have a byte token (BPE alphabet, or SentencePiece <0xNN>); the round-trip and
+  // "some tokens" checks apply only to texts it can spell (falcon's vocabulary lacks 28 of the 256, e.g. \x0b).
+  std::vector<std::vector<bool>> has_byte_token;
   Vocabularies();
   ~Vocabularies();
   Vocabularies(Vocabularies&&) noexcept;

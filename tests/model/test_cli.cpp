@@ -213,3 +213,94 @@ TEST_F(Cli, ReversePromptStopsAfterTheStopString) {
 }
 
 }  // namespace
+
+namespace {
+
+// perplexity --kl-divergence-base / --kl-divergence (issue 7).
+std::string kld_words(unsigned seed, int n) {
+  static const char* const words[] = {"the", "cat", "dog", "sun", "park", "ball", "girl", "boy", "happy", "little",
+                                      "big", "ran", "played", "saw", "went", "home", "tree", "and", "Lily", "Tom"};
+  std::string s;
+  for (int i = 0; i < n; ++i) {
+    seed = seed * 1103515245u + 12345u;
+    s += words[(seed >> 16) % 20];
+    s += (i % 12 == 11) ? ".\n" : " ";
+  }
+  return s;
+}
+
+struct KlResult {
+  double mean = -1, err = -1, top1 = -1;
+};
+
+KlResult parse_kl(const std::string& out) {
+  KlResult k;
+  const size_t a = out.find("KL divergence (base || current): mean = ");
+  const size_t b = out.find("Same top-1 token: ");
+  if (a != std::string::npos)
+    std::sscanf(out.c_str() + a, "KL divergence (base || current): mean = %lf +/- %lf", &k.mean, &k.err);
+  if (b != std::string::npos) std::sscanf(out.c_str() + b, "Same top-1 token: %lf", &k.top1);
+  return k;
+}
+
+TEST_F(Cli, KlDivergenceAgainstASavedBase) {
+  REQUIRE_STORIES();
+  REQUIRE_ASSET(q8, "models/stories260K-q8_0.gguf");
+  const std::string text = (dir_ / "text.txt").string(), other = (dir_ / "other.txt").string();
+  const std::string base = (dir_ / "base.kld").string();
+  std::ofstream(text) << kld_words(7, 300);
+  std::ofstream(other) << kld_words(8, 300);
+  const Result b = run("perplexity -m " + quote(stories) + " -f " + quote(text) + " -c 64 --device cpu " +
+                       "--kl-divergence-base " + quote(base));
+  ASSERT_EQ(b.code, 0) << b.err;
+  ASSERT_TRUE(fs::exists(base));
+  {
+    std::ifstream in(base, std::ios::binary);
+    char magic[8] = {};
+    in.read(magic, 8);
+    EXPECT_EQ(std::string(magic, 8), std::string("LLMKLD1\0", 8));
+  }
+
+  const std::string cmp = " --device cpu --kl-divergence --kl-divergence-base ";
+  const Result same = run("perplexity -m " + quote(stories) + " -f " + quote(text) + " -c 64" + cmp + quote(base));
+  ASSERT_EQ(same.code, 0) << same.err;
+  const KlResult s = parse_kl(same.out);
+  EXPECT_GE(s.mean, 0.0) << same.out;
+  EXPECT_LT(s.mean, 1e-9) << same.out;
+  EXPECT_DOUBLE_EQ(s.top1, 100.0) << same.out;
+
+  // -c comes from the base file when not given.
+  const Result q = run("perplexity -m " + quote(q8) + " -f " + quote(text) + cmp + quote(base));
+  ASSERT_EQ(q.code, 0) << q.err;
+  const KlResult k = parse_kl(q.out);
+  EXPECT_GT(k.mean, 0.0) << q.out;
+  EXPECT_LT(k.mean, 0.5) << q.out;
+  EXPECT_GT(k.err, 0.0) << q.out;
+  EXPECT_GT(k.top1, 50.0) << q.out;
+  EXPECT_LE(k.top1, 100.0) << q.out;
+
+  const Result diff = run("perplexity -m " + quote(stories) + " -f " + quote(other) + cmp + quote(base));
+  EXPECT_EQ(diff.code, 1) << diff.out;
+  EXPECT_NE(diff.err.find("token ids differ"), std::string::npos) << diff.err;
+
+  const Result ctx = run("perplexity -m " + quote(stories) + " -f " + quote(text) + " -c 32" + cmp + quote(base));
+  EXPECT_EQ(ctx.code, 1);
+  EXPECT_NE(ctx.err.find("n_ctx differs"), std::string::npos) << ctx.err;
+
+  // Truncated: the last logits row is cut short.
+  const std::string cut = (dir_ / "cut.kld").string();
+  fs::copy_file(base, cut);
+  fs::resize_file(cut, fs::file_size(base) - 100);
+  const Result t = run("perplexity -m " + quote(stories) + " -f " + quote(text) + cmp + quote(cut));
+  EXPECT_EQ(t.code, 1) << t.out;
+  EXPECT_NE(t.err.find("malformed KL-divergence base file"), std::string::npos) << t.err;
+  fs::resize_file(cut, 10);  // shorter than the header
+  const Result h = run("perplexity -m " + quote(stories) + " -f " + quote(text) + cmp + quote(cut));
+  EXPECT_EQ(h.code, 1);
+  EXPECT_NE(h.err.find("malformed"), std::string::npos) << h.err;
+
+  // --kl-divergence without a base file is a usage error.
+  EXPECT_EQ(run("perplexity -m " + quote(stories) + " -f " + quote(text) + " --kl-divergence").code, 2);
+}
+
+}  // namespace
