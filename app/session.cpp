@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <stdexcept>
+#include <string>
 
 #include "app/cli.h"
 #include "app/session_cpu.h"
@@ -19,6 +21,18 @@ namespace {
 // in the common short run, so an unspecified -c is capped; -c lifts it.
 constexpr int32_t kDefaultCtxCap = 4096;
 }  // namespace
+
+void check_eval_batch(std::span<const int32_t> tokens, int32_t start_pos, int32_t n_ctx, int32_t n_vocab) {
+  const int64_t n = static_cast<int64_t>(tokens.size());
+  if (n == 0) throw SessionError("eval: no tokens");
+  if (start_pos < 0 || start_pos + n > n_ctx)
+    throw SessionError("eval: positions " + std::to_string(start_pos) + ".." + std::to_string(start_pos + n - 1) +
+                       " do not fit the context of " + std::to_string(n_ctx) + " tokens");
+  for (int32_t id : tokens)
+    if (id < 0 || id >= n_vocab)
+      throw std::out_of_range("eval: token id " + std::to_string(id) + " is outside the vocabulary [0, " +
+                              std::to_string(n_vocab) + ")");
+}
 
 int32_t resolve_n_ctx(const model::Model& model, const SessionOptions& options) {
   if (options.n_ctx < 0) throw UsageError("context size (-c) must be positive, got " + std::to_string(options.n_ctx));

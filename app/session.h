@@ -62,6 +62,10 @@ class Session {
   virtual std::string device_name() const = 0;  // "CPU reference (2 threads)", "NVIDIA H100 80GB HBM3"
 };
 
+// The checks every Session::eval makes before touching a device: a non-empty batch whose positions fit the context
+// (SessionError) and token ids inside the vocabulary (std::out_of_range naming the id).
+void check_eval_batch(std::span<const int32_t> tokens, int32_t start_pos, int32_t n_ctx, int32_t n_vocab);
+
 // Creates the session for options.device: "cpu", "cuda", or "auto" (cuda when this build has the CUDA session and
 // it starts, else cpu with a note on stderr). The context is resolve_n_ctx(); a note goes to stderr when the
 // default was capped. Throws UsageError for an unknown device and std::runtime_error("CUDA device not available in

@@ -32,16 +32,8 @@ const CpuSession::Compiled& CpuSession::compiled(int32_t n_tokens, bool all_logi
 }
 
 std::span<const float> CpuSession::eval(std::span<const int32_t> tokens, int32_t start_pos, bool all_logits) {
+  check_eval_batch(tokens, start_pos, n_ctx_, n_vocab());
   const int64_t n = static_cast<int64_t>(tokens.size());
-  if (n == 0) throw SessionError("eval: no tokens");
-  if (start_pos < 0 || start_pos + n > n_ctx_)
-    throw SessionError("eval: positions " + std::to_string(start_pos) + ".." + std::to_string(start_pos + n - 1) +
-                       " do not fit the context of " + std::to_string(n_ctx_) + " tokens");
-  const int32_t V = n_vocab();
-  for (int32_t id : tokens)
-    if (id < 0 || id >= V)
-      throw std::out_of_range("eval: token id " + std::to_string(id) + " is outside the vocabulary [0, " +
-                              std::to_string(V) + ")");
   const Compiled& c = compiled(static_cast<int32_t>(n), all_logits);
   positions_.resize(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) positions_[static_cast<size_t>(i)] = static_cast<int32_t>(start_pos + i);

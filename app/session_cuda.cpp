@@ -92,16 +92,7 @@ CudaSession::Compiled& CudaSession::compiled(int32_t n_tokens, bool all_logits) 
 }
 
 void CudaSession::check_batch(std::span<const int32_t> tokens, int32_t start_pos) const {
-  const int64_t n = static_cast<int64_t>(tokens.size());
-  if (n == 0) throw SessionError("eval: no tokens");
-  if (start_pos < 0 || start_pos + n > n_ctx_)
-    throw SessionError("eval: positions " + std::to_string(start_pos) + ".." + std::to_string(start_pos + n - 1) +
-                       " do not fit the context of " + std::to_string(n_ctx_) + " tokens");
-  const int32_t V = n_vocab();
-  for (int32_t id : tokens)
-    if (id < 0 || id >= V)
-      throw std::out_of_range("eval: token id " + std::to_string(id) + " is outside the vocabulary [0, " +
-                              std::to_string(V) + ")");
+  check_eval_batch(tokens, start_pos, n_ctx_, n_vocab());
 }
 
 std::span<const float> CudaSession::eval(std::span<const int32_t> tokens, int32_t start_pos, bool all_logits) {

@@ -50,7 +50,9 @@ rm -rf "$seeds"
 
 # Per target: the largest input, an absolute cap on one allocation (MB), and a dictionary. The per-input budget
 # (64 x input size + 4 MiB, tests/fuzz/alloc_guard.h) is enforced inside the targets.
-max_len() { case $1 in gguf) echo 16384 ;; model) echo 65536 ;; tokenizer) echo 4096 ;; chat_template) echo 8192 ;; esac; }
+max_len() {
+  case $1 in gguf) echo 16384 ;; model) echo 65536 ;; tokenizer) echo 4096 ;; chat_template) echo 8192 ;; esac
+}
 dict() { case $1 in gguf|model) echo gguf.dict ;; *) echo "$1.dict" ;; esac; }
 # A template may legitimately spend the default render budget (2M steps) in ChatTemplate::parse's probe render: about
 # 30 s under ASan + coverage on a slow machine. Anything beyond these is reported as a hang (timeout-*).

@@ -28,21 +28,15 @@ std::vector<app::ChatMessage> rich_conversation() {
   std::vector<app::ChatMessage> m;
   m.push_back({"user", Value("What is the weather in Paris?"), {}});
   app::ChatMessage call{"assistant", Value(""), {}};
-  call.extra.push_back(
-      {"tool_calls",
-       Value::array({Value::object({{"id", Value("call_1")},
-                                    {"type", Value("function")},
-                                    {"function", Value::object({{"name", Value("get_weather")},
-                                                                {"arguments", Value::object({{"city", Value("Paris")}})}})}})})});
+  call.extra.push_back({"tool_calls", Value::from_json(R"([{"id": "call_1", "type": "function",
+      "function": {"name": "get_weather", "arguments": {"city": "Paris"}}}])")});
   m.push_back(std::move(call));
   app::ChatMessage tool{"tool", Value("{\"temp\": 21}"), {}};
   tool.extra.push_back({"tool_call_id", Value("call_1")});
   tool.extra.push_back({"name", Value("get_weather")});
   m.push_back(std::move(tool));
   m.push_back({"assistant", Value("It is 21 degrees."), {{"reasoning_content", Value("Looked it up.")}}});
-  m.push_back({"user",
-               Value::array({Value::object({{"type", Value("text")}, {"text", Value("Thanks! And tomorrow?")}})}),
-               {}});
+  m.push_back({"user", Value::from_json(R"([{"type": "text", "text": "Thanks! And tomorrow?"}])"), {}});
   return m;
 }
 
@@ -51,12 +45,9 @@ app::ChatRenderOptions options(bool add_generation_prompt) {
   o.add_generation_prompt = add_generation_prompt;
   o.bos_token = "<s>";
   o.eos_token = "</s>";
-  o.tools = Value::array({Value::object(
-      {{"type", Value("function")},
-       {"function", Value::object({{"name", Value("get_weather")},
-                                   {"description", Value("Current weather")},
-                                   {"parameters", Value::object({{"type", Value("object")},
-                                                                 {"properties", Value::object({{"city", Value::object({{"type", Value("string")}})}})}})}})}})});
+  o.tools = Value::from_json(R"([{"type": "function", "function": {"name": "get_weather",
+      "description": "Current weather", "parameters": {"type": "object",
+      "properties": {"city": {"type": "string"}}}}}])");
   o.variables.push_back({"enable_thinking", Value(false)});
   std::tm now{};
   now.tm_year = 124, now.tm_mon = 6, now.tm_mday = 26, now.tm_hour = 12;

@@ -70,7 +70,8 @@ Vocabularies load_vocabularies(const std::vector<std::string>& files) {
     for (int b = 0; b < 256; ++b) {
       char spm[8];
       std::snprintf(spm, sizeof spm, "<0x%02X>", b);
-      bytes[b] = tok.find_token(tok.kind() == tokenizer::ModelKind::BPE ? byte_token_text(uint8_t(b)) : spm).has_value();
+      const std::string text = tok.kind() == tokenizer::ModelKind::BPE ? byte_token_text(uint8_t(b)) : spm;
+      bytes[b] = tok.find_token(text).has_value();
     }
     v.has_byte_token.push_back(std::move(bytes));
   }
@@ -194,7 +195,8 @@ void decode_ids(const tokenizer::Tokenizer& tok, const std::string& vocab, const
     (void)tok.is_control(id);
     const std::string& text = tok.token_text(id);
     const std::optional<int32_t> found = tok.find_token(text);
-    if (!found || tok.token_text(*found) != text) broken(vocab + ": find_token(token_text(id)) misses id " + std::to_string(id));
+    if (!found || tok.token_text(*found) != text)
+      broken(vocab + ": find_token(token_text(id)) misses id " + std::to_string(id));
   }
 }
 

@@ -122,7 +122,8 @@ std::vector<Seed> vocabulary_seeds() {
   out.push_back(seed("vocab-spm-nan-scores", vocab("llama", {"<unk>", "a", "b"}, [](gguf::Writer& w) {
     w.set("tokenizer.ggml.scores", gguf::make_f32_array({NAN, INFINITY, -INFINITY}));
   })));
-  out.push_back(seed("vocab-spm-bad-byte-tokens", vocab("llama", {"<0xZZ>", "<0x>", "<0x0A", "<0x100>"}, [](gguf::Writer& w) {
+  const std::vector<std::string> bad_bytes = {"<0xZZ>", "<0x>", "<0x0A", "<0x100>"};
+  out.push_back(seed("vocab-spm-bad-byte-tokens", vocab("llama", bad_bytes, [](gguf::Writer& w) {
     w.set("tokenizer.ggml.token_type", gguf::make_i32_array({6, 6, 6, 6}));
   })));
   out.push_back(seed("vocab-spm-ids-out-of-range", vocab("llama", {"a", "b"}, [](gguf::Writer& w) {
@@ -131,10 +132,12 @@ std::vector<Seed> vocabulary_seeds() {
     w.set_u32("tokenizer.ggml.unknown_token_id", 0xffffffffu);
   })));
   out.push_back(seed("vocab-spm-invalid-utf8", vocab("llama", {"\xff\xfe", "a\xc3", std::string("a\0b", 3)})));
-  out.push_back(seed("vocab-spm-user-defined-prefixes", vocab("llama", {"<unk>", "<", "<<", "<<<", "a"}, [](gguf::Writer& w) {
+  const std::vector<std::string> prefixes = {"<unk>", "<", "<<", "<<<", "a"};
+  out.push_back(seed("vocab-spm-user-defined-prefixes", vocab("llama", prefixes, [](gguf::Writer& w) {
     w.set("tokenizer.ggml.token_type", gguf::make_i32_array({2, 4, 4, 4, 1}));
   })));
-  out.push_back(seed("vocab-bpe-bad-merges", vocab("gpt2", {"a", "b", "ab"}, merges({"ab", "a  b", " ", "", "x y", "a b c"}))));
+  out.push_back(seed("vocab-bpe-bad-merges",
+                     vocab("gpt2", {"a", "b", "ab"}, merges({"ab", "a  b", " ", "", "x y", "a b c"}))));
   out.push_back(seed("vocab-bpe-merge-of-unknown", vocab("gpt2", {"a", "b"}, merges({"a b", "ab ab", "b a"}))));
   out.push_back(seed("vocab-bpe-empty-control", vocab("gpt2", {"", "a", "b"}, [&](gguf::Writer& w) {
     merges({"a b"})(w);
@@ -161,7 +164,10 @@ std::vector<Seed> malformed_seeds() {
       for (int i = 0; i < levels; ++i) r.u32(i + 1 < levels ? ARR : U8).u64(i + 1 < levels ? 1 : 0);
     };
   };
-  add("base", [](Spec& s) { s.kvs = {kv_u32("general.alignment", 64), kv_str("general.name", "x")}; s.alignment = 64; });
+  add("base", [](Spec& s) {
+    s.kvs = {kv_u32("general.alignment", 64), kv_str("general.name", "x")};
+    s.alignment = 64;
+  });
   add("bad-magic", [](Spec& s) { s.magic = "GGML"; });
   add("version-1", [](Spec& s) { s.version = 1; });
   add("version-2", [](Spec& s) { s.version = 2; });
@@ -232,7 +238,8 @@ std::vector<uint8_t> tiny_model(const TinySpec& s) {
   std::vector<float> scores;
   std::vector<int32_t> types;
   if (s.tok == "gpt2") {
-    tokens = {"<|endoftext|>", "a", "b", "c", "\xc4\xa0", "\xc4\xa0" "a", "ab", "abc", "d", "e", "!", "1", "2", "\xc4\x8a",
+    tokens = {"<|endoftext|>", "a", "b", "c", "\xc4\xa0", "\xc4\xa0" "a", "ab", "abc", "d", "e", "!", "1", "2",
+              "\xc4\x8a",
               "<|im_start|>", "<|im_end|>"};
     types.assign(tokens.size(), 1);
     types[0] = types[14] = types[15] = 3;
@@ -350,7 +357,8 @@ std::vector<Seed> tokenizer_seeds(const std::optional<std::string>& assets) {
       "Hello world",
       " Hello  World!\n\n\tTabs and\r\nCRLF",
       "<s>[INST] hi [/INST]</s><|begin_of_text|><|start_header_id|>user<|end_header_id|><|im_start|><|eot_id|>",
-      "\xe2\x9c\x85 \xf0\x9f\xa6\x99 caf\xc3\xa9 \xe4\xb8\xad\xe6\x96\x87 \xd0\x9f\xd1\x80\xd0\xb8\xd0\xb2\xd0\xb5\xd1\x82",
+      "\xe2\x9c\x85 \xf0\x9f\xa6\x99 caf\xc3\xa9 \xe4\xb8\xad\xe6\x96\x87 "
+      "\xd0\x9f\xd1\x80\xd0\xb8\xd0\xb2\xd0\xb5\xd1\x82",
       "3.14159 1234567890 don't I'm you'LL",
       "\xff\xfe invalid \xc3 utf8 \xed\xa0\x80 \xf4\x90\x80\x80",
       std::string(64, ' ') + std::string(32, '\n'),
@@ -413,7 +421,8 @@ std::vector<Seed> chat_template_seeds(const std::optional<std::string>& assets) 
       {"strings",
        "{{ 'abc'[::-1] }}{{ '%s-%d' % ('x', 3) }}{{ 'a,b'.split(',') }}{{ ' x '.strip() }}{{ 'x' * 3 }}"
        "{{ messages[-1].content[0].text.startswith('Thanks') }}{{ strftime_now('%Y-%m-%d') }}"},
-      {"whitespace-control", "{%- if add_generation_prompt -%}\n  {{- bos_token -}}\n{%- else -%}{{ eos_token }}{%- endif %}"},
+      {"whitespace-control",
+       "{%- if add_generation_prompt -%}\n  {{- bos_token -}}\n{%- else -%}{{ eos_token }}{%- endif %}"},
       {"tool-calls",
        "{% for m in messages %}{% if m.tool_calls %}{% for c in m.tool_calls %}{{ c.function.name }}"
        "({{ c.function.arguments | tojson }}){% endfor %}{% elif m.role == 'tool' %}[{{ m.tool_call_id }}]"
