@@ -201,11 +201,14 @@ int run_bench(BenchOptions& o) {
 void register_bench(CLI::App& root, Action& chosen) {
   auto o = std::make_shared<BenchOptions>();
   auto* cmd = root.add_subcommand("bench", "Measure prompt processing and generation speed");
-  cmd->footer("Example: llm-run bench -m model.gguf -p 512 -n 128 -d 0,4096 -r 5 -o md");
+  cmd->footer("Example: llm-run bench -m model.gguf -p 512 -n 128 -pg 512,128 -d 0,4096 -r 5 -o md");
   add_run_flags(*cmd, o->run);
   cmd->add_option("-p,--n-prompt", o->n_prompt, "prompt lengths to test (comma list)")->delimiter(',');
   cmd->add_option("-n,--n-gen", o->n_gen, "generation lengths to test (comma list)")->delimiter(',');
-  cmd->add_option("--pg", o->pg, "prompt,generation pairs (e.g. --pg 512,128; repeatable)");
+  // Declared as --pg because CLI11 has no one-dash long names; main() turns the usual `-pg` into it.
+  cmd->add_option("--pg", o->pg,
+                  "-pg 512,128 (or --pg): a prompt of 512 tokens then 128 generated, timed together (repeatable)")
+      ->type_name("PROMPT,GEN");
   cmd->add_option("-d,--n-depth", o->depth, "context depths before each test (comma list)")->delimiter(',');
   cmd->add_option("-r,--repetitions", o->reps, "repetitions per test")->capture_default_str();
   cmd->add_option("-o,--output", o->output, "output format")->check(CLI::IsMember({"md", "csv", "json"}));

@@ -5,7 +5,9 @@
 #include <cstdio>
 #include <exception>
 #include <string>
+#include <vector>
 
+#include "app/argv_spelling.h"
 #include "app/cli.h"
 #include "app/version.h"
 
@@ -24,8 +26,12 @@ int main(int argc, char** argv) {
   app::register_chat(root, chosen);
   app::register_tokenize(root, chosen);
 
+  // `bench -pg 512,128` as the popular *-bench tool spells it (see argv_spelling.h).
+  std::vector<std::string> args = app::respell_bench_pg({argv, argv + argc});
+  std::vector<char*> arg_ptrs;
+  for (std::string& a : args) arg_ptrs.push_back(a.data());
   try {
-    root.parse(argc, argv);
+    root.parse(static_cast<int>(arg_ptrs.size()), arg_ptrs.data());
   } catch (const CLI::CallForHelp& e) {
     return root.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
