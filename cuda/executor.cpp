@@ -14,6 +14,7 @@
 #include "cuda/kernels/norm.cuh"
 #include "cuda/kernels/rope.cuh"
 #include "cuda/kernels/softmax.cuh"
+#include "cuda/work_buffers.h"
 
 namespace cuda {
 
@@ -50,30 +51,12 @@ Executor::Executor(const Context& ctx, const graph::Graph& g, const graph::Plan&
                    KvCache* kv, ExecutorOptions options)
     : ctx_(ctx), g_(g), plan_(plan), weights_(weights), kv_(kv), opt_(options) {
   LLM_REQUIRE(plan.covers(g), "the plan was made for another graph");
-  arena_ = DeviceBuffer(plan.arena_bytes);
-  // Scratch sizes: the largest need of any GEMM / attention node, allocated once here.
-  size_t gemm = 0, attn = 0, staging = 0;
-  for (const Node& n : g.nodes()) {
-    if (n.op == Op::MulMat && n.inputs.size() >= 2) {
-      const auto& w = g.node(n.inputs[0]).shape;
-      const int64_t T = n.shape.ne[1] * n.shape.ne[2] * n.shape.ne[3];
-      if (T > opt_.matvec_max_tokens) {
-        // Whole-matrix conversion up to 256 MiB; bigger matrices go in slices.
-        const size_t full = gemm_full_scratch(w.ne[0], w.ne[1], T);
-        gemm = ::std::max(gemm, ::std::max(::std::min(full, size_t(256) << 20), gemm_min_scratch(w.ne[0], w.ne[1], T)));
-      }
-    } else if (n.op == Op::Attention) {
-      const auto& p = ::std::get<graph::AttentionParams>(n.params);
-      const int64_t T = g.node(n.inputs[0]).shape.ne[2];
-      const int32_t split = attention_split_len(g.kv.n_ctx, p.n_head, T, ctx.sm_count());
-      attn = ::std::max(attn, attention_scratch_floats(g.kv.n_ctx, p.n_head, p.head_dim_v, T, split) * 4);
-    } else if (n.op == Op::Input) {
-      staging += size_t(n.shape.elements()) * 4;
-    }
-  }
-  gemm_scratch_ = DeviceBuffer(gemm);
-  attn_scratch_ = DeviceBuffer(attn);
-  input_staging_ = PinnedBuffer(::std::max<size_t>(staging, 4));
+  // Sizes from the same function the sessions' memory checks use (cuda/work_buffers.h), allocated once here.
+  const WorkBuffers sizes = work_buffers(g, plan, ctx.sm_count(), opt_.matvec_max_tokens);
+  arena_ = DeviceBuffer(sizes.arena);
+  gemm_scratch_ = DeviceBuffer(sizes.gemm_scratch);
+  attn_scratch_ = DeviceBuffer(sizes.attn_scratch);
+  input_staging_ = PinnedBuffer(::std::max<size_t>(sizes.staging, 4));
   for (const Node& n : g.nodes()) lower(n);
 }
 

@@ -1,0 +1,54 @@
+// The buffers a cuda::Executor allocates for one planned graph, computed without allocating anything, so a session
+// can check that a graph (or a whole context) fits in free device memory before any large cudaMalloc. The executor
+// sizes its buffers with this same function, so the estimate cannot drift from what is allocated.
+#pragma once
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <variant>
+
+#include "cuda/kernels/attention.cuh"
+#include "cuda/kernels/gemm.cuh"
+#include "graph/ir.h"
+#include "graph/plan.h"
+
+namespace cuda {
+
+struct WorkBuffers {
+  size_t arena = 0;         // device: the activation arena (graph::Plan::arena_bytes)
+  size_t gemm_scratch = 0;  // device: the largest need of any GEMM node (dequantized weight slices, X in half)
+  size_t attn_scratch = 0;  // device: the largest need of any attention node (split-K partial results)
+  size_t staging = 0;       // pinned host memory for the per-run inputs (token ids, positions)
+  size_t device_bytes() const { return arena + gemm_scratch + attn_scratch; }
+};
+
+// For graph g planned by `plan`, on a device with sm_count SMs; MulMat nodes with more than matvec_max_tokens
+// tokens take the GEMM path (ExecutorOptions::matvec_max_tokens).
+inline WorkBuffers work_buffers(const graph::Graph& g, const graph::Plan& plan, int sm_count,
+                                int64_t matvec_max_tokens) {
+  WorkBuffers b;
+  b.arena = plan.arena_bytes;
+  for (const graph::Node& n : g.nodes()) {
+    if (n.op == graph::Op::MulMat && n.inputs.size() >= 2) {
+      const auto& w = g.node(n.inputs[0]).shape;
+      const int64_t T = n.shape.ne[1] * n.shape.ne[2] * n.shape.ne[3];
+      if (T > matvec_max_tokens) {
+        // Whole-matrix conversion up to 256 MiB; bigger matrices go in slices.
+        const size_t full = gemm_full_scratch(w.ne[0], w.ne[1], T);
+        b.gemm_scratch = ::std::max(
+            b.gemm_scratch, ::std::max(::std::min(full, size_t(256) << 20), gemm_min_scratch(w.ne[0], w.ne[1], T)));
+      }
+    } else if (n.op == graph::Op::Attention) {
+      const auto& p = ::std::get<graph::AttentionParams>(n.params);
+      const int64_t T = g.node(n.inputs[0]).shape.ne[2];
+      const int32_t split = attention_split_len(g.kv.n_ctx, p.n_head, T, sm_count);
+      b.attn_scratch =
+          ::std::max(b.attn_scratch, attention_scratch_floats(g.kv.n_ctx, p.n_head, p.head_dim_v, T, split) * 4);
+    } else if (n.op == graph::Op::Input) {
+      b.staging += size_t(n.shape.elements()) * 4;
+    }
+  }
+  return b;
+}
+
+}  // namespace cuda
