@@ -65,12 +65,14 @@ TurnResult ChatSession::turn(const std::string& user_text, const TextSink& sink,
   GenerateOptions g = options_.generation;
   g.n_past = static_cast<int32_t>(common);
   g.echo_prompt = false;
+  g.warmup = g.warmup && !warmed_up_;
   const std::span<const int32_t> fresh(prompt.data() + common, prompt.size() - common);
   std::string reply;
   result.generation = generate(session_, tok_, fresh, g, [&](std::string_view text) {
     reply += text;
     sink(text);
   });
+  warmed_up_ = true;
   cached_.assign(prompt.begin(), prompt.end());
   cached_.insert(cached_.end(), result.generation.generated.begin(), result.generation.generated.end());
   messages_.push_back(ChatMessage{"assistant", jinja::Value(reply), {}});

@@ -19,7 +19,8 @@ namespace app {
 
 struct ChatOptions {
   std::string system;          // --system; empty = none
-  GenerateOptions generation;  // sampling and -n per reply (n_past and echo are managed here)
+  GenerateOptions generation;  // sampling and -n per reply (n_past and echo are managed here; warmup applies to the
+                               // first turn only, whose prompt and decode shapes it prepares)
   // Tokens kept free for the reply when deciding whether to drop old turns.
   int32_t reply_reserve = 256;
 };
@@ -53,6 +54,7 @@ class ChatSession {
   ChatOptions options_;
   std::vector<ChatMessage> messages_;
   std::vector<int32_t> cached_;  // ids whose K/V occupy cache slots [0, cached_.size())
+  bool warmed_up_ = false;       // the first turn ran (with its warm-up, when asked for)
 };
 
 }  // namespace app

@@ -31,7 +31,6 @@ struct BenchOptions {
   std::vector<int32_t> depth{0};
   int32_t reps = 5;
   std::string output = "md";
-  bool no_warmup = false;
 };
 
 double now_s() {
@@ -180,7 +179,7 @@ int run_bench(BenchOptions& o) {
   };
   for (auto& t : tests) {
     std::fprintf(stderr, "bench: %s ", t.name.c_str());
-    if (!o.no_warmup) runner.run(t);
+    if (o.run.warmup) runner.run(t);
     for (int r = 0; r < o.reps; ++r) {
       t.seconds.push_back(runner.run(t));
       sample_memory();
@@ -212,7 +211,7 @@ void register_bench(CLI::App& root, Action& chosen) {
   cmd->add_option("-d,--n-depth", o->depth, "context depths before each test (comma list)")->delimiter(',');
   cmd->add_option("-r,--repetitions", o->reps, "repetitions per test")->capture_default_str();
   cmd->add_option("-o,--output", o->output, "output format")->check(CLI::IsMember({"md", "csv", "json"}));
-  cmd->add_flag("--no-warmup", o->no_warmup, "do not run each test once before timing it");
+  add_warmup_flag(*cmd, o->run, "each test run once before the timed repetitions");
   cmd->callback([o, &chosen] {
     for (int32_t v : o->n_prompt)
       if (v < 0) throw CLI::ValidationError("-p", "values must be >= 0");

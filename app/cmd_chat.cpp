@@ -48,6 +48,7 @@ int run_chat(ChatFlags& f) {
   ChatOptions options;
   options.system = f.system;
   options.generation = f.sampling.gen;
+  options.generation.warmup = f.run.warmup;
   ChatSession chat(*l.session, l.tok, std::move(tmpl), options);
 
   const bool tty = isatty(STDIN_FILENO) != 0;
@@ -105,6 +106,7 @@ void register_chat(CLI::App& root, Action& chosen) {
   for (const auto& n : ChatTemplate::builtin_names()) names += (names.empty() ? "" : ", ") + n;
   cmd->add_option("--chat-template", f->template_name, "Use a built-in template instead of the model's: " + names);
   cmd->add_flag("--show-template", f->show_template, "Say which template family is in use");
+  add_warmup_flag(*cmd, f->run, "the first turn's prompt and two decode steps, evaluated once and discarded");
   cmd->callback([f, &chosen] { chosen = [f] { return run_chat(*f); }; });
 }
 

@@ -32,12 +32,13 @@ std::string read_text_file(const std::string& path) {
 
 void print_timings(const Loaded& l, const GenerateResult& r) {
   auto rate = [](double n, double ms) { return ms > 0 ? n * 1000.0 / ms : 0.0; };
+  std::fprintf(stderr, "\nllm-run: load       %10.2f ms\n", l.load_ms);
+  if (r.warmup_ms > 0) std::fprintf(stderr, "llm-run: warm-up    %10.2f ms (not counted below)\n", r.warmup_ms);
   std::fprintf(stderr,
-               "\nllm-run: load       %10.2f ms\n"
                "llm-run: prompt     %10.2f ms / %6zu tokens (%9.2f tok/s)\n"
                "llm-run: generation %10.2f ms / %6zu tokens (%9.2f tok/s)\n"
                "llm-run: stopped at %s; device %s\n",
-               l.load_ms, r.prompt_ms, r.prompt.size(), rate(double(r.prompt.size()), r.prompt_ms), r.generate_ms,
+               r.prompt_ms, r.prompt.size(), rate(double(r.prompt.size()), r.prompt_ms), r.generate_ms,
                r.generated.size(), rate(double(r.generated.size()), r.generate_ms), stop_reason_name(r.stop),
                l.session->device_name().c_str());
 }
@@ -47,6 +48,7 @@ int run_generate(GenerateFlags f) {
   finalize_sampling(f.sampling);
   GenerateOptions& gen = f.sampling.gen;
   gen.echo_prompt = !f.no_display_prompt;
+  gen.warmup = f.run.warmup;
 
   Loaded l = load_for_run(f.run);
   const std::vector<int32_t> prompt = tokenize_prompt(l.tok, f.prompt);
@@ -74,6 +76,7 @@ void register_generate(CLI::App& root, Action& chosen) {
   root.add_option("-f,--file", f->prompt_file, "Read the prompt from this file")->excludes("--prompt");
   add_sampling_flags(root, f->sampling);
   root.add_flag("--no-display-prompt", f->no_display_prompt, "Print only the continuation");
+  add_warmup_flag(root, f->run, "the prompt and two decode steps, evaluated once and discarded");
   // The root callback runs after any subcommand's; it claims the run only when no subcommand did and the command
   // line was not empty (a bare `llm-run` prints the help).
   root.callback([f, &chosen, &root] {

@@ -4,6 +4,7 @@
 // --kl-divergence-base FILE saves the logits of every scored position; adding --kl-divergence compares this run
 // against such a file instead (KL(base || current), top-1 agreement); see app/kl_divergence.h.
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -13,6 +14,7 @@
 #include "app/cli.h"
 #include "app/kl_divergence.h"
 #include "app/session_flags.h"
+#include "app/warmup.h"
 
 namespace app {
 namespace {
@@ -93,6 +95,12 @@ int run_perplexity(PerplexityFlags f) {
   double sum = 0, sum2 = 0;
   int64_t count = 0;
   std::vector<int32_t> chunk(static_cast<size_t>(n_ctx));
+  double warmup_ms = 0;
+  if (f.run.warmup) {
+    std::copy_n(tokens.begin(), n_ctx, chunk.begin());
+    warmup_ms = warm_up_batch(*l.session, chunk, /*all_logits=*/true);
+  }
+  const auto t0 = std::chrono::steady_clock::now();
   for (int64_t c = 0; c < n_chunks; ++c) {
     std::copy_n(tokens.begin() + c * n_ctx, n_ctx, chunk.begin());
     // Every chunk is scored as a fresh document.
@@ -110,12 +118,16 @@ int run_perplexity(PerplexityFlags f) {
     std::printf("[%lld]%.4f,", static_cast<long long>(c + 1), std::exp(sum / double(count)));
     std::fflush(stdout);
   }
+  const double score_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   const double mean = sum / double(count);
   const double ppl = std::exp(mean);
   // Standard error of the mean NLL, carried to the perplexity by the delta method (d exp(x) = exp(x) dx).
   const double var = sum2 / double(count) - mean * mean;
   const double err = count > 1 && var > 0 ? std::sqrt(var / double(count - 1)) * ppl : 0.0;
   std::printf("\nFinal estimate: PPL = %.4f +/- %.5f\n", ppl, err);
+  std::fprintf(stderr, "llm-run: load %.2f ms, warm-up %.2f ms; %lld chunks in %.2f ms (%.2f ms per chunk, %.2f tok/s)\n",
+               l.load_ms, warmup_ms, static_cast<long long>(n_chunks), score_ms, score_ms / double(n_chunks),
+               score_ms > 0 ? double(n_chunks) * n_ctx * 1000.0 / score_ms : 0.0);
   if (writer) {
     writer->finish();
     std::fprintf(stderr, "llm-run: saved the logits of %lld positions to '%s'\n", static_cast<long long>(count),
@@ -140,6 +152,7 @@ void register_perplexity(CLI::App& root, Action& chosen) {
   cmd->add_option("--chunks", f->n_chunks, "Score at most this many chunks (default: all)");
   cmd->add_option("--kl-divergence-base", f->kld_base,
                   "Save the logits of every scored position to FILE; with --kl-divergence, read them from FILE instead");
+  add_warmup_flag(*cmd, f->run, "one chunk evaluated once and discarded, so the per-chunk time is the steady state");
   cmd->add_flag("--kl-divergence", f->kld,
                 "Report KL(base || this run) and top-1 agreement against --kl-divergence-base FILE (chunk size and "
                 "chunks come from the file)");

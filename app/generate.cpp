@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "app/interrupt.h"
+#include "app/warmup.h"
 #include "tokenizer/tokenizer.h"
 
 namespace app {
@@ -57,6 +58,7 @@ GenerateResult generate(Session& session, const tokenizer::Tokenizer& tok, std::
   Sampler sampler(options.sampling);
   GenerateResult r;
   r.prompt.assign(prompt.begin(), prompt.end());
+  if (options.warmup) r.warmup_ms = warm_up_generation(session, prompt, options);
 
   tokenizer::StreamDecoder decoder(tok);
   // The prompt goes through the decoder even when not shown: it settles the SentencePiece leading-space rule, so

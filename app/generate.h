@@ -24,6 +24,7 @@ struct GenerateOptions {
   bool echo_prompt = true;     // stream the prompt's text before the continuation
   int32_t n_past = 0;          // positions the session's KV cache already holds (a chat's earlier turns): the
                                // prompt is evaluated from here; penalties see only this call's tokens
+  bool warmup = false;         // run warm_up_generation (app/warmup.h) first, untimed; the CLI's default
   SamplerParams sampling;
   // -r/--reverse-prompt: generation stops once the generated text contains one of these (the text up to and
   // including it is still emitted).
@@ -39,6 +40,7 @@ struct GenerateResult {
   StopReason stop = StopReason::TokenLimit;
   double prompt_ms = 0;            // prefill: eval of the whole prompt
   double generate_ms = 0;          // from the first sample to the last token's text (sampling + decode evals)
+  double warmup_ms = 0;            // the untimed warm-up before the prompt (0 without one)
 };
 
 // Text sink, called once per token with the bytes that became complete (may be empty), then once with what the

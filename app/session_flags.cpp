@@ -22,6 +22,10 @@ void add_run_flags(CLI::App& cmd, RunFlags& f) {
   cmd.add_flag("!--no-cuda-graph", f.session.cuda_graph, "Run the decode step with plain kernel launches");
 }
 
+void add_warmup_flag(CLI::App& cmd, RunFlags& f, const std::string& what) {
+  cmd.add_flag("!--no-warmup", f.warmup, "Skip the untimed warm-up (" + what + ")");
+}
+
 Loaded load_for_run(const RunFlags& flags) {
   const auto t0 = std::chrono::steady_clock::now();
   const std::string path = resolve_model_path(flags.model);

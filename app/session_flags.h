@@ -15,10 +15,14 @@ namespace app {
 struct RunFlags {
   std::string model;        // -m FILE
   SessionOptions session;   // -c, --device, -t, -v
+  bool warmup = true;       // false with --no-warmup (only on commands that add_warmup_flag)
 };
 
 // Adds -m/--model, -c/--ctx-size, --device, -t/--threads, -v/--verbose to cmd (the root app or a subcommand).
 void add_run_flags(CLI::App& cmd, RunFlags& flags);
+
+// Adds --no-warmup, which clears flags.warmup; `what` is the command's warm-up in a few words, for --help.
+void add_warmup_flag(CLI::App& cmd, RunFlags& flags, const std::string& what);
 
 struct Loaded {
   std::shared_ptr<const model::Model> model;
