@@ -134,8 +134,12 @@ std::vector<BenchTest> plan_tests(const BenchOptions& o) {
 int run_bench(BenchOptions& o) {
   if (o.reps < 1) throw UsageError("-r must be at least 1");
   std::vector<BenchTest> tests = plan_tests(o);
-  int32_t needed = 1;
-  for (const auto& t : tests) needed = std::max(needed, t.depth + t.n_prompt + t.n_gen + 1);
+  int32_t needed = 1, largest_batch = 1;
+  for (const auto& t : tests) {
+    needed = std::max(needed, t.depth + t.n_prompt + t.n_gen + 1);
+    largest_batch = std::max({largest_batch, t.depth, t.n_prompt});  // each prefill is one evaluation
+  }
+  o.run.session.plan_batch = largest_batch;
   if (o.run.session.n_ctx == 0) o.run.session.n_ctx = needed;
   if (o.run.session.n_ctx < needed)
     throw UsageError("the tests need a context of " + std::to_string(needed) + " tokens but -c is " +

@@ -53,6 +53,9 @@ int run_perplexity(PerplexityFlags f) {
                                ", this run " + std::to_string(f.run.session.n_ctx) + " (-c)");
   }
   if (f.run.session.n_ctx == 0) f.run.session.n_ctx = 512;
+  // Every evaluation is a whole chunk with all its logits: the GPU memory check at load plans for exactly that.
+  f.run.session.plan_batch = f.run.session.n_ctx;
+  f.run.session.plan_all_logits = true;
   Loaded l = load_for_run(f.run);
   const int32_t n_ctx = l.session->n_ctx();
   if (n_ctx < 4) throw UsageError("perplexity needs a context (-c) of at least 4 tokens");

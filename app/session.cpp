@@ -7,6 +7,7 @@
 #include <string>
 
 #include "app/cli.h"
+#include "app/memory_plan.h"
 #include "app/session_cpu.h"
 #include "model/model.h"
 
@@ -34,25 +35,27 @@ void check_eval_batch(std::span<const int32_t> tokens, int32_t start_pos, int32_
                               std::to_string(n_vocab) + ")");
 }
 
-int32_t resolve_n_ctx(const model::Model& model, const SessionOptions& options) {
+int32_t cpu_n_ctx(const model::Model& model, const SessionOptions& options) {
   if (options.n_ctx < 0) throw UsageError("context size (-c) must be positive, got " + std::to_string(options.n_ctx));
   if (options.n_ctx > 0) return options.n_ctx;
   return std::min(model.config().n_ctx_train, kDefaultCtxCap);
 }
 
-std::unique_ptr<Session> make_session(std::shared_ptr<const model::Model> model, const SessionOptions& options) {
-  const int32_t n_ctx = resolve_n_ctx(*model, options);
+namespace {
+std::unique_ptr<Session> make_cpu_session(std::shared_ptr<const model::Model> model, const SessionOptions& options) {
+  const int32_t n_ctx = cpu_n_ctx(*model, options);
   if (options.n_ctx == 0 && n_ctx < model->config().n_ctx_train)
     std::fprintf(stderr, "llm-run: note: context capped at %d tokens (model trained for %d); use -c to change\n",
                  n_ctx, model->config().n_ctx_train);
-  else if (options.n_ctx > model->config().n_ctx_train)
-    std::fprintf(stderr, "llm-run: warning: context %d is longer than the model's training context %d\n", n_ctx,
-                 model->config().n_ctx_train);
+  return std::make_unique<CpuSession>(std::move(model), n_ctx, options.n_threads);
+}
+
+std::unique_ptr<Session> make_device_session(std::shared_ptr<const model::Model> model, const SessionOptions& options) {
   const std::string& device = options.device;
-  if (device == "cpu") return std::make_unique<CpuSession>(std::move(model), n_ctx, options.n_threads);
+  if (device == "cpu") return make_cpu_session(std::move(model), options);
   if (device == "cuda") {
 #ifdef LLM_HAVE_CUDA_SESSION
-    return make_cuda_session(std::move(model), options, n_ctx);
+    return make_cuda_session(std::move(model), options);
 #else
     throw std::runtime_error("CUDA device not available in this build");
 #endif
@@ -62,17 +65,31 @@ std::unique_ptr<Session> make_session(std::shared_ptr<const model::Model> model,
     // The CPU reference is the documented fallback when no GPU can be used; a machine without one is no news.
     if (!cuda::device_available()) {
       if (options.verbose) std::fprintf(stderr, "llm-run: no CUDA device; running on the CPU reference\n");
-      return std::make_unique<CpuSession>(std::move(model), n_ctx, options.n_threads);
+      return make_cpu_session(std::move(model), options);
     }
     try {
-      return make_cuda_session(model, options, n_ctx);
+      return make_cuda_session(model, options);
+    } catch (const DeviceMemoryError&) {
+      throw;  // a GPU that is too small for the request is the user's to resolve, not a reason to run on the CPU
     } catch (const std::exception& e) {
       std::fprintf(stderr, "llm-run: note: no usable CUDA device (%s); running on the CPU reference\n", e.what());
     }
 #endif
-    return std::make_unique<CpuSession>(std::move(model), n_ctx, options.n_threads);
+    return make_cpu_session(std::move(model), options);
   }
   throw UsageError("unknown device '" + options.device + "' (expected cpu, cuda or auto)");
+}
+}  // namespace
+
+std::unique_ptr<Session> make_session(std::shared_ptr<const model::Model> model, const SessionOptions& options) {
+  if (options.n_ctx < 0) throw UsageError("context size (-c) must be positive, got " + std::to_string(options.n_ctx));
+  const int32_t n_train = model->config().n_ctx_train;
+  std::unique_ptr<Session> session = make_device_session(std::move(model), options);
+  // After the session exists, so that a context refused for lack of memory gets its one error line and nothing else.
+  if (options.n_ctx > n_train)
+    std::fprintf(stderr, "llm-run: warning: context %d is longer than the model's training context %d\n",
+                 options.n_ctx, n_train);
+  return session;
 }
 
 }  // namespace app

@@ -25,10 +25,15 @@ class SessionError : public std::runtime_error {
 
 struct SessionOptions {
   std::string device = "auto";  // "auto" (CUDA when a GPU is usable, else the CPU) | "cpu" | "cuda"
-  int32_t n_ctx = 0;           // KV-cache slots; 0 = the model's training context, capped (see resolve_n_ctx)
+  int32_t n_ctx = 0;           // KV-cache slots; 0 = the model's training context, capped by the device (make_session)
   int32_t n_threads = 0;       // CPU threads; 0 = hardware concurrency
   bool verbose = false;        // device / allocation notes on stderr
   bool cuda_graph = true;      // capture the decode step as a CUDA graph (--no-cuda-graph: plain launches)
+  // The largest evaluation the caller will make, for the GPU memory check before loading: 0 = prompts of up to
+  // kPlannedPrefillTokens with last-token logits (a longer one is checked when it comes); perplexity sets its
+  // chunk size with all_logits.
+  int32_t plan_batch = 0;
+  bool plan_all_logits = false;
 };
 
 // What a device-side sampler needs to pick the next token itself (see Session::decode_sample).
@@ -67,19 +72,23 @@ class Session {
 void check_eval_batch(std::span<const int32_t> tokens, int32_t start_pos, int32_t n_ctx, int32_t n_vocab);
 
 // Creates the session for options.device: "cpu", "cuda", or "auto" (cuda when this build has the CUDA session and
-// it starts, else cpu with a note on stderr). The context is resolve_n_ctx(); a note goes to stderr when the
-// default was capped. Throws UsageError for an unknown device and std::runtime_error("CUDA device not available in
-// this build") for "cuda" without the CUDA session. The session shares ownership of the model.
+// it starts, else cpu with a note on stderr). The context is options.n_ctx when positive; the default (0) is the
+// model's training context, on the CPU at most 4096 tokens (cpu_n_ctx), on a GPU as much of it as fits in free
+// device memory (a note on stderr says when either cap applied). Throws UsageError for an unknown device or a
+// negative -c, std::runtime_error("CUDA device not available in this build") for "cuda" without the CUDA session,
+// and app::DeviceMemoryError (app/memory_plan.h), even for "auto", when the model or the requested context does not
+// fit in the GPU's free memory. The session shares ownership of the model.
 std::unique_ptr<Session> make_session(std::shared_ptr<const model::Model> model, const SessionOptions& options);
 
-// KV-cache slots for this model and request: options.n_ctx when positive, else min(training context, 4096) on every
-// device (a 128k-token default would cost gigabytes of cache for the common short run). UsageError when negative.
-int32_t resolve_n_ctx(const model::Model& model, const SessionOptions& options);
+// KV-cache slots for a CPU session: options.n_ctx when positive, else min(training context, 4096) (a 128k-token
+// default would cost gigabytes of float cache for the common short run). UsageError when negative.
+int32_t cpu_n_ctx(const model::Model& model, const SessionOptions& options);
 
 #ifdef LLM_HAVE_CUDA_SESSION
-// Provided by the CUDA session's source file; builds that define LLM_HAVE_CUDA_SESSION must link it.
-std::unique_ptr<Session> make_cuda_session(std::shared_ptr<const model::Model> model, const SessionOptions& options,
-                                           int32_t n_ctx);
+// Provided by the CUDA session's source file; builds that define LLM_HAVE_CUDA_SESSION must link it. Resolves the
+// context itself (options.n_ctx, or the default that fits), since free device memory is known only once the device
+// is opened.
+std::unique_ptr<Session> make_cuda_session(std::shared_ptr<const model::Model> model, const SessionOptions& options);
 #endif
 
 }  // namespace app

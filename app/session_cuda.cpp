@@ -9,7 +9,10 @@
 #include <stdexcept>
 #include <string>
 
+#include "app/memory_plan.h"
 #include "app/progress.h"
+#include "cuda/device_info.h"
+#include "cuda/work_buffers.h"
 #include "model/build_graph.h"
 
 namespace app {
@@ -34,9 +37,34 @@ cuda::SamplingConfig to_config(const SamplerParams& s) {
 
 CudaSession::CudaSession(std::shared_ptr<const model::Model> model, int32_t n_ctx, CudaSessionOptions options)
     : model_(std::move(model)), n_ctx_(n_ctx), opt_(options) {
-  if (n_ctx_ <= 0) throw SessionError("context size must be positive, got " + std::to_string(n_ctx_));
+  if (n_ctx_ < 0) throw SessionError("context size must be positive, got " + std::to_string(n_ctx_));
   if (!cuda::device_available()) throw cuda::Error("no CUDA device is available (use --device cpu)");
   ctx_ = std::make_unique<cuda::Context>(opt_.device);
+
+  // Everything big (weights, KV cache, work buffers) is checked against free memory here, before it is allocated.
+  {
+    const Footprint fp =
+        cuda_session_footprint(*model_, cuda_device_facts(*ctx_, model_->config().n_vocab), opt_.plan);
+    const uint64_t free_bytes = cuda::device_memory_free();
+    const int32_t n_train = std::max(model_->config().n_ctx_train, 1);
+    if (n_ctx_ == 0) {
+      n_ctx_ = default_ctx_that_fits(fp, free_bytes, n_train);
+      if (n_ctx_ < n_train)
+        std::fprintf(stderr,
+                     "llm-run: note: context capped at %d tokens to fit in free GPU memory (%s free; model trained "
+                     "for %d); use -c to change\n",
+                     n_ctx_, format_bytes(free_bytes).c_str(), n_train);
+    } else {
+      require_fits(fp, free_bytes, n_ctx_);
+    }
+    if (opt_.verbose) {
+      const MemoryNeed need = fp.need(n_ctx_);
+      std::fprintf(stderr, "cuda: memory plan: weights %s, KV cache %s (%d slots), work buffers %s, headroom %s; %s free\n",
+                   format_bytes(need.weights).c_str(), format_bytes(need.kv_cache).c_str(), n_ctx_,
+                   format_bytes(need.work).c_str(), format_bytes(need.headroom).c_str(),
+                   format_bytes(free_bytes).c_str());
+    }
+  }
 
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<cuda::WeightUpload> items;
@@ -76,11 +104,27 @@ std::unique_ptr<CudaSession::Compiled> CudaSession::compile(int32_t n_tokens, bo
   eo.cuda_graph = opt_.cuda_graph && n_tokens == 1;  // only the decode step is replayed often enough to capture
   eo.verbose = opt_.verbose;
   eo.rtc = rtc_.get();
+  ensure_free(cuda::work_buffers(c->graph, c->plan, ctx_->sm_count(), eo.matvec_max_tokens).device_bytes(), n_tokens);
   c->exec = std::make_unique<cuda::Executor>(*ctx_, c->graph, c->plan, weights_.base(), kv_.get(), eo);
   if (opt_.verbose && rtc_)
     std::fprintf(stderr, "cuda: run-time kernels in %s: %d compiled, %d from cache, %d rejected\n",
                  rtc_->dir().string().c_str(), rtc_->stats().compiled, rtc_->stats().loaded, rtc_->stats().rejected);
   return c;
+}
+
+void CudaSession::ensure_free(uint64_t bytes, int32_t n_tokens) {
+  // Room for the allocations themselves and a graph instantiation; the load-time plan kept the larger headroom.
+  constexpr uint64_t kSlack = uint64_t{32} << 20;
+  uint64_t free_bytes = cuda::device_memory_free();
+  if (bytes + kSlack <= free_bytes) return;
+  // Cached prompt graphs are the only memory a session can give back (cudaFree returns it at once).
+  if (std::erase_if(graphs_, [](const auto& kv) { return kv.first.first != 1; }) > 0) {
+    free_bytes = cuda::device_memory_free();
+    if (bytes + kSlack <= free_bytes) return;
+  }
+  throw DeviceMemoryError("evaluating " + std::to_string(n_tokens) + " tokens at once needs " + format_bytes(bytes) +
+                          " of GPU work buffers but " + format_bytes(free_bytes) +
+                          " is free; use a shorter prompt or a smaller -c");
 }
 
 CudaSession::Compiled& CudaSession::compiled(int32_t n_tokens, bool all_logits) {
@@ -162,14 +206,14 @@ std::optional<int32_t> CudaSession::decode_sample(int32_t token, int32_t pos, co
   return *token_host_.as<int32_t>();
 }
 
-std::unique_ptr<Session> make_cuda_session(std::shared_ptr<const model::Model> model, const SessionOptions& options,
-                                           int32_t n_ctx) {
+std::unique_ptr<Session> make_cuda_session(std::shared_ptr<const model::Model> model, const SessionOptions& options) {
   CudaSessionOptions o;
   o.verbose = options.verbose;
   o.cuda_graph = options.cuda_graph;
+  o.plan = CudaPlanShape{options.plan_batch, options.plan_all_logits};
   if (const char* e = std::getenv("LLM_CUDA_GRAPH"); e && std::string(e) == "0") o.cuda_graph = false;
   if (const char* e = std::getenv("LLM_CUDA_RTC"); e && std::string(e) == "0") o.rtc = false;
-  return std::make_unique<CudaSession>(std::move(model), n_ctx, o);
+  return std::make_unique<CudaSession>(std::move(model), options.n_ctx, o);
 }
 
 }  // namespace app

@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "app/cuda_footprint.h"
 #include "app/session.h"
 #include "cuda/context.h"
 #include "cuda/executor.h"
@@ -24,11 +25,15 @@ struct CudaSessionOptions {
   bool cuda_graph = true;  // false: plain launches (--no-cuda-graph, or LLM_CUDA_GRAPH=0)
   bool verbose = false;
   bool rtc = true;         // NVRTC-generated element-wise kernels (cached on disk); false: ahead-of-time ones
+  CudaPlanShape plan;      // the largest evaluation to check free memory for at load (app/cuda_footprint.h)
 };
 
 class CudaSession final : public Session {
  public:
-  // Throws cuda::Error when no usable device exists, SessionError for n_ctx <= 0.
+  // n_ctx 0 = the model's training context, capped to what fits in free device memory (with a note on stderr).
+  // Before uploading anything, checks that weights, KV cache and work buffers fit in free device memory: throws
+  // DeviceMemoryError (app/memory_plan.h) when they do not. Throws cuda::Error when no usable device exists,
+  // SessionError for n_ctx < 0.
   CudaSession(std::shared_ptr<const model::Model> model, int32_t n_ctx, CudaSessionOptions options);
 
   std::span<const float> eval(std::span<const int32_t> tokens, int32_t start_pos, bool all_logits) override;
@@ -45,6 +50,9 @@ class CudaSession final : public Session {
     std::unique_ptr<cuda::Executor> exec;
   };
   std::unique_ptr<Compiled> compile(int32_t n_tokens, bool all_logits);
+  // Before a graph's executor allocates `bytes`: frees cached prompt graphs if that makes room, else throws
+  // DeviceMemoryError naming the batch size.
+  void ensure_free(uint64_t bytes, int32_t n_tokens);
   Compiled& compiled(int32_t n_tokens, bool all_logits);
   void check_batch(std::span<const int32_t> tokens, int32_t start_pos) const;
   Compiled& sampler_graph(const SamplerParams& p);

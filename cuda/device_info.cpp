@@ -37,6 +37,12 @@ uint64_t device_memory_used() {
   return total_b - free_b;
 }
 
+uint64_t device_memory_free() {
+  size_t free_b = 0, total_b = 0;
+  CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+  return free_b;
+}
+
 std::string device_name() {
   int dev = 0;
   CUDA_CHECK(cudaGetDevice(&dev));

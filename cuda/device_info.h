@@ -1,5 +1,5 @@
 // Device facts the benchmark reports beside tokens/s: the measured copy bandwidth (the ceiling of decode speed)
-// and device memory in use.
+// and device memory in use; free memory, which sessions check before allocating.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -12,6 +12,9 @@ double measure_copy_bandwidth_gbs();
 
 // Bytes of device memory in use on the current device (total - free, all processes).
 uint64_t device_memory_used();
+
+// Bytes of device memory free on the current device (cudaMemGetInfo), what a new allocation can still get.
+uint64_t device_memory_free();
 
 std::string device_name();
 
