@@ -221,6 +221,10 @@ static ChatRenderOptions probe_options() {
   options.bos_token = "<s>";
   options.eos_token = "</s>";
   options.now = std::tm{};
+  // Real templates render this three-message probe in a few thousand steps and a few hundred bytes; the small
+  // budget keeps loading a hostile model file (which renders the probe) from costing seconds.
+  options.limits.max_steps = 100'000;
+  options.limits.max_output_bytes = size_t{1} << 20;
   return options;
 }
 

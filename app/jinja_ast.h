@@ -93,6 +93,7 @@ struct Stmt {
   std::vector<std::pair<std::string, ExprPtr>> params;  // Macro: parameters and defaults (null = none); With: vars
   bool uses_varargs = false;  // Macro: the body reads varargs, so extra positional arguments are allowed
   bool uses_kwargs = false;   // Macro: the body reads kwargs, so unknown keyword arguments are allowed
+  bool uses_loop = false;     // For: the body (or something defined in it) names `loop`, so each iteration builds it
 };
 
 }  // namespace app::jinja

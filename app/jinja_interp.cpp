@@ -205,6 +205,11 @@ Interpreter::Flow Interpreter::exec_for(const Stmt& s, const ScopePtr& scope) {
     auto it = std::make_shared<Scope>();
     it->parent = scope;
     exec_set(s.target, items[i], it);
+    // Twelve entries and a closure per iteration: only for bodies that can read them (jinja_resolve.cpp).
+    if (!s.uses_loop) {
+      if (exec_body(s.body, it) == Flow::Break) break;
+      continue;
+    }
     std::vector<std::pair<std::string, Value>> loop = {
         {"index", Value(i + 1)},        {"index0", Value(i)},          {"revindex", Value(n - i)},
         {"revindex0", Value(n - i - 1)}, {"first", Value(i == 0)},      {"last", Value(i == n - 1)},

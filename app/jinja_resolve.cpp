@@ -1,6 +1,6 @@
 // The passes that run after parsing (see jinja_parser.h): they bound the height of every expression tree, bind
-// filters and tests to their implementations as Jinja resolves them at compile time, and mark macros that read
-// varargs or kwargs. Also the syntax tree's iterative destructor.
+// filters and tests to their implementations as Jinja resolves them at compile time, mark macros that read
+// varargs or kwargs and for loops whose body can read `loop`. Also the syntax tree's iterative destructor.
 #include <string>
 #include <utility>
 #include <vector>
@@ -13,8 +13,9 @@ namespace app::jinja {
 
 namespace {
 
-// Binds filters and tests to their implementations, and marks macros that read varargs / kwargs. soft: inside an
-// if or a conditional expression, where Jinja defers unknown names to a runtime error.
+// Binds filters and tests to their implementations, and marks macros that read varargs / kwargs and for loops whose
+// body names `loop` (the interpreter builds the loop object only for those). soft: inside an if or a conditional
+// expression, where Jinja defers unknown names to a runtime error.
 class Resolver {
  public:
   void body(Body& b, bool soft) {
@@ -23,6 +24,7 @@ class Resolver {
 
  private:
   std::vector<Stmt*> macros_;
+  std::vector<Stmt*> loops_;  // the for statements whose body is being resolved, innermost last
 
   void expr(Expr* e, bool soft) {
     if (!e) return;
@@ -30,6 +32,10 @@ class Resolver {
       if (e->name == "varargs") macros_.back()->uses_varargs = true;
       if (e->name == "kwargs") macros_.back()->uses_kwargs = true;
     }
+    // Every enclosing loop, not only the innermost: `loop` in an inner loop's else branch, or in a macro defined in
+    // a loop body, resolves to an outer loop's object at run time. Marking too many costs only time.
+    if (e->kind == ExprKind::Name && e->name == "loop")
+      for (Stmt* l : loops_) l->uses_loop = true;
     if (e->kind == ExprKind::Filter) {
       e->filter = find_filter(e->name);
       if (!e->filter && !soft)
@@ -57,9 +63,12 @@ class Resolver {
         body(s.else_body, true);
         return;
       case StmtKind::For:
+        // The iterable and the item filter are evaluated outside the loop's own scope.
         expr(s.expr.get(), soft);
         expr(s.cond.get(), false);
+        loops_.push_back(&s);
         body(s.body, false);
+        loops_.pop_back();
         body(s.else_body, soft);
         return;
       case StmtKind::Macro:

@@ -6,6 +6,7 @@
 #include <random>
 
 #include "app/chat_template.h"
+#include "app/jinja_parser.h"
 #include "jinja_test_util.h"
 
 namespace {
@@ -159,6 +160,66 @@ TEST(JinjaRobustness, ResourceBombsHitLimits) {
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     EXPECT_LT(secs, 3.0);
   }
+}
+
+// Loops build their `loop` object only when the body can name it (jinja_resolve.cpp marks them): every loop around
+// a use, whether in the body, an inner loop's else branch or a macro defined in the body, and no other loop.
+std::vector<bool> loops_marked(const std::string& text) {
+  std::vector<bool> marks;
+  std::vector<const app::jinja::Body*> bodies;
+  const auto root = app::jinja::parse_template(text);
+  bodies.push_back(root.get());
+  for (size_t i = 0; i < bodies.size(); ++i) {  // statements in document order of their bodies, breadth first
+    for (const auto& st : *bodies[i]) {
+      if (st->kind == app::jinja::StmtKind::For) marks.push_back(st->uses_loop);
+      bodies.push_back(&st->body);
+      bodies.push_back(&st->else_body);
+      for (const auto& [cond, b] : st->branches) bodies.push_back(&b);
+    }
+  }
+  return marks;
+}
+
+TEST(JinjaLoopObject, BuiltOnlyForBodiesThatNameIt) {
+  using V = std::vector<bool>;
+  EXPECT_EQ(loops_marked("{% for x in xs %}{{ x }}{% endfor %}"), V{false});
+  EXPECT_EQ(loops_marked("{% for x in xs %}{{ loop.index }}{% endfor %}"), V{true});
+  EXPECT_EQ(loops_marked("{% for x in xs %}{% if x %}{{ loop.last }}{% endif %}{% endfor %}"), V{true});
+  // outer, inner: a use in the inner body may also be the outer loop's (conservatively both).
+  EXPECT_EQ(loops_marked("{% for a in xs %}{% for b in a %}{{ loop.index }}{% endfor %}{% endfor %}"),
+            (V{true, true}));
+  EXPECT_EQ(loops_marked("{% for a in xs %}{% for b in a %}{{ b }}{% endfor %}{{ loop.index }}{% endfor %}"),
+            (V{true, false}));
+  // The inner loop's else branch, its iterable and its filter run in the outer loop's scope.
+  EXPECT_EQ(loops_marked("{% for a in xs %}{% for b in a %}{% else %}{{ loop.index }}{% endfor %}{% endfor %}"),
+            (V{true, false}));
+  EXPECT_EQ(loops_marked("{% for a in xs %}{% for b in range(loop.index) if loop.first %}{% endfor %}{% endfor %}"),
+            (V{true, false}));
+  EXPECT_EQ(loops_marked("{% for a in xs %}{% macro m() %}{{ loop.index }}{% endmacro %}{{ m() }}{% endfor %}"),
+            V{true});
+  EXPECT_EQ(loops_marked("{% for x in xs %}{% endfor %}{{ loop is defined }}"), V{false});
+}
+
+TEST(JinjaLoopObject, RendersTheSameWhereverLoopIsNamed) {
+  EXPECT_EQ(render("{% for a in [1, 2] %}{% for b in [] %}{% else %}{{ loop.index }}{% endfor %}{% endfor %}"), "12");
+  EXPECT_EQ(render("{% for a in [1, 2] %}{% for b in range(loop.index) %}{{ b }}{% endfor %};{% endfor %}"), "0;01;");
+  EXPECT_EQ(render("{% for x in [1, 2] %}{{ loop is defined }}{% endfor %}{{ loop is defined }}"), "TrueTrueFalse");
+  EXPECT_EQ(render("{% for x in [1, 2] %}{{ x }}{% endfor %}{{ loop is defined }}"), "12False");
+}
+
+// Loading a model renders a probe conversation through its template; a template that is slow on purpose must cost
+// a bounded, small amount of work there (100,000 steps), not the render budget of real conversations.
+TEST(ChatTemplateProbe, RunsUnderASmallBudget) {
+  // A million iterations that print loop.index: well inside the default 2M-step render budget, far over the probe's.
+  const std::string slow = "{% for i in range(1000) %}{% for j in range(1000) %}{{ loop.index }}{% endfor %}{% endfor %}";
+  const auto start = std::chrono::steady_clock::now();
+  const app::ChatTemplate t = app::ChatTemplate::from_text(slow);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_TRUE(t.is_fallback());
+  EXPECT_NE(t.warning().find("work budget of 100000 steps"), std::string::npos) << t.warning();
+  EXPECT_LT(seconds, 10.0);
+  // A real template fits the probe budget with room to spare.
+  EXPECT_FALSE(app::ChatTemplate::from_text(app::ChatTemplate::builtin("llama3").source()).is_fallback());
 }
 
 }  // namespace
