@@ -128,7 +128,8 @@ int run_perplexity(PerplexityFlags f) {
   const double var = sum2 / double(count) - mean * mean;
   const double err = count > 1 && var > 0 ? std::sqrt(var / double(count - 1)) * ppl : 0.0;
   std::printf("\nFinal estimate: PPL = %.4f +/- %.5f\n", ppl, err);
-  std::fprintf(stderr, "llm-run: load %.2f ms, warm-up %.2f ms; %lld chunks in %.2f ms (%.2f ms per chunk, %.2f tok/s)\n",
+  std::fprintf(stderr,
+               "llm-run: load %.2f ms, warm-up %.2f ms; %lld chunks in %.2f ms (%.2f ms per chunk, %.2f tok/s)\n",
                l.load_ms, warmup_ms, static_cast<long long>(n_chunks), score_ms, score_ms / double(n_chunks),
                score_ms > 0 ? double(n_chunks) * n_ctx * 1000.0 / score_ms : 0.0);
   if (writer) {

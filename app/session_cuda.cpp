@@ -59,7 +59,8 @@ CudaSession::CudaSession(std::shared_ptr<const model::Model> model, int32_t n_ct
     }
     if (opt_.verbose) {
       const MemoryNeed need = fp.need(n_ctx_);
-      std::fprintf(stderr, "cuda: memory plan: weights %s, KV cache %s (%d slots), work buffers %s, headroom %s; %s free\n",
+      std::fprintf(stderr,
+                   "cuda: memory plan: weights %s, KV cache %s (%d slots), work buffers %s, headroom %s; %s free\n",
                    format_bytes(need.weights).c_str(), format_bytes(need.kv_cache).c_str(), n_ctx_,
                    format_bytes(need.work).c_str(), format_bytes(need.headroom).c_str(),
                    format_bytes(free_bytes).c_str());

@@ -31,8 +31,8 @@ TEST(RespellBenchPg, OnlyTheExactTokensAfterBench) {
 
 // A short CPU bench on stories260K: one pp+tg pair, one repetition, CSV.
 Result bench(const std::string& model, const std::string& args) {
-  return testing_process::run_llm_run("bench -m " + shell_quote(model) + " -p 0 -n 0 -r 1 --no-warmup --device cpu -t 1 -o csv " +
-                                      args);
+  return testing_process::run_llm_run("bench -m " + shell_quote(model) +
+                                      " -p 0 -n 0 -r 1 --no-warmup --device cpu -t 1 -o csv " + args);
 }
 
 TEST(BenchCli, DashPgRunsAPromptPlusGenerationTest) {

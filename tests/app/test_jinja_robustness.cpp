@@ -211,7 +211,8 @@ TEST(JinjaLoopObject, RendersTheSameWhereverLoopIsNamed) {
 // a bounded, small amount of work there (100,000 steps), not the render budget of real conversations.
 TEST(ChatTemplateProbe, RunsUnderASmallBudget) {
   // A million iterations that print loop.index: well inside the default 2M-step render budget, far over the probe's.
-  const std::string slow = "{% for i in range(1000) %}{% for j in range(1000) %}{{ loop.index }}{% endfor %}{% endfor %}";
+  const std::string slow =
+      "{% for i in range(1000) %}{% for j in range(1000) %}{{ loop.index }}{% endfor %}{% endfor %}";
   const auto start = std::chrono::steady_clock::now();
   const app::ChatTemplate t = app::ChatTemplate::from_text(slow);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -138,7 +138,8 @@ TEST(CudaFootprint, SessionAllocatesNoMoreThanPlanned) {
   const auto tok = tokenizer::Tokenizer::from_gguf(m->file());
   const int32_t n_ctx = 1'000'000;
   const cuda::Context ctx(0);
-  const app::MemoryNeed need = app::cuda_session_footprint(*m, app::cuda_device_facts(ctx, m->config().n_vocab)).need(n_ctx);
+  const app::CudaDeviceFacts facts = app::cuda_device_facts(ctx, m->config().n_vocab);
+  const app::MemoryNeed need = app::cuda_session_footprint(*m, facts).need(n_ctx);
   const uint64_t free_before = cuda::device_memory_free();
   app::CudaSession s(m, n_ctx, {});
   app::GenerateOptions g;

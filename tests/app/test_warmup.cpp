@@ -155,7 +155,8 @@ TEST(WarmupCli, PerplexityIsTheSameWithoutWarmup) {
   const std::filesystem::path text =
       std::filesystem::temp_directory_path() / ("llm_warmup_ppl_" + std::to_string(::getpid()) + ".txt");
   std::ofstream(text) << story.out;
-  const std::string args = "perplexity -m " + quote(stories) + " -f " + quote(text.string()) + " -c 32 --device cpu -t 1";
+  const std::string args =
+      "perplexity -m " + quote(stories) + " -f " + quote(text.string()) + " -c 32 --device cpu -t 1";
   const Result warm = testing_process::run_llm_run(args), cold = testing_process::run_llm_run(args + " --no-warmup");
   std::filesystem::remove(text);
   ASSERT_EQ(warm.code, 0) << warm.err;
