@@ -57,6 +57,13 @@ Executor::Executor(const Context& ctx, const graph::Graph& g, const graph::Plan&
   gemm_scratch_ = DeviceBuffer(sizes.gemm_scratch);
   attn_scratch_ = DeviceBuffer(sizes.attn_scratch);
   input_staging_ = PinnedBuffer(::std::max<size_t>(sizes.staging, 4));
+  users_.resize(g.nodes().size());
+  for (const Node& n : g.nodes())
+    for (NodeId i : n.inputs)
+      if (i != graph::kNoNode && (users_[size_t(i)].empty() || users_[size_t(i)].back() != n.id))
+        users_[size_t(i)].push_back(n.id);
+  folded_norm_.assign(g.nodes().size(), false);
+  folded_add_.assign(g.nodes().size(), false);
   for (const Node& n : g.nodes()) lower(n);
 }
 
@@ -117,6 +124,7 @@ void Executor::lower(const Node& n) {
       return;
     }
     case Op::RmsNorm: {
+      if (fold_norm(n)) return;  // computed inside its readers' matvecs
       const RmsNormParams p{f32_in(n, 0), n.inputs.size() > 1 && n.inputs[1] != graph::kNoNode ? f32_in(n, 1) : nullptr,
                             f32_out(n), n.shape.ne[0], n.shape.rows(), ::std::get<graph::RmsNormParams>(n.params).eps};
       steps_.push_back([p](cudaStream_t s) { launch_rms_norm(p, s); });
@@ -129,7 +137,11 @@ void Executor::lower(const Node& n) {
       const int64_t K = w.shape.ne[0], N = w.shape.ne[1], T = n.shape.rows();
       const float* bias = n.inputs.size() > 2 && n.inputs[2] != graph::kNoNode ? f32_in(n, 2) : nullptr;
       if (T <= opt_.matvec_max_tokens) {
-        const MatvecParams p{weight_ptr(w), type, f32_in(n, 1), bias, f32_out(n), K, N, T};
+        MatvecParams p = matvec_params(n);
+        if (const Node& x = g_.node(n.inputs[1]); x.op == Op::RmsNorm && folded_norm_[size_t(x.id)]) {
+          p.x = f32_in(x, 0), p.norm_w = f32_in(x, 1), p.norm_eps = ::std::get<graph::RmsNormParams>(x.params).eps;
+        }
+        fold_residual(n, p);
         steps_.push_back([p](cudaStream_t s) { launch_matvec(p, s); });
       } else {
         const GemmParams p{weight_ptr(w), type, f32_in(n, 1), bias, f32_out(n), K, N, T,
@@ -141,6 +153,7 @@ void Executor::lower(const Node& n) {
     }
     case Op::Add:
     case Op::Mul: {
+      if (folded_add_[size_t(n.id)]) return;  // the epilogue of the matvec that produced one operand
       const FusedShape fs{n.op == Op::Add ? FusedKind::Add : FusedKind::Mul, n.shape.elements(), in_shape(1).elements()};
       if (const FusedElementwise* f = fused(fs)) {
         const float *a = f32_in(n, 0), *b = f32_in(n, 1);
@@ -170,6 +183,10 @@ void Executor::lower(const Node& n) {
       return;
     }
     case Op::Rope: {
+      if (const auto& us = users_[size_t(n.id)]; us.size() == 1 && rope_kv_fusable(g_.node(us[0]))) {
+        if (g_.node(us[0]).inputs[0] == n.id) ++n_fused_;  // counted once per pair
+        return;  // computed by the attention step (launch_rope_kv)
+      }
       const auto& rp = ::std::get<graph::RopeParams>(n.params);
       RopeKernelParams p;
       p.x = f32_in(n, 0), p.out = f32_out(n);
@@ -196,6 +213,25 @@ void Executor::lower(const Node& n) {
       a.out = f32_out(n), a.partial = attn_scratch_.as<float>(), a.n_ctx = spec.n_ctx, a.n_head = ap.n_head;
       a.n_head_kv = ap.n_head_kv, a.hd = ap.head_dim, a.hd_v = ap.head_dim_v, a.T = T, a.scale = ap.scale;
       a.split_len = attention_split_len(spec.n_ctx, ap.n_head, T, ctx_.sm_count());
+      if (rope_kv_fusable(n)) {
+        const Node& rq = g_.node(n.inputs[0]);
+        const Node& rk = g_.node(n.inputs[1]);
+        const auto& rp = ::std::get<graph::RopeParams>(rq.params);
+        RopeKvParams f;
+        f.rope.x = f32_in(rq, 0), f.rope.out = f32_out(rq), f.rope.positions = pos;
+        f.rope.freq_factors = rq.inputs.size() > 2 && rq.inputs[2] != graph::kNoNode ? f32_in(rq, 2) : nullptr;
+        f.rope.head_dim = rq.shape.ne[0], f.rope.n_head = rq.shape.ne[1], f.rope.T = rq.shape.ne[2];
+        f.rope.n_rot = rp.n_rot, f.rope.mode = rp.mode, f.rope.freq_base = rp.freq_base;
+        f.rope.freq_scale = rp.freq_scale;
+        f.k = f32_in(rk, 0), f.v = f32_in(n, 2), f.k_cache = kv_->k(ap.layer), f.v_cache = kv_->v(ap.layer);
+        f.n_head_kv = spec.n_head_kv, f.hd_v = ap.head_dim_v, f.n_ctx = spec.n_ctx;
+        LLM_REQUIRE(rk.shape.ne[1] == spec.n_head_kv && rk.shape.ne[0] == ap.head_dim, "rope k shape");
+        steps_.push_back([f, a](cudaStream_t s) {
+          launch_rope_kv(f, s);
+          launch_attention(a, s);
+        });
+        return;
+      }
       steps_.push_back([w, a](cudaStream_t s) {
         launch_kv_write(w, s);
         launch_attention(a, s);

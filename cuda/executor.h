@@ -14,6 +14,7 @@
 
 #include "cuda/context.h"
 #include "cuda/kernels/fused_elementwise.cuh"
+#include "cuda/kernels/matvec.cuh"
 #include "cuda/rtc.h"
 #include "graph/ir.h"
 #include "graph/plan.h"
@@ -42,6 +43,9 @@ struct ExecutorOptions {
   bool cuda_graph = true;  // capture after one warm-up run and replay; false: plain launches every run
   bool verbose = false;    // capture / re-capture notes on stderr
   int64_t matvec_max_tokens = 4;  // MulMat with T <= this uses the matvec kernels, larger T the GEMM path
+  // Decode fusions into the int16 matvec (cuda/executor_fusion.cpp): an RmsNorm whose only readers are such
+  // matvecs is folded into them; an Add of a matvec's output and another tensor becomes the matvec's epilogue.
+  bool fuse = true;
   // When set, Add / Mul / SwiGlu run as NVRTC kernels generated for their exact shapes (cached on disk); otherwise,
   // or when run-time compilation fails (noted on stderr), the ahead-of-time kernels.
   RtcCache* rtc = nullptr;
@@ -70,6 +74,7 @@ class Executor {
   std::vector<float> read_f32(graph::NodeId id) const;
 
   size_t n_steps() const { return steps_.size(); }
+  size_t n_fused() const { return n_fused_; }  // nodes folded into a neighbour's kernel
   bool captured() const { return bool(exec_); }
   size_t arena_bytes() const { return arena_.bytes(); }
 
@@ -80,6 +85,12 @@ class Executor {
   const float* f32_in(const graph::Node& n, size_t i) const;
   float* f32_out(const graph::Node& n) const;
   void launch_all(cudaStream_t s) const;
+  // Fusions (executor_fusion.cpp), decided while lowering in node order.
+  MatvecParams matvec_params(const graph::Node& mulmat) const;
+  bool fold_norm(const graph::Node& norm);
+  void fold_residual(const graph::Node& mulmat, MatvecParams& p);
+  bool rope_kv_fusable(const graph::Node& attention) const;
+  bool slot_free_between(graph::NodeId slot_owner, graph::NodeId from, graph::NodeId to) const;
   const FusedElementwise* fused(const FusedShape& shape);
 
   const Context& ctx_;
@@ -96,6 +107,10 @@ class Executor {
   std::map<std::tuple<int, int64_t, int64_t>, std::unique_ptr<FusedElementwise>> fused_;  // by (kind, n, nb)
   bool rtc_failed_ = false;
   std::vector<std::pair<graph::NodeId, graph::InputParams::Kind>> inputs_;
+  std::vector<std::vector<graph::NodeId>> users_;  // readers of each node
+  std::vector<bool> folded_norm_;                  // RmsNorm nodes computed inside their readers' matvecs
+  std::vector<bool> folded_add_;                   // Add nodes computed as a matvec's epilogue
+  size_t n_fused_ = 0;
   int runs_ = 0;
   Graph graph_;
   GraphExec exec_;

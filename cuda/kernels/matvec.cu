@@ -1,4 +1,5 @@
-// Decode matrix-vector products, two kernels:
+// Decode matrix-vector products. One column of the preset formats goes to the int16-activation kernel
+// (matvec_i16.cu); the rest to one of two float kernels here:
 // - unit kernel (Q4_0, Q8_0, Q4_K, Q6_K, the formats of the common presets): a block of 4 warps owns R rows and
 //   all 128 threads stride over 32-weight units of K (matvec_units.cuh), so even a 1024-row matrix fills the GPU;
 //   16-byte weight loads, no int-to-float conversion, x read once per unit for all R rows.
@@ -136,13 +137,21 @@ void launch_unit(const MatvecParams& p, size_t rb, cudaStream_t stream) {
 
 }  // namespace
 
+void launch_matvec_i16(const MatvecParams& p, cudaStream_t stream);  // matvec_i16.cu
+
 void launch_matvec(const MatvecParams& p, cudaStream_t stream) {
   LLM_REQUIRE(p.w && p.x && p.y, "null pointer");
   LLM_REQUIRE(p.K > 0 && p.N > 0 && p.T > 0, "empty shape");
+  if (matvec_fuses(p)) {
+    launch_matvec_i16(p, stream);
+    CUDA_CHECK_LAUNCH(stream);
+    return;
+  }
+  LLM_REQUIRE(!p.norm_w && !p.residual, "norm / residual fusion requested where matvec_fuses() is false");
   LLM_REQUIRE(p.T <= 65535, "too many columns for one launch");
   LLM_REQUIRE(p.N <= int64_t(kRowsPerBlock) * 0x7fffffff, "too many rows");
   const size_t rb = quant::row_bytes(p.type, p.K);  // throws for K not a multiple of the block size
-  const bool units = p.path == MatvecPath::Auto && unit_kernel_fits(p, rb);
+  const bool units = p.path != MatvecPath::Generic && unit_kernel_fits(p, rb);
   dispatch_qtype(p.type, "matvec", [&](auto tag) {
     constexpr quant::Type T = decltype(tag)::value;
     if constexpr (kHasUnitKernel<T>) {

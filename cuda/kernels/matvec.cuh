@@ -8,9 +8,10 @@
 
 namespace cuda {
 
-// Which kernel serves a launch. Auto: the unit kernel (matvec.cu) for Q4_0, Q8_0, Q4_K, Q6_K when the pointers are
-// aligned for it, the generic chunk kernel otherwise. Generic forces the chunk kernel (lab comparisons, tests).
-enum class MatvecPath { Auto, Generic };
+// Which kernel serves a launch. Auto: for one column (T = 1) of Q4_0, Q8_0, Q4_K, Q6_K the int16-activation kernel
+// (matvec_i16.cu) when it applies, else the float unit kernel (matvec.cu) when the pointers are aligned for it, else
+// the generic chunk kernel. Unit and Generic force those kernels (lab comparisons, tests).
+enum class MatvecPath { Auto, Unit, Generic };
 
 struct MatvecParams {
   const void* w = nullptr;     // [K, N]: N rows of K elements of `type`, quant::row_bytes(type, K) bytes apart
@@ -22,7 +23,16 @@ struct MatvecParams {
   int64_t N = 0;
   int64_t T = 1;               // columns; every column re-reads W (use the GEMM path for T > a few)
   MatvecPath path = MatvecPath::Auto;
+  // Fusions, only where matvec_fuses() says so: x is first RMS-normalised and scaled by norm_w ([K]), as the
+  // RmsNorm op does (x / sqrt(mean(x^2) + norm_eps) * norm_w); `residual` ([N]) is added to y.
+  const float* norm_w = nullptr;
+  float norm_eps = 0.0f;
+  const float* residual = nullptr;
 };
+
+// True when launch_matvec(p) takes the int16-activation kernel, which is also the one that can apply norm_w and
+// residual (the other kernels refuse them).
+bool matvec_fuses(const MatvecParams& p);
 
 // Throws cuda::InvalidArgument on bad params, quant::UnsupportedType for types without a kernel.
 void launch_matvec(const MatvecParams& p, cudaStream_t stream);

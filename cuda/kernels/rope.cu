@@ -2,10 +2,26 @@
 // the CPU reference does, because at positions in the thousands float angles are off by more than the test tolerance.
 #include "cuda/kernels/rope.cuh"
 
+#include <cuda_fp16.h>
+
 #include "cuda/check.h"
 
 namespace cuda {
 namespace {
+
+// The rotation of pair j (of n_rot / 2) of one head at `pos`: writes out[a], out[b] from x[a], x[b].
+__device__ __forceinline__ void rope_pair(const RopeKernelParams& p, int64_t j, int32_t pos, float& x0, float& x1,
+                                         int64_t& a, int64_t& b) {
+  const int64_t half = p.n_rot / 2;
+  double theta = double(pos) * double(p.freq_scale) * pow(double(p.freq_base), -2.0 * double(j) / double(p.n_rot));
+  if (p.freq_factors) theta /= double(p.freq_factors[j]);
+  const float c = float(cos(theta)), s = float(sin(theta));
+  a = p.mode == graph::RopeMode::Normal ? 2 * j : j;
+  b = p.mode == graph::RopeMode::Normal ? 2 * j + 1 : j + half;
+  const float u = x0, v = x1;
+  x0 = u * c - v * s;
+  x1 = u * s + v * c;
+}
 
 __global__ void rope_kernel(RopeKernelParams p) {
   const int64_t half = p.n_rot / 2;
@@ -23,15 +39,58 @@ __global__ void rope_kernel(RopeKernelParams p) {
     out[d] = x[d];
     return;
   }
-  double theta = double(p.positions[t]) * double(p.freq_scale) *
-                 pow(double(p.freq_base), -2.0 * double(j) / double(p.n_rot));
-  if (p.freq_factors) theta /= double(p.freq_factors[j]);
-  const float c = float(cos(theta)), s = float(sin(theta));
-  const int64_t a = p.mode == graph::RopeMode::Normal ? 2 * j : j;
-  const int64_t b = p.mode == graph::RopeMode::Normal ? 2 * j + 1 : j + half;
-  const float x0 = x[a], x1 = x[b];
-  out[a] = x0 * c - x1 * s;
-  out[b] = x0 * s + x1 * c;
+  const int64_t a0 = p.mode == graph::RopeMode::Normal ? 2 * j : j;
+  const int64_t b0 = p.mode == graph::RopeMode::Normal ? 2 * j + 1 : j + half;
+  float x0 = x[a0], x1 = x[b0];
+  int64_t a, b;
+  rope_pair(p, j, p.positions[t], x0, x1, a, b);
+  out[a] = x0, out[b] = x1;
+}
+
+// One thread per q pair, k pair or v element of each token: q rotated into q_out, k rotated and v copied into the
+// f16 cache slot of the token's position (what rope(q), rope(k) and kv_write do in three launches).
+__global__ void rope_kv_kernel(RopeKvParams p) {
+  const RopeKernelParams& r = p.rope;
+  const int64_t half = r.n_rot / 2, pass = r.head_dim - r.n_rot, per_head = half + pass;
+  const int64_t nq = per_head * r.n_head, nk = per_head * p.n_head_kv, nv = p.hd_v * p.n_head_kv;
+  const int64_t per_tok = nq + nk + nv;
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= per_tok * r.T) return;
+  const int64_t t = i / per_tok;
+  int64_t e = i % per_tok;
+  const int32_t pos = r.positions[t];
+  if (e >= nq + nk) {  // v
+    e -= nq + nk;
+    if (pos < 0 || pos >= p.n_ctx) return;
+    const int64_t h = e / p.hd_v, d = e % p.hd_v;
+    p.v_cache[(h * p.n_ctx + pos) * p.hd_v + d] = __half_as_ushort(__float2half_rn(p.v[t * nv + e]));
+    return;
+  }
+  const bool is_k = e >= nq;
+  if (is_k) e -= nq;
+  const int64_t nh = is_k ? p.n_head_kv : r.n_head;
+  const int64_t j = e % per_head, h = e / per_head;
+  const float* x = (is_k ? p.k : r.x) + (t * nh + h) * r.head_dim;
+  int64_t a, b = -1;
+  float x0, x1 = 0.0f;
+  if (j >= half) {
+    a = r.n_rot + (j - half), x0 = x[a];
+  } else {
+    const int64_t a0 = r.mode == graph::RopeMode::Normal ? 2 * j : j;
+    const int64_t b0 = r.mode == graph::RopeMode::Normal ? 2 * j + 1 : j + half;
+    x0 = x[a0], x1 = x[b0];
+    rope_pair(r, j, pos, x0, x1, a, b);
+  }
+  if (!is_k) {
+    float* out = r.out + (t * nh + h) * r.head_dim;
+    out[a] = x0;
+    if (b >= 0) out[b] = x1;
+    return;
+  }
+  if (pos < 0 || pos >= p.n_ctx) return;
+  uint16_t* kc = p.k_cache + (h * p.n_ctx + pos) * r.head_dim;
+  kc[a] = __half_as_ushort(__float2half_rn(x0));
+  if (b >= 0) kc[b] = __half_as_ushort(__float2half_rn(x1));
 }
 
 }  // namespace
@@ -42,6 +101,18 @@ void launch_rope(const RopeKernelParams& p, cudaStream_t stream) {
   LLM_REQUIRE(p.n_rot > 0 && p.n_rot % 2 == 0 && p.n_rot <= p.head_dim, "n_rot must be even and <= head_dim");
   const int64_t n = (p.n_rot / 2 + (p.head_dim - p.n_rot)) * p.n_head * p.T;
   rope_kernel<<<unsigned((n + 255) / 256), 256, 0, stream>>>(p);
+  CUDA_CHECK_LAUNCH(stream);
+}
+
+void launch_rope_kv(const RopeKvParams& p, cudaStream_t stream) {
+  const RopeKernelParams& r = p.rope;
+  LLM_REQUIRE(r.x && r.out && r.positions && p.k && p.v && p.k_cache && p.v_cache, "null pointer");
+  LLM_REQUIRE(r.head_dim > 0 && r.n_head > 0 && r.T > 0 && p.n_head_kv > 0 && p.hd_v > 0 && p.n_ctx > 0,
+              "empty shape");
+  LLM_REQUIRE(r.n_rot > 0 && r.n_rot % 2 == 0 && r.n_rot <= r.head_dim, "n_rot must be even and <= head_dim");
+  const int64_t per_head = r.n_rot / 2 + (r.head_dim - r.n_rot);
+  const int64_t n = (per_head * (r.n_head + p.n_head_kv) + p.hd_v * p.n_head_kv) * r.T;
+  rope_kv_kernel<<<unsigned((n + 255) / 256), 256, 0, stream>>>(p);
   CUDA_CHECK_LAUNCH(stream);
 }
 

@@ -25,4 +25,19 @@ struct RopeKernelParams {
 
 void launch_rope(const RopeKernelParams& p, cudaStream_t stream);
 
+// rope(q) -> rope.out, and rope(k), v written as f16 into the KV cache slot of each token's position (layout of
+// cuda/kernels/attention.cuh): one launch for what rope, rope and kv_write do. rope.x is q; k shares rope's
+// head_dim, n_rot and positions.
+struct RopeKvParams {
+  RopeKernelParams rope;             // q: x [head_dim, n_head, T] -> out
+  const float* k = nullptr;          // [head_dim, n_head_kv, T]
+  const float* v = nullptr;          // [hd_v, n_head_kv, T]
+  uint16_t* k_cache = nullptr;       // this layer: [head_dim, n_ctx, n_head_kv] binary16
+  uint16_t* v_cache = nullptr;       // this layer: [hd_v, n_ctx, n_head_kv] binary16
+  int64_t n_head_kv = 0;
+  int64_t hd_v = 0;
+  int64_t n_ctx = 0;
+};
+void launch_rope_kv(const RopeKvParams& p, cudaStream_t stream);
+
 }  // namespace cuda

@@ -99,11 +99,39 @@ __global__ void prepare_kernel(SampleParams p, Scratch s, bool penalise) {
   }
 }
 
-__global__ void __launch_bounds__(kThreads) greedy_kernel(SampleParams p, Scratch s) {
+// One block of 1024 threads, four floats per load and four loads in flight per thread: the argmax of a 128k
+// vocabulary is a few microseconds (a 256-thread scalar loop took 210 us, docs/kernel-notes.md).
+constexpr int kGreedyThreads = 1024;
+__global__ void __launch_bounds__(kGreedyThreads) greedy_kernel(SampleParams p, Scratch s) {
   ArgMax best;
-  for (int64_t i = threadIdx.x; i < p.V; i += kThreads) best = argmax_merge(best, ArgMax{s.keys_in[i], int32_t(i)});
-  __shared__ ArgMax red[kThreads / 32];
-  best = block_argmax<kThreads>(best, red);
+  const float* keys = s.keys_in;
+  const int64_t n4 = p.V / 4;  // keys_in is 256-byte aligned
+  constexpr int kUnroll = 4;
+  int64_t i = threadIdx.x;
+  for (; i + (kUnroll - 1) * kGreedyThreads < n4; i += kUnroll * kGreedyThreads) {
+    float4 v[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) v[u] = reinterpret_cast<const float4*>(keys)[i + u * kGreedyThreads];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int32_t b = int32_t(4 * (i + u * kGreedyThreads));
+      best = argmax_merge(best, ArgMax{v[u].x, b});
+      best = argmax_merge(best, ArgMax{v[u].y, b + 1});
+      best = argmax_merge(best, ArgMax{v[u].z, b + 2});
+      best = argmax_merge(best, ArgMax{v[u].w, b + 3});
+    }
+  }
+  for (; i < n4; i += kGreedyThreads) {
+    const float4 v = reinterpret_cast<const float4*>(keys)[i];
+    const int32_t b = int32_t(4 * i);
+    best = argmax_merge(best, ArgMax{v.x, b});
+    best = argmax_merge(best, ArgMax{v.y, b + 1});
+    best = argmax_merge(best, ArgMax{v.z, b + 2});
+    best = argmax_merge(best, ArgMax{v.w, b + 3});
+  }
+  for (int64_t j = 4 * n4 + threadIdx.x; j < p.V; j += kGreedyThreads) best = argmax_merge(best, ArgMax{keys[j], int32_t(j)});
+  __shared__ ArgMax red[kGreedyThreads / 32];
+  best = block_argmax<kGreedyThreads>(best, red);
   if (threadIdx.x == 0) *p.out_token = best.idx < 0 ? 0 : best.idx;
 }
 
@@ -169,7 +197,7 @@ void launch_sample(const SampleParams& p, cudaStream_t stream) {
   prepare_kernel<<<grid, kThreads, 0, stream>>>(p, s, penalise);
   CUDA_CHECK_LAUNCH(stream);
   if (p.cfg.temp <= 0.0f) {
-    greedy_kernel<<<1, kThreads, 0, stream>>>(p, s);
+    greedy_kernel<<<1, kGreedyThreads, 0, stream>>>(p, s);
     CUDA_CHECK_LAUNCH(stream);
     return;
   }

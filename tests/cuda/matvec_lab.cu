@@ -1,5 +1,5 @@
-// Kernel lab for the decode matvec (docs/kernel-notes.md): times the unit kernel (Auto) against the generic chunk
-// kernel for the preset formats on the big shapes of an 8B model, in HBM (weights rotated over copies > 3x L2).
+// Kernel lab for the decode matvec (docs/kernel-notes.md): times the int16 kernel (Auto) against the float unit
+// kernel and the generic chunk kernel for the preset formats on the big shapes of an 8B model, in HBM (weights rotated over copies > 3x L2).
 // Each sample times a batch of back-to-back launches with CUDA events (as in a captured decode graph); median of 30.
 // Usage: matvec-lab   (prints one line per type x shape x path, then the summary table)
 #include <cuda_runtime.h>
@@ -57,7 +57,7 @@ float median_us(int reps, int batch, cudaStream_t s, F&& f) {
 struct Row {
   const char* type;
   long long K, N;
-  double mib, us_generic, us_unit;
+  double mib, us[3];  // generic chunk kernel, float unit kernel, Auto (the int16 kernel for these formats)
 };
 
 }  // namespace
@@ -105,27 +105,28 @@ int main() {
         fill_kernel<<<1024, 256, 0, s>>>(static_cast<uint8_t*>(w[i]), wb, 77u + i);
       }
       LAB_CHECK(cudaStreamSynchronize(s));
-      double us[2];
-      for (int g = 0; g < 2; ++g) {
-        const auto path = g == 0 ? cuda::MatvecPath::Generic : cuda::MatvecPath::Auto;
-        us[g] = median_us(30, copies, s, [&](int i) {
+      Row row{quant::type_name(t), K, N, wb / 1048576.0, {}};
+      for (int g = 0; g < 3; ++g) {
+        const auto path = g == 0 ? cuda::MatvecPath::Generic : g == 1 ? cuda::MatvecPath::Unit : cuda::MatvecPath::Auto;
+        row.us[g] = median_us(30, copies, s, [&](int i) {
           cuda::MatvecParams p{w[i % copies], t, x, nullptr, y, K, N, 1};
           p.path = path;
           cuda::launch_matvec(p, s);
         });
       }
       LAB_CHECK(cudaGetLastError());
-      rows.push_back({quant::type_name(t), K, N, wb / 1048576.0, us[0], us[1]});
+      rows.push_back(row);
       for (void* p : w) LAB_CHECK(cudaFree(p));
     }
   std::printf("\nmatvec T=1, x f32, median of 30 batches; %% of copy bandwidth %.0f GB/s\n", copy_gbs);
-  std::printf("%-5s %6s %7s %8s | %9s %7s %5s | %9s %7s %5s\n", "type", "K", "N", "MiB", "generic", "GB/s", "%",
-              "unit", "GB/s", "%");
+  std::printf("%-5s %6s %7s %8s", "type", "K", "N", "MiB");
+  for (const char* name : {"generic", "unit f32", "auto i16"}) std::printf(" | %9s %7s %5s", name, "GB/s", "%");
+  std::printf("\n");
   for (const auto& r : rows) {
     const double b = r.mib * 1048576.0;
-    const double g0 = b / r.us_generic / 1e3, g1 = b / r.us_unit / 1e3;
-    std::printf("%-5s %6lld %7lld %8.1f | %7.1fus %7.0f %4.0f%% | %7.1fus %7.0f %4.0f%%\n", r.type, r.K, r.N, r.mib,
-                r.us_generic, g0, 100 * g0 / copy_gbs, r.us_unit, g1, 100 * g1 / copy_gbs);
+    std::printf("%-5s %6lld %7lld %8.1f", r.type, r.K, r.N, r.mib);
+    for (double us : r.us) std::printf(" | %7.1fus %7.0f %4.0f%%", us, b / us / 1e3, 100 * b / us / 1e3 / copy_gbs);
+    std::printf("\n");
   }
   LAB_CHECK(cudaFree(x));
   LAB_CHECK(cudaFree(y));

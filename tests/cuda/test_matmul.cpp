@@ -61,19 +61,64 @@ TEST_P(WeightKernels, MatvecMatchesReference) {
         // float32 accumulation in a different order: a few ulps of sum |w x|.
         std::vector<double> atol(mag.size());
         for (size_t i = 0; i < mag.size(); ++i) atol[i] = 1e-5 * mag[i] + 1e-6;
-        // Both kernels: the unit kernel (Auto, for the formats that have one) and the generic chunk kernel.
-        for (auto path : {cuda::MatvecPath::Auto, cuda::MatvecPath::Generic}) {
+        // Every kernel: Auto (the int16-activation kernel for one column of the preset formats: its rounding of x,
+        // at most max|x_run| / 65534 per element, stays far inside this bound for random data), the float unit
+        // kernel, and the generic chunk kernel.
+        for (auto path : {cuda::MatvecPath::Auto, cuda::MatvecPath::Unit, cuda::MatvecPath::Generic}) {
           auto dy = poisoned_f32(N * T);
           cuda::MatvecParams p{dw.get(), type, dx.as<float>(), with_bias ? db.as<float>() : nullptr, dy.as<float>(),
                                K, N, T};
           p.path = path;
           cuda::launch_matvec(p, nullptr);
           EXPECT_TRUE(close(std::string("matvec ") + quant::type_name(type) +
-                                (path == cuda::MatvecPath::Auto ? " auto" : " generic") + " K=" + std::to_string(K) +
+                                (path == cuda::MatvecPath::Auto   ? " auto"
+                                 : path == cuda::MatvecPath::Unit ? " unit"
+                                                                  : " generic") +
+                                " K=" + std::to_string(K) +
                                 " N=" + std::to_string(N) + " T=" + std::to_string(T),
                             download<float>(dy, N * T), ref, atol, 0.0));
         }
       }
+}
+
+// The fusions of the int16 kernel: RMS norm of x (with its weight) before the product, a residual added after.
+TEST_P(WeightKernels, MatvecFusesNormAndResidual) {
+  REQUIRE_GPU();
+  const Type type = GetParam();
+  std::mt19937 rng(777 + int(type));
+  bool any = false;
+  for (int64_t K : row_lengths(type))
+    for (int64_t N : {5, 130, 1000}) {
+      const auto w = random_weights(rng, type, K, N);
+      auto x = random_floats(rng, K);
+      for (auto& v : x) v *= 3.0f;  // off unit RMS, so the normalisation matters
+      const auto nw = random_floats(rng, K), res = random_floats(rng, N);
+      const float eps = 1e-5f;
+      auto dw = upload(w), dx = upload(x), dn = upload(nw), dr = upload(res);
+      auto dy = poisoned_f32(N);
+      cuda::MatvecParams p{dw.get(), type, dx.as<float>(), nullptr, dy.as<float>(), K, N, 1};
+      p.norm_w = dn.as<float>(), p.norm_eps = eps, p.residual = dr.as<float>();
+      if (!cuda::matvec_fuses(p)) {
+        EXPECT_THROW(cuda::launch_matvec(p, nullptr), cuda::InvalidArgument);
+        continue;
+      }
+      any = true;
+      double ss = 0;
+      for (float v : x) ss += double(v) * v;
+      const double scale = 1.0 / std::sqrt(ss / double(K) + eps);
+      std::vector<float> xn(K);
+      for (int64_t k = 0; k < K; ++k) xn[k] = float(x[k] * scale * nw[k]);
+      std::vector<double> ref, mag, mx;
+      reference(w, type, xn, K, N, 1, nullptr, ref, mag, mx);
+      std::vector<double> atol(mag.size());
+      for (size_t i = 0; i < mag.size(); ++i) ref[i] += res[i], atol[i] = 1e-5 * mag[i] + 1e-6;
+      cuda::launch_matvec(p, nullptr);
+      EXPECT_TRUE(close(std::string("fused matvec ") + quant::type_name(type) + " K=" + std::to_string(K) +
+                            " N=" + std::to_string(N),
+                        download<float>(dy, N), ref, atol, 0.0));
+    }
+  const bool preset = type == Type::Q4_0 || type == Type::Q8_0 || type == Type::Q4_K || type == Type::Q6_K;
+  EXPECT_EQ(any, preset) << "the int16 kernel serves exactly the preset formats";
 }
 
 TEST_P(WeightKernels, DequantF16MatchesReference) {

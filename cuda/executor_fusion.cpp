@@ -1,0 +1,112 @@
+// Decode fusions of the CUDA executor (cuda/executor.h, ExecutorOptions::fuse). Both remove a whole kernel per
+// occurrence (about 4 per layer) without changing what is computed:
+// - RmsNorm folded into its readers: when every reader of a one-row RmsNorm is a matvec the int16 kernel serves,
+//   each of them normalises x itself while quantizing it (cuda/kernels/matvec_i16.cu), and the RmsNorm node is
+//   never computed. Its input must stay intact until its last reader runs (the plan's liveness says so).
+// - RoPE of q and k with the KV-cache write: when an Attention's q and k come straight from two Rope nodes read by
+//   nothing else, one kernel rotates q into the q rope's slot and writes rotated k and v into the cache
+//   (cuda/kernels/rope.cuh, launch_rope_kv); only views lie between the ropes and the attention, so the raw q, k, v
+//   are still intact when it runs.
+// - Residual Add as a matvec epilogue: y = W x + r written straight into the Add's slot, when the matvec's only
+//   reader is that Add and no tensor alive between the two steps shares the Add's slot (checked on the plan).
+#include <algorithm>
+
+#include "cuda/executor.h"
+
+namespace cuda {
+
+using graph::Node;
+using graph::NodeId;
+using graph::Op;
+
+namespace {
+
+bool ranges_overlap(int64_t a, uint64_t an, int64_t b, uint64_t bn) {
+  return a < b + int64_t(bn) && b < a + int64_t(an);
+}
+
+}  // namespace
+
+// The matvec of a MulMat node as lower() launches it, before fusions; y and x as planned.
+MatvecParams Executor::matvec_params(const Node& n) const {
+  const Node& w = g_.node(n.inputs[0]);
+  const quant::Type type = ::std::get<graph::WeightParams>(w.params).type;
+  const float* bias = n.inputs.size() > 2 && n.inputs[2] != graph::kNoNode ? f32_in(n, 2) : nullptr;
+  return MatvecParams{weight_ptr(w), type, f32_in(n, 1), bias, f32_out(n), w.shape.ne[0], w.shape.ne[1],
+                      n.shape.rows()};
+}
+
+bool Executor::fold_norm(const Node& norm) {
+  if (!opt_.fuse || norm.shape.rows() != 1) return false;
+  if (norm.inputs.size() < 2 || norm.inputs[1] == graph::kNoNode) return false;  // no weight: keep the node
+  const auto id = size_t(norm.id);
+  if (plan_.last_use.at(id) >= int32_t(g_.nodes().size())) return false;  // a graph output: must be computed
+  const NodeId src = plan_.root.at(size_t(norm.inputs[0]));
+  if (g_.node(src).op == Op::Weight) return false;
+  NodeId last = norm.id;
+  for (NodeId u : users_.at(id)) {
+    const Node& m = g_.node(u);
+    if (m.op != Op::MulMat || m.inputs.size() < 2 || m.inputs[1] != norm.id || m.inputs[0] == norm.id) return false;
+    if (g_.node(m.inputs[0]).op != Op::Weight || m.shape.rows() > opt_.matvec_max_tokens) return false;
+    MatvecParams p = matvec_params(m);
+    p.x = f32_in(norm, 0), p.norm_w = f32_in(norm, 1);
+    p.norm_eps = ::std::get<graph::RmsNormParams>(norm.params).eps;
+    if (!matvec_fuses(p)) return false;
+    last = ::std::max(last, u);
+  }
+  if (users_.at(id).empty() || plan_.last_use.at(size_t(src)) < last) return false;
+  folded_norm_.at(id) = true;
+  ++n_fused_;
+  return true;
+}
+
+// True when no tensor other than slot_owner's own that is alive at some step in [from, to] shares its arena bytes.
+bool Executor::slot_free_between(NodeId slot_owner, NodeId from, NodeId to) const {
+  const auto o = size_t(slot_owner);
+  const int64_t off = plan_.offset.at(o);
+  const uint64_t bytes = plan_.bytes.at(o);
+  for (size_t j = 0; j < g_.nodes().size(); ++j) {
+    if (j == o || !plan_.owns(NodeId(j))) continue;
+    const bool alive = NodeId(j) <= to && plan_.last_use.at(j) >= from;
+    if (alive && ranges_overlap(off, bytes, plan_.offset.at(j), plan_.bytes.at(j))) return false;
+  }
+  return true;
+}
+
+void Executor::fold_residual(const Node& m, MatvecParams& p) {
+  if (!opt_.fuse || !matvec_fuses(p) || users_.at(size_t(m.id)).size() != 1) return;
+  const Node& a = g_.node(users_.at(size_t(m.id))[0]);
+  if (a.op != Op::Add || a.inputs.size() != 2 || a.inputs[0] == a.inputs[1]) return;
+  const NodeId other = a.inputs[0] == m.id ? a.inputs[1] : a.inputs[0];
+  if (g_.node(other).shape.elements() != m.shape.elements() || a.shape.elements() != m.shape.elements()) return;
+  if (!plan_.owns(a.id) || !slot_free_between(a.id, m.id, a.id)) return;
+  // The residual must still hold its value at the matvec's step: produced before it and alive through it.
+  const NodeId r = plan_.root.at(size_t(other));
+  if (r > m.id || (g_.node(r).op != Op::Weight && plan_.last_use.at(size_t(r)) < m.id)) return;
+  p.residual = f32_in(a, a.inputs[0] == m.id ? 1 : 0);
+  p.y = f32_out(a);
+  folded_add_.at(size_t(a.id)) = true;
+  ++n_fused_;
+}
+
+bool Executor::rope_kv_fusable(const Node& att) const {
+  if (!opt_.fuse || att.op != Op::Attention || att.inputs.size() < 4) return false;
+  const Node& rq = g_.node(att.inputs[0]);
+  const Node& rk = g_.node(att.inputs[1]);
+  if (rq.op != Op::Rope || rk.op != Op::Rope || rq.id == rk.id) return false;
+  for (const Node* r : {&rq, &rk})
+    if (users_.at(size_t(r->id)).size() != 1 || r->inputs.size() < 2 || r->inputs[1] != att.inputs[3]) return false;
+  const auto& pq = ::std::get<graph::RopeParams>(rq.params);
+  const auto& pk = ::std::get<graph::RopeParams>(rk.params);
+  const auto ff = [](const Node& r) { return r.inputs.size() > 2 ? r.inputs[2] : graph::kNoNode; };
+  if (pq.mode != pk.mode || pq.n_rot != pk.n_rot || pq.freq_base != pk.freq_base || pq.freq_scale != pk.freq_scale ||
+      ff(rq) != ff(rk) || rq.shape.ne[0] != rk.shape.ne[0])
+    return false;
+  for (NodeId i = ::std::min(rq.id, rk.id) + 1; i < att.id; ++i) {
+    const Op op = g_.node(i).op;
+    if (i != rq.id && i != rk.id && op != Op::Reshape && op != Op::Weight) return false;
+  }
+  return true;
+}
+
+}  // namespace cuda

@@ -1,0 +1,242 @@
+// Decode matrix-vector product for one column with int16 activations (v5, docs/kernel-notes.md).
+// Layout: a block has one thread per 32-weight unit of K (matvec_i16_units.cuh), so each thread loads, optionally
+// RMS-normalises, and quantizes its unit's 32 activations once, into registers, and then streams over the rows of a
+// contiguous range of row groups, R rows at a time, with the next group's weights loaded before the current one is
+// dotted (the load of group g + 1 is in flight while group g computes). Grid: just enough blocks for the resident
+// limit, each owning a balanced share of the row groups, so blocks live long and x is quantized once per block.
+// Row sums: lanes reduce across the warp (butterfly over the R rows), warps across the block once at the end.
+// Programmatic dependent launch (experimental, LLM_PDL=1): the kernel lets the next matvec launch at once and loads
+// its own first rows of weights before waiting for the previous kernel (weights never depend on it), so launch
+// latency and the first DRAM round trip overlap the previous kernel's tail; everything that reads activations or
+// writes comes after the wait. Measured +7% decode on the 8B shape, but the GPU model tests then failed on some
+// models (decode logits off; a race not yet found, docs/kernel-notes.md v5), so it is off by default: launched
+// without the attribute, the wait returns at once.
+#include <atomic>
+#include <cstdlib>
+
+#include "cuda/check.h"
+#include "cuda/kernels/matvec.cuh"
+#include "cuda/kernels/matvec_i16_units.cuh"
+
+namespace cuda {
+namespace {
+
+constexpr int kMaxUnits = 512;  // one thread per unit: K <= 16384 (a 1024-thread block would cap registers at 64)
+constexpr size_t kMaxPartBytes = 48 << 10; // static limit of dynamic shared memory without opt-in
+
+__device__ __forceinline__ mv16::Run quantize_run(const float (&v)[16]) {
+  float m = 0.0f, S = 0.0f;
+#pragma unroll
+  for (int i = 0; i < 16; ++i) m = fmaxf(m, fabsf(v[i])), S += v[i];
+  mv16::Run r;
+  r.S = S;
+  r.s = m * (1.0f / 32767.0f);
+  const float inv = m > 0.0f ? 32767.0f / m : 0.0f;
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    const int lo = __float2int_rn(v[2 * i] * inv), hi = __float2int_rn(v[2 * i + 1] * inv);
+    r.q[i] = int32_t((uint32_t(lo) & 0xffffu) | (uint32_t(hi) << 16));
+  }
+  return r;
+}
+
+__device__ __forceinline__ void load16(const float* p, float (&v)[16]) {
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float4 a = __ldg(reinterpret_cast<const float4*>(p) + i);
+    v[4 * i] = a.x, v[4 * i + 1] = a.y, v[4 * i + 2] = a.z, v[4 * i + 3] = a.w;
+  }
+}
+
+// Sum over the warp of each of the R values; lane (r * 32 / R) ends with row r's sum (R = 4: lanes 0, 8, 16, 24).
+template <int R>
+__device__ __forceinline__ float warp_sum_rows(float (&a)[R], int lane) {
+  if constexpr (R == 4) {
+    const bool up = lane & 16;
+    float k0 = up ? a[2] : a[0], k1 = up ? a[3] : a[1];
+    k0 += __shfl_xor_sync(0xffffffffu, up ? a[0] : a[2], 16);
+    k1 += __shfl_xor_sync(0xffffffffu, up ? a[1] : a[3], 16);
+    const bool mid = lane & 8;
+    float k = mid ? k1 : k0;
+    k += __shfl_xor_sync(0xffffffffu, mid ? k0 : k1, 8);
+#pragma unroll
+    for (int o = 4; o > 0; o >>= 1) k += __shfl_xor_sync(0xffffffffu, k, o);
+    return k;  // lane 8 * (2 * up + mid) holds row 2 * up + mid
+  } else {
+    float mine = 0.0f;
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      float v = a[r];
+#pragma unroll
+      for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+      if (lane == r * (32 / R)) mine = v;
+    }
+    return mine;
+  }
+}
+
+template <quant::Type T, int R>
+__global__ void __launch_bounds__(kMaxUnits, 1) matvec_i16_kernel(MatvecParams p, size_t row_bytes, int64_t groups_per_block) {
+  using U = mv16::Unit<T>;
+  extern __shared__ float part[];  // [warps][groups_per_block * R]
+  __shared__ float red[32];
+  const int u = threadIdx.x, lane = u & 31, warp = u >> 5, n_warps = blockDim.x >> 5;
+  const int64_t n_units = p.K / 32;
+  const bool active = u < n_units;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;");
+#endif
+
+  const int64_t n_groups = (p.N + R - 1) / R;
+  const int64_t g0 = int64_t(blockIdx.x) * groups_per_block;
+  const int64_t g1 = g0 + groups_per_block < n_groups ? g0 + groups_per_block : n_groups;
+  const int64_t cap = groups_per_block * R;
+  const uint8_t* w = static_cast<const uint8_t*>(p.w);
+  typename U::Raw cur[R], nxt[R];
+  const auto load_group = [&](typename U::Raw(&dst)[R], int64_t g) {
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      const int64_t n = g * R + r < p.N ? g * R + r : p.N - 1;  // rows past N re-read the last row, not written
+      dst[r] = U::load(w + n * row_bytes, u);
+    }
+  };
+  if (active && g0 < g1) load_group(cur, g0);
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");  // the previous kernel's writes (x, residual) are visible
+#endif
+
+  // This thread's 32 activations: two runs of 16.
+  float xa[16], xb[16];
+  if (active) {
+    load16(p.x + U::seg0(u), xa);
+    load16(p.x + U::seg0(u) + U::kOff1, xb);
+  } else {
+#pragma unroll
+    for (int i = 0; i < 16; ++i) xa[i] = xb[i] = 0.0f;
+  }
+  if (p.norm_w) {
+    float ss = 0.0f;
+#pragma unroll
+    for (int i = 0; i < 16; ++i) ss = fmaf(xa[i], xa[i], fmaf(xb[i], xb[i], ss));
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+    if (lane == 0) red[warp] = ss;
+    __syncthreads();
+    float total = 0.0f;
+    for (int w = 0; w < n_warps; ++w) total += red[w];
+    const float scale = 1.0f / sqrtf(total / float(p.K) + p.norm_eps);
+    if (active) {
+      float wa[16], wb[16];
+      load16(p.norm_w + U::seg0(u), wa);
+      load16(p.norm_w + U::seg0(u) + U::kOff1, wb);
+#pragma unroll
+      for (int i = 0; i < 16; ++i) xa[i] = xa[i] * scale * wa[i], xb[i] = xb[i] * scale * wb[i];
+    }
+  }
+  const mv16::Run x0 = quantize_run(xa), x1 = quantize_run(xb);
+
+  for (int64_t g = g0; g < g1; ++g) {
+    if (active && g + 1 < g1) load_group(nxt, g + 1);
+    float acc[R];
+#pragma unroll
+    for (int r = 0; r < R; ++r) acc[r] = active ? U::dot(cur[r], u, x0, x1) : 0.0f;
+    const float v = warp_sum_rows<R>(acc, lane);
+    if ((lane & (32 / R - 1)) == 0) part[warp * cap + (g - g0) * R + lane / (32 / R)] = v;
+#pragma unroll
+    for (int r = 0; r < R; ++r) cur[r] = nxt[r];
+  }
+  __syncthreads();
+  const int64_t rows = (g1 - g0) * R;
+  for (int64_t i = threadIdx.x; i < rows; i += blockDim.x) {
+    const int64_t n = g0 * R + i;
+    if (n >= p.N) break;
+    float y = 0.0f;
+    for (int ww = 0; ww < n_warps; ++ww) y += part[ww * cap + i];
+    if (p.bias) y += p.bias[n];
+    if (p.residual) y += p.residual[n];
+    p.y[n] = y;
+  }
+}
+
+int sm_count() {
+  static ::std::atomic<int> cached{0};
+  int n = cached.load(::std::memory_order_relaxed);
+  if (n == 0) {
+    int dev = 0;
+    CUDA_CHECK(cudaGetDevice(&dev));
+    CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev));
+    cached.store(n, ::std::memory_order_relaxed);
+  }
+  return n;
+}
+
+template <quant::Type T, int R>
+void launch_i16(const MatvecParams& p, size_t rb, cudaStream_t stream) {
+  const int threads = int((p.K / 32 + 31) / 32 * 32);
+  const int warps = threads / 32;
+  // Resident blocks per SM for this block size, cached per block size (one entry per warp count).
+  static ::std::atomic<int> per_sm[kMaxUnits / 32 + 1];
+  int bps = per_sm[warps].load(::std::memory_order_relaxed);
+  if (bps == 0) {
+    CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&bps, matvec_i16_kernel<T, R>, threads, 1024));
+    bps = bps > 0 ? bps : 1;
+    per_sm[warps].store(bps, ::std::memory_order_relaxed);
+  }
+  const int64_t n_groups = (p.N + R - 1) / R;
+  const int64_t max_blocks = int64_t(sm_count()) * bps;
+  int64_t gpb = (n_groups + max_blocks - 1) / max_blocks;
+  const int64_t gpb_cap = int64_t(kMaxPartBytes / (size_t(warps) * R * 4));
+  if (gpb > gpb_cap) gpb = gpb_cap;
+  const int64_t grid = (n_groups + gpb - 1) / gpb;
+  LLM_REQUIRE(grid <= 0x7fffffff, "too many rows");
+  const size_t smem = size_t(warps) * size_t(gpb) * R * 4;
+  static const bool pdl = ::std::getenv("LLM_PDL") != nullptr;
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(unsigned(grid));
+  cfg.blockDim = dim3(unsigned(threads));
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = pdl ? 1 : 0;
+  CUDA_CHECK(cudaLaunchKernelEx(&cfg, matvec_i16_kernel<T, R>, p, rb, gpb));
+}
+
+bool i16_type(quant::Type t) {
+  return t == quant::Type::Q4_K || t == quant::Type::Q6_K || t == quant::Type::Q4_0 || t == quant::Type::Q8_0;
+}
+
+}  // namespace
+
+bool matvec_fuses(const MatvecParams& p) {
+  const auto a = [](const void* q) { return reinterpret_cast<uintptr_t>(q); };
+  if (p.path != MatvecPath::Auto || p.T != 1 || !i16_type(p.type) || !p.w || !p.x) return false;
+  const int64_t block = quant::traits(p.type).block_elems;
+  if (p.K <= 0 || p.K % block != 0 || p.K % 32 != 0 || p.K / 32 > kMaxUnits) return false;
+  const size_t rb = quant::row_bytes(p.type, p.K);
+  const size_t wa = p.type == quant::Type::Q4_K ? 16 : 4;  // 16-byte Q4_K loads; 4-byte words otherwise
+  return a(p.x) % 16 == 0 && (!p.norm_w || a(p.norm_w) % 16 == 0) && a(p.w) % wa == 0 && rb % wa == 0;
+}
+
+// Called by launch_matvec once matvec_fuses(p) holds.
+void launch_matvec_i16(const MatvecParams& p, cudaStream_t stream) {
+  const size_t rb = quant::row_bytes(p.type, p.K);
+  // R = 4 rows per step for the 4-bit formats (103 / 95 registers); 2 for Q6_K / Q8_0, whose raw words at R = 4
+  // spill, and for short matrices, where R = 2 keeps more blocks in flight.
+  const bool small = (p.N + 3) / 4 < 2 * int64_t(sm_count());
+  switch (p.type) {
+    case quant::Type::Q4_K:
+      small ? launch_i16<quant::Type::Q4_K, 2>(p, rb, stream) : launch_i16<quant::Type::Q4_K, 4>(p, rb, stream);
+      break;
+    case quant::Type::Q4_0:
+      small ? launch_i16<quant::Type::Q4_0, 2>(p, rb, stream) : launch_i16<quant::Type::Q4_0, 4>(p, rb, stream);
+      break;
+    case quant::Type::Q6_K: launch_i16<quant::Type::Q6_K, 2>(p, rb, stream); break;
+    case quant::Type::Q8_0: launch_i16<quant::Type::Q8_0, 2>(p, rb, stream); break;
+    default: throw InvalidArgument("matvec_i16: unsupported type");
+  }
+}
+
+}  // namespace cuda
