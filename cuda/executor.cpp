@@ -212,7 +212,7 @@ void Executor::lower(const Node& n) {
       a.q = f32_in(n, 0), a.positions = pos, a.k_cache = kv_->k(ap.layer), a.v_cache = kv_->v(ap.layer);
       a.out = f32_out(n), a.partial = attn_scratch_.as<float>(), a.n_ctx = spec.n_ctx, a.n_head = ap.n_head;
       a.n_head_kv = ap.n_head_kv, a.hd = ap.head_dim, a.hd_v = ap.head_dim_v, a.T = T, a.scale = ap.scale;
-      a.split_len = attention_split_len(spec.n_ctx, ap.n_head, T, ctx_.sm_count());
+      a.max_splits = attention_max_splits(spec.n_ctx, ap.n_head_kv, T, ctx_.sm_count());
       if (rope_kv_fusable(n)) {
         const Node& rq = g_.node(n.inputs[0]);
         const Node& rk = g_.node(n.inputs[1]);

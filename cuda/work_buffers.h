@@ -41,9 +41,8 @@ inline WorkBuffers work_buffers(const graph::Graph& g, const graph::Plan& plan, 
     } else if (n.op == graph::Op::Attention) {
       const auto& p = ::std::get<graph::AttentionParams>(n.params);
       const int64_t T = g.node(n.inputs[0]).shape.ne[2];
-      const int32_t split = attention_split_len(g.kv.n_ctx, p.n_head, T, sm_count);
-      b.attn_scratch =
-          ::std::max(b.attn_scratch, attention_scratch_floats(g.kv.n_ctx, p.n_head, p.head_dim_v, T, split) * 4);
+      const int32_t splits = attention_max_splits(g.kv.n_ctx, p.n_head_kv, T, sm_count);
+      b.attn_scratch = ::std::max(b.attn_scratch, attention_scratch_floats(p.n_head, p.head_dim_v, T, splits) * 4);
     } else if (n.op == graph::Op::Input) {
       b.staging += size_t(n.shape.elements()) * 4;
     }

@@ -1,8 +1,14 @@
-// Split-sequence attention over the f16 cache. Each block owns one (head, token, split): its four warps take slots
-// round-robin, each keeping an online-softmax state (running max, sum, value accumulator; lane owns value dims
-// 2*lane + 64*i), merged inside the block and written as the split's partial state; combine_kernel merges splits.
-// The prefill path uses the same kernel (one block per query row); a tiled flash-attention kernel is future work
-// (docs/kernel-notes.md).
+// Split-sequence attention over the f16 cache (flash-decoding): the slots [0, pos] of a token are cut into at most
+// max_splits splits whose length is chosen on the device from the token's position (so a captured decode step
+// splits 100 slots and 16k slots alike into enough blocks, and blocks past the position exit at once); each split
+// writes its partial online-softmax state {max, sum, acc[hd_v]}, combine_kernel merges them.
+// Two split kernels:
+// - gqa kernel (head_dim = hd_v = 64, 128 or 256; n_head / n_head_kv = 1, 2, 4 or 8): one block per (KV head,
+//   token, split) serves the whole query group, so each K/V row is read once per group (not once per query head);
+//   lanes own head_dim / 32 consecutive dimensions, warps take slots round-robin, two slots' rows in flight.
+// - per-head kernel (any even head_dim <= 256): one block per (query head, token, split), lanes over dimensions.
+// The prefill path uses the same kernels (one token per block row); a tiled tensor-core flash-attention kernel is
+// future work (docs/kernel-notes.md).
 #include "cuda/kernels/attention.cuh"
 
 #include <cuda_fp16.h>
@@ -36,11 +42,135 @@ __global__ void kv_write_kernel(KvWriteParams p) {
   }
 }
 
+// Slots per split for a token at `pos` (max_splits splits at most, none shorter than 64 slots) and the number of
+// splits that hold slots; the combine kernel recomputes the same numbers.
+__device__ __forceinline__ int64_t split_len_at(int64_t pos, int32_t max_splits) {
+  const int64_t n = pos + 1;
+  const int64_t len = (n + max_splits - 1) / max_splits;
+  return len < 64 ? 64 : len;
+}
+
+template <int D>
+struct HalfRow;  // D consecutive f16 values, one load
+template <>
+struct HalfRow<2> {
+  using V = uint32_t;
+};
+template <>
+struct HalfRow<4> {
+  using V = uint2;
+};
+template <>
+struct HalfRow<8> {
+  using V = uint4;
+};
+
+template <int D>
+__device__ __forceinline__ void unpack_halves(const typename HalfRow<D>::V& v, float (&f)[D]) {
+  const __half2* h = reinterpret_cast<const __half2*>(&v);
+#pragma unroll
+  for (int i = 0; i < D / 2; ++i) {
+    const float2 x = __half22float2(h[i]);
+    f[2 * i] = x.x, f[2 * i + 1] = x.y;
+  }
+}
+
+template <int G, int D>
+__global__ void __launch_bounds__(kWarps * 32) attention_gqa_kernel(AttentionKernelParams p) {
+  constexpr int kUnroll = 2;
+  using Row = typename HalfRow<D>::V;
+  const int64_t kvh = blockIdx.x, t = blockIdx.y, s = blockIdx.z;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int64_t pos = p.positions[t];
+  const int64_t len = split_len_at(pos, p.max_splits);
+  const int64_t begin = s * len;
+  if (begin > pos) return;  // the whole block: this split holds no slot
+  const int64_t end = min(begin + len, pos + 1);
+  const int64_t hd = 32 * D;
+
+  float q[G][D];
+#pragma unroll
+  for (int g = 0; g < G; ++g) {
+    const float* qh = p.q + (t * p.n_head + kvh * G + g) * hd + lane * D;
+#pragma unroll
+    for (int d = 0; d < D; ++d) q[g][d] = qh[d] * p.scale;
+  }
+  const Row* kc = reinterpret_cast<const Row*>(p.k_cache + kvh * p.n_ctx * hd) + lane;
+  const Row* vc = reinterpret_cast<const Row*>(p.v_cache + kvh * p.n_ctx * hd) + lane;
+  float m[G], l[G], acc[G][D];
+#pragma unroll
+  for (int g = 0; g < G; ++g) {
+    m[g] = -INFINITY, l[g] = 0.0f;
+#pragma unroll
+    for (int d = 0; d < D; ++d) acc[g][d] = 0.0f;
+  }
+  for (int64_t base = begin + warp; base < end; base += kWarps * kUnroll) {
+    Row kr[kUnroll], vr[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t slot = base + u * kWarps;
+      if (slot < end) kr[u] = __ldg(kc + slot * 32), vr[u] = __ldg(vc + slot * 32);
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      if (base + u * kWarps >= end) break;  // warp-uniform
+      float k[D], v[D];
+      unpack_halves<D>(kr[u], k);
+      unpack_halves<D>(vr[u], v);
+#pragma unroll
+      for (int g = 0; g < G; ++g) {
+        float dot = 0.0f;
+#pragma unroll
+        for (int d = 0; d < D; ++d) dot = fmaf(q[g][d], k[d], dot);
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, o);
+        const float m_new = fmaxf(m[g], dot);
+        const float corr = expf(m[g] - m_new);  // 0 on the first slot (m = -inf)
+        const float w = expf(dot - m_new);
+        l[g] = l[g] * corr + w;
+#pragma unroll
+        for (int d = 0; d < D; ++d) acc[g][d] = fmaf(acc[g][d], corr, w * v[d]);
+        m[g] = m_new;
+      }
+    }
+  }
+  // Merge the warps per query head, then write this split's partial state per head.
+  __shared__ float m_s[kWarps][G], l_s[kWarps][G];
+  __shared__ float acc_s[kWarps][G][32 * D];
+#pragma unroll
+  for (int g = 0; g < G; ++g) {
+    if (lane == 0) m_s[warp][g] = m[g], l_s[warp][g] = l[g];
+#pragma unroll
+    for (int d = 0; d < D; ++d) acc_s[warp][g][lane * D + d] = acc[g][d];
+  }
+  __syncthreads();
+  for (int i = threadIdx.x; i < G * hd; i += kWarps * 32) {
+    const int g = i / int(hd), d = i % int(hd);
+    float M = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) M = fmaxf(M, m_s[w][g]);
+    float L = 0.0f, a = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) {
+      if (m_s[w][g] == -INFINITY) continue;
+      const float e = expf(m_s[w][g] - M);
+      L += l_s[w][g] * e, a += acc_s[w][g][d] * e;
+    }
+    float* out = p.partial + ((t * p.n_head + kvh * G + g) * p.max_splits + s) * (hd + 2);
+    if (d == 0) out[0] = M, out[1] = L;
+    out[2 + d] = a;
+  }
+}
+
 __global__ void __launch_bounds__(kWarps * 32) attention_split_kernel(AttentionKernelParams p) {
   const int64_t h = blockIdx.x, t = blockIdx.y, s = blockIdx.z;
-  const int n_splits = gridDim.z;
+  const int n_splits = p.max_splits;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int64_t kvh = h / (p.n_head / p.n_head_kv);
+  const int64_t last = p.positions[t];  // inclusive
+  const int64_t len = split_len_at(last, p.max_splits);
+  const int64_t begin = s * len;
+  if (begin > last) return;  // the whole block: this split holds no slot
   __shared__ float q_s[kMaxHd];
   __shared__ float m_s[kWarps], l_s[kWarps];
   __shared__ float acc_s[kWarps][kMaxHd];
@@ -49,9 +179,7 @@ __global__ void __launch_bounds__(kWarps * 32) attention_split_kernel(AttentionK
   for (int d = threadIdx.x; d < p.hd; d += blockDim.x) q_s[d] = q[d] * p.scale;
   __syncthreads();
 
-  const int64_t last = p.positions[t];  // inclusive
-  const int64_t begin = s * int64_t(p.split_len);
-  const int64_t end = min(begin + p.split_len, last + 1);
+  const int64_t end = min(begin + len, last + 1);
   const __half* kc = reinterpret_cast<const __half*>(p.k_cache) + kvh * p.n_ctx * p.hd;
   const __half* vc = reinterpret_cast<const __half*>(p.v_cache) + kvh * p.n_ctx * p.hd_v;
 
@@ -107,9 +235,11 @@ __global__ void __launch_bounds__(kWarps * 32) attention_split_kernel(AttentionK
   }
 }
 
-__global__ void attention_combine_kernel(AttentionKernelParams p, int n_splits) {
+__global__ void attention_combine_kernel(AttentionKernelParams p) {
   const int64_t h = blockIdx.x, t = blockIdx.y;
-  const float* part = p.partial + (t * p.n_head + h) * n_splits * (p.hd_v + 2);
+  const int64_t pos = p.positions[t];
+  const int n_splits = int((pos + split_len_at(pos, p.max_splits)) / split_len_at(pos, p.max_splits));  // ceil
+  const float* part = p.partial + (t * p.n_head + h) * p.max_splits * (p.hd_v + 2);
   float M = -INFINITY;
   for (int s = 0; s < n_splits; ++s) M = fmaxf(M, part[s * (p.hd_v + 2)]);
   float L = 0.0f;
@@ -128,20 +258,18 @@ __global__ void attention_combine_kernel(AttentionKernelParams p, int n_splits) 
   }
 }
 
-int n_splits_of(int64_t n_ctx, int32_t split_len) { return int((n_ctx + split_len - 1) / split_len); }
-
 }  // namespace
 
-int32_t attention_split_len(int64_t n_ctx, int64_t n_head, int64_t T, int sm_count) {
-  // Aim for about 4 blocks per SM in total, but never splits shorter than 64 slots.
-  const int64_t rows = ::std::max<int64_t>(1, n_head * T);
-  const int64_t want_splits = ::std::max<int64_t>(1, (4 * int64_t(sm_count) + rows - 1) / rows);
-  const int64_t len = ::std::max<int64_t>(64, (n_ctx + want_splits - 1) / want_splits);
-  return int32_t(::std::min<int64_t>(len, ::std::max<int64_t>(n_ctx, 1)));
+int32_t attention_max_splits(int64_t n_ctx, int64_t n_head_kv, int64_t T, int sm_count) {
+  // About 4 blocks per SM for the (KV head, token) pairs of a step, never more splits than 64-slot pieces of n_ctx.
+  const int64_t rows = ::std::max<int64_t>(1, n_head_kv * T);
+  const int64_t want = (4 * int64_t(::std::max(sm_count, 1)) + rows - 1) / rows;
+  const int64_t cap = ::std::max<int64_t>(1, (n_ctx + 63) / 64);
+  return int32_t(::std::clamp<int64_t>(want, 1, ::std::min<int64_t>(cap, 1024)));
 }
 
-size_t attention_scratch_floats(int64_t n_ctx, int64_t n_head, int64_t hd_v, int64_t T, int32_t split_len) {
-  return size_t(n_head) * T * n_splits_of(n_ctx, split_len) * (hd_v + 2);
+size_t attention_scratch_floats(int64_t n_head, int64_t hd_v, int64_t T, int32_t max_splits) {
+  return size_t(n_head) * T * max_splits * (hd_v + 2);
 }
 
 void launch_kv_write(const KvWriteParams& p, cudaStream_t stream) {
@@ -158,13 +286,23 @@ void launch_attention(const AttentionKernelParams& p, cudaStream_t stream) {
   LLM_REQUIRE(p.n_head % p.n_head_kv == 0, "n_head must be a multiple of n_head_kv");
   LLM_REQUIRE(p.hd > 0 && p.hd % 2 == 0 && p.hd <= kMaxHd, "head_dim must be even and <= 256");
   LLM_REQUIRE(p.hd_v > 0 && p.hd_v % 2 == 0 && p.hd_v <= kMaxHd, "head_dim_v must be even and <= 256");
-  LLM_REQUIRE(p.split_len > 0, "split_len not set (attention_split_len)");
-  LLM_REQUIRE(p.n_head <= 65535 && p.T <= 65535, "grid too large");
-  const int n_splits = n_splits_of(p.n_ctx, p.split_len);
-  LLM_REQUIRE(n_splits <= 65535, "too many splits");
-  attention_split_kernel<<<dim3(unsigned(p.n_head), unsigned(p.T), unsigned(n_splits)), kWarps * 32, 0, stream>>>(p);
+  LLM_REQUIRE(p.max_splits > 0 && p.max_splits <= 65535, "max_splits not set (attention_max_splits)");
+  const dim3 block(kWarps * 32);
+  const int G = int(p.n_head / p.n_head_kv);
+  const bool gqa = p.hd == p.hd_v && (p.hd == 64 || p.hd == 128 || p.hd == 256) && (G == 1 || G == 2 || G == 4 || G == 8);
+  if (gqa) {
+    const dim3 grid(unsigned(p.n_head_kv), unsigned(p.T), unsigned(p.max_splits));
+    const auto go = [&](auto kernel) { kernel<<<grid, block, 0, stream>>>(p); };
+#define LLM_GQA(GG, DD) \
+  if (G == GG && p.hd == 32 * DD) go(attention_gqa_kernel<GG, DD>);
+    LLM_GQA(1, 2) LLM_GQA(1, 4) LLM_GQA(1, 8) LLM_GQA(2, 2) LLM_GQA(2, 4) LLM_GQA(2, 8)
+    LLM_GQA(4, 2) LLM_GQA(4, 4) LLM_GQA(4, 8) LLM_GQA(8, 2) LLM_GQA(8, 4) LLM_GQA(8, 8)
+#undef LLM_GQA
+  } else {
+    attention_split_kernel<<<dim3(unsigned(p.n_head), unsigned(p.T), unsigned(p.max_splits)), block, 0, stream>>>(p);
+  }
   CUDA_CHECK_LAUNCH(stream);
-  attention_combine_kernel<<<dim3(unsigned(p.n_head), unsigned(p.T)), 128, 0, stream>>>(p, n_splits);
+  attention_combine_kernel<<<dim3(unsigned(p.n_head), unsigned(p.T)), 128, 0, stream>>>(p);
   CUDA_CHECK_LAUNCH(stream);
 }
 

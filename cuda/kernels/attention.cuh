@@ -37,13 +37,14 @@ struct AttentionKernelParams {
   int64_t hd_v = 0;                  // even, <= 256
   int64_t T = 0;
   float scale = 1.0f;
-  int32_t split_len = 0;             // slots per split (attention_split_len); fixed at launch, so capture-safe
+  int32_t max_splits = 0;            // splits per (head, token) at most (attention_max_splits); the split length
+                                     // is chosen on the device from each token's position, so capture-safe
 };
 
-// Split length for a context of n_ctx slots and a batch of T tokens: long enough that each split has work, short
-// enough that n_head * T * splits blocks fill the device (sm_count multiprocessors).
-int32_t attention_split_len(int64_t n_ctx, int64_t n_head, int64_t T, int sm_count);
-size_t attention_scratch_floats(int64_t n_ctx, int64_t n_head, int64_t hd_v, int64_t T, int32_t split_len);
+// Most splits a (head, token) is cut into for a cache of n_ctx slots and a batch of T tokens: enough that
+// n_head_kv * T * splits blocks fill the device (sm_count multiprocessors), no split shorter than 64 slots.
+int32_t attention_max_splits(int64_t n_ctx, int64_t n_head_kv, int64_t T, int sm_count);
+size_t attention_scratch_floats(int64_t n_head, int64_t hd_v, int64_t T, int32_t max_splits);
 
 void launch_attention(const AttentionKernelParams& p, cudaStream_t stream);
 

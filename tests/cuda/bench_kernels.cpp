@@ -101,12 +101,12 @@ TEST(KernelLab, Timings) {
     const int32_t pos = int32_t(ctxlen - 1);
     cuda::DeviceBuffer dpos(4);
     CUDA_CHECK(cudaMemcpy(dpos.get(), &pos, 4, cudaMemcpyHostToDevice));
-    const int32_t split = cuda::attention_split_len(ctxlen, nh, 1, ctx.sm_count());
-    cuda::DeviceBuffer part(cuda::attention_scratch_floats(ctxlen, nh, hd, 1, split) * 4);
+    const int32_t splits = cuda::attention_max_splits(ctxlen, nkv, 1, ctx.sm_count());
+    cuda::DeviceBuffer part(cuda::attention_scratch_floats(nh, hd, 1, splits) * 4);
     cuda::AttentionKernelParams p;
     p.q = q.as<float>(), p.positions = dpos.as<int32_t>(), p.k_cache = kc.as<uint16_t>(), p.v_cache = vc.as<uint16_t>();
     p.out = out.as<float>(), p.partial = part.as<float>(), p.n_ctx = ctxlen, p.n_head = nh, p.n_head_kv = nkv;
-    p.hd = hd, p.hd_v = hd, p.T = 1, p.scale = 0.088f, p.split_len = split;
+    p.hd = hd, p.hd_v = hd, p.T = 1, p.scale = 0.088f, p.max_splits = splits;
     const float ms = median_ms(ctx, 50, [&](int) { cuda::launch_attention(p, s); });
     std::printf("%8lld %10.1f %8.0f\n", (long long)ctxlen, ms * 1e3, 2.0 * kc.bytes() / ms / 1e6);
   }

@@ -8,7 +8,7 @@ using namespace gpu_test;
 
 struct Case {
   int64_t nh, nkv, hd, n_ctx, prefix, T;
-  int32_t split_len;  // 0: attention_split_len's choice
+  int32_t max_splits;  // 0: attention_max_splits's choice
 };
 
 double h16(float f) { return quant::f16_to_f32(quant::f32_to_f16(f)); }
@@ -18,7 +18,7 @@ void run_case(const Case& c, std::mt19937& rng) {
   const std::string what = "attention nh=" + std::to_string(c.nh) + " nkv=" + std::to_string(c.nkv) +
                            " hd=" + std::to_string(hd) + " ctx=" + std::to_string(c.n_ctx) +
                            " prefix=" + std::to_string(c.prefix) + " T=" + std::to_string(c.T) +
-                           " split=" + std::to_string(c.split_len);
+                           " max_splits=" + std::to_string(c.max_splits);
   const int64_t total = c.prefix + c.T;  // tokens in the cache after both writes
   const auto k = random_floats(rng, hd * c.nkv * total, -2, 2);
   const auto v = random_floats(rng, hdv * c.nkv * total);
@@ -37,15 +37,15 @@ void run_case(const Case& c, std::mt19937& rng) {
   if (c.prefix) write(0, c.prefix);
   write(c.prefix, c.T);
 
-  const int32_t split = c.split_len ? c.split_len : cuda::attention_split_len(c.n_ctx, c.nh, c.T, 132);
-  cuda::DeviceBuffer partial(cuda::attention_scratch_floats(c.n_ctx, c.nh, hdv, c.T, split) * 4);
+  const int32_t splits = c.max_splits ? c.max_splits : cuda::attention_max_splits(c.n_ctx, c.nkv, c.T, 132);
+  cuda::DeviceBuffer partial(cuda::attention_scratch_floats(c.nh, hdv, c.T, splits) * 4);
   auto out = poisoned_f32(hdv * c.nh * c.T);
   const float scale = 1.0f / std::sqrt(float(hd));
   cuda::AttentionKernelParams p;
   p.q = dq.as<float>(), p.positions = dp.as<int32_t>() + c.prefix, p.k_cache = kc.as<uint16_t>();
   p.v_cache = vc.as<uint16_t>(), p.out = out.as<float>(), p.partial = partial.as<float>();
   p.n_ctx = c.n_ctx, p.n_head = c.nh, p.n_head_kv = c.nkv, p.hd = hd, p.hd_v = hdv, p.T = c.T, p.scale = scale;
-  p.split_len = split;
+  p.max_splits = splits;
   cuda::launch_attention(p, nullptr);
 
   std::vector<double> ref(hdv * c.nh * c.T);
@@ -80,6 +80,7 @@ TEST(AttentionKernels, MatchesReference) {
   REQUIRE_GPU();
   std::mt19937 rng(11);
   const Case cases[] = {
+      // per-head kernel (head_dim not 64/128/256, or a group of 3 or 6) and the GQA kernel (groups 1, 2, 4, 8)
       {4, 4, 8, 16, 0, 5, 0},        // tiny heads (stories260K-like), prefill only
       {8, 4, 8, 64, 10, 1, 0},       // decode after a prefix
       {8, 2, 64, 300, 37, 7, 64},    // GQA 4:1, several splits
@@ -87,6 +88,11 @@ TEST(AttentionKernels, MatchesReference) {
       {4, 2, 128, 1000, 900, 3, 100},
       {2, 2, 256, 130, 0, 129, 0},   // largest head, long prefill
       {32, 8, 128, 4096, 4000, 1, 0},
+      {8, 1, 128, 2000, 1500, 1, 0},   // group of 8
+      {16, 8, 64, 700, 650, 2, 0},     // group of 2, head_dim 64
+      {6, 2, 128, 500, 400, 1, 0},     // group of 3: per-head kernel
+      {4, 1, 256, 3000, 2900, 1, 3},   // 3 splits of ~967 slots
+      {32, 8, 128, 5000, 30, 1, 0},    // short position in a long cache: one split holds every slot
   };
   for (const auto& c : cases) run_case(c, rng);
 }
