@@ -64,6 +64,7 @@ Executor::Executor(const Context& ctx, const graph::Graph& g, const graph::Plan&
         users_[size_t(i)].push_back(n.id);
   folded_norm_.assign(g.nodes().size(), false);
   folded_add_.assign(g.nodes().size(), false);
+  merged_.assign(g.nodes().size(), false);
   for (const Node& n : g.nodes()) lower(n);
 }
 
@@ -141,7 +142,9 @@ void Executor::lower(const Node& n) {
         if (const Node& x = g_.node(n.inputs[1]); x.op == Op::RmsNorm && folded_norm_[size_t(x.id)]) {
           p.x = f32_in(x, 0), p.norm_w = f32_in(x, 1), p.norm_eps = ::std::get<graph::RmsNormParams>(x.params).eps;
         }
+        if (merged_[size_t(n.id)]) return;  // computed with an earlier matrix that reads the same x
         fold_residual(n, p);
+        if (!p.residual) merge_siblings(n, p);
         steps_.push_back([p](cudaStream_t s) { launch_matvec(p, s); });
       } else {
         const GemmParams p{weight_ptr(w), type, f32_in(n, 1), bias, f32_out(n), K, N, T,

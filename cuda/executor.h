@@ -89,6 +89,7 @@ class Executor {
   MatvecParams matvec_params(const graph::Node& mulmat) const;
   bool fold_norm(const graph::Node& norm);
   void fold_residual(const graph::Node& mulmat, MatvecParams& p);
+  void merge_siblings(const graph::Node& mulmat, MatvecParams& p);
   bool rope_kv_fusable(const graph::Node& attention) const;
   bool slot_free_between(graph::NodeId slot_owner, graph::NodeId from, graph::NodeId to) const;
   const FusedElementwise* fused(const FusedShape& shape);
@@ -110,6 +111,7 @@ class Executor {
   std::vector<std::vector<graph::NodeId>> users_;  // readers of each node
   std::vector<bool> folded_norm_;                  // RmsNorm nodes computed inside their readers' matvecs
   std::vector<bool> folded_add_;                   // Add nodes computed as a matvec's epilogue
+  std::vector<bool> merged_;                       // MulMat nodes computed in an earlier sibling's launch
   size_t n_fused_ = 0;
   int runs_ = 0;
   Graph graph_;

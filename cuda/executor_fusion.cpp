@@ -9,6 +9,8 @@
 //   are still intact when it runs.
 // - Residual Add as a matvec epilogue: y = W x + r written straight into the Add's slot, when the matvec's only
 //   reader is that Add and no tensor alive between the two steps shares the Add's slot (checked on the plan).
+// - Sibling matvecs in one launch: later MulMats of the same type and K that read the same x (q/k/v, gate/up) are
+//   computed by the first one's launch, when their output slots are free from that step on (checked on the plan).
 #include <algorithm>
 
 #include "cuda/executor.h"
@@ -87,6 +89,27 @@ void Executor::fold_residual(const Node& m, MatvecParams& p) {
   p.y = f32_out(a);
   folded_add_.at(size_t(a.id)) = true;
   ++n_fused_;
+}
+
+void Executor::merge_siblings(const Node& n, MatvecParams& p) {
+  if (!opt_.fuse || !matvec_fuses(p)) return;
+  for (NodeId u : users_.at(size_t(n.inputs[1]))) {
+    if (u <= n.id || p.n_siblings == MatvecParams::kMaxSiblings) continue;
+    const Node& m = g_.node(u);
+    if (m.op != Op::MulMat || m.inputs.size() < 2 || m.inputs[1] != n.inputs[1] || merged_.at(size_t(u))) continue;
+    if (g_.node(m.inputs[0]).op != Op::Weight || m.shape.rows() != 1) continue;
+    // A matvec whose only reader is an Add gets that Add as its epilogue instead (fold_residual).
+    if (const auto& mu = users_.at(size_t(u)); mu.size() == 1 && g_.node(mu[0]).op == Op::Add) continue;
+    const MatvecParams q = matvec_params(m);
+    if (q.type != p.type || q.K != p.K || !plan_.owns(m.id) || !slot_free_between(m.id, n.id, m.id)) continue;
+    p.siblings[p.n_siblings++] = MatvecParams::Sibling{q.w, q.bias, q.y, q.N};
+    if (!matvec_fuses(p)) {
+      --p.n_siblings;
+      continue;
+    }
+    merged_.at(size_t(u)) = true;
+    ++n_fused_;
+  }
 }
 
 bool Executor::rope_kv_fusable(const Node& att) const {

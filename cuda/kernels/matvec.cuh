@@ -28,6 +28,17 @@ struct MatvecParams {
   const float* norm_w = nullptr;
   float norm_eps = 0.0f;
   const float* residual = nullptr;
+  // More matrices of the same type and K that read the same x, computed in the same launch (int16 kernel only,
+  // no residual): q/k/v or gate/up as one launch, with x loaded and quantized once per block.
+  struct Sibling {
+    const void* w = nullptr;
+    const float* bias = nullptr;
+    float* y = nullptr;
+    int64_t N = 0;
+  };
+  static constexpr int kMaxSiblings = 2;
+  Sibling siblings[kMaxSiblings] = {};
+  int n_siblings = 0;
 };
 
 // True when launch_matvec(p) takes the int16-activation kernel, which is also the one that can apply norm_w and

@@ -75,8 +75,24 @@ __device__ __forceinline__ float warp_sum_rows(float (&a)[R], int lane) {
   }
 }
 
+// The matrices of one launch (the main one and its siblings); row groups are numbered across them, group g of
+// matrix i being g - first[i] of that matrix (a group never straddles two matrices).
+struct Segments {
+  const uint8_t* w[3];
+  const float* bias[3];
+  float* y[3];
+  int64_t N[3];
+  int64_t first[4];  // first group of each matrix; first[n] = total groups
+  int n;
+};
+
+__device__ __forceinline__ int segment_of(const Segments& sg, int64_t g) {
+  return g < sg.first[1] ? 0 : (g < sg.first[2] ? 1 : 2);
+}
+
 template <quant::Type T, int R>
-__global__ void __launch_bounds__(kMaxUnits, 1) matvec_i16_kernel(MatvecParams p, size_t row_bytes, int64_t groups_per_block) {
+__global__ void __launch_bounds__(kMaxUnits, 1)
+    matvec_i16_kernel(MatvecParams p, Segments sg, size_t row_bytes, int64_t groups_per_block) {
   using U = mv16::Unit<T>;
   extern __shared__ float part[];  // [warps][groups_per_block * R]
   __shared__ float red[32];
@@ -87,16 +103,18 @@ __global__ void __launch_bounds__(kMaxUnits, 1) matvec_i16_kernel(MatvecParams p
   asm volatile("griddepcontrol.launch_dependents;");
 #endif
 
-  const int64_t n_groups = (p.N + R - 1) / R;
+  const int64_t n_groups = sg.first[sg.n];
   const int64_t g0 = int64_t(blockIdx.x) * groups_per_block;
   const int64_t g1 = g0 + groups_per_block < n_groups ? g0 + groups_per_block : n_groups;
   const int64_t cap = groups_per_block * R;
-  const uint8_t* w = static_cast<const uint8_t*>(p.w);
   typename U::Raw cur[R], nxt[R];
   const auto load_group = [&](typename U::Raw(&dst)[R], int64_t g) {
+    const int i = segment_of(sg, g);
+    const int64_t n0 = (g - sg.first[i]) * R, N = sg.N[i];
+    const uint8_t* w = sg.w[i];
 #pragma unroll
     for (int r = 0; r < R; ++r) {
-      const int64_t n = g * R + r < p.N ? g * R + r : p.N - 1;  // rows past N re-read the last row, not written
+      const int64_t n = n0 + r < N ? n0 + r : N - 1;  // rows past N re-read the last row, not written
       dst[r] = U::load(w + n * row_bytes, u);
     }
   };
@@ -148,13 +166,15 @@ __global__ void __launch_bounds__(kMaxUnits, 1) matvec_i16_kernel(MatvecParams p
   __syncthreads();
   const int64_t rows = (g1 - g0) * R;
   for (int64_t i = threadIdx.x; i < rows; i += blockDim.x) {
-    const int64_t n = g0 * R + i;
-    if (n >= p.N) break;
+    const int64_t g = g0 + i / R;
+    const int s = segment_of(sg, g);
+    const int64_t n = (g - sg.first[s]) * R + i % R;
+    if (n >= sg.N[s]) continue;
     float y = 0.0f;
     for (int ww = 0; ww < n_warps; ++ww) y += part[ww * cap + i];
-    if (p.bias) y += p.bias[n];
-    if (p.residual) y += p.residual[n];
-    p.y[n] = y;
+    if (sg.bias[s]) y += sg.bias[s][n];
+    if (p.residual) y += p.residual[n];  // only without siblings (matvec_fuses)
+    sg.y[s][n] = y;
   }
 }
 
@@ -182,7 +202,15 @@ void launch_i16(const MatvecParams& p, size_t rb, cudaStream_t stream) {
     bps = bps > 0 ? bps : 1;
     per_sm[warps].store(bps, ::std::memory_order_relaxed);
   }
-  const int64_t n_groups = (p.N + R - 1) / R;
+  Segments sg{};
+  sg.n = 1 + p.n_siblings;
+  sg.w[0] = static_cast<const uint8_t*>(p.w), sg.bias[0] = p.bias, sg.y[0] = p.y, sg.N[0] = p.N;
+  for (int i = 0; i < p.n_siblings; ++i) {
+    const auto& b = p.siblings[i];
+    sg.w[i + 1] = static_cast<const uint8_t*>(b.w), sg.bias[i + 1] = b.bias, sg.y[i + 1] = b.y, sg.N[i + 1] = b.N;
+  }
+  for (int i = 0; i < 3; ++i) sg.first[i + 1] = sg.first[i] + (i < sg.n ? (sg.N[i] + R - 1) / R : 0);
+  const int64_t n_groups = sg.first[sg.n];
   const int64_t max_blocks = int64_t(sm_count()) * bps;
   int64_t gpb = (n_groups + max_blocks - 1) / max_blocks;
   const int64_t gpb_cap = int64_t(kMaxPartBytes / (size_t(warps) * R * 4));
@@ -201,7 +229,7 @@ void launch_i16(const MatvecParams& p, size_t rb, cudaStream_t stream) {
   attr[0].val.programmaticStreamSerializationAllowed = 1;
   cfg.attrs = attr;
   cfg.numAttrs = pdl ? 1 : 0;
-  CUDA_CHECK(cudaLaunchKernelEx(&cfg, matvec_i16_kernel<T, R>, p, rb, gpb));
+  CUDA_CHECK(cudaLaunchKernelEx(&cfg, matvec_i16_kernel<T, R>, p, sg, rb, gpb));
 }
 
 bool i16_type(quant::Type t) {
@@ -217,6 +245,9 @@ bool matvec_fuses(const MatvecParams& p) {
   if (p.K <= 0 || p.K % block != 0 || p.K % 32 != 0 || p.K / 32 > kMaxUnits) return false;
   const size_t rb = quant::row_bytes(p.type, p.K);
   const size_t wa = p.type == quant::Type::Q4_K ? 16 : 4;  // 16-byte Q4_K loads; 4-byte words otherwise
+  if (p.n_siblings < 0 || p.n_siblings > MatvecParams::kMaxSiblings || (p.n_siblings > 0 && p.residual)) return false;
+  for (int i = 0; i < p.n_siblings; ++i)
+    if (!p.siblings[i].w || !p.siblings[i].y || p.siblings[i].N <= 0 || a(p.siblings[i].w) % wa != 0) return false;
   return a(p.x) % 16 == 0 && (!p.norm_w || a(p.norm_w) % 16 == 0) && a(p.w) % wa == 0 && rb % wa == 0;
 }
 
@@ -225,7 +256,9 @@ void launch_matvec_i16(const MatvecParams& p, cudaStream_t stream) {
   const size_t rb = quant::row_bytes(p.type, p.K);
   // R = 4 rows per step for the 4-bit formats (103 / 95 registers); 2 for Q6_K / Q8_0, whose raw words at R = 4
   // spill, and for short matrices, where R = 2 keeps more blocks in flight.
-  const bool small = (p.N + 3) / 4 < 2 * int64_t(sm_count());
+  int64_t rows = p.N;
+  for (int i = 0; i < p.n_siblings; ++i) rows += p.siblings[i].N;
+  const bool small = (rows + 3) / 4 < 2 * int64_t(sm_count());
   switch (p.type) {
     case quant::Type::Q4_K:
       small ? launch_i16<quant::Type::Q4_K, 2>(p, rb, stream) : launch_i16<quant::Type::Q4_K, 4>(p, rb, stream);

@@ -121,6 +121,47 @@ TEST_P(WeightKernels, MatvecFusesNormAndResidual) {
   EXPECT_EQ(any, preset) << "the int16 kernel serves exactly the preset formats";
 }
 
+// Siblings: up to three matrices of one type and K reading the same x in one launch (q/k/v, gate/up), each with
+// its own rows, bias and output, with and without the RMS norm.
+TEST_P(WeightKernels, MatvecSiblingsShareOneLaunch) {
+  REQUIRE_GPU();
+  const Type type = GetParam();
+  std::mt19937 rng(4242 + int(type));
+  const int64_t K = row_lengths(type).back();
+  const int64_t Ns[3] = {1000, 7, 130};
+  std::vector<std::vector<uint8_t>> w;
+  std::vector<std::vector<float>> bias;
+  std::vector<cuda::DeviceBuffer> dw, db, dy;
+  for (int64_t N : Ns) {
+    w.push_back(random_weights(rng, type, K, N));
+    bias.push_back(random_floats(rng, N));
+    dw.push_back(upload(w.back())), db.push_back(upload(bias.back())), dy.push_back(poisoned_f32(N));
+  }
+  const auto x = random_floats(rng, K);
+  auto dx = upload(x);
+  cuda::MatvecParams p{dw[0].get(), type, dx.as<float>(), db[0].as<float>(), dy[0].as<float>(), K, Ns[0], 1};
+  for (int i = 1; i < 3; ++i)
+    p.siblings[i - 1] = cuda::MatvecParams::Sibling{dw[i].get(), db[i].as<float>(), dy[i].as<float>(), Ns[i]};
+  p.n_siblings = 2;
+  const bool preset = type == Type::Q4_0 || type == Type::Q8_0 || type == Type::Q4_K || type == Type::Q6_K;
+  ASSERT_EQ(cuda::matvec_fuses(p), preset);
+  if (!preset) {
+    EXPECT_THROW(cuda::launch_matvec(p, nullptr), cuda::InvalidArgument);
+    return;
+  }
+  cuda::launch_matvec(p, nullptr);
+  for (int i = 0; i < 3; ++i) {
+    std::vector<double> ref, mag, mx;
+    reference(w[i], type, x, K, Ns[i], 1, &bias[i], ref, mag, mx);
+    std::vector<double> atol(mag.size());
+    for (size_t j = 0; j < mag.size(); ++j) atol[j] = 1e-5 * mag[j] + 1e-6;
+    EXPECT_TRUE(close(std::string("sibling ") + std::to_string(i) + " " + quant::type_name(type),
+                      download<float>(dy[i], Ns[i]), ref, atol, 0.0));
+  }
+  p.residual = dx.as<float>();  // a residual needs one matrix
+  EXPECT_FALSE(cuda::matvec_fuses(p));
+}
+
 TEST_P(WeightKernels, DequantF16MatchesReference) {
   REQUIRE_GPU();
   const Type type = GetParam();
