@@ -5,7 +5,8 @@
 // Two split kernels:
 // - gqa kernel (head_dim = hd_v = 64, 128 or 256; n_head / n_head_kv = 1, 2, 4 or 8): one block per (KV head,
 //   token, split) serves the whole query group, so each K/V row is read once per group (not once per query head);
-//   lanes own head_dim / 32 consecutive dimensions, warps take slots round-robin, two slots' rows in flight.
+//   lanes own head_dim / 32 consecutive dimensions, warps take slots round-robin, two slots' rows in flight; the
+//   last block of a (KV head, token) to finish merges the splits, so there is no combine launch.
 // - per-head kernel (any even head_dim <= 256): one block per (query head, token, split), lanes over dimensions.
 // The prefill path uses the same kernels (one token per block row); a tiled tensor-core flash-attention kernel is
 // future work (docs/kernel-notes.md).
@@ -14,6 +15,7 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "cuda/check.h"
 
@@ -23,6 +25,7 @@ namespace {
 constexpr int kWarps = 4;
 constexpr int kMaxHd = 256;
 constexpr int kVPerLane = kMaxHd / 64;  // half2 pairs per lane
+constexpr int kMaxSplitsGqa = 256;      // the GQA kernel's in-block merge keeps one weight per split in shared memory
 
 __global__ void kv_write_kernel(KvWriteParams p) {
   const int64_t per_tok = p.n_head_kv * (p.hd + p.hd_v);
@@ -75,7 +78,7 @@ __device__ __forceinline__ void unpack_halves(const typename HalfRow<D>::V& v, f
   }
 }
 
-template <int G, int D>
+template <int G, int D, bool kMerge>
 __global__ void __launch_bounds__(kWarps * 32) attention_gqa_kernel(AttentionKernelParams p) {
   constexpr int kUnroll = 2;
   using Row = typename HalfRow<D>::V;
@@ -160,6 +163,49 @@ __global__ void __launch_bounds__(kWarps * 32) attention_gqa_kernel(AttentionKer
     if (d == 0) out[0] = M, out[1] = L;
     out[2 + d] = a;
   }
+  // The last split block of this (KV head, token) to finish merges the splits (no combine launch): a counter per
+  // (KV head, token) after the partials, zero between launches (the last block resets it).
+  if constexpr (!kMerge) return;
+  const int n_active = int((pos + len) / len);
+  unsigned* counter = reinterpret_cast<unsigned*>(p.partial + p.n_head * p.T * p.max_splits * (hd + 2)) +
+                      kvh * p.T + t;
+  __shared__ bool last;
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) last = atomicAdd(counter, 1u) == unsigned(n_active - 1);
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  // Split weights once per (head, split) in shared memory, then one pass over the partial values per dimension.
+  __shared__ float e_s[G][kMaxSplitsGqa];
+  __shared__ float inv_l_s[G];
+  for (int i = threadIdx.x; i < G * n_active; i += kWarps * 32) {
+    const int g = i / n_active, j = i % n_active;
+    e_s[g][j] = __ldcg(p.partial + ((t * p.n_head + kvh * G + g) * p.max_splits + j) * (hd + 2));
+  }
+  __syncthreads();
+  if (threadIdx.x < G) {
+    const int g = threadIdx.x;
+    const float* part = p.partial + (t * p.n_head + kvh * G + g) * p.max_splits * (hd + 2);
+    float M = -INFINITY, L = 0.0f;
+    for (int j = 0; j < n_active; ++j) M = fmaxf(M, e_s[g][j]);
+    for (int j = 0; j < n_active; ++j) {
+      const float e = e_s[g][j] == -INFINITY ? 0.0f : expf(e_s[g][j] - M);
+      e_s[g][j] = e;
+      L += __ldcg(part + j * (hd + 2) + 1) * e;
+    }
+    inv_l_s[g] = 1.0f / L;
+  }
+  __syncthreads();
+  for (int i = threadIdx.x; i < G * hd; i += kWarps * 32) {
+    const int g = i / int(hd), d = i % int(hd);
+    const float* part = p.partial + (t * p.n_head + kvh * G + g) * p.max_splits * (hd + 2) + 2 + d;
+    float a = 0.0f;
+#pragma unroll 8
+    for (int j = 0; j < n_active; ++j) a = fmaf(__ldcg(part + j * (hd + 2)), e_s[g][j], a);
+    p.out[(t * p.n_head + kvh * G + g) * hd + d] = a * inv_l_s[g];
+  }
+  if (threadIdx.x == 0) *counter = 0u;
 }
 
 __global__ void __launch_bounds__(kWarps * 32) attention_split_kernel(AttentionKernelParams p) {
@@ -265,11 +311,11 @@ int32_t attention_max_splits(int64_t n_ctx, int64_t n_head_kv, int64_t T, int sm
   const int64_t rows = ::std::max<int64_t>(1, n_head_kv * T);
   const int64_t want = (4 * int64_t(::std::max(sm_count, 1)) + rows - 1) / rows;
   const int64_t cap = ::std::max<int64_t>(1, (n_ctx + 63) / 64);
-  return int32_t(::std::clamp<int64_t>(want, 1, ::std::min<int64_t>(cap, 1024)));
+  return int32_t(::std::clamp<int64_t>(want, 1, ::std::min<int64_t>(cap, kMaxSplitsGqa)));
 }
 
 size_t attention_scratch_floats(int64_t n_head, int64_t hd_v, int64_t T, int32_t max_splits) {
-  return size_t(n_head) * T * max_splits * (hd_v + 2);
+  return size_t(n_head) * T * max_splits * (hd_v + 2) + size_t(n_head) * T;  // partials, then the counters
 }
 
 void launch_kv_write(const KvWriteParams& p, cudaStream_t stream) {
@@ -289,19 +335,27 @@ void launch_attention(const AttentionKernelParams& p, cudaStream_t stream) {
   LLM_REQUIRE(p.max_splits > 0 && p.max_splits <= 65535, "max_splits not set (attention_max_splits)");
   const dim3 block(kWarps * 32);
   const int G = int(p.n_head / p.n_head_kv);
-  const bool gqa = p.hd == p.hd_v && (p.hd == 64 || p.hd == 128 || p.hd == 256) && (G == 1 || G == 2 || G == 4 || G == 8);
+  const bool gqa = p.hd == p.hd_v && (p.hd == 64 || p.hd == 128 || p.hd == 256) &&
+                   (G == 1 || G == 2 || G == 4 || G == 8) && p.max_splits <= kMaxSplitsGqa;
   if (gqa) {
     const dim3 grid(unsigned(p.n_head_kv), unsigned(p.T), unsigned(p.max_splits));
-    const auto go = [&](auto kernel) { kernel<<<grid, block, 0, stream>>>(p); };
+    // LLM_ATTN_COMBINE=1: merge the splits in a separate launch (A/B timing of the in-kernel merge).
+    static const bool separate = ::std::getenv("LLM_ATTN_COMBINE") != nullptr;
+    const auto go = [&](auto merged, auto apart) {
+      if (separate) apart<<<grid, block, 0, stream>>>(p);
+      else merged<<<grid, block, 0, stream>>>(p);
+    };
 #define LLM_GQA(GG, DD) \
-  if (G == GG && p.hd == 32 * DD) go(attention_gqa_kernel<GG, DD>);
+  if (G == GG && p.hd == 32 * DD) go(attention_gqa_kernel<GG, DD, true>, attention_gqa_kernel<GG, DD, false>);
     LLM_GQA(1, 2) LLM_GQA(1, 4) LLM_GQA(1, 8) LLM_GQA(2, 2) LLM_GQA(2, 4) LLM_GQA(2, 8)
     LLM_GQA(4, 2) LLM_GQA(4, 4) LLM_GQA(4, 8) LLM_GQA(8, 2) LLM_GQA(8, 4) LLM_GQA(8, 8)
 #undef LLM_GQA
+    CUDA_CHECK_LAUNCH(stream);
+    if (!separate) return;  // the kernel merged its splits itself
   } else {
     attention_split_kernel<<<dim3(unsigned(p.n_head), unsigned(p.T), unsigned(p.max_splits)), block, 0, stream>>>(p);
+    CUDA_CHECK_LAUNCH(stream);
   }
-  CUDA_CHECK_LAUNCH(stream);
   attention_combine_kernel<<<dim3(unsigned(p.n_head), unsigned(p.T)), 128, 0, stream>>>(p);
   CUDA_CHECK_LAUNCH(stream);
 }

@@ -29,7 +29,8 @@ struct AttentionKernelParams {
   const uint16_t* k_cache = nullptr; // this layer, as KvWriteParams
   const uint16_t* v_cache = nullptr;
   float* out = nullptr;              // [hd_v, n_head, T]
-  float* partial = nullptr;          // scratch: attention_scratch_floats(...) floats
+  float* partial = nullptr;          // scratch: attention_scratch_floats(...) floats, zeroed once before the first
+                                     // launch (its tail holds counters the kernels leave at zero)
   int64_t n_ctx = 0;
   int64_t n_head = 0;
   int64_t n_head_kv = 0;             // divides n_head (GQA: head h reads kv head h / (n_head / n_head_kv))

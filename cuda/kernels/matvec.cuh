@@ -28,6 +28,8 @@ struct MatvecParams {
   const float* norm_w = nullptr;
   float norm_eps = 0.0f;
   const float* residual = nullptr;
+  // x = silu(glu_gate) * x first (the SwiGlu op), for the FFN down projection; not with norm_w.
+  const float* glu_gate = nullptr;
   // More matrices of the same type and K that read the same x, computed in the same launch (int16 kernel only,
   // no residual): q/k/v or gate/up as one launch, with x loaded and quantized once per block.
   struct Sibling {

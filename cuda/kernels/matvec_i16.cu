@@ -132,6 +132,13 @@ __global__ void __launch_bounds__(kMaxUnits, 1)
 #pragma unroll
     for (int i = 0; i < 16; ++i) xa[i] = xb[i] = 0.0f;
   }
+  if (p.glu_gate && active) {
+    float ga[16], gb[16];
+    load16(p.glu_gate + U::seg0(u), ga);
+    load16(p.glu_gate + U::seg0(u) + U::kOff1, gb);
+#pragma unroll
+    for (int i = 0; i < 16; ++i) xa[i] *= ga[i] / (1.0f + expf(-ga[i])), xb[i] *= gb[i] / (1.0f + expf(-gb[i]));
+  }
   if (p.norm_w) {
     float ss = 0.0f;
 #pragma unroll
@@ -246,6 +253,7 @@ bool matvec_fuses(const MatvecParams& p) {
   const size_t rb = quant::row_bytes(p.type, p.K);
   const size_t wa = p.type == quant::Type::Q4_K ? 16 : 4;  // 16-byte Q4_K loads; 4-byte words otherwise
   if (p.n_siblings < 0 || p.n_siblings > MatvecParams::kMaxSiblings || (p.n_siblings > 0 && p.residual)) return false;
+  if (p.glu_gate && (p.norm_w || a(p.glu_gate) % 16 != 0)) return false;
   for (int i = 0; i < p.n_siblings; ++i)
     if (!p.siblings[i].w || !p.siblings[i].y || p.siblings[i].N <= 0 || a(p.siblings[i].w) % wa != 0) return false;
   return a(p.x) % 16 == 0 && (!p.norm_w || a(p.norm_w) % 16 == 0) && a(p.w) % wa == 0 && rb % wa == 0;

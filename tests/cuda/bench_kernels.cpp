@@ -103,6 +103,7 @@ TEST(KernelLab, Timings) {
     CUDA_CHECK(cudaMemcpy(dpos.get(), &pos, 4, cudaMemcpyHostToDevice));
     const int32_t splits = cuda::attention_max_splits(ctxlen, nkv, 1, ctx.sm_count());
     cuda::DeviceBuffer part(cuda::attention_scratch_floats(nh, hd, 1, splits) * 4);
+    CUDA_CHECK(cudaMemset(part.get(), 0, part.bytes()));
     cuda::AttentionKernelParams p;
     p.q = q.as<float>(), p.positions = dpos.as<int32_t>(), p.k_cache = kc.as<uint16_t>(), p.v_cache = vc.as<uint16_t>();
     p.out = out.as<float>(), p.partial = part.as<float>(), p.n_ctx = ctxlen, p.n_head = nh, p.n_head_kv = nkv;

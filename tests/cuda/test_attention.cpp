@@ -39,6 +39,7 @@ void run_case(const Case& c, std::mt19937& rng) {
 
   const int32_t splits = c.max_splits ? c.max_splits : cuda::attention_max_splits(c.n_ctx, c.nkv, c.T, 132);
   cuda::DeviceBuffer partial(cuda::attention_scratch_floats(c.nh, hdv, c.T, splits) * 4);
+  CUDA_CHECK(cudaMemset(partial.get(), 0, partial.bytes()));
   auto out = poisoned_f32(hdv * c.nh * c.T);
   const float scale = 1.0f / std::sqrt(float(hd));
   cuda::AttentionKernelParams p;
@@ -46,6 +47,9 @@ void run_case(const Case& c, std::mt19937& rng) {
   p.v_cache = vc.as<uint16_t>(), p.out = out.as<float>(), p.partial = partial.as<float>();
   p.n_ctx = c.n_ctx, p.n_head = c.nh, p.n_head_kv = c.nkv, p.hd = hd, p.hd_v = hdv, p.T = c.T, p.scale = scale;
   p.max_splits = splits;
+  // Twice, the output poisoned in between: the second launch must find the split counters back at zero.
+  cuda::launch_attention(p, nullptr);
+  CUDA_CHECK(cudaMemset(out.get(), 0xff, out.bytes()));
   cuda::launch_attention(p, nullptr);
 
   std::vector<double> ref(hdv * c.nh * c.T);
