@@ -84,8 +84,10 @@ Plan make_plan(const Graph& g, uint64_t alignment, bool all_live) {
   }
   for (NodeId o : g.outputs()) p.last_use[static_cast<size_t>(p.root[static_cast<size_t>(o)])] = n;
 
-  // Placement in step order; buffers whose last reader is step i are released only after node i got its space,
-  // so an output never aliases one of its inputs.
+  // Placement in step order; buffers whose last reader is step i are released only after node i + 1 got its
+  // space, so an output never aliases one of its own inputs, nor an input of the step just before it. The second
+  // rule is what lets an executor run a node inside the previous node's kernel (the CUDA executor's epilogue
+  // fusions: a matvec writing straight into the residual Add that follows it) without reading what it overwrites.
   std::vector<std::vector<int32_t>> release_at(nodes.size());
   FreeList free;
   for (int32_t i = 0; i < n; ++i) {
@@ -97,7 +99,8 @@ Plan make_plan(const Graph& g, uint64_t alignment, bool all_live) {
       p.offset[si] = static_cast<int64_t>(free.take(align_up(p.bytes[si], alignment)));
       if (p.last_use[si] < n) release_at[static_cast<size_t>(p.last_use[si])].push_back(i);
     }
-    for (int32_t r : release_at[si])
+    if (i == 0) continue;
+    for (int32_t r : release_at[si - 1])
       free.give(static_cast<uint64_t>(p.offset[static_cast<size_t>(r)]),
                 align_up(p.bytes[static_cast<size_t>(r)], alignment));
   }

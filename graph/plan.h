@@ -33,7 +33,8 @@ struct Plan {
 };
 
 // Liveness-based placement: buffers are reused once their last reader has run (greedy best fit, smallest suitable
-// free gap first). A node's output never shares memory with its own inputs. Throws std::invalid_argument when
+// free gap first). A node's output never shares memory with its own inputs, nor with the inputs of the node just
+// before it (so an executor may compute a node in its predecessor's kernel). Throws std::invalid_argument when
 // alignment is not a power of two.
 Plan plan(const Graph& g, uint64_t alignment = 256);
 

@@ -68,6 +68,19 @@ void check_plan(const Graph& g, const Plan& p, bool all_live = false) {
     bufs.push_back({i, static_cast<uint64_t>(p.offset[si]), static_cast<uint64_t>(p.offset[si]) + bytes, i,
                     end[si]});
   }
+  // An output never shares bytes with an input of the node just before it (what executors' fusions rely on).
+  for (int i = 1; i < n; ++i) {
+    const auto si = static_cast<size_t>(i);
+    if (owner[si] != i || nodes[si].op == Op::Weight) continue;
+    const uint64_t lo = static_cast<uint64_t>(p.offset[si]), hi = lo + p.bytes[si];
+    for (NodeId in : nodes[si - 1].inputs) {
+      const auto r = static_cast<size_t>(owner[static_cast<size_t>(in)]);
+      if (nodes[r].op == Op::Weight || static_cast<int>(r) == i) continue;
+      const uint64_t ilo = static_cast<uint64_t>(p.offset[r]), ihi = ilo + p.bytes[r];
+      EXPECT_FALSE(lo < ihi && ilo < hi) << "'" << nodes[si].name << "' overlaps '" << nodes[r].name
+                                         << "', an input of the node before it";
+    }
+  }
   for (size_t a = 0; a < bufs.size(); ++a)
     for (size_t b = a + 1; b < bufs.size(); ++b) {
       const Buf &x = bufs[a], &y = bufs[b];
@@ -160,7 +173,8 @@ TEST(GraphPlan, ModelGraphNeverOverlapsAndReuses) {
   }
 }
 
-TEST(GraphPlan, ChainReusesTwoBuffers) {
+// A chain rotates three buffers: x_i cannot take the slot of x_{i-2}, an input of the node just before it.
+TEST(GraphPlan, ChainReusesThreeBuffers) {
   Graph g;
   const auto tok = g.input("tokens", InputParams::Kind::Tokens, 1);
   graph_test::WeightStore ws;
@@ -169,9 +183,11 @@ TEST(GraphPlan, ChainReusesTwoBuffers) {
   g.mark_output(x);
   const Plan p = plan(g, 256);
   check_plan(g, p);
-  // tokens (256 after alignment) + two 1 KiB ping-pong buffers
-  EXPECT_EQ(p.arena_bytes, 256u + 2u * 1024u);
+  // tokens (256 after alignment) + three 1 KiB buffers in rotation
+  EXPECT_EQ(p.arena_bytes, 256u + 3u * 1024u);
   EXPECT_NE(p.offset[static_cast<size_t>(x)], p.offset[static_cast<size_t>(x - 1)]);
+  EXPECT_NE(p.offset[static_cast<size_t>(x)], p.offset[static_cast<size_t>(x - 2)]);
+  EXPECT_EQ(p.offset[static_cast<size_t>(x)], p.offset[static_cast<size_t>(x - 3)]);
 }
 
 TEST(GraphPlan, InputsAndOutputsStayLive) {
