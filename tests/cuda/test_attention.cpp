@@ -27,6 +27,9 @@ void run_case(const Case& c, std::mt19937& rng) {
   for (int64_t i = 0; i < total; ++i) pos[i] = int32_t(i);
 
   cuda::DeviceBuffer kc(hd * c.n_ctx * c.nkv * 2), vc(hdv * c.n_ctx * c.nkv * 2);
+  // Zeroed, as the session's cache is: the test downloads whole caches, slots past the written prefix included.
+  CUDA_CHECK(cudaMemset(kc.get(), 0, kc.bytes()));
+  CUDA_CHECK(cudaMemset(vc.get(), 0, vc.bytes()));
   auto dk = upload(k), dv = upload(v), dq = upload(q), dp = upload(pos);
   // Prefix as one batch, then the queried batch, as a prefill followed by decode steps would.
   auto write = [&](int64_t t0, int64_t n) {
