@@ -5,6 +5,8 @@
 #   scripts/fuzz.sh 60                           one minute each: the quick check after touching a parser
 #   JOBS=8 scripts/fuzz.sh 1800                  the release target: 30 minutes per target, 8 processes each
 #   NICE=19 JOBS=1 BUILD_JOBS=1 scripts/fuzz.sh 120   on a shared machine
+#   SKIP_BUILD=1 BUILD_DIR=build-fuzz-carry scripts/fuzz.sh 120   run prebuilt targets (a machine without clang, e.g.
+#                                                the GPU machine's 16 cores: scripts/build-fuzz-carry.sh makes the folder)
 #
 # Environment: JOBS (fuzzing processes per target, default nproc/2; >1 runs libFuzzer's -fork mode), BUILD_JOBS (default
 # nproc), NICE (default 0), LLM_TEST_ASSETS (default ../shared: the tokenizer target needs its vocabularies),
@@ -34,15 +36,17 @@ for t in "${targets[@]}"; do
   case $t in gguf|model|tokenizer|chat_template) ;; *) echo "fuzz: unknown target '$t'" >&2; exit 2 ;; esac
 done
 
-"$root/scripts/setup.sh"
-if ! command -v clang++ >/dev/null; then
-  echo "fuzz: clang++ not found (Debian: apt-get install clang libclang-rt-dev)" >&2
-  exit 1
+if [ -z "${SKIP_BUILD:-}" ]; then
+  "$root/scripts/setup.sh"
+  if ! command -v clang++ >/dev/null; then
+    echo "fuzz: clang++ not found (Debian: apt-get install clang libclang-rt-dev)" >&2
+    exit 1
+  fi
+  "${nice_cmd[@]}" cmake -S "$root" -B "$build" -G Ninja -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
+    -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLLM_CUDA=OFF -DLLM_SANITIZE=ON -DLLM_FUZZ=ON >/dev/null
+  "${nice_cmd[@]}" cmake --build "$build" -j "${BUILD_JOBS:-$(nproc)}" --target fuzz-seeds \
+    "${targets[@]/#/fuzz_}"
 fi
-"${nice_cmd[@]}" cmake -S "$root" -B "$build" -G Ninja -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
-  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLLM_CUDA=OFF -DLLM_SANITIZE=ON -DLLM_FUZZ=ON >/dev/null
-"${nice_cmd[@]}" cmake --build "$build" -j "${BUILD_JOBS:-$(nproc)}" --target fuzz-seeds \
-  "${targets[@]/#/fuzz_}"
 
 seeds=$build/corpus-seeds
 rm -rf "$seeds"
