@@ -34,7 +34,14 @@ ReferenceExecutor::~ReferenceExecutor() = default;
 
 int ReferenceExecutor::n_threads() const { return pool_->size(); }
 
-void ReferenceExecutor::clear_weight_cache() { weight_cache_.clear(); }
+void ReferenceExecutor::clear_weight_cache() {
+  weight_cache_.clear();
+  weight_cache_bytes_ = 0;
+}
+
+bool ReferenceExecutor::weight_cache_has_room(const Node& w) const {
+  return weight_cache_bytes_ + static_cast<uint64_t>(w.shape.elements()) * sizeof(float) <= weight_cache_budget_;
+}
 
 void ReferenceExecutor::clear_kv() {
   std::fill(k_cache_.begin(), k_cache_.end(), 0.0f);
@@ -93,6 +100,7 @@ const float* ReferenceExecutor::weight_f32(const Node& w) {
     std::vector<float> f(static_cast<size_t>(ne0 * rows));
     const auto* src = static_cast<const uint8_t*>(p.host);
     for (int64_t r = 0; r < rows; ++r) quant::dequantize_row(p.type, src + r * rb, f.data() + r * ne0, ne0);
+    weight_cache_bytes_ += f.size() * sizeof(float);
     it = weight_cache_.emplace(key, std::move(f)).first;
   }
   return it->second.data();
@@ -252,7 +260,18 @@ struct Runner {
 
   void mul_mat(const Node& n) const {
     ref::MulMatArgs a;
-    a.w = f32_in(n, 0);
+    // Quantized / half weights past the cache budget are dequantized row by row inside the product (the same
+    // floats, so the same results); cached and F32 weights and activations are read as floats.
+    const Node& wroot = g.node(p.root[static_cast<size_t>(n.inputs[0])]);
+    const auto* wp = wroot.op == Op::Weight ? &std::get<WeightParams>(wroot.params) : nullptr;
+    if (wp && wp->host && !ex.cached_weight_f32(wroot) && !ex.weight_cache_has_room(wroot) &&
+        wroot.shape.ne[0] == in(n, 0).shape.ne[0]) {
+      a.wq = static_cast<const uint8_t*>(wp->host);
+      a.wtype = wp->type;
+      a.row_bytes = quant::row_bytes(wp->type, in(n, 0).shape.ne[0]);
+    } else {
+      a.w = f32_in(n, 0);
+    }
     a.x = f32_in(n, 1);
     a.bias = f32_opt(n, 2);
     a.out = out_f32(n);

@@ -60,6 +60,11 @@ class ReferenceExecutor {
   int n_threads() const;
   // Drops the dequantized weight copies (call when the weights they were made from are unmapped).
   void clear_weight_cache();
+  // Float copies of quantized weights are kept up to this many bytes (then matrix products dequantize each row as
+  // they go, with the same floats): small models run at full speed, large ones stay near the file's size in memory.
+  static constexpr uint64_t kDefaultWeightCacheBudget = uint64_t{1} << 30;
+  void set_weight_cache_budget(uint64_t bytes) { weight_cache_budget_ = bytes; }
+  uint64_t weight_cache_bytes() const { return weight_cache_bytes_; }
 
  private:
   // Where a node's data lives after the last run, and whether output_*() may read it.
@@ -94,6 +99,9 @@ class ReferenceExecutor {
   std::vector<double> trig_;              // rope: cos and sin of one position, n_rot doubles
   // Dequantized weights keyed by their host bytes; F32 weights with aligned data are used in place instead.
   std::map<WeightKey, std::vector<float>> weight_cache_;
+  uint64_t weight_cache_bytes_ = 0;
+  uint64_t weight_cache_budget_ = kDefaultWeightCacheBudget;
+  bool weight_cache_has_room(const Node& w) const;
   KvCacheSpec kv_spec_;
   bool kv_allocated_ = false;
   std::vector<float> k_cache_, v_cache_;  // [layer][slot][kv_head][dim]

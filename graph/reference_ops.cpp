@@ -6,6 +6,7 @@
 #include <limits>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "graph/thread_pool.h"
 
@@ -30,8 +31,12 @@ double dot(const float* a, const float* b, int64_t n) {
 
 void mul_mat(const MulMatArgs& a, ThreadPool* pool) {
   auto rows = [&a](int64_t n0, int64_t n1, int) {
+    // A quantized matrix is dequantized one row at a time (the same floats a whole-matrix copy would hold, so the
+    // same results) instead of keeping a float copy of every weight: memory stays at the file's size.
+    std::vector<float> row(a.wq ? static_cast<size_t>(a.k) : 0);
     for (int64_t n = n0; n < n1; ++n) {
-      const float* w = a.w + n * a.k;
+      const float* w = a.w ? a.w + n * a.k : row.data();
+      if (!a.w) quant::dequantize_row(a.wtype, a.wq + static_cast<size_t>(n) * a.row_bytes, row.data(), a.k);
       const double bias = a.bias ? a.bias[n] : 0.0;
       for (int64_t t = 0; t < a.t; ++t)
         a.out[t * a.n + n] = static_cast<float>(dot(w, a.x + t * a.k, a.k) + bias);

@@ -6,6 +6,7 @@
 #include <span>
 
 #include "graph/ir.h"
+#include "quant/types.h"
 
 namespace graph {
 
@@ -17,7 +18,10 @@ namespace ref {
 double dot(const float* a, const float* b, int64_t n);
 
 struct MulMatArgs {
-  const float* w = nullptr;     // [K, N]: N rows of K
+  const float* w = nullptr;     // [K, N]: N rows of K; or null, with wq:
+  const uint8_t* wq = nullptr;  // N rows of K elements of `wtype`, row_bytes apart, dequantized one row at a time
+  quant::Type wtype = quant::Type::F32;
+  size_t row_bytes = 0;
   const float* x = nullptr;     // [K, T]
   const float* bias = nullptr;  // [N] or null
   float* out = nullptr;         // [N, T]

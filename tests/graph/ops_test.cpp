@@ -109,6 +109,32 @@ TEST(ReferenceOps, MulMatAndGetRowsOnQuantizedWeights) {
   }
 }
 
+// Past the weight-cache budget a product dequantizes its matrix row by row instead of keeping a float copy: the
+// same floats, so bit-identical results, and nothing cached.
+TEST(ReferenceOps, MulMatWithoutWeightCacheGivesTheSameBits) {
+  for (quant::Type type : {quant::Type::Q8_0, quant::Type::Q4_K, quant::Type::Q6_K, quant::Type::F16}) {
+    SCOPED_TRACE(quant::type_name(type));
+    Fixture f;
+    const int64_t k = 512, n = 300, t = 3;  // enough work for the thread pool to split the rows
+    const auto wv = random_vec(k * n, 14);
+    const size_t rb = quant::row_bytes(type, k);
+    std::vector<uint8_t> q(rb * n);
+    for (int64_t r = 0; r < n; ++r) quant::quantize_row(type, wv.data() + r * k, q.data() + r * rb, k);
+    const auto y = f.g.mul_mat("y", f.ws.add_raw(f.g, "wq", q, type, sh(k, n)), f.w("x", random_vec(k * t, 15), sh(k, t)),
+                               f.w("b", random_vec(n, 16), sh(n)));
+    f.g.mark_output(y);
+    ReferenceExecutor cached(3), streamed(3);
+    streamed.set_weight_cache_budget(0);
+    cached.run(f.g, plan(f.g), {}, {});
+    streamed.run(f.g, plan(f.g), {}, {});
+    EXPECT_GT(cached.weight_cache_bytes(), 0u);
+    EXPECT_EQ(streamed.weight_cache_bytes(), 0u);
+    const auto a = cached.output_f32(y), b = streamed.output_f32(y);
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t i = 0; i < a.size(); ++i) ASSERT_EQ(a[i], b[i]) << i;
+  }
+}
+
 TEST(ReferenceOps, GetRowsRejectsOutOfRangeIds) {
   Fixture f;
   const auto ids = f.g.input("tokens", InputParams::Kind::Tokens, 2);
