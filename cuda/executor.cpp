@@ -324,7 +324,9 @@ void Executor::run() {
     return;
   }
   if (!exec_) {
-    if (opt_.verbose) ::std::fprintf(stderr, "cuda: capturing %zu steps into a CUDA graph\n", steps_.size());
+    if (opt_.verbose)
+      ::std::fprintf(stderr, "cuda: capturing %zu steps into a CUDA graph (%zu nodes fused into neighbours)\n",
+                     steps_.size(), n_fused_);
     cudaGraph_t cg = nullptr;
     CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
     try {
