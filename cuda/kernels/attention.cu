@@ -284,7 +284,8 @@ __global__ void __launch_bounds__(kWarps * 32) attention_split_kernel(AttentionK
 __global__ void attention_combine_kernel(AttentionKernelParams p) {
   const int64_t h = blockIdx.x, t = blockIdx.y;
   const int64_t pos = p.positions[t];
-  const int n_splits = int((pos + split_len_at(pos, p.max_splits)) / split_len_at(pos, p.max_splits));  // ceil
+  const int64_t len = split_len_at(pos, p.max_splits);
+  const int n_splits = int((pos + len) / len);  // the splits that hold slots: ceil((pos + 1) / len)
   const float* part = p.partial + (t * p.n_head + h) * p.max_splits * (p.hd_v + 2);
   float M = -INFINITY;
   for (int s = 0; s < n_splits; ++s) M = fmaxf(M, part[s * (p.hd_v + 2)]);

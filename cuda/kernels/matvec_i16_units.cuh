@@ -2,12 +2,14 @@
 // activations lie in two runs of 16 (the same unit geometry as matvec_units.cuh). Each run of x is held as int16
 // (x ~= s q, one scale per run of 16, error <= max|x_run| / 65534 per element) plus its exact float sum S, and the
 // 4/6/8-bit weights are dotted with it by `dp2a` (two int16 x int8 products per instruction, int32 accumulation):
-// about 0.9 instructions per weight where the float path needed 3 (docs/kernel-notes.md, v5).
+// about 0.9 instructions per weight where the float path needed 3 (docs/kernel-notes.md, v5). Which x a unit reads
+// (seg0, kOff1) and the 16-byte loads are the float kernel's (mv::Unit, mv::load_a2).
 #pragma once
 #include <cuda_fp16.h>
 
 #include <cstdint>
 
+#include "cuda/kernels/matvec_units.cuh"
 #include "quant/types.h"
 
 namespace cuda::mv16 {
@@ -19,7 +21,10 @@ struct Run {
   float S;  // exact float sum of the 16 activations
 };
 
-__device__ __forceinline__ float h2f(uint32_t bits16) { return __half2float(__ushort_as_half(uint16_t(bits16))); }
+using mv::A2x16;
+using mv::h2f;
+using mv::join_a2;
+using mv::load_a2;
 
 // Sum of the 16 products of the bytes of w[0..3] (element 4i + b in byte b of w[i], all in 0..127) with the run.
 __device__ __forceinline__ int dot16(const uint32_t (&w)[4], const Run& r) {
@@ -30,27 +35,6 @@ __device__ __forceinline__ int dot16(const uint32_t (&w)[4], const Run& r) {
     acc = __dp2a_hi(r.q[2 * i + 1], int(w[i]), acc);
   }
   return acc;
-}
-
-// 16 bytes at a 2-byte aligned address, as raw aligned words (5, the fifth only used when p is not 4-byte
-// aligned) and the funnel shift that joins them. Raw words are what the prefetch holds in registers.
-struct A2x16 {
-  uint32_t v[5];
-  uint32_t s;
-};
-__device__ __forceinline__ A2x16 load_a2(const uint8_t* p) {
-  const uintptr_t a = reinterpret_cast<uintptr_t>(p);
-  const uint32_t* b = reinterpret_cast<const uint32_t*>(a & ~uintptr_t(3));
-  A2x16 r;
-  r.s = uint32_t(a & 2u) * 8u;
-#pragma unroll
-  for (int i = 0; i < 4; ++i) r.v[i] = __ldg(b + i);
-  r.v[4] = r.s ? __ldg(b + 4) : 0u;  // lies in the word holding p + 14: never past the data
-  return r;
-}
-__device__ __forceinline__ void join_a2(const A2x16& r, uint32_t (&w)[4]) {
-#pragma unroll
-  for (int i = 0; i < 4; ++i) w[i] = __funnelshift_r(r.v[i], r.v[i + 1], r.s);
 }
 
 template <int kShift>
@@ -65,16 +49,10 @@ struct Unit;
 // Q4_K (144-byte blocks, 16-byte aligned): unit i of a block = qs bytes 16i..16i+15 (j = i/2 the 32-byte group);
 // low nibbles are elements 64j + 16(i%2) + t of sub-block 2j, high nibbles 32 further (sub-block 2j + 1).
 template <>
-struct Unit<quant::Type::Q4_K> {
-  static constexpr int kOff1 = 32;
-  static constexpr int kBlockBytes = 144, kUnitsPerBlock = 8;
+struct Unit<quant::Type::Q4_K> : mv::Unit<quant::Type::Q4_K> {
   struct Raw {
     uint4 head, qs;
   };
-  static __device__ __forceinline__ int64_t seg0(int64_t u) {
-    const int i = int(u & 7);
-    return 256 * (u >> 3) + 64 * (i >> 1) + 16 * (i & 1);
-  }
   static __device__ __forceinline__ Raw load(const uint8_t* row, int64_t u) {
     const uint8_t* b = row + 144 * (u >> 3);
     return {__ldg(reinterpret_cast<const uint4*>(b)), __ldg(reinterpret_cast<const uint4*>(b + 16 + 16 * (u & 7)))};
@@ -85,16 +63,8 @@ struct Unit<quant::Type::Q4_K> {
     uint32_t lo[4], hi[4];
     nibbles<0>(q, lo);
     nibbles<4>(q, hi);
-    // 6-bit scale/min of sub-blocks 2j and 2j + 1 (layout: quant/blocks.h, get_scale_min_k4)
-    const int k8 = 8 * ((2 * j) & 3);
-    const uint32_t a = r.head.y >> k8, m = r.head.z >> k8, c = r.head.w >> k8;
     uint32_t sc0, mn0, sc1, mn1;
-    if (j < 2) {
-      sc0 = a & 63u, mn0 = m & 63u, sc1 = (a >> 8) & 63u, mn1 = (m >> 8) & 63u;
-    } else {
-      sc0 = (c & 15u) | ((a >> 2) & 0x30u), mn0 = ((c >> 4) & 15u) | ((m >> 2) & 0x30u);
-      sc1 = ((c >> 8) & 15u) | ((a >> 10) & 0x30u), mn1 = ((c >> 12) & 15u) | ((m >> 10) & 0x30u);
-    }
+    mv::q4k_scales(r.head, j, sc0, mn0, sc1, mn1);
     const float d = h2f(r.head.x & 0xffffu), dmin = h2f(r.head.x >> 16);
     const float i0 = float(dot16(lo, x0)) * x0.s, i1 = float(dot16(hi, x1)) * x1.s;
     return d * (float(sc0) * i0 + float(sc1) * i1) - dmin * (float(mn0) * x0.S + float(mn1) * x1.S);
@@ -105,18 +75,12 @@ struct Unit<quant::Type::Q4_K> {
 // 64n + 32kk + 16g + t and qh bytes 32n + 16g + t give element 128n + 32kk + 16g + t (low nibble, qh bits 2kk) and
 // the element 64 further (high nibble, qh bits 2kk + 4); scales 8n + 2kk + g and 4 further; value d sc (q - 32).
 template <>
-struct Unit<quant::Type::Q6_K> {
-  static constexpr int kOff1 = 64;
-  static constexpr int kBlockBytes = 210, kUnitsPerBlock = 8;
+struct Unit<quant::Type::Q6_K> : mv::Unit<quant::Type::Q6_K> {
   struct Raw {
     A2x16 l, h;
     uint32_t sc;  // the two int8 scales (low byte: scale of the first run)
     uint32_t d;
   };
-  static __device__ __forceinline__ int64_t seg0(int64_t u) {
-    const int i = int(u & 7);
-    return 256 * (u >> 3) + 128 * (i >> 2) + 32 * ((i >> 1) & 1) + 16 * (i & 1);
-  }
   static __device__ __forceinline__ Raw load(const uint8_t* row, int64_t u) {
     const uint8_t* b = row + 210 * (u >> 3);
     const int i = int(u & 7), n = i >> 2, kk = (i >> 1) & 1, g = i & 1;
@@ -149,14 +113,11 @@ struct Unit<quant::Type::Q6_K> {
 
 // Q4_0 (18-byte blocks): unit = block; low nibbles are elements 0..15, high nibbles 16..31; value (q - 8) d.
 template <>
-struct Unit<quant::Type::Q4_0> {
-  static constexpr int kOff1 = 16;
-  static constexpr int kBlockBytes = 18, kUnitsPerBlock = 1;
+struct Unit<quant::Type::Q4_0> : mv::Unit<quant::Type::Q4_0> {
   struct Raw {
     A2x16 q;
     uint32_t d;
   };
-  static __device__ __forceinline__ int64_t seg0(int64_t u) { return 32 * u; }
   static __device__ __forceinline__ Raw load(const uint8_t* row, int64_t u) {
     const uint8_t* b = row + 18 * u;
     return {load_a2(b + 2), __ldg(reinterpret_cast<const uint16_t*>(b))};
@@ -173,14 +134,11 @@ struct Unit<quant::Type::Q4_0> {
 
 // Q8_0 (34-byte blocks): unit = block, elements in byte order; value q d. The signed bytes go to dp2a as they are.
 template <>
-struct Unit<quant::Type::Q8_0> {
-  static constexpr int kOff1 = 16;
-  static constexpr int kBlockBytes = 34, kUnitsPerBlock = 1;
+struct Unit<quant::Type::Q8_0> : mv::Unit<quant::Type::Q8_0> {
   struct Raw {
     A2x16 q0, q1;
     uint32_t d;
   };
-  static __device__ __forceinline__ int64_t seg0(int64_t u) { return 32 * u; }
   static __device__ __forceinline__ Raw load(const uint8_t* row, int64_t u) {
     const uint8_t* b = row + 34 * u;
     return {load_a2(b + 2), load_a2(b + 18), __ldg(reinterpret_cast<const uint16_t*>(b))};

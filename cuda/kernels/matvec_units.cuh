@@ -21,19 +21,28 @@ __device__ __forceinline__ uint32_t bits_to(uint32_t w) {
   return v & (((1u << kWidth) - 1u) << kTo);
 }
 
-// 16 bytes at a 2-byte aligned address: aligned 4-byte words, funnel-shifted. The fifth word is read only when p is
-// not 4-byte aligned; it lies in the 4-byte word holding p + 14, so it never crosses a page.
-__device__ __forceinline__ void load16_a2(const uint8_t* p, uint32_t (&w)[4]) {
+// 16 bytes at a 2-byte aligned address, as the aligned 4-byte words that hold them (the fifth read only when p is
+// not 4-byte aligned; it lies in the word holding p + 14, so it never crosses a page) and the funnel shift that
+// joins them. Split in two so a kernel can keep the raw words in flight in registers before it needs the bytes.
+struct A2x16 {
+  uint32_t v[5];
+  uint32_t s;
+};
+__device__ __forceinline__ A2x16 load_a2(const uint8_t* p) {
   const uintptr_t a = reinterpret_cast<uintptr_t>(p);
   const uint32_t* b = reinterpret_cast<const uint32_t*>(a & ~uintptr_t(3));
-  const uint32_t s = uint32_t(a & 2u) * 8u;
-  uint32_t v[5];
+  A2x16 r;
+  r.s = uint32_t(a & 2u) * 8u;
 #pragma unroll
-  for (int i = 0; i < 4; ++i) v[i] = __ldg(b + i);
-  v[4] = s ? __ldg(b + 4) : 0u;
-#pragma unroll
-  for (int i = 0; i < 4; ++i) w[i] = __funnelshift_r(v[i], v[i + 1], s);
+  for (int i = 0; i < 4; ++i) r.v[i] = __ldg(b + i);
+  r.v[4] = r.s ? __ldg(b + 4) : 0u;
+  return r;
 }
+__device__ __forceinline__ void join_a2(const A2x16& r, uint32_t (&w)[4]) {
+#pragma unroll
+  for (int i = 0; i < 4; ++i) w[i] = __funnelshift_r(r.v[i], r.v[i + 1], r.s);
+}
+__device__ __forceinline__ void load16_a2(const uint8_t* p, uint32_t (&w)[4]) { join_a2(load_a2(p), w); }
 
 // F = sum_t (1 + q_t/16) x_t over the 16 nibbles at bit offset kShift (0 low, 4 high) of the 16 bytes w.
 template <int kShift>
@@ -75,6 +84,21 @@ __device__ __forceinline__ float dot_i8(const uint32_t (&w)[4], const float (&x)
 #pragma unroll
     for (int b = 0; b < 4; ++b) a = fmaf(float(int8_t(w[i] >> (8 * b))), x[4 * i + b], a);
   return a;
+}
+
+// Q4_K: the 6-bit scales and mins of sub-blocks 2j and 2j + 1 from the block head (d, dmin, 12 scale bytes as one
+// 16-byte load): bytes k = (2j) & 3 and k + 1 of the words y (scales 0..3), z (mins 0..3), w (low nibbles of 4..7);
+// sub-blocks 4..7 take their top two bits from y and z (layout: quant/blocks.h).
+__device__ __forceinline__ void q4k_scales(const uint4& hd, int j, uint32_t& sc0, uint32_t& mn0, uint32_t& sc1,
+                                           uint32_t& mn1) {
+  const int k8 = 8 * ((2 * j) & 3);
+  const uint32_t a = hd.y >> k8, m = hd.z >> k8, c = hd.w >> k8;
+  if (j < 2) {
+    sc0 = a & 63u, mn0 = m & 63u, sc1 = (a >> 8) & 63u, mn1 = (m >> 8) & 63u;
+  } else {
+    sc0 = (c & 15u) | ((a >> 2) & 0x30u), mn0 = ((c >> 4) & 15u) | ((m >> 2) & 0x30u);
+    sc1 = ((c >> 8) & 15u) | ((a >> 10) & 0x30u), mn1 = ((c >> 12) & 15u) | ((m >> 10) & 0x30u);
+  }
 }
 
 template <quant::Type T>
@@ -129,17 +153,8 @@ struct Unit<quant::Type::Q4_K> {
     const uint4 hd = __ldg(reinterpret_cast<const uint4*>(b));
     const uint4 qv = __ldg(reinterpret_cast<const uint4*>(b + 16 + 16 * i));
     const uint32_t q[4] = {qv.x, qv.y, qv.z, qv.w};
-    // 6-bit scale/min of sub-blocks 2j and 2j + 1: bytes k = (2j) & 3 and k + 1 of the words y (scales 0..3),
-    // z (mins 0..3), w (low nibbles of 4..7); sub-blocks 4..7 take their top two bits from y and z.
-    const int k8 = 8 * ((2 * j) & 3);
-    const uint32_t a = hd.y >> k8, m = hd.z >> k8, c = hd.w >> k8;
     uint32_t sc0, mn0, sc1, mn1;
-    if (j < 2) {
-      sc0 = a & 63u, mn0 = m & 63u, sc1 = (a >> 8) & 63u, mn1 = (m >> 8) & 63u;
-    } else {
-      sc0 = (c & 15u) | ((a >> 2) & 0x30u), mn0 = ((c >> 4) & 15u) | ((m >> 2) & 0x30u);
-      sc1 = ((c >> 8) & 15u) | ((a >> 10) & 0x30u), mn1 = ((c >> 12) & 15u) | ((m >> 10) & 0x30u);
-    }
+    q4k_scales(hd, j, sc0, mn0, sc1, mn1);
     const float d = h2f(hd.x & 0xffffu), dmin = h2f(hd.x >> 16);
     // sum (d sc q - dmin mn) x with q = 16 (f - 1)
     const float f0 = dot_nibbles<0>(q, x0) - s0, f1 = dot_nibbles<4>(q, x1) - s1;

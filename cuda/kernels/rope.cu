@@ -9,18 +9,18 @@
 namespace cuda {
 namespace {
 
-// The rotation of pair j (of n_rot / 2) of one head at `pos`: writes out[a], out[b] from x[a], x[b].
-__device__ __forceinline__ void rope_pair(const RopeKernelParams& p, int64_t j, int32_t pos, float& x0, float& x1,
-                                         int64_t& a, int64_t& b) {
+// Pair j (of n_rot / 2) of one head: its two indices a, b in the head (by the pair ordering) and their values
+// rotated to `pos`.
+__device__ __forceinline__ void rope_pair(const RopeKernelParams& p, int64_t j, int32_t pos, const float* x,
+                                         int64_t& a, int64_t& b, float& y0, float& y1) {
   const int64_t half = p.n_rot / 2;
+  a = p.mode == graph::RopeMode::Normal ? 2 * j : j;
+  b = p.mode == graph::RopeMode::Normal ? 2 * j + 1 : j + half;
   double theta = double(pos) * double(p.freq_scale) * pow(double(p.freq_base), -2.0 * double(j) / double(p.n_rot));
   if (p.freq_factors) theta /= double(p.freq_factors[j]);
   const float c = float(cos(theta)), s = float(sin(theta));
-  a = p.mode == graph::RopeMode::Normal ? 2 * j : j;
-  b = p.mode == graph::RopeMode::Normal ? 2 * j + 1 : j + half;
-  const float u = x0, v = x1;
-  x0 = u * c - v * s;
-  x1 = u * s + v * c;
+  y0 = x[a] * c - x[b] * s;
+  y1 = x[a] * s + x[b] * c;
 }
 
 __global__ void rope_kernel(RopeKernelParams p) {
@@ -39,12 +39,10 @@ __global__ void rope_kernel(RopeKernelParams p) {
     out[d] = x[d];
     return;
   }
-  const int64_t a0 = p.mode == graph::RopeMode::Normal ? 2 * j : j;
-  const int64_t b0 = p.mode == graph::RopeMode::Normal ? 2 * j + 1 : j + half;
-  float x0 = x[a0], x1 = x[b0];
   int64_t a, b;
-  rope_pair(p, j, p.positions[t], x0, x1, a, b);
-  out[a] = x0, out[b] = x1;
+  float y0, y1;
+  rope_pair(p, j, p.positions[t], x, a, b, y0, y1);
+  out[a] = y0, out[b] = y1;
 }
 
 // One thread per q pair, k pair or v element of each token: q rotated into q_out, k rotated and v copied into the
@@ -76,10 +74,7 @@ __global__ void rope_kv_kernel(RopeKvParams p) {
   if (j >= half) {
     a = r.n_rot + (j - half), x0 = x[a];
   } else {
-    const int64_t a0 = r.mode == graph::RopeMode::Normal ? 2 * j : j;
-    const int64_t b0 = r.mode == graph::RopeMode::Normal ? 2 * j + 1 : j + half;
-    x0 = x[a0], x1 = x[b0];
-    rope_pair(r, j, pos, x0, x1, a, b);
+    rope_pair(r, j, pos, x, a, b, x0, x1);
   }
   if (!is_k) {
     float* out = r.out + (t * nh + h) * r.head_dim;

@@ -102,34 +102,29 @@ __global__ void prepare_kernel(SampleParams p, Scratch s, bool penalise) {
 // One block of 1024 threads, four floats per load and four loads in flight per thread: the argmax of a 128k
 // vocabulary is a few microseconds (a 256-thread scalar loop took 210 us, docs/kernel-notes.md).
 constexpr int kGreedyThreads = 1024;
+__device__ __forceinline__ ArgMax merge4(ArgMax best, const float4& v, int32_t first) {
+  best = argmax_merge(best, ArgMax{v.x, first});
+  best = argmax_merge(best, ArgMax{v.y, first + 1});
+  best = argmax_merge(best, ArgMax{v.z, first + 2});
+  return argmax_merge(best, ArgMax{v.w, first + 3});
+}
+
 __global__ void __launch_bounds__(kGreedyThreads) greedy_kernel(SampleParams p, Scratch s) {
   ArgMax best;
-  const float* keys = s.keys_in;
-  const int64_t n4 = p.V / 4;  // keys_in is 256-byte aligned
+  const auto* keys4 = reinterpret_cast<const float4*>(s.keys_in);  // keys_in is 256-byte aligned
+  const int64_t n4 = p.V / 4;
   constexpr int kUnroll = 4;
   int64_t i = threadIdx.x;
   for (; i + (kUnroll - 1) * kGreedyThreads < n4; i += kUnroll * kGreedyThreads) {
     float4 v[kUnroll];
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) v[u] = reinterpret_cast<const float4*>(keys)[i + u * kGreedyThreads];
+    for (int u = 0; u < kUnroll; ++u) v[u] = keys4[i + u * kGreedyThreads];
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int32_t b = int32_t(4 * (i + u * kGreedyThreads));
-      best = argmax_merge(best, ArgMax{v[u].x, b});
-      best = argmax_merge(best, ArgMax{v[u].y, b + 1});
-      best = argmax_merge(best, ArgMax{v[u].z, b + 2});
-      best = argmax_merge(best, ArgMax{v[u].w, b + 3});
-    }
+    for (int u = 0; u < kUnroll; ++u) best = merge4(best, v[u], int32_t(4 * (i + u * kGreedyThreads)));
   }
-  for (; i < n4; i += kGreedyThreads) {
-    const float4 v = reinterpret_cast<const float4*>(keys)[i];
-    const int32_t b = int32_t(4 * i);
-    best = argmax_merge(best, ArgMax{v.x, b});
-    best = argmax_merge(best, ArgMax{v.y, b + 1});
-    best = argmax_merge(best, ArgMax{v.z, b + 2});
-    best = argmax_merge(best, ArgMax{v.w, b + 3});
-  }
-  for (int64_t j = 4 * n4 + threadIdx.x; j < p.V; j += kGreedyThreads) best = argmax_merge(best, ArgMax{keys[j], int32_t(j)});
+  for (; i < n4; i += kGreedyThreads) best = merge4(best, keys4[i], int32_t(4 * i));
+  for (int64_t j = 4 * n4 + threadIdx.x; j < p.V; j += kGreedyThreads)
+    best = argmax_merge(best, ArgMax{s.keys_in[j], int32_t(j)});
   __shared__ ArgMax red[kGreedyThreads / 32];
   best = block_argmax<kGreedyThreads>(best, red);
   if (threadIdx.x == 0) *p.out_token = best.idx < 0 ? 0 : best.idx;
