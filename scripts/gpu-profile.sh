@@ -19,16 +19,20 @@ ncu=${NCU:-ncu}
 command -v "$ncu" >/dev/null || ncu=$(ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
 
 [ -f "$model" ] || "$bin" synth --shape "$shape" --type "$type" --vocab "$vocab" -o "$model" >"$out/synth.log" 2>&1
-"$bin" bench -m "$model" --device cuda -p 0 -n 128 -r 3 -o md 2>&1 | tee "$out/bench-$shape-$type.md"
 
-# Decode steps only: skip the load, warm-up and the first steps; then a window of about three steps.
-skip=${SKIP:-4000}
-count=${COUNT:-1800}
+# PHASE=decode: decode steps only (skip the load, warm-up and the first steps; then a window of about three steps).
+# PHASE=prefill: every kernel of one 512-token prompt evaluation (no warm-up, no decode).
+if [ "${PHASE:-decode}" = prefill ]; then
+  skip=${SKIP:-0} count=${COUNT:-4000} run=(-p 512 -n 0) bench=(-p 512 -n 0)
+else
+  skip=${SKIP:-4000} count=${COUNT:-1800} run=(-p 0 -n 64) bench=(-p 0 -n 128)
+fi
+"$bin" bench -m "$model" --device cuda "${bench[@]}" -r 3 -o md 2>&1 | tee "$out/bench-${PHASE:-decode}-$shape-$type.md"
 timeout 300 "$ncu" --clock-control none --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum \
   --csv --launch-skip "$skip" --launch-count "$count" \
-  "$bin" bench -m "$model" --device cuda -p 0 -n 64 -r 1 --no-warmup -o md >"$out/ncu-step.csv" 2>"$out/ncu-step.err"
+  "$bin" bench -m "$model" --device cuda "${run[@]}" -r 1 --no-warmup -o md >"$out/ncu-step.csv" 2>"$out/ncu-step.err"
 echo "ncu rc=$?"
-python3 - "$out/ncu-step.csv" <<'EOF' | tee "$out/step-breakdown.md"
+python3 - "$out/ncu-step.csv" <<'EOF' | tee "$out/${PHASE:-decode}-breakdown.md"
 import csv, sys, collections, re
 rows = [r for r in csv.reader(open(sys.argv[1])) if len(r) > 10]
 head = rows[0]; rows = rows[1:]

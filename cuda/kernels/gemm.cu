@@ -35,10 +35,14 @@ __global__ void __launch_bounds__(kThreads) dequant_f16_kernel(DequantF16Params 
   if (valid == kChunk && (reinterpret_cast<uintptr_t>(out) & 15) == 0) {
 #pragma unroll
     for (int j = 0; j < kChunk; j += 8) {
+      // Hardware round-to-nearest-even conversion, two values per instruction: the same bits as quant::f32_to_f16
+      // (~15 integer instructions per value) except for NaN payloads.
       uint32_t w[4];
 #pragma unroll
-      for (int k = 0; k < 4; ++k)
-        w[k] = uint32_t(quant::f32_to_f16(v[j + 2 * k])) | uint32_t(quant::f32_to_f16(v[j + 2 * k + 1])) << 16;
+      for (int k = 0; k < 4; ++k) {
+        const __half2 h = __floats2half2_rn(v[j + 2 * k], v[j + 2 * k + 1]);
+        w[k] = *reinterpret_cast<const uint32_t*>(&h);
+      }
       *reinterpret_cast<uint4*>(out + j) = make_uint4(w[0], w[1], w[2], w[3]);
     }
   } else {

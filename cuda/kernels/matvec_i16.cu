@@ -5,14 +5,8 @@
 // dotted (the load of group g + 1 is in flight while group g computes). Grid: just enough blocks for the resident
 // limit, each owning a balanced share of the row groups, so blocks live long and x is quantized once per block.
 // Row sums: lanes reduce across the warp (butterfly over the R rows), warps across the block once at the end.
-// Programmatic dependent launch (experimental, LLM_PDL=1): the kernel lets the next matvec launch at once and loads
-// its own first rows of weights before waiting for the previous kernel (weights never depend on it), so launch
-// latency and the first DRAM round trip overlap the previous kernel's tail; everything that reads activations or
-// writes comes after the wait. Measured +7% decode on the 8B shape, but the GPU model tests then failed on some
-// models (decode logits off; a race not yet found, docs/kernel-notes.md v5), so it is off by default: launched
-// without the attribute, the wait returns at once.
+// Programmatic dependent launch was tried and dropped (docs/kernel-notes.md, v5): made correct, it was slower.
 #include <atomic>
-#include <cstdlib>
 
 #include "cuda/check.h"
 #include "cuda/kernels/matvec.cuh"
@@ -99,9 +93,6 @@ __global__ void __launch_bounds__(kMaxUnits, 1)
   const int u = threadIdx.x, lane = u & 31, warp = u >> 5, n_warps = blockDim.x >> 5;
   const int64_t n_units = p.K / 32;
   const bool active = u < n_units;
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.launch_dependents;");
-#endif
 
   const int64_t n_groups = sg.first[sg.n];
   const int64_t g0 = int64_t(blockIdx.x) * groups_per_block;
@@ -119,9 +110,6 @@ __global__ void __launch_bounds__(kMaxUnits, 1)
     }
   };
   if (active && g0 < g1) load_group(cur, g0);
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;" ::: "memory");  // the previous kernel's writes (x, residual) are visible
-#endif
 
   // This thread's 32 activations: two runs of 16.
   float xa[16], xb[16];
@@ -225,18 +213,8 @@ void launch_i16(const MatvecParams& p, size_t rb, cudaStream_t stream) {
   const int64_t grid = (n_groups + gpb - 1) / gpb;
   LLM_REQUIRE(grid <= 0x7fffffff, "too many rows");
   const size_t smem = size_t(warps) * size_t(gpb) * R * 4;
-  static const bool pdl = ::std::getenv("LLM_PDL") != nullptr;
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(unsigned(grid));
-  cfg.blockDim = dim3(unsigned(threads));
-  cfg.dynamicSmemBytes = smem;
-  cfg.stream = stream;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = pdl ? 1 : 0;
-  CUDA_CHECK(cudaLaunchKernelEx(&cfg, matvec_i16_kernel<T, R>, p, sg, rb, gpb));
+  matvec_i16_kernel<T, R><<<unsigned(grid), threads, smem, stream>>>(p, sg, rb, gpb);
+  CUDA_CHECK_LAUNCH(stream);
 }
 
 bool i16_type(quant::Type t) {

@@ -52,9 +52,9 @@ TEST(KernelLab, Timings) {
   }
   const int64_t K = 4096, N = 14336;  // an 8B model's ffn_up
   std::mt19937 rng(1);
-  std::vector<float> x(K * 64);
+  std::vector<float> x(K * 512);
   for (auto& v : x) v = float(rng() % 2001) / 1000.0f - 1.0f;
-  cuda::DeviceBuffer dx(x.size() * 4), dy(N * 64 * 4);
+  cuda::DeviceBuffer dx(x.size() * 4), dy(N * 512 * 4);
   CUDA_CHECK(cudaMemcpy(dx.get(), x.data(), x.size() * 4, cudaMemcpyHostToDevice));
   std::printf("\nmatvec K=%lld N=%lld (T=1), weights rotated over 4 copies\n", (long long)K, (long long)N);
   std::printf("%-6s %10s %10s %8s\n", "type", "MiB", "us", "GB/s");
@@ -77,7 +77,7 @@ TEST(KernelLab, Timings) {
   std::printf("\nprefill GEMM (dequant->f16 + cuBLAS) K=%lld N=%lld\n", (long long)K, (long long)N);
   std::printf("%-6s %5s %10s %8s\n", "type", "T", "us", "TFLOP/s");
   for (Type t : {Type::F16, Type::Q8_0, Type::Q4_K, Type::Q6_K})
-    for (int64_t T : {16, 64}) {
+    for (int64_t T : {16, 64, 512}) {
       const size_t wb = quant::row_bytes(t, K) * N;
       std::vector<uint8_t> host(wb);
       for (auto& b : host) b = uint8_t(rng() & 0x3f);
@@ -90,6 +90,12 @@ TEST(KernelLab, Timings) {
                           ctx.cublas(), s);
       });
       std::printf("%-6s %5lld %10.1f %8.2f\n", quant::type_name(t), (long long)T, ms * 1e3, 2.0 * K * N * T / ms / 1e9);
+      if (T == 512 && t != Type::F16) {  // the dequantization alone: bytes read + f16 bytes written
+        const float dq = median_ms(ctx, 20, [&](int) {
+          cuda::launch_dequant_f16({w.get(), t, K, 0, N, static_cast<uint16_t*>(scratch.get())}, s);
+        });
+        std::printf("%-6s dequant %8.1f us %8.0f GB/s\n", quant::type_name(t), dq * 1e3, (wb + 2.0 * K * N) / dq / 1e6);
+      }
     }
   std::printf("\ndecode attention, 32 heads / 8 kv heads, hd 128 (one layer)\n%8s %10s %8s\n", "ctx", "us", "GB/s");
   for (int64_t ctxlen : {512, 4096, 32768}) {

@@ -119,8 +119,8 @@ TEST(OpKernels, SoftmaxAndArgmax) {
   for (int64_t ne0 : {1, 31, 512, 32000})
     for (int64_t rows : {1, 3}) {
       auto x = random_floats(rng, ne0 * rows, -10, 10);
-      // A planted tie: the lower index must win.
-      if (ne0 > 40) x[ne0 + 40] = x[ne0 + 20] = 11.0f;
+      // A planted tie in the last row (values are below 10 elsewhere): the lower index must win.
+      if (ne0 > 40) x[(rows - 1) * ne0 + 40] = x[(rows - 1) * ne0 + 20] = 11.0f;
       auto dx = upload(x);
       auto out = poisoned_f32(x.size());
       cuda::launch_softmax({dx.as<float>(), out.as<float>(), ne0, rows}, nullptr);
