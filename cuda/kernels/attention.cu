@@ -8,8 +8,7 @@
 //   lanes own head_dim / 32 consecutive dimensions, warps take slots round-robin, two slots' rows in flight; the
 //   last block of a (KV head, token) to finish merges the splits, so there is no combine launch.
 // - per-head kernel (any even head_dim <= 256): one block per (query head, token, split), lanes over dimensions.
-// The prefill path uses the same kernels (one token per block row); a tiled tensor-core flash-attention kernel is
-// future work (docs/kernel-notes.md).
+// Batches of 16 or more query tokens with head_dim 64 or 128 go to the tensor-core kernel (attention_prefill.cu).
 #include "cuda/kernels/attention.cuh"
 
 #include <cuda_fp16.h>
@@ -18,6 +17,7 @@
 #include <cstdlib>
 
 #include "cuda/check.h"
+#include "cuda/kernels/attention_prefill.cuh"
 
 namespace cuda {
 namespace {
@@ -45,12 +45,15 @@ __global__ void kv_write_kernel(KvWriteParams p) {
   }
 }
 
-// Slots per split for a token at `pos` (max_splits splits at most, none shorter than 64 slots) and the number of
-// splits that hold slots; the combine kernel recomputes the same numbers.
+// Slots per split for a token at `pos` (max_splits splits at most, none shorter than kMinSplit slots) and the
+// number of splits that hold slots; the combine kernel recomputes the same numbers. A warp's slots are a serial
+// chain of dot products, shuffle reductions and exps (~0.3 us per slot for a group of 4), so short contexts need
+// short splits: 16 slots are 4 per warp.
+constexpr int64_t kMinSplit = 16;
 __device__ __forceinline__ int64_t split_len_at(int64_t pos, int32_t max_splits) {
   const int64_t n = pos + 1;
   const int64_t len = (n + max_splits - 1) / max_splits;
-  return len < 64 ? 64 : len;
+  return len < kMinSplit ? kMinSplit : len;
 }
 
 template <int D>
@@ -308,10 +311,10 @@ __global__ void attention_combine_kernel(AttentionKernelParams p) {
 }  // namespace
 
 int32_t attention_max_splits(int64_t n_ctx, int64_t n_head_kv, int64_t T, int sm_count) {
-  // About 4 blocks per SM for the (KV head, token) pairs of a step, never more splits than 64-slot pieces of n_ctx.
+  // About 4 blocks per SM for the (KV head, token) pairs of a step, never more splits than kMinSplit-slot pieces.
   const int64_t rows = ::std::max<int64_t>(1, n_head_kv * T);
   const int64_t want = (4 * int64_t(::std::max(sm_count, 1)) + rows - 1) / rows;
-  const int64_t cap = ::std::max<int64_t>(1, (n_ctx + 63) / 64);
+  const int64_t cap = ::std::max<int64_t>(1, (n_ctx + kMinSplit - 1) / kMinSplit);
   return int32_t(::std::clamp<int64_t>(want, 1, ::std::min<int64_t>(cap, kMaxSplitsGqa)));
 }
 
@@ -334,6 +337,10 @@ void launch_attention(const AttentionKernelParams& p, cudaStream_t stream) {
   LLM_REQUIRE(p.hd > 0 && p.hd % 2 == 0 && p.hd <= kMaxHd, "head_dim must be even and <= 256");
   LLM_REQUIRE(p.hd_v > 0 && p.hd_v % 2 == 0 && p.hd_v <= kMaxHd, "head_dim_v must be even and <= 256");
   LLM_REQUIRE(p.max_splits > 0 && p.max_splits <= 65535, "max_splits not set (attention_max_splits)");
+  if (attention_prefill_applies(p)) {
+    launch_attention_prefill(p, stream);
+    return;
+  }
   const dim3 block(kWarps * 32);
   const int G = int(p.n_head / p.n_head_kv);
   const bool gqa = p.hd == p.hd_v && (p.hd == 64 || p.hd == 128 || p.hd == 256) &&

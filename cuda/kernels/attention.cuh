@@ -43,7 +43,7 @@ struct AttentionKernelParams {
 };
 
 // Most splits a (head, token) is cut into for a cache of n_ctx slots and a batch of T tokens: enough that
-// n_head_kv * T * splits blocks fill the device (sm_count multiprocessors), no split shorter than 64 slots.
+// n_head_kv * T * splits blocks fill the device (sm_count multiprocessors), no split shorter than 16 slots.
 int32_t attention_max_splits(int64_t n_ctx, int64_t n_head_kv, int64_t T, int sm_count);
 size_t attention_scratch_floats(int64_t n_head, int64_t hd_v, int64_t T, int32_t max_splits);
 

@@ -4,21 +4,32 @@
 
 #include <cuda_fp16.h>
 
+#include <algorithm>
+
 #include "cuda/check.h"
 
 namespace cuda {
 namespace {
 
-// Pair j (of n_rot / 2) of one head: its two indices a, b in the head (by the pair ordering) and their values
-// rotated to `pos`.
-__device__ __forceinline__ void rope_pair(const RopeKernelParams& p, int64_t j, int32_t pos, const float* x,
-                                         int64_t& a, int64_t& b, float& y0, float& y1) {
-  const int64_t half = p.n_rot / 2;
+// Pair j (of n_rot / 2) of a head: its two indices in the head, by the pair ordering.
+__device__ __forceinline__ void pair_indices(const RopeKernelParams& p, int64_t j, int64_t& a, int64_t& b) {
   a = p.mode == graph::RopeMode::Normal ? 2 * j : j;
-  b = p.mode == graph::RopeMode::Normal ? 2 * j + 1 : j + half;
+  b = p.mode == graph::RopeMode::Normal ? 2 * j + 1 : j + p.n_rot / 2;
+}
+
+// cos and sin of pair j's angle at `pos`.
+__device__ __forceinline__ void rope_angle(const RopeKernelParams& p, int64_t j, int32_t pos, float& c, float& s) {
   double theta = double(pos) * double(p.freq_scale) * pow(double(p.freq_base), -2.0 * double(j) / double(p.n_rot));
   if (p.freq_factors) theta /= double(p.freq_factors[j]);
-  const float c = float(cos(theta)), s = float(sin(theta));
+  c = float(cos(theta)), s = float(sin(theta));
+}
+
+// Pair j of one head: its two indices a, b and their values rotated to `pos`.
+__device__ __forceinline__ void rope_pair(const RopeKernelParams& p, int64_t j, int32_t pos, const float* x,
+                                         int64_t& a, int64_t& b, float& y0, float& y1) {
+  pair_indices(p, j, a, b);
+  float c, s;
+  rope_angle(p, j, pos, c, s);
   y0 = x[a] * c - x[b] * s;
   y1 = x[a] * s + x[b] * c;
 }
@@ -45,18 +56,19 @@ __global__ void rope_kernel(RopeKernelParams p) {
   out[a] = y0, out[b] = y1;
 }
 
-// One thread per q pair, k pair or v element of each token: q rotated into q_out, k rotated and v copied into the
-// f16 cache slot of the token's position (what rope(q), rope(k) and kv_write do in three launches).
-__global__ void rope_kv_kernel(RopeKvParams p) {
+// One thread per q pair, k pair or v element of a token: q rotated into q_out, k rotated and v copied into the f16
+// cache slot of the token's position (what rope(q), rope(k) and kv_write do in three launches). Blocks are per token
+// (grid y), and a block first forms the cos/sin of each pair index once in shared memory: the double-precision
+// angle costs ~300 FP64 instructions, which every head (40 on an 8B) used to repeat, the larger part of a 512-token
+// prefill's rope time.
+constexpr int kRopeKvThreads = 1024;
+constexpr int kMaxHalfRot = 128;  // n_rot <= 256
+
+__device__ __forceinline__ void rope_kv_element(const RopeKvParams& p, int64_t t, int32_t pos, int64_t e,
+                                                const float* cos_s, const float* sin_s) {
   const RopeKernelParams& r = p.rope;
   const int64_t half = r.n_rot / 2, pass = r.head_dim - r.n_rot, per_head = half + pass;
   const int64_t nq = per_head * r.n_head, nk = per_head * p.n_head_kv, nv = p.hd_v * p.n_head_kv;
-  const int64_t per_tok = nq + nk + nv;
-  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= per_tok * r.T) return;
-  const int64_t t = i / per_tok;
-  int64_t e = i % per_tok;
-  const int32_t pos = r.positions[t];
   if (e >= nq + nk) {  // v
     e -= nq + nk;
     if (pos < 0 || pos >= p.n_ctx) return;
@@ -74,7 +86,10 @@ __global__ void rope_kv_kernel(RopeKvParams p) {
   if (j >= half) {
     a = r.n_rot + (j - half), x0 = x[a];
   } else {
-    rope_pair(r, j, pos, x, a, b, x0, x1);
+    pair_indices(r, j, a, b);
+    const float c = cos_s[j], sn = sin_s[j];
+    x0 = x[a] * c - x[b] * sn;
+    x1 = x[a] * sn + x[b] * c;
   }
   if (!is_k) {
     float* out = r.out + (t * nh + h) * r.head_dim;
@@ -86,6 +101,21 @@ __global__ void rope_kv_kernel(RopeKvParams p) {
   uint16_t* kc = p.k_cache + (h * p.n_ctx + pos) * r.head_dim;
   kc[a] = __half_as_ushort(__float2half_rn(x0));
   if (b >= 0) kc[b] = __half_as_ushort(__float2half_rn(x1));
+}
+
+__global__ void __launch_bounds__(kRopeKvThreads) rope_kv_kernel(RopeKvParams p) {
+  const RopeKernelParams& r = p.rope;
+  const int64_t half = r.n_rot / 2, per_head = half + (r.head_dim - r.n_rot);
+  const int64_t per_tok = per_head * (r.n_head + p.n_head_kv) + p.hd_v * p.n_head_kv;
+  const int64_t e = int64_t(blockIdx.x) * kRopeKvThreads + threadIdx.x;
+  __shared__ float cos_s[kMaxHalfRot], sin_s[kMaxHalfRot];
+  for (int64_t t = blockIdx.y; t < r.T; t += gridDim.y) {
+    const int32_t pos = r.positions[t];
+    __syncthreads();  // the previous token's table is read
+    if (threadIdx.x < half) rope_angle(r, threadIdx.x, pos, cos_s[threadIdx.x], sin_s[threadIdx.x]);
+    __syncthreads();
+    if (e < per_tok) rope_kv_element(p, t, pos, e, cos_s, sin_s);
+  }
 }
 
 }  // namespace
@@ -105,9 +135,12 @@ void launch_rope_kv(const RopeKvParams& p, cudaStream_t stream) {
   LLM_REQUIRE(r.head_dim > 0 && r.n_head > 0 && r.T > 0 && p.n_head_kv > 0 && p.hd_v > 0 && p.n_ctx > 0,
               "empty shape");
   LLM_REQUIRE(r.n_rot > 0 && r.n_rot % 2 == 0 && r.n_rot <= r.head_dim, "n_rot must be even and <= head_dim");
+  LLM_REQUIRE(r.n_rot / 2 <= kMaxHalfRot, "n_rot must be <= 256");
   const int64_t per_head = r.n_rot / 2 + (r.head_dim - r.n_rot);
-  const int64_t n = (per_head * (r.n_head + p.n_head_kv) + p.hd_v * p.n_head_kv) * r.T;
-  rope_kv_kernel<<<unsigned((n + 255) / 256), 256, 0, stream>>>(p);
+  const int64_t per_tok = per_head * (r.n_head + p.n_head_kv) + p.hd_v * p.n_head_kv;
+  const dim3 grid(unsigned((per_tok + kRopeKvThreads - 1) / kRopeKvThreads),
+                  unsigned(::std::min<int64_t>(r.T, 65535)));  // tokens past 65535 loop in the kernel
+  rope_kv_kernel<<<grid, kRopeKvThreads, 0, stream>>>(p);
   CUDA_CHECK_LAUNCH(stream);
 }
 

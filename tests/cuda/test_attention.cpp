@@ -1,5 +1,7 @@
-// KV write + split-sequence attention against a double-precision causal softmax over the f16-rounded cache.
+// KV write + attention (split-sequence kernels, and the tensor-core kernel for batches of 16+ tokens) against a
+// double-precision causal softmax over the f16-rounded cache.
 #include "cuda/kernels/attention.cuh"
+#include "cuda/kernels/attention_prefill.cuh"
 #include "gpu_test.h"
 
 namespace {
@@ -55,6 +57,13 @@ void run_case(const Case& c, std::mt19937& rng) {
   CUDA_CHECK(cudaMemset(out.get(), 0xff, out.bytes()));
   cuda::launch_attention(p, nullptr);
 
+  // The tensor-core kernel takes Q x scale rounded to f16 (the reference does the same) and rounds the softmax
+  // weights P to f16 for P V: |error| <= 2^-11 max|v| (weights sum to one) on top of f32 accumulation.
+  const bool tensor_cores = cuda::attention_prefill_applies(p);
+  double v_max = 0;
+  for (float x : v) v_max = std::max(v_max, double(std::fabs(x)));
+  const double abs_tol = tensor_cores ? v_max / 2048 + 2e-5 : 2e-6;
+  const double rel_tol = tensor_cores ? 0.0 : 1e-5;
   std::vector<double> ref(hdv * c.nh * c.T);
   const int64_t group = c.nh / c.nkv;
   for (int64_t t = 0; t < c.T; ++t)
@@ -64,8 +73,12 @@ void run_case(const Case& c, std::mt19937& rng) {
       double mx = -1e300, sum = 0;
       for (int64_t j = 0; j <= last; ++j) {
         double d = 0;
-        for (int64_t e = 0; e < hd; ++e) d += double(q[(t * c.nh + h) * hd + e]) * h16(k[(j * c.nkv + kvh) * hd + e]);
-        s[j] = d * scale, mx = std::max(mx, s[j]);
+        for (int64_t e = 0; e < hd; ++e) {
+          const float qe = q[(t * c.nh + h) * hd + e];
+          const double kj = h16(k[(j * c.nkv + kvh) * hd + e]);
+          d += tensor_cores ? h16(qe * scale) * kj : double(qe) * kj * scale;
+        }
+        s[j] = d, mx = std::max(mx, s[j]);
       }
       for (auto& x : s) x = std::exp(x - mx), sum += x;
       for (int64_t e = 0; e < hdv; ++e) {
@@ -74,7 +87,8 @@ void run_case(const Case& c, std::mt19937& rng) {
         ref[(t * c.nh + h) * hdv + e] = a / sum;
       }
     }
-  EXPECT_TRUE(close(what, download<float>(out, ref.size()), ref, {2e-6}, 1e-5));
+  EXPECT_TRUE(close(what + (tensor_cores ? " (tensor cores)" : ""), download<float>(out, ref.size()), ref, {abs_tol},
+                    rel_tol));
 
   // The cache holds the f16 rounding of what was written, in the documented layout.
   const auto kh = download<uint16_t>(kc, hd * c.n_ctx * c.nkv);
@@ -100,6 +114,12 @@ TEST(AttentionKernels, MatchesReference) {
       {6, 2, 128, 500, 400, 1, 0},     // group of 3: per-head kernel
       {4, 1, 256, 3000, 2900, 1, 3},   // 3 splits of ~967 slots
       {32, 8, 128, 5000, 30, 1, 0},    // short position in a long cache: one split holds every slot
+      // tensor-core kernel (T >= 16, head_dim 64/128): partial query tiles, a prefix, groups 1 to 8
+      {8, 2, 128, 600, 0, 200, 0},     // prefill from empty, 200 = 3 tiles + 8 rows
+      {4, 4, 64, 300, 37, 16, 0},      // smallest batch after an unaligned prefix
+      {8, 1, 128, 1100, 900, 70, 0},   // group of 8, many cache tiles, a tile edge inside the batch
+      {6, 2, 64, 256, 0, 256, 0},      // group of 3, the whole cache
+      {2, 2, 256, 300, 0, 40, 0},      // head_dim 256: the split kernel still serves batches
   };
   for (const auto& c : cases) run_case(c, rng);
 }

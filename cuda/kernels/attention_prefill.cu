@@ -1,0 +1,197 @@
+// Prefill attention on tensor cores (flash-attention style): a block takes 64 query tokens of one head, its four
+// warps 16 tokens each, and streams the KV head's cache in tiles of 64 slots through shared memory; S = Q K^T and
+// O += P V are mma.sync m16n8k16 products (f16 in, f32 accumulate) with the online softmax kept in registers, so K/V
+// are read once per 64 queries instead of once per query (the split kernel's prefill cost, docs/kernel-notes.md).
+// Rounding: Q x scale and the softmax weights P enter the products as f16 (K and V already are); the running max,
+// the normaliser and O stay f32. A tile of slots past the block's last position is zero-filled, and slot s counts
+// for query t only when s <= positions[t].
+#include "cuda/kernels/attention_prefill.cuh"
+
+#include <cuda_fp16.h>
+
+#include "cuda/check.h"
+
+namespace cuda {
+namespace {
+
+constexpr int kBM = 64;        // query tokens per block (16 per warp)
+constexpr int kBN = 64;        // cache slots per tile
+constexpr int kThreads = 128;  // four warps
+
+__device__ __forceinline__ uint32_t pack_half2(float lo, float hi) {
+  const __half2 h = __floats2half2_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&h);
+}
+
+// D += A B for one 16 x 8 x 16 tile: A row-major 16 x 16 f16 (4 registers), B column-major 16 x 8 (2), D f32 (4).
+__device__ __forceinline__ void mma16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// Four 8 x 8 f16 matrices from shared memory, transposed: the B operands of two n-chunks of P V.
+__device__ __forceinline__ void ldmatrix_x4_trans(const uint16_t* p, uint32_t (&r)[4]) {
+  const unsigned a = unsigned(__cvta_generic_to_shared(p));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(a));
+}
+
+template <int HD>
+__global__ void __launch_bounds__(kThreads) attention_prefill_kernel(AttentionKernelParams p) {
+  constexpr int kLd = HD + 8;  // shared row stride in halves: 16-byte rows, conflict-free fragment reads
+  __shared__ __align__(16) uint16_t ks[kBN * kLd];
+  __shared__ __align__(16) uint16_t vs[kBN * kLd];
+  __shared__ int32_t pos_s[kBM];
+  const int64_t h = blockIdx.y, t0 = int64_t(blockIdx.x) * kBM;
+  const int64_t kvh = h / (p.n_head / p.n_head_kv);
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, tg = lane & 3;
+
+  if (tid < kBM) pos_s[tid] = t0 + tid < p.T ? p.positions[t0 + tid] : -1;
+  __syncthreads();
+  int32_t last = -1;  // the block's last slot
+  for (int i = 0; i < kBM; ++i) last = max(last, pos_s[i]);
+  if (last >= p.n_ctx) last = int32_t(p.n_ctx - 1);
+
+  // This thread's rows: r0 = 16 warp + g and r1 = r0 + 8 of the block.
+  const int r0 = warp * 16 + g, r1 = r0 + 8;
+  const int32_t pos0 = pos_s[r0], pos1 = pos_s[r1];
+  uint32_t qf[HD / 16][4];
+  {
+    const float* q0 = p.q + ((t0 + r0) * p.n_head + h) * HD;
+    const float* q1 = p.q + ((t0 + r1) * p.n_head + h) * HD;
+    const bool in0 = t0 + r0 < p.T, in1 = t0 + r1 < p.T;
+#pragma unroll
+    for (int kc = 0; kc < HD / 16; ++kc) {
+      const int c = kc * 16 + tg * 2;
+      const float2 a = in0 ? *reinterpret_cast<const float2*>(q0 + c) : make_float2(0.f, 0.f);
+      const float2 b = in1 ? *reinterpret_cast<const float2*>(q1 + c) : make_float2(0.f, 0.f);
+      const float2 e = in0 ? *reinterpret_cast<const float2*>(q0 + c + 8) : make_float2(0.f, 0.f);
+      const float2 f = in1 ? *reinterpret_cast<const float2*>(q1 + c + 8) : make_float2(0.f, 0.f);
+      qf[kc][0] = pack_half2(a.x * p.scale, a.y * p.scale);
+      qf[kc][1] = pack_half2(b.x * p.scale, b.y * p.scale);
+      qf[kc][2] = pack_half2(e.x * p.scale, e.y * p.scale);
+      qf[kc][3] = pack_half2(f.x * p.scale, f.y * p.scale);
+    }
+  }
+
+  float o[HD / 8][4];
+#pragma unroll
+  for (int n = 0; n < HD / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+  float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
+  constexpr float kLog2e = 1.4426950408889634f;
+  const uint16_t* kbase = p.k_cache + kvh * p.n_ctx * HD;
+  const uint16_t* vbase = p.v_cache + kvh * p.n_ctx * HD;
+
+  for (int64_t n0 = 0; n0 <= last; n0 += kBN) {
+    __syncthreads();  // the previous tile is consumed
+    for (int i = tid; i < kBN * HD / 8; i += kThreads) {
+      const int row = i / (HD / 8), c8 = i % (HD / 8);
+      const int64_t slot = n0 + row;
+      uint4 kv = make_uint4(0, 0, 0, 0), vv = kv;
+      if (slot <= last) {
+        kv = __ldg(reinterpret_cast<const uint4*>(kbase + slot * HD) + c8);
+        vv = __ldg(reinterpret_cast<const uint4*>(vbase + slot * HD) + c8);
+      }
+      *reinterpret_cast<uint4*>(ks + row * kLd + c8 * 8) = kv;
+      *reinterpret_cast<uint4*>(vs + row * kLd + c8 * 8) = vv;
+    }
+    __syncthreads();
+
+    float s[kBN / 8][4];
+#pragma unroll
+    for (int j = 0; j < kBN / 8; ++j) {
+      s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
+      const uint16_t* krow = ks + (j * 8 + g) * kLd + tg * 2;
+#pragma unroll
+      for (int kc = 0; kc < HD / 16; ++kc)
+        mma16816(s[j], qf[kc], *reinterpret_cast<const uint32_t*>(krow + kc * 16),
+                 *reinterpret_cast<const uint32_t*>(krow + kc * 16 + 8));
+    }
+    // Causal mask, then the online softmax of rows r0 (values 0, 1) and r1 (2, 3); a row's 64 values lie in the
+    // four threads of a quad.
+    float mx0 = -INFINITY, mx1 = -INFINITY;
+#pragma unroll
+    for (int j = 0; j < kBN / 8; ++j) {
+      const int64_t a = n0 + j * 8 + tg * 2;
+      if (a > pos0) s[j][0] = -INFINITY;
+      if (a + 1 > pos0) s[j][1] = -INFINITY;
+      if (a > pos1) s[j][2] = -INFINITY;
+      if (a + 1 > pos1) s[j][3] = -INFINITY;
+      mx0 = fmaxf(mx0, fmaxf(s[j][0], s[j][1]));
+      mx1 = fmaxf(mx1, fmaxf(s[j][2], s[j][3]));
+    }
+#pragma unroll
+    for (int o_ = 1; o_ <= 2; o_ <<= 1) {
+      mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, o_));
+      mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, o_));
+    }
+    const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
+    // A row with no slot yet (every value masked) keeps a finite base so exp gives 0, not NaN.
+    const float b0 = mn0 == -INFINITY ? 0.0f : mn0 * kLog2e, b1 = mn1 == -INFINITY ? 0.0f : mn1 * kLog2e;
+    const float c0 = exp2f(m0 * kLog2e - b0), c1 = exp2f(m1 * kLog2e - b1);
+    m0 = mn0, m1 = mn1;
+    float sum0 = 0.0f, sum1 = 0.0f;
+#pragma unroll
+    for (int j = 0; j < kBN / 8; ++j) {
+      s[j][0] = exp2f(s[j][0] * kLog2e - b0), s[j][1] = exp2f(s[j][1] * kLog2e - b0);
+      s[j][2] = exp2f(s[j][2] * kLog2e - b1), s[j][3] = exp2f(s[j][3] * kLog2e - b1);
+      sum0 += s[j][0] + s[j][1], sum1 += s[j][2] + s[j][3];
+    }
+    l0 = l0 * c0 + sum0, l1 = l1 * c1 + sum1;
+#pragma unroll
+    for (int n = 0; n < HD / 8; ++n) o[n][0] *= c0, o[n][1] *= c0, o[n][2] *= c1, o[n][3] *= c1;
+
+    // O += P V: P's accumulator layout is the A operand's, 16 slots (two 8-slot chunks) per product.
+#pragma unroll
+    for (int kk = 0; kk < kBN / 16; ++kk) {
+      const uint32_t a[4] = {pack_half2(s[2 * kk][0], s[2 * kk][1]), pack_half2(s[2 * kk][2], s[2 * kk][3]),
+                             pack_half2(s[2 * kk + 1][0], s[2 * kk + 1][1]),
+                             pack_half2(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+      const uint16_t* vrow = vs + (kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * kLd + (lane >> 4) * 8;
+#pragma unroll
+      for (int nn = 0; nn < HD / 16; ++nn) {
+        uint32_t b[4];
+        ldmatrix_x4_trans(vrow + nn * 16, b);
+        mma16816(o[2 * nn], a, b[0], b[1]);
+        mma16816(o[2 * nn + 1], a, b[2], b[3]);
+      }
+    }
+  }
+
+#pragma unroll
+  for (int o_ = 1; o_ <= 2; o_ <<= 1) {
+    l0 += __shfl_xor_sync(0xffffffffu, l0, o_);
+    l1 += __shfl_xor_sync(0xffffffffu, l1, o_);
+  }
+  const float inv0 = l0 > 0.0f ? 1.0f / l0 : 0.0f, inv1 = l1 > 0.0f ? 1.0f / l1 : 0.0f;
+  float* out0 = p.out + ((t0 + r0) * p.n_head + h) * HD + tg * 2;
+  float* out1 = p.out + ((t0 + r1) * p.n_head + h) * HD + tg * 2;
+#pragma unroll
+  for (int n = 0; n < HD / 8; ++n) {
+    if (t0 + r0 < p.T) *reinterpret_cast<float2*>(out0 + n * 8) = make_float2(o[n][0] * inv0, o[n][1] * inv0);
+    if (t0 + r1 < p.T) *reinterpret_cast<float2*>(out1 + n * 8) = make_float2(o[n][2] * inv1, o[n][3] * inv1);
+  }
+}
+
+}  // namespace
+
+bool attention_prefill_applies(const AttentionKernelParams& p) {
+  return p.T >= kPrefillMinTokens && p.hd == p.hd_v && (p.hd == 64 || p.hd == 128) && p.n_head_kv > 0 &&
+         p.n_head % p.n_head_kv == 0 && reinterpret_cast<uintptr_t>(p.k_cache) % 16 == 0 &&
+         reinterpret_cast<uintptr_t>(p.v_cache) % 16 == 0 && reinterpret_cast<uintptr_t>(p.q) % 8 == 0 &&
+         reinterpret_cast<uintptr_t>(p.out) % 8 == 0;
+}
+
+void launch_attention_prefill(const AttentionKernelParams& p, cudaStream_t stream) {
+  LLM_REQUIRE(attention_prefill_applies(p), "prefill attention: unsupported shape or alignment");
+  const dim3 grid(unsigned((p.T + kBM - 1) / kBM), unsigned(p.n_head));
+  if (p.hd == 64) attention_prefill_kernel<64><<<grid, kThreads, 0, stream>>>(p);
+  else attention_prefill_kernel<128><<<grid, kThreads, 0, stream>>>(p);
+  CUDA_CHECK_LAUNCH(stream);
+}
+
+}  // namespace cuda
