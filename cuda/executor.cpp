@@ -151,8 +151,13 @@ void Executor::lower(const Node& n) {
         if (!p.residual) merge_siblings(n, p);
         steps_.push_back([p](cudaStream_t s) { launch_matvec(p, s); });
       } else {
-        const GemmParams p{weight_ptr(w), type, f32_in(n, 1), bias, f32_out(n), K, N, T,
-                           gemm_scratch_.get(), gemm_scratch_.bytes()};
+        GemmParams p{weight_ptr(w), type, f32_in(n, 1), bias, f32_out(n), K, N, T,
+                     gemm_scratch_.get(), gemm_scratch_.bytes()};
+        // A product right after another of the same x (no step between, so x and the scratch's f16 copy of it are
+        // unchanged) reuses that copy: q/k/v and gate/up convert their input once.
+        p.x_in_scratch = last_gemm_.step == steps_.size() && last_gemm_.x == p.x && last_gemm_.K == K &&
+                         last_gemm_.T == T;
+        last_gemm_ = {steps_.size() + 1, p.x, K, T};
         const cublasHandle_t h = ctx_.cublas();
         steps_.push_back([p, h](cudaStream_t s) { launch_gemm(p, h, s); });
       }

@@ -116,6 +116,11 @@ class Executor {
   std::vector<bool> folded_glu_;                   // SwiGlu nodes computed in their reader matvec's prologue
   std::vector<bool> merged_;                       // MulMat nodes computed in an earlier sibling's launch
   size_t n_fused_ = 0;
+  struct LastGemm {  // the latest prefill product: its input converts once for siblings right after it
+    size_t step = SIZE_MAX;  // steps_.size() just after it
+    const float* x = nullptr;
+    int64_t K = 0, T = 0;
+  } last_gemm_;
   int runs_ = 0;
   Graph graph_;
   GraphExec exec_;

@@ -19,32 +19,53 @@ constexpr int64_t kMinRows = 128;
 
 size_t align256(size_t b) { return (b + 255) & ~size_t(255); }
 
-// One thread per 32-element chunk of the slice.
+__device__ __forceinline__ uint32_t half2_bits(float lo, float hi) {
+  // Hardware round-to-nearest-even, two values per instruction: the same bits as quant::f32_to_f16 (~15 integer
+  // instructions per value) except for NaN payloads.
+  const __half2 h = __floats2half2_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&h);
+}
+
+// One thread per 32-element chunk of the slice. A thread's 64 output bytes are contiguous, so its own 16-byte stores
+// hit every other 32-byte sector across the warp; when the warp's 32 chunks are one contiguous 2 KiB run (K a multiple
+// of 32, the warp full), they pass through shared memory and leave as four 512-byte warp stores instead.
 template <quant::Type T>
 __global__ void __launch_bounds__(kThreads) dequant_f16_kernel(DequantF16Params p, size_t row_bytes) {
   using quant::dev::kChunk;
+  __shared__ uint4 stage[kThreads / 32][32 * 4];
   const int64_t chunks_per_row = (p.K + kChunk - 1) / kChunk;
+  const int64_t total = chunks_per_row * p.rows;
   const int64_t i = int64_t(blockIdx.x) * kThreads + threadIdx.x;
-  if (i >= chunks_per_row * p.rows) return;
+  const int lane = threadIdx.x & 31;
+  const bool staged = p.K % kChunk == 0 && i - lane + 31 < total && (reinterpret_cast<uintptr_t>(p.out) & 15) == 0;
+  if (i >= total) return;  // never a staged warp
   const int64_t r = i / chunks_per_row, c = i % chunks_per_row;
   const uint8_t* row = static_cast<const uint8_t*>(p.w) + (p.row0 + r) * row_bytes;
   const int valid = int((p.K - c * kChunk < kChunk ? p.K - c * kChunk : kChunk));
   float v[kChunk];
   quant::dev::dequant_chunk<T>(row, c, valid, v);
   uint16_t* out = p.out + r * p.K + c * kChunk;
-  if (valid == kChunk && (reinterpret_cast<uintptr_t>(out) & 15) == 0) {
+  if (staged) {
+    // uint4 j of lane l goes to slot 4l + (j ^ ((l >> 1) & 3)): conflict-free both ways (8 lanes per phase).
+    uint4* st = stage[threadIdx.x >> 5];
+    const int sw = (lane >> 1) & 3;
 #pragma unroll
-    for (int j = 0; j < kChunk; j += 8) {
-      // Hardware round-to-nearest-even conversion, two values per instruction: the same bits as quant::f32_to_f16
-      // (~15 integer instructions per value) except for NaN payloads.
-      uint32_t w[4];
+    for (int j = 0; j < 4; ++j)
+      st[4 * lane + (j ^ sw)] = make_uint4(half2_bits(v[8 * j], v[8 * j + 1]), half2_bits(v[8 * j + 2], v[8 * j + 3]),
+                                           half2_bits(v[8 * j + 4], v[8 * j + 5]),
+                                           half2_bits(v[8 * j + 6], v[8 * j + 7]));
+    __syncwarp();
+    uint4* dst = reinterpret_cast<uint4*>(out - int64_t(lane) * kChunk);  // the warp's first chunk
 #pragma unroll
-      for (int k = 0; k < 4; ++k) {
-        const __half2 h = __floats2half2_rn(v[j + 2 * k], v[j + 2 * k + 1]);
-        w[k] = *reinterpret_cast<const uint32_t*>(&h);
-      }
-      *reinterpret_cast<uint4*>(out + j) = make_uint4(w[0], w[1], w[2], w[3]);
+    for (int k = 0; k < 4; ++k) {
+      const int idx = lane + 32 * k, src = idx >> 2;
+      dst[idx] = st[4 * src + ((idx & 3) ^ ((src >> 1) & 3))];
     }
+  } else if (valid == kChunk && (reinterpret_cast<uintptr_t>(out) & 15) == 0) {
+#pragma unroll
+    for (int j = 0; j < kChunk; j += 8)
+      *reinterpret_cast<uint4*>(out + j) = make_uint4(half2_bits(v[j], v[j + 1]), half2_bits(v[j + 2], v[j + 3]),
+                                                      half2_bits(v[j + 4], v[j + 5]), half2_bits(v[j + 6], v[j + 7]));
   } else {
 #pragma unroll
     for (int j = 0; j < kChunk; ++j)
@@ -98,8 +119,10 @@ void launch_gemm(const GemmParams& p, cublasHandle_t handle, cudaStream_t stream
 
   auto* xh = static_cast<__half*>(p.scratch);
   const int64_t nx = p.K * p.T;
-  f32_to_f16_kernel<<<blocks_for(nx, 256), 256, 0, stream>>>(p.x, xh, nx);
-  CUDA_CHECK_LAUNCH(stream);
+  if (!p.x_in_scratch) {
+    f32_to_f16_kernel<<<blocks_for(nx, 256), 256, 0, stream>>>(p.x, xh, nx);
+    CUDA_CHECK_LAUNCH(stream);
+  }
 
   CUBLAS_CHECK(cublasSetStream(handle, stream));
   const float alpha = 1.0f, beta = 0.0f;

@@ -21,6 +21,8 @@ struct GemmParams {
   int64_t T = 0;
   void* scratch = nullptr;     // device scratch of scratch_bytes; >= gemm_min_scratch(K, N, T)
   size_t scratch_bytes = 0;
+  bool x_in_scratch = false;   // the previous launch on this stream converted this same x (K, T) into scratch:
+                               // siblings reading one input (q/k/v, gate/up) skip the conversion
 };
 
 // Smallest scratch for which the launcher can proceed (X in half plus a slice of min(N, 128) rows of W); more

@@ -1,40 +1,49 @@
 // RoPE: one thread per rotated pair. The angle pos * freq_scale * base^(-2i/n_rot) / factor is formed in double, as
 // the CPU reference does, because at positions in the thousands float angles are off by more than the test tolerance.
+// The powers base^(-2i/n_rot) are computed on the host at launch (glibc's pow, as the reference) and passed as a
+// kernel parameter: a double pow per thread was half of the kernel's FP64 work, and the kernel is FP64-bound in
+// prefill (40 heads x 64 pairs x 512 tokens on an 8B) and latency-bound in decode.
 #include "cuda/kernels/rope.cuh"
 
 #include <cuda_fp16.h>
 
-#include <algorithm>
+#include <cmath>
 
 #include "cuda/check.h"
 
 namespace cuda {
 namespace {
 
-// Pair j (of n_rot / 2) of a head: its two indices in the head, by the pair ordering.
-__device__ __forceinline__ void pair_indices(const RopeKernelParams& p, int64_t j, int64_t& a, int64_t& b) {
+constexpr int kMaxHalfRot = 128;  // n_rot <= 256
+
+// base^(-2i/n_rot) for each pair index i, read through the constant bank (__grid_constant__, no local copy).
+struct BasePowers {
+  double v[kMaxHalfRot];
+};
+
+BasePowers base_powers(const RopeKernelParams& p) {
+  BasePowers b{};
+  for (int i = 0; i < p.n_rot / 2; ++i) b.v[i] = ::std::pow(double(p.freq_base), -2.0 * double(i) / double(p.n_rot));
+  return b;
+}
+
+// Pair j (of n_rot / 2) of one head: its two indices a, b in the head (by the pair ordering) and their values
+// rotated to `pos`.
+__device__ __forceinline__ void rope_pair(const RopeKernelParams& p, const BasePowers& bp, int64_t j, int32_t pos,
+                                         const float* x, int64_t& a, int64_t& b, float& y0, float& y1) {
+  const int64_t half = p.n_rot / 2;
   a = p.mode == graph::RopeMode::Normal ? 2 * j : j;
-  b = p.mode == graph::RopeMode::Normal ? 2 * j + 1 : j + p.n_rot / 2;
-}
-
-// cos and sin of pair j's angle at `pos`.
-__device__ __forceinline__ void rope_angle(const RopeKernelParams& p, int64_t j, int32_t pos, float& c, float& s) {
-  double theta = double(pos) * double(p.freq_scale) * pow(double(p.freq_base), -2.0 * double(j) / double(p.n_rot));
+  b = p.mode == graph::RopeMode::Normal ? 2 * j + 1 : j + half;
+  double theta = double(pos) * double(p.freq_scale) * bp.v[j];
   if (p.freq_factors) theta /= double(p.freq_factors[j]);
-  c = float(cos(theta)), s = float(sin(theta));
-}
-
-// Pair j of one head: its two indices a, b and their values rotated to `pos`.
-__device__ __forceinline__ void rope_pair(const RopeKernelParams& p, int64_t j, int32_t pos, const float* x,
-                                         int64_t& a, int64_t& b, float& y0, float& y1) {
-  pair_indices(p, j, a, b);
-  float c, s;
-  rope_angle(p, j, pos, c, s);
+  double sd, cd;
+  sincos(theta, &sd, &cd);
+  const float c = float(cd), s = float(sd);
   y0 = x[a] * c - x[b] * s;
   y1 = x[a] * s + x[b] * c;
 }
 
-__global__ void rope_kernel(RopeKernelParams p) {
+__global__ void rope_kernel(RopeKernelParams p, const __grid_constant__ BasePowers bp) {
   const int64_t half = p.n_rot / 2;
   const int64_t pass = p.head_dim - p.n_rot;  // pass-through tail per head
   const int64_t per_head = half + pass;
@@ -52,23 +61,22 @@ __global__ void rope_kernel(RopeKernelParams p) {
   }
   int64_t a, b;
   float y0, y1;
-  rope_pair(p, j, p.positions[t], x, a, b, y0, y1);
+  rope_pair(p, bp, j, p.positions[t], x, a, b, y0, y1);
   out[a] = y0, out[b] = y1;
 }
 
-// One thread per q pair, k pair or v element of a token: q rotated into q_out, k rotated and v copied into the f16
-// cache slot of the token's position (what rope(q), rope(k) and kv_write do in three launches). Blocks are per token
-// (grid y), and a block first forms the cos/sin of each pair index once in shared memory: the double-precision
-// angle costs ~300 FP64 instructions, which every head (40 on an 8B) used to repeat, the larger part of a 512-token
-// prefill's rope time.
-constexpr int kRopeKvThreads = 1024;
-constexpr int kMaxHalfRot = 128;  // n_rot <= 256
-
-__device__ __forceinline__ void rope_kv_element(const RopeKvParams& p, int64_t t, int32_t pos, int64_t e,
-                                                const float* cos_s, const float* sin_s) {
+// One thread per q pair, k pair or v element of each token: q rotated into q_out, k rotated and v copied into the
+// f16 cache slot of the token's position (what rope(q), rope(k) and kv_write do in three launches).
+__global__ void rope_kv_kernel(RopeKvParams p, const __grid_constant__ BasePowers bp) {
   const RopeKernelParams& r = p.rope;
   const int64_t half = r.n_rot / 2, pass = r.head_dim - r.n_rot, per_head = half + pass;
   const int64_t nq = per_head * r.n_head, nk = per_head * p.n_head_kv, nv = p.hd_v * p.n_head_kv;
+  const int64_t per_tok = nq + nk + nv;
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= per_tok * r.T) return;
+  const int64_t t = i / per_tok;
+  int64_t e = i % per_tok;
+  const int32_t pos = r.positions[t];
   if (e >= nq + nk) {  // v
     e -= nq + nk;
     if (pos < 0 || pos >= p.n_ctx) return;
@@ -86,10 +94,7 @@ __device__ __forceinline__ void rope_kv_element(const RopeKvParams& p, int64_t t
   if (j >= half) {
     a = r.n_rot + (j - half), x0 = x[a];
   } else {
-    pair_indices(r, j, a, b);
-    const float c = cos_s[j], sn = sin_s[j];
-    x0 = x[a] * c - x[b] * sn;
-    x1 = x[a] * sn + x[b] * c;
+    rope_pair(r, bp, j, pos, x, a, b, x0, x1);
   }
   if (!is_k) {
     float* out = r.out + (t * nh + h) * r.head_dim;
@@ -103,21 +108,6 @@ __device__ __forceinline__ void rope_kv_element(const RopeKvParams& p, int64_t t
   if (b >= 0) kc[b] = __half_as_ushort(__float2half_rn(x1));
 }
 
-__global__ void __launch_bounds__(kRopeKvThreads) rope_kv_kernel(RopeKvParams p) {
-  const RopeKernelParams& r = p.rope;
-  const int64_t half = r.n_rot / 2, per_head = half + (r.head_dim - r.n_rot);
-  const int64_t per_tok = per_head * (r.n_head + p.n_head_kv) + p.hd_v * p.n_head_kv;
-  const int64_t e = int64_t(blockIdx.x) * kRopeKvThreads + threadIdx.x;
-  __shared__ float cos_s[kMaxHalfRot], sin_s[kMaxHalfRot];
-  for (int64_t t = blockIdx.y; t < r.T; t += gridDim.y) {
-    const int32_t pos = r.positions[t];
-    __syncthreads();  // the previous token's table is read
-    if (threadIdx.x < half) rope_angle(r, threadIdx.x, pos, cos_s[threadIdx.x], sin_s[threadIdx.x]);
-    __syncthreads();
-    if (e < per_tok) rope_kv_element(p, t, pos, e, cos_s, sin_s);
-  }
-}
-
 }  // namespace
 
 void launch_rope(const RopeKernelParams& p, cudaStream_t stream) {
@@ -125,7 +115,8 @@ void launch_rope(const RopeKernelParams& p, cudaStream_t stream) {
   LLM_REQUIRE(p.head_dim > 0 && p.n_head > 0 && p.T > 0, "empty shape");
   LLM_REQUIRE(p.n_rot > 0 && p.n_rot % 2 == 0 && p.n_rot <= p.head_dim, "n_rot must be even and <= head_dim");
   const int64_t n = (p.n_rot / 2 + (p.head_dim - p.n_rot)) * p.n_head * p.T;
-  rope_kernel<<<unsigned((n + 255) / 256), 256, 0, stream>>>(p);
+  LLM_REQUIRE(p.n_rot / 2 <= kMaxHalfRot, "n_rot must be <= 256");
+  rope_kernel<<<unsigned((n + 255) / 256), 256, 0, stream>>>(p, base_powers(p));
   CUDA_CHECK_LAUNCH(stream);
 }
 
@@ -135,12 +126,10 @@ void launch_rope_kv(const RopeKvParams& p, cudaStream_t stream) {
   LLM_REQUIRE(r.head_dim > 0 && r.n_head > 0 && r.T > 0 && p.n_head_kv > 0 && p.hd_v > 0 && p.n_ctx > 0,
               "empty shape");
   LLM_REQUIRE(r.n_rot > 0 && r.n_rot % 2 == 0 && r.n_rot <= r.head_dim, "n_rot must be even and <= head_dim");
-  LLM_REQUIRE(r.n_rot / 2 <= kMaxHalfRot, "n_rot must be <= 256");
   const int64_t per_head = r.n_rot / 2 + (r.head_dim - r.n_rot);
-  const int64_t per_tok = per_head * (r.n_head + p.n_head_kv) + p.hd_v * p.n_head_kv;
-  const dim3 grid(unsigned((per_tok + kRopeKvThreads - 1) / kRopeKvThreads),
-                  unsigned(::std::min<int64_t>(r.T, 65535)));  // tokens past 65535 loop in the kernel
-  rope_kv_kernel<<<grid, kRopeKvThreads, 0, stream>>>(p);
+  const int64_t n = (per_head * (r.n_head + p.n_head_kv) + p.hd_v * p.n_head_kv) * r.T;
+  LLM_REQUIRE(r.n_rot / 2 <= kMaxHalfRot, "n_rot must be <= 256");
+  rope_kv_kernel<<<unsigned((n + 255) / 256), 256, 0, stream>>>(p, base_powers(r));
   CUDA_CHECK_LAUNCH(stream);
 }
 
