@@ -2,7 +2,8 @@
 # One device call for speed work (issue 6), steps chosen by STEPS (default: all, in this order):
 #   tests    every kernel test and the GPU model tests (correctness before any number)
 #   lab      the kernel lab timings (copy bandwidth, matvec, prefill GEMM and dequantization, attention)
-#   bench    8B Q4_K_M pp512 and tg128; BENCH_SHAPES (shape:type ...) to change the models
+#   bench    8B Q4_K_M pp512 and tg128; BENCH_SHAPES (shape:type ...) to change the models, BENCH_ARGS to add
+#            bench flags (e.g. "-d 0,16384" for the long-context figures)
 #   profile  Nsight Compute per-kernel breakdown of one 512-token prefill (PHASE=prefill scripts/gpu-profile.sh)
 # Logs under $OUT; the summary table last.
 #   here:  cmake --build build-cuda-lead --target llm-run cuda_kernels_test cuda_session_test, then copy the three
@@ -41,7 +42,7 @@ if has bench; then
   for st in ${BENCH_SHAPES:-llama3-8b:Q4_K_M}; do
     shape=${st%%:*} type=${st##*:} model=/tmp/$shape-$type.gguf
     [ -f "$model" ] || "$bin/llm-run" synth --shape "$shape" --type "$type" --vocab "$vocab" -o "$model" >/dev/null 2>&1
-    "$bin/llm-run" bench -m "$model" --device cuda -p 512 -n 128 -r 3 -o md 2>&1 | tee "$out/bench-$shape-$type.md"
+    "$bin/llm-run" bench -m "$model" --device cuda -p 512 -n 128 -r 3 ${BENCH_ARGS:-} -o md 2>&1 | tee "$out/bench-$shape-$type.md"
     summary+=("bench $shape $type: $(grep -E '^\| .*(pp|tg)' "$out/bench-$shape-$type.md" | awk -F'|' '{print $6 $7}' | tr -s ' ' | tr '\n' ';')")
   done
 fi

@@ -1,23 +1,27 @@
-// Split-sequence attention over the f16 cache (flash-decoding): the slots [0, pos] of a token are cut into at most
-// max_splits splits whose length is chosen on the device from the token's position (so a captured decode step
-// splits 100 slots and 16k slots alike into enough blocks, and blocks past the position exit at once); each split
-// writes its partial online-softmax state {max, sum, acc[hd_v]}, combine_kernel merges them.
-// Two split kernels:
-// - gqa kernel (head_dim = hd_v = 64, 128 or 256; n_head / n_head_kv = 1, 2, 4 or 8): one block per (KV head,
-//   token, split) serves the whole query group, so each K/V row is read once per group (not once per query head);
-//   lanes own head_dim / 32 consecutive dimensions, warps take slots round-robin, two slots' rows in flight; the
-//   last block of a (KV head, token) to finish merges the splits, so there is no combine launch.
-// - per-head kernel (any even head_dim <= 256): one block per (query head, token, split), lanes over dimensions.
-// Batches of 16 or more query tokens with head_dim 64 or 128 go to the tensor-core kernel (attention_prefill.cu).
+// Attention over the f16 cache, by shape:
+// - batches of 16+ query tokens, head_dim 64/128: tiled tensor-core flash attention (attention_prefill.cu);
+// - otherwise head_dim 64/128 with query groups of 1/2/4/8: split-sequence attention on tensor cores
+//   (attention_split_tc.cu);
+// - what is left (head_dim 256, other groups, tiny heads): the split kernels here. Flash-decoding: the slots [0, pos]
+//   of a token are cut into at most max_splits splits whose length is chosen on the device from the token's position
+//   (so a captured decode step splits 100 slots and 16k slots alike into enough blocks, and blocks past the position
+//   exit at once); each split writes its partial online-softmax state {max, sum, acc[hd_v]}.
+//   - gqa kernel (head_dim = hd_v = 64, 128 or 256; n_head / n_head_kv = 1, 2, 4 or 8): one block per (KV head,
+//     token, split) serves the whole query group, so each K/V row is read once per group (not once per query head);
+//     lanes own head_dim / 32 consecutive dimensions, warps take slots round-robin, two slots' rows in flight; the
+//     last block of a (KV head, token) to finish merges the splits (attention_splits.cuh).
+//   - per-head kernel (any even head_dim <= 256): one block per (query head, token, split), lanes over dimensions,
+//     then combine_kernel merges the splits.
 #include "cuda/kernels/attention.cuh"
 
 #include <cuda_fp16.h>
 
 #include <algorithm>
-#include <cstdlib>
 
 #include "cuda/check.h"
 #include "cuda/kernels/attention_prefill.cuh"
+#include "cuda/kernels/attention_splits.cuh"
+#include "cuda/kernels/attention_split_tc.cuh"
 
 namespace cuda {
 namespace {
@@ -25,7 +29,6 @@ namespace {
 constexpr int kWarps = 4;
 constexpr int kMaxHd = 256;
 constexpr int kVPerLane = kMaxHd / 64;  // half2 pairs per lane
-constexpr int kMaxSplitsGqa = 256;      // the GQA kernel's in-block merge keeps one weight per split in shared memory
 
 __global__ void kv_write_kernel(KvWriteParams p) {
   const int64_t per_tok = p.n_head_kv * (p.hd + p.hd_v);
@@ -43,17 +46,6 @@ __global__ void kv_write_kernel(KvWriteParams p) {
     p.v_cache[(h * p.n_ctx + pos) * p.hd_v + d] =
         __half_as_ushort(__float2half_rn(p.v[t * p.n_head_kv * p.hd_v + rv]));
   }
-}
-
-// Slots per split for a token at `pos` (max_splits splits at most, none shorter than kMinSplit slots) and the
-// number of splits that hold slots; the combine kernel recomputes the same numbers. A warp's slots are a serial
-// chain of dot products, shuffle reductions and exps (~0.3 us per slot for a group of 4), so short contexts need
-// short splits: 16 slots are 4 per warp.
-constexpr int64_t kMinSplit = 16;
-__device__ __forceinline__ int64_t split_len_at(int64_t pos, int32_t max_splits) {
-  const int64_t n = pos + 1;
-  const int64_t len = (n + max_splits - 1) / max_splits;
-  return len < kMinSplit ? kMinSplit : len;
 }
 
 template <int D>
@@ -81,7 +73,7 @@ __device__ __forceinline__ void unpack_halves(const typename HalfRow<D>::V& v, f
   }
 }
 
-template <int G, int D, bool kMerge>
+template <int G, int D>
 __global__ void __launch_bounds__(kWarps * 32) attention_gqa_kernel(AttentionKernelParams p) {
   constexpr int kUnroll = 2;
   using Row = typename HalfRow<D>::V;
@@ -166,49 +158,7 @@ __global__ void __launch_bounds__(kWarps * 32) attention_gqa_kernel(AttentionKer
     if (d == 0) out[0] = M, out[1] = L;
     out[2 + d] = a;
   }
-  // The last split block of this (KV head, token) to finish merges the splits (no combine launch): a counter per
-  // (KV head, token) after the partials, zero between launches (the last block resets it).
-  if constexpr (!kMerge) return;
-  const int n_active = int((pos + len) / len);
-  unsigned* counter = reinterpret_cast<unsigned*>(p.partial + p.n_head * p.T * p.max_splits * (hd + 2)) +
-                      kvh * p.T + t;
-  __shared__ bool last;
-  __threadfence();
-  __syncthreads();
-  if (threadIdx.x == 0) last = atomicAdd(counter, 1u) == unsigned(n_active - 1);
-  __syncthreads();
-  if (!last) return;
-  __threadfence();
-  // Split weights once per (head, split) in shared memory, then one pass over the partial values per dimension.
-  __shared__ float e_s[G][kMaxSplitsGqa];
-  __shared__ float inv_l_s[G];
-  for (int i = threadIdx.x; i < G * n_active; i += kWarps * 32) {
-    const int g = i / n_active, j = i % n_active;
-    e_s[g][j] = __ldcg(p.partial + ((t * p.n_head + kvh * G + g) * p.max_splits + j) * (hd + 2));
-  }
-  __syncthreads();
-  if (threadIdx.x < G) {
-    const int g = threadIdx.x;
-    const float* part = p.partial + (t * p.n_head + kvh * G + g) * p.max_splits * (hd + 2);
-    float M = -INFINITY, L = 0.0f;
-    for (int j = 0; j < n_active; ++j) M = fmaxf(M, e_s[g][j]);
-    for (int j = 0; j < n_active; ++j) {
-      const float e = e_s[g][j] == -INFINITY ? 0.0f : expf(e_s[g][j] - M);
-      e_s[g][j] = e;
-      L += __ldcg(part + j * (hd + 2) + 1) * e;
-    }
-    inv_l_s[g] = 1.0f / L;
-  }
-  __syncthreads();
-  for (int i = threadIdx.x; i < G * hd; i += kWarps * 32) {
-    const int g = i / int(hd), d = i % int(hd);
-    const float* part = p.partial + (t * p.n_head + kvh * G + g) * p.max_splits * (hd + 2) + 2 + d;
-    float a = 0.0f;
-#pragma unroll 8
-    for (int j = 0; j < n_active; ++j) a = fmaf(__ldcg(part + j * (hd + 2)), e_s[g][j], a);
-    p.out[(t * p.n_head + kvh * G + g) * hd + d] = a * inv_l_s[g];
-  }
-  if (threadIdx.x == 0) *counter = 0u;
+  merge_splits_if_last<G>(p, kvh, t, int((pos + len) / len), hd);
 }
 
 __global__ void __launch_bounds__(kWarps * 32) attention_split_kernel(AttentionKernelParams p) {
@@ -341,25 +291,23 @@ void launch_attention(const AttentionKernelParams& p, cudaStream_t stream) {
     launch_attention_prefill(p, stream);
     return;
   }
+  if (attention_split_tc_applies(p)) {
+    launch_attention_split_tc(p, stream);
+    return;
+  }
   const dim3 block(kWarps * 32);
   const int G = int(p.n_head / p.n_head_kv);
   const bool gqa = p.hd == p.hd_v && (p.hd == 64 || p.hd == 128 || p.hd == 256) &&
                    (G == 1 || G == 2 || G == 4 || G == 8) && p.max_splits <= kMaxSplitsGqa;
   if (gqa) {
     const dim3 grid(unsigned(p.n_head_kv), unsigned(p.T), unsigned(p.max_splits));
-    // LLM_ATTN_COMBINE=1: merge the splits in a separate launch (A/B timing of the in-kernel merge).
-    static const bool separate = ::std::getenv("LLM_ATTN_COMBINE") != nullptr;
-    const auto go = [&](auto merged, auto apart) {
-      if (separate) apart<<<grid, block, 0, stream>>>(p);
-      else merged<<<grid, block, 0, stream>>>(p);
-    };
 #define LLM_GQA(GG, DD) \
-  if (G == GG && p.hd == 32 * DD) go(attention_gqa_kernel<GG, DD, true>, attention_gqa_kernel<GG, DD, false>);
+  if (G == GG && p.hd == 32 * DD) attention_gqa_kernel<GG, DD><<<grid, block, 0, stream>>>(p);
     LLM_GQA(1, 2) LLM_GQA(1, 4) LLM_GQA(1, 8) LLM_GQA(2, 2) LLM_GQA(2, 4) LLM_GQA(2, 8)
     LLM_GQA(4, 2) LLM_GQA(4, 4) LLM_GQA(4, 8) LLM_GQA(8, 2) LLM_GQA(8, 4) LLM_GQA(8, 8)
 #undef LLM_GQA
     CUDA_CHECK_LAUNCH(stream);
-    if (!separate) return;  // the kernel merged its splits itself
+    return;  // the kernel merged its splits itself
   } else {
     attention_split_kernel<<<dim3(unsigned(p.n_head), unsigned(p.T), unsigned(p.max_splits)), block, 0, stream>>>(p);
     CUDA_CHECK_LAUNCH(stream);

@@ -7,9 +7,8 @@
 // for query t only when s <= positions[t].
 #include "cuda/kernels/attention_prefill.cuh"
 
-#include <cuda_fp16.h>
-
 #include "cuda/check.h"
+#include "cuda/kernels/mma.cuh"
 
 namespace cuda {
 namespace {
@@ -18,27 +17,8 @@ constexpr int kBM = 64;        // query tokens per block (16 per warp)
 constexpr int kBN = 64;        // cache slots per tile
 constexpr int kThreads = 128;  // four warps
 
-__device__ __forceinline__ uint32_t pack_half2(float lo, float hi) {
-  const __half2 h = __floats2half2_rn(lo, hi);
-  return *reinterpret_cast<const uint32_t*>(&h);
-}
-
-// D += A B for one 16 x 8 x 16 tile: A row-major 16 x 16 f16 (4 registers), B column-major 16 x 8 (2), D f32 (4).
-__device__ __forceinline__ void mma16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%0,%1,%2,%3};"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-// Four 8 x 8 f16 matrices from shared memory, transposed: the B operands of two n-chunks of P V.
-__device__ __forceinline__ void ldmatrix_x4_trans(const uint16_t* p, uint32_t (&r)[4]) {
-  const unsigned a = unsigned(__cvta_generic_to_shared(p));
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(a));
-}
+using mma::ldmatrix_x4_trans;
+using mma::pack_half2;
 
 template <int HD>
 __global__ void __launch_bounds__(kThreads) attention_prefill_kernel(AttentionKernelParams p) {
@@ -108,7 +88,7 @@ __global__ void __launch_bounds__(kThreads) attention_prefill_kernel(AttentionKe
       const uint16_t* krow = ks + (j * 8 + g) * kLd + tg * 2;
 #pragma unroll
       for (int kc = 0; kc < HD / 16; ++kc)
-        mma16816(s[j], qf[kc], *reinterpret_cast<const uint32_t*>(krow + kc * 16),
+        mma::m16n8k16(s[j], qf[kc], *reinterpret_cast<const uint32_t*>(krow + kc * 16),
                  *reinterpret_cast<const uint32_t*>(krow + kc * 16 + 8));
     }
     // Causal mask, then the online softmax of rows r0 (values 0, 1) and r1 (2, 3); a row's 64 values lie in the
@@ -156,8 +136,8 @@ __global__ void __launch_bounds__(kThreads) attention_prefill_kernel(AttentionKe
       for (int nn = 0; nn < HD / 16; ++nn) {
         uint32_t b[4];
         ldmatrix_x4_trans(vrow + nn * 16, b);
-        mma16816(o[2 * nn], a, b[0], b[1]);
-        mma16816(o[2 * nn + 1], a, b[2], b[3]);
+        mma::m16n8k16(o[2 * nn], a, b[0], b[1]);
+        mma::m16n8k16(o[2 * nn + 1], a, b[2], b[3]);
       }
     }
   }

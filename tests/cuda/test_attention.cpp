@@ -1,7 +1,8 @@
-// KV write + attention (split-sequence kernels, and the tensor-core kernel for batches of 16+ tokens) against a
-// double-precision causal softmax over the f16-rounded cache.
+// KV write + attention (the tensor-core prefill and split kernels, the split kernels for head_dim 256 and odd groups)
+// against a double-precision causal softmax over the f16-rounded cache.
 #include "cuda/kernels/attention.cuh"
 #include "cuda/kernels/attention_prefill.cuh"
+#include "cuda/kernels/attention_split_tc.cuh"
 #include "gpu_test.h"
 
 namespace {
@@ -57,9 +58,9 @@ void run_case(const Case& c, std::mt19937& rng) {
   CUDA_CHECK(cudaMemset(out.get(), 0xff, out.bytes()));
   cuda::launch_attention(p, nullptr);
 
-  // The tensor-core kernel takes Q x scale rounded to f16 (the reference does the same) and rounds the softmax
+  // The tensor-core kernels take Q x scale rounded to f16 (the reference does the same) and round the softmax
   // weights P to f16 for P V: |error| <= 2^-11 max|v| (weights sum to one) on top of f32 accumulation.
-  const bool tensor_cores = cuda::attention_prefill_applies(p);
+  const bool tensor_cores = cuda::attention_prefill_applies(p) || cuda::attention_split_tc_applies(p);
   double v_max = 0;
   for (float x : v) v_max = std::max(v_max, double(std::fabs(x)));
   const double abs_tol = tensor_cores ? v_max / 2048 + 2e-5 : 2e-6;
@@ -101,7 +102,8 @@ TEST(AttentionKernels, MatchesReference) {
   REQUIRE_GPU();
   std::mt19937 rng(11);
   const Case cases[] = {
-      // per-head kernel (head_dim not 64/128/256, or a group of 3 or 6) and the GQA kernel (groups 1, 2, 4, 8)
+      // per-head kernel (head_dim not 64/128/256, or a group of 3 or 6), GQA kernel (head_dim 256) and the
+      // tensor-core split kernel (head_dim 64/128, groups 1, 2, 4, 8)
       {4, 4, 8, 16, 0, 5, 0},        // tiny heads (stories260K-like), prefill only
       {8, 4, 8, 64, 10, 1, 0},       // decode after a prefix
       {8, 2, 64, 300, 37, 7, 64},    // GQA 4:1, several splits
@@ -120,6 +122,8 @@ TEST(AttentionKernels, MatchesReference) {
       {8, 1, 128, 1100, 900, 70, 0},   // group of 8, many cache tiles, a tile edge inside the batch
       {6, 2, 64, 256, 0, 256, 0},      // group of 3, the whole cache
       {2, 2, 256, 300, 0, 40, 0},      // head_dim 256: the split kernel still serves batches
+      {16, 4, 128, 300, 100, 5, 0},    // tensor-core split kernel, a short batch of 5 tokens
+      {8, 8, 64, 20000, 16400, 1, 0},  // 16k context, groups of 1, tiles of 64 slots per split
   };
   for (const auto& c : cases) run_case(c, rng);
 }

@@ -1,0 +1,186 @@
+// Split-sequence attention on tensor cores, for decode and short batches: one block per (KV head, token, split) as
+// in the GQA split kernel, but the group's G query heads are the rows of mma.sync m16n8k16 products (padded to 16)
+// instead of per-slot dot products with warp reductions. The block loads its split in tiles of 64 slots (K and V,
+// 16-byte loads, all four warps), each warp takes 16 slots of a tile: S = Q K^T (2 products per 16 dims), online
+// softmax over its 16 slots, O += P V; the warps' states merge in shared memory into the split's partial, and the last
+// split block merges the splits (attention_splits.cuh). Why: the GQA kernel's per-slot chain of G shuffle reductions
+// held a 16k-context decode at about a third of the memory bandwidth; here a slot costs two tensor-core products per
+// warp and the loads are what remains. Rounding as the prefill kernel: Q x scale and P enter the products as f16.
+#include "cuda/kernels/attention_split_tc.cuh"
+
+#include "cuda/check.h"
+#include "cuda/kernels/attention_splits.cuh"
+#include "cuda/kernels/mma.cuh"
+
+namespace cuda {
+namespace {
+
+constexpr int kTile = 64;      // slots per shared tile, 16 per warp
+constexpr int kThreads = 128;  // four warps
+
+template <int HD, int G>
+__global__ void __launch_bounds__(kThreads) attention_split_tc_kernel(AttentionKernelParams p) {
+  constexpr int kLd = HD + 8;  // shared row stride in halves: 16-byte rows, conflict-free fragment reads
+  // K and V tiles; after the last tile the same bytes hold the warps' outputs for the merge (4 x G x HD floats).
+  __shared__ __align__(16) uint16_t tiles[2 * kTile * kLd];
+  static_assert(4 * G * HD * sizeof(float) <= sizeof(tiles), "merge buffer exceeds the tiles");
+  __shared__ float m_s[4][G], l_s[4][G];
+  uint16_t* ks = tiles;
+  uint16_t* vs = tiles + kTile * kLd;
+  const int64_t kvh = blockIdx.x, t = blockIdx.y, split = blockIdx.z;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, tg = lane & 3;
+  const int64_t pos = p.positions[t];
+  // Splits of at least one tile: a shorter one loads a whole tile anyway, and a token within its first 64 slots
+  // then needs no merge at all.
+  const int64_t len = split_len_at(pos, p.max_splits, kTile);
+  const int n_active = int((pos + len) / len);
+  const int64_t begin = split * len;
+  if (begin > pos) return;  // the whole block: this split holds no slot
+  const int64_t end = min(begin + len, pos + 1);
+
+  // Q x scale as the A operand: row g is head kvh G + g (rows >= G and rows g + 8 are zero).
+  uint32_t qf[HD / 16][4];
+  {
+    const bool in = g < G;
+    const float* q = p.q + (t * p.n_head + kvh * G + (in ? g : 0)) * HD + tg * 2;
+#pragma unroll
+    for (int kc = 0; kc < HD / 16; ++kc) {
+      const float2 a = in ? *reinterpret_cast<const float2*>(q + kc * 16) : make_float2(0.f, 0.f);
+      const float2 b = in ? *reinterpret_cast<const float2*>(q + kc * 16 + 8) : make_float2(0.f, 0.f);
+      qf[kc][0] = mma::pack_half2(a.x * p.scale, a.y * p.scale);
+      qf[kc][1] = 0u;
+      qf[kc][2] = mma::pack_half2(b.x * p.scale, b.y * p.scale);
+      qf[kc][3] = 0u;
+    }
+  }
+  float o[HD / 8][4];
+#pragma unroll
+  for (int n = 0; n < HD / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+  float m = -INFINITY, l = 0.0f;  // row g's running max and this thread's part of its sum
+  constexpr float kLog2e = 1.4426950408889634f;
+  const uint16_t* kbase = p.k_cache + kvh * p.n_ctx * HD;
+  const uint16_t* vbase = p.v_cache + kvh * p.n_ctx * HD;
+
+  for (int64_t n0 = begin; n0 < end; n0 += kTile) {
+    __syncthreads();  // the previous tile is consumed
+    for (int i = tid; i < kTile * HD / 8; i += kThreads) {
+      const int row = i / (HD / 8), c8 = i % (HD / 8);
+      const int64_t slot = n0 + row;
+      uint4 kv = make_uint4(0, 0, 0, 0), vv = kv;
+      if (slot < end) {
+        kv = __ldg(reinterpret_cast<const uint4*>(kbase + slot * HD) + c8);
+        vv = __ldg(reinterpret_cast<const uint4*>(vbase + slot * HD) + c8);
+      }
+      *reinterpret_cast<uint4*>(ks + row * kLd + c8 * 8) = kv;
+      *reinterpret_cast<uint4*>(vs + row * kLd + c8 * 8) = vv;
+    }
+    __syncthreads();
+    const int64_t w0 = n0 + warp * 16;  // this warp's 16 slots
+    if (w0 >= end) continue;            // warp-uniform
+    float s[2][4];
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
+      const uint16_t* krow = ks + (warp * 16 + j * 8 + g) * kLd + tg * 2;
+#pragma unroll
+      for (int kc = 0; kc < HD / 16; ++kc)
+        mma::m16n8k16(s[j], qf[kc], *reinterpret_cast<const uint32_t*>(krow + kc * 16),
+                      *reinterpret_cast<const uint32_t*>(krow + kc * 16 + 8));
+    }
+    float mx = -INFINITY;
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      const int64_t a = w0 + j * 8 + tg * 2;
+      if (a >= end) s[j][0] = -INFINITY;
+      if (a + 1 >= end) s[j][1] = -INFINITY;
+      mx = fmaxf(mx, fmaxf(s[j][0], s[j][1]));
+    }
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+    const float mn = fmaxf(m, mx);  // finite: slot w0 < end is valid for every row
+    const float c = exp2f((m - mn) * kLog2e);
+    m = mn;
+    float sum = 0.0f;
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      s[j][0] = exp2f((s[j][0] - mn) * kLog2e), s[j][1] = exp2f((s[j][1] - mn) * kLog2e);
+      sum += s[j][0] + s[j][1];
+    }
+    l = l * c + sum;
+#pragma unroll
+    for (int n = 0; n < HD / 8; ++n) o[n][0] *= c, o[n][1] *= c;
+    const uint32_t a[4] = {mma::pack_half2(s[0][0], s[0][1]), 0u, mma::pack_half2(s[1][0], s[1][1]), 0u};
+    const uint16_t* vrow = vs + (warp * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * kLd + (lane >> 4) * 8;
+#pragma unroll
+    for (int nn = 0; nn < HD / 16; ++nn) {
+      uint32_t b[4];
+      mma::ldmatrix_x4_trans(vrow + nn * 16, b);
+      mma::m16n8k16(o[2 * nn], a, b[0], b[1]);
+      mma::m16n8k16(o[2 * nn + 1], a, b[2], b[3]);
+    }
+  }
+  l += __shfl_xor_sync(0xffffffffu, l, 1);
+  l += __shfl_xor_sync(0xffffffffu, l, 2);
+
+  // The four warps' states of each head, merged into this split's partial {max, sum, acc}.
+  __syncthreads();  // the tiles are free
+  float* o_s = reinterpret_cast<float*>(tiles);  // [warp][G][HD]
+  if (g < G) {
+    if (tg == 0) m_s[warp][g] = m, l_s[warp][g] = l;
+#pragma unroll
+    for (int n = 0; n < HD / 8; ++n)
+      *reinterpret_cast<float2*>(o_s + (warp * G + g) * HD + n * 8 + tg * 2) = make_float2(o[n][0], o[n][1]);
+  }
+  __syncthreads();
+  for (int i = tid; i < G * HD; i += kThreads) {  // n_active == 1: the result itself, no partial
+    const int gg = i / HD, d = i % HD;
+    float M = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < 4; ++w) M = fmaxf(M, m_s[w][gg]);
+    float L = 0.0f, acc = 0.0f;
+#pragma unroll
+    for (int w = 0; w < 4; ++w) {
+      if (m_s[w][gg] == -INFINITY) continue;  // a warp with no slot in this split
+      const float e = exp2f((m_s[w][gg] - M) * kLog2e);
+      L += l_s[w][gg] * e, acc += o_s[(w * G + gg) * HD + d] * e;
+    }
+    if (n_active == 1) {
+      p.out[(t * p.n_head + kvh * G + gg) * HD + d] = acc / L;
+      continue;
+    }
+    float* out = p.partial + ((t * p.n_head + kvh * G + gg) * p.max_splits + split) * (HD + 2);
+    if (d == 0) out[0] = M, out[1] = L;
+    out[2 + d] = acc;
+  }
+  if (n_active > 1) merge_splits_if_last<G>(p, kvh, t, n_active, HD);
+}
+
+template <int HD>
+void launch_hd(const AttentionKernelParams& p, cudaStream_t stream) {
+  const dim3 grid(unsigned(p.n_head_kv), unsigned(p.T), unsigned(p.max_splits));
+  switch (p.n_head / p.n_head_kv) {
+    case 1: attention_split_tc_kernel<HD, 1><<<grid, kThreads, 0, stream>>>(p); break;
+    case 2: attention_split_tc_kernel<HD, 2><<<grid, kThreads, 0, stream>>>(p); break;
+    case 4: attention_split_tc_kernel<HD, 4><<<grid, kThreads, 0, stream>>>(p); break;
+    default: attention_split_tc_kernel<HD, 8><<<grid, kThreads, 0, stream>>>(p); break;
+  }
+}
+
+}  // namespace
+
+bool attention_split_tc_applies(const AttentionKernelParams& p) {
+  if (p.n_head_kv <= 0 || p.n_head % p.n_head_kv != 0) return false;
+  const int64_t G = p.n_head / p.n_head_kv;
+  return p.hd == p.hd_v && (p.hd == 64 || p.hd == 128) && (G == 1 || G == 2 || G == 4 || G == 8) &&
+         p.max_splits <= kMaxSplitsGqa && reinterpret_cast<uintptr_t>(p.k_cache) % 16 == 0 &&
+         reinterpret_cast<uintptr_t>(p.v_cache) % 16 == 0 && reinterpret_cast<uintptr_t>(p.q) % 8 == 0;
+}
+
+void launch_attention_split_tc(const AttentionKernelParams& p, cudaStream_t stream) {
+  LLM_REQUIRE(attention_split_tc_applies(p), "split attention (tensor cores): unsupported shape or alignment");
+  if (p.hd == 64) launch_hd<64>(p, stream);
+  else launch_hd<128>(p, stream);
+  CUDA_CHECK_LAUNCH(stream);
+}
+
+}  // namespace cuda

@@ -1,0 +1,37 @@
+// Warp-level tensor-core helpers (mma.sync m16n8k16, f16 in, f32 accumulate) for the attention kernels.
+// Fragment layouts (PTX ISA, "mma.m16n8k16"), lane = 4 g + tg: A (16 x 16, row-major) register 0 holds row g,
+// columns 2tg and 2tg + 1; register 1 row g + 8; registers 2, 3 the same rows, columns + 8. B (16 x 8, column-major)
+// register 0 holds rows 2tg, 2tg + 1 of column g; register 1 rows + 8. C/D (16 x 8): values 0, 1 row g, columns 2tg,
+// 2tg + 1; values 2, 3 row g + 8.
+#pragma once
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+namespace cuda::mma {
+
+__device__ __forceinline__ uint32_t pack_half2(float lo, float hi) {
+  const __half2 h = __floats2half2_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&h);
+}
+
+// D += A B for one 16 x 8 x 16 tile.
+__device__ __forceinline__ void m16n8k16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// Four 8 x 8 f16 matrices from shared memory, transposed (lanes 8i..8i+7 give the row addresses of matrix i): for
+// a row-major [slot][dim] tile V, rows k0 + (lane & 7) + 8 ((lane >> 3) & 1) at column n0 + 8 (lane >> 4) give the B
+// operands of V's 16 x 16 block (k0, n0): registers 0, 1 for columns n0..n0+7, registers 2, 3 for n0+8..n0+15.
+__device__ __forceinline__ void ldmatrix_x4_trans(const uint16_t* p, uint32_t (&r)[4]) {
+  const unsigned a = unsigned(__cvta_generic_to_shared(p));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(a));
+}
+
+}  // namespace cuda::mma
