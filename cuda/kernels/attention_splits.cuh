@@ -37,28 +37,32 @@ __device__ void merge_splits_if_last(const AttentionKernelParams& p, int64_t kvh
   __syncthreads();
   if (!last) return;
   __threadfence();
-  // Every split's max and sum in one pass (independent loads), the weights from shared memory, then the values:
-  // two dimensions per load and 16 splits in flight, so a 16k-context merge of ~66 splits is a few L2 round trips
-  // rather than one per split.
+  // Every split's max in one pass (independent loads), then per head one warp: lanes over splits for the weights
+  // and the sum, then the values two dimensions and 16 splits at a time, so a 16k-context merge of ~66 splits is a
+  // few L2 round trips rather than one per split.
   __shared__ float e_s[G][kMaxSplitsGqa];  // maxima, then weights
-  __shared__ float l_s[G][kMaxSplitsGqa];
   __shared__ float inv_l_s[G];
   for (int i = threadIdx.x; i < G * n_active; i += blockDim.x) {
     const int g = i / n_active, j = i % n_active;
-    const float* part = p.partial + ((t * p.n_head + kvh * G + g) * p.max_splits + j) * (hd + 2);
-    e_s[g][j] = __ldcg(part), l_s[g][j] = __ldcg(part + 1);
+    e_s[g][j] = __ldcg(p.partial + ((t * p.n_head + kvh * G + g) * p.max_splits + j) * (hd + 2));
   }
   __syncthreads();
-  if (threadIdx.x < G) {
-    const int g = threadIdx.x;
+  const int lane = threadIdx.x & 31;
+  for (int g = threadIdx.x >> 5; g < G; g += blockDim.x >> 5) {
+    const float* part = p.partial + (t * p.n_head + kvh * G + g) * p.max_splits * (hd + 2);
     float M = -INFINITY, L = 0.0f;
-    for (int j = 0; j < n_active; ++j) M = fmaxf(M, e_s[g][j]);
-    for (int j = 0; j < n_active; ++j) {
+    for (int j = lane; j < n_active; j += 32) M = fmaxf(M, e_s[g][j]);
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, o));
+#pragma unroll 8
+    for (int j = lane; j < n_active; j += 32) {
       const float e = e_s[g][j] == -INFINITY ? 0.0f : expf(e_s[g][j] - M);
       e_s[g][j] = e;
-      L += l_s[g][j] * e;
+      L += __ldcg(part + j * (hd + 2) + 1) * e;
     }
-    inv_l_s[g] = 1.0f / L;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) L += __shfl_xor_sync(0xffffffffu, L, o);
+    if (lane == 0) inv_l_s[g] = 1.0f / L;
   }
   __syncthreads();
   const int half_hd = int(hd / 2);  // hd is even; (hd + 2) floats per partial keep float2 alignment
