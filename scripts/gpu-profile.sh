@@ -50,6 +50,7 @@ for r in rows:
     elif unit == "Gbyte": v *= 1e9
     per[r[idi]][r[mi]] = v
     per[r[idi]]["name"] = re.sub(r"\(.*", "", r[ki])[:70]
+    per[r[idi]]["launch"] = r[head.index("Block Size")] + " x " + r[head.index("Grid Size")]
 agg = collections.defaultdict(lambda: [0, 0.0, 0.0])
 for k in per.values():
     a = agg[k["name"]]
@@ -60,6 +61,14 @@ print(f"{n} kernels profiled, {total:.1f} us of kernel time in total\n")
 print("| kernel | launches | total us | % | mean us | GB/s (DRAM r+w) |\n|---|---|---|---|---|---|")
 for name, (c, t, b) in sorted(agg.items(), key=lambda kv: -kv[1][1]):
     print(f"| {name} | {c} | {t:.1f} | {100*t/total:.1f}% | {t/c:.2f} | {b/t/1e3 if t else 0:.0f} |")
+# The same by launch shape (block x grid): one kernel serves matrices of very different sizes.
+shape = collections.defaultdict(lambda: [0, 0.0, 0.0])
+for k in per.values():
+    a = shape[(k["name"][:48], k["launch"])]
+    a[0] += 1; a[1] += k.get("gpu__time_duration.sum", 0); a[2] += k.get("dram__bytes_read.sum", 0) + k.get("dram__bytes_write.sum", 0)
+print("\n| kernel | block x grid | launches | mean us | MB per launch | GB/s |\n|---|---|---|---|---|---|")
+for (name, launch), (c, t, b) in sorted(shape.items(), key=lambda kv: -kv[1][1])[:16]:
+    print(f"| {name} | {launch} | {c} | {t/c:.2f} | {b/c/1e6:.1f} | {b/t/1e3 if t else 0:.0f} |")
 EOF
 
 if [ -n "${DETAIL:-}" ]; then

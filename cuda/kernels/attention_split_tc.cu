@@ -1,11 +1,12 @@
 // Split-sequence attention on tensor cores, for decode and short batches: one block per (KV head, token, split) as
 // in the GQA split kernel, but the group's G query heads are the rows of mma.sync m16n8k16 products (padded to 16)
-// instead of per-slot dot products with warp reductions. The block loads its split in tiles of 64 slots (K and V,
-// 16-byte loads, all four warps), each warp takes 16 slots of a tile: S = Q K^T (2 products per 16 dims), online
-// softmax over its 16 slots, O += P V; the warps' states merge in shared memory into the split's partial, and the last
-// split block merges the splits (attention_splits.cuh). Why: the GQA kernel's per-slot chain of G shuffle reductions
-// held a 16k-context decode at about a third of the memory bandwidth; here a slot costs two tensor-core products per
-// warp and the loads are what remains. Rounding as the prefill kernel: Q x scale and P enter the products as f16.
+// instead of per-slot dot products with warp reductions. The block streams its split in tiles of 64 slots (K and V,
+// cp.async 16-byte copies by all four warps, two stages: the next tile is in flight while this one is computed);
+// each warp takes 16 slots of a tile: S = Q K^T (2 products per 16 dims), online softmax over its 16 slots,
+// O += P V; the warps' states merge in shared memory into the split's partial, and the last split block merges the
+// splits (attention_splits.cuh). Why: the GQA kernel's per-slot chain of G shuffle reductions held a 16k-context
+// decode at about a third of the memory bandwidth; here a slot costs two tensor-core products per warp and the loads
+// are what remains. Rounding as the prefill kernel: Q x scale and P enter the products as f16.
 #include "cuda/kernels/attention_split_tc.cuh"
 
 #include "cuda/check.h"
@@ -18,15 +19,25 @@ namespace {
 constexpr int kTile = 64;      // slots per shared tile, 16 per warp
 constexpr int kThreads = 128;  // four warps
 
+template <int HD>
+constexpr int row_stride() { return HD + 8; }  // halves: 16-byte rows, conflict-free fragment reads
+
+// Two stages of (K tile, V tile): the next tile's cp.async copies are in flight while this one is computed.
+template <int HD>
+constexpr size_t smem_bytes() { return size_t(2) * 2 * kTile * row_stride<HD>() * sizeof(uint16_t); }
+
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(unsigned(__cvta_generic_to_shared(smem))),
+               "l"(gmem));
+}
+
 template <int HD, int G>
 __global__ void __launch_bounds__(kThreads) attention_split_tc_kernel(AttentionKernelParams p) {
-  constexpr int kLd = HD + 8;  // shared row stride in halves: 16-byte rows, conflict-free fragment reads
-  // K and V tiles; after the last tile the same bytes hold the warps' outputs for the merge (4 x G x HD floats).
-  __shared__ __align__(16) uint16_t tiles[2 * kTile * kLd];
-  static_assert(4 * G * HD * sizeof(float) <= sizeof(tiles), "merge buffer exceeds the tiles");
+  constexpr int kLd = row_stride<HD>();
+  // After the last tile the same bytes hold the warps' outputs for the merge (4 x G x HD floats).
+  extern __shared__ __align__(16) uint16_t tiles[];
+  static_assert(4 * G * HD * sizeof(float) <= smem_bytes<HD>(), "merge buffer exceeds the tiles");
   __shared__ float m_s[4][G], l_s[4][G];
-  uint16_t* ks = tiles;
-  uint16_t* vs = tiles + kTile * kLd;
   const int64_t kvh = blockIdx.x, t = blockIdx.y, split = blockIdx.z;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, tg = lane & 3;
   const int64_t pos = p.positions[t];
@@ -61,69 +72,86 @@ __global__ void __launch_bounds__(kThreads) attention_split_tc_kernel(AttentionK
   const uint16_t* kbase = p.k_cache + kvh * p.n_ctx * HD;
   const uint16_t* vbase = p.v_cache + kvh * p.n_ctx * HD;
 
-  for (int64_t n0 = begin; n0 < end; n0 += kTile) {
-    __syncthreads();  // the previous tile is consumed
+  // Tile k of the split into stage k % 2; slots past the split read as zeros (never NaN from stale cache bytes).
+  const auto issue = [&](int64_t n0, int stage) {
+    uint16_t* ks = tiles + stage * 2 * kTile * kLd;
+    uint16_t* vs = ks + kTile * kLd;
     for (int i = tid; i < kTile * HD / 8; i += kThreads) {
       const int row = i / (HD / 8), c8 = i % (HD / 8);
       const int64_t slot = n0 + row;
-      uint4 kv = make_uint4(0, 0, 0, 0), vv = kv;
       if (slot < end) {
-        kv = __ldg(reinterpret_cast<const uint4*>(kbase + slot * HD) + c8);
-        vv = __ldg(reinterpret_cast<const uint4*>(vbase + slot * HD) + c8);
+        cp_async16(ks + row * kLd + c8 * 8, reinterpret_cast<const uint4*>(kbase + slot * HD) + c8);
+        cp_async16(vs + row * kLd + c8 * 8, reinterpret_cast<const uint4*>(vbase + slot * HD) + c8);
+      } else {
+        *reinterpret_cast<uint4*>(ks + row * kLd + c8 * 8) = make_uint4(0, 0, 0, 0);
+        *reinterpret_cast<uint4*>(vs + row * kLd + c8 * 8) = make_uint4(0, 0, 0, 0);
       }
-      *reinterpret_cast<uint4*>(ks + row * kLd + c8 * 8) = kv;
-      *reinterpret_cast<uint4*>(vs + row * kLd + c8 * 8) = vv;
     }
-    __syncthreads();
+    asm volatile("cp.async.commit_group;");
+  };
+  issue(begin, 0);
+  int stage = 0;
+  for (int64_t n0 = begin; n0 < end; n0 += kTile, stage ^= 1) {
+    if (n0 + kTile < end) {
+      issue(n0 + kTile, stage ^ 1);  // its stage was last read in the previous iteration, before the barrier below
+      asm volatile("cp.async.wait_group 1;");
+    } else {
+      asm volatile("cp.async.wait_group 0;");
+    }
+    __syncthreads();  // every thread's copies of this tile have landed
+    const uint16_t* ks = tiles + stage * 2 * kTile * kLd;
+    const uint16_t* vs = ks + kTile * kLd;
     const int64_t w0 = n0 + warp * 16;  // this warp's 16 slots
-    if (w0 >= end) continue;            // warp-uniform
-    float s[2][4];
+    if (w0 < end) {  // warp-uniform: a warp past the split idles this tile
+      float s[2][4];
 #pragma unroll
-    for (int j = 0; j < 2; ++j) {
-      s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
-      const uint16_t* krow = ks + (warp * 16 + j * 8 + g) * kLd + tg * 2;
+      for (int j = 0; j < 2; ++j) {
+        s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
+        const uint16_t* krow = ks + (warp * 16 + j * 8 + g) * kLd + tg * 2;
 #pragma unroll
-      for (int kc = 0; kc < HD / 16; ++kc)
-        mma::m16n8k16(s[j], qf[kc], *reinterpret_cast<const uint32_t*>(krow + kc * 16),
-                      *reinterpret_cast<const uint32_t*>(krow + kc * 16 + 8));
+        for (int kc = 0; kc < HD / 16; ++kc)
+          mma::m16n8k16(s[j], qf[kc], *reinterpret_cast<const uint32_t*>(krow + kc * 16),
+                        *reinterpret_cast<const uint32_t*>(krow + kc * 16 + 8));
+      }
+      float mx = -INFINITY;
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        const int64_t a = w0 + j * 8 + tg * 2;
+        if (a >= end) s[j][0] = -INFINITY;
+        if (a + 1 >= end) s[j][1] = -INFINITY;
+        mx = fmaxf(mx, fmaxf(s[j][0], s[j][1]));
+      }
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      const float mn = fmaxf(m, mx);  // finite: slot w0 < end is valid for every row
+      const float c = exp2f((m - mn) * kLog2e);
+      m = mn;
+      float sum = 0.0f;
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        s[j][0] = exp2f((s[j][0] - mn) * kLog2e), s[j][1] = exp2f((s[j][1] - mn) * kLog2e);
+        sum += s[j][0] + s[j][1];
+      }
+      l = l * c + sum;
+#pragma unroll
+      for (int n = 0; n < HD / 8; ++n) o[n][0] *= c, o[n][1] *= c;
+      const uint32_t a[4] = {mma::pack_half2(s[0][0], s[0][1]), 0u, mma::pack_half2(s[1][0], s[1][1]), 0u};
+      const uint16_t* vrow = vs + (warp * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * kLd + (lane >> 4) * 8;
+#pragma unroll
+      for (int nn = 0; nn < HD / 16; ++nn) {
+        uint32_t b[4];
+        mma::ldmatrix_x4_trans(vrow + nn * 16, b);
+        mma::m16n8k16(o[2 * nn], a, b[0], b[1]);
+        mma::m16n8k16(o[2 * nn + 1], a, b[2], b[3]);
+      }
     }
-    float mx = -INFINITY;
-#pragma unroll
-    for (int j = 0; j < 2; ++j) {
-      const int64_t a = w0 + j * 8 + tg * 2;
-      if (a >= end) s[j][0] = -INFINITY;
-      if (a + 1 >= end) s[j][1] = -INFINITY;
-      mx = fmaxf(mx, fmaxf(s[j][0], s[j][1]));
-    }
-    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-    const float mn = fmaxf(m, mx);  // finite: slot w0 < end is valid for every row
-    const float c = exp2f((m - mn) * kLog2e);
-    m = mn;
-    float sum = 0.0f;
-#pragma unroll
-    for (int j = 0; j < 2; ++j) {
-      s[j][0] = exp2f((s[j][0] - mn) * kLog2e), s[j][1] = exp2f((s[j][1] - mn) * kLog2e);
-      sum += s[j][0] + s[j][1];
-    }
-    l = l * c + sum;
-#pragma unroll
-    for (int n = 0; n < HD / 8; ++n) o[n][0] *= c, o[n][1] *= c;
-    const uint32_t a[4] = {mma::pack_half2(s[0][0], s[0][1]), 0u, mma::pack_half2(s[1][0], s[1][1]), 0u};
-    const uint16_t* vrow = vs + (warp * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * kLd + (lane >> 4) * 8;
-#pragma unroll
-    for (int nn = 0; nn < HD / 16; ++nn) {
-      uint32_t b[4];
-      mma::ldmatrix_x4_trans(vrow + nn * 16, b);
-      mma::m16n8k16(o[2 * nn], a, b[0], b[1]);
-      mma::m16n8k16(o[2 * nn + 1], a, b[2], b[3]);
-    }
+    __syncthreads();  // this stage is read before the next iteration refills it
   }
   l += __shfl_xor_sync(0xffffffffu, l, 1);
   l += __shfl_xor_sync(0xffffffffu, l, 2);
 
-  // The four warps' states of each head, merged into this split's partial {max, sum, acc}.
-  __syncthreads();  // the tiles are free
+  // The four warps' states of each head, merged into this split's partial {max, sum, acc} (the loop's last barrier
+  // freed the tiles).
   float* o_s = reinterpret_cast<float*>(tiles);  // [warp][G][HD]
   if (g < G) {
     if (tg == 0) m_s[warp][g] = m, l_s[warp][g] = l;
@@ -155,14 +183,26 @@ __global__ void __launch_bounds__(kThreads) attention_split_tc_kernel(AttentionK
   if (n_active > 1) merge_splits_if_last<G>(p, kvh, t, n_active, HD);
 }
 
+template <int HD, int G>
+void launch_g(const AttentionKernelParams& p, cudaStream_t stream) {
+  constexpr size_t smem = smem_bytes<HD>();  // above the 48 KiB default for HD = 128: opt in once
+  static const bool opted = [] {
+    CUDA_CHECK(cudaFuncSetAttribute(attention_split_tc_kernel<HD, G>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    int(smem)));
+    return true;
+  }();
+  (void)opted;
+  const dim3 grid(unsigned(p.n_head_kv), unsigned(p.T), unsigned(p.max_splits));
+  attention_split_tc_kernel<HD, G><<<grid, kThreads, smem, stream>>>(p);
+}
+
 template <int HD>
 void launch_hd(const AttentionKernelParams& p, cudaStream_t stream) {
-  const dim3 grid(unsigned(p.n_head_kv), unsigned(p.T), unsigned(p.max_splits));
   switch (p.n_head / p.n_head_kv) {
-    case 1: attention_split_tc_kernel<HD, 1><<<grid, kThreads, 0, stream>>>(p); break;
-    case 2: attention_split_tc_kernel<HD, 2><<<grid, kThreads, 0, stream>>>(p); break;
-    case 4: attention_split_tc_kernel<HD, 4><<<grid, kThreads, 0, stream>>>(p); break;
-    default: attention_split_tc_kernel<HD, 8><<<grid, kThreads, 0, stream>>>(p); break;
+    case 1: launch_g<HD, 1>(p, stream); break;
+    case 2: launch_g<HD, 2>(p, stream); break;
+    case 4: launch_g<HD, 4>(p, stream); break;
+    default: launch_g<HD, 8>(p, stream); break;
   }
 }
 
