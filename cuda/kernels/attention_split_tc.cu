@@ -10,6 +10,7 @@
 #include "cuda/kernels/attention_split_tc.cuh"
 
 #include "cuda/check.h"
+#include "cuda/kernels/async_copy.cuh"
 #include "cuda/kernels/attention_splits.cuh"
 #include "cuda/kernels/mma.cuh"
 
@@ -25,11 +26,6 @@ constexpr int row_stride() { return HD + 8; }  // halves: 16-byte rows, conflict
 // Two stages of (K tile, V tile): the next tile's cp.async copies are in flight while this one is computed.
 template <int HD>
 constexpr size_t smem_bytes() { return size_t(2) * 2 * kTile * row_stride<HD>() * sizeof(uint16_t); }
-
-__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(unsigned(__cvta_generic_to_shared(smem))),
-               "l"(gmem));
-}
 
 template <int HD, int G>
 __global__ void __launch_bounds__(kThreads) attention_split_tc_kernel(AttentionKernelParams p) {
