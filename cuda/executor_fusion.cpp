@@ -139,8 +139,8 @@ void Executor::merge_siblings(const Node& n, MatvecParams& p) {
     // A matvec whose only reader is an Add gets that Add as its epilogue instead (fold_residual).
     if (const auto& mu = users_.at(size_t(u)); mu.size() == 1 && g_.node(mu[0]).op == Op::Add) continue;
     const MatvecParams q = matvec_params(m);
-    if (q.type != p.type || q.K != p.K || !plan_.owns(m.id) || !slot_free_between(m.id, n.id, m.id)) continue;
-    p.siblings[p.n_siblings++] = MatvecParams::Sibling{q.w, q.bias, q.y, q.N};
+    if (q.K != p.K || !plan_.owns(m.id) || !slot_free_between(m.id, n.id, m.id)) continue;
+    p.siblings[p.n_siblings++] = MatvecParams::Sibling{q.w, q.bias, q.y, q.N, q.type};
     if (!matvec_fuses(p)) {
       --p.n_siblings;
       continue;

@@ -13,6 +13,18 @@ namespace cuda {
 // the generic chunk kernel. Unit and Generic force those kernels (lab comparisons, tests).
 enum class MatvecPath { Auto, Unit, Generic };
 
+// A sibling matrix of a matvec launch (MatvecParams::siblings). Its type is the main matrix's, or Q6_K beside a Q4_K
+// main (Q4_K_M files keep some attn_v in Q6_K), which then runs in the same launch on its own blocks.
+// A plain aggregate (no member initializers: GCC 12 then refuses MatvecParams braced lists as function arguments);
+// MatvecParams value-initializes its siblings, and a zero type (F32) is refused.
+struct MatvecSibling {
+  const void* w;
+  const float* bias;
+  float* y;
+  int64_t N;
+  quant::Type type;
+};
+
 struct MatvecParams {
   const void* w = nullptr;     // [K, N]: N rows of K elements of `type`, quant::row_bytes(type, K) bytes apart
   quant::Type type = quant::Type::F32;
@@ -30,14 +42,9 @@ struct MatvecParams {
   const float* residual = nullptr;
   // x = silu(glu_gate) * x first (the SwiGlu op), for the FFN down projection; not with norm_w.
   const float* glu_gate = nullptr;
-  // More matrices of the same type and K that read the same x, computed in the same launch (int16 kernel only,
-  // no residual): q/k/v or gate/up as one launch, with x loaded and quantized once per block.
-  struct Sibling {
-    const void* w = nullptr;
-    const float* bias = nullptr;
-    float* y = nullptr;
-    int64_t N = 0;
-  };
+  // More matrices of the same K that read the same x, computed in the same launch (int16 kernel only, no
+  // residual): q/k/v or gate/up as one launch, with x loaded and quantized once per block (MatvecSibling).
+  using Sibling = MatvecSibling;
   static constexpr int kMaxSiblings = 2;
   Sibling siblings[kMaxSiblings] = {};
   int n_siblings = 0;

@@ -84,9 +84,10 @@ __device__ __forceinline__ int segment_of(const Segments& sg, int64_t g) {
   return g < sg.first[1] ? 0 : (g < sg.first[2] ? 1 : 2);
 }
 
+// Block `block` of a launch over the matrices of sg (all of type T).
 template <quant::Type T, int R>
-__global__ void __launch_bounds__(kMaxUnits, 1)
-    matvec_i16_kernel(MatvecParams p, Segments sg, size_t row_bytes, int64_t groups_per_block) {
+__device__ __forceinline__ void matvec_i16_body(const MatvecParams& p, const Segments& sg, size_t row_bytes,
+                                                int64_t groups_per_block, int64_t block) {
   using U = mv16::Unit<T>;
   extern __shared__ float part[];  // [warps][groups_per_block * R]
   __shared__ float red[32];
@@ -95,7 +96,7 @@ __global__ void __launch_bounds__(kMaxUnits, 1)
   const bool active = u < n_units;
 
   const int64_t n_groups = sg.first[sg.n];
-  const int64_t g0 = int64_t(blockIdx.x) * groups_per_block;
+  const int64_t g0 = block * groups_per_block;
   const int64_t g1 = g0 + groups_per_block < n_groups ? g0 + groups_per_block : n_groups;
   const int64_t cap = groups_per_block * R;
   typename U::Raw cur[R], nxt[R];
@@ -173,6 +174,22 @@ __global__ void __launch_bounds__(kMaxUnits, 1)
   }
 }
 
+template <quant::Type T, int R>
+__global__ void __launch_bounds__(kMaxUnits, 1)
+    matvec_i16_kernel(MatvecParams p, Segments sg, size_t row_bytes, int64_t groups_per_block) {
+  matvec_i16_body<T, R>(p, sg, row_bytes, groups_per_block, blockIdx.x);
+}
+
+// Siblings of two types in one launch (a Q4_K_M file's Q4_K q/k with its Q6_K v): blocks [0, blocks_a) run the
+// matrices of type TA, the rest those of type TB, all reading the same x.
+template <quant::Type TA, int RA, quant::Type TB, int RB>
+__global__ void __launch_bounds__(kMaxUnits, 1)
+    matvec_i16_pair_kernel(MatvecParams p, Segments sa, Segments sb, size_t rb_a, size_t rb_b, int64_t gpb_a,
+                           int64_t gpb_b, int64_t blocks_a) {
+  if (blockIdx.x < blocks_a) matvec_i16_body<TA, RA>(p, sa, rb_a, gpb_a, blockIdx.x);
+  else matvec_i16_body<TB, RB>(p, sb, rb_b, gpb_b, blockIdx.x - blocks_a);
+}
+
 int sm_count() {
   static ::std::atomic<int> cached{0};
   int n = cached.load(::std::memory_order_relaxed);
@@ -185,35 +202,75 @@ int sm_count() {
   return n;
 }
 
+// Resident blocks per SM of `kernel` at this block size, cached per (kernel, warp count) by the caller's static.
+template <class Kernel>
+int blocks_per_sm(Kernel kernel, int threads, ::std::atomic<int> (&cache)[kMaxUnits / 32 + 1]) {
+  const int warps = threads / 32;
+  int bps = cache[warps].load(::std::memory_order_relaxed);
+  if (bps == 0) {
+    CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&bps, kernel, threads, 1024));
+    bps = bps > 0 ? bps : 1;
+    cache[warps].store(bps, ::std::memory_order_relaxed);
+  }
+  return bps;
+}
+
+// The matrices of p (main, then siblings) whose type is t, as segments of R-row groups.
+Segments segments_of(const MatvecParams& p, quant::Type t, int R) {
+  Segments sg{};
+  const auto add = [&](const void* w, const float* bias, float* y, int64_t N) {
+    sg.w[sg.n] = static_cast<const uint8_t*>(w), sg.bias[sg.n] = bias, sg.y[sg.n] = y, sg.N[sg.n] = N, ++sg.n;
+  };
+  if (p.type == t) add(p.w, p.bias, p.y, p.N);
+  for (int i = 0; i < p.n_siblings; ++i)
+    if (p.siblings[i].type == t) add(p.siblings[i].w, p.siblings[i].bias, p.siblings[i].y, p.siblings[i].N);
+  for (int i = 0; i < 3; ++i) sg.first[i + 1] = sg.first[i] + (i < sg.n ? (sg.N[i] + R - 1) / R : 0);
+  return sg;
+}
+
+// Groups per block for n_groups spread over max_blocks blocks, within the part buffer's size.
+int64_t groups_per_block(int64_t n_groups, int64_t max_blocks, int warps, int R) {
+  const int64_t gpb = (n_groups + max_blocks - 1) / max_blocks;
+  const int64_t cap = int64_t(kMaxPartBytes / (size_t(warps) * R * 4));
+  return gpb < cap ? gpb : cap;
+}
+
 template <quant::Type T, int R>
 void launch_i16(const MatvecParams& p, size_t rb, cudaStream_t stream) {
   const int threads = int((p.K / 32 + 31) / 32 * 32);
   const int warps = threads / 32;
-  // Resident blocks per SM for this block size, cached per block size (one entry per warp count).
   static ::std::atomic<int> per_sm[kMaxUnits / 32 + 1];
-  int bps = per_sm[warps].load(::std::memory_order_relaxed);
-  if (bps == 0) {
-    CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&bps, matvec_i16_kernel<T, R>, threads, 1024));
-    bps = bps > 0 ? bps : 1;
-    per_sm[warps].store(bps, ::std::memory_order_relaxed);
-  }
-  Segments sg{};
-  sg.n = 1 + p.n_siblings;
-  sg.w[0] = static_cast<const uint8_t*>(p.w), sg.bias[0] = p.bias, sg.y[0] = p.y, sg.N[0] = p.N;
-  for (int i = 0; i < p.n_siblings; ++i) {
-    const auto& b = p.siblings[i];
-    sg.w[i + 1] = static_cast<const uint8_t*>(b.w), sg.bias[i + 1] = b.bias, sg.y[i + 1] = b.y, sg.N[i + 1] = b.N;
-  }
-  for (int i = 0; i < 3; ++i) sg.first[i + 1] = sg.first[i] + (i < sg.n ? (sg.N[i] + R - 1) / R : 0);
-  const int64_t n_groups = sg.first[sg.n];
-  const int64_t max_blocks = int64_t(sm_count()) * bps;
-  int64_t gpb = (n_groups + max_blocks - 1) / max_blocks;
-  const int64_t gpb_cap = int64_t(kMaxPartBytes / (size_t(warps) * R * 4));
-  if (gpb > gpb_cap) gpb = gpb_cap;
-  const int64_t grid = (n_groups + gpb - 1) / gpb;
+  const int bps = blocks_per_sm(matvec_i16_kernel<T, R>, threads, per_sm);
+  const Segments sg = segments_of(p, T, R);
+  const int64_t gpb = groups_per_block(sg.first[sg.n], int64_t(sm_count()) * bps, warps, R);
+  const int64_t grid = (sg.first[sg.n] + gpb - 1) / gpb;
   LLM_REQUIRE(grid <= 0x7fffffff, "too many rows");
   const size_t smem = size_t(warps) * size_t(gpb) * R * 4;
   matvec_i16_kernel<T, R><<<unsigned(grid), threads, smem, stream>>>(p, sg, rb, gpb);
+  CUDA_CHECK_LAUNCH(stream);
+}
+
+// Main of type TA (with same-type siblings) plus siblings of type TB: the resident blocks are shared in proportion
+// to each type's bytes.
+template <quant::Type TA, int RA, quant::Type TB, int RB>
+void launch_i16_pair(const MatvecParams& p, cudaStream_t stream) {
+  const int threads = int((p.K / 32 + 31) / 32 * 32);
+  const int warps = threads / 32;
+  static ::std::atomic<int> per_sm[kMaxUnits / 32 + 1];
+  const int bps = blocks_per_sm(matvec_i16_pair_kernel<TA, RA, TB, RB>, threads, per_sm);
+  const size_t rb_a = quant::row_bytes(TA, p.K), rb_b = quant::row_bytes(TB, p.K);
+  const Segments sa = segments_of(p, TA, RA), sb = segments_of(p, TB, RB);
+  const double bytes_a = double(sa.first[sa.n]) * RA * rb_a, bytes_b = double(sb.first[sb.n]) * RB * rb_b;
+  const int64_t total = int64_t(sm_count()) * bps;
+  int64_t max_a = int64_t(double(total) * bytes_a / (bytes_a + bytes_b) + 0.5);
+  max_a = max_a < 1 ? 1 : (max_a > total - 1 ? total - 1 : max_a);
+  const int64_t gpb_a = groups_per_block(sa.first[sa.n], max_a, warps, RA);
+  const int64_t gpb_b = groups_per_block(sb.first[sb.n], total - max_a, warps, RB);
+  const int64_t blocks_a = (sa.first[sa.n] + gpb_a - 1) / gpb_a, blocks_b = (sb.first[sb.n] + gpb_b - 1) / gpb_b;
+  LLM_REQUIRE(blocks_a + blocks_b <= 0x7fffffff, "too many rows");
+  const size_t smem = size_t(warps) * 4 * size_t(gpb_a * RA > gpb_b * RB ? gpb_a * RA : gpb_b * RB);
+  matvec_i16_pair_kernel<TA, RA, TB, RB>
+      <<<unsigned(blocks_a + blocks_b), threads, smem, stream>>>(p, sa, sb, rb_a, rb_b, gpb_a, gpb_b, blocks_a);
   CUDA_CHECK_LAUNCH(stream);
 }
 
@@ -223,18 +280,29 @@ bool i16_type(quant::Type t) {
 
 }  // namespace
 
+// Siblings of another type than the main matrix: only Q6_K ones beside a Q4_K main (Q4_K_M files keep some
+// attn_v in Q6_K), the pair launch's one instantiated combination.
+bool mixed_pair_supported(quant::Type main, quant::Type sibling) {
+  return main == quant::Type::Q4_K && sibling == quant::Type::Q6_K;
+}
+
 bool matvec_fuses(const MatvecParams& p) {
   const auto a = [](const void* q) { return reinterpret_cast<uintptr_t>(q); };
-  if (p.path != MatvecPath::Auto || p.T != 1 || !i16_type(p.type) || !p.w || !p.x) return false;
-  const int64_t block = quant::traits(p.type).block_elems;
-  if (p.K <= 0 || p.K % block != 0 || p.K % 32 != 0 || p.K / 32 > kMaxUnits) return false;
-  const size_t rb = quant::row_bytes(p.type, p.K);
-  const size_t wa = p.type == quant::Type::Q4_K ? 16 : 4;  // 16-byte Q4_K loads; 4-byte words otherwise
+  const auto wa = [](quant::Type t) -> size_t { return t == quant::Type::Q4_K ? 16 : 4; };  // 16-byte Q4_K loads
+  const auto rows_fit = [&](quant::Type t, const void* w) {  // K whole blocks, rows aligned for the unit loads
+    if (!i16_type(t) || !w || p.K % quant::traits(t).block_elems != 0) return false;
+    return a(w) % wa(t) == 0 && quant::row_bytes(t, p.K) % wa(t) == 0;
+  };
+  if (p.path != MatvecPath::Auto || p.T != 1 || !i16_type(p.type) || !p.x) return false;
+  if (p.K <= 0 || p.K % 32 != 0 || p.K / 32 > kMaxUnits || !rows_fit(p.type, p.w)) return false;
   if (p.n_siblings < 0 || p.n_siblings > MatvecParams::kMaxSiblings || (p.n_siblings > 0 && p.residual)) return false;
   if (p.glu_gate && (p.norm_w || a(p.glu_gate) % 16 != 0)) return false;
-  for (int i = 0; i < p.n_siblings; ++i)
-    if (!p.siblings[i].w || !p.siblings[i].y || p.siblings[i].N <= 0 || a(p.siblings[i].w) % wa != 0) return false;
-  return a(p.x) % 16 == 0 && (!p.norm_w || a(p.norm_w) % 16 == 0) && a(p.w) % wa == 0 && rb % wa == 0;
+  for (int i = 0; i < p.n_siblings; ++i) {
+    const auto& b = p.siblings[i];
+    if (!b.y || b.N <= 0 || !rows_fit(b.type, b.w)) return false;
+    if (b.type != p.type && !mixed_pair_supported(p.type, b.type)) return false;
+  }
+  return a(p.x) % 16 == 0 && (!p.norm_w || a(p.norm_w) % 16 == 0);
 }
 
 // Called by launch_matvec once matvec_fuses(p) holds.
@@ -242,9 +310,18 @@ void launch_matvec_i16(const MatvecParams& p, cudaStream_t stream) {
   const size_t rb = quant::row_bytes(p.type, p.K);
   // R = 4 rows per step for the 4-bit formats (103 / 95 registers); 2 for Q6_K / Q8_0, whose raw words at R = 4
   // spill, and for short matrices, where R = 2 keeps more blocks in flight.
-  int64_t rows = p.N;
-  for (int i = 0; i < p.n_siblings; ++i) rows += p.siblings[i].N;
+  int64_t rows = p.N;  // of the main matrix's type
+  bool mixed = false;
+  for (int i = 0; i < p.n_siblings; ++i) {
+    if (p.siblings[i].type == p.type) rows += p.siblings[i].N;
+    else mixed = true;
+  }
   const bool small = (rows + 3) / 4 < 2 * int64_t(sm_count());
+  if (mixed) {  // matvec_fuses admitted only Q4_K with Q6_K siblings
+    small ? launch_i16_pair<quant::Type::Q4_K, 2, quant::Type::Q6_K, 2>(p, stream)
+          : launch_i16_pair<quant::Type::Q4_K, 4, quant::Type::Q6_K, 2>(p, stream);
+    return;
+  }
   switch (p.type) {
     case quant::Type::Q4_K:
       small ? launch_i16<quant::Type::Q4_K, 2>(p, rb, stream) : launch_i16<quant::Type::Q4_K, 4>(p, rb, stream);

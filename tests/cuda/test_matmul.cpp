@@ -166,7 +166,7 @@ TEST_P(WeightKernels, MatvecSiblingsShareOneLaunch) {
   auto dx = upload(x);
   cuda::MatvecParams p{dw[0].get(), type, dx.as<float>(), db[0].as<float>(), dy[0].as<float>(), K, Ns[0], 1};
   for (int i = 1; i < 3; ++i)
-    p.siblings[i - 1] = cuda::MatvecParams::Sibling{dw[i].get(), db[i].as<float>(), dy[i].as<float>(), Ns[i]};
+    p.siblings[i - 1] = cuda::MatvecParams::Sibling{dw[i].get(), db[i].as<float>(), dy[i].as<float>(), Ns[i], type};
   p.n_siblings = 2;
   const bool preset = type == Type::Q4_0 || type == Type::Q8_0 || type == Type::Q4_K || type == Type::Q6_K;
   ASSERT_EQ(cuda::matvec_fuses(p), preset);
@@ -185,6 +185,52 @@ TEST_P(WeightKernels, MatvecSiblingsShareOneLaunch) {
   }
   p.residual = dx.as<float>();  // a residual needs one matrix
   EXPECT_FALSE(cuda::matvec_fuses(p));
+}
+
+// A Q4_K main matrix with a Q4_K and a Q6_K sibling (a Q4_K_M file's q, k and v) in one launch, each matrix against
+// its reference, for a few rows (R = 2 groups) and many (R = 4), with the RMS norm folded in; other type mixes are
+// refused.
+TEST(WeightKernels, MatvecMixedTypeSiblingsShareOneLaunch) {
+  REQUIRE_GPU();
+  std::mt19937 rng(777);
+  const int64_t K = 1024;
+  for (const int64_t n_main : {64, 3000}) {
+    const Type types[3] = {Type::Q4_K, Type::Q6_K, Type::Q4_K};
+    const int64_t Ns[3] = {n_main, 130, 257};
+    std::vector<std::vector<uint8_t>> w;
+    std::vector<cuda::DeviceBuffer> dw, dy;
+    for (int i = 0; i < 3; ++i) {
+      w.push_back(random_weights(rng, types[i], K, Ns[i]));
+      dw.push_back(upload(w.back())), dy.push_back(poisoned_f32(Ns[i]));
+    }
+    const auto x = random_floats(rng, K), norm_w = random_floats(rng, K, 0.5f, 1.5f);
+    auto dx = upload(x), dn = upload(norm_w);
+    cuda::MatvecParams p{dw[0].get(), types[0], dx.as<float>(), nullptr, dy[0].as<float>(), K, Ns[0], 1};
+    p.norm_w = dn.as<float>(), p.norm_eps = 1e-5f;
+    for (int i = 1; i < 3; ++i)
+      p.siblings[i - 1] = cuda::MatvecParams::Sibling{dw[i].get(), nullptr, dy[i].as<float>(), Ns[i], types[i]};
+    p.n_siblings = 2;
+    ASSERT_TRUE(cuda::matvec_fuses(p));
+    cuda::launch_matvec(p, nullptr);
+    double ss = 0;
+    for (float v : x) ss += double(v) * v;
+    const double scale = 1.0 / std::sqrt(ss / double(K) + 1e-5);
+    std::vector<float> xn(K);
+    for (int64_t k = 0; k < K; ++k) xn[k] = float(x[k] * scale * norm_w[k]);
+    for (int i = 0; i < 3; ++i) {
+      std::vector<double> ref, mag, mx;
+      reference(w[i], types[i], xn, K, Ns[i], 1, nullptr, ref, mag, mx);
+      std::vector<double> atol(mag.size());
+      for (size_t j = 0; j < mag.size(); ++j) atol[j] = 1e-5 * mag[j] + 1e-6;
+      EXPECT_TRUE(close("mixed sibling " + std::to_string(i) + " N=" + std::to_string(Ns[i]),
+                        download<float>(dy[i], Ns[i]), ref, atol, 0.0));
+    }
+    p.type = Type::Q6_K;  // Q6_K main with a Q4_K sibling: not a supported mix
+    p.w = dw[1].get(), p.siblings[0] = cuda::MatvecParams::Sibling{dw[0].get(), nullptr, dy[0].as<float>(), Ns[0],
+                                                                   Type::Q4_K};
+    p.n_siblings = 1;
+    EXPECT_FALSE(cuda::matvec_fuses(p));
+  }
 }
 
 TEST_P(WeightKernels, DequantF16MatchesReference) {
