@@ -67,6 +67,7 @@ Executor::Executor(const Context& ctx, const graph::Graph& g, const graph::Plan&
   folded_add_.assign(g.nodes().size(), false);
   merged_.assign(g.nodes().size(), false);
   folded_glu_.assign(g.nodes().size(), false);
+  glu_epilogue_.assign(g.nodes().size(), false);
   for (const Node& n : g.nodes()) lower(n);
 }
 
@@ -149,6 +150,7 @@ void Executor::lower(const Node& n) {
         if (merged_[size_t(n.id)]) return;  // computed with an earlier matrix that reads the same x
         fold_residual(n, p);
         if (!p.residual) merge_siblings(n, p);
+        fold_swiglu_epilogue(n, p);
         steps_.push_back([p](cudaStream_t s) { launch_matvec(p, s); });
       } else {
         GemmParams p{weight_ptr(w), type, f32_in(n, 1), bias, f32_out(n), K, N, T,
@@ -184,6 +186,7 @@ void Executor::lower(const Node& n) {
       return;
     }
     case Op::SwiGlu: {
+      if (glu_epilogue_[size_t(n.id)]) return;  // written by the gate/up launch (fold_swiglu_epilogue)
       if (glu_foldable(n)) {  // computed in the prologue of the matvec that reads it
         folded_glu_[size_t(n.id)] = true;
         ++n_fused_;

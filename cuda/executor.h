@@ -92,6 +92,7 @@ class Executor {
   void fold_residual(const graph::Node& mulmat, MatvecParams& p);
   bool glu_foldable(const graph::Node& swiglu) const;
   void merge_siblings(const graph::Node& mulmat, MatvecParams& p);
+  void fold_swiglu_epilogue(const graph::Node& mulmat, MatvecParams& p);
   bool rope_kv_fusable(const graph::Node& attention) const;
   bool slot_free_between(graph::NodeId slot_owner, graph::NodeId from, graph::NodeId to) const;
   const FusedElementwise* fused(const FusedShape& shape);
@@ -114,6 +115,7 @@ class Executor {
   std::vector<bool> folded_norm_;                  // RmsNorm nodes computed inside their readers' matvecs
   std::vector<bool> folded_add_;                   // Add nodes computed as a matvec's epilogue
   std::vector<bool> folded_glu_;                   // SwiGlu nodes computed in their reader matvec's prologue
+  std::vector<bool> glu_epilogue_;                 // SwiGlu nodes written by their gate/up launch
   std::vector<bool> merged_;                       // MulMat nodes computed in an earlier sibling's launch
   size_t n_fused_ = 0;
   struct LastGemm {  // the latest prefill product: its input converts once for siblings right after it

@@ -11,6 +11,8 @@
 //   reader is that Add and no tensor alive between the two steps shares the Add's slot (checked on the plan).
 // - Sibling matvecs in one launch: later MulMats of the same type and K that read the same x (q/k/v, gate/up) are
 //   computed by the first one's launch, when their output slots are free from that step on (checked on the plan).
+// - SwiGlu as the epilogue of the gate/up launch (fold_swiglu_epilogue): the launch interleaves gate and up row
+//   groups so each block writes silu(gate) * up, and neither product is stored.
 // - SwiGlu folded into the FFN down projection that reads it (glu_foldable; opt-in, LLM_GLU_FOLD=1).
 #include <algorithm>
 #include <cstdlib>
@@ -148,6 +150,28 @@ void Executor::merge_siblings(const Node& n, MatvecParams& p) {
     merged_.at(size_t(u)) = true;
     ++n_fused_;
   }
+}
+
+// gate and up merged into one launch (one sibling) and read only by one SwiGlu: the launch writes silu(gate) * up
+// into the SwiGlu's slot and neither product is stored. That slot is then written at this step instead of the
+// SwiGlu's, so no tensor alive in between may share it (checked on the plan).
+void Executor::fold_swiglu_epilogue(const Node& m, MatvecParams& p) {
+  if (!opt_.fuse || p.n_siblings != 1 || p.residual) return;
+  const auto& mu = users_.at(size_t(m.id));
+  if (mu.size() != 1) return;
+  const Node& sw = g_.node(mu[0]);
+  if (sw.op != Op::SwiGlu || sw.inputs.size() != 2 || sw.shape.rows() != 1 || !plan_.owns(sw.id)) return;
+  const NodeId other = sw.inputs[0] == m.id ? sw.inputs[1] : sw.inputs[0];
+  if (other == m.id || f32_out(g_.node(other)) != p.siblings[0].y) return;  // the SwiGlu's other input: the sibling
+  if (users_.at(size_t(other)).size() != 1) return;
+  if (plan_.last_use.at(size_t(sw.id)) >= int32_t(g_.nodes().size())) return;  // a graph output
+  if (!slot_free_between(sw.id, m.id, sw.id)) return;
+  MatvecParams q = p;
+  q.swiglu_out = f32_out(sw), q.swiglu_gate_is_sibling = sw.inputs[0] == other;
+  if (!matvec_fuses(q)) return;
+  p = q;
+  glu_epilogue_.at(size_t(sw.id)) = true;
+  ++n_fused_;
 }
 
 bool Executor::rope_kv_fusable(const Node& att) const {

@@ -42,6 +42,10 @@ struct MatvecParams {
   const float* residual = nullptr;
   // x = silu(glu_gate) * x first (the SwiGlu op), for the FFN down projection; not with norm_w.
   const float* glu_gate = nullptr;
+  // The SwiGlu op as the epilogue of gate and up in one launch: with one sibling of the same type and N, write
+  // silu(gate) * up ([N]) here instead of either product. The gate is the main matrix, or the sibling if so flagged.
+  float* swiglu_out = nullptr;
+  bool swiglu_gate_is_sibling = false;
   // More matrices of the same K that read the same x, computed in the same launch (int16 kernel only, no
   // residual): q/k/v or gate/up as one launch, with x loaded and quantized once per block (MatvecSibling).
   using Sibling = MatvecSibling;

@@ -6,7 +6,9 @@
 // limit, each owning a balanced share of the row groups, so blocks live long and x is quantized once per block.
 // Row sums: lanes reduce across the warp (butterfly over the R rows), warps across the block once at the end.
 // Programmatic dependent launch was tried and dropped (docs/kernel-notes.md, v5): made correct, it was slower.
+#include <algorithm>
 #include <atomic>
+#include <utility>
 
 #include "cuda/check.h"
 #include "cuda/kernels/matvec.cuh"
@@ -71,6 +73,9 @@ __device__ __forceinline__ float warp_sum_rows(float (&a)[R], int lane) {
 
 // The matrices of one launch (the main one and its siblings); row groups are numbered across them, group g of
 // matrix i being g - first[i] of that matrix (a group never straddles two matrices).
+// SwiGLU mode (glu_out set): two matrices of N rows, gate (0) and up (1), with their row groups interleaved
+// (group 2i is gate's group i, 2i + 1 up's) so that a block, owning an even number of groups, holds both halves of
+// its outputs and writes silu(gate) * up to glu_out instead of y.
 struct Segments {
   const uint8_t* w[3];
   const float* bias[3];
@@ -78,10 +83,18 @@ struct Segments {
   int64_t N[3];
   int64_t first[4];  // first group of each matrix; first[n] = total groups
   int n;
+  float* glu_out;
 };
 
 __device__ __forceinline__ int segment_of(const Segments& sg, int64_t g) {
+  if (sg.glu_out) return int(g & 1);
   return g < sg.first[1] ? 0 : (g < sg.first[2] ? 1 : 2);
+}
+
+// First row of group g within its matrix s.
+template <int R>
+__device__ __forceinline__ int64_t group_row0(const Segments& sg, int64_t g, int s) {
+  return sg.glu_out ? (g >> 1) * R : (g - sg.first[s]) * R;
 }
 
 // Block `block` of a launch over the matrices of sg (all of type T).
@@ -102,7 +115,7 @@ __device__ __forceinline__ void matvec_i16_body(const MatvecParams& p, const Seg
   typename U::Raw cur[R], nxt[R];
   const auto load_group = [&](typename U::Raw(&dst)[R], int64_t g) {
     const int i = segment_of(sg, g);
-    const int64_t n0 = (g - sg.first[i]) * R, N = sg.N[i];
+    const int64_t n0 = group_row0<R>(sg, g, i), N = sg.N[i];
     const uint8_t* w = sg.w[i];
 #pragma unroll
     for (int r = 0; r < R; ++r) {
@@ -160,11 +173,24 @@ __device__ __forceinline__ void matvec_i16_body(const MatvecParams& p, const Seg
     for (int r = 0; r < R; ++r) cur[r] = nxt[r];
   }
   __syncthreads();
+  if (sg.glu_out) {  // pairs of groups: gate rows then up rows of the same R outputs
+    for (int64_t k = threadIdx.x; k < (g1 - g0) / 2 * R; k += blockDim.x) {
+      const int64_t pair = k / R, r = k % R, n = ((g0 >> 1) + pair) * R + r;
+      if (n >= sg.N[0]) continue;
+      float gate = 0.0f, up = 0.0f;
+      for (int ww = 0; ww < n_warps; ++ww)
+        gate += part[ww * cap + 2 * pair * R + r], up += part[ww * cap + (2 * pair + 1) * R + r];
+      if (sg.bias[0]) gate += sg.bias[0][n];
+      if (sg.bias[1]) up += sg.bias[1][n];
+      sg.glu_out[n] = gate / (1.0f + expf(-gate)) * up;  // as the SwiGlu kernels
+    }
+    return;
+  }
   const int64_t rows = (g1 - g0) * R;
   for (int64_t i = threadIdx.x; i < rows; i += blockDim.x) {
     const int64_t g = g0 + i / R;
     const int s = segment_of(sg, g);
-    const int64_t n = (g - sg.first[s]) * R + i % R;
+    const int64_t n = group_row0<R>(sg, g, s) + i % R;
     if (n >= sg.N[s]) continue;
     float y = 0.0f;
     for (int ww = 0; ww < n_warps; ++ww) y += part[ww * cap + i];
@@ -241,8 +267,15 @@ void launch_i16(const MatvecParams& p, size_t rb, cudaStream_t stream) {
   const int warps = threads / 32;
   static ::std::atomic<int> per_sm[kMaxUnits / 32 + 1];
   const int bps = blocks_per_sm(matvec_i16_kernel<T, R>, threads, per_sm);
-  const Segments sg = segments_of(p, T, R);
-  const int64_t gpb = groups_per_block(sg.first[sg.n], int64_t(sm_count()) * bps, warps, R);
+  Segments sg = segments_of(p, T, R);
+  int64_t gpb = groups_per_block(sg.first[sg.n], int64_t(sm_count()) * bps, warps, R);
+  if (p.swiglu_out) {  // gate first (swapped when it is the sibling); whole (gate, up) pairs of groups per block
+    if (p.swiglu_gate_is_sibling)
+      ::std::swap(sg.w[0], sg.w[1]), ::std::swap(sg.bias[0], sg.bias[1]), ::std::swap(sg.y[0], sg.y[1]);
+    sg.glu_out = p.swiglu_out;
+    const int64_t cap = int64_t(kMaxPartBytes / (size_t(warps) * R * 4)) & ~int64_t(1);
+    gpb = ::std::min((gpb + 1) & ~int64_t(1), cap);
+  }
   const int64_t grid = (sg.first[sg.n] + gpb - 1) / gpb;
   LLM_REQUIRE(grid <= 0x7fffffff, "too many rows");
   const size_t smem = size_t(warps) * size_t(gpb) * R * 4;
@@ -302,6 +335,8 @@ bool matvec_fuses(const MatvecParams& p) {
     if (!b.y || b.N <= 0 || !rows_fit(b.type, b.w)) return false;
     if (b.type != p.type && !mixed_pair_supported(p.type, b.type)) return false;
   }
+  if (p.swiglu_out && (p.n_siblings != 1 || p.siblings[0].type != p.type || p.siblings[0].N != p.N || p.glu_gate))
+    return false;
   return a(p.x) % 16 == 0 && (!p.norm_w || a(p.norm_w) % 16 == 0);
 }
 
