@@ -66,7 +66,6 @@ Executor::Executor(const Context& ctx, const graph::Graph& g, const graph::Plan&
   folded_norm_.assign(g.nodes().size(), false);
   folded_add_.assign(g.nodes().size(), false);
   merged_.assign(g.nodes().size(), false);
-  folded_glu_.assign(g.nodes().size(), false);
   glu_epilogue_.assign(g.nodes().size(), false);
   for (const Node& n : g.nodes()) lower(n);
 }
@@ -144,8 +143,6 @@ void Executor::lower(const Node& n) {
         MatvecParams p = matvec_params(n);
         if (const Node& x = g_.node(n.inputs[1]); x.op == Op::RmsNorm && folded_norm_[size_t(x.id)]) {
           p.x = f32_in(x, 0), p.norm_w = f32_in(x, 1), p.norm_eps = ::std::get<graph::RmsNormParams>(x.params).eps;
-        } else if (x.op == Op::SwiGlu && folded_glu_[size_t(x.id)]) {
-          p.x = f32_in(x, 1), p.glu_gate = f32_in(x, 0);
         }
         if (merged_[size_t(n.id)]) return;  // computed with an earlier matrix that reads the same x
         fold_residual(n, p);
@@ -187,11 +184,6 @@ void Executor::lower(const Node& n) {
     }
     case Op::SwiGlu: {
       if (glu_epilogue_[size_t(n.id)]) return;  // written by the gate/up launch (fold_swiglu_epilogue)
-      if (glu_foldable(n)) {  // computed in the prologue of the matvec that reads it
-        folded_glu_[size_t(n.id)] = true;
-        ++n_fused_;
-        return;
-      }
       if (const FusedElementwise* f = fused({FusedKind::SwiGlu, n.shape.elements(), n.shape.elements()})) {
         const float *a = f32_in(n, 0), *b = f32_in(n, 1);
         float* out = f32_out(n);

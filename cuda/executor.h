@@ -90,7 +90,6 @@ class Executor {
   bool fold_norm(const graph::Node& norm);
   graph::NodeId residual_add(const graph::Node& mulmat, const MatvecParams& p) const;
   void fold_residual(const graph::Node& mulmat, MatvecParams& p);
-  bool glu_foldable(const graph::Node& swiglu) const;
   void merge_siblings(const graph::Node& mulmat, MatvecParams& p);
   void fold_swiglu_epilogue(const graph::Node& mulmat, MatvecParams& p);
   bool rope_kv_fusable(const graph::Node& attention) const;
@@ -114,7 +113,6 @@ class Executor {
   std::vector<std::vector<graph::NodeId>> users_;  // readers of each node
   std::vector<bool> folded_norm_;                  // RmsNorm nodes computed inside their readers' matvecs
   std::vector<bool> folded_add_;                   // Add nodes computed as a matvec's epilogue
-  std::vector<bool> folded_glu_;                   // SwiGlu nodes computed in their reader matvec's prologue
   std::vector<bool> glu_epilogue_;                 // SwiGlu nodes written by their gate/up launch
   std::vector<bool> merged_;                       // MulMat nodes computed in an earlier sibling's launch
   size_t n_fused_ = 0;

@@ -13,9 +13,7 @@
 //   computed by the first one's launch, when their output slots are free from that step on (checked on the plan).
 // - SwiGlu as the epilogue of the gate/up launch (fold_swiglu_epilogue): the launch interleaves gate and up row
 //   groups so each block writes silu(gate) * up, and neither product is stored.
-// - SwiGlu folded into the FFN down projection that reads it (glu_foldable; opt-in, LLM_GLU_FOLD=1).
 #include <algorithm>
-#include <cstdlib>
 
 #include "cuda/executor.h"
 
@@ -102,33 +100,6 @@ void Executor::fold_residual(const Node& m, MatvecParams& p) {
   p.y = f32_out(a);
   folded_add_.at(size_t(add)) = true;
   ++n_fused_;
-}
-
-// A one-row SwiGlu read only by a matvec the int16 kernel serves, with nothing executed between the two: the
-// matvec computes silu(gate) * up itself. gate and up are dead after the SwiGlu in the plan, so the matvec's output
-// (its own slot, or the Add it feeds) must not share their bytes.
-bool Executor::glu_foldable(const Node& sw) const {
-  // Opt-in (LLM_GLU_FOLD=1): measured 2% slower than the separate SwiGlu kernel on the 8B shape (H100, 297 vs 304
-  // tok/s): the longer prologue of the down projection costs more than the launch it saves (docs/kernel-notes.md).
-  static const bool on = ::std::getenv("LLM_GLU_FOLD") != nullptr;
-  if (!on || !opt_.fuse || sw.op != Op::SwiGlu || sw.shape.rows() != 1 || users_.at(size_t(sw.id)).size() != 1) return false;
-  if (plan_.last_use.at(size_t(sw.id)) >= int32_t(g_.nodes().size())) return false;  // a graph output
-  const Node& m = g_.node(users_.at(size_t(sw.id))[0]);
-  if (m.op != Op::MulMat || m.inputs.size() < 2 || m.inputs[1] != sw.id || m.shape.rows() != 1) return false;
-  if (g_.node(m.inputs[0]).op != Op::Weight) return false;
-  for (NodeId i = sw.id + 1; i < m.id; ++i)
-    if (g_.node(i).op != Op::Reshape && g_.node(i).op != Op::Weight) return false;
-  MatvecParams p = matvec_params(m);
-  p.x = f32_in(sw, 1), p.glu_gate = f32_in(sw, 0);
-  if (!matvec_fuses(p)) return false;
-  const NodeId add = residual_add(m, p);
-  const auto* y = reinterpret_cast<const uint8_t*>(add == graph::kNoNode ? p.y : f32_out(g_.node(add)));
-  const uint64_t y_bytes = uint64_t(p.N) * 4, x_bytes = uint64_t(p.K) * 4;
-  for (const float* in : {p.x, p.glu_gate}) {
-    const auto* b = reinterpret_cast<const uint8_t*>(in);
-    if (y < b + x_bytes && b < y + y_bytes) return false;
-  }
-  return true;
 }
 
 void Executor::merge_siblings(const Node& n, MatvecParams& p) {

@@ -147,7 +147,7 @@ void launch_matvec(const MatvecParams& p, cudaStream_t stream) {
     CUDA_CHECK_LAUNCH(stream);
     return;
   }
-  LLM_REQUIRE(!p.norm_w && !p.residual && !p.glu_gate && p.n_siblings == 0,
+  LLM_REQUIRE(!p.norm_w && !p.residual && !p.swiglu_out && p.n_siblings == 0,
               "norm / residual / sibling fusion requested where matvec_fuses() is false");
   LLM_REQUIRE(p.T <= 65535, "too many columns for one launch");
   LLM_REQUIRE(p.N <= int64_t(kRowsPerBlock) * 0x7fffffff, "too many rows");

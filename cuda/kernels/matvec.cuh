@@ -40,8 +40,6 @@ struct MatvecParams {
   const float* norm_w = nullptr;
   float norm_eps = 0.0f;
   const float* residual = nullptr;
-  // x = silu(glu_gate) * x first (the SwiGlu op), for the FFN down projection; not with norm_w.
-  const float* glu_gate = nullptr;
   // The SwiGlu op as the epilogue of gate and up in one launch: with one sibling of the same type and N, write
   // silu(gate) * up ([N]) here instead of either product. The gate is the main matrix, or the sibling if so flagged.
   float* swiglu_out = nullptr;

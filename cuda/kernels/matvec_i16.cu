@@ -134,13 +134,6 @@ __device__ __forceinline__ void matvec_i16_body(const MatvecParams& p, const Seg
 #pragma unroll
     for (int i = 0; i < 16; ++i) xa[i] = xb[i] = 0.0f;
   }
-  if (p.glu_gate && active) {
-    float ga[16], gb[16];
-    load16(p.glu_gate + U::seg0(u), ga);
-    load16(p.glu_gate + U::seg0(u) + U::kOff1, gb);
-#pragma unroll
-    for (int i = 0; i < 16; ++i) xa[i] *= ga[i] / (1.0f + expf(-ga[i])), xb[i] *= gb[i] / (1.0f + expf(-gb[i]));
-  }
   if (p.norm_w) {
     float ss = 0.0f;
 #pragma unroll
@@ -329,14 +322,12 @@ bool matvec_fuses(const MatvecParams& p) {
   if (p.path != MatvecPath::Auto || p.T != 1 || !i16_type(p.type) || !p.x) return false;
   if (p.K <= 0 || p.K % 32 != 0 || p.K / 32 > kMaxUnits || !rows_fit(p.type, p.w)) return false;
   if (p.n_siblings < 0 || p.n_siblings > MatvecParams::kMaxSiblings || (p.n_siblings > 0 && p.residual)) return false;
-  if (p.glu_gate && (p.norm_w || a(p.glu_gate) % 16 != 0)) return false;
   for (int i = 0; i < p.n_siblings; ++i) {
     const auto& b = p.siblings[i];
     if (!b.y || b.N <= 0 || !rows_fit(b.type, b.w)) return false;
     if (b.type != p.type && !mixed_pair_supported(p.type, b.type)) return false;
   }
-  if (p.swiglu_out && (p.n_siblings != 1 || p.siblings[0].type != p.type || p.siblings[0].N != p.N || p.glu_gate))
-    return false;
+  if (p.swiglu_out && (p.n_siblings != 1 || p.siblings[0].type != p.type || p.siblings[0].N != p.N)) return false;
   return a(p.x) % 16 == 0 && (!p.norm_w || a(p.norm_w) % 16 == 0);
 }
 

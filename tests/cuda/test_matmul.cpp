@@ -121,31 +121,6 @@ TEST_P(WeightKernels, MatvecFusesNormAndResidual) {
   EXPECT_EQ(any, preset) << "the int16 kernel serves exactly the preset formats";
 }
 
-// The SwiGlu prologue: x = silu(gate) * up before the product (the FFN down projection), with a residual.
-TEST_P(WeightKernels, MatvecFusesSwiGlu) {
-  REQUIRE_GPU();
-  const Type type = GetParam();
-  std::mt19937 rng(999 + int(type));
-  const int64_t K = row_lengths(type).back(), N = 300;
-  const auto w = random_weights(rng, type, K, N);
-  const auto up = random_floats(rng, K), gate = random_floats(rng, K, -6, 6), res = random_floats(rng, N);
-  auto dw = upload(w), du = upload(up), dg = upload(gate), dr = upload(res);
-  auto dy = poisoned_f32(N);
-  cuda::MatvecParams p{dw.get(), type, du.as<float>(), nullptr, dy.as<float>(), K, N, 1};
-  p.glu_gate = dg.as<float>(), p.residual = dr.as<float>();
-  const bool preset = type == Type::Q4_0 || type == Type::Q8_0 || type == Type::Q4_K || type == Type::Q6_K;
-  ASSERT_EQ(cuda::matvec_fuses(p), preset);
-  if (!preset) return;
-  std::vector<float> x(K);
-  for (int64_t k = 0; k < K; ++k) x[k] = float(double(gate[k]) / (1.0 + std::exp(-double(gate[k]))) * up[k]);
-  std::vector<double> ref, mag, mx;
-  reference(w, type, x, K, N, 1, nullptr, ref, mag, mx);
-  std::vector<double> atol(mag.size());
-  for (size_t i = 0; i < mag.size(); ++i) ref[i] += res[i], atol[i] = 1e-5 * mag[i] + 1e-6;
-  cuda::launch_matvec(p, nullptr);
-  EXPECT_TRUE(close(std::string("swiglu matvec ") + quant::type_name(type), download<float>(dy, N), ref, atol, 0.0));
-}
-
 // Siblings: up to three matrices of one type and K reading the same x in one launch (q/k/v, gate/up), each with
 // its own rows, bias and output, with and without the RMS norm.
 TEST_P(WeightKernels, MatvecSiblingsShareOneLaunch) {
