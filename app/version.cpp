@@ -2,6 +2,8 @@
 
 #include <string>
 
+#include "git_commit.h"  // generated at build time (cmake/git_commit.cmake)
+
 #ifdef LLM_HAVE_CUDA
 #include <cuda_runtime_api.h>
 #endif
