@@ -17,7 +17,8 @@ mode=${1:-full}
 models=("llama3-1b Q4_K_M $bpe" "llama3-8b Q4_K_M $bpe" "llama3-8b Q4_0 $bpe" "llama2-7b Q4_0 $spm")
 [ "$mode" = quick ] && models=("llama3-1b Q4_K_M $bpe")
 
-echo "# llm-run bench on $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1), commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)" | tee "$out/bench.md"
+# The binary's own commit (--version): the device copy's git metadata can be stale.
+echo "# llm-run bench on $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1), $("$bin" --version 2>/dev/null | head -1)" | tee "$out/bench.md"
 for m in "${models[@]}"; do
   set -- $m
   file=/tmp/$1-$2.gguf
