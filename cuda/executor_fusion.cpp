@@ -9,8 +9,9 @@
 //   are still intact when it runs.
 // - Residual Add as a matvec epilogue: y = W x + r written straight into the Add's slot, when the matvec's only
 //   reader is that Add and no tensor alive between the two steps shares the Add's slot (checked on the plan).
-// - Sibling matvecs in one launch: later MulMats of the same type and K that read the same x (q/k/v, gate/up) are
-//   computed by the first one's launch, when their output slots are free from that step on (checked on the plan).
+// - Sibling matvecs in one launch: later MulMats of the same K that read the same x (q/k/v, gate/up) are computed by
+//   the first one's launch, when their output slots are free from that step on (checked on the plan); of the same
+//   type, or Q6_K beside a Q4_K first one (Q4_K_M's attn_v), which the launch serves on its own blocks.
 // - SwiGlu as the epilogue of the gate/up launch (fold_swiglu_epilogue): the launch interleaves gate and up row
 //   groups so each block writes silu(gate) * up, and neither product is stored.
 #include <algorithm>
