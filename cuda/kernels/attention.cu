@@ -6,7 +6,7 @@
 //   of a token are cut into at most max_splits splits whose length is chosen on the device from the token's position
 //   (so a captured decode step splits 100 slots and 16k slots alike into enough blocks, and blocks past the position
 //   exit at once); each split writes its partial online-softmax state {max, sum, acc[hd_v]}.
-//   - gqa kernel (head_dim = hd_v = 64, 128 or 256; n_head / n_head_kv = 1, 2, 4 or 8): one block per (KV head,
+//   - gqa kernel (head_dim = hd_v = 256; n_head / n_head_kv = 1, 2, 4 or 8): one block per (KV head,
 //     token, split) serves the whole query group, so each K/V row is read once per group (not once per query head);
 //     lanes own head_dim / 32 consecutive dimensions, warps take slots round-robin, two slots' rows in flight; the
 //     last block of a (KV head, token) to finish merges the splits (attention_splits.cuh).
@@ -49,15 +49,7 @@ __global__ void kv_write_kernel(KvWriteParams p) {
 }
 
 template <int D>
-struct HalfRow;  // D consecutive f16 values, one load
-template <>
-struct HalfRow<2> {
-  using V = uint32_t;
-};
-template <>
-struct HalfRow<4> {
-  using V = uint2;
-};
+struct HalfRow;  // D consecutive f16 values, one load (D = 8: head_dim 256 over 32 lanes)
 template <>
 struct HalfRow<8> {
   using V = uint4;
@@ -298,15 +290,17 @@ void launch_attention(const AttentionKernelParams& p, cudaStream_t stream) {
   }
   const dim3 block(kWarps * 32);
   const int G = int(p.n_head / p.n_head_kv);
-  const bool gqa = p.hd == p.hd_v && (p.hd == 64 || p.hd == 128 || p.hd == 256) &&
-                   (G == 1 || G == 2 || G == 4 || G == 8) && p.max_splits <= kMaxSplitsGqa;
+  // Head_dim 64 and 128 with these groups went to the tensor-core kernel above; the GQA kernel serves 256.
+  const bool gqa = p.hd == 256 && p.hd_v == 256 && (G == 1 || G == 2 || G == 4 || G == 8) &&
+                   p.max_splits <= kMaxSplitsGqa;
   if (gqa) {
     const dim3 grid(unsigned(p.n_head_kv), unsigned(p.T), unsigned(p.max_splits));
-#define LLM_GQA(GG, DD) \
-  if (G == GG && p.hd == 32 * DD) attention_gqa_kernel<GG, DD><<<grid, block, 0, stream>>>(p);
-    LLM_GQA(1, 2) LLM_GQA(1, 4) LLM_GQA(1, 8) LLM_GQA(2, 2) LLM_GQA(2, 4) LLM_GQA(2, 8)
-    LLM_GQA(4, 2) LLM_GQA(4, 4) LLM_GQA(4, 8) LLM_GQA(8, 2) LLM_GQA(8, 4) LLM_GQA(8, 8)
-#undef LLM_GQA
+    switch (G) {
+      case 1: attention_gqa_kernel<1, 8><<<grid, block, 0, stream>>>(p); break;
+      case 2: attention_gqa_kernel<2, 8><<<grid, block, 0, stream>>>(p); break;
+      case 4: attention_gqa_kernel<4, 8><<<grid, block, 0, stream>>>(p); break;
+      default: attention_gqa_kernel<8, 8><<<grid, block, 0, stream>>>(p); break;
+    }
     CUDA_CHECK_LAUNCH(stream);
     return;  // the kernel merged its splits itself
   } else {

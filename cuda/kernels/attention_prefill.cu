@@ -17,7 +17,6 @@ constexpr int kBM = 64;        // query tokens per block (16 per warp)
 constexpr int kBN = 64;        // cache slots per tile
 constexpr int kThreads = 128;  // four warps
 
-using mma::ldmatrix_x4_trans;
 using mma::pack_half2;
 
 template <int HD>
@@ -85,11 +84,7 @@ __global__ void __launch_bounds__(kThreads) attention_prefill_kernel(AttentionKe
 #pragma unroll
     for (int j = 0; j < kBN / 8; ++j) {
       s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
-      const uint16_t* krow = ks + (j * 8 + g) * kLd + tg * 2;
-#pragma unroll
-      for (int kc = 0; kc < HD / 16; ++kc)
-        mma::m16n8k16(s[j], qf[kc], *reinterpret_cast<const uint32_t*>(krow + kc * 16),
-                 *reinterpret_cast<const uint32_t*>(krow + kc * 16 + 8));
+      mma::qk_8slots<HD>(s[j], qf, ks + j * 8 * kLd, kLd, lane);
     }
     // Causal mask, then the online softmax of rows r0 (values 0, 1) and r1 (2, 3); a row's 64 values lie in the
     // four threads of a quad.
@@ -131,14 +126,7 @@ __global__ void __launch_bounds__(kThreads) attention_prefill_kernel(AttentionKe
       const uint32_t a[4] = {pack_half2(s[2 * kk][0], s[2 * kk][1]), pack_half2(s[2 * kk][2], s[2 * kk][3]),
                              pack_half2(s[2 * kk + 1][0], s[2 * kk + 1][1]),
                              pack_half2(s[2 * kk + 1][2], s[2 * kk + 1][3])};
-      const uint16_t* vrow = vs + (kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * kLd + (lane >> 4) * 8;
-#pragma unroll
-      for (int nn = 0; nn < HD / 16; ++nn) {
-        uint32_t b[4];
-        ldmatrix_x4_trans(vrow + nn * 16, b);
-        mma::m16n8k16(o[2 * nn], a, b[0], b[1]);
-        mma::m16n8k16(o[2 * nn + 1], a, b[2], b[3]);
-      }
+      mma::pv_16slots<HD>(o, a, vs + kk * 16 * kLd, kLd, lane);
     }
   }
 

@@ -103,11 +103,7 @@ __global__ void __launch_bounds__(kThreads) attention_split_tc_kernel(AttentionK
 #pragma unroll
       for (int j = 0; j < 2; ++j) {
         s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
-        const uint16_t* krow = ks + (warp * 16 + j * 8 + g) * kLd + tg * 2;
-#pragma unroll
-        for (int kc = 0; kc < HD / 16; ++kc)
-          mma::m16n8k16(s[j], qf[kc], *reinterpret_cast<const uint32_t*>(krow + kc * 16),
-                        *reinterpret_cast<const uint32_t*>(krow + kc * 16 + 8));
+        mma::qk_8slots<HD>(s[j], qf, ks + (warp * 16 + j * 8) * kLd, kLd, lane);
       }
       float mx = -INFINITY;
 #pragma unroll
@@ -132,14 +128,7 @@ __global__ void __launch_bounds__(kThreads) attention_split_tc_kernel(AttentionK
 #pragma unroll
       for (int n = 0; n < HD / 8; ++n) o[n][0] *= c, o[n][1] *= c;
       const uint32_t a[4] = {mma::pack_half2(s[0][0], s[0][1]), 0u, mma::pack_half2(s[1][0], s[1][1]), 0u};
-      const uint16_t* vrow = vs + (warp * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * kLd + (lane >> 4) * 8;
-#pragma unroll
-      for (int nn = 0; nn < HD / 16; ++nn) {
-        uint32_t b[4];
-        mma::ldmatrix_x4_trans(vrow + nn * 16, b);
-        mma::m16n8k16(o[2 * nn], a, b[0], b[1]);
-        mma::m16n8k16(o[2 * nn + 1], a, b[2], b[3]);
-      }
+      mma::pv_16slots<HD>(o, a, vs + warp * 16 * kLd, kLd, lane);
     }
     __syncthreads();  // this stage is read before the next iteration refills it
   }

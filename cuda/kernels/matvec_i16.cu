@@ -6,7 +6,6 @@
 // limit, each owning a balanced share of the row groups, so blocks live long and x is quantized once per block.
 // Row sums: lanes reduce across the warp (butterfly over the R rows), warps across the block once at the end.
 // Programmatic dependent launch was tried and dropped (docs/kernel-notes.md, v5): made correct, it was slower.
-#include <algorithm>
 #include <atomic>
 #include <utility>
 
@@ -247,10 +246,12 @@ Segments segments_of(const MatvecParams& p, quant::Type t, int R) {
   return sg;
 }
 
-// Groups per block for n_groups spread over max_blocks blocks, within the part buffer's size.
-int64_t groups_per_block(int64_t n_groups, int64_t max_blocks, int warps, int R) {
-  const int64_t gpb = (n_groups + max_blocks - 1) / max_blocks;
-  const int64_t cap = int64_t(kMaxPartBytes / (size_t(warps) * R * 4));
+// Groups per block for n_groups spread over max_blocks blocks, within the part buffer's size; an even count when the
+// groups come in (gate, up) pairs (the SwiGLU epilogue).
+int64_t groups_per_block(int64_t n_groups, int64_t max_blocks, int warps, int R, bool pairs = false) {
+  int64_t gpb = (n_groups + max_blocks - 1) / max_blocks;
+  int64_t cap = int64_t(kMaxPartBytes / (size_t(warps) * R * 4));
+  if (pairs) gpb = (gpb + 1) & ~int64_t(1), cap &= ~int64_t(1);
   return gpb < cap ? gpb : cap;
 }
 
@@ -261,14 +262,12 @@ void launch_i16(const MatvecParams& p, size_t rb, cudaStream_t stream) {
   static ::std::atomic<int> per_sm[kMaxUnits / 32 + 1];
   const int bps = blocks_per_sm(matvec_i16_kernel<T, R>, threads, per_sm);
   Segments sg = segments_of(p, T, R);
-  int64_t gpb = groups_per_block(sg.first[sg.n], int64_t(sm_count()) * bps, warps, R);
-  if (p.swiglu_out) {  // gate first (swapped when it is the sibling); whole (gate, up) pairs of groups per block
+  if (p.swiglu_out) {  // gate first (swapped when it is the sibling)
     if (p.swiglu_gate_is_sibling)
       ::std::swap(sg.w[0], sg.w[1]), ::std::swap(sg.bias[0], sg.bias[1]), ::std::swap(sg.y[0], sg.y[1]);
     sg.glu_out = p.swiglu_out;
-    const int64_t cap = int64_t(kMaxPartBytes / (size_t(warps) * R * 4)) & ~int64_t(1);
-    gpb = ::std::min((gpb + 1) & ~int64_t(1), cap);
   }
+  const int64_t gpb = groups_per_block(sg.first[sg.n], int64_t(sm_count()) * bps, warps, R, p.swiglu_out != nullptr);
   const int64_t grid = (sg.first[sg.n] + gpb - 1) / gpb;
   LLM_REQUIRE(grid <= 0x7fffffff, "too many rows");
   const size_t smem = size_t(warps) * size_t(gpb) * R * 4;

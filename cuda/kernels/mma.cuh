@@ -34,4 +34,32 @@ __device__ __forceinline__ void ldmatrix_x4_trans(const uint16_t* p, uint32_t (&
                : "r"(a));
 }
 
+// S (16 query rows x 8 slots) += Q K^T over HD dimensions. Q is the A operand by 16-dimension chunks; k_tile points
+// at the chunk's first slot in a row-major [slot][dim] shared tile of stride ld halves (B: 2 halves of slot g per
+// register, no transpose needed).
+template <int HD>
+__device__ __forceinline__ void qk_8slots(float (&s)[4], const uint32_t (&qf)[HD / 16][4], const uint16_t* k_tile,
+                                          int ld, int lane) {
+  const uint16_t* krow = k_tile + (lane >> 2) * ld + (lane & 3) * 2;
+#pragma unroll
+  for (int kc = 0; kc < HD / 16; ++kc)
+    m16n8k16(s, qf[kc], *reinterpret_cast<const uint32_t*>(krow + kc * 16),
+             *reinterpret_cast<const uint32_t*>(krow + kc * 16 + 8));
+}
+
+// O (16 rows x HD) += P V for 16 slots: P is the A operand (softmax weights of two 8-slot S chunks), v_tile points at
+// the first of the 16 slots in a row-major [slot][dim] shared tile of stride ld halves.
+template <int HD>
+__device__ __forceinline__ void pv_16slots(float (&o)[HD / 8][4], const uint32_t (&a)[4], const uint16_t* v_tile,
+                                           int ld, int lane) {
+  const uint16_t* vrow = v_tile + ((lane & 7) + ((lane >> 3) & 1) * 8) * ld + (lane >> 4) * 8;
+#pragma unroll
+  for (int nn = 0; nn < HD / 16; ++nn) {
+    uint32_t b[4];
+    ldmatrix_x4_trans(vrow + nn * 16, b);
+    m16n8k16(o[2 * nn], a, b[0], b[1]);
+    m16n8k16(o[2 * nn + 1], a, b[2], b[3]);
+  }
+}
+
 }  // namespace cuda::mma
