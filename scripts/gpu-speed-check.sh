@@ -2,9 +2,11 @@
 # One device call for speed work (issue 6), steps chosen by STEPS (default: all, in this order):
 #   tests    every kernel test and the GPU model tests (correctness before any number)
 #   lab      the kernel lab timings (copy bandwidth, matvec, prefill GEMM and dequantization, attention)
+#   matvec-lab  the matvec variants side by side (BIN/matvec-lab, when carried)
 #   bench    8B Q4_K_M pp512 and tg128; BENCH_SHAPES (shape:type ...) to change the models, BENCH_ARGS to add
 #            bench flags (e.g. "-d 0,16384" for the long-context figures)
-#   profile  Nsight Compute per-kernel breakdown of one 512-token prefill (PHASE=prefill scripts/gpu-profile.sh)
+#   profile  Nsight Compute per-kernel breakdown (scripts/gpu-profile.sh) of each phase in PROFILE_PHASES
+#            (default "prefill"; "decode" for a decode step, "prefill decode" for both)
 # Logs under $OUT; the summary table last.
 #   here:  cmake --build build-cuda-lead --target llm-run cuda_kernels_test cuda_session_test, then copy the three
 #          stripped into BIN (default build-perf-carry); assets in .device-lite
@@ -38,6 +40,12 @@ if has lab; then
 fi
 
 vocab=.device/tokenizer/ggml-vocab-llama-bpe.gguf
+if has matvec-lab; then
+  timeout 150 "$bin/matvec-lab" >"$out/matvec_lab.txt" 2>&1
+  summary+=("matvec lab rc=$?")
+  tail -22 "$out/matvec_lab.txt"
+fi
+
 if has bench; then
   for st in ${BENCH_SHAPES:-llama3-8b:Q4_K_M}; do
     shape=${st%%:*} type=${st##*:} model=/tmp/$shape-$type.gguf
@@ -48,7 +56,10 @@ if has bench; then
 fi
 
 if has profile; then
-  PHASE=prefill LLM_RUN_BIN="$bin/llm-run" scripts/gpu-profile.sh 2>&1 | head -45
+  for phase in ${PROFILE_PHASES:-prefill}; do
+    mkdir -p "$out/$phase"
+    OUT=$out/$phase PHASE=$phase LLM_RUN_BIN="$bin/llm-run" scripts/gpu-profile.sh 2>&1 | grep -E "^\||profiled" | head -45
+  done
 fi
 echo
 printf '%s\n' "${summary[@]}"
