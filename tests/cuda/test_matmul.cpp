@@ -44,6 +44,16 @@ void reference(const std::vector<uint8_t>& w, Type type, const std::vector<float
 
 class WeightKernels : public ::testing::TestWithParam<Type> {};
 
+// x / sqrt(mean(x^2) + eps) * w in double, rounded to float: the input the fused-norm matvecs must see.
+std::vector<float> rms_normed(const std::vector<float>& x, const std::vector<float>& w, double eps) {
+  double ss = 0;
+  for (float v : x) ss += double(v) * v;
+  const double scale = 1.0 / std::sqrt(ss / double(x.size()) + eps);
+  std::vector<float> xn(x.size());
+  for (size_t k = 0; k < x.size(); ++k) xn[k] = float(x[k] * scale * w[k]);
+  return xn;
+}
+
 TEST_P(WeightKernels, MatvecMatchesReference) {
   REQUIRE_GPU();
   const Type type = GetParam();
@@ -103,11 +113,7 @@ TEST_P(WeightKernels, MatvecFusesNormAndResidual) {
         continue;
       }
       any = true;
-      double ss = 0;
-      for (float v : x) ss += double(v) * v;
-      const double scale = 1.0 / std::sqrt(ss / double(K) + eps);
-      std::vector<float> xn(K);
-      for (int64_t k = 0; k < K; ++k) xn[k] = float(x[k] * scale * nw[k]);
+      const std::vector<float> xn = rms_normed(x, nw, eps);
       std::vector<double> ref, mag, mx;
       reference(w, type, xn, K, N, 1, nullptr, ref, mag, mx);
       std::vector<double> atol(mag.size());
@@ -187,11 +193,7 @@ TEST(WeightKernels, MatvecMixedTypeSiblingsShareOneLaunch) {
     p.n_siblings = 2;
     ASSERT_TRUE(cuda::matvec_fuses(p));
     cuda::launch_matvec(p, nullptr);
-    double ss = 0;
-    for (float v : x) ss += double(v) * v;
-    const double scale = 1.0 / std::sqrt(ss / double(K) + 1e-5);
-    std::vector<float> xn(K);
-    for (int64_t k = 0; k < K; ++k) xn[k] = float(x[k] * scale * norm_w[k]);
+    const std::vector<float> xn = rms_normed(x, norm_w, 1e-5);
     for (int i = 0; i < 3; ++i) {
       std::vector<double> ref, mag, mx;
       reference(w[i], types[i], xn, K, Ns[i], 1, nullptr, ref, mag, mx);
@@ -230,11 +232,7 @@ TEST(WeightKernels, MatvecSwiGluEpilogue) {
         p.swiglu_out = dout.as<float>(), p.swiglu_gate_is_sibling = gate_is_sibling;
         ASSERT_TRUE(cuda::matvec_fuses(p));
         cuda::launch_matvec(p, nullptr);
-        double ss = 0;
-        for (float v : x) ss += double(v) * v;
-        const double scale = 1.0 / std::sqrt(ss / double(K) + 1e-5);
-        std::vector<float> xn(K);
-        for (int64_t k = 0; k < K; ++k) xn[k] = float(x[k] * scale * norm_w[k]);
+        const std::vector<float> xn = rms_normed(x, norm_w, 1e-5);
         std::vector<double> g, gmag, gmx, u, umag, umx;
         reference(wg, type, xn, K, N, 1, nullptr, g, gmag, gmx);
         reference(wu, type, xn, K, N, 1, nullptr, u, umag, umx);
