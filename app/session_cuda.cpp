@@ -39,7 +39,11 @@ CudaSession::CudaSession(std::shared_ptr<const model::Model> model, int32_t n_ct
     : model_(std::move(model)), n_ctx_(n_ctx), opt_(options) {
   if (n_ctx_ < 0) throw SessionError("context size must be positive, got " + std::to_string(n_ctx_));
   if (!cuda::device_available()) throw cuda::Error("no CUDA device is available (use --device cpu)");
+  const uint64_t used_before_context = opt_.verbose ? cuda::device_memory_used() : 0;
   ctx_ = std::make_unique<cuda::Context>(opt_.device);
+  if (opt_.verbose)
+    std::fprintf(stderr, "cuda: context, streams and cuBLAS workspaces: %s\n",
+                 format_bytes(cuda::device_memory_used() - used_before_context).c_str());
 
   // Everything big (weights, KV cache, work buffers) is checked against free memory here, before it is allocated.
   {
@@ -105,8 +109,15 @@ std::unique_ptr<CudaSession::Compiled> CudaSession::compile(int32_t n_tokens, bo
   eo.cuda_graph = opt_.cuda_graph && n_tokens == 1;  // only the decode step is replayed often enough to capture
   eo.verbose = opt_.verbose;
   eo.rtc = rtc_.get();
-  ensure_free(cuda::work_buffers(c->graph, c->plan, ctx_->sm_count(), eo.matvec_max_tokens).device_bytes(), n_tokens);
+  const cuda::WorkBuffers wb = cuda::work_buffers(c->graph, c->plan, ctx_->sm_count(), eo.matvec_max_tokens);
+  ensure_free(wb.device_bytes(), n_tokens);
   c->exec = std::make_unique<cuda::Executor>(*ctx_, c->graph, c->plan, weights_.base(), kv_.get(), eo);
+  if (opt_.verbose)  // where device memory goes beyond weights and KV (bench reports the total)
+    std::fprintf(stderr,
+                 "cuda: graph of %d tokens: arena %s, GEMM scratch %s, attention scratch %s; device memory in use "
+                 "%s\n",
+                 n_tokens, format_bytes(wb.arena).c_str(), format_bytes(wb.gemm_scratch).c_str(),
+                 format_bytes(wb.attn_scratch).c_str(), format_bytes(cuda::device_memory_used()).c_str());
   if (opt_.verbose && rtc_)
     std::fprintf(stderr, "cuda: run-time kernels in %s: %d compiled, %d from cache, %d rejected\n",
                  rtc_->dir().string().c_str(), rtc_->stats().compiled, rtc_->stats().loaded, rtc_->stats().rejected);

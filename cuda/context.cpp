@@ -13,13 +13,11 @@ Context::Context(int device, size_t cublas_workspace_bytes) : device_(device) {
   compute_ = Stream::create();
   copy_ = Stream::create();
   cublas_workspace_ = DeviceBuffer(cublas_workspace_bytes);
-  lt_workspace_ = DeviceBuffer(cublas_workspace_bytes);
   CUBLAS_CHECK(cublasCreate(&cublas_));
   try {
     CUBLAS_CHECK(cublasSetStream(cublas_, compute_.get()));
     CUBLAS_CHECK(cublasSetWorkspace(cublas_, cublas_workspace_.get(), cublas_workspace_.bytes()));
     CUBLAS_CHECK(cublasSetMathMode(cublas_, CUBLAS_DEFAULT_MATH));
-    CUBLAS_CHECK(cublasLtCreate(&cublas_lt_));
   } catch (...) {
     (void)cublasDestroy(cublas_);
     throw;
@@ -27,7 +25,6 @@ Context::Context(int device, size_t cublas_workspace_bytes) : device_(device) {
 }
 
 Context::~Context() {
-  if (cublas_lt_) (void)cublasLtDestroy(cublas_lt_);
   if (cublas_) (void)cublasDestroy(cublas_);
 }
 

@@ -1,7 +1,6 @@
-// The per-device context: one compute stream, one copy stream, cuBLAS and cuBLASLt handles bound to the compute
-// stream with preallocated workspaces, and the device properties kernels size themselves by.
+// The per-device context: one compute stream, one copy stream, a cuBLAS handle bound to the compute stream with a
+// preallocated workspace, and the device properties kernels size themselves by.
 #pragma once
-#include <cublasLt.h>
 #include <cublas_v2.h>
 
 #include <string>
@@ -27,9 +26,6 @@ class Context {
   cudaStream_t compute() const { return compute_.get(); }
   cudaStream_t copy() const { return copy_.get(); }
   cublasHandle_t cublas() const { return cublas_; }
-  cublasLtHandle_t cublas_lt() const { return cublas_lt_; }
-  void* lt_workspace() const { return lt_workspace_.get(); }
-  size_t lt_workspace_bytes() const { return lt_workspace_.bytes(); }
 
   void synchronize() const { compute_.synchronize(); }
 
@@ -39,9 +35,7 @@ class Context {
   Stream compute_;
   Stream copy_;
   DeviceBuffer cublas_workspace_;  // given to cuBLAS so it never allocates (required inside graph capture)
-  DeviceBuffer lt_workspace_;
   cublasHandle_t cublas_ = nullptr;
-  cublasLtHandle_t cublas_lt_ = nullptr;
 };
 
 }  // namespace cuda

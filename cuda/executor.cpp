@@ -67,6 +67,8 @@ Executor::Executor(const Context& ctx, const graph::Graph& g, const graph::Plan&
   folded_add_.assign(g.nodes().size(), false);
   merged_.assign(g.nodes().size(), false);
   glu_epilogue_.assign(g.nodes().size(), false);
+  rope_epilogue_.assign(g.nodes().size(), false);
+  kv_written_.assign(g.nodes().size(), false);
   for (const Node& n : g.nodes()) lower(n);
 }
 
@@ -148,6 +150,7 @@ void Executor::lower(const Node& n) {
         fold_residual(n, p);
         if (!p.residual) merge_siblings(n, p);
         fold_swiglu_epilogue(n, p);
+        fold_rope_kv_epilogue(n, p);
         steps_.push_back([p](cudaStream_t s) { launch_matvec(p, s); });
       } else {
         GemmParams p{weight_ptr(w), type, f32_in(n, 1), bias, f32_out(n), K, N, T,
@@ -195,8 +198,9 @@ void Executor::lower(const Node& n) {
       return;
     }
     case Op::Rope: {
+      if (rope_epilogue_[size_t(n.id)]) return;  // rotated by the q/k/v launch (fold_rope_kv_epilogue)
       if (const auto& us = users_[size_t(n.id)]; us.size() == 1 && rope_kv_fusable(g_.node(us[0]))) {
-        if (g_.node(us[0]).inputs[0] == n.id) ++n_fused_;  // counted once per pair
+        if (g_.node(us[0]).inputs[0] == n.id) count_fusion(Fusion::RopeKv);  // counted once per pair
         return;  // computed by the attention step (launch_rope_kv)
       }
       const auto& rp = ::std::get<graph::RopeParams>(n.params);
@@ -225,6 +229,10 @@ void Executor::lower(const Node& n) {
       a.out = f32_out(n), a.partial = attn_scratch_.as<float>(), a.n_ctx = spec.n_ctx, a.n_head = ap.n_head;
       a.n_head_kv = ap.n_head_kv, a.hd = ap.head_dim, a.hd_v = ap.head_dim_v, a.T = T, a.scale = ap.scale;
       a.max_splits = attention_max_splits(spec.n_ctx, ap.n_head_kv, T, ctx_.sm_count());
+      if (kv_written_[size_t(n.id)]) {  // q rotated and K/V in the cache: the q/k/v launch did both
+        steps_.push_back([a](cudaStream_t s) { launch_attention(a, s); });
+        return;
+      }
       if (rope_kv_fusable(n)) {
         const Node& rq = g_.node(n.inputs[0]);
         const Node& rk = g_.node(n.inputs[1]);
@@ -325,8 +333,8 @@ void Executor::run() {
   }
   if (!exec_) {
     if (opt_.verbose)
-      ::std::fprintf(stderr, "cuda: capturing %zu steps into a CUDA graph (%zu nodes fused into neighbours)\n",
-                     steps_.size(), n_fused_);
+      ::std::fprintf(stderr, "cuda: capturing %zu steps into a CUDA graph (%zu nodes fused into neighbours%s)\n",
+                     steps_.size(), n_fused(), fusion_summary().c_str());
     cudaGraph_t cg = nullptr;
     CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
     try {

@@ -74,7 +74,10 @@ class Executor {
   std::vector<float> read_f32(graph::NodeId id) const;
 
   size_t n_steps() const { return steps_.size(); }
-  size_t n_fused() const { return n_fused_; }  // nodes folded into a neighbour's kernel
+  // Nodes folded into a neighbour's kernel, by kind (executor_fusion.cpp).
+  enum class Fusion { Norm, Residual, Sibling, SwiGlu, RopeKv, RopeKvEpilogue, kCount };
+  size_t n_fused(Fusion kind) const { return fused_count_[size_t(kind)]; }
+  size_t n_fused() const;
   bool captured() const { return bool(exec_); }
   size_t arena_bytes() const { return arena_.bytes(); }
 
@@ -93,6 +96,11 @@ class Executor {
   void merge_siblings(const graph::Node& mulmat, MatvecParams& p);
   void fold_swiglu_epilogue(const graph::Node& mulmat, MatvecParams& p);
   bool rope_kv_fusable(const graph::Node& attention) const;
+  graph::NodeId reader_past_views(graph::NodeId id) const;
+  void fold_rope_kv_epilogue(const graph::Node& mulmat, MatvecParams& p);
+  const double* rope_powers(float freq_base, int32_t n_rot);
+  void count_fusion(Fusion kind) { ++fused_count_[size_t(kind)]; }
+  ::std::string fusion_summary() const;
   bool slot_free_between(graph::NodeId slot_owner, graph::NodeId from, graph::NodeId to) const;
   const FusedElementwise* fused(const FusedShape& shape);
 
@@ -115,7 +123,10 @@ class Executor {
   std::vector<bool> folded_add_;                   // Add nodes computed as a matvec's epilogue
   std::vector<bool> glu_epilogue_;                 // SwiGlu nodes written by their gate/up launch
   std::vector<bool> merged_;                       // MulMat nodes computed in an earlier sibling's launch
-  size_t n_fused_ = 0;
+  std::vector<bool> rope_epilogue_;                // Rope nodes computed by their q/k/v launch (MatvecRopeKv)
+  std::vector<bool> kv_written_;                   // Attention nodes whose K/V that launch wrote into the cache
+  std::map<::std::pair<float, int32_t>, DeviceBuffer> rope_powers_;  // base^(-2i/n_rot) by (base, n_rot)
+  size_t fused_count_[size_t(Fusion::kCount)] = {};
   struct LastGemm {  // the latest prefill product: its input converts once for siblings right after it
     size_t step = SIZE_MAX;  // steps_.size() just after it
     const float* x = nullptr;

@@ -1,5 +1,5 @@
-// Decode fusions of the CUDA executor (cuda/executor.h, ExecutorOptions::fuse). Both remove a whole kernel per
-// occurrence (about 4 per layer) without changing what is computed:
+// Decode fusions of the CUDA executor (cuda/executor.h, ExecutorOptions::fuse). Each removes a whole kernel per
+// occurrence without changing what is computed:
 // - RmsNorm folded into its readers: when every reader of a one-row RmsNorm is a matvec the int16 kernel serves,
 //   each of them normalises x itself while quantizing it (cuda/kernels/matvec_i16.cu), and the RmsNorm node is
 //   never computed. Its input must stay intact until its last reader runs (the plan's liveness says so).
@@ -14,9 +14,14 @@
 //   type, or Q6_K beside a Q4_K first one (Q4_K_M's attn_v), which the launch serves on its own blocks.
 // - SwiGlu as the epilogue of the gate/up launch (fold_swiglu_epilogue): the launch interleaves gate and up row
 //   groups so each block writes silu(gate) * up, and neither product is stored.
+// - RoPE and the KV write as the epilogue of the q/k/v launch (fold_rope_kv_epilogue): where it applies, the rope
+//   pairs above run in no launch of their own and the attention step only attends.
 #include <algorithm>
+#include <string>
+#include <utility>
 
 #include "cuda/executor.h"
+#include "cuda/kernels/rope.cuh"
 
 namespace cuda {
 
@@ -61,7 +66,7 @@ bool Executor::fold_norm(const Node& norm) {
   }
   if (users_.at(id).empty() || plan_.last_use.at(size_t(src)) < last) return false;
   folded_norm_.at(id) = true;
-  ++n_fused_;
+  count_fusion(Fusion::Norm);
   return true;
 }
 
@@ -71,7 +76,8 @@ bool Executor::slot_free_between(NodeId slot_owner, NodeId from, NodeId to) cons
   const int64_t off = plan_.offset.at(o);
   const uint64_t bytes = plan_.bytes.at(o);
   for (size_t j = 0; j < g_.nodes().size(); ++j) {
-    if (j == o || !plan_.owns(NodeId(j))) continue;
+    // A folded RmsNorm's slot is planned but never written: nothing there to overwrite.
+    if (j == o || !plan_.owns(NodeId(j)) || folded_norm_.at(j)) continue;
     const bool alive = NodeId(j) <= to && plan_.last_use.at(j) >= from;
     if (alive && ranges_overlap(off, bytes, plan_.offset.at(j), plan_.bytes.at(j))) return false;
   }
@@ -100,7 +106,7 @@ void Executor::fold_residual(const Node& m, MatvecParams& p) {
   p.residual = f32_in(a, a.inputs[0] == m.id ? 1 : 0);
   p.y = f32_out(a);
   folded_add_.at(size_t(add)) = true;
-  ++n_fused_;
+  count_fusion(Fusion::Residual);
 }
 
 void Executor::merge_siblings(const Node& n, MatvecParams& p) {
@@ -120,7 +126,7 @@ void Executor::merge_siblings(const Node& n, MatvecParams& p) {
       continue;
     }
     merged_.at(size_t(u)) = true;
-    ++n_fused_;
+    count_fusion(Fusion::Sibling);
   }
 }
 
@@ -143,7 +149,7 @@ void Executor::fold_swiglu_epilogue(const Node& m, MatvecParams& p) {
   if (!matvec_fuses(q)) return;
   p = q;
   glu_epilogue_.at(size_t(sw.id)) = true;
-  ++n_fused_;
+  count_fusion(Fusion::SwiGlu);
 }
 
 bool Executor::rope_kv_fusable(const Node& att) const {
@@ -164,6 +170,94 @@ bool Executor::rope_kv_fusable(const Node& att) const {
     if (i != rq.id && i != rk.id && op != Op::Reshape && op != Op::Weight) return false;
   }
   return true;
+}
+
+// The node that alone reads `id`, looking through views (kNoNode when there are several readers or none).
+NodeId Executor::reader_past_views(NodeId id) const {
+  for (;;) {
+    const auto& us = users_.at(size_t(id));
+    if (us.size() != 1) return graph::kNoNode;
+    if (g_.node(us[0]).op != Op::Reshape) return us[0];
+    id = us[0];
+  }
+}
+
+// q/k/v merged into one launch (two siblings) whose products feed only Rope(q), Rope(k) and the Attention's v: the
+// launch rotates q into the q Rope's slot and writes rotated k and v into the KV cache (MatvecRopeKv); the Ropes
+// and the attention step's cache write are not launched. The q Rope's slot is then written at this step instead of
+// its own, so no tensor alive in between may share it (checked on the plan).
+void Executor::fold_rope_kv_epilogue(const Node& m, MatvecParams& p) {
+  if (!opt_.fuse || !kv_ || p.n_siblings != 2 || p.residual || p.swiglu_out || m.shape.rows() != 1) return;
+  const NodeId rq_id = reader_past_views(m.id);
+  if (rq_id == graph::kNoNode || g_.node(rq_id).op != Op::Rope) return;
+  const Node& rq = g_.node(rq_id);
+  const NodeId att_id = reader_past_views(rq_id);
+  if (att_id == graph::kNoNode || !rope_kv_fusable(g_.node(att_id))) return;
+  const Node& att = g_.node(att_id);
+  const Node& rk = g_.node(att.inputs[1]);
+  const NodeId k_mm = plan_.root.at(size_t(rk.inputs[0])), v_mm = plan_.root.at(size_t(att.inputs[2]));
+  if (att.inputs[0] != rq_id || reader_past_views(k_mm) != rk.id || reader_past_views(v_mm) != att_id) return;
+  // The siblings must be exactly the k and v products, k first.
+  const float* ky = f32_out(g_.node(k_mm));
+  const float* vy = f32_out(g_.node(v_mm));
+  MatvecParams q = p;
+  if (q.siblings[0].y == vy) ::std::swap(q.siblings[0], q.siblings[1]);
+  if (q.siblings[0].y != ky || q.siblings[1].y != vy) return;
+  const auto& rp = ::std::get<graph::RopeParams>(rq.params);
+  const auto& ap = ::std::get<graph::AttentionParams>(att.params);
+  const auto& spec = kv_->spec();
+  if (rp.mode != graph::RopeMode::Normal || rq.shape.ne[2] != 1 || ap.layer < 0 || ap.layer >= spec.n_layer ||
+      ap.head_dim != spec.head_dim_k || ap.head_dim_v != spec.head_dim_v || ap.n_head_kv != spec.n_head_kv ||
+      rq.shape.ne[0] != ap.head_dim || spec.n_ctx != g_.kv.n_ctx)
+    return;
+  if (!plan_.owns(rq_id) || !slot_free_between(rq_id, m.id, rq_id)) return;
+  q.rope_kv = MatvecRopeKv{f32_out(rq),
+                           kv_->k(ap.layer),
+                           kv_->v(ap.layer),
+                           static_cast<const int32_t*>(device_ptr(att.inputs[3])),
+                           rope_powers(rp.freq_base, rp.n_rot),
+                           rq.inputs.size() > 2 && rq.inputs[2] != graph::kNoNode ? f32_in(rq, 2) : nullptr,
+                           rp.freq_scale,
+                           rp.n_rot,
+                           int32_t(ap.head_dim),
+                           int32_t(ap.head_dim_v),
+                           spec.n_ctx};
+  if (!matvec_fuses(q)) return;
+  p = q;
+  rope_epilogue_.at(size_t(rq_id)) = rope_epilogue_.at(size_t(rk.id)) = true;
+  kv_written_.at(size_t(att_id)) = true;
+  count_fusion(Fusion::RopeKvEpilogue);
+}
+
+// base^(-2i/n_rot) in device memory for the q/k/v epilogue; allocated while lowering (at construction).
+const double* Executor::rope_powers(float freq_base, int32_t n_rot) {
+  const auto key = ::std::make_pair(freq_base, n_rot);
+  auto it = rope_powers_.find(key);
+  if (it == rope_powers_.end()) {
+    const ::std::vector<double> v = rope_base_powers(freq_base, n_rot);
+    DeviceBuffer b(::std::max<size_t>(v.size(), 1) * sizeof(double));
+    CUDA_CHECK(cudaMemcpy(b.get(), v.data(), v.size() * sizeof(double), cudaMemcpyHostToDevice));
+    it = rope_powers_.emplace(key, ::std::move(b)).first;
+  }
+  return it->second.as<double>();
+}
+
+size_t Executor::n_fused() const {
+  size_t n = 0;
+  for (size_t c : fused_count_) n += c;
+  return n;
+}
+
+// ": 65 RMS norms, 64 residual adds, ..." for the kinds that occurred (the -v capture note).
+::std::string Executor::fusion_summary() const {
+  static const char* const kNames[] = {"RMS norms into matvecs", "residual adds", "sibling matvecs",
+                                       "SwiGLUs into gate/up", "rope pairs + KV write into attention",
+                                       "rope pairs + KV write into q/k/v"};
+  static_assert(sizeof(kNames) / sizeof(kNames[0]) == size_t(Fusion::kCount));
+  ::std::string s;
+  for (size_t k = 0; k < size_t(Fusion::kCount); ++k)
+    if (fused_count_[k]) s += (s.empty() ? ": " : ", ") + ::std::to_string(fused_count_[k]) + " " + kNames[k];
+  return s;
 }
 
 }  // namespace cuda

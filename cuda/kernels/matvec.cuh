@@ -25,6 +25,25 @@ struct MatvecSibling {
   quant::Type type;
 };
 
+// RoPE and the KV-cache write as the epilogue of a q/k/v launch (MatvecParams::rope_kv): the main matrix is q
+// ([head_dim, n_head] rows), siblings[0] k ([head_dim, n_head_kv]) and siblings[1] v ([head_dim_v, n_head_kv]).
+// q is rotated into q_out; k rotated and v as is are written as f16 into the cache slot of *position (layout of
+// cuda/kernels/attention.cuh; nothing when the position is outside [0, n_ctx)); no product is stored in y.
+// Pairs are adjacent rows (RopeMode::Normal) rotated as rope_angle.cuh does. A plain aggregate, as MatvecSibling.
+struct MatvecRopeKv {
+  float* q_out;                  // null: no epilogue
+  uint16_t* k_cache;             // this layer's caches
+  uint16_t* v_cache;
+  const int32_t* position;       // device memory
+  const double* base_powers;     // device memory, [n_rot / 2] (rope_base_powers)
+  const float* freq_factors;     // [n_rot / 2] or null
+  float freq_scale;
+  int32_t n_rot;                 // even, <= head_dim
+  int32_t head_dim;              // even
+  int32_t head_dim_v;            // even
+  int64_t n_ctx;
+};
+
 struct MatvecParams {
   const void* w = nullptr;     // [K, N]: N rows of K elements of `type`, quant::row_bytes(type, K) bytes apart
   quant::Type type = quant::Type::F32;
@@ -50,6 +69,7 @@ struct MatvecParams {
   static constexpr int kMaxSiblings = 2;
   Sibling siblings[kMaxSiblings] = {};
   int n_siblings = 0;
+  MatvecRopeKv rope_kv = {};
 };
 
 // True when launch_matvec(p) takes the int16-activation kernel, which is also the one that can apply norm_w and

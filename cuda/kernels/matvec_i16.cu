@@ -9,9 +9,12 @@
 #include <atomic>
 #include <utility>
 
+#include <cuda_fp16.h>
+
 #include "cuda/check.h"
 #include "cuda/kernels/matvec.cuh"
 #include "cuda/kernels/matvec_i16_units.cuh"
+#include "cuda/kernels/rope_angle.cuh"
 
 namespace cuda {
 namespace {
@@ -75,6 +78,7 @@ __device__ __forceinline__ float warp_sum_rows(float (&a)[R], int lane) {
 // SwiGLU mode (glu_out set): two matrices of N rows, gate (0) and up (1), with their row groups interleaved
 // (group 2i is gate's group i, 2i + 1 up's) so that a block, owning an even number of groups, holds both halves of
 // its outputs and writes silu(gate) * up to glu_out instead of y.
+// RoPE + KV epilogue (MatvecParams::rope_kv): role[i] says which of q (0), k (1), v (2) matrix i is.
 struct Segments {
   const uint8_t* w[3];
   const float* bias[3];
@@ -83,6 +87,7 @@ struct Segments {
   int64_t first[4];  // first group of each matrix; first[n] = total groups
   int n;
   float* glu_out;
+  int8_t role[3];
 };
 
 __device__ __forceinline__ int segment_of(const Segments& sg, int64_t g) {
@@ -94,6 +99,34 @@ __device__ __forceinline__ int segment_of(const Segments& sg, int64_t g) {
 template <int R>
 __device__ __forceinline__ int64_t group_row0(const Segments& sg, int64_t g, int s) {
   return sg.glu_out ? (g >> 1) * R : (g - sg.first[s]) * R;
+}
+
+// The RoPE + KV-cache epilogue (MatvecRopeKv): rows in pairs (2i, 2i + 1), never split between blocks or groups
+// because a group's first row is a multiple of R (even); each pair's sums are formed as the plain epilogue forms y.
+template <int R>
+__device__ __forceinline__ void write_rope_kv(const MatvecParams& p, const Segments& sg, const float* part,
+                                              int64_t cap, int64_t g0, int64_t g1, int n_warps, int32_t pos) {
+  const MatvecRopeKv& e = p.rope_kv;
+  const bool in_cache = pos >= 0 && pos < e.n_ctx;
+  for (int64_t k = threadIdx.x; k < (g1 - g0) * R / 2; k += blockDim.x) {
+    const int64_t i = 2 * k, g = g0 + i / R;
+    const int s = segment_of(sg, g);
+    const int64_t n = group_row0<R>(sg, g, s) + i % R;
+    if (n >= sg.N[s]) continue;  // N is even: n + 1 < N too
+    float y0 = 0.0f, y1 = 0.0f;
+    for (int ww = 0; ww < n_warps; ++ww) y0 += part[ww * cap + i], y1 += part[ww * cap + i + 1];
+    if (sg.bias[s]) y0 += sg.bias[s][n], y1 += sg.bias[s][n + 1];
+    const int role = sg.role[s];
+    const int64_t hd = role == 2 ? e.head_dim_v : e.head_dim, h = n / hd, d = n % hd;
+    if (role != 2 && d < e.n_rot)
+      rope_rotate(pos, e.freq_scale, e.base_powers[d / 2], e.freq_factors, d / 2, y0, y1, y0, y1);
+    if (role == 0) {
+      e.q_out[n] = y0, e.q_out[n + 1] = y1;
+    } else if (in_cache) {
+      uint16_t* c = (role == 1 ? e.k_cache : e.v_cache) + (h * e.n_ctx + pos) * hd + d;
+      *reinterpret_cast<__half2*>(c) = __floats2half2_rn(y0, y1);  // d even: 4-byte aligned
+    }
+  }
 }
 
 // Block `block` of a launch over the matrices of sg (all of type T).
@@ -123,6 +156,7 @@ __device__ __forceinline__ void matvec_i16_body(const MatvecParams& p, const Seg
     }
   };
   if (active && g0 < g1) load_group(cur, g0);
+  const int32_t pos = p.rope_kv.q_out ? __ldg(p.rope_kv.position) : 0;  // early, under the first weight loads
 
   // This thread's 32 activations: two runs of 16.
   float xa[16], xb[16];
@@ -165,6 +199,10 @@ __device__ __forceinline__ void matvec_i16_body(const MatvecParams& p, const Seg
     for (int r = 0; r < R; ++r) cur[r] = nxt[r];
   }
   __syncthreads();
+  if (p.rope_kv.q_out) {
+    write_rope_kv<R>(p, sg, part, cap, g0, g1, n_warps, pos);
+    return;
+  }
   if (sg.glu_out) {  // pairs of groups: gate rows then up rows of the same R outputs
     for (int64_t k = threadIdx.x; k < (g1 - g0) / 2 * R; k += blockDim.x) {
       const int64_t pair = k / R, r = k % R, n = ((g0 >> 1) + pair) * R + r;
@@ -239,9 +277,10 @@ Segments segments_of(const MatvecParams& p, quant::Type t, int R) {
   const auto add = [&](const void* w, const float* bias, float* y, int64_t N) {
     sg.w[sg.n] = static_cast<const uint8_t*>(w), sg.bias[sg.n] = bias, sg.y[sg.n] = y, sg.N[sg.n] = N, ++sg.n;
   };
-  if (p.type == t) add(p.w, p.bias, p.y, p.N);
+  if (p.type == t) sg.role[sg.n] = 0, add(p.w, p.bias, p.y, p.N);
   for (int i = 0; i < p.n_siblings; ++i)
-    if (p.siblings[i].type == t) add(p.siblings[i].w, p.siblings[i].bias, p.siblings[i].y, p.siblings[i].N);
+    if (p.siblings[i].type == t)
+      sg.role[sg.n] = int8_t(i + 1), add(p.siblings[i].w, p.siblings[i].bias, p.siblings[i].y, p.siblings[i].N);
   for (int i = 0; i < 3; ++i) sg.first[i + 1] = sg.first[i] + (i < sg.n ? (sg.N[i] + R - 1) / R : 0);
   return sg;
 }
@@ -299,6 +338,18 @@ void launch_i16_pair(const MatvecParams& p, cudaStream_t stream) {
   CUDA_CHECK_LAUNCH(stream);
 }
 
+// The q/k/v shapes the RoPE + KV epilogue serves (MatvecRopeKv): whole heads of even length, k and v beside q.
+bool rope_kv_epilogue_fits(const MatvecParams& p) {
+  const MatvecRopeKv& e = p.rope_kv;
+  if (!e.k_cache || !e.v_cache || !e.position || !e.base_powers || e.n_ctx <= 0) return false;
+  if (p.n_siblings != 2 || p.residual || p.swiglu_out) return false;
+  if (e.head_dim <= 0 || e.head_dim % 2 || e.head_dim_v <= 0 || e.head_dim_v % 2) return false;
+  if (e.n_rot <= 0 || e.n_rot % 2 || e.n_rot > e.head_dim) return false;
+  const int64_t n_kv = p.siblings[0].N / e.head_dim;
+  return p.N % e.head_dim == 0 && p.siblings[0].N % e.head_dim == 0 && n_kv > 0 &&
+         p.siblings[1].N == n_kv * e.head_dim_v;
+}
+
 bool i16_type(quant::Type t) {
   return t == quant::Type::Q4_K || t == quant::Type::Q6_K || t == quant::Type::Q4_0 || t == quant::Type::Q8_0;
 }
@@ -327,6 +378,7 @@ bool matvec_fuses(const MatvecParams& p) {
     if (b.type != p.type && !mixed_pair_supported(p.type, b.type)) return false;
   }
   if (p.swiglu_out && (p.n_siblings != 1 || p.siblings[0].type != p.type || p.siblings[0].N != p.N)) return false;
+  if (p.rope_kv.q_out && !rope_kv_epilogue_fits(p)) return false;
   return a(p.x) % 16 == 0 && (!p.norm_w || a(p.norm_w) % 16 == 0);
 }
 

@@ -1,15 +1,16 @@
-// RoPE: one thread per rotated pair. The angle pos * freq_scale * base^(-2i/n_rot) / factor is formed in double, as
-// the CPU reference does, because at positions in the thousands float angles are off by more than the test tolerance.
-// The powers base^(-2i/n_rot) are computed on the host at launch (glibc's pow, as the reference) and passed as a
-// kernel parameter: a double pow per thread was half of the kernel's FP64 work, and the kernel is FP64-bound in
-// prefill (40 heads x 64 pairs x 512 tokens on an 8B) and latency-bound in decode.
+// RoPE: one thread per rotated pair, the angle formed as rope_angle.cuh says. The powers base^(-2i/n_rot) are
+// computed on the host at launch and passed as a kernel parameter: a double pow per thread was half of the kernel's
+// FP64 work, and the kernel is FP64-bound in prefill (40 heads x 64 pairs x 512 tokens on an 8B) and latency-bound
+// in decode.
 #include "cuda/kernels/rope.cuh"
 
 #include <cuda_fp16.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "cuda/check.h"
+#include "cuda/kernels/rope_angle.cuh"
 
 namespace cuda {
 namespace {
@@ -23,7 +24,8 @@ struct BasePowers {
 
 BasePowers base_powers(const RopeKernelParams& p) {
   BasePowers b{};
-  for (int i = 0; i < p.n_rot / 2; ++i) b.v[i] = ::std::pow(double(p.freq_base), -2.0 * double(i) / double(p.n_rot));
+  const ::std::vector<double> v = rope_base_powers(p.freq_base, p.n_rot);
+  ::std::copy(v.begin(), v.end(), b.v);
   return b;
 }
 
@@ -34,13 +36,7 @@ __device__ __forceinline__ void rope_pair(const RopeKernelParams& p, const BaseP
   const int64_t half = p.n_rot / 2;
   a = p.mode == graph::RopeMode::Normal ? 2 * j : j;
   b = p.mode == graph::RopeMode::Normal ? 2 * j + 1 : j + half;
-  double theta = double(pos) * double(p.freq_scale) * bp.v[j];
-  if (p.freq_factors) theta /= double(p.freq_factors[j]);
-  double sd, cd;
-  sincos(theta, &sd, &cd);
-  const float c = float(cd), s = float(sd);
-  y0 = x[a] * c - x[b] * s;
-  y1 = x[a] * s + x[b] * c;
+  rope_rotate(pos, p.freq_scale, bp.v[j], p.freq_factors, j, x[a], x[b], y0, y1);
 }
 
 __global__ void rope_kernel(RopeKernelParams p, const __grid_constant__ BasePowers bp) {
@@ -109,6 +105,12 @@ __global__ void rope_kv_kernel(RopeKvParams p, const __grid_constant__ BasePower
 }
 
 }  // namespace
+
+::std::vector<double> rope_base_powers(float freq_base, int32_t n_rot) {
+  ::std::vector<double> v(size_t(n_rot > 0 ? n_rot / 2 : 0));
+  for (int32_t i = 0; i < n_rot / 2; ++i) v[size_t(i)] = ::std::pow(double(freq_base), -2.0 * double(i) / double(n_rot));
+  return v;
+}
 
 void launch_rope(const RopeKernelParams& p, cudaStream_t stream) {
   LLM_REQUIRE(p.x && p.out && p.positions, "null pointer");

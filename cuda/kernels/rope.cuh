@@ -4,6 +4,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <vector>
 
 #include "graph/ir.h"
 
@@ -24,6 +25,10 @@ struct RopeKernelParams {
 };
 
 void launch_rope(const RopeKernelParams& p, cudaStream_t stream);
+
+// base^(-2i/n_rot) for each pair i < n_rot / 2 (glibc's pow, as the CPU reference): the rope kernels take them as a
+// launch parameter, the q/k/v matvec epilogue from device memory (MatvecRopeKv::base_powers).
+::std::vector<double> rope_base_powers(float freq_base, int32_t n_rot);
 
 // rope(q) -> rope.out, and rope(k), v written as f16 into the KV cache slot of each token's position (layout of
 // cuda/kernels/attention.cuh): one launch for what rope, rope and kv_write do. rope.x is q; k shares rope's

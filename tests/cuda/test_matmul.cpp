@@ -24,35 +24,7 @@ std::vector<int64_t> row_lengths(Type t) {
   return {256, 768, 4096};
 }
 
-// y_ref[t*N + n] = sum_k w[n,k] x[k,t] in double, and the per-element absolute scale sum |w x| for tolerances.
-void reference(const std::vector<uint8_t>& w, Type type, const std::vector<float>& x, int64_t K, int64_t N, int64_t T,
-               const std::vector<float>* bias, std::vector<double>& y, std::vector<double>& mag,
-               std::vector<double>& maxterm) {
-  y.assign(N * T, 0), mag.assign(N * T, 0), maxterm.assign(N * T, 0);
-  for (int64_t n = 0; n < N; ++n) {
-    const auto row = ref_row(w, type, K, n);
-    for (int64_t t = 0; t < T; ++t) {
-      double s = bias ? (*bias)[n] : 0.0, m = 0, mx = 0;
-      for (int64_t k = 0; k < K; ++k) {
-        const double p = double(row[k]) * x[t * K + k];
-        s += p, m += std::fabs(p), mx = std::max(mx, std::fabs(p));
-      }
-      y[t * N + n] = s, mag[t * N + n] = m, maxterm[t * N + n] = mx;
-    }
-  }
-}
-
 class WeightKernels : public ::testing::TestWithParam<Type> {};
-
-// x / sqrt(mean(x^2) + eps) * w in double, rounded to float: the input the fused-norm matvecs must see.
-std::vector<float> rms_normed(const std::vector<float>& x, const std::vector<float>& w, double eps) {
-  double ss = 0;
-  for (float v : x) ss += double(v) * v;
-  const double scale = 1.0 / std::sqrt(ss / double(x.size()) + eps);
-  std::vector<float> xn(x.size());
-  for (size_t k = 0; k < x.size(); ++k) xn[k] = float(x[k] * scale * w[k]);
-  return xn;
-}
 
 TEST_P(WeightKernels, MatvecMatchesReference) {
   REQUIRE_GPU();
