@@ -16,7 +16,7 @@ void throw_error(const char* library, const char* expr, const ::std::string& wha
   throw Error(os.str());
 }
 
-const char* cublas_status_string(cublasStatus_t s) { return cublasGetStatusString(s); }
+const char* cublas_status_string(cublasStatus_t s) { return cublasLtGetStatusString(s); }
 
 bool device_available() {
   int n = 0;

@@ -1,8 +1,7 @@
-// One error-check family for CUDA runtime, cuBLAS and NVRTC calls. Every failure throws cuda::Error naming the
+// One error-check family for CUDA runtime, cuBLASLt and NVRTC calls. Every failure throws cuda::Error naming the
 // expression, the function, file and line, the current device, and the library's own error string.
 #pragma once
 #include <cublasLt.h>
-#include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <nvrtc.h>
 

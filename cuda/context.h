@@ -1,18 +1,21 @@
-// The per-device context: one compute stream, one copy stream, a cuBLAS handle bound to the compute stream with a
-// preallocated workspace, and the device properties kernels size themselves by.
+// The per-device context: one compute stream, one copy stream, the cuBLASLt products of the prefill GEMM (with a
+// preallocated workspace), and the device properties kernels size themselves by.
 #pragma once
-#include <cublas_v2.h>
-
+#include <memory>
 #include <string>
 
+#include "cuda/blas.h"
 #include "cuda/raii.h"
 
 namespace cuda {
 
 class Context {
  public:
+  // cuBLASLt's algorithms for our products (half precision, float32 accumulation, K up to ~16k) need little or no
+  // workspace; the heuristic only picks algorithms that fit in it.
+  static constexpr size_t kBlasWorkspaceBytes = size_t(4) << 20;
   // Selects `device` and creates streams and handles. Throws cuda::Error when the device is unusable.
-  explicit Context(int device = 0, size_t cublas_workspace_bytes = 32u << 20);
+  explicit Context(int device = 0, size_t blas_workspace_bytes = kBlasWorkspaceBytes);
   ~Context();
   Context(const Context&) = delete;
   Context& operator=(const Context&) = delete;
@@ -25,7 +28,7 @@ class Context {
 
   cudaStream_t compute() const { return compute_.get(); }
   cudaStream_t copy() const { return copy_.get(); }
-  cublasHandle_t cublas() const { return cublas_; }
+  const Blas& cublas() const { return *blas_; }
 
   void synchronize() const { compute_.synchronize(); }
 
@@ -34,8 +37,7 @@ class Context {
   cudaDeviceProp props_{};
   Stream compute_;
   Stream copy_;
-  DeviceBuffer cublas_workspace_;  // given to cuBLAS so it never allocates (required inside graph capture)
-  cublasHandle_t cublas_ = nullptr;
+  ::std::unique_ptr<Blas> blas_;
 };
 
 }  // namespace cuda

@@ -160,8 +160,8 @@ void Executor::lower(const Node& n) {
         p.x_in_scratch = last_gemm_.step == steps_.size() && last_gemm_.x == p.x && last_gemm_.K == K &&
                          last_gemm_.T == T;
         last_gemm_ = {steps_.size() + 1, p.x, K, T};
-        const cublasHandle_t h = ctx_.cublas();
-        steps_.push_back([p, h](cudaStream_t s) { launch_gemm(p, h, s); });
+        const Blas* blas = &ctx_.cublas();
+        steps_.push_back([p, blas](cudaStream_t s) { launch_gemm(p, *blas, s); });
       }
       return;
     }

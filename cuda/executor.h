@@ -5,6 +5,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <map>
 #include <tuple>
 #include <memory>
@@ -101,7 +102,8 @@ class Executor {
   const double* rope_powers(float freq_base, int32_t n_rot);
   void count_fusion(Fusion kind) { ++fused_count_[size_t(kind)]; }
   ::std::string fusion_summary() const;
-  bool slot_free_between(graph::NodeId slot_owner, graph::NodeId from, graph::NodeId to) const;
+  bool slot_free_between(graph::NodeId slot_owner, graph::NodeId from, graph::NodeId to,
+                         ::std::initializer_list<graph::NodeId> unwritten = {}) const;
   const FusedElementwise* fused(const FusedShape& shape);
 
   const Context& ctx_;

@@ -70,14 +70,17 @@ bool Executor::fold_norm(const Node& norm) {
   return true;
 }
 
-// True when no tensor other than slot_owner's own that is alive at some step in [from, to] shares its arena bytes.
-bool Executor::slot_free_between(NodeId slot_owner, NodeId from, NodeId to) const {
+// True when no tensor other than slot_owner's own that is alive at some step in [from, to] shares its arena bytes;
+// `unwritten` are tensors the fused launch computes without storing (nothing there to overwrite either).
+bool Executor::slot_free_between(NodeId slot_owner, NodeId from, NodeId to,
+                                 ::std::initializer_list<NodeId> unwritten) const {
   const auto o = size_t(slot_owner);
   const int64_t off = plan_.offset.at(o);
   const uint64_t bytes = plan_.bytes.at(o);
   for (size_t j = 0; j < g_.nodes().size(); ++j) {
     // A folded RmsNorm's slot is planned but never written: nothing there to overwrite.
     if (j == o || !plan_.owns(NodeId(j)) || folded_norm_.at(j)) continue;
+    if (::std::find(unwritten.begin(), unwritten.end(), NodeId(j)) != unwritten.end()) continue;
     const bool alive = NodeId(j) <= to && plan_.last_use.at(j) >= from;
     if (alive && ranges_overlap(off, bytes, plan_.offset.at(j), plan_.bytes.at(j))) return false;
   }
@@ -143,7 +146,8 @@ void Executor::fold_swiglu_epilogue(const Node& m, MatvecParams& p) {
   if (other == m.id || f32_out(g_.node(other)) != p.siblings[0].y) return;  // the SwiGlu's other input: the sibling
   if (users_.at(size_t(other)).size() != 1) return;
   if (plan_.last_use.at(size_t(sw.id)) >= int32_t(g_.nodes().size())) return;  // a graph output
-  if (!slot_free_between(sw.id, m.id, sw.id)) return;
+  // Neither product is stored, so the SwiGlu's slot may be the gate's (the planner runs it in place).
+  if (!slot_free_between(sw.id, m.id, sw.id, {m.id, other})) return;
   MatvecParams q = p;
   q.swiglu_out = f32_out(sw), q.swiglu_gate_is_sibling = sw.inputs[0] == other;
   if (!matvec_fuses(q)) return;

@@ -2,6 +2,7 @@
 // Steps are node indices: node i is computed at step i, so a buffer is busy from its own step to its last reader's.
 #include "graph/plan.h"
 
+#include <algorithm>
 #include <map>
 #include <stdexcept>
 #include <string>
@@ -59,6 +60,26 @@ class FreeList {
   uint64_t end_ = 0;
 };
 
+// The buffer a SwiGlu writes in place: its gate's, when this node is the gate's last reader, the two are the same
+// size, and the gate is neither its up input nor an input of the node just before (that rule still holds). The
+// op is element-wise (out[i] from gate[i] and up[i] only), so every executor can run it in place; in a 512-token
+// prefill of an 8B model the gate is 28 MiB.
+NodeId in_place_source(const Graph& g, const Plan& p, int32_t i) {
+  const Node& nd = g.nodes()[static_cast<size_t>(i)];
+  if (nd.op != Op::SwiGlu || nd.inputs.size() != 2 || i == 0) return kNoNode;
+  const NodeId gate = p.root[static_cast<size_t>(nd.inputs[0])];
+  const auto sg = static_cast<size_t>(gate);
+  const Op op = g.nodes()[sg].op;
+  if (op == Op::Weight || op == Op::Input || p.offset[sg] < 0 || p.last_use[sg] != i) return kNoNode;
+  if (p.bytes[sg] != p.bytes[static_cast<size_t>(i)] || gate == p.root[static_cast<size_t>(nd.inputs[1])])
+    return kNoNode;
+  // By bytes, not by node: the gate may itself hold a buffer passed on in place.
+  for (NodeId in : g.nodes()[static_cast<size_t>(i - 1)].inputs)
+    if (in != kNoNode && p.offset[static_cast<size_t>(p.root[static_cast<size_t>(in)])] == p.offset[sg])
+      return kNoNode;
+  return gate;
+}
+
 Plan make_plan(const Graph& g, uint64_t alignment, bool all_live) {
   if (alignment == 0 || (alignment & (alignment - 1)) != 0)
     throw std::invalid_argument("graph::plan: alignment " + std::to_string(alignment) + " is not a power of two");
@@ -95,6 +116,11 @@ Plan make_plan(const Graph& g, uint64_t alignment, bool all_live) {
     const auto si = static_cast<size_t>(i);
     if (nd.op == Op::Reshape) {
       p.offset[si] = p.offset[static_cast<size_t>(p.root[si])];
+    } else if (const NodeId src = all_live ? kNoNode : in_place_source(g, p, i); src != kNoNode) {
+      // The source's bytes pass to this node: its release at this step is cancelled.
+      p.offset[si] = p.offset[static_cast<size_t>(src)];
+      std::erase(release_at[si], src);
+      if (p.last_use[si] < n) release_at[static_cast<size_t>(p.last_use[si])].push_back(i);
     } else if (nd.op != Op::Weight) {
       p.offset[si] = static_cast<int64_t>(free.take(align_up(p.bytes[si], alignment)));
       if (p.last_use[si] < n) release_at[static_cast<size_t>(p.last_use[si])].push_back(i);

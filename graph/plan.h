@@ -34,7 +34,9 @@ struct Plan {
 
 // Liveness-based placement: buffers are reused once their last reader has run (greedy best fit, smallest suitable
 // free gap first). A node's output never shares memory with its own inputs, nor with the inputs of the node just
-// before it (so an executor may compute a node in its predecessor's kernel). Throws std::invalid_argument when
+// before it (so an executor may compute a node in its predecessor's kernel). One exception to the first rule: a
+// SwiGlu takes its gate's buffer when it is the gate's last reader (in place, element-wise; never a graph output
+// or an Input). Throws std::invalid_argument when
 // alignment is not a power of two.
 Plan plan(const Graph& g, uint64_t alignment = 256);
 

@@ -106,7 +106,7 @@ size_t gemm_full_scratch(int64_t K, int64_t N, int64_t T) {
   return align256(size_t(K) * T * 2) + align256(size_t(K) * N * 2);
 }
 
-void launch_gemm(const GemmParams& p, cublasHandle_t handle, cudaStream_t stream) {
+void launch_gemm(const GemmParams& p, const Blas& blas, cudaStream_t stream) {
   LLM_REQUIRE(p.w && p.x && p.y, "null pointer");
   LLM_REQUIRE(p.K > 0 && p.N > 0 && p.T > 0, "empty shape");
   LLM_REQUIRE(p.K <= 0x7fffffff && p.N <= 0x7fffffff && p.T <= 0x7fffffff, "dimension exceeds cuBLAS int range");
@@ -124,13 +124,9 @@ void launch_gemm(const GemmParams& p, cublasHandle_t handle, cudaStream_t stream
     CUDA_CHECK_LAUNCH(stream);
   }
 
-  CUBLAS_CHECK(cublasSetStream(handle, stream));
-  const float alpha = 1.0f, beta = 0.0f;
   // Column-major view: W rows are columns of a K x N matrix A (lda K); Y (N x T, ldc N) = A^T X.
   auto gemm = [&](const void* a, int64_t row0, int64_t rows) {
-    CUBLAS_CHECK(cublasGemmEx(handle, CUBLAS_OP_T, CUBLAS_OP_N, int(rows), int(p.T), int(p.K), &alpha, a, CUDA_R_16F,
-                              int(p.K), xh, CUDA_R_16F, int(p.K), &beta, p.y + row0, CUDA_R_32F, int(p.N),
-                              CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    blas.gemm_tn_f16_f32(rows, p.T, p.K, a, xh, p.y + row0, p.N, stream);
   };
   if (direct_f16) {
     gemm(p.w, 0, p.N);

@@ -1,11 +1,11 @@
 // Prefill matrix-matrix products Y = W X for every weight type: rows of W are dequantized to half precision into a
-// scratch buffer in slices, X is rounded to half once, and cuBLAS multiplies with float32 accumulation and output.
+// scratch buffer in slices, X is rounded to half once, and cuBLASLt multiplies with float32 accumulation and output.
 #pragma once
-#include <cublas_v2.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
 
+#include "cuda/blas.h"
 #include "quant/types.h"
 
 namespace cuda {
@@ -30,8 +30,8 @@ struct GemmParams {
 size_t gemm_min_scratch(int64_t K, int64_t N, int64_t T);
 size_t gemm_full_scratch(int64_t K, int64_t N, int64_t T);
 
-// Runs on `stream` (the handle is bound to it). Never allocates: safe inside CUDA graph capture.
-void launch_gemm(const GemmParams& p, cublasHandle_t handle, cudaStream_t stream);
+// Runs on `stream`. Never allocates device memory: safe inside CUDA graph capture (cuda/blas.h).
+void launch_gemm(const GemmParams& p, const Blas& blas, cudaStream_t stream);
 
 // Rows [row0, row0 + rows) of W as half precision, row-major with leading dimension K: out[(r - row0) * K + k].
 struct DequantF16Params {
