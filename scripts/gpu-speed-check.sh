@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # One device call for speed work (issue 6), steps chosen by STEPS (default: all, in this order):
-#   tests    every kernel test and the GPU model tests (correctness before any number)
+#   tests    every kernel test, the GPU model tests (correctness before any number) and, when BIN has it,
+#            test_memory_plan (the CUDA memory footprint against a real session)
 #   lab      the kernel lab timings (copy bandwidth, matvec, prefill GEMM and dequantization, attention)
 #   matvec-lab  the matvec variants side by side (BIN/matvec-lab, when carried)
 #   bench    8B Q4_K_M pp512 and tg128; BENCH_SHAPES (shape:type ...) to change the models, BENCH_ARGS to add
@@ -30,6 +31,11 @@ if has tests; then
   timeout 240 "$bin/cuda_session_test" --gtest_color=no >"$out/session.log" 2>&1
   summary+=("session tests rc=$? $(result "$out/session.log")")
   grep -E "rel-rms|^\[  FAILED|Failure" "$out/session.log" | head -30
+  if [ -x "$bin/test_memory_plan" ]; then  # the CUDA footprint against what a session really allocates
+    timeout 120 "$bin/test_memory_plan" --gtest_color=no >"$out/memory_plan.log" 2>&1
+    summary+=("memory plan tests rc=$? $(result "$out/memory_plan.log")")
+    grep -E "^\[  FAILED|Failure" "$out/memory_plan.log" | head -10
+  fi
 fi
 
 if has lab; then

@@ -1,7 +1,8 @@
 // Split-sequence attention on tensor cores, for decode and short batches: one block per (KV head, token, split) as
 // in the GQA split kernel, but the group's G query heads are the rows of mma.sync m16n8k16 products (padded to 16)
 // instead of per-slot dot products with warp reductions. The block streams its split in tiles of 64 slots (K and V,
-// cp.async 16-byte copies by all four warps, two stages: the next tile is in flight while this one is computed);
+// cp.async 16-byte copies by all four warps, two stages: the next tile is in flight while this one is computed;
+// a split's tiles are every n_active-th tile of the token's prefix);
 // each warp takes 16 slots of a tile: S = Q K^T (2 products per 16 dims), online softmax over its 16 slots,
 // O += P V; the warps' states merge in shared memory into the split's partial, and the last split block merges the
 // splits (attention_splits.cuh). Why: the GQA kernel's per-slot chain of G shuffle reductions held a 16k-context
@@ -37,13 +38,14 @@ __global__ void __launch_bounds__(kThreads) attention_split_tc_kernel(AttentionK
   const int64_t kvh = blockIdx.x, t = blockIdx.y, split = blockIdx.z;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, tg = lane & 3;
   const int64_t pos = p.positions[t];
-  // Splits of at least one tile: a shorter one loads a whole tile anyway, and a token within its first 64 slots
-  // then needs no merge at all.
-  const int64_t len = split_len_at(pos, p.max_splits, kTile);
-  const int n_active = int((pos + len) / len);
-  const int64_t begin = split * len;
-  if (begin > pos) return;  // the whole block: this split holds no slot
-  const int64_t end = min(begin + len, pos + 1);
+  // The token's tiles dealt round-robin to the splits (tile k to split k % n_active), at most max_splits of them:
+  // at any moment the blocks of a step stream neighbouring tiles, one front moving through the cache, instead of
+  // each block its own distant stretch (kernel notes: that held a 16k-context layer at ~1.7 TB/s). A token within
+  // its first 64 slots has one split and needs no merge.
+  const int64_t end = pos + 1, n_tiles = (end + kTile - 1) / kTile;
+  const int n_active = int(min(n_tiles, int64_t(p.max_splits)));
+  if (split >= n_active) return;  // the whole block: this split holds no tile
+  const int64_t begin = split * kTile, stride = int64_t(n_active) * kTile;
 
   // Q x scale as the A operand: row g is head kvh G + g (rows >= G and rows g + 8 are zero).
   uint32_t qf[HD / 16][4];
@@ -68,7 +70,8 @@ __global__ void __launch_bounds__(kThreads) attention_split_tc_kernel(AttentionK
   const uint16_t* kbase = p.k_cache + kvh * p.n_ctx * HD;
   const uint16_t* vbase = p.v_cache + kvh * p.n_ctx * HD;
 
-  // Tile k of the split into stage k % 2; slots past the split read as zeros (never NaN from stale cache bytes).
+  // The split's k-th tile into stage k % 2; slots past the token's position read as zeros (never NaN from stale
+  // cache bytes).
   const auto issue = [&](int64_t n0, int stage) {
     uint16_t* ks = tiles + stage * 2 * kTile * kLd;
     uint16_t* vs = ks + kTile * kLd;
@@ -87,9 +90,9 @@ __global__ void __launch_bounds__(kThreads) attention_split_tc_kernel(AttentionK
   };
   issue(begin, 0);
   int stage = 0;
-  for (int64_t n0 = begin; n0 < end; n0 += kTile, stage ^= 1) {
-    if (n0 + kTile < end) {
-      issue(n0 + kTile, stage ^ 1);  // its stage was last read in the previous iteration, before the barrier below
+  for (int64_t n0 = begin; n0 < end; n0 += stride, stage ^= 1) {
+    if (n0 + stride < end) {
+      issue(n0 + stride, stage ^ 1);  // its stage was last read in the previous iteration, before the barrier below
       asm volatile("cp.async.wait_group 1;");
     } else {
       asm volatile("cp.async.wait_group 0;");

@@ -98,7 +98,7 @@ TEST(KernelLab, Timings) {
       }
     }
   std::printf("\ndecode attention, 32 heads / 8 kv heads, hd 128 (one layer)\n%8s %10s %8s\n", "ctx", "us", "GB/s");
-  for (int64_t ctxlen : {512, 4096, 32768}) {
+  for (int64_t ctxlen : {512, 4096, 16384, 32768}) {
     const int64_t nh = 32, nkv = 8, hd = 128;
     cuda::DeviceBuffer kc(hd * ctxlen * nkv * 2), vc(hd * ctxlen * nkv * 2), q(hd * nh * 4), out(hd * nh * 4);
     CUDA_CHECK(cudaMemset(kc.get(), 0x11, kc.bytes()));
