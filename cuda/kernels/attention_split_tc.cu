@@ -14,6 +14,7 @@
 #include "cuda/kernels/async_copy.cuh"
 #include "cuda/kernels/attention_splits.cuh"
 #include "cuda/kernels/mma.cuh"
+#include "cuda/kernels/pdl.cuh"
 
 namespace cuda {
 namespace {
@@ -35,6 +36,7 @@ __global__ void __launch_bounds__(kThreads) attention_split_tc_kernel(AttentionK
   extern __shared__ __align__(16) uint16_t tiles[];
   static_assert(4 * G * HD * sizeof(float) <= smem_bytes<HD>(), "merge buffer exceeds the tiles");
   __shared__ float m_s[4][G], l_s[4][G];
+  pdl_launch_dependents();  // the o projection after it may launch and start on its weights (pdl.cuh)
   const int64_t kvh = blockIdx.x, t = blockIdx.y, split = blockIdx.z;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, tg = lane & 3;
   const int64_t pos = p.positions[t];

@@ -5,7 +5,8 @@
 // dotted (the load of group g + 1 is in flight while group g computes). Grid: just enough blocks for the resident
 // limit, each owning a balanced share of the row groups, so blocks live long and x is quantized once per block.
 // Row sums: lanes reduce across the warp (butterfly over the R rows), warps across the block once at the end.
-// Programmatic dependent launch was tried and dropped (docs/kernel-notes.md, v5): made correct, it was slower.
+// Launched as a programmatic dependent launch (pdl.cuh): the first row group's weights load while the previous
+// kernel finishes; x, the residual and the position are read after pdl_wait().
 #include <atomic>
 #include <utility>
 
@@ -14,6 +15,7 @@
 #include "cuda/check.h"
 #include "cuda/kernels/matvec.cuh"
 #include "cuda/kernels/matvec_i16_units.cuh"
+#include "cuda/kernels/pdl.cuh"
 #include "cuda/kernels/rope_angle.cuh"
 
 namespace cuda {
@@ -38,10 +40,13 @@ __device__ __forceinline__ mv16::Run quantize_run(const float (&v)[16]) {
   return r;
 }
 
+// 16 floats: of a weight through the read-only path (kReadOnly), or of an activation the previous kernel wrote
+// with plain loads after pdl_wait() (pdl.cuh).
+template <bool kReadOnly>
 __device__ __forceinline__ void load16(const float* p, float (&v)[16]) {
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
-    const float4 a = __ldg(reinterpret_cast<const float4*>(p) + i);
+    const float4 a = kReadOnly ? __ldg(reinterpret_cast<const float4*>(p) + i) : reinterpret_cast<const float4*>(p)[i];
     v[4 * i] = a.x, v[4 * i + 1] = a.y, v[4 * i + 2] = a.z, v[4 * i + 3] = a.w;
   }
 }
@@ -155,14 +160,16 @@ __device__ __forceinline__ void matvec_i16_body(const MatvecParams& p, const Seg
       dst[r] = U::load(w + n * row_bytes, u);
     }
   };
-  if (active && g0 < g1) load_group(cur, g0);
-  const int32_t pos = p.rope_kv.q_out ? __ldg(p.rope_kv.position) : 0;  // early, under the first weight loads
+  pdl_launch_dependents();
+  if (active && g0 < g1) load_group(cur, g0);  // weights: before the wait, overlapping the previous kernel's tail
+  pdl_wait();
+  const int32_t pos = p.rope_kv.q_out ? *p.rope_kv.position : 0;  // early, under the first weight loads
 
   // This thread's 32 activations: two runs of 16.
   float xa[16], xb[16];
   if (active) {
-    load16(p.x + U::seg0(u), xa);
-    load16(p.x + U::seg0(u) + U::kOff1, xb);
+    load16<false>(p.x + U::seg0(u), xa);
+    load16<false>(p.x + U::seg0(u) + U::kOff1, xb);
   } else {
 #pragma unroll
     for (int i = 0; i < 16; ++i) xa[i] = xb[i] = 0.0f;
@@ -180,8 +187,8 @@ __device__ __forceinline__ void matvec_i16_body(const MatvecParams& p, const Seg
     const float scale = 1.0f / sqrtf(total / float(p.K) + p.norm_eps);
     if (active) {
       float wa[16], wb[16];
-      load16(p.norm_w + U::seg0(u), wa);
-      load16(p.norm_w + U::seg0(u) + U::kOff1, wb);
+      load16<true>(p.norm_w + U::seg0(u), wa);
+      load16<true>(p.norm_w + U::seg0(u) + U::kOff1, wb);
 #pragma unroll
       for (int i = 0; i < 16; ++i) xa[i] = xa[i] * scale * wa[i], xb[i] = xb[i] * scale * wb[i];
     }
@@ -310,8 +317,7 @@ void launch_i16(const MatvecParams& p, size_t rb, cudaStream_t stream) {
   const int64_t grid = (sg.first[sg.n] + gpb - 1) / gpb;
   LLM_REQUIRE(grid <= 0x7fffffff, "too many rows");
   const size_t smem = size_t(warps) * size_t(gpb) * R * 4;
-  matvec_i16_kernel<T, R><<<unsigned(grid), threads, smem, stream>>>(p, sg, rb, gpb);
-  CUDA_CHECK_LAUNCH(stream);
+  launch_pdl(matvec_i16_kernel<T, R>, dim3(unsigned(grid)), dim3(unsigned(threads)), smem, stream, p, sg, rb, gpb);
 }
 
 // Main of type TA (with same-type siblings) plus siblings of type TB: the resident blocks are shared in proportion
@@ -333,9 +339,8 @@ void launch_i16_pair(const MatvecParams& p, cudaStream_t stream) {
   const int64_t blocks_a = (sa.first[sa.n] + gpb_a - 1) / gpb_a, blocks_b = (sb.first[sb.n] + gpb_b - 1) / gpb_b;
   LLM_REQUIRE(blocks_a + blocks_b <= 0x7fffffff, "too many rows");
   const size_t smem = size_t(warps) * 4 * size_t(gpb_a * RA > gpb_b * RB ? gpb_a * RA : gpb_b * RB);
-  matvec_i16_pair_kernel<TA, RA, TB, RB>
-      <<<unsigned(blocks_a + blocks_b), threads, smem, stream>>>(p, sa, sb, rb_a, rb_b, gpb_a, gpb_b, blocks_a);
-  CUDA_CHECK_LAUNCH(stream);
+  launch_pdl(matvec_i16_pair_kernel<TA, RA, TB, RB>, dim3(unsigned(blocks_a + blocks_b)), dim3(unsigned(threads)), smem,
+             stream, p, sa, sb, rb_a, rb_b, gpb_a, gpb_b, blocks_a);
 }
 
 // The q/k/v shapes the RoPE + KV epilogue serves (MatvecRopeKv): whole heads of even length, k and v beside q.
