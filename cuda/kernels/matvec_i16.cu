@@ -46,7 +46,8 @@ template <bool kReadOnly>
 __device__ __forceinline__ void load16(const float* p, float (&v)[16]) {
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
-    const float4 a = kReadOnly ? __ldg(reinterpret_cast<const float4*>(p) + i) : reinterpret_cast<const float4*>(p)[i];
+    const float4* q = reinterpret_cast<const float4*>(p) + i;
+    const float4 a = kReadOnly ? __ldg(q) : *q;
     v[4 * i] = a.x, v[4 * i + 1] = a.y, v[4 * i + 2] = a.z, v[4 * i + 3] = a.w;
   }
 }
@@ -163,7 +164,7 @@ __device__ __forceinline__ void matvec_i16_body(const MatvecParams& p, const Seg
   pdl_launch_dependents();
   if (active && g0 < g1) load_group(cur, g0);  // weights: before the wait, overlapping the previous kernel's tail
   pdl_wait();
-  const int32_t pos = p.rope_kv.q_out ? *p.rope_kv.position : 0;  // early, under the first weight loads
+  const int32_t pos = p.rope_kv.q_out ? *p.rope_kv.position : 0;  // loaded with x, under the first weights
 
   // This thread's 32 activations: two runs of 16.
   float xa[16], xb[16];

@@ -108,7 +108,8 @@ __global__ void rope_kv_kernel(RopeKvParams p, const __grid_constant__ BasePower
 
 ::std::vector<double> rope_base_powers(float freq_base, int32_t n_rot) {
   ::std::vector<double> v(size_t(n_rot > 0 ? n_rot / 2 : 0));
-  for (int32_t i = 0; i < n_rot / 2; ++i) v[size_t(i)] = ::std::pow(double(freq_base), -2.0 * double(i) / double(n_rot));
+  for (int32_t i = 0; i < n_rot / 2; ++i)
+    v[size_t(i)] = ::std::pow(double(freq_base), -2.0 * double(i) / double(n_rot));
   return v;
 }
 
