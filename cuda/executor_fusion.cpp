@@ -2,7 +2,8 @@
 // occurrence without changing what is computed:
 // - RmsNorm folded into its readers: when every reader of a one-row RmsNorm is a matvec the int16 kernel serves,
 //   each of them normalises x itself while quantizing it (cuda/kernels/matvec_i16.cu), and the RmsNorm node is
-//   never computed. Its input must stay intact until its last reader runs (the plan's liveness says so).
+//   never computed. Its input must stay intact until its last reader runs (the plan's liveness, or no tensor alive
+//   until then sharing its bytes).
 // - RoPE of q and k with the KV-cache write: when an Attention's q and k come straight from two Rope nodes read by
 //   nothing else, one kernel rotates q into the q rope's slot and writes rotated k and v into the cache
 //   (cuda/kernels/rope.cuh, launch_rope_kv); only views lie between the ropes and the attention, so the raw q, k, v
@@ -64,7 +65,10 @@ bool Executor::fold_norm(const Node& norm) {
     if (!matvec_fuses(p)) return false;
     last = ::std::max(last, u);
   }
-  if (users_.at(id).empty() || plan_.last_use.at(size_t(src)) < last) return false;
+  if (users_.at(id).empty()) return false;
+  // Its readers read the norm's input: it must hold its value through the last of them — alive that long by the
+  // plan, or (the final norm, whose input dies at the norm) its bytes untouched by everything alive until then.
+  if (plan_.last_use.at(size_t(src)) < last && !slot_free_between(src, norm.id, last)) return false;
   folded_norm_.at(id) = true;
   count_fusion(Fusion::Norm);
   return true;

@@ -77,7 +77,8 @@ NodeId Layers::ffn(int il, NodeId x) {
 
 NodeId Layers::output(NodeId x, bool all_logits) {
   // Generation needs only the last position: dropping the others before the norm skips most of the vocab matmul.
-  if (!all_logits) x = g_.last_token("result_last", x);  // [n_embd, 1]
+  // A one-token batch is its own last token (no copy; the decode step's final norm can then fold into the matvec).
+  if (!all_logits && g_.node(x).shape.ne[1] > 1) x = g_.last_token("result_last", x);  // [n_embd, 1]
   x = g_.rms_norm("result_norm", x, weight("output_norm.weight"), c_.rms_eps);
   NodeId out = weight_opt("output.weight");  // [n_embd, n_vocab]
   if (out == kNoNode) out = weight("token_embd.weight");  // tied embeddings

@@ -182,6 +182,10 @@ TEST(Graph, NamesShapesAndLastToken) {
 
   const graph::Graph all = model::build_graph(m->config(), m->weights(), 5, /*all_logits=*/true, 32);
   EXPECT_EQ(all.find("result_last"), graph::kNoNode);
+  // One token is its own last token: the decode graph has no copy before the final norm.
+  const graph::Graph one = model::build_graph(m->config(), m->weights(), 1, /*all_logits=*/false, 32);
+  EXPECT_EQ(one.find("result_last"), graph::kNoNode);
+  EXPECT_EQ(one.node(one.find("result_output")).shape, (graph::Shape{{40, 1, 1, 1}}));
   EXPECT_EQ(all.node(all.find("result_output")).shape, (graph::Shape{{40, 5, 1, 1}}));
 }
 
