@@ -42,7 +42,7 @@ CudaSession::CudaSession(std::shared_ptr<const model::Model> model, int32_t n_ct
   const uint64_t used_before_context = opt_.verbose ? cuda::device_memory_used() : 0;
   ctx_ = std::make_unique<cuda::Context>(opt_.device);
   if (opt_.verbose)
-    std::fprintf(stderr, "cuda: context, streams and cuBLAS workspaces: %s\n",
+    std::fprintf(stderr, "cuda: context, streams and cuBLASLt workspace: %s\n",
                  format_bytes(cuda::device_memory_used() - used_before_context).c_str());
 
   // Everything big (weights, KV cache, work buffers) is checked against free memory here, before it is allocated.

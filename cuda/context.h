@@ -28,7 +28,7 @@ class Context {
 
   cudaStream_t compute() const { return compute_.get(); }
   cudaStream_t copy() const { return copy_.get(); }
-  const Blas& cublas() const { return *blas_; }
+  const Blas& blas() const { return *blas_; }
 
   void synchronize() const { compute_.synchronize(); }
 

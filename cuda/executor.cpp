@@ -67,7 +67,6 @@ Executor::Executor(const Context& ctx, const graph::Graph& g, const graph::Plan&
   folded_add_.assign(g.nodes().size(), false);
   merged_.assign(g.nodes().size(), false);
   glu_epilogue_.assign(g.nodes().size(), false);
-  rope_epilogue_.assign(g.nodes().size(), false);
   kv_written_.assign(g.nodes().size(), false);
   for (const Node& n : g.nodes()) lower(n);
 }
@@ -89,6 +88,27 @@ const float* Executor::f32_in(const Node& n, size_t i) const {
   }
   if (in.dtype != graph::DType::F32) throw InvalidArgument(describe(n) + ": input " + describe(in) + " is not F32");
   return static_cast<const float*>(device_ptr(in.id));
+}
+
+// The rope kernel's parameters for a Rope node, as planned.
+RopeKernelParams Executor::rope_params(const Node& n) const {
+  const auto& rp = ::std::get<graph::RopeParams>(n.params);
+  RopeKernelParams p;
+  p.x = f32_in(n, 0), p.out = f32_out(n);
+  p.positions = static_cast<const int32_t*>(device_ptr(n.inputs[1]));
+  p.freq_factors = n.inputs.size() > 2 && n.inputs[2] != graph::kNoNode ? f32_in(n, 2) : nullptr;
+  p.head_dim = n.shape.ne[0], p.n_head = n.shape.ne[1], p.T = n.shape.ne[2];
+  p.n_rot = rp.n_rot, p.mode = rp.mode, p.freq_base = rp.freq_base, p.freq_scale = rp.freq_scale;
+  return p;
+}
+
+// True when an Attention node's layer and head shapes are those of the KV cache it will read.
+bool Executor::attention_matches_kv(const Node& att) const {
+  if (!kv_) return false;
+  const auto& ap = ::std::get<graph::AttentionParams>(att.params);
+  const auto& spec = kv_->spec();
+  return ap.layer >= 0 && ap.layer < spec.n_layer && ap.n_head_kv == spec.n_head_kv &&
+         ap.head_dim == spec.head_dim_k && ap.head_dim_v == spec.head_dim_v && spec.n_ctx == g_.kv.n_ctx;
 }
 
 float* Executor::f32_out(const Node& n) const {
@@ -160,7 +180,7 @@ void Executor::lower(const Node& n) {
         p.x_in_scratch = last_gemm_.step == steps_.size() && last_gemm_.x == p.x && last_gemm_.K == K &&
                          last_gemm_.T == T;
         last_gemm_ = {steps_.size() + 1, p.x, K, T};
-        const Blas* blas = &ctx_.cublas();
+        const Blas* blas = &ctx_.blas();
         steps_.push_back([p, blas](cudaStream_t s) { launch_gemm(p, *blas, s); });
       }
       return;
@@ -198,18 +218,14 @@ void Executor::lower(const Node& n) {
       return;
     }
     case Op::Rope: {
-      if (rope_epilogue_[size_t(n.id)]) return;  // rotated by the q/k/v launch (fold_rope_kv_epilogue)
-      if (const auto& us = users_[size_t(n.id)]; us.size() == 1 && rope_kv_fusable(g_.node(us[0]))) {
-        if (g_.node(us[0]).inputs[0] == n.id) count_fusion(Fusion::RopeKv);  // counted once per pair
-        return;  // computed by the attention step (launch_rope_kv)
+      if (const auto& us = users_[size_t(n.id)]; us.size() == 1) {
+        if (kv_written_[size_t(us[0])]) return;  // rotated by the q/k/v launch (fold_rope_kv_epilogue)
+        if (rope_kv_fusable(g_.node(us[0]))) {
+          if (g_.node(us[0]).inputs[0] == n.id) count_fusion(Fusion::RopeKv);  // counted once per pair
+          return;  // computed by the attention step (launch_rope_kv)
+        }
       }
-      const auto& rp = ::std::get<graph::RopeParams>(n.params);
-      RopeKernelParams p;
-      p.x = f32_in(n, 0), p.out = f32_out(n);
-      p.positions = static_cast<const int32_t*>(device_ptr(n.inputs[1]));
-      p.freq_factors = n.inputs.size() > 2 && n.inputs[2] != graph::kNoNode ? f32_in(n, 2) : nullptr;
-      p.head_dim = n.shape.ne[0], p.n_head = n.shape.ne[1], p.T = n.shape.ne[2];
-      p.n_rot = rp.n_rot, p.mode = rp.mode, p.freq_base = rp.freq_base, p.freq_scale = rp.freq_scale;
+      const RopeKernelParams p = rope_params(n);
       steps_.push_back([p](cudaStream_t s) { launch_rope(p, s); });
       return;
     }
@@ -217,9 +233,7 @@ void Executor::lower(const Node& n) {
       const auto& ap = ::std::get<graph::AttentionParams>(n.params);
       if (!kv_) throw InvalidArgument(describe(n) + ": no KV cache");
       const auto& spec = kv_->spec();
-      if (ap.layer < 0 || ap.layer >= spec.n_layer || ap.n_head_kv != spec.n_head_kv ||
-          ap.head_dim != spec.head_dim_k || ap.head_dim_v != spec.head_dim_v || spec.n_ctx != g_.kv.n_ctx)
-        throw InvalidArgument(describe(n) + ": parameters do not match the KV cache");
+      if (!attention_matches_kv(n)) throw InvalidArgument(describe(n) + ": parameters do not match the KV cache");
       const int64_t T = in_shape(0).ne[2];
       const auto* pos = static_cast<const int32_t*>(device_ptr(n.inputs[3]));
       const KvWriteParams w{f32_in(n, 1), f32_in(n, 2), pos, kv_->k(ap.layer), kv_->v(ap.layer), spec.n_ctx,
@@ -236,13 +250,8 @@ void Executor::lower(const Node& n) {
       if (rope_kv_fusable(n)) {
         const Node& rq = g_.node(n.inputs[0]);
         const Node& rk = g_.node(n.inputs[1]);
-        const auto& rp = ::std::get<graph::RopeParams>(rq.params);
         RopeKvParams f;
-        f.rope.x = f32_in(rq, 0), f.rope.out = f32_out(rq), f.rope.positions = pos;
-        f.rope.freq_factors = rq.inputs.size() > 2 && rq.inputs[2] != graph::kNoNode ? f32_in(rq, 2) : nullptr;
-        f.rope.head_dim = rq.shape.ne[0], f.rope.n_head = rq.shape.ne[1], f.rope.T = rq.shape.ne[2];
-        f.rope.n_rot = rp.n_rot, f.rope.mode = rp.mode, f.rope.freq_base = rp.freq_base;
-        f.rope.freq_scale = rp.freq_scale;
+        f.rope = rope_params(rq);  // its positions are the attention's (rope_kv_fusable)
         f.k = f32_in(rk, 0), f.v = f32_in(n, 2), f.k_cache = kv_->k(ap.layer), f.v_cache = kv_->v(ap.layer);
         f.n_head_kv = spec.n_head_kv, f.hd_v = ap.head_dim_v, f.n_ctx = spec.n_ctx;
         LLM_REQUIRE(rk.shape.ne[1] == spec.n_head_kv && rk.shape.ne[0] == ap.head_dim, "rope k shape");

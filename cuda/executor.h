@@ -16,6 +16,7 @@
 #include "cuda/context.h"
 #include "cuda/kernels/fused_elementwise.cuh"
 #include "cuda/kernels/matvec.cuh"
+#include "cuda/kernels/rope.cuh"
 #include "cuda/rtc.h"
 #include "graph/ir.h"
 #include "graph/plan.h"
@@ -75,10 +76,7 @@ class Executor {
   std::vector<float> read_f32(graph::NodeId id) const;
 
   size_t n_steps() const { return steps_.size(); }
-  // Nodes folded into a neighbour's kernel, by kind (executor_fusion.cpp).
-  enum class Fusion { Norm, Residual, Sibling, SwiGlu, RopeKv, RopeKvEpilogue, kCount };
-  size_t n_fused(Fusion kind) const { return fused_count_[size_t(kind)]; }
-  size_t n_fused() const;
+  size_t n_fused() const;  // nodes folded into a neighbour's kernel (by kind: fusion_summary)
   bool captured() const { return bool(exec_); }
   size_t arena_bytes() const { return arena_.bytes(); }
 
@@ -87,8 +85,12 @@ class Executor {
   void lower(const graph::Node& n);
   const void* weight_ptr(const graph::Node& w) const;
   const float* f32_in(const graph::Node& n, size_t i) const;
+  RopeKernelParams rope_params(const graph::Node& rope) const;
+  bool attention_matches_kv(const graph::Node& attention) const;
   float* f32_out(const graph::Node& n) const;
   void launch_all(cudaStream_t s) const;
+  // Fusions by kind, for the -v capture note (executor_fusion.cpp).
+  enum class Fusion { Norm, Residual, Sibling, SwiGlu, RopeKv, RopeKvEpilogue, kCount };
   // Fusions (executor_fusion.cpp), decided while lowering in node order.
   MatvecParams matvec_params(const graph::Node& mulmat) const;
   bool fold_norm(const graph::Node& norm);
@@ -125,8 +127,8 @@ class Executor {
   std::vector<bool> folded_add_;                   // Add nodes computed as a matvec's epilogue
   std::vector<bool> glu_epilogue_;                 // SwiGlu nodes written by their gate/up launch
   std::vector<bool> merged_;                       // MulMat nodes computed in an earlier sibling's launch
-  std::vector<bool> rope_epilogue_;                // Rope nodes computed by their q/k/v launch (MatvecRopeKv)
-  std::vector<bool> kv_written_;                   // Attention nodes whose K/V that launch wrote into the cache
+  std::vector<bool> kv_written_;                   // Attention nodes whose q/k/v launch rotated q and k and wrote
+                                                   // K/V into the cache (MatvecRopeKv): their Ropes run nowhere
   std::map<::std::pair<float, int32_t>, DeviceBuffer> rope_powers_;  // base^(-2i/n_rot) by (base, n_rot)
   size_t fused_count_[size_t(Fusion::kCount)] = {};
   struct LastGemm {  // the latest prefill product: its input converts once for siblings right after it

@@ -211,28 +211,25 @@ void Executor::fold_rope_kv_epilogue(const Node& m, MatvecParams& p) {
   MatvecParams q = p;
   if (q.siblings[0].y == vy) ::std::swap(q.siblings[0], q.siblings[1]);
   if (q.siblings[0].y != ky || q.siblings[1].y != vy) return;
-  const auto& rp = ::std::get<graph::RopeParams>(rq.params);
+  const RopeKernelParams rp = rope_params(rq);
   const auto& ap = ::std::get<graph::AttentionParams>(att.params);
-  const auto& spec = kv_->spec();
-  if (rp.mode != graph::RopeMode::Normal || rq.shape.ne[2] != 1 || ap.layer < 0 || ap.layer >= spec.n_layer ||
-      ap.head_dim != spec.head_dim_k || ap.head_dim_v != spec.head_dim_v || ap.n_head_kv != spec.n_head_kv ||
-      rq.shape.ne[0] != ap.head_dim || spec.n_ctx != g_.kv.n_ctx)
+  if (rp.mode != graph::RopeMode::Normal || rp.T != 1 || rp.head_dim != ap.head_dim || !attention_matches_kv(att))
     return;
   if (!plan_.owns(rq_id) || !slot_free_between(rq_id, m.id, rq_id)) return;
-  q.rope_kv = MatvecRopeKv{f32_out(rq),
+  const int64_t n_ctx = kv_->spec().n_ctx;
+  q.rope_kv = MatvecRopeKv{rp.out,
                            kv_->k(ap.layer),
                            kv_->v(ap.layer),
-                           static_cast<const int32_t*>(device_ptr(att.inputs[3])),
+                           rp.positions,  // the attention's (rope_kv_fusable)
                            rope_powers(rp.freq_base, rp.n_rot),
-                           rq.inputs.size() > 2 && rq.inputs[2] != graph::kNoNode ? f32_in(rq, 2) : nullptr,
+                           rp.freq_factors,
                            rp.freq_scale,
                            rp.n_rot,
                            int32_t(ap.head_dim),
                            int32_t(ap.head_dim_v),
-                           spec.n_ctx};
+                           n_ctx};
   if (!matvec_fuses(q)) return;
   p = q;
-  rope_epilogue_.at(size_t(rq_id)) = rope_epilogue_.at(size_t(rk.id)) = true;
   kv_written_.at(size_t(att_id)) = true;
   count_fusion(Fusion::RopeKvEpilogue);
 }

@@ -107,6 +107,13 @@ __device__ __forceinline__ int64_t group_row0(const Segments& sg, int64_t g, int
   return sg.glu_out ? (g >> 1) * R : (g - sg.first[s]) * R;
 }
 
+// Row i of the block's groups: its partial sums from every warp, added in warp order (every epilogue forms y so).
+__device__ __forceinline__ float block_sum(const float* part, int64_t cap, int n_warps, int64_t i) {
+  float y = 0.0f;
+  for (int w = 0; w < n_warps; ++w) y += part[w * cap + i];
+  return y;
+}
+
 // The RoPE + KV-cache epilogue (MatvecRopeKv): rows in pairs (2i, 2i + 1), never split between blocks or groups
 // because a group's first row is a multiple of R (even); each pair's sums are formed as the plain epilogue forms y.
 template <int R>
@@ -119,8 +126,7 @@ __device__ __forceinline__ void write_rope_kv(const MatvecParams& p, const Segme
     const int s = segment_of(sg, g);
     const int64_t n = group_row0<R>(sg, g, s) + i % R;
     if (n >= sg.N[s]) continue;  // N is even: n + 1 < N too
-    float y0 = 0.0f, y1 = 0.0f;
-    for (int ww = 0; ww < n_warps; ++ww) y0 += part[ww * cap + i], y1 += part[ww * cap + i + 1];
+    float y0 = block_sum(part, cap, n_warps, i), y1 = block_sum(part, cap, n_warps, i + 1);
     if (sg.bias[s]) y0 += sg.bias[s][n], y1 += sg.bias[s][n + 1];
     const int role = sg.role[s];
     const int64_t hd = role == 2 ? e.head_dim_v : e.head_dim, h = n / hd, d = n % hd;
@@ -215,9 +221,8 @@ __device__ __forceinline__ void matvec_i16_body(const MatvecParams& p, const Seg
     for (int64_t k = threadIdx.x; k < (g1 - g0) / 2 * R; k += blockDim.x) {
       const int64_t pair = k / R, r = k % R, n = ((g0 >> 1) + pair) * R + r;
       if (n >= sg.N[0]) continue;
-      float gate = 0.0f, up = 0.0f;
-      for (int ww = 0; ww < n_warps; ++ww)
-        gate += part[ww * cap + 2 * pair * R + r], up += part[ww * cap + (2 * pair + 1) * R + r];
+      float gate = block_sum(part, cap, n_warps, 2 * pair * R + r);
+      float up = block_sum(part, cap, n_warps, (2 * pair + 1) * R + r);
       if (sg.bias[0]) gate += sg.bias[0][n];
       if (sg.bias[1]) up += sg.bias[1][n];
       sg.glu_out[n] = gate / (1.0f + expf(-gate)) * up;  // as the SwiGlu kernels
@@ -230,8 +235,7 @@ __device__ __forceinline__ void matvec_i16_body(const MatvecParams& p, const Seg
     const int s = segment_of(sg, g);
     const int64_t n = group_row0<R>(sg, g, s) + i % R;
     if (n >= sg.N[s]) continue;
-    float y = 0.0f;
-    for (int ww = 0; ww < n_warps; ++ww) y += part[ww * cap + i];
+    float y = block_sum(part, cap, n_warps, i);
     if (sg.bias[s]) y += sg.bias[s][n];
     if (p.residual) y += p.residual[n];  // only without siblings (matvec_fuses)
     sg.y[s][n] = y;
@@ -391,8 +395,8 @@ bool matvec_fuses(const MatvecParams& p) {
 // Called by launch_matvec once matvec_fuses(p) holds.
 void launch_matvec_i16(const MatvecParams& p, cudaStream_t stream) {
   const size_t rb = quant::row_bytes(p.type, p.K);
-  // R = 4 rows per step for the 4-bit formats (103 / 95 registers); 2 for Q6_K / Q8_0, whose raw words at R = 4
-  // spill, and for short matrices, where R = 2 keeps more blocks in flight.
+  // R = 4 rows per step for the 4-bit formats (~125 registers, 4 blocks of 128 threads per SM); 2 for Q6_K / Q8_0,
+  // whose raw words at R = 4 spill, and for short matrices, where R = 2 keeps more blocks in flight.
   int64_t rows = p.N;  // of the main matrix's type
   bool mixed = false;
   for (int i = 0; i < p.n_siblings; ++i) {

@@ -87,7 +87,7 @@ TEST(KernelLab, Timings) {
       cuda::DeviceBuffer scratch(sb);
       const float ms = median_ms(ctx, 20, [&](int) {
         cuda::launch_gemm({w.get(), t, dx.as<float>(), nullptr, dy.as<float>(), K, N, T, scratch.get(), sb},
-                          ctx.cublas(), s);
+                          ctx.blas(), s);
       });
       std::printf("%-6s %5lld %10.1f %8.2f\n", quant::type_name(t), (long long)T, ms * 1e3, 2.0 * K * N * T / ms / 1e9);
       if (T == 512 && t != Type::F16) {  // the dequantization alone: bytes read + f16 bytes written

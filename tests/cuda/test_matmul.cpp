@@ -266,7 +266,7 @@ TEST_P(WeightKernels, GemmMatchesReference) {
           cuda::DeviceBuffer scratch(sb);
           auto dy = poisoned_f32(N * T);
           cuda::launch_gemm({dw.get(), type, dx.as<float>(), db.as<float>(), dy.as<float>(), K, N, T, scratch.get(), sb},
-                            ctx.cublas(), ctx.compute());
+                            ctx.blas(), ctx.compute());
           ctx.synchronize();
           // W and X are rounded to half (relative 2^-11 each) before a float32-accumulated product: the error is
           // bounded by 2^-10 * sum |w x| plus accumulation.
