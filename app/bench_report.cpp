@@ -52,8 +52,8 @@ double achieved_gbs(const BenchContext& c, const BenchTest& t) {
 std::string report_markdown(const BenchContext& c, const std::vector<BenchTest>& tests) {
   std::string out = fmt("device: %s (%s), copy bandwidth %.0f GB/s (read + write)\n", c.device.c_str(),
                         c.backend.c_str(), c.copy_gbs);
-  out += fmt("memory: weights %s + KV cache %s; peak in use %s\n\n", gib(c.weights_bytes).c_str(),
-             gib(c.kv_bytes).c_str(), c.peak_mem_bytes ? gib(c.peak_mem_bytes).c_str() : "n/a");
+  out += fmt("memory: weights %s + KV cache %s (%s); peak in use %s\n\n", gib(c.weights_bytes).c_str(),
+             gib(c.kv_bytes).c_str(), c.kv_type.c_str(), c.peak_mem_bytes ? gib(c.peak_mem_bytes).c_str() : "n/a");
   out += "| model | size | params | backend | test | t/s | GB/s | % of copy bw |\n";
   out += "| --- | ---: | ---: | --- | --- | ---: | ---: | ---: |\n";
   for (const auto& t : tests) {
@@ -69,13 +69,13 @@ std::string report_markdown(const BenchContext& c, const std::vector<BenchTest>&
 std::string report_csv(const BenchContext& c, const std::vector<BenchTest>& tests) {
   std::string out =
       "model,size_bytes,params,backend,device,test,n_prompt,n_gen,depth,reps,tps_mean,tps_sd,gbs,copy_gbs,"
-      "weights_bytes,kv_bytes,peak_mem_bytes\n";
+      "weights_bytes,kv_bytes,peak_mem_bytes,kv_type\n";
   for (const auto& t : tests) {
-    out += fmt("%s,%llu,%llu,%s,\"%s\",%s,%d,%d,%d,%zu,%.3f,%.3f,%.1f,%.1f,%llu,%llu,%llu\n", c.model.c_str(),
+    out += fmt("%s,%llu,%llu,%s,\"%s\",%s,%d,%d,%d,%zu,%.3f,%.3f,%.1f,%.1f,%llu,%llu,%llu,%s\n", c.model.c_str(),
                (unsigned long long)c.model_bytes, (unsigned long long)c.n_params, c.backend.c_str(),
                c.device.c_str(), t.name.c_str(), t.n_prompt, t.n_gen, t.depth, t.seconds.size(), t.mean_tps(),
                t.sd_tps(), achieved_gbs(c, t), c.copy_gbs, (unsigned long long)c.weights_bytes,
-               (unsigned long long)c.kv_bytes, (unsigned long long)c.peak_mem_bytes);
+               (unsigned long long)c.kv_bytes, (unsigned long long)c.peak_mem_bytes, c.kv_type.c_str());
   }
   return out;
 }
@@ -90,11 +90,12 @@ std::string report_json(const BenchContext& c, const std::vector<BenchTest>& tes
         "  {\"model\": \"%s\", \"size_bytes\": %llu, \"params\": %llu, \"backend\": \"%s\", \"device\": \"%s\", "
         "\"test\": \"%s\", \"n_prompt\": %d, \"n_gen\": %d, \"depth\": %d, \"tps_mean\": %.3f, \"tps_sd\": %.3f, "
         "\"gbs\": %.1f, \"copy_gbs\": %.1f, \"weights_bytes\": %llu, \"kv_bytes\": %llu, \"peak_mem_bytes\": %llu, "
+        "\"kv_type\": \"%s\", "
         "\"seconds\": [%s]}%s\n",
         json_escape(c.model).c_str(), (unsigned long long)c.model_bytes, (unsigned long long)c.n_params,
         c.backend.c_str(), json_escape(c.device).c_str(), t.name.c_str(), t.n_prompt, t.n_gen, t.depth,
         t.mean_tps(), t.sd_tps(), achieved_gbs(c, t), c.copy_gbs, (unsigned long long)c.weights_bytes,
-        (unsigned long long)c.kv_bytes, (unsigned long long)c.peak_mem_bytes, samples.c_str(),
+        (unsigned long long)c.kv_bytes, (unsigned long long)c.peak_mem_bytes, c.kv_type.c_str(), samples.c_str(),
         i + 1 < tests.size() ? "," : "");
   }
   return out + "]\n";

@@ -173,10 +173,8 @@ int run_bench(BenchOptions& o) {
   for (const auto& w : l.model->weights().all()) c.n_params += static_cast<uint64_t>(w.shape.elements());
   c.weights_bytes = l.model->weights().arena_bytes();
   c.weight_bytes_per_token = weight_bytes_per_token(*l.model);
-  const auto& cfg = l.model->config();
-  const uint64_t kv_elem = c.backend == "CUDA" ? 2 : 4;
-  c.kv_bytes = static_cast<uint64_t>(cfg.n_layer) * static_cast<uint64_t>(l.session->n_ctx()) *
-               static_cast<uint64_t>(cfg.n_head_kv) * static_cast<uint64_t>(cfg.head_dim + cfg.head_dim_v) * kv_elem;
+  c.kv_bytes = l.session->kv_cache_bytes();
+  c.kv_type = graph::kv_type_name(o.run.session.kv_type);
 
   Runner runner(l, l.session->n_vocab());
   uint64_t peak = 0;

@@ -3,6 +3,7 @@
 #include "app/cuda_footprint.h"
 
 #include <algorithm>
+#include <cmath>
 #include <memory>
 
 #include "cuda/executor.h"
@@ -28,12 +29,15 @@ CudaDeviceFacts cuda_device_facts(const cuda::Context& ctx, int32_t n_vocab) {
   return CudaDeviceFacts{ctx.sm_count(), cuda::sampling_scratch_bytes(n_vocab)};
 }
 
-Footprint cuda_session_footprint(const model::Model& model, const CudaDeviceFacts& device, CudaPlanShape shape) {
+Footprint cuda_session_footprint(const model::Model& model, const CudaDeviceFacts& device, CudaPlanShape shape,
+                                 graph::KvType kv_type) {
   const model::Config& c = model.config();
   Footprint fp;
   fp.weights_bytes = model.weights().arena_bytes();
-  // cuda::KvCache: f16 K [head_dim, n_ctx, n_head_kv] and V [head_dim_v, n_ctx, n_head_kv] per layer.
-  fp.kv_bytes_per_token = uint64_t(c.n_layer) * uint64_t(c.n_head_kv) * uint64_t(c.head_dim + c.head_dim_v) * 2;
+  // cuda::KvCache: K [head_dim, n_ctx, n_head_kv] and V [head_dim_v, n_ctx, n_head_kv] per layer, f16 or q8_0; the
+  // per-layer alignment padding (< 1 KiB per layer) is left to the headroom.
+  fp.kv_bytes_per_token = uint64_t(::std::ceil(cuda::KvCache::bytes_per_slot(
+      graph::KvCacheSpec{c.n_layer, 1, c.n_head_kv, c.head_dim, c.head_dim_v, kv_type})));
   // Captures the model by address: the footprint is used while the caller holds the model.
   const model::Model* m = &model;
   fp.work_bytes = [m, device, shape](int32_t n_ctx) -> uint64_t {

@@ -30,7 +30,9 @@ CudaDeviceFacts cuda_device_facts(const cuda::Context& ctx, int32_t n_vocab);
 
 // The work buffers of a context of n_ctx slots are those of the planned batch graph, the decode graph twice (plain,
 // and captured with the sampler) and the sampler's buffers.
-Footprint cuda_session_footprint(const model::Model& model, const CudaDeviceFacts& device, CudaPlanShape shape = {});
+// kv_type: the KV cache's element type (its bytes per slot).
+Footprint cuda_session_footprint(const model::Model& model, const CudaDeviceFacts& device, CudaPlanShape shape = {},
+                                 graph::KvType kv_type = graph::KvType::F16);
 
 }  // namespace app
 #endif  // LLM_HAVE_CUDA_SESSION

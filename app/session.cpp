@@ -35,6 +35,13 @@ void check_eval_batch(std::span<const int32_t> tokens, int32_t start_pos, int32_
                               std::to_string(n_vocab) + ")");
 }
 
+void check_kv_type(const model::Config& c, graph::KvType type) {
+  if (type == graph::KvType::Q8_0 && (c.head_dim % 32 != 0 || c.head_dim_v % 32 != 0))
+    throw SessionError("a q8_0 KV cache stores blocks of 32 values per head; this model's head_dim is " +
+                       std::to_string(c.head_dim) + (c.head_dim_v != c.head_dim ? "/" + std::to_string(c.head_dim_v) : "") +
+                       " (use --cache-type f16)");
+}
+
 int32_t cpu_n_ctx(const model::Model& model, const SessionOptions& options) {
   if (options.n_ctx < 0) throw UsageError("context size (-c) must be positive, got " + std::to_string(options.n_ctx));
   if (options.n_ctx > 0) return options.n_ctx;
@@ -47,7 +54,7 @@ std::unique_ptr<Session> make_cpu_session(std::shared_ptr<const model::Model> mo
   if (options.n_ctx == 0 && n_ctx < model->config().n_ctx_train)
     std::fprintf(stderr, "llm-run: note: context capped at %d tokens (model trained for %d); use -c to change\n",
                  n_ctx, model->config().n_ctx_train);
-  return std::make_unique<CpuSession>(std::move(model), n_ctx, options.n_threads);
+  return std::make_unique<CpuSession>(std::move(model), n_ctx, options.n_threads, options.kv_type);
 }
 
 std::unique_ptr<Session> make_device_session(std::shared_ptr<const model::Model> model, const SessionOptions& options) {
@@ -71,6 +78,8 @@ std::unique_ptr<Session> make_device_session(std::shared_ptr<const model::Model>
       return make_cuda_session(model, options);
     } catch (const DeviceMemoryError&) {
       throw;  // a GPU that is too small for the request is the user's to resolve, not a reason to run on the CPU
+    } catch (const SessionError&) {
+      throw;  // so is a request the session refuses (a context size, a KV cache type this model cannot use)
     } catch (const std::exception& e) {
       std::fprintf(stderr, "llm-run: note: no usable CUDA device (%s); running on the CPU reference\n", e.what());
     }

@@ -10,9 +10,11 @@
 #include <string>
 
 #include "app/sampler.h"
+#include "graph/ir.h"
 
 namespace model {
 class Model;
+struct Config;
 }
 
 namespace app {
@@ -28,6 +30,7 @@ struct SessionOptions {
   int32_t n_ctx = 0;           // KV-cache slots; 0 = the model's training context, capped by the device (make_session)
   int32_t n_threads = 0;       // CPU threads; 0 = hardware concurrency
   bool verbose = false;        // device / allocation notes on stderr
+  graph::KvType kv_type = graph::KvType::F16;  // --cache-type: how the KV cache stores K and V
   bool cuda_graph = true;      // capture the decode step as a CUDA graph (--no-cuda-graph: plain launches)
   // The largest evaluation the caller will make, for the GPU memory check before loading: 0 = prompts of up to
   // kPlannedPrefillTokens with last-token logits (a longer one is checked when it comes); perplexity sets its
@@ -65,17 +68,22 @@ class Session {
   virtual int32_t n_ctx() const = 0;        // KV slots = longest sequence this session can hold
   virtual int32_t n_vocab() const = 0;
   virtual std::string device_name() const = 0;  // "CPU reference (2 threads)", "NVIDIA H100 80GB HBM3"
+  // Bytes the KV cache of n_ctx() slots takes on its device (the CPU reference keeps floats).
+  virtual uint64_t kv_cache_bytes() const = 0;
 };
 
 // The checks every Session::eval makes before touching a device: a non-empty batch whose positions fit the context
 // (SessionError) and token ids inside the vocabulary (std::out_of_range naming the id).
 void check_eval_batch(std::span<const int32_t> tokens, int32_t start_pos, int32_t n_ctx, int32_t n_vocab);
 
+// SessionError when the model's heads cannot use a KV cache of this type (q8_0: head dims multiples of 32).
+void check_kv_type(const model::Config& c, graph::KvType type);
+
 // Creates the session for options.device: "cpu", "cuda", or "auto" (cuda when this build has the CUDA session and
 // it starts, else cpu with a note on stderr). The context is options.n_ctx when positive; the default (0) is the
 // model's training context, on the CPU at most 4096 tokens (cpu_n_ctx), on a GPU as much of it as fits in free
 // device memory (a note on stderr says when either cap applied). Throws UsageError for an unknown device or a
-// negative -c, std::runtime_error("CUDA device not available in this build") for "cuda" without the CUDA session,
+// negative -c, SessionError (even for "auto") for a KV cache type the model or device cannot use, std::runtime_error("CUDA device not available in this build") for "cuda" without the CUDA session,
 // and app::DeviceMemoryError (app/memory_plan.h), even for "auto", when the model or the requested context does not
 // fit in the GPU's free memory. The session shares ownership of the model.
 std::unique_ptr<Session> make_session(std::shared_ptr<const model::Model> model, const SessionOptions& options);

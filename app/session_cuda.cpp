@@ -12,6 +12,7 @@
 #include "app/memory_plan.h"
 #include "app/progress.h"
 #include "cuda/device_info.h"
+#include "cuda/kernels/attention.cuh"
 #include "cuda/work_buffers.h"
 #include "model/build_graph.h"
 
@@ -38,6 +39,14 @@ cuda::SamplingConfig to_config(const SamplerParams& s) {
 CudaSession::CudaSession(std::shared_ptr<const model::Model> model, int32_t n_ctx, CudaSessionOptions options)
     : model_(std::move(model)), n_ctx_(n_ctx), opt_(options) {
   if (n_ctx_ < 0) throw SessionError("context size must be positive, got " + std::to_string(n_ctx_));
+  check_kv_type(model_->config(), opt_.kv_type);
+  if (opt_.kv_type == graph::KvType::Q8_0) {
+    const model::Config& c = model_->config();
+    if (!cuda::kv_q8_0_supported(c.n_head, c.n_head_kv, c.head_dim, c.head_dim_v))
+      throw SessionError("a q8_0 KV cache on the GPU needs head_dim 64 or 128 and n_head / n_head_kv of 1, 2, 4 or "
+                         "8; this model has head_dim " + std::to_string(c.head_dim) + " and " +
+                         std::to_string(c.n_head) + "/" + std::to_string(c.n_head_kv) + " heads (use --cache-type f16)");
+  }
   if (!cuda::device_available()) throw cuda::Error("no CUDA device is available (use --device cpu)");
   const uint64_t used_before_context = opt_.verbose ? cuda::device_memory_used() : 0;
   ctx_ = std::make_unique<cuda::Context>(opt_.device);
@@ -48,7 +57,7 @@ CudaSession::CudaSession(std::shared_ptr<const model::Model> model, int32_t n_ct
   // Everything big (weights, KV cache, work buffers) is checked against free memory here, before it is allocated.
   {
     const Footprint fp =
-        cuda_session_footprint(*model_, cuda_device_facts(*ctx_, model_->config().n_vocab), opt_.plan);
+        cuda_session_footprint(*model_, cuda_device_facts(*ctx_, model_->config().n_vocab), opt_.plan, opt_.kv_type);
     const uint64_t free_bytes = cuda::device_memory_free();
     const int32_t n_train = std::max(model_->config().n_ctx_train, 1);
     if (n_ctx_ == 0) {
@@ -86,7 +95,8 @@ CudaSession::CudaSession(std::shared_ptr<const model::Model> model, int32_t n_ct
                  double(weights_.bytes()) / (1 << 20), s);
   }
   const auto& c = model_->config();
-  kv_ = std::make_unique<cuda::KvCache>(graph::KvCacheSpec{c.n_layer, n_ctx_, c.n_head_kv, c.head_dim, c.head_dim_v});
+  kv_ = std::make_unique<cuda::KvCache>(
+      graph::KvCacheSpec{c.n_layer, n_ctx_, c.n_head_kv, c.head_dim, c.head_dim_v, opt_.kv_type});
   if (opt_.rtc) rtc_ = std::make_unique<cuda::RtcCache>();
   history_ = cuda::DeviceBuffer(size_t(n_ctx_) * 4);
   sample_state_ = cuda::DeviceBuffer(sizeof(cuda::SamplingState));
@@ -103,6 +113,7 @@ std::string CudaSession::device_name() const { return ctx_->name(); }
 std::unique_ptr<CudaSession::Compiled> CudaSession::compile(int32_t n_tokens, bool all_logits) {
   auto c = std::make_unique<Compiled>();
   c->graph = model::build_graph(model_->config(), model_->weights(), n_tokens, all_logits, n_ctx_);
+  c->graph.kv.type = opt_.kv_type;  // the cache's element type is the session's choice, not the model's
   c->plan = graph::plan(c->graph);
   c->logits = c->graph.find("result_output");
   cuda::ExecutorOptions eo;
@@ -223,6 +234,7 @@ std::unique_ptr<Session> make_cuda_session(std::shared_ptr<const model::Model> m
   o.verbose = options.verbose;
   o.cuda_graph = options.cuda_graph;
   o.plan = CudaPlanShape{options.plan_batch, options.plan_all_logits};
+  o.kv_type = options.kv_type;
   if (const char* e = std::getenv("LLM_CUDA_GRAPH"); e && std::string(e) == "0") o.cuda_graph = false;
   if (const char* e = std::getenv("LLM_CUDA_RTC"); e && std::string(e) == "0") o.rtc = false;
   return std::make_unique<CudaSession>(std::move(model), options.n_ctx, o);

@@ -26,6 +26,7 @@ struct CudaSessionOptions {
   bool verbose = false;
   bool rtc = true;         // NVRTC-generated element-wise kernels (cached on disk); false: ahead-of-time ones
   CudaPlanShape plan;      // the largest evaluation to check free memory for at load (app/cuda_footprint.h)
+  graph::KvType kv_type = graph::KvType::F16;
 };
 
 class CudaSession final : public Session {
@@ -41,6 +42,7 @@ class CudaSession final : public Session {
   int32_t n_ctx() const override { return n_ctx_; }
   int32_t n_vocab() const override;
   std::string device_name() const override;
+  uint64_t kv_cache_bytes() const override { return kv_->bytes(); }
 
  private:
   struct Compiled {

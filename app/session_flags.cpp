@@ -20,6 +20,15 @@ void add_run_flags(CLI::App& cmd, RunFlags& f) {
   cmd.add_option("-t,--threads", f.session.n_threads, "CPU threads (default: all cores)")
       ->check(CLI::NonNegativeNumber);
   cmd.add_flag("-v,--verbose", f.session.verbose, "Describe the model, device and context on stderr");
+  cmd.add_option_function<std::string>(
+         "--cache-type",
+         [&f](const std::string& s) {
+           if (!graph::parse_kv_type(s, f.session.kv_type))
+             throw CLI::ValidationError("--cache-type", "expected f16 or q8_0, got '" + s + "'");
+         },
+         "KV cache element type: f16, or q8_0 (half the bytes, for long contexts; head_dim a multiple of 32, on a "
+         "GPU 64 or 128)")
+      ->default_str("f16");
   cmd.add_flag("!--no-cuda-graph", f.session.cuda_graph, "Run the decode step with plain kernel launches");
 }
 
@@ -38,8 +47,10 @@ Loaded load_for_run(const RunFlags& flags) {
   std::unique_ptr<Session> session = make_session(m, flags.session);
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   if (flags.session.verbose) {
-    std::fprintf(stderr, "llm-run: model %s\nllm-run: %s\nllm-run: device %s, context %d tokens\n", path.c_str(),
-                 model::describe(m->config()).c_str(), session->device_name().c_str(), session->n_ctx());
+    std::fprintf(stderr,
+                 "llm-run: model %s\nllm-run: %s\nllm-run: device %s, context %d tokens, %s KV cache of %.1f MiB\n",
+                 path.c_str(), model::describe(m->config()).c_str(), session->device_name().c_str(), session->n_ctx(),
+                 graph::kv_type_name(flags.session.kv_type), double(session->kv_cache_bytes()) / (1 << 20));
   }
   return Loaded{std::move(m), std::move(tok), std::move(session), ms};
 }

@@ -24,17 +24,56 @@ using graph::Op;
 
 // ---- KvCache ----
 
-KvCache::KvCache(const graph::KvCacheSpec& spec)
-    : spec_(spec),
-      layer_k_(size_t(spec.head_dim_k) * spec.n_ctx * spec.n_head_kv),
-      layer_v_(size_t(spec.head_dim_v) * spec.n_ctx * spec.n_head_kv),
-      buffer_(size_t(spec.n_layer) * (layer_k_ + layer_v_) * 2) {
-  LLM_REQUIRE(spec.n_layer > 0 && spec.n_ctx > 0 && spec.n_head_kv > 0 && spec.head_dim_k > 0 && spec.head_dim_v > 0,
+namespace {
+
+size_t align256(size_t n) { return (n + 255) / 256 * 256; }
+
+void check_kv_spec(const graph::KvCacheSpec& s) {
+  LLM_REQUIRE(s.n_layer > 0 && s.n_ctx > 0 && s.n_head_kv > 0 && s.head_dim_k > 0 && s.head_dim_v > 0,
               "empty KV cache spec");
+  LLM_REQUIRE(s.type != graph::KvType::Q8_0 || (s.head_dim_k % 32 == 0 && s.head_dim_v % 32 == 0),
+              "a q8_0 KV cache needs head dims that are multiples of 32");
+}
+
+}  // namespace
+
+KvCache::LayerLayout KvCache::layout(const graph::KvCacheSpec& s) {
+  const size_t slots = size_t(s.n_ctx) * size_t(s.n_head_kv);
+  const bool q8 = s.type == graph::KvType::Q8_0;
+  const size_t elem = q8 ? 1 : 2;
+  LayerLayout l;
+  l.k = 0;
+  l.v = align256(slots * size_t(s.head_dim_k) * elem);
+  l.k_scales = l.v + align256(slots * size_t(s.head_dim_v) * elem);
+  l.v_scales = l.k_scales + (q8 ? align256(slots * size_t(s.head_dim_k / 32) * 2) : 0);
+  l.bytes = l.v_scales + (q8 ? align256(slots * size_t(s.head_dim_v / 32) * 2) : 0);
+  return l;
+}
+
+size_t KvCache::bytes_for(const graph::KvCacheSpec& spec) {
+  check_kv_spec(spec);
+  return size_t(spec.n_layer) * layout(spec).bytes;
+}
+
+double KvCache::bytes_per_slot(const graph::KvCacheSpec& s) {
+  const double values = double(s.n_layer) * s.n_head_kv * (s.head_dim_k + s.head_dim_v);
+  return s.type == graph::KvType::Q8_0 ? values * 34.0 / 32.0 : values * 2.0;
+}
+
+KvCache::KvCache(const graph::KvCacheSpec& spec) : spec_(spec), layout_(layout(spec)), buffer_(bytes_for(spec)) {
   CUDA_CHECK(cudaMemset(buffer_.get(), 0, buffer_.bytes()));
 }
-uint16_t* KvCache::k(int32_t layer) const { return buffer_.as<uint16_t>() + size_t(layer) * (layer_k_ + layer_v_); }
-uint16_t* KvCache::v(int32_t layer) const { return k(layer) + layer_k_; }
+uint8_t* KvCache::layer_base(int32_t layer) const { return buffer_.as<uint8_t>() + size_t(layer) * layout_.bytes; }
+void* KvCache::k(int32_t layer) const { return layer_base(layer) + layout_.k; }
+void* KvCache::v(int32_t layer) const { return layer_base(layer) + layout_.v; }
+uint16_t* KvCache::k_scales(int32_t layer) const {
+  return spec_.type == graph::KvType::Q8_0 ? reinterpret_cast<uint16_t*>(layer_base(layer) + layout_.k_scales)
+                                           : nullptr;
+}
+uint16_t* KvCache::v_scales(int32_t layer) const {
+  return spec_.type == graph::KvType::Q8_0 ? reinterpret_cast<uint16_t*>(layer_base(layer) + layout_.v_scales)
+                                           : nullptr;
+}
 void KvCache::clear(cudaStream_t stream) const { CUDA_CHECK(cudaMemsetAsync(buffer_.get(), 0, buffer_.bytes(), stream)); }
 
 // ---- Executor ----
@@ -108,7 +147,8 @@ bool Executor::attention_matches_kv(const Node& att) const {
   const auto& ap = ::std::get<graph::AttentionParams>(att.params);
   const auto& spec = kv_->spec();
   return ap.layer >= 0 && ap.layer < spec.n_layer && ap.n_head_kv == spec.n_head_kv &&
-         ap.head_dim == spec.head_dim_k && ap.head_dim_v == spec.head_dim_v && spec.n_ctx == g_.kv.n_ctx;
+         ap.head_dim == spec.head_dim_k && ap.head_dim_v == spec.head_dim_v && spec.n_ctx == g_.kv.n_ctx &&
+         spec.type == g_.kv.type;
 }
 
 float* Executor::f32_out(const Node& n) const {
@@ -236,13 +276,21 @@ void Executor::lower(const Node& n) {
       if (!attention_matches_kv(n)) throw InvalidArgument(describe(n) + ": parameters do not match the KV cache");
       const int64_t T = in_shape(0).ne[2];
       const auto* pos = static_cast<const int32_t*>(device_ptr(n.inputs[3]));
-      const KvWriteParams w{f32_in(n, 1), f32_in(n, 2), pos, kv_->k(ap.layer), kv_->v(ap.layer), spec.n_ctx,
-                            spec.n_head_kv, ap.head_dim, ap.head_dim_v, T};
+      if (spec.type == graph::KvType::Q8_0 && !kv_q8_0_supported(ap.n_head, ap.n_head_kv, ap.head_dim, ap.head_dim_v))
+        throw InvalidArgument(describe(n) + ": a q8_0 KV cache needs head_dim 64 or 128 (K and V alike) and n_head / "
+                              "n_head_kv of 1, 2, 4 or 8 on the GPU; this model has head_dim " +
+                              ::std::to_string(ap.head_dim) + "/" + ::std::to_string(ap.head_dim_v) + " and " +
+                              ::std::to_string(ap.n_head) + "/" + ::std::to_string(ap.n_head_kv) +
+                              " heads (use --cache-type f16)");
+      KvWriteParams w{f32_in(n, 1), f32_in(n, 2), pos, kv_->k(ap.layer), kv_->v(ap.layer), spec.n_ctx,
+                      spec.n_head_kv, ap.head_dim, ap.head_dim_v, T};
+      w.kv_type = spec.type, w.k_scales = kv_->k_scales(ap.layer), w.v_scales = kv_->v_scales(ap.layer);
       AttentionKernelParams a;
       a.q = f32_in(n, 0), a.positions = pos, a.k_cache = kv_->k(ap.layer), a.v_cache = kv_->v(ap.layer);
       a.out = f32_out(n), a.partial = attn_scratch_.as<float>(), a.n_ctx = spec.n_ctx, a.n_head = ap.n_head;
       a.n_head_kv = ap.n_head_kv, a.hd = ap.head_dim, a.hd_v = ap.head_dim_v, a.T = T, a.scale = ap.scale;
       a.max_splits = attention_max_splits(spec.n_ctx, ap.n_head_kv, T, ctx_.sm_count());
+      a.kv_type = spec.type, a.k_scales = kv_->k_scales(ap.layer), a.v_scales = kv_->v_scales(ap.layer);
       if (kv_written_[size_t(n.id)]) {  // q rotated and K/V in the cache: the q/k/v launch did both
         steps_.push_back([a](cudaStream_t s) { launch_attention(a, s); });
         return;
@@ -254,6 +302,7 @@ void Executor::lower(const Node& n) {
         f.rope = rope_params(rq);  // its positions are the attention's (rope_kv_fusable)
         f.k = f32_in(rk, 0), f.v = f32_in(n, 2), f.k_cache = kv_->k(ap.layer), f.v_cache = kv_->v(ap.layer);
         f.n_head_kv = spec.n_head_kv, f.hd_v = ap.head_dim_v, f.n_ctx = spec.n_ctx;
+        f.kv_type = spec.type, f.k_scales = kv_->k_scales(ap.layer), f.v_scales = kv_->v_scales(ap.layer);
         LLM_REQUIRE(rk.shape.ne[1] == spec.n_head_kv && rk.shape.ne[0] == ap.head_dim, "rope k shape");
         steps_.push_back([f, a](cudaStream_t s) {
           launch_rope_kv(f, s);

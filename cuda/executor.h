@@ -23,21 +23,36 @@
 
 namespace cuda {
 
-// The f16 KV cache of a model: per layer K [head_dim, n_ctx, n_head_kv] and V [head_dim_v, n_ctx, n_head_kv]
-// (each kv head's slots contiguous, the layout cuda/kernels/attention.cuh reads), in one allocation.
+// The KV cache of a model, per layer K [head_dim, n_ctx, n_head_kv] and V [head_dim_v, n_ctx, n_head_kv] (each kv
+// head's slots contiguous, the layout cuda/kernels/attention.cuh reads), as binary16 values or, for a q8_0 spec,
+// int8 quants in that layout plus binary16 scales [head_dim / 32, n_ctx, n_head_kv]; one allocation, every
+// per-layer array 256-byte aligned.
 class KvCache {
  public:
   KvCache() = default;
+  // Throws InvalidArgument for an empty spec or a q8_0 spec whose head dims are not multiples of 32.
   explicit KvCache(const graph::KvCacheSpec& spec);
   const graph::KvCacheSpec& spec() const { return spec_; }
-  uint16_t* k(int32_t layer) const;
-  uint16_t* v(int32_t layer) const;
+  graph::KvType type() const { return spec_.type; }
+  void* k(int32_t layer) const;
+  void* v(int32_t layer) const;
+  uint16_t* k_scales(int32_t layer) const;  // q8_0; null for f16
+  uint16_t* v_scales(int32_t layer) const;
   size_t bytes() const { return buffer_.bytes(); }
   void clear(cudaStream_t stream) const;  // zero (a new sequence; not needed for correctness, slots are written first)
+  // Device bytes of a cache of this spec (what the constructor allocates), and of one slot of every layer
+  // without the alignment padding (for memory estimates per context length).
+  static size_t bytes_for(const graph::KvCacheSpec& spec);
+  static double bytes_per_slot(const graph::KvCacheSpec& spec);
 
  private:
+  struct LayerLayout {  // byte offsets inside one layer's stretch
+    size_t k = 0, v = 0, k_scales = 0, v_scales = 0, bytes = 0;
+  };
+  static LayerLayout layout(const graph::KvCacheSpec& spec);
+  uint8_t* layer_base(int32_t layer) const;
   graph::KvCacheSpec spec_;
-  size_t layer_k_ = 0, layer_v_ = 0;  // elements per layer
+  LayerLayout layout_;
   DeviceBuffer buffer_;
 };
 

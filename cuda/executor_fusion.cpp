@@ -193,9 +193,10 @@ NodeId Executor::reader_past_views(NodeId id) const {
 // q/k/v merged into one launch (two siblings) whose products feed only Rope(q), Rope(k) and the Attention's v: the
 // launch rotates q into the q Rope's slot and writes rotated k and v into the KV cache (MatvecRopeKv); the Ropes
 // and the attention step's cache write are not launched. The q Rope's slot is then written at this step instead of
-// its own, so no tensor alive in between may share it (checked on the plan).
+// its own, so no tensor alive in between may share it (checked on the plan). Only for an f16 cache: a q8_0 block
+// spans 32 rows of k or v, more than the launch's row groups give one block (the rope_kv launch writes it instead).
 void Executor::fold_rope_kv_epilogue(const Node& m, MatvecParams& p) {
-  if (!opt_.fuse || !kv_ || p.n_siblings != 2 || p.residual || p.swiglu_out || m.shape.rows() != 1) return;
+  if (!opt_.fuse || !kv_ || kv_->type() != graph::KvType::F16 || p.n_siblings != 2 || p.residual || p.swiglu_out || m.shape.rows() != 1) return;
   const NodeId rq_id = reader_past_views(m.id);
   if (rq_id == graph::kNoNode || g_.node(rq_id).op != Op::Rope) return;
   const Node& rq = g_.node(rq_id);
@@ -218,8 +219,8 @@ void Executor::fold_rope_kv_epilogue(const Node& m, MatvecParams& p) {
   if (!plan_.owns(rq_id) || !slot_free_between(rq_id, m.id, rq_id)) return;
   const int64_t n_ctx = kv_->spec().n_ctx;
   q.rope_kv = MatvecRopeKv{rp.out,
-                           kv_->k(ap.layer),
-                           kv_->v(ap.layer),
+                           static_cast<uint16_t*>(kv_->k(ap.layer)),
+                           static_cast<uint16_t*>(kv_->v(ap.layer)),
                            rp.positions,  // the attention's (rope_kv_fusable)
                            rope_powers(rp.freq_base, rp.n_rot),
                            rp.freq_factors,

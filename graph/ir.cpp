@@ -34,6 +34,23 @@ std::string to_string(const Shape& s) {
   return out + "]";
 }
 
+const char* kv_type_name(KvType t) {
+  switch (t) {
+    case KvType::F16: return "f16";
+    case KvType::Q8_0: return "q8_0";
+  }
+  return "?";
+}
+
+bool parse_kv_type(std::string_view s, KvType& out) {
+  for (KvType t : {KvType::F16, KvType::Q8_0})
+    if (s == kv_type_name(t)) {
+      out = t;
+      return true;
+    }
+  return false;
+}
+
 const char* op_name(Op op) {
   switch (op) {
     case Op::Input: return "Input";

@@ -5,6 +5,7 @@
 #include <array>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <variant>
 #include <vector>
 
@@ -90,6 +91,14 @@ struct Node {
   Params params;
 };
 
+// How the KV cache stores its values. F16: binary16. Q8_0: blocks of 32 values along the head dimension, each
+// int8 quants q and one binary16 scale d (value = q d), GGUF's Q8_0 rounding: d = max|x| / 127, q = round(x / d)
+// (half away from zero, computed as x * (1 / d)). Half the bytes of F16 for long contexts; head dims must be
+// multiples of 32.
+enum class KvType : uint8_t { F16, Q8_0 };
+const char* kv_type_name(KvType t);                    // "f16", "q8_0"
+bool parse_kv_type(std::string_view s, KvType& out);   // the names above; false for anything else
+
 // The KV cache a graph's Attention nodes use; executors allocate it from this description.
 struct KvCacheSpec {
   int32_t n_layer = 0;
@@ -97,6 +106,7 @@ struct KvCacheSpec {
   int32_t n_head_kv = 0;
   int32_t head_dim_k = 0;
   int32_t head_dim_v = 0;
+  KvType type = KvType::F16;    // of K and V alike
 };
 
 // Nodes are appended in topological order (every input exists before its user); ids are indices into nodes().

@@ -92,7 +92,7 @@ void print(std::ostream& os, const Graph& g, const Plan* plan) {
   }
   const KvCacheSpec& kv = g.kv;
   os << "kv cache: n_layer " << kv.n_layer << ", n_ctx " << kv.n_ctx << ", n_head_kv " << kv.n_head_kv
-     << ", head_dim " << kv.head_dim_k << "/" << kv.head_dim_v << '\n';
+     << ", head_dim " << kv.head_dim_k << "/" << kv.head_dim_v << ", " << kv_type_name(kv.type) << '\n';
 
   struct Row {
     std::string cols[9];

@@ -20,7 +20,7 @@ namespace {
 
 bool same_spec(const KvCacheSpec& a, const KvCacheSpec& b) {
   return a.n_layer == b.n_layer && a.n_ctx == b.n_ctx && a.n_head_kv == b.n_head_kv && a.head_dim_k == b.head_dim_k &&
-         a.head_dim_v == b.head_dim_v;
+         a.head_dim_v == b.head_dim_v && a.type == b.type;
 }
 
 }  // namespace
@@ -69,6 +69,9 @@ void ReferenceExecutor::ensure_kv(const KvCacheSpec& s) {
                                 std::to_string(s.n_layer) + ", n_ctx " + std::to_string(s.n_ctx) + ", n_head_kv " +
                                 std::to_string(s.n_head_kv) + ", head_dim_k " + std::to_string(s.head_dim_k) +
                                 ", head_dim_v " + std::to_string(s.head_dim_v) + ") is not all positive");
+  if (s.type == KvType::Q8_0 && (s.head_dim_k % 32 != 0 || s.head_dim_v % 32 != 0))
+    throw std::invalid_argument("reference executor: a q8_0 KV cache needs head dims that are multiples of 32, not " +
+                                std::to_string(s.head_dim_k) + "/" + std::to_string(s.head_dim_v));
   const size_t slots = size_t(s.n_layer) * s.n_ctx * s.n_head_kv;
   k_cache_.assign(slots * s.head_dim_k, 0.0f);
   v_cache_.assign(slots * s.head_dim_v, 0.0f);
@@ -310,6 +313,7 @@ struct Runner {
     a.out = out_f32(n);
     a.t = in(n, 0).shape.ne[2];
     a.n_ctx = kv.n_ctx;
+    a.kv_type = kv.type;
     a.scratch = ex.scratch_.data();
     ref::attention(a, ex.pool_.get());
   }

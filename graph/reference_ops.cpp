@@ -2,6 +2,7 @@
 // eight-lane dot product and the row split over threads for large products, neither of which changes any result.
 #include "graph/reference_ops.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <stdexcept>
@@ -9,12 +10,25 @@
 #include <vector>
 
 #include "graph/thread_pool.h"
+#include "quant/types.h"
 
 namespace graph::ref {
 namespace {
 
 // Below this many multiply-adds a product runs on the calling thread: waking the workers costs more (~10-50 us).
 constexpr int64_t kParallelWork = int64_t{1} << 18;
+
+// One token's K or V row (every kv head, n values) into its cache slot as the cache type stores it. Q8_0 blocks
+// of 32 never straddle two heads: head dims are multiples of 32 (checked when the cache is made).
+void store_kv(KvType type, const float* src, float* dst, int64_t n) {
+  if (type == KvType::F16) {
+    std::copy(src, src + n, dst);
+    return;
+  }
+  std::vector<uint8_t> blocks(quant::row_bytes(quant::Type::Q8_0, n));
+  quant::quantize_row(quant::Type::Q8_0, src, blocks.data(), n);
+  quant::dequantize_row(quant::Type::Q8_0, blocks.data(), dst, n);
+}
 
 }  // namespace
 
@@ -97,8 +111,8 @@ void attention(const AttentionArgs& a, ThreadPool* pool) {
   // The whole batch enters the cache first, so token t sees every token of the batch at a position <= its own.
   for (int64_t t = 0; t < a.t; ++t) {
     const int64_t slot = a.positions[t];
-    for (int64_t i = 0; i < nkv * hd; ++i) a.k_cache[slot * nkv * hd + i] = a.k[t * nkv * hd + i];
-    for (int64_t i = 0; i < nkv * hdv; ++i) a.v_cache[slot * nkv * hdv + i] = a.v[t * nkv * hdv + i];
+    store_kv(a.kv_type, a.k + t * nkv * hd, a.k_cache + slot * nkv * hd, nkv * hd);
+    store_kv(a.kv_type, a.v + t * nkv * hdv, a.v_cache + slot * nkv * hdv, nkv * hdv);
   }
   const int64_t group = nh / nkv;
   const int64_t per_thread = a.n_ctx + hdv;

@@ -4,6 +4,8 @@
 # carry), runs `llm-run bench` on each and writes a markdown table to $OUT/bench.md (and every log beside it).
 #   here:  scripts/build-carry.sh && ../shared/device/prepare.sh tokenizer/ggml-vocab-llama-bpe.gguf tokenizer/ggml-vocab-llama-spm.gguf
 #   there: scripts/gpu-bench.sh [quick]      (carry: .device and build-carry)
+#   env:   REPS (3), DEPTHS (e.g. 0,16384: context depths for the Q4_K_M shapes), KV_TYPES (e.g. q8_0: those shapes
+#          again with that --cache-type), LLM_RUN_BIN
 set -uo pipefail
 out=${OUT:-/tmp/out}
 mkdir -p "$out"
@@ -32,5 +34,12 @@ for m in "${models[@]}"; do
   "$bin" -m "$file" -p "Once upon a time" -n 32 --temp 0 -v --device cuda 2>&1 >/dev/null | grep -E "load|generation|device" | tee -a "$out/bench.md"
   echo "## $1 $2" | tee -a "$out/bench.md"
   "$bin" bench -m "$file" --device cuda -p 512 -n 128 -r "$reps" "${extra[@]}" -o md 2> >(tee -a "$out/bench.log" >&2) | tee -a "$out/bench.md"
+  # The same shape with a q8_0 KV cache (KV_TYPES=q8_0, with DEPTHS: the long-context figures it is for).
+  for kv in ${KV_TYPES:-}; do
+    [ "$2" = Q4_K_M ] && [ -n "${DEPTHS:-}" ] || continue
+    echo "## $1 $2, --cache-type $kv" | tee -a "$out/bench.md"
+    "$bin" bench -m "$file" --device cuda --cache-type "$kv" -p 512 -n 128 -r "$reps" -d "$DEPTHS" -o md \
+      2> >(tee -a "$out/bench.log" >&2) | tee -a "$out/bench.md"
+  done
 done
 cat "$out/bench.md"

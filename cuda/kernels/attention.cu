@@ -1,4 +1,4 @@
-// Attention over the f16 cache, by shape:
+// Attention over the KV cache, by shape (a q8_0 cache: the two tensor-core kernels only, kv_q8_0_supported):
 // - batches of 16+ query tokens, head_dim 64/128: tiled tensor-core flash attention (attention_prefill.cu);
 // - otherwise head_dim 64/128 with query groups of 1/2/4/8: split-sequence attention on tensor cores
 //   (attention_split_tc.cu);
@@ -12,16 +12,19 @@
 //     last block of a (KV head, token) to finish merges the splits (attention_splits.cuh).
 //   - per-head kernel (any even head_dim <= 256): one block per (query head, token, split), lanes over dimensions,
 //     then combine_kernel merges the splits.
+// The KV write: one thread per value of an f16 cache, one warp per 32-value block of a q8_0 cache (kv_q8_0.cuh).
 #include "cuda/kernels/attention.cuh"
 
 #include <cuda_fp16.h>
 
 #include <algorithm>
+#include <string>
 
 #include "cuda/check.h"
 #include "cuda/kernels/attention_prefill.cuh"
 #include "cuda/kernels/attention_splits.cuh"
 #include "cuda/kernels/attention_split_tc.cuh"
+#include "cuda/kernels/kv_q8_0.cuh"
 
 namespace cuda {
 namespace {
@@ -39,12 +42,36 @@ __global__ void kv_write_kernel(KvWriteParams p) {
   if (pos < 0 || pos >= p.n_ctx) return;
   if (r < p.n_head_kv * p.hd) {
     const int64_t h = r / p.hd, d = r % p.hd;
-    p.k_cache[(h * p.n_ctx + pos) * p.hd + d] = __half_as_ushort(__float2half_rn(p.k[t * p.n_head_kv * p.hd + r]));
+    static_cast<uint16_t*>(p.k_cache)[(h * p.n_ctx + pos) * p.hd + d] =
+        __half_as_ushort(__float2half_rn(p.k[t * p.n_head_kv * p.hd + r]));
   } else {
     const int64_t rv = r - p.n_head_kv * p.hd;
     const int64_t h = rv / p.hd_v, d = rv % p.hd_v;
-    p.v_cache[(h * p.n_ctx + pos) * p.hd_v + d] =
+    static_cast<uint16_t*>(p.v_cache)[(h * p.n_ctx + pos) * p.hd_v + d] =
         __half_as_ushort(__float2half_rn(p.v[t * p.n_head_kv * p.hd_v + rv]));
+  }
+}
+
+// q8_0: one warp per (token, KV head, 32-value block) of K, then of V; lane i quantizes value i of the block.
+__global__ void kv_write_q8_0_kernel(KvWriteParams p) {
+  const int64_t kb = p.hd / 32, vb = p.hd_v / 32;  // blocks per head
+  const int64_t per_tok = p.n_head_kv * (kb + vb);
+  const int64_t w = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+  const int lane = threadIdx.x & 31;
+  if (w >= per_tok * p.T) return;  // warp-uniform, as everything below
+  const int64_t t = w / per_tok, r = w % per_tok;
+  const int64_t pos = p.positions[t];
+  if (pos < 0 || pos >= p.n_ctx) return;
+  if (r < p.n_head_kv * kb) {
+    const int64_t h = r / kb, b = r % kb;
+    quantize_q8_0_warp(p.k[(t * p.n_head_kv + h) * p.hd + b * 32 + lane], lane,
+                       static_cast<int8_t*>(p.k_cache) + (h * p.n_ctx + pos) * p.hd + b * 32,
+                       p.k_scales + (h * p.n_ctx + pos) * kb + b);
+  } else {
+    const int64_t h = (r - p.n_head_kv * kb) / vb, b = (r - p.n_head_kv * kb) % vb;
+    quantize_q8_0_warp(p.v[(t * p.n_head_kv + h) * p.hd_v + b * 32 + lane], lane,
+                       static_cast<int8_t*>(p.v_cache) + (h * p.n_ctx + pos) * p.hd_v + b * 32,
+                       p.v_scales + (h * p.n_ctx + pos) * vb + b);
   }
 }
 
@@ -85,8 +112,8 @@ __global__ void __launch_bounds__(kWarps * 32) attention_gqa_kernel(AttentionKer
 #pragma unroll
     for (int d = 0; d < D; ++d) q[g][d] = qh[d] * p.scale;
   }
-  const Row* kc = reinterpret_cast<const Row*>(p.k_cache + kvh * p.n_ctx * hd) + lane;
-  const Row* vc = reinterpret_cast<const Row*>(p.v_cache + kvh * p.n_ctx * hd) + lane;
+  const Row* kc = reinterpret_cast<const Row*>(static_cast<const uint16_t*>(p.k_cache) + kvh * p.n_ctx * hd) + lane;
+  const Row* vc = reinterpret_cast<const Row*>(static_cast<const uint16_t*>(p.v_cache) + kvh * p.n_ctx * hd) + lane;
   float m[G], l[G], acc[G][D];
 #pragma unroll
   for (int g = 0; g < G; ++g) {
@@ -262,6 +289,12 @@ int32_t attention_max_splits(int64_t n_ctx, int64_t n_head_kv, int64_t T, int sm
   return int32_t(::std::clamp<int64_t>(want, 1, ::std::min<int64_t>(cap, kMaxSplitsGqa)));
 }
 
+bool kv_q8_0_supported(int64_t n_head, int64_t n_head_kv, int64_t hd, int64_t hd_v) {
+  if (n_head <= 0 || n_head_kv <= 0 || n_head % n_head_kv != 0) return false;
+  const int64_t G = n_head / n_head_kv;
+  return hd == hd_v && (hd == 64 || hd == 128) && (G == 1 || G == 2 || G == 4 || G == 8);
+}
+
 size_t attention_scratch_floats(int64_t n_head, int64_t hd_v, int64_t T, int32_t max_splits) {
   return size_t(n_head) * T * max_splits * (hd_v + 2) + size_t(n_head) * T;  // partials, then the counters
 }
@@ -269,8 +302,21 @@ size_t attention_scratch_floats(int64_t n_head, int64_t hd_v, int64_t T, int32_t
 void launch_kv_write(const KvWriteParams& p, cudaStream_t stream) {
   LLM_REQUIRE(p.k && p.v && p.positions && p.k_cache && p.v_cache, "null pointer");
   LLM_REQUIRE(p.n_ctx > 0 && p.n_head_kv > 0 && p.hd > 0 && p.hd_v > 0 && p.T > 0, "empty shape");
-  const int64_t n = p.n_head_kv * (p.hd + p.hd_v) * p.T;
-  kv_write_kernel<<<unsigned((n + 255) / 256), 256, 0, stream>>>(p);
+  switch (p.kv_type) {
+    case graph::KvType::F16: {
+      const int64_t n = p.n_head_kv * (p.hd + p.hd_v) * p.T;
+      kv_write_kernel<<<unsigned((n + 255) / 256), 256, 0, stream>>>(p);
+      break;
+    }
+    case graph::KvType::Q8_0: {
+      LLM_REQUIRE(p.hd % 32 == 0 && p.hd_v % 32 == 0, "q8_0 KV cache: head dims must be multiples of 32");
+      LLM_REQUIRE(p.k_scales && p.v_scales, "q8_0 KV cache: null scales");
+      const int64_t threads = p.n_head_kv * (p.hd + p.hd_v) * p.T;  // one warp per 32-value block
+      kv_write_q8_0_kernel<<<unsigned((threads + 255) / 256), 256, 0, stream>>>(p);
+      break;
+    }
+    default: LLM_REQUIRE(false, "unknown KV type " + ::std::to_string(int(p.kv_type)));
+  }
   CUDA_CHECK_LAUNCH(stream);
 }
 
@@ -281,6 +327,23 @@ void launch_attention(const AttentionKernelParams& p, cudaStream_t stream) {
   LLM_REQUIRE(p.hd > 0 && p.hd % 2 == 0 && p.hd <= kMaxHd, "head_dim must be even and <= 256");
   LLM_REQUIRE(p.hd_v > 0 && p.hd_v % 2 == 0 && p.hd_v <= kMaxHd, "head_dim_v must be even and <= 256");
   LLM_REQUIRE(p.max_splits > 0 && p.max_splits <= 65535, "max_splits not set (attention_max_splits)");
+  if (p.kv_type == graph::KvType::Q8_0) {  // the tensor-core kernels alone read int8 tiles
+    LLM_REQUIRE(kv_q8_0_supported(p.n_head, p.n_head_kv, p.hd, p.hd_v),
+                "q8_0 KV cache: attention needs head_dim = hd_v = 64 or 128 and n_head / n_head_kv = 1, 2, 4 or 8 "
+                "(got head_dim " + ::std::to_string(p.hd) + "/" + ::std::to_string(p.hd_v) + ", " +
+                    ::std::to_string(p.n_head) + " heads / " + ::std::to_string(p.n_head_kv) + " KV heads)");
+    LLM_REQUIRE(p.k_scales && p.v_scales, "q8_0 KV cache: null scales");
+    if (attention_prefill_applies(p)) {
+      launch_attention_prefill(p, stream);
+      return;
+    }
+    LLM_REQUIRE(attention_split_tc_applies(p),
+                "q8_0 KV cache: the split kernel needs 16-byte aligned quants, 4-byte aligned scales and "
+                "max_splits <= 256");
+    launch_attention_split_tc(p, stream);
+    return;
+  }
+  LLM_REQUIRE(p.kv_type == graph::KvType::F16, "unknown KV type " + ::std::to_string(int(p.kv_type)));
   if (attention_prefill_applies(p)) {
     launch_attention_prefill(p, stream);
     return;

@@ -2,10 +2,16 @@
 // causally (query t sees cache slots [0, positions[t]]) with the sequence split into fixed chunks whose partial
 // softmax states are merged by a combine step (flash-decoding), so a single decode token still fills the GPU.
 // Cache layout per layer: K [head_dim, n_ctx, n_head_kv] (each kv head's slots contiguous), V likewise with hd_v.
+// Element types (graph::KvType): f16 values; or q8_0, int8 quants in that same layout beside one binary16 scale per
+// 32 values along the head dimension, scales [head_dim / 32, n_ctx, n_head_kv] (value = q * scale; GGUF Q8_0
+// rounding, graph/ir.h). q8_0 is read by the two tensor-core kernels only (head_dim = hd_v = 64 or 128; the split
+// kernel's groups 1/2/4/8): kv_q8_0_supported says which shapes, and launch_attention refuses the others.
 #pragma once
 #include <cuda_runtime.h>
 
 #include <cstdint>
+
+#include "graph/ir.h"
 
 namespace cuda {
 
@@ -13,21 +19,24 @@ struct KvWriteParams {
   const float* k = nullptr;          // [hd, n_head_kv, T]
   const float* v = nullptr;          // [hd_v, n_head_kv, T]
   const int32_t* positions = nullptr;// [T], device; slots outside [0, n_ctx) are skipped (validated by the host)
-  uint16_t* k_cache = nullptr;       // this layer: [hd, n_ctx, n_head_kv] binary16
-  uint16_t* v_cache = nullptr;       // this layer: [hd_v, n_ctx, n_head_kv] binary16
+  void* k_cache = nullptr;           // this layer: [hd, n_ctx, n_head_kv] binary16, or int8 quants for q8_0
+  void* v_cache = nullptr;           // this layer: [hd_v, n_ctx, n_head_kv] likewise
   int64_t n_ctx = 0;
   int64_t n_head_kv = 0;
   int64_t hd = 0;
   int64_t hd_v = 0;
   int64_t T = 0;
+  graph::KvType kv_type = graph::KvType::F16;
+  uint16_t* k_scales = nullptr;      // q8_0: this layer's [hd / 32, n_ctx, n_head_kv] binary16 scales; else null
+  uint16_t* v_scales = nullptr;      // q8_0: [hd_v / 32, n_ctx, n_head_kv]
 };
 void launch_kv_write(const KvWriteParams& p, cudaStream_t stream);
 
 struct AttentionKernelParams {
   const float* q = nullptr;          // [hd, n_head, T]
   const int32_t* positions = nullptr;// [T], device
-  const uint16_t* k_cache = nullptr; // this layer, as KvWriteParams
-  const uint16_t* v_cache = nullptr;
+  const void* k_cache = nullptr;     // this layer, as KvWriteParams
+  const void* v_cache = nullptr;
   float* out = nullptr;              // [hd_v, n_head, T]
   float* partial = nullptr;          // scratch: attention_scratch_floats(...) floats, zeroed once before the first
                                      // launch (its tail holds counters the kernels leave at zero)
@@ -40,7 +49,14 @@ struct AttentionKernelParams {
   float scale = 1.0f;
   int32_t max_splits = 0;            // splits per (head, token) at most (attention_max_splits); the split length
                                      // is chosen on the device from each token's position, so capture-safe
+  graph::KvType kv_type = graph::KvType::F16;
+  const uint16_t* k_scales = nullptr;// q8_0: as KvWriteParams; else null
+  const uint16_t* v_scales = nullptr;
 };
+
+// Whether the attention kernels read a q8_0 cache of this shape (head_dim = hd_v = 64 or 128, n_head / n_head_kv
+// 1, 2, 4 or 8); the executor refuses other shapes with a message before any launch.
+bool kv_q8_0_supported(int64_t n_head, int64_t n_head_kv, int64_t hd, int64_t hd_v);
 
 // Most splits a (head, token) is cut into for a cache of n_ctx slots and a batch of T tokens: enough that
 // n_head_kv * T * splits blocks fill the device (sm_count multiprocessors), no split shorter than 16 slots.

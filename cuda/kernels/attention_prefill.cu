@@ -4,10 +4,14 @@
 // are read once per 64 queries instead of once per query (the split kernel's prefill cost, docs/kernel-notes.md).
 // Rounding: Q x scale and the softmax weights P enter the products as f16 (K and V already are); the running max,
 // the normaliser and O stay f32. A tile of slots past the block's last position is zero-filled, and slot s counts
-// for query t only when s <= positions[t].
+// for query t only when s <= positions[t]. A q8_0 cache: the tile loads read 8 int8 quants and their scale per
+// item and store 8 halves q x scale (each rounded to f16 once), the rest unchanged.
 #include "cuda/kernels/attention_prefill.cuh"
 
+#include <type_traits>
+
 #include "cuda/check.h"
+#include "cuda/kernels/kv_q8_0.cuh"
 #include "cuda/kernels/mma.cuh"
 
 namespace cuda {
@@ -19,7 +23,7 @@ constexpr int kThreads = 128;  // four warps
 
 using mma::pack_half2;
 
-template <int HD>
+template <int HD, graph::KvType KV>
 __global__ void __launch_bounds__(kThreads) attention_prefill_kernel(AttentionKernelParams p) {
   constexpr int kLd = HD + 8;  // shared row stride in halves: 16-byte rows, conflict-free fragment reads
   __shared__ __align__(16) uint16_t ks[kBN * kLd];
@@ -62,8 +66,12 @@ __global__ void __launch_bounds__(kThreads) attention_prefill_kernel(AttentionKe
   for (int n = 0; n < HD / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
   float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
   constexpr float kLog2e = 1.4426950408889634f;
-  const uint16_t* kbase = p.k_cache + kvh * p.n_ctx * HD;
-  const uint16_t* vbase = p.v_cache + kvh * p.n_ctx * HD;
+  constexpr bool kQ8 = KV == graph::KvType::Q8_0;
+  using Elem = ::std::conditional_t<kQ8, int8_t, uint16_t>;  // f16 values, or q8_0 quants
+  const Elem* kbase = static_cast<const Elem*>(p.k_cache) + kvh * p.n_ctx * HD;
+  const Elem* vbase = static_cast<const Elem*>(p.v_cache) + kvh * p.n_ctx * HD;
+  const uint16_t* kscale = kQ8 ? p.k_scales + kvh * p.n_ctx * (HD / 32) : nullptr;  // q8_0: [HD / 32] per slot
+  const uint16_t* vscale = kQ8 ? p.v_scales + kvh * p.n_ctx * (HD / 32) : nullptr;
 
   for (int64_t n0 = 0; n0 <= last; n0 += kBN) {
     __syncthreads();  // the previous tile is consumed
@@ -72,8 +80,15 @@ __global__ void __launch_bounds__(kThreads) attention_prefill_kernel(AttentionKe
       const int64_t slot = n0 + row;
       uint4 kv = make_uint4(0, 0, 0, 0), vv = kv;
       if (slot <= last) {
-        kv = __ldg(reinterpret_cast<const uint4*>(kbase + slot * HD) + c8);
-        vv = __ldg(reinterpret_cast<const uint4*>(vbase + slot * HD) + c8);
+        if constexpr (kQ8) {  // 8 quants of block c8 / 4
+          kv = dequant8_q8_0(__ldg(reinterpret_cast<const uint2*>(kbase + slot * HD) + c8),
+                             __ushort_as_half(__ldg(kscale + slot * (HD / 32) + c8 / 4)));
+          vv = dequant8_q8_0(__ldg(reinterpret_cast<const uint2*>(vbase + slot * HD) + c8),
+                             __ushort_as_half(__ldg(vscale + slot * (HD / 32) + c8 / 4)));
+        } else {
+          kv = __ldg(reinterpret_cast<const uint4*>(kbase + slot * HD) + c8);
+          vv = __ldg(reinterpret_cast<const uint4*>(vbase + slot * HD) + c8);
+        }
       }
       *reinterpret_cast<uint4*>(ks + row * kLd + c8 * 8) = kv;
       *reinterpret_cast<uint4*>(vs + row * kLd + c8 * 8) = vv;
@@ -145,10 +160,20 @@ __global__ void __launch_bounds__(kThreads) attention_prefill_kernel(AttentionKe
   }
 }
 
+template <graph::KvType KV>
+void launch_kv(const AttentionKernelParams& p, dim3 grid, cudaStream_t stream) {
+  if (p.hd == 64) attention_prefill_kernel<64, KV><<<grid, kThreads, 0, stream>>>(p);
+  else attention_prefill_kernel<128, KV><<<grid, kThreads, 0, stream>>>(p);
+}
+
 }  // namespace
 
 bool attention_prefill_applies(const AttentionKernelParams& p) {
-  return p.T >= kPrefillMinTokens && p.hd == p.hd_v && (p.hd == 64 || p.hd == 128) && p.n_head_kv > 0 &&
+  const bool type_ok = p.kv_type == graph::KvType::F16 ||
+                       (p.kv_type == graph::KvType::Q8_0 && p.k_scales && p.v_scales &&
+                        reinterpret_cast<uintptr_t>(p.k_scales) % 2 == 0 &&
+                        reinterpret_cast<uintptr_t>(p.v_scales) % 2 == 0);
+  return type_ok && p.T >= kPrefillMinTokens && p.hd == p.hd_v && (p.hd == 64 || p.hd == 128) && p.n_head_kv > 0 &&
          p.n_head % p.n_head_kv == 0 && reinterpret_cast<uintptr_t>(p.k_cache) % 16 == 0 &&
          reinterpret_cast<uintptr_t>(p.v_cache) % 16 == 0 && reinterpret_cast<uintptr_t>(p.q) % 8 == 0 &&
          reinterpret_cast<uintptr_t>(p.out) % 8 == 0;
@@ -157,8 +182,8 @@ bool attention_prefill_applies(const AttentionKernelParams& p) {
 void launch_attention_prefill(const AttentionKernelParams& p, cudaStream_t stream) {
   LLM_REQUIRE(attention_prefill_applies(p), "prefill attention: unsupported shape or alignment");
   const dim3 grid(unsigned((p.T + kBM - 1) / kBM), unsigned(p.n_head));
-  if (p.hd == 64) attention_prefill_kernel<64><<<grid, kThreads, 0, stream>>>(p);
-  else attention_prefill_kernel<128><<<grid, kThreads, 0, stream>>>(p);
+  if (p.kv_type == graph::KvType::F16) launch_kv<graph::KvType::F16>(p, grid, stream);
+  else launch_kv<graph::KvType::Q8_0>(p, grid, stream);
   CUDA_CHECK_LAUNCH(stream);
 }
 

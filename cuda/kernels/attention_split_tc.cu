@@ -8,11 +8,16 @@
 // splits (attention_splits.cuh). Why: the GQA kernel's per-slot chain of G shuffle reductions held a 16k-context
 // decode at about a third of the memory bandwidth; here a slot costs two tensor-core products per warp and the loads
 // are what remains. Rounding as the prefill kernel: Q x scale and P enter the products as f16.
+// A q8_0 cache (attention_split_tc_q8_0_kernel): the same tiles and products, but each warp copies its own 16 slots
+// of int8 K and V and their scales (two stages, cp.async) and converts them into f16 rows of its own (q x scale,
+// rounded to f16 once) right before its products, so the warps meet only at __syncwarp inside the loop; half the
+// bytes of f16 per slot, plus 2 bytes of scale per 32 values.
 #include "cuda/kernels/attention_split_tc.cuh"
 
 #include "cuda/check.h"
 #include "cuda/kernels/async_copy.cuh"
 #include "cuda/kernels/attention_splits.cuh"
+#include "cuda/kernels/kv_q8_0.cuh"
 #include "cuda/kernels/mma.cuh"
 #include "cuda/kernels/pdl.cuh"
 
@@ -29,13 +34,142 @@ constexpr int row_stride() { return HD + 8; }  // halves: 16-byte rows, conflict
 template <int HD>
 constexpr size_t smem_bytes() { return size_t(2) * 2 * kTile * row_stride<HD>() * sizeof(uint16_t); }
 
+// q8_0, per warp: S stages of its 16 slots' int8 K and V rows and their scales, and the f16 rows they become.
+// Two stages: three and four measured slower (8B shape at 16k: 26.7, 28.5, 28.9 us; kernel notes).
+constexpr int kQ8Stages = 2;
+template <int HD, int S>
+struct Q8Layout {
+  static constexpr int kRing = S * 2 * 16 * HD;                  // int8 [stage][K, V][16 slots][HD]
+  static constexpr int kScales = S * 2 * 16 * (HD / 32) * 2;     // binary16 [stage][K, V][16 slots][HD / 32]
+  static constexpr int kHalves = 2 * 16 * row_stride<HD>() * 2;  // f16 [K, V][16 slots][HD + 8]
+  static constexpr int kWarpBytes = kRing + kScales + kHalves;
+  static_assert(kRing % 16 == 0 && kScales % 16 == 0 && kHalves % 16 == 0, "16-byte aligned parts");
+};
+
+constexpr float kLog2e = 1.4426950408889634f;
+
+// cp.async with a source size (the q8_0 kernel's copies): src_bytes < the copy's size fills the rest with zeros, and
+// 0 reads nothing. The 4-byte form copies scales (a q8_0 slot's scales are only 4-byte aligned). The waits carry a
+// compiler memory barrier: the q8_0 kernel follows them with __syncwarp, not __syncthreads.
+__device__ __forceinline__ void cp_async16_zfill(void* smem, const void* gmem, int src_bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(unsigned(__cvta_generic_to_shared(smem))),
+               "l"(gmem), "r"(src_bytes)
+               : "memory");
+}
+__device__ __forceinline__ void cp_async4_zfill(void* smem, const void* gmem, int src_bytes) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(unsigned(__cvta_generic_to_shared(smem))),
+               "l"(gmem), "r"(src_bytes)
+               : "memory");
+}
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
+
+// Q x scale as the A operand: row g is head kvh G + g (rows >= G and rows g + 8 are zero).
+template <int HD, int G>
+__device__ __forceinline__ void load_q(const AttentionKernelParams& p, int64_t t, int64_t kvh, int g, int tg,
+                                       uint32_t (&qf)[HD / 16][4]) {
+  const bool in = g < G;
+  const float* q = p.q + (t * p.n_head + kvh * G + (in ? g : 0)) * HD + tg * 2;
+#pragma unroll
+  for (int kc = 0; kc < HD / 16; ++kc) {
+    const float2 a = in ? *reinterpret_cast<const float2*>(q + kc * 16) : make_float2(0.f, 0.f);
+    const float2 b = in ? *reinterpret_cast<const float2*>(q + kc * 16 + 8) : make_float2(0.f, 0.f);
+    qf[kc][0] = mma::pack_half2(a.x * p.scale, a.y * p.scale);
+    qf[kc][1] = 0u;
+    qf[kc][2] = mma::pack_half2(b.x * p.scale, b.y * p.scale);
+    qf[kc][3] = 0u;
+  }
+}
+
+// A warp's 16 slots [w0, w0 + 16) of a tile (w0 < end; slots from end on are masked): S = Q K^T, the online softmax
+// of row g (running max m, this thread's part of the sum l), O += P V. ks, vs point at the warp's first slot in
+// row-major [slot][dim] f16 tiles of stride ld halves.
+template <int HD>
+__device__ __forceinline__ void attend_16slots(const uint32_t (&qf)[HD / 16][4], const uint16_t* ks,
+                                               const uint16_t* vs, int ld, int64_t w0, int64_t end, int lane,
+                                               float& m, float& l, float (&o)[HD / 8][4]) {
+  const int tg = lane & 3;
+  float s[2][4];
+#pragma unroll
+  for (int j = 0; j < 2; ++j) {
+    s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
+    mma::qk_8slots<HD>(s[j], qf, ks + j * 8 * ld, ld, lane);
+  }
+  float mx = -INFINITY;
+#pragma unroll
+  for (int j = 0; j < 2; ++j) {
+    const int64_t a = w0 + j * 8 + tg * 2;
+    if (a >= end) s[j][0] = -INFINITY;
+    if (a + 1 >= end) s[j][1] = -INFINITY;
+    mx = fmaxf(mx, fmaxf(s[j][0], s[j][1]));
+  }
+  mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+  mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+  const float mn = fmaxf(m, mx);  // finite: slot w0 < end is valid for every row
+  const float c = exp2f((m - mn) * kLog2e);
+  m = mn;
+  float sum = 0.0f;
+#pragma unroll
+  for (int j = 0; j < 2; ++j) {
+    s[j][0] = exp2f((s[j][0] - mn) * kLog2e), s[j][1] = exp2f((s[j][1] - mn) * kLog2e);
+    sum += s[j][0] + s[j][1];
+  }
+  l = l * c + sum;
+#pragma unroll
+  for (int n = 0; n < HD / 8; ++n) o[n][0] *= c, o[n][1] *= c;
+  const uint32_t a[4] = {mma::pack_half2(s[0][0], s[0][1]), 0u, mma::pack_half2(s[1][0], s[1][1]), 0u};
+  mma::pv_16slots<HD>(o, a, vs, ld, lane);
+}
+
+// After the loop: the four warps' states of each head, merged into this split's partial {max, sum, acc} (with one
+// split, the result itself), then the splits merged by the last block. o_s: shared floats that no thread reads any
+// more, warp w's [G][HD] block at o_s + w * warp_stride. Every thread of the block must call it.
+template <int HD, int G>
+__device__ __forceinline__ void finish_split(const AttentionKernelParams& p, int64_t kvh, int64_t t, int64_t split,
+                                             int n_active, float m, float l, const float (&o)[HD / 8][4],
+                                             float* o_s, int warp_stride) {
+  __shared__ float m_s[4][G], l_s[4][G];
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, tg = lane & 3;
+  l += __shfl_xor_sync(0xffffffffu, l, 1);
+  l += __shfl_xor_sync(0xffffffffu, l, 2);
+  if (g < G) {
+    if (tg == 0) m_s[warp][g] = m, l_s[warp][g] = l;
+#pragma unroll
+    for (int n = 0; n < HD / 8; ++n)
+      *reinterpret_cast<float2*>(o_s + warp * warp_stride + g * HD + n * 8 + tg * 2) = make_float2(o[n][0], o[n][1]);
+  }
+  __syncthreads();
+  for (int i = tid; i < G * HD; i += kThreads) {  // n_active == 1: the result itself, no partial
+    const int gg = i / HD, d = i % HD;
+    float M = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < 4; ++w) M = fmaxf(M, m_s[w][gg]);
+    float L = 0.0f, acc = 0.0f;
+#pragma unroll
+    for (int w = 0; w < 4; ++w) {
+      if (m_s[w][gg] == -INFINITY) continue;  // a warp with no slot in this split
+      const float e = exp2f((m_s[w][gg] - M) * kLog2e);
+      L += l_s[w][gg] * e, acc += o_s[w * warp_stride + gg * HD + d] * e;
+    }
+    if (n_active == 1) {
+      p.out[(t * p.n_head + kvh * G + gg) * HD + d] = acc / L;
+      continue;
+    }
+    float* out = p.partial + ((t * p.n_head + kvh * G + gg) * p.max_splits + split) * (HD + 2);
+    if (d == 0) out[0] = M, out[1] = L;
+    out[2 + d] = acc;
+  }
+  if (n_active > 1) merge_splits_if_last<G>(p, kvh, t, n_active, HD);
+}
+
 template <int HD, int G>
 __global__ void __launch_bounds__(kThreads) attention_split_tc_kernel(AttentionKernelParams p) {
   constexpr int kLd = row_stride<HD>();
   // After the last tile the same bytes hold the warps' outputs for the merge (4 x G x HD floats).
   extern __shared__ __align__(16) uint16_t tiles[];
   static_assert(4 * G * HD * sizeof(float) <= smem_bytes<HD>(), "merge buffer exceeds the tiles");
-  __shared__ float m_s[4][G], l_s[4][G];
   pdl_launch_dependents();  // the o projection after it may launch and start on its weights (pdl.cuh)
   const int64_t kvh = blockIdx.x, t = blockIdx.y, split = blockIdx.z;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, tg = lane & 3;
@@ -49,28 +183,14 @@ __global__ void __launch_bounds__(kThreads) attention_split_tc_kernel(AttentionK
   if (split >= n_active) return;  // the whole block: this split holds no tile
   const int64_t begin = split * kTile, stride = int64_t(n_active) * kTile;
 
-  // Q x scale as the A operand: row g is head kvh G + g (rows >= G and rows g + 8 are zero).
   uint32_t qf[HD / 16][4];
-  {
-    const bool in = g < G;
-    const float* q = p.q + (t * p.n_head + kvh * G + (in ? g : 0)) * HD + tg * 2;
-#pragma unroll
-    for (int kc = 0; kc < HD / 16; ++kc) {
-      const float2 a = in ? *reinterpret_cast<const float2*>(q + kc * 16) : make_float2(0.f, 0.f);
-      const float2 b = in ? *reinterpret_cast<const float2*>(q + kc * 16 + 8) : make_float2(0.f, 0.f);
-      qf[kc][0] = mma::pack_half2(a.x * p.scale, a.y * p.scale);
-      qf[kc][1] = 0u;
-      qf[kc][2] = mma::pack_half2(b.x * p.scale, b.y * p.scale);
-      qf[kc][3] = 0u;
-    }
-  }
+  load_q<HD, G>(p, t, kvh, g, tg, qf);
   float o[HD / 8][4];
 #pragma unroll
   for (int n = 0; n < HD / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
   float m = -INFINITY, l = 0.0f;  // row g's running max and this thread's part of its sum
-  constexpr float kLog2e = 1.4426950408889634f;
-  const uint16_t* kbase = p.k_cache + kvh * p.n_ctx * HD;
-  const uint16_t* vbase = p.v_cache + kvh * p.n_ctx * HD;
+  const uint16_t* kbase = static_cast<const uint16_t*>(p.k_cache) + kvh * p.n_ctx * HD;
+  const uint16_t* vbase = static_cast<const uint16_t*>(p.v_cache) + kvh * p.n_ctx * HD;
 
   // The split's k-th tile into stage k % 2; slots past the token's position read as zeros (never NaN from stale
   // cache bytes).
@@ -103,87 +223,150 @@ __global__ void __launch_bounds__(kThreads) attention_split_tc_kernel(AttentionK
     const uint16_t* ks = tiles + stage * 2 * kTile * kLd;
     const uint16_t* vs = ks + kTile * kLd;
     const int64_t w0 = n0 + warp * 16;  // this warp's 16 slots
-    if (w0 < end) {  // warp-uniform: a warp past the split idles this tile
-      float s[2][4];
-#pragma unroll
-      for (int j = 0; j < 2; ++j) {
-        s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
-        mma::qk_8slots<HD>(s[j], qf, ks + (warp * 16 + j * 8) * kLd, kLd, lane);
-      }
-      float mx = -INFINITY;
-#pragma unroll
-      for (int j = 0; j < 2; ++j) {
-        const int64_t a = w0 + j * 8 + tg * 2;
-        if (a >= end) s[j][0] = -INFINITY;
-        if (a + 1 >= end) s[j][1] = -INFINITY;
-        mx = fmaxf(mx, fmaxf(s[j][0], s[j][1]));
-      }
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-      const float mn = fmaxf(m, mx);  // finite: slot w0 < end is valid for every row
-      const float c = exp2f((m - mn) * kLog2e);
-      m = mn;
-      float sum = 0.0f;
-#pragma unroll
-      for (int j = 0; j < 2; ++j) {
-        s[j][0] = exp2f((s[j][0] - mn) * kLog2e), s[j][1] = exp2f((s[j][1] - mn) * kLog2e);
-        sum += s[j][0] + s[j][1];
-      }
-      l = l * c + sum;
-#pragma unroll
-      for (int n = 0; n < HD / 8; ++n) o[n][0] *= c, o[n][1] *= c;
-      const uint32_t a[4] = {mma::pack_half2(s[0][0], s[0][1]), 0u, mma::pack_half2(s[1][0], s[1][1]), 0u};
-      mma::pv_16slots<HD>(o, a, vs + warp * 16 * kLd, kLd, lane);
-    }
+    if (w0 < end)  // warp-uniform: a warp past the split idles this tile
+      attend_16slots<HD>(qf, ks + warp * 16 * kLd, vs + warp * 16 * kLd, kLd, w0, end, lane, m, l, o);
     __syncthreads();  // this stage is read before the next iteration refills it
   }
-  l += __shfl_xor_sync(0xffffffffu, l, 1);
-  l += __shfl_xor_sync(0xffffffffu, l, 2);
+  // The loop's last barrier freed the tiles: they hold the warps' outputs [warp][G][HD] for the merge.
+  finish_split<HD, G>(p, kvh, t, split, n_active, m, l, o, reinterpret_cast<float*>(tiles), G * HD);
+}
 
-  // The four warps' states of each head, merged into this split's partial {max, sum, acc} (the loop's last barrier
-  // freed the tiles).
-  float* o_s = reinterpret_cast<float*>(tiles);  // [warp][G][HD]
-  if (g < G) {
-    if (tg == 0) m_s[warp][g] = m, l_s[warp][g] = l;
+template <int HD, int G, int S>
+__global__ void __launch_bounds__(kThreads) attention_split_tc_q8_0_kernel(AttentionKernelParams p) {
+  using L = Q8Layout<HD, S>;
+  constexpr int kLd = row_stride<HD>(), kBlocks = HD / 32;  // scales per slot
+  extern __shared__ __align__(16) uint8_t smem[];             // [warp][Q8Layout]
+  // After the loop a warp's int8 ring holds its outputs for the merge (G x HD floats).
+  static_assert(G * HD * sizeof(float) <= size_t(L::kRing), "a warp's merge buffer exceeds its int8 ring");
+  pdl_launch_dependents();
+  const int64_t kvh = blockIdx.x, t = blockIdx.y, split = blockIdx.z;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, tg = lane & 3;
+  const int64_t pos = p.positions[t];
+  const int64_t end = pos + 1, n_tiles = (end + kTile - 1) / kTile;  // tiles dealt as in the f16 kernel
+  const int n_active = int(min(n_tiles, int64_t(p.max_splits)));
+  if (split >= n_active) return;
+  const int64_t begin = split * kTile, stride = int64_t(n_active) * kTile;
+
+  uint32_t qf[HD / 16][4];
+  load_q<HD, G>(p, t, kvh, g, tg, qf);
+  float o[HD / 8][4];
 #pragma unroll
-    for (int n = 0; n < HD / 8; ++n)
-      *reinterpret_cast<float2*>(o_s + (warp * G + g) * HD + n * 8 + tg * 2) = make_float2(o[n][0], o[n][1]);
-  }
-  __syncthreads();
-  for (int i = tid; i < G * HD; i += kThreads) {  // n_active == 1: the result itself, no partial
-    const int gg = i / HD, d = i % HD;
-    float M = -INFINITY;
+  for (int n = 0; n < HD / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+  float m = -INFINITY, l = 0.0f;
+
+  uint8_t* const mine = smem + warp * L::kWarpBytes;
+  int8_t* const ring = reinterpret_cast<int8_t*>(mine);
+  uint16_t* const scales = reinterpret_cast<uint16_t*>(mine + L::kRing);
+  uint16_t* const kh = reinterpret_cast<uint16_t*>(mine + L::kRing + L::kScales);
+  uint16_t* const vh = kh + 16 * kLd;
+  const int8_t* const kq = static_cast<const int8_t*>(p.k_cache) + kvh * p.n_ctx * HD;
+  const int8_t* const vq = static_cast<const int8_t*>(p.v_cache) + kvh * p.n_ctx * HD;
+  const uint16_t* const ksc = p.k_scales + kvh * p.n_ctx * kBlocks;
+  const uint16_t* const vsc = p.v_scales + kvh * p.n_ctx * kBlocks;
+
+  // The warp's slots [w0, w0 + 16) into ring stage `stage`. They are 16 x HD contiguous bytes of quants and
+  // 16 x HD / 32 contiguous scales in the cache, kept in the same order in the ring: lane i copies the 16-byte
+  // chunks i + 32 k and the scale words i + 32 k. Slots from the token's end on are zero-filled (no read), so their
+  // f16 rows come out as zeros (never NaN from stale bytes); a tile wholly past the end copies nothing.
+  const auto issue = [&](int64_t w0, int stage) {
+    const int valid = int(max(int64_t(0), min(end - w0, int64_t(16))));  // warp-uniform
+    if (valid > 0) {
+      int8_t* const kr = ring + stage * 2 * 16 * HD;
+      const int8_t* const kt = kq + w0 * HD;
+      const int8_t* const vt = vq + w0 * HD;
 #pragma unroll
-    for (int w = 0; w < 4; ++w) M = fmaxf(M, m_s[w][gg]);
-    float L = 0.0f, acc = 0.0f;
+      for (int k = 0; k < 16 * HD / 16 / 32; ++k) {
+        const int off = 16 * (lane + 32 * k), bytes = off < valid * HD ? 16 : 0;
+        cp_async16_zfill(kr + off, kt + (bytes ? off : 0), bytes);
+        cp_async16_zfill(kr + 16 * HD + off, vt + (bytes ? off : 0), bytes);
+      }
+      constexpr int kWords = 16 * kBlocks / 2;  // 4-byte scale words of one matrix's 16 slots
+      uint16_t* const sr = scales + stage * 2 * 16 * kBlocks;
 #pragma unroll
-    for (int w = 0; w < 4; ++w) {
-      if (m_s[w][gg] == -INFINITY) continue;  // a warp with no slot in this split
-      const float e = exp2f((m_s[w][gg] - M) * kLog2e);
-      L += l_s[w][gg] * e, acc += o_s[(w * G + gg) * HD + d] * e;
+      for (int k = 0; k < 2 * kWords / 32; ++k) {
+        const int i = lane + 32 * k, mtx = i / kWords, w = i % kWords;
+        const int bytes = w / (kBlocks / 2) < valid ? 4 : 0;  // the word's slot is before the end
+        const uint16_t* const src = (mtx ? vsc : ksc) + w0 * kBlocks;
+        cp_async4_zfill(sr + mtx * 16 * kBlocks + 2 * w, src + (bytes ? 2 * w : 0), bytes);
+      }
     }
-    if (n_active == 1) {
-      p.out[(t * p.n_head + kvh * G + gg) * HD + d] = acc / L;
-      continue;
+    asm volatile("cp.async.commit_group;" ::: "memory");
+  };
+  // Ring stage `stage` as f16 rows q x scale into kh, vh: lane i converts the 8-byte chunks i + 32 k, chunk c of
+  // the tile being row c / (HD / 8), columns 8 (c % (HD / 8)) onwards, under scale c / 4 of the ring's scales.
+  constexpr int kRowsPerStep = 32 / (HD / 8);
+  const int crow = lane / (HD / 8), ccol = lane % (HD / 8);
+  // All loads first: the compiler cannot tell the f16 rows' stores from the ring's loads apart, and would otherwise
+  // wait for each load's latency in turn.
+  constexpr int kSteps = 16 / kRowsPerStep;
+  const auto convert = [&](int stage) {
+    uint2 q[2][kSteps];
+    uint16_t sc[2][kSteps];
+#pragma unroll
+    for (int mtx = 0; mtx < 2; ++mtx) {
+      const int8_t* const src = ring + (stage * 2 + mtx) * 16 * HD + 8 * lane;
+      const uint16_t* const ss = scales + (stage * 2 + mtx) * 16 * kBlocks + crow * kBlocks + ccol / 4;
+#pragma unroll
+      for (int k = 0; k < kSteps; ++k) {
+        q[mtx][k] = *reinterpret_cast<const uint2*>(src + 256 * k);
+        sc[mtx][k] = ss[k * kRowsPerStep * kBlocks];
+      }
     }
-    float* out = p.partial + ((t * p.n_head + kvh * G + gg) * p.max_splits + split) * (HD + 2);
-    if (d == 0) out[0] = M, out[1] = L;
-    out[2 + d] = acc;
+#pragma unroll
+    for (int mtx = 0; mtx < 2; ++mtx) {
+      uint16_t* const dst = (mtx ? vh : kh) + crow * kLd + ccol * 8;
+#pragma unroll
+      for (int k = 0; k < kSteps; ++k)
+        *reinterpret_cast<uint4*>(dst + k * kRowsPerStep * kLd) =
+            dequant8_q8_0(q[mtx][k], __ushort_as_half(sc[mtx][k]));
+    }
+  };
+
+  // The warp's k-th tile of the split goes to stage k % S, S - 1 tiles ahead of the one converted; every iteration
+  // commits one group (empty past the end), so every wait counts the same.
+#pragma unroll
+  for (int k = 0; k < S - 1; ++k) issue(begin + k * stride + warp * 16, k);
+  int stage = 0;
+  for (int64_t n0 = begin; n0 < end; n0 += stride, stage = stage + 1 == S ? 0 : stage + 1) {
+    const int64_t w0 = n0 + warp * 16;  // this warp's 16 slots
+    // The stage read in the previous iteration (before the __syncwarp ending it) takes the tile S - 1 ahead.
+    issue(w0 + (S - 1) * stride, stage == 0 ? S - 1 : stage - 1);
+    cp_async_wait<S - 1>();
+    __syncwarp();  // every lane's copies of this stage have landed and are visible to the warp
+    if (w0 < end) {  // warp-uniform: a warp past the split idles this tile
+      convert(stage);
+      __syncwarp();
+      attend_16slots<HD>(qf, kh, vh, kLd, w0, end, lane, m, l, o);
+    }
+    __syncwarp();  // the lanes are done with this stage and with kh, vh before they are refilled
   }
-  if (n_active > 1) merge_splits_if_last<G>(p, kvh, t, n_active, HD);
+  // Only this warp ever touches its ring, and nothing is in flight into it after this wait.
+  cp_async_wait<0>();
+  __syncwarp();
+  finish_split<HD, G>(p, kvh, t, split, n_active, m, l, o, reinterpret_cast<float*>(smem),
+                      L::kWarpBytes / int(sizeof(float)));
+}
+
+// Dynamic shared memory above the 48 KiB default needs an opt-in, once per kernel.
+bool opt_in(void (*kernel)(AttentionKernelParams), size_t smem) {
+  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  return true;
 }
 
 template <int HD, int G>
 void launch_g(const AttentionKernelParams& p, cudaStream_t stream) {
-  constexpr size_t smem = smem_bytes<HD>();  // above the 48 KiB default for HD = 128: opt in once
-  static const bool opted = [] {
-    CUDA_CHECK(cudaFuncSetAttribute(attention_split_tc_kernel<HD, G>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    int(smem)));
-    return true;
-  }();
-  (void)opted;
   const dim3 grid(unsigned(p.n_head_kv), unsigned(p.T), unsigned(p.max_splits));
-  attention_split_tc_kernel<HD, G><<<grid, kThreads, smem, stream>>>(p);
+  if (p.kv_type == graph::KvType::F16) {
+    constexpr size_t smem = smem_bytes<HD>();
+    static const bool opted = opt_in(attention_split_tc_kernel<HD, G>, smem);
+    (void)opted;
+    attention_split_tc_kernel<HD, G><<<grid, kThreads, smem, stream>>>(p);
+  } else {
+    constexpr size_t smem = size_t(4) * Q8Layout<HD, kQ8Stages>::kWarpBytes;
+    static const bool opted = opt_in(attention_split_tc_q8_0_kernel<HD, G, kQ8Stages>, smem);
+    (void)opted;
+    attention_split_tc_q8_0_kernel<HD, G, kQ8Stages><<<grid, kThreads, smem, stream>>>(p);
+  }
 }
 
 template <int HD>
@@ -201,7 +384,12 @@ void launch_hd(const AttentionKernelParams& p, cudaStream_t stream) {
 bool attention_split_tc_applies(const AttentionKernelParams& p) {
   if (p.n_head_kv <= 0 || p.n_head % p.n_head_kv != 0) return false;
   const int64_t G = p.n_head / p.n_head_kv;
-  return p.hd == p.hd_v && (p.hd == 64 || p.hd == 128) && (G == 1 || G == 2 || G == 4 || G == 8) &&
+  // q8_0: the quants as the f16 values (16-byte copies), the scales in 4-byte copies.
+  const bool type_ok = p.kv_type == graph::KvType::F16 ||
+                       (p.kv_type == graph::KvType::Q8_0 && p.k_scales && p.v_scales &&
+                        reinterpret_cast<uintptr_t>(p.k_scales) % 4 == 0 &&
+                        reinterpret_cast<uintptr_t>(p.v_scales) % 4 == 0);
+  return type_ok && p.hd == p.hd_v && (p.hd == 64 || p.hd == 128) && (G == 1 || G == 2 || G == 4 || G == 8) &&
          p.max_splits <= kMaxSplitsGqa && reinterpret_cast<uintptr_t>(p.k_cache) % 16 == 0 &&
          reinterpret_cast<uintptr_t>(p.v_cache) % 16 == 0 && reinterpret_cast<uintptr_t>(p.q) % 8 == 0;
 }

@@ -1,15 +1,18 @@
 // RoPE: one thread per rotated pair, the angle formed as rope_angle.cuh says. The powers base^(-2i/n_rot) are
 // computed on the host at launch and passed as a kernel parameter: a double pow per thread was half of the kernel's
 // FP64 work, and the kernel is FP64-bound in prefill (40 heads x 64 pairs x 512 tokens on an 8B) and latency-bound
-// in decode.
+// in decode. rope_kv into a q8_0 cache: one warp per 32-value block of k and v, so the block's scale sees all of
+// its rotated values.
 #include "cuda/kernels/rope.cuh"
 
 #include <cuda_fp16.h>
 
 #include <algorithm>
 #include <cmath>
+#include <string>
 
 #include "cuda/check.h"
+#include "cuda/kernels/kv_q8_0.cuh"
 #include "cuda/kernels/rope_angle.cuh"
 
 namespace cuda {
@@ -77,7 +80,8 @@ __global__ void rope_kv_kernel(RopeKvParams p, const __grid_constant__ BasePower
     e -= nq + nk;
     if (pos < 0 || pos >= p.n_ctx) return;
     const int64_t h = e / p.hd_v, d = e % p.hd_v;
-    p.v_cache[(h * p.n_ctx + pos) * p.hd_v + d] = __half_as_ushort(__float2half_rn(p.v[t * nv + e]));
+    static_cast<uint16_t*>(p.v_cache)[(h * p.n_ctx + pos) * p.hd_v + d] =
+        __half_as_ushort(__float2half_rn(p.v[t * nv + e]));
     return;
   }
   const bool is_k = e >= nq;
@@ -99,9 +103,66 @@ __global__ void rope_kv_kernel(RopeKvParams p, const __grid_constant__ BasePower
     return;
   }
   if (pos < 0 || pos >= p.n_ctx) return;
-  uint16_t* kc = p.k_cache + (h * p.n_ctx + pos) * r.head_dim;
+  uint16_t* kc = static_cast<uint16_t*>(p.k_cache) + (h * p.n_ctx + pos) * r.head_dim;
   kc[a] = __half_as_ushort(__float2half_rn(x0));
   if (b >= 0) kc[b] = __half_as_ushort(__float2half_rn(x1));
+}
+
+// q8_0: per token, one thread per q pair as above (padded to whole warps), then one warp per (KV head, 32-value
+// block) of k and of v. Lane i of a k block rotates value i itself (reading its pair partner, which under NEOX
+// ordering lies in another block), lane i of a v block reads value i; the warp quantizes the block.
+__global__ void rope_kv_q8_0_kernel(RopeKvParams p, const __grid_constant__ BasePowers bp) {
+  const RopeKernelParams& r = p.rope;
+  const int64_t half = r.n_rot / 2, pass = r.head_dim - r.n_rot, per_head = half + pass;
+  const int64_t nq = (per_head * r.n_head + 31) / 32 * 32;  // whole warps, so no warp spans q and k
+  const int64_t nk = r.head_dim * p.n_head_kv, nv = p.hd_v * p.n_head_kv;
+  const int64_t per_tok = nq + nk + nv;  // a multiple of 32: warps never span tokens
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= per_tok * r.T) return;  // whole warps
+  const int64_t t = i / per_tok;
+  int64_t e = i % per_tok;
+  const int32_t pos = r.positions[t];
+  if (e < nq) {  // q
+    if (e >= per_head * r.n_head) return;  // the padding (no shuffles in this part)
+    const int64_t j = e % per_head, h = e / per_head;
+    const float* x = r.x + (t * r.n_head + h) * r.head_dim;
+    float* out = r.out + (t * r.n_head + h) * r.head_dim;
+    if (j >= half) {
+      out[r.n_rot + (j - half)] = x[r.n_rot + (j - half)];
+      return;
+    }
+    int64_t a, b;
+    float y0, y1;
+    rope_pair(r, bp, j, pos, x, a, b, y0, y1);
+    out[a] = y0, out[b] = y1;
+    return;
+  }
+  if (pos < 0 || pos >= p.n_ctx) return;  // warp-uniform: the token's slot lies outside the cache
+  e -= nq;
+  const int lane = int(e % 32);  // e % 32 == threadIdx.x % 32: the segments are whole warps
+  if (e < nk) {  // k
+    const int64_t h = e / r.head_dim, d = e % r.head_dim;
+    const float* x = p.k + (t * p.n_head_kv + h) * r.head_dim;
+    float y = 0.0f;
+    if (d >= r.n_rot) {
+      y = x[d];
+    } else {
+      const int64_t j = r.mode == graph::RopeMode::Normal ? d / 2 : (d < half ? d : d - half);
+      int64_t a, b;
+      float y0, y1;
+      rope_pair(r, bp, j, pos, x, a, b, y0, y1);
+      y = d == a ? y0 : y1;
+    }
+    const int64_t slot = h * p.n_ctx + pos;
+    quantize_q8_0_warp(y, lane, static_cast<int8_t*>(p.k_cache) + slot * r.head_dim + (d - lane),
+                       p.k_scales + slot * (r.head_dim / 32) + d / 32);
+    return;
+  }
+  e -= nk;  // v
+  const int64_t h = e / p.hd_v, d = e % p.hd_v;
+  const int64_t slot = h * p.n_ctx + pos;
+  quantize_q8_0_warp(p.v[t * nv + e], lane, static_cast<int8_t*>(p.v_cache) + slot * p.hd_v + (d - lane),
+                     p.v_scales + slot * (p.hd_v / 32) + d / 32);
 }
 
 }  // namespace
@@ -129,10 +190,24 @@ void launch_rope_kv(const RopeKvParams& p, cudaStream_t stream) {
   LLM_REQUIRE(r.head_dim > 0 && r.n_head > 0 && r.T > 0 && p.n_head_kv > 0 && p.hd_v > 0 && p.n_ctx > 0,
               "empty shape");
   LLM_REQUIRE(r.n_rot > 0 && r.n_rot % 2 == 0 && r.n_rot <= r.head_dim, "n_rot must be even and <= head_dim");
-  const int64_t per_head = r.n_rot / 2 + (r.head_dim - r.n_rot);
-  const int64_t n = (per_head * (r.n_head + p.n_head_kv) + p.hd_v * p.n_head_kv) * r.T;
   LLM_REQUIRE(r.n_rot / 2 <= kMaxHalfRot, "n_rot must be <= 256");
-  rope_kv_kernel<<<unsigned((n + 255) / 256), 256, 0, stream>>>(p, base_powers(r));
+  const int64_t per_head = r.n_rot / 2 + (r.head_dim - r.n_rot);
+  switch (p.kv_type) {
+    case graph::KvType::F16: {
+      const int64_t n = (per_head * (r.n_head + p.n_head_kv) + p.hd_v * p.n_head_kv) * r.T;
+      rope_kv_kernel<<<unsigned((n + 255) / 256), 256, 0, stream>>>(p, base_powers(r));
+      break;
+    }
+    case graph::KvType::Q8_0: {
+      LLM_REQUIRE(r.head_dim % 32 == 0 && p.hd_v % 32 == 0, "q8_0 KV cache: head dims must be multiples of 32");
+      LLM_REQUIRE(p.k_scales && p.v_scales, "q8_0 KV cache: null scales");
+      const int64_t nq = (per_head * r.n_head + 31) / 32 * 32;  // as the kernel: q padded to whole warps
+      const int64_t n = (nq + (r.head_dim + p.hd_v) * p.n_head_kv) * r.T;
+      rope_kv_q8_0_kernel<<<unsigned((n + 255) / 256), 256, 0, stream>>>(p, base_powers(r));
+      break;
+    }
+    default: LLM_REQUIRE(false, "unknown KV type " + ::std::to_string(int(p.kv_type)));
+  }
   CUDA_CHECK_LAUNCH(stream);
 }
 

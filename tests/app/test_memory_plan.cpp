@@ -128,6 +128,20 @@ TEST(CudaFootprint, CoversTheKvCacheAndThePlannedBatch) {
   EXPECT_GE(ppl.work_bytes(512), uint64_t(512) * c.n_vocab * 4);
 }
 
+// A q8_0 cache: 34 bytes per 32 values instead of 64; the allocation itself (cuda::KvCache::bytes_for) is that plus
+// per-layer alignment padding. stories260K's head_dim 8 cannot hold q8_0 blocks, so a 64-dim shape of its size.
+TEST(CudaFootprint, Q8KvCacheBytes) {
+  const graph::KvCacheSpec f16{4, 1000, 2, 64, 64, graph::KvType::F16}, q8{4, 1000, 2, 64, 64, graph::KvType::Q8_0};
+  EXPECT_EQ(cuda::KvCache::bytes_per_slot(f16), 4.0 * 2 * 128 * 2);
+  EXPECT_EQ(cuda::KvCache::bytes_per_slot(q8), 4.0 * 2 * 128 * 34 / 32);
+  const size_t exact = size_t(4) * 1000 * 2 * 128 * 34 / 32;
+  EXPECT_GE(cuda::KvCache::bytes_for(q8), exact);
+  EXPECT_LE(cuda::KvCache::bytes_for(q8), exact + 4 * 4 * 256);  // four arrays per layer, each padded to 256 bytes
+  EXPECT_EQ(cuda::KvCache::bytes_for(f16), size_t(4) * 1000 * 2 * 128 * 2);
+  const graph::KvCacheSpec bad{4, 1000, 2, 48, 48, graph::KvType::Q8_0};
+  EXPECT_THROW(cuda::KvCache::bytes_for(bad), std::exception);
+}
+
 // With a device: what a session allocates, a prompt and decoding included, stays within the plan (the headroom
 // covers the CUDA context's own buffers, kernel modules and allocation rounding); a context of a million slots makes
 // the KV cache the bulk of it, so the measurement means something even for this tiny model.

@@ -32,6 +32,7 @@ class RecordingSession final : public app::Session {
   int32_t n_ctx() const override { return inner_->n_ctx(); }
   int32_t n_vocab() const override { return inner_->n_vocab(); }
   std::string device_name() const override { return inner_->device_name(); }
+  uint64_t kv_cache_bytes() const override { return inner_->kv_cache_bytes(); }
   std::vector<std::pair<int32_t, int32_t>> calls;
 
  private:

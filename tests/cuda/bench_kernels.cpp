@@ -1,5 +1,5 @@
 // Kernel lab timings (run only with LLM_CUDA_BENCH=1; otherwise skipped): decode matvec bandwidth per weight type on an 8B-model-sized matrix, the GEMM path,
-// decode attention, and the device's copy bandwidth for reference. Warm-up, CUDA events, median of repeats; the
+// decode attention (f16 and q8_0 caches), and the device's copy bandwidth for reference. Warm-up, CUDA events, median of repeats; the
 // weight set rotates over several copies so L2 (50 MB) never holds the whole input. Prints a table.
 #include <gtest/gtest.h>
 
@@ -97,24 +97,46 @@ TEST(KernelLab, Timings) {
         std::printf("%-6s dequant %8.1f us %8.0f GB/s\n", quant::type_name(t), dq * 1e3, (wb + 2.0 * K * N) / dq / 1e6);
       }
     }
-  std::printf("\ndecode attention, 32 heads / 8 kv heads, hd 128 (one layer)\n%8s %10s %8s\n", "ctx", "us", "GB/s");
-  for (int64_t ctxlen : {512, 4096, 16384, 32768}) {
-    const int64_t nh = 32, nkv = 8, hd = 128;
-    cuda::DeviceBuffer kc(hd * ctxlen * nkv * 2), vc(hd * ctxlen * nkv * 2), q(hd * nh * 4), out(hd * nh * 4);
-    CUDA_CHECK(cudaMemset(kc.get(), 0x11, kc.bytes()));
-    CUDA_CHECK(cudaMemset(vc.get(), 0x11, vc.bytes()));
-    CUDA_CHECK(cudaMemset(q.get(), 0, q.bytes()));
-    const int32_t pos = int32_t(ctxlen - 1);
-    cuda::DeviceBuffer dpos(4);
-    CUDA_CHECK(cudaMemcpy(dpos.get(), &pos, 4, cudaMemcpyHostToDevice));
-    const int32_t splits = cuda::attention_max_splits(ctxlen, nkv, 1, ctx.sm_count());
-    cuda::DeviceBuffer part(cuda::attention_scratch_floats(nh, hd, 1, splits) * 4);
-    CUDA_CHECK(cudaMemset(part.get(), 0, part.bytes()));
-    cuda::AttentionKernelParams p;
-    p.q = q.as<float>(), p.positions = dpos.as<int32_t>(), p.k_cache = kc.as<uint16_t>(), p.v_cache = vc.as<uint16_t>();
-    p.out = out.as<float>(), p.partial = part.as<float>(), p.n_ctx = ctxlen, p.n_head = nh, p.n_head_kv = nkv;
-    p.hd = hd, p.hd_v = hd, p.T = 1, p.scale = 0.088f, p.max_splits = splits;
-    const float ms = median_ms(ctx, 50, [&](int) { cuda::launch_attention(p, s); });
-    std::printf("%8lld %10.1f %8.0f\n", (long long)ctxlen, ms * 1e3, 2.0 * kc.bytes() / ms / 1e6);
+  // Decode attention, one layer: the 8B's shape (32 heads / 8 KV heads, head_dim 128) and the 1B's (head_dim 64).
+  // The launches rotate over enough layers' caches (>= 150 MB of f16) that L2 never holds the one being read, as in
+  // decode, where the 16k-slot cache of one layer (17.8 to 67 MB) would otherwise sit in the 50 MB L2 between repeats.
+  for (const int64_t hd : {128, 64}) {
+    const int64_t nh = 32, nkv = 8;
+    std::printf("\ndecode attention, %lld heads / %lld kv heads, hd %lld (one layer), f16 and q8_0 cache\n"
+                "%8s %7s %10s %8s %10s %8s\n",
+                (long long)nh, (long long)nkv, (long long)hd, "ctx", "layers", "f16 us", "GB/s", "q8_0 us", "GB/s");
+    for (int64_t ctxlen : {512, 4096, 16384, 32768}) {
+      const size_t f16_bytes = size_t(hd * ctxlen * nkv * 2), q8_bytes = size_t(hd * ctxlen * nkv),
+                   scale_bytes = size_t(hd / 32 * ctxlen * nkv * 2);
+      const int layers = int(std::clamp<size_t>((size_t(150) << 20) / (2 * f16_bytes) + 1, 1, 128));
+      // f16 values; q8_0 quants (int8 17) and scales 0x1111 (~6e-4): finite, as every byte pattern here
+      cuda::DeviceBuffer kc(f16_bytes * layers), vc(f16_bytes * layers), kq(q8_bytes * layers),
+          vq(q8_bytes * layers), ks(scale_bytes * layers), vs(scale_bytes * layers), q(hd * nh * 4), out(hd * nh * 4);
+      for (const auto* b : {&kc, &vc, &kq, &vq, &ks, &vs}) CUDA_CHECK(cudaMemset(b->get(), 0x11, b->bytes()));
+      CUDA_CHECK(cudaMemset(q.get(), 0, q.bytes()));
+      const int32_t pos = int32_t(ctxlen - 1);
+      cuda::DeviceBuffer dpos(4);
+      CUDA_CHECK(cudaMemcpy(dpos.get(), &pos, 4, cudaMemcpyHostToDevice));
+      const int32_t splits = cuda::attention_max_splits(ctxlen, nkv, 1, ctx.sm_count());
+      cuda::DeviceBuffer part(cuda::attention_scratch_floats(nh, hd, 1, splits) * 4);
+      CUDA_CHECK(cudaMemset(part.get(), 0, part.bytes()));
+      cuda::AttentionKernelParams p;
+      p.q = q.as<float>(), p.positions = dpos.as<int32_t>(), p.out = out.as<float>(), p.partial = part.as<float>();
+      p.n_ctx = ctxlen, p.n_head = nh, p.n_head_kv = nkv, p.hd = hd, p.hd_v = hd, p.T = 1, p.scale = 0.088f;
+      p.max_splits = splits;
+      const float ms = median_ms(ctx, 50, [&](int i) {
+        p.k_cache = kc.as<uint8_t>() + (i % layers) * f16_bytes, p.v_cache = vc.as<uint8_t>() + (i % layers) * f16_bytes;
+        cuda::launch_attention(p, s);
+      });
+      p.kv_type = graph::KvType::Q8_0;
+      const float ms_q8 = median_ms(ctx, 50, [&](int i) {
+        p.k_cache = kq.as<uint8_t>() + (i % layers) * q8_bytes, p.v_cache = vq.as<uint8_t>() + (i % layers) * q8_bytes;
+        p.k_scales = ks.as<uint16_t>() + (i % layers) * scale_bytes / 2;
+        p.v_scales = vs.as<uint16_t>() + (i % layers) * scale_bytes / 2;
+        cuda::launch_attention(p, s);
+      });
+      std::printf("%8lld %7d %10.1f %8.0f %10.1f %8.0f\n", (long long)ctxlen, layers, ms * 1e3,
+                  2.0 * f16_bytes / ms / 1e6, ms_q8 * 1e3, 2.0 * (q8_bytes + scale_bytes) / ms_q8 / 1e6);
+    }
   }
 }

@@ -1,44 +1,83 @@
 // KV write + attention (the tensor-core prefill and split kernels, the split kernels for head_dim 256 and odd groups)
-// against a double-precision causal softmax over the f16-rounded cache.
+// against a double-precision causal softmax over the f16-rounded cache; a q8_0 cache against the same softmax over
+// the values the host quantizer gives, and its writers (kv_write, rope_kv) against the host quantizer's bytes.
+#include <cstring>
+
 #include "cuda/kernels/attention.cuh"
 #include "cuda/kernels/attention_prefill.cuh"
 #include "cuda/kernels/attention_split_tc.cuh"
+#include "cuda/kernels/rope.cuh"
 #include "gpu_test.h"
 
 namespace {
 
 using namespace gpu_test;
+using graph::KvType;
 
 struct Case {
   int64_t nh, nkv, hd, n_ctx, prefix, T;
   int32_t max_splits;  // 0: attention_max_splits's choice
+  KvType kv = KvType::F16;
 };
 
 double h16(float f) { return quant::f16_to_f32(quant::f32_to_f16(f)); }
 
+// x (whole 32-value blocks) as quant::quantize_row(Q8_0) stores it: per block the quants and the binary16 scale.
+void host_q8_0(const float* x, int64_t n, int8_t* quants, uint16_t* scales) {
+  std::vector<uint8_t> blocks(quant::row_bytes(quant::Type::Q8_0, n));
+  quant::quantize_row(quant::Type::Q8_0, x, blocks.data(), n);
+  for (int64_t b = 0; b < n / 32; ++b) {
+    std::memcpy(&scales[b], &blocks[size_t(b) * 34], 2);
+    std::memcpy(&quants[b * 32], &blocks[size_t(b) * 34 + 2], 32);
+  }
+}
+
+// The values a q8_0 cache holds for x: host quantizer, then host dequantizer.
+std::vector<float> q8_0_roundtrip(const std::vector<float>& x) {
+  std::vector<uint8_t> blocks(quant::row_bytes(quant::Type::Q8_0, int64_t(x.size())));
+  quant::quantize_row(quant::Type::Q8_0, x.data(), blocks.data(), int64_t(x.size()));
+  std::vector<float> out(x.size());
+  quant::dequantize_row(quant::Type::Q8_0, blocks.data(), out.data(), int64_t(out.size()));
+  return out;
+}
+
+// One layer's cache on the device: f16 values, or q8_0 quants [hd, n_ctx, nkv] and scales [hd / 32, n_ctx, nkv].
+struct DeviceCache {
+  cuda::DeviceBuffer k, v, k_scales, v_scales;
+  DeviceCache(KvType kv, int64_t hd, int64_t hdv, int64_t n_ctx, int64_t nkv)
+      : k(size_t(hd * n_ctx * nkv * (kv == KvType::F16 ? 2 : 1))),
+        v(size_t(hdv * n_ctx * nkv * (kv == KvType::F16 ? 2 : 1))),
+        k_scales(kv == KvType::Q8_0 ? size_t(hd / 32 * n_ctx * nkv * 2) : 0),
+        v_scales(kv == KvType::Q8_0 ? size_t(hdv / 32 * n_ctx * nkv * 2) : 0) {}
+};
+
 void run_case(const Case& c, std::mt19937& rng) {
   const int64_t hd = c.hd, hdv = c.hd;
-  const std::string what = "attention nh=" + std::to_string(c.nh) + " nkv=" + std::to_string(c.nkv) +
-                           " hd=" + std::to_string(hd) + " ctx=" + std::to_string(c.n_ctx) +
-                           " prefix=" + std::to_string(c.prefix) + " T=" + std::to_string(c.T) +
-                           " max_splits=" + std::to_string(c.max_splits);
+  const bool q8 = c.kv == KvType::Q8_0;
+  const std::string what = std::string(q8 ? "q8_0 " : "") + "attention nh=" + std::to_string(c.nh) +
+                           " nkv=" + std::to_string(c.nkv) + " hd=" + std::to_string(hd) +
+                           " ctx=" + std::to_string(c.n_ctx) + " prefix=" + std::to_string(c.prefix) +
+                           " T=" + std::to_string(c.T) + " max_splits=" + std::to_string(c.max_splits);
   const int64_t total = c.prefix + c.T;  // tokens in the cache after both writes
   const auto k = random_floats(rng, hd * c.nkv * total, -2, 2);
   const auto v = random_floats(rng, hdv * c.nkv * total);
   const auto q = random_floats(rng, hd * c.nh * c.T);
   std::vector<int32_t> pos(total);
   for (int64_t i = 0; i < total; ++i) pos[i] = int32_t(i);
+  // What the cache holds before the f16 rounding of the tensor-core tiles: the values, or their q8_0 round trip.
+  const std::vector<float> k_held = q8 ? q8_0_roundtrip(k) : k, v_held = q8 ? q8_0_roundtrip(v) : v;
 
-  cuda::DeviceBuffer kc(hd * c.n_ctx * c.nkv * 2), vc(hdv * c.n_ctx * c.nkv * 2);
+  DeviceCache cache(c.kv, hd, hdv, c.n_ctx, c.nkv);
   // Zeroed, as the session's cache is: the test downloads whole caches, slots past the written prefix included.
-  CUDA_CHECK(cudaMemset(kc.get(), 0, kc.bytes()));
-  CUDA_CHECK(cudaMemset(vc.get(), 0, vc.bytes()));
+  for (const auto* b : {&cache.k, &cache.v, &cache.k_scales, &cache.v_scales})
+    if (b->bytes()) CUDA_CHECK(cudaMemset(b->get(), 0, b->bytes()));
   auto dk = upload(k), dv = upload(v), dq = upload(q), dp = upload(pos);
   // Prefix as one batch, then the queried batch, as a prefill followed by decode steps would.
   auto write = [&](int64_t t0, int64_t n) {
-    cuda::launch_kv_write({dk.as<float>() + t0 * hd * c.nkv, dv.as<float>() + t0 * hdv * c.nkv, dp.as<int32_t>() + t0,
-                           kc.as<uint16_t>(), vc.as<uint16_t>(), c.n_ctx, c.nkv, hd, hdv, n},
-                          nullptr);
+    cuda::KvWriteParams w{dk.as<float>() + t0 * hd * c.nkv, dv.as<float>() + t0 * hdv * c.nkv, dp.as<int32_t>() + t0,
+                          cache.k.get(), cache.v.get(), c.n_ctx, c.nkv, hd, hdv, n};
+    w.kv_type = c.kv, w.k_scales = cache.k_scales.as<uint16_t>(), w.v_scales = cache.v_scales.as<uint16_t>();
+    cuda::launch_kv_write(w, nullptr);
   };
   if (c.prefix) write(0, c.prefix);
   write(c.prefix, c.T);
@@ -49,20 +88,26 @@ void run_case(const Case& c, std::mt19937& rng) {
   auto out = poisoned_f32(hdv * c.nh * c.T);
   const float scale = 1.0f / std::sqrt(float(hd));
   cuda::AttentionKernelParams p;
-  p.q = dq.as<float>(), p.positions = dp.as<int32_t>() + c.prefix, p.k_cache = kc.as<uint16_t>();
-  p.v_cache = vc.as<uint16_t>(), p.out = out.as<float>(), p.partial = partial.as<float>();
+  p.q = dq.as<float>(), p.positions = dp.as<int32_t>() + c.prefix, p.k_cache = cache.k.get();
+  p.v_cache = cache.v.get(), p.out = out.as<float>(), p.partial = partial.as<float>();
   p.n_ctx = c.n_ctx, p.n_head = c.nh, p.n_head_kv = c.nkv, p.hd = hd, p.hd_v = hdv, p.T = c.T, p.scale = scale;
   p.max_splits = splits;
+  p.kv_type = c.kv, p.k_scales = cache.k_scales.as<uint16_t>(), p.v_scales = cache.v_scales.as<uint16_t>();
   // Twice, the output poisoned in between: the second launch must find the split counters back at zero.
   cuda::launch_attention(p, nullptr);
   CUDA_CHECK(cudaMemset(out.get(), 0xff, out.bytes()));
   cuda::launch_attention(p, nullptr);
 
   // The tensor-core kernels take Q x scale rounded to f16 (the reference does the same) and round the softmax
-  // weights P to f16 for P V: |error| <= 2^-11 max|v| (weights sum to one) on top of f32 accumulation.
+  // weights P to f16 for P V: |error| <= 2^-11 max|v| (weights sum to one) on top of f32 accumulation. A q8_0
+  // cache reaches their tiles as f16(q x scale), the f16 rounding of the host's dequantized value: the reference
+  // uses exactly that.
   const bool tensor_cores = cuda::attention_prefill_applies(p) || cuda::attention_split_tc_applies(p);
+  if (q8) {
+    EXPECT_TRUE(tensor_cores) << what;
+  }
   double v_max = 0;
-  for (float x : v) v_max = std::max(v_max, double(std::fabs(x)));
+  for (float x : v_held) v_max = std::max(v_max, double(std::fabs(x)));
   const double abs_tol = tensor_cores ? v_max / 2048 + 2e-5 : 2e-6;
   const double rel_tol = tensor_cores ? 0.0 : 1e-5;
   std::vector<double> ref(hdv * c.nh * c.T);
@@ -76,7 +121,7 @@ void run_case(const Case& c, std::mt19937& rng) {
         double d = 0;
         for (int64_t e = 0; e < hd; ++e) {
           const float qe = q[(t * c.nh + h) * hd + e];
-          const double kj = h16(k[(j * c.nkv + kvh) * hd + e]);
+          const double kj = h16(k_held[(j * c.nkv + kvh) * hd + e]);
           d += tensor_cores ? h16(qe * scale) * kj : double(qe) * kj * scale;
         }
         s[j] = d, mx = std::max(mx, s[j]);
@@ -84,18 +129,28 @@ void run_case(const Case& c, std::mt19937& rng) {
       for (auto& x : s) x = std::exp(x - mx), sum += x;
       for (int64_t e = 0; e < hdv; ++e) {
         double a = 0;
-        for (int64_t j = 0; j <= last; ++j) a += s[j] * h16(v[(j * c.nkv + kvh) * hdv + e]);
+        for (int64_t j = 0; j <= last; ++j) a += s[j] * h16(v_held[(j * c.nkv + kvh) * hdv + e]);
         ref[(t * c.nh + h) * hdv + e] = a / sum;
       }
     }
   EXPECT_TRUE(close(what + (tensor_cores ? " (tensor cores)" : ""), download<float>(out, ref.size()), ref, {abs_tol},
                     rel_tol));
 
-  // The cache holds the f16 rounding of what was written, in the documented layout.
-  const auto kh = download<uint16_t>(kc, hd * c.n_ctx * c.nkv);
+  // The cache holds the f16 rounding of what was written, or the host quantizer's bytes, in the documented layout.
   const int64_t j = total - 1, kvh = c.nkv - 1;
-  for (int64_t e = 0; e < hd; ++e)
-    ASSERT_EQ(kh[(kvh * c.n_ctx + j) * hd + e], quant::f32_to_f16(k[(j * c.nkv + kvh) * hd + e])) << what;
+  const float* k_row = &k[(j * c.nkv + kvh) * hd];
+  if (!q8) {
+    const auto kh = download<uint16_t>(cache.k, hd * c.n_ctx * c.nkv);
+    for (int64_t e = 0; e < hd; ++e) ASSERT_EQ(kh[(kvh * c.n_ctx + j) * hd + e], quant::f32_to_f16(k_row[e])) << what;
+    return;
+  }
+  const auto kq = download<int8_t>(cache.k, hd * c.n_ctx * c.nkv);
+  const auto ks = download<uint16_t>(cache.k_scales, hd / 32 * c.n_ctx * c.nkv);
+  std::vector<int8_t> want_q(hd);
+  std::vector<uint16_t> want_s(hd / 32);
+  host_q8_0(k_row, hd, want_q.data(), want_s.data());
+  for (int64_t e = 0; e < hd; ++e) ASSERT_EQ(kq[(kvh * c.n_ctx + j) * hd + e], want_q[e]) << what;
+  for (int64_t b = 0; b < hd / 32; ++b) ASSERT_EQ(ks[(kvh * c.n_ctx + j) * (hd / 32) + b], want_s[b]) << what;
 }
 
 TEST(AttentionKernels, MatchesReference) {
@@ -131,6 +186,250 @@ TEST(AttentionKernels, MatchesReference) {
 TEST(AttentionKernels, RejectsBadParams) {
   cuda::AttentionKernelParams p;
   EXPECT_THROW(cuda::launch_attention(p, nullptr), cuda::InvalidArgument);
+}
+
+// A q8_0 cache through the two tensor-core kernels: decode (one and a few tokens, prefixes over many 64-slot tiles,
+// computed and forced split counts so that splits hold one or several tiles), prefill (16+ tokens, with and without
+// a prefix), head_dim 64 and 128, groups 1, 2, 4, 8, cache lengths that are no multiple of 4 (so a slot's scales
+// are only 4-byte aligned for head_dim 64).
+TEST(AttentionKernels, Q8_0MatchesReference) {
+  REQUIRE_GPU();
+  std::mt19937 rng(12);
+  constexpr KvType Q8 = KvType::Q8_0;
+  const Case cases[] = {
+      {8, 8, 64, 1001, 0, 1, 0, Q8},        // the first token: one slot, one split
+      {32, 8, 128, 4096, 4000, 1, 0, Q8},   // the 8B's shape, ~2 tiles per split
+      {8, 1, 128, 2000, 1500, 1, 0, Q8},    // group of 8
+      {16, 8, 64, 1001, 650, 2, 0, Q8},     // group of 2, head_dim 64, n_ctx odd
+      {4, 2, 128, 1000, 900, 3, 100, Q8},   // one tile per split
+      {8, 2, 128, 3001, 2900, 1, 3, Q8},    // 3 splits of ~15 tiles: the two-stage ring goes round many times
+      {4, 4, 64, 1001, 99, 1, 1, Q8},       // a single split over two tiles, the last warp's slots partly past
+      {32, 8, 128, 5000, 30, 1, 0, Q8},     // short position in a long cache: the result without a merge
+      {16, 4, 128, 300, 100, 5, 0, Q8},     // a short batch of 5 tokens
+      {8, 8, 64, 20001, 16400, 1, 0, Q8},   // 16k context
+      // prefill kernel
+      {8, 2, 128, 600, 0, 200, 0, Q8},      // from empty, 200 = 3 tiles + 8 rows
+      {4, 4, 64, 1001, 37, 16, 0, Q8},      // smallest batch after an unaligned prefix
+      {16, 8, 64, 1001, 300, 100, 0, Q8},   // group of 2 with a prefix
+      {8, 1, 128, 1100, 900, 70, 0, Q8},    // group of 8, many cache tiles
+  };
+  for (const auto& c : cases) run_case(c, rng);
+}
+
+// The q8_0 writers store exactly the host quantizer's bytes: kv_write (head dims that are multiples of 32, blocks
+// with ties at .5 and an all-zero block), and rope_kv (q rotated as on the f16 path, k rotated then quantized, v
+// quantized; both pair orderings, a partial rotation, frequency factors). Slots of positions outside the cache stay
+// untouched.
+constexpr uint8_t kPoison = 0x5a;  // the caches' bytes before the write
+
+// The slot (h, pos) of a q8_0 cache holds x quantized by the host. exact = false (rope_kv: the device's rotation
+// may differ from the host's by an ulp): a scale may differ by one binary16 step (the block's largest value on an
+// f16 rounding boundary) and a quant by one where the host's x / d lies within 1e-3 of a .5 tie.
+void expect_slot_q8_0(const std::string& what, const std::vector<int8_t>& quants, const std::vector<uint16_t>& scales,
+                      int64_t hd, int64_t n_ctx, int64_t h, int32_t pos, const float* x, bool exact) {
+  std::vector<int8_t> want_q(static_cast<size_t>(hd));
+  std::vector<uint16_t> want_s(static_cast<size_t>(hd / 32));
+  host_q8_0(x, hd, want_q.data(), want_s.data());
+  const int8_t* got_q = &quants[size_t((h * n_ctx + pos) * hd)];
+  const uint16_t* got_s = &scales[size_t((h * n_ctx + pos) * (hd / 32))];
+  for (int64_t b = 0; b < hd / 32; ++b) {
+    ASSERT_LE(std::abs(int(got_s[b]) - int(want_s[b])), exact ? 0 : 1)
+        << what << " head " << h << " pos " << pos << " block " << b;
+    float amax = 0.0f;
+    for (int64_t i = b * 32; i < b * 32 + 32; ++i) amax = std::max(amax, std::fabs(x[i]));
+    const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+    for (int64_t i = b * 32; i < b * 32 + 32; ++i) {
+      if (got_q[i] == want_q[i]) continue;
+      const double r = std::fabs(double(x[i] * id));
+      const bool tie = std::fabs(r - std::floor(r) - 0.5) < 1e-3;
+      ASSERT_TRUE(!exact && tie && std::abs(int(got_q[i]) - int(want_q[i])) == 1)
+          << what << " head " << h << " pos " << pos << " value " << i << ": got " << int(got_q[i]) << ", host "
+          << int(want_q[i]) << " (x " << x[i] << ", x / d " << x[i] * id << ")";
+    }
+  }
+}
+
+// Every byte of the slots not written (written[h * n_ctx + slot] false) still holds kPoison.
+template <class T>
+void expect_untouched(const std::string& what, const std::vector<T>& cache, int64_t per_slot,
+                      const std::vector<bool>& written) {
+  size_t touched = 0;
+  for (size_t s = 0; s < written.size(); ++s) {
+    if (written[s]) continue;
+    const uint8_t* b = reinterpret_cast<const uint8_t*>(&cache[s * size_t(per_slot)]);
+    for (size_t i = 0; i < size_t(per_slot) * sizeof(T); ++i) touched += b[i] != kPoison;
+  }
+  EXPECT_EQ(touched, 0u) << what << ": bytes written outside the tokens' slots";
+}
+
+TEST(AttentionKernels, Q8_0KvWriteMatchesHostQuantizer) {
+  REQUIRE_GPU();
+  std::mt19937 rng(13);
+  struct Shape {
+    int64_t nkv, hd, hdv, n_ctx;
+  };
+  for (const Shape sh : {Shape{3, 128, 128, 1001}, Shape{2, 64, 96, 37}}) {
+    const std::string what = "kv_write q8_0 nkv=" + std::to_string(sh.nkv) + " hd=" + std::to_string(sh.hd) + "/" +
+                             std::to_string(sh.hdv) + " ctx=" + std::to_string(sh.n_ctx);
+    const std::vector<int32_t> pos = {0, 17, int32_t(sh.n_ctx - 1), int32_t(sh.n_ctx), -1};  // the last two: outside
+    const int64_t T = int64_t(pos.size());
+    auto k = random_floats(rng, sh.hd * sh.nkv * T, -3, 3);
+    const auto v = random_floats(rng, sh.hdv * sh.nkv * T, -0.01f, 0.01f);
+    // Token 0, head 0: a block with largest value 127 (d = 1, so x / d = x) and the rest on .5 ties (rounded away
+    // from zero), then a block of zeros (d = 0).
+    for (int i = 0; i < 32; ++i) k[i] = i == 0 ? 127.0f : (i % 2 ? 2.5f : -3.5f) + float(i / 2 % 5);
+    for (int i = 32; i < 64; ++i) k[i] = 0.0f;
+    DeviceCache cache(KvType::Q8_0, sh.hd, sh.hdv, sh.n_ctx, sh.nkv);
+    for (const auto* b : {&cache.k, &cache.v, &cache.k_scales, &cache.v_scales})
+      CUDA_CHECK(cudaMemset(b->get(), kPoison, b->bytes()));
+    auto dk = upload(k), dv = upload(v), dp = upload(pos);
+    cuda::KvWriteParams w{dk.as<float>(), dv.as<float>(), dp.as<int32_t>(), cache.k.get(), cache.v.get(),
+                          sh.n_ctx, sh.nkv, sh.hd, sh.hdv, T};
+    w.kv_type = KvType::Q8_0, w.k_scales = cache.k_scales.as<uint16_t>(), w.v_scales = cache.v_scales.as<uint16_t>();
+    cuda::launch_kv_write(w, nullptr);
+
+    const auto kq = download<int8_t>(cache.k, size_t(sh.hd * sh.n_ctx * sh.nkv));
+    const auto vq = download<int8_t>(cache.v, size_t(sh.hdv * sh.n_ctx * sh.nkv));
+    const auto ks = download<uint16_t>(cache.k_scales, size_t(sh.hd / 32 * sh.n_ctx * sh.nkv));
+    const auto vs = download<uint16_t>(cache.v_scales, size_t(sh.hdv / 32 * sh.n_ctx * sh.nkv));
+    std::vector<bool> written(size_t(sh.n_ctx * sh.nkv), false);
+    for (int64_t t = 0; t < T; ++t) {
+      if (pos[t] < 0 || pos[t] >= sh.n_ctx) continue;
+      for (int64_t h = 0; h < sh.nkv; ++h) {
+        written[size_t(h * sh.n_ctx + pos[t])] = true;
+        expect_slot_q8_0(what + " k", kq, ks, sh.hd, sh.n_ctx, h, pos[t], &k[(t * sh.nkv + h) * sh.hd], true);
+        expect_slot_q8_0(what + " v", vq, vs, sh.hdv, sh.n_ctx, h, pos[t], &v[(t * sh.nkv + h) * sh.hdv], true);
+      }
+    }
+    expect_untouched(what + " k", kq, sh.hd, written);
+    expect_untouched(what + " v", vq, sh.hdv, written);
+    expect_untouched(what + " k scales", ks, sh.hd / 32, written);
+    expect_untouched(what + " v scales", vs, sh.hdv / 32, written);
+    // The tie block: 127, then 2.5 -> 3, -3.5 -> -4, ... (half away from zero), as the host quantizer.
+    EXPECT_EQ(int(kq[1]), 3) << what;
+    EXPECT_EQ(int(kq[2]), -3) << what;  // -3.5 + 1
+  }
+}
+
+TEST(AttentionKernels, Q8_0RopeKvMatchesHostQuantizer) {
+  REQUIRE_GPU();
+  std::mt19937 rng(14);
+  using graph::RopeMode;
+  struct Shape {
+    int64_t nh, nkv, hd, hdv;
+    int32_t n_rot;
+    RopeMode mode;
+    bool ff;
+  };
+  const Shape shapes[] = {{32, 8, 128, 128, 128, RopeMode::Normal, false}, {8, 2, 128, 128, 64, RopeMode::Neox, true},
+                          {4, 4, 64, 96, 64, RopeMode::Neox, false}, {6, 2, 64, 64, 32, RopeMode::Normal, true}};
+  const int64_t n_ctx = 1001;
+  const float base = 500000.0f, fscale = 0.5f;
+  const std::vector<int32_t> pos = {5, 1000, 1001, 700};  // 1001: outside the cache (q still rotated)
+  const int64_t T = int64_t(pos.size());
+  for (const Shape& c : shapes) {
+    const std::string what = std::string("rope_kv q8_0 ") + (c.mode == RopeMode::Neox ? "neox" : "normal") +
+                             " nh=" + std::to_string(c.nh) + " nkv=" + std::to_string(c.nkv) +
+                             " hd=" + std::to_string(c.hd) + "/" + std::to_string(c.hdv) +
+                             " n_rot=" + std::to_string(c.n_rot) + (c.ff ? " ff" : "");
+    const auto q = random_floats(rng, c.hd * c.nh * T), k = random_floats(rng, c.hd * c.nkv * T, -2, 2);
+    const auto v = random_floats(rng, c.hdv * c.nkv * T);
+    const auto factors = random_floats(rng, size_t(c.n_rot / 2), 1.0f, 8.0f);
+    const auto powers = cuda::rope_base_powers(base, c.n_rot);
+    // Rows rotated on the host: in double (the q reference), and as the kernel forms them in float (the k the
+    // quantizer sees, up to an ulp).
+    auto rotate = [&](const float* x, int32_t p, double* yd, float* yf) {
+      for (int64_t d = 0; d < c.hd; ++d) yd[d] = x[d], yf[d] = x[d];
+      for (int32_t j = 0; j < c.n_rot / 2; ++j) {
+        const int64_t a = c.mode == RopeMode::Neox ? j : 2 * j, b = c.mode == RopeMode::Neox ? j + c.n_rot / 2 : 2 * j + 1;
+        double th = double(p) * double(fscale) * powers[size_t(j)];
+        if (c.ff) th /= double(factors[size_t(j)]);
+        const double cd = std::cos(th), sd = std::sin(th);
+        yd[a] = x[a] * cd - x[b] * sd, yd[b] = x[a] * sd + x[b] * cd;
+        const float cf = float(cd), sf = float(sd);
+        yf[a] = float(double(x[a]) * cf - double(x[b]) * sf), yf[b] = float(double(x[a]) * sf + double(x[b]) * cf);
+      }
+    };
+    auto dq = upload(q), dk = upload(k), dv = upload(v), dp = upload(pos), df = upload(factors);
+    auto q_out = poisoned_f32(q.size());
+    DeviceCache cache(KvType::Q8_0, c.hd, c.hdv, n_ctx, c.nkv);
+    for (const auto* b : {&cache.k, &cache.v, &cache.k_scales, &cache.v_scales})
+      CUDA_CHECK(cudaMemset(b->get(), kPoison, b->bytes()));
+    cuda::RopeKvParams p;
+    p.rope.x = dq.as<float>(), p.rope.out = q_out.as<float>(), p.rope.positions = dp.as<int32_t>();
+    p.rope.freq_factors = c.ff ? df.as<float>() : nullptr;
+    p.rope.head_dim = c.hd, p.rope.n_head = c.nh, p.rope.T = T, p.rope.n_rot = c.n_rot, p.rope.mode = c.mode;
+    p.rope.freq_base = base, p.rope.freq_scale = fscale;
+    p.k = dk.as<float>(), p.v = dv.as<float>(), p.k_cache = cache.k.get(), p.v_cache = cache.v.get();
+    p.n_head_kv = c.nkv, p.hd_v = c.hdv, p.n_ctx = n_ctx, p.kv_type = KvType::Q8_0;
+    p.k_scales = cache.k_scales.as<uint16_t>(), p.v_scales = cache.v_scales.as<uint16_t>();
+    cuda::launch_rope_kv(p, nullptr);
+
+    std::vector<double> q_ref(q.size());
+    std::vector<float> unused(size_t(c.hd));
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t h = 0; h < c.nh; ++h)
+        rotate(&q[(t * c.nh + h) * c.hd], pos[t], &q_ref[(t * c.nh + h) * c.hd], unused.data());
+    EXPECT_TRUE(close(what + " q", download<float>(q_out, q.size()), q_ref, {1e-6}, 1e-6));
+
+    const auto kq = download<int8_t>(cache.k, size_t(c.hd * n_ctx * c.nkv));
+    const auto vq = download<int8_t>(cache.v, size_t(c.hdv * n_ctx * c.nkv));
+    const auto ks = download<uint16_t>(cache.k_scales, size_t(c.hd / 32 * n_ctx * c.nkv));
+    const auto vs = download<uint16_t>(cache.v_scales, size_t(c.hdv / 32 * n_ctx * c.nkv));
+    std::vector<bool> written(size_t(n_ctx * c.nkv), false);
+    std::vector<double> kd(size_t(c.hd));
+    std::vector<float> kf(size_t(c.hd));
+    for (int64_t t = 0; t < T; ++t) {
+      if (pos[t] >= n_ctx) continue;
+      for (int64_t h = 0; h < c.nkv; ++h) {
+        written[size_t(h * n_ctx + pos[t])] = true;
+        rotate(&k[(t * c.nkv + h) * c.hd], pos[t], kd.data(), kf.data());
+        expect_slot_q8_0(what + " k", kq, ks, c.hd, n_ctx, h, pos[t], kf.data(), false);
+        expect_slot_q8_0(what + " v", vq, vs, c.hdv, n_ctx, h, pos[t], &v[(t * c.nkv + h) * c.hdv], true);
+      }
+    }
+    expect_untouched(what + " k", kq, c.hd, written);
+    expect_untouched(what + " v", vq, c.hdv, written);
+    expect_untouched(what + " k scales", ks, c.hd / 32, written);
+    expect_untouched(what + " v scales", vs, c.hdv / 32, written);
+  }
+}
+
+// Shapes the q8_0 readers and writers do not serve are refused before any launch (no device needed).
+TEST(AttentionKernels, Q8_0RefusesUnsupportedShapes) {
+  EXPECT_TRUE(cuda::kv_q8_0_supported(32, 8, 128, 128));
+  EXPECT_TRUE(cuda::kv_q8_0_supported(8, 8, 64, 64));
+  EXPECT_FALSE(cuda::kv_q8_0_supported(8, 8, 256, 256));  // head_dim 256
+  EXPECT_FALSE(cuda::kv_q8_0_supported(6, 2, 128, 128));  // group of 3
+  EXPECT_FALSE(cuda::kv_q8_0_supported(8, 8, 128, 64));   // hd != hd_v
+  EXPECT_FALSE(cuda::kv_q8_0_supported(8, 8, 96, 96));
+  // Non-null stand-ins: every check below fails on the host before a pointer is touched.
+  float* f = reinterpret_cast<float*>(uintptr_t(256));
+  void* c = reinterpret_cast<void*>(uintptr_t(512));
+  uint16_t* sc = reinterpret_cast<uint16_t*>(uintptr_t(1024));
+  const int32_t* pos = reinterpret_cast<const int32_t*>(uintptr_t(2048));
+  auto attention = [&](int64_t nh, int64_t nkv, int64_t hd, int64_t T, bool scales) {
+    cuda::AttentionKernelParams p;
+    p.q = f, p.positions = pos, p.k_cache = c, p.v_cache = c, p.out = f, p.partial = f;
+    p.n_ctx = 100, p.n_head = nh, p.n_head_kv = nkv, p.hd = hd, p.hd_v = hd, p.T = T, p.scale = 1.0f, p.max_splits = 4;
+    p.kv_type = KvType::Q8_0, p.k_scales = scales ? sc : nullptr, p.v_scales = scales ? sc : nullptr;
+    cuda::launch_attention(p, nullptr);
+  };
+  EXPECT_THROW(attention(8, 8, 256, 1, true), cuda::InvalidArgument);   // head_dim 256 (decode)
+  EXPECT_THROW(attention(8, 8, 256, 32, true), cuda::InvalidArgument);  // and prefill
+  EXPECT_THROW(attention(6, 2, 128, 1, true), cuda::InvalidArgument);   // group of 3
+  EXPECT_THROW(attention(6, 2, 128, 32, true), cuda::InvalidArgument);
+  EXPECT_THROW(attention(8, 8, 128, 1, false), cuda::InvalidArgument);  // no scales
+  cuda::KvWriteParams w{f, f, pos, c, c, 100, 2, 48, 48, 1};
+  w.kv_type = KvType::Q8_0, w.k_scales = sc, w.v_scales = sc;
+  EXPECT_THROW(cuda::launch_kv_write(w, nullptr), cuda::InvalidArgument);  // head_dim 48: no whole blocks
+  w.hd = w.hd_v = 64, w.v_scales = nullptr;
+  EXPECT_THROW(cuda::launch_kv_write(w, nullptr), cuda::InvalidArgument);  // no scales
+  cuda::RopeKvParams r;
+  r.rope.x = f, r.rope.out = f, r.rope.positions = pos, r.rope.head_dim = 48, r.rope.n_head = 2, r.rope.T = 1;
+  r.rope.n_rot = 48, r.k = f, r.v = f, r.k_cache = c, r.v_cache = c, r.n_head_kv = 2, r.hd_v = 48, r.n_ctx = 100;
+  r.kv_type = KvType::Q8_0, r.k_scales = sc, r.v_scales = sc;
+  EXPECT_THROW(cuda::launch_rope_kv(r, nullptr), cuda::InvalidArgument);
 }
 
 }  // namespace

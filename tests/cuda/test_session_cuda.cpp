@@ -177,4 +177,66 @@ TEST(GpuSession, CapturedAndPlainDecodingPickSameTokens) {
   EXPECT_GT(distinct, 5) << "sampling produced a degenerate sequence; the test would not discriminate";
 }
 
+
+// A q8_0 KV cache: GPU and CPU reference with the same cache type agree as closely as with f16 (both round K and V
+// the same way; the GPU's attention then reads them as f16). A 150-token prompt and 40 decode steps cross several
+// 64-slot tiles, splits and both writers (the rope + KV launch and, for qwen3's normed k, the plain KV write);
+// the context of 301 slots is no multiple of 4, so per-slot scales are not 16-byte aligned. A head_dim 8 model is
+// refused with a SessionError before anything is allocated.
+class GpuKvQ8 : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(GpuKvQ8, MatchesCpuReferenceWithTheSameCache) {
+  REQUIRE_GPU();
+  const std::string name = GetParam();
+  REQUIRE_ASSET(model_path, "models/" + name + ".gguf");
+  auto m = model::Model::load(model_path);
+  const int32_t V = m->config().n_vocab, n_prompt = 150, n_decode = 40, n_ctx = 301;
+  app::CpuSession cpu(m, n_ctx, 0, graph::KvType::Q8_0);
+  app::CudaSessionOptions o = graph_opts(true);
+  o.kv_type = graph::KvType::Q8_0;
+  app::CudaSession gpu(m, n_ctx, o);
+  std::vector<int32_t> prompt(n_prompt);
+  for (int i = 0; i < n_prompt; ++i) prompt[size_t(i)] = (i * 7919 + 13) % V;
+  const auto c_all = cpu.eval(prompt, 0, true);
+  const std::vector<float> cpu_all(c_all.begin(), c_all.end());
+  const auto gpu_all = gpu.eval(prompt, 0, true);
+  double worst_prefill = 0, worst_decode = 0;
+  for (int p = 0; p < n_prompt; ++p) {
+    const double r = rel_rms(gpu_all.subspan(size_t(p) * V, size_t(V)), std::span<const float>(cpu_all).subspan(size_t(p) * V, size_t(V)));
+    worst_prefill = std::max(worst_prefill, r);
+    EXPECT_LE(r, kPrefillRelRms) << name << " prefill position " << p;
+  }
+  int32_t next = app::argmax(std::span<const float>(cpu_all).subspan(size_t(n_prompt - 1) * V, size_t(V)));
+  for (int i = 0; i < n_decode; ++i) {
+    const int32_t pos = n_prompt + i;
+    const auto c_span = cpu.eval(std::span<const int32_t>(&next, 1), pos, false);
+    const std::vector<float> c(c_span.begin(), c_span.end());
+    const double r = rel_rms(gpu.eval(std::span<const int32_t>(&next, 1), pos, false), c);
+    worst_decode = std::max(worst_decode, r);
+    EXPECT_LE(r, kDecodeRelRms) << name << " decode step " << i;
+    next = app::argmax(c);
+  }
+  std::printf("  %-26s q8_0 KV: GPU vs CPU rel-rms prefill %.2e decode %.2e\n", name.c_str(), worst_prefill,
+              worst_decode);
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, GpuKvQ8,
+                         ::testing::Values("synth-llama-tok512-Q4_K_M", "synth-llama-tok512-Q4_0",
+                                           "synth-qwen3-Q4_K_M"),
+                         [](const ::testing::TestParamInfo<const char*>& i) {
+                           std::string n = i.param;
+                           for (char& c : n)
+                             if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+                           return n;
+                         });
+
+TEST(GpuKvQ8Refusal, HeadDim8IsASessionError) {
+  REQUIRE_GPU();
+  REQUIRE_ASSET(model_path, "models/stories260K-f32.gguf");
+  auto m = model::Model::load(model_path);
+  app::CudaSessionOptions o;
+  o.kv_type = graph::KvType::Q8_0;
+  EXPECT_THROW(app::CudaSession(m, 64, o), app::SessionError);
+}
+
 }  // namespace

@@ -79,6 +79,7 @@ class ScriptedSession final : public app::Session {
   int32_t n_ctx() const override { return n_ctx_; }
   int32_t n_vocab() const override { return 512; }
   std::string device_name() const override { return "scripted"; }
+  uint64_t kv_cache_bytes() const override { return 0; }
 
   struct Call {
     std::vector<int32_t> tokens;

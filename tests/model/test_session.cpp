@@ -139,3 +139,42 @@ TEST(CpuSession, MakeSessionResolvesContextAndDevice) {
 }
 
 }  // namespace
+
+namespace {
+
+// --cache-type q8_0 on the CPU: the session's graphs carry the type (the reference executor's own tests check what
+// the cache then holds), so logits move by the Q8_0 rounding of K and V — and not further.
+TEST(CpuSession, Q8CacheChangesLogitsByTheRoundingOnly) {
+  Spec s;
+  s.n_embd = 64, s.n_head = 2, s.n_head_kv = 1, s.key_length = 32;  // head_dim 32: one Q8_0 block per head
+  auto b = tiny::build(s);
+  auto m = tiny::load(*b);
+  app::CpuSession f16(m, 32, 1), q8(m, 32, 1, graph::KvType::Q8_0);
+  const std::vector<int32_t> tokens{3, 17, 0, 39, 5, 5, 22, 11, 30};
+  const std::span<const float> a = f16.eval(tokens, 0, true);
+  const std::vector<float> want(a.begin(), a.end());
+  const std::span<const float> got = q8.eval(tokens, 0, true);
+  double max_diff = 0, max_abs = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    max_diff = std::max(max_diff, std::abs(double(got[i]) - want[i]));
+    max_abs = std::max(max_abs, std::abs(double(want[i])));
+  }
+  EXPECT_GT(max_diff, 0.0) << "the q8_0 cache should round K and V";
+  EXPECT_LT(max_diff, 2e-2 * max_abs) << "rounding K and V to 8 bits moved the logits too far";
+}
+
+TEST(CpuSession, Q8CacheNeedsHeadDimsOf32) {
+  auto m = tiny::load_owned(tiny::build(Spec{}));  // head_dim 4
+  try {
+    app::CpuSession session(m, 8, 1, graph::KvType::Q8_0);
+    FAIL() << "expected SessionError";
+  } catch (const app::SessionError& e) {
+    EXPECT_NE(std::string(e.what()).find("q8_0"), std::string::npos) << e.what();
+  }
+  app::SessionOptions o;
+  o.device = "auto";
+  o.kv_type = graph::KvType::Q8_0;
+  EXPECT_THROW(app::make_session(m, o), app::SessionError);  // not swallowed by the fallback to the CPU
+}
+
+}  // namespace
