@@ -107,13 +107,15 @@ TEST_P(GpuModels, MatchesCpuReferenceAndLlamaCpp) {
               mc.name, worst_prefill, worst_decode, greedy_same, n_decode, ref_rms);
 }
 
+// A model file's name as a test name (GoogleTest allows only alphanumerics and '_').
+std::string test_name(std::string n) {
+  for (char& c : n)
+    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+  return n;
+}
+
 INSTANTIATE_TEST_SUITE_P(Models, GpuModels, ::testing::ValuesIn(kModels),
-                         [](const ::testing::TestParamInfo<ModelCase>& i) {
-                           std::string n = i.param.name;
-                           for (char& c : n)
-                             if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
-                           return n;
-                         });
+                         [](const ::testing::TestParamInfo<ModelCase>& i) { return test_name(i.param.name); });
 
 TEST(GpuSession, Stories260KGreedyMatchesReference) {
   REQUIRE_GPU();
@@ -223,12 +225,7 @@ TEST_P(GpuKvQ8, MatchesCpuReferenceWithTheSameCache) {
 INSTANTIATE_TEST_SUITE_P(Models, GpuKvQ8,
                          ::testing::Values("synth-llama-tok512-Q4_K_M", "synth-llama-tok512-Q4_0",
                                            "synth-qwen3-Q4_K_M"),
-                         [](const ::testing::TestParamInfo<const char*>& i) {
-                           std::string n = i.param;
-                           for (char& c : n)
-                             if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
-                           return n;
-                         });
+                         [](const ::testing::TestParamInfo<const char*>& i) { return test_name(i.param); });
 
 TEST(GpuKvQ8Refusal, HeadDim8IsASessionError) {
   REQUIRE_GPU();
