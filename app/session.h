@@ -83,8 +83,9 @@ void check_kv_type(const model::Config& c, graph::KvType type);
 // it starts, else cpu with a note on stderr). The context is options.n_ctx when positive; the default (0) is the
 // model's training context, on the CPU at most 4096 tokens (cpu_n_ctx), on a GPU as much of it as fits in free
 // device memory (a note on stderr says when either cap applied). Throws UsageError for an unknown device or a
-// negative -c, SessionError (even for "auto") for a KV cache type the model or device cannot use, std::runtime_error("CUDA device not available in this build") for "cuda" without the CUDA session,
-// and app::DeviceMemoryError (app/memory_plan.h), even for "auto", when the model or the requested context does not
+// negative -c, SessionError (even for "auto") for a KV cache type the model or device cannot use,
+// std::runtime_error("CUDA device not available in this build") for "cuda" without the CUDA session, and
+// app::DeviceMemoryError (app/memory_plan.h), even for "auto", when the model or the requested context does not
 // fit in the GPU's free memory. The session shares ownership of the model.
 std::unique_ptr<Session> make_session(std::shared_ptr<const model::Model> model, const SessionOptions& options);
 
