@@ -75,23 +75,49 @@ __global__ void __launch_bounds__(kThreads) attention_prefill_kernel(AttentionKe
 
   for (int64_t n0 = 0; n0 <= last; n0 += kBN) {
     __syncthreads();  // the previous tile is consumed
-    for (int i = tid; i < kBN * HD / 8; i += kThreads) {
-      const int row = i / (HD / 8), c8 = i % (HD / 8);
-      const int64_t slot = n0 + row;
-      uint4 kv = make_uint4(0, 0, 0, 0), vv = kv;
-      if (slot <= last) {
-        if constexpr (kQ8) {  // 8 quants of block c8 / 4
-          kv = dequant8_q8_0(__ldg(reinterpret_cast<const uint2*>(kbase + slot * HD) + c8),
-                             __ushort_as_half(__ldg(kscale + slot * (HD / 32) + c8 / 4)));
-          vv = dequant8_q8_0(__ldg(reinterpret_cast<const uint2*>(vbase + slot * HD) + c8),
-                             __ushort_as_half(__ldg(vscale + slot * (HD / 32) + c8 / 4)));
-        } else {
+    if constexpr (kQ8) {
+      // Items of 16 quants (half a q8_0 block, one 16-byte load, one scale): every thread's loads are issued
+      // before any of them is converted and stored (8-quant items with the conversion in the loop held a
+      // 16k-deep 512-token prefill at 64% of the f16 cache's speed).
+      constexpr int kPer = kBN * HD / 16 / kThreads;
+      static_assert(kBN * HD / 16 % kThreads == 0, "whole items per thread");
+      uint4 kq[kPer], vq[kPer];
+      uint16_t kd[kPer], vd[kPer];
+#pragma unroll
+      for (int j = 0; j < kPer; ++j) {
+        const int i = tid + j * kThreads, row = i / (HD / 16), c16 = i % (HD / 16);
+        const int64_t slot = n0 + row;
+        kq[j] = vq[j] = make_uint4(0, 0, 0, 0), kd[j] = vd[j] = 0;  // zero quants x zero scale: 0, never NaN
+        if (slot <= last) {
+          kq[j] = __ldg(reinterpret_cast<const uint4*>(kbase + slot * HD) + c16);
+          vq[j] = __ldg(reinterpret_cast<const uint4*>(vbase + slot * HD) + c16);
+          kd[j] = __ldg(kscale + slot * (HD / 32) + c16 / 2);
+          vd[j] = __ldg(vscale + slot * (HD / 32) + c16 / 2);
+        }
+      }
+#pragma unroll
+      for (int j = 0; j < kPer; ++j) {
+        const int i = tid + j * kThreads, row = i / (HD / 16), c16 = i % (HD / 16);
+        uint16_t* kdst = ks + row * kLd + c16 * 16;
+        uint16_t* vdst = vs + row * kLd + c16 * 16;
+        const __half kh = __ushort_as_half(kd[j]), vh = __ushort_as_half(vd[j]);
+        *reinterpret_cast<uint4*>(kdst) = dequant8_q8_0(make_uint2(kq[j].x, kq[j].y), kh);
+        *reinterpret_cast<uint4*>(kdst + 8) = dequant8_q8_0(make_uint2(kq[j].z, kq[j].w), kh);
+        *reinterpret_cast<uint4*>(vdst) = dequant8_q8_0(make_uint2(vq[j].x, vq[j].y), vh);
+        *reinterpret_cast<uint4*>(vdst + 8) = dequant8_q8_0(make_uint2(vq[j].z, vq[j].w), vh);
+      }
+    } else {
+      for (int i = tid; i < kBN * HD / 8; i += kThreads) {
+        const int row = i / (HD / 8), c8 = i % (HD / 8);
+        const int64_t slot = n0 + row;
+        uint4 kv = make_uint4(0, 0, 0, 0), vv = kv;
+        if (slot <= last) {
           kv = __ldg(reinterpret_cast<const uint4*>(kbase + slot * HD) + c8);
           vv = __ldg(reinterpret_cast<const uint4*>(vbase + slot * HD) + c8);
         }
+        *reinterpret_cast<uint4*>(ks + row * kLd + c8 * 8) = kv;
+        *reinterpret_cast<uint4*>(vs + row * kLd + c8 * 8) = vv;
       }
-      *reinterpret_cast<uint4*>(ks + row * kLd + c8 * 8) = kv;
-      *reinterpret_cast<uint4*>(vs + row * kLd + c8 * 8) = vv;
     }
     __syncthreads();
 
