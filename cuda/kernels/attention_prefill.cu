@@ -107,16 +107,28 @@ __global__ void __launch_bounds__(kThreads) attention_prefill_kernel(AttentionKe
         *reinterpret_cast<uint4*>(vdst + 8) = dequant8_q8_0(make_uint2(vq[j].z, vq[j].w), vh);
       }
     } else {
-      for (int i = tid; i < kBN * HD / 8; i += kThreads) {
-        const int row = i / (HD / 8), c8 = i % (HD / 8);
-        const int64_t slot = n0 + row;
-        uint4 kv = make_uint4(0, 0, 0, 0), vv = kv;
-        if (slot <= last) {
-          kv = __ldg(reinterpret_cast<const uint4*>(kbase + slot * HD) + c8);
-          vv = __ldg(reinterpret_cast<const uint4*>(vbase + slot * HD) + c8);
+      // In rounds of 4 items per thread, each round's loads issued before its stores.
+      constexpr int kPer = kBN * HD / 8 / kThreads, kRound = kPer < 4 ? kPer : 4;
+      static_assert(kBN * HD / 8 % kThreads == 0 && kPer % kRound == 0, "whole rounds per thread");
+#pragma unroll
+      for (int r0 = 0; r0 < kPer; r0 += kRound) {
+        uint4 kv[kRound], vv[kRound];
+#pragma unroll
+        for (int j = 0; j < kRound; ++j) {
+          const int i = tid + (r0 + j) * kThreads, row = i / (HD / 8), c8 = i % (HD / 8);
+          const int64_t slot = n0 + row;
+          kv[j] = vv[j] = make_uint4(0, 0, 0, 0);
+          if (slot <= last) {
+            kv[j] = __ldg(reinterpret_cast<const uint4*>(kbase + slot * HD) + c8);
+            vv[j] = __ldg(reinterpret_cast<const uint4*>(vbase + slot * HD) + c8);
+          }
         }
-        *reinterpret_cast<uint4*>(ks + row * kLd + c8 * 8) = kv;
-        *reinterpret_cast<uint4*>(vs + row * kLd + c8 * 8) = vv;
+#pragma unroll
+        for (int j = 0; j < kRound; ++j) {
+          const int i = tid + (r0 + j) * kThreads, row = i / (HD / 8), c8 = i % (HD / 8);
+          *reinterpret_cast<uint4*>(ks + row * kLd + c8 * 8) = kv[j];
+          *reinterpret_cast<uint4*>(vs + row * kLd + c8 * 8) = vv[j];
+        }
       }
     }
     __syncthreads();
