@@ -183,12 +183,6 @@ __global__ void __launch_bounds__(kThreads) attention_split_tc_kernel(AttentionK
   if (split >= n_active) return;  // the whole block: this split holds no tile
   const int64_t begin = split * kTile, stride = int64_t(n_active) * kTile;
 
-  uint32_t qf[HD / 16][4];
-  load_q<HD, G>(p, t, kvh, g, tg, qf);
-  float o[HD / 8][4];
-#pragma unroll
-  for (int n = 0; n < HD / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
-  float m = -INFINITY, l = 0.0f;  // row g's running max and this thread's part of its sum
   const uint16_t* kbase = static_cast<const uint16_t*>(p.k_cache) + kvh * p.n_ctx * HD;
   const uint16_t* vbase = static_cast<const uint16_t*>(p.v_cache) + kvh * p.n_ctx * HD;
 
@@ -211,6 +205,13 @@ __global__ void __launch_bounds__(kThreads) attention_split_tc_kernel(AttentionK
     asm volatile("cp.async.commit_group;");
   };
   issue(begin, 0);
+  // q after the first tile's copies are in flight: its loads overlap theirs.
+  uint32_t qf[HD / 16][4];
+  load_q<HD, G>(p, t, kvh, g, tg, qf);
+  float o[HD / 8][4];
+#pragma unroll
+  for (int n = 0; n < HD / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+  float m = -INFINITY, l = 0.0f;  // row g's running max and this thread's part of its sum
   int stage = 0;
   for (int64_t n0 = begin; n0 < end; n0 += stride, stage ^= 1) {
     if (n0 + stride < end) {
@@ -246,13 +247,6 @@ __global__ void __launch_bounds__(kThreads) attention_split_tc_q8_0_kernel(Atten
   const int n_active = int(min(n_tiles, int64_t(p.max_splits)));
   if (split >= n_active) return;
   const int64_t begin = split * kTile, stride = int64_t(n_active) * kTile;
-
-  uint32_t qf[HD / 16][4];
-  load_q<HD, G>(p, t, kvh, g, tg, qf);
-  float o[HD / 8][4];
-#pragma unroll
-  for (int n = 0; n < HD / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
-  float m = -INFINITY, l = 0.0f;
 
   uint8_t* const mine = smem + warp * L::kWarpBytes;
   int8_t* const ring = reinterpret_cast<int8_t*>(mine);
@@ -326,6 +320,13 @@ __global__ void __launch_bounds__(kThreads) attention_split_tc_q8_0_kernel(Atten
   // commits one group (empty past the end), so every wait counts the same.
 #pragma unroll
   for (int k = 0; k < S - 1; ++k) issue(begin + k * stride + warp * 16, k);
+  // q after the first copies are in flight: its loads overlap theirs.
+  uint32_t qf[HD / 16][4];
+  load_q<HD, G>(p, t, kvh, g, tg, qf);
+  float o[HD / 8][4];
+#pragma unroll
+  for (int n = 0; n < HD / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+  float m = -INFINITY, l = 0.0f;
   int stage = 0;
   for (int64_t n0 = begin; n0 < end; n0 += stride, stage = stage + 1 == S ? 0 : stage + 1) {
     const int64_t w0 = n0 + warp * 16;  // this warp's 16 slots
