@@ -43,9 +43,8 @@ CudaSession::CudaSession(std::shared_ptr<const model::Model> model, int32_t n_ct
   if (opt_.kv_type == graph::KvType::Q8_0) {
     const model::Config& c = model_->config();
     if (!cuda::kv_q8_0_supported(c.n_head, c.n_head_kv, c.head_dim, c.head_dim_v))
-      throw SessionError("a q8_0 KV cache on the GPU needs head_dim 64 or 128 and n_head / n_head_kv of 1, 2, 4 or "
-                         "8; this model has head_dim " + std::to_string(c.head_dim) + " and " +
-                         std::to_string(c.n_head) + "/" + std::to_string(c.n_head_kv) + " heads (use --cache-type f16)");
+      throw SessionError(cuda::kv_q8_0_refusal(c.n_head, c.n_head_kv, c.head_dim, c.head_dim_v) +
+                         " (use --cache-type f16)");
   }
   if (!cuda::device_available()) throw cuda::Error("no CUDA device is available (use --device cpu)");
   const uint64_t used_before_context = opt_.verbose ? cuda::device_memory_used() : 0;

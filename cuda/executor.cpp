@@ -277,11 +277,8 @@ void Executor::lower(const Node& n) {
       const int64_t T = in_shape(0).ne[2];
       const auto* pos = static_cast<const int32_t*>(device_ptr(n.inputs[3]));
       if (spec.type == graph::KvType::Q8_0 && !kv_q8_0_supported(ap.n_head, ap.n_head_kv, ap.head_dim, ap.head_dim_v))
-        throw InvalidArgument(describe(n) + ": a q8_0 KV cache needs head_dim 64 or 128 (K and V alike) and n_head / "
-                              "n_head_kv of 1, 2, 4 or 8 on the GPU; this model has head_dim " +
-                              ::std::to_string(ap.head_dim) + "/" + ::std::to_string(ap.head_dim_v) + " and " +
-                              ::std::to_string(ap.n_head) + "/" + ::std::to_string(ap.n_head_kv) +
-                              " heads (use --cache-type f16)");
+        throw InvalidArgument(describe(n) + ": " +
+                              kv_q8_0_refusal(ap.n_head, ap.n_head_kv, ap.head_dim, ap.head_dim_v));
       KvWriteParams w{f32_in(n, 1), f32_in(n, 2), pos, kv_->k(ap.layer), kv_->v(ap.layer), spec.n_ctx,
                       spec.n_head_kv, ap.head_dim, ap.head_dim_v, T};
       w.kv_type = spec.type, w.k_scales = kv_->k_scales(ap.layer), w.v_scales = kv_->v_scales(ap.layer);

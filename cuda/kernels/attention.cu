@@ -295,6 +295,12 @@ bool kv_q8_0_supported(int64_t n_head, int64_t n_head_kv, int64_t hd, int64_t hd
   return hd == hd_v && (hd == 64 || hd == 128) && (G == 1 || G == 2 || G == 4 || G == 8);
 }
 
+::std::string kv_q8_0_refusal(int64_t n_head, int64_t n_head_kv, int64_t hd, int64_t hd_v) {
+  return "a q8_0 KV cache on the GPU needs head_dim 64 or 128 (K and V alike) and n_head / n_head_kv of 1, 2, 4 or 8; "
+         "got head_dim " + ::std::to_string(hd) + "/" + ::std::to_string(hd_v) + " and " + ::std::to_string(n_head) +
+         "/" + ::std::to_string(n_head_kv) + " heads";
+}
+
 size_t attention_scratch_floats(int64_t n_head, int64_t hd_v, int64_t T, int32_t max_splits) {
   return size_t(n_head) * T * max_splits * (hd_v + 2) + size_t(n_head) * T;  // partials, then the counters
 }
@@ -329,9 +335,7 @@ void launch_attention(const AttentionKernelParams& p, cudaStream_t stream) {
   LLM_REQUIRE(p.max_splits > 0 && p.max_splits <= 65535, "max_splits not set (attention_max_splits)");
   if (p.kv_type == graph::KvType::Q8_0) {  // the tensor-core kernels alone read int8 tiles
     LLM_REQUIRE(kv_q8_0_supported(p.n_head, p.n_head_kv, p.hd, p.hd_v),
-                "q8_0 KV cache: attention needs head_dim = hd_v = 64 or 128 and n_head / n_head_kv = 1, 2, 4 or 8 "
-                "(got head_dim " + ::std::to_string(p.hd) + "/" + ::std::to_string(p.hd_v) + ", " +
-                    ::std::to_string(p.n_head) + " heads / " + ::std::to_string(p.n_head_kv) + " KV heads)");
+                kv_q8_0_refusal(p.n_head, p.n_head_kv, p.hd, p.hd_v));
     LLM_REQUIRE(p.k_scales && p.v_scales, "q8_0 KV cache: null scales");
     if (attention_prefill_applies(p)) {
       launch_attention_prefill(p, stream);

@@ -10,6 +10,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <string>
 
 #include "graph/ir.h"
 
@@ -57,6 +58,8 @@ struct AttentionKernelParams {
 // Whether the attention kernels read a q8_0 cache of this shape (head_dim = hd_v = 64 or 128, n_head / n_head_kv
 // 1, 2, 4 or 8); the executor refuses other shapes with a message before any launch.
 bool kv_q8_0_supported(int64_t n_head, int64_t n_head_kv, int64_t hd, int64_t hd_v);
+// The refusal for a shape kv_q8_0_supported rejects: what is needed and what this shape has (for error messages).
+::std::string kv_q8_0_refusal(int64_t n_head, int64_t n_head_kv, int64_t hd, int64_t hd_v);
 
 // Most splits a (head, token) is cut into for a cache of n_ctx slots and a batch of T tokens: enough that
 // n_head_kv * T * splits blocks fill the device (sm_count multiprocessors), no split shorter than 16 slots.

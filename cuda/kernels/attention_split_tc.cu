@@ -48,24 +48,6 @@ struct Q8Layout {
 
 constexpr float kLog2e = 1.4426950408889634f;
 
-// cp.async with a source size (the q8_0 kernel's copies): src_bytes < the copy's size fills the rest with zeros, and
-// 0 reads nothing. The 4-byte form copies scales (a q8_0 slot's scales are only 4-byte aligned). The waits carry a
-// compiler memory barrier: the q8_0 kernel follows them with __syncwarp, not __syncthreads.
-__device__ __forceinline__ void cp_async16_zfill(void* smem, const void* gmem, int src_bytes) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(unsigned(__cvta_generic_to_shared(smem))),
-               "l"(gmem), "r"(src_bytes)
-               : "memory");
-}
-__device__ __forceinline__ void cp_async4_zfill(void* smem, const void* gmem, int src_bytes) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(unsigned(__cvta_generic_to_shared(smem))),
-               "l"(gmem), "r"(src_bytes)
-               : "memory");
-}
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
-}
-
 // Q x scale as the A operand: row g is head kvh G + g (rows >= G and rows g + 8 are zero).
 template <int HD, int G>
 __device__ __forceinline__ void load_q(const AttentionKernelParams& p, int64_t t, int64_t kvh, int g, int tg,

@@ -42,6 +42,21 @@ __device__ __forceinline__ void rope_pair(const RopeKernelParams& p, const BaseP
   rope_rotate(pos, p.freq_scale, bp.v[j], p.freq_factors, j, x[a], x[b], y0, y1);
 }
 
+// Unit j of one head (pair j below n_rot / 2, else a pass-through dimension), from x into out at `pos`.
+__device__ __forceinline__ void rope_unit(const RopeKernelParams& p, const BasePowers& bp, int64_t j, int32_t pos,
+                                         const float* x, float* out) {
+  const int64_t half = p.n_rot / 2;
+  if (j >= half) {
+    const int64_t d = p.n_rot + (j - half);
+    out[d] = x[d];
+    return;
+  }
+  int64_t a, b;
+  float y0, y1;
+  rope_pair(p, bp, j, pos, x, a, b, y0, y1);
+  out[a] = y0, out[b] = y1;
+}
+
 __global__ void rope_kernel(RopeKernelParams p, const __grid_constant__ BasePowers bp) {
   const int64_t half = p.n_rot / 2;
   const int64_t pass = p.head_dim - p.n_rot;  // pass-through tail per head
@@ -51,17 +66,8 @@ __global__ void rope_kernel(RopeKernelParams p, const __grid_constant__ BasePowe
   const int64_t j = i % per_head;
   const int64_t h = (i / per_head) % p.n_head;
   const int64_t t = i / (per_head * p.n_head);
-  const float* x = p.x + (t * p.n_head + h) * p.head_dim;
-  float* out = p.out + (t * p.n_head + h) * p.head_dim;
-  if (j >= half) {
-    const int64_t d = p.n_rot + (j - half);
-    out[d] = x[d];
-    return;
-  }
-  int64_t a, b;
-  float y0, y1;
-  rope_pair(p, bp, j, p.positions[t], x, a, b, y0, y1);
-  out[a] = y0, out[b] = y1;
+  const int64_t head = (t * p.n_head + h) * p.head_dim;
+  rope_unit(p, bp, j, p.positions[t], p.x + head, p.out + head);
 }
 
 // One thread per q pair, k pair or v element of each token: q rotated into q_out, k rotated and v copied into the
@@ -125,16 +131,8 @@ __global__ void rope_kv_q8_0_kernel(RopeKvParams p, const __grid_constant__ Base
   if (e < nq) {  // q
     if (e >= per_head * r.n_head) return;  // the padding (no shuffles in this part)
     const int64_t j = e % per_head, h = e / per_head;
-    const float* x = r.x + (t * r.n_head + h) * r.head_dim;
-    float* out = r.out + (t * r.n_head + h) * r.head_dim;
-    if (j >= half) {
-      out[r.n_rot + (j - half)] = x[r.n_rot + (j - half)];
-      return;
-    }
-    int64_t a, b;
-    float y0, y1;
-    rope_pair(r, bp, j, pos, x, a, b, y0, y1);
-    out[a] = y0, out[b] = y1;
+    const int64_t head = (t * r.n_head + h) * r.head_dim;
+    rope_unit(r, bp, j, pos, r.x + head, r.out + head);
     return;
   }
   if (pos < 0 || pos >= p.n_ctx) return;  // warp-uniform: the token's slot lies outside the cache
