@@ -2,7 +2,8 @@
 // in the GQA split kernel, but the group's G query heads are the rows of mma.sync m16n8k16 products (padded to 16)
 // instead of per-slot dot products with warp reductions. The block streams its split in tiles of 64 slots (K and V,
 // cp.async 16-byte copies by all four warps, two stages: the next tile is in flight while this one is computed;
-// a split's tiles are every n_active-th tile of the token's prefix);
+// a split's tiles are every n_active-th tile of the token's prefix; a token of at most kSerialTiles tiles has one
+// split);
 // each warp takes 16 slots of a tile: S = Q K^T (2 products per 16 dims), online softmax over its 16 slots,
 // O += P V; the warps' states merge in shared memory into the split's partial, and the last split block merges the
 // splits (attention_splits.cuh). Why: the GQA kernel's per-slot chain of G shuffle reductions held a 16k-context
@@ -47,6 +48,13 @@ struct Q8Layout {
 };
 
 constexpr float kLog2e = 1.4426950408889634f;
+
+// A token with at most this many tiles streams them in one split: the merge of several (a fence, the counter, the
+// last block's second pass over L2) costs more than four tiles in turn (kernel notes: 1B tg128 +3%, 8B Q4_0 +1%).
+constexpr int64_t kSerialTiles = 4;
+__device__ __forceinline__ int active_splits(int64_t n_tiles, int32_t max_splits) {
+  return n_tiles <= kSerialTiles ? 1 : int(min(n_tiles, int64_t(max_splits)));
+}
 
 // Q x scale as the A operand: row g is head kvh G + g (rows >= G and rows g + 8 are zero).
 template <int HD, int G>
@@ -159,9 +167,9 @@ __global__ void __launch_bounds__(kThreads) attention_split_tc_kernel(AttentionK
   // The token's tiles dealt round-robin to the splits (tile k to split k % n_active), at most max_splits of them:
   // at any moment the blocks of a step stream neighbouring tiles, one front moving through the cache, instead of
   // each block its own distant stretch (kernel notes: that held a 16k-context layer at ~1.7 TB/s). A token within
-  // its first 64 slots has one split and needs no merge.
+  // its first kSerialTiles tiles has one split and needs no merge.
   const int64_t end = pos + 1, n_tiles = (end + kTile - 1) / kTile;
-  const int n_active = int(min(n_tiles, int64_t(p.max_splits)));
+  const int n_active = active_splits(n_tiles, p.max_splits);
   if (split >= n_active) return;  // the whole block: this split holds no tile
   const int64_t begin = split * kTile, stride = int64_t(n_active) * kTile;
 
@@ -226,7 +234,7 @@ __global__ void __launch_bounds__(kThreads) attention_split_tc_q8_0_kernel(Atten
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, tg = lane & 3;
   const int64_t pos = p.positions[t];
   const int64_t end = pos + 1, n_tiles = (end + kTile - 1) / kTile;  // tiles dealt as in the f16 kernel
-  const int n_active = int(min(n_tiles, int64_t(p.max_splits)));
+  const int n_active = active_splits(n_tiles, p.max_splits);
   if (split >= n_active) return;
   const int64_t begin = split * kTile, stride = int64_t(n_active) * kTile;
 

@@ -179,6 +179,8 @@ TEST(AttentionKernels, MatchesReference) {
       {2, 2, 256, 300, 0, 40, 0},      // head_dim 256: the split kernel still serves batches
       {16, 4, 128, 300, 100, 5, 0},    // tensor-core split kernel, a short batch of 5 tokens
       {8, 8, 64, 20000, 16400, 1, 0},  // 16k context, groups of 1, tiles of 64 slots per split
+      {32, 8, 128, 1000, 230, 1, 0},   // 4 tiles: one split streams them all (kSerialTiles), no merge
+      {32, 8, 128, 1000, 256, 1, 0},   // 5 tiles: the first position that splits again
   };
   for (const auto& c : cases) run_case(c, rng);
 }
@@ -207,6 +209,8 @@ TEST(AttentionKernels, Q8_0MatchesReference) {
       {32, 8, 128, 5000, 30, 1, 0, Q8},     // short position in a long cache: the result without a merge
       {16, 4, 128, 300, 100, 5, 0, Q8},     // a short batch of 5 tokens
       {8, 8, 64, 20001, 16400, 1, 0, Q8},   // 16k context
+      {32, 8, 128, 1000, 230, 1, 0, Q8},    // 4 tiles in one split (kSerialTiles): the ring goes round twice
+      {32, 8, 128, 1000, 256, 1, 0, Q8},    // 5 tiles: split again
       // prefill kernel
       {8, 2, 128, 600, 0, 200, 0, Q8},      // from empty, 200 = 3 tiles + 8 rows
       {4, 4, 64, 1001, 37, 16, 0, Q8},      // smallest batch after an unaligned prefix
