@@ -2,12 +2,14 @@
 #ifdef LLM_HAVE_CUDA_SESSION
 #include "app/session_cuda.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 #include "app/memory_plan.h"
 #include "app/progress.h"
@@ -119,6 +121,7 @@ std::unique_ptr<CudaSession::Compiled> CudaSession::compile(int32_t n_tokens, bo
   eo.cuda_graph = opt_.cuda_graph && n_tokens == 1;  // only the decode step is replayed often enough to capture
   eo.verbose = opt_.verbose;
   eo.rtc = rtc_.get();
+  eo.omit_steps_of = opt_.omit_steps_of;
   const cuda::WorkBuffers wb = cuda::work_buffers(c->graph, c->plan, ctx_->sm_count(), eo.matvec_max_tokens);
   ensure_free(wb.device_bytes(), n_tokens);
   c->exec = std::make_unique<cuda::Executor>(*ctx_, c->graph, c->plan, weights_.base(), kv_.get(), eo);
@@ -236,6 +239,16 @@ std::unique_ptr<Session> make_cuda_session(std::shared_ptr<const model::Model> m
   o.kv_type = options.kv_type;
   if (const char* e = std::getenv("LLM_CUDA_GRAPH"); e && std::string(e) == "0") o.cuda_graph = false;
   if (const char* e = std::getenv("LLM_CUDA_RTC"); e && std::string(e) == "0") o.rtc = false;
+  // A lab switch for timing each step's share of decode (scripts/gpu-step-shares.sh): comma-separated node names.
+  if (const char* e = std::getenv("LLM_CUDA_OMIT_STEPS"); e && *e) {
+    for (std::string_view s = e; !s.empty();) {
+      const size_t comma = std::min(s.find(','), s.size());
+      if (comma > 0) o.omit_steps_of.emplace_back(s.substr(0, comma));
+      s.remove_prefix(std::min(comma + 1, s.size()));
+    }
+    std::fprintf(stderr, "llm-run: LLM_CUDA_OMIT_STEPS=%s: those steps are left out, every result is wrong (timing "
+                 "only)\n", e);
+  }
   return std::make_unique<CudaSession>(std::move(model), options.n_ctx, o);
 }
 

@@ -5,6 +5,7 @@
 #ifdef LLM_HAVE_CUDA_SESSION
 #include <map>
 #include <memory>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -27,6 +28,7 @@ struct CudaSessionOptions {
   bool rtc = true;         // NVRTC-generated element-wise kernels (cached on disk); false: ahead-of-time ones
   CudaPlanShape plan;      // the largest evaluation to check free memory for at load (app/cuda_footprint.h)
   graph::KvType kv_type = graph::KvType::F16;
+  std::vector<std::string> omit_steps_of;  // timing only, results wrong (cuda::ExecutorOptions::omit_steps_of)
 };
 
 class CudaSession final : public Session {

@@ -107,7 +107,17 @@ Executor::Executor(const Context& ctx, const graph::Graph& g, const graph::Plan&
   merged_.assign(g.nodes().size(), false);
   glu_epilogue_.assign(g.nodes().size(), false);
   kv_written_.assign(g.nodes().size(), false);
-  for (const Node& n : g.nodes()) lower(n);
+  const auto omitted = [&](const ::std::string& name) {  // "blk.3.ffn_down" is one of "ffn_down"
+    for (const ::std::string& s : opt_.omit_steps_of)
+      if (!s.empty() && name.ends_with(s) && (name.size() == s.size() || name[name.size() - s.size() - 1] == '.'))
+        return true;
+    return false;
+  };
+  for (const Node& n : g.nodes()) {
+    const size_t before = steps_.size();
+    lower(n);
+    if (steps_.size() > before && omitted(n.name)) steps_.resize(before), ++omitted_;
+  }
 }
 
 const void* Executor::weight_ptr(const Node& w) const {

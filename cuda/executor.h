@@ -66,6 +66,10 @@ struct ExecutorOptions {
   // When set, Add / Mul / SwiGlu run as NVRTC kernels generated for their exact shapes (cached on disk); otherwise,
   // or when run-time compilation fails (noted on stderr), the ahead-of-time kernels.
   RtcCache* rtc = nullptr;
+  // Timing only (scripts/gpu-step-shares.sh): the steps of nodes whose name is one of these or ends in "." + one
+  // of them ("attn_kqv", "ffn_down") are left out, so a step's share of the decode time shows as the speed-up
+  // without it. The results are wrong; sessions warn on stderr (LLM_CUDA_OMIT_STEPS).
+  ::std::vector<::std::string> omit_steps_of;
 };
 
 class Executor {
@@ -92,6 +96,7 @@ class Executor {
 
   size_t n_steps() const { return steps_.size(); }
   size_t n_fused() const;  // nodes folded into a neighbour's kernel (by kind: fusion_summary)
+  size_t n_omitted() const { return omitted_; }  // nodes whose steps ExecutorOptions::omit_steps_of left out
   bool captured() const { return bool(exec_); }
   size_t arena_bytes() const { return arena_.bytes(); }
 
@@ -146,6 +151,7 @@ class Executor {
                                                    // K/V into the cache (MatvecRopeKv): their Ropes run nowhere
   std::map<::std::pair<float, int32_t>, DeviceBuffer> rope_powers_;  // base^(-2i/n_rot) by (base, n_rot)
   size_t fused_count_[size_t(Fusion::kCount)] = {};
+  size_t omitted_ = 0;
   struct LastGemm {  // the latest prefill product: its input converts once for siblings right after it
     size_t step = SIZE_MAX;  // steps_.size() just after it
     const float* x = nullptr;

@@ -6,6 +6,8 @@
 
 #include <cmath>
 #include <cstdio>
+#include <string>
+#include <vector>
 
 #include "app/sampler.h"
 #include "app/session_cpu.h"
@@ -237,3 +239,22 @@ TEST(GpuKvQ8Refusal, HeadDim8IsASessionError) {
 }
 
 }  // namespace
+
+// The timing switch (CudaSessionOptions::omit_steps_of, LLM_CUDA_OMIT_STEPS): a name that no node has changes
+// nothing, bit for bit; the layers' down projections left out change the logits (their steps really are gone).
+TEST(GpuSession, OmitStepsLeavesOutOnlyTheNamedNodes) {
+  REQUIRE_GPU();
+  REQUIRE_ASSET(model_path, "models/synth-llama-tok512-Q4_K_M.gguf");
+  auto m = model::Model::load(model_path);
+  const std::vector<int32_t> prompt = {1, 291, 410, 456, 425, 417};
+  const auto logits = [&](std::vector<std::string> omit) {
+    app::CudaSessionOptions o = graph_opts(true);
+    o.omit_steps_of = std::move(omit);
+    app::CudaSession s(m, 16, o);
+    const auto l = s.eval(prompt, 0, false);
+    return std::vector<float>(l.begin(), l.end());
+  };
+  const std::vector<float> all = logits({});
+  EXPECT_EQ(logits({"no_such_node", "down"}), all) << "only whole dot-separated names match";
+  EXPECT_GT(rel_rms(logits({"ffn_down"}), all), 1e-2);
+}
