@@ -36,10 +36,12 @@ void check_eval_batch(std::span<const int32_t> tokens, int32_t start_pos, int32_
 }
 
 void check_kv_type(const model::Config& c, graph::KvType type) {
-  if (type == graph::KvType::Q8_0 && (c.head_dim % 32 != 0 || c.head_dim_v % 32 != 0))
-    throw SessionError("a q8_0 KV cache stores blocks of 32 values per head; this model's head_dim is " +
-                       std::to_string(c.head_dim) + (c.head_dim_v != c.head_dim ? "/" + std::to_string(c.head_dim_v) : "") +
-                       " (use --cache-type f16)");
+  if (graph::kv_head_dims_fit(type, c.head_dim, c.head_dim_v)) return;
+  const std::string dims =
+      std::to_string(c.head_dim) + (c.head_dim_v != c.head_dim ? "/" + std::to_string(c.head_dim_v) : "");
+  throw SessionError(std::string("a ") + graph::kv_type_name(type) + " KV cache stores blocks of " +
+                     std::to_string(graph::kv_block_values(type)) + " values per head; this model's head_dim is " +
+                     dims + " (use --cache-type f16)");
 }
 
 int32_t cpu_n_ctx(const model::Model& model, const SessionOptions& options) {

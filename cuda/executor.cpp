@@ -31,8 +31,8 @@ size_t align256(size_t n) { return (n + 255) / 256 * 256; }
 void check_kv_spec(const graph::KvCacheSpec& s) {
   LLM_REQUIRE(s.n_layer > 0 && s.n_ctx > 0 && s.n_head_kv > 0 && s.head_dim_k > 0 && s.head_dim_v > 0,
               "empty KV cache spec");
-  LLM_REQUIRE(s.type != graph::KvType::Q8_0 || (s.head_dim_k % 32 == 0 && s.head_dim_v % 32 == 0),
-              "a q8_0 KV cache needs head dims that are multiples of 32");
+  LLM_REQUIRE(graph::kv_head_dims_fit(s.type, s.head_dim_k, s.head_dim_v),
+              "a q8_0 KV cache needs head dims that are whole blocks of 32");
 }
 
 }  // namespace

@@ -42,6 +42,15 @@ const char* kv_type_name(KvType t) {
   return "?";
 }
 
+int64_t kv_block_values(KvType t) {
+  return t == KvType::Q8_0 ? quant::traits(quant::Type::Q8_0).block_elems : 1;
+}
+
+bool kv_head_dims_fit(KvType t, int64_t head_dim_k, int64_t head_dim_v) {
+  const int64_t b = kv_block_values(t);
+  return head_dim_k % b == 0 && head_dim_v % b == 0;
+}
+
 bool parse_kv_type(std::string_view s, KvType& out) {
   for (KvType t : {KvType::F16, KvType::Q8_0})
     if (s == kv_type_name(t)) {

@@ -98,6 +98,10 @@ struct Node {
 enum class KvType : uint8_t { F16, Q8_0 };
 const char* kv_type_name(KvType t);                    // "f16", "q8_0"
 bool parse_kv_type(std::string_view s, KvType& out);   // the names above; false for anything else
+// Values per block along the head dimension (1 for f16; q8_0 stores whole GGUF Q8_0 blocks, one scale each), and
+// whether heads of these dims are whole blocks: the one check behind every layer's refusal of a q8_0 cache.
+int64_t kv_block_values(KvType t);
+bool kv_head_dims_fit(KvType t, int64_t head_dim_k, int64_t head_dim_v);
 
 // The KV cache a graph's Attention nodes use; executors allocate it from this description.
 struct KvCacheSpec {

@@ -69,7 +69,7 @@ void ReferenceExecutor::ensure_kv(const KvCacheSpec& s) {
                                 std::to_string(s.n_layer) + ", n_ctx " + std::to_string(s.n_ctx) + ", n_head_kv " +
                                 std::to_string(s.n_head_kv) + ", head_dim_k " + std::to_string(s.head_dim_k) +
                                 ", head_dim_v " + std::to_string(s.head_dim_v) + ") is not all positive");
-  if (s.type == KvType::Q8_0 && (s.head_dim_k % 32 != 0 || s.head_dim_v % 32 != 0))
+  if (!kv_head_dims_fit(s.type, s.head_dim_k, s.head_dim_v))
     throw std::invalid_argument("reference executor: a q8_0 KV cache needs head dims that are multiples of 32, not " +
                                 std::to_string(s.head_dim_k) + "/" + std::to_string(s.head_dim_v));
   const size_t slots = size_t(s.n_layer) * s.n_ctx * s.n_head_kv;

@@ -315,7 +315,8 @@ void launch_kv_write(const KvWriteParams& p, cudaStream_t stream) {
       break;
     }
     case graph::KvType::Q8_0: {
-      LLM_REQUIRE(p.hd % 32 == 0 && p.hd_v % 32 == 0, "q8_0 KV cache: head dims must be multiples of 32");
+      LLM_REQUIRE(graph::kv_head_dims_fit(p.kv_type, p.hd, p.hd_v),
+                  "q8_0 KV cache: head dims must be multiples of 32");
       LLM_REQUIRE(p.k_scales && p.v_scales, "q8_0 KV cache: null scales");
       const int64_t threads = p.n_head_kv * (p.hd + p.hd_v) * p.T;  // one warp per 32-value block
       kv_write_q8_0_kernel<<<unsigned((threads + 255) / 256), 256, 0, stream>>>(p);

@@ -197,7 +197,8 @@ void launch_rope_kv(const RopeKvParams& p, cudaStream_t stream) {
       break;
     }
     case graph::KvType::Q8_0: {
-      LLM_REQUIRE(r.head_dim % 32 == 0 && p.hd_v % 32 == 0, "q8_0 KV cache: head dims must be multiples of 32");
+      LLM_REQUIRE(graph::kv_head_dims_fit(p.kv_type, r.head_dim, p.hd_v),
+                  "q8_0 KV cache: head dims must be multiples of 32");
       LLM_REQUIRE(p.k_scales && p.v_scales, "q8_0 KV cache: null scales");
       const int64_t nq = (per_head * r.n_head + 31) / 32 * 32;  // as the kernel: q padded to whole warps
       const int64_t n = (nq + (r.head_dim + p.hd_v) * p.n_head_kv) * r.T;

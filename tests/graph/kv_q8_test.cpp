@@ -120,4 +120,15 @@ TEST(KvType, NamesRoundTrip) {
   EXPECT_EQ(x, KvType::F16);
 }
 
+// The one head-dim rule every layer applies (session, reference, CUDA cache and kernels): q8_0 heads are whole
+// GGUF Q8_0 blocks (32 values, from the format's traits); f16 takes any dims.
+TEST(KvType, HeadDimsFitWholeBlocks) {
+  EXPECT_EQ(kv_block_values(KvType::F16), 1);
+  EXPECT_EQ(kv_block_values(KvType::Q8_0), 32);
+  EXPECT_TRUE(kv_head_dims_fit(KvType::F16, 8, 8));
+  EXPECT_TRUE(kv_head_dims_fit(KvType::Q8_0, 64, 128));
+  EXPECT_FALSE(kv_head_dims_fit(KvType::Q8_0, 16, 16));
+  EXPECT_FALSE(kv_head_dims_fit(KvType::Q8_0, 64, 48));  // v alone not whole blocks
+}
+
 }  // namespace
