@@ -28,6 +28,11 @@ namespace {
 
 size_t align256(size_t n) { return (n + 255) / 256 * 256; }
 
+// A q8_0 cache holds GGUF Q8_0 blocks split in two arrays: the int8 quants in the f16 layout, the binary16 scales
+// beside them. Per value: the f16 cache's 2 bytes, or the block's bytes over its values (34 / 32).
+const quant::Traits& q8_0_block() { return quant::traits(quant::Type::Q8_0); }
+constexpr size_t kScaleBytes = 2;  // a Q8_0 block's binary16 scale
+
 void check_kv_spec(const graph::KvCacheSpec& s) {
   LLM_REQUIRE(s.n_layer > 0 && s.n_ctx > 0 && s.n_head_kv > 0 && s.head_dim_k > 0 && s.head_dim_v > 0,
               "empty KV cache spec");
@@ -41,12 +46,13 @@ KvCache::LayerLayout KvCache::layout(const graph::KvCacheSpec& s) {
   const size_t slots = size_t(s.n_ctx) * size_t(s.n_head_kv);
   const bool q8 = s.type == graph::KvType::Q8_0;
   const size_t elem = q8 ? 1 : 2;
+  const int64_t block = graph::kv_block_values(s.type);
   LayerLayout l;
   l.k = 0;
   l.v = align256(slots * size_t(s.head_dim_k) * elem);
   l.k_scales = l.v + align256(slots * size_t(s.head_dim_v) * elem);
-  l.v_scales = l.k_scales + (q8 ? align256(slots * size_t(s.head_dim_k / 32) * 2) : 0);
-  l.bytes = l.v_scales + (q8 ? align256(slots * size_t(s.head_dim_v / 32) * 2) : 0);
+  l.v_scales = l.k_scales + (q8 ? align256(slots * size_t(s.head_dim_k / block) * kScaleBytes) : 0);
+  l.bytes = l.v_scales + (q8 ? align256(slots * size_t(s.head_dim_v / block) * kScaleBytes) : 0);
   return l;
 }
 
@@ -57,7 +63,8 @@ size_t KvCache::bytes_for(const graph::KvCacheSpec& spec) {
 
 double KvCache::bytes_per_slot(const graph::KvCacheSpec& s) {
   const double values = double(s.n_layer) * s.n_head_kv * (s.head_dim_k + s.head_dim_v);
-  return s.type == graph::KvType::Q8_0 ? values * 34.0 / 32.0 : values * 2.0;
+  const auto& q8 = q8_0_block();
+  return s.type == graph::KvType::Q8_0 ? values * double(q8.block_bytes) / double(q8.block_elems) : values * 2.0;
 }
 
 KvCache::KvCache(const graph::KvCacheSpec& spec) : spec_(spec), layout_(layout(spec)), buffer_(bytes_for(spec)) {
