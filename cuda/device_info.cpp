@@ -4,6 +4,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <atomic>
 #include <vector>
 
 #include "cuda/check.h"
@@ -41,6 +42,19 @@ uint64_t device_memory_free() {
   size_t free_b = 0, total_b = 0;
   CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
   return free_b;
+}
+
+int current_device_sm_count() {
+  constexpr int kDevices = 64;
+  static std::atomic<int> cached[kDevices] = {};
+  int dev = 0;
+  CUDA_CHECK(cudaGetDevice(&dev));
+  int n = dev < kDevices ? cached[dev].load(std::memory_order_relaxed) : 0;
+  if (n == 0) {
+    CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev));
+    if (dev < kDevices) cached[dev].store(n, std::memory_order_relaxed);
+  }
+  return n;
 }
 
 std::string device_name() {

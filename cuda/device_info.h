@@ -18,4 +18,7 @@ uint64_t device_memory_free();
 
 std::string device_name();
 
+// Multiprocessors of the current device, queried once per device (launchers size their grids by it).
+int current_device_sm_count();
+
 }  // namespace cuda

@@ -13,6 +13,7 @@
 #include <cuda_fp16.h>
 
 #include "cuda/check.h"
+#include "cuda/device_info.h"
 #include "cuda/kernels/matvec.cuh"
 #include "cuda/kernels/matvec_i16_units.cuh"
 #include "cuda/kernels/pdl.cuh"
@@ -258,17 +259,7 @@ __global__ void __launch_bounds__(kMaxUnits, 1)
   else matvec_i16_body<TB, RB>(p, sb, rb_b, gpb_b, blockIdx.x - blocks_a);
 }
 
-int sm_count() {
-  static ::std::atomic<int> cached{0};
-  int n = cached.load(::std::memory_order_relaxed);
-  if (n == 0) {
-    int dev = 0;
-    CUDA_CHECK(cudaGetDevice(&dev));
-    CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev));
-    cached.store(n, ::std::memory_order_relaxed);
-  }
-  return n;
-}
+int sm_count() { return current_device_sm_count(); }
 
 // Resident blocks per SM of `kernel` at this block size, cached per (kernel, warp count) by the caller's static.
 template <class Kernel>
