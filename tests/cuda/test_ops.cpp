@@ -12,7 +12,15 @@ namespace {
 
 using namespace gpu_test;
 
-std::string shape(int64_t a, int64_t b) { return "[" + std::to_string(a) + ", " + std::to_string(b) + "]"; }
+// Appended piece by piece: GCC 12's -Wrestrict misfires on "[" + std::to_string(...) (a false positive).
+std::string shape(int64_t a, int64_t b) {
+  std::string s = "[";
+  s += std::to_string(a);
+  s += ", ";
+  s += std::to_string(b);
+  s += "]";
+  return s;
+}
 
 TEST(OpKernels, RmsNorm) {
   REQUIRE_GPU();
