@@ -8,15 +8,9 @@
 # "NONE=1 LLM_CUDA_GRAPH=0", to A/B a switch with one binary given twice).
 set -uo pipefail
 [ $# -ge 1 ] || { echo "usage: $0 LLM_RUN_BINARY..." >&2; exit 2; }
-out=${OUT:-/tmp/out}
-mkdir -p "$out"
-[ -e .device ] || ln -sfn "${DEVICE_DIR:-.device-lite}" .device  # env.sh names .device
-source .device/env.sh >/dev/null
-shape=${SHAPE:-llama3-8b} type=${TYPE:-Q4_K_M}
-model=/tmp/$shape-$type.gguf
+source "$(dirname "$0")/device-model.sh"
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,clocks.mem,power.limit,temperature.gpu --format=csv | tee "$out/clocks.txt"
-[ -f "$model" ] || "$1" synth --shape "$shape" --type "$type" --vocab .device/tokenizer/ggml-vocab-llama-bpe.gguf \
-  -o "$model" >/dev/null
+make_model "$1"
 read -r -a envs <<<"${ENVS:-}"
 table=()
 for round in $(seq 1 "${ROUNDS:-2}"); do

@@ -10,14 +10,8 @@
 set -uo pipefail
 [ $# -eq 1 ] || { echo "usage: $0 LLM_RUN_BINARY" >&2; exit 2; }
 bin=$1
-out=${OUT:-/tmp/out}
-mkdir -p "$out"
-[ -e .device ] || ln -sfn "${DEVICE_DIR:-.device-lite}" .device  # env.sh names .device
-source .device/env.sh >/dev/null
-shape=${SHAPE:-llama3-8b} type=${TYPE:-Q4_K_M}
-model=/tmp/$shape-$type.gguf
-[ -f "$model" ] || "$bin" synth --shape "$shape" --type "$type" --vocab .device/tokenizer/ggml-vocab-llama-bpe.gguf \
-  -o "$model" >/dev/null || exit 1
+source "$(dirname "$0")/device-model.sh"
+make_model "$bin" || exit 1
 layers=$("$bin" info -m "$model" | awk '$1 == "block_count" {print $2}')
 groups=${GROUPS_OMITTED:-"attn_q,attn_k,attn_v attn_kqv attn_output ffn_gate,ffn_up ffn_down result_output"}
 
