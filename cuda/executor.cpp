@@ -123,7 +123,7 @@ Executor::Executor(const Context& ctx, const graph::Graph& g, const graph::Plan&
   for (const Node& n : g.nodes()) {
     const size_t before = steps_.size();
     lower(n);
-    if (steps_.size() > before && omitted(n.name)) steps_.resize(before), ++omitted_;
+    if (omitted(n.name)) steps_.resize(before);
   }
 }
 

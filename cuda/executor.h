@@ -96,7 +96,6 @@ class Executor {
 
   size_t n_steps() const { return steps_.size(); }
   size_t n_fused() const;  // nodes folded into a neighbour's kernel (by kind: fusion_summary)
-  size_t n_omitted() const { return omitted_; }  // nodes whose steps ExecutorOptions::omit_steps_of left out
   bool captured() const { return bool(exec_); }
   size_t arena_bytes() const { return arena_.bytes(); }
 
@@ -151,7 +150,6 @@ class Executor {
                                                    // K/V into the cache (MatvecRopeKv): their Ropes run nowhere
   std::map<::std::pair<float, int32_t>, DeviceBuffer> rope_powers_;  // base^(-2i/n_rot) by (base, n_rot)
   size_t fused_count_[size_t(Fusion::kCount)] = {};
-  size_t omitted_ = 0;
   struct LastGemm {  // the latest prefill product: its input converts once for siblings right after it
     size_t step = SIZE_MAX;  // steps_.size() just after it
     const float* x = nullptr;

@@ -259,8 +259,6 @@ __global__ void __launch_bounds__(kMaxUnits, 1)
   else matvec_i16_body<TB, RB>(p, sb, rb_b, gpb_b, blockIdx.x - blocks_a);
 }
 
-int sm_count() { return current_device_sm_count(); }
-
 // Resident blocks per SM of `kernel` at this block size, cached per (kernel, warp count) by the caller's static.
 template <class Kernel>
 int blocks_per_sm(Kernel kernel, int threads, ::std::atomic<int> (&cache)[kMaxUnits / 32 + 1]) {
@@ -309,7 +307,8 @@ void launch_i16(const MatvecParams& p, size_t rb, cudaStream_t stream) {
       ::std::swap(sg.w[0], sg.w[1]), ::std::swap(sg.bias[0], sg.bias[1]), ::std::swap(sg.y[0], sg.y[1]);
     sg.glu_out = p.swiglu_out;
   }
-  const int64_t gpb = groups_per_block(sg.first[sg.n], int64_t(sm_count()) * bps, warps, R, p.swiglu_out != nullptr);
+  const int64_t resident = int64_t(current_device_sm_count()) * bps;
+  const int64_t gpb = groups_per_block(sg.first[sg.n], resident, warps, R, p.swiglu_out != nullptr);
   const int64_t grid = (sg.first[sg.n] + gpb - 1) / gpb;
   LLM_REQUIRE(grid <= 0x7fffffff, "too many rows");
   const size_t smem = size_t(warps) * size_t(gpb) * R * 4;
@@ -327,7 +326,7 @@ void launch_i16_pair(const MatvecParams& p, cudaStream_t stream) {
   const size_t rb_a = quant::row_bytes(TA, p.K), rb_b = quant::row_bytes(TB, p.K);
   const Segments sa = segments_of(p, TA, RA), sb = segments_of(p, TB, RB);
   const double bytes_a = double(sa.first[sa.n]) * RA * rb_a, bytes_b = double(sb.first[sb.n]) * RB * rb_b;
-  const int64_t total = int64_t(sm_count()) * bps;
+  const int64_t total = int64_t(current_device_sm_count()) * bps;
   int64_t max_a = int64_t(double(total) * bytes_a / (bytes_a + bytes_b) + 0.5);
   max_a = max_a < 1 ? 1 : (max_a > total - 1 ? total - 1 : max_a);
   const int64_t gpb_a = groups_per_block(sa.first[sa.n], max_a, warps, RA);
@@ -394,7 +393,7 @@ void launch_matvec_i16(const MatvecParams& p, cudaStream_t stream) {
     if (p.siblings[i].type == p.type) rows += p.siblings[i].N;
     else mixed = true;
   }
-  const bool small = (rows + 3) / 4 < 2 * int64_t(sm_count());
+  const bool small = (rows + 3) / 4 < 2 * int64_t(current_device_sm_count());
   if (mixed) {  // matvec_fuses admitted only Q4_K with Q6_K siblings
     small ? launch_i16_pair<quant::Type::Q4_K, 2, quant::Type::Q6_K, 2>(p, stream)
           : launch_i16_pair<quant::Type::Q4_K, 4, quant::Type::Q6_K, 2>(p, stream);
