@@ -296,9 +296,6 @@ void Executor::lower(const Node& n) {
       if (spec.type == graph::KvType::Q8_0 && !kv_q8_0_supported(ap.n_head, ap.n_head_kv, ap.head_dim, ap.head_dim_v))
         throw InvalidArgument(describe(n) + ": " +
                               kv_q8_0_refusal(ap.n_head, ap.n_head_kv, ap.head_dim, ap.head_dim_v));
-      KvWriteParams w{f32_in(n, 1), f32_in(n, 2), pos, kv_->k(ap.layer), kv_->v(ap.layer), spec.n_ctx,
-                      spec.n_head_kv, ap.head_dim, ap.head_dim_v, T};
-      w.kv_type = spec.type, w.k_scales = kv_->k_scales(ap.layer), w.v_scales = kv_->v_scales(ap.layer);
       AttentionKernelParams a;
       a.q = f32_in(n, 0), a.positions = pos, a.k_cache = kv_->k(ap.layer), a.v_cache = kv_->v(ap.layer);
       a.out = f32_out(n), a.partial = attn_scratch_.as<float>(), a.n_ctx = spec.n_ctx, a.n_head = ap.n_head;
@@ -324,6 +321,9 @@ void Executor::lower(const Node& n) {
         });
         return;
       }
+      KvWriteParams w{f32_in(n, 1), f32_in(n, 2), pos, kv_->k(ap.layer), kv_->v(ap.layer), spec.n_ctx,
+                      spec.n_head_kv, ap.head_dim, ap.head_dim_v, T};
+      w.kv_type = spec.type, w.k_scales = kv_->k_scales(ap.layer), w.v_scales = kv_->v_scales(ap.layer);
       steps_.push_back([w, a](cudaStream_t s) {
         launch_kv_write(w, s);
         launch_attention(a, s);

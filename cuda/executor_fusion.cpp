@@ -196,7 +196,8 @@ NodeId Executor::reader_past_views(NodeId id) const {
 // its own, so no tensor alive in between may share it (checked on the plan). Only for an f16 cache: a q8_0 block
 // spans 32 rows of k or v, more than the launch's row groups give one block (the rope_kv launch writes it instead).
 void Executor::fold_rope_kv_epilogue(const Node& m, MatvecParams& p) {
-  if (!opt_.fuse || !kv_ || kv_->type() != graph::KvType::F16 || p.n_siblings != 2 || p.residual || p.swiglu_out || m.shape.rows() != 1) return;
+  if (!opt_.fuse || !kv_ || kv_->type() != graph::KvType::F16) return;
+  if (p.n_siblings != 2 || p.residual || p.swiglu_out || m.shape.rows() != 1) return;
   const NodeId rq_id = reader_past_views(m.id);
   if (rq_id == graph::kNoNode || g_.node(rq_id).op != Op::Rope) return;
   const Node& rq = g_.node(rq_id);
@@ -217,7 +218,6 @@ void Executor::fold_rope_kv_epilogue(const Node& m, MatvecParams& p) {
   if (rp.mode != graph::RopeMode::Normal || rp.T != 1 || rp.head_dim != ap.head_dim || !attention_matches_kv(att))
     return;
   if (!plan_.owns(rq_id) || !slot_free_between(rq_id, m.id, rq_id)) return;
-  const int64_t n_ctx = kv_->spec().n_ctx;
   q.rope_kv = MatvecRopeKv{rp.out,
                            static_cast<uint16_t*>(kv_->k(ap.layer)),
                            static_cast<uint16_t*>(kv_->v(ap.layer)),
@@ -228,7 +228,7 @@ void Executor::fold_rope_kv_epilogue(const Node& m, MatvecParams& p) {
                            rp.n_rot,
                            int32_t(ap.head_dim),
                            int32_t(ap.head_dim_v),
-                           n_ctx};
+                           kv_->spec().n_ctx};
   if (!matvec_fuses(q)) return;
   p = q;
   kv_written_.at(size_t(att_id)) = true;

@@ -70,8 +70,10 @@ void ReferenceExecutor::ensure_kv(const KvCacheSpec& s) {
                                 std::to_string(s.n_head_kv) + ", head_dim_k " + std::to_string(s.head_dim_k) +
                                 ", head_dim_v " + std::to_string(s.head_dim_v) + ") is not all positive");
   if (!kv_head_dims_fit(s.type, s.head_dim_k, s.head_dim_v))
-    throw std::invalid_argument("reference executor: a q8_0 KV cache needs head dims that are multiples of 32, not " +
-                                std::to_string(s.head_dim_k) + "/" + std::to_string(s.head_dim_v));
+    throw std::invalid_argument(std::string("reference executor: a ") + kv_type_name(s.type) +
+                                " KV cache needs head dims that are multiples of " +
+                                std::to_string(kv_block_values(s.type)) + ", not " + std::to_string(s.head_dim_k) +
+                                "/" + std::to_string(s.head_dim_v));
   const size_t slots = size_t(s.n_layer) * s.n_ctx * s.n_head_kv;
   k_cache_.assign(slots * s.head_dim_k, 0.0f);
   v_cache_.assign(slots * s.head_dim_v, 0.0f);

@@ -6,10 +6,7 @@
 set -uo pipefail
 [ $# -eq 1 ] || { echo "usage: $0 LLM_RUN_BINARY" >&2; exit 2; }
 bin=$1
-out=${OUT:-/tmp/out}
-mkdir -p "$out"
-[ -e .device ] || ln -sfn .device-lite .device  # env.sh names .device
-source .device/env.sh >/dev/null
+source "$(dirname "$0")/device-model.sh"  # $out, .device and its environment (its one-model variables unused)
 depths=${DEPTHS:-0,16384}
 rows=()
 for shape in ${KV_SHAPES:-llama3-8b llama3-1b}; do
