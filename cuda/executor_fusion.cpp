@@ -43,8 +43,9 @@ MatvecParams Executor::matvec_params(const Node& n) const {
   const Node& w = g_.node(n.inputs[0]);
   const quant::Type type = ::std::get<graph::WeightParams>(w.params).type;
   const float* bias = n.inputs.size() > 2 && n.inputs[2] != graph::kNoNode ? f32_in(n, 2) : nullptr;
-  return MatvecParams{weight_ptr(w), type, f32_in(n, 1), bias, f32_out(n), w.shape.ne[0], w.shape.ne[1],
-                      n.shape.rows()};
+  MatvecParams p{weight_ptr(w), type, f32_in(n, 1), bias, f32_out(n), w.shape.ne[0], w.shape.ne[1], n.shape.rows()};
+  p.q4_0x8 = regrouped(w);
+  return p;
 }
 
 bool Executor::fold_norm(const Node& norm) {
@@ -126,7 +127,7 @@ void Executor::merge_siblings(const Node& n, MatvecParams& p) {
     // A matvec whose only reader is an Add gets that Add as its epilogue instead (fold_residual).
     if (const auto& mu = users_.at(size_t(u)); mu.size() == 1 && g_.node(mu[0]).op == Op::Add) continue;
     const MatvecParams q = matvec_params(m);
-    if (q.K != p.K || !plan_.owns(m.id) || !slot_free_between(m.id, n.id, m.id)) continue;
+    if (q.K != p.K || q.q4_0x8 != p.q4_0x8 || !plan_.owns(m.id) || !slot_free_between(m.id, n.id, m.id)) continue;
     p.siblings[p.n_siblings++] = MatvecParams::Sibling{q.w, q.bias, q.y, q.N, q.type};
     if (!matvec_fuses(p)) {
       --p.n_siblings;

@@ -8,6 +8,7 @@
 // Launched as a programmatic dependent launch (pdl.cuh): the first row group's weights load while the previous
 // kernel finishes; x, the residual and the position are read after pdl_wait().
 #include <atomic>
+#include <type_traits>
 #include <utility>
 
 #include <cuda_fp16.h>
@@ -54,19 +55,28 @@ __device__ __forceinline__ void load16(const float* p, float (&v)[16]) {
 }
 
 // Sum over the warp of each of the R values; lane (r * 32 / R) ends with row r's sum (R = 4: lanes 0, 8, 16, 24).
+// R >= 4: halving exchanges (at distance 16 each lane keeps half of the rows and sends the other half to its
+// partner, at 8 half of those, ...), R - 1 shuffles down to one row per lane group instead of 5 per row.
 template <int R>
 __device__ __forceinline__ float warp_sum_rows(float (&a)[R], int lane) {
-  if constexpr (R == 4) {
-    const bool up = lane & 16;
-    float k0 = up ? a[2] : a[0], k1 = up ? a[3] : a[1];
-    k0 += __shfl_xor_sync(0xffffffffu, up ? a[0] : a[2], 16);
-    k1 += __shfl_xor_sync(0xffffffffu, up ? a[1] : a[3], 16);
-    const bool mid = lane & 8;
-    float k = mid ? k1 : k0;
-    k += __shfl_xor_sync(0xffffffffu, mid ? k0 : k1, 8);
+  static_assert(R == 2 || R == 4 || R == 8, "rows per group");
+  if constexpr (R >= 4) {
+    float v[R];
 #pragma unroll
-    for (int o = 4; o > 0; o >>= 1) k += __shfl_xor_sync(0xffffffffu, k, o);
-    return k;  // lane 8 * (2 * up + mid) holds row 2 * up + mid
+    for (int i = 0; i < R; ++i) v[i] = a[i];
+    int off = 16;
+#pragma unroll
+    for (int n = R; n > 1; n /= 2, off /= 2) {
+      const bool up = lane & off;
+#pragma unroll
+      for (int i = 0; i < n / 2; ++i) {
+        const float keep = up ? v[i + n / 2] : v[i], send = up ? v[i] : v[i + n / 2];
+        v[i] = keep + __shfl_xor_sync(0xffffffffu, send, off);
+      }
+    }
+#pragma unroll
+    for (; off > 0; off /= 2) v[0] += __shfl_xor_sync(0xffffffffu, v[0], off);
+    return v[0];
   } else {
     float mine = 0.0f;
 #pragma unroll
@@ -142,11 +152,12 @@ __device__ __forceinline__ void write_rope_kv(const MatvecParams& p, const Segme
   }
 }
 
-// Block `block` of a launch over the matrices of sg (all of type T).
-template <quant::Type T, int R>
+// Block `block` of a launch over the matrices of sg (all of type T; kX8: Q4_0 regrouped by 8 blocks, q4_0x8.cuh).
+template <quant::Type T, int R, bool kX8 = false>
 __device__ __forceinline__ void matvec_i16_body(const MatvecParams& p, const Segments& sg, size_t row_bytes,
                                                 int64_t groups_per_block, int64_t block) {
-  using U = mv16::Unit<T>;
+  static_assert(!kX8 || T == quant::Type::Q4_0, "only Q4_0 is regrouped");
+  using U = ::std::conditional_t<kX8, mv16::UnitQ4_0x8, mv16::Unit<T>>;
   extern __shared__ float part[];  // [warps][groups_per_block * R]
   __shared__ float red[32];
   const int u = threadIdx.x, lane = u & 31, warp = u >> 5, n_warps = blockDim.x >> 5;
@@ -243,10 +254,10 @@ __device__ __forceinline__ void matvec_i16_body(const MatvecParams& p, const Seg
   }
 }
 
-template <quant::Type T, int R>
+template <quant::Type T, int R, bool kX8 = false>
 __global__ void __launch_bounds__(kMaxUnits, 1)
     matvec_i16_kernel(MatvecParams p, Segments sg, size_t row_bytes, int64_t groups_per_block) {
-  matvec_i16_body<T, R>(p, sg, row_bytes, groups_per_block, blockIdx.x);
+  matvec_i16_body<T, R, kX8>(p, sg, row_bytes, groups_per_block, blockIdx.x);
 }
 
 // Siblings of two types in one launch (a Q4_K_M file's Q4_K q/k with its Q6_K v): blocks [0, blocks_a) run the
@@ -295,12 +306,12 @@ int64_t groups_per_block(int64_t n_groups, int64_t max_blocks, int warps, int R,
   return gpb < cap ? gpb : cap;
 }
 
-template <quant::Type T, int R>
+template <quant::Type T, int R, bool kX8 = false>
 void launch_i16(const MatvecParams& p, size_t rb, cudaStream_t stream) {
   const int threads = int((p.K / 32 + 31) / 32 * 32);
   const int warps = threads / 32;
   static ::std::atomic<int> per_sm[kMaxUnits / 32 + 1];
-  const int bps = blocks_per_sm(matvec_i16_kernel<T, R>, threads, per_sm);
+  const int bps = blocks_per_sm(matvec_i16_kernel<T, R, kX8>, threads, per_sm);
   Segments sg = segments_of(p, T, R);
   if (p.swiglu_out) {  // gate first (swapped when it is the sibling)
     if (p.swiglu_gate_is_sibling)
@@ -312,7 +323,8 @@ void launch_i16(const MatvecParams& p, size_t rb, cudaStream_t stream) {
   const int64_t grid = (sg.first[sg.n] + gpb - 1) / gpb;
   LLM_REQUIRE(grid <= 0x7fffffff, "too many rows");
   const size_t smem = size_t(warps) * size_t(gpb) * R * 4;
-  launch_pdl(matvec_i16_kernel<T, R>, dim3(unsigned(grid)), dim3(unsigned(threads)), smem, stream, p, sg, rb, gpb);
+  launch_pdl(matvec_i16_kernel<T, R, kX8>, dim3(unsigned(grid)), dim3(unsigned(threads)), smem, stream, p, sg, rb,
+             gpb);
 }
 
 // Main of type TA (with same-type siblings) plus siblings of type TB: the resident blocks are shared in proportion
@@ -364,9 +376,11 @@ bool mixed_pair_supported(quant::Type main, quant::Type sibling) {
 
 bool matvec_fuses(const MatvecParams& p) {
   const auto a = [](const void* q) { return reinterpret_cast<uintptr_t>(q); };
-  const auto wa = [](quant::Type t) -> size_t { return t == quant::Type::Q4_K ? 16 : 4; };  // 16-byte Q4_K loads
+  // 16-byte loads for Q4_K and regrouped Q4_0 (whose runs of 8 blocks q4_0x8_fits checks), 4-byte ones otherwise
+  const auto wa = [&](quant::Type t) -> size_t { return t == quant::Type::Q4_K || p.q4_0x8 ? 16 : 4; };
   const auto rows_fit = [&](quant::Type t, const void* w) {  // K whole blocks, rows aligned for the unit loads
     if (!i16_type(t) || !w || p.K % quant::traits(t).block_elems != 0) return false;
+    if (p.q4_0x8 && (t != quant::Type::Q4_0 || !q4_0x8_fits(w, p.K))) return false;
     return a(w) % wa(t) == 0 && quant::row_bytes(t, p.K) % wa(t) == 0;
   };
   if (p.path != MatvecPath::Auto || p.T != 1 || !i16_type(p.type) || !p.x) return false;
@@ -404,6 +418,12 @@ void launch_matvec_i16(const MatvecParams& p, cudaStream_t stream) {
       small ? launch_i16<quant::Type::Q4_K, 2>(p, rb, stream) : launch_i16<quant::Type::Q4_K, 4>(p, rb, stream);
       break;
     case quant::Type::Q4_0:
+      if (p.q4_0x8) {  // 8 rows per group (~5 registers a row) once there are groups for every resident block
+        const bool few = (rows + 7) / 8 < 4 * int64_t(sm_count());
+        if (few) launch_i16<quant::Type::Q4_0, 4, true>(p, rb, stream);
+        else launch_i16<quant::Type::Q4_0, 8, true>(p, rb, stream);
+        break;
+      }
       small ? launch_i16<quant::Type::Q4_0, 2>(p, rb, stream) : launch_i16<quant::Type::Q4_0, 4>(p, rb, stream);
       break;
     case quant::Type::Q6_K: launch_i16<quant::Type::Q6_K, 2>(p, rb, stream); break;

@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "cuda/kernels/matvec_units.cuh"
+#include "cuda/kernels/q4_0x8.cuh"
 #include "quant/types.h"
 
 namespace cuda::mv16 {
@@ -125,6 +126,27 @@ struct Unit<quant::Type::Q4_0> : mv::Unit<quant::Type::Q4_0> {
   static __device__ __forceinline__ float dot(const Raw& r, int64_t, const Run& x0, const Run& x1) {
     uint32_t q[4], lo[4], hi[4];
     join_a2(r.q, q);
+    nibbles<0>(q, lo);
+    nibbles<4>(q, hi);
+    const float f = float(dot16(lo, x0)) * x0.s + float(dot16(hi, x1)) * x1.s - 8.0f * (x0.S + x1.S);
+    return h2f(r.d) * f;
+  }
+};
+
+// Q4_0 regrouped at upload (q4_0x8.cuh): a unit (one block) is one aligned 16-byte load and a 2-byte one. Same
+// values and element order as Q4_0.
+struct UnitQ4_0x8 : mv::Unit<quant::Type::Q4_0> {
+  struct Raw {
+    uint4 q;
+    uint32_t d;
+  };
+  static __device__ __forceinline__ Raw load(const uint8_t* row, int64_t u) {
+    return {__ldg(reinterpret_cast<const uint4*>(q4_0x8_quants(row, u))),
+            __ldg(reinterpret_cast<const uint16_t*>(q4_0x8_scale(row, u)))};
+  }
+  static __device__ __forceinline__ float dot(const Raw& r, int64_t, const Run& x0, const Run& x1) {
+    const uint32_t q[4] = {r.q.x, r.q.y, r.q.z, r.q.w};
+    uint32_t lo[4], hi[4];
     nibbles<0>(q, lo);
     nibbles<4>(q, hi);
     const float f = float(dot16(lo, x0)) * x0.s + float(dot16(hi, x1)) * x1.s - 8.0f * (x0.S + x1.S);
