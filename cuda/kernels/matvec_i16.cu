@@ -418,8 +418,8 @@ void launch_matvec_i16(const MatvecParams& p, cudaStream_t stream) {
       small ? launch_i16<quant::Type::Q4_K, 2>(p, rb, stream) : launch_i16<quant::Type::Q4_K, 4>(p, rb, stream);
       break;
     case quant::Type::Q4_0:
-      if (p.q4_0x8) {  // 8 rows per group (~5 registers a row) once there are groups for every resident block
-        const bool few = (rows + 7) / 8 < 4 * int64_t(sm_count());
+      if (p.q4_0x8) {  // 8 rows per group (~5 registers a row), 4 where that would leave too few groups (as `small`)
+        const bool few = (rows + 7) / 8 < 2 * int64_t(current_device_sm_count());
         if (few) launch_i16<quant::Type::Q4_0, 4, true>(p, rb, stream);
         else launch_i16<quant::Type::Q4_0, 8, true>(p, rb, stream);
         break;
