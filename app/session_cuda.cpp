@@ -16,6 +16,7 @@
 #include "cuda/device_info.h"
 #include "cuda/kernels/attention.cuh"
 #include "cuda/kernels/q4_0x8.cuh"
+#include "cuda/kernels/q6_kx8.cuh"
 #include "cuda/work_buffers.h"
 #include "model/build_graph.h"
 
@@ -91,7 +92,7 @@ CudaSession::CudaSession(std::shared_ptr<const model::Model> model, int32_t n_ct
     weights_ = cuda::DeviceWeights(*ctx_, model_->weights().arena_bytes(), items,
                                    [&](uint64_t done, uint64_t total) { bar.update(done, total); });
   }
-  if (opt_.q4_0x8) regroup_q4_0();
+  regroup_matrices();
   if (opt_.verbose) {
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     std::fprintf(stderr, "cuda: %s, %.1f MiB of weights uploaded in %.2f s\n", ctx_->name().c_str(),
@@ -113,17 +114,23 @@ int32_t CudaSession::n_vocab() const { return model_->config().n_vocab; }
 
 std::string CudaSession::device_name() const { return ctx_->name(); }
 
-// Every Q4_0 matrix the int16 matvec streams (rows of K % 256 == 0, 16-byte aligned), in place: the decode matvec
-// reads it with aligned 16-byte loads and 8 rows per group (q4_0x8.cuh). The token embedding table stays as in the
-// file: get_rows reads it (also when it doubles as the output matrix).
-void CudaSession::regroup_q4_0() {
+// Every Q4_0 and Q6_K matrix whose rows are whole runs of 8 blocks, in place: the decode matvec then reads a unit
+// with aligned 16-byte loads and holds more rows per group (q4_0x8.cuh, q6_kx8.cuh). The token embedding table stays
+// as in the file: get_rows reads it (also when it doubles as the output matrix).
+void CudaSession::regroup_matrices() {
   for (const auto& w : model_->weights().all()) {
     const graph::WeightParams& p = w.params;
+    if (p.tensor == "token_embd.weight") continue;
     uint8_t* at = const_cast<uint8_t*>(weights_.base()) + p.arena_offset;
-    if (p.type != quant::Type::Q4_0 || p.tensor == "token_embd.weight" || !cuda::q4_0x8_fits(at, w.shape.ne[0]))
+    const int64_t K = w.shape.ne[0], N = w.shape.rows();
+    if (p.type == quant::Type::Q4_0 && opt_.q4_0x8 && cuda::q4_0x8_fits(at, K)) {
+      cuda::launch_q4_0x8_regroup(at, K, N, ctx_->compute());
+    } else if (p.type == quant::Type::Q6_K && opt_.q6_kx8 && cuda::q6_kx8_fits(at, K)) {
+      cuda::launch_q6_kx8_regroup(at, K, N, ctx_->compute());
+    } else {
       continue;
-    cuda::launch_q4_0x8_regroup(at, w.shape.ne[0], w.shape.rows(), ctx_->compute());
-    q4_0x8_.insert(p.arena_offset);
+    }
+    regrouped_.insert(p.arena_offset);
   }
   CUDA_CHECK(cudaStreamSynchronize(ctx_->compute()));
 }
@@ -139,7 +146,7 @@ std::unique_ptr<CudaSession::Compiled> CudaSession::compile(int32_t n_tokens, bo
   eo.verbose = opt_.verbose;
   eo.rtc = rtc_.get();
   eo.omit_steps_of = opt_.omit_steps_of;
-  eo.q4_0x8_offsets = &q4_0x8_;
+  eo.regrouped_offsets = &regrouped_;
   const cuda::WorkBuffers wb = cuda::work_buffers(c->graph, c->plan, ctx_->sm_count(), eo.matvec_max_tokens);
   ensure_free(wb.device_bytes(), n_tokens);
   c->exec = std::make_unique<cuda::Executor>(*ctx_, c->graph, c->plan, weights_.base(), kv_.get(), eo);
@@ -258,6 +265,7 @@ std::unique_ptr<Session> make_cuda_session(std::shared_ptr<const model::Model> m
   if (const char* e = std::getenv("LLM_CUDA_GRAPH"); e && std::string(e) == "0") o.cuda_graph = false;
   if (const char* e = std::getenv("LLM_CUDA_RTC"); e && std::string(e) == "0") o.rtc = false;
   if (const char* e = std::getenv("LLM_CUDA_Q4_0X8"); e && std::string(e) == "0") o.q4_0x8 = false;
+  if (const char* e = std::getenv("LLM_CUDA_Q6_KX8"); e && std::string(e) == "0") o.q6_kx8 = false;
   // A lab switch for timing each step's share of decode (scripts/gpu-step-shares.sh): comma-separated node names.
   if (const char* e = std::getenv("LLM_CUDA_OMIT_STEPS"); e && *e) {
     for (std::string_view s = e; !s.empty();) {

@@ -31,6 +31,7 @@ struct CudaSessionOptions {
   graph::KvType kv_type = graph::KvType::F16;
   std::vector<std::string> omit_steps_of;  // timing only, results wrong (cuda::ExecutorOptions::omit_steps_of)
   bool q4_0x8 = true;  // regroup Q4_0 matrices at upload (cuda/kernels/q4_0x8.cuh); false: LLM_CUDA_Q4_0X8=0
+  bool q6_kx8 = true;  // regroup Q6_K matrices at upload (cuda/kernels/q6_kx8.cuh); false: LLM_CUDA_Q6_KX8=0
 };
 
 class CudaSession final : public Session {
@@ -56,7 +57,7 @@ class CudaSession final : public Session {
     std::unique_ptr<cuda::Executor> exec;
   };
   std::unique_ptr<Compiled> compile(int32_t n_tokens, bool all_logits);
-  void regroup_q4_0();  // after the upload: the Q4_0 matrices into the Q4_0x8 layout, their offsets in q4_0x8_
+  void regroup_matrices();  // after the upload: Q4_0 / Q6_K matrices into their x8 layouts, offsets in regrouped_
   // Before a graph's executor allocates `bytes`: frees cached prompt graphs if that makes room, else throws
   // DeviceMemoryError naming the batch size.
   void ensure_free(uint64_t bytes, int32_t n_tokens);
@@ -69,7 +70,7 @@ class CudaSession final : public Session {
   CudaSessionOptions opt_;
   std::unique_ptr<cuda::Context> ctx_;
   cuda::DeviceWeights weights_;
-  std::unordered_set<uint64_t> q4_0x8_;  // arena offsets of the Q4_0 matrices regrouped at upload
+  std::unordered_set<uint64_t> regrouped_;  // arena offsets of the matrices regrouped at upload
   std::unique_ptr<cuda::KvCache> kv_;
   std::unique_ptr<cuda::RtcCache> rtc_;
   std::map<std::pair<int32_t, bool>, std::unique_ptr<Compiled>> graphs_;

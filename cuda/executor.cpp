@@ -128,9 +128,8 @@ Executor::Executor(const Context& ctx, const graph::Graph& g, const graph::Plan&
 }
 
 bool Executor::regrouped(const Node& w) const {
-  if (!opt_.q4_0x8_offsets || w.op != Op::Weight) return false;
-  const auto& p = ::std::get<graph::WeightParams>(w.params);
-  return p.type == quant::Type::Q4_0 && opt_.q4_0x8_offsets->contains(p.arena_offset);
+  if (!opt_.regrouped_offsets || w.op != Op::Weight) return false;
+  return opt_.regrouped_offsets->contains(::std::get<graph::WeightParams>(w.params).arena_offset);
 }
 
 const void* Executor::weight_ptr(const Node& w) const {
@@ -202,7 +201,7 @@ void Executor::lower(const Node& n) {
       const Node& table = g_.node(n.inputs[0]);
       GetRowsParams p;
       if (table.op == Op::Weight) {
-        if (regrouped(table)) throw InvalidArgument(describe(n) + ": its table was regrouped as a Q4_0x8 matrix");
+        if (regrouped(table)) throw InvalidArgument(describe(n) + ": its table was regrouped at upload as a matrix");
         p.table = weight_ptr(table), p.type = ::std::get<graph::WeightParams>(table.params).type;
       } else {
         p.table = f32_in(n, 0), p.type = quant::Type::F32;
@@ -239,7 +238,7 @@ void Executor::lower(const Node& n) {
       } else {
         GemmParams p{weight_ptr(w), type, f32_in(n, 1), bias, f32_out(n), K, N, T,
                      gemm_scratch_.get(), gemm_scratch_.bytes()};
-        p.q4_0x8 = regrouped(w);
+        p.regrouped = regrouped(w);
         // A product right after another of the same x (no step between, so x and the scratch's f16 copy of it are
         // unchanged) reuses that copy: q/k/v and gate/up convert their input once.
         p.x_in_scratch = last_gemm_.step == steps_.size() && last_gemm_.x == p.x && last_gemm_.K == K &&

@@ -71,8 +71,8 @@ struct ExecutorOptions {
   // of them ("attn_kqv", "ffn_down") are left out, so a step's share of the decode time shows as the speed-up
   // without it. The results are wrong; sessions warn on stderr (LLM_CUDA_OMIT_STEPS).
   ::std::vector<::std::string> omit_steps_of;
-  // Arena offsets of the Q4_0 weights the session regrouped at upload (cuda/kernels/q4_0x8.cuh); null: none.
-  const ::std::unordered_set<uint64_t>* q4_0x8_offsets = nullptr;
+  // Arena offsets of the Q4_0 / Q6_K weights the session regrouped at upload (q4_0x8.cuh, q6_kx8.cuh); null: none.
+  const ::std::unordered_set<uint64_t>* regrouped_offsets = nullptr;
 };
 
 class Executor {
@@ -106,7 +106,7 @@ class Executor {
   using Step = std::function<void(cudaStream_t)>;
   void lower(const graph::Node& n);
   const void* weight_ptr(const graph::Node& w) const;
-  bool regrouped(const graph::Node& w) const;  // a Q4_0 weight in the Q4_0x8 layout
+  bool regrouped(const graph::Node& w) const;  // a Q4_0 / Q6_K weight in its regrouped layout
   const float* f32_in(const graph::Node& n, size_t i) const;
   RopeKernelParams rope_params(const graph::Node& rope) const;
   bool attention_matches_kv(const graph::Node& attention) const;

@@ -70,8 +70,10 @@ struct MatvecParams {
   Sibling siblings[kMaxSiblings] = {};
   int n_siblings = 0;
   MatvecRopeKv rope_kv = {};
-  // Q4_0 weights (the main matrix and every sibling) regrouped at upload by 8 blocks (q4_0x8.cuh), not as in GGUF.
+  // The launch's Q4_0 (q4_0x8) or Q6_K (q6_kx8) matrices, all of them, regrouped at upload by runs of 8 blocks
+  // (q4_0x8.cuh, q6_kx8.cuh), not as in GGUF.
   bool q4_0x8 = false;
+  bool q6_kx8 = false;
 };
 
 // True when launch_matvec(p) takes the int16-activation kernel, which is also the one that can apply norm_w and
