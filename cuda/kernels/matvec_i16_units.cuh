@@ -124,13 +124,18 @@ struct Unit<quant::Type::Q4_0> : mv::Unit<quant::Type::Q4_0> {
     const uint8_t* b = row + 18 * u;
     return {load_a2(b + 2), __ldg(reinterpret_cast<const uint16_t*>(b))};
   }
-  static __device__ __forceinline__ float dot(const Raw& r, int64_t, const Run& x0, const Run& x1) {
-    uint32_t q[4], lo[4], hi[4];
-    join_a2(r.q, q);
+  // One block's 16 quant bytes q and scale d against its two runs (also the regrouped layout's, UnitQ4_0x8).
+  static __device__ __forceinline__ float dot_block(const uint32_t (&q)[4], uint32_t d, const Run& x0, const Run& x1) {
+    uint32_t lo[4], hi[4];
     nibbles<0>(q, lo);
     nibbles<4>(q, hi);
     const float f = float(dot16(lo, x0)) * x0.s + float(dot16(hi, x1)) * x1.s - 8.0f * (x0.S + x1.S);
-    return h2f(r.d) * f;
+    return h2f(d) * f;
+  }
+  static __device__ __forceinline__ float dot(const Raw& r, int64_t, const Run& x0, const Run& x1) {
+    uint32_t q[4];
+    join_a2(r.q, q);
+    return dot_block(q, r.d, x0, x1);
   }
 };
 
@@ -147,11 +152,7 @@ struct UnitQ4_0x8 : mv::Unit<quant::Type::Q4_0> {
   }
   static __device__ __forceinline__ float dot(const Raw& r, int64_t, const Run& x0, const Run& x1) {
     const uint32_t q[4] = {r.q.x, r.q.y, r.q.z, r.q.w};
-    uint32_t lo[4], hi[4];
-    nibbles<0>(q, lo);
-    nibbles<4>(q, hi);
-    const float f = float(dot16(lo, x0)) * x0.s + float(dot16(hi, x1)) * x1.s - 8.0f * (x0.S + x1.S);
-    return h2f(r.d) * f;
+    return ::cuda::mv16::Unit<quant::Type::Q4_0>::dot_block(q, r.d, x0, x1);  // not the injected base mv::Unit
   }
 };
 
