@@ -173,14 +173,7 @@ struct UnitQ6_Kx8 : mv::Unit<quant::Type::Q6_K> {
   static __device__ __forceinline__ float dot(const Raw& r, int64_t, const Run& x0, const Run& x1) {
     const uint32_t l[4] = {r.l.x, r.l.y, r.l.z, r.l.w}, hw[2] = {r.h.x, r.h.y};
     uint32_t q0[4], q1[4];
-#pragma unroll
-    for (int w = 0; w < 4; ++w) {
-      // The nibbles of values 4w..4w+3, one to a byte: bits 0-1 the first run's high bits, 2-3 the second's.
-      const uint32_t x = (hw[w >> 1] >> (16 * (w & 1))) & 0xffffu;
-      const uint32_t s = (x & 0xfu) | ((x & 0xf0u) << 4) | ((x & 0xf00u) << 8) | ((x & 0xf000u) << 12);
-      q0[w] = (l[w] & 0x0f0f0f0fu) | ((s & 0x03030303u) << 4);
-      q1[w] = ((l[w] >> 4) & 0x0f0f0f0fu) | ((s & 0x0c0c0c0cu) << 2);
-    }
+    q6_kx8_codes(l, hw, q0, q1);
     const float sc0 = float(int8_t(r.sc & 0xffu)), sc1 = float(int8_t((r.sc >> 8) & 0xffu));
     const float f0 = float(dot16(q0, x0)) * x0.s - 32.0f * x0.S;
     const float f1 = float(dot16(q1, x1)) * x1.s - 32.0f * x1.S;

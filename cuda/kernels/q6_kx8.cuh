@@ -60,6 +60,19 @@ __host__ __device__ inline uint8_t q6_kx8_byte(const uint8_t* src, int o) {
   return src[kBlock * b + 208 + s];
 }
 
+// A unit's 6-bit codes (value = d * scale * (code - 32)) as the int16 matvec dots them: from its 16 ql bytes l and
+// its 16 nibbles hw, byte b of q0[w] is the code of value 4w + b of the first run, of q1[w] of the second run.
+__host__ __device__ inline void q6_kx8_codes(const uint32_t (&l)[4], const uint32_t (&hw)[2], uint32_t (&q0)[4],
+                                             uint32_t (&q1)[4]) {
+  for (int w = 0; w < 4; ++w) {
+    // The nibbles of values 4w..4w+3, one to a byte: bits 0-1 the first run's high bits, 2-3 the second's.
+    const uint32_t x = (hw[w >> 1] >> (16 * (w & 1))) & 0xffffu;
+    const uint32_t s = (x & 0xfu) | ((x & 0xf0u) << 4) | ((x & 0xf00u) << 8) | ((x & 0xf000u) << 12);
+    q0[w] = (l[w] & 0x0f0f0f0fu) | ((s & 0x03030303u) << 4);
+    q1[w] = ((l[w] >> 4) & 0x0f0f0f0fu) | ((s & 0x0c0c0c0cu) << 2);
+  }
+}
+
 #ifdef __CUDACC__
 // The 32 values [32 c, 32 c + 32) of a regrouped row (the prefill dequantization's chunk c), as the GGUF Q6_K
 // decoder gives them: d * scale * (q - 32). They are the first or second runs (hi) of two units g = 0, 1.

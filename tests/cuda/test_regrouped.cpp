@@ -91,6 +91,39 @@ void host_regroup_keeps_every_value(const Layout& l, std::mt19937& rng) {
   EXPECT_THROW(l.host(w.data(), out.data(), short_k, 1), cuda::InvalidArgument) << l.name;
 }
 
+// The codes the int16 matvec forms from a Q6_Kx8 unit's two loads (q6_kx8_codes, shared with the device) are the
+// GGUF values' codes: value = d * scale * (code - 32).
+TEST(RegroupedLayouts, Q6_Kx8CodesAreTheValuesCodes) {
+  std::mt19937 rng(85);
+  const int64_t K = 2048;
+  const auto w = random_weights(rng, Type::Q6_K, K, 1);
+  const auto g = regrouped(kQ6_Kx8, w, K, 1);
+  const auto ref = ref_row(w, Type::Q6_K, K, 0);
+  int checked = 0;
+  for (int64_t u = 0; u < K / 32; ++u) {
+    const cuda::Q6_Kx8Unit p = cuda::q6_kx8_unit(g.data(), u);
+    uint32_t l[4], hw[2], q[2][4];
+    std::memcpy(l, p.ql, 16);
+    std::memcpy(hw, p.qh, 8);
+    cuda::q6_kx8_codes(l, hw, q[0], q[1]);
+    const int i = int(u % 8), n = i / 4, kk = (i / 2) % 2, g8 = i % 2;
+    const int64_t e0 = 256 * (u / 8) + 128 * n + 32 * kk + 16 * g8;
+    const float d = scale_at(p.d);
+    for (int run = 0; run < 2; ++run) {
+      const float ds = d * float(int8_t(p.scales[run]));
+      if (ds == 0.0f) continue;
+      for (int t = 0; t < 16; ++t) {
+        const int code = int((q[run][t / 4] >> (8 * (t % 4))) & 0xffu);
+        ASSERT_LT(code, 64) << "unit " << u << " run " << run << " value " << t;
+        EXPECT_EQ(code - 32, std::lround(ref[e0 + 64 * run + t] / ds))
+            << "unit " << u << " run " << run << " value " << t;
+        ++checked;
+      }
+    }
+  }
+  EXPECT_GT(checked, K / 2);
+}
+
 void kernel_regroups_as_the_host(const Layout& l, std::mt19937& rng) {
   const int64_t K = 14336, N = 19;
   const auto w = random_weights(rng, l.type, K, N);
