@@ -9,6 +9,8 @@
 
 #include <cstdint>
 
+#include "quant/half.h"
+
 namespace cuda {
 
 inline constexpr int64_t kQ4_0x8Run = 144;  // bytes of one run of 8 blocks
@@ -24,20 +26,21 @@ __host__ __device__ inline const uint8_t* q4_0x8_scale(const uint8_t* row, int64
   return row + kQ4_0x8Run * (u >> 3) + 128 + 2 * (u & 7);
 }
 
-#ifdef __CUDACC__
 // The 32 values of block u of a regrouped row, as the GGUF Q4_0 decoder gives them: (q - 8) * d.
-__device__ inline void q4_0x8_dequant_block(const uint8_t* row, int64_t u, float (&v)[32]) {
-  const uint4 w = *reinterpret_cast<const uint4*>(q4_0x8_quants(row, u));
-  const float d = __half2float(*reinterpret_cast<const __half*>(q4_0x8_scale(row, u)));
-  const uint32_t q[4] = {w.x, w.y, w.z, w.w};
-#pragma unroll
+__host__ __device__ inline void q4_0x8_dequant_block(const uint8_t* row, int64_t u, float (&v)[32]) {
+  const uint8_t* s = q4_0x8_scale(row, u);
+  const float d = quant::f16_to_f32(uint16_t(s[0] | s[1] << 8));
+  alignas(16) uint8_t q[16];
+#ifdef __CUDA_ARCH__
+  *reinterpret_cast<uint4*>(q) = *reinterpret_cast<const uint4*>(q4_0x8_quants(row, u));  // one aligned load
+#else
+  for (int j = 0; j < 16; ++j) q[j] = q4_0x8_quants(row, u)[j];
+#endif
   for (int j = 0; j < 16; ++j) {
-    const int b = int((q[j / 4] >> (8 * (j % 4))) & 0xffu);
-    v[j] = float((b & 0x0f) - 8) * d;
-    v[j + 16] = float((b >> 4) - 8) * d;
+    v[j] = float((q[j] & 0x0f) - 8) * d;
+    v[j + 16] = float((q[j] >> 4) - 8) * d;
   }
 }
-#endif
 
 // In place on the device: the N rows of K elements at w (Q4_0 as in GGUF) regrouped. q4_0x8_fits(w, K) must hold.
 void launch_q4_0x8_regroup(void* w, int64_t K, int64_t N, cudaStream_t stream);

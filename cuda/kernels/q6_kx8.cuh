@@ -14,6 +14,8 @@
 
 #include <cstdint>
 
+#include "quant/half.h"
+
 namespace cuda {
 
 inline constexpr int64_t kQ6_Kx8Run = 1680;
@@ -73,27 +75,32 @@ __host__ __device__ inline void q6_kx8_codes(const uint32_t (&l)[4], const uint3
   }
 }
 
-#ifdef __CUDACC__
 // The 32 values [32 c, 32 c + 32) of a regrouped row (the prefill dequantization's chunk c), as the GGUF Q6_K
 // decoder gives them: d * scale * (q - 32). They are the first or second runs (hi) of two units g = 0, 1.
-__device__ inline void q6_kx8_dequant_chunk(const uint8_t* row, int64_t c, float (&v)[32]) {
+__host__ __device__ inline void q6_kx8_dequant_chunk(const uint8_t* row, int64_t c, float (&v)[32]) {
   const int64_t block = c >> 3;
   const int e = int(c & 7) * 32, n = e / 128, q = (e % 128) / 32, kk = q & 1, hi = q >> 1;
-#pragma unroll
   for (int g = 0; g < 2; ++g) {
     const Q6_Kx8Unit p = q6_kx8_unit(row, block * 8 + 4 * n + 2 * kk + g);
-    const float d = __half2float(*reinterpret_cast<const __half*>(p.d));
+    const float d = quant::f16_to_f32(uint16_t(p.d[0] | p.d[1] << 8));
     const float s = float(int8_t(p.scales[hi])) * d;
-#pragma unroll
+    alignas(16) uint8_t ql[16];
+    alignas(8) uint8_t qh[8];
+#ifdef __CUDA_ARCH__
+    *reinterpret_cast<uint4*>(ql) = *reinterpret_cast<const uint4*>(p.ql);  // aligned 16- and 8-byte loads
+    *reinterpret_cast<uint2*>(qh) = *reinterpret_cast<const uint2*>(p.qh);
+#else
+    for (int j = 0; j < 16; ++j) ql[j] = p.ql[j];
+    for (int j = 0; j < 8; ++j) qh[j] = p.qh[j];
+#endif
     for (int t = 0; t < 16; ++t) {
-      const int low = hi ? p.ql[t] >> 4 : p.ql[t] & 0x0f;
-      const int nib = (p.qh[t / 2] >> (4 * (t % 2))) & 0x0f;
+      const int low = hi ? ql[t] >> 4 : ql[t] & 0x0f;
+      const int nib = (qh[t / 2] >> (4 * (t % 2))) & 0x0f;
       const int high = hi ? nib >> 2 : nib & 3;
       v[16 * g + t] = s * float((low | (high << 4)) - 32);
     }
   }
 }
-#endif
 
 // In place on the device: the N rows of K elements at w (Q6_K as in GGUF) regrouped; q6_kx8_fits(w, K) must hold.
 void launch_q6_kx8_regroup(void* w, int64_t K, int64_t N, cudaStream_t stream);

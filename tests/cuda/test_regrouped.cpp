@@ -5,6 +5,7 @@
 // a few tokens, the prefill dequantization — gives what the GGUF layout gives.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -122,6 +123,25 @@ TEST(RegroupedLayouts, Q6_Kx8CodesAreTheValuesCodes) {
     }
   }
   EXPECT_GT(checked, K / 2);
+}
+
+// The prefill dequantization's decoders (host and device alike) give the GGUF values, chunk by chunk.
+TEST(RegroupedLayouts, DequantDecodersGiveTheGgufValues) {
+  std::mt19937 rng(86);
+  for (const Layout* l : {&kQ4_0x8, &kQ6_Kx8}) {
+    const int64_t K = 4096;
+    const auto w = random_weights(rng, l->type, K, 1);
+    const auto g = regrouped(*l, w, K, 1);
+    const auto ref = ref_row(w, l->type, K, 0);
+    std::vector<float> got(K);
+    for (int64_t c = 0; c < K / 32; ++c) {
+      float v[32];
+      if (l->type == Type::Q4_0) cuda::q4_0x8_dequant_block(g.data(), c, v);
+      else cuda::q6_kx8_dequant_chunk(g.data(), c, v);
+      std::copy(v, v + 32, got.begin() + 32 * c);
+    }
+    EXPECT_EQ(got, ref) << l->name;
+  }
 }
 
 void kernel_regroups_as_the_host(const Layout& l, std::mt19937& rng) {
