@@ -15,7 +15,6 @@
 #include "app/progress.h"
 #include "cuda/device_info.h"
 #include "cuda/kernels/attention.cuh"
-#include "cuda/kernels/q4_0x8.cuh"
 #include "cuda/kernels/q6_kx8.cuh"
 #include "cuda/work_buffers.h"
 #include "model/build_graph.h"
@@ -114,22 +113,17 @@ int32_t CudaSession::n_vocab() const { return model_->config().n_vocab; }
 
 std::string CudaSession::device_name() const { return ctx_->name(); }
 
-// Every Q4_0 and Q6_K matrix whose rows are whole runs of 8 blocks, in place: the decode matvec then reads a unit
-// with aligned 16-byte loads and holds more rows per group (q4_0x8.cuh, q6_kx8.cuh). The token embedding table stays
-// as in the file: get_rows reads it (also when it doubles as the output matrix).
+// Every Q6_K matrix whose rows are whole runs of 8 blocks, in place: the decode matvec then reads a unit with four
+// aligned loads instead of ~12 (q6_kx8.cuh). The token embedding table stays as in the file: get_rows reads it (also
+// when it doubles as the output matrix).
 void CudaSession::regroup_matrices() {
   for (const auto& w : model_->weights().all()) {
     const graph::WeightParams& p = w.params;
     if (p.tensor == "token_embd.weight") continue;
     uint8_t* at = const_cast<uint8_t*>(weights_.base()) + p.arena_offset;
     const int64_t K = w.shape.ne[0], N = w.shape.rows();
-    if (p.type == quant::Type::Q4_0 && opt_.q4_0x8 && cuda::q4_0x8_fits(at, K)) {
-      cuda::launch_q4_0x8_regroup(at, K, N, ctx_->compute());
-    } else if (p.type == quant::Type::Q6_K && opt_.q6_kx8 && cuda::q6_kx8_fits(at, K)) {
-      cuda::launch_q6_kx8_regroup(at, K, N, ctx_->compute());
-    } else {
-      continue;
-    }
+    if (p.type != quant::Type::Q6_K || !opt_.q6_kx8 || !cuda::q6_kx8_fits(at, K)) continue;
+    cuda::launch_q6_kx8_regroup(at, K, N, ctx_->compute());
     regrouped_.insert(p.arena_offset);
   }
   CUDA_CHECK(cudaStreamSynchronize(ctx_->compute()));
@@ -264,7 +258,6 @@ std::unique_ptr<Session> make_cuda_session(std::shared_ptr<const model::Model> m
   o.kv_type = options.kv_type;
   if (const char* e = std::getenv("LLM_CUDA_GRAPH"); e && std::string(e) == "0") o.cuda_graph = false;
   if (const char* e = std::getenv("LLM_CUDA_RTC"); e && std::string(e) == "0") o.rtc = false;
-  if (const char* e = std::getenv("LLM_CUDA_Q4_0X8"); e && std::string(e) == "0") o.q4_0x8 = false;
   if (const char* e = std::getenv("LLM_CUDA_Q6_KX8"); e && std::string(e) == "0") o.q6_kx8 = false;
   // A lab switch for timing each step's share of decode (scripts/gpu-step-shares.sh): comma-separated node names.
   if (const char* e = std::getenv("LLM_CUDA_OMIT_STEPS"); e && *e) {

@@ -30,7 +30,6 @@ struct CudaSessionOptions {
   CudaPlanShape plan;      // the largest evaluation to check free memory for at load (app/cuda_footprint.h)
   graph::KvType kv_type = graph::KvType::F16;
   std::vector<std::string> omit_steps_of;  // timing only, results wrong (cuda::ExecutorOptions::omit_steps_of)
-  bool q4_0x8 = true;  // regroup Q4_0 matrices at upload (cuda/kernels/q4_0x8.cuh); false: LLM_CUDA_Q4_0X8=0
   bool q6_kx8 = true;  // regroup Q6_K matrices at upload (cuda/kernels/q6_kx8.cuh); false: LLM_CUDA_Q6_KX8=0
 };
 

@@ -71,7 +71,7 @@ struct ExecutorOptions {
   // of them ("attn_kqv", "ffn_down") are left out, so a step's share of the decode time shows as the speed-up
   // without it. The results are wrong; sessions warn on stderr (LLM_CUDA_OMIT_STEPS).
   ::std::vector<::std::string> omit_steps_of;
-  // Arena offsets of the Q4_0 / Q6_K weights the session regrouped at upload (q4_0x8.cuh, q6_kx8.cuh); null: none.
+  // Arena offsets of the Q6_K weights the session regrouped at upload (q6_kx8.cuh); null: none.
   const ::std::unordered_set<uint64_t>* regrouped_offsets = nullptr;
 };
 

@@ -44,7 +44,6 @@ MatvecParams Executor::matvec_params(const Node& n) const {
   const quant::Type type = ::std::get<graph::WeightParams>(w.params).type;
   const float* bias = n.inputs.size() > 2 && n.inputs[2] != graph::kNoNode ? f32_in(n, 2) : nullptr;
   MatvecParams p{weight_ptr(w), type, f32_in(n, 1), bias, f32_out(n), w.shape.ne[0], w.shape.ne[1], n.shape.rows()};
-  p.q4_0x8 = type == quant::Type::Q4_0 && regrouped(w);
   p.q6_kx8 = type == quant::Type::Q6_K && regrouped(w);
   return p;
 }
@@ -120,8 +119,8 @@ void Executor::fold_residual(const Node& m, MatvecParams& p) {
 
 namespace {
 
-// Whether q's matrix may join p's launch as far as layouts go: a launch's matrices of one type are all regrouped
-// or all as in GGUF (MatvecParams::q4_0x8 / q6_kx8 describe the type, not a matrix).
+// Whether q's matrix may join p's launch as far as layouts go: a launch's Q6_K matrices are all regrouped or all as
+// in GGUF (MatvecParams::q6_kx8 describes the type, not a matrix).
 bool same_layouts(const MatvecParams& p, const MatvecParams& q) {
   const auto has = [&](quant::Type t) {
     if (p.type == t) return true;
@@ -129,9 +128,7 @@ bool same_layouts(const MatvecParams& p, const MatvecParams& q) {
       if (p.siblings[i].type == t) return true;
     return false;
   };
-  if (q.type == quant::Type::Q4_0 && has(quant::Type::Q4_0)) return q.q4_0x8 == p.q4_0x8;
-  if (q.type == quant::Type::Q6_K && has(quant::Type::Q6_K)) return q.q6_kx8 == p.q6_kx8;
-  return true;
+  return q.type != quant::Type::Q6_K || !has(quant::Type::Q6_K) || q.q6_kx8 == p.q6_kx8;
 }
 
 }  // namespace
@@ -149,7 +146,7 @@ void Executor::merge_siblings(const Node& n, MatvecParams& p) {
     if (q.K != p.K || !same_layouts(p, q) || !plan_.owns(m.id) || !slot_free_between(m.id, n.id, m.id)) continue;
     const MatvecParams before = p;
     p.siblings[p.n_siblings++] = MatvecParams::Sibling{q.w, q.bias, q.y, q.N, q.type};
-    p.q4_0x8 = p.q4_0x8 || q.q4_0x8, p.q6_kx8 = p.q6_kx8 || q.q6_kx8;
+    p.q6_kx8 = p.q6_kx8 || q.q6_kx8;
     if (!matvec_fuses(p)) {
       p = before;
       continue;

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# The regrouped weight layouts (Q4_0x8, Q6_Kx8) on real model shapes: for each synthetic model, the last-position
-# logits of a 2-token prompt (the decode matvec, one launch per column) and of a longer one (the prefill GEMM's
-# dequantization), on the GPU with the layouts on and off (LLM_CUDA_Q4_0X8 / LLM_CUDA_Q6_KX8 = 0) and on the CPU
-# reference; prints the relative RMS differences (the kernel tests' shapes are small; this covers 1B-8B shapes).
+# The regrouped Q6_K layout (Q6_Kx8: a Q4_K_M file's v / down / output matrices, a Q4_0 file's output) on real
+# model shapes: for each synthetic model, the last-position logits of a 2-token prompt (the decode matvec, one launch
+# per column) and of a longer one (the prefill GEMM's dequantization), on the GPU with the layout on and off
+# (LLM_CUDA_Q6_KX8=0) and on the CPU reference; prints the relative RMS differences (the kernel tests' shapes are
+# small; this covers 1B-8B shapes).
 #   there: scripts/gpu-layout-check.sh LLM_RUN_BINARY   (carry the binary and .device-lite; MODELS to change the list,
 #          e.g. "llama3-8b:Q4_0 llama3-8b:Q4_K_M"; CPU=0 skips the CPU reference, which takes minutes on an 8B)
 set -uo pipefail
@@ -22,7 +23,7 @@ for m in ${MODELS:-llama3-1b:Q4_0 llama3-1b:Q4_K_M llama3-8b:Q4_0 llama3-8b:Q4_K
   for i in "${!prompts[@]}"; do
     base=$out/logits-$shape-$type-$i
     "$bin" logits -m "$model" --device cuda -c 256 -p "${prompts[$i]}" --top 1 --out "$base-x8.bin" >/dev/null 2>&1
-    LLM_CUDA_Q4_0X8=0 LLM_CUDA_Q6_KX8=0 "$bin" logits -m "$model" --device cuda -c 256 -p "${prompts[$i]}" --top 1 \
+    LLM_CUDA_Q6_KX8=0 "$bin" logits -m "$model" --device cuda -c 256 -p "${prompts[$i]}" --top 1 \
       --out "$base-gguf.bin" >/dev/null 2>&1
     [ "${CPU:-1}" = 0 ] || "$bin" logits -m "$model" --device cpu -c 256 -p "${prompts[$i]}" --top 1 \
       --out "$base-cpu.bin" >/dev/null 2>&1
@@ -45,7 +46,7 @@ EOF
   done
 done
 {
-  echo "## Regrouped layouts: last-position logits, relative RMS ($(nvidia-smi --query-gpu=name --format=csv,noheader | head -1), $("$bin" --version | head -1))"
+  echo "## Regrouped Q6_K layout: last-position logits, relative RMS ($(nvidia-smi --query-gpu=name --format=csv,noheader | head -1), $("$bin" --version | head -1))"
   echo "| model, prompt (0: 2 tokens, 1: ~20) | regrouped vs GGUF layout (GPU) | regrouped vs CPU | GGUF layout vs CPU |"
   echo "|---|---:|---:|---:|"
   printf '%s\n' "${rows[@]}"

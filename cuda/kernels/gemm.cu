@@ -8,7 +8,6 @@
 #include <algorithm>
 
 #include "cuda/check.h"
-#include "cuda/kernels/q4_0x8.cuh"
 #include "cuda/kernels/q6_kx8.cuh"
 #include "cuda/kernels/qtype_dispatch.cuh"
 #include "quant/dequant.cuh"
@@ -45,11 +44,8 @@ __global__ void __launch_bounds__(kThreads) dequant_f16_kernel(DequantF16Params 
   const uint8_t* row = static_cast<const uint8_t*>(p.w) + (p.row0 + r) * row_bytes;
   const int valid = int((p.K - c * kChunk < kChunk ? p.K - c * kChunk : kChunk));
   float v[kChunk];
-  if constexpr (kX8 && T == quant::Type::Q4_0) {
-    static_assert(kChunk == 32, "a chunk is one Q4_0 block");
-    q4_0x8_dequant_block(row, c, v);  // K % 256 == 0: every chunk whole
-  } else if constexpr (kX8) {
-    static_assert(T == quant::Type::Q6_K, "only Q4_0 and Q6_K are regrouped");
+  if constexpr (kX8) {
+    static_assert(T == quant::Type::Q6_K, "only Q6_K is regrouped");
     q6_kx8_dequant_chunk(row, c, v);  // K % 2048 == 0: every chunk whole
   } else {
     quant::dev::dequant_chunk<T>(row, c, valid, v);
@@ -104,11 +100,9 @@ void launch_dequant_f16(const DequantF16Params& p, cudaStream_t stream) {
   const int64_t chunks = (p.K + quant::dev::kChunk - 1) / quant::dev::kChunk * p.rows;
   LLM_REQUIRE(chunks / kThreads < 0x7fffffff, "slice too large for one launch");
   if (p.regrouped) {
-    const bool q4 = p.type == quant::Type::Q4_0;
-    LLM_REQUIRE((q4 && q4_0x8_fits(p.w, p.K)) || (p.type == quant::Type::Q6_K && q6_kx8_fits(p.w, p.K)),
-                "regrouped weights: Q4_0 rows of K % 256 == 0 or Q6_K of K % 2048 == 0, 16-byte aligned");
-    if (q4) dequant_f16_kernel<quant::Type::Q4_0, true><<<blocks_for(chunks, kThreads), kThreads, 0, stream>>>(p, rb);
-    else dequant_f16_kernel<quant::Type::Q6_K, true><<<blocks_for(chunks, kThreads), kThreads, 0, stream>>>(p, rb);
+    LLM_REQUIRE(p.type == quant::Type::Q6_K && q6_kx8_fits(p.w, p.K),
+                "regrouped weights: Q6_K rows of K % 2048 == 0, 16-byte aligned");
+    dequant_f16_kernel<quant::Type::Q6_K, true><<<blocks_for(chunks, kThreads), kThreads, 0, stream>>>(p, rb);
     CUDA_CHECK_LAUNCH(stream);
     return;
   }

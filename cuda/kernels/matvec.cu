@@ -147,7 +147,7 @@ void launch_matvec(const MatvecParams& p, cudaStream_t stream) {
     CUDA_CHECK_LAUNCH(stream);
     return;
   }
-  if (p.q4_0x8 || p.q6_kx8) {  // only the int16 kernel reads the regrouped layouts: one launch per column
+  if (p.q6_kx8) {  // only the int16 kernel reads the regrouped layouts: one launch per column
     MatvecParams c = p;
     c.T = 1;
     LLM_REQUIRE(p.T == 1 || (!p.norm_w && !p.residual && !p.swiglu_out && p.n_siblings == 0 && !p.rope_kv.q_out),

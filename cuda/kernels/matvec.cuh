@@ -70,9 +70,7 @@ struct MatvecParams {
   Sibling siblings[kMaxSiblings] = {};
   int n_siblings = 0;
   MatvecRopeKv rope_kv = {};
-  // The launch's Q4_0 (q4_0x8) or Q6_K (q6_kx8) matrices, all of them, regrouped at upload by runs of 8 blocks
-  // (q4_0x8.cuh, q6_kx8.cuh), not as in GGUF.
-  bool q4_0x8 = false;
+  // The launch's Q6_K matrices, all of them, regrouped at upload by runs of 8 blocks (q6_kx8.cuh), not as in GGUF.
   bool q6_kx8 = false;
 };
 

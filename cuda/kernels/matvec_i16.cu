@@ -8,7 +8,6 @@
 // Launched as a programmatic dependent launch (pdl.cuh): the first row group's weights load while the previous
 // kernel finishes; x, the residual and the position are read after pdl_wait().
 #include <atomic>
-#include <type_traits>
 #include <utility>
 
 #include <cuda_fp16.h>
@@ -55,28 +54,19 @@ __device__ __forceinline__ void load16(const float* p, float (&v)[16]) {
 }
 
 // Sum over the warp of each of the R values; lane (r * 32 / R) ends with row r's sum (R = 4: lanes 0, 8, 16, 24).
-// R >= 4: halving exchanges (at distance 16 each lane keeps half of the rows and sends the other half to its
-// partner, at 8 half of those, ...), R - 1 shuffles down to one row per lane group instead of 5 per row.
 template <int R>
 __device__ __forceinline__ float warp_sum_rows(float (&a)[R], int lane) {
-  static_assert(R == 2 || R == 4 || R == 8, "rows per group");
-  if constexpr (R >= 4) {
-    float v[R];
+  if constexpr (R == 4) {
+    const bool up = lane & 16;
+    float k0 = up ? a[2] : a[0], k1 = up ? a[3] : a[1];
+    k0 += __shfl_xor_sync(0xffffffffu, up ? a[0] : a[2], 16);
+    k1 += __shfl_xor_sync(0xffffffffu, up ? a[1] : a[3], 16);
+    const bool mid = lane & 8;
+    float k = mid ? k1 : k0;
+    k += __shfl_xor_sync(0xffffffffu, mid ? k0 : k1, 8);
 #pragma unroll
-    for (int i = 0; i < R; ++i) v[i] = a[i];
-    int off = 16;
-#pragma unroll
-    for (int n = R; n > 1; n /= 2, off /= 2) {
-      const bool up = lane & off;
-#pragma unroll
-      for (int i = 0; i < n / 2; ++i) {
-        const float keep = up ? v[i + n / 2] : v[i], send = up ? v[i] : v[i + n / 2];
-        v[i] = keep + __shfl_xor_sync(0xffffffffu, send, off);
-      }
-    }
-#pragma unroll
-    for (; off > 0; off /= 2) v[0] += __shfl_xor_sync(0xffffffffu, v[0], off);
-    return v[0];
+    for (int o = 4; o > 0; o >>= 1) k += __shfl_xor_sync(0xffffffffu, k, o);
+    return k;  // lane 8 * (2 * up + mid) holds row 2 * up + mid
   } else {
     float mine = 0.0f;
 #pragma unroll
@@ -152,12 +142,11 @@ __device__ __forceinline__ void write_rope_kv(const MatvecParams& p, const Segme
   }
 }
 
-// Block `block` of a launch over the matrices of sg (all of type T; kX8: regrouped at upload, q4_0x8.cuh /
-// q6_kx8.cuh).
+// Block `block` of a launch over the matrices of sg (all of type T; kX8: regrouped at upload, q6_kx8.cuh).
 template <quant::Type T, int R, bool kX8 = false>
 __device__ __forceinline__ void matvec_i16_body(const MatvecParams& p, const Segments& sg, size_t row_bytes,
                                                 int64_t groups_per_block, int64_t block) {
-  static_assert(!kX8 || T == quant::Type::Q4_0 || T == quant::Type::Q6_K, "only Q4_0 and Q6_K are regrouped");
+  static_assert(!kX8 || T == quant::Type::Q6_K, "only Q6_K is regrouped");
   using U = typename mv16::UnitFor<T, kX8>::type;
   extern __shared__ float part[];  // [warps][groups_per_block * R]
   __shared__ float red[32];
@@ -377,15 +366,13 @@ bool mixed_pair_supported(quant::Type main, quant::Type sibling) {
 
 bool matvec_fuses(const MatvecParams& p) {
   const auto a = [](const void* q) { return reinterpret_cast<uintptr_t>(q); };
-  // Whether matrices of type t are regrouped in this launch (q4_0x8.cuh / q6_kx8.cuh, whose fits() check whole runs
-  // of 8 blocks and 16-byte alignment); 16-byte loads for those and Q4_K, 4-byte ones otherwise.
-  const auto x8 = [&](quant::Type t) {
-    return (t == quant::Type::Q4_0 && p.q4_0x8) || (t == quant::Type::Q6_K && p.q6_kx8);
-  };
+  // Whether matrices of type t are regrouped in this launch (q6_kx8.cuh, whose fits() checks whole runs of 8 blocks
+  // and 16-byte alignment); 16-byte loads for those and Q4_K, 4-byte ones otherwise.
+  const auto x8 = [&](quant::Type t) { return t == quant::Type::Q6_K && p.q6_kx8; };
   const auto wa = [&](quant::Type t) -> size_t { return t == quant::Type::Q4_K || x8(t) ? 16 : 4; };
   const auto rows_fit = [&](quant::Type t, const void* w) {  // K whole blocks, rows aligned for the unit loads
     if (!i16_type(t) || !w || p.K % quant::traits(t).block_elems != 0) return false;
-    if (x8(t) && !(t == quant::Type::Q4_0 ? q4_0x8_fits(w, p.K) : q6_kx8_fits(w, p.K))) return false;
+    if (x8(t) && !q6_kx8_fits(w, p.K)) return false;
     return a(w) % wa(t) == 0 && quant::row_bytes(t, p.K) % wa(t) == 0;
   };
   if (p.path != MatvecPath::Auto || p.T != 1 || !i16_type(p.type) || !p.x) return false;
@@ -427,18 +414,10 @@ void launch_matvec_i16(const MatvecParams& p, cudaStream_t stream) {
       small ? launch_i16<quant::Type::Q4_K, 2>(p, rb, stream) : launch_i16<quant::Type::Q4_K, 4>(p, rb, stream);
       break;
     case quant::Type::Q4_0:
-      if (p.q4_0x8) {  // 8 rows per group (~5 registers a row), 4 where that would leave too few groups (as `small`)
-        const bool few = (rows + 7) / 8 < 2 * int64_t(current_device_sm_count());
-        if (few) launch_i16<quant::Type::Q4_0, 4, true>(p, rb, stream);
-        else launch_i16<quant::Type::Q4_0, 8, true>(p, rb, stream);
-        break;
-      }
       small ? launch_i16<quant::Type::Q4_0, 2>(p, rb, stream) : launch_i16<quant::Type::Q4_0, 4>(p, rb, stream);
       break;
-    case quant::Type::Q6_K:  // regrouped: ~8 registers a row, room for 4 rows per group
-      if (p.q6_kx8 && !small) launch_i16<quant::Type::Q6_K, 4, true>(p, rb, stream);
-      else if (p.q6_kx8) launch_i16<quant::Type::Q6_K, 2, true>(p, rb, stream);
-      else launch_i16<quant::Type::Q6_K, 2>(p, rb, stream);
+    case quant::Type::Q6_K:  // regrouped: 2 rows as well (4 fit in registers, but measured 1% slower on the 8B)
+      p.q6_kx8 ? launch_i16<quant::Type::Q6_K, 2, true>(p, rb, stream) : launch_i16<quant::Type::Q6_K, 2>(p, rb, stream);
       break;
     case quant::Type::Q8_0: launch_i16<quant::Type::Q8_0, 2>(p, rb, stream); break;
     default: throw InvalidArgument("matvec_i16: unsupported type");

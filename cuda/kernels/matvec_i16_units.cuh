@@ -10,7 +10,6 @@
 #include <cstdint>
 
 #include "cuda/kernels/matvec_units.cuh"
-#include "cuda/kernels/q4_0x8.cuh"
 #include "cuda/kernels/q6_kx8.cuh"
 #include "quant/types.h"
 
@@ -124,35 +123,13 @@ struct Unit<quant::Type::Q4_0> : mv::Unit<quant::Type::Q4_0> {
     const uint8_t* b = row + 18 * u;
     return {load_a2(b + 2), __ldg(reinterpret_cast<const uint16_t*>(b))};
   }
-  // One block's 16 quant bytes q and scale d against its two runs (also the regrouped layout's, UnitQ4_0x8).
-  static __device__ __forceinline__ float dot_block(const uint32_t (&q)[4], uint32_t d, const Run& x0, const Run& x1) {
-    uint32_t lo[4], hi[4];
+  static __device__ __forceinline__ float dot(const Raw& r, int64_t, const Run& x0, const Run& x1) {
+    uint32_t q[4], lo[4], hi[4];
+    join_a2(r.q, q);
     nibbles<0>(q, lo);
     nibbles<4>(q, hi);
     const float f = float(dot16(lo, x0)) * x0.s + float(dot16(hi, x1)) * x1.s - 8.0f * (x0.S + x1.S);
-    return h2f(d) * f;
-  }
-  static __device__ __forceinline__ float dot(const Raw& r, int64_t, const Run& x0, const Run& x1) {
-    uint32_t q[4];
-    join_a2(r.q, q);
-    return dot_block(q, r.d, x0, x1);
-  }
-};
-
-// Q4_0 regrouped at upload (q4_0x8.cuh): a unit (one block) is one aligned 16-byte load and a 2-byte one. Same
-// values and element order as Q4_0.
-struct UnitQ4_0x8 : mv::Unit<quant::Type::Q4_0> {
-  struct Raw {
-    uint4 q;
-    uint32_t d;
-  };
-  static __device__ __forceinline__ Raw load(const uint8_t* row, int64_t u) {
-    return {__ldg(reinterpret_cast<const uint4*>(q4_0x8_quants(row, u))),
-            __ldg(reinterpret_cast<const uint16_t*>(q4_0x8_scale(row, u)))};
-  }
-  static __device__ __forceinline__ float dot(const Raw& r, int64_t, const Run& x0, const Run& x1) {
-    const uint32_t q[4] = {r.q.x, r.q.y, r.q.z, r.q.w};
-    return ::cuda::mv16::Unit<quant::Type::Q4_0>::dot_block(q, r.d, x0, x1);  // not the injected base mv::Unit
+    return h2f(r.d) * f;
   }
 };
 
@@ -200,14 +177,10 @@ struct Unit<quant::Type::Q8_0> : mv::Unit<quant::Type::Q8_0> {
   }
 };
 
-// The unit of type T as stored: regrouped at upload (kX8: Q4_0 and Q6_K only) or as in GGUF.
+// The unit of type T as stored: regrouped at upload (kX8: Q6_K only) or as in GGUF.
 template <quant::Type T, bool kX8>
 struct UnitFor {
   using type = Unit<T>;
-};
-template <>
-struct UnitFor<quant::Type::Q4_0, true> {
-  using type = UnitQ4_0x8;
 };
 template <>
 struct UnitFor<quant::Type::Q6_K, true> {
