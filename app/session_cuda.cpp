@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstddef>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -15,6 +16,7 @@
 #include "app/progress.h"
 #include "cuda/device_info.h"
 #include "cuda/kernels/attention.cuh"
+#include "cuda/kernels/host_inputs.cuh"
 #include "cuda/kernels/q6_kx8.cuh"
 #include "cuda/work_buffers.h"
 #include "model/build_graph.h"
@@ -211,6 +213,12 @@ CudaSession::Compiled& CudaSession::sampler_graph(const SamplerParams& p) {
   sp.scratch = sample_scratch_.get(), sp.scratch_bytes = sample_scratch_.bytes();
   int32_t* host = token_host_.as<int32_t>();
   int32_t* dev = sample_token_.as<int32_t>();
+  // The state and the penalty window come with the run's inputs, read from staging_ by its first kernel.
+  const auto* st = static_cast<const int32_t*>(cuda::device_address_of_pinned(staging_.get()));
+  constexpr int32_t kStateWords = sizeof(cuda::SamplingState) / 4;
+  static_assert(sizeof(cuda::SamplingState) % 4 == 0 && offsetof(cuda::SamplingState, n_history) == 0);
+  sample_graph_->exec->add_host_input(st, sample_state_.get(), kStateWords);
+  sample_graph_->exec->add_host_input(st + kStateWords, history_.get(), n_ctx_, st);  // n_history values
   sample_graph_->exec->append_step([sp, host, dev](cudaStream_t s) {
     cuda::launch_sample(sp, s);
     CUDA_CHECK(cudaMemcpyAsync(host, dev, 4, cudaMemcpyDeviceToHost, s));
@@ -239,10 +247,6 @@ std::optional<int32_t> CudaSession::decode_sample(int32_t token, int32_t pos, co
   auto* stage = staging_.as<uint8_t>();
   std::memcpy(stage, &st, sizeof st);
   if (window) std::memcpy(stage + sizeof st, req.history.data() + first, size_t(window) * 4);
-  CUDA_CHECK(cudaMemcpyAsync(sample_state_.get(), stage, sizeof st, cudaMemcpyHostToDevice, ctx_->compute()));
-  if (window)
-    CUDA_CHECK(cudaMemcpyAsync(history_.get(), stage + sizeof st, size_t(window) * 4, cudaMemcpyHostToDevice,
-                               ctx_->compute()));
   const int32_t positions[1] = {pos};
   c.exec->write_inputs(tokens, positions);
   c.exec->run();

@@ -83,7 +83,7 @@ class CudaSession final : public Session {
   cuda::DeviceBuffer sample_state_; // cuda::SamplingState
   cuda::DeviceBuffer sample_token_; // int32
   cuda::DeviceBuffer sample_scratch_;
-  cuda::PinnedBuffer staging_;      // state + window, uploaded before each replay
+  cuda::PinnedBuffer staging_;      // state + window, read by each replay's first kernel
   cuda::PinnedBuffer token_host_;   // the sampled id, copied back inside the graph
 };
 
