@@ -105,7 +105,6 @@ CudaSession::CudaSession(std::shared_ptr<const model::Model> model, int32_t n_ct
   if (opt_.rtc) rtc_ = std::make_unique<cuda::RtcCache>();
   history_ = cuda::DeviceBuffer(size_t(n_ctx_) * 4);
   sample_state_ = cuda::DeviceBuffer(sizeof(cuda::SamplingState));
-  sample_token_ = cuda::DeviceBuffer(4);
   sample_scratch_ = cuda::DeviceBuffer(cuda::sampling_scratch_bytes(c.n_vocab));
   staging_ = cuda::PinnedBuffer(sizeof(cuda::SamplingState) + size_t(n_ctx_) * 4);
   token_host_ = cuda::PinnedBuffer(4);
@@ -209,20 +208,16 @@ CudaSession::Compiled& CudaSession::sampler_graph(const SamplerParams& p) {
   sp.V = n_vocab();
   sp.history = history_.as<int32_t>();
   sp.state = sample_state_.as<cuda::SamplingState>();
-  sp.out_token = sample_token_.as<int32_t>();
+  // The sampling kernels write the id straight into page-locked host memory (no copy back in the graph).
+  sp.out_token = static_cast<int32_t*>(const_cast<void*>(cuda::device_address_of_pinned(token_host_.get())));
   sp.scratch = sample_scratch_.get(), sp.scratch_bytes = sample_scratch_.bytes();
-  int32_t* host = token_host_.as<int32_t>();
-  int32_t* dev = sample_token_.as<int32_t>();
   // The state and the penalty window come with the run's inputs, read from staging_ by its first kernel.
   const auto* st = static_cast<const int32_t*>(cuda::device_address_of_pinned(staging_.get()));
   constexpr int32_t kStateWords = sizeof(cuda::SamplingState) / 4;
   static_assert(sizeof(cuda::SamplingState) % 4 == 0 && offsetof(cuda::SamplingState, n_history) == 0);
   sample_graph_->exec->add_host_input(st, sample_state_.get(), kStateWords);
   sample_graph_->exec->add_host_input(st + kStateWords, history_.get(), n_ctx_, st);  // n_history values
-  sample_graph_->exec->append_step([sp, host, dev](cudaStream_t s) {
-    cuda::launch_sample(sp, s);
-    CUDA_CHECK(cudaMemcpyAsync(host, dev, 4, cudaMemcpyDeviceToHost, s));
-  });
+  sample_graph_->exec->append_step([sp](cudaStream_t s) { cuda::launch_sample(sp, s); });
   return *sample_graph_;
 }
 

@@ -81,10 +81,9 @@ class CudaSession final : public Session {
   SamplerParams sample_params_;
   cuda::DeviceBuffer history_;      // [n_ctx] the penalty window
   cuda::DeviceBuffer sample_state_; // cuda::SamplingState
-  cuda::DeviceBuffer sample_token_; // int32
   cuda::DeviceBuffer sample_scratch_;
   cuda::PinnedBuffer staging_;      // state + window, read by each replay's first kernel
-  cuda::PinnedBuffer token_host_;   // the sampled id, copied back inside the graph
+  cuda::PinnedBuffer token_host_;   // the sampled id, written there by the sampling kernels
 };
 
 }  // namespace app
