@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "cuda/device_info.h"
 #include "cuda/kernels/gemm.cuh"
 #include "cuda/kernels/matvec.cuh"
 #include "cuda/kernels/q6_kx8.cuh"
@@ -162,6 +163,24 @@ TEST(Q6_Kx8Layout, MatvecMatchesTheGgufLayout) {
       cuda::launch_matvec(f, nullptr);
       EXPECT_TRUE(close(what + " fused", download<float>(dy, N), fref, fatol, 0.0));
     }
+}
+
+// A matrix tall enough for 4 rows per group (an LM head: at least 16 groups of 4 per SM), plus a partial group.
+TEST(Q6_Kx8Layout, LmHeadSizedMatvec) {
+  REQUIRE_GPU();
+  std::mt19937 rng(87);
+  const int64_t K = 2048, N = 16 * 4 * int64_t(cuda::current_device_sm_count()) + 3;
+  const auto w = random_weights(rng, Type::Q6_K, K, N);
+  const auto x = random_floats(rng, K);
+  std::vector<double> ref, mag, mx;
+  reference(w, Type::Q6_K, x, K, N, 1, nullptr, ref, mag, mx);
+  std::vector<double> atol(static_cast<size_t>(N));
+  for (int64_t i = 0; i < N; ++i) atol[size_t(i)] = 1e-5 * mag[size_t(i)] + 1e-6;
+  auto dg = upload(regrouped(w, K, N)), dx = upload(x), dy = poisoned_f32(size_t(N));
+  cuda::MatvecParams p{dg.get(), Type::Q6_K, dx.as<float>(), nullptr, dy.as<float>(), K, N, 1};
+  p.q6_kx8 = true;
+  cuda::launch_matvec(p, nullptr);
+  EXPECT_TRUE(close("N=" + std::to_string(N), download<float>(dy, size_t(N)), ref, atol, 0.0));
 }
 
 // The prefill dequantization: bit for bit the binary16 values of the GGUF layout's rows.
