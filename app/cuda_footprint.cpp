@@ -43,8 +43,8 @@ Footprint cuda_session_footprint(const model::Model& model, const CudaDeviceFact
   fp.work_bytes = [m, device, shape](int32_t n_ctx) -> uint64_t {
     n_ctx = std::max(n_ctx, 1);
     const int32_t batch = std::min(n_ctx, shape.batch > 0 ? shape.batch : kPlannedPrefillTokens);
-    // CudaSession's history window, sampling state, sampled token and sampling scratch.
-    const uint64_t sampler = uint64_t(n_ctx) * 4 + sizeof(cuda::SamplingState) + 4 + device.sampling_scratch_bytes;
+    // CudaSession's history window, sampling state and sampling scratch.
+    const uint64_t sampler = uint64_t(n_ctx) * 4 + sizeof(cuda::SamplingState) + device.sampling_scratch_bytes;
     return graph_device_bytes(*m, batch, shape.all_logits, n_ctx, device.sm_count) +
            2 * graph_device_bytes(*m, 1, false, n_ctx, device.sm_count) + sampler;
   };

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstddef>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -15,6 +16,8 @@
 #include "app/progress.h"
 #include "cuda/device_info.h"
 #include "cuda/kernels/attention.cuh"
+#include "cuda/kernels/host_inputs.cuh"
+#include "cuda/kernels/q6_kx8.cuh"
 #include "cuda/work_buffers.h"
 #include "model/build_graph.h"
 
@@ -90,6 +93,7 @@ CudaSession::CudaSession(std::shared_ptr<const model::Model> model, int32_t n_ct
     weights_ = cuda::DeviceWeights(*ctx_, model_->weights().arena_bytes(), items,
                                    [&](uint64_t done, uint64_t total) { bar.update(done, total); });
   }
+  regroup_matrices();
   if (opt_.verbose) {
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     std::fprintf(stderr, "cuda: %s, %.1f MiB of weights uploaded in %.2f s\n", ctx_->name().c_str(),
@@ -101,7 +105,6 @@ CudaSession::CudaSession(std::shared_ptr<const model::Model> model, int32_t n_ct
   if (opt_.rtc) rtc_ = std::make_unique<cuda::RtcCache>();
   history_ = cuda::DeviceBuffer(size_t(n_ctx_) * 4);
   sample_state_ = cuda::DeviceBuffer(sizeof(cuda::SamplingState));
-  sample_token_ = cuda::DeviceBuffer(4);
   sample_scratch_ = cuda::DeviceBuffer(cuda::sampling_scratch_bytes(c.n_vocab));
   staging_ = cuda::PinnedBuffer(sizeof(cuda::SamplingState) + size_t(n_ctx_) * 4);
   token_host_ = cuda::PinnedBuffer(4);
@@ -110,6 +113,22 @@ CudaSession::CudaSession(std::shared_ptr<const model::Model> model, int32_t n_ct
 int32_t CudaSession::n_vocab() const { return model_->config().n_vocab; }
 
 std::string CudaSession::device_name() const { return ctx_->name(); }
+
+// Every Q6_K matrix whose rows are whole runs of 8 blocks, in place: the decode matvec then reads a unit with four
+// aligned loads instead of ~12 (q6_kx8.cuh). The token embedding table stays as in the file: get_rows reads it (also
+// when it doubles as the output matrix).
+void CudaSession::regroup_matrices() {
+  for (const auto& w : model_->weights().all()) {
+    const graph::WeightParams& p = w.params;
+    if (p.tensor == "token_embd.weight") continue;
+    uint8_t* at = const_cast<uint8_t*>(weights_.base()) + p.arena_offset;
+    const int64_t K = w.shape.ne[0], N = w.shape.rows();
+    if (p.type != quant::Type::Q6_K || !opt_.q6_kx8 || !cuda::q6_kx8_fits(at, K)) continue;
+    cuda::launch_q6_kx8_regroup(at, K, N, ctx_->compute());
+    regrouped_.insert(p.arena_offset);
+  }
+  CUDA_CHECK(cudaStreamSynchronize(ctx_->compute()));
+}
 
 std::unique_ptr<CudaSession::Compiled> CudaSession::compile(int32_t n_tokens, bool all_logits) {
   auto c = std::make_unique<Compiled>();
@@ -122,6 +141,7 @@ std::unique_ptr<CudaSession::Compiled> CudaSession::compile(int32_t n_tokens, bo
   eo.verbose = opt_.verbose;
   eo.rtc = rtc_.get();
   eo.omit_steps_of = opt_.omit_steps_of;
+  eo.regrouped_offsets = &regrouped_;
   const cuda::WorkBuffers wb = cuda::work_buffers(c->graph, c->plan, ctx_->sm_count(), eo.matvec_max_tokens);
   ensure_free(wb.device_bytes(), n_tokens);
   c->exec = std::make_unique<cuda::Executor>(*ctx_, c->graph, c->plan, weights_.base(), kv_.get(), eo);
@@ -188,14 +208,16 @@ CudaSession::Compiled& CudaSession::sampler_graph(const SamplerParams& p) {
   sp.V = n_vocab();
   sp.history = history_.as<int32_t>();
   sp.state = sample_state_.as<cuda::SamplingState>();
-  sp.out_token = sample_token_.as<int32_t>();
+  // The sampling kernels write the id straight into page-locked host memory (no copy back in the graph).
+  sp.out_token = static_cast<int32_t*>(const_cast<void*>(cuda::device_address_of_pinned(token_host_.get())));
   sp.scratch = sample_scratch_.get(), sp.scratch_bytes = sample_scratch_.bytes();
-  int32_t* host = token_host_.as<int32_t>();
-  int32_t* dev = sample_token_.as<int32_t>();
-  sample_graph_->exec->append_step([sp, host, dev](cudaStream_t s) {
-    cuda::launch_sample(sp, s);
-    CUDA_CHECK(cudaMemcpyAsync(host, dev, 4, cudaMemcpyDeviceToHost, s));
-  });
+  // The state and the penalty window come with the run's inputs, read from staging_ by its first kernel.
+  const auto* st = static_cast<const int32_t*>(cuda::device_address_of_pinned(staging_.get()));
+  constexpr int32_t kStateWords = sizeof(cuda::SamplingState) / 4;
+  static_assert(sizeof(cuda::SamplingState) % 4 == 0 && offsetof(cuda::SamplingState, n_history) == 0);
+  sample_graph_->exec->add_host_input(st, sample_state_.get(), kStateWords);
+  sample_graph_->exec->add_host_input(st + kStateWords, history_.get(), n_ctx_, st);  // n_history values
+  sample_graph_->exec->append_step([sp](cudaStream_t s) { cuda::launch_sample(sp, s); });
   return *sample_graph_;
 }
 
@@ -220,10 +242,6 @@ std::optional<int32_t> CudaSession::decode_sample(int32_t token, int32_t pos, co
   auto* stage = staging_.as<uint8_t>();
   std::memcpy(stage, &st, sizeof st);
   if (window) std::memcpy(stage + sizeof st, req.history.data() + first, size_t(window) * 4);
-  CUDA_CHECK(cudaMemcpyAsync(sample_state_.get(), stage, sizeof st, cudaMemcpyHostToDevice, ctx_->compute()));
-  if (window)
-    CUDA_CHECK(cudaMemcpyAsync(history_.get(), stage + sizeof st, size_t(window) * 4, cudaMemcpyHostToDevice,
-                               ctx_->compute()));
   const int32_t positions[1] = {pos};
   c.exec->write_inputs(tokens, positions);
   c.exec->run();
@@ -239,6 +257,7 @@ std::unique_ptr<Session> make_cuda_session(std::shared_ptr<const model::Model> m
   o.kv_type = options.kv_type;
   if (const char* e = std::getenv("LLM_CUDA_GRAPH"); e && std::string(e) == "0") o.cuda_graph = false;
   if (const char* e = std::getenv("LLM_CUDA_RTC"); e && std::string(e) == "0") o.rtc = false;
+  if (const char* e = std::getenv("LLM_CUDA_Q6_KX8"); e && std::string(e) == "0") o.q6_kx8 = false;
   // A lab switch for timing each step's share of decode (scripts/gpu-step-shares.sh): comma-separated node names.
   if (const char* e = std::getenv("LLM_CUDA_OMIT_STEPS"); e && *e) {
     for (std::string_view s = e; !s.empty();) {

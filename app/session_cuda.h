@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -29,6 +30,7 @@ struct CudaSessionOptions {
   CudaPlanShape plan;      // the largest evaluation to check free memory for at load (app/cuda_footprint.h)
   graph::KvType kv_type = graph::KvType::F16;
   std::vector<std::string> omit_steps_of;  // timing only, results wrong (cuda::ExecutorOptions::omit_steps_of)
+  bool q6_kx8 = true;  // regroup Q6_K matrices at upload (cuda/kernels/q6_kx8.cuh); false: LLM_CUDA_Q6_KX8=0
 };
 
 class CudaSession final : public Session {
@@ -54,6 +56,7 @@ class CudaSession final : public Session {
     std::unique_ptr<cuda::Executor> exec;
   };
   std::unique_ptr<Compiled> compile(int32_t n_tokens, bool all_logits);
+  void regroup_matrices();  // after the upload: Q4_0 / Q6_K matrices into their x8 layouts, offsets in regrouped_
   // Before a graph's executor allocates `bytes`: frees cached prompt graphs if that makes room, else throws
   // DeviceMemoryError naming the batch size.
   void ensure_free(uint64_t bytes, int32_t n_tokens);
@@ -66,6 +69,7 @@ class CudaSession final : public Session {
   CudaSessionOptions opt_;
   std::unique_ptr<cuda::Context> ctx_;
   cuda::DeviceWeights weights_;
+  std::unordered_set<uint64_t> regrouped_;  // arena offsets of the matrices regrouped at upload
   std::unique_ptr<cuda::KvCache> kv_;
   std::unique_ptr<cuda::RtcCache> rtc_;
   std::map<std::pair<int32_t, bool>, std::unique_ptr<Compiled>> graphs_;
@@ -77,10 +81,9 @@ class CudaSession final : public Session {
   SamplerParams sample_params_;
   cuda::DeviceBuffer history_;      // [n_ctx] the penalty window
   cuda::DeviceBuffer sample_state_; // cuda::SamplingState
-  cuda::DeviceBuffer sample_token_; // int32
   cuda::DeviceBuffer sample_scratch_;
-  cuda::PinnedBuffer staging_;      // state + window, uploaded before each replay
-  cuda::PinnedBuffer token_host_;   // the sampled id, copied back inside the graph
+  cuda::PinnedBuffer staging_;      // state + window, read by each replay's first kernel
+  cuda::PinnedBuffer token_host_;   // the sampled id, written there by the sampling kernels
 };
 
 }  // namespace app

@@ -125,6 +125,26 @@ Executor::Executor(const Context& ctx, const graph::Graph& g, const graph::Plan&
     lower(n);
     if (omitted(n.name)) steps_.resize(before);
   }
+  // The Input nodes' values: one kernel reading the page-locked staging (write_inputs), first of every run.
+  const auto* st = static_cast<const int32_t*>(device_address_of_pinned(input_staging_.get()));
+  for (const auto& [id, kind] : inputs_) {
+    const auto n = int32_t(g_.node(id).shape.elements());
+    add_host_input(st, device_ptr(id), n);
+    st += n;
+  }
+  steps_.insert(steps_.begin(), [this](cudaStream_t s) { launch_copy_from_host(host_inputs_, s); });
+}
+
+void Executor::add_host_input(const int32_t* src, void* dst, int32_t n, const int32_t* n_at) {
+  if (host_inputs_.n == HostCopies::kMax) throw InvalidArgument("more than " + ::std::to_string(HostCopies::kMax) +
+                                                                " inputs copied from the host");
+  host_inputs_.c[host_inputs_.n++] = HostCopy{src, static_cast<int32_t*>(dst), n, n_at};
+  exec_.reset(), graph_.reset(), runs_ = 0;
+}
+
+bool Executor::regrouped(const Node& w) const {
+  if (!opt_.regrouped_offsets || w.op != Op::Weight) return false;
+  return opt_.regrouped_offsets->contains(::std::get<graph::WeightParams>(w.params).arena_offset);
 }
 
 const void* Executor::weight_ptr(const Node& w) const {
@@ -196,6 +216,7 @@ void Executor::lower(const Node& n) {
       const Node& table = g_.node(n.inputs[0]);
       GetRowsParams p;
       if (table.op == Op::Weight) {
+        if (regrouped(table)) throw InvalidArgument(describe(n) + ": its table was regrouped at upload as a matrix");
         p.table = weight_ptr(table), p.type = ::std::get<graph::WeightParams>(table.params).type;
       } else {
         p.table = f32_in(n, 0), p.type = quant::Type::F32;
@@ -232,6 +253,7 @@ void Executor::lower(const Node& n) {
       } else {
         GemmParams p{weight_ptr(w), type, f32_in(n, 1), bias, f32_out(n), K, N, T,
                      gemm_scratch_.get(), gemm_scratch_.bytes()};
+        p.regrouped = regrouped(w);
         // A product right after another of the same x (no step between, so x and the scratch's f16 copy of it are
         // unchanged) reuses that copy: q/k/v and gate/up convert their input once.
         p.x_in_scratch = last_gemm_.step == steps_.size() && last_gemm_.x == p.x && last_gemm_.K == K &&
@@ -376,7 +398,7 @@ void Executor::append_step(::std::function<void(cudaStream_t)> step) {
 }
 
 void Executor::write_inputs(::std::span<const int32_t> tokens, ::std::span<const int32_t> positions) {
-  // The staging buffer is reused by the next call: wait for the previous copies (normally long finished).
+  // The previous run may still read the staging (normally long finished).
   CUDA_CHECK(cudaStreamSynchronize(ctx_.compute()));
   auto* st = input_staging_.as<uint8_t>();
   for (const auto& [id, kind] : inputs_) {
@@ -386,7 +408,6 @@ void Executor::write_inputs(::std::span<const int32_t> tokens, ::std::span<const
       throw InvalidArgument(describe(g_.node(id)) + ": expected " + ::std::to_string(n) + " values, got " +
                             ::std::to_string(src.size()));
     ::std::memcpy(st, src.data(), n * 4);
-    CUDA_CHECK(cudaMemcpyAsync(device_ptr(id), st, n * 4, cudaMemcpyHostToDevice, ctx_.compute()));
     st += n * 4;
   }
 }

@@ -8,6 +8,7 @@
 #include <initializer_list>
 #include <map>
 #include <tuple>
+#include <unordered_set>
 #include <memory>
 #include <span>
 #include <string>
@@ -15,6 +16,7 @@
 
 #include "cuda/context.h"
 #include "cuda/kernels/fused_elementwise.cuh"
+#include "cuda/kernels/host_inputs.cuh"
 #include "cuda/kernels/matvec.cuh"
 #include "cuda/kernels/rope.cuh"
 #include "cuda/rtc.h"
@@ -70,6 +72,8 @@ struct ExecutorOptions {
   // of them ("attn_kqv", "ffn_down") are left out, so a step's share of the decode time shows as the speed-up
   // without it. The results are wrong; sessions warn on stderr (LLM_CUDA_OMIT_STEPS).
   ::std::vector<::std::string> omit_steps_of;
+  // Arena offsets of the Q6_K weights the session regrouped at upload (q6_kx8.cuh); null: none.
+  const ::std::unordered_set<uint64_t>* regrouped_offsets = nullptr;
 };
 
 class Executor {
@@ -83,8 +87,14 @@ class Executor {
 
   // Appends a step after the graph's own (the decode session's sampler); invalidates any captured graph.
   void append_step(std::function<void(cudaStream_t)> step);
+  // One more copy for the run's first step, which reads the inputs from page-locked host memory (HostCopy: n int32
+  // values from src, at most *n_at when n_at is set, both page-locked host pointers); the caller writes src before
+  // each run(), after the previous run finished. Invalidates any captured graph. Throws cuda::InvalidArgument past
+  // HostCopies::kMax copies in all.
+  void add_host_input(const int32_t* src, void* dst, int32_t n, const int32_t* n_at = nullptr);
 
-  // Queues the copies of tokens / positions into every Input node of that kind (sizes must match the node).
+  // Writes tokens / positions for every Input node of that kind (sizes must match the node) into the page-locked
+  // staging that the run's first step reads; waits for the previous run first.
   void write_inputs(std::span<const int32_t> tokens, std::span<const int32_t> positions);
   // Queues all steps on the compute stream: plain launches, or (cuda_graph) one replay of the captured graph.
   void run();
@@ -103,6 +113,7 @@ class Executor {
   using Step = std::function<void(cudaStream_t)>;
   void lower(const graph::Node& n);
   const void* weight_ptr(const graph::Node& w) const;
+  bool regrouped(const graph::Node& w) const;  // a Q4_0 / Q6_K weight in its regrouped layout
   const float* f32_in(const graph::Node& n, size_t i) const;
   RopeKernelParams rope_params(const graph::Node& rope) const;
   bool attention_matches_kv(const graph::Node& attention) const;
@@ -137,6 +148,7 @@ class Executor {
   DeviceBuffer gemm_scratch_;
   DeviceBuffer attn_scratch_;
   PinnedBuffer input_staging_;
+  HostCopies host_inputs_;  // the first step's copies: the Input nodes' staging, then add_host_input's
   std::vector<Step> steps_;
   std::map<std::tuple<int, int64_t, int64_t>, std::unique_ptr<FusedElementwise>> fused_;  // by (kind, n, nb)
   bool rtc_failed_ = false;

@@ -43,8 +43,9 @@ MatvecParams Executor::matvec_params(const Node& n) const {
   const Node& w = g_.node(n.inputs[0]);
   const quant::Type type = ::std::get<graph::WeightParams>(w.params).type;
   const float* bias = n.inputs.size() > 2 && n.inputs[2] != graph::kNoNode ? f32_in(n, 2) : nullptr;
-  return MatvecParams{weight_ptr(w), type, f32_in(n, 1), bias, f32_out(n), w.shape.ne[0], w.shape.ne[1],
-                      n.shape.rows()};
+  MatvecParams p{weight_ptr(w), type, f32_in(n, 1), bias, f32_out(n), w.shape.ne[0], w.shape.ne[1], n.shape.rows()};
+  p.q6_kx8 = type == quant::Type::Q6_K && regrouped(w);
+  return p;
 }
 
 bool Executor::fold_norm(const Node& norm) {
@@ -116,6 +117,22 @@ void Executor::fold_residual(const Node& m, MatvecParams& p) {
   count_fusion(Fusion::Residual);
 }
 
+namespace {
+
+// Whether q's matrix may join p's launch as far as layouts go: a launch's Q6_K matrices are all regrouped or all as
+// in GGUF (MatvecParams::q6_kx8 describes the type, not a matrix).
+bool same_layouts(const MatvecParams& p, const MatvecParams& q) {
+  const auto has = [&](quant::Type t) {
+    if (p.type == t) return true;
+    for (int i = 0; i < p.n_siblings; ++i)
+      if (p.siblings[i].type == t) return true;
+    return false;
+  };
+  return q.type != quant::Type::Q6_K || !has(quant::Type::Q6_K) || q.q6_kx8 == p.q6_kx8;
+}
+
+}  // namespace
+
 void Executor::merge_siblings(const Node& n, MatvecParams& p) {
   if (!opt_.fuse || !matvec_fuses(p)) return;
   for (NodeId u : users_.at(size_t(n.inputs[1]))) {
@@ -126,10 +143,12 @@ void Executor::merge_siblings(const Node& n, MatvecParams& p) {
     // A matvec whose only reader is an Add gets that Add as its epilogue instead (fold_residual).
     if (const auto& mu = users_.at(size_t(u)); mu.size() == 1 && g_.node(mu[0]).op == Op::Add) continue;
     const MatvecParams q = matvec_params(m);
-    if (q.K != p.K || !plan_.owns(m.id) || !slot_free_between(m.id, n.id, m.id)) continue;
+    if (q.K != p.K || !same_layouts(p, q) || !plan_.owns(m.id) || !slot_free_between(m.id, n.id, m.id)) continue;
+    const MatvecParams before = p;
     p.siblings[p.n_siblings++] = MatvecParams::Sibling{q.w, q.bias, q.y, q.N, q.type};
+    p.q6_kx8 = p.q6_kx8 || q.q6_kx8;
     if (!matvec_fuses(p)) {
-      --p.n_siblings;
+      p = before;
       continue;
     }
     merged_.at(size_t(u)) = true;

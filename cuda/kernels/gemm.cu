@@ -8,6 +8,7 @@
 #include <algorithm>
 
 #include "cuda/check.h"
+#include "cuda/kernels/q6_kx8.cuh"
 #include "cuda/kernels/qtype_dispatch.cuh"
 #include "quant/dequant.cuh"
 
@@ -29,7 +30,7 @@ __device__ __forceinline__ uint32_t half2_bits(float lo, float hi) {
 // One thread per 32-element chunk of the slice. A thread's 64 output bytes are contiguous, so its own 16-byte stores
 // hit every other 32-byte sector across the warp; when the warp's 32 chunks are one contiguous 2 KiB run (K a multiple
 // of 32, the warp full), they pass through shared memory and leave as four 512-byte warp stores instead.
-template <quant::Type T>
+template <quant::Type T, bool kX8 = false>
 __global__ void __launch_bounds__(kThreads) dequant_f16_kernel(DequantF16Params p, size_t row_bytes) {
   using quant::dev::kChunk;
   __shared__ uint4 stage[kThreads / 32][32 * 4];
@@ -43,7 +44,12 @@ __global__ void __launch_bounds__(kThreads) dequant_f16_kernel(DequantF16Params 
   const uint8_t* row = static_cast<const uint8_t*>(p.w) + (p.row0 + r) * row_bytes;
   const int valid = int((p.K - c * kChunk < kChunk ? p.K - c * kChunk : kChunk));
   float v[kChunk];
-  quant::dev::dequant_chunk<T>(row, c, valid, v);
+  if constexpr (kX8) {
+    static_assert(T == quant::Type::Q6_K, "only Q6_K is regrouped");
+    q6_kx8_dequant_chunk(row, c, v);  // K % 2048 == 0: every chunk whole
+  } else {
+    quant::dev::dequant_chunk<T>(row, c, valid, v);
+  }
   uint16_t* out = p.out + r * p.K + c * kChunk;
   if (staged) {
     // uint4 j of lane l goes to slot 4l + (j ^ ((l >> 1) & 3)): conflict-free both ways (8 lanes per phase).
@@ -93,6 +99,13 @@ void launch_dequant_f16(const DequantF16Params& p, cudaStream_t stream) {
   const size_t rb = quant::row_bytes(p.type, p.K);
   const int64_t chunks = (p.K + quant::dev::kChunk - 1) / quant::dev::kChunk * p.rows;
   LLM_REQUIRE(chunks / kThreads < 0x7fffffff, "slice too large for one launch");
+  if (p.regrouped) {
+    LLM_REQUIRE(p.type == quant::Type::Q6_K && q6_kx8_fits(p.w, p.K),
+                "regrouped weights: Q6_K rows of K % 2048 == 0, 16-byte aligned");
+    dequant_f16_kernel<quant::Type::Q6_K, true><<<blocks_for(chunks, kThreads), kThreads, 0, stream>>>(p, rb);
+    CUDA_CHECK_LAUNCH(stream);
+    return;
+  }
   dispatch_qtype(p.type, "dequantize to f16", [&](auto tag) {
     dequant_f16_kernel<decltype(tag)::value><<<blocks_for(chunks, kThreads), kThreads, 0, stream>>>(p, rb);
   });
@@ -135,7 +148,7 @@ void launch_gemm(const GemmParams& p, const Blas& blas, cudaStream_t stream) {
     const int64_t slice = ::std::min<int64_t>(p.N, int64_t((p.scratch_bytes - x_bytes) / (size_t(p.K) * 2)));
     for (int64_t row0 = 0; row0 < p.N; row0 += slice) {
       const int64_t rows = ::std::min(slice, p.N - row0);
-      launch_dequant_f16({p.w, p.type, p.K, row0, rows, wh}, stream);
+      launch_dequant_f16({p.w, p.type, p.K, row0, rows, wh, p.regrouped}, stream);
       gemm(wh, row0, rows);
     }
   }

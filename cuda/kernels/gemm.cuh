@@ -23,6 +23,7 @@ struct GemmParams {
   size_t scratch_bytes = 0;
   bool x_in_scratch = false;   // the previous launch on this stream converted this same x (K, T) into scratch:
                                // siblings reading one input (q/k/v, gate/up) skip the conversion
+  bool regrouped = false;      // Q6_K regrouped at upload (q6_kx8.cuh)
 };
 
 // Smallest scratch for which the launcher can proceed (X in half plus a slice of min(N, 128) rows of W); more
@@ -41,6 +42,7 @@ struct DequantF16Params {
   int64_t row0 = 0;
   int64_t rows = 0;
   uint16_t* out = nullptr;     // [K, rows] binary16
+  bool regrouped = false;      // Q6_K regrouped at upload (q6_kx8.cuh)
 };
 void launch_dequant_f16(const DequantF16Params& p, cudaStream_t stream);
 

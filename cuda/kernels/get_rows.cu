@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "cuda/check.h"
+#include "cuda/kernels/pdl.cuh"
 #include "cuda/kernels/qtype_dispatch.cuh"
 #include "quant/dequant.cuh"
 
@@ -15,6 +16,7 @@ constexpr int kThreads = 128;
 template <quant::Type T>
 __global__ void __launch_bounds__(kThreads) get_rows_kernel(GetRowsParams p, size_t row_bytes) {
   using quant::dev::kChunk;
+  pdl_launch_dependents();  // the decode step's first matvec may start on its weights (pdl.cuh)
   const int64_t chunks = (p.K + kChunk - 1) / kChunk;
   const int64_t c = int64_t(blockIdx.x) * kThreads + threadIdx.x;
   const int64_t t = blockIdx.y;

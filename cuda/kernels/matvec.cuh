@@ -70,6 +70,8 @@ struct MatvecParams {
   Sibling siblings[kMaxSiblings] = {};
   int n_siblings = 0;
   MatvecRopeKv rope_kv = {};
+  // The launch's Q6_K matrices, all of them, regrouped at upload by runs of 8 blocks (q6_kx8.cuh), not as in GGUF.
+  bool q6_kx8 = false;
 };
 
 // True when launch_matvec(p) takes the int16-activation kernel, which is also the one that can apply norm_w and

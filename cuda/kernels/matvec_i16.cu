@@ -142,11 +142,12 @@ __device__ __forceinline__ void write_rope_kv(const MatvecParams& p, const Segme
   }
 }
 
-// Block `block` of a launch over the matrices of sg (all of type T).
-template <quant::Type T, int R>
+// Block `block` of a launch over the matrices of sg (all of type T; kX8: regrouped at upload, q6_kx8.cuh).
+template <quant::Type T, int R, bool kX8 = false>
 __device__ __forceinline__ void matvec_i16_body(const MatvecParams& p, const Segments& sg, size_t row_bytes,
                                                 int64_t groups_per_block, int64_t block) {
-  using U = mv16::Unit<T>;
+  static_assert(!kX8 || T == quant::Type::Q6_K, "only Q6_K is regrouped");
+  using U = typename mv16::UnitFor<T, kX8>::type;
   extern __shared__ float part[];  // [warps][groups_per_block * R]
   __shared__ float red[32];
   const int u = threadIdx.x, lane = u & 31, warp = u >> 5, n_warps = blockDim.x >> 5;
@@ -243,20 +244,20 @@ __device__ __forceinline__ void matvec_i16_body(const MatvecParams& p, const Seg
   }
 }
 
-template <quant::Type T, int R>
+template <quant::Type T, int R, bool kX8 = false>
 __global__ void __launch_bounds__(kMaxUnits, 1)
     matvec_i16_kernel(MatvecParams p, Segments sg, size_t row_bytes, int64_t groups_per_block) {
-  matvec_i16_body<T, R>(p, sg, row_bytes, groups_per_block, blockIdx.x);
+  matvec_i16_body<T, R, kX8>(p, sg, row_bytes, groups_per_block, blockIdx.x);
 }
 
 // Siblings of two types in one launch (a Q4_K_M file's Q4_K q/k with its Q6_K v): blocks [0, blocks_a) run the
 // matrices of type TA, the rest those of type TB, all reading the same x.
-template <quant::Type TA, int RA, quant::Type TB, int RB>
+template <quant::Type TA, int RA, quant::Type TB, int RB, bool kX8B = false>
 __global__ void __launch_bounds__(kMaxUnits, 1)
     matvec_i16_pair_kernel(MatvecParams p, Segments sa, Segments sb, size_t rb_a, size_t rb_b, int64_t gpb_a,
                            int64_t gpb_b, int64_t blocks_a) {
   if (blockIdx.x < blocks_a) matvec_i16_body<TA, RA>(p, sa, rb_a, gpb_a, blockIdx.x);
-  else matvec_i16_body<TB, RB>(p, sb, rb_b, gpb_b, blockIdx.x - blocks_a);
+  else matvec_i16_body<TB, RB, kX8B>(p, sb, rb_b, gpb_b, blockIdx.x - blocks_a);
 }
 
 // Resident blocks per SM of `kernel` at this block size, cached per (kernel, warp count) by the caller's static.
@@ -295,12 +296,12 @@ int64_t groups_per_block(int64_t n_groups, int64_t max_blocks, int warps, int R,
   return gpb < cap ? gpb : cap;
 }
 
-template <quant::Type T, int R>
+template <quant::Type T, int R, bool kX8 = false>
 void launch_i16(const MatvecParams& p, size_t rb, cudaStream_t stream) {
   const int threads = int((p.K / 32 + 31) / 32 * 32);
   const int warps = threads / 32;
   static ::std::atomic<int> per_sm[kMaxUnits / 32 + 1];
-  const int bps = blocks_per_sm(matvec_i16_kernel<T, R>, threads, per_sm);
+  const int bps = blocks_per_sm(matvec_i16_kernel<T, R, kX8>, threads, per_sm);
   Segments sg = segments_of(p, T, R);
   if (p.swiglu_out) {  // gate first (swapped when it is the sibling)
     if (p.swiglu_gate_is_sibling)
@@ -312,17 +313,18 @@ void launch_i16(const MatvecParams& p, size_t rb, cudaStream_t stream) {
   const int64_t grid = (sg.first[sg.n] + gpb - 1) / gpb;
   LLM_REQUIRE(grid <= 0x7fffffff, "too many rows");
   const size_t smem = size_t(warps) * size_t(gpb) * R * 4;
-  launch_pdl(matvec_i16_kernel<T, R>, dim3(unsigned(grid)), dim3(unsigned(threads)), smem, stream, p, sg, rb, gpb);
+  launch_pdl(matvec_i16_kernel<T, R, kX8>, dim3(unsigned(grid)), dim3(unsigned(threads)), smem, stream, p, sg, rb,
+             gpb);
 }
 
 // Main of type TA (with same-type siblings) plus siblings of type TB: the resident blocks are shared in proportion
 // to each type's bytes.
-template <quant::Type TA, int RA, quant::Type TB, int RB>
+template <quant::Type TA, int RA, quant::Type TB, int RB, bool kX8B = false>
 void launch_i16_pair(const MatvecParams& p, cudaStream_t stream) {
   const int threads = int((p.K / 32 + 31) / 32 * 32);
   const int warps = threads / 32;
   static ::std::atomic<int> per_sm[kMaxUnits / 32 + 1];
-  const int bps = blocks_per_sm(matvec_i16_pair_kernel<TA, RA, TB, RB>, threads, per_sm);
+  const int bps = blocks_per_sm(matvec_i16_pair_kernel<TA, RA, TB, RB, kX8B>, threads, per_sm);
   const size_t rb_a = quant::row_bytes(TA, p.K), rb_b = quant::row_bytes(TB, p.K);
   const Segments sa = segments_of(p, TA, RA), sb = segments_of(p, TB, RB);
   const double bytes_a = double(sa.first[sa.n]) * RA * rb_a, bytes_b = double(sb.first[sb.n]) * RB * rb_b;
@@ -334,8 +336,8 @@ void launch_i16_pair(const MatvecParams& p, cudaStream_t stream) {
   const int64_t blocks_a = (sa.first[sa.n] + gpb_a - 1) / gpb_a, blocks_b = (sb.first[sb.n] + gpb_b - 1) / gpb_b;
   LLM_REQUIRE(blocks_a + blocks_b <= 0x7fffffff, "too many rows");
   const size_t smem = size_t(warps) * 4 * size_t(gpb_a * RA > gpb_b * RB ? gpb_a * RA : gpb_b * RB);
-  launch_pdl(matvec_i16_pair_kernel<TA, RA, TB, RB>, dim3(unsigned(blocks_a + blocks_b)), dim3(unsigned(threads)), smem,
-             stream, p, sa, sb, rb_a, rb_b, gpb_a, gpb_b, blocks_a);
+  launch_pdl(matvec_i16_pair_kernel<TA, RA, TB, RB, kX8B>, dim3(unsigned(blocks_a + blocks_b)),
+             dim3(unsigned(threads)), smem, stream, p, sa, sb, rb_a, rb_b, gpb_a, gpb_b, blocks_a);
 }
 
 // The q/k/v shapes the RoPE + KV epilogue serves (MatvecRopeKv): whole heads of even length, k and v beside q.
@@ -364,9 +366,13 @@ bool mixed_pair_supported(quant::Type main, quant::Type sibling) {
 
 bool matvec_fuses(const MatvecParams& p) {
   const auto a = [](const void* q) { return reinterpret_cast<uintptr_t>(q); };
-  const auto wa = [](quant::Type t) -> size_t { return t == quant::Type::Q4_K ? 16 : 4; };  // 16-byte Q4_K loads
+  // Whether matrices of type t are regrouped in this launch (q6_kx8.cuh, whose fits() checks whole runs of 8 blocks
+  // and 16-byte alignment); 16-byte loads for those and Q4_K, 4-byte ones otherwise.
+  const auto x8 = [&](quant::Type t) { return t == quant::Type::Q6_K && p.q6_kx8; };
+  const auto wa = [&](quant::Type t) -> size_t { return t == quant::Type::Q4_K || x8(t) ? 16 : 4; };
   const auto rows_fit = [&](quant::Type t, const void* w) {  // K whole blocks, rows aligned for the unit loads
     if (!i16_type(t) || !w || p.K % quant::traits(t).block_elems != 0) return false;
+    if (x8(t) && !q6_kx8_fits(w, p.K)) return false;
     return a(w) % wa(t) == 0 && quant::row_bytes(t, p.K) % wa(t) == 0;
   };
   if (p.path != MatvecPath::Auto || p.T != 1 || !i16_type(p.type) || !p.x) return false;
@@ -395,8 +401,12 @@ void launch_matvec_i16(const MatvecParams& p, cudaStream_t stream) {
   }
   const bool small = (rows + 3) / 4 < 2 * int64_t(current_device_sm_count());
   if (mixed) {  // matvec_fuses admitted only Q4_K with Q6_K siblings
-    small ? launch_i16_pair<quant::Type::Q4_K, 2, quant::Type::Q6_K, 2>(p, stream)
-          : launch_i16_pair<quant::Type::Q4_K, 4, quant::Type::Q6_K, 2>(p, stream);
+    if (p.q6_kx8)
+      small ? launch_i16_pair<quant::Type::Q4_K, 2, quant::Type::Q6_K, 2, true>(p, stream)
+            : launch_i16_pair<quant::Type::Q4_K, 4, quant::Type::Q6_K, 2, true>(p, stream);
+    else
+      small ? launch_i16_pair<quant::Type::Q4_K, 2, quant::Type::Q6_K, 2>(p, stream)
+            : launch_i16_pair<quant::Type::Q4_K, 4, quant::Type::Q6_K, 2>(p, stream);
     return;
   }
   switch (p.type) {
@@ -406,7 +416,16 @@ void launch_matvec_i16(const MatvecParams& p, cudaStream_t stream) {
     case quant::Type::Q4_0:
       small ? launch_i16<quant::Type::Q4_0, 2>(p, rb, stream) : launch_i16<quant::Type::Q4_0, 4>(p, rb, stream);
       break;
-    case quant::Type::Q6_K: launch_i16<quant::Type::Q6_K, 2>(p, rb, stream); break;
+    case quant::Type::Q6_K:
+      // Regrouped: 4 rows for an LM head (dozens of groups per block: 152 us against 158 at R = 2 on the 8B's),
+      // else 2 (the 8B's v and down projections: R = 4 made tg128 1% slower).
+      if (p.q6_kx8 && (rows + 3) / 4 >= 16 * int64_t(current_device_sm_count()))
+        launch_i16<quant::Type::Q6_K, 4, true>(p, rb, stream);
+      else if (p.q6_kx8)
+        launch_i16<quant::Type::Q6_K, 2, true>(p, rb, stream);
+      else
+        launch_i16<quant::Type::Q6_K, 2>(p, rb, stream);
+      break;
     case quant::Type::Q8_0: launch_i16<quant::Type::Q8_0, 2>(p, rb, stream); break;
     default: throw InvalidArgument("matvec_i16: unsupported type");
   }

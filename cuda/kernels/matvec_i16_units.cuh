@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "cuda/kernels/matvec_units.cuh"
+#include "cuda/kernels/q6_kx8.cuh"
 #include "quant/types.h"
 
 namespace cuda::mv16 {
@@ -132,6 +133,31 @@ struct Unit<quant::Type::Q4_0> : mv::Unit<quant::Type::Q4_0> {
   }
 };
 
+// Q6_K regrouped at upload (q6_kx8.cuh): a unit's 16 ql bytes (one aligned load), its 16 high-bit nibbles (one
+// 8-byte load), its two scales and d. Same values and element order as Q6_K.
+struct UnitQ6_Kx8 : mv::Unit<quant::Type::Q6_K> {
+  struct Raw {
+    uint4 l;
+    uint2 h;
+    uint32_t sc;  // the two int8 scales (low byte: scale of the first run)
+    uint32_t d;
+  };
+  static __device__ __forceinline__ Raw load(const uint8_t* row, int64_t u) {
+    const Q6_Kx8Unit p = q6_kx8_unit(row, u);
+    return {__ldg(reinterpret_cast<const uint4*>(p.ql)), __ldg(reinterpret_cast<const uint2*>(p.qh)),
+            __ldg(reinterpret_cast<const uint16_t*>(p.scales)), __ldg(reinterpret_cast<const uint16_t*>(p.d))};
+  }
+  static __device__ __forceinline__ float dot(const Raw& r, int64_t, const Run& x0, const Run& x1) {
+    const uint32_t l[4] = {r.l.x, r.l.y, r.l.z, r.l.w}, hw[2] = {r.h.x, r.h.y};
+    uint32_t q0[4], q1[4];
+    q6_kx8_codes(l, hw, q0, q1);
+    const float sc0 = float(int8_t(r.sc & 0xffu)), sc1 = float(int8_t((r.sc >> 8) & 0xffu));
+    const float f0 = float(dot16(q0, x0)) * x0.s - 32.0f * x0.S;
+    const float f1 = float(dot16(q1, x1)) * x1.s - 32.0f * x1.S;
+    return h2f(r.d) * (sc0 * f0 + sc1 * f1);
+  }
+};
+
 // Q8_0 (34-byte blocks): unit = block, elements in byte order; value q d. The signed bytes go to dp2a as they are.
 template <>
 struct Unit<quant::Type::Q8_0> : mv::Unit<quant::Type::Q8_0> {
@@ -149,6 +175,16 @@ struct Unit<quant::Type::Q8_0> : mv::Unit<quant::Type::Q8_0> {
     join_a2(r.q1, q1);
     return h2f(r.d) * (float(dot16(q0, x0)) * x0.s + float(dot16(q1, x1)) * x1.s);
   }
+};
+
+// The unit of type T as stored: regrouped at upload (kX8: Q6_K only) or as in GGUF.
+template <quant::Type T, bool kX8>
+struct UnitFor {
+  using type = Unit<T>;
+};
+template <>
+struct UnitFor<quant::Type::Q6_K, true> {
+  using type = UnitQ6_Kx8;
 };
 
 }  // namespace cuda::mv16

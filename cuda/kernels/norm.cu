@@ -3,12 +3,14 @@
 #include "cuda/kernels/norm.cuh"
 
 #include "cuda/check.h"
+#include "cuda/kernels/pdl.cuh"
 
 namespace cuda {
 namespace {
 
 template <int kThreads>
 __global__ void __launch_bounds__(kThreads) rms_norm_kernel(RmsNormParams p) {
+  pdl_launch_dependents();  // a matvec after it (the LM head after an unfolded final norm) may start on its weights
   const int64_t r = blockIdx.x;
   const float* x = p.x + r * p.ne0;
   float* out = p.out + r * p.ne0;

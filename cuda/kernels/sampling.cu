@@ -1,5 +1,5 @@
 // Sampling pipeline: (1) copy logits, applying penalties per token id from occurrence counts of the history window;
-// (2a) greedy: block argmax; (2b) otherwise a stable descending radix sort of (logit, id) pairs (stable, so equal
+// (2a) greedy: argmax per block as the logits are penalised, then one block over the blocks' results; (2b) otherwise a stable descending radix sort of (logit, id) pairs (stable, so equal
 // logits keep ascending ids, the CPU's tie rule) and one thread walking the sorted prefix in double, in the exact
 // order and arithmetic of app::Sampler. The walk is sequential on purpose: bit-identical sums need the CPU's order.
 #include "cuda/kernels/sampling.cuh"
@@ -82,51 +82,47 @@ __global__ void count_kernel(SampleParams p, int32_t* counts) {
   }
 }
 
-// keys = penalised logits (float32, in the CPU's operation order, no contraction), ids = 0..V-1; counts re-zeroed.
+// Logit i penalised (float32, in the CPU's operation order, no contraction); its count re-zeroed.
+__device__ __forceinline__ float penalised_logit(const SampleParams& p, const Scratch& s, int64_t i, bool penalise) {
+  float l = p.logits[i];
+  if (penalise) {
+    const int32_t n = s.counts[i];
+    if (n > 0) {
+      l = l > 0.0f ? __fdiv_rn(l, p.cfg.repeat_penalty) : __fmul_rn(l, p.cfg.repeat_penalty);
+      l = __fsub_rn(l, __fadd_rn(__fmul_rn(float(n), p.cfg.frequency_penalty), p.cfg.presence_penalty));
+      s.counts[i] = 0;
+    }
+  }
+  return l;
+}
+
+// keys = penalised logits, ids = 0..V-1; counts re-zeroed.
 __global__ void prepare_kernel(SampleParams p, Scratch s, bool penalise) {
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < p.V; i += int64_t(gridDim.x) * blockDim.x) {
-    float l = p.logits[i];
-    if (penalise) {
-      const int32_t n = s.counts[i];
-      if (n > 0) {
-        l = l > 0.0f ? __fdiv_rn(l, p.cfg.repeat_penalty) : __fmul_rn(l, p.cfg.repeat_penalty);
-        l = __fsub_rn(l, __fadd_rn(__fmul_rn(float(n), p.cfg.frequency_penalty), p.cfg.presence_penalty));
-        s.counts[i] = 0;
-      }
-    }
+    const float l = penalised_logit(p, s, i, penalise);
     s.keys_in[i] = l == 0.0f ? 0.0f : l;  // -0 and +0 compare equal on the CPU: one bit pattern for the sort
     s.ids_in[i] = int32_t(i);
   }
 }
 
-// One block of 1024 threads, four floats per load and four loads in flight per thread: the argmax of a 128k
-// vocabulary is a few microseconds (a 256-thread scalar loop took 210 us, docs/kernel-notes.md).
-constexpr int kGreedyThreads = 1024;
-__device__ __forceinline__ ArgMax merge4(ArgMax best, const float4& v, int32_t first) {
-  best = argmax_merge(best, ArgMax{v.x, first});
-  best = argmax_merge(best, ArgMax{v.y, first + 1});
-  best = argmax_merge(best, ArgMax{v.z, first + 2});
-  return argmax_merge(best, ArgMax{v.w, first + 3});
+// Greedy, first pass: block b's argmax of the penalised logits it visits (as prepare_kernel's grid), into
+// partial[b]; the second pass reduces the blocks' results. argmax_merge keeps the larger value and, among equal
+// ones, the lower id, and skips NaN: any order of merging gives the CPU's answer. (One block over the whole
+// vocabulary took 20 us for 128k ids; this is ~1 us of loads spread over the GPU plus a short second launch.)
+__global__ void greedy_partial_kernel(SampleParams p, Scratch s, bool penalise, ArgMax* partial) {
+  ArgMax best;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < p.V; i += int64_t(gridDim.x) * blockDim.x)
+    best = argmax_merge(best, ArgMax{penalised_logit(p, s, i, penalise), int32_t(i)});
+  __shared__ ArgMax red[kThreads / 32];
+  best = block_argmax<kThreads>(best, red);
+  if (threadIdx.x == 0) partial[blockIdx.x] = best;
 }
 
-__global__ void __launch_bounds__(kGreedyThreads) greedy_kernel(SampleParams p, Scratch s) {
+__global__ void greedy_final_kernel(SampleParams p, const ArgMax* partial, int n) {
   ArgMax best;
-  const auto* keys4 = reinterpret_cast<const float4*>(s.keys_in);  // keys_in is 256-byte aligned
-  const int64_t n4 = p.V / 4;
-  constexpr int kUnroll = 4;
-  int64_t i = threadIdx.x;
-  for (; i + (kUnroll - 1) * kGreedyThreads < n4; i += kUnroll * kGreedyThreads) {
-    float4 v[kUnroll];
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) v[u] = keys4[i + u * kGreedyThreads];
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) best = merge4(best, v[u], int32_t(4 * (i + u * kGreedyThreads)));
-  }
-  for (; i < n4; i += kGreedyThreads) best = merge4(best, keys4[i], int32_t(4 * i));
-  for (int64_t j = 4 * n4 + threadIdx.x; j < p.V; j += kGreedyThreads)
-    best = argmax_merge(best, ArgMax{s.keys_in[j], int32_t(j)});
-  __shared__ ArgMax red[kGreedyThreads / 32];
-  best = block_argmax<kGreedyThreads>(best, red);
+  for (int i = int(threadIdx.x); i < n; i += kThreads) best = argmax_merge(best, partial[i]);
+  __shared__ ArgMax red[kThreads / 32];
+  best = block_argmax<kThreads>(best, red);
   if (threadIdx.x == 0) *p.out_token = best.idx < 0 ? 0 : best.idx;
 }
 
@@ -189,13 +185,17 @@ void launch_sample(const SampleParams& p, cudaStream_t stream) {
     count_kernel<<<64, kThreads, 0, stream>>>(p, s.counts);
     CUDA_CHECK_LAUNCH(stream);
   }
-  prepare_kernel<<<grid, kThreads, 0, stream>>>(p, s, penalise);
-  CUDA_CHECK_LAUNCH(stream);
   if (p.cfg.temp <= 0.0f) {
-    greedy_kernel<<<1, kGreedyThreads, 0, stream>>>(p, s);
+    // The blocks' results in keys_out, which only the sort path uses: grid x 8 bytes <= V x 4 rounded up to 256.
+    auto* partial = reinterpret_cast<ArgMax*>(s.keys_out);
+    greedy_partial_kernel<<<grid, kThreads, 0, stream>>>(p, s, penalise, partial);
+    CUDA_CHECK_LAUNCH(stream);
+    greedy_final_kernel<<<1, kThreads, 0, stream>>>(p, partial, int(grid));
     CUDA_CHECK_LAUNCH(stream);
     return;
   }
+  prepare_kernel<<<grid, kThreads, 0, stream>>>(p, s, penalise);
+  CUDA_CHECK_LAUNCH(stream);
   size_t bytes = s.cub_bytes;
   CUDA_CHECK(cub::DeviceRadixSort::SortPairsDescending(s.cub_temp, bytes, s.keys_in, s.keys_out, s.ids_in, s.ids_out,
                                                         int(p.V), 0, 32, stream));

@@ -39,7 +39,7 @@ struct SampleParams {
   int64_t V = 0;
   const int32_t* history = nullptr;    // [history_cap] device; the first state->n_history entries are valid
   const SamplingState* state = nullptr;// device
-  int32_t* out_token = nullptr;        // [1] device
+  int32_t* out_token = nullptr;        // [1] device memory, or page-locked host memory as the device addresses it
   void* scratch = nullptr;             // sampling_scratch_bytes(V) bytes of device memory
   size_t scratch_bytes = 0;
 };

@@ -1,0 +1,35 @@
+// Per-run inputs read straight from page-locked host memory by one kernel at the head of a run (token ids,
+// positions, the sampler's state and penalty window), instead of one cudaMemcpyAsync each: on the decode path four
+// small copies cost ~18 us of stream time per token on an H100 (8B: 0.8% of a token, 1B: 3%), one kernel reading a
+// few hundred bytes over PCIe costs one round trip (docs/kernel-notes.md).
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace cuda {
+
+// n int32 values from host to dst. src is page-locked host memory as the device addresses it
+// (device_address_of_pinned); when n_at is set (also page-locked host memory), min(n, *n_at) values are copied,
+// *n_at read at run time (a window whose length changes between replays of one captured graph).
+struct HostCopy {
+  const int32_t* src = nullptr;
+  int32_t* dst = nullptr;
+  int32_t n = 0;
+  const int32_t* n_at = nullptr;
+};
+
+struct HostCopies {
+  static constexpr int kMax = 4;
+  HostCopy c[kMax];
+  int n = 0;
+};
+
+// The device's address of page-locked host memory p (cudaHostGetDevicePointer; the same address under unified
+// addressing).
+const void* device_address_of_pinned(const void* p);
+
+// One block per copy; nothing is launched for an empty set.
+void launch_copy_from_host(const HostCopies& copies, cudaStream_t stream);
+
+}  // namespace cuda
