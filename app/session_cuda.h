@@ -56,7 +56,7 @@ class CudaSession final : public Session {
     std::unique_ptr<cuda::Executor> exec;
   };
   std::unique_ptr<Compiled> compile(int32_t n_tokens, bool all_logits);
-  void regroup_matrices();  // after the upload: Q4_0 / Q6_K matrices into their x8 layouts, offsets in regrouped_
+  void regroup_matrices();  // after the upload: Q6_K matrices into the Q6_Kx8 layout, offsets in regrouped_
   // Before a graph's executor allocates `bytes`: frees cached prompt graphs if that makes room, else throws
   // DeviceMemoryError naming the batch size.
   void ensure_free(uint64_t bytes, int32_t n_tokens);

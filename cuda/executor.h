@@ -88,8 +88,8 @@ class Executor {
   // Appends a step after the graph's own (the decode session's sampler); invalidates any captured graph.
   void append_step(std::function<void(cudaStream_t)> step);
   // One more copy for the run's first step, which reads the inputs from page-locked host memory (HostCopy: n int32
-  // values from src, at most *n_at when n_at is set, both page-locked host pointers); the caller writes src before
-  // each run(), after the previous run finished. Invalidates any captured graph. Throws cuda::InvalidArgument past
+  // values from src, at most *n_at when n_at is set; both page-locked host memory as the device addresses it,
+  // device_address_of_pinned); the caller writes src before each run(), after the previous run finished. Invalidates any captured graph. Throws cuda::InvalidArgument past
   // HostCopies::kMax copies in all.
   void add_host_input(const int32_t* src, void* dst, int32_t n, const int32_t* n_at = nullptr);
 
@@ -113,7 +113,7 @@ class Executor {
   using Step = std::function<void(cudaStream_t)>;
   void lower(const graph::Node& n);
   const void* weight_ptr(const graph::Node& w) const;
-  bool regrouped(const graph::Node& w) const;  // a Q4_0 / Q6_K weight in its regrouped layout
+  bool regrouped(const graph::Node& w) const;  // a Q6_K weight in its regrouped layout (q6_kx8.cuh)
   const float* f32_in(const graph::Node& n, size_t i) const;
   RopeKernelParams rope_params(const graph::Node& rope) const;
   bool attention_matches_kv(const graph::Node& attention) const;

@@ -1,7 +1,6 @@
 // Regrouping Q6_K matrices by runs of 8 blocks (q6_kx8.cuh).
 #include "cuda/kernels/q6_kx8.cuh"
 
-
 #include "cuda/check.h"
 
 namespace cuda {
