@@ -280,7 +280,7 @@ std::optional<int32_t> CudaSession::decode_sample(int32_t token, int32_t pos, co
   // token is this step's sample, read on the device; a caller that brings anything else gets a fresh step (the
   // queued one's KV write at pos + 1 is overwritten by whatever computes that position).
   const int next = slot ^ 1;
-  if (opt_.decode_ahead && !penalties && pos + 1 < n_ctx_) {
+  if (opt_.decode_ahead && req.more && !penalties && pos + 1 < n_ctx_) {
     decode_[next]->exec->wait();  // the step two tokens back (or a dropped one): normally long finished
     stage_decode(next, req.step + 1, {}, true);
     const int32_t ahead_tokens[1] = {0}, ahead_positions[1] = {pos + 1};  // the token comes from the device

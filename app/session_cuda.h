@@ -1,6 +1,8 @@
 // The CUDA session: weights uploaded once into one device arena, an f16 KV cache, graphs built per batch shape and
 // lowered once to cuda::Executor steps; the decode graph is captured as a CUDA graph after a warm-up and replayed.
-// decode_sample() runs the decode step and the GPU sampler as one captured graph.
+// decode_sample() runs the decode step and the GPU sampler as one captured graph, and (no penalties, req.more) queues
+// the next step, fed with this one's sample on the device, before it waits: the GPU does not wait for the host
+// between tokens (docs/kernel-notes.md, "Decode run-ahead").
 #pragma once
 #ifdef LLM_HAVE_CUDA_SESSION
 #include <map>
