@@ -95,7 +95,7 @@ class Runner {
     std::vector<int32_t> history{dist_(rng_)};
     for (int32_t i = 0; i < n; ++i) {
       const int32_t pos = start + i;
-      SampleRequest req{&greedy, static_cast<uint64_t>(i), history};
+      SampleRequest req{&greedy, static_cast<uint64_t>(i), history, i + 1 < n};
       std::optional<int32_t> next = l_.session->decode_sample(history.back(), pos, req);
       if (!next) next = argmax(l_.session->eval(std::span<const int32_t>(&history.back(), 1), pos, false));
       history.push_back(*next);

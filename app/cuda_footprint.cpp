@@ -45,8 +45,9 @@ Footprint cuda_session_footprint(const model::Model& model, const CudaDeviceFact
     const int32_t batch = std::min(n_ctx, shape.batch > 0 ? shape.batch : kPlannedPrefillTokens);
     // CudaSession's history window, sampling state and sampling scratch.
     const uint64_t sampler = uint64_t(n_ctx) * 4 + sizeof(cuda::SamplingState) + device.sampling_scratch_bytes;
+    // The prompt graph, the plain decode graph and the two sampling decode graphs (CudaSession::decode_).
     return graph_device_bytes(*m, batch, shape.all_logits, n_ctx, device.sm_count) +
-           2 * graph_device_bytes(*m, 1, false, n_ctx, device.sm_count) + sampler;
+           3 * graph_device_bytes(*m, 1, false, n_ctx, device.sm_count) + sampler;
   };
   return fp;
 }

@@ -112,7 +112,9 @@ GenerateResult generate(Session& session, const tokenizer::Tokenizer& tok, std::
       break;
     }
     ++step;
-    const SampleRequest req{&options.sampling, step, history};
+    // Another step follows this one unless the token it returns reaches the token limit (or is an end of text).
+    const bool more = options.n_predict < 0 || static_cast<int64_t>(r.generated.size()) + 1 < options.n_predict;
+    const SampleRequest req{&options.sampling, step, history, more};
     if (auto fused = session.decode_sample(next, static_cast<int32_t>(pos), req)) {
       next = *fused;
     } else {

@@ -44,6 +44,9 @@ struct SampleRequest {
   const SamplerParams* params = nullptr;
   uint64_t step = 0;                    // Philox counter of this draw (app/sampler.h)
   std::span<const int32_t> history;     // all tokens so far (prompt + generated); penalties use the last repeat_last_n
+  // Whether the caller means to call again at pos + 1 with the token this call returns (a decode session may start
+  // that step before returning; false on a generation's last step saves that step's work).
+  bool more = true;
 };
 
 class Session {

@@ -106,8 +106,12 @@ CudaSession::CudaSession(std::shared_ptr<const model::Model> model, int32_t n_ct
   history_ = cuda::DeviceBuffer(size_t(n_ctx_) * 4);
   sample_state_ = cuda::DeviceBuffer(sizeof(cuda::SamplingState));
   sample_scratch_ = cuda::DeviceBuffer(cuda::sampling_scratch_bytes(c.n_vocab));
-  staging_ = cuda::PinnedBuffer(sizeof(cuda::SamplingState) + size_t(n_ctx_) * 4);
-  token_host_ = cuda::PinnedBuffer(4);
+  for (auto& st : staging_) st = cuda::PinnedBuffer(sizeof(DecodeStaging) + size_t(n_ctx_) * 4);
+  tokens_host_ = cuda::PinnedBuffer(2 * sizeof(int32_t));
+}
+
+CudaSession::~CudaSession() {
+  if (ctx_) (void)cudaStreamSynchronize(ctx_->compute());  // a step queued ahead reads staging_ and writes tokens_host_
 }
 
 int32_t CudaSession::n_vocab() const { return model_->config().n_vocab; }
@@ -186,6 +190,7 @@ void CudaSession::check_batch(std::span<const int32_t> tokens, int32_t start_pos
 
 std::span<const float> CudaSession::eval(std::span<const int32_t> tokens, int32_t start_pos, bool all_logits) {
   check_batch(tokens, start_pos);
+  ahead_.valid = false;  // the KV cache changes under a step queued ahead: it will not be this session's next
   const int32_t n = static_cast<int32_t>(tokens.size());
   Compiled& c = compiled(n, all_logits);
   positions_.resize(size_t(n));
@@ -196,29 +201,51 @@ std::span<const float> CudaSession::eval(std::span<const int32_t> tokens, int32_
   return logits_;
 }
 
-CudaSession::Compiled& CudaSession::sampler_graph(const SamplerParams& p) {
-  if (sample_graph_ && same_params(p, sample_params_)) return *sample_graph_;
-  if (opt_.verbose && sample_graph_)
+void CudaSession::sampler_graphs(const SamplerParams& p) {
+  if (decode_[0] && same_params(p, sample_params_)) return;
+  if (opt_.verbose && decode_[0])
     std::fprintf(stderr, "cuda: sampling parameters changed, re-capturing the decode graph\n");
-  sample_graph_ = compile(1, false);
+  CUDA_CHECK(cudaStreamSynchronize(ctx_->compute()));  // a step queued ahead may still run on the old graphs
+  ahead_.valid = false;
   sample_params_ = p;
-  cuda::SampleParams sp;
-  sp.cfg = to_config(p);
-  sp.logits = static_cast<const float*>(sample_graph_->exec->device_ptr(sample_graph_->logits));
-  sp.V = n_vocab();
-  sp.history = history_.as<int32_t>();
-  sp.state = sample_state_.as<cuda::SamplingState>();
-  // The sampling kernels write the id straight into page-locked host memory (no copy back in the graph).
-  sp.out_token = static_cast<int32_t*>(const_cast<void*>(cuda::device_address_of_pinned(token_host_.get())));
-  sp.scratch = sample_scratch_.get(), sp.scratch_bytes = sample_scratch_.bytes();
-  // The state and the penalty window come with the run's inputs, read from staging_ by its first kernel.
-  const auto* st = static_cast<const int32_t*>(cuda::device_address_of_pinned(staging_.get()));
-  constexpr int32_t kStateWords = sizeof(cuda::SamplingState) / 4;
-  static_assert(sizeof(cuda::SamplingState) % 4 == 0 && offsetof(cuda::SamplingState, n_history) == 0);
-  sample_graph_->exec->add_host_input(st, sample_state_.get(), kStateWords);
-  sample_graph_->exec->add_host_input(st + kStateWords, history_.get(), n_ctx_, st);  // n_history values
-  sample_graph_->exec->append_step([sp](cudaStream_t s) { cuda::launch_sample(sp, s); });
-  return *sample_graph_;
+  const auto device_int = [](const cuda::PinnedBuffer& b) {
+    return static_cast<int32_t*>(const_cast<void*>(cuda::device_address_of_pinned(b.get())));
+  };
+  int32_t* const tokens = device_int(tokens_host_);
+  static_assert(sizeof(DecodeStaging) % 4 == 0 && offsetof(DecodeStaging, state) == 0 &&
+                offsetof(cuda::SamplingState, n_history) == 0);
+  constexpr int32_t kStateWords = sizeof(cuda::SamplingState) / 4, kHeadWords = sizeof(DecodeStaging) / 4;
+  for (int slot = 0; slot < 2; ++slot) {
+    decode_[slot].reset();
+    decode_[slot] = compile(1, false);
+    Compiled& c = *decode_[slot];
+    cuda::SampleParams sp;
+    sp.cfg = to_config(p);
+    sp.logits = static_cast<const float*>(c.exec->device_ptr(c.logits));
+    sp.V = n_vocab();
+    sp.history = history_.as<int32_t>();
+    sp.state = sample_state_.as<cuda::SamplingState>();
+    // The sampling kernels write the id straight into page-locked host memory (no copy back in the graph).
+    sp.out_token = tokens + slot;
+    sp.scratch = sample_scratch_.get(), sp.scratch_bytes = sample_scratch_.bytes();
+    // The state and the penalty window come with the run's inputs, read from the slot's staging by its first kernel;
+    // so does the token, or from the other slot's sampled id when the step was queued ahead.
+    const int32_t* st = device_int(staging_[slot]);
+    c.exec->add_host_input(st, sample_state_.get(), kStateWords);
+    c.exec->add_host_input(st + kHeadWords, history_.get(), n_ctx_, st);  // n_history values
+    c.exec->set_tokens_alternative(tokens + (slot ^ 1), st + offsetof(DecodeStaging, token_from_previous) / 4);
+    c.exec->append_step([sp](cudaStream_t s) { cuda::launch_sample(sp, s); });
+  }
+}
+
+void CudaSession::stage_decode(int slot, uint64_t step, std::span<const int32_t> window, bool token_from_previous) {
+  DecodeStaging head;
+  head.state.n_history = int32_t(window.size());
+  head.state.step = step;
+  head.token_from_previous = token_from_previous ? 1 : 0;
+  auto* stage = staging_[slot].as<uint8_t>();
+  std::memcpy(stage, &head, sizeof head);
+  if (!window.empty()) std::memcpy(stage + sizeof head, window.data(), window.size_bytes());
 }
 
 std::optional<int32_t> CudaSession::decode_sample(int32_t token, int32_t pos, const SampleRequest& req) {
@@ -233,20 +260,38 @@ std::optional<int32_t> CudaSession::decode_sample(int32_t token, int32_t pos, co
   const int32_t first = last_n < 0 ? 0 : std::max(0, n_hist - last_n);
   const int32_t window = last_n == 0 ? 0 : n_hist - first;
   if (window > n_ctx_) return std::nullopt;
-  Compiled& c = sampler_graph(*req.params);
+  sampler_graphs(*req.params);
+  const bool penalties = to_config(*req.params).penalties();
 
-  CUDA_CHECK(cudaStreamSynchronize(ctx_->compute()));  // the staging buffer is about to be rewritten
-  cuda::SamplingState st;
-  st.n_history = window;
-  st.step = req.step;
-  auto* stage = staging_.as<uint8_t>();
-  std::memcpy(stage, &st, sizeof st);
-  if (window) std::memcpy(stage + sizeof st, req.history.data() + first, size_t(window) * 4);
-  const int32_t positions[1] = {pos};
-  c.exec->write_inputs(tokens, positions);
-  c.exec->run();
-  CUDA_CHECK(cudaStreamSynchronize(ctx_->compute()));
-  return *token_host_.as<int32_t>();
+  // This step: already queued by the previous call when it brings what that call expected, else queued now.
+  int slot = ahead_.slot;
+  if (!(ahead_.valid && ahead_.pos == pos && ahead_.step == req.step && ahead_.token == token)) {
+    slot = last_slot_ ^ 1;
+    decode_[slot]->exec->wait();  // its staging is about to be rewritten
+    stage_decode(slot, req.step, std::span<const int32_t>(req.history).subspan(size_t(first), size_t(window)),
+                 false);
+    const int32_t positions[1] = {pos};
+    decode_[slot]->exec->write_inputs(tokens, positions);
+    decode_[slot]->exec->run();
+  }
+  ahead_.valid = false;
+  last_slot_ = slot;
+  // The next step, queued before this one is waited for: the stream never waits for the host between tokens. Its
+  // token is this step's sample, read on the device; a caller that brings anything else gets a fresh step (the
+  // queued one's KV write at pos + 1 is overwritten by whatever computes that position).
+  const int next = slot ^ 1;
+  if (opt_.decode_ahead && req.more && !penalties && pos + 1 < n_ctx_) {
+    decode_[next]->exec->wait();  // the step two tokens back (or a dropped one): normally long finished
+    stage_decode(next, req.step + 1, {}, true);
+    const int32_t ahead_tokens[1] = {0}, ahead_positions[1] = {pos + 1};  // the token comes from the device
+    decode_[next]->exec->write_inputs(ahead_tokens, ahead_positions);
+    decode_[next]->exec->run();
+    ahead_ = Ahead{true, next, pos + 1, req.step + 1, 0};
+  }
+  decode_[slot]->exec->wait();
+  const int32_t sampled = tokens_host_.as<int32_t>()[slot];
+  ahead_.token = sampled;
+  return sampled;
 }
 
 std::unique_ptr<Session> make_cuda_session(std::shared_ptr<const model::Model> model, const SessionOptions& options) {
@@ -258,6 +303,7 @@ std::unique_ptr<Session> make_cuda_session(std::shared_ptr<const model::Model> m
   if (const char* e = std::getenv("LLM_CUDA_GRAPH"); e && std::string(e) == "0") o.cuda_graph = false;
   if (const char* e = std::getenv("LLM_CUDA_RTC"); e && std::string(e) == "0") o.rtc = false;
   if (const char* e = std::getenv("LLM_CUDA_Q6_KX8"); e && std::string(e) == "0") o.q6_kx8 = false;
+  if (const char* e = std::getenv("LLM_CUDA_DECODE_AHEAD"); e && std::string(e) == "0") o.decode_ahead = false;
   // A lab switch for timing each step's share of decode (scripts/gpu-step-shares.sh): comma-separated node names.
   if (const char* e = std::getenv("LLM_CUDA_OMIT_STEPS"); e && *e) {
     for (std::string_view s = e; !s.empty();) {

@@ -1,6 +1,8 @@
 // The CUDA session: weights uploaded once into one device arena, an f16 KV cache, graphs built per batch shape and
 // lowered once to cuda::Executor steps; the decode graph is captured as a CUDA graph after a warm-up and replayed.
-// decode_sample() runs the decode step and the GPU sampler as one captured graph.
+// decode_sample() runs the decode step and the GPU sampler as one captured graph, and (no penalties, req.more) queues
+// the next step, fed with this one's sample on the device, before it waits: the GPU does not wait for the host
+// between tokens (docs/kernel-notes.md, "Decode run-ahead").
 #pragma once
 #ifdef LLM_HAVE_CUDA_SESSION
 #include <map>
@@ -31,6 +33,7 @@ struct CudaSessionOptions {
   graph::KvType kv_type = graph::KvType::F16;
   std::vector<std::string> omit_steps_of;  // timing only, results wrong (cuda::ExecutorOptions::omit_steps_of)
   bool q6_kx8 = true;  // regroup Q6_K matrices at upload (cuda/kernels/q6_kx8.cuh); false: LLM_CUDA_Q6_KX8=0
+  bool decode_ahead = true;  // queue the next decode step before returning a token; false: LLM_CUDA_DECODE_AHEAD=0
 };
 
 class CudaSession final : public Session {
@@ -40,6 +43,7 @@ class CudaSession final : public Session {
   // DeviceMemoryError (app/memory_plan.h) when they do not. Throws cuda::Error when no usable device exists,
   // SessionError for n_ctx < 0.
   CudaSession(std::shared_ptr<const model::Model> model, int32_t n_ctx, CudaSessionOptions options);
+  ~CudaSession() override;  // waits for a decode step queued ahead
 
   std::span<const float> eval(std::span<const int32_t> tokens, int32_t start_pos, bool all_logits) override;
   std::optional<int32_t> decode_sample(int32_t token, int32_t pos, const SampleRequest& req) override;
@@ -62,7 +66,8 @@ class CudaSession final : public Session {
   void ensure_free(uint64_t bytes, int32_t n_tokens);
   Compiled& compiled(int32_t n_tokens, bool all_logits);
   void check_batch(std::span<const int32_t> tokens, int32_t start_pos) const;
-  Compiled& sampler_graph(const SamplerParams& p);
+  void sampler_graphs(const SamplerParams& p);  // builds decode_ for these parameters (no-op when they are current)
+  void stage_decode(int slot, uint64_t step, std::span<const int32_t> window, bool token_from_previous);
 
   std::shared_ptr<const model::Model> model_;
   int32_t n_ctx_;
@@ -76,14 +81,30 @@ class CudaSession final : public Session {
   std::vector<int32_t> positions_;
   std::vector<float> logits_;
 
-  // Device sampling: the (1, false) graph plus the sampler, captured together; rebuilt when the parameters change.
-  std::unique_ptr<Compiled> sample_graph_;
+  // Device sampling: the (1, false) graph plus the sampler, captured together, twice (slots 0 and 1, used in turn)
+  // so that the next token's step can be queued while this one's runs: its inputs are then the position and step
+  // after this one's, and the token this one samples, which its first kernel reads from tokens_host_ (no
+  // penalties: the window is not needed). Rebuilt when the sampling parameters change.
+  struct DecodeStaging {  // head of each slot's staging, followed by the penalty window
+    cuda::SamplingState state;
+    int32_t token_from_previous = 0;  // the run's token is the other slot's sampled id
+    int32_t pad[3] = {};
+  };
+  std::unique_ptr<Compiled> decode_[2];
   SamplerParams sample_params_;
   cuda::DeviceBuffer history_;      // [n_ctx] the penalty window
   cuda::DeviceBuffer sample_state_; // cuda::SamplingState
   cuda::DeviceBuffer sample_scratch_;
-  cuda::PinnedBuffer staging_;      // state + window, read by each replay's first kernel
-  cuda::PinnedBuffer token_host_;   // the sampled id, written there by the sampling kernels
+  cuda::PinnedBuffer staging_[2];   // per slot: DecodeStaging + window, read by each replay's first kernel
+  cuda::PinnedBuffer tokens_host_;  // [2] each slot's sampled id, written there by the sampling kernels
+  struct Ahead {  // the step queued ahead: valid while its inputs are what the next call should bring
+    bool valid = false;
+    int slot = 0;
+    int32_t pos = 0;
+    uint64_t step = 0;
+    int32_t token = 0;  // the token it takes (the id sampled by the step before it)
+  } ahead_;
+  int last_slot_ = 1;
 };
 
 }  // namespace app

@@ -20,7 +20,7 @@ double warm_up_generation(Session& session, std::span<const int32_t> prompt, con
     const std::vector<int32_t> history(prompt.begin(), prompt.end());
     const int32_t token = prompt.back();
     for (uint64_t step = 1; step <= 2; ++step) {
-      const SampleRequest req{&options.sampling, step, history};
+      const SampleRequest req{&options.sampling, step, history, /*more=*/false};  // the same step twice
       if (!session.decode_sample(token, static_cast<int32_t>(pos), req))
         session.eval(std::span<const int32_t>(&token, 1), static_cast<int32_t>(pos), /*all_logits=*/false);
     }

@@ -397,9 +397,16 @@ void Executor::append_step(::std::function<void(cudaStream_t)> step) {
   exec_.reset(), graph_.reset(), runs_ = 0;
 }
 
+void Executor::set_tokens_alternative(const int32_t* alt_src, const int32_t* use_alt_at) {
+  for (size_t i = 0; i < inputs_.size(); ++i) {  // host_inputs_ starts with the Input nodes' copies, in this order
+    if (inputs_[i].second != graph::InputParams::Kind::Tokens) continue;
+    host_inputs_.c[i].alt_src = alt_src, host_inputs_.c[i].use_alt_at = use_alt_at;
+  }
+  exec_.reset(), graph_.reset(), runs_ = 0;
+}
+
 void Executor::write_inputs(::std::span<const int32_t> tokens, ::std::span<const int32_t> positions) {
-  // The previous run may still read the staging (normally long finished).
-  CUDA_CHECK(cudaStreamSynchronize(ctx_.compute()));
+  wait();  // the previous run may still read the staging (normally long finished)
   auto* st = input_staging_.as<uint8_t>();
   for (const auto& [id, kind] : inputs_) {
     const auto src = kind == graph::InputParams::Kind::Tokens ? tokens : positions;
@@ -422,6 +429,7 @@ void Executor::run() {
   if (!opt_.cuda_graph || runs_ == 0) {
     launch_all(s);
     ++runs_;
+    done_.record(s);
     return;
   }
   if (!exec_) {
@@ -445,6 +453,7 @@ void Executor::run() {
   }
   CUDA_CHECK(cudaGraphLaunch(exec_.get(), s));
   ++runs_;
+  done_.record(s);
 }
 
 ::std::vector<float> Executor::read_f32(NodeId id) const {

@@ -93,11 +93,17 @@ class Executor {
   // HostCopies::kMax copies in all.
   void add_host_input(const int32_t* src, void* dst, int32_t n, const int32_t* n_at = nullptr);
 
+  // The Tokens input read from alt_src instead of the staging in the runs where *use_alt_at (page-locked host memory)
+  // is non-zero (HostCopy::alt_src): the decode session's run-ahead. Invalidates any captured graph.
+  void set_tokens_alternative(const int32_t* alt_src, const int32_t* use_alt_at);
+
   // Writes tokens / positions for every Input node of that kind (sizes must match the node) into the page-locked
-  // staging that the run's first step reads; waits for the previous run first.
+  // staging that the run's first step reads; waits for this executor's previous run first (wait()).
   void write_inputs(std::span<const int32_t> tokens, std::span<const int32_t> positions);
   // Queues all steps on the compute stream: plain launches, or (cuda_graph) one replay of the captured graph.
   void run();
+  // Waits until the last run() queued here has finished (other work on the stream after it may still run).
+  void wait() const { done_.synchronize(); }
 
   // Device address of a node's data (activations in the arena, F32 weights in the weight arena).
   void* device_ptr(graph::NodeId id) const;
@@ -170,6 +176,7 @@ class Executor {
   int runs_ = 0;
   Graph graph_;
   GraphExec exec_;
+  Event done_ = Event::create();  // recorded after each run()
 };
 
 }  // namespace cuda

@@ -8,7 +8,8 @@ namespace {
 __global__ void copy_from_host_kernel(HostCopies copies) {
   const HostCopy c = copies.c[blockIdx.x];
   const int32_t n = c.n_at ? min(c.n, max(*c.n_at, 0)) : c.n;
-  for (int32_t i = int32_t(threadIdx.x); i < n; i += int32_t(blockDim.x)) c.dst[i] = c.src[i];
+  const int32_t* src = c.use_alt_at && *c.use_alt_at ? c.alt_src : c.src;
+  for (int32_t i = int32_t(threadIdx.x); i < n; i += int32_t(blockDim.x)) c.dst[i] = src[i];
 }
 
 }  // namespace
@@ -22,8 +23,10 @@ const void* device_address_of_pinned(const void* p) {
 void launch_copy_from_host(const HostCopies& copies, cudaStream_t stream) {
   LLM_REQUIRE(copies.n >= 0 && copies.n <= HostCopies::kMax, "too many host copies");
   if (copies.n == 0) return;
-  for (int i = 0; i < copies.n; ++i)
-    LLM_REQUIRE(copies.c[i].src && copies.c[i].dst && copies.c[i].n >= 0, "host copy: null pointer or negative size");
+  for (int i = 0; i < copies.n; ++i) {
+    const HostCopy& c = copies.c[i];
+    LLM_REQUIRE(c.src && c.dst && c.n >= 0 && (!c.use_alt_at || c.alt_src), "host copy: null pointer or negative size");
+  }
   copy_from_host_kernel<<<unsigned(copies.n), 256, 0, stream>>>(copies);
   CUDA_CHECK_LAUNCH(stream);
 }

@@ -11,12 +11,16 @@ namespace cuda {
 
 // n int32 values from host to dst. src is page-locked host memory as the device addresses it
 // (device_address_of_pinned); when n_at is set (also page-locked host memory), min(n, *n_at) values are copied,
-// *n_at read at run time (a window whose length changes between replays of one captured graph).
+// *n_at read at run time (a window whose length changes between replays of one captured graph). When use_alt_at is
+// set and *use_alt_at is non-zero at run time, the values come from alt_src instead (any memory the device can read:
+// the decode session takes the next token from where the previous run's sampler wrote it).
 struct HostCopy {
   const int32_t* src = nullptr;
   int32_t* dst = nullptr;
   int32_t n = 0;
   const int32_t* n_at = nullptr;
+  const int32_t* alt_src = nullptr;
+  const int32_t* use_alt_at = nullptr;
 };
 
 struct HostCopies {

@@ -1,6 +1,6 @@
 // The run's first kernel reading its inputs from page-locked host memory (cuda/kernels/host_inputs.cuh): fixed and
-// windowed copies, the window's length read at run time and clamped to [0, n], and a captured graph that sees the
-// values written on the host before each replay.
+// windowed copies, the window's length read at run time and clamped to [0, n], the alternative source chosen at run
+// time, and a captured graph that sees the values written on the host before each replay.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -74,6 +74,26 @@ TEST(HostInputs, CapturedGraphReadsTheHostValuesOfEachReplay) {
   CUDA_CHECK(cudaGraphExecDestroy(ge));
   CUDA_CHECK(cudaGraphDestroy(g));
   CUDA_CHECK(cudaStreamDestroy(s));
+}
+
+// The alternative source (the decode session's token taken from the previous step's sample), chosen at run time.
+TEST(HostInputs, AlternativeSourceWhenFlagged) {
+  REQUIRE_GPU();
+  cuda::PinnedBuffer host(16);
+  int32_t* h = host.as<int32_t>();  // h[0] value, h[1] flag
+  const auto* d = static_cast<const int32_t*>(cuda::device_address_of_pinned(h));
+  auto alt = upload(std::vector<int32_t>{42});
+  auto dst = filled(1);
+  cuda::HostCopies c;
+  c.c[0] = {d, dst.as<int32_t>(), 1, nullptr, alt.as<int32_t>(), d + 1};
+  c.n = 1;
+  for (int32_t flag : {0, 1, 0}) {
+    h[0] = 5, h[1] = flag;
+    cuda::launch_copy_from_host(c, nullptr);
+    EXPECT_EQ(download<int32_t>(dst, 1), std::vector<int32_t>{flag ? 42 : 5}) << "flag " << flag;
+  }
+  c.c[0].alt_src = nullptr;  // a flag without an alternative is refused
+  EXPECT_THROW(cuda::launch_copy_from_host(c, nullptr), cuda::InvalidArgument);
 }
 
 TEST(HostInputs, RefusesBadCopies) {

@@ -182,6 +182,59 @@ TEST(GpuSession, CapturedAndPlainDecodingPickSameTokens) {
 }
 
 
+// The next decode step queued ahead (CudaSessionOptions::decode_ahead) picks the tokens the one-step-at-a-time
+// session picks, through every way a caller can leave the expected path: a token other than the sampled one, an
+// eval() in between, a position jump back, a change of sampling parameters (penalties on: nothing is queued ahead),
+// and the context's last position (nothing queued past it).
+TEST(GpuSession, DecodeAheadPicksTheSameTokens) {
+  REQUIRE_GPU();
+  REQUIRE_ASSET(model_path, "models/synth-llama-tok512-Q4_K_M.gguf");
+  auto m = model::Model::load(model_path);
+  app::SamplerParams sp;
+  sp.seed = 99;
+  sp.temp = 1.5f;
+  sp.repeat_penalty = 1.0f;  // no penalties: the run-ahead applies
+  app::SamplerParams pen = sp;
+  pen.repeat_penalty = 1.3f;
+  const std::vector<int32_t> prompt = {1, 291, 410, 456, 425, 417};
+  const int n = 60;
+  const int32_t n_ctx = int32_t(prompt.size()) + n - 10;  // the last steps run into the context's end
+  std::vector<int32_t> runs[2];
+  for (int mode = 0; mode < 2; ++mode) {
+    app::CudaSessionOptions o = graph_opts(true);
+    o.decode_ahead = mode == 1;
+    app::CudaSession s(m, n_ctx, o);
+    std::vector<int32_t> hist = prompt;
+    s.eval(prompt, 0, false);
+    int32_t next = 7;
+    int32_t pos = int32_t(hist.size());
+    for (int i = 1; pos < n_ctx; ++i) {
+      if (i == 15) next = (next + 11) % 512;  // not the sampled token
+      if (i == 25) {                         // an eval() of the expected token, then decoding goes on after it
+        s.eval(std::span<const int32_t>(&next, 1), pos, false);
+        hist.push_back(next);
+        ++pos;
+      }
+      if (i == 32) {  // back four positions, as a caller rewinding its context
+        hist.resize(hist.size() - 4);
+        pos -= 4;
+      }
+      const app::SamplerParams& params = i >= 40 && i < 46 ? pen : sp;
+      hist.push_back(next);
+      const auto t = s.decode_sample(next, pos, {&params, uint64_t(i), hist});
+      ASSERT_TRUE(t.has_value());
+      runs[mode].push_back(*t);
+      next = *t;
+      ++pos;
+    }
+  }
+  EXPECT_EQ(runs[0], runs[1]) << "one step at a time vs queued ahead";
+  EXPECT_GT(runs[0].size(), 40u);
+  int distinct = 0;
+  for (size_t i = 1; i < runs[0].size(); ++i) distinct += runs[0][i] != runs[0][i - 1];
+  EXPECT_GT(distinct, 5) << "sampling produced a degenerate sequence; the test would not discriminate";
+}
+
 // A q8_0 KV cache: GPU and CPU reference with the same cache type agree as closely as with f16 (both round K and V
 // the same way; the GPU's attention then reads them as f16). A 150-token prompt and 40 decode steps cross several
 // 64-slot tiles, splits and both writers (the rope + KV launch and, for qwen3's normed k, the plain KV write);
