@@ -36,7 +36,9 @@ start=$(date +%s)
 
 mem_used() { nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits 2>/dev/null | head -1 | tr -dc '0-9'; }
 device=$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | head -1)
-commit=$(cat "$bin/COMMIT" 2>/dev/null || git rev-parse --short HEAD 2>/dev/null || echo unknown)
+# The binary's own commit first (the device copy's git metadata can be stale).
+commit=$(cat "$bin/COMMIT" 2>/dev/null || "$bin/llm-run" --version 2>/dev/null | sed -n 's/.*(commit \([0-9a-f]*\)).*/\1/p' | grep . ||
+  git rev-parse --short HEAD 2>/dev/null || echo unknown)
 md=$out/soak.md
 
 synth_s=-
