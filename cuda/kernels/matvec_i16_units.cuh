@@ -56,7 +56,7 @@ struct Unit<quant::Type::Q4_K> : mv::Unit<quant::Type::Q4_K> {
   };
   static __device__ __forceinline__ Raw load(const uint8_t* row, int64_t u) {
     const uint8_t* b = row + 144 * (u >> 3);
-    return {__ldg(reinterpret_cast<const uint4*>(b)), __ldg(reinterpret_cast<const uint4*>(b + 16 + 16 * (u & 7)))};
+    return {mv::ldg_w(reinterpret_cast<const uint4*>(b)), mv::ldg_w(reinterpret_cast<const uint4*>(b + 16 + 16 * (u & 7)))};
   }
   static __device__ __forceinline__ float dot(const Raw& r, int64_t u, const Run& x0, const Run& x1) {
     const int j = int(u & 7) >> 1;
@@ -144,7 +144,7 @@ struct UnitQ6_Kx8 : mv::Unit<quant::Type::Q6_K> {
   };
   static __device__ __forceinline__ Raw load(const uint8_t* row, int64_t u) {
     const Q6_Kx8Unit p = q6_kx8_unit(row, u);
-    return {__ldg(reinterpret_cast<const uint4*>(p.ql)), __ldg(reinterpret_cast<const uint2*>(p.qh)),
+    return {mv::ldg_w(reinterpret_cast<const uint4*>(p.ql)), __ldg(reinterpret_cast<const uint2*>(p.qh)),
             __ldg(reinterpret_cast<const uint16_t*>(p.scales)), __ldg(reinterpret_cast<const uint16_t*>(p.d))};
   }
   static __device__ __forceinline__ float dot(const Raw& r, int64_t, const Run& x0, const Run& x1) {

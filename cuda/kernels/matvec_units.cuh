@@ -28,14 +28,26 @@ struct A2x16 {
   uint32_t v[5];
   uint32_t s;
 };
+// Weight loads (read-only for the kernel's lifetime, streamed once per token) with the L2 told to fetch the 256-byte
+// sector group around each miss: a warp's row units span 4-5 lines, read by several instructions.
+__device__ __forceinline__ uint32_t ldg_w(const uint32_t* p) {
+  uint32_t r;
+  asm("ld.global.nc.L2::256B.u32 %0, [%1];" : "=r"(r) : "l"(p));
+  return r;
+}
+__device__ __forceinline__ uint4 ldg_w(const uint4* p) {
+  uint4 r;
+  asm("ld.global.nc.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
+  return r;
+}
 __device__ __forceinline__ A2x16 load_a2(const uint8_t* p) {
   const uintptr_t a = reinterpret_cast<uintptr_t>(p);
   const uint32_t* b = reinterpret_cast<const uint32_t*>(a & ~uintptr_t(3));
   A2x16 r;
   r.s = uint32_t(a & 2u) * 8u;
 #pragma unroll
-  for (int i = 0; i < 4; ++i) r.v[i] = __ldg(b + i);
-  r.v[4] = r.s ? __ldg(b + 4) : 0u;
+  for (int i = 0; i < 4; ++i) r.v[i] = ldg_w(b + i);
+  r.v[4] = r.s ? ldg_w(b + 4) : 0u;
   return r;
 }
 __device__ __forceinline__ void join_a2(const A2x16& r, uint32_t (&w)[4]) {
