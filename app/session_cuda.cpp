@@ -209,7 +209,7 @@ void CudaSession::sampler_graphs(const SamplerParams& p) {
   ahead_.valid = false;
   sample_params_ = p;
   const auto device_int = [](const cuda::PinnedBuffer& b) {
-    return static_cast<int32_t*>(const_cast<void*>(cuda::device_address_of_pinned(b.get())));
+    return static_cast<int32_t*>(cuda::device_address_of_pinned(b.get()));
   };
   int32_t* const tokens = device_int(tokens_host_);
   static_assert(sizeof(DecodeStaging) % 4 == 0 && offsetof(DecodeStaging, state) == 0 &&

@@ -139,7 +139,7 @@ void Executor::add_host_input(const int32_t* src, void* dst, int32_t n, const in
   if (host_inputs_.n == HostCopies::kMax) throw InvalidArgument("more than " + ::std::to_string(HostCopies::kMax) +
                                                                 " inputs copied from the host");
   host_inputs_.c[host_inputs_.n++] = HostCopy{src, static_cast<int32_t*>(dst), n, n_at};
-  exec_.reset(), graph_.reset(), runs_ = 0;
+  drop_capture();
 }
 
 bool Executor::regrouped(const Node& w) const {
@@ -392,9 +392,11 @@ const FusedElementwise* Executor::fused(const FusedShape& shape) {
   }
 }
 
+void Executor::drop_capture() { exec_.reset(), graph_.reset(), runs_ = 0; }
+
 void Executor::append_step(::std::function<void(cudaStream_t)> step) {
   steps_.push_back(::std::move(step));
-  exec_.reset(), graph_.reset(), runs_ = 0;
+  drop_capture();
 }
 
 void Executor::set_tokens_alternative(const int32_t* alt_src, const int32_t* use_alt_at) {
@@ -402,7 +404,7 @@ void Executor::set_tokens_alternative(const int32_t* alt_src, const int32_t* use
     if (inputs_[i].second != graph::InputParams::Kind::Tokens) continue;
     host_inputs_.c[i].alt_src = alt_src, host_inputs_.c[i].use_alt_at = use_alt_at;
   }
-  exec_.reset(), graph_.reset(), runs_ = 0;
+  drop_capture();
 }
 
 void Executor::write_inputs(::std::span<const int32_t> tokens, ::std::span<const int32_t> positions) {

@@ -89,8 +89,8 @@ class Executor {
   void append_step(std::function<void(cudaStream_t)> step);
   // One more copy for the run's first step, which reads the inputs from page-locked host memory (HostCopy: n int32
   // values from src, at most *n_at when n_at is set; both page-locked host memory as the device addresses it,
-  // device_address_of_pinned); the caller writes src before each run(), after the previous run finished. Invalidates any captured graph. Throws cuda::InvalidArgument past
-  // HostCopies::kMax copies in all.
+  // device_address_of_pinned); the caller writes src before each run(), after the previous run finished.
+  // Invalidates any captured graph. Throws cuda::InvalidArgument past HostCopies::kMax copies in all.
   void add_host_input(const int32_t* src, void* dst, int32_t n, const int32_t* n_at = nullptr);
 
   // The Tokens input read from alt_src instead of the staging in the runs where *use_alt_at (page-locked host memory)
@@ -118,6 +118,7 @@ class Executor {
  private:
   using Step = std::function<void(cudaStream_t)>;
   void lower(const graph::Node& n);
+  void drop_capture();  // the steps or their inputs changed: the next run() launches plainly, then captures anew
   const void* weight_ptr(const graph::Node& w) const;
   bool regrouped(const graph::Node& w) const;  // a Q6_K weight in its regrouped layout (q6_kx8.cuh)
   const float* f32_in(const graph::Node& n, size_t i) const;

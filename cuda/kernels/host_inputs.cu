@@ -14,7 +14,7 @@ __global__ void copy_from_host_kernel(HostCopies copies) {
 
 }  // namespace
 
-const void* device_address_of_pinned(const void* p) {
+void* device_address_of_pinned(const void* p) {
   void* d = nullptr;
   CUDA_CHECK(cudaHostGetDevicePointer(&d, const_cast<void*>(p), 0));
   return d;

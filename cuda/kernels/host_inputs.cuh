@@ -30,8 +30,8 @@ struct HostCopies {
 };
 
 // The device's address of page-locked host memory p (cudaHostGetDevicePointer; the same address under unified
-// addressing).
-const void* device_address_of_pinned(const void* p);
+// addressing); kernels may read and write through it.
+void* device_address_of_pinned(const void* p);
 
 // One block per copy; nothing is launched for an empty set.
 void launch_copy_from_host(const HostCopies& copies, cudaStream_t stream);

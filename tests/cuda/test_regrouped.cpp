@@ -29,6 +29,19 @@ std::vector<uint8_t> regrouped(const std::vector<uint8_t>& w, int64_t K, int64_t
   return out;
 }
 
+// One random Q6_K row of K values: as in GGUF, regrouped, and its values as the GGUF decoder gives them.
+struct OneRow {
+  std::vector<uint8_t> gguf, regrouped;
+  std::vector<float> values;
+};
+OneRow one_row(std::mt19937& rng, int64_t K) {
+  OneRow r;
+  r.gguf = random_weights(rng, Type::Q6_K, K, 1);
+  r.regrouped = regrouped(r.gguf, K, 1);
+  r.values = ref_row(r.gguf, Type::Q6_K, K, 0);
+  return r;
+}
+
 float scale_at(const uint8_t* p) {
   uint16_t h;
   std::memcpy(&h, p, 2);
@@ -73,9 +86,9 @@ TEST(Q6_Kx8Layout, HostRegroupKeepsEveryValue) {
 TEST(Q6_Kx8Layout, CodesAreTheValuesCodes) {
   std::mt19937 rng(85);
   const int64_t K = 2048;
-  const auto w = random_weights(rng, Type::Q6_K, K, 1);
-  const auto g = regrouped(w, K, 1);
-  const auto ref = ref_row(w, Type::Q6_K, K, 0);
+  const OneRow row = one_row(rng, K);
+  const auto& g = row.regrouped;
+  const auto& ref = row.values;
   int checked = 0;
   for (int64_t u = 0; u < K / 32; ++u) {
     const cuda::Q6_Kx8Unit p = cuda::q6_kx8_unit(g.data(), u);
@@ -105,16 +118,14 @@ TEST(Q6_Kx8Layout, CodesAreTheValuesCodes) {
 TEST(Q6_Kx8Layout, DequantDecoderGivesTheGgufValues) {
   std::mt19937 rng(86);
   const int64_t K = 4096;
-  const auto w = random_weights(rng, Type::Q6_K, K, 1);
-  const auto g = regrouped(w, K, 1);
-  const auto ref = ref_row(w, Type::Q6_K, K, 0);
+  const OneRow row = one_row(rng, K);
   std::vector<float> got(K);
   for (int64_t c = 0; c < K / 32; ++c) {
     float v[32];
-    cuda::q6_kx8_dequant_chunk(g.data(), c, v);
+    cuda::q6_kx8_dequant_chunk(row.regrouped.data(), c, v);
     std::copy(v, v + 32, got.begin() + 32 * c);
   }
-  EXPECT_EQ(got, ref);
+  EXPECT_EQ(got, row.values);
 }
 
 TEST(Q6_Kx8Layout, KernelRegroupsInPlaceAsTheHost) {
