@@ -1,13 +1,15 @@
 // cp.async (sm_80+): 16-byte global -> shared copies that complete asynchronously, so a thread can keep several
 // tiles or weight groups in flight without holding them in registers. Completion is per thread: commit_group after
 // a batch, wait_group N until at most N of the thread's batches are pending; other threads' copies need a barrier.
+// The 16-byte forms ask the L2 for the 256-byte sector group around a miss (KV tiles are contiguous runs of slots:
+// 8B at 16k, tg128 309.5 -> 310.5 on the H100; docs/kernel-notes.md).
 #pragma once
 #include <cuda_runtime.h>
 
 namespace cuda {
 
 __device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(unsigned(__cvta_generic_to_shared(smem))),
+  asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16;" ::"r"(unsigned(__cvta_generic_to_shared(smem))),
                "l"(gmem));
 }
 
@@ -16,7 +18,7 @@ __device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
 // slot's scales). The wait carries a compiler memory barrier, for callers that follow it with __syncwarp rather
 // than __syncthreads.
 __device__ __forceinline__ void cp_async16_zfill(void* smem, const void* gmem, int src_bytes) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(unsigned(__cvta_generic_to_shared(smem))),
+  asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16, %2;" ::"r"(unsigned(__cvta_generic_to_shared(smem))),
                "l"(gmem), "r"(src_bytes)
                : "memory");
 }

@@ -56,7 +56,8 @@ struct Unit<quant::Type::Q4_K> : mv::Unit<quant::Type::Q4_K> {
   };
   static __device__ __forceinline__ Raw load(const uint8_t* row, int64_t u) {
     const uint8_t* b = row + 144 * (u >> 3);
-    return {mv::ldg_w(reinterpret_cast<const uint4*>(b)), mv::ldg_w(reinterpret_cast<const uint4*>(b + 16 + 16 * (u & 7)))};
+    return {mv::ldg_w(reinterpret_cast<const uint4*>(b)),
+            mv::ldg_w(reinterpret_cast<const uint4*>(b + 16 + 16 * (u & 7)))};
   }
   static __device__ __forceinline__ float dot(const Raw& r, int64_t u, const Run& x0, const Run& x1) {
     const int j = int(u & 7) >> 1;
@@ -89,8 +90,8 @@ struct Unit<quant::Type::Q6_K> : mv::Unit<quant::Type::Q6_K> {
     r.l = load_a2(b + 64 * n + 32 * kk + 16 * g);
     r.h = load_a2(b + 128 + 32 * n + 16 * g);
     const uint8_t* sc = b + 192 + 8 * n + 2 * kk + g;
-    r.sc = uint32_t(__ldg(sc)) | (uint32_t(__ldg(sc + 4)) << 8);
-    r.d = __ldg(reinterpret_cast<const uint16_t*>(b + 208));
+    r.sc = uint32_t(mv::ldg_w(sc)) | (uint32_t(mv::ldg_w(sc + 4)) << 8);
+    r.d = mv::ldg_w(reinterpret_cast<const uint16_t*>(b + 208));
     return r;
   }
   static __device__ __forceinline__ float dot(const Raw& r, int64_t u, const Run& x0, const Run& x1) {
@@ -121,7 +122,7 @@ struct Unit<quant::Type::Q4_0> : mv::Unit<quant::Type::Q4_0> {
   };
   static __device__ __forceinline__ Raw load(const uint8_t* row, int64_t u) {
     const uint8_t* b = row + 18 * u;
-    return {load_a2(b + 2), __ldg(reinterpret_cast<const uint16_t*>(b))};
+    return {load_a2(b + 2), mv::ldg_w(reinterpret_cast<const uint16_t*>(b))};
   }
   static __device__ __forceinline__ float dot(const Raw& r, int64_t, const Run& x0, const Run& x1) {
     uint32_t q[4], lo[4], hi[4];
@@ -144,8 +145,8 @@ struct UnitQ6_Kx8 : mv::Unit<quant::Type::Q6_K> {
   };
   static __device__ __forceinline__ Raw load(const uint8_t* row, int64_t u) {
     const Q6_Kx8Unit p = q6_kx8_unit(row, u);
-    return {mv::ldg_w(reinterpret_cast<const uint4*>(p.ql)), __ldg(reinterpret_cast<const uint2*>(p.qh)),
-            __ldg(reinterpret_cast<const uint16_t*>(p.scales)), __ldg(reinterpret_cast<const uint16_t*>(p.d))};
+    return {mv::ldg_w(reinterpret_cast<const uint4*>(p.ql)), mv::ldg_w(reinterpret_cast<const uint2*>(p.qh)),
+            mv::ldg_w(reinterpret_cast<const uint16_t*>(p.scales)), mv::ldg_w(reinterpret_cast<const uint16_t*>(p.d))};
   }
   static __device__ __forceinline__ float dot(const Raw& r, int64_t, const Run& x0, const Run& x1) {
     const uint32_t l[4] = {r.l.x, r.l.y, r.l.z, r.l.w}, hw[2] = {r.h.x, r.h.y};
@@ -167,7 +168,7 @@ struct Unit<quant::Type::Q8_0> : mv::Unit<quant::Type::Q8_0> {
   };
   static __device__ __forceinline__ Raw load(const uint8_t* row, int64_t u) {
     const uint8_t* b = row + 34 * u;
-    return {load_a2(b + 2), load_a2(b + 18), __ldg(reinterpret_cast<const uint16_t*>(b))};
+    return {load_a2(b + 2), load_a2(b + 18), mv::ldg_w(reinterpret_cast<const uint16_t*>(b))};
   }
   static __device__ __forceinline__ float dot(const Raw& r, int64_t, const Run& x0, const Run& x1) {
     uint32_t q0[4], q1[4];

@@ -35,6 +35,21 @@ __device__ __forceinline__ uint32_t ldg_w(const uint32_t* p) {
   asm("ld.global.nc.L2::256B.u32 %0, [%1];" : "=r"(r) : "l"(p));
   return r;
 }
+__device__ __forceinline__ uint16_t ldg_w(const uint16_t* p) {
+  uint16_t r;
+  asm("ld.global.nc.L2::256B.u16 %0, [%1];" : "=h"(r) : "l"(p));
+  return r;
+}
+__device__ __forceinline__ uint8_t ldg_w(const uint8_t* p) {
+  uint16_t r;
+  asm("ld.global.nc.L2::256B.u8 %0, [%1];" : "=h"(r) : "l"(p));
+  return uint8_t(r);
+}
+__device__ __forceinline__ uint2 ldg_w(const uint2* p) {
+  uint2 r;
+  asm("ld.global.nc.L2::256B.v2.u32 {%0, %1}, [%2];" : "=r"(r.x), "=r"(r.y) : "l"(p));
+  return r;
+}
 __device__ __forceinline__ uint4 ldg_w(const uint4* p) {
   uint4 r;
   asm("ld.global.nc.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
