@@ -8,6 +8,7 @@
 // Launched as a programmatic dependent launch (pdl.cuh): the first row group's weights load while the previous
 // kernel finishes; x, the residual and the position are read after pdl_wait().
 #include <atomic>
+#include <cstdlib>
 #include <utility>
 
 #include <cuda_fp16.h>
@@ -142,12 +143,12 @@ __device__ __forceinline__ void write_rope_kv(const MatvecParams& p, const Segme
   }
 }
 
-// Block `block` of a launch over the matrices of sg (all of type T; kX8: regrouped at upload, q6_kx8.cuh).
-template <quant::Type T, int R, bool kX8 = false>
+// Block `block` of a launch over the matrices of sg, all of type T, read by the unit mv16::UnitFor<T, kAlt>.
+template <quant::Type T, int R, bool kAlt = false>
 __device__ __forceinline__ void matvec_i16_body(const MatvecParams& p, const Segments& sg, size_t row_bytes,
                                                 int64_t groups_per_block, int64_t block) {
-  static_assert(!kX8 || T == quant::Type::Q6_K, "only Q6_K is regrouped");
-  using U = typename mv16::UnitFor<T, kX8>::type;
+  static_assert(!kAlt || T == quant::Type::Q6_K || T == quant::Type::Q4_0, "no alternative unit");
+  using U = typename mv16::UnitFor<T, kAlt>::type;
   extern __shared__ float part[];  // [warps][groups_per_block * R]
   __shared__ float red[32];
   const int u = threadIdx.x, lane = u & 31, warp = u >> 5, n_warps = blockDim.x >> 5;
@@ -244,20 +245,20 @@ __device__ __forceinline__ void matvec_i16_body(const MatvecParams& p, const Seg
   }
 }
 
-template <quant::Type T, int R, bool kX8 = false>
+template <quant::Type T, int R, bool kAlt = false>
 __global__ void __launch_bounds__(kMaxUnits, 1)
     matvec_i16_kernel(MatvecParams p, Segments sg, size_t row_bytes, int64_t groups_per_block) {
-  matvec_i16_body<T, R, kX8>(p, sg, row_bytes, groups_per_block, blockIdx.x);
+  matvec_i16_body<T, R, kAlt>(p, sg, row_bytes, groups_per_block, blockIdx.x);
 }
 
 // Siblings of two types in one launch (a Q4_K_M file's Q4_K q/k with its Q6_K v): blocks [0, blocks_a) run the
 // matrices of type TA, the rest those of type TB, all reading the same x.
-template <quant::Type TA, int RA, quant::Type TB, int RB, bool kX8B = false>
+template <quant::Type TA, int RA, quant::Type TB, int RB, bool kAltB = false>
 __global__ void __launch_bounds__(kMaxUnits, 1)
     matvec_i16_pair_kernel(MatvecParams p, Segments sa, Segments sb, size_t rb_a, size_t rb_b, int64_t gpb_a,
                            int64_t gpb_b, int64_t blocks_a) {
   if (blockIdx.x < blocks_a) matvec_i16_body<TA, RA>(p, sa, rb_a, gpb_a, blockIdx.x);
-  else matvec_i16_body<TB, RB, kX8B>(p, sb, rb_b, gpb_b, blockIdx.x - blocks_a);
+  else matvec_i16_body<TB, RB, kAltB>(p, sb, rb_b, gpb_b, blockIdx.x - blocks_a);
 }
 
 // Resident blocks per SM of `kernel` at this block size, cached per (kernel, warp count) by the caller's static.
@@ -296,12 +297,12 @@ int64_t groups_per_block(int64_t n_groups, int64_t max_blocks, int warps, int R,
   return gpb < cap ? gpb : cap;
 }
 
-template <quant::Type T, int R, bool kX8 = false>
+template <quant::Type T, int R, bool kAlt = false>
 void launch_i16(const MatvecParams& p, size_t rb, cudaStream_t stream) {
   const int threads = int((p.K / 32 + 31) / 32 * 32);
   const int warps = threads / 32;
   static ::std::atomic<int> per_sm[kMaxUnits / 32 + 1];
-  const int bps = blocks_per_sm(matvec_i16_kernel<T, R, kX8>, threads, per_sm);
+  const int bps = blocks_per_sm(matvec_i16_kernel<T, R, kAlt>, threads, per_sm);
   Segments sg = segments_of(p, T, R);
   if (p.swiglu_out) {  // gate first (swapped when it is the sibling)
     if (p.swiglu_gate_is_sibling)
@@ -313,18 +314,18 @@ void launch_i16(const MatvecParams& p, size_t rb, cudaStream_t stream) {
   const int64_t grid = (sg.first[sg.n] + gpb - 1) / gpb;
   LLM_REQUIRE(grid <= 0x7fffffff, "too many rows");
   const size_t smem = size_t(warps) * size_t(gpb) * R * 4;
-  launch_pdl(matvec_i16_kernel<T, R, kX8>, dim3(unsigned(grid)), dim3(unsigned(threads)), smem, stream, p, sg, rb,
+  launch_pdl(matvec_i16_kernel<T, R, kAlt>, dim3(unsigned(grid)), dim3(unsigned(threads)), smem, stream, p, sg, rb,
              gpb);
 }
 
 // Main of type TA (with same-type siblings) plus siblings of type TB: the resident blocks are shared in proportion
 // to each type's bytes.
-template <quant::Type TA, int RA, quant::Type TB, int RB, bool kX8B = false>
+template <quant::Type TA, int RA, quant::Type TB, int RB, bool kAltB = false>
 void launch_i16_pair(const MatvecParams& p, cudaStream_t stream) {
   const int threads = int((p.K / 32 + 31) / 32 * 32);
   const int warps = threads / 32;
   static ::std::atomic<int> per_sm[kMaxUnits / 32 + 1];
-  const int bps = blocks_per_sm(matvec_i16_pair_kernel<TA, RA, TB, RB, kX8B>, threads, per_sm);
+  const int bps = blocks_per_sm(matvec_i16_pair_kernel<TA, RA, TB, RB, kAltB>, threads, per_sm);
   const size_t rb_a = quant::row_bytes(TA, p.K), rb_b = quant::row_bytes(TB, p.K);
   const Segments sa = segments_of(p, TA, RA), sb = segments_of(p, TB, RB);
   const double bytes_a = double(sa.first[sa.n]) * RA * rb_a, bytes_b = double(sb.first[sb.n]) * RB * rb_b;
@@ -336,7 +337,7 @@ void launch_i16_pair(const MatvecParams& p, cudaStream_t stream) {
   const int64_t blocks_a = (sa.first[sa.n] + gpb_a - 1) / gpb_a, blocks_b = (sb.first[sb.n] + gpb_b - 1) / gpb_b;
   LLM_REQUIRE(blocks_a + blocks_b <= 0x7fffffff, "too many rows");
   const size_t smem = size_t(warps) * 4 * size_t(gpb_a * RA > gpb_b * RB ? gpb_a * RA : gpb_b * RB);
-  launch_pdl(matvec_i16_pair_kernel<TA, RA, TB, RB, kX8B>, dim3(unsigned(blocks_a + blocks_b)),
+  launch_pdl(matvec_i16_pair_kernel<TA, RA, TB, RB, kAltB>, dim3(unsigned(blocks_a + blocks_b)),
              dim3(unsigned(threads)), smem, stream, p, sa, sb, rb_a, rb_b, gpb_a, gpb_b, blocks_a);
 }
 
@@ -350,6 +351,20 @@ bool rope_kv_epilogue_fits(const MatvecParams& p) {
   const int64_t n_kv = p.siblings[0].N / e.head_dim;
   return p.N % e.head_dim == 0 && p.siblings[0].N % e.head_dim == 0 && n_kv > 0 &&
          p.siblings[1].N == n_kv * e.head_dim_v;
+}
+
+// Whether every matrix of a Q4_0 launch can be read by aligned runs of 8 blocks (mv16::UnitQ4_0Runs): K a multiple
+// of 256 (so rows are whole runs and 16-byte multiples) and each matrix 16-byte aligned.
+bool q4_0_runs_fit(const MatvecParams& p) {
+  static const bool enabled = [] {
+    const char* e = ::std::getenv("LLM_CUDA_Q4_0_RUNS");
+    return !(e && e[0] == '0');
+  }();
+  const auto aligned = [](const void* q) { return reinterpret_cast<uintptr_t>(q) % 16 == 0; };
+  if (!enabled || p.K % 256 != 0 || !aligned(p.w)) return false;
+  for (int i = 0; i < p.n_siblings; ++i)
+    if (!aligned(p.siblings[i].w)) return false;
+  return true;
 }
 
 bool i16_type(quant::Type t) {
@@ -414,7 +429,11 @@ void launch_matvec_i16(const MatvecParams& p, cudaStream_t stream) {
       small ? launch_i16<quant::Type::Q4_K, 2>(p, rb, stream) : launch_i16<quant::Type::Q4_K, 4>(p, rb, stream);
       break;
     case quant::Type::Q4_0:
-      small ? launch_i16<quant::Type::Q4_0, 2>(p, rb, stream) : launch_i16<quant::Type::Q4_0, 4>(p, rb, stream);
+      if (q4_0_runs_fit(p))
+        small ? launch_i16<quant::Type::Q4_0, 2, true>(p, rb, stream)
+              : launch_i16<quant::Type::Q4_0, 4, true>(p, rb, stream);
+      else
+        small ? launch_i16<quant::Type::Q4_0, 2>(p, rb, stream) : launch_i16<quant::Type::Q4_0, 4>(p, rb, stream);
       break;
     case quant::Type::Q6_K:
       // Regrouped: 4 rows for an LM head (dozens of groups per block: 152 us against 158 at R = 2 on the 8B's),

@@ -134,6 +134,40 @@ struct Unit<quant::Type::Q4_0> : mv::Unit<quant::Type::Q4_0> {
   }
 };
 
+// Q4_0 read by runs of 8 blocks (144 bytes: 16-byte aligned when the row is and K % 256 == 0). The lane of unit u
+// loads the run's 16-byte chunks j = u % 8 and j + 1, which hold its block (run bytes 18j..18j+17 are bytes
+// 2j..2j+17 of the pair): two wide loads where the file-order unit needs five 4-byte words and a 2-byte scale, so a
+// warp's row costs about a third of the L1 requests. The lanes' different offsets are resolved by selects.
+struct UnitQ4_0Runs : Unit<quant::Type::Q4_0> {
+  struct Raw {
+    uint4 a, b;
+  };
+  static __device__ __forceinline__ Raw load(const uint8_t* row, int64_t u) {
+    const uint4* c = reinterpret_cast<const uint4*>(row + 144 * (u >> 3)) + (u & 7);
+    return {mv::ldg_w(c), mv::ldg_w(c + 1)};
+  }
+  static __device__ __forceinline__ float dot(const Raw& r, int64_t u, const Run& x0, const Run& x1) {
+    const int j = int(u & 7);
+    const uint32_t c[8] = {r.a.x, r.a.y, r.a.z, r.a.w, r.b.x, r.b.y, r.b.z, r.b.w};
+    // The block starts at half-word j of the pair: words j / 2 on (two select steps), then its scale is the low
+    // half of the first word and its quants start mid-word (j even), or the high half and the next word (j odd).
+    uint32_t e[6], w[5];
+#pragma unroll
+    for (int k = 0; k < 6; ++k) e[k] = (j & 4) ? c[k + 2] : c[k];
+#pragma unroll
+    for (int k = 0; k < 5; ++k) w[k] = (j & 2) ? e[k + 1] : e[k];
+    const uint32_t odd = uint32_t(j & 1);
+    const uint32_t d = (w[0] >> (16u * odd)) & 0xffffu;
+    uint32_t q[4], lo[4], hi[4];
+#pragma unroll
+    for (int k = 0; k < 4; ++k) q[k] = __funnelshift_rc(w[k], w[k + 1], 16u + 16u * odd);
+    nibbles<0>(q, lo);
+    nibbles<4>(q, hi);
+    const float f = float(dot16(lo, x0)) * x0.s + float(dot16(hi, x1)) * x1.s - 8.0f * (x0.S + x1.S);
+    return h2f(d) * f;
+  }
+};
+
 // Q6_K regrouped at upload (q6_kx8.cuh): a unit's 16 ql bytes (one aligned load), its 16 high-bit nibbles (one
 // 8-byte load), its two scales and d. Same values and element order as Q6_K.
 struct UnitQ6_Kx8 : mv::Unit<quant::Type::Q6_K> {
@@ -178,14 +212,19 @@ struct Unit<quant::Type::Q8_0> : mv::Unit<quant::Type::Q8_0> {
   }
 };
 
-// The unit of type T as stored: regrouped at upload (kX8: Q6_K only) or as in GGUF.
-template <quant::Type T, bool kX8>
+// The unit of type T as read: the alternative (kAlt) is Q6_K regrouped at upload, or Q4_0 read by aligned runs;
+// otherwise the GGUF layout, unit by unit.
+template <quant::Type T, bool kAlt>
 struct UnitFor {
   using type = Unit<T>;
 };
 template <>
 struct UnitFor<quant::Type::Q6_K, true> {
   using type = UnitQ6_Kx8;
+};
+template <>
+struct UnitFor<quant::Type::Q4_0, true> {
+  using type = UnitQ4_0Runs;
 };
 
 }  // namespace cuda::mv16
