@@ -1,12 +1,14 @@
 // Decode matrix-vector product for one column with int16 activations (v5, docs/kernel-notes.md).
-// Layout: a block has one thread per 32-weight unit of K (matvec_i16_units.cuh), so each thread loads, optionally
-// RMS-normalises, and quantizes its unit's 32 activations once, into registers, and then streams over the rows of a
-// contiguous range of row groups, R rows at a time, with the next group's weights loaded before the current one is
-// dotted (the load of group g + 1 is in flight while group g computes). Grid: just enough blocks for the resident
-// limit, each owning a balanced share of the row groups, so blocks live long and x is quantized once per block.
+// Layout: a block is 1-4 row slices of one thread per 32-weight unit of K (matvec_i16_units.cuh); the first slice
+// loads, optionally RMS-normalises, and quantizes each unit's 32 activations once and shares them (shared memory),
+// and every thread then streams over its slice's share of the block's row groups, R rows at a time, with the next
+// group's weights loaded before the current one is dotted (the load of group g + slices is in flight while group g
+// computes). Grid: just enough blocks for the resident limit, each owning a balanced share of the row groups, so
+// blocks live long and x is quantized once per block.
 // Row sums: lanes reduce across the warp (butterfly over the R rows), warps across the block once at the end.
 // Launched as a programmatic dependent launch (pdl.cuh): the first row group's weights load while the previous
 // kernel finishes; x, the residual and the position are read after pdl_wait().
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <utility>
@@ -144,14 +146,26 @@ __device__ __forceinline__ void write_rope_kv(const MatvecParams& p, const Segme
 }
 
 // Block `block` of a launch over the matrices of sg, all of type T, read by the unit mv16::UnitFor<T, kAlt>.
-template <quant::Type T, int R, bool kAlt = false>
+// The block is `slices` row slices of blockDim.x / slices threads (one per unit, as many as one block had before):
+// slice s streams the groups g0 + s, g0 + s + slices, ..., and all of them share the quantized x, which slice 0
+// alone reads from L2, normalises and quantizes, then publishes in shared memory. Why: every block reads all of x
+// (K floats) right after pdl_wait(), so with one slice per block a 4096-wide launch re-read 16 KiB of x 512 times
+// (8 MiB of L2 traffic on the launch's critical path); slices divide that by their count.
+// kSliced false: one slice, compiled without the sharing (slices_arg ignored).
+template <quant::Type T, int R, bool kAlt, bool kSliced>
 __device__ __forceinline__ void matvec_i16_body(const MatvecParams& p, const Segments& sg, size_t row_bytes,
-                                                int64_t groups_per_block, int64_t block) {
+                                                int64_t groups_per_block, int slices_arg, int64_t block) {
+  const int slices = kSliced ? slices_arg : 1;
   static_assert(!kAlt || T == quant::Type::Q6_K || T == quant::Type::Q4_0, "no alternative unit");
   using U = typename mv16::UnitFor<T, kAlt>::type;
-  extern __shared__ float part[];  // [warps][groups_per_block * R]
+  // [warps of a slice][groups_per_block * R] partial sums, then (slices > 1) x's runs as mv16::Run fields, SoA:
+  // field f (q[0..7], s, S) of run r (0, 1) of unit u at runs[(10 r + f) * tps + u].
+  extern __shared__ float part[];
   __shared__ float red[32];
-  const int u = threadIdx.x, lane = u & 31, warp = u >> 5, n_warps = blockDim.x >> 5;
+  const int tps = kSliced ? int(blockDim.x) / slices : int(blockDim.x);  // threads per slice, a multiple of 32
+  const int slice = kSliced ? int(threadIdx.x) / tps : 0;
+  const int u = kSliced ? int(threadIdx.x) % tps : int(threadIdx.x), lane = u & 31, warp = u >> 5;
+  const int n_warps = tps >> 5;
   const int64_t n_units = p.K / 32;
   const bool active = u < n_units;
 
@@ -170,14 +184,16 @@ __device__ __forceinline__ void matvec_i16_body(const MatvecParams& p, const Seg
       dst[r] = U::load(w + n * row_bytes, u);
     }
   };
+  const int64_t first = g0 + slice;  // this slice's first group
   pdl_launch_dependents();
-  if (active && g0 < g1) load_group(cur, g0);  // weights: before the wait, overlapping the previous kernel's tail
+  if (active && first < g1) load_group(cur, first);  // weights: before the wait, overlapping the previous kernel
   pdl_wait();
   const int32_t pos = p.rope_kv.q_out ? *p.rope_kv.position : 0;  // loaded with x, under the first weights
 
-  // This thread's 32 activations: two runs of 16.
+  // This unit's 32 activations: two runs of 16 (slice 0 reads them; the others get the runs from it).
+  const bool reader = active && slice == 0;
   float xa[16], xb[16];
-  if (active) {
+  if (reader) {
     load16<false>(p.x + U::seg0(u), xa);
     load16<false>(p.x + U::seg0(u) + U::kOff1, xb);
   } else {
@@ -190,12 +206,12 @@ __device__ __forceinline__ void matvec_i16_body(const MatvecParams& p, const Seg
     for (int i = 0; i < 16; ++i) ss = fmaf(xa[i], xa[i], fmaf(xb[i], xb[i], ss));
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
-    if (lane == 0) red[warp] = ss;
+    if (lane == 0 && slice == 0) red[warp] = ss;
     __syncthreads();
     float total = 0.0f;
     for (int w = 0; w < n_warps; ++w) total += red[w];
     const float scale = 1.0f / sqrtf(total / float(p.K) + p.norm_eps);
-    if (active) {
+    if (reader) {
       float wa[16], wb[16];
       load16<true>(p.norm_w + U::seg0(u), wa);
       load16<true>(p.norm_w + U::seg0(u) + U::kOff1, wb);
@@ -203,10 +219,25 @@ __device__ __forceinline__ void matvec_i16_body(const MatvecParams& p, const Seg
       for (int i = 0; i < 16; ++i) xa[i] = xa[i] * scale * wa[i], xb[i] = xb[i] * scale * wb[i];
     }
   }
-  const mv16::Run x0 = quantize_run(xa), x1 = quantize_run(xb);
+  mv16::Run x0 = quantize_run(xa), x1 = quantize_run(xb);
+  if (slices > 1) {
+    float* runs = part + n_warps * cap;
+    const auto field = [&](int r, int f) -> float& { return runs[(10 * r + f) * tps + u]; };
+    if (slice == 0) {
+#pragma unroll
+      for (int f = 0; f < 8; ++f) field(0, f) = __int_as_float(x0.q[f]), field(1, f) = __int_as_float(x1.q[f]);
+      field(0, 8) = x0.s, field(0, 9) = x0.S, field(1, 8) = x1.s, field(1, 9) = x1.S;
+    }
+    __syncthreads();
+    if (slice != 0) {
+#pragma unroll
+      for (int f = 0; f < 8; ++f) x0.q[f] = __float_as_int(field(0, f)), x1.q[f] = __float_as_int(field(1, f));
+      x0.s = field(0, 8), x0.S = field(0, 9), x1.s = field(1, 8), x1.S = field(1, 9);
+    }
+  }
 
-  for (int64_t g = g0; g < g1; ++g) {
-    if (active && g + 1 < g1) load_group(nxt, g + 1);
+  for (int64_t g = first; g < g1; g += slices) {
+    if (active && g + slices < g1) load_group(nxt, g + slices);
     float acc[R];
 #pragma unroll
     for (int r = 0; r < R; ++r) acc[r] = active ? U::dot(cur[r], u, x0, x1) : 0.0f;
@@ -245,20 +276,20 @@ __device__ __forceinline__ void matvec_i16_body(const MatvecParams& p, const Seg
   }
 }
 
-template <quant::Type T, int R, bool kAlt = false>
+template <quant::Type T, int R, bool kAlt, bool kSliced>
 __global__ void __launch_bounds__(kMaxUnits, 1)
-    matvec_i16_kernel(MatvecParams p, Segments sg, size_t row_bytes, int64_t groups_per_block) {
-  matvec_i16_body<T, R, kAlt>(p, sg, row_bytes, groups_per_block, blockIdx.x);
+    matvec_i16_kernel(MatvecParams p, Segments sg, size_t row_bytes, int64_t groups_per_block, int slices) {
+  matvec_i16_body<T, R, kAlt, kSliced>(p, sg, row_bytes, groups_per_block, slices, blockIdx.x);
 }
 
 // Siblings of two types in one launch (a Q4_K_M file's Q4_K q/k with its Q6_K v): blocks [0, blocks_a) run the
 // matrices of type TA, the rest those of type TB, all reading the same x.
-template <quant::Type TA, int RA, quant::Type TB, int RB, bool kAltB = false>
+template <quant::Type TA, int RA, quant::Type TB, int RB, bool kAltB, bool kSliced>
 __global__ void __launch_bounds__(kMaxUnits, 1)
     matvec_i16_pair_kernel(MatvecParams p, Segments sa, Segments sb, size_t rb_a, size_t rb_b, int64_t gpb_a,
-                           int64_t gpb_b, int64_t blocks_a) {
-  if (blockIdx.x < blocks_a) matvec_i16_body<TA, RA>(p, sa, rb_a, gpb_a, blockIdx.x);
-  else matvec_i16_body<TB, RB, kAltB>(p, sb, rb_b, gpb_b, blockIdx.x - blocks_a);
+                           int64_t gpb_b, int64_t blocks_a, int slices) {
+  if (blockIdx.x < blocks_a) matvec_i16_body<TA, RA, false, kSliced>(p, sa, rb_a, gpb_a, slices, blockIdx.x);
+  else matvec_i16_body<TB, RB, kAltB, kSliced>(p, sb, rb_b, gpb_b, slices, blockIdx.x - blocks_a);
 }
 
 // Resident blocks per SM of `kernel` at this block size, cached per (kernel, warp count) by the caller's static.
@@ -288,21 +319,45 @@ Segments segments_of(const MatvecParams& p, quant::Type t, int R) {
   return sg;
 }
 
-// Groups per block for n_groups spread over max_blocks blocks, within the part buffer's size; an even count when the
-// groups come in (gate, up) pairs (the SwiGLU epilogue).
-int64_t groups_per_block(int64_t n_groups, int64_t max_blocks, int warps, int R, bool pairs = false) {
+// A launch's block shape: `slices` row slices of `tps` threads (one per unit of K) sharing x (matvec_i16_body), as
+// many slices as blocks of one slice would be resident on an SM (at most kMaxSlices), so an SM holds the same
+// threads in fewer blocks.
+struct BlockShape {
+  int tps, slices;
+  int threads() const { return tps * slices; }
+  int warps() const { return tps / 32; }  // per slice: the partial sums' rows
+  size_t runs_bytes() const { return slices > 1 ? size_t(20) * tps * 4 : 0; }
+};
+
+// At most 4 slices: 8 (the 1B's 2048-wide launches, 64 threads a slice) measured slower than 4 (tg128 1667 against
+// 1694) and than one (1684); the 8B's 4096-wide launches have 4.
+constexpr int kMaxSlices = 4;
+
+template <class Kernel>
+BlockShape block_shape(Kernel kernel, int64_t K, ::std::atomic<int> (&cache)[kMaxUnits / 32 + 1]) {
+  static const int max_slices = [] {
+    const char* e = ::std::getenv("LLM_CUDA_MV_SLICES");  // lab switch: at most this many slices (0, 1: one)
+    return e && *e ? ::std::atoi(e) : kMaxSlices;
+  }();
+  const int tps = int((K / 32 + 31) / 32 * 32);
+  const int per_sm = blocks_per_sm(kernel, tps, cache);
+  const int slices = ::std::min({per_sm, kMaxUnits / tps, max_slices});
+  return {tps, slices < 1 ? 1 : slices};
+}
+
+// Groups per block for n_groups spread over max_blocks blocks, within the part buffer's size (what the runs of x
+// leave of it); an even count when the groups come in (gate, up) pairs (the SwiGLU epilogue).
+int64_t groups_per_block(int64_t n_groups, int64_t max_blocks, const BlockShape& b, int R, bool pairs = false) {
   int64_t gpb = (n_groups + max_blocks - 1) / max_blocks;
-  int64_t cap = int64_t(kMaxPartBytes / (size_t(warps) * R * 4));
+  int64_t cap = int64_t((kMaxPartBytes - b.runs_bytes()) / (size_t(b.warps()) * R * 4));
   if (pairs) gpb = (gpb + 1) & ~int64_t(1), cap &= ~int64_t(1);
   return gpb < cap ? gpb : cap;
 }
 
-template <quant::Type T, int R, bool kAlt = false>
-void launch_i16(const MatvecParams& p, size_t rb, cudaStream_t stream) {
-  const int threads = int((p.K / 32 + 31) / 32 * 32);
-  const int warps = threads / 32;
+template <quant::Type T, int R, bool kAlt, bool kSliced>
+void launch_i16_shaped(const MatvecParams& p, size_t rb, const BlockShape& b, cudaStream_t stream) {
   static ::std::atomic<int> per_sm[kMaxUnits / 32 + 1];
-  const int bps = blocks_per_sm(matvec_i16_kernel<T, R, kAlt>, threads, per_sm);
+  const int bps = blocks_per_sm(matvec_i16_kernel<T, R, kAlt, kSliced>, b.threads(), per_sm);
   Segments sg = segments_of(p, T, R);
   if (p.swiglu_out) {  // gate first (swapped when it is the sibling)
     if (p.swiglu_gate_is_sibling)
@@ -310,35 +365,50 @@ void launch_i16(const MatvecParams& p, size_t rb, cudaStream_t stream) {
     sg.glu_out = p.swiglu_out;
   }
   const int64_t resident = int64_t(current_device_sm_count()) * bps;
-  const int64_t gpb = groups_per_block(sg.first[sg.n], resident, warps, R, p.swiglu_out != nullptr);
+  const int64_t gpb = groups_per_block(sg.first[sg.n], resident, b, R, p.swiglu_out != nullptr);
   const int64_t grid = (sg.first[sg.n] + gpb - 1) / gpb;
   LLM_REQUIRE(grid <= 0x7fffffff, "too many rows");
-  const size_t smem = size_t(warps) * size_t(gpb) * R * 4;
-  launch_pdl(matvec_i16_kernel<T, R, kAlt>, dim3(unsigned(grid)), dim3(unsigned(threads)), smem, stream, p, sg, rb,
-             gpb);
+  const size_t smem = size_t(b.warps()) * size_t(gpb) * R * 4 + b.runs_bytes();
+  launch_pdl(matvec_i16_kernel<T, R, kAlt, kSliced>, dim3(unsigned(grid)), dim3(unsigned(b.threads())), smem,
+             stream, p, sg, rb, gpb, b.slices);
+}
+
+template <quant::Type T, int R, bool kAlt = false>
+void launch_i16(const MatvecParams& p, size_t rb, cudaStream_t stream) {
+  static ::std::atomic<int> per_sm[kMaxUnits / 32 + 1];
+  const BlockShape b = block_shape(matvec_i16_kernel<T, R, kAlt, false>, p.K, per_sm);
+  if (b.slices > 1) launch_i16_shaped<T, R, kAlt, true>(p, rb, b, stream);
+  else launch_i16_shaped<T, R, kAlt, false>(p, rb, b, stream);
 }
 
 // Main of type TA (with same-type siblings) plus siblings of type TB: the resident blocks are shared in proportion
 // to each type's bytes.
-template <quant::Type TA, int RA, quant::Type TB, int RB, bool kAltB = false>
-void launch_i16_pair(const MatvecParams& p, cudaStream_t stream) {
-  const int threads = int((p.K / 32 + 31) / 32 * 32);
-  const int warps = threads / 32;
+template <quant::Type TA, int RA, quant::Type TB, int RB, bool kAltB, bool kSliced>
+void launch_i16_pair_shaped(const MatvecParams& p, const BlockShape& b, cudaStream_t stream) {
   static ::std::atomic<int> per_sm[kMaxUnits / 32 + 1];
-  const int bps = blocks_per_sm(matvec_i16_pair_kernel<TA, RA, TB, RB, kAltB>, threads, per_sm);
+  const int bps = blocks_per_sm(matvec_i16_pair_kernel<TA, RA, TB, RB, kAltB, kSliced>, b.threads(), per_sm);
   const size_t rb_a = quant::row_bytes(TA, p.K), rb_b = quant::row_bytes(TB, p.K);
   const Segments sa = segments_of(p, TA, RA), sb = segments_of(p, TB, RB);
   const double bytes_a = double(sa.first[sa.n]) * RA * rb_a, bytes_b = double(sb.first[sb.n]) * RB * rb_b;
   const int64_t total = int64_t(current_device_sm_count()) * bps;
   int64_t max_a = int64_t(double(total) * bytes_a / (bytes_a + bytes_b) + 0.5);
   max_a = max_a < 1 ? 1 : (max_a > total - 1 ? total - 1 : max_a);
-  const int64_t gpb_a = groups_per_block(sa.first[sa.n], max_a, warps, RA);
-  const int64_t gpb_b = groups_per_block(sb.first[sb.n], total - max_a, warps, RB);
+  const int64_t gpb_a = groups_per_block(sa.first[sa.n], max_a, b, RA);
+  const int64_t gpb_b = groups_per_block(sb.first[sb.n], total - max_a, b, RB);
   const int64_t blocks_a = (sa.first[sa.n] + gpb_a - 1) / gpb_a, blocks_b = (sb.first[sb.n] + gpb_b - 1) / gpb_b;
   LLM_REQUIRE(blocks_a + blocks_b <= 0x7fffffff, "too many rows");
-  const size_t smem = size_t(warps) * 4 * size_t(gpb_a * RA > gpb_b * RB ? gpb_a * RA : gpb_b * RB);
-  launch_pdl(matvec_i16_pair_kernel<TA, RA, TB, RB, kAltB>, dim3(unsigned(blocks_a + blocks_b)),
-             dim3(unsigned(threads)), smem, stream, p, sa, sb, rb_a, rb_b, gpb_a, gpb_b, blocks_a);
+  const size_t smem =
+      size_t(b.warps()) * 4 * size_t(gpb_a * RA > gpb_b * RB ? gpb_a * RA : gpb_b * RB) + b.runs_bytes();
+  launch_pdl(matvec_i16_pair_kernel<TA, RA, TB, RB, kAltB, kSliced>, dim3(unsigned(blocks_a + blocks_b)),
+             dim3(unsigned(b.threads())), smem, stream, p, sa, sb, rb_a, rb_b, gpb_a, gpb_b, blocks_a, b.slices);
+}
+
+template <quant::Type TA, int RA, quant::Type TB, int RB, bool kAltB = false>
+void launch_i16_pair(const MatvecParams& p, cudaStream_t stream) {
+  static ::std::atomic<int> per_sm[kMaxUnits / 32 + 1];
+  const BlockShape b = block_shape(matvec_i16_pair_kernel<TA, RA, TB, RB, kAltB, false>, p.K, per_sm);
+  if (b.slices > 1) launch_i16_pair_shaped<TA, RA, TB, RB, kAltB, true>(p, b, stream);
+  else launch_i16_pair_shaped<TA, RA, TB, RB, kAltB, false>(p, b, stream);
 }
 
 // The q/k/v shapes the RoPE + KV epilogue serves (MatvecRopeKv): whole heads of even length, k and v beside q.
