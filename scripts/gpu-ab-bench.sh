@@ -4,7 +4,9 @@
 # power limit are printed first (different machines of one kind can differ).
 #   there: SHAPE=llama3-8b TYPE=Q4_K_M scripts/gpu-ab-bench.sh BIN_A BIN_B ...   (carry the binaries and .device-lite,
 #          or DEVICE_DIR=.device-bench: env.sh, lib and tokenizer only)
-# Environment: ARGS (bench arguments, default "-p 512 -n 128 -r 3"), ENVS (one env assignment per binary, e.g.
+# Environment: ARGS (bench arguments, default "-p 512 -n 128 -r 3"; tg128 moves with the context size the bench
+# allocates, prompt + generation unless -c is given: compare builds at one -c, docs/kernel-notes.md, session 8),
+# ENVS (one env assignment per binary, e.g.
 # "NONE=1 LLM_CUDA_GRAPH=0", to A/B a switch with one binary given twice).
 set -uo pipefail
 [ $# -ge 1 ] || { echo "usage: $0 LLM_RUN_BINARY..." >&2; exit 2; }
