@@ -113,6 +113,15 @@ struct Unit<quant::Type::Q6_K> : mv::Unit<quant::Type::Q6_K> {
   }
 };
 
+// A Q4_0 block's dot with its two runs, from its 16 quant bytes q and its binary16 scale d: (q - 8) d x summed.
+__device__ __forceinline__ float q4_0_dot(const uint32_t (&q)[4], uint32_t d, const Run& x0, const Run& x1) {
+  uint32_t lo[4], hi[4];
+  nibbles<0>(q, lo);
+  nibbles<4>(q, hi);
+  const float f = float(dot16(lo, x0)) * x0.s + float(dot16(hi, x1)) * x1.s - 8.0f * (x0.S + x1.S);
+  return h2f(d) * f;
+}
+
 // Q4_0 (18-byte blocks): unit = block; low nibbles are elements 0..15, high nibbles 16..31; value (q - 8) d.
 template <>
 struct Unit<quant::Type::Q4_0> : mv::Unit<quant::Type::Q4_0> {
@@ -125,12 +134,9 @@ struct Unit<quant::Type::Q4_0> : mv::Unit<quant::Type::Q4_0> {
     return {load_a2(b + 2), mv::ldg_w(reinterpret_cast<const uint16_t*>(b))};
   }
   static __device__ __forceinline__ float dot(const Raw& r, int64_t, const Run& x0, const Run& x1) {
-    uint32_t q[4], lo[4], hi[4];
+    uint32_t q[4];
     join_a2(r.q, q);
-    nibbles<0>(q, lo);
-    nibbles<4>(q, hi);
-    const float f = float(dot16(lo, x0)) * x0.s + float(dot16(hi, x1)) * x1.s - 8.0f * (x0.S + x1.S);
-    return h2f(r.d) * f;
+    return q4_0_dot(q, r.d, x0, x1);
   }
 };
 
@@ -157,14 +163,10 @@ struct UnitQ4_0Runs : Unit<quant::Type::Q4_0> {
 #pragma unroll
     for (int k = 0; k < 5; ++k) w[k] = (j & 2) ? e[k + 1] : e[k];
     const uint32_t odd = uint32_t(j & 1);
-    const uint32_t d = (w[0] >> (16u * odd)) & 0xffffu;
-    uint32_t q[4], lo[4], hi[4];
+    uint32_t q[4];
 #pragma unroll
     for (int k = 0; k < 4; ++k) q[k] = __funnelshift_rc(w[k], w[k + 1], 16u + 16u * odd);
-    nibbles<0>(q, lo);
-    nibbles<4>(q, hi);
-    const float f = float(dot16(lo, x0)) * x0.s + float(dot16(hi, x1)) * x1.s - 8.0f * (x0.S + x1.S);
-    return h2f(d) * f;
+    return q4_0_dot(q, (w[0] >> (16u * odd)) & 0xffffu, x0, x1);
   }
 };
 

@@ -99,6 +99,34 @@ TEST_P(WeightKernels, MatvecFusesNormAndResidual) {
   EXPECT_EQ(any, preset) << "the int16 kernel serves exactly the preset formats";
 }
 
+// Row lengths that give the int16 kernel's other block shapes (row slices sharing x: matvec_i16.cu): 5120 has 160
+// threads a slice and 3 slices, 8192 256 and 2, 16384 one slice of 512 threads (the unsliced instantiation, which
+// the shorter rows above never reach); with the norm and residual fused, and row counts leaving slices idle (7) or
+// streaming several groups each (1000).
+TEST(WeightKernels, MatvecSliceShapesMatchReference) {
+  REQUIRE_GPU();
+  std::mt19937 rng(5150);
+  for (const Type type : {Type::Q4_0, Type::Q4_K, Type::Q6_K, Type::Q8_0})
+    for (const int64_t K : {5120, 8192, 16384})
+      for (const int64_t N : {7, 1000}) {
+        const auto w = random_weights(rng, type, K, N);
+        const auto x = random_floats(rng, K), nw = random_floats(rng, K), res = random_floats(rng, N);
+        auto dw = upload(w), dx = upload(x), dn = upload(nw), dr = upload(res);
+        auto dy = poisoned_f32(N);
+        cuda::MatvecParams p{dw.get(), type, dx.as<float>(), nullptr, dy.as<float>(), K, N, 1};
+        p.norm_w = dn.as<float>(), p.norm_eps = 1e-5f, p.residual = dr.as<float>();
+        ASSERT_TRUE(cuda::matvec_fuses(p));
+        std::vector<double> ref, mag, mx;
+        reference(w, type, rms_normed(x, nw, 1e-5f), K, N, 1, nullptr, ref, mag, mx);
+        std::vector<double> atol(mag.size());
+        for (size_t i = 0; i < mag.size(); ++i) ref[i] += res[i], atol[i] = 1e-5 * mag[i] + 1e-6;
+        cuda::launch_matvec(p, nullptr);
+        EXPECT_TRUE(close(std::string("sliced matvec ") + quant::type_name(type) + " K=" + std::to_string(K) +
+                              " N=" + std::to_string(N),
+                          download<float>(dy, N), ref, atol, 0.0));
+      }
+}
+
 // Siblings: up to three matrices of one type and K reading the same x in one launch (q/k/v, gate/up), each with
 // its own rows, bias and output, with and without the RMS norm.
 TEST_P(WeightKernels, MatvecSiblingsShareOneLaunch) {
