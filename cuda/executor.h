@@ -74,6 +74,9 @@ struct ExecutorOptions {
   ::std::vector<::std::string> omit_steps_of;
   // Arena offsets of the Q6_K weights the session regrouped at upload (q6_kx8.cuh); null: none.
   const ::std::unordered_set<uint64_t>* regrouped_offsets = nullptr;
+  // Lab switches of the decode matvec (MatvecParams::q4_0_runs, max_slices), for A/Bs.
+  bool matvec_q4_0_runs = true;
+  int matvec_max_slices = 4;
 };
 
 class Executor {

@@ -72,6 +72,10 @@ struct MatvecParams {
   MatvecRopeKv rope_kv = {};
   // The launch's Q6_K matrices, all of them, regrouped at upload by runs of 8 blocks (q6_kx8.cuh), not as in GGUF.
   bool q6_kx8 = false;
+  // Lab switches of the int16 kernel (A/Bs, and tests that force a path): Q4_0 units read by aligned runs of 8
+  // blocks where they fit (false: in file order), and at most this many row slices sharing x in a block (1: one).
+  bool q4_0_runs = true;
+  int max_slices = 4;
 };
 
 // True when launch_matvec(p) takes the int16-activation kernel, which is also the one that can apply norm_w and

@@ -10,7 +10,6 @@
 // kernel finishes; x, the residual and the position are read after pdl_wait().
 #include <algorithm>
 #include <atomic>
-#include <cstdlib>
 #include <utility>
 
 #include <cuda_fp16.h>
@@ -334,14 +333,10 @@ struct BlockShape {
 constexpr int kMaxSlices = 4;
 
 template <class Kernel>
-BlockShape block_shape(Kernel kernel, int64_t K, ::std::atomic<int> (&cache)[kMaxUnits / 32 + 1]) {
-  static const int max_slices = [] {
-    const char* e = ::std::getenv("LLM_CUDA_MV_SLICES");  // lab switch: at most this many slices (0, 1: one)
-    return e && *e ? ::std::atoi(e) : kMaxSlices;
-  }();
-  const int tps = int((K / 32 + 31) / 32 * 32);
+BlockShape block_shape(Kernel kernel, const MatvecParams& p, ::std::atomic<int> (&cache)[kMaxUnits / 32 + 1]) {
+  const int tps = int((p.K / 32 + 31) / 32 * 32);
   const int per_sm = blocks_per_sm(kernel, tps, cache);
-  const int slices = ::std::min({per_sm, kMaxUnits / tps, max_slices});
+  const int slices = ::std::min({per_sm, kMaxUnits / tps, kMaxSlices, p.max_slices});
   return {tps, slices < 1 ? 1 : slices};
 }
 
@@ -376,7 +371,7 @@ void launch_i16_shaped(const MatvecParams& p, size_t rb, const BlockShape& b, cu
 template <quant::Type T, int R, bool kAlt = false>
 void launch_i16(const MatvecParams& p, size_t rb, cudaStream_t stream) {
   static ::std::atomic<int> per_sm[kMaxUnits / 32 + 1];
-  const BlockShape b = block_shape(matvec_i16_kernel<T, R, kAlt, false>, p.K, per_sm);
+  const BlockShape b = block_shape(matvec_i16_kernel<T, R, kAlt, false>, p, per_sm);
   if (b.slices > 1) launch_i16_shaped<T, R, kAlt, true>(p, rb, b, stream);
   else launch_i16_shaped<T, R, kAlt, false>(p, rb, b, stream);
 }
@@ -406,7 +401,7 @@ void launch_i16_pair_shaped(const MatvecParams& p, const BlockShape& b, cudaStre
 template <quant::Type TA, int RA, quant::Type TB, int RB, bool kAltB = false>
 void launch_i16_pair(const MatvecParams& p, cudaStream_t stream) {
   static ::std::atomic<int> per_sm[kMaxUnits / 32 + 1];
-  const BlockShape b = block_shape(matvec_i16_pair_kernel<TA, RA, TB, RB, kAltB, false>, p.K, per_sm);
+  const BlockShape b = block_shape(matvec_i16_pair_kernel<TA, RA, TB, RB, kAltB, false>, p, per_sm);
   if (b.slices > 1) launch_i16_pair_shaped<TA, RA, TB, RB, kAltB, true>(p, b, stream);
   else launch_i16_pair_shaped<TA, RA, TB, RB, kAltB, false>(p, b, stream);
 }
@@ -424,14 +419,10 @@ bool rope_kv_epilogue_fits(const MatvecParams& p) {
 }
 
 // Whether every matrix of a Q4_0 launch can be read by aligned runs of 8 blocks (mv16::UnitQ4_0Runs): K a multiple
-// of 256 (so rows are whole runs and 16-byte multiples) and each matrix 16-byte aligned.
+// of 256 (so rows are whole runs and 16-byte multiples) and each matrix 16-byte aligned; unless switched off.
 bool q4_0_runs_fit(const MatvecParams& p) {
-  static const bool enabled = [] {
-    const char* e = ::std::getenv("LLM_CUDA_Q4_0_RUNS");
-    return !(e && e[0] == '0');
-  }();
   const auto aligned = [](const void* q) { return reinterpret_cast<uintptr_t>(q) % 16 == 0; };
-  if (!enabled || p.K % 256 != 0 || !aligned(p.w)) return false;
+  if (!p.q4_0_runs || p.K % 256 != 0 || !aligned(p.w)) return false;
   for (int i = 0; i < p.n_siblings; ++i)
     if (!aligned(p.siblings[i].w)) return false;
   return true;

@@ -100,15 +100,16 @@ TEST_P(WeightKernels, MatvecFusesNormAndResidual) {
 }
 
 // Row lengths that give the int16 kernel's other block shapes (row slices sharing x: matvec_i16.cu): 5120 has 160
-// threads a slice and 3 slices, 8192 256 and 2, 16384 one slice of 512 threads (the unsliced instantiation, which
-// the shorter rows above never reach); with the norm and residual fused, and row counts leaving slices idle (7) or
-// streaming several groups each (1000).
+// threads a slice and 3 slices, 8192 256 and 2, 11008, 14336 and 16384 one slice of 352, 448 and 512 threads (a
+// 7B's and an 8B's down projections; the unsliced instantiation, which the shorter rows above never reach); with the
+// norm and residual fused, and row counts leaving slices idle (7) or streaming several groups each (1000).
 TEST(WeightKernels, MatvecSliceShapesMatchReference) {
   REQUIRE_GPU();
   std::mt19937 rng(5150);
   for (const Type type : {Type::Q4_0, Type::Q4_K, Type::Q6_K, Type::Q8_0})
-    for (const int64_t K : {5120, 8192, 16384})
+    for (const int64_t K : {5120, 8192, 11008, 14336, 16384})
       for (const int64_t N : {7, 1000}) {
+        if (type == Type::Q6_K && K == 11008) continue;  // 43 blocks of 210 bytes: rows not 4-byte aligned
         const auto w = random_weights(rng, type, K, N);
         const auto x = random_floats(rng, K), nw = random_floats(rng, K), res = random_floats(rng, N);
         auto dw = upload(w), dx = upload(x), dn = upload(nw), dr = upload(res);
@@ -125,6 +126,35 @@ TEST(WeightKernels, MatvecSliceShapesMatchReference) {
                               " N=" + std::to_string(N),
                           download<float>(dy, N), ref, atol, 0.0));
       }
+}
+
+// The lab switches (MatvecParams::q4_0_runs, max_slices; LLM_CUDA_Q4_0_RUNS, LLM_CUDA_MV_SLICES) pick other paths
+// of the same products: Q4_0 units in file order on rows that aligned runs would read, and 1, 2 or 4 slices on a
+// 4096-wide row (4 by default), each against the reference.
+TEST(WeightKernels, MatvecLabSwitchesMatchReference) {
+  REQUIRE_GPU();
+  std::mt19937 rng(5151);
+  const int64_t K = 4096, N = 1000;
+  for (const Type type : {Type::Q4_0, Type::Q4_K}) {
+    const auto w = random_weights(rng, type, K, N);
+    const auto x = random_floats(rng, K), nw = random_floats(rng, K);
+    auto dw = upload(w), dx = upload(x), dn = upload(nw);
+    std::vector<double> ref, mag, mx;
+    reference(w, type, rms_normed(x, nw, 1e-5f), K, N, 1, nullptr, ref, mag, mx);
+    std::vector<double> atol(mag.size());
+    for (size_t i = 0; i < mag.size(); ++i) atol[i] = 1e-5 * mag[i] + 1e-6;
+    for (const bool runs : {true, false})
+      for (const int slices : {1, 2, 4}) {
+        auto dy = poisoned_f32(N);
+        cuda::MatvecParams p{dw.get(), type, dx.as<float>(), nullptr, dy.as<float>(), K, N, 1};
+        p.norm_w = dn.as<float>(), p.norm_eps = 1e-5f, p.q4_0_runs = runs, p.max_slices = slices;
+        ASSERT_TRUE(cuda::matvec_fuses(p));
+        cuda::launch_matvec(p, nullptr);
+        EXPECT_TRUE(close(std::string("matvec ") + quant::type_name(type) + (runs ? " runs" : " file order") +
+                              " slices<=" + std::to_string(slices),
+                          download<float>(dy, N), ref, atol, 0.0));
+      }
+  }
 }
 
 // Siblings: up to three matrices of one type and K reading the same x in one launch (q/k/v, gate/up), each with
