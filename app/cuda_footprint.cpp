@@ -34,8 +34,8 @@ Footprint cuda_session_footprint(const model::Model& model, const CudaDeviceFact
   const model::Config& c = model.config();
   Footprint fp;
   fp.weights_bytes = model.weights().arena_bytes();
-  // cuda::KvCache: K [head_dim, n_ctx, n_head_kv] and V [head_dim_v, n_ctx, n_head_kv] per layer, f16 or q8_0; the
-  // per-layer alignment padding (< 1 KiB per layer) is left to the headroom.
+  // cuda::KvCache: K [head_dim, n_ctx, n_head_kv] and V [head_dim_v, n_ctx, n_head_kv] per layer, f16, q8_0 or
+  // q4_0; the per-layer alignment padding (< 1 KiB per layer) is left to the headroom.
   fp.kv_bytes_per_token = uint64_t(::std::ceil(cuda::KvCache::bytes_per_slot(
       graph::KvCacheSpec{c.n_layer, 1, c.n_head_kv, c.head_dim, c.head_dim_v, kv_type})));
   // Captures the model by address: the footprint is used while the caller holds the model.

@@ -79,7 +79,7 @@ class Session {
 // (SessionError) and token ids inside the vocabulary (std::out_of_range naming the id).
 void check_eval_batch(std::span<const int32_t> tokens, int32_t start_pos, int32_t n_ctx, int32_t n_vocab);
 
-// SessionError when the model's heads cannot use a KV cache of this type (q8_0: head dims multiples of 32).
+// SessionError when the model's heads cannot use a KV cache of this type (q8_0, q4_0: head dims multiples of 32).
 void check_kv_type(const model::Config& c, graph::KvType type);
 
 // Creates the session for options.device: "cpu", "cuda", or "auto" (cuda when this build has the CUDA session and

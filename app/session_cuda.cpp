@@ -45,10 +45,10 @@ CudaSession::CudaSession(std::shared_ptr<const model::Model> model, int32_t n_ct
     : model_(std::move(model)), n_ctx_(n_ctx), opt_(options) {
   if (n_ctx_ < 0) throw SessionError("context size must be positive, got " + std::to_string(n_ctx_));
   check_kv_type(model_->config(), opt_.kv_type);
-  if (opt_.kv_type == graph::KvType::Q8_0) {
+  if (opt_.kv_type != graph::KvType::F16) {
     const model::Config& c = model_->config();
-    if (!cuda::kv_q8_0_supported(c.n_head, c.n_head_kv, c.head_dim, c.head_dim_v))
-      throw SessionError(cuda::kv_q8_0_refusal(c.n_head, c.n_head_kv, c.head_dim, c.head_dim_v) +
+    if (!cuda::kv_quant_supported(c.n_head, c.n_head_kv, c.head_dim, c.head_dim_v))
+      throw SessionError(cuda::kv_quant_refusal(opt_.kv_type, c.n_head, c.n_head_kv, c.head_dim, c.head_dim_v) +
                          " (use --cache-type f16)");
   }
   if (!cuda::device_available()) throw cuda::Error("no CUDA device is available (use --device cpu)");

@@ -24,10 +24,10 @@ void add_run_flags(CLI::App& cmd, RunFlags& f) {
          "--cache-type",
          [&f](const std::string& s) {
            if (!graph::parse_kv_type(s, f.session.kv_type))
-             throw CLI::ValidationError("--cache-type", "expected f16 or q8_0, got '" + s + "'");
+             throw CLI::ValidationError("--cache-type", "expected f16, q8_0 or q4_0, got '" + s + "'");
          },
-         "KV cache element type: f16, or q8_0 (half the bytes, for long contexts; head_dim a multiple of 32, on a "
-         "GPU 64 or 128)")
+         "KV cache element type: f16; q8_0 (half the bytes, for long contexts) or q4_0 (a bit over a quarter of the "
+         "bytes, larger rounding error), both with head_dim a multiple of 32, on a GPU 64 or 128")
       ->default_str("f16");
   cmd.add_flag("!--no-cuda-graph", f.session.cuda_graph, "Run the decode step with plain kernel launches");
 }

@@ -28,31 +28,47 @@ namespace {
 
 size_t align256(size_t n) { return (n + 255) / 256 * 256; }
 
-// A q8_0 cache holds GGUF Q8_0 blocks split in two arrays: the int8 quants in the f16 layout, the binary16 scales
-// beside them. Per value: the f16 cache's 2 bytes, or the block's bytes over its values (34 / 32).
-const quant::Traits& q8_0_block() { return quant::traits(quant::Type::Q8_0); }
-constexpr size_t kScaleBytes = 2;  // a Q8_0 block's binary16 scale
+// A quantized cache (q8_0, q4_0) holds the GGUF blocks of that name split in two arrays: the quants in the f16
+// layout (each slot's quant bytes contiguous: q8_0 one int8 per value; q4_0 a block's 16 nibble bytes, element j
+// in the low nibble of byte j and j + 16 in its high nibble, as in GGUF), the binary16 scales beside them. Per
+// value: the f16 cache's 2 bytes, or the block's bytes over its values (q8_0 34 / 32, q4_0 18 / 32).
+constexpr size_t kScaleBytes = 2;  // a block's binary16 scale
+
+// The GGUF block a quantized cache stores; null for f16.
+const quant::Traits* kv_block(graph::KvType t) {
+  switch (t) {
+    case graph::KvType::F16: return nullptr;
+    case graph::KvType::Q8_0: return &quant::traits(quant::Type::Q8_0);
+    case graph::KvType::Q4_0: return &quant::traits(quant::Type::Q4_0);
+  }
+  throw InvalidArgument("unknown KV cache type " + ::std::to_string(int(t)));
+}
+
+// Bytes of the quants (f16: the values) of one slot's head of hd values.
+size_t slot_value_bytes(graph::KvType t, int64_t hd) {
+  const quant::Traits* b = kv_block(t);
+  return b ? size_t(hd / b->block_elems) * (b->block_bytes - kScaleBytes) : size_t(hd) * 2;
+}
 
 void check_kv_spec(const graph::KvCacheSpec& s) {
   LLM_REQUIRE(s.n_layer > 0 && s.n_ctx > 0 && s.n_head_kv > 0 && s.head_dim_k > 0 && s.head_dim_v > 0,
               "empty KV cache spec");
   LLM_REQUIRE(graph::kv_head_dims_fit(s.type, s.head_dim_k, s.head_dim_v),
-              "a q8_0 KV cache needs head dims that are whole blocks of 32");
+              ::std::string("a ") + graph::kv_type_name(s.type) + " KV cache needs head dims that are whole "
+                  "blocks of " + ::std::to_string(graph::kv_block_values(s.type)));
 }
 
 }  // namespace
 
 KvCache::LayerLayout KvCache::layout(const graph::KvCacheSpec& s) {
   const size_t slots = size_t(s.n_ctx) * size_t(s.n_head_kv);
-  const bool q8 = s.type == graph::KvType::Q8_0;
-  const size_t elem = q8 ? 1 : 2;
-  const int64_t block = graph::kv_block_values(s.type);
+  const quant::Traits* b = kv_block(s.type);
   LayerLayout l;
   l.k = 0;
-  l.v = align256(slots * size_t(s.head_dim_k) * elem);
-  l.k_scales = l.v + align256(slots * size_t(s.head_dim_v) * elem);
-  l.v_scales = l.k_scales + (q8 ? align256(slots * size_t(s.head_dim_k / block) * kScaleBytes) : 0);
-  l.bytes = l.v_scales + (q8 ? align256(slots * size_t(s.head_dim_v / block) * kScaleBytes) : 0);
+  l.v = align256(slots * slot_value_bytes(s.type, s.head_dim_k));
+  l.k_scales = l.v + align256(slots * slot_value_bytes(s.type, s.head_dim_v));
+  l.v_scales = l.k_scales + (b ? align256(slots * size_t(s.head_dim_k / b->block_elems) * kScaleBytes) : 0);
+  l.bytes = l.v_scales + (b ? align256(slots * size_t(s.head_dim_v / b->block_elems) * kScaleBytes) : 0);
   return l;
 }
 
@@ -63,8 +79,8 @@ size_t KvCache::bytes_for(const graph::KvCacheSpec& spec) {
 
 double KvCache::bytes_per_slot(const graph::KvCacheSpec& s) {
   const double values = double(s.n_layer) * s.n_head_kv * (s.head_dim_k + s.head_dim_v);
-  const auto& q8 = q8_0_block();
-  return s.type == graph::KvType::Q8_0 ? values * double(q8.block_bytes) / double(q8.block_elems) : values * 2.0;
+  const quant::Traits* b = kv_block(s.type);
+  return b ? values * double(b->block_bytes) / double(b->block_elems) : values * 2.0;
 }
 
 KvCache::KvCache(const graph::KvCacheSpec& spec) : spec_(spec), layout_(layout(spec)), buffer_(bytes_for(spec)) {
@@ -74,12 +90,10 @@ uint8_t* KvCache::layer_base(int32_t layer) const { return buffer_.as<uint8_t>()
 void* KvCache::k(int32_t layer) const { return layer_base(layer) + layout_.k; }
 void* KvCache::v(int32_t layer) const { return layer_base(layer) + layout_.v; }
 uint16_t* KvCache::k_scales(int32_t layer) const {
-  return spec_.type == graph::KvType::Q8_0 ? reinterpret_cast<uint16_t*>(layer_base(layer) + layout_.k_scales)
-                                           : nullptr;
+  return kv_block(spec_.type) ? reinterpret_cast<uint16_t*>(layer_base(layer) + layout_.k_scales) : nullptr;
 }
 uint16_t* KvCache::v_scales(int32_t layer) const {
-  return spec_.type == graph::KvType::Q8_0 ? reinterpret_cast<uint16_t*>(layer_base(layer) + layout_.v_scales)
-                                           : nullptr;
+  return kv_block(spec_.type) ? reinterpret_cast<uint16_t*>(layer_base(layer) + layout_.v_scales) : nullptr;
 }
 void KvCache::clear(cudaStream_t stream) const { CUDA_CHECK(cudaMemsetAsync(buffer_.get(), 0, buffer_.bytes(), stream)); }
 
@@ -315,9 +329,9 @@ void Executor::lower(const Node& n) {
       if (!attention_matches_kv(n)) throw InvalidArgument(describe(n) + ": parameters do not match the KV cache");
       const int64_t T = in_shape(0).ne[2];
       const auto* pos = static_cast<const int32_t*>(device_ptr(n.inputs[3]));
-      if (spec.type == graph::KvType::Q8_0 && !kv_q8_0_supported(ap.n_head, ap.n_head_kv, ap.head_dim, ap.head_dim_v))
+      if (spec.type != graph::KvType::F16 && !kv_quant_supported(ap.n_head, ap.n_head_kv, ap.head_dim, ap.head_dim_v))
         throw InvalidArgument(describe(n) + ": " +
-                              kv_q8_0_refusal(ap.n_head, ap.n_head_kv, ap.head_dim, ap.head_dim_v));
+                              kv_quant_refusal(spec.type, ap.n_head, ap.n_head_kv, ap.head_dim, ap.head_dim_v));
       AttentionKernelParams a;
       a.q = f32_in(n, 0), a.positions = pos, a.k_cache = kv_->k(ap.layer), a.v_cache = kv_->v(ap.layer);
       a.out = f32_out(n), a.partial = attn_scratch_.as<float>(), a.n_ctx = spec.n_ctx, a.n_head = ap.n_head;

@@ -26,19 +26,20 @@
 namespace cuda {
 
 // The KV cache of a model, per layer K [head_dim, n_ctx, n_head_kv] and V [head_dim_v, n_ctx, n_head_kv] (each kv
-// head's slots contiguous, the layout cuda/kernels/attention.cuh reads), as binary16 values or, for a q8_0 spec,
-// int8 quants in that layout plus binary16 scales [head_dim / 32, n_ctx, n_head_kv]; one allocation, every
-// per-layer array 256-byte aligned.
+// head's slots contiguous, the layout cuda/kernels/attention.cuh reads), as binary16 values or, for a q8_0 / q4_0
+// spec, the quants in that layout (q8_0 one int8 per value; q4_0 head_dim / 2 bytes per slot, GGUF Q4_0's nibble
+// order) plus binary16 scales [head_dim / 32, n_ctx, n_head_kv]; one allocation, every per-layer array 256-byte
+// aligned: K quants, V quants, K scales, V scales.
 class KvCache {
  public:
   KvCache() = default;
-  // Throws InvalidArgument for an empty spec or a q8_0 spec whose head dims are not multiples of 32.
+  // Throws InvalidArgument for an empty spec or a q8_0 / q4_0 spec whose head dims are not multiples of 32.
   explicit KvCache(const graph::KvCacheSpec& spec);
   const graph::KvCacheSpec& spec() const { return spec_; }
   graph::KvType type() const { return spec_.type; }
   void* k(int32_t layer) const;
   void* v(int32_t layer) const;
-  uint16_t* k_scales(int32_t layer) const;  // q8_0; null for f16
+  uint16_t* k_scales(int32_t layer) const;  // q8_0, q4_0; null for f16
   uint16_t* v_scales(int32_t layer) const;
   size_t bytes() const { return buffer_.bytes(); }
   void clear(cudaStream_t stream) const;  // zero (a new sequence; not needed for correctness, slots are written first)

@@ -213,8 +213,9 @@ NodeId Executor::reader_past_views(NodeId id) const {
 // q/k/v merged into one launch (two siblings) whose products feed only Rope(q), Rope(k) and the Attention's v: the
 // launch rotates q into the q Rope's slot and writes rotated k and v into the KV cache (MatvecRopeKv); the Ropes
 // and the attention step's cache write are not launched. The q Rope's slot is then written at this step instead of
-// its own, so no tensor alive in between may share it (checked on the plan). Only for an f16 cache: a q8_0 block
-// spans 32 rows of k or v, more than the launch's row groups give one block (the rope_kv launch writes it instead).
+// its own, so no tensor alive in between may share it (checked on the plan). Only for an f16 cache: a q8_0 or q4_0
+// block spans 32 rows of k or v, more than the launch's row groups give one block (the rope_kv launch writes it
+// instead).
 void Executor::fold_rope_kv_epilogue(const Node& m, MatvecParams& p) {
   if (!opt_.fuse || !kv_ || kv_->type() != graph::KvType::F16) return;
   if (p.n_siblings != 2 || p.residual || p.swiglu_out || m.shape.rows() != 1) return;

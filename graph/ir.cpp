@@ -38,12 +38,15 @@ const char* kv_type_name(KvType t) {
   switch (t) {
     case KvType::F16: return "f16";
     case KvType::Q8_0: return "q8_0";
+    case KvType::Q4_0: return "q4_0";
   }
   return "?";
 }
 
 int64_t kv_block_values(KvType t) {
-  return t == KvType::Q8_0 ? quant::traits(quant::Type::Q8_0).block_elems : 1;
+  if (t == KvType::Q8_0) return quant::traits(quant::Type::Q8_0).block_elems;
+  if (t == KvType::Q4_0) return quant::traits(quant::Type::Q4_0).block_elems;
+  return 1;
 }
 
 bool kv_head_dims_fit(KvType t, int64_t head_dim_k, int64_t head_dim_v) {
@@ -52,7 +55,7 @@ bool kv_head_dims_fit(KvType t, int64_t head_dim_k, int64_t head_dim_v) {
 }
 
 bool parse_kv_type(std::string_view s, KvType& out) {
-  for (KvType t : {KvType::F16, KvType::Q8_0})
+  for (KvType t : {KvType::F16, KvType::Q8_0, KvType::Q4_0})
     if (s == kv_type_name(t)) {
       out = t;
       return true;

@@ -94,12 +94,15 @@ struct Node {
 // How the KV cache stores its values. F16: binary16. Q8_0: blocks of 32 values along the head dimension, each
 // int8 quants q and one binary16 scale d (value = q d), GGUF's Q8_0 rounding: d = max|x| / 127, q = round(x / d)
 // (half away from zero, computed as x * (1 / d)). Half the bytes of F16 for long contexts; head dims must be
-// multiples of 32.
-enum class KvType : uint8_t { F16, Q8_0 };
-const char* kv_type_name(KvType t);                    // "f16", "q8_0"
+// multiples of 32. Q4_0: the same blocks as GGUF's Q4_0 (quant::quantize_row): 4-bit q in 0..15, value =
+// (q - 8) d with d = m / -8, m the value of largest magnitude; a quarter of F16's bytes plus the scales (18 bytes
+// per 32 values), at a larger rounding error.
+enum class KvType : uint8_t { F16, Q8_0, Q4_0 };
+const char* kv_type_name(KvType t);                    // "f16", "q8_0", "q4_0"
 bool parse_kv_type(std::string_view s, KvType& out);   // the names above; false for anything else
-// Values per block along the head dimension (1 for f16; q8_0 stores whole GGUF Q8_0 blocks, one scale each), and
-// whether heads of these dims are whole blocks: the one check behind every layer's refusal of a q8_0 cache.
+// Values per block along the head dimension (1 for f16; q8_0 and q4_0 store whole GGUF blocks of 32, one scale
+// each), and whether heads of these dims are whole blocks: the one check behind every layer's refusal of a
+// quantized cache.
 int64_t kv_block_values(KvType t);
 bool kv_head_dims_fit(KvType t, int64_t head_dim_k, int64_t head_dim_v);
 

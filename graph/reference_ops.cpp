@@ -18,16 +18,19 @@ namespace {
 // Below this many multiply-adds a product runs on the calling thread: waking the workers costs more (~10-50 us).
 constexpr int64_t kParallelWork = int64_t{1} << 18;
 
-// One token's K or V row (every kv head, n values) into its cache slot as the cache type stores it. Q8_0 blocks
-// of 32 never straddle two heads: head dims are multiples of 32 (checked when the cache is made).
+// One token's K or V row (every kv head, n values) into its cache slot as the cache type stores it: F16 keeps the
+// floats; Q8_0 and Q4_0 round them through the CPU quantizer of the GGUF type of that name (the rounding graph/ir.h
+// defines for the cache) and keep the dequantized values. Blocks of 32 never straddle two heads: head dims are
+// multiples of 32 (checked when the cache is made).
 void store_kv(KvType type, const float* src, float* dst, int64_t n) {
   if (type == KvType::F16) {
     std::copy(src, src + n, dst);
     return;
   }
-  std::vector<uint8_t> blocks(quant::row_bytes(quant::Type::Q8_0, n));
-  quant::quantize_row(quant::Type::Q8_0, src, blocks.data(), n);
-  quant::dequantize_row(quant::Type::Q8_0, blocks.data(), dst, n);
+  const quant::Type q = type == KvType::Q4_0 ? quant::Type::Q4_0 : quant::Type::Q8_0;
+  std::vector<uint8_t> blocks(quant::row_bytes(q, n));
+  quant::quantize_row(q, src, blocks.data(), n);
+  quant::dequantize_row(q, blocks.data(), dst, n);
 }
 
 }  // namespace

@@ -56,8 +56,9 @@ struct AttentionArgs {
   const int32_t* positions = nullptr;  // [T], each in [0, n_ctx)
   float* k_cache = nullptr;            // this layer: [head_dim, n_head_kv, n_ctx]
   float* v_cache = nullptr;            // this layer: [head_dim_v, n_head_kv, n_ctx]
-  KvType kv_type = KvType::F16;        // Q8_0: values enter the cache quantized and dequantized (graph/ir.h), per head
-                                       // in blocks of 32; F16 keeps them as given (floats, the exact reference)
+  KvType kv_type = KvType::F16;        // Q8_0, Q4_0: values enter the cache quantized and dequantized (graph/ir.h),
+                                       // per head in blocks of 32; F16 keeps them as given (floats, the exact
+                                       // reference)
   float* out = nullptr;                // [head_dim_v * n_head, T]
   int64_t t = 0, n_ctx = 0;
   AttentionParams p;

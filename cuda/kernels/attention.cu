@@ -1,4 +1,4 @@
-// Attention over the KV cache, by shape (a q8_0 cache: the two tensor-core kernels only, kv_q8_0_supported):
+// Attention over the KV cache, by shape (a q8_0 or q4_0 cache: the two tensor-core kernels only, kv_quant_supported):
 // - batches of 16+ query tokens, head_dim 64/128: tiled tensor-core flash attention (attention_prefill.cu);
 // - otherwise head_dim 64/128 with query groups of 1/2/4/8: split-sequence attention on tensor cores
 //   (attention_split_tc.cu);
@@ -12,7 +12,8 @@
 //     last block of a (KV head, token) to finish merges the splits (attention_splits.cuh).
 //   - per-head kernel (any even head_dim <= 256): one block per (query head, token, split), lanes over dimensions,
 //     then combine_kernel merges the splits.
-// The KV write: one thread per value of an f16 cache, one warp per 32-value block of a q8_0 cache (kv_q8_0.cuh).
+// The KV write: one thread per value of an f16 cache, one warp per 32-value block of a q8_0 or q4_0 cache
+// (kv_quant.cuh).
 #include "cuda/kernels/attention.cuh"
 
 #include <cuda_fp16.h>
@@ -24,7 +25,7 @@
 #include "cuda/kernels/attention_prefill.cuh"
 #include "cuda/kernels/attention_splits.cuh"
 #include "cuda/kernels/attention_split_tc.cuh"
-#include "cuda/kernels/kv_q8_0.cuh"
+#include "cuda/kernels/kv_quant.cuh"
 
 namespace cuda {
 namespace {
@@ -52,8 +53,9 @@ __global__ void kv_write_kernel(KvWriteParams p) {
   }
 }
 
-// q8_0: one warp per (token, KV head, 32-value block) of K, then of V; lane i quantizes value i of the block.
-__global__ void kv_write_q8_0_kernel(KvWriteParams p) {
+// q8_0 / q4_0: one warp per (token, KV head, 32-value block) of K, then of V; lane i holds value i of the block.
+template <graph::KvType KV>
+__global__ void kv_write_quant_kernel(KvWriteParams p) {
   const int64_t kb = p.hd / 32, vb = p.hd_v / 32;  // blocks per head
   const int64_t per_tok = p.n_head_kv * (kb + vb);
   const int64_t w = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
@@ -64,14 +66,12 @@ __global__ void kv_write_q8_0_kernel(KvWriteParams p) {
   if (pos < 0 || pos >= p.n_ctx) return;
   if (r < p.n_head_kv * kb) {
     const int64_t h = r / kb, b = r % kb;
-    quantize_q8_0_warp(p.k[(t * p.n_head_kv + h) * p.hd + b * 32 + lane], lane,
-                       static_cast<int8_t*>(p.k_cache) + (h * p.n_ctx + pos) * p.hd + b * 32,
-                       p.k_scales + (h * p.n_ctx + pos) * kb + b);
+    quantize_kv_block<KV>(p.k[(t * p.n_head_kv + h) * p.hd + b * 32 + lane], lane, p.k_cache, p.k_scales,
+                          h * p.n_ctx + pos, p.hd, b);
   } else {
     const int64_t h = (r - p.n_head_kv * kb) / vb, b = (r - p.n_head_kv * kb) % vb;
-    quantize_q8_0_warp(p.v[(t * p.n_head_kv + h) * p.hd_v + b * 32 + lane], lane,
-                       static_cast<int8_t*>(p.v_cache) + (h * p.n_ctx + pos) * p.hd_v + b * 32,
-                       p.v_scales + (h * p.n_ctx + pos) * vb + b);
+    quantize_kv_block<KV>(p.v[(t * p.n_head_kv + h) * p.hd_v + b * 32 + lane], lane, p.v_cache, p.v_scales,
+                          h * p.n_ctx + pos, p.hd_v, b);
   }
 }
 
@@ -282,21 +282,23 @@ __global__ void attention_combine_kernel(AttentionKernelParams p) {
 int32_t attention_max_splits(int64_t n_ctx, int64_t n_head_kv, int64_t T, int sm_count) {
   // About 2 blocks per SM for the (KV head, token) pairs of a step, never more splits than kMinSplit-slot pieces.
   // Not the 3 the tensor-core split kernel could hold: every split adds to the merge (one block per KV head reading
-  // all splits' partials), and at 16k context 2 per SM decode 3% faster than 3 (8B, H100; 1 per SM ties with 2).
+  // all splits' partials), and at 16k context 2 per SM decode 3% faster than 3 (8B, H100; 1 per SM ties with 2;
+  // with a q4_0 cache 3 and 4 per SM measured 6-7% slower).
   const int64_t rows = ::std::max<int64_t>(1, n_head_kv * T);
   const int64_t want = (2 * int64_t(::std::max(sm_count, 1)) + rows - 1) / rows;
   const int64_t cap = ::std::max<int64_t>(1, (n_ctx + kMinSplit - 1) / kMinSplit);
   return int32_t(::std::clamp<int64_t>(want, 1, ::std::min<int64_t>(cap, kMaxSplitsGqa)));
 }
 
-bool kv_q8_0_supported(int64_t n_head, int64_t n_head_kv, int64_t hd, int64_t hd_v) {
+bool kv_quant_supported(int64_t n_head, int64_t n_head_kv, int64_t hd, int64_t hd_v) {
   if (n_head <= 0 || n_head_kv <= 0 || n_head % n_head_kv != 0) return false;
   const int64_t G = n_head / n_head_kv;
   return hd == hd_v && (hd == 64 || hd == 128) && (G == 1 || G == 2 || G == 4 || G == 8);
 }
 
-::std::string kv_q8_0_refusal(int64_t n_head, int64_t n_head_kv, int64_t hd, int64_t hd_v) {
-  return "a q8_0 KV cache on the GPU needs head_dim 64 or 128 (K and V alike) and n_head / n_head_kv of 1, 2, 4 or 8; "
+::std::string kv_quant_refusal(graph::KvType type, int64_t n_head, int64_t n_head_kv, int64_t hd, int64_t hd_v) {
+  return ::std::string("a ") + graph::kv_type_name(type) +
+         " KV cache on the GPU needs head_dim 64 or 128 (K and V alike) and n_head / n_head_kv of 1, 2, 4 or 8; "
          "got head_dim " + ::std::to_string(hd) + "/" + ::std::to_string(hd_v) + " and " + ::std::to_string(n_head) +
          "/" + ::std::to_string(n_head_kv) + " heads";
 }
@@ -314,12 +316,16 @@ void launch_kv_write(const KvWriteParams& p, cudaStream_t stream) {
       kv_write_kernel<<<unsigned((n + 255) / 256), 256, 0, stream>>>(p);
       break;
     }
-    case graph::KvType::Q8_0: {
+    case graph::KvType::Q8_0:
+    case graph::KvType::Q4_0: {
+      const ::std::string name = graph::kv_type_name(p.kv_type);
       LLM_REQUIRE(graph::kv_head_dims_fit(p.kv_type, p.hd, p.hd_v),
-                  "q8_0 KV cache: head dims must be multiples of 32");
-      LLM_REQUIRE(p.k_scales && p.v_scales, "q8_0 KV cache: null scales");
+                  name + " KV cache: head dims must be multiples of 32");
+      LLM_REQUIRE(p.k_scales && p.v_scales, name + " KV cache: null scales");
       const int64_t threads = p.n_head_kv * (p.hd + p.hd_v) * p.T;  // one warp per 32-value block
-      kv_write_q8_0_kernel<<<unsigned((threads + 255) / 256), 256, 0, stream>>>(p);
+      const unsigned grid = unsigned((threads + 255) / 256);
+      if (p.kv_type == graph::KvType::Q8_0) kv_write_quant_kernel<graph::KvType::Q8_0><<<grid, 256, 0, stream>>>(p);
+      else kv_write_quant_kernel<graph::KvType::Q4_0><<<grid, 256, 0, stream>>>(p);
       break;
     }
     default: LLM_REQUIRE(false, "unknown KV type " + ::std::to_string(int(p.kv_type)));
@@ -334,16 +340,17 @@ void launch_attention(const AttentionKernelParams& p, cudaStream_t stream) {
   LLM_REQUIRE(p.hd > 0 && p.hd % 2 == 0 && p.hd <= kMaxHd, "head_dim must be even and <= 256");
   LLM_REQUIRE(p.hd_v > 0 && p.hd_v % 2 == 0 && p.hd_v <= kMaxHd, "head_dim_v must be even and <= 256");
   LLM_REQUIRE(p.max_splits > 0 && p.max_splits <= 65535, "max_splits not set (attention_max_splits)");
-  if (p.kv_type == graph::KvType::Q8_0) {  // the tensor-core kernels alone read int8 tiles
-    LLM_REQUIRE(kv_q8_0_supported(p.n_head, p.n_head_kv, p.hd, p.hd_v),
-                kv_q8_0_refusal(p.n_head, p.n_head_kv, p.hd, p.hd_v));
-    LLM_REQUIRE(p.k_scales && p.v_scales, "q8_0 KV cache: null scales");
+  if (p.kv_type == graph::KvType::Q8_0 || p.kv_type == graph::KvType::Q4_0) {  // the tensor-core kernels alone
+    const ::std::string name = graph::kv_type_name(p.kv_type);
+    LLM_REQUIRE(kv_quant_supported(p.n_head, p.n_head_kv, p.hd, p.hd_v),
+                kv_quant_refusal(p.kv_type, p.n_head, p.n_head_kv, p.hd, p.hd_v));
+    LLM_REQUIRE(p.k_scales && p.v_scales, name + " KV cache: null scales");
     if (attention_prefill_applies(p)) {
       launch_attention_prefill(p, stream);
       return;
     }
     LLM_REQUIRE(attention_split_tc_applies(p),
-                "q8_0 KV cache: the split kernel needs 16-byte aligned quants, 4-byte aligned scales and "
+                name + " KV cache: the split kernel needs 16-byte aligned quants, 4-byte aligned scales and "
                 "max_splits <= 256");
     launch_attention_split_tc(p, stream);
     return;

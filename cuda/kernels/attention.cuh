@@ -4,8 +4,10 @@
 // Cache layout per layer: K [head_dim, n_ctx, n_head_kv] (each kv head's slots contiguous), V likewise with hd_v.
 // Element types (graph::KvType): f16 values; or q8_0, int8 quants in that same layout beside one binary16 scale per
 // 32 values along the head dimension, scales [head_dim / 32, n_ctx, n_head_kv] (value = q * scale; GGUF Q8_0
-// rounding, graph/ir.h). q8_0 is read by the two tensor-core kernels only (head_dim = hd_v = 64 or 128; the split
-// kernel's groups 1/2/4/8): kv_q8_0_supported says which shapes, and launch_attention refuses the others.
+// rounding, graph/ir.h); or q4_0, half a byte per value ([head_dim / 2, n_ctx, n_head_kv] bytes, each 32-value block
+// as GGUF Q4_0's 16 quant bytes: kv_q4_0.cuh) beside the same scales. The quantized caches are read by the two
+// tensor-core kernels only (head_dim = hd_v = 64 or 128; the split kernel's groups 1/2/4/8): kv_quant_supported says
+// which shapes, and launch_attention refuses the others.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -20,7 +22,7 @@ struct KvWriteParams {
   const float* k = nullptr;          // [hd, n_head_kv, T]
   const float* v = nullptr;          // [hd_v, n_head_kv, T]
   const int32_t* positions = nullptr;// [T], device; slots outside [0, n_ctx) are skipped (validated by the host)
-  void* k_cache = nullptr;           // this layer: [hd, n_ctx, n_head_kv] binary16, or int8 quants for q8_0
+  void* k_cache = nullptr;           // this layer: [hd, n_ctx, n_head_kv] binary16 (int8 for q8_0, nibbles for q4_0)
   void* v_cache = nullptr;           // this layer: [hd_v, n_ctx, n_head_kv] likewise
   int64_t n_ctx = 0;
   int64_t n_head_kv = 0;
@@ -28,8 +30,8 @@ struct KvWriteParams {
   int64_t hd_v = 0;
   int64_t T = 0;
   graph::KvType kv_type = graph::KvType::F16;
-  uint16_t* k_scales = nullptr;      // q8_0: this layer's [hd / 32, n_ctx, n_head_kv] binary16 scales; else null
-  uint16_t* v_scales = nullptr;      // q8_0: [hd_v / 32, n_ctx, n_head_kv]
+  uint16_t* k_scales = nullptr;      // q8_0, q4_0: this layer's [hd / 32, n_ctx, n_head_kv] binary16 scales; else null
+  uint16_t* v_scales = nullptr;      // q8_0, q4_0: [hd_v / 32, n_ctx, n_head_kv]
 };
 void launch_kv_write(const KvWriteParams& p, cudaStream_t stream);
 
@@ -51,15 +53,15 @@ struct AttentionKernelParams {
   int32_t max_splits = 0;            // splits per (head, token) at most (attention_max_splits); the split length
                                      // is chosen on the device from each token's position, so capture-safe
   graph::KvType kv_type = graph::KvType::F16;
-  const uint16_t* k_scales = nullptr;// q8_0: as KvWriteParams; else null
+  const uint16_t* k_scales = nullptr;// q8_0, q4_0: as KvWriteParams; else null
   const uint16_t* v_scales = nullptr;
 };
 
-// Whether the attention kernels read a q8_0 cache of this shape (head_dim = hd_v = 64 or 128, n_head / n_head_kv
-// 1, 2, 4 or 8); the executor refuses other shapes with a message before any launch.
-bool kv_q8_0_supported(int64_t n_head, int64_t n_head_kv, int64_t hd, int64_t hd_v);
-// The refusal for a shape kv_q8_0_supported rejects: what is needed and what this shape has (for error messages).
-::std::string kv_q8_0_refusal(int64_t n_head, int64_t n_head_kv, int64_t hd, int64_t hd_v);
+// Whether the attention kernels read a quantized (q8_0, q4_0) cache of this shape (head_dim = hd_v = 64 or 128,
+// n_head / n_head_kv 1, 2, 4 or 8); the executor refuses other shapes with a message before any launch.
+bool kv_quant_supported(int64_t n_head, int64_t n_head_kv, int64_t hd, int64_t hd_v);
+// The refusal for a shape kv_quant_supported rejects: what is needed and what this shape has (for error messages).
+::std::string kv_quant_refusal(graph::KvType type, int64_t n_head, int64_t n_head_kv, int64_t hd, int64_t hd_v);
 
 // Most splits a (head, token) is cut into for a cache of n_ctx slots and a batch of T tokens: enough that
 // n_head_kv * T * splits blocks fill the device (sm_count multiprocessors), no split shorter than 16 slots.

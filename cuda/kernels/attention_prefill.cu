@@ -4,13 +4,15 @@
 // are read once per 64 queries instead of once per query (the split kernel's prefill cost, docs/kernel-notes.md).
 // Rounding: Q x scale and the softmax weights P enter the products as f16 (K and V already are); the running max,
 // the normaliser and O stay f32. A tile of slots past the block's last position is zero-filled, and slot s counts
-// for query t only when s <= positions[t]. A q8_0 cache: the tile loads read 8 int8 quants and their scale per
-// item and store 8 halves q x scale (each rounded to f16 once), the rest unchanged.
+// for query t only when s <= positions[t]. A q8_0 cache: the tile loads read 16 int8 quants and their scale per
+// item and store 16 halves q x scale (each rounded to f16 once); a q4_0 cache: a whole block's 16 bytes of nibbles
+// and its scale per item, 32 halves (q - 8) x scale; the rest unchanged.
 #include "cuda/kernels/attention_prefill.cuh"
 
 #include <type_traits>
 
 #include "cuda/check.h"
+#include "cuda/kernels/kv_q4_0.cuh"
 #include "cuda/kernels/kv_q8_0.cuh"
 #include "cuda/kernels/mma.cuh"
 
@@ -66,12 +68,15 @@ __global__ void __launch_bounds__(kThreads) attention_prefill_kernel(AttentionKe
   for (int n = 0; n < HD / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
   float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
   constexpr float kLog2e = 1.4426950408889634f;
-  constexpr bool kQ8 = KV == graph::KvType::Q8_0;
-  using Elem = ::std::conditional_t<kQ8, int8_t, uint16_t>;  // f16 values, or q8_0 quants
-  const Elem* kbase = static_cast<const Elem*>(p.k_cache) + kvh * p.n_ctx * HD;
-  const Elem* vbase = static_cast<const Elem*>(p.v_cache) + kvh * p.n_ctx * HD;
-  const uint16_t* kscale = kQ8 ? p.k_scales + kvh * p.n_ctx * (HD / 32) : nullptr;  // q8_0: [HD / 32] per slot
-  const uint16_t* vscale = kQ8 ? p.v_scales + kvh * p.n_ctx * (HD / 32) : nullptr;
+  constexpr bool kQ8 = KV == graph::KvType::Q8_0, kQ4 = KV == graph::KvType::Q4_0;
+  // f16 values, q8_0 quants, or q4_0 bytes of two nibbles: a slot's row is kRow of them.
+  using Elem = ::std::conditional_t<kQ8, int8_t, ::std::conditional_t<kQ4, uint8_t, uint16_t>>;
+  constexpr int kRow = kQ4 ? HD / 2 : HD;
+  const Elem* kbase = static_cast<const Elem*>(p.k_cache) + kvh * p.n_ctx * kRow;
+  const Elem* vbase = static_cast<const Elem*>(p.v_cache) + kvh * p.n_ctx * kRow;
+  // q8_0, q4_0: [HD / 32] scales per slot
+  const uint16_t* kscale = kQ8 || kQ4 ? p.k_scales + kvh * p.n_ctx * (HD / 32) : nullptr;
+  const uint16_t* vscale = kQ8 || kQ4 ? p.v_scales + kvh * p.n_ctx * (HD / 32) : nullptr;
 
   for (int64_t n0 = 0; n0 <= last; n0 += kBN) {
     __syncthreads();  // the previous tile is consumed
@@ -105,6 +110,38 @@ __global__ void __launch_bounds__(kThreads) attention_prefill_kernel(AttentionKe
         *reinterpret_cast<uint4*>(kdst + 8) = dequant8_q8_0(make_uint2(kq[j].z, kq[j].w), kh);
         *reinterpret_cast<uint4*>(vdst) = dequant8_q8_0(make_uint2(vq[j].x, vq[j].y), vh);
         *reinterpret_cast<uint4*>(vdst + 8) = dequant8_q8_0(make_uint2(vq[j].z, vq[j].w), vh);
+      }
+    } else if constexpr (kQ4) {
+      // Items of one q4_0 block (16 bytes, one 16-byte load, one scale), loads first as for q8_0.
+      constexpr int kPer = kBN * HD / 32 / kThreads;
+      static_assert(kBN * HD / 32 % kThreads == 0, "whole items per thread");
+      uint4 kq[kPer], vq[kPer];
+      uint16_t kd[kPer], vd[kPer];
+#pragma unroll
+      for (int j = 0; j < kPer; ++j) {
+        const int i = tid + j * kThreads, row = i / (HD / 32), b = i % (HD / 32);
+        const int64_t slot = n0 + row;
+        kq[j] = vq[j] = make_uint4(0, 0, 0, 0), kd[j] = vd[j] = 0;  // zero scale: 0 whatever the nibbles, never NaN
+        if (slot <= last) {
+          kq[j] = __ldg(reinterpret_cast<const uint4*>(kbase + slot * kRow) + b);
+          vq[j] = __ldg(reinterpret_cast<const uint4*>(vbase + slot * kRow) + b);
+          kd[j] = __ldg(kscale + slot * (HD / 32) + b);
+          vd[j] = __ldg(vscale + slot * (HD / 32) + b);
+        }
+      }
+#pragma unroll
+      for (int j = 0; j < kPer; ++j) {
+        const int i = tid + j * kThreads, row = i / (HD / 32), b = i % (HD / 32);
+        uint16_t* kdst = ks + row * kLd + b * 32;
+        uint16_t* vdst = vs + row * kLd + b * 32;
+        const __half kh = __ushort_as_half(kd[j]), vh = __ushort_as_half(vd[j]);
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {  // low nibbles: values 0..15 of the block; high: 16..31
+          *reinterpret_cast<uint4*>(kdst + 16 * half) = dequant8_q4_0(make_uint2(kq[j].x, kq[j].y), half, kh);
+          *reinterpret_cast<uint4*>(kdst + 16 * half + 8) = dequant8_q4_0(make_uint2(kq[j].z, kq[j].w), half, kh);
+          *reinterpret_cast<uint4*>(vdst + 16 * half) = dequant8_q4_0(make_uint2(vq[j].x, vq[j].y), half, vh);
+          *reinterpret_cast<uint4*>(vdst + 16 * half + 8) = dequant8_q4_0(make_uint2(vq[j].z, vq[j].w), half, vh);
+        }
       }
     } else {
       // In rounds of 4 items per thread, each round's loads issued before its stores.
@@ -207,8 +244,9 @@ void launch_kv(const AttentionKernelParams& p, dim3 grid, cudaStream_t stream) {
 }  // namespace
 
 bool attention_prefill_applies(const AttentionKernelParams& p) {
+  const bool quant = p.kv_type == graph::KvType::Q8_0 || p.kv_type == graph::KvType::Q4_0;
   const bool type_ok = p.kv_type == graph::KvType::F16 ||
-                       (p.kv_type == graph::KvType::Q8_0 && p.k_scales && p.v_scales &&
+                       (quant && p.k_scales && p.v_scales &&
                         reinterpret_cast<uintptr_t>(p.k_scales) % 2 == 0 &&
                         reinterpret_cast<uintptr_t>(p.v_scales) % 2 == 0);
   return type_ok && p.T >= kPrefillMinTokens && p.hd == p.hd_v && (p.hd == 64 || p.hd == 128) && p.n_head_kv > 0 &&
@@ -221,7 +259,8 @@ void launch_attention_prefill(const AttentionKernelParams& p, cudaStream_t strea
   LLM_REQUIRE(attention_prefill_applies(p), "prefill attention: unsupported shape or alignment");
   const dim3 grid(unsigned((p.T + kBM - 1) / kBM), unsigned(p.n_head));
   if (p.kv_type == graph::KvType::F16) launch_kv<graph::KvType::F16>(p, grid, stream);
-  else launch_kv<graph::KvType::Q8_0>(p, grid, stream);
+  else if (p.kv_type == graph::KvType::Q8_0) launch_kv<graph::KvType::Q8_0>(p, grid, stream);
+  else launch_kv<graph::KvType::Q4_0>(p, grid, stream);
   CUDA_CHECK_LAUNCH(stream);
 }
 

@@ -9,15 +9,16 @@
 // splits (attention_splits.cuh). Why: the GQA kernel's per-slot chain of G shuffle reductions held a 16k-context
 // decode at about a third of the memory bandwidth; here a slot costs two tensor-core products per warp and the loads
 // are what remains. Rounding as the prefill kernel: Q x scale and P enter the products as f16.
-// A q8_0 cache (attention_split_tc_q8_0_kernel): the same tiles and products, but each warp copies its own 16 slots
-// of int8 K and V and their scales (two stages, cp.async) and converts them into f16 rows of its own (q x scale,
-// rounded to f16 once) right before its products, so the warps meet only at __syncwarp inside the loop; half the
-// bytes of f16 per slot, plus 2 bytes of scale per 32 values.
+// A q8_0 or q4_0 cache (attention_split_tc_quant_kernel): the same tiles and products, but each warp copies its own
+// 16 slots of quantized K and V and their scales (two stages, cp.async) and converts them into f16 rows of its own
+// (q x scale, rounded to f16 once) right before its products, so the warps meet only at __syncwarp inside the
+// loop; a half (q8_0) or a quarter (q4_0) of the bytes of f16 per slot, plus 2 bytes of scale per 32 values.
 #include "cuda/kernels/attention_split_tc.cuh"
 
 #include "cuda/check.h"
 #include "cuda/kernels/async_copy.cuh"
 #include "cuda/kernels/attention_splits.cuh"
+#include "cuda/kernels/kv_q4_0.cuh"
 #include "cuda/kernels/kv_q8_0.cuh"
 #include "cuda/kernels/mma.cuh"
 #include "cuda/kernels/pdl.cuh"
@@ -35,12 +36,14 @@ constexpr int row_stride() { return HD + 8; }  // halves: 16-byte rows, conflict
 template <int HD>
 constexpr size_t smem_bytes() { return size_t(2) * 2 * kTile * row_stride<HD>() * sizeof(uint16_t); }
 
-// q8_0, per warp: S stages of its 16 slots' int8 K and V rows and their scales, and the f16 rows they become.
-// Two stages: three and four measured slower (8B shape at 16k: 26.7, 28.5, 28.9 us; kernel notes).
+// q8_0 / q4_0, per warp: S stages of its 16 slots' quantized K and V rows (HD or HD / 2 bytes) and their scales,
+// and the f16 rows they become. Two stages: three and four measured slower for q8_0 (8B shape at 16k: 26.7, 28.5,
+// 28.9 us; kernel notes) and for q4_0 (8B at 16k, tg128: 362.6, 350.6, 349.0 tok/s).
 constexpr int kQ8Stages = 2;
-template <int HD, int S>
+template <graph::KvType KV, int HD, int S>
 struct Q8Layout {
-  static constexpr int kRing = S * 2 * 16 * HD;                  // int8 [stage][K, V][16 slots][HD]
+  static constexpr int kRowBytes = KV == graph::KvType::Q4_0 ? HD / 2 : HD;  // quant bytes of one slot's row
+  static constexpr int kRing = S * 2 * 16 * kRowBytes;           // quants [stage][K, V][16 slots][kRowBytes]
   static constexpr int kScales = S * 2 * 16 * (HD / 32) * 2;     // binary16 [stage][K, V][16 slots][HD / 32]
   static constexpr int kHalves = 2 * 16 * row_stride<HD>() * 2;  // f16 [K, V][16 slots][HD + 8]
   static constexpr int kWarpBytes = kRing + kScales + kHalves;
@@ -222,13 +225,14 @@ __global__ void __launch_bounds__(kThreads) attention_split_tc_kernel(AttentionK
   finish_split<HD, G>(p, kvh, t, split, n_active, m, l, o, reinterpret_cast<float*>(tiles), G * HD);
 }
 
-template <int HD, int G, int S>
-__global__ void __launch_bounds__(kThreads) attention_split_tc_q8_0_kernel(AttentionKernelParams p) {
-  using L = Q8Layout<HD, S>;
+template <int HD, int G, int S, graph::KvType KV>
+__global__ void __launch_bounds__(kThreads) attention_split_tc_quant_kernel(AttentionKernelParams p) {
+  using L = Q8Layout<KV, HD, S>;
+  constexpr int kRowBytes = L::kRowBytes;
   constexpr int kLd = row_stride<HD>(), kBlocks = HD / 32;  // scales per slot
   extern __shared__ __align__(16) uint8_t smem[];             // [warp][Q8Layout]
-  // After the loop a warp's int8 ring holds its outputs for the merge (G x HD floats).
-  static_assert(G * HD * sizeof(float) <= size_t(L::kRing), "a warp's merge buffer exceeds its int8 ring");
+  // After the loop a warp's quant ring holds its outputs for the merge (G x HD floats).
+  static_assert(G * HD * sizeof(float) <= size_t(L::kRing), "a warp's merge buffer exceeds its quant ring");
   pdl_launch_dependents();
   const int64_t kvh = blockIdx.x, t = blockIdx.y, split = blockIdx.z;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, tg = lane & 3;
@@ -243,26 +247,26 @@ __global__ void __launch_bounds__(kThreads) attention_split_tc_q8_0_kernel(Atten
   uint16_t* const scales = reinterpret_cast<uint16_t*>(mine + L::kRing);
   uint16_t* const kh = reinterpret_cast<uint16_t*>(mine + L::kRing + L::kScales);
   uint16_t* const vh = kh + 16 * kLd;
-  const int8_t* const kq = static_cast<const int8_t*>(p.k_cache) + kvh * p.n_ctx * HD;
-  const int8_t* const vq = static_cast<const int8_t*>(p.v_cache) + kvh * p.n_ctx * HD;
+  const int8_t* const kq = static_cast<const int8_t*>(p.k_cache) + kvh * p.n_ctx * kRowBytes;
+  const int8_t* const vq = static_cast<const int8_t*>(p.v_cache) + kvh * p.n_ctx * kRowBytes;
   const uint16_t* const ksc = p.k_scales + kvh * p.n_ctx * kBlocks;
   const uint16_t* const vsc = p.v_scales + kvh * p.n_ctx * kBlocks;
 
-  // The warp's slots [w0, w0 + 16) into ring stage `stage`. They are 16 x HD contiguous bytes of quants and
+  // The warp's slots [w0, w0 + 16) into ring stage `stage`. They are 16 x kRowBytes contiguous bytes of quants and
   // 16 x HD / 32 contiguous scales in the cache, kept in the same order in the ring: lane i copies the 16-byte
   // chunks i + 32 k and the scale words i + 32 k. Slots from the token's end on are zero-filled (no read), so their
   // f16 rows come out as zeros (never NaN from stale bytes); a tile wholly past the end copies nothing.
   const auto issue = [&](int64_t w0, int stage) {
     const int valid = int(max(int64_t(0), min(end - w0, int64_t(16))));  // warp-uniform
     if (valid > 0) {
-      int8_t* const kr = ring + stage * 2 * 16 * HD;
-      const int8_t* const kt = kq + w0 * HD;
-      const int8_t* const vt = vq + w0 * HD;
+      int8_t* const kr = ring + stage * 2 * 16 * kRowBytes;
+      const int8_t* const kt = kq + w0 * kRowBytes;
+      const int8_t* const vt = vq + w0 * kRowBytes;
 #pragma unroll
-      for (int k = 0; k < 16 * HD / 16 / 32; ++k) {
-        const int off = 16 * (lane + 32 * k), bytes = off < valid * HD ? 16 : 0;
+      for (int k = 0; k < 16 * kRowBytes / 16 / 32; ++k) {
+        const int off = 16 * (lane + 32 * k), bytes = off < valid * kRowBytes ? 16 : 0;
         cp_async16_zfill(kr + off, kt + (bytes ? off : 0), bytes);
-        cp_async16_zfill(kr + 16 * HD + off, vt + (bytes ? off : 0), bytes);
+        cp_async16_zfill(kr + 16 * kRowBytes + off, vt + (bytes ? off : 0), bytes);
       }
       constexpr int kWords = 16 * kBlocks / 2;  // 4-byte scale words of one matrix's 16 slots
       uint16_t* const sr = scales + stage * 2 * 16 * kBlocks;
@@ -276,8 +280,9 @@ __global__ void __launch_bounds__(kThreads) attention_split_tc_q8_0_kernel(Atten
     }
     asm volatile("cp.async.commit_group;" ::: "memory");
   };
-  // Ring stage `stage` as f16 rows q x scale into kh, vh: lane i converts the 8-byte chunks i + 32 k, chunk c of
+  // Ring stage `stage` as f16 rows q x scale into kh, vh: lane i converts the 8-value chunks i + 32 k, chunk c of
   // the tile being row c / (HD / 8), columns 8 (c % (HD / 8)) onwards, under scale c / 4 of the ring's scales.
+  // q8_0: the chunk's 8 bytes; q4_0: the low (first half of the block) or high nibbles of 8 bytes of its block.
   constexpr int kRowsPerStep = 32 / (HD / 8);
   const int crow = lane / (HD / 8), ccol = lane % (HD / 8);
   // All loads first: the compiler cannot tell the f16 rows' stores from the ring's loads apart, and would otherwise
@@ -288,11 +293,13 @@ __global__ void __launch_bounds__(kThreads) attention_split_tc_q8_0_kernel(Atten
     uint16_t sc[2][kSteps];
 #pragma unroll
     for (int mtx = 0; mtx < 2; ++mtx) {
-      const int8_t* const src = ring + (stage * 2 + mtx) * 16 * HD + 8 * lane;
+      const int8_t* const src =
+          ring + (stage * 2 + mtx) * 16 * kRowBytes +
+          (KV == graph::KvType::Q4_0 ? crow * kRowBytes + (ccol / 4) * 16 + (ccol % 2) * 8 : 8 * lane);
       const uint16_t* const ss = scales + (stage * 2 + mtx) * 16 * kBlocks + crow * kBlocks + ccol / 4;
 #pragma unroll
       for (int k = 0; k < kSteps; ++k) {
-        q[mtx][k] = *reinterpret_cast<const uint2*>(src + 256 * k);
+        q[mtx][k] = *reinterpret_cast<const uint2*>(src + k * kRowsPerStep * kRowBytes);
         sc[mtx][k] = ss[k * kRowsPerStep * kBlocks];
       }
     }
@@ -302,7 +309,8 @@ __global__ void __launch_bounds__(kThreads) attention_split_tc_q8_0_kernel(Atten
 #pragma unroll
       for (int k = 0; k < kSteps; ++k)
         *reinterpret_cast<uint4*>(dst + k * kRowsPerStep * kLd) =
-            dequant8_q8_0(q[mtx][k], __ushort_as_half(sc[mtx][k]));
+            KV == graph::KvType::Q4_0 ? dequant8_q4_0(q[mtx][k], ccol % 4 >= 2, __ushort_as_half(sc[mtx][k]))
+                                      : dequant8_q8_0(q[mtx][k], __ushort_as_half(sc[mtx][k]));
     }
   };
 
@@ -344,6 +352,14 @@ bool opt_in(void (*kernel)(AttentionKernelParams), size_t smem) {
   return true;
 }
 
+template <int HD, int G, graph::KvType KV>
+void launch_quant(const AttentionKernelParams& p, dim3 grid, cudaStream_t stream) {
+  constexpr size_t smem = size_t(4) * Q8Layout<KV, HD, kQ8Stages>::kWarpBytes;
+  static const bool opted = opt_in(attention_split_tc_quant_kernel<HD, G, kQ8Stages, KV>, smem);
+  (void)opted;
+  attention_split_tc_quant_kernel<HD, G, kQ8Stages, KV><<<grid, kThreads, smem, stream>>>(p);
+}
+
 template <int HD, int G>
 void launch_g(const AttentionKernelParams& p, cudaStream_t stream) {
   const dim3 grid(unsigned(p.n_head_kv), unsigned(p.T), unsigned(p.max_splits));
@@ -352,11 +368,10 @@ void launch_g(const AttentionKernelParams& p, cudaStream_t stream) {
     static const bool opted = opt_in(attention_split_tc_kernel<HD, G>, smem);
     (void)opted;
     attention_split_tc_kernel<HD, G><<<grid, kThreads, smem, stream>>>(p);
+  } else if (p.kv_type == graph::KvType::Q8_0) {
+    launch_quant<HD, G, graph::KvType::Q8_0>(p, grid, stream);
   } else {
-    constexpr size_t smem = size_t(4) * Q8Layout<HD, kQ8Stages>::kWarpBytes;
-    static const bool opted = opt_in(attention_split_tc_q8_0_kernel<HD, G, kQ8Stages>, smem);
-    (void)opted;
-    attention_split_tc_q8_0_kernel<HD, G, kQ8Stages><<<grid, kThreads, smem, stream>>>(p);
+    launch_quant<HD, G, graph::KvType::Q4_0>(p, grid, stream);
   }
 }
 
@@ -376,8 +391,9 @@ bool attention_split_tc_applies(const AttentionKernelParams& p) {
   if (p.n_head_kv <= 0 || p.n_head % p.n_head_kv != 0) return false;
   const int64_t G = p.n_head / p.n_head_kv;
   // q8_0: the quants as the f16 values (16-byte copies), the scales in 4-byte copies.
+  const bool quant = p.kv_type == graph::KvType::Q8_0 || p.kv_type == graph::KvType::Q4_0;
   const bool type_ok = p.kv_type == graph::KvType::F16 ||
-                       (p.kv_type == graph::KvType::Q8_0 && p.k_scales && p.v_scales &&
+                       (quant && p.k_scales && p.v_scales &&
                         reinterpret_cast<uintptr_t>(p.k_scales) % 4 == 0 &&
                         reinterpret_cast<uintptr_t>(p.v_scales) % 4 == 0);
   return type_ok && p.hd == p.hd_v && (p.hd == 64 || p.hd == 128) && (G == 1 || G == 2 || G == 4 || G == 8) &&

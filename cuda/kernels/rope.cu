@@ -1,8 +1,8 @@
 // RoPE: one thread per rotated pair, the angle formed as rope_angle.cuh says. The powers base^(-2i/n_rot) are
 // computed on the host at launch and passed as a kernel parameter: a double pow per thread was half of the kernel's
 // FP64 work, and the kernel is FP64-bound in prefill (40 heads x 64 pairs x 512 tokens on an 8B) and latency-bound
-// in decode. rope_kv into a q8_0 cache: one warp per 32-value block of k and v, so the block's scale sees all of
-// its rotated values.
+// in decode. rope_kv into a q8_0 or q4_0 cache: one warp per 32-value block of k and v, so the block's scale sees
+// all of its rotated values.
 #include "cuda/kernels/rope.cuh"
 
 #include <cuda_fp16.h>
@@ -12,7 +12,7 @@
 #include <string>
 
 #include "cuda/check.h"
-#include "cuda/kernels/kv_q8_0.cuh"
+#include "cuda/kernels/kv_quant.cuh"
 #include "cuda/kernels/rope_angle.cuh"
 
 namespace cuda {
@@ -114,10 +114,11 @@ __global__ void rope_kv_kernel(RopeKvParams p, const __grid_constant__ BasePower
   if (b >= 0) kc[b] = __half_as_ushort(__float2half_rn(x1));
 }
 
-// q8_0: per token, one thread per q pair as above (padded to whole warps), then one warp per (KV head, 32-value
-// block) of k and of v. Lane i of a k block rotates value i itself (reading its pair partner, which under NEOX
-// ordering lies in another block), lane i of a v block reads value i; the warp quantizes the block.
-__global__ void rope_kv_q8_0_kernel(RopeKvParams p, const __grid_constant__ BasePowers bp) {
+// q8_0 / q4_0: per token, one thread per q pair as above (padded to whole warps), then one warp per (KV head,
+// 32-value block) of k and of v. Lane i of a k block rotates value i itself (reading its pair partner, which under
+// NEOX ordering lies in another block), lane i of a v block reads value i; the warp quantizes the block.
+template <graph::KvType KV>
+__global__ void rope_kv_quant_kernel(RopeKvParams p, const __grid_constant__ BasePowers bp) {
   const RopeKernelParams& r = p.rope;
   const int64_t half = r.n_rot / 2, pass = r.head_dim - r.n_rot, per_head = half + pass;
   const int64_t nq = (per_head * r.n_head + 31) / 32 * 32;  // whole warps, so no warp spans q and k
@@ -151,16 +152,12 @@ __global__ void rope_kv_q8_0_kernel(RopeKvParams p, const __grid_constant__ Base
       rope_pair(r, bp, j, pos, x, a, b, y0, y1);
       y = d == a ? y0 : y1;
     }
-    const int64_t slot = h * p.n_ctx + pos;
-    quantize_q8_0_warp(y, lane, static_cast<int8_t*>(p.k_cache) + slot * r.head_dim + (d - lane),
-                       p.k_scales + slot * (r.head_dim / 32) + d / 32);
+    quantize_kv_block<KV>(y, lane, p.k_cache, p.k_scales, h * p.n_ctx + pos, r.head_dim, d / 32);
     return;
   }
   e -= nk;  // v
   const int64_t h = e / p.hd_v, d = e % p.hd_v;
-  const int64_t slot = h * p.n_ctx + pos;
-  quantize_q8_0_warp(p.v[t * nv + e], lane, static_cast<int8_t*>(p.v_cache) + slot * p.hd_v + (d - lane),
-                     p.v_scales + slot * (p.hd_v / 32) + d / 32);
+  quantize_kv_block<KV>(p.v[t * nv + e], lane, p.v_cache, p.v_scales, h * p.n_ctx + pos, p.hd_v, d / 32);
 }
 
 }  // namespace
@@ -196,13 +193,19 @@ void launch_rope_kv(const RopeKvParams& p, cudaStream_t stream) {
       rope_kv_kernel<<<unsigned((n + 255) / 256), 256, 0, stream>>>(p, base_powers(r));
       break;
     }
-    case graph::KvType::Q8_0: {
+    case graph::KvType::Q8_0:
+    case graph::KvType::Q4_0: {
+      const ::std::string name = graph::kv_type_name(p.kv_type);
       LLM_REQUIRE(graph::kv_head_dims_fit(p.kv_type, r.head_dim, p.hd_v),
-                  "q8_0 KV cache: head dims must be multiples of 32");
-      LLM_REQUIRE(p.k_scales && p.v_scales, "q8_0 KV cache: null scales");
+                  name + " KV cache: head dims must be multiples of 32");
+      LLM_REQUIRE(p.k_scales && p.v_scales, name + " KV cache: null scales");
       const int64_t nq = (per_head * r.n_head + 31) / 32 * 32;  // as the kernel: q padded to whole warps
       const int64_t n = (nq + (r.head_dim + p.hd_v) * p.n_head_kv) * r.T;
-      rope_kv_q8_0_kernel<<<unsigned((n + 255) / 256), 256, 0, stream>>>(p, base_powers(r));
+      const unsigned grid = unsigned((n + 255) / 256);
+      if (p.kv_type == graph::KvType::Q8_0)
+        rope_kv_quant_kernel<graph::KvType::Q8_0><<<grid, 256, 0, stream>>>(p, base_powers(r));
+      else
+        rope_kv_quant_kernel<graph::KvType::Q4_0><<<grid, 256, 0, stream>>>(p, base_powers(r));
       break;
     }
     default: LLM_REQUIRE(false, "unknown KV type " + ::std::to_string(int(p.kv_type)));

@@ -31,20 +31,20 @@ void launch_rope(const RopeKernelParams& p, cudaStream_t stream);
 ::std::vector<double> rope_base_powers(float freq_base, int32_t n_rot);
 
 // rope(q) -> rope.out, and rope(k), v written into the KV cache slot of each token's position (layouts and element
-// types of cuda/kernels/attention.cuh: f16, or q8_0 with head_dim and hd_v multiples of 32): one launch for what
-// rope, rope and kv_write do. rope.x is q; k shares rope's head_dim, n_rot and positions.
+// types of cuda/kernels/attention.cuh: f16, or q8_0 / q4_0 with head_dim and hd_v multiples of 32): one launch for
+// what rope, rope and kv_write do. rope.x is q; k shares rope's head_dim, n_rot and positions.
 struct RopeKvParams {
   RopeKernelParams rope;             // q: x [head_dim, n_head, T] -> out
   const float* k = nullptr;          // [head_dim, n_head_kv, T]
   const float* v = nullptr;          // [hd_v, n_head_kv, T]
-  void* k_cache = nullptr;           // this layer: [head_dim, n_ctx, n_head_kv] binary16, or int8 quants for q8_0
+  void* k_cache = nullptr;           // this layer: [head_dim, n_ctx, n_head_kv] as KvWriteParams::k_cache
   void* v_cache = nullptr;           // this layer: [hd_v, n_ctx, n_head_kv] likewise
   int64_t n_head_kv = 0;
   int64_t hd_v = 0;
   int64_t n_ctx = 0;
   graph::KvType kv_type = graph::KvType::F16;
-  uint16_t* k_scales = nullptr;      // q8_0: [head_dim / 32, n_ctx, n_head_kv] binary16 scales; else null
-  uint16_t* v_scales = nullptr;      // q8_0: [hd_v / 32, n_ctx, n_head_kv]
+  uint16_t* k_scales = nullptr;      // q8_0, q4_0: [head_dim / 32, n_ctx, n_head_kv] binary16 scales; else null
+  uint16_t* v_scales = nullptr;      // q8_0, q4_0: [hd_v / 32, n_ctx, n_head_kv]
 };
 void launch_rope_kv(const RopeKvParams& p, cudaStream_t stream);
 

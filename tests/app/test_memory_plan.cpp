@@ -142,6 +142,20 @@ TEST(CudaFootprint, Q8KvCacheBytes) {
   EXPECT_THROW(cuda::KvCache::bytes_for(bad), std::exception);
 }
 
+// A q4_0 cache: 18 bytes per 32 values (16 of nibbles, a 2-byte scale) instead of 64, in the same four arrays.
+TEST(CudaFootprint, Q4KvCacheBytes) {
+  const graph::KvCacheSpec q4{4, 1000, 2, 64, 64, graph::KvType::Q4_0};
+  EXPECT_EQ(cuda::KvCache::bytes_per_slot(q4), 4.0 * 2 * 128 * 18 / 32);
+  const size_t exact = size_t(4) * 1000 * 2 * 128 * 18 / 32;
+  EXPECT_GE(cuda::KvCache::bytes_for(q4), exact);
+  EXPECT_LE(cuda::KvCache::bytes_for(q4), exact + 4 * 4 * 256);
+  // Per layer: K and V quants of 2000 slots * 32 bytes (64000, padded to 64000 = 250 * 256) and their scales of
+  // 2000 * 2 * 2 bytes (8000, padded to 8192): the layout the kernels index, not only its total.
+  EXPECT_EQ(cuda::KvCache::bytes_for(q4), size_t(4) * (2 * 64000 + 2 * 8192));
+  const graph::KvCacheSpec bad{4, 1000, 2, 48, 48, graph::KvType::Q4_0};
+  EXPECT_THROW(cuda::KvCache::bytes_for(bad), std::exception);
+}
+
 // With a device: what a session allocates, a prompt and decoding included, stays within the plan (the headroom
 // covers the CUDA context's own buffers, kernel modules and allocation rounding); a context of a million slots makes
 // the KV cache the bulk of it, so the measurement means something even for this tiny model.

@@ -1,6 +1,7 @@
 // KV write + attention (the tensor-core prefill and split kernels, the split kernels for head_dim 256 and odd groups)
-// against a double-precision causal softmax over the f16-rounded cache; a q8_0 cache against the same softmax over
-// the values the host quantizer gives, and its writers (kv_write, rope_kv) against the host quantizer's bytes.
+// against a double-precision causal softmax over the f16-rounded cache; a q8_0 or q4_0 cache against the same
+// softmax over the values the host quantizer gives, and its writers (kv_write, rope_kv) against the host
+// quantizer's bytes.
 #include <cstring>
 
 #include "cuda/kernels/attention.cuh"
@@ -32,29 +33,46 @@ void host_q8_0(const float* x, int64_t n, int8_t* quants, uint16_t* scales) {
   }
 }
 
-// The values a q8_0 cache holds for x: host quantizer, then host dequantizer.
-std::vector<float> q8_0_roundtrip(const std::vector<float>& x) {
-  std::vector<uint8_t> blocks(quant::row_bytes(quant::Type::Q8_0, int64_t(x.size())));
-  quant::quantize_row(quant::Type::Q8_0, x.data(), blocks.data(), int64_t(x.size()));
+// x (whole 32-value blocks) as quant::quantize_row(Q4_0) stores it: per block 16 bytes of nibbles and the scale.
+void host_q4_0(const float* x, int64_t n, uint8_t* quants, uint16_t* scales) {
+  std::vector<uint8_t> blocks(quant::row_bytes(quant::Type::Q4_0, n));
+  quant::quantize_row(quant::Type::Q4_0, x, blocks.data(), n);
+  for (int64_t b = 0; b < n / 32; ++b) {
+    std::memcpy(&scales[b], &blocks[size_t(b) * 18], 2);
+    std::memcpy(&quants[b * 16], &blocks[size_t(b) * 18 + 2], 16);
+  }
+}
+
+quant::Type gguf_type(KvType kv) { return kv == KvType::Q4_0 ? quant::Type::Q4_0 : quant::Type::Q8_0; }
+
+// The values a q8_0 or q4_0 cache holds for x: host quantizer, then host dequantizer.
+std::vector<float> kv_roundtrip(KvType kv, const std::vector<float>& x) {
+  std::vector<uint8_t> blocks(quant::row_bytes(gguf_type(kv), int64_t(x.size())));
+  quant::quantize_row(gguf_type(kv), x.data(), blocks.data(), int64_t(x.size()));
   std::vector<float> out(x.size());
-  quant::dequantize_row(quant::Type::Q8_0, blocks.data(), out.data(), int64_t(out.size()));
+  quant::dequantize_row(gguf_type(kv), blocks.data(), out.data(), int64_t(out.size()));
   return out;
 }
 
-// One layer's cache on the device: f16 values, or q8_0 quants [hd, n_ctx, nkv] and scales [hd / 32, n_ctx, nkv].
+// Quant bytes of one slot's row of hd values: q8_0 one per value, q4_0 one per two.
+int64_t row_bytes(KvType kv, int64_t hd) { return kv == KvType::Q4_0 ? hd / 2 : hd; }
+
+// One layer's cache on the device: f16 values, or q8_0 / q4_0 quants [row_bytes, n_ctx, nkv] and scales
+// [hd / 32, n_ctx, nkv].
 struct DeviceCache {
   cuda::DeviceBuffer k, v, k_scales, v_scales;
   DeviceCache(KvType kv, int64_t hd, int64_t hdv, int64_t n_ctx, int64_t nkv)
-      : k(size_t(hd * n_ctx * nkv * (kv == KvType::F16 ? 2 : 1))),
-        v(size_t(hdv * n_ctx * nkv * (kv == KvType::F16 ? 2 : 1))),
-        k_scales(kv == KvType::Q8_0 ? size_t(hd / 32 * n_ctx * nkv * 2) : 0),
-        v_scales(kv == KvType::Q8_0 ? size_t(hdv / 32 * n_ctx * nkv * 2) : 0) {}
+      : k(size_t((kv == KvType::F16 ? 2 * hd : row_bytes(kv, hd)) * n_ctx * nkv)),
+        v(size_t((kv == KvType::F16 ? 2 * hdv : row_bytes(kv, hdv)) * n_ctx * nkv)),
+        k_scales(kv != KvType::F16 ? size_t(hd / 32 * n_ctx * nkv * 2) : 0),
+        v_scales(kv != KvType::F16 ? size_t(hdv / 32 * n_ctx * nkv * 2) : 0) {}
 };
 
 void run_case(const Case& c, std::mt19937& rng) {
   const int64_t hd = c.hd, hdv = c.hd;
-  const bool q8 = c.kv == KvType::Q8_0;
-  const std::string what = std::string(q8 ? "q8_0 " : "") + "attention nh=" + std::to_string(c.nh) +
+  const bool quantized = c.kv != KvType::F16;
+  const std::string what = std::string(quantized ? graph::kv_type_name(c.kv) : "") + " attention nh=" +
+                           std::to_string(c.nh) +
                            " nkv=" + std::to_string(c.nkv) + " hd=" + std::to_string(hd) +
                            " ctx=" + std::to_string(c.n_ctx) + " prefix=" + std::to_string(c.prefix) +
                            " T=" + std::to_string(c.T) + " max_splits=" + std::to_string(c.max_splits);
@@ -64,8 +82,9 @@ void run_case(const Case& c, std::mt19937& rng) {
   const auto q = random_floats(rng, hd * c.nh * c.T);
   std::vector<int32_t> pos(total);
   for (int64_t i = 0; i < total; ++i) pos[i] = int32_t(i);
-  // What the cache holds before the f16 rounding of the tensor-core tiles: the values, or their q8_0 round trip.
-  const std::vector<float> k_held = q8 ? q8_0_roundtrip(k) : k, v_held = q8 ? q8_0_roundtrip(v) : v;
+  // What the cache holds before the f16 rounding of the tensor-core tiles: the values, or their round trip.
+  const std::vector<float> k_held = quantized ? kv_roundtrip(c.kv, k) : k;
+  const std::vector<float> v_held = quantized ? kv_roundtrip(c.kv, v) : v;
 
   DeviceCache cache(c.kv, hd, hdv, c.n_ctx, c.nkv);
   // Zeroed, as the session's cache is: the test downloads whole caches, slots past the written prefix included.
@@ -99,11 +118,11 @@ void run_case(const Case& c, std::mt19937& rng) {
   cuda::launch_attention(p, nullptr);
 
   // The tensor-core kernels take Q x scale rounded to f16 (the reference does the same) and round the softmax
-  // weights P to f16 for P V: |error| <= 2^-11 max|v| (weights sum to one) on top of f32 accumulation. A q8_0
-  // cache reaches their tiles as f16(q x scale), the f16 rounding of the host's dequantized value: the reference
-  // uses exactly that.
+  // weights P to f16 for P V: |error| <= 2^-11 max|v| (weights sum to one) on top of f32 accumulation. A q8_0 or
+  // q4_0 cache reaches their tiles as f16(q x scale), the f16 rounding of the host's dequantized value: the
+  // reference uses exactly that.
   const bool tensor_cores = cuda::attention_prefill_applies(p) || cuda::attention_split_tc_applies(p);
-  if (q8) {
+  if (quantized) {
     EXPECT_TRUE(tensor_cores) << what;
   }
   double v_max = 0;
@@ -139,17 +158,19 @@ void run_case(const Case& c, std::mt19937& rng) {
   // The cache holds the f16 rounding of what was written, or the host quantizer's bytes, in the documented layout.
   const int64_t j = total - 1, kvh = c.nkv - 1;
   const float* k_row = &k[(j * c.nkv + kvh) * hd];
-  if (!q8) {
+  if (!quantized) {
     const auto kh = download<uint16_t>(cache.k, hd * c.n_ctx * c.nkv);
     for (int64_t e = 0; e < hd; ++e) ASSERT_EQ(kh[(kvh * c.n_ctx + j) * hd + e], quant::f32_to_f16(k_row[e])) << what;
     return;
   }
-  const auto kq = download<int8_t>(cache.k, hd * c.n_ctx * c.nkv);
+  const int64_t rb = row_bytes(c.kv, hd);
+  const auto kq = download<uint8_t>(cache.k, rb * c.n_ctx * c.nkv);
   const auto ks = download<uint16_t>(cache.k_scales, hd / 32 * c.n_ctx * c.nkv);
-  std::vector<int8_t> want_q(hd);
+  std::vector<uint8_t> want_q(rb);
   std::vector<uint16_t> want_s(hd / 32);
-  host_q8_0(k_row, hd, want_q.data(), want_s.data());
-  for (int64_t e = 0; e < hd; ++e) ASSERT_EQ(kq[(kvh * c.n_ctx + j) * hd + e], want_q[e]) << what;
+  if (c.kv == KvType::Q4_0) host_q4_0(k_row, hd, want_q.data(), want_s.data());
+  else host_q8_0(k_row, hd, reinterpret_cast<int8_t*>(want_q.data()), want_s.data());
+  for (int64_t e = 0; e < rb; ++e) ASSERT_EQ(kq[(kvh * c.n_ctx + j) * rb + e], want_q[e]) << what;
   for (int64_t b = 0; b < hd / 32; ++b) ASSERT_EQ(ks[(kvh * c.n_ctx + j) * (hd / 32) + b], want_s[b]) << what;
 }
 
@@ -190,34 +211,42 @@ TEST(AttentionKernels, RejectsBadParams) {
   EXPECT_THROW(cuda::launch_attention(p, nullptr), cuda::InvalidArgument);
 }
 
-// A q8_0 cache through the two tensor-core kernels: decode (one and a few tokens, prefixes over many 64-slot tiles,
-// computed and forced split counts so that splits hold one or several tiles), prefill (16+ tokens, with and without
-// a prefix), head_dim 64 and 128, groups 1, 2, 4, 8, cache lengths that are no multiple of 4 (so a slot's scales
-// are only 4-byte aligned for head_dim 64).
+// A q8_0 or q4_0 cache through the two tensor-core kernels: decode (one and a few tokens, prefixes over many 64-slot
+// tiles, computed and forced split counts so that splits hold one or several tiles), prefill (16+ tokens, with and
+// without a prefix), head_dim 64 and 128, groups 1, 2, 4, 8, cache lengths that are no multiple of 4 (so a slot's
+// scales are only 4-byte aligned for head_dim 64).
+std::vector<Case> quantized_cases(KvType kv) {
+  return {
+      {8, 8, 64, 1001, 0, 1, 0, kv},        // the first token: one slot, one split
+      {32, 8, 128, 4096, 4000, 1, 0, kv},   // the 8B's shape, ~2 tiles per split
+      {8, 1, 128, 2000, 1500, 1, 0, kv},    // group of 8
+      {16, 8, 64, 1001, 650, 2, 0, kv},     // group of 2, head_dim 64, n_ctx odd
+      {4, 2, 128, 1000, 900, 3, 100, kv},   // one tile per split
+      {8, 2, 128, 3001, 2900, 1, 3, kv},    // 3 splits of ~15 tiles: the two-stage ring goes round many times
+      {4, 4, 64, 1001, 99, 1, 1, kv},       // a single split over two tiles, the last warp's slots partly past
+      {32, 8, 128, 5000, 30, 1, 0, kv},     // short position in a long cache: the result without a merge
+      {16, 4, 128, 300, 100, 5, 0, kv},     // a short batch of 5 tokens
+      {8, 8, 64, 20001, 16400, 1, 0, kv},   // 16k context
+      {32, 8, 128, 1000, 230, 1, 0, kv},    // 4 tiles in one split (kSerialTiles): the ring goes round twice
+      {32, 8, 128, 1000, 256, 1, 0, kv},    // 5 tiles: split again
+      // prefill kernel
+      {8, 2, 128, 600, 0, 200, 0, kv},      // from empty, 200 = 3 tiles + 8 rows
+      {4, 4, 64, 1001, 37, 16, 0, kv},      // smallest batch after an unaligned prefix
+      {16, 8, 64, 1001, 300, 100, 0, kv},   // group of 2 with a prefix
+      {8, 1, 128, 1100, 900, 70, 0, kv},    // group of 8, many cache tiles
+  };
+}
+
 TEST(AttentionKernels, Q8_0MatchesReference) {
   REQUIRE_GPU();
   std::mt19937 rng(12);
-  constexpr KvType Q8 = KvType::Q8_0;
-  const Case cases[] = {
-      {8, 8, 64, 1001, 0, 1, 0, Q8},        // the first token: one slot, one split
-      {32, 8, 128, 4096, 4000, 1, 0, Q8},   // the 8B's shape, ~2 tiles per split
-      {8, 1, 128, 2000, 1500, 1, 0, Q8},    // group of 8
-      {16, 8, 64, 1001, 650, 2, 0, Q8},     // group of 2, head_dim 64, n_ctx odd
-      {4, 2, 128, 1000, 900, 3, 100, Q8},   // one tile per split
-      {8, 2, 128, 3001, 2900, 1, 3, Q8},    // 3 splits of ~15 tiles: the two-stage ring goes round many times
-      {4, 4, 64, 1001, 99, 1, 1, Q8},       // a single split over two tiles, the last warp's slots partly past
-      {32, 8, 128, 5000, 30, 1, 0, Q8},     // short position in a long cache: the result without a merge
-      {16, 4, 128, 300, 100, 5, 0, Q8},     // a short batch of 5 tokens
-      {8, 8, 64, 20001, 16400, 1, 0, Q8},   // 16k context
-      {32, 8, 128, 1000, 230, 1, 0, Q8},    // 4 tiles in one split (kSerialTiles): the ring goes round twice
-      {32, 8, 128, 1000, 256, 1, 0, Q8},    // 5 tiles: split again
-      // prefill kernel
-      {8, 2, 128, 600, 0, 200, 0, Q8},      // from empty, 200 = 3 tiles + 8 rows
-      {4, 4, 64, 1001, 37, 16, 0, Q8},      // smallest batch after an unaligned prefix
-      {16, 8, 64, 1001, 300, 100, 0, Q8},   // group of 2 with a prefix
-      {8, 1, 128, 1100, 900, 70, 0, Q8},    // group of 8, many cache tiles
-  };
-  for (const auto& c : cases) run_case(c, rng);
+  for (const auto& c : quantized_cases(KvType::Q8_0)) run_case(c, rng);
+}
+
+TEST(AttentionKernels, Q4_0MatchesReference) {
+  REQUIRE_GPU();
+  std::mt19937 rng(15);
+  for (const auto& c : quantized_cases(KvType::Q4_0)) run_case(c, rng);
 }
 
 // The q8_0 writers store exactly the host quantizer's bytes: kv_write (head dims that are multiples of 32, blocks
@@ -226,29 +255,42 @@ TEST(AttentionKernels, Q8_0MatchesReference) {
 // untouched.
 constexpr uint8_t kPoison = 0x5a;  // the caches' bytes before the write
 
-// The slot (h, pos) of a q8_0 cache holds x quantized by the host. exact = false (rope_kv: the device's rotation
-// may differ from the host's by an ulp): a scale may differ by one binary16 step (the block's largest value on an
-// f16 rounding boundary) and a quant by one where the host's x / d lies within 1e-3 of a .5 tie.
-void expect_slot_q8_0(const std::string& what, const std::vector<int8_t>& quants, const std::vector<uint16_t>& scales,
-                      int64_t hd, int64_t n_ctx, int64_t h, int32_t pos, const float* x, bool exact) {
-  std::vector<int8_t> want_q(static_cast<size_t>(hd));
+// The slot (h, pos) of a q8_0 or q4_0 cache holds x quantized by the host. exact = false (rope_kv: the device's
+// rotation may differ from the host's by an ulp): a scale may differ by one binary16 step (the block's largest value
+// on an f16 rounding boundary) and a quant by one where the host's rounding lies within 1e-3 of its boundary (q8_0:
+// x / d at a .5 tie; q4_0: x / d + 8.5 at an integer, where truncation steps).
+void expect_slot(KvType kv, const std::string& what, const std::vector<uint8_t>& quants,
+                 const std::vector<uint16_t>& scales, int64_t hd, int64_t n_ctx, int64_t h, int32_t pos, const float* x,
+                 bool exact) {
+  const bool q4 = kv == KvType::Q4_0;
+  const int64_t rb = row_bytes(kv, hd);
+  std::vector<uint8_t> want_q(static_cast<size_t>(rb));
   std::vector<uint16_t> want_s(static_cast<size_t>(hd / 32));
-  host_q8_0(x, hd, want_q.data(), want_s.data());
-  const int8_t* got_q = &quants[size_t((h * n_ctx + pos) * hd)];
+  if (q4) host_q4_0(x, hd, want_q.data(), want_s.data());
+  else host_q8_0(x, hd, reinterpret_cast<int8_t*>(want_q.data()), want_s.data());
+  const uint8_t* got_q = &quants[size_t((h * n_ctx + pos) * rb)];
   const uint16_t* got_s = &scales[size_t((h * n_ctx + pos) * (hd / 32))];
+  // Value i's quant in a row of quant bytes: an int8, or a nibble of byte i % 16 of its block (high for 16..31).
+  const auto quant_of = [&](const uint8_t* row, int64_t i) {
+    if (!q4) return int(int8_t(row[i]));
+    const uint8_t byte = row[i / 32 * 16 + i % 16];
+    return int(i % 32 < 16 ? byte & 15 : byte >> 4);
+  };
   for (int64_t b = 0; b < hd / 32; ++b) {
     ASSERT_LE(std::abs(int(got_s[b]) - int(want_s[b])), exact ? 0 : 1)
         << what << " head " << h << " pos " << pos << " block " << b;
-    float amax = 0.0f;
-    for (int64_t i = b * 32; i < b * 32 + 32; ++i) amax = std::max(amax, std::fabs(x[i]));
-    const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+    float amax = 0.0f, m = 0.0f;
+    for (int64_t i = b * 32; i < b * 32 + 32; ++i)
+      if (std::fabs(x[i]) > amax) amax = std::fabs(x[i]), m = x[i];
+    const float d = q4 ? m / -8.0f : amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
     for (int64_t i = b * 32; i < b * 32 + 32; ++i) {
-      if (got_q[i] == want_q[i]) continue;
-      const double r = std::fabs(double(x[i] * id));
-      const bool tie = std::fabs(r - std::floor(r) - 0.5) < 1e-3;
-      ASSERT_TRUE(!exact && tie && std::abs(int(got_q[i]) - int(want_q[i])) == 1)
-          << what << " head " << h << " pos " << pos << " value " << i << ": got " << int(got_q[i]) << ", host "
-          << int(want_q[i]) << " (x " << x[i] << ", x / d " << x[i] * id << ")";
+      const int got = quant_of(got_q, i), want = quant_of(want_q.data(), i);
+      if (got == want) continue;
+      const double r = q4 ? double(x[i] * id) + 8.5 : std::fabs(double(x[i] * id));
+      const bool tie = q4 ? std::fabs(r - std::round(r)) < 1e-3 : std::fabs(r - std::floor(r) - 0.5) < 1e-3;
+      ASSERT_TRUE(!exact && tie && std::abs(got - want) == 1)
+          << what << " head " << h << " pos " << pos << " value " << i << ": got " << got << ", host " << want
+          << " (x " << x[i] << ", x / d " << x[i] * id << ")";
     }
   }
 }
@@ -266,34 +308,40 @@ void expect_untouched(const std::string& what, const std::vector<T>& cache, int6
   EXPECT_EQ(touched, 0u) << what << ": bytes written outside the tokens' slots";
 }
 
-TEST(AttentionKernels, Q8_0KvWriteMatchesHostQuantizer) {
+TEST(AttentionKernels, QuantizedKvWriteMatchesHostQuantizer) {
   REQUIRE_GPU();
   std::mt19937 rng(13);
   struct Shape {
     int64_t nkv, hd, hdv, n_ctx;
   };
+  for (const KvType kv : {KvType::Q8_0, KvType::Q4_0})
   for (const Shape sh : {Shape{3, 128, 128, 1001}, Shape{2, 64, 96, 37}}) {
-    const std::string what = "kv_write q8_0 nkv=" + std::to_string(sh.nkv) + " hd=" + std::to_string(sh.hd) + "/" +
-                             std::to_string(sh.hdv) + " ctx=" + std::to_string(sh.n_ctx);
+    const std::string what = std::string("kv_write ") + graph::kv_type_name(kv) + " nkv=" + std::to_string(sh.nkv) +
+                             " hd=" + std::to_string(sh.hd) + "/" + std::to_string(sh.hdv) +
+                             " ctx=" + std::to_string(sh.n_ctx);
     const std::vector<int32_t> pos = {0, 17, int32_t(sh.n_ctx - 1), int32_t(sh.n_ctx), -1};  // the last two: outside
     const int64_t T = int64_t(pos.size());
     auto k = random_floats(rng, sh.hd * sh.nkv * T, -3, 3);
     const auto v = random_floats(rng, sh.hdv * sh.nkv * T, -0.01f, 0.01f);
-    // Token 0, head 0: a block with largest value 127 (d = 1, so x / d = x) and the rest on .5 ties (rounded away
-    // from zero), then a block of zeros (d = 0).
-    for (int i = 0; i < 32; ++i) k[i] = i == 0 ? 127.0f : (i % 2 ? 2.5f : -3.5f) + float(i / 2 % 5);
+    // Token 0, head 0: for q8_0 a block with largest value 127 (d = 1, so x / d = x) and the rest on .5 ties
+    // (rounded away from zero); for q4_0 one whose largest magnitudes are 4 and then -4 (the first wins: d = -0.5),
+    // the rest in -3..3; then a block of zeros (d = 0).
+    for (int i = 0; i < 32; ++i)
+      k[i] = kv == KvType::Q4_0 ? (i < 2 ? (i ? -4.0f : 4.0f) : float(i % 7 - 3))
+                                : i == 0 ? 127.0f : (i % 2 ? 2.5f : -3.5f) + float(i / 2 % 5);
     for (int i = 32; i < 64; ++i) k[i] = 0.0f;
-    DeviceCache cache(KvType::Q8_0, sh.hd, sh.hdv, sh.n_ctx, sh.nkv);
+    DeviceCache cache(kv, sh.hd, sh.hdv, sh.n_ctx, sh.nkv);
     for (const auto* b : {&cache.k, &cache.v, &cache.k_scales, &cache.v_scales})
       CUDA_CHECK(cudaMemset(b->get(), kPoison, b->bytes()));
     auto dk = upload(k), dv = upload(v), dp = upload(pos);
     cuda::KvWriteParams w{dk.as<float>(), dv.as<float>(), dp.as<int32_t>(), cache.k.get(), cache.v.get(),
                           sh.n_ctx, sh.nkv, sh.hd, sh.hdv, T};
-    w.kv_type = KvType::Q8_0, w.k_scales = cache.k_scales.as<uint16_t>(), w.v_scales = cache.v_scales.as<uint16_t>();
+    w.kv_type = kv, w.k_scales = cache.k_scales.as<uint16_t>(), w.v_scales = cache.v_scales.as<uint16_t>();
     cuda::launch_kv_write(w, nullptr);
 
-    const auto kq = download<int8_t>(cache.k, size_t(sh.hd * sh.n_ctx * sh.nkv));
-    const auto vq = download<int8_t>(cache.v, size_t(sh.hdv * sh.n_ctx * sh.nkv));
+    const int64_t krb = row_bytes(kv, sh.hd), vrb = row_bytes(kv, sh.hdv);
+    const auto kq = download<uint8_t>(cache.k, size_t(krb * sh.n_ctx * sh.nkv));
+    const auto vq = download<uint8_t>(cache.v, size_t(vrb * sh.n_ctx * sh.nkv));
     const auto ks = download<uint16_t>(cache.k_scales, size_t(sh.hd / 32 * sh.n_ctx * sh.nkv));
     const auto vs = download<uint16_t>(cache.v_scales, size_t(sh.hdv / 32 * sh.n_ctx * sh.nkv));
     std::vector<bool> written(size_t(sh.n_ctx * sh.nkv), false);
@@ -301,21 +349,28 @@ TEST(AttentionKernels, Q8_0KvWriteMatchesHostQuantizer) {
       if (pos[t] < 0 || pos[t] >= sh.n_ctx) continue;
       for (int64_t h = 0; h < sh.nkv; ++h) {
         written[size_t(h * sh.n_ctx + pos[t])] = true;
-        expect_slot_q8_0(what + " k", kq, ks, sh.hd, sh.n_ctx, h, pos[t], &k[(t * sh.nkv + h) * sh.hd], true);
-        expect_slot_q8_0(what + " v", vq, vs, sh.hdv, sh.n_ctx, h, pos[t], &v[(t * sh.nkv + h) * sh.hdv], true);
+        expect_slot(kv, what + " k", kq, ks, sh.hd, sh.n_ctx, h, pos[t], &k[(t * sh.nkv + h) * sh.hd], true);
+        expect_slot(kv, what + " v", vq, vs, sh.hdv, sh.n_ctx, h, pos[t], &v[(t * sh.nkv + h) * sh.hdv], true);
       }
     }
-    expect_untouched(what + " k", kq, sh.hd, written);
-    expect_untouched(what + " v", vq, sh.hdv, written);
+    expect_untouched(what + " k", kq, krb, written);
+    expect_untouched(what + " v", vq, vrb, written);
     expect_untouched(what + " k scales", ks, sh.hd / 32, written);
     expect_untouched(what + " v scales", vs, sh.hdv / 32, written);
-    // The tie block: 127, then 2.5 -> 3, -3.5 -> -4, ... (half away from zero), as the host quantizer.
-    EXPECT_EQ(int(kq[1]), 3) << what;
-    EXPECT_EQ(int(kq[2]), -3) << what;  // -3.5 + 1
+    if (kv == KvType::Q8_0) {
+      // The tie block: 127, then 2.5 -> 3, -3.5 -> -4, ... (half away from zero), as the host quantizer.
+      EXPECT_EQ(int(int8_t(kq[1])), 3) << what;
+      EXPECT_EQ(int(int8_t(kq[2])), -3) << what;  // -3.5 + 1
+    } else {
+      // d = 4 / -8: 4 -> trunc(4 x -2 + 8.5) = 0, -4 -> 16.5 clamped to 15; the zero block: 8 (0x88 a byte).
+      EXPECT_EQ(kq[0] & 15, 0) << what;
+      EXPECT_EQ(kq[1] & 15, 15) << what;
+      EXPECT_EQ(int(kq[16]), 0x88) << what;
+    }
   }
 }
 
-TEST(AttentionKernels, Q8_0RopeKvMatchesHostQuantizer) {
+TEST(AttentionKernels, QuantizedRopeKvMatchesHostQuantizer) {
   REQUIRE_GPU();
   std::mt19937 rng(14);
   using graph::RopeMode;
@@ -331,8 +386,10 @@ TEST(AttentionKernels, Q8_0RopeKvMatchesHostQuantizer) {
   const float base = 500000.0f, fscale = 0.5f;
   const std::vector<int32_t> pos = {5, 1000, 1001, 700};  // 1001: outside the cache (q still rotated)
   const int64_t T = int64_t(pos.size());
+  for (const KvType kv : {KvType::Q8_0, KvType::Q4_0})
   for (const Shape& c : shapes) {
-    const std::string what = std::string("rope_kv q8_0 ") + (c.mode == RopeMode::Neox ? "neox" : "normal") +
+    const std::string what = std::string("rope_kv ") + graph::kv_type_name(kv) + " " +
+                             (c.mode == RopeMode::Neox ? "neox" : "normal") +
                              " nh=" + std::to_string(c.nh) + " nkv=" + std::to_string(c.nkv) +
                              " hd=" + std::to_string(c.hd) + "/" + std::to_string(c.hdv) +
                              " n_rot=" + std::to_string(c.n_rot) + (c.ff ? " ff" : "");
@@ -356,7 +413,7 @@ TEST(AttentionKernels, Q8_0RopeKvMatchesHostQuantizer) {
     };
     auto dq = upload(q), dk = upload(k), dv = upload(v), dp = upload(pos), df = upload(factors);
     auto q_out = poisoned_f32(q.size());
-    DeviceCache cache(KvType::Q8_0, c.hd, c.hdv, n_ctx, c.nkv);
+    DeviceCache cache(kv, c.hd, c.hdv, n_ctx, c.nkv);
     for (const auto* b : {&cache.k, &cache.v, &cache.k_scales, &cache.v_scales})
       CUDA_CHECK(cudaMemset(b->get(), kPoison, b->bytes()));
     cuda::RopeKvParams p;
@@ -365,7 +422,7 @@ TEST(AttentionKernels, Q8_0RopeKvMatchesHostQuantizer) {
     p.rope.head_dim = c.hd, p.rope.n_head = c.nh, p.rope.T = T, p.rope.n_rot = c.n_rot, p.rope.mode = c.mode;
     p.rope.freq_base = base, p.rope.freq_scale = fscale;
     p.k = dk.as<float>(), p.v = dv.as<float>(), p.k_cache = cache.k.get(), p.v_cache = cache.v.get();
-    p.n_head_kv = c.nkv, p.hd_v = c.hdv, p.n_ctx = n_ctx, p.kv_type = KvType::Q8_0;
+    p.n_head_kv = c.nkv, p.hd_v = c.hdv, p.n_ctx = n_ctx, p.kv_type = kv;
     p.k_scales = cache.k_scales.as<uint16_t>(), p.v_scales = cache.v_scales.as<uint16_t>();
     cuda::launch_rope_kv(p, nullptr);
 
@@ -376,8 +433,9 @@ TEST(AttentionKernels, Q8_0RopeKvMatchesHostQuantizer) {
         rotate(&q[(t * c.nh + h) * c.hd], pos[t], &q_ref[(t * c.nh + h) * c.hd], unused.data());
     EXPECT_TRUE(close(what + " q", download<float>(q_out, q.size()), q_ref, {1e-6}, 1e-6));
 
-    const auto kq = download<int8_t>(cache.k, size_t(c.hd * n_ctx * c.nkv));
-    const auto vq = download<int8_t>(cache.v, size_t(c.hdv * n_ctx * c.nkv));
+    const int64_t krb = row_bytes(kv, c.hd), vrb = row_bytes(kv, c.hdv);
+    const auto kq = download<uint8_t>(cache.k, size_t(krb * n_ctx * c.nkv));
+    const auto vq = download<uint8_t>(cache.v, size_t(vrb * n_ctx * c.nkv));
     const auto ks = download<uint16_t>(cache.k_scales, size_t(c.hd / 32 * n_ctx * c.nkv));
     const auto vs = download<uint16_t>(cache.v_scales, size_t(c.hdv / 32 * n_ctx * c.nkv));
     std::vector<bool> written(size_t(n_ctx * c.nkv), false);
@@ -388,52 +446,55 @@ TEST(AttentionKernels, Q8_0RopeKvMatchesHostQuantizer) {
       for (int64_t h = 0; h < c.nkv; ++h) {
         written[size_t(h * n_ctx + pos[t])] = true;
         rotate(&k[(t * c.nkv + h) * c.hd], pos[t], kd.data(), kf.data());
-        expect_slot_q8_0(what + " k", kq, ks, c.hd, n_ctx, h, pos[t], kf.data(), false);
-        expect_slot_q8_0(what + " v", vq, vs, c.hdv, n_ctx, h, pos[t], &v[(t * c.nkv + h) * c.hdv], true);
+        expect_slot(kv, what + " k", kq, ks, c.hd, n_ctx, h, pos[t], kf.data(), false);
+        expect_slot(kv, what + " v", vq, vs, c.hdv, n_ctx, h, pos[t], &v[(t * c.nkv + h) * c.hdv], true);
       }
     }
-    expect_untouched(what + " k", kq, c.hd, written);
-    expect_untouched(what + " v", vq, c.hdv, written);
+    expect_untouched(what + " k", kq, krb, written);
+    expect_untouched(what + " v", vq, vrb, written);
     expect_untouched(what + " k scales", ks, c.hd / 32, written);
     expect_untouched(what + " v scales", vs, c.hdv / 32, written);
   }
 }
 
-// Shapes the q8_0 readers and writers do not serve are refused before any launch (no device needed).
-TEST(AttentionKernels, Q8_0RefusesUnsupportedShapes) {
-  EXPECT_TRUE(cuda::kv_q8_0_supported(32, 8, 128, 128));
-  EXPECT_TRUE(cuda::kv_q8_0_supported(8, 8, 64, 64));
-  EXPECT_FALSE(cuda::kv_q8_0_supported(8, 8, 256, 256));  // head_dim 256
-  EXPECT_FALSE(cuda::kv_q8_0_supported(6, 2, 128, 128));  // group of 3
-  EXPECT_FALSE(cuda::kv_q8_0_supported(8, 8, 128, 64));   // hd != hd_v
-  EXPECT_FALSE(cuda::kv_q8_0_supported(8, 8, 96, 96));
+// Shapes the q8_0 and q4_0 readers and writers do not serve are refused before any launch (no device needed).
+TEST(AttentionKernels, QuantizedRefusesUnsupportedShapes) {
+  EXPECT_TRUE(cuda::kv_quant_supported(32, 8, 128, 128));
+  EXPECT_TRUE(cuda::kv_quant_supported(8, 8, 64, 64));
+  EXPECT_FALSE(cuda::kv_quant_supported(8, 8, 256, 256));  // head_dim 256
+  EXPECT_FALSE(cuda::kv_quant_supported(6, 2, 128, 128));  // group of 3
+  EXPECT_FALSE(cuda::kv_quant_supported(8, 8, 128, 64));   // hd != hd_v
+  EXPECT_FALSE(cuda::kv_quant_supported(8, 8, 96, 96));
+  EXPECT_NE(cuda::kv_quant_refusal(KvType::Q4_0, 6, 2, 128, 128).find("q4_0"), std::string::npos);
   // Non-null stand-ins: every check below fails on the host before a pointer is touched.
   float* f = reinterpret_cast<float*>(uintptr_t(256));
   void* c = reinterpret_cast<void*>(uintptr_t(512));
   uint16_t* sc = reinterpret_cast<uint16_t*>(uintptr_t(1024));
   const int32_t* pos = reinterpret_cast<const int32_t*>(uintptr_t(2048));
-  auto attention = [&](int64_t nh, int64_t nkv, int64_t hd, int64_t T, bool scales) {
-    cuda::AttentionKernelParams p;
-    p.q = f, p.positions = pos, p.k_cache = c, p.v_cache = c, p.out = f, p.partial = f;
-    p.n_ctx = 100, p.n_head = nh, p.n_head_kv = nkv, p.hd = hd, p.hd_v = hd, p.T = T, p.scale = 1.0f, p.max_splits = 4;
-    p.kv_type = KvType::Q8_0, p.k_scales = scales ? sc : nullptr, p.v_scales = scales ? sc : nullptr;
-    cuda::launch_attention(p, nullptr);
-  };
-  EXPECT_THROW(attention(8, 8, 256, 1, true), cuda::InvalidArgument);   // head_dim 256 (decode)
-  EXPECT_THROW(attention(8, 8, 256, 32, true), cuda::InvalidArgument);  // and prefill
-  EXPECT_THROW(attention(6, 2, 128, 1, true), cuda::InvalidArgument);   // group of 3
-  EXPECT_THROW(attention(6, 2, 128, 32, true), cuda::InvalidArgument);
-  EXPECT_THROW(attention(8, 8, 128, 1, false), cuda::InvalidArgument);  // no scales
-  cuda::KvWriteParams w{f, f, pos, c, c, 100, 2, 48, 48, 1};
-  w.kv_type = KvType::Q8_0, w.k_scales = sc, w.v_scales = sc;
-  EXPECT_THROW(cuda::launch_kv_write(w, nullptr), cuda::InvalidArgument);  // head_dim 48: no whole blocks
-  w.hd = w.hd_v = 64, w.v_scales = nullptr;
-  EXPECT_THROW(cuda::launch_kv_write(w, nullptr), cuda::InvalidArgument);  // no scales
-  cuda::RopeKvParams r;
-  r.rope.x = f, r.rope.out = f, r.rope.positions = pos, r.rope.head_dim = 48, r.rope.n_head = 2, r.rope.T = 1;
-  r.rope.n_rot = 48, r.k = f, r.v = f, r.k_cache = c, r.v_cache = c, r.n_head_kv = 2, r.hd_v = 48, r.n_ctx = 100;
-  r.kv_type = KvType::Q8_0, r.k_scales = sc, r.v_scales = sc;
-  EXPECT_THROW(cuda::launch_rope_kv(r, nullptr), cuda::InvalidArgument);
+  for (const KvType kv : {KvType::Q8_0, KvType::Q4_0}) {
+    const auto attention = [&](int64_t nh, int64_t nkv, int64_t hd, int64_t T, bool scales) {
+      cuda::AttentionKernelParams p;
+      p.q = f, p.positions = pos, p.k_cache = c, p.v_cache = c, p.out = f, p.partial = f;
+      p.n_ctx = 100, p.n_head = nh, p.n_head_kv = nkv, p.hd = hd, p.hd_v = hd, p.T = T, p.scale = 1.0f, p.max_splits = 4;
+      p.kv_type = kv, p.k_scales = scales ? sc : nullptr, p.v_scales = scales ? sc : nullptr;
+      cuda::launch_attention(p, nullptr);
+    };
+    EXPECT_THROW(attention(8, 8, 256, 1, true), cuda::InvalidArgument);   // head_dim 256 (decode)
+    EXPECT_THROW(attention(8, 8, 256, 32, true), cuda::InvalidArgument);  // and prefill
+    EXPECT_THROW(attention(6, 2, 128, 1, true), cuda::InvalidArgument);   // group of 3
+    EXPECT_THROW(attention(6, 2, 128, 32, true), cuda::InvalidArgument);
+    EXPECT_THROW(attention(8, 8, 128, 1, false), cuda::InvalidArgument);  // no scales
+    cuda::KvWriteParams w{f, f, pos, c, c, 100, 2, 48, 48, 1};
+    w.kv_type = kv, w.k_scales = sc, w.v_scales = sc;
+    EXPECT_THROW(cuda::launch_kv_write(w, nullptr), cuda::InvalidArgument);  // head_dim 48: no whole blocks
+    w.hd = w.hd_v = 64, w.v_scales = nullptr;
+    EXPECT_THROW(cuda::launch_kv_write(w, nullptr), cuda::InvalidArgument);  // no scales
+    cuda::RopeKvParams r;
+    r.rope.x = f, r.rope.out = f, r.rope.positions = pos, r.rope.head_dim = 48, r.rope.n_head = 2, r.rope.T = 1;
+    r.rope.n_rot = 48, r.k = f, r.v = f, r.k_cache = c, r.v_cache = c, r.n_head_kv = 2, r.hd_v = 48, r.n_ctx = 100;
+    r.kv_type = kv, r.k_scales = sc, r.v_scales = sc;
+    EXPECT_THROW(cuda::launch_rope_kv(r, nullptr), cuda::InvalidArgument);
+  }
 }
 
 }  // namespace

@@ -235,60 +235,100 @@ TEST(GpuSession, DecodeAheadPicksTheSameTokens) {
   EXPECT_GT(distinct, 5) << "sampling produced a degenerate sequence; the test would not discriminate";
 }
 
-// A q8_0 KV cache: GPU and CPU reference with the same cache type agree as closely as with f16 (both round K and V
-// the same way; the GPU's attention then reads them as f16). A 150-token prompt and 40 decode steps cross several
-// 64-slot tiles, splits and both writers (the rope + KV launch and, for qwen3's normed k, the plain KV write);
-// the context of 301 slots is no multiple of 4, so per-slot scales are not 16-byte aligned. A head_dim 8 model is
-// refused with a SessionError before anything is allocated.
-class GpuKvQ8 : public ::testing::TestWithParam<const char*> {};
+// A q8_0 or q4_0 KV cache: GPU and CPU reference with the same cache type. q8_0: they agree as closely as with f16
+// (both round K and V the same way; the GPU's attention then reads them as f16). q4_0: its 16 levels turn the
+// GPU's small differences in k and v (int16 activations in the matvecs, an ulp in RoPE) into whole-step flips of
+// the values near a step's edge, so GPU and CPU differ by several times the f16 figure (measured 1-4% rel-rms
+// against 0.2-0.7% for q8_0); what must hold is that the GPU's q4_0 cache costs no more accuracy than the
+// reference's: against the CPU with an f16 cache, the GPU with q4_0 is within 1.25x the CPU with q4_0, plus the
+// f16 tolerance. A 150-token prompt and 40 decode steps cross several 64-slot tiles, splits and both writers (the
+// rope + KV launch and, for qwen3's normed k, the plain KV write); the context of 301 slots is no multiple of 4,
+// so per-slot scales are not 16-byte aligned. A head_dim 8 model is refused with a SessionError before anything is
+// allocated.
+class GpuKvQuant : public ::testing::TestWithParam<const char*> {};
 
-TEST_P(GpuKvQ8, MatchesCpuReferenceWithTheSameCache) {
-  REQUIRE_GPU();
-  const std::string name = GetParam();
+void expect_gpu_matches_cpu_with_cache(const std::string& name, graph::KvType kv) {
   REQUIRE_ASSET(model_path, "models/" + name + ".gguf");
   auto m = model::Model::load(model_path);
   const int32_t V = m->config().n_vocab, n_prompt = 150, n_decode = 40, n_ctx = 301;
-  app::CpuSession cpu(m, n_ctx, 0, graph::KvType::Q8_0);
+  const bool vs_f16 = kv == graph::KvType::Q4_0;
+  app::CpuSession cpu(m, n_ctx, 0, kv), cpu_f16(m, n_ctx, 0, graph::KvType::F16);
   app::CudaSessionOptions o = graph_opts(true);
-  o.kv_type = graph::KvType::Q8_0;
+  o.kv_type = kv;
   app::CudaSession gpu(m, n_ctx, o);
+  // One position's logits: GPU against CPU with the same cache, or (q4_0) both against the CPU with f16.
+  double worst[2] = {0, 0}, worst_cpu = 0;
+  const auto check = [&](std::span<const float> g, std::span<const float> c, std::span<const float> f16, double tol,
+                         int phase, const std::string& where) {
+    if (!vs_f16) {
+      const double r = rel_rms(g, c);
+      worst[phase] = std::max(worst[phase], r);
+      EXPECT_LE(r, tol) << name << " " << where;
+      return;
+    }
+    const double rg = rel_rms(g, f16), rc = rel_rms(c, f16);
+    worst[phase] = std::max(worst[phase], rg), worst_cpu = std::max(worst_cpu, rc);
+    EXPECT_LE(rg, 1.25 * rc + tol) << name << " " << where << " (CPU q4_0 against f16: " << rc << ")";
+  };
   std::vector<int32_t> prompt(n_prompt);
   for (int i = 0; i < n_prompt; ++i) prompt[size_t(i)] = (i * 7919 + 13) % V;
   const auto c_all = cpu.eval(prompt, 0, true);
   const std::vector<float> cpu_all(c_all.begin(), c_all.end());
-  const auto gpu_all = gpu.eval(prompt, 0, true);
-  double worst_prefill = 0, worst_decode = 0;
-  for (int p = 0; p < n_prompt; ++p) {
-    const double r = rel_rms(gpu_all.subspan(size_t(p) * V, size_t(V)), std::span<const float>(cpu_all).subspan(size_t(p) * V, size_t(V)));
-    worst_prefill = std::max(worst_prefill, r);
-    EXPECT_LE(r, kPrefillRelRms) << name << " prefill position " << p;
+  std::vector<float> f16_all;
+  if (vs_f16) {
+    const auto f = cpu_f16.eval(prompt, 0, true);
+    f16_all.assign(f.begin(), f.end());
   }
-  int32_t next = app::argmax(std::span<const float>(cpu_all).subspan(size_t(n_prompt - 1) * V, size_t(V)));
+  const auto gpu_all = gpu.eval(prompt, 0, true);
+  const auto row = [&](const std::vector<float>& all, int p) {
+    return all.empty() ? std::span<const float>() : std::span<const float>(all).subspan(size_t(p) * V, size_t(V));
+  };
+  for (int p = 0; p < n_prompt; ++p)
+    check(gpu_all.subspan(size_t(p) * V, size_t(V)), row(cpu_all, p), row(f16_all, p), kPrefillRelRms, 0,
+          "prefill position " + std::to_string(p));
+  int32_t next = app::argmax(row(cpu_all, n_prompt - 1));
   for (int i = 0; i < n_decode; ++i) {
     const int32_t pos = n_prompt + i;
     const auto c_span = cpu.eval(std::span<const int32_t>(&next, 1), pos, false);
     const std::vector<float> c(c_span.begin(), c_span.end());
-    const double r = rel_rms(gpu.eval(std::span<const int32_t>(&next, 1), pos, false), c);
-    worst_decode = std::max(worst_decode, r);
-    EXPECT_LE(r, kDecodeRelRms) << name << " decode step " << i;
+    std::vector<float> f;
+    if (vs_f16) {
+      const auto fs = cpu_f16.eval(std::span<const int32_t>(&next, 1), pos, false);
+      f.assign(fs.begin(), fs.end());
+    }
+    const auto g = gpu.eval(std::span<const int32_t>(&next, 1), pos, false);
+    check(g, c, f, kDecodeRelRms, 1, "decode step " + std::to_string(i));
     next = app::argmax(c);
   }
-  std::printf("  %-26s q8_0 KV: GPU vs CPU rel-rms prefill %.2e decode %.2e\n", name.c_str(), worst_prefill,
-              worst_decode);
+  std::printf("  %-26s %s KV: GPU vs CPU%s rel-rms prefill %.2e decode %.2e%s\n", name.c_str(),
+              graph::kv_type_name(kv), vs_f16 ? " f16" : "", worst[0], worst[1],
+              vs_f16 ? (" (CPU q4_0 vs f16 " + std::to_string(worst_cpu) + ")").c_str() : "");
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, GpuKvQ8,
+TEST_P(GpuKvQuant, MatchesCpuReferenceWithTheSameCache) {
+  REQUIRE_GPU();
+  expect_gpu_matches_cpu_with_cache(GetParam(), graph::KvType::Q8_0);
+}
+
+TEST_P(GpuKvQuant, Q4_0MatchesCpuReferenceWithTheSameCache) {
+  REQUIRE_GPU();
+  expect_gpu_matches_cpu_with_cache(GetParam(), graph::KvType::Q4_0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, GpuKvQuant,
                          ::testing::Values("synth-llama-tok512-Q4_K_M", "synth-llama-tok512-Q4_0",
                                            "synth-qwen3-Q4_K_M"),
                          [](const ::testing::TestParamInfo<const char*>& i) { return test_name(i.param); });
 
-TEST(GpuKvQ8Refusal, HeadDim8IsASessionError) {
+TEST(GpuKvQuantRefusal, HeadDim8IsASessionError) {
   REQUIRE_GPU();
   REQUIRE_ASSET(model_path, "models/stories260K-f32.gguf");
   auto m = model::Model::load(model_path);
   app::CudaSessionOptions o;
-  o.kv_type = graph::KvType::Q8_0;
-  EXPECT_THROW(app::CudaSession(m, 64, o), app::SessionError);
+  for (const graph::KvType kv : {graph::KvType::Q8_0, graph::KvType::Q4_0}) {
+    o.kv_type = kv;
+    EXPECT_THROW(app::CudaSession(m, 64, o), app::SessionError) << graph::kv_type_name(kv);
+  }
 }
 
 }  // namespace

@@ -180,10 +180,15 @@ TEST_F(Cli, ExitCodes) {
   EXPECT_EQ(run("-m " + quote(stories) + " -p hi --device gpu").code, 2);
   EXPECT_EQ(run("-m " + quote(stories) + " -p hi --top-p 2").code, 2);
   EXPECT_EQ(run("-m " + quote(stories) + " -p hi --no-such-flag").code, 2);
-  EXPECT_EQ(run("-m " + quote(stories) + " -p hi --cache-type q4_0").code, 2);
+  const Result bad_kv = run("-m " + quote(stories) + " -p hi --cache-type q4_1");
+  EXPECT_EQ(bad_kv.code, 2);
+  EXPECT_NE(bad_kv.err.find("expected f16, q8_0 or q4_0"), std::string::npos) << bad_kv.err;
   const Result q8 = run("-m " + quote(stories) + " -p hi --cache-type q8_0 --device cpu");  // head_dim 8
   EXPECT_EQ(q8.code, 1) << q8.err;
   EXPECT_NE(q8.err.find("q8_0 KV cache"), std::string::npos) << q8.err;
+  const Result q4 = run("-m " + quote(stories) + " -p hi --cache-type q4_0 --device cpu");
+  EXPECT_EQ(q4.code, 1) << q4.err;
+  EXPECT_NE(q4.err.find("q4_0 KV cache"), std::string::npos) << q4.err;
   EXPECT_EQ(run("logits -m " + quote(stories)).code, 2);                          // -p required
   EXPECT_EQ(run("perplexity -m " + quote(stories) + " -f /nonexistent.txt").code, 2);
   const Result lg = run("logits -m /nonexistent.gguf -p hi");

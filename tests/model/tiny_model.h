@@ -4,6 +4,7 @@
 #pragma once
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <random>
@@ -176,8 +177,11 @@ inline void rope(double* h, int d, int pos, bool neox, double base, double scale
   }
 }
 
-// Logits [T][V] for tokens at positions 0..T-1.
-inline std::vector<std::vector<double>> forward(const Built& b, const std::vector<int32_t>& tokens) {
+// Logits [T][V] for tokens at positions 0..T-1. store_kv, when given, is applied to each token's K (after rope)
+// and V rows, every KV head together, before attention reads them: what a KV cache that rounds its values holds.
+using KvStore = std::function<void(std::vector<double>& row)>;
+inline std::vector<std::vector<double>> forward(const Built& b, const std::vector<int32_t>& tokens,
+                                                const KvStore& store_kv = {}) {
   const Spec& s = b.spec;
   const int E = s.n_embd, hd = s.head_dim(), F = s.n_ff, V = s.n_vocab, H = s.n_head, Hkv = s.n_head_kv;
   const bool neox = s.arch != "llama";
@@ -208,6 +212,10 @@ inline std::vector<std::vector<double>> forward(const Built& b, const std::vecto
       for (int hh = 0; hh < Hkv; ++hh) {
         if (s.qk_norm) rms_norm(&k[size_t(t)][size_t(hh * hd)], hd, W(p + "attn_k_norm.weight").data(), s.rms_eps);
         rope(&k[size_t(t)][size_t(hh * hd)], hd, t, neox, base, scale, factors);
+      }
+      if (store_kv) {
+        store_kv(k[size_t(t)]);
+        store_kv(v[size_t(t)]);
       }
     }
     for (int t = 0; t < T; ++t) {
