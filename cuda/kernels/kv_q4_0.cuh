@@ -7,6 +7,8 @@
 
 #include <cstdint>
 
+#include "cuda/kernels/kv_q8_0.cuh"
+
 namespace cuda {
 
 // One 32-value block, lane i holding value x, quantized as quant::quantize_row(Q4_0) does on the CPU: m = the value
@@ -33,20 +35,10 @@ __device__ __forceinline__ void quantize_q4_0_warp(float x, int lane, uint8_t* q
 }
 
 // Eight consecutive values of a block as f16, each (q - 8) * scale rounded once: the low (values 0..15 of the block)
-// or high (16..31) nibbles of eight quant bytes. The nibble n as the low mantissa bits of 0x6400 (1024) is 1024 + n
-// exactly, and minus 1032 is n - 8 exactly.
+// or high (16..31) nibbles of eight quant bytes, minus 1032 (kv_q8_0.cuh's conversion).
 __device__ __forceinline__ uint4 dequant8_q4_0(uint2 q, bool high, __half scale) {
-  const __half2 s2 = __half2half2(scale);
-  const __half2 bias = __half2half2(__ushort_as_half(0x6408));  // 1032
   const uint32_t w[2] = {(high ? q.x >> 4 : q.x) & 0x0f0f0f0fu, (high ? q.y >> 4 : q.y) & 0x0f0f0f0fu};
-  uint32_t r[4];
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const uint32_t bits = __byte_perm(w[i / 2], 0x64646464u, (i & 1) ? 0x4342 : 0x4140);
-    const __half2 h = __hmul2(__hsub2(*reinterpret_cast<const __half2*>(&bits), bias), s2);
-    r[i] = *reinterpret_cast<const uint32_t*>(&h);
-  }
-  return make_uint4(r[0], r[1], r[2], r[3]);
+  return biased_bytes_to_half8(w, __ushort_as_half(0x6408), scale);  // 1032
 }
 
 }  // namespace cuda

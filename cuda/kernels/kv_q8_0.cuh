@@ -21,22 +21,27 @@ __device__ __forceinline__ void quantize_q8_0_warp(float x, int lane, int8_t* qu
   if (lane == 0) *scale = __half_as_ushort(__float2half_rn(d));
 }
 
-// Eight int8 quants times their block's binary16 scale -> eight f16 values, each q * scale rounded once (so a
-// reference that rounds the dequantized float to f16 matches bit for bit). int8 -> f16 without conversion
-// instructions: the byte q + 128 as the low mantissa bits of 0x6400 (1024) is 1024 + q + 128 exactly, and minus 1152
-// is q exactly.
-__device__ __forceinline__ uint4 dequant8_q8_0(uint2 q, __half scale) {
-  const __half2 s2 = __half2half2(scale);
-  const __half2 bias = __half2half2(__ushort_as_half(0x6480));  // 1152
-  const uint32_t w[2] = {q.x ^ 0x80808080u, q.y ^ 0x80808080u};
+// Eight bytes b (four in each word of w, in order) as f16 values (1024 + b - bias) * scale, each rounded once: the
+// byte as the low mantissa bits of 0x6400 (1024) is 1024 + b exactly, and the subtraction of a bias near 1024 is
+// exact too. The conversion of both quantized caches (q8_0 below, q4_0 in kv_q4_0.cuh), without conversion
+// instructions.
+__device__ __forceinline__ uint4 biased_bytes_to_half8(const uint32_t (&w)[2], __half bias, __half scale) {
+  const __half2 s2 = __half2half2(scale), b2 = __half2half2(bias);
   uint32_t r[4];
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
     const uint32_t bits = __byte_perm(w[i / 2], 0x64646464u, (i & 1) ? 0x4342 : 0x4140);
-    const __half2 h = __hmul2(__hsub2(*reinterpret_cast<const __half2*>(&bits), bias), s2);
+    const __half2 h = __hmul2(__hsub2(*reinterpret_cast<const __half2*>(&bits), b2), s2);
     r[i] = *reinterpret_cast<const uint32_t*>(&h);
   }
   return make_uint4(r[0], r[1], r[2], r[3]);
+}
+
+// Eight int8 quants times their block's binary16 scale -> eight f16 values, each q * scale rounded once (so a
+// reference that rounds the dequantized float to f16 matches bit for bit): q + 128 as a byte, minus 1152.
+__device__ __forceinline__ uint4 dequant8_q8_0(uint2 q, __half scale) {
+  const uint32_t w[2] = {q.x ^ 0x80808080u, q.y ^ 0x80808080u};
+  return biased_bytes_to_half8(w, __ushort_as_half(0x6480), scale);  // 1152
 }
 
 }  // namespace cuda
