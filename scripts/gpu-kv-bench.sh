@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # KV cache types side by side on the GPU machine: for each shape, tg128 at each context depth with every
-# --cache-type, one binary, one machine; a markdown table last (tok/s, and each depth's ratio to depth 0).
+# --cache-type (KV_TYPES, default f16 q8_0 q4_0), one binary, one machine; a markdown table last (tok/s, and each
+# depth's ratio to depth 0).
 #   there: KV_SHAPES="llama3-8b llama3-1b" DEPTHS=0,16384 scripts/gpu-kv-bench.sh LLM_RUN_BINARY
 #          (carry the binary and .device-lite; models are made in /tmp with `llm-run synth`, Q4_K_M)
 set -uo pipefail
@@ -13,7 +14,7 @@ for shape in ${KV_SHAPES:-llama3-8b llama3-1b}; do
   model=/tmp/$shape-Q4_K_M.gguf
   [ -f "$model" ] || "$bin" synth --shape "$shape" --type Q4_K_M --vocab .device/tokenizer/ggml-vocab-llama-bpe.gguf \
     -o "$model" >/dev/null || continue
-  for kv in ${KV_TYPES:-f16 q8_0}; do
+  for kv in ${KV_TYPES:-f16 q8_0 q4_0}; do
     "$bin" bench -m "$model" --device cuda --cache-type "$kv" -p 0 -n 128 -d "$depths" -r "${REPS:-3}" -o md \
       2>>"$out/kv-bench.log" | tee -a "$out/kv-bench.md" >"$out/kv-$shape-$kv.md"
     # "| model | size | params | backend | test | t/s | ..." rows: test name, then mean
