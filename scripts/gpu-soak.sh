@@ -10,7 +10,7 @@
 #   there: scripts/gpu-soak.sh                             (carry ["build-carry-san"]; ~4 min on an H100)
 # Environment: BIN_DIR, ASSETS, RUNS, CTX, SHAPE (llama3-1b), TYPE (Q4_K_M), MODEL (skip synth, use this file),
 # SOAK_BUDGET (seconds after which no new run starts, default 330), DRIFT_PCT, MEM_TOL_MIB, REPEAT_PENALTY (1.1; 1
-# turns penalties off, the path where the session queues each decode step ahead).
+# turns penalties off, the path where the session queues each decode step ahead), CACHE_TYPE (f16; q8_0, q4_0).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root" || exit 2
@@ -69,7 +69,7 @@ for i in $(seq 1 "$runs"); do
   t0=$(date +%s.%N)
   timeout -k 5 180 "$bin/llm-run" -m "$model" -p "$prompt" -c "$ctx" -n -1 --ignore-eos --temp 0.8 --top-k 40 \
     --top-p 0.95 --repeat-penalty "${REPEAT_PENALTY:-1.1}" -s "$seed" -v --no-display-prompt --device cuda \
-    >"$logs/run.$i.txt" 2>"$logs/run.$i.log" </dev/null
+    --cache-type "${CACHE_TYPE:-f16}" >"$logs/run.$i.txt" 2>"$logs/run.$i.log" </dev/null
   rc=$?
   wall=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN {printf "%.1f", b - a}')
   kill "$smi" 2>/dev/null; wait "$smi" 2>/dev/null
@@ -134,7 +134,7 @@ verdict=PASS
   echo
   echo "- device: ${device:-unknown}; binaries of $commit"
   echo "- model: $(basename "$model") ($( [ -z "${MODEL:-}" ] && echo "llm-run synth --shape $shape --type $type, ${synth_s} s" || echo given))"
-  echo "- command, seed 1001..$((1000 + runs)): \`llm-run -m $(basename "$model") -p \"$prompt\" -c $ctx -n -1 --ignore-eos --temp 0.8 --top-k 40 --top-p 0.95 --repeat-penalty ${REPEAT_PENALTY:-1.1} -s SEED -v --no-display-prompt --device cuda\`"
+  echo "- command, seed 1001..$((1000 + runs)): \`llm-run -m $(basename "$model") -p \"$prompt\" -c $ctx -n -1 --ignore-eos --temp 0.8 --top-k 40 --top-p 0.95 --repeat-penalty ${REPEAT_PENALTY:-1.1} -s SEED -v --no-display-prompt --device cuda --cache-type ${CACHE_TYPE:-f16}\`"
   echo "- generation tok/s: median $med, range $tmin..$tmax, largest deviation from the median ${dev}% (limit ${drift_max}%)"
   echo "- peak device memory in use: $pmin..$pmax MiB over $n_run runs; before the first run ${base0:-?} MiB (limit ${mem_tol} MiB)"
   echo "- total wall time ${total} s"
