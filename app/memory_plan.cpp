@@ -53,6 +53,24 @@ void require_fits(const Footprint& fp, uint64_t free_bytes, int32_t n_ctx) {
   throw DeviceMemoryError(shortfall_message(fp.need(n_ctx), n_ctx, free_bytes, round_ctx(n)));
 }
 
+std::string smaller_cache_hint(const std::vector<CacheOption>& options, uint64_t free_bytes, int32_t n_ctx) {
+  for (const CacheOption& o : options)
+    if (fits(o.fp, free_bytes, n_ctx))
+      return "; or keep -c " + std::to_string(n_ctx) + " with --cache-type " + o.name + " (KV cache " +
+             format_bytes(o.fp.need(n_ctx).kv_cache) + ")";
+  return "";
+}
+
+std::string larger_context_hint(const std::vector<CacheOption>& options, uint64_t free_bytes, int32_t n_ctx,
+                                int32_t max_ctx) {
+  for (const CacheOption& o : options) {
+    const int32_t n =
+        fits(o.fp, free_bytes, max_ctx) ? max_ctx : round_ctx(largest_fitting_ctx(o.fp, free_bytes, max_ctx));
+    if (n > n_ctx) return ", or --cache-type " + o.name + " for up to " + std::to_string(n);
+  }
+  return "";
+}
+
 std::string format_bytes(uint64_t bytes) {
   char buf[32];
   if (bytes >= (uint64_t{1} << 30)) {

@@ -7,6 +7,7 @@
 #include <functional>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace app {
 
@@ -51,6 +52,21 @@ void require_fits(const Footprint& fp, uint64_t free_bytes, int32_t n_ctx);
 // 0.2 GiB) but 7.8 GiB is free; lower -c (at most 20224 fits)", or, when fits_ctx is 0, "...; not even a small
 // context fits: free GPU memory or use a smaller model".
 std::string shortfall_message(const MemoryNeed& need, int32_t n_ctx, uint64_t free_bytes, int32_t fits_ctx);
+
+// A smaller KV cache the session could store instead (--cache-type q8_0 or q4_0), with the footprint it gives.
+struct CacheOption {
+  std::string name;  // "q8_0"
+  Footprint fp;
+};
+
+// "; or keep -c 32768 with --cache-type q8_0 (KV cache 2.1 GiB)": the first option under which n_ctx fits in
+// free_bytes, for the end of a shortfall message; empty when none does.
+std::string smaller_cache_hint(const std::vector<CacheOption>& options, uint64_t free_bytes, int32_t n_ctx);
+
+// ", or --cache-type q8_0 for up to 40960": the first option that fits more than n_ctx slots (at most max_ctx), for
+// the note of a default context capped to what fits; empty when none does.
+std::string larger_context_hint(const std::vector<CacheOption>& options, uint64_t free_bytes, int32_t n_ctx,
+                                int32_t max_ctx);
 
 // "4.6 GiB" (one decimal; MiB below 1 GiB).
 std::string format_bytes(uint64_t bytes);

@@ -60,19 +60,34 @@ CudaSession::CudaSession(std::shared_ptr<const model::Model> model, int32_t n_ct
 
   // Everything big (weights, KV cache, work buffers) is checked against free memory here, before it is allocated.
   {
-    const Footprint fp =
-        cuda_session_footprint(*model_, cuda_device_facts(*ctx_, model_->config().n_vocab), opt_.plan, opt_.kv_type);
+    const CudaDeviceFacts facts = cuda_device_facts(*ctx_, model_->config().n_vocab);
+    const Footprint fp = cuda_session_footprint(*model_, facts, opt_.plan, opt_.kv_type);
+    // The smaller caches this model could use instead, for the hints when the context does not fit.
+    std::vector<CacheOption> smaller;
+    const model::Config& c = model_->config();
+    const auto bytes_per_value = [](graph::KvType t) {  // one 32-value head of one layer, per value
+      return cuda::KvCache::bytes_per_slot(graph::KvCacheSpec{1, 1, 1, 32, 32, t}) / 64.0;
+    };
+    for (const graph::KvType t : {graph::KvType::Q8_0, graph::KvType::Q4_0})
+      if (bytes_per_value(t) < bytes_per_value(opt_.kv_type) && graph::kv_head_dims_fit(t, c.head_dim, c.head_dim_v) &&
+          cuda::kv_quant_supported(c.n_head, c.n_head_kv, c.head_dim, c.head_dim_v))
+        smaller.push_back({graph::kv_type_name(t), cuda_session_footprint(*model_, facts, opt_.plan, t)});
     const uint64_t free_bytes = cuda::device_memory_free();
-    const int32_t n_train = std::max(model_->config().n_ctx_train, 1);
+    const int32_t n_train = std::max(c.n_ctx_train, 1);
     if (n_ctx_ == 0) {
       n_ctx_ = default_ctx_that_fits(fp, free_bytes, n_train);
       if (n_ctx_ < n_train)
         std::fprintf(stderr,
                      "llm-run: note: context capped at %d tokens to fit in free GPU memory (%s free; model trained "
-                     "for %d); use -c to change\n",
-                     n_ctx_, format_bytes(free_bytes).c_str(), n_train);
+                     "for %d); use -c to change%s\n",
+                     n_ctx_, format_bytes(free_bytes).c_str(), n_train,
+                     larger_context_hint(smaller, free_bytes, n_ctx_, n_train).c_str());
     } else {
-      require_fits(fp, free_bytes, n_ctx_);
+      try {
+        require_fits(fp, free_bytes, n_ctx_);
+      } catch (const DeviceMemoryError& e) {
+        throw DeviceMemoryError(e.what() + smaller_cache_hint(smaller, free_bytes, n_ctx_));
+      }
     }
     if (opt_.verbose) {
       const MemoryNeed need = fp.need(n_ctx_);

@@ -90,6 +90,25 @@ TEST(MemoryPlan, DefaultContextIsTheTrainingContextCappedToWhatFits) {
   }
 }
 
+// The hints that name a smaller KV cache: with q8_0 (68 KiB a token) 32768 tokens fit in 7.8 GiB where f16's
+// 128 KiB do not; the first option that fits is named, none when none does; a capped default context names the
+// option that fits more (all of 131072 with q4_0's 36 KiB: 4.5 GiB of cache beside 4.6 GiB of weights, in 10 GiB).
+TEST(MemoryPlan, SmallerCacheHintsNameTheFirstOptionThatFits) {
+  app::Footprint q8 = eight_b(), q4 = eight_b();
+  q8.kv_bytes_per_token = 68 * 1024, q4.kv_bytes_per_token = 36 * 1024;
+  const std::vector<app::CacheOption> options = {{"q8_0", q8}, {"q4_0", q4}};
+  EXPECT_EQ(app::smaller_cache_hint(options, 7987 * MiB, 32768),
+            "; or keep -c 32768 with --cache-type q8_0 (KV cache 2.1 GiB)");
+  EXPECT_EQ(app::smaller_cache_hint(options, 7987 * MiB, 65536),
+            "; or keep -c 65536 with --cache-type q4_0 (KV cache 2.2 GiB)");
+  EXPECT_EQ(app::smaller_cache_hint(options, 7987 * MiB, 131072), "");  // neither fits
+  EXPECT_EQ(app::smaller_cache_hint({}, 7987 * MiB, 32768), "");
+  EXPECT_EQ(app::larger_context_hint(options, 7987 * MiB, 20480, 131072), ", or --cache-type q8_0 for up to 38656");
+  EXPECT_EQ(app::larger_context_hint({{"q4_0", q4}}, 10240 * MiB, 20480, 131072),
+            ", or --cache-type q4_0 for up to 131072");
+  EXPECT_EQ(app::larger_context_hint(options, 7987 * MiB, 131072, 131072), "");  // nothing larger to offer
+}
+
 TEST(MemoryPlan, WorkThatGrowsWithTheContextIsCounted) {
   app::Footprint fp = eight_b();
   fp.work_bytes = [](int32_t n_ctx) { return 460 * MiB + uint64_t(n_ctx) * 4 * 1024; };  // + 4 KiB per slot
