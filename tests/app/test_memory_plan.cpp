@@ -216,6 +216,30 @@ TEST(CudaFootprint, ImpossibleContextIsRefusedBeforeAllocating) {
   }
 }
 
+// A context whose f16 cache would take 1.2x the free memory but whose q8_0 cache fits: the refusal names q8_0 and
+// what its cache would take (a model whose heads hold whole blocks of 32).
+TEST(CudaFootprint, ContextThatFitsOnlyWithASmallerCacheNamesIt) {
+  if (!cuda::device_available()) GTEST_SKIP() << "no CUDA device";
+  REQUIRE_ASSET(path, "models/synth-llama-tok512-Q4_K_M.gguf");
+  const auto m = model::Model::load(path);
+  int32_t n_ctx = 0;
+  {
+    const cuda::Context ctx(0);
+    const app::Footprint f16 = app::cuda_session_footprint(*m, app::cuda_device_facts(ctx, m->config().n_vocab));
+    const double slots = 1.2 * double(cuda::device_memory_free()) / double(f16.kv_bytes_per_token);
+    ASSERT_LT(slots, 2e9) << "this model's cache is too small per token for the test";
+    n_ctx = int32_t(slots);
+  }
+  try {
+    app::CudaSession s(m, n_ctx, {});
+    FAIL() << "a f16 cache of 1.2x the free memory cannot fit";
+  } catch (const app::DeviceMemoryError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("; or keep -c " + std::to_string(n_ctx) + " with --cache-type q8_0 (KV cache "),
+              std::string::npos) << what;
+  }
+}
+
 #endif  // LLM_HAVE_CUDA_SESSION
 
 }  // namespace
