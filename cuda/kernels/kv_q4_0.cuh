@@ -12,11 +12,14 @@
 namespace cuda {
 
 // One 32-value block, lane i holding value x, quantized as quant::quantize_row(Q4_0) does on the CPU: m = the value
-// of largest magnitude (the lowest lane on ties), d = m / -8, q = trunc(clamp(x * (1 / d) + 8.5, 0, 15)) (NaN -> 0;
-// the product rounded before the add, as the CPU computes it, not fused); lanes 0..15 write byte i (q of lanes i
-// and i + 16), lane 0 the binary16 scale d. Every lane of the warp must call it.
+// of largest magnitude (the lowest lane on ties; never a NaN, so that every lane agrees on the winner: the CPU
+// quantizer refuses non-finite blocks, the device must at least write one consistent block), d = m / -8,
+// q = trunc(clamp(x * (1 / d) + 8.5, 0, 15)) (NaN -> 0; the product rounded before the add, as the CPU computes it,
+// not fused); lanes 0..15 write byte i (q of lanes i and i + 16), lane 0 the binary16 scale d. Every lane of the
+// warp must call it.
 __device__ __forceinline__ void quantize_q4_0_warp(float x, int lane, uint8_t* quants, uint16_t* scale) {
   float amax = fabsf(x);
+  if (!(amax >= 0.0f)) amax = -1.0f;  // NaN: below every number, so all lanes agree on the winner
   int at = lane;
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) {
