@@ -45,7 +45,7 @@ CudaSession::CudaSession(std::shared_ptr<const model::Model> model, int32_t n_ct
     : model_(std::move(model)), n_ctx_(n_ctx), opt_(options) {
   if (n_ctx_ < 0) throw SessionError("context size must be positive, got " + std::to_string(n_ctx_));
   check_kv_type(model_->config(), opt_.kv_type);
-  if (opt_.kv_type != graph::KvType::F16) {
+  if (graph::kv_quantized(opt_.kv_type)) {
     const model::Config& c = model_->config();
     if (!cuda::kv_quant_supported(c.n_head, c.n_head_kv, c.head_dim, c.head_dim_v))
       throw SessionError(cuda::kv_quant_refusal(opt_.kv_type, c.n_head, c.n_head_kv, c.head_dim, c.head_dim_v) +
@@ -62,16 +62,16 @@ CudaSession::CudaSession(std::shared_ptr<const model::Model> model, int32_t n_ct
   {
     const CudaDeviceFacts facts = cuda_device_facts(*ctx_, model_->config().n_vocab);
     const Footprint fp = cuda_session_footprint(*model_, facts, opt_.plan, opt_.kv_type);
-    // The smaller caches this model could use instead, for the hints when the context does not fit.
+    // The smaller caches this model could use instead (its heads fit the GPU's quantized-cache kernels), for the
+    // hints when the context does not fit.
     std::vector<CacheOption> smaller;
     const model::Config& c = model_->config();
-    const auto bytes_per_value = [](graph::KvType t) {  // one 32-value head of one layer, per value
-      return cuda::KvCache::bytes_per_slot(graph::KvCacheSpec{1, 1, 1, 32, 32, t}) / 64.0;
-    };
-    for (const graph::KvType t : {graph::KvType::Q8_0, graph::KvType::Q4_0})
-      if (bytes_per_value(t) < bytes_per_value(opt_.kv_type) && graph::kv_head_dims_fit(t, c.head_dim, c.head_dim_v) &&
-          cuda::kv_quant_supported(c.n_head, c.n_head_kv, c.head_dim, c.head_dim_v))
-        smaller.push_back({graph::kv_type_name(t), cuda_session_footprint(*model_, facts, opt_.plan, t)});
+    if (cuda::kv_quant_supported(c.n_head, c.n_head_kv, c.head_dim, c.head_dim_v))
+      for (const graph::KvType t : {graph::KvType::Q8_0, graph::KvType::Q4_0}) {
+        Footprint option = cuda_session_footprint(*model_, facts, opt_.plan, t);
+        if (option.kv_bytes_per_token < fp.kv_bytes_per_token)
+          smaller.push_back({graph::kv_type_name(t), std::move(option)});
+      }
     const uint64_t free_bytes = cuda::device_memory_free();
     const int32_t n_train = std::max(c.n_ctx_train, 1);
     if (n_ctx_ == 0) {

@@ -36,12 +36,7 @@ constexpr size_t kScaleBytes = 2;  // a block's binary16 scale
 
 // The GGUF block a quantized cache stores; null for f16.
 const quant::Traits* kv_block(graph::KvType t) {
-  switch (t) {
-    case graph::KvType::F16: return nullptr;
-    case graph::KvType::Q8_0: return &quant::traits(quant::Type::Q8_0);
-    case graph::KvType::Q4_0: return &quant::traits(quant::Type::Q4_0);
-  }
-  throw InvalidArgument("unknown KV cache type " + ::std::to_string(int(t)));
+  return graph::kv_quantized(t) ? &quant::traits(graph::kv_block_type(t)) : nullptr;
 }
 
 // Bytes of the quants (f16: the values) of one slot's head of hd values.
@@ -329,7 +324,7 @@ void Executor::lower(const Node& n) {
       if (!attention_matches_kv(n)) throw InvalidArgument(describe(n) + ": parameters do not match the KV cache");
       const int64_t T = in_shape(0).ne[2];
       const auto* pos = static_cast<const int32_t*>(device_ptr(n.inputs[3]));
-      if (spec.type != graph::KvType::F16 && !kv_quant_supported(ap.n_head, ap.n_head_kv, ap.head_dim, ap.head_dim_v))
+      if (graph::kv_quantized(spec.type) && !kv_quant_supported(ap.n_head, ap.n_head_kv, ap.head_dim, ap.head_dim_v))
         throw InvalidArgument(describe(n) + ": " +
                               kv_quant_refusal(spec.type, ap.n_head, ap.n_head_kv, ap.head_dim, ap.head_dim_v));
       AttentionKernelParams a;

@@ -43,11 +43,16 @@ const char* kv_type_name(KvType t) {
   return "?";
 }
 
-int64_t kv_block_values(KvType t) {
-  if (t == KvType::Q8_0) return quant::traits(quant::Type::Q8_0).block_elems;
-  if (t == KvType::Q4_0) return quant::traits(quant::Type::Q4_0).block_elems;
-  return 1;
+quant::Type kv_block_type(KvType t) {
+  switch (t) {
+    case KvType::F16: return quant::Type::F16;
+    case KvType::Q8_0: return quant::Type::Q8_0;
+    case KvType::Q4_0: return quant::Type::Q4_0;
+  }
+  return quant::Type::F16;
 }
+
+int64_t kv_block_values(KvType t) { return kv_quantized(t) ? quant::traits(kv_block_type(t)).block_elems : 1; }
 
 bool kv_head_dims_fit(KvType t, int64_t head_dim_k, int64_t head_dim_v) {
   const int64_t b = kv_block_values(t);

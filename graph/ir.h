@@ -100,6 +100,9 @@ struct Node {
 enum class KvType : uint8_t { F16, Q8_0, Q4_0 };
 const char* kv_type_name(KvType t);                    // "f16", "q8_0", "q4_0"
 bool parse_kv_type(std::string_view s, KvType& out);   // the names above; false for anything else
+// Whether the cache stores GGUF blocks (q8_0, q4_0), and which: quant::Type::Q8_0 / Q4_0 (F16 for an f16 cache).
+inline bool kv_quantized(KvType t) { return t != KvType::F16; }
+quant::Type kv_block_type(KvType t);
 // Values per block along the head dimension (1 for f16; q8_0 and q4_0 store whole GGUF blocks of 32, one scale
 // each), and whether heads of these dims are whole blocks: the one check behind every layer's refusal of a
 // quantized cache.

@@ -27,7 +27,7 @@ void store_kv(KvType type, const float* src, float* dst, int64_t n) {
     std::copy(src, src + n, dst);
     return;
   }
-  const quant::Type q = type == KvType::Q4_0 ? quant::Type::Q4_0 : quant::Type::Q8_0;
+  const quant::Type q = kv_block_type(type);
   std::vector<uint8_t> blocks(quant::row_bytes(q, n));
   quant::quantize_row(q, src, blocks.data(), n);
   quant::dequantize_row(q, blocks.data(), dst, n);

@@ -340,7 +340,7 @@ void launch_attention(const AttentionKernelParams& p, cudaStream_t stream) {
   LLM_REQUIRE(p.hd > 0 && p.hd % 2 == 0 && p.hd <= kMaxHd, "head_dim must be even and <= 256");
   LLM_REQUIRE(p.hd_v > 0 && p.hd_v % 2 == 0 && p.hd_v <= kMaxHd, "head_dim_v must be even and <= 256");
   LLM_REQUIRE(p.max_splits > 0 && p.max_splits <= 65535, "max_splits not set (attention_max_splits)");
-  if (p.kv_type == graph::KvType::Q8_0 || p.kv_type == graph::KvType::Q4_0) {  // the tensor-core kernels alone
+  if (graph::kv_quantized(p.kv_type)) {  // the tensor-core kernels alone read quantized tiles
     const ::std::string name = graph::kv_type_name(p.kv_type);
     LLM_REQUIRE(kv_quant_supported(p.n_head, p.n_head_kv, p.hd, p.hd_v),
                 kv_quant_refusal(p.kv_type, p.n_head, p.n_head_kv, p.hd, p.hd_v));

@@ -244,9 +244,8 @@ void launch_kv(const AttentionKernelParams& p, dim3 grid, cudaStream_t stream) {
 }  // namespace
 
 bool attention_prefill_applies(const AttentionKernelParams& p) {
-  const bool quant = p.kv_type == graph::KvType::Q8_0 || p.kv_type == graph::KvType::Q4_0;
   const bool type_ok = p.kv_type == graph::KvType::F16 ||
-                       (quant && p.k_scales && p.v_scales &&
+                       (graph::kv_quantized(p.kv_type) && p.k_scales && p.v_scales &&
                         reinterpret_cast<uintptr_t>(p.k_scales) % 2 == 0 &&
                         reinterpret_cast<uintptr_t>(p.v_scales) % 2 == 0);
   return type_ok && p.T >= kPrefillMinTokens && p.hd == p.hd_v && (p.hd == 64 || p.hd == 128) && p.n_head_kv > 0 &&

@@ -39,9 +39,9 @@ constexpr size_t smem_bytes() { return size_t(2) * 2 * kTile * row_stride<HD>() 
 // q8_0 / q4_0, per warp: S stages of its 16 slots' quantized K and V rows (HD or HD / 2 bytes) and their scales,
 // and the f16 rows they become. Two stages: three and four measured slower for q8_0 (8B shape at 16k: 26.7, 28.5,
 // 28.9 us; kernel notes) and for q4_0 (8B at 16k, tg128: 362.6, 350.6, 349.0 tok/s).
-constexpr int kQ8Stages = 2;
+constexpr int kQuantStages = 2;
 template <graph::KvType KV, int HD, int S>
-struct Q8Layout {
+struct QuantLayout {
   static constexpr int kRowBytes = KV == graph::KvType::Q4_0 ? HD / 2 : HD;  // quant bytes of one slot's row
   static constexpr int kRing = S * 2 * 16 * kRowBytes;           // quants [stage][K, V][16 slots][kRowBytes]
   static constexpr int kScales = S * 2 * 16 * (HD / 32) * 2;     // binary16 [stage][K, V][16 slots][HD / 32]
@@ -227,10 +227,10 @@ __global__ void __launch_bounds__(kThreads) attention_split_tc_kernel(AttentionK
 
 template <int HD, int G, int S, graph::KvType KV>
 __global__ void __launch_bounds__(kThreads) attention_split_tc_quant_kernel(AttentionKernelParams p) {
-  using L = Q8Layout<KV, HD, S>;
+  using L = QuantLayout<KV, HD, S>;
   constexpr int kRowBytes = L::kRowBytes;
   constexpr int kLd = row_stride<HD>(), kBlocks = HD / 32;  // scales per slot
-  extern __shared__ __align__(16) uint8_t smem[];             // [warp][Q8Layout]
+  extern __shared__ __align__(16) uint8_t smem[];             // [warp][QuantLayout]
   // After the loop a warp's quant ring holds its outputs for the merge (G x HD floats).
   static_assert(G * HD * sizeof(float) <= size_t(L::kRing), "a warp's merge buffer exceeds its quant ring");
   pdl_launch_dependents();
@@ -354,10 +354,10 @@ bool opt_in(void (*kernel)(AttentionKernelParams), size_t smem) {
 
 template <int HD, int G, graph::KvType KV>
 void launch_quant(const AttentionKernelParams& p, dim3 grid, cudaStream_t stream) {
-  constexpr size_t smem = size_t(4) * Q8Layout<KV, HD, kQ8Stages>::kWarpBytes;
-  static const bool opted = opt_in(attention_split_tc_quant_kernel<HD, G, kQ8Stages, KV>, smem);
+  constexpr size_t smem = size_t(4) * QuantLayout<KV, HD, kQuantStages>::kWarpBytes;
+  static const bool opted = opt_in(attention_split_tc_quant_kernel<HD, G, kQuantStages, KV>, smem);
   (void)opted;
-  attention_split_tc_quant_kernel<HD, G, kQ8Stages, KV><<<grid, kThreads, smem, stream>>>(p);
+  attention_split_tc_quant_kernel<HD, G, kQuantStages, KV><<<grid, kThreads, smem, stream>>>(p);
 }
 
 template <int HD, int G>
@@ -390,10 +390,9 @@ void launch_hd(const AttentionKernelParams& p, cudaStream_t stream) {
 bool attention_split_tc_applies(const AttentionKernelParams& p) {
   if (p.n_head_kv <= 0 || p.n_head % p.n_head_kv != 0) return false;
   const int64_t G = p.n_head / p.n_head_kv;
-  // q8_0: the quants as the f16 values (16-byte copies), the scales in 4-byte copies.
-  const bool quant = p.kv_type == graph::KvType::Q8_0 || p.kv_type == graph::KvType::Q4_0;
+  // q8_0, q4_0: the quants as the f16 values (16-byte copies), the scales in 4-byte copies.
   const bool type_ok = p.kv_type == graph::KvType::F16 ||
-                       (quant && p.k_scales && p.v_scales &&
+                       (graph::kv_quantized(p.kv_type) && p.k_scales && p.v_scales &&
                         reinterpret_cast<uintptr_t>(p.k_scales) % 4 == 0 &&
                         reinterpret_cast<uintptr_t>(p.v_scales) % 4 == 0);
   return type_ok && p.hd == p.hd_v && (p.hd == 64 || p.hd == 128) && (G == 1 || G == 2 || G == 4 || G == 8) &&

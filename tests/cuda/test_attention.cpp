@@ -43,14 +43,13 @@ void host_q4_0(const float* x, int64_t n, uint8_t* quants, uint16_t* scales) {
   }
 }
 
-quant::Type gguf_type(KvType kv) { return kv == KvType::Q4_0 ? quant::Type::Q4_0 : quant::Type::Q8_0; }
-
 // The values a q8_0 or q4_0 cache holds for x: host quantizer, then host dequantizer.
 std::vector<float> kv_roundtrip(KvType kv, const std::vector<float>& x) {
-  std::vector<uint8_t> blocks(quant::row_bytes(gguf_type(kv), int64_t(x.size())));
-  quant::quantize_row(gguf_type(kv), x.data(), blocks.data(), int64_t(x.size()));
+  const quant::Type t = graph::kv_block_type(kv);
+  std::vector<uint8_t> blocks(quant::row_bytes(t, int64_t(x.size())));
+  quant::quantize_row(t, x.data(), blocks.data(), int64_t(x.size()));
   std::vector<float> out(x.size());
-  quant::dequantize_row(gguf_type(kv), blocks.data(), out.data(), int64_t(out.size()));
+  quant::dequantize_row(t, blocks.data(), out.data(), int64_t(out.size()));
   return out;
 }
 
