@@ -1,12 +1,14 @@
-// Kernel lab timings (run only with LLM_CUDA_BENCH=1; otherwise skipped): decode matvec bandwidth per weight type on an 8B-model-sized matrix, the GEMM path,
-// decode attention (f16 and q8_0 caches), and the device's copy bandwidth for reference. Warm-up, CUDA events, median of repeats; the
-// weight set rotates over several copies so L2 (50 MB) never holds the whole input. Prints a table.
+// Kernel lab timings (run only with LLM_CUDA_BENCH=1; otherwise skipped): decode matvec bandwidth per weight type on
+// an 8B-model-sized matrix, the GEMM path and the device's copy bandwidth for reference (KernelLab.Timings); decode
+// attention per cache type and split count (KernelLab.Attention). Warm-up, CUDA events, median of repeats; the
+// inputs rotate over several copies so L2 (50 MB) never holds the one being read. Prints tables.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cstdlib>
 #include <cstdio>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "cuda/context.h"
@@ -30,6 +32,19 @@ float median_ms(const cuda::Context& ctx, int reps, F&& f) {
   }
   std::sort(t.begin(), t.end());
   return t[t.size() / 2];
+}
+
+// The attention lab's context lengths: LLM_LAB_CTXS="256,1024,..." or 4096 and 16384.
+std::vector<int64_t> lab_contexts() {
+  std::vector<int64_t> v;
+  if (const char* e = std::getenv("LLM_LAB_CTXS"))
+    for (std::string s = e; !s.empty();) {
+      const size_t comma = s.find(',');
+      v.push_back(std::stoll(s.substr(0, comma)));
+      s = comma == std::string::npos ? "" : s.substr(comma + 1);
+    }
+  if (v.empty()) v = {4096, 16384};
+  return v;
 }
 
 }  // namespace
@@ -97,46 +112,70 @@ TEST(KernelLab, Timings) {
         std::printf("%-6s dequant %8.1f us %8.0f GB/s\n", quant::type_name(t), dq * 1e3, (wb + 2.0 * K * N) / dq / 1e6);
       }
     }
-  // Decode attention, one layer: the 8B's shape (32 heads / 8 KV heads, head_dim 128) and the 1B's (head_dim 64).
-  // The launches rotate over enough layers' caches (>= 150 MB of f16) that L2 never holds the one being read, as in
-  // decode, where the 16k-slot cache of one layer (17.8 to 67 MB) would otherwise sit in the 50 MB L2 between repeats.
-  for (const int64_t hd : {128, 64}) {
-    const int64_t nh = 32, nkv = 8;
-    std::printf("\ndecode attention, %lld heads / %lld kv heads, hd %lld (one layer), f16 and q8_0 cache\n"
-                "%8s %7s %10s %8s %10s %8s\n",
-                (long long)nh, (long long)nkv, (long long)hd, "ctx", "layers", "f16 us", "GB/s", "q8_0 us", "GB/s");
-    for (int64_t ctxlen : {512, 4096, 16384, 32768}) {
-      const size_t f16_bytes = size_t(hd * ctxlen * nkv * 2), q8_bytes = size_t(hd * ctxlen * nkv),
-                   scale_bytes = size_t(hd / 32 * ctxlen * nkv * 2);
-      const int layers = int(std::clamp<size_t>((size_t(150) << 20) / (2 * f16_bytes) + 1, 1, 128));
-      // f16 values; q8_0 quants (int8 17) and scales 0x1111 (~6e-4): finite, as every byte pattern here
-      cuda::DeviceBuffer kc(f16_bytes * layers), vc(f16_bytes * layers), kq(q8_bytes * layers),
-          vq(q8_bytes * layers), ks(scale_bytes * layers), vs(scale_bytes * layers), q(hd * nh * 4), out(hd * nh * 4);
-      for (const auto* b : {&kc, &vc, &kq, &vq, &ks, &vs}) CUDA_CHECK(cudaMemset(b->get(), 0x11, b->bytes()));
-      CUDA_CHECK(cudaMemset(q.get(), 0, q.bytes()));
-      const int32_t pos = int32_t(ctxlen - 1);
-      cuda::DeviceBuffer dpos(4);
-      CUDA_CHECK(cudaMemcpy(dpos.get(), &pos, 4, cudaMemcpyHostToDevice));
-      const int32_t splits = cuda::attention_max_splits(ctxlen, nkv, 1, ctx.sm_count());
-      cuda::DeviceBuffer part(cuda::attention_scratch_floats(nh, hd, 1, splits) * 4);
-      CUDA_CHECK(cudaMemset(part.get(), 0, part.bytes()));
-      cuda::AttentionKernelParams p;
-      p.q = q.as<float>(), p.positions = dpos.as<int32_t>(), p.out = out.as<float>(), p.partial = part.as<float>();
-      p.n_ctx = ctxlen, p.n_head = nh, p.n_head_kv = nkv, p.hd = hd, p.hd_v = hd, p.T = 1, p.scale = 0.088f;
-      p.max_splits = splits;
-      const float ms = median_ms(ctx, 50, [&](int i) {
-        p.k_cache = kc.as<uint8_t>() + (i % layers) * f16_bytes, p.v_cache = vc.as<uint8_t>() + (i % layers) * f16_bytes;
-        cuda::launch_attention(p, s);
-      });
-      p.kv_type = graph::KvType::Q8_0;
-      const float ms_q8 = median_ms(ctx, 50, [&](int i) {
-        p.k_cache = kq.as<uint8_t>() + (i % layers) * q8_bytes, p.v_cache = vq.as<uint8_t>() + (i % layers) * q8_bytes;
-        p.k_scales = ks.as<uint16_t>() + (i % layers) * scale_bytes / 2;
-        p.v_scales = vs.as<uint16_t>() + (i % layers) * scale_bytes / 2;
-        cuda::launch_attention(p, s);
-      });
-      std::printf("%8lld %7d %10.1f %8.0f %10.1f %8.0f\n", (long long)ctxlen, layers, ms * 1e3,
-                  2.0 * f16_bytes / ms / 1e6, ms_q8 * 1e3, 2.0 * (q8_bytes + scale_bytes) / ms_q8 / 1e6);
-    }
-  }
+}
+
+// Decode attention, one layer, alone: the 8B's shape (32 heads / 8 KV heads, head_dim 128) and the 1B's (head_dim
+// 64), each cache type, at several splits per (KV head) — the executor's choice (attention_max_splits, marked *) and
+// 1-4 blocks per SM (LLM_LAB_CASE=hd/ctx/cache, e.g. 128/16384/q4_0, keeps one case; LLM_LAB_CTXS=256,1024 sets
+// the contexts). Each sample is a batch of 16 back-to-back launches (as in the decode graph, launch overhead
+// overlapped), rotating over enough layers' caches (>= 150 MB) that L2 never holds the one being read, as in decode,
+// where the 16k-slot cache of one layer (9 to 67 MB) would otherwise sit in the 50 MB L2 between repeats.
+TEST(KernelLab, Attention) {
+  if (!cuda::device_available()) GTEST_SKIP() << "no CUDA device";
+  if (const char* e = std::getenv("LLM_CUDA_BENCH"); !e || std::string(e) != "1")
+    GTEST_SKIP() << "timings run only with LLM_CUDA_BENCH=1";
+  cuda::Context ctx;
+  const cudaStream_t s = ctx.compute();
+  constexpr int kBatch = 16;
+  std::printf("device: %s, %d SMs\ndecode attention, one layer, 32 heads / 8 KV heads; us per launch (median of 30 "
+              "batches of %d), GB/s of cache read\n%4s %6s %6s %7s %9s %8s\n",
+              ctx.name().c_str(), ctx.sm_count(), kBatch, "hd", "ctx", "cache", "splits", "us", "GB/s");
+  for (const int64_t hd : {128, 64})
+    for (const int64_t ctxlen : lab_contexts())
+      for (const graph::KvType kv : {graph::KvType::F16, graph::KvType::Q8_0, graph::KvType::Q4_0}) {
+        const std::string name = std::to_string(hd) + "/" + std::to_string(ctxlen) + "/" + graph::kv_type_name(kv);
+        if (const char* only = std::getenv("LLM_LAB_CASE"); only && name != only) continue;
+        const int64_t nh = 32, nkv = 8;
+        const bool quant = graph::kv_quantized(kv);
+        // Per layer and matrix (K or V): the values (f16, int8 or nibbles) and, quantized, one binary16 per 32.
+        const size_t val_bytes = size_t(hd * ctxlen * nkv) * (kv == graph::KvType::F16 ? 2 : 1) /
+                                 (kv == graph::KvType::Q4_0 ? 2 : 1);
+        const size_t scale_bytes = quant ? size_t(hd / 32 * ctxlen * nkv * 2) : 0;
+        const size_t layer_bytes = 2 * (val_bytes + scale_bytes);
+        const int layers = int(std::clamp<size_t>((size_t(150) << 20) / layer_bytes + 1, 2, 256));
+        // Every byte 0x11: f16 values and scales 0x1111 (~6e-4), int8 quants 17, nibbles 1: finite everywhere.
+        cuda::DeviceBuffer kc(val_bytes * layers), vc(val_bytes * layers), ks(std::max<size_t>(scale_bytes, 4) * layers),
+            vs(std::max<size_t>(scale_bytes, 4) * layers), q(hd * nh * 4), out(hd * nh * 4), dpos(4);
+        for (const auto* b : {&kc, &vc, &ks, &vs}) CUDA_CHECK(cudaMemset(b->get(), 0x11, b->bytes()));
+        CUDA_CHECK(cudaMemset(q.get(), 0, q.bytes()));
+        const int32_t pos = int32_t(ctxlen - 1);
+        CUDA_CHECK(cudaMemcpy(dpos.get(), &pos, 4, cudaMemcpyHostToDevice));
+        const int32_t chosen = cuda::attention_max_splits(ctxlen, nkv, 1, ctx.sm_count());
+        std::vector<int32_t> splits{chosen};
+        for (int per_sm = 1; per_sm <= 4; ++per_sm) {
+          const int32_t n = int32_t(std::min<int64_t>((per_sm * ctx.sm_count() + nkv - 1) / nkv, 256));
+          if (n != chosen) splits.push_back(n);
+        }
+        for (const int32_t n : splits) {
+          cuda::DeviceBuffer part(cuda::attention_scratch_floats(nh, hd, 1, n) * 4);
+          CUDA_CHECK(cudaMemset(part.get(), 0, part.bytes()));
+          cuda::AttentionKernelParams p;
+          p.q = q.as<float>(), p.positions = dpos.as<int32_t>(), p.out = out.as<float>(), p.partial = part.as<float>();
+          p.n_ctx = ctxlen, p.n_head = nh, p.n_head_kv = nkv, p.hd = hd, p.hd_v = hd, p.T = 1, p.scale = 0.088f;
+          p.max_splits = n, p.kv_type = kv;
+          const float ms = median_ms(ctx, 30, [&](int r) {
+            for (int b = 0; b < kBatch; ++b) {
+              const size_t i = size_t(r * kBatch + b) % layers;
+              p.k_cache = kc.as<uint8_t>() + i * val_bytes, p.v_cache = vc.as<uint8_t>() + i * val_bytes;
+              if (quant) {
+                p.k_scales = ks.as<uint16_t>() + i * scale_bytes / 2;
+                p.v_scales = vs.as<uint16_t>() + i * scale_bytes / 2;
+              }
+              cuda::launch_attention(p, s);
+            }
+          }) / kBatch;
+          std::printf("%4lld %6lld %6s %6d%s %9.2f %8.0f\n", (long long)hd, (long long)ctxlen, graph::kv_type_name(kv),
+                      n, n == chosen ? "*" : " ", ms * 1e3, layer_bytes / ms / 1e6);
+        }
+      }
 }
