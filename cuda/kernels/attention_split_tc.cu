@@ -348,10 +348,11 @@ __global__ void __launch_bounds__(kThreads) attention_split_tc_quant_kernel(Atte
 
 // The share of the SM's unified L1 / shared memory these kernels ask for, in percent of the largest: 58% of the
 // H100's 228 KB, which the driver rounds up to a split that still holds two blocks of the f16 head_dim-128 kernel
-// (the grid is sized for two a SM; less, 26-34%, costs blocks: 8B at 16k -6%). Left to itself the driver gives
-// them the largest split (three blocks a SM, 28 KB of L1). Asked for 58%, decode with an f16 cache runs 3-6% faster
-// (H100, tg128: 7B Q4_0 456 -> 476, 8B Q4_0 430 -> 454, 8B Q4_K_M 427 -> 442; at 16k 314 -> 320), the 1B and the
-// quantized caches unchanged: measured, the mechanism not (docs/kernel-notes.md, session 10).
+// (the grid is sized for two a SM; less, 26-34%, costs blocks: 8B at 16k -6%). Without it the driver sizes the
+// split for the most resident blocks (for the f16 kernel three, 28 KB of L1 left; its documented default, not
+// observed here). Asked for 58%, decode with an f16 cache runs 3-6% faster (H100, tg128: 7B Q4_0 456 -> 476,
+// 8B Q4_0 430 -> 454, 8B Q4_K_M 427 -> 442; at 16k 314 -> 320), the 1B and the quantized caches unchanged:
+// measured, the mechanism not (docs/kernel-notes.md, session 10).
 constexpr int kCarveoutPercent = 58;
 
 // Dynamic shared memory above the 48 KiB default needs an opt-in, once per kernel; the carveout with it.
