@@ -177,7 +177,8 @@ __global__ void __launch_bounds__(kWarps * 32) attention_gqa_kernel(AttentionKer
     if (d == 0) out[0] = M, out[1] = L;
     out[2 + d] = a;
   }
-  merge_splits_if_last<G>(p, kvh, t, int((pos + len) / len), hd);
+  const int n_active = int((pos + len) / len);
+  if (last_split_block(p, kvh, t, n_active, hd)) merge_splits<G>(p, kvh, t, n_active, hd);
 }
 
 __global__ void __launch_bounds__(kWarps * 32) attention_split_kernel(AttentionKernelParams p) {

@@ -13,6 +13,8 @@
 // 16 slots of quantized K and V and their scales (two stages, cp.async) and converts them into f16 rows of its own
 // (q x scale, rounded to f16 once) right before its products, so the warps meet only at __syncwarp inside the
 // loop; a half (q8_0) or a quarter (q4_0) of the bytes of f16 per slot, plus 2 bytes of scale per 32 values.
+// q4_0's K skips the f16 rows: it goes from the ring straight into the QK^T fragments, its scales applied after the
+// products (qk_8slots_q4_0; 8B shape at 16k, one layer: 18.0 -> 16.8 us).
 #include "cuda/kernels/attention_split_tc.cuh"
 
 #include "cuda/check.h"
@@ -45,7 +47,9 @@ struct QuantLayout {
   static constexpr int kRowBytes = KV == graph::KvType::Q4_0 ? HD / 2 : HD;  // quant bytes of one slot's row
   static constexpr int kRing = S * 2 * 16 * kRowBytes;           // quants [stage][K, V][16 slots][kRowBytes]
   static constexpr int kScales = S * 2 * 16 * (HD / 32) * 2;     // binary16 [stage][K, V][16 slots][HD / 32]
-  static constexpr int kHalves = 2 * 16 * row_stride<HD>() * 2;  // f16 [K, V][16 slots][HD + 8]
+  // f16 [K, V][16 slots][HD + 8]; q4_0: V's only (K goes from the ring into the products, qk_8slots_q4_0)
+  static constexpr int kHalfRows = KV == graph::KvType::Q4_0 ? 1 : 2;
+  static constexpr int kHalves = kHalfRows * 16 * row_stride<HD>() * 2;
   static constexpr int kWarpBytes = kRing + kScales + kHalves;
   static_assert(kRing % 16 == 0 && kScales % 16 == 0 && kHalves % 16 == 0, "16-byte aligned parts");
 };
@@ -76,20 +80,32 @@ __device__ __forceinline__ void load_q(const AttentionKernelParams& p, int64_t t
   }
 }
 
-// A warp's 16 slots [w0, w0 + 16) of a tile (w0 < end; slots from end on are masked): S = Q K^T, the online softmax
-// of row g (running max m, this thread's part of the sum l), O += P V. ks, vs point at the warp's first slot in
-// row-major [slot][dim] f16 tiles of stride ld halves.
-template <int HD>
-__device__ __forceinline__ void attend_16slots(const uint32_t (&qf)[HD / 16][4], const uint16_t* ks,
-                                               const uint16_t* vs, int ld, int64_t w0, int64_t end, int lane,
-                                               float& m, float& l, float (&o)[HD / 8][4]) {
-  const int tg = lane & 3;
-  float s[2][4];
+// Q x scale as the A operand for qk_8slots_q4_0: in chunk 2 b + h, fragment positions (2 tg, 2 tg + 1) hold
+// dimensions 32 b + 16 h + 4 tg + (0, 2) and (2 tg + 8, 2 tg + 9) dimensions 32 b + 16 h + 4 tg + (1, 3).
+template <int HD, int G>
+__device__ __forceinline__ void load_q_q4_0(const AttentionKernelParams& p, int64_t t, int64_t kvh, int g, int tg,
+                                            uint32_t (&qf)[HD / 16][4]) {
+  const bool in = g < G;
+  const float* q = p.q + (t * p.n_head + kvh * G + (in ? g : 0)) * HD + tg * 4;
 #pragma unroll
-  for (int j = 0; j < 2; ++j) {
-    s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
-    mma::qk_8slots<HD>(s[j], qf, ks + j * 8 * ld, ld, lane);
+  for (int kc = 0; kc < HD / 16; ++kc) {
+    const float2 a = in ? *reinterpret_cast<const float2*>(q + kc * 16) : make_float2(0.f, 0.f);
+    const float2 b = in ? *reinterpret_cast<const float2*>(q + kc * 16 + 2) : make_float2(0.f, 0.f);
+    qf[kc][0] = mma::pack_half2(a.x * p.scale, b.x * p.scale);
+    qf[kc][1] = 0u;
+    qf[kc][2] = mma::pack_half2(a.y * p.scale, b.y * p.scale);
+    qf[kc][3] = 0u;
   }
+}
+
+// A warp's 16 slots [w0, w0 + 16) of a tile (w0 < end; slots from end on are masked), their scores S = Q K^T
+// given (s[j]: slots w0 + 8 j.., rows g as C fragments): the online softmax of row g (running max m, this thread's
+// part of the sum l), O += P V. vs points at the warp's first slot in a row-major [slot][dim] f16 tile of stride ld
+// halves.
+template <int HD>
+__device__ __forceinline__ void softmax_pv_16slots(float (&s)[2][4], const uint16_t* vs, int ld, int64_t w0,
+                                                   int64_t end, int lane, float& m, float& l, float (&o)[HD / 8][4]) {
+  const int tg = lane & 3;
   float mx = -INFINITY;
 #pragma unroll
   for (int j = 0; j < 2; ++j) {
@@ -114,6 +130,64 @@ __device__ __forceinline__ void attend_16slots(const uint32_t (&qf)[HD / 16][4],
   for (int n = 0; n < HD / 8; ++n) o[n][0] *= c, o[n][1] *= c;
   const uint32_t a[4] = {mma::pack_half2(s[0][0], s[0][1]), 0u, mma::pack_half2(s[1][0], s[1][1]), 0u};
   mma::pv_16slots<HD>(o, a, vs, ld, lane);
+}
+
+// The same with K from a row-major [slot][dim] f16 tile too (ks, of stride ld halves).
+template <int HD>
+__device__ __forceinline__ void attend_16slots(const uint32_t (&qf)[HD / 16][4], const uint16_t* ks,
+                                               const uint16_t* vs, int ld, int64_t w0, int64_t end, int lane,
+                                               float& m, float& l, float (&o)[HD / 8][4]) {
+  float s[2][4];
+#pragma unroll
+  for (int j = 0; j < 2; ++j) {
+    s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
+    mma::qk_8slots<HD>(s[j], qf, ks + j * 8 * ld, ld, lane);
+  }
+  softmax_pv_16slots<HD>(s, vs, ld, w0, end, lane, m, l, o);
+}
+
+// q4_0 K straight from the quant ring into the QK^T B fragments, the scales applied after the products: lane
+// (g, tg) reads the 4 bytes 4 tg.. of each 32-value block b of slot g (its values 4 tg..4 tg + 3 in the low nibbles,
+// 16 + 4 tg.. in the high ones) and makes them f16 q - 8 with one mask, one add or fma per pair and no conversion
+// instruction: the nibble in the low mantissa bits of 1024 is 1024 + q, in bits 4..7 1024 + 16 q (exact, so is the
+// correction). Block b's two 16-dimension chunks (2 b: the low nibbles, 2 b + 1: the high ones) hold in fragment
+// position (2 tg, 2 tg + 1) the values (4 tg, 4 tg + 2) and in (2 tg + 8, 2 tg + 9) (4 tg + 1, 4 tg + 3), so Q must
+// come in that order (load_q_q4_0). Their product over the block is exact integers times Q, scaled by the slot's
+// block scale in f32: no f16 rounding of q x scale (the f16 tiles round it), and no per-value multiply.
+// kq: the 8 slots' quant rows (HD / 2 bytes each), ksc: their HD / 32 binary16 scales each, both in slot order.
+template <int HD>
+__device__ __forceinline__ void qk_8slots_q4_0(float (&s)[4], const uint32_t (&qf)[HD / 16][4], const int8_t* kq,
+                                               const uint16_t* ksc, int lane) {
+  constexpr int kBlocks = HD / 32, kRowBytes = HD / 2;
+  const int g = lane >> 2, tg = lane & 3;
+  // C fragment columns 2 tg, 2 tg + 1: those slots' scales, kBlocks binary16 each (4-byte aligned pairs).
+  __half2 sc[2][kBlocks / 2];
+#pragma unroll
+  for (int c = 0; c < 2; ++c)
+#pragma unroll
+    for (int i = 0; i < kBlocks / 2; ++i)
+      sc[c][i] = *reinterpret_cast<const __half2*>(ksc + (2 * tg + c) * kBlocks + 2 * i);
+  const uint8_t* row = reinterpret_cast<const uint8_t*>(kq) + g * kRowBytes + 4 * tg;
+  const __half2 bias_lo = __half2half2(__ushort_as_half(0x6408)), sixteenth = __half2half2(__float2half(0.0625f)),
+                bias_hi = __half2half2(__float2half(-72.0f));  // 1032; (1024 + 16 q) / 16 - 72 = q - 8
+  const auto lop = [](uint32_t w, uint32_t mask) { return (w & mask) | 0x64006400u; };
+  const auto as_u32 = [](__half2 h) { return *reinterpret_cast<const uint32_t*>(&h); };
+  const auto as_h2 = [](uint32_t u) { return *reinterpret_cast<const __half2*>(&u); };
+#pragma unroll
+  for (int b = 0; b < kBlocks; ++b) {
+    const uint32_t w = *reinterpret_cast<const uint32_t*>(row + 16 * b), w8 = w >> 8;
+    const uint32_t lo0 = as_u32(__hsub2(as_h2(lop(w, 0x000f000fu)), bias_lo));   // values 4 tg, 4 tg + 2
+    const uint32_t lo1 = as_u32(__hsub2(as_h2(lop(w8, 0x000f000fu)), bias_lo));  // 4 tg + 1, 4 tg + 3
+    const uint32_t hi0 = as_u32(__hfma2(as_h2(lop(w, 0x00f000f0u)), sixteenth, bias_hi));   // 16 + the same
+    const uint32_t hi1 = as_u32(__hfma2(as_h2(lop(w8, 0x00f000f0u)), sixteenth, bias_hi));
+    float a[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    mma::m16n8k16(a, qf[2 * b], lo0, lo1);
+    mma::m16n8k16(a, qf[2 * b + 1], hi0, hi1);
+    // a[2], a[3]: rows g + 8, which Q leaves zero.
+    const float2 d0 = __half22float2(sc[0][b / 2]), d1 = __half22float2(sc[1][b / 2]);
+    s[0] = fmaf(b % 2 ? d0.y : d0.x, a[0], s[0]);
+    s[1] = fmaf(b % 2 ? d1.y : d1.x, a[1], s[1]);
+  }
 }
 
 // After the loop: the four warps' states of each head, merged into this split's partial {max, sum, acc} (with one
@@ -154,7 +228,12 @@ __device__ __forceinline__ void finish_split(const AttentionKernelParams& p, int
     if (d == 0) out[0] = M, out[1] = L;
     out[2 + d] = acc;
   }
-  if (n_active > 1) merge_splits_if_last<G>(p, kvh, t, n_active, HD);
+  if (n_active > 1 && last_split_block(p, kvh, t, n_active, HD)) {
+    if (n_active <= OneRoundMerge<G, HD, kThreads>::kMaxSplits)
+      merge_splits_one_round<G, HD, kThreads>(p, kvh, t, n_active);
+    else
+      merge_splits<G>(p, kvh, t, n_active, HD);
+  }
 }
 
 template <int HD, int G>
@@ -245,8 +324,9 @@ __global__ void __launch_bounds__(kThreads) attention_split_tc_quant_kernel(Atte
   uint8_t* const mine = smem + warp * L::kWarpBytes;
   int8_t* const ring = reinterpret_cast<int8_t*>(mine);
   uint16_t* const scales = reinterpret_cast<uint16_t*>(mine + L::kRing);
-  uint16_t* const kh = reinterpret_cast<uint16_t*>(mine + L::kRing + L::kScales);
-  uint16_t* const vh = kh + 16 * kLd;
+  constexpr bool kQ4 = KV == graph::KvType::Q4_0;
+  uint16_t* const kh = reinterpret_cast<uint16_t*>(mine + L::kRing + L::kScales);  // q4_0: unused
+  uint16_t* const vh = kh + (L::kHalfRows - 1) * 16 * kLd;
   const int8_t* const kq = static_cast<const int8_t*>(p.k_cache) + kvh * p.n_ctx * kRowBytes;
   const int8_t* const vq = static_cast<const int8_t*>(p.v_cache) + kvh * p.n_ctx * kRowBytes;
   const uint16_t* const ksc = p.k_scales + kvh * p.n_ctx * kBlocks;
@@ -280,7 +360,7 @@ __global__ void __launch_bounds__(kThreads) attention_split_tc_quant_kernel(Atte
     }
     asm volatile("cp.async.commit_group;" ::: "memory");
   };
-  // Ring stage `stage` as f16 rows q x scale into kh, vh: lane i converts the 8-value chunks i + 32 k, chunk c of
+  // Ring stage `stage` as f16 rows q x scale into kh, vh (q4_0: vh only): lane i converts the 8-value chunks i + 32 k, chunk c of
   // the tile being row c / (HD / 8), columns 8 (c % (HD / 8)) onwards, under scale c / 4 of the ring's scales.
   // q8_0: the chunk's 8 bytes; q4_0: the low (first half of the block) or high nibbles of 8 bytes of its block.
   constexpr int kRowsPerStep = 32 / (HD / 8);
@@ -292,7 +372,7 @@ __global__ void __launch_bounds__(kThreads) attention_split_tc_quant_kernel(Atte
     uint2 q[2][kSteps];
     uint16_t sc[2][kSteps];
 #pragma unroll
-    for (int mtx = 0; mtx < 2; ++mtx) {
+    for (int mtx = kQ4; mtx < 2; ++mtx) {
       const int8_t* const src =
           ring + (stage * 2 + mtx) * 16 * kRowBytes +
           (KV == graph::KvType::Q4_0 ? crow * kRowBytes + (ccol / 4) * 16 + (ccol % 2) * 8 : 8 * lane);
@@ -304,7 +384,7 @@ __global__ void __launch_bounds__(kThreads) attention_split_tc_quant_kernel(Atte
       }
     }
 #pragma unroll
-    for (int mtx = 0; mtx < 2; ++mtx) {
+    for (int mtx = kQ4; mtx < 2; ++mtx) {
       uint16_t* const dst = (mtx ? vh : kh) + crow * kLd + ccol * 8;
 #pragma unroll
       for (int k = 0; k < kSteps; ++k)
@@ -320,7 +400,8 @@ __global__ void __launch_bounds__(kThreads) attention_split_tc_quant_kernel(Atte
   for (int k = 0; k < S - 1; ++k) issue(begin + k * stride + warp * 16, k);
   // q after the first copies are in flight: its loads overlap theirs.
   uint32_t qf[HD / 16][4];
-  load_q<HD, G>(p, t, kvh, g, tg, qf);
+  if constexpr (kQ4) load_q_q4_0<HD, G>(p, t, kvh, g, tg, qf);
+  else load_q<HD, G>(p, t, kvh, g, tg, qf);
   float o[HD / 8][4];
 #pragma unroll
   for (int n = 0; n < HD / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
@@ -335,7 +416,18 @@ __global__ void __launch_bounds__(kThreads) attention_split_tc_quant_kernel(Atte
     if (w0 < end) {  // warp-uniform: a warp past the split idles this tile
       convert(stage);
       __syncwarp();
-      attend_16slots<HD>(qf, kh, vh, kLd, w0, end, lane, m, l, o);
+      if constexpr (kQ4) {
+        float sc[2][4];
+#pragma unroll
+        for (int j = 0; j < 2; ++j) {
+          sc[j][0] = sc[j][1] = sc[j][2] = sc[j][3] = 0.0f;
+          qk_8slots_q4_0<HD>(sc[j], qf, ring + (stage * 2 * 16 + j * 8) * kRowBytes,
+                             scales + (stage * 2 * 16 + j * 8) * kBlocks, lane);
+        }
+        softmax_pv_16slots<HD>(sc, vh, kLd, w0, end, lane, m, l, o);
+      } else {
+        attend_16slots<HD>(qf, kh, vh, kLd, w0, end, lane, m, l, o);
+      }
     }
     __syncwarp();  // the lanes are done with this stage and with kh, vh before they are refilled
   }

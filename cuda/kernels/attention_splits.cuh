@@ -23,23 +23,31 @@ __device__ __forceinline__ int64_t split_len_at(int64_t pos, int32_t max_splits,
 }
 
 // Called by every active split block of (KV head kvh, token t) after writing its partials for the G heads of the
-// group: the last one to arrive (an atomic counter, reset by it) merges all n_active splits into p.out. Every thread
-// of the block must call it.
-template <int G>
-__device__ void merge_splits_if_last(const AttentionKernelParams& p, int64_t kvh, int64_t t, int n_active,
-                                     int64_t hd) {
+// group: true in the last one to arrive (an atomic counter, reset by it), which then merges the n_active splits
+// into p.out (merge_splits, merge_splits_one_round). Every thread of the block must call it.
+__device__ __forceinline__ bool last_split_block(const AttentionKernelParams& p, int64_t kvh, int64_t t, int n_active,
+                                                 int64_t hd) {
   unsigned* counter = reinterpret_cast<unsigned*>(p.partial + p.n_head * p.T * p.max_splits * (hd + 2)) +
                       kvh * p.T + t;
   __shared__ bool last;
   __threadfence();
   __syncthreads();
-  if (threadIdx.x == 0) last = atomicAdd(counter, 1u) == unsigned(n_active - 1);
+  if (threadIdx.x == 0) {
+    last = atomicAdd(counter, 1u) == unsigned(n_active - 1);
+    if (last) *counter = 0u;  // every split has arrived: ready for the next launch
+  }
   __syncthreads();
-  if (!last) return;
+  if (!last) return false;
   __threadfence();
-  // Per head one warp: every split's {max, sum} in one round of independent float2 loads (lanes over splits, held
-  // in registers), the weights and the sum from them; then the values two dimensions at a time, each thread on two
-  // of them at once with the splits unrolled, so a 16k-context merge of ~33 splits is about three L2 round trips.
+  return true;
+}
+
+// The merge in the last block, for any head size and split count (up to kMaxSplitsGqa): per head one warp reads
+// every split's {max, sum} in one round of independent float2 loads (lanes over splits, held in registers) and
+// forms the weights and the sum; then the values two dimensions at a time, each thread on two of them at once with
+// the splits unrolled, so a 16k-context merge of ~33 splits is about three L2 round trips after the first.
+template <int G>
+__device__ void merge_splits(const AttentionKernelParams& p, int64_t kvh, int64_t t, int n_active, int64_t hd) {
   __shared__ float e_s[G][kMaxSplitsGqa];  // the splits' weights
   __shared__ float inv_l_s[G];
   const int64_t stride = hd + 2;  // floats per partial; even, so {max, sum} and the values pair up as float2
@@ -90,7 +98,77 @@ __device__ void merge_splits_if_last(const AttentionKernelParams& p, int64_t kvh
       *reinterpret_cast<float2*>(p.out + (t * p.n_head + kvh * G + g1) * hd + d1) =
           make_float2(a1.x * inv_l_s[g1], a1.y * inv_l_s[g1]);
   }
-  if (threadIdx.x == 0) *counter = 0u;
+}
+
+// The merge in one L2 round trip, for a block of kThreads threads and a head size known at compile time: every
+// thread first issues the loads of all its values of every split (held in registers: its share of the G x HD / 2
+// float2 items, times up to kMaxSplits splits), then the weights are formed per head as in merge_splits while those
+// loads are in flight, and the values are summed once they land. merge_splits's three chained rounds of value loads
+// were ~2.5 us of a 16k-context launch (kernel notes, session 10).
+template <int G, int HD, int kThreads>
+struct OneRoundMerge {
+  static constexpr int kItems = G * HD / 2;                                // float2 items of the G heads' output
+  static constexpr int kPerThread = (kItems + kThreads - 1) / kThreads;
+  // About 144 registers of values a thread (the attention loops before it hold more), 64 splits at most.
+  static constexpr int kMaxSplits = 144 / (2 * kPerThread) < 64 ? 144 / (2 * kPerThread) : 64;
+  static_assert(kThreads % 32 == 0 && kMaxSplits >= 2, "one-round merge shape");
+};
+
+template <int G, int HD, int kThreads>
+__device__ void merge_splits_one_round(const AttentionKernelParams& p, int64_t kvh, int64_t t, int n_active) {
+  using M = OneRoundMerge<G, HD, kThreads>;
+  constexpr int kStride = HD + 2, kMax = M::kMaxSplits;
+  __shared__ float e_s[G][kMax];
+  __shared__ float inv_l_s[G];
+  const float* head0 = p.partial + (t * p.n_head + kvh * G) * p.max_splits * kStride;  // head g at g * max_splits
+  float2 v[M::kPerThread][kMax];
+#pragma unroll
+  for (int i = 0; i < M::kPerThread; ++i) {
+    const int item = int(threadIdx.x) + i * kThreads;
+    const bool in = item < M::kItems;
+    const float* part = head0 + (in ? (item / (HD / 2)) * p.max_splits * kStride + 2 + 2 * (item % (HD / 2)) : 0);
+#pragma unroll
+    for (int j = 0; j < kMax; ++j)
+      v[i][j] = in && j < n_active ? __ldcg(reinterpret_cast<const float2*>(part + j * kStride))
+                                   : make_float2(0.0f, 0.0f);
+  }
+  const int lane = threadIdx.x & 31;
+  for (int g = threadIdx.x >> 5; g < G; g += kThreads / 32) {
+    constexpr int kPerLane = (kMax + 31) / 32;
+    float2 ms[kPerLane];
+    float Mx = -INFINITY, L = 0.0f;
+#pragma unroll
+    for (int k = 0; k < kPerLane; ++k) {
+      const int j = lane + 32 * k;
+      ms[k] = j < n_active ? __ldcg(reinterpret_cast<const float2*>(head0 + (g * p.max_splits + j) * kStride))
+                           : make_float2(-INFINITY, 0.0f);
+      Mx = fmaxf(Mx, ms[k].x);
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) Mx = fmaxf(Mx, __shfl_xor_sync(0xffffffffu, Mx, o));
+#pragma unroll
+    for (int k = 0; k < kPerLane; ++k) {
+      const int j = lane + 32 * k;
+      const float e = ms[k].x == -INFINITY ? 0.0f : expf(ms[k].x - Mx);
+      if (j < kMax) e_s[g][j] = j < n_active ? e : 0.0f;
+      L += ms[k].y * e;
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) L += __shfl_xor_sync(0xffffffffu, L, o);
+    if (lane == 0) inv_l_s[g] = 1.0f / L;
+  }
+  __syncthreads();
+#pragma unroll
+  for (int i = 0; i < M::kPerThread; ++i) {
+    const int item = int(threadIdx.x) + i * kThreads;
+    if (item >= M::kItems) continue;
+    const int g = item / (HD / 2), d = 2 * (item % (HD / 2));
+    float2 a = make_float2(0.0f, 0.0f);
+#pragma unroll
+    for (int j = 0; j < kMax; ++j) a.x = fmaf(v[i][j].x, e_s[g][j], a.x), a.y = fmaf(v[i][j].y, e_s[g][j], a.y);
+    *reinterpret_cast<float2*>(p.out + (t * p.n_head + kvh * G + g) * HD + d) =
+        make_float2(a.x * inv_l_s[g], a.y * inv_l_s[g]);
+  }
 }
 
 }  // namespace cuda
