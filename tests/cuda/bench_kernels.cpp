@@ -152,10 +152,12 @@ TEST(KernelLab, Attention) {
         CUDA_CHECK(cudaMemcpy(dpos.get(), &pos, 4, cudaMemcpyHostToDevice));
         const int32_t chosen = cuda::attention_max_splits(ctxlen, nkv, 1, ctx.sm_count());
         std::vector<int32_t> splits{chosen};
-        for (int per_sm = 1; per_sm <= 4; ++per_sm) {
-          const int32_t n = int32_t(std::min<int64_t>((per_sm * ctx.sm_count() + nkv - 1) / nkv, 256));
-          if (n != chosen) splits.push_back(n);
-        }
+        // 1-4 blocks a SM, rounded up (a second partial wave) and down (one wave).
+        for (int per_sm = 1; per_sm <= 4; ++per_sm)
+          for (const int64_t up : {nkv - 1, int64_t(0)}) {
+            const int32_t n = int32_t(std::min<int64_t>((per_sm * ctx.sm_count() + up) / nkv, 256));
+            if (std::find(splits.begin(), splits.end(), n) == splits.end()) splits.push_back(n);
+          }
         for (const int32_t n : splits) {
           cuda::DeviceBuffer part(cuda::attention_scratch_floats(nh, hd, 1, n) * 4);
           CUDA_CHECK(cudaMemset(part.get(), 0, part.bytes()));
