@@ -360,8 +360,9 @@ __global__ void __launch_bounds__(kThreads) attention_split_tc_quant_kernel(Atte
     }
     asm volatile("cp.async.commit_group;" ::: "memory");
   };
-  // Ring stage `stage` as f16 rows q x scale into kh, vh (q4_0: vh only): lane i converts the 8-value chunks i + 32 k, chunk c of
-  // the tile being row c / (HD / 8), columns 8 (c % (HD / 8)) onwards, under scale c / 4 of the ring's scales.
+  // Ring stage `stage` as f16 rows q x scale into kh, vh (q4_0: vh only): lane i converts the 8-value chunks
+  // i + 32 k, chunk c of the tile being row c / (HD / 8), columns 8 (c % (HD / 8)) onwards, under scale c / 4 of the
+  // ring's scales.
   // q8_0: the chunk's 8 bytes; q4_0: the low (first half of the block) or high nibbles of 8 bytes of its block.
   constexpr int kRowsPerStep = 32 / (HD / 8);
   const int crow = lane / (HD / 8), ccol = lane % (HD / 8);
