@@ -63,37 +63,22 @@ __device__ __forceinline__ int active_splits(int64_t n_tiles, int32_t max_splits
   return n_tiles <= kSerialTiles ? 1 : int(min(n_tiles, int64_t(max_splits)));
 }
 
-// Q x scale as the A operand: row g is head kvh G + g (rows >= G and rows g + 8 are zero).
-template <int HD, int G>
+// Q x scale as the A operand: row g is head kvh G + g (rows >= G and rows g + 8 are zero). Chunk kc's fragment
+// positions (2 tg, 2 tg + 1) hold dimensions 16 kc + 2 tg + (0, 1) and (2 tg + 8, 2 tg + 9) 16 kc + 2 tg + (8, 9);
+// in kQ4Order (qk_8slots_q4_0's) 16 kc + 4 tg + (0, 2) and 16 kc + 4 tg + (1, 3).
+template <int HD, int G, bool kQ4Order = false>
 __device__ __forceinline__ void load_q(const AttentionKernelParams& p, int64_t t, int64_t kvh, int g, int tg,
                                        uint32_t (&qf)[HD / 16][4]) {
   const bool in = g < G;
-  const float* q = p.q + (t * p.n_head + kvh * G + (in ? g : 0)) * HD + tg * 2;
+  const float* q = p.q + (t * p.n_head + kvh * G + (in ? g : 0)) * HD + tg * (kQ4Order ? 4 : 2);
 #pragma unroll
   for (int kc = 0; kc < HD / 16; ++kc) {
     const float2 a = in ? *reinterpret_cast<const float2*>(q + kc * 16) : make_float2(0.f, 0.f);
-    const float2 b = in ? *reinterpret_cast<const float2*>(q + kc * 16 + 8) : make_float2(0.f, 0.f);
-    qf[kc][0] = mma::pack_half2(a.x * p.scale, a.y * p.scale);
+    const float2 b = in ? *reinterpret_cast<const float2*>(q + kc * 16 + (kQ4Order ? 2 : 8)) : make_float2(0.f, 0.f);
+    const float2 lo = kQ4Order ? make_float2(a.x, b.x) : a, hi = kQ4Order ? make_float2(a.y, b.y) : b;
+    qf[kc][0] = mma::pack_half2(lo.x * p.scale, lo.y * p.scale);
     qf[kc][1] = 0u;
-    qf[kc][2] = mma::pack_half2(b.x * p.scale, b.y * p.scale);
-    qf[kc][3] = 0u;
-  }
-}
-
-// Q x scale as the A operand for qk_8slots_q4_0: in chunk 2 b + h, fragment positions (2 tg, 2 tg + 1) hold
-// dimensions 32 b + 16 h + 4 tg + (0, 2) and (2 tg + 8, 2 tg + 9) dimensions 32 b + 16 h + 4 tg + (1, 3).
-template <int HD, int G>
-__device__ __forceinline__ void load_q_q4_0(const AttentionKernelParams& p, int64_t t, int64_t kvh, int g, int tg,
-                                            uint32_t (&qf)[HD / 16][4]) {
-  const bool in = g < G;
-  const float* q = p.q + (t * p.n_head + kvh * G + (in ? g : 0)) * HD + tg * 4;
-#pragma unroll
-  for (int kc = 0; kc < HD / 16; ++kc) {
-    const float2 a = in ? *reinterpret_cast<const float2*>(q + kc * 16) : make_float2(0.f, 0.f);
-    const float2 b = in ? *reinterpret_cast<const float2*>(q + kc * 16 + 2) : make_float2(0.f, 0.f);
-    qf[kc][0] = mma::pack_half2(a.x * p.scale, b.x * p.scale);
-    qf[kc][1] = 0u;
-    qf[kc][2] = mma::pack_half2(a.y * p.scale, b.y * p.scale);
+    qf[kc][2] = mma::pack_half2(hi.x * p.scale, hi.y * p.scale);
     qf[kc][3] = 0u;
   }
 }
@@ -152,7 +137,7 @@ __device__ __forceinline__ void attend_16slots(const uint32_t (&qf)[HD / 16][4],
 // instruction: the nibble in the low mantissa bits of 1024 is 1024 + q, in bits 4..7 1024 + 16 q (exact, so is the
 // correction). Block b's two 16-dimension chunks (2 b: the low nibbles, 2 b + 1: the high ones) hold in fragment
 // position (2 tg, 2 tg + 1) the values (4 tg, 4 tg + 2) and in (2 tg + 8, 2 tg + 9) (4 tg + 1, 4 tg + 3), so Q must
-// come in that order (load_q_q4_0). Their product over the block is exact integers times Q, scaled by the slot's
+// come in that order (load_q's kQ4Order). Their product over the block is exact integers times Q, scaled by the slot's
 // block scale in f32: no f16 rounding of q x scale (the f16 tiles round it), and no per-value multiply.
 // kq: the 8 slots' quant rows (HD / 2 bytes each), ksc: their HD / 32 binary16 scales each, both in slot order.
 template <int HD>
@@ -401,8 +386,7 @@ __global__ void __launch_bounds__(kThreads) attention_split_tc_quant_kernel(Atte
   for (int k = 0; k < S - 1; ++k) issue(begin + k * stride + warp * 16, k);
   // q after the first copies are in flight: its loads overlap theirs.
   uint32_t qf[HD / 16][4];
-  if constexpr (kQ4) load_q_q4_0<HD, G>(p, t, kvh, g, tg, qf);
-  else load_q<HD, G>(p, t, kvh, g, tg, qf);
+  load_q<HD, G, kQ4>(p, t, kvh, g, tg, qf);
   float o[HD / 8][4];
 #pragma unroll
   for (int n = 0; n < HD / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;

@@ -42,41 +42,47 @@ __device__ __forceinline__ bool last_split_block(const AttentionKernelParams& p,
   return true;
 }
 
-// The merge in the last block, for any head size and split count (up to kMaxSplitsGqa): per head one warp reads
-// every split's {max, sum} in one round of independent float2 loads (lanes over splits, held in registers) and
-// forms the weights and the sum; then the values two dimensions at a time, each thread on two of them at once with
-// the splits unrolled, so a 16k-context merge of ~33 splits is about three L2 round trips after the first.
+// One warp, for head g of the group (its splits' partials at head_g, stride floats apart): every split's {max, sum}
+// in one round of independent float2 loads (lanes over splits, held in registers), then the splits' weights into
+// e_row[0, kCap) (zero past n_active <= kCap) and 1 / the weighted sum into *inv_l.
+template <int kCap>
+__device__ __forceinline__ void split_weights(const float* head_g, int64_t stride, int n_active, float* e_row,
+                                              float* inv_l) {
+  constexpr int kPerLane = (kCap + 31) / 32;
+  const int lane = threadIdx.x & 31;
+  float2 ms[kPerLane];
+  float M = -INFINITY, L = 0.0f;
+#pragma unroll
+  for (int k = 0; k < kPerLane; ++k) {
+    const int j = lane + 32 * k;
+    ms[k] = j < n_active ? __ldcg(reinterpret_cast<const float2*>(head_g + j * stride)) : make_float2(-INFINITY, 0.0f);
+    M = fmaxf(M, ms[k].x);
+  }
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, o));
+#pragma unroll
+  for (int k = 0; k < kPerLane; ++k) {
+    const int j = lane + 32 * k;
+    const float e = ms[k].x == -INFINITY ? 0.0f : expf(ms[k].x - M);
+    if (j < kCap) e_row[j] = e;  // 0 past n_active
+    L += ms[k].y * e;
+  }
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) L += __shfl_xor_sync(0xffffffffu, L, o);
+  if (lane == 0) *inv_l = 1.0f / L;
+}
+
+// The merge in the last block, for any head size and split count (up to kMaxSplitsGqa): per head one warp forms
+// the splits' weights (split_weights); then the values two dimensions at a time, each thread on two of them at once
+// with the splits unrolled, so a 16k-context merge of ~33 splits is about three L2 round trips after the first.
 template <int G>
 __device__ void merge_splits(const AttentionKernelParams& p, int64_t kvh, int64_t t, int n_active, int64_t hd) {
   __shared__ float e_s[G][kMaxSplitsGqa];  // the splits' weights
   __shared__ float inv_l_s[G];
   const int64_t stride = hd + 2;  // floats per partial; even, so {max, sum} and the values pair up as float2
   const float* head0 = p.partial + (t * p.n_head + kvh * G) * p.max_splits * stride;  // head g at g * max_splits
-  const int lane = threadIdx.x & 31;
-  for (int g = threadIdx.x >> 5; g < G; g += blockDim.x >> 5) {
-    constexpr int kPerLane = kMaxSplitsGqa / 32;
-    float2 ms[kPerLane];
-    float M = -INFINITY, L = 0.0f;
-#pragma unroll
-    for (int k = 0; k < kPerLane; ++k) {
-      const int j = lane + 32 * k;
-      ms[k] = j < n_active ? __ldcg(reinterpret_cast<const float2*>(head0 + (g * p.max_splits + j) * stride))
-                           : make_float2(-INFINITY, 0.0f);
-      M = fmaxf(M, ms[k].x);
-    }
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, o));
-#pragma unroll
-    for (int k = 0; k < kPerLane; ++k) {
-      const int j = lane + 32 * k;
-      const float e = ms[k].x == -INFINITY ? 0.0f : expf(ms[k].x - M);
-      if (j < n_active) e_s[g][j] = e;
-      L += ms[k].y * e;
-    }
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) L += __shfl_xor_sync(0xffffffffu, L, o);
-    if (lane == 0) inv_l_s[g] = 1.0f / L;
-  }
+  for (int g = threadIdx.x >> 5; g < G; g += blockDim.x >> 5)
+    split_weights<kMaxSplitsGqa>(head0 + g * p.max_splits * stride, stride, n_active, e_s[g], &inv_l_s[g]);
   __syncthreads();
   const int half_hd = int(hd / 2), items = G * half_hd;
   for (int i0 = threadIdx.x; i0 < items; i0 += 2 * blockDim.x) {
@@ -132,31 +138,8 @@ __device__ void merge_splits_one_round(const AttentionKernelParams& p, int64_t k
       v[i][j] = in && j < n_active ? __ldcg(reinterpret_cast<const float2*>(part + j * kStride))
                                    : make_float2(0.0f, 0.0f);
   }
-  const int lane = threadIdx.x & 31;
-  for (int g = threadIdx.x >> 5; g < G; g += kThreads / 32) {
-    constexpr int kPerLane = (kMax + 31) / 32;
-    float2 ms[kPerLane];
-    float Mx = -INFINITY, L = 0.0f;
-#pragma unroll
-    for (int k = 0; k < kPerLane; ++k) {
-      const int j = lane + 32 * k;
-      ms[k] = j < n_active ? __ldcg(reinterpret_cast<const float2*>(head0 + (g * p.max_splits + j) * kStride))
-                           : make_float2(-INFINITY, 0.0f);
-      Mx = fmaxf(Mx, ms[k].x);
-    }
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) Mx = fmaxf(Mx, __shfl_xor_sync(0xffffffffu, Mx, o));
-#pragma unroll
-    for (int k = 0; k < kPerLane; ++k) {
-      const int j = lane + 32 * k;
-      const float e = ms[k].x == -INFINITY ? 0.0f : expf(ms[k].x - Mx);
-      if (j < kMax) e_s[g][j] = j < n_active ? e : 0.0f;
-      L += ms[k].y * e;
-    }
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) L += __shfl_xor_sync(0xffffffffu, L, o);
-    if (lane == 0) inv_l_s[g] = 1.0f / L;
-  }
+  for (int g = threadIdx.x >> 5; g < G; g += kThreads / 32)
+    split_weights<kMax>(head0 + g * p.max_splits * kStride, kStride, n_active, e_s[g], &inv_l_s[g]);
   __syncthreads();
 #pragma unroll
   for (int i = 0; i < M::kPerThread; ++i) {
