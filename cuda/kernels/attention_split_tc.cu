@@ -10,11 +10,11 @@
 // decode at about a third of the memory bandwidth; here a slot costs two tensor-core products per warp and the loads
 // are what remains. Rounding as the prefill kernel: Q x scale and P enter the products as f16.
 // A q8_0 or q4_0 cache (attention_split_tc_quant_kernel): the same tiles and products, but each warp copies its own
-// 16 slots of quantized K and V and their scales (two stages, cp.async) and converts them into f16 rows of its own
-// (q x scale, rounded to f16 once) right before its products, so the warps meet only at __syncwarp inside the
-// loop; a half (q8_0) or a quarter (q4_0) of the bytes of f16 per slot, plus 2 bytes of scale per 32 values.
-// q4_0's K skips the f16 rows: it goes from the ring straight into the QK^T fragments, its scales applied after the
-// products (qk_8slots_q4_0; 8B shape at 16k, one layer: 18.0 -> 16.8 us).
+// 16 slots of quantized K and V and their scales (two stages, cp.async); K goes from that ring straight into the
+// QK^T fragments, its scales applied after the products (qk_8slots_quant; 8B shape at 16k, one layer: q4_0 18.0 ->
+// 16.8 us), and V becomes f16 rows of the warp's own (q x scale, rounded to f16 once) right before P V, so the warps
+// meet only at __syncwarp inside the loop; a half (q8_0) or a quarter (q4_0) of the bytes of f16 per slot, plus 2
+// bytes of scale per 32 values.
 #include "cuda/kernels/attention_split_tc.cuh"
 
 #include "cuda/check.h"
@@ -39,7 +39,7 @@ template <int HD>
 constexpr size_t smem_bytes() { return size_t(2) * 2 * kTile * row_stride<HD>() * sizeof(uint16_t); }
 
 // q8_0 / q4_0, per warp: S stages of its 16 slots' quantized K and V rows (HD or HD / 2 bytes) and their scales,
-// and the f16 rows they become. Two stages: three and four measured slower for q8_0 (8B shape at 16k: 26.7, 28.5,
+// and the f16 rows V becomes. Two stages: three and four measured slower for q8_0 (8B shape at 16k: 26.7, 28.5,
 // 28.9 us; kernel notes) and for q4_0 (8B at 16k, tg128: 362.6, 350.6, 349.0 tok/s).
 constexpr int kQuantStages = 2;
 template <graph::KvType KV, int HD, int S>
@@ -47,9 +47,7 @@ struct QuantLayout {
   static constexpr int kRowBytes = KV == graph::KvType::Q4_0 ? HD / 2 : HD;  // quant bytes of one slot's row
   static constexpr int kRing = S * 2 * 16 * kRowBytes;           // quants [stage][K, V][16 slots][kRowBytes]
   static constexpr int kScales = S * 2 * 16 * (HD / 32) * 2;     // binary16 [stage][K, V][16 slots][HD / 32]
-  // f16 [K, V][16 slots][HD + 8]; q4_0: V's only (K goes from the ring into the products, qk_8slots_q4_0)
-  static constexpr int kHalfRows = KV == graph::KvType::Q4_0 ? 1 : 2;
-  static constexpr int kHalves = kHalfRows * 16 * row_stride<HD>() * 2;
+  static constexpr int kHalves = 16 * row_stride<HD>() * 2;  // V as f16 [16 slots][HD + 8] (K: qk_8slots_quant)
   static constexpr int kWarpBytes = kRing + kScales + kHalves;
   static_assert(kRing % 16 == 0 && kScales % 16 == 0 && kHalves % 16 == 0, "16-byte aligned parts");
 };
@@ -65,17 +63,17 @@ __device__ __forceinline__ int active_splits(int64_t n_tiles, int32_t max_splits
 
 // Q x scale as the A operand: row g is head kvh G + g (rows >= G and rows g + 8 are zero). Chunk kc's fragment
 // positions (2 tg, 2 tg + 1) hold dimensions 16 kc + 2 tg + (0, 1) and (2 tg + 8, 2 tg + 9) 16 kc + 2 tg + (8, 9);
-// in kQ4Order (qk_8slots_q4_0's) 16 kc + 4 tg + (0, 2) and 16 kc + 4 tg + (1, 3).
-template <int HD, int G, bool kQ4Order = false>
+// in kQuantOrder (qk_8slots_quant's) 16 kc + 4 tg + (0, 2) and 16 kc + 4 tg + (1, 3).
+template <int HD, int G, bool kQuantOrder = false>
 __device__ __forceinline__ void load_q(const AttentionKernelParams& p, int64_t t, int64_t kvh, int g, int tg,
                                        uint32_t (&qf)[HD / 16][4]) {
   const bool in = g < G;
-  const float* q = p.q + (t * p.n_head + kvh * G + (in ? g : 0)) * HD + tg * (kQ4Order ? 4 : 2);
+  const float* q = p.q + (t * p.n_head + kvh * G + (in ? g : 0)) * HD + tg * (kQuantOrder ? 4 : 2);
 #pragma unroll
   for (int kc = 0; kc < HD / 16; ++kc) {
     const float2 a = in ? *reinterpret_cast<const float2*>(q + kc * 16) : make_float2(0.f, 0.f);
-    const float2 b = in ? *reinterpret_cast<const float2*>(q + kc * 16 + (kQ4Order ? 2 : 8)) : make_float2(0.f, 0.f);
-    const float2 lo = kQ4Order ? make_float2(a.x, b.x) : a, hi = kQ4Order ? make_float2(a.y, b.y) : b;
+    const float2 b = in ? *reinterpret_cast<const float2*>(q + kc * 16 + (kQuantOrder ? 2 : 8)) : make_float2(0.f, 0.f);
+    const float2 lo = kQuantOrder ? make_float2(a.x, b.x) : a, hi = kQuantOrder ? make_float2(a.y, b.y) : b;
     qf[kc][0] = mma::pack_half2(lo.x * p.scale, lo.y * p.scale);
     qf[kc][1] = 0u;
     qf[kc][2] = mma::pack_half2(hi.x * p.scale, hi.y * p.scale);
@@ -131,19 +129,47 @@ __device__ __forceinline__ void attend_16slots(const uint32_t (&qf)[HD / 16][4],
   softmax_pv_16slots<HD>(s, vs, ld, w0, end, lane, m, l, o);
 }
 
-// q4_0 K straight from the quant ring into the QK^T B fragments, the scales applied after the products: lane
-// (g, tg) reads the 4 bytes 4 tg.. of each 32-value block b of slot g (its values 4 tg..4 tg + 3 in the low nibbles,
-// 16 + 4 tg.. in the high ones) and makes them f16 q - 8 with one mask, one add or fma per pair and no conversion
-// instruction: the nibble in the low mantissa bits of 1024 is 1024 + q, in bits 4..7 1024 + 16 q (exact, so is the
-// correction). Block b's two 16-dimension chunks (2 b: the low nibbles, 2 b + 1: the high ones) hold in fragment
-// position (2 tg, 2 tg + 1) the values (4 tg, 4 tg + 2) and in (2 tg + 8, 2 tg + 9) (4 tg + 1, 4 tg + 3), so Q must
-// come in that order (load_q's kQ4Order). Their product over the block is exact integers times Q, scaled by the slot's
-// block scale in f32: no f16 rounding of q x scale (the f16 tiles round it), and no per-value multiply.
-// kq: the 8 slots' quant rows (HD / 2 bytes each), ksc: their HD / 32 binary16 scales each, both in slot order.
-template <int HD>
-__device__ __forceinline__ void qk_8slots_q4_0(float (&s)[4], const uint32_t (&qf)[HD / 16][4], const int8_t* kq,
-                                               const uint16_t* ksc, int lane) {
-  constexpr int kBlocks = HD / 32, kRowBytes = HD / 2;
+// Block b of a quantized K row as this lane's B registers of the block's two 16-dimension chunks (f[0], f[1]: chunk
+// 2 b, f[2], f[3]: chunk 2 b + 1), each an exact f16 pair with no conversion instruction: a value v in the low
+// mantissa bits of 1024 is 1024 + v. row: the slot's quant row plus 4 tg bytes.
+// q4_0: the 4 bytes 4 tg.. of the block hold values 4 tg..4 tg + 3 in their low nibbles, 16 + 4 tg.. in their high
+// ones; masked in place a high nibble is 1024 + 16 q, so q - 8 is 1024 + q - 1032 or (1024 + 16 q) / 16 - 72.
+// q8_0: the 4 bytes 16 h + 4 tg.. of the block are values 16 h + 4 tg.. (chunk 2 b + h); q + 128 as a byte, so
+// q is 1024 + 128 + q - 1152.
+// Either way chunk 2 b + h holds values 16 h + 4 tg + (0, 2) in fragment positions (2 tg, 2 tg + 1) and
+// 16 h + 4 tg + (1, 3) in (2 tg + 8, 2 tg + 9): load_q's kQuantOrder.
+template <graph::KvType KV>
+__device__ __forceinline__ void k_block_fragments(const uint8_t* row, int b, uint32_t (&f)[4]) {
+  const auto lop = [](uint32_t w, uint32_t mask) { return (w & mask) | 0x64006400u; };
+  const auto as_u32 = [](__half2 h) { return *reinterpret_cast<const uint32_t*>(&h); };
+  const auto as_h2 = [](uint32_t u) { return *reinterpret_cast<const __half2*>(&u); };
+  if constexpr (KV == graph::KvType::Q4_0) {
+    const __half2 bias = __half2half2(__ushort_as_half(0x6408)), sixteenth = __half2half2(__float2half(0.0625f)),
+                  bias_hi = __half2half2(__float2half(-72.0f));  // 1032
+    const uint32_t w = *reinterpret_cast<const uint32_t*>(row + 16 * b), w8 = w >> 8;
+    f[0] = as_u32(__hsub2(as_h2(lop(w, 0x000f000fu)), bias));                 // values 4 tg, 4 tg + 2
+    f[1] = as_u32(__hsub2(as_h2(lop(w8, 0x000f000fu)), bias));                // 4 tg + 1, 4 tg + 3
+    f[2] = as_u32(__hfma2(as_h2(lop(w, 0x00f000f0u)), sixteenth, bias_hi));   // 16 + the same
+    f[3] = as_u32(__hfma2(as_h2(lop(w8, 0x00f000f0u)), sixteenth, bias_hi));
+  } else {
+    const __half2 bias = __half2half2(__ushort_as_half(0x6480));  // 1152
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const uint32_t x = *reinterpret_cast<const uint32_t*>(row + 32 * b + 16 * h) ^ 0x80808080u;
+      f[2 * h] = as_u32(__hsub2(as_h2(lop(x, 0x00ff00ffu)), bias));           // values 16 h + 4 tg + (0, 2)
+      f[2 * h + 1] = as_u32(__hsub2(as_h2(lop(x >> 8, 0x00ff00ffu)), bias));  // + (1, 3)
+    }
+  }
+}
+
+// Quantized K straight from the ring into the QK^T B fragments (k_block_fragments), the scales applied after the
+// products: each block's two products start from zero and the slot's block scale multiplies their sum in f32, so
+// the products are exact integers times f16 Q: no f16 rounding of q x scale (the f16 tiles round it) and no
+// per-value multiply. kq: the 8 slots' quant rows, ksc: their HD / 32 binary16 scales each, both in slot order.
+template <int HD, graph::KvType KV>
+__device__ __forceinline__ void qk_8slots_quant(float (&s)[4], const uint32_t (&qf)[HD / 16][4], const int8_t* kq,
+                                                const uint16_t* ksc, int lane) {
+  constexpr int kBlocks = HD / 32, kRowBytes = KV == graph::KvType::Q4_0 ? HD / 2 : HD;
   const int g = lane >> 2, tg = lane & 3;
   // C fragment columns 2 tg, 2 tg + 1: those slots' scales, kBlocks binary16 each (4-byte aligned pairs).
   __half2 sc[2][kBlocks / 2];
@@ -153,21 +179,13 @@ __device__ __forceinline__ void qk_8slots_q4_0(float (&s)[4], const uint32_t (&q
     for (int i = 0; i < kBlocks / 2; ++i)
       sc[c][i] = *reinterpret_cast<const __half2*>(ksc + (2 * tg + c) * kBlocks + 2 * i);
   const uint8_t* row = reinterpret_cast<const uint8_t*>(kq) + g * kRowBytes + 4 * tg;
-  const __half2 bias_lo = __half2half2(__ushort_as_half(0x6408)), sixteenth = __half2half2(__float2half(0.0625f)),
-                bias_hi = __half2half2(__float2half(-72.0f));  // 1032; (1024 + 16 q) / 16 - 72 = q - 8
-  const auto lop = [](uint32_t w, uint32_t mask) { return (w & mask) | 0x64006400u; };
-  const auto as_u32 = [](__half2 h) { return *reinterpret_cast<const uint32_t*>(&h); };
-  const auto as_h2 = [](uint32_t u) { return *reinterpret_cast<const __half2*>(&u); };
 #pragma unroll
   for (int b = 0; b < kBlocks; ++b) {
-    const uint32_t w = *reinterpret_cast<const uint32_t*>(row + 16 * b), w8 = w >> 8;
-    const uint32_t lo0 = as_u32(__hsub2(as_h2(lop(w, 0x000f000fu)), bias_lo));   // values 4 tg, 4 tg + 2
-    const uint32_t lo1 = as_u32(__hsub2(as_h2(lop(w8, 0x000f000fu)), bias_lo));  // 4 tg + 1, 4 tg + 3
-    const uint32_t hi0 = as_u32(__hfma2(as_h2(lop(w, 0x00f000f0u)), sixteenth, bias_hi));   // 16 + the same
-    const uint32_t hi1 = as_u32(__hfma2(as_h2(lop(w8, 0x00f000f0u)), sixteenth, bias_hi));
+    uint32_t f[4];
+    k_block_fragments<KV>(row, b, f);
     float a[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    mma::m16n8k16(a, qf[2 * b], lo0, lo1);
-    mma::m16n8k16(a, qf[2 * b + 1], hi0, hi1);
+    mma::m16n8k16(a, qf[2 * b], f[0], f[1]);
+    mma::m16n8k16(a, qf[2 * b + 1], f[2], f[3]);
     // a[2], a[3]: rows g + 8, which Q leaves zero.
     const float2 d0 = __half22float2(sc[0][b / 2]), d1 = __half22float2(sc[1][b / 2]);
     s[0] = fmaf(b % 2 ? d0.y : d0.x, a[0], s[0]);
@@ -309,9 +327,7 @@ __global__ void __launch_bounds__(kThreads) attention_split_tc_quant_kernel(Atte
   uint8_t* const mine = smem + warp * L::kWarpBytes;
   int8_t* const ring = reinterpret_cast<int8_t*>(mine);
   uint16_t* const scales = reinterpret_cast<uint16_t*>(mine + L::kRing);
-  constexpr bool kQ4 = KV == graph::KvType::Q4_0;
-  uint16_t* const kh = reinterpret_cast<uint16_t*>(mine + L::kRing + L::kScales);  // q4_0: unused
-  uint16_t* const vh = kh + (L::kHalfRows - 1) * 16 * kLd;
+  uint16_t* const vh = reinterpret_cast<uint16_t*>(mine + L::kRing + L::kScales);
   const int8_t* const kq = static_cast<const int8_t*>(p.k_cache) + kvh * p.n_ctx * kRowBytes;
   const int8_t* const vq = static_cast<const int8_t*>(p.v_cache) + kvh * p.n_ctx * kRowBytes;
   const uint16_t* const ksc = p.k_scales + kvh * p.n_ctx * kBlocks;
@@ -345,9 +361,8 @@ __global__ void __launch_bounds__(kThreads) attention_split_tc_quant_kernel(Atte
     }
     asm volatile("cp.async.commit_group;" ::: "memory");
   };
-  // Ring stage `stage` as f16 rows q x scale into kh, vh (q4_0: vh only): lane i converts the 8-value chunks
-  // i + 32 k, chunk c of the tile being row c / (HD / 8), columns 8 (c % (HD / 8)) onwards, under scale c / 4 of the
-  // ring's scales.
+  // Ring stage `stage`'s V as f16 rows q x scale into vh: lane i converts the 8-value chunks i + 32 k, chunk c of
+  // the tile being row c / (HD / 8), columns 8 (c % (HD / 8)) onwards, under scale c / 4 of the ring's scales.
   // q8_0: the chunk's 8 bytes; q4_0: the low (first half of the block) or high nibbles of 8 bytes of its block.
   constexpr int kRowsPerStep = 32 / (HD / 8);
   const int crow = lane / (HD / 8), ccol = lane % (HD / 8);
@@ -355,29 +370,23 @@ __global__ void __launch_bounds__(kThreads) attention_split_tc_quant_kernel(Atte
   // wait for each load's latency in turn.
   constexpr int kSteps = 16 / kRowsPerStep;
   const auto convert = [&](int stage) {
-    uint2 q[2][kSteps];
-    uint16_t sc[2][kSteps];
+    uint2 q[kSteps];
+    uint16_t sc[kSteps];
+    const int8_t* const src =
+        ring + (stage * 2 + 1) * 16 * kRowBytes +
+        (KV == graph::KvType::Q4_0 ? crow * kRowBytes + (ccol / 4) * 16 + (ccol % 2) * 8 : 8 * lane);
+    const uint16_t* const ss = scales + (stage * 2 + 1) * 16 * kBlocks + crow * kBlocks + ccol / 4;
 #pragma unroll
-    for (int mtx = kQ4; mtx < 2; ++mtx) {
-      const int8_t* const src =
-          ring + (stage * 2 + mtx) * 16 * kRowBytes +
-          (KV == graph::KvType::Q4_0 ? crow * kRowBytes + (ccol / 4) * 16 + (ccol % 2) * 8 : 8 * lane);
-      const uint16_t* const ss = scales + (stage * 2 + mtx) * 16 * kBlocks + crow * kBlocks + ccol / 4;
-#pragma unroll
-      for (int k = 0; k < kSteps; ++k) {
-        q[mtx][k] = *reinterpret_cast<const uint2*>(src + k * kRowsPerStep * kRowBytes);
-        sc[mtx][k] = ss[k * kRowsPerStep * kBlocks];
-      }
+    for (int k = 0; k < kSteps; ++k) {
+      q[k] = *reinterpret_cast<const uint2*>(src + k * kRowsPerStep * kRowBytes);
+      sc[k] = ss[k * kRowsPerStep * kBlocks];
     }
+    uint16_t* const dst = vh + crow * kLd + ccol * 8;
 #pragma unroll
-    for (int mtx = kQ4; mtx < 2; ++mtx) {
-      uint16_t* const dst = (mtx ? vh : kh) + crow * kLd + ccol * 8;
-#pragma unroll
-      for (int k = 0; k < kSteps; ++k)
-        *reinterpret_cast<uint4*>(dst + k * kRowsPerStep * kLd) =
-            KV == graph::KvType::Q4_0 ? dequant8_q4_0(q[mtx][k], ccol % 4 >= 2, __ushort_as_half(sc[mtx][k]))
-                                      : dequant8_q8_0(q[mtx][k], __ushort_as_half(sc[mtx][k]));
-    }
+    for (int k = 0; k < kSteps; ++k)
+      *reinterpret_cast<uint4*>(dst + k * kRowsPerStep * kLd) =
+          KV == graph::KvType::Q4_0 ? dequant8_q4_0(q[k], ccol % 4 >= 2, __ushort_as_half(sc[k]))
+                                    : dequant8_q8_0(q[k], __ushort_as_half(sc[k]));
   };
 
   // The warp's k-th tile of the split goes to stage k % S, S - 1 tiles ahead of the one converted; every iteration
@@ -386,7 +395,7 @@ __global__ void __launch_bounds__(kThreads) attention_split_tc_quant_kernel(Atte
   for (int k = 0; k < S - 1; ++k) issue(begin + k * stride + warp * 16, k);
   // q after the first copies are in flight: its loads overlap theirs.
   uint32_t qf[HD / 16][4];
-  load_q<HD, G, kQ4>(p, t, kvh, g, tg, qf);
+  load_q<HD, G, true>(p, t, kvh, g, tg, qf);
   float o[HD / 8][4];
 #pragma unroll
   for (int n = 0; n < HD / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
@@ -401,20 +410,16 @@ __global__ void __launch_bounds__(kThreads) attention_split_tc_quant_kernel(Atte
     if (w0 < end) {  // warp-uniform: a warp past the split idles this tile
       convert(stage);
       __syncwarp();
-      if constexpr (kQ4) {
-        float sc[2][4];
+      float sc[2][4];
 #pragma unroll
-        for (int j = 0; j < 2; ++j) {
-          sc[j][0] = sc[j][1] = sc[j][2] = sc[j][3] = 0.0f;
-          qk_8slots_q4_0<HD>(sc[j], qf, ring + (stage * 2 * 16 + j * 8) * kRowBytes,
-                             scales + (stage * 2 * 16 + j * 8) * kBlocks, lane);
-        }
-        softmax_pv_16slots<HD>(sc, vh, kLd, w0, end, lane, m, l, o);
-      } else {
-        attend_16slots<HD>(qf, kh, vh, kLd, w0, end, lane, m, l, o);
+      for (int j = 0; j < 2; ++j) {
+        sc[j][0] = sc[j][1] = sc[j][2] = sc[j][3] = 0.0f;
+        qk_8slots_quant<HD, KV>(sc[j], qf, ring + (stage * 2 * 16 + j * 8) * kRowBytes,
+                                scales + (stage * 2 * 16 + j * 8) * kBlocks, lane);
       }
+      softmax_pv_16slots<HD>(sc, vh, kLd, w0, end, lane, m, l, o);
     }
-    __syncwarp();  // the lanes are done with this stage and with kh, vh before they are refilled
+    __syncwarp();  // the lanes are done with this stage and with vh before they are refilled
   }
   // Only this warp ever touches its ring, and nothing is in flight into it after this wait.
   cp_async_wait<0>();

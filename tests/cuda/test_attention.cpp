@@ -119,11 +119,11 @@ void run_case(const Case& c, std::mt19937& rng) {
   // The tensor-core kernels take Q x scale rounded to f16 (the reference does the same) and round the softmax
   // weights P to f16 for P V: |error| <= 2^-11 max|v| (weights sum to one) on top of f32 accumulation. A q8_0 or
   // q4_0 cache reaches their tiles as f16(q x scale), the f16 rounding of the host's dequantized value: the
-  // reference uses exactly that; except the split kernel's q4_0 K, which enters the products as exact small
+  // reference uses exactly that; except the split kernel's quantized K, which enters the products as exact small
   // integers with the scale applied in f32 after them (the host's dequantized value, unrounded).
   const bool prefill = cuda::attention_prefill_applies(p);
   const bool tensor_cores = prefill || cuda::attention_split_tc_applies(p);
-  const bool k_exact = tensor_cores && !prefill && c.kv == KvType::Q4_0;
+  const bool k_exact = tensor_cores && !prefill && quantized;
   if (quantized) {
     EXPECT_TRUE(tensor_cores) << what;
   }
