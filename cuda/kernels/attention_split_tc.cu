@@ -72,7 +72,8 @@ __device__ __forceinline__ void load_q(const AttentionKernelParams& p, int64_t t
 #pragma unroll
   for (int kc = 0; kc < HD / 16; ++kc) {
     const float2 a = in ? *reinterpret_cast<const float2*>(q + kc * 16) : make_float2(0.f, 0.f);
-    const float2 b = in ? *reinterpret_cast<const float2*>(q + kc * 16 + (kQuantOrder ? 2 : 8)) : make_float2(0.f, 0.f);
+    const float2 b =
+        in ? *reinterpret_cast<const float2*>(q + kc * 16 + (kQuantOrder ? 2 : 8)) : make_float2(0.f, 0.f);
     const float2 lo = kQuantOrder ? make_float2(a.x, b.x) : a, hi = kQuantOrder ? make_float2(a.y, b.y) : b;
     qf[kc][0] = mma::pack_half2(lo.x * p.scale, lo.y * p.scale);
     qf[kc][1] = 0u;
@@ -410,14 +411,14 @@ __global__ void __launch_bounds__(kThreads) attention_split_tc_quant_kernel(Atte
     if (w0 < end) {  // warp-uniform: a warp past the split idles this tile
       convert(stage);
       __syncwarp();
-      float sc[2][4];
+      float scores[2][4];
 #pragma unroll
       for (int j = 0; j < 2; ++j) {
-        sc[j][0] = sc[j][1] = sc[j][2] = sc[j][3] = 0.0f;
-        qk_8slots_quant<HD, KV>(sc[j], qf, ring + (stage * 2 * 16 + j * 8) * kRowBytes,
+        scores[j][0] = scores[j][1] = scores[j][2] = scores[j][3] = 0.0f;
+        qk_8slots_quant<HD, KV>(scores[j], qf, ring + (stage * 2 * 16 + j * 8) * kRowBytes,
                                 scales + (stage * 2 * 16 + j * 8) * kBlocks, lane);
       }
-      softmax_pv_16slots<HD>(sc, vh, kLd, w0, end, lane, m, l, o);
+      softmax_pv_16slots<HD>(scores, vh, kLd, w0, end, lane, m, l, o);
     }
     __syncwarp();  // the lanes are done with this stage and with vh before they are refilled
   }
