@@ -189,34 +189,34 @@ __device__ __forceinline__ void matvec_i16_body(const MatvecParams& p, const Seg
   pdl_wait();
   const int32_t pos = p.rope_kv.q_out ? *p.rope_kv.position : 0;  // loaded with x, under the first weights
 
-  // This unit's 32 activations: two runs of 16 (slice 0 reads them; the others get the runs from it).
+  // This unit's 32 activations: two runs of 16 (slice 0 reads them; the others get the runs from it). With a folded
+  // RMSNorm its weights load together with x, the runs are quantized from x * w before the norm's block sum is known,
+  // and the norm's scale multiplies each run's s and S afterwards (the int16 quantization does not depend on a
+  // common factor, up to rounding): no second L2 round trip for the weights after the sum, and the barrier that
+  // publishes the runs also completes the sum.
   const bool reader = active && slice == 0;
-  float xa[16], xb[16];
+  float xa[16], xb[16], ss = 0.0f;
   if (reader) {
     load16<false>(p.x + U::seg0(u), xa);
     load16<false>(p.x + U::seg0(u) + U::kOff1, xb);
+    if (p.norm_w) {
+      float wa[16], wb[16];
+      load16<true>(p.norm_w + U::seg0(u), wa);
+      load16<true>(p.norm_w + U::seg0(u) + U::kOff1, wb);
+#pragma unroll
+      for (int i = 0; i < 16; ++i) {
+        ss = fmaf(xa[i], xa[i], fmaf(xb[i], xb[i], ss));
+        xa[i] *= wa[i], xb[i] *= wb[i];
+      }
+    }
   } else {
 #pragma unroll
     for (int i = 0; i < 16; ++i) xa[i] = xb[i] = 0.0f;
   }
   if (p.norm_w) {
-    float ss = 0.0f;
-#pragma unroll
-    for (int i = 0; i < 16; ++i) ss = fmaf(xa[i], xa[i], fmaf(xb[i], xb[i], ss));
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
     if (lane == 0 && slice == 0) red[warp] = ss;
-    __syncthreads();
-    float total = 0.0f;
-    for (int w = 0; w < n_warps; ++w) total += red[w];
-    const float scale = 1.0f / sqrtf(total / float(p.K) + p.norm_eps);
-    if (reader) {
-      float wa[16], wb[16];
-      load16<true>(p.norm_w + U::seg0(u), wa);
-      load16<true>(p.norm_w + U::seg0(u) + U::kOff1, wb);
-#pragma unroll
-      for (int i = 0; i < 16; ++i) xa[i] = xa[i] * scale * wa[i], xb[i] = xb[i] * scale * wb[i];
-    }
   }
   mv16::Run x0 = quantize_run(xa), x1 = quantize_run(xb);
   if (slices > 1) {
@@ -227,12 +227,20 @@ __device__ __forceinline__ void matvec_i16_body(const MatvecParams& p, const Seg
       for (int f = 0; f < 8; ++f) field(0, f) = __int_as_float(x0.q[f]), field(1, f) = __int_as_float(x1.q[f]);
       field(0, 8) = x0.s, field(0, 9) = x0.S, field(1, 8) = x1.s, field(1, 9) = x1.S;
     }
-    __syncthreads();
+    __syncthreads();  // the runs and the norm's partial sums
     if (slice != 0) {
 #pragma unroll
       for (int f = 0; f < 8; ++f) x0.q[f] = __float_as_int(field(0, f)), x1.q[f] = __float_as_int(field(1, f));
       x0.s = field(0, 8), x0.S = field(0, 9), x1.s = field(1, 8), x1.S = field(1, 9);
     }
+  } else if (p.norm_w) {
+    __syncthreads();  // the norm's partial sums
+  }
+  if (p.norm_w) {
+    float total = 0.0f;
+    for (int w = 0; w < n_warps; ++w) total += red[w];
+    const float scale = 1.0f / sqrtf(total / float(p.K) + p.norm_eps);
+    x0.s *= scale, x0.S *= scale, x1.s *= scale, x1.S *= scale;
   }
 
   for (int64_t g = first; g < g1; g += slices) {
