@@ -29,17 +29,21 @@ __device__ __forceinline__ bool last_split_block(const AttentionKernelParams& p,
                                                  int64_t hd) {
   unsigned* counter = reinterpret_cast<unsigned*>(p.partial + p.n_head * p.T * p.max_splits * (hd + 2)) +
                       kvh * p.T + t;
+  // One thread fences for the block, as cooperative groups' grid barrier does: the barrier orders every thread's
+  // partial writes before its fence, which makes them visible device-wide before the count (and, in the last block,
+  // every other block's before the reads that follow the second barrier).
   __shared__ bool last;
-  __threadfence();
   __syncthreads();
   if (threadIdx.x == 0) {
+    __threadfence();
     last = atomicAdd(counter, 1u) == unsigned(n_active - 1);
-    if (last) *counter = 0u;  // every split has arrived: ready for the next launch
+    if (last) {
+      *counter = 0u;  // every split has arrived: ready for the next launch
+      __threadfence();
+    }
   }
   __syncthreads();
-  if (!last) return false;
-  __threadfence();
-  return true;
+  return last;
 }
 
 // One warp, for head g of the group (its splits' partials at head_g, stride floats apart): every split's {max, sum}
