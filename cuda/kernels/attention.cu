@@ -319,10 +319,7 @@ void launch_kv_write(const KvWriteParams& p, cudaStream_t stream) {
     }
     case graph::KvType::Q8_0:
     case graph::KvType::Q4_0: {
-      const ::std::string name = graph::kv_type_name(p.kv_type);
-      LLM_REQUIRE(graph::kv_head_dims_fit(p.kv_type, p.hd, p.hd_v),
-                  name + " KV cache: head dims must be multiples of 32");
-      LLM_REQUIRE(p.k_scales && p.v_scales, name + " KV cache: null scales");
+      require_quant_cache_args(p.kv_type, p.hd, p.hd_v, p.k_scales, p.v_scales);
       const int64_t threads = p.n_head_kv * (p.hd + p.hd_v) * p.T;  // one warp per 32-value block
       const unsigned grid = unsigned((threads + 255) / 256);
       if (p.kv_type == graph::KvType::Q8_0) kv_write_quant_kernel<graph::KvType::Q8_0><<<grid, 256, 0, stream>>>(p);

@@ -12,8 +12,7 @@
 #include <type_traits>
 
 #include "cuda/check.h"
-#include "cuda/kernels/kv_q4_0.cuh"
-#include "cuda/kernels/kv_q8_0.cuh"
+#include "cuda/kernels/kv_quant.cuh"
 #include "cuda/kernels/mma.cuh"
 
 namespace cuda {
@@ -71,7 +70,7 @@ __global__ void __launch_bounds__(kThreads) attention_prefill_kernel(AttentionKe
   constexpr bool kQ8 = KV == graph::KvType::Q8_0, kQ4 = KV == graph::KvType::Q4_0;
   // f16 values, q8_0 quants, or q4_0 bytes of two nibbles: a slot's row is kRow of them.
   using Elem = ::std::conditional_t<kQ8, int8_t, ::std::conditional_t<kQ4, uint8_t, uint16_t>>;
-  constexpr int kRow = kQ4 ? HD / 2 : HD;
+  constexpr int kRow = kQ4 ? int(kv_row_bytes<graph::KvType::Q4_0>(HD)) : HD;
   const Elem* kbase = static_cast<const Elem*>(p.k_cache) + kvh * p.n_ctx * kRow;
   const Elem* vbase = static_cast<const Elem*>(p.v_cache) + kvh * p.n_ctx * kRow;
   // q8_0, q4_0: [HD / 32] scales per slot

@@ -20,8 +20,7 @@
 #include "cuda/check.h"
 #include "cuda/kernels/async_copy.cuh"
 #include "cuda/kernels/attention_splits.cuh"
-#include "cuda/kernels/kv_q4_0.cuh"
-#include "cuda/kernels/kv_q8_0.cuh"
+#include "cuda/kernels/kv_quant.cuh"
 #include "cuda/kernels/mma.cuh"
 #include "cuda/kernels/pdl.cuh"
 
@@ -44,7 +43,7 @@ constexpr size_t smem_bytes() { return size_t(2) * 2 * kTile * row_stride<HD>() 
 constexpr int kQuantStages = 2;
 template <graph::KvType KV, int HD, int S>
 struct QuantLayout {
-  static constexpr int kRowBytes = KV == graph::KvType::Q4_0 ? HD / 2 : HD;  // quant bytes of one slot's row
+  static constexpr int kRowBytes = int(kv_row_bytes<KV>(HD));
   static constexpr int kRing = S * 2 * 16 * kRowBytes;           // quants [stage][K, V][16 slots][kRowBytes]
   static constexpr int kScales = S * 2 * 16 * (HD / 32) * 2;     // binary16 [stage][K, V][16 slots][HD / 32]
   static constexpr int kHalves = 16 * row_stride<HD>() * 2;  // V as f16 [16 slots][HD + 8] (K: qk_8slots_quant)
@@ -170,7 +169,7 @@ __device__ __forceinline__ void k_block_fragments(const uint8_t* row, int b, uin
 template <int HD, graph::KvType KV>
 __device__ __forceinline__ void qk_8slots_quant(float (&s)[4], const uint32_t (&qf)[HD / 16][4], const int8_t* kq,
                                                 const uint16_t* ksc, int lane) {
-  constexpr int kBlocks = HD / 32, kRowBytes = KV == graph::KvType::Q4_0 ? HD / 2 : HD;
+  constexpr int kBlocks = HD / 32, kRowBytes = int(kv_row_bytes<KV>(HD));
   const int g = lane >> 2, tg = lane & 3;
   // C fragment columns 2 tg, 2 tg + 1: those slots' scales, kBlocks binary16 each (4-byte aligned pairs).
   __half2 sc[2][kBlocks / 2];

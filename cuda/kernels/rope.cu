@@ -195,10 +195,7 @@ void launch_rope_kv(const RopeKvParams& p, cudaStream_t stream) {
     }
     case graph::KvType::Q8_0:
     case graph::KvType::Q4_0: {
-      const ::std::string name = graph::kv_type_name(p.kv_type);
-      LLM_REQUIRE(graph::kv_head_dims_fit(p.kv_type, r.head_dim, p.hd_v),
-                  name + " KV cache: head dims must be multiples of 32");
-      LLM_REQUIRE(p.k_scales && p.v_scales, name + " KV cache: null scales");
+      require_quant_cache_args(p.kv_type, r.head_dim, p.hd_v, p.k_scales, p.v_scales);
       const int64_t nq = (per_head * r.n_head + 31) / 32 * 32;  // as the kernel: q padded to whole warps
       const int64_t n = (nq + (r.head_dim + p.hd_v) * p.n_head_kv) * r.T;
       const unsigned grid = unsigned((n + 255) / 256);
