@@ -79,68 +79,42 @@ __global__ void __launch_bounds__(kThreads) attention_prefill_kernel(AttentionKe
 
   for (int64_t n0 = 0; n0 <= last; n0 += kBN) {
     __syncthreads();  // the previous tile is consumed
-    if constexpr (kQ8) {
-      // Items of 16 quants (half a q8_0 block, one 16-byte load, one scale): every thread's loads are issued
-      // before any of them is converted and stored (8-quant items with the conversion in the loop held a
-      // 16k-deep 512-token prefill at 64% of the f16 cache's speed).
-      constexpr int kPer = kBN * HD / 16 / kThreads;
-      static_assert(kBN * HD / 16 % kThreads == 0, "whole items per thread");
+    if constexpr (kQ8 || kQ4) {
+      // Items of 16 quant bytes (one 16-byte load, one scale): half a q8_0 block (16 values) or a whole q4_0 block
+      // (32). Every thread's loads are issued before any of them is converted and stored (8-quant q8_0 items with
+      // the conversion in the loop held a 16k-deep 512-token prefill at 64% of the f16 cache's speed).
+      constexpr int kVals = kQ4 ? 32 : 16, kItemsPerRow = HD / kVals;
+      constexpr int kPer = kBN * kItemsPerRow / kThreads;
+      static_assert(kBN * kItemsPerRow % kThreads == 0, "whole items per thread");
       uint4 kq[kPer], vq[kPer];
       uint16_t kd[kPer], vd[kPer];
 #pragma unroll
       for (int j = 0; j < kPer; ++j) {
-        const int i = tid + j * kThreads, row = i / (HD / 16), c16 = i % (HD / 16);
+        const int i = tid + j * kThreads, row = i / kItemsPerRow, c = i % kItemsPerRow;
         const int64_t slot = n0 + row;
-        kq[j] = vq[j] = make_uint4(0, 0, 0, 0), kd[j] = vd[j] = 0;  // zero quants x zero scale: 0, never NaN
+        kq[j] = vq[j] = make_uint4(0, 0, 0, 0), kd[j] = vd[j] = 0;  // zero scale: 0 whatever the quants, never NaN
         if (slot <= last) {
-          kq[j] = __ldg(reinterpret_cast<const uint4*>(kbase + slot * HD) + c16);
-          vq[j] = __ldg(reinterpret_cast<const uint4*>(vbase + slot * HD) + c16);
-          kd[j] = __ldg(kscale + slot * (HD / 32) + c16 / 2);
-          vd[j] = __ldg(vscale + slot * (HD / 32) + c16 / 2);
+          kq[j] = __ldg(reinterpret_cast<const uint4*>(kbase + slot * kRow) + c);
+          vq[j] = __ldg(reinterpret_cast<const uint4*>(vbase + slot * kRow) + c);
+          kd[j] = __ldg(kscale + slot * (HD / 32) + c * kVals / 32);
+          vd[j] = __ldg(vscale + slot * (HD / 32) + c * kVals / 32);
         }
       }
+      // An item's values as f16 q x scale at dst: q8_0 its 16 bytes in order; q4_0 the low nibbles (values 0..15 of
+      // the block), then the high ones (16..31).
+      const auto store = [](uint16_t* dst, uint4 q, __half d) {
 #pragma unroll
-      for (int j = 0; j < kPer; ++j) {
-        const int i = tid + j * kThreads, row = i / (HD / 16), c16 = i % (HD / 16);
-        uint16_t* kdst = ks + row * kLd + c16 * 16;
-        uint16_t* vdst = vs + row * kLd + c16 * 16;
-        const __half kh = __ushort_as_half(kd[j]), vh = __ushort_as_half(vd[j]);
-        *reinterpret_cast<uint4*>(kdst) = dequant8_q8_0(make_uint2(kq[j].x, kq[j].y), kh);
-        *reinterpret_cast<uint4*>(kdst + 8) = dequant8_q8_0(make_uint2(kq[j].z, kq[j].w), kh);
-        *reinterpret_cast<uint4*>(vdst) = dequant8_q8_0(make_uint2(vq[j].x, vq[j].y), vh);
-        *reinterpret_cast<uint4*>(vdst + 8) = dequant8_q8_0(make_uint2(vq[j].z, vq[j].w), vh);
-      }
-    } else if constexpr (kQ4) {
-      // Items of one q4_0 block (16 bytes, one 16-byte load, one scale), loads first as for q8_0.
-      constexpr int kPer = kBN * HD / 32 / kThreads;
-      static_assert(kBN * HD / 32 % kThreads == 0, "whole items per thread");
-      uint4 kq[kPer], vq[kPer];
-      uint16_t kd[kPer], vd[kPer];
-#pragma unroll
-      for (int j = 0; j < kPer; ++j) {
-        const int i = tid + j * kThreads, row = i / (HD / 32), b = i % (HD / 32);
-        const int64_t slot = n0 + row;
-        kq[j] = vq[j] = make_uint4(0, 0, 0, 0), kd[j] = vd[j] = 0;  // zero scale: 0 whatever the nibbles, never NaN
-        if (slot <= last) {
-          kq[j] = __ldg(reinterpret_cast<const uint4*>(kbase + slot * kRow) + b);
-          vq[j] = __ldg(reinterpret_cast<const uint4*>(vbase + slot * kRow) + b);
-          kd[j] = __ldg(kscale + slot * (HD / 32) + b);
-          vd[j] = __ldg(vscale + slot * (HD / 32) + b);
+        for (int half = 0; half < (kQ4 ? 2 : 1); ++half) {
+          uint4* out = reinterpret_cast<uint4*>(dst + 16 * half);
+          out[0] = kQ4 ? dequant8_q4_0(make_uint2(q.x, q.y), half, d) : dequant8_q8_0(make_uint2(q.x, q.y), d);
+          out[1] = kQ4 ? dequant8_q4_0(make_uint2(q.z, q.w), half, d) : dequant8_q8_0(make_uint2(q.z, q.w), d);
         }
-      }
+      };
 #pragma unroll
       for (int j = 0; j < kPer; ++j) {
-        const int i = tid + j * kThreads, row = i / (HD / 32), b = i % (HD / 32);
-        uint16_t* kdst = ks + row * kLd + b * 32;
-        uint16_t* vdst = vs + row * kLd + b * 32;
-        const __half kh = __ushort_as_half(kd[j]), vh = __ushort_as_half(vd[j]);
-#pragma unroll
-        for (int half = 0; half < 2; ++half) {  // low nibbles: values 0..15 of the block; high: 16..31
-          *reinterpret_cast<uint4*>(kdst + 16 * half) = dequant8_q4_0(make_uint2(kq[j].x, kq[j].y), half, kh);
-          *reinterpret_cast<uint4*>(kdst + 16 * half + 8) = dequant8_q4_0(make_uint2(kq[j].z, kq[j].w), half, kh);
-          *reinterpret_cast<uint4*>(vdst + 16 * half) = dequant8_q4_0(make_uint2(vq[j].x, vq[j].y), half, vh);
-          *reinterpret_cast<uint4*>(vdst + 16 * half + 8) = dequant8_q4_0(make_uint2(vq[j].z, vq[j].w), half, vh);
-        }
+        const int i = tid + j * kThreads, row = i / kItemsPerRow, c = i % kItemsPerRow;
+        store(ks + row * kLd + c * kVals, kq[j], __ushort_as_half(kd[j]));
+        store(vs + row * kLd + c * kVals, vq[j], __ushort_as_half(vd[j]));
       }
     } else {
       // In rounds of 4 items per thread, each round's loads issued before its stores.
