@@ -316,29 +316,25 @@ __global__ void __launch_bounds__(kMaxUnits, 1)
 // matvec_chain_stages). Thread 0 of each block adds to a counter owned by the launch site: block 0 adds
 // 2^31 - (blocks - 1), every other block 1, so the counter's top bit flips exactly when the last block arrives and
 // its low 31 bits come back to where they were: no reset between barriers or launches (cooperative groups' grid
-// sync counts so too). The add is a release reduction (no full fence, no value returned: the block does not wait
-// for it); the phase to wait for is known from the top bit read at the kernel's start, which cannot flip before
-// this block's first arrival. A wait that never ends (blocks not resident: the GPU shared with an MPS partition)
-// traps after seconds instead of hanging.
-__device__ __forceinline__ uint32_t chain_phase(const uint32_t* counter) {
-  uint32_t v = 0;
-  if (threadIdx.x == 0) asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(counter) : "memory");
-  return v & 0x80000000u;
-}
-
-__device__ __forceinline__ void chain_arrive(uint32_t* counter) {
-  __syncthreads();  // the block's writes of the stage before thread 0's release
+// sync counts so too). A wait that never ends (blocks not resident: the GPU shared with an MPS partition) traps
+// after seconds instead of hanging.
+// Thread 0 of the block arrives (its result: the counter before its add, meaningful in thread 0 only).
+__device__ __forceinline__ uint32_t chain_arrive(uint32_t* counter) {
+  __syncthreads();  // the block's writes of the stage before thread 0's fence
+  uint32_t before = 0;
   if (threadIdx.x == 0) {
-    const uint32_t add = blockIdx.x == 0 ? 0x80000000u - (gridDim.x - 1) : 1u;
-    asm volatile("red.release.gpu.global.add.u32 [%0], %1;" ::"l"(counter), "r"(add) : "memory");
+    __threadfence();
+    before = atomicAdd(counter, blockIdx.x == 0 ? 0x80000000u - (gridDim.x - 1) : 1u);
   }
+  return before;
 }
 
 struct ChainWait {
   const uint32_t* counter;
-  uint32_t phase;  // thread 0's: the counter's top bit once this barrier is complete; ~0u: the chain's first stage
+  uint32_t before;
+  bool first;  // the chain's first stage: waits for the kernel before, as a lone launch
   __device__ __forceinline__ void operator()() const {
-    if (phase == ~0u) {  // waits for the kernel before, as a lone launch
+    if (first) {
       pdl_wait();
       return;
     }
@@ -346,7 +342,7 @@ struct ChainWait {
       uint32_t now;
       for (uint32_t spins = 0;; ++spins) {
         asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(now) : "l"(counter) : "memory");
-        if ((now & 0x80000000u) == phase) break;
+        if ((now ^ before) & 0x80000000u) break;
         if (spins > (1u << 24)) __trap();  // seconds: some block never became resident
       }
     }
@@ -369,7 +365,6 @@ struct ChainParams {
   uint32_t* barrier;
 };
 static_assert(sizeof(ChainParams) <= 4000, "kernel parameters are limited to 4 KiB");
-static_assert(sizeof(ChainStage) % 4 == 0 && alignof(ChainStage) <= 16, "copied as words into shared memory");
 
 // Consecutive decode matvecs of one kernel choice, each reading what the one before wrote, in one launch: every
 // block runs its share of stage 0 (after pdl_wait, as a lone launch), loads its first weights of stage 1, waits at
@@ -380,20 +375,12 @@ static_assert(sizeof(ChainStage) % 4 == 0 && alignof(ChainStage) <= 16, "copied 
 template <quant::Type T, int R, bool kAlt>
 __global__ void __launch_bounds__(kMaxUnits, 1) matvec_chain_kernel(const __grid_constant__ ChainParams c) {
   pdl_launch_dependents();  // fires once every block has run it: all resident, the barrier cannot starve
-  uint32_t phase = chain_phase(c.barrier);
-  // The stages in shared memory: indexed by a run-time stage, the parameter space is read by generic loads in
-  // every row group's address arithmetic.
-  __shared__ alignas(16) uint32_t words[sizeof(ChainStage) * kMaxChainStages / 4];
-  const auto* from = reinterpret_cast<const uint32_t*>(c.s);
-  for (int k = int(threadIdx.x); k < int(sizeof(ChainStage) / 4) * c.n; k += int(blockDim.x)) words[k] = from[k];
-  __syncthreads();
-  const auto* stages = reinterpret_cast<const ChainStage*>(words);
 #pragma unroll 1
   for (int i = 0; i < c.n; ++i) {
-    const ChainStage& st = stages[i];
-    if (i > 0) chain_arrive(c.barrier), phase ^= 0x80000000u;
+    const ChainStage& st = c.s[i];
+    const uint32_t before = i > 0 ? chain_arrive(c.barrier) : 0;
     matvec_i16_body<T, R, kAlt, true>(st.p, st.sg, st.row_bytes, st.gpb, st.slices, st.tps, blockIdx.x,
-                                      ChainWait{c.barrier, i == 0 ? ~0u : phase});
+                                      ChainWait{c.barrier, before, i == 0});
   }
 }
 
