@@ -132,9 +132,8 @@ Executor::Executor(const Context& ctx, const graph::Graph& g, const graph::Plan&
   for (const Node& n : g.nodes()) {
     const size_t before = steps_.size();
     lower(n);
-    if (omitted(n.name)) steps_.resize(before), matvec_steps_.erase(before);
+    if (omitted(n.name)) steps_.resize(before);
   }
-  chain_matvecs();
   // The Input nodes' values: one kernel reading the page-locked staging (write_inputs), first of every run.
   const auto* st = static_cast<const int32_t*>(device_address_of_pinned(input_staging_.get()));
   for (const auto& [id, kind] : inputs_) {
@@ -143,38 +142,6 @@ Executor::Executor(const Context& ctx, const graph::Graph& g, const graph::Plan&
     st += n;
   }
   steps_.insert(steps_.begin(), [this](cudaStream_t s) { launch_copy_from_host(host_inputs_, s); });
-}
-
-void Executor::chain_matvecs() {
-  if (matvec_steps_.size() < 2) return;
-  chain_barriers_ = DeviceBuffer(matvec_steps_.size() * 4);  // more than the chains there can be
-  CUDA_CHECK(cudaMemset(chain_barriers_.get(), 0, chain_barriers_.bytes()));
-  auto* barrier = chain_barriers_.as<uint32_t>();
-  ::std::vector<Step> steps;
-  for (size_t i = 0; i < steps_.size();) {
-    ::std::vector<MatvecParams> run;  // the chainable matvec steps from i on, back to back
-    while (i + run.size() < steps_.size() && matvec_steps_.contains(i + run.size()))
-      run.push_back(matvec_steps_.at(i + run.size()));
-    if (run.size() < 2) {
-      steps.push_back(::std::move(steps_[i++]));
-      continue;
-    }
-    for (size_t k = 0; k < run.size();) {
-      const int n = matvec_chain_stages(run.data() + k, int(run.size() - k));
-      if (n < 2) {
-        steps.push_back(::std::move(steps_[i + k++]));
-        continue;
-      }
-      ::std::vector<MatvecParams> stages(run.begin() + ptrdiff_t(k), run.begin() + ptrdiff_t(k) + n);
-      steps.push_back([stages, b = barrier++](cudaStream_t s) {
-        launch_matvec_chain(stages.data(), int(stages.size()), b, s);
-      });
-      k += size_t(n);
-    }
-    i += run.size();
-  }
-  steps_ = ::std::move(steps);
-  matvec_steps_.clear();
 }
 
 void Executor::add_host_input(const int32_t* src, void* dst, int32_t n, const int32_t* n_at) {
@@ -291,7 +258,6 @@ void Executor::lower(const Node& n) {
         if (!p.residual) merge_siblings(n, p);
         fold_swiglu_epilogue(n, p);
         fold_rope_kv_epilogue(n, p);
-        if (opt_.matvec_chain && matvec_fuses(p)) matvec_steps_[steps_.size()] = p;
         steps_.push_back([p](cudaStream_t s) { launch_matvec(p, s); });
       } else {
         GemmParams p{weight_ptr(w), type, f32_in(n, 1), bias, f32_out(n), K, N, T,

@@ -78,9 +78,6 @@ struct ExecutorOptions {
   // Lab switches of the decode matvec (MatvecParams::q4_0_runs, max_slices), for A/Bs.
   bool matvec_q4_0_runs = true;
   int matvec_max_slices = 4;
-  // Consecutive decode matvecs of one kernel choice as one launch with grid barriers between them
-  // (launch_matvec_chain); false: a launch each (LLM_CUDA_MV_CHAIN=0, for A/Bs).
-  bool matvec_chain = true;
 };
 
 class Executor {
@@ -133,7 +130,6 @@ class Executor {
   bool attention_matches_kv(const graph::Node& attention) const;
   float* f32_out(const graph::Node& n) const;
   void launch_all(cudaStream_t s) const;
-  void chain_matvecs();  // after lowering: runs of chainable matvec steps become one chain launch each
   // Fusions by kind, for the -v capture note (executor_fusion.cpp).
   enum class Fusion { Norm, Residual, Sibling, SwiGlu, RopeKv, RopeKvEpilogue, kCount };
   // Fusions (executor_fusion.cpp), decided while lowering in node order.
@@ -165,8 +161,6 @@ class Executor {
   PinnedBuffer input_staging_;
   HostCopies host_inputs_;  // the first step's copies: the Input nodes' staging, then add_host_input's
   std::vector<Step> steps_;
-  std::map<size_t, MatvecParams> matvec_steps_;  // the int16 matvec launched by step i, for chain_matvecs
-  DeviceBuffer chain_barriers_;                  // one uint32 counter per chain launch
   std::map<std::tuple<int, int64_t, int64_t>, std::unique_ptr<FusedElementwise>> fused_;  // by (kind, n, nb)
   bool rtc_failed_ = false;
   std::vector<std::pair<graph::NodeId, graph::InputParams::Kind>> inputs_;

@@ -85,17 +85,4 @@ bool matvec_fuses(const MatvecParams& p);
 // Throws cuda::InvalidArgument on bad params, quant::UnsupportedType for types without a kernel.
 void launch_matvec(const MatvecParams& p, cudaStream_t stream);
 
-// Chains: consecutive decode matvecs, each free to read what the ones before it wrote (o, gate/up, down, the next
-// layer's q/k/v), as one launch whose blocks pass a grid-wide barrier between them instead of a launch boundary
-// (matvec_i16.cu). Each stage computes what launch_matvec(ps[i]) would, bit for bit.
-constexpr int kMaxChainStages = 4;
-// How many of ps[0..n), from the first, can run as one chain launch on the current device (at most
-// kMaxChainStages; 1 when ps[1] cannot join ps[0]): launches matvec_fuses takes with the same kernel choice, of the
-// instantiated ones (Q4_0 by aligned runs and Q4_K, 4 rows a group), whose blocks keep at least their own threads
-// per SM.
-int matvec_chain_stages(const MatvecParams* ps, int n);
-// Launches ps[0..n) as one chain; matvec_chain_stages(ps, n) must be n. barrier: one device uint32 for this launch
-// site alone, zero before its first launch (the launch leaves it fit for the next).
-void launch_matvec_chain(const MatvecParams* ps, int n, uint32_t* barrier, cudaStream_t stream);
-
 }  // namespace cuda

@@ -150,13 +150,10 @@ __device__ __forceinline__ void write_rope_kv(const MatvecParams& p, const Segme
 // alone reads from L2, normalises and quantizes, then publishes in shared memory. Why: every block reads all of x
 // (K floats) right after pdl_wait(), so with one slice per block a 4096-wide launch re-read 16 KiB of x 512 times
 // (8 MiB of L2 traffic on the launch's critical path); slices divide that by their count.
-// kSliced false: one slice, compiled without the sharing (slices_arg ignored). Threads past tps * slices (a chain
-// stage narrower than the chain's blocks) take part in the barriers only.
-// wait(): where the block may first read what earlier work wrote (pdl_wait, or a chain's grid barrier).
-template <quant::Type T, int R, bool kAlt, bool kSliced, class Wait>
+// kSliced false: one slice, compiled without the sharing (slices_arg ignored).
+template <quant::Type T, int R, bool kAlt, bool kSliced>
 __device__ __forceinline__ void matvec_i16_body(const MatvecParams& p, const Segments& sg, size_t row_bytes,
-                                                int64_t groups_per_block, int slices_arg, int tps_arg,
-                                                int64_t block, const Wait& wait) {
+                                                int64_t groups_per_block, int slices_arg, int64_t block) {
   const int slices = kSliced ? slices_arg : 1;
   static_assert(!kAlt || T == quant::Type::Q6_K || T == quant::Type::Q4_0, "no alternative unit");
   using U = typename mv16::UnitFor<T, kAlt>::type;
@@ -164,13 +161,12 @@ __device__ __forceinline__ void matvec_i16_body(const MatvecParams& p, const Seg
   // field f (q[0..7], s, S) of run r (0, 1) of unit u at runs[(10 r + f) * tps + u].
   extern __shared__ float part[];
   __shared__ float red[32];
-  const int tps = kSliced ? tps_arg : int(blockDim.x);  // threads per slice, a multiple of 32
+  const int tps = kSliced ? int(blockDim.x) / slices : int(blockDim.x);  // threads per slice, a multiple of 32
   const int slice = kSliced ? int(threadIdx.x) / tps : 0;
   const int u = kSliced ? int(threadIdx.x) % tps : int(threadIdx.x), lane = u & 31, warp = u >> 5;
   const int n_warps = tps >> 5;
   const int64_t n_units = p.K / 32;
-  const bool in_slice = slice < slices;  // whole warps: tps and blockDim.x are multiples of 32
-  const bool active = in_slice && u < n_units;
+  const bool active = u < n_units;
 
   const int64_t n_groups = sg.first[sg.n];
   const int64_t g0 = block * groups_per_block;
@@ -187,9 +183,10 @@ __device__ __forceinline__ void matvec_i16_body(const MatvecParams& p, const Seg
       dst[r] = U::load(w + n * row_bytes, u);
     }
   };
-  const int64_t first = in_slice ? g0 + slice : g1;  // this slice's first group
+  const int64_t first = g0 + slice;  // this slice's first group
+  pdl_launch_dependents();
   if (active && first < g1) load_group(cur, first);  // weights: before the wait, overlapping the previous kernel
-  wait();
+  pdl_wait();
   const int32_t pos = p.rope_kv.q_out ? *p.rope_kv.position : 0;  // loaded with x, under the first weights
 
   // This unit's 32 activations: two runs of 16 (slice 0 reads them; the others get the runs from it). With a folded
@@ -286,16 +283,10 @@ __device__ __forceinline__ void matvec_i16_body(const MatvecParams& p, const Seg
   }
 }
 
-struct PdlWait {
-  __device__ __forceinline__ void operator()() const { pdl_wait(); }
-};
-
 template <quant::Type T, int R, bool kAlt, bool kSliced>
 __global__ void __launch_bounds__(kMaxUnits, 1)
     matvec_i16_kernel(MatvecParams p, Segments sg, size_t row_bytes, int64_t groups_per_block, int slices) {
-  pdl_launch_dependents();
-  matvec_i16_body<T, R, kAlt, kSliced>(p, sg, row_bytes, groups_per_block, slices, int(blockDim.x) / slices,
-                                       blockIdx.x, PdlWait{});
+  matvec_i16_body<T, R, kAlt, kSliced>(p, sg, row_bytes, groups_per_block, slices, blockIdx.x);
 }
 
 // Siblings of two types in one launch (a Q4_K_M file's Q4_K q/k with its Q6_K v): blocks [0, blocks_a) run the
@@ -304,84 +295,8 @@ template <quant::Type TA, int RA, quant::Type TB, int RB, bool kAltB, bool kSlic
 __global__ void __launch_bounds__(kMaxUnits, 1)
     matvec_i16_pair_kernel(MatvecParams p, Segments sa, Segments sb, size_t rb_a, size_t rb_b, int64_t gpb_a,
                            int64_t gpb_b, int64_t blocks_a, int slices) {
-  pdl_launch_dependents();
-  const int tps = int(blockDim.x) / slices;
-  if (blockIdx.x < blocks_a)
-    matvec_i16_body<TA, RA, false, kSliced>(p, sa, rb_a, gpb_a, slices, tps, blockIdx.x, PdlWait{});
-  else
-    matvec_i16_body<TB, RB, kAltB, kSliced>(p, sb, rb_b, gpb_b, slices, tps, blockIdx.x - blocks_a, PdlWait{});
-}
-
-// A grid-wide barrier between the stages of a chain launch, whose grid is the resident limit (every block resident,
-// matvec_chain_stages). Thread 0 of each block adds to a counter owned by the launch site: block 0 adds
-// 2^31 - (blocks - 1), every other block 1, so the counter's top bit flips exactly when the last block arrives and
-// its low 31 bits come back to where they were: no reset between barriers or launches (cooperative groups' grid
-// sync counts so too). A wait that never ends (blocks not resident: the GPU shared with an MPS partition) traps
-// after seconds instead of hanging.
-// Thread 0 of the block arrives (its result: the counter before its add, meaningful in thread 0 only).
-__device__ __forceinline__ uint32_t chain_arrive(uint32_t* counter) {
-  __syncthreads();  // the block's writes of the stage before thread 0's fence
-  uint32_t before = 0;
-  if (threadIdx.x == 0) {
-    __threadfence();
-    before = atomicAdd(counter, blockIdx.x == 0 ? 0x80000000u - (gridDim.x - 1) : 1u);
-  }
-  return before;
-}
-
-struct ChainWait {
-  const uint32_t* counter;
-  uint32_t before;
-  bool first;  // the chain's first stage: waits for the kernel before, as a lone launch
-  __device__ __forceinline__ void operator()() const {
-    if (first) {
-      pdl_wait();
-      return;
-    }
-    if (threadIdx.x == 0) {
-      uint32_t now;
-      for (uint32_t spins = 0;; ++spins) {
-        asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(now) : "l"(counter) : "memory");
-        if ((now ^ before) & 0x80000000u) break;
-        if (spins > (1u << 24)) __trap();  // seconds: some block never became resident
-      }
-    }
-    __syncthreads();
-  }
-};
-
-// One matvec launch of a chain, laid out for the chain's blocks (launch_matvec_chain).
-struct ChainStage {
-  MatvecParams p;
-  Segments sg;
-  size_t row_bytes;
-  int64_t gpb;
-  int tps, slices;
-};
-
-struct ChainParams {
-  ChainStage s[kMaxChainStages];
-  int n;
-  uint32_t* barrier;
-};
-static_assert(sizeof(ChainParams) <= 4000, "kernel parameters are limited to 4 KiB");
-
-// Consecutive decode matvecs of one kernel choice, each reading what the one before wrote, in one launch: every
-// block runs its share of stage 0 (after pdl_wait, as a lone launch), loads its first weights of stage 1, waits at
-// the grid barrier, and so on. Why: a launch boundary costs a few us on top of the bytes (grid completion, the flush
-// behind griddepcontrol.wait, the next blocks' start; docs/kernel-notes.md, session 9); a device-side barrier keeps
-// the blocks and their prologue and hides the next weights' first loads behind it just as the PDL launch did.
-// Stages unrolled: each reads its fields from the parameter space at fixed offsets.
-template <quant::Type T, int R, bool kAlt>
-__global__ void __launch_bounds__(kMaxUnits, 1) matvec_chain_kernel(const __grid_constant__ ChainParams c) {
-  pdl_launch_dependents();  // fires once every block has run it: all resident, the barrier cannot starve
-#pragma unroll 1
-  for (int i = 0; i < c.n; ++i) {
-    const ChainStage& st = c.s[i];
-    const uint32_t before = i > 0 ? chain_arrive(c.barrier) : 0;
-    matvec_i16_body<T, R, kAlt, true>(st.p, st.sg, st.row_bytes, st.gpb, st.slices, st.tps, blockIdx.x,
-                                      ChainWait{c.barrier, before, i == 0});
-  }
+  if (blockIdx.x < blocks_a) matvec_i16_body<TA, RA, false, kSliced>(p, sa, rb_a, gpb_a, slices, blockIdx.x);
+  else matvec_i16_body<TB, RB, kAltB, kSliced>(p, sb, rb_b, gpb_b, slices, blockIdx.x - blocks_a);
 }
 
 // Resident blocks per SM of `kernel` at this block size, cached per (kernel, warp count) by the caller's static.
@@ -525,96 +440,6 @@ bool i16_type(quant::Type t) {
   return t == quant::Type::Q4_K || t == quant::Type::Q6_K || t == quant::Type::Q4_0 || t == quant::Type::Q8_0;
 }
 
-// Which instantiation of the int16 kernel a launch takes: the type of its main matrix, R rows per group, the
-// alternative unit (Q4_0 by aligned runs, Q6_K regrouped), and whether it is a pair launch (Q4_K with Q6_K).
-struct I16Choice {
-  quant::Type type;
-  int R;
-  bool alt, mixed;
-  bool operator==(const I16Choice&) const = default;
-};
-
-I16Choice i16_choice(const MatvecParams& p) {
-  // R = 4 rows per step for the 4-bit formats (~125 registers, 4 blocks of 128 threads per SM); 2 for Q6_K / Q8_0,
-  // whose raw words at R = 4 spill, and for short matrices, where R = 2 keeps more blocks in flight.
-  int64_t rows = p.N;  // of the main matrix's type
-  bool mixed = false;
-  for (int i = 0; i < p.n_siblings; ++i) {
-    if (p.siblings[i].type == p.type) rows += p.siblings[i].N;
-    else mixed = true;
-  }
-  const int64_t sms = current_device_sm_count();
-  const int r4 = (rows + 3) / 4 < 2 * sms ? 2 : 4;
-  using quant::Type;
-  if (mixed) return {Type::Q4_K, r4, p.q6_kx8, true};  // matvec_fuses admitted only Q4_K with Q6_K siblings
-  switch (p.type) {
-    case Type::Q4_K: return {p.type, r4, false, false};
-    case Type::Q4_0: return {p.type, r4, q4_0_runs_fit(p), false};
-    // Regrouped: 4 rows for an LM head (dozens of groups per block: 152 us against 158 at R = 2 on the 8B's),
-    // else 2 (the 8B's v and down projections: R = 4 made tg128 1% slower).
-    case Type::Q6_K: return {p.type, p.q6_kx8 && (rows + 3) / 4 >= 16 * sms ? 4 : 2, p.q6_kx8, false};
-    case Type::Q8_0: return {p.type, 2, false, false};
-    default: throw InvalidArgument("matvec_i16: unsupported type");
-  }
-}
-
-// ---- chains (matvec_chain_kernel) ----
-
-// The instantiations a chain has: the Q4_0 files' layer matrices and the Q4_K ones of Q4_K_M files.
-constexpr I16Choice kChainChoices[] = {{quant::Type::Q4_0, 4, true, false}, {quant::Type::Q4_K, 4, false, false}};
-
-template <class F>
-bool with_chain_kernel(const I16Choice& c, F&& f) {
-  if (c == kChainChoices[0]) return f.template operator()<quant::Type::Q4_0, 4, true>(), true;
-  if (c == kChainChoices[1]) return f.template operator()<quant::Type::Q4_K, 4, false>(), true;
-  return false;
-}
-
-// The chain launch of ps[0..n), all of choice T, R, kAlt: its parameters, block size, grid and shared memory; false
-// when it would give some stage fewer threads per SM than its own launch has, or not every block is resident.
-template <quant::Type T, int R, bool kAlt>
-bool plan_chain(const MatvecParams* ps, int n, ChainParams& c, int& threads, int64_t& grid, size_t& smem) {
-  static ::std::atomic<int> own_cache[kMaxUnits / 32 + 1], sliced_cache[kMaxUnits / 32 + 1],
-      plain_cache[kMaxUnits / 32 + 1], chain_cache[kMaxUnits / 32 + 1];
-  BlockShape own[kMaxChainStages];
-  int64_t own_threads_per_sm[kMaxChainStages];
-  threads = 0;
-  for (int i = 0; i < n; ++i) {  // each stage's shape as launch_i16 gives it
-    own[i] = block_shape(matvec_i16_kernel<T, R, kAlt, false>, ps[i], own_cache);
-    const int bps = own[i].slices > 1
-                        ? blocks_per_sm(matvec_i16_kernel<T, R, kAlt, true>, own[i].threads(), sliced_cache)
-                        : blocks_per_sm(matvec_i16_kernel<T, R, kAlt, false>, own[i].threads(), plain_cache);
-    own_threads_per_sm[i] = int64_t(bps) * own[i].threads();
-    threads = ::std::max(threads, own[i].threads());
-  }
-  const int bps = blocks_per_sm(matvec_chain_kernel<T, R, kAlt>, threads, chain_cache);
-  grid = int64_t(current_device_sm_count()) * bps;
-  smem = 0;
-  c = ChainParams{};
-  c.n = n;
-  for (int i = 0; i < n; ++i) {
-    const MatvecParams& p = ps[i];
-    BlockShape b{own[i].tps, ::std::min({threads / own[i].tps, kMaxSlices, ::std::max(p.max_slices, 1)})};
-    if (int64_t(bps) * b.threads() < own_threads_per_sm[i]) return false;
-    ChainStage& st = c.s[i];
-    st.p = p, st.sg = segments_of(p, T, R), st.row_bytes = quant::row_bytes(T, p.K), st.tps = b.tps;
-    st.slices = b.slices;
-    if (p.swiglu_out) {  // gate first (swapped when it is the sibling), as launch_i16_shaped
-      Segments& sg = st.sg;
-      if (p.swiglu_gate_is_sibling)
-        ::std::swap(sg.w[0], sg.w[1]), ::std::swap(sg.bias[0], sg.bias[1]), ::std::swap(sg.y[0], sg.y[1]);
-      sg.glu_out = p.swiglu_out;
-    }
-    const int64_t groups = st.sg.first[st.sg.n];
-    st.gpb = groups_per_block(groups, grid, b, R, p.swiglu_out != nullptr);
-    if ((groups + st.gpb - 1) / st.gpb > grid) return false;  // the part buffer's cap: more blocks than resident
-    smem = ::std::max(smem, size_t(b.warps()) * size_t(st.gpb) * R * 4 + b.runs_bytes());
-  }
-  int resident = 0;  // with the real shared memory (blocks_per_sm assumed 1 KiB)
-  CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&resident, matvec_chain_kernel<T, R, kAlt>, threads, smem));
-  return resident >= bps;
-}
-
 }  // namespace
 
 // Siblings of another type than the main matrix: only Q6_K ones beside a Q4_K main (Q4_K_M files keep some
@@ -650,66 +475,48 @@ bool matvec_fuses(const MatvecParams& p) {
 // Called by launch_matvec once matvec_fuses(p) holds.
 void launch_matvec_i16(const MatvecParams& p, cudaStream_t stream) {
   const size_t rb = quant::row_bytes(p.type, p.K);
-  const I16Choice c = i16_choice(p);
-  using quant::Type;
-  if (c.mixed) {
-    if (c.alt)
-      c.R == 2 ? launch_i16_pair<Type::Q4_K, 2, Type::Q6_K, 2, true>(p, stream)
-               : launch_i16_pair<Type::Q4_K, 4, Type::Q6_K, 2, true>(p, stream);
+  // R = 4 rows per step for the 4-bit formats (~125 registers, 4 blocks of 128 threads per SM); 2 for Q6_K / Q8_0,
+  // whose raw words at R = 4 spill, and for short matrices, where R = 2 keeps more blocks in flight.
+  int64_t rows = p.N;  // of the main matrix's type
+  bool mixed = false;
+  for (int i = 0; i < p.n_siblings; ++i) {
+    if (p.siblings[i].type == p.type) rows += p.siblings[i].N;
+    else mixed = true;
+  }
+  const bool small = (rows + 3) / 4 < 2 * int64_t(current_device_sm_count());
+  if (mixed) {  // matvec_fuses admitted only Q4_K with Q6_K siblings
+    if (p.q6_kx8)
+      small ? launch_i16_pair<quant::Type::Q4_K, 2, quant::Type::Q6_K, 2, true>(p, stream)
+            : launch_i16_pair<quant::Type::Q4_K, 4, quant::Type::Q6_K, 2, true>(p, stream);
     else
-      c.R == 2 ? launch_i16_pair<Type::Q4_K, 2, Type::Q6_K, 2>(p, stream)
-               : launch_i16_pair<Type::Q4_K, 4, Type::Q6_K, 2>(p, stream);
+      small ? launch_i16_pair<quant::Type::Q4_K, 2, quant::Type::Q6_K, 2>(p, stream)
+            : launch_i16_pair<quant::Type::Q4_K, 4, quant::Type::Q6_K, 2>(p, stream);
     return;
   }
-  switch (c.type) {
-    case Type::Q4_K: c.R == 2 ? launch_i16<Type::Q4_K, 2>(p, rb, stream) : launch_i16<Type::Q4_K, 4>(p, rb, stream); break;
-    case Type::Q4_0:
-      if (c.alt)
-        c.R == 2 ? launch_i16<Type::Q4_0, 2, true>(p, rb, stream) : launch_i16<Type::Q4_0, 4, true>(p, rb, stream);
+  switch (p.type) {
+    case quant::Type::Q4_K:
+      small ? launch_i16<quant::Type::Q4_K, 2>(p, rb, stream) : launch_i16<quant::Type::Q4_K, 4>(p, rb, stream);
+      break;
+    case quant::Type::Q4_0:
+      if (q4_0_runs_fit(p))
+        small ? launch_i16<quant::Type::Q4_0, 2, true>(p, rb, stream)
+              : launch_i16<quant::Type::Q4_0, 4, true>(p, rb, stream);
       else
-        c.R == 2 ? launch_i16<Type::Q4_0, 2>(p, rb, stream) : launch_i16<Type::Q4_0, 4>(p, rb, stream);
+        small ? launch_i16<quant::Type::Q4_0, 2>(p, rb, stream) : launch_i16<quant::Type::Q4_0, 4>(p, rb, stream);
       break;
-    case Type::Q6_K:
-      if (c.R == 4) launch_i16<Type::Q6_K, 4, true>(p, rb, stream);
-      else if (c.alt) launch_i16<Type::Q6_K, 2, true>(p, rb, stream);
-      else launch_i16<Type::Q6_K, 2>(p, rb, stream);
+    case quant::Type::Q6_K:
+      // Regrouped: 4 rows for an LM head (dozens of groups per block: 152 us against 158 at R = 2 on the 8B's),
+      // else 2 (the 8B's v and down projections: R = 4 made tg128 1% slower).
+      if (p.q6_kx8 && (rows + 3) / 4 >= 16 * int64_t(current_device_sm_count()))
+        launch_i16<quant::Type::Q6_K, 4, true>(p, rb, stream);
+      else if (p.q6_kx8)
+        launch_i16<quant::Type::Q6_K, 2, true>(p, rb, stream);
+      else
+        launch_i16<quant::Type::Q6_K, 2>(p, rb, stream);
       break;
-    default: launch_i16<Type::Q8_0, 2>(p, rb, stream); break;  // i16_choice refused the other types
+    case quant::Type::Q8_0: launch_i16<quant::Type::Q8_0, 2>(p, rb, stream); break;
+    default: throw InvalidArgument("matvec_i16: unsupported type");
   }
-}
-
-int matvec_chain_stages(const MatvecParams* ps, int n) {
-  n = ::std::min(n, kMaxChainStages);
-  if (n < 2 || !matvec_fuses(ps[0])) return n < 1 ? 0 : 1;
-  const I16Choice c = i16_choice(ps[0]);
-  int same = 1;
-  while (same < n && matvec_fuses(ps[same]) && i16_choice(ps[same]) == c) ++same;
-  for (int k = same; k >= 2; --k) {
-    bool ok = false;
-    const bool known = with_chain_kernel(c, [&]<quant::Type T, int R, bool kAlt>() {
-      ChainParams cp;
-      int threads;
-      int64_t grid;
-      size_t smem;
-      ok = plan_chain<T, R, kAlt>(ps, k, cp, threads, grid, smem);
-    });
-    if (!known) return 1;
-    if (ok) return k;
-  }
-  return 1;
-}
-
-void launch_matvec_chain(const MatvecParams* ps, int n, uint32_t* barrier, cudaStream_t stream) {
-  LLM_REQUIRE(barrier && n >= 2 && matvec_chain_stages(ps, n) == n, "matvec chain: these launches do not chain");
-  with_chain_kernel(i16_choice(ps[0]), [&]<quant::Type T, int R, bool kAlt>() {
-    ChainParams cp;
-    int threads;
-    int64_t grid;
-    size_t smem;
-    plan_chain<T, R, kAlt>(ps, n, cp, threads, grid, smem);
-    cp.barrier = barrier;
-    launch_pdl(matvec_chain_kernel<T, R, kAlt>, dim3(unsigned(grid)), dim3(unsigned(threads)), smem, stream, cp);
-  });
 }
 
 }  // namespace cuda
