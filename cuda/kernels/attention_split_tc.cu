@@ -482,7 +482,7 @@ void launch_hd(const AttentionKernelParams& p, cudaStream_t stream) {
 bool attention_split_tc_applies(const AttentionKernelParams& p) {
   if (p.n_head_kv <= 0 || p.n_head % p.n_head_kv != 0) return false;
   const int64_t G = p.n_head / p.n_head_kv;
-  // q8_0, q4_0: the quants as the f16 values (16-byte copies), the scales in 4-byte copies.
+  // q8_0, q4_0: the quant rows in 16-byte copies, the scales in 4-byte copies (4-byte aligned).
   const bool type_ok = p.kv_type == graph::KvType::F16 ||
                        (graph::kv_quantized(p.kv_type) && p.k_scales && p.v_scales &&
                         reinterpret_cast<uintptr_t>(p.k_scales) % 4 == 0 &&
