@@ -351,3 +351,46 @@ TEST(GpuSession, OmitStepsLeavesOutOnlyTheNamedNodes) {
   EXPECT_EQ(logits({"no_such_node", "down"}), all) << "only whole dot-separated names match";
   EXPECT_GT(rel_rms(logits({"ffn_down"}), all), 1e-2);
 }
+
+// Short-context decode attends in the q/k/v launch (CudaSessionOptions::attend_in_qkv) and replays a graph of its
+// own below kMatvecAttendSlots positions; from there on the other graph with the attention steps. Decode steps
+// across that boundary (prompt of 240, positions 240..271) with the switch on and off: both agree with the CPU
+// reference as any decode does, and with each other more closely (they differ only in the attention's rounding:
+// P in f32 against f16). Each variant is captured on its second run, so both graphs replay here. The -v note
+// shows that the launches attend (the test would otherwise pass with the switch doing nothing).
+TEST(GpuSession, AttentionInQkvAcrossItsPositionLimit) {
+  REQUIRE_GPU();
+  for (const char* name : {"models/synth-llama-tok512-Q4_K_M.gguf", "models/synth-llama-tok512-Q4_0.gguf"}) {
+    REQUIRE_ASSET(model_path, name);
+    auto m = model::Model::load(model_path);
+    std::vector<int32_t> prompt(240);
+    for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = int32_t(1 + (i * 37) % 500);
+    const auto run = [&](app::Session& s) {
+      std::vector<std::vector<float>> rows;
+      s.eval(prompt, 0, false);
+      for (int32_t pos = 240; pos < 272; ++pos) {
+        const int32_t token = int32_t(3 + (pos * 11) % 500);
+        const auto l = s.eval(std::span<const int32_t>(&token, 1), pos, false);
+        rows.emplace_back(l.begin(), l.end());
+      }
+      return rows;
+    };
+    app::CudaSessionOptions on = graph_opts(true), off = graph_opts(true);
+    on.verbose = true, off.attend_in_qkv = false;
+    ::testing::internal::CaptureStderr();
+    app::CudaSession gpu_on(m, 300, on);
+    const auto with = run(gpu_on);
+    const std::string note = ::testing::internal::GetCapturedStderr();
+    EXPECT_NE(note.find("attentions into q/k/v"), std::string::npos) << name << ": " << note;
+    app::CudaSession gpu_off(m, 300, off);
+    const auto without = run(gpu_off);
+    app::CpuSession cpu(m, 300, 0);
+    const auto ref = run(cpu);
+    for (size_t i = 0; i < ref.size(); ++i) {
+      const std::string at = std::string(name) + " pos " + std::to_string(240 + i);
+      EXPECT_LT(rel_rms(with[i], ref[i]), kDecodeRelRms) << at;
+      EXPECT_LT(rel_rms(without[i], ref[i]), kDecodeRelRms) << at;
+      EXPECT_LT(rel_rms(with[i], without[i]), 1e-3) << at;
+    }
+  }
+}
