@@ -23,8 +23,6 @@
 //   work but the grid-wide wait between q/k/v and attention: a KV head's attention starts once its own blocks are
 //   done (kernel notes, session 13).
 #include <algorithm>
-#include <cstdio>
-#include <cstdlib>
 #include <optional>
 #include <string>
 #include <utility>
@@ -268,27 +266,22 @@ NodeId Executor::fold_rope_kv_epilogue(const Node& m, MatvecParams& p) {
 
 // The q/k/v launch p (with its RoPE + KV epilogue for `att`) that also attends (MatvecAttend), or nothing. Its
 // output is then written at this step instead of the attention's, so no tensor alive in between may share the
-// attention's slot — but the products of q, k and v and the rotated k are never stored (the epilogue), and the
-// rotated q may share it exactly (the planner may run the attention in place): the block that attends a KV head
-// reads that head's q before it writes the same heads' outputs, and no other block reads them.
+// attention's slot — except the rotated q when both slots are one (the planner may run the attention in place):
+// the block that attends a KV head reads that head's q before it writes the same heads' outputs, and no other
+// block reads them.
 ::std::optional<MatvecParams> Executor::attend_in_launch(const Node& m, const MatvecParams& p, const Node& att) {
   if (!opt_.attend_in_qkv || !attend_counters_.bytes() || omitted(att) || !plan_.owns(att.id)) return ::std::nullopt;
-  const NodeId rq = att.inputs[0], rk = att.inputs[1];
-  const NodeId k_mm = plan_.root.at(size_t(g_.node(rk).inputs[0])), v_mm = plan_.root.at(size_t(att.inputs[2]));
+  const NodeId rq = att.inputs[0];
   const bool in_place = plan_.offset.at(size_t(att.id)) == plan_.offset.at(size_t(rq)) &&
                         plan_.bytes.at(size_t(att.id)) == plan_.bytes.at(size_t(rq));
-  if (!slot_free_between(att.id, m.id, att.id, {m.id, k_mm, v_mm, rk, in_place ? rq : m.id})) {
-    if (::std::getenv("LLM_DEBUG_ATTEND")) ::std::fprintf(stderr, "attend: slot shared (in place %d)\n", int(in_place));
+  if (!slot_free_between(att.id, m.id, att.id, in_place ? ::std::initializer_list<NodeId>{rq}
+                                                        : ::std::initializer_list<NodeId>{}))
     return ::std::nullopt;
-  }
   const auto& ap = ::std::get<graph::AttentionParams>(att.params);
   MatvecParams q = p;
   q.attend = MatvecAttend{f32_out(att), attend_counters_.as<unsigned>(), int32_t(ap.n_head), int32_t(ap.n_head_kv),
                           ap.scale};
-  if (!matvec_fuses(q)) {
-    if (::std::getenv("LLM_DEBUG_ATTEND")) ::std::fprintf(stderr, "attend: matvec_fuses refused\n");
-    return ::std::nullopt;
-  }
+  if (!matvec_fuses(q)) return ::std::nullopt;
   attended_.at(size_t(att.id)) = true;
   has_attend_ = true;
   count_fusion(Fusion::Attend);
