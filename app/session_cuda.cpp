@@ -162,7 +162,6 @@ std::unique_ptr<CudaSession::Compiled> CudaSession::compile(int32_t n_tokens, bo
   eo.omit_steps_of = opt_.omit_steps_of;
   eo.regrouped_offsets = &regrouped_;
   eo.matvec_q4_0_runs = opt_.q4_0_runs, eo.matvec_max_slices = opt_.matvec_max_slices;
-  eo.attend_in_qkv = opt_.attend_in_qkv;
   const cuda::WorkBuffers wb = cuda::work_buffers(c->graph, c->plan, ctx_->sm_count(), eo.matvec_max_tokens);
   ensure_free(wb.device_bytes(), n_tokens);
   c->exec = std::make_unique<cuda::Executor>(*ctx_, c->graph, c->plan, weights_.base(), kv_.get(), eo);
@@ -323,7 +322,6 @@ std::unique_ptr<Session> make_cuda_session(std::shared_ptr<const model::Model> m
   if (const char* e = std::getenv("LLM_CUDA_DECODE_AHEAD"); e && std::string(e) == "0") o.decode_ahead = false;
   if (const char* e = std::getenv("LLM_CUDA_Q4_0_RUNS"); e && std::string(e) == "0") o.q4_0_runs = false;
   if (const char* e = std::getenv("LLM_CUDA_MV_SLICES"); e && *e) o.matvec_max_slices = std::atoi(e);
-  if (const char* e = std::getenv("LLM_CUDA_ATTEND"); e && std::string(e) == "0") o.attend_in_qkv = false;
   // A lab switch for timing each step's share of decode (scripts/gpu-step-shares.sh): comma-separated node names.
   if (const char* e = std::getenv("LLM_CUDA_OMIT_STEPS"); e && *e) {
     for (std::string_view s = e; !s.empty();) {

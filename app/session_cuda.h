@@ -38,9 +38,6 @@ struct CudaSessionOptions {
   // the row slices a block may have (LLM_CUDA_MV_SLICES=N).
   bool q4_0_runs = true;
   int matvec_max_slices = 4;
-  // Short-context decode attends in the q/k/v launch (cuda::ExecutorOptions::attend_in_qkv); false:
-  // LLM_CUDA_ATTEND=0.
-  bool attend_in_qkv = true;
 };
 
 class CudaSession final : public Session {

@@ -123,15 +123,16 @@ Executor::Executor(const Context& ctx, const graph::Graph& g, const graph::Plan&
   merged_.assign(g.nodes().size(), false);
   glu_epilogue_.assign(g.nodes().size(), false);
   kv_written_.assign(g.nodes().size(), false);
-  attended_.assign(g.nodes().size(), false);
-  if (kv_ && opt_.attend_in_qkv) {
-    attend_counters_ = DeviceBuffer(size_t(kv_->spec().n_head_kv) * sizeof(unsigned));
-    CUDA_CHECK(cudaMemset(attend_counters_.get(), 0, attend_counters_.bytes()));
-  }
+  const auto omitted = [&](const ::std::string& name) {  // "blk.3.ffn_down" is one of "ffn_down"
+    for (const ::std::string& s : opt_.omit_steps_of)
+      if (!s.empty() && name.ends_with(s) && (name.size() == s.size() || name[name.size() - s.size() - 1] == '.'))
+        return true;
+    return false;
+  };
   for (const Node& n : g.nodes()) {
     const size_t before = steps_.size();
     lower(n);
-    if (omitted(n)) steps_.resize(before);
+    if (omitted(n.name)) steps_.resize(before);
   }
   // The Input nodes' values: one kernel reading the page-locked staging (write_inputs), first of every run.
   const auto* st = static_cast<const int32_t*>(device_address_of_pinned(input_staging_.get()));
@@ -141,14 +142,6 @@ Executor::Executor(const Context& ctx, const graph::Graph& g, const graph::Plan&
     st += n;
   }
   steps_.insert(steps_.begin(), [this](cudaStream_t s) { launch_copy_from_host(host_inputs_, s); });
-}
-
-bool Executor::omitted(const Node& n) const {  // "blk.3.ffn_down" is one of "ffn_down"
-  const ::std::string& name = n.name;
-  for (const ::std::string& s : opt_.omit_steps_of)
-    if (!s.empty() && name.ends_with(s) && (name.size() == s.size() || name[name.size() - s.size() - 1] == '.'))
-      return true;
-  return false;
 }
 
 void Executor::add_host_input(const int32_t* src, void* dst, int32_t n, const int32_t* n_at) {
@@ -264,11 +257,7 @@ void Executor::lower(const Node& n) {
         fold_residual(n, p);
         if (!p.residual) merge_siblings(n, p);
         fold_swiglu_epilogue(n, p);
-        const NodeId att = fold_rope_kv_epilogue(n, p);
-        if (const auto pa = att == graph::kNoNode ? ::std::nullopt : attend_in_launch(n, p, g_.node(att))) {
-          steps_.push_back([p, pa = *pa, this](cudaStream_t s) { launch_matvec(attend_now_ ? pa : p, s); });
-          return;
-        }
+        fold_rope_kv_epilogue(n, p);
         steps_.push_back([p](cudaStream_t s) { launch_matvec(p, s); });
       } else {
         GemmParams p{weight_ptr(w), type, f32_in(n, 1), bias, f32_out(n), K, N, T,
@@ -344,12 +333,6 @@ void Executor::lower(const Node& n) {
       a.n_head_kv = ap.n_head_kv, a.hd = ap.head_dim, a.hd_v = ap.head_dim_v, a.T = T, a.scale = ap.scale;
       a.max_splits = attention_max_splits(spec.n_ctx, ap.n_head_kv, T, ctx_.sm_count());
       a.kv_type = spec.type, a.k_scales = kv_->k_scales(ap.layer), a.v_scales = kv_->v_scales(ap.layer);
-      if (attended_[size_t(n.id)]) {  // attended by the q/k/v launch in the runs of short positions
-        steps_.push_back([a, this](cudaStream_t s) {
-          if (!attend_now_) launch_attention(a, s);
-        });
-        return;
-      }
       if (kv_written_[size_t(n.id)]) {  // q rotated and K/V in the cache: the q/k/v launch did both
         steps_.push_back([a](cudaStream_t s) { launch_attention(a, s); });
         return;
@@ -418,9 +401,7 @@ const FusedElementwise* Executor::fused(const FusedShape& shape) {
   }
 }
 
-void Executor::drop_capture() {
-  for (Variant& v : variants_) v = Variant{};
-}
+void Executor::drop_capture() { exec_.reset(), graph_.reset(), runs_ = 0; }
 
 void Executor::append_step(::std::function<void(cudaStream_t)> step) {
   steps_.push_back(::std::move(step));
@@ -447,7 +428,6 @@ void Executor::write_inputs(::std::span<const int32_t> tokens, ::std::span<const
     ::std::memcpy(st, src.data(), n * 4);
     st += n * 4;
   }
-  max_pos_ = positions.empty() ? INT32_MAX : *::std::max_element(positions.begin(), positions.end());
 }
 
 void Executor::launch_all(cudaStream_t s) const {
@@ -456,21 +436,17 @@ void Executor::launch_all(cudaStream_t s) const {
 
 void Executor::run() {
   const cudaStream_t s = ctx_.compute();
-  attend_now_ = attend_next();
-  Variant& v = variants_[attend_now_];
   // The first run is plain launches (warm-up: lazy module loading and cuBLAS heuristics happen outside capture).
-  if (!opt_.cuda_graph || v.runs == 0) {
+  if (!opt_.cuda_graph || runs_ == 0) {
     launch_all(s);
-    ++v.runs;
+    ++runs_;
     done_.record(s);
     return;
   }
-  if (!v.exec) {
+  if (!exec_) {
     if (opt_.verbose)
-      ::std::fprintf(stderr, "cuda: capturing %zu steps into a CUDA graph%s (%zu nodes fused into neighbours%s)\n",
-                     steps_.size(),
-                     attend_now_ ? (" for positions below " + ::std::to_string(kMatvecAttendSlots)).c_str() : "",
-                     n_fused(), fusion_summary().c_str());
+      ::std::fprintf(stderr, "cuda: capturing %zu steps into a CUDA graph (%zu nodes fused into neighbours%s)\n",
+                     steps_.size(), n_fused(), fusion_summary().c_str());
     cudaGraph_t cg = nullptr;
     CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
     try {
@@ -481,13 +457,13 @@ void Executor::run() {
       throw;
     }
     CUDA_CHECK(cudaStreamEndCapture(s, &cg));
-    v.graph = Graph(cg);
+    graph_ = Graph(cg);
     cudaGraphExec_t ge = nullptr;
     CUDA_CHECK(cudaGraphInstantiate(&ge, cg, 0));
-    v.exec = GraphExec(ge);
+    exec_ = GraphExec(ge);
   }
-  CUDA_CHECK(cudaGraphLaunch(v.exec.get(), s));
-  ++v.runs;
+  CUDA_CHECK(cudaGraphLaunch(exec_.get(), s));
+  ++runs_;
   done_.record(s);
 }
 

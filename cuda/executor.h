@@ -3,15 +3,13 @@
 // Per-run inputs (token ids, positions) are written into their fixed arena slots before each run, so one capture
 // serves every position. Nothing is allocated after construction.
 #pragma once
-#include <climits>
 #include <cstdint>
 #include <functional>
 #include <initializer_list>
 #include <map>
-#include <memory>
-#include <optional>
 #include <tuple>
 #include <unordered_set>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -80,9 +78,6 @@ struct ExecutorOptions {
   // Lab switches of the decode matvec (MatvecParams::q4_0_runs, max_slices), for A/Bs.
   bool matvec_q4_0_runs = true;
   int matvec_max_slices = 4;
-  // Decode attention as the tail of the q/k/v launch (MatvecAttend) for runs whose positions are all below
-  // kMatvecAttendSlots: those replay a second captured graph without the attention steps (executor_fusion.cpp).
-  bool attend_in_qkv = true;
 };
 
 class Executor {
@@ -121,10 +116,7 @@ class Executor {
 
   size_t n_steps() const { return steps_.size(); }
   size_t n_fused() const;  // nodes folded into a neighbour's kernel (by kind: fusion_summary)
-  // Whether the graph of the variant the next run() takes (by the positions last written) is captured.
-  bool captured() const { return bool(variants_[attend_next()].exec); }
-  // Whether some q/k/v launch attends in its tail (MatvecAttend) in runs below kMatvecAttendSlots.
-  bool attends_in_qkv() const { return has_attend_; }
+  bool captured() const { return bool(exec_); }
   size_t arena_bytes() const { return arena_.bytes(); }
 
  private:
@@ -138,10 +130,8 @@ class Executor {
   bool attention_matches_kv(const graph::Node& attention) const;
   float* f32_out(const graph::Node& n) const;
   void launch_all(cudaStream_t s) const;
-  bool omitted(const graph::Node& n) const;  // ExecutorOptions::omit_steps_of
-  bool attend_next() const { return has_attend_ && max_pos_ < kMatvecAttendSlots; }
   // Fusions by kind, for the -v capture note (executor_fusion.cpp).
-  enum class Fusion { Norm, Residual, Sibling, SwiGlu, RopeKv, RopeKvEpilogue, Attend, kCount };
+  enum class Fusion { Norm, Residual, Sibling, SwiGlu, RopeKv, RopeKvEpilogue, kCount };
   // Fusions (executor_fusion.cpp), decided while lowering in node order.
   MatvecParams matvec_params(const graph::Node& mulmat) const;
   bool fold_norm(const graph::Node& norm);
@@ -151,9 +141,7 @@ class Executor {
   void fold_swiglu_epilogue(const graph::Node& mulmat, MatvecParams& p);
   bool rope_kv_fusable(const graph::Node& attention) const;
   graph::NodeId reader_past_views(graph::NodeId id) const;
-  graph::NodeId fold_rope_kv_epilogue(const graph::Node& mulmat, MatvecParams& p);
-  ::std::optional<MatvecParams> attend_in_launch(const graph::Node& mulmat, const MatvecParams& p,
-                                                 const graph::Node& attention);
+  void fold_rope_kv_epilogue(const graph::Node& mulmat, MatvecParams& p);
   const double* rope_powers(float freq_base, int32_t n_rot);
   void count_fusion(Fusion kind) { ++fused_count_[size_t(kind)]; }
   ::std::string fusion_summary() const;
@@ -183,11 +171,6 @@ class Executor {
   std::vector<bool> merged_;                       // MulMat nodes computed in an earlier sibling's launch
   std::vector<bool> kv_written_;                   // Attention nodes whose q/k/v launch rotated q and k and wrote
                                                    // K/V into the cache (MatvecRopeKv): their Ropes run nowhere
-  std::vector<bool> attended_;                     // Attention nodes whose q/k/v launch can attend (MatvecAttend)
-  DeviceBuffer attend_counters_;                   // MatvecAttend::counters, one per KV head, shared by the layers
-  bool has_attend_ = false;
-  int32_t max_pos_ = INT32_MAX;  // the largest position of the inputs last written (write_inputs)
-  bool attend_now_ = false;      // the variant being launched or captured: the steps read it as they launch
   std::map<::std::pair<float, int32_t>, DeviceBuffer> rope_powers_;  // base^(-2i/n_rot) by (base, n_rot)
   size_t fused_count_[size_t(Fusion::kCount)] = {};
   struct LastGemm {  // the latest prefill product: its input converts once for siblings right after it
@@ -195,12 +178,9 @@ class Executor {
     const float* x = nullptr;
     int64_t K = 0, T = 0;
   } last_gemm_;
-  struct Variant {  // a captured graph: [0] every step; [1] q/k/v launches attending, no attention steps
-    int runs = 0;
-    Graph graph;
-    GraphExec exec;
-  };
-  Variant variants_[2];
+  int runs_ = 0;
+  Graph graph_;
+  GraphExec exec_;
   Event done_ = Event::create();  // recorded after each run()
 };
 

@@ -17,13 +17,7 @@
 //   groups so each block writes silu(gate) * up, and neither product is stored.
 // - RoPE and the KV write as the epilogue of the q/k/v launch (fold_rope_kv_epilogue): where it applies, the rope
 //   pairs above run in no launch of their own and the attention step only attends.
-// - The attention itself as the tail of that q/k/v launch (attend_in_launch, MatvecAttend), in the runs whose
-//   positions are below kMatvecAttendSlots: the step holds both forms of the launch and the attention step launches
-//   only in the other runs, which replay a graph of their own (Executor::run). What it saves is not the attention's
-//   work but the grid-wide wait between q/k/v and attention: a KV head's attention starts once its own blocks are
-//   done (kernel notes, session 13).
 #include <algorithm>
-#include <optional>
 #include <string>
 #include <utility>
 
@@ -222,30 +216,29 @@ NodeId Executor::reader_past_views(NodeId id) const {
 // its own, so no tensor alive in between may share it (checked on the plan). Only for an f16 cache: a q8_0 or q4_0
 // block spans 32 rows of k or v, more than the launch's row groups give one block (the rope_kv launch writes it
 // instead).
-NodeId Executor::fold_rope_kv_epilogue(const Node& m, MatvecParams& p) {
-  if (!opt_.fuse || !kv_ || kv_->type() != graph::KvType::F16) return graph::kNoNode;
-  if (p.n_siblings != 2 || p.residual || p.swiglu_out || m.shape.rows() != 1) return graph::kNoNode;
+void Executor::fold_rope_kv_epilogue(const Node& m, MatvecParams& p) {
+  if (!opt_.fuse || !kv_ || kv_->type() != graph::KvType::F16) return;
+  if (p.n_siblings != 2 || p.residual || p.swiglu_out || m.shape.rows() != 1) return;
   const NodeId rq_id = reader_past_views(m.id);
-  if (rq_id == graph::kNoNode || g_.node(rq_id).op != Op::Rope) return graph::kNoNode;
+  if (rq_id == graph::kNoNode || g_.node(rq_id).op != Op::Rope) return;
   const Node& rq = g_.node(rq_id);
   const NodeId att_id = reader_past_views(rq_id);
-  if (att_id == graph::kNoNode || !rope_kv_fusable(g_.node(att_id))) return graph::kNoNode;
+  if (att_id == graph::kNoNode || !rope_kv_fusable(g_.node(att_id))) return;
   const Node& att = g_.node(att_id);
   const Node& rk = g_.node(att.inputs[1]);
   const NodeId k_mm = plan_.root.at(size_t(rk.inputs[0])), v_mm = plan_.root.at(size_t(att.inputs[2]));
-  if (att.inputs[0] != rq_id || reader_past_views(k_mm) != rk.id || reader_past_views(v_mm) != att_id)
-    return graph::kNoNode;
+  if (att.inputs[0] != rq_id || reader_past_views(k_mm) != rk.id || reader_past_views(v_mm) != att_id) return;
   // The siblings must be exactly the k and v products, k first.
   const float* ky = f32_out(g_.node(k_mm));
   const float* vy = f32_out(g_.node(v_mm));
   MatvecParams q = p;
   if (q.siblings[0].y == vy) ::std::swap(q.siblings[0], q.siblings[1]);
-  if (q.siblings[0].y != ky || q.siblings[1].y != vy) return graph::kNoNode;
+  if (q.siblings[0].y != ky || q.siblings[1].y != vy) return;
   const RopeKernelParams rp = rope_params(rq);
   const auto& ap = ::std::get<graph::AttentionParams>(att.params);
   if (rp.mode != graph::RopeMode::Normal || rp.T != 1 || rp.head_dim != ap.head_dim || !attention_matches_kv(att))
-    return graph::kNoNode;
-  if (!plan_.owns(rq_id) || !slot_free_between(rq_id, m.id, rq_id)) return graph::kNoNode;
+    return;
+  if (!plan_.owns(rq_id) || !slot_free_between(rq_id, m.id, rq_id)) return;
   q.rope_kv = MatvecRopeKv{rp.out,
                            static_cast<uint16_t*>(kv_->k(ap.layer)),
                            static_cast<uint16_t*>(kv_->v(ap.layer)),
@@ -257,35 +250,10 @@ NodeId Executor::fold_rope_kv_epilogue(const Node& m, MatvecParams& p) {
                            int32_t(ap.head_dim),
                            int32_t(ap.head_dim_v),
                            kv_->spec().n_ctx};
-  if (!matvec_fuses(q)) return graph::kNoNode;
+  if (!matvec_fuses(q)) return;
   p = q;
   kv_written_.at(size_t(att_id)) = true;
   count_fusion(Fusion::RopeKvEpilogue);
-  return att_id;
-}
-
-// The q/k/v launch p (with its RoPE + KV epilogue for `att`) that also attends (MatvecAttend), or nothing. Its
-// output is then written at this step instead of the attention's, so no tensor alive in between may share the
-// attention's slot — except the rotated q when both slots are one (the planner may run the attention in place):
-// the block that attends a KV head reads that head's q before it writes the same heads' outputs, and no other
-// block reads them.
-::std::optional<MatvecParams> Executor::attend_in_launch(const Node& m, const MatvecParams& p, const Node& att) {
-  if (!opt_.attend_in_qkv || !attend_counters_.bytes() || omitted(att) || !plan_.owns(att.id)) return ::std::nullopt;
-  const NodeId rq = att.inputs[0];
-  const bool in_place = plan_.offset.at(size_t(att.id)) == plan_.offset.at(size_t(rq)) &&
-                        plan_.bytes.at(size_t(att.id)) == plan_.bytes.at(size_t(rq));
-  if (!slot_free_between(att.id, m.id, att.id, in_place ? ::std::initializer_list<NodeId>{rq}
-                                                        : ::std::initializer_list<NodeId>{}))
-    return ::std::nullopt;
-  const auto& ap = ::std::get<graph::AttentionParams>(att.params);
-  MatvecParams q = p;
-  q.attend = MatvecAttend{f32_out(att), attend_counters_.as<unsigned>(), int32_t(ap.n_head), int32_t(ap.n_head_kv),
-                          ap.scale};
-  if (!matvec_fuses(q)) return ::std::nullopt;
-  attended_.at(size_t(att.id)) = true;
-  has_attend_ = true;
-  count_fusion(Fusion::Attend);
-  return q;
 }
 
 // base^(-2i/n_rot) in device memory for the q/k/v epilogue; allocated while lowering (at construction).
@@ -311,9 +279,7 @@ size_t Executor::n_fused() const {
 ::std::string Executor::fusion_summary() const {
   static const char* const kNames[] = {"RMS norms into matvecs", "residual adds", "sibling matvecs",
                                        "SwiGLUs into gate/up", "rope pairs + KV write into attention",
-                                       "rope pairs + KV write into q/k/v",
-                                       "attentions into q/k/v (positions below 256)"};
-  static_assert(kMatvecAttendSlots == 256, "the note names the limit");
+                                       "rope pairs + KV write into q/k/v"};
   static_assert(sizeof(kNames) / sizeof(kNames[0]) == size_t(Fusion::kCount));
   ::std::string s;
   for (size_t k = 0; k < size_t(Fusion::kCount); ++k)

@@ -5,7 +5,6 @@
 #pragma once
 #include <cuda_runtime.h>
 
-#include "cuda/kernels/arrival.cuh"
 #include "cuda/kernels/attention.cuh"
 
 namespace cuda {
@@ -24,13 +23,27 @@ __device__ __forceinline__ int64_t split_len_at(int64_t pos, int32_t max_splits,
 }
 
 // Called by every active split block of (KV head kvh, token t) after writing its partials for the G heads of the
-// group: true in the last one to arrive (arrival.cuh; the counter is reset by it), which then merges the n_active
-// splits into p.out (merge_splits, merge_splits_one_round). Every thread of the block must call it.
+// group: true in the last one to arrive (an atomic counter, reset by it), which then merges the n_active splits
+// into p.out (merge_splits, merge_splits_one_round). Every thread of the block must call it.
 __device__ __forceinline__ bool last_split_block(const AttentionKernelParams& p, int64_t kvh, int64_t t, int n_active,
                                                  int64_t hd) {
   unsigned* counter = reinterpret_cast<unsigned*>(p.partial + p.n_head * p.T * p.max_splits * (hd + 2)) +
                       kvh * p.T + t;
-  return last_to_arrive(counter, unsigned(n_active));
+  // One thread fences for the block, as cooperative groups' grid barrier does: the barrier orders every thread's
+  // partial writes before its fence, which makes them visible device-wide before the count (and, in the last block,
+  // every other block's before the reads that follow the second barrier).
+  __shared__ bool last;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    __threadfence();
+    last = atomicAdd(counter, 1u) == unsigned(n_active - 1);
+    if (last) {
+      *counter = 0u;  // every split has arrived: ready for the next launch
+      __threadfence();
+    }
+  }
+  __syncthreads();
+  return last;
 }
 
 // One warp, for head g of the group (its splits' partials at head_g, stride floats apart): every split's {max, sum}

@@ -44,23 +44,6 @@ struct MatvecRopeKv {
   int64_t n_ctx;
 };
 
-// Decode attention as the tail of a q/k/v launch with the RoPE + KV epilogue (MatvecParams::attend; f16 cache):
-// the launch orders its row groups by KV head (that head's G q heads, then its k and v rows) and gives each KV head
-// whole blocks; the last of a KV head's blocks to finish (a counter per KV head, left at zero) attends its G q
-// heads over cache slots [0, *position] and writes their outputs, so no attention launch and no grid-wide wait lie
-// between q/k/v and the o projection. Any position is served, but one block a KV head streams that head's whole
-// cache: the executor uses it below kMatvecAttendSlots (kernel notes, session 13). Rounding as the tensor-core
-// split kernel for the scores (q x scale to f16, K f16, f32 products); the softmax and P V in f32.
-struct MatvecAttend {
-  float* out;          // null: no tail. [head_dim_v, n_head]
-  unsigned* counters;  // [n_head_kv] device memory, zero before the first launch
-  int32_t n_head;      // a multiple of n_head_kv, at most 8 of them a KV head
-  int32_t n_head_kv;
-  float scale;
-};
-// Positions below which the executor lets q/k/v launches attend (the split kernel's one-split range, 4 tiles of 64).
-inline constexpr int32_t kMatvecAttendSlots = 256;
-
 struct MatvecParams {
   const void* w = nullptr;     // [K, N]: N rows of K elements of `type`, quant::row_bytes(type, K) bytes apart
   quant::Type type = quant::Type::F32;
@@ -87,7 +70,6 @@ struct MatvecParams {
   Sibling siblings[kMaxSiblings] = {};
   int n_siblings = 0;
   MatvecRopeKv rope_kv = {};
-  MatvecAttend attend = {};  // only with rope_kv
   // The launch's Q6_K matrices, all of them, regrouped at upload by runs of 8 blocks (q6_kx8.cuh), not as in GGUF.
   bool q6_kx8 = false;
   // Lab switches of the int16 kernel (A/Bs, and tests that force a path): Q4_0 units read by aligned runs of 8

@@ -16,9 +16,7 @@
 
 #include "cuda/check.h"
 #include "cuda/device_info.h"
-#include "cuda/kernels/arrival.cuh"
 #include "cuda/kernels/matvec.cuh"
-#include "cuda/kernels/matvec_attend.cuh"
 #include "cuda/kernels/matvec_i16_units.cuh"
 #include "cuda/kernels/pdl.cuh"
 #include "cuda/kernels/rope_angle.cuh"
@@ -90,9 +88,6 @@ __device__ __forceinline__ float warp_sum_rows(float (&a)[R], int lane) {
 // (group 2i is gate's group i, 2i + 1 up's) so that a block, owning an even number of groups, holds both halves of
 // its outputs and writes silu(gate) * up to glu_out instead of y.
 // RoPE + KV epilogue (MatvecParams::rope_kv): role[i] says which of q (0), k (1), v (2) matrix i is.
-// With the attention tail (MatvecParams::attend) the groups go by KV head instead: KV head j's groups of matrix 0,
-// then of matrix 1, then 2 (kv_per[i] each, kv_P in all), so that blocks of whole KV heads (kv_blocks blocks a KV
-// head, over the launch's one or two segment sets) hold every row that head's attention reads.
 struct Segments {
   const uint8_t* w[3];
   const float* bias[3];
@@ -102,29 +97,16 @@ struct Segments {
   int n;
   float* glu_out;
   int8_t role[3];
-  int32_t kv_per[3];  // by KV head (kv_P > 0): groups of matrix i a KV head
-  int32_t kv_P;       // 0: groups in matrix order
-  int32_t kv_blocks;  // blocks a KV head in the launch
-  int32_t att_warps;  // warps of the attention tail (its shared memory)
 };
 
 __device__ __forceinline__ int segment_of(const Segments& sg, int64_t g) {
   if (sg.glu_out) return int(g & 1);
-  if (sg.kv_P) {
-    const int32_t r = int32_t(g) % sg.kv_P;
-    return r < sg.kv_per[0] ? 0 : (r < sg.kv_per[0] + sg.kv_per[1] ? 1 : 2);
-  }
   return g < sg.first[1] ? 0 : (g < sg.first[2] ? 1 : 2);
 }
 
 // First row of group g within its matrix s.
 template <int R>
 __device__ __forceinline__ int64_t group_row0(const Segments& sg, int64_t g, int s) {
-  if (sg.kv_P) {
-    const int32_t j = int32_t(g) / sg.kv_P, r = int32_t(g) % sg.kv_P;
-    const int32_t before = s == 0 ? 0 : (s == 1 ? sg.kv_per[0] : sg.kv_per[0] + sg.kv_per[1]);
-    return (int64_t(j) * sg.kv_per[s] + (r - before)) * R;
-  }
   return sg.glu_out ? (g >> 1) * R : (g - sg.first[s]) * R;
 }
 
@@ -169,7 +151,7 @@ __device__ __forceinline__ void write_rope_kv(const MatvecParams& p, const Segme
 // (K floats) right after pdl_wait(), so with one slice per block a 4096-wide launch re-read 16 KiB of x 512 times
 // (8 MiB of L2 traffic on the launch's critical path); slices divide that by their count.
 // kSliced false: one slice, compiled without the sharing (slices_arg ignored).
-template <quant::Type T, int R, bool kAlt, bool kSliced, bool kAttend>
+template <quant::Type T, int R, bool kAlt, bool kSliced>
 __device__ __forceinline__ void matvec_i16_body(const MatvecParams& p, const Segments& sg, size_t row_bytes,
                                                 int64_t groups_per_block, int slices_arg, int64_t block) {
   const int slices = kSliced ? slices_arg : 1;
@@ -274,13 +256,6 @@ __device__ __forceinline__ void matvec_i16_body(const MatvecParams& p, const Seg
   __syncthreads();
   if (p.rope_kv.q_out) {
     write_rope_kv<R>(p, sg, part, cap, g0, g1, n_warps, pos);
-    // The last of its KV head's blocks attends that head (the part buffer is free again after the barrier in
-    // last_to_arrive).
-    if constexpr (kAttend) {
-      const int64_t kvh = g0 / sg.kv_P;
-      if (last_to_arrive(p.attend.counters + kvh, unsigned(sg.kv_blocks)) && pos >= 0 && pos < p.rope_kv.n_ctx)
-        attend::attend_kv_head(p.attend, p.rope_kv, kvh, pos + 1, sg.att_warps, part);
-    }
     return;
   }
   if (sg.glu_out) {  // pairs of groups: gate rows then up rows of the same R outputs
@@ -308,20 +283,20 @@ __device__ __forceinline__ void matvec_i16_body(const MatvecParams& p, const Seg
   }
 }
 
-template <quant::Type T, int R, bool kAlt, bool kSliced, bool kAttend>
+template <quant::Type T, int R, bool kAlt, bool kSliced>
 __global__ void __launch_bounds__(kMaxUnits, 1)
     matvec_i16_kernel(MatvecParams p, Segments sg, size_t row_bytes, int64_t groups_per_block, int slices) {
-  matvec_i16_body<T, R, kAlt, kSliced, kAttend>(p, sg, row_bytes, groups_per_block, slices, blockIdx.x);
+  matvec_i16_body<T, R, kAlt, kSliced>(p, sg, row_bytes, groups_per_block, slices, blockIdx.x);
 }
 
 // Siblings of two types in one launch (a Q4_K_M file's Q4_K q/k with its Q6_K v): blocks [0, blocks_a) run the
 // matrices of type TA, the rest those of type TB, all reading the same x.
-template <quant::Type TA, int RA, quant::Type TB, int RB, bool kAltB, bool kSliced, bool kAttend>
+template <quant::Type TA, int RA, quant::Type TB, int RB, bool kAltB, bool kSliced>
 __global__ void __launch_bounds__(kMaxUnits, 1)
     matvec_i16_pair_kernel(MatvecParams p, Segments sa, Segments sb, size_t rb_a, size_t rb_b, int64_t gpb_a,
                            int64_t gpb_b, int64_t blocks_a, int slices) {
-  if (blockIdx.x < blocks_a) matvec_i16_body<TA, RA, false, kSliced, kAttend>(p, sa, rb_a, gpb_a, slices, blockIdx.x);
-  else matvec_i16_body<TB, RB, kAltB, kSliced, kAttend>(p, sb, rb_b, gpb_b, slices, blockIdx.x - blocks_a);
+  if (blockIdx.x < blocks_a) matvec_i16_body<TA, RA, false, kSliced>(p, sa, rb_a, gpb_a, slices, blockIdx.x);
+  else matvec_i16_body<TB, RB, kAltB, kSliced>(p, sb, rb_b, gpb_b, slices, blockIdx.x - blocks_a);
 }
 
 // Resident blocks per SM of `kernel` at this block size, cached per (kernel, warp count) by the caller's static.
@@ -348,8 +323,6 @@ Segments segments_of(const MatvecParams& p, quant::Type t, int R) {
     if (p.siblings[i].type == t)
       sg.role[sg.n] = int8_t(i + 1), add(p.siblings[i].w, p.siblings[i].bias, p.siblings[i].y, p.siblings[i].N);
   for (int i = 0; i < 3; ++i) sg.first[i + 1] = sg.first[i] + (i < sg.n ? (sg.N[i] + R - 1) / R : 0);
-  if (p.attend.out)  // by KV head (matvec_fuses checked that a KV head's rows are whole groups)
-    for (int i = 0; i < sg.n; ++i) sg.kv_per[i] = int32_t(sg.N[i] / p.attend.n_head_kv / R), sg.kv_P += sg.kv_per[i];
   return sg;
 }
 
@@ -376,39 +349,18 @@ BlockShape block_shape(Kernel kernel, const MatvecParams& p, ::std::atomic<int> 
 }
 
 // Groups per block for n_groups spread over max_blocks blocks, within the part buffer's size (what the runs of x
-// leave of it); an even count when the groups come in (gate, up) pairs (the SwiGLU epilogue). With the groups by KV
-// head (Segments::kv_P), a divisor of kv_P, so that blocks hold whole KV heads: the smallest at least the balanced
-// count, else the largest within the cap.
-int64_t groups_per_block(int64_t n_groups, int64_t max_blocks, const BlockShape& b, int R, bool pairs = false,
-                         int64_t kv_P = 0) {
+// leave of it); an even count when the groups come in (gate, up) pairs (the SwiGLU epilogue).
+int64_t groups_per_block(int64_t n_groups, int64_t max_blocks, const BlockShape& b, int R, bool pairs = false) {
   int64_t gpb = (n_groups + max_blocks - 1) / max_blocks;
   int64_t cap = int64_t((kMaxPartBytes - b.runs_bytes()) / (size_t(b.warps()) * R * 4));
   if (pairs) gpb = (gpb + 1) & ~int64_t(1), cap &= ~int64_t(1);
-  if (kv_P > 0) {
-    for (int64_t d = gpb; d <= ::std::min(cap, kv_P); ++d)
-      if (kv_P % d == 0) return d;
-    for (int64_t d = ::std::min({gpb, cap, kv_P}); d > 1; --d)
-      if (kv_P % d == 0) return d;
-    return 1;
-  }
   return gpb < cap ? gpb : cap;
 }
 
-// The attention tail's shape (matvec_attend.cuh): the launch's blocks per KV head and the warps whose chunk state
-// fits in the dynamic shared memory; returns the bytes that needs.
-size_t shape_attend(const MatvecParams& p, const BlockShape& b, int64_t kv_blocks, Segments& sa, Segments* sb) {
-  const int G = p.attend.n_head / p.attend.n_head_kv;
-  const size_t per_warp = size_t(attend::warp_floats(p.rope_kv.head_dim, G)) * 4;
-  const int warps = int(::std::min<size_t>(size_t(b.threads() / 32), kMaxPartBytes / per_warp));
-  for (Segments* s : {&sa, sb})
-    if (s) s->kv_blocks = int32_t(kv_blocks), s->att_warps = warps;
-  return size_t(warps) * per_warp;
-}
-
-template <quant::Type T, int R, bool kAlt, bool kSliced, bool kAttend>
+template <quant::Type T, int R, bool kAlt, bool kSliced>
 void launch_i16_shaped(const MatvecParams& p, size_t rb, const BlockShape& b, cudaStream_t stream) {
   static ::std::atomic<int> per_sm[kMaxUnits / 32 + 1];
-  const int bps = blocks_per_sm(matvec_i16_kernel<T, R, kAlt, kSliced, kAttend>, b.threads(), per_sm);
+  const int bps = blocks_per_sm(matvec_i16_kernel<T, R, kAlt, kSliced>, b.threads(), per_sm);
   Segments sg = segments_of(p, T, R);
   if (p.swiglu_out) {  // gate first (swapped when it is the sibling)
     if (p.swiglu_gate_is_sibling)
@@ -416,64 +368,50 @@ void launch_i16_shaped(const MatvecParams& p, size_t rb, const BlockShape& b, cu
     sg.glu_out = p.swiglu_out;
   }
   const int64_t resident = int64_t(current_device_sm_count()) * bps;
-  const int64_t gpb = groups_per_block(sg.first[sg.n], resident, b, R, p.swiglu_out != nullptr, sg.kv_P);
+  const int64_t gpb = groups_per_block(sg.first[sg.n], resident, b, R, p.swiglu_out != nullptr);
   const int64_t grid = (sg.first[sg.n] + gpb - 1) / gpb;
   LLM_REQUIRE(grid <= 0x7fffffff, "too many rows");
-  size_t smem = size_t(b.warps()) * size_t(gpb) * R * 4 + b.runs_bytes();
-  if (p.attend.out) smem = ::std::max(smem, shape_attend(p, b, sg.kv_P / gpb, sg, nullptr));
-  launch_pdl(matvec_i16_kernel<T, R, kAlt, kSliced, kAttend>, dim3(unsigned(grid)), dim3(unsigned(b.threads())), smem,
+  const size_t smem = size_t(b.warps()) * size_t(gpb) * R * 4 + b.runs_bytes();
+  launch_pdl(matvec_i16_kernel<T, R, kAlt, kSliced>, dim3(unsigned(grid)), dim3(unsigned(b.threads())), smem,
              stream, p, sg, rb, gpb, b.slices);
 }
 
 template <quant::Type T, int R, bool kAlt = false>
 void launch_i16(const MatvecParams& p, size_t rb, cudaStream_t stream) {
   static ::std::atomic<int> per_sm[kMaxUnits / 32 + 1];
-  const BlockShape b = block_shape(matvec_i16_kernel<T, R, kAlt, false, false>, p, per_sm);
-  // The attention tail is a variant of its own: its code would cost the other launches registers.
-  if (p.attend.out) {
-    if (b.slices > 1) launch_i16_shaped<T, R, kAlt, true, true>(p, rb, b, stream);
-    else launch_i16_shaped<T, R, kAlt, false, true>(p, rb, b, stream);
-  } else if (b.slices > 1) {
-    launch_i16_shaped<T, R, kAlt, true, false>(p, rb, b, stream);
-  } else {
-    launch_i16_shaped<T, R, kAlt, false, false>(p, rb, b, stream);
-  }
+  const BlockShape b = block_shape(matvec_i16_kernel<T, R, kAlt, false>, p, per_sm);
+  if (b.slices > 1) launch_i16_shaped<T, R, kAlt, true>(p, rb, b, stream);
+  else launch_i16_shaped<T, R, kAlt, false>(p, rb, b, stream);
 }
 
 // Main of type TA (with same-type siblings) plus siblings of type TB: the resident blocks are shared in proportion
 // to each type's bytes.
-template <quant::Type TA, int RA, quant::Type TB, int RB, bool kAltB, bool kSliced, bool kAttend>
+template <quant::Type TA, int RA, quant::Type TB, int RB, bool kAltB, bool kSliced>
 void launch_i16_pair_shaped(const MatvecParams& p, const BlockShape& b, cudaStream_t stream) {
   static ::std::atomic<int> per_sm[kMaxUnits / 32 + 1];
-  const int bps = blocks_per_sm(matvec_i16_pair_kernel<TA, RA, TB, RB, kAltB, kSliced, kAttend>, b.threads(), per_sm);
+  const int bps = blocks_per_sm(matvec_i16_pair_kernel<TA, RA, TB, RB, kAltB, kSliced>, b.threads(), per_sm);
   const size_t rb_a = quant::row_bytes(TA, p.K), rb_b = quant::row_bytes(TB, p.K);
-  Segments sa = segments_of(p, TA, RA), sb = segments_of(p, TB, RB);
+  const Segments sa = segments_of(p, TA, RA), sb = segments_of(p, TB, RB);
   const double bytes_a = double(sa.first[sa.n]) * RA * rb_a, bytes_b = double(sb.first[sb.n]) * RB * rb_b;
   const int64_t total = int64_t(current_device_sm_count()) * bps;
   int64_t max_a = int64_t(double(total) * bytes_a / (bytes_a + bytes_b) + 0.5);
   max_a = max_a < 1 ? 1 : (max_a > total - 1 ? total - 1 : max_a);
-  const int64_t gpb_a = groups_per_block(sa.first[sa.n], max_a, b, RA, false, sa.kv_P);
-  const int64_t gpb_b = groups_per_block(sb.first[sb.n], total - max_a, b, RB, false, sb.kv_P);
+  const int64_t gpb_a = groups_per_block(sa.first[sa.n], max_a, b, RA);
+  const int64_t gpb_b = groups_per_block(sb.first[sb.n], total - max_a, b, RB);
   const int64_t blocks_a = (sa.first[sa.n] + gpb_a - 1) / gpb_a, blocks_b = (sb.first[sb.n] + gpb_b - 1) / gpb_b;
   LLM_REQUIRE(blocks_a + blocks_b <= 0x7fffffff, "too many rows");
-  size_t smem = size_t(b.warps()) * 4 * size_t(gpb_a * RA > gpb_b * RB ? gpb_a * RA : gpb_b * RB) + b.runs_bytes();
-  if (p.attend.out) smem = ::std::max(smem, shape_attend(p, b, sa.kv_P / gpb_a + sb.kv_P / gpb_b, sa, &sb));
-  launch_pdl(matvec_i16_pair_kernel<TA, RA, TB, RB, kAltB, kSliced, kAttend>, dim3(unsigned(blocks_a + blocks_b)),
+  const size_t smem =
+      size_t(b.warps()) * 4 * size_t(gpb_a * RA > gpb_b * RB ? gpb_a * RA : gpb_b * RB) + b.runs_bytes();
+  launch_pdl(matvec_i16_pair_kernel<TA, RA, TB, RB, kAltB, kSliced>, dim3(unsigned(blocks_a + blocks_b)),
              dim3(unsigned(b.threads())), smem, stream, p, sa, sb, rb_a, rb_b, gpb_a, gpb_b, blocks_a, b.slices);
 }
 
 template <quant::Type TA, int RA, quant::Type TB, int RB, bool kAltB = false>
 void launch_i16_pair(const MatvecParams& p, cudaStream_t stream) {
   static ::std::atomic<int> per_sm[kMaxUnits / 32 + 1];
-  const BlockShape b = block_shape(matvec_i16_pair_kernel<TA, RA, TB, RB, kAltB, false, false>, p, per_sm);
-  if (p.attend.out) {
-    if (b.slices > 1) launch_i16_pair_shaped<TA, RA, TB, RB, kAltB, true, true>(p, b, stream);
-    else launch_i16_pair_shaped<TA, RA, TB, RB, kAltB, false, true>(p, b, stream);
-  } else if (b.slices > 1) {
-    launch_i16_pair_shaped<TA, RA, TB, RB, kAltB, true, false>(p, b, stream);
-  } else {
-    launch_i16_pair_shaped<TA, RA, TB, RB, kAltB, false, false>(p, b, stream);
-  }
+  const BlockShape b = block_shape(matvec_i16_pair_kernel<TA, RA, TB, RB, kAltB, false>, p, per_sm);
+  if (b.slices > 1) launch_i16_pair_shaped<TA, RA, TB, RB, kAltB, true>(p, b, stream);
+  else launch_i16_pair_shaped<TA, RA, TB, RB, kAltB, false>(p, b, stream);
 }
 
 // The q/k/v shapes the RoPE + KV epilogue serves (MatvecRopeKv): whole heads of even length, k and v beside q.
@@ -486,21 +424,6 @@ bool rope_kv_epilogue_fits(const MatvecParams& p) {
   const int64_t n_kv = p.siblings[0].N / e.head_dim;
   return p.N % e.head_dim == 0 && p.siblings[0].N % e.head_dim == 0 && n_kv > 0 &&
          p.siblings[1].N == n_kv * e.head_dim_v;
-}
-
-// The attention tail's shapes (MatvecAttend, matvec_attend.cuh), on top of the epilogue's: head_dim = head_dim_v of
-// 64 or 128, all of n_rot's range, 1, 2, 4 or 8 q heads a KV head, and 16-byte aligned q and caches for its
-// 16-byte loads.
-bool attend_fits(const MatvecParams& p) {
-  const MatvecAttend& a = p.attend;
-  const MatvecRopeKv& e = p.rope_kv;
-  const auto aligned = [](const void* q) { return reinterpret_cast<uintptr_t>(q) % 16 == 0; };
-  if (!a.counters || a.n_head_kv <= 0 || a.n_head % a.n_head_kv != 0) return false;
-  const int32_t G = a.n_head / a.n_head_kv;
-  if (G != 1 && G != 2 && G != 4 && G != 8) return false;
-  if (e.head_dim != e.head_dim_v || (e.head_dim != 64 && e.head_dim != 128)) return false;
-  if (p.N != int64_t(a.n_head) * e.head_dim || p.siblings[0].N != int64_t(a.n_head_kv) * e.head_dim) return false;
-  return aligned(e.q_out) && aligned(e.k_cache) && aligned(e.v_cache);
 }
 
 // Whether every matrix of a Q4_0 launch can be read by aligned runs of 8 blocks (mv16::UnitQ4_0Runs): K a multiple
@@ -546,7 +469,6 @@ bool matvec_fuses(const MatvecParams& p) {
   }
   if (p.swiglu_out && (p.n_siblings != 1 || p.siblings[0].type != p.type || p.siblings[0].N != p.N)) return false;
   if (p.rope_kv.q_out && !rope_kv_epilogue_fits(p)) return false;
-  if (p.attend.out && (!p.rope_kv.q_out || !attend_fits(p))) return false;
   return a(p.x) % 16 == 0 && (!p.norm_w || a(p.norm_w) % 16 == 0);
 }
 
