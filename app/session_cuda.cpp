@@ -320,7 +320,7 @@ std::unique_ptr<Session> make_cuda_session(std::shared_ptr<const model::Model> m
   if (const char* e = std::getenv("LLM_CUDA_RTC"); e && std::string(e) == "0") o.rtc = false;
   if (const char* e = std::getenv("LLM_CUDA_Q6_KX8"); e && std::string(e) == "0") o.q6_kx8 = false;
   if (const char* e = std::getenv("LLM_CUDA_DECODE_AHEAD"); e && std::string(e) == "0") o.decode_ahead = false;
-  if (const char* e = std::getenv("LLM_CUDA_Q4_0_RUNS"); e && std::string(e) == "0") o.q4_0_runs = false;
+  if (const char* e = std::getenv("LLM_CUDA_Q4_0_RUNS"); e && *e) o.q4_0_runs = std::string(e) != "0";
   if (const char* e = std::getenv("LLM_CUDA_MV_SLICES"); e && *e) o.matvec_max_slices = std::atoi(e);
   // A lab switch for timing each step's share of decode (scripts/gpu-step-shares.sh): comma-separated node names.
   if (const char* e = std::getenv("LLM_CUDA_OMIT_STEPS"); e && *e) {

@@ -34,9 +34,9 @@ struct CudaSessionOptions {
   std::vector<std::string> omit_steps_of;  // timing only, results wrong (cuda::ExecutorOptions::omit_steps_of)
   bool q6_kx8 = true;  // regroup Q6_K matrices at upload (cuda/kernels/q6_kx8.cuh); false: LLM_CUDA_Q6_KX8=0
   bool decode_ahead = true;  // queue the next decode step before returning a token; false: LLM_CUDA_DECODE_AHEAD=0
-  // Decode matvec lab switches (cuda::ExecutorOptions): Q4_0 by aligned runs (false: LLM_CUDA_Q4_0_RUNS=0) and
+  // Decode matvec lab switches (cuda::ExecutorOptions): Q4_0 by aligned runs (true: LLM_CUDA_Q4_0_RUNS=1) and
   // the row slices a block may have (LLM_CUDA_MV_SLICES=N).
-  bool q4_0_runs = true;
+  bool q4_0_runs = false;
   int matvec_max_slices = 4;
 };
 

@@ -75,8 +75,10 @@ struct ExecutorOptions {
   ::std::vector<::std::string> omit_steps_of;
   // Arena offsets of the Q6_K weights the session regrouped at upload (q6_kx8.cuh); null: none.
   const ::std::unordered_set<uint64_t>* regrouped_offsets = nullptr;
-  // Lab switches of the decode matvec (MatvecParams::q4_0_runs, max_slices), for A/Bs.
-  bool matvec_q4_0_runs = true;
+  // Lab switches of the decode matvec (MatvecParams::q4_0_runs, max_slices), for A/Bs. Q4_0 in file order by
+  // default: with every launch of a model so, tg128 is 1.4% faster than by aligned runs (7B and 8B Q4_0, H100;
+  // docs/kernel-notes.md, session 13).
+  bool matvec_q4_0_runs = false;
   int matvec_max_slices = 4;
 };
 

@@ -129,8 +129,8 @@ TEST(WeightKernels, MatvecSliceShapesMatchReference) {
 }
 
 // The lab switches (MatvecParams::q4_0_runs, max_slices; LLM_CUDA_Q4_0_RUNS, LLM_CUDA_MV_SLICES) pick other paths
-// of the same products: Q4_0 units in file order on rows that aligned runs would read, and 1, 2 or 4 slices on a
-// 4096-wide row (4 by default), each against the reference.
+// of the same products: Q4_0 units by aligned runs of 8 blocks (off by default) or in file order, and 1, 2 or 4
+// slices on a 4096-wide row (4 by default), each against the reference.
 TEST(WeightKernels, MatvecLabSwitchesMatchReference) {
   REQUIRE_GPU();
   std::mt19937 rng(5151);
