@@ -150,20 +150,20 @@ __device__ __forceinline__ void write_rope_kv(const MatvecParams& p, const Segme
 // alone reads from L2, normalises and quantizes, then publishes in shared memory. Why: every block reads all of x
 // (K floats) right after pdl_wait(), so with one slice per block a 4096-wide launch re-read 16 KiB of x 512 times
 // (8 MiB of L2 traffic on the launch's critical path); slices divide that by their count.
-// kSliced false: one slice, compiled without the sharing (slices_arg ignored).
-template <quant::Type T, int R, bool kAlt, bool kSliced>
+// One instantiation serves one slice too (the down projections of K >= 8192): a separate one compiled without the
+// sharing made tg128 0.3-0.6% slower (7B, 8B Q4_0 and Q4_K_M, H100; kernel notes, session 13).
+template <quant::Type T, int R, bool kAlt>
 __device__ __forceinline__ void matvec_i16_body(const MatvecParams& p, const Segments& sg, size_t row_bytes,
-                                                int64_t groups_per_block, int slices_arg, int64_t block) {
-  const int slices = kSliced ? slices_arg : 1;
+                                                int64_t groups_per_block, int slices, int64_t block) {
   static_assert(!kAlt || T == quant::Type::Q6_K || T == quant::Type::Q4_0, "no alternative unit");
   using U = typename mv16::UnitFor<T, kAlt>::type;
   // [warps of a slice][groups_per_block * R] partial sums, then (slices > 1) x's runs as mv16::Run fields, SoA:
   // field f (q[0..7], s, S) of run r (0, 1) of unit u at runs[(10 r + f) * tps + u].
   extern __shared__ float part[];
   __shared__ float red[32];
-  const int tps = kSliced ? int(blockDim.x) / slices : int(blockDim.x);  // threads per slice, a multiple of 32
-  const int slice = kSliced ? int(threadIdx.x) / tps : 0;
-  const int u = kSliced ? int(threadIdx.x) % tps : int(threadIdx.x), lane = u & 31, warp = u >> 5;
+  const int tps = int(blockDim.x) / slices;  // threads per slice, a multiple of 32
+  const int slice = int(threadIdx.x) / tps;
+  const int u = int(threadIdx.x) % tps, lane = u & 31, warp = u >> 5;
   const int n_warps = tps >> 5;
   const int64_t n_units = p.K / 32;
   const bool active = u < n_units;
@@ -283,20 +283,20 @@ __device__ __forceinline__ void matvec_i16_body(const MatvecParams& p, const Seg
   }
 }
 
-template <quant::Type T, int R, bool kAlt, bool kSliced>
+template <quant::Type T, int R, bool kAlt>
 __global__ void __launch_bounds__(kMaxUnits, 1)
     matvec_i16_kernel(MatvecParams p, Segments sg, size_t row_bytes, int64_t groups_per_block, int slices) {
-  matvec_i16_body<T, R, kAlt, kSliced>(p, sg, row_bytes, groups_per_block, slices, blockIdx.x);
+  matvec_i16_body<T, R, kAlt>(p, sg, row_bytes, groups_per_block, slices, blockIdx.x);
 }
 
 // Siblings of two types in one launch (a Q4_K_M file's Q4_K q/k with its Q6_K v): blocks [0, blocks_a) run the
 // matrices of type TA, the rest those of type TB, all reading the same x.
-template <quant::Type TA, int RA, quant::Type TB, int RB, bool kAltB, bool kSliced>
+template <quant::Type TA, int RA, quant::Type TB, int RB, bool kAltB>
 __global__ void __launch_bounds__(kMaxUnits, 1)
     matvec_i16_pair_kernel(MatvecParams p, Segments sa, Segments sb, size_t rb_a, size_t rb_b, int64_t gpb_a,
                            int64_t gpb_b, int64_t blocks_a, int slices) {
-  if (blockIdx.x < blocks_a) matvec_i16_body<TA, RA, false, kSliced>(p, sa, rb_a, gpb_a, slices, blockIdx.x);
-  else matvec_i16_body<TB, RB, kAltB, kSliced>(p, sb, rb_b, gpb_b, slices, blockIdx.x - blocks_a);
+  if (blockIdx.x < blocks_a) matvec_i16_body<TA, RA, false>(p, sa, rb_a, gpb_a, slices, blockIdx.x);
+  else matvec_i16_body<TB, RB, kAltB>(p, sb, rb_b, gpb_b, slices, blockIdx.x - blocks_a);
 }
 
 // Resident blocks per SM of `kernel` at this block size, cached per (kernel, warp count) by the caller's static.
@@ -357,10 +357,11 @@ int64_t groups_per_block(int64_t n_groups, int64_t max_blocks, const BlockShape&
   return gpb < cap ? gpb : cap;
 }
 
-template <quant::Type T, int R, bool kAlt, bool kSliced>
-void launch_i16_shaped(const MatvecParams& p, size_t rb, const BlockShape& b, cudaStream_t stream) {
+template <quant::Type T, int R, bool kAlt = false>
+void launch_i16(const MatvecParams& p, size_t rb, cudaStream_t stream) {
   static ::std::atomic<int> per_sm[kMaxUnits / 32 + 1];
-  const int bps = blocks_per_sm(matvec_i16_kernel<T, R, kAlt, kSliced>, b.threads(), per_sm);
+  const BlockShape b = block_shape(matvec_i16_kernel<T, R, kAlt>, p, per_sm);
+  const int bps = blocks_per_sm(matvec_i16_kernel<T, R, kAlt>, b.threads(), per_sm);
   Segments sg = segments_of(p, T, R);
   if (p.swiglu_out) {  // gate first (swapped when it is the sibling)
     if (p.swiglu_gate_is_sibling)
@@ -372,24 +373,17 @@ void launch_i16_shaped(const MatvecParams& p, size_t rb, const BlockShape& b, cu
   const int64_t grid = (sg.first[sg.n] + gpb - 1) / gpb;
   LLM_REQUIRE(grid <= 0x7fffffff, "too many rows");
   const size_t smem = size_t(b.warps()) * size_t(gpb) * R * 4 + b.runs_bytes();
-  launch_pdl(matvec_i16_kernel<T, R, kAlt, kSliced>, dim3(unsigned(grid)), dim3(unsigned(b.threads())), smem,
+  launch_pdl(matvec_i16_kernel<T, R, kAlt>, dim3(unsigned(grid)), dim3(unsigned(b.threads())), smem,
              stream, p, sg, rb, gpb, b.slices);
-}
-
-template <quant::Type T, int R, bool kAlt = false>
-void launch_i16(const MatvecParams& p, size_t rb, cudaStream_t stream) {
-  static ::std::atomic<int> per_sm[kMaxUnits / 32 + 1];
-  const BlockShape b = block_shape(matvec_i16_kernel<T, R, kAlt, false>, p, per_sm);
-  if (b.slices > 1) launch_i16_shaped<T, R, kAlt, true>(p, rb, b, stream);
-  else launch_i16_shaped<T, R, kAlt, false>(p, rb, b, stream);
 }
 
 // Main of type TA (with same-type siblings) plus siblings of type TB: the resident blocks are shared in proportion
 // to each type's bytes.
-template <quant::Type TA, int RA, quant::Type TB, int RB, bool kAltB, bool kSliced>
-void launch_i16_pair_shaped(const MatvecParams& p, const BlockShape& b, cudaStream_t stream) {
+template <quant::Type TA, int RA, quant::Type TB, int RB, bool kAltB = false>
+void launch_i16_pair(const MatvecParams& p, cudaStream_t stream) {
   static ::std::atomic<int> per_sm[kMaxUnits / 32 + 1];
-  const int bps = blocks_per_sm(matvec_i16_pair_kernel<TA, RA, TB, RB, kAltB, kSliced>, b.threads(), per_sm);
+  const BlockShape b = block_shape(matvec_i16_pair_kernel<TA, RA, TB, RB, kAltB>, p, per_sm);
+  const int bps = blocks_per_sm(matvec_i16_pair_kernel<TA, RA, TB, RB, kAltB>, b.threads(), per_sm);
   const size_t rb_a = quant::row_bytes(TA, p.K), rb_b = quant::row_bytes(TB, p.K);
   const Segments sa = segments_of(p, TA, RA), sb = segments_of(p, TB, RB);
   const double bytes_a = double(sa.first[sa.n]) * RA * rb_a, bytes_b = double(sb.first[sb.n]) * RB * rb_b;
@@ -402,16 +396,8 @@ void launch_i16_pair_shaped(const MatvecParams& p, const BlockShape& b, cudaStre
   LLM_REQUIRE(blocks_a + blocks_b <= 0x7fffffff, "too many rows");
   const size_t smem =
       size_t(b.warps()) * 4 * size_t(gpb_a * RA > gpb_b * RB ? gpb_a * RA : gpb_b * RB) + b.runs_bytes();
-  launch_pdl(matvec_i16_pair_kernel<TA, RA, TB, RB, kAltB, kSliced>, dim3(unsigned(blocks_a + blocks_b)),
+  launch_pdl(matvec_i16_pair_kernel<TA, RA, TB, RB, kAltB>, dim3(unsigned(blocks_a + blocks_b)),
              dim3(unsigned(b.threads())), smem, stream, p, sa, sb, rb_a, rb_b, gpb_a, gpb_b, blocks_a, b.slices);
-}
-
-template <quant::Type TA, int RA, quant::Type TB, int RB, bool kAltB = false>
-void launch_i16_pair(const MatvecParams& p, cudaStream_t stream) {
-  static ::std::atomic<int> per_sm[kMaxUnits / 32 + 1];
-  const BlockShape b = block_shape(matvec_i16_pair_kernel<TA, RA, TB, RB, kAltB, false>, p, per_sm);
-  if (b.slices > 1) launch_i16_pair_shaped<TA, RA, TB, RB, kAltB, true>(p, b, stream);
-  else launch_i16_pair_shaped<TA, RA, TB, RB, kAltB, false>(p, b, stream);
 }
 
 // The q/k/v shapes the RoPE + KV epilogue serves (MatvecRopeKv): whole heads of even length, k and v beside q.
