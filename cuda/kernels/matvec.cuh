@@ -73,8 +73,8 @@ struct MatvecParams {
   // The launch's Q6_K matrices, all of them, regrouped at upload by runs of 8 blocks (q6_kx8.cuh), not as in GGUF.
   bool q6_kx8 = false;
   // Lab switches of the int16 kernel (A/Bs, and tests that force a path): Q4_0 units read by aligned runs of 8
-  // blocks where they fit (default false: in file order, faster since session 13), and at most this many row
-  // slices sharing x in a block (1: one).
+  // blocks where they fit (false, the default: in file order; why: ExecutorOptions::matvec_q4_0_runs), and at most
+  // this many row slices sharing x in a block (1: one).
   bool q4_0_runs = false;
   int max_slices = 4;
 };
