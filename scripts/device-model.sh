@@ -1,14 +1,15 @@
 # Sourced by the GPU-machine scripts that bench one synthetic model (gpu-ab-bench.sh, gpu-step-shares.sh): $out
 # exists, .device points at the carried assets (DEVICE_DIR, default .device-lite) with its environment loaded,
 # and `make_model BIN` leaves the model of SHAPE and TYPE (default llama3-8b Q4_K_M) at $model, made with
-# `llm-run synth` and the bpe vocabulary the first time.
+# `llm-run synth` and the vocabulary VOCAB (bpe, the default, or spm: what gpu-bench.sh gives the Llama-2 7B) the
+# first time.
 out=${OUT:-/tmp/out}
 mkdir -p "$out"
 [ -e .device ] || ln -sfn "${DEVICE_DIR:-.device-lite}" .device  # env.sh names .device
 source .device/env.sh >/dev/null
-shape=${SHAPE:-llama3-8b} type=${TYPE:-Q4_K_M}
-model=/tmp/$shape-$type.gguf
+shape=${SHAPE:-llama3-8b} type=${TYPE:-Q4_K_M} vocab=${VOCAB:-bpe}
+model=/tmp/$shape-$type-$vocab.gguf
 make_model() {
-  [ -f "$model" ] || "$1" synth --shape "$shape" --type "$type" --vocab .device/tokenizer/ggml-vocab-llama-bpe.gguf \
-    -o "$model" >/dev/null
+  [ -f "$model" ] || "$1" synth --shape "$shape" --type "$type" \
+    --vocab ".device/tokenizer/ggml-vocab-llama-$vocab.gguf" -o "$model" >/dev/null
 }

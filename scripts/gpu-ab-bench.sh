@@ -6,8 +6,9 @@
 #          or DEVICE_DIR=.device-bench: env.sh, lib and tokenizer only)
 # Environment: ARGS (bench arguments, default "-p 512 -n 128 -r 3"; tg128 moves with the context size the bench
 # allocates, prompt + generation unless -c is given: compare builds at one -c, docs/kernel-notes.md, session 8),
-# ENVS (one env assignment per binary, e.g.
-# "NONE=1 LLM_CUDA_GRAPH=0", to A/B a switch with one binary given twice).
+# ENVS (one env assignment per binary, several joined by commas, e.g.
+# "NONE=1 LLM_CUDA_GRAPH=0,LLM_CUDA_MV_SLICES=2", to A/B switches with one binary given several times), VOCAB (bpe or
+# spm, device-model.sh).
 set -uo pipefail
 [ $# -ge 1 ] || { echo "usage: $0 LLM_RUN_BINARY..." >&2; exit 2; }
 source "$(dirname "$0")/device-model.sh"
@@ -21,7 +22,7 @@ for round in $(seq 1 "${ROUNDS:-2}"); do
     e=${envs[$i]:-NONE=1}
     i=$((i + 1))
     # shellcheck disable=SC2086
-    line=$(env "$e" "$b" bench -m "$model" --device cuda ${ARGS:--p 512 -n 128 -r 3} -o md 2>/dev/null |
+    line=$(env ${e//,/ } "$b" bench -m "$model" --device cuda ${ARGS:--p 512 -n 128 -r 3} -o md 2>/dev/null |
       grep -E '^\| .*(pp|tg)[0-9]' | awk -F'|' '{printf "%s %s;", $6, $7}')
     table+=("round $round  $b $e: $line")
   done
