@@ -10,7 +10,6 @@
 // kernel finishes; x, the residual and the position are read after pdl_wait().
 #include <algorithm>
 #include <atomic>
-#include <cstdlib>
 #include <utility>
 
 #include <cuda_fp16.h>
@@ -155,8 +154,7 @@ __device__ __forceinline__ void write_rope_kv(const MatvecParams& p, const Segme
 // sharing made tg128 0.3-0.6% slower (7B, 8B Q4_0 and Q4_K_M, H100; kernel notes, session 13).
 template <quant::Type T, int R, bool kAlt>
 __device__ __forceinline__ void matvec_i16_body(const MatvecParams& p, const Segments& sg, size_t row_bytes,
-                                                int64_t groups_per_block, int slices, int64_t block,
-                                                bool preload2 = false) {
+                                                int64_t groups_per_block, int slices, int64_t block) {
   static_assert(!kAlt || T == quant::Type::Q6_K || T == quant::Type::Q4_0, "no alternative unit");
   using U = typename mv16::UnitFor<T, kAlt>::type;
   // [warps of a slice][groups_per_block * R] partial sums, then (slices > 1) x's runs as mv16::Run fields, SoA:
@@ -188,8 +186,6 @@ __device__ __forceinline__ void matvec_i16_body(const MatvecParams& p, const Seg
   const int64_t first = g0 + slice;  // this slice's first group
   pdl_launch_dependents();
   if (active && first < g1) load_group(cur, first);  // weights: before the wait, overlapping the previous kernel
-  const bool pre2 = preload2 && active && first + slices < g1;  // LAB
-  if (pre2) load_group(nxt, first + slices);
   pdl_wait();
   const int32_t pos = p.rope_kv.q_out ? *p.rope_kv.position : 0;  // loaded with x, under the first weights
 
@@ -248,7 +244,7 @@ __device__ __forceinline__ void matvec_i16_body(const MatvecParams& p, const Seg
   }
 
   for (int64_t g = first; g < g1; g += slices) {
-    if (active && g + slices < g1 && !(pre2 && g == first)) load_group(nxt, g + slices);
+    if (active && g + slices < g1) load_group(nxt, g + slices);
     float acc[R];
 #pragma unroll
     for (int r = 0; r < R; ++r) acc[r] = active ? U::dot(cur[r], u, x0, x1) : 0.0f;
@@ -289,9 +285,8 @@ __device__ __forceinline__ void matvec_i16_body(const MatvecParams& p, const Seg
 
 template <quant::Type T, int R, bool kAlt>
 __global__ void __launch_bounds__(kMaxUnits, 1)
-    matvec_i16_kernel(MatvecParams p, Segments sg, size_t row_bytes, int64_t groups_per_block, int slices,
-                      bool preload2) {
-  matvec_i16_body<T, R, kAlt>(p, sg, row_bytes, groups_per_block, slices, blockIdx.x, preload2);
+    matvec_i16_kernel(MatvecParams p, Segments sg, size_t row_bytes, int64_t groups_per_block, int slices) {
+  matvec_i16_body<T, R, kAlt>(p, sg, row_bytes, groups_per_block, slices, blockIdx.x);
 }
 
 // Siblings of two types in one launch (a Q4_K_M file's Q4_K q/k with its Q6_K v): blocks [0, blocks_a) run the
@@ -362,19 +357,6 @@ int64_t groups_per_block(int64_t n_groups, int64_t max_blocks, const BlockShape&
   return gpb < cap ? gpb : cap;
 }
 
-// LAB: which launches load their second row group before pdl_wait (bits: 1 q/k/v, 2 gate/up, 4 o, 8 down,
-// 16 others) and a cap on the o launch's resident blocks.
-int lab_env(const char* name, int fallback) {
-  const char* e = ::std::getenv(name);
-  return e && *e ? ::std::atoi(e) : fallback;
-}
-int launch_kind(const MatvecParams& p) {
-  if (p.rope_kv.q_out || p.n_siblings == 2) return 1;
-  if (p.swiglu_out) return 2;
-  if (p.residual) return p.K == p.N ? 4 : 8;
-  return 16;
-}
-
 template <quant::Type T, int R, bool kAlt = false>
 void launch_i16(const MatvecParams& p, size_t rb, cudaStream_t stream) {
   static ::std::atomic<int> per_sm[kMaxUnits / 32 + 1];
@@ -386,16 +368,13 @@ void launch_i16(const MatvecParams& p, size_t rb, cudaStream_t stream) {
       ::std::swap(sg.w[0], sg.w[1]), ::std::swap(sg.bias[0], sg.bias[1]), ::std::swap(sg.y[0], sg.y[1]);
     sg.glu_out = p.swiglu_out;
   }
-  static const int preload_mask = lab_env("LLM_CUDA_MV_PRELOAD", 0), o_resident = lab_env("LLM_CUDA_MV_O_RESIDENT", 0);
-  const int kind = launch_kind(p);
-  int64_t resident = int64_t(current_device_sm_count()) * bps;
-  if (kind == 4 && o_resident > 0 && o_resident < resident) resident = o_resident;
+  const int64_t resident = int64_t(current_device_sm_count()) * bps;
   const int64_t gpb = groups_per_block(sg.first[sg.n], resident, b, R, p.swiglu_out != nullptr);
   const int64_t grid = (sg.first[sg.n] + gpb - 1) / gpb;
   LLM_REQUIRE(grid <= 0x7fffffff, "too many rows");
   const size_t smem = size_t(b.warps()) * size_t(gpb) * R * 4 + b.runs_bytes();
   launch_pdl(matvec_i16_kernel<T, R, kAlt>, dim3(unsigned(grid)), dim3(unsigned(b.threads())), smem,
-             stream, p, sg, rb, gpb, b.slices, (preload_mask & kind) != 0);
+             stream, p, sg, rb, gpb, b.slices);
 }
 
 // Main of type TA (with same-type siblings) plus siblings of type TB: the resident blocks are shared in proportion
