@@ -3,7 +3,6 @@
 #include "cuda/executor.h"
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 
@@ -259,11 +258,6 @@ void Executor::lower(const Node& n) {
         if (!p.residual) merge_siblings(n, p);
         fold_swiglu_epilogue(n, p);
         fold_rope_kv_epilogue(n, p);
-        if (lab_attend_.q) {  // LAB
-          LLM_REQUIRE(p.x == lab_attend_out_ && matvec_fuses(p), "lab attend: the next product is not its o");
-          p.attend = lab_attend_;
-          lab_attend_ = {};
-        }
         steps_.push_back([p](cudaStream_t s) { launch_matvec(p, s); });
       } else {
         GemmParams p{weight_ptr(w), type, f32_in(n, 1), bias, f32_out(n), K, N, T,
@@ -339,24 +333,6 @@ void Executor::lower(const Node& n) {
       a.n_head_kv = ap.n_head_kv, a.hd = ap.head_dim, a.hd_v = ap.head_dim_v, a.T = T, a.scale = ap.scale;
       a.max_splits = attention_max_splits(spec.n_ctx, ap.n_head_kv, T, ctx_.sm_count());
       a.kv_type = spec.type, a.k_scales = kv_->k_scales(ap.layer), a.v_scales = kv_->v_scales(ap.layer);
-      if (kv_written_[size_t(n.id)] && T == 1 && spec.type == graph::KvType::F16 && ::std::getenv("LLM_CUDA_LAB_ATTEND_O") &&
-          ap.head_dim == 128 && ap.head_dim_v == 128 &&
-          (ap.n_head == ap.n_head_kv || ap.n_head == 4 * ap.n_head_kv)) {  // LAB
-        LLM_REQUIRE(!lab_attend_.q, "lab attend: two attentions before an o projection");
-        if (!lab_sync_.bytes()) {
-          lab_sync_ = DeviceBuffer(4096);
-          CUDA_CHECK(cudaMemset(lab_sync_.get(), 0, 4096));
-        }
-        auto* base = static_cast<uint8_t*>(lab_sync_.get());
-        lab_attend_ = MatvecAttendLab{a.q, static_cast<const uint16_t*>(a.k_cache),
-                                      static_cast<const uint16_t*>(a.v_cache), pos,
-                                      reinterpret_cast<unsigned long long*>(base),
-                                      reinterpret_cast<int32_t*>(base + 256), spec.n_ctx, int32_t(ap.n_head),
-                                      int32_t(ap.n_head_kv), int32_t(ap.head_dim), ap.scale,
-                                      ::std::atoi(::std::getenv("LLM_CUDA_LAB_ATTEND_O"))};
-        lab_attend_out_ = a.out;
-        return;
-      }
       if (kv_written_[size_t(n.id)]) {  // q rotated and K/V in the cache: the q/k/v launch did both
         steps_.push_back([a](cudaStream_t s) { launch_attention(a, s); });
         return;

@@ -180,9 +180,6 @@ class Executor {
     const float* x = nullptr;
     int64_t K = 0, T = 0;
   } last_gemm_;
-  DeviceBuffer lab_sync_;            // LAB: the attend-in-o ticket and flags
-  MatvecAttendLab lab_attend_ = {};  // LAB: the attention waiting for its o projection
-  const float* lab_attend_out_ = nullptr;
   int runs_ = 0;
   Graph graph_;
   GraphExec exec_;

@@ -44,22 +44,6 @@ struct MatvecRopeKv {
   int64_t n_ctx;
 };
 
-// LAB: the decode attention in the o projection's launch (its x is the attention's output): the first n_head_kv
-// blocks to arrive (a ticket) attend one KV head each and publish it (a flag per KV head); every block waits for
-// the flags before it reads x. f16 cache.
-struct MatvecAttendLab {
-  const float* q;  // null: none
-  const uint16_t* k_cache;
-  const uint16_t* v_cache;
-  const int32_t* position;
-  unsigned long long* ticket;
-  int32_t* flags;
-  int64_t n_ctx;
-  int32_t n_head, n_head_kv, head_dim;
-  float scale;
-  int32_t mode;  // bit 0: skip the attention's work; bit 1: poll with a back-off
-};
-
 struct MatvecParams {
   const void* w = nullptr;     // [K, N]: N rows of K elements of `type`, quant::row_bytes(type, K) bytes apart
   quant::Type type = quant::Type::F32;
@@ -86,7 +70,6 @@ struct MatvecParams {
   Sibling siblings[kMaxSiblings] = {};
   int n_siblings = 0;
   MatvecRopeKv rope_kv = {};
-  MatvecAttendLab attend = {};
   // The launch's Q6_K matrices, all of them, regrouped at upload by runs of 8 blocks (q6_kx8.cuh), not as in GGUF.
   bool q6_kx8 = false;
   // Lab switches of the int16 kernel (A/Bs, and tests that force a path): Q4_0 units read by aligned runs of 8

@@ -17,7 +17,6 @@
 #include "cuda/check.h"
 #include "cuda/device_info.h"
 #include "cuda/kernels/matvec.cuh"
-#include "cuda/kernels/matvec_attend.cuh"
 #include "cuda/kernels/matvec_i16_units.cuh"
 #include "cuda/kernels/pdl.cuh"
 #include "cuda/kernels/rope_angle.cuh"
@@ -52,22 +51,6 @@ __device__ __forceinline__ void load16(const float* p, float (&v)[16]) {
   for (int i = 0; i < 4; ++i) {
     const float4* q = reinterpret_cast<const float4*>(p) + i;
     const float4 a = kReadOnly ? __ldg(q) : *q;
-    v[4 * i] = a.x, v[4 * i + 1] = a.y, v[4 * i + 2] = a.z, v[4 * i + 3] = a.w;
-  }
-}
-
-__device__ __forceinline__ int lab_ld_acquire(const int32_t* p) {
-  int v;
-  asm volatile("ld.acquire.gpu.global.s32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
-__device__ __forceinline__ void lab_st_release(int32_t* p, int v) {
-  asm volatile("st.release.gpu.global.s32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
-}
-__device__ __forceinline__ void load16_cg(const float* p, float (&v)[16]) {
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const float4 a = __ldcg(reinterpret_cast<const float4*>(p) + i);
     v[4 * i] = a.x, v[4 * i + 1] = a.y, v[4 * i + 2] = a.z, v[4 * i + 3] = a.w;
   }
 }
@@ -169,7 +152,7 @@ __device__ __forceinline__ void write_rope_kv(const MatvecParams& p, const Segme
 // (8 MiB of L2 traffic on the launch's critical path); slices divide that by their count.
 // One instantiation serves one slice too (the down projections of K >= 8192): a separate one compiled without the
 // sharing made tg128 0.3-0.6% slower (7B, 8B Q4_0 and Q4_K_M, H100; kernel notes, session 13).
-template <quant::Type T, int R, bool kAlt, bool kAttend = false>
+template <quant::Type T, int R, bool kAlt>
 __device__ __forceinline__ void matvec_i16_body(const MatvecParams& p, const Segments& sg, size_t row_bytes,
                                                 int64_t groups_per_block, int slices, int64_t block) {
   static_assert(!kAlt || T == quant::Type::Q6_K || T == quant::Type::Q4_0, "no alternative unit");
@@ -184,18 +167,6 @@ __device__ __forceinline__ void matvec_i16_body(const MatvecParams& p, const Seg
   const int n_warps = tps >> 5;
   const int64_t n_units = p.K / 32;
   const bool active = u < n_units;
-  // LAB: the attention in this launch (MatvecAttendLab): the block's role and work by its arrival ticket.
-  __shared__ unsigned long long lab_ticket;
-  int32_t epoch = 0;
-  bool attn_role = false;
-  if constexpr (kAttend) {
-    if (threadIdx.x == 0) lab_ticket = atomicAdd(p.attend.ticket, 1ull);
-    __syncthreads();
-    const unsigned long long t = lab_ticket;
-    block = int64_t(t % gridDim.x);
-    epoch = int32_t(t / gridDim.x) + 1;
-    attn_role = block < p.attend.n_head_kv;
-  }
 
   const int64_t n_groups = sg.first[sg.n];
   const int64_t g0 = block * groups_per_block;
@@ -214,26 +185,8 @@ __device__ __forceinline__ void matvec_i16_body(const MatvecParams& p, const Seg
   };
   const int64_t first = g0 + slice;  // this slice's first group
   pdl_launch_dependents();
-  if (active && first < g1 && !attn_role) load_group(cur, first);  // weights: before the wait
+  if (active && first < g1) load_group(cur, first);  // weights: before the wait, overlapping the previous kernel
   pdl_wait();
-  if constexpr (kAttend) {
-    if (attn_role) {
-      const int32_t apos = *p.attend.position;
-      if (!(p.attend.mode & 1))
-        attend::attend_kv_head(p.attend, const_cast<float*>(p.x), block, apos + 1, int(blockDim.x) / 32, part);
-      __syncthreads();
-      if (threadIdx.x == 0) {
-        __threadfence();
-        lab_st_release(p.attend.flags + block, epoch);
-      }
-      if (active && first < g1) load_group(cur, first);
-    }
-    if (int(threadIdx.x) < p.attend.n_head_kv)
-      while (lab_ld_acquire(p.attend.flags + threadIdx.x) != epoch) {
-        if (p.attend.mode & 2) __nanosleep(100);
-      }
-    __syncthreads();
-  }
   const int32_t pos = p.rope_kv.q_out ? *p.rope_kv.position : 0;  // loaded with x, under the first weights
 
   // This unit's 32 activations: two runs of 16 (slice 0 reads them; the others get the runs from it). With a folded
@@ -244,13 +197,8 @@ __device__ __forceinline__ void matvec_i16_body(const MatvecParams& p, const Seg
   const bool reader = active && slice == 0;
   float xa[16], xb[16], ss = 0.0f;
   if (reader) {
-    if constexpr (kAttend) {
-      load16_cg(p.x + U::seg0(u), xa);
-      load16_cg(p.x + U::seg0(u) + U::kOff1, xb);
-    } else {
-      load16<false>(p.x + U::seg0(u), xa);
-      load16<false>(p.x + U::seg0(u) + U::kOff1, xb);
-    }
+    load16<false>(p.x + U::seg0(u), xa);
+    load16<false>(p.x + U::seg0(u) + U::kOff1, xb);
     if (p.norm_w) {
       float wa[16], wb[16];
       load16<true>(p.norm_w + U::seg0(u), wa);
@@ -335,10 +283,10 @@ __device__ __forceinline__ void matvec_i16_body(const MatvecParams& p, const Seg
   }
 }
 
-template <quant::Type T, int R, bool kAlt, bool kAttend = false>
+template <quant::Type T, int R, bool kAlt>
 __global__ void __launch_bounds__(kMaxUnits, 1)
     matvec_i16_kernel(MatvecParams p, Segments sg, size_t row_bytes, int64_t groups_per_block, int slices) {
-  matvec_i16_body<T, R, kAlt, kAttend>(p, sg, row_bytes, groups_per_block, slices, blockIdx.x);
+  matvec_i16_body<T, R, kAlt>(p, sg, row_bytes, groups_per_block, slices, blockIdx.x);
 }
 
 // Siblings of two types in one launch (a Q4_K_M file's Q4_K q/k with its Q6_K v): blocks [0, blocks_a) run the
@@ -424,21 +372,7 @@ void launch_i16(const MatvecParams& p, size_t rb, cudaStream_t stream) {
   const int64_t gpb = groups_per_block(sg.first[sg.n], resident, b, R, p.swiglu_out != nullptr);
   const int64_t grid = (sg.first[sg.n] + gpb - 1) / gpb;
   LLM_REQUIRE(grid <= 0x7fffffff, "too many rows");
-  size_t smem = size_t(b.warps()) * size_t(gpb) * R * 4 + b.runs_bytes();
-  if (p.attend.q) {  // LAB
-    LLM_REQUIRE(grid <= resident && grid >= p.attend.n_head_kv, "attend lab: grid");
-    const size_t att = size_t(b.threads() / 32) *
-                       attend::warp_floats(p.attend.head_dim, p.attend.n_head / p.attend.n_head_kv) * 4;
-    smem = ::std::max(smem, att);
-  }
-  if constexpr ((T == quant::Type::Q4_0 && !kAlt) || T == quant::Type::Q4_K) {
-    if (p.attend.q) {
-      launch_pdl(matvec_i16_kernel<T, R, kAlt, true>, dim3(unsigned(grid)), dim3(unsigned(b.threads())), smem,
-                 stream, p, sg, rb, gpb, b.slices);
-      return;
-    }
-  }
-  LLM_REQUIRE(!p.attend.q, "attend lab: type");
+  const size_t smem = size_t(b.warps()) * size_t(gpb) * R * 4 + b.runs_bytes();
   launch_pdl(matvec_i16_kernel<T, R, kAlt>, dim3(unsigned(grid)), dim3(unsigned(b.threads())), smem,
              stream, p, sg, rb, gpb, b.slices);
 }
