@@ -3,7 +3,6 @@
 #include "cuda/executor.h"
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 
@@ -334,16 +333,6 @@ void Executor::lower(const Node& n) {
       a.n_head_kv = ap.n_head_kv, a.hd = ap.head_dim, a.hd_v = ap.head_dim_v, a.T = T, a.scale = ap.scale;
       a.max_splits = attention_max_splits(spec.n_ctx, ap.n_head_kv, T, ctx_.sm_count());
       a.kv_type = spec.type, a.k_scales = kv_->k_scales(ap.layer), a.v_scales = kv_->v_scales(ap.layer);
-      if (const char* e = ::std::getenv("LLM_CUDA_LAB_ATTN_PREFETCH"); e && *e == '1' && T == 1 &&
-          users_[size_t(n.id)].size() == 1) {  // LAB: the o projection's weights into L2 during the attention
-        const Node& m = g_.node(users_[size_t(n.id)][0]);
-        if (m.op == Op::MulMat && g_.node(m.inputs[0]).op == Op::Weight) {
-          const Node& w = g_.node(m.inputs[0]);
-          a.prefetch = static_cast<const uint8_t*>(weight_ptr(w));
-          a.prefetch_bytes = int64_t(quant::row_bytes(::std::get<graph::WeightParams>(w.params).type, w.shape.ne[0])) *
-                             w.shape.ne[1];
-        }
-      }
       if (kv_written_[size_t(n.id)]) {  // q rotated and K/V in the cache: the q/k/v launch did both
         steps_.push_back([a](cudaStream_t s) { launch_attention(a, s); });
         return;

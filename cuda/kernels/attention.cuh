@@ -55,9 +55,6 @@ struct AttentionKernelParams {
   graph::KvType kv_type = graph::KvType::F16;
   const uint16_t* k_scales = nullptr;// q8_0, q4_0: as KvWriteParams; else null
   const uint16_t* v_scales = nullptr;
-  // LAB: bytes the next launch reads (the o projection's weights), prefetched into L2 by every thread at entry.
-  const uint8_t* prefetch = nullptr;
-  int64_t prefetch_bytes = 0;
 };
 
 // Whether the attention kernels read a quantized (q8_0, q4_0) cache of this shape (head_dim = hd_v = 64 or 128,

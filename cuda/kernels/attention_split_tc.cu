@@ -239,15 +239,6 @@ __device__ __forceinline__ void finish_split(const AttentionKernelParams& p, int
   }
 }
 
-// LAB: the next launch's weights into L2 while this one runs (AttentionKernelParams::prefetch).
-__device__ __forceinline__ void prefetch_next(const AttentionKernelParams& p) {
-  if (!p.prefetch) return;
-  const int64_t threads = int64_t(gridDim.x) * gridDim.y * gridDim.z * blockDim.x;
-  const int64_t block = (int64_t(blockIdx.z) * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x;
-  for (int64_t off = (block * blockDim.x + threadIdx.x) * 128; off < p.prefetch_bytes; off += threads * 128)
-    asm volatile("prefetch.global.L2 [%0];" ::"l"(p.prefetch + off));
-}
-
 template <int HD, int G>
 __global__ void __launch_bounds__(kThreads) attention_split_tc_kernel(AttentionKernelParams p) {
   constexpr int kLd = row_stride<HD>();
@@ -255,7 +246,6 @@ __global__ void __launch_bounds__(kThreads) attention_split_tc_kernel(AttentionK
   extern __shared__ __align__(16) uint16_t tiles[];
   static_assert(4 * G * HD * sizeof(float) <= smem_bytes<HD>(), "merge buffer exceeds the tiles");
   pdl_launch_dependents();  // the o projection after it may launch and start on its weights (pdl.cuh)
-  prefetch_next(p);
   const int64_t kvh = blockIdx.x, t = blockIdx.y, split = blockIdx.z;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, tg = lane & 3;
   const int64_t pos = p.positions[t];
@@ -326,7 +316,6 @@ __global__ void __launch_bounds__(kThreads) attention_split_tc_quant_kernel(Atte
   // After the loop a warp's quant ring holds its outputs for the merge (G x HD floats).
   static_assert(G * HD * sizeof(float) <= size_t(L::kRing), "a warp's merge buffer exceeds its quant ring");
   pdl_launch_dependents();
-  prefetch_next(p);
   const int64_t kvh = blockIdx.x, t = blockIdx.y, split = blockIdx.z;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, tg = lane & 3;
   const int64_t pos = p.positions[t];
