@@ -119,68 +119,26 @@ __device__ __forceinline__ float block_sum(const float* part, int64_t cap, int n
 
 // The RoPE + KV-cache epilogue (MatvecRopeKv): rows in pairs (2i, 2i + 1), never split between blocks or groups
 // because a group's first row is a multiple of R (even); each pair's sums are formed as the plain epilogue forms y.
-// LAB: thread t takes pairs blockDim.x - 1 - t, then blockDim.x further each time, and the angle of its first pair
-// is formed right after pdl_wait() (rope_first_angle) by threads that are not slice 0's readers of x.
-struct RopePair {
-  int s;
-  int64_t n;
-  int64_t hd, d;
-  bool valid;
-  bool rotated;
-};
-
-template <int R>
-__device__ __forceinline__ RopePair rope_pair(const MatvecParams& p, const Segments& sg, int64_t g0, int64_t k) {
-  const int64_t i = 2 * k, g = g0 + i / R;
-  RopePair r;
-  r.s = segment_of(sg, g);
-  r.n = group_row0<R>(sg, g, r.s) + i % R;
-  r.valid = r.n < sg.N[r.s];  // N is even: n + 1 < N too
-  const int role = sg.role[r.s];
-  r.hd = role == 2 ? p.rope_kv.head_dim_v : p.rope_kv.head_dim;
-  r.d = r.n % r.hd;
-  r.rotated = r.valid && role != 2 && r.d < p.rope_kv.n_rot;
-  return r;
-}
-
-__device__ __forceinline__ int64_t rope_first_pair() { return int64_t(blockDim.x) - 1 - threadIdx.x; }
-
-template <int R>
-__device__ __forceinline__ float2 rope_first_angle(const MatvecParams& p, const Segments& sg, int64_t g0,
-                                                   int64_t g1, int32_t pos) {
-  float2 cs = make_float2(1.0f, 0.0f);
-  const int64_t k = rope_first_pair();
-  if (k < (g1 - g0) * R / 2) {
-    const RopePair r = rope_pair<R>(p, sg, g0, k);
-    const MatvecRopeKv& e = p.rope_kv;
-    if (r.rotated) rope_cos_sin(pos, e.freq_scale, e.base_powers[r.d / 2], e.freq_factors, r.d / 2, cs.x, cs.y);
-  }
-  return cs;
-}
-
 template <int R>
 __device__ __forceinline__ void write_rope_kv(const MatvecParams& p, const Segments& sg, const float* part,
-                                              int64_t cap, int64_t g0, int64_t g1, int n_warps, int32_t pos,
-                                              float2 first_angle) {
+                                              int64_t cap, int64_t g0, int64_t g1, int n_warps, int32_t pos) {
   const MatvecRopeKv& e = p.rope_kv;
   const bool in_cache = pos >= 0 && pos < e.n_ctx;
-  const int64_t first = rope_first_pair();
-  for (int64_t k = first; k < (g1 - g0) * R / 2; k += blockDim.x) {
-    const RopePair r = rope_pair<R>(p, sg, g0, k);
-    if (!r.valid) continue;
-    const int64_t i = 2 * k;
+  for (int64_t k = threadIdx.x; k < (g1 - g0) * R / 2; k += blockDim.x) {
+    const int64_t i = 2 * k, g = g0 + i / R;
+    const int s = segment_of(sg, g);
+    const int64_t n = group_row0<R>(sg, g, s) + i % R;
+    if (n >= sg.N[s]) continue;  // N is even: n + 1 < N too
     float y0 = block_sum(part, cap, n_warps, i), y1 = block_sum(part, cap, n_warps, i + 1);
-    if (sg.bias[r.s]) y0 += sg.bias[r.s][r.n], y1 += sg.bias[r.s][r.n + 1];
-    if (r.rotated) {
-      float2 cs = first_angle;
-      if (k != first) rope_cos_sin(pos, e.freq_scale, e.base_powers[r.d / 2], e.freq_factors, r.d / 2, cs.x, cs.y);
-      rope_apply(cs.x, cs.y, y0, y1, y0, y1);
-    }
-    const int role = sg.role[r.s];
+    if (sg.bias[s]) y0 += sg.bias[s][n], y1 += sg.bias[s][n + 1];
+    const int role = sg.role[s];
+    const int64_t hd = role == 2 ? e.head_dim_v : e.head_dim, h = n / hd, d = n % hd;
+    if (role != 2 && d < e.n_rot)
+      rope_rotate(pos, e.freq_scale, e.base_powers[d / 2], e.freq_factors, d / 2, y0, y1, y0, y1);
     if (role == 0) {
-      e.q_out[r.n] = y0, e.q_out[r.n + 1] = y1;
+      e.q_out[n] = y0, e.q_out[n + 1] = y1;
     } else if (in_cache) {
-      uint16_t* c = (role == 1 ? e.k_cache : e.v_cache) + ((r.n / r.hd) * e.n_ctx + pos) * r.hd + r.d;
+      uint16_t* c = (role == 1 ? e.k_cache : e.v_cache) + (h * e.n_ctx + pos) * hd + d;
       *reinterpret_cast<__half2*>(c) = __floats2half2_rn(y0, y1);  // d even: 4-byte aligned
     }
   }
@@ -230,7 +188,6 @@ __device__ __forceinline__ void matvec_i16_body(const MatvecParams& p, const Seg
   if (active && first < g1) load_group(cur, first);  // weights: before the wait, overlapping the previous kernel
   pdl_wait();
   const int32_t pos = p.rope_kv.q_out ? *p.rope_kv.position : 0;  // loaded with x, under the first weights
-  const float2 rope_angle = p.rope_kv.q_out ? rope_first_angle<R>(p, sg, g0, g1, pos) : make_float2(1.0f, 0.0f);
 
   // This unit's 32 activations: two runs of 16 (slice 0 reads them; the others get the runs from it). With a folded
   // RMSNorm its weights load together with x, the runs are quantized from x * w before the norm's block sum is known,
@@ -298,7 +255,7 @@ __device__ __forceinline__ void matvec_i16_body(const MatvecParams& p, const Seg
   }
   __syncthreads();
   if (p.rope_kv.q_out) {
-    write_rope_kv<R>(p, sg, part, cap, g0, g1, n_warps, pos, rope_angle);
+    write_rope_kv<R>(p, sg, part, cap, g0, g1, n_warps, pos);
     return;
   }
   if (sg.glu_out) {  // pairs of groups: gate rows then up rows of the same R outputs
