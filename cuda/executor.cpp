@@ -7,8 +7,6 @@
 #include <cstring>
 
 #include "cuda/kernels/attention.cuh"
-#include "cuda/kernels/attn_o_lab.cuh"
-#include "cuda/kernels/mlp_lab.cuh"
 #include "cuda/kernels/elementwise.cuh"
 #include "cuda/kernels/gemm.cuh"
 #include "cuda/kernels/get_rows.cuh"
@@ -260,18 +258,6 @@ void Executor::lower(const Node& n) {
         if (!p.residual) merge_siblings(n, p);
         fold_swiglu_epilogue(n, p);
         fold_rope_kv_epilogue(n, p);
-        if (p.swiglu_out && p.type == quant::Type::Q4_0 && p.K == 4096 && p.norm_w && n.name.starts_with("blk.") &&
-            mlp_lab_enabled()) {  // LAB (mlp_lab.cuh): timing only
-          const ::std::string down = n.name.substr(0, n.name.find('.', 4)) + ".ffn_down.weight";
-          for (const Node& d : g_.nodes())
-            if (d.op == Op::Weight && d.name == down) {
-              const void* gate = p.swiglu_gate_is_sibling ? p.siblings[0].w : p.w;
-              const void* up = p.swiglu_gate_is_sibling ? p.w : p.siblings[0].w;
-              const MlpLabParams lab{gate, up, weight_ptr(d), p.norm_w, p.norm_eps, p.K, p.N};
-              steps_.push_back([lab](cudaStream_t s) { launch_mlp_lab(lab, s); });
-              return;
-            }
-        }
         steps_.push_back([p](cudaStream_t s) { launch_matvec(p, s); });
       } else {
         GemmParams p{weight_ptr(w), type, f32_in(n, 1), bias, f32_out(n), K, N, T,
@@ -348,18 +334,6 @@ void Executor::lower(const Node& n) {
       a.max_splits = attention_max_splits(spec.n_ctx, ap.n_head_kv, T, ctx_.sm_count());
       a.kv_type = spec.type, a.k_scales = kv_->k_scales(ap.layer), a.v_scales = kv_->v_scales(ap.layer);
       if (kv_written_[size_t(n.id)]) {  // q rotated and K/V in the cache: the q/k/v launch did both
-        if (attn_o_lab_enabled() && T == 1 && spec.type == graph::KvType::F16 && ap.head_dim == 128 &&
-            ap.head_dim_v == 128 && ap.n_head * 128 == 4096) {  // LAB (attn_o_lab.cuh): timing only
-          const ::std::string o_name = "blk." + ::std::to_string(ap.layer) + ".attn_output.weight";
-          for (const Node& w : g_.nodes())
-            if (w.op == Op::Weight && w.name == o_name) {
-              const AttnOLabParams lab{a.q, static_cast<const uint16_t*>(a.k_cache),
-                                       static_cast<const uint16_t*>(a.v_cache), pos, weight_ptr(w), a.scale,
-                                       spec.n_ctx, int(ap.n_head), int(ap.n_head_kv)};
-              steps_.push_back([lab](cudaStream_t s) { launch_attn_o_lab(lab, s); });
-              return;
-            }
-        }
         steps_.push_back([a](cudaStream_t s) { launch_attention(a, s); });
         return;
       }
