@@ -8,6 +8,7 @@
 #include <algorithm>
 
 #include "cuda/check.h"
+#include "cuda/kernels/q4_0_cols.cuh"
 #include "cuda/kernels/q6_kx8.cuh"
 #include "cuda/kernels/qtype_dispatch.cuh"
 #include "quant/dequant.cuh"
@@ -44,8 +45,13 @@ __global__ void __launch_bounds__(kThreads) dequant_f16_kernel(DequantF16Params 
   const uint8_t* row = static_cast<const uint8_t*>(p.w) + (p.row0 + r) * row_bytes;
   const int valid = int((p.K - c * kChunk < kChunk ? p.K - c * kChunk : kChunk));
   float v[kChunk];
-  if constexpr (kX8) {
-    static_assert(T == quant::Type::Q6_K, "only Q6_K is regrouped");
+  if constexpr (kX8 && T == quant::Type::Q4_0) {  // by columns: chunk c is block c of the row
+    const Q4_0ColsBlock b = q4_0_cols_block(static_cast<const uint8_t*>(p.w), p.K, p.N, p.row0 + r, c);
+    const float d = quant::dev::h2f(uint16_t(b.d[0] | b.d[1] << 8));
+#pragma unroll
+    for (int j = 0; j < 16; ++j) v[j] = float((b.qs[j] & 0x0f) - 8) * d, v[j + 16] = float((b.qs[j] >> 4) - 8) * d;
+  } else if constexpr (kX8) {
+    static_assert(T == quant::Type::Q6_K, "Q6_K and Q4_0 are the regrouped types");
     q6_kx8_dequant_chunk(row, c, v);  // K % 2048 == 0: every chunk whole
   } else {
     quant::dev::dequant_chunk<T>(row, c, valid, v);
@@ -99,6 +105,13 @@ void launch_dequant_f16(const DequantF16Params& p, cudaStream_t stream) {
   const size_t rb = quant::row_bytes(p.type, p.K);
   const int64_t chunks = (p.K + quant::dev::kChunk - 1) / quant::dev::kChunk * p.rows;
   LLM_REQUIRE(chunks / kThreads < 0x7fffffff, "slice too large for one launch");
+  if (p.regrouped && p.type == quant::Type::Q4_0) {
+    LLM_REQUIRE(q4_0_cols_fits(p.w, p.K, p.N) && p.row0 + p.rows <= p.N,
+                "Q4_0 by columns: K a multiple of 256, 16-byte aligned, rows within N");
+    dequant_f16_kernel<quant::Type::Q4_0, true><<<blocks_for(chunks, kThreads), kThreads, 0, stream>>>(p, rb);
+    CUDA_CHECK_LAUNCH(stream);
+    return;
+  }
   if (p.regrouped) {
     LLM_REQUIRE(p.type == quant::Type::Q6_K && q6_kx8_fits(p.w, p.K),
                 "regrouped weights: Q6_K rows of K % 2048 == 0, 16-byte aligned");
@@ -148,7 +161,7 @@ void launch_gemm(const GemmParams& p, const Blas& blas, cudaStream_t stream) {
     const int64_t slice = ::std::min<int64_t>(p.N, int64_t((p.scratch_bytes - x_bytes) / (size_t(p.K) * 2)));
     for (int64_t row0 = 0; row0 < p.N; row0 += slice) {
       const int64_t rows = ::std::min(slice, p.N - row0);
-      launch_dequant_f16({p.w, p.type, p.K, row0, rows, wh, p.regrouped}, stream);
+      launch_dequant_f16({p.w, p.type, p.K, row0, rows, wh, p.regrouped, p.N}, stream);
       gemm(wh, row0, rows);
     }
   }
