@@ -18,6 +18,7 @@
 #include "cuda/device_info.h"
 #include "cuda/kernels/matvec.cuh"
 #include "cuda/kernels/matvec_i16_units.cuh"
+#include "cuda/kernels/attention_o.cuh"
 #include "cuda/kernels/pdl.cuh"
 #include "cuda/kernels/rope_angle.cuh"
 
@@ -52,6 +53,16 @@ __device__ __forceinline__ void load16(const float* p, float (&v)[16]) {
     const float4* q = reinterpret_cast<const float4*>(p) + i;
     const float4 a = kReadOnly ? __ldg(q) : *q;
     v[4 * i] = a.x, v[4 * i + 1] = a.y, v[4 * i + 2] = a.z, v[4 * i + 3] = a.w;
+  }
+}
+
+// 16 values of the 64-bit fixed-point residual stream (attention_o.cuh) as floats, read after pdl_wait().
+__device__ __forceinline__ void load16_fixed(const long long* p, float (&v)[16]) {
+  constexpr float kUnit = float(1.0 / kFixedOne);
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    const longlong2 a = reinterpret_cast<const longlong2*>(p)[i];
+    v[2 * i] = float(a.x) * kUnit, v[2 * i + 1] = float(a.y) * kUnit;
   }
 }
 
@@ -152,7 +163,8 @@ __device__ __forceinline__ void write_rope_kv(const MatvecParams& p, const Segme
 // (8 MiB of L2 traffic on the launch's critical path); slices divide that by their count.
 // One instantiation serves one slice too (the down projections of K >= 8192): a separate one compiled without the
 // sharing made tg128 0.3-0.6% slower (7B, 8B Q4_0 and Q4_K_M, H100; kernel notes, session 13).
-template <quant::Type T, int R, bool kAlt>
+// kFixedX: x is read from MatvecParams::x_fixed (64-bit fixed point), and block 0 writes it as floats to x_copy.
+template <quant::Type T, int R, bool kAlt, bool kFixedX = false>
 __device__ __forceinline__ void matvec_i16_body(const MatvecParams& p, const Segments& sg, size_t row_bytes,
                                                 int64_t groups_per_block, int slices, int64_t block) {
   static_assert(!kAlt || T == quant::Type::Q6_K || T == quant::Type::Q4_0, "no alternative unit");
@@ -197,8 +209,17 @@ __device__ __forceinline__ void matvec_i16_body(const MatvecParams& p, const Seg
   const bool reader = active && slice == 0;
   float xa[16], xb[16], ss = 0.0f;
   if (reader) {
-    load16<false>(p.x + U::seg0(u), xa);
-    load16<false>(p.x + U::seg0(u) + U::kOff1, xb);
+    if constexpr (kFixedX) {
+      load16_fixed(p.x_fixed + U::seg0(u), xa);
+      load16_fixed(p.x_fixed + U::seg0(u) + U::kOff1, xb);
+      if (block == 0 && p.x_copy) {
+#pragma unroll
+        for (int i = 0; i < 16; ++i) p.x_copy[U::seg0(u) + i] = xa[i], p.x_copy[U::seg0(u) + U::kOff1 + i] = xb[i];
+      }
+    } else {
+      load16<false>(p.x + U::seg0(u), xa);
+      load16<false>(p.x + U::seg0(u) + U::kOff1, xb);
+    }
     if (p.norm_w) {
       float wa[16], wb[16];
       load16<true>(p.norm_w + U::seg0(u), wa);
@@ -283,10 +304,10 @@ __device__ __forceinline__ void matvec_i16_body(const MatvecParams& p, const Seg
   }
 }
 
-template <quant::Type T, int R, bool kAlt>
+template <quant::Type T, int R, bool kAlt, bool kFixedX = false>
 __global__ void __launch_bounds__(kMaxUnits, 1)
     matvec_i16_kernel(MatvecParams p, Segments sg, size_t row_bytes, int64_t groups_per_block, int slices) {
-  matvec_i16_body<T, R, kAlt>(p, sg, row_bytes, groups_per_block, slices, blockIdx.x);
+  matvec_i16_body<T, R, kAlt, kFixedX>(p, sg, row_bytes, groups_per_block, slices, blockIdx.x);
 }
 
 // Siblings of two types in one launch (a Q4_K_M file's Q4_K q/k with its Q6_K v): blocks [0, blocks_a) run the
@@ -357,11 +378,11 @@ int64_t groups_per_block(int64_t n_groups, int64_t max_blocks, const BlockShape&
   return gpb < cap ? gpb : cap;
 }
 
-template <quant::Type T, int R, bool kAlt = false>
+template <quant::Type T, int R, bool kAlt = false, bool kFixedX = false>
 void launch_i16(const MatvecParams& p, size_t rb, cudaStream_t stream) {
   static ::std::atomic<int> per_sm[kMaxUnits / 32 + 1];
-  const BlockShape b = block_shape(matvec_i16_kernel<T, R, kAlt>, p, per_sm);
-  const int bps = blocks_per_sm(matvec_i16_kernel<T, R, kAlt>, b.threads(), per_sm);
+  const BlockShape b = block_shape(matvec_i16_kernel<T, R, kAlt, kFixedX>, p, per_sm);
+  const int bps = blocks_per_sm(matvec_i16_kernel<T, R, kAlt, kFixedX>, b.threads(), per_sm);
   Segments sg = segments_of(p, T, R);
   if (p.swiglu_out) {  // gate first (swapped when it is the sibling)
     if (p.swiglu_gate_is_sibling)
@@ -373,7 +394,7 @@ void launch_i16(const MatvecParams& p, size_t rb, cudaStream_t stream) {
   const int64_t grid = (sg.first[sg.n] + gpb - 1) / gpb;
   LLM_REQUIRE(grid <= 0x7fffffff, "too many rows");
   const size_t smem = size_t(b.warps()) * size_t(gpb) * R * 4 + b.runs_bytes();
-  launch_pdl(matvec_i16_kernel<T, R, kAlt>, dim3(unsigned(grid)), dim3(unsigned(b.threads())), smem,
+  launch_pdl(matvec_i16_kernel<T, R, kAlt, kFixedX>, dim3(unsigned(grid)), dim3(unsigned(b.threads())), smem,
              stream, p, sg, rb, gpb, b.slices);
 }
 
@@ -445,7 +466,9 @@ bool matvec_fuses(const MatvecParams& p) {
     if (x8(t) && !q6_kx8_fits(w, p.K)) return false;
     return a(w) % wa(t) == 0 && quant::row_bytes(t, p.K) % wa(t) == 0;
   };
-  if (p.path != MatvecPath::Auto || p.T != 1 || !i16_type(p.type) || !p.x) return false;
+  if (p.path != MatvecPath::Auto || p.T != 1 || !i16_type(p.type) || (!p.x && !p.x_fixed)) return false;
+  // The fixed-point x: one instantiation, Q4_0 in file order without other-type siblings, and no rope epilogue.
+  if (p.x_fixed && (p.type != quant::Type::Q4_0 || p.q4_0_runs || p.rope_kv.q_out || p.x)) return false;
   if (p.K <= 0 || p.K % 32 != 0 || p.K / 32 > kMaxUnits || !rows_fit(p.type, p.w)) return false;
   if (p.n_siblings < 0 || p.n_siblings > MatvecParams::kMaxSiblings || (p.n_siblings > 0 && p.residual)) return false;
   for (int i = 0; i < p.n_siblings; ++i) {
@@ -455,7 +478,7 @@ bool matvec_fuses(const MatvecParams& p) {
   }
   if (p.swiglu_out && (p.n_siblings != 1 || p.siblings[0].type != p.type || p.siblings[0].N != p.N)) return false;
   if (p.rope_kv.q_out && !rope_kv_epilogue_fits(p)) return false;
-  return a(p.x) % 16 == 0 && (!p.norm_w || a(p.norm_w) % 16 == 0);
+  return (p.x ? a(p.x) : a(p.x_fixed)) % 16 == 0 && (!p.norm_w || a(p.norm_w) % 16 == 0);
 }
 
 // Called by launch_matvec once matvec_fuses(p) holds.
@@ -484,7 +507,9 @@ void launch_matvec_i16(const MatvecParams& p, cudaStream_t stream) {
       small ? launch_i16<quant::Type::Q4_K, 2>(p, rb, stream) : launch_i16<quant::Type::Q4_K, 4>(p, rb, stream);
       break;
     case quant::Type::Q4_0:
-      if (q4_0_runs_fit(p))
+      if (p.x_fixed)  // matvec_fuses: in file order, same-type siblings
+        launch_i16<quant::Type::Q4_0, 4, false, true>(p, rb, stream);
+      else if (q4_0_runs_fit(p))
         small ? launch_i16<quant::Type::Q4_0, 2, true>(p, rb, stream)
               : launch_i16<quant::Type::Q4_0, 4, true>(p, rb, stream);
       else

@@ -6,6 +6,7 @@
 
 #include "cuda/kernels/attention_o.cuh"
 #include "cuda/kernels/gemm.cuh"
+#include "cuda/kernels/matvec.cuh"
 #include "cuda/kernels/q4_0_cols.cuh"
 #include "gpu_test.h"
 #include "quant/half.h"
@@ -134,6 +135,39 @@ TEST(AttentionKernels, AttentionOMatchesReference) {
                           y, ref, atol, 1e-5));
       }
   }
+}
+
+// The gate/up launch reading x from the fixed-point stream (MatvecParams::x_fixed) computes what it computes from
+// the same values as floats, and block 0 hands x on as floats (x_copy).
+TEST(WeightKernels, MatvecReadsFixedPointX) {
+  REQUIRE_GPU();
+  std::mt19937 rng(41);
+  const int64_t K = 4096, N = 1536;
+  const auto wg = random_weights(rng, Type::Q4_0, K, N), wu = random_weights(rng, Type::Q4_0, K, N);
+  const auto x = random_floats(rng, size_t(K), -4.0f, 4.0f), norm_w = random_floats(rng, size_t(K), 0.5f, 1.5f);
+  std::vector<long long> xf(x.size());
+  std::vector<float> back(x.size());
+  for (size_t i = 0; i < x.size(); ++i)
+    xf[i] = std::llround(double(x[i]) * cuda::kFixedOne), back[i] = float(double(xf[i]) / cuda::kFixedOne);
+  auto dg = upload(wg), du = upload(wu), dx = upload(back), dxf = upload(xf), dn = upload(norm_w);
+  auto copy = poisoned_f32(size_t(K)), gy = poisoned_f32(size_t(N)), uy = poisoned_f32(size_t(N));
+  std::vector<std::vector<float>> out;
+  for (const bool fixed : {false, true}) {
+    auto h = poisoned_f32(size_t(N));
+    cuda::MatvecParams p{dg.get(), Type::Q4_0, fixed ? nullptr : dx.as<float>(), nullptr, gy.as<float>(), K, N, 1};
+    p.x_fixed = fixed ? dxf.as<long long>() : nullptr, p.x_copy = fixed ? copy.as<float>() : nullptr;
+    p.norm_w = dn.as<float>(), p.norm_eps = 1e-5f;
+    p.siblings[0] = cuda::MatvecParams::Sibling{du.get(), nullptr, uy.as<float>(), N, Type::Q4_0};
+    p.n_siblings = 1, p.swiglu_out = h.as<float>();
+    ASSERT_TRUE(cuda::matvec_fuses(p));
+    cuda::launch_matvec(p, nullptr);
+    out.push_back(download<float>(h, size_t(N)));
+  }
+  EXPECT_EQ(out[0], out[1]) << "the same floats in: the same bits out";
+  EXPECT_EQ(download<float>(copy, size_t(K)), back);
+  cuda::MatvecParams q{dg.get(), Type::Q4_K, nullptr, nullptr, gy.as<float>(), K, N, 1};
+  q.x_fixed = dxf.as<long long>();
+  EXPECT_FALSE(cuda::matvec_fuses(q)) << "Q4_0 only";
 }
 
 TEST(AttentionKernels, AttentionORefusesOtherShapes) {
