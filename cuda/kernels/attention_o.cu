@@ -118,6 +118,9 @@ __global__ void __launch_bounds__(kThreads, 1) attention_o_kernel(AttentionOPara
       wd[c][j] = mv::ldg_w(reinterpret_cast<const uint16_t*>(b.d));
     }
   pdl_wait();
+  if (p.zero_next)  // after the wait: the launches that read it are done
+    for (int64_t n = int64_t(blockIdx.x) * kThreads + threadIdx.x; n < D; n += int64_t(gridDim.x) * kThreads)
+      p.zero_next[n] = 0;
   if (p.attn) {
     if (threadIdx.x < kHd) att[threadIdx.x] = p.attn[size_t(h) * kHd + threadIdx.x];
   } else {

@@ -24,6 +24,7 @@ struct AttentionOParams {
   const void* o = nullptr;             // Q4_0 [D, D] regrouped by columns, D = 128 n_head
   const float* residual = nullptr;     // [D], added once
   unsigned long long* acc = nullptr;   // [D] fixed point, zero on entry: becomes residual + o(attention)
+  unsigned long long* zero_next = nullptr;  // [D] or null: another accumulator, zeroed by this launch
   float scale = 1.0f;
   int64_t n_ctx = 0;
   int32_t n_head = 0;
