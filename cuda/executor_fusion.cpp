@@ -22,6 +22,7 @@
 //   fixed-point accumulator, which the folded norm's Q4_0 readers take as x (MatvecParams::x_fixed), the first of
 //   them writing the Add's float slot for the later residual add.
 #include <algorithm>
+#include <cstdlib>
 #include <string>
 #include <utility>
 
@@ -386,7 +387,7 @@ void Executor::read_fixed_point_x(const Node& m, MatvecParams& p) const {
   const Node& norm = g_.node(m.inputs[1]);
   if (norm.op != Op::RmsNorm || !folded_norm_.at(size_t(norm.id))) return;
   unsigned long long* acc = fixed_acc_.at(size_t(norm.inputs[0]));
-  if (!acc) return;
+  if (!acc || ::std::getenv("LLM_LAB_FLOAT_X")) return;  // LAB: timing only
   p.x_fixed = reinterpret_cast<const long long*>(acc), p.x_copy = const_cast<float*>(p.x), p.x = nullptr;
   if (!matvec_fuses(p))
     throw InvalidArgument("node '" + m.name + "': cannot read its input from the fixed-point residual stream");
