@@ -9,11 +9,18 @@
 #pragma once
 #include <cuda_runtime.h>
 
+#include <cmath>
 #include <cstdint>
 
 namespace cuda {
 
 inline constexpr double kFixedOne = 4294967296.0;  // 2^32: one unit of the fixed-point residual stream is 2^-32
+
+// A fixed-point value as a float: its high 32 bits (the integer part) plus its low 32 bits times 2^-32, rounded by
+// one fma. Within an ulp of the exact conversion, and the same bits on the host and the device.
+__host__ __device__ inline float fixed_to_float(long long v) {
+  return fmaf(float(uint32_t(uint64_t(v))), float(1.0 / kFixedOne), float(int32_t(v >> 32)));
+}
 
 struct AttentionOParams {
   const float* q = nullptr;            // [128, n_head], RoPE applied (attending here)

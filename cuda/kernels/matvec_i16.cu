@@ -56,13 +56,14 @@ __device__ __forceinline__ void load16(const float* p, float (&v)[16]) {
   }
 }
 
-// 16 values of the 64-bit fixed-point residual stream (attention_o.cuh) as floats, read after pdl_wait().
+// 16 values of the 64-bit fixed-point residual stream (attention_o.cuh) as floats, read after pdl_wait(). Each from
+// its 32-bit halves, high + low * 2^-32 in one fma (fixed_to_float): a 64-bit integer conversion is a long
+// instruction sequence, and here it would sit on every block's critical path (kernel notes, session 15).
 __device__ __forceinline__ void load16_fixed(const long long* p, float (&v)[16]) {
-  constexpr float kUnit = float(1.0 / kFixedOne);
 #pragma unroll
   for (int i = 0; i < 8; ++i) {
     const longlong2 a = reinterpret_cast<const longlong2*>(p)[i];
-    v[2 * i] = float(a.x) * kUnit, v[2 * i + 1] = float(a.y) * kUnit;
+    v[2 * i] = fixed_to_float(a.x), v[2 * i + 1] = fixed_to_float(a.y);
   }
 }
 

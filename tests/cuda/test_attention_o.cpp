@@ -148,7 +148,7 @@ TEST(WeightKernels, MatvecReadsFixedPointX) {
   std::vector<long long> xf(x.size());
   std::vector<float> back(x.size());
   for (size_t i = 0; i < x.size(); ++i)
-    xf[i] = std::llround(double(x[i]) * cuda::kFixedOne), back[i] = float(double(xf[i]) / cuda::kFixedOne);
+    xf[i] = std::llround(double(x[i]) * cuda::kFixedOne), back[i] = cuda::fixed_to_float(xf[i]);
   auto dg = upload(wg), du = upload(wu), dx = upload(back), dxf = upload(xf), dn = upload(norm_w);
   auto copy = poisoned_f32(size_t(K)), gy = poisoned_f32(size_t(N)), uy = poisoned_f32(size_t(N));
   std::vector<std::vector<float>> out;
