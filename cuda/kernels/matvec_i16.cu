@@ -207,62 +207,105 @@ __device__ __forceinline__ void matvec_i16_body(const MatvecParams& p, const Seg
   // and the norm's scale multiplies each run's s and S afterwards (the int16 quantization does not depend on a
   // common factor, up to rounding): no second L2 round trip for the weights after the sum, and the barrier that
   // publishes the runs also completes the sum.
-  const bool reader = active && slice == 0;
-  float xa[16], xb[16], ss = 0.0f;
-  if (reader) {
-    if constexpr (kFixedX) {
-      load16_fixed(p.x_fixed + U::seg0(u), xa);
-      load16_fixed(p.x_fixed + U::seg0(u) + U::kOff1, xb);
-      if (block == 0 && p.x_copy) {
-#pragma unroll
-        for (int i = 0; i < 16; ++i) p.x_copy[U::seg0(u) + i] = xa[i], p.x_copy[U::seg0(u) + U::kOff1 + i] = xb[i];
-      }
-    } else {
-      load16<false>(p.x + U::seg0(u), xa);
-      load16<false>(p.x + U::seg0(u) + U::kOff1, xb);
-    }
-    if (p.norm_w) {
-      float wa[16], wb[16];
-      load16<true>(p.norm_w + U::seg0(u), wa);
-      load16<true>(p.norm_w + U::seg0(u) + U::kOff1, wb);
-#pragma unroll
-      for (int i = 0; i < 16; ++i) {
-        ss = fmaf(xa[i], xa[i], fmaf(xb[i], xb[i], ss));
-        xa[i] *= wa[i], xb[i] *= wb[i];
-      }
-    }
-  } else {
-#pragma unroll
-    for (int i = 0; i < 16; ++i) xa[i] = xb[i] = 0.0f;
-  }
-  if (p.norm_w) {
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
-    if (lane == 0 && slice == 0) red[warp] = ss;
-  }
-  mv16::Run x0 = quantize_run(xa), x1 = quantize_run(xb);
-  if (slices > 1) {
+  mv16::Run x0, x1;
+  if constexpr (kFixedX) {
+    // Run r of every unit is read, normalised and quantized by slice r (launch_i16 checks slices >= 2): 16 values of
+    // 64 bits a thread instead of 32, which with the norm's weights would not fit the registers in one round trip.
+    // The float copy of x (for a later residual add) is spread over the blocks: unit u by block u mod grid.
     float* runs = part + n_warps * cap;
     const auto field = [&](int r, int f) -> float& { return runs[(10 * r + f) * tps + u]; };
-    if (slice == 0) {
 #pragma unroll
-      for (int f = 0; f < 8; ++f) field(0, f) = __int_as_float(x0.q[f]), field(1, f) = __int_as_float(x1.q[f]);
-      field(0, 8) = x0.s, field(0, 9) = x0.S, field(1, 8) = x1.s, field(1, 9) = x1.S;
-    }
-    __syncthreads();  // the runs and the norm's partial sums
-    if (slice != 0) {
+    for (int r = 0; r < 2; ++r) {
+      if (slice != r) continue;  // whole warps
+      float v[16], s2 = 0.0f;
+      if (active) {
+        const int64_t at = U::seg0(u) + r * U::kOff1;
+        load16_fixed(p.x_fixed + at, v);
+        if (p.x_copy && u % int64_t(gridDim.x) == block) {
 #pragma unroll
-      for (int f = 0; f < 8; ++f) x0.q[f] = __float_as_int(field(0, f)), x1.q[f] = __float_as_int(field(1, f));
-      x0.s = field(0, 8), x0.S = field(0, 9), x1.s = field(1, 8), x1.S = field(1, 9);
+          for (int i = 0; i < 16; i += 4)
+            *reinterpret_cast<float4*>(p.x_copy + at + i) = make_float4(v[i], v[i + 1], v[i + 2], v[i + 3]);
+        }
+        if (p.norm_w) {
+          float w[16];
+          load16<true>(p.norm_w + at, w);
+#pragma unroll
+          for (int i = 0; i < 16; ++i) s2 = fmaf(v[i], v[i], s2), v[i] *= w[i];
+        }
+      } else {
+#pragma unroll
+        for (int i = 0; i < 16; ++i) v[i] = 0.0f;
+      }
+      if (p.norm_w) {
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) s2 += __shfl_xor_sync(0xffffffffu, s2, o);
+        if (lane == 0) red[r * n_warps + warp] = s2;
+      }
+      const mv16::Run q = quantize_run(v);
+#pragma unroll
+      for (int f = 0; f < 8; ++f) field(r, f) = __int_as_float(q.q[f]);
+      field(r, 8) = q.s, field(r, 9) = q.S;
     }
-  } else if (p.norm_w) {
-    __syncthreads();  // the norm's partial sums
-  }
-  if (p.norm_w) {
-    float total = 0.0f;
-    for (int w = 0; w < n_warps; ++w) total += red[w];
-    const float scale = 1.0f / sqrtf(total / float(p.K) + p.norm_eps);
-    x0.s *= scale, x0.S *= scale, x1.s *= scale, x1.S *= scale;
+    __syncthreads();  // both runs and the norm's partial sums
+#pragma unroll
+    for (int f = 0; f < 8; ++f) x0.q[f] = __float_as_int(field(0, f)), x1.q[f] = __float_as_int(field(1, f));
+    x0.s = field(0, 8), x0.S = field(0, 9), x1.s = field(1, 8), x1.S = field(1, 9);
+    if (p.norm_w) {
+      float total = 0.0f;
+      for (int w = 0; w < 2 * n_warps; ++w) total += red[w];
+      const float scale = 1.0f / sqrtf(total / float(p.K) + p.norm_eps);
+      x0.s *= scale, x0.S *= scale, x1.s *= scale, x1.S *= scale;
+    }
+  } else {
+    const bool reader = active && slice == 0;
+    float xa[16], xb[16], ss = 0.0f;
+    if (reader) {
+      load16<false>(p.x + U::seg0(u), xa);
+      load16<false>(p.x + U::seg0(u) + U::kOff1, xb);
+      if (p.norm_w) {
+        float wa[16], wb[16];
+        load16<true>(p.norm_w + U::seg0(u), wa);
+        load16<true>(p.norm_w + U::seg0(u) + U::kOff1, wb);
+  #pragma unroll
+        for (int i = 0; i < 16; ++i) {
+          ss = fmaf(xa[i], xa[i], fmaf(xb[i], xb[i], ss));
+          xa[i] *= wa[i], xb[i] *= wb[i];
+        }
+      }
+    } else {
+  #pragma unroll
+      for (int i = 0; i < 16; ++i) xa[i] = xb[i] = 0.0f;
+    }
+    if (p.norm_w) {
+  #pragma unroll
+      for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+      if (lane == 0 && slice == 0) red[warp] = ss;
+    }
+    x0 = quantize_run(xa), x1 = quantize_run(xb);
+    if (slices > 1) {
+      float* runs = part + n_warps * cap;
+      const auto field = [&](int r, int f) -> float& { return runs[(10 * r + f) * tps + u]; };
+      if (slice == 0) {
+  #pragma unroll
+        for (int f = 0; f < 8; ++f) field(0, f) = __int_as_float(x0.q[f]), field(1, f) = __int_as_float(x1.q[f]);
+        field(0, 8) = x0.s, field(0, 9) = x0.S, field(1, 8) = x1.s, field(1, 9) = x1.S;
+      }
+      __syncthreads();  // the runs and the norm's partial sums
+      if (slice != 0) {
+  #pragma unroll
+        for (int f = 0; f < 8; ++f) x0.q[f] = __float_as_int(field(0, f)), x1.q[f] = __float_as_int(field(1, f));
+        x0.s = field(0, 8), x0.S = field(0, 9), x1.s = field(1, 8), x1.S = field(1, 9);
+      }
+    } else if (p.norm_w) {
+      __syncthreads();  // the norm's partial sums
+    }
+    if (p.norm_w) {
+      float total = 0.0f;
+      for (int w = 0; w < n_warps; ++w) total += red[w];
+      const float scale = 1.0f / sqrtf(total / float(p.K) + p.norm_eps);
+      x0.s *= scale, x0.S *= scale, x1.s *= scale, x1.S *= scale;
+    }
+
   }
 
   for (int64_t g = first; g < g1; g += slices) {
@@ -390,6 +433,7 @@ void launch_i16(const MatvecParams& p, size_t rb, cudaStream_t stream) {
       ::std::swap(sg.w[0], sg.w[1]), ::std::swap(sg.bias[0], sg.bias[1]), ::std::swap(sg.y[0], sg.y[1]);
     sg.glu_out = p.swiglu_out;
   }
+  LLM_REQUIRE(!kFixedX || b.slices >= 2, "fixed-point x: two row slices read its two runs");
   const int64_t resident = int64_t(current_device_sm_count()) * bps;
   const int64_t gpb = groups_per_block(sg.first[sg.n], resident, b, R, p.swiglu_out != nullptr);
   const int64_t grid = (sg.first[sg.n] + gpb - 1) / gpb;
