@@ -9,7 +9,6 @@
 // Launched as a programmatic dependent launch (pdl.cuh): the first row group's weights load while the previous
 // kernel finishes; x, the residual and the position are read after pdl_wait().
 #include <algorithm>
-#include <cstdlib>
 #include <atomic>
 #include <utility>
 
@@ -209,7 +208,7 @@ __device__ __forceinline__ void matvec_i16_body(const MatvecParams& p, const Seg
   // common factor, up to rounding): no second L2 round trip for the weights after the sum, and the barrier that
   // publishes the runs also completes the sum.
   mv16::Run x0, x1;
-  if (kFixedX || p.x_fixed) {  // LAB: a run-time branch in the plain instance (LLM_LAB_FIXED_INSTANCE=1: its own)
+  if constexpr (kFixedX) {
     // Run r of every unit is read, normalised and quantized by slice r (launch_i16 checks slices >= 2): 16 values of
     // 64 bits a thread instead of 32, which with the norm's weights would not fit the registers in one round trip.
     // The float copy of x (for a later residual add) is spread over the blocks: unit u by block u mod grid.
@@ -434,7 +433,7 @@ void launch_i16(const MatvecParams& p, size_t rb, cudaStream_t stream) {
       ::std::swap(sg.w[0], sg.w[1]), ::std::swap(sg.bias[0], sg.bias[1]), ::std::swap(sg.y[0], sg.y[1]);
     sg.glu_out = p.swiglu_out;
   }
-  LLM_REQUIRE(!p.x_fixed || b.slices >= 2, "fixed-point x: two row slices read its two runs");
+  LLM_REQUIRE(!kFixedX || b.slices >= 2, "fixed-point x: two row slices read its two runs");
   const int64_t resident = int64_t(current_device_sm_count()) * bps;
   const int64_t gpb = groups_per_block(sg.first[sg.n], resident, b, R, p.swiglu_out != nullptr);
   const int64_t grid = (sg.first[sg.n] + gpb - 1) / gpb;
@@ -553,10 +552,8 @@ void launch_matvec_i16(const MatvecParams& p, cudaStream_t stream) {
       small ? launch_i16<quant::Type::Q4_K, 2>(p, rb, stream) : launch_i16<quant::Type::Q4_K, 4>(p, rb, stream);
       break;
     case quant::Type::Q4_0:
-      if (p.x_fixed && ::std::getenv("LLM_LAB_FIXED_INSTANCE"))  // matvec_fuses: in file order, same-type siblings
+      if (p.x_fixed)  // matvec_fuses: in file order, same-type siblings
         launch_i16<quant::Type::Q4_0, 4, false, true>(p, rb, stream);
-      else if (p.x_fixed)
-        launch_i16<quant::Type::Q4_0, 4>(p, rb, stream);
       else if (q4_0_runs_fit(p))
         small ? launch_i16<quant::Type::Q4_0, 2, true>(p, rb, stream)
               : launch_i16<quant::Type::Q4_0, 4, true>(p, rb, stream);
