@@ -357,8 +357,7 @@ void Executor::lower(const Node& n) {
       a.max_splits = attention_max_splits(spec.n_ctx, ap.n_head_kv, T, ctx_.sm_count());
       a.kv_type = spec.type, a.k_scales = kv_->k_scales(ap.layer), a.v_scales = kv_->v_scales(ap.layer);
       if (kv_written_[size_t(n.id)]) {  // q rotated and K/V in the cache: the q/k/v launch did both
-        if (spec.type == graph::KvType::F16 && attention_o_of(n).mulmat != graph::kNoNode && fixed_d_ > 0 &&
-            !::std::getenv("LLM_LAB_NO_SHORT")) {  // LAB switch: timing only
+        if (spec.type == graph::KvType::F16 && attention_o_of(n).mulmat != graph::kNoNode && fixed_d_ > 0) {
           attends_in_o_[size_t(n.id)] = has_short_ = true;  // the o launch attends in the short graph
           steps_.push_back([a, this](cudaStream_t s) {
             if (!short_now_) launch_attention(a, s);

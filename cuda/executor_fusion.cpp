@@ -22,7 +22,6 @@
 //   fixed-point accumulator, which the folded norm's Q4_0 readers take as x (MatvecParams::x_fixed), the first of
 //   them writing the Add's float slot for the later residual add.
 #include <algorithm>
-#include <cstdlib>
 #include <string>
 #include <utility>
 
@@ -387,14 +386,8 @@ void Executor::read_fixed_point_x(const Node& m, MatvecParams& p) const {
   const Node& norm = g_.node(m.inputs[1]);
   if (norm.op != Op::RmsNorm || !folded_norm_.at(size_t(norm.id))) return;
   unsigned long long* acc = fixed_acc_.at(size_t(norm.inputs[0]));
-  if (!acc || ::std::getenv("LLM_LAB_FLOAT_X")) return;  // LAB: timing only
+  if (!acc) return;
   p.x_fixed = reinterpret_cast<const long long*>(acc), p.x_copy = const_cast<float*>(p.x), p.x = nullptr;
-  if (::std::getenv("LLM_LAB_NO_COPY")) p.x_copy = nullptr;  // LAB: timing only, down's residual left stale
-  if (::std::getenv("LLM_LAB_X_OTHER")) {  // LAB: timing only, the next launch's accumulator (zeroed, no atomics)
-    const size_t n_acc = fixed_accs_.bytes() / size_t(fixed_d_ * 8);
-    const size_t k = size_t(acc - fixed_accs_.as<unsigned long long>()) / size_t(fixed_d_);
-    p.x_fixed = reinterpret_cast<const long long*>(fixed_accs_.as<unsigned long long>() + (k + 1) % n_acc * fixed_d_);
-  }
   if (!matvec_fuses(p))
     throw InvalidArgument("node '" + m.name + "': cannot read its input from the fixed-point residual stream");
 }

@@ -45,13 +45,8 @@ __global__ void __launch_bounds__(kThreads) dequant_f16_kernel(DequantF16Params 
   const uint8_t* row = static_cast<const uint8_t*>(p.w) + (p.row0 + r) * row_bytes;
   const int valid = int((p.K - c * kChunk < kChunk ? p.K - c * kChunk : kChunk));
   float v[kChunk];
-  if constexpr (kX8 && T == quant::Type::Q4_0) {  // by columns: chunk c is block c of the row
-    const Q4_0ColsBlock b = q4_0_cols_block(static_cast<const uint8_t*>(p.w), p.K, p.N, p.row0 + r, c);
-    const float d = quant::dev::h2f(uint16_t(b.d[0] | b.d[1] << 8));
-#pragma unroll
-    for (int j = 0; j < 16; ++j) v[j] = float((b.qs[j] & 0x0f) - 8) * d, v[j + 16] = float((b.qs[j] >> 4) - 8) * d;
-  } else if constexpr (kX8) {
-    static_assert(T == quant::Type::Q6_K, "Q6_K and Q4_0 are the regrouped types");
+  if constexpr (kX8) {
+    static_assert(T == quant::Type::Q6_K, "only Q6_K is regrouped by runs");
     q6_kx8_dequant_chunk(row, c, v);  // K % 2048 == 0: every chunk whole
   } else {
     quant::dev::dequant_chunk<T>(row, c, valid, v);
@@ -85,6 +80,30 @@ __global__ void __launch_bounds__(kThreads) dequant_f16_kernel(DequantF16Params 
   }
 }
 
+// Q4_0 regrouped by columns (q4_0_cols.cuh): one thread per block, consecutive threads on consecutive rows of one
+// column block, so the 16-byte quant loads are contiguous across the warp; each thread stores its 32 values (64
+// contiguous bytes of its output row).
+__global__ void __launch_bounds__(kThreads) dequant_q4_0_cols_kernel(DequantF16Params p) {
+  const int64_t i = int64_t(blockIdx.x) * kThreads + threadIdx.x;
+  if (i >= p.K / 32 * p.rows) return;
+  const int64_t c = i / p.rows, r = i % p.rows;
+  const Q4_0ColsBlock b = q4_0_cols_block(static_cast<const uint8_t*>(p.w), p.K, p.N, p.row0 + r, c);
+  const uint4 q = *reinterpret_cast<const uint4*>(b.qs);
+  const float d = quant::dev::h2f(*reinterpret_cast<const uint16_t*>(b.d));
+  const uint32_t w[4] = {q.x, q.y, q.z, q.w};
+  float v[32];
+#pragma unroll
+  for (int j = 0; j < 16; ++j) {
+    const uint32_t byte = (w[j / 4] >> (8 * (j % 4))) & 0xffu;
+    v[j] = float(int(byte & 0x0f) - 8) * d, v[j + 16] = float(int(byte >> 4) - 8) * d;
+  }
+  uint4* out = reinterpret_cast<uint4*>(p.out + r * p.K + c * 32);
+#pragma unroll
+  for (int j = 0; j < 4; ++j)
+    out[j] = make_uint4(half2_bits(v[8 * j], v[8 * j + 1]), half2_bits(v[8 * j + 2], v[8 * j + 3]),
+                        half2_bits(v[8 * j + 4], v[8 * j + 5]), half2_bits(v[8 * j + 6], v[8 * j + 7]));
+}
+
 __global__ void f32_to_f16_kernel(const float* x, __half* out, int64_t n) {
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i < n) out[i] = __float2half_rn(x[i]);
@@ -106,9 +125,10 @@ void launch_dequant_f16(const DequantF16Params& p, cudaStream_t stream) {
   const int64_t chunks = (p.K + quant::dev::kChunk - 1) / quant::dev::kChunk * p.rows;
   LLM_REQUIRE(chunks / kThreads < 0x7fffffff, "slice too large for one launch");
   if (p.regrouped && p.type == quant::Type::Q4_0) {
-    LLM_REQUIRE(q4_0_cols_fits(p.w, p.K, p.N) && p.row0 + p.rows <= p.N,
+    const bool out_aligned = (reinterpret_cast<uintptr_t>(p.out) & 15) == 0;
+    LLM_REQUIRE(q4_0_cols_fits(p.w, p.K, p.N) && p.row0 + p.rows <= p.N && out_aligned,
                 "Q4_0 by columns: K a multiple of 256, 16-byte aligned, rows within N");
-    dequant_f16_kernel<quant::Type::Q4_0, true><<<blocks_for(chunks, kThreads), kThreads, 0, stream>>>(p, rb);
+    dequant_q4_0_cols_kernel<<<blocks_for(chunks, kThreads), kThreads, 0, stream>>>(p);
     CUDA_CHECK_LAUNCH(stream);
     return;
   }

@@ -164,6 +164,46 @@ __device__ __forceinline__ void write_rope_kv(const MatvecParams& p, const Segme
 // (8 MiB of L2 traffic on the launch's critical path); slices divide that by their count.
 // One instantiation serves one slice too (the down projections of K >= 8192): a separate one compiled without the
 // sharing made tg128 0.3-0.6% slower (7B, 8B Q4_0 and Q4_K_M, H100; kernel notes, session 13).
+// The fixed-point reader (kFixedX) of slice r < 2: run r of this unit read, normalised (x * w; the sum of squares
+// into red) and quantized into the shared-memory fields; the float copy by block u mod grid. Two slices share the
+// reader's work: 32 values of 64 bits in one thread would not fit beside the norm's weights. Not inlined: inlined,
+// the compiler scheduled the kernel's main loop differently (105 registers against 114) and the gate/up launch took
+// ~1.5 us longer (7B tg128 513.8 against 528.1; docs/kernel-notes.md, session 15).
+__device__ __noinline__ void read_fixed_run(const long long* x_fixed, float* x_copy, const float* norm_w, float* runs,
+                                            float* red, int64_t seg0, int64_t off1, int tps, int slice, int u,
+                                            int lane, int warp, int n_warps, bool active, int64_t block) {
+  if (slice >= 2) return;  // whole warps
+  const int r = slice;
+  float v[16], s2 = 0.0f;
+  if (active) {
+    const int64_t at = seg0 + r * off1;
+    load16_fixed(x_fixed + at, v);
+    if (x_copy && u % int64_t(gridDim.x) == block) {
+#pragma unroll
+      for (int i = 0; i < 16; i += 4)
+        *reinterpret_cast<float4*>(x_copy + at + i) = make_float4(v[i], v[i + 1], v[i + 2], v[i + 3]);
+    }
+    if (norm_w) {
+      float w[16];
+      load16<true>(norm_w + at, w);
+#pragma unroll
+      for (int i = 0; i < 16; ++i) s2 = fmaf(v[i], v[i], s2), v[i] *= w[i];
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < 16; ++i) v[i] = 0.0f;
+  }
+  if (norm_w) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) s2 += __shfl_xor_sync(0xffffffffu, s2, o);
+    if (lane == 0) red[r * n_warps + warp] = s2;
+  }
+  const mv16::Run q = quantize_run(v);
+#pragma unroll
+  for (int f = 0; f < 8; ++f) runs[(10 * r + f) * tps + u] = __int_as_float(q.q[f]);
+  runs[(10 * r + 8) * tps + u] = q.s, runs[(10 * r + 9) * tps + u] = q.S;
+}
+
 // kFixedX: x is read from MatvecParams::x_fixed (64-bit fixed point), and block 0 writes it as floats to x_copy.
 template <quant::Type T, int R, bool kAlt, bool kFixedX = false>
 __device__ __forceinline__ void matvec_i16_body(const MatvecParams& p, const Segments& sg, size_t row_bytes,
@@ -209,43 +249,11 @@ __device__ __forceinline__ void matvec_i16_body(const MatvecParams& p, const Seg
   // publishes the runs also completes the sum.
   mv16::Run x0, x1;
   if constexpr (kFixedX) {
-    // Run r of every unit is read, normalised and quantized by slice r (launch_i16 checks slices >= 2): 16 values of
-    // 64 bits a thread instead of 32, which with the norm's weights would not fit the registers in one round trip.
-    // The float copy of x (for a later residual add) is spread over the blocks: unit u by block u mod grid.
+    // Run r of every unit is read by slice r (read_fixed_run; launch_i16 checks slices >= 2).
     float* runs = part + n_warps * cap;
     const auto field = [&](int r, int f) -> float& { return runs[(10 * r + f) * tps + u]; };
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      if (slice != r) continue;  // whole warps
-      float v[16], s2 = 0.0f;
-      if (active) {
-        const int64_t at = U::seg0(u) + r * U::kOff1;
-        load16_fixed(p.x_fixed + at, v);
-        if (p.x_copy && u % int64_t(gridDim.x) == block) {
-#pragma unroll
-          for (int i = 0; i < 16; i += 4)
-            *reinterpret_cast<float4*>(p.x_copy + at + i) = make_float4(v[i], v[i + 1], v[i + 2], v[i + 3]);
-        }
-        if (p.norm_w) {
-          float w[16];
-          load16<true>(p.norm_w + at, w);
-#pragma unroll
-          for (int i = 0; i < 16; ++i) s2 = fmaf(v[i], v[i], s2), v[i] *= w[i];
-        }
-      } else {
-#pragma unroll
-        for (int i = 0; i < 16; ++i) v[i] = 0.0f;
-      }
-      if (p.norm_w) {
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1) s2 += __shfl_xor_sync(0xffffffffu, s2, o);
-        if (lane == 0) red[r * n_warps + warp] = s2;
-      }
-      const mv16::Run q = quantize_run(v);
-#pragma unroll
-      for (int f = 0; f < 8; ++f) field(r, f) = __int_as_float(q.q[f]);
-      field(r, 8) = q.s, field(r, 9) = q.S;
-    }
+    read_fixed_run(p.x_fixed, p.x_copy, p.norm_w, runs, red, U::seg0(u), U::kOff1, tps, slice, u, lane, warp, n_warps,
+                   active, block);
     __syncthreads();  // both runs and the norm's partial sums
 #pragma unroll
     for (int f = 0; f < 8; ++f) x0.q[f] = __float_as_int(field(0, f)), x1.q[f] = __float_as_int(field(1, f));
