@@ -80,28 +80,41 @@ __global__ void __launch_bounds__(kThreads) dequant_f16_kernel(DequantF16Params 
   }
 }
 
-// Q4_0 regrouped by columns (q4_0_cols.cuh): one thread per block, consecutive threads on consecutive rows of one
-// column block, so the 16-byte quant loads are contiguous across the warp; each thread stores its 32 values (64
-// contiguous bytes of its output row).
+// Q4_0 regrouped by columns (q4_0_cols.cuh), by tiles of 32 rows x 8 column blocks through shared memory: the reads
+// go along a column block (consecutive threads on consecutive rows: 512 contiguous bytes a warp), the writes along
+// the output rows (8 threads write a row's 512 contiguous bytes). K % 256 == 0: whole tiles across.
+constexpr int kColsTileRows = 32, kColsTileCols = 8;
+static_assert(kColsTileRows * kColsTileCols == kThreads, "one block of the tile a thread");
 __global__ void __launch_bounds__(kThreads) dequant_q4_0_cols_kernel(DequantF16Params p) {
-  const int64_t i = int64_t(blockIdx.x) * kThreads + threadIdx.x;
-  if (i >= p.K / 32 * p.rows) return;
-  const int64_t c = i / p.rows, r = i % p.rows;
-  const Q4_0ColsBlock b = q4_0_cols_block(static_cast<const uint8_t*>(p.w), p.K, p.N, p.row0 + r, c);
-  const uint4 q = *reinterpret_cast<const uint4*>(b.qs);
-  const float d = quant::dev::h2f(*reinterpret_cast<const uint16_t*>(b.d));
-  const uint32_t w[4] = {q.x, q.y, q.z, q.w};
-  float v[32];
+  __shared__ uint4 tile[kColsTileRows][kColsTileCols * 4];  // 64 bytes (32 halves) a block
+  const int64_t col_tiles = p.K / 32 / kColsTileCols;
+  const int64_t r0 = int64_t(blockIdx.x) / col_tiles * kColsTileRows;
+  const int64_t c0 = int64_t(blockIdx.x) % col_tiles * kColsTileCols;
+  {
+    const int rr = int(threadIdx.x) % kColsTileRows, cc = int(threadIdx.x) / kColsTileRows;
+    if (r0 + rr < p.rows) {
+      const Q4_0ColsBlock b = q4_0_cols_block(static_cast<const uint8_t*>(p.w), p.K, p.N, p.row0 + r0 + rr, c0 + cc);
+      const uint4 q = *reinterpret_cast<const uint4*>(b.qs);
+      const float d = quant::dev::h2f(*reinterpret_cast<const uint16_t*>(b.d));
+      const uint32_t w[4] = {q.x, q.y, q.z, q.w};
+      float v[32];
 #pragma unroll
-  for (int j = 0; j < 16; ++j) {
-    const uint32_t byte = (w[j / 4] >> (8 * (j % 4))) & 0xffu;
-    v[j] = float(int(byte & 0x0f) - 8) * d, v[j + 16] = float(int(byte >> 4) - 8) * d;
+      for (int j = 0; j < 16; ++j) {
+        const uint32_t byte = (w[j / 4] >> (8 * (j % 4))) & 0xffu;
+        v[j] = float(int(byte & 0x0f) - 8) * d, v[j + 16] = float(int(byte >> 4) - 8) * d;
+      }
+#pragma unroll
+      for (int j = 0; j < 4; ++j)
+        tile[rr][4 * cc + j] = make_uint4(half2_bits(v[8 * j], v[8 * j + 1]), half2_bits(v[8 * j + 2], v[8 * j + 3]),
+                                          half2_bits(v[8 * j + 4], v[8 * j + 5]), half2_bits(v[8 * j + 6], v[8 * j + 7]));
+    }
   }
-  uint4* out = reinterpret_cast<uint4*>(p.out + r * p.K + c * 32);
+  __syncthreads();
+  const int rr = int(threadIdx.x) / kColsTileCols, cc = int(threadIdx.x) % kColsTileCols;
+  if (r0 + rr >= p.rows) return;
+  uint4* out = reinterpret_cast<uint4*>(p.out + (r0 + rr) * p.K + (c0 + cc) * 32);
 #pragma unroll
-  for (int j = 0; j < 4; ++j)
-    out[j] = make_uint4(half2_bits(v[8 * j], v[8 * j + 1]), half2_bits(v[8 * j + 2], v[8 * j + 3]),
-                        half2_bits(v[8 * j + 4], v[8 * j + 5]), half2_bits(v[8 * j + 6], v[8 * j + 7]));
+  for (int j = 0; j < 4; ++j) out[j] = tile[rr][4 * cc + j];
 }
 
 __global__ void f32_to_f16_kernel(const float* x, __half* out, int64_t n) {
@@ -128,7 +141,9 @@ void launch_dequant_f16(const DequantF16Params& p, cudaStream_t stream) {
     const bool out_aligned = (reinterpret_cast<uintptr_t>(p.out) & 15) == 0;
     LLM_REQUIRE(q4_0_cols_fits(p.w, p.K, p.N) && p.row0 + p.rows <= p.N && out_aligned,
                 "Q4_0 by columns: K a multiple of 256, 16-byte aligned, rows within N");
-    dequant_q4_0_cols_kernel<<<blocks_for(chunks, kThreads), kThreads, 0, stream>>>(p);
+    const int64_t tiles = (p.rows + kColsTileRows - 1) / kColsTileRows * (p.K / 32 / kColsTileCols);
+    LLM_REQUIRE(tiles <= 0x7fffffff, "slice too large for one launch");
+    dequant_q4_0_cols_kernel<<<unsigned(tiles), kThreads, 0, stream>>>(p);
     CUDA_CHECK_LAUNCH(stream);
     return;
   }
