@@ -17,6 +17,8 @@
 #include "cuda/device_info.h"
 #include "cuda/kernels/attention.cuh"
 #include "cuda/kernels/host_inputs.cuh"
+#include "cuda/kernels/attention_o.cuh"
+#include "cuda/kernels/q4_0_cols.cuh"
 #include "cuda/kernels/q6_kx8.cuh"
 #include "cuda/work_buffers.h"
 #include "model/build_graph.h"
@@ -136,12 +138,23 @@ std::string CudaSession::device_name() const { return ctx_->name(); }
 // Every Q6_K matrix whose rows are whole runs of 8 blocks, in place: the decode matvec then reads a unit with four
 // aligned loads instead of ~12 (q6_kx8.cuh). The token embedding table stays as in the file: get_rows reads it (also
 // when it doubles as the output matrix).
+// Q4_0 o projections (no bias) of head shapes the attention + o launch serves, by columns (q4_0_cols.cuh): decode
+// then computes each with its attention in one launch (executor_fusion.cpp), prefill dequantizes them from it.
 void CudaSession::regroup_matrices() {
+  const auto& c = model_->config();
+  const bool o_shape = opt_.attention_o && cuda::attention_o_fits(c.n_head, c.n_head_kv, c.head_dim, c.head_dim_v);
   for (const auto& w : model_->weights().all()) {
     const graph::WeightParams& p = w.params;
     if (p.tensor == "token_embd.weight") continue;
     uint8_t* at = const_cast<uint8_t*>(weights_.base()) + p.arena_offset;
     const int64_t K = w.shape.ne[0], N = w.shape.rows();
+    if (o_shape && p.type == quant::Type::Q4_0 && p.tensor.ends_with(".attn_output.weight") && K == N &&
+        K == int64_t(c.n_head) * c.head_dim && cuda::q4_0_cols_fits(at, K, N) &&
+        !model_->weights().find(p.tensor.substr(0, p.tensor.size() - 6) + "bias")) {
+      cuda::launch_q4_0_cols_regroup(at, K, N, ctx_->compute());
+      regrouped_.insert(p.arena_offset);
+      continue;
+    }
     if (p.type != quant::Type::Q6_K || !opt_.q6_kx8 || !cuda::q6_kx8_fits(at, K)) continue;
     cuda::launch_q6_kx8_regroup(at, K, N, ctx_->compute());
     regrouped_.insert(p.arena_offset);
@@ -319,6 +332,7 @@ std::unique_ptr<Session> make_cuda_session(std::shared_ptr<const model::Model> m
   if (const char* e = std::getenv("LLM_CUDA_GRAPH"); e && std::string(e) == "0") o.cuda_graph = false;
   if (const char* e = std::getenv("LLM_CUDA_RTC"); e && std::string(e) == "0") o.rtc = false;
   if (const char* e = std::getenv("LLM_CUDA_Q6_KX8"); e && std::string(e) == "0") o.q6_kx8 = false;
+  if (const char* e = std::getenv("LLM_CUDA_ATTN_O"); e && std::string(e) == "0") o.attention_o = false;
   if (const char* e = std::getenv("LLM_CUDA_DECODE_AHEAD"); e && std::string(e) == "0") o.decode_ahead = false;
   if (const char* e = std::getenv("LLM_CUDA_Q4_0_RUNS"); e && *e) o.q4_0_runs = std::string(e) != "0";
   if (const char* e = std::getenv("LLM_CUDA_MV_SLICES"); e && *e) o.matvec_max_slices = std::atoi(e);

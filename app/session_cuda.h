@@ -33,6 +33,9 @@ struct CudaSessionOptions {
   graph::KvType kv_type = graph::KvType::F16;
   std::vector<std::string> omit_steps_of;  // timing only, results wrong (cuda::ExecutorOptions::omit_steps_of)
   bool q6_kx8 = true;  // regroup Q6_K matrices at upload (cuda/kernels/q6_kx8.cuh); false: LLM_CUDA_Q6_KX8=0
+  // Regroup Q4_0 o projections by columns at upload, so that decode runs each with its attention as one launch
+  // (cuda/kernels/attention_o.cuh); false: LLM_CUDA_ATTN_O=0.
+  bool attention_o = true;
   bool decode_ahead = true;  // queue the next decode step before returning a token; false: LLM_CUDA_DECODE_AHEAD=0
   // Decode matvec lab switches (cuda::ExecutorOptions): Q4_0 by aligned runs (true: LLM_CUDA_Q4_0_RUNS=1) and
   // the row slices a block may have (LLM_CUDA_MV_SLICES=N).

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "cuda/kernels/attention.cuh"
+#include "cuda/kernels/attention_o.cuh"
 #include "cuda/kernels/elementwise.cuh"
 #include "cuda/kernels/gemm.cuh"
 #include "cuda/kernels/get_rows.cuh"
@@ -123,6 +124,19 @@ Executor::Executor(const Context& ctx, const graph::Graph& g, const graph::Plan&
   merged_.assign(g.nodes().size(), false);
   glu_epilogue_.assign(g.nodes().size(), false);
   kv_written_.assign(g.nodes().size(), false);
+  attends_in_o_.assign(g.nodes().size(), false);
+  fixed_acc_.assign(g.nodes().size(), nullptr);
+  {  // the attention + o launches' accumulators (executor_fusion.cpp), zero before the first run
+    size_t n = 0;
+    for (const Node& a : g.nodes())
+      if (const AttentionO f = attention_o_of(a); f.mulmat != graph::kNoNode)
+        ++n, fixed_d_ = int64_t(::std::get<graph::AttentionParams>(a.params).n_head) *
+                        ::std::get<graph::AttentionParams>(a.params).head_dim;
+    if (n) {
+      fixed_accs_ = DeviceBuffer(n * size_t(fixed_d_) * 8);
+      CUDA_CHECK(cudaMemset(fixed_accs_.get(), 0, fixed_accs_.bytes()));
+    }
+  }
   const auto omitted = [&](const ::std::string& name) {  // "blk.3.ffn_down" is one of "ffn_down"
     for (const ::std::string& s : opt_.omit_steps_of)
       if (!s.empty() && name.ends_with(s) && (name.size() == s.size() || name[name.size() - s.size() - 1] == '.'))
@@ -154,6 +168,10 @@ void Executor::add_host_input(const int32_t* src, void* dst, int32_t n, const in
 bool Executor::regrouped(const Node& w) const {
   if (!opt_.regrouped_offsets || w.op != Op::Weight) return false;
   return opt_.regrouped_offsets->contains(::std::get<graph::WeightParams>(w.params).arena_offset);
+}
+
+bool Executor::q4_0_cols(const Node& w) const {
+  return regrouped(w) && ::std::get<graph::WeightParams>(w.params).type == quant::Type::Q4_0;
 }
 
 const void* Executor::weight_ptr(const Node& w) const {
@@ -248,7 +266,11 @@ void Executor::lower(const Node& n) {
       const quant::Type type = ::std::get<graph::WeightParams>(w.params).type;
       const int64_t K = w.shape.ne[0], N = w.shape.ne[1], T = n.shape.rows();
       const float* bias = n.inputs.size() > 2 && n.inputs[2] != graph::kNoNode ? f32_in(n, 2) : nullptr;
-      if (T <= opt_.matvec_max_tokens) {
+      if (const AttentionO f = attention_o_of(g_.node(n.inputs[1])); f.mulmat == n.id && fixed_d_ > 0) {
+        lower_attention_o(n, f);
+        return;
+      }
+      if (T <= opt_.matvec_max_tokens && !q4_0_cols(w)) {  // by columns: only attention_o and prefill read it
         MatvecParams p = matvec_params(n);
         if (const Node& x = g_.node(n.inputs[1]); x.op == Op::RmsNorm && folded_norm_[size_t(x.id)]) {
           p.x = f32_in(x, 0), p.norm_w = f32_in(x, 1), p.norm_eps = ::std::get<graph::RmsNormParams>(x.params).eps;
@@ -258,6 +280,7 @@ void Executor::lower(const Node& n) {
         if (!p.residual) merge_siblings(n, p);
         fold_swiglu_epilogue(n, p);
         fold_rope_kv_epilogue(n, p);
+        read_fixed_point_x(n, p);
         steps_.push_back([p](cudaStream_t s) { launch_matvec(p, s); });
       } else {
         GemmParams p{weight_ptr(w), type, f32_in(n, 1), bias, f32_out(n), K, N, T,
@@ -334,6 +357,13 @@ void Executor::lower(const Node& n) {
       a.max_splits = attention_max_splits(spec.n_ctx, ap.n_head_kv, T, ctx_.sm_count());
       a.kv_type = spec.type, a.k_scales = kv_->k_scales(ap.layer), a.v_scales = kv_->v_scales(ap.layer);
       if (kv_written_[size_t(n.id)]) {  // q rotated and K/V in the cache: the q/k/v launch did both
+        if (spec.type == graph::KvType::F16 && attention_o_of(n).mulmat != graph::kNoNode && fixed_d_ > 0) {
+          attends_in_o_[size_t(n.id)] = has_short_ = true;  // the o launch attends in the short graph
+          steps_.push_back([a, this](cudaStream_t s) {
+            if (!short_now_) launch_attention(a, s);
+          });
+          return;
+        }
         steps_.push_back([a](cudaStream_t s) { launch_attention(a, s); });
         return;
       }
@@ -401,7 +431,9 @@ const FusedElementwise* Executor::fused(const FusedShape& shape) {
   }
 }
 
-void Executor::drop_capture() { exec_.reset(), graph_.reset(), runs_ = 0; }
+void Executor::drop_capture() {
+  for (Variant& v : variants_) v = Variant{};
+}
 
 void Executor::append_step(::std::function<void(cudaStream_t)> step) {
   steps_.push_back(::std::move(step));
@@ -428,6 +460,7 @@ void Executor::write_inputs(::std::span<const int32_t> tokens, ::std::span<const
     ::std::memcpy(st, src.data(), n * 4);
     st += n * 4;
   }
+  max_pos_ = positions.empty() ? INT32_MAX : *::std::max_element(positions.begin(), positions.end());
 }
 
 void Executor::launch_all(cudaStream_t s) const {
@@ -436,17 +469,21 @@ void Executor::launch_all(cudaStream_t s) const {
 
 void Executor::run() {
   const cudaStream_t s = ctx_.compute();
+  short_now_ = short_next();
+  Variant& v = variants_[short_now_];
   // The first run is plain launches (warm-up: lazy module loading and cuBLAS heuristics happen outside capture).
-  if (!opt_.cuda_graph || runs_ == 0) {
+  if (!opt_.cuda_graph || v.runs == 0) {
     launch_all(s);
-    ++runs_;
+    ++v.runs;
     done_.record(s);
     return;
   }
-  if (!exec_) {
+  if (!v.exec) {
     if (opt_.verbose)
-      ::std::fprintf(stderr, "cuda: capturing %zu steps into a CUDA graph (%zu nodes fused into neighbours%s)\n",
-                     steps_.size(), n_fused(), fusion_summary().c_str());
+      ::std::fprintf(stderr, "cuda: capturing %zu steps into a CUDA graph%s (%zu nodes fused into neighbours%s)\n",
+                     steps_.size(),
+                     short_now_ ? (" for positions below " + ::std::to_string(kShortSlots)).c_str() : "", n_fused(),
+                     fusion_summary().c_str());
     cudaGraph_t cg = nullptr;
     CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
     try {
@@ -457,13 +494,13 @@ void Executor::run() {
       throw;
     }
     CUDA_CHECK(cudaStreamEndCapture(s, &cg));
-    graph_ = Graph(cg);
+    v.graph = Graph(cg);
     cudaGraphExec_t ge = nullptr;
     CUDA_CHECK(cudaGraphInstantiate(&ge, cg, 0));
-    exec_ = GraphExec(ge);
+    v.exec = GraphExec(ge);
   }
-  CUDA_CHECK(cudaGraphLaunch(exec_.get(), s));
-  ++runs_;
+  CUDA_CHECK(cudaGraphLaunch(v.exec.get(), s));
+  ++v.runs;
   done_.record(s);
 }
 

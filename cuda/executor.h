@@ -3,6 +3,7 @@
 // Per-run inputs (token ids, positions) are written into their fixed arena slots before each run, so one capture
 // serves every position. Nothing is allocated after construction.
 #pragma once
+#include <climits>
 #include <cstdint>
 #include <functional>
 #include <initializer_list>
@@ -73,7 +74,8 @@ struct ExecutorOptions {
   // of them ("attn_kqv", "ffn_down") are left out, so a step's share of the decode time shows as the speed-up
   // without it. The results are wrong; sessions warn on stderr (LLM_CUDA_OMIT_STEPS).
   ::std::vector<::std::string> omit_steps_of;
-  // Arena offsets of the Q6_K weights the session regrouped at upload (q6_kx8.cuh); null: none.
+  // Arena offsets of the weights the session regrouped at upload: Q6_K into Q6_Kx8 (q6_kx8.cuh), Q4_0 o
+  // projections by columns (q4_0_cols.cuh, read by the attention + o launch); null: none.
   const ::std::unordered_set<uint64_t>* regrouped_offsets = nullptr;
   // Lab switches of the decode matvec (MatvecParams::q4_0_runs, max_slices), for A/Bs. Q4_0 in file order by
   // default: with every launch of a model so, tg128 is 1.4% faster than by aligned runs (7B and 8B Q4_0, H100;
@@ -118,7 +120,13 @@ class Executor {
 
   size_t n_steps() const { return steps_.size(); }
   size_t n_fused() const;  // nodes folded into a neighbour's kernel (by kind: fusion_summary)
-  bool captured() const { return bool(exec_); }
+  // Whether the graph the next run() replays (by the positions last written) is captured.
+  bool captured() const { return bool(variants_[short_next()].exec); }
+  // Whether some o projection runs in one launch with its attention (attention_o.cuh), and whether runs of
+  // positions below kShortSlots replay a second graph in which that launch attends itself.
+  bool attention_o() const { return n_fixed_ > 0; }
+  bool attends_in_o() const { return has_short_; }
+  static constexpr int32_t kShortSlots = 256;
   size_t arena_bytes() const { return arena_.bytes(); }
 
  private:
@@ -126,17 +134,28 @@ class Executor {
   void lower(const graph::Node& n);
   void drop_capture();  // the steps or their inputs changed: the next run() launches plainly, then captures anew
   const void* weight_ptr(const graph::Node& w) const;
-  bool regrouped(const graph::Node& w) const;  // a Q6_K weight in its regrouped layout (q6_kx8.cuh)
+  bool regrouped(const graph::Node& w) const;  // a weight regrouped at upload (q6_kx8.cuh, q4_0_cols.cuh)
+  bool q4_0_cols(const graph::Node& w) const;  // a Q4_0 weight regrouped by columns
   const float* f32_in(const graph::Node& n, size_t i) const;
   RopeKernelParams rope_params(const graph::Node& rope) const;
   bool attention_matches_kv(const graph::Node& attention) const;
   float* f32_out(const graph::Node& n) const;
   void launch_all(cudaStream_t s) const;
   // Fusions by kind, for the -v capture note (executor_fusion.cpp).
-  enum class Fusion { Norm, Residual, Sibling, SwiGlu, RopeKv, RopeKvEpilogue, kCount };
+  enum class Fusion { Norm, Residual, Sibling, SwiGlu, RopeKv, RopeKvEpilogue, AttentionO, kCount };
   // Fusions (executor_fusion.cpp), decided while lowering in node order.
   MatvecParams matvec_params(const graph::Node& mulmat) const;
+  bool norm_foldable(const graph::Node& norm) const;
   bool fold_norm(const graph::Node& norm);
+  // The attention + o launch (executor_fusion.cpp): the o MulMat read by it, and the residual Add it computes.
+  struct AttentionO {
+    graph::NodeId mulmat = graph::kNoNode, add = graph::kNoNode;
+  };
+  AttentionO attention_o_of(const graph::Node& attention) const;
+  bool reads_fixed_point_ok(const graph::Node& add) const;
+  void lower_attention_o(const graph::Node& mulmat, const AttentionO& f);
+  void read_fixed_point_x(const graph::Node& mulmat, MatvecParams& p) const;
+  bool short_next() const { return has_short_ && max_pos_ < kShortSlots; }
   graph::NodeId residual_add(const graph::Node& mulmat, const MatvecParams& p) const;
   void fold_residual(const graph::Node& mulmat, MatvecParams& p);
   void merge_siblings(const graph::Node& mulmat, MatvecParams& p);
@@ -173,6 +192,14 @@ class Executor {
   std::vector<bool> merged_;                       // MulMat nodes computed in an earlier sibling's launch
   std::vector<bool> kv_written_;                   // Attention nodes whose q/k/v launch rotated q and k and wrote
                                                    // K/V into the cache (MatvecRopeKv): their Ropes run nowhere
+  std::vector<bool> attends_in_o_;                 // Attention nodes whose o launch attends in the short graph
+  std::vector<unsigned long long*> fixed_acc_;     // Add nodes held in 64-bit fixed point: their accumulator
+  DeviceBuffer fixed_accs_;                        // those accumulators, [n_fixed_][D]
+  int64_t fixed_d_ = 0;                            // D of each
+  size_t n_fixed_ = 0;                             // the attention + o launches lowered so far
+  bool has_short_ = false;
+  bool short_now_ = false;        // the graph being launched or captured: the attention steps read it
+  int32_t max_pos_ = INT32_MAX;   // the largest position of the inputs last written (write_inputs)
   std::map<::std::pair<float, int32_t>, DeviceBuffer> rope_powers_;  // base^(-2i/n_rot) by (base, n_rot)
   size_t fused_count_[size_t(Fusion::kCount)] = {};
   struct LastGemm {  // the latest prefill product: its input converts once for siblings right after it
@@ -180,9 +207,12 @@ class Executor {
     const float* x = nullptr;
     int64_t K = 0, T = 0;
   } last_gemm_;
-  int runs_ = 0;
-  Graph graph_;
-  GraphExec exec_;
+  struct Variant {  // a captured graph: [0] every run, [1] runs below kShortSlots when attends_in_o()
+    int runs = 0;
+    Graph graph;
+    GraphExec exec;
+  };
+  Variant variants_[2];
   Event done_ = Event::create();  // recorded after each run()
 };
 

@@ -17,11 +17,16 @@
 //   groups so each block writes silu(gate) * up, and neither product is stored.
 // - RoPE and the KV write as the epilogue of the q/k/v launch (fold_rope_kv_epilogue): where it applies, the rope
 //   pairs above run in no launch of their own and the attention step only attends.
+// - The o projection, its residual Add and (below Executor::kShortSlots positions) the attention as one split-K
+//   launch (attention_o.cuh) where the session regrouped o by columns: the Add's value lives in a 64-bit
+//   fixed-point accumulator, which the folded norm's Q4_0 readers take as x (MatvecParams::x_fixed), the first of
+//   them writing the Add's float slot for the later residual add.
 #include <algorithm>
 #include <string>
 #include <utility>
 
 #include "cuda/executor.h"
+#include "cuda/kernels/attention_o.cuh"
 #include "cuda/kernels/rope.cuh"
 
 namespace cuda {
@@ -50,6 +55,13 @@ MatvecParams Executor::matvec_params(const Node& n) const {
 }
 
 bool Executor::fold_norm(const Node& norm) {
+  if (!norm_foldable(norm)) return false;
+  folded_norm_.at(size_t(norm.id)) = true;
+  count_fusion(Fusion::Norm);
+  return true;
+}
+
+bool Executor::norm_foldable(const Node& norm) const {
   if (!opt_.fuse || norm.shape.rows() != 1) return false;
   if (norm.inputs.size() < 2 || norm.inputs[1] == graph::kNoNode) return false;  // no weight: keep the node
   const auto id = size_t(norm.id);
@@ -70,10 +82,7 @@ bool Executor::fold_norm(const Node& norm) {
   if (users_.at(id).empty()) return false;
   // Its readers read the norm's input: it must hold its value through the last of them — alive that long by the
   // plan, or (the final norm, whose input dies at the norm) its bytes untouched by everything alive until then.
-  if (plan_.last_use.at(size_t(src)) < last && !slot_free_between(src, norm.id, last)) return false;
-  folded_norm_.at(id) = true;
-  count_fusion(Fusion::Norm);
-  return true;
+  return plan_.last_use.at(size_t(src)) >= last || slot_free_between(src, norm.id, last);
 }
 
 // True when no tensor other than slot_owner's own that is alive at some step in [from, to] shares its arena bytes;
@@ -279,12 +288,108 @@ size_t Executor::n_fused() const {
 ::std::string Executor::fusion_summary() const {
   static const char* const kNames[] = {"RMS norms into matvecs", "residual adds", "sibling matvecs",
                                        "SwiGLUs into gate/up", "rope pairs + KV write into attention",
-                                       "rope pairs + KV write into q/k/v"};
+                                       "rope pairs + KV write into q/k/v", "o projections with their attention"};
   static_assert(sizeof(kNames) / sizeof(kNames[0]) == size_t(Fusion::kCount));
   ::std::string s;
   for (size_t k = 0; k < size_t(Fusion::kCount); ++k)
     if (fused_count_[k]) s += (s.empty() ? ": " : ", ") + ::std::to_string(fused_count_[k]) + " " + kNames[k];
   return s;
+}
+
+// The o MulMat and residual Add that one attention + o launch computes with this attention (attention_o.cuh), when
+// the session regrouped o by columns: one decode token, a supported head shape, o read by nothing else and added to
+// a residual that is alive then, the sum read only as reads_fixed_point_ok allows. Otherwise both kNoNode.
+Executor::AttentionO Executor::attention_o_of(const Node& att) const {
+  if (!opt_.fuse || !kv_ || att.op != Op::Attention || att.shape.rows() != 1) return {};
+  const auto& ap = ::std::get<graph::AttentionParams>(att.params);
+  if (!attention_o_fits(ap.n_head, ap.n_head_kv, ap.head_dim, ap.head_dim_v)) return {};
+  const auto& au = users_.at(size_t(att.id));
+  if (au.size() != 1) return {};
+  const Node& m = g_.node(au[0]);
+  if (m.op != Op::MulMat || m.inputs.size() < 2 || m.inputs[1] != att.id) return {};
+  if (m.inputs.size() > 2 && m.inputs[2] != graph::kNoNode) return {};  // no bias in the launch
+  const Node& w = g_.node(m.inputs[0]);
+  const int64_t D = int64_t(ap.n_head) * ap.head_dim;
+  if (!q4_0_cols(w) || w.shape.ne[0] != D || w.shape.ne[1] != D) return {};
+  const auto& mu = users_.at(size_t(m.id));
+  if (mu.size() != 1) return {};
+  const Node& a = g_.node(mu[0]);
+  if (a.op != Op::Add || a.inputs.size() != 2 || a.inputs[0] == a.inputs[1] || a.shape.elements() != D) return {};
+  const NodeId other = a.inputs[0] == m.id ? a.inputs[1] : a.inputs[0];
+  if (g_.node(other).shape.elements() != D || !plan_.owns(a.id)) return {};
+  const NodeId r = plan_.root.at(size_t(other));  // the residual: produced before the launch, alive through it
+  if (r > m.id || (g_.node(r).op != Op::Weight && plan_.last_use.at(size_t(r)) < m.id)) return {};
+  if (!reads_fixed_point_ok(a)) return {};
+  return {m.id, a.id};
+}
+
+// The readers of a fixed-point Add: one RmsNorm folded into Q4_0 matvecs that can read x in fixed point (the first
+// writes the Add's float slot), and Adds after all of them that read that slot. Not a graph output.
+bool Executor::reads_fixed_point_ok(const Node& add) const {
+  if (plan_.last_use.at(size_t(add.id)) >= int32_t(g_.nodes().size())) return false;
+  const Node* norm = nullptr;
+  for (NodeId u : users_.at(size_t(add.id)))
+    if (g_.node(u).op == Op::RmsNorm && !norm) norm = &g_.node(u);
+  if (!norm || norm->inputs[0] != add.id || !norm_foldable(*norm)) return false;
+  NodeId last = norm->id;
+  for (NodeId u : users_.at(size_t(norm->id))) {
+    const Node& m = g_.node(u);
+    const Node& w = g_.node(m.inputs[0]);
+    if (::std::get<graph::WeightParams>(w.params).type != quant::Type::Q4_0 || regrouped(w)) return false;
+    MatvecParams p = matvec_params(m);
+    p.x = nullptr, p.x_fixed = reinterpret_cast<const long long*>(f32_in(*norm, 0)), p.norm_w = f32_in(*norm, 1);
+    if (!matvec_fuses(p)) return false;
+    last = ::std::max(last, u);
+  }
+  for (NodeId u : users_.at(size_t(add.id)))
+    if (u != norm->id && (g_.node(u).op != Op::Add || u <= last)) return false;
+  return true;
+}
+
+// The o MulMat f.mulmat of an attention + o launch: one step, attending itself in the short graph where the q/k/v
+// launch wrote the token's K/V into an f16 cache (attends_in_o_), else taking the attention step's output.
+void Executor::lower_attention_o(const Node& m, const AttentionO& f) {
+  const Node& att = g_.node(m.inputs[1]);
+  const Node& add = g_.node(f.add);
+  const auto& ap = ::std::get<graph::AttentionParams>(att.params);
+  const size_t n_acc = fixed_accs_.bytes() / size_t(fixed_d_ * 8);
+  LLM_REQUIRE(n_fixed_ < n_acc && int64_t(ap.n_head) * ap.head_dim == fixed_d_, "attention_o: accumulators");
+  unsigned long long* acc = fixed_accs_.as<unsigned long long>() + n_fixed_ * size_t(fixed_d_);
+  AttentionOParams p;
+  p.attn = f32_in(m, 1), p.o = weight_ptr(g_.node(m.inputs[0]));
+  p.residual = f32_in(add, add.inputs[0] == m.id ? 1 : 0), p.acc = acc;
+  // The accumulator of the next such launch (of the first, for the last one: the next token's) is zeroed here;
+  // with only one, a memset before the launch does it.
+  if (n_acc > 1) p.zero_next = fixed_accs_.as<unsigned long long>() + (n_fixed_ + 1) % n_acc * size_t(fixed_d_);
+  p.scale = ap.scale, p.n_ctx = kv_->spec().n_ctx, p.n_head = ap.n_head, p.n_head_kv = ap.n_head_kv;
+  AttentionOParams attend = p;
+  if (attends_in_o_.at(size_t(att.id))) {
+    attend.attn = nullptr, attend.q = f32_in(att, 0);
+    attend.k_cache = static_cast<const uint16_t*>(kv_->k(ap.layer));
+    attend.v_cache = static_cast<const uint16_t*>(kv_->v(ap.layer));
+    attend.position = static_cast<const int32_t*>(device_ptr(att.inputs[3]));
+  }
+  fixed_acc_.at(size_t(add.id)) = acc;
+  folded_add_.at(size_t(add.id)) = true;
+  ++n_fixed_;
+  count_fusion(Fusion::AttentionO);
+  const size_t acc_bytes = size_t(fixed_d_) * 8;
+  steps_.push_back([p, attend, acc_bytes, this](cudaStream_t s) {
+    if (!p.zero_next) CUDA_CHECK(cudaMemsetAsync(p.acc, 0, acc_bytes, s));
+    launch_attention_o(short_now_ ? attend : p, s);
+  });
+}
+
+// A matvec whose folded norm reads a fixed-point Add takes x from its accumulator and writes the Add's float slot.
+void Executor::read_fixed_point_x(const Node& m, MatvecParams& p) const {
+  if (!p.norm_w || m.inputs.size() < 2) return;
+  const Node& norm = g_.node(m.inputs[1]);
+  if (norm.op != Op::RmsNorm || !folded_norm_.at(size_t(norm.id))) return;
+  unsigned long long* acc = fixed_acc_.at(size_t(norm.inputs[0]));
+  if (!acc) return;
+  p.x_fixed = reinterpret_cast<const long long*>(acc), p.x_copy = const_cast<float*>(p.x), p.x = nullptr;
+  if (!matvec_fuses(p))
+    throw InvalidArgument("node '" + m.name + "': cannot read its input from the fixed-point residual stream");
 }
 
 }  // namespace cuda

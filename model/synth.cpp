@@ -103,6 +103,9 @@ const std::vector<SynthShape>& synth_shapes() {
       {"llama3-1b", "Llama-3.2-1B (synthetic)", 2048, 16, 32, 8, 8192, 131072, 128256, 500000.0f, 1e-5f, true, true},
       {"llama2-7b", "Llama-2-7B (synthetic)", 4096, 32, 32, 32, 11008, 4096, 32000, 10000.0f, 1e-5f, false, false},
       {"tiny", "tiny llama (synthetic, for tests)", 256, 2, 4, 2, 512, 2048, 32000, 10000.0f, 1e-5f, false, false},
+      // 128-wide heads as the 7B/8B shapes have (what the attention + o launch serves), in 2 small layers.
+      {"tiny-h128", "tiny llama, 128-wide heads (synthetic, for tests)", 2048, 2, 16, 4, 1024, 2048, 32000,
+       10000.0f, 1e-5f, false, false},
   };
   return shapes;
 }

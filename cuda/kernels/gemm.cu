@@ -8,6 +8,7 @@
 #include <algorithm>
 
 #include "cuda/check.h"
+#include "cuda/kernels/q4_0_cols.cuh"
 #include "cuda/kernels/q6_kx8.cuh"
 #include "cuda/kernels/qtype_dispatch.cuh"
 #include "quant/dequant.cuh"
@@ -45,7 +46,7 @@ __global__ void __launch_bounds__(kThreads) dequant_f16_kernel(DequantF16Params 
   const int valid = int((p.K - c * kChunk < kChunk ? p.K - c * kChunk : kChunk));
   float v[kChunk];
   if constexpr (kX8) {
-    static_assert(T == quant::Type::Q6_K, "only Q6_K is regrouped");
+    static_assert(T == quant::Type::Q6_K, "only Q6_K is regrouped by runs");
     q6_kx8_dequant_chunk(row, c, v);  // K % 2048 == 0: every chunk whole
   } else {
     quant::dev::dequant_chunk<T>(row, c, valid, v);
@@ -79,6 +80,43 @@ __global__ void __launch_bounds__(kThreads) dequant_f16_kernel(DequantF16Params 
   }
 }
 
+// Q4_0 regrouped by columns (q4_0_cols.cuh), by tiles of 32 rows x 8 column blocks through shared memory: the reads
+// go along a column block (consecutive threads on consecutive rows: 512 contiguous bytes a warp), the writes along
+// the output rows (8 threads write a row's 512 contiguous bytes). K % 256 == 0: whole tiles across.
+constexpr int kColsTileRows = 32, kColsTileCols = 8;
+static_assert(kColsTileRows * kColsTileCols == kThreads, "one block of the tile a thread");
+__global__ void __launch_bounds__(kThreads) dequant_q4_0_cols_kernel(DequantF16Params p) {
+  __shared__ uint4 tile[kColsTileRows][kColsTileCols * 4];  // 64 bytes (32 halves) a block
+  const int64_t col_tiles = p.K / 32 / kColsTileCols;
+  const int64_t r0 = int64_t(blockIdx.x) / col_tiles * kColsTileRows;
+  const int64_t c0 = int64_t(blockIdx.x) % col_tiles * kColsTileCols;
+  {
+    const int rr = int(threadIdx.x) % kColsTileRows, cc = int(threadIdx.x) / kColsTileRows;
+    if (r0 + rr < p.rows) {
+      const Q4_0ColsBlock b = q4_0_cols_block(static_cast<const uint8_t*>(p.w), p.K, p.N, p.row0 + r0 + rr, c0 + cc);
+      const uint4 q = *reinterpret_cast<const uint4*>(b.qs);
+      const float d = quant::dev::h2f(*reinterpret_cast<const uint16_t*>(b.d));
+      const uint32_t w[4] = {q.x, q.y, q.z, q.w};
+      float v[32];
+#pragma unroll
+      for (int j = 0; j < 16; ++j) {
+        const uint32_t byte = (w[j / 4] >> (8 * (j % 4))) & 0xffu;
+        v[j] = float(int(byte & 0x0f) - 8) * d, v[j + 16] = float(int(byte >> 4) - 8) * d;
+      }
+#pragma unroll
+      for (int j = 0; j < 4; ++j)
+        tile[rr][4 * cc + j] = make_uint4(half2_bits(v[8 * j], v[8 * j + 1]), half2_bits(v[8 * j + 2], v[8 * j + 3]),
+                                          half2_bits(v[8 * j + 4], v[8 * j + 5]), half2_bits(v[8 * j + 6], v[8 * j + 7]));
+    }
+  }
+  __syncthreads();
+  const int rr = int(threadIdx.x) / kColsTileCols, cc = int(threadIdx.x) % kColsTileCols;
+  if (r0 + rr >= p.rows) return;
+  uint4* out = reinterpret_cast<uint4*>(p.out + (r0 + rr) * p.K + (c0 + cc) * 32);
+#pragma unroll
+  for (int j = 0; j < 4; ++j) out[j] = tile[rr][4 * cc + j];
+}
+
 __global__ void f32_to_f16_kernel(const float* x, __half* out, int64_t n) {
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i < n) out[i] = __float2half_rn(x[i]);
@@ -99,6 +137,16 @@ void launch_dequant_f16(const DequantF16Params& p, cudaStream_t stream) {
   const size_t rb = quant::row_bytes(p.type, p.K);
   const int64_t chunks = (p.K + quant::dev::kChunk - 1) / quant::dev::kChunk * p.rows;
   LLM_REQUIRE(chunks / kThreads < 0x7fffffff, "slice too large for one launch");
+  if (p.regrouped && p.type == quant::Type::Q4_0) {
+    const bool out_aligned = (reinterpret_cast<uintptr_t>(p.out) & 15) == 0;
+    LLM_REQUIRE(q4_0_cols_fits(p.w, p.K, p.N) && p.row0 + p.rows <= p.N && out_aligned,
+                "Q4_0 by columns: K a multiple of 256, 16-byte aligned, rows within N");
+    const int64_t tiles = (p.rows + kColsTileRows - 1) / kColsTileRows * (p.K / 32 / kColsTileCols);
+    LLM_REQUIRE(tiles <= 0x7fffffff, "slice too large for one launch");
+    dequant_q4_0_cols_kernel<<<unsigned(tiles), kThreads, 0, stream>>>(p);
+    CUDA_CHECK_LAUNCH(stream);
+    return;
+  }
   if (p.regrouped) {
     LLM_REQUIRE(p.type == quant::Type::Q6_K && q6_kx8_fits(p.w, p.K),
                 "regrouped weights: Q6_K rows of K % 2048 == 0, 16-byte aligned");
@@ -148,7 +196,7 @@ void launch_gemm(const GemmParams& p, const Blas& blas, cudaStream_t stream) {
     const int64_t slice = ::std::min<int64_t>(p.N, int64_t((p.scratch_bytes - x_bytes) / (size_t(p.K) * 2)));
     for (int64_t row0 = 0; row0 < p.N; row0 += slice) {
       const int64_t rows = ::std::min(slice, p.N - row0);
-      launch_dequant_f16({p.w, p.type, p.K, row0, rows, wh, p.regrouped}, stream);
+      launch_dequant_f16({p.w, p.type, p.K, row0, rows, wh, p.regrouped, p.N}, stream);
       gemm(wh, row0, rows);
     }
   }

@@ -23,7 +23,7 @@ struct GemmParams {
   size_t scratch_bytes = 0;
   bool x_in_scratch = false;   // the previous launch on this stream converted this same x (K, T) into scratch:
                                // siblings reading one input (q/k/v, gate/up) skip the conversion
-  bool regrouped = false;      // Q6_K regrouped at upload (q6_kx8.cuh)
+  bool regrouped = false;      // regrouped at upload: Q6_K into Q6_Kx8 (q6_kx8.cuh), Q4_0 by columns (q4_0_cols.cuh)
 };
 
 // Smallest scratch for which the launcher can proceed (X in half plus a slice of min(N, 128) rows of W); more
@@ -42,7 +42,8 @@ struct DequantF16Params {
   int64_t row0 = 0;
   int64_t rows = 0;
   uint16_t* out = nullptr;     // [K, rows] binary16
-  bool regrouped = false;      // Q6_K regrouped at upload (q6_kx8.cuh)
+  bool regrouped = false;      // regrouped at upload: Q6_K into Q6_Kx8 (q6_kx8.cuh), Q4_0 by columns (q4_0_cols.cuh)
+  int64_t N = 0;               // the matrix's rows, all of them (Q4_0 by columns addresses blocks by them)
 };
 void launch_dequant_f16(const DequantF16Params& p, cudaStream_t stream);
 

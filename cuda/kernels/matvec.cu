@@ -140,8 +140,9 @@ void launch_unit(const MatvecParams& p, size_t rb, cudaStream_t stream) {
 void launch_matvec_i16(const MatvecParams& p, cudaStream_t stream);  // matvec_i16.cu
 
 void launch_matvec(const MatvecParams& p, cudaStream_t stream) {
-  LLM_REQUIRE(p.w && p.x && p.y, "null pointer");
+  LLM_REQUIRE(p.w && (p.x || p.x_fixed) && p.y, "null pointer");
   LLM_REQUIRE(p.K > 0 && p.N > 0 && p.T > 0, "empty shape");
+  LLM_REQUIRE(!p.x_fixed || matvec_fuses(p), "fixed-point x: only the int16 kernel's Q4_0 launches read it");
   if (matvec_fuses(p)) {
     launch_matvec_i16(p, stream);
     CUDA_CHECK_LAUNCH(stream);

@@ -59,6 +59,10 @@ struct MatvecParams {
   const float* norm_w = nullptr;
   float norm_eps = 0.0f;
   const float* residual = nullptr;
+  // x as the residual stream's 64-bit fixed point (kFixedOne units, attention_o.cuh) instead of floats at x (int16
+  // kernel, Q4_0 only); x_copy, when set, receives x as floats (from block 0) for a later residual add.
+  const long long* x_fixed = nullptr;
+  float* x_copy = nullptr;
   // The SwiGlu op as the epilogue of gate and up in one launch: with one sibling of the same type and N, write
   // silu(gate) * up ([N]) here instead of either product. The gate is the main matrix, or the sibling if so flagged.
   float* swiglu_out = nullptr;

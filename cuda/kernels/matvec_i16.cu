@@ -18,6 +18,7 @@
 #include "cuda/device_info.h"
 #include "cuda/kernels/matvec.cuh"
 #include "cuda/kernels/matvec_i16_units.cuh"
+#include "cuda/kernels/attention_o.cuh"
 #include "cuda/kernels/pdl.cuh"
 #include "cuda/kernels/rope_angle.cuh"
 
@@ -52,6 +53,17 @@ __device__ __forceinline__ void load16(const float* p, float (&v)[16]) {
     const float4* q = reinterpret_cast<const float4*>(p) + i;
     const float4 a = kReadOnly ? __ldg(q) : *q;
     v[4 * i] = a.x, v[4 * i + 1] = a.y, v[4 * i + 2] = a.z, v[4 * i + 3] = a.w;
+  }
+}
+
+// 16 values of the 64-bit fixed-point residual stream (attention_o.cuh) as floats, read after pdl_wait(). Each from
+// its 32-bit halves, high + low * 2^-32 in one fma (fixed_to_float): a 64-bit integer conversion is a long
+// instruction sequence, and here it would sit on every block's critical path (kernel notes, session 15).
+__device__ __forceinline__ void load16_fixed(const long long* p, float (&v)[16]) {
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    const longlong2 a = reinterpret_cast<const longlong2*>(p)[i];
+    v[2 * i] = fixed_to_float(a.x), v[2 * i + 1] = fixed_to_float(a.y);
   }
 }
 
@@ -152,7 +164,48 @@ __device__ __forceinline__ void write_rope_kv(const MatvecParams& p, const Segme
 // (8 MiB of L2 traffic on the launch's critical path); slices divide that by their count.
 // One instantiation serves one slice too (the down projections of K >= 8192): a separate one compiled without the
 // sharing made tg128 0.3-0.6% slower (7B, 8B Q4_0 and Q4_K_M, H100; kernel notes, session 13).
-template <quant::Type T, int R, bool kAlt>
+// The fixed-point reader (kFixedX) of slice r < 2: run r of this unit read, normalised (x * w; the sum of squares
+// into red) and quantized into the shared-memory fields; the float copy by block u mod grid. Two slices share the
+// reader's work: 32 values of 64 bits in one thread would not fit beside the norm's weights. Not inlined: inlined,
+// the compiler scheduled the kernel's main loop differently (105 registers against 114) and the gate/up launch took
+// ~1.5 us longer (7B tg128 513.8 against 528.1; docs/kernel-notes.md, session 15).
+__device__ __noinline__ void read_fixed_run(const long long* x_fixed, float* x_copy, const float* norm_w, float* runs,
+                                            float* red, int64_t seg0, int64_t off1, int tps, int slice, int u,
+                                            int lane, int warp, int n_warps, bool active, int64_t block) {
+  if (slice >= 2) return;  // whole warps
+  const int r = slice;
+  float v[16], s2 = 0.0f;
+  if (active) {
+    const int64_t at = seg0 + r * off1;
+    load16_fixed(x_fixed + at, v);
+    if (x_copy && u % int64_t(gridDim.x) == block) {
+#pragma unroll
+      for (int i = 0; i < 16; i += 4)
+        *reinterpret_cast<float4*>(x_copy + at + i) = make_float4(v[i], v[i + 1], v[i + 2], v[i + 3]);
+    }
+    if (norm_w) {
+      float w[16];
+      load16<true>(norm_w + at, w);
+#pragma unroll
+      for (int i = 0; i < 16; ++i) s2 = fmaf(v[i], v[i], s2), v[i] *= w[i];
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < 16; ++i) v[i] = 0.0f;
+  }
+  if (norm_w) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) s2 += __shfl_xor_sync(0xffffffffu, s2, o);
+    if (lane == 0) red[r * n_warps + warp] = s2;
+  }
+  const mv16::Run q = quantize_run(v);
+#pragma unroll
+  for (int f = 0; f < 8; ++f) runs[(10 * r + f) * tps + u] = __int_as_float(q.q[f]);
+  runs[(10 * r + 8) * tps + u] = q.s, runs[(10 * r + 9) * tps + u] = q.S;
+}
+
+// kFixedX: x is read from MatvecParams::x_fixed (64-bit fixed point), and block 0 writes it as floats to x_copy.
+template <quant::Type T, int R, bool kAlt, bool kFixedX = false>
 __device__ __forceinline__ void matvec_i16_body(const MatvecParams& p, const Segments& sg, size_t row_bytes,
                                                 int64_t groups_per_block, int slices, int64_t block) {
   static_assert(!kAlt || T == quant::Type::Q6_K || T == quant::Type::Q4_0, "no alternative unit");
@@ -194,53 +247,73 @@ __device__ __forceinline__ void matvec_i16_body(const MatvecParams& p, const Seg
   // and the norm's scale multiplies each run's s and S afterwards (the int16 quantization does not depend on a
   // common factor, up to rounding): no second L2 round trip for the weights after the sum, and the barrier that
   // publishes the runs also completes the sum.
-  const bool reader = active && slice == 0;
-  float xa[16], xb[16], ss = 0.0f;
-  if (reader) {
-    load16<false>(p.x + U::seg0(u), xa);
-    load16<false>(p.x + U::seg0(u) + U::kOff1, xb);
-    if (p.norm_w) {
-      float wa[16], wb[16];
-      load16<true>(p.norm_w + U::seg0(u), wa);
-      load16<true>(p.norm_w + U::seg0(u) + U::kOff1, wb);
-#pragma unroll
-      for (int i = 0; i < 16; ++i) {
-        ss = fmaf(xa[i], xa[i], fmaf(xb[i], xb[i], ss));
-        xa[i] *= wa[i], xb[i] *= wb[i];
-      }
-    }
-  } else {
-#pragma unroll
-    for (int i = 0; i < 16; ++i) xa[i] = xb[i] = 0.0f;
-  }
-  if (p.norm_w) {
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
-    if (lane == 0 && slice == 0) red[warp] = ss;
-  }
-  mv16::Run x0 = quantize_run(xa), x1 = quantize_run(xb);
-  if (slices > 1) {
+  mv16::Run x0, x1;
+  if constexpr (kFixedX) {
+    // Run r of every unit is read by slice r (read_fixed_run; launch_i16 checks slices >= 2).
     float* runs = part + n_warps * cap;
     const auto field = [&](int r, int f) -> float& { return runs[(10 * r + f) * tps + u]; };
-    if (slice == 0) {
+    read_fixed_run(p.x_fixed, p.x_copy, p.norm_w, runs, red, U::seg0(u), U::kOff1, tps, slice, u, lane, warp, n_warps,
+                   active, block);
+    __syncthreads();  // both runs and the norm's partial sums
 #pragma unroll
-      for (int f = 0; f < 8; ++f) field(0, f) = __int_as_float(x0.q[f]), field(1, f) = __int_as_float(x1.q[f]);
-      field(0, 8) = x0.s, field(0, 9) = x0.S, field(1, 8) = x1.s, field(1, 9) = x1.S;
+    for (int f = 0; f < 8; ++f) x0.q[f] = __float_as_int(field(0, f)), x1.q[f] = __float_as_int(field(1, f));
+    x0.s = field(0, 8), x0.S = field(0, 9), x1.s = field(1, 8), x1.S = field(1, 9);
+    if (p.norm_w) {
+      float total = 0.0f;
+      for (int w = 0; w < 2 * n_warps; ++w) total += red[w];
+      const float scale = 1.0f / sqrtf(total / float(p.K) + p.norm_eps);
+      x0.s *= scale, x0.S *= scale, x1.s *= scale, x1.S *= scale;
     }
-    __syncthreads();  // the runs and the norm's partial sums
-    if (slice != 0) {
-#pragma unroll
-      for (int f = 0; f < 8; ++f) x0.q[f] = __float_as_int(field(0, f)), x1.q[f] = __float_as_int(field(1, f));
-      x0.s = field(0, 8), x0.S = field(0, 9), x1.s = field(1, 8), x1.S = field(1, 9);
+  } else {
+    const bool reader = active && slice == 0;
+    float xa[16], xb[16], ss = 0.0f;
+    if (reader) {
+      load16<false>(p.x + U::seg0(u), xa);
+      load16<false>(p.x + U::seg0(u) + U::kOff1, xb);
+      if (p.norm_w) {
+        float wa[16], wb[16];
+        load16<true>(p.norm_w + U::seg0(u), wa);
+        load16<true>(p.norm_w + U::seg0(u) + U::kOff1, wb);
+  #pragma unroll
+        for (int i = 0; i < 16; ++i) {
+          ss = fmaf(xa[i], xa[i], fmaf(xb[i], xb[i], ss));
+          xa[i] *= wa[i], xb[i] *= wb[i];
+        }
+      }
+    } else {
+  #pragma unroll
+      for (int i = 0; i < 16; ++i) xa[i] = xb[i] = 0.0f;
     }
-  } else if (p.norm_w) {
-    __syncthreads();  // the norm's partial sums
-  }
-  if (p.norm_w) {
-    float total = 0.0f;
-    for (int w = 0; w < n_warps; ++w) total += red[w];
-    const float scale = 1.0f / sqrtf(total / float(p.K) + p.norm_eps);
-    x0.s *= scale, x0.S *= scale, x1.s *= scale, x1.S *= scale;
+    if (p.norm_w) {
+  #pragma unroll
+      for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+      if (lane == 0 && slice == 0) red[warp] = ss;
+    }
+    x0 = quantize_run(xa), x1 = quantize_run(xb);
+    if (slices > 1) {
+      float* runs = part + n_warps * cap;
+      const auto field = [&](int r, int f) -> float& { return runs[(10 * r + f) * tps + u]; };
+      if (slice == 0) {
+  #pragma unroll
+        for (int f = 0; f < 8; ++f) field(0, f) = __int_as_float(x0.q[f]), field(1, f) = __int_as_float(x1.q[f]);
+        field(0, 8) = x0.s, field(0, 9) = x0.S, field(1, 8) = x1.s, field(1, 9) = x1.S;
+      }
+      __syncthreads();  // the runs and the norm's partial sums
+      if (slice != 0) {
+  #pragma unroll
+        for (int f = 0; f < 8; ++f) x0.q[f] = __float_as_int(field(0, f)), x1.q[f] = __float_as_int(field(1, f));
+        x0.s = field(0, 8), x0.S = field(0, 9), x1.s = field(1, 8), x1.S = field(1, 9);
+      }
+    } else if (p.norm_w) {
+      __syncthreads();  // the norm's partial sums
+    }
+    if (p.norm_w) {
+      float total = 0.0f;
+      for (int w = 0; w < n_warps; ++w) total += red[w];
+      const float scale = 1.0f / sqrtf(total / float(p.K) + p.norm_eps);
+      x0.s *= scale, x0.S *= scale, x1.s *= scale, x1.S *= scale;
+    }
+
   }
 
   for (int64_t g = first; g < g1; g += slices) {
@@ -283,10 +356,10 @@ __device__ __forceinline__ void matvec_i16_body(const MatvecParams& p, const Seg
   }
 }
 
-template <quant::Type T, int R, bool kAlt>
+template <quant::Type T, int R, bool kAlt, bool kFixedX = false>
 __global__ void __launch_bounds__(kMaxUnits, 1)
     matvec_i16_kernel(MatvecParams p, Segments sg, size_t row_bytes, int64_t groups_per_block, int slices) {
-  matvec_i16_body<T, R, kAlt>(p, sg, row_bytes, groups_per_block, slices, blockIdx.x);
+  matvec_i16_body<T, R, kAlt, kFixedX>(p, sg, row_bytes, groups_per_block, slices, blockIdx.x);
 }
 
 // Siblings of two types in one launch (a Q4_K_M file's Q4_K q/k with its Q6_K v): blocks [0, blocks_a) run the
@@ -357,23 +430,24 @@ int64_t groups_per_block(int64_t n_groups, int64_t max_blocks, const BlockShape&
   return gpb < cap ? gpb : cap;
 }
 
-template <quant::Type T, int R, bool kAlt = false>
+template <quant::Type T, int R, bool kAlt = false, bool kFixedX = false>
 void launch_i16(const MatvecParams& p, size_t rb, cudaStream_t stream) {
   static ::std::atomic<int> per_sm[kMaxUnits / 32 + 1];
-  const BlockShape b = block_shape(matvec_i16_kernel<T, R, kAlt>, p, per_sm);
-  const int bps = blocks_per_sm(matvec_i16_kernel<T, R, kAlt>, b.threads(), per_sm);
+  const BlockShape b = block_shape(matvec_i16_kernel<T, R, kAlt, kFixedX>, p, per_sm);
+  const int bps = blocks_per_sm(matvec_i16_kernel<T, R, kAlt, kFixedX>, b.threads(), per_sm);
   Segments sg = segments_of(p, T, R);
   if (p.swiglu_out) {  // gate first (swapped when it is the sibling)
     if (p.swiglu_gate_is_sibling)
       ::std::swap(sg.w[0], sg.w[1]), ::std::swap(sg.bias[0], sg.bias[1]), ::std::swap(sg.y[0], sg.y[1]);
     sg.glu_out = p.swiglu_out;
   }
+  LLM_REQUIRE(!kFixedX || b.slices >= 2, "fixed-point x: two row slices read its two runs");
   const int64_t resident = int64_t(current_device_sm_count()) * bps;
   const int64_t gpb = groups_per_block(sg.first[sg.n], resident, b, R, p.swiglu_out != nullptr);
   const int64_t grid = (sg.first[sg.n] + gpb - 1) / gpb;
   LLM_REQUIRE(grid <= 0x7fffffff, "too many rows");
   const size_t smem = size_t(b.warps()) * size_t(gpb) * R * 4 + b.runs_bytes();
-  launch_pdl(matvec_i16_kernel<T, R, kAlt>, dim3(unsigned(grid)), dim3(unsigned(b.threads())), smem,
+  launch_pdl(matvec_i16_kernel<T, R, kAlt, kFixedX>, dim3(unsigned(grid)), dim3(unsigned(b.threads())), smem,
              stream, p, sg, rb, gpb, b.slices);
 }
 
@@ -445,7 +519,9 @@ bool matvec_fuses(const MatvecParams& p) {
     if (x8(t) && !q6_kx8_fits(w, p.K)) return false;
     return a(w) % wa(t) == 0 && quant::row_bytes(t, p.K) % wa(t) == 0;
   };
-  if (p.path != MatvecPath::Auto || p.T != 1 || !i16_type(p.type) || !p.x) return false;
+  if (p.path != MatvecPath::Auto || p.T != 1 || !i16_type(p.type) || (!p.x && !p.x_fixed)) return false;
+  // The fixed-point x: one instantiation, Q4_0 in file order without other-type siblings, and no rope epilogue.
+  if (p.x_fixed && (p.type != quant::Type::Q4_0 || p.q4_0_runs || p.rope_kv.q_out || p.x)) return false;
   if (p.K <= 0 || p.K % 32 != 0 || p.K / 32 > kMaxUnits || !rows_fit(p.type, p.w)) return false;
   if (p.n_siblings < 0 || p.n_siblings > MatvecParams::kMaxSiblings || (p.n_siblings > 0 && p.residual)) return false;
   for (int i = 0; i < p.n_siblings; ++i) {
@@ -455,7 +531,7 @@ bool matvec_fuses(const MatvecParams& p) {
   }
   if (p.swiglu_out && (p.n_siblings != 1 || p.siblings[0].type != p.type || p.siblings[0].N != p.N)) return false;
   if (p.rope_kv.q_out && !rope_kv_epilogue_fits(p)) return false;
-  return a(p.x) % 16 == 0 && (!p.norm_w || a(p.norm_w) % 16 == 0);
+  return (p.x ? a(p.x) : a(p.x_fixed)) % 16 == 0 && (!p.norm_w || a(p.norm_w) % 16 == 0);
 }
 
 // Called by launch_matvec once matvec_fuses(p) holds.
@@ -484,7 +560,9 @@ void launch_matvec_i16(const MatvecParams& p, cudaStream_t stream) {
       small ? launch_i16<quant::Type::Q4_K, 2>(p, rb, stream) : launch_i16<quant::Type::Q4_K, 4>(p, rb, stream);
       break;
     case quant::Type::Q4_0:
-      if (q4_0_runs_fit(p))
+      if (p.x_fixed)  // matvec_fuses: in file order, same-type siblings
+        launch_i16<quant::Type::Q4_0, 4, false, true>(p, rb, stream);
+      else if (q4_0_runs_fit(p))
         small ? launch_i16<quant::Type::Q4_0, 2, true>(p, rb, stream)
               : launch_i16<quant::Type::Q4_0, 4, true>(p, rb, stream);
       else

@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,7 @@
 #include "assets.h"
 #include "cuda/check.h"
 #include "model/model.h"
+#include "model/synth.h"
 #include "tests/model/refs.h"
 
 #define REQUIRE_GPU() \
@@ -329,6 +331,53 @@ TEST(GpuKvQuantRefusal, HeadDim8IsASessionError) {
     o.kv_type = kv;
     EXPECT_THROW(app::CudaSession(m, 64, o), app::SessionError) << graph::kv_type_name(kv);
   }
+}
+
+// The o projection with its attention in one split-K launch (cuda/kernels/attention_o.cuh, on by default for Q4_0 o
+// projections of 128-wide heads): a synthetic model of that shape, a 240-token prompt, then 30 decode steps across
+// position 256, where decode switches from the graph in which the o launch attends to the one that replays the
+// split attention. Every step against the CPU, with the fusion and without it (LLM_CUDA_ATTN_O=0): both within the
+// decode tolerance, and not the same floats (so the fused launches did run).
+TEST(GpuSession, AttentionOAcrossItsPositionLimit) {
+  REQUIRE_GPU();
+  REQUIRE_ASSET(vocab, "tokenizer/ggml-vocab-llama-spm.gguf");
+  const std::string path =
+      (std::filesystem::temp_directory_path() / "llm-run-test-attention-o-tiny-h128-Q4_0.gguf").string();
+  model::SynthOptions so;
+  so.shape = "tiny-h128", so.preset = "Q4_0", so.vocab_path = vocab, so.out_path = path, so.seed = 7;
+  model::write_synthetic_model(so);
+  auto m = model::Model::load(path);
+  std::filesystem::remove(path);
+  const int32_t V = m->config().n_vocab, n_prompt = 240, n_decode = 30, n_ctx = 400;
+  app::CpuSession cpu(m, n_ctx, 0);
+  app::CudaSessionOptions off = graph_opts(true);
+  off.attention_o = false;
+  app::CudaSession fused(m, n_ctx, graph_opts(true)), plain(m, n_ctx, off);
+  std::vector<int32_t> prompt(n_prompt);
+  for (int i = 0; i < n_prompt; ++i) prompt[size_t(i)] = (i * 7919 + 13) % V;
+  const auto c_all = cpu.eval(prompt, 0, false);
+  int32_t next = app::argmax(c_all);
+  EXPECT_LE(rel_rms(fused.eval(prompt, 0, false), c_all), kPrefillRelRms) << "prefill, o dequantized by columns";
+  (void)plain.eval(prompt, 0, false);
+  double worst[2] = {0, 0};
+  int differ = 0;
+  for (int i = 0; i < n_decode; ++i) {
+    const int32_t pos = n_prompt + i;
+    const auto cs = cpu.eval(std::span<const int32_t>(&next, 1), pos, false);
+    const std::vector<float> c(cs.begin(), cs.end());
+    const auto fs = fused.eval(std::span<const int32_t>(&next, 1), pos, false);
+    const std::vector<float> f(fs.begin(), fs.end());
+    const auto ps = plain.eval(std::span<const int32_t>(&next, 1), pos, false);
+    const double rf = rel_rms(f, c), rp = rel_rms(ps, c);
+    worst[0] = std::max(worst[0], rf), worst[1] = std::max(worst[1], rp);
+    EXPECT_LE(rf, kDecodeRelRms) << "position " << pos << ", attention + o in one launch";
+    EXPECT_LE(rp, kDecodeRelRms) << "position " << pos << ", separate launches";
+    differ += !std::equal(f.begin(), f.end(), ps.begin());
+    next = app::argmax(c);
+  }
+  EXPECT_EQ(differ, n_decode) << "every step through the fused launches";
+  std::printf("  tiny-h128 Q4_0: decode rel-rms against the CPU, attention + o fused %.2e, separate %.2e\n", worst[0],
+              worst[1]);
 }
 
 }  // namespace
