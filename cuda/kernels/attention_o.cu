@@ -15,23 +15,6 @@ using mv16::Run;
 constexpr int kHd = 128, kThreads = 512, kWarps = kThreads / 32, kQuarters = 4, kColsH = kHd / 32;
 constexpr int kSlotChunk = 8;  // slots a warp loads at once: 16 warps x 8 cover a 128-slot context in one round
 
-// 16 activations as an int16 run (x ~= s q), as the decode matvec quantizes x (matvec_i16.cu).
-__device__ __forceinline__ Run quantize_run(const float* v) {
-  float m = 0.0f, S = 0.0f;
-#pragma unroll
-  for (int i = 0; i < 16; ++i) m = fmaxf(m, fabsf(v[i])), S += v[i];
-  Run r;
-  r.S = S;
-  r.s = m * (1.0f / 32767.0f);
-  const float inv = m > 0.0f ? 32767.0f / m : 0.0f;
-#pragma unroll
-  for (int i = 0; i < 8; ++i) {
-    const int lo = __float2int_rn(v[2 * i] * inv), hi = __float2int_rn(v[2 * i + 1] * inv);
-    r.q[i] = int32_t((uint32_t(lo) & 0xffffu) | (uint32_t(hi) << 16));
-  }
-  return r;
-}
-
 // Head h's attention over slots [0, pos] into att[128]: warp w takes slots w, w + 16, ..., lane l dimensions
 // 4l..4l+3, an online softmax per warp, then the warps' states merged in warp order.
 __device__ __forceinline__ void attend(const AttentionOParams& p, int h, float* att, float (*wacc)[kHd], float* wm,
@@ -127,7 +110,7 @@ __global__ void __launch_bounds__(kThreads, 1) attention_o_kernel(AttentionOPara
     attend(p, h, att, wacc, wm, wl);
   }
   __syncthreads();
-  if (threadIdx.x < 2 * kColsH) runs[threadIdx.x] = quantize_run(att + 16 * threadIdx.x);
+  if (threadIdx.x < 2 * kColsH) runs[threadIdx.x] = mv16::quantize_run(att + 16 * threadIdx.x);
   __syncthreads();
   float a[kRowsT] = {};
 #pragma unroll

@@ -28,22 +28,6 @@ namespace {
 constexpr int kMaxUnits = 512;  // one thread per unit: K <= 16384 (a 1024-thread block would cap registers at 64)
 constexpr size_t kMaxPartBytes = 48 << 10; // static limit of dynamic shared memory without opt-in
 
-__device__ __forceinline__ mv16::Run quantize_run(const float (&v)[16]) {
-  float m = 0.0f, S = 0.0f;
-#pragma unroll
-  for (int i = 0; i < 16; ++i) m = fmaxf(m, fabsf(v[i])), S += v[i];
-  mv16::Run r;
-  r.S = S;
-  r.s = m * (1.0f / 32767.0f);
-  const float inv = m > 0.0f ? 32767.0f / m : 0.0f;
-#pragma unroll
-  for (int i = 0; i < 8; ++i) {
-    const int lo = __float2int_rn(v[2 * i] * inv), hi = __float2int_rn(v[2 * i + 1] * inv);
-    r.q[i] = int32_t((uint32_t(lo) & 0xffffu) | (uint32_t(hi) << 16));
-  }
-  return r;
-}
-
 // 16 floats: of a weight through the read-only path (kReadOnly), or of an activation the previous kernel wrote
 // with plain loads after pdl_wait() (pdl.cuh).
 template <bool kReadOnly>
@@ -198,7 +182,7 @@ __device__ __noinline__ void read_fixed_run(const long long* x_fixed, float* x_c
     for (int o = 16; o > 0; o >>= 1) s2 += __shfl_xor_sync(0xffffffffu, s2, o);
     if (lane == 0) red[r * n_warps + warp] = s2;
   }
-  const mv16::Run q = quantize_run(v);
+  const mv16::Run q = mv16::quantize_run(v);
 #pragma unroll
   for (int f = 0; f < 8; ++f) runs[(10 * r + f) * tps + u] = __int_as_float(q.q[f]);
   runs[(10 * r + 8) * tps + u] = q.s, runs[(10 * r + 9) * tps + u] = q.S;
@@ -289,7 +273,7 @@ __device__ __forceinline__ void matvec_i16_body(const MatvecParams& p, const Seg
       for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
       if (lane == 0 && slice == 0) red[warp] = ss;
     }
-    x0 = quantize_run(xa), x1 = quantize_run(xb);
+    x0 = mv16::quantize_run(xa), x1 = mv16::quantize_run(xb);
     if (slices > 1) {
       float* runs = part + n_warps * cap;
       const auto field = [&](int r, int f) -> float& { return runs[(10 * r + f) * tps + u]; };

@@ -22,6 +22,25 @@ struct Run {
   float S;  // exact float sum of the 16 activations
 };
 
+// 16 activations as a run: the scale from the largest magnitude, each value rounded to the nearest int16 step, and
+// the exact float sum. The decode matvec quantizes x so (matvec_i16.cu), and the attention + o launch its attention
+// output (attention_o.cu).
+__device__ __forceinline__ Run quantize_run(const float* v) {
+  float m = 0.0f, S = 0.0f;
+#pragma unroll
+  for (int i = 0; i < 16; ++i) m = fmaxf(m, fabsf(v[i])), S += v[i];
+  Run r;
+  r.S = S;
+  r.s = m * (1.0f / 32767.0f);
+  const float inv = m > 0.0f ? 32767.0f / m : 0.0f;
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    const int lo = __float2int_rn(v[2 * i] * inv), hi = __float2int_rn(v[2 * i + 1] * inv);
+    r.q[i] = int32_t((uint32_t(lo) & 0xffffu) | (uint32_t(hi) << 16));
+  }
+  return r;
+}
+
 using mv::A2x16;
 using mv::h2f;
 using mv::join_a2;
