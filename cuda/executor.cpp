@@ -126,12 +126,14 @@ Executor::Executor(const Context& ctx, const graph::Graph& g, const graph::Plan&
   kv_written_.assign(g.nodes().size(), false);
   attends_in_o_.assign(g.nodes().size(), false);
   fixed_acc_.assign(g.nodes().size(), nullptr);
-  {  // the attention + o launches' accumulators (executor_fusion.cpp), zero before the first run
+  {  // the attention + o launches (executor_fusion.cpp), decided here once, and their accumulators, zero at first
     size_t n = 0;
     for (const Node& a : g.nodes())
-      if (const AttentionO f = attention_o_of(a); f.mulmat != graph::kNoNode)
-        ++n, fixed_d_ = int64_t(::std::get<graph::AttentionParams>(a.params).n_head) *
-                        ::std::get<graph::AttentionParams>(a.params).head_dim;
+      if (const AttentionO f = attention_o_of(a); f.mulmat != graph::kNoNode) {
+        attention_o_plan_[a.id] = f;
+        const auto& ap = ::std::get<graph::AttentionParams>(a.params);
+        ++n, fixed_d_ = int64_t(ap.n_head) * ap.head_dim;
+      }
     if (n) {
       fixed_accs_ = DeviceBuffer(n * size_t(fixed_d_) * 8);
       CUDA_CHECK(cudaMemset(fixed_accs_.get(), 0, fixed_accs_.bytes()));
@@ -266,8 +268,9 @@ void Executor::lower(const Node& n) {
       const quant::Type type = ::std::get<graph::WeightParams>(w.params).type;
       const int64_t K = w.shape.ne[0], N = w.shape.ne[1], T = n.shape.rows();
       const float* bias = n.inputs.size() > 2 && n.inputs[2] != graph::kNoNode ? f32_in(n, 2) : nullptr;
-      if (const AttentionO f = attention_o_of(g_.node(n.inputs[1])); f.mulmat == n.id && fixed_d_ > 0) {
-        lower_attention_o(n, f);
+      if (const auto f = attention_o_plan_.find(n.inputs[1]);
+          f != attention_o_plan_.end() && f->second.mulmat == n.id) {
+        lower_attention_o(n, f->second);
         return;
       }
       if (T <= opt_.matvec_max_tokens && !q4_0_cols(w)) {  // by columns: only attention_o and prefill read it
@@ -357,7 +360,7 @@ void Executor::lower(const Node& n) {
       a.max_splits = attention_max_splits(spec.n_ctx, ap.n_head_kv, T, ctx_.sm_count());
       a.kv_type = spec.type, a.k_scales = kv_->k_scales(ap.layer), a.v_scales = kv_->v_scales(ap.layer);
       if (kv_written_[size_t(n.id)]) {  // q rotated and K/V in the cache: the q/k/v launch did both
-        if (spec.type == graph::KvType::F16 && attention_o_of(n).mulmat != graph::kNoNode && fixed_d_ > 0) {
+        if (spec.type == graph::KvType::F16 && attention_o_plan_.contains(n.id)) {
           attends_in_o_[size_t(n.id)] = has_short_ = true;  // the o launch attends in the short graph
           steps_.push_back([a, this](cudaStream_t s) {
             if (!short_now_) launch_attention(a, s);

@@ -122,10 +122,8 @@ class Executor {
   size_t n_fused() const;  // nodes folded into a neighbour's kernel (by kind: fusion_summary)
   // Whether the graph the next run() replays (by the positions last written) is captured.
   bool captured() const { return bool(variants_[short_next()].exec); }
-  // Whether some o projection runs in one launch with its attention (attention_o.cuh), and whether runs of
-  // positions below kShortSlots replay a second graph in which that launch attends itself.
-  bool attention_o() const { return n_fixed_ > 0; }
-  bool attends_in_o() const { return has_short_; }
+  // Runs whose positions are all below this replay a second graph, in which the attention + o launches attend
+  // themselves (attention_o.cuh); the split attention serves longer contexts.
   static constexpr int32_t kShortSlots = 256;
   size_t arena_bytes() const { return arena_.bytes(); }
 
@@ -192,6 +190,7 @@ class Executor {
   std::vector<bool> merged_;                       // MulMat nodes computed in an earlier sibling's launch
   std::vector<bool> kv_written_;                   // Attention nodes whose q/k/v launch rotated q and k and wrote
                                                    // K/V into the cache (MatvecRopeKv): their Ropes run nowhere
+  std::map<graph::NodeId, AttentionO> attention_o_plan_;  // by Attention node: its attention + o launch (up front)
   std::vector<bool> attends_in_o_;                 // Attention nodes whose o launch attends in the short graph
   std::vector<unsigned long long*> fixed_acc_;     // Add nodes held in 64-bit fixed point: their accumulator
   DeviceBuffer fixed_accs_;                        // those accumulators, [n_fixed_][D]
