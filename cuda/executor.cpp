@@ -124,7 +124,6 @@ Executor::Executor(const Context& ctx, const graph::Graph& g, const graph::Plan&
   merged_.assign(g.nodes().size(), false);
   glu_epilogue_.assign(g.nodes().size(), false);
   kv_written_.assign(g.nodes().size(), false);
-  attends_in_o_.assign(g.nodes().size(), false);
   fixed_acc_.assign(g.nodes().size(), nullptr);
   {  // the attention + o launches (executor_fusion.cpp), decided here once, and their accumulators, zero at first
     size_t n = 0;
@@ -360,8 +359,8 @@ void Executor::lower(const Node& n) {
       a.max_splits = attention_max_splits(spec.n_ctx, ap.n_head_kv, T, ctx_.sm_count());
       a.kv_type = spec.type, a.k_scales = kv_->k_scales(ap.layer), a.v_scales = kv_->v_scales(ap.layer);
       if (kv_written_[size_t(n.id)]) {  // q rotated and K/V in the cache: the q/k/v launch did both
-        if (spec.type == graph::KvType::F16 && attention_o_plan_.contains(n.id)) {
-          attends_in_o_[size_t(n.id)] = has_short_ = true;  // the o launch attends in the short graph
+        if (attends_in_o(n)) {
+          has_short_ = true;  // the o launch attends in the short graph
           steps_.push_back([a, this](cudaStream_t s) {
             if (!short_now_) launch_attention(a, s);
           });

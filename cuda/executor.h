@@ -152,6 +152,7 @@ class Executor {
   AttentionO attention_o_of(const graph::Node& attention) const;
   bool reads_fixed_point_ok(const graph::Node& add) const;
   void lower_attention_o(const graph::Node& mulmat, const AttentionO& f);
+  bool attends_in_o(const graph::Node& attention) const;
   void read_fixed_point_x(const graph::Node& mulmat, MatvecParams& p) const;
   bool short_next() const { return has_short_ && max_pos_ < kShortSlots; }
   graph::NodeId residual_add(const graph::Node& mulmat, const MatvecParams& p) const;
@@ -191,7 +192,6 @@ class Executor {
   std::vector<bool> kv_written_;                   // Attention nodes whose q/k/v launch rotated q and k and wrote
                                                    // K/V into the cache (MatvecRopeKv): their Ropes run nowhere
   std::map<graph::NodeId, AttentionO> attention_o_plan_;  // by Attention node: its attention + o launch (up front)
-  std::vector<bool> attends_in_o_;                 // Attention nodes whose o launch attends in the short graph
   std::vector<unsigned long long*> fixed_acc_;     // Add nodes held in 64-bit fixed point: their accumulator
   DeviceBuffer fixed_accs_;                        // those accumulators, [n_fixed_][D]
   int64_t fixed_d_ = 0;                            // D of each

@@ -347,7 +347,7 @@ bool Executor::reads_fixed_point_ok(const Node& add) const {
 }
 
 // The o MulMat f.mulmat of an attention + o launch: one step, attending itself in the short graph where the q/k/v
-// launch wrote the token's K/V into an f16 cache (attends_in_o_), else taking the attention step's output.
+// launch wrote the token's K/V into an f16 cache (attends_in_o), else taking the attention step's output.
 void Executor::lower_attention_o(const Node& m, const AttentionO& f) {
   const Node& att = g_.node(m.inputs[1]);
   const Node& add = g_.node(f.add);
@@ -363,7 +363,7 @@ void Executor::lower_attention_o(const Node& m, const AttentionO& f) {
   if (n_acc > 1) p.zero_next = fixed_accs_.as<unsigned long long>() + (n_fixed_ + 1) % n_acc * size_t(fixed_d_);
   p.scale = ap.scale, p.n_ctx = kv_->spec().n_ctx, p.n_head = ap.n_head, p.n_head_kv = ap.n_head_kv;
   AttentionOParams attend = p;
-  if (attends_in_o_.at(size_t(att.id))) {
+  if (attends_in_o(att)) {
     attend.attn = nullptr, attend.q = f32_in(att, 0);
     attend.k_cache = static_cast<const uint16_t*>(kv_->k(ap.layer));
     attend.v_cache = static_cast<const uint16_t*>(kv_->v(ap.layer));
@@ -378,6 +378,13 @@ void Executor::lower_attention_o(const Node& m, const AttentionO& f) {
     if (!p.zero_next) CUDA_CHECK(cudaMemsetAsync(p.acc, 0, acc_bytes, s));
     launch_attention_o(short_now_ ? attend : p, s);
   });
+}
+
+// Whether the attention + o launch of this attention attends itself in the short graph: the q/k/v launch wrote the
+// token's K/V (kv_written_, decided when that launch was lowered, before the attention) into an f16 cache.
+bool Executor::attends_in_o(const Node& att) const {
+  return attention_o_plan_.contains(att.id) && kv_written_.at(size_t(att.id)) &&
+         kv_->spec().type == graph::KvType::F16;
 }
 
 // A matvec whose folded norm reads a fixed-point Add takes x from its accumulator and writes the Add's float slot.

@@ -142,8 +142,9 @@ void launch_matvec_i16(const MatvecParams& p, cudaStream_t stream);  // matvec_i
 void launch_matvec(const MatvecParams& p, cudaStream_t stream) {
   LLM_REQUIRE(p.w && (p.x || p.x_fixed) && p.y, "null pointer");
   LLM_REQUIRE(p.K > 0 && p.N > 0 && p.T > 0, "empty shape");
-  LLM_REQUIRE(!p.x_fixed || matvec_fuses(p), "fixed-point x: only the int16 kernel's Q4_0 launches read it");
-  if (matvec_fuses(p)) {
+  const bool fuses = matvec_fuses(p);
+  LLM_REQUIRE(!p.x_fixed || fuses, "fixed-point x: only the int16 kernel's Q4_0 launches read it");
+  if (fuses) {
     launch_matvec_i16(p, stream);
     CUDA_CHECK_LAUNCH(stream);
     return;

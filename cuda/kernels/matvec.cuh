@@ -60,7 +60,7 @@ struct MatvecParams {
   float norm_eps = 0.0f;
   const float* residual = nullptr;
   // x as the residual stream's 64-bit fixed point (kFixedOne units, attention_o.cuh) instead of floats at x (int16
-  // kernel, Q4_0 only); x_copy, when set, receives x as floats (from block 0) for a later residual add.
+  // kernel, Q4_0 only); x_copy, when set, receives x as floats (spread over the blocks) for a later residual add.
   const long long* x_fixed = nullptr;
   float* x_copy = nullptr;
   // The SwiGlu op as the epilogue of gate and up in one launch: with one sibling of the same type and N, write

@@ -16,9 +16,9 @@
 
 #include "cuda/check.h"
 #include "cuda/device_info.h"
+#include "cuda/kernels/attention_o.cuh"
 #include "cuda/kernels/matvec.cuh"
 #include "cuda/kernels/matvec_i16_units.cuh"
-#include "cuda/kernels/attention_o.cuh"
 #include "cuda/kernels/pdl.cuh"
 #include "cuda/kernels/rope_angle.cuh"
 
@@ -140,14 +140,6 @@ __device__ __forceinline__ void write_rope_kv(const MatvecParams& p, const Segme
   }
 }
 
-// Block `block` of a launch over the matrices of sg, all of type T, read by the unit mv16::UnitFor<T, kAlt>.
-// The block is `slices` row slices of blockDim.x / slices threads (one per unit, as many as one block had before):
-// slice s streams the groups g0 + s, g0 + s + slices, ..., and all of them share the quantized x, which slice 0
-// alone reads from L2, normalises and quantizes, then publishes in shared memory. Why: every block reads all of x
-// (K floats) right after pdl_wait(), so with one slice per block a 4096-wide launch re-read 16 KiB of x 512 times
-// (8 MiB of L2 traffic on the launch's critical path); slices divide that by their count.
-// One instantiation serves one slice too (the down projections of K >= 8192): a separate one compiled without the
-// sharing made tg128 0.3-0.6% slower (7B, 8B Q4_0 and Q4_K_M, H100; kernel notes, session 13).
 // The fixed-point reader (kFixedX) of slice r < 2: run r of this unit read, normalised (x * w; the sum of squares
 // into red) and quantized into the shared-memory fields; the float copy by block u mod grid. Two slices share the
 // reader's work: 32 values of 64 bits in one thread would not fit beside the norm's weights. Not inlined: inlined,
@@ -188,7 +180,15 @@ __device__ __noinline__ void read_fixed_run(const long long* x_fixed, float* x_c
   runs[(10 * r + 8) * tps + u] = q.s, runs[(10 * r + 9) * tps + u] = q.S;
 }
 
-// kFixedX: x is read from MatvecParams::x_fixed (64-bit fixed point), and block 0 writes it as floats to x_copy.
+// Block `block` of a launch over the matrices of sg, all of type T, read by the unit mv16::UnitFor<T, kAlt>.
+// The block is `slices` row slices of blockDim.x / slices threads (one per unit, as many as one block had before):
+// slice s streams the groups g0 + s, g0 + s + slices, ..., and all of them share the quantized x, which slice 0
+// alone reads from L2, normalises and quantizes, then publishes in shared memory. Why: every block reads all of x
+// (K floats) right after pdl_wait(), so with one slice per block a 4096-wide launch re-read 16 KiB of x 512 times
+// (8 MiB of L2 traffic on the launch's critical path); slices divide that by their count.
+// One instantiation serves one slice too (the down projections of K >= 8192): a separate one compiled without the
+// sharing made tg128 0.3-0.6% slower (7B, 8B Q4_0 and Q4_K_M, H100; kernel notes, session 13).
+// kFixedX: x is read from MatvecParams::x_fixed (64-bit fixed point) by read_fixed_run, which also writes x_copy.
 template <quant::Type T, int R, bool kAlt, bool kFixedX = false>
 __device__ __forceinline__ void matvec_i16_body(const MatvecParams& p, const Segments& sg, size_t row_bytes,
                                                 int64_t groups_per_block, int slices, int64_t block) {
@@ -258,18 +258,18 @@ __device__ __forceinline__ void matvec_i16_body(const MatvecParams& p, const Seg
         float wa[16], wb[16];
         load16<true>(p.norm_w + U::seg0(u), wa);
         load16<true>(p.norm_w + U::seg0(u) + U::kOff1, wb);
-  #pragma unroll
+#pragma unroll
         for (int i = 0; i < 16; ++i) {
           ss = fmaf(xa[i], xa[i], fmaf(xb[i], xb[i], ss));
           xa[i] *= wa[i], xb[i] *= wb[i];
         }
       }
     } else {
-  #pragma unroll
+#pragma unroll
       for (int i = 0; i < 16; ++i) xa[i] = xb[i] = 0.0f;
     }
     if (p.norm_w) {
-  #pragma unroll
+#pragma unroll
       for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
       if (lane == 0 && slice == 0) red[warp] = ss;
     }
@@ -278,13 +278,13 @@ __device__ __forceinline__ void matvec_i16_body(const MatvecParams& p, const Seg
       float* runs = part + n_warps * cap;
       const auto field = [&](int r, int f) -> float& { return runs[(10 * r + f) * tps + u]; };
       if (slice == 0) {
-  #pragma unroll
+#pragma unroll
         for (int f = 0; f < 8; ++f) field(0, f) = __int_as_float(x0.q[f]), field(1, f) = __int_as_float(x1.q[f]);
         field(0, 8) = x0.s, field(0, 9) = x0.S, field(1, 8) = x1.s, field(1, 9) = x1.S;
       }
       __syncthreads();  // the runs and the norm's partial sums
       if (slice != 0) {
-  #pragma unroll
+#pragma unroll
         for (int f = 0; f < 8; ++f) x0.q[f] = __float_as_int(field(0, f)), x1.q[f] = __float_as_int(field(1, f));
         x0.s = field(0, 8), x0.S = field(0, 9), x1.s = field(1, 8), x1.S = field(1, 9);
       }
@@ -297,7 +297,6 @@ __device__ __forceinline__ void matvec_i16_body(const MatvecParams& p, const Seg
       const float scale = 1.0f / sqrtf(total / float(p.K) + p.norm_eps);
       x0.s *= scale, x0.S *= scale, x1.s *= scale, x1.S *= scale;
     }
-
   }
 
   for (int64_t g = first; g < g1; g += slices) {
