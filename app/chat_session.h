@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "app/chat_template.h"
+#include "chat/chat_template.h"
 #include "app/generate.h"
 #include "app/session.h"
 

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "app/cli.h"
-#include "model/gguf.h"
+#include "gguf/gguf.h"
 
 namespace app {
 namespace {

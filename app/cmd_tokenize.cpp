@@ -7,7 +7,7 @@
 #include <string>
 
 #include "app/cli.h"
-#include "model/gguf.h"
+#include "gguf/gguf.h"
 #include "tokenizer/tokenizer.h"
 
 namespace app {

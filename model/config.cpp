@@ -6,7 +6,7 @@
 #include <limits>
 #include <sstream>
 
-#include "model/gguf.h"
+#include "gguf/gguf.h"
 
 namespace model {
 

@@ -5,7 +5,7 @@
 #include <string>
 
 #include "model/config.h"
-#include "model/gguf.h"
+#include "gguf/gguf.h"
 #include "model/weights.h"
 
 namespace model {

@@ -12,7 +12,7 @@
 #include <stdexcept>
 #include <thread>
 
-#include "model/gguf.h"
+#include "gguf/gguf.h"
 #include "quant/blocks.h"
 #include "quant/half.h"
 

@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "model/gguf.h"
+#include "gguf/gguf.h"
 
 namespace model {
 

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "model/gguf.h"
+#include "gguf/gguf.h"
 #include "tokenizer/tokenizer.h"
 
 namespace {

@@ -2,7 +2,7 @@
 // defaults for absent optional keys. Kept apart from tokenizer.cpp so in-memory vocabularies need no GGUF code.
 #include <limits>
 
-#include "model/gguf.h"
+#include "gguf/gguf.h"
 #include "tokenizer/impl.h"
 
 namespace tokenizer {

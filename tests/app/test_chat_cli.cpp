@@ -48,7 +48,7 @@ void expect_first_prompt(const std::string& model_rel, const std::string& tmpl, 
   Fixture f = load(*path, 256);
   app::ChatOptions o = greedy(3);
   o.system = system;
-  app::ChatSession chat(*f.session, *f.tok, app::ChatTemplate::builtin(tmpl), o);
+  app::ChatSession chat(*f.session, *f.tok, chat::ChatTemplate::builtin(tmpl), o);
   std::string streamed;
   const auto r = chat.turn("Hello", [&](std::string_view t) { streamed += t; }, [](const std::string&) {});
   std::vector<int32_t> expected = f.tok->encode(expected_text, /*add_special=*/false, /*parse_special=*/true);
@@ -88,7 +88,7 @@ TEST(ChatPrompt, SpecialTokensAreSingleIds) {
   Fixture f = load(path, 256);
   const auto im_start = f.tok->find_token("<|im_start|>");
   ASSERT_TRUE(im_start.has_value());
-  app::ChatSession chat(*f.session, *f.tok, app::ChatTemplate::builtin("chatml"), greedy(1));
+  app::ChatSession chat(*f.session, *f.tok, chat::ChatTemplate::builtin("chatml"), greedy(1));
   const auto r = chat.turn("Hi", [](std::string_view) {}, [](const std::string&) {});
   EXPECT_EQ(std::count(r.generation.prompt.begin(), r.generation.prompt.end(), *im_start), 2);
 }
@@ -96,14 +96,14 @@ TEST(ChatPrompt, SpecialTokensAreSingleIds) {
 TEST(ChatSession, SecondTurnReusesTheCache) {
   REQUIRE_ASSET(path, "models/synth-qwen2-Q4_K_M.gguf");
   Fixture f = load(path, 512);
-  app::ChatSession chat(*f.session, *f.tok, app::ChatTemplate::builtin("chatml"), greedy(4));
+  app::ChatSession chat(*f.session, *f.tok, chat::ChatTemplate::builtin("chatml"), greedy(4));
   const auto first = chat.turn("Hello", [](std::string_view) {}, [](const std::string&) {});
   const auto second = chat.turn("And again", [](std::string_view) {}, [](const std::string&) {});
   // Everything up to the end of the first user message is shared.
   EXPECT_GE(second.reused_tokens, static_cast<int32_t>(first.generation.prompt.size()) - 1);
   // Same conversation from scratch: the reply to the second turn must be identical (the cache was reused correctly).
   Fixture g = load(path, 512);
-  app::ChatSession fresh(*g.session, *g.tok, app::ChatTemplate::builtin("chatml"), greedy(4));
+  app::ChatSession fresh(*g.session, *g.tok, chat::ChatTemplate::builtin("chatml"), greedy(4));
   fresh.turn("Hello", [](std::string_view) {}, [](const std::string&) {});
   const auto again = fresh.turn("And again", [](std::string_view) {}, [](const std::string&) {});
   EXPECT_EQ(second.generation.generated, again.generation.generated);
@@ -114,7 +114,7 @@ TEST(ChatSession, FullContextDropsOldestTurnsKeepingSystem) {
   Fixture f = load(path, 96);
   app::ChatOptions o = greedy(6);
   o.system = "S";
-  app::ChatSession chat(*f.session, *f.tok, app::ChatTemplate::builtin("chatml"), o);
+  app::ChatSession chat(*f.session, *f.tok, chat::ChatTemplate::builtin("chatml"), o);
   std::vector<std::string> notes;
   int dropped = 0;
   for (int i = 0; i < 8; ++i) {
@@ -132,7 +132,7 @@ TEST(ChatSession, FullContextDropsOldestTurnsKeepingSystem) {
 TEST(ChatSession, MessageLargerThanContextIsAnError) {
   REQUIRE_ASSET(path, "models/synth-qwen2-Q4_K_M.gguf");
   Fixture f = load(path, 32);
-  app::ChatSession chat(*f.session, *f.tok, app::ChatTemplate::builtin("chatml"), greedy(2));
+  app::ChatSession chat(*f.session, *f.tok, chat::ChatTemplate::builtin("chatml"), greedy(2));
   std::string big;
   for (int i = 0; i < 50; ++i) big += "word ";
   EXPECT_THROW(chat.turn(big, [](std::string_view) {}, [](const std::string&) {}), app::SessionError);

@@ -6,17 +6,17 @@
 #include <string>
 #include <vector>
 
-#include "app/chat_template.h"
+#include "chat/chat_template.h"
 #include "exercise.h"
 #include "invariant.h"
 
 namespace fuzz {
 namespace {
 
-using app::jinja::Value;
+using chat::jinja::Value;
 
 // What every template should accept: system, user, assistant, user, all plain strings.
-std::vector<app::ChatMessage> plain_conversation() {
+std::vector<chat::ChatMessage> plain_conversation() {
   return {{"system", Value("You are a helpful assistant."), {}},
           {"user", Value("Hello! What is 2 + 2?"), {}},
           {"assistant", Value("2 + 2 = 4."), {}},
@@ -24,14 +24,14 @@ std::vector<app::ChatMessage> plain_conversation() {
 }
 
 // Everything else templates meet: a tool call, a tool result, reasoning content, content given as a list of parts.
-std::vector<app::ChatMessage> rich_conversation() {
-  std::vector<app::ChatMessage> m;
+std::vector<chat::ChatMessage> rich_conversation() {
+  std::vector<chat::ChatMessage> m;
   m.push_back({"user", Value("What is the weather in Paris?"), {}});
-  app::ChatMessage call{"assistant", Value(""), {}};
+  chat::ChatMessage call{"assistant", Value(""), {}};
   call.extra.push_back({"tool_calls", Value::from_json(R"([{"id": "call_1", "type": "function",
       "function": {"name": "get_weather", "arguments": {"city": "Paris"}}}])")});
   m.push_back(std::move(call));
-  app::ChatMessage tool{"tool", Value("{\"temp\": 21}"), {}};
+  chat::ChatMessage tool{"tool", Value("{\"temp\": 21}"), {}};
   tool.extra.push_back({"tool_call_id", Value("call_1")});
   tool.extra.push_back({"name", Value("get_weather")});
   m.push_back(std::move(tool));
@@ -40,8 +40,8 @@ std::vector<app::ChatMessage> rich_conversation() {
   return m;
 }
 
-app::ChatRenderOptions options(bool add_generation_prompt) {
-  app::ChatRenderOptions o;
+chat::ChatRenderOptions options(bool add_generation_prompt) {
+  chat::ChatRenderOptions o;
   o.add_generation_prompt = add_generation_prompt;
   o.bos_token = "<s>";
   o.eos_token = "</s>";
@@ -62,23 +62,23 @@ app::ChatRenderOptions options(bool add_generation_prompt) {
 
 void exercise_chat_template(Bytes input) {
   const std::string_view text(reinterpret_cast<const char*>(input.data()), input.size());
-  (void)app::ChatTemplate::detect_family(text);
-  std::optional<app::ChatTemplate> t;
+  (void)chat::ChatTemplate::detect_family(text);
+  std::optional<chat::ChatTemplate> t;
   try {
-    t.emplace(app::ChatTemplate::parse(text));
-  } catch (const app::TemplateError& e) {
+    t.emplace(chat::ChatTemplate::parse(text));
+  } catch (const chat::TemplateError& e) {
     note(std::string("parse: ") + e.what());  // Syntax, or Limit for nesting the parser refuses
     return;
   }
-  static const std::vector<app::ChatMessage> plain = plain_conversation();
-  static const std::vector<app::ChatMessage> rich = rich_conversation();
+  static const std::vector<chat::ChatMessage> plain = plain_conversation();
+  static const std::vector<chat::ChatMessage> rich = rich_conversation();
   for (const auto* messages : {&plain, &rich}) {
-    const app::ChatRenderOptions o = options(messages == &plain);
+    const chat::ChatRenderOptions o = options(messages == &plain);
     try {
       const std::string out = t->render(*messages, o);
       if (out.size() > o.limits.max_output_bytes) broken("render output exceeds max_output_bytes");
       note("rendered " + std::to_string(out.size()) + " bytes");
-    } catch (const app::TemplateError& e) {
+    } catch (const chat::TemplateError& e) {
       note(std::string("render: ") + e.what());
     }
   }

@@ -9,7 +9,7 @@
 
 #include "exercise.h"
 #include "invariant.h"
-#include "model/gguf.h"
+#include "gguf/gguf.h"
 #include "quant/types.h"
 
 namespace fuzz {

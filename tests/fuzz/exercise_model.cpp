@@ -12,7 +12,7 @@
 #include "graph/reference.h"
 #include "invariant.h"
 #include "model/build_graph.h"
-#include "model/gguf.h"
+#include "gguf/gguf.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
 

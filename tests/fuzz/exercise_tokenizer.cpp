@@ -13,7 +13,7 @@
 
 #include "exercise.h"
 #include "invariant.h"
-#include "model/gguf.h"
+#include "gguf/gguf.h"
 #include "tokenizer/tokenizer.h"
 
 namespace fuzz {

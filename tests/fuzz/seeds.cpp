@@ -9,8 +9,8 @@
 #include <sstream>
 
 #include "../gguf/raw_gguf.h"
-#include "app/chat_template.h"
-#include "model/gguf.h"
+#include "chat/chat_template.h"
+#include "gguf/gguf.h"
 #include "quant/types.h"
 
 namespace fuzz {
@@ -407,8 +407,8 @@ std::vector<Seed> tokenizer_seeds(const std::optional<std::string>& assets) {
 
 std::vector<Seed> chat_template_seeds(const std::optional<std::string>& assets) {
   std::vector<Seed> out;
-  for (const std::string& name : app::ChatTemplate::builtin_names())
-    out.push_back(text_seed("builtin-" + name, app::ChatTemplate::builtin(name).source()));
+  for (const std::string& name : chat::ChatTemplate::builtin_names())
+    out.push_back(text_seed("builtin-" + name, chat::ChatTemplate::builtin(name).source()));
   const std::pair<const char*, const char*> snippets[] = {
       {"loop-filters",
        "{%- for m in messages -%}{{ loop.index0 }}:{{ m['role'] | upper }}={{ m.content | trim | tojson }}"

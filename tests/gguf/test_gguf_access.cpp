@@ -5,7 +5,7 @@
 #include <cmath>
 #include <limits>
 
-#include "model/gguf.h"
+#include "gguf/gguf.h"
 
 namespace {
 

@@ -9,7 +9,7 @@
 #include <fstream>
 #include <random>
 
-#include "model/gguf.h"
+#include "gguf/gguf.h"
 #include "raw_gguf.h"
 
 namespace {

@@ -9,7 +9,7 @@
 #include <numeric>
 
 #include "assets.h"
-#include "model/gguf.h"
+#include "gguf/gguf.h"
 
 namespace {
 

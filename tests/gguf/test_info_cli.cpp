@@ -10,7 +10,7 @@
 
 #include "assets.h"
 #include "process.h"
-#include "model/gguf.h"
+#include "gguf/gguf.h"
 
 namespace {
 

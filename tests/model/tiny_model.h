@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "model/gguf.h"
+#include "gguf/gguf.h"
 #include "model/model.h"
 
 namespace tiny {

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "assets.h"
-#include "model/gguf.h"
+#include "gguf/gguf.h"
 #include "quant/types.h"
 
 namespace {

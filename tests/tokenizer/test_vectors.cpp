@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "assets.h"
-#include "model/gguf.h"
+#include "gguf/gguf.h"
 #include "tokenizer/tokenizer.h"
 #include "vectors.h"
 

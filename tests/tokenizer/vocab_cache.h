@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "assets.h"
-#include "model/gguf.h"
+#include "gguf/gguf.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/unicode.h"
 

@@ -4,7 +4,7 @@
 #include <stdexcept>
 #include <string>
 
-namespace app {
+namespace chat {
 
 class TemplateError : public std::runtime_error {
  public:
@@ -31,4 +31,4 @@ class TemplateError : public std::runtime_error {
   int column_;
 };
 
-}  // namespace app
+}  // namespace chat

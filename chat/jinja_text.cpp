@@ -1,12 +1,12 @@
 // Python str semantics over UTF-8 text (see jinja_text.h).
-#include "app/jinja_text.h"
+#include "chat/jinja_text.h"
 
 #include <algorithm>
 
-#include "app/jinja_budget.h"
-#include "app/jinja_error.h"
+#include "chat/jinja_budget.h"
+#include "chat/jinja_error.h"
 
-namespace app::jinja::text {
+namespace chat::jinja::text {
 
 uint32_t decode(std::string_view s, size_t& i) {
   const auto b0 = static_cast<unsigned char>(s[i]);
@@ -395,4 +395,4 @@ int64_t count(std::string_view s, std::string_view sub) {
   return n;
 }
 
-}  // namespace app::jinja::text
+}  // namespace chat::jinja::text

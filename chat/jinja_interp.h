@@ -10,11 +10,11 @@
 #include <utility>
 #include <vector>
 
-#include "app/jinja_ast.h"
-#include "app/jinja_budget.h"
-#include "app/jinja_value.h"
+#include "chat/jinja_ast.h"
+#include "chat/jinja_budget.h"
+#include "chat/jinja_value.h"
 
-namespace app::jinja {
+namespace chat::jinja {
 
 struct Limits {
   size_t max_output_bytes = size_t{32} << 20;  // the rendered text, and any one string built while rendering
@@ -104,4 +104,4 @@ class Interpreter {
   Value apply_filter_chain(const Expr& e, Value input, const ScopePtr& scope);
 };
 
-}  // namespace app::jinja
+}  // namespace chat::jinja

@@ -5,8 +5,8 @@
 #include <chrono>
 #include <random>
 
-#include "app/chat_template.h"
-#include "app/jinja_parser.h"
+#include "chat/chat_template.h"
+#include "chat/jinja_parser.h"
 #include "jinja_test_util.h"
 
 namespace {
@@ -26,17 +26,17 @@ Variables soup_vars() {
 }
 
 // Renders and reports what happened; anything but output or TemplateError fails the test with the template text.
-void survive(const std::string& text, const app::jinja::RenderEnv& env) {
+void survive(const std::string& text, const chat::jinja::RenderEnv& env) {
   try {
-    app::jinja::Template(text).render(soup_vars(), env);
+    chat::jinja::Template(text).render(soup_vars(), env);
   } catch (const TemplateError&) {
   } catch (const std::exception& e) {
     ADD_FAILURE() << "non-TemplateError exception '" << e.what() << "' from template:\n" << text;
   }
 }
 
-app::jinja::RenderEnv small_env() {
-  app::jinja::RenderEnv env = test_env();
+chat::jinja::RenderEnv small_env() {
+  chat::jinja::RenderEnv env = test_env();
   env.limits.max_steps = 20'000;
   env.limits.max_output_bytes = 1 << 16;
   env.limits.max_items = 10'000;
@@ -81,8 +81,8 @@ TEST(JinjaRobustness, RandomBytes) {
 
 TEST(JinjaRobustness, CorruptedRealTemplates) {
   const std::string bases[] = {
-      app::ChatTemplate::builtin("llama2").source(), app::ChatTemplate::builtin("mistral-v3").source(),
-      app::ChatTemplate::builtin("gemma").source(), app::ChatTemplate::builtin("zephyr").source(),
+      chat::ChatTemplate::builtin("llama2").source(), chat::ChatTemplate::builtin("mistral-v3").source(),
+      chat::ChatTemplate::builtin("gemma").source(), chat::ChatTemplate::builtin("zephyr").source(),
       "{% set ns = namespace(i=0) %}{% for m in messages %}{% if m.tool_calls %}{% for t in m.tool_calls %}"
       "{{ t.function.arguments | tojson(indent=2) }}{% set ns.i = ns.i + 1 %}{% endfor %}{% endif %}{% endfor %}"};
   std::mt19937 rng(99);
@@ -166,12 +166,12 @@ TEST(JinjaRobustness, ResourceBombsHitLimits) {
 // a use, whether in the body, an inner loop's else branch or a macro defined in the body, and no other loop.
 std::vector<bool> loops_marked(const std::string& text) {
   std::vector<bool> marks;
-  std::vector<const app::jinja::Body*> bodies;
-  const auto root = app::jinja::parse_template(text);
+  std::vector<const chat::jinja::Body*> bodies;
+  const auto root = chat::jinja::parse_template(text);
   bodies.push_back(root.get());
   for (size_t i = 0; i < bodies.size(); ++i) {  // statements in document order of their bodies, breadth first
     for (const auto& st : *bodies[i]) {
-      if (st->kind == app::jinja::StmtKind::For) marks.push_back(st->uses_loop);
+      if (st->kind == chat::jinja::StmtKind::For) marks.push_back(st->uses_loop);
       bodies.push_back(&st->body);
       bodies.push_back(&st->else_body);
       for (const auto& [cond, b] : st->branches) bodies.push_back(&b);
@@ -214,13 +214,13 @@ TEST(ChatTemplateProbe, RunsUnderASmallBudget) {
   const std::string slow =
       "{% for i in range(1000) %}{% for j in range(1000) %}{{ loop.index }}{% endfor %}{% endfor %}";
   const auto start = std::chrono::steady_clock::now();
-  const app::ChatTemplate t = app::ChatTemplate::from_text(slow);
+  const chat::ChatTemplate t = chat::ChatTemplate::from_text(slow);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_TRUE(t.is_fallback());
   EXPECT_NE(t.warning().find("work budget of 100000 steps"), std::string::npos) << t.warning();
   EXPECT_LT(seconds, 10.0);
   // A real template fits the probe budget with room to spare.
-  EXPECT_FALSE(app::ChatTemplate::from_text(app::ChatTemplate::builtin("llama3").source()).is_fallback());
+  EXPECT_FALSE(chat::ChatTemplate::from_text(chat::ChatTemplate::builtin("llama3").source()).is_fallback());
 }
 
 }  // namespace

@@ -1,16 +1,16 @@
 // Values of the chat-template interpreter and their Python semantics: truthiness, str(), repr(), ==, ordering.
-#include "app/jinja_value.h"
+#include "chat/jinja_value.h"
 
 #include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
 
-#include "app/jinja_budget.h"
-#include "app/jinja_error.h"
-#include "app/jinja_text.h"
+#include "chat/jinja_budget.h"
+#include "chat/jinja_error.h"
+#include "chat/jinja_text.h"
 
-namespace app {
+namespace chat {
 
 namespace {
 std::string with_position(const std::string& message, int line, int column) {
@@ -26,9 +26,9 @@ TemplateError::TemplateError(Kind kind, std::string message, int line, int colum
       line_(line),
       column_(column) {}
 
-}  // namespace app
+}  // namespace chat
 
-namespace app::jinja {
+namespace chat::jinja {
 
 namespace {
 
@@ -436,4 +436,4 @@ int compare(const Value& a, const Value& b, std::string_view op) {
                                         "' and '" + type_name(b) + "'");
 }
 
-}  // namespace app::jinja
+}  // namespace chat::jinja

@@ -5,9 +5,9 @@
 #include <memory>
 #include <string_view>
 
-#include "app/jinja_ast.h"
+#include "chat/jinja_ast.h"
 
-namespace app::jinja {
+namespace chat::jinja {
 
 // Templates nest blocks and expressions at most this deep; hostile input cannot exhaust the parser's stack.
 inline constexpr int kMaxParseDepth = 200;
@@ -21,4 +21,4 @@ std::unique_ptr<Body> parse_template(std::string_view source);
 // higher than kMaxExprHeight, TemplateError(Syntax) for unknown filters and tests outside if/conditional code.
 void resolve_template(Body& body);
 
-}  // namespace app::jinja
+}  // namespace chat::jinja

@@ -8,13 +8,13 @@
 #include <cstdio>
 #include <cstring>
 
-#include "app/jinja_budget.h"
-#include "app/jinja_builtins.h"
-#include "app/jinja_error.h"
-#include "app/jinja_interp.h"
-#include "app/jinja_text.h"
+#include "chat/jinja_budget.h"
+#include "chat/jinja_builtins.h"
+#include "chat/jinja_error.h"
+#include "chat/jinja_interp.h"
+#include "chat/jinja_text.h"
 
-namespace app::jinja {
+namespace chat::jinja {
 
 namespace {
 
@@ -438,4 +438,4 @@ std::vector<Value> iterate(const Value& v) {
   fail("'" + type_name(v) + "' object is not iterable");
 }
 
-}  // namespace app::jinja
+}  // namespace chat::jinja

@@ -1,16 +1,16 @@
 // The chat-template interpreter (see jinja_interp.h). Scoping follows Jinja2: {% set %} writes to the innermost
 // frame; a loop iteration, a macro call, a with block and a captured block each open a frame while if blocks do
 // not, so a variable set inside a loop is gone after it (templates use namespace() to carry state out).
-#include "app/jinja_interp.h"
+#include "chat/jinja_interp.h"
 
 #include <new>
 #include <stdexcept>
 
-#include "app/jinja_builtins.h"
-#include "app/jinja_error.h"
-#include "app/jinja_parser.h"
+#include "chat/jinja_builtins.h"
+#include "chat/jinja_error.h"
+#include "chat/jinja_parser.h"
 
-namespace app::jinja {
+namespace chat::jinja {
 
 namespace {
 
@@ -452,4 +452,4 @@ Value Interpreter::eval_inner(const Expr& e, const ScopePtr& scope) {
   fail("unknown expression");
 }
 
-}  // namespace app::jinja
+}  // namespace chat::jinja

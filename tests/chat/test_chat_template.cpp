@@ -5,16 +5,16 @@
 
 #include <stdexcept>
 
-#include "app/chat_template.h"
+#include "chat/chat_template.h"
 
 namespace {
 
-using app::ChatFamily;
-using app::ChatMessage;
-using app::ChatRenderOptions;
-using app::ChatTemplate;
-using app::TemplateError;
-using app::jinja::Value;
+using chat::ChatFamily;
+using chat::ChatMessage;
+using chat::ChatRenderOptions;
+using chat::ChatTemplate;
+using chat::TemplateError;
+using chat::jinja::Value;
 
 const std::string kSystem = "You are a helpful assistant.";
 
@@ -529,7 +529,7 @@ TEST(ChatTemplateBuiltins, RenderTheirFamilyFormat) {
     SCOPED_TRACE(c.name);
     const ChatTemplate t = ChatTemplate::builtin(c.name);
     EXPECT_EQ(t.family(), c.family);
-    EXPECT_EQ(app::family_name(c.family), c.name);
+    EXPECT_EQ(chat::family_name(c.family), c.name);
     EXPECT_EQ(ChatTemplate::detect_family(t.source()), c.family);
     EXPECT_EQ(t.render(conversation(), options(c.bos, c.eos)), c.expected);
   }

@@ -11,7 +11,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "model/gguf.h"
+#include "gguf/gguf.h"
 
 namespace gguf {
 

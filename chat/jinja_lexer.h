@@ -7,7 +7,7 @@
 #include <string_view>
 #include <vector>
 
-namespace app::jinja {
+namespace chat::jinja {
 
 enum class Tok { Text, VarBegin, VarEnd, BlockBegin, BlockEnd, Name, String, Int, Float, Op, Eof };
 
@@ -27,4 +27,4 @@ std::vector<Token> tokenize(std::string_view source);
 // What a token is, for error messages: "'endfor'", "end of print statement", "end of template".
 std::string describe(const Token& t);
 
-}  // namespace app::jinja
+}  // namespace chat::jinja

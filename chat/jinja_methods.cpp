@@ -6,12 +6,12 @@
 #include <ctime>
 #include <string_view>
 
-#include "app/jinja_builtins.h"
-#include "app/jinja_error.h"
-#include "app/jinja_interp.h"
-#include "app/jinja_text.h"
+#include "chat/jinja_builtins.h"
+#include "chat/jinja_error.h"
+#include "chat/jinja_interp.h"
+#include "chat/jinja_text.h"
 
-namespace app::jinja {
+namespace chat::jinja {
 
 namespace {
 
@@ -390,4 +390,4 @@ Variables global_functions() {
   };
 }
 
-}  // namespace app::jinja
+}  // namespace chat::jinja

@@ -12,7 +12,7 @@
 #include <variant>
 #include <vector>
 
-namespace app::jinja {
+namespace chat::jinja {
 
 class Value;
 class Interpreter;
@@ -146,4 +146,4 @@ struct JsonOptions {
 // namespaces, which Python cannot serialise either.
 std::string to_json(const Value& v, const JsonOptions& options = {});
 
-}  // namespace app::jinja
+}  // namespace chat::jinja

@@ -1,13 +1,13 @@
 // Chat templates (see chat_template.h): the built-in family templates, family detection and the ChatML fallback.
 // The built-ins are written from each family's published prompt format; every line uses {%- / {{- so the layout
 // of the Jinja source never leaks into the prompt.
-#include "app/chat_template.h"
+#include "chat/chat_template.h"
 
 #include <algorithm>
 #include <cctype>
 #include <stdexcept>
 
-namespace app {
+namespace chat {
 
 namespace {
 
@@ -325,4 +325,4 @@ std::string ChatTemplate::render(const std::vector<ChatMessage>& messages, bool 
   return render(messages, options);
 }
 
-}  // namespace app
+}  // namespace chat

@@ -6,12 +6,12 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "app/jinja_budget.h"
-#include "app/jinja_error.h"
-#include "app/jinja_text.h"
-#include "app/jinja_value.h"
+#include "chat/jinja_budget.h"
+#include "chat/jinja_error.h"
+#include "chat/jinja_text.h"
+#include "chat/jinja_value.h"
 
-namespace app::jinja {
+namespace chat::jinja {
 
 namespace {
 
@@ -296,4 +296,4 @@ std::string to_json(const Value& v, const JsonOptions& options) {
 
 Value Value::from_json(std::string_view json) { return JsonParser(json).parse_document(); }
 
-}  // namespace app::jinja
+}  // namespace chat::jinja

@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-namespace app::jinja::text {
+namespace chat::jinja::text {
 
 // One code point at s[i], advancing i. An invalid byte b decodes to 0xDC00 + b, which append_utf8 writes back as
 // the same single byte.
@@ -45,4 +45,4 @@ int64_t find(std::string_view s, std::string_view sub);   // code-point index or
 int64_t rfind(std::string_view s, std::string_view sub);
 int64_t count(std::string_view s, std::string_view sub);  // non-overlapping
 
-}  // namespace app::jinja::text
+}  // namespace chat::jinja::text

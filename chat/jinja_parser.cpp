@@ -2,15 +2,15 @@
 // Jinja2: `x if c else y` < or < and < not < comparisons/in < + - < ~ < * / // % < ** < unary - + < postfix
 // (.attr [key] (call)) and then filters `|f` and tests `is t`, which bind to the preceding unary expression only:
 // `'a' + b | trim` trims b, and `-x | abs` is (-x)|abs.
-#include "app/jinja_parser.h"
+#include "chat/jinja_parser.h"
 
 #include <algorithm>
 #include <initializer_list>
 
-#include "app/jinja_error.h"
-#include "app/jinja_lexer.h"
+#include "chat/jinja_error.h"
+#include "chat/jinja_lexer.h"
 
-namespace app::jinja {
+namespace chat::jinja {
 
 namespace {
 
@@ -750,4 +750,4 @@ std::unique_ptr<Body> parse_template(std::string_view source) {
   return body;
 }
 
-}  // namespace app::jinja
+}  // namespace chat::jinja

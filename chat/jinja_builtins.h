@@ -7,11 +7,11 @@
 #include <string_view>
 #include <vector>
 
-#include "app/jinja_ast.h"
-#include "app/jinja_interp.h"
-#include "app/jinja_value.h"
+#include "chat/jinja_ast.h"
+#include "chat/jinja_interp.h"
+#include "chat/jinja_value.h"
 
-namespace app::jinja {
+namespace chat::jinja {
 
 // ---- operators (Python semantics, as Jinja2 compiles them) ----
 
@@ -54,4 +54,4 @@ struct Param {
 };
 std::vector<Value> bind_args(const CallArgs& args, std::initializer_list<Param> params, std::string_view fn);
 
-}  // namespace app::jinja
+}  // namespace chat::jinja

@@ -6,14 +6,14 @@
 #include <string>
 #include <string_view>
 
-#include "app/jinja_error.h"
-#include "app/jinja_interp.h"
+#include "chat/jinja_error.h"
+#include "chat/jinja_interp.h"
 
 namespace jinja_test {
 
-using app::TemplateError;
-using app::jinja::Value;
-using app::jinja::Variables;
+using chat::TemplateError;
+using chat::jinja::Value;
+using chat::jinja::Variables;
 
 // 2024-07-26 13:05:09, a Friday.
 inline std::tm fixed_now() {
@@ -29,8 +29,8 @@ inline std::tm fixed_now() {
   return t;
 }
 
-inline app::jinja::RenderEnv test_env() {
-  app::jinja::RenderEnv env;
+inline chat::jinja::RenderEnv test_env() {
+  chat::jinja::RenderEnv env;
   env.now = fixed_now();
   env.limits.max_output_bytes = size_t{1} << 20;
   env.limits.max_steps = 200'000;
@@ -39,7 +39,7 @@ inline app::jinja::RenderEnv test_env() {
 }
 
 inline std::string render(std::string_view text, const Variables& vars = {}) {
-  return app::jinja::Template(text).render(vars, test_env());
+  return chat::jinja::Template(text).render(vars, test_env());
 }
 
 // The error a template raises (while parsing or rendering); a test failure when it renders.

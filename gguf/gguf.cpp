@@ -5,7 +5,7 @@
 #include <type_traits>
 #include <utility>
 
-#include "model/gguf.h"
+#include "gguf/gguf.h"
 
 namespace gguf {
 

@@ -7,12 +7,12 @@
 #include <cstdlib>
 #include <string_view>
 
-#include "app/jinja_builtins.h"
-#include "app/jinja_error.h"
-#include "app/jinja_interp.h"
-#include "app/jinja_text.h"
+#include "chat/jinja_builtins.h"
+#include "chat/jinja_error.h"
+#include "chat/jinja_interp.h"
+#include "chat/jinja_text.h"
 
-namespace app::jinja {
+namespace chat::jinja {
 
 namespace {
 
@@ -692,4 +692,4 @@ TestFn find_test(std::string_view name) {
   return nullptr;
 }
 
-}  // namespace app::jinja
+}  // namespace chat::jinja

@@ -11,11 +11,11 @@
 #include <utility>
 #include <vector>
 
-#include "app/jinja_error.h"
-#include "app/jinja_interp.h"
-#include "app/jinja_value.h"
+#include "chat/jinja_error.h"
+#include "chat/jinja_interp.h"
+#include "chat/jinja_value.h"
 
-namespace app {
+namespace chat {
 
 struct ChatMessage {
   std::string role;  // "system", "user", "assistant", "tool", ...
@@ -76,4 +76,4 @@ class ChatTemplate {
   std::string warning_;
 };
 
-}  // namespace app
+}  // namespace chat

@@ -6,7 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 
-namespace app::jinja {
+namespace chat::jinja {
 
 struct WorkMeter {
   int64_t used = 0;
@@ -38,4 +38,4 @@ inline void tick_bytes(uint64_t bytes) {
   if (bytes >= 1024) tick(static_cast<int64_t>(bytes >> 10));
 }
 
-}  // namespace app::jinja
+}  // namespace chat::jinja

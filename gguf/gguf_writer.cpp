@@ -8,7 +8,7 @@
 #include <memory>
 #include <utility>
 
-#include "model/gguf.h"
+#include "gguf/gguf.h"
 
 namespace gguf {
 

@@ -6,9 +6,9 @@
 #include <utility>
 #include <vector>
 
-#include "app/jinja_value.h"
+#include "chat/jinja_value.h"
 
-namespace app::jinja {
+namespace chat::jinja {
 
 struct Pos {
   int line = 0;
@@ -96,4 +96,4 @@ struct Stmt {
   bool uses_loop = false;     // For: the body (or something defined in it) names `loop`, so each iteration builds it
 };
 
-}  // namespace app::jinja
+}  // namespace chat::jinja

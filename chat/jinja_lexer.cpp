@@ -3,17 +3,17 @@
 //   trim_blocks      a block or comment tag eats the single newline right after it (unless written +%});
 //   lstrip_blocks    spaces and tabs between the start of a line and a block or comment tag are removed (unless
 //                    written {%+); {{ }} tags are never lstripped or trimmed.
-#include "app/jinja_lexer.h"
+#include "chat/jinja_lexer.h"
 
 #include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstdlib>
 
-#include "app/jinja_error.h"
-#include "app/jinja_text.h"
+#include "chat/jinja_error.h"
+#include "chat/jinja_text.h"
 
-namespace app::jinja {
+namespace chat::jinja {
 
 namespace {
 
@@ -410,4 +410,4 @@ std::string describe(const Token& t) {
   return "token";
 }
 
-}  // namespace app::jinja
+}  // namespace chat::jinja

@@ -5,11 +5,11 @@
 #include <utility>
 #include <vector>
 
-#include "app/jinja_builtins.h"
-#include "app/jinja_error.h"
-#include "app/jinja_parser.h"
+#include "chat/jinja_builtins.h"
+#include "chat/jinja_error.h"
+#include "chat/jinja_parser.h"
 
-namespace app::jinja {
+namespace chat::jinja {
 
 namespace {
 
@@ -144,4 +144,4 @@ void resolve_template(Body& body) {
   Resolver().body(body, false);
 }
 
-}  // namespace app::jinja
+}  // namespace chat::jinja
