@@ -12,7 +12,7 @@
 
 #include "app/bench_report.h"
 #include "app/cli.h"
-#include "app/sampler.h"
+#include "runtime/sampler.h"
 #include "app/session_flags.h"
 
 #ifdef LLM_HAVE_CUDA
@@ -90,14 +90,14 @@ class Runner {
   }
   // Greedy decoding, as generation runs it: on the device when the session samples there.
   void decode(int32_t start, int32_t n) {
-    SamplerParams greedy;
+    runtime::SamplerParams greedy;
     greedy.temp = 0;
     std::vector<int32_t> history{dist_(rng_)};
     for (int32_t i = 0; i < n; ++i) {
       const int32_t pos = start + i;
-      SampleRequest req{&greedy, static_cast<uint64_t>(i), history, i + 1 < n};
+      runtime::SampleRequest req{&greedy, static_cast<uint64_t>(i), history, i + 1 < n};
       std::optional<int32_t> next = l_.session->decode_sample(history.back(), pos, req);
-      if (!next) next = argmax(l_.session->eval(std::span<const int32_t>(&history.back(), 1), pos, false));
+      if (!next) next = runtime::argmax(l_.session->eval(std::span<const int32_t>(&history.back(), 1), pos, false));
       history.push_back(*next);
     }
   }

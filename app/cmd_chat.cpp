@@ -8,7 +8,7 @@
 #include <memory>
 #include <string>
 
-#include "app/chat_session.h"
+#include "runtime/chat_session.h"
 #include "app/cli.h"
 #include "app/interrupt.h"
 #include "app/sampling_flags.h"
@@ -25,15 +25,15 @@ struct ChatFlags {
   bool show_template = false;
 };
 
-ChatTemplate choose_template(const ChatFlags& f, const tokenizer::Tokenizer& tok) {
+chat::ChatTemplate choose_template(const ChatFlags& f, const tokenizer::Tokenizer& tok) {
   if (!f.template_name.empty()) {
     try {
-      return ChatTemplate::builtin(f.template_name);
+      return chat::ChatTemplate::builtin(f.template_name);
     } catch (const std::invalid_argument& e) {
       throw UsageError(e.what());
     }
   }
-  ChatTemplate t = ChatTemplate::from_text(tok.chat_template());
+  chat::ChatTemplate t = chat::ChatTemplate::from_text(tok.chat_template());
   if (t.is_fallback()) std::fprintf(stderr, "llm-run: warning: %s; using ChatML\n", t.warning().c_str());
   return t;
 }
@@ -41,15 +41,15 @@ ChatTemplate choose_template(const ChatFlags& f, const tokenizer::Tokenizer& tok
 int run_chat(ChatFlags& f) {
   finalize_sampling(f.sampling);
   Loaded l = load_for_run(f.run);
-  ChatTemplate tmpl = choose_template(f, l.tok);
+  chat::ChatTemplate tmpl = choose_template(f, l.tok);
   if (f.run.session.verbose || f.show_template)
-    std::fprintf(stderr, "llm-run: chat template: %s%s\n", std::string(family_name(tmpl.family())).c_str(),
+    std::fprintf(stderr, "llm-run: chat template: %s%s\n", std::string(chat::family_name(tmpl.family())).c_str(),
                  tmpl.is_fallback() ? " (fallback)" : "");
-  ChatOptions options;
+  runtime::ChatOptions options;
   options.system = f.system;
   options.generation = f.sampling.gen;
   options.generation.warmup = f.run.warmup;
-  ChatSession chat(*l.session, l.tok, std::move(tmpl), options);
+  runtime::ChatSession chat(*l.session, l.tok, std::move(tmpl), options);
 
   const bool tty = isatty(STDIN_FILENO) != 0;
   InterruptGuard guard;  // Ctrl-C stops the reply, not the program
@@ -70,7 +70,7 @@ int run_chat(ChatFlags& f) {
     if (line.empty()) continue;
     clear_interrupt();
     try {
-      const TurnResult r = chat.turn(
+      const runtime::TurnResult r = chat.turn(
           line,
           [](std::string_view text) {
             std::fwrite(text.data(), 1, text.size(), stdout);
@@ -83,9 +83,9 @@ int run_chat(ChatFlags& f) {
         const auto& g = r.generation;
         std::fprintf(stderr, "llm-run: turn: %zu new prompt tokens (%d reused), %zu generated, %.1f tok/s (%s)\n",
                      g.prompt.size(), r.reused_tokens, g.generated.size(),
-                     g.generate_ms > 0 ? g.generated.size() * 1000.0 / g.generate_ms : 0.0, stop_reason_name(g.stop));
+                     g.generate_ms > 0 ? g.generated.size() * 1000.0 / g.generate_ms : 0.0, runtime::stop_reason_name(g.stop));
       }
-    } catch (const SessionError& e) {
+    } catch (const runtime::SessionError& e) {
       std::fprintf(stderr, "llm-run: error: %s\n", e.what());
     }
   }
@@ -103,7 +103,7 @@ void register_chat(CLI::App& root, Action& chosen) {
   add_sampling_flags(*cmd, f->sampling);
   cmd->add_option("--system", f->system, "System prompt");
   std::string names;
-  for (const auto& n : ChatTemplate::builtin_names()) names += (names.empty() ? "" : ", ") + n;
+  for (const auto& n : chat::ChatTemplate::builtin_names()) names += (names.empty() ? "" : ", ") + n;
   cmd->add_option("--chat-template", f->template_name, "Use a built-in template instead of the model's: " + names);
   cmd->add_flag("--show-template", f->show_template, "Say which template family is in use");
   add_warmup_flag(*cmd, f->run, "the first turn's prompt and two decode steps, evaluated once and discarded");

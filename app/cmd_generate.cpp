@@ -6,7 +6,7 @@
 #include <sstream>
 
 #include "app/cli.h"
-#include "app/generate.h"
+#include "runtime/generate.h"
 #include "app/interrupt.h"
 #include "app/sampling_flags.h"
 #include "app/session_flags.h"
@@ -30,7 +30,7 @@ std::string read_text_file(const std::string& path) {
   return s.str();
 }
 
-void print_timings(const Loaded& l, const GenerateResult& r) {
+void print_timings(const Loaded& l, const runtime::GenerateResult& r) {
   auto rate = [](double n, double ms) { return ms > 0 ? n * 1000.0 / ms : 0.0; };
   std::fprintf(stderr, "\nllm-run: load       %10.2f ms\n", l.load_ms);
   if (r.warmup_ms > 0) std::fprintf(stderr, "llm-run: warm-up    %10.2f ms (not counted below)\n", r.warmup_ms);
@@ -39,24 +39,24 @@ void print_timings(const Loaded& l, const GenerateResult& r) {
                "llm-run: generation %10.2f ms / %6zu tokens (%9.2f tok/s)\n"
                "llm-run: stopped at %s; device %s\n",
                r.prompt_ms, r.prompt.size(), rate(double(r.prompt.size()), r.prompt_ms), r.generate_ms,
-               r.generated.size(), rate(double(r.generated.size()), r.generate_ms), stop_reason_name(r.stop),
+               r.generated.size(), rate(double(r.generated.size()), r.generate_ms), runtime::stop_reason_name(r.stop),
                l.session->device_name().c_str());
 }
 
 int run_generate(GenerateFlags f) {
   if (!f.prompt_file.empty()) f.prompt = read_text_file(f.prompt_file);
   finalize_sampling(f.sampling);
-  GenerateOptions& gen = f.sampling.gen;
+  runtime::GenerateOptions& gen = f.sampling.gen;
   gen.echo_prompt = !f.no_display_prompt;
   gen.warmup = f.run.warmup;
 
   Loaded l = load_for_run(f.run);
-  const std::vector<int32_t> prompt = tokenize_prompt(l.tok, f.prompt);
+  const std::vector<int32_t> prompt = runtime::tokenize_prompt(l.tok, f.prompt);
   if (f.run.session.verbose)
     std::fprintf(stderr, "llm-run: seed %llu, prompt %zu tokens\n",
                  static_cast<unsigned long long>(gen.sampling.seed), prompt.size());
   InterruptGuard guard;  // Ctrl-C ends generation early; the timings below still print
-  const GenerateResult r = generate(*l.session, l.tok, prompt, gen, [](std::string_view text) {
+  const runtime::GenerateResult r = runtime::generate(*l.session, l.tok, prompt, gen, [](std::string_view text) {
     if (text.empty()) return;
     std::fwrite(text.data(), 1, text.size(), stdout);
     std::fflush(stdout);

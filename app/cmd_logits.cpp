@@ -49,7 +49,7 @@ int run_logits(const LogitsFlags& f) {
   const std::vector<int32_t> ids = l.tok.encode(f.prompt, /*add_special=*/true, /*parse_special=*/false);
   if (ids.empty()) throw UsageError("the prompt is empty and the vocabulary has no BOS token");
   if (static_cast<int64_t>(ids.size()) > l.session->n_ctx())
-    throw SessionError("prompt has " + std::to_string(ids.size()) + " tokens but the context holds " +
+    throw runtime::SessionError("prompt has " + std::to_string(ids.size()) + " tokens but the context holds " +
                        std::to_string(l.session->n_ctx()) + " (raise -c or shorten the prompt)");
   const std::span<const float> logits = l.session->eval(ids, 0, /*all_logits=*/true);
   const size_t V = static_cast<size_t>(l.session->n_vocab());

@@ -12,9 +12,9 @@
 #include <sstream>
 
 #include "app/cli.h"
-#include "app/kl_divergence.h"
+#include "runtime/kl_divergence.h"
 #include "app/session_flags.h"
-#include "app/warmup.h"
+#include "runtime/warmup.h"
 
 namespace app {
 namespace {
@@ -24,7 +24,7 @@ struct PerplexityFlags {
   std::string file;
   int32_t n_chunks = -1;  // -1 = all
   std::string kld_base;   // --kl-divergence-base FILE
-  bool kld = false;       // --kl-divergence: compare against kld_base instead of writing it
+  bool kld = false;      // --kl-divergence: compare against kld_base instead of writing it
 };
 
 // -log softmax(row)[target], in double.
@@ -43,9 +43,9 @@ int run_perplexity(PerplexityFlags f) {
   text << in.rdbuf();
 
   if (f.kld && f.kld_base.empty()) throw UsageError("--kl-divergence needs --kl-divergence-base FILE (the base run's logits)");
-  std::unique_ptr<kld::Reader> base;
+  std::unique_ptr<runtime::kld::Reader> base;
   if (f.kld) {
-    base = std::make_unique<kld::Reader>(f.kld_base);
+    base = std::make_unique<runtime::kld::Reader>(f.kld_base);
     const uint32_t base_ctx = base->header().n_ctx;
     if (f.run.session.n_ctx == 0) f.run.session.n_ctx = static_cast<int32_t>(base_ctx);
     if (static_cast<uint32_t>(f.run.session.n_ctx) != base_ctx)
@@ -66,10 +66,10 @@ int run_perplexity(PerplexityFlags f) {
                      std::to_string(n_ctx) + " (-c)");
   if (f.n_chunks > 0) n_chunks = std::min<int64_t>(n_chunks, f.n_chunks);
   const size_t V = static_cast<size_t>(l.session->n_vocab());
-  std::unique_ptr<kld::Writer> writer;
+  std::unique_ptr<runtime::kld::Writer> writer;
   if (base) {
     // The base file decides which chunks are compared; this run's text must start with the same tokens.
-    const kld::Header& h = base->header();
+    const runtime::kld::Header& h = base->header();
     if (h.n_vocab != V)
       throw std::runtime_error("n_vocab differs from the KL-divergence base file: base " + std::to_string(h.n_vocab) +
                                ", this model " + std::to_string(V));
@@ -85,11 +85,11 @@ int run_perplexity(PerplexityFlags f) {
                                " (a different text or tokenizer)");
     n_chunks = f.n_chunks > 0 ? std::min<int64_t>(h.n_chunks(), f.n_chunks) : h.n_chunks();
   } else if (!f.kld_base.empty()) {
-    writer = std::make_unique<kld::Writer>(
+    writer = std::make_unique<runtime::kld::Writer>(
         f.kld_base, static_cast<uint32_t>(V), static_cast<uint32_t>(n_ctx),
         std::span<const int32_t>(tokens.data(), static_cast<size_t>(n_chunks * n_ctx)));
   }
-  kld::Stats kl;
+  runtime::kld::Stats kl;
   std::fprintf(stderr, "llm-run: %zu tokens, %lld chunks of %d, scoring positions %d..%d of each\n", tokens.size(),
                static_cast<long long>(n_chunks), n_ctx, n_ctx / 2, n_ctx - 2);
 
@@ -101,7 +101,7 @@ int run_perplexity(PerplexityFlags f) {
   double warmup_ms = 0;
   if (f.run.warmup) {
     std::copy_n(tokens.begin(), n_ctx, chunk.begin());
-    warmup_ms = warm_up_batch(*l.session, chunk, /*all_logits=*/true);
+    warmup_ms = runtime::warm_up_batch(*l.session, chunk, /*all_logits=*/true);
   }
   const auto t0 = std::chrono::steady_clock::now();
   for (int64_t c = 0; c < n_chunks; ++c) {

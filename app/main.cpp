@@ -10,6 +10,7 @@
 #include "app/argv_spelling.h"
 #include "app/cli.h"
 #include "app/version.h"
+#include "runtime/session.h"
 
 int main(int argc, char** argv) {
   CLI::App root{"llm-run: run GGUF language models on NVIDIA GPUs (and on the CPU reference)", "llm-run"};
@@ -49,6 +50,9 @@ int main(int argc, char** argv) {
   try {
     return chosen();
   } catch (const app::UsageError& e) {
+    std::fprintf(stderr, "llm-run: error: %s\n", e.what());
+    return 2;
+  } catch (const runtime::OptionsError& e) {  // options no model could take: a usage error too
     std::fprintf(stderr, "llm-run: error: %s\n", e.what());
     return 2;
   } catch (const std::exception& e) {

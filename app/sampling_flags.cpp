@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "app/cli.h"
+#include "app/interrupt.h"
 
 namespace app {
 
@@ -16,7 +17,7 @@ void add_sampling_flags(CLI::App& cmd, SamplingFlags& f) {
   cmd.add_option("-s,--seed", f.seed, "RNG seed (default: random)")->each([&f](const std::string&) {
     f.seed_given = true;
   });
-  SamplerParams& s = f.gen.sampling;
+  runtime::SamplerParams& s = f.gen.sampling;
   cmd.add_option("--temp", s.temp, "Temperature; 0 = greedy")->default_val(s.temp);
   cmd.add_option("--top-k", s.top_k, "Top-k sampling (0 = off)")->default_val(s.top_k);
   cmd.add_option("--top-p", s.top_p, "Top-p sampling (1 = off)")->default_val(s.top_p)->check(CLI::Range(0.0, 1.0));
@@ -34,9 +35,10 @@ void add_sampling_flags(CLI::App& cmd, SamplingFlags& f) {
 }
 
 void finalize_sampling(SamplingFlags& f) {
+  f.gen.stop_requested = [] { return interrupted(); };  // Ctrl-C ends the reply cleanly (app/interrupt.h)
   f.gen.sampling.seed = f.seed_given ? f.seed : (uint64_t{std::random_device{}()} << 32) ^ std::random_device{}();
   try {
-    validate(f.gen.sampling);
+    runtime::validate(f.gen.sampling);
   } catch (const std::invalid_argument& e) {
     throw UsageError(e.what());
   }

@@ -5,12 +5,12 @@
 
 #include <cstdint>
 
-#include "app/generate.h"
+#include "runtime/generate.h"
 
 namespace app {
 
 struct SamplingFlags {
-  GenerateOptions gen;
+  runtime::GenerateOptions gen;
   uint64_t seed = 0;
   bool seed_given = false;
 };

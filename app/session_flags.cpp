@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "app/cli.h"
+#include "app/runtime_sinks.h"
 
 namespace app {
 
@@ -44,7 +45,10 @@ Loaded load_for_run(const RunFlags& flags) {
   if (tok.n_vocab() != m->config().n_vocab)
     throw model::ModelError(path + ": the tokenizer has " + std::to_string(tok.n_vocab()) +
                             " tokens but the model's vocabulary size is " + std::to_string(m->config().n_vocab));
-  std::unique_ptr<Session> session = make_session(m, flags.session);
+  runtime::SessionOptions options = flags.session;
+  options.log = stderr_log();
+  options.progress = progress_bars();
+  std::unique_ptr<runtime::Session> session = runtime::make_session(m, options);
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   if (flags.session.verbose) {
     std::fprintf(stderr,

@@ -6,7 +6,7 @@
 #include <memory>
 #include <string>
 
-#include "app/session.h"
+#include "runtime/session.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
 
@@ -14,7 +14,7 @@ namespace app {
 
 struct RunFlags {
   std::string model;        // -m FILE
-  SessionOptions session;   // -c, --device, -t, -v
+  runtime::SessionOptions session;   // -c, --device, -t, -v
   bool warmup = true;       // false with --no-warmup (only on commands that add_warmup_flag)
 };
 
@@ -27,7 +27,7 @@ void add_warmup_flag(CLI::App& cmd, RunFlags& flags, const std::string& what);
 struct Loaded {
   std::shared_ptr<const model::Model> model;
   tokenizer::Tokenizer tok;
-  std::unique_ptr<Session> session;
+  std::unique_ptr<runtime::Session> session;
   double load_ms = 0;       // file mapping + checks + tokenizer + session (graphs are built lazily)
 };
 

@@ -21,6 +21,7 @@
 #include "cuda/kernels/matvec.cuh"
 #include "cuda/kernels/rope.cuh"
 #include "cuda/rtc.h"
+#include "cuda/weight_layouts.h"
 #include "graph/ir.h"
 #include "graph/plan.h"
 
@@ -61,6 +62,11 @@ class KvCache {
 };
 
 struct ExecutorOptions {
+  // The LLM_CUDA_* environment switches (A/B and diagnosis knobs), read once when a session starts: the defaults
+  // with LLM_CUDA_GRAPH=0, LLM_CUDA_RTC=0, LLM_CUDA_Q6_KX8=0, LLM_CUDA_ATTN_O=0, LLM_CUDA_DECODE_AHEAD=0 and
+  // LLM_CUDA_OMIT_STEPS=a,b applied. Throws InvalidArgument for a value other than 0 or 1.
+  static ExecutorOptions from_env();
+
   bool cuda_graph = true;  // capture after one warm-up run and replay; false: plain launches every run
   bool verbose = false;    // capture / re-capture notes on stderr
   int64_t matvec_max_tokens = 4;  // MulMat with T <= this uses the matvec kernels, larger T the GEMM path
@@ -77,11 +83,11 @@ struct ExecutorOptions {
   // Arena offsets of the weights the session regrouped at upload: Q6_K into Q6_Kx8 (q6_kx8.cuh), Q4_0 o
   // projections by columns (q4_0_cols.cuh, read by the attention + o launch); null: none.
   const ::std::unordered_set<uint64_t>* regrouped_offsets = nullptr;
-  // Lab switches of the decode matvec (MatvecParams::q4_0_runs, max_slices), for A/Bs. Q4_0 in file order by
-  // default: with every launch of a model so, tg128 is 1.4% faster than by aligned runs (7B and 8B Q4_0, H100;
-  // docs/kernel-notes.md, session 13).
-  bool matvec_q4_0_runs = false;
-  int matvec_max_slices = 4;
+
+  // Read by the session around the executor, kept here so that every switch is read in one place:
+  bool rtc_kernels = true;    // create the NVRTC cache that `rtc` points to (LLM_CUDA_RTC=0: ahead-of-time kernels)
+  LayoutOptions layouts;      // which weight layouts to regroup at upload (weight_layouts.h)
+  bool decode_ahead = true;   // queue the next decode step before returning a token (LLM_CUDA_DECODE_AHEAD=0: no)
 };
 
 class Executor {

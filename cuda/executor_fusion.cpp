@@ -50,7 +50,6 @@ MatvecParams Executor::matvec_params(const Node& n) const {
   const float* bias = n.inputs.size() > 2 && n.inputs[2] != graph::kNoNode ? f32_in(n, 2) : nullptr;
   MatvecParams p{weight_ptr(w), type, f32_in(n, 1), bias, f32_out(n), w.shape.ne[0], w.shape.ne[1], n.shape.rows()};
   p.q6_kx8 = type == quant::Type::Q6_K && regrouped(w);
-  p.q4_0_runs = opt_.matvec_q4_0_runs, p.max_slices = opt_.matvec_max_slices;
   return p;
 }
 

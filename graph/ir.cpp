@@ -89,6 +89,33 @@ const char* op_name(Op op) {
   throw std::invalid_argument("graph: unknown op " + std::to_string(static_cast<int>(op)));
 }
 
+const char* weight_role_name(WeightRole role) {
+  switch (role) {
+    case WeightRole::Other: return "other";
+    case WeightRole::TokenEmbedding: return "token_embd";
+    case WeightRole::AttnNorm: return "attn_norm";
+    case WeightRole::AttnQ: return "attn_q";
+    case WeightRole::AttnK: return "attn_k";
+    case WeightRole::AttnV: return "attn_v";
+    case WeightRole::AttnQBias: return "attn_q_bias";
+    case WeightRole::AttnKBias: return "attn_k_bias";
+    case WeightRole::AttnVBias: return "attn_v_bias";
+    case WeightRole::AttnQNorm: return "attn_q_norm";
+    case WeightRole::AttnKNorm: return "attn_k_norm";
+    case WeightRole::AttnOutput: return "attn_output";
+    case WeightRole::AttnOutputBias: return "attn_output_bias";
+    case WeightRole::FfnNorm: return "ffn_norm";
+    case WeightRole::FfnGate: return "ffn_gate";
+    case WeightRole::FfnUp: return "ffn_up";
+    case WeightRole::FfnDown: return "ffn_down";
+    case WeightRole::OutputNorm: return "output_norm";
+    case WeightRole::Output: return "output";
+    case WeightRole::RopeFreqs: return "rope_freqs";
+    case WeightRole::kCount: break;
+  }
+  throw std::invalid_argument("graph: unknown weight role " + std::to_string(static_cast<int>(role)));
+}
+
 namespace {
 
 // Collects the context of one builder call so every error names the node being built and its op.

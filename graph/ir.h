@@ -53,8 +53,25 @@ const char* op_name(Op op);
 struct InputParams {
   enum class Kind : uint8_t { Tokens, Positions } kind = Kind::Tokens;
 };
+// What a weight is for in the model. Executors choose layouts and fusions by role (the matrix that reads the
+// attention output, the output projection, ...), never by the tensor's name in the file.
+enum class WeightRole : uint8_t {
+  Other,
+  TokenEmbedding,  // [n_embd, n_vocab], read by GetRows (and as the output matrix when tied)
+  AttnNorm, AttnQ, AttnK, AttnV, AttnQBias, AttnKBias, AttnVBias,
+  AttnQNorm, AttnKNorm,          // per-head RMSNorm of q and k (qwen3)
+  AttnOutput, AttnOutputBias,    // the o projection: reads the attention output
+  FfnNorm, FfnGate, FfnUp, FfnDown,
+  OutputNorm, Output,            // the final norm and the output projection (logits)
+  RopeFreqs,                     // long-context frequency factors
+  kCount
+};
+const char* weight_role_name(WeightRole role);
+
 struct WeightParams {
-  std::string tensor;           // the tensor's name in the model file ("blk.0.attn_q.weight")
+  std::string tensor;           // the tensor's name in the model file ("blk.0.attn_q.weight"), for messages and dumps
+  WeightRole role = WeightRole::Other;
+  int32_t layer = -1;           // the block it belongs to; -1 for model-wide weights
   quant::Type type = quant::Type::F32;
   const void* host = nullptr;   // the tensor's bytes in the mapped file (CPU reference reads these)
   uint64_t arena_offset = 0;    // byte offset of the tensor in the weight arena (device copy)

@@ -23,37 +23,43 @@ bool is_supported_weight_type(quant::Type t) {
 }
 
 std::vector<WeightSpec> weight_specs(const Config& c) {
+  using R = graph::WeightRole;
   const int64_t E = c.n_embd, V = c.n_vocab, F = c.n_ff;
   std::vector<WeightSpec> s;
-  s.push_back({"token_embd.weight", {E, V}});  // [n_embd, n_vocab]
+  // add(role, layer, name, dims, required, f32_only)
+  const auto add = [&s](R role, int32_t layer, std::string name, std::vector<int64_t> ne, bool required = true,
+                        bool f32_only = false) {
+    s.push_back({std::move(name), std::move(ne), required, f32_only, role, layer});
+  };
+  add(R::TokenEmbedding, -1, "token_embd.weight", {E, V});  // [n_embd, n_vocab]
   for (int il = 0; il < c.n_layer; ++il) {
     const std::string b = "blk." + std::to_string(il) + ".";
-    s.push_back({b + "attn_norm.weight", {E}, true, true});         // [n_embd]
-    s.push_back({b + "attn_q.weight", {E, c.n_q()}});               // [n_embd, n_head * head_dim]
-    s.push_back({b + "attn_k.weight", {E, c.n_k()}});               // [n_embd, n_head_kv * head_dim]
-    s.push_back({b + "attn_v.weight", {E, c.n_v()}});               // [n_embd, n_head_kv * head_dim_v]
-    s.push_back({b + "attn_output.weight", {c.n_attn_out(), E}});   // [n_head * head_dim_v, n_embd]
+    add(R::AttnNorm, il, b + "attn_norm.weight", {E}, true, true);       // [n_embd]
+    add(R::AttnQ, il, b + "attn_q.weight", {E, c.n_q()});                // [n_embd, n_head * head_dim]
+    add(R::AttnK, il, b + "attn_k.weight", {E, c.n_k()});                // [n_embd, n_head_kv * head_dim]
+    add(R::AttnV, il, b + "attn_v.weight", {E, c.n_v()});                // [n_embd, n_head_kv * head_dim_v]
+    add(R::AttnOutput, il, b + "attn_output.weight", {c.n_attn_out(), E});  // [n_head * head_dim_v, n_embd]
     // qwen2 always has q/k/v biases; some llama-architecture files (e.g. converted from other families) do too.
     const bool bias_required = c.arch == Arch::Qwen2;
     if (c.arch != Arch::Qwen3) {
-      s.push_back({b + "attn_q.bias", {c.n_q()}, bias_required, true});  // [n_head * head_dim]
-      s.push_back({b + "attn_k.bias", {c.n_k()}, bias_required, true});  // [n_head_kv * head_dim]
-      s.push_back({b + "attn_v.bias", {c.n_v()}, bias_required, true});  // [n_head_kv * head_dim_v]
+      add(R::AttnQBias, il, b + "attn_q.bias", {c.n_q()}, bias_required, true);  // [n_head * head_dim]
+      add(R::AttnKBias, il, b + "attn_k.bias", {c.n_k()}, bias_required, true);  // [n_head_kv * head_dim]
+      add(R::AttnVBias, il, b + "attn_v.bias", {c.n_v()}, bias_required, true);  // [n_head_kv * head_dim_v]
     }
-    if (c.arch == Arch::Llama) s.push_back({b + "attn_output.bias", {E}, false, true});  // [n_embd]
+    if (c.arch == Arch::Llama) add(R::AttnOutputBias, il, b + "attn_output.bias", {E}, false, true);  // [n_embd]
     if (c.arch == Arch::Qwen3) {
-      s.push_back({b + "attn_q_norm.weight", {c.head_dim}, true, true});  // [head_dim]
-      s.push_back({b + "attn_k_norm.weight", {c.head_dim}, true, true});  // [head_dim]
+      add(R::AttnQNorm, il, b + "attn_q_norm.weight", {c.head_dim}, true, true);  // [head_dim]
+      add(R::AttnKNorm, il, b + "attn_k_norm.weight", {c.head_dim}, true, true);  // [head_dim]
     }
-    s.push_back({b + "ffn_norm.weight", {E}, true, true});  // [n_embd]
-    s.push_back({b + "ffn_gate.weight", {E, F}});           // [n_embd, n_ff]
-    s.push_back({b + "ffn_up.weight", {E, F}});             // [n_embd, n_ff]
-    s.push_back({b + "ffn_down.weight", {F, E}});           // [n_ff, n_embd]
+    add(R::FfnNorm, il, b + "ffn_norm.weight", {E}, true, true);  // [n_embd]
+    add(R::FfnGate, il, b + "ffn_gate.weight", {E, F});           // [n_embd, n_ff]
+    add(R::FfnUp, il, b + "ffn_up.weight", {E, F});               // [n_embd, n_ff]
+    add(R::FfnDown, il, b + "ffn_down.weight", {F, E});           // [n_ff, n_embd]
   }
-  s.push_back({"output_norm.weight", {E}, true, true});  // [n_embd]
-  s.push_back({"output.weight", {E, V}, false});         // [n_embd, n_vocab]; absent = tied to token_embd
+  add(R::OutputNorm, -1, "output_norm.weight", {E}, true, true);  // [n_embd]
+  add(R::Output, -1, "output.weight", {E, V}, false);             // [n_embd, n_vocab]; absent = tied to token_embd
   // Llama 3.1+ long-context frequency factors: theta_i is divided by factor i.
-  if (c.arch == Arch::Llama) s.push_back({"rope_freqs.weight", {c.n_rot / 2}, false, true});  // [n_rot / 2]
+  if (c.arch == Arch::Llama) add(R::RopeFreqs, -1, "rope_freqs.weight", {c.n_rot / 2}, false, true);  // [n_rot / 2]
   return s;
 }
 
@@ -113,6 +119,8 @@ Weights Weights::load(const gguf::File& file, const Config& c) {
   for (const Found& f : found) {
     WeightInfo e;
     e.params.tensor = f.spec->name;
+    e.params.role = f.spec->role;
+    e.params.layer = f.spec->layer;
     e.params.type = f.info->type;
     e.params.host = f.info->data;
     e.params.nbytes = f.info->nbytes;

@@ -28,6 +28,8 @@ struct WeightSpec {
   std::vector<int64_t> ne;     // expected dims, innermost first
   bool required = true;
   bool f32_only = false;       // norms, biases and rope factors: the graph multiplies them as F32 vectors
+  graph::WeightRole role = graph::WeightRole::Other;  // what it is for (executors choose layouts by it)
+  int32_t layer = -1;          // its block; -1 for model-wide weights
 };
 
 // The tensors an architecture reads, with their expected shapes; Weights::load checks exactly these.

@@ -76,10 +76,8 @@ struct MatvecParams {
   MatvecRopeKv rope_kv = {};
   // The launch's Q6_K matrices, all of them, regrouped at upload by runs of 8 blocks (q6_kx8.cuh), not as in GGUF.
   bool q6_kx8 = false;
-  // Lab switches of the int16 kernel (A/Bs, and tests that force a path): Q4_0 units read by aligned runs of 8
-  // blocks where they fit (false, the default: in file order; why: ExecutorOptions::matvec_q4_0_runs), and at most
-  // this many row slices sharing x in a block (1: one).
-  bool q4_0_runs = false;
+  // At most this many row slices sharing x in a block (1: one); tests lower it to cover the fewer-slice paths that
+  // smaller devices and wider rows take.
   int max_slices = 4;
 };
 

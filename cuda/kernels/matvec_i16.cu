@@ -192,7 +192,7 @@ __device__ __noinline__ void read_fixed_run(const long long* x_fixed, float* x_c
 template <quant::Type T, int R, bool kAlt, bool kFixedX = false>
 __device__ __forceinline__ void matvec_i16_body(const MatvecParams& p, const Segments& sg, size_t row_bytes,
                                                 int64_t groups_per_block, int slices, int64_t block) {
-  static_assert(!kAlt || T == quant::Type::Q6_K || T == quant::Type::Q4_0, "no alternative unit");
+  static_assert(!kAlt || T == quant::Type::Q6_K, "no alternative unit");
   using U = typename mv16::UnitFor<T, kAlt>::type;
   // [warps of a slice][groups_per_block * R] partial sums, then (slices > 1) x's runs as mv16::Run fields, SoA:
   // field f (q[0..7], s, S) of run r (0, 1) of unit u at runs[(10 r + f) * tps + u].
@@ -469,16 +469,6 @@ bool rope_kv_epilogue_fits(const MatvecParams& p) {
          p.siblings[1].N == n_kv * e.head_dim_v;
 }
 
-// Whether every matrix of a Q4_0 launch can be read by aligned runs of 8 blocks (mv16::UnitQ4_0Runs): K a multiple
-// of 256 (so rows are whole runs and 16-byte multiples) and each matrix 16-byte aligned; unless switched off.
-bool q4_0_runs_fit(const MatvecParams& p) {
-  const auto aligned = [](const void* q) { return reinterpret_cast<uintptr_t>(q) % 16 == 0; };
-  if (!p.q4_0_runs || p.K % 256 != 0 || !aligned(p.w)) return false;
-  for (int i = 0; i < p.n_siblings; ++i)
-    if (!aligned(p.siblings[i].w)) return false;
-  return true;
-}
-
 bool i16_type(quant::Type t) {
   return t == quant::Type::Q4_K || t == quant::Type::Q6_K || t == quant::Type::Q4_0 || t == quant::Type::Q8_0;
 }
@@ -503,8 +493,8 @@ bool matvec_fuses(const MatvecParams& p) {
     return a(w) % wa(t) == 0 && quant::row_bytes(t, p.K) % wa(t) == 0;
   };
   if (p.path != MatvecPath::Auto || p.T != 1 || !i16_type(p.type) || (!p.x && !p.x_fixed)) return false;
-  // The fixed-point x: one instantiation, Q4_0 in file order without other-type siblings, and no rope epilogue.
-  if (p.x_fixed && (p.type != quant::Type::Q4_0 || p.q4_0_runs || p.rope_kv.q_out || p.x)) return false;
+  // The fixed-point x: one instantiation, Q4_0 without other-type siblings, and no rope epilogue.
+  if (p.x_fixed && (p.type != quant::Type::Q4_0 || p.rope_kv.q_out || p.x)) return false;
   if (p.K <= 0 || p.K % 32 != 0 || p.K / 32 > kMaxUnits || !rows_fit(p.type, p.w)) return false;
   if (p.n_siblings < 0 || p.n_siblings > MatvecParams::kMaxSiblings || (p.n_siblings > 0 && p.residual)) return false;
   for (int i = 0; i < p.n_siblings; ++i) {
@@ -543,11 +533,8 @@ void launch_matvec_i16(const MatvecParams& p, cudaStream_t stream) {
       small ? launch_i16<quant::Type::Q4_K, 2>(p, rb, stream) : launch_i16<quant::Type::Q4_K, 4>(p, rb, stream);
       break;
     case quant::Type::Q4_0:
-      if (p.x_fixed)  // matvec_fuses: in file order, same-type siblings
+      if (p.x_fixed)  // matvec_fuses: same-type siblings only
         launch_i16<quant::Type::Q4_0, 4, false, true>(p, rb, stream);
-      else if (q4_0_runs_fit(p))
-        small ? launch_i16<quant::Type::Q4_0, 2, true>(p, rb, stream)
-              : launch_i16<quant::Type::Q4_0, 4, true>(p, rb, stream);
       else
         small ? launch_i16<quant::Type::Q4_0, 2>(p, rb, stream) : launch_i16<quant::Type::Q4_0, 4>(p, rb, stream);
       break;

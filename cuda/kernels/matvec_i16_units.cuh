@@ -159,14 +159,6 @@ struct Unit<quant::Type::Q4_0> : mv::Unit<quant::Type::Q4_0> {
   }
 };
 
-// Q4_0 read by runs of 8 blocks (144 bytes: 16-byte aligned when the row is and K % 256 == 0). The lane of unit u
-// loads the run's 16-byte chunks j = u % 8 and j + 1, which hold its block (run bytes 18j..18j+17 are bytes
-// 2j..2j+17 of the pair): two wide loads where the file-order unit needs five 4-byte words and a 2-byte scale, so a
-// warp's row costs about a third of the L1 requests. The lanes' different offsets are resolved by selects.
-struct UnitQ4_0Runs : Unit<quant::Type::Q4_0> {
-  struct Raw {
-    uint4 a, b;
-  };
   static __device__ __forceinline__ Raw load(const uint8_t* row, int64_t u) {
     const uint4* c = reinterpret_cast<const uint4*>(row + 144 * (u >> 3)) + (u & 7);
     return {mv::ldg_w(c), mv::ldg_w(c + 1)};
@@ -233,8 +225,8 @@ struct Unit<quant::Type::Q8_0> : mv::Unit<quant::Type::Q8_0> {
   }
 };
 
-// The unit of type T as read: the alternative (kAlt) is Q6_K regrouped at upload, or Q4_0 read by aligned runs;
-// otherwise the GGUF layout, unit by unit.
+// The unit of type T as read: the alternative (kAlt) is Q6_K regrouped at upload; otherwise the GGUF layout, unit by
+// unit.
 template <quant::Type T, bool kAlt>
 struct UnitFor {
   using type = Unit<T>;
@@ -242,10 +234,6 @@ struct UnitFor {
 template <>
 struct UnitFor<quant::Type::Q6_K, true> {
   using type = UnitQ6_Kx8;
-};
-template <>
-struct UnitFor<quant::Type::Q4_0, true> {
-  using type = UnitQ4_0Runs;
 };
 
 }  // namespace cuda::mv16

@@ -5,8 +5,8 @@
 
 #include <algorithm>
 
-#include "app/chat_session.h"
-#include "app/session.h"
+#include "runtime/chat_session.h"
+#include "runtime/session.h"
 #include "assets.h"
 #include "process.h"
 #include "model/model.h"
@@ -17,23 +17,23 @@ namespace {
 struct Fixture {
   std::shared_ptr<const model::Model> model;
   std::unique_ptr<tokenizer::Tokenizer> tok;
-  std::unique_ptr<app::Session> session;
+  std::unique_ptr<runtime::Session> session;
 };
 
 Fixture load(const std::string& path, int32_t n_ctx) {
   Fixture f;
   f.model = model::Model::load(path);
   f.tok = std::make_unique<tokenizer::Tokenizer>(tokenizer::Tokenizer::from_gguf(f.model->file()));
-  app::SessionOptions o;
+  runtime::SessionOptions o;
   o.device = "cpu";
   o.n_ctx = n_ctx;
   o.n_threads = 1;
-  f.session = app::make_session(f.model, o);
+  f.session = runtime::make_session(f.model, o);
   return f;
 }
 
-app::ChatOptions greedy(int32_t n_predict) {
-  app::ChatOptions o;
+runtime::ChatOptions greedy(int32_t n_predict) {
+  runtime::ChatOptions o;
   o.generation.n_predict = n_predict;
   o.generation.sampling.temp = 0;
   return o;
@@ -46,9 +46,9 @@ void expect_first_prompt(const std::string& model_rel, const std::string& tmpl, 
   auto path = testing_assets::path(model_rel);
   if (!path) GTEST_SKIP() << "test asset " << model_rel << " not found (set LLM_TEST_ASSETS)";
   Fixture f = load(*path, 256);
-  app::ChatOptions o = greedy(3);
+  runtime::ChatOptions o = greedy(3);
   o.system = system;
-  app::ChatSession chat(*f.session, *f.tok, chat::ChatTemplate::builtin(tmpl), o);
+  runtime::ChatSession chat(*f.session, *f.tok, chat::ChatTemplate::builtin(tmpl), o);
   std::string streamed;
   const auto r = chat.turn("Hello", [&](std::string_view t) { streamed += t; }, [](const std::string&) {});
   std::vector<int32_t> expected = f.tok->encode(expected_text, /*add_special=*/false, /*parse_special=*/true);
@@ -88,7 +88,7 @@ TEST(ChatPrompt, SpecialTokensAreSingleIds) {
   Fixture f = load(path, 256);
   const auto im_start = f.tok->find_token("<|im_start|>");
   ASSERT_TRUE(im_start.has_value());
-  app::ChatSession chat(*f.session, *f.tok, chat::ChatTemplate::builtin("chatml"), greedy(1));
+  runtime::ChatSession chat(*f.session, *f.tok, chat::ChatTemplate::builtin("chatml"), greedy(1));
   const auto r = chat.turn("Hi", [](std::string_view) {}, [](const std::string&) {});
   EXPECT_EQ(std::count(r.generation.prompt.begin(), r.generation.prompt.end(), *im_start), 2);
 }
@@ -96,14 +96,14 @@ TEST(ChatPrompt, SpecialTokensAreSingleIds) {
 TEST(ChatSession, SecondTurnReusesTheCache) {
   REQUIRE_ASSET(path, "models/synth-qwen2-Q4_K_M.gguf");
   Fixture f = load(path, 512);
-  app::ChatSession chat(*f.session, *f.tok, chat::ChatTemplate::builtin("chatml"), greedy(4));
+  runtime::ChatSession chat(*f.session, *f.tok, chat::ChatTemplate::builtin("chatml"), greedy(4));
   const auto first = chat.turn("Hello", [](std::string_view) {}, [](const std::string&) {});
   const auto second = chat.turn("And again", [](std::string_view) {}, [](const std::string&) {});
   // Everything up to the end of the first user message is shared.
   EXPECT_GE(second.reused_tokens, static_cast<int32_t>(first.generation.prompt.size()) - 1);
   // Same conversation from scratch: the reply to the second turn must be identical (the cache was reused correctly).
   Fixture g = load(path, 512);
-  app::ChatSession fresh(*g.session, *g.tok, chat::ChatTemplate::builtin("chatml"), greedy(4));
+  runtime::ChatSession fresh(*g.session, *g.tok, chat::ChatTemplate::builtin("chatml"), greedy(4));
   fresh.turn("Hello", [](std::string_view) {}, [](const std::string&) {});
   const auto again = fresh.turn("And again", [](std::string_view) {}, [](const std::string&) {});
   EXPECT_EQ(second.generation.generated, again.generation.generated);
@@ -112,9 +112,9 @@ TEST(ChatSession, SecondTurnReusesTheCache) {
 TEST(ChatSession, FullContextDropsOldestTurnsKeepingSystem) {
   REQUIRE_ASSET(path, "models/synth-qwen2-Q4_K_M.gguf");
   Fixture f = load(path, 96);
-  app::ChatOptions o = greedy(6);
+  runtime::ChatOptions o = greedy(6);
   o.system = "S";
-  app::ChatSession chat(*f.session, *f.tok, chat::ChatTemplate::builtin("chatml"), o);
+  runtime::ChatSession chat(*f.session, *f.tok, chat::ChatTemplate::builtin("chatml"), o);
   std::vector<std::string> notes;
   int dropped = 0;
   for (int i = 0; i < 8; ++i) {
@@ -132,10 +132,10 @@ TEST(ChatSession, FullContextDropsOldestTurnsKeepingSystem) {
 TEST(ChatSession, MessageLargerThanContextIsAnError) {
   REQUIRE_ASSET(path, "models/synth-qwen2-Q4_K_M.gguf");
   Fixture f = load(path, 32);
-  app::ChatSession chat(*f.session, *f.tok, chat::ChatTemplate::builtin("chatml"), greedy(2));
+  runtime::ChatSession chat(*f.session, *f.tok, chat::ChatTemplate::builtin("chatml"), greedy(2));
   std::string big;
   for (int i = 0; i < 50; ++i) big += "word ";
-  EXPECT_THROW(chat.turn(big, [](std::string_view) {}, [](const std::string&) {}), app::SessionError);
+  EXPECT_THROW(chat.turn(big, [](std::string_view) {}, [](const std::string&) {}), runtime::SessionError);
   EXPECT_TRUE(chat.messages().empty()) << "a refused message must not stay in the conversation";
 }
 

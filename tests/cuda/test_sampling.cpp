@@ -1,5 +1,5 @@
-// The GPU sampler must pick exactly the token app::Sampler picks for the same logits, history, seed and step.
-#include "app/sampler.h"
+// The GPU sampler must pick exactly the token runtime::Sampler picks for the same logits, history, seed and step.
+#include "runtime/sampler.h"
 #include "cuda/kernels/sampling.cuh"
 #include "gpu_test.h"
 
@@ -7,7 +7,7 @@ namespace {
 
 using namespace gpu_test;
 
-cuda::SamplingConfig to_config(const app::SamplerParams& s) {
+cuda::SamplingConfig to_config(const runtime::SamplerParams& s) {
   cuda::SamplingConfig c;
   c.temp = s.temp, c.top_k = s.top_k, c.top_p = s.top_p, c.min_p = s.min_p, c.repeat_penalty = s.repeat_penalty;
   c.repeat_last_n = s.repeat_last_n, c.presence_penalty = s.presence_penalty;
@@ -17,31 +17,31 @@ cuda::SamplingConfig to_config(const app::SamplerParams& s) {
 
 TEST(Sampling, PhiloxMatchesCpu) {
   for (uint64_t seed : {0ull, 1ull, 0xdeadbeefcafef00dull})
-    for (uint64_t step : {0ull, 1ull, 77ull, 1ull << 40}) EXPECT_EQ(cuda::philox_uniform_host(seed, step), app::sampler_uniform(seed, step));
+    for (uint64_t step : {0ull, 1ull, 77ull, 1ull << 40}) EXPECT_EQ(cuda::philox_uniform_host(seed, step), runtime::sampler_uniform(seed, step));
 }
 
 TEST(Sampling, SameTokenAsCpuSampler) {
   REQUIRE_GPU();
   std::mt19937 rng(21);
-  std::vector<app::SamplerParams> configs;
-  app::SamplerParams d;  // defaults: temp 0.8, top-k 40, top-p 0.95, min-p 0.05
+  std::vector<runtime::SamplerParams> configs;
+  runtime::SamplerParams d;  // defaults: temp 0.8, top-k 40, top-p 0.95, min-p 0.05
   configs.push_back(d);
-  app::SamplerParams greedy = d;
+  runtime::SamplerParams greedy = d;
   greedy.temp = 0;
   configs.push_back(greedy);
-  app::SamplerParams nucleus = d;
+  runtime::SamplerParams nucleus = d;
   nucleus.top_k = 0, nucleus.top_p = 0.9f, nucleus.min_p = 0, nucleus.temp = 1.3f;
   configs.push_back(nucleus);
-  app::SamplerParams pen = d;
+  runtime::SamplerParams pen = d;
   pen.repeat_penalty = 1.3f, pen.presence_penalty = 0.4f, pen.frequency_penalty = 0.2f, pen.repeat_last_n = 16;
   configs.push_back(pen);
-  app::SamplerParams pen_all = pen;
+  runtime::SamplerParams pen_all = pen;
   pen_all.repeat_last_n = -1, pen_all.top_k = 5, pen_all.min_p = 0.2f, pen_all.top_p = 1.0f;
   configs.push_back(pen_all);
-  app::SamplerParams greedy_pen = pen;
+  runtime::SamplerParams greedy_pen = pen;
   greedy_pen.temp = 0;
   configs.push_back(greedy_pen);
-  app::SamplerParams plain = d;
+  runtime::SamplerParams plain = d;
   plain.top_k = 0, plain.top_p = 1.0f, plain.min_p = 0, plain.temp = 0.7f;
   configs.push_back(plain);
 
@@ -52,7 +52,7 @@ TEST(Sampling, SameTokenAsCpuSampler) {
       for (size_t ci = 0; ci < configs.size(); ++ci) {
         auto cfg = configs[ci];
         cfg.seed = rng();
-        app::Sampler cpu(cfg);
+        runtime::Sampler cpu(cfg);
         for (uint64_t step = 0; step < 12; ++step) {
           // Logits on a coarse grid when `ties`, so equal values (and their id order) matter.
           auto logits = random_floats(rng, V, -8, 8);

@@ -16,8 +16,8 @@
 #include <cmath>
 #include <numeric>
 
-#include "app/sampler.h"
-#include "app/session_cpu.h"
+#include "runtime/sampler.h"
+#include "runtime/session_cpu.h"
 #include "assets.h"
 #include "model/model.h"
 #include "refs.h"
@@ -65,7 +65,7 @@ TEST_P(RefLogits, MatchesLlamaCpp) {
   ASSERT_EQ(last_ref.size(), size_t(ref.n_vocab));
   const size_t V = size_t(ref.n_vocab), T = ref.tokens.size();
   const int32_t n_ctx = int32_t(T + ref.greedy.size());
-  app::CpuSession session(m, n_ctx, 0);
+  runtime::CpuSession session(m, n_ctx, 0);
   const std::span<const float> all = session.eval(ref.tokens, 0, /*all_logits=*/true);
   ASSERT_EQ(all.size(), T * V);
   ASSERT_EQ(ref.top10.size(), T);
@@ -107,7 +107,7 @@ TEST_P(RefLogits, MatchesLlamaCpp) {
   // Greedy continuation, decoded one token at a time as a generator does. The reference's own token is fed back at
   // every step (teacher forcing), so a near-tie step, where engines within tolerance may legitimately pick another
   // token, is skipped without ending the comparison.
-  int32_t next = app::argmax(last);
+  int32_t next = runtime::argmax(last);
   size_t compared = 0;
   for (size_t i = 0; i < ref.greedy.size(); ++i) {
     if (ref.greedy_margin[i] >= 2 * tol) {
@@ -115,7 +115,7 @@ TEST_P(RefLogits, MatchesLlamaCpp) {
       ++compared;
     }
     if (i + 1 == ref.greedy.size()) break;
-    next = app::argmax(session.eval(std::span<const int32_t>(&ref.greedy[i], 1), int32_t(T + i), false));
+    next = runtime::argmax(session.eval(std::span<const int32_t>(&ref.greedy[i], 1), int32_t(T + i), false));
   }
   std::printf("  %-26s tol %.1e  max|d| top10 %.2e  last %.2e  rel-rms %.2e  top1 checked %d/%zu  greedy %zu/%zu\n",
               rc.name, tol, worst_top, max_abs, rel_rms, top1_checked, T, compared, ref.greedy.size());

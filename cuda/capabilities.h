@@ -1,0 +1,22 @@
+// What the CUDA path can run, asked before a session allocates anything: the runtime checks a model and a KV-cache
+// type here instead of knowing the kernels' limits itself.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "graph/ir.h"
+
+namespace cuda {
+
+// The attention shape of a model, as the kernels see it.
+struct AttentionShape {
+  int64_t n_head = 0, n_head_kv = 0, head_dim = 0, head_dim_v = 0;
+};
+
+// Whether the attention kernels can read a KV cache of this type for this shape (f16: every shape; q8_0 / q4_0: the
+// tensor-core kernels' head sizes and group sizes).
+bool kv_cache_supported(graph::KvType type, const AttentionShape& shape);
+// Why kv_cache_supported refuses: what is needed and what this shape has; empty when it is supported.
+std::string kv_cache_refusal(graph::KvType type, const AttentionShape& shape);
+
+}  // namespace cuda

@@ -1,0 +1,44 @@
+// ExecutorOptions::from_env: every LLM_CUDA_* switch read in one place (see executor.h).
+#include <algorithm>
+#include <cstdlib>
+#include <string>
+#include <string_view>
+
+#include "cuda/check.h"
+#include "cuda/executor.h"
+
+namespace cuda {
+
+namespace {
+
+// An on/off switch: unset or empty keeps the default, "0" and "1" set it; anything else is refused, so a typo does
+// not silently measure the wrong build.
+bool read_flag(const char* name, bool default_value) {
+  const char* e = std::getenv(name);
+  if (!e || !*e) return default_value;
+  const std::string_view v = e;
+  if (v == "0") return false;
+  if (v == "1") return true;
+  throw InvalidArgument(std::string(name) + "=" + e + ": expected 0 or 1");
+}
+
+}  // namespace
+
+ExecutorOptions ExecutorOptions::from_env() {
+  ExecutorOptions o;
+  o.cuda_graph = read_flag("LLM_CUDA_GRAPH", o.cuda_graph);
+  o.rtc_kernels = read_flag("LLM_CUDA_RTC", o.rtc_kernels);
+  o.layouts.q6_kx8 = read_flag("LLM_CUDA_Q6_KX8", o.layouts.q6_kx8);
+  o.layouts.attention_o = read_flag("LLM_CUDA_ATTN_O", o.layouts.attention_o);
+  o.decode_ahead = read_flag("LLM_CUDA_DECODE_AHEAD", o.decode_ahead);
+  // Timing only (scripts/gpu-step-shares.sh): comma-separated node names whose steps are left out.
+  if (const char* e = std::getenv("LLM_CUDA_OMIT_STEPS"); e && *e)
+    for (std::string_view s = e; !s.empty();) {
+      const size_t comma = std::min(s.find(','), s.size());
+      if (comma > 0) o.omit_steps_of.emplace_back(s.substr(0, comma));
+      s.remove_prefix(std::min(comma + 1, s.size()));
+    }
+  return o;
+}
+
+}  // namespace cuda

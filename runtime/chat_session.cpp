@@ -1,0 +1,83 @@
+// Conversation state and KV-cache reuse; see chat_session.h.
+#include "runtime/chat_session.h"
+
+#include <algorithm>
+
+#include "tokenizer/tokenizer.h"
+
+namespace runtime {
+
+ChatSession::ChatSession(Session& session, const tokenizer::Tokenizer& tok, chat::ChatTemplate tmpl, ChatOptions options)
+    : session_(session), tok_(tok), tmpl_(std::move(tmpl)), options_(std::move(options)) {
+  reset();
+}
+
+void ChatSession::reset() {
+  messages_.clear();
+  if (!options_.system.empty()) messages_.push_back(chat::ChatMessage{"system", chat::jinja::Value(options_.system), {}});
+  // The cache content stays valid: the next turn's prompt shares its prefix (often just BOS and the system prompt).
+}
+
+std::vector<int32_t> ChatSession::prompt_tokens() const {
+  const int32_t bos = tok_.bos();
+  const std::string bos_text = bos >= 0 ? tok_.token_to_piece(bos, /*render_special=*/true) : "";
+  const int32_t eos = tok_.eos();
+  const std::string eos_text = eos >= 0 ? tok_.token_to_piece(eos, /*render_special=*/true) : "";
+  const std::string text = tmpl_.render(messages_, /*add_generation_prompt=*/true, bos_text, eos_text);
+  // Templates write their own control tokens, BOS included where the model wants it; like transformers'
+  // apply_chat_template, the text is tokenized without adding specials, with special tokens recognised.
+  std::vector<int32_t> ids = tok_.encode(text, /*add_special=*/false, /*parse_special=*/true);
+  if (tok_.add_bos() && bos >= 0 && (ids.empty() || ids.front() != bos)) ids.insert(ids.begin(), bos);
+  return ids;
+}
+
+TurnResult ChatSession::turn(const std::string& user_text, const TextSink& sink, const NoteSink& note) {
+  TurnResult result;
+  messages_.push_back(chat::ChatMessage{"user", chat::jinja::Value(user_text), {}});
+  const size_t first_turn = options_.system.empty() ? 0 : 1;
+  const int32_t n_ctx = session_.n_ctx();
+  const int32_t reserve = std::min(options_.reply_reserve, n_ctx / 4);
+
+  std::vector<int32_t> prompt = prompt_tokens();
+  // Drop the oldest user/assistant exchange until the prompt leaves room for a reply.
+  while (static_cast<int32_t>(prompt.size()) + reserve > n_ctx && messages_.size() > first_turn + 1) {
+    const size_t n_drop = messages_.size() > first_turn + 2 ? 2 : 1;
+    messages_.erase(messages_.begin() + static_cast<std::ptrdiff_t>(first_turn),
+                    messages_.begin() + static_cast<std::ptrdiff_t>(first_turn + n_drop));
+    ++result.dropped_turns;
+    prompt = prompt_tokens();
+  }
+  if (result.dropped_turns > 0)
+    note("context full (" + std::to_string(n_ctx) + " tokens): dropped the " + std::to_string(result.dropped_turns) +
+         " oldest turn(s)");
+  if (static_cast<int32_t>(prompt.size()) >= n_ctx) {
+    messages_.pop_back();
+    throw SessionError("this message needs " + std::to_string(prompt.size()) + " tokens with the conversation "
+                       "template but the context holds " + std::to_string(n_ctx) + " (raise -c)");
+  }
+
+  // Reuse the cached prefix; at least the last prompt token is evaluated so that there are logits to sample from.
+  size_t common = 0;
+  while (common < cached_.size() && common < prompt.size() && cached_[common] == prompt[common]) ++common;
+  common = std::min(common, prompt.size() - 1);
+  result.reused_tokens = static_cast<int32_t>(common);
+
+  GenerateOptions g = options_.generation;
+  g.n_past = static_cast<int32_t>(common);
+  g.echo_prompt = false;
+  g.warmup = g.warmup && !warmed_up_;
+  const std::span<const int32_t> fresh(prompt.data() + common, prompt.size() - common);
+  std::string reply;
+  result.generation = generate(session_, tok_, fresh, g, [&](std::string_view text) {
+    reply += text;
+    sink(text);
+  });
+  warmed_up_ = true;
+  cached_.assign(prompt.begin(), prompt.end());
+  cached_.insert(cached_.end(), result.generation.generated.begin(), result.generation.generated.end());
+  messages_.push_back(chat::ChatMessage{"assistant", chat::jinja::Value(reply), {}});
+  result.reply = std::move(reply);
+  return result;
+}
+
+}  // namespace runtime

@@ -1,0 +1,60 @@
+// A conversation with a model: the messages so far, the model's chat template, and the tokens already in the KV
+// cache, so that each turn evaluates only what is new. When the context would overflow, the oldest turns are
+// dropped (the system prompt stays) and the conversation is re-evaluated.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "chat/chat_template.h"
+#include "runtime/generate.h"
+#include "runtime/session.h"
+
+namespace tokenizer {
+class Tokenizer;
+}
+
+namespace runtime {
+
+struct ChatOptions {
+  std::string system;          // --system; empty = none
+  GenerateOptions generation;  // sampling and -n per reply (n_past and echo are managed here; warmup applies to the
+                               // first turn only, whose prompt and decode shapes it prepares)
+  // Tokens kept free for the reply when deciding whether to drop old turns.
+  int32_t reply_reserve = 256;
+};
+
+struct TurnResult {
+  std::string reply;           // the assistant's text as stored in the conversation
+  GenerateResult generation;
+  int32_t reused_tokens = 0;   // prompt tokens already in the KV cache
+  int32_t dropped_turns = 0;   // user/assistant pairs removed to make room
+};
+
+// Called with notes for the user ("context full: dropped the oldest turn").
+using NoteSink = std::function<void(const std::string& note)>;
+
+class ChatSession {
+ public:
+  ChatSession(Session& session, const tokenizer::Tokenizer& tok, chat::ChatTemplate tmpl, ChatOptions options);
+
+  // Adds the user's message, generates the reply (streamed to sink), adds it to the conversation.
+  // Throws SessionError when even the newest message alone does not fit the context.
+  TurnResult turn(const std::string& user_text, const TextSink& sink, const NoteSink& note);
+  void reset();                 // forgets every turn but the system prompt
+  const std::vector<chat::ChatMessage>& messages() const { return messages_; }
+  // The token ids the template gives the current conversation with the assistant header appended.
+  std::vector<int32_t> prompt_tokens() const;
+
+ private:
+  Session& session_;
+  const tokenizer::Tokenizer& tok_;
+  chat::ChatTemplate tmpl_;
+  ChatOptions options_;
+  std::vector<chat::ChatMessage> messages_;
+  std::vector<int32_t> cached_;  // ids whose K/V occupy cache slots [0, cached_.size())
+  bool warmed_up_ = false;       // the first turn ran (with its warm-up, when asked for)
+};
+
+}  // namespace runtime

@@ -1,0 +1,116 @@
+// A Session is one loaded model bound to one device with its KV cache: the seam between the shared generate loop
+// (runtime/generate.h, logits, perplexity) and an executor. The CPU implementation (runtime/session_cpu.h) runs the graph
+// on graph::ReferenceExecutor; the CUDA implementation plugs in behind the same interface.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <stdexcept>
+#include <string>
+
+#include "graph/ir.h"
+#include "runtime/events.h"
+#include "runtime/sampler.h"
+
+namespace model {
+class Model;
+struct Config;
+}
+
+namespace runtime {
+
+// Bad use of a session: prompt longer than the context, positions out of range, empty batch.
+class SessionError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Session options that cannot be right whatever the model (an unknown device name, a negative context): the
+// caller's mistake, which a command line reports as a usage error.
+class OptionsError : public std::invalid_argument {
+ public:
+  using std::invalid_argument::invalid_argument;
+};
+
+struct SessionOptions {
+  std::string device = "auto";  // "auto" (CUDA when a GPU is usable, else the CPU) | "cpu" | "cuda"
+  int32_t n_ctx = 0;           // KV-cache slots; 0 = the model's training context, capped by the device (make_session)
+  int32_t n_threads = 0;       // CPU threads; 0 = hardware concurrency
+  bool verbose = false;        // device / allocation notes on stderr
+  graph::KvType kv_type = graph::KvType::F16;  // --cache-type: how the KV cache stores K and V
+  bool cuda_graph = true;      // capture the decode step as a CUDA graph (--no-cuda-graph: plain launches)
+  // The largest evaluation the caller will make, for the GPU memory check before loading: 0 = prompts of up to
+  // kPlannedPrefillTokens with last-token logits (a longer one is checked when it comes); perplexity sets its
+  // chunk size with all_logits.
+  int32_t plan_batch = 0;
+  bool plan_all_logits = false;
+  LogSink log;                 // notes, warnings and (verbose) details; none: silent
+  ProgressSink progress;       // the weight upload's progress; none: silent
+};
+
+// What a device-side sampler needs to pick the next token itself (see Session::decode_sample).
+struct SampleRequest {
+  const SamplerParams* params = nullptr;
+  uint64_t step = 0;                    // Philox counter of this draw (runtime/sampler.h)
+  std::span<const int32_t> history;     // all tokens so far (prompt + generated); penalties use the last repeat_last_n
+  // Whether the caller means to call again at pos + 1 with the token this call returns (a decode session may start
+  // that step before returning; false on a generation's last step saves that step's work).
+  bool more = true;
+};
+
+class Session {
+ public:
+  virtual ~Session() = default;
+
+  // Runs `tokens` at positions start_pos, start_pos+1, ... (one graph, one batch), writing their K/V into cache
+  // slots [start_pos, start_pos + n) and attending causally over [0, position]. Returns logits:
+  //   all_logits: [n_tokens * n_vocab], token t's row at t * n_vocab;  else: [n_vocab] of the last token.
+  // The span stays valid until the next call. Throws SessionError when start_pos + n > n_ctx() or tokens is empty,
+  // and std::out_of_range naming the id when a token id is not in [0, n_vocab).
+  virtual std::span<const float> eval(std::span<const int32_t> tokens, int32_t start_pos, bool all_logits) = 0;
+
+  // Optional fused path for devices that sample on the device: evaluates one token at `pos` and returns the sampled
+  // next token, bit-identical to Sampler::sample on eval()'s logits. nullopt = not supported here; the caller then
+  // uses eval() + the CPU sampler. The CPU session returns nullopt.
+  virtual std::optional<int32_t> decode_sample(int32_t token, int32_t pos, const SampleRequest& req) {
+    (void)token, (void)pos, (void)req;
+    return std::nullopt;
+  }
+
+  virtual int32_t n_ctx() const = 0;        // KV slots = longest sequence this session can hold
+  virtual int32_t n_vocab() const = 0;
+  virtual std::string device_name() const = 0;  // "CPU reference (2 threads)", "NVIDIA H100 80GB HBM3"
+  // Bytes the KV cache of n_ctx() slots takes on its device (the CPU reference keeps floats).
+  virtual uint64_t kv_cache_bytes() const = 0;
+};
+
+// The checks every Session::eval makes before touching a device: a non-empty batch whose positions fit the context
+// (SessionError) and token ids inside the vocabulary (std::out_of_range naming the id).
+void check_eval_batch(std::span<const int32_t> tokens, int32_t start_pos, int32_t n_ctx, int32_t n_vocab);
+
+// SessionError when the model's heads cannot use a KV cache of this type (q8_0, q4_0: head dims multiples of 32).
+void check_kv_type(const model::Config& c, graph::KvType type);
+
+// Creates the session for options.device: "cpu", "cuda", or "auto" (cuda when this build has the CUDA session and
+// it starts, else cpu with a note on stderr). The context is options.n_ctx when positive; the default (0) is the
+// model's training context, on the CPU at most 4096 tokens (cpu_n_ctx), on a GPU as much of it as fits in free
+// device memory (a note to options.log says when either cap applied). Throws OptionsError for an unknown device or a
+// negative -c, SessionError (even for "auto") for a KV cache type the model or device cannot use,
+// std::runtime_error("CUDA device not available in this build") for "cuda" without the CUDA session, and
+// runtime::DeviceMemoryError (runtime/memory_plan.h), even for "auto", when the model or the requested context does not
+// fit in the GPU's free memory. The session shares ownership of the model.
+std::unique_ptr<Session> make_session(std::shared_ptr<const model::Model> model, const SessionOptions& options);
+
+// KV-cache slots for a CPU session: options.n_ctx when positive, else min(training context, 4096) (a 128k-token
+// default would cost gigabytes of float cache for the common short run). OptionsError when negative.
+int32_t cpu_n_ctx(const model::Model& model, const SessionOptions& options);
+
+#ifdef LLM_HAVE_CUDA_SESSION
+// Provided by the CUDA session's source file; builds that define LLM_HAVE_CUDA_SESSION must link it. Resolves the
+// context itself (options.n_ctx, or the default that fits), since free device memory is known only once the device
+// is opened.
+std::unique_ptr<Session> make_cuda_session(std::shared_ptr<const model::Model> model, const SessionOptions& options);
+#endif
+
+}  // namespace runtime

@@ -1,0 +1,318 @@
+// CUDA session (see session_cuda.h). Compiled only in builds with the CUDA executor.
+#ifdef LLM_HAVE_CUDA_SESSION
+#include "runtime/session_cuda.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstddef>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+#include "cuda/capabilities.h"
+#include "cuda/device_info.h"
+#include "cuda/kernels/host_inputs.cuh"
+#include "cuda/weight_layouts.h"
+#include "cuda/work_buffers.h"
+#include "model/build_graph.h"
+#include "runtime/memory_plan.h"
+
+namespace runtime {
+
+namespace {
+
+bool same_params(const SamplerParams& a, const SamplerParams& b) {
+  return a.temp == b.temp && a.top_k == b.top_k && a.top_p == b.top_p && a.min_p == b.min_p &&
+         a.repeat_penalty == b.repeat_penalty && a.repeat_last_n == b.repeat_last_n &&
+         a.presence_penalty == b.presence_penalty && a.frequency_penalty == b.frequency_penalty && a.seed == b.seed;
+}
+
+cuda::AttentionShape attention_shape(const model::Config& c) {
+  return {c.n_head, c.n_head_kv, c.head_dim, c.head_dim_v};
+}
+
+cuda::SamplingConfig to_config(const SamplerParams& s) {
+  cuda::SamplingConfig c;
+  c.temp = s.temp, c.top_k = s.top_k, c.top_p = s.top_p, c.min_p = s.min_p, c.repeat_penalty = s.repeat_penalty;
+  c.repeat_last_n = s.repeat_last_n, c.presence_penalty = s.presence_penalty;
+  c.frequency_penalty = s.frequency_penalty, c.seed = s.seed;
+  return c;
+}
+
+}  // namespace
+
+CudaSession::CudaSession(std::shared_ptr<const model::Model> model, int32_t n_ctx, CudaSessionOptions options)
+    : model_(std::move(model)), n_ctx_(n_ctx), opt_(options) {
+  if (n_ctx_ < 0) throw SessionError("context size must be positive, got " + std::to_string(n_ctx_));
+  check_kv_type(model_->config(), opt_.kv_type);
+  const cuda::AttentionShape attention = attention_shape(model_->config());
+  if (!cuda::kv_cache_supported(opt_.kv_type, attention))
+    throw SessionError(cuda::kv_cache_refusal(opt_.kv_type, attention) + " (use --cache-type f16)");
+  if (!cuda::device_available()) throw cuda::Error("no CUDA device is available (use --device cpu)");
+  const uint64_t used_before_context = opt_.verbose ? cuda::device_memory_used() : 0;
+  ctx_ = std::make_unique<cuda::Context>(opt_.device);
+  if (opt_.verbose)
+    detail("cuda: context, streams and cuBLASLt workspace: " +
+           format_bytes(cuda::device_memory_used() - used_before_context));
+
+  // Everything big (weights, KV cache, work buffers) is checked against free memory here, before it is allocated.
+  {
+    const CudaDeviceFacts facts = cuda_device_facts(*ctx_, model_->config().n_vocab);
+    const Footprint fp = cuda_session_footprint(*model_, facts, opt_.plan, opt_.kv_type);
+    // The smaller caches this model could use instead (its heads fit the GPU's quantized-cache kernels), for the
+    // hints when the context does not fit.
+    std::vector<CacheOption> smaller;
+    const model::Config& c = model_->config();
+    for (const graph::KvType t : {graph::KvType::Q8_0, graph::KvType::Q4_0})
+      if (cuda::kv_cache_supported(t, attention)) {
+        Footprint option = cuda_session_footprint(*model_, facts, opt_.plan, t);
+        if (option.kv_bytes_per_token < fp.kv_bytes_per_token)
+          smaller.push_back({graph::kv_type_name(t), std::move(option)});
+      }
+    const uint64_t free_bytes = cuda::device_memory_free();
+    const int32_t n_train = std::max(c.n_ctx_train, 1);
+    if (n_ctx_ == 0) {
+      n_ctx_ = default_ctx_that_fits(fp, free_bytes, n_train);
+      if (n_ctx_ < n_train)
+        log(opt_.log, LogLevel::Note,
+            "context capped at " + std::to_string(n_ctx_) + " tokens to fit in free GPU memory (" +
+                format_bytes(free_bytes) + " free; model trained for " + std::to_string(n_train) +
+                "); use -c to change" + larger_context_hint(smaller, free_bytes, n_ctx_, n_train));
+    } else {
+      try {
+        require_fits(fp, free_bytes, n_ctx_);
+      } catch (const DeviceMemoryError& e) {
+        throw DeviceMemoryError(e.what() + smaller_cache_hint(smaller, free_bytes, n_ctx_));
+      }
+    }
+    if (opt_.verbose) {
+      const MemoryNeed need = fp.need(n_ctx_);
+      detail("cuda: memory plan: weights " + format_bytes(need.weights) + ", KV cache " + format_bytes(need.kv_cache) +
+             " (" + std::to_string(n_ctx_) + " slots), work buffers " + format_bytes(need.work) + ", headroom " +
+             format_bytes(need.headroom) + "; " + format_bytes(free_bytes) + " free");
+    }
+  }
+
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<cuda::WeightUpload> items;
+  for (const auto& w : model_->weights().all())
+    items.push_back({w.params.host, w.params.arena_offset, w.params.nbytes});
+  cuda::ProgressFn upload_progress;
+  if (opt_.progress)
+    upload_progress = [this](uint64_t done, uint64_t total) { opt_.progress("loading weights", done, total); };
+  weights_ = cuda::DeviceWeights(*ctx_, model_->weights().arena_bytes(), items, upload_progress);
+  regroup_weights();
+  if (opt_.verbose) {
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    char line[256];
+    std::snprintf(line, sizeof line, "cuda: %s, %.1f MiB of weights uploaded in %.2f s", ctx_->name().c_str(),
+                  double(weights_.bytes()) / (1 << 20), s);
+    detail(line);
+  }
+  const auto& c = model_->config();
+  kv_ = std::make_unique<cuda::KvCache>(
+      graph::KvCacheSpec{c.n_layer, n_ctx_, c.n_head_kv, c.head_dim, c.head_dim_v, opt_.kv_type});
+  if (opt_.exec.rtc_kernels) rtc_ = std::make_unique<cuda::RtcCache>();
+  history_ = cuda::DeviceBuffer(size_t(n_ctx_) * 4);
+  sample_state_ = cuda::DeviceBuffer(sizeof(cuda::SamplingState));
+  sample_scratch_ = cuda::DeviceBuffer(cuda::sampling_scratch_bytes(c.n_vocab));
+  for (auto& st : staging_) st = cuda::PinnedBuffer(sizeof(DecodeStaging) + size_t(n_ctx_) * 4);
+  tokens_host_ = cuda::PinnedBuffer(2 * sizeof(int32_t));
+}
+
+CudaSession::~CudaSession() {
+  if (ctx_) (void)cudaStreamSynchronize(ctx_->compute());  // a step queued ahead reads staging_ and writes tokens_host_
+}
+
+int32_t CudaSession::n_vocab() const { return model_->config().n_vocab; }
+
+std::string CudaSession::device_name() const { return ctx_->name(); }
+
+// The weights' layouts as cuda/ chooses them by role and shape (cuda/weight_layouts.h); the executors learn which
+// moved from regrouped_.
+void CudaSession::regroup_weights() {
+  std::vector<cuda::WeightDesc> descs;
+  for (const auto& w : model_->weights().all())
+    descs.push_back({w.params.role, w.params.layer, w.params.type, w.shape.ne[0], w.shape.rows(),
+                     w.params.arena_offset});
+  regrouped_ = cuda::regroup_weights(const_cast<uint8_t*>(weights_.base()), descs,
+                                     attention_shape(model_->config()), opt_.exec.layouts, ctx_->compute());
+}
+
+std::unique_ptr<CudaSession::Compiled> CudaSession::compile(int32_t n_tokens, bool all_logits) {
+  auto c = std::make_unique<Compiled>();
+  c->graph = model::build_graph(model_->config(), model_->weights(), n_tokens, all_logits, n_ctx_);
+  c->graph.kv.type = opt_.kv_type;  // the cache's element type is the session's choice, not the model's
+  c->plan = graph::plan(c->graph);
+  c->logits = c->graph.find("result_output");
+  cuda::ExecutorOptions eo = opt_.exec;
+  eo.cuda_graph = eo.cuda_graph && n_tokens == 1;  // only the decode step is replayed often enough to capture
+  eo.verbose = opt_.verbose;
+  eo.rtc = rtc_.get();
+  eo.regrouped_offsets = &regrouped_;
+  const cuda::WorkBuffers wb = cuda::work_buffers(c->graph, c->plan, ctx_->sm_count(), eo.matvec_max_tokens);
+  ensure_free(wb.device_bytes(), n_tokens);
+  c->exec = std::make_unique<cuda::Executor>(*ctx_, c->graph, c->plan, weights_.base(), kv_.get(), eo);
+  if (opt_.verbose)  // where device memory goes beyond weights and KV (bench reports the total)
+    detail("cuda: graph of " + std::to_string(n_tokens) + " tokens: arena " + format_bytes(wb.arena) +
+           ", GEMM scratch " + format_bytes(wb.gemm_scratch) + ", attention scratch " + format_bytes(wb.attn_scratch) +
+           "; device memory in use " + format_bytes(cuda::device_memory_used()));
+  if (opt_.verbose && rtc_)
+    detail("cuda: run-time kernels in " + rtc_->dir().string() + ": " + std::to_string(rtc_->stats().compiled) +
+           " compiled, " + std::to_string(rtc_->stats().loaded) + " from cache, " +
+           std::to_string(rtc_->stats().rejected) + " rejected");
+  return c;
+}
+
+void CudaSession::ensure_free(uint64_t bytes, int32_t n_tokens) {
+  // Room for the allocations themselves and a graph instantiation; the load-time plan kept the larger headroom.
+  constexpr uint64_t kSlack = uint64_t{32} << 20;
+  uint64_t free_bytes = cuda::device_memory_free();
+  if (bytes + kSlack <= free_bytes) return;
+  // Cached prompt graphs are the only memory a session can give back (cudaFree returns it at once).
+  if (std::erase_if(graphs_, [](const auto& kv) { return kv.first.first != 1; }) > 0) {
+    free_bytes = cuda::device_memory_free();
+    if (bytes + kSlack <= free_bytes) return;
+  }
+  throw DeviceMemoryError("evaluating " + std::to_string(n_tokens) + " tokens at once needs " + format_bytes(bytes) +
+                          " of GPU work buffers but " + format_bytes(free_bytes) +
+                          " is free; use a shorter prompt or a smaller -c");
+}
+
+CudaSession::Compiled& CudaSession::compiled(int32_t n_tokens, bool all_logits) {
+  const auto key = std::make_pair(n_tokens, all_logits);
+  if (auto it = graphs_.find(key); it != graphs_.end()) return *it->second;
+  // Prompts of many lengths would otherwise pile up device arenas; keep the decode graph, drop the rest.
+  if (graphs_.size() >= 4) std::erase_if(graphs_, [](const auto& kv) { return kv.first.first != 1; });
+  return *graphs_.emplace(key, compile(n_tokens, all_logits)).first->second;
+}
+
+void CudaSession::check_batch(std::span<const int32_t> tokens, int32_t start_pos) const {
+  check_eval_batch(tokens, start_pos, n_ctx_, n_vocab());
+}
+
+std::span<const float> CudaSession::eval(std::span<const int32_t> tokens, int32_t start_pos, bool all_logits) {
+  check_batch(tokens, start_pos);
+  ahead_.valid = false;  // the KV cache changes under a step queued ahead: it will not be this session's next
+  const int32_t n = static_cast<int32_t>(tokens.size());
+  Compiled& c = compiled(n, all_logits);
+  positions_.resize(size_t(n));
+  for (int32_t i = 0; i < n; ++i) positions_[size_t(i)] = start_pos + i;
+  c.exec->write_inputs(tokens, positions_);
+  c.exec->run();
+  logits_ = c.exec->read_f32(c.logits);
+  return logits_;
+}
+
+void CudaSession::sampler_graphs(const SamplerParams& p) {
+  if (decode_[0] && same_params(p, sample_params_)) return;
+  if (opt_.verbose && decode_[0]) detail("cuda: sampling parameters changed, re-capturing the decode graph");
+  CUDA_CHECK(cudaStreamSynchronize(ctx_->compute()));  // a step queued ahead may still run on the old graphs
+  ahead_.valid = false;
+  sample_params_ = p;
+  const auto device_int = [](const cuda::PinnedBuffer& b) {
+    return static_cast<int32_t*>(cuda::device_address_of_pinned(b.get()));
+  };
+  int32_t* const tokens = device_int(tokens_host_);
+  static_assert(sizeof(DecodeStaging) % 4 == 0 && offsetof(DecodeStaging, state) == 0 &&
+                offsetof(cuda::SamplingState, n_history) == 0);
+  constexpr int32_t kStateWords = sizeof(cuda::SamplingState) / 4, kHeadWords = sizeof(DecodeStaging) / 4;
+  for (int slot = 0; slot < 2; ++slot) {
+    decode_[slot].reset();
+    decode_[slot] = compile(1, false);
+    Compiled& c = *decode_[slot];
+    cuda::SampleParams sp;
+    sp.cfg = to_config(p);
+    sp.logits = static_cast<const float*>(c.exec->device_ptr(c.logits));
+    sp.V = n_vocab();
+    sp.history = history_.as<int32_t>();
+    sp.state = sample_state_.as<cuda::SamplingState>();
+    // The sampling kernels write the id straight into page-locked host memory (no copy back in the graph).
+    sp.out_token = tokens + slot;
+    sp.scratch = sample_scratch_.get(), sp.scratch_bytes = sample_scratch_.bytes();
+    // The state and the penalty window come with the run's inputs, read from the slot's staging by its first kernel;
+    // so does the token, or from the other slot's sampled id when the step was queued ahead.
+    const int32_t* st = device_int(staging_[slot]);
+    c.exec->add_host_input(st, sample_state_.get(), kStateWords);
+    c.exec->add_host_input(st + kHeadWords, history_.get(), n_ctx_, st);  // n_history values
+    c.exec->set_tokens_alternative(tokens + (slot ^ 1), st + offsetof(DecodeStaging, token_from_previous) / 4);
+    c.exec->append_step([sp](cudaStream_t s) { cuda::launch_sample(sp, s); });
+  }
+}
+
+void CudaSession::stage_decode(int slot, uint64_t step, std::span<const int32_t> window, bool token_from_previous) {
+  DecodeStaging head;
+  head.state.n_history = int32_t(window.size());
+  head.state.step = step;
+  head.token_from_previous = token_from_previous ? 1 : 0;
+  auto* stage = staging_[slot].as<uint8_t>();
+  std::memcpy(stage, &head, sizeof head);
+  if (!window.empty()) std::memcpy(stage + sizeof head, window.data(), window.size_bytes());
+}
+
+std::optional<int32_t> CudaSession::decode_sample(int32_t token, int32_t pos, const SampleRequest& req) {
+  if (!req.params) return std::nullopt;
+  const int32_t tokens[1] = {token};
+  check_batch(tokens, pos);
+  validate(*req.params);
+  // The penalty window (the last repeat_last_n tokens, all for -1, none for 0) goes to the device as the whole
+  // history it sees; a window longer than the buffer falls back to eval() + the CPU sampler.
+  const int32_t n_hist = int32_t(req.history.size());
+  const int32_t last_n = req.params->repeat_last_n;
+  const int32_t first = last_n < 0 ? 0 : std::max(0, n_hist - last_n);
+  const int32_t window = last_n == 0 ? 0 : n_hist - first;
+  if (window > n_ctx_) return std::nullopt;
+  sampler_graphs(*req.params);
+  const bool penalties = to_config(*req.params).penalties();
+
+  // This step: already queued by the previous call when it brings what that call expected, else queued now.
+  int slot = ahead_.slot;
+  if (!(ahead_.valid && ahead_.pos == pos && ahead_.step == req.step && ahead_.token == token)) {
+    slot = last_slot_ ^ 1;
+    decode_[slot]->exec->wait();  // its staging is about to be rewritten
+    stage_decode(slot, req.step, std::span<const int32_t>(req.history).subspan(size_t(first), size_t(window)),
+                 false);
+    const int32_t positions[1] = {pos};
+    decode_[slot]->exec->write_inputs(tokens, positions);
+    decode_[slot]->exec->run();
+  }
+  ahead_.valid = false;
+  last_slot_ = slot;
+  // The next step, queued before this one is waited for: the stream never waits for the host between tokens. Its
+  // token is this step's sample, read on the device; a caller that brings anything else gets a fresh step (the
+  // queued one's KV write at pos + 1 is overwritten by whatever computes that position).
+  const int next = slot ^ 1;
+  if (opt_.exec.decode_ahead && req.more && !penalties && pos + 1 < n_ctx_) {
+    decode_[next]->exec->wait();  // the step two tokens back (or a dropped one): normally long finished
+    stage_decode(next, req.step + 1, {}, true);
+    const int32_t ahead_tokens[1] = {0}, ahead_positions[1] = {pos + 1};  // the token comes from the device
+    decode_[next]->exec->write_inputs(ahead_tokens, ahead_positions);
+    decode_[next]->exec->run();
+    ahead_ = Ahead{true, next, pos + 1, req.step + 1, 0};
+  }
+  decode_[slot]->exec->wait();
+  const int32_t sampled = tokens_host_.as<int32_t>()[slot];
+  ahead_.token = sampled;
+  return sampled;
+}
+
+std::unique_ptr<Session> make_cuda_session(std::shared_ptr<const model::Model> model, const SessionOptions& options) {
+  CudaSessionOptions o;
+  o.verbose = options.verbose;
+  o.plan = CudaPlanShape{options.plan_batch, options.plan_all_logits};
+  o.kv_type = options.kv_type;
+  o.exec = cuda::ExecutorOptions::from_env();
+  o.exec.cuda_graph = o.exec.cuda_graph && options.cuda_graph;
+  o.log = options.log;
+  o.progress = options.progress;
+  if (!o.exec.omit_steps_of.empty())
+    log(o.log, LogLevel::Warning, "LLM_CUDA_OMIT_STEPS is set: those steps are left out, every result is wrong "
+                                  "(timing only)");
+  return std::make_unique<CudaSession>(std::move(model), options.n_ctx, o);
+}
+
+}  // namespace runtime
+#endif  // LLM_HAVE_CUDA_SESSION

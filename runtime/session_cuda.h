@@ -1,0 +1,112 @@
+// The CUDA session: weights uploaded once into one device arena, an f16 KV cache, graphs built per batch shape and
+// lowered once to cuda::Executor steps; the decode graph is captured as a CUDA graph after a warm-up and replayed.
+// decode_sample() runs the decode step and the GPU sampler as one captured graph, and (no penalties, req.more) queues
+// the next step, fed with this one's sample on the device, before it waits: the GPU does not wait for the host
+// between tokens (docs/kernel-notes.md, "Decode run-ahead").
+#pragma once
+#ifdef LLM_HAVE_CUDA_SESSION
+#include <map>
+#include <memory>
+#include <string>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+#include "cuda/context.h"
+#include "cuda/executor.h"
+#include "cuda/kernels/sampling.cuh"
+#include "cuda/rtc.h"
+#include "cuda/weights.h"
+#include "graph/plan.h"
+#include "model/model.h"
+#include "runtime/cuda_footprint.h"
+#include "runtime/session.h"
+
+namespace runtime {
+
+struct CudaSessionOptions {
+  int device = 0;
+  bool verbose = false;
+  CudaPlanShape plan;      // the largest evaluation to check free memory for at load (runtime/cuda_footprint.h)
+  graph::KvType kv_type = graph::KvType::F16;
+  // The CUDA path's switches (cuda_graph: false for --no-cuda-graph or LLM_CUDA_GRAPH=0; the weight layouts, NVRTC
+  // kernels, decode run-ahead, timing-only omitted steps), as cuda::ExecutorOptions::from_env read them.
+  cuda::ExecutorOptions exec;
+  LogSink log;             // notes and -v details
+  ProgressSink progress;   // the weight upload
+};
+
+class CudaSession final : public Session {
+ public:
+  // n_ctx 0 = the model's training context, capped to what fits in free device memory (with a note on stderr).
+  // Before uploading anything, checks that weights, KV cache and work buffers fit in free device memory: throws
+  // DeviceMemoryError (runtime/memory_plan.h) when they do not. Throws cuda::Error when no usable device exists,
+  // SessionError for n_ctx < 0.
+  CudaSession(std::shared_ptr<const model::Model> model, int32_t n_ctx, CudaSessionOptions options);
+  ~CudaSession() override;  // waits for a decode step queued ahead
+
+  std::span<const float> eval(std::span<const int32_t> tokens, int32_t start_pos, bool all_logits) override;
+  std::optional<int32_t> decode_sample(int32_t token, int32_t pos, const SampleRequest& req) override;
+  int32_t n_ctx() const override { return n_ctx_; }
+  int32_t n_vocab() const override;
+  std::string device_name() const override;
+  uint64_t kv_cache_bytes() const override { return kv_->bytes(); }
+
+ private:
+  struct Compiled {
+    graph::Graph graph;
+    graph::Plan plan;
+    graph::NodeId logits = graph::kNoNode;
+    std::unique_ptr<cuda::Executor> exec;
+  };
+  std::unique_ptr<Compiled> compile(int32_t n_tokens, bool all_logits);
+  void regroup_weights();  // after the upload: the layouts cuda/weight_layouts.h chooses, offsets in regrouped_
+  // Before a graph's executor allocates `bytes`: frees cached prompt graphs if that makes room, else throws
+  // DeviceMemoryError naming the batch size.
+  void ensure_free(uint64_t bytes, int32_t n_tokens);
+  Compiled& compiled(int32_t n_tokens, bool all_logits);
+  void check_batch(std::span<const int32_t> tokens, int32_t start_pos) const;
+  void sampler_graphs(const SamplerParams& p);  // builds decode_ for these parameters (no-op when they are current)
+  void stage_decode(int slot, uint64_t step, std::span<const int32_t> window, bool token_from_previous);
+  void detail(const std::string& message) const { log(opt_.log, LogLevel::Detail, message); }
+
+  std::shared_ptr<const model::Model> model_;
+  int32_t n_ctx_;
+  CudaSessionOptions opt_;
+  std::unique_ptr<cuda::Context> ctx_;
+  cuda::DeviceWeights weights_;
+  std::unordered_set<uint64_t> regrouped_;  // arena offsets of the matrices regrouped at upload
+  std::unique_ptr<cuda::KvCache> kv_;
+  std::unique_ptr<cuda::RtcCache> rtc_;
+  std::map<std::pair<int32_t, bool>, std::unique_ptr<Compiled>> graphs_;
+  std::vector<int32_t> positions_;
+  std::vector<float> logits_;
+
+  // Device sampling: the (1, false) graph plus the sampler, captured together, twice (slots 0 and 1, used in turn)
+  // so that the next token's step can be queued while this one's runs: its inputs are then the position and step
+  // after this one's, and the token this one samples, which its first kernel reads from tokens_host_ (no
+  // penalties: the window is not needed). Rebuilt when the sampling parameters change.
+  struct DecodeStaging {  // head of each slot's staging, followed by the penalty window
+    cuda::SamplingState state;
+    int32_t token_from_previous = 0;  // the run's token is the other slot's sampled id
+    int32_t pad[3] = {};
+  };
+  std::unique_ptr<Compiled> decode_[2];
+  SamplerParams sample_params_;
+  cuda::DeviceBuffer history_;      // [n_ctx] the penalty window
+  cuda::DeviceBuffer sample_state_; // cuda::SamplingState
+  cuda::DeviceBuffer sample_scratch_;
+  cuda::PinnedBuffer staging_[2];   // per slot: DecodeStaging + window, read by each replay's first kernel
+  cuda::PinnedBuffer tokens_host_;  // [2] each slot's sampled id, written there by the sampling kernels
+  struct Ahead {  // the step queued ahead: valid while its inputs are what the next call should bring
+    bool valid = false;
+    int slot = 0;
+    int32_t pos = 0;
+    uint64_t step = 0;
+    int32_t token = 0;  // the token it takes (the id sampled by the step before it)
+  } ahead_;
+  int last_slot_ = 1;
+};
+
+}  // namespace runtime
+#endif  // LLM_HAVE_CUDA_SESSION

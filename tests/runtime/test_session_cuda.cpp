@@ -1,0 +1,402 @@
+// The CUDA session end to end: for every model in ../shared/models the GPU agrees with the CPU reference (prefill
+// and 32 decode steps, relative RMS of the logits) and with llama.cpp's public references; stories260K continues
+// the reference prompts greedily with exactly the reference tokens; captured-graph and plain-launch decoding with
+// sampling on produce identical tokens, equal to eval() + the CPU sampler.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "runtime/sampler.h"
+#include "runtime/session_cpu.h"
+#include "runtime/session_cuda.h"
+#include "assets.h"
+#include "cuda/check.h"
+#include "model/model.h"
+#include "model/synth.h"
+#include "refs.h"
+
+#define REQUIRE_GPU() \
+  if (!::cuda::device_available()) GTEST_SKIP() << "no CUDA device"
+
+namespace {
+
+// GPU vs CPU reference, relative RMS of a logits row. The GPU keeps K/V in f16 and rounds prefill GEMM operands to
+// f16 (2^-11 relative each); decode runs the float32 matvec path. Bound measured + margin: docs/gpu-validation.md.
+constexpr double kPrefillRelRms = 1e-2;
+constexpr double kDecodeRelRms = 1e-2;
+
+struct ModelCase {
+  const char* name;
+  double ref_tol;  // max |logit - llama.cpp| accepted by the CPU reference test (tests/model/test_refs.cpp)
+};
+
+const ModelCase kModels[] = {
+    {"stories260K-f32", 1.5e-5},          {"stories260K-q8_0", 0.45},          {"stories260K-q4_0", 0.45},
+    {"synth-llama-tok512-F16", 9e-4},     {"synth-llama-tok512-BF16", 7.5e-3}, {"synth-llama-tok512-Q8_0", 3e-2},
+    {"synth-llama-tok512-Q6_K", 3e-2},    {"synth-llama-tok512-Q5_K_M", 3e-2}, {"synth-llama-tok512-Q5_1", 3e-2},
+    {"synth-llama-tok512-Q5_0", 3e-2},    {"synth-llama-tok512-Q4_K_M", 3e-2}, {"synth-llama-tok512-Q4_1", 3e-2},
+    {"synth-llama-tok512-Q4_0", 3e-2},    {"synth-llama-tok512-Q3_K_M", 3e-2}, {"synth-llama-tok512-Q2_K", 3e-2},
+    {"synth-llama-spm-Q4_K_M", 3e-2},     {"synth-llama-bpe-Q4_K_M", 3e-2},   {"synth-qwen2-Q4_K_M", 3e-2},
+    {"synth-qwen3-Q4_K_M", 3e-2},
+};
+
+double rel_rms(std::span<const float> a, std::span<const float> ref) {
+  double sq = 0, sq_ref = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    const double d = double(a[i]) - double(ref[i]);
+    sq += d * d, sq_ref += double(ref[i]) * double(ref[i]);
+  }
+  return std::sqrt(sq / std::max(sq_ref, 1e-300));
+}
+
+runtime::CudaSessionOptions graph_opts(bool graph) {
+  runtime::CudaSessionOptions o;
+  o.cuda_graph = graph;
+  return o;
+}
+
+class GpuModels : public ::testing::TestWithParam<ModelCase> {};
+
+TEST_P(GpuModels, MatchesCpuReferenceAndLlamaCpp) {
+  REQUIRE_GPU();
+  const ModelCase& mc = GetParam();
+  REQUIRE_ASSET(model_path, std::string("models/") + mc.name + ".gguf");
+  REQUIRE_ASSET(ref_path, std::string("models/refs/") + mc.name + ".public.txt");
+  const refs::LogitsRef ref = refs::read_logits_ref(ref_path);
+  const std::vector<float> last_ref = refs::read_f32(ref_path.substr(0, ref_path.rfind('/') + 1) + ref.lastlogits_file);
+  auto m = model::Model::load(model_path);
+  const size_t V = size_t(m->config().n_vocab), T = ref.tokens.size();
+  const int n_decode = 32;
+  const int32_t n_ctx = int32_t(T + n_decode + 1);
+  runtime::CpuSession cpu(m, n_ctx, 0);
+  runtime::CudaSession gpu(m, n_ctx, graph_opts(true));
+
+  const auto cpu_all_span = cpu.eval(ref.tokens, 0, true);
+  const std::vector<float> cpu_all(cpu_all_span.begin(), cpu_all_span.end());
+  const auto gpu_all_span = gpu.eval(ref.tokens, 0, true);
+  const std::vector<float> gpu_all(gpu_all_span.begin(), gpu_all_span.end());
+  ASSERT_EQ(gpu_all.size(), T * V);
+  double worst_prefill = 0;
+  for (size_t p = 0; p < T; ++p) {
+    const double r = rel_rms(std::span<const float>(gpu_all).subspan(p * V, V),
+                             std::span<const float>(cpu_all).subspan(p * V, V));
+    worst_prefill = std::max(worst_prefill, r);
+    EXPECT_LE(r, kPrefillRelRms) << mc.name << " prefill position " << p;
+  }
+  // Against llama.cpp: the last position over the whole vocabulary, with the CPU test's bound widened by the
+  // GPU-vs-CPU difference just measured.
+  const auto gpu_last = std::span<const float>(gpu_all).subspan((T - 1) * V, V);
+  const double ref_rms = rel_rms(gpu_last, last_ref);
+
+  // Decode: both sessions fed the CPU's greedy tokens (teacher forcing, so a near tie cannot derail the comparison).
+  double worst_decode = 0;
+  int32_t next = runtime::argmax(std::span<const float>(cpu_all).subspan((T - 1) * V, V));
+  int greedy_same = 0;
+  for (int i = 0; i < n_decode; ++i) {
+    const int32_t pos = int32_t(T) + i;
+    const auto c_span = cpu.eval(std::span<const int32_t>(&next, 1), pos, false);
+    const std::vector<float> c(c_span.begin(), c_span.end());
+    const auto g = gpu.eval(std::span<const int32_t>(&next, 1), pos, false);
+    const double r = rel_rms(g, c);
+    worst_decode = std::max(worst_decode, r);
+    EXPECT_LE(r, kDecodeRelRms) << mc.name << " decode step " << i;
+    greedy_same += runtime::argmax(g) == runtime::argmax(c);
+    next = runtime::argmax(c);
+  }
+  std::printf("  %-26s GPU vs CPU rel-rms prefill %.2e decode %.2e  greedy agree %d/%d  vs llama.cpp last rel-rms %.2e\n",
+              mc.name, worst_prefill, worst_decode, greedy_same, n_decode, ref_rms);
+}
+
+// A model file's name as a test name (GoogleTest allows only alphanumerics and '_').
+std::string test_name(std::string n) {
+  for (char& c : n)
+    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+  return n;
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, GpuModels, ::testing::ValuesIn(kModels),
+                         [](const ::testing::TestParamInfo<ModelCase>& i) { return test_name(i.param.name); });
+
+TEST(GpuSession, Stories260KGreedyMatchesReference) {
+  REQUIRE_GPU();
+  REQUIRE_ASSET(model_path, "models/stories260K-f32.gguf");
+  REQUIRE_ASSET(ref_path, "models/stories260K-reference.txt");
+  auto m = model::Model::load(model_path);
+  runtime::SamplerParams greedy;
+  greedy.temp = 0;
+  for (const auto& c : refs::read_stories_ref(ref_path)) {
+    runtime::CudaSession gpu(m, int32_t(c.prompt_ids.size() + c.generated.size()), graph_opts(true));
+    auto logits = gpu.eval(c.prompt_ids, 0, false);
+    std::vector<int32_t> history = c.prompt_ids, got;
+    int32_t next = runtime::argmax(logits);
+    for (size_t i = 0; i < c.generated.size(); ++i) {
+      got.push_back(next);
+      history.push_back(next);
+      if (i + 1 == c.generated.size()) break;
+      const auto s = gpu.decode_sample(next, int32_t(history.size() - 1), {&greedy, uint64_t(i), history});
+      ASSERT_TRUE(s.has_value());
+      next = *s;
+    }
+    EXPECT_EQ(got, c.generated) << "prompt '" << c.prompt << "'";
+  }
+}
+
+// Sampling on: decode_sample with a captured graph, with plain launches, and eval() + runtime::Sampler all agree.
+TEST(GpuSession, CapturedAndPlainDecodingPickSameTokens) {
+  REQUIRE_GPU();
+  REQUIRE_ASSET(model_path, "models/synth-llama-tok512-Q4_K_M.gguf");
+  auto m = model::Model::load(model_path);
+  runtime::SamplerParams sp;  // defaults: temp 0.8, top-k 40, top-p 0.95, min-p 0.05
+  sp.seed = 1234;
+  sp.repeat_penalty = 1.1f;
+  sp.temp = 1.5f;  // flat enough that the draw matters
+  const std::vector<int32_t> prompt = {1, 291, 410, 456, 425, 417};
+  const int n = 48;
+  std::vector<int32_t> runs[3];
+  for (int mode = 0; mode < 3; ++mode) {
+    runtime::CudaSession s(m, int32_t(prompt.size() + n + 1), graph_opts(mode == 0));
+    runtime::Sampler cpu_sampler(sp);
+    std::vector<int32_t> hist = prompt;
+    auto l = s.eval(prompt, 0, false);
+    int32_t next = cpu_sampler.sample(l, hist, 0);
+    for (int i = 1; i <= n; ++i) {
+      runs[mode].push_back(next);
+      hist.push_back(next);
+      const int32_t pos = int32_t(hist.size() - 1);
+      if (mode < 2) {
+        const auto t = s.decode_sample(next, pos, {&sp, uint64_t(i), hist});
+        ASSERT_TRUE(t.has_value());
+        next = *t;
+      } else {
+        next = cpu_sampler.sample(s.eval(std::span<const int32_t>(&next, 1), pos, false), hist, uint64_t(i));
+      }
+    }
+  }
+  EXPECT_EQ(runs[0], runs[1]) << "captured vs plain launches";
+  EXPECT_EQ(runs[0], runs[2]) << "GPU sampler vs CPU sampler on GPU logits";
+  int distinct = 0;
+  for (size_t i = 1; i < runs[0].size(); ++i) distinct += runs[0][i] != runs[0][i - 1];
+  EXPECT_GT(distinct, 5) << "sampling produced a degenerate sequence; the test would not discriminate";
+}
+
+
+// The next decode step queued ahead (CudaSessionOptions::decode_ahead) picks the tokens the one-step-at-a-time
+// session picks, through every way a caller can leave the expected path: a token other than the sampled one, an
+// eval() in between, a position jump back, a change of sampling parameters (penalties on: nothing is queued ahead),
+// and the context's last position (nothing queued past it).
+TEST(GpuSession, DecodeAheadPicksTheSameTokens) {
+  REQUIRE_GPU();
+  REQUIRE_ASSET(model_path, "models/synth-llama-tok512-Q4_K_M.gguf");
+  auto m = model::Model::load(model_path);
+  runtime::SamplerParams sp;
+  sp.seed = 99;
+  sp.temp = 1.5f;
+  sp.repeat_penalty = 1.0f;  // no penalties: the run-ahead applies
+  runtime::SamplerParams pen = sp;
+  pen.repeat_penalty = 1.3f;
+  const std::vector<int32_t> prompt = {1, 291, 410, 456, 425, 417};
+  const int n = 60;
+  const int32_t n_ctx = int32_t(prompt.size()) + n - 10;  // the last steps run into the context's end
+  std::vector<int32_t> runs[2];
+  for (int mode = 0; mode < 2; ++mode) {
+    runtime::CudaSessionOptions o = graph_opts(true);
+    o.decode_ahead = mode == 1;
+    runtime::CudaSession s(m, n_ctx, o);
+    std::vector<int32_t> hist = prompt;
+    s.eval(prompt, 0, false);
+    int32_t next = 7;
+    int32_t pos = int32_t(hist.size());
+    for (int i = 1; pos < n_ctx; ++i) {
+      if (i == 15) next = (next + 11) % 512;  // not the sampled token
+      if (i == 25) {                         // an eval() of the expected token, then decoding goes on after it
+        s.eval(std::span<const int32_t>(&next, 1), pos, false);
+        hist.push_back(next);
+        ++pos;
+      }
+      if (i == 32) {  // back four positions, as a caller rewinding its context
+        hist.resize(hist.size() - 4);
+        pos -= 4;
+      }
+      const runtime::SamplerParams& params = i >= 40 && i < 46 ? pen : sp;
+      hist.push_back(next);
+      const auto t = s.decode_sample(next, pos, {&params, uint64_t(i), hist});
+      ASSERT_TRUE(t.has_value());
+      runs[mode].push_back(*t);
+      next = *t;
+      ++pos;
+    }
+  }
+  EXPECT_EQ(runs[0], runs[1]) << "one step at a time vs queued ahead";
+  EXPECT_GT(runs[0].size(), 40u);
+  int distinct = 0;
+  for (size_t i = 1; i < runs[0].size(); ++i) distinct += runs[0][i] != runs[0][i - 1];
+  EXPECT_GT(distinct, 5) << "sampling produced a degenerate sequence; the test would not discriminate";
+}
+
+// A q8_0 or q4_0 KV cache: GPU and CPU reference with the same cache type. q8_0: they agree as closely as with f16
+// (both round K and V the same way; the GPU's attention then reads them as f16). q4_0: its 16 levels turn the
+// GPU's small differences in k and v (int16 activations in the matvecs, an ulp in RoPE) into whole-step flips of
+// the values near a step's edge, so GPU and CPU differ by several times the f16 figure (measured 1-4% rel-rms
+// against 0.2-0.7% for q8_0); what must hold is that the GPU's q4_0 cache costs no more accuracy than the
+// reference's: against the CPU with an f16 cache, the GPU with q4_0 is within 1.25x the CPU with q4_0, plus the
+// f16 tolerance. A 150-token prompt and 40 decode steps cross several 64-slot tiles, splits and both writers (the
+// rope + KV launch and, for qwen3's normed k, the plain KV write); the context of 301 slots is no multiple of 4,
+// so per-slot scales are not 16-byte aligned. A head_dim 8 model is refused with a SessionError before anything is
+// allocated.
+class GpuKvQuant : public ::testing::TestWithParam<const char*> {};
+
+void expect_gpu_matches_cpu_with_cache(const std::string& name, graph::KvType kv) {
+  REQUIRE_ASSET(model_path, "models/" + name + ".gguf");
+  auto m = model::Model::load(model_path);
+  const int32_t V = m->config().n_vocab, n_prompt = 150, n_decode = 40, n_ctx = 301;
+  const bool vs_f16 = kv == graph::KvType::Q4_0;
+  runtime::CpuSession cpu(m, n_ctx, 0, kv), cpu_f16(m, n_ctx, 0, graph::KvType::F16);
+  runtime::CudaSessionOptions o = graph_opts(true);
+  o.kv_type = kv;
+  runtime::CudaSession gpu(m, n_ctx, o);
+  // One position's logits: GPU against CPU with the same cache, or (q4_0) both against the CPU with f16.
+  double worst[2] = {0, 0}, worst_cpu = 0;
+  const auto check = [&](std::span<const float> g, std::span<const float> c, std::span<const float> f16, double tol,
+                         int phase, const std::string& where) {
+    if (!vs_f16) {
+      const double r = rel_rms(g, c);
+      worst[phase] = std::max(worst[phase], r);
+      EXPECT_LE(r, tol) << name << " " << where;
+      return;
+    }
+    const double rg = rel_rms(g, f16), rc = rel_rms(c, f16);
+    worst[phase] = std::max(worst[phase], rg), worst_cpu = std::max(worst_cpu, rc);
+    EXPECT_LE(rg, 1.25 * rc + tol) << name << " " << where << " (CPU q4_0 against f16: " << rc << ")";
+  };
+  std::vector<int32_t> prompt(n_prompt);
+  for (int i = 0; i < n_prompt; ++i) prompt[size_t(i)] = (i * 7919 + 13) % V;
+  const auto c_all = cpu.eval(prompt, 0, true);
+  const std::vector<float> cpu_all(c_all.begin(), c_all.end());
+  std::vector<float> f16_all;
+  if (vs_f16) {
+    const auto f = cpu_f16.eval(prompt, 0, true);
+    f16_all.assign(f.begin(), f.end());
+  }
+  const auto gpu_all = gpu.eval(prompt, 0, true);
+  const auto row = [&](const std::vector<float>& all, int p) {
+    return all.empty() ? std::span<const float>() : std::span<const float>(all).subspan(size_t(p) * V, size_t(V));
+  };
+  for (int p = 0; p < n_prompt; ++p)
+    check(gpu_all.subspan(size_t(p) * V, size_t(V)), row(cpu_all, p), row(f16_all, p), kPrefillRelRms, 0,
+          "prefill position " + std::to_string(p));
+  int32_t next = runtime::argmax(row(cpu_all, n_prompt - 1));
+  for (int i = 0; i < n_decode; ++i) {
+    const int32_t pos = n_prompt + i;
+    const auto c_span = cpu.eval(std::span<const int32_t>(&next, 1), pos, false);
+    const std::vector<float> c(c_span.begin(), c_span.end());
+    std::vector<float> f;
+    if (vs_f16) {
+      const auto fs = cpu_f16.eval(std::span<const int32_t>(&next, 1), pos, false);
+      f.assign(fs.begin(), fs.end());
+    }
+    const auto g = gpu.eval(std::span<const int32_t>(&next, 1), pos, false);
+    check(g, c, f, kDecodeRelRms, 1, "decode step " + std::to_string(i));
+    next = runtime::argmax(c);
+  }
+  std::printf("  %-26s %s KV: GPU vs CPU%s rel-rms prefill %.2e decode %.2e%s\n", name.c_str(),
+              graph::kv_type_name(kv), vs_f16 ? " f16" : "", worst[0], worst[1],
+              vs_f16 ? (" (CPU q4_0 vs f16 " + std::to_string(worst_cpu) + ")").c_str() : "");
+}
+
+TEST_P(GpuKvQuant, MatchesCpuReferenceWithTheSameCache) {
+  REQUIRE_GPU();
+  expect_gpu_matches_cpu_with_cache(GetParam(), graph::KvType::Q8_0);
+}
+
+TEST_P(GpuKvQuant, Q4_0MatchesCpuReferenceWithTheSameCache) {
+  REQUIRE_GPU();
+  expect_gpu_matches_cpu_with_cache(GetParam(), graph::KvType::Q4_0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, GpuKvQuant,
+                         ::testing::Values("synth-llama-tok512-Q4_K_M", "synth-llama-tok512-Q4_0",
+                                           "synth-qwen3-Q4_K_M"),
+                         [](const ::testing::TestParamInfo<const char*>& i) { return test_name(i.param); });
+
+TEST(GpuKvQuantRefusal, HeadDim8IsASessionError) {
+  REQUIRE_GPU();
+  REQUIRE_ASSET(model_path, "models/stories260K-f32.gguf");
+  auto m = model::Model::load(model_path);
+  runtime::CudaSessionOptions o;
+  for (const graph::KvType kv : {graph::KvType::Q8_0, graph::KvType::Q4_0}) {
+    o.kv_type = kv;
+    EXPECT_THROW(runtime::CudaSession(m, 64, o), runtime::SessionError) << graph::kv_type_name(kv);
+  }
+}
+
+// The o projection with its attention in one split-K launch (cuda/kernels/attention_o.cuh, on by default for Q4_0 o
+// projections of 128-wide heads): a synthetic model of that shape, a 240-token prompt, then 30 decode steps across
+// position 256, where decode switches from the graph in which the o launch attends to the one that replays the
+// split attention. Every step against the CPU, with the fusion and without it (LLM_CUDA_ATTN_O=0): both within the
+// decode tolerance, and not the same floats (so the fused launches did run).
+TEST(GpuSession, AttentionOAcrossItsPositionLimit) {
+  REQUIRE_GPU();
+  REQUIRE_ASSET(vocab, "tokenizer/ggml-vocab-llama-spm.gguf");
+  const std::string path =
+      (std::filesystem::temp_directory_path() / "llm-run-test-attention-o-tiny-h128-Q4_0.gguf").string();
+  model::SynthOptions so;
+  so.shape = "tiny-h128", so.preset = "Q4_0", so.vocab_path = vocab, so.out_path = path, so.seed = 7;
+  model::write_synthetic_model(so);
+  auto m = model::Model::load(path);
+  std::filesystem::remove(path);
+  const int32_t V = m->config().n_vocab, n_prompt = 240, n_decode = 30, n_ctx = 400;
+  runtime::CpuSession cpu(m, n_ctx, 0);
+  runtime::CudaSessionOptions off = graph_opts(true);
+  off.attention_o = false;
+  runtime::CudaSession fused(m, n_ctx, graph_opts(true)), plain(m, n_ctx, off);
+  std::vector<int32_t> prompt(n_prompt);
+  for (int i = 0; i < n_prompt; ++i) prompt[size_t(i)] = (i * 7919 + 13) % V;
+  const auto c_all = cpu.eval(prompt, 0, false);
+  int32_t next = runtime::argmax(c_all);
+  EXPECT_LE(rel_rms(fused.eval(prompt, 0, false), c_all), kPrefillRelRms) << "prefill, o dequantized by columns";
+  (void)plain.eval(prompt, 0, false);
+  double worst[2] = {0, 0};
+  int differ = 0;
+  for (int i = 0; i < n_decode; ++i) {
+    const int32_t pos = n_prompt + i;
+    const auto cs = cpu.eval(std::span<const int32_t>(&next, 1), pos, false);
+    const std::vector<float> c(cs.begin(), cs.end());
+    const auto fs = fused.eval(std::span<const int32_t>(&next, 1), pos, false);
+    const std::vector<float> f(fs.begin(), fs.end());
+    const auto ps = plain.eval(std::span<const int32_t>(&next, 1), pos, false);
+    const double rf = rel_rms(f, c), rp = rel_rms(ps, c);
+    worst[0] = std::max(worst[0], rf), worst[1] = std::max(worst[1], rp);
+    EXPECT_LE(rf, kDecodeRelRms) << "position " << pos << ", attention + o in one launch";
+    EXPECT_LE(rp, kDecodeRelRms) << "position " << pos << ", separate launches";
+    differ += !std::equal(f.begin(), f.end(), ps.begin());
+    next = runtime::argmax(c);
+  }
+  EXPECT_EQ(differ, n_decode) << "every step through the fused launches";
+  std::printf("  tiny-h128 Q4_0: decode rel-rms against the CPU, attention + o fused %.2e, separate %.2e\n", worst[0],
+              worst[1]);
+}
+
+}  // namespace
+
+// The timing switch (CudaSessionOptions::omit_steps_of, LLM_CUDA_OMIT_STEPS): a name that no node has changes
+// nothing, bit for bit; the layers' down projections left out change the logits (their steps really are gone).
+TEST(GpuSession, OmitStepsLeavesOutOnlyTheNamedNodes) {
+  REQUIRE_GPU();
+  REQUIRE_ASSET(model_path, "models/synth-llama-tok512-Q4_K_M.gguf");
+  auto m = model::Model::load(model_path);
+  const std::vector<int32_t> prompt = {1, 291, 410, 456, 425, 417};
+  const auto logits = [&](std::vector<std::string> omit) {
+    runtime::CudaSessionOptions o = graph_opts(true);
+    o.omit_steps_of = std::move(omit);
+    runtime::CudaSession s(m, 16, o);
+    const auto l = s.eval(prompt, 0, false);
+    return std::vector<float>(l.begin(), l.end());
+  };
+  const std::vector<float> all = logits({});
+  EXPECT_EQ(logits({"no_such_node", "down"}), all) << "only whole dot-separated names match";
+  EXPECT_GT(rel_rms(logits({"ffn_down"}), all), 1e-2);
+}
