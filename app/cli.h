@@ -30,8 +30,9 @@ void register_bench(CLI::App& root, Action& chosen);
 void register_chat(CLI::App& root, Action& chosen);
 void register_tokenize(CLI::App& root, Action& chosen);
 
-// -m FILE if given, else $LLM_RUN_MODEL, else models/default.gguf; throws UsageError with a hint on how to get a
-// model when none of them exists.
+// -m FILE if given, else $LLM_RUN_MODEL, else models/default.gguf, else the shipped models/stories260K.gguf (both
+// looked for in the working directory, then in the source checkout; a note on stderr names the shipped one); throws
+// UsageError with a hint on how to get a model when none of them exists.
 std::string resolve_model_path(const std::string& flag_value);
 
 }  // namespace app

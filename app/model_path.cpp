@@ -1,10 +1,16 @@
 // Where the model comes from when -m is not given.
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 
 #include "app/cli.h"
 
 namespace app {
+
+namespace {
+// The small real model shipped with the repository (karpathy's stories260K, MIT), the default of last resort.
+constexpr const char* kShippedModel = "stories260K.gguf";
+}  // namespace
 
 std::string resolve_model_path(const std::string& flag_value) {
   namespace fs = std::filesystem;
@@ -17,7 +23,18 @@ std::string resolve_model_path(const std::string& flag_value) {
     if (!fs::exists(env, ec)) throw UsageError(std::string("model file '") + env + "' (from $LLM_RUN_MODEL) does not exist");
     return env;
   }
-  if (fs::exists("models/default.gguf", ec)) return "models/default.gguf";
+  // models/ of the working directory first, then of the checkout this binary was built from (LLM_SOURCE_DIR), so
+  // that the quick start works from any directory.
+  const fs::path roots[] = {fs::path("."), fs::path(LLM_SOURCE_DIR)};
+  for (const fs::path& root : roots)
+    if (const fs::path p = root / "models" / "default.gguf"; fs::exists(p, ec)) return p.lexically_normal().string();
+  for (const fs::path& root : roots)
+    if (const fs::path p = root / "models" / kShippedModel; fs::exists(p, ec)) {
+      std::fprintf(stderr,
+                   "llm-run: no -m given: using %s, the tiny story model shipped with llm-run (models/README.md)\n",
+                   p.lexically_normal().string().c_str());
+      return p.lexically_normal().string();
+    }
   throw UsageError(
       "no model given: pass -m FILE.gguf, set $LLM_RUN_MODEL, or place one at models/default.gguf\n"
       "  hint: small GGUF models to start with, from the Hugging Face hub: "

@@ -55,6 +55,20 @@ TEST_F(Cli, GreedyGenerationPrintsThePromptAndTheReferenceContinuation) {
   EXPECT_NE(r.err.find("tok/s"), std::string::npos) << r.err;
 }
 
+// The quick start: with no -m, $LLM_RUN_MODEL or models/default.gguf, llm-run runs the shipped stories260K
+// (models/stories260K.gguf, found through the checkout it was built from even outside it), says so on stderr, and
+// continues the prompt exactly as llama2.c does.
+TEST_F(Cli, WithoutAModelTheShippedStoryModelRuns) {
+  REQUIRE_STORIES();
+  const auto cases = refs::read_stories_ref(stories_ref);
+  const Result r = run("-p 'Once upon a time' -n 40 --temp 0 --device cpu -t 1");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("models/stories260K.gguf, the tiny story model shipped with llm-run"), std::string::npos)
+      << r.err;
+  ASSERT_GT(r.out.size(), 40u);
+  EXPECT_EQ(cases[1].text.substr(0, r.out.size() - 1), r.out.substr(0, r.out.size() - 1));
+}
+
 TEST_F(Cli, PromptFromFileAndSeededSamplingIsReproducible) {
   REQUIRE_STORIES();
   std::ofstream(dir_ / "prompt.txt") << "Lily and Tom";
