@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "runtime/chat_session.h"
@@ -13,6 +14,7 @@
 #include "app/interrupt.h"
 #include "app/sampling_flags.h"
 #include "app/session_flags.h"
+#include "app/template_flags.h"
 
 namespace app {
 namespace {
@@ -21,27 +23,17 @@ struct ChatFlags {
   RunFlags run;
   SamplingFlags sampling;
   std::string system;
-  std::string template_name;
+  TemplateFlags tmpl;
   bool show_template = false;
 };
 
-chat::ChatTemplate choose_template(const ChatFlags& f, const tokenizer::Tokenizer& tok) {
-  if (!f.template_name.empty()) {
-    try {
-      return chat::ChatTemplate::builtin(f.template_name);
-    } catch (const std::invalid_argument& e) {
-      throw UsageError(e.what());
-    }
-  }
-  chat::ChatTemplate t = chat::ChatTemplate::from_text(tok.chat_template());
-  if (t.is_fallback()) std::fprintf(stderr, "llm-run: warning: %s; using ChatML\n", t.warning().c_str());
-  return t;
-}
-
 int run_chat(ChatFlags& f) {
   finalize_sampling(f.sampling);
+  // A template the flags name is read (or refused) before the model loads.
+  std::optional<chat::ChatTemplate> named;
+  if (f.tmpl.given()) named = choose_template(f.tmpl, {});
   Loaded l = load_for_run(f.run);
-  chat::ChatTemplate tmpl = choose_template(f, l.tok);
+  chat::ChatTemplate tmpl = named ? std::move(*named) : choose_template(f.tmpl, l.tok.chat_template());
   if (f.run.session.verbose || f.show_template)
     std::fprintf(stderr, "llm-run: chat template: %s%s\n", std::string(chat::family_name(tmpl.family())).c_str(),
                  tmpl.is_fallback() ? " (fallback)" : "");
@@ -102,9 +94,7 @@ void register_chat(CLI::App& root, Action& chosen) {
   add_run_flags(*cmd, f->run);
   add_sampling_flags(*cmd, f->sampling);
   cmd->add_option("--system", f->system, "System prompt");
-  std::string names;
-  for (const auto& n : chat::ChatTemplate::builtin_names()) names += (names.empty() ? "" : ", ") + n;
-  cmd->add_option("--chat-template", f->template_name, "Use a built-in template instead of the model's: " + names);
+  add_template_flags(*cmd, f->tmpl);
   cmd->add_flag("--show-template", f->show_template, "Say which template family is in use");
   add_warmup_flag(*cmd, f->run, "the first turn's prompt and two decode steps, evaluated once and discarded");
   cmd->callback([f, &chosen] { chosen = [f] { return run_chat(*f); }; });

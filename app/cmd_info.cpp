@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "app/cli.h"
+#include "app/display_text.h"
 #include "gguf/gguf.h"
 
 namespace app {
@@ -72,28 +73,8 @@ template <class F> std::string shortest(F x) {
   return std::string(buf, r.ptr);
 }
 
-// One line: control bytes escaped (a vocabulary holds "\n" tokens), UTF-8 kept as is; cut after max_bytes.
-std::string escape(const std::string& s, size_t max_bytes) {
-  std::string out;
-  const size_t n = std::min(s.size(), max_bytes);
-  for (size_t i = 0; i < n; ++i) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    switch (c) {
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      default:
-        if (c < 0x20 || c == 0x7f) out += fmt("\\x%02x", c);
-        else out += static_cast<char>(c);
-    }
-  }
-  return out;
-}
-
 std::string quote(const std::string& s, size_t max_bytes) {
-  std::string out = "\"" + escape(s, max_bytes) + "\"";
+  std::string out = "\"" + escape_for_display(s, '"', max_bytes) + "\"";
   if (max_bytes < s.size()) out += fmt("...(%zu bytes)", s.size());
   return out;
 }
@@ -137,7 +118,7 @@ std::string format_value(const gguf::Value& v, size_t max_string_bytes) {
 std::optional<std::string> text(const gguf::File& f, std::string_view key) {
   const gguf::Value* v = f.find(key);
   if (v == nullptr) return std::nullopt;
-  if (const auto* s = std::get_if<std::string>(&v->v)) return escape(*s, 200);
+  if (const auto* s = std::get_if<std::string>(&v->v)) return escape_for_display(*s, 0, 200);
   return format_value(*v, 80);
 }
 
@@ -176,7 +157,8 @@ void print_summary(std::string& out, const gguf::File& f) {
     std::string hp;
     for (const auto& kv : f.metadata()) {
       if (!kv.key.starts_with(prefix)) continue;
-      hp += fmt("  %-34s ", escape(kv.key.substr(prefix.size()), 80).c_str()) + format_value(kv.value, 80) + "\n";
+      hp += fmt("  %-34s ", escape_for_display(kv.key.substr(prefix.size()), 0, 80).c_str()) +
+            format_value(kv.value, 80) + "\n";
     }
     out += "hyperparameters (" + prefix + "*):" + (hp.empty() ? " none\n" : "\n" + hp);
   }
@@ -221,7 +203,8 @@ void print_kv(std::string& out, const gguf::File& f) {
   for (const auto& kv : f.metadata()) {
     std::string type = gguf::value_type_name(kv.value.type);
     if (const auto* a = std::get_if<gguf::Array>(&kv.value.v)) type += std::string("<") + gguf::value_type_name(a->elem_type) + ">";
-    out += fmt("  %-42s %-15s ", escape(kv.key, 200).c_str(), type.c_str()) + format_value(kv.value, SIZE_MAX) + "\n";
+    out += fmt("  %-42s %-15s ", escape_for_display(kv.key, 0, 200).c_str(), type.c_str()) +
+           format_value(kv.value, SIZE_MAX) + "\n";
   }
 }
 
@@ -231,7 +214,8 @@ void print_tensors(std::string& out, const gguf::File& f) {
   out += fmt("  %5s  %-36s %-5s %-26s %12s %12s\n", "#", "name", "type", "shape", "offset", "bytes");
   for (size_t i = 0; i < f.tensors().size(); ++i) {
     const auto& t = f.tensors()[i];
-    out += fmt("  %5zu  %-36s %-5s %-26s %12" PRIu64 " %12" PRIu64 "\n", i, escape(t.name, 200).c_str(), quant::type_name(t.type),
+    out += fmt("  %5zu  %-36s %-5s %-26s %12" PRIu64 " %12" PRIu64 "\n", i,
+               escape_for_display(t.name, 0, 200).c_str(), quant::type_name(t.type),
                shape_of(t).c_str(), t.offset, t.nbytes);
   }
 }

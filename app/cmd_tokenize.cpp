@@ -7,6 +7,7 @@
 #include <string>
 
 #include "app/cli.h"
+#include "app/display_text.h"
 #include "gguf/gguf.h"
 #include "tokenizer/tokenizer.h"
 
@@ -22,28 +23,6 @@ struct TokenizeOptions {
   bool parse_special = false;  // --special
   bool has_prompt = false, has_file = false;  // -p "" is a valid (empty) text
 };
-
-// Vocabulary texts on one line: control bytes escaped, UTF-8 kept.
-std::string escape(const std::string& s) {
-  std::string out;
-  for (const unsigned char c : s) {
-    switch (c) {
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      case '\\': out += "\\\\"; break;
-      default:
-        if (c < 0x20 || c == 0x7F) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\x%02X", c);
-          out += buf;
-        } else {
-          out.push_back(static_cast<char>(c));
-        }
-    }
-  }
-  return out;
-}
 
 int run_tokenize(const TokenizeOptions& o) {
   if (o.has_prompt == o.has_file) throw UsageError("give the text to tokenize with either -p TEXT or -f FILE");
@@ -74,7 +53,7 @@ int run_tokenize(const TokenizeOptions& o) {
     char buf[32];
     for (const int32_t id : ids) {
       std::snprintf(buf, sizeof buf, "%7d -> '", id);
-      out += buf + escape(tok.token_text(id)) + "'\n";
+      out += buf + escape_for_display(tok.token_text(id)) + "'\n";
     }
   }
   std::fwrite(out.data(), 1, out.size(), stdout);

@@ -27,6 +27,13 @@ int main(int argc, char** argv) {
   app::register_chat(root, chosen);
   app::register_tokenize(root, chosen);
 
+  // Nothing at all asked for: the help, as a usage error (the shipped default model would otherwise tell a story
+  // nobody asked for).
+  if (argc <= 1) {
+    std::fputs(root.help().c_str(), stderr);
+    return 2;
+  }
+
   // `bench -pg 512,128` as the popular *-bench tool spells it (see argv_spelling.h).
   std::vector<std::string> args = app::respell_bench_pg({argv, argv + argc});
   std::vector<char*> arg_ptrs;

@@ -119,25 +119,7 @@ Executor::Executor(const Context& ctx, const graph::Graph& g, const graph::Plan&
     for (NodeId i : n.inputs)
       if (i != graph::kNoNode && (users_[size_t(i)].empty() || users_[size_t(i)].back() != n.id))
         users_[size_t(i)].push_back(n.id);
-  folded_norm_.assign(g.nodes().size(), false);
-  folded_add_.assign(g.nodes().size(), false);
-  merged_.assign(g.nodes().size(), false);
-  glu_epilogue_.assign(g.nodes().size(), false);
-  kv_written_.assign(g.nodes().size(), false);
-  fixed_acc_.assign(g.nodes().size(), nullptr);
-  {  // the attention + o launches (executor_fusion.cpp), decided here once, and their accumulators, zero at first
-    size_t n = 0;
-    for (const Node& a : g.nodes())
-      if (const AttentionO f = attention_o_of(a); f.mulmat != graph::kNoNode) {
-        attention_o_plan_[a.id] = f;
-        const auto& ap = ::std::get<graph::AttentionParams>(a.params);
-        ++n, fixed_d_ = int64_t(ap.n_head) * ap.head_dim;
-      }
-    if (n) {
-      fixed_accs_ = DeviceBuffer(n * size_t(fixed_d_) * 8);
-      CUDA_CHECK(cudaMemset(fixed_accs_.get(), 0, fixed_accs_.bytes()));
-    }
-  }
+  plan_fusions();  // every fusion decided before the first step is built (executor_fusion.cpp)
   const auto omitted = [&](const ::std::string& name) {  // "blk.3.ffn_down" is one of "ffn_down"
     for (const ::std::string& s : opt_.omit_steps_of)
       if (!s.empty() && name.ends_with(s) && (name.size() == s.size() || name[name.size() - s.size() - 1] == '.'))
@@ -231,191 +213,189 @@ void* Executor::device_ptr(NodeId id) const {
   return arena_.as<uint8_t>() + off;
 }
 
+// One line per op: the plan (plan_fusions) already said which nodes run inside another node's launch.
 void Executor::lower(const Node& n) {
-  const auto in_shape = [&](size_t i) { return g_.node(n.inputs.at(i)).shape; };
   switch (n.op) {
-    case Op::Input:
-      inputs_.emplace_back(n.id, ::std::get<graph::InputParams>(n.params).kind);
-      return;
+    case Op::Input: inputs_.emplace_back(n.id, ::std::get<graph::InputParams>(n.params).kind); return;
     case Op::Weight:
-    case Op::Reshape:  // a view: the plan gives it its source's storage
-      return;
-    case Op::GetRows: {
-      const Node& table = g_.node(n.inputs[0]);
-      GetRowsParams p;
-      if (table.op == Op::Weight) {
-        if (regrouped(table)) throw InvalidArgument(describe(n) + ": its table was regrouped at upload as a matrix");
-        p.table = weight_ptr(table), p.type = ::std::get<graph::WeightParams>(table.params).type;
-      } else {
-        p.table = f32_in(n, 0), p.type = quant::Type::F32;
-      }
-      p.ids = static_cast<const int32_t*>(device_ptr(n.inputs[1]));
-      p.out = f32_out(n), p.K = table.shape.ne[0], p.n_rows = table.shape.rows(), p.T = n.shape.ne[1];
-      steps_.push_back([p](cudaStream_t s) { launch_get_rows(p, s); });
-      return;
-    }
-    case Op::RmsNorm: {
-      if (fold_norm(n)) return;  // computed inside its readers' matvecs
-      const RmsNormParams p{f32_in(n, 0), n.inputs.size() > 1 && n.inputs[1] != graph::kNoNode ? f32_in(n, 1) : nullptr,
-                            f32_out(n), n.shape.ne[0], n.shape.rows(), ::std::get<graph::RmsNormParams>(n.params).eps};
-      steps_.push_back([p](cudaStream_t s) { launch_rms_norm(p, s); });
-      return;
-    }
-    case Op::MulMat: {
-      const Node& w = g_.node(n.inputs[0]);
-      if (w.op != Op::Weight) throw InvalidArgument(describe(n) + ": the matrix must be a weight");
-      const quant::Type type = ::std::get<graph::WeightParams>(w.params).type;
-      const int64_t K = w.shape.ne[0], N = w.shape.ne[1], T = n.shape.rows();
-      const float* bias = n.inputs.size() > 2 && n.inputs[2] != graph::kNoNode ? f32_in(n, 2) : nullptr;
-      if (const auto f = attention_o_plan_.find(n.inputs[1]);
-          f != attention_o_plan_.end() && f->second.mulmat == n.id) {
-        lower_attention_o(n, f->second);
-        return;
-      }
-      if (T <= opt_.matvec_max_tokens && !q4_0_cols(w)) {  // by columns: only attention_o and prefill read it
-        MatvecParams p = matvec_params(n);
-        if (const Node& x = g_.node(n.inputs[1]); x.op == Op::RmsNorm && folded_norm_[size_t(x.id)]) {
-          p.x = f32_in(x, 0), p.norm_w = f32_in(x, 1), p.norm_eps = ::std::get<graph::RmsNormParams>(x.params).eps;
-        }
-        if (merged_[size_t(n.id)]) return;  // computed with an earlier matrix that reads the same x
-        fold_residual(n, p);
-        if (!p.residual) merge_siblings(n, p);
-        fold_swiglu_epilogue(n, p);
-        fold_rope_kv_epilogue(n, p);
-        read_fixed_point_x(n, p);
-        steps_.push_back([p](cudaStream_t s) { launch_matvec(p, s); });
-      } else {
-        GemmParams p{weight_ptr(w), type, f32_in(n, 1), bias, f32_out(n), K, N, T,
-                     gemm_scratch_.get(), gemm_scratch_.bytes()};
-        p.regrouped = regrouped(w);
-        // A product right after another of the same x (no step between, so x and the scratch's f16 copy of it are
-        // unchanged) reuses that copy: q/k/v and gate/up convert their input once.
-        p.x_in_scratch = last_gemm_.step == steps_.size() && last_gemm_.x == p.x && last_gemm_.K == K &&
-                         last_gemm_.T == T;
-        last_gemm_ = {steps_.size() + 1, p.x, K, T};
-        const Blas* blas = &ctx_.blas();
-        steps_.push_back([p, blas](cudaStream_t s) { launch_gemm(p, *blas, s); });
-      }
-      return;
-    }
+    case Op::Reshape: return;  // a view: the plan gives it its source's storage
+    case Op::GetRows: lower_get_rows(n); return;
+    case Op::RmsNorm: lower_rms_norm(n); return;
+    case Op::MulMat: lower_mul_mat(n); return;
     case Op::Add:
-    case Op::Mul: {
-      if (folded_add_[size_t(n.id)]) return;  // the epilogue of the matvec that produced one operand
-      const FusedShape fs{n.op == Op::Add ? FusedKind::Add : FusedKind::Mul, n.shape.elements(), in_shape(1).elements()};
-      if (const FusedElementwise* f = fused(fs)) {
-        const float *a = f32_in(n, 0), *b = f32_in(n, 1);
-        float* out = f32_out(n);
-        steps_.push_back([f, a, b, out](cudaStream_t s) { f->launch(a, b, out, s); });
-        return;
-      }
-      const BinaryParams p{n.op == Op::Add ? BinaryOp::Add : BinaryOp::Mul, f32_in(n, 0), f32_in(n, 1), f32_out(n),
-                           n.shape.elements(), in_shape(1).elements()};
-      steps_.push_back([p](cudaStream_t s) { launch_binary(p, s); });
-      return;
-    }
-    case Op::Silu: {
-      const UnaryParams p{UnaryOp::Silu, f32_in(n, 0), f32_out(n), n.shape.elements()};
-      steps_.push_back([p](cudaStream_t s) { launch_unary(p, s); });
-      return;
-    }
-    case Op::SwiGlu: {
-      if (glu_epilogue_[size_t(n.id)]) return;  // written by the gate/up launch (fold_swiglu_epilogue)
-      if (const FusedElementwise* f = fused({FusedKind::SwiGlu, n.shape.elements(), n.shape.elements()})) {
-        const float *a = f32_in(n, 0), *b = f32_in(n, 1);
-        float* out = f32_out(n);
-        steps_.push_back([f, a, b, out](cudaStream_t s) { f->launch(a, b, out, s); });
-        return;
-      }
-      const SwiGluParams p{f32_in(n, 0), f32_in(n, 1), f32_out(n), n.shape.elements()};
-      steps_.push_back([p](cudaStream_t s) { launch_swiglu(p, s); });
-      return;
-    }
-    case Op::Rope: {
-      if (const auto& us = users_[size_t(n.id)]; us.size() == 1) {
-        if (kv_written_[size_t(us[0])]) return;  // rotated by the q/k/v launch (fold_rope_kv_epilogue)
-        if (rope_kv_fusable(g_.node(us[0]))) {
-          if (g_.node(us[0]).inputs[0] == n.id) count_fusion(Fusion::RopeKv);  // counted once per pair
-          return;  // computed by the attention step (launch_rope_kv)
-        }
-      }
-      const RopeKernelParams p = rope_params(n);
-      steps_.push_back([p](cudaStream_t s) { launch_rope(p, s); });
-      return;
-    }
-    case Op::Attention: {
-      const auto& ap = ::std::get<graph::AttentionParams>(n.params);
-      if (!kv_) throw InvalidArgument(describe(n) + ": no KV cache");
-      const auto& spec = kv_->spec();
-      if (!attention_matches_kv(n)) throw InvalidArgument(describe(n) + ": parameters do not match the KV cache");
-      const int64_t T = in_shape(0).ne[2];
-      const auto* pos = static_cast<const int32_t*>(device_ptr(n.inputs[3]));
-      if (graph::kv_quantized(spec.type) && !kv_quant_supported(ap.n_head, ap.n_head_kv, ap.head_dim, ap.head_dim_v))
-        throw InvalidArgument(describe(n) + ": " +
-                              kv_quant_refusal(spec.type, ap.n_head, ap.n_head_kv, ap.head_dim, ap.head_dim_v));
-      AttentionKernelParams a;
-      a.q = f32_in(n, 0), a.positions = pos, a.k_cache = kv_->k(ap.layer), a.v_cache = kv_->v(ap.layer);
-      a.out = f32_out(n), a.partial = attn_scratch_.as<float>(), a.n_ctx = spec.n_ctx, a.n_head = ap.n_head;
-      a.n_head_kv = ap.n_head_kv, a.hd = ap.head_dim, a.hd_v = ap.head_dim_v, a.T = T, a.scale = ap.scale;
-      a.max_splits = attention_max_splits(spec.n_ctx, ap.n_head_kv, T, ctx_.sm_count());
-      a.kv_type = spec.type, a.k_scales = kv_->k_scales(ap.layer), a.v_scales = kv_->v_scales(ap.layer);
-      if (kv_written_[size_t(n.id)]) {  // q rotated and K/V in the cache: the q/k/v launch did both
-        if (attends_in_o(n)) {
-          has_short_ = true;  // the o launch attends in the short graph
-          steps_.push_back([a, this](cudaStream_t s) {
-            if (!short_now_) launch_attention(a, s);
-          });
-          return;
-        }
-        steps_.push_back([a](cudaStream_t s) { launch_attention(a, s); });
-        return;
-      }
-      if (rope_kv_fusable(n)) {
-        const Node& rq = g_.node(n.inputs[0]);
-        const Node& rk = g_.node(n.inputs[1]);
-        RopeKvParams f;
-        f.rope = rope_params(rq);  // its positions are the attention's (rope_kv_fusable)
-        f.k = f32_in(rk, 0), f.v = f32_in(n, 2), f.k_cache = kv_->k(ap.layer), f.v_cache = kv_->v(ap.layer);
-        f.n_head_kv = spec.n_head_kv, f.hd_v = ap.head_dim_v, f.n_ctx = spec.n_ctx;
-        f.kv_type = spec.type, f.k_scales = kv_->k_scales(ap.layer), f.v_scales = kv_->v_scales(ap.layer);
-        LLM_REQUIRE(rk.shape.ne[1] == spec.n_head_kv && rk.shape.ne[0] == ap.head_dim, "rope k shape");
-        steps_.push_back([f, a](cudaStream_t s) {
-          launch_rope_kv(f, s);
-          launch_attention(a, s);
+    case Op::Mul: lower_binary(n); return;
+    case Op::Silu: lower_unary(n); return;
+    case Op::SwiGlu: lower_swiglu(n); return;
+    case Op::Rope: lower_rope(n); return;
+    case Op::Attention: lower_attention(n); return;
+    case Op::Softmax: lower_softmax(n); return;
+    case Op::LastToken: lower_last_token(n); return;
+    case Op::Argmax: lower_argmax(n); return;
+  }
+  throw InvalidArgument(describe(n) + ": op " + ::std::to_string(int(n.op)) + " has no CUDA lowering");
+}
+
+void Executor::lower_get_rows(const Node& n) {
+  const Node& table = g_.node(n.inputs[0]);
+  GetRowsParams p;
+  if (table.op == Op::Weight) {
+    if (regrouped(table)) throw InvalidArgument(describe(n) + ": its table was regrouped at upload as a matrix");
+    p.table = weight_ptr(table), p.type = ::std::get<graph::WeightParams>(table.params).type;
+  } else {
+    p.table = f32_in(n, 0), p.type = quant::Type::F32;
+  }
+  p.ids = static_cast<const int32_t*>(device_ptr(n.inputs[1]));
+  p.out = f32_out(n), p.K = table.shape.ne[0], p.n_rows = table.shape.rows(), p.T = n.shape.ne[1];
+  steps_.push_back([p](cudaStream_t s) { launch_get_rows(p, s); });
+}
+
+void Executor::lower_rms_norm(const Node& n) {
+  if (lowering(n.id) == Lowering::InReaders) return;
+  const RmsNormParams p{f32_in(n, 0), n.inputs.size() > 1 && n.inputs[1] != graph::kNoNode ? f32_in(n, 1) : nullptr,
+                        f32_out(n), n.shape.ne[0], n.shape.rows(), ::std::get<graph::RmsNormParams>(n.params).eps};
+  steps_.push_back([p](cudaStream_t s) { launch_rms_norm(p, s); });
+}
+
+void Executor::lower_mul_mat(const Node& n) {
+  switch (lowering(n.id)) {
+    case Lowering::InSibling: return;  // computed with an earlier matrix that reads the same x
+    case Lowering::AttentionO: lower_attention_o(n, attention_o_plan_.at(n.inputs[1])); return;
+    default: break;
+  }
+  if (const auto it = matvecs_.find(n.id); it != matvecs_.end()) {
+    const MatvecParams p = it->second;
+    steps_.push_back([p](cudaStream_t s) { launch_matvec(p, s); });
+    return;
+  }
+  lower_gemm(n);
+}
+
+void Executor::lower_gemm(const Node& n) {
+  const Node& w = g_.node(n.inputs[0]);
+  if (w.op != Op::Weight) throw InvalidArgument(describe(n) + ": the matrix must be a weight");
+  const quant::Type type = ::std::get<graph::WeightParams>(w.params).type;
+  const int64_t K = w.shape.ne[0], N = w.shape.ne[1], T = n.shape.rows();
+  const float* bias = n.inputs.size() > 2 && n.inputs[2] != graph::kNoNode ? f32_in(n, 2) : nullptr;
+  GemmParams p{weight_ptr(w), type, f32_in(n, 1), bias, f32_out(n), K, N, T, gemm_scratch_.get(), gemm_scratch_.bytes()};
+  p.regrouped = regrouped(w);
+  // A product right after another of the same x (no step between, so x and the scratch's f16 copy of it are
+  // unchanged) reuses that copy: q/k/v and gate/up convert their input once.
+  p.x_in_scratch = last_gemm_.step == steps_.size() && last_gemm_.x == p.x && last_gemm_.K == K && last_gemm_.T == T;
+  last_gemm_ = {steps_.size() + 1, p.x, K, T};
+  const Blas* blas = &ctx_.blas();
+  steps_.push_back([p, blas](cudaStream_t s) { launch_gemm(p, *blas, s); });
+}
+
+void Executor::lower_binary(const Node& n) {
+  if (lowering(n.id) == Lowering::Epilogue) return;  // written by the launch of the product that feeds it
+  const int64_t nb = g_.node(n.inputs.at(1)).shape.elements();
+  const FusedShape fs{n.op == Op::Add ? FusedKind::Add : FusedKind::Mul, n.shape.elements(), nb};
+  if (const FusedElementwise* f = fused(fs)) {
+    const float *a = f32_in(n, 0), *b = f32_in(n, 1);
+    float* out = f32_out(n);
+    steps_.push_back([f, a, b, out](cudaStream_t s) { f->launch(a, b, out, s); });
+    return;
+  }
+  const BinaryParams p{n.op == Op::Add ? BinaryOp::Add : BinaryOp::Mul, f32_in(n, 0), f32_in(n, 1), f32_out(n),
+                       n.shape.elements(), nb};
+  steps_.push_back([p](cudaStream_t s) { launch_binary(p, s); });
+}
+
+void Executor::lower_unary(const Node& n) {
+  const UnaryParams p{UnaryOp::Silu, f32_in(n, 0), f32_out(n), n.shape.elements()};
+  steps_.push_back([p](cudaStream_t s) { launch_unary(p, s); });
+}
+
+void Executor::lower_swiglu(const Node& n) {
+  if (lowering(n.id) == Lowering::Epilogue) return;  // written by the gate/up launch (fold_swiglu_epilogue)
+  if (const FusedElementwise* f = fused({FusedKind::SwiGlu, n.shape.elements(), n.shape.elements()})) {
+    const float *a = f32_in(n, 0), *b = f32_in(n, 1);
+    float* out = f32_out(n);
+    steps_.push_back([f, a, b, out](cudaStream_t s) { f->launch(a, b, out, s); });
+    return;
+  }
+  const SwiGluParams p{f32_in(n, 0), f32_in(n, 1), f32_out(n), n.shape.elements()};
+  steps_.push_back([p](cudaStream_t s) { launch_swiglu(p, s); });
+}
+
+void Executor::lower_rope(const Node& n) {
+  if (lowering(n.id) != Lowering::Own) return;  // applied by the attention step or the q/k/v launch
+  const RopeKernelParams p = rope_params(n);
+  steps_.push_back([p](cudaStream_t s) { launch_rope(p, s); });
+}
+
+void Executor::lower_attention(const Node& n) {
+  const auto& ap = ::std::get<graph::AttentionParams>(n.params);
+  if (!kv_) throw InvalidArgument(describe(n) + ": no KV cache");
+  const auto& spec = kv_->spec();
+  if (!attention_matches_kv(n)) throw InvalidArgument(describe(n) + ": parameters do not match the KV cache");
+  const int64_t T = g_.node(n.inputs.at(0)).shape.ne[2];
+  const auto* pos = static_cast<const int32_t*>(device_ptr(n.inputs[3]));
+  if (graph::kv_quantized(spec.type) && !kv_quant_supported(ap.n_head, ap.n_head_kv, ap.head_dim, ap.head_dim_v))
+    throw InvalidArgument(describe(n) + ": " +
+                          kv_quant_refusal(spec.type, ap.n_head, ap.n_head_kv, ap.head_dim, ap.head_dim_v));
+  AttentionKernelParams a;
+  a.q = f32_in(n, 0), a.positions = pos, a.k_cache = kv_->k(ap.layer), a.v_cache = kv_->v(ap.layer);
+  a.out = f32_out(n), a.partial = attn_scratch_.as<float>(), a.n_ctx = spec.n_ctx, a.n_head = ap.n_head;
+  a.n_head_kv = ap.n_head_kv, a.hd = ap.head_dim, a.hd_v = ap.head_dim_v, a.T = T, a.scale = ap.scale;
+  a.max_splits = attention_max_splits(spec.n_ctx, ap.n_head_kv, T, ctx_.sm_count());
+  a.kv_type = spec.type, a.k_scales = kv_->k_scales(ap.layer), a.v_scales = kv_->v_scales(ap.layer);
+  switch (lowering(n.id)) {
+    case Lowering::AttendOnly:  // q rotated and K/V in the cache: the q/k/v launch did both
+      if (attends_in_o(n)) {
+        has_short_ = true;  // the o launch attends in the short graph
+        steps_.push_back([a, this](cudaStream_t s) {
+          if (!short_now_) launch_attention(a, s);
         });
         return;
       }
-      KvWriteParams w{f32_in(n, 1), f32_in(n, 2), pos, kv_->k(ap.layer), kv_->v(ap.layer), spec.n_ctx,
-                      spec.n_head_kv, ap.head_dim, ap.head_dim_v, T};
-      w.kv_type = spec.type, w.k_scales = kv_->k_scales(ap.layer), w.v_scales = kv_->v_scales(ap.layer);
-      steps_.push_back([w, a](cudaStream_t s) {
-        launch_kv_write(w, s);
+      steps_.push_back([a](cudaStream_t s) { launch_attention(a, s); });
+      return;
+    case Lowering::RopesAndAttend: {
+      const Node& rq = g_.node(n.inputs[0]);
+      const Node& rk = g_.node(n.inputs[1]);
+      RopeKvParams f;
+      f.rope = rope_params(rq);  // its positions are the attention's (rope_kv_fusable)
+      f.k = f32_in(rk, 0), f.v = f32_in(n, 2), f.k_cache = kv_->k(ap.layer), f.v_cache = kv_->v(ap.layer);
+      f.n_head_kv = spec.n_head_kv, f.hd_v = ap.head_dim_v, f.n_ctx = spec.n_ctx;
+      f.kv_type = spec.type, f.k_scales = kv_->k_scales(ap.layer), f.v_scales = kv_->v_scales(ap.layer);
+      LLM_REQUIRE(rk.shape.ne[1] == spec.n_head_kv && rk.shape.ne[0] == ap.head_dim, "rope k shape");
+      steps_.push_back([f, a](cudaStream_t s) {
+        launch_rope_kv(f, s);
         launch_attention(a, s);
       });
       return;
     }
-    case Op::Softmax: {
-      const SoftmaxParams p{f32_in(n, 0), f32_out(n), n.shape.ne[0], n.shape.rows()};
-      steps_.push_back([p](cudaStream_t s) { launch_softmax(p, s); });
-      return;
-    }
-    case Op::LastToken: {
-      const auto& a = in_shape(0);
-      const float* src = f32_in(n, 0) + (a.rows() - 1) * a.ne[0];
-      float* dst = f32_out(n);
-      const size_t bytes = size_t(a.ne[0]) * 4;
-      steps_.push_back([src, dst, bytes](cudaStream_t s) {
-        CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, s));
-      });
-      return;
-    }
-    case Op::Argmax: {
-      const ArgmaxParams p{f32_in(n, 0), static_cast<int32_t*>(device_ptr(n.id)), in_shape(0).ne[0],
-                           in_shape(0).rows()};
-      steps_.push_back([p](cudaStream_t s) { launch_argmax(p, s); });
-      return;
-    }
+    default: break;
   }
-  throw InvalidArgument(describe(n) + ": op " + ::std::to_string(int(n.op)) + " has no CUDA lowering");
+  KvWriteParams w{f32_in(n, 1), f32_in(n, 2), pos, kv_->k(ap.layer), kv_->v(ap.layer), spec.n_ctx,
+                  spec.n_head_kv, ap.head_dim, ap.head_dim_v, T};
+  w.kv_type = spec.type, w.k_scales = kv_->k_scales(ap.layer), w.v_scales = kv_->v_scales(ap.layer);
+  steps_.push_back([w, a](cudaStream_t s) {
+    launch_kv_write(w, s);
+    launch_attention(a, s);
+  });
+}
+
+void Executor::lower_softmax(const Node& n) {
+  const SoftmaxParams p{f32_in(n, 0), f32_out(n), n.shape.ne[0], n.shape.rows()};
+  steps_.push_back([p](cudaStream_t s) { launch_softmax(p, s); });
+}
+
+void Executor::lower_last_token(const Node& n) {
+  const auto& a = g_.node(n.inputs.at(0)).shape;
+  const float* src = f32_in(n, 0) + (a.rows() - 1) * a.ne[0];
+  float* dst = f32_out(n);
+  const size_t bytes = size_t(a.ne[0]) * 4;
+  steps_.push_back([src, dst, bytes](cudaStream_t s) {
+    CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, s));
+  });
+}
+
+void Executor::lower_argmax(const Node& n) {
+  const auto& in = g_.node(n.inputs.at(0)).shape;
+  const ArgmaxParams p{f32_in(n, 0), static_cast<int32_t*>(device_ptr(n.id)), in.ne[0], in.rows()};
+  steps_.push_back([p](cudaStream_t s) { launch_argmax(p, s); });
 }
 
 const FusedElementwise* Executor::fused(const FusedShape& shape) {

@@ -135,7 +135,36 @@ class Executor {
 
  private:
   using Step = std::function<void(cudaStream_t)>;
+  // How each node is lowered, decided for the whole graph before any step is built (plan_fusions, in node order,
+  // executor_fusion.cpp); lower() then reads one line per op.
+  enum class Lowering : uint8_t {
+    Own,             // its own step (none for Input, Weight and Reshape)
+    InReaders,       // an RmsNorm computed by the matvecs that read it (each normalises x itself)
+    Epilogue,        // an Add or SwiGlu written by the launch that computes one of its operands
+    InSibling,       // a MulMat computed by an earlier sibling's launch (same x)
+    AttentionO,      // the o MulMat of an attention + o launch (its residual Add is an Epilogue)
+    InAttention,     // a Rope applied by its Attention's step (launch_rope_kv), which is RopesAndAttend
+    InQkv,           // a Rope applied by the q/k/v launch, which also wrote K/V; its Attention is AttendOnly
+    RopesAndAttend,  // an Attention whose step rotates q and k, writes K/V and attends
+    AttendOnly,      // an Attention whose q/k/v launch rotated q and k and wrote K/V: the step only attends
+  };
+  void plan_fusions();
+  void plan_mul_mat(const graph::Node& n);
+  void plan_rope(const graph::Node& n);
   void lower(const graph::Node& n);
+  void lower_get_rows(const graph::Node& n);
+  void lower_rms_norm(const graph::Node& n);
+  void lower_mul_mat(const graph::Node& n);
+  void lower_gemm(const graph::Node& n);
+  void lower_binary(const graph::Node& n);
+  void lower_unary(const graph::Node& n);
+  void lower_swiglu(const graph::Node& n);
+  void lower_rope(const graph::Node& n);
+  void lower_attention(const graph::Node& n);
+  void lower_softmax(const graph::Node& n);
+  void lower_last_token(const graph::Node& n);
+  void lower_argmax(const graph::Node& n);
+  Lowering lowering(graph::NodeId id) const { return lowering_.at(size_t(id)); }
   void drop_capture();  // the steps or their inputs changed: the next run() launches plainly, then captures anew
   const void* weight_ptr(const graph::Node& w) const;
   bool regrouped(const graph::Node& w) const;  // a weight regrouped at upload (q6_kx8.cuh, q4_0_cols.cuh)
@@ -147,16 +176,18 @@ class Executor {
   void launch_all(cudaStream_t s) const;
   // Fusions by kind, for the -v capture note (executor_fusion.cpp).
   enum class Fusion { Norm, Residual, Sibling, SwiGlu, RopeKv, RopeKvEpilogue, AttentionO, kCount };
-  // Fusions (executor_fusion.cpp), decided while lowering in node order.
+  // Fusions (executor_fusion.cpp), decided by plan_fusions in node order.
   MatvecParams matvec_params(const graph::Node& mulmat) const;
   bool norm_foldable(const graph::Node& norm) const;
   bool fold_norm(const graph::Node& norm);
   // The attention + o launch (executor_fusion.cpp): the o MulMat read by it, and the residual Add it computes.
   struct AttentionO {
     graph::NodeId mulmat = graph::kNoNode, add = graph::kNoNode;
+    size_t acc = 0;  // its accumulator: fixed_accs_ row, in the order the launches run
   };
   AttentionO attention_o_of(const graph::Node& attention) const;
   bool reads_fixed_point_ok(const graph::Node& add) const;
+  void plan_attention_o(const AttentionO& f);
   void lower_attention_o(const graph::Node& mulmat, const AttentionO& f);
   bool attends_in_o(const graph::Node& attention) const;
   void read_fixed_point_x(const graph::Node& mulmat, MatvecParams& p) const;
@@ -191,17 +222,12 @@ class Executor {
   bool rtc_failed_ = false;
   std::vector<std::pair<graph::NodeId, graph::InputParams::Kind>> inputs_;
   std::vector<std::vector<graph::NodeId>> users_;  // readers of each node
-  std::vector<bool> folded_norm_;                  // RmsNorm nodes computed inside their readers' matvecs
-  std::vector<bool> folded_add_;                   // Add nodes computed as a matvec's epilogue
-  std::vector<bool> glu_epilogue_;                 // SwiGlu nodes written by their gate/up launch
-  std::vector<bool> merged_;                       // MulMat nodes computed in an earlier sibling's launch
-  std::vector<bool> kv_written_;                   // Attention nodes whose q/k/v launch rotated q and k and wrote
-                                                   // K/V into the cache (MatvecRopeKv): their Ropes run nowhere
+  std::vector<Lowering> lowering_;                 // by node (plan_fusions)
+  std::map<graph::NodeId, MatvecParams> matvecs_;  // MulMats launched as a matvec: their params, every fusion in
   std::map<graph::NodeId, AttentionO> attention_o_plan_;  // by Attention node: its attention + o launch (up front)
   std::vector<unsigned long long*> fixed_acc_;     // Add nodes held in 64-bit fixed point: their accumulator
-  DeviceBuffer fixed_accs_;                        // those accumulators, [n_fixed_][D]
+  DeviceBuffer fixed_accs_;                        // those accumulators, [attention_o_plan_.size()][D]
   int64_t fixed_d_ = 0;                            // D of each
-  size_t n_fixed_ = 0;                             // the attention + o launches lowered so far
   bool has_short_ = false;
   bool short_now_ = false;        // the graph being launched or captured: the attention steps read it
   int32_t max_pos_ = INT32_MAX;   // the largest position of the inputs last written (write_inputs)

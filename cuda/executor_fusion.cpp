@@ -43,6 +43,74 @@ bool ranges_overlap(int64_t a, uint64_t an, int64_t b, uint64_t bn) {
 
 }  // namespace
 
+// Every fusion of the graph, decided in node order before any step is built (each decision may rely on the ones
+// before it: a folded norm's slot is free, a sibling already merged, the q/k/v launch wrote K/V). lower() then only
+// reads lowering_, matvecs_ and attention_o_plan_.
+void Executor::plan_fusions() {
+  lowering_.assign(g_.nodes().size(), Lowering::Own);
+  fixed_acc_.assign(g_.nodes().size(), nullptr);
+  // The attention + o launches first (their readers' conditions look ahead), and their accumulators, zero at first.
+  for (const Node& a : g_.nodes())
+    if (AttentionO f = attention_o_of(a); f.mulmat != graph::kNoNode) {
+      f.acc = attention_o_plan_.size();
+      attention_o_plan_[a.id] = f;
+      const auto& ap = ::std::get<graph::AttentionParams>(a.params);
+      fixed_d_ = int64_t(ap.n_head) * ap.head_dim;
+    }
+  if (!attention_o_plan_.empty()) {
+    fixed_accs_ = DeviceBuffer(attention_o_plan_.size() * size_t(fixed_d_) * 8);
+    CUDA_CHECK(cudaMemset(fixed_accs_.get(), 0, fixed_accs_.bytes()));
+  }
+  for (const Node& n : g_.nodes()) {
+    switch (n.op) {
+      case Op::RmsNorm: fold_norm(n); break;
+      case Op::MulMat: plan_mul_mat(n); break;
+      case Op::Rope: plan_rope(n); break;
+      case Op::Attention:
+        if (lowering(n.id) != Lowering::AttendOnly && rope_kv_fusable(n))
+          lowering_.at(size_t(n.id)) = Lowering::RopesAndAttend;
+        break;
+      default: break;
+    }
+  }
+}
+
+// A MulMat: the o projection of an attention + o launch, a matvec with whatever fuses into it, or (many tokens, or o
+// regrouped by columns, which only the attention + o launch and prefill read) a GEMM.
+void Executor::plan_mul_mat(const Node& n) {
+  const Node& w = g_.node(n.inputs.at(0));
+  if (w.op != Op::Weight) throw InvalidArgument("node '" + n.name + "' (MulMat): the matrix must be a weight");
+  if (const auto f = attention_o_plan_.find(n.inputs.at(1)); f != attention_o_plan_.end() && f->second.mulmat == n.id) {
+    plan_attention_o(f->second);
+    lowering_.at(size_t(n.id)) = Lowering::AttentionO;
+    return;
+  }
+  if (n.shape.rows() > opt_.matvec_max_tokens || q4_0_cols(w)) return;  // GEMM
+  if (lowering(n.id) == Lowering::InSibling) return;  // computed with an earlier matrix that reads the same x
+  MatvecParams p = matvec_params(n);
+  if (const Node& x = g_.node(n.inputs[1]); x.op == Op::RmsNorm && lowering(x.id) == Lowering::InReaders)
+    p.x = f32_in(x, 0), p.norm_w = f32_in(x, 1), p.norm_eps = ::std::get<graph::RmsNormParams>(x.params).eps;
+  fold_residual(n, p);
+  if (!p.residual) merge_siblings(n, p);
+  fold_swiglu_epilogue(n, p);
+  fold_rope_kv_epilogue(n, p);
+  read_fixed_point_x(n, p);
+  matvecs_.emplace(n.id, p);
+}
+
+// A Rope read only by an attention whose q/k/v launch rotates it, or whose step rotates q and k itself.
+void Executor::plan_rope(const Node& n) {
+  const auto& us = users_.at(size_t(n.id));
+  if (us.size() != 1) return;
+  const Node& att = g_.node(us[0]);
+  if (lowering(att.id) == Lowering::AttendOnly) {
+    lowering_.at(size_t(n.id)) = Lowering::InQkv;
+  } else if (rope_kv_fusable(att)) {
+    lowering_.at(size_t(n.id)) = Lowering::InAttention;
+    if (att.inputs[0] == n.id) count_fusion(Fusion::RopeKv);  // counted once per pair
+  }
+}
+
 // The matvec of a MulMat node as lower() launches it, before fusions; y and x as planned.
 MatvecParams Executor::matvec_params(const Node& n) const {
   const Node& w = g_.node(n.inputs[0]);
@@ -55,7 +123,7 @@ MatvecParams Executor::matvec_params(const Node& n) const {
 
 bool Executor::fold_norm(const Node& norm) {
   if (!norm_foldable(norm)) return false;
-  folded_norm_.at(size_t(norm.id)) = true;
+  lowering_.at(size_t(norm.id)) = Lowering::InReaders;
   count_fusion(Fusion::Norm);
   return true;
 }
@@ -93,7 +161,7 @@ bool Executor::slot_free_between(NodeId slot_owner, NodeId from, NodeId to,
   const uint64_t bytes = plan_.bytes.at(o);
   for (size_t j = 0; j < g_.nodes().size(); ++j) {
     // A folded RmsNorm's slot is planned but never written: nothing there to overwrite.
-    if (j == o || !plan_.owns(NodeId(j)) || folded_norm_.at(j)) continue;
+    if (j == o || !plan_.owns(NodeId(j)) || lowering_.at(j) == Lowering::InReaders) continue;
     if (::std::find(unwritten.begin(), unwritten.end(), NodeId(j)) != unwritten.end()) continue;
     const bool alive = NodeId(j) <= to && plan_.last_use.at(j) >= from;
     if (alive && ranges_overlap(off, bytes, plan_.offset.at(j), plan_.bytes.at(j))) return false;
@@ -122,7 +190,7 @@ void Executor::fold_residual(const Node& m, MatvecParams& p) {
   const Node& a = g_.node(add);
   p.residual = f32_in(a, a.inputs[0] == m.id ? 1 : 0);
   p.y = f32_out(a);
-  folded_add_.at(size_t(add)) = true;
+  lowering_.at(size_t(add)) = Lowering::Epilogue;
   count_fusion(Fusion::Residual);
 }
 
@@ -147,7 +215,7 @@ void Executor::merge_siblings(const Node& n, MatvecParams& p) {
   for (NodeId u : users_.at(size_t(n.inputs[1]))) {
     if (u <= n.id || p.n_siblings == MatvecParams::kMaxSiblings) continue;
     const Node& m = g_.node(u);
-    if (m.op != Op::MulMat || m.inputs.size() < 2 || m.inputs[1] != n.inputs[1] || merged_.at(size_t(u))) continue;
+    if (m.op != Op::MulMat || m.inputs.size() < 2 || m.inputs[1] != n.inputs[1] || lowering(u) == Lowering::InSibling) continue;
     if (g_.node(m.inputs[0]).op != Op::Weight || m.shape.rows() != 1) continue;
     // A matvec whose only reader is an Add gets that Add as its epilogue instead (fold_residual).
     if (const auto& mu = users_.at(size_t(u)); mu.size() == 1 && g_.node(mu[0]).op == Op::Add) continue;
@@ -160,7 +228,7 @@ void Executor::merge_siblings(const Node& n, MatvecParams& p) {
       p = before;
       continue;
     }
-    merged_.at(size_t(u)) = true;
+    lowering_.at(size_t(u)) = Lowering::InSibling;
     count_fusion(Fusion::Sibling);
   }
 }
@@ -184,7 +252,7 @@ void Executor::fold_swiglu_epilogue(const Node& m, MatvecParams& p) {
   q.swiglu_out = f32_out(sw), q.swiglu_gate_is_sibling = sw.inputs[0] == other;
   if (!matvec_fuses(q)) return;
   p = q;
-  glu_epilogue_.at(size_t(sw.id)) = true;
+  lowering_.at(size_t(sw.id)) = Lowering::Epilogue;
   count_fusion(Fusion::SwiGlu);
 }
 
@@ -260,11 +328,11 @@ void Executor::fold_rope_kv_epilogue(const Node& m, MatvecParams& p) {
                            kv_->spec().n_ctx};
   if (!matvec_fuses(q)) return;
   p = q;
-  kv_written_.at(size_t(att_id)) = true;
+  lowering_.at(size_t(att_id)) = Lowering::AttendOnly;
   count_fusion(Fusion::RopeKvEpilogue);
 }
 
-// base^(-2i/n_rot) in device memory for the q/k/v epilogue; allocated while lowering (at construction).
+// base^(-2i/n_rot) in device memory for the q/k/v epilogue; allocated while planning (at construction).
 const double* Executor::rope_powers(float freq_base, int32_t n_rot) {
   const auto key = ::std::make_pair(freq_base, n_rot);
   auto it = rope_powers_.find(key);
@@ -345,21 +413,29 @@ bool Executor::reads_fixed_point_ok(const Node& add) const {
   return true;
 }
 
+// The residual Add of an attention + o launch lives in its fixed-point accumulator; its float slot is written by the
+// first matvec that reads the accumulator (read_fixed_point_x).
+void Executor::plan_attention_o(const AttentionO& f) {
+  fixed_acc_.at(size_t(f.add)) = fixed_accs_.as<unsigned long long>() + f.acc * size_t(fixed_d_);
+  lowering_.at(size_t(f.add)) = Lowering::Epilogue;
+  count_fusion(Fusion::AttentionO);
+}
+
 // The o MulMat f.mulmat of an attention + o launch: one step, attending itself in the short graph where the q/k/v
 // launch wrote the token's K/V into an f16 cache (attends_in_o), else taking the attention step's output.
 void Executor::lower_attention_o(const Node& m, const AttentionO& f) {
   const Node& att = g_.node(m.inputs[1]);
   const Node& add = g_.node(f.add);
   const auto& ap = ::std::get<graph::AttentionParams>(att.params);
-  const size_t n_acc = fixed_accs_.bytes() / size_t(fixed_d_ * 8);
-  LLM_REQUIRE(n_fixed_ < n_acc && int64_t(ap.n_head) * ap.head_dim == fixed_d_, "attention_o: accumulators");
-  unsigned long long* acc = fixed_accs_.as<unsigned long long>() + n_fixed_ * size_t(fixed_d_);
+  const size_t n_acc = attention_o_plan_.size();
+  LLM_REQUIRE(f.acc < n_acc && int64_t(ap.n_head) * ap.head_dim == fixed_d_, "attention_o: accumulators");
+  unsigned long long* acc = fixed_acc_.at(size_t(f.add));
   AttentionOParams p;
   p.attn = f32_in(m, 1), p.o = weight_ptr(g_.node(m.inputs[0]));
   p.residual = f32_in(add, add.inputs[0] == m.id ? 1 : 0), p.acc = acc;
   // The accumulator of the next such launch (of the first, for the last one: the next token's) is zeroed here;
   // with only one, a memset before the launch does it.
-  if (n_acc > 1) p.zero_next = fixed_accs_.as<unsigned long long>() + (n_fixed_ + 1) % n_acc * size_t(fixed_d_);
+  if (n_acc > 1) p.zero_next = fixed_accs_.as<unsigned long long>() + (f.acc + 1) % n_acc * size_t(fixed_d_);
   p.scale = ap.scale, p.n_ctx = kv_->spec().n_ctx, p.n_head = ap.n_head, p.n_head_kv = ap.n_head_kv;
   AttentionOParams attend = p;
   if (attends_in_o(att)) {
@@ -368,10 +444,6 @@ void Executor::lower_attention_o(const Node& m, const AttentionO& f) {
     attend.v_cache = static_cast<const uint16_t*>(kv_->v(ap.layer));
     attend.position = static_cast<const int32_t*>(device_ptr(att.inputs[3]));
   }
-  fixed_acc_.at(size_t(add.id)) = acc;
-  folded_add_.at(size_t(add.id)) = true;
-  ++n_fixed_;
-  count_fusion(Fusion::AttentionO);
   const size_t acc_bytes = size_t(fixed_d_) * 8;
   steps_.push_back([p, attend, acc_bytes, this](cudaStream_t s) {
     if (!p.zero_next) CUDA_CHECK(cudaMemsetAsync(p.acc, 0, acc_bytes, s));
@@ -380,9 +452,9 @@ void Executor::lower_attention_o(const Node& m, const AttentionO& f) {
 }
 
 // Whether the attention + o launch of this attention attends itself in the short graph: the q/k/v launch wrote the
-// token's K/V (kv_written_, decided when that launch was lowered, before the attention) into an f16 cache.
+// token's K/V (AttendOnly, decided when that launch was planned) into an f16 cache.
 bool Executor::attends_in_o(const Node& att) const {
-  return attention_o_plan_.contains(att.id) && kv_written_.at(size_t(att.id)) &&
+  return attention_o_plan_.contains(att.id) && lowering(att.id) == Lowering::AttendOnly &&
          kv_->spec().type == graph::KvType::F16;
 }
 
@@ -390,7 +462,7 @@ bool Executor::attends_in_o(const Node& att) const {
 void Executor::read_fixed_point_x(const Node& m, MatvecParams& p) const {
   if (!p.norm_w || m.inputs.size() < 2) return;
   const Node& norm = g_.node(m.inputs[1]);
-  if (norm.op != Op::RmsNorm || !folded_norm_.at(size_t(norm.id))) return;
+  if (norm.op != Op::RmsNorm || lowering(norm.id) != Lowering::InReaders) return;
   unsigned long long* acc = fixed_acc_.at(size_t(norm.inputs[0]));
   if (!acc) return;
   p.x_fixed = reinterpret_cast<const long long*>(acc), p.x_copy = const_cast<float*>(p.x), p.x = nullptr;

@@ -159,28 +159,6 @@ struct Unit<quant::Type::Q4_0> : mv::Unit<quant::Type::Q4_0> {
   }
 };
 
-  static __device__ __forceinline__ Raw load(const uint8_t* row, int64_t u) {
-    const uint4* c = reinterpret_cast<const uint4*>(row + 144 * (u >> 3)) + (u & 7);
-    return {mv::ldg_w(c), mv::ldg_w(c + 1)};
-  }
-  static __device__ __forceinline__ float dot(const Raw& r, int64_t u, const Run& x0, const Run& x1) {
-    const int j = int(u & 7);
-    const uint32_t c[8] = {r.a.x, r.a.y, r.a.z, r.a.w, r.b.x, r.b.y, r.b.z, r.b.w};
-    // The block starts at half-word j of the pair: words j / 2 on (two select steps), then its scale is the low
-    // half of the first word and its quants start mid-word (j even), or the high half and the next word (j odd).
-    uint32_t e[6], w[5];
-#pragma unroll
-    for (int k = 0; k < 6; ++k) e[k] = (j & 4) ? c[k + 2] : c[k];
-#pragma unroll
-    for (int k = 0; k < 5; ++k) w[k] = (j & 2) ? e[k + 1] : e[k];
-    const uint32_t odd = uint32_t(j & 1);
-    uint32_t q[4];
-#pragma unroll
-    for (int k = 0; k < 4; ++k) q[k] = __funnelshift_rc(w[k], w[k + 1], 16u + 16u * odd);
-    return q4_0_dot(q, (w[0] >> (16u * odd)) & 0xffffu, x0, x1);
-  }
-};
-
 // Q6_K regrouped at upload (q6_kx8.cuh): a unit's 16 ql bytes (one aligned load), its 16 high-bit nibbles (one
 // 8-byte load), its two scales and d. Same values and element order as Q6_K.
 struct UnitQ6_Kx8 : mv::Unit<quant::Type::Q6_K> {

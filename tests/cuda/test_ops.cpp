@@ -1,5 +1,6 @@
-// Activation kernels against double-precision CPU references: RMSNorm (rows and per-head), RoPE (both orderings,
-// freq factors, positions from device memory), add / mul broadcast, SiLU, SwiGLU, softmax, argmax.
+// Activation kernels against the CPU reference's own per-op functions (graph/reference_ops.h, what the CPU executor
+// runs): RMSNorm (rows and per-head), RoPE (both orderings, freq factors, positions from device memory), add / mul
+// broadcast, SiLU, SwiGLU, softmax, argmax.
 #include <algorithm>
 
 #include "cuda/kernels/elementwise.cuh"
@@ -7,10 +8,14 @@
 #include "cuda/kernels/rope.cuh"
 #include "cuda/kernels/softmax.cuh"
 #include "gpu_test.h"
+#include "graph/reference_ops.h"
 
 namespace {
 
 using namespace gpu_test;
+namespace ref = graph::ref;
+
+std::vector<double> widened(const std::vector<float>& v) { return std::vector<double>(v.begin(), v.end()); }
 
 // Appended piece by piece: GCC 12's -Wrestrict misfires on "[" + std::to_string(...) (a false positive).
 std::string shape(int64_t a, int64_t b) {
@@ -31,13 +36,9 @@ TEST(OpKernels, RmsNorm) {
         const auto x = random_floats(rng, ne0 * rows, -3.0f, 3.0f);
         const auto w = random_floats(rng, ne0);
         const float eps = 1e-5f;
-        std::vector<double> ref(x.size());
-        for (int64_t r = 0; r < rows; ++r) {
-          double ss = 0;
-          for (int64_t i = 0; i < ne0; ++i) ss += double(x[r * ne0 + i]) * x[r * ne0 + i];
-          const double s = 1.0 / std::sqrt(ss / ne0 + eps);
-          for (int64_t i = 0; i < ne0; ++i) ref[r * ne0 + i] = x[r * ne0 + i] * s * (with_w ? w[i] : 1.0);
-        }
+        std::vector<float> want(x.size());
+        ref::rms_norm({x.data(), with_w ? w.data() : nullptr, want.data(), ne0, rows, eps});
+        const std::vector<double> ref = widened(want);
         auto dx = upload(x), dw = upload(w);
         auto out = poisoned_f32(x.size());
         cuda::launch_rms_norm({dx.as<float>(), with_w ? dw.as<float>() : nullptr, out.as<float>(), ne0, rows, eps},
@@ -61,18 +62,14 @@ TEST(OpKernels, Rope) {
         std::vector<int32_t> pos(c.T);
         for (auto& p : pos) p = int32_t(rng() % 5000);
         const float base = 500000.0f, fscale = 0.5f;
-        std::vector<double> ref(x.begin(), x.end());
-        const int64_t half = c.n_rot / 2;
-        for (int64_t t = 0; t < c.T; ++t)
-          for (int64_t h = 0; h < c.nh; ++h)
-            for (int64_t i = 0; i < half; ++i) {
-              double th = double(pos[t]) * fscale * std::pow(double(base), -2.0 * double(i) / c.n_rot);
-              if (ff) th /= factors[i];
-              const int64_t a = mode == graph::RopeMode::Neox ? i : 2 * i, b = mode == graph::RopeMode::Neox ? i + half : 2 * i + 1;
-              const int64_t o = (t * c.nh + h) * c.hd;
-              ref[o + a] = x[o + a] * std::cos(th) - x[o + b] * std::sin(th);
-              ref[o + b] = x[o + a] * std::sin(th) + x[o + b] * std::cos(th);
-            }
+        std::vector<float> want(x.size());
+        std::vector<double> trig(size_t(c.n_rot));
+        ref::RopeArgs ra;
+        ra.x = x.data(), ra.positions = pos.data(), ra.freq_factors = ff ? factors.data() : nullptr;
+        ra.out = want.data(), ra.head_dim = c.hd, ra.n_head = c.nh, ra.t = c.T, ra.trig = trig.data();
+        ra.p.mode = mode, ra.p.n_rot = c.n_rot, ra.p.freq_base = base, ra.p.freq_scale = fscale;
+        ref::rope(ra);
+        const std::vector<double> ref = widened(want);
         auto dx = upload(x), dp = upload(pos), df = upload(factors);
         auto out = poisoned_f32(x.size());
         cuda::RopeKernelParams p;
@@ -96,28 +93,31 @@ TEST(OpKernels, ElementWise) {
       const auto a = random_floats(rng, n, -4, 4), b = random_floats(rng, n, -4, 4), row = random_floats(rng, ne0);
       auto da = upload(a), db = upload(b), dr = upload(row);
       auto out = poisoned_f32(n);
-      std::vector<double> ref(n);
+      std::vector<float> want(n);
       const std::string s = shape(ne0, rows);
+      // Element-wise adds and multiplies are correctly rounded on both sides: equal to the last bit.
 
       cuda::launch_binary({cuda::BinaryOp::Add, da.as<float>(), db.as<float>(), out.as<float>(), n, n}, nullptr);
-      for (int64_t i = 0; i < n; ++i) ref[i] = double(a[i]) + b[i];
-      EXPECT_TRUE(close("add " + s, download<float>(out, n), ref, {0}, 6e-8));
+      ref::add(a.data(), b.data(), want.data(), n);
+      EXPECT_TRUE(close("add " + s, download<float>(out, n), widened(want), {0}, 0));
 
       cuda::launch_binary({cuda::BinaryOp::Mul, da.as<float>(), dr.as<float>(), out.as<float>(), n, ne0}, nullptr);
-      for (int64_t i = 0; i < n; ++i) ref[i] = double(a[i]) * row[i % ne0];
-      EXPECT_TRUE(close("mul broadcast " + s, download<float>(out, n), ref, {0}, 6e-8));
+      ref::mul(a.data(), row.data(), ne0, want.data(), n);
+      EXPECT_TRUE(close("mul broadcast " + s, download<float>(out, n), widened(want), {0}, 0));
 
       cuda::launch_binary({cuda::BinaryOp::Add, da.as<float>(), dr.as<float>(), out.as<float>(), n, ne0}, nullptr);
-      for (int64_t i = 0; i < n; ++i) ref[i] = double(a[i]) + row[i % ne0];
-      EXPECT_TRUE(close("add broadcast (bias) " + s, download<float>(out, n), ref, {0}, 6e-8));
+      std::vector<float> row_tiled(n);
+      for (int64_t i = 0; i < n; ++i) row_tiled[i] = row[i % ne0];
+      ref::add(a.data(), row_tiled.data(), want.data(), n);
+      EXPECT_TRUE(close("add broadcast (bias) " + s, download<float>(out, n), widened(want), {0}, 0));
 
       cuda::launch_unary({cuda::UnaryOp::Silu, da.as<float>(), out.as<float>(), n}, nullptr);
-      for (int64_t i = 0; i < n; ++i) ref[i] = a[i] / (1.0 + std::exp(-double(a[i])));
-      EXPECT_TRUE(close("silu " + s, download<float>(out, n), ref, {1e-7}, 1e-6));
+      ref::silu(a.data(), want.data(), n);
+      EXPECT_TRUE(close("silu " + s, download<float>(out, n), widened(want), {1e-7}, 1e-6));
 
       cuda::launch_swiglu({da.as<float>(), db.as<float>(), out.as<float>(), n}, nullptr);
-      for (int64_t i = 0; i < n; ++i) ref[i] = a[i] / (1.0 + std::exp(-double(a[i]))) * b[i];
-      EXPECT_TRUE(close("swiglu " + s, download<float>(out, n), ref, {1e-7}, 1e-6));
+      ref::swiglu(a.data(), b.data(), want.data(), n);
+      EXPECT_TRUE(close("swiglu " + s, download<float>(out, n), widened(want), {1e-7}, 1e-6));
     }
 }
 
@@ -132,17 +132,11 @@ TEST(OpKernels, SoftmaxAndArgmax) {
       auto dx = upload(x);
       auto out = poisoned_f32(x.size());
       cuda::launch_softmax({dx.as<float>(), out.as<float>(), ne0, rows}, nullptr);
-      std::vector<double> ref(x.size());
+      std::vector<float> want(x.size());
       std::vector<int32_t> ref_arg(rows);
-      for (int64_t r = 0; r < rows; ++r) {
-        const float* xr = &x[r * ne0];
-        const int64_t am = std::max_element(xr, xr + ne0) - xr;  // first of equal maxima
-        ref_arg[r] = int32_t(am);
-        double sum = 0;
-        for (int64_t i = 0; i < ne0; ++i) sum += std::exp(double(xr[i]) - xr[am]);
-        for (int64_t i = 0; i < ne0; ++i) ref[r * ne0 + i] = std::exp(double(xr[i]) - xr[am]) / sum;
-      }
-      EXPECT_TRUE(close("softmax " + shape(ne0, rows), download<float>(out, x.size()), ref, {1e-9}, 2e-5));
+      ref::softmax(x.data(), want.data(), ne0, rows);
+      ref::argmax(x.data(), ref_arg.data(), ne0, rows);  // the first of equal maxima
+      EXPECT_TRUE(close("softmax " + shape(ne0, rows), download<float>(out, x.size()), widened(want), {1e-9}, 2e-5));
       cuda::DeviceBuffer arg(rows * 4);
       cuda::launch_argmax({dx.as<float>(), arg.as<int32_t>(), ne0, rows}, nullptr);
       EXPECT_EQ(download<int32_t>(arg, rows), ref_arg) << "argmax " << shape(ne0, rows);

@@ -55,7 +55,7 @@ double rel_rms(std::span<const float> a, std::span<const float> ref) {
 
 runtime::CudaSessionOptions graph_opts(bool graph) {
   runtime::CudaSessionOptions o;
-  o.cuda_graph = graph;
+  o.exec.cuda_graph = graph;
   return o;
 }
 
@@ -184,7 +184,7 @@ TEST(GpuSession, CapturedAndPlainDecodingPickSameTokens) {
 }
 
 
-// The next decode step queued ahead (CudaSessionOptions::decode_ahead) picks the tokens the one-step-at-a-time
+// The next decode step queued ahead (ExecutorOptions::decode_ahead) picks the tokens the one-step-at-a-time
 // session picks, through every way a caller can leave the expected path: a token other than the sampled one, an
 // eval() in between, a position jump back, a change of sampling parameters (penalties on: nothing is queued ahead),
 // and the context's last position (nothing queued past it).
@@ -204,7 +204,7 @@ TEST(GpuSession, DecodeAheadPicksTheSameTokens) {
   std::vector<int32_t> runs[2];
   for (int mode = 0; mode < 2; ++mode) {
     runtime::CudaSessionOptions o = graph_opts(true);
-    o.decode_ahead = mode == 1;
+    o.exec.decode_ahead = mode == 1;
     runtime::CudaSession s(m, n_ctx, o);
     std::vector<int32_t> hist = prompt;
     s.eval(prompt, 0, false);
@@ -351,7 +351,7 @@ TEST(GpuSession, AttentionOAcrossItsPositionLimit) {
   const int32_t V = m->config().n_vocab, n_prompt = 240, n_decode = 30, n_ctx = 400;
   runtime::CpuSession cpu(m, n_ctx, 0);
   runtime::CudaSessionOptions off = graph_opts(true);
-  off.attention_o = false;
+  off.exec.layouts.attention_o = false;
   runtime::CudaSession fused(m, n_ctx, graph_opts(true)), plain(m, n_ctx, off);
   std::vector<int32_t> prompt(n_prompt);
   for (int i = 0; i < n_prompt; ++i) prompt[size_t(i)] = (i * 7919 + 13) % V;
@@ -382,7 +382,7 @@ TEST(GpuSession, AttentionOAcrossItsPositionLimit) {
 
 }  // namespace
 
-// The timing switch (CudaSessionOptions::omit_steps_of, LLM_CUDA_OMIT_STEPS): a name that no node has changes
+// The timing switch (ExecutorOptions::omit_steps_of, LLM_CUDA_OMIT_STEPS): a name that no node has changes
 // nothing, bit for bit; the layers' down projections left out change the logits (their steps really are gone).
 TEST(GpuSession, OmitStepsLeavesOutOnlyTheNamedNodes) {
   REQUIRE_GPU();
@@ -391,7 +391,7 @@ TEST(GpuSession, OmitStepsLeavesOutOnlyTheNamedNodes) {
   const std::vector<int32_t> prompt = {1, 291, 410, 456, 425, 417};
   const auto logits = [&](std::vector<std::string> omit) {
     runtime::CudaSessionOptions o = graph_opts(true);
-    o.omit_steps_of = std::move(omit);
+    o.exec.omit_steps_of = std::move(omit);
     runtime::CudaSession s(m, 16, o);
     const auto l = s.eval(prompt, 0, false);
     return std::vector<float>(l.begin(), l.end());

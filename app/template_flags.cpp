@@ -1,0 +1,45 @@
+// Choosing the chat template from the flags (see template_flags.h).
+#include "app/template_flags.h"
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+#include "app/cli.h"
+
+namespace app {
+
+void add_template_flags(CLI::App& cmd, TemplateFlags& f) {
+  std::string names;
+  for (const auto& n : chat::ChatTemplate::builtin_names()) names += (names.empty() ? "" : ", ") + n;
+  auto* name = cmd.add_option("--chat-template", f.name, "Use a built-in template instead of the model's: " + names);
+  cmd.add_option("--chat-template-file", f.file, "Use the Jinja chat template in FILE instead of the model's")
+      ->excludes(name);
+}
+
+chat::ChatTemplate choose_template(const TemplateFlags& f, std::string_view model_template, bool warn) {
+  if (!f.name.empty()) {
+    try {
+      return chat::ChatTemplate::builtin(f.name);
+    } catch (const std::invalid_argument& e) {
+      throw UsageError(e.what());
+    }
+  }
+  if (!f.file.empty()) {
+    std::ifstream in(f.file, std::ios::binary);
+    if (!in) throw UsageError("cannot read the chat template file '" + f.file + "'");
+    std::ostringstream text;
+    text << in.rdbuf();
+    try {
+      return chat::ChatTemplate::parse(text.str());
+    } catch (const chat::TemplateError& e) {
+      throw std::runtime_error(f.file + ": " + e.what());
+    }
+  }
+  chat::ChatTemplate t = chat::ChatTemplate::from_text(model_template);
+  if (warn && t.is_fallback()) std::fprintf(stderr, "llm-run: warning: %s; using ChatML\n", t.warning().c_str());
+  return t;
+}
+
+}  // namespace app
