@@ -2,8 +2,8 @@
 # GPU memory planning on the GPU machine (issue 8 "Resources"): a context that cannot fit is refused before any large
 # allocation with one line and exit 1; the largest context that message suggests really runs; the default context is
 # the training context when it fits and is capped (with a note) when another process holds most of the memory; and
-# the test_memory_plan binary's GPU tests (the plan against what a session allocates) pass.
-#   here:  scripts/build-carry.sh test_memory_plan
+# the memory-plan GPU tests of test_runtime (the plan against what a session allocates) pass.
+#   here:  scripts/build-carry.sh test_runtime
 #          ../shared/device/prepare.sh models/stories260K-f32.gguf tokenizer/ggml-vocab-llama-bpe.gguf
 #   there: scripts/gpu-memory-check.sh         (carry: .device and build-carry)
 # Prints one PASS/FAIL line per check and writes the logs under $OUT; exits 1 when any check fails.
@@ -87,13 +87,13 @@ if [ -n "$most" ]; then
 fi
 
 # 5. The unit tests that need a GPU: the plan against a session's real allocations, the refusal without allocating.
-if [ -x build-carry/test_memory_plan ]; then
-  build-carry/test_memory_plan --gtest_color=no >"$out/test_memory_plan.log" 2>&1
+if [ -x build-carry/test_runtime ]; then
+  build-carry/test_runtime --gtest_color=no --gtest_filter='MemoryPlan.*:CudaFootprint.*' >"$out/test_memory_plan.log" 2>&1
   rc=$?
   grep -E '^\[  (PASSED|FAILED|SKIPPED) |OK \]' "$out/test_memory_plan.log"
   [ $rc -eq 0 ] && pass "test_memory_plan" || fail "test_memory_plan (test_memory_plan.log)"
 else
-  echo "skip: build-carry/test_memory_plan not carried (scripts/build-carry.sh test_memory_plan)" | tee -a "$out/summary.txt"
+  echo "skip: build-carry/test_runtime not carried (scripts/build-carry.sh test_runtime)" | tee -a "$out/summary.txt"
 fi
 
 cat "$out/summary.txt"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device call for speed work (issue 6), steps chosen by STEPS (default: all, in this order):
-#   tests    every kernel test, the GPU model tests (correctness before any number) and, when BIN has it,
-#            test_memory_plan (the CUDA memory footprint against a real session)
+#   tests    every kernel test, the GPU session tests (correctness before any number) and, when BIN has it,
+#            test_runtime (the runtime suite, with the CUDA memory footprint against a real session)
 #   lab      the kernel lab timings (copy bandwidth, matvec, prefill GEMM and dequantization, attention)
 #   matvec-lab  the matvec variants side by side (BIN/matvec-lab, when carried)
 #   bench    8B Q4_K_M pp512 and tg128; BENCH_SHAPES (shape:type ...) to change the models, BENCH_ARGS to add
@@ -9,7 +9,7 @@
 #   profile  Nsight Compute per-kernel breakdown (scripts/gpu-profile.sh) of each phase in PROFILE_PHASES
 #            (default "prefill"; "decode" for a decode step, "prefill decode" for both)
 # Logs under $OUT; the summary table last.
-#   here:  cmake --build build-cuda-lead --target llm-run cuda_kernels_test cuda_session_test, then copy the three
+#   here:  cmake --build build-cuda-lead --target llm-run cuda_kernels_test cuda_session_test test_runtime, then copy them
 #          stripped into BIN (default build-perf-carry); assets in .device-lite
 #   there: STEPS="tests lab bench profile" scripts/gpu-speed-check.sh   (carry [".device-lite", "build-perf-carry"])
 set -uo pipefail
@@ -31,10 +31,10 @@ if has tests; then
   timeout 240 "$bin/cuda_session_test" --gtest_color=no >"$out/session.log" 2>&1
   summary+=("session tests rc=$? $(result "$out/session.log")")
   grep -E "rel-rms|^\[  FAILED|Failure" "$out/session.log" | head -30
-  if [ -x "$bin/test_memory_plan" ]; then  # the CUDA footprint against what a session really allocates
-    timeout 120 "$bin/test_memory_plan" --gtest_color=no >"$out/memory_plan.log" 2>&1
-    summary+=("memory plan tests rc=$? $(result "$out/memory_plan.log")")
-    grep -E "^\[  FAILED|Failure" "$out/memory_plan.log" | head -10
+  if [ -x "$bin/test_runtime" ]; then  # with the CUDA footprint against what a session really allocates
+    timeout 180 "$bin/test_runtime" --gtest_color=no >"$out/runtime.log" 2>&1
+    summary+=("runtime tests rc=$? $(result "$out/runtime.log")")
+    grep -E "^\[  FAILED|Failure" "$out/runtime.log" | head -10
   fi
 fi
 

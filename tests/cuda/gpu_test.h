@@ -1,6 +1,6 @@
 // Shared helpers of the CUDA kernel tests: skip without a device, typed device buffers, random weights of any block
-// format, the double-precision matvec reference, and the |a - b| <= atol + rtol * |ref| comparison that prints the
-// first mismatches and the max error.
+// format, the matvec reference on the CPU reference's own functions (graph/reference_ops.h), and the
+// |a - b| <= atol + rtol * |ref| comparison that prints the first mismatches and the max error.
 #pragma once
 #include <gtest/gtest.h>
 
@@ -14,6 +14,7 @@
 
 #include "cuda/check.h"
 #include "cuda/raii.h"
+#include "graph/reference_ops.h"
 #include "quant/half.h"
 #include "quant/types.h"
 
@@ -97,7 +98,9 @@ inline std::vector<float> ref_row(const std::vector<uint8_t>& w, quant::Type t, 
   return out;
 }
 
-// y_ref[t*N + n] = sum_k w[n,k] x[k,t] in double, and the per-element absolute scale sum |w x| for tolerances.
+// y_ref[t*N + n] = sum_k w[n,k] x[k,t] (+ bias[n]) as the CPU reference computes it (graph::ref::dot on the rows the
+// CPU reference dequantizes, in double), and per element the absolute scale sum |w x| and the largest |w x| for
+// tolerances.
 inline void reference(const std::vector<uint8_t>& w, quant::Type type, const std::vector<float>& x, int64_t K,
                       int64_t N, int64_t T, const std::vector<float>* bias, std::vector<double>& y,
                       std::vector<double>& mag, std::vector<double>& maxterm) {
@@ -105,23 +108,21 @@ inline void reference(const std::vector<uint8_t>& w, quant::Type type, const std
   for (int64_t n = 0; n < N; ++n) {
     const auto row = ref_row(w, type, K, n);
     for (int64_t t = 0; t < T; ++t) {
-      double s = bias ? (*bias)[n] : 0.0, m = 0, mx = 0;
+      double m = 0, mx = 0;
       for (int64_t k = 0; k < K; ++k) {
-        const double p = double(row[k]) * x[t * K + k];
-        s += p, m += std::fabs(p), mx = std::max(mx, std::fabs(p));
+        const double p = std::fabs(double(row[k]) * x[t * K + k]);
+        m += p, mx = std::max(mx, p);
       }
-      y[t * N + n] = s, mag[t * N + n] = m, maxterm[t * N + n] = mx;
+      y[t * N + n] = (bias ? (*bias)[n] : 0.0) + graph::ref::dot(row.data(), &x[t * K], K);
+      mag[t * N + n] = m, maxterm[t * N + n] = mx;
     }
   }
 }
 
-// x / sqrt(mean(x^2) + eps) * w in double, rounded to float: the input the fused-norm matvecs must see.
+// x / sqrt(mean(x^2) + eps) * w as the CPU reference's RMSNorm computes it: the input the fused-norm matvecs must see.
 inline std::vector<float> rms_normed(const std::vector<float>& x, const std::vector<float>& w, double eps) {
-  double ss = 0;
-  for (float v : x) ss += double(v) * v;
-  const double scale = 1.0 / std::sqrt(ss / double(x.size()) + eps);
   std::vector<float> xn(x.size());
-  for (size_t k = 0; k < x.size(); ++k) xn[k] = float(x[k] * scale * w[k]);
+  graph::ref::rms_norm({x.data(), w.data(), xn.data(), int64_t(x.size()), 1, float(eps)});
   return xn;
 }
 

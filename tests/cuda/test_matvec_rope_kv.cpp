@@ -19,21 +19,20 @@ struct Case {
   bool freq_factors;
 };
 
-// y rotated pairwise as the reference rope does (Normal ordering); dims >= n_rot pass through. The tolerance of
-// each output is the sum of its pair's 1e-5 * sum |w x| (the int16 rounding of x).
+// y rotated by the CPU reference's rope (graph::ref::rope, Normal ordering); dims >= n_rot pass through. The
+// tolerance of each output is the sum of its pair's 1e-5 * sum |w x| (the int16 rounding of x).
 void rope_reference(std::vector<double>& y, std::vector<double>& mag, int32_t head_dim, int32_t n_rot, int32_t pos,
                     float base, float scale, const std::vector<float>* ff) {
-  for (size_t n = 0; n < y.size(); n += 2) {
-    const int32_t d = int32_t(n % size_t(head_dim));
-    const double m = mag[n] + mag[n + 1];
-    mag[n] = mag[n + 1] = m;
-    if (d >= n_rot) continue;
-    const int32_t j = d / 2;
-    double theta = double(pos) * double(scale) * std::pow(double(base), -2.0 * j / double(n_rot));
-    if (ff) theta /= double((*ff)[size_t(j)]);
-    const double c = std::cos(theta), s = std::sin(theta), a = y[n], b = y[n + 1];
-    y[n] = a * c - b * s, y[n + 1] = a * s + b * c;
-  }
+  for (size_t n = 0; n < y.size(); n += 2) mag[n] = mag[n + 1] = mag[n] + mag[n + 1];
+  const std::vector<float> x(y.begin(), y.end());
+  std::vector<float> out(x.size());
+  std::vector<double> trig(size_t(std::max(n_rot, 2)));
+  graph::ref::RopeArgs a;
+  a.x = x.data(), a.positions = &pos, a.freq_factors = ff ? ff->data() : nullptr, a.out = out.data();
+  a.head_dim = head_dim, a.n_head = int64_t(x.size()) / head_dim, a.t = 1, a.trig = trig.data();
+  a.p.mode = graph::RopeMode::Normal, a.p.n_rot = n_rot, a.p.freq_base = base, a.p.freq_scale = scale;
+  graph::ref::rope(a);
+  y.assign(out.begin(), out.end());
 }
 
 std::vector<float> cache_slot(const cuda::DeviceBuffer& cache, int64_t hd, int64_t n_ctx, int64_t n_kv, int32_t pos) {
