@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Packs the sm_90 binaries a device call needs into one xz archive (git-ignored .device-bin/bins.tar.xz): the test
+# binaries and llm-run of the build here, and optionally a base build's llm-run (as llm-run-base) for an A/B. The
+# binaries share most of their bytes (the kernels of libllm_cuda), which xz -9 stores once: four binaries and a base
+# take ~8 MiB instead of ~80, inside the 64 MiB the device tool carries.
+#   scripts/pack-carry.sh [BASE_LLM_RUN]     (BUILD_DIR: the build to take them from, default build)
+#   there: mkdir -p /tmp/bin && tar xJf .device-bin/bins.tar.xz -C /tmp/bin
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${BUILD_DIR:-$root/build}
+cmake --build "$build" -j "${JOBS:-2}" --target llm-run cuda_kernels_test cuda_session_test test_runtime
+stage=$(mktemp -d)
+trap 'rm -rf "$stage"' EXIT
+cp "$build/app/llm-run" "$build/tests/cuda/cuda_kernels_test" "$build/tests/runtime/cuda_session_test" \
+  "$build/tests/runtime/test_runtime" "$stage/"
+[ $# -ge 1 ] && cp "$1" "$stage/llm-run-base"
+strip "$stage"/*
+mkdir -p "$root/.device-bin"
+tar cf - -C "$stage" . | xz -9e -T1 >"$root/.device-bin/bins.tar.xz"
+du -sh "$root/.device-bin/bins.tar.xz"
