@@ -88,16 +88,7 @@ SpecialTokens::SpecialTokens(const Vocab& v, const StringIndex& index) : texts_(
     }
     return int32_t{-1};
   };
-  eot_ = v.eot;
-  if (eot_ < 0) {
-    for (const auto text : kEotTexts) {
-      if (const int32_t id = find(text); id >= 0) {
-        eot_ = id;
-        promote(id);
-        break;
-      }
-    }
-  }
+  eot_ = by_text(v.eot, kEotTexts);
   constexpr std::string_view kEom[] = {"<|eom_id|>"};
   const int32_t eom = by_text(v.eom, kEom);
   by_text(v.fim_pre, kFimPre);
