@@ -41,10 +41,8 @@ constexpr std::string_view kFimSuf[] = {
 constexpr std::string_view kFimMid[] = {
     "<|fim_middle|>", "<fim-middle>", "<fim_middle>", "<\xEF\xBD\x9C" "fim\xE2\x96\x81" "end\xEF\xBD\x9C>",
     "<MID>", "\xE2\x96\x81<MID>", "<|code_middle|>", "<|middle|>"};
-constexpr std::string_view kFimPad[] = {"<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>",
-                                                             "[PAD]"};
-constexpr std::string_view kFimRep[] = {"<|fim_repo|>", "<|repo_name|>", "<fim-repo>",
-                                                             "<REPO>", "<reponame>"};
+constexpr std::string_view kFimPad[] = {"<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]"};
+constexpr std::string_view kFimRep[] = {"<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>"};
 constexpr std::string_view kFimSep[] = {"<|file_sep|>"};
 
 // gpt-oss: always user-defined (matched in both modes, rendered when decoding), whatever the file says.
@@ -195,10 +193,13 @@ std::vector<SpecialTokens::Fragment> SpecialTokens::partition(std::string_view t
     const size_t end = h.pos + texts_[h.id].size();
     if (std::any_of(state.begin() + h.pos, state.begin() + end, [](uint8_t s) { return s != kRaw; })) continue;
     std::fill(state.begin() + h.pos, state.begin() + end, kToken);
-    if (attr_[h.id] & kAttrLstrip)
-      for (size_t i = h.pos; i > 0 && state[i - 1] == kRaw && is_strip_space(text[i - 1]); --i) state[i - 1] = kStripped;
-    if (attr_[h.id] & kAttrRstrip)
+    if (attr_[h.id] & kAttrLstrip) {
+      for (size_t i = h.pos; i > 0 && state[i - 1] == kRaw && is_strip_space(text[i - 1]); --i)
+        state[i - 1] = kStripped;
+    }
+    if (attr_[h.id] & kAttrRstrip) {
       for (size_t i = end; i < text.size() && state[i] == kRaw && is_strip_space(text[i]); ++i) state[i] = kStripped;
+    }
     accepted.push_back(h);
   }
   std::sort(accepted.begin(), accepted.end(), [](const Hit& a, const Hit& b) { return a.pos < b.pos; });

@@ -1,5 +1,6 @@
-// Special tokens: control tokens only with parse_special, user-defined ones always, priority of overlapping
-// matches, BOS/EOS flags and overrides, end-of-generation ids, lookup by text.
+// Special tokens: control tokens only with parse_special, user-defined ones always (and phi-3's user-defined </s>
+// only as a control token), priority of overlapping matches, BOS/EOS flags and overrides, end-of-generation ids,
+// lookup by text.
 #include <gtest/gtest.h>
 
 #include <algorithm>
