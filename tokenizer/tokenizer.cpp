@@ -1,7 +1,5 @@
-// Tokenizer: special-token partitioning, BOS/EOS, dispatch to the SPM or BPE encoder, and detokenization
-// (including the streaming decoder). GGUF loading lives in vocab.cpp.
-#include <algorithm>
-#include <array>
+// Tokenizer: BOS/EOS, dispatch of the raw fragments (special.cpp splits them out) to the SPM or BPE encoder, and
+// detokenization (including the streaming decoder). GGUF loading lives in vocab.cpp.
 
 #include "tokenizer/impl.h"
 #include "tokenizer/memo.h"
@@ -11,29 +9,14 @@ namespace tokenizer {
 
 namespace {
 
-// Texts that end generation in the reference implementation, whatever the token's id.
-constexpr std::array<std::string_view, 12> kEogTexts = {
-    "<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<end_of_turn>",
-    "<|endoftext|>", "<|eom_id|>", "<EOT>", "_<EOT>", "<|end_of_text|>", "<end_of_utterance>"};
-// When tokenizer.ggml.eot_token_id is absent, the first of these that exists is the end-of-turn token.
-constexpr std::array<std::string_view, 8> kEotTexts = {
-    "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<EOT>", "_<EOT>",
-    "<\xEF\xBD\x9C" "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>"};  // <｜end▁of▁sentence｜>
-
-std::string render_piece(const Vocab& v, int32_t id) {
+// Decoded bytes of a token with render_special off; `attr` is its effective attribute set (special.h), which
+// decides before the file type: hidden tokens give nothing, user-defined ones their text.
+std::string render_piece(const Vocab& v, int32_t id, uint8_t attr) {
   const std::string& text = v.tokens[id];
-  const TokenType type = v.types[id];
-  switch (type) {
-    case TokenType::CONTROL:
-    case TokenType::UNKNOWN:
-      return {};
-    case TokenType::USER_DEFINED:
-      return text;  // stored as plain text in both vocabulary kinds
-    case TokenType::BYTE:
-      if (const int b = utf8::parse_byte_piece(text); b >= 0) return std::string(1, static_cast<char>(b));
-      break;
-    default:
-      break;
+  if (attr & (kAttrControl | kAttrUnknown)) return {};
+  if (attr & kAttrUserDefined) return text;  // stored as plain text in both vocabulary kinds
+  if (v.types[id] == TokenType::BYTE) {
+    if (const int b = utf8::parse_byte_piece(text); b >= 0) return std::string(1, static_cast<char>(b));
   }
   if (v.kind == ModelKind::SPM) {
     std::string out;
@@ -81,47 +64,16 @@ Tokenizer::Impl::Impl(Vocab vocab) : v(std::move(vocab)) {
     throw TokenizerError("tokenizer token types have " + std::to_string(v.types.size()) + " entries, expected " +
                          std::to_string(n));
   const int32_t nv = static_cast<int32_t>(n);
-  for (int32_t* id : {&v.bos, &v.eos, &v.eot, &v.unk, &v.pad})
+  for (int32_t* id : {&v.bos, &v.eos, &v.eot, &v.unk, &v.pad, &v.eom, &v.fim_pre, &v.fim_suf, &v.fim_mid, &v.fim_pad,
+                      &v.fim_rep, &v.fim_sep})
     if (*id < -1 || *id >= nv) throw TokenizerError("special token id " + std::to_string(*id) + " out of range");
 
   token_to_id.build(v.tokens);
-
-  if (v.eot < 0) {
-    for (const auto text : kEotTexts) {
-      if (const int32_t id = token_to_id.find(text); id >= 0) {
-        v.eot = id;
-        break;
-      }
-    }
-  }
-  eog.assign(n, 0);
-  for (const auto text : kEogTexts)
-    if (const int32_t id = token_to_id.find(text); id >= 0) eog[id] = 1;
-  if (v.eos >= 0) eog[v.eos] = 1;
-  if (v.eot >= 0) eog[v.eot] = 1;
-
-  for (int32_t id = 0; id < nv; ++id) {
-    const TokenType t = v.types[id];
-    if ((t == TokenType::CONTROL || t == TokenType::USER_DEFINED || t == TokenType::UNKNOWN) && !v.tokens[id].empty())
-      specials.push_back(id);
-  }
-  std::stable_sort(specials.begin(), specials.end(),
-                   [&](int32_t a, int32_t b) { return v.tokens[a].size() > v.tokens[b].size(); });
-  special_rank.assign(n, 0);
-  for (size_t k = 0; k < specials.size(); ++k) {
-    const int32_t id = specials[k];
-    special_rank[id] = static_cast<uint32_t>(k);
-    const uint8_t first = static_cast<uint8_t>(v.tokens[id][0]);
-    if (v.types[id] == TokenType::USER_DEFINED) {
-      by_first[0][first].push_back(id);
-      has_specials[0] = true;
-    }
-    by_first[1][first].push_back(id);
-    has_specials[1] = true;
-  }
+  special = std::make_unique<SpecialTokens>(v, token_to_id);
+  v.eot = special->eot();
 
   piece.reserve(n);
-  for (int32_t id = 0; id < nv; ++id) piece.push_back(render_piece(v, id));
+  for (int32_t id = 0; id < nv; ++id) piece.push_back(render_piece(v, id, special->attr(id)));
 
   // Nothing to add when the vocabulary asks for a BOS/EOS it does not have.
   if (v.bos < 0) v.add_bos = false;
@@ -134,44 +86,6 @@ Tokenizer::Impl::Impl(Vocab vocab) : v(std::move(vocab)) {
     pre = std::make_unique<PreTokenizer>(v.pre);
     bpe = std::make_unique<BpeModel>(v.tokens, v.types, v.merges, pre->ignore_merges());
   }
-}
-
-std::vector<Tokenizer::Impl::Fragment> Tokenizer::Impl::partition(std::string_view text, bool parse_special) const {
-  const auto& by_first = this->by_first[parse_special ? 1 : 0];
-  if (!has_specials[parse_special ? 1 : 0]) return {Fragment{-1, 0, text.size()}};
-  struct Hit {
-    uint32_t rank;  // priority: index in `specials`, then left to right
-    int32_t id;
-    size_t pos;
-  };
-  std::vector<Hit> hits;
-  for (size_t pos = 0; pos < text.size(); ++pos) {
-    for (const int32_t id : by_first[static_cast<uint8_t>(text[pos])]) {
-      const std::string& tok = v.tokens[id];
-      if (text.compare(pos, tok.size(), tok) == 0) hits.push_back(Hit{special_rank[id], id, pos});
-    }
-  }
-  if (hits.empty()) return {Fragment{-1, 0, text.size()}};
-  std::sort(hits.begin(), hits.end(),
-            [](const Hit& a, const Hit& b) { return a.rank != b.rank ? a.rank < b.rank : a.pos < b.pos; });
-  std::vector<uint8_t> taken(text.size(), 0);
-  std::vector<Hit> accepted;
-  for (const auto& h : hits) {
-    const size_t len = v.tokens[h.id].size();
-    if (std::any_of(taken.begin() + h.pos, taken.begin() + h.pos + len, [](uint8_t x) { return x != 0; })) continue;
-    std::fill(taken.begin() + h.pos, taken.begin() + h.pos + len, 1);
-    accepted.push_back(h);
-  }
-  std::sort(accepted.begin(), accepted.end(), [](const Hit& a, const Hit& b) { return a.pos < b.pos; });
-  std::vector<Fragment> out;
-  size_t cur = 0;
-  for (const auto& h : accepted) {
-    if (h.pos > cur) out.push_back(Fragment{-1, cur, h.pos - cur});
-    out.push_back(Fragment{h.id, h.pos, v.tokens[h.id].size()});
-    cur = h.pos + v.tokens[h.id].size();
-  }
-  if (cur < text.size()) out.push_back(Fragment{-1, cur, text.size() - cur});
-  return out;
 }
 
 void Tokenizer::Impl::encode_raw(std::string_view text, std::vector<int32_t>& out) const {
@@ -205,10 +119,6 @@ void Tokenizer::Impl::check_id(int32_t id) const {
                          ")");
 }
 
-bool Tokenizer::Impl::hidden(int32_t id) const {
-  return v.types[id] == TokenType::CONTROL || v.types[id] == TokenType::UNKNOWN;
-}
-
 Tokenizer::Tokenizer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Tokenizer::Tokenizer(Tokenizer&&) noexcept = default;
 Tokenizer& Tokenizer::operator=(Tokenizer&&) noexcept = default;
@@ -228,7 +138,7 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, const EncodeOption
     if (im.v.bos < 0) throw TokenizerError("cannot add BOS: the vocabulary has no BOS token");
     out.push_back(im.v.bos);
   }
-  for (const auto& f : im.partition(text, opts.parse_special)) {
+  for (const auto& f : im.special->partition(text, opts.parse_special)) {
     if (f.token >= 0) {
       out.push_back(f.token);
     } else if (f.len > 0) {
@@ -284,12 +194,8 @@ int32_t Tokenizer::unk() const { return impl_->v.unk; }
 int32_t Tokenizer::pad() const { return impl_->v.pad; }
 bool Tokenizer::add_bos() const { return impl_->v.add_bos; }
 bool Tokenizer::add_eos() const { return impl_->v.add_eos; }
-bool Tokenizer::is_eog(int32_t id) const {
-  return id >= 0 && id < n_vocab() && impl_->eog[id] != 0;
-}
-bool Tokenizer::is_control(int32_t id) const {
-  return id >= 0 && id < n_vocab() && impl_->v.types[id] == TokenType::CONTROL;
-}
+bool Tokenizer::is_eog(int32_t id) const { return id >= 0 && id < n_vocab() && impl_->special->is_eog(id); }
+bool Tokenizer::is_control(int32_t id) const { return id >= 0 && id < n_vocab() && impl_->special->is_control(id); }
 ModelKind Tokenizer::kind() const { return impl_->v.kind; }
 const std::string& Tokenizer::pre() const { return impl_->v.pre; }
 const std::string& Tokenizer::chat_template() const { return impl_->v.chat_template; }

@@ -52,9 +52,15 @@ struct Vocab {
   std::vector<TokenType> types;      // [n_vocab], or empty for all NORMAL
   std::vector<std::string> merges;   // "a b" pairs, BPE only
   int32_t bos = -1, eos = -1, eot = -1, unk = -1, pad = -1;  // -1 = none
+  int32_t eom = -1;                  // end of message
+  // Fill-in-the-middle roles; when absent the reference finds them by text (and makes them control tokens).
+  int32_t fim_pre = -1, fim_suf = -1, fim_mid = -1, fim_pad = -1, fim_rep = -1, fim_sep = -1;
   bool add_bos = false, add_eos = false;
   bool add_space_prefix = true;      // SPM only
   std::string chat_template;         // tokenizer.chat_template, "" when absent
+  // general.name and general.architecture ("" when absent): the reference sets per-model token attributes by
+  // them (e.g. a name containing "phi3" makes special tokens eat the whitespace after them; docs/tokenizer.md).
+  std::string name, architecture;
 
   // Reads the tokenizer.* keys, applying the defaults in docs/tokenizer.md to absent optional ones; throws
   // TokenizerError naming the file and the key when a required key is missing or a key is malformed.
@@ -71,7 +77,8 @@ class Tokenizer {
   ~Tokenizer();
 
   // add_special: prepend BOS / append EOS per add_bos()/add_eos(). parse_special: recognise control and
-  // user-defined tokens written in the text (user-defined tokens are matched even when it is false).
+  // user-defined tokens written in the text (user-defined tokens are matched even when it is false; tokens the
+  // reference treats as control, such as every "</s>", only when it is true). See docs/tokenizer.md.
   std::vector<int32_t> encode(std::string_view text, bool add_special, bool parse_special) const;
   // Same, with explicit BOS/EOS choices overriding the vocabulary's flags.
   std::vector<int32_t> encode(std::string_view text, const EncodeOptions& opts) const;
@@ -81,7 +88,7 @@ class Tokenizer {
   std::string token_to_piece(int32_t id, bool render_special = false) const;
   // The token's raw vocabulary string ("▁Hello", "Ġworld", "<0x0A>").
   const std::string& token_text(int32_t id) const;
-  TokenType token_type(int32_t id) const;
+  TokenType token_type(int32_t id) const;  // as stored in the file (is_control() gives the effective role)
 
   // ids -> bytes (normally UTF-8 text; invalid only if the ids spell invalid bytes). Throws on an out-of-range id.
   // Use StreamDecoder for incremental output.
@@ -96,7 +103,7 @@ class Tokenizer {
   bool add_bos() const;
   bool add_eos() const;
   bool is_eog(int32_t id) const;  // end of generation: EOS, EOT and other known end markers of the vocabulary
-  bool is_control(int32_t id) const;
+  bool is_control(int32_t id) const;  // control as the reference treats it (type CONTROL, or promoted by its text)
   ModelKind kind() const;
   const std::string& pre() const;
   const std::string& chat_template() const;

@@ -144,11 +144,25 @@ Vocab Vocab::from_gguf(const gguf::File& file) {
   v.unk = id("tokenizer.ggml.unknown_token_id", spm ? 0 : -1);
   v.eot = id("tokenizer.ggml.eot_token_id", -1);
   v.pad = id("tokenizer.ggml.padding_token_id", -1);
+  v.eom = id("tokenizer.ggml.eom_token_id", -1);
+  // The older prefix/suffix/middle keys win over the fim_* ones when both are present, as in the reference.
+  const auto fim = [&](std::string_view key, std::string_view old_key) {
+    const int32_t old_id = id(old_key, -1);
+    return old_id >= 0 ? old_id : id(key, -1);
+  };
+  v.fim_pre = fim("tokenizer.ggml.fim_pre_token_id", "tokenizer.ggml.prefix_token_id");
+  v.fim_suf = fim("tokenizer.ggml.fim_suf_token_id", "tokenizer.ggml.suffix_token_id");
+  v.fim_mid = fim("tokenizer.ggml.fim_mid_token_id", "tokenizer.ggml.middle_token_id");
+  v.fim_pad = id("tokenizer.ggml.fim_pad_token_id", -1);
+  v.fim_rep = id("tokenizer.ggml.fim_rep_token_id", -1);
+  v.fim_sep = id("tokenizer.ggml.fim_sep_token_id", -1);
 
   v.add_bos = r.boolean("tokenizer.ggml.add_bos_token").value_or(spm || PreTokenizer::default_add_bos(v.pre));
   v.add_eos = r.boolean("tokenizer.ggml.add_eos_token").value_or(false);
   v.add_space_prefix = r.boolean("tokenizer.ggml.add_space_prefix").value_or(spm);
   v.chat_template = r.string("tokenizer.chat_template").value_or("");
+  v.name = r.string("general.name").value_or("");
+  v.architecture = r.string("general.architecture").value_or("");
   return v;
 }
 

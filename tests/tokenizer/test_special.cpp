@@ -1,6 +1,9 @@
-// Special tokens: control tokens only with parse_special, user-defined ones always, priority of overlapping
-// matches, BOS/EOS flags and overrides, end-of-generation ids, lookup by text.
+// Special tokens: control tokens only with parse_special, user-defined ones always (and phi-3's user-defined </s>
+// only as a control token), priority of overlapping matches, BOS/EOS flags and overrides, end-of-generation ids,
+// lookup by text.
 #include <gtest/gtest.h>
+
+#include <algorithm>
 
 #include "vocab_cache.h"
 
@@ -45,15 +48,36 @@ TEST(Special, Qwen2ChatMarkers) {
 // User-defined tokens (type 4) are matched even with parse_special = false; in SPM vocabularies every raw
 // fragment then gets its own dummy-prefix space, as in the reference.
 TEST(Special, UserDefinedAlwaysMatched) {
-  REQUIRE_VOCAB(phi3, "phi-3");
-  ASSERT_EQ(phi3->token_type(2), TokenType::USER_DEFINED);  // </s> in this vocabulary
-  EXPECT_EQ(phi3->encode("a</s>b", false, false),
-            cat({phi3->encode("a", false, false), {2}, phi3->encode("b", false, false)}));
   REQUIRE_VOCAB(ds, "deepseek-llm");
   const auto oslash = ds->find_token("\xC3\xB8");  // ø is a user-defined token there
   ASSERT_TRUE(oslash.has_value());
   EXPECT_EQ(ds->token_type(*oslash), TokenType::USER_DEFINED);
-  EXPECT_EQ(ds->encode("\xC3\xB8", false, false), Ids{*oslash});
+  for (const bool parse_special : {false, true}) {
+    EXPECT_EQ(ds->encode("\xC3\xB8", false, parse_special), Ids{*oslash});
+    EXPECT_EQ(ds->encode("a\xC3\xB8" "b", false, parse_special),
+              cat({ds->encode("a", false, false), {*oslash}, ds->encode("b", false, false)}));
+  }
+  REQUIRE_VOCAB(qwen, "qwen2");
+  EXPECT_EQ(qwen->token_type(151646), TokenType::USER_DEFINED);  // [PAD151646]
+  EXPECT_EQ(qwen->encode("x[PAD151646]", false, false), cat({qwen->encode("x", false, false), {151646}}));
+}
+
+// phi-3 stores "</s>" as user-defined, but the reference treats every "</s>" as an end-of-generation control
+// token: typed by a user (parse_special off) it stays text.
+TEST(Special, UserDefinedEndOfSequenceIsControl) {
+  REQUIRE_VOCAB(phi3, "phi-3");
+  ASSERT_EQ(phi3->token_type(2), TokenType::USER_DEFINED);  // as stored in the file
+  EXPECT_TRUE(phi3->is_control(2));
+  EXPECT_TRUE(phi3->is_eog(2));
+  const auto plain = phi3->encode("a</s>b", false, false);
+  EXPECT_EQ(std::count(plain.begin(), plain.end(), 2), 0);
+  EXPECT_EQ(phi3->decode(plain), "a</s>b");
+  EXPECT_EQ(phi3->encode("a</s>b", false, true),
+            cat({phi3->encode("a", false, false), {2}, phi3->encode("b", false, false)}));
+  EXPECT_EQ(phi3->decode({2}), "");  // hidden like any control token
+  tokenizer::DecodeOptions render;
+  render.render_special = true;
+  EXPECT_EQ(phi3->decode({2}, render), "</s>");
 }
 
 TEST(Special, SpmControlTextStaysText) {

@@ -98,6 +98,42 @@ TEST(Vocab, KeysOverrideDefaults) {
   EXPECT_EQ(tok.encode("hi", true, false), (std::vector<int32_t>{3 + 'h', 3 + 'i', 1}));  // no "▁" prefix now
 }
 
+// The keys the special-token rules read (docs/tokenizer.md, "Special tokens"): the model's name and architecture,
+// the end-of-message and fill-in-the-middle ids; the older prefix/suffix/middle keys win, as in the reference.
+TEST(Vocab, SpecialRoleKeys) {
+  const auto absent = build();
+  const auto v0 = tokenizer::Vocab::from_gguf(*absent->file);
+  EXPECT_EQ(v0.name, "");
+  EXPECT_EQ(v0.architecture, "llama");
+  for (const int32_t id : {v0.eom, v0.fim_pre, v0.fim_suf, v0.fim_mid, v0.fim_pad, v0.fim_rep, v0.fim_sep})
+    EXPECT_EQ(id, -1);
+  const auto img = build([](gguf::Writer& w) {
+    w.set_str("general.name", "Phi-3 Mini");
+    w.set_u32("tokenizer.ggml.eom_token_id", 10);
+    w.set_u32("tokenizer.ggml.fim_pre_token_id", 11);
+    w.set_u32("tokenizer.ggml.prefix_token_id", 12);
+    w.set_u32("tokenizer.ggml.fim_suf_token_id", 13);
+    w.set_u32("tokenizer.ggml.suffix_token_id", 0xFFFFFFFFu);  // out of range: the fim_suf key stands
+    w.set_u32("tokenizer.ggml.middle_token_id", 14);
+    w.set_u32("tokenizer.ggml.fim_pad_token_id", 15);
+    w.set_u32("tokenizer.ggml.fim_rep_token_id", 16);
+    w.set_u32("tokenizer.ggml.fim_sep_token_id", 17);
+  });
+  const auto v = tokenizer::Vocab::from_gguf(*img->file);
+  EXPECT_EQ(v.name, "Phi-3 Mini");
+  EXPECT_EQ(v.eom, 10);
+  EXPECT_EQ(v.fim_pre, 12);
+  EXPECT_EQ(v.fim_suf, 13);
+  EXPECT_EQ(v.fim_mid, 14);
+  EXPECT_EQ(v.fim_pad, 15);
+  EXPECT_EQ(v.fim_rep, 16);
+  EXPECT_EQ(v.fim_sep, 17);
+  const auto tok = tokenizer::Tokenizer::from_gguf(*img->file);
+  EXPECT_TRUE(tok.is_eog(10));  // end of message
+  EXPECT_TRUE(tok.is_eog(15) && tok.is_eog(16) && tok.is_eog(17));
+  EXPECT_FALSE(tok.is_eog(12));
+}
+
 TEST(Vocab, ClearErrors) {
   auto has = [](const std::string& msg, const std::string& part) { return msg.find(part) != std::string::npos; };
   std::string msg = error_of([](gguf::Writer& w) { w.set_str("tokenizer.ggml.model", "bert"); });
