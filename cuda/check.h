@@ -22,6 +22,12 @@ class InvalidArgument : public Error {
   using Error::Error;
 };
 
+// A model (or a setting) the CUDA path does not run yet, refused before anything is allocated.
+class Unsupported : public Error {
+ public:
+  using Error::Error;
+};
+
 // Builds the message and throws; out of line so the macros stay small at every call site.
 [[noreturn]] void throw_error(const char* library, const char* expr, const ::std::string& what, const char* func,
                               const char* file, int line);

@@ -81,6 +81,8 @@ std::unique_ptr<Session> make_device_session(std::shared_ptr<const model::Model>
       throw;  // a GPU that is too small for the request is the user's to resolve, not a reason to run on the CPU
     } catch (const SessionError&) {
       throw;  // so is a request the session refuses (a context size, a KV cache type this model cannot use)
+    } catch (const cuda::Unsupported& e) {
+      log(options.log, LogLevel::Note, std::string(e.what()) + "; running on the CPU reference");
     } catch (const std::exception& e) {
       log(options.log, LogLevel::Note,
           std::string("no usable CUDA device (") + e.what() + "); running on the CPU reference");

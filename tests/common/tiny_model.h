@@ -113,7 +113,10 @@ inline std::unique_ptr<Built> build(const Spec& s, const std::vector<std::string
     w.set_f32(a + "rope.scaling.factor", s.linear_scale);
   }
   std::vector<std::string> tokens;
-  for (int i = 0; i < s.n_vocab; ++i) tokens.push_back("t" + std::to_string(i));
+  for (int i = 0; i < s.n_vocab; ++i) {  // appended: GCC 12's -Wrestrict misfires on "t" + std::to_string(i)
+    tokens.emplace_back("t");
+    tokens.back() += std::to_string(i);
+  }
   w.set("tokenizer.ggml.tokens", gguf::make_string_array(tokens));
   for (const auto& [name, ne] : b->shapes) {
     bool skipped = false;

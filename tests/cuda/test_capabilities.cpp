@@ -1,0 +1,40 @@
+// What the CUDA path says it can run (cuda/capabilities.h), asked before a session allocates anything: no device is
+// needed, so these run in CI too. The refusal of a graph with an op the executor does not lower is covered where
+// such an op exists; here, every supported architecture's graph must lower, or a supported model would be sent to
+// the CPU.
+#include <gtest/gtest.h>
+
+#include "cuda/capabilities.h"
+#include "model/build_graph.h"
+#include "tiny_model.h"
+
+namespace {
+
+TEST(CudaCapabilities, EverySupportedArchitectureLowers) {
+  for (const char* arch : {"llama", "qwen2", "qwen3"}) {
+    tiny::Spec s;
+    s.arch = arch;
+    s.qkv_bias = std::string(arch) == "qwen2";
+    s.qk_norm = std::string(arch) == "qwen3";
+    const auto m = tiny::load_owned(tiny::build(s));
+    for (const int n_tokens : {1, 7})
+      EXPECT_EQ(cuda::graph_refusal(model::build_graph(m->config(), m->weights(), n_tokens, false, 64)), "") << arch;
+  }
+}
+
+TEST(CudaCapabilities, QuantizedCachesNeedTheTensorCoreHeadShapes) {
+  using graph::KvType;
+  const cuda::AttentionShape llama8b{32, 8, 128, 128}, tiny{4, 2, 8, 8}, odd_group{12, 4, 128, 128};
+  for (const KvType t : {KvType::F16, KvType::Q8_0, KvType::Q4_0}) {
+    EXPECT_TRUE(cuda::kv_cache_supported(t, llama8b)) << graph::kv_type_name(t);
+    EXPECT_EQ(cuda::kv_cache_refusal(t, llama8b), "");
+  }
+  EXPECT_TRUE(cuda::kv_cache_supported(KvType::F16, tiny));  // the f16 cache serves every shape
+  for (const KvType t : {KvType::Q8_0, KvType::Q4_0}) {
+    EXPECT_FALSE(cuda::kv_cache_supported(t, tiny)) << graph::kv_type_name(t);
+    EXPECT_NE(cuda::kv_cache_refusal(t, tiny), "") << graph::kv_type_name(t);
+    EXPECT_FALSE(cuda::kv_cache_supported(t, odd_group)) << "3 query heads per KV head";
+  }
+}
+
+}  // namespace
