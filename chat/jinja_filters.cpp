@@ -11,6 +11,7 @@
 #include "chat/jinja_error.h"
 #include "chat/jinja_interp.h"
 #include "chat/jinja_text.h"
+#include "chat/json.h"
 
 namespace chat::jinja {
 

@@ -58,7 +58,8 @@ class Value {
   static Value object(std::vector<std::pair<std::string, Value>> items);
   static Value make_namespace(std::vector<std::pair<std::string, Value>> items);
   static Value function(std::string name, Function fn);
-  // JSON text -> value (objects keep their key order); throws TemplateError(Render) on malformed input.
+  // JSON text -> value: chat::parse_json (chat/json.h), but malformed text throws TemplateError(Render), so that
+  // code inside the interpreter sees one kind of error.
   static Value from_json(std::string_view json);
 
   Type type() const { return static_cast<Type>(v_.index()); }
@@ -134,16 +135,6 @@ bool equals(const Value& a, const Value& b);
 // a < b as -1, equal 0, a > b 1; throws TemplateError(Render) for types Python cannot order, naming `op`.
 int compare(const Value& a, const Value& b, std::string_view op = "<");
 
-struct JsonOptions {
-  int indent = -1;                   // < 0: one line; >= 0: newline plus this many spaces per level
-  std::string indent_text;           // used instead of spaces when non-empty (json.dumps accepts a string)
-  std::optional<std::string> item_separator;  // unset: the json.dumps default, ", " or "," when indented
-  std::string key_separator = ": ";
-  bool ensure_ascii = false;         // Hugging Face's tojson keeps non-ASCII characters as they are
-  bool sort_keys = false;
-};
-// json.dumps(v) with Hugging Face's tojson defaults; throws TemplateError(Render) for undefined, functions and
-// namespaces, which Python cannot serialise either.
-std::string to_json(const Value& v, const JsonOptions& options = {});
+// JSON text in and out (parse_json, to_json, json_quote): chat/json.h.
 
 }  // namespace chat::jinja

@@ -1,0 +1,3 @@
+// chat/messages_json.h.
+#include <gtest/gtest.h>
+#include "chat/messages_json.h"
