@@ -81,12 +81,13 @@ def make_environment():
 
 
 def render_one(template, messages, tools, add_generation_prompt, tokens, variables):
-    kwargs = dict(tokens)
-    kwargs.update(variables)
+    # What apply_chat_template passes; extra variables (its keyword arguments) may replace any of them.
+    context = {"messages": messages, "tools": tools, "documents": None,
+               "add_generation_prompt": add_generation_prompt}
+    context.update(tokens)
+    context.update(variables)
     try:
-        text = template.render(messages=messages, tools=tools, documents=None,
-                               add_generation_prompt=add_generation_prompt, **kwargs)
-        return {"prompt": text}
+        return {"prompt": template.render(**context)}
     except Raised as e:
         return {"raised": e.message}
     except Exception as e:  # what transformers lets through: UndefinedError, TypeError, ...

@@ -2,7 +2,7 @@
 // (tests/chat/conversations) must equal, byte for byte, what Python Jinja2 renders with transformers' conventions
 // (tests/chat/expected, written by tests/chat/render_expected.py). Conversations go through messages_from_json and
 // tools_from_json, as `llm-run template` reads them. A refusal (raise_exception) must be the same refusal with the
-// same message; any other Python error must be a TemplateError(Render) here.
+// same message; any other Python error must be a TemplateError(Render) here (Limit for Python's RecursionError).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -111,6 +111,8 @@ std::string check_render(const chat::ChatTemplate& t, const Conversation& c, cha
     }
     if (error.is_string()) {
       if (e.kind() == chat::TemplateError::Kind::Render) return "";
+      // Python runs out of stack where the interpreter's depth limit stops the same runaway recursion.
+      if (e.kind() == chat::TemplateError::Kind::Limit && error.as_string().starts_with("RecursionError")) return "";
       return "expected an error like Jinja2's '" + error.as_string() + "', got: " + e.what();
     }
     return std::string("Jinja2 rendered it, but: ") + e.what();
