@@ -11,6 +11,7 @@
 #include "chat/jinja_error.h"
 #include "chat/jinja_interp.h"
 #include "chat/jinja_text.h"
+#include "chat/jinja_unicode.h"
 #include "chat/json.h"
 
 namespace chat::jinja {
@@ -534,11 +535,11 @@ Value f_unique(Interpreter& in, const Value& v, CallArgs& args) {
 
 Value f_wordcount(Interpreter&, const Value& v, CallArgs& args) {
   bind_args(args, {}, "wordcount");
+  // len(re.findall(r"\w+", s)): runs of word characters (alphanumeric or '_', Unicode-aware as Python's re).
   int64_t n = 0;
   bool in_word = false;
-  for (const Value& ch : iterate(Value(to_str(v)))) {
-    const std::string& c = ch.as_string();
-    const bool word = c.size() > 1 || std::isalnum(static_cast<unsigned char>(c[0])) || c[0] == '_';
+  for (uint32_t cp : text::code_points(to_str(v))) {
+    const bool word = unicode::is_word(cp);
     if (word && !in_word) ++n;
     in_word = word;
   }

@@ -10,6 +10,7 @@
 #include "chat/jinja_error.h"
 #include "chat/jinja_interp.h"
 #include "chat/jinja_text.h"
+#include "chat/jinja_unicode.h"
 
 namespace chat::jinja {
 
@@ -18,9 +19,10 @@ namespace {
 [[noreturn]] void fail(const std::string& message) { throw TemplateError(TemplateError::Kind::Render, message); }
 
 constexpr std::string_view kStrMethods[] = {
-    "capitalize", "center", "count", "endswith", "find", "format", "index", "isalnum", "isalpha", "isdigit",
-    "islower", "isspace", "isupper", "join", "ljust", "lower", "lstrip", "removeprefix", "removesuffix", "replace",
-    "rfind", "rjust", "rsplit", "rstrip", "split", "splitlines", "startswith", "strip", "title", "upper", "zfill"};
+    "capitalize", "center", "count", "endswith", "find", "format", "index", "isalnum", "isalpha", "isdecimal",
+    "isdigit", "islower", "isnumeric", "isspace", "isupper", "join", "ljust", "lower", "lstrip", "partition",
+    "removeprefix", "removesuffix", "replace", "rfind", "rindex", "rjust", "rpartition", "rsplit", "rstrip", "split",
+    "splitlines", "startswith", "strip", "swapcase", "title", "upper", "zfill"};
 constexpr std::string_view kDictMethods[] = {"get", "items", "keys", "values", "copy"};
 constexpr std::string_view kListMethods[] = {"count", "index", "copy"};
 constexpr std::string_view kDictMutators[] = {"clear", "pop", "popitem", "setdefault", "update"};
@@ -71,9 +73,10 @@ bool affix_match(const std::string& s, const Value& affix, const Value& start, c
   return one(affix);
 }
 
-bool all_chars(const std::string& s, int (*pred)(int)) {
-  if (s.empty()) return false;
-  return std::all_of(s.begin(), s.end(), [pred](char c) { return pred(static_cast<unsigned char>(c)) != 0; });
+// str.isalpha() and its kin: a non-empty string whose every character has the property.
+bool all_chars(const std::string& s, bool (*pred)(uint32_t)) {
+  const std::vector<uint32_t> cps = text::code_points(s);
+  return !cps.empty() && std::all_of(cps.begin(), cps.end(), pred);
 }
 
 std::string pad(const std::string& s, int64_t width, char fill, int where) {  // where: -1 left-justify, 0 center
@@ -139,10 +142,22 @@ Value str_method(Interpreter& in, const std::string& s, const std::string& name,
   if (name == "strip") return strip_impl(true, true);
   if (name == "lstrip") return strip_impl(true, false);
   if (name == "rstrip") return strip_impl(false, true);
-  if (name == "upper" || name == "lower" || name == "title" || name == "capitalize") {
+  if (name == "upper" || name == "lower" || name == "title" || name == "capitalize" || name == "swapcase") {
     bind_args(args, {}, name);
     return Value(name == "upper" ? text::upper(s) : name == "lower" ? text::lower(s)
-                 : name == "title" ? text::py_title(s) : text::capitalize(s));
+                 : name == "title" ? text::py_title(s) : name == "swapcase" ? text::swapcase(s)
+                 : text::capitalize(s));
+  }
+  if (name == "partition" || name == "rpartition") {
+    const auto a = bind_args(args, {{"sep", {}, true}}, name);
+    if (!a[0].is_string()) fail(name + "() argument must be str, not " + type_name(a[0]));
+    const std::string& sep = a[0].as_string();
+    if (sep.empty()) fail("empty separator");
+    const size_t at = name == "partition" ? s.find(sep) : s.rfind(sep);
+    if (at == std::string::npos)
+      return name == "partition" ? Value::tuple({Value(s), Value(""), Value("")})
+                                 : Value::tuple({Value(""), Value(""), Value(s)});
+    return Value::tuple({Value(s.substr(0, at)), Value(sep), Value(s.substr(at + sep.size()))});
   }
   if (name == "startswith" || name == "endswith") {
     const auto a = bind_args(args, {{"affix", {}, true}, {"start", Value::none()}, {"end", Value::none()}}, name);
@@ -173,13 +188,13 @@ Value str_method(Interpreter& in, const std::string& s, const std::string& name,
     }
     return Value(text::replace(s, old, new_, count));
   }
-  if (name == "find" || name == "rfind" || name == "index" || name == "count") {
+  if (name == "find" || name == "rfind" || name == "index" || name == "rindex" || name == "count") {
     const auto a = bind_args(args, {{"sub", {}, true}}, name);
     if (!a[0].is_string()) fail(name + "() argument must be a string, not " + type_name(a[0]));
     const std::string& sub = a[0].as_string();
     if (name == "count") return Value(text::count(s, sub));
-    const int64_t at = name == "rfind" ? text::rfind(s, sub) : text::find(s, sub);
-    if (name == "index" && at < 0) fail("substring not found");
+    const int64_t at = name == "rfind" || name == "rindex" ? text::rfind(s, sub) : text::find(s, sub);
+    if ((name == "index" || name == "rindex") && at < 0) fail("substring not found");
     return Value(at);
   }
   if (name == "join") {
@@ -196,15 +211,16 @@ Value str_method(Interpreter& in, const std::string& s, const std::string& name,
     return Value(std::move(out));
   }
   if (name == "isdigit" || name == "isalpha" || name == "isalnum" || name == "isspace" || name == "islower" ||
-      name == "isupper") {
+      name == "isupper" || name == "isdecimal" || name == "isnumeric") {
     bind_args(args, {}, name);
-    if (name == "isdigit") return Value(all_chars(s, ::isdigit));
-    if (name == "isalpha") return Value(all_chars(s, ::isalpha));
-    if (name == "isalnum") return Value(all_chars(s, ::isalnum));
+    if (name == "isdigit") return Value(all_chars(s, unicode::is_digit));
+    if (name == "isalpha") return Value(all_chars(s, unicode::is_alpha));
+    if (name == "isalnum") return Value(all_chars(s, unicode::is_alnum));
+    if (name == "isdecimal") return Value(all_chars(s, unicode::is_decimal));
+    if (name == "isnumeric") return Value(all_chars(s, unicode::is_numeric));
     if (name == "islower") return Value(text::is_lower(s));
     if (name == "isupper") return Value(text::is_upper(s));
-    const auto cps = text::code_points(s);
-    return Value(!cps.empty() && std::all_of(cps.begin(), cps.end(), text::is_space));
+    return Value(all_chars(s, text::is_space));
   }
   if (name == "removeprefix" || name == "removesuffix") {
     const auto a = bind_args(args, {{"affix", {}, true}}, name);

@@ -9,6 +9,7 @@
 #include "chat/jinja_budget.h"
 #include "chat/jinja_error.h"
 #include "chat/jinja_text.h"
+#include "chat/jinja_unicode.h"
 
 namespace chat {
 
@@ -253,15 +254,6 @@ std::string float_repr(double d) {
 
 namespace {
 
-// Python marks these non-printable in repr(): controls, separators other than the space, format characters.
-bool printable(uint32_t cp) {
-  if (cp < 0x20 || cp == 0x7F) return false;
-  if (cp >= 0x80 && cp <= 0xA0) return false;
-  if (cp == 0xAD || (cp >= 0x2000 && cp <= 0x200F) || (cp >= 0x2028 && cp <= 0x202F)) return false;
-  if ((cp >= 0x205F && cp <= 0x206F) || cp == 0x3000 || cp == 0xFEFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
-  return true;
-}
-
 void repr_string(std::string& out, std::string_view s) {
   tick_bytes(s.size());
   const bool has_single = s.find('\'') != std::string_view::npos;
@@ -279,7 +271,7 @@ void repr_string(std::string& out, std::string_view s) {
       out += "\\r";
     } else if (cp == '\t') {
       out += "\\t";
-    } else if (!printable(cp)) {
+    } else if (!unicode::is_printable(cp)) {  // str.isprintable: Python escapes the rest
       char buf[16];
       if (cp < 0x100) std::snprintf(buf, sizeof buf, "\\x%02x", cp);
       else if (cp < 0x10000) std::snprintf(buf, sizeof buf, "\\u%04x", cp);

@@ -38,7 +38,7 @@ void json_string(std::string& out, std::string_view s, bool ensure_ascii) {
     if (cp < 0x20) {
       std::snprintf(buf, sizeof buf, "\\u%04x", cp);
       out += buf;
-    } else if (ensure_ascii && cp >= 0x80) {
+    } else if (ensure_ascii && cp >= 0x7F) {  // json.dumps escapes everything outside ' '..'~', DEL included
       if (cp >= 0x10000) {
         const uint32_t v = cp - 0x10000;
         std::snprintf(buf, sizeof buf, "\\u%04x\\u%04x", 0xD800 + (v >> 10), 0xDC00 + (v & 0x3FF));
