@@ -119,16 +119,16 @@ Value f_dictsort(Interpreter&, const Value& v, CallArgs& args) {
   if (!v.is_object() || v.is_namespace()) fail("dictsort needs a dict, not " + type_name(v));
   const bool by_value = to_str(a[1]) == "value";
   if (!by_value && to_str(a[1]) != "key") fail("dictsort: 'by' must be 'key' or 'value'");
-  std::vector<std::pair<std::string, Value>> items = v.object().items;
+  std::vector<std::pair<Value, Value>> items = v.object().items;
   const bool cs = truthy(a[0]);
   std::stable_sort(items.begin(), items.end(), [&](const auto& x, const auto& y) {
-    const Value kx = sort_key(by_value ? x.second : Value(x.first), cs);
-    const Value ky = sort_key(by_value ? y.second : Value(y.first), cs);
+    const Value kx = sort_key(by_value ? x.second : x.first, cs);
+    const Value ky = sort_key(by_value ? y.second : y.first, cs);
     return compare(kx, ky) < 0;
   });
   if (truthy(a[2])) std::reverse(items.begin(), items.end());
   std::vector<Value> out;
-  for (auto& [k, val] : items) out.push_back(Value::tuple({Value(k), val}));
+  for (auto& [k, val] : items) out.push_back(Value::tuple({k, val}));
   return Value::array(std::move(out));
 }
 
@@ -261,7 +261,7 @@ Value f_items(Interpreter&, const Value& v, CallArgs& args) {
   if (v.is_undefined()) return Value::array({});
   if (!v.is_object() || v.is_namespace()) fail("Can only get item pairs from a mapping.");
   std::vector<Value> out;
-  for (const auto& [k, val] : v.object().items) out.push_back(Value::tuple({Value(k), val}));
+  for (const auto& [k, val] : v.object().items) out.push_back(Value::tuple({k, val}));
   return Value::array(std::move(out));
 }
 
@@ -523,8 +523,7 @@ Value f_unique(Interpreter& in, const Value& v, CallArgs& args) {
   std::vector<Value> out, seen;
   for (Value& item : as_list(in, v)) {
     const Value key = sort_key(a[1].is_none() ? item : attribute_path(item, a[1]), truthy(a[0]));
-    if ((key.is_array() && !key.is_tuple()) || (key.is_object() && !key.is_namespace()))
-      fail("unhashable type: '" + type_name(key) + "'");  // Jinja's unique keeps a set of seen keys
+    if (!hashable(key)) fail("unhashable type: '" + type_name(key) + "'");  // Jinja's unique keeps a set of seen keys
     if (std::any_of(seen.begin(), seen.end(), [&](const Value& s) { return equals(s, key); })) continue;
     in.charge(static_cast<int64_t>(seen.size()));
     seen.push_back(key);

@@ -257,8 +257,8 @@ Value dict_method(Interpreter& in, const Value& d, const std::string& name, Call
   const auto& items = d.object().items;
   if (name == "get") {
     const auto a = bind_args(args, {{"key", {}, true}, {"default", Value::none()}}, name);
-    if (a[0].is_string())
-      if (const Value* v = d.object().find(a[0].as_string())) return *v;
+    if (!hashable(a[0])) fail("unhashable type: '" + type_name(a[0]) + "'");
+    if (const Value* v = d.object().find_key(a[0])) return *v;
     return a[1];
   }
   bind_args(args, {}, name);
@@ -266,8 +266,8 @@ Value dict_method(Interpreter& in, const Value& d, const std::string& name, Call
   if (name == "copy") return d;
   std::vector<Value> out;
   for (const auto& [k, v] : items) {
-    if (name == "items") out.push_back(Value::tuple({Value(k), v}));
-    else if (name == "keys") out.emplace_back(k);
+    if (name == "items") out.push_back(Value::tuple({k, v}));
+    else if (name == "keys") out.push_back(k);
     else out.push_back(v);
   }
   return Value::array(std::move(out));
@@ -311,8 +311,8 @@ Value g_range(Interpreter& in, CallArgs& args) {
 }
 
 // dict(mapping, **kwargs) and namespace(mapping, **kwargs) share their argument handling.
-std::vector<std::pair<std::string, Value>> mapping_args(CallArgs& args, const char* fn) {
-  std::vector<std::pair<std::string, Value>> items;
+std::vector<std::pair<Value, Value>> mapping_args(CallArgs& args, const char* fn) {
+  std::vector<std::pair<Value, Value>> items;
   if (args.positional.size() > 1) fail(std::string(fn) + "() takes at most one positional argument");
   if (!args.positional.empty()) {
     const Value& m = args.positional[0];
@@ -320,23 +320,26 @@ std::vector<std::pair<std::string, Value>> mapping_args(CallArgs& args, const ch
       items = m.object().items;
     } else {
       for (const Value& pair : iterate(m)) {
-        if (!pair.is_array() || pair.items().size() != 2 || !pair.items()[0].is_string())
-          fail(std::string(fn) + "(): expected a mapping or (string key, value) pairs");
-        items.emplace_back(pair.items()[0].as_string(), pair.items()[1]);
+        if (!pair.is_array() || pair.items().size() != 2)
+          fail(std::string(fn) + "(): expected a mapping or (key, value) pairs");
+        items.emplace_back(pair.items()[0], pair.items()[1]);
       }
     }
   }
-  for (auto& kv : args.keyword) items.push_back(kv);
+  for (auto& [k, v] : args.keyword) items.emplace_back(Value(k), v);
   return items;
 }
 
-Value g_dict(Interpreter&, CallArgs& args) { return Value::object(mapping_args(args, "dict")); }
+Value g_dict(Interpreter&, CallArgs& args) { return Value::dict(mapping_args(args, "dict")); }
 
 Value g_namespace(Interpreter&, CallArgs& args) {
-  auto items = mapping_args(args, "namespace");
-  for (const auto& [k, v] : items)
+  std::vector<std::pair<std::string, Value>> attrs;
+  for (auto& [k, v] : mapping_args(args, "namespace")) {
+    if (!k.is_string()) fail("namespace() attribute names must be strings, not " + type_name(k));
     if (v.holds_namespace()) fail("storing a namespace inside a namespace is not supported");
-  return Value::make_namespace(std::move(items));
+    attrs.emplace_back(k.as_string(), std::move(v));
+  }
+  return Value::make_namespace(std::move(attrs));
 }
 
 Value g_joiner(Interpreter&, CallArgs& args) {

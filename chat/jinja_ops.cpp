@@ -275,12 +275,12 @@ Value get_item(const Value& obj, const Value& key) {
     if (!str) return obj.items()[i];
     return Value(obj.as_string().substr(b[i], b[i + 1] - b[i]));
   }
-  if (key.is_string()) {
-    if (obj.is_object() && !obj.is_namespace()) {
-      if (const Value* v = obj.object().find(key.as_string())) return *v;
-    }
-    return get_attr(obj, key.as_string());
+  // Jinja's getitem: obj[key], then (for a string key) the attribute; any failure, an unhashable key included, is
+  // an Undefined.
+  if (obj.is_object() && !obj.is_namespace() && hashable(key)) {
+    if (const Value* v = obj.object().find_key(key)) return *v;
   }
+  if (key.is_string()) return get_attr(obj, key.as_string());
   return Value::undefined(object_repr(obj) + " has no element " + repr(key));
 }
 
@@ -386,7 +386,7 @@ bool contains(const Value& container, const Value& item) {
       if (container.is_namespace()) break;
       if (item.is_array() && !item.is_tuple()) fail("unhashable type: 'list'");
       if (item.is_object() && !item.is_namespace()) fail("unhashable type: 'dict'");
-      return item.is_string() && container.object().find(item.as_string()) != nullptr;
+      return container.object().find_key(item) != nullptr;
     default: break;
   }
   fail("argument of type '" + type_name(container) + "' is not iterable");

@@ -115,6 +115,17 @@ Value Value::object(std::vector<std::pair<std::string, Value>> items) {
   return v;
 }
 
+Value Value::dict(std::vector<std::pair<Value, Value>> items) {
+  auto data = std::make_shared<ObjectData>();
+  for (auto& [k, val] : items) {
+    if (!hashable(k)) fail(TemplateError::Kind::Render, "unhashable type: '" + type_name(k) + "'");
+    data->set(std::move(k), std::move(val));
+  }
+  Value v;
+  v.v_ = std::move(data);
+  return v;
+}
+
 Value Value::make_namespace(std::vector<std::pair<std::string, Value>> items) {
   Value v = object(std::move(items));
   std::get<std::shared_ptr<ObjectData>>(v.v_)->is_namespace = true;
@@ -165,23 +176,38 @@ bool Value::same_object(const Value& other) const {
 const Value* ObjectData::find(std::string_view key) const {
   if (items.size() > 64) tick(static_cast<int64_t>(items.size() >> 6));  // linear search: large dicts cost more
   for (const auto& [k, v] : items)
-    if (k == key) return &v;
+    if (k.is_string() && k.as_string() == key) return &v;
   return nullptr;
 }
 
-void ObjectData::set(std::string key, Value value) {
-  const int d = value.depth() + 1;
+const Value* ObjectData::find_key(const Value& key) const {
+  if (key.is_string()) return find(std::string_view(key.as_string()));
+  if (items.size() > 64) tick(static_cast<int64_t>(items.size() >> 6));
+  for (const auto& [k, v] : items)
+    if (!k.is_string() && equals(k, key)) return &v;
+  return nullptr;
+}
+
+void ObjectData::set(Value key, Value value) {
+  const int d = std::max(value.depth(), key.depth()) + 1;
   if (d > kMaxValueDepth)
     fail(TemplateError::Kind::Limit, "data nested deeper than " + std::to_string(kMaxValueDepth) + " levels");
   depth = std::max(depth, d);
   holds_namespace = holds_namespace || value.holds_namespace();
-  for (auto& [k, v] : items) {
-    if (k == key) {
-      v = std::move(value);
-      return;
-    }
+  // Python keeps the first key object and its position, and takes the new value.
+  if (const Value* existing = find_key(key)) {
+    *const_cast<Value*>(existing) = std::move(value);
+    return;
   }
   items.emplace_back(std::move(key), std::move(value));
+}
+
+bool hashable(const Value& v) {
+  if (v.is_array()) {
+    if (!v.is_tuple()) return false;
+    return std::all_of(v.items().begin(), v.items().end(), [](const Value& x) { return hashable(x); });
+  }
+  return !v.is_object() && !v.is_undefined();
 }
 
 bool truthy(const Value& v) {
@@ -305,7 +331,7 @@ void append_items(std::string& out, const Value& v) {
   for (const auto& [k, item] : v.object().items) {
     if (!first) out += ", ";
     first = false;
-    repr_string(out, k);
+    append_repr(out, k);
     out += ": ";
     append_repr(out, item);
   }
@@ -385,7 +411,7 @@ bool equals(const Value& a, const Value& b) {
       const auto& ai = a.object().items;
       if (ai.size() != b.object().items.size()) return false;
       for (const auto& [k, v] : ai) {
-        const Value* other = b.object().find(k);
+        const Value* other = b.object().find_key(k);
         if (!other || !equals(v, *other)) return false;
       }
       return true;

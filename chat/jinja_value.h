@@ -56,6 +56,9 @@ class Value {
   static Value tuple(std::vector<Value> items);
   // Keys keep their first position; a repeated key replaces the earlier value (as a Python dict literal does).
   static Value object(std::vector<std::pair<std::string, Value>> items);
+  // A dict with keys of any hashable type ({0: 'a', none: 1, (1, 2): 3}), as a dict literal makes it; an
+  // unhashable key (a list or dict) throws TemplateError(Render), as Python raises TypeError.
+  static Value dict(std::vector<std::pair<Value, Value>> items);
   static Value make_namespace(std::vector<std::pair<std::string, Value>> items);
   static Value function(std::string name, Function fn);
   // JSON text -> value: chat::parse_json (chat/json.h), but malformed text throws TemplateError(Render), so that
@@ -109,16 +112,23 @@ struct ArrayData {
   bool holds_namespace = false;
 };
 
-// A dict (insertion-ordered, string keys) or a namespace() object. Only namespaces are ever changed after creation.
+// A dict or a namespace() object, insertion-ordered. Keys are strings for everything JSON gives, for namespaces and
+// keyword arguments; a dict literal may use any hashable value (int, float, bool, None, str, tuples of them), compared
+// as Python compares dict keys (1, 1.0 and True are one key). Only namespaces are ever changed after creation.
 struct ObjectData {
-  std::vector<std::pair<std::string, Value>> items;
+  std::vector<std::pair<Value, Value>> items;  // key, value
   bool is_namespace = false;
   int depth = 1;
   bool holds_namespace = false;
 
-  const Value* find(std::string_view key) const;
-  void set(std::string key, Value value);  // namespace attribute assignment; replaces in place
+  const Value* find(std::string_view key) const;  // the value of a string key
+  const Value* find_key(const Value& key) const;  // the value of any key
+  void set(Value key, Value value);  // adds, or replaces in place (namespace attribute assignment, dict building)
 };
+
+// Whether Python could use v as a dict key (str, numbers, None, tuples of hashables); lists, dicts and
+// namespaces are not.
+bool hashable(const Value& v);
 
 struct FunctionData {
   std::string name;

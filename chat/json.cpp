@@ -53,6 +53,25 @@ void json_string(std::string& out, std::string_view s, bool ensure_ascii) {
   out += '"';
 }
 
+// A dict key as json.dumps writes it: JSON keys are strings, so numbers, booleans and None are converted.
+std::string key_text(const Value& k) {
+  switch (k.type()) {
+    case Type::String: return k.as_string();
+    case Type::None: return "null";
+    case Type::Bool: return k.as_bool() ? "true" : "false";
+    case Type::Int: return std::to_string(k.as_int());
+    case Type::Float: {
+      const double d = k.as_float();
+      if (std::isnan(d)) return "NaN";
+      if (std::isinf(d)) return d > 0 ? "Infinity" : "-Infinity";
+      return jinja::float_repr(d);
+    }
+    default: break;
+  }
+  throw TemplateError(TemplateError::Kind::Render,
+                      "keys must be str, int, float, bool or None, not " + jinja::type_name(k));
+}
+
 struct JsonWriter {
   const JsonOptions& opt;
   std::string out;
@@ -104,10 +123,12 @@ struct JsonWriter {
       }
       case Type::Object: {
         if (v.is_namespace()) break;
-        std::vector<const std::pair<std::string, Value>*> items;
+        std::vector<const std::pair<Value, Value>*> items;
         for (const auto& kv : v.object().items) items.push_back(&kv);
+        // Python sorts by the keys themselves (before turning them into strings), so 2 comes before 10.
         if (opt.sort_keys)
-          std::stable_sort(items.begin(), items.end(), [](auto* a, auto* b) { return a->first < b->first; });
+          std::stable_sort(items.begin(), items.end(),
+                           [](auto* a, auto* b) { return jinja::compare(a->first, b->first) < 0; });
         if (items.empty()) {
           out += "{}";
           return;
@@ -116,7 +137,7 @@ struct JsonWriter {
         for (size_t i = 0; i < items.size(); ++i) {
           if (i) out += item_sep();
           if (indented()) newline(level + 1);
-          json_string(out, items[i]->first, opt.ensure_ascii);
+          json_string(out, key_text(items[i]->first), opt.ensure_ascii);
           out += opt.key_separator;
           write(items[i]->second, level + 1);
         }

@@ -98,19 +98,19 @@ Value check_tool_calls(const Value& calls, const std::string& where, const Messa
     if (!call.is_object()) fail(Kind::Type, at, "a tool call must be an object, not " + json_type(call));
     expect_string(field(call, "id"), at + ".id");
     expect_string(field(call, "type"), at + ".type");
-    std::vector<std::pair<std::string, Value>> fields = call.object().items;
+    std::vector<std::pair<Value, Value>> fields = call.object().items;  // JSON: every key is a string
     for (auto& [key, value] : fields) {
-      if (key != "function") continue;
+      if (key.as_string() != "function") continue;
       if (!value.is_object()) fail(Kind::Type, at + ".function", "must be an object, not " + json_type(value));
       const Value* name = field(value, "name");
       if (!name) fail(Kind::Missing, at + ".function", "a function call needs a \"name\"");
       expect_string(name, at + ".function.name");
-      std::vector<std::pair<std::string, Value>> function = value.object().items;
+      std::vector<std::pair<Value, Value>> function = value.object().items;
       for (auto& [fkey, fvalue] : function)
-        if (fkey == "arguments") fvalue = check_arguments(fvalue, at + ".function.arguments", options);
-      value = Value::object(std::move(function));
+        if (fkey.as_string() == "arguments") fvalue = check_arguments(fvalue, at + ".function.arguments", options);
+      value = Value::dict(std::move(function));
     }
-    out.push_back(Value::object(std::move(fields)));
+    out.push_back(Value::dict(std::move(fields)));
   }
   return Value::array(std::move(out));
 }
@@ -120,7 +120,8 @@ ChatMessage message_from_value(const Value& m, const std::string& where, const M
   ChatMessage out;
   out.content = Value();  // absent unless the JSON has one
   bool has_role = false;
-  for (const auto& [key, value] : m.object().items) {
+  for (const auto& [json_key, value] : m.object().items) {
+    const std::string& key = json_key.as_string();  // JSON object keys are strings
     const std::string at = where + "." + key;
     out.field_order.push_back(key);
     if (key == "role") {

@@ -122,7 +122,7 @@ std::string check_render(const chat::ChatTemplate& t, const Conversation& c, cha
 std::vector<std::string> corpus_templates() {
   const Value corpus = read_json(kDir / "corpus.json");
   std::vector<std::string> names;
-  for (const auto& [name, spec] : get(corpus, "templates").object().items) names.push_back(name);
+  for (const auto& [name, spec] : get(corpus, "templates").object().items) names.push_back(name.as_string());
   return names;
 }
 
@@ -142,19 +142,20 @@ TEST_P(ChatCorpus, RendersLikeJinja2) {
   std::map<std::string, chat::jinja::Variables> variants = {{"", {}}};
   if (get(spec, "variants").is_object())
     for (const auto& [variant, vars] : get(spec, "variants").object().items)
-      variants[variant] = vars.object().items;
+      for (const auto& [name, value] : vars.object().items) variants[variant.as_string()].emplace_back(name.as_string(), value);
 
   // Every conversation x variant has an expected result, and nothing else does: a stale expected file fails.
   std::set<std::string> keys;
   for (const auto& [conv, c] : conversations)
     for (const auto& [variant, vars] : variants) keys.insert(conv + (variant.empty() ? "" : "@" + variant));
   std::set<std::string> expected_keys;
-  for (const auto& [key, v] : expected.object().items) expected_keys.insert(key);
+  for (const auto& [key, v] : expected.object().items) expected_keys.insert(key.as_string());
   EXPECT_EQ(keys, expected_keys) << "tests/chat/expected/" << name
                                  << ".json is stale: run python3 tests/chat/render_expected.py";
 
   int checked = 0;
-  for (const auto& [key, results] : expected.object().items) {
+  for (const auto& [key_value, results] : expected.object().items) {
+    const std::string& key = key_value.as_string();
     const size_t at = key.find('@');
     const std::string conv = key.substr(0, at);
     const std::string variant = at == std::string::npos ? "" : key.substr(at + 1);

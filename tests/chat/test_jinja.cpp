@@ -323,6 +323,24 @@ struct ErrorCase {
   const char* message_part;
 };
 
+// Dict literals take any hashable key, with Python's key equality (1, 1.0 and True are one key); JSON output
+// turns the keys into strings as json.dumps does. Seed-OSS's template looks up {0: 0, 512: 128, ...} by number.
+TEST(JinjaValues, DictKeysOfAnyHashableType) {
+  expect_cases({
+      {"{{ {1: 'a', 1.0: 'b', true: 'c'} }}", "{1: 'c'}"},
+      {"{{ {none: 1, (1, 2): 'x', 'k': [1]} }}", "{None: 1, (1, 2): 'x', 'k': [1]}"},
+      {"{{ {0: 0, 512: 128, 16: 1}|dictsort }}", "[(0, 0), (16, 1), (512, 128)]"},
+      {"{{ {2: 'x'}[2] }}{{ {2: 'x'}[2.0] }}|{{ {2: 'x'}['2'] }}", "xx|"},
+      {"{{ 2 in {2: 1} }} {{ '2' in {2: 1} }}", "True False"},
+      {"{% for k, v in {3: 'c', 1: 'a'}.items() %}{{ k + 1 }}{{ v }}{% endfor %}", "4c2a"},
+      {"{{ {1: 2, true: 3, none: 4, 1.5: 5}|tojson }}", "{\"1\": 3, \"null\": 4, \"1.5\": 5}"},
+      {"{{ {2: 'a', 10: 'b'}|tojson(sort_keys=true) }}", "{\"2\": \"a\", \"10\": \"b\"}"},
+      {"{{ dict([(1, 2)]) == {1.0: 2} }}", "True"},
+      {"{{ {1: 2}.get(1) }}{{ {1: 2}.keys()|list }}", "2[1]"},
+      {"{{ {'a': 1}[[1]] is defined }}", "False"},  // an unhashable key is a failed lookup, as in Jinja
+  });
+}
+
 TEST(JinjaErrors, SyntaxAndRenderErrorsHaveLineAndColumn) {
   using K = TemplateError::Kind;
   const ErrorCase cases[] = {
@@ -361,7 +379,7 @@ TEST(JinjaErrors, SyntaxAndRenderErrorsHaveLineAndColumn) {
       {"{{ 'x' | trim(bogus=1) }}", K::Render, 1, 10, "unexpected keyword argument 'bogus'"},
       {"{% if x %}{{ x | nosuch }}{% endif %}", K::Render, 1, 18, "no filter named 'nosuch'"},
       {"{{ 9223372036854775807 + 1 }}", K::Render, 1, 24, "integer overflow"},
-      {"{{ {1: 2} }}", K::Render, 1, 4, "dict keys must be strings"},
+      {"{{ {[1]: 2} }}", K::Render, 1, 4, "unhashable type: 'list'"},
   };
   for (const ErrorCase& c : cases) {
     SCOPED_TRACE(c.text);
