@@ -87,53 +87,6 @@ std::string pad(const std::string& s, int64_t width, char fill, int where) {  //
   return std::string(left, fill) + s + std::string(total - left, fill);
 }
 
-// str.format with positional ({} {0}) and keyword ({name}) fields and !s / !r conversions; no format specs.
-std::string str_format(const std::string& fmt, const CallArgs& args) {
-  std::string out;
-  size_t auto_index = 0;
-  for (size_t i = 0; i < fmt.size(); ++i) {
-    const char c = fmt[i];
-    if (c == '}' ) {
-      if (i + 1 < fmt.size() && fmt[i + 1] == '}') ++i;
-      else fail("str.format: single '}' encountered in format string");
-      out += '}';
-      continue;
-    }
-    if (c != '{') {
-      out += c;
-      continue;
-    }
-    if (i + 1 < fmt.size() && fmt[i + 1] == '{') {
-      out += '{';
-      ++i;
-      continue;
-    }
-    const size_t close = fmt.find('}', i);
-    if (close == std::string::npos) fail("str.format: single '{' encountered in format string");
-    std::string field = fmt.substr(i + 1, close - i - 1);
-    i = close;
-    char conversion = 's';
-    if (const size_t bang = field.find('!'); bang != std::string::npos) {
-      if (bang + 2 != field.size()) fail("str.format: bad conversion in '{" + field + "}'");
-      conversion = field[bang + 1];
-      field.resize(bang);
-    }
-    if (field.find(':') != std::string::npos) fail("str.format: format specs are not supported in chat templates");
-    const Value* v = nullptr;
-    if (field.empty() || std::all_of(field.begin(), field.end(), ::isdigit)) {
-      const size_t k = field.empty() ? auto_index++ : std::stoul(field);
-      if (k >= args.positional.size()) fail("str.format: replacement index " + std::to_string(k) + " out of range");
-      v = &args.positional[k];
-    } else {
-      for (const auto& [name, val] : args.keyword)
-        if (name == field) v = &val;
-      if (!v) fail("str.format: no argument named '" + field + "'");
-    }
-    out += conversion == 'r' ? repr(*v) : to_str(*v);
-  }
-  return out;
-}
-
 Value str_method(Interpreter& in, const std::string& s, const std::string& name, CallArgs& args) {
   auto strip_impl = [&](bool left, bool right) {
     const auto a = bind_args(args, {{"chars", Value::none()}}, name);
@@ -357,7 +310,7 @@ Value g_joiner(Interpreter&, CallArgs& args) {
 }
 
 Value g_raise_exception(Interpreter&, CallArgs& args) {
-  const auto a = bind_args(args, {{"message", Value("")}}, "raise_exception");
+  const auto a = bind_args(args, {{"message", {}, true}}, "raise_exception");
   throw TemplateError(TemplateError::Kind::Raised, to_str(a[0]));
 }
 
