@@ -1,8 +1,6 @@
 // OpenAI-style messages and tools JSON -> ChatMessages and the tools value (see messages_json.h).
 #include "chat/messages_json.h"
 
-#include <algorithm>
-
 #include "chat/jinja_error.h"
 #include "chat/json.h"
 

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cctype>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -15,8 +16,8 @@
 #include <vector>
 
 #include "chat/chat_template.h"
-#include "chat/messages_json.h"
 #include "chat/json.h"
+#include "chat/messages_json.h"
 
 namespace {
 
@@ -142,7 +143,8 @@ TEST_P(ChatCorpus, RendersLikeJinja2) {
   std::map<std::string, chat::jinja::Variables> variants = {{"", {}}};
   if (get(spec, "variants").is_object())
     for (const auto& [variant, vars] : get(spec, "variants").object().items)
-      for (const auto& [name, value] : vars.object().items) variants[variant.as_string()].emplace_back(name.as_string(), value);
+      for (const auto& [name, value] : vars.object().items)
+        variants[variant.as_string()].emplace_back(name.as_string(), value);
 
   // Every conversation x variant has an expected result, and nothing else does: a stale expected file fails.
   std::set<std::string> keys;
@@ -175,8 +177,9 @@ TEST_P(ChatCorpus, RendersLikeJinja2) {
 
 INSTANTIATE_TEST_SUITE_P(Templates, ChatCorpus, ::testing::ValuesIn(corpus_templates()),
                          [](const ::testing::TestParamInfo<std::string>& info) {
-                           std::string s = info.param;
-                           std::replace_if(s.begin(), s.end(), [](char c) { return !std::isalnum((unsigned char)c); }, '_');
+                           std::string s = info.param;  // test names allow only letters, digits and '_'
+                           auto other = [](char c) { return !std::isalnum(static_cast<unsigned char>(c)); };
+                           std::replace_if(s.begin(), s.end(), other, '_');
                            return s;
                          });
 

@@ -82,7 +82,8 @@ TEST(Json, ErrorsSayWhatAndWhere) {
     EXPECT_EQ(e.offset(), b.offset);
   }
   const JsonError e = parse_error("[1,\n x]");
-  EXPECT_STREQ(e.what(), "invalid JSON at line 2, column 2 (offset 5): unexpected character 'x'; expected a JSON value");
+  EXPECT_STREQ(e.what(),
+               "invalid JSON at line 2, column 2 (offset 5): unexpected character 'x'; expected a JSON value");
 }
 
 TEST(Json, NestingIsBounded) {
@@ -117,7 +118,8 @@ TEST(Json, ToJsonLikeTojson) {
   EXPECT_EQ(chat::to_json(v), R"({"b": [1, 2.0, "x"], "a": {}, "c": []})");
   chat::JsonOptions indented;
   indented.indent = 2;
-  EXPECT_EQ(chat::to_json(v, indented), "{\n  \"b\": [\n    1,\n    2.0,\n    \"x\"\n  ],\n  \"a\": {},\n  \"c\": []\n}");
+  EXPECT_EQ(chat::to_json(v, indented),
+            "{\n  \"b\": [\n    1,\n    2.0,\n    \"x\"\n  ],\n  \"a\": {},\n  \"c\": []\n}");
   chat::JsonOptions compact;
   compact.item_separator = ",";
   compact.key_separator = ":";

@@ -93,7 +93,8 @@ TEST(MessagesJson, InvalidJsonSaysWhere) {
   EXPECT_EQ(e.line(), 2);
   EXPECT_EQ(e.column(), 19);
   EXPECT_EQ(e.offset(), 20u);
-  EXPECT_STREQ(e.what(), "messages: invalid JSON at line 2, column 19 (offset 20): expected a string key in double quotes");
+  EXPECT_STREQ(e.what(),
+               "messages: invalid JSON at line 2, column 19 (offset 20): expected a string key in double quotes");
 }
 
 TEST(MessagesJson, BadShapesNameTheValue) {
