@@ -334,7 +334,7 @@ Value g_strftime_now(Interpreter& in, CallArgs& args) {
 bool has_method(const Value& obj, std::string_view name) {
   switch (obj.type()) {
     case Type::String: return listed(kStrMethods, name);
-    case Type::Array: return listed(kListMethods, name) || listed(kListMutators, name);
+    case Type::Array: return !obj.is_lazy() && (listed(kListMethods, name) || listed(kListMutators, name));
     case Type::Object: return !obj.is_namespace() && (listed(kDictMethods, name) || listed(kDictMutators, name));
     default: return false;
   }

@@ -115,6 +115,14 @@ Value Value::object(std::vector<std::pair<std::string, Value>> items) {
   return v;
 }
 
+Value Value::lazy(std::vector<Value> items, const char* python_type, const char* origin) {
+  Value v = array(std::move(items));
+  auto& data = const_cast<ArrayData&>(*std::get<std::shared_ptr<const ArrayData>>(v.v_));  // new, not yet shared
+  data.lazy_type = python_type;
+  data.lazy_origin = origin;
+  return v;
+}
+
 Value Value::dict(std::vector<std::pair<Value, Value>> items) {
   auto data = std::make_shared<ObjectData>();
   for (auto& [k, val] : items) {
@@ -140,6 +148,13 @@ Value Value::function(std::string name, Function fn) {
 
 bool Value::is_namespace() const { return is_object() && object().is_namespace; }
 bool Value::is_tuple() const { return is_array() && std::get<std::shared_ptr<const ArrayData>>(v_)->tuple; }
+bool Value::is_lazy() const { return lazy_type() != nullptr; }
+const char* Value::lazy_type() const {
+  return is_array() ? std::get<std::shared_ptr<const ArrayData>>(v_)->lazy_type : nullptr;
+}
+const char* Value::lazy_origin() const {
+  return is_array() ? std::get<std::shared_ptr<const ArrayData>>(v_)->lazy_origin : nullptr;
+}
 
 double Value::as_float() const {
   if (is_float()) return std::get<double>(v_);
@@ -203,6 +218,7 @@ void ObjectData::set(Value key, Value value) {
 }
 
 bool hashable(const Value& v) {
+  if (v.is_lazy()) return true;  // Python hashes iterators by identity
   if (v.is_array()) {
     if (!v.is_tuple()) return false;
     return std::all_of(v.items().begin(), v.items().end(), [](const Value& x) { return hashable(x); });
@@ -218,7 +234,7 @@ bool truthy(const Value& v) {
     case Type::Int: return v.as_int() != 0;
     case Type::Float: return v.as_float() != 0.0;
     case Type::String: return !v.as_string().empty();
-    case Type::Array: return !v.items().empty();
+    case Type::Array: return v.is_lazy() || !v.items().empty();  // a Python iterator is always true
     case Type::Object: return v.is_namespace() || !v.object().items.empty();
     case Type::Function: return true;
   }
@@ -233,7 +249,9 @@ std::string type_name(const Value& v) {
     case Type::Int: return "int";
     case Type::Float: return "float";
     case Type::String: return "str";
-    case Type::Array: return v.is_tuple() ? "tuple" : "list";
+    case Type::Array:
+      if (v.is_lazy()) return v.lazy_type();
+      return v.is_tuple() ? "tuple" : "list";
     case Type::Object: return v.is_namespace() ? "Namespace" : "dict";
     case Type::Function: return "function";
   }
@@ -313,6 +331,14 @@ void repr_string(std::string& out, std::string_view s) {
 void append_repr(std::string& out, const Value& v);
 
 void append_items(std::string& out, const Value& v) {
+  if (v.is_lazy()) {  // Python adds the object's address, which means nothing here
+    out += '<';
+    out += v.lazy_type();
+    out += " object";
+    if (const char* origin = v.lazy_origin()) out.append(" ").append(origin);
+    out += '>';
+    return;
+  }
   if (v.is_array()) {
     const bool tuple = v.is_tuple();
     out += tuple ? '(' : '[';
@@ -401,6 +427,7 @@ bool equals(const Value& a, const Value& b) {
       tick_bytes(a.as_string().size());
       return a.as_string() == b.as_string();
     case Type::Array: {
+      if (a.is_lazy() || b.is_lazy()) return a.same_object(b);  // iterators compare by identity
       if (a.is_tuple() != b.is_tuple() || a.items().size() != b.items().size()) return false;
       for (size_t i = 0; i < a.items().size(); ++i)
         if (!equals(a.items()[i], b.items()[i])) return false;
@@ -436,7 +463,7 @@ int compare(const Value& a, const Value& b, std::string_view op) {
     const int c = a.as_string().compare(b.as_string());  // UTF-8 byte order is code point order
     return c < 0 ? -1 : c > 0 ? 1 : 0;
   }
-  if (a.is_array() && b.is_array() && a.is_tuple() == b.is_tuple()) {
+  if (a.is_array() && b.is_array() && a.is_tuple() == b.is_tuple() && !a.is_lazy() && !b.is_lazy()) {
     const auto& x = a.items();
     const auto& y = b.items();
     for (size_t i = 0; i < x.size() && i < y.size(); ++i) {

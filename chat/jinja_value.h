@@ -54,6 +54,10 @@ class Value {
   static Value undefined(std::string hint);
   static Value array(std::vector<Value> items);
   static Value tuple(std::vector<Value> items);
+  // The lazy iterator a Python filter returns (map, select, ... give a "generator" made by `origin`; reverse a
+  // "list_reverseiterator"). Its items are computed at once, but it behaves as Python's does wherever a template
+  // can tell: always true, no len(), indexing gives an undefined value, no + or *, printed as an object.
+  static Value lazy(std::vector<Value> items, const char* python_type, const char* origin = nullptr);
   // Keys keep their first position; a repeated key replaces the earlier value (as a Python dict literal does).
   static Value object(std::vector<std::pair<std::string, Value>> items);
   // A dict with keys of any hashable type ({0: 'a', none: 1, (1, 2): 3}), as a dict literal makes it; an
@@ -78,6 +82,9 @@ class Value {
   bool is_number() const { return is_int() || is_float() || is_bool(); }  // bool is an int in Python
   bool is_namespace() const;
   bool is_tuple() const;
+  bool is_lazy() const;  // an array made by Value::lazy
+  const char* lazy_type() const;    // its Python type; null for a list or tuple
+  const char* lazy_origin() const;  // the generator function, or null
 
   // Accessors; the caller has checked the type.
   bool as_bool() const { return std::get<bool>(v_); }
@@ -108,6 +115,8 @@ class Value {
 struct ArrayData {
   std::vector<Value> items;
   bool tuple = false;
+  const char* lazy_type = nullptr;    // Value::lazy: the Python type; null for a list or tuple
+  const char* lazy_origin = nullptr;  // Value::lazy: the generator function, if any
   int depth = 1;
   bool holds_namespace = false;
 };

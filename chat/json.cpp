@@ -106,6 +106,7 @@ struct JsonWriter {
       }
       case Type::String: json_string(out, v.as_string(), opt.ensure_ascii); return;
       case Type::Array: {
+        if (v.is_lazy()) break;  // json.dumps cannot serialise an iterator
         const auto& items = v.items();
         if (items.empty()) {
           out += "[]";

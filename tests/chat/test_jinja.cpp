@@ -341,6 +341,25 @@ TEST(JinjaValues, DictKeysOfAnyHashableType) {
   });
 }
 
+// map, select, reject, selectattr, rejectattr, unique, batch, items and reverse give Python iterators: always true
+// in a test (even when empty), without len() or indexing, printed as an object; everything that iterates takes them.
+TEST(JinjaValues, FilterResultsBehaveAsPythonIterators) {
+  expect_cases({
+      {"{% if msgs|selectattr('role', 'equalto', 'tool') %}yes{% endif %}", "yes"},
+      {"{{ msgs|selectattr('role', 'equalto', 'tool')|list|length }}", "0"},
+      {"{{ (msgs|map(attribute='role'))[0] is defined }}", "False"},
+      {"{{ msgs|map(attribute='role')|join(',') }}|{{ 'user' in msgs|map(attribute='role') }}", "user,assistant,user|True"},
+      {"{% for r in msgs|map(attribute='role') %}{{ loop.index }}/{{ loop.length }} {% endfor %}", "1/3 2/3 3/3 "},
+      {"{{ [3, 1, 2]|select('odd')|sum }} {{ [3, 1, 2]|reverse|first }} {{ [3, 1]|reverse is sequence }}", "4 2 False"},
+      {"{{ [1, 2]|map('string') }}|{{ [1]|reverse }}", "<generator object sync_do_map>|<list_reverseiterator object>"},
+  });
+  for (const char* text : {"{{ msgs|map(attribute='role')|length }}", "{{ msgs|map(attribute='role')|last }}",
+                           "{{ [1]|select|tojson }}", "{{ ([1]|select) + [1] }}"}) {
+    SCOPED_TRACE(text);
+    EXPECT_EQ(render_error(text, common_vars()).kind(), TemplateError::Kind::Render);
+  }
+}
+
 TEST(JinjaErrors, SyntaxAndRenderErrorsHaveLineAndColumn) {
   using K = TemplateError::Kind;
   const ErrorCase cases[] = {
