@@ -198,7 +198,12 @@ Interpreter::Flow Interpreter::exec_for(const Stmt& s, const ScopePtr& scope) {
     }
     items = std::move(kept);
   }
-  if (items.empty()) return exec_body(s.else_body, scope);
+  if (items.empty()) {
+    // Jinja runs the else block in a frame of its own, like the body: what it sets stays inside.
+    auto inner = std::make_shared<Scope>();
+    inner->parent = scope;
+    return exec_body(s.else_body, inner);
+  }
   const int64_t n = static_cast<int64_t>(items.size());
   for (int64_t i = 0; i < n; ++i) {
     charge(1);

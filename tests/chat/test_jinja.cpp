@@ -92,6 +92,7 @@ TEST(JinjaStatements, SetScopingAndNamespaces) {
   expect_cases({
       {"{% set x = 1 %}{% for i in [1] %}{% set x = 2 %}{{ x }}{% endfor %}{{ x }}", "21"},  // loops scope
       {"{% if true %}{% set y = 5 %}{% endif %}{{ y }}", "5"},                              // ifs do not
+      {"{% for i in [] %}{% else %}{% set z = 3 %}{{ z }}{% endfor %}[{{ z }}]", "3[]"},    // a loop's else does
       {"{% set ns = namespace(n=0) %}{% for i in range(4) %}{% set ns.n = ns.n + i %}{% endfor %}{{ ns.n }}", "6"},
       {"{% set ns = namespace({'a': 1}, b=2) %}{{ ns.a }}{{ ns.b }}{{ ns.c }}", "12"},
       {"{% set ns = namespace() %}{% set ns.found = false %}{% for m in msgs %}{% if m.role == 'assistant' %}"
