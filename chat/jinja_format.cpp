@@ -8,6 +8,7 @@
 #include <cstring>
 #include <string_view>
 
+#include "chat/jinja_budget.h"
 #include "chat/jinja_builtins.h"
 #include "chat/jinja_error.h"
 #include "chat/jinja_text.h"
@@ -175,7 +176,7 @@ std::string format_float(double d, const Spec& p) {
     if (p.type == 'E' || p.type == 'F' || p.type == 'G') body = std::isnan(d) ? "NAN" : "INF";
     if (p.type == '%') body += '%';
   } else {
-    char buf[512];
+    char buf[1024];  // the longest: 309 integer digits (x100 for %), a point and the 300 digits precision allows
     const int prec = static_cast<int>(std::min<int64_t>(p.precision, 300));
     switch (p.type) {
       case 'e': case 'E': case 'f': case 'F':
@@ -304,10 +305,14 @@ std::string format_fields(const std::string& fmt, const CallArgs& args, size_t& 
     // A spec may itself hold replacement fields ('{:{width}}'), numbered after the field they format.
     if (spec.find('{') != std::string::npos) spec = format_fields(spec, args, auto_index);
     // !r and !a (ascii(): repr with non-ASCII escaped) give a string, which the spec then formats as one.
+    const size_t before = out.size();
     if (conversion == 'r') out += format_value(Value(repr(v)), spec);
     else if (conversion == 'a') out += format_value(Value(ascii_repr(v)), spec);
     else if (conversion == 's') out += format_value(Value(to_str(v)), spec);
     else out += format_value(v, spec);
+    // Widths make every field up to a MiB: a format string of many fields must stop at the render's limits.
+    tick_bytes(out.size() - before);
+    check_string(out.size());
   }
   return out;
 }
