@@ -208,6 +208,22 @@ std::string_view family_name(ChatFamily family) {
   return "unknown";
 }
 
+jinja::Value ChatMessage::to_value() const {
+  std::vector<std::pair<std::string, jinja::Value>> fields = {{"role", jinja::Value(role)}};
+  if (!content.is_undefined()) fields.emplace_back("content", content);
+  fields.insert(fields.end(), extra.begin(), extra.end());
+  if (!field_order.empty()) {
+    // A stable partition by rank: named fields in the order given, the rest after them as they were.
+    auto rank = [&](const std::string& name) {
+      const auto it = std::find(field_order.begin(), field_order.end(), name);
+      return static_cast<size_t>(it - field_order.begin());
+    };
+    std::stable_sort(fields.begin(), fields.end(),
+                     [&](const auto& a, const auto& b) { return rank(a.first) < rank(b.first); });
+  }
+  return jinja::Value::object(std::move(fields));
+}
+
 ChatTemplate::ChatTemplate(std::string source, ChatFamily family)
     : source_(std::move(source)), template_(std::make_shared<const jinja::Template>(source_)), family_(family) {}
 
@@ -293,12 +309,7 @@ ChatFamily ChatTemplate::detect_family(std::string_view text) {
 std::string ChatTemplate::render(const std::vector<ChatMessage>& messages, const ChatRenderOptions& options) const {
   std::vector<jinja::Value> list;
   list.reserve(messages.size());
-  for (const ChatMessage& m : messages) {
-    std::vector<std::pair<std::string, jinja::Value>> fields = {{"role", jinja::Value(m.role)},
-                                                                {"content", m.content}};
-    fields.insert(fields.end(), m.extra.begin(), m.extra.end());
-    list.push_back(jinja::Value::object(std::move(fields)));
-  }
+  for (const ChatMessage& m : messages) list.push_back(m.to_value());
   // The variables transformers' apply_chat_template passes: messages, tools, documents, add_generation_prompt,
   // and the special tokens.
   jinja::Variables vars = {

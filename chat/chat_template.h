@@ -18,11 +18,24 @@
 namespace chat {
 
 struct ChatMessage {
+  ChatMessage() = default;
+  ChatMessage(std::string role, jinja::Value content, std::vector<std::pair<std::string, jinja::Value>> extra = {})
+      : role(std::move(role)), content(std::move(content)), extra(std::move(extra)) {}
+
   std::string role;  // "system", "user", "assistant", "tool", ...
   // Usually a string; a list of parts ([{"type": "text", "text": ...}]) for templates that accept them, or none.
+  // Undefined (jinja::Value()) when the message has no content at all: the template then sees a dict without a
+  // 'content' key, as transformers passes an assistant tool-call message that omits it.
   jinja::Value content = jinja::Value("");
   // Further fields the template may read, in order: tool_calls, tool_call_id, name, reasoning_content, ...
   std::vector<std::pair<std::string, jinja::Value>> extra;
+  // The order of the fields in the dict the template sees, by name (role and content included), for templates that
+  // iterate over a message or print it; fields it does not name come last. Empty: role, content, then
+  // extra. messages_from_json (chat/messages_json.h) fills it with the order the JSON gave.
+  std::vector<std::string> field_order;
+
+  // The dict the template sees as messages[i].
+  jinja::Value to_value() const;
 };
 
 struct ChatRenderOptions {

@@ -45,6 +45,11 @@ Value call_method(Interpreter& in, const Value& obj, const std::string& name, Ca
 // The global names every template sees.
 Variables global_functions();
 
+// Python's format(v, spec) for str, int, float, bool and None (jinja_format.cpp); a bad spec is a TemplateError.
+std::string format_value(const Value& v, std::string_view spec);
+// Python's fmt.format(*args, **kwargs): fields {} {0} {name} {0[1]} {a.b}, conversions !s !r !a, format specs.
+std::string str_format(const std::string& fmt, const CallArgs& args);
+
 // Binds call arguments to a parameter list the way Python does (positional first, then by name); an absent
 // argument keeps its default. Throws TemplateError naming `fn` on extra, unknown or repeated arguments.
 struct Param {

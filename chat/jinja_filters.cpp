@@ -11,6 +11,8 @@
 #include "chat/jinja_error.h"
 #include "chat/jinja_interp.h"
 #include "chat/jinja_text.h"
+#include "chat/jinja_unicode.h"
+#include "chat/json.h"
 
 namespace chat::jinja {
 
@@ -87,7 +89,7 @@ Value f_batch(Interpreter& in, const Value& v, CallArgs& args) {
       while (static_cast<int64_t>(cur.size()) < n) cur.push_back(a[1]);
     out.push_back(Value::array(std::move(cur)));
   }
-  return Value::array(std::move(out));
+  return Value::lazy(std::move(out), "generator", "do_batch");
 }
 
 Value f_capitalize(Interpreter&, const Value& v, CallArgs& args) {
@@ -117,16 +119,16 @@ Value f_dictsort(Interpreter&, const Value& v, CallArgs& args) {
   if (!v.is_object() || v.is_namespace()) fail("dictsort needs a dict, not " + type_name(v));
   const bool by_value = to_str(a[1]) == "value";
   if (!by_value && to_str(a[1]) != "key") fail("dictsort: 'by' must be 'key' or 'value'");
-  std::vector<std::pair<std::string, Value>> items = v.object().items;
+  std::vector<std::pair<Value, Value>> items = v.object().items;
   const bool cs = truthy(a[0]);
   std::stable_sort(items.begin(), items.end(), [&](const auto& x, const auto& y) {
-    const Value kx = sort_key(by_value ? x.second : Value(x.first), cs);
-    const Value ky = sort_key(by_value ? y.second : Value(y.first), cs);
+    const Value kx = sort_key(by_value ? x.second : x.first, cs);
+    const Value ky = sort_key(by_value ? y.second : y.first, cs);
     return compare(kx, ky) < 0;
   });
   if (truthy(a[2])) std::reverse(items.begin(), items.end());
   std::vector<Value> out;
-  for (auto& [k, val] : items) out.push_back(Value::tuple({Value(k), val}));
+  for (auto& [k, val] : items) out.push_back(Value::tuple({k, val}));
   return Value::array(std::move(out));
 }
 
@@ -155,6 +157,7 @@ Value f_first(Interpreter&, const Value& v, CallArgs& args) {
 
 Value f_last(Interpreter&, const Value& v, CallArgs& args) {
   bind_args(args, {}, "last");
+  if (v.is_lazy()) fail("'" + type_name(v) + "' object is not reversible");  // Jinja's last uses reversed()
   if (v.is_array()) return v.items().empty() ? Value::undefined("No last item, sequence was empty.") : v.items().back();
   std::vector<Value> items = iterate(v);
   return items.empty() ? Value::undefined("No last item, sequence was empty.") : items.back();
@@ -256,11 +259,11 @@ Value f_int(Interpreter&, const Value& v, CallArgs& args) {
 
 Value f_items(Interpreter&, const Value& v, CallArgs& args) {
   bind_args(args, {}, "items");
-  if (v.is_undefined()) return Value::array({});
+  if (v.is_undefined()) return Value::lazy({}, "generator", "do_items");
   if (!v.is_object() || v.is_namespace()) fail("Can only get item pairs from a mapping.");
   std::vector<Value> out;
-  for (const auto& [k, val] : v.object().items) out.push_back(Value::tuple({Value(k), val}));
-  return Value::array(std::move(out));
+  for (const auto& [k, val] : v.object().items) out.push_back(Value::tuple({k, val}));
+  return Value::lazy(std::move(out), "generator", "do_items");
 }
 
 Value f_join(Interpreter& in, const Value& v, CallArgs& args) {
@@ -282,7 +285,9 @@ Value f_length(Interpreter&, const Value& v, CallArgs& args) {
   switch (v.type()) {
     case Type::Undefined: return Value(0);
     case Type::String: return Value(static_cast<int64_t>(text::length(v.as_string())));
-    case Type::Array: return Value(static_cast<int64_t>(v.items().size()));
+    case Type::Array:
+      if (v.is_lazy()) break;  // an iterator has no len()
+      return Value(static_cast<int64_t>(v.items().size()));
     case Type::Object:
       if (!v.is_namespace()) return Value(static_cast<int64_t>(v.object().items.size()));
       break;
@@ -308,7 +313,7 @@ Value f_upper(Interpreter&, const Value& v, CallArgs& args) {
 
 // map('filter', args...) or map(attribute='x', default=...).
 Value f_map(Interpreter& in, const Value& v, CallArgs& args) {
-  if (!truthy(v)) return Value::array({});  // Jinja maps nothing over a falsy value (none included)
+  if (!truthy(v)) return Value::lazy({}, "generator", "sync_do_map");  // nothing is mapped over a falsy value
   std::vector<Value> items = as_list(in, v);
   std::vector<Value> out;
   if (args.positional.empty()) {
@@ -318,7 +323,7 @@ Value f_map(Interpreter& in, const Value& v, CallArgs& args) {
       Value r = attribute_path(item, a[0]);
       out.push_back(r.is_undefined() && given(a[1]) ? a[1] : r);
     }
-    return Value::array(std::move(out));
+    return Value::lazy(std::move(out), "generator", "sync_do_map");
   }
   const std::string name = to_str(args.positional[0]);
   const FilterFn f = find_filter(name);
@@ -327,7 +332,7 @@ Value f_map(Interpreter& in, const Value& v, CallArgs& args) {
     CallArgs rest{std::vector<Value>(args.positional.begin() + 1, args.positional.end()), args.keyword};
     out.push_back(f(in, item, rest));
   }
-  return Value::array(std::move(out));
+  return Value::lazy(std::move(out), "generator", "sync_do_map");
 }
 
 Value min_max(Interpreter& in, const Value& v, CallArgs& args, bool want_max, const char* fn) {
@@ -364,9 +369,12 @@ Value f_reverse(Interpreter& in, const Value& v, CallArgs& args) {
     for (auto it = chars.rbegin(); it != chars.rend(); ++it) out += it->as_string();
     return Value(std::move(out));
   }
+  // Python's reversed(): an iterator over a list, tuple or dict; anything else (an iterator) is listed and reversed.
+  const char* type = v.is_lazy() ? nullptr : v.is_tuple() ? "reversed" : v.is_array() ? "list_reverseiterator"
+                                           : v.is_object() && !v.is_namespace() ? "dict_reversekeyiterator" : nullptr;
   std::vector<Value> items = as_list(in, v);
   std::reverse(items.begin(), items.end());
-  return Value::array(std::move(items));
+  return type ? Value::lazy(std::move(items), type) : Value::array(std::move(items));
 }
 
 Value f_round(Interpreter&, const Value& v, CallArgs& args) {
@@ -411,14 +419,14 @@ Value select_impl(Interpreter& in, const Value& v, CallArgs& args, bool keep, bo
     pos.erase(pos.begin());
   }
   std::vector<Value> out;
-  if (!truthy(v)) return Value::array({});  // as map: a falsy value (none included) selects nothing
+  if (!truthy(v)) return Value::lazy({}, "generator", "select_or_reject");  // as map: a falsy value selects nothing
   for (Value& item : as_list(in, v)) {
     const Value subject = by_attr ? attribute_path(item, attr) : item;
     CallArgs test_args{pos, args.keyword};
     const bool ok = test ? test(in, subject, test_args) : truthy(subject);
     if (ok == keep) out.push_back(std::move(item));
   }
-  return Value::array(std::move(out));
+  return Value::lazy(std::move(out), "generator", "select_or_reject");
 }
 
 Value f_select(Interpreter& in, const Value& v, CallArgs& a) { return select_impl(in, v, a, true, false, "select"); }
@@ -521,23 +529,22 @@ Value f_unique(Interpreter& in, const Value& v, CallArgs& args) {
   std::vector<Value> out, seen;
   for (Value& item : as_list(in, v)) {
     const Value key = sort_key(a[1].is_none() ? item : attribute_path(item, a[1]), truthy(a[0]));
-    if ((key.is_array() && !key.is_tuple()) || (key.is_object() && !key.is_namespace()))
-      fail("unhashable type: '" + type_name(key) + "'");  // Jinja's unique keeps a set of seen keys
+    if (!hashable(key)) fail("unhashable type: '" + type_name(key) + "'");  // Jinja's unique keeps a set of seen keys
     if (std::any_of(seen.begin(), seen.end(), [&](const Value& s) { return equals(s, key); })) continue;
     in.charge(static_cast<int64_t>(seen.size()));
     seen.push_back(key);
     out.push_back(std::move(item));
   }
-  return Value::array(std::move(out));
+  return Value::lazy(std::move(out), "generator", "sync_do_unique");
 }
 
 Value f_wordcount(Interpreter&, const Value& v, CallArgs& args) {
   bind_args(args, {}, "wordcount");
+  // len(re.findall(r"\w+", s)): runs of word characters (alphanumeric or '_', Unicode-aware as Python's re).
   int64_t n = 0;
   bool in_word = false;
-  for (const Value& ch : iterate(Value(to_str(v)))) {
-    const std::string& c = ch.as_string();
-    const bool word = c.size() > 1 || std::isalnum(static_cast<unsigned char>(c[0])) || c[0] == '_';
+  for (uint32_t cp : text::code_points(to_str(v))) {
+    const bool word = unicode::is_word(cp);
     if (word && !in_word) ++n;
     in_word = word;
   }
@@ -594,7 +601,8 @@ bool t_iterable(Interpreter&, const Value& v, CallArgs& a) {
   bind_args(a, {}, "iterable");
   return v.is_undefined() || v.is_string() || v.is_array() || (v.is_object() && !v.is_namespace());
 }
-bool t_sequence(Interpreter& in, const Value& v, CallArgs& a) { return t_iterable(in, v, a); }
+// Jinja's sequence test asks for len() and indexing, which an iterator lacks.
+bool t_sequence(Interpreter& in, const Value& v, CallArgs& a) { return t_iterable(in, v, a) && !v.is_lazy(); }
 // Jinja's Undefined defines __call__ (to raise), so Python's callable() says yes to it.
 bool t_callable(Interpreter&, const Value& v, CallArgs& a) {
   return bind_args(a, {}, "callable"), v.is_function() || v.is_undefined();

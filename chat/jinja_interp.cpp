@@ -198,7 +198,12 @@ Interpreter::Flow Interpreter::exec_for(const Stmt& s, const ScopePtr& scope) {
     }
     items = std::move(kept);
   }
-  if (items.empty()) return exec_body(s.else_body, scope);
+  if (items.empty()) {
+    // Jinja runs the else block in a frame of its own, like the body: what it sets stays inside.
+    auto inner = std::make_shared<Scope>();
+    inner->parent = scope;
+    return exec_body(s.else_body, inner);
+  }
   const int64_t n = static_cast<int64_t>(items.size());
   for (int64_t i = 0; i < n; ++i) {
     charge(1);
@@ -383,14 +388,13 @@ Value Interpreter::eval_inner(const Expr& e, const ScopePtr& scope) {
     }
     case ExprKind::Dict: {
       charge(static_cast<int64_t>(c.size() / 2));
-      std::vector<std::pair<std::string, Value>> items;
+      std::vector<std::pair<Value, Value>> items;
       for (size_t i = 0; i + 1 < c.size(); i += 2) {
         Value key = eval(*c[i], scope);
-        if (!key.is_string()) fail("dict keys must be strings in chat templates, not " + type_name(key));
         Value v = eval(*c[i + 1], scope);
-        items.emplace_back(key.as_string(), std::move(v));
+        items.emplace_back(std::move(key), std::move(v));
       }
-      return Value::object(std::move(items));
+      return Value::dict(std::move(items));
     }
     case ExprKind::Getattr: return get_attr(eval(*c[0], scope), e.name);
     case ExprKind::Getitem: {

@@ -10,6 +10,7 @@
 #include "chat/jinja_error.h"
 #include "chat/jinja_interp.h"
 #include "chat/jinja_text.h"
+#include "chat/jinja_unicode.h"
 
 namespace chat::jinja {
 
@@ -18,9 +19,10 @@ namespace {
 [[noreturn]] void fail(const std::string& message) { throw TemplateError(TemplateError::Kind::Render, message); }
 
 constexpr std::string_view kStrMethods[] = {
-    "capitalize", "center", "count", "endswith", "find", "format", "index", "isalnum", "isalpha", "isdigit",
-    "islower", "isspace", "isupper", "join", "ljust", "lower", "lstrip", "removeprefix", "removesuffix", "replace",
-    "rfind", "rjust", "rsplit", "rstrip", "split", "splitlines", "startswith", "strip", "title", "upper", "zfill"};
+    "capitalize", "center", "count", "endswith", "find", "format", "index", "isalnum", "isalpha", "isdecimal",
+    "isdigit", "islower", "isnumeric", "isspace", "isupper", "join", "ljust", "lower", "lstrip", "partition",
+    "removeprefix", "removesuffix", "replace", "rfind", "rindex", "rjust", "rpartition", "rsplit", "rstrip", "split",
+    "splitlines", "startswith", "strip", "swapcase", "title", "upper", "zfill"};
 constexpr std::string_view kDictMethods[] = {"get", "items", "keys", "values", "copy"};
 constexpr std::string_view kListMethods[] = {"count", "index", "copy"};
 constexpr std::string_view kDictMutators[] = {"clear", "pop", "popitem", "setdefault", "update"};
@@ -71,9 +73,10 @@ bool affix_match(const std::string& s, const Value& affix, const Value& start, c
   return one(affix);
 }
 
-bool all_chars(const std::string& s, int (*pred)(int)) {
-  if (s.empty()) return false;
-  return std::all_of(s.begin(), s.end(), [pred](char c) { return pred(static_cast<unsigned char>(c)) != 0; });
+// str.isalpha() and its kin: a non-empty string whose every character has the property.
+bool all_chars(const std::string& s, bool (*pred)(uint32_t)) {
+  const std::vector<uint32_t> cps = text::code_points(s);
+  return !cps.empty() && std::all_of(cps.begin(), cps.end(), pred);
 }
 
 std::string pad(const std::string& s, int64_t width, char fill, int where) {  // where: -1 left-justify, 0 center
@@ -84,53 +87,6 @@ std::string pad(const std::string& s, int64_t width, char fill, int where) {  //
   return std::string(left, fill) + s + std::string(total - left, fill);
 }
 
-// str.format with positional ({} {0}) and keyword ({name}) fields and !s / !r conversions; no format specs.
-std::string str_format(const std::string& fmt, const CallArgs& args) {
-  std::string out;
-  size_t auto_index = 0;
-  for (size_t i = 0; i < fmt.size(); ++i) {
-    const char c = fmt[i];
-    if (c == '}' ) {
-      if (i + 1 < fmt.size() && fmt[i + 1] == '}') ++i;
-      else fail("str.format: single '}' encountered in format string");
-      out += '}';
-      continue;
-    }
-    if (c != '{') {
-      out += c;
-      continue;
-    }
-    if (i + 1 < fmt.size() && fmt[i + 1] == '{') {
-      out += '{';
-      ++i;
-      continue;
-    }
-    const size_t close = fmt.find('}', i);
-    if (close == std::string::npos) fail("str.format: single '{' encountered in format string");
-    std::string field = fmt.substr(i + 1, close - i - 1);
-    i = close;
-    char conversion = 's';
-    if (const size_t bang = field.find('!'); bang != std::string::npos) {
-      if (bang + 2 != field.size()) fail("str.format: bad conversion in '{" + field + "}'");
-      conversion = field[bang + 1];
-      field.resize(bang);
-    }
-    if (field.find(':') != std::string::npos) fail("str.format: format specs are not supported in chat templates");
-    const Value* v = nullptr;
-    if (field.empty() || std::all_of(field.begin(), field.end(), ::isdigit)) {
-      const size_t k = field.empty() ? auto_index++ : std::stoul(field);
-      if (k >= args.positional.size()) fail("str.format: replacement index " + std::to_string(k) + " out of range");
-      v = &args.positional[k];
-    } else {
-      for (const auto& [name, val] : args.keyword)
-        if (name == field) v = &val;
-      if (!v) fail("str.format: no argument named '" + field + "'");
-    }
-    out += conversion == 'r' ? repr(*v) : to_str(*v);
-  }
-  return out;
-}
-
 Value str_method(Interpreter& in, const std::string& s, const std::string& name, CallArgs& args) {
   auto strip_impl = [&](bool left, bool right) {
     const auto a = bind_args(args, {{"chars", Value::none()}}, name);
@@ -139,10 +95,22 @@ Value str_method(Interpreter& in, const std::string& s, const std::string& name,
   if (name == "strip") return strip_impl(true, true);
   if (name == "lstrip") return strip_impl(true, false);
   if (name == "rstrip") return strip_impl(false, true);
-  if (name == "upper" || name == "lower" || name == "title" || name == "capitalize") {
+  if (name == "upper" || name == "lower" || name == "title" || name == "capitalize" || name == "swapcase") {
     bind_args(args, {}, name);
     return Value(name == "upper" ? text::upper(s) : name == "lower" ? text::lower(s)
-                 : name == "title" ? text::py_title(s) : text::capitalize(s));
+                 : name == "title" ? text::py_title(s) : name == "swapcase" ? text::swapcase(s)
+                 : text::capitalize(s));
+  }
+  if (name == "partition" || name == "rpartition") {
+    const auto a = bind_args(args, {{"sep", {}, true}}, name);
+    if (!a[0].is_string()) fail(name + "() argument must be str, not " + type_name(a[0]));
+    const std::string& sep = a[0].as_string();
+    if (sep.empty()) fail("empty separator");
+    const size_t at = name == "partition" ? s.find(sep) : s.rfind(sep);
+    if (at == std::string::npos)
+      return name == "partition" ? Value::tuple({Value(s), Value(""), Value("")})
+                                 : Value::tuple({Value(""), Value(""), Value(s)});
+    return Value::tuple({Value(s.substr(0, at)), Value(sep), Value(s.substr(at + sep.size()))});
   }
   if (name == "startswith" || name == "endswith") {
     const auto a = bind_args(args, {{"affix", {}, true}, {"start", Value::none()}, {"end", Value::none()}}, name);
@@ -173,13 +141,13 @@ Value str_method(Interpreter& in, const std::string& s, const std::string& name,
     }
     return Value(text::replace(s, old, new_, count));
   }
-  if (name == "find" || name == "rfind" || name == "index" || name == "count") {
+  if (name == "find" || name == "rfind" || name == "index" || name == "rindex" || name == "count") {
     const auto a = bind_args(args, {{"sub", {}, true}}, name);
     if (!a[0].is_string()) fail(name + "() argument must be a string, not " + type_name(a[0]));
     const std::string& sub = a[0].as_string();
     if (name == "count") return Value(text::count(s, sub));
-    const int64_t at = name == "rfind" ? text::rfind(s, sub) : text::find(s, sub);
-    if (name == "index" && at < 0) fail("substring not found");
+    const int64_t at = name == "rfind" || name == "rindex" ? text::rfind(s, sub) : text::find(s, sub);
+    if ((name == "index" || name == "rindex") && at < 0) fail("substring not found");
     return Value(at);
   }
   if (name == "join") {
@@ -196,15 +164,16 @@ Value str_method(Interpreter& in, const std::string& s, const std::string& name,
     return Value(std::move(out));
   }
   if (name == "isdigit" || name == "isalpha" || name == "isalnum" || name == "isspace" || name == "islower" ||
-      name == "isupper") {
+      name == "isupper" || name == "isdecimal" || name == "isnumeric") {
     bind_args(args, {}, name);
-    if (name == "isdigit") return Value(all_chars(s, ::isdigit));
-    if (name == "isalpha") return Value(all_chars(s, ::isalpha));
-    if (name == "isalnum") return Value(all_chars(s, ::isalnum));
+    if (name == "isdigit") return Value(all_chars(s, unicode::is_digit));
+    if (name == "isalpha") return Value(all_chars(s, unicode::is_alpha));
+    if (name == "isalnum") return Value(all_chars(s, unicode::is_alnum));
+    if (name == "isdecimal") return Value(all_chars(s, unicode::is_decimal));
+    if (name == "isnumeric") return Value(all_chars(s, unicode::is_numeric));
     if (name == "islower") return Value(text::is_lower(s));
     if (name == "isupper") return Value(text::is_upper(s));
-    const auto cps = text::code_points(s);
-    return Value(!cps.empty() && std::all_of(cps.begin(), cps.end(), text::is_space));
+    return Value(all_chars(s, text::is_space));
   }
   if (name == "removeprefix" || name == "removesuffix") {
     const auto a = bind_args(args, {{"affix", {}, true}}, name);
@@ -241,8 +210,8 @@ Value dict_method(Interpreter& in, const Value& d, const std::string& name, Call
   const auto& items = d.object().items;
   if (name == "get") {
     const auto a = bind_args(args, {{"key", {}, true}, {"default", Value::none()}}, name);
-    if (a[0].is_string())
-      if (const Value* v = d.object().find(a[0].as_string())) return *v;
+    if (!hashable(a[0])) fail("unhashable type: '" + type_name(a[0]) + "'");
+    if (const Value* v = d.object().find_key(a[0])) return *v;
     return a[1];
   }
   bind_args(args, {}, name);
@@ -250,8 +219,8 @@ Value dict_method(Interpreter& in, const Value& d, const std::string& name, Call
   if (name == "copy") return d;
   std::vector<Value> out;
   for (const auto& [k, v] : items) {
-    if (name == "items") out.push_back(Value::tuple({Value(k), v}));
-    else if (name == "keys") out.emplace_back(k);
+    if (name == "items") out.push_back(Value::tuple({k, v}));
+    else if (name == "keys") out.push_back(k);
     else out.push_back(v);
   }
   return Value::array(std::move(out));
@@ -295,8 +264,8 @@ Value g_range(Interpreter& in, CallArgs& args) {
 }
 
 // dict(mapping, **kwargs) and namespace(mapping, **kwargs) share their argument handling.
-std::vector<std::pair<std::string, Value>> mapping_args(CallArgs& args, const char* fn) {
-  std::vector<std::pair<std::string, Value>> items;
+std::vector<std::pair<Value, Value>> mapping_args(CallArgs& args, const char* fn) {
+  std::vector<std::pair<Value, Value>> items;
   if (args.positional.size() > 1) fail(std::string(fn) + "() takes at most one positional argument");
   if (!args.positional.empty()) {
     const Value& m = args.positional[0];
@@ -304,23 +273,26 @@ std::vector<std::pair<std::string, Value>> mapping_args(CallArgs& args, const ch
       items = m.object().items;
     } else {
       for (const Value& pair : iterate(m)) {
-        if (!pair.is_array() || pair.items().size() != 2 || !pair.items()[0].is_string())
-          fail(std::string(fn) + "(): expected a mapping or (string key, value) pairs");
-        items.emplace_back(pair.items()[0].as_string(), pair.items()[1]);
+        if (!pair.is_array() || pair.items().size() != 2)
+          fail(std::string(fn) + "(): expected a mapping or (key, value) pairs");
+        items.emplace_back(pair.items()[0], pair.items()[1]);
       }
     }
   }
-  for (auto& kv : args.keyword) items.push_back(kv);
+  for (auto& [k, v] : args.keyword) items.emplace_back(Value(k), v);
   return items;
 }
 
-Value g_dict(Interpreter&, CallArgs& args) { return Value::object(mapping_args(args, "dict")); }
+Value g_dict(Interpreter&, CallArgs& args) { return Value::dict(mapping_args(args, "dict")); }
 
 Value g_namespace(Interpreter&, CallArgs& args) {
-  auto items = mapping_args(args, "namespace");
-  for (const auto& [k, v] : items)
+  std::vector<std::pair<std::string, Value>> attrs;
+  for (auto& [k, v] : mapping_args(args, "namespace")) {
+    if (!k.is_string()) fail("namespace() attribute names must be strings, not " + type_name(k));
     if (v.holds_namespace()) fail("storing a namespace inside a namespace is not supported");
-  return Value::make_namespace(std::move(items));
+    attrs.emplace_back(k.as_string(), std::move(v));
+  }
+  return Value::make_namespace(std::move(attrs));
 }
 
 Value g_joiner(Interpreter&, CallArgs& args) {
@@ -338,7 +310,7 @@ Value g_joiner(Interpreter&, CallArgs& args) {
 }
 
 Value g_raise_exception(Interpreter&, CallArgs& args) {
-  const auto a = bind_args(args, {{"message", Value("")}}, "raise_exception");
+  const auto a = bind_args(args, {{"message", {}, true}}, "raise_exception");
   throw TemplateError(TemplateError::Kind::Raised, to_str(a[0]));
 }
 
@@ -362,7 +334,7 @@ Value g_strftime_now(Interpreter& in, CallArgs& args) {
 bool has_method(const Value& obj, std::string_view name) {
   switch (obj.type()) {
     case Type::String: return listed(kStrMethods, name);
-    case Type::Array: return listed(kListMethods, name) || listed(kListMutators, name);
+    case Type::Array: return !obj.is_lazy() && (listed(kListMethods, name) || listed(kListMutators, name));
     case Type::Object: return !obj.is_namespace() && (listed(kDictMethods, name) || listed(kDictMutators, name));
     default: return false;
   }

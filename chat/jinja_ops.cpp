@@ -263,6 +263,8 @@ Value get_attr(const Value& obj, const std::string& name) {
 
 Value get_item(const Value& obj, const Value& key) {
   require_defined(obj);
+  // A Python iterator cannot be indexed; Jinja turns the TypeError into an undefined value.
+  if (obj.is_lazy()) return Value::undefined("'" + type_name(obj) + "' object is not subscriptable");
   const bool int_key = key.is_int() || key.is_bool();
   if ((obj.is_array() || obj.is_string()) && int_key) {
     const bool str = obj.is_string();
@@ -275,17 +277,18 @@ Value get_item(const Value& obj, const Value& key) {
     if (!str) return obj.items()[i];
     return Value(obj.as_string().substr(b[i], b[i + 1] - b[i]));
   }
-  if (key.is_string()) {
-    if (obj.is_object() && !obj.is_namespace()) {
-      if (const Value* v = obj.object().find(key.as_string())) return *v;
-    }
-    return get_attr(obj, key.as_string());
+  // Jinja's getitem: obj[key], then (for a string key) the attribute; any failure, an unhashable key included, is
+  // an Undefined.
+  if (obj.is_object() && !obj.is_namespace() && hashable(key)) {
+    if (const Value* v = obj.object().find_key(key)) return *v;
   }
+  if (key.is_string()) return get_attr(obj, key.as_string());
   return Value::undefined(object_repr(obj) + " has no element " + repr(key));
 }
 
 Value slice(Interpreter& in, const Value& obj, const Value& start_v, const Value& stop_v, const Value& step_v) {
   require_defined(obj);
+  if (obj.is_lazy()) return Value::undefined("'" + type_name(obj) + "' object is not subscriptable");
   if (!obj.is_array() && !obj.is_string()) fail("'" + type_name(obj) + "' object is not subscriptable with a slice");
   auto index = [](const Value& v, bool& given) -> int64_t {
     given = !v.is_none();
@@ -342,7 +345,7 @@ Value binary_op(Interpreter& in, BinOp op, const Value& a, const Value& b) {
       in.check_size(a.as_string().size() + b.as_string().size());
       return Value(a.as_string() + b.as_string());
     }
-    if (a.is_array() && b.is_array() && a.is_tuple() == b.is_tuple()) {
+    if (a.is_array() && b.is_array() && a.is_tuple() == b.is_tuple() && !a.is_lazy() && !b.is_lazy()) {
       in.check_items(a.items().size() + b.items().size());
       in.charge(static_cast<int64_t>(a.items().size() + b.items().size()));
       std::vector<Value> out = a.items();
@@ -352,6 +355,7 @@ Value binary_op(Interpreter& in, BinOp op, const Value& a, const Value& b) {
     if (a.is_string() || b.is_string() || a.is_array() || b.is_array()) bad_operands("+", a, b);
   }
   if (op == BinOp::Mul) {
+    if (a.is_lazy() || b.is_lazy()) bad_operands("*", a, b);
     if ((a.is_string() || a.is_array()) && (b.is_int() || b.is_bool())) return repeat(in, a, b.as_int());
     if ((b.is_string() || b.is_array()) && (a.is_int() || a.is_bool())) return repeat(in, b, a.as_int());
   }
@@ -386,7 +390,7 @@ bool contains(const Value& container, const Value& item) {
       if (container.is_namespace()) break;
       if (item.is_array() && !item.is_tuple()) fail("unhashable type: 'list'");
       if (item.is_object() && !item.is_namespace()) fail("unhashable type: 'dict'");
-      return item.is_string() && container.object().find(item.as_string()) != nullptr;
+      return container.object().find_key(item) != nullptr;
     default: break;
   }
   fail("argument of type '" + type_name(container) + "' is not iterable");

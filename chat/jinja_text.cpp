@@ -5,6 +5,7 @@
 
 #include "chat/jinja_budget.h"
 #include "chat/jinja_error.h"
+#include "chat/jinja_unicode.h"
 
 namespace chat::jinja::text {
 
@@ -98,63 +99,24 @@ bool is_space(uint32_t cp) {
 
 namespace {
 
-// Simple one-to-one case pairs for the scripts chat text mostly uses: ASCII, Latin-1, Latin Extended-A, Greek and
-// Cyrillic. Mappings Python makes one-to-many ("ß".upper() == "SS") keep the character unchanged.
-// Adjacent case pairs (Latin Extended-A, Cyrillic extensions); sets whether c is the upper one.
-bool adjacent_pair(uint32_t c, bool& upper) {
-  if ((c >= 0x100 && c <= 0x12F) || (c >= 0x132 && c <= 0x137) || (c >= 0x14A && c <= 0x177) ||
-      (c >= 0x460 && c <= 0x481) || (c >= 0x48A && c <= 0x4BF) || (c >= 0x4D0 && c <= 0x4FF)) {
-    upper = c % 2 == 0;
-    return true;
+// str.lower of cps[i] within cps[lo, hi): Python's Final_Sigma rule makes a capital sigma that ends a word (a cased
+// letter before it, none after it, case-ignorable characters skipped on both sides) the final ς.
+void append_lower_at(std::string& out, const std::vector<uint32_t>& cps, size_t lo, size_t hi, size_t i) {
+  if (cps[i] != 0x3A3) return unicode::append_lower(out, cps[i]);
+  size_t j = i;
+  while (j > lo && unicode::is_case_ignorable(cps[j - 1])) --j;
+  bool final = j > lo && unicode::is_cased(cps[j - 1]);
+  if (final) {
+    j = i + 1;
+    while (j < hi && unicode::is_case_ignorable(cps[j])) ++j;
+    final = j == hi || !unicode::is_cased(cps[j]);
   }
-  if ((c >= 0x139 && c <= 0x148) || (c >= 0x179 && c <= 0x17E) || (c >= 0x4C1 && c <= 0x4CE)) {
-    upper = c % 2 == 1;
-    return true;
-  }
-  return false;
+  append_utf8(out, final ? 0x3C2 : 0x3C3);
 }
 
-uint32_t to_lower(uint32_t c) {
-  if (c < 0x80) return c >= 'A' && c <= 'Z' ? c + 32 : c;
-  if (c >= 0xC0 && c <= 0xDE && c != 0xD7) return c + 32;
-  bool upper = false;
-  if (adjacent_pair(c, upper)) return upper ? c + 1 : c;
-  if (c == 0x178) return 0xFF;
-  if (c == 0x130) return 'i';
-  if ((c >= 0x391 && c <= 0x3AB && c != 0x3A2)) return c + 32;
-  if (c == 0x386) return 0x3AC;
-  if (c >= 0x388 && c <= 0x38A) return c + 37;
-  if (c == 0x38C) return 0x3CC;
-  if (c == 0x38E || c == 0x38F) return c + 63;
-  if (c == 0x4C0) return 0x4CF;
-  if (c >= 0x410 && c <= 0x42F) return c + 32;
-  if (c >= 0x400 && c <= 0x40F) return c + 80;
-  return c;
+void append_lower_range(std::string& out, const std::vector<uint32_t>& cps, size_t lo, size_t hi) {
+  for (size_t i = lo; i < hi; ++i) append_lower_at(out, cps, lo, hi, i);
 }
-
-uint32_t to_upper(uint32_t c) {
-  if (c < 0x80) return c >= 'a' && c <= 'z' ? c - 32 : c;
-  if (c >= 0xE0 && c <= 0xFE && c != 0xF7) return c - 32;
-  if (c == 0xB5) return 0x39C;
-  if (c == 0xFF) return 0x178;
-  bool upper = false;
-  if (adjacent_pair(c, upper)) return upper ? c : c - 1;
-  if (c == 0x131) return 'I';
-  if (c == 0x17F) return 'S';
-  if (c == 0x3C2) return 0x3A3;
-  if (c >= 0x3B1 && c <= 0x3CB) return c - 32;
-  if (c == 0x3AC) return 0x386;
-  if (c >= 0x3AD && c <= 0x3AF) return c - 37;
-  if (c == 0x3CC) return 0x38C;
-  if (c == 0x3CD || c == 0x3CE) return c - 63;
-  if (c == 0x4CF) return 0x4C0;
-  if (c >= 0x430 && c <= 0x44F) return c - 32;
-  if (c >= 0x450 && c <= 0x45F) return c - 80;
-  return c;
-}
-
-bool is_upper_letter(uint32_t c) { return to_lower(c) != c; }
-bool is_lower_letter(uint32_t c) { return to_upper(c) != c || c == 0xDF || c == 0x149; }
 
 // Splits on a separator for split()/rsplit(); from_right decides which end maxsplit counts from.
 std::vector<std::string> split_on(std::string_view s, std::string_view sep, int64_t maxsplit, bool from_right) {
@@ -227,15 +189,6 @@ std::vector<std::string> split_ws(std::string_view s, int64_t maxsplit, bool fro
   return parts;
 }
 
-template <typename F>
-std::string map_code_points(std::string_view s, F&& f) {
-  tick_bytes(s.size());
-  std::string out;
-  out.reserve(s.size());
-  for (size_t i = 0; i < s.size();) append_utf8(out, f(decode(s, i)));
-  return out;
-}
-
 int64_t cp_index(std::string_view s, size_t byte_offset) { return static_cast<int64_t>(length(s.substr(0, byte_offset))); }
 
 }  // namespace
@@ -288,62 +241,88 @@ std::vector<std::string> splitlines(std::string_view s) {
   return lines;
 }
 
-std::string upper(std::string_view s) { return map_code_points(s, to_upper); }
-std::string lower(std::string_view s) { return map_code_points(s, to_lower); }
+std::string upper(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (uint32_t cp : code_points(s)) unicode::append_upper(out, cp);
+  return out;
+}
+
+std::string lower(std::string_view s) {
+  const std::vector<uint32_t> cps = code_points(s);
+  std::string out;
+  out.reserve(s.size());
+  append_lower_range(out, cps, 0, cps.size());
+  return out;
+}
+
+std::string swapcase(std::string_view s) {
+  const std::vector<uint32_t> cps = code_points(s);
+  std::string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < cps.size(); ++i) {
+    if (unicode::is_uppercase(cps[i])) append_lower_at(out, cps, 0, cps.size(), i);
+    else if (unicode::is_lowercase(cps[i])) unicode::append_upper(out, cps[i]);
+    else append_utf8(out, cps[i]);
+  }
+  return out;
+}
 
 std::string capitalize(std::string_view s) {
-  bool first = true;
-  return map_code_points(s, [&](uint32_t c) {
-    const uint32_t r = first ? to_upper(c) : to_lower(c);
-    first = false;
-    return r;
-  });
+  const std::vector<uint32_t> cps = code_points(s);
+  std::string out;
+  out.reserve(s.size());
+  if (cps.empty()) return out;
+  unicode::append_title(out, cps[0]);
+  for (size_t i = 1; i < cps.size(); ++i) append_lower_at(out, cps, 0, cps.size(), i);
+  return out;
 }
 
 std::string py_title(std::string_view s) {
+  const std::vector<uint32_t> cps = code_points(s);
+  std::string out;
+  out.reserve(s.size());
   bool prev_cased = false;
-  return map_code_points(s, [&](uint32_t c) {
-    const bool cased = is_lower_letter(c) || is_upper_letter(c);
-    const uint32_t r = cased ? (prev_cased ? to_lower(c) : to_upper(c)) : c;
-    prev_cased = cased;
-    return r;
-  });
+  for (size_t i = 0; i < cps.size(); ++i) {
+    if (prev_cased) append_lower_at(out, cps, 0, cps.size(), i);
+    else unicode::append_title(out, cps[i]);
+    prev_cased = unicode::is_cased(cps[i]);
+  }
+  return out;
 }
 
 std::string jinja_title(std::string_view s) {
-  // Jinja splits at runs of whitespace and "-({[<" and capitalises each piece (first upper, rest lower).
-  bool word_start = true;
-  return map_code_points(s, [&](uint32_t c) {
-    const bool sep = is_space(c) || c == '-' || c == '(' || c == '{' || c == '[' || c == '<';
-    uint32_t r = c;
-    if (sep) {
-      word_start = true;
-    } else {
-      r = word_start ? to_upper(c) : to_lower(c);
-      word_start = false;
-    }
-    return r;
-  });
+  // Jinja's |title: re.split(r"([-\s({\[<]+)") into words and separator runs, then item[0].upper() +
+  // item[1:].lower() on each (so a final sigma is judged within the word alone).
+  const std::vector<uint32_t> cps = code_points(s);
+  auto sep = [](uint32_t c) { return is_space(c) || c == '-' || c == '(' || c == '{' || c == '[' || c == '<'; };
+  std::string out;
+  out.reserve(s.size());
+  for (size_t a = 0; a < cps.size();) {
+    size_t b = a + 1;
+    while (b < cps.size() && sep(cps[b]) == sep(cps[a])) ++b;
+    unicode::append_upper(out, cps[a]);
+    append_lower_range(out, cps, a + 1, b);
+    a = b;
+  }
+  return out;
 }
 
+// str.islower / str.isupper: no character of the other case (titlecase counts as both) and at least one cased.
 bool is_lower(std::string_view s) {
-  tick_bytes(s.size());
   bool cased = false;
-  for (size_t i = 0; i < s.size();) {
-    const uint32_t c = decode(s, i);
-    if (is_upper_letter(c)) return false;
-    cased = cased || is_lower_letter(c);
+  for (uint32_t c : code_points(s)) {
+    if (unicode::is_uppercase(c) || unicode::is_titlecase(c)) return false;
+    cased = cased || unicode::is_lowercase(c);
   }
   return cased;
 }
 
 bool is_upper(std::string_view s) {
-  tick_bytes(s.size());
   bool cased = false;
-  for (size_t i = 0; i < s.size();) {
-    const uint32_t c = decode(s, i);
-    if (is_lower_letter(c)) return false;
-    cased = cased || is_upper_letter(c);
+  for (uint32_t c : code_points(s)) {
+    if (unicode::is_lowercase(c) || unicode::is_titlecase(c)) return false;
+    cased = cased || unicode::is_uppercase(c);
   }
   return cased;
 }

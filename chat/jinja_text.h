@@ -1,7 +1,7 @@
 // Python str semantics over UTF-8 text for the chat-template interpreter: code-point length and slicing,
-// whitespace, case mapping and the str methods templates call. Case mapping covers ASCII, Latin-1, Latin Extended-A,
-// Greek and Cyrillic one-to-one pairs (other characters pass through unchanged); invalid UTF-8 bytes survive every
-// operation unchanged, like Python's surrogateescape.
+// whitespace, case mapping and the str methods templates call. Case mapping is Python's for every character (full
+// mappings, the final sigma; tables in jinja_unicode.h); invalid UTF-8 bytes survive every operation unchanged,
+// like Python's surrogateescape.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -33,8 +33,9 @@ std::vector<std::string> splitlines(std::string_view s);
 
 std::string upper(std::string_view s);
 std::string lower(std::string_view s);
-std::string capitalize(std::string_view s);   // first character upper, the rest lower
-std::string py_title(std::string_view s);     // str.title(): a letter after a non-letter goes upper
+std::string swapcase(std::string_view s);     // uppercase to lower, lowercase to upper
+std::string capitalize(std::string_view s);   // first character titlecase, the rest lower
+std::string py_title(std::string_view s);     // str.title(): titlecase after an uncased character, else lower
 std::string jinja_title(std::string_view s);  // the |title filter: words split at whitespace and -({[<
 bool is_lower(std::string_view s);            // str.islower(): has a cased character and none is upper
 bool is_upper(std::string_view s);

@@ -9,6 +9,7 @@
 #include "chat/jinja_budget.h"
 #include "chat/jinja_error.h"
 #include "chat/jinja_text.h"
+#include "chat/jinja_unicode.h"
 
 namespace chat {
 
@@ -114,6 +115,25 @@ Value Value::object(std::vector<std::pair<std::string, Value>> items) {
   return v;
 }
 
+Value Value::lazy(std::vector<Value> items, const char* python_type, const char* origin) {
+  Value v = array(std::move(items));
+  auto& data = const_cast<ArrayData&>(*std::get<std::shared_ptr<const ArrayData>>(v.v_));  // new, not yet shared
+  data.lazy_type = python_type;
+  data.lazy_origin = origin;
+  return v;
+}
+
+Value Value::dict(std::vector<std::pair<Value, Value>> items) {
+  auto data = std::make_shared<ObjectData>();
+  for (auto& [k, val] : items) {
+    if (!hashable(k)) fail(TemplateError::Kind::Render, "unhashable type: '" + type_name(k) + "'");
+    data->set(std::move(k), std::move(val));
+  }
+  Value v;
+  v.v_ = std::move(data);
+  return v;
+}
+
 Value Value::make_namespace(std::vector<std::pair<std::string, Value>> items) {
   Value v = object(std::move(items));
   std::get<std::shared_ptr<ObjectData>>(v.v_)->is_namespace = true;
@@ -128,6 +148,13 @@ Value Value::function(std::string name, Function fn) {
 
 bool Value::is_namespace() const { return is_object() && object().is_namespace; }
 bool Value::is_tuple() const { return is_array() && std::get<std::shared_ptr<const ArrayData>>(v_)->tuple; }
+bool Value::is_lazy() const { return lazy_type() != nullptr; }
+const char* Value::lazy_type() const {
+  return is_array() ? std::get<std::shared_ptr<const ArrayData>>(v_)->lazy_type : nullptr;
+}
+const char* Value::lazy_origin() const {
+  return is_array() ? std::get<std::shared_ptr<const ArrayData>>(v_)->lazy_origin : nullptr;
+}
 
 double Value::as_float() const {
   if (is_float()) return std::get<double>(v_);
@@ -164,23 +191,39 @@ bool Value::same_object(const Value& other) const {
 const Value* ObjectData::find(std::string_view key) const {
   if (items.size() > 64) tick(static_cast<int64_t>(items.size() >> 6));  // linear search: large dicts cost more
   for (const auto& [k, v] : items)
-    if (k == key) return &v;
+    if (k.is_string() && k.as_string() == key) return &v;
   return nullptr;
 }
 
-void ObjectData::set(std::string key, Value value) {
-  const int d = value.depth() + 1;
+const Value* ObjectData::find_key(const Value& key) const {
+  if (key.is_string()) return find(std::string_view(key.as_string()));
+  if (items.size() > 64) tick(static_cast<int64_t>(items.size() >> 6));
+  for (const auto& [k, v] : items)
+    if (!k.is_string() && equals(k, key)) return &v;
+  return nullptr;
+}
+
+void ObjectData::set(Value key, Value value) {
+  const int d = std::max(value.depth(), key.depth()) + 1;
   if (d > kMaxValueDepth)
     fail(TemplateError::Kind::Limit, "data nested deeper than " + std::to_string(kMaxValueDepth) + " levels");
   depth = std::max(depth, d);
   holds_namespace = holds_namespace || value.holds_namespace();
-  for (auto& [k, v] : items) {
-    if (k == key) {
-      v = std::move(value);
-      return;
-    }
+  // Python keeps the first key object and its position, and takes the new value.
+  if (const Value* existing = find_key(key)) {
+    *const_cast<Value*>(existing) = std::move(value);
+    return;
   }
   items.emplace_back(std::move(key), std::move(value));
+}
+
+bool hashable(const Value& v) {
+  if (v.is_lazy()) return true;  // Python hashes iterators by identity
+  if (v.is_array()) {
+    if (!v.is_tuple()) return false;
+    return std::all_of(v.items().begin(), v.items().end(), [](const Value& x) { return hashable(x); });
+  }
+  return !v.is_object() && !v.is_undefined();
 }
 
 bool truthy(const Value& v) {
@@ -191,7 +234,7 @@ bool truthy(const Value& v) {
     case Type::Int: return v.as_int() != 0;
     case Type::Float: return v.as_float() != 0.0;
     case Type::String: return !v.as_string().empty();
-    case Type::Array: return !v.items().empty();
+    case Type::Array: return v.is_lazy() || !v.items().empty();  // a Python iterator is always true
     case Type::Object: return v.is_namespace() || !v.object().items.empty();
     case Type::Function: return true;
   }
@@ -206,7 +249,9 @@ std::string type_name(const Value& v) {
     case Type::Int: return "int";
     case Type::Float: return "float";
     case Type::String: return "str";
-    case Type::Array: return v.is_tuple() ? "tuple" : "list";
+    case Type::Array:
+      if (v.is_lazy()) return v.lazy_type();
+      return v.is_tuple() ? "tuple" : "list";
     case Type::Object: return v.is_namespace() ? "Namespace" : "dict";
     case Type::Function: return "function";
   }
@@ -253,15 +298,6 @@ std::string float_repr(double d) {
 
 namespace {
 
-// Python marks these non-printable in repr(): controls, separators other than the space, format characters.
-bool printable(uint32_t cp) {
-  if (cp < 0x20 || cp == 0x7F) return false;
-  if (cp >= 0x80 && cp <= 0xA0) return false;
-  if (cp == 0xAD || (cp >= 0x2000 && cp <= 0x200F) || (cp >= 0x2028 && cp <= 0x202F)) return false;
-  if ((cp >= 0x205F && cp <= 0x206F) || cp == 0x3000 || cp == 0xFEFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
-  return true;
-}
-
 void repr_string(std::string& out, std::string_view s) {
   tick_bytes(s.size());
   const bool has_single = s.find('\'') != std::string_view::npos;
@@ -279,7 +315,7 @@ void repr_string(std::string& out, std::string_view s) {
       out += "\\r";
     } else if (cp == '\t') {
       out += "\\t";
-    } else if (!printable(cp)) {
+    } else if (!unicode::is_printable(cp)) {  // str.isprintable: Python escapes the rest
       char buf[16];
       if (cp < 0x100) std::snprintf(buf, sizeof buf, "\\x%02x", cp);
       else if (cp < 0x10000) std::snprintf(buf, sizeof buf, "\\u%04x", cp);
@@ -295,6 +331,14 @@ void repr_string(std::string& out, std::string_view s) {
 void append_repr(std::string& out, const Value& v);
 
 void append_items(std::string& out, const Value& v) {
+  if (v.is_lazy()) {  // Python adds the object's address, which means nothing here
+    out += '<';
+    out += v.lazy_type();
+    out += " object";
+    if (const char* origin = v.lazy_origin()) out.append(" ").append(origin);
+    out += '>';
+    return;
+  }
   if (v.is_array()) {
     const bool tuple = v.is_tuple();
     out += tuple ? '(' : '[';
@@ -313,7 +357,7 @@ void append_items(std::string& out, const Value& v) {
   for (const auto& [k, item] : v.object().items) {
     if (!first) out += ", ";
     first = false;
-    repr_string(out, k);
+    append_repr(out, k);
     out += ": ";
     append_repr(out, item);
   }
@@ -383,6 +427,7 @@ bool equals(const Value& a, const Value& b) {
       tick_bytes(a.as_string().size());
       return a.as_string() == b.as_string();
     case Type::Array: {
+      if (a.is_lazy() || b.is_lazy()) return a.same_object(b);  // iterators compare by identity
       if (a.is_tuple() != b.is_tuple() || a.items().size() != b.items().size()) return false;
       for (size_t i = 0; i < a.items().size(); ++i)
         if (!equals(a.items()[i], b.items()[i])) return false;
@@ -393,7 +438,7 @@ bool equals(const Value& a, const Value& b) {
       const auto& ai = a.object().items;
       if (ai.size() != b.object().items.size()) return false;
       for (const auto& [k, v] : ai) {
-        const Value* other = b.object().find(k);
+        const Value* other = b.object().find_key(k);
         if (!other || !equals(v, *other)) return false;
       }
       return true;
@@ -418,7 +463,7 @@ int compare(const Value& a, const Value& b, std::string_view op) {
     const int c = a.as_string().compare(b.as_string());  // UTF-8 byte order is code point order
     return c < 0 ? -1 : c > 0 ? 1 : 0;
   }
-  if (a.is_array() && b.is_array() && a.is_tuple() == b.is_tuple()) {
+  if (a.is_array() && b.is_array() && a.is_tuple() == b.is_tuple() && !a.is_lazy() && !b.is_lazy()) {
     const auto& x = a.items();
     const auto& y = b.items();
     for (size_t i = 0; i < x.size() && i < y.size(); ++i) {

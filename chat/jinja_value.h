@@ -54,11 +54,19 @@ class Value {
   static Value undefined(std::string hint);
   static Value array(std::vector<Value> items);
   static Value tuple(std::vector<Value> items);
+  // The lazy iterator a Python filter returns (map, select, ... give a "generator" made by `origin`; reverse a
+  // "list_reverseiterator"). Its items are computed at once, but it behaves as Python's does wherever a template
+  // can tell: always true, no len(), indexing gives an undefined value, no + or *, printed as an object.
+  static Value lazy(std::vector<Value> items, const char* python_type, const char* origin = nullptr);
   // Keys keep their first position; a repeated key replaces the earlier value (as a Python dict literal does).
   static Value object(std::vector<std::pair<std::string, Value>> items);
+  // A dict with keys of any hashable type ({0: 'a', none: 1, (1, 2): 3}), as a dict literal makes it; an
+  // unhashable key (a list or dict) throws TemplateError(Render), as Python raises TypeError.
+  static Value dict(std::vector<std::pair<Value, Value>> items);
   static Value make_namespace(std::vector<std::pair<std::string, Value>> items);
   static Value function(std::string name, Function fn);
-  // JSON text -> value (objects keep their key order); throws TemplateError(Render) on malformed input.
+  // JSON text -> value: chat::parse_json (chat/json.h), but malformed text throws TemplateError(Render), so that
+  // code inside the interpreter sees one kind of error.
   static Value from_json(std::string_view json);
 
   Type type() const { return static_cast<Type>(v_.index()); }
@@ -74,6 +82,9 @@ class Value {
   bool is_number() const { return is_int() || is_float() || is_bool(); }  // bool is an int in Python
   bool is_namespace() const;
   bool is_tuple() const;
+  bool is_lazy() const;  // an array made by Value::lazy
+  const char* lazy_type() const;    // its Python type; null for a list or tuple
+  const char* lazy_origin() const;  // the generator function, or null
 
   // Accessors; the caller has checked the type.
   bool as_bool() const { return std::get<bool>(v_); }
@@ -104,20 +115,29 @@ class Value {
 struct ArrayData {
   std::vector<Value> items;
   bool tuple = false;
+  const char* lazy_type = nullptr;    // Value::lazy: the Python type; null for a list or tuple
+  const char* lazy_origin = nullptr;  // Value::lazy: the generator function, if any
   int depth = 1;
   bool holds_namespace = false;
 };
 
-// A dict (insertion-ordered, string keys) or a namespace() object. Only namespaces are ever changed after creation.
+// A dict or a namespace() object, insertion-ordered. Keys are strings for everything JSON gives, for namespaces and
+// keyword arguments; a dict literal may use any hashable value (int, float, bool, None, str, tuples of them), compared
+// as Python compares dict keys (1, 1.0 and True are one key). Only namespaces are ever changed after creation.
 struct ObjectData {
-  std::vector<std::pair<std::string, Value>> items;
+  std::vector<std::pair<Value, Value>> items;  // key, value
   bool is_namespace = false;
   int depth = 1;
   bool holds_namespace = false;
 
-  const Value* find(std::string_view key) const;
-  void set(std::string key, Value value);  // namespace attribute assignment; replaces in place
+  const Value* find(std::string_view key) const;  // the value of a string key
+  const Value* find_key(const Value& key) const;  // the value of any key
+  void set(Value key, Value value);  // adds, or replaces in place (namespace attribute assignment, dict building)
 };
+
+// Whether Python could use v as a dict key (str, numbers, None, tuples of hashables); lists, dicts and
+// namespaces are not.
+bool hashable(const Value& v);
 
 struct FunctionData {
   std::string name;
@@ -134,16 +154,6 @@ bool equals(const Value& a, const Value& b);
 // a < b as -1, equal 0, a > b 1; throws TemplateError(Render) for types Python cannot order, naming `op`.
 int compare(const Value& a, const Value& b, std::string_view op = "<");
 
-struct JsonOptions {
-  int indent = -1;                   // < 0: one line; >= 0: newline plus this many spaces per level
-  std::string indent_text;           // used instead of spaces when non-empty (json.dumps accepts a string)
-  std::optional<std::string> item_separator;  // unset: the json.dumps default, ", " or "," when indented
-  std::string key_separator = ": ";
-  bool ensure_ascii = false;         // Hugging Face's tojson keeps non-ASCII characters as they are
-  bool sort_keys = false;
-};
-// json.dumps(v) with Hugging Face's tojson defaults; throws TemplateError(Render) for undefined, functions and
-// namespaces, which Python cannot serialise either.
-std::string to_json(const Value& v, const JsonOptions& options = {});
+// JSON text in and out (parse_json, to_json, json_quote): chat/json.h.
 
 }  // namespace chat::jinja

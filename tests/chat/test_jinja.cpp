@@ -92,6 +92,7 @@ TEST(JinjaStatements, SetScopingAndNamespaces) {
   expect_cases({
       {"{% set x = 1 %}{% for i in [1] %}{% set x = 2 %}{{ x }}{% endfor %}{{ x }}", "21"},  // loops scope
       {"{% if true %}{% set y = 5 %}{% endif %}{{ y }}", "5"},                              // ifs do not
+      {"{% for i in [] %}{% else %}{% set z = 3 %}{{ z }}{% endfor %}[{{ z }}]", "3[]"},    // a loop's else does
       {"{% set ns = namespace(n=0) %}{% for i in range(4) %}{% set ns.n = ns.n + i %}{% endfor %}{{ ns.n }}", "6"},
       {"{% set ns = namespace({'a': 1}, b=2) %}{{ ns.a }}{{ ns.b }}{{ ns.c }}", "12"},
       {"{% set ns = namespace() %}{% set ns.found = false %}{% for m in msgs %}{% if m.role == 'assistant' %}"
@@ -323,6 +324,43 @@ struct ErrorCase {
   const char* message_part;
 };
 
+// Dict literals take any hashable key, with Python's key equality (1, 1.0 and True are one key); JSON output
+// turns the keys into strings as json.dumps does. Seed-OSS's template looks up {0: 0, 512: 128, ...} by number.
+TEST(JinjaValues, DictKeysOfAnyHashableType) {
+  expect_cases({
+      {"{{ {1: 'a', 1.0: 'b', true: 'c'} }}", "{1: 'c'}"},
+      {"{{ {none: 1, (1, 2): 'x', 'k': [1]} }}", "{None: 1, (1, 2): 'x', 'k': [1]}"},
+      {"{{ {0: 0, 512: 128, 16: 1}|dictsort }}", "[(0, 0), (16, 1), (512, 128)]"},
+      {"{{ {2: 'x'}[2] }}{{ {2: 'x'}[2.0] }}|{{ {2: 'x'}['2'] }}", "xx|"},
+      {"{{ 2 in {2: 1} }} {{ '2' in {2: 1} }}", "True False"},
+      {"{% for k, v in {3: 'c', 1: 'a'}.items() %}{{ k + 1 }}{{ v }}{% endfor %}", "4c2a"},
+      {"{{ {1: 2, true: 3, none: 4, 1.5: 5}|tojson }}", "{\"1\": 3, \"null\": 4, \"1.5\": 5}"},
+      {"{{ {2: 'a', 10: 'b'}|tojson(sort_keys=true) }}", "{\"2\": \"a\", \"10\": \"b\"}"},
+      {"{{ dict([(1, 2)]) == {1.0: 2} }}", "True"},
+      {"{{ {1: 2}.get(1) }}{{ {1: 2}.keys()|list }}", "2[1]"},
+      {"{{ {'a': 1}[[1]] is defined }}", "False"},  // an unhashable key is a failed lookup, as in Jinja
+  });
+}
+
+// map, select, reject, selectattr, rejectattr, unique, batch, items and reverse give Python iterators: always true
+// in a test (even when empty), without len() or indexing, printed as an object; everything that iterates takes them.
+TEST(JinjaValues, FilterResultsBehaveAsPythonIterators) {
+  expect_cases({
+      {"{% if msgs|selectattr('role', 'equalto', 'tool') %}yes{% endif %}", "yes"},
+      {"{{ msgs|selectattr('role', 'equalto', 'tool')|list|length }}", "0"},
+      {"{{ (msgs|map(attribute='role'))[0] is defined }}", "False"},
+      {"{{ msgs|map(attribute='role')|join(',') }}|{{ 'user' in msgs|map(attribute='role') }}", "user,assistant,user|True"},
+      {"{% for r in msgs|map(attribute='role') %}{{ loop.index }}/{{ loop.length }} {% endfor %}", "1/3 2/3 3/3 "},
+      {"{{ [3, 1, 2]|select('odd')|sum }} {{ [3, 1, 2]|reverse|first }} {{ [3, 1]|reverse is sequence }}", "4 2 False"},
+      {"{{ [1, 2]|map('string') }}|{{ [1]|reverse }}", "<generator object sync_do_map>|<list_reverseiterator object>"},
+  });
+  for (const char* text : {"{{ msgs|map(attribute='role')|length }}", "{{ msgs|map(attribute='role')|last }}",
+                           "{{ [1]|select|tojson }}", "{{ ([1]|select) + [1] }}"}) {
+    SCOPED_TRACE(text);
+    EXPECT_EQ(render_error(text, common_vars()).kind(), TemplateError::Kind::Render);
+  }
+}
+
 TEST(JinjaErrors, SyntaxAndRenderErrorsHaveLineAndColumn) {
   using K = TemplateError::Kind;
   const ErrorCase cases[] = {
@@ -361,7 +399,7 @@ TEST(JinjaErrors, SyntaxAndRenderErrorsHaveLineAndColumn) {
       {"{{ 'x' | trim(bogus=1) }}", K::Render, 1, 10, "unexpected keyword argument 'bogus'"},
       {"{% if x %}{{ x | nosuch }}{% endif %}", K::Render, 1, 18, "no filter named 'nosuch'"},
       {"{{ 9223372036854775807 + 1 }}", K::Render, 1, 24, "integer overflow"},
-      {"{{ {1: 2} }}", K::Render, 1, 4, "dict keys must be strings"},
+      {"{{ {[1]: 2} }}", K::Render, 1, 4, "unhashable type: 'list'"},
   };
   for (const ErrorCase& c : cases) {
     SCOPED_TRACE(c.text);

@@ -147,6 +147,10 @@ TEST(JinjaRobustness, ResourceBombsHitLimits) {
       {"huge json", "{{ ([['x' * 1000] * 1000] * 1000) | tojson }}"},
       {"json indent", "{% set ns = namespace(l=1) %}{% for i in range(200) %}{% set ns.l = [ns.l] %}{% endfor %}"
                       "{{ ns.l | tojson(indent=1000) }}"},
+      {"format widths", "{{ ('{0:1000000}' * 5000).format(1) }}"},  // each field a MiB
+      {"format precision", "{{ ('{0:.300f}' * 1000000).format(1e300) }}"},
+      {"deep int-keyed dicts", "{% set ns = namespace(d={}) %}{% for i in range(100000) %}{% set ns.d = {i: ns.d} %}"
+                               "{% endfor %}"},
   };
   for (const Bomb& b : bombs) {
     SCOPED_TRACE(b.name);
