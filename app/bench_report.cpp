@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <numeric>
 
+#include "chat/json.h"
+
 namespace app {
 namespace {
 
@@ -16,16 +18,6 @@ std::string fmt(const char* f, auto... args) {
 }
 
 std::string gib(uint64_t b) { return fmt("%.2f GiB", static_cast<double>(b) / (1u << 30)); }
-
-std::string json_escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\', out += c;
-    else if (static_cast<unsigned char>(c) < 0x20) out += fmt("\\u%04x", c);
-    else out += c;
-  }
-  return out;
-}
 
 }  // namespace
 
@@ -87,13 +79,13 @@ std::string report_json(const BenchContext& c, const std::vector<BenchTest>& tes
     std::string samples;
     for (size_t r = 0; r < t.seconds.size(); ++r) samples += fmt("%s%.9g", r ? ", " : "", t.seconds[r]);
     out += fmt(
-        "  {\"model\": \"%s\", \"size_bytes\": %llu, \"params\": %llu, \"backend\": \"%s\", \"device\": \"%s\", "
+        "  {\"model\": %s, \"size_bytes\": %llu, \"params\": %llu, \"backend\": \"%s\", \"device\": %s, "
         "\"test\": \"%s\", \"n_prompt\": %d, \"n_gen\": %d, \"depth\": %d, \"tps_mean\": %.3f, \"tps_sd\": %.3f, "
         "\"gbs\": %.1f, \"copy_gbs\": %.1f, \"weights_bytes\": %llu, \"kv_bytes\": %llu, \"peak_mem_bytes\": %llu, "
         "\"kv_type\": \"%s\", "
         "\"seconds\": [%s]}%s\n",
-        json_escape(c.model).c_str(), (unsigned long long)c.model_bytes, (unsigned long long)c.n_params,
-        c.backend.c_str(), json_escape(c.device).c_str(), t.name.c_str(), t.n_prompt, t.n_gen, t.depth,
+        chat::json_quote(c.model).c_str(), (unsigned long long)c.model_bytes, (unsigned long long)c.n_params,
+        c.backend.c_str(), chat::json_quote(c.device).c_str(), t.name.c_str(), t.n_prompt, t.n_gen, t.depth,
         t.mean_tps(), t.sd_tps(), achieved_gbs(c, t), c.copy_gbs, (unsigned long long)c.weights_bytes,
         (unsigned long long)c.kv_bytes, (unsigned long long)c.peak_mem_bytes, c.kv_type.c_str(), samples.c_str(),
         i + 1 < tests.size() ? "," : "");

@@ -26,6 +26,7 @@ int main(int argc, char** argv) {
   app::register_bench(root, chosen);
   app::register_chat(root, chosen);
   app::register_tokenize(root, chosen);
+  app::register_template(root, chosen);
 
   // Nothing at all asked for: the help, as a usage error (the shipped default model would otherwise tell a story
   // nobody asked for).

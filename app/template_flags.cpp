@@ -38,7 +38,7 @@ chat::ChatTemplate choose_template(const TemplateFlags& f, std::string_view mode
     }
   }
   chat::ChatTemplate t = chat::ChatTemplate::from_text(model_template);
-  if (warn && t.is_fallback()) std::fprintf(stderr, "llm-run: warning: %s; using ChatML\n", t.warning().c_str());
+  if (warn && t.is_fallback()) std::fprintf(stderr, "llm-run: warning: %s\n", t.warning().c_str());
   return t;
 }
 

@@ -18,12 +18,15 @@ void ChatSession::reset() {
   // The cache content stays valid: the next turn's prompt shares its prefix (often just BOS and the system prompt).
 }
 
+TemplateTokens template_tokens(const tokenizer::Tokenizer& tok) {
+  const auto text = [&](int32_t id) { return id >= 0 ? tok.token_to_piece(id, /*render_special=*/true) : ""; };
+  return {text(tok.bos()), text(tok.eos())};
+}
+
 std::vector<int32_t> ChatSession::prompt_tokens() const {
   const int32_t bos = tok_.bos();
-  const std::string bos_text = bos >= 0 ? tok_.token_to_piece(bos, /*render_special=*/true) : "";
-  const int32_t eos = tok_.eos();
-  const std::string eos_text = eos >= 0 ? tok_.token_to_piece(eos, /*render_special=*/true) : "";
-  const std::string text = tmpl_.render(messages_, /*add_generation_prompt=*/true, bos_text, eos_text);
+  const TemplateTokens bound = template_tokens(tok_);
+  const std::string text = tmpl_.render(messages_, /*add_generation_prompt=*/true, bound.bos, bound.eos);
   // Templates write their own control tokens, BOS included where the model wants it; like transformers'
   // apply_chat_template, the text is tokenized without adding specials, with special tokens recognised.
   std::vector<int32_t> ids = tok_.encode(text, /*add_special=*/false, /*parse_special=*/true);

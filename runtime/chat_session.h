@@ -32,6 +32,13 @@ struct TurnResult {
   int32_t dropped_turns = 0;   // user/assistant pairs removed to make room
 };
 
+// The texts a chat template binds as bos_token and eos_token, as transformers passes them: the vocabulary's BOS and
+// EOS token texts, "" when it has none.
+struct TemplateTokens {
+  std::string bos, eos;
+};
+TemplateTokens template_tokens(const tokenizer::Tokenizer& tok);
+
 // Called with notes for the user ("context full: dropped the oldest turn").
 using NoteSink = std::function<void(const std::string& note)>;
 
