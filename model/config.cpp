@@ -320,7 +320,11 @@ std::string describe_attention(const Config& c) {
 std::string describe_rope(const Config& c) {
   const RopeScaling& r = c.rope_scaling;
   std::ostringstream s;
-  s << (c.rope_mode == graph::RopeMode::Neox ? "neox" : "normal") << ", scaling " << rope_scaling_name(r.kind);
+  s << (c.rope_mode == graph::RopeMode::Neox ? "neox" : "normal") << ", scaling ";
+  if (r.kind == RopeScalingKind::Linear && r.factor == 1.0f)
+    s << "none";  // what a file without rope.scaling keys means (llama.cpp reads it as linear x1)
+  else
+    s << rope_scaling_name(r.kind);
   if (r.kind != RopeScalingKind::None && r.factor != 1.0f) s << " x" << r.factor;
   if (r.n_ctx_orig != c.n_ctx_train) s << ", original context " << r.n_ctx_orig;
   if (c.n_swa > 0) {
