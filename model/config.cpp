@@ -121,7 +121,9 @@ RopeScaling resolve_rope_scaling(const Resolver& r, int32_t n_ctx_train) {
     if (!std::isfinite(s.freq_scale()) || s.freq_scale() <= 0.0f)
       r.fail("rope scaling factor " + std::to_string(s.factor) + " gives no usable position scale");
   }
-  s.n_ctx_orig = r.positive_or(raw.rope_scaling_orig_ctx, "rope.scaling.original_context_length", n_ctx_train);
+  // 0 means absent to llama.cpp as well.
+  const bool orig = raw.rope_scaling_orig_ctx && *raw.rope_scaling_orig_ctx > 0;
+  s.n_ctx_orig = orig ? r.positive(raw.rope_scaling_orig_ctx, "rope.scaling.original_context_length") : n_ctx_train;
   s.attn_factor = r.finite_positive(raw.rope_scaling_attn_factor.value_or(1.0f), "rope.scaling.attn_factor");
   return s;
 }
@@ -154,8 +156,12 @@ void resolve_gemma3(const Resolver& r, Config& c) {
   // The 62-layer 27B scales queries by 1/sqrt(n_embd / n_head) (its query_pre_attn_scalar); llama.cpp keys this on
   // the layer count, and so do we.
   constexpr int32_t kGemma3_27bLayers = 62;
-  c.attn_scale = c.n_layer == kGemma3_27bLayers ? 1.0f / std::sqrt(static_cast<float>(c.n_embd / c.n_head))
-                                                : 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  if (c.n_layer == kGemma3_27bLayers) {
+    if (c.n_embd < c.n_head)
+      r.fail("embedding_length " + std::to_string(c.n_embd) + " is smaller than attention.head_count " +
+             std::to_string(c.n_head));
+    c.attn_scale = 1.0f / std::sqrt(static_cast<float>(c.n_embd / c.n_head));
+  }
 }
 
 }  // namespace

@@ -60,6 +60,8 @@ TEST(RopeScaling, KindsFromKeys) {
   EXPECT_EQ(c.rope_freq_scale, 1.0f);
   EXPECT_TRUE(c.layer_rope(0).plain());
   EXPECT_EQ(c.rope_scaling.n_ctx_orig, 4096);  // the training context when original_context_length is absent
+  c = cfg([](gguf::Writer& w) { w.set_u32("llama.rope.scaling.original_context_length", 0); });
+  EXPECT_EQ(c.rope_scaling.n_ctx_orig, 4096);  // or 0, as llama.cpp reads it
   // none ignores any factor, even one that could not be used.
   c = cfg([](gguf::Writer& w) {
     w.set_str("llama.rope.scaling.type", "none");
