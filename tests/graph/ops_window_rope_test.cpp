@@ -44,7 +44,8 @@ std::vector<float> run_rope(const std::vector<float>& xv, int hd, int nh, const 
   Fixture f;
   const int t = int(pos.size());
   const auto positions = f.g.input("positions", InputParams::Kind::Positions, t);
-  const auto y = f.g.rope("y", f.w("x", xv, sh(hd, nh, t)), positions, p, ff.empty() ? kNoNode : f.w("ff", ff, sh(hd / 2)));
+  const NodeId factors = ff.empty() ? kNoNode : f.w("ff", ff, sh(hd / 2));
+  const auto y = f.g.rope("y", f.w("x", xv, sh(hd, nh, t)), positions, p, factors);
   return f.run(y, {}, pos);
 }
 
@@ -115,8 +116,8 @@ TEST(ReferenceOps, AttentionSlidingWindowMatchesNaive) {
   uint32_t seed = 50;
   int pos0 = 0;
   for (int t : {5, 1, 1, 1}) {
-    const auto qv = random_vec(size_t(hd * nh * t), ++seed, -2, 2), kv = random_vec(size_t(hd * nkv * t), ++seed, -2, 2),
-               vv = random_vec(size_t(hd * nkv * t), ++seed);
+    const auto qv = random_vec(size_t(hd * nh * t), ++seed, -2, 2);
+    const auto kv = random_vec(size_t(hd * nkv * t), ++seed, -2, 2), vv = random_vec(size_t(hd * nkv * t), ++seed);
     std::vector<int32_t> pos(static_cast<size_t>(t));
     for (int i = 0; i < t; ++i) {
       pos[size_t(i)] = pos0 + i;
