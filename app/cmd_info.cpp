@@ -15,6 +15,7 @@
 #include "app/cli.h"
 #include "app/display_text.h"
 #include "gguf/gguf.h"
+#include "model/config.h"
 
 namespace app {
 namespace {
@@ -143,6 +144,19 @@ void line(std::string& out, const std::string& label, const std::string& value) 
   out += fmt("%-16s", (label + ":").c_str()) + value + "\n";
 }
 
+// The hyperparameters as this runtime resolves them (the layer pattern, each layer kind's rotation), or why it cannot
+// run the file. Keys only: no tensor is checked here.
+void print_resolved(std::string& out, const gguf::File& f) {
+  try {
+    const model::Config c = model::read_config(f);
+    line(out, "model", model::describe(c));
+    line(out, "attention", model::describe_attention(c));
+    line(out, "rope", model::describe_rope(c));
+  } catch (const std::exception& e) {
+    line(out, "model", std::string("not runnable here: ") + e.what());
+  }
+}
+
 void print_summary(std::string& out, const gguf::File& f) {
   line(out, "file", f.path() + " (" + grouped(f.file_size()) + " bytes, " + human_bytes(f.file_size()) + ")");
   line(out, "format", fmt("GGUF v%u, %zu metadata keys, %zu tensors, alignment %" PRIu64 ", data at byte %" PRIu64,
@@ -161,6 +175,7 @@ void print_summary(std::string& out, const gguf::File& f) {
             format_value(kv.value, 80) + "\n";
     }
     out += "hyperparameters (" + prefix + "*):" + (hp.empty() ? " none\n" : "\n" + hp);
+    print_resolved(out, f);
   }
 
   if (const gguf::Value* tokens = f.find("tokenizer.ggml.tokens")) {

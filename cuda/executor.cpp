@@ -178,6 +178,11 @@ const float* Executor::f32_in(const Node& n, size_t i) const {
 // The rope kernel's parameters for a Rope node, as planned.
 RopeKernelParams Executor::rope_params(const Node& n) const {
   const auto& rp = ::std::get<graph::RopeParams>(n.params);
+  // The kernels rotate by pos * freq_scale * base^(-2i/n_rot) / factor_i only: YaRN's ramp and the cos/sin factor
+  // (LongRoPE, YaRN) are not implemented, and every fused path reads its rope parameters through here.
+  if (!rp.plain())
+    throw InvalidArgument(describe(n) + ": rope scaling with ext_factor " + ::std::to_string(rp.ext_factor) +
+                          " / attn_factor " + ::std::to_string(rp.attn_factor) + " is not supported on CUDA yet");
   RopeKernelParams p;
   p.x = f32_in(n, 0), p.out = f32_out(n);
   p.positions = static_cast<const int32_t*>(device_ptr(n.inputs[1]));
@@ -225,6 +230,11 @@ void Executor::lower(const Node& n) {
     case Op::Mul: lower_binary(n); return;
     case Op::Silu: lower_unary(n); return;
     case Op::SwiGlu: lower_swiglu(n); return;
+    case Op::GeGlu:
+    case Op::Scale:
+    case Op::Softcap:
+    case Op::Slice:  // gemma3 / phi3 ops: the CPU reference runs them (graph/reference_ops.h)
+      throw InvalidArgument(describe(n) + ": op " + graph::op_name(n.op) + " is not supported on CUDA yet");
     case Op::Rope: lower_rope(n); return;
     case Op::Attention: lower_attention(n); return;
     case Op::Softmax: lower_softmax(n); return;
@@ -325,6 +335,9 @@ void Executor::lower_rope(const Node& n) {
 
 void Executor::lower_attention(const Node& n) {
   const auto& ap = ::std::get<graph::AttentionParams>(n.params);
+  if (ap.window > 0)  // the kernels attend to every slot up to the query's position
+    throw InvalidArgument(describe(n) + ": sliding-window attention (window " + ::std::to_string(ap.window) +
+                          ") is not supported on CUDA yet");
   if (!kv_) throw InvalidArgument(describe(n) + ": no KV cache");
   const auto& spec = kv_->spec();
   if (!attention_matches_kv(n)) throw InvalidArgument(describe(n) + ": parameters do not match the KV cache");

@@ -2,6 +2,7 @@
 // a mistake in an architecture function is reported at build time with the node's name and the offending shapes.
 #include "graph/ir.h"
 
+#include <cmath>
 #include <sstream>
 #include <stdexcept>
 
@@ -79,6 +80,10 @@ const char* op_name(Op op) {
     case Op::Mul: return "Mul";
     case Op::Silu: return "Silu";
     case Op::SwiGlu: return "SwiGlu";
+    case Op::GeGlu: return "GeGlu";
+    case Op::Scale: return "Scale";
+    case Op::Softcap: return "Softcap";
+    case Op::Slice: return "Slice";
     case Op::Rope: return "Rope";
     case Op::Attention: return "Attention";
     case Op::Softmax: return "Softmax";
@@ -102,15 +107,22 @@ const char* weight_role_name(WeightRole role) {
     case WeightRole::AttnVBias: return "attn_v_bias";
     case WeightRole::AttnQNorm: return "attn_q_norm";
     case WeightRole::AttnKNorm: return "attn_k_norm";
+    case WeightRole::AttnQkv: return "attn_qkv";
+    case WeightRole::AttnQkvBias: return "attn_qkv_bias";
     case WeightRole::AttnOutput: return "attn_output";
     case WeightRole::AttnOutputBias: return "attn_output_bias";
+    case WeightRole::AttnPostNorm: return "attn_post_norm";
     case WeightRole::FfnNorm: return "ffn_norm";
     case WeightRole::FfnGate: return "ffn_gate";
     case WeightRole::FfnUp: return "ffn_up";
     case WeightRole::FfnDown: return "ffn_down";
+    case WeightRole::FfnGateUp: return "ffn_gate_up";
+    case WeightRole::FfnPostNorm: return "ffn_post_norm";
     case WeightRole::OutputNorm: return "output_norm";
     case WeightRole::Output: return "output";
     case WeightRole::RopeFreqs: return "rope_freqs";
+    case WeightRole::RopeFactorsLong: return "rope_factors_long";
+    case WeightRole::RopeFactorsShort: return "rope_factors_short";
     case WeightRole::kCount: break;
   }
   throw std::invalid_argument("graph: unknown weight role " + std::to_string(static_cast<int>(role)));
@@ -309,6 +321,46 @@ NodeId Graph::swiglu(std::string name, NodeId gate, NodeId up) {
   return append(make(std::move(name), Op::SwiGlu, {gate, up}, gn.shape, DType::F32));
 }
 
+NodeId Graph::geglu(std::string name, NodeId gate, NodeId up) {
+  Check c(nodes_, name, Op::GeGlu);
+  const Node& gn = c.in(gate, "gate");
+  const Node& un = c.in(up, "up");
+  c.is_float(gn, "gate");
+  c.is_float(un, "up");
+  c.require(gn.shape.elements() == un.shape.elements(),
+            "gate " + Check::describe(gn) + " and up " + Check::describe(un) + " differ in element count");
+  return append(make(std::move(name), Op::GeGlu, {gate, up}, gn.shape, DType::F32));
+}
+
+NodeId Graph::scale(std::string name, NodeId a, float s) {
+  Check c(nodes_, name, Op::Scale);
+  const Node& an = c.in(a, "a");
+  c.is_float(an, "a");
+  c.require(std::isfinite(s), "scale " + std::to_string(s) + " must be finite");
+  return append(make(std::move(name), Op::Scale, {a}, an.shape, DType::F32, ScaleParams{s}));
+}
+
+NodeId Graph::softcap(std::string name, NodeId a, float cap) {
+  Check c(nodes_, name, Op::Softcap);
+  const Node& an = c.in(a, "a");
+  c.is_float(an, "a");
+  c.require(std::isfinite(cap) && cap > 0.0f, "cap " + std::to_string(cap) + " must be a positive number");
+  return append(make(std::move(name), Op::Softcap, {a}, an.shape, DType::F32, SoftcapParams{cap}));
+}
+
+NodeId Graph::slice(std::string name, NodeId a, int64_t offset, int64_t n) {
+  Check c(nodes_, name, Op::Slice);
+  const Node& an = c.in(a, "a");
+  c.is_float(an, "a");
+  c.require(an.op != Op::Weight, "a " + Check::describe(an) + " must be an activation");
+  c.require(offset >= 0 && n > 0 && offset + n <= an.shape.ne[0],
+            "elements [" + std::to_string(offset) + ", " + std::to_string(offset + n) + ") do not lie in the rows of " +
+                Check::describe(an));
+  Shape out = an.shape;
+  out.ne[0] = n;
+  return append(make(std::move(name), Op::Slice, {a}, out, DType::F32, SliceParams{offset, n}));
+}
+
 NodeId Graph::rope(std::string name, NodeId x, NodeId positions, RopeParams p, NodeId freq_factors) {
   Check c(nodes_, name, Op::Rope);
   const Node& xn = c.in(x, "x");
@@ -325,6 +377,11 @@ NodeId Graph::rope(std::string name, NodeId x, NodeId positions, RopeParams p, N
   c.require(p.freq_base > 0.0f && p.freq_scale > 0.0f, "freq_base " + std::to_string(p.freq_base) +
                                                            " and freq_scale " + std::to_string(p.freq_scale) +
                                                            " must be positive");
+  c.require(std::isfinite(p.ext_factor) && p.ext_factor >= 0.0f && std::isfinite(p.corr_low) &&
+                std::isfinite(p.corr_high) && std::isfinite(p.attn_factor) && p.attn_factor > 0.0f,
+            "ext_factor " + std::to_string(p.ext_factor) + ", corr dims " + std::to_string(p.corr_low) + ".." +
+                std::to_string(p.corr_high) + " and attn_factor " + std::to_string(p.attn_factor) +
+                " must be finite (ext_factor >= 0, attn_factor > 0)");
   std::vector<NodeId> ins{x, positions};
   if (freq_factors != kNoNode) {
     const Node& fn = c.in(freq_factors, "freq_factors");
@@ -353,6 +410,7 @@ NodeId Graph::attention(std::string name, NodeId q, NodeId k, NodeId v, NodeId p
                 std::to_string(p.n_head_kv));
   c.require(p.head_dim > 0 && p.head_dim_v > 0, "head_dim " + std::to_string(p.head_dim) + " and head_dim_v " +
                                                     std::to_string(p.head_dim_v) + " must be positive");
+  c.require(p.window >= 0, "window " + std::to_string(p.window) + " must be non-negative (0: no sliding window)");
   const int64_t t = qn.shape.ne[2];
   const Shape want_q{{p.head_dim, p.n_head, t, 1}};
   const Shape want_k{{p.head_dim, p.n_head_kv, t, 1}};

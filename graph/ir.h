@@ -38,10 +38,17 @@ enum class Op : uint8_t {
   Mul,        // inputs {a, b}; b may be one row [ne0] broadcast over the rows of a
   Silu,       // inputs {a}
   SwiGlu,     // inputs {gate, up} -> silu(gate) * up
+  GeGlu,      // inputs {gate, up} -> gelu_tanh(gate) * up (Gemma's feed-forward), exact tanh-approximated GELU
+  Scale,      // inputs {a} -> a * ScaleParams::scale (Gemma's sqrt(n_embd) on the input embeddings)
+  Softcap,    // inputs {a} -> cap * tanh(a / cap), SoftcapParams::cap (final-logit softcapping)
+  Slice,      // inputs {a [ne0, ...]} -> [n, ...]: elements [offset, offset + n) of every row of a (the q, k, v parts
+              //   of a fused qkv product; gate and up of a fused gate+up product). A strided view of a; the CPU
+              //   reference copies it
   Rope,       // inputs {x [head_dim, n_head, T], positions I32 [T], freq_factors [n_rot/2] (optional)}
   Attention,  // inputs {q [hd, n_head, T], k [hd, n_head_kv, T], v [hd_v, n_head_kv, T], positions I32 [T]}
               //   -> [hd_v * n_head, T]; writes k, v into the layer's KV cache at each position, then attends
-              //   causally over cache slots [0, positions[t]] of that layer (GQA: head h reads kv head h / group)
+              //   causally over cache slots [0, positions[t]] of that layer, or only the last `window` of them
+              //   (AttentionParams::window) (GQA: head h reads kv head h / group)
   Softmax,    // inputs {a}: over each row of ne[0]
   Reshape,    // inputs {a}: a view with a new shape of the same element count (no data moves)
   LastToken,  // inputs {a [ne0, T]} -> [ne0, 1]: the last column (logits for generation)
@@ -59,11 +66,16 @@ enum class WeightRole : uint8_t {
   Other,
   TokenEmbedding,  // [n_embd, n_vocab], read by GetRows (and as the output matrix when tied)
   AttnNorm, AttnQ, AttnK, AttnV, AttnQBias, AttnKBias, AttnVBias,
-  AttnQNorm, AttnKNorm,          // per-head RMSNorm of q and k (qwen3)
+  AttnQNorm, AttnKNorm,          // per-head RMSNorm of q and k (qwen3, gemma3)
+  AttnQkv, AttnQkvBias,          // fused q|k|v projection [n_embd, n_q + n_k + n_v] (phi3): rows q, then k, then v
   AttnOutput, AttnOutputBias,    // the o projection: reads the attention output
+  AttnPostNorm,                  // RMSNorm of the attention output before the residual add (gemma3)
   FfnNorm, FfnGate, FfnUp, FfnDown,
+  FfnGateUp,                     // fused gate|up [n_embd, 2 n_ff] (phi3's ffn_up): rows 0..n_ff gate, then up
+  FfnPostNorm,                   // RMSNorm of the feed-forward output before the residual add (gemma3)
   OutputNorm, Output,            // the final norm and the output projection (logits)
-  RopeFreqs,                     // long-context frequency factors
+  RopeFreqs,                     // long-context frequency factors (llama 3.1+)
+  RopeFactorsLong, RopeFactorsShort,  // LongRoPE frequency factors (phi3): one of the two is used, by context size
   kCount
 };
 const char* weight_role_name(WeightRole role);
@@ -80,12 +92,34 @@ struct WeightParams {
 struct RmsNormParams {
   float eps = 1e-5f;
 };
+struct ScaleParams {
+  float scale = 1.0f;
+};
+struct SoftcapParams {
+  float cap = 1.0f;             // > 0
+};
+struct SliceParams {
+  int64_t offset = 0;           // first element of each row taken
+  int64_t n = 0;                // elements taken per row (the output's ne[0])
+};
 enum class RopeMode : uint8_t { Normal, Neox };  // Normal rotates (x[2i], x[2i+1]); Neox rotates (x[i], x[i+n_rot/2])
+// The angle of pair i (i < n_rot/2) at position p: theta_extrap = p * freq_base^(-2i/n_rot) / factor_i (factor_i from
+// the optional freq_factors input, else 1) and theta_interp = freq_scale * theta_extrap. Without YaRN
+// (ext_factor 0) theta = theta_interp; with it, theta = theta_interp * (1 - m) + theta_extrap * m where
+// m = ext_factor * ramp(i), ramp(i) = 1 - clamp((i - corr_low) / max(0.001, corr_high - corr_low), 0, 1).
+// The pair is rotated by theta and both outputs multiplied by attn_factor.
 struct RopeParams {
   RopeMode mode = RopeMode::Normal;
   int32_t n_rot = 0;            // rotated dimensions per head (== head_dim for the supported models)
   float freq_base = 10000.0f;
   float freq_scale = 1.0f;      // linear position scaling: theta uses pos * freq_scale
+  float ext_factor = 0.0f;      // YaRN: how much of the unscaled angle the low pairs keep (0: no YaRN, 1: all)
+  float corr_low = 0.0f;        // YaRN: pairs below this keep the unscaled angle, above corr_high the scaled one
+  float corr_high = 0.0f;
+  float attn_factor = 1.0f;     // multiplies cos and sin: LongRoPE's attention factor, YaRN's magnitude correction
+
+  // The plain rotation every executor implements: no YaRN mix, no magnitude factor.
+  bool plain() const { return ext_factor == 0.0f && attn_factor == 1.0f; }
 };
 struct AttentionParams {
   int32_t layer = 0;            // which layer's KV cache
@@ -94,9 +128,12 @@ struct AttentionParams {
   int32_t head_dim = 0;         // q/k head size
   int32_t head_dim_v = 0;       // v head size
   float scale = 1.0f;           // usually 1/sqrt(head_dim)
+  int32_t window = 0;           // sliding window (llama.cpp's standard SWA): the query at position p sees the keys at
+                                // positions p - window < pk <= p; 0: every key at pk <= p
 };
 
-using Params = std::variant<std::monostate, InputParams, WeightParams, RmsNormParams, RopeParams, AttentionParams>;
+using Params = std::variant<std::monostate, InputParams, WeightParams, RmsNormParams, RopeParams, AttentionParams,
+                            ScaleParams, SoftcapParams, SliceParams>;
 
 struct Node {
   NodeId id = kNoNode;
@@ -157,6 +194,10 @@ class Graph {
   NodeId mul(std::string name, NodeId a, NodeId b);
   NodeId silu(std::string name, NodeId a);
   NodeId swiglu(std::string name, NodeId gate, NodeId up);
+  NodeId geglu(std::string name, NodeId gate, NodeId up);
+  NodeId scale(std::string name, NodeId a, float s);
+  NodeId softcap(std::string name, NodeId a, float cap);
+  NodeId slice(std::string name, NodeId a, int64_t offset, int64_t n);
   NodeId rope(std::string name, NodeId x, NodeId positions, RopeParams p, NodeId freq_factors = kNoNode);
   NodeId attention(std::string name, NodeId q, NodeId k, NodeId v, NodeId positions, AttentionParams p);
   NodeId softmax(std::string name, NodeId a);

@@ -70,9 +70,19 @@ std::string params_string(const Node& n) {
   } else if (const auto* rp = std::get_if<RopeParams>(&n.params)) {
     s << (rp->mode == RopeMode::Neox ? "neox" : "normal") << " n_rot=" << rp->n_rot << " base=" << num(rp->freq_base)
       << " scale=" << num(rp->freq_scale);
+    if (rp->ext_factor != 0.0f)
+      s << " yarn ext=" << num(rp->ext_factor) << " corr=" << num(rp->corr_low) << ".." << num(rp->corr_high);
+    if (rp->attn_factor != 1.0f) s << " attn_factor=" << num(rp->attn_factor);
   } else if (const auto* ap = std::get_if<AttentionParams>(&n.params)) {
     s << "layer=" << ap->layer << " heads=" << ap->n_head << "/" << ap->n_head_kv << " head_dim=" << ap->head_dim
       << "/" << ap->head_dim_v << " scale=" << num(ap->scale);
+    if (ap->window > 0) s << " window=" << ap->window;
+  } else if (const auto* sp = std::get_if<ScaleParams>(&n.params)) {
+    s << "scale=" << num(sp->scale);
+  } else if (const auto* cp = std::get_if<SoftcapParams>(&n.params)) {
+    s << "cap=" << num(cp->cap);
+  } else if (const auto* lp = std::get_if<SliceParams>(&n.params)) {
+    s << "elements " << lp->offset << ".." << lp->offset + lp->n;
   }
   return s.str();
 }

@@ -320,6 +320,12 @@ struct Runner {
     ref::attention(a, ex.pool_.get());
   }
 
+  void slice(const Node& n) const {
+    const Node& a = in(n, 0);
+    const auto& sp = std::get<SliceParams>(n.params);
+    ref::slice(f32_in(n, 0), a.shape.ne[0], a.shape.rows(), sp.offset, sp.n, out_f32(n));
+  }
+
   void last_token(const Node& n) const {
     const Node& a = in(n, 0);
     const size_t row = static_cast<size_t>(a.shape.ne[0]) * dtype_size(a.dtype);
@@ -346,6 +352,10 @@ void ReferenceExecutor::run(const Graph& g, const Plan& p, std::span<const int32
       case Op::Mul: ref::mul(r.f32_in(n, 0), r.f32_in(n, 1), r.in(n, 1).shape.elements(), r.out_f32(n), ne); break;
       case Op::Silu: ref::silu(r.f32_in(n, 0), r.out_f32(n), ne); break;
       case Op::SwiGlu: ref::swiglu(r.f32_in(n, 0), r.f32_in(n, 1), r.out_f32(n), ne); break;
+      case Op::GeGlu: ref::geglu(r.f32_in(n, 0), r.f32_in(n, 1), r.out_f32(n), ne); break;
+      case Op::Scale: ref::scale(r.f32_in(n, 0), std::get<ScaleParams>(n.params).scale, r.out_f32(n), ne); break;
+      case Op::Softcap: ref::softcap(r.f32_in(n, 0), std::get<SoftcapParams>(n.params).cap, r.out_f32(n), ne); break;
+      case Op::Slice: r.slice(n); break;
       case Op::Rope: r.rope(n); break;
       case Op::Attention: r.attention(n); break;
       case Op::Softmax: ref::softmax(r.f32_in(n, 0), r.out_f32(n), n.shape.ne[0], n.shape.rows()); break;

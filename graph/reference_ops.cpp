@@ -33,6 +33,11 @@ void store_kv(KvType type, const float* src, float* dst, int64_t n) {
   quant::dequantize_row(q, blocks.data(), dst, n);
 }
 
+// The first cache slot the query at position pos sees: 0, or with a sliding window the oldest of the last `window`.
+int64_t first_slot(int32_t pos, int32_t window) {
+  return window > 0 ? std::max<int64_t>(0, int64_t{pos} - window + 1) : 0;
+}
+
 }  // namespace
 
 double dot(const float* a, const float* b, int64_t n) {
@@ -80,13 +85,25 @@ void rope(const RopeArgs& a) {
   const int64_t half = a.p.n_rot / 2;
   double* cs = a.trig;          // cos, [half]
   double* sn = a.trig + half;   // sin, [half]
+  const bool yarn = a.p.ext_factor != 0.0f;
   for (int64_t t = 0; t < a.t; ++t) {
     const double pos = static_cast<double>(a.positions[t]) * a.p.freq_scale;
     for (int64_t i = 0; i < half; ++i) {
-      double theta = pos * std::pow(static_cast<double>(a.p.freq_base), -2.0 * static_cast<double>(i) / a.p.n_rot);
+      const double power = std::pow(static_cast<double>(a.p.freq_base), -2.0 * static_cast<double>(i) / a.p.n_rot);
+      double theta = pos * power;  // the interpolated (scaled) angle
       if (a.freq_factors) theta /= a.freq_factors[i];
-      cs[i] = std::cos(theta);
-      sn[i] = std::sin(theta);
+      if (yarn) {
+        // YaRN: the highest-frequency pairs keep their unscaled angle, the lowest take the scaled one, a linear
+        // ramp between the correction dims.
+        double extrap = static_cast<double>(a.positions[t]) * power;
+        if (a.freq_factors) extrap /= a.freq_factors[i];
+        const double y = (static_cast<double>(i) - a.p.corr_low) /
+                         std::max(0.001, static_cast<double>(a.p.corr_high) - a.p.corr_low);
+        const double mix = (1.0 - std::clamp(y, 0.0, 1.0)) * a.p.ext_factor;
+        theta = theta * (1.0 - mix) + extrap * mix;
+      }
+      cs[i] = std::cos(theta) * a.p.attn_factor;
+      sn[i] = std::sin(theta) * a.p.attn_factor;
     }
     for (int64_t h = 0; h < a.n_head; ++h) {
       const float* x = a.x + (t * a.n_head + h) * a.head_dim;
@@ -125,19 +142,20 @@ void attention(const AttentionArgs& a, ThreadPool* pool) {
     for (int64_t j = j0; j < j1; ++j) {
       const int64_t t = j / nh, h = j % nh, kvh = h / group;
       const int64_t n_slots = int64_t{a.positions[t]} + 1;
+      const int64_t first = first_slot(a.positions[t], a.p.window);
       const float* q = a.q + (t * nh + h) * hd;
       double max = -std::numeric_limits<double>::infinity();
-      for (int64_t s = 0; s < n_slots; ++s) {
+      for (int64_t s = first; s < n_slots; ++s) {
         score[s] = static_cast<double>(a.p.scale) * dot(q, a.k_cache + (s * nkv + kvh) * hd, hd);
         if (score[s] > max) max = score[s];
       }
       double sum = 0;
-      for (int64_t s = 0; s < n_slots; ++s) {
+      for (int64_t s = first; s < n_slots; ++s) {
         score[s] = std::exp(score[s] - max);
         sum += score[s];
       }
       for (int64_t d = 0; d < hdv; ++d) acc[d] = 0;
-      for (int64_t s = 0; s < n_slots; ++s) {
+      for (int64_t s = first; s < n_slots; ++s) {
         const float* v = a.v_cache + (s * nkv + kvh) * hdv;
         for (int64_t d = 0; d < hdv; ++d) acc[d] += score[s] * v[d];
       }
@@ -146,7 +164,8 @@ void attention(const AttentionArgs& a, ThreadPool* pool) {
     }
   };
   int64_t work = 0;
-  for (int64_t t = 0; t < a.t; ++t) work += (int64_t{a.positions[t]} + 1) * nh * (hd + hdv);
+  for (int64_t t = 0; t < a.t; ++t)
+    work += (int64_t{a.positions[t]} + 1 - first_slot(a.positions[t], a.p.window)) * nh * (hd + hdv);
   if (pool && pool->size() > 1 && work >= kParallelWork) {
     pool->parallel_for(a.t * nh, heads);
   } else {
@@ -179,6 +198,27 @@ void swiglu(const float* gate, const float* up, float* out, int64_t n) {
     const double g = gate[i];
     out[i] = static_cast<float>(g / (1.0 + std::exp(-g)) * up[i]);
   }
+}
+
+double gelu_tanh(double x) {
+  constexpr double kSqrt2OverPi = 0.79788456080286535587989211986876;
+  return 0.5 * x * (1.0 + std::tanh(kSqrt2OverPi * x * (1.0 + 0.044715 * x * x)));
+}
+
+void geglu(const float* gate, const float* up, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = static_cast<float>(gelu_tanh(gate[i]) * up[i]);
+}
+
+void scale(const float* a, float s, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = static_cast<float>(static_cast<double>(a[i]) * s);
+}
+
+void softcap(const float* a, float cap, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = static_cast<float>(cap * std::tanh(static_cast<double>(a[i]) / cap));
+}
+
+void slice(const float* a, int64_t ne0, int64_t rows, int64_t offset, int64_t n, float* out) {
+  for (int64_t r = 0; r < rows; ++r) std::copy(a + r * ne0 + offset, a + r * ne0 + offset + n, out + r * n);
 }
 
 void softmax(const float* a, float* out, int64_t ne0, int64_t rows) {

@@ -72,6 +72,14 @@ void add(const float* a, const float* b, float* out, int64_t n);
 void mul(const float* a, const float* b, int64_t nb, float* out, int64_t n);
 void silu(const float* a, float* out, int64_t n);
 void swiglu(const float* gate, const float* up, float* out, int64_t n);
+// GELU, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), evaluated in double. (llama.cpp's CPU
+// backend instead rounds x to f16 and reads a table of f16 results, about 1e-3 relative from this.)
+double gelu_tanh(double x);
+void geglu(const float* gate, const float* up, float* out, int64_t n);     // gelu_tanh(gate) * up
+void scale(const float* a, float s, float* out, int64_t n);                // a * s
+void softcap(const float* a, float cap, float* out, int64_t n);            // cap * tanh(a / cap)
+// Elements [offset, offset + n) of each of `rows` rows of ne0 elements, packed into out [n, rows].
+void slice(const float* a, int64_t ne0, int64_t rows, int64_t offset, int64_t n, float* out);
 void softmax(const float* a, float* out, int64_t ne0, int64_t rows);        // per row of ne0
 void argmax(const float* a, int32_t* out, int64_t ne0, int64_t rows);       // per row, lower index on ties
 

@@ -8,6 +8,8 @@ graph::Graph build_graph(const Config& c, const Weights& w, int n_tokens, bool a
     case Arch::Llama: return build_llama(c, w, n_tokens, all_logits, n_ctx);
     case Arch::Qwen2: return build_qwen2(c, w, n_tokens, all_logits, n_ctx);
     case Arch::Qwen3: return build_qwen3(c, w, n_tokens, all_logits, n_ctx);
+    case Arch::Gemma3: return build_gemma3(c, w, n_tokens, all_logits, n_ctx);
+    case Arch::Phi3: return build_phi3(c, w, n_tokens, all_logits, n_ctx);
   }
   throw ModelError("build_graph: unknown architecture id " + std::to_string(static_cast<int>(c.arch)));
 }

@@ -2,7 +2,9 @@
 // means the same thing here (rope.freq_base 10000, head_count_kv = head_count, key_length = n_embd / n_head).
 #include "model/config.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <sstream>
 
@@ -15,6 +17,8 @@ const char* arch_name(Arch a) {
     case Arch::Llama: return "llama";
     case Arch::Qwen2: return "qwen2";
     case Arch::Qwen3: return "qwen3";
+    case Arch::Gemma3: return "gemma3";
+    case Arch::Phi3: return "phi3";
   }
   return "?";
 }
@@ -47,6 +51,28 @@ RawHparams RawHparams::read(const gguf::File& f) {
   r.rope_scaling_type = f.get_opt<std::string>(a + "rope.scaling.type");
   r.rope_scaling_factor = fl("rope.scaling.factor");
   r.rope_scale_linear = fl("rope.scale_linear");
+  r.rope_scaling_orig_ctx = u("rope.scaling.original_context_length");
+  r.rope_scaling_attn_factor = fl("rope.scaling.attn_factor");
+  r.rope_freq_base_swa = fl("rope.freq_base_swa");
+  r.sliding_window = u("attention.sliding_window");
+  if (const gguf::Value* v = f.find(a + "attention.sliding_window_pattern")) {
+    if (v->type == gguf::ValueType::ARRAY) {
+      // One flag per layer, as bools or integers (llama.cpp reads either; nonzero = sliding).
+      const auto& items = std::get<gguf::Array>(v->v).items;
+      std::vector<bool> layers;
+      for (size_t i = 0; i < items.size(); ++i) {
+        const std::string what =
+            f.path() + ": key " + a + "attention.sliding_window_pattern[" + std::to_string(i) + "]";
+        layers.push_back(items[i].type == gguf::ValueType::BOOL ? items[i].as<bool>(what)
+                                                                 : items[i].as<int64_t>(what) != 0);
+      }
+      r.sliding_window_layers = std::move(layers);
+    } else {
+      r.sliding_window_period = u("attention.sliding_window_pattern");
+    }
+  }
+  r.final_logit_softcapping = fl("final_logit_softcapping");
+  r.fused_qkv = f.find_tensor("blk.0.attn_qkv.weight") != nullptr;
   return r;
 }
 
@@ -77,23 +103,89 @@ struct Resolver {
 
 }  // namespace
 
+namespace {
+
+// rope.scaling.* as llama.cpp reads them for every architecture: the kind (absent: linear), the factor (0 or absent:
+// 1; the older rope.scale_linear key when rope.scaling.factor is absent), the original context (absent: the
+// training context) and the attention factor (absent: 1).
+RopeScaling resolve_rope_scaling(const Resolver& r, int32_t n_ctx_train) {
+  const RawHparams& raw = r.raw;
+  RopeScaling s;
+  const std::string type = raw.rope_scaling_type.value_or("linear");
+  if (!parse_rope_scaling_kind(type, s.kind))
+    r.fail("unsupported " + r.key("rope.scaling.type") + " '" + type + "' (supported: none, linear, yarn, longrope)");
+  const float factor = raw.rope_scaling_factor ? *raw.rope_scaling_factor : raw.rope_scale_linear.value_or(0.0f);
+  s.factor = factor == 0.0f ? 1.0f : factor;  // llama.cpp reads a factor of 0 as "no scaling"
+  if (s.kind != RopeScalingKind::None) {      // kind none ignores the factor
+    r.finite_positive(s.factor, raw.rope_scaling_factor ? "rope.scaling.factor" : "rope.scale_linear");
+    if (!std::isfinite(s.freq_scale()) || s.freq_scale() <= 0.0f)
+      r.fail("rope scaling factor " + std::to_string(s.factor) + " gives no usable position scale");
+  }
+  // 0 means absent to llama.cpp as well.
+  const bool orig = raw.rope_scaling_orig_ctx && *raw.rope_scaling_orig_ctx > 0;
+  s.n_ctx_orig = orig ? r.positive(raw.rope_scaling_orig_ctx, "rope.scaling.original_context_length") : n_ctx_train;
+  s.attn_factor = r.finite_positive(raw.rope_scaling_attn_factor.value_or(1.0f), "rope.scaling.attn_factor");
+  return s;
+}
+
+// Gemma 3 (llama.cpp's gemma3 loader): sliding-window layers only when attention.sliding_window is present and
+// nonzero; then the layer pattern (flags per layer, or a period n: layer il is local when il % n < n - 1, default 6)
+// and the local layers' rope base.
+void resolve_gemma3(const Resolver& r, Config& c) {
+  const RawHparams& raw = r.raw;
+  if (raw.sliding_window && *raw.sliding_window > 0) {
+    c.n_swa = r.positive(raw.sliding_window, "attention.sliding_window");
+    if (raw.sliding_window_layers) {
+      if (raw.sliding_window_layers->size() != size_t(c.n_layer))
+        r.fail("key " + r.key("attention.sliding_window_pattern") + " has " +
+               std::to_string(raw.sliding_window_layers->size()) + " entries for " + std::to_string(c.n_layer) +
+               " layers");
+      c.swa_layers = *raw.sliding_window_layers;
+    } else {
+      const uint64_t n = raw.sliding_window_period.value_or(6);
+      for (int32_t il = 0; il < c.n_layer; ++il) c.swa_layers.push_back(n == 0 || uint64_t(il) % n < n - 1);
+    }
+    c.rope_freq_base_swa = r.finite_positive(raw.rope_freq_base_swa.value_or(10000.0f), "rope.freq_base_swa");
+  }
+  if (raw.final_logit_softcapping) {
+    const float cap = *raw.final_logit_softcapping;
+    if (!(std::isfinite(cap) && cap >= 0.0f))
+      r.fail("key " + r.key("final_logit_softcapping") + " = " + std::to_string(cap) + " must be >= 0");
+    c.final_logit_softcap = cap;
+  }
+  // The 62-layer 27B scales queries by 1/sqrt(n_embd / n_head) (its query_pre_attn_scalar); llama.cpp keys this on
+  // the layer count, and so do we.
+  constexpr int32_t kGemma3_27bLayers = 62;
+  if (c.n_layer == kGemma3_27bLayers) {
+    if (c.n_embd < c.n_head)
+      r.fail("embedding_length " + std::to_string(c.n_embd) + " is smaller than attention.head_count " +
+             std::to_string(c.n_head));
+    c.attn_scale = 1.0f / std::sqrt(static_cast<float>(c.n_embd / c.n_head));
+  }
+}
+
+}  // namespace
+
 Config Config::resolve(const RawHparams& raw) {
   Resolver r{raw};
   Config c;
   if (raw.architecture == "llama") {
     c.arch = Arch::Llama;
-    c.rope_mode = graph::RopeMode::Normal;
   } else if (raw.architecture == "qwen2") {
     c.arch = Arch::Qwen2;
-    c.rope_mode = graph::RopeMode::Neox;
   } else if (raw.architecture == "qwen3") {
     c.arch = Arch::Qwen3;
-    c.rope_mode = graph::RopeMode::Neox;
+  } else if (raw.architecture == "gemma3") {
+    c.arch = Arch::Gemma3;
+  } else if (raw.architecture == "phi3") {
+    c.arch = Arch::Phi3;
   } else {
     r.fail(raw.architecture.empty() ? std::string("missing key general.architecture")
                                     : "unsupported architecture '" + raw.architecture +
-                                          "' (supported: llama, qwen2, qwen3)");
+                                          "' (supported: llama, qwen2, qwen3, gemma3, phi3)");
   }
+  // Rope style is implied by the architecture, as in llama.cpp: llama rotates adjacent pairs, the others halves.
+  c.rope_mode = c.arch == Arch::Llama ? graph::RopeMode::Normal : graph::RopeMode::Neox;
   if (raw.expert_count && *raw.expert_count > 0)
     r.fail("mixture-of-experts models are not supported (" + r.key("expert_count") + " = " +
            std::to_string(*raw.expert_count) + ")");
@@ -129,23 +221,42 @@ Config Config::resolve(const RawHparams& raw) {
   if (!raw.rms_epsilon) r.fail("missing required key " + r.key("attention.layer_norm_rms_epsilon"));
   c.rms_eps = r.finite_positive(*raw.rms_epsilon, "attention.layer_norm_rms_epsilon");
   c.rope_freq_base = r.finite_positive(raw.rope_freq_base.value_or(10000.0f), "rope.freq_base");
-
-  // Linear scaling: positions are multiplied by 1/factor. "none" or an absent type means no scaling.
-  float factor = 1.0f;
-  const std::string type = raw.rope_scaling_type.value_or(raw.rope_scale_linear ? "linear" : "none");
-  if (type == "linear") {
-    factor = raw.rope_scaling_factor ? *raw.rope_scaling_factor : raw.rope_scale_linear.value_or(1.0f);
-    // llama.cpp treats a factor of 0 as "no scaling".
-    if (factor == 0.0f) factor = 1.0f;
-    r.finite_positive(factor, raw.rope_scaling_factor ? "rope.scaling.factor" : "rope.scale_linear");
-  } else if (type != "none") {
-    r.fail("unsupported " + r.key("rope.scaling.type") + " '" + type + "' (supported: none, linear)");
-  }
-  c.rope_freq_scale = 1.0f / factor;
-  if (!std::isfinite(c.rope_freq_scale) || c.rope_freq_scale <= 0.0f)
-    r.fail("rope scaling factor " + std::to_string(factor) + " gives no usable position scale");
+  c.rope_scaling = resolve_rope_scaling(r, c.n_ctx_train);
+  c.rope_freq_scale = c.rope_scaling.freq_scale();
   c.attn_scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));  // as llama.cpp computes it, in float
+
+  switch (c.arch) {
+    case Arch::Gemma3: resolve_gemma3(r, c); break;
+    case Arch::Phi3:
+      // llama.cpp disables phi3's sliding window (the converters write one it does not trust) and warns.
+      if (raw.sliding_window)
+        c.n_swa_ignored = static_cast<int32_t>(std::min<uint64_t>(*raw.sliding_window, INT32_MAX));
+      c.fused_qkv = raw.fused_qkv;
+      c.fused_gate_up = true;
+      break;
+    case Arch::Llama:
+    case Arch::Qwen2:
+    case Arch::Qwen3: break;
+  }
   return c;
+}
+
+graph::RopeParams Config::layer_rope(int32_t il) const {
+  const bool local = is_swa(il);
+  return rope_scaling.params(rope_mode, n_rot, local ? rope_freq_base_swa : rope_freq_base,
+                             local ? rope_freq_scale_swa : rope_freq_scale);
+}
+
+std::string Config::rope_factors_tensor(int32_t n_ctx) const {
+  switch (arch) {
+    case Arch::Llama: return "rope_freqs.weight";
+    case Arch::Phi3:
+      return rope_scaling.use_long_factors(n_ctx) ? "rope_factors_long.weight" : "rope_factors_short.weight";
+    case Arch::Qwen2:
+    case Arch::Qwen3:
+    case Arch::Gemma3: return "";
+  }
+  return "";
 }
 
 Config read_config(const gguf::File& file) { return Config::resolve(RawHparams::read(file)); }
@@ -159,6 +270,83 @@ std::string describe(const Config& c) {
   s << ", rope " << (c.rope_mode == graph::RopeMode::Neox ? "neox" : "normal") << " base " << c.rope_freq_base;
   if (c.rope_freq_scale != 1.0f) s << " scale " << c.rope_freq_scale;
   s << ", rms_eps " << c.rms_eps;
+  if (c.n_swa > 0) s << ", sliding window " << c.n_swa;
+  if (c.final_logit_softcap > 0.0f) s << ", logit softcap " << c.final_logit_softcap;
+  return s.str();
+}
+
+namespace {
+
+// "0-4, 6, 8-9" for the layers where want == flag.
+std::string layer_ranges(const std::vector<bool>& flags, bool want) {
+  std::ostringstream out;
+  bool any = false;
+  for (size_t i = 0; i < flags.size();) {
+    if (flags[i] != want) {
+      ++i;
+      continue;
+    }
+    size_t j = i;
+    while (j + 1 < flags.size() && flags[j + 1] == want) ++j;
+    out << (any ? ", " : "") << i;
+    if (j > i) out << "-" << j;
+    any = true;
+    i = j + 1;
+  }
+  return any ? out.str() : "none";
+}
+
+std::string rope_of(const graph::RopeParams& p) {
+  std::ostringstream s;
+  s << "base " << p.freq_base;
+  if (p.freq_scale != 1.0f) s << ", positions x" << p.freq_scale;
+  if (p.ext_factor != 0.0f) s << ", yarn ramp over pairs " << p.corr_low << "-" << p.corr_high;
+  if (p.attn_factor != 1.0f) s << ", cos/sin x" << p.attn_factor;
+  return s.str();
+}
+
+}  // namespace
+
+std::string describe_attention(const Config& c) {
+  std::ostringstream s;
+  if (c.n_swa > 0) {
+    const auto local = static_cast<size_t>(std::count(c.swa_layers.begin(), c.swa_layers.end(), true));
+    s << "sliding window " << c.n_swa << " on local layers " << layer_ranges(c.swa_layers, true) << " (" << local
+      << " of " << c.n_layer << "); global layers " << layer_ranges(c.swa_layers, false);
+  } else {
+    s << "full causal attention in every layer";
+    if (c.n_swa_ignored > 0) s << " (attention.sliding_window " << c.n_swa_ignored << " ignored, as llama.cpp does)";
+  }
+  s << "; " << c.n_head << " query heads, " << c.n_head_kv << " kv heads of " << c.head_dim << ", scale "
+    << c.attn_scale;
+  if (c.fused_qkv) s << "; fused attn_qkv";
+  return s.str();
+}
+
+std::string describe_rope(const Config& c) {
+  const RopeScaling& r = c.rope_scaling;
+  std::ostringstream s;
+  s << (c.rope_mode == graph::RopeMode::Neox ? "neox" : "normal") << ", scaling ";
+  if (r.kind == RopeScalingKind::Linear && r.factor == 1.0f)
+    s << "none";  // what a file without rope.scaling keys means (llama.cpp reads it as linear x1)
+  else
+    s << rope_scaling_name(r.kind);
+  if (r.kind != RopeScalingKind::None && r.factor != 1.0f) s << " x" << r.factor;
+  if (r.n_ctx_orig != c.n_ctx_train) s << ", original context " << r.n_ctx_orig;
+  if (c.n_swa > 0) {
+    // One layer of each kind speaks for all of its kind.
+    for (const bool local : {false, true}) {
+      const auto it = std::find(c.swa_layers.begin(), c.swa_layers.end(), local);
+      if (it != c.swa_layers.end())
+        s << "; " << (local ? "local" : "global") << " layers: "
+          << rope_of(c.layer_rope(static_cast<int32_t>(it - c.swa_layers.begin())));
+    }
+  } else {
+    s << "; " << rope_of(c.layer_rope(0));
+  }
+  if (c.arch == Arch::Phi3)
+    s << "; LongRoPE factors rope_factors_long when the context rounded up to 256 exceeds " << r.n_ctx_orig
+      << ", else rope_factors_short (when present)";
   return s.str();
 }
 

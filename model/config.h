@@ -6,8 +6,10 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "graph/ir.h"
+#include "model/rope_scaling.h"
 
 namespace gguf {
 class File;
@@ -22,7 +24,7 @@ class ModelError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-enum class Arch : uint8_t { Llama, Qwen2, Qwen3 };
+enum class Arch : uint8_t { Llama, Qwen2, Qwen3, Gemma3, Phi3 };
 const char* arch_name(Arch a);
 
 // Step 1: the keys as stored, "{arch}." prefix stripped in the field names.
@@ -45,6 +47,17 @@ struct RawHparams {
   std::optional<std::string> rope_scaling_type;  // {arch}.rope.scaling.type
   std::optional<float> rope_scaling_factor;      // {arch}.rope.scaling.factor
   std::optional<float> rope_scale_linear;        // {arch}.rope.scale_linear (older files)
+  std::optional<uint64_t> rope_scaling_orig_ctx;  // {arch}.rope.scaling.original_context_length
+  std::optional<float> rope_scaling_attn_factor;  // {arch}.rope.scaling.attn_factor
+  std::optional<float> rope_freq_base_swa;        // {arch}.rope.freq_base_swa
+  std::optional<uint64_t> sliding_window;         // {arch}.attention.sliding_window
+  // {arch}.attention.sliding_window_pattern: a number n (layer il slides when il % n < n - 1) or one flag per layer
+  std::optional<uint64_t> sliding_window_period;
+  std::optional<std::vector<bool>> sliding_window_layers;
+  std::optional<float> final_logit_softcapping;   // {arch}.final_logit_softcapping
+  // The file stores attention as one fused blk.N.attn_qkv.weight (phi3 files do; llama.cpp accepts either form).
+  // A fact about the tensors, read here because the tensor list depends on it.
+  bool fused_qkv = false;
 
   // Reads the keys; a present key of the wrong type raises gguf::GgufError (naming the key).
   static RawHparams read(const gguf::File& file);
@@ -66,9 +79,30 @@ struct Config {
   int32_t n_rot = 0;            // rotated dims per head (== head_dim)
   float rms_eps = 1e-5f;
   float rope_freq_base = 10000.0f;
-  float rope_freq_scale = 1.0f;  // 1 / linear scaling factor
-  graph::RopeMode rope_mode = graph::RopeMode::Normal;  // by architecture: llama Normal, qwen2/qwen3 Neox
-  float attn_scale = 1.0f;       // 1 / sqrt(head_dim)
+  float rope_freq_scale = 1.0f;  // position scale of the layers the file's scaling applies to (rope_scaling)
+  RopeScaling rope_scaling;      // the file's kind, factor, original context, attention factor
+  graph::RopeMode rope_mode = graph::RopeMode::Normal;  // by architecture: llama Normal, the others Neox
+  float attn_scale = 1.0f;       // 1 / sqrt(head_dim) (gemma3's 27B: 1 / sqrt(n_embd / n_head), as llama.cpp)
+
+  // Sliding-window attention (gemma3): the local layers attend to the last n_swa positions and rotate with their
+  // own base and no scaling; the others (global) attend to everything. n_swa 0: no local layers.
+  int32_t n_swa = 0;
+  std::vector<bool> swa_layers;  // [n_layer] when n_swa > 0: true for a local layer
+  float rope_freq_base_swa = 10000.0f;  // rope.freq_base_swa, else llama.cpp's 10000
+  float rope_freq_scale_swa = 1.0f;     // llama.cpp reads no key for it
+  int32_t n_swa_ignored = 0;     // phi3: attention.sliding_window as stored, which llama.cpp ignores (so do we)
+
+  float final_logit_softcap = 0.0f;  // > 0: logits = cap * tanh(logits / cap) (final_logit_softcapping)
+  bool fused_qkv = false;        // attention reads one attn_qkv matrix (rows q, k, v) instead of three
+  bool fused_gate_up = false;    // phi3: ffn_up holds gate (first n_ff rows) and up; there is no ffn_gate
+
+  bool is_swa(int32_t il) const { return n_swa > 0 && swa_layers.at(static_cast<size_t>(il)); }
+  // The rotation of layer il: base and scale by layer kind, the file's scaling (YaRN, attention factor) for all.
+  graph::RopeParams layer_rope(int32_t il) const;
+  // The frequency-factor tensor layers rotate with, for a context of n_ctx slots: "rope_freqs.weight" (llama 3.1+),
+  // "rope_factors_long.weight" or "rope_factors_short.weight" (phi3, rope_scaling.use_long_factors), or "" for none.
+  // Absent tensors mean no factors.
+  std::string rope_factors_tensor(int32_t n_ctx) const;
 
   int64_t n_q() const { return int64_t(n_head) * head_dim; }       // rows of attn_q
   int64_t n_k() const { return int64_t(n_head_kv) * head_dim; }    // rows of attn_k
@@ -84,5 +118,9 @@ struct Config {
 Config read_config(const gguf::File& file);
 
 std::string describe(const Config& c);  // one line for -v and `info`
+// For `info`: which layers attend within a sliding window ("sliding window 8: layers 0-4 local, 5 global", or
+// "full causal attention in every layer"), and the rotation by layer kind with the scaling kind.
+std::string describe_attention(const Config& c);
+std::string describe_rope(const Config& c);
 
 }  // namespace model

@@ -6,7 +6,8 @@ namespace model {
 using graph::NodeId;
 using graph::kNoNode;
 
-Layers::Layers(const Config& c, const Weights& w, int n_tokens, int n_ctx) : c_(c), w_(w), n_tokens_(n_tokens) {
+Layers::Layers(const Config& c, const Weights& w, int n_tokens, int n_ctx)
+    : c_(c), w_(w), n_tokens_(n_tokens), n_ctx_(n_ctx) {
   if (n_tokens <= 0) throw std::invalid_argument("build_graph: n_tokens must be positive, got " + std::to_string(n_tokens));
   if (n_ctx <= 0) throw std::invalid_argument("build_graph: n_ctx must be positive, got " + std::to_string(n_ctx));
   g_.n_tokens = n_tokens;
@@ -35,44 +36,70 @@ NodeId Layers::embed() {
   return g_.get_rows("inp_embd", weight("token_embd.weight"), tokens_);  // [n_embd, T]
 }
 
+NodeId Layers::scale(const char* name, NodeId x, float s) { return g_.scale(name, x, s); }
+
 NodeId Layers::norm(int il, const char* what, NodeId x) {
   return g_.rms_norm(name(il, what), x, weight(name(il, what) + ".weight"), c_.rms_eps);
 }
 
 NodeId Layers::add(int il, const char* what, NodeId a, NodeId b) { return g_.add(name(il, what), a, b); }
 
-NodeId Layers::attention(int il, NodeId x, const AttentionOptions& o) {
+Layers::Qkv Layers::qkv(int il, NodeId x) {
   const int64_t T = n_tokens_;
   auto proj = [&](const char* what) {
     return g_.mul_mat(name(il, what), weight(name(il, what) + ".weight"), x, weight_opt(name(il, what) + ".bias"));
   };
-  NodeId q = proj("attn_q");  // [n_head * head_dim, T]
-  NodeId k = proj("attn_k");  // [n_head_kv * head_dim, T]
-  NodeId v = proj("attn_v");  // [n_head_kv * head_dim_v, T]
-  q = g_.reshape(name(il, "attn_q_heads"), q, graph::Shape{{c_.head_dim, c_.n_head, T, 1}});
-  k = g_.reshape(name(il, "attn_k_heads"), k, graph::Shape{{c_.head_dim, c_.n_head_kv, T, 1}});
-  v = g_.reshape(name(il, "attn_v_heads"), v, graph::Shape{{c_.head_dim_v, c_.n_head_kv, T, 1}});
+  NodeId q, k, v;
+  if (c_.fused_qkv) {
+    // One product, read as its three row ranges (a view on a GPU; the CPU reference copies each part).
+    const NodeId qkv = proj("attn_qkv");                                      // [n_q + n_k + n_v, T]
+    q = g_.slice(name(il, "attn_q"), qkv, 0, c_.n_q());                       // [n_head * head_dim, T]
+    k = g_.slice(name(il, "attn_k"), qkv, c_.n_q(), c_.n_k());                // [n_head_kv * head_dim, T]
+    v = g_.slice(name(il, "attn_v"), qkv, c_.n_q() + c_.n_k(), c_.n_v());     // [n_head_kv * head_dim_v, T]
+  } else {
+    q = proj("attn_q");  // [n_head * head_dim, T]
+    k = proj("attn_k");  // [n_head_kv * head_dim, T]
+    v = proj("attn_v");  // [n_head_kv * head_dim_v, T]
+  }
+  return {g_.reshape(name(il, "attn_q_heads"), q, graph::Shape{{c_.head_dim, c_.n_head, T, 1}}),
+          g_.reshape(name(il, "attn_k_heads"), k, graph::Shape{{c_.head_dim, c_.n_head_kv, T, 1}}),
+          g_.reshape(name(il, "attn_v_heads"), v, graph::Shape{{c_.head_dim_v, c_.n_head_kv, T, 1}})};
+}
+
+NodeId Layers::attention(int il, NodeId x, const AttentionOptions& o) {
+  auto [q, k, v] = qkv(il, x);
   if (o.qk_norm) {
     // RMSNorm over each head's head_dim values, one shared weight [head_dim] for all heads.
     q = norm(il, "attn_q_norm", q);
     k = norm(il, "attn_k_norm", k);
   }
-  const graph::RopeParams rope{c_.rope_mode, c_.n_rot, c_.rope_freq_base, c_.rope_freq_scale};
-  const NodeId freq_factors = weight_opt("rope_freqs.weight");  // [n_rot / 2], Llama 3.1+ only
+  const graph::RopeParams rope = c_.layer_rope(il);  // base and scale by layer kind, the file's scaling
+  const std::string factors = c_.rope_factors_tensor(n_ctx_);
+  const NodeId freq_factors = factors.empty() ? kNoNode : weight_opt(factors);  // [n_rot / 2], when the file has them
   q = g_.rope(name(il, "attn_q_rope"), q, positions_, rope, freq_factors);
   k = g_.rope(name(il, "attn_k_rope"), k, positions_, rope, freq_factors);
 
-  const graph::AttentionParams ap{il, c_.n_head, c_.n_head_kv, c_.head_dim, c_.head_dim_v, c_.attn_scale};
+  graph::AttentionParams ap{il, c_.n_head, c_.n_head_kv, c_.head_dim, c_.head_dim_v, c_.attn_scale};
+  if (c_.is_swa(il)) ap.window = c_.n_swa;
   const NodeId kqv = g_.attention(name(il, "attn_kqv"), q, k, v, positions_, ap);  // [n_head * head_dim_v, T]
   return g_.mul_mat(name(il, "attn_output"), weight(name(il, "attn_output.weight")), kqv,
                     weight_opt(name(il, "attn_output.bias")));  // [n_embd, T]
 }
 
-NodeId Layers::ffn(int il, NodeId x) {
-  const NodeId gate = g_.mul_mat(name(il, "ffn_gate"), weight(name(il, "ffn_gate.weight")), x);  // [n_ff, T]
-  const NodeId up = g_.mul_mat(name(il, "ffn_up"), weight(name(il, "ffn_up.weight")), x);        // [n_ff, T]
-  const NodeId act = g_.swiglu(name(il, "ffn_swiglu"), gate, up);                                // [n_ff, T]
-  return g_.mul_mat(name(il, "ffn_down"), weight(name(il, "ffn_down.weight")), act);             // [n_embd, T]
+NodeId Layers::ffn(int il, NodeId x, Activation act) {
+  NodeId gate, up;
+  if (c_.fused_gate_up) {
+    // phi3's ffn_up holds gate (first n_ff rows) and up: one product, read as its two halves.
+    const NodeId both = g_.mul_mat(name(il, "ffn_gate_up"), weight(name(il, "ffn_up.weight")), x);  // [2 n_ff, T]
+    gate = g_.slice(name(il, "ffn_gate"), both, 0, c_.n_ff);  // [n_ff, T]
+    up = g_.slice(name(il, "ffn_up"), both, c_.n_ff, c_.n_ff);  // [n_ff, T]
+  } else {
+    gate = g_.mul_mat(name(il, "ffn_gate"), weight(name(il, "ffn_gate.weight")), x);  // [n_ff, T]
+    up = g_.mul_mat(name(il, "ffn_up"), weight(name(il, "ffn_up.weight")), x);        // [n_ff, T]
+  }
+  const NodeId a = act == Activation::Silu ? g_.swiglu(name(il, "ffn_swiglu"), gate, up)
+                                           : g_.geglu(name(il, "ffn_geglu"), gate, up);  // [n_ff, T]
+  return g_.mul_mat(name(il, "ffn_down"), weight(name(il, "ffn_down.weight")), a);       // [n_embd, T]
 }
 
 NodeId Layers::output(NodeId x, bool all_logits) {
@@ -82,7 +109,13 @@ NodeId Layers::output(NodeId x, bool all_logits) {
   x = g_.rms_norm("result_norm", x, weight("output_norm.weight"), c_.rms_eps);
   NodeId out = weight_opt("output.weight");  // [n_embd, n_vocab]
   if (out == kNoNode) out = weight("token_embd.weight");  // tied embeddings
-  const NodeId logits = g_.mul_mat("result_output", out, x);  // [n_vocab, T or 1]
+  NodeId logits;
+  if (c_.final_logit_softcap > 0.0f) {
+    logits = g_.mul_mat("result_output_uncapped", out, x);                           // [n_vocab, T or 1]
+    logits = g_.softcap("result_output", logits, c_.final_logit_softcap);            // [n_vocab, T or 1]
+  } else {
+    logits = g_.mul_mat("result_output", out, x);                                    // [n_vocab, T or 1]
+  }
   g_.mark_output(logits);
   return logits;
 }

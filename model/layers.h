@@ -1,6 +1,8 @@
 // Shared building blocks of the decoder-only transformer graphs: embedding lookup, RMSNorm, self-attention with
-// RoPE and GQA, the SwiGLU feed-forward block and the output head. Architecture functions (model/llama.cpp, ...)
-// compose them top to bottom; every node gets the model's own name ("blk.3.ffn_gate").
+// RoPE and GQA (separate or fused q/k/v, sliding windows), the gated feed-forward block (SwiGLU or GeGLU, separate
+// or fused gate/up) and the output head. Architecture functions (model/llama.cpp, ...) compose them top to bottom;
+// every node gets the model's own name ("blk.3.ffn_gate"). What follows from the Config (fused tensors, the rope
+// and window of a layer, softcapping) is decided here, so the architecture functions only say what differs.
 #pragma once
 #include <string>
 #include <string_view>
@@ -14,7 +16,13 @@ namespace model {
 
 // What varies between architectures inside the attention block.
 struct AttentionOptions {
-  bool qk_norm = false;  // qwen3: RMSNorm over each q and k head (attn_{q,k}_norm) before RoPE
+  bool qk_norm = false;  // qwen3, gemma3: RMSNorm over each q and k head (attn_{q,k}_norm) before RoPE
+};
+
+// The gate's activation in the feed-forward block: down(act(gate(x)) * up(x)).
+enum class Activation : uint8_t {
+  Silu,      // SwiGLU (llama, qwen, phi3)
+  GeluTanh,  // GeGLU with the tanh-approximated GELU (gemma)
 };
 
 // One graph under construction, with the inputs every architecture shares.
@@ -28,11 +36,16 @@ class Layers {
   graph::NodeId weight_opt(std::string_view tensor);  // kNoNode when the file lacks this optional tensor
 
   graph::NodeId embed();                                                   // "inp_embd" [n_embd, T]
+  graph::NodeId scale(const char* name, graph::NodeId x, float s);         // x * s, a model-wide node
   graph::NodeId norm(int il, const char* what, graph::NodeId x);           // "blk.N.<what>" times <what>.weight
+  // q/k/v (one fused product viewed as three parts when the file fuses them), optional per-head norms, the layer's
+  // rope, attention within the layer's window, the o projection.
   graph::NodeId attention(int il, graph::NodeId x, const AttentionOptions& o);  // "blk.N.attn_output" [n_embd, T]
-  graph::NodeId ffn(int il, graph::NodeId x);                              // "blk.N.ffn_down" [n_embd, T]
+  // down(act(gate) * up); gate and up are the two halves of one product when the file fuses them (phi3).
+  graph::NodeId ffn(int il, graph::NodeId x, Activation act = Activation::Silu);  // "blk.N.ffn_down" [n_embd, T]
   graph::NodeId add(int il, const char* what, graph::NodeId a, graph::NodeId b);
-  // LastToken unless all_logits, output_norm, then output.weight (or token_embd when the file ties them).
+  // LastToken unless all_logits, output_norm, then output.weight (or token_embd when the file ties them), then the
+  // final softcap when the Config has one.
   graph::NodeId output(graph::NodeId x, bool all_logits);                  // "result_output" [n_vocab, T or 1]
 
   graph::Graph take() { return std::move(g_); }
@@ -44,9 +57,15 @@ class Layers {
   const Weights& w_;
   graph::Graph g_;
   int n_tokens_;
+  int n_ctx_;
   graph::NodeId tokens_ = graph::kNoNode;     // I32 [T]
   graph::NodeId positions_ = graph::kNoNode;  // I32 [T]
   std::unordered_map<std::string, graph::NodeId> weights_;
+
+  struct Qkv {
+    graph::NodeId q, k, v;  // [head_dim, n_head, T], [head_dim, n_head_kv, T], [head_dim_v, n_head_kv, T]
+  };
+  Qkv qkv(int il, graph::NodeId x);
 };
 
 }  // namespace model

@@ -1,5 +1,5 @@
-// Writes synthetic GGUF models: real shapes, random valid blocks, a vocabulary copied from another file.
-// Tensor data is produced one tensor at a time through the writer's streaming path, filled by all cores, so an
+// Writes synthetic GGUF models: real shapes (synth_shapes.cpp), random valid blocks, a vocabulary copied from another
+// file. Tensor data is produced one tensor at a time through the writer's streaming path, filled by all cores, so an
 // 8B-parameter file takes seconds and never needs to fit in memory.
 #include "model/synth.h"
 
@@ -97,66 +97,6 @@ void fill_random_blocks(quant::Type type, uint8_t* dst, uint64_t n_blocks, uint6
   }
 }
 
-const std::vector<SynthShape>& synth_shapes() {
-  static const std::vector<SynthShape> shapes = {
-      {"llama3-8b", "Llama-3-8B (synthetic)", 4096, 32, 32, 8, 14336, 8192, 128256, 500000.0f, 1e-5f, false, false},
-      {"llama3-1b", "Llama-3.2-1B (synthetic)", 2048, 16, 32, 8, 8192, 131072, 128256, 500000.0f, 1e-5f, true, true},
-      {"llama2-7b", "Llama-2-7B (synthetic)", 4096, 32, 32, 32, 11008, 4096, 32000, 10000.0f, 1e-5f, false, false},
-      {"tiny", "tiny llama (synthetic, for tests)", 256, 2, 4, 2, 512, 2048, 32000, 10000.0f, 1e-5f, false, false},
-      // 128-wide heads as the 7B/8B shapes have (what the attention + o launch serves), in 2 small layers.
-      {"tiny-h128", "tiny llama, 128-wide heads (synthetic, for tests)", 2048, 2, 16, 4, 1024, 2048, 32000,
-       10000.0f, 1e-5f, false, false},
-  };
-  return shapes;
-}
-
-const SynthShape& synth_shape(const std::string& name) {
-  for (const auto& s : synth_shapes()) {
-    if (s.name == name) return s;
-  }
-  std::string names;
-  for (const auto& s : synth_shapes()) names += (names.empty() ? "" : ", ") + s.name;
-  throw std::invalid_argument("unknown shape '" + name + "' (known: " + names + ")");
-}
-
-const std::vector<std::string>& synth_presets() {
-  static const std::vector<std::string> presets = {"Q4_K_M", "Q4_0", "Q8_0", "Q6_K", "F16"};
-  return presets;
-}
-
-namespace {
-
-// The reference quantizer's "use more bits" rule for attn_v / ffn_down under the *_M presets: the first and last
-// eighth of the layers, and every third layer in between.
-bool use_more_bits(int64_t layer, int64_t n_layer) {
-  return layer < n_layer / 8 || layer >= 7 * n_layer / 8 || (layer - n_layer / 8) % 3 == 2;
-}
-
-uint32_t file_type_id(const std::string& preset) {
-  // general.file_type values of the reference quantizer's presets.
-  if (preset == "F16") return 1;
-  if (preset == "Q4_0") return 2;
-  if (preset == "Q8_0") return 7;
-  if (preset == "Q4_K_M") return 15;
-  if (preset == "Q6_K") return 18;
-  throw std::invalid_argument("unknown preset '" + preset + "'");
-}
-
-}  // namespace
-
-quant::Type synth_tensor_type(const std::string& preset, const std::string& tensor, int64_t layer, int64_t n_layer,
-                              bool is_output_matrix) {
-  file_type_id(preset);  // validates the name
-  if (preset == "F16") return quant::Type::F16;
-  if (is_output_matrix) return preset == "Q8_0" ? quant::Type::Q8_0 : quant::Type::Q6_K;
-  if (preset == "Q4_0") return quant::Type::Q4_0;
-  if (preset == "Q8_0") return quant::Type::Q8_0;
-  if (preset == "Q6_K") return quant::Type::Q6_K;
-  // Q4_K_M
-  if ((tensor == "attn_v" || tensor == "ffn_down") && use_more_bits(layer, n_layer)) return quant::Type::Q6_K;
-  return quant::Type::Q4_K;
-}
-
 namespace {
 
 // Llama 3.1/3.2 long-context rope: per-frequency divisors (factor 32, low 1, high 4, original context 8192).
@@ -200,6 +140,64 @@ void parallel_fill(quant::Type type, uint8_t* dst, uint64_t n_blocks, uint64_t s
   for (auto& t : pool) t.join();
 }
 
+uint32_t file_type_id(const std::string& preset) {
+  // general.file_type values of the reference quantizer's presets.
+  if (preset == "F16") return 1;
+  if (preset == "Q4_0") return 2;
+  if (preset == "Q8_0") return 7;
+  if (preset == "Q4_K_M") return 15;
+  if (preset == "Q6_K") return 18;
+  throw std::invalid_argument("unknown preset '" + preset + "'");
+}
+
+// LongRoPE's per-pair divisors, deterministic stand-ins of the real ones' form: the long factors rise from 1 to
+// about 40 over the pairs, the short ones stay near 1.
+std::vector<float> longrope_factors(int64_t n, bool long_factors) {
+  std::vector<float> out(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    const double x = n > 1 ? static_cast<double>(i) / static_cast<double>(n - 1) : 0.0;
+    out[static_cast<size_t>(i)] = static_cast<float>(long_factors ? std::exp(std::log(40.0) * std::pow(x, 1.5))
+                                                                  : 1.0 + 0.5 * x * x);
+  }
+  return out;
+}
+
+// The architecture's hyperparameter keys, as its converter writes them.
+void write_keys(gguf::Writer& w, const SynthShape& s, int64_t n_vocab) {
+  const std::string a = s.arch + ".";
+  const auto u32 = [&](const char* key, int64_t v) { w.set_u32(a + key, static_cast<uint32_t>(v)); };
+  u32("context_length", s.n_ctx);
+  u32("embedding_length", s.n_embd);
+  u32("block_count", s.n_layer);
+  u32("feed_forward_length", s.n_ff);
+  if (s.arch != "gemma3") u32("rope.dimension_count", s.head_size());  // gemma3's converter writes none
+  u32("attention.head_count", s.n_head);
+  u32("attention.head_count_kv", s.n_head_kv);
+  if (s.head_dim > 0) {
+    u32("attention.key_length", s.head_dim);
+    u32("attention.value_length", s.head_dim);
+  }
+  w.set_f32(a + "attention.layer_norm_rms_epsilon", s.rms_eps);
+  w.set_f32(a + "rope.freq_base", s.rope_base);
+  if (s.n_swa > 0) {
+    u32("attention.sliding_window", s.n_swa);
+    w.set_f32(a + "rope.freq_base_swa", s.rope_base_swa);
+  }
+  if (s.phi3_sliding_window > 0) u32("attention.sliding_window", s.phi3_sliding_window);
+  if (s.rope_linear_factor > 0.0f) {
+    w.set_str(a + "rope.scaling.type", "linear");
+    w.set_f32(a + "rope.scaling.factor", s.rope_linear_factor);
+  }
+  if (s.n_ctx_orig > 0) {
+    // phi3's converter: the original context and LongRoPE's attention factor sqrt(1 + ln(ctx / orig) / ln(orig)).
+    u32("rope.scaling.original_context_length", s.n_ctx_orig);
+    const double scale = static_cast<double>(s.n_ctx) / static_cast<double>(s.n_ctx_orig);
+    w.set_f32(a + "rope.scaling.attn_factor",
+              static_cast<float>(std::sqrt(1.0 + std::log(scale) / std::log(static_cast<double>(s.n_ctx_orig)))));
+  }
+  u32("vocab_size", n_vocab);
+}
+
 }  // namespace
 
 SynthResult write_synthetic_model(const SynthOptions& o) {
@@ -210,22 +208,12 @@ SynthResult write_synthetic_model(const SynthOptions& o) {
   const auto tokens = vocab.get_array<std::string>("tokenizer.ggml.tokens");
   const int64_t n_vocab = static_cast<int64_t>(tokens.size());
   const int n_threads = o.n_threads > 0 ? o.n_threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  const int64_t head_dim = s.n_embd / s.n_head;
 
   gguf::Writer w;
-  w.set_str("general.architecture", "llama");
+  w.set_str("general.architecture", s.arch);
   w.set_str("general.name", s.display_name);
   w.set_u32("general.file_type", ftype);
-  w.set_u32("llama.context_length", static_cast<uint32_t>(s.n_ctx));
-  w.set_u32("llama.embedding_length", static_cast<uint32_t>(s.n_embd));
-  w.set_u32("llama.block_count", static_cast<uint32_t>(s.n_layer));
-  w.set_u32("llama.feed_forward_length", static_cast<uint32_t>(s.n_ff));
-  w.set_u32("llama.rope.dimension_count", static_cast<uint32_t>(head_dim));
-  w.set_u32("llama.attention.head_count", static_cast<uint32_t>(s.n_head));
-  w.set_u32("llama.attention.head_count_kv", static_cast<uint32_t>(s.n_head_kv));
-  w.set_f32("llama.attention.layer_norm_rms_epsilon", s.rms_eps);
-  w.set_f32("llama.rope.freq_base", s.rope_base);
-  w.set_u32("llama.vocab_size", static_cast<uint32_t>(n_vocab));
+  write_keys(w, s, n_vocab);
   w.copy_metadata(vocab, "tokenizer.");
 
   SynthResult result;
@@ -237,8 +225,6 @@ SynthResult write_synthetic_model(const SynthOptions& o) {
   auto total = std::make_shared<uint64_t>(0);
 
   auto add_random = [&](const std::string& name, quant::Type type, std::vector<int64_t> ne) {
-    const int64_t block = quant::traits(type).block_elems;
-    if (ne[0] % block != 0) type = quant::Type::Q8_0;  // rows the K-quants cannot tile fall back, as the reference does
     const uint64_t n_elems = static_cast<uint64_t>(ne[0]) * static_cast<uint64_t>(ne.size() > 1 ? ne[1] : 1);
     const uint64_t n_blocks = n_elems / static_cast<uint64_t>(quant::traits(type).block_elems);
     const uint64_t nbytes = n_blocks * quant::traits(type).block_bytes;
@@ -264,27 +250,16 @@ SynthResult write_synthetic_model(const SynthOptions& o) {
       }
     });
   };
-  const std::vector<float> ones(static_cast<size_t>(s.n_embd), 1.0f);
 
-  add_random("token_embd.weight", synth_tensor_type(o.preset, "token_embd", 0, s.n_layer, s.tied_output),
-             {s.n_embd, n_vocab});
-  if (s.llama3_rope_factors) add_f32("rope_freqs.weight", llama3_rope_factors(head_dim, s.rope_base), 0.0f);
-  for (int64_t l = 0; l < s.n_layer; ++l) {
-    const std::string p = "blk." + std::to_string(l) + ".";
-    auto type_of = [&](const char* t) { return synth_tensor_type(o.preset, t, l, s.n_layer, false); };
-    add_f32(p + "attn_norm.weight", ones, 0.1f);
-    add_random(p + "attn_q.weight", type_of("attn_q"), {s.n_embd, s.n_embd});
-    add_random(p + "attn_k.weight", type_of("attn_k"), {s.n_embd, head_dim * s.n_head_kv});
-    add_random(p + "attn_v.weight", type_of("attn_v"), {s.n_embd, head_dim * s.n_head_kv});
-    add_random(p + "attn_output.weight", type_of("attn_output"), {s.n_embd, s.n_embd});
-    add_f32(p + "ffn_norm.weight", ones, 0.1f);
-    add_random(p + "ffn_gate.weight", type_of("ffn_gate"), {s.n_embd, s.n_ff});
-    add_random(p + "ffn_up.weight", type_of("ffn_up"), {s.n_embd, s.n_ff});
-    add_random(p + "ffn_down.weight", type_of("ffn_down"), {s.n_ff, s.n_embd});
-  }
-  add_f32("output_norm.weight", ones, 0.1f);
-  if (!s.tied_output) {
-    add_random("output.weight", synth_tensor_type(o.preset, "output", 0, s.n_layer, true), {s.n_embd, n_vocab});
+  for (const SynthTensor& t : synth_tensors(s, o.preset, n_vocab)) {
+    const int64_t n = t.ne[0];
+    switch (t.fill) {
+      case SynthTensor::Fill::Random: add_random(t.name, t.type, t.ne); break;
+      case SynthTensor::Fill::Norm: add_f32(t.name, std::vector<float>(static_cast<size_t>(n), 1.0f), 0.1f); break;
+      case SynthTensor::Fill::Llama3Factors: add_f32(t.name, llama3_rope_factors(2 * n, s.rope_base), 0.0f); break;
+      case SynthTensor::Fill::LongFactors: add_f32(t.name, longrope_factors(n, true), 0.0f); break;
+      case SynthTensor::Fill::ShortFactors: add_f32(t.name, longrope_factors(n, false), 0.0f); break;
+    }
   }
   *total = total_bytes;
   w.write(o.out_path);

@@ -11,7 +11,8 @@
 
 namespace model {
 
-// The hyperparameters of a real model, as its GGUF file states them.
+// The hyperparameters of a real model, as its GGUF file states them. The first fields describe every shape; the
+// rest default to a plain llama block and are set by the shapes of other architectures.
 struct SynthShape {
   std::string name;          // "llama3-8b"
   std::string display_name;  // "Llama-3-8B (synthetic)"
@@ -20,6 +21,16 @@ struct SynthShape {
   float rope_base, rms_eps;
   bool tied_output;          // no output.weight: token_embd doubles as the output matrix
   bool llama3_rope_factors;  // writes rope_freqs.weight as Llama 3.1/3.2 files do
+  std::string arch = "llama";       // general.architecture: llama, gemma3 or phi3
+  int64_t head_dim = 0;             // attention.key_length/value_length; 0: n_embd / n_head (and no key written)
+  int64_t n_swa = 0;                // gemma3: attention.sliding_window (local layers; every sixth layer global)
+  float rope_base_swa = 10000.0f;   // gemma3: rope.freq_base_swa, the local layers' base
+  float rope_linear_factor = 0.0f;  // rope.scaling.type linear with this factor; 0: no scaling keys
+  int64_t n_ctx_orig = 0;           // phi3: rope.scaling.original_context_length; > 0 also writes LongRoPE's
+                                    // rope_factors_long/short and rope.scaling.attn_factor
+  int64_t phi3_sliding_window = 0;  // phi3: attention.sliding_window as the converter writes it (llama.cpp ignores it)
+
+  int64_t head_size() const { return head_dim > 0 ? head_dim : n_embd / n_head; }
 };
 
 // Names accepted by --shape, in a stable order.
@@ -28,9 +39,29 @@ const SynthShape& synth_shape(const std::string& name);      // throws std::inva
 const std::vector<std::string>& synth_presets();             // "Q4_K_M", "Q4_0", ...
 
 // Which block type a tensor gets under a preset, following the reference quantizer's mixes (Q4_K_M: Q4_K with
-// Q6_K for the output matrix and for attn_v / ffn_down in the layers its use-more-bits rule picks).
+// Q6_K for the output matrix and for attn_v / attn_qkv / ffn_down in the layers its use-more-bits rule picks).
+// `tensor` is the role in the file's own words: "attn_v", "attn_qkv", "ffn_down", "output", ...
 quant::Type synth_tensor_type(const std::string& preset, const std::string& tensor, int64_t layer, int64_t n_layer,
                               bool is_output_matrix);
+
+// One tensor of a synthetic file, in file order.
+struct SynthTensor {
+  enum class Fill : uint8_t {
+    Random,          // random valid blocks of `type` (a weight matrix)
+    Norm,            // F32 values near 1 (norm weights)
+    Llama3Factors,   // F32 Llama 3.1 rope frequency divisors
+    LongFactors,     // F32 LongRoPE long-context divisors, a ramp from 1 up to about 40
+    ShortFactors,    // F32 LongRoPE short-context divisors, near 1
+  };
+  std::string name;
+  quant::Type type;
+  std::vector<int64_t> ne;  // innermost first
+  Fill fill;
+};
+
+// Every tensor a shape's file holds under a preset, with the types synth_tensor_type gives them, after the reference
+// quantizer's fallback for rows its block size does not divide. Throws std::invalid_argument for a bad preset.
+std::vector<SynthTensor> synth_tensors(const SynthShape& s, const std::string& preset, int64_t n_vocab);
 
 struct SynthOptions {
   std::string shape;

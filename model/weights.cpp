@@ -25,6 +25,7 @@ bool is_supported_weight_type(quant::Type t) {
 std::vector<WeightSpec> weight_specs(const Config& c) {
   using R = graph::WeightRole;
   const int64_t E = c.n_embd, V = c.n_vocab, F = c.n_ff;
+  const bool gemma = c.arch == Arch::Gemma3;
   std::vector<WeightSpec> s;
   // add(role, layer, name, dims, required, f32_only)
   const auto add = [&s](R role, int32_t layer, std::string name, std::vector<int64_t> ne, bool required = true,
@@ -32,29 +33,46 @@ std::vector<WeightSpec> weight_specs(const Config& c) {
     s.push_back({std::move(name), std::move(ne), required, f32_only, role, layer});
   };
   add(R::TokenEmbedding, -1, "token_embd.weight", {E, V});  // [n_embd, n_vocab]
+  if (c.arch == Arch::Phi3) {
+    // LongRoPE factors, shared by every layer; which one is used depends on the context size (Config).
+    add(R::RopeFactorsLong, -1, "rope_factors_long.weight", {c.n_rot / 2}, false, true);    // [n_rot / 2]
+    add(R::RopeFactorsShort, -1, "rope_factors_short.weight", {c.n_rot / 2}, false, true);  // [n_rot / 2]
+  }
   for (int il = 0; il < c.n_layer; ++il) {
     const std::string b = "blk." + std::to_string(il) + ".";
     add(R::AttnNorm, il, b + "attn_norm.weight", {E}, true, true);       // [n_embd]
-    add(R::AttnQ, il, b + "attn_q.weight", {E, c.n_q()});                // [n_embd, n_head * head_dim]
-    add(R::AttnK, il, b + "attn_k.weight", {E, c.n_k()});                // [n_embd, n_head_kv * head_dim]
-    add(R::AttnV, il, b + "attn_v.weight", {E, c.n_v()});                // [n_embd, n_head_kv * head_dim_v]
+    if (c.fused_qkv) {
+      const int64_t qkv = c.n_q() + c.n_k() + c.n_v();
+      add(R::AttnQkv, il, b + "attn_qkv.weight", {E, qkv});              // [n_embd, n_q + n_k + n_v]
+      add(R::AttnQkvBias, il, b + "attn_qkv.bias", {qkv}, false, true);  // [n_q + n_k + n_v]
+    } else {
+      add(R::AttnQ, il, b + "attn_q.weight", {E, c.n_q()});              // [n_embd, n_head * head_dim]
+      add(R::AttnK, il, b + "attn_k.weight", {E, c.n_k()});              // [n_embd, n_head_kv * head_dim]
+      add(R::AttnV, il, b + "attn_v.weight", {E, c.n_v()});              // [n_embd, n_head_kv * head_dim_v]
+    }
     add(R::AttnOutput, il, b + "attn_output.weight", {c.n_attn_out(), E});  // [n_head * head_dim_v, n_embd]
     // qwen2 always has q/k/v biases; some llama-architecture files (e.g. converted from other families) do too.
-    const bool bias_required = c.arch == Arch::Qwen2;
-    if (c.arch != Arch::Qwen3) {
+    if (c.arch == Arch::Llama || c.arch == Arch::Qwen2) {
+      const bool bias_required = c.arch == Arch::Qwen2;
       add(R::AttnQBias, il, b + "attn_q.bias", {c.n_q()}, bias_required, true);  // [n_head * head_dim]
       add(R::AttnKBias, il, b + "attn_k.bias", {c.n_k()}, bias_required, true);  // [n_head_kv * head_dim]
       add(R::AttnVBias, il, b + "attn_v.bias", {c.n_v()}, bias_required, true);  // [n_head_kv * head_dim_v]
     }
     if (c.arch == Arch::Llama) add(R::AttnOutputBias, il, b + "attn_output.bias", {E}, false, true);  // [n_embd]
-    if (c.arch == Arch::Qwen3) {
+    if (c.arch == Arch::Qwen3 || gemma) {
       add(R::AttnQNorm, il, b + "attn_q_norm.weight", {c.head_dim}, true, true);  // [head_dim]
       add(R::AttnKNorm, il, b + "attn_k_norm.weight", {c.head_dim}, true, true);  // [head_dim]
     }
+    if (gemma) add(R::AttnPostNorm, il, b + "post_attention_norm.weight", {E}, true, true);  // [n_embd]
     add(R::FfnNorm, il, b + "ffn_norm.weight", {E}, true, true);  // [n_embd]
-    add(R::FfnGate, il, b + "ffn_gate.weight", {E, F});           // [n_embd, n_ff]
-    add(R::FfnUp, il, b + "ffn_up.weight", {E, F});               // [n_embd, n_ff]
+    if (c.fused_gate_up) {
+      add(R::FfnGateUp, il, b + "ffn_up.weight", {E, 2 * F});     // [n_embd, 2 n_ff]: gate rows, then up rows
+    } else {
+      add(R::FfnGate, il, b + "ffn_gate.weight", {E, F});         // [n_embd, n_ff]
+      add(R::FfnUp, il, b + "ffn_up.weight", {E, F});             // [n_embd, n_ff]
+    }
     add(R::FfnDown, il, b + "ffn_down.weight", {F, E});           // [n_ff, n_embd]
+    if (gemma) add(R::FfnPostNorm, il, b + "post_ffw_norm.weight", {E}, true, true);  // [n_embd]
   }
   add(R::OutputNorm, -1, "output_norm.weight", {E}, true, true);  // [n_embd]
   add(R::Output, -1, "output.weight", {E, V}, false);             // [n_embd, n_vocab]; absent = tied to token_embd
@@ -78,8 +96,9 @@ Weights Weights::load(const gguf::File& file, const Config& c) {
   w.file_ = file.path();
   auto fail = [&](const std::string& msg) -> void { throw ModelError(file.path() + ": " + msg); };
 
-  // Every layer needs at least nine tensors: reject an absurd block_count before listing what it would need.
-  constexpr uint64_t kMinTensorsPerLayer = 9;
+  // Every layer needs at least six tensors (phi3's fused layout: attn_norm, attn_qkv, attn_output, ffn_norm, ffn_up,
+  // ffn_down): reject an absurd block_count before listing what it would need.
+  constexpr uint64_t kMinTensorsPerLayer = 6;
   if (uint64_t(c.n_layer) * kMinTensorsPerLayer > file.tensors().size())
     fail("block_count " + std::to_string(c.n_layer) + " needs at least " +
          std::to_string(uint64_t(c.n_layer) * kMinTensorsPerLayer) + " tensors, the file holds " +

@@ -122,6 +122,30 @@ TEST_F(InfoCli, EverySharedFile) {
   EXPECT_GT(n, 0);
 }
 
+// The resolved model: gemma3's layer pattern and per-kind rope, phi3's ignored window and LongRoPE; a file this
+// runtime cannot run still gets its summary, with the reason.
+TEST_F(InfoCli, LayerPatternAndRopeScaling) {
+  REQUIRE_ASSET(gemma, "models/synth-gemma3-F16.gguf");
+  const Result g = run("info " + shell_quote(gemma));
+  ASSERT_EQ(g.code, 0) << g.err;
+  for (const char* want : {"attention:      sliding window 8 on local layers 0-4 (5 of 6); global layers 5",
+                           "rope:           neox, scaling linear x8; global layers: base 1e+06, positions x0.125; "
+                           "local layers: base 10000"})
+    EXPECT_NE(g.out.find(want), std::string::npos) << "missing '" << want << "' in:\n" << g.out;
+  REQUIRE_ASSET(phi, "models/synth-phi3-F16.gguf");
+  const Result p = run("info " + shell_quote(phi));
+  ASSERT_EQ(p.code, 0) << p.err;
+  for (const char* want : {"full causal attention in every layer (attention.sliding_window 262144 ignored",
+                           "fused attn_qkv", "rope:           neox, scaling none, original context 64",
+                           "cos/sin x1.41421", "rope_factors_long when the context rounded up to 256 exceeds 64"})
+    EXPECT_NE(p.out.find(want), std::string::npos) << "missing '" << want << "' in:\n" << p.out;
+  const std::string tiny = write("tiny.gguf", small_model());  // no feed_forward_length
+  const Result t = run("info " + shell_quote(tiny));
+  ASSERT_EQ(t.code, 0) << t.err;
+  EXPECT_NE(t.out.find("model:          not runnable here: "), std::string::npos) << t.out;
+  EXPECT_NE(t.out.find("llama.feed_forward_length"), std::string::npos) << t.out;
+}
+
 TEST_F(InfoCli, NotAGgufFileIsOneErrorLine) {
   const std::string path = write("notes.txt", {'h', 'e', 'l', 'l', 'o', '\n'});
   const Result r = run("info -m " + shell_quote(path));

@@ -234,6 +234,18 @@ std::vector<uint8_t> tiny_model(const TinySpec& s) {
     w.set_str(a + "rope.scaling.type", "linear");
     w.set_f32(a + "rope.scaling.factor", 2.0f);
   }
+  const bool gemma = s.arch == "gemma3", phi = s.arch == "phi3";
+  if (gemma) {  // window 2 on layer 0 (pattern 2: il % 2 < 1), softcap
+    w.set_u32(a + "attention.sliding_window", 2);
+    w.set_u32(a + "attention.sliding_window_pattern", 2);
+    w.set_f32(a + "rope.freq_base_swa", 100.0f);
+    w.set_f32(a + "final_logit_softcapping", 5.0f);
+  }
+  if (phi) {  // LongRoPE over an original context of 16, the window llama.cpp ignores
+    w.set_u32(a + "rope.scaling.original_context_length", 16);
+    w.set_f32(a + "rope.scaling.attn_factor", 1.2f);
+    w.set_u32(a + "attention.sliding_window", 32);
+  }
   std::vector<std::string> tokens;
   std::vector<float> scores;
   std::vector<int32_t> types;
@@ -274,23 +286,37 @@ std::vector<uint8_t> tiny_model(const TinySpec& s) {
   for (int il = 0; il < s.n_layer; ++il) {
     const std::string p = "blk." + std::to_string(il) + ".";
     add(p + "attn_norm.weight", {E}, false, 0.1f, 1.0f);
-    add(p + "attn_q.weight", {E, nq}, true);
-    add(p + "attn_k.weight", {E, nk}, true);
-    add(p + "attn_v.weight", {E, nk}, true);
+    if (phi) {
+      add(p + "attn_qkv.weight", {E, nq + 2 * nk}, true);
+    } else {
+      add(p + "attn_q.weight", {E, nq}, true);
+      add(p + "attn_k.weight", {E, nk}, true);
+      add(p + "attn_v.weight", {E, nk}, true);
+    }
     if (s.bias || s.arch == "qwen2") {
       add(p + "attn_q.bias", {nq}, false, 0.2f);
       add(p + "attn_k.bias", {nk}, false, 0.2f);
       add(p + "attn_v.bias", {nk}, false, 0.2f);
     }
-    if (s.arch == "qwen3") {
+    if (s.arch == "qwen3" || gemma) {
       add(p + "attn_q_norm.weight", {hd}, false, 0.1f, 1.0f);
       add(p + "attn_k_norm.weight", {hd}, false, 0.1f, 1.0f);
     }
     add(p + "attn_output.weight", {nq, E}, true);
+    if (gemma) add(p + "post_attention_norm.weight", {E}, false, 0.1f, 1.0f);
     add(p + "ffn_norm.weight", {E}, false, 0.1f, 1.0f);
-    add(p + "ffn_gate.weight", {E, F}, true);
-    add(p + "ffn_up.weight", {E, F}, true);
+    if (phi) {
+      add(p + "ffn_up.weight", {E, 2 * F}, true);  // gate | up
+    } else {
+      add(p + "ffn_gate.weight", {E, F}, true);
+      add(p + "ffn_up.weight", {E, F}, true);
+    }
     add(p + "ffn_down.weight", {F, E}, true);
+    if (gemma) add(p + "post_ffw_norm.weight", {E}, false, 0.1f, 1.0f);
+  }
+  if (phi) {
+    add("rope_factors_long.weight", {hd / 2}, false, 0.5f, 2.0f);
+    add("rope_factors_short.weight", {hd / 2}, false, 0.1f, 1.0f);
   }
   add("output_norm.weight", {E}, false, 0.1f, 1.0f);
   if (!s.tied) add("output.weight", {E, V}, true, 0.5f);
@@ -344,6 +370,9 @@ std::vector<Seed> model_seeds() {
       {.name = "qwen2-q4_1", .arch = "qwen2", .wtype = quant::Type::Q4_1, .tok = "gpt2"},
       {.name = "qwen3-q5_0", .arch = "qwen3", .wtype = quant::Type::Q5_0, .tok = "gpt2"},
       {.name = "qwen3-bf16", .arch = "qwen3", .wtype = quant::Type::BF16, .n_head_kv = 2},
+      {.name = "gemma3-q8_0", .arch = "gemma3", .wtype = quant::Type::Q8_0, .n_layer = 2, .tied = true,
+       .linear_scale = true},
+      {.name = "phi3-f16", .arch = "phi3", .wtype = quant::Type::F16, .n_head_kv = 2},
   };
   std::vector<Seed> out;
   for (const TinySpec& s : specs) out.push_back(seed(s.name, tiny_model(s)));

@@ -8,45 +8,14 @@
 #include "graph/plan.h"
 #include "graph/reference.h"
 #include "graph_test_util.h"
+#include "op_fixture.h"
 
 using namespace graph;
 using graph_test::random_vec;
 
-namespace {
-
-Shape sh(int64_t a, int64_t b = 1, int64_t c = 1, int64_t d = 1) { return Shape{{a, b, c, d}}; }
-
-// A graph under construction plus the data of its F32 "weights" (used as op inputs).
-struct Fixture {
-  Graph g;
-  graph_test::WeightStore ws;
-  NodeId w(const std::string& name, std::vector<float> v, Shape s) { return ws.add(g, name, std::move(v), s); }
-  // Runs g with `out` marked as output; returns its values.
-  std::vector<float> run(NodeId out, std::vector<int32_t> tokens = {}, std::vector<int32_t> positions = {}) {
-    g.mark_output(out);
-    ReferenceExecutor ex(1);
-    ex.run(g, plan(g), tokens, positions);
-    const auto s = ex.output_f32(out);
-    return {s.begin(), s.end()};
-  }
-};
-
-// |a-b| <= atol + rtol*|ref| elementwise, reporting the first mismatch and the max error.
-void expect_close(const std::vector<float>& got, const std::vector<double>& want, double atol = 1e-6,
-                  double rtol = 1e-6) {
-  ASSERT_EQ(got.size(), want.size());
-  double max_err = 0;
-  size_t bad = want.size();
-  for (size_t i = 0; i < want.size(); ++i) {
-    const double err = std::fabs(got[i] - want[i]);
-    max_err = std::max(max_err, err);
-    if (bad == want.size() && !(err <= atol + rtol * std::fabs(want[i]))) bad = i;
-  }
-  EXPECT_EQ(bad, want.size()) << "first mismatch at " << bad << ": got " << got[bad] << " want " << want[bad]
-                              << ", max error " << max_err;
-}
-
-}  // namespace
+using graph_test::expect_close;
+using graph_test::Fixture;
+using graph_test::sh;
 
 TEST(ReferenceOps, MulMatWithBiasOddShapes) {
   Fixture f;

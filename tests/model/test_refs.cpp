@@ -3,6 +3,11 @@
 // Tolerance per file = the largest |our logit - llama.cpp's| accepted, 1.5x the bound README.md gives for an exact
 // float64 engine ("How close an engine can be expected to get": F32 1e-5, F16 6e-4, BF16 5e-3, quantized synthetic
 // 2e-2, stories260K Q8_0/Q4_0 0.3); most of the quantized difference is llama.cpp rounding activations to 8 bits.
+// gemma3 is looser (F16 1.5e-3, quantized 6e-2; docs/gemma3-phi3.md): its post-attention and post-feed-forward
+// RMSNorms rescale small block outputs to unit size, so llama.cpp's roundings of activations (f16 or 8-bit inputs to
+// its matmuls, its f16 GELU table) grow about twice as much as in the llama files. README.md measures llama.cpp
+// against itself at 1e-3 on gemma3 F16; we measure 9.6e-4 (F16), 3.1e-2 (Q8_0), 4.2e-2 (Q4_K_M), and 6.5e-4,
+// 1.3e-2, 1.3e-2 with llama.cpp's roundings emulated, so the tolerances are 1.5x the measured differences.
 // From it follow the checks that must hold for any engine within tolerance:
 //  - every reference top-10 entry at every position: |ours - ref| <= tol;
 //  - top-1 equal wherever the reference's top-2 gap exceeds 2 tol;
@@ -40,6 +45,9 @@ const RefCase kCases[] = {
     {"synth-llama-tok512-Q2_K", 3e-2},     {"synth-llama-spm-Q4_K_M", 3e-2},
     {"synth-llama-bpe-Q4_K_M", 3e-2},      {"synth-qwen2-Q4_K_M", 3e-2},
     {"synth-qwen3-Q4_K_M", 3e-2},
+    {"synth-gemma3-F16", 1.5e-3},          {"synth-gemma3-Q8_0", 6e-2},
+    {"synth-gemma3-Q4_K_M", 6e-2},         {"synth-phi3-F16", 9e-4},
+    {"synth-phi3-Q8_0", 3e-2},             {"synth-phi3-Q4_K_M", 3e-2},
 };
 
 class RefLogits : public ::testing::TestWithParam<RefCase> {};
@@ -108,8 +116,9 @@ TEST_P(RefLogits, MatchesLlamaCpp) {
   // every step (teacher forcing), so a near-tie step, where engines within tolerance may legitimately pick another
   // token, is skipped without ending the comparison.
   int32_t next = runtime::argmax(last);
-  size_t compared = 0;
+  size_t compared = 0, agree = 0;
   for (size_t i = 0; i < ref.greedy.size(); ++i) {
+    agree += next == ref.greedy[i];  // informational: near-ties may go either way
     if (ref.greedy_margin[i] >= 2 * tol) {
       EXPECT_EQ(next, ref.greedy[i]) << "greedy step " << i << " (margin " << ref.greedy_margin[i] << ")";
       ++compared;
@@ -117,8 +126,9 @@ TEST_P(RefLogits, MatchesLlamaCpp) {
     if (i + 1 == ref.greedy.size()) break;
     next = runtime::argmax(session.eval(std::span<const int32_t>(&ref.greedy[i], 1), int32_t(T + i), false));
   }
-  std::printf("  %-26s tol %.1e  max|d| top10 %.2e  last %.2e  rel-rms %.2e  top1 checked %d/%zu  greedy %zu/%zu\n",
-              rc.name, tol, worst_top, max_abs, rel_rms, top1_checked, T, compared, ref.greedy.size());
+  std::printf("  %-26s tol %.1e  max|d| top10 %.2e  last %.2e  rel-rms %.2e  top1 checked %d/%zu  greedy %zu/%zu"
+              " (agree %zu)\n",
+              rc.name, tol, worst_top, max_abs, rel_rms, top1_checked, T, compared, ref.greedy.size(), agree);
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, RefLogits, ::testing::ValuesIn(kCases),
