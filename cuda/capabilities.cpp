@@ -16,9 +16,9 @@ std::string kv_cache_refusal(graph::KvType type, const AttentionShape& s) {
 
 namespace {
 
-// Whether Executor::lower has a lowering for the op (one case per op: a new op must be placed here).
-bool lowerable(graph::Op op) {
-  switch (op) {
+// Why Executor::lower cannot lower this node ("" when it can): one case per op, so a new op must be placed here.
+std::string node_refusal(const graph::Node& n) {
+  switch (n.op) {
     case graph::Op::Input:
     case graph::Op::Weight:
     case graph::Op::GetRows:
@@ -28,21 +28,28 @@ bool lowerable(graph::Op op) {
     case graph::Op::Mul:
     case graph::Op::Silu:
     case graph::Op::SwiGlu:
-    case graph::Op::Rope:
-    case graph::Op::Attention:
     case graph::Op::Softmax:
     case graph::Op::Reshape:
     case graph::Op::LastToken:
-    case graph::Op::Argmax: return true;
+    case graph::Op::Argmax: return "";
+    case graph::Op::Rope:  // the kernels rotate by the plain angle: no YaRN ramp, no cos/sin factor
+      return std::get<graph::RopeParams>(n.params).plain() ? "" : "rope scaling with a YaRN ramp or an attention factor";
+    case graph::Op::Attention:
+      return std::get<graph::AttentionParams>(n.params).window == 0 ? "" : "sliding-window attention";
+    case graph::Op::GeGlu:
+    case graph::Op::Scale:
+    case graph::Op::Softcap:
+    case graph::Op::Slice: return std::string("the ") + graph::op_name(n.op) + " op";
   }
-  return false;
+  return std::string("op ") + std::to_string(int(n.op));
 }
 
 }  // namespace
 
 std::string graph_refusal(const graph::Graph& g) {
   for (const graph::Node& n : g.nodes())
-    if (!lowerable(n.op)) return "node '" + n.name + "' (" + graph::op_name(n.op) + ")";
+    if (const std::string why = node_refusal(n); !why.empty())
+      return why + " (node '" + n.name + "')";
   return {};
 }
 

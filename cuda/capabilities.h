@@ -19,9 +19,9 @@ bool kv_cache_supported(graph::KvType type, const AttentionShape& shape);
 // Why kv_cache_supported refuses: what is needed and what this shape has; empty when it is supported.
 std::string kv_cache_refusal(graph::KvType type, const AttentionShape& shape);
 
-// What in a model's graph the CUDA executor cannot run yet ("node 'blk.0.ffn_gelu' (Gelu)"), asked once when a
-// session starts so that an unsupported model is refused before anything is allocated (and --device auto runs it
-// on the CPU reference instead); empty when every node lowers.
+// What in a model's graph the CUDA executor cannot run yet ("sliding-window attention (node 'blk.0.attn')"), asked
+// once when a session starts so that an unsupported model is refused before anything is allocated (and
+// --device auto runs it on the CPU reference instead); empty when every node lowers.
 std::string graph_refusal(const graph::Graph& g);
 
 }  // namespace cuda

@@ -55,7 +55,7 @@ CudaSession::CudaSession(std::shared_ptr<const model::Model> model, int32_t n_ct
   if (const std::string missing = cuda::graph_refusal(model::build_graph(model_->config(), model_->weights(), 1,
                                                                          false, std::max(n_ctx_, 1)));
       !missing.empty())
-    throw cuda::Unsupported("the CUDA path cannot run this model yet: " + missing + " has no CUDA kernel");
+    throw cuda::Unsupported("the CUDA path cannot run this model yet: " + missing + " is not implemented there");
   if (!cuda::device_available()) throw cuda::Error("no CUDA device is available (use --device cpu)");
   const uint64_t used_before_context = opt_.verbose ? cuda::device_memory_used() : 0;
   ctx_ = std::make_unique<cuda::Context>(opt_.device);

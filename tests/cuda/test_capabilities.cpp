@@ -1,11 +1,12 @@
 // What the CUDA path says it can run (cuda/capabilities.h), asked before a session allocates anything: no device is
-// needed, so these run in CI too. The refusal of a graph with an op the executor does not lower is covered where
-// such an op exists; here, every supported architecture's graph must lower, or a supported model would be sent to
-// the CPU.
+// needed, so these run in CI too. Every supported architecture's graph must lower (or a supported model would be sent
+// to the CPU), and the models whose mechanisms have no kernel yet are refused by name.
 #include <gtest/gtest.h>
 
+#include "assets.h"
 #include "cuda/capabilities.h"
 #include "model/build_graph.h"
+#include "model/model.h"
 #include "tiny_model.h"
 
 namespace {
@@ -20,6 +21,20 @@ TEST(CudaCapabilities, EverySupportedArchitectureLowers) {
     for (const int n_tokens : {1, 7})
       EXPECT_EQ(cuda::graph_refusal(model::build_graph(m->config(), m->weights(), n_tokens, false, 64)), "") << arch;
   }
+}
+
+// gemma3's local layers attend through a sliding window, phi3 reads its fused products through Slice nodes and
+// rotates with LongRoPE's attention factor: none of it runs on the GPU yet.
+TEST(CudaCapabilities, ModelsWithoutKernelsAreRefusedByName) {
+  REQUIRE_ASSET(gemma, "models/synth-gemma3-Q8_0.gguf");
+  REQUIRE_ASSET(phi, "models/synth-phi3-Q8_0.gguf");
+  const auto refusal = [](const std::string& path) {
+    const auto m = model::Model::load(path);
+    return cuda::graph_refusal(model::build_graph(m->config(), m->weights(), 1, false, 64));
+  };
+  // The first node in graph order that has no lowering is named.
+  EXPECT_EQ(refusal(gemma), "the Scale op (node 'inp_scaled')");
+  EXPECT_EQ(refusal(phi), "the Slice op (node 'blk.0.attn_q')");
 }
 
 TEST(CudaCapabilities, QuantizedCachesNeedTheTensorCoreHeadShapes) {
