@@ -16,6 +16,13 @@ std::string head_json(const ResponseHead& h, const char* object) {
 
 std::string nullable(const std::string& s) { return s.empty() ? "null" : quote(s); }
 
+// "{" and the head, appended rather than `"{" + std::string&&`, which GCC 12 warns about falsely (-Wrestrict).
+std::string object_with_head(const ResponseHead& h, const char* object) {
+  std::string out = "{";
+  out += head_json(h, object);
+  return out;
+}
+
 }  // namespace
 
 std::string error_body(const ApiError& e) {
@@ -50,7 +57,7 @@ std::string completion_json(const ResponseHead& h, std::string_view text, runtim
              finish_reason_json(finish) + "}";
   }
   const char* object = h.route == Route::Chat ? "chat.completion" : "text_completion";
-  return "{" + head_json(h, object) + ",\"choices\":[" + choice + "],\"usage\":" + usage_json(usage) + "}";
+  return object_with_head(h, object) + ",\"choices\":[" + choice + "],\"usage\":" + usage_json(usage) + "}";
 }
 
 std::string chunk_json(const ResponseHead& h, std::string_view text, bool first_chunk, const std::string& finish) {
@@ -62,15 +69,15 @@ std::string chunk_json(const ResponseHead& h, std::string_view text, bool first_
     // The closing chunk (a finish reason, no text) has an empty delta, as OpenAI sends it.
     delta = finish.empty() || !text.empty() || first_chunk ? delta + "\"content\":" + quote(text) : "";
     choice = "{\"index\":0,\"delta\":{" + delta + "},\"logprobs\":null,\"finish_reason\":" + fin + "}";
-    return "{" + head_json(h, "chat.completion.chunk") + ",\"choices\":[" + choice + "]}";
+    return object_with_head(h, "chat.completion.chunk") + ",\"choices\":[" + choice + "]}";
   }
   choice = "{\"index\":0,\"text\":" + quote(text) + ",\"logprobs\":null,\"finish_reason\":" + fin + "}";
-  return "{" + head_json(h, "text_completion") + ",\"choices\":[" + choice + "]}";
+  return object_with_head(h, "text_completion") + ",\"choices\":[" + choice + "]}";
 }
 
 std::string usage_chunk_json(const ResponseHead& h, const runtime::Usage& usage) {
   const char* object = h.route == Route::Chat ? "chat.completion.chunk" : "text_completion";
-  return "{" + head_json(h, object) + ",\"choices\":[],\"usage\":" + usage_json(usage) + "}";
+  return object_with_head(h, object) + ",\"choices\":[],\"usage\":" + usage_json(usage) + "}";
 }
 
 std::string sse_event(std::string_view json) { return "data: " + std::string(json) + "\n\n"; }

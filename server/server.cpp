@@ -106,7 +106,8 @@ void Server::install_routes() {
 
   // httplib's own refusals (no such route, a body over the limit, a malformed request) get an OpenAI body too;
   // responses that already have one (our ApiErrors) are left alone.
-  h.set_error_handler([&ctx](const httplib::Request& req, httplib::Response& res) {
+  h.set_error_handler(httplib::Server::HandlerWithResponse([&ctx](const httplib::Request& req,
+                                                                  httplib::Response& res) {
     if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
     if (res.status == 404) {
       send_error(ctx, res, ApiError(404, "invalid_request_error", "no route " + req.method + " " + req.path, "",
@@ -119,7 +120,7 @@ void Server::install_routes() {
       send_error(ctx, res, ApiError(res.status, "invalid_request_error", "bad HTTP request"));
     }
     return httplib::Server::HandlerResponse::Handled;
-  });
+  }));
   h.set_logger([&ctx](const httplib::Request&, const httplib::Response& res) {
     ++ctx.http_requests;
     if (res.status >= 400 && res.status < 500) ++ctx.client_errors;

@@ -10,8 +10,12 @@ namespace {
 void expect_error(const test_http::Response& r, int status, const std::string& param, const std::string& code) {
   EXPECT_EQ(r.status, status) << r.body;
   const Value e = error_of(r);
-  if (!param.empty()) EXPECT_EQ(str(at(e, "param")), param) << r.body;
-  if (!code.empty()) EXPECT_EQ(str(at(e, "code")), code) << r.body;
+  if (!param.empty()) {
+    EXPECT_EQ(str(at(e, "param")), param) << r.body;
+  }
+  if (!code.empty()) {
+    EXPECT_EQ(str(at(e, "code")), code) << r.body;
+  }
 }
 
 TEST_F(ServerTest, InvalidBodiesAre400) {
@@ -20,7 +24,7 @@ TEST_F(ServerTest, InvalidBodiesAre400) {
   expect_error(post("/v1/chat/completions", "[1, 2]"), 400, "", "");
   expect_error(post("/v1/chat/completions", "{}"), 400, "messages", "missing_required_parameter");
   expect_error(post("/v1/chat/completions", R"({"messages": "hi"})"), 400, "messages", "");
-  expect_error(post("/v1/chat/completions", R"({"messages": [{"content": "hi"}]})"), 400, "messages[0].role", "");
+  expect_error(post("/v1/chat/completions", R"({"messages": [{"content": "hi"}]})"), 400, "messages[0]", "");
   expect_error(post("/v1/completions", R"({"prompt": 5})"), 400, "prompt", "");
   expect_error(post("/v1/completions", R"({"prompt": "x", "temperature": "hot"})"), 400, "temperature", "");
   expect_error(post("/v1/completions", R"({"prompt": "x", "top_p": 1.5})"), 400, "top_p", "");

@@ -171,7 +171,8 @@ TEST_F(ServerTest, HelperRoutes) {
   const auto tokens = post("/tokenize", R"({"content": "Once upon a time", "add_special": true})");
   ASSERT_EQ(tokens.status, 200) << tokens.body;
   const std::vector<int32_t> ids = completion_prompt("Once upon a time");
-  const Value& arr = at(json(tokens.body), "tokens");
+  const Value tokens_body = json(tokens.body);
+  const Value& arr = at(tokens_body, "tokens");
   ASSERT_EQ(arr.items().size(), ids.size());
   for (size_t i = 0; i < ids.size(); ++i) EXPECT_EQ(arr.items()[i].as_int(), ids[i]);
   const auto pieces = post("/tokenize", R"({"content": "Once", "with_pieces": true})");
