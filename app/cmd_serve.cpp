@@ -32,11 +32,18 @@ struct ServeFlags {
 int run_serve(const ServeFlags& f) {
   // SIGINT and SIGTERM go to one thread that waits for them (sigwait), so that stopping runs as ordinary code and
   // not in a signal handler. They are blocked before any thread starts, so that every thread inherits the mask.
+  // A handler is installed first: a shell starting us in the background sets SIGINT to "ignore", and an ignored
+  // signal is discarded, never pending, so sigwait would not see it.
   sigset_t stop_signals;
   sigemptyset(&stop_signals);
   sigaddset(&stop_signals, SIGINT);
   sigaddset(&stop_signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  struct sigaction sa {};
+  sa.sa_handler = [](int) {};
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
 
   Loaded l = load_for_run(f.run);
   chat::ChatTemplate tmpl = choose_template(f.tmpl, l.tok.chat_template());
