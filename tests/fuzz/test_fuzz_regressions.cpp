@@ -67,6 +67,15 @@ TEST(FuzzSeeds, ChatTemplate) {
   }
 }
 
+TEST(FuzzSeeds, ApiRequest) {
+  const auto seeds = fuzz::api_request_seeds();
+  EXPECT_GE(seeds.size(), 10u);
+  for (const fuzz::Seed& s : seeds) {
+    SCOPED_TRACE(s.name);
+    EXPECT_NO_THROW(fuzz::exercise_api_request(s.bytes));
+  }
+}
+
 // ---- inputs the fuzzers found (newest last) ----
 
 // Sanitizer builds run several times slower; time bounds apply to plain builds only.
