@@ -3,11 +3,12 @@
 
 #include "chat/json.h"
 #include "server/api_error.h"
+#include "tokenizer/unicode.h"
 
 namespace server {
 namespace {
 
-std::string quote(std::string_view s) { return chat::json_quote(s); }
+std::string quote(std::string_view s) { return json_string(s); }
 
 std::string head_json(const ResponseHead& h, const char* object) {
   return "\"id\":" + quote(h.id) + ",\"object\":\"" + object + "\",\"created\":" + std::to_string(h.created) +
@@ -24,6 +25,8 @@ std::string object_with_head(const ResponseHead& h, const char* object) {
 }
 
 }  // namespace
+
+std::string json_string(std::string_view s) { return chat::json_quote(tokenizer::utf8::sanitize(s)); }
 
 std::string error_body(const ApiError& e) {
   return "{\"error\":{\"message\":" + quote(e.what()) + ",\"type\":" + quote(e.type()) +

@@ -10,6 +10,11 @@
 
 namespace server {
 
+// s as a JSON string literal: chat::json_quote after replacing bytes that are not UTF-8 with U+FFFD, since a
+// response must be valid UTF-8 whatever the input held (a JSON error quoting a bad byte, ids that spell half a
+// character).
+std::string json_string(std::string_view s);
+
 // What every response of one request shares.
 struct ResponseHead {
   Route route = Route::Chat;

@@ -1,6 +1,5 @@
 // The reference runtime's helper routes: POST /tokenize, /detokenize and /apply-template, with its field names, so
 // tools written against it work unchanged.
-#include "chat/json.h"
 #include "server/routes.h"
 #include "tokenizer/tokenizer.h"
 
@@ -20,7 +19,7 @@ void handle_tokenize(RouteContext& ctx, const httplib::Request& req, httplib::Re
     if (i) body += ",";
     if (r.with_pieces) {
       body += "{\"id\":" + std::to_string(ids[i]) +
-              ",\"piece\":" + chat::json_quote(tok.token_to_piece(ids[i], /*render_special=*/true)) + "}";
+              ",\"piece\":" + json_string(tok.token_to_piece(ids[i], /*render_special=*/true)) + "}";
     } else {
       body += std::to_string(ids[i]);
     }
@@ -35,12 +34,12 @@ void handle_detokenize(RouteContext& ctx, const httplib::Request& req, httplib::
     if (id >= tok.n_vocab())
       throw invalid_field("tokens", "token id " + std::to_string(id) + " is outside the vocabulary of " +
                                         std::to_string(tok.n_vocab()));
-  send_json(res, "{\"content\":" + chat::json_quote(tok.decode(ids)) + "}");
+  send_json(res, "{\"content\":" + json_string(tok.decode(ids)) + "}");
 }
 
 void handle_apply_template(RouteContext& ctx, const httplib::Request& req, httplib::Response& res) {
   const CompletionRequest r = parse_apply_template_request(req.body);
-  send_json(res, "{\"prompt\":" + chat::json_quote(render_chat(ctx, r)) + "}");
+  send_json(res, "{\"prompt\":" + json_string(render_chat(ctx, r)) + "}");
 }
 
 }  // namespace server
