@@ -43,11 +43,22 @@ inline Value json(const std::string& text) {
   }
 }
 
+// "1,2,3": ids for a JSON array (appended: GCC 12 warns falsely about `"," + std::string&&`).
+inline std::string id_list(const std::vector<int32_t>& ids) {
+  std::string out;
+  for (int32_t id : ids) {
+    if (!out.empty()) out += ',';
+    out += std::to_string(id);
+  }
+  return out;
+}
+
 struct Config {
   int32_t n_ctx = 512;
   size_t max_queue = 8;
   std::string api_key;
   size_t max_body_bytes = server::kDefaultMaxBodyBytes;
+  std::string template_text;  // a Jinja chat template; empty: the built-in chatml
 };
 
 class ServerTest : public ::testing::Test {
@@ -72,7 +83,10 @@ class ServerTest : public ::testing::Test {
     so.model_id = "stories260K";
     so.max_body_bytes = c.max_body_bytes;
     so.engine_queue = c.max_queue;
-    server_ = std::make_unique<server::Server>(*engine_, chat::ChatTemplate::builtin("chatml"), so);
+    server_ = std::make_unique<server::Server>(
+        *engine_,
+        c.template_text.empty() ? chat::ChatTemplate::builtin("chatml") : chat::ChatTemplate::parse(c.template_text),
+        so);
     port_ = server_->bind();
     thread_ = std::thread([this] { server_->run(); });
   }

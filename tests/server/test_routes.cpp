@@ -77,9 +77,7 @@ TEST_F(ServerTest, CompletionStreamedIsTheSameText) {
 TEST_F(ServerTest, PromptAsTokenIds) {
   start();
   const std::vector<int32_t> ids = completion_prompt("The cat");
-  std::string arr;
-  for (int32_t id : ids) arr += (arr.empty() ? "" : ",") + std::to_string(id);
-  const auto r = post("/v1/completions", R"({"prompt": [)" + arr + R"(], "max_tokens": 10, "temperature": 0})");
+  const auto r = post("/v1/completions", R"({"prompt": [)" + id_list(ids) + R"(], "max_tokens": 10, "temperature": 0})");
   ASSERT_EQ(r.status, 200) << r.body;
   EXPECT_EQ(str(at(at(at(json(r.body), "choices"), 0), "text")), greedy(ids, 10));
 }
@@ -178,15 +176,40 @@ TEST_F(ServerTest, HelperRoutes) {
   const auto pieces = post("/tokenize", R"({"content": "Once", "with_pieces": true})");
   EXPECT_TRUE(at(at(at(json(pieces.body), "tokens"), 0), "piece").is_string()) << pieces.body;
 
-  std::string list;
-  for (int32_t id : ids) list += (list.empty() ? "" : ",") + std::to_string(id);
-  const auto text = post("/detokenize", R"({"tokens": [)" + list + "]}");
+  const auto text = post("/detokenize", R"({"tokens": [)" + id_list(ids) + "]}");
   ASSERT_EQ(text.status, 200) << text.body;
   EXPECT_EQ(str(at(json(text.body), "content")), tok_->decode(ids));
 
   const auto prompt = post("/apply-template", R"({"messages": [{"role": "user", "content": "Hi"}]})");
   ASSERT_EQ(prompt.status, 200) << prompt.body;
   EXPECT_EQ(str(at(json(prompt.body), "prompt")), "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+}
+
+// tools reach the template as the list it iterates, tool-call arguments sent as JSON text arrive as objects, and a
+// template that raises is a 400 naming the messages.
+TEST_F(ServerTest, ToolsAndTemplateErrors) {
+  Config c;
+  c.template_text =
+      "{% if messages[0].role != 'user' %}{{ raise_exception('first message must be user') }}{% endif %}"
+      "{% for t in tools %}[{{ t.function.name }}]{% endfor %}"
+      "{% for m in messages %}{{ m.role }}:{% if m.tool_calls %}{{ m.tool_calls[0].function.arguments.city }}"
+      "{% else %}{{ m.content }}{% endif %}|{% endfor %}";
+  start(c);
+  const auto r = post("/apply-template", R"({"messages": [{"role": "user", "content": "Weather?"},
+      {"role": "assistant", "tool_calls": [{"id": "1", "type": "function",
+        "function": {"name": "get", "arguments": "{\"city\": \"Paris\"}"}}]}],
+      "tools": [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(str(at(json(r.body), "prompt")), "[get_weather]user:Weather?|assistant:Paris|");
+  const auto chat = post("/v1/chat/completions", R"({"messages": [{"role": "user", "content": "Hi"}],
+      "tools": [{"type": "function", "function": {"name": "f"}}], "max_tokens": 3})");
+  EXPECT_EQ(chat.status, 200) << chat.body;
+  const auto refused = post("/v1/chat/completions", R"({"messages": [{"role": "system", "content": "x"}]})");
+  EXPECT_EQ(refused.status, 400) << refused.body;
+  const Value e = at(json(refused.body), "error");
+  EXPECT_EQ(str(at(e, "code")), "template_error");
+  EXPECT_EQ(str(at(e, "param")), "messages");
+  EXPECT_NE(str(at(e, "message")).find("first message must be user"), std::string::npos) << refused.body;
 }
 
 }  // namespace
