@@ -75,10 +75,24 @@ SubmitResult Engine::submit(EngineRequest request, EngineCallback callback) {
 }
 
 void Engine::cancel(uint64_t id) {
+  std::shared_ptr<Job> queued;
+  {
+    std::lock_guard lock(mutex_);
+    if (running_ && running_->id == id) running_->cancelled = true;
+    for (auto it = queue_.begin(); it != queue_.end(); ++it) {
+      if ((*it)->id == id) {
+        // Out of the queue at once: a client that went away should not hold a place another could take.
+        queued = std::move(*it);
+        queue_.erase(it);
+        break;
+      }
+    }
+  }
+  if (!queued) return;
+  queued->cancelled = true;
+  finish(*queued, FinishReason::Cancelled, {static_cast<int32_t>(queued->request.prompt.size()), 0}, "");
   std::lock_guard lock(mutex_);
-  if (running_ && running_->id == id) running_->cancelled = true;
-  for (auto& job : queue_)
-    if (job->id == id) job->cancelled = true;
+  idle_.notify_all();
 }
 
 void Engine::shutdown(bool finish_running) {

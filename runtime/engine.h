@@ -81,7 +81,7 @@ struct EngineEvent {
 };
 
 // Called on the engine's worker thread, never concurrently for one request: zero or more Text events, then exactly
-// one Final. Returning false asks to cancel (a client that went away); it takes effect before the next token, and
+// one Final (for a request cancelled while still queued, the Final comes on the thread that called cancel()). Returning false asks to cancel (a client that went away); it takes effect before the next token, and
 // the Final event still comes (Cancelled). The return value of the Final call is ignored.
 using EngineCallback = std::function<bool(const EngineEvent&)>;
 
@@ -121,7 +121,8 @@ class Engine {
   // ShuttingDown (the callback is never called).
   SubmitResult submit(EngineRequest request, EngineCallback callback);
 
-  // Cancels a queued or running request (no-op for an unknown or finished id): as the callback returning false.
+  // Cancels a request (no-op for an unknown or finished id). A running one stops before its next token, as when
+  // its callback returns false; a queued one leaves the queue now and gets its Final before this returns.
   void cancel(uint64_t id);
 
   // Stops accepting, cancels every queued request, cancels the running one (finish_running = false) or lets it

@@ -2,8 +2,10 @@
 // writes it to the client: text accumulates until the writer takes it, and the writer's "the client is gone" goes
 // back to the engine as the callback's cancel answer.
 #pragma once
+#include <chrono>
 #include <condition_variable>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -42,10 +44,14 @@ class CompletionChannel {
   Take take() {
     std::unique_lock lock(mutex_);
     ready_.wait(lock, [&] { return pending_.done || !pending_.text.empty(); });
-    Take t = std::move(pending_);
-    pending_ = Take{};
-    if (t.done) pending_.done = true, pending_.finish = t.finish, pending_.usage = t.usage;
-    return t;
+    return take_locked();
+  }
+
+  // As take(), but gives up after max_wait: nullopt when nothing came (a stream then probes its connection).
+  std::optional<Take> take_for(std::chrono::milliseconds max_wait) {
+    std::unique_lock lock(mutex_);
+    if (!ready_.wait_for(lock, max_wait, [&] { return pending_.done || !pending_.text.empty(); })) return std::nullopt;
+    return take_locked();
   }
 
   // Everything until the end (a non-streaming response).
@@ -67,6 +73,14 @@ class CompletionChannel {
   }
 
  private:
+  // The pending text and, once ended, the end (kept, so that a later take sees it again).
+  Take take_locked() {
+    Take t = std::move(pending_);
+    pending_ = Take{};
+    if (t.done) pending_.done = true, pending_.finish = t.finish, pending_.usage = t.usage;
+    return t;
+  }
+
   std::mutex mutex_;
   std::condition_variable ready_;
   Take pending_;

@@ -3,6 +3,7 @@
 // that goes away mid-stream cancels its request: the failed write tells the engine at the next token.
 #include <ctime>
 #include <memory>
+#include <optional>
 
 #include "runtime/chat_session.h"
 #include "runtime/generate.h"
@@ -66,7 +67,17 @@ void stream_response(RouteContext& ctx, httplib::Response& res, std::shared_ptr<
   res.set_chunked_content_provider(
       "text/event-stream",
       [&ctx, channel, head, id, include_usage, first](size_t, httplib::DataSink& sink) {
-        const CompletionChannel::Take t = channel->take();
+        // While nothing comes (the request waits in the queue), an SSE comment now and then finds out whether the
+        // client is still there: clients ignore comments, and a write to a closed connection fails.
+        const std::optional<CompletionChannel::Take> got = channel->take_for(ctx.options.stream_probe);
+        if (!got) {
+          static constexpr char kProbe[] = ": waiting\n\n";
+          if (sink.write(kProbe, sizeof kProbe - 1)) return true;
+          channel->client_gone();
+          ctx.engine.cancel(id);
+          return false;
+        }
+        const CompletionChannel::Take& t = *got;
         std::string out;
         if (*first && head.route == Route::Chat) out += sse_event(chunk_json(head, "", true, ""));
         *first = false;

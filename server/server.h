@@ -4,6 +4,7 @@
 // counts; the engine does all generation and scheduling.
 #pragma once
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <memory>
@@ -38,6 +39,9 @@ struct ServerOptions {
   int http_threads = 0;            // connections served at once; 0: the engine's queue bound plus a margin
   size_t engine_queue = 64;        // for the default http_threads: streams hold a thread while they wait
   int retry_after_s = 1;           // the Retry-After of a 429
+  // How long a stream waits for text before it writes an SSE comment to see whether its client is still there
+  // (a disconnected client's queued request is then cancelled and leaves the queue).
+  std::chrono::milliseconds stream_probe{1000};
   runtime::LogSink log;            // request failures and the stop sequence
 };
 

@@ -177,10 +177,19 @@ TEST_F(EngineTest, FullQueueRefusesAndShutdownCancelsEverything) {
     return running.on(e);
   });
   ASSERT_EQ(started.get_future().wait_for(std::chrono::seconds(60)), std::future_status::ready);
-  EXPECT_EQ(engine->submit(greedy_request(*engine, "Two", 4), [&](const EngineEvent& e) { return queued.on(e); }).status,
-            runtime::SubmitStatus::Accepted);
+  // A queued request that is cancelled leaves the queue at once, with its Final, and frees its place.
+  Collector dropped;
+  const auto drop = engine->submit(greedy_request(*engine, "Drop", 4), [&](const EngineEvent& e) { return dropped.on(e); });
+  ASSERT_EQ(drop.status, runtime::SubmitStatus::Accepted);
   EXPECT_EQ(engine->submit(greedy_request(*engine, "Three", 4), [](const EngineEvent&) { return true; }).status,
             runtime::SubmitStatus::QueueFull);
+  engine->cancel(drop.id);
+  const EngineEvent dropped_end = dropped.wait();
+  EXPECT_EQ(dropped_end.finish, FinishReason::Cancelled);
+  EXPECT_EQ(dropped_end.usage.completion_tokens, 0);
+  EXPECT_EQ(dropped.tokens, 0u);
+  EXPECT_EQ(engine->submit(greedy_request(*engine, "Two", 4), [&](const EngineEvent& e) { return queued.on(e); }).status,
+            runtime::SubmitStatus::Accepted);
   EXPECT_EQ(engine->stats().queue_length, 1u);
   EXPECT_EQ(engine->stats().running, 1u);
 
@@ -203,7 +212,7 @@ TEST_F(EngineTest, FullQueueRefusesAndShutdownCancelsEverything) {
   EXPECT_EQ(engine->submit(greedy_request(*engine, "Four", 4), [](const EngineEvent&) { return true; }).status,
             runtime::SubmitStatus::ShuttingDown);
   const runtime::EngineStats st = engine->stats();
-  EXPECT_EQ(st.finished_cancelled, 2u);
+  EXPECT_EQ(st.finished_cancelled, 3u);
   EXPECT_GE(st.requests_rejected, 2u);
 }
 

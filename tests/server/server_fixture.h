@@ -59,6 +59,7 @@ struct Config {
   std::string api_key;
   size_t max_body_bytes = server::kDefaultMaxBodyBytes;
   std::string template_text;  // a Jinja chat template; empty: the built-in chatml
+  std::chrono::milliseconds stream_probe{1000};
 };
 
 class ServerTest : public ::testing::Test {
@@ -83,6 +84,7 @@ class ServerTest : public ::testing::Test {
     so.model_id = "stories260K";
     so.max_body_bytes = c.max_body_bytes;
     so.engine_queue = c.max_queue;
+    so.stream_probe = c.stream_probe;
     server_ = std::make_unique<server::Server>(
         *engine_,
         c.template_text.empty() ? chat::ChatTemplate::builtin("chatml") : chat::ChatTemplate::parse(c.template_text),

@@ -80,5 +80,49 @@ TEST_F(ServerTest, StopCancelsQueuedAndRunningAndEndsStreams) {
   EXPECT_FALSE(after.connected());
 }
 
+// A streaming client that hangs up while its request is still queued is found by the stream's probe (an SSE
+// comment written while it waits) and its request leaves the queue without running.
+TEST_F(ServerTest, DisconnectWhileQueuedCancelsWithoutRunning) {
+  Config cfg;
+  cfg.stream_probe = std::chrono::milliseconds(20);
+  start(cfg);
+  // The engine is held busy by a request whose callback waits for the test.
+  std::promise<void> started, release;
+  std::shared_future<void> release_f = release.get_future().share();
+  bool first = true;
+  runtime::EngineRequest busy;
+  busy.prompt = completion_prompt("Once");
+  busy.sampling.temp = 0;
+  busy.max_tokens = 2;
+  busy.ignore_eos = true;
+  ASSERT_EQ(engine_->submit(busy, [&](const runtime::EngineEvent&) {
+              if (first) {
+                first = false;
+                started.set_value();
+                EXPECT_EQ(release_f.wait_for(std::chrono::seconds(60)), std::future_status::ready);
+              }
+              return true;
+            }).status,
+            runtime::SubmitStatus::Accepted);
+  ASSERT_EQ(started.get_future().wait_for(std::chrono::seconds(60)), std::future_status::ready);
+  {
+    test_http::Connection c(port_);
+    ASSERT_TRUE(c.connected());
+    c.send_request("POST", "/v1/completions", kEndless);
+    ASSERT_TRUE(read_until(c, ": waiting")) << c.raw();  // queued, and probing
+  }  // hangs up
+  // Bounded wait for the probe to notice: the queue empties while the busy request still holds the engine.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (engine_->stats().queue_length != 0 && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+  const runtime::EngineStats st = engine_->stats();
+  EXPECT_EQ(st.queue_length, 0u);
+  EXPECT_EQ(st.running, 1u);
+  EXPECT_EQ(st.finished_cancelled, 1u);
+  EXPECT_EQ(st.completion_tokens, 0u);
+  release.set_value();
+  ASSERT_TRUE(engine_->wait_idle(std::chrono::seconds(60)));
+  EXPECT_EQ(engine_->stats().finished_length, 1u);
+}
+
 }  // namespace
 }  // namespace test_server
