@@ -84,6 +84,7 @@ void Engine::cancel(uint64_t id) {
         // Out of the queue at once: a client that went away should not hold a place another could take.
         queued = std::move(*it);
         queue_.erase(it);
+        ++cancelling_;  // not idle until its Final is out
         break;
       }
     }
@@ -92,6 +93,7 @@ void Engine::cancel(uint64_t id) {
   queued->cancelled = true;
   finish(*queued, FinishReason::Cancelled, {static_cast<int32_t>(queued->request.prompt.size()), 0}, "");
   std::lock_guard lock(mutex_);
+  --cancelling_;
   idle_.notify_all();
 }
 
@@ -108,7 +110,7 @@ void Engine::shutdown(bool finish_running) {
 
 bool Engine::wait_idle(std::chrono::milliseconds timeout) {
   std::unique_lock lock(mutex_);
-  return idle_.wait_for(lock, timeout, [&] { return queue_.empty() && !running_; });
+  return idle_.wait_for(lock, timeout, [&] { return queue_.empty() && !running_ && cancelling_ == 0; });
 }
 
 EngineStats Engine::stats() const {

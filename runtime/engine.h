@@ -157,6 +157,7 @@ class Engine {
   std::condition_variable idle_;   // wait_idle: a job finished
   std::deque<std::shared_ptr<Job>> queue_;
   std::shared_ptr<Job> running_;
+  int cancelling_ = 0;             // queued requests cancel() took out whose Final is still being delivered
   bool stopping_ = false;
   uint64_t next_id_ = 1;
   EngineStats stats_;
