@@ -12,8 +12,8 @@
 
 #include "app/bench_report.h"
 #include "app/cli.h"
-#include "runtime/sampler.h"
 #include "app/session_flags.h"
+#include "runtime/sampler.h"
 
 #ifdef LLM_HAVE_CUDA
 #include "cuda/check.h"

@@ -9,12 +9,12 @@
 #include <optional>
 #include <string>
 
-#include "runtime/chat_session.h"
 #include "app/cli.h"
 #include "app/interrupt.h"
 #include "app/sampling_flags.h"
 #include "app/session_flags.h"
 #include "app/template_flags.h"
+#include "runtime/chat_session.h"
 
 namespace app {
 namespace {

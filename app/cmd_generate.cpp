@@ -6,10 +6,10 @@
 #include <sstream>
 
 #include "app/cli.h"
-#include "runtime/generate.h"
 #include "app/interrupt.h"
 #include "app/sampling_flags.h"
 #include "app/session_flags.h"
+#include "runtime/generate.h"
 
 namespace app {
 namespace {

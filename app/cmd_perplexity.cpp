@@ -12,8 +12,8 @@
 #include <sstream>
 
 #include "app/cli.h"
-#include "runtime/kl_divergence.h"
 #include "app/session_flags.h"
+#include "runtime/kl_divergence.h"
 #include "runtime/warmup.h"
 
 namespace app {

@@ -6,8 +6,8 @@
 #include <memory>
 #include <string>
 
-#include "runtime/session.h"
 #include "model/model.h"
+#include "runtime/session.h"
 #include "tokenizer/tokenizer.h"
 
 namespace app {

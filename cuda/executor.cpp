@@ -3,7 +3,6 @@
 #include "cuda/executor.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <cstring>
 
 #include "cuda/kernels/attention.cuh"
@@ -407,7 +406,8 @@ const FusedElementwise* Executor::fused(const FusedShape& shape) {
     return fused_.emplace(key, ::std::move(f)).first->second.get();
   } catch (const Error& e) {
     // A toolkit without a working NVRTC still runs, on the ahead-of-time kernels.
-    ::std::fprintf(stderr, "cuda: run-time compilation failed, using ahead-of-time kernels: %s\n", e.what());
+    if (opt_.log)
+      opt_.log(true, ::std::string("cuda: run-time compilation failed, using ahead-of-time kernels: ") + e.what());
     rtc_failed_ = true;
     return nullptr;
   }
@@ -461,11 +461,10 @@ void Executor::run() {
     return;
   }
   if (!v.exec) {
-    if (opt_.verbose)
-      ::std::fprintf(stderr, "cuda: capturing %zu steps into a CUDA graph%s (%zu nodes fused into neighbours%s)\n",
-                     steps_.size(),
-                     short_now_ ? (" for positions below " + ::std::to_string(kShortSlots)).c_str() : "", n_fused(),
-                     fusion_summary().c_str());
+    if (opt_.verbose && opt_.log)
+      opt_.log(false, "cuda: capturing " + ::std::to_string(steps_.size()) + " steps into a CUDA graph" +
+                          (short_now_ ? " for positions below " + ::std::to_string(kShortSlots) : "") + " (" +
+                          ::std::to_string(n_fused()) + " nodes fused into neighbours" + fusion_summary() + ")");
     cudaGraph_t cg = nullptr;
     CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
     try {

@@ -68,7 +68,9 @@ struct ExecutorOptions {
   static ExecutorOptions from_env();
 
   bool cuda_graph = true;  // capture after one warm-up run and replay; false: plain launches every run
-  bool verbose = false;    // capture / re-capture notes on stderr
+  bool verbose = false;    // capture / re-capture notes (to `log`)
+  // Where the executor's notes go (warning: a fallback the user should know of; else a -v detail); none: dropped.
+  ::std::function<void(bool warning, const ::std::string& message)> log;
   int64_t matvec_max_tokens = 4;  // MulMat with T <= this uses the matvec kernels, larger T the GEMM path
   // Decode fusions into the int16 matvec (cuda/executor_fusion.cpp): an RmsNorm whose only readers are such
   // matvecs is folded into them; an Add of a matvec's output and another tensor becomes the matvec's epilogue.

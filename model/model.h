@@ -4,8 +4,8 @@
 #include <memory>
 #include <string>
 
-#include "model/config.h"
 #include "gguf/gguf.h"
+#include "model/config.h"
 #include "model/weights.h"
 
 namespace model {

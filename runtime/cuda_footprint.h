@@ -5,9 +5,9 @@
 #ifdef LLM_HAVE_CUDA_SESSION
 #include <cstdint>
 
-#include "runtime/memory_plan.h"
 #include "cuda/context.h"
 #include "model/model.h"
+#include "runtime/memory_plan.h"
 
 namespace runtime {
 

@@ -5,9 +5,9 @@
 #include <stdexcept>
 #include <string>
 
+#include "model/model.h"
 #include "runtime/memory_plan.h"
 #include "runtime/session_cpu.h"
-#include "model/model.h"
 
 #ifdef LLM_HAVE_CUDA_SESSION
 #include "cuda/check.h"

@@ -5,10 +5,10 @@
 #include <memory>
 #include <utility>
 
-#include "runtime/session.h"
 #include "graph/plan.h"
 #include "graph/reference.h"
 #include "model/model.h"
+#include "runtime/session.h"
 
 namespace runtime {
 

@@ -156,6 +156,9 @@ std::unique_ptr<CudaSession::Compiled> CudaSession::compile(int32_t n_tokens, bo
   cuda::ExecutorOptions eo = opt_.exec;
   eo.cuda_graph = eo.cuda_graph && n_tokens == 1;  // only the decode step is replayed often enough to capture
   eo.verbose = opt_.verbose;
+  eo.log = [sink = opt_.log](bool warning, const std::string& m) {
+    log(sink, warning ? LogLevel::Warning : LogLevel::Detail, m);
+  };
   eo.rtc = rtc_.get();
   eo.regrouped_offsets = &regrouped_;
   const cuda::WorkBuffers wb = cuda::work_buffers(c->graph, c->plan, ctx_->sm_count(), eo.matvec_max_tokens);

@@ -5,11 +5,11 @@
 
 #include <algorithm>
 
+#include "assets.h"
+#include "model/model.h"
+#include "process.h"
 #include "runtime/chat_session.h"
 #include "runtime/session.h"
-#include "assets.h"
-#include "process.h"
-#include "model/model.h"
 #include "tokenizer/tokenizer.h"
 
 namespace {

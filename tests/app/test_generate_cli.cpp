@@ -9,11 +9,11 @@
 #include <fstream>
 #include <sstream>
 
-#include "runtime/session_cpu.h"
 #include "assets.h"
-#include "process.h"
 #include "model/model.h"
+#include "process.h"
 #include "refs.h"
+#include "runtime/session_cpu.h"
 #include "tokenizer/tokenizer.h"
 
 namespace {

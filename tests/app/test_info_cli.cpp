@@ -9,8 +9,8 @@
 #include <sstream>
 
 #include "assets.h"
-#include "process.h"
 #include "gguf/gguf.h"
+#include "process.h"
 
 namespace {
 

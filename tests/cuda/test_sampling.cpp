@@ -1,7 +1,7 @@
 // The GPU sampler must pick exactly the token runtime::Sampler picks for the same logits, history, seed and step.
-#include "runtime/sampler.h"
 #include "cuda/kernels/sampling.cuh"
 #include "gpu_test.h"
+#include "runtime/sampler.h"
 
 namespace {
 

@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "exercise.h"
-#include "invariant.h"
 #include "gguf/gguf.h"
+#include "invariant.h"
 #include "quant/types.h"
 
 namespace fuzz {

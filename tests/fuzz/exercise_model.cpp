@@ -8,11 +8,11 @@
 #include <vector>
 
 #include "exercise.h"
+#include "gguf/gguf.h"
 #include "graph/plan.h"
 #include "graph/reference.h"
 #include "invariant.h"
 #include "model/build_graph.h"
-#include "gguf/gguf.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
 

@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "exercise.h"
-#include "invariant.h"
 #include "gguf/gguf.h"
+#include "invariant.h"
 #include "tokenizer/tokenizer.h"
 
 namespace fuzz {

@@ -100,7 +100,9 @@ TEST(FuzzRegression, NestedLoopTemplateStopsAtTheWorkBudget) {
   const auto start = std::chrono::steady_clock::now();
   EXPECT_NO_THROW(fuzz::exercise_chat_template(input));
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  if (!kSanitized) EXPECT_LT(seconds, 20.0) << "parse + render of a nested-loop template";
+  if (!kSanitized) {
+    EXPECT_LT(seconds, 20.0) << "parse + render of a nested-loop template";
+  }
 }
 
 // Found by fuzz_tokenizer over other vocabularies (LLM_FUZZ_VOCABS=...falcon...): a harness false positive, kept so

@@ -16,11 +16,11 @@
 #include <cmath>
 #include <numeric>
 
-#include "runtime/sampler.h"
-#include "runtime/session_cpu.h"
 #include "assets.h"
 #include "model/model.h"
 #include "refs.h"
+#include "runtime/sampler.h"
+#include "runtime/session_cpu.h"
 
 namespace {
 

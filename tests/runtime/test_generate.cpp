@@ -4,11 +4,11 @@
 
 #include <cmath>
 
-#include "runtime/generate.h"
-#include "runtime/session_cpu.h"
 #include "assets.h"
 #include "model/model.h"
 #include "refs.h"
+#include "runtime/generate.h"
+#include "runtime/session_cpu.h"
 #include "tokenizer/tokenizer.h"
 
 namespace {

@@ -8,16 +8,16 @@
 #include <string>
 #include <vector>
 
-#include "runtime/memory_plan.h"
 #include "assets.h"
 #include "model/model.h"
+#include "runtime/memory_plan.h"
 
 #ifdef LLM_HAVE_CUDA_SESSION
+#include "cuda/check.h"
+#include "cuda/device_info.h"
 #include "runtime/cuda_footprint.h"
 #include "runtime/generate.h"
 #include "runtime/session_cuda.h"
-#include "cuda/check.h"
-#include "cuda/device_info.h"
 #include "tokenizer/tokenizer.h"
 #endif
 

@@ -4,9 +4,9 @@
 
 #include <cmath>
 
+#include "quant/types.h"
 #include "runtime/session.h"
 #include "runtime/session_cpu.h"
-#include "quant/types.h"
 #include "tiny_model.h"
 
 namespace {

@@ -10,14 +10,14 @@
 #include <string>
 #include <vector>
 
-#include "runtime/sampler.h"
-#include "runtime/session_cpu.h"
-#include "runtime/session_cuda.h"
 #include "assets.h"
 #include "cuda/check.h"
 #include "model/model.h"
 #include "model/synth.h"
 #include "refs.h"
+#include "runtime/sampler.h"
+#include "runtime/session_cpu.h"
+#include "runtime/session_cuda.h"
 
 #define REQUIRE_GPU() \
   if (!::cuda::device_available()) GTEST_SKIP() << "no CUDA device"

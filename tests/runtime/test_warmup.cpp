@@ -8,12 +8,12 @@
 #include <utility>
 #include <vector>
 
-#include "runtime/generate.h"
-#include "runtime/session.h"
-#include "runtime/warmup.h"
 #include "assets.h"
 #include "model/model.h"
 #include "process.h"
+#include "runtime/generate.h"
+#include "runtime/session.h"
+#include "runtime/warmup.h"
 #include "tokenizer/tokenizer.h"
 
 namespace {

@@ -60,7 +60,9 @@ TEST(Robustness, RandomBytes) {
         const auto ids = tok->encode(s, true, parse_special);
         expect_in_range(*tok, ids, name);
         const std::string text = tok->decode(ids);
-        if (tokenizer::utf8::is_valid(s) && !parse_special) EXPECT_EQ(text, representable(*tok, s)) << name;
+        if (tokenizer::utf8::is_valid(s) && !parse_special) {
+          EXPECT_EQ(text, representable(*tok, s)) << name;
+        }
         tokenizer::StreamDecoder sd(*tok);
         for (const int32_t id : ids) EXPECT_TRUE(tokenizer::utf8::is_valid(sd.push(id)));
       }

@@ -156,7 +156,9 @@ TEST(SpecialRules, RolesFoundByText) {
     EXPECT_EQ(tok->is_control(id), e.control) << e.text;
     EXPECT_EQ(tok->is_eog(id), e.eog) << e.text;
     EXPECT_EQ(tok->encode(e.text, false, false) == Ids{id}, !e.control) << e.text;  // user-defined: always matched
-    if (e.control) EXPECT_EQ(tok->encode(e.text, false, true), Ids{id}) << e.text;
+    if (e.control) {
+      EXPECT_EQ(tok->encode(e.text, false, true), Ids{id}) << e.text;
+    }
   }
 }
 
