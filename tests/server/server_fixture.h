@@ -107,13 +107,12 @@ class ServerTest : public ::testing::Test {
   }
 
   // What generate() gives for these prompt ids greedily, on a session of its own: the reference for every answer.
-  std::string greedy(const std::vector<int32_t>& prompt, int32_t n, const std::vector<std::string>& stops = {}) {
+  std::string greedy(const std::vector<int32_t>& prompt, int32_t n) {
     runtime::CpuSession session(model_, 512, 1);
     runtime::GenerateOptions o;
     o.sampling.temp = 0;
     o.n_predict = n;
     o.echo_prompt = false;
-    o.stop_strings = stops;
     std::string text;
     runtime::generate(session, *tok_, prompt, o, [&](std::string_view t) { text.append(t); });
     return text;
