@@ -30,6 +30,7 @@ void register_bench(CLI::App& root, Action& chosen);
 void register_chat(CLI::App& root, Action& chosen);
 void register_tokenize(CLI::App& root, Action& chosen);
 void register_template(CLI::App& root, Action& chosen);
+void register_serve(CLI::App& root, Action& chosen);
 
 // -m FILE if given, else $LLM_RUN_MODEL, else models/default.gguf, else the shipped models/stories260K.gguf (both
 // looked for in the working directory, then in the source checkout; a note on stderr names the shipped one); throws

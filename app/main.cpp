@@ -27,6 +27,7 @@ int main(int argc, char** argv) {
   app::register_chat(root, chosen);
   app::register_tokenize(root, chosen);
   app::register_template(root, chosen);
+  app::register_serve(root, chosen);
 
   // Nothing at all asked for: the help, as a usage error (the shipped default model would otherwise tell a story
   // nobody asked for).

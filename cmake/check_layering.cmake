@@ -8,7 +8,7 @@ endif()
 get_filename_component(SRC "${SRC}" ABSOLUTE)
 
 # Which folders each source folder may include from (besides itself). Dependencies point one way:
-#   app, server -> runtime -> {model, cuda, chat, tokenizer} -> graph -> quant;  model, tokenizer -> gguf -> quant.
+#   app -> server -> runtime;  app, server -> runtime -> {model, cuda, chat, tokenizer} -> graph -> quant;  model, tokenizer -> gguf -> quant.
 set(allowed_quant "")
 set(allowed_gguf quant)
 set(allowed_graph quant)
@@ -18,7 +18,9 @@ set(allowed_model gguf graph quant)
 set(allowed_cuda graph quant)
 set(allowed_runtime model cuda chat tokenizer graph gguf quant)
 set(allowed_server runtime model cuda chat tokenizer graph gguf quant)
-set(allowed_app runtime model cuda chat tokenizer graph gguf quant)
+# app/cmd_serve.cpp starts the server (`llm-run serve` is a subcommand of the one executable); nothing in server/
+# may include app/.
+set(allowed_app server runtime model cuda chat tokenizer graph gguf quant)
 set(layers quant gguf graph chat tokenizer model cuda runtime server app)
 
 set(max_lines 800)

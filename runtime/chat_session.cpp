@@ -23,15 +23,16 @@ TemplateTokens template_tokens(const tokenizer::Tokenizer& tok) {
   return {text(tok.bos()), text(tok.eos())};
 }
 
-std::vector<int32_t> ChatSession::prompt_tokens() const {
-  const int32_t bos = tok_.bos();
-  const TemplateTokens bound = template_tokens(tok_);
-  const std::string text = tmpl_.render(messages_, /*add_generation_prompt=*/true, bound.bos, bound.eos);
-  // Templates write their own control tokens, BOS included where the model wants it; like transformers'
-  // apply_chat_template, the text is tokenized without adding specials, with special tokens recognised.
-  std::vector<int32_t> ids = tok_.encode(text, /*add_special=*/false, /*parse_special=*/true);
-  if (tok_.add_bos() && bos >= 0 && (ids.empty() || ids.front() != bos)) ids.insert(ids.begin(), bos);
+std::vector<int32_t> chat_prompt_ids(const tokenizer::Tokenizer& tok, std::string_view rendered) {
+  const int32_t bos = tok.bos();
+  std::vector<int32_t> ids = tok.encode(rendered, /*add_special=*/false, /*parse_special=*/true);
+  if (tok.add_bos() && bos >= 0 && (ids.empty() || ids.front() != bos)) ids.insert(ids.begin(), bos);
   return ids;
+}
+
+std::vector<int32_t> ChatSession::prompt_tokens() const {
+  const TemplateTokens bound = template_tokens(tok_);
+  return chat_prompt_ids(tok_, tmpl_.render(messages_, /*add_generation_prompt=*/true, bound.bos, bound.eos));
 }
 
 TurnResult ChatSession::turn(const std::string& user_text, const TextSink& sink, const NoteSink& note) {

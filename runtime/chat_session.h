@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "chat/chat_template.h"
@@ -38,6 +39,12 @@ struct TemplateTokens {
   std::string bos, eos;
 };
 TemplateTokens template_tokens(const tokenizer::Tokenizer& tok);
+
+// The prompt ids of a rendered chat template: templates write their own control tokens, BOS included where the
+// model wants it, so, like transformers' apply_chat_template, the text is tokenized without adding specials, with
+// special tokens recognised; BOS is prepended only when the vocabulary asks for one and the text did not start
+// with it.
+std::vector<int32_t> chat_prompt_ids(const tokenizer::Tokenizer& tok, std::string_view rendered);
 
 // Called with notes for the user ("context full: dropped the oldest turn").
 using NoteSink = std::function<void(const std::string& note)>;

@@ -90,6 +90,7 @@ GenerateResult generate(Session& session, const tokenizer::Tokenizer& tok, std::
       break;
     }
     const std::string piece = decoder.push(next);
+    if (options.on_token) options.on_token(next);
     sink(piece);
     r.generated.push_back(next);
     history.push_back(next);

@@ -32,6 +32,8 @@ struct GenerateOptions {
   // Polled before each generated token; true stops the loop with StopReason::Interrupted (the CLI's Ctrl-C, a
   // server's cancelled request). None: never.
   std::function<bool()> stop_requested;
+  // Called with each generated id just before its text goes to the sink (a server streams ids with the text).
+  std::function<void(int32_t id)> on_token;
 };
 
 enum class StopReason { EndOfGeneration, TokenLimit, ContextFull, Interrupted, StopString };

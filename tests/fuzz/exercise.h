@@ -1,7 +1,7 @@
 // What each fuzz target does with one input, shared by the libFuzzer entry points (fuzz_*.cpp, clang builds) and the
 // regression suite (test_fuzz_regressions.cpp, every build), so a saved crash input replays the exact code path.
 // Each function swallows only the errors its API documents for bad input (GgufError, ModelError, TokenizerError,
-// TemplateError); anything else escapes, and a broken invariant aborts with a message: both are findings.
+// TemplateError, ApiError); anything else escapes, and a broken invariant aborts with a message: both are findings.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -44,6 +44,9 @@ void exercise_tokenizer(const Vocabularies& vocabs, Bytes input);
 
 // Chat-template renderer: the input is template text, rendered on a fixed conversation under tight limits.
 void exercise_chat_template(Bytes input);
+
+// HTTP request parser (server/api_request.h): the input is a request body, parsed as every route parses it.
+void exercise_api_request(Bytes input);
 
 // Per-input heap budget the fuzz entry points enforce (alloc_guard.cpp): the live heap growing during one input
 // beyond factor * input size + slack, or one allocation beyond that or max_single_bytes, aborts the run.

@@ -498,4 +498,32 @@ std::vector<Seed> chat_template_seeds(const std::optional<std::string>& assets) 
   return out;
 }
 
+std::vector<Seed> api_request_seeds() {
+  const std::pair<const char*, const char*> bodies[] = {
+      {"chat-full",
+       R"({"model": "m", "messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}],
+           "max_tokens": 16, "temperature": 0.7, "top_p": 0.9, "top_k": 40, "min_p": 0.05, "seed": 7, "stop": ["\n"],
+           "presence_penalty": 0.1, "frequency_penalty": 0.2, "stream": true,
+           "stream_options": {"include_usage": true}, "ignore_eos": false})"},
+      {"chat-tools",
+       R"({"messages": [{"role": "user", "content": "Weather?"}, {"role": "assistant", "tool_calls": [{"id": "c1",
+           "type": "function", "function": {"name": "get", "arguments": "{\"city\": \"Paris\"}"}}]},
+           {"role": "tool", "tool_call_id": "c1", "content": "21"}],
+           "tools": [{"type": "function", "function": {"name": "get", "parameters": {"type": "object"}}}]})"},
+      {"chat-parts", R"({"messages": [{"role": "user", "content": [{"type": "text", "text": "Hi"}]}]})"},
+      {"completion-text", R"({"prompt": "Once upon a time", "max_tokens": 8, "stop": "END"})"},
+      {"completion-ids", R"({"prompt": [1, 2, 3], "max_completion_tokens": 4, "temperature": 0})"},
+      {"completion-nulls", R"({"prompt": ["x"], "max_tokens": null, "seed": -1, "stop": null, "logprobs": false})"},
+      {"tokenize", R"({"content": "Hello <s>", "add_special": true, "parse_special": false, "with_pieces": true})"},
+      {"detokenize", R"({"tokens": [1, 15043, 3186]})"},
+      {"bad-types", R"({"prompt": 5, "temperature": "hot", "top_k": 1.5, "stream": "yes", "n": 2})"},
+      {"bad-ranges", R"({"prompt": "x", "top_p": 2, "min_p": -1, "max_tokens": -7, "seed": -3, "frequency_penalty": 9})"},
+      {"not-json", R"({"messages": [{"role": "user", "content": "unterminated)"},
+      {"deep", "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]"},
+  };
+  std::vector<Seed> out;
+  for (const auto& [name, body] : bodies) out.push_back(text_seed(name, body));
+  return out;
+}
+
 }  // namespace fuzz

@@ -21,5 +21,7 @@ std::vector<Seed> model_seeds();
 std::vector<Seed> tokenizer_seeds(const std::optional<std::string>& assets);
 // assets: for the chat templates stored in the shared vocabularies.
 std::vector<Seed> chat_template_seeds(const std::optional<std::string>& assets);
+// Request bodies of the HTTP routes: valid ones with every field, and near misses.
+std::vector<Seed> api_request_seeds();
 
 }  // namespace fuzz

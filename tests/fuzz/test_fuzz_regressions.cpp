@@ -67,6 +67,15 @@ TEST(FuzzSeeds, ChatTemplate) {
   }
 }
 
+TEST(FuzzSeeds, ApiRequest) {
+  const auto seeds = fuzz::api_request_seeds();
+  EXPECT_GE(seeds.size(), 10u);
+  for (const fuzz::Seed& s : seeds) {
+    SCOPED_TRACE(s.name);
+    EXPECT_NO_THROW(fuzz::exercise_api_request(s.bytes));
+  }
+}
+
 // ---- inputs the fuzzers found (newest last) ----
 
 // Sanitizer builds run several times slower; time bounds apply to plain builds only.
@@ -105,6 +114,13 @@ TEST(FuzzRegression, FalconCannotSpellVerticalTab) {
   EXPECT_FALSE(falcon.has_byte_token[0][0x0b]);
   const uint8_t input[] = {0xc0, 'v', 0x0b, 0x1b};  // encode mode, text "v\x0b\x1b"
   EXPECT_NO_THROW(fuzz::exercise_tokenizer(falcon, input));
+}
+
+// Found by a mutation run over the api_request seeds while the target was written: a body with a byte that is not
+// UTF-8 where a value starts gave a JSON error whose message quoted that byte, and the error body was not valid
+// UTF-8 JSON. Fixed in server/api_response.cpp (json_string replaces such bytes with U+FFFD in every response).
+TEST(FuzzRegression, ErrorBodyQuotingABadByteIsValidJson) {
+  EXPECT_NO_THROW(fuzz::exercise_api_request(bytes_of("{\"prompt\": \xb7" "1, 2]}")));
 }
 
 }  // namespace

@@ -1,0 +1,115 @@
+// `llm-run serve`: loads a model once and answers OpenAI-compatible HTTP requests (server/) until Ctrl-C or SIGTERM,
+// which stop accepting, cancel what is queued and running, and exit 0.
+#include <pthread.h>
+
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <thread>
+
+#include "app/cli.h"
+#include "app/runtime_sinks.h"
+#include "app/session_flags.h"
+#include "app/template_flags.h"
+#include "runtime/engine.h"
+#include "server/server.h"
+
+namespace app {
+namespace {
+
+struct ServeFlags {
+  RunFlags run;
+  TemplateFlags tmpl;
+  std::string host = "127.0.0.1";
+  int port = 8080;
+  std::string api_key;
+  int parallel = 1;
+  size_t queue = 64;
+  std::string alias;
+};
+
+int run_serve(const ServeFlags& f) {
+  // SIGINT and SIGTERM go to one thread that waits for them (sigwait), so that stopping runs as ordinary code and
+  // not in a signal handler. They are blocked before any thread starts, so that every thread inherits the mask.
+  // A handler is installed first: a shell starting us in the background sets SIGINT to "ignore", and an ignored
+  // signal is discarded, never pending, so sigwait would not see it.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  struct sigaction sa {};
+  sa.sa_handler = [](int) {};
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+
+  Loaded l = load_for_run(f.run);
+  chat::ChatTemplate tmpl = choose_template(f.tmpl, l.tok.chat_template());
+  const std::string model_id =
+      f.alias.empty() ? std::filesystem::path(resolve_model_path(f.run.model)).filename().string() : f.alias;
+  const int32_t n_ctx = l.session->n_ctx();
+  const std::string device = l.session->device_name();
+
+  runtime::EngineOptions eo;
+  eo.max_queue = f.queue;
+  eo.log = stderr_log();
+  runtime::Engine engine(l.model, std::move(l.tok), std::move(l.session), eo);
+
+  server::ServerOptions so;
+  so.host = f.host;
+  so.port = f.port;
+  so.api_key = f.api_key;
+  so.model_id = model_id;
+  so.engine_queue = f.queue;
+  so.log = stderr_log();
+  server::Server srv(engine, std::move(tmpl), so);
+  int port = 0;
+  try {
+    port = srv.bind();
+  } catch (const server::ServerError& e) {
+    throw UsageError(e.what());
+  }
+  std::printf("llm-run: serving %s on http://%s:%d (device %s, context %d tokens; Ctrl-C stops)\n", model_id.c_str(),
+              f.host.c_str(), port, device.c_str(), n_ctx);
+  std::fflush(stdout);
+
+  std::thread waiter([&] {
+    int sig = 0;
+    sigwait(&stop_signals, &sig);
+    srv.stop();
+  });
+  srv.run();
+  // run() returns after stop(); if it returned on its own, wake the waiter so that it stops the rest and ends.
+  pthread_kill(waiter.native_handle(), SIGTERM);
+  waiter.join();
+  std::fprintf(stderr, "llm-run: stopped\n");
+  return 0;
+}
+
+}  // namespace
+
+void register_serve(CLI::App& root, Action& chosen) {
+  auto f = std::make_shared<ServeFlags>();
+  CLI::App* cmd = root.add_subcommand("serve", "OpenAI-compatible HTTP server (/v1/chat/completions, /v1/completions)");
+  add_run_flags(*cmd, f->run);
+  add_template_flags(*cmd, f->tmpl);
+  cmd->add_option("--host", f->host, "Address to listen on")->default_str("127.0.0.1");
+  cmd->add_option("--port", f->port, "Port to listen on (0: any free port)")
+      ->default_str("8080")
+      ->check(CLI::Range(0, 65535));
+  cmd->add_option("--api-key", f->api_key, "Require 'Authorization: Bearer KEY' on every route but /health");
+  cmd->add_option("--parallel", f->parallel,
+                  "Requests to generate at once (accepted for compatibility: requests run one at a time, in order, "
+                  "for now)")
+      ->default_str("1")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--queue", f->queue, "Requests that may wait for their turn; more are answered 429")
+      ->default_str("64")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--alias", f->alias, "Model name for /v1/models and responses (default: the file name)");
+  cmd->callback([f, &chosen] { chosen = [f] { return run_serve(*f); }; });
+}
+
+}  // namespace app

@@ -1,0 +1,210 @@
+// Parsing and validating request bodies (see api_request.h), on chat's JSON parser.
+#include "server/api_request.h"
+
+#include <cmath>
+#include <limits>
+
+#include "chat/json.h"
+#include "chat/messages_json.h"
+#include "server/api_error.h"
+
+namespace server {
+namespace {
+
+using chat::jinja::Value;
+
+Value parse_object(std::string_view body) {
+  Value v;
+  try {
+    v = chat::parse_json(body);
+  } catch (const chat::JsonError& e) {
+    throw ApiError(400, "invalid_request_error",
+                   "the body is not valid JSON: " + e.message() + " at line " + std::to_string(e.line()) +
+                       ", column " + std::to_string(e.column()),
+                   "", "invalid_json");
+  }
+  if (!v.is_object() || v.is_namespace()) throw ApiError(400, "invalid_request_error", "the body must be a JSON object");
+  return v;
+}
+
+// The field's value, or null when absent or JSON null (clients send null for "not set").
+const Value* field(const Value& obj, std::string_view key) {
+  const Value* v = obj.object().find(key);
+  return v && !v->is_none() ? v : nullptr;
+}
+
+bool get_bool(const Value& obj, std::string_view key, bool fallback) {
+  const Value* v = field(obj, key);
+  if (!v) return fallback;
+  if (!v->is_bool()) throw invalid_field(std::string(key), std::string(key) + " must be a boolean");
+  return v->as_bool();
+}
+
+// A number in [lo, hi] (JSON booleans are not numbers here, whatever Python thinks).
+double get_number(const Value& obj, std::string_view key, double fallback, double lo, double hi) {
+  const Value* v = field(obj, key);
+  if (!v) return fallback;
+  if (v->is_bool() || !(v->is_int() || v->is_float()))
+    throw invalid_field(std::string(key), std::string(key) + " must be a number");
+  const double d = v->as_float();
+  if (!(d >= lo && d <= hi))
+    throw invalid_field(std::string(key), std::string(key) + " must be between " + chat::jinja::float_repr(lo) +
+                                              " and " + chat::jinja::float_repr(hi));
+  return d;
+}
+
+int64_t get_int(const Value& obj, std::string_view key, int64_t fallback, int64_t lo, int64_t hi) {
+  const Value* v = field(obj, key);
+  if (!v) return fallback;
+  if (v->is_bool() || !v->is_int()) throw invalid_field(std::string(key), std::string(key) + " must be an integer");
+  const int64_t i = v->as_int();
+  if (i < lo || i > hi)
+    throw invalid_field(std::string(key),
+                        std::string(key) + " must be between " + std::to_string(lo) + " and " + std::to_string(hi));
+  return i;
+}
+
+std::vector<std::string> get_stop(const Value& obj) {
+  const Value* v = field(obj, "stop");
+  if (!v) return {};
+  if (v->is_string()) return {v->as_string()};
+  if (!v->is_array()) throw invalid_field("stop", "stop must be a string or an array of strings");
+  constexpr size_t kMaxStops = 16;
+  if (v->items().size() > kMaxStops)
+    throw invalid_field("stop", "stop holds at most " + std::to_string(kMaxStops) + " strings");
+  std::vector<std::string> out;
+  for (const Value& s : v->items()) {
+    if (!s.is_string()) throw invalid_field("stop", "stop must be a string or an array of strings");
+    out.push_back(s.as_string());
+  }
+  return out;
+}
+
+std::vector<int32_t> get_token_ids(const Value& arr, const std::string& param) {
+  std::vector<int32_t> ids;
+  for (const Value& t : arr.items()) {
+    if (t.is_bool() || !t.is_int() || t.as_int() < 0 || t.as_int() > std::numeric_limits<int32_t>::max())
+      throw invalid_field(param, param + " must hold non-negative integer token ids");
+    ids.push_back(static_cast<int32_t>(t.as_int()));
+  }
+  return ids;
+}
+
+void parse_messages(const Value& obj, CompletionRequest& r) {
+  const Value* messages = field(obj, "messages");
+  if (!messages) throw invalid_field("messages", "messages is required", "missing_required_parameter");
+  if (!messages->is_array() || messages->items().empty())
+    throw invalid_field("messages", "messages must be a non-empty array of message objects");
+  try {
+    // messages_from_json validates the shapes templates rely on; OpenAI sends tool-call arguments as JSON text,
+    // which templates expect as objects.
+    chat::MessagesJsonOptions opts;
+    opts.tool_arguments_as_objects = true;
+    r.messages = chat::messages_from_json(chat::to_json(*messages), opts);
+    if (const Value* tools = field(obj, "tools")) r.tools = chat::tools_from_json(chat::to_json(*tools));
+  } catch (const chat::InputError& e) {
+    throw invalid_field(e.where(), e.where() + ": " + e.message());
+  }
+}
+
+void parse_prompt(const Value& obj, CompletionRequest& r) {
+  const Value* p = field(obj, "prompt");
+  if (!p) throw invalid_field("prompt", "prompt is required", "missing_required_parameter");
+  if (p->is_string()) {
+    r.prompt_text = p->as_string();
+    return;
+  }
+  // One prompt per request: a string, an array of one string, or an array of token ids.
+  if (p->is_array() && p->items().size() == 1 && p->items()[0].is_string()) {
+    r.prompt_text = p->items()[0].as_string();
+    return;
+  }
+  if (p->is_array() && !p->items().empty() && !p->items()[0].is_string()) {
+    r.prompt_ids = get_token_ids(*p, "prompt");
+    r.prompt_is_ids = true;
+    return;
+  }
+  throw invalid_field("prompt", "prompt must be a string, an array of one string, or an array of token ids "
+                                "(several prompts in one request are not supported)");
+}
+
+}  // namespace
+
+CompletionRequest parse_completion_request(std::string_view body, Route route) {
+  const Value obj = parse_object(body);
+  CompletionRequest r;
+  r.route = route;
+  if (const Value* m = field(obj, "model")) {
+    if (!m->is_string()) throw invalid_field("model", "model must be a string");
+    r.model = m->as_string();
+  }
+  if (route == Route::Chat) {
+    parse_messages(obj, r);
+  } else {
+    parse_prompt(obj, r);
+  }
+
+  constexpr int64_t kMaxInt32 = std::numeric_limits<int32_t>::max();
+  // max_completion_tokens is the newer name; when both are given it wins, as in OpenAI's API.
+  r.max_tokens = static_cast<int32_t>(get_int(obj, "max_tokens", -1, -1, kMaxInt32));
+  r.max_tokens = static_cast<int32_t>(get_int(obj, "max_completion_tokens", r.max_tokens, -1, kMaxInt32));
+
+  runtime::SamplerParams& s = r.sampling;
+  s.temp = static_cast<float>(get_number(obj, "temperature", s.temp, 0.0, 100.0));
+  s.top_p = static_cast<float>(get_number(obj, "top_p", s.top_p, 0.0, 1.0));
+  s.top_k = static_cast<int32_t>(get_int(obj, "top_k", s.top_k, 0, kMaxInt32));
+  s.min_p = static_cast<float>(get_number(obj, "min_p", s.min_p, 0.0, 1.0));
+  s.presence_penalty = static_cast<float>(get_number(obj, "presence_penalty", 0.0, -2.0, 2.0));
+  s.frequency_penalty = static_cast<float>(get_number(obj, "frequency_penalty", 0.0, -2.0, 2.0));
+  s.repeat_penalty = static_cast<float>(get_number(obj, "repeat_penalty", s.repeat_penalty, 1e-3, 100.0));
+  s.repeat_last_n = static_cast<int32_t>(get_int(obj, "repeat_last_n", s.repeat_last_n, -1, kMaxInt32));
+  // -1, as llama.cpp's server takes it, asks for a random seed like an absent one.
+  const int64_t seed = get_int(obj, "seed", -1, -1, std::numeric_limits<int64_t>::max());
+  r.seed_given = seed >= 0;
+  if (r.seed_given) s.seed = static_cast<uint64_t>(seed);
+
+  r.stop = get_stop(obj);
+  r.ignore_eos = get_bool(obj, "ignore_eos", false);
+  r.stream = get_bool(obj, "stream", false);
+  if (const Value* so = field(obj, "stream_options")) {
+    if (!so->is_object()) throw invalid_field("stream_options", "stream_options must be an object");
+    r.include_usage = get_bool(*so, "include_usage", false);
+  }
+
+  if (get_int(obj, "n", 1, 1, 1) != 1) throw invalid_field("n", "n must be 1");
+  const Value* logprobs = field(obj, "logprobs");
+  if ((logprobs && !(logprobs->is_bool() && !logprobs->as_bool())) || field(obj, "top_logprobs"))
+    throw invalid_field(logprobs ? "logprobs" : "top_logprobs", "logprobs are not supported yet",
+                        "unsupported_parameter");
+  return r;
+}
+
+TokenizeRequest parse_tokenize_request(std::string_view body) {
+  const Value obj = parse_object(body);
+  TokenizeRequest r;
+  const Value* c = field(obj, "content");
+  if (!c) throw invalid_field("content", "content is required", "missing_required_parameter");
+  if (!c->is_string()) throw invalid_field("content", "content must be a string");
+  r.content = c->as_string();
+  r.add_special = get_bool(obj, "add_special", false);
+  r.parse_special = get_bool(obj, "parse_special", true);
+  r.with_pieces = get_bool(obj, "with_pieces", false);
+  return r;
+}
+
+std::vector<int32_t> parse_detokenize_request(std::string_view body) {
+  const Value obj = parse_object(body);
+  const Value* t = field(obj, "tokens");
+  if (!t) throw invalid_field("tokens", "tokens is required", "missing_required_parameter");
+  if (!t->is_array()) throw invalid_field("tokens", "tokens must be an array of token ids");
+  return get_token_ids(*t, "tokens");
+}
+
+CompletionRequest parse_apply_template_request(std::string_view body) {
+  const Value obj = parse_object(body);
+  CompletionRequest r;
+  parse_messages(obj, r);
+  return r;
+}
+
+}  // namespace server

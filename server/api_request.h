@@ -1,0 +1,61 @@
+// Request bodies of the OpenAI-compatible routes, parsed and validated into typed values before anything runs. Every
+// problem is an ApiError (400) naming the field, so a bad request is answered at once and touches no engine state.
+// Fields the server does not use (user, logit_bias, response_format, tool_choice, ...) are accepted and ignored;
+// fields it cannot honour yet (n > 1, logprobs) are refused rather than silently dropped.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "chat/chat_template.h"
+#include "chat/jinja_value.h"
+#include "runtime/sampler.h"
+
+namespace server {
+
+enum class Route { Chat, Completion };
+
+struct CompletionRequest {
+  Route route = Route::Chat;
+  std::string model;                              // echoed back; one model is served whatever it names
+  // Chat: the conversation and the tool schemas (none when absent), for the chat template.
+  std::vector<chat::ChatMessage> messages;
+  chat::jinja::Value tools = chat::jinja::Value::none();
+  // Completion: a text prompt, or token ids when prompt_is_ids.
+  std::string prompt_text;
+  std::vector<int32_t> prompt_ids;
+  bool prompt_is_ids = false;
+
+  runtime::SamplerParams sampling;                // llama.cpp's defaults where the request says nothing
+  bool seed_given = false;                        // else the server draws one
+  int32_t max_tokens = -1;                        // max_tokens / max_completion_tokens; -1: until the model stops
+  std::vector<std::string> stop;
+  bool ignore_eos = false;
+  bool stream = false;
+  bool include_usage = false;                     // stream_options.include_usage
+};
+
+// Bodies larger than this are refused before they are read (413).
+inline constexpr size_t kDefaultMaxBodyBytes = 8u << 20;
+
+// Throws ApiError (400) for text that is not a JSON object, a field of the wrong type or outside its range.
+CompletionRequest parse_completion_request(std::string_view body, Route route);
+
+// POST /tokenize: {"content": string, "add_special": bool = false, "parse_special": bool = true,
+// "with_pieces": bool = false}.
+struct TokenizeRequest {
+  std::string content;
+  bool add_special = false;
+  bool parse_special = true;
+  bool with_pieces = false;
+};
+TokenizeRequest parse_tokenize_request(std::string_view body);
+
+// POST /detokenize: {"tokens": [int, ...]}.
+std::vector<int32_t> parse_detokenize_request(std::string_view body);
+
+// POST /apply-template: {"messages": [...], "tools": [...]?}; route is Chat, and only messages and tools are read.
+CompletionRequest parse_apply_template_request(std::string_view body);
+
+}  // namespace server

@@ -1,0 +1,122 @@
+// Response bodies (see api_response.h).
+#include "server/api_response.h"
+
+#include "chat/json.h"
+#include "server/api_error.h"
+#include "tokenizer/unicode.h"
+
+namespace server {
+namespace {
+
+std::string quote(std::string_view s) { return json_string(s); }
+
+std::string head_json(const ResponseHead& h, const char* object) {
+  return "\"id\":" + quote(h.id) + ",\"object\":\"" + object + "\",\"created\":" + std::to_string(h.created) +
+         ",\"model\":" + quote(h.model);
+}
+
+std::string nullable(const std::string& s) { return s.empty() ? "null" : quote(s); }
+
+// "{" and the head, appended rather than `"{" + std::string&&`, which GCC 12 warns about falsely (-Wrestrict).
+std::string object_with_head(const ResponseHead& h, const char* object) {
+  std::string out = "{";
+  out += head_json(h, object);
+  return out;
+}
+
+}  // namespace
+
+std::string json_string(std::string_view s) { return chat::json_quote(tokenizer::utf8::sanitize(s)); }
+
+std::string error_body(const ApiError& e) {
+  return "{\"error\":{\"message\":" + quote(e.what()) + ",\"type\":" + quote(e.type()) +
+         ",\"param\":" + nullable(e.param()) + ",\"code\":" + nullable(e.code()) + "}}";
+}
+
+std::string finish_reason_json(runtime::FinishReason r) {
+  switch (r) {
+    case runtime::FinishReason::Stop: return "\"stop\"";
+    case runtime::FinishReason::Length: return "\"length\"";
+    case runtime::FinishReason::Cancelled:
+    case runtime::FinishReason::Error: return "null";
+  }
+  return "null";
+}
+
+std::string usage_json(const runtime::Usage& u) {
+  return "{\"prompt_tokens\":" + std::to_string(u.prompt_tokens) +
+         ",\"completion_tokens\":" + std::to_string(u.completion_tokens) +
+         ",\"total_tokens\":" + std::to_string(u.prompt_tokens + u.completion_tokens) + "}";
+}
+
+std::string completion_json(const ResponseHead& h, std::string_view text, runtime::FinishReason finish,
+                            const runtime::Usage& usage) {
+  std::string choice;
+  if (h.route == Route::Chat) {
+    choice = "{\"index\":0,\"message\":{\"role\":\"assistant\",\"content\":" + quote(text) +
+             "},\"logprobs\":null,\"finish_reason\":" + finish_reason_json(finish) + "}";
+  } else {
+    choice = "{\"index\":0,\"text\":" + quote(text) + ",\"logprobs\":null,\"finish_reason\":" +
+             finish_reason_json(finish) + "}";
+  }
+  const char* object = h.route == Route::Chat ? "chat.completion" : "text_completion";
+  return object_with_head(h, object) + ",\"choices\":[" + choice + "],\"usage\":" + usage_json(usage) + "}";
+}
+
+std::string chunk_json(const ResponseHead& h, std::string_view text, bool first_chunk, const std::string& finish) {
+  const std::string fin = finish.empty() ? "null" : finish;
+  std::string choice;
+  if (h.route == Route::Chat) {
+    std::string delta;
+    if (first_chunk) delta = "\"role\":\"assistant\",";
+    // The closing chunk (a finish reason, no text) has an empty delta, as OpenAI sends it.
+    delta = finish.empty() || !text.empty() || first_chunk ? delta + "\"content\":" + quote(text) : "";
+    choice = "{\"index\":0,\"delta\":{" + delta + "},\"logprobs\":null,\"finish_reason\":" + fin + "}";
+    return object_with_head(h, "chat.completion.chunk") + ",\"choices\":[" + choice + "]}";
+  }
+  choice = "{\"index\":0,\"text\":" + quote(text) + ",\"logprobs\":null,\"finish_reason\":" + fin + "}";
+  return object_with_head(h, "text_completion") + ",\"choices\":[" + choice + "]}";
+}
+
+std::string usage_chunk_json(const ResponseHead& h, const runtime::Usage& usage) {
+  const char* object = h.route == Route::Chat ? "chat.completion.chunk" : "text_completion";
+  return object_with_head(h, object) + ",\"choices\":[],\"usage\":" + usage_json(usage) + "}";
+}
+
+std::string sse_event(std::string_view json) { return "data: " + std::string(json) + "\n\n"; }
+
+std::string models_json(const std::string& model_id, int64_t created, int32_t n_ctx) {
+  return "{\"object\":\"list\",\"data\":[{\"id\":" + quote(model_id) + ",\"object\":\"model\",\"created\":" +
+         std::to_string(created) + ",\"owned_by\":\"llm-run\",\"meta\":{\"n_ctx\":" + std::to_string(n_ctx) + "}}]}";
+}
+
+std::string metrics_text(const runtime::EngineStats& s, const HttpCounters& http) {
+  std::string out;
+  const auto metric = [&](const char* name, const char* type, const char* help, const std::string& samples) {
+    out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n" + samples;
+  };
+  const auto sample = [](const std::string& name, uint64_t v) { return name + " " + std::to_string(v) + "\n"; };
+  metric("llmrun_requests_accepted_total", "counter", "Generation requests the engine accepted.",
+         sample("llmrun_requests_accepted_total", s.requests_accepted));
+  metric("llmrun_requests_rejected_total", "counter", "Generation requests refused because the queue was full or "
+         "the server was stopping.", sample("llmrun_requests_rejected_total", s.requests_rejected));
+  metric("llmrun_requests_finished_total", "counter", "Generation requests finished, by reason.",
+         sample("llmrun_requests_finished_total{reason=\"stop\"}", s.finished_stop) +
+             sample("llmrun_requests_finished_total{reason=\"length\"}", s.finished_length) +
+             sample("llmrun_requests_finished_total{reason=\"cancelled\"}", s.finished_cancelled) +
+             sample("llmrun_requests_finished_total{reason=\"error\"}", s.finished_error));
+  metric("llmrun_prompt_tokens_total", "counter", "Prompt tokens of finished requests.",
+         sample("llmrun_prompt_tokens_total", s.prompt_tokens));
+  metric("llmrun_completion_tokens_total", "counter", "Generated tokens of finished requests.",
+         sample("llmrun_completion_tokens_total", s.completion_tokens));
+  metric("llmrun_requests_queued", "gauge", "Requests waiting to start.",
+         sample("llmrun_requests_queued", s.queue_length));
+  metric("llmrun_requests_running", "gauge", "Requests generating now.", sample("llmrun_requests_running", s.running));
+  metric("llmrun_http_requests_total", "counter", "HTTP requests answered, by class of status.",
+         sample("llmrun_http_requests_total{class=\"all\"}", http.requests) +
+             sample("llmrun_http_requests_total{class=\"4xx\"}", http.client_errors) +
+             sample("llmrun_http_requests_total{class=\"5xx\"}", http.server_errors));
+  return out;
+}
+
+}  // namespace server

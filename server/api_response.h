@@ -1,0 +1,55 @@
+// Response bodies of the OpenAI-compatible routes: whole completions, server-sent-event chunks, the model list and
+// the Prometheus metrics text. JSON strings go through chat::json_quote, the project's one quoter.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "runtime/engine.h"
+#include "server/api_request.h"
+
+namespace server {
+
+// s as a JSON string literal: chat::json_quote after replacing bytes that are not UTF-8 with U+FFFD, since a
+// response must be valid UTF-8 whatever the input held (a JSON error quoting a bad byte, ids that spell half a
+// character).
+std::string json_string(std::string_view s);
+
+// What every response of one request shares.
+struct ResponseHead {
+  Route route = Route::Chat;
+  std::string id;        // "chatcmpl-7", "cmpl-7"
+  int64_t created = 0;   // Unix seconds
+  std::string model;
+};
+
+// finish_reason as OpenAI spells it ("stop", "length"); a cancelled request's is null.
+std::string finish_reason_json(runtime::FinishReason r);
+std::string usage_json(const runtime::Usage& u);
+
+// The non-streaming body: chat.completion or text_completion with the whole text.
+std::string completion_json(const ResponseHead& h, std::string_view text, runtime::FinishReason finish,
+                            const runtime::Usage& usage);
+
+// One streaming chunk (chat.completion.chunk or text_completion), without the "data: " framing. Chat: first_chunk
+// carries the assistant role. finish: null while streaming.
+std::string chunk_json(const ResponseHead& h, std::string_view text, bool first_chunk, const std::string& finish);
+// The last chunk when stream_options.include_usage: empty choices and the usage.
+std::string usage_chunk_json(const ResponseHead& h, const runtime::Usage& usage);
+
+// "data: <json>\n\n": one server-sent event.
+std::string sse_event(std::string_view json);
+
+// GET /v1/models.
+std::string models_json(const std::string& model_id, int64_t created, int32_t n_ctx);
+
+// GET /metrics: the engine's counters and gauges in Prometheus' text format, and the server's rejected requests by
+// HTTP status.
+struct HttpCounters {
+  uint64_t requests = 0;        // every HTTP request answered
+  uint64_t client_errors = 0;   // 4xx answers
+  uint64_t server_errors = 0;   // 5xx answers
+};
+std::string metrics_text(const runtime::EngineStats& s, const HttpCounters& http);
+
+}  // namespace server

@@ -1,0 +1,90 @@
+// The hand-off between the engine's worker thread (which produces a request's text) and the HTTP thread that
+// writes it to the client: text accumulates until the writer takes it, and the writer's "the client is gone" goes
+// back to the engine as the callback's cancel answer.
+#pragma once
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "runtime/engine.h"
+
+namespace server {
+
+class CompletionChannel {
+ public:
+  // What the writer takes at once: the text since its last take and, when the request ended, how.
+  struct Take {
+    std::string text;
+    bool done = false;
+    runtime::FinishReason finish = runtime::FinishReason::Stop;
+    runtime::Usage usage;
+    std::string error;
+  };
+
+  // The engine callback (runtime::EngineCallback) that feeds this channel.
+  bool on_event(const runtime::EngineEvent& e) {
+    std::lock_guard lock(mutex_);
+    if (e.kind == runtime::EngineEvent::Kind::Text) {
+      pending_.text.append(e.text);
+    } else {
+      pending_.done = true;
+      pending_.finish = e.finish;
+      pending_.usage = e.usage;
+      pending_.error = e.error;
+    }
+    ready_.notify_all();
+    return !gone_;
+  }
+
+  // Blocks until there is text or the end. The engine guarantees a Final event for every accepted request
+  // (shutdown included), so this returns.
+  Take take() {
+    std::unique_lock lock(mutex_);
+    ready_.wait(lock, [&] { return pending_.done || !pending_.text.empty(); });
+    return take_locked();
+  }
+
+  // As take(), but gives up after max_wait: nullopt when nothing came (a stream then probes its connection).
+  std::optional<Take> take_for(std::chrono::milliseconds max_wait) {
+    std::unique_lock lock(mutex_);
+    if (!ready_.wait_for(lock, max_wait, [&] { return pending_.done || !pending_.text.empty(); })) return std::nullopt;
+    return take_locked();
+  }
+
+  // Everything until the end (a non-streaming response).
+  Take take_all() {
+    Take all;
+    for (;;) {
+      Take t = take();
+      all.text += t.text;
+      if (t.done) {
+        all.done = true, all.finish = t.finish, all.usage = t.usage, all.error = t.error;
+        return all;
+      }
+    }
+  }
+
+  void client_gone() {
+    std::lock_guard lock(mutex_);
+    gone_ = true;
+  }
+
+ private:
+  // The pending text and, once ended, the end (kept, so that a later take sees it again).
+  Take take_locked() {
+    Take t = std::move(pending_);
+    pending_ = Take{};
+    if (t.done) pending_.done = true, pending_.finish = t.finish, pending_.usage = t.usage;
+    return t;
+  }
+
+  std::mutex mutex_;
+  std::condition_variable ready_;
+  Take pending_;
+  bool gone_ = false;
+};
+
+}  // namespace server

@@ -1,0 +1,163 @@
+// POST /v1/chat/completions and /v1/completions: the prompt ids from the request (the chat template for messages),
+// one engine request, and its text either as one JSON body or as server-sent events while it is generated. A client
+// that goes away mid-stream cancels its request: the failed write tells the engine at the next token.
+#include <ctime>
+#include <memory>
+#include <optional>
+
+#include "runtime/chat_session.h"
+#include "runtime/generate.h"
+#include "server/completion_channel.h"
+#include "server/routes.h"
+#include "tokenizer/tokenizer.h"
+
+namespace server {
+namespace {
+
+std::vector<int32_t> prompt_ids(const RouteContext& ctx, const CompletionRequest& r) {
+  const tokenizer::Tokenizer& tok = ctx.engine.tokenizer();
+  const char* param = r.route == Route::Chat ? "messages" : "prompt";
+  try {
+    if (r.route == Route::Chat) return runtime::chat_prompt_ids(tok, render_chat(ctx, r));
+    if (r.prompt_is_ids) return r.prompt_ids;
+    return runtime::tokenize_prompt(tok, r.prompt_text);
+  } catch (const tokenizer::TokenizerError& e) {
+    throw invalid_field(param, e.what());
+  } catch (const runtime::SessionError& e) {  // an empty prompt and no BOS to start from
+    throw invalid_field(param, e.what());
+  }
+}
+
+ApiError request_error(const runtime::RequestError& e, Route route) {
+  const char* prompt_param = route == Route::Chat ? "messages" : "prompt";
+  using K = runtime::RequestError::Kind;
+  switch (e.kind()) {
+    case K::ContextLength: return invalid_field(prompt_param, e.what(), "context_length_exceeded");
+    case K::EmptyPrompt:
+    case K::BadToken: return invalid_field(prompt_param, e.what());
+    case K::BadLimit: return invalid_field("max_tokens", e.what());
+    case K::BadSampling: return invalid_field("", e.what());
+  }
+  return invalid_field("", e.what());
+}
+
+ApiError shutting_down() {
+  return ApiError(503, "server_error", "the server is shutting down", "", "shutting_down");
+}
+
+// The closing event of a stream: the finish reason (and usage when asked), or an error for a request the server
+// had to cancel or that failed; then [DONE].
+std::string stream_end(const ResponseHead& head, const CompletionChannel::Take& t, bool include_usage) {
+  std::string out;
+  if (t.finish == runtime::FinishReason::Cancelled) {
+    out += sse_event(error_body(shutting_down()));
+  } else if (t.finish == runtime::FinishReason::Error) {
+    out += sse_event(error_body(ApiError(500, "server_error", t.error)));
+  } else {
+    out += sse_event(chunk_json(head, "", false, finish_reason_json(t.finish)));
+    if (include_usage) out += sse_event(usage_chunk_json(head, t.usage));
+  }
+  return out + "data: [DONE]\n\n";
+}
+
+void stream_response(RouteContext& ctx, httplib::Response& res, std::shared_ptr<CompletionChannel> channel,
+                     const ResponseHead& head, uint64_t id, bool include_usage) {
+  auto first = std::make_shared<bool>(true);
+  res.set_header("Cache-Control", "no-cache");
+  res.set_chunked_content_provider(
+      "text/event-stream",
+      [&ctx, channel, head, id, include_usage, first](size_t, httplib::DataSink& sink) {
+        // While nothing comes (the request waits in the queue), an SSE comment now and then finds out whether the
+        // client is still there: clients ignore comments, and a write to a closed connection fails.
+        const std::optional<CompletionChannel::Take> got = channel->take_for(ctx.options.stream_probe);
+        if (!got) {
+          static constexpr char kProbe[] = ": waiting\n\n";
+          if (sink.write(kProbe, sizeof kProbe - 1)) return true;
+          channel->client_gone();
+          ctx.engine.cancel(id);
+          return false;
+        }
+        const CompletionChannel::Take& t = *got;
+        std::string out;
+        if (*first && head.route == Route::Chat) out += sse_event(chunk_json(head, "", true, ""));
+        *first = false;
+        if (!t.text.empty()) out += sse_event(chunk_json(head, t.text, false, ""));
+        if (t.done) out += stream_end(head, t, include_usage);
+        // A failed write is the client gone: cancel now rather than at the engine's next callback.
+        if (!sink.write(out.data(), out.size())) {
+          channel->client_gone();
+          ctx.engine.cancel(id);
+          return false;
+        }
+        if (t.done) sink.done();
+        return true;
+      },
+      // Called once the response is over, whether it was written to the end or not.
+      [&ctx, channel, id](bool success) {
+        if (!success) {
+          channel->client_gone();
+          ctx.engine.cancel(id);
+        }
+        ctx.close_response();
+      });
+}
+
+}  // namespace
+
+std::string render_chat(const RouteContext& ctx, const CompletionRequest& r) {
+  const runtime::TemplateTokens bound = runtime::template_tokens(ctx.engine.tokenizer());
+  chat::ChatRenderOptions o;
+  o.add_generation_prompt = true;
+  o.bos_token = bound.bos;
+  o.eos_token = bound.eos;
+  o.tools = r.tools;
+  try {
+    return ctx.tmpl.render(r.messages, o);
+  } catch (const chat::TemplateError& e) {
+    throw ApiError(400, "invalid_request_error", std::string("the chat template refused the messages: ") + e.what(),
+                   "messages", "template_error");
+  }
+}
+
+void handle_completion(RouteContext& ctx, const httplib::Request& req, httplib::Response& res, Route route) {
+  if (ctx.stopping) throw shutting_down();
+  const CompletionRequest r = parse_completion_request(req.body, route);
+  runtime::EngineRequest er;
+  er.prompt = prompt_ids(ctx, r);
+  er.sampling = r.sampling;
+  if (!r.seed_given) er.sampling.seed = ctx.random_seed();
+  er.max_tokens = r.max_tokens;
+  er.stop = r.stop;
+  er.ignore_eos = r.ignore_eos;
+
+  auto channel = std::make_shared<CompletionChannel>();
+  runtime::SubmitResult sub;
+  try {
+    sub = ctx.engine.submit(std::move(er), [channel](const runtime::EngineEvent& e) { return channel->on_event(e); });
+  } catch (const runtime::RequestError& e) {
+    throw request_error(e, route);
+  }
+  if (sub.status == runtime::SubmitStatus::QueueFull)
+    throw ApiError(429, "rate_limit_error", "the server is busy (its request queue is full); retry later", "",
+                   "queue_full");
+  if (sub.status == runtime::SubmitStatus::ShuttingDown) throw shutting_down();
+
+  const std::string prefix = route == Route::Chat ? "chatcmpl-" : "cmpl-";
+  const ResponseHead head{route, prefix + std::to_string(ctx.next_id++), static_cast<int64_t>(std::time(nullptr)),
+                          ctx.options.model_id};
+  ctx.open_response();
+  if (r.stream) {
+    stream_response(ctx, res, channel, head, sub.id, r.include_usage);  // closes the response when it is over
+    return;
+  }
+  struct Close {
+    RouteContext& ctx;
+    ~Close() { ctx.close_response(); }
+  } close{ctx};
+  const CompletionChannel::Take t = channel->take_all();
+  if (t.finish == runtime::FinishReason::Cancelled) throw shutting_down();
+  if (t.finish == runtime::FinishReason::Error) throw ApiError(500, "server_error", t.error);
+  send_json(res, completion_json(head, t.text, t.finish, t.usage));
+}
+
+}  // namespace server

@@ -1,0 +1,147 @@
+// An in-process `llm-run serve` for the tests: stories260K on the CPU reference behind runtime::Engine and
+// server::Server on an ephemeral port of 127.0.0.1 (chosen by the OS), served on a thread and stopped by the
+// fixture; plus the greedy reference continuations the server's answers are compared with, and JSON helpers.
+#pragma once
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "assets.h"
+#include "chat/json.h"
+#include "http_client.h"
+#include "model/model.h"
+#include "runtime/chat_session.h"
+#include "runtime/engine.h"
+#include "runtime/generate.h"
+#include "runtime/session_cpu.h"
+#include "server/server.h"
+#include "tokenizer/tokenizer.h"
+
+namespace test_server {
+
+using chat::jinja::Value;
+
+inline const Value& at(const Value& v, const std::string& key) {
+  static const Value missing;
+  const Value* f = v.is_object() ? v.object().find(key) : nullptr;
+  return f ? *f : missing;
+}
+inline const Value& at(const Value& v, size_t i) {
+  static const Value missing;
+  return v.is_array() && i < v.items().size() ? v.items()[i] : missing;
+}
+inline std::string str(const Value& v) { return v.is_string() ? v.as_string() : "<not a string>"; }
+inline Value json(const std::string& text) {
+  try {
+    return chat::parse_json(text);
+  } catch (const chat::JsonError& e) {
+    ADD_FAILURE() << "not JSON: " << text;
+    return Value();
+  }
+}
+
+// "1,2,3": ids for a JSON array (appended: GCC 12 warns falsely about `"," + std::string&&`).
+inline std::string id_list(const std::vector<int32_t>& ids) {
+  std::string out;
+  for (int32_t id : ids) {
+    if (!out.empty()) out += ',';
+    out += std::to_string(id);
+  }
+  return out;
+}
+
+struct Config {
+  int32_t n_ctx = 512;
+  size_t max_queue = 8;
+  std::string api_key;
+  size_t max_body_bytes = server::kDefaultMaxBodyBytes;
+  std::string template_text;  // a Jinja chat template; empty: the built-in chatml
+  std::chrono::milliseconds stream_probe{1000};
+};
+
+class ServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto p = testing_assets::path("models/stories260K-f32.gguf");
+    if (!p) GTEST_SKIP() << "test asset models/stories260K-f32.gguf not found (set LLM_TEST_ASSETS)";
+    model_ = model::Model::load(*p);
+    tok_ = std::make_unique<tokenizer::Tokenizer>(tokenizer::Tokenizer::from_gguf(model_->file()));
+  }
+  void TearDown() override { stop(); }
+
+  void start(const Config& c = {}) {
+    runtime::EngineOptions eo;
+    eo.max_queue = c.max_queue;
+    engine_ = std::make_unique<runtime::Engine>(model_, tokenizer::Tokenizer::from_gguf(model_->file()),
+                                                std::make_unique<runtime::CpuSession>(model_, c.n_ctx, 1), eo);
+    server::ServerOptions so;
+    so.host = "127.0.0.1";
+    so.port = 0;
+    so.api_key = c.api_key;
+    so.model_id = "stories260K";
+    so.max_body_bytes = c.max_body_bytes;
+    so.engine_queue = c.max_queue;
+    so.stream_probe = c.stream_probe;
+    server_ = std::make_unique<server::Server>(
+        *engine_,
+        c.template_text.empty() ? chat::ChatTemplate::builtin("chatml") : chat::ChatTemplate::parse(c.template_text),
+        so);
+    port_ = server_->bind();
+    thread_ = std::thread([this] { server_->run(); });
+  }
+
+  void stop() {
+    if (server_) server_->stop();
+    if (thread_.joinable()) thread_.join();
+  }
+
+  test_http::Response post(const std::string& path, const std::string& body,
+                           const std::vector<std::string>& headers = {}) {
+    return test_http::request(port_, "POST", path, body, headers);
+  }
+  test_http::Response get(const std::string& path, const std::vector<std::string>& headers = {}) {
+    return test_http::request(port_, "GET", path, "", headers);
+  }
+
+  // What generate() gives for these prompt ids greedily, on a session of its own: the reference for every answer.
+  std::string greedy(const std::vector<int32_t>& prompt, int32_t n) {
+    runtime::CpuSession session(model_, 512, 1);
+    runtime::GenerateOptions o;
+    o.sampling.temp = 0;
+    o.n_predict = n;
+    o.echo_prompt = false;
+    std::string text;
+    runtime::generate(session, *tok_, prompt, o, [&](std::string_view t) { text.append(t); });
+    return text;
+  }
+  std::vector<int32_t> completion_prompt(const std::string& text) { return runtime::tokenize_prompt(*tok_, text); }
+  std::vector<int32_t> chat_prompt(const std::string& user) {
+    const auto bound = runtime::template_tokens(*tok_);
+    const std::string text =
+        chat::ChatTemplate::builtin("chatml").render({{"user", Value(user), {}}}, true, bound.bos, bound.eos);
+    return runtime::chat_prompt_ids(*tok_, text);
+  }
+
+  std::shared_ptr<const model::Model> model_;
+  std::unique_ptr<tokenizer::Tokenizer> tok_;
+  std::unique_ptr<runtime::Engine> engine_;
+  std::unique_ptr<server::Server> server_;
+  std::thread thread_;
+  int port_ = 0;
+};
+
+// The error object of an OpenAI error body, after checking its four fields are there.
+inline Value error_of(const test_http::Response& r) {
+  const Value body = json(r.body);
+  const Value& e = at(body, "error");
+  EXPECT_TRUE(e.is_object()) << r.body;
+  EXPECT_TRUE(at(e, "message").is_string()) << r.body;
+  EXPECT_TRUE(at(e, "type").is_string()) << r.body;
+  EXPECT_TRUE(e.is_object() && e.object().find("param") && e.object().find("code")) << r.body;
+  return e;
+}
+
+}  // namespace test_server

@@ -1,0 +1,126 @@
+// Bad input never takes the server down: every refusal is an OpenAI error body with the right status, type, param and
+// code, and the server answers the next request normally.
+#include <future>
+
+#include "server_fixture.h"
+
+namespace test_server {
+namespace {
+
+void expect_error(const test_http::Response& r, int status, const std::string& param, const std::string& code) {
+  EXPECT_EQ(r.status, status) << r.body;
+  const Value e = error_of(r);
+  if (!param.empty()) {
+    EXPECT_EQ(str(at(e, "param")), param) << r.body;
+  }
+  if (!code.empty()) {
+    EXPECT_EQ(str(at(e, "code")), code) << r.body;
+  }
+}
+
+TEST_F(ServerTest, InvalidBodiesAre400) {
+  start();
+  expect_error(post("/v1/chat/completions", "{not json"), 400, "", "invalid_json");
+  expect_error(post("/v1/chat/completions", "[1, 2]"), 400, "", "");
+  expect_error(post("/v1/chat/completions", "{}"), 400, "messages", "missing_required_parameter");
+  expect_error(post("/v1/chat/completions", R"({"messages": "hi"})"), 400, "messages", "");
+  expect_error(post("/v1/chat/completions", R"({"messages": [{"content": "hi"}]})"), 400, "messages[0]", "");
+  expect_error(post("/v1/completions", R"({"prompt": 5})"), 400, "prompt", "");
+  expect_error(post("/v1/completions", R"({"prompt": "x", "temperature": "hot"})"), 400, "temperature", "");
+  expect_error(post("/v1/completions", R"({"prompt": "x", "top_p": 1.5})"), 400, "top_p", "");
+  expect_error(post("/v1/completions", R"({"prompt": "x", "max_tokens": -5})"), 400, "max_tokens", "");
+  expect_error(post("/v1/completions", R"({"prompt": "x", "stop": [1]})"), 400, "stop", "");
+  expect_error(post("/v1/completions", R"({"prompt": "x", "stream": "yes"})"), 400, "stream", "");
+  expect_error(post("/v1/completions", R"({"prompt": "x", "n": 2})"), 400, "n", "");
+  expect_error(post("/v1/completions", R"({"prompt": "x", "logprobs": true})"), 400, "logprobs", "unsupported_parameter");
+  expect_error(post("/v1/completions", R"({"prompt": [99999999]})"), 400, "prompt", "");
+  expect_error(post("/detokenize", R"({"tokens": [-1]})"), 400, "tokens", "");
+  expect_error(post("/tokenize", R"({})"), 400, "content", "missing_required_parameter");
+  expect_error(get("/no/such/route"), 404, "", "not_found");
+  // Nothing above reached the engine, and the server still answers.
+  EXPECT_EQ(engine_->stats().requests_accepted, 0u);
+  EXPECT_EQ(post("/v1/completions", R"({"prompt": "x", "max_tokens": 2})").status, 200);
+}
+
+TEST_F(ServerTest, PromptLongerThanTheContextIs400) {
+  Config c;
+  c.n_ctx = 32;
+  start(c);
+  std::string long_prompt;
+  for (int i = 0; i < 40; ++i) long_prompt += "Once upon a time ";
+  expect_error(post("/v1/completions", R"({"prompt": ")" + long_prompt + "\"}"), 400, "prompt",
+               "context_length_exceeded");
+  expect_error(post("/v1/chat/completions", R"({"messages": [{"role": "user", "content": ")" + long_prompt + "\"}]}"),
+               400, "messages", "context_length_exceeded");
+}
+
+TEST_F(ServerTest, ApiKey) {
+  Config c;
+  c.api_key = "sesame";
+  start(c);
+  const std::string body = R"({"prompt": "x", "max_tokens": 2})";
+  expect_error(post("/v1/completions", body), 401, "", "invalid_api_key");
+  expect_error(post("/v1/completions", body, {"Authorization: Bearer wrong"}), 401, "", "invalid_api_key");
+  expect_error(get("/v1/models", {"Authorization: sesame"}), 401, "", "invalid_api_key");
+  expect_error(get("/metrics"), 401, "", "invalid_api_key");
+  EXPECT_EQ(post("/v1/completions", body, {"Authorization: Bearer sesame"}).status, 200);
+  EXPECT_EQ(get("/health").status, 200);  // probes need no key
+}
+
+TEST_F(ServerTest, OversizedBodyIsRefused) {
+  Config c;
+  c.max_body_bytes = 1024;
+  start(c);
+  const std::string big = R"({"prompt": ")" + std::string(4096, 'a') + "\"}";
+  expect_error(post("/v1/completions", big), 413, "", "payload_too_large");
+  EXPECT_EQ(post("/v1/completions", R"({"prompt": "x", "max_tokens": 2})").status, 200);
+}
+
+// The engine is held busy by requests submitted directly, whose callbacks the test releases; so the queue is
+// full exactly when the HTTP request comes, and the metrics show it.
+TEST_F(ServerTest, QueueFullIs429WithRetryAfterAndMetricsShowIt) {
+  Config c;
+  c.max_queue = 1;
+  start(c);
+  std::promise<void> started, release;
+  std::shared_future<void> release_f = release.get_future().share();
+  bool first = true;
+  runtime::EngineRequest busy;
+  busy.prompt = completion_prompt("Once");
+  busy.sampling.temp = 0;
+  busy.max_tokens = 3;
+  busy.ignore_eos = true;
+  const auto holder = engine_->submit(busy, [&](const runtime::EngineEvent&) {
+    if (first) {
+      first = false;
+      started.set_value();
+      // Bounded: a broken test fails instead of hanging.
+      EXPECT_EQ(release_f.wait_for(std::chrono::seconds(60)), std::future_status::ready);
+    }
+    return true;
+  });
+  ASSERT_EQ(holder.status, runtime::SubmitStatus::Accepted);
+  ASSERT_EQ(started.get_future().wait_for(std::chrono::seconds(60)), std::future_status::ready);
+  const auto queued = engine_->submit(busy, [](const runtime::EngineEvent&) { return true; });
+  ASSERT_EQ(queued.status, runtime::SubmitStatus::Accepted);
+
+  const auto r = post("/v1/completions", R"({"prompt": "x", "max_tokens": 2})");
+  expect_error(r, 429, "", "queue_full");
+  EXPECT_EQ(r.headers.count("retry-after"), 1u);
+
+  const auto m = get("/metrics");
+  EXPECT_EQ(m.status, 200);
+  EXPECT_NE(m.body.find("\nllmrun_requests_queued 1\n"), std::string::npos) << m.body;
+  EXPECT_NE(m.body.find("\nllmrun_requests_running 1\n"), std::string::npos) << m.body;
+  EXPECT_NE(m.body.find("\nllmrun_requests_rejected_total 1\n"), std::string::npos) << m.body;
+  EXPECT_NE(m.body.find("\nllmrun_requests_accepted_total 2\n"), std::string::npos) << m.body;
+  release.set_value();
+  ASSERT_TRUE(engine_->wait_idle(std::chrono::seconds(60)));
+  const auto after = get("/metrics");
+  EXPECT_NE(after.body.find("llmrun_requests_finished_total{reason=\"length\"} 2\n"), std::string::npos) << after.body;
+  EXPECT_NE(after.body.find("\nllmrun_completion_tokens_total 6\n"), std::string::npos) << after.body;
+  EXPECT_NE(after.body.find("\nllmrun_requests_queued 0\n"), std::string::npos) << after.body;
+}
+
+}  // namespace
+}  // namespace test_server

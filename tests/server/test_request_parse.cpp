@@ -1,0 +1,97 @@
+// The request parser alone: fields land where they belong, null means absent, and each bad field is an ApiError
+// naming it.
+#include <gtest/gtest.h>
+
+#include "server/api_error.h"
+#include "server/api_request.h"
+#include "server/api_response.h"
+
+namespace {
+
+using server::ApiError;
+using server::Route;
+
+std::string param_of(const std::string& body, Route route = Route::Completion) {
+  try {
+    server::parse_completion_request(body, route);
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.status(), 400);
+    return e.param().empty() ? "<none>" : e.param();
+  }
+  return "<accepted>";
+}
+
+TEST(RequestParse, ChatFields) {
+  const auto r = server::parse_completion_request(
+      R"({"model": "m", "messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}],
+          "tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}],
+          "max_tokens": 5, "max_completion_tokens": 7, "temperature": 0.5, "top_p": 0.9, "top_k": 3, "min_p": 0.1,
+          "seed": 42, "stop": "END", "presence_penalty": 0.5, "frequency_penalty": -0.5, "ignore_eos": true,
+          "stream": true, "stream_options": {"include_usage": true}, "user": "ignored", "logprobs": false})",
+      Route::Chat);
+  ASSERT_EQ(r.messages.size(), 2u);
+  EXPECT_EQ(r.messages[1].role, "user");
+  EXPECT_TRUE(r.tools.is_array());
+  EXPECT_EQ(r.model, "m");
+  EXPECT_EQ(r.max_tokens, 7);  // max_completion_tokens wins
+  EXPECT_FLOAT_EQ(r.sampling.temp, 0.5f);
+  EXPECT_FLOAT_EQ(r.sampling.top_p, 0.9f);
+  EXPECT_EQ(r.sampling.top_k, 3);
+  EXPECT_FLOAT_EQ(r.sampling.min_p, 0.1f);
+  EXPECT_TRUE(r.seed_given);
+  EXPECT_EQ(r.sampling.seed, 42u);
+  EXPECT_EQ(r.stop, std::vector<std::string>{"END"});
+  EXPECT_FLOAT_EQ(r.sampling.presence_penalty, 0.5f);
+  EXPECT_FLOAT_EQ(r.sampling.frequency_penalty, -0.5f);
+  EXPECT_TRUE(r.ignore_eos);
+  EXPECT_TRUE(r.stream);
+  EXPECT_TRUE(r.include_usage);
+}
+
+TEST(RequestParse, DefaultsAndNulls) {
+  const auto r = server::parse_completion_request(
+      R"({"prompt": ["one prompt"], "max_tokens": null, "temperature": null, "seed": -1, "stop": null})",
+      Route::Completion);
+  EXPECT_EQ(r.prompt_text, "one prompt");
+  EXPECT_EQ(r.max_tokens, -1);
+  EXPECT_FLOAT_EQ(r.sampling.temp, runtime::SamplerParams{}.temp);
+  EXPECT_FALSE(r.seed_given);
+  EXPECT_TRUE(r.stop.empty());
+  EXPECT_FALSE(r.stream);
+  const auto ids = server::parse_completion_request(R"({"prompt": [1, 2, 3]})", Route::Completion);
+  EXPECT_TRUE(ids.prompt_is_ids);
+  EXPECT_EQ(ids.prompt_ids, (std::vector<int32_t>{1, 2, 3}));
+}
+
+TEST(RequestParse, EachBadFieldIsNamed) {
+  EXPECT_EQ(param_of("{"), "<none>");
+  EXPECT_EQ(param_of("null"), "<none>");
+  EXPECT_EQ(param_of(R"({"prompt": "x", "max_tokens": 1.5})"), "max_tokens");
+  EXPECT_EQ(param_of(R"({"prompt": "x", "max_tokens": true})"), "max_tokens");
+  EXPECT_EQ(param_of(R"({"prompt": "x", "temperature": true})"), "temperature");
+  EXPECT_EQ(param_of(R"({"prompt": "x", "temperature": -1})"), "temperature");
+  EXPECT_EQ(param_of(R"({"prompt": "x", "top_k": -2})"), "top_k");
+  EXPECT_EQ(param_of(R"({"prompt": "x", "min_p": 2})"), "min_p");
+  EXPECT_EQ(param_of(R"({"prompt": "x", "presence_penalty": 3})"), "presence_penalty");
+  EXPECT_EQ(param_of(R"({"prompt": "x", "seed": -2})"), "seed");
+  EXPECT_EQ(param_of(R"({"prompt": "x", "stop": ["a", 2]})"), "stop");
+  EXPECT_EQ(param_of(R"({"prompt": "x", "stream_options": 1})"), "stream_options");
+  EXPECT_EQ(param_of(R"({"prompt": "x", "stream_options": {"include_usage": 1}})"), "include_usage");
+  EXPECT_EQ(param_of(R"({"prompt": "x", "model": 1})"), "model");
+  EXPECT_EQ(param_of(R"({"prompt": ["a", "b"]})"), "prompt");
+  EXPECT_EQ(param_of(R"({"prompt": [1, -1]})"), "prompt");
+  EXPECT_EQ(param_of(R"({"prompt": []})"), "prompt");
+  EXPECT_EQ(param_of(R"({"messages": []})", Route::Chat), "messages");
+  EXPECT_EQ(param_of(R"({"messages": [{"role": "user", "content": 5}]})", Route::Chat), "messages[0].content");
+  EXPECT_EQ(param_of(R"({"messages": [{"role": "user"}], "tools": 3})", Route::Chat), "tools");
+  EXPECT_EQ(param_of(R"({"prompt": "x", "top_logprobs": 2})"), "top_logprobs");
+}
+
+TEST(RequestParse, ErrorBodyHasOpenAIsShape) {
+  EXPECT_EQ(server::error_body(server::invalid_field("top_p", "bad \"x\"")),
+            R"({"error":{"message":"bad \"x\"","type":"invalid_request_error","param":"top_p","code":"invalid_value"}})");
+  EXPECT_EQ(server::error_body(ApiError(500, "server_error", "boom")),
+            R"({"error":{"message":"boom","type":"server_error","param":null,"code":null}})");
+}
+
+}  // namespace

@@ -1,0 +1,216 @@
+// The generation routes end to end on stories260K: both routes, streaming and not, give exactly the greedy text
+// generate() gives for the same prompt ids; usage, finish reasons, stop strings, concurrent requests; and the
+// helper routes (/v1/models, /health, /tokenize, /detokenize, /apply-template).
+#include <future>
+
+#include "server_fixture.h"
+
+namespace test_server {
+namespace {
+
+// The concatenated text of a stream's chunks, with its finish reason and usage chunk, checked for the framing:
+// data events only, [DONE] last, one finish reason on the last choice chunk.
+struct Streamed {
+  std::string text;
+  std::string finish;
+  Value usage;
+  bool role_first = false;
+};
+
+Streamed read_stream(const test_http::Response& r, bool chat) {
+  Streamed s;
+  EXPECT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.headers.count("content-type") ? r.headers.at("content-type") : "", "text/event-stream");
+  const std::vector<std::string> events = test_http::sse_data(r.body);
+  EXPECT_GE(events.size(), 2u) << r.body;
+  if (events.empty()) return s;
+  EXPECT_EQ(events.back(), "[DONE]");
+  for (size_t i = 0; i + 1 < events.size(); ++i) {
+    const Value e = json(events[i]);
+    EXPECT_EQ(str(at(e, "object")), chat ? "chat.completion.chunk" : "text_completion");
+    const Value& choices = at(e, "choices");
+    if (choices.is_array() && choices.items().empty()) {
+      s.usage = at(e, "usage");
+      continue;
+    }
+    const Value& c = at(choices, 0);
+    EXPECT_TRUE(s.finish.empty()) << "a chunk after the finish reason: " << events[i];
+    if (at(c, "finish_reason").is_string()) s.finish = str(at(c, "finish_reason"));
+    if (chat) {
+      const Value& delta = at(c, "delta");
+      if (i == 0) s.role_first = str(at(delta, "role")) == "assistant";
+      if (at(delta, "content").is_string()) s.text += at(delta, "content").as_string();
+    } else {
+      s.text += str(at(c, "text"));
+    }
+  }
+  return s;
+}
+
+TEST_F(ServerTest, CompletionNotStreamed) {
+  start();
+  const std::string expected = greedy(completion_prompt("Once upon a time"), 24);
+  const auto r = post("/v1/completions", R"({"prompt": "Once upon a time", "max_tokens": 24, "temperature": 0})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  const Value b = json(r.body);
+  EXPECT_EQ(str(at(b, "object")), "text_completion");
+  EXPECT_EQ(str(at(b, "model")), "stories260K");
+  EXPECT_EQ(str(at(at(at(b, "choices"), 0), "text")), expected);
+  EXPECT_EQ(str(at(at(at(b, "choices"), 0), "finish_reason")), "length");
+  const Value& u = at(b, "usage");
+  EXPECT_EQ(at(u, "prompt_tokens").as_int(), int64_t(completion_prompt("Once upon a time").size()));
+  EXPECT_EQ(at(u, "completion_tokens").as_int(), 24);
+  EXPECT_EQ(at(u, "total_tokens").as_int(), at(u, "prompt_tokens").as_int() + 24);
+}
+
+TEST_F(ServerTest, CompletionStreamedIsTheSameText) {
+  start();
+  const std::string expected = greedy(completion_prompt("Lily went"), 30);
+  const auto r = post("/v1/completions", R"({"prompt": "Lily went", "max_tokens": 30, "temperature": 0,
+      "stream": true, "stream_options": {"include_usage": true}})");
+  const Streamed s = read_stream(r, false);
+  EXPECT_EQ(s.text, expected);
+  EXPECT_EQ(s.finish, "length");
+  EXPECT_EQ(at(s.usage, "completion_tokens").as_int(), 30);
+}
+
+TEST_F(ServerTest, PromptAsTokenIds) {
+  start();
+  const std::vector<int32_t> ids = completion_prompt("The cat");
+  const auto r = post("/v1/completions", R"({"prompt": [)" + id_list(ids) + R"(], "max_tokens": 10, "temperature": 0})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(str(at(at(at(json(r.body), "choices"), 0), "text")), greedy(ids, 10));
+}
+
+TEST_F(ServerTest, ChatNotStreamedAndStreamedAgree) {
+  start();
+  const std::string expected = greedy(chat_prompt("Tell me a story."), 20);
+  const std::string body = R"({"model": "x", "messages": [{"role": "user", "content": "Tell me a story."}],
+      "max_completion_tokens": 20, "temperature": 0)";
+  const auto whole = post("/v1/chat/completions", body + "}");
+  ASSERT_EQ(whole.status, 200) << whole.body;
+  const Value b = json(whole.body);
+  EXPECT_EQ(str(at(b, "object")), "chat.completion");
+  const Value& choice = at(at(b, "choices"), 0);
+  EXPECT_EQ(str(at(at(choice, "message"), "role")), "assistant");
+  EXPECT_EQ(str(at(at(choice, "message"), "content")), expected);
+  EXPECT_EQ(str(at(choice, "finish_reason")), "length");
+  EXPECT_EQ(at(at(b, "usage"), "prompt_tokens").as_int(), int64_t(chat_prompt("Tell me a story.").size()));
+
+  const Streamed s = read_stream(post("/v1/chat/completions", body + R"(, "stream": true})"), true);
+  EXPECT_TRUE(s.role_first);
+  EXPECT_EQ(s.text, expected);
+  EXPECT_EQ(s.finish, "length");
+  EXPECT_TRUE(s.usage.is_undefined()) << "usage chunk without include_usage";
+}
+
+TEST_F(ServerTest, StopStringEndsTheTextBeforeIt) {
+  start();
+  const std::vector<int32_t> prompt = completion_prompt("Once upon a time");
+  const std::string full = greedy(prompt, 40);
+  ASSERT_GT(full.size(), 20u);
+  // A stop string from the middle of the greedy text: the answer is the text before its first occurrence.
+  const std::string stop = full.substr(12, 5);
+  const std::string expected = full.substr(0, full.find(stop));
+  const std::string body = R"({"prompt": "Once upon a time", "max_tokens": 40, "temperature": 0, "stop": [)" +
+                           chat::json_quote(stop) + "]";
+  const auto r = post("/v1/completions", body + "}");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(str(at(at(at(json(r.body), "choices"), 0), "text")), expected);
+  EXPECT_EQ(str(at(at(at(json(r.body), "choices"), 0), "finish_reason")), "stop");
+  const Streamed s = read_stream(post("/v1/completions", body + R"(, "stream": true})"), false);
+  EXPECT_EQ(s.text, expected);
+  EXPECT_EQ(s.finish, "stop");
+}
+
+TEST_F(ServerTest, ConcurrentRequestsGetTheirGreedyTextAsAlone) {
+  start();
+  const std::vector<std::string> prompts = {"Once upon a time", "The dog", "Tom and Sue", "One day, a little"};
+  std::vector<std::future<test_http::Response>> answers;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    const std::string body = R"({"prompt": )" + chat::json_quote(prompts[i]) +
+                             R"(, "max_tokens": 25, "temperature": 0, "stream": )" + (i % 2 ? "true" : "false") + "}";
+    answers.push_back(std::async(std::launch::async, [this, body] { return post("/v1/completions", body); }));
+  }
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    SCOPED_TRACE(prompts[i]);
+    const test_http::Response r = answers[i].get();
+    const std::string expected = greedy(completion_prompt(prompts[i]), 25);
+    if (i % 2) {
+      EXPECT_EQ(read_stream(r, false).text, expected);
+    } else {
+      ASSERT_EQ(r.status, 200) << r.body;
+      EXPECT_EQ(str(at(at(at(json(r.body), "choices"), 0), "text")), expected);
+    }
+  }
+  const runtime::EngineStats st = engine_->stats();
+  EXPECT_EQ(st.requests_accepted, prompts.size());
+  EXPECT_EQ(st.finished_length, prompts.size());
+}
+
+TEST_F(ServerTest, SeededSamplingIsReproducible) {
+  start();
+  const std::string body = R"({"prompt": "Once", "max_tokens": 20, "temperature": 1.0, "top_k": 0, "top_p": 1,
+      "min_p": 0, "seed": 1234, "presence_penalty": 0.5, "frequency_penalty": 0.25})";
+  const auto a = post("/v1/completions", body), b = post("/v1/completions", body);
+  ASSERT_EQ(a.status, 200) << a.body;
+  EXPECT_EQ(str(at(at(at(json(a.body), "choices"), 0), "text")), str(at(at(at(json(b.body), "choices"), 0), "text")));
+}
+
+TEST_F(ServerTest, HelperRoutes) {
+  start();
+  const auto models = get("/v1/models");
+  ASSERT_EQ(models.status, 200);
+  EXPECT_EQ(str(at(at(at(json(models.body), "data"), 0), "id")), "stories260K");
+  const auto health = get("/health");
+  EXPECT_EQ(health.status, 200);
+  EXPECT_EQ(str(at(json(health.body), "status")), "ok");
+
+  const auto tokens = post("/tokenize", R"({"content": "Once upon a time", "add_special": true})");
+  ASSERT_EQ(tokens.status, 200) << tokens.body;
+  const std::vector<int32_t> ids = completion_prompt("Once upon a time");
+  const Value tokens_body = json(tokens.body);
+  const Value& arr = at(tokens_body, "tokens");
+  ASSERT_EQ(arr.items().size(), ids.size());
+  for (size_t i = 0; i < ids.size(); ++i) EXPECT_EQ(arr.items()[i].as_int(), ids[i]);
+  const auto pieces = post("/tokenize", R"({"content": "Once", "with_pieces": true})");
+  EXPECT_TRUE(at(at(at(json(pieces.body), "tokens"), 0), "piece").is_string()) << pieces.body;
+
+  const auto text = post("/detokenize", R"({"tokens": [)" + id_list(ids) + "]}");
+  ASSERT_EQ(text.status, 200) << text.body;
+  EXPECT_EQ(str(at(json(text.body), "content")), tok_->decode(ids));
+
+  const auto prompt = post("/apply-template", R"({"messages": [{"role": "user", "content": "Hi"}]})");
+  ASSERT_EQ(prompt.status, 200) << prompt.body;
+  EXPECT_EQ(str(at(json(prompt.body), "prompt")), "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+}
+
+// tools reach the template as the list it iterates, tool-call arguments sent as JSON text arrive as objects, and a
+// template that raises is a 400 naming the messages.
+TEST_F(ServerTest, ToolsAndTemplateErrors) {
+  Config c;
+  c.template_text =
+      "{% if messages[0].role != 'user' %}{{ raise_exception('first message must be user') }}{% endif %}"
+      "{% for t in tools %}[{{ t.function.name }}]{% endfor %}"
+      "{% for m in messages %}{{ m.role }}:{% if m.tool_calls %}{{ m.tool_calls[0].function.arguments.city }}"
+      "{% else %}{{ m.content }}{% endif %}|{% endfor %}";
+  start(c);
+  const auto r = post("/apply-template", R"({"messages": [{"role": "user", "content": "Weather?"},
+      {"role": "assistant", "tool_calls": [{"id": "1", "type": "function",
+        "function": {"name": "get", "arguments": "{\"city\": \"Paris\"}"}}]}],
+      "tools": [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(str(at(json(r.body), "prompt")), "[get_weather]user:Weather?|assistant:Paris|");
+  const auto chat = post("/v1/chat/completions", R"({"messages": [{"role": "user", "content": "Hi"}],
+      "tools": [{"type": "function", "function": {"name": "f"}}], "max_tokens": 3})");
+  EXPECT_EQ(chat.status, 200) << chat.body;
+  const auto refused = post("/v1/chat/completions", R"({"messages": [{"role": "system", "content": "x"}]})");
+  EXPECT_EQ(refused.status, 400) << refused.body;
+  const Value e = at(json(refused.body), "error");
+  EXPECT_EQ(str(at(e, "code")), "template_error");
+  EXPECT_EQ(str(at(e, "param")), "messages");
+  EXPECT_NE(str(at(e, "message")).find("first message must be user"), std::string::npos) << refused.body;
+}
+
+}  // namespace
+}  // namespace test_server
