@@ -31,15 +31,14 @@ std::string node_refusal(const graph::Node& n) {
     case graph::Op::Softmax:
     case graph::Op::Reshape:
     case graph::Op::LastToken:
-    case graph::Op::Argmax: return "";
-    case graph::Op::Rope:  // the kernels rotate by the plain angle: no YaRN ramp, no cos/sin factor
-      return std::get<graph::RopeParams>(n.params).plain() ? "" : "rope scaling with a YaRN ramp or an attention factor";
-    case graph::Op::Attention:
-      return std::get<graph::AttentionParams>(n.params).window == 0 ? "" : "sliding-window attention";
+    case graph::Op::Argmax:
+    case graph::Op::Rope:
     case graph::Op::GeGlu:
     case graph::Op::Scale:
     case graph::Op::Softcap:
-    case graph::Op::Slice: return std::string("the ") + graph::op_name(n.op) + " op";
+    case graph::Op::Slice: return "";
+    case graph::Op::Attention:  // the kernels attend to every slot up to the query's position
+      return std::get<graph::AttentionParams>(n.params).window == 0 ? "" : "sliding-window attention";
   }
   return std::string("op ") + std::to_string(int(n.op));
 }

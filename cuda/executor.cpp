@@ -178,17 +178,13 @@ const float* Executor::f32_in(const Node& n, size_t i) const {
 // The rope kernel's parameters for a Rope node, as planned.
 RopeKernelParams Executor::rope_params(const Node& n) const {
   const auto& rp = ::std::get<graph::RopeParams>(n.params);
-  // The kernels rotate by pos * freq_scale * base^(-2i/n_rot) / factor_i only: YaRN's ramp and the cos/sin factor
-  // (LongRoPE, YaRN) are not implemented, and every fused path reads its rope parameters through here.
-  if (!rp.plain())
-    throw InvalidArgument(describe(n) + ": rope scaling with ext_factor " + ::std::to_string(rp.ext_factor) +
-                          " / attn_factor " + ::std::to_string(rp.attn_factor) + " is not supported on CUDA yet");
   RopeKernelParams p;
   p.x = f32_in(n, 0), p.out = f32_out(n);
   p.positions = static_cast<const int32_t*>(device_ptr(n.inputs[1]));
   p.freq_factors = n.inputs.size() > 2 && n.inputs[2] != graph::kNoNode ? f32_in(n, 2) : nullptr;
   p.head_dim = n.shape.ne[0], p.n_head = n.shape.ne[1], p.T = n.shape.ne[2];
   p.n_rot = rp.n_rot, p.mode = rp.mode, p.freq_base = rp.freq_base, p.freq_scale = rp.freq_scale;
+  p.ext_factor = rp.ext_factor, p.corr_low = rp.corr_low, p.corr_high = rp.corr_high, p.attn_factor = rp.attn_factor;
   return p;
 }
 
@@ -230,11 +226,10 @@ void Executor::lower(const Node& n) {
     case Op::Mul: lower_binary(n); return;
     case Op::Silu: lower_unary(n); return;
     case Op::SwiGlu: lower_swiglu(n); return;
-    case Op::GeGlu:
+    case Op::GeGlu: lower_geglu(n); return;
     case Op::Scale:
-    case Op::Softcap:
-    case Op::Slice:  // gemma3 / phi3 ops: the CPU reference runs them (graph/reference_ops.h)
-      throw InvalidArgument(describe(n) + ": op " + graph::op_name(n.op) + " is not supported on CUDA yet");
+    case Op::Softcap: lower_unary(n); return;
+    case Op::Slice: lower_slice(n); return;
     case Op::Rope: lower_rope(n); return;
     case Op::Attention: lower_attention(n); return;
     case Op::Softmax: lower_softmax(n); return;
@@ -311,8 +306,22 @@ void Executor::lower_binary(const Node& n) {
 }
 
 void Executor::lower_unary(const Node& n) {
-  const UnaryParams p{UnaryOp::Silu, f32_in(n, 0), f32_out(n), n.shape.elements()};
+  UnaryParams p{UnaryOp::Silu, f32_in(n, 0), f32_out(n), n.shape.elements()};
+  if (n.op == Op::Scale) p.op = UnaryOp::Scale, p.param = ::std::get<graph::ScaleParams>(n.params).scale;
+  if (n.op == Op::Softcap) p.op = UnaryOp::Softcap, p.param = ::std::get<graph::SoftcapParams>(n.params).cap;
   steps_.push_back([p](cudaStream_t s) { launch_unary(p, s); });
+}
+
+void Executor::lower_geglu(const Node& n) {
+  const SwiGluParams p{f32_in(n, 0), f32_in(n, 1), f32_out(n), n.shape.elements()};
+  steps_.push_back([p](cudaStream_t s) { launch_geglu(p, s); });
+}
+
+void Executor::lower_slice(const Node& n) {
+  const auto& sp = ::std::get<graph::SliceParams>(n.params);
+  const graph::Shape& in = g_.node(n.inputs.at(0)).shape;
+  const SliceParams p{f32_in(n, 0), f32_out(n), in.ne[0], in.rows(), sp.offset, sp.n};
+  steps_.push_back([p](cudaStream_t s) { launch_slice(p, s); });
 }
 
 void Executor::lower_swiglu(const Node& n) {

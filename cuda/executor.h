@@ -159,8 +159,10 @@ class Executor {
   void lower_mul_mat(const graph::Node& n);
   void lower_gemm(const graph::Node& n);
   void lower_binary(const graph::Node& n);
-  void lower_unary(const graph::Node& n);
+  void lower_unary(const graph::Node& n);  // Silu, Scale, Softcap
   void lower_swiglu(const graph::Node& n);
+  void lower_geglu(const graph::Node& n);
+  void lower_slice(const graph::Node& n);
   void lower_rope(const graph::Node& n);
   void lower_attention(const graph::Node& n);
   void lower_softmax(const graph::Node& n);

@@ -314,6 +314,7 @@ void Executor::fold_rope_kv_epilogue(const Node& m, MatvecParams& p) {
   const auto& ap = ::std::get<graph::AttentionParams>(att.params);
   if (rp.mode != graph::RopeMode::Normal || rp.T != 1 || rp.head_dim != ap.head_dim || !attention_matches_kv(att))
     return;
+  if (!::std::get<graph::RopeParams>(rq.params).plain()) return;  // the epilogue forms only the plain angle
   if (!plan_.owns(rq_id) || !slot_free_between(rq_id, m.id, rq_id)) return;
   q.rope_kv = MatvecRopeKv{rp.out,
                            static_cast<uint16_t*>(kv_->k(ap.layer)),

@@ -23,8 +23,33 @@ __global__ void binary_kernel(BinaryParams p) {
 }
 
 __global__ void unary_kernel(UnaryParams p) {
+  for (int64_t i = int64_t(blockIdx.x) * kThreads + threadIdx.x; i < p.n; i += int64_t(gridDim.x) * kThreads) {
+    const float x = p.a[i];
+    switch (p.op) {
+      case UnaryOp::Silu: p.out[i] = silu(x); break;
+      case UnaryOp::Scale: p.out[i] = float(double(x) * double(p.param)); break;
+      case UnaryOp::Softcap: p.out[i] = float(double(p.param) * tanh(double(x) / double(p.param))); break;
+    }
+  }
+}
+
+// 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))), in double as graph::ref::gelu_tanh.
+__device__ __forceinline__ double gelu_tanh(double x) {
+  constexpr double kSqrt2OverPi = 0.79788456080286535587989211986876;
+  return 0.5 * x * (1.0 + tanh(kSqrt2OverPi * x * (1.0 + 0.044715 * x * x)));
+}
+
+__global__ void geglu_kernel(SwiGluParams p) {
   for (int64_t i = int64_t(blockIdx.x) * kThreads + threadIdx.x; i < p.n; i += int64_t(gridDim.x) * kThreads)
-    p.out[i] = silu(p.a[i]);
+    p.out[i] = float(gelu_tanh(p.gate[i]) * double(p.up[i]));
+}
+
+__global__ void slice_kernel(SliceParams p) {
+  const int64_t total = p.n * p.rows;
+  for (int64_t i = int64_t(blockIdx.x) * kThreads + threadIdx.x; i < total; i += int64_t(gridDim.x) * kThreads) {
+    const int64_t r = i / p.n, c = i % p.n;
+    p.out[i] = p.a[r * p.ne0 + p.offset + c];
+  }
 }
 
 __global__ void swiglu_kernel(SwiGluParams p) {
@@ -44,6 +69,7 @@ void launch_binary(const BinaryParams& p, cudaStream_t stream) {
 void launch_unary(const UnaryParams& p, cudaStream_t stream) {
   LLM_REQUIRE(p.a && p.out, "null pointer");
   LLM_REQUIRE(p.n > 0, "empty");
+  LLM_REQUIRE(p.op != UnaryOp::Softcap || p.param > 0.0f, "softcap needs a positive cap");
   unary_kernel<<<grid_for(p.n), kThreads, 0, stream>>>(p);
   CUDA_CHECK_LAUNCH(stream);
 }
@@ -52,6 +78,20 @@ void launch_swiglu(const SwiGluParams& p, cudaStream_t stream) {
   LLM_REQUIRE(p.gate && p.up && p.out, "null pointer");
   LLM_REQUIRE(p.n > 0, "empty");
   swiglu_kernel<<<grid_for(p.n), kThreads, 0, stream>>>(p);
+  CUDA_CHECK_LAUNCH(stream);
+}
+
+void launch_geglu(const SwiGluParams& p, cudaStream_t stream) {
+  LLM_REQUIRE(p.gate && p.up && p.out, "null pointer");
+  LLM_REQUIRE(p.n > 0, "empty");
+  geglu_kernel<<<grid_for(p.n), kThreads, 0, stream>>>(p);
+  CUDA_CHECK_LAUNCH(stream);
+}
+
+void launch_slice(const SliceParams& p, cudaStream_t stream) {
+  LLM_REQUIRE(p.a && p.out, "null pointer");
+  LLM_REQUIRE(p.n > 0 && p.rows > 0 && p.offset >= 0 && p.offset + p.n <= p.ne0, "slice outside the rows");
+  slice_kernel<<<grid_for(p.n * p.rows), kThreads, 0, stream>>>(p);
   CUDA_CHECK_LAUNCH(stream);
 }
 

@@ -39,7 +39,11 @@ __device__ __forceinline__ void rope_pair(const RopeKernelParams& p, const BaseP
   const int64_t half = p.n_rot / 2;
   a = p.mode == graph::RopeMode::Normal ? 2 * j : j;
   b = p.mode == graph::RopeMode::Normal ? 2 * j + 1 : j + half;
-  rope_rotate(pos, p.freq_scale, bp.v[j], p.freq_factors, j, x[a], x[b], y0, y1);
+  if (p.ext_factor == 0.0f && p.attn_factor == 1.0f)
+    rope_rotate(pos, p.freq_scale, bp.v[j], p.freq_factors, j, x[a], x[b], y0, y1);
+  else
+    rope_rotate_scaled(pos, p.freq_scale, bp.v[j], p.freq_factors, j, p.ext_factor, p.corr_low, p.corr_high,
+                       p.attn_factor, x[a], x[b], y0, y1);
 }
 
 // Unit j of one head (pair j below n_rot / 2, else a pass-through dimension), from x into out at `pos`.

@@ -22,6 +22,11 @@ struct RopeKernelParams {
   graph::RopeMode mode = graph::RopeMode::Normal;
   float freq_base = 10000.0f;
   float freq_scale = 1.0f;
+  // graph::RopeParams' YaRN ramp and cos/sin factor (LongRoPE, YaRN); the defaults are the plain rotation, the only
+  // one the q/k/v matvec epilogue implements.
+  float ext_factor = 0.0f;
+  float corr_low = 0.0f, corr_high = 0.0f;
+  float attn_factor = 1.0f;
 };
 
 void launch_rope(const RopeKernelParams& p, cudaStream_t stream);

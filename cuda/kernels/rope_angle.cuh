@@ -21,4 +21,26 @@ __device__ __forceinline__ void rope_rotate(int32_t pos, float freq_scale, doubl
   y1 = x0 * s + x1 * c;
 }
 
+// The same with YaRN's ramp and the cos/sin factor (graph::RopeParams): theta_interp = pos * freq_scale * power /
+// factor, theta_extrap = pos * power / factor, mixed by ext_factor * ramp(j) when ext_factor != 0, and both outputs
+// scaled by attn_factor; the CPU reference's formula (graph/reference_ops.cpp), in double.
+__device__ __forceinline__ void rope_rotate_scaled(int32_t pos, float freq_scale, double power, const float* freq_factors,
+                                                   int64_t j, float ext_factor, float corr_low, float corr_high,
+                                                   float attn_factor, float x0, float x1, float& y0, float& y1) {
+  double theta = double(pos) * double(freq_scale) * power;
+  if (freq_factors) theta /= double(freq_factors[j]);
+  if (ext_factor != 0.0f) {
+    double extrap = double(pos) * power;
+    if (freq_factors) extrap /= double(freq_factors[j]);
+    const double y = (double(j) - double(corr_low)) / fmax(0.001, double(corr_high) - double(corr_low));
+    const double mix = (1.0 - fmin(fmax(y, 0.0), 1.0)) * double(ext_factor);
+    theta = theta * (1.0 - mix) + extrap * mix;
+  }
+  double sd, cd;
+  sincos(theta, &sd, &cd);
+  const double c = cd * double(attn_factor), s = sd * double(attn_factor);
+  y0 = float(double(x0) * c - double(x1) * s);
+  y1 = float(double(x0) * s + double(x1) * c);
+}
+
 }  // namespace cuda

@@ -54,9 +54,14 @@ TEST(OpKernels, Rope) {
     int64_t hd, nh, T;
     int32_t n_rot;
   };
+  // Plain, then with LongRoPE's attention factor, then YaRN's ramp with a magnitude factor.
+  struct Scaling {
+    float ext_factor, corr_low, corr_high, attn_factor;
+  };
   for (auto c : {Case{8, 4, 3, 8}, Case{64, 3, 5, 64}, Case{128, 2, 4, 96}, Case{256, 1, 2, 256}})
     for (auto mode : {graph::RopeMode::Normal, graph::RopeMode::Neox})
-      for (bool ff : {false, true}) {
+      for (bool ff : {false, true})
+        for (const Scaling sc : {Scaling{0, 0, 0, 1}, Scaling{0, 0, 0, 1.19f}, Scaling{1, 3.5f, 20.5f, 1.07f}}) {
         const auto x = random_floats(rng, c.hd * c.nh * c.T);
         std::vector<float> factors = random_floats(rng, c.n_rot / 2, 1.0f, 8.0f);
         std::vector<int32_t> pos(c.T);
@@ -68,6 +73,8 @@ TEST(OpKernels, Rope) {
         ra.x = x.data(), ra.positions = pos.data(), ra.freq_factors = ff ? factors.data() : nullptr;
         ra.out = want.data(), ra.head_dim = c.hd, ra.n_head = c.nh, ra.t = c.T, ra.trig = trig.data();
         ra.p.mode = mode, ra.p.n_rot = c.n_rot, ra.p.freq_base = base, ra.p.freq_scale = fscale;
+        ra.p.ext_factor = sc.ext_factor, ra.p.corr_low = sc.corr_low, ra.p.corr_high = sc.corr_high;
+        ra.p.attn_factor = sc.attn_factor;
         ref::rope(ra);
         const std::vector<double> ref = widened(want);
         auto dx = upload(x), dp = upload(pos), df = upload(factors);
@@ -77,9 +84,12 @@ TEST(OpKernels, Rope) {
         p.freq_factors = ff ? df.as<float>() : nullptr;
         p.head_dim = c.hd, p.n_head = c.nh, p.T = c.T, p.n_rot = c.n_rot, p.mode = mode;
         p.freq_base = base, p.freq_scale = fscale;
+        p.ext_factor = sc.ext_factor, p.corr_low = sc.corr_low, p.corr_high = sc.corr_high;
+        p.attn_factor = sc.attn_factor;
         cuda::launch_rope(p, nullptr);
         EXPECT_TRUE(close("rope hd=" + std::to_string(c.hd) + " n_rot=" + std::to_string(c.n_rot) +
-                              (mode == graph::RopeMode::Neox ? " neox" : " normal") + (ff ? " ff" : ""),
+                              (mode == graph::RopeMode::Neox ? " neox" : " normal") + (ff ? " ff" : "") +
+                              (sc.ext_factor ? " yarn" : "") + (sc.attn_factor != 1 ? " attn_factor" : ""),
                           download<float>(out, x.size()), ref, {1e-6}, 1e-6));
       }
 }
@@ -118,6 +128,32 @@ TEST(OpKernels, ElementWise) {
       cuda::launch_swiglu({da.as<float>(), db.as<float>(), out.as<float>(), n}, nullptr);
       ref::swiglu(a.data(), b.data(), want.data(), n);
       EXPECT_TRUE(close("swiglu " + s, download<float>(out, n), widened(want), {1e-7}, 1e-6));
+
+      // GeGLU, scale and softcap are evaluated in double and rounded once on both sides.
+      cuda::launch_geglu({da.as<float>(), db.as<float>(), out.as<float>(), n}, nullptr);
+      ref::geglu(a.data(), b.data(), want.data(), n);
+      EXPECT_TRUE(close("geglu " + s, download<float>(out, n), widened(want), {1e-7}, 1e-6));
+
+      cuda::UnaryParams up{cuda::UnaryOp::Scale, da.as<float>(), out.as<float>(), n};
+      up.param = 7.9372539f;  // sqrt(63): Gemma's embedding scale for a 63-wide model
+      cuda::launch_unary(up, nullptr);
+      ref::scale(a.data(), up.param, want.data(), n);
+      EXPECT_TRUE(close("scale " + s, download<float>(out, n), widened(want), {0}, 0));
+
+      up.op = cuda::UnaryOp::Softcap, up.param = 3.0f;
+      cuda::launch_unary(up, nullptr);
+      ref::softcap(a.data(), up.param, want.data(), n);
+      EXPECT_TRUE(close("softcap " + s, download<float>(out, n), widened(want), {1e-7}, 1e-6));
+
+      // The middle of every row (phi3's k out of its fused q|k|v rows).
+      if (ne0 >= 3) {
+        const int64_t off = ne0 / 3, len = ne0 - ne0 / 3 - 1;
+        auto sl = poisoned_f32(len * rows);
+        cuda::launch_slice({da.as<float>(), sl.as<float>(), ne0, rows, off, len}, nullptr);
+        std::vector<float> want_sl(len * rows);
+        ref::slice(a.data(), ne0, rows, off, len, want_sl.data());
+        EXPECT_TRUE(close("slice " + s, download<float>(sl, len * rows), widened(want_sl), {0}, 0));
+      }
     }
 }
 
