@@ -34,12 +34,15 @@ BasePowers base_powers(const RopeKernelParams& p) {
 
 // Pair j (of n_rot / 2) of one head: its two indices a, b in the head (by the pair ordering) and their values
 // rotated to `pos`.
+// kScaled: the YaRN ramp and attention factor of RopeKernelParams apply (a separate instance, so the plain kernels
+// compile as they did before scaling existed).
+template <bool kScaled>
 __device__ __forceinline__ void rope_pair(const RopeKernelParams& p, const BasePowers& bp, int64_t j, int32_t pos,
                                          const float* x, int64_t& a, int64_t& b, float& y0, float& y1) {
   const int64_t half = p.n_rot / 2;
   a = p.mode == graph::RopeMode::Normal ? 2 * j : j;
   b = p.mode == graph::RopeMode::Normal ? 2 * j + 1 : j + half;
-  if (p.ext_factor == 0.0f && p.attn_factor == 1.0f)
+  if constexpr (!kScaled)
     rope_rotate(pos, p.freq_scale, bp.v[j], p.freq_factors, j, x[a], x[b], y0, y1);
   else
     rope_rotate_scaled(pos, p.freq_scale, bp.v[j], p.freq_factors, j, p.ext_factor, p.corr_low, p.corr_high,
@@ -47,6 +50,7 @@ __device__ __forceinline__ void rope_pair(const RopeKernelParams& p, const BaseP
 }
 
 // Unit j of one head (pair j below n_rot / 2, else a pass-through dimension), from x into out at `pos`.
+template <bool kScaled>
 __device__ __forceinline__ void rope_unit(const RopeKernelParams& p, const BasePowers& bp, int64_t j, int32_t pos,
                                          const float* x, float* out) {
   const int64_t half = p.n_rot / 2;
@@ -57,10 +61,11 @@ __device__ __forceinline__ void rope_unit(const RopeKernelParams& p, const BaseP
   }
   int64_t a, b;
   float y0, y1;
-  rope_pair(p, bp, j, pos, x, a, b, y0, y1);
+  rope_pair<kScaled>(p, bp, j, pos, x, a, b, y0, y1);
   out[a] = y0, out[b] = y1;
 }
 
+template <bool kScaled>
 __global__ void rope_kernel(RopeKernelParams p, const __grid_constant__ BasePowers bp) {
   const int64_t half = p.n_rot / 2;
   const int64_t pass = p.head_dim - p.n_rot;  // pass-through tail per head
@@ -71,11 +76,12 @@ __global__ void rope_kernel(RopeKernelParams p, const __grid_constant__ BasePowe
   const int64_t h = (i / per_head) % p.n_head;
   const int64_t t = i / (per_head * p.n_head);
   const int64_t head = (t * p.n_head + h) * p.head_dim;
-  rope_unit(p, bp, j, p.positions[t], p.x + head, p.out + head);
+  rope_unit<kScaled>(p, bp, j, p.positions[t], p.x + head, p.out + head);
 }
 
 // One thread per q pair, k pair or v element of each token: q rotated into q_out, k rotated and v copied into the
 // f16 cache slot of the token's position (what rope(q), rope(k) and kv_write do in three launches).
+template <bool kScaled>
 __global__ void rope_kv_kernel(RopeKvParams p, const __grid_constant__ BasePowers bp) {
   const RopeKernelParams& r = p.rope;
   const int64_t half = r.n_rot / 2, pass = r.head_dim - r.n_rot, per_head = half + pass;
@@ -104,7 +110,7 @@ __global__ void rope_kv_kernel(RopeKvParams p, const __grid_constant__ BasePower
   if (j >= half) {
     a = r.n_rot + (j - half), x0 = x[a];
   } else {
-    rope_pair(r, bp, j, pos, x, a, b, x0, x1);
+    rope_pair<kScaled>(r, bp, j, pos, x, a, b, x0, x1);
   }
   if (!is_k) {
     float* out = r.out + (t * nh + h) * r.head_dim;
@@ -121,7 +127,7 @@ __global__ void rope_kv_kernel(RopeKvParams p, const __grid_constant__ BasePower
 // q8_0 / q4_0: per token, one thread per q pair as above (padded to whole warps), then one warp per (KV head,
 // 32-value block) of k and of v. Lane i of a k block rotates value i itself (reading its pair partner, which under
 // NEOX ordering lies in another block), lane i of a v block reads value i; the warp quantizes the block.
-template <graph::KvType KV>
+template <graph::KvType KV, bool kScaled>
 __global__ void rope_kv_quant_kernel(RopeKvParams p, const __grid_constant__ BasePowers bp) {
   const RopeKernelParams& r = p.rope;
   const int64_t half = r.n_rot / 2, pass = r.head_dim - r.n_rot, per_head = half + pass;
@@ -137,7 +143,7 @@ __global__ void rope_kv_quant_kernel(RopeKvParams p, const __grid_constant__ Bas
     if (e >= per_head * r.n_head) return;  // the padding (no shuffles in this part)
     const int64_t j = e % per_head, h = e / per_head;
     const int64_t head = (t * r.n_head + h) * r.head_dim;
-    rope_unit(r, bp, j, pos, r.x + head, r.out + head);
+    rope_unit<kScaled>(r, bp, j, pos, r.x + head, r.out + head);
     return;
   }
   if (pos < 0 || pos >= p.n_ctx) return;  // warp-uniform: the token's slot lies outside the cache
@@ -153,7 +159,7 @@ __global__ void rope_kv_quant_kernel(RopeKvParams p, const __grid_constant__ Bas
       const int64_t j = r.mode == graph::RopeMode::Normal ? d / 2 : (d < half ? d : d - half);
       int64_t a, b;
       float y0, y1;
-      rope_pair(r, bp, j, pos, x, a, b, y0, y1);
+      rope_pair<kScaled>(r, bp, j, pos, x, a, b, y0, y1);
       y = d == a ? y0 : y1;
     }
     quantize_kv_block<KV>(y, lane, p.k_cache, p.k_scales, h * p.n_ctx + pos, r.head_dim, d / 32);
@@ -163,6 +169,8 @@ __global__ void rope_kv_quant_kernel(RopeKvParams p, const __grid_constant__ Bas
   const int64_t h = e / p.hd_v, d = e % p.hd_v;
   quantize_kv_block<KV>(p.v[t * nv + e], lane, p.v_cache, p.v_scales, h * p.n_ctx + pos, p.hd_v, d / 32);
 }
+
+bool scaled(const RopeKernelParams& p) { return p.ext_factor != 0.0f || p.attn_factor != 1.0f; }
 
 }  // namespace
 
@@ -179,7 +187,10 @@ void launch_rope(const RopeKernelParams& p, cudaStream_t stream) {
   LLM_REQUIRE(p.n_rot > 0 && p.n_rot % 2 == 0 && p.n_rot <= p.head_dim, "n_rot must be even and <= head_dim");
   const int64_t n = (p.n_rot / 2 + (p.head_dim - p.n_rot)) * p.n_head * p.T;
   LLM_REQUIRE(p.n_rot / 2 <= kMaxHalfRot, "n_rot must be <= 256");
-  rope_kernel<<<unsigned((n + 255) / 256), 256, 0, stream>>>(p, base_powers(p));
+  if (scaled(p))
+    rope_kernel<true><<<unsigned((n + 255) / 256), 256, 0, stream>>>(p, base_powers(p));
+  else
+    rope_kernel<false><<<unsigned((n + 255) / 256), 256, 0, stream>>>(p, base_powers(p));
   CUDA_CHECK_LAUNCH(stream);
 }
 
@@ -194,7 +205,10 @@ void launch_rope_kv(const RopeKvParams& p, cudaStream_t stream) {
   switch (p.kv_type) {
     case graph::KvType::F16: {
       const int64_t n = (per_head * (r.n_head + p.n_head_kv) + p.hd_v * p.n_head_kv) * r.T;
-      rope_kv_kernel<<<unsigned((n + 255) / 256), 256, 0, stream>>>(p, base_powers(r));
+      if (scaled(r))
+        rope_kv_kernel<true><<<unsigned((n + 255) / 256), 256, 0, stream>>>(p, base_powers(r));
+      else
+        rope_kv_kernel<false><<<unsigned((n + 255) / 256), 256, 0, stream>>>(p, base_powers(r));
       break;
     }
     case graph::KvType::Q8_0:
@@ -203,10 +217,15 @@ void launch_rope_kv(const RopeKvParams& p, cudaStream_t stream) {
       const int64_t nq = (per_head * r.n_head + 31) / 32 * 32;  // as the kernel: q padded to whole warps
       const int64_t n = (nq + (r.head_dim + p.hd_v) * p.n_head_kv) * r.T;
       const unsigned grid = unsigned((n + 255) / 256);
-      if (p.kv_type == graph::KvType::Q8_0)
-        rope_kv_quant_kernel<graph::KvType::Q8_0><<<grid, 256, 0, stream>>>(p, base_powers(r));
+      const bool q8 = p.kv_type == graph::KvType::Q8_0;
+      if (q8 && scaled(r))
+        rope_kv_quant_kernel<graph::KvType::Q8_0, true><<<grid, 256, 0, stream>>>(p, base_powers(r));
+      else if (q8)
+        rope_kv_quant_kernel<graph::KvType::Q8_0, false><<<grid, 256, 0, stream>>>(p, base_powers(r));
+      else if (scaled(r))
+        rope_kv_quant_kernel<graph::KvType::Q4_0, true><<<grid, 256, 0, stream>>>(p, base_powers(r));
       else
-        rope_kv_quant_kernel<graph::KvType::Q4_0><<<grid, 256, 0, stream>>>(p, base_powers(r));
+        rope_kv_quant_kernel<graph::KvType::Q4_0, false><<<grid, 256, 0, stream>>>(p, base_powers(r));
       break;
     }
     default: LLM_REQUIRE(false, "unknown KV type " + ::std::to_string(int(p.kv_type)));
