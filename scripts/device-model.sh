@@ -7,6 +7,7 @@ out=${OUT:-/tmp/out}
 mkdir -p "$out"
 [ -e .device ] || ln -sfn "${DEVICE_DIR:-.device-lite}" .device  # env.sh names .device
 source .device/env.sh >/dev/null
+source "$(dirname "${BASH_SOURCE[0]}")/device-libs.sh"  # the HTTP library beside the binaries
 shape=${SHAPE:-llama3-8b} type=${TYPE:-Q4_K_M} vocab=${VOCAB:-bpe}
 model=/tmp/$shape-$type-$vocab.gguf
 make_model() {

@@ -13,6 +13,7 @@ out=${OUT:-/tmp/out}
 mkdir -p "$out"
 [ -e .device ] || ln -sfn "${DEVICE_DIR:-.device-lite}" .device  # env.sh names .device
 source .device/env.sh >/dev/null
+source "$(dirname "${BASH_SOURCE[0]}")/device-libs.sh"  # the HTTP library beside the binaries
 prompts=("Hi" "The quick brown fox jumps over the lazy dog, and then it runs back into the forest again.")
 rows=()
 for m in ${MODELS:-llama3-1b:Q4_0 llama3-1b:Q4_K_M llama3-8b:Q4_0 llama3-8b:Q4_K_M}; do

@@ -11,6 +11,7 @@ set -uo pipefail
 out=${OUT:-/tmp/out}
 mkdir -p "$out"
 [ -f .device/env.sh ] && source .device/env.sh
+source "$(dirname "${BASH_SOURCE[0]}")/device-libs.sh"  # the HTTP library beside the binaries
 bin=${LLM_RUN_BIN:-build-carry/llm-run}
 vocab=.device/tokenizer/ggml-vocab-llama-bpe.gguf
 model=/tmp/llama3-1b-Q4_K_M.gguf

@@ -10,6 +10,7 @@ out=${OUT:-/tmp/out}
 mkdir -p "$out"
 dev=${DEVICE_DIR:-.device}
 [ -f "$dev/env.sh" ] && source "$dev/env.sh" >/dev/null
+source "$(dirname "${BASH_SOURCE[0]}")/device-libs.sh"  # the HTTP library beside the binaries
 bin=${LLM_RUN_BIN:-build-carry/llm-run}
 shape=${SHAPE:-llama3-8b}
 type=${TYPE:-Q4_K_M}

@@ -19,6 +19,7 @@ bin=${BIN:-build-perf-carry}
 steps=" ${STEPS:-tests lab bench profile} "
 [ -e .device ] || ln -sfn .device-lite .device  # env.sh names .device
 source .device/env.sh >/dev/null
+source "$(dirname "${BASH_SOURCE[0]}")/device-libs.sh"  # the HTTP library beside the binaries
 summary=()
 has() { [[ $steps == *" $1 "* ]]; }
 result() { grep -E '^\[  PASSED|^\[  FAILED  \] [0-9]+' "$1" | tr '\n' ' '; }
