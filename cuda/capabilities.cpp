@@ -37,8 +37,12 @@ std::string node_refusal(const graph::Node& n) {
     case graph::Op::Scale:
     case graph::Op::Softcap:
     case graph::Op::Slice: return "";
-    case graph::Op::Attention:  // the kernels attend to every slot up to the query's position
-      return std::get<graph::AttentionParams>(n.params).window == 0 ? "" : "sliding-window attention";
+    case graph::Op::Attention: {  // sliding windows: the tensor-core kernels' shapes alone mask them
+      const auto& a = std::get<graph::AttentionParams>(n.params);
+      return a.window == 0 || kv_quant_supported(a.n_head, a.n_head_kv, a.head_dim, a.head_dim_v)
+                 ? ""
+                 : "sliding-window attention of this head shape";
+    }
   }
   return std::string("op ") + std::to_string(int(n.op));
 }

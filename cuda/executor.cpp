@@ -344,9 +344,6 @@ void Executor::lower_rope(const Node& n) {
 
 void Executor::lower_attention(const Node& n) {
   const auto& ap = ::std::get<graph::AttentionParams>(n.params);
-  if (ap.window > 0)  // the kernels attend to every slot up to the query's position
-    throw InvalidArgument(describe(n) + ": sliding-window attention (window " + ::std::to_string(ap.window) +
-                          ") is not supported on CUDA yet");
   if (!kv_) throw InvalidArgument(describe(n) + ": no KV cache");
   const auto& spec = kv_->spec();
   if (!attention_matches_kv(n)) throw InvalidArgument(describe(n) + ": parameters do not match the KV cache");
@@ -361,6 +358,7 @@ void Executor::lower_attention(const Node& n) {
   a.n_head_kv = ap.n_head_kv, a.hd = ap.head_dim, a.hd_v = ap.head_dim_v, a.T = T, a.scale = ap.scale;
   a.max_splits = attention_max_splits(spec.n_ctx, ap.n_head_kv, T, ctx_.sm_count());
   a.kv_type = spec.type, a.k_scales = kv_->k_scales(ap.layer), a.v_scales = kv_->v_scales(ap.layer);
+  a.window = ap.window;
   switch (lowering(n.id)) {
     case Lowering::AttendOnly:  // q rotated and K/V in the cache: the q/k/v launch did both
       if (attends_in_o(n)) {

@@ -371,6 +371,7 @@ Executor::AttentionO Executor::attention_o_of(const Node& att) const {
   if (!opt_.fuse || !kv_ || att.op != Op::Attention || att.shape.rows() != 1) return {};
   const auto& ap = ::std::get<graph::AttentionParams>(att.params);
   if (!attention_o_fits(ap.n_head, ap.n_head_kv, ap.head_dim, ap.head_dim_v)) return {};
+  if (ap.window > 0) return {};  // the launch attends every slot up to the position
   const auto& au = users_.at(size_t(att.id));
   if (au.size() != 1) return {};
   const Node& m = g_.node(au[0]);

@@ -338,6 +338,10 @@ void launch_attention(const AttentionKernelParams& p, cudaStream_t stream) {
   LLM_REQUIRE(p.hd > 0 && p.hd % 2 == 0 && p.hd <= kMaxHd, "head_dim must be even and <= 256");
   LLM_REQUIRE(p.hd_v > 0 && p.hd_v % 2 == 0 && p.hd_v <= kMaxHd, "head_dim_v must be even and <= 256");
   LLM_REQUIRE(p.max_splits > 0 && p.max_splits <= 65535, "max_splits not set (attention_max_splits)");
+  LLM_REQUIRE(p.window >= 0, "negative window");
+  // Sliding windows are masked by the tensor-core kernels alone (the shapes kv_quant_supported names).
+  LLM_REQUIRE(p.window == 0 || attention_prefill_applies(p) || attention_split_tc_applies(p),
+              "sliding-window attention needs head_dim 64 or 128 and 1, 2, 4 or 8 query heads per KV head");
   if (graph::kv_quantized(p.kv_type)) {  // the tensor-core kernels alone read quantized tiles
     const ::std::string name = graph::kv_type_name(p.kv_type);
     LLM_REQUIRE(kv_quant_supported(p.n_head, p.n_head_kv, p.hd, p.hd_v),

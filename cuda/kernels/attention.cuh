@@ -52,6 +52,8 @@ struct AttentionKernelParams {
   float scale = 1.0f;
   int32_t max_splits = 0;            // splits per (head, token) at most (attention_max_splits); the split length
                                      // is chosen on the device from each token's position, so capture-safe
+  int32_t window = 0;                // > 0: the query at position p sees only slots (p - window, p] (sliding-window
+                                     // layers); the tensor-core kernels alone implement it, by masking
   graph::KvType kv_type = graph::KvType::F16;
   const uint16_t* k_scales = nullptr;// q8_0, q4_0: as KvWriteParams; else null
   const uint16_t* v_scales = nullptr;

@@ -43,6 +43,9 @@ __global__ void __launch_bounds__(kThreads) attention_prefill_kernel(AttentionKe
   // This thread's rows: r0 = 16 warp + g and r1 = r0 + 8 of the block.
   const int r0 = warp * 16 + g, r1 = r0 + 8;
   const int32_t pos0 = pos_s[r0], pos1 = pos_s[r1];
+  // A sliding-window layer: each row sees only the slots after its position minus the window.
+  const int64_t lo0 = p.window > 0 ? int64_t(pos0) - p.window + 1 : 0;
+  const int64_t lo1 = p.window > 0 ? int64_t(pos1) - p.window + 1 : 0;
   uint32_t qf[HD / 16][4];
   {
     const float* q0 = p.q + ((t0 + r0) * p.n_head + h) * HD;
@@ -155,10 +158,10 @@ __global__ void __launch_bounds__(kThreads) attention_prefill_kernel(AttentionKe
 #pragma unroll
     for (int j = 0; j < kBN / 8; ++j) {
       const int64_t a = n0 + j * 8 + tg * 2;
-      if (a > pos0) s[j][0] = -INFINITY;
-      if (a + 1 > pos0) s[j][1] = -INFINITY;
-      if (a > pos1) s[j][2] = -INFINITY;
-      if (a + 1 > pos1) s[j][3] = -INFINITY;
+      if (a > pos0 || a < lo0) s[j][0] = -INFINITY;
+      if (a + 1 > pos0 || a + 1 < lo0) s[j][1] = -INFINITY;
+      if (a > pos1 || a < lo1) s[j][2] = -INFINITY;
+      if (a + 1 > pos1 || a + 1 < lo1) s[j][3] = -INFINITY;
       mx0 = fmaxf(mx0, fmaxf(s[j][0], s[j][1]));
       mx1 = fmaxf(mx1, fmaxf(s[j][2], s[j][3]));
     }

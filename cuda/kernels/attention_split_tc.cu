@@ -81,25 +81,27 @@ __device__ __forceinline__ void load_q(const AttentionKernelParams& p, int64_t t
   }
 }
 
-// A warp's 16 slots [w0, w0 + 16) of a tile (w0 < end; slots from end on are masked), their scores S = Q K^T
+// A warp's 16 slots [w0, w0 + 16) of a tile (w0 < end, w0 + 16 > start; slots from end on and before start, the
+// sliding window's first slot, are masked), their scores S = Q K^T
 // given (s[j]: slots w0 + 8 j.., rows g as C fragments): the online softmax of row g (running max m, this thread's
 // part of the sum l), O += P V. vs points at the warp's first slot in a row-major [slot][dim] f16 tile of stride ld
 // halves.
 template <int HD>
 __device__ __forceinline__ void softmax_pv_16slots(float (&s)[2][4], const uint16_t* vs, int ld, int64_t w0,
-                                                   int64_t end, int lane, float& m, float& l, float (&o)[HD / 8][4]) {
+                                                   int64_t start, int64_t end, int lane, float& m, float& l,
+                                                   float (&o)[HD / 8][4]) {
   const int tg = lane & 3;
   float mx = -INFINITY;
 #pragma unroll
   for (int j = 0; j < 2; ++j) {
     const int64_t a = w0 + j * 8 + tg * 2;
-    if (a >= end) s[j][0] = -INFINITY;
-    if (a + 1 >= end) s[j][1] = -INFINITY;
+    if (a >= end || a < start) s[j][0] = -INFINITY;
+    if (a + 1 >= end || a + 1 < start) s[j][1] = -INFINITY;
     mx = fmaxf(mx, fmaxf(s[j][0], s[j][1]));
   }
   mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
   mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-  const float mn = fmaxf(m, mx);  // finite: slot w0 < end is valid for every row
+  const float mn = fmaxf(m, mx);  // finite: some slot of [w0, w0 + 16) lies in [start, end) for every row
   const float c = exp2f((m - mn) * kLog2e);
   m = mn;
   float sum = 0.0f;
@@ -118,15 +120,15 @@ __device__ __forceinline__ void softmax_pv_16slots(float (&s)[2][4], const uint1
 // The same with K from a row-major [slot][dim] f16 tile too (ks, of stride ld halves).
 template <int HD>
 __device__ __forceinline__ void attend_16slots(const uint32_t (&qf)[HD / 16][4], const uint16_t* ks,
-                                               const uint16_t* vs, int ld, int64_t w0, int64_t end, int lane,
-                                               float& m, float& l, float (&o)[HD / 8][4]) {
+                                               const uint16_t* vs, int ld, int64_t w0, int64_t start, int64_t end,
+                                               int lane, float& m, float& l, float (&o)[HD / 8][4]) {
   float s[2][4];
 #pragma unroll
   for (int j = 0; j < 2; ++j) {
     s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
     mma::qk_8slots<HD>(s[j], qf, ks + j * 8 * ld, ld, lane);
   }
-  softmax_pv_16slots<HD>(s, vs, ld, w0, end, lane, m, l, o);
+  softmax_pv_16slots<HD>(s, vs, ld, w0, start, end, lane, m, l, o);
 }
 
 // Block b of a quantized K row as this lane's B registers of the block's two 16-dimension chunks (f[0], f[1]: chunk
@@ -254,6 +256,8 @@ __global__ void __launch_bounds__(kThreads) attention_split_tc_kernel(AttentionK
   // each block its own distant stretch (kernel notes: that held a 16k-context layer at ~1.7 TB/s). A token within
   // its first kSerialTiles tiles has one split and needs no merge.
   const int64_t end = pos + 1, n_tiles = (end + kTile - 1) / kTile;
+  // A sliding-window layer masks the slots before the window (the tiles are still dealt from slot 0).
+  const int64_t start = p.window > 0 ? max(int64_t(0), pos - p.window + 1) : 0;
   const int n_active = active_splits(n_tiles, p.max_splits);
   if (split >= n_active) return;  // the whole block: this split holds no tile
   const int64_t begin = split * kTile, stride = int64_t(n_active) * kTile;
@@ -299,8 +303,8 @@ __global__ void __launch_bounds__(kThreads) attention_split_tc_kernel(AttentionK
     const uint16_t* ks = tiles + stage * 2 * kTile * kLd;
     const uint16_t* vs = ks + kTile * kLd;
     const int64_t w0 = n0 + warp * 16;  // this warp's 16 slots
-    if (w0 < end)  // warp-uniform: a warp past the split idles this tile
-      attend_16slots<HD>(qf, ks + warp * 16 * kLd, vs + warp * 16 * kLd, kLd, w0, end, lane, m, l, o);
+    if (w0 < end && w0 + 16 > start)  // warp-uniform: a warp past the split or before the window idles this tile
+      attend_16slots<HD>(qf, ks + warp * 16 * kLd, vs + warp * 16 * kLd, kLd, w0, start, end, lane, m, l, o);
     __syncthreads();  // this stage is read before the next iteration refills it
   }
   // The loop's last barrier freed the tiles: they hold the warps' outputs [warp][G][HD] for the merge.
@@ -320,6 +324,7 @@ __global__ void __launch_bounds__(kThreads) attention_split_tc_quant_kernel(Atte
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, tg = lane & 3;
   const int64_t pos = p.positions[t];
   const int64_t end = pos + 1, n_tiles = (end + kTile - 1) / kTile;  // tiles dealt as in the f16 kernel
+  const int64_t start = p.window > 0 ? max(int64_t(0), pos - p.window + 1) : 0;  // as in the f16 kernel
   const int n_active = active_splits(n_tiles, p.max_splits);
   if (split >= n_active) return;
   const int64_t begin = split * kTile, stride = int64_t(n_active) * kTile;
@@ -407,7 +412,7 @@ __global__ void __launch_bounds__(kThreads) attention_split_tc_quant_kernel(Atte
     issue(w0 + (S - 1) * stride, stage == 0 ? S - 1 : stage - 1);
     cp_async_wait<S - 1>();
     __syncwarp();  // every lane's copies of this stage have landed and are visible to the warp
-    if (w0 < end) {  // warp-uniform: a warp past the split idles this tile
+    if (w0 < end && w0 + 16 > start) {  // warp-uniform: a warp past the split or before the window idles this tile
       convert(stage);
       __syncwarp();
       float scores[2][4];
@@ -417,7 +422,7 @@ __global__ void __launch_bounds__(kThreads) attention_split_tc_quant_kernel(Atte
         qk_8slots_quant<HD, KV>(scores[j], qf, ring + (stage * 2 * 16 + j * 8) * kRowBytes,
                                 scales + (stage * 2 * 16 + j * 8) * kBlocks, lane);
       }
-      softmax_pv_16slots<HD>(scores, vh, kLd, w0, end, lane, m, l, o);
+      softmax_pv_16slots<HD>(scores, vh, kLd, w0, start, end, lane, m, l, o);
     }
     __syncwarp();  // the lanes are done with this stage and with vh before they are refilled
   }

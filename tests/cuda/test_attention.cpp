@@ -19,6 +19,7 @@ struct Case {
   int64_t nh, nkv, hd, n_ctx, prefix, T;
   int32_t max_splits;  // 0: attention_max_splits's choice
   KvType kv = KvType::F16;
+  int32_t window = 0;  // > 0: a sliding-window layer (the query at p sees slots p - window + 1 .. p)
 };
 
 double h16(float f) { return quant::f16_to_f32(quant::f32_to_f16(f)); }
@@ -74,7 +75,8 @@ void run_case(const Case& c, std::mt19937& rng) {
                            std::to_string(c.nh) +
                            " nkv=" + std::to_string(c.nkv) + " hd=" + std::to_string(hd) +
                            " ctx=" + std::to_string(c.n_ctx) + " prefix=" + std::to_string(c.prefix) +
-                           " T=" + std::to_string(c.T) + " max_splits=" + std::to_string(c.max_splits);
+                           " T=" + std::to_string(c.T) + " max_splits=" + std::to_string(c.max_splits) +
+                           (c.window ? " window=" + std::to_string(c.window) : "");
   const int64_t total = c.prefix + c.T;  // tokens in the cache after both writes
   const auto k = random_floats(rng, hd * c.nkv * total, -2, 2);
   const auto v = random_floats(rng, hdv * c.nkv * total);
@@ -109,7 +111,7 @@ void run_case(const Case& c, std::mt19937& rng) {
   p.q = dq.as<float>(), p.positions = dp.as<int32_t>() + c.prefix, p.k_cache = cache.k.get();
   p.v_cache = cache.v.get(), p.out = out.as<float>(), p.partial = partial.as<float>();
   p.n_ctx = c.n_ctx, p.n_head = c.nh, p.n_head_kv = c.nkv, p.hd = hd, p.hd_v = hdv, p.T = c.T, p.scale = scale;
-  p.max_splits = splits;
+  p.max_splits = splits, p.window = c.window;
   p.kv_type = c.kv, p.k_scales = cache.k_scales.as<uint16_t>(), p.v_scales = cache.v_scales.as<uint16_t>();
   // Twice, the output poisoned in between: the second launch must find the split counters back at zero.
   cuda::launch_attention(p, nullptr);
@@ -136,9 +138,10 @@ void run_case(const Case& c, std::mt19937& rng) {
   for (int64_t t = 0; t < c.T; ++t)
     for (int64_t h = 0; h < c.nh; ++h) {
       const int64_t kvh = h / group, last = c.prefix + t;
-      std::vector<double> s(last + 1);
+      const int64_t first = c.window ? std::max<int64_t>(0, last - c.window + 1) : 0;  // the window's first slot
+      std::vector<double> s(last + 1, -1e300);
       double mx = -1e300, sum = 0;
-      for (int64_t j = 0; j <= last; ++j) {
+      for (int64_t j = first; j <= last; ++j) {
         double d = 0;
         for (int64_t e = 0; e < hd; ++e) {
           const float qe = q[(t * c.nh + h) * hd + e];
@@ -148,10 +151,10 @@ void run_case(const Case& c, std::mt19937& rng) {
         }
         s[j] = d, mx = std::max(mx, s[j]);
       }
-      for (auto& x : s) x = std::exp(x - mx), sum += x;
+      for (int64_t j = first; j <= last; ++j) s[j] = std::exp(s[j] - mx), sum += s[j];
       for (int64_t e = 0; e < hdv; ++e) {
         double a = 0;
-        for (int64_t j = 0; j <= last; ++j) a += s[j] * h16(v_held[(j * c.nkv + kvh) * hdv + e]);
+        for (int64_t j = first; j <= last; ++j) a += s[j] * h16(v_held[(j * c.nkv + kvh) * hdv + e]);
         ref[(t * c.nh + h) * hdv + e] = a / sum;
       }
     }
@@ -207,6 +210,25 @@ TEST(AttentionKernels, MatchesReference) {
       {32, 8, 128, 1000, 256, 1, 0},   // 5 tiles: the first position that splits again
   };
   for (const auto& c : cases) run_case(c, rng);
+}
+
+// Sliding-window layers (gemma3's local layers): the tensor-core kernels mask the slots before p - window + 1, in
+// decode (one and a few tokens; windows inside one warp's 16 slots, across tiles and splits, longer than the
+// context) and in prefill (rows whose windows start at different slots), for every cache type.
+TEST(AttentionKernels, SlidingWindowMatchesReference) {
+  REQUIRE_GPU();
+  std::mt19937 rng(15);
+  for (const KvType kv : {KvType::F16, KvType::Q8_0, KvType::Q4_0}) {
+    const Case cases[] = {
+        {8, 2, 64, 600, 300, 1, 0, kv, 8},       // decode: the window inside one warp's slots
+        {8, 1, 128, 2000, 1500, 1, 0, kv, 100},  // across tiles, splits wholly before the window
+        {4, 4, 64, 1001, 900, 3, 100, kv, 512},  // forced one-tile splits, a window of many tiles
+        {16, 4, 128, 300, 20, 5, 0, kv, 1024},   // a window longer than the context: no slot masked
+        {8, 2, 128, 600, 0, 200, 0, kv, 8},      // prefill from empty
+        {4, 4, 64, 1001, 300, 100, 0, kv, 64},   // prefill after a prefix
+    };
+    for (const auto& c : cases) run_case(c, rng);
+  }
 }
 
 TEST(AttentionKernels, RejectsBadParams) {

@@ -23,18 +23,36 @@ TEST(CudaCapabilities, EverySupportedArchitectureLowers) {
   }
 }
 
-// gemma3's local layers attend through a sliding window, which the attention kernels do not implement yet; phi3 (Slice
-// nodes of its fused products, LongRoPE's attention factor) lowers.
-TEST(CudaCapabilities, ModelsWithoutKernelsAreRefusedByName) {
+// gemma3 (sliding-window layers of a tensor-core head shape, GeGLU, scale, softcap) and phi3 (Slice nodes of its
+// fused products, LongRoPE's attention factor) lower; a sliding window of a head shape only the per-head kernels
+// serve is refused by name.
+TEST(CudaCapabilities, NewArchitecturesLowerAndOtherWindowsAreRefused) {
   REQUIRE_ASSET(gemma, "models/synth-gemma3-Q8_0.gguf");
   REQUIRE_ASSET(phi, "models/synth-phi3-Q8_0.gguf");
   const auto refusal = [](const std::string& path) {
     const auto m = model::Model::load(path);
     return cuda::graph_refusal(model::build_graph(m->config(), m->weights(), 1, false, 64));
   };
-  // The first node in graph order that has no lowering is named.
-  EXPECT_EQ(refusal(gemma), "sliding-window attention (node 'blk.0.attn_kqv')");
+  EXPECT_EQ(refusal(gemma), "");
   EXPECT_EQ(refusal(phi), "");
+  // One attention of 6 heads of 32 over 2 KV heads (groups of 3: no tensor-core kernel) with a window of 8.
+  graph::Graph g;
+  const graph::NodeId pos = g.input("pos", graph::InputParams::Kind::Positions, 1);
+  graph::WeightParams wp;
+  wp.type = quant::Type::F32;
+  const graph::NodeId q = g.weight("q", wp, graph::Shape{{32, 6, 1, 1}});
+  const graph::NodeId k = g.weight("k", wp, graph::Shape{{32, 2, 1, 1}});
+  const graph::NodeId v = g.weight("v", wp, graph::Shape{{32, 2, 1, 1}});
+  graph::AttentionParams ap;
+  ap.n_head = 6, ap.n_head_kv = 2, ap.head_dim = ap.head_dim_v = 32, ap.scale = 0.125f, ap.window = 8;
+  g.attention("blk.0.attn", q, k, v, pos, ap);
+  EXPECT_EQ(cuda::graph_refusal(g), "sliding-window attention of this head shape (node 'blk.0.attn')");
+  ap.window = 0;
+  graph::Graph plain;
+  plain.attention("blk.0.attn", plain.weight("q", wp, graph::Shape{{32, 6, 1, 1}}),
+                  plain.weight("k", wp, graph::Shape{{32, 2, 1, 1}}), plain.weight("v", wp, graph::Shape{{32, 2, 1, 1}}),
+                  plain.input("pos", graph::InputParams::Kind::Positions, 1), ap);
+  EXPECT_EQ(cuda::graph_refusal(plain), "");  // the per-head kernels serve it without a window
 }
 
 TEST(CudaCapabilities, QuantizedCachesNeedTheTensorCoreHeadShapes) {

@@ -42,7 +42,8 @@ const ModelCase kModels[] = {
     {"synth-llama-tok512-Q4_0", 3e-2},    {"synth-llama-tok512-Q3_K_M", 3e-2}, {"synth-llama-tok512-Q2_K", 3e-2},
     {"synth-llama-spm-Q4_K_M", 3e-2},     {"synth-llama-bpe-Q4_K_M", 3e-2},   {"synth-qwen2-Q4_K_M", 3e-2},
     {"synth-qwen3-Q4_K_M", 3e-2},         {"synth-phi3-F16", 9e-4},            {"synth-phi3-Q8_0", 3e-2},
-    {"synth-phi3-Q4_K_M", 3e-2},
+    {"synth-phi3-Q4_K_M", 3e-2},          {"synth-gemma3-F16", 1.5e-3},        {"synth-gemma3-Q8_0", 6e-2},
+    {"synth-gemma3-Q4_K_M", 6e-2},
 };
 
 double rel_rms(std::span<const float> a, std::span<const float> ref) {
