@@ -310,27 +310,21 @@ NodeId Graph::silu(std::string name, NodeId a) {
   return append(make(std::move(name), Op::Silu, {a}, an.shape, DType::F32));
 }
 
-NodeId Graph::swiglu(std::string name, NodeId gate, NodeId up) {
-  Check c(nodes_, name, Op::SwiGlu);
+// A gated unit (SwiGlu, GeGlu): gate and up of the same element count.
+NodeId Graph::glu(std::string name, Op op, NodeId gate, NodeId up) {
+  Check c(nodes_, name, op);
   const Node& gn = c.in(gate, "gate");
   const Node& un = c.in(up, "up");
   c.is_float(gn, "gate");
   c.is_float(un, "up");
   c.require(gn.shape.elements() == un.shape.elements(),
             "gate " + Check::describe(gn) + " and up " + Check::describe(un) + " differ in element count");
-  return append(make(std::move(name), Op::SwiGlu, {gate, up}, gn.shape, DType::F32));
+  return append(make(std::move(name), op, {gate, up}, gn.shape, DType::F32));
 }
 
-NodeId Graph::geglu(std::string name, NodeId gate, NodeId up) {
-  Check c(nodes_, name, Op::GeGlu);
-  const Node& gn = c.in(gate, "gate");
-  const Node& un = c.in(up, "up");
-  c.is_float(gn, "gate");
-  c.is_float(un, "up");
-  c.require(gn.shape.elements() == un.shape.elements(),
-            "gate " + Check::describe(gn) + " and up " + Check::describe(un) + " differ in element count");
-  return append(make(std::move(name), Op::GeGlu, {gate, up}, gn.shape, DType::F32));
-}
+NodeId Graph::swiglu(std::string name, NodeId gate, NodeId up) { return glu(std::move(name), Op::SwiGlu, gate, up); }
+
+NodeId Graph::geglu(std::string name, NodeId gate, NodeId up) { return glu(std::move(name), Op::GeGlu, gate, up); }
 
 NodeId Graph::scale(std::string name, NodeId a, float s) {
   Check c(nodes_, name, Op::Scale);

@@ -210,6 +210,7 @@ class Graph {
 
  private:
   NodeId append(Node n);
+  NodeId glu(std::string name, Op op, NodeId gate, NodeId up);  // swiglu, geglu
   std::vector<Node> nodes_;
   std::vector<NodeId> outputs_;
 };
