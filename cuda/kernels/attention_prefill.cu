@@ -9,6 +9,7 @@
 // and its scale per item, 32 halves (q - 8) x scale; the rest unchanged.
 #include "cuda/kernels/attention_prefill.cuh"
 
+#include <cstdint>
 #include <type_traits>
 
 #include "cuda/check.h"
@@ -80,7 +81,15 @@ __global__ void __launch_bounds__(kThreads) attention_prefill_kernel(AttentionKe
   const uint16_t* kscale = kQ8 || kQ4 ? p.k_scales + kvh * p.n_ctx * (HD / 32) : nullptr;
   const uint16_t* vscale = kQ8 || kQ4 ? p.v_scales + kvh * p.n_ctx * (HD / 32) : nullptr;
 
-  for (int64_t n0 = 0; n0 <= last; n0 += kBN) {
+  // A sliding-window layer starts at the tile of the earliest window start among the block's rows.
+  int64_t first = 0;
+  if (p.window > 0) {
+    int64_t lo = INT64_MAX;
+    for (int i = 0; i < kBM; ++i)
+      if (pos_s[i] >= 0) lo = min(lo, int64_t(pos_s[i]) - p.window + 1);
+    first = lo == INT64_MAX ? 0 : max(int64_t(0), lo) / kBN * kBN;
+  }
+  for (int64_t n0 = first; n0 <= last; n0 += kBN) {
     __syncthreads();  // the previous tile is consumed
     if constexpr (kQ8 || kQ4) {
       // Items of 16 quant bytes (one 16-byte load, one scale): half a q8_0 block (16 values) or a whole q4_0 block

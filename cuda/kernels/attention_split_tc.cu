@@ -255,12 +255,13 @@ __global__ void __launch_bounds__(kThreads) attention_split_tc_kernel(AttentionK
   // at any moment the blocks of a step stream neighbouring tiles, one front moving through the cache, instead of
   // each block its own distant stretch (kernel notes: that held a 16k-context layer at ~1.7 TB/s). A token within
   // its first kSerialTiles tiles has one split and needs no merge.
-  const int64_t end = pos + 1, n_tiles = (end + kTile - 1) / kTile;
-  // A sliding-window layer masks the slots before the window (the tiles are still dealt from slot 0).
-  const int64_t start = p.window > 0 ? max(int64_t(0), pos - p.window + 1) : 0;
+  // A sliding-window layer reads the tiles from the one holding its window's first slot, and masks the slots before
+  // that slot in it: a local layer costs its window, not the context.
+  const int64_t end = pos + 1, start = p.window > 0 ? max(int64_t(0), pos - p.window + 1) : 0;
+  const int64_t first = start / kTile * kTile, n_tiles = (end - first + kTile - 1) / kTile;
   const int n_active = active_splits(n_tiles, p.max_splits);
   if (split >= n_active) return;  // the whole block: this split holds no tile
-  const int64_t begin = split * kTile, stride = int64_t(n_active) * kTile;
+  const int64_t begin = first + split * kTile, stride = int64_t(n_active) * kTile;
 
   const uint16_t* kbase = static_cast<const uint16_t*>(p.k_cache) + kvh * p.n_ctx * HD;
   const uint16_t* vbase = static_cast<const uint16_t*>(p.v_cache) + kvh * p.n_ctx * HD;
@@ -323,11 +324,12 @@ __global__ void __launch_bounds__(kThreads) attention_split_tc_quant_kernel(Atte
   const int64_t kvh = blockIdx.x, t = blockIdx.y, split = blockIdx.z;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, tg = lane & 3;
   const int64_t pos = p.positions[t];
-  const int64_t end = pos + 1, n_tiles = (end + kTile - 1) / kTile;  // tiles dealt as in the f16 kernel
-  const int64_t start = p.window > 0 ? max(int64_t(0), pos - p.window + 1) : 0;  // as in the f16 kernel
+  // Tiles dealt as in the f16 kernel, from the sliding window's first tile.
+  const int64_t end = pos + 1, start = p.window > 0 ? max(int64_t(0), pos - p.window + 1) : 0;
+  const int64_t first = start / kTile * kTile, n_tiles = (end - first + kTile - 1) / kTile;
   const int n_active = active_splits(n_tiles, p.max_splits);
   if (split >= n_active) return;
-  const int64_t begin = split * kTile, stride = int64_t(n_active) * kTile;
+  const int64_t begin = first + split * kTile, stride = int64_t(n_active) * kTile;
 
   uint8_t* const mine = smem + warp * L::kWarpBytes;
   int8_t* const ring = reinterpret_cast<int8_t*>(mine);

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# gemma3 and phi3-family shapes beside llama.cpp on the same files, in one device call (issue 28's benchmarks): starts
+# llama.cpp's build detached first (.device/llama-cpp-build.sh, ../shared/anchors/README.md), makes the models with
+# `llm-run synth` (random weights of the real shapes, the preset's tensor types; the llama-bpe vocabulary), benches
+# llm-run, then llama-bench on the same files once its build is done. Results under $OUT, the table last.
+#   here:  scripts/pack-carry.sh; ../shared/device/prepare.sh --llama-cpp tokenizer/ggml-vocab-llama-bpe.gguf
+#   there: SHAPES="gemma3-12b:Q4_K_M phi4:Q4_K_M" DEPTHS=0,16384 scripts/gpu-arch-bench.sh   (carry .device, .device-bin)
+set -uo pipefail
+out=${OUT:-/tmp/out}
+mkdir -p "$out" /tmp/bin
+[ -x /tmp/bin/llm-run ] || tar xJf .device-bin/bins.tar.xz -C /tmp/bin
+source .device/env.sh >/dev/null
+source "$(dirname "${BASH_SOURCE[0]}")/device-libs.sh"
+WAIT=0 .device/llama-cpp-build.sh >/dev/null 2>&1  # detached: it builds while the models are made
+vocab=.device/tokenizer/ggml-vocab-llama-bpe.gguf
+args="-p 512 -n 128 -r 3"
+table=()
+for st in ${SHAPES:-gemma3-12b:Q4_K_M phi4:Q4_K_M}; do
+  shape=${st%%:*} type=${st##*:} model=/tmp/$shape-$type.gguf
+  [ -f "$model" ] || /tmp/bin/llm-run synth --shape "$shape" --type "$type" --vocab "$vocab" -o "$model" \
+    >>"$out/synth.log" 2>&1 || { table+=("$shape $type: synth failed (synth.log)"); continue; }
+  /tmp/bin/llm-run bench -m "$model" --device cuda $args -d "${DEPTHS:-0}" -o md >"$out/llm-run-$shape.md" 2>&1
+  table+=("llm-run $shape $type: $(grep -E '^\| .*(pp|tg)[0-9]' "$out/llm-run-$shape.md" | awk -F'|' '{print $6 $7}' | tr -s ' ' | tr '\n' ';')")
+done
+WAIT=${LLAMA_WAIT:-300} .device/llama-cpp-build.sh | tee "$out/llama-build.txt"
+lb=/tmp/llama.cpp/build/bin/llama-bench
+for st in ${SHAPES:-gemma3-12b:Q4_K_M phi4:Q4_K_M}; do
+  shape=${st%%:*} type=${st##*:} model=/tmp/$shape-$type.gguf
+  [ -x "$lb" ] && [ -f "$model" ] || continue
+  "$lb" -m "$model" -ngl 99 -fa 1 $args -d "${DEPTHS:-0}" -o md >"$out/llama-$shape.md" 2>&1
+  table+=("llama.cpp $shape $type: $(grep -E '^\| .*(pp|tg)[0-9]' "$out/llama-$shape.md" | awk -F'|' '{print $(NF-2) $(NF-1)}' | tr -s ' ' | tr '\n' ';')")
+done
+echo
+printf '%s\n' "${table[@]}" | tee "$out/table.txt"
