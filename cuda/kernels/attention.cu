@@ -104,6 +104,9 @@ __global__ void __launch_bounds__(kWarps * 32) attention_gqa_kernel(AttentionKer
   if (begin > pos) return;  // the whole block: this split holds no slot
   const int64_t end = min(begin + len, pos + 1);
   const int64_t hd = 32 * D;
+  // A sliding-window layer reads only its window: a split wholly before it writes an empty partial state (m = -inf),
+  // which the merge weighs as nothing.
+  const int64_t from = p.window > 0 ? max(begin, pos - p.window + 1) : begin;
 
   float q[G][D];
 #pragma unroll
@@ -121,7 +124,7 @@ __global__ void __launch_bounds__(kWarps * 32) attention_gqa_kernel(AttentionKer
 #pragma unroll
     for (int d = 0; d < D; ++d) acc[g][d] = 0.0f;
   }
-  for (int64_t base = begin + warp; base < end; base += kWarps * kUnroll) {
+  for (int64_t base = from + warp; base < end; base += kWarps * kUnroll) {
     Row kr[kUnroll], vr[kUnroll];
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
@@ -339,9 +342,6 @@ void launch_attention(const AttentionKernelParams& p, cudaStream_t stream) {
   LLM_REQUIRE(p.hd_v > 0 && p.hd_v % 2 == 0 && p.hd_v <= kMaxHd, "head_dim_v must be even and <= 256");
   LLM_REQUIRE(p.max_splits > 0 && p.max_splits <= 65535, "max_splits not set (attention_max_splits)");
   LLM_REQUIRE(p.window >= 0, "negative window");
-  // Sliding windows are masked by the tensor-core kernels alone (the shapes kv_quant_supported names).
-  LLM_REQUIRE(p.window == 0 || attention_prefill_applies(p) || attention_split_tc_applies(p),
-              "sliding-window attention needs head_dim 64 or 128 and 1, 2, 4 or 8 query heads per KV head");
   if (graph::kv_quantized(p.kv_type)) {  // the tensor-core kernels alone read quantized tiles
     const ::std::string name = graph::kv_type_name(p.kv_type);
     LLM_REQUIRE(kv_quant_supported(p.n_head, p.n_head_kv, p.hd, p.hd_v),
@@ -371,6 +371,9 @@ void launch_attention(const AttentionKernelParams& p, cudaStream_t stream) {
   // Head_dim 64 and 128 with these groups went to the tensor-core kernel above; the GQA kernel serves 256.
   const bool gqa = p.hd == 256 && p.hd_v == 256 && (G == 1 || G == 2 || G == 4 || G == 8) &&
                    p.max_splits <= kMaxSplitsGqa;
+  // Sliding windows: the tensor-core kernels above and the GQA kernel (head_dim 256: every Gemma 3) implement them.
+  LLM_REQUIRE(p.window == 0 || gqa,
+              "sliding-window attention needs head_dim 64, 128 or 256 and 1, 2, 4 or 8 query heads per KV head");
   if (gqa) {
     const dim3 grid(unsigned(p.n_head_kv), unsigned(p.T), unsigned(p.max_splits));
     switch (G) {

@@ -229,6 +229,14 @@ TEST(AttentionKernels, SlidingWindowMatchesReference) {
     };
     for (const auto& c : cases) run_case(c, rng);
   }
+  // Head_dim 256 (every Gemma 3): the GQA split kernel, decode and batches, splits wholly before the window.
+  const Case gqa256[] = {
+      {4, 2, 256, 3000, 2900, 1, 3, KvType::F16, 1024},  // 3 splits of ~967 slots, the first before the window
+      {8, 4, 256, 2000, 1500, 1, 0, KvType::F16, 100},   // computed splits, most before the window
+      {2, 2, 256, 300, 0, 40, 0, KvType::F16, 8},        // a batch from empty
+      {4, 1, 256, 600, 250, 7, 0, KvType::F16, 300},     // a window longer than some positions' prefixes
+  };
+  for (const auto& c : gqa256) run_case(c, rng);
 }
 
 TEST(AttentionKernels, RejectsBadParams) {

@@ -23,9 +23,9 @@ TEST(CudaCapabilities, EverySupportedArchitectureLowers) {
   }
 }
 
-// gemma3 (sliding-window layers of a tensor-core head shape, GeGLU, scale, softcap) and phi3 (Slice nodes of its
-// fused products, LongRoPE's attention factor) lower; a sliding window of a head shape only the per-head kernels
-// serve is refused by name.
+// gemma3 (sliding-window layers of head_dim 64 here, 256 in the real models; GeGLU, scale, softcap) and phi3 (Slice
+// nodes of its fused products, LongRoPE's attention factor) lower; a sliding window of a head shape only the
+// per-head kernels serve is refused by name.
 TEST(CudaCapabilities, NewArchitecturesLowerAndOtherWindowsAreRefused) {
   REQUIRE_ASSET(gemma, "models/synth-gemma3-Q8_0.gguf");
   REQUIRE_ASSET(phi, "models/synth-phi3-Q8_0.gguf");
@@ -53,6 +53,14 @@ TEST(CudaCapabilities, NewArchitecturesLowerAndOtherWindowsAreRefused) {
                   plain.weight("k", wp, graph::Shape{{32, 2, 1, 1}}), plain.weight("v", wp, graph::Shape{{32, 2, 1, 1}}),
                   plain.input("pos", graph::InputParams::Kind::Positions, 1), ap);
   EXPECT_EQ(cuda::graph_refusal(plain), "");  // the per-head kernels serve it without a window
+  // Gemma 3's real shape (12B: 16 heads of 256 over 8 KV heads): the GQA kernel masks its window.
+  graph::Graph gemma;
+  graph::AttentionParams g12;
+  g12.n_head = 16, g12.n_head_kv = 8, g12.head_dim = g12.head_dim_v = 256, g12.scale = 0.0625f, g12.window = 1024;
+  gemma.attention("blk.0.attn", gemma.weight("q", wp, graph::Shape{{256, 16, 1, 1}}),
+                  gemma.weight("k", wp, graph::Shape{{256, 8, 1, 1}}), gemma.weight("v", wp, graph::Shape{{256, 8, 1, 1}}),
+                  gemma.input("pos", graph::InputParams::Kind::Positions, 1), g12);
+  EXPECT_EQ(cuda::graph_refusal(gemma), "");
 }
 
 TEST(CudaCapabilities, QuantizedCachesNeedTheTensorCoreHeadShapes) {
