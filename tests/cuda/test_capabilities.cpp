@@ -54,13 +54,13 @@ TEST(CudaCapabilities, NewArchitecturesLowerAndOtherWindowsAreRefused) {
                   plain.input("pos", graph::InputParams::Kind::Positions, 1), ap);
   EXPECT_EQ(cuda::graph_refusal(plain), "");  // the per-head kernels serve it without a window
   // Gemma 3's real shape (12B: 16 heads of 256 over 8 KV heads): the GQA kernel masks its window.
-  graph::Graph gemma;
+  graph::Graph g256;
   graph::AttentionParams g12;
   g12.n_head = 16, g12.n_head_kv = 8, g12.head_dim = g12.head_dim_v = 256, g12.scale = 0.0625f, g12.window = 1024;
-  gemma.attention("blk.0.attn", gemma.weight("q", wp, graph::Shape{{256, 16, 1, 1}}),
-                  gemma.weight("k", wp, graph::Shape{{256, 8, 1, 1}}), gemma.weight("v", wp, graph::Shape{{256, 8, 1, 1}}),
-                  gemma.input("pos", graph::InputParams::Kind::Positions, 1), g12);
-  EXPECT_EQ(cuda::graph_refusal(gemma), "");
+  g256.attention("blk.0.attn", g256.weight("q", wp, graph::Shape{{256, 16, 1, 1}}),
+                 g256.weight("k", wp, graph::Shape{{256, 8, 1, 1}}), g256.weight("v", wp, graph::Shape{{256, 8, 1, 1}}),
+                 g256.input("pos", graph::InputParams::Kind::Positions, 1), g12);
+  EXPECT_EQ(cuda::graph_refusal(g256), "");
 }
 
 TEST(CudaCapabilities, QuantizedCachesNeedTheTensorCoreHeadShapes) {
