@@ -25,7 +25,8 @@ constexpr int kThreads = 128;  // four warps
 
 using mma::pack_half2;
 
-template <int HD, graph::KvType KV>
+// kWindow: a sliding-window layer (p.window > 0), its own instance so that the causal-only kernel keeps its mask loop.
+template <int HD, graph::KvType KV, bool kWindow>
 __global__ void __launch_bounds__(kThreads) attention_prefill_kernel(AttentionKernelParams p) {
   constexpr int kLd = HD + 8;  // shared row stride in halves: 16-byte rows, conflict-free fragment reads
   __shared__ __align__(16) uint16_t ks[kBN * kLd];
@@ -45,8 +46,8 @@ __global__ void __launch_bounds__(kThreads) attention_prefill_kernel(AttentionKe
   const int r0 = warp * 16 + g, r1 = r0 + 8;
   const int32_t pos0 = pos_s[r0], pos1 = pos_s[r1];
   // A sliding-window layer: each row sees only the slots after its position minus the window.
-  const int64_t lo0 = p.window > 0 ? int64_t(pos0) - p.window + 1 : 0;
-  const int64_t lo1 = p.window > 0 ? int64_t(pos1) - p.window + 1 : 0;
+  const int64_t lo0 = kWindow ? int64_t(pos0) - p.window + 1 : 0;
+  const int64_t lo1 = kWindow ? int64_t(pos1) - p.window + 1 : 0;
   uint32_t qf[HD / 16][4];
   {
     const float* q0 = p.q + ((t0 + r0) * p.n_head + h) * HD;
@@ -83,7 +84,7 @@ __global__ void __launch_bounds__(kThreads) attention_prefill_kernel(AttentionKe
 
   // A sliding-window layer starts at the tile of the earliest window start among the block's rows.
   int64_t first = 0;
-  if (p.window > 0) {
+  if constexpr (kWindow) {
     int64_t lo = INT64_MAX;
     for (int i = 0; i < kBM; ++i)
       if (pos_s[i] >= 0) lo = min(lo, int64_t(pos_s[i]) - p.window + 1);
@@ -167,10 +168,10 @@ __global__ void __launch_bounds__(kThreads) attention_prefill_kernel(AttentionKe
 #pragma unroll
     for (int j = 0; j < kBN / 8; ++j) {
       const int64_t a = n0 + j * 8 + tg * 2;
-      if (a > pos0 || a < lo0) s[j][0] = -INFINITY;
-      if (a + 1 > pos0 || a + 1 < lo0) s[j][1] = -INFINITY;
-      if (a > pos1 || a < lo1) s[j][2] = -INFINITY;
-      if (a + 1 > pos1 || a + 1 < lo1) s[j][3] = -INFINITY;
+      if (a > pos0 || (kWindow && a < lo0)) s[j][0] = -INFINITY;
+      if (a + 1 > pos0 || (kWindow && a + 1 < lo0)) s[j][1] = -INFINITY;
+      if (a > pos1 || (kWindow && a < lo1)) s[j][2] = -INFINITY;
+      if (a + 1 > pos1 || (kWindow && a + 1 < lo1)) s[j][3] = -INFINITY;
       mx0 = fmaxf(mx0, fmaxf(s[j][0], s[j][1]));
       mx1 = fmaxf(mx1, fmaxf(s[j][2], s[j][3]));
     }
@@ -222,8 +223,11 @@ __global__ void __launch_bounds__(kThreads) attention_prefill_kernel(AttentionKe
 
 template <graph::KvType KV>
 void launch_kv(const AttentionKernelParams& p, dim3 grid, cudaStream_t stream) {
-  if (p.hd == 64) attention_prefill_kernel<64, KV><<<grid, kThreads, 0, stream>>>(p);
-  else attention_prefill_kernel<128, KV><<<grid, kThreads, 0, stream>>>(p);
+  const bool w = p.window > 0;
+  if (p.hd == 64 && w) attention_prefill_kernel<64, KV, true><<<grid, kThreads, 0, stream>>>(p);
+  else if (p.hd == 64) attention_prefill_kernel<64, KV, false><<<grid, kThreads, 0, stream>>>(p);
+  else if (w) attention_prefill_kernel<128, KV, true><<<grid, kThreads, 0, stream>>>(p);
+  else attention_prefill_kernel<128, KV, false><<<grid, kThreads, 0, stream>>>(p);
 }
 
 }  // namespace
