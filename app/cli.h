@@ -37,4 +37,7 @@ void register_serve(CLI::App& root, Action& chosen);
 // UsageError with a hint on how to get a model when none of them exists.
 std::string resolve_model_path(const std::string& flag_value);
 
+// The whole file, byte for byte; UsageError "cannot read <what> file '<path>'" when it cannot be opened.
+std::string read_input_file(const std::string& path, const std::string& what);
+
 }  // namespace app

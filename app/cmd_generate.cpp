@@ -1,9 +1,7 @@
 // The root command, `llm-run -m FILE -p TEXT -n N`: text generation. Its flags live on the root CLI11 app and act
 // when no subcommand is chosen; the loop itself is app/generate.h, shared with chat and bench.
 #include <cstdio>
-#include <fstream>
 #include <memory>
-#include <sstream>
 
 #include "app/cli.h"
 #include "app/interrupt.h"
@@ -22,14 +20,6 @@ struct GenerateFlags {
   bool no_display_prompt = false;
 };
 
-std::string read_text_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw UsageError("cannot read prompt file '" + path + "'");
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 void print_timings(const Loaded& l, const runtime::GenerateResult& r) {
   auto rate = [](double n, double ms) { return ms > 0 ? n * 1000.0 / ms : 0.0; };
   std::fprintf(stderr, "\nllm-run: load       %10.2f ms\n", l.load_ms);
@@ -44,7 +34,7 @@ void print_timings(const Loaded& l, const runtime::GenerateResult& r) {
 }
 
 int run_generate(GenerateFlags f) {
-  if (!f.prompt_file.empty()) f.prompt = read_text_file(f.prompt_file);
+  if (!f.prompt_file.empty()) f.prompt = read_input_file(f.prompt_file, "prompt");
   finalize_sampling(f.sampling);
   runtime::GenerateOptions& gen = f.sampling.gen;
   gen.echo_prompt = !f.no_display_prompt;

@@ -7,9 +7,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <memory>
-#include <sstream>
 
 #include "app/cli.h"
 #include "app/session_flags.h"
@@ -37,10 +35,7 @@ double nll(std::span<const float> row, int32_t target) {
 }
 
 int run_perplexity(PerplexityFlags f) {
-  std::ifstream in(f.file, std::ios::binary);
-  if (!in) throw UsageError("cannot read text file '" + f.file + "'");
-  std::ostringstream text;
-  text << in.rdbuf();
+  const std::string text = read_input_file(f.file, "text");
 
   if (f.kld && f.kld_base.empty()) throw UsageError("--kl-divergence needs --kl-divergence-base FILE (the base run's logits)");
   std::unique_ptr<runtime::kld::Reader> base;
@@ -59,7 +54,7 @@ int run_perplexity(PerplexityFlags f) {
   Loaded l = load_for_run(f.run);
   const int32_t n_ctx = l.session->n_ctx();
   if (n_ctx < 4) throw UsageError("perplexity needs a context (-c) of at least 4 tokens");
-  const std::vector<int32_t> tokens = l.tok.encode(text.str(), /*add_special=*/true, /*parse_special=*/false);
+  const std::vector<int32_t> tokens = l.tok.encode(text, /*add_special=*/true, /*parse_special=*/false);
   int64_t n_chunks = static_cast<int64_t>(tokens.size()) / n_ctx;
   if (n_chunks == 0)
     throw UsageError("the text has " + std::to_string(tokens.size()) + " tokens, fewer than one chunk of " +

@@ -2,12 +2,10 @@
 // the model's BOS/EOS texts bound as templates expect: for people debugging a template, and for tests. Only the
 // model's vocabulary is read (no weights). Nothing but the rendered text goes to stdout.
 #include <cstdio>
-#include <fstream>
 #include <iostream>
 #include <iterator>
 #include <memory>
 #include <optional>
-#include <sstream>
 #include <string>
 
 #include "app/cli.h"
@@ -30,11 +28,7 @@ struct TemplateOptions {
 
 std::string read_input(const std::string& path, const char* flag) {
   if (path == "-") return std::string(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw UsageError(std::string("cannot read ") + flag + " file '" + path + "'");
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
+  return read_input_file(path, flag);
 }
 
 int run_template(const TemplateOptions& o) {

@@ -1,9 +1,7 @@
 // `llm-run tokenize`: how a model's tokenizer splits a text. Prints one "id -> 'vocabulary text'" line per token,
 // or with --ids the list "[id, id, ...]" (handy for scripts and for comparing with other tokenizers).
 #include <cstdio>
-#include <fstream>
 #include <memory>
-#include <sstream>
 #include <string>
 
 #include "app/cli.h"
@@ -27,13 +25,7 @@ struct TokenizeOptions {
 int run_tokenize(const TokenizeOptions& o) {
   if (o.has_prompt == o.has_file) throw UsageError("give the text to tokenize with either -p TEXT or -f FILE");
   std::string text = o.prompt;
-  if (o.has_file) {
-    std::ifstream in(o.file, std::ios::binary);
-    if (!in) throw UsageError("cannot read text file '" + o.file + "'");
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    text = ss.str();
-  }
+  if (o.has_file) text = read_input_file(o.file, "text");
   const std::string path = resolve_model_path(o.model);
   const gguf::File file = gguf::File::open(path);
   const tokenizer::Tokenizer tok = tokenizer::Tokenizer::from_gguf(file);

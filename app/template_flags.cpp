@@ -2,8 +2,6 @@
 #include "app/template_flags.h"
 
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 #include <stdexcept>
 
 #include "app/cli.h"
@@ -27,12 +25,9 @@ chat::ChatTemplate choose_template(const TemplateFlags& f, std::string_view mode
     }
   }
   if (!f.file.empty()) {
-    std::ifstream in(f.file, std::ios::binary);
-    if (!in) throw UsageError("cannot read the chat template file '" + f.file + "'");
-    std::ostringstream text;
-    text << in.rdbuf();
+    const std::string text = read_input_file(f.file, "the chat template");
     try {
-      return chat::ChatTemplate::parse(text.str());
+      return chat::ChatTemplate::parse(text);
     } catch (const chat::TemplateError& e) {
       throw std::runtime_error(f.file + ": " + e.what());
     }

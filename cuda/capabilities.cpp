@@ -37,11 +37,9 @@ std::string node_refusal(const graph::Node& n) {
     case graph::Op::Scale:
     case graph::Op::Softcap:
     case graph::Op::Slice: return "";
-    case graph::Op::Attention: {  // sliding windows: the tensor-core kernels' shapes and the GQA kernel's (hd 256)
+    case graph::Op::Attention: {
       const auto& a = std::get<graph::AttentionParams>(n.params);
-      const int64_t g = a.n_head_kv > 0 && a.n_head % a.n_head_kv == 0 ? a.n_head / a.n_head_kv : 0;
-      const bool gqa256 = a.head_dim == 256 && a.head_dim_v == 256 && (g == 1 || g == 2 || g == 4 || g == 8);
-      return a.window == 0 || gqa256 || kv_quant_supported(a.n_head, a.n_head_kv, a.head_dim, a.head_dim_v)
+      return a.window == 0 || window_supported(a.n_head, a.n_head_kv, a.head_dim, a.head_dim_v)
                  ? ""
                  : "sliding-window attention of this head shape";
     }

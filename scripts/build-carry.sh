@@ -12,11 +12,5 @@ rm -rf build-carry && mkdir -p build-carry
 cp "$build/app/llm-run" build-carry/
 for t in "$@"; do cp "$(find "$build/tests" -name "$t" -type f | head -1)" build-carry/; done
 strip build-carry/* 2>/dev/null || true
-# The HTTP library llm-run links (for serve) and its compression libraries: the GPU machine's image lacks them
-# (scripts/device-libs.sh puts build-carry/lib on the library path there).
-mkdir -p build-carry/lib
-for lib in libcpp-httplib.so.0.11 libbrotlicommon.so.1 libbrotlidec.so.1 libbrotlienc.so.1; do
-  src=$(ldconfig -p | awk -v l="$lib" '$1==l {print $NF; exit}')
-  [ -n "$src" ] && cp -L "$src" build-carry/lib/
-done
+scripts/carry-libs.sh build-carry/lib  # what the GPU machine lacks (scripts/device-libs.sh)
 du -sh build-carry

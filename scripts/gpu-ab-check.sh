@@ -7,8 +7,7 @@
 set -uo pipefail
 out=${OUT:-/tmp/out}
 mkdir -p "$out" /tmp/bin
-tar xJf .device-bin/bins.tar.xz -C /tmp/bin
-export LD_LIBRARY_PATH=/tmp/bin/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}  # the HTTP library (scripts/pack-carry.sh)
+tar xJf .device-bin/bins.tar.xz -C /tmp/bin  # lib/ too: the scripts below put it on the library path (device-libs.sh)
 OUT=$out BIN=/tmp/bin STEPS=tests scripts/gpu-speed-check.sh 2>&1 | tail -4 | tee "$out/tests-summary.txt"
 for sv in ${AB_SHAPES:-llama2-7b:Q4_0:spm}; do
   IFS=: read -r shape type vocab <<<"$sv"

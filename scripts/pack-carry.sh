@@ -4,7 +4,7 @@
 # binaries share most of their bytes (the kernels of libllm_cuda), which xz -9 stores once: four binaries and a base
 # take ~8 MiB instead of ~80, inside the 64 MiB the device tool carries.
 #   scripts/pack-carry.sh [BASE_LLM_RUN]     (BUILD_DIR: the build to take them from, default build)
-#   there: mkdir -p /tmp/bin && tar xJf .device-bin/bins.tar.xz -C /tmp/bin && export LD_LIBRARY_PATH=/tmp/bin/lib:...
+#   there: mkdir -p /tmp/bin && tar xJf .device-bin/bins.tar.xz -C /tmp/bin (lib/: scripts/device-libs.sh)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD_DIR:-$root/build}
@@ -15,13 +15,7 @@ cp "$build/app/llm-run" "$build/tests/cuda/cuda_kernels_test" "$build/tests/runt
   "$build/tests/runtime/test_runtime" "$stage/"
 [ $# -ge 1 ] && cp "$1" "$stage/llm-run-base"
 strip "$stage"/*
-# The server's HTTP library and its compression libraries, which the GPU machine's image lacks (lib/, on the
-# library path of scripts/gpu-ab-check.sh).
-mkdir -p "$stage/lib"
-for lib in libcpp-httplib.so.0.11 libbrotlicommon.so.1 libbrotlidec.so.1 libbrotlienc.so.1; do
-  src=$(ldconfig -p | awk -v l="$lib" '$1==l {print $NF; exit}')
-  if [ -n "$src" ]; then cp -L "$src" "$stage/lib/"; else echo "warning: $lib not found here" >&2; fi
-done
+"$root/scripts/carry-libs.sh" "$stage/lib"  # /tmp/bin/lib there (scripts/device-libs.sh)
 mkdir -p "$root/.device-bin"
 tar cf - -C "$stage" . | xz -9e -T1 >"$root/.device-bin/bins.tar.xz"
 du -sh "$root/.device-bin/bins.tar.xz"

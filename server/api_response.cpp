@@ -8,14 +8,12 @@
 namespace server {
 namespace {
 
-std::string quote(std::string_view s) { return json_string(s); }
-
 std::string head_json(const ResponseHead& h, const char* object) {
-  return "\"id\":" + quote(h.id) + ",\"object\":\"" + object + "\",\"created\":" + std::to_string(h.created) +
-         ",\"model\":" + quote(h.model);
+  return "\"id\":" + json_string(h.id) + ",\"object\":\"" + object + "\",\"created\":" + std::to_string(h.created) +
+         ",\"model\":" + json_string(h.model);
 }
 
-std::string nullable(const std::string& s) { return s.empty() ? "null" : quote(s); }
+std::string nullable(const std::string& s) { return s.empty() ? "null" : json_string(s); }
 
 // "{" and the head, appended rather than `"{" + std::string&&`, which GCC 12 warns about falsely (-Wrestrict).
 std::string object_with_head(const ResponseHead& h, const char* object) {
@@ -29,7 +27,7 @@ std::string object_with_head(const ResponseHead& h, const char* object) {
 std::string json_string(std::string_view s) { return chat::json_quote(tokenizer::utf8::sanitize(s)); }
 
 std::string error_body(const ApiError& e) {
-  return "{\"error\":{\"message\":" + quote(e.what()) + ",\"type\":" + quote(e.type()) +
+  return "{\"error\":{\"message\":" + json_string(e.what()) + ",\"type\":" + json_string(e.type()) +
          ",\"param\":" + nullable(e.param()) + ",\"code\":" + nullable(e.code()) + "}}";
 }
 
@@ -53,10 +51,10 @@ std::string completion_json(const ResponseHead& h, std::string_view text, runtim
                             const runtime::Usage& usage) {
   std::string choice;
   if (h.route == Route::Chat) {
-    choice = "{\"index\":0,\"message\":{\"role\":\"assistant\",\"content\":" + quote(text) +
+    choice = "{\"index\":0,\"message\":{\"role\":\"assistant\",\"content\":" + json_string(text) +
              "},\"logprobs\":null,\"finish_reason\":" + finish_reason_json(finish) + "}";
   } else {
-    choice = "{\"index\":0,\"text\":" + quote(text) + ",\"logprobs\":null,\"finish_reason\":" +
+    choice = "{\"index\":0,\"text\":" + json_string(text) + ",\"logprobs\":null,\"finish_reason\":" +
              finish_reason_json(finish) + "}";
   }
   const char* object = h.route == Route::Chat ? "chat.completion" : "text_completion";
@@ -70,11 +68,11 @@ std::string chunk_json(const ResponseHead& h, std::string_view text, bool first_
     std::string delta;
     if (first_chunk) delta = "\"role\":\"assistant\",";
     // The closing chunk (a finish reason, no text) has an empty delta, as OpenAI sends it.
-    delta = finish.empty() || !text.empty() || first_chunk ? delta + "\"content\":" + quote(text) : "";
+    delta = finish.empty() || !text.empty() || first_chunk ? delta + "\"content\":" + json_string(text) : "";
     choice = "{\"index\":0,\"delta\":{" + delta + "},\"logprobs\":null,\"finish_reason\":" + fin + "}";
     return object_with_head(h, "chat.completion.chunk") + ",\"choices\":[" + choice + "]}";
   }
-  choice = "{\"index\":0,\"text\":" + quote(text) + ",\"logprobs\":null,\"finish_reason\":" + fin + "}";
+  choice = "{\"index\":0,\"text\":" + json_string(text) + ",\"logprobs\":null,\"finish_reason\":" + fin + "}";
   return object_with_head(h, "text_completion") + ",\"choices\":[" + choice + "]}";
 }
 
@@ -86,7 +84,7 @@ std::string usage_chunk_json(const ResponseHead& h, const runtime::Usage& usage)
 std::string sse_event(std::string_view json) { return "data: " + std::string(json) + "\n\n"; }
 
 std::string models_json(const std::string& model_id, int64_t created, int32_t n_ctx) {
-  return "{\"object\":\"list\",\"data\":[{\"id\":" + quote(model_id) + ",\"object\":\"model\",\"created\":" +
+  return "{\"object\":\"list\",\"data\":[{\"id\":" + json_string(model_id) + ",\"object\":\"model\",\"created\":" +
          std::to_string(created) + ",\"owned_by\":\"llm-run\",\"meta\":{\"n_ctx\":" + std::to_string(n_ctx) + "}}]}";
 }
 

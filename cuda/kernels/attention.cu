@@ -300,6 +300,19 @@ bool kv_quant_supported(int64_t n_head, int64_t n_head_kv, int64_t hd, int64_t h
   return hd == hd_v && (hd == 64 || hd == 128) && (G == 1 || G == 2 || G == 4 || G == 8);
 }
 
+namespace {
+// The GQA split kernel's groups (head_dim 256 goes to it).
+bool gqa_group(int64_t n_head, int64_t n_head_kv) {
+  if (n_head <= 0 || n_head_kv <= 0 || n_head % n_head_kv != 0) return false;
+  const int64_t G = n_head / n_head_kv;
+  return G == 1 || G == 2 || G == 4 || G == 8;
+}
+}  // namespace
+
+bool window_supported(int64_t n_head, int64_t n_head_kv, int64_t hd, int64_t hd_v) {
+  return kv_quant_supported(n_head, n_head_kv, hd, hd_v) || (hd == 256 && hd_v == 256 && gqa_group(n_head, n_head_kv));
+}
+
 ::std::string kv_quant_refusal(graph::KvType type, int64_t n_head, int64_t n_head_kv, int64_t hd, int64_t hd_v) {
   return ::std::string("a ") + graph::kv_type_name(type) +
          " KV cache on the GPU needs head_dim 64 or 128 (K and V alike) and n_head / n_head_kv of 1, 2, 4 or 8; "
@@ -369,8 +382,7 @@ void launch_attention(const AttentionKernelParams& p, cudaStream_t stream) {
   const dim3 block(kWarps * 32);
   const int G = int(p.n_head / p.n_head_kv);
   // Head_dim 64 and 128 with these groups went to the tensor-core kernel above; the GQA kernel serves 256.
-  const bool gqa = p.hd == 256 && p.hd_v == 256 && (G == 1 || G == 2 || G == 4 || G == 8) &&
-                   p.max_splits <= kMaxSplitsGqa;
+  const bool gqa = p.hd == 256 && p.hd_v == 256 && gqa_group(p.n_head, p.n_head_kv) && p.max_splits <= kMaxSplitsGqa;
   // Sliding windows: the tensor-core kernels above and the GQA kernel (head_dim 256: every Gemma 3) implement them.
   LLM_REQUIRE(p.window == 0 || gqa,
               "sliding-window attention needs head_dim 64, 128 or 256 and 1, 2, 4 or 8 query heads per KV head");

@@ -62,6 +62,9 @@ struct AttentionKernelParams {
 // Whether the attention kernels read a quantized (q8_0, q4_0) cache of this shape (head_dim = hd_v = 64 or 128,
 // n_head / n_head_kv 1, 2, 4 or 8); the executor refuses other shapes with a message before any launch.
 bool kv_quant_supported(int64_t n_head, int64_t n_head_kv, int64_t hd, int64_t hd_v);
+// Whether a kernel masks a sliding window for this shape: the tensor-core kernels' shapes (kv_quant_supported) and the
+// GQA split kernel's (head_dim = hd_v = 256, n_head / n_head_kv 1, 2, 4 or 8).
+bool window_supported(int64_t n_head, int64_t n_head_kv, int64_t hd, int64_t hd_v);
 // The refusal for a shape kv_quant_supported rejects: what is needed and what this shape has (for error messages).
 ::std::string kv_quant_refusal(graph::KvType type, int64_t n_head, int64_t n_head_kv, int64_t hd, int64_t hd_v);
 

@@ -19,11 +19,9 @@ std::string quote(const std::string& s) { return testing_process::shell_quote(s)
 
 const fs::path kChat = fs::path(LLM_SOURCE_DIR) / "tests" / "chat";
 
-std::string slurp(const fs::path& p) { return testing_process::slurp(p); }
-
 // expected/<template>.json: conversation -> {"gen" | "nogen" -> {"prompt": text} or {"raised": message}}.
 std::string expected(const std::string& tmpl, const std::string& conversation, const char* mode, const char* what) {
-  const chat::jinja::Value all = chat::parse_json(slurp(kChat / "expected" / (tmpl + ".json")));
+  const chat::jinja::Value all = chat::parse_json(testing_process::slurp(kChat / "expected" / (tmpl + ".json")));
   const chat::jinja::Value* v = &all;
   for (const std::string_view key : {std::string_view(conversation), std::string_view(mode), std::string_view(what)})
     v = v && v->is_object() ? v->object().find(key) : nullptr;
