@@ -89,6 +89,7 @@ const char* op_name(Op op) {
     case Op::Softmax: return "Softmax";
     case Op::Reshape: return "Reshape";
     case Op::LastToken: return "LastToken";
+    case Op::Gather: return "Gather";
     case Op::Argmax: return "Argmax";
   }
   throw std::invalid_argument("graph: unknown op " + std::to_string(static_cast<int>(op)));
@@ -208,10 +209,33 @@ NodeId Graph::find(std::string_view name) const {
   return kNoNode;
 }
 
-NodeId Graph::input(std::string name, InputParams::Kind kind, int64_t n) {
+NodeId Graph::input(std::string name, InputParams::Kind kind, int64_t n, int64_t rows) {
   Check c(nodes_, name, Op::Input);
-  c.require(n > 0, "element count must be positive, got " + std::to_string(n));
-  return append(make(std::move(name), Op::Input, {}, Shape{{n, 1, 1, 1}}, DType::I32, InputParams{kind}));
+  c.require(n > 0 && rows > 0, "shape [" + std::to_string(n) + ", " + std::to_string(rows) + "] must be positive");
+  c.require(rows == 1 || kind == InputParams::Kind::BlockTable, "only a block table has rows");
+  return append(make(std::move(name), Op::Input, {}, Shape{{n, rows, 1, 1}}, DType::I32, InputParams{kind}));
+}
+
+const char* input_kind_name(InputParams::Kind k) {
+  switch (k) {
+    case InputParams::Kind::Tokens: return "tokens";
+    case InputParams::Kind::Positions: return "positions";
+    case InputParams::Kind::KvSeq: return "kv_seq";
+    case InputParams::Kind::BlockTable: return "block_table";
+    case InputParams::Kind::OutputRows: return "output_rows";
+  }
+  return "?";
+}
+
+std::span<const int32_t> RunInputs::of(InputParams::Kind k) const {
+  switch (k) {
+    case InputParams::Kind::Tokens: return tokens;
+    case InputParams::Kind::Positions: return positions;
+    case InputParams::Kind::KvSeq: return kv_seq;
+    case InputParams::Kind::BlockTable: return block_table;
+    case InputParams::Kind::OutputRows: return output_rows;
+  }
+  return {};
 }
 
 NodeId Graph::weight(std::string name, WeightParams p, Shape shape) {
@@ -388,7 +412,8 @@ NodeId Graph::rope(std::string name, NodeId x, NodeId positions, RopeParams p, N
   return append(make(std::move(name), Op::Rope, std::move(ins), xn.shape, DType::F32, p));
 }
 
-NodeId Graph::attention(std::string name, NodeId q, NodeId k, NodeId v, NodeId positions, AttentionParams p) {
+NodeId Graph::attention(std::string name, NodeId q, NodeId k, NodeId v, NodeId positions, AttentionParams p,
+                        PagedKv paged) {
   Check c(nodes_, name, Op::Attention);
   const Node& qn = c.in(q, "q");
   const Node& kn = c.in(k, "k");
@@ -414,8 +439,24 @@ NodeId Graph::attention(std::string name, NodeId q, NodeId k, NodeId v, NodeId p
   c.require(vn.shape == want_v, "v " + Check::describe(vn) + " must be " + to_string(want_v));
   c.require(pn.shape.elements() == t,
             "positions " + Check::describe(pn) + " must have T = " + std::to_string(t) + " elements");
+  std::vector<NodeId> ins{q, k, v, positions};
+  c.require((paged.kv_seq != kNoNode) == kv.paged() && (paged.block_table != kNoNode) == kv.paged(),
+            kv.paged() ? "a paged KV cache needs the kv_seq and block_table inputs"
+                       : "kv_seq and block_table belong to graphs with a paged KV cache (kv.block_size > 0)");
+  if (kv.paged()) {
+    const Node& sn = c.in(paged.kv_seq, "kv_seq");
+    const Node& bn = c.in(paged.block_table, "block_table");
+    c.is_i32(sn, "kv_seq");
+    c.is_i32(bn, "block_table");
+    c.require(sn.shape.elements() == t, "kv_seq " + Check::describe(sn) + " must have T = " + std::to_string(t) +
+                                            " elements");
+    const Shape want_table{{kv.max_blocks, kv.n_seq, 1, 1}};
+    c.require(bn.shape == want_table, "block_table " + Check::describe(bn) + " must be " + to_string(want_table));
+    ins.push_back(paged.kv_seq);
+    ins.push_back(paged.block_table);
+  }
   const Shape out{{int64_t{p.head_dim_v} * p.n_head, t, 1, 1}};
-  return append(make(std::move(name), Op::Attention, {q, k, v, positions}, out, DType::F32, p));
+  return append(make(std::move(name), Op::Attention, std::move(ins), out, DType::F32, p));
 }
 
 NodeId Graph::softmax(std::string name, NodeId a) {
@@ -443,6 +484,18 @@ NodeId Graph::last_token(std::string name, NodeId a) {
   c.require(an.op != Op::Weight, "a " + Check::describe(an) + " must be an activation");
   c.require(is_matrix(an.shape), "a " + Check::describe(an) + " must be [ne0, T]");
   return append(make(std::move(name), Op::LastToken, {a}, Shape{{an.shape.ne[0], 1, 1, 1}}, an.dtype));
+}
+
+NodeId Graph::gather(std::string name, NodeId a, NodeId rows) {
+  Check c(nodes_, name, Op::Gather);
+  const Node& an = c.in(a, "a");
+  const Node& rn = c.in(rows, "rows");
+  c.require(an.op != Op::Weight && an.dtype == DType::F32, "a " + Check::describe(an) + " must be an f32 activation");
+  c.require(is_matrix(an.shape), "a " + Check::describe(an) + " must be [ne0, T]");
+  c.is_i32(rn, "rows");
+  c.require(is_matrix(rn.shape) && rn.shape.ne[1] == 1, "rows " + Check::describe(rn) + " must be [n]");
+  return append(make(std::move(name), Op::Gather, {a, rows}, Shape{{an.shape.ne[0], rn.shape.ne[0], 1, 1}},
+                     DType::F32));
 }
 
 NodeId Graph::argmax(std::string name, NodeId a) {

@@ -4,6 +4,7 @@
 #pragma once
 #include <array>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -29,7 +30,7 @@ struct Shape {
 std::string to_string(const Shape& s);
 
 enum class Op : uint8_t {
-  Input,      // per-run host data (token ids, positions): I32 [n_tokens]
+  Input,      // per-run host data (InputParams::Kind): I32, token ids and positions [n_tokens], ...
   Weight,     // a tensor of the weight arena, any quant type; shape as in the file
   GetRows,    // inputs {weight [n_embd, n_vocab], ids I32 [T]} -> F32 [n_embd, T], rows dequantized
   RmsNorm,    // inputs {x, weight [ne0] (optional)}: each row of ne[0] elements normalised, times weight
@@ -47,18 +48,38 @@ enum class Op : uint8_t {
   Rope,       // inputs {x [head_dim, n_head, T], positions I32 [T], freq_factors [n_rot/2] (optional)}
   Attention,  // inputs {q [hd, n_head, T], k [hd, n_head_kv, T], v [hd_v, n_head_kv, T], positions I32 [T]}
               //   -> [hd_v * n_head, T]; writes k, v into the layer's KV cache at each position, then attends
-              //   causally over cache slots [0, positions[t]] of that layer, or only the last `window` of them
-              //   (AttentionParams::window) (GQA: head h reads kv head h / group)
+              //   causally over positions [0, positions[t]] of the token's sequence, or only the last `window` of
+              //   them (AttentionParams::window) (GQA: head h reads kv head h / group). One sequence (g.kv not
+              //   paged): position p is cache slot p. Paged (g.kv.paged()): two more inputs {kv_seq I32 [T],
+              //   block_table I32 [max_blocks, n_seq]}; token t belongs to block-table row r = kv_seq[t] and its
+              //   position p lives in slot block_table[r][p / block_size] * block_size + p % block_size; a token
+              //   at position -1 is padding: it writes nothing and its output is zero. Inputs after these are
+              //   parameters' (AttentionParams::sinks: the sinks tensor is the last input)
   Softmax,    // inputs {a}: over each row of ne[0]
   Reshape,    // inputs {a}: a view with a new shape of the same element count (no data moves)
   LastToken,  // inputs {a [ne0, T]} -> [ne0, 1]: the last column (logits for generation)
+  Gather,     // inputs {a [ne0, T], rows I32 [n]} -> [ne0, n]: columns rows[i] of a (the tokens of a ragged batch
+              //   whose logits are wanted); every row must lie in [0, T)
   Argmax,     // inputs {a [ne0, T]} -> I32 [T]: index of the largest value per row, lower index on ties
 };
 const char* op_name(Op op);
 
 // ---- typed parameters, one struct per op that needs any ----
 struct InputParams {
-  enum class Kind : uint8_t { Tokens, Positions } kind = Kind::Tokens;
+  // Tokens, Positions: [n_tokens]. Paged graphs also have KvSeq [n_tokens] (each token's block-table row),
+  // BlockTable [max_blocks, n_seq] and OutputRows [n_outputs] (the tokens whose logits are computed).
+  enum class Kind : uint8_t { Tokens, Positions, KvSeq, BlockTable, OutputRows } kind = Kind::Tokens;
+};
+const char* input_kind_name(InputParams::Kind k);  // "tokens", "positions", "kv_seq", "block_table", "output_rows"
+
+// The per-run data of a graph's Input nodes, by kind. A graph without an input of some kind ignores that span.
+struct RunInputs {
+  std::span<const int32_t> tokens;
+  std::span<const int32_t> positions;
+  std::span<const int32_t> kv_seq;
+  std::span<const int32_t> block_table;
+  std::span<const int32_t> output_rows;
+  std::span<const int32_t> of(InputParams::Kind k) const;
 };
 // What a weight is for in the model. Executors choose layouts and fusions by role (the matrix that reads the
 // attention output, the output projection, ...), never by the tensor's name in the file.
@@ -166,11 +187,26 @@ bool kv_head_dims_fit(KvType t, int64_t head_dim_k, int64_t head_dim_v);
 // The KV cache a graph's Attention nodes use; executors allocate it from this description.
 struct KvCacheSpec {
   int32_t n_layer = 0;
-  int32_t n_ctx = 0;            // slots per layer
+  int32_t n_ctx = 0;            // slots per layer (paged: the whole pool, n_blocks * block_size)
   int32_t n_head_kv = 0;
   int32_t head_dim_k = 0;
   int32_t head_dim_v = 0;
   KvType type = KvType::F16;    // of K and V alike
+  // Paged caches (block_size > 0): the slots form n_ctx / block_size blocks that sequences hold through block
+  // tables of max_blocks entries, one row per sequence of the batch (n_seq rows). block_size 0: one sequence whose
+  // position p is slot p.
+  int32_t block_size = 0;       // a power of two when paged
+  int32_t max_blocks = 0;       // entries per block-table row: a sequence holds at most max_blocks * block_size tokens
+  int32_t n_seq = 0;            // block-table rows
+  bool paged() const { return block_size > 0; }
+  int32_t n_blocks() const { return paged() ? n_ctx / block_size : 0; }
+  // Positions a sequence may use: max_blocks * block_size when paged, else n_ctx.
+  int32_t seq_capacity() const { return paged() ? max_blocks * block_size : n_ctx; }
+};
+// Paged attention's extra inputs (Graph::attention).
+struct PagedKv {
+  NodeId kv_seq = kNoNode;       // I32 [T]
+  NodeId block_table = kNoNode;  // I32 [max_blocks, n_seq]
 };
 
 // Nodes are appended in topological order (every input exists before its user); ids are indices into nodes().
@@ -185,7 +221,8 @@ class Graph {
   void mark_output(NodeId id);
 
   // Builders. Each validates input shapes and throws std::invalid_argument naming the node on a mismatch.
-  NodeId input(std::string name, InputParams::Kind kind, int64_t n);
+  // I32 [n] (a block table: [n = max_blocks, rows = n_seq]).
+  NodeId input(std::string name, InputParams::Kind kind, int64_t n, int64_t rows = 1);
   NodeId weight(std::string name, WeightParams p, Shape shape);
   NodeId get_rows(std::string name, NodeId table, NodeId ids);
   NodeId rms_norm(std::string name, NodeId x, NodeId w, float eps);  // w may be kNoNode
@@ -199,10 +236,13 @@ class Graph {
   NodeId softcap(std::string name, NodeId a, float cap);
   NodeId slice(std::string name, NodeId a, int64_t offset, int64_t n);
   NodeId rope(std::string name, NodeId x, NodeId positions, RopeParams p, NodeId freq_factors = kNoNode);
-  NodeId attention(std::string name, NodeId q, NodeId k, NodeId v, NodeId positions, AttentionParams p);
+  // paged: the block-table inputs, required exactly when this graph's kv is paged.
+  NodeId attention(std::string name, NodeId q, NodeId k, NodeId v, NodeId positions, AttentionParams p,
+                   PagedKv paged = {});
   NodeId softmax(std::string name, NodeId a);
   NodeId reshape(std::string name, NodeId a, Shape shape);
   NodeId last_token(std::string name, NodeId a);
+  NodeId gather(std::string name, NodeId a, NodeId rows);
   NodeId argmax(std::string name, NodeId a);
 
   // The first node with this name, or kNoNode.

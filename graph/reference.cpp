@@ -20,7 +20,8 @@ namespace {
 
 bool same_spec(const KvCacheSpec& a, const KvCacheSpec& b) {
   return a.n_layer == b.n_layer && a.n_ctx == b.n_ctx && a.n_head_kv == b.n_head_kv && a.head_dim_k == b.head_dim_k &&
-         a.head_dim_v == b.head_dim_v && a.type == b.type;
+         a.head_dim_v == b.head_dim_v && a.type == b.type && a.block_size == b.block_size &&
+         a.max_blocks == b.max_blocks && a.n_seq == b.n_seq;
 }
 
 }  // namespace
@@ -64,6 +65,11 @@ std::span<const float> ReferenceExecutor::v_cache(int32_t layer) const {
 
 void ReferenceExecutor::ensure_kv(const KvCacheSpec& s) {
   if (kv_allocated_ && same_spec(s, kv_spec_)) return;
+  if (s.paged() && (s.n_ctx % s.block_size != 0 || s.max_blocks <= 0 || s.n_seq <= 0))
+    throw std::invalid_argument("reference executor: a paged KV cache needs whole blocks (" + std::to_string(s.n_ctx) +
+                                " slots, blocks of " + std::to_string(s.block_size) + "), max_blocks " +
+                                std::to_string(s.max_blocks) + " and n_seq " + std::to_string(s.n_seq) +
+                                " positive");
   if (s.n_layer <= 0 || s.n_ctx <= 0 || s.n_head_kv <= 0 || s.head_dim_k <= 0 || s.head_dim_v <= 0)
     throw std::invalid_argument("reference executor: the graph has Attention nodes but its KV cache spec (n_layer " +
                                 std::to_string(s.n_layer) + ", n_ctx " + std::to_string(s.n_ctx) + ", n_head_kv " +
@@ -79,8 +85,7 @@ void ReferenceExecutor::ensure_kv(const KvCacheSpec& s) {
   v_cache_.assign(slots * s.head_dim_v, 0.0f);
   kv_spec_ = s;
   kv_allocated_ = true;
-  const size_t per_thread = size_t(s.n_ctx) + s.head_dim_v;
-  scratch_.assign(per_thread * pool_->size(), 0.0);
+  scratch_.assign(size_t(ref::attention_scratch_per_thread(s)) * pool_->size(), 0.0);
 }
 
 const float* ReferenceExecutor::cached_weight_f32(const Node& w) const {
@@ -196,6 +201,7 @@ struct Runner {
   const Graph& g;
   const Plan& p;
   int32_t n_ctx;  // positions must lie below this: the cache size when the graph attends, else any
+  bool paged;     // positions may be -1 (padding)
 
   const Node& in(const Node& n, size_t i) const { return g.node(n.inputs[i]); }
   // Float data of any float node: an activation in the arena, or a weight (a view of one) dequantized once.
@@ -212,18 +218,19 @@ struct Runner {
   void* out(const Node& n) const { return ex.arena_ + p.offset[static_cast<size_t>(n.id)]; }
   float* out_f32(const Node& n) const { return static_cast<float*>(out(n)); }
 
-  void input(const Node& n, std::span<const int32_t> tokens, std::span<const int32_t> positions) const {
-    const bool is_tokens = std::get<InputParams>(n.params).kind == InputParams::Kind::Tokens;
-    const std::span<const int32_t> src = is_tokens ? tokens : positions;
+  void input(const Node& n, const RunInputs& inputs) const {
+    const InputParams::Kind kind = std::get<InputParams>(n.params).kind;
+    const std::span<const int32_t> src = inputs.of(kind);
     if (static_cast<int64_t>(src.size()) != n.shape.elements())
       throw std::invalid_argument("reference executor: input '" + n.name + "' needs " +
-                                  std::to_string(n.shape.elements()) + (is_tokens ? " token ids" : " positions") +
-                                  ", got " + std::to_string(src.size()));
-    if (!is_tokens)
+                                  std::to_string(n.shape.elements()) + " " + input_kind_name(kind) + " values, got " +
+                                  std::to_string(src.size()));
+    if (kind == InputParams::Kind::Positions)
       for (size_t t = 0; t < src.size(); ++t)
-        if (src[t] < 0 || src[t] >= n_ctx)
+        if ((src[t] < 0 && !(paged && src[t] == -1)) || src[t] >= n_ctx)
           throw std::out_of_range("reference executor: position " + std::to_string(src[t]) + " (token " +
-                                  std::to_string(t) + ") is outside [0, n_ctx = " + std::to_string(n_ctx) + ")");
+                                  std::to_string(t) + ") is outside [" + (paged ? "-1" : "0") + ", n_ctx = " +
+                                  std::to_string(n_ctx) + ")");
     std::memcpy(out(n), src.data(), src.size_bytes());
   }
 
@@ -316,7 +323,15 @@ struct Runner {
     a.t = in(n, 0).shape.ne[2];
     a.n_ctx = kv.n_ctx;
     a.kv_type = kv.type;
+    if (kv.paged()) {
+      a.kv_seq = i32_in(n, 4);
+      a.block_table = i32_in(n, 5);
+      a.block_size = kv.block_size;
+      a.max_blocks = kv.max_blocks;
+      a.n_seq = kv.n_seq;
+    }
     a.scratch = ex.scratch_.data();
+    a.scratch_stride = ref::attention_scratch_per_thread(kv);
     ref::attention(a, ex.pool_.get());
   }
 
@@ -324,6 +339,19 @@ struct Runner {
     const Node& a = in(n, 0);
     const auto& sp = std::get<SliceParams>(n.params);
     ref::slice(f32_in(n, 0), a.shape.ne[0], a.shape.rows(), sp.offset, sp.n, out_f32(n));
+  }
+
+  void gather(const Node& n) const {
+    const Node& a = in(n, 0);
+    const int32_t* rows = i32_in(n, 1);
+    const int64_t ne0 = a.shape.ne[0], t_count = a.shape.ne[1];
+    const float* src = f32(a.id);
+    for (int64_t i = 0; i < n.shape.ne[1]; ++i) {
+      if (rows[i] < 0 || rows[i] >= t_count)
+        throw std::out_of_range("reference executor: node '" + n.name + "': row " + std::to_string(rows[i]) +
+                                " (entry " + std::to_string(i) + ") is outside [0, " + std::to_string(t_count) + ")");
+      std::memcpy(out_f32(n) + i * ne0, src + rows[i] * ne0, sizeof(float) * static_cast<size_t>(ne0));
+    }
   }
 
   void last_token(const Node& n) const {
@@ -338,12 +366,17 @@ struct Runner {
 
 void ReferenceExecutor::run(const Graph& g, const Plan& p, std::span<const int32_t> tokens,
                             std::span<const int32_t> positions) {
+  run(g, p, RunInputs{tokens, positions, {}, {}, {}});
+}
+
+void ReferenceExecutor::run(const Graph& g, const Plan& p, const RunInputs& inputs) {
   const bool attends = check_and_bind(g, p);
-  const Runner r{*this, g, p, attends ? kv_spec_.n_ctx : std::numeric_limits<int32_t>::max()};
+  const Runner r{*this, g, p, attends ? kv_spec_.seq_capacity() : std::numeric_limits<int32_t>::max(),
+                 attends && kv_spec_.paged()};
   for (const Node& n : g.nodes()) {
     const int64_t ne = n.shape.elements();
     switch (n.op) {
-      case Op::Input: r.input(n, tokens, positions); break;
+      case Op::Input: r.input(n, inputs); break;
       case Op::Weight: break;
       case Op::GetRows: r.get_rows(n); break;
       case Op::RmsNorm: r.rms_norm(n); break;
@@ -361,6 +394,7 @@ void ReferenceExecutor::run(const Graph& g, const Plan& p, std::span<const int32
       case Op::Softmax: ref::softmax(r.f32_in(n, 0), r.out_f32(n), n.shape.ne[0], n.shape.rows()); break;
       case Op::Reshape: break;  // a view: shares its source's bytes
       case Op::LastToken: r.last_token(n); break;
+      case Op::Gather: r.gather(n); break;
       case Op::Argmax:
         ref::argmax(r.f32_in(n, 0), static_cast<int32_t*>(r.out(n)), r.in(n, 0).shape.ne[0], ne);
         break;

@@ -43,6 +43,10 @@ class ReferenceExecutor {
   // a weight without host data; quant::UnsupportedType for weights of an unsupported type. One run at a time: an
   // executor is not meant to be shared between threads.
   void run(const Graph& g, const Plan& p, std::span<const int32_t> tokens, std::span<const int32_t> positions);
+  // The general form: every Input node takes inputs.of(its kind). Paged graphs (g.kv.paged()): positions may be -1
+  // (padding: no cache write, zero attention output) and reach up to kv.seq_capacity(); a token's block-table row
+  // and the blocks it reaches are checked before the cache changes (std::out_of_range).
+  void run(const Graph& g, const Plan& p, const RunInputs& inputs);
 
   // The values of a node after the last run: a graph output, any node when the plan was plan_all_live, or an Input.
   // Spans point into executor memory, valid until the next run(). Throws std::invalid_argument for a node of the

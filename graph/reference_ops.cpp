@@ -121,32 +121,82 @@ void rope(const RopeArgs& a) {
   }
 }
 
+int64_t attention_scratch_per_thread(const KvCacheSpec& kv) {
+  return int64_t{std::max(kv.n_ctx, kv.seq_capacity())} + kv.head_dim_v;
+}
+
+namespace {
+
+// Where attention finds token t's position `pos`: the slot itself for one sequence, through the block table of
+// the token's row when paged.
+struct SlotMap {
+  const AttentionArgs& a;
+  int64_t operator()(int64_t t, int64_t pos) const {
+    if (!a.block_table) return pos;
+    const int64_t block = a.block_table[int64_t{a.kv_seq[t]} * a.max_blocks + pos / a.block_size];
+    return block * a.block_size + pos % a.block_size;
+  }
+};
+
+// Every slot a token writes or reads must exist: checked for the whole batch before the cache changes.
+void check_attention_batch(const AttentionArgs& a) {
+  auto fail = [&](int64_t t, const std::string& what) {
+    throw std::out_of_range("attention (layer " + std::to_string(a.p.layer) + "): token " + std::to_string(t) + ": " +
+                            what);
+  };
+  const bool paged = a.block_table != nullptr;
+  const int64_t capacity = paged ? int64_t{a.max_blocks} * a.block_size : a.n_ctx;
+  for (int64_t t = 0; t < a.t; ++t) {
+    const int32_t pos = a.positions[t];
+    if (paged && pos == -1) continue;  // padding
+    if (pos < 0 || pos >= capacity)
+      fail(t, "position " + std::to_string(pos) + " is outside the KV cache of " + std::to_string(capacity) +
+                  (paged ? " positions per sequence" : " slots"));
+    if (!paged) continue;
+    const int32_t row = a.kv_seq[t];
+    if (row < 0 || row >= a.n_seq)
+      fail(t, "block-table row " + std::to_string(row) + " is outside [0, " + std::to_string(a.n_seq) + ")");
+    const int64_t n_blocks = a.n_ctx / a.block_size;
+    for (int64_t b = first_slot(pos, a.p.window) / a.block_size; b <= pos / a.block_size; ++b) {
+      const int32_t block = a.block_table[int64_t{row} * a.max_blocks + b];
+      if (block < 0 || block >= n_blocks)
+        fail(t, "block " + std::to_string(block) + " (entry " + std::to_string(b) + " of row " +
+                    std::to_string(row) + ") is outside the pool of " + std::to_string(n_blocks) + " blocks");
+    }
+  }
+}
+
+}  // namespace
+
 void attention(const AttentionArgs& a, ThreadPool* pool) {
   const int64_t hd = a.p.head_dim, hdv = a.p.head_dim_v, nh = a.p.n_head, nkv = a.p.n_head_kv;
-  for (int64_t t = 0; t < a.t; ++t)
-    if (a.positions[t] < 0 || a.positions[t] >= a.n_ctx)
-      throw std::out_of_range("attention (layer " + std::to_string(a.p.layer) + "): position " +
-                              std::to_string(a.positions[t]) + " of token " + std::to_string(t) +
-                              " is outside the KV cache of " + std::to_string(a.n_ctx) + " slots");
-  // The whole batch enters the cache first, so token t sees every token of the batch at a position <= its own.
+  check_attention_batch(a);
+  const SlotMap slot_of{a};
+  // The whole batch enters the cache first, so token t sees every token of its sequence in the batch at a position
+  // <= its own.
   for (int64_t t = 0; t < a.t; ++t) {
-    const int64_t slot = a.positions[t];
+    if (a.positions[t] < 0) continue;  // padding
+    const int64_t slot = slot_of(t, a.positions[t]);
     store_kv(a.kv_type, a.k + t * nkv * hd, a.k_cache + slot * nkv * hd, nkv * hd);
     store_kv(a.kv_type, a.v + t * nkv * hdv, a.v_cache + slot * nkv * hdv, nkv * hdv);
   }
   const int64_t group = nh / nkv;
-  const int64_t per_thread = a.n_ctx + hdv;
   auto heads = [&](int64_t j0, int64_t j1, int thread) {
-    double* score = a.scratch + thread * per_thread;  // [n_ctx]
-    double* acc = score + a.n_ctx;                    // [hdv]
+    double* score = a.scratch + thread * a.scratch_stride;  // [positions]
+    double* acc = score + (a.scratch_stride - hdv);          // [hdv]
     for (int64_t j = j0; j < j1; ++j) {
       const int64_t t = j / nh, h = j % nh, kvh = h / group;
+      float* out = a.out + t * nh * hdv + h * hdv;
+      if (a.positions[t] < 0) {  // padding
+        for (int64_t d = 0; d < hdv; ++d) out[d] = 0.0f;
+        continue;
+      }
       const int64_t n_slots = int64_t{a.positions[t]} + 1;
       const int64_t first = first_slot(a.positions[t], a.p.window);
       const float* q = a.q + (t * nh + h) * hd;
       double max = -std::numeric_limits<double>::infinity();
       for (int64_t s = first; s < n_slots; ++s) {
-        score[s] = static_cast<double>(a.p.scale) * dot(q, a.k_cache + (s * nkv + kvh) * hd, hd);
+        score[s] = static_cast<double>(a.p.scale) * dot(q, a.k_cache + (slot_of(t, s) * nkv + kvh) * hd, hd);
         if (score[s] > max) max = score[s];
       }
       double sum = 0;
@@ -156,16 +206,16 @@ void attention(const AttentionArgs& a, ThreadPool* pool) {
       }
       for (int64_t d = 0; d < hdv; ++d) acc[d] = 0;
       for (int64_t s = first; s < n_slots; ++s) {
-        const float* v = a.v_cache + (s * nkv + kvh) * hdv;
+        const float* v = a.v_cache + (slot_of(t, s) * nkv + kvh) * hdv;
         for (int64_t d = 0; d < hdv; ++d) acc[d] += score[s] * v[d];
       }
-      float* out = a.out + t * nh * hdv + h * hdv;
       for (int64_t d = 0; d < hdv; ++d) out[d] = static_cast<float>(acc[d] / sum);
     }
   };
   int64_t work = 0;
   for (int64_t t = 0; t < a.t; ++t)
-    work += (int64_t{a.positions[t]} + 1 - first_slot(a.positions[t], a.p.window)) * nh * (hd + hdv);
+    if (a.positions[t] >= 0)
+      work += (int64_t{a.positions[t]} + 1 - first_slot(a.positions[t], a.p.window)) * nh * (hd + hdv);
   if (pool && pool->size() > 1 && work >= kParallelWork) {
     pool->parallel_for(a.t * nh, heads);
   } else {

@@ -53,18 +53,27 @@ struct AttentionArgs {
   const float* q = nullptr;            // [head_dim, n_head, T]
   const float* k = nullptr;            // [head_dim, n_head_kv, T]
   const float* v = nullptr;            // [head_dim_v, n_head_kv, T]
-  const int32_t* positions = nullptr;  // [T], each in [0, n_ctx)
+  const int32_t* positions = nullptr;  // [T], each in [0, n_ctx) (paged: [-1, max_blocks * block_size), -1 padding)
   float* k_cache = nullptr;            // this layer: [head_dim, n_head_kv, n_ctx]
   float* v_cache = nullptr;            // this layer: [head_dim_v, n_head_kv, n_ctx]
+  // Paged cache (block_size > 0): token t's position p is slot block_table[kv_seq[t] * max_blocks + p / block_size]
+  // * block_size + p % block_size (graph/ir.h, Op::Attention).
+  const int32_t* kv_seq = nullptr;     // [T], each in [0, n_seq)
+  const int32_t* block_table = nullptr;// [n_seq][max_blocks], each in [0, n_ctx / block_size)
+  int32_t block_size = 0, max_blocks = 0, n_seq = 0;
   KvType kv_type = KvType::F16;        // Q8_0, Q4_0: values enter the cache quantized and dequantized (graph/ir.h),
                                        // per head in blocks of 32; F16 keeps them as given (floats, the exact
                                        // reference)
   float* out = nullptr;                // [head_dim_v * n_head, T]
   int64_t t = 0, n_ctx = 0;
   AttentionParams p;
-  double* scratch = nullptr;           // per thread: n_ctx + head_dim_v doubles (thread i at i * that)
+  double* scratch = nullptr;           // per thread: scratch_stride doubles (thread i at i * scratch_stride)
+  int64_t scratch_stride = 0;          // attention_scratch_per_thread(the graph's kv)
 };
-// Throws std::out_of_range (before touching the cache) when a position lies outside [0, n_ctx).
+// Doubles of scratch one thread needs: a score per position a query can see, and an accumulator.
+int64_t attention_scratch_per_thread(const KvCacheSpec& kv);
+// Throws std::out_of_range (before touching the cache) when a position lies outside the cache, or (paged) a token's
+// row or a block it reaches lies outside the block table or the pool.
 void attention(const AttentionArgs& a, ThreadPool* pool);
 
 // Element-wise ops over n elements; for mul, b may hold only nb = ne0 elements, broadcast over rows.

@@ -10,8 +10,8 @@
 
 namespace model {
 
-graph::Graph build_gemma3(const Config& c, const Weights& w, int n_tokens, bool all_logits, int n_ctx) {
-  Layers L(c, w, n_tokens, n_ctx);
+graph::Graph build_gemma3(const Config& c, const Weights& w, const BatchShape& b) {
+  Layers L(c, w, b);
   graph::NodeId x = L.embed();                                           // [n_embd, T]
   x = L.scale("inp_scaled", x, std::sqrt(static_cast<float>(c.n_embd)));  // token inputs only; tied output unscaled
   for (int il = 0; il < c.n_layer; ++il) {
@@ -24,7 +24,7 @@ graph::Graph build_gemma3(const Config& c, const Weights& w, int n_tokens, bool 
     cur = L.norm(il, "post_ffw_norm", cur);
     x = L.add(il, "l_out", x, cur);    // residual
   }
-  L.output(x, all_logits);  // [n_vocab, T or 1]
+  L.output(x);  // [n_vocab, T or 1]
   return L.take();
 }
 

@@ -6,14 +6,41 @@ namespace model {
 using graph::NodeId;
 using graph::kNoNode;
 
-Layers::Layers(const Config& c, const Weights& w, int n_tokens, int n_ctx)
-    : c_(c), w_(w), n_tokens_(n_tokens), n_ctx_(n_ctx) {
-  if (n_tokens <= 0) throw std::invalid_argument("build_graph: n_tokens must be positive, got " + std::to_string(n_tokens));
-  if (n_ctx <= 0) throw std::invalid_argument("build_graph: n_ctx must be positive, got " + std::to_string(n_ctx));
-  g_.n_tokens = n_tokens;
-  g_.kv = graph::KvCacheSpec{c.n_layer, n_ctx, c.n_head_kv, c.head_dim, c.head_dim_v};
-  tokens_ = g_.input("tokens", graph::InputParams::Kind::Tokens, n_tokens);        // I32 [T]
-  positions_ = g_.input("positions", graph::InputParams::Kind::Positions, n_tokens);  // I32 [T]
+namespace {
+
+void check_shape(const BatchShape& b) {
+  auto fail = [](const std::string& what) { throw std::invalid_argument("build_graph: " + what); };
+  if (b.n_tokens <= 0) fail("n_tokens must be positive, got " + std::to_string(b.n_tokens));
+  if (b.n_ctx <= 0) fail("n_ctx must be positive, got " + std::to_string(b.n_ctx));
+  if (b.block_size < 0) fail("block_size must not be negative, got " + std::to_string(b.block_size));
+  if (b.block_size == 0) return;
+  if ((b.block_size & (b.block_size - 1)) != 0 || b.n_ctx % b.block_size != 0)
+    fail("block_size " + std::to_string(b.block_size) + " must be a power of two dividing n_ctx " +
+         std::to_string(b.n_ctx));
+  if (b.max_blocks <= 0 || b.n_seq <= 0)
+    fail("a paged batch needs max_blocks and n_seq positive, got " + std::to_string(b.max_blocks) + " and " +
+         std::to_string(b.n_seq));
+  if (!b.all_logits && b.n_outputs <= 0)
+    fail("a paged batch needs n_outputs positive, got " + std::to_string(b.n_outputs));
+}
+
+}  // namespace
+
+Layers::Layers(const Config& c, const Weights& w, const BatchShape& b) : c_(c), w_(w), b_(b) {
+  check_shape(b);
+  using Kind = graph::InputParams::Kind;
+  g_.n_tokens = b.n_tokens;
+  g_.kv = graph::KvCacheSpec{c.n_layer, b.n_ctx, c.n_head_kv, c.head_dim, c.head_dim_v};
+  g_.kv.block_size = b.block_size;
+  g_.kv.max_blocks = b.max_blocks;
+  g_.kv.n_seq = b.n_seq;
+  tokens_ = g_.input("tokens", Kind::Tokens, b.n_tokens);           // I32 [T]
+  positions_ = g_.input("positions", Kind::Positions, b.n_tokens);  // I32 [T]
+  if (g_.kv.paged()) {
+    paged_.kv_seq = g_.input("kv_seq", Kind::KvSeq, b.n_tokens);                             // I32 [T]
+    paged_.block_table = g_.input("block_table", Kind::BlockTable, b.max_blocks, b.n_seq);  // I32 [max_blocks, n_seq]
+    if (!b.all_logits) output_rows_ = g_.input("output_rows", Kind::OutputRows, b.n_outputs);  // I32 [n_outputs]
+  }
 }
 
 NodeId Layers::weight_opt(std::string_view tensor) {
@@ -45,7 +72,7 @@ NodeId Layers::norm(int il, const char* what, NodeId x) {
 NodeId Layers::add(int il, const char* what, NodeId a, NodeId b) { return g_.add(name(il, what), a, b); }
 
 Layers::Qkv Layers::qkv(int il, NodeId x) {
-  const int64_t T = n_tokens_;
+  const int64_t T = b_.n_tokens;
   auto proj = [&](const char* what) {
     return g_.mul_mat(name(il, what), weight(name(il, what) + ".weight"), x, weight_opt(name(il, what) + ".bias"));
   };
@@ -74,14 +101,15 @@ NodeId Layers::attention(int il, NodeId x, const AttentionOptions& o) {
     k = norm(il, "attn_k_norm", k);
   }
   const graph::RopeParams rope = c_.layer_rope(il);  // base and scale by layer kind, the file's scaling
-  const std::string factors = c_.rope_factors_tensor(n_ctx_);
+  // LongRoPE picks its factors by the context one sequence may reach.
+  const std::string factors = c_.rope_factors_tensor(g_.kv.seq_capacity());
   const NodeId freq_factors = factors.empty() ? kNoNode : weight_opt(factors);  // [n_rot / 2], when the file has them
   q = g_.rope(name(il, "attn_q_rope"), q, positions_, rope, freq_factors);
   k = g_.rope(name(il, "attn_k_rope"), k, positions_, rope, freq_factors);
 
   graph::AttentionParams ap{il, c_.n_head, c_.n_head_kv, c_.head_dim, c_.head_dim_v, c_.attn_scale};
   if (c_.is_swa(il)) ap.window = c_.n_swa;
-  const NodeId kqv = g_.attention(name(il, "attn_kqv"), q, k, v, positions_, ap);  // [n_head * head_dim_v, T]
+  const NodeId kqv = g_.attention(name(il, "attn_kqv"), q, k, v, positions_, ap, paged_);  // [n_head * hd_v, T]
   return g_.mul_mat(name(il, "attn_output"), weight(name(il, "attn_output.weight")), kqv,
                     weight_opt(name(il, "attn_output.bias")));  // [n_embd, T]
 }
@@ -102,10 +130,14 @@ NodeId Layers::ffn(int il, NodeId x, Activation act) {
   return g_.mul_mat(name(il, "ffn_down"), weight(name(il, "ffn_down.weight")), a);       // [n_embd, T]
 }
 
-NodeId Layers::output(NodeId x, bool all_logits) {
-  // Generation needs only the last position: dropping the others before the norm skips most of the vocab matmul.
+NodeId Layers::output(NodeId x) {
+  // Generation needs only some positions: dropping the others before the norm skips most of the vocab matmul.
   // A one-token batch is its own last token (no copy; the decode step's final norm can then fold into the matvec).
-  if (!all_logits && g_.node(x).shape.ne[1] > 1) x = g_.last_token("result_last", x);  // [n_embd, 1]
+  if (output_rows_ != kNoNode) {
+    x = g_.gather("result_rows", x, output_rows_);  // [n_embd, n_outputs]
+  } else if (!b_.all_logits && g_.node(x).shape.ne[1] > 1) {
+    x = g_.last_token("result_last", x);  // [n_embd, 1]
+  }
   x = g_.rms_norm("result_norm", x, weight("output_norm.weight"), c_.rms_eps);
   NodeId out = weight_opt("output.weight");  // [n_embd, n_vocab]
   if (out == kNoNode) out = weight("token_embd.weight");  // tied embeddings

@@ -9,6 +9,7 @@
 #include <unordered_map>
 
 #include "graph/ir.h"
+#include "model/build_graph.h"
 #include "model/config.h"
 #include "model/weights.h"
 
@@ -28,8 +29,10 @@ enum class Activation : uint8_t {
 // One graph under construction, with the inputs every architecture shares.
 class Layers {
  public:
-  // Adds the Input nodes "tokens" and "positions" ([n_tokens] each) and sets g.kv for n_ctx slots.
-  Layers(const Config& c, const Weights& w, int n_tokens, int n_ctx);
+  // Adds the Input nodes "tokens" and "positions" ([n_tokens] each), for a paged batch also "kv_seq",
+  // "block_table" and "output_rows", and sets g.kv for the batch's cache. Throws std::invalid_argument for a shape
+  // build_graph refuses.
+  Layers(const Config& c, const Weights& w, const BatchShape& b);
 
   // The weight node of a tensor (created once, reused: a tied output matrix is the same node as token_embd).
   graph::NodeId weight(std::string_view tensor);
@@ -44,9 +47,9 @@ class Layers {
   // down(act(gate) * up); gate and up are the two halves of one product when the file fuses them (phi3).
   graph::NodeId ffn(int il, graph::NodeId x, Activation act = Activation::Silu);  // "blk.N.ffn_down" [n_embd, T]
   graph::NodeId add(int il, const char* what, graph::NodeId a, graph::NodeId b);
-  // LastToken unless all_logits, output_norm, then output.weight (or token_embd when the file ties them), then the
-  // final softcap when the Config has one.
-  graph::NodeId output(graph::NodeId x, bool all_logits);                  // "result_output" [n_vocab, T or 1]
+  // The tokens whose logits are wanted (all, the last, or a paged batch's output rows), output_norm, then
+  // output.weight (or token_embd when the file ties them), then the final softcap when the Config has one.
+  graph::NodeId output(graph::NodeId x);                                   // "result_output" [n_vocab, T, 1 or n]
 
   graph::Graph take() { return std::move(g_); }
 
@@ -56,10 +59,11 @@ class Layers {
   const Config& c_;
   const Weights& w_;
   graph::Graph g_;
-  int n_tokens_;
-  int n_ctx_;
+  BatchShape b_;
   graph::NodeId tokens_ = graph::kNoNode;     // I32 [T]
   graph::NodeId positions_ = graph::kNoNode;  // I32 [T]
+  graph::PagedKv paged_;                      // paged batches: kv_seq I32 [T], block_table I32 [max_blocks, n_seq]
+  graph::NodeId output_rows_ = graph::kNoNode;  // paged batches without all_logits: I32 [n_outputs]
   std::unordered_map<std::string, graph::NodeId> weights_;
 
   struct Qkv {

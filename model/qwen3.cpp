@@ -6,8 +6,8 @@
 
 namespace model {
 
-graph::Graph build_qwen3(const Config& c, const Weights& w, int n_tokens, bool all_logits, int n_ctx) {
-  Layers L(c, w, n_tokens, n_ctx);
+graph::Graph build_qwen3(const Config& c, const Weights& w, const BatchShape& b) {
+  Layers L(c, w, b);
   graph::NodeId x = L.embed();  // [n_embd, T]
   for (int il = 0; il < c.n_layer; ++il) {
     graph::NodeId cur = L.norm(il, "attn_norm", x);
@@ -17,7 +17,7 @@ graph::Graph build_qwen3(const Config& c, const Weights& w, int n_tokens, bool a
     cur = L.ffn(il, cur);
     x = L.add(il, "l_out", x, cur);
   }
-  L.output(x, all_logits);  // [n_vocab, T or 1]
+  L.output(x);  // [n_vocab, T or 1]
   return L.take();
 }
 
