@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <thread>
 
 #include "app/cli.h"
@@ -24,7 +25,8 @@ struct ServeFlags {
   std::string host = "127.0.0.1";
   int port = 8080;
   std::string api_key;
-  int parallel = 1;
+  int parallel = 4;
+  int batch_tokens = 512;
   size_t queue = 64;
   std::string alias;
 };
@@ -45,15 +47,23 @@ int run_serve(const ServeFlags& f) {
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
 
-  Loaded l = load_for_run(f.run);
+  RunFlags run = f.run;
+  run.session.n_seq = f.parallel;  // a paged KV cache shared by that many sequences (-c: its tokens in all)
+  Loaded l = load_for_run(run);
   chat::ChatTemplate tmpl = choose_template(f.tmpl, l.tok.chat_template());
   const std::string model_id =
       f.alias.empty() ? std::filesystem::path(resolve_model_path(f.run.model)).filename().string() : f.alias;
   const int32_t n_ctx = l.session->n_ctx();
   const std::string device = l.session->device_name();
+  const std::optional<runtime::PagedLayout> paged = l.session->paged_layout();
+  const std::string batching =
+      paged ? std::to_string(paged->n_seq) + " sequences at once, KV pool of " +
+                  std::to_string(paged->n_blocks * paged->block_size) + " tokens"
+            : "one request at a time (this device has no batched session yet)";
 
   runtime::EngineOptions eo;
   eo.max_queue = f.queue;
+  eo.step_tokens = f.batch_tokens;
   eo.log = stderr_log();
   runtime::Engine engine(l.model, std::move(l.tok), std::move(l.session), eo);
 
@@ -71,8 +81,8 @@ int run_serve(const ServeFlags& f) {
   } catch (const server::ServerError& e) {
     throw UsageError(e.what());
   }
-  std::printf("llm-run: serving %s on http://%s:%d (device %s, context %d tokens; Ctrl-C stops)\n", model_id.c_str(),
-              f.host.c_str(), port, device.c_str(), n_ctx);
+  std::printf("llm-run: serving %s on http://%s:%d (device %s, context %d tokens per request, %s; Ctrl-C stops)\n",
+              model_id.c_str(), f.host.c_str(), port, device.c_str(), n_ctx, batching.c_str());
   std::fflush(stdout);
 
   std::thread waiter([&] {
@@ -101,10 +111,15 @@ void register_serve(CLI::App& root, Action& chosen) {
       ->check(CLI::Range(0, 65535));
   cmd->add_option("--api-key", f->api_key, "Require 'Authorization: Bearer KEY' on every route but /health");
   cmd->add_option("--parallel", f->parallel,
-                  "Requests to generate at once (accepted for compatibility: requests run one at a time, in order, "
-                  "for now)")
-      ->default_str("1")
-      ->check(CLI::PositiveNumber);
+                  "Requests generated at once, batched step by step; -c is then the KV cache's tokens for all of "
+                  "them (shared blocks, prefix cache)")
+      ->default_str("4")
+      ->check(CLI::Range(1, 1024));
+  cmd->add_option("--batch-tokens", f->batch_tokens,
+                  "Tokens one batch step holds at most: running requests decode first, prompts fill the rest in "
+                  "chunks")
+      ->default_str("512")
+      ->check(CLI::Range(1, 65536));
   cmd->add_option("--queue", f->queue, "Requests that may wait for their turn; more are answered 429")
       ->default_str("64")
       ->check(CLI::PositiveNumber);

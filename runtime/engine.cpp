@@ -1,6 +1,7 @@
-// The serving engine's queue and worker (see engine.h). One request runs at a time through runtime::generate; the
-// queue, cancellation and the event contract are what a batching scheduler will keep.
+// The serving engine's queue, its event contract and the one-sequence worker (see engine.h); the batching worker of
+// paged sessions is in engine_batched.cpp.
 #include "runtime/engine.h"
+#include "runtime/engine_job.h"
 
 #include <atomic>
 #include <exception>
@@ -21,20 +22,17 @@ const char* finish_reason_name(FinishReason r) {
   return "?";
 }
 
-struct Engine::Job {
-  uint64_t id = 0;
-  EngineRequest request;
-  EngineCallback callback;
-  std::atomic<bool> cancelled{false};  // cancel(), the callback's false, or a shutdown that cancels
-};
-
 Engine::Engine(std::shared_ptr<const model::Model> model, tokenizer::Tokenizer tok, std::unique_ptr<Session> session,
                EngineOptions options)
     : model_(std::move(model)), tok_(std::move(tok)), session_(std::move(session)), options_(std::move(options)) {
   n_ctx_ = session_->n_ctx();
   n_vocab_ = session_->n_vocab();
   device_name_ = session_->device_name();
-  thread_ = std::thread([this] { worker(); });
+  if (session_->paged_layout()) {
+    thread_ = std::thread([this] { worker_batched(); });
+  } else {
+    thread_ = std::thread([this] { worker(); });
+  }
 }
 
 Engine::~Engine() { shutdown(); }
@@ -78,7 +76,8 @@ void Engine::cancel(uint64_t id) {
   std::shared_ptr<Job> queued;
   {
     std::lock_guard lock(mutex_);
-    if (running_ && running_->id == id) running_->cancelled = true;
+    for (auto& job : active_)
+      if (job->id == id) job->cancelled = true;
     for (auto it = queue_.begin(); it != queue_.end(); ++it) {
       if ((*it)->id == id) {
         // Out of the queue at once: a client that went away should not hold a place another could take.
@@ -101,7 +100,8 @@ void Engine::shutdown(bool finish_running) {
   {
     std::lock_guard lock(mutex_);
     stopping_ = true;
-    if (!finish_running && running_) running_->cancelled = true;
+    if (!finish_running)
+      for (auto& job : active_) job->cancelled = true;
     for (auto& job : queue_) job->cancelled = true;
     wake_.notify_all();
   }
@@ -110,14 +110,14 @@ void Engine::shutdown(bool finish_running) {
 
 bool Engine::wait_idle(std::chrono::milliseconds timeout) {
   std::unique_lock lock(mutex_);
-  return idle_.wait_for(lock, timeout, [&] { return queue_.empty() && !running_ && cancelling_ == 0; });
+  return idle_.wait_for(lock, timeout, [&] { return queue_.empty() && active_.empty() && cancelling_ == 0; });
 }
 
 EngineStats Engine::stats() const {
   std::lock_guard lock(mutex_);
   EngineStats s = stats_;
   s.queue_length = queue_.size();
-  s.running = running_ ? 1 : 0;
+  s.running = active_.size();
   return s;
 }
 
@@ -131,7 +131,7 @@ void Engine::worker() {
       job = std::move(queue_.front());
       queue_.pop_front();
       if (stopping_) job->cancelled = true;  // shutdown cancels what is queued, even if it was queued just now
-      running_ = job;
+      active_.push_back(job);
     }
     if (job->cancelled) {
       finish(*job, FinishReason::Cancelled, {static_cast<int32_t>(job->request.prompt.size()), 0}, "");
@@ -139,9 +139,19 @@ void Engine::worker() {
       run(*job);
     }
     std::lock_guard lock(mutex_);
-    running_.reset();
+    active_.clear();
     idle_.notify_all();
   }
+}
+
+std::shared_ptr<Engine::Job> Engine::take_queued(const std::function<bool(const Job&)>& admit) {
+  std::lock_guard lock(mutex_);
+  if (queue_.empty() || !admit(*queue_.front())) return nullptr;
+  std::shared_ptr<Job> job = std::move(queue_.front());
+  queue_.pop_front();
+  if (stopping_) job->cancelled = true;  // shutdown cancels what is queued, even if it was queued just now
+  active_.push_back(job);
+  return job;
 }
 
 void Engine::run(Job& job) {

@@ -2,9 +2,11 @@
 // requests. Each request carries its own prompt ids, sampling parameters (and seed), token limit and stop strings,
 // and streams its text to a callback that ends with one final event.
 //
-// For now the worker runs one request at a time, first in first out, through the same generate loop as the command
-// line (runtime/generate.h). The API is shaped for what comes next (continuous batching, a paged KV cache, a prefix
-// cache): callers only submit, stream, cancel and read stats, so the scheduler behind it can change without them.
+// With a paged session (SessionOptions::n_seq > 0) the worker batches continuously (engine_batched.cpp): every step
+// runs one ragged batch in which the running sequences decode a token each and waiting prompts fill the rest of a
+// token budget in chunks; requests join at the next step and leave when done; blocks of the KV cache are shared by
+// prefix (runtime/kv_blocks.h). With a one-sequence session it runs one request at a time, first in first out,
+// through the command line's generate loop. Either way a request's tokens depend only on the request.
 #pragma once
 #include <chrono>
 #include <condition_variable>
@@ -65,6 +67,7 @@ const char* finish_reason_name(FinishReason r);
 struct Usage {
   int32_t prompt_tokens = 0;
   int32_t completion_tokens = 0;
+  int32_t cached_tokens = 0;       // prompt tokens whose K/V came from the prefix cache
 };
 
 struct EngineEvent {
@@ -100,10 +103,17 @@ struct EngineStats {
   uint64_t completion_tokens = 0;
   size_t queue_length = 0;         // accepted, not started
   size_t running = 0;              // started, not finished
+  // Paged sessions: the KV-cache pool and the prefix cache (zero otherwise).
+  int32_t kv_blocks_total = 0, kv_blocks_used = 0, kv_blocks_cached = 0;
+  uint64_t prefix_cached_tokens = 0;  // prompt tokens served from the prefix cache
+  uint64_t preemptions = 0;        // sequences sent back to wait for blocks (their work is recomputed)
+  uint64_t steps = 0;              // batches run
+  uint64_t step_tokens = 0;        // tokens in those batches
 };
 
 struct EngineOptions {
   size_t max_queue = 64;           // waiting requests beyond the running ones; submit refuses more (QueueFull)
+  int32_t step_tokens = 512;       // paged sessions: tokens one batch holds at most (decodes first, then prompt chunks)
   LogSink log;                     // failures of single requests, for the server's log
 };
 
@@ -140,8 +150,12 @@ class Engine {
 
  private:
   struct Job;
+  struct Running;    // a started request of the batching worker (engine_batched.cpp)
   void worker();
   void run(Job& job);
+  void worker_batched();
+  // Takes the first queued job when `admit` says it can start now (under the lock); null when none can.
+  std::shared_ptr<Job> take_queued(const std::function<bool(const Job&)>& admit);
   void finish(Job& job, FinishReason reason, Usage usage, const std::string& error);
 
   std::shared_ptr<const model::Model> model_;
@@ -156,7 +170,7 @@ class Engine {
   std::condition_variable wake_;   // worker: a job or shutdown
   std::condition_variable idle_;   // wait_idle: a job finished
   std::deque<std::shared_ptr<Job>> queue_;
-  std::shared_ptr<Job> running_;
+  std::vector<std::shared_ptr<Job>> active_;  // started, not finished
   int cancelling_ = 0;             // queued requests cancel() took out whose Final is still being delivered
   bool stopping_ = false;
   uint64_t next_id_ = 1;

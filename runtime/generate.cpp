@@ -3,24 +3,13 @@
 
 #include <chrono>
 
+#include "runtime/stop_text.h"
 #include "runtime/warmup.h"
 #include "tokenizer/tokenizer.h"
 
 namespace runtime {
 
 namespace {
-// Whether text, whose last new_bytes bytes just arrived, now contains one of the stop strings. A new match must end
-// in the new bytes, so only the tail that could hold one is searched.
-bool contains_any(const std::string& text, size_t new_bytes, const std::vector<std::string>& stops) {
-  for (const auto& s : stops) {
-    if (s.empty()) continue;
-    const size_t span = s.size() - 1 + new_bytes;
-    const size_t from = text.size() > span ? text.size() - span : 0;
-    if (text.find(s, from) != std::string::npos) return true;
-  }
-  return false;
-}
-
 double ms_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
@@ -96,7 +85,7 @@ GenerateResult generate(Session& session, const tokenizer::Tokenizer& tok, std::
     history.push_back(next);
     if (!options.stop_strings.empty()) {
       generated_text += piece;
-      if (contains_any(generated_text, piece.size(), options.stop_strings)) {
+      if (contains_stop(generated_text, piece.size(), options.stop_strings)) {
         r.stop = StopReason::StopString;
         break;
       }

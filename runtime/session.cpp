@@ -33,6 +33,58 @@ void check_eval_batch(std::span<const int32_t> tokens, int32_t start_pos, int32_
                               std::to_string(n_vocab) + ")");
 }
 
+std::span<const float> Session::eval_paged(const PagedBatch&) {
+  throw SessionError("this session has no paged KV cache (it serves one sequence)");
+}
+
+void check_paged_batch(const PagedBatch& b, const PagedLayout& layout, int32_t n_vocab) {
+  const size_t n = b.tokens.size();
+  if (n == 0) throw SessionError("eval_paged: no tokens");
+  if (b.positions.size() != n || b.kv_seq.size() != n)
+    throw SessionError("eval_paged: " + std::to_string(n) + " tokens but " + std::to_string(b.positions.size()) +
+                       " positions and " + std::to_string(b.kv_seq.size()) + " block-table rows");
+  if (b.block_table.size() != size_t(layout.n_seq) * size_t(layout.max_blocks))
+    throw SessionError("eval_paged: the block table has " + std::to_string(b.block_table.size()) +
+                       " entries, not n_seq * max_blocks = " + std::to_string(layout.n_seq) + " * " +
+                       std::to_string(layout.max_blocks));
+  if (b.output_rows.empty()) throw SessionError("eval_paged: no output rows");
+  for (int32_t r : b.output_rows)
+    if (r < 0 || static_cast<size_t>(r) >= n)
+      throw SessionError("eval_paged: output row " + std::to_string(r) + " is not a token of the batch");
+  for (size_t t = 0; t < n; ++t) {
+    const int32_t row = b.kv_seq[t], pos = b.positions[t];
+    if (row < 0 || row >= layout.n_seq)
+      throw SessionError("eval_paged: token " + std::to_string(t) + " names block-table row " + std::to_string(row) +
+                         " of " + std::to_string(layout.n_seq));
+    if (pos < 0 || pos >= layout.seq_capacity())
+      throw SessionError("eval_paged: position " + std::to_string(pos) + " of token " + std::to_string(t) +
+                         " is outside a sequence's " + std::to_string(layout.seq_capacity()) + " positions");
+    const int32_t block = b.block_table[size_t(row) * size_t(layout.max_blocks) + size_t(pos / layout.block_size)];
+    if (block < 0 || block >= layout.n_blocks)
+      throw SessionError("eval_paged: token " + std::to_string(t) + " at position " + std::to_string(pos) +
+                         " maps to block " + std::to_string(block) + " outside the pool of " +
+                         std::to_string(layout.n_blocks));
+    if (b.tokens[t] < 0 || b.tokens[t] >= n_vocab)
+      throw std::out_of_range("eval_paged: token id " + std::to_string(b.tokens[t]) +
+                              " is outside the vocabulary [0, " + std::to_string(n_vocab) + ")");
+  }
+}
+
+PagedLayout paged_layout_for(const SessionOptions& options, int32_t n_ctx, int32_t max_seq_tokens) {
+  const int32_t bs = options.kv_block_size;
+  if (bs <= 0 || (bs & (bs - 1)) != 0)
+    throw OptionsError("KV block size must be a power of two, got " + std::to_string(bs));
+  if (n_ctx < bs)
+    throw OptionsError("a paged KV cache of " + std::to_string(n_ctx) + " tokens holds not even one block of " +
+                       std::to_string(bs) + " (raise -c)");
+  PagedLayout l;
+  l.block_size = bs;
+  l.n_blocks = n_ctx / bs;
+  l.max_blocks = std::max(1, std::min(l.n_blocks, (max_seq_tokens + bs - 1) / bs));
+  l.n_seq = options.n_seq;
+  return l;
+}
+
 void check_kv_type(const model::Config& c, graph::KvType type) {
   if (graph::kv_head_dims_fit(type, c.head_dim, c.head_dim_v)) return;
   const std::string dims =
@@ -55,6 +107,10 @@ std::unique_ptr<Session> make_cpu_session(std::shared_ptr<const model::Model> mo
     log(options.log, LogLevel::Note,
         "context capped at " + std::to_string(n_ctx) + " tokens (model trained for " +
             std::to_string(model->config().n_ctx_train) + "); use -c to change");
+  if (options.n_seq > 0) {
+    const PagedLayout layout = paged_layout_for(options, n_ctx, model->config().n_ctx_train);
+    return std::make_unique<CpuSession>(std::move(model), layout, options.n_threads, options.kv_type);
+  }
   return std::make_unique<CpuSession>(std::move(model), n_ctx, options.n_threads, options.kv_type);
 }
 

@@ -8,6 +8,7 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "graph/ir.h"
 #include "runtime/events.h"
@@ -45,6 +46,10 @@ struct SessionOptions {
   // chunk size with all_logits.
   int32_t plan_batch = 0;
   bool plan_all_logits = false;
+  // > 0: a paged KV cache shared by up to n_seq sequences at once (the serving engine); n_ctx is then the pool's
+  // tokens in all, in blocks of kv_block_size, and one sequence holds at most min(pool, training context) tokens.
+  int32_t n_seq = 0;
+  int32_t kv_block_size = 64;  // a power of two
   LogSink log;                 // notes, warnings and (verbose) details; none: silent
   ProgressSink progress;       // the weight upload's progress; none: silent
 };
@@ -57,6 +62,23 @@ struct SampleRequest {
   // Whether the caller means to call again at pos + 1 with the token this call returns (a decode session may start
   // that step before returning; false on a generation's last step saves that step's work).
   bool more = true;
+};
+
+// How a paged session's cache is cut up (Session::paged_layout).
+struct PagedLayout {
+  int32_t block_size = 0;
+  int32_t n_blocks = 0;       // in the pool
+  int32_t max_blocks = 0;     // per sequence: it holds at most max_blocks * block_size tokens
+  int32_t n_seq = 0;          // block-table rows: sequences in one batch at most
+  int32_t seq_capacity() const { return max_blocks * block_size; }
+};
+
+// One step of a paged session: tokens of any of its sequences, each sequence's tokens consecutive and at increasing
+// consecutive positions (graph/ir.h, Op::Attention); token t belongs to block-table row kv_seq[t].
+struct PagedBatch {
+  std::vector<int32_t> tokens, positions, kv_seq;  // [T]
+  std::vector<int32_t> block_table;                // [n_seq * max_blocks]: row r holds sequence r's blocks
+  std::vector<int32_t> output_rows;                // the tokens whose logits eval_paged returns, in this order
 };
 
 class Session {
@@ -78,6 +100,13 @@ class Session {
     return std::nullopt;
   }
 
+  // Paged sessions (SessionOptions::n_seq > 0) only: the layout of the pool, and one step of many sequences.
+  // eval_paged returns logits [output_rows.size() * n_vocab], row i for token output_rows[i], valid until the next
+  // call; it throws SessionError for a malformed batch (sizes, rows, positions past a sequence's capacity, blocks
+  // outside the pool) and std::out_of_range for a token id outside the vocabulary. Others: nullopt / SessionError.
+  virtual std::optional<PagedLayout> paged_layout() const { return std::nullopt; }
+  virtual std::span<const float> eval_paged(const PagedBatch& batch);
+
   virtual int32_t n_ctx() const = 0;        // KV slots = longest sequence this session can hold
   virtual int32_t n_vocab() const = 0;
   virtual std::string device_name() const = 0;  // "CPU reference (2 threads)", "NVIDIA H100 80GB HBM3"
@@ -88,6 +117,13 @@ class Session {
 // The checks every Session::eval makes before touching a device: a non-empty batch whose positions fit the context
 // (SessionError) and token ids inside the vocabulary (std::out_of_range naming the id).
 void check_eval_batch(std::span<const int32_t> tokens, int32_t start_pos, int32_t n_ctx, int32_t n_vocab);
+
+// The checks every Session::eval_paged makes before touching a device (SessionError / std::out_of_range).
+void check_paged_batch(const PagedBatch& b, const PagedLayout& layout, int32_t n_vocab);
+
+// The layout of a paged cache of n_ctx tokens for options.n_seq sequences of at most max_seq_tokens each
+// (OptionsError for a block size that is not a power of two, or a pool smaller than one block).
+PagedLayout paged_layout_for(const SessionOptions& options, int32_t n_ctx, int32_t max_seq_tokens);
 
 // SessionError when the model's heads cannot use a KV cache of this type (q8_0, q4_0: head dims multiples of 32).
 void check_kv_type(const model::Config& c, graph::KvType type);

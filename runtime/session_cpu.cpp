@@ -15,6 +15,15 @@ CpuSession::CpuSession(std::shared_ptr<const model::Model> model, int32_t n_ctx,
   check_kv_type(model_->config(), kv_type_);
 }
 
+CpuSession::CpuSession(std::shared_ptr<const model::Model> model, const PagedLayout& layout, int32_t n_threads,
+                       graph::KvType kv_type)
+    : model_(std::move(model)), n_ctx_(layout.n_blocks * layout.block_size), paged_(layout), kv_type_(kv_type),
+      exec_(n_threads) {
+  if (layout.n_blocks <= 0 || layout.max_blocks <= 0 || layout.n_seq <= 0 || layout.block_size <= 0)
+    throw SessionError("a paged KV cache needs blocks, a block size and sequences");
+  check_kv_type(model_->config(), kv_type_);
+}
+
 int32_t CpuSession::n_vocab() const { return model_->config().n_vocab; }
 
 std::string CpuSession::device_name() const {
@@ -32,21 +41,50 @@ const CpuSession::Compiled& CpuSession::compiled(int32_t n_tokens, bool all_logi
   if (auto it = graphs_.find(key); it != graphs_.end()) return it->second;
   // Prompts of many different lengths would otherwise accumulate graphs; keep the decode graph, drop the rest.
   if (graphs_.size() >= 8) std::erase_if(graphs_, [](const auto& kv) { return kv.first.first != 1; });
+  return graphs_.emplace(key, compile(model::BatchShape{.n_tokens = n_tokens, .all_logits = all_logits,
+                                                       .n_ctx = n_ctx_})).first->second;
+}
+
+const CpuSession::Compiled& CpuSession::compiled_paged(int32_t n_tokens, int32_t n_outputs) {
+  const auto key = std::make_pair(n_tokens, n_outputs);
+  if (auto it = paged_graphs_.find(key); it != paged_graphs_.end()) return it->second;
+  // Building a graph costs far less than running it on the CPU, so exact shapes (no padding) and a small cache.
+  if (paged_graphs_.size() >= 16) paged_graphs_.clear();
+  const model::BatchShape shape{.n_tokens = n_tokens, .all_logits = false, .n_ctx = n_ctx_,
+                                .block_size = paged_->block_size, .max_blocks = paged_->max_blocks,
+                                .n_seq = paged_->n_seq, .n_outputs = n_outputs};
+  return paged_graphs_.emplace(key, compile(shape)).first->second;
+}
+
+CpuSession::Compiled CpuSession::compile(const model::BatchShape& shape) const {
   Compiled c;
-  c.graph = model::build_graph(model_->config(), model_->weights(), n_tokens, all_logits, n_ctx_);
+  c.graph = model::build_graph(model_->config(), model_->weights(), shape);
   c.graph.kv.type = kv_type_;  // the cache's element type is the session's choice, not the model's
   c.plan = graph::plan(c.graph);
   c.logits = c.graph.find("result_output");
-  return graphs_.emplace(key, std::move(c)).first->second;
+  return c;
 }
 
 std::span<const float> CpuSession::eval(std::span<const int32_t> tokens, int32_t start_pos, bool all_logits) {
+  if (paged_) throw SessionError("eval: this session's KV cache is paged (use eval_paged)");
   check_eval_batch(tokens, start_pos, n_ctx_, n_vocab());
   const int64_t n = static_cast<int64_t>(tokens.size());
   const Compiled& c = compiled(static_cast<int32_t>(n), all_logits);
   positions_.resize(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) positions_[static_cast<size_t>(i)] = static_cast<int32_t>(start_pos + i);
   exec_.run(c.graph, c.plan, tokens, positions_);
+  return exec_.output_f32(c.logits);
+}
+
+}  // namespace runtime
+
+namespace runtime {
+
+std::span<const float> CpuSession::eval_paged(const PagedBatch& b) {
+  if (!paged_) return Session::eval_paged(b);
+  check_paged_batch(b, *paged_, n_vocab());
+  const Compiled& c = compiled_paged(static_cast<int32_t>(b.tokens.size()), static_cast<int32_t>(b.output_rows.size()));
+  exec_.run(c.graph, c.plan, graph::RunInputs{b.tokens, b.positions, b.kv_seq, b.block_table, b.output_rows});
   return exec_.output_f32(c.logits);
 }
 

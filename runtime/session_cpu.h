@@ -3,10 +3,12 @@
 #pragma once
 #include <map>
 #include <memory>
+#include <optional>
 #include <utility>
 
 #include "graph/plan.h"
 #include "graph/reference.h"
+#include "model/build_graph.h"
 #include "model/model.h"
 #include "runtime/session.h"
 
@@ -17,9 +19,14 @@ class CpuSession final : public Session {
   // n_ctx must be positive; n_threads <= 0 = hardware concurrency.
   CpuSession(std::shared_ptr<const model::Model> model, int32_t n_ctx, int32_t n_threads,
              graph::KvType kv_type = graph::KvType::F16);
+  // A paged session (eval_paged only): a pool of layout.n_blocks blocks shared by layout.n_seq sequences.
+  CpuSession(std::shared_ptr<const model::Model> model, const PagedLayout& layout, int32_t n_threads,
+             graph::KvType kv_type = graph::KvType::F16);
 
   std::span<const float> eval(std::span<const int32_t> tokens, int32_t start_pos, bool all_logits) override;
-  int32_t n_ctx() const override { return n_ctx_; }
+  std::optional<PagedLayout> paged_layout() const override { return paged_; }
+  std::span<const float> eval_paged(const PagedBatch& batch) override;
+  int32_t n_ctx() const override { return paged_ ? paged_->seq_capacity() : n_ctx_; }
   int32_t n_vocab() const override;
   std::string device_name() const override;
   uint64_t kv_cache_bytes() const override;
@@ -31,13 +38,17 @@ class CpuSession final : public Session {
     graph::NodeId logits = graph::kNoNode;  // "result_output"
   };
   const Compiled& compiled(int32_t n_tokens, bool all_logits);
+  const Compiled& compiled_paged(int32_t n_tokens, int32_t n_outputs);
+  Compiled compile(const model::BatchShape& shape) const;
 
   std::shared_ptr<const model::Model> model_;
-  int32_t n_ctx_;
+  int32_t n_ctx_;                     // KV slots (paged: the pool's)
+  std::optional<PagedLayout> paged_;
   graph::KvType kv_type_;
   graph::ReferenceExecutor exec_;
   // Keyed by (n_tokens, all_logits). Decode reuses (1, false) every step; prefill shapes are evicted in bulk.
   std::map<std::pair<int32_t, bool>, Compiled> graphs_;
+  std::map<std::pair<int32_t, int32_t>, Compiled> paged_graphs_;  // keyed by (n_tokens, n_outputs)
   std::vector<int32_t> positions_;  // [n_tokens]
 };
 

@@ -5,6 +5,16 @@
 
 namespace runtime {
 
+bool contains_stop(const std::string& text, size_t new_bytes, const std::vector<std::string>& stops) {
+  for (const auto& s : stops) {
+    if (s.empty()) continue;
+    const size_t span = s.size() - 1 + new_bytes;
+    const size_t from = text.size() > span ? text.size() - span : 0;
+    if (text.find(s, from) != std::string::npos) return true;
+  }
+  return false;
+}
+
 StopText::StopText(std::vector<std::string> stops) {
   for (auto& s : stops)
     if (!s.empty()) stops_.push_back(std::move(s));

@@ -7,6 +7,10 @@
 
 namespace runtime {
 
+// Whether text, whose last new_bytes bytes just arrived, now contains one of the stop strings. A new match must end
+// in the new bytes, so only the tail that could hold one is searched. Empty stop strings never match.
+bool contains_stop(const std::string& text, size_t new_bytes, const std::vector<std::string>& stops);
+
 class StopText {
  public:
   explicit StopText(std::vector<std::string> stops);

@@ -44,7 +44,8 @@ std::string finish_reason_json(runtime::FinishReason r) {
 std::string usage_json(const runtime::Usage& u) {
   return "{\"prompt_tokens\":" + std::to_string(u.prompt_tokens) +
          ",\"completion_tokens\":" + std::to_string(u.completion_tokens) +
-         ",\"total_tokens\":" + std::to_string(u.prompt_tokens + u.completion_tokens) + "}";
+         ",\"total_tokens\":" + std::to_string(u.prompt_tokens + u.completion_tokens) +
+         ",\"prompt_tokens_details\":{\"cached_tokens\":" + std::to_string(u.cached_tokens) + "}}";
 }
 
 std::string completion_json(const ResponseHead& h, std::string_view text, runtime::FinishReason finish,
@@ -110,6 +111,20 @@ std::string metrics_text(const runtime::EngineStats& s, const HttpCounters& http
   metric("llmrun_requests_queued", "gauge", "Requests waiting to start.",
          sample("llmrun_requests_queued", s.queue_length));
   metric("llmrun_requests_running", "gauge", "Requests generating now.", sample("llmrun_requests_running", s.running));
+  metric("llmrun_prompt_tokens_cached_total", "counter",
+         "Prompt tokens whose KV cache came from the prefix cache instead of being computed.",
+         sample("llmrun_prompt_tokens_cached_total", s.prefix_cached_tokens));
+  metric("llmrun_kv_cache_blocks", "gauge", "Blocks of the paged KV cache, by state (used: held by running "
+         "requests; cached: kept for their prefix, evictable; total).",
+         sample("llmrun_kv_cache_blocks{state=\"used\"}", uint64_t(s.kv_blocks_used)) +
+             sample("llmrun_kv_cache_blocks{state=\"cached\"}", uint64_t(s.kv_blocks_cached)) +
+             sample("llmrun_kv_cache_blocks{state=\"total\"}", uint64_t(s.kv_blocks_total)));
+  metric("llmrun_batch_steps_total", "counter", "Batched engine steps run.",
+         sample("llmrun_batch_steps_total", s.steps));
+  metric("llmrun_batch_tokens_total", "counter", "Tokens in those steps (prompt chunks and decodes).",
+         sample("llmrun_batch_tokens_total", s.step_tokens));
+  metric("llmrun_preemptions_total", "counter", "Requests sent back to wait for KV-cache blocks.",
+         sample("llmrun_preemptions_total", s.preemptions));
   metric("llmrun_http_requests_total", "counter", "HTTP requests answered, by class of status.",
          sample("llmrun_http_requests_total{class=\"all\"}", http.requests) +
              sample("llmrun_http_requests_total{class=\"4xx\"}", http.client_errors) +

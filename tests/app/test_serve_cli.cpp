@@ -79,11 +79,11 @@ struct ServeProcess {
   }
 };
 
-TEST(ServeCli, HelpSaysRequestsRunOneAtATime) {
+TEST(ServeCli, HelpDescribesBatching) {
   const testing_process::Result r = testing_process::run_llm_run("serve --help");
   EXPECT_EQ(r.code, 0);
   EXPECT_NE(r.out.find("--parallel"), std::string::npos);
-  EXPECT_NE(r.out.find("one at a time"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("--batch-tokens"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("--api-key"), std::string::npos);
 }
 

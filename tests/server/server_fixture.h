@@ -54,7 +54,9 @@ inline std::string id_list(const std::vector<int32_t>& ids) {
 }
 
 struct Config {
-  int32_t n_ctx = 512;
+  int32_t n_ctx = 512;              // the KV cache's tokens (batched: the pool's, for every request)
+  int32_t parallel = 4;             // > 0: the batching engine over a paged cache for that many sequences; 0: FIFO
+  int32_t block_size = 16;          // small, so that a short prompt spans several blocks
   size_t max_queue = 8;
   std::string api_key;
   size_t max_body_bytes = server::kDefaultMaxBodyBytes;
@@ -75,8 +77,18 @@ class ServerTest : public ::testing::Test {
   void start(const Config& c = {}) {
     runtime::EngineOptions eo;
     eo.max_queue = c.max_queue;
+    std::unique_ptr<runtime::Session> session;
+    if (c.parallel > 0) {
+      runtime::SessionOptions o;
+      o.n_seq = c.parallel;
+      o.kv_block_size = c.block_size;
+      session = std::make_unique<runtime::CpuSession>(
+          model_, runtime::paged_layout_for(o, c.n_ctx, model_->config().n_ctx_train), 1);
+    } else {
+      session = std::make_unique<runtime::CpuSession>(model_, c.n_ctx, 1);
+    }
     engine_ = std::make_unique<runtime::Engine>(model_, tokenizer::Tokenizer::from_gguf(model_->file()),
-                                                std::make_unique<runtime::CpuSession>(model_, c.n_ctx, 1), eo);
+                                                std::move(session), eo);
     server::ServerOptions so;
     so.host = "127.0.0.1";
     so.port = 0;

@@ -1,0 +1,273 @@
+// The batching worker of paged sessions (see engine.h): continuous batching with chunked prefill over a paged KV
+// cache with prefix sharing.
+//
+// Each step: finish what was cancelled; admit queued requests while a block-table row is free and the pool can
+// hold their prompt (their cached prefix blocks are taken from the prefix cache); give every sequence whose tokens
+// are all in the cache but its newest one a decode slot, then fill the rest of the token budget with prompt chunks,
+// oldest request first; allocate the blocks those tokens reach (when the pool runs dry, the newest sequence is sent
+// back to wait, its blocks kept in the prefix cache so that its return costs little); run the batch; key the blocks
+// that became full; sample for every sequence whose last token was in the batch.
+#include <algorithm>
+#include <deque>
+#include <exception>
+#include <memory>
+
+#include "runtime/engine.h"
+#include "runtime/engine_job.h"
+#include "runtime/kv_blocks.h"
+#include "runtime/sequence.h"
+
+namespace runtime {
+
+struct Engine::Running {
+  std::shared_ptr<Job> job;
+  std::unique_ptr<SequenceGeneration> gen;
+  int32_t row = -1;               // block-table row while it runs
+  std::vector<int32_t> blocks;    // its block table: position p lives in blocks[p / block_size]
+  int32_t n_done = 0;             // tokens whose K/V is in the cache (gen->tokens()[0, n_done))
+  int32_t n_cached = 0;           // prompt tokens the prefix cache supplied when it first started
+  bool started = false;           // admitted once (a preempted sequence comes back with started set)
+  int32_t n_keyed = 0;            // leading blocks keyed in the prefix cache
+  uint64_t chain = 0;             // key of the last of them
+  int32_t step_tokens = 0;        // this step: tokens it contributes, from n_done
+  int32_t output = -1;            // this step: its row in the logits, or -1
+
+  int32_t pending() const { return static_cast<int32_t>(gen->tokens().size()) - n_done; }
+};
+
+namespace {
+
+int32_t blocks_for(int32_t tokens, int32_t block_size) { return (tokens + block_size - 1) / block_size; }
+
+}  // namespace
+
+void Engine::worker_batched() {
+  const PagedLayout layout = *session_->paged_layout();
+  const int32_t bs = layout.block_size;
+  KvBlockPool pool(layout.n_blocks, bs);
+  std::vector<std::unique_ptr<Running>> running;  // admission order: the newest last
+  std::deque<std::unique_ptr<Running>> preempted;  // waiting for blocks again, ahead of new requests
+  std::vector<int32_t> free_rows;
+  for (int32_t r = layout.n_seq - 1; r >= 0; --r) free_rows.push_back(r);
+  PagedBatch batch;
+  batch.block_table.assign(size_t(layout.n_seq) * size_t(layout.max_blocks), 0);
+
+  const auto usage_of = [](const Running& r) {
+    return Usage{r.gen->n_prompt(), r.gen->n_generated(), r.n_cached};
+  };
+  // Gives back a sequence's row and blocks (its full blocks stay keyed for later prompts).
+  const auto release = [&](Running& r) {
+    pool.release(r.blocks);
+    r.blocks.clear();
+    r.n_done = r.n_keyed = 0;
+    r.chain = 0;
+    if (r.row >= 0) free_rows.push_back(r.row);
+    r.row = -1;
+  };
+  const auto end = [&](Running& r, FinishReason reason, const std::string& error) {
+    try {
+      r.gen->flush(r.job->callback);
+    } catch (const std::exception&) {
+    }
+    release(r);
+    finish(*r.job, reason, usage_of(r), error);
+    std::lock_guard lock(mutex_);
+    std::erase(active_, r.job);
+    idle_.notify_all();
+  };
+  // Whether the pool can take a sequence of n tokens now and leave every running sequence a block to grow into.
+  const auto fits = [&](size_t n_tokens) {
+    return pool.available() >= blocks_for(static_cast<int32_t>(n_tokens), bs) + static_cast<int32_t>(running.size());
+  };
+  // Starts (or restarts) a sequence: a row, and the longest cached prefix of its tokens, leaving at least its last
+  // token to compute (the logits that start or continue its generation come from it).
+  const auto start = [&](std::unique_ptr<Running> r) {
+    r->row = free_rows.back();
+    free_rows.pop_back();
+    const auto& tokens = r->gen->tokens();
+    const int32_t most = (static_cast<int32_t>(tokens.size()) - 1) / bs;
+    r->blocks = pool.match_prefix(tokens, most);
+    r->n_keyed = static_cast<int32_t>(r->blocks.size());
+    r->n_done = r->n_keyed * bs;
+    for (int32_t i = 0; i < r->n_keyed; ++i)
+      r->chain = KvBlockPool::chain_key(r->chain, std::span(tokens).subspan(size_t(i) * bs, size_t(bs)));
+    if (!r->started) {
+      r->n_cached = r->n_done;
+      std::lock_guard lock(mutex_);
+      stats_.prefix_cached_tokens += static_cast<uint64_t>(r->n_cached);
+    }
+    r->started = true;
+    running.push_back(std::move(r));
+  };
+  // Sends the newest sequence back to wait; false when `keep` is the only one left.
+  const auto preempt_newest = [&](const Running* keep) {
+    if (running.empty() || (running.size() == 1 && running.back().get() == keep)) return false;
+    std::unique_ptr<Running> victim = std::move(running.back());
+    running.pop_back();
+    release(*victim);
+    preempted.push_front(std::move(victim));
+    std::lock_guard lock(mutex_);
+    ++stats_.preemptions;
+    return true;
+  };
+
+  for (;;) {
+    // Requests and shutdown.
+    {
+      std::unique_lock lock(mutex_);
+      if (running.empty() && preempted.empty())
+        wake_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      if (stopping_ && queue_.empty() && running.empty() && preempted.empty()) return;
+    }
+    // Cancelled sequences leave first, so their rows and blocks serve the admissions below.
+    for (auto it = running.begin(); it != running.end();) {
+      Running& r = **it;
+      if (r.job->cancelled || r.gen->cancelled_by_callback()) {
+        end(r, FinishReason::Cancelled, "");
+        it = running.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    for (auto it = preempted.begin(); it != preempted.end();) {
+      if ((*it)->job->cancelled) {
+        end(**it, FinishReason::Cancelled, "");
+        it = preempted.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    // Admissions: preempted sequences first, then the queue in order.
+    while (!free_rows.empty() && !preempted.empty() && fits(preempted.front()->gen->tokens().size())) {
+      start(std::move(preempted.front()));
+      preempted.pop_front();
+    }
+    while (!free_rows.empty() && preempted.empty()) {
+      std::shared_ptr<Job> job = take_queued([&](const Job& j) { return fits(j.request.prompt.size()); });
+      if (!job) break;
+      if (job->cancelled) {
+        finish(*job, FinishReason::Cancelled, {static_cast<int32_t>(job->request.prompt.size()), 0, 0}, "");
+        std::lock_guard lock(mutex_);
+        std::erase(active_, job);
+        idle_.notify_all();
+        continue;
+      }
+      auto r = std::make_unique<Running>();
+      r->job = std::move(job);
+      r->gen = std::make_unique<SequenceGeneration>(tok_, r->job->request, layout.seq_capacity());
+      start(std::move(r));
+    }
+    if (running.empty()) continue;
+
+    // The step: decodes first (one token each), then prompt chunks up to the budget; blocks for all of them.
+    int32_t budget = std::max(options_.step_tokens, static_cast<int32_t>(layout.n_seq));
+    const auto grow = [&](Running& r, int32_t want) {
+      // Blocks for positions [0, n_done + want); returns how many of the wanted tokens got room.
+      while (static_cast<int32_t>(r.blocks.size()) < blocks_for(r.n_done + want, bs)) {
+        const int32_t b = pool.allocate();
+        if (b < 0) break;
+        r.blocks.push_back(b);
+      }
+      return std::min(want, static_cast<int32_t>(r.blocks.size()) * bs - r.n_done);
+    };
+    for (auto& rp : running) rp->step_tokens = 0;
+    for (size_t i = 0; i < running.size(); ++i) {
+      Running& r = *running[i];
+      if (r.pending() != 1) continue;
+      while (grow(r, 1) < 1) {
+        if (!preempt_newest(&r)) break;
+      }
+      if (i >= running.size() || running[i].get() != &r) break;  // r itself was the newest and went back
+      r.step_tokens = std::min(1, static_cast<int32_t>(r.blocks.size()) * bs - r.n_done);
+      budget -= r.step_tokens;
+    }
+    for (auto& rp : running) {
+      Running& r = *rp;
+      if (r.pending() <= 1 || budget <= 0) continue;
+      r.step_tokens = grow(r, std::min(r.pending(), budget));
+      budget -= r.step_tokens;
+    }
+
+    batch.tokens.clear();
+    batch.positions.clear();
+    batch.kv_seq.clear();
+    batch.output_rows.clear();
+    std::fill(batch.block_table.begin(), batch.block_table.end(), 0);
+    for (auto& rp : running) {
+      Running& r = *rp;
+      r.output = -1;
+      std::copy(r.blocks.begin(), r.blocks.end(), batch.block_table.begin() + size_t(r.row) * layout.max_blocks);
+      const auto& tokens = r.gen->tokens();
+      for (int32_t k = 0; k < r.step_tokens; ++k) {
+        batch.tokens.push_back(tokens[size_t(r.n_done + k)]);
+        batch.positions.push_back(r.n_done + k);
+        batch.kv_seq.push_back(r.row);
+      }
+      if (r.step_tokens > 0 && r.step_tokens == r.pending()) {
+        r.output = static_cast<int32_t>(batch.output_rows.size());
+        batch.output_rows.push_back(static_cast<int32_t>(batch.tokens.size()) - 1);
+      }
+    }
+    if (batch.tokens.empty()) continue;  // nothing could get a block this round (preemptions freed some)
+
+    std::span<const float> logits;
+    try {
+      logits = session_->eval_paged(batch);
+    } catch (const std::exception& e) {
+      // A failed step fails the requests in it, not the engine.
+      log(options_.log, LogLevel::Warning, std::string("batch step failed: ") + e.what());
+      for (auto it = running.begin(); it != running.end();) {
+        if ((*it)->step_tokens > 0) {
+          end(**it, FinishReason::Error, e.what());
+          it = running.erase(it);
+        } else {
+          ++it;
+        }
+      }
+      continue;
+    }
+    {
+      std::lock_guard lock(mutex_);
+      ++stats_.steps;
+      stats_.step_tokens += batch.tokens.size();
+    }
+
+    const size_t n_vocab = static_cast<size_t>(n_vocab_);
+    for (auto it = running.begin(); it != running.end();) {
+      Running& r = **it;
+      r.n_done += r.step_tokens;
+      const auto& tokens = r.gen->tokens();
+      // Full blocks become reusable prefixes (keyed once; a duplicate of a cached prefix stays this sequence's).
+      while ((r.n_keyed + 1) * bs <= r.n_done) {
+        r.chain = pool.publish(r.chain, std::span(tokens).subspan(size_t(r.n_keyed) * bs, size_t(bs)),
+                               r.blocks[size_t(r.n_keyed)]);
+        ++r.n_keyed;
+      }
+      std::optional<FinishReason> done;
+      std::string error;
+      if (r.output >= 0) {
+        try {
+          const int32_t next = r.gen->sample(logits.subspan(size_t(r.output) * n_vocab, n_vocab));
+          done = r.gen->accept(next, r.job->callback, r.job->cancelled);
+        } catch (const std::exception& e) {
+          log(options_.log, LogLevel::Warning, "request " + std::to_string(r.job->id) + " failed: " + e.what());
+          done = FinishReason::Error;
+          error = e.what();
+        }
+      }
+      if (done) {
+        end(r, *done, error);
+        it = running.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    const KvBlockStats ks = pool.stats();
+    std::lock_guard lock(mutex_);
+    stats_.kv_blocks_total = ks.n_blocks;
+    stats_.kv_blocks_used = ks.used;
+    stats_.kv_blocks_cached = ks.cached;
+  }
+}
+
+}  // namespace runtime

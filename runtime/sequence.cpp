@@ -1,0 +1,55 @@
+// One request's generation in the batching engine (see sequence.h); the order of the checks is generate()'s.
+#include "runtime/sequence.h"
+
+namespace runtime {
+
+SequenceGeneration::SequenceGeneration(const tokenizer::Tokenizer& tok, const EngineRequest& request,
+                                       int32_t seq_capacity)
+    : tok_(tok),
+      req_(request),
+      seq_capacity_(seq_capacity),
+      n_prompt_(static_cast<int32_t>(request.prompt.size())),
+      tokens_(request.prompt),
+      sampler_(request.sampling),
+      decoder_(tok),
+      stop_(request.stop) {
+  // The prompt goes through the decoder unseen: it settles the SentencePiece leading-space rule, so the first
+  // generated piece keeps its space exactly when decode(prompt + generated) would.
+  for (int32_t id : request.prompt) decoder_.push(id);
+}
+
+int32_t SequenceGeneration::sample(std::span<const float> logits) { return sampler_.sample(logits, tokens_, step_++); }
+
+void SequenceGeneration::emit(const EngineCallback& callback, const std::string& text, std::vector<int32_t> ids) {
+  if (text.empty() && ids.empty()) return;
+  EngineEvent e;
+  e.kind = EngineEvent::Kind::Text;
+  e.text = text;
+  e.tokens = ids;
+  if (!callback(e)) callback_cancelled_ = true;
+}
+
+std::optional<FinishReason> SequenceGeneration::accept(int32_t token, const EngineCallback& callback, bool cancelled) {
+  const auto limit_reached = [&] { return req_.max_tokens >= 0 && n_generated() >= req_.max_tokens; };
+  if (cancelled || callback_cancelled_) return FinishReason::Cancelled;
+  if (limit_reached()) return FinishReason::Length;
+  if (!req_.ignore_eos && tok_.is_eog(token)) return FinishReason::Stop;
+  const std::string piece = decoder_.push(token);
+  emit(callback, stop_.push(piece), {token});
+  tokens_.push_back(token);
+  if (!req_.stop.empty()) {
+    generated_text_ += piece;
+    if (contains_stop(generated_text_, piece.size(), req_.stop)) return FinishReason::Stop;
+  }
+  if (limit_reached()) return FinishReason::Length;
+  // The new token is evaluated next, at the position after everything before it.
+  if (static_cast<int64_t>(tokens_.size()) - 1 >= seq_capacity_) return FinishReason::Length;
+  return std::nullopt;
+}
+
+void SequenceGeneration::flush(const EngineCallback& callback) {
+  emit(callback, stop_.push(decoder_.flush()), {});
+  emit(callback, stop_.flush(), {});
+}
+
+}  // namespace runtime
