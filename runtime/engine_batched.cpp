@@ -52,6 +52,12 @@ void Engine::worker_batched() {
   PagedBatch batch;
   batch.block_table.assign(size_t(layout.n_seq) * size_t(layout.max_blocks), 0);
 
+  const auto publish_pool_stats = [&] {  // under mutex_
+    const KvBlockStats ks = pool.stats();
+    stats_.kv_blocks_total = ks.n_blocks;
+    stats_.kv_blocks_used = ks.used;
+    stats_.kv_blocks_cached = ks.cached;
+  };
   const auto usage_of = [](const Running& r) {
     return Usage{r.gen->n_prompt(), r.gen->n_generated(), r.n_cached};
   };
@@ -73,6 +79,7 @@ void Engine::worker_batched() {
     finish(*r.job, reason, usage_of(r), error);
     std::lock_guard lock(mutex_);
     std::erase(active_, r.job);
+    publish_pool_stats();
     idle_.notify_all();
   };
   // Whether the pool can take a sequence of n tokens now and leave every running sequence a block to grow into.
@@ -262,11 +269,8 @@ void Engine::worker_batched() {
         ++it;
       }
     }
-    const KvBlockStats ks = pool.stats();
     std::lock_guard lock(mutex_);
-    stats_.kv_blocks_total = ks.n_blocks;
-    stats_.kv_blocks_used = ks.used;
-    stats_.kv_blocks_cached = ks.cached;
+    publish_pool_stats();
   }
 }
 

@@ -47,7 +47,6 @@ void check_paged_batch(const PagedBatch& b, const PagedLayout& layout, int32_t n
     throw SessionError("eval_paged: the block table has " + std::to_string(b.block_table.size()) +
                        " entries, not n_seq * max_blocks = " + std::to_string(layout.n_seq) + " * " +
                        std::to_string(layout.max_blocks));
-  if (b.output_rows.empty()) throw SessionError("eval_paged: no output rows");
   for (int32_t r : b.output_rows)
     if (r < 0 || static_cast<size_t>(r) >= n)
       throw SessionError("eval_paged: output row " + std::to_string(r) + " is not a token of the batch");

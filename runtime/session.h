@@ -102,7 +102,7 @@ class Session {
 
   // Paged sessions (SessionOptions::n_seq > 0) only: the layout of the pool, and one step of many sequences.
   // eval_paged returns logits [output_rows.size() * n_vocab], row i for token output_rows[i], valid until the next
-  // call; it throws SessionError for a malformed batch (sizes, rows, positions past a sequence's capacity, blocks
+  // call (none for a batch of prompt chunks only, whose output_rows is empty); it throws SessionError for a malformed batch (sizes, rows, positions past a sequence's capacity, blocks
   // outside the pool) and std::out_of_range for a token id outside the vocabulary. Others: nullopt / SessionError.
   virtual std::optional<PagedLayout> paged_layout() const { return std::nullopt; }
   virtual std::span<const float> eval_paged(const PagedBatch& batch);

@@ -83,8 +83,12 @@ namespace runtime {
 std::span<const float> CpuSession::eval_paged(const PagedBatch& b) {
   if (!paged_) return Session::eval_paged(b);
   check_paged_batch(b, *paged_, n_vocab());
-  const Compiled& c = compiled_paged(static_cast<int32_t>(b.tokens.size()), static_cast<int32_t>(b.output_rows.size()));
-  exec_.run(c.graph, c.plan, graph::RunInputs{b.tokens, b.positions, b.kv_seq, b.block_table, b.output_rows});
+  // A graph always has an output: a batch that wants no logits computes those of its first token, unread.
+  static constexpr int32_t kFirstToken[] = {0};
+  const std::span<const int32_t> rows = b.output_rows.empty() ? std::span(kFirstToken) : std::span(b.output_rows);
+  const Compiled& c = compiled_paged(static_cast<int32_t>(b.tokens.size()), static_cast<int32_t>(rows.size()));
+  exec_.run(c.graph, c.plan, graph::RunInputs{b.tokens, b.positions, b.kv_seq, b.block_table, rows});
+  if (b.output_rows.empty()) return {};
   return exec_.output_f32(c.logits);
 }
 

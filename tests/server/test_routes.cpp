@@ -123,29 +123,62 @@ TEST_F(ServerTest, StopStringEndsTheTextBeforeIt) {
   EXPECT_EQ(s.finish, "stop");
 }
 
+// Eight at once on the batching engine (four sequences per step, the rest queued), then on the one-at-a-time
+// engine: each answer is the request's greedy text alone.
 TEST_F(ServerTest, ConcurrentRequestsGetTheirGreedyTextAsAlone) {
-  start();
-  const std::vector<std::string> prompts = {"Once upon a time", "The dog", "Tom and Sue", "One day, a little"};
-  std::vector<std::future<test_http::Response>> answers;
-  for (size_t i = 0; i < prompts.size(); ++i) {
-    const std::string body = R"({"prompt": )" + chat::json_quote(prompts[i]) +
-                             R"(, "max_tokens": 25, "temperature": 0, "stream": )" + (i % 2 ? "true" : "false") + "}";
-    answers.push_back(std::async(std::launch::async, [this, body] { return post("/v1/completions", body); }));
-  }
-  for (size_t i = 0; i < prompts.size(); ++i) {
-    SCOPED_TRACE(prompts[i]);
-    const test_http::Response r = answers[i].get();
-    const std::string expected = greedy(completion_prompt(prompts[i]), 25);
-    if (i % 2) {
-      EXPECT_EQ(read_stream(r, false).text, expected);
-    } else {
-      ASSERT_EQ(r.status, 200) << r.body;
-      EXPECT_EQ(str(at(at(at(json(r.body), "choices"), 0), "text")), expected);
+  const std::vector<std::string> prompts = {"Once upon a time", "The dog",  "Tom and Sue", "One day, a little",
+                                            "Lily wanted",      "The sun", "Mom said",    "A big red ball"};
+  for (int32_t parallel : {4, 0}) {
+    SCOPED_TRACE("parallel " + std::to_string(parallel));
+    Config c;
+    c.parallel = parallel;
+    start(c);
+    std::vector<std::future<test_http::Response>> answers;
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      const std::string body = R"({"prompt": )" + chat::json_quote(prompts[i]) +
+                               R"(, "max_tokens": 25, "temperature": 0, "stream": )" + (i % 2 ? "true" : "false") +
+                               "}";
+      answers.push_back(std::async(std::launch::async, [this, body] { return post("/v1/completions", body); }));
     }
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      SCOPED_TRACE(prompts[i]);
+      const test_http::Response r = answers[i].get();
+      const std::string expected = greedy(completion_prompt(prompts[i]), 25);
+      if (i % 2) {
+        EXPECT_EQ(read_stream(r, false).text, expected);
+      } else {
+        ASSERT_EQ(r.status, 200) << r.body;
+        EXPECT_EQ(str(at(at(at(json(r.body), "choices"), 0), "text")), expected);
+      }
+    }
+    const runtime::EngineStats st = engine_->stats();
+    EXPECT_EQ(st.requests_accepted, prompts.size());
+    EXPECT_EQ(st.finished_length, prompts.size());
+    stop();
   }
-  const runtime::EngineStats st = engine_->stats();
-  EXPECT_EQ(st.requests_accepted, prompts.size());
-  EXPECT_EQ(st.finished_length, prompts.size());
+}
+
+// A repeated prompt is served from the prefix cache: usage says how many prompt tokens were, /metrics counts them,
+// and the text does not change.
+TEST_F(ServerTest, PrefixCacheHitsShowInUsageAndMetrics) {
+  start();
+  const std::string body = R"({"prompt": "Once upon a time, there was a little girl named Lily. She loved to play",
+      "max_tokens": 12, "temperature": 0})";
+  const auto a = post("/v1/completions", body), b = post("/v1/completions", body);
+  ASSERT_EQ(a.status, 200) << a.body;
+  ASSERT_EQ(b.status, 200) << b.body;
+  const Value ja = json(a.body), jb = json(b.body);
+  EXPECT_EQ(str(at(at(at(ja, "choices"), 0), "text")), str(at(at(at(jb, "choices"), 0), "text")));
+  const int64_t n_prompt = at(at(ja, "usage"), "prompt_tokens").as_int();
+  ASSERT_GT(n_prompt, 16);
+  EXPECT_EQ(at(at(at(ja, "usage"), "prompt_tokens_details"), "cached_tokens").as_int(), 0);
+  const int64_t cached = at(at(at(jb, "usage"), "prompt_tokens_details"), "cached_tokens").as_int();
+  EXPECT_EQ(cached, (n_prompt - 1) / 16 * 16);  // whole blocks of 16, the last prompt token recomputed
+  ASSERT_TRUE(engine_->wait_idle(std::chrono::seconds(10)));  // the answer goes out before the blocks are freed
+  const std::string metrics = get("/metrics").body;
+  EXPECT_NE(metrics.find("llmrun_prompt_tokens_cached_total " + std::to_string(cached)), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("llmrun_kv_cache_blocks{state=\"total\"} 32"), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("llmrun_kv_cache_blocks{state=\"used\"} 0"), std::string::npos) << metrics;
 }
 
 TEST_F(ServerTest, SeededSamplingIsReproducible) {
