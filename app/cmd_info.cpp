@@ -152,6 +152,7 @@ void print_resolved(std::string& out, const gguf::File& f) {
     line(out, "model", model::describe(c));
     line(out, "attention", model::describe_attention(c));
     line(out, "rope", model::describe_rope(c));
+    line(out, "feed-forward", model::describe_ffn(c));
   } catch (const std::exception& e) {
     line(out, "model", std::string("not runnable here: ") + e.what());
   }

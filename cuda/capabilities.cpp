@@ -19,8 +19,14 @@ namespace {
 // Why Executor::lower cannot lower this node ("" when it can): one case per op, so a new op must be placed here.
 std::string node_refusal(const graph::Node& n) {
   switch (n.op) {
-    case graph::Op::Input:
     case graph::Op::Weight:
+      return std::get<graph::WeightParams>(n.params).type == quant::Type::MXFP4 ? "MXFP4 weights" : "";
+    case graph::Op::TopK:
+    case graph::Op::MoeWeights:
+    case graph::Op::MulMatId:
+    case graph::Op::SwiGluOai:
+    case graph::Op::WeightedSum: return std::string("mixture-of-experts op ") + graph::op_name(n.op);
+    case graph::Op::Input:
     case graph::Op::GetRows:
     case graph::Op::RmsNorm:
     case graph::Op::MulMat:
@@ -39,6 +45,7 @@ std::string node_refusal(const graph::Node& n) {
     case graph::Op::Slice: return "";
     case graph::Op::Attention: {
       const auto& a = std::get<graph::AttentionParams>(n.params);
+      if (a.sinks) return "attention sinks";
       return a.window == 0 || window_supported(a.n_head, a.n_head_kv, a.head_dim, a.head_dim_v)
                  ? ""
                  : "sliding-window attention of this head shape";

@@ -91,6 +91,11 @@ const char* op_name(Op op) {
     case Op::LastToken: return "LastToken";
     case Op::Gather: return "Gather";
     case Op::Argmax: return "Argmax";
+    case Op::TopK: return "TopK";
+    case Op::MoeWeights: return "MoeWeights";
+    case Op::MulMatId: return "MulMatId";
+    case Op::SwiGluOai: return "SwiGluOai";
+    case Op::WeightedSum: return "WeightedSum";
   }
   throw std::invalid_argument("graph: unknown op " + std::to_string(static_cast<int>(op)));
 }
@@ -124,6 +129,15 @@ const char* weight_role_name(WeightRole role) {
     case WeightRole::RopeFreqs: return "rope_freqs";
     case WeightRole::RopeFactorsLong: return "rope_factors_long";
     case WeightRole::RopeFactorsShort: return "rope_factors_short";
+    case WeightRole::AttnSinks: return "attn_sinks";
+    case WeightRole::FfnRouter: return "ffn_router";
+    case WeightRole::FfnRouterBias: return "ffn_router_bias";
+    case WeightRole::FfnGateExps: return "ffn_gate_exps";
+    case WeightRole::FfnUpExps: return "ffn_up_exps";
+    case WeightRole::FfnDownExps: return "ffn_down_exps";
+    case WeightRole::FfnGateExpsBias: return "ffn_gate_exps_bias";
+    case WeightRole::FfnUpExpsBias: return "ffn_up_exps_bias";
+    case WeightRole::FfnDownExpsBias: return "ffn_down_exps_bias";
     case WeightRole::kCount: break;
   }
   throw std::invalid_argument("graph: unknown weight role " + std::to_string(static_cast<int>(role)));
@@ -413,7 +427,7 @@ NodeId Graph::rope(std::string name, NodeId x, NodeId positions, RopeParams p, N
 }
 
 NodeId Graph::attention(std::string name, NodeId q, NodeId k, NodeId v, NodeId positions, AttentionParams p,
-                        PagedKv paged) {
+                        PagedKv paged, NodeId sinks) {
   Check c(nodes_, name, Op::Attention);
   const Node& qn = c.in(q, "q");
   const Node& kn = c.in(k, "k");
@@ -454,6 +468,14 @@ NodeId Graph::attention(std::string name, NodeId q, NodeId k, NodeId v, NodeId p
     c.require(bn.shape == want_table, "block_table " + Check::describe(bn) + " must be " + to_string(want_table));
     ins.push_back(paged.kv_seq);
     ins.push_back(paged.block_table);
+  }
+  p.sinks = sinks != kNoNode;
+  if (p.sinks) {
+    const Node& sn = c.in(sinks, "sinks");
+    c.is_float(sn, "sinks");
+    c.require(sn.shape.elements() == p.n_head, "sinks " + Check::describe(sn) + " must have n_head = " +
+                                                   std::to_string(p.n_head) + " elements");
+    ins.push_back(sinks);  // last, whatever inputs a KV-cache layout adds before it
   }
   const Shape out{{int64_t{p.head_dim_v} * p.n_head, t, 1, 1}};
   return append(make(std::move(name), Op::Attention, std::move(ins), out, DType::F32, p));
@@ -504,6 +526,84 @@ NodeId Graph::argmax(std::string name, NodeId a) {
   c.is_float(an, "a");
   const Shape out{{an.shape.ne[1], an.shape.ne[2], an.shape.ne[3], 1}};
   return append(make(std::move(name), Op::Argmax, {a}, out, DType::I32));
+}
+
+NodeId Graph::top_k(std::string name, NodeId a, int32_t k) {
+  Check c(nodes_, name, Op::TopK);
+  const Node& an = c.in(a, "a");
+  c.is_float(an, "a");
+  c.require(an.op != Op::Weight && is_matrix(an.shape), "a " + Check::describe(an) + " must be an activation [n, T]");
+  c.require(k > 0 && k <= an.shape.ne[0], "k " + std::to_string(k) + " must be in [1, " +
+                                              std::to_string(an.shape.ne[0]) + "] for a " + Check::describe(an));
+  const Shape out{{k, an.shape.ne[1], 1, 1}};
+  return append(make(std::move(name), Op::TopK, {a}, out, DType::I32, TopKParams{k}));
+}
+
+NodeId Graph::moe_weights(std::string name, NodeId scores, NodeId ids, MoeWeightsParams p) {
+  Check c(nodes_, name, Op::MoeWeights);
+  const Node& sn = c.in(scores, "scores");
+  const Node& in = c.in(ids, "ids");
+  c.is_float(sn, "scores");
+  c.is_i32(in, "ids");
+  c.require(sn.op != Op::Weight && is_matrix(sn.shape), "scores " + Check::describe(sn) + " must be [n_expert, T]");
+  c.require(is_matrix(in.shape) && in.shape.ne[1] == sn.shape.ne[1] && in.shape.ne[0] <= sn.shape.ne[0],
+            "ids " + Check::describe(in) + " must be [k <= n_expert, T] for scores " + Check::describe(sn));
+  return append(make(std::move(name), Op::MoeWeights, {scores, ids}, in.shape, DType::F32, p));
+}
+
+NodeId Graph::mul_mat_id(std::string name, NodeId w, NodeId x, NodeId ids, NodeId bias) {
+  Check c(nodes_, name, Op::MulMatId);
+  const Node& wn = c.in(w, "weight");
+  const Node& xn = c.in(x, "x");
+  const Node& in = c.in(ids, "ids");
+  c.require(wn.op == Op::Weight, "weight " + Check::describe(wn) + " must be a weight tensor");
+  c.is_float(xn, "x");
+  c.is_i32(in, "ids");
+  c.require(wn.shape.ne[3] == 1, "weight " + Check::describe(wn) + " must be [K, N, n_expert]");
+  const int64_t K = wn.shape.ne[0], N = wn.shape.ne[1], k = in.shape.ne[0], T = in.shape.ne[1];
+  c.require(is_matrix(in.shape), "ids " + Check::describe(in) + " must be [k, T]");
+  c.require(xn.shape.ne[0] == K && xn.shape.ne[2] == T && xn.shape.ne[3] == 1 &&
+                (xn.shape.ne[1] == 1 || xn.shape.ne[1] == k),
+            "x " + Check::describe(xn) + " must be [K = " + std::to_string(K) + ", 1 or k = " + std::to_string(k) +
+                ", T = " + std::to_string(T) + "] for weight " + Check::describe(wn) + " and ids " +
+                Check::describe(in));
+  std::vector<NodeId> ins{w, x, ids};
+  if (bias != kNoNode) {
+    const Node& bn = c.in(bias, "bias");
+    c.is_float(bn, "bias");
+    c.require(bn.shape.ne[0] == N && bn.shape.elements() == N * wn.shape.ne[2],
+              "bias " + Check::describe(bn) + " must be [N = " + std::to_string(N) + ", n_expert = " +
+                  std::to_string(wn.shape.ne[2]) + "]");
+    ins.push_back(bias);
+  }
+  const Shape out{{N, k, T, 1}};
+  return append(make(std::move(name), Op::MulMatId, std::move(ins), out, DType::F32));
+}
+
+NodeId Graph::swiglu_oai(std::string name, NodeId gate, NodeId up, SwiGluOaiParams p) {
+  {
+    Check c(nodes_, name, Op::SwiGluOai);
+    c.require(std::isfinite(p.alpha) && std::isfinite(p.limit) && p.limit > 0.0f,
+              "alpha " + std::to_string(p.alpha) + " and limit " + std::to_string(p.limit) +
+                  " must be finite (limit > 0)");
+  }
+  const NodeId id = glu(std::move(name), Op::SwiGluOai, gate, up);
+  nodes_.back().params = p;
+  return id;
+}
+
+NodeId Graph::weighted_sum(std::string name, NodeId a, NodeId w) {
+  Check c(nodes_, name, Op::WeightedSum);
+  const Node& an = c.in(a, "a");
+  const Node& wn = c.in(w, "w");
+  c.is_float(an, "a");
+  c.is_float(wn, "w");
+  c.require(an.op != Op::Weight && an.shape.ne[3] == 1, "a " + Check::describe(an) + " must be [ne0, k, T]");
+  c.require(wn.op != Op::Weight && wn.shape == (Shape{{an.shape.ne[1], an.shape.ne[2], 1, 1}}),
+            "w " + Check::describe(wn) + " must be [k, T] = [" + std::to_string(an.shape.ne[1]) + ", " +
+                std::to_string(an.shape.ne[2]) + "] for a " + Check::describe(an));
+  const Shape out{{an.shape.ne[0], an.shape.ne[2], 1, 1}};
+  return append(make(std::move(name), Op::WeightedSum, {a, w}, out, DType::F32));
 }
 
 }  // namespace graph

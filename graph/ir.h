@@ -61,6 +61,19 @@ enum class Op : uint8_t {
   Gather,     // inputs {a [ne0, T], rows I32 [n]} -> [ne0, n]: columns rows[i] of a (the tokens of a ragged batch
               //   whose logits are wanted); every row must lie in [0, T)
   Argmax,     // inputs {a [ne0, T]} -> I32 [T]: index of the largest value per row, lower index on ties
+  // ---- mixture of experts (model/layers.h moe_ffn); expert ids stay graph data, so an executor can read them where
+  // it computes (a GPU decodes without a host round trip and reads only the chosen experts' weights) ----
+  TopK,       // inputs {a [n, T]} -> I32 [k, T]: the indices of the k largest values of each row, largest first;
+              //   equal values in index order (the order llama.cpp's CPU argsort gives them up to 16 experts)
+  MoeWeights, // inputs {scores [n_expert, T], ids I32 [k, T]} -> [k, T]: scores[ids[j, t], t], then optionally a
+              //   softmax over those k (gpt-oss) and/or a division by their sum (Qwen3-MoE), MoeWeightsParams
+  MulMatId,   // inputs {w [K, N, n_expert], x [K, X, T], ids I32 [k, T], bias [N, n_expert] (optional)} ->
+              //   [N, k, T]: out[:, j, t] = w[ids[j, t]] x[:, X == 1 ? 0 : j, t] (+ bias[:, ids[j, t]]); X is 1 (the
+              //   token's input, shared by its k experts) or k (one input per chosen expert). ggml's mul_mat_id
+  SwiGluOai,  // inputs {gate, up} -> g' sigmoid(alpha g') (u' + 1), g' = min(gate, limit), u' = clamp(up, +-limit)
+              //   (gpt-oss's clamped SwiGLU), SwiGluOaiParams
+  WeightedSum,  // inputs {a [ne0, k, T], w [k, T]} -> [ne0, T]: sum over j of w[j, t] a[:, j, t] (the chosen experts'
+                //   outputs mixed by their routing weights)
 };
 const char* op_name(Op op);
 
@@ -97,6 +110,12 @@ enum class WeightRole : uint8_t {
   OutputNorm, Output,            // the final norm and the output projection (logits)
   RopeFreqs,                     // long-context frequency factors (llama 3.1+)
   RopeFactorsLong, RopeFactorsShort,  // LongRoPE frequency factors (phi3): one of the two is used, by context size
+  AttnSinks,                     // per-head attention-sink logits [n_head] (gpt-oss)
+  FfnRouter, FfnRouterBias,      // MoE router [n_embd, n_expert] (ffn_gate_inp) and its bias [n_expert] (gpt-oss)
+  FfnGateExps, FfnUpExps,        // the experts' gate and up matrices, 3-D [n_embd, n_ff_exp, n_expert]
+  FfnDownExps,                   // the experts' down matrices [n_ff_exp, n_embd, n_expert]
+  FfnGateExpsBias, FfnUpExpsBias,  // per-expert biases [n_ff_exp, n_expert] (gpt-oss)
+  FfnDownExpsBias,               // [n_embd, n_expert] (gpt-oss)
   kCount
 };
 const char* weight_role_name(WeightRole role);
@@ -151,10 +170,27 @@ struct AttentionParams {
   float scale = 1.0f;           // usually 1/sqrt(head_dim)
   int32_t window = 0;           // sliding window (llama.cpp's standard SWA): the query at position p sees the keys at
                                 // positions p - window < pk <= p; 0: every key at pk <= p
+  // Attention sinks (gpt-oss): the node's last input is an F32 [n_head] of per-head logits s_h that join each
+  // softmax's denominator unscaled (softmax over [scores, s_h], the sink's column then dropped). Always found as
+  // inputs.back(), never by index: the inputs before it depend on the KV-cache layout.
+  bool sinks = false;
+};
+struct TopKParams {
+  int32_t k = 1;
+};
+struct MoeWeightsParams {
+  bool softmax = false;         // softmax over the k gathered scores (gpt-oss: top-k by raw logit, then weights)
+  bool normalize = false;       // divide by their sum, clamped below at 6.103515625e-5 (the smallest normal f16),
+                                // as llama.cpp guards it (Qwen3-MoE: the top-k of a softmax, renormalised)
+};
+struct SwiGluOaiParams {
+  float alpha = 1.702f;         // the sigmoid's slope
+  float limit = 7.0f;           // gate clamped above, up clamped on both sides
 };
 
 using Params = std::variant<std::monostate, InputParams, WeightParams, RmsNormParams, RopeParams, AttentionParams,
-                            ScaleParams, SoftcapParams, SliceParams>;
+                            ScaleParams, SoftcapParams, SliceParams, TopKParams, MoeWeightsParams,
+                            SwiGluOaiParams>;
 
 struct Node {
   NodeId id = kNoNode;
@@ -236,14 +272,20 @@ class Graph {
   NodeId softcap(std::string name, NodeId a, float cap);
   NodeId slice(std::string name, NodeId a, int64_t offset, int64_t n);
   NodeId rope(std::string name, NodeId x, NodeId positions, RopeParams p, NodeId freq_factors = kNoNode);
-  // paged: the block-table inputs, required exactly when this graph's kv is paged.
+  // paged: the block-table inputs, required exactly when this graph's kv is paged. sinks: an F32 [n_head] node, or
+  // kNoNode; p.sinks is set from it.
   NodeId attention(std::string name, NodeId q, NodeId k, NodeId v, NodeId positions, AttentionParams p,
-                   PagedKv paged = {});
+                   PagedKv paged = {}, NodeId sinks = kNoNode);
   NodeId softmax(std::string name, NodeId a);
   NodeId reshape(std::string name, NodeId a, Shape shape);
   NodeId last_token(std::string name, NodeId a);
   NodeId gather(std::string name, NodeId a, NodeId rows);
   NodeId argmax(std::string name, NodeId a);
+  NodeId top_k(std::string name, NodeId a, int32_t k);
+  NodeId moe_weights(std::string name, NodeId scores, NodeId ids, MoeWeightsParams p);
+  NodeId mul_mat_id(std::string name, NodeId w, NodeId x, NodeId ids, NodeId bias = kNoNode);
+  NodeId swiglu_oai(std::string name, NodeId gate, NodeId up, SwiGluOaiParams p);
+  NodeId weighted_sum(std::string name, NodeId a, NodeId w);
 
   // The first node with this name, or kNoNode.
   NodeId find(std::string_view name) const;

@@ -77,6 +77,14 @@ std::string params_string(const Node& n) {
     s << "layer=" << ap->layer << " heads=" << ap->n_head << "/" << ap->n_head_kv << " head_dim=" << ap->head_dim
       << "/" << ap->head_dim_v << " scale=" << num(ap->scale);
     if (ap->window > 0) s << " window=" << ap->window;
+    if (ap->sinks) s << " sinks";
+  } else if (const auto* kp = std::get_if<TopKParams>(&n.params)) {
+    s << "k=" << kp->k;
+  } else if (const auto* mp = std::get_if<MoeWeightsParams>(&n.params)) {
+    s << (mp->softmax ? "softmax" : "") << (mp->softmax && mp->normalize ? " " : "")
+      << (mp->normalize ? "normalize" : "");
+  } else if (const auto* op = std::get_if<SwiGluOaiParams>(&n.params)) {
+    s << "alpha=" << num(op->alpha) << " limit=" << num(op->limit);
   } else if (const auto* sp = std::get_if<ScaleParams>(&n.params)) {
     s << "scale=" << num(sp->scale);
   } else if (const auto* cp = std::get_if<SoftcapParams>(&n.params)) {

@@ -317,6 +317,7 @@ struct Runner {
     a.k = f32_in(n, 1);
     a.v = f32_in(n, 2);
     a.positions = i32_in(n, 3);
+    if (a.p.sinks) a.sinks = f32(n.inputs.back());  // last by convention (graph/ir.h AttentionParams::sinks)
     a.k_cache = ex.k_cache_.data() + layer_slots * kv.head_dim_k * a.p.layer;
     a.v_cache = ex.v_cache_.data() + layer_slots * kv.head_dim_v * a.p.layer;
     a.out = out_f32(n);
@@ -333,6 +334,42 @@ struct Runner {
     a.scratch = ex.scratch_.data();
     a.scratch_stride = ref::attention_scratch_per_thread(kv);
     ref::attention(a, ex.pool_.get());
+  }
+
+  void mul_mat_id(const Node& n) const {
+    ref::MulMatIdArgs a;
+    const Node& w = in(n, 0);  // a weight (the builder checks): quantized ones past the cache budget are read by row
+    const auto& wp = std::get<WeightParams>(w.params);
+    if (wp.host && !ex.cached_weight_f32(w) && !ex.weight_cache_has_room(w)) {
+      a.wq = static_cast<const uint8_t*>(wp.host);
+      a.wtype = wp.type;
+      a.row_bytes = quant::row_bytes(wp.type, w.shape.ne[0]);
+    } else {
+      a.w = f32(w.id);
+    }
+    a.x = f32_in(n, 1);
+    a.ids = i32_in(n, 2);
+    a.bias = f32_opt(n, 3);
+    a.out = out_f32(n);
+    a.K = w.shape.ne[0];
+    a.N = w.shape.ne[1];
+    a.n_expert = w.shape.ne[2];
+    a.x_slots = in(n, 1).shape.ne[1];
+    a.k = n.shape.ne[1];
+    a.t = n.shape.ne[2];
+    ref::mul_mat_id(a, ex.pool_.get());
+  }
+
+  void moe_weights(const Node& n) const {
+    ref::MoeWeightsArgs a;
+    a.scores = f32_in(n, 0);
+    a.ids = i32_in(n, 1);
+    a.out = out_f32(n);
+    a.n_expert = in(n, 0).shape.ne[0];
+    a.k = n.shape.ne[0];
+    a.t = n.shape.ne[1];
+    a.p = std::get<MoeWeightsParams>(n.params);
+    ref::moe_weights(a);
   }
 
   void slice(const Node& n) const {
@@ -397,6 +434,19 @@ void ReferenceExecutor::run(const Graph& g, const Plan& p, const RunInputs& inpu
       case Op::Gather: r.gather(n); break;
       case Op::Argmax:
         ref::argmax(r.f32_in(n, 0), static_cast<int32_t*>(r.out(n)), r.in(n, 0).shape.ne[0], ne);
+        break;
+      case Op::TopK:
+        ref::top_k(r.f32_in(n, 0), static_cast<int32_t*>(r.out(n)), r.in(n, 0).shape.ne[0], n.shape.ne[0],
+                   n.shape.ne[1]);
+        break;
+      case Op::MoeWeights: r.moe_weights(n); break;
+      case Op::MulMatId: r.mul_mat_id(n); break;
+      case Op::SwiGluOai:
+        ref::swiglu_oai(r.f32_in(n, 0), r.f32_in(n, 1), r.out_f32(n), ne, std::get<SwiGluOaiParams>(n.params));
+        break;
+      case Op::WeightedSum:
+        ref::weighted_sum(r.f32_in(n, 0), r.f32_in(n, 1), r.out_f32(n), n.shape.ne[0], r.in(n, 0).shape.ne[1],
+                          n.shape.ne[1]);
         break;
       default: bad_node(n, "unknown op value " + std::to_string(static_cast<int>(n.op)));
     }

@@ -199,7 +199,10 @@ void attention(const AttentionArgs& a, ThreadPool* pool) {
         score[s] = static_cast<double>(a.p.scale) * dot(q, a.k_cache + (slot_of(t, s) * nkv + kvh) * hd, hd);
         if (score[s] > max) max = score[s];
       }
-      double sum = 0;
+      // A sink is one more (unscaled) logit in the softmax with no value row: it only enlarges the denominator.
+      const double sink = a.sinks ? static_cast<double>(a.sinks[h]) : -std::numeric_limits<double>::infinity();
+      if (sink > max) max = sink;
+      double sum = a.sinks ? std::exp(sink - max) : 0.0;
       for (int64_t s = first; s < n_slots; ++s) {
         score[s] = std::exp(score[s] - max);
         sum += score[s];

@@ -61,6 +61,7 @@ struct AttentionArgs {
   const int32_t* kv_seq = nullptr;     // [T], each in [0, n_seq)
   const int32_t* block_table = nullptr;// [n_seq][max_blocks], each in [0, n_ctx / block_size)
   int32_t block_size = 0, max_blocks = 0, n_seq = 0;
+  const float* sinks = nullptr;        // [n_head] when p.sinks: one more logit per head in the softmax denominator
   KvType kv_type = KvType::F16;        // Q8_0, Q4_0: values enter the cache quantized and dequantized (graph/ir.h),
                                        // per head in blocks of 32; F16 keeps them as given (floats, the exact
                                        // reference)
@@ -91,6 +92,40 @@ void softcap(const float* a, float cap, float* out, int64_t n);            // ca
 void slice(const float* a, int64_t ne0, int64_t rows, int64_t offset, int64_t n, float* out);
 void softmax(const float* a, float* out, int64_t ne0, int64_t rows);        // per row of ne0
 void argmax(const float* a, int32_t* out, int64_t ne0, int64_t rows);       // per row, lower index on ties
+
+// ---- mixture of experts (reference_moe.cpp) ----
+
+// The k largest of each row of n, largest first, equal values in index order: out [k, rows].
+void top_k(const float* a, int32_t* out, int64_t n, int64_t k, int64_t rows);
+
+struct MoeWeightsArgs {
+  const float* scores = nullptr;  // [n_expert, T]
+  const int32_t* ids = nullptr;   // [k, T], each in [0, n_expert)
+  float* out = nullptr;           // [k, T]
+  int64_t n_expert = 0, k = 0, t = 0;
+  MoeWeightsParams p;
+};
+// Throws std::out_of_range for an id outside [0, n_expert).
+void moe_weights(const MoeWeightsArgs& a);
+
+struct MulMatIdArgs {
+  const float* w = nullptr;       // [K, N, n_expert] as floats; or null, with wq:
+  const uint8_t* wq = nullptr;    // the same as N * n_expert rows of `wtype`, row_bytes apart (rows dequantized as
+  quant::Type wtype = quant::Type::F32;  // they are read: only the chosen experts' rows)
+  size_t row_bytes = 0;
+  const float* x = nullptr;       // [K, x_slots, T], x_slots 1 (shared by the k experts of a token) or k
+  const int32_t* ids = nullptr;   // [k, T]
+  const float* bias = nullptr;    // [N, n_expert] or null
+  float* out = nullptr;           // [N, k, T]
+  int64_t K = 0, N = 0, n_expert = 0, x_slots = 1, k = 0, t = 0;
+};
+// Every output element is one dot product in the fixed order of dot() (plus its bias): the same for any grouping
+// of tokens into batches or of work over threads. Throws std::out_of_range for an id outside [0, n_expert).
+void mul_mat_id(const MulMatIdArgs& a, ThreadPool* pool);
+
+void swiglu_oai(const float* gate, const float* up, float* out, int64_t n, const SwiGluOaiParams& p);
+// out [ne0, T] = sum over j < k of w[j, t] a[:, j, t] (j ascending, in double).
+void weighted_sum(const float* a, const float* w, float* out, int64_t ne0, int64_t k, int64_t t);
 
 }  // namespace ref
 }  // namespace graph

@@ -14,6 +14,8 @@ graph::Graph build_graph(const Config& c, const Weights& w, const BatchShape& b)
     case Arch::Qwen3: return build_qwen3(c, w, b);
     case Arch::Gemma3: return build_gemma3(c, w, b);
     case Arch::Phi3: return build_phi3(c, w, b);
+    case Arch::Qwen3Moe: return build_qwen3moe(c, w, b);
+    case Arch::GptOss: return build_gpt_oss(c, w, b);
   }
   throw ModelError("build_graph: unknown architecture id " + std::to_string(static_cast<int>(c.arch)));
 }

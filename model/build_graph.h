@@ -1,5 +1,6 @@
 // Graph construction: one short function per architecture (model/llama.cpp, qwen2.cpp, qwen3.cpp, gemma3.cpp,
-// phi3.cpp) and the switch that picks one. A graph is built for one batch shape; sessions cache graphs per shape.
+// phi3.cpp, qwen3moe.cpp, gpt_oss.cpp) and the switch that picks one. A graph is built for one batch shape;
+// sessions cache graphs per shape.
 #pragma once
 #include "graph/ir.h"
 #include "model/config.h"
@@ -36,5 +37,7 @@ graph::Graph build_qwen2(const Config& c, const Weights& w, const BatchShape& b)
 graph::Graph build_qwen3(const Config& c, const Weights& w, const BatchShape& b);
 graph::Graph build_gemma3(const Config& c, const Weights& w, const BatchShape& b);
 graph::Graph build_phi3(const Config& c, const Weights& w, const BatchShape& b);
+graph::Graph build_qwen3moe(const Config& c, const Weights& w, const BatchShape& b);
+graph::Graph build_gpt_oss(const Config& c, const Weights& w, const BatchShape& b);
 
 }  // namespace model

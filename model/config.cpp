@@ -19,6 +19,8 @@ const char* arch_name(Arch a) {
     case Arch::Qwen3: return "qwen3";
     case Arch::Gemma3: return "gemma3";
     case Arch::Phi3: return "phi3";
+    case Arch::Qwen3Moe: return "qwen3moe";
+    case Arch::GptOss: return "gpt-oss";
   }
   return "?";
 }
@@ -46,6 +48,8 @@ RawHparams RawHparams::read(const gguf::File& f) {
   r.value_length = u("attention.value_length");
   r.rope_dimension_count = u("rope.dimension_count");
   r.expert_count = u("expert_count");
+  r.expert_used_count = u("expert_used_count");
+  r.expert_feed_forward_length = u("expert_feed_forward_length");
   r.rms_epsilon = fl("attention.layer_norm_rms_epsilon");
   r.rope_freq_base = fl("rope.freq_base");
   r.rope_scaling_type = f.get_opt<std::string>(a + "rope.scaling.type");
@@ -128,23 +132,29 @@ RopeScaling resolve_rope_scaling(const Resolver& r, int32_t n_ctx_train) {
   return s;
 }
 
+// The sliding-window layers, as llama.cpp's loaders read them: the window, then the layer pattern (flags per layer,
+// or a period n: layer il is local when il % n < n - 1, the architecture's default period when the key is absent).
+void resolve_swa_layers(const Resolver& r, Config& c, uint64_t default_period) {
+  const RawHparams& raw = r.raw;
+  c.n_swa = r.positive(raw.sliding_window, "attention.sliding_window");
+  if (raw.sliding_window_layers) {
+    if (raw.sliding_window_layers->size() != size_t(c.n_layer))
+      r.fail("key " + r.key("attention.sliding_window_pattern") + " has " +
+             std::to_string(raw.sliding_window_layers->size()) + " entries for " + std::to_string(c.n_layer) +
+             " layers");
+    c.swa_layers = *raw.sliding_window_layers;
+  } else {
+    const uint64_t n = raw.sliding_window_period.value_or(default_period);
+    for (int32_t il = 0; il < c.n_layer; ++il) c.swa_layers.push_back(n == 0 || uint64_t(il) % n < n - 1);
+  }
+}
+
 // Gemma 3 (llama.cpp's gemma3 loader): sliding-window layers only when attention.sliding_window is present and
-// nonzero; then the layer pattern (flags per layer, or a period n: layer il is local when il % n < n - 1, default 6)
-// and the local layers' rope base.
+// nonzero, with the default period 6, and the local layers' own rope base.
 void resolve_gemma3(const Resolver& r, Config& c) {
   const RawHparams& raw = r.raw;
   if (raw.sliding_window && *raw.sliding_window > 0) {
-    c.n_swa = r.positive(raw.sliding_window, "attention.sliding_window");
-    if (raw.sliding_window_layers) {
-      if (raw.sliding_window_layers->size() != size_t(c.n_layer))
-        r.fail("key " + r.key("attention.sliding_window_pattern") + " has " +
-               std::to_string(raw.sliding_window_layers->size()) + " entries for " + std::to_string(c.n_layer) +
-               " layers");
-      c.swa_layers = *raw.sliding_window_layers;
-    } else {
-      const uint64_t n = raw.sliding_window_period.value_or(6);
-      for (int32_t il = 0; il < c.n_layer; ++il) c.swa_layers.push_back(n == 0 || uint64_t(il) % n < n - 1);
-    }
+    resolve_swa_layers(r, c, 6);
     c.rope_freq_base_swa = r.finite_positive(raw.rope_freq_base_swa.value_or(10000.0f), "rope.freq_base_swa");
   }
   if (raw.final_logit_softcapping) {
@@ -164,6 +174,40 @@ void resolve_gemma3(const Resolver& r, Config& c) {
   }
 }
 
+// The experts (llama.cpp's generic expert_count / expert_used_count, then the architecture's expert FF).
+// Qwen3-MoE: expert_feed_forward_length, else feed_forward_length / expert_used_count, as llama.cpp falls back.
+// gpt-oss: expert_feed_forward_length is required.
+void resolve_experts(const Resolver& r, Config& c) {
+  const RawHparams& raw = r.raw;
+  c.n_expert = r.positive(raw.expert_count, "expert_count");
+  c.n_expert_used = r.positive(raw.expert_used_count, "expert_used_count");
+  if (c.n_expert_used > c.n_expert)
+    r.fail("key " + r.key("expert_used_count") + " = " + std::to_string(c.n_expert_used) + " exceeds " +
+           r.key("expert_count") + " = " + std::to_string(c.n_expert));
+  if (raw.expert_feed_forward_length || c.arch == Arch::GptOss) {
+    c.n_ff_exp = r.positive(raw.expert_feed_forward_length, "expert_feed_forward_length");
+  } else {
+    if (!raw.feed_forward_length)
+      r.fail("missing key " + r.key("expert_feed_forward_length") + " (and " + r.key("feed_forward_length") +
+             " to derive it from)");
+    c.n_ff_exp = r.positive(raw.feed_forward_length, "feed_forward_length") / c.n_expert_used;
+    if (c.n_ff_exp == 0) r.fail("feed_forward_length / expert_used_count is 0: no expert FF size");
+  }
+  // llama.cpp hard-codes the weighting per architecture (no key controls it for these two).
+  c.moe_gating = c.arch == Arch::GptOss ? Config::MoeGating::TopKSoftmax : Config::MoeGating::SoftmaxTopKNorm;
+}
+
+// gpt-oss (llama.cpp's openai-moe loader): every other layer slides (period 2: layer 0 local) over
+// attention.sliding_window positions; both layer kinds rotate with the same base (rope.freq_base_swa when present)
+// and the file's YaRN scaling; attention has per-head sinks.
+void resolve_gpt_oss(const Resolver& r, Config& c) {
+  resolve_swa_layers(r, c, 2);
+  c.rope_freq_base_swa =
+      r.finite_positive(r.raw.rope_freq_base_swa.value_or(c.rope_freq_base), "rope.freq_base_swa");
+  c.rope_freq_scale_swa = c.rope_freq_scale;
+  c.attn_sinks = true;
+}
+
 }  // namespace
 
 Config Config::resolve(const RawHparams& raw) {
@@ -179,16 +223,21 @@ Config Config::resolve(const RawHparams& raw) {
     c.arch = Arch::Gemma3;
   } else if (raw.architecture == "phi3") {
     c.arch = Arch::Phi3;
+  } else if (raw.architecture == "qwen3moe") {
+    c.arch = Arch::Qwen3Moe;
+  } else if (raw.architecture == "gpt-oss") {
+    c.arch = Arch::GptOss;
   } else {
     r.fail(raw.architecture.empty() ? std::string("missing key general.architecture")
                                     : "unsupported architecture '" + raw.architecture +
-                                          "' (supported: llama, qwen2, qwen3, gemma3, phi3)");
+                                          "' (supported: llama, qwen2, qwen3, gemma3, phi3, qwen3moe, gpt-oss)");
   }
   // Rope style is implied by the architecture, as in llama.cpp: llama rotates adjacent pairs, the others halves.
   c.rope_mode = c.arch == Arch::Llama ? graph::RopeMode::Normal : graph::RopeMode::Neox;
-  if (raw.expert_count && *raw.expert_count > 0)
-    r.fail("mixture-of-experts models are not supported (" + r.key("expert_count") + " = " +
-           std::to_string(*raw.expert_count) + ")");
+  const bool moe = c.arch == Arch::Qwen3Moe || c.arch == Arch::GptOss;
+  if (!moe && raw.expert_count && *raw.expert_count > 0)
+    r.fail("mixture-of-experts " + raw.architecture + " models are not supported (" + r.key("expert_count") +
+           " = " + std::to_string(*raw.expert_count) + "; supported: qwen3moe, gpt-oss)");
 
   if (!raw.vocab_size) r.fail("cannot determine the vocabulary size: neither " + r.key("vocab_size") +
                               " nor tokenizer.ggml.tokens is present");
@@ -196,7 +245,8 @@ Config Config::resolve(const RawHparams& raw) {
   c.n_ctx_train = r.positive(raw.context_length, "context_length");
   c.n_embd = r.positive(raw.embedding_length, "embedding_length");
   c.n_layer = r.positive(raw.block_count, "block_count");
-  c.n_ff = r.positive(raw.feed_forward_length, "feed_forward_length");
+  // MoE files may omit the dense FF size (llama.cpp reads it as optional); only the experts' size is used.
+  c.n_ff = moe && !raw.feed_forward_length ? 0 : r.positive(raw.feed_forward_length, "feed_forward_length");
   c.n_head = r.positive(raw.head_count, "attention.head_count");
   c.n_head_kv = r.positive_or(raw.head_count_kv, "attention.head_count_kv", c.n_head);
   if (c.n_head % c.n_head_kv != 0)
@@ -225,8 +275,11 @@ Config Config::resolve(const RawHparams& raw) {
   c.rope_freq_scale = c.rope_scaling.freq_scale();
   c.attn_scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));  // as llama.cpp computes it, in float
 
+  if (moe) resolve_experts(r, c);
   switch (c.arch) {
     case Arch::Gemma3: resolve_gemma3(r, c); break;
+    case Arch::GptOss: resolve_gpt_oss(r, c); break;
+    case Arch::Qwen3Moe: break;
     case Arch::Phi3:
       // llama.cpp disables phi3's sliding window (the converters write one it does not trust) and warns.
       if (raw.sliding_window)
@@ -254,7 +307,9 @@ std::string Config::rope_factors_tensor(int32_t n_ctx) const {
       return rope_scaling.use_long_factors(n_ctx) ? "rope_factors_long.weight" : "rope_factors_short.weight";
     case Arch::Qwen2:
     case Arch::Qwen3:
-    case Arch::Gemma3: return "";
+    case Arch::Gemma3:
+    case Arch::Qwen3Moe:
+    case Arch::GptOss: return "";
   }
   return "";
 }
@@ -270,6 +325,7 @@ std::string describe(const Config& c) {
   s << ", rope " << (c.rope_mode == graph::RopeMode::Neox ? "neox" : "normal") << " base " << c.rope_freq_base;
   if (c.rope_freq_scale != 1.0f) s << " scale " << c.rope_freq_scale;
   s << ", rms_eps " << c.rms_eps;
+  if (c.n_expert > 0) s << ", experts " << c.n_expert << " (" << c.n_expert_used << " used, FF " << c.n_ff_exp << ")";
   if (c.n_swa > 0) s << ", sliding window " << c.n_swa;
   if (c.final_logit_softcap > 0.0f) s << ", logit softcap " << c.final_logit_softcap;
   return s.str();
@@ -320,6 +376,26 @@ std::string describe_attention(const Config& c) {
   s << "; " << c.n_head << " query heads, " << c.n_head_kv << " kv heads of " << c.head_dim << ", scale "
     << c.attn_scale;
   if (c.fused_qkv) s << "; fused attn_qkv";
+  if (c.attn_sinks) s << "; per-head attention sinks";
+  return s.str();
+}
+
+std::string describe_ffn(const Config& c) {
+  std::ostringstream s;
+  if (c.n_expert == 0) {
+    s << (c.arch == Arch::Gemma3 ? "GeGLU" : "SwiGLU") << ", n_ff " << c.n_ff;
+    if (c.fused_gate_up) s << " (fused gate|up)";
+    return s.str();
+  }
+  s << "mixture of experts: " << c.n_expert << " experts, " << c.n_expert_used << " used per token, expert FF "
+    << c.n_ff_exp << "; ";
+  switch (c.moe_gating) {
+    case Config::MoeGating::SoftmaxTopKNorm:
+      s << "softmax over all " << c.n_expert << ", top " << c.n_expert_used << ", renormalised";
+      break;
+    case Config::MoeGating::TopKSoftmax: s << "top " << c.n_expert_used << " router logits, softmax over them"; break;
+  }
+  s << (c.arch == Arch::GptOss ? "; clamped SwiGLU (limit 7, alpha 1.702), expert biases" : "; SwiGLU");
   return s.str();
 }
 

@@ -24,7 +24,7 @@ class ModelError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-enum class Arch : uint8_t { Llama, Qwen2, Qwen3, Gemma3, Phi3 };
+enum class Arch : uint8_t { Llama, Qwen2, Qwen3, Gemma3, Phi3, Qwen3Moe, GptOss };
 const char* arch_name(Arch a);
 
 // Step 1: the keys as stored, "{arch}." prefix stripped in the field names.
@@ -41,7 +41,9 @@ struct RawHparams {
   std::optional<uint64_t> key_length;            // {arch}.attention.key_length
   std::optional<uint64_t> value_length;          // {arch}.attention.value_length
   std::optional<uint64_t> rope_dimension_count;  // {arch}.rope.dimension_count
-  std::optional<uint64_t> expert_count;          // {arch}.expert_count (MoE: unsupported)
+  std::optional<uint64_t> expert_count;          // {arch}.expert_count
+  std::optional<uint64_t> expert_used_count;     // {arch}.expert_used_count
+  std::optional<uint64_t> expert_feed_forward_length;  // {arch}.expert_feed_forward_length
   std::optional<float> rms_epsilon;              // {arch}.attention.layer_norm_rms_epsilon
   std::optional<float> rope_freq_base;           // {arch}.rope.freq_base
   std::optional<std::string> rope_scaling_type;  // {arch}.rope.scaling.type
@@ -92,6 +94,17 @@ struct Config {
   float rope_freq_scale_swa = 1.0f;     // llama.cpp reads no key for it
   int32_t n_swa_ignored = 0;     // phi3: attention.sliding_window as stored, which llama.cpp ignores (so do we)
 
+  // Mixture of experts (qwen3moe, gpt-oss): every layer's feed-forward block is n_expert experts of n_ff_exp, of
+  // which each token uses n_expert_used, weighted as moe_gating says. n_expert 0: dense (n_ff).
+  int32_t n_expert = 0;
+  int32_t n_expert_used = 0;
+  int32_t n_ff_exp = 0;
+  enum class MoeGating : uint8_t {
+    SoftmaxTopKNorm,  // qwen3moe: softmax over all experts, the top k of it, renormalised to sum 1
+    TopKSoftmax,      // gpt-oss: the top k router logits, softmax over those k
+  } moe_gating = MoeGating::SoftmaxTopKNorm;
+  bool attn_sinks = false;       // gpt-oss: per-head attention-sink logits (blk.N.attn_sinks.weight)
+
   float final_logit_softcap = 0.0f;  // > 0: logits = cap * tanh(logits / cap) (final_logit_softcapping)
   bool fused_qkv = false;        // attention reads one attn_qkv matrix (rows q, k, v) instead of three
   bool fused_gate_up = false;    // phi3: ffn_up holds gate (first n_ff rows) and up; there is no ffn_gate
@@ -122,5 +135,8 @@ std::string describe(const Config& c);  // one line for -v and `info`
 // "full causal attention in every layer"), and the rotation by layer kind with the scaling kind.
 std::string describe_attention(const Config& c);
 std::string describe_rope(const Config& c);
+// For `info`: the feed-forward block ("SwiGLU, n_ff 768" or "mixture of experts: 8 experts, 2 used per token,
+// expert FF 128, softmax over all, top 2, renormalised").
+std::string describe_ffn(const Config& c);
 
 }  // namespace model

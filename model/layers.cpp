@@ -109,7 +109,9 @@ NodeId Layers::attention(int il, NodeId x, const AttentionOptions& o) {
 
   graph::AttentionParams ap{il, c_.n_head, c_.n_head_kv, c_.head_dim, c_.head_dim_v, c_.attn_scale};
   if (c_.is_swa(il)) ap.window = c_.n_swa;
-  const NodeId kqv = g_.attention(name(il, "attn_kqv"), q, k, v, positions_, ap, paged_);  // [n_head * hd_v, T]
+  const NodeId sinks = c_.attn_sinks ? weight(name(il, "attn_sinks.weight")) : kNoNode;  // [n_head]
+  const NodeId kqv =
+      g_.attention(name(il, "attn_kqv"), q, k, v, positions_, ap, paged_, sinks);  // [n_head * head_dim_v, T]
   return g_.mul_mat(name(il, "attn_output"), weight(name(il, "attn_output.weight")), kqv,
                     weight_opt(name(il, "attn_output.bias")));  // [n_embd, T]
 }
@@ -128,6 +130,42 @@ NodeId Layers::ffn(int il, NodeId x, Activation act) {
   const NodeId a = act == Activation::Silu ? g_.swiglu(name(il, "ffn_swiglu"), gate, up)
                                            : g_.geglu(name(il, "ffn_geglu"), gate, up);  // [n_ff, T]
   return g_.mul_mat(name(il, "ffn_down"), weight(name(il, "ffn_down.weight")), a);       // [n_embd, T]
+}
+
+NodeId Layers::moe_ffn(int il, NodeId x, ExpertActivation act) {
+  const int64_t T = b_.n_tokens;
+  const int32_t k = c_.n_expert_used;
+  auto w = [&](const char* what) { return weight(name(il, what) + ".weight"); };
+  auto b = [&](const char* what) { return weight_opt(name(il, what) + ".bias"); };
+  const NodeId logits =
+      g_.mul_mat(name(il, "ffn_moe_logits"), w("ffn_gate_inp"), x, b("ffn_gate_inp"));  // [n_expert, T]
+  NodeId ids = kNoNode, weights = kNoNode;  // I32 [k, T], [k, T]
+  switch (c_.moe_gating) {
+    case Config::MoeGating::SoftmaxTopKNorm: {
+      // Selected by probability (the same order as by logit, except where rounding makes two probabilities equal:
+      // then index order, as llama.cpp sees it).
+      const NodeId probs = g_.softmax(name(il, "ffn_moe_probs"), logits);  // [n_expert, T]
+      ids = g_.top_k(name(il, "ffn_moe_topk"), probs, k);
+      weights = g_.moe_weights(name(il, "ffn_moe_weights"), probs, ids, {.softmax = false, .normalize = true});
+      break;
+    }
+    case Config::MoeGating::TopKSoftmax:
+      ids = g_.top_k(name(il, "ffn_moe_topk"), logits, k);
+      weights = g_.moe_weights(name(il, "ffn_moe_weights"), logits, ids, {.softmax = true, .normalize = false});
+      break;
+  }
+  // Every chosen expert of a token reads the same input: one slot, shared by the k.
+  const NodeId xe = g_.reshape(name(il, "ffn_moe_inp"), x, graph::Shape{{c_.n_embd, 1, T, 1}});  // [n_embd, 1, T]
+  const NodeId up =
+      g_.mul_mat_id(name(il, "ffn_moe_up"), w("ffn_up_exps"), xe, ids, b("ffn_up_exps"));  // [n_ff_exp, k, T]
+  const NodeId gate =
+      g_.mul_mat_id(name(il, "ffn_moe_gate"), w("ffn_gate_exps"), xe, ids, b("ffn_gate_exps"));  // [n_ff_exp, k, T]
+  const NodeId h = act == ExpertActivation::SwiGlu  // [n_ff_exp, k, T]
+                       ? g_.swiglu(name(il, "ffn_moe_swiglu"), gate, up)
+                       : g_.swiglu_oai(name(il, "ffn_moe_swiglu_oai"), gate, up, graph::SwiGluOaiParams{});
+  const NodeId down =
+      g_.mul_mat_id(name(il, "ffn_moe_down"), w("ffn_down_exps"), h, ids, b("ffn_down_exps"));  // [n_embd, k, T]
+  return g_.weighted_sum(name(il, "ffn_moe_out"), down, weights);  // [n_embd, T]
 }
 
 NodeId Layers::output(NodeId x) {

@@ -1,8 +1,9 @@
 // Shared building blocks of the decoder-only transformer graphs: embedding lookup, RMSNorm, self-attention with
-// RoPE and GQA (separate or fused q/k/v, sliding windows), the gated feed-forward block (SwiGLU or GeGLU, separate
-// or fused gate/up) and the output head. Architecture functions (model/llama.cpp, ...) compose them top to bottom;
-// every node gets the model's own name ("blk.3.ffn_gate"). What follows from the Config (fused tensors, the rope
-// and window of a layer, softcapping) is decided here, so the architecture functions only say what differs.
+// RoPE and GQA (separate or fused q/k/v, sliding windows, sinks), the gated feed-forward block (SwiGLU or GeGLU,
+// separate or fused gate/up), its mixture-of-experts form and the output head. Architecture functions
+// (model/llama.cpp, ...) compose them top to bottom; every node gets the model's own name ("blk.3.ffn_gate"). What
+// follows from the Config (fused tensors, the rope and window of a layer, softcapping, expert routing) is decided
+// here, so the architecture functions only say what differs.
 #pragma once
 #include <string>
 #include <string_view>
@@ -15,9 +16,17 @@
 
 namespace model {
 
-// What varies between architectures inside the attention block.
+// What varies between architectures inside the attention block. (Biases are used when the file has them;
+// sinks when the Config says the architecture has them.)
 struct AttentionOptions {
   bool qk_norm = false;  // qwen3, gemma3: RMSNorm over each q and k head (attn_{q,k}_norm) before RoPE
+};
+
+// What varies between architectures inside the mixture-of-experts block: the experts' activation. The routing
+// weights follow Config::moe_gating; router and expert biases are used when the file has them.
+enum class ExpertActivation : uint8_t {
+  SwiGlu,     // silu(gate) * up (qwen3moe)
+  SwiGluOai,  // gpt-oss: gate clamped above at 7, up to [-7, 7], gate * sigmoid(1.702 gate) * (up + 1)
 };
 
 // The gate's activation in the feed-forward block: down(act(gate(x)) * up(x)).
@@ -46,6 +55,9 @@ class Layers {
   graph::NodeId attention(int il, graph::NodeId x, const AttentionOptions& o);  // "blk.N.attn_output" [n_embd, T]
   // down(act(gate) * up); gate and up are the two halves of one product when the file fuses them (phi3).
   graph::NodeId ffn(int il, graph::NodeId x, Activation act = Activation::Silu);  // "blk.N.ffn_down" [n_embd, T]
+  // The router (ffn_gate_inp) picks Config::n_expert_used experts per token and weighs them; each chosen expert is
+  // down(act(gate x, up x)) over the 3-D ffn_{gate,up,down}_exps; the outputs are summed with those weights.
+  graph::NodeId moe_ffn(int il, graph::NodeId x, ExpertActivation act);  // "blk.N.ffn_moe_out" [n_embd, T]
   graph::NodeId add(int il, const char* what, graph::NodeId a, graph::NodeId b);
   // The tokens whose logits are wanted (all, the last, or a paged batch's output rows), output_norm, then
   // output.weight (or token_embd when the file ties them), then the final softcap when the Config has one.

@@ -15,6 +15,7 @@ bool is_supported_weight_type(quant::Type t) {
     case quant::Type::Q8_0:
     case quant::Type::Q2_K: case quant::Type::Q3_K: case quant::Type::Q4_K: case quant::Type::Q5_K:
     case quant::Type::Q6_K:
+    case quant::Type::MXFP4:  // gpt-oss's experts as distributed (the CPU reference only: the CUDA path refuses it)
       return true;
     case quant::Type::Q8_1: case quant::Type::Q8_K:  // activation formats, never stored as weights
       return false;
@@ -59,12 +60,39 @@ std::vector<WeightSpec> weight_specs(const Config& c) {
       add(R::AttnVBias, il, b + "attn_v.bias", {c.n_v()}, bias_required, true);  // [n_head_kv * head_dim_v]
     }
     if (c.arch == Arch::Llama) add(R::AttnOutputBias, il, b + "attn_output.bias", {E}, false, true);  // [n_embd]
-    if (c.arch == Arch::Qwen3 || gemma) {
+    if (c.arch == Arch::GptOss) {
+      add(R::AttnQBias, il, b + "attn_q.bias", {c.n_q()}, true, true);        // [n_head * head_dim]
+      add(R::AttnKBias, il, b + "attn_k.bias", {c.n_k()}, true, true);        // [n_head_kv * head_dim]
+      add(R::AttnVBias, il, b + "attn_v.bias", {c.n_v()}, true, true);        // [n_head_kv * head_dim_v]
+      add(R::AttnOutputBias, il, b + "attn_output.bias", {E}, true, true);    // [n_embd]
+    }
+    if (c.attn_sinks) add(R::AttnSinks, il, b + "attn_sinks.weight", {c.n_head}, true, true);  // [n_head]
+    if (c.arch == Arch::Qwen3 || c.arch == Arch::Qwen3Moe || gemma) {
       add(R::AttnQNorm, il, b + "attn_q_norm.weight", {c.head_dim}, true, true);  // [head_dim]
       add(R::AttnKNorm, il, b + "attn_k_norm.weight", {c.head_dim}, true, true);  // [head_dim]
     }
     if (gemma) add(R::AttnPostNorm, il, b + "post_attention_norm.weight", {E}, true, true);  // [n_embd]
-    add(R::FfnNorm, il, b + "ffn_norm.weight", {E}, true, true);  // [n_embd]
+    // gpt-oss names its pre-MoE norm post_attention_norm: it normalises the residual stream for the feed-forward
+    // block, the job of every other architecture's ffn_norm (and its role).
+    if (c.arch == Arch::GptOss)
+      add(R::FfnNorm, il, b + "post_attention_norm.weight", {E}, true, true);  // [n_embd]
+    else
+      add(R::FfnNorm, il, b + "ffn_norm.weight", {E}, true, true);  // [n_embd]
+    if (c.n_expert > 0) {
+      const int64_t X = c.n_expert, Fe = c.n_ff_exp;
+      const bool biases = c.arch == Arch::GptOss;
+      add(R::FfnRouter, il, b + "ffn_gate_inp.weight", {E, X});             // [n_embd, n_expert]
+      add(R::FfnGateExps, il, b + "ffn_gate_exps.weight", {E, Fe, X});      // [n_embd, n_ff_exp, n_expert]
+      add(R::FfnUpExps, il, b + "ffn_up_exps.weight", {E, Fe, X});          // [n_embd, n_ff_exp, n_expert]
+      add(R::FfnDownExps, il, b + "ffn_down_exps.weight", {Fe, E, X});      // [n_ff_exp, n_embd, n_expert]
+      if (biases) {
+        add(R::FfnRouterBias, il, b + "ffn_gate_inp.bias", {X}, true, true);           // [n_expert]
+        add(R::FfnGateExpsBias, il, b + "ffn_gate_exps.bias", {Fe, X}, true, true);    // [n_ff_exp, n_expert]
+        add(R::FfnUpExpsBias, il, b + "ffn_up_exps.bias", {Fe, X}, true, true);        // [n_ff_exp, n_expert]
+        add(R::FfnDownExpsBias, il, b + "ffn_down_exps.bias", {E, X}, true, true);     // [n_embd, n_expert]
+      }
+      continue;  // no dense feed-forward tensors
+    }
     if (c.fused_gate_up) {
       add(R::FfnGateUp, il, b + "ffn_up.weight", {E, 2 * F});     // [n_embd, 2 n_ff]: gate rows, then up rows
     } else {

@@ -13,6 +13,7 @@ inline constexpr int kQK8_0 = 32;
 inline constexpr int kQK8_1 = 32;
 inline constexpr int kQK_K = 256;        // super-block size of the K-quants
 inline constexpr int kKScaleSize = 12;   // packed 6-bit scales/mins of Q4_K and Q5_K
+inline constexpr int kQK_MXFP4 = 32;
 
 struct BlockQ4_0 {
   uint16_t d;                 // scale
@@ -73,6 +74,17 @@ struct BlockQ8_K {
   int8_t qs[kQK_K];
   int16_t bsums[kQK_K / 16];  // sums of each group of 16 quants
 };
+// MXFP4 (OCP Microscaling v1.0, as GGUF stores it): 32 E2M1 values sharing one E8M0 scale. Element j < 16 is the
+// low nibble of qs[j], element j + 16 the high nibble (the Q4_0 order). A nibble is sign (bit 3), a 2-bit exponent
+// and a 1-bit mantissa; value = e2m1(nibble) * 2^(e - 127).
+struct BlockMXFP4 {
+  uint8_t e;                  // E8M0: a biased power of two, no sign, no mantissa
+  uint8_t qs[kQK_MXFP4 / 2];
+};
+// The E2M1 values doubled, so they are integers: magnitudes 0, 0.5, 1, 1.5, 2, 3, 4, 6 become 0, 1, 2, 3, 4, 6, 8,
+// 12 (codes 0-7), and codes 8-15 are their negatives (8, E2M1's -0, reads as +0, as in ggml). The scale is halved
+// to match: 2^(e - 128).
+inline constexpr int8_t kE2M1Doubled[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
 
 static_assert(sizeof(BlockQ4_0) == 18);
 static_assert(sizeof(BlockQ4_1) == 20);
@@ -86,5 +98,6 @@ static_assert(sizeof(BlockQ4_K) == 144);
 static_assert(sizeof(BlockQ5_K) == 176);
 static_assert(sizeof(BlockQ6_K) == 210);
 static_assert(sizeof(BlockQ8_K) == 292);
+static_assert(sizeof(BlockMXFP4) == 17);
 
 }  // namespace quant

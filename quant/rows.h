@@ -21,6 +21,7 @@ void dequantize_q4_k(const void* src, float* dst, int64_t n);
 void dequantize_q5_k(const void* src, float* dst, int64_t n);
 void dequantize_q6_k(const void* src, float* dst, int64_t n);
 void dequantize_q8_k(const void* src, float* dst, int64_t n);
+void dequantize_mxfp4(const void* src, float* dst, int64_t n);  // mxfp4.cpp
 
 // dst <- quantized src[n], round-to-nearest (quantize.cpp: plain formats; quantize_k.cpp: K-quants).
 void quantize_f32(const float* src, void* dst, int64_t n);
@@ -38,5 +39,6 @@ void quantize_q4_k(const float* src, void* dst, int64_t n);
 void quantize_q5_k(const float* src, void* dst, int64_t n);
 void quantize_q6_k(const float* src, void* dst, int64_t n);
 void quantize_q8_k(const float* src, void* dst, int64_t n);
+void quantize_mxfp4(const float* src, void* dst, int64_t n);  // mxfp4.cpp
 
 }  // namespace quant::rows

@@ -31,6 +31,7 @@ constexpr std::array<Traits, kTypeCount> kTraits = {{
     {Type::Q6_K, "Q6_K", kQK_K, sizeof(BlockQ6_K), rows::dequantize_q6_k, rows::quantize_q6_k},
     {Type::Q8_K, "Q8_K", kQK_K, sizeof(BlockQ8_K), rows::dequantize_q8_k, rows::quantize_q8_k},
     {Type::BF16, "BF16", 1, sizeof(uint16_t), rows::dequantize_bf16, rows::quantize_bf16},
+    {Type::MXFP4, "MXFP4", kQK_MXFP4, sizeof(BlockMXFP4), rows::dequantize_mxfp4, rows::quantize_mxfp4},
 }};
 
 constexpr bool table_covers_all_types() {

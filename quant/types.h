@@ -25,12 +25,14 @@ enum class Type : uint32_t {
   Q6_K = 14,
   Q8_K = 15,
   BF16 = 30,
+  MXFP4 = 39,  // OCP microscaling FP4: E2M1 values sharing one power-of-two (E8M0) scale per 32
 };
 
 // Every supported type, in enum order; the traits table is checked against it at compile time.
 inline constexpr Type kAllTypes[] = {Type::F32,  Type::F16,  Type::Q4_0, Type::Q4_1, Type::Q5_0,
                                      Type::Q5_1, Type::Q8_0, Type::Q8_1, Type::Q2_K, Type::Q3_K,
-                                     Type::Q4_K, Type::Q5_K, Type::Q6_K, Type::Q8_K, Type::BF16};
+                                     Type::Q4_K, Type::Q5_K, Type::Q6_K, Type::Q8_K, Type::BF16,
+                                     Type::MXFP4};
 inline constexpr size_t kTypeCount = sizeof(kAllTypes) / sizeof(kAllTypes[0]);
 
 // Converts n elements of one row (n a multiple of block_elems) to float / from float.

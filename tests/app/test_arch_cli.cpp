@@ -1,5 +1,5 @@
-// llm-run as a process on the gemma3 and phi3 test models (CPU): `logits` against llama.cpp's reference file,
-// greedy generation against llama.cpp's greedy tokens, a two-turn chat, and perplexity.
+// llm-run as a process on the gemma3, phi3, qwen3moe and gpt-oss test models (CPU): `logits` against llama.cpp's
+// reference file, greedy generation against llama.cpp's greedy tokens, a two-turn chat, and perplexity.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -23,13 +23,27 @@ std::string quote(const std::string& s) { return testing_process::shell_quote(s)
 struct ArchCase {
   const char* name;      // models/<name>.gguf
   double tol;            // as in tests/model/test_refs.cpp
-  const char* template_; // the built-in chat template of the family
+  const char* template_; // the built-in chat template of the family, or a Jinja file in the source tree ("*.jinja")
+  // Whether the reference's greedy continuation starts with clear steps (margin >= 2 tol) that a free-running
+  // generation can be held to. qwen3moe's starts with a near-tie (margin 1.4e-3 in the F16 file, 1.3e-2 and 2.3e-2
+  // in the quantized ones); test_refs.cpp checks its greedy steps with the reference's tokens fed back instead.
+  bool greedy_cli = true;
 };
 
 const ArchCase kCases[] = {
     {"synth-gemma3-F16", 1.5e-3, "gemma"},
     {"synth-phi3-F16", 9e-4, "phi3"},
+    {"synth-qwen3moe-F16", 9e-4, "chatml", false},
+    // gpt-oss's own (harmony) template; the synthetic file's small vocabulary spells its special tokens as text.
+    {"synth-gpt-oss-F16", 2.1e-3, "tests/chat/templates/gpt-oss-120b.jinja"},
 };
+
+std::string template_flag(const char* t) {
+  const std::string s = t;
+  if (s.size() > 6 && s.substr(s.size() - 6) == ".jinja")
+    return " --chat-template-file " + quote(std::string(LLM_SOURCE_DIR) + "/" + s);
+  return " --chat-template " + s;
+}
 
 class ArchCli : public ::testing::TestWithParam<ArchCase> {
  protected:
@@ -68,6 +82,7 @@ TEST_P(ArchCli, LogitsMatchTheReferenceFile) {
 // whose reference margin is within 2 tol (where engines may differ).
 TEST_P(ArchCli, GreedyGenerationFollowsTheReferenceTokens) {
   const ArchCase& c = GetParam();
+  if (!c.greedy_cli) GTEST_SKIP() << c.name << ": the reference's first greedy step is a near-tie (see kCases)";
   REQUIRE_ASSET(model, std::string("models/") + c.name + ".gguf");
   REQUIRE_ASSET(ref_path, std::string("models/refs/") + c.name + ".public.txt");
   const refs::LogitsRef ref = refs::read_logits_ref(ref_path);
@@ -91,7 +106,7 @@ TEST_P(ArchCli, ChatAndPerplexityRun) {
   const ArchCase& c = GetParam();
   REQUIRE_ASSET(model, std::string("models/") + c.name + ".gguf");
   const Result chat = testing_process::run_llm_run(
-      "chat -m " + quote(model) + " --chat-template " + c.template_ + " -n 6 --temp 0 --device cpu",
+      "chat -m " + quote(model) + template_flag(c.template_) + " -n 6 --temp 0 --device cpu",
       std::string("Hello there\nTell me more\n"));
   ASSERT_EQ(chat.code, 0) << chat.err;
   EXPECT_FALSE(chat.out.empty());

@@ -94,7 +94,7 @@ TEST_F(InfoCli, EverySharedFile) {
   auto root = testing_assets::root();
   if (!root) GTEST_SKIP() << "shared assets not found";
   int n = 0;
-  for (const char* sub : {"models", "tokenizer"}) {
+  for (const char* sub : {"models", "models/mxfp4", "tokenizer"}) {
     std::error_code ec;
     for (const auto& e : fs::directory_iterator(*root / sub, ec)) {
       if (e.path().extension() != ".gguf") continue;

@@ -63,6 +63,31 @@ TEST(CudaCapabilities, NewArchitecturesLowerAndOtherWindowsAreRefused) {
   EXPECT_EQ(cuda::graph_refusal(g256), "");
 }
 
+// The mixtures of experts have no kernels yet: their graphs are refused by name when a session starts, so
+// --device auto runs them on the CPU reference. (The first refused node is the first in graph order.)
+TEST(CudaCapabilities, MixturesOfExpertsAreRefusedByName) {
+  REQUIRE_ASSET(qwen, "models/synth-qwen3moe-Q8_0.gguf");
+  REQUIRE_ASSET(oss, "models/synth-gpt-oss-Q8_0.gguf");
+  REQUIRE_ASSET(mx, "models/mxfp4/synth-gpt-oss-MXFP4_MOE.gguf");
+  const auto refusal = [](const std::string& path) {
+    const auto m = model::Model::load(path);
+    return cuda::graph_refusal(model::build_graph(m->config(), m->weights(), 1, false, 64));
+  };
+  EXPECT_EQ(refusal(qwen), "mixture-of-experts op TopK (node 'blk.0.ffn_moe_topk')");
+  EXPECT_EQ(refusal(oss), "attention sinks (node 'blk.0.attn_kqv')");
+  EXPECT_EQ(refusal(mx), "attention sinks (node 'blk.0.attn_kqv')");  // before its first expert weight
+  // An MXFP4 weight on its own: no device dequantizer yet.
+  graph::Graph g;
+  graph::WeightParams wp;
+  wp.tensor = "w";
+  wp.type = quant::Type::MXFP4;
+  const graph::NodeId w = g.weight("w", wp, graph::Shape{{64, 4, 1, 1}});
+  graph::WeightParams xp;
+  xp.type = quant::Type::F32;
+  g.mul_mat("y", w, g.weight("x", xp, graph::Shape{{64, 1, 1, 1}}));
+  EXPECT_EQ(cuda::graph_refusal(g), "MXFP4 weights (node 'w')");
+}
+
 TEST(CudaCapabilities, QuantizedCachesNeedTheTensorCoreHeadShapes) {
   using graph::KvType;
   const cuda::AttentionShape llama8b{32, 8, 128, 128}, tiny{4, 2, 8, 8}, odd_group{12, 4, 128, 128};

@@ -253,7 +253,7 @@ std::vector<std::string> asset_files() {
   std::vector<std::string> out;
   auto root = testing_assets::root();
   if (!root) return out;
-  for (const char* sub : {"models", "tokenizer"}) {
+  for (const char* sub : {"models", "models/mxfp4", "tokenizer"}) {
     std::error_code ec;
     for (const auto& e : std::filesystem::directory_iterator(*root / sub, ec)) {
       if (e.path().extension() == ".gguf") out.push_back(e.path().string());

@@ -342,4 +342,66 @@ TEST(DequantBlocks, Q6_K) {
   });
 }
 
+TEST(DequantBlocks, MXFP4) {
+  // e @0 (E8M0: 2^(e-127)), qs[16] @1; element j < 16 = low nibble of qs[j], j >= 16 = high nibble of qs[j-16].
+  // A nibble is E2M1: sign bit 3, exponent bits 2-1, mantissa bit 0; exponent 0 is subnormal (0 or 0.5).
+  Bytes b(17, 0);
+  b[0] = 127;  // scale 1: the nibbles read as plain E2M1
+  for (int j = 0; j < 16; ++j) b[1 + j] = uint8_t(j | ((15 - j) << 4));
+  // Code 8 is E2M1's -0; GGUF readers (ggml's integer table of doubled values) give +0, and so do we.
+  const float e2m1[16] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f,
+                          0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f};
+  std::vector<float> want(32);
+  for (int j = 0; j < 16; ++j) {
+    want[size_t(j)] = e2m1[j];
+    want[size_t(j) + 16] = e2m1[15 - j];
+  }
+  expect_bits_eq(dequant(Type::MXFP4, b, 32), want, "MXFP4 e=127");
+  // Worked by hand at other scales: e = 130 is 2^3; code 0x7 is 6 -> 48, 0xB is -1.5 -> -12.
+  b[0] = 130;
+  b[1] = 0xB7;  // element 0: 0x7, element 16: 0xB
+  auto y = dequant(Type::MXFP4, b, 32);
+  EXPECT_EQ(y[0], 48.0f);
+  EXPECT_EQ(y[16], -12.0f);
+  // The extremes of the scale byte: e = 0 is 2^-127 (its products are subnormal floats), e = 1 is 2^-126; from
+  // e = 253 on, 6 times the scale overflows to infinity, while 0.5 times e = 255's 2^128 is still 2^127.
+  b[1] = 0x71;  // element 0: 0.5, element 16: 6
+  b[0] = 0;
+  y = dequant(Type::MXFP4, b, 32);
+  EXPECT_EQ(y[0], std::ldexp(1.0f, -128));
+  EXPECT_EQ(y[16], std::ldexp(3.0f, -126));
+  b[0] = 1;
+  EXPECT_EQ(dequant(Type::MXFP4, b, 32)[0], std::ldexp(1.0f, -127));
+  b[0] = 252;
+  y = dequant(Type::MXFP4, b, 32);
+  EXPECT_EQ(y[0], std::ldexp(1.0f, 124));
+  EXPECT_EQ(y[16], std::ldexp(3.0f, 126));
+  b[0] = 253;
+  EXPECT_EQ(dequant(Type::MXFP4, b, 32)[16], INFINITY);
+  b[0] = 255;
+  y = dequant(Type::MXFP4, b, 32);
+  EXPECT_EQ(y[0], std::ldexp(1.0f, 127));
+  EXPECT_EQ(y[16], INFINITY);
+  // Random blocks (scale bytes kept where every value is finite), against the per-element statement above.
+  std::mt19937 rng(39);
+  Bytes row;
+  std::vector<float> expected;
+  for (int blk = 0; blk < 6; ++blk) {
+    Bytes r(17);
+    for (auto& x : r) x = uint8_t(rng());
+    r[0] = uint8_t(60 + rng() % 140);
+    row.insert(row.end(), r.begin(), r.end());
+    for (int e = 0; e < 32; ++e) {
+      const int nib = e < 16 ? (r[1 + e] & 15) : (r[1 + e - 16] >> 4);
+      expected.push_back(e2m1[nib] * std::ldexp(1.0f, int(r[0]) - 127));
+    }
+  }
+  expect_bits_eq(dequant(Type::MXFP4, row, 6 * 32), expected, "MXFP4 random blocks");
+  Bytes shifted(row.size() + 1);
+  std::memcpy(shifted.data() + 1, row.data(), row.size());
+  std::vector<float> out(expected.size());
+  quant::dequantize_row(Type::MXFP4, shifted.data() + 1, out.data(), int64_t(out.size()));
+  expect_bits_eq(out, expected, "MXFP4 misaligned source");
+}
+
 }  // namespace

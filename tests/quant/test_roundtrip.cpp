@@ -44,7 +44,7 @@ double relative_rms(const std::vector<float>& x, const std::vector<float>& y) {
 
 // Relative RMS error bounds on N(0, 1) data (2^17 values, seed 42). Measured with these quantizers:
 //   F16 2.08e-4  BF16 1.66e-3  Q8_0 5.36e-3  Q8_1 5.36e-3  Q8_K 6.99e-3  Q6_K 1.72e-2  Q5_1 3.78e-2  Q5_K 3.58e-2
-//   Q5_0 4.26e-2  Q4_1 7.83e-2  Q4_K 7.13e-2  Q4_0 8.58e-2  Q3_K 1.43e-1  Q2_K 2.70e-1
+//   Q5_0 4.26e-2  Q4_1 7.83e-2  Q4_K 7.13e-2  Q4_0 8.58e-2  Q3_K 1.43e-1  Q2_K 2.70e-1  MXFP4 1.15e-1
 // F16/BF16 are the rounding error of 11/8 significant bits; Q4_0 ... Q8_0 use the closed-form reference
 // quantizers (byte-identical to llama-quantize, see test_quant_files), the K-quants our scale search, which on the
 // shared model weights is as good as or better than llama-quantize's. Bounds are the measured values plus 10%; a
@@ -57,6 +57,7 @@ const Bound kBounds[] = {
     {Type::F16, 2.3e-4},  {Type::BF16, 1.85e-3}, {Type::Q8_0, 5.9e-3},  {Type::Q8_1, 5.9e-3},  {Type::Q8_K, 7.7e-3},
     {Type::Q6_K, 1.9e-2}, {Type::Q5_1, 4.15e-2}, {Type::Q5_K, 3.95e-2}, {Type::Q5_0, 4.7e-2},  {Type::Q4_1, 8.6e-2},
     {Type::Q4_K, 7.85e-2}, {Type::Q4_0, 9.45e-2}, {Type::Q3_K, 1.58e-1}, {Type::Q2_K, 2.97e-1},
+    {Type::MXFP4, 1.27e-1},
 };
 
 TEST(RoundTrip, RelativeRmsWithinBoundOnGaussianData) {
@@ -110,10 +111,14 @@ TEST(RoundTrip, ConstantAndSpikyRowsStayWithinBounds) {
   auto is_k = [](Type t) {
     return t == Type::Q2_K || t == Type::Q3_K || t == Type::Q4_K || t == Type::Q5_K || t == Type::Q6_K;
   };
+  // MXFP4's scale is a power of two, so one value cannot set it to fit: a block's largest magnitude lands anywhere in
+  // [4, 8) scale units and clamps to 6 above 6 (up to 25% off; 0.3 is 4.8 units and rounds to 4, 17% off).
+  auto is_mx = [](Type t) { return t == Type::MXFP4; };
   for (float c : {0.3f, -0.3f, 1e-3f, -2e-4f}) {
     const std::vector<float> x(512, c);
+    EXPECT_LE(relative_rms(x, round_trip(Type::MXFP4, x)), 0.25) << "MXFP4 c=" << c;
     for (const Bound& b : kBounds) {
-      if (is_float(b.type)) continue;
+      if (is_float(b.type) || is_mx(b.type)) continue;
       // Tiny values make F16 scales subnormal. The 32-element formats keep the reference formula (byte-identical to
       // llama-quantize) and lose precision there; the K-quants round their super-scale up and must not.
       if (std::fabs(c) < 0.01f && !is_k(b.type)) continue;
@@ -124,6 +129,7 @@ TEST(RoundTrip, ConstantAndSpikyRowsStayWithinBounds) {
   spike[300] = -2.5f;
   spike[7] = 0.75f;
   for (const Bound& b : kBounds) {
+    if (is_mx(b.type)) continue;  // -2.5 is 5 units: 4 (20% off)
     const auto y = round_trip(b.type, spike);
     EXPECT_LE(relative_rms(spike, y), b.max_rel_rms) << quant::type_name(b.type);
   }
@@ -169,6 +175,38 @@ TEST(RoundTrip, ReferenceRoundingOfQ4_0AndQ8_0) {
   quant::quantize_row(Type::Q8_0, y.data(), q8.data(), 32);
   EXPECT_EQ(int8_t(q8[3]), 3);
   EXPECT_EQ(int8_t(q8[4]), -3);
+}
+
+TEST(RoundTrip, ReferenceRoundingOfMXFP4) {
+  // Worked example: the largest magnitude 6.5 has floor(log2) = 2, so e = 2 - 2 + 127 = 127 (scale 1) and values
+  // round to the nearest E2M1 magnitude {0, 0.5, 1, 1.5, 2, 3, 4, 6}, ties to the smaller one, larger ones to 6.
+  std::vector<float> x(32, 0.0f);
+  x[0] = 6.5f;     // -> 6 (code 7)
+  x[1] = 0.25f;    // tie 0 / 0.5 -> 0
+  x[2] = 0.75f;    // tie 0.5 / 1 -> 0.5 (code 1)
+  x[3] = 2.5f;     // tie 2 / 3 -> 2 (code 4)
+  x[4] = -5.0f;    // tie -4 / -6 -> -4 (code 8 | 6)
+  x[5] = -0.1f;    // -> 0, stored as +0 (code 0)
+  x[16] = 3.4f;    // -> 3 (code 5), high nibble of byte 0
+  x[17] = -1.3f;   // -> -1.5 (code 8 | 3)
+  std::vector<uint8_t> q(17);
+  quant::quantize_row(Type::MXFP4, x.data(), q.data(), 32);
+  EXPECT_EQ(q[0], 127);
+  EXPECT_EQ(q[1 + 0], 0x57);
+  EXPECT_EQ(q[1 + 1], 0xB0);
+  EXPECT_EQ(q[1 + 2], 0x01);
+  EXPECT_EQ(q[1 + 3], 0x04);
+  EXPECT_EQ(q[1 + 4], 0x0E);
+  EXPECT_EQ(q[1 + 5], 0x00);
+  // Scaled by 2^-10 the same codes come back with e = 117; a block of zeros gets e = 0.
+  for (float& v : x) v = std::ldexp(v, -10);
+  std::vector<uint8_t> qs(17);
+  quant::quantize_row(Type::MXFP4, x.data(), qs.data(), 32);
+  EXPECT_EQ(qs[0], 117);
+  EXPECT_TRUE(std::equal(q.begin() + 1, q.end(), qs.begin() + 1));
+  const std::vector<float> zeros(32, 0.0f);
+  quant::quantize_row(Type::MXFP4, zeros.data(), qs.data(), 32);
+  EXPECT_EQ(qs[0], 0);
 }
 
 TEST(RoundTrip, CachedSumsOfQ8_1AndQ8_K) {

@@ -37,6 +37,7 @@ const Expected kExpected[] = {
     {Type::Q6_K, "Q6_K", 256, sizeof(quant::BlockQ6_K)},
     {Type::Q8_K, "Q8_K", 256, sizeof(quant::BlockQ8_K)},
     {Type::BF16, "BF16", 1, 2},
+    {Type::MXFP4, "MXFP4", 32, 17},  // one E8M0 byte + 16 bytes of E2M1 pairs
 };
 
 TEST(Traits, TableMatchesBlockStructsAndEnum) {
@@ -70,10 +71,11 @@ TEST(Traits, BitsPerWeight) {
   EXPECT_DOUBLE_EQ(bpw(Type::Q3_K), 3.4375);
   EXPECT_DOUBLE_EQ(bpw(Type::Q5_K), 5.5);
   EXPECT_DOUBLE_EQ(bpw(Type::Q8_0), 8.5);
+  EXPECT_DOUBLE_EQ(bpw(Type::MXFP4), 4.25);
 }
 
 TEST(Traits, UnknownIdsAndNames) {
-  for (uint32_t id : {4u, 5u, 16u, 17u, 29u, 31u, 39u, 1000u, 0xffffffffu}) {
+  for (uint32_t id : {4u, 5u, 16u, 17u, 29u, 31u, 38u, 40u, 1000u, 0xffffffffu}) {
     EXPECT_EQ(quant::find_traits(id), nullptr) << id;
     EXPECT_THROW(quant::traits(static_cast<Type>(id)), quant::UnsupportedType) << id;
     EXPECT_STREQ(quant::type_name(static_cast<Type>(id)), "unknown");
@@ -97,6 +99,7 @@ TEST(Traits, RowBytes) {
   EXPECT_EQ(quant::row_bytes(Type::Q4_K, 4096), 16u * 144u);
   EXPECT_EQ(quant::row_bytes(Type::Q6_K, 256), 210u);
   EXPECT_EQ(quant::row_bytes(Type::Q8_K, 512), 584u);
+  EXPECT_EQ(quant::row_bytes(Type::MXFP4, 2880), 90u * 17u);  // gpt-oss's expert rows
 }
 
 TEST(Traits, RowBytesRejectsPartialBlocksWithTheTypeName) {
