@@ -62,7 +62,8 @@ void name_calls(RouteContext& ctx, std::vector<ToolCall>& calls) {
 }
 
 // The closing event of a stream: the finish reason (and usage when asked), or an error for a request the server
-// had to cancel or that failed; then [DONE]. tool_calls: the reply's calls, sent before the finish reason.
+// had to cancel or that failed; then [DONE]. tools (tool mode): what it held back goes out first, as content or as
+// the reply's calls (with the tool_calls finish reason).
 std::string stream_end(RouteContext& ctx, const ResponseHead& head, const CompletionChannel::Take& t,
                        bool include_usage, ToolReply* tools) {
   std::string out;
