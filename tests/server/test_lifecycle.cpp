@@ -153,5 +153,46 @@ TEST_F(ServerTest, DisconnectWhileQueuedCancelsWithoutRunning) {
   EXPECT_EQ(engine_->stats().finished_length, 1u);
 }
 
+// And a client waiting for a whole response that hangs up while its request is queued: the request leaves the queue
+// without running, while the busy one still holds the engine.
+TEST_F(ServerTest, DisconnectWhileQueuedForAWholeResponseCancelsWithoutRunning) {
+  start();
+  std::promise<void> started, release;
+  std::shared_future<void> release_f = release.get_future().share();
+  bool first = true;
+  runtime::EngineRequest busy;
+  busy.prompt = completion_prompt("Once");
+  busy.max_tokens = 2;
+  busy.ignore_eos = true;
+  ASSERT_EQ(engine_->submit(busy, [&](const runtime::EngineEvent&) {
+              if (first) {
+                first = false;
+                started.set_value();
+                EXPECT_EQ(release_f.wait_for(std::chrono::seconds(60)), std::future_status::ready);
+              }
+              return true;
+            }).status,
+            runtime::SubmitStatus::Accepted);
+  ASSERT_EQ(started.get_future().wait_for(std::chrono::seconds(60)), std::future_status::ready);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  {
+    test_http::Connection c(port_);
+    ASSERT_TRUE(c.connected());
+    c.send_request("POST", "/v1/completions", R"({"prompt": "Once upon a time", "max_tokens": 8})");
+    while (engine_->stats().queue_length == 0 && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    ASSERT_EQ(engine_->stats().queue_length, 1u);
+  }  // hangs up
+  while (engine_->stats().finished_cancelled == 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  const runtime::EngineStats st = engine_->stats();
+  EXPECT_EQ(st.finished_cancelled, 1u);
+  EXPECT_EQ(st.queue_length, 0u);
+  EXPECT_EQ(st.running, 1u);
+  release.set_value();
+  ASSERT_TRUE(engine_->wait_idle(std::chrono::seconds(60)));
+  EXPECT_EQ(engine_->stats().finished_length, 1u);
+}
+
 }  // namespace
 }  // namespace test_server
