@@ -105,6 +105,14 @@ void parse_messages(const Value& obj, CompletionRequest& r) {
   } catch (const chat::InputError& e) {
     throw invalid_field(e.where(), e.where() + ": " + e.message());
   }
+  if (const Value* choice = field(obj, "tool_choice")) {
+    const bool known = choice->is_string() && (choice->as_string() == "none" || choice->as_string() == "auto" ||
+                                               choice->as_string() == "required");
+    if (!known && !(choice->is_object() && !choice->is_namespace()))
+      throw invalid_field("tool_choice", "tool_choice must be \"none\", \"auto\", \"required\" or an object naming a "
+                                         "function");
+    r.tool_choice_none = choice->is_string() && choice->as_string() == "none";
+  }
 }
 
 void parse_prompt(const Value& obj, CompletionRequest& r) {

@@ -1,7 +1,7 @@
 // Request bodies of the OpenAI-compatible routes, parsed and validated into typed values before anything runs. Every
 // problem is an ApiError (400) naming the field, so a bad request is answered at once and touches no engine state.
-// Fields the server does not use (user, logit_bias, response_format, tool_choice, ...) are accepted and ignored;
-// fields it cannot honour yet (n > 1, logprobs) are refused rather than silently dropped.
+// Fields the server does not use (user, logit_bias, response_format, parallel_tool_calls, ...) are accepted and
+// ignored; fields it cannot honour yet (n > 1, logprobs) are refused rather than silently dropped.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -22,6 +22,9 @@ struct CompletionRequest {
   // Chat: the conversation and the tool schemas (none when absent), for the chat template.
   std::vector<chat::ChatMessage> messages;
   chat::jinja::Value tools = chat::jinja::Value::none();
+  // tool_choice "none": the tools are shown to the template but what the model writes stays text. The server does
+  // not force a call ("required", a named function): those are accepted and read as "auto".
+  bool tool_choice_none = false;
   // Completion: a text prompt, or token ids when prompt_is_ids.
   std::string prompt_text;
   std::vector<int32_t> prompt_ids;

@@ -62,6 +62,39 @@ std::string completion_json(const ResponseHead& h, std::string_view text, runtim
   return object_with_head(h, object) + ",\"choices\":[" + choice + "],\"usage\":" + usage_json(usage) + "}";
 }
 
+namespace {
+
+// [{"index"?, "id", "type": "function", "function": {"name", "arguments"}}, ...]; the index only in stream deltas.
+std::string tool_calls_array(const std::vector<ToolCall>& calls, bool with_index) {
+  std::string out = "[";
+  for (size_t i = 0; i < calls.size(); ++i) {
+    if (i) out += ",";
+    out += "{";
+    if (with_index) out += "\"index\":" + std::to_string(i) + ",";
+    out += "\"id\":" + json_string(calls[i].id) + ",\"type\":\"function\",\"function\":{\"name\":" +
+           json_string(calls[i].name) + ",\"arguments\":" + json_string(calls[i].arguments) + "}}";
+  }
+  return out + "]";
+}
+
+std::string content_or_null(std::string_view content) { return content.empty() ? "null" : json_string(content); }
+
+}  // namespace
+
+std::string tool_calls_completion_json(const ResponseHead& h, std::string_view content,
+                                       const std::vector<ToolCall>& calls, const runtime::Usage& usage) {
+  const std::string choice = "{\"index\":0,\"message\":{\"role\":\"assistant\",\"content\":" +
+                             content_or_null(content) + ",\"tool_calls\":" + tool_calls_array(calls, false) +
+                             "},\"logprobs\":null,\"finish_reason\":\"tool_calls\"}";
+  return object_with_head(h, "chat.completion") + ",\"choices\":[" + choice + "],\"usage\":" + usage_json(usage) + "}";
+}
+
+std::string tool_calls_chunk_json(const ResponseHead& h, const std::vector<ToolCall>& calls) {
+  const std::string choice = "{\"index\":0,\"delta\":{\"tool_calls\":" + tool_calls_array(calls, true) +
+                             "},\"logprobs\":null,\"finish_reason\":null}";
+  return object_with_head(h, "chat.completion.chunk") + ",\"choices\":[" + choice + "]}";
+}
+
 std::string chunk_json(const ResponseHead& h, std::string_view text, bool first_chunk, const std::string& finish) {
   const std::string fin = finish.empty() ? "null" : finish;
   std::string choice;

@@ -4,9 +4,11 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "runtime/engine.h"
 #include "server/api_request.h"
+#include "server/tool_calls.h"
 
 namespace server {
 
@@ -23,7 +25,8 @@ struct ResponseHead {
   std::string model;
 };
 
-// finish_reason as OpenAI spells it ("stop", "length"); a cancelled request's is null.
+// finish_reason as OpenAI spells it ("stop", "length"; "tool_calls" is the tool-call responses' own); a cancelled
+// request's is null.
 std::string finish_reason_json(runtime::FinishReason r);
 std::string usage_json(const runtime::Usage& u);
 
@@ -31,9 +34,17 @@ std::string usage_json(const runtime::Usage& u);
 std::string completion_json(const ResponseHead& h, std::string_view text, runtime::FinishReason finish,
                             const runtime::Usage& usage);
 
+// A chat reply that calls tools: message.content (null when there is none) and message.tool_calls (each with its id,
+// type "function", name and arguments as JSON text), finish_reason "tool_calls".
+std::string tool_calls_completion_json(const ResponseHead& h, std::string_view content,
+                                       const std::vector<ToolCall>& calls, const runtime::Usage& usage);
+
 // One streaming chunk (chat.completion.chunk or text_completion), without the "data: " framing. Chat: first_chunk
 // carries the assistant role. finish: null while streaming.
 std::string chunk_json(const ResponseHead& h, std::string_view text, bool first_chunk, const std::string& finish);
+// The streaming chunk with a reply's tool calls: delta.tool_calls, each call whole with its index (streams buffer
+// a call until it is complete, so its arguments come in one piece).
+std::string tool_calls_chunk_json(const ResponseHead& h, const std::vector<ToolCall>& calls);
 // The last chunk when stream_options.include_usage: empty choices and the usage.
 std::string usage_chunk_json(const ResponseHead& h, const runtime::Usage& usage);
 

@@ -4,10 +4,12 @@
 #pragma once
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "runtime/engine.h"
 
@@ -18,6 +20,7 @@ class CompletionChannel {
   // What the writer takes at once: the text since its last take and, when the request ended, how.
   struct Take {
     std::string text;
+    std::vector<int32_t> tokens;  // the generated ids behind text (tool calls are read from them)
     bool done = false;
     runtime::FinishReason finish = runtime::FinishReason::Stop;
     runtime::Usage usage;
@@ -29,6 +32,7 @@ class CompletionChannel {
     std::lock_guard lock(mutex_);
     if (e.kind == runtime::EngineEvent::Kind::Text) {
       pending_.text.append(e.text);
+      pending_.tokens.insert(pending_.tokens.end(), e.tokens.begin(), e.tokens.end());
     } else {
       pending_.done = true;
       pending_.finish = e.finish;
@@ -39,32 +43,13 @@ class CompletionChannel {
     return !gone_;
   }
 
-  // Blocks until there is text or the end. The engine guarantees a Final event for every accepted request
-  // (shutdown included), so this returns.
-  Take take() {
-    std::unique_lock lock(mutex_);
-    ready_.wait(lock, [&] { return pending_.done || !pending_.text.empty(); });
-    return take_locked();
-  }
-
-  // As take(), but gives up after max_wait: nullopt when nothing came (a stream then probes its connection).
+  // What came since the last take, once there is text, ids or the end; nullopt when nothing came within max_wait
+  // (the writer then looks at its connection). The engine guarantees a Final event for every accepted request
+  // (shutdown included), so a writer that keeps taking reaches the end.
   std::optional<Take> take_for(std::chrono::milliseconds max_wait) {
     std::unique_lock lock(mutex_);
-    if (!ready_.wait_for(lock, max_wait, [&] { return pending_.done || !pending_.text.empty(); })) return std::nullopt;
+    if (!ready_.wait_for(lock, max_wait, [&] { return has_news(); })) return std::nullopt;
     return take_locked();
-  }
-
-  // Everything until the end (a non-streaming response).
-  Take take_all() {
-    Take all;
-    for (;;) {
-      Take t = take();
-      all.text += t.text;
-      if (t.done) {
-        all.done = true, all.finish = t.finish, all.usage = t.usage, all.error = t.error;
-        return all;
-      }
-    }
   }
 
   void client_gone() {
@@ -73,6 +58,9 @@ class CompletionChannel {
   }
 
  private:
+  // Ids alone are news too: text held back (a possible stop string) may be a tool call's marker.
+  bool has_news() const { return pending_.done || !pending_.text.empty() || !pending_.tokens.empty(); }
+
   // The pending text and, once ended, the end (kept, so that a later take sees it again).
   Take take_locked() {
     Take t = std::move(pending_);

@@ -1,6 +1,9 @@
 // POST /v1/chat/completions and /v1/completions: the prompt ids from the request (the chat template for messages),
 // one engine request, and its text either as one JSON body or as server-sent events while it is generated. A client
-// that goes away mid-stream cancels its request: the failed write tells the engine at the next token.
+// that goes away cancels its request: mid-stream the failed write tells the engine at the next token; while a whole
+// response is awaited, polling the connection does. A chat request that offers tools, to a template whose tool-call
+// format is known, has its reply read for tool calls (tool_reply.h).
+#include <chrono>
 #include <ctime>
 #include <memory>
 #include <optional>
@@ -8,7 +11,9 @@
 #include "runtime/chat_session.h"
 #include "runtime/generate.h"
 #include "server/completion_channel.h"
+#include "server/connection_probe.h"
 #include "server/routes.h"
+#include "server/tool_reply.h"
 #include "tokenizer/tokenizer.h"
 
 namespace server {
@@ -45,28 +50,52 @@ ApiError shutting_down() {
   return ApiError(503, "server_error", "the server is shutting down", "", "shutting_down");
 }
 
+// Ids for the calls: the model's own where its format has valid ones (Mistral's, which its template checks when
+// the client sends them back), else fresh ones.
+void name_calls(RouteContext& ctx, std::vector<ToolCall>& calls) {
+  for (ToolCall& c : calls) {
+    const bool keep = ctx.tool_format == ToolCallFormat::Mistral && c.id.size() == 9 &&
+                      c.id.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789") ==
+                          std::string::npos;
+    if (!keep) c.id = make_tool_call_id(ctx.tool_format, ctx.random_seed());
+  }
+}
+
 // The closing event of a stream: the finish reason (and usage when asked), or an error for a request the server
-// had to cancel or that failed; then [DONE].
-std::string stream_end(const ResponseHead& head, const CompletionChannel::Take& t, bool include_usage) {
+// had to cancel or that failed; then [DONE]. tools (tool mode): what it held back goes out first, as content or as
+// the reply's calls (with the tool_calls finish reason).
+std::string stream_end(RouteContext& ctx, const ResponseHead& head, const CompletionChannel::Take& t,
+                       bool include_usage, ToolReply* tools) {
   std::string out;
   if (t.finish == runtime::FinishReason::Cancelled) {
     out += sse_event(error_body(shutting_down()));
   } else if (t.finish == runtime::FinishReason::Error) {
     out += sse_event(error_body(ApiError(500, "server_error", t.error)));
   } else {
-    out += sse_event(chunk_json(head, "", false, finish_reason_json(t.finish)));
+    std::string finish = finish_reason_json(t.finish);
+    if (tools) {
+      ToolReply::End end = tools->finish();
+      if (!end.content.empty()) out += sse_event(chunk_json(head, end.content, false, ""));
+      if (!end.calls.empty()) {
+        name_calls(ctx, end.calls);
+        out += sse_event(tool_calls_chunk_json(head, end.calls));
+        finish = "\"tool_calls\"";
+      }
+    }
+    out += sse_event(chunk_json(head, "", false, finish));
     if (include_usage) out += sse_event(usage_chunk_json(head, t.usage));
   }
   return out + "data: [DONE]\n\n";
 }
 
+// tools: set in tool mode; the stream then sends what it says is content, and the calls at the end.
 void stream_response(RouteContext& ctx, httplib::Response& res, std::shared_ptr<CompletionChannel> channel,
-                     const ResponseHead& head, uint64_t id, bool include_usage) {
+                     const ResponseHead& head, uint64_t id, bool include_usage, std::shared_ptr<ToolReply> tools) {
   auto first = std::make_shared<bool>(true);
   res.set_header("Cache-Control", "no-cache");
   res.set_chunked_content_provider(
       "text/event-stream",
-      [&ctx, channel, head, id, include_usage, first](size_t, httplib::DataSink& sink) {
+      [&ctx, channel, head, id, include_usage, first, tools](size_t, httplib::DataSink& sink) {
         // While nothing comes (the request waits in the queue), an SSE comment now and then finds out whether the
         // client is still there: clients ignore comments, and a write to a closed connection fails.
         const std::optional<CompletionChannel::Take> got = channel->take_for(ctx.options.stream_probe);
@@ -81,8 +110,10 @@ void stream_response(RouteContext& ctx, httplib::Response& res, std::shared_ptr<
         std::string out;
         if (*first && head.route == Route::Chat) out += sse_event(chunk_json(head, "", true, ""));
         *first = false;
-        if (!t.text.empty()) out += sse_event(chunk_json(head, t.text, false, ""));
-        if (t.done) out += stream_end(head, t, include_usage);
+        const std::string text = tools ? tools->push(t.tokens) : t.text;
+        if (!text.empty()) out += sse_event(chunk_json(head, text, false, ""));
+        if (t.done) out += stream_end(ctx, head, t, include_usage, tools.get());
+        if (out.empty()) return true;  // ids without text yet (held back): nothing to say
         // A failed write is the client gone: cancel now rather than at the engine's next callback.
         if (!sink.write(out.data(), out.size())) {
           channel->client_gone();
@@ -100,6 +131,35 @@ void stream_response(RouteContext& ctx, httplib::Response& res, std::shared_ptr<
         }
         ctx.close_response();
       });
+}
+
+// Everything until the end, for a whole response; meanwhile the connection is polled, and a client that left
+// cancels the request (its Final still comes, so this returns). gone: whether that happened.
+CompletionChannel::Take wait_whole(RouteContext& ctx, const httplib::Request& req, CompletionChannel& channel,
+                                   uint64_t id, bool& gone) {
+  const ConnectionProbe probe(req);
+  CompletionChannel::Take all;
+  auto next_poll = std::chrono::steady_clock::now() + ctx.options.connection_poll;
+  for (;;) {
+    if (std::optional<CompletionChannel::Take> t = channel.take_for(ctx.options.connection_poll)) {
+      all.text += t->text;
+      all.tokens.insert(all.tokens.end(), t->tokens.begin(), t->tokens.end());
+      if (t->done) {
+        all.done = true, all.finish = t->finish, all.usage = t->usage, all.error = t->error;
+        return all;
+      }
+    }
+    // Text comes at every token; the connection is looked at no more often than connection_poll.
+    const auto now = std::chrono::steady_clock::now();
+    if (!gone && now >= next_poll) {
+      next_poll = now + ctx.options.connection_poll;
+      if (probe.closed()) {
+        gone = true;
+        channel.client_gone();
+        ctx.engine.cancel(id);
+      }
+    }
+  }
 }
 
 }  // namespace
@@ -145,18 +205,39 @@ void handle_completion(RouteContext& ctx, const httplib::Request& req, httplib::
   const std::string prefix = route == Route::Chat ? "chatcmpl-" : "cmpl-";
   const ResponseHead head{route, prefix + std::to_string(ctx.next_id++), static_cast<int64_t>(std::time(nullptr)),
                           ctx.options.model_id};
+  // Tool mode: only where the request offers tools and the template's format for calls is known; otherwise the
+  // reply is the engine's text, exactly as without tools.
+  const bool offers_tools = r.tools.is_array() && !r.tools.items().empty() && !r.tool_choice_none;
+  std::shared_ptr<ToolReply> tools;
+  if (route == Route::Chat && offers_tools && ctx.tool_format != ToolCallFormat::None)
+    tools = std::make_shared<ToolReply>(ctx.engine.tokenizer(), ctx.tool_format, r.stop);
   ctx.open_response();
   if (r.stream) {
-    stream_response(ctx, res, channel, head, sub.id, r.include_usage);  // closes the response when it is over
+    stream_response(ctx, res, channel, head, sub.id, r.include_usage, tools);  // closes the response when over
     return;
   }
   struct Close {
     RouteContext& ctx;
     ~Close() { ctx.close_response(); }
   } close{ctx};
-  const CompletionChannel::Take t = channel->take_all();
+  bool gone = false;
+  const CompletionChannel::Take t = wait_whole(ctx, req, *channel, sub.id, gone);
+  // Nobody reads this answer; it names what happened for the log and the counters.
+  if (gone) throw ApiError(499, "invalid_request_error", "the client closed the connection", "", "client_closed");
   if (t.finish == runtime::FinishReason::Cancelled) throw shutting_down();
   if (t.finish == runtime::FinishReason::Error) throw ApiError(500, "server_error", t.error);
+  if (tools) {
+    std::string content = tools->push(t.tokens);
+    ToolReply::End end = tools->finish();
+    content += end.content;
+    if (!end.calls.empty()) {
+      name_calls(ctx, end.calls);
+      send_json(res, tool_calls_completion_json(head, content, end.calls, t.usage));
+    } else {
+      send_json(res, completion_json(head, content, t.finish, t.usage));
+    }
+    return;
+  }
   send_json(res, completion_json(head, t.text, t.finish, t.usage));
 }
 

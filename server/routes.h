@@ -17,15 +17,18 @@
 #include "server/api_request.h"
 #include "server/api_response.h"
 #include "server/server.h"
+#include "server/tool_calls.h"
 
 namespace server {
 
 struct RouteContext {
   RouteContext(runtime::Engine& e, chat::ChatTemplate t, const ServerOptions& o)
-      : engine(e), tmpl(std::move(t)), options(o), started(std::time(nullptr)) {}
+      : engine(e), tmpl(std::move(t)), tool_format(detect_tool_call_format(tmpl.source())), options(o),
+        started(std::time(nullptr)) {}
 
   runtime::Engine& engine;
   const chat::ChatTemplate tmpl;
+  const ToolCallFormat tool_format;      // how the template's model writes tool calls; None: replies stay text
   const ServerOptions& options;
   const int64_t started;                 // Unix seconds: /v1/models' created
 

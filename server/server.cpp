@@ -2,6 +2,7 @@
 // counters, and the stop sequence. The route handlers live in completions.cpp and token_routes.cpp.
 #include "server/server.h"
 
+#include <charconv>
 #include <csignal>
 #include <functional>
 
@@ -51,6 +52,12 @@ bool authorized(const httplib::Request& req, const std::string& key) {
   const std::string prefix = "Bearer ";
   return auth.size() == prefix.size() + key.size() && auth.compare(0, prefix.size(), prefix) == 0 &&
          auth.compare(prefix.size(), std::string::npos, key) == 0;
+}
+
+ApiError payload_too_large(const RouteContext& ctx) {
+  return ApiError(413, "invalid_request_error",
+                  "the request body is larger than " + std::to_string(ctx.options.max_body_bytes) + " bytes", "",
+                  "payload_too_large");
 }
 
 }  // namespace
@@ -104,6 +111,28 @@ void Server::install_routes() {
   h.Post("/detokenize", guard(true, [&ctx](const auto& req, auto& res) { handle_detokenize(ctx, req, res); }));
   h.Post("/apply-template", guard(true, [&ctx](const auto& req, auto& res) { handle_apply_template(ctx, req, res); }));
 
+  // Bodies are judged by their headers before httplib reads them (it reads the body before any route handler runs).
+  // cpp-httplib 0.11.4 refuses a Content-Length over the limit only after reading and discarding that many bytes,
+  // and reads a chunked body whole into memory with no limit at all; so an oversized length is answered at once, and
+  // chunked request bodies are refused (OpenAI clients send a Content-Length). The unread body is then not consumed:
+  // httplib's keep-alive limit (5 requests) bounds what it reads of it as further requests before it closes.
+  h.set_pre_routing_handler([&ctx](const httplib::Request& req, httplib::Response& res) {
+    using R = httplib::Server::HandlerResponse;
+    if (req.get_header_value("Transfer-Encoding").find("chunked") != std::string::npos) {
+      send_error(ctx, res, ApiError(411, "invalid_request_error",
+                                    "send the request body with a Content-Length (chunked request bodies are not "
+                                    "accepted)", "", "length_required"));
+      return R::Handled;
+    }
+    const std::string length = req.get_header_value("Content-Length");
+    uint64_t n = 0;
+    const auto [end, ec] = std::from_chars(length.data(), length.data() + length.size(), n);
+    const bool too_long = ec == std::errc::result_out_of_range || (ec == std::errc() && n > ctx.options.max_body_bytes);
+    if (!too_long) return R::Unhandled;
+    send_error(ctx, res, payload_too_large(ctx));
+    return R::Handled;
+  });
+
   // httplib's own refusals (no such route, a body over the limit, a malformed request) get an OpenAI body too;
   // responses that already have one (our ApiErrors) are left alone.
   h.set_error_handler(httplib::Server::HandlerWithResponse([&ctx](const httplib::Request& req,
@@ -113,9 +142,7 @@ void Server::install_routes() {
       send_error(ctx, res, ApiError(404, "invalid_request_error", "no route " + req.method + " " + req.path, "",
                                     "not_found"));
     } else if (res.status == 413) {
-      send_error(ctx, res, ApiError(413, "invalid_request_error",
-                                    "the request body is larger than " + std::to_string(ctx.options.max_body_bytes) +
-                                        " bytes", "", "payload_too_large"));
+      send_error(ctx, res, payload_too_large(ctx));
     } else {
       send_error(ctx, res, ApiError(res.status, "invalid_request_error", "bad HTTP request"));
     }

@@ -42,6 +42,8 @@ struct ServerOptions {
   // How long a stream waits for text before it writes an SSE comment to see whether its client is still there
   // (a disconnected client's queued request is then cancelled and leaves the queue).
   std::chrono::milliseconds stream_probe{1000};
+  // How often a non-streaming request looks at its connection while it waits, to cancel for a client that left.
+  std::chrono::milliseconds connection_poll{100};
   runtime::LogSink log;            // request failures and the stop sequence
 };
 

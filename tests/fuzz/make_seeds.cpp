@@ -1,5 +1,5 @@
 // fuzz-seeds OUT_DIR [ASSETS_DIR]: writes the seed corpora of seeds.h to OUT_DIR/<target>/*.bin (gguf, model,
-// tokenizer, chat_template, api_request). ASSETS_DIR (default $LLM_TEST_ASSETS) adds the shared tokenizer test strings and the
+// tokenizer, chat_template, api_request, tool_calls). ASSETS_DIR (default $LLM_TEST_ASSETS) adds the shared tokenizer test strings and the
 // chat templates of the shared vocabularies. scripts/fuzz.sh runs it before fuzzing.
 #include <cstdio>
 #include <cstdlib>
@@ -30,6 +30,7 @@ int main(int argc, char** argv) {
         {"tokenizer", fuzz::tokenizer_seeds(assets)},
         {"chat_template", fuzz::chat_template_seeds(assets)},
         {"api_request", fuzz::api_request_seeds()},
+        {"tool_calls", fuzz::tool_calls_seeds()},
     };
     for (const auto& [target, seeds] : sets) {
       const std::filesystem::path dir = out / target;

@@ -520,9 +520,36 @@ std::vector<Seed> api_request_seeds() {
       {"bad-ranges", R"({"prompt": "x", "top_p": 2, "min_p": -1, "max_tokens": -7, "seed": -3, "frequency_penalty": 9})"},
       {"not-json", R"({"messages": [{"role": "user", "content": "unterminated)"},
       {"deep", "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]"},
+      {"chat-tool-choice",
+       R"({"messages": [{"role": "user", "content": "Weather?"}], "tool_choice": "none",
+           "tools": [{"type": "function", "function": {"name": "get", "parameters": {"type": "object"}}}]})"},
+      {"bad-tool-choice", R"({"messages": [{"role": "user", "content": "x"}], "tool_choice": 3})"},
   };
   std::vector<Seed> out;
   for (const auto& [name, body] : bodies) out.push_back(text_seed(name, body));
+  return out;
+}
+
+std::vector<Seed> tool_calls_seeds() {
+  // Byte 0: 1 Llama 3, 2 Hermes / Qwen, 3 Mistral, 4 Granite (exercise_tool_calls.cpp's order).
+  const std::pair<const char*, std::string> replies[] = {
+      {"llama3", "\x01{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\", \"days\": 3}}"},
+      {"llama3-python-tag", "\x01<|python_tag|>{\"type\": \"function\", \"name\": \"f\", \"parameters\": {}}; "
+                            "{\"name\": \"g\", \"parameters\": {\"x\": [1, 2.5, null]}}"},
+      {"llama3-prose", "\x01The weather in Paris is {sunny}."},
+      {"hermes-two", "\x02<tool_call>\n{\"name\": \"a\", \"arguments\": {\"q\": \"caf\xc3\xa9\"}}\n</tool_call>\n"
+                     "<tool_call>\n{\"arguments\": \"{\\\"n\\\": 1}\", \"name\": \"b\"}\n</tool_call>"},
+      {"hermes-think", "\x02<think>\nweather\n</think>\n\n<tool_call>\n{\"name\": \"a\", \"arguments\": {}}"},
+      {"hermes-xml", "\x02<tool_call>\n<function=get>\n<parameter=city>\nParis\n</parameter>\n<parameter=n>\n3\n"
+                     "</parameter>\n</function>\n</tool_call>"},
+      {"hermes-cut", "\x02<tool_call>\n{\"name\": \"get\", \"arguments\": {\"city\": \"Par"},
+      {"mistral-json", "\x03[TOOL_CALLS] [{\"name\": \"a\", \"arguments\": {\"x\": 1}, \"id\": \"a1b2c3d4e\"}]"},
+      {"mistral-args", "\x03Sure.[TOOL_CALLS]a[ARGS]{\"x\": 1}[TOOL_CALLS]b[CALL_ID]abc123XYZ[ARGS]{}"},
+      {"granite", "\x04<|tool_call|>[{\"name\": \"a\", \"arguments\": {\"x\": \"}{][\"}}]"},
+      {"huge-number", "\x02<tool_call>{\"name\": \"a\", \"arguments\": {\"n\": 1e999}}</tool_call>"},
+  };
+  std::vector<Seed> out;
+  for (const auto& [name, reply] : replies) out.push_back(text_seed(name, reply));
   return out;
 }
 

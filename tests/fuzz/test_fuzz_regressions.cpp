@@ -76,6 +76,15 @@ TEST(FuzzSeeds, ApiRequest) {
   }
 }
 
+TEST(FuzzSeeds, ToolCalls) {
+  const auto seeds = fuzz::tool_calls_seeds();
+  EXPECT_GE(seeds.size(), 10u);
+  for (const fuzz::Seed& s : seeds) {
+    SCOPED_TRACE(s.name);
+    EXPECT_NO_THROW(fuzz::exercise_tool_calls(s.bytes));
+  }
+}
+
 // ---- inputs the fuzzers found (newest last) ----
 
 // Sanitizer builds run several times slower; time bounds apply to plain builds only.

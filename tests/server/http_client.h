@@ -59,6 +59,16 @@ class Connection {
     }
   }
 
+  // Sends bytes as they are (a request the helper above cannot write: no Content-Length, a chunked body).
+  void send_raw(const std::string& bytes) {
+    size_t sent = 0;
+    while (sent < bytes.size()) {
+      const ssize_t n = ::send(fd_, bytes.data() + sent, bytes.size() - sent, MSG_NOSIGNAL);
+      if (n <= 0) return;
+      sent += static_cast<size_t>(n);
+    }
+  }
+
   // Reads what arrives next (appended to raw()); false at the end of the stream, an error or the timeout.
   bool read_some() {
     char buf[4096];

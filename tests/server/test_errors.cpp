@@ -76,6 +76,33 @@ TEST_F(ServerTest, OversizedBodyIsRefused) {
   EXPECT_EQ(post("/v1/completions", R"({"prompt": "x", "max_tokens": 2})").status, 200);
 }
 
+// "Before parsing" means before reading: a request that declares a body over the limit is answered from its headers
+// alone, at once (httplib alone would first read and discard the declared bytes, waiting out its 5 s read timeout
+// here). A chunked body, whose length nobody knows up front (and which httplib 0.11.4 would read whole, however
+// large), is refused as well.
+TEST_F(ServerTest, OversizedBodyIsRefusedFromItsHeaders) {
+  Config c;
+  c.max_body_bytes = 1024;
+  start(c);
+  test_http::Connection declared(port_);
+  ASSERT_TRUE(declared.connected());
+  declared.send_raw("POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
+                    "Content-Type: application/json\r\nContent-Length: 1073741824\r\n\r\n{\"prompt\": \"");
+  const auto sent = std::chrono::steady_clock::now();
+  expect_error(declared.finish(), 413, "", "payload_too_large");
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - sent).count(), 2.0);
+
+  test_http::Connection chunked(port_);
+  ASSERT_TRUE(chunked.connected());
+  const std::string piece = std::string(600, 'a');
+  chunked.send_raw("POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
+                   "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n");
+  chunked.send_raw("258\r\n" + piece + "\r\n258\r\n" + piece + "\r\n0\r\n\r\n");  // 0x258 = 600
+  expect_error(chunked.finish(), 411, "", "length_required");
+  EXPECT_EQ(engine_->stats().requests_accepted, 0u);
+  EXPECT_EQ(post("/v1/completions", R"({"prompt": "x", "max_tokens": 2})").status, 200);
+}
+
 // The engine is held busy by requests submitted directly, whose callbacks the test releases; so the queue is
 // full exactly when the HTTP request comes, and the metrics show it.
 TEST_F(ServerTest, QueueFullIs429WithRetryAfterAndMetricsShowIt) {

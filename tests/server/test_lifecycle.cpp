@@ -1,5 +1,6 @@
-// A client that hangs up mid-stream cancels its request (the engine stops generating at once and serves the next
-// one), and stopping the server cancels what is queued and running, ends open streams cleanly and returns from run().
+// A client that hangs up mid-stream or while it waits for a whole answer cancels its request (the engine stops
+// generating at once and serves the next one), and stopping the server cancels what is queued and running, ends
+// open streams cleanly and returns from run().
 #include <future>
 
 #include "server_fixture.h"
@@ -38,6 +39,33 @@ TEST_F(ServerTest, DisconnectMidStreamCancelsTheRequest) {
   EXPECT_EQ(st.finished_length, 0u);
   EXPECT_LT(st.completion_tokens, uint64_t(kLongContext / 2));
   // The engine is free for the next client.
+  const auto r = post("/v1/completions", R"({"prompt": "x", "max_tokens": 3})");
+  EXPECT_EQ(r.status, 200) << r.body;
+}
+
+// The same for a client that waits for a whole (non-streaming) response, which has nothing to write until the end:
+// the server polls the connection while it waits, and cancels as soon as it sees the client gone.
+TEST_F(ServerTest, DisconnectDuringAWholeResponseCancelsTheRequest) {
+  Config cfg;
+  cfg.n_ctx = kLongContext;
+  start(cfg);
+  {
+    test_http::Connection c(port_);
+    ASSERT_TRUE(c.connected());
+    c.send_request("POST", "/v1/completions", R"({"prompt": "Once upon a time", "temperature": 0, "ignore_eos": true})");
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (engine_->stats().running == 0 && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    ASSERT_EQ(engine_->stats().running, 1u);  // generating
+  }  // hangs up
+  const auto hung_up = std::chrono::steady_clock::now();
+  ASSERT_TRUE(engine_->wait_idle(std::chrono::seconds(120)));
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - hung_up).count();
+  const runtime::EngineStats st = engine_->stats();
+  EXPECT_EQ(st.finished_cancelled, 1u);
+  EXPECT_EQ(st.finished_length, 0u);
+  EXPECT_LT(st.completion_tokens, uint64_t(kLongContext / 2));
+  EXPECT_LT(seconds, 10.0) << "the request ran on for long after its client left";
   const auto r = post("/v1/completions", R"({"prompt": "x", "max_tokens": 3})");
   EXPECT_EQ(r.status, 200) << r.body;
 }
@@ -120,6 +148,47 @@ TEST_F(ServerTest, DisconnectWhileQueuedCancelsWithoutRunning) {
   EXPECT_EQ(st.running, 1u);
   EXPECT_EQ(st.finished_cancelled, 1u);
   EXPECT_EQ(st.completion_tokens, 0u);
+  release.set_value();
+  ASSERT_TRUE(engine_->wait_idle(std::chrono::seconds(60)));
+  EXPECT_EQ(engine_->stats().finished_length, 1u);
+}
+
+// And a client waiting for a whole response that hangs up while its request is queued: the request leaves the queue
+// without running, while the busy one still holds the engine.
+TEST_F(ServerTest, DisconnectWhileQueuedForAWholeResponseCancelsWithoutRunning) {
+  start();
+  std::promise<void> started, release;
+  std::shared_future<void> release_f = release.get_future().share();
+  bool first = true;
+  runtime::EngineRequest busy;
+  busy.prompt = completion_prompt("Once");
+  busy.max_tokens = 2;
+  busy.ignore_eos = true;
+  ASSERT_EQ(engine_->submit(busy, [&](const runtime::EngineEvent&) {
+              if (first) {
+                first = false;
+                started.set_value();
+                EXPECT_EQ(release_f.wait_for(std::chrono::seconds(60)), std::future_status::ready);
+              }
+              return true;
+            }).status,
+            runtime::SubmitStatus::Accepted);
+  ASSERT_EQ(started.get_future().wait_for(std::chrono::seconds(60)), std::future_status::ready);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  {
+    test_http::Connection c(port_);
+    ASSERT_TRUE(c.connected());
+    c.send_request("POST", "/v1/completions", R"({"prompt": "Once upon a time", "max_tokens": 8})");
+    while (engine_->stats().queue_length == 0 && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    ASSERT_EQ(engine_->stats().queue_length, 1u);
+  }  // hangs up
+  while (engine_->stats().finished_cancelled == 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  const runtime::EngineStats st = engine_->stats();
+  EXPECT_EQ(st.finished_cancelled, 1u);
+  EXPECT_EQ(st.queue_length, 0u);
+  EXPECT_EQ(st.running, 1u);
   release.set_value();
   ASSERT_TRUE(engine_->wait_idle(std::chrono::seconds(60)));
   EXPECT_EQ(engine_->stats().finished_length, 1u);

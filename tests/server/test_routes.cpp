@@ -245,5 +245,35 @@ TEST_F(ServerTest, ToolsAndTemplateErrors) {
   EXPECT_NE(str(at(e, "message")).find("first message must be user"), std::string::npos) << refused.body;
 }
 
+// A request with tools, to a template with a known tool-call format (here ChatML that names Hermes' marker in a
+// comment, so the prompt is unchanged), reads the reply for calls; a reply without any (stories260K writes stories)
+// is the same text as without tools, streamed or not, with its usual finish reason and no tool_calls.
+TEST_F(ServerTest, ToolModeKeepsAReplyWithoutCallsAsItIs) {
+  Config c;
+  c.template_text = chat::ChatTemplate::builtin("chatml").source() + "{# the model writes <tool_call> JSON #}";
+  start(c);
+  const std::string expected = greedy(chat_prompt("Tell me a story."), 20);
+  const std::string body = R"({"messages": [{"role": "user", "content": "Tell me a story."}], "max_tokens": 20,
+      "temperature": 0, "tools": [{"type": "function", "function": {"name": "get_weather",
+      "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}])";
+  const auto whole = post("/v1/chat/completions", body + "}");
+  ASSERT_EQ(whole.status, 200) << whole.body;
+  const Value b = json(whole.body);
+  const Value& choice = at(at(b, "choices"), 0);
+  EXPECT_EQ(str(at(at(choice, "message"), "content")), expected);
+  EXPECT_TRUE(at(at(choice, "message"), "tool_calls").is_undefined()) << whole.body;
+  EXPECT_EQ(str(at(choice, "finish_reason")), "length");
+  const Streamed s = read_stream(post("/v1/chat/completions", body + R"(, "stream": true})"), true);
+  EXPECT_EQ(s.text, expected);
+  EXPECT_EQ(s.finish, "length");
+  const auto none = post("/v1/chat/completions", body + R"(, "tool_choice": "none"})");
+  const Value none_body = json(none.body);
+  EXPECT_EQ(str(at(at(at(at(none_body, "choices"), 0), "message"), "content")), expected);
+  const auto bad = post("/v1/chat/completions", body + R"(, "tool_choice": "sometimes"})");
+  EXPECT_EQ(bad.status, 400);
+  const Value bad_body = json(bad.body);
+  EXPECT_EQ(str(at(at(bad_body, "error"), "param")), "tool_choice");
+}
+
 }  // namespace
 }  // namespace test_server

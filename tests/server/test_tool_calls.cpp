@@ -1,0 +1,200 @@
+// The tool-call reader alone: which format each real template of the corpus gets, and real model replies of each
+// family read into calls; replies that are cut short, malformed or prose stay text, whole and unchanged.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "server/tool_calls.h"
+
+namespace {
+
+using server::ToolCallFormat;
+using server::ToolCallStart;
+
+std::string read_template(const std::string& name) {
+  std::ifstream f(std::filesystem::path(LLM_SOURCE_DIR) / "tests/chat/templates" / name);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+TEST(ToolCallFormat, DetectedFromTheCorpusTemplates) {
+  const std::map<std::string, ToolCallFormat> expected = {
+      {"llama-3.2-3b-instruct.jinja", ToolCallFormat::Llama3},
+      {"llama-3.3-70b-instruct.jinja", ToolCallFormat::Llama3},
+      {"qwen2.5-7b-instruct.jinja", ToolCallFormat::Hermes},
+      {"qwen3-0.6b.jinja", ToolCallFormat::Hermes},
+      {"qwen3-coder-30b-a3b-instruct.jinja", ToolCallFormat::Hermes},
+      {"hermes-3-llama-3.1-8b-tool-use.jinja", ToolCallFormat::Hermes},
+      {"smollm3-3b.jinja", ToolCallFormat::Hermes},
+      {"mistral-7b-instruct-v0.3.jinja", ToolCallFormat::Mistral},
+      {"mistral-nemo-instruct-2407.jinja", ToolCallFormat::Mistral},
+      {"mistral-small-3.2-24b-instruct-2506.jinja", ToolCallFormat::Mistral},
+      {"granite-3.3-2b-instruct.jinja", ToolCallFormat::Granite},
+  };
+  size_t seen = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(std::filesystem::path(LLM_SOURCE_DIR) /
+                                                               "tests/chat/templates")) {
+    const std::string name = entry.path().filename().string();
+    if (entry.path().extension() != ".jinja") continue;
+    ++seen;
+    const std::string text = read_template(name);
+    ASSERT_FALSE(text.empty()) << name;
+    const auto it = expected.find(name);
+    // Every other template (Llama 2, Llama 3.0, Gemma, Phi, DeepSeek, Command R, ...) has no format of ours: text.
+    const ToolCallFormat want = it == expected.end() ? ToolCallFormat::None : it->second;
+    EXPECT_EQ(server::tool_call_format_name(server::detect_tool_call_format(text)),
+              server::tool_call_format_name(want))
+        << name;
+  }
+  EXPECT_EQ(seen, 30u);
+}
+
+struct Call {
+  std::string name, arguments, id = "";
+};
+
+void expect_calls(ToolCallFormat f, const std::string& reply, const std::vector<Call>& calls,
+                  const std::string& content = "") {
+  SCOPED_TRACE(reply);
+  const server::ParsedReply r = server::parse_tool_calls(f, reply);
+  ASSERT_EQ(r.tool_calls.size(), calls.size());
+  for (size_t i = 0; i < calls.size(); ++i) {
+    EXPECT_EQ(r.tool_calls[i].name, calls[i].name);
+    EXPECT_EQ(r.tool_calls[i].arguments, calls[i].arguments);
+    EXPECT_EQ(r.tool_calls[i].id, calls[i].id);
+  }
+  EXPECT_EQ(r.content, content);
+}
+
+void expect_text(ToolCallFormat f, const std::string& reply) {
+  SCOPED_TRACE(reply);
+  const server::ParsedReply r = server::parse_tool_calls(f, reply);
+  EXPECT_TRUE(r.tool_calls.empty());
+  EXPECT_EQ(r.content, reply);
+}
+
+TEST(ToolCalls, Llama3) {
+  const auto f = ToolCallFormat::Llama3;
+  // Llama 3.1 8B, custom tools (JSON after the ipython-style prompt), with and without the python tag.
+  expect_calls(f, R"({"name": "get_current_weather", "parameters": {"location": "San Francisco, CA", "unit": "celsius"}})",
+               {{"get_current_weather", R"({"location":"San Francisco, CA","unit":"celsius"})"}});
+  expect_calls(f, "<|python_tag|>{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}",
+               {{"get_weather", R"({"city":"Paris"})"}});
+  // Llama 3.2 3B sometimes names the type first, and puts two calls in one reply.
+  expect_calls(f, R"( {"type": "function", "name": "get_weather", "parameters": {"city": "Paris", "days": 3}})",
+               {{"get_weather", R"({"city":"Paris","days":3})"}});
+  expect_calls(f, R"({"name": "a", "parameters": {}}; {"name": "b", "parameters": {"x": [1, 2.5, null, true]}})",
+               {{"a", "{}"}, {"b", R"({"x":[1,2.5,null,true]})"}});
+  // Prose, JSON that is not a call, a call followed by prose, a cut-off call, the built-in tool syntax.
+  expect_text(f, "The weather in Paris is sunny.");
+  expect_text(f, R"({"city": "Paris"})");
+  expect_text(f, R"({"name": "get_weather", "parameters": {"city": "Paris"}} and then I will tell you.)");
+  expect_text(f, R"({"name": "get_weather", "parameters": {"city": "Par)");
+  expect_text(f, "<|python_tag|>brave_search.call(query=\"weather in Paris\")");
+  expect_text(f, R"({"name": 42, "parameters": {}})");
+}
+
+TEST(ToolCalls, HermesAndQwen) {
+  const auto f = ToolCallFormat::Hermes;
+  // Qwen 2.5's documented parallel calls.
+  expect_calls(f,
+               "<tool_call>\n{\"name\": \"get_current_temperature\", \"arguments\": {\"location\": \"San Francisco, CA, "
+               "USA\"}}\n</tool_call>\n<tool_call>\n{\"name\": \"get_temperature_date\", \"arguments\": {\"location\": "
+               "\"San Francisco, CA, USA\", \"date\": \"2024-10-01\"}}\n</tool_call>",
+               {{"get_current_temperature", R"({"location":"San Francisco, CA, USA"})"},
+                {"get_temperature_date", R"({"location":"San Francisco, CA, USA","date":"2024-10-01"})"}});
+  // Hermes 3 writes the arguments first; Qwen 3 thinks before it calls (the thought stays content).
+  expect_calls(f, "<tool_call>\n{\"arguments\": {\"symbol\": \"TSLA\"}, \"name\": \"get_stock_fundamentals\"}\n</tool_call>",
+               {{"get_stock_fundamentals", R"({"symbol":"TSLA"})"}});
+  expect_calls(f,
+               "<think>\nThe user wants the weather.\n</think>\n\n<tool_call>\n{\"name\": \"get_weather\", "
+               "\"arguments\": {\"city\": \"Paris\"}}\n</tool_call>",
+               {{"get_weather", R"({"city":"Paris"})"}}, "<think>\nThe user wants the weather.\n</think>");
+  // Arguments sent as JSON text, a missing closing tag at the very end, non-ASCII arguments.
+  expect_calls(f, "<tool_call>{\"name\": \"f\", \"arguments\": \"{\\\"a\\\": 1}\"}</tool_call>", {{"f", R"({"a":1})"}});
+  expect_calls(f, "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"q\": \"caf\xc3\xa9 }{\"}}",
+               {{"f", "{\"q\":\"caf\xc3\xa9 }{\"}"}});
+  // Qwen3-Coder's XML form: values that read as JSON keep their type.
+  expect_calls(f,
+               "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n<parameter=days>\n3\n"
+               "</parameter>\n</function>\n</tool_call>",
+               {{"get_weather", R"({"city":"Paris","days":3})"}});
+  // Cut short by max_tokens, not JSON, no name, prose about the tag, a second call cut short.
+  expect_text(f, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Par");
+  expect_text(f, "<tool_call>\nget_weather(city='Paris')\n</tool_call>");
+  expect_text(f, "<tool_call>{\"arguments\": {}}</tool_call>");
+  expect_text(f, "Wrap calls in <tool_call> tags, like this.");
+  expect_text(f, "<tool_call>{\"name\": \"a\", \"arguments\": {}}</tool_call><tool_call>{\"name\": \"b\"");
+  expect_text(f, "<tool_call>{\"name\": \"f\", \"arguments\": \"not json\"}</tool_call>");
+  expect_text(f, "<tool_call>{\"name\": \"f\", \"arguments\": {\"n\": 1e999}}</tool_call>");
+}
+
+TEST(ToolCalls, Mistral) {
+  const auto f = ToolCallFormat::Mistral;
+  // v0.3 (SentencePiece: a space after the control token), Nemo with its own 9-character id.
+  expect_calls(f,
+               "[TOOL_CALLS] [{\"name\": \"get_current_weather\", \"arguments\": {\"location\": \"Paris, France\", "
+               "\"format\": \"celsius\"}}]",
+               {{"get_current_weather", R"({"location":"Paris, France","format":"celsius"})"}});
+  expect_calls(f,
+               "[TOOL_CALLS][{\"name\": \"a\", \"arguments\": {\"x\": 1}, \"id\": \"a1b2c3d4e\"}, {\"name\": \"b\", "
+               "\"arguments\": {}}]",
+               {{"a", R"({"x":1})", "a1b2c3d4e"}, {"b", "{}"}});
+  // Small 3.2 and later: one marker per call, the name before [ARGS]; with a call id.
+  expect_calls(f, "[TOOL_CALLS]get_weather[ARGS]{\"city\": \"Paris\"}", {{"get_weather", R"({"city":"Paris"})"}});
+  expect_calls(f, "[TOOL_CALLS]a[ARGS]{\"x\": 1}[TOOL_CALLS]b[CALL_ID]abc123XYZ[ARGS]{}",
+               {{"a", R"({"x":1})"}, {"b", "{}", "abc123XYZ"}});
+  expect_calls(f, "Let me look.[TOOL_CALLS]get_weather[ARGS]{\"city\": \"Paris\"}",
+               {{"get_weather", R"({"city":"Paris"})"}}, "Let me look.");
+  expect_text(f, "[TOOL_CALLS][{\"name\": \"get_weather\", \"arguments\": {\"city\"");
+  expect_text(f, "[TOOL_CALLS]get weather[ARGS]{}");
+  expect_text(f, "[TOOL_CALLS]get_weather{\"city\": \"Paris\"}");
+  expect_text(f, "[TOOL_CALLS][]");
+  expect_text(f, "It is sunny in Paris.");
+}
+
+TEST(ToolCalls, Granite) {
+  const auto f = ToolCallFormat::Granite;
+  expect_calls(f, "<|tool_call|>[{\"name\": \"get_current_weather\", \"arguments\": {\"location\": \"Boston\"}}]",
+               {{"get_current_weather", R"({"location":"Boston"})"}});
+  expect_text(f, "<|tool_call|>{\"name\": \"x\"}");
+}
+
+TEST(ToolCalls, NoFormatIsAlwaysText) {
+  expect_text(ToolCallFormat::None, "<tool_call>{\"name\": \"f\", \"arguments\": {}}</tool_call>");
+  expect_text(ToolCallFormat::None, "");
+}
+
+// What a stream may send before the end: nothing from where a call may begin.
+TEST(ToolCalls, WhereCallsMayBegin) {
+  using K = ToolCallStart::Kind;
+  const auto start = [](ToolCallFormat f, std::string_view text) { return server::find_tool_call_start(f, text); };
+  EXPECT_EQ(start(ToolCallFormat::Hermes, "Sure.\n<tool").kind, K::Partial);
+  EXPECT_EQ(start(ToolCallFormat::Hermes, "Sure.\n<tool").pos, 6u);
+  EXPECT_EQ(start(ToolCallFormat::Hermes, "Sure.\n<tool_call>{").kind, K::Found);
+  EXPECT_EQ(start(ToolCallFormat::Hermes, "a < b").kind, K::None);
+  EXPECT_EQ(start(ToolCallFormat::Mistral, "[TOOL_").kind, K::Partial);
+  EXPECT_EQ(start(ToolCallFormat::Llama3, "  ").kind, K::Partial);
+  EXPECT_EQ(start(ToolCallFormat::Llama3, "{\"na").kind, K::Partial);
+  EXPECT_EQ(start(ToolCallFormat::Llama3, "{ \"name\" :").kind, K::Found);
+  EXPECT_EQ(start(ToolCallFormat::Llama3, "<|python").kind, K::Partial);
+  EXPECT_EQ(start(ToolCallFormat::Llama3, "{\"city\"").kind, K::None);
+  EXPECT_EQ(start(ToolCallFormat::Llama3, "Hello {\"name\":").kind, K::None);
+}
+
+TEST(ToolCalls, Ids) {
+  const std::string id = server::make_tool_call_id(ToolCallFormat::Hermes, 1);
+  EXPECT_EQ(id.rfind("call_", 0), 0u);
+  EXPECT_EQ(id.size(), 29u);
+  EXPECT_NE(id, server::make_tool_call_id(ToolCallFormat::Hermes, 2));
+  const std::string mistral = server::make_tool_call_id(ToolCallFormat::Mistral, 1);
+  EXPECT_EQ(mistral.size(), 9u);
+  EXPECT_EQ(mistral.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"),
+            std::string::npos);
+}
+
+}  // namespace
