@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# The serving benchmark of issue 26 in one device call: `llm-run serve` and llama.cpp's `llama-server` on the same
+# synthetic Llama-3-8B Q4_K_M, loaded by ../shared/bench/serve_load.py (streaming /v1/completions, prompts of 400
+# random words, 128 tokens each) at several concurrencies, plus a shared 2000-token prefix at 8 streams, and
+# `llm-run bench` tg128 for the one-stream reference. Results under $OUT, the table last.
+#   here:  scripts/pack-carry.sh; ../shared/device/prepare.sh --llama-cpp tokenizer/ggml-vocab-llama-bpe.gguf;
+#          cp ../shared/bench/serve_load.py .device/
+#   there: CONC="1 8 32 64" scripts/gpu-serve-bench.sh   (carry .device, .device-bin)
+set -uo pipefail
+out=${OUT:-/tmp/out}
+mkdir -p "$out" /tmp/bin
+[ -x /tmp/bin/llm-run ] || tar xJf .device-bin/bins.tar.xz -C /tmp/bin
+source .device/env.sh >/dev/null
+source "$(dirname "${BASH_SOURCE[0]}")/device-libs.sh"
+[ -n "${SKIP_LLAMA:-}" ] || WAIT=0 .device/llama-cpp-build.sh >/dev/null 2>&1  # detached: builds meanwhile
+model=/tmp/llama3-8b-Q4_K_M.gguf
+[ -f "$model" ] || /tmp/bin/llm-run synth --shape llama3-8b --type Q4_K_M \
+  --vocab .device/tokenizer/ggml-vocab-llama-bpe.gguf -o "$model" >"$out/synth.log" 2>&1
+table=()
+/tmp/bin/llm-run bench -m "$model" --device cuda -p 0 -n 128 -r 3 -o md >"$out/bench.md" 2>&1
+table+=("llm-run bench tg128: $(grep -E '^\| .*tg128' "$out/bench.md" | awk -F'|' '{print $(NF-1)}' | tr -s ' ')")
+PARALLEL=${PARALLEL:-64} CTX=${CTX:-65536}
+
+get() { python3 -c "import sys,urllib.request; sys.stdout.write(urllib.request.urlopen(sys.argv[1]).read().decode())" "$1"; }
+wait_health() {  # port, log
+  for _ in $(seq 1 240); do
+    get "http://127.0.0.1:$1/health" >/dev/null 2>&1 && return 0
+    sleep 0.5
+  done
+  echo "server on $1 did not come up:"; tail -5 "$2"; return 1
+}
+load() {  # name port
+  for c in ${CONC:-1 8 32 64}; do
+    local n=$(( c * 2 < 8 ? 8 : c * 2 ))
+    row=$(timeout 300 python3 .device/serve_load.py --url "http://127.0.0.1:$2" --concurrency "$c" --requests "$n" \
+      --prompt-words 400 --max-tokens 128 2>>"$out/$1-load.err")
+    table+=("$1 c=$c: $row")
+  done
+  for shared in 0 1500; do
+    row=$(timeout 300 python3 .device/serve_load.py --url "http://127.0.0.1:$2" --concurrency 8 --requests 16 \
+      --prompt-words 1600 --shared-prefix "$shared" --max-tokens 128 --seed $((7 + shared)) 2>>"$out/$1-load.err")
+    table+=("$1 c=8 prompt 1600 words, shared prefix $shared: $row")
+  done
+}
+
+/tmp/bin/llm-run serve -m "$model" --device cuda --parallel "$PARALLEL" -c "$CTX" --port 8181 \
+  >"$out/llm-run-serve.log" 2>&1 &
+pid=$!
+wait_health 8181 "$out/llm-run-serve.log" && load llm-run 8181
+get http://127.0.0.1:8181/metrics >"$out/llm-run-metrics.txt" 2>&1
+kill -TERM $pid; wait $pid
+
+if [ -z "${SKIP_LLAMA:-}" ]; then
+  WAIT=${LLAMA_WAIT:-300} .device/llama-cpp-build.sh >"$out/llama-build.txt" 2>&1
+  ls=/tmp/llama.cpp/build/bin/llama-server
+  if [ -x "$ls" ]; then
+    "$ls" -m "$model" -ngl 99 -fa on --parallel "$PARALLEL" -c "$CTX" --port 8182 >"$out/llama-server.log" 2>&1 &
+    pid=$!
+    wait_health 8182 "$out/llama-server.log" && load llama-server 8182
+    kill -TERM $pid; wait $pid
+  else
+    table+=("llama-server: not built (llama-build.txt)")
+  fi
+fi
+echo
+printf '%s\n' "${table[@]}" | tee "$out/table.txt"
