@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "app/bench_parallel.h"
 #include "app/bench_report.h"
 #include "app/cli.h"
 #include "app/session_flags.h"
@@ -31,6 +32,8 @@ struct BenchOptions {
   std::vector<int32_t> depth{0};
   int32_t reps = 5;
   std::string output = "md";
+  std::vector<int32_t> parallel;  // --parallel: the batched table instead (bench_parallel.h)
+  int32_t batch_tokens = 2048;
 };
 
 double now_s() {
@@ -135,6 +138,10 @@ std::vector<BenchTest> plan_tests(const BenchOptions& o) {
 }
 
 int run_bench(BenchOptions& o) {
+  if (!o.parallel.empty()) {
+    if (o.output == "csv") throw UsageError("--parallel writes md or json");
+    return run_parallel_bench(o.run, ParallelBenchFlags{o.parallel, o.n_prompt, o.n_gen, o.batch_tokens, o.output});
+  }
   if (o.reps < 1) throw UsageError("-r must be at least 1");
   std::vector<BenchTest> tests = plan_tests(o);
   int32_t needed = 1, largest_batch = 1;
@@ -217,6 +224,13 @@ void register_bench(CLI::App& root, Action& chosen) {
   cmd->add_option("-d,--n-depth", o->depth, "context depths before each test (comma list)")->delimiter(',');
   cmd->add_option("-r,--repetitions", o->reps, "repetitions per test")->capture_default_str();
   cmd->add_option("-o,--output", o->output, "output format")->check(CLI::IsMember({"md", "csv", "json"}));
+  cmd->add_option("--parallel", o->parallel,
+                  "sequence counts (comma list): aggregate prefill and decode tokens/s with that many sequences "
+                  "batched on a paged KV cache, each a prompt of -p tokens then -n generated (batched-bench style)")
+      ->delimiter(',');
+  cmd->add_option("--batch-tokens", o->batch_tokens, "with --parallel: prompt tokens per batch at most")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   add_warmup_flag(*cmd, o->run, "each test run once before the timed repetitions");
   cmd->callback([o, &chosen] {
     for (int32_t v : o->n_prompt)

@@ -62,3 +62,19 @@ TEST(BenchCli, HelpShowsDashPg) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(BenchCli, ParallelGivesOneRowPerSequenceCount) {
+  REQUIRE_ASSET(stories, "models/stories260K-f32.gguf");
+  const Result r = testing_process::run_llm_run("bench -m " + shell_quote(stories) + " --device cpu -t 1 --parallel 1,3 -p 8 -n 4");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("| PP | TG | B | N_KV |"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("| 8 | 4 | 1 | 12 |"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("| 8 | 4 | 3 | 36 |"), std::string::npos) << r.out;
+  const Result bad = testing_process::run_llm_run("bench -m " + shell_quote(stories) + " --device cpu --parallel 0 -p 8 -n 4");
+  EXPECT_EQ(bad.code, 2) << bad.err;
+  EXPECT_NE(bad.err.find("--parallel values must be positive"), std::string::npos) << bad.err;
+}
+
+}  // namespace

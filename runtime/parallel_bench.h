@@ -1,0 +1,21 @@
+// The engine's throughput at a fixed number of sequences, without HTTP, scheduling or sampling (in the manner of
+// the reference runtime's batched bench): n_parallel sequences prefill n_prompt tokens each, in batches of at most
+// batch_tokens, then decode n_gen steps of one token per sequence, on a paged session. Token ids are random.
+#pragma once
+#include <cstdint>
+
+#include "runtime/session.h"
+
+namespace runtime {
+
+struct ParallelBenchResult {
+  double prefill_s = 0;  // every prompt, all sequences
+  double decode_s = 0;   // n_gen steps of n_parallel tokens
+};
+
+// Throws SessionError when the session is not paged or its pool or block table cannot hold n_parallel sequences of
+// n_prompt + n_gen tokens, OptionsError for non-positive sizes.
+ParallelBenchResult run_parallel_bench(Session& session, int32_t n_parallel, int32_t n_prompt, int32_t n_gen,
+                                       int32_t batch_tokens, uint32_t seed);
+
+}  // namespace runtime
