@@ -15,6 +15,9 @@
 // 16.8 us), and V becomes f16 rows of the warp's own (q x scale, rounded to f16 once) right before P V, so the warps
 // meet only at __syncwarp inside the loop; a half (q8_0) or a quarter (q4_0) of the bytes of f16 per slot, plus 2
 // bytes of scale per 32 values.
+// A paged cache (kv_paging.cuh): a token's tile rows are mapped to slots through its block-table row, the f16 kernel
+// per row, the quantized one per warp's 16 slots (a 16-aligned run of positions lies in one block: blocks of 16+
+// slots); rows before a sliding window's first slot are not read (a runtime may have freed their blocks).
 #include "cuda/kernels/attention_split_tc.cuh"
 
 #include "cuda/check.h"
@@ -250,6 +253,8 @@ __global__ void __launch_bounds__(kThreads) attention_split_tc_kernel(AttentionK
   pdl_launch_dependents();  // the o projection after it may launch and start on its weights (pdl.cuh)
   const int64_t kvh = blockIdx.x, t = blockIdx.y, split = blockIdx.z;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, tg = lane & 3;
+  if (split_block_skips(p, kvh, t, split, G, HD)) return;
+  const int32_t* table = kv_row(p.paging, t);  // null: slot = position
   const int64_t pos = p.positions[t];
   // The token's tiles dealt round-robin to the splits (tile k to split k % n_active), at most max_splits of them:
   // at any moment the blocks of a step stream neighbouring tiles, one front moving through the cache, instead of
@@ -266,17 +271,18 @@ __global__ void __launch_bounds__(kThreads) attention_split_tc_kernel(AttentionK
   const uint16_t* kbase = static_cast<const uint16_t*>(p.k_cache) + kvh * p.n_ctx * HD;
   const uint16_t* vbase = static_cast<const uint16_t*>(p.v_cache) + kvh * p.n_ctx * HD;
 
-  // The split's k-th tile into stage k % 2; slots past the token's position read as zeros (never NaN from stale
-  // cache bytes).
+  // The split's k-th tile into stage k % 2; slots past the token's position (and before its window) read as zeros
+  // (never NaN from stale cache bytes).
   const auto issue = [&](int64_t n0, int stage) {
     uint16_t* ks = tiles + stage * 2 * kTile * kLd;
     uint16_t* vs = ks + kTile * kLd;
     for (int i = tid; i < kTile * HD / 8; i += kThreads) {
       const int row = i / (HD / 8), c8 = i % (HD / 8);
       const int64_t slot = n0 + row;
-      if (slot < end) {
-        cp_async16(ks + row * kLd + c8 * 8, reinterpret_cast<const uint4*>(kbase + slot * HD) + c8);
-        cp_async16(vs + row * kLd + c8 * 8, reinterpret_cast<const uint4*>(vbase + slot * HD) + c8);
+      if (slot < end && slot >= start) {
+        const int64_t at = kv_slot(table, p.paging.block_shift, slot);
+        cp_async16(ks + row * kLd + c8 * 8, reinterpret_cast<const uint4*>(kbase + at * HD) + c8);
+        cp_async16(vs + row * kLd + c8 * 8, reinterpret_cast<const uint4*>(vbase + at * HD) + c8);
       } else {
         *reinterpret_cast<uint4*>(ks + row * kLd + c8 * 8) = make_uint4(0, 0, 0, 0);
         *reinterpret_cast<uint4*>(vs + row * kLd + c8 * 8) = make_uint4(0, 0, 0, 0);
@@ -323,6 +329,8 @@ __global__ void __launch_bounds__(kThreads) attention_split_tc_quant_kernel(Atte
   pdl_launch_dependents();
   const int64_t kvh = blockIdx.x, t = blockIdx.y, split = blockIdx.z;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, tg = lane & 3;
+  if (split_block_skips(p, kvh, t, split, G, HD)) return;
+  const int32_t* table = kv_row(p.paging, t);  // null: slot = position
   const int64_t pos = p.positions[t];
   // Tiles dealt as in the f16 kernel, from the sliding window's first tile.
   const int64_t end = pos + 1, start = p.window > 0 ? max(int64_t(0), pos - p.window + 1) : 0;
@@ -345,11 +353,13 @@ __global__ void __launch_bounds__(kThreads) attention_split_tc_quant_kernel(Atte
   // chunks i + 32 k and the scale words i + 32 k. Slots from the token's end on are zero-filled (no read), so their
   // f16 rows come out as zeros (never NaN from stale bytes); a tile wholly past the end copies nothing.
   const auto issue = [&](int64_t w0, int stage) {
-    const int valid = int(max(int64_t(0), min(end - w0, int64_t(16))));  // warp-uniform
+    // Warp-uniform. A paged run of 16 wholly before the window is not read: its block may be gone.
+    const int valid = w0 + 16 <= start ? 0 : int(max(int64_t(0), min(end - w0, int64_t(16))));
     if (valid > 0) {
+      const int64_t at = kv_slot(table, p.paging.block_shift, w0);  // the 16 slots' first: they are contiguous
       int8_t* const kr = ring + stage * 2 * 16 * kRowBytes;
-      const int8_t* const kt = kq + w0 * kRowBytes;
-      const int8_t* const vt = vq + w0 * kRowBytes;
+      const int8_t* const kt = kq + at * kRowBytes;
+      const int8_t* const vt = vq + at * kRowBytes;
 #pragma unroll
       for (int k = 0; k < 16 * kRowBytes / 16 / 32; ++k) {
         const int off = 16 * (lane + 32 * k), bytes = off < valid * kRowBytes ? 16 : 0;
@@ -362,7 +372,7 @@ __global__ void __launch_bounds__(kThreads) attention_split_tc_quant_kernel(Atte
       for (int k = 0; k < 2 * kWords / 32; ++k) {
         const int i = lane + 32 * k, mtx = i / kWords, w = i % kWords;
         const int bytes = w / (kBlocks / 2) < valid ? 4 : 0;  // the word's slot is before the end
-        const uint16_t* const src = (mtx ? vsc : ksc) + w0 * kBlocks;
+        const uint16_t* const src = (mtx ? vsc : ksc) + at * kBlocks;
         cp_async4_zfill(sr + mtx * 16 * kBlocks + 2 * w, src + (bytes ? 2 * w : 0), bytes);
       }
     }
