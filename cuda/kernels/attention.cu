@@ -96,14 +96,15 @@ __device__ __forceinline__ void unpack_halves(const typename HalfRow<D>::V& v, f
   }
 }
 
-template <int G, int D>
+// kPaged: an instance of its own (as the tensor-core split kernel's), so the one-sequence decode keeps its code.
+template <int G, int D, bool kPaged>
 __global__ void __launch_bounds__(kWarps * 32) attention_gqa_kernel(AttentionKernelParams p) {
   constexpr int kUnroll = 2;
   using Row = typename HalfRow<D>::V;
   const int64_t kvh = blockIdx.x, t = blockIdx.y, s = blockIdx.z;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  if (split_block_skips(p, kvh, t, s, G, 32 * D)) return;
-  const int32_t* table = kv_row(p.paging, t);  // null: slot = position
+  if (kPaged && split_block_skips(p, kvh, t, s, G, 32 * D)) return;
+  const int32_t* const table = kPaged ? kv_row(p.paging, t) : nullptr;  // null: slot = position
   const int64_t pos = p.positions[t];
   const int64_t len = split_len_at(pos, p.max_splits);
   const int64_t begin = s * len;
@@ -384,11 +385,20 @@ void launch_split(const AttentionKernelParams& p, cudaStream_t stream) {
               "sliding-window attention needs head_dim 64, 128 or 256 and 1, 2, 4 or 8 query heads per KV head");
   if (gqa) {
     const dim3 grid(unsigned(p.n_head_kv), unsigned(p.T), unsigned(p.max_splits));
-    switch (G) {
-      case 1: attention_gqa_kernel<1, 8><<<grid, block, 0, stream>>>(p); break;
-      case 2: attention_gqa_kernel<2, 8><<<grid, block, 0, stream>>>(p); break;
-      case 4: attention_gqa_kernel<4, 8><<<grid, block, 0, stream>>>(p); break;
-      default: attention_gqa_kernel<8, 8><<<grid, block, 0, stream>>>(p); break;
+    if (p.paging.block_table) {
+      switch (G) {
+        case 1: attention_gqa_kernel<1, 8, true><<<grid, block, 0, stream>>>(p); break;
+        case 2: attention_gqa_kernel<2, 8, true><<<grid, block, 0, stream>>>(p); break;
+        case 4: attention_gqa_kernel<4, 8, true><<<grid, block, 0, stream>>>(p); break;
+        default: attention_gqa_kernel<8, 8, true><<<grid, block, 0, stream>>>(p); break;
+      }
+    } else {
+      switch (G) {
+        case 1: attention_gqa_kernel<1, 8, false><<<grid, block, 0, stream>>>(p); break;
+        case 2: attention_gqa_kernel<2, 8, false><<<grid, block, 0, stream>>>(p); break;
+        case 4: attention_gqa_kernel<4, 8, false><<<grid, block, 0, stream>>>(p); break;
+        default: attention_gqa_kernel<8, 8, false><<<grid, block, 0, stream>>>(p); break;
+      }
     }
     CUDA_CHECK_LAUNCH(stream);
     return;  // the kernel merged its splits itself
