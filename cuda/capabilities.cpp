@@ -42,7 +42,8 @@ std::string node_refusal(const graph::Node& n) {
     case graph::Op::GeGlu:
     case graph::Op::Scale:
     case graph::Op::Softcap:
-    case graph::Op::Slice: return "";
+    case graph::Op::Slice:
+    case graph::Op::Gather: return "";
     case graph::Op::Attention: {
       const auto& a = std::get<graph::AttentionParams>(n.params);
       if (a.sinks) return "attention sinks";
@@ -56,7 +57,12 @@ std::string node_refusal(const graph::Node& n) {
 
 }  // namespace
 
+bool paged_block_size_supported(int64_t bs) { return bs >= 16 && bs <= 256 && (bs & (bs - 1)) == 0; }
+
 std::string graph_refusal(const graph::Graph& g) {
+  if (g.kv.paged() && !paged_block_size_supported(g.kv.block_size))
+    return "paged KV cache block size " + std::to_string(g.kv.block_size) +
+           " (the CUDA kernels serve powers of two from 16 to 256)";
   for (const graph::Node& n : g.nodes())
     if (const std::string why = node_refusal(n); !why.empty())
       return why + " (node '" + n.name + "')";

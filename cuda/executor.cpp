@@ -5,8 +5,10 @@
 #include <algorithm>
 #include <cstring>
 
+#include "cuda/capabilities.h"
 #include "cuda/kernels/attention.cuh"
 #include "cuda/kernels/attention_o.cuh"
+#include "cuda/kernels/attention_prefill.cuh"
 #include "cuda/kernels/elementwise.cuh"
 #include "cuda/kernels/gemm.cuh"
 #include "cuda/kernels/get_rows.cuh"
@@ -14,6 +16,7 @@
 #include "cuda/kernels/norm.cuh"
 #include "cuda/kernels/rope.cuh"
 #include "cuda/kernels/softmax.cuh"
+#include "cuda/paged_batch.h"
 #include "cuda/work_buffers.h"
 
 namespace cuda {
@@ -106,9 +109,20 @@ Executor::Executor(const Context& ctx, const graph::Graph& g, const graph::Plan&
                    KvCache* kv, ExecutorOptions options)
     : ctx_(ctx), g_(g), plan_(plan), weights_(weights), kv_(kv), opt_(options) {
   LLM_REQUIRE(plan.covers(g), "the plan was made for another graph");
+  if (g.kv.paged() && !paged_block_size_supported(g.kv.block_size)) throw InvalidArgument(graph_refusal(g));
   // Sizes from the same function the sessions' memory checks use (cuda/work_buffers.h), allocated once here.
   const WorkBuffers sizes = work_buffers(g, plan, ctx.sm_count(), opt_.matvec_max_tokens);
   arena_ = DeviceBuffer(sizes.arena);
+  paged_tiles_ = DeviceBuffer(sizes.paged_tiles);
+  // The blocks write_inputs checks a token reaches: from its position minus the widest window, or (a layer that
+  // attends every position) from position 0.
+  bool attends_all = false;
+  for (const Node& n : g.nodes())
+    if (n.op == Op::Attention) {
+      const int32_t w = ::std::get<graph::AttentionParams>(n.params).window;
+      attends_all = attends_all || w == 0, paged_reach_ = ::std::max(paged_reach_, w);
+    }
+  if (attends_all) paged_reach_ = 0;
   gemm_scratch_ = DeviceBuffer(sizes.gemm_scratch);
   attn_scratch_ = DeviceBuffer(sizes.attn_scratch);
   if (attn_scratch_.bytes()) CUDA_CHECK(cudaMemset(attn_scratch_.get(), 0, attn_scratch_.bytes()));  // counters
@@ -130,14 +144,27 @@ Executor::Executor(const Context& ctx, const graph::Graph& g, const graph::Plan&
     lower(n);
     if (omitted(n.name)) steps_.resize(before);
   }
-  // The Input nodes' values: one kernel reading the page-locked staging (write_inputs), first of every run.
+  // The Input nodes' values: one kernel reading the page-locked staging (write_inputs), first of every run; a
+  // block table, which can be long, by its own copy (the kernel reads host memory a few bytes per thread).
   const auto* st = static_cast<const int32_t*>(device_address_of_pinned(input_staging_.get()));
+  ::std::vector<Step> table_copies;
   for (const auto& [id, kind] : inputs_) {
     const auto n = int32_t(g_.node(id).shape.elements());
-    add_host_input(st, device_ptr(id), n);
+    if (kind == graph::InputParams::Kind::BlockTable) {
+      void* dst = device_ptr(id);
+      table_copies.push_back([dst, st, n](cudaStream_t s) {
+        CUDA_CHECK(cudaMemcpyAsync(dst, st, size_t(n) * 4, cudaMemcpyDefault, s));
+      });
+      input_copy_.push_back(-1);
+    } else {
+      add_host_input(st, device_ptr(id), n);
+      input_copy_.push_back(host_inputs_.n - 1);
+    }
     st += n;
   }
+  if (paged_tiles_.bytes()) add_host_input(st, paged_tiles_.get(), int32_t(paged_tiles_.bytes() / 4));
   steps_.insert(steps_.begin(), [this](cudaStream_t s) { launch_copy_from_host(host_inputs_, s); });
+  steps_.insert(steps_.begin(), table_copies.begin(), table_copies.end());
 }
 
 void Executor::add_host_input(const int32_t* src, void* dst, int32_t n, const int32_t* n_at) {
@@ -234,6 +261,7 @@ void Executor::lower(const Node& n) {
     case Op::Attention: lower_attention(n); return;
     case Op::Softmax: lower_softmax(n); return;
     case Op::LastToken: lower_last_token(n); return;
+    case Op::Gather: lower_gather(n); return;
     case Op::Argmax: lower_argmax(n); return;
     case Op::TopK:
     case Op::MoeWeights:
@@ -361,9 +389,14 @@ void Executor::lower_attention(const Node& n) {
   a.q = f32_in(n, 0), a.positions = pos, a.k_cache = kv_->k(ap.layer), a.v_cache = kv_->v(ap.layer);
   a.out = f32_out(n), a.partial = attn_scratch_.as<float>(), a.n_ctx = spec.n_ctx, a.n_head = ap.n_head;
   a.n_head_kv = ap.n_head_kv, a.hd = ap.head_dim, a.hd_v = ap.head_dim_v, a.T = T, a.scale = ap.scale;
-  a.max_splits = attention_max_splits(spec.n_ctx, ap.n_head_kv, T, ctx_.sm_count());
+  a.max_splits = attention_max_splits(g_.kv.seq_capacity(), ap.n_head_kv, T, ctx_.sm_count());  // work_buffers'
   a.kv_type = spec.type, a.k_scales = kv_->k_scales(ap.layer), a.v_scales = kv_->v_scales(ap.layer);
   a.window = ap.window;
+  a.paging = paging_of(n);
+  if (a.paging.block_table && T >= kPrefillMinTokens) {  // the prefill kernel's tiles, planned per run
+    a.tiles = paged_tiles_.as<int32_t>(), a.max_tiles = PagedTiles::max_tiles(T);
+    a.tiled = a.tiles + 1 + 2 * int64_t(a.max_tiles);
+  }
   switch (lowering(n.id)) {
     case Lowering::AttendOnly:  // q rotated and K/V in the cache: the q/k/v launch did both
       if (attends_in_o(n)) {
@@ -383,6 +416,7 @@ void Executor::lower_attention(const Node& n) {
       f.k = f32_in(rk, 0), f.v = f32_in(n, 2), f.k_cache = kv_->k(ap.layer), f.v_cache = kv_->v(ap.layer);
       f.n_head_kv = spec.n_head_kv, f.hd_v = ap.head_dim_v, f.n_ctx = spec.n_ctx;
       f.kv_type = spec.type, f.k_scales = kv_->k_scales(ap.layer), f.v_scales = kv_->v_scales(ap.layer);
+      f.paging = a.paging;
       LLM_REQUIRE(rk.shape.ne[1] == spec.n_head_kv && rk.shape.ne[0] == ap.head_dim, "rope k shape");
       steps_.push_back([f, a](cudaStream_t s) {
         launch_rope_kv(f, s);
@@ -395,6 +429,7 @@ void Executor::lower_attention(const Node& n) {
   KvWriteParams w{f32_in(n, 1), f32_in(n, 2), pos, kv_->k(ap.layer), kv_->v(ap.layer), spec.n_ctx,
                   spec.n_head_kv, ap.head_dim, ap.head_dim_v, T};
   w.kv_type = spec.type, w.k_scales = kv_->k_scales(ap.layer), w.v_scales = kv_->v_scales(ap.layer);
+  w.paging = a.paging;
   steps_.push_back([w, a](cudaStream_t s) {
     launch_kv_write(w, s);
     launch_attention(a, s);
@@ -414,6 +449,25 @@ void Executor::lower_last_token(const Node& n) {
   steps_.push_back([src, dst, bytes](cudaStream_t s) {
     CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, s));
   });
+}
+
+// The columns a paged batch wants logits of: the embedding-row gather of an f32 table (ids checked by write_inputs).
+void Executor::lower_gather(const Node& n) {
+  const graph::Shape& a = g_.node(n.inputs.at(0)).shape;
+  GetRowsParams p;
+  p.table = f32_in(n, 0), p.type = quant::Type::F32, p.ids = static_cast<const int32_t*>(device_ptr(n.inputs[1]));
+  p.out = f32_out(n), p.K = a.ne[0], p.n_rows = a.ne[1], p.T = n.shape.ne[1];
+  steps_.push_back([p](cudaStream_t s) { launch_get_rows(p, s); });
+}
+
+KvPaging Executor::paging_of(const Node& att) const {
+  KvPaging pg;
+  if (!g_.kv.paged()) return pg;
+  pg.kv_seq = static_cast<const int32_t*>(device_ptr(att.inputs.at(4)));
+  pg.block_table = static_cast<const int32_t*>(device_ptr(att.inputs.at(5)));
+  pg.max_blocks = g_.kv.max_blocks;
+  while ((int64_t(1) << pg.block_shift) < g_.kv.block_size) ++pg.block_shift;  // a power of two (graph/ir.h)
+  return pg;
 }
 
 void Executor::lower_argmax(const Node& n) {
@@ -448,26 +502,38 @@ void Executor::append_step(::std::function<void(cudaStream_t)> step) {
 }
 
 void Executor::set_tokens_alternative(const int32_t* alt_src, const int32_t* use_alt_at) {
-  for (size_t i = 0; i < inputs_.size(); ++i) {  // host_inputs_ starts with the Input nodes' copies, in this order
+  for (size_t i = 0; i < inputs_.size(); ++i) {
     if (inputs_[i].second != graph::InputParams::Kind::Tokens) continue;
-    host_inputs_.c[i].alt_src = alt_src, host_inputs_.c[i].use_alt_at = use_alt_at;
+    HostCopy& c = host_inputs_.c[input_copy_[i]];
+    c.alt_src = alt_src, c.use_alt_at = use_alt_at;
   }
   drop_capture();
 }
 
 void Executor::write_inputs(::std::span<const int32_t> tokens, ::std::span<const int32_t> positions) {
+  write_inputs(graph::RunInputs{tokens, positions, {}, {}, {}});
+}
+
+void Executor::write_inputs(const graph::RunInputs& in) {
+  for (const auto& [id, kind] : inputs_) {  // every check before anything is written
+    const size_t n = size_t(g_.node(id).shape.elements());
+    if (in.of(kind).size() != n)
+      throw InvalidArgument(describe(g_.node(id)) + ": expected " + ::std::to_string(n) + " " +
+                            graph::input_kind_name(kind) + " values, got " + ::std::to_string(in.of(kind).size()));
+  }
+  if (paged_tiles_.bytes()) check_paged_inputs(g_.kv, paged_reach_, in);
   wait();  // the previous run may still read the staging (normally long finished)
   auto* st = input_staging_.as<uint8_t>();
   for (const auto& [id, kind] : inputs_) {
-    const auto src = kind == graph::InputParams::Kind::Tokens ? tokens : positions;
-    const size_t n = size_t(g_.node(id).shape.elements());
-    if (src.size() != n)
-      throw InvalidArgument(describe(g_.node(id)) + ": expected " + ::std::to_string(n) + " values, got " +
-                            ::std::to_string(src.size()));
-    ::std::memcpy(st, src.data(), n * 4);
-    st += n * 4;
+    const auto src = in.of(kind);
+    ::std::memcpy(st, src.data(), src.size_bytes());
+    st += src.size_bytes();
   }
-  max_pos_ = positions.empty() ? INT32_MAX : *::std::max_element(positions.begin(), positions.end());
+  if (paged_tiles_.bytes())
+    plan_paged_tiles(in.positions, in.kv_seq,
+                     {reinterpret_cast<int32_t*>(st), size_t(paged_tiles_.bytes() / 4)});
+  const auto& pos = in.positions;
+  max_pos_ = pos.empty() ? INT32_MAX : *::std::max_element(pos.begin(), pos.end());
 }
 
 void Executor::launch_all(cudaStream_t s) const {

@@ -1,7 +1,8 @@
 // The CUDA executor: lowers every node of one graph::Graph to a pre-bound step (a kernel launcher with its params
 // struct filled in) once, at construction; run() only launches them, or replays them as a captured CUDA graph.
-// Per-run inputs (token ids, positions) are written into their fixed arena slots before each run, so one capture
-// serves every position. Nothing is allocated after construction.
+// Per-run inputs (token ids, positions; for a paged graph also each token's block-table row, the block tables, the
+// output rows and the prefill tiles planned from them) are written into fixed device memory by the run's first steps,
+// so one capture serves every position and every batch of its shape. Nothing is allocated after construction.
 #pragma once
 #include <climits>
 #include <cstdint>
@@ -113,8 +114,12 @@ class Executor {
   // is non-zero (HostCopy::alt_src): the decode session's run-ahead. Invalidates any captured graph.
   void set_tokens_alternative(const int32_t* alt_src, const int32_t* use_alt_at);
 
-  // Writes tokens / positions for every Input node of that kind (sizes must match the node) into the page-locked
-  // staging that the run's first step reads; waits for this executor's previous run first (wait()).
+  // Writes inputs.of(kind) for every Input node (sizes must match the node) into the page-locked staging that the
+  // run's first steps read; waits for this executor's previous run first (wait()). A paged graph's inputs are
+  // checked first (cuda/paged_batch.h: positions in [-1, seq_capacity), rows, the blocks each token reaches, output
+  // rows; InvalidArgument, nothing written) and its prefill tiles planned from them.
+  void write_inputs(const graph::RunInputs& inputs);
+  // One sequence: write_inputs(RunInputs{tokens, positions}).
   void write_inputs(std::span<const int32_t> tokens, std::span<const int32_t> positions);
   // Queues all steps on the compute stream: plain launches, or (cuda_graph) one replay of the captured graph.
   void run();
@@ -167,6 +172,8 @@ class Executor {
   void lower_attention(const graph::Node& n);
   void lower_softmax(const graph::Node& n);
   void lower_last_token(const graph::Node& n);
+  void lower_gather(const graph::Node& n);
+  KvPaging paging_of(const graph::Node& attention) const;  // a paged graph's block-table inputs; else none
   void lower_argmax(const graph::Node& n);
   Lowering lowering(graph::NodeId id) const { return lowering_.at(size_t(id)); }
   void drop_capture();  // the steps or their inputs changed: the next run() launches plainly, then captures anew
@@ -221,10 +228,13 @@ class Executor {
   DeviceBuffer attn_scratch_;
   PinnedBuffer input_staging_;
   HostCopies host_inputs_;  // the first step's copies: the Input nodes' staging, then add_host_input's
+  DeviceBuffer paged_tiles_;        // a paged graph's prefill tiles (PagedTiles), copied from the staging's end
+  int32_t paged_reach_ = 0;         // the widest window of its attention layers, 0 when one attends everything
   std::vector<Step> steps_;
   std::map<std::tuple<int, int64_t, int64_t>, std::unique_ptr<FusedElementwise>> fused_;  // by (kind, n, nb)
   bool rtc_failed_ = false;
   std::vector<std::pair<graph::NodeId, graph::InputParams::Kind>> inputs_;
+  std::vector<int> input_copy_;  // by inputs_ entry: its host_inputs_ copy, -1 for a block table (a memcpy step)
   std::vector<std::vector<graph::NodeId>> users_;  // readers of each node
   std::vector<Lowering> lowering_;                 // by node (plan_fusions)
   std::map<graph::NodeId, MatvecParams> matvecs_;  // MulMats launched as a matvec: their params, every fusion in

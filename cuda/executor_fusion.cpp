@@ -21,6 +21,8 @@
 //   launch (attention_o.cuh) where the session regrouped o by columns: the Add's value lives in a 64-bit
 //   fixed-point accumulator, which the folded norm's Q4_0 readers take as x (MatvecParams::x_fixed), the first of
 //   them writing the Add's float slot for the later residual add.
+// A paged graph (g.kv.paged()) takes neither the q/k/v rope + KV epilogue nor the attention + o launch: both address
+// one sequence's cache by position. The rope + KV write in the attention step maps through the block table.
 #include <algorithm>
 #include <string>
 #include <utility>
@@ -294,6 +296,7 @@ NodeId Executor::reader_past_views(NodeId id) const {
 // instead).
 void Executor::fold_rope_kv_epilogue(const Node& m, MatvecParams& p) {
   if (!opt_.fuse || !kv_ || kv_->type() != graph::KvType::F16) return;
+  if (g_.kv.paged()) return;  // the epilogue writes slot = position (one sequence); rope_kv maps through the table
   if (p.n_siblings != 2 || p.residual || p.swiglu_out || m.shape.rows() != 1) return;
   const NodeId rq_id = reader_past_views(m.id);
   if (rq_id == graph::kNoNode || g_.node(rq_id).op != Op::Rope) return;
@@ -369,6 +372,7 @@ size_t Executor::n_fused() const {
 // a residual that is alive then, the sum read only as reads_fixed_point_ok allows. Otherwise both kNoNode.
 Executor::AttentionO Executor::attention_o_of(const Node& att) const {
   if (!opt_.fuse || !kv_ || att.op != Op::Attention || att.shape.rows() != 1) return {};
+  if (g_.kv.paged()) return {};  // the launch attends slots [0, position] of one sequence
   const auto& ap = ::std::get<graph::AttentionParams>(att.params);
   if (!attention_o_fits(ap.n_head, ap.n_head_kv, ap.head_dim, ap.head_dim_v)) return {};
   if (ap.window > 0) return {};  // the launch attends every slot up to the position

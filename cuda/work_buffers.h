@@ -9,6 +9,7 @@
 
 #include "cuda/kernels/attention.cuh"
 #include "cuda/kernels/gemm.cuh"
+#include "cuda/paged_batch.h"
 #include "graph/ir.h"
 #include "graph/plan.h"
 
@@ -18,8 +19,9 @@ struct WorkBuffers {
   size_t arena = 0;         // device: the activation arena (graph::Plan::arena_bytes)
   size_t gemm_scratch = 0;  // device: the largest need of any GEMM node (dequantized weight slices, X in half)
   size_t attn_scratch = 0;  // device: the largest need of any attention node (split-K partial results)
-  size_t staging = 0;       // pinned host memory for the per-run inputs (token ids, positions)
-  size_t device_bytes() const { return arena + gemm_scratch + attn_scratch; }
+  size_t staging = 0;       // pinned host memory for the per-run inputs (token ids, positions, paged batches' tables)
+  size_t paged_tiles = 0;   // device: a paged graph's prefill tiles (PagedTiles), also staged
+  size_t device_bytes() const { return arena + gemm_scratch + attn_scratch + paged_tiles; }
 };
 
 // For graph g planned by `plan`, on a device with sm_count SMs; MulMat nodes with more than matvec_max_tokens
@@ -41,12 +43,15 @@ inline WorkBuffers work_buffers(const graph::Graph& g, const graph::Plan& plan, 
     } else if (n.op == graph::Op::Attention) {
       const auto& p = ::std::get<graph::AttentionParams>(n.params);
       const int64_t T = g.node(n.inputs[0]).shape.ne[2];
-      const int32_t splits = attention_max_splits(g.kv.n_ctx, p.n_head_kv, T, sm_count);
+      // Splits by the positions a sequence may reach: n_ctx for one sequence, max_blocks * block_size when paged.
+      const int32_t splits = attention_max_splits(g.kv.seq_capacity(), p.n_head_kv, T, sm_count);
       b.attn_scratch = ::std::max(b.attn_scratch, attention_scratch_floats(p.n_head, p.head_dim_v, T, splits) * 4);
+      if (g.kv.paged()) b.paged_tiles = ::std::max(b.paged_tiles, size_t(PagedTiles::ints(T)) * 4);
     } else if (n.op == graph::Op::Input) {
       b.staging += size_t(n.shape.elements()) * 4;
     }
   }
+  b.staging += b.paged_tiles;  // written by the host per run, copied by the run's first step
   return b;
 }
 

@@ -14,6 +14,10 @@
 //     then combine_kernel merges the splits.
 // The KV write: one thread per value of an f16 cache, one warp per 32-value block of a q8_0 or q4_0 cache
 // (kv_quant.cuh).
+// Paged caches (kv_paging.cuh): every kernel here maps a token's positions to slots through its block-table row (the
+// GQA and per-head kernels per slot, so any block size); padding tokens are skipped by the writers and get zero
+// outputs; launch_attention gives the prefill kernel the per-run tiles of prompt chunks and the split kernels the
+// other tokens.
 #include "cuda/kernels/attention.cuh"
 
 #include <cuda_fp16.h>
@@ -39,16 +43,16 @@ __global__ void kv_write_kernel(KvWriteParams p) {
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= per_tok * p.T) return;
   const int64_t t = i / per_tok, r = i % per_tok;
-  const int64_t pos = p.positions[t];
-  if (pos < 0 || pos >= p.n_ctx) return;
+  const int64_t slot = kv_write_slot(p.paging, t, p.positions[t], p.n_ctx);
+  if (slot < 0) return;
   if (r < p.n_head_kv * p.hd) {
     const int64_t h = r / p.hd, d = r % p.hd;
-    static_cast<uint16_t*>(p.k_cache)[(h * p.n_ctx + pos) * p.hd + d] =
+    static_cast<uint16_t*>(p.k_cache)[(h * p.n_ctx + slot) * p.hd + d] =
         __half_as_ushort(__float2half_rn(p.k[t * p.n_head_kv * p.hd + r]));
   } else {
     const int64_t rv = r - p.n_head_kv * p.hd;
     const int64_t h = rv / p.hd_v, d = rv % p.hd_v;
-    static_cast<uint16_t*>(p.v_cache)[(h * p.n_ctx + pos) * p.hd_v + d] =
+    static_cast<uint16_t*>(p.v_cache)[(h * p.n_ctx + slot) * p.hd_v + d] =
         __half_as_ushort(__float2half_rn(p.v[t * p.n_head_kv * p.hd_v + rv]));
   }
 }
@@ -62,16 +66,16 @@ __global__ void kv_write_quant_kernel(KvWriteParams p) {
   const int lane = threadIdx.x & 31;
   if (w >= per_tok * p.T) return;  // warp-uniform, as everything below
   const int64_t t = w / per_tok, r = w % per_tok;
-  const int64_t pos = p.positions[t];
-  if (pos < 0 || pos >= p.n_ctx) return;
+  const int64_t slot = kv_write_slot(p.paging, t, p.positions[t], p.n_ctx);
+  if (slot < 0) return;
   if (r < p.n_head_kv * kb) {
     const int64_t h = r / kb, b = r % kb;
     quantize_kv_block<KV>(p.k[(t * p.n_head_kv + h) * p.hd + b * 32 + lane], lane, p.k_cache, p.k_scales,
-                          h * p.n_ctx + pos, p.hd, b);
+                          h * p.n_ctx + slot, p.hd, b);
   } else {
     const int64_t h = (r - p.n_head_kv * kb) / vb, b = (r - p.n_head_kv * kb) % vb;
     quantize_kv_block<KV>(p.v[(t * p.n_head_kv + h) * p.hd_v + b * 32 + lane], lane, p.v_cache, p.v_scales,
-                          h * p.n_ctx + pos, p.hd_v, b);
+                          h * p.n_ctx + slot, p.hd_v, b);
   }
 }
 
@@ -92,12 +96,15 @@ __device__ __forceinline__ void unpack_halves(const typename HalfRow<D>::V& v, f
   }
 }
 
-template <int G, int D>
+// kPaged: an instance of its own (as the tensor-core split kernel's), so the one-sequence decode keeps its code.
+template <int G, int D, bool kPaged>
 __global__ void __launch_bounds__(kWarps * 32) attention_gqa_kernel(AttentionKernelParams p) {
   constexpr int kUnroll = 2;
   using Row = typename HalfRow<D>::V;
   const int64_t kvh = blockIdx.x, t = blockIdx.y, s = blockIdx.z;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  if (kPaged && split_block_skips(p, kvh, t, s, G, 32 * D)) return;
+  const int32_t* const table = kPaged ? kv_row(p.paging, t) : nullptr;  // null: slot = position
   const int64_t pos = p.positions[t];
   const int64_t len = split_len_at(pos, p.max_splits);
   const int64_t begin = s * len;
@@ -129,7 +136,10 @@ __global__ void __launch_bounds__(kWarps * 32) attention_gqa_kernel(AttentionKer
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int64_t slot = base + u * kWarps;
-      if (slot < end) kr[u] = __ldg(kc + slot * 32), vr[u] = __ldg(vc + slot * 32);
+      if (slot < end) {
+        const int64_t at = kv_slot(table, p.paging.block_shift, slot) * 32;
+        kr[u] = __ldg(kc + at), vr[u] = __ldg(vc + at);
+      }
     }
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
@@ -189,7 +199,9 @@ __global__ void __launch_bounds__(kWarps * 32) attention_split_kernel(AttentionK
   const int n_splits = p.max_splits;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int64_t kvh = h / (p.n_head / p.n_head_kv);
-  const int64_t last = p.positions[t];  // inclusive
+  if (p.tiled && p.tiled[t]) return;  // a prefill tile attends this token
+  const int32_t* table = kv_row(p.paging, t);  // null: slot = position
+  const int64_t last = p.positions[t];  // inclusive; -1 (padding): no split holds a slot, combine writes zeros
   const int64_t len = split_len_at(last, p.max_splits);
   const int64_t begin = s * len;
   if (begin > last) return;  // the whole block: this split holds no slot
@@ -210,7 +222,8 @@ __global__ void __launch_bounds__(kWarps * 32) attention_split_kernel(AttentionK
 #pragma unroll
   for (int i = 0; i < 2 * kVPerLane; ++i) acc[i] = 0.0f;
   for (int64_t slot = begin + warp; slot < end; slot += kWarps) {
-    const __half2* kr = reinterpret_cast<const __half2*>(kc + slot * p.hd);
+    const int64_t at = kv_slot(table, p.paging.block_shift, slot);
+    const __half2* kr = reinterpret_cast<const __half2*>(kc + at * p.hd);
     float dot = 0.0f;
     for (int j = lane; j < p.hd / 2; j += 32) {
       const float2 kf = __half22float2(kr[j]);
@@ -222,7 +235,7 @@ __global__ void __launch_bounds__(kWarps * 32) attention_split_kernel(AttentionK
     const float corr = expf(m - m_new);  // 0 on the first slot (m = -inf)
     const float w = expf(dot - m_new);
     l = l * corr + w;
-    const __half2* vr = reinterpret_cast<const __half2*>(vc + slot * p.hd_v);
+    const __half2* vr = reinterpret_cast<const __half2*>(vc + at * p.hd_v);
 #pragma unroll
     for (int i = 0; i < kVPerLane; ++i) {
       const int j = lane + 32 * i;
@@ -259,6 +272,7 @@ __global__ void __launch_bounds__(kWarps * 32) attention_split_kernel(AttentionK
 
 __global__ void attention_combine_kernel(AttentionKernelParams p) {
   const int64_t h = blockIdx.x, t = blockIdx.y;
+  if (split_block_skips(p, h, t, 0, 1, p.hd_v)) return;
   const int64_t pos = p.positions[t];
   const int64_t len = split_len_at(pos, p.max_splits);
   const int n_splits = int((pos + len) / len);  // the splits that hold slots: ceil((pos + 1) / len)
@@ -347,32 +361,15 @@ void launch_kv_write(const KvWriteParams& p, cudaStream_t stream) {
   CUDA_CHECK_LAUNCH(stream);
 }
 
-void launch_attention(const AttentionKernelParams& p, cudaStream_t stream) {
-  LLM_REQUIRE(p.q && p.positions && p.k_cache && p.v_cache && p.out && p.partial, "null pointer");
-  LLM_REQUIRE(p.n_ctx > 0 && p.n_head > 0 && p.n_head_kv > 0 && p.T > 0, "empty shape");
-  LLM_REQUIRE(p.n_head % p.n_head_kv == 0, "n_head must be a multiple of n_head_kv");
-  LLM_REQUIRE(p.hd > 0 && p.hd % 2 == 0 && p.hd <= kMaxHd, "head_dim must be even and <= 256");
-  LLM_REQUIRE(p.hd_v > 0 && p.hd_v % 2 == 0 && p.hd_v <= kMaxHd, "head_dim_v must be even and <= 256");
-  LLM_REQUIRE(p.max_splits > 0 && p.max_splits <= 65535, "max_splits not set (attention_max_splits)");
-  LLM_REQUIRE(p.window >= 0, "negative window");
+namespace {
+
+// The split kernels for the tokens of p they attend (all but p.tiled's); p passed launch_attention's checks.
+void launch_split(const AttentionKernelParams& p, cudaStream_t stream) {
   if (graph::kv_quantized(p.kv_type)) {  // the tensor-core kernels alone read quantized tiles
-    const ::std::string name = graph::kv_type_name(p.kv_type);
-    LLM_REQUIRE(kv_quant_supported(p.n_head, p.n_head_kv, p.hd, p.hd_v),
-                kv_quant_refusal(p.kv_type, p.n_head, p.n_head_kv, p.hd, p.hd_v));
-    LLM_REQUIRE(p.k_scales && p.v_scales, name + " KV cache: null scales");
-    if (attention_prefill_applies(p)) {
-      launch_attention_prefill(p, stream);
-      return;
-    }
     LLM_REQUIRE(attention_split_tc_applies(p),
-                name + " KV cache: the split kernel needs 16-byte aligned quants, 4-byte aligned scales and "
-                "max_splits <= 256");
+                ::std::string(graph::kv_type_name(p.kv_type)) + " KV cache: the split kernel needs 16-byte aligned "
+                "quants, 4-byte aligned scales and max_splits <= 256");
     launch_attention_split_tc(p, stream);
-    return;
-  }
-  LLM_REQUIRE(p.kv_type == graph::KvType::F16, "unknown KV type " + ::std::to_string(int(p.kv_type)));
-  if (attention_prefill_applies(p)) {
-    launch_attention_prefill(p, stream);
     return;
   }
   if (attention_split_tc_applies(p)) {
@@ -388,20 +385,59 @@ void launch_attention(const AttentionKernelParams& p, cudaStream_t stream) {
               "sliding-window attention needs head_dim 64, 128 or 256 and 1, 2, 4 or 8 query heads per KV head");
   if (gqa) {
     const dim3 grid(unsigned(p.n_head_kv), unsigned(p.T), unsigned(p.max_splits));
-    switch (G) {
-      case 1: attention_gqa_kernel<1, 8><<<grid, block, 0, stream>>>(p); break;
-      case 2: attention_gqa_kernel<2, 8><<<grid, block, 0, stream>>>(p); break;
-      case 4: attention_gqa_kernel<4, 8><<<grid, block, 0, stream>>>(p); break;
-      default: attention_gqa_kernel<8, 8><<<grid, block, 0, stream>>>(p); break;
+    if (p.paging.block_table) {
+      switch (G) {
+        case 1: attention_gqa_kernel<1, 8, true><<<grid, block, 0, stream>>>(p); break;
+        case 2: attention_gqa_kernel<2, 8, true><<<grid, block, 0, stream>>>(p); break;
+        case 4: attention_gqa_kernel<4, 8, true><<<grid, block, 0, stream>>>(p); break;
+        default: attention_gqa_kernel<8, 8, true><<<grid, block, 0, stream>>>(p); break;
+      }
+    } else {
+      switch (G) {
+        case 1: attention_gqa_kernel<1, 8, false><<<grid, block, 0, stream>>>(p); break;
+        case 2: attention_gqa_kernel<2, 8, false><<<grid, block, 0, stream>>>(p); break;
+        case 4: attention_gqa_kernel<4, 8, false><<<grid, block, 0, stream>>>(p); break;
+        default: attention_gqa_kernel<8, 8, false><<<grid, block, 0, stream>>>(p); break;
+      }
     }
     CUDA_CHECK_LAUNCH(stream);
     return;  // the kernel merged its splits itself
-  } else {
-    attention_split_kernel<<<dim3(unsigned(p.n_head), unsigned(p.T), unsigned(p.max_splits)), block, 0, stream>>>(p);
-    CUDA_CHECK_LAUNCH(stream);
   }
+  attention_split_kernel<<<dim3(unsigned(p.n_head), unsigned(p.T), unsigned(p.max_splits)), block, 0, stream>>>(p);
+  CUDA_CHECK_LAUNCH(stream);
   attention_combine_kernel<<<dim3(unsigned(p.n_head), unsigned(p.T)), 128, 0, stream>>>(p);
   CUDA_CHECK_LAUNCH(stream);
+}
+
+}  // namespace
+
+void launch_attention(const AttentionKernelParams& p, cudaStream_t stream) {
+  LLM_REQUIRE(p.q && p.positions && p.k_cache && p.v_cache && p.out && p.partial, "null pointer");
+  LLM_REQUIRE(p.n_ctx > 0 && p.n_head > 0 && p.n_head_kv > 0 && p.T > 0, "empty shape");
+  LLM_REQUIRE(p.n_head % p.n_head_kv == 0, "n_head must be a multiple of n_head_kv");
+  LLM_REQUIRE(p.hd > 0 && p.hd % 2 == 0 && p.hd <= kMaxHd, "head_dim must be even and <= 256");
+  LLM_REQUIRE(p.hd_v > 0 && p.hd_v % 2 == 0 && p.hd_v <= kMaxHd, "head_dim_v must be even and <= 256");
+  LLM_REQUIRE(p.max_splits > 0 && p.max_splits <= 65535, "max_splits not set (attention_max_splits)");
+  LLM_REQUIRE(p.window >= 0, "negative window");
+  LLM_REQUIRE(!p.paging.block_table || (p.paging.kv_seq && p.paging.max_blocks > 0), "paged: null kv_seq");
+  if (graph::kv_quantized(p.kv_type)) {
+    const ::std::string name = graph::kv_type_name(p.kv_type);
+    LLM_REQUIRE(kv_quant_supported(p.n_head, p.n_head_kv, p.hd, p.hd_v),
+                kv_quant_refusal(p.kv_type, p.n_head, p.n_head_kv, p.hd, p.hd_v));
+    LLM_REQUIRE(p.k_scales && p.v_scales, name + " KV cache: null scales");
+  } else {
+    LLM_REQUIRE(p.kv_type == graph::KvType::F16, "unknown KV type " + ::std::to_string(int(p.kv_type)));
+  }
+  if (!attention_prefill_applies(p)) {
+    AttentionKernelParams s = p;
+    s.tiled = nullptr;  // no tile attends any token
+    launch_split(s, stream);
+    return;
+  }
+  // A paged batch's query tiles must each hold one sequence: the per-run tiles (paged_batch.h).
+  LLM_REQUIRE(!p.paging.block_table || (p.tiles && p.tiled), "paged prefill attention: no query tiles");
+  launch_attention_prefill(p, stream);
+  if (p.tiles) launch_split(p, stream);  // the tokens no tile holds: decode tokens, short runs, padding
 }
 
 }  // namespace cuda

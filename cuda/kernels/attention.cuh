@@ -8,12 +8,17 @@
 // as GGUF Q4_0's 16 quant bytes: kv_q4_0.cuh) beside the same scales. The quantized caches are read by the two
 // tensor-core kernels only (head_dim = hd_v = 64 or 128; the split kernel's groups 1/2/4/8): kv_quant_supported says
 // which shapes, and launch_attention refuses the others.
+// A paged cache (KvPaging, kv_paging.cuh) keeps the layout with n_ctx the pool's slots; every writer and reader maps a
+// token's positions to slots through its block-table row, position -1 is padding (nothing written, a zero output),
+// and a batch may hold several sequences: launch_attention runs the prefill kernel over per-run query tiles of one
+// sequence each (paged_batch.h) and the split kernels over the other tokens.
 #pragma once
 #include <cuda_runtime.h>
 
 #include <cstdint>
 #include <string>
 
+#include "cuda/kernels/kv_paging.cuh"
 #include "graph/ir.h"
 
 namespace cuda {
@@ -32,6 +37,7 @@ struct KvWriteParams {
   graph::KvType kv_type = graph::KvType::F16;
   uint16_t* k_scales = nullptr;      // q8_0, q4_0: this layer's [hd / 32, n_ctx, n_head_kv] binary16 scales; else null
   uint16_t* v_scales = nullptr;      // q8_0, q4_0: [hd_v / 32, n_ctx, n_head_kv]
+  KvPaging paging = {};              // a paged cache: slots through the block table; default: slot = position
 };
 void launch_kv_write(const KvWriteParams& p, cudaStream_t stream);
 
@@ -57,6 +63,13 @@ struct AttentionKernelParams {
   graph::KvType kv_type = graph::KvType::F16;
   const uint16_t* k_scales = nullptr;// q8_0, q4_0: as KvWriteParams; else null
   const uint16_t* v_scales = nullptr;
+  KvPaging paging = {};              // a paged cache; positions up to max_blocks * block_size, -1 padding
+  // Paged batches of kPrefillMinTokens+ tokens: the prefill kernel's query tiles, {n_tiles, (t0, n) x max_tiles}
+  // in device memory, and tiled[T] (non-zero: a tile attends token t, the split kernels skip it), written per run
+  // (PagedTiles, paged_batch.h). Null tiles: tiles of 64 consecutive tokens of one sequence, as without paging.
+  const int32_t* tiles = nullptr;
+  const int32_t* tiled = nullptr;
+  int32_t max_tiles = 0;
 };
 
 // Whether the attention kernels read a quantized (q8_0, q4_0) cache of this shape (head_dim = hd_v = 64 or 128,

@@ -7,6 +7,10 @@
 // for query t only when s <= positions[t]. A q8_0 cache: the tile loads read 16 int8 quants and their scale per
 // item and store 16 halves q x scale (each rounded to f16 once); a q4_0 cache: a whole block's 16 bytes of nibbles
 // and its scale per item, 32 halves (q - 8) x scale; the rest unchanged.
+// A paged batch (AttentionKernelParams::tiles): block x takes the per-run tile x of up to 64 tokens of one sequence
+// (blocks past the run's tile count exit at once, so a captured graph serves any batch) and reads that sequence's
+// slots through its block-table row; a sliding-window tile reads no slot before its rows' earliest window, whose
+// blocks a runtime may have freed.
 #include "cuda/kernels/attention_prefill.cuh"
 
 #include <cstdint>
@@ -32,15 +36,22 @@ __global__ void __launch_bounds__(kThreads) attention_prefill_kernel(AttentionKe
   __shared__ __align__(16) uint16_t ks[kBN * kLd];
   __shared__ __align__(16) uint16_t vs[kBN * kLd];
   __shared__ int32_t pos_s[kBM];
-  const int64_t h = blockIdx.y, t0 = int64_t(blockIdx.x) * kBM;
+  const int64_t h = blockIdx.y;
+  int64_t t0 = int64_t(blockIdx.x) * kBM, rows = min(int64_t(kBM), p.T - t0);  // this block's tokens
+  if (p.tiles) {  // a paged batch: the run's tile
+    if (int32_t(blockIdx.x) >= p.tiles[0]) return;
+    t0 = p.tiles[1 + 2 * blockIdx.x], rows = p.tiles[2 + 2 * blockIdx.x];
+  }
   const int64_t kvh = h / (p.n_head / p.n_head_kv);
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, tg = lane & 3;
+  const int32_t* table = kv_row(p.paging, t0);  // the tile's sequence; null: slot = position
+  const int32_t shift = p.paging.block_shift;
 
-  if (tid < kBM) pos_s[tid] = t0 + tid < p.T ? p.positions[t0 + tid] : -1;
+  if (tid < kBM) pos_s[tid] = tid < rows ? p.positions[t0 + tid] : -1;
   __syncthreads();
   int32_t last = -1;  // the block's last slot
   for (int i = 0; i < kBM; ++i) last = max(last, pos_s[i]);
-  if (last >= p.n_ctx) last = int32_t(p.n_ctx - 1);
+  if (!table && last >= p.n_ctx) last = int32_t(p.n_ctx - 1);
 
   // This thread's rows: r0 = 16 warp + g and r1 = r0 + 8 of the block.
   const int r0 = warp * 16 + g, r1 = r0 + 8;
@@ -52,7 +63,7 @@ __global__ void __launch_bounds__(kThreads) attention_prefill_kernel(AttentionKe
   {
     const float* q0 = p.q + ((t0 + r0) * p.n_head + h) * HD;
     const float* q1 = p.q + ((t0 + r1) * p.n_head + h) * HD;
-    const bool in0 = t0 + r0 < p.T, in1 = t0 + r1 < p.T;
+    const bool in0 = r0 < rows, in1 = r1 < rows;
 #pragma unroll
     for (int kc = 0; kc < HD / 16; ++kc) {
       const int c = kc * 16 + tg * 2;
@@ -82,13 +93,15 @@ __global__ void __launch_bounds__(kThreads) attention_prefill_kernel(AttentionKe
   const uint16_t* kscale = kQ8 || kQ4 ? p.k_scales + kvh * p.n_ctx * (HD / 32) : nullptr;
   const uint16_t* vscale = kQ8 || kQ4 ? p.v_scales + kvh * p.n_ctx * (HD / 32) : nullptr;
 
-  // A sliding-window layer starts at the tile of the earliest window start among the block's rows.
-  int64_t first = 0;
+  // A sliding-window layer starts at the tile of the earliest window start among the block's rows, and reads no
+  // slot before that start (from).
+  int64_t first = 0, from = 0;
   if constexpr (kWindow) {
     int64_t lo = INT64_MAX;
     for (int i = 0; i < kBM; ++i)
       if (pos_s[i] >= 0) lo = min(lo, int64_t(pos_s[i]) - p.window + 1);
-    first = lo == INT64_MAX ? 0 : max(int64_t(0), lo) / kBN * kBN;
+    from = lo == INT64_MAX ? 0 : max(int64_t(0), lo);
+    first = from / kBN * kBN;
   }
   for (int64_t n0 = first; n0 <= last; n0 += kBN) {
     __syncthreads();  // the previous tile is consumed
@@ -106,11 +119,12 @@ __global__ void __launch_bounds__(kThreads) attention_prefill_kernel(AttentionKe
         const int i = tid + j * kThreads, row = i / kItemsPerRow, c = i % kItemsPerRow;
         const int64_t slot = n0 + row;
         kq[j] = vq[j] = make_uint4(0, 0, 0, 0), kd[j] = vd[j] = 0;  // zero scale: 0 whatever the quants, never NaN
-        if (slot <= last) {
-          kq[j] = __ldg(reinterpret_cast<const uint4*>(kbase + slot * kRow) + c);
-          vq[j] = __ldg(reinterpret_cast<const uint4*>(vbase + slot * kRow) + c);
-          kd[j] = __ldg(kscale + slot * (HD / 32) + c * kVals / 32);
-          vd[j] = __ldg(vscale + slot * (HD / 32) + c * kVals / 32);
+        if (slot <= last && (!kWindow || slot >= from)) {
+          const int64_t at = kv_slot(table, shift, slot);
+          kq[j] = __ldg(reinterpret_cast<const uint4*>(kbase + at * kRow) + c);
+          vq[j] = __ldg(reinterpret_cast<const uint4*>(vbase + at * kRow) + c);
+          kd[j] = __ldg(kscale + at * (HD / 32) + c * kVals / 32);
+          vd[j] = __ldg(vscale + at * (HD / 32) + c * kVals / 32);
         }
       }
       // An item's values as f16 q x scale at dst: q8_0 its 16 bytes in order; q4_0 the low nibbles (values 0..15 of
@@ -141,9 +155,10 @@ __global__ void __launch_bounds__(kThreads) attention_prefill_kernel(AttentionKe
           const int i = tid + (r0 + j) * kThreads, row = i / (HD / 8), c8 = i % (HD / 8);
           const int64_t slot = n0 + row;
           kv[j] = vv[j] = make_uint4(0, 0, 0, 0);
-          if (slot <= last) {
-            kv[j] = __ldg(reinterpret_cast<const uint4*>(kbase + slot * HD) + c8);
-            vv[j] = __ldg(reinterpret_cast<const uint4*>(vbase + slot * HD) + c8);
+          if (slot <= last && (!kWindow || slot >= from)) {
+            const int64_t at = kv_slot(table, shift, slot);
+            kv[j] = __ldg(reinterpret_cast<const uint4*>(kbase + at * HD) + c8);
+            vv[j] = __ldg(reinterpret_cast<const uint4*>(vbase + at * HD) + c8);
           }
         }
 #pragma unroll
@@ -216,8 +231,8 @@ __global__ void __launch_bounds__(kThreads) attention_prefill_kernel(AttentionKe
   float* out1 = p.out + ((t0 + r1) * p.n_head + h) * HD + tg * 2;
 #pragma unroll
   for (int n = 0; n < HD / 8; ++n) {
-    if (t0 + r0 < p.T) *reinterpret_cast<float2*>(out0 + n * 8) = make_float2(o[n][0] * inv0, o[n][1] * inv0);
-    if (t0 + r1 < p.T) *reinterpret_cast<float2*>(out1 + n * 8) = make_float2(o[n][2] * inv1, o[n][3] * inv1);
+    if (r0 < rows) *reinterpret_cast<float2*>(out0 + n * 8) = make_float2(o[n][0] * inv0, o[n][1] * inv0);
+    if (r1 < rows) *reinterpret_cast<float2*>(out1 + n * 8) = make_float2(o[n][2] * inv1, o[n][3] * inv1);
   }
 }
 
@@ -245,7 +260,8 @@ bool attention_prefill_applies(const AttentionKernelParams& p) {
 
 void launch_attention_prefill(const AttentionKernelParams& p, cudaStream_t stream) {
   LLM_REQUIRE(attention_prefill_applies(p), "prefill attention: unsupported shape or alignment");
-  const dim3 grid(unsigned((p.T + kBM - 1) / kBM), unsigned(p.n_head));
+  LLM_REQUIRE(!p.tiles || p.max_tiles > 0, "prefill attention: tiles without max_tiles");
+  const dim3 grid(unsigned(p.tiles ? p.max_tiles : (p.T + kBM - 1) / kBM), unsigned(p.n_head));
   if (p.kv_type == graph::KvType::F16) launch_kv<graph::KvType::F16>(p, grid, stream);
   else if (p.kv_type == graph::KvType::Q8_0) launch_kv<graph::KvType::Q8_0>(p, grid, stream);
   else launch_kv<graph::KvType::Q4_0>(p, grid, stream);

@@ -15,6 +15,12 @@
 // 16.8 us), and V becomes f16 rows of the warp's own (q x scale, rounded to f16 once) right before P V, so the warps
 // meet only at __syncwarp inside the loop; a half (q8_0) or a quarter (q4_0) of the bytes of f16 per slot, plus 2
 // bytes of scale per 32 values.
+// A paged cache (kv_paging.cuh; the kernels' kPaged instances): a token's tile rows are mapped to slots through its
+// block-table row, the f16 kernel per row, the quantized one per warp's 16 slots (a 16-aligned run of positions lies
+// in one block: blocks of 16+ slots); rows before a sliding window's first slot are not read (a runtime may have
+// freed their blocks); padding tokens and tokens a prefill tile attends are skipped. Instances of their own, so the
+// one-sequence decode keeps its code: with the table lookups and guards as run-time branches, 8B Q4_K_M tg128 was
+// 0.7% slower (H100, 445.2 -> 442.0).
 #include "cuda/kernels/attention_split_tc.cuh"
 
 #include "cuda/check.h"
@@ -241,7 +247,7 @@ __device__ __forceinline__ void finish_split(const AttentionKernelParams& p, int
   }
 }
 
-template <int HD, int G>
+template <int HD, int G, bool kPaged>
 __global__ void __launch_bounds__(kThreads) attention_split_tc_kernel(AttentionKernelParams p) {
   constexpr int kLd = row_stride<HD>();
   // After the last tile the same bytes hold the warps' outputs for the merge (4 x G x HD floats).
@@ -250,6 +256,8 @@ __global__ void __launch_bounds__(kThreads) attention_split_tc_kernel(AttentionK
   pdl_launch_dependents();  // the o projection after it may launch and start on its weights (pdl.cuh)
   const int64_t kvh = blockIdx.x, t = blockIdx.y, split = blockIdx.z;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, tg = lane & 3;
+  if (kPaged && split_block_skips(p, kvh, t, split, G, HD)) return;
+  const int32_t* const table = kPaged ? kv_row(p.paging, t) : nullptr;  // null: slot = position
   const int64_t pos = p.positions[t];
   // The token's tiles dealt round-robin to the splits (tile k to split k % n_active), at most max_splits of them:
   // at any moment the blocks of a step stream neighbouring tiles, one front moving through the cache, instead of
@@ -266,17 +274,18 @@ __global__ void __launch_bounds__(kThreads) attention_split_tc_kernel(AttentionK
   const uint16_t* kbase = static_cast<const uint16_t*>(p.k_cache) + kvh * p.n_ctx * HD;
   const uint16_t* vbase = static_cast<const uint16_t*>(p.v_cache) + kvh * p.n_ctx * HD;
 
-  // The split's k-th tile into stage k % 2; slots past the token's position read as zeros (never NaN from stale
-  // cache bytes).
+  // The split's k-th tile into stage k % 2; slots past the token's position (and before its window) read as zeros
+  // (never NaN from stale cache bytes).
   const auto issue = [&](int64_t n0, int stage) {
     uint16_t* ks = tiles + stage * 2 * kTile * kLd;
     uint16_t* vs = ks + kTile * kLd;
     for (int i = tid; i < kTile * HD / 8; i += kThreads) {
       const int row = i / (HD / 8), c8 = i % (HD / 8);
       const int64_t slot = n0 + row;
-      if (slot < end) {
-        cp_async16(ks + row * kLd + c8 * 8, reinterpret_cast<const uint4*>(kbase + slot * HD) + c8);
-        cp_async16(vs + row * kLd + c8 * 8, reinterpret_cast<const uint4*>(vbase + slot * HD) + c8);
+      if (slot < end && (!kPaged || slot >= start)) {
+        const int64_t at = kv_slot(table, p.paging.block_shift, slot);
+        cp_async16(ks + row * kLd + c8 * 8, reinterpret_cast<const uint4*>(kbase + at * HD) + c8);
+        cp_async16(vs + row * kLd + c8 * 8, reinterpret_cast<const uint4*>(vbase + at * HD) + c8);
       } else {
         *reinterpret_cast<uint4*>(ks + row * kLd + c8 * 8) = make_uint4(0, 0, 0, 0);
         *reinterpret_cast<uint4*>(vs + row * kLd + c8 * 8) = make_uint4(0, 0, 0, 0);
@@ -312,7 +321,7 @@ __global__ void __launch_bounds__(kThreads) attention_split_tc_kernel(AttentionK
   finish_split<HD, G>(p, kvh, t, split, n_active, m, l, o, reinterpret_cast<float*>(tiles), G * HD);
 }
 
-template <int HD, int G, int S, graph::KvType KV>
+template <int HD, int G, int S, graph::KvType KV, bool kPaged>
 __global__ void __launch_bounds__(kThreads) attention_split_tc_quant_kernel(AttentionKernelParams p) {
   using L = QuantLayout<KV, HD, S>;
   constexpr int kRowBytes = L::kRowBytes;
@@ -323,6 +332,8 @@ __global__ void __launch_bounds__(kThreads) attention_split_tc_quant_kernel(Atte
   pdl_launch_dependents();
   const int64_t kvh = blockIdx.x, t = blockIdx.y, split = blockIdx.z;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, tg = lane & 3;
+  if (kPaged && split_block_skips(p, kvh, t, split, G, HD)) return;
+  const int32_t* const table = kPaged ? kv_row(p.paging, t) : nullptr;  // null: slot = position
   const int64_t pos = p.positions[t];
   // Tiles dealt as in the f16 kernel, from the sliding window's first tile.
   const int64_t end = pos + 1, start = p.window > 0 ? max(int64_t(0), pos - p.window + 1) : 0;
@@ -345,11 +356,13 @@ __global__ void __launch_bounds__(kThreads) attention_split_tc_quant_kernel(Atte
   // chunks i + 32 k and the scale words i + 32 k. Slots from the token's end on are zero-filled (no read), so their
   // f16 rows come out as zeros (never NaN from stale bytes); a tile wholly past the end copies nothing.
   const auto issue = [&](int64_t w0, int stage) {
-    const int valid = int(max(int64_t(0), min(end - w0, int64_t(16))));  // warp-uniform
+    // Warp-uniform. A paged run of 16 wholly before the window is not read: its block may be gone.
+    const int valid = kPaged && w0 + 16 <= start ? 0 : int(max(int64_t(0), min(end - w0, int64_t(16))));
     if (valid > 0) {
+      const int64_t at = kv_slot(table, p.paging.block_shift, w0);  // the 16 slots' first: they are contiguous
       int8_t* const kr = ring + stage * 2 * 16 * kRowBytes;
-      const int8_t* const kt = kq + w0 * kRowBytes;
-      const int8_t* const vt = vq + w0 * kRowBytes;
+      const int8_t* const kt = kq + at * kRowBytes;
+      const int8_t* const vt = vq + at * kRowBytes;
 #pragma unroll
       for (int k = 0; k < 16 * kRowBytes / 16 / 32; ++k) {
         const int off = 16 * (lane + 32 * k), bytes = off < valid * kRowBytes ? 16 : 0;
@@ -362,7 +375,7 @@ __global__ void __launch_bounds__(kThreads) attention_split_tc_quant_kernel(Atte
       for (int k = 0; k < 2 * kWords / 32; ++k) {
         const int i = lane + 32 * k, mtx = i / kWords, w = i % kWords;
         const int bytes = w / (kBlocks / 2) < valid ? 4 : 0;  // the word's slot is before the end
-        const uint16_t* const src = (mtx ? vsc : ksc) + w0 * kBlocks;
+        const uint16_t* const src = (mtx ? vsc : ksc) + at * kBlocks;
         cp_async4_zfill(sr + mtx * 16 * kBlocks + 2 * w, src + (bytes ? 2 * w : 0), bytes);
       }
     }
@@ -451,36 +464,36 @@ bool opt_in(void (*kernel)(AttentionKernelParams), size_t smem) {
   return true;
 }
 
-template <int HD, int G, graph::KvType KV>
+template <int HD, int G, graph::KvType KV, bool kPaged>
 void launch_quant(const AttentionKernelParams& p, dim3 grid, cudaStream_t stream) {
   constexpr size_t smem = size_t(4) * QuantLayout<KV, HD, kQuantStages>::kWarpBytes;
-  static const bool opted = opt_in(attention_split_tc_quant_kernel<HD, G, kQuantStages, KV>, smem);
+  static const bool opted = opt_in(attention_split_tc_quant_kernel<HD, G, kQuantStages, KV, kPaged>, smem);
   (void)opted;
-  attention_split_tc_quant_kernel<HD, G, kQuantStages, KV><<<grid, kThreads, smem, stream>>>(p);
+  attention_split_tc_quant_kernel<HD, G, kQuantStages, KV, kPaged><<<grid, kThreads, smem, stream>>>(p);
 }
 
-template <int HD, int G>
+template <int HD, int G, bool kPaged>
 void launch_g(const AttentionKernelParams& p, cudaStream_t stream) {
   const dim3 grid(unsigned(p.n_head_kv), unsigned(p.T), unsigned(p.max_splits));
   if (p.kv_type == graph::KvType::F16) {
     constexpr size_t smem = smem_bytes<HD>();
-    static const bool opted = opt_in(attention_split_tc_kernel<HD, G>, smem);
+    static const bool opted = opt_in(attention_split_tc_kernel<HD, G, kPaged>, smem);
     (void)opted;
-    attention_split_tc_kernel<HD, G><<<grid, kThreads, smem, stream>>>(p);
+    attention_split_tc_kernel<HD, G, kPaged><<<grid, kThreads, smem, stream>>>(p);
   } else if (p.kv_type == graph::KvType::Q8_0) {
-    launch_quant<HD, G, graph::KvType::Q8_0>(p, grid, stream);
+    launch_quant<HD, G, graph::KvType::Q8_0, kPaged>(p, grid, stream);
   } else {
-    launch_quant<HD, G, graph::KvType::Q4_0>(p, grid, stream);
+    launch_quant<HD, G, graph::KvType::Q4_0, kPaged>(p, grid, stream);
   }
 }
 
-template <int HD>
+template <int HD, bool kPaged>
 void launch_hd(const AttentionKernelParams& p, cudaStream_t stream) {
   switch (p.n_head / p.n_head_kv) {
-    case 1: launch_g<HD, 1>(p, stream); break;
-    case 2: launch_g<HD, 2>(p, stream); break;
-    case 4: launch_g<HD, 4>(p, stream); break;
-    default: launch_g<HD, 8>(p, stream); break;
+    case 1: launch_g<HD, 1, kPaged>(p, stream); break;
+    case 2: launch_g<HD, 2, kPaged>(p, stream); break;
+    case 4: launch_g<HD, 4, kPaged>(p, stream); break;
+    default: launch_g<HD, 8, kPaged>(p, stream); break;
   }
 }
 
@@ -501,8 +514,9 @@ bool attention_split_tc_applies(const AttentionKernelParams& p) {
 
 void launch_attention_split_tc(const AttentionKernelParams& p, cudaStream_t stream) {
   LLM_REQUIRE(attention_split_tc_applies(p), "split attention (tensor cores): unsupported shape or alignment");
-  if (p.hd == 64) launch_hd<64>(p, stream);
-  else launch_hd<128>(p, stream);
+  const bool paged = p.paging.block_table != nullptr;
+  if (p.hd == 64) paged ? launch_hd<64, true>(p, stream) : launch_hd<64, false>(p, stream);
+  else paged ? launch_hd<128, true>(p, stream) : launch_hd<128, false>(p, stream);
   CUDA_CHECK_LAUNCH(stream);
 }
 

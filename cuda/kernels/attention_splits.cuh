@@ -22,6 +22,18 @@ __device__ __forceinline__ int64_t split_len_at(int64_t pos, int32_t max_splits,
   return len < min_len ? min_len : len;
 }
 
+// Whether a split block of (KV head kvh, token t) has nothing to compute: a token a prefill tile attends
+// (AttentionKernelParams::tiled), or padding (position -1), whose output split 0 zeroes for the group's G heads of hd
+// values. The same answer in every thread of the block; call it before any barrier or counter.
+__device__ __forceinline__ bool split_block_skips(const AttentionKernelParams& p, int64_t kvh, int64_t t, int64_t split,
+                                                  int G, int64_t hd) {
+  if (p.tiled && p.tiled[t]) return true;
+  if (p.positions[t] >= 0) return false;
+  if (split == 0)
+    for (int64_t i = threadIdx.x; i < G * hd; i += blockDim.x) p.out[(t * p.n_head + kvh * G) * hd + i] = 0.0f;
+  return true;
+}
+
 // Called by every active split block of (KV head kvh, token t) after writing its partials for the G heads of the
 // group: true in the last one to arrive (an atomic counter, reset by it), which then merges the n_active splits
 // into p.out (merge_splits, merge_splits_one_round). Every thread of the block must call it.

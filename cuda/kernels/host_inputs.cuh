@@ -24,7 +24,10 @@ struct HostCopy {
 };
 
 struct HostCopies {
-  static constexpr int kMax = 4;
+  // A paged graph's tokens, positions, kv_seq, output rows and prefill tiles (its block table is one copy of its own,
+  // Executor), and the decode session's sampler state and penalty window. The set is a kernel parameter: 8 copies
+  // are 400 bytes of the 4 KiB a launch may pass.
+  static constexpr int kMax = 8;
   HostCopy c[kMax];
   int n = 0;
 };

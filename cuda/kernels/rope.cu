@@ -94,9 +94,10 @@ __global__ void rope_kv_kernel(RopeKvParams p, const __grid_constant__ BasePower
   const int32_t pos = r.positions[t];
   if (e >= nq + nk) {  // v
     e -= nq + nk;
-    if (pos < 0 || pos >= p.n_ctx) return;
+    const int64_t slot = kv_write_slot(p.paging, t, pos, p.n_ctx);
+    if (slot < 0) return;
     const int64_t h = e / p.hd_v, d = e % p.hd_v;
-    static_cast<uint16_t*>(p.v_cache)[(h * p.n_ctx + pos) * p.hd_v + d] =
+    static_cast<uint16_t*>(p.v_cache)[(h * p.n_ctx + slot) * p.hd_v + d] =
         __half_as_ushort(__float2half_rn(p.v[t * nv + e]));
     return;
   }
@@ -118,8 +119,9 @@ __global__ void rope_kv_kernel(RopeKvParams p, const __grid_constant__ BasePower
     if (b >= 0) out[b] = x1;
     return;
   }
-  if (pos < 0 || pos >= p.n_ctx) return;
-  uint16_t* kc = static_cast<uint16_t*>(p.k_cache) + (h * p.n_ctx + pos) * r.head_dim;
+  const int64_t slot = kv_write_slot(p.paging, t, pos, p.n_ctx);
+  if (slot < 0) return;
+  uint16_t* kc = static_cast<uint16_t*>(p.k_cache) + (h * p.n_ctx + slot) * r.head_dim;
   kc[a] = __half_as_ushort(__float2half_rn(x0));
   if (b >= 0) kc[b] = __half_as_ushort(__float2half_rn(x1));
 }
@@ -146,7 +148,8 @@ __global__ void rope_kv_quant_kernel(RopeKvParams p, const __grid_constant__ Bas
     rope_unit<kScaled>(r, bp, j, pos, r.x + head, r.out + head);
     return;
   }
-  if (pos < 0 || pos >= p.n_ctx) return;  // warp-uniform: the token's slot lies outside the cache
+  const int64_t slot = kv_write_slot(p.paging, t, pos, p.n_ctx);
+  if (slot < 0) return;  // warp-uniform: padding, or the token's slot lies outside the cache
   e -= nq;
   const int lane = int(e % 32);  // e % 32 == threadIdx.x % 32: the segments are whole warps
   if (e < nk) {  // k
@@ -162,12 +165,12 @@ __global__ void rope_kv_quant_kernel(RopeKvParams p, const __grid_constant__ Bas
       rope_pair<kScaled>(r, bp, j, pos, x, a, b, y0, y1);
       y = d == a ? y0 : y1;
     }
-    quantize_kv_block<KV>(y, lane, p.k_cache, p.k_scales, h * p.n_ctx + pos, r.head_dim, d / 32);
+    quantize_kv_block<KV>(y, lane, p.k_cache, p.k_scales, h * p.n_ctx + slot, r.head_dim, d / 32);
     return;
   }
   e -= nk;  // v
   const int64_t h = e / p.hd_v, d = e % p.hd_v;
-  quantize_kv_block<KV>(p.v[t * nv + e], lane, p.v_cache, p.v_scales, h * p.n_ctx + pos, p.hd_v, d / 32);
+  quantize_kv_block<KV>(p.v[t * nv + e], lane, p.v_cache, p.v_scales, h * p.n_ctx + slot, p.hd_v, d / 32);
 }
 
 bool scaled(const RopeKernelParams& p) { return p.ext_factor != 0.0f || p.attn_factor != 1.0f; }

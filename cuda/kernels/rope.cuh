@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "cuda/kernels/kv_paging.cuh"
 #include "graph/ir.h"
 
 namespace cuda {
@@ -50,6 +51,7 @@ struct RopeKvParams {
   graph::KvType kv_type = graph::KvType::F16;
   uint16_t* k_scales = nullptr;      // q8_0, q4_0: [head_dim / 32, n_ctx, n_head_kv] binary16 scales; else null
   uint16_t* v_scales = nullptr;      // q8_0, q4_0: [hd_v / 32, n_ctx, n_head_kv]
+  KvPaging paging = {};              // a paged cache: slots through the block table, padding not written
 };
 void launch_rope_kv(const RopeKvParams& p, cudaStream_t stream);
 

@@ -23,6 +23,20 @@ TEST(CudaCapabilities, EverySupportedArchitectureLowers) {
   }
 }
 
+// A paged batch's graph (kv_seq and block-table inputs, the output rows' Gather) lowers at the block sizes the kernels
+// serve, and is refused by name at others.
+TEST(CudaCapabilities, PagedGraphsLower) {
+  tiny::Spec s;
+  s.arch = "llama";
+  const auto m = tiny::load_owned(tiny::build(s));
+  model::BatchShape b{.n_tokens = 9, .all_logits = false, .n_ctx = 256, .block_size = 64, .max_blocks = 4, .n_seq = 3,
+                      .n_outputs = 3};
+  EXPECT_EQ(cuda::graph_refusal(model::build_graph(m->config(), m->weights(), b)), "");
+  b.block_size = 8, b.max_blocks = 32;
+  const std::string why = cuda::graph_refusal(model::build_graph(m->config(), m->weights(), b));
+  EXPECT_NE(why.find("paged KV cache block size 8"), std::string::npos) << why;
+}
+
 // gemma3 (sliding-window layers of head_dim 64 here, 256 in the real models; GeGLU, scale, softcap) and phi3 (Slice
 // nodes of its fused products, LongRoPE's attention factor) lower; a sliding window of a head shape only the
 // per-head kernels serve is refused by name.

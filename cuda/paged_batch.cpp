@@ -1,0 +1,92 @@
+// Checks and prefill tiles of a paged batch (cuda/paged_batch.h).
+#include "cuda/paged_batch.h"
+
+#include <algorithm>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "cuda/check.h"
+#include "cuda/kernels/attention_prefill.cuh"
+
+namespace cuda {
+
+namespace {
+
+constexpr int64_t kTileTokens = 64;  // the prefill kernel's query rows per block
+
+}  // namespace
+
+int32_t PagedTiles::max_tiles(int64_t T) { return int32_t(::std::max<int64_t>(1, T / kPrefillMinTokens)); }
+
+void check_paged_inputs(const graph::KvCacheSpec& kv, int32_t reach, const graph::RunInputs& in) {
+  const auto fail = [](size_t t, const ::std::string& what) {
+    throw InvalidArgument("paged batch: token " + ::std::to_string(t) + ": " + what);
+  };
+  if (in.kv_seq.size() != in.positions.size() || int64_t(in.block_table.size()) != int64_t(kv.n_seq) * kv.max_blocks)
+    throw InvalidArgument("paged batch: " + ::std::to_string(in.positions.size()) + " positions need as many kv_seq "
+                          "values and a block table of " + ::std::to_string(int64_t(kv.n_seq) * kv.max_blocks) +
+                          " entries, got " + ::std::to_string(in.kv_seq.size()) + " and " +
+                          ::std::to_string(in.block_table.size()));
+  const int64_t capacity = kv.seq_capacity(), bs = kv.block_size, n_blocks = kv.n_blocks();
+  // Per block-table row, the first and last positions its tokens reach; their blocks are checked once per row.
+  ::std::vector<int64_t> lo(size_t(kv.n_seq), ::std::numeric_limits<int64_t>::max()), hi(size_t(kv.n_seq), -1);
+  for (size_t t = 0; t < in.positions.size(); ++t) {
+    const int32_t pos = in.positions[t];
+    if (pos == -1) continue;  // padding: no cache write, no read
+    if (pos < 0 || pos >= capacity)
+      fail(t, "position " + ::std::to_string(pos) + " is outside [-1, " + ::std::to_string(capacity) + ")");
+    const int32_t row = in.kv_seq[t];
+    if (row < 0 || row >= kv.n_seq)
+      fail(t, "block-table row " + ::std::to_string(row) + " is outside [0, " + ::std::to_string(kv.n_seq) + ")");
+    const int64_t first = reach > 0 ? ::std::max<int64_t>(0, int64_t(pos) - reach + 1) : 0;
+    lo[size_t(row)] = ::std::min(lo[size_t(row)], first);
+    hi[size_t(row)] = ::std::max(hi[size_t(row)], int64_t(pos));
+  }
+  for (int64_t r = 0; r < kv.n_seq; ++r) {
+    if (hi[size_t(r)] < 0) continue;
+    for (int64_t b = lo[size_t(r)] / bs; b <= hi[size_t(r)] / bs; ++b) {
+      const int32_t block = in.block_table[size_t(r * kv.max_blocks + b)];
+      if (block < 0 || block >= n_blocks)
+        throw InvalidArgument("paged batch: block-table row " + ::std::to_string(r) + ", entry " +
+                              ::std::to_string(b) + ": block " + ::std::to_string(block) +
+                              " is outside the pool of " + ::std::to_string(n_blocks) + " blocks");
+    }
+  }
+  const int64_t T = int64_t(in.positions.size());
+  for (size_t i = 0; i < in.output_rows.size(); ++i)
+    if (in.output_rows[i] < 0 || in.output_rows[i] >= T)
+      throw InvalidArgument("paged batch: output row " + ::std::to_string(in.output_rows[i]) + " (entry " +
+                            ::std::to_string(i) + ") is outside [0, " + ::std::to_string(T) + ")");
+}
+
+void plan_paged_tiles(::std::span<const int32_t> positions, ::std::span<const int32_t> kv_seq,
+                      ::std::span<int32_t> out) {
+  const int64_t T = int64_t(positions.size());
+  const int32_t max_tiles = PagedTiles::max_tiles(T);
+  LLM_REQUIRE(kv_seq.size() == positions.size() && int64_t(out.size()) == PagedTiles::ints(T), "paged tiles: sizes");
+  ::std::fill(out.begin(), out.end(), 0);
+  int32_t* tiles = out.data() + 1;
+  int32_t* tiled = tiles + 2 * int64_t(max_tiles);
+  int32_t n = 0;
+  for (int64_t a = 0; a < T;) {
+    if (positions[size_t(a)] < 0) {
+      ++a;
+      continue;
+    }
+    int64_t b = a + 1;  // the run [a, b): one row, no padding
+    while (b < T && positions[size_t(b)] >= 0 && kv_seq[size_t(b)] == kv_seq[size_t(a)]) ++b;
+    if (b - a >= kPrefillMinTokens) {
+      for (int64_t t0 = a; t0 < b; t0 += kTileTokens) {
+        LLM_REQUIRE(n < max_tiles, "paged tiles: more tiles than the bound");
+        tiles[2 * n] = int32_t(t0), tiles[2 * n + 1] = int32_t(::std::min(kTileTokens, b - t0));
+        ++n;
+      }
+      ::std::fill(tiled + a, tiled + b, 1);
+    }
+    a = b;
+  }
+  out[0] = n;
+}
+
+}  // namespace cuda
