@@ -56,6 +56,18 @@ CudaSession::CudaSession(std::shared_ptr<const model::Model> model, int32_t n_ct
                                                                          false, std::max(n_ctx_, 1)));
       !missing.empty())
     throw cuda::Unsupported("the CUDA path cannot run this model yet: " + missing + " is not implemented there");
+  if (opt_.n_seq > 0) {
+    const int32_t bs = opt_.kv_block_size;
+    if (!cuda::paged_block_size_supported(bs))
+      throw OptionsError("KV block size " + std::to_string(bs) + ": the CUDA kernels serve powers of two from 16 "
+                         "to 256");
+    const model::BatchShape probe{.n_tokens = 2, .all_logits = false, .n_ctx = bs, .block_size = bs,
+                                  .max_blocks = 1, .n_seq = 2, .n_outputs = 1};
+    if (const std::string missing =
+            cuda::graph_refusal(model::build_graph(model_->config(), model_->weights(), probe));
+        !missing.empty())
+      throw cuda::Unsupported("the CUDA path cannot batch this model yet: " + missing);
+  }
   if (!cuda::device_available()) throw cuda::Error("no CUDA device is available (use --device cpu)");
   const uint64_t used_before_context = opt_.verbose ? cuda::device_memory_used() : 0;
   ctx_ = std::make_unique<cuda::Context>(opt_.device);
@@ -79,7 +91,15 @@ CudaSession::CudaSession(std::shared_ptr<const model::Model> model, int32_t n_ct
       }
     const uint64_t free_bytes = cuda::device_memory_free();
     const int32_t n_train = std::max(c.n_ctx_train, 1);
-    if (n_ctx_ == 0) {
+    if (n_ctx_ == 0 && opt_.n_seq > 0) {
+      // A paged pool for every sequence at the training context, or as much of it as fits.
+      const int32_t want = int32_t(std::min<int64_t>(int64_t{1} << 30, int64_t{n_train} * opt_.n_seq));
+      n_ctx_ = default_ctx_that_fits(fp, free_bytes, want);
+      if (n_ctx_ < want)
+        log(opt_.log, LogLevel::Note,
+            "KV cache pool of " + std::to_string(n_ctx_) + " tokens for " + std::to_string(opt_.n_seq) +
+                " sequences, to fit in free GPU memory (" + format_bytes(free_bytes) + " free); use -c to change");
+    } else if (n_ctx_ == 0) {
       n_ctx_ = default_ctx_that_fits(fp, free_bytes, n_train);
       if (n_ctx_ < n_train)
         log(opt_.log, LogLevel::Note,
@@ -118,6 +138,13 @@ CudaSession::CudaSession(std::shared_ptr<const model::Model> model, int32_t n_ct
     detail(line);
   }
   const auto& c = model_->config();
+  if (opt_.n_seq > 0) {
+    SessionOptions so;
+    so.n_seq = opt_.n_seq;
+    so.kv_block_size = opt_.kv_block_size;
+    paged_ = paged_layout_for(so, n_ctx_, std::max(c.n_ctx_train, 1));
+    n_ctx_ = paged_->n_blocks * paged_->block_size;  // whole blocks
+  }
   kv_ = std::make_unique<cuda::KvCache>(
       graph::KvCacheSpec{c.n_layer, n_ctx_, c.n_head_kv, c.head_dim, c.head_dim_v, opt_.kv_type});
   if (opt_.exec.rtc_kernels) rtc_ = std::make_unique<cuda::RtcCache>();
@@ -148,13 +175,19 @@ void CudaSession::regroup_weights() {
 }
 
 std::unique_ptr<CudaSession::Compiled> CudaSession::compile(int32_t n_tokens, bool all_logits) {
+  // Only the decode step is replayed often enough to capture.
+  return compile(model::BatchShape{.n_tokens = n_tokens, .all_logits = all_logits, .n_ctx = n_ctx_}, n_tokens == 1);
+}
+
+std::unique_ptr<CudaSession::Compiled> CudaSession::compile(const model::BatchShape& shape, bool capture) {
+  const int32_t n_tokens = shape.n_tokens;
   auto c = std::make_unique<Compiled>();
-  c->graph = model::build_graph(model_->config(), model_->weights(), n_tokens, all_logits, n_ctx_);
+  c->graph = model::build_graph(model_->config(), model_->weights(), shape);
   c->graph.kv.type = opt_.kv_type;  // the cache's element type is the session's choice, not the model's
   c->plan = graph::plan(c->graph);
   c->logits = c->graph.find("result_output");
   cuda::ExecutorOptions eo = opt_.exec;
-  eo.cuda_graph = eo.cuda_graph && n_tokens == 1;  // only the decode step is replayed often enough to capture
+  eo.cuda_graph = eo.cuda_graph && capture;
   eo.verbose = opt_.verbose;
   eo.log = [sink = opt_.log](bool warning, const std::string& m) {
     log(sink, warning ? LogLevel::Warning : LogLevel::Detail, m);
@@ -203,6 +236,7 @@ void CudaSession::check_batch(std::span<const int32_t> tokens, int32_t start_pos
 }
 
 std::span<const float> CudaSession::eval(std::span<const int32_t> tokens, int32_t start_pos, bool all_logits) {
+  if (paged_) throw SessionError("eval: this session's KV cache is paged (use eval_paged)");
   check_batch(tokens, start_pos);
   ahead_.valid = false;  // the KV cache changes under a step queued ahead: it will not be this session's next
   const int32_t n = static_cast<int32_t>(tokens.size());
@@ -262,7 +296,7 @@ void CudaSession::stage_decode(int slot, uint64_t step, std::span<const int32_t>
 }
 
 std::optional<int32_t> CudaSession::decode_sample(int32_t token, int32_t pos, const SampleRequest& req) {
-  if (!req.params) return std::nullopt;
+  if (!req.params || paged_) return std::nullopt;
   const int32_t tokens[1] = {token};
   check_batch(tokens, pos);
   validate(*req.params);
@@ -307,6 +341,56 @@ std::optional<int32_t> CudaSession::decode_sample(int32_t token, int32_t pos, co
   return sampled;
 }
 
+namespace {
+int32_t next_pow2(int32_t n) {
+  int32_t p = 1;
+  while (p < n) p *= 2;
+  return p;
+}
+// Buckets of batch steps up to this many tokens are captured as CUDA graphs: decode steps and small mixed ones,
+// replayed every step; larger ones are mostly prompt chunks, whose launches are long enough on their own.
+constexpr int32_t kCapturedTokens = 64;
+}  // namespace
+
+CudaSession::Compiled& CudaSession::compiled_paged(int32_t n_tokens, int32_t n_outputs) {
+  const auto key = std::make_pair(n_tokens, n_outputs);
+  if (auto it = paged_graphs_.find(key); it != paged_graphs_.end()) return *it->second;
+  const model::BatchShape shape{.n_tokens = n_tokens, .all_logits = false, .n_ctx = n_ctx_,
+                                .block_size = paged_->block_size, .max_blocks = paged_->max_blocks,
+                                .n_seq = paged_->n_seq, .n_outputs = n_outputs};
+  if (opt_.verbose)
+    detail("cuda: paged graph for " + std::to_string(n_tokens) + " tokens, " + std::to_string(n_outputs) +
+           " outputs");
+  return *paged_graphs_.emplace(key, compile(shape, n_tokens <= kCapturedTokens)).first->second;
+}
+
+std::span<const float> CudaSession::eval_paged(const PagedBatch& b) {
+  if (!paged_) return Session::eval_paged(b);
+  check_paged_batch(b, *paged_, n_vocab());
+  // Padded to power-of-two buckets: tokens at position -1 (no cache write, zero attention), output rows at token 0.
+  const int32_t n = static_cast<int32_t>(b.tokens.size());
+  const int32_t n_out = static_cast<int32_t>(b.output_rows.size());
+  const int32_t tb = next_pow2(n), ob = std::min(tb, next_pow2(std::max(n_out, 1)));
+  padded_.tokens.assign(b.tokens.begin(), b.tokens.end());
+  padded_.positions.assign(b.positions.begin(), b.positions.end());
+  padded_.kv_seq.assign(b.kv_seq.begin(), b.kv_seq.end());
+  padded_.tokens.resize(size_t(tb), 0);
+  padded_.positions.resize(size_t(tb), -1);
+  padded_.kv_seq.resize(size_t(tb), 0);
+  padded_.output_rows.assign(b.output_rows.begin(), b.output_rows.end());
+  padded_.output_rows.resize(size_t(ob), 0);
+  Compiled& c = compiled_paged(tb, ob);
+  c.exec->write_inputs(graph::RunInputs{padded_.tokens, padded_.positions, padded_.kv_seq, b.block_table,
+                                        padded_.output_rows});
+  c.exec->run();
+  if (n_out == 0) {
+    c.exec->wait();
+    return {};
+  }
+  logits_ = c.exec->read_f32(c.logits);
+  return std::span<const float>(logits_).first(size_t(n_out) * size_t(n_vocab()));
+}
+
 std::unique_ptr<Session> make_cuda_session(std::shared_ptr<const model::Model> model, const SessionOptions& options) {
   CudaSessionOptions o;
   o.verbose = options.verbose;
@@ -316,6 +400,8 @@ std::unique_ptr<Session> make_cuda_session(std::shared_ptr<const model::Model> m
   o.exec.cuda_graph = o.exec.cuda_graph && options.cuda_graph;
   o.log = options.log;
   o.progress = options.progress;
+  o.n_seq = options.n_seq;
+  o.kv_block_size = options.kv_block_size;
   if (!o.exec.omit_steps_of.empty())
     log(o.log, LogLevel::Warning, "LLM_CUDA_OMIT_STEPS is set: those steps are left out, every result is wrong "
                                   "(timing only)");

@@ -7,6 +7,7 @@
 #ifdef LLM_HAVE_CUDA_SESSION
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_set>
 #include <utility>
@@ -18,6 +19,7 @@
 #include "cuda/rtc.h"
 #include "cuda/weights.h"
 #include "graph/plan.h"
+#include "model/build_graph.h"
 #include "model/model.h"
 #include "runtime/cuda_footprint.h"
 #include "runtime/session.h"
@@ -34,6 +36,8 @@ struct CudaSessionOptions {
   cuda::ExecutorOptions exec;
   LogSink log;             // notes and -v details
   ProgressSink progress;   // the weight upload
+  int32_t n_seq = 0;       // > 0: a paged KV cache for that many sequences (SessionOptions::n_seq)
+  int32_t kv_block_size = 64;
 };
 
 class CudaSession final : public Session {
@@ -47,7 +51,9 @@ class CudaSession final : public Session {
 
   std::span<const float> eval(std::span<const int32_t> tokens, int32_t start_pos, bool all_logits) override;
   std::optional<int32_t> decode_sample(int32_t token, int32_t pos, const SampleRequest& req) override;
-  int32_t n_ctx() const override { return n_ctx_; }
+  std::optional<PagedLayout> paged_layout() const override { return paged_; }
+  std::span<const float> eval_paged(const PagedBatch& batch) override;
+  int32_t n_ctx() const override { return paged_ ? paged_->seq_capacity() : n_ctx_; }
   int32_t n_vocab() const override;
   std::string device_name() const override;
   uint64_t kv_cache_bytes() const override { return kv_->bytes(); }
@@ -60,6 +66,8 @@ class CudaSession final : public Session {
     std::unique_ptr<cuda::Executor> exec;
   };
   std::unique_ptr<Compiled> compile(int32_t n_tokens, bool all_logits);
+  std::unique_ptr<Compiled> compile(const model::BatchShape& shape, bool capture);
+  Compiled& compiled_paged(int32_t n_tokens, int32_t n_outputs);
   void regroup_weights();  // after the upload: the layouts cuda/weight_layouts.h chooses, offsets in regrouped_
   // Before a graph's executor allocates `bytes`: frees cached prompt graphs if that makes room, else throws
   // DeviceMemoryError naming the batch size.
@@ -71,8 +79,13 @@ class CudaSession final : public Session {
   void detail(const std::string& message) const { log(opt_.log, LogLevel::Detail, message); }
 
   std::shared_ptr<const model::Model> model_;
-  int32_t n_ctx_;
+  int32_t n_ctx_;                      // KV slots (paged: the pool's)
   CudaSessionOptions opt_;
+  std::optional<PagedLayout> paged_;
+  // Paged graphs by (token bucket, output bucket): batches are padded up to powers of two, so a handful of shapes
+  // (each captured once) serve every step and nothing is built or allocated once they exist.
+  std::map<std::pair<int32_t, int32_t>, std::unique_ptr<Compiled>> paged_graphs_;
+  PagedBatch padded_;
   std::unique_ptr<cuda::Context> ctx_;
   cuda::DeviceWeights weights_;
   std::unordered_set<uint64_t> regrouped_;  // arena offsets of the matrices regrouped at upload

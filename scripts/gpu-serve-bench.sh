@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# The serving benchmark of issue 26 in one device call: `llm-run serve` and llama.cpp's `llama-server` on the same
+# The serving benchmarks of issue 26 in one device call: with TESTS=1 first the GPU tests (paged attention kernels,
+# the paged session against the CPU, the batching engine); `llm-run bench --parallel` beside llama.cpp's
+# llama-batched-bench (512-token prompts, 128 generated); `llm-run serve` and llama.cpp's `llama-server` on the same
 # synthetic Llama-3-8B Q4_K_M, loaded by ../shared/bench/serve_load.py (streaming /v1/completions, prompts of 400
-# random words, 128 tokens each) at several concurrencies, plus a shared 2000-token prefix at 8 streams, and
-# `llm-run bench` tg128 for the one-stream reference. Results under $OUT, the table last.
+# random words, 128 tokens each) at several concurrencies, plus a shared 2000-token prefix at 8 streams; and
+# `llm-run bench` tg128 for the one-stream reference. SKIP_LLAMA=1 leaves llama.cpp out. Results under $OUT, the
+# table last.
 #   here:  scripts/pack-carry.sh; ../shared/device/prepare.sh --llama-cpp tokenizer/ggml-vocab-llama-bpe.gguf;
 #          cp ../shared/bench/serve_load.py .device/
 #   there: CONC="1 8 32 64" scripts/gpu-serve-bench.sh   (carry .device, .device-bin)
@@ -17,6 +20,15 @@ model=/tmp/llama3-8b-Q4_K_M.gguf
 [ -f "$model" ] || /tmp/bin/llm-run synth --shape llama3-8b --type Q4_K_M \
   --vocab .device/tokenizer/ggml-vocab-llama-bpe.gguf -o "$model" >"$out/synth.log" 2>&1
 table=()
+if [ -n "${TESTS:-}" ]; then
+  /tmp/bin/cuda_kernels_test >"$out/kernels.txt" 2>&1
+  table+=("cuda_kernels_test: $(grep -E '^\[  (PASSED|FAILED)' "$out/kernels.txt" | tr '\n' ' ')")
+  /tmp/bin/cuda_session_test --gtest_filter="${SESSION_FILTER:-Paged*}" >"$out/session.txt" 2>&1
+  table+=("cuda_session_test: $(grep -E '^\[  (PASSED|FAILED)|agreement|paged  ' "$out/session.txt" | tr '\n' ' ')")
+fi
+NPL=${NPL:-1,4,16,32,64}
+/tmp/bin/llm-run bench -m "$model" --device cuda --parallel "$NPL" -p 512 -n 128 >"$out/parallel.md" 2>"$out/parallel.err"
+table+=("llm-run bench --parallel:" "$(cat "$out/parallel.md")")
 /tmp/bin/llm-run bench -m "$model" --device cuda -p 0 -n 128 -r 3 -o md >"$out/bench.md" 2>&1
 table+=("llm-run bench tg128: $(grep -E '^\| .*tg128' "$out/bench.md" | awk -F'|' '{print $(NF-1)}' | tr -s ' ')")
 PARALLEL=${PARALLEL:-64} CTX=${CTX:-65536}
@@ -52,6 +64,10 @@ kill -TERM $pid; wait $pid
 
 if [ -z "${SKIP_LLAMA:-}" ]; then
   WAIT=${LLAMA_WAIT:-300} .device/llama-cpp-build.sh >"$out/llama-build.txt" 2>&1
+  lbb=/tmp/llama.cpp/build/bin/llama-batched-bench
+  [ -x "$lbb" ] && "$lbb" -m "$model" -ngl 99 -fa on -c $((64 * 640)) -b 2048 -ub 512 -npp 512 -ntg 128 \
+    -npl "$NPL" >"$out/llama-batched.txt" 2>&1
+  table+=("llama-batched-bench:" "$(grep -E '^\|' "$out/llama-batched.txt")")
   ls=/tmp/llama.cpp/build/bin/llama-server
   if [ -x "$ls" ]; then
     "$ls" -m "$model" -ngl 99 -fa on --parallel "$PARALLEL" -c "$CTX" --port 8182 >"$out/llama-server.log" 2>&1 &
