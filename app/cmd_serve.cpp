@@ -1,12 +1,14 @@
 // `llm-run serve`: loads a model once and answers OpenAI-compatible HTTP requests (server/) until Ctrl-C or SIGTERM,
 // which stop accepting, cancel what is queued and running, and exit 0.
-#include <pthread.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <thread>
 
 #include "app/cli.h"
@@ -32,18 +34,21 @@ struct ServeFlags {
 };
 
 int run_serve(const ServeFlags& f) {
-  // SIGINT and SIGTERM go to one thread that waits for them (sigwait), so that stopping runs as ordinary code and
-  // not in a signal handler. They are blocked before any thread starts, so that every thread inherits the mask.
-  // A handler is installed first: a shell starting us in the background sets SIGINT to "ignore", and an ignored
-  // signal is discarded, never pending, so sigwait would not see it.
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGINT);
-  sigaddset(&stop_signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  // SIGINT and SIGTERM wake one thread that stops the server, so that stopping runs as ordinary code and not in a
+  // signal handler: the handler only writes a byte to a pipe (async-signal-safe) that the thread reads. Whatever
+  // thread the kernel picks to take the signal (the CUDA driver starts threads of its own, whose signal masks are
+  // not ours to set), the byte arrives; an earlier design that blocked the signals and waited in sigwait missed
+  // SIGTERM on the GPU machine, where one of those threads took it. SA_RESTART keeps the interrupted thread's
+  // system call going.
+  static int stop_pipe[2] = {-1, -1};
+  if (pipe(stop_pipe) != 0) throw std::runtime_error("serve: cannot create the stop pipe");
   struct sigaction sa {};
-  sa.sa_handler = [](int) {};
+  sa.sa_handler = [](int) {
+    const char byte = 's';
+    [[maybe_unused]] const ssize_t n = write(stop_pipe[1], &byte, 1);
+  };
   sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
 
@@ -86,13 +91,15 @@ int run_serve(const ServeFlags& f) {
   std::fflush(stdout);
 
   std::thread waiter([&] {
-    int sig = 0;
-    sigwait(&stop_signals, &sig);
+    char byte = 0;
+    while (read(stop_pipe[0], &byte, 1) < 0 && errno == EINTR) {
+    }
     srv.stop();
   });
   srv.run();
   // run() returns after stop(); if it returned on its own, wake the waiter so that it stops the rest and ends.
-  pthread_kill(waiter.native_handle(), SIGTERM);
+  const char byte = 'r';
+  [[maybe_unused]] const ssize_t n = write(stop_pipe[1], &byte, 1);
   waiter.join();
   std::fprintf(stderr, "llm-run: stopped\n");
   return 0;

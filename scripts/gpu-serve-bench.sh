@@ -11,8 +11,8 @@
 #   there: CONC="1 8 32 64" scripts/gpu-serve-bench.sh   (carry .device, .device-bin)
 set -uo pipefail
 out=${OUT:-/tmp/out}
-mkdir -p "$out" /tmp/bin
-[ -x /tmp/bin/llm-run ] || tar xJf .device-bin/bins.tar.xz -C /tmp/bin
+mkdir -p "$out"
+rm -rf /tmp/bin && mkdir -p /tmp/bin && tar xJf .device-bin/bins.tar.xz -C /tmp/bin  # this call's, not a warm machine's
 source .device/env.sh >/dev/null
 source "$(dirname "${BASH_SOURCE[0]}")/device-libs.sh"
 [ -n "${SKIP_LLAMA:-}" ] || WAIT=0 .device/llama-cpp-build.sh >/dev/null 2>&1  # detached: builds meanwhile
@@ -23,7 +23,7 @@ table=()
 if [ -n "${TESTS:-}" ]; then
   /tmp/bin/cuda_kernels_test >"$out/kernels.txt" 2>&1
   table+=("cuda_kernels_test: $(grep -E '^\[  (PASSED|FAILED)' "$out/kernels.txt" | tr '\n' ' ')")
-  /tmp/bin/cuda_session_test --gtest_filter="${SESSION_FILTER:-Paged*}" >"$out/session.txt" 2>&1
+  /tmp/bin/cuda_session_test --gtest_filter="${SESSION_FILTER:-*Paged*}" >"$out/session.txt" 2>&1
   table+=("cuda_session_test: $(grep -E '^\[  (PASSED|FAILED)|agreement|paged  ' "$out/session.txt" | tr '\n' ' ')")
 fi
 NPL=${NPL:-1,4,16,32,64}
