@@ -50,6 +50,9 @@ SubmitResult Engine::submit(EngineRequest request, EngineCallback callback) {
       throw RequestError(K::BadToken, "token id " + std::to_string(id) + " is outside the vocabulary of " +
                                           std::to_string(n_vocab_));
   if (request.max_tokens < -1) throw RequestError(K::BadLimit, "max_tokens must be -1 or more");
+  if (request.top_logprobs < -1 || request.top_logprobs > kMaxTopLogprobs)
+    throw RequestError(K::BadLogprobs, "top_logprobs must be between 0 and " + std::to_string(kMaxTopLogprobs) +
+                                           " (or -1 for none)");
   try {
     validate(request.sampling);
   } catch (const std::invalid_argument& e) {
@@ -164,7 +167,16 @@ void Engine::run(Job& job) {
   g.stop_strings = req.stop;  // the loop stops at once; StopText decides what is shown
   g.stop_requested = [&job] { return job.cancelled.load(); };
   std::vector<int32_t> ids;  // generated since the last Text event
-  g.on_token = [&ids](int32_t id) { ids.push_back(id); };
+  std::vector<TokenLogprobs> logprobs;  // theirs, when asked
+  TokenLogprobs sampled;                // the last sampled id's, until it turns out to be generated
+  g.on_token = [&](int32_t id) {
+    ids.push_back(id);
+    if (req.top_logprobs >= 0) logprobs.push_back(std::move(sampled));
+  };
+  if (req.top_logprobs >= 0)
+    g.on_sample = [&](int32_t id, std::span<const float> logits) {
+      sampled = token_logprobs(logits, id, req.top_logprobs);
+    };
 
   StopText stop(req.stop);
   const auto emit = [&](const std::string& text) {
@@ -173,8 +185,10 @@ void Engine::run(Job& job) {
     e.kind = EngineEvent::Kind::Text;
     e.text = text;
     e.tokens = ids;
+    e.logprobs = logprobs;
     if (!job.callback(e)) job.cancelled = true;
     ids.clear();
+    logprobs.clear();
   };
   Usage usage{static_cast<int32_t>(req.prompt.size()), 0};
   try {

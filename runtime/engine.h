@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "runtime/events.h"
+#include "runtime/logprobs.h"
 #include "runtime/sampler.h"
 #include "runtime/session.h"
 #include "tokenizer/tokenizer.h"
@@ -42,6 +43,7 @@ class RequestError : public std::invalid_argument {
     BadToken,       // a prompt id outside the vocabulary
     BadSampling,    // a sampling parameter outside its domain (runtime::validate)
     BadLimit,       // max_tokens < -1
+    BadLogprobs,    // top_logprobs outside [-1, kMaxTopLogprobs]
   };
   RequestError(Kind kind, const std::string& message) : std::invalid_argument(message), kind_(kind) {}
   Kind kind() const noexcept { return kind_; }
@@ -58,6 +60,9 @@ struct EngineRequest {
   // it are never streamed.
   std::vector<std::string> stop;
   bool ignore_eos = false;         // keep going past end-of-generation tokens
+  // >= 0: each generated token comes with its logprob and this many most likely alternatives (runtime/logprobs.h),
+  // computed from the raw logits; -1: none, and nothing is computed.
+  int32_t top_logprobs = -1;
 };
 
 enum class FinishReason { Stop, Length, Cancelled, Error };
@@ -77,6 +82,8 @@ struct EngineEvent {
   // back) and the generated ids since the previous event. Valid during the call only.
   std::string_view text;
   std::span<const int32_t> tokens;
+  // Text, when the request asked for them (top_logprobs >= 0): one entry per id of tokens, in the same order.
+  std::span<const TokenLogprobs> logprobs;
   // Final: why it ended, the token counts, and for Error what went wrong.
   FinishReason finish = FinishReason::Stop;
   Usage usage;

@@ -2,6 +2,7 @@
 #include "runtime/generate.h"
 
 #include <chrono>
+#include <optional>
 
 #include "runtime/stop_text.h"
 #include "runtime/warmup.h"
@@ -65,6 +66,7 @@ GenerateResult generate(Session& session, const tokenizer::Tokenizer& tok, std::
   uint64_t step = 0;
   std::string generated_text;  // only kept when stop strings are watched
   int32_t next = sampler.sample(logits, history, step);
+  if (options.on_sample) options.on_sample(next, logits);
   for (;;) {
     if (options.stop_requested && options.stop_requested()) {
       r.stop = StopReason::Interrupted;
@@ -104,11 +106,14 @@ GenerateResult generate(Session& session, const tokenizer::Tokenizer& tok, std::
     // Another step follows this one unless the token it returns reaches the token limit (or is an end of text).
     const bool more = options.n_predict < 0 || static_cast<int64_t>(r.generated.size()) + 1 < options.n_predict;
     const SampleRequest req{&options.sampling, step, history, more};
-    if (auto fused = session.decode_sample(next, static_cast<int32_t>(pos), req)) {
+    std::optional<int32_t> fused;
+    if (!options.on_sample) fused = session.decode_sample(next, static_cast<int32_t>(pos), req);
+    if (fused) {
       next = *fused;
     } else {
       logits = session.eval(std::span<const int32_t>(&next, 1), static_cast<int32_t>(pos), /*all_logits=*/false);
       next = sampler.sample(logits, history, step);
+      if (options.on_sample) options.on_sample(next, logits);
     }
   }
   sink(decoder.flush());

@@ -34,6 +34,11 @@ struct GenerateOptions {
   std::function<bool()> stop_requested;
   // Called with each generated id just before its text goes to the sink (a server streams ids with the text).
   std::function<void(int32_t id)> on_token;
+  // Called with each sampled id and the logits row it was drawn from (before on_token, and also for an id that
+  // then ends the loop), for callers that need the distribution (a server's logprobs). Set, it keeps every step on
+  // eval() and the CPU sampler: a session that samples on its device (Session::decode_sample) has no logits to
+  // show. Unset, nothing changes for the command line.
+  std::function<void(int32_t id, std::span<const float> logits)> on_sample;
 };
 
 enum class StopReason { EndOfGeneration, TokenLimit, ContextFull, Interrupted, StopString };

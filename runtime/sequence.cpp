@@ -18,14 +18,20 @@ SequenceGeneration::SequenceGeneration(const tokenizer::Tokenizer& tok, const En
   for (int32_t id : request.prompt) decoder_.push(id);
 }
 
-int32_t SequenceGeneration::sample(std::span<const float> logits) { return sampler_.sample(logits, tokens_, step_++); }
+int32_t SequenceGeneration::sample(std::span<const float> logits) {
+  const int32_t id = sampler_.sample(logits, tokens_, step_++);
+  if (req_.top_logprobs >= 0) sampled_logprobs_ = token_logprobs(logits, id, req_.top_logprobs);
+  return id;
+}
 
-void SequenceGeneration::emit(const EngineCallback& callback, const std::string& text, std::vector<int32_t> ids) {
+void SequenceGeneration::emit(const EngineCallback& callback, const std::string& text, std::span<const int32_t> ids,
+                              std::span<const TokenLogprobs> logprobs) {
   if (text.empty() && ids.empty()) return;
   EngineEvent e;
   e.kind = EngineEvent::Kind::Text;
   e.text = text;
   e.tokens = ids;
+  e.logprobs = logprobs;
   if (!callback(e)) callback_cancelled_ = true;
 }
 
@@ -35,7 +41,8 @@ std::optional<FinishReason> SequenceGeneration::accept(int32_t token, const Engi
   if (limit_reached()) return FinishReason::Length;
   if (!req_.ignore_eos && tok_.is_eog(token)) return FinishReason::Stop;
   const std::string piece = decoder_.push(token);
-  emit(callback, stop_.push(piece), {token});
+  emit(callback, stop_.push(piece), std::span(&token, 1),
+       std::span<const TokenLogprobs>(&sampled_logprobs_, req_.top_logprobs >= 0 ? 1 : 0));
   tokens_.push_back(token);
   if (!req_.stop.empty()) {
     generated_text_ += piece;

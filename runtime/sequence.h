@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "runtime/engine.h"
+#include "runtime/logprobs.h"
 #include "runtime/sampler.h"
 #include "runtime/stop_text.h"
 #include "tokenizer/tokenizer.h"
@@ -20,7 +21,8 @@ class SequenceGeneration {
   // request must outlive this; seq_capacity = positions one sequence may hold.
   SequenceGeneration(const tokenizer::Tokenizer& tok, const EngineRequest& request, int32_t seq_capacity);
 
-  // Draws the next token from the logits of the sequence's last token (the prompt's, then each generated one's).
+  // Draws the next token from the logits of the sequence's last token (the prompt's, then each generated one's);
+  // when the request asks for logprobs, they are taken from the same row and go with the token's Text event.
   int32_t sample(std::span<const float> logits);
 
   // Takes a sampled token: nullopt when it is to be evaluated next (its text, if any, went to `callback`), else
@@ -38,7 +40,8 @@ class SequenceGeneration {
   bool cancelled_by_callback() const { return callback_cancelled_; }
 
  private:
-  void emit(const EngineCallback& callback, const std::string& text, std::vector<int32_t> ids);
+  void emit(const EngineCallback& callback, const std::string& text, std::span<const int32_t> ids,
+            std::span<const TokenLogprobs> logprobs = {});
 
   const tokenizer::Tokenizer& tok_;
   const EngineRequest& req_;
@@ -51,6 +54,7 @@ class SequenceGeneration {
   StopText stop_;
   std::string generated_text_;      // kept only when stop strings are watched
   bool callback_cancelled_ = false;
+  TokenLogprobs sampled_logprobs_;  // of the last sampled token, when the request asks
 };
 
 }  // namespace runtime

@@ -6,6 +6,7 @@
 
 #include "chat/json.h"
 #include "chat/messages_json.h"
+#include "runtime/logprobs.h"
 #include "server/api_error.h"
 
 namespace server {
@@ -136,6 +137,24 @@ void parse_prompt(const Value& obj, CompletionRequest& r) {
                                 "(several prompts in one request are not supported)");
 }
 
+// The two routes' spellings of one option, as OpenAI's API has them: chat takes logprobs: bool and top_logprobs:
+// 0..20 (only with logprobs true); completions take logprobs: 0..5 alternatives. Returns -1 for none.
+int32_t parse_logprobs(const Value& obj, Route route) {
+  if (route == Route::Chat) {
+    const bool on = get_bool(obj, "logprobs", false);
+    const auto top = static_cast<int32_t>(get_int(obj, "top_logprobs", 0, 0, runtime::kMaxTopLogprobs));
+    if (!on && top > 0) throw invalid_field("top_logprobs", "top_logprobs needs logprobs set to true");
+    return on ? top : -1;
+  }
+  if (field(obj, "top_logprobs"))
+    throw invalid_field("top_logprobs", "top_logprobs is a chat completions field; completions take logprobs: 0..5",
+                        "unsupported_parameter");
+  constexpr int64_t kMaxCompletionLogprobs = 5;
+  // false, as clients that send chat's boolean everywhere write it, is "none"; true has no count to mean.
+  if (const Value* v = field(obj, "logprobs"); v && v->is_bool() && !v->as_bool()) return -1;
+  return static_cast<int32_t>(get_int(obj, "logprobs", -1, 0, kMaxCompletionLogprobs));
+}
+
 }  // namespace
 
 CompletionRequest parse_completion_request(std::string_view body, Route route) {
@@ -180,10 +199,7 @@ CompletionRequest parse_completion_request(std::string_view body, Route route) {
   }
 
   if (get_int(obj, "n", 1, 1, 1) != 1) throw invalid_field("n", "n must be 1");
-  const Value* logprobs = field(obj, "logprobs");
-  if ((logprobs && !(logprobs->is_bool() && !logprobs->as_bool())) || field(obj, "top_logprobs"))
-    throw invalid_field(logprobs ? "logprobs" : "top_logprobs", "logprobs are not supported yet",
-                        "unsupported_parameter");
+  r.top_logprobs = parse_logprobs(obj, route);
   return r;
 }
 

@@ -1,7 +1,7 @@
 // Request bodies of the OpenAI-compatible routes, parsed and validated into typed values before anything runs. Every
 // problem is an ApiError (400) naming the field, so a bad request is answered at once and touches no engine state.
 // Fields the server does not use (user, logit_bias, response_format, parallel_tool_calls, ...) are accepted and
-// ignored; fields it cannot honour yet (n > 1, logprobs) are refused rather than silently dropped.
+// ignored; fields it cannot honour yet (n > 1) are refused rather than silently dropped.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -37,6 +37,9 @@ struct CompletionRequest {
   bool ignore_eos = false;
   bool stream = false;
   bool include_usage = false;                     // stream_options.include_usage
+  // Per-token logprobs with this many alternatives: chat's logprobs: true with top_logprobs (0..20), completions'
+  // logprobs (0..5); -1: none.
+  int32_t top_logprobs = -1;
 };
 
 // Bodies larger than this are refused before they are read (413).

@@ -49,14 +49,14 @@ std::string usage_json(const runtime::Usage& u) {
 }
 
 std::string completion_json(const ResponseHead& h, std::string_view text, runtime::FinishReason finish,
-                            const runtime::Usage& usage) {
+                            const runtime::Usage& usage, std::string_view logprobs) {
   std::string choice;
   if (h.route == Route::Chat) {
     choice = "{\"index\":0,\"message\":{\"role\":\"assistant\",\"content\":" + json_string(text) +
-             "},\"logprobs\":null,\"finish_reason\":" + finish_reason_json(finish) + "}";
+             "},\"logprobs\":" + std::string(logprobs) + ",\"finish_reason\":" + finish_reason_json(finish) + "}";
   } else {
-    choice = "{\"index\":0,\"text\":" + json_string(text) + ",\"logprobs\":null,\"finish_reason\":" +
-             finish_reason_json(finish) + "}";
+    choice = "{\"index\":0,\"text\":" + json_string(text) + ",\"logprobs\":" + std::string(logprobs) +
+             ",\"finish_reason\":" + finish_reason_json(finish) + "}";
   }
   const char* object = h.route == Route::Chat ? "chat.completion" : "text_completion";
   return object_with_head(h, object) + ",\"choices\":[" + choice + "],\"usage\":" + usage_json(usage) + "}";
@@ -82,10 +82,11 @@ std::string content_or_null(std::string_view content) { return content.empty() ?
 }  // namespace
 
 std::string tool_calls_completion_json(const ResponseHead& h, std::string_view content,
-                                       const std::vector<ToolCall>& calls, const runtime::Usage& usage) {
+                                       const std::vector<ToolCall>& calls, const runtime::Usage& usage,
+                                       std::string_view logprobs) {
   const std::string choice = "{\"index\":0,\"message\":{\"role\":\"assistant\",\"content\":" +
                              content_or_null(content) + ",\"tool_calls\":" + tool_calls_array(calls, false) +
-                             "},\"logprobs\":null,\"finish_reason\":\"tool_calls\"}";
+                             "},\"logprobs\":" + std::string(logprobs) + ",\"finish_reason\":\"tool_calls\"}";
   return object_with_head(h, "chat.completion") + ",\"choices\":[" + choice + "],\"usage\":" + usage_json(usage) + "}";
 }
 
@@ -95,7 +96,8 @@ std::string tool_calls_chunk_json(const ResponseHead& h, const std::vector<ToolC
   return object_with_head(h, "chat.completion.chunk") + ",\"choices\":[" + choice + "]}";
 }
 
-std::string chunk_json(const ResponseHead& h, std::string_view text, bool first_chunk, const std::string& finish) {
+std::string chunk_json(const ResponseHead& h, std::string_view text, bool first_chunk, const std::string& finish,
+                       std::string_view logprobs) {
   const std::string fin = finish.empty() ? "null" : finish;
   std::string choice;
   if (h.route == Route::Chat) {
@@ -103,10 +105,12 @@ std::string chunk_json(const ResponseHead& h, std::string_view text, bool first_
     if (first_chunk) delta = "\"role\":\"assistant\",";
     // The closing chunk (a finish reason, no text) has an empty delta, as OpenAI sends it.
     delta = finish.empty() || !text.empty() || first_chunk ? delta + "\"content\":" + json_string(text) : "";
-    choice = "{\"index\":0,\"delta\":{" + delta + "},\"logprobs\":null,\"finish_reason\":" + fin + "}";
+    choice = "{\"index\":0,\"delta\":{" + delta + "},\"logprobs\":" + std::string(logprobs) +
+             ",\"finish_reason\":" + fin + "}";
     return object_with_head(h, "chat.completion.chunk") + ",\"choices\":[" + choice + "]}";
   }
-  choice = "{\"index\":0,\"text\":" + json_string(text) + ",\"logprobs\":null,\"finish_reason\":" + fin + "}";
+  choice = "{\"index\":0,\"text\":" + json_string(text) + ",\"logprobs\":" + std::string(logprobs) +
+           ",\"finish_reason\":" + fin + "}";
   return object_with_head(h, "text_completion") + ",\"choices\":[" + choice + "]}";
 }
 

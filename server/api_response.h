@@ -30,18 +30,21 @@ struct ResponseHead {
 std::string finish_reason_json(runtime::FinishReason r);
 std::string usage_json(const runtime::Usage& u);
 
-// The non-streaming body: chat.completion or text_completion with the whole text.
+// The non-streaming body: chat.completion or text_completion with the whole text. logprobs: the choice's
+// `logprobs` value as JSON (server/logprobs_reply.h), "null" when not asked for; so for the functions below.
 std::string completion_json(const ResponseHead& h, std::string_view text, runtime::FinishReason finish,
-                            const runtime::Usage& usage);
+                            const runtime::Usage& usage, std::string_view logprobs = "null");
 
 // A chat reply that calls tools: message.content (null when there is none) and message.tool_calls (each with its id,
 // type "function", name and arguments as JSON text), finish_reason "tool_calls".
 std::string tool_calls_completion_json(const ResponseHead& h, std::string_view content,
-                                       const std::vector<ToolCall>& calls, const runtime::Usage& usage);
+                                       const std::vector<ToolCall>& calls, const runtime::Usage& usage,
+                                       std::string_view logprobs = "null");
 
 // One streaming chunk (chat.completion.chunk or text_completion), without the "data: " framing. Chat: first_chunk
 // carries the assistant role. finish: null while streaming.
-std::string chunk_json(const ResponseHead& h, std::string_view text, bool first_chunk, const std::string& finish);
+std::string chunk_json(const ResponseHead& h, std::string_view text, bool first_chunk, const std::string& finish,
+                       std::string_view logprobs = "null");
 // The streaming chunk with a reply's tool calls: delta.tool_calls, each call whole with its index (streams buffer
 // a call until it is complete, so its arguments come in one piece).
 std::string tool_calls_chunk_json(const ResponseHead& h, const std::vector<ToolCall>& calls);

@@ -21,6 +21,7 @@ class CompletionChannel {
   struct Take {
     std::string text;
     std::vector<int32_t> tokens;  // the generated ids behind text (tool calls are read from them)
+    std::vector<runtime::TokenLogprobs> logprobs;  // theirs, when the request asked
     bool done = false;
     runtime::FinishReason finish = runtime::FinishReason::Stop;
     runtime::Usage usage;
@@ -33,6 +34,7 @@ class CompletionChannel {
     if (e.kind == runtime::EngineEvent::Kind::Text) {
       pending_.text.append(e.text);
       pending_.tokens.insert(pending_.tokens.end(), e.tokens.begin(), e.tokens.end());
+      pending_.logprobs.insert(pending_.logprobs.end(), e.logprobs.begin(), e.logprobs.end());
     } else {
       pending_.done = true;
       pending_.finish = e.finish;

@@ -2,7 +2,8 @@
 // one engine request, and its text either as one JSON body or as server-sent events while it is generated. A client
 // that goes away cancels its request: mid-stream the failed write tells the engine at the next token; while a whole
 // response is awaited, polling the connection does. A chat request that offers tools, to a template whose tool-call
-// format is known, has its reply read for tool calls (tool_reply.h).
+// format is known, has its reply read for tool calls (tool_reply.h); one that asks for logprobs gets them
+// (logprobs_reply.h).
 #include <chrono>
 #include <ctime>
 #include <memory>
@@ -12,6 +13,7 @@
 #include "runtime/generate.h"
 #include "server/completion_channel.h"
 #include "server/connection_probe.h"
+#include "server/logprobs_reply.h"
 #include "server/routes.h"
 #include "server/tool_reply.h"
 #include "tokenizer/tokenizer.h"
@@ -41,6 +43,7 @@ ApiError request_error(const runtime::RequestError& e, Route route) {
     case K::EmptyPrompt:
     case K::BadToken: return invalid_field(prompt_param, e.what());
     case K::BadLimit: return invalid_field("max_tokens", e.what());
+    case K::BadLogprobs: return invalid_field(route == Route::Chat ? "top_logprobs" : "logprobs", e.what());
     case K::BadSampling: return invalid_field("", e.what());
   }
   return invalid_field("", e.what());
@@ -63,9 +66,9 @@ void name_calls(RouteContext& ctx, std::vector<ToolCall>& calls) {
 
 // The closing event of a stream: the finish reason (and usage when asked), or an error for a request the server
 // had to cancel or that failed; then [DONE]. tools (tool mode): what it held back goes out first, as content or as
-// the reply's calls (with the tool_calls finish reason).
+// the reply's calls (with the tool_calls finish reason). logprobs: what was not out yet goes with the finish reason.
 std::string stream_end(RouteContext& ctx, const ResponseHead& head, const CompletionChannel::Take& t,
-                       bool include_usage, ToolReply* tools) {
+                       bool include_usage, ToolReply* tools, LogprobsReply* logprobs) {
   std::string out;
   if (t.finish == runtime::FinishReason::Cancelled) {
     out += sse_event(error_body(shutting_down()));
@@ -82,20 +85,28 @@ std::string stream_end(RouteContext& ctx, const ResponseHead& head, const Comple
         finish = "\"tool_calls\"";
       }
     }
-    out += sse_event(chunk_json(head, "", false, finish));
+    std::string lp = "null";
+    if (logprobs) {
+      logprobs->end(tools != nullptr);
+      if (logprobs->has_ready()) lp = logprobs->take_json();
+    }
+    out += sse_event(chunk_json(head, "", false, finish, lp));
     if (include_usage) out += sse_event(usage_chunk_json(head, t.usage));
   }
   return out + "data: [DONE]\n\n";
 }
 
-// tools: set in tool mode; the stream then sends what it says is content, and the calls at the end.
+// tools: set in tool mode; the stream then sends what it says is content, and the calls at the end (with every
+// token's logprobs, when asked: the content is not the engine's text). logprobs: set when the request asks; each
+// chunk carries those of the tokens its text completes.
 void stream_response(RouteContext& ctx, httplib::Response& res, std::shared_ptr<CompletionChannel> channel,
-                     const ResponseHead& head, uint64_t id, bool include_usage, std::shared_ptr<ToolReply> tools) {
+                     const ResponseHead& head, uint64_t id, bool include_usage, std::shared_ptr<ToolReply> tools,
+                     std::shared_ptr<LogprobsReply> logprobs) {
   auto first = std::make_shared<bool>(true);
   res.set_header("Cache-Control", "no-cache");
   res.set_chunked_content_provider(
       "text/event-stream",
-      [&ctx, channel, head, id, include_usage, first, tools](size_t, httplib::DataSink& sink) {
+      [&ctx, channel, head, id, include_usage, first, tools, logprobs](size_t, httplib::DataSink& sink) {
         // While nothing comes (the request waits in the queue), an SSE comment now and then finds out whether the
         // client is still there: clients ignore comments, and a write to a closed connection fails.
         const std::optional<CompletionChannel::Take> got = channel->take_for(ctx.options.stream_probe);
@@ -111,8 +122,14 @@ void stream_response(RouteContext& ctx, httplib::Response& res, std::shared_ptr<
         if (*first && head.route == Route::Chat) out += sse_event(chunk_json(head, "", true, ""));
         *first = false;
         const std::string text = tools ? tools->push(t.tokens) : t.text;
-        if (!text.empty()) out += sse_event(chunk_json(head, text, false, ""));
-        if (t.done) out += stream_end(ctx, head, t, include_usage, tools.get());
+        std::string lp = "null";
+        if (logprobs) {
+          logprobs->push(t.logprobs);
+          if (!tools) logprobs->show(text);
+          if (!text.empty()) lp = logprobs->take_json();
+        }
+        if (!text.empty()) out += sse_event(chunk_json(head, text, false, "", lp));
+        if (t.done) out += stream_end(ctx, head, t, include_usage, tools.get(), logprobs.get());
         if (out.empty()) return true;  // ids without text yet (held back): nothing to say
         // A failed write is the client gone: cancel now rather than at the engine's next callback.
         if (!sink.write(out.data(), out.size())) {
@@ -144,6 +161,7 @@ CompletionChannel::Take wait_whole(RouteContext& ctx, const httplib::Request& re
     if (std::optional<CompletionChannel::Take> t = channel.take_for(ctx.options.connection_poll)) {
       all.text += t->text;
       all.tokens.insert(all.tokens.end(), t->tokens.begin(), t->tokens.end());
+      all.logprobs.insert(all.logprobs.end(), t->logprobs.begin(), t->logprobs.end());
       if (t->done) {
         all.done = true, all.finish = t->finish, all.usage = t->usage, all.error = t->error;
         return all;
@@ -189,6 +207,9 @@ void handle_completion(RouteContext& ctx, const httplib::Request& req, httplib::
   er.max_tokens = r.max_tokens;
   er.stop = r.stop;
   er.ignore_eos = r.ignore_eos;
+  er.top_logprobs = r.top_logprobs;
+  std::shared_ptr<LogprobsReply> logprobs;
+  if (r.top_logprobs >= 0) logprobs = std::make_shared<LogprobsReply>(ctx.engine.tokenizer(), er.prompt, route);
 
   auto channel = std::make_shared<CompletionChannel>();
   runtime::SubmitResult sub;
@@ -213,7 +234,7 @@ void handle_completion(RouteContext& ctx, const httplib::Request& req, httplib::
     tools = std::make_shared<ToolReply>(ctx.engine.tokenizer(), ctx.tool_format, r.stop);
   ctx.open_response();
   if (r.stream) {
-    stream_response(ctx, res, channel, head, sub.id, r.include_usage, tools);  // closes the response when over
+    stream_response(ctx, res, channel, head, sub.id, r.include_usage, tools, logprobs);  // closes it when over
     return;
   }
   struct Close {
@@ -226,19 +247,26 @@ void handle_completion(RouteContext& ctx, const httplib::Request& req, httplib::
   if (gone) throw ApiError(499, "invalid_request_error", "the client closed the connection", "", "client_closed");
   if (t.finish == runtime::FinishReason::Cancelled) throw shutting_down();
   if (t.finish == runtime::FinishReason::Error) throw ApiError(500, "server_error", t.error);
+  std::string lp = "null";
+  if (logprobs) {
+    logprobs->push(t.logprobs);
+    if (!tools) logprobs->show(t.text);
+    logprobs->end(tools != nullptr);
+    lp = logprobs->take_json();
+  }
   if (tools) {
     std::string content = tools->push(t.tokens);
     ToolReply::End end = tools->finish();
     content += end.content;
     if (!end.calls.empty()) {
       name_calls(ctx, end.calls);
-      send_json(res, tool_calls_completion_json(head, content, end.calls, t.usage));
+      send_json(res, tool_calls_completion_json(head, content, end.calls, t.usage, lp));
     } else {
-      send_json(res, completion_json(head, content, t.finish, t.usage));
+      send_json(res, completion_json(head, content, t.finish, t.usage, lp));
     }
     return;
   }
-  send_json(res, completion_json(head, t.text, t.finish, t.usage));
+  send_json(res, completion_json(head, t.text, t.finish, t.usage, lp));
 }
 
 }  // namespace server

@@ -32,7 +32,7 @@ TEST_F(ServerTest, InvalidBodiesAre400) {
   expect_error(post("/v1/completions", R"({"prompt": "x", "stop": [1]})"), 400, "stop", "");
   expect_error(post("/v1/completions", R"({"prompt": "x", "stream": "yes"})"), 400, "stream", "");
   expect_error(post("/v1/completions", R"({"prompt": "x", "n": 2})"), 400, "n", "");
-  expect_error(post("/v1/completions", R"({"prompt": "x", "logprobs": true})"), 400, "logprobs", "unsupported_parameter");
+  expect_error(post("/v1/completions", R"({"prompt": "x", "logprobs": true})"), 400, "logprobs", "invalid_value");
   expect_error(post("/v1/completions", R"({"prompt": [99999999]})"), 400, "prompt", "");
   expect_error(post("/detokenize", R"({"tokens": [-1]})"), 400, "tokens", "");
   expect_error(post("/tokenize", R"({})"), 400, "content", "missing_required_parameter");

@@ -85,6 +85,26 @@ TEST(RequestParse, EachBadFieldIsNamed) {
   EXPECT_EQ(param_of(R"({"messages": [{"role": "user", "content": 5}]})", Route::Chat), "messages[0].content");
   EXPECT_EQ(param_of(R"({"messages": [{"role": "user"}], "tools": 3})", Route::Chat), "tools");
   EXPECT_EQ(param_of(R"({"prompt": "x", "top_logprobs": 2})"), "top_logprobs");
+  EXPECT_EQ(param_of(R"({"prompt": "x", "logprobs": 6})"), "logprobs");
+  EXPECT_EQ(param_of(R"({"messages": [{"role": "user"}], "logprobs": true, "top_logprobs": 21})", Route::Chat),
+            "top_logprobs");
+  EXPECT_EQ(param_of(R"({"messages": [{"role": "user"}], "logprobs": false, "top_logprobs": 1})", Route::Chat),
+            "top_logprobs");
+}
+
+TEST(RequestParse, LogprobsOfEachRoute) {
+  const auto top = [](const std::string& body, Route route) {
+    return server::parse_completion_request(body, route).top_logprobs;
+  };
+  const std::string msgs = R"({"messages": [{"role": "user", "content": "Hi"}])";
+  EXPECT_EQ(top(msgs + "}", Route::Chat), -1);
+  EXPECT_EQ(top(msgs + R"(, "logprobs": true})", Route::Chat), 0);
+  EXPECT_EQ(top(msgs + R"(, "logprobs": true, "top_logprobs": 20})", Route::Chat), 20);
+  EXPECT_EQ(top(msgs + R"(, "logprobs": false, "top_logprobs": 0})", Route::Chat), -1);
+  EXPECT_EQ(top(R"({"prompt": "x"})", Route::Completion), -1);
+  EXPECT_EQ(top(R"({"prompt": "x", "logprobs": 0})", Route::Completion), 0);
+  EXPECT_EQ(top(R"({"prompt": "x", "logprobs": 5})", Route::Completion), 5);
+  EXPECT_EQ(top(R"({"prompt": "x", "logprobs": false})", Route::Completion), -1);
 }
 
 TEST(RequestParse, ErrorBodyHasOpenAIsShape) {
