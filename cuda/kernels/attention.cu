@@ -376,6 +376,8 @@ void launch_split(const AttentionKernelParams& p, cudaStream_t stream) {
     launch_attention_split_tc(p, stream);
     return;
   }
+  LLM_REQUIRE(!p.sinks, "attention sinks: the tensor-core split kernel needs 16-byte aligned caches, 8-byte aligned "
+                        "q and max_splits <= 256");
   const dim3 block(kWarps * 32);
   const int G = int(p.n_head / p.n_head_kv);
   // Head_dim 64 and 128 with these groups went to the tensor-core kernel above; the GQA kernel serves 256.
