@@ -55,13 +55,22 @@ double measure_host_copy_gbs() {
 }
 
 // Weight bytes one decode step reads: every matrix once, but of the token embedding only one row, unless the
-// embedding doubles as the output matrix.
+// embedding doubles as the output matrix, and of a mixture's expert tensors (and their biases) only the experts a
+// token routes to (n_expert_used of n_expert: the active parameters).
 uint64_t weight_bytes_per_token(const model::Model& m) {
   const bool tied = !m.weights().has("output.weight");
+  const model::Config& c = m.config();
   uint64_t total = 0;
   for (const auto& w : m.weights().all()) {
     if (w.params.tensor == "token_embd.weight" && !tied) {
       total += w.params.nbytes / static_cast<uint64_t>(w.shape.ne[1]);
+      continue;
+    }
+    using R = graph::WeightRole;
+    const R r = w.params.role;
+    if (c.n_expert > 0 && (r == R::FfnGateExps || r == R::FfnUpExps || r == R::FfnDownExps ||
+                           r == R::FfnGateExpsBias || r == R::FfnUpExpsBias || r == R::FfnDownExpsBias)) {
+      total += w.params.nbytes / static_cast<uint64_t>(c.n_expert) * static_cast<uint64_t>(c.n_expert_used);
       continue;
     }
     total += w.params.nbytes;

@@ -2,6 +2,7 @@
 #include "cuda/capabilities.h"
 
 #include "cuda/kernels/attention.cuh"
+#include "cuda/kernels/moe.cuh"
 
 namespace cuda {
 
@@ -17,15 +18,18 @@ std::string kv_cache_refusal(graph::KvType type, const AttentionShape& s) {
 namespace {
 
 // Why Executor::lower cannot lower this node ("" when it can): one case per op, so a new op must be placed here.
-std::string node_refusal(const graph::Node& n) {
+std::string node_refusal(const graph::Graph& g, const graph::Node& n) {
   switch (n.op) {
-    case graph::Op::Weight:
-      return std::get<graph::WeightParams>(n.params).type == quant::Type::MXFP4 ? "MXFP4 weights" : "";
     case graph::Op::TopK:
+      return g.node(n.inputs.at(0)).shape.ne[0] <= kTopKMaxN
+                 ? ""
+                 : "top-k over more than " + std::to_string(kTopKMaxN) + " values";
     case graph::Op::MoeWeights:
+      return n.shape.ne[0] <= 64 ? "" : "more than 64 experts per token";
+    case graph::Op::Weight:
     case graph::Op::MulMatId:
     case graph::Op::SwiGluOai:
-    case graph::Op::WeightedSum: return std::string("mixture-of-experts op ") + graph::op_name(n.op);
+    case graph::Op::WeightedSum:
     case graph::Op::Input:
     case graph::Op::GetRows:
     case graph::Op::RmsNorm:
@@ -46,7 +50,9 @@ std::string node_refusal(const graph::Node& n) {
     case graph::Op::Gather: return "";
     case graph::Op::Attention: {
       const auto& a = std::get<graph::AttentionParams>(n.params);
-      if (a.sinks) return "attention sinks";
+      if (a.sinks && !kv_quant_supported(a.n_head, a.n_head_kv, a.head_dim, a.head_dim_v))
+        return "attention sinks of this head shape (the tensor-core kernels' head_dim 64 or 128 and 1, 2, 4 or 8 "
+               "query heads per KV head)";
       return a.window == 0 || window_supported(a.n_head, a.n_head_kv, a.head_dim, a.head_dim_v)
                  ? ""
                  : "sliding-window attention of this head shape";
@@ -64,7 +70,7 @@ std::string graph_refusal(const graph::Graph& g) {
     return "paged KV cache block size " + std::to_string(g.kv.block_size) +
            " (the CUDA kernels serve powers of two from 16 to 256)";
   for (const graph::Node& n : g.nodes())
-    if (const std::string why = node_refusal(n); !why.empty())
+    if (const std::string why = node_refusal(g, n); !why.empty())
       return why + " (node '" + n.name + "')";
   return {};
 }

@@ -125,6 +125,7 @@ Executor::Executor(const Context& ctx, const graph::Graph& g, const graph::Plan&
   if (attends_all) paged_reach_ = 0;
   gemm_scratch_ = DeviceBuffer(sizes.gemm_scratch);
   attn_scratch_ = DeviceBuffer(sizes.attn_scratch);
+  moe_scratch_ = DeviceBuffer(sizes.moe_scratch);
   if (attn_scratch_.bytes()) CUDA_CHECK(cudaMemset(attn_scratch_.get(), 0, attn_scratch_.bytes()));  // counters
   input_staging_ = PinnedBuffer(::std::max<size_t>(sizes.staging, 4));
   users_.resize(g.nodes().size());
@@ -263,11 +264,11 @@ void Executor::lower(const Node& n) {
     case Op::LastToken: lower_last_token(n); return;
     case Op::Gather: lower_gather(n); return;
     case Op::Argmax: lower_argmax(n); return;
-    case Op::TopK:
-    case Op::MoeWeights:
-    case Op::MulMatId:
-    case Op::SwiGluOai:
-    case Op::WeightedSum: break;  // no kernels yet: graph_refusal turns such models away before lowering
+    case Op::TopK: lower_top_k(n); return;
+    case Op::MoeWeights: lower_moe_weights(n); return;
+    case Op::MulMatId: lower_mul_mat_id(n); return;
+    case Op::SwiGluOai: lower_swiglu_oai(n); return;
+    case Op::WeightedSum: lower_weighted_sum(n); return;
   }
   throw InvalidArgument(describe(n) + ": op " + ::std::to_string(int(n.op)) + " has no CUDA lowering");
 }
@@ -393,6 +394,7 @@ void Executor::lower_attention(const Node& n) {
   a.kv_type = spec.type, a.k_scales = kv_->k_scales(ap.layer), a.v_scales = kv_->v_scales(ap.layer);
   a.window = ap.window;
   a.paging = paging_of(n);
+  if (ap.sinks) a.sinks = f32_in(n, n.inputs.size() - 1);  // always the last input (graph/ir.h)
   if (a.paging.block_table && T >= kPrefillMinTokens) {  // the prefill kernel's tiles, planned per run
     a.tiles = paged_tiles_.as<int32_t>(), a.max_tiles = PagedTiles::max_tiles(T);
     a.tiled = a.tiles + 1 + 2 * int64_t(a.max_tiles);

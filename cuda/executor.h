@@ -175,6 +175,12 @@ class Executor {
   void lower_gather(const graph::Node& n);
   KvPaging paging_of(const graph::Node& attention) const;  // a paged graph's block-table inputs; else none
   void lower_argmax(const graph::Node& n);
+  // The mixture-of-experts ops (executor_moe.cpp).
+  void lower_top_k(const graph::Node& n);
+  void lower_moe_weights(const graph::Node& n);
+  void lower_mul_mat_id(const graph::Node& n);
+  void lower_swiglu_oai(const graph::Node& n);
+  void lower_weighted_sum(const graph::Node& n);
   Lowering lowering(graph::NodeId id) const { return lowering_.at(size_t(id)); }
   void drop_capture();  // the steps or their inputs changed: the next run() launches plainly, then captures anew
   const void* weight_ptr(const graph::Node& w) const;
@@ -226,6 +232,7 @@ class Executor {
   DeviceBuffer arena_;
   DeviceBuffer gemm_scratch_;
   DeviceBuffer attn_scratch_;
+  DeviceBuffer moe_scratch_;  // expert grouping of the prefill MulMatId launches (moe_gemm.cuh)
   PinnedBuffer input_staging_;
   HostCopies host_inputs_;  // the first step's copies: the Input nodes' staging, then add_host_input's
   DeviceBuffer paged_tiles_;        // a paged graph's prefill tiles (PagedTiles), copied from the staging's end

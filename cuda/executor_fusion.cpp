@@ -87,7 +87,10 @@ void Executor::plan_mul_mat(const Node& n) {
     lowering_.at(size_t(n.id)) = Lowering::AttentionO;
     return;
   }
-  if (n.shape.rows() > opt_.matvec_max_tokens || q4_0_cols(w)) return;  // GEMM
+  // A mixture's router runs as a float32 matvec at any batch size: its matrix is small (n_embd x n_expert), and
+  // the GEMM path's f16 operands could pick another expert than the reference where two scores nearly tie.
+  const bool router = ::std::get<graph::WeightParams>(w.params).role == graph::WeightRole::FfnRouter;
+  if ((n.shape.rows() > opt_.matvec_max_tokens && !router) || q4_0_cols(w)) return;  // GEMM
   if (lowering(n.id) == Lowering::InSibling) return;  // computed with an earlier matrix that reads the same x
   MatvecParams p = matvec_params(n);
   if (const Node& x = g_.node(n.inputs[1]); x.op == Op::RmsNorm && lowering(x.id) == Lowering::InReaders)
@@ -376,6 +379,7 @@ Executor::AttentionO Executor::attention_o_of(const Node& att) const {
   const auto& ap = ::std::get<graph::AttentionParams>(att.params);
   if (!attention_o_fits(ap.n_head, ap.n_head_kv, ap.head_dim, ap.head_dim_v)) return {};
   if (ap.window > 0) return {};  // the launch attends every slot up to the position
+  if (ap.sinks) return {};       // and has no sink in its softmax
   const auto& au = users_.at(size_t(att.id));
   if (au.size() != 1) return {};
   const Node& m = g_.node(au[0]);

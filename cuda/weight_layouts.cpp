@@ -25,6 +25,10 @@ std::unordered_set<uint64_t> regroup_weights(uint8_t* arena, std::span<const Wei
   const bool o_shape = options.attention_o && attention_o_fits(a.n_head, a.n_head_kv, a.head_dim, a.head_dim_v);
   for (const WeightDesc& w : weights) {
     if (w.role == graph::WeightRole::TokenEmbedding) continue;  // get_rows reads it as in the file
+    // The experts' kernels (matvec_id.cu, moe_gemm.cu) read the file's layout too.
+    if (w.role == graph::WeightRole::FfnGateExps || w.role == graph::WeightRole::FfnUpExps ||
+        w.role == graph::WeightRole::FfnDownExps)
+      continue;
     uint8_t* at = arena + w.arena_offset;
     if (o_shape && w.role == graph::WeightRole::AttnOutput && w.type == quant::Type::Q4_0 && w.K == w.N &&
         w.K == a.n_head * a.head_dim && q4_0_cols_fits(at, w.K, w.N) && !has_output_bias(weights, w.layer)) {

@@ -9,6 +9,7 @@
 
 #include "cuda/kernels/attention.cuh"
 #include "cuda/kernels/gemm.cuh"
+#include "cuda/kernels/moe_gemm.cuh"
 #include "cuda/paged_batch.h"
 #include "graph/ir.h"
 #include "graph/plan.h"
@@ -21,7 +22,8 @@ struct WorkBuffers {
   size_t attn_scratch = 0;  // device: the largest need of any attention node (split-K partial results)
   size_t staging = 0;       // pinned host memory for the per-run inputs (token ids, positions, paged batches' tables)
   size_t paged_tiles = 0;   // device: a paged graph's prefill tiles (PagedTiles), also staged
-  size_t device_bytes() const { return arena + gemm_scratch + attn_scratch + paged_tiles; }
+  size_t moe_scratch = 0;   // device: the expert grouping of the largest prefill MulMatId (moe_gemm.cuh)
+  size_t device_bytes() const { return arena + gemm_scratch + attn_scratch + paged_tiles + moe_scratch; }
 };
 
 // For graph g planned by `plan`, on a device with sm_count SMs; MulMat nodes with more than matvec_max_tokens
@@ -47,6 +49,9 @@ inline WorkBuffers work_buffers(const graph::Graph& g, const graph::Plan& plan, 
       const int32_t splits = attention_max_splits(g.kv.seq_capacity(), p.n_head_kv, T, sm_count);
       b.attn_scratch = ::std::max(b.attn_scratch, attention_scratch_floats(p.n_head, p.head_dim_v, T, splits) * 4);
       if (g.kv.paged()) b.paged_tiles = ::std::max(b.paged_tiles, size_t(PagedTiles::ints(T)) * 4);
+    } else if (n.op == graph::Op::MulMatId && n.shape.ne[2] > matvec_max_tokens) {
+      const int64_t n_expert = g.node(n.inputs[0]).shape.ne[2];
+      b.moe_scratch = ::std::max(b.moe_scratch, moe_group_scratch_bytes(n_expert, n.shape.ne[1], n.shape.ne[2]));
     } else if (n.op == graph::Op::Input) {
       b.staging += size_t(n.shape.elements()) * 4;
     }

@@ -72,6 +72,7 @@ LLM_LAYOUT(Q3_K, BlockQ3_K, kQK_K)
 LLM_LAYOUT(Q4_K, BlockQ4_K, kQK_K)
 LLM_LAYOUT(Q5_K, BlockQ5_K, kQK_K)
 LLM_LAYOUT(Q6_K, BlockQ6_K, kQK_K)
+LLM_LAYOUT(MXFP4, BlockMXFP4, kQK_MXFP4)
 #undef LLM_LAYOUT
 
 template <Type T>
@@ -107,6 +108,26 @@ LLM_DQ_FN int q3k_scale(int i, const uint8_t* s) {
   const int lo = i < 8 ? (s[i] & 0x0f) : (s[i - 8] >> 4);
   const int hi = (s[8 + (i & 3)] >> (2 * (i >> 2))) & 3;
   return (lo | (hi << 4)) - 32;
+}
+
+// 2^(e - 128), MXFP4's E8M0 scale halved (quant/mxfp4.cpp): built from bits, exact for every e including the two
+// whose result is a subnormal float.
+LLM_DQ_FN float e8m0_half(uint32_t e) {
+  const uint32_t bits = e >= 2 ? (e - 1) << 23 : uint32_t(0x00200000) << e;
+#if defined(__CUDA_ARCH__)
+  return __uint_as_float(bits);
+#else
+  float f;
+  __builtin_memcpy(&f, &bits, sizeof f);
+  return f;
+#endif
+}
+
+// An E2M1 code's value doubled (quant/blocks.h kE2M1Doubled), from a register instead of a table in memory: the
+// magnitudes 0 1 2 3 4 6 8 12 of codes 0-7 as nibbles of one word; bit 3 the sign, with -0 read as +0 (ggml).
+LLM_DQ_FN int e2m1_doubled(uint32_t code) {
+  const int mag = int((0xC8643210u >> (4 * (code & 7u))) & 15u);
+  return code & 8u ? -mag : mag;
 }
 
 // Elements [32c, 32c + 32) of a row of type T into v. For the float formats, `valid` (>= 1) is how many of those
@@ -284,6 +305,17 @@ LLM_DQ_UNROLL
         const int q = int((l2 >> (8 * e + lshift)) & 0x0fu) | int((h2 >> (8 * e + 2 * k)) & 3u) << 4;
         v[l + e] = dl * float(q - 32);
       }
+    }
+  } else if constexpr (T == Type::MXFP4) {
+    // One 17-byte block per chunk (byte loads: blocks are not aligned). Element j < 16 in the low nibble of qs[j],
+    // j + 16 in its high nibble; an integer times a power of two, so exact in any order, as the CPU dequantizer.
+    const uint8_t* b = chunk_block<T>(row, c);
+    const float d = e8m0_half(ldg(b));
+LLM_DQ_UNROLL
+    for (int j = 0; j < 16; ++j) {
+      const uint32_t q = ldg(b + 1 + j);
+      v[j] = float(e2m1_doubled(q & 15u)) * d;
+      v[j + 16] = float(e2m1_doubled(q >> 4)) * d;
     }
   } else {
     static_assert(T == Type::F32, "dequant_chunk: no device dequantizer for this type");

@@ -376,6 +376,8 @@ void launch_split(const AttentionKernelParams& p, cudaStream_t stream) {
     launch_attention_split_tc(p, stream);
     return;
   }
+  LLM_REQUIRE(!p.sinks, "attention sinks: the tensor-core split kernel needs 16-byte aligned caches, 8-byte aligned "
+                        "q and max_splits <= 256");
   const dim3 block(kWarps * 32);
   const int G = int(p.n_head / p.n_head_kv);
   // Head_dim 64 and 128 with these groups went to the tensor-core kernel above; the GQA kernel serves 256.
@@ -420,6 +422,9 @@ void launch_attention(const AttentionKernelParams& p, cudaStream_t stream) {
   LLM_REQUIRE(p.max_splits > 0 && p.max_splits <= 65535, "max_splits not set (attention_max_splits)");
   LLM_REQUIRE(p.window >= 0, "negative window");
   LLM_REQUIRE(!p.paging.block_table || (p.paging.kv_seq && p.paging.max_blocks > 0), "paged: null kv_seq");
+  LLM_REQUIRE(!p.sinks || kv_quant_supported(p.n_head, p.n_head_kv, p.hd, p.hd_v),
+              "attention sinks need the tensor-core kernels' shapes (head_dim 64 or 128, 1, 2, 4 or 8 query heads "
+              "per KV head)");
   if (graph::kv_quantized(p.kv_type)) {
     const ::std::string name = graph::kv_type_name(p.kv_type);
     LLM_REQUIRE(kv_quant_supported(p.n_head, p.n_head_kv, p.hd, p.hd_v),

@@ -64,6 +64,11 @@ struct AttentionKernelParams {
   const uint16_t* k_scales = nullptr;// q8_0, q4_0: as KvWriteParams; else null
   const uint16_t* v_scales = nullptr;
   KvPaging paging = {};              // a paged cache; positions up to max_blocks * block_size, -1 padding
+  // Attention sinks (gpt-oss; graph/ir.h AttentionParams::sinks): per-head logits s_h that join each softmax's
+  // denominator unscaled (a column of value s_h and no V row). The tensor-core kernels alone take them
+  // (kv_quant_supported shapes): the prefill kernel at its final normalisation, the split kernel where its one split
+  // or the merge of its splits forms the sum.
+  const float* sinks = nullptr;      // [n_head] or null
   // Paged batches of kPrefillMinTokens+ tokens: the prefill kernel's query tiles, {n_tiles, (t0, n) x max_tiles}
   // in device memory, and tiled[T] (non-zero: a tile attends token t, the split kernels skip it), written per run
   // (PagedTiles, paged_batch.h). Null tiles: tiles of 64 consecutive tokens of one sequence, as without paging.

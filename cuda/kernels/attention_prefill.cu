@@ -226,6 +226,10 @@ __global__ void __launch_bounds__(kThreads) attention_prefill_kernel(AttentionKe
     l0 += __shfl_xor_sync(0xffffffffu, l0, o_);
     l1 += __shfl_xor_sync(0xffffffffu, l1, o_);
   }
+  if (p.sinks) {  // the sink's column: exp(s_h - m) beside the rows' sums (m is in the scores' units)
+    const float sink = p.sinks[h];
+    l0 += m0 == -INFINITY ? 0.0f : expf(sink - m0), l1 += m1 == -INFINITY ? 0.0f : expf(sink - m1);
+  }
   const float inv0 = l0 > 0.0f ? 1.0f / l0 : 0.0f, inv1 = l1 > 0.0f ? 1.0f / l1 : 0.0f;
   float* out0 = p.out + ((t0 + r0) * p.n_head + h) * HD + tg * 2;
   float* out1 = p.out + ((t0 + r1) * p.n_head + h) * HD + tg * 2;

@@ -232,6 +232,8 @@ __device__ __forceinline__ void finish_split(const AttentionKernelParams& p, int
       L += l_s[w][gg] * e, acc += o_s[w * warp_stride + gg * HD + d] * e;
     }
     if (n_active == 1) {
+      const float sink = sink_of(p, kvh * G + gg);
+      if (sink != -INFINITY) L += expf(sink - M);
       p.out[(t * p.n_head + kvh * G + gg) * HD + d] = acc / L;
       continue;
     }

@@ -22,6 +22,11 @@ __device__ __forceinline__ int64_t split_len_at(int64_t pos, int32_t max_splits,
   return len < min_len ? min_len : len;
 }
 
+// Head h's attention-sink logit, -INFINITY without sinks.
+__device__ __forceinline__ float sink_of(const AttentionKernelParams& p, int64_t h) {
+  return p.sinks ? p.sinks[h] : -INFINITY;
+}
+
 // Whether a split block of (KV head kvh, token t) has nothing to compute: a token a prefill tile attends
 // (AttentionKernelParams::tiled), or padding (position -1), whose output split 0 zeroes for the group's G heads of hd
 // values. The same answer in every thread of the block; call it before any barrier or counter.
@@ -60,10 +65,11 @@ __device__ __forceinline__ bool last_split_block(const AttentionKernelParams& p,
 
 // One warp, for head g of the group (its splits' partials at head_g, stride floats apart): every split's {max, sum}
 // in one round of independent float2 loads (lanes over splits, held in registers), then the splits' weights into
-// e_row[0, kCap) (zero past n_active <= kCap) and 1 / the weighted sum into *inv_l.
+// e_row[0, kCap) (zero past n_active <= kCap) and 1 / the weighted sum into *inv_l; an attention sink (a logit,
+// -INFINITY for none) adds its exp to the sum.
 template <int kCap>
 __device__ __forceinline__ void split_weights(const float* head_g, int64_t stride, int n_active, float* e_row,
-                                              float* inv_l) {
+                                              float* inv_l, float sink = -INFINITY) {
   constexpr int kPerLane = (kCap + 31) / 32;
   const int lane = threadIdx.x & 31;
   float2 ms[kPerLane];
@@ -85,6 +91,7 @@ __device__ __forceinline__ void split_weights(const float* head_g, int64_t strid
   }
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) L += __shfl_xor_sync(0xffffffffu, L, o);
+  if (sink != -INFINITY) L += expf(sink - M);
   if (lane == 0) *inv_l = 1.0f / L;
 }
 
@@ -98,7 +105,8 @@ __device__ void merge_splits(const AttentionKernelParams& p, int64_t kvh, int64_
   const int64_t stride = hd + 2;  // floats per partial; even, so {max, sum} and the values pair up as float2
   const float* head0 = p.partial + (t * p.n_head + kvh * G) * p.max_splits * stride;  // head g at g * max_splits
   for (int g = threadIdx.x >> 5; g < G; g += blockDim.x >> 5)
-    split_weights<kMaxSplitsGqa>(head0 + g * p.max_splits * stride, stride, n_active, e_s[g], &inv_l_s[g]);
+    split_weights<kMaxSplitsGqa>(head0 + g * p.max_splits * stride, stride, n_active, e_s[g], &inv_l_s[g],
+                                 sink_of(p, kvh * G + g));
   __syncthreads();
   const int half_hd = int(hd / 2), items = G * half_hd;
   for (int i0 = threadIdx.x; i0 < items; i0 += 2 * blockDim.x) {
@@ -155,7 +163,8 @@ __device__ void merge_splits_one_round(const AttentionKernelParams& p, int64_t k
                                    : make_float2(0.0f, 0.0f);
   }
   for (int g = threadIdx.x >> 5; g < G; g += kThreads / 32)
-    split_weights<kMax>(head0 + g * p.max_splits * kStride, kStride, n_active, e_s[g], &inv_l_s[g]);
+    split_weights<kMax>(head0 + g * p.max_splits * kStride, kStride, n_active, e_s[g], &inv_l_s[g],
+                        sink_of(p, kvh * G + g));
   __syncthreads();
 #pragma unroll
   for (int i = 0; i < M::kPerThread; ++i) {

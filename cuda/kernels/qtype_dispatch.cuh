@@ -29,6 +29,7 @@ void dispatch_qtype(quant::Type t, const char* op, F&& f) {
     case Type::Q4_K: f(QType<Type::Q4_K>{}); return;
     case Type::Q5_K: f(QType<Type::Q5_K>{}); return;
     case Type::Q6_K: f(QType<Type::Q6_K>{}); return;
+    case Type::MXFP4: f(QType<Type::MXFP4>{}); return;
     default:
       break;
   }

@@ -20,6 +20,7 @@ struct Case {
   int32_t max_splits;  // 0: attention_max_splits's choice
   KvType kv = KvType::F16;
   int32_t window = 0;  // > 0: a sliding-window layer (the query at p sees slots p - window + 1 .. p)
+  bool sinks = false;  // per-head attention-sink logits in the softmax denominator (gpt-oss)
 };
 
 double h16(float f) { return quant::f16_to_f32(quant::f32_to_f16(f)); }
@@ -76,11 +77,14 @@ void run_case(const Case& c, std::mt19937& rng) {
                            " nkv=" + std::to_string(c.nkv) + " hd=" + std::to_string(hd) +
                            " ctx=" + std::to_string(c.n_ctx) + " prefix=" + std::to_string(c.prefix) +
                            " T=" + std::to_string(c.T) + " max_splits=" + std::to_string(c.max_splits) +
-                           (c.window ? " window=" + std::to_string(c.window) : "");
+                           (c.window ? " window=" + std::to_string(c.window) : "") + (c.sinks ? " sinks" : "");
   const int64_t total = c.prefix + c.T;  // tokens in the cache after both writes
   const auto k = random_floats(rng, hd * c.nkv * total, -2, 2);
   const auto v = random_floats(rng, hdv * c.nkv * total);
   const auto q = random_floats(rng, hd * c.nh * c.T);
+  // Sinks of the size of the scores and above, so that they take a visible share of each softmax.
+  const auto sinks = random_floats(rng, size_t(c.nh), -1.0f, 3.0f);
+  auto dsinks = upload(sinks);
   std::vector<int32_t> pos(total);
   for (int64_t i = 0; i < total; ++i) pos[i] = int32_t(i);
   // What the cache holds before the f16 rounding of the tensor-core tiles: the values, or their round trip.
@@ -112,6 +116,7 @@ void run_case(const Case& c, std::mt19937& rng) {
   p.v_cache = cache.v.get(), p.out = out.as<float>(), p.partial = partial.as<float>();
   p.n_ctx = c.n_ctx, p.n_head = c.nh, p.n_head_kv = c.nkv, p.hd = hd, p.hd_v = hdv, p.T = c.T, p.scale = scale;
   p.max_splits = splits, p.window = c.window;
+  p.sinks = c.sinks ? dsinks.as<float>() : nullptr;
   p.kv_type = c.kv, p.k_scales = cache.k_scales.as<uint16_t>(), p.v_scales = cache.v_scales.as<uint16_t>();
   // Twice, the output poisoned in between: the second launch must find the split counters back at zero.
   cuda::launch_attention(p, nullptr);
@@ -152,6 +157,7 @@ void run_case(const Case& c, std::mt19937& rng) {
         s[j] = d, mx = std::max(mx, s[j]);
       }
       for (int64_t j = first; j <= last; ++j) s[j] = std::exp(s[j] - mx), sum += s[j];
+      if (c.sinks) sum += std::exp(double(sinks[size_t(h)]) - mx);
       for (int64_t e = 0; e < hdv; ++e) {
         double a = 0;
         for (int64_t j = first; j <= last; ++j) a += s[j] * h16(v_held[(j * c.nkv + kvh) * hdv + e]);
@@ -237,6 +243,25 @@ TEST(AttentionKernels, SlidingWindowMatchesReference) {
       {4, 1, 256, 600, 250, 7, 0, KvType::F16, 300},     // a window longer than some positions' prefixes
   };
   for (const auto& c : gqa256) run_case(c, rng);
+}
+
+// Attention sinks (gpt-oss: head_dim 64, groups of 4 and 8): the split kernel with one split and with merged
+// splits, the prefill kernel, with and without a sliding window, for every cache type.
+TEST(AttentionKernels, SinksMatchReference) {
+  REQUIRE_GPU();
+  std::mt19937 rng(17);
+  for (const KvType kv : {KvType::F16, KvType::Q8_0, KvType::Q4_0}) {
+    const Case cases[] = {
+        {8, 2, 64, 300, 5, 1, 0, kv, 0, true},       // decode, one split
+        {64, 8, 64, 2000, 1500, 1, 0, kv, 0, true},  // gpt-oss-20b's heads, merged splits
+        {8, 2, 64, 600, 300, 1, 0, kv, 16, true},    // a sliding-window layer
+        {8, 2, 64, 300, 20, 5, 0, kv, 0, true},      // a short batch
+        {8, 2, 64, 600, 0, 100, 0, kv, 0, true},     // prefill
+        {64, 8, 64, 600, 100, 40, 0, kv, 16, true},  // prefill with a window after a prefix
+        {8, 2, 128, 1000, 900, 3, 100, kv, 0, true}, // head_dim 128, forced splits
+    };
+    for (const auto& c : cases) run_case(c, rng);
+  }
 }
 
 TEST(AttentionKernels, RejectsBadParams) {

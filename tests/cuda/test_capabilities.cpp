@@ -1,6 +1,6 @@
 // What the CUDA path says it can run (cuda/capabilities.h), asked before a session allocates anything: no device is
 // needed, so these run in CI too. Every supported architecture's graph must lower (or a supported model would be sent
-// to the CPU), and the models whose mechanisms have no kernel yet are refused by name.
+// to the CPU), and the shapes the kernels do not serve are refused by name.
 #include <gtest/gtest.h>
 
 #include "assets.h"
@@ -77,29 +77,30 @@ TEST(CudaCapabilities, NewArchitecturesLowerAndOtherWindowsAreRefused) {
   EXPECT_EQ(cuda::graph_refusal(g256), "");
 }
 
-// The mixtures of experts have no kernels yet: their graphs are refused by name when a session starts, so
-// --device auto runs them on the CPU reference. (The first refused node is the first in graph order.)
-TEST(CudaCapabilities, MixturesOfExpertsAreRefusedByName) {
+// The mixtures of experts lower (decode and prefill graphs, paged too), MXFP4 weights included; attention sinks of a
+// head shape the tensor-core kernels do not serve are refused by name.
+TEST(CudaCapabilities, MixturesOfExpertsLower) {
   REQUIRE_ASSET(qwen, "models/synth-qwen3moe-Q8_0.gguf");
   REQUIRE_ASSET(oss, "models/synth-gpt-oss-Q8_0.gguf");
   REQUIRE_ASSET(mx, "models/mxfp4/synth-gpt-oss-MXFP4_MOE.gguf");
-  const auto refusal = [](const std::string& path) {
+  for (const std::string& path : {qwen, oss, mx}) {
     const auto m = model::Model::load(path);
-    return cuda::graph_refusal(model::build_graph(m->config(), m->weights(), 1, false, 64));
-  };
-  EXPECT_EQ(refusal(qwen), "mixture-of-experts op TopK (node 'blk.0.ffn_moe_topk')");
-  EXPECT_EQ(refusal(oss), "attention sinks (node 'blk.0.attn_kqv')");
-  EXPECT_EQ(refusal(mx), "attention sinks (node 'blk.0.attn_kqv')");  // before its first expert weight
-  // An MXFP4 weight on its own: no device dequantizer yet.
+    for (const int n_tokens : {1, 7})
+      EXPECT_EQ(cuda::graph_refusal(model::build_graph(m->config(), m->weights(), n_tokens, false, 64)), "") << path;
+    model::BatchShape b{.n_tokens = 9, .all_logits = false, .n_ctx = 256, .block_size = 64, .max_blocks = 4,
+                        .n_seq = 3, .n_outputs = 3};
+    EXPECT_EQ(cuda::graph_refusal(model::build_graph(m->config(), m->weights(), b)), "") << path << " paged";
+  }
+  // Sinks over groups of 3 query heads (no tensor-core kernel).
   graph::Graph g;
   graph::WeightParams wp;
-  wp.tensor = "w";
-  wp.type = quant::Type::MXFP4;
-  const graph::NodeId w = g.weight("w", wp, graph::Shape{{64, 4, 1, 1}});
-  graph::WeightParams xp;
-  xp.type = quant::Type::F32;
-  g.mul_mat("y", w, g.weight("x", xp, graph::Shape{{64, 1, 1, 1}}));
-  EXPECT_EQ(cuda::graph_refusal(g), "MXFP4 weights (node 'w')");
+  wp.type = quant::Type::F32;
+  graph::AttentionParams ap;
+  ap.n_head = 6, ap.n_head_kv = 2, ap.head_dim = ap.head_dim_v = 64, ap.scale = 0.125f;
+  g.attention("blk.0.attn", g.weight("q", wp, graph::Shape{{64, 6, 1, 1}}), g.weight("k", wp, graph::Shape{{64, 2, 1, 1}}),
+              g.weight("v", wp, graph::Shape{{64, 2, 1, 1}}), g.input("pos", graph::InputParams::Kind::Positions, 1), ap,
+              {}, g.weight("sinks", wp, graph::Shape{{6, 1, 1, 1}}));
+  EXPECT_NE(cuda::graph_refusal(g).find("attention sinks of this head shape"), std::string::npos);
 }
 
 TEST(CudaCapabilities, QuantizedCachesNeedTheTensorCoreHeadShapes) {

@@ -51,6 +51,27 @@ TEST(DeviceDequantOnHost, BitExactForEveryType) {
   check_type<Type::Q4_K>(rng);
   check_type<Type::Q5_K>(rng);
   check_type<Type::Q6_K>(rng);
+  check_type<Type::MXFP4>(rng);
+}
+
+// Every MXFP4 scale byte (the two smallest give subnormal scales, 254 the largest finite one) and every code, from
+// raw bytes rather than the quantizer's output.
+TEST(DeviceDequantOnHost, Mxfp4EveryScaleAndCode) {
+  std::mt19937 rng(6);
+  std::vector<uint8_t> row(17 * 255);
+  for (int e = 0; e < 255; ++e) {
+    row[size_t(17 * e)] = uint8_t(e);
+    for (int j = 1; j < 17; ++j) row[size_t(17 * e + j)] = uint8_t(rng());
+  }
+  const int64_t K = 32 * 255;
+  std::vector<float> ref(size_t(K), 0.0f);
+  quant::dequantize_row(Type::MXFP4, row.data(), ref.data(), K);
+  for (int64_t c = 0; c < 255; ++c) {
+    float v[quant::dev::kChunk];
+    quant::dev::dequant_chunk<Type::MXFP4>(row.data(), c, 32, v);
+    for (int j = 0; j < 32; ++j)
+      ASSERT_EQ(quant::f32_bits(v[j]), quant::f32_bits(ref[size_t(c * 32 + j)])) << "scale byte " << c << " element " << j;
+  }
 }
 
 }  // namespace

@@ -32,6 +32,11 @@ constexpr double kDecodeRelRms = 1e-2;
 struct ModelCase {
   const char* name;
   double ref_tol;  // max |logit - llama.cpp| accepted by the CPU reference test (tests/model/test_refs.cpp)
+  // Mixtures of experts: positions (prefill and decode together) allowed past the bounds, where the k-th and
+  // (k+1)-th router scores are so close that the GPU's roundings (f16 KV, f16 prefill GEMM operands) pick another
+  // expert than the CPU's exact float math (docs/moe.md, "Routing near-ties"); each is printed.
+  int routing_flips = 0;
+  const char* dir = "";  // below models/ (the MXFP4 file lives in models/mxfp4/)
 };
 
 const ModelCase kModels[] = {
@@ -44,6 +49,9 @@ const ModelCase kModels[] = {
     {"synth-qwen3-Q4_K_M", 3e-2},         {"synth-phi3-F16", 9e-4},            {"synth-phi3-Q8_0", 3e-2},
     {"synth-phi3-Q4_K_M", 3e-2},          {"synth-gemma3-F16", 1.5e-3},        {"synth-gemma3-Q8_0", 6e-2},
     {"synth-gemma3-Q4_K_M", 6e-2},
+    {"synth-qwen3moe-F16", 9e-4},         {"synth-qwen3moe-Q8_0", 3e-2},       {"synth-qwen3moe-Q4_K_M", 3e-2},
+    {"synth-gpt-oss-F16", 2.1e-3, 2},     {"synth-gpt-oss-Q8_0", 4.5e-2, 3},
+    {"synth-gpt-oss-MXFP4_MOE", 5.7e-2, 3, "mxfp4/"},
 };
 
 double rel_rms(std::span<const float> a, std::span<const float> ref) {
@@ -66,7 +74,7 @@ class GpuModels : public ::testing::TestWithParam<ModelCase> {};
 TEST_P(GpuModels, MatchesCpuReferenceAndLlamaCpp) {
   REQUIRE_GPU();
   const ModelCase& mc = GetParam();
-  REQUIRE_ASSET(model_path, std::string("models/") + mc.name + ".gguf");
+  REQUIRE_ASSET(model_path, std::string("models/") + mc.dir + mc.name + ".gguf");
   REQUIRE_ASSET(ref_path, std::string("models/refs/") + mc.name + ".public.txt");
   const refs::LogitsRef ref = refs::read_logits_ref(ref_path);
   const std::vector<float> last_ref = refs::read_f32(ref_path.substr(0, ref_path.rfind('/') + 1) + ref.lastlogits_file);
@@ -83,11 +91,20 @@ TEST_P(GpuModels, MatchesCpuReferenceAndLlamaCpp) {
   const std::vector<float> gpu_all(gpu_all_span.begin(), gpu_all_span.end());
   ASSERT_EQ(gpu_all.size(), T * V);
   double worst_prefill = 0;
+  int flips = 0;  // positions past the bound (mixtures of experts: routing near-ties), at most mc.routing_flips
+  const auto within = [&](double r, double bound, const char* what, size_t at) {
+    if (r <= bound) return;
+    if (flips++ < mc.routing_flips) {
+      std::printf("  %s %s %zu: rel-rms %.2e, taken as a routing near-tie\n", mc.name, what, at, r);
+      return;
+    }
+    ADD_FAILURE() << mc.name << " " << what << " " << at << ": rel-rms " << r << " > " << bound;
+  };
   for (size_t p = 0; p < T; ++p) {
     const double r = rel_rms(std::span<const float>(gpu_all).subspan(p * V, V),
                              std::span<const float>(cpu_all).subspan(p * V, V));
-    worst_prefill = std::max(worst_prefill, r);
-    EXPECT_LE(r, kPrefillRelRms) << mc.name << " prefill position " << p;
+    within(r, kPrefillRelRms, "prefill position", p);
+    if (r <= kPrefillRelRms) worst_prefill = std::max(worst_prefill, r);
   }
   // Against llama.cpp: the last position over the whole vocabulary, with the CPU test's bound widened by the
   // GPU-vs-CPU difference just measured.
@@ -104,11 +121,15 @@ TEST_P(GpuModels, MatchesCpuReferenceAndLlamaCpp) {
     const std::vector<float> c(c_span.begin(), c_span.end());
     const auto g = gpu.eval(std::span<const int32_t>(&next, 1), pos, false);
     const double r = rel_rms(g, c);
-    worst_decode = std::max(worst_decode, r);
-    EXPECT_LE(r, kDecodeRelRms) << mc.name << " decode step " << i;
+    within(r, kDecodeRelRms, "decode step", size_t(i));
+    if (r <= kDecodeRelRms) worst_decode = std::max(worst_decode, r);
     greedy_same += runtime::argmax(g) == runtime::argmax(c);
     next = runtime::argmax(c);
   }
+  // The mixtures of experts (new on the GPU) must also agree greedily, but for their routing near-ties.
+  const std::string name = mc.name;
+  if (name.find("moe") != std::string::npos || name.find("gpt-oss") != std::string::npos)
+    EXPECT_GE(greedy_same, n_decode - mc.routing_flips) << mc.name;
   std::printf("  %-26s GPU vs CPU rel-rms prefill %.2e decode %.2e  greedy agree %d/%d  vs llama.cpp last rel-rms %.2e\n",
               mc.name, worst_prefill, worst_decode, greedy_same, n_decode, ref_rms);
 }

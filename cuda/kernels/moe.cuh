@@ -1,0 +1,54 @@
+// The mixture-of-experts kernels around the expert products (graph/ir.h TopK, MoeWeights, SwiGluOai, WeightedSum):
+// routing reads the router's scores and writes expert ids and weights to device memory, where the products
+// (matvec_id.cuh, moe_gemm.cuh) read them, so a decode step needs no host round trip and stays one captured graph.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace cuda {
+
+// The k largest of each row, largest first, equal values in index order (the CPU reference's stable sort).
+struct TopKKernelParams {
+  const float* a = nullptr;  // [n, rows]
+  int32_t* out = nullptr;    // [k, rows]
+  int64_t n = 0;             // <= kTopKMaxN
+  int64_t k = 0;             // 1..n
+  int64_t rows = 0;
+};
+inline constexpr int64_t kTopKMaxN = 4096;  // a row and its taken flags in shared memory
+void launch_top_k(const TopKKernelParams& p, cudaStream_t stream);
+
+// scores[ids[j, t], t], then optionally softmax over the k and / or division by their sum (clamped below at the
+// smallest normal f16, as the reference), in double as the CPU reference.
+struct MoeWeightsKernelParams {
+  const float* scores = nullptr;  // [n_expert, T]
+  const int32_t* ids = nullptr;   // [k, T], each in [0, n_expert) (TopK's output)
+  float* out = nullptr;           // [k, T]
+  int64_t n_expert = 0, k = 0, T = 0;
+  bool softmax = false;
+  bool normalize = false;
+};
+void launch_moe_weights(const MoeWeightsKernelParams& p, cudaStream_t stream);
+
+// gpt-oss's clamped SwiGLU: g' sigmoid(alpha g') (u' + 1), g' = min(gate, limit), u' = clamp(up, -limit, limit).
+struct SwiGluOaiKernelParams {
+  const float* gate = nullptr;  // [n]
+  const float* up = nullptr;    // [n]
+  float* out = nullptr;         // [n]
+  int64_t n = 0;
+  float alpha = 1.702f;
+  float limit = 7.0f;
+};
+void launch_swiglu_oai(const SwiGluOaiKernelParams& p, cudaStream_t stream);
+
+// out[:, t] = sum_j w[j, t] a[:, j, t]: the chosen experts' outputs mixed by their weights (j in order).
+struct WeightedSumParams {
+  const float* a = nullptr;  // [ne0, k, T]
+  const float* w = nullptr;  // [k, T]
+  float* out = nullptr;      // [ne0, T]
+  int64_t ne0 = 0, k = 0, T = 0;
+};
+void launch_weighted_sum(const WeightedSumParams& p, cudaStream_t stream);
+
+}  // namespace cuda

@@ -1,0 +1,171 @@
+// The mixture-of-experts kernels against the CPU reference's own per-op functions (graph/reference_ops.h): top-k
+// (ties in index order), the routing weights (softmax, renormalisation), the chosen experts' products in both forms
+// (the decode matvec and the expert-grouped prefill tiles) for every weight type the test models use, biases and
+// per-slot inputs, gpt-oss's clamped SwiGLU and the weighted sum.
+#include <algorithm>
+#include <numeric>
+
+#include "cuda/kernels/matvec_id.cuh"
+#include "cuda/kernels/moe.cuh"
+#include "cuda/kernels/moe_gemm.cuh"
+#include "gpu_test.h"
+#include "graph/reference_ops.h"
+
+namespace {
+
+using namespace gpu_test;
+namespace ref = graph::ref;
+
+std::vector<double> widened(const std::vector<float>& v) { return std::vector<double>(v.begin(), v.end()); }
+
+TEST(MoeKernels, TopKMatchesReferenceWithTies) {
+  REQUIRE_GPU();
+  std::mt19937 rng(31);
+  for (int64_t n : {8, 32, 33, 128, 200})
+    for (int64_t k : {1, 2, 4, 8})
+      for (bool ties : {false, true}) {
+        const int64_t rows = 13;
+        auto a = random_floats(rng, size_t(n * rows), -3.0f, 3.0f);
+        if (ties)  // a handful of levels: many exactly equal values, which must come out in index order
+          for (auto& x : a) x = std::round(x * 1.5f);
+        std::vector<int32_t> want(size_t(k * rows));
+        ref::top_k(a.data(), want.data(), n, k, rows);
+        auto da = upload(a);
+        cuda::DeviceBuffer out(size_t(k * rows) * 4);
+        cuda::launch_top_k({da.as<float>(), out.as<int32_t>(), n, k, rows}, nullptr);
+        EXPECT_EQ(download<int32_t>(out, want.size()), want) << "n=" << n << " k=" << k << " ties=" << ties;
+      }
+}
+
+TEST(MoeKernels, WeightsMatchReference) {
+  REQUIRE_GPU();
+  std::mt19937 rng(32);
+  const int64_t n_expert = 16, k = 4, T = 9;
+  const auto scores = random_floats(rng, size_t(n_expert * T), -4.0f, 4.0f);
+  std::vector<int32_t> ids(size_t(k * T));
+  ref::top_k(scores.data(), ids.data(), n_expert, k, T);
+  auto ds = upload(scores), di = upload(ids);
+  for (bool softmax : {false, true})
+    for (bool normalize : {false, true}) {
+      std::vector<float> want(ids.size());
+      ref::moe_weights({scores.data(), ids.data(), want.data(), n_expert, k, T, {softmax, normalize}});
+      auto out = poisoned_f32(ids.size());
+      cuda::MoeWeightsKernelParams p{ds.as<float>(), di.as<int32_t>(), out.as<float>(), n_expert, k, T};
+      p.softmax = softmax, p.normalize = normalize;
+      cuda::launch_moe_weights(p, nullptr);
+      EXPECT_TRUE(close("moe_weights softmax=" + std::to_string(softmax) + " normalize=" + std::to_string(normalize),
+                        download<float>(out, want.size()), widened(want), {1e-7}, 1e-6));
+    }
+}
+
+TEST(MoeKernels, SwiGluOaiAndWeightedSumMatchReference) {
+  REQUIRE_GPU();
+  std::mt19937 rng(33);
+  const int64_t n = 1000;
+  const auto gate = random_floats(rng, n, -12.0f, 12.0f), up = random_floats(rng, n, -12.0f, 12.0f);  // both clamps
+  std::vector<float> want(n);
+  const graph::SwiGluOaiParams sp;
+  ref::swiglu_oai(gate.data(), up.data(), want.data(), n, sp);
+  auto dg = upload(gate), du = upload(up);
+  auto out = poisoned_f32(n);
+  cuda::launch_swiglu_oai({dg.as<float>(), du.as<float>(), out.as<float>(), n, sp.alpha, sp.limit}, nullptr);
+  EXPECT_TRUE(close("swiglu_oai", download<float>(out, n), widened(want), {1e-6}, 1e-5));
+
+  const int64_t ne0 = 77, k = 4, T = 5;
+  const auto a = random_floats(rng, size_t(ne0 * k * T)), w = random_floats(rng, size_t(k * T), 0.0f, 1.0f);
+  std::vector<float> ws(size_t(ne0 * T));
+  ref::weighted_sum(a.data(), w.data(), ws.data(), ne0, k, T);
+  auto da = upload(a), dw = upload(w);
+  auto wout = poisoned_f32(ws.size());
+  cuda::launch_weighted_sum({da.as<float>(), dw.as<float>(), wout.as<float>(), ne0, k, T}, nullptr);
+  EXPECT_TRUE(close("weighted_sum", download<float>(wout, ws.size()), widened(ws), {1e-6}, 1e-5));
+}
+
+// Random blocks as gpu_test::random_weights, with MXFP4's scale bytes kept in a range of O(1) values (random ones
+// reach 2^127).
+std::vector<uint8_t> expert_weights(std::mt19937& rng, quant::Type t, int64_t K, int64_t rows) {
+  auto w = random_weights(rng, t, K, rows);
+  if (t == quant::Type::MXFP4)
+    for (size_t b = 0; b < w.size(); b += 17) w[b] = uint8_t(121 + rng() % 6);
+  return w;
+}
+
+struct IdCase {
+  quant::Type type;
+  int64_t K, N, n_expert, k, T;
+  bool per_slot_x, bias;
+};
+
+void run_mul_mat_id(const IdCase& c, std::mt19937& rng) {
+  const std::string what = std::string(quant::type_name(c.type)) + " K=" + std::to_string(c.K) + " N=" +
+                           std::to_string(c.N) + " experts=" + std::to_string(c.n_expert) + " k=" +
+                           std::to_string(c.k) + " T=" + std::to_string(c.T) + (c.per_slot_x ? " per-slot x" : "") +
+                           (c.bias ? " bias" : "");
+  const auto w = expert_weights(rng, c.type, c.K, c.N * c.n_expert);
+  const int64_t X = c.per_slot_x ? c.k : 1;
+  const auto x = random_floats(rng, size_t(c.K * X * c.T));
+  const auto bias = random_floats(rng, size_t(c.N * c.n_expert));
+  std::vector<int32_t> ids(size_t(c.k * c.T));  // distinct experts per token, as TopK gives them
+  std::vector<int32_t> perm(size_t(c.n_expert));
+  for (int64_t t = 0; t < c.T; ++t) {
+    std::iota(perm.begin(), perm.end(), 0);
+    std::shuffle(perm.begin(), perm.end(), rng);
+    if (t % 3 == 0) std::sort(perm.begin(), perm.begin() + c.k);  // some tokens share their experts' order
+    std::copy(perm.begin(), perm.begin() + c.k, ids.begin() + t * c.k);
+  }
+  std::vector<float> want(size_t(c.N * c.k * c.T));
+  ref::MulMatIdArgs ra;
+  ra.wq = w.data(), ra.wtype = c.type, ra.row_bytes = quant::row_bytes(c.type, c.K), ra.x = x.data();
+  ra.ids = ids.data(), ra.bias = c.bias ? bias.data() : nullptr, ra.out = want.data();
+  ra.K = c.K, ra.N = c.N, ra.n_expert = c.n_expert, ra.x_slots = X, ra.k = c.k, ra.t = c.T;
+  ref::mul_mat_id(ra, nullptr);
+  // Tolerance from the size of the terms: float32 sums over K against the reference's double.
+  std::vector<double> atol(want.size());
+  for (int64_t t = 0; t < c.T; ++t)
+    for (int64_t j = 0; j < c.k; ++j)
+      for (int64_t n = 0; n < c.N; ++n) {
+        const auto row = ref_row(w, c.type, c.K, ids[size_t(t * c.k + j)] * c.N + n);
+        const float* xs = &x[size_t((t * X + (X == 1 ? 0 : j)) * c.K)];
+        double mag = 0;
+        for (int64_t i = 0; i < c.K; ++i) mag += std::fabs(double(row[size_t(i)]) * xs[i]);
+        atol[size_t((t * c.k + j) * c.N + n)] = 2e-6 * mag + 1e-6;
+      }
+  // The arena's alignment for the weights (their offsets are 256-byte aligned there).
+  auto dw = upload(w), dx = upload(x), di = upload(ids), db = upload(bias);
+  cuda::MatvecIdParams p;
+  p.w = dw.get(), p.type = c.type, p.x = dx.as<float>(), p.x_slots = X, p.ids = di.as<int32_t>();
+  p.bias = c.bias ? db.as<float>() : nullptr, p.K = c.K, p.N = c.N, p.n_expert = c.n_expert, p.k = c.k, p.T = c.T;
+  {
+    auto out = poisoned_f32(want.size());
+    p.y = out.as<float>();
+    cuda::launch_matvec_id(p, nullptr);
+    EXPECT_TRUE(close("matvec_id " + what, download<float>(out, want.size()), widened(want), atol, 0.0));
+  }
+  {
+    auto out = poisoned_f32(want.size());
+    p.y = out.as<float>();
+    const size_t bytes = cuda::moe_group_scratch_bytes(c.n_expert, c.k, c.T);
+    cuda::DeviceBuffer scratch(bytes);
+    cuda::launch_moe_gemm(p, scratch.get(), bytes, nullptr);
+    EXPECT_TRUE(close("moe_gemm " + what, download<float>(out, want.size()), widened(want), atol, 0.0));
+  }
+}
+
+TEST(MoeKernels, MulMatIdMatchesReferenceForEveryModelType) {
+  REQUIRE_GPU();
+  std::mt19937 rng(34);
+  using quant::Type;
+  for (const Type t : {Type::F32, Type::F16, Type::Q8_0, Type::Q4_0, Type::Q5_0, Type::Q4_K, Type::Q5_K, Type::Q6_K,
+                       Type::MXFP4}) {
+    const int64_t K = quant::traits(t).block_elems == 256 ? 512 : 320;  // 320: ten chunks, a partial K-step of 64
+    run_mul_mat_id({t, K, 128, 8, 2, 1, false, false}, rng);  // decode, qwen3moe-like
+    run_mul_mat_id({t, K, 70, 8, 4, 3, true, true}, rng);     // a few tokens, per-slot x (down), biases, odd N
+    run_mul_mat_id({t, K, 64, 8, 4, 37, false, true}, rng);   // prefill: several users per expert, partial tiles
+  }
+  // gpt-oss-20b's expert shape (K 2880: 90 MXFP4 blocks; 32 experts, top 4) in a short prefill, and many tokens
+  // of one expert group (more than one 32-user tile per expert).
+  run_mul_mat_id({Type::MXFP4, 2880, 200, 32, 4, 20, false, true}, rng);
+  run_mul_mat_id({Type::Q8_0, 256, 64, 4, 2, 150, false, false}, rng);
+}
+
+}  // namespace
