@@ -4,8 +4,8 @@
 # llama-batched-bench (512-token prompts, 128 generated); `llm-run serve` and llama.cpp's `llama-server` on the same
 # synthetic Llama-3-8B Q4_K_M, loaded by ../shared/bench/serve_load.py (streaming /v1/completions, prompts of 400
 # random words, 128 tokens each) at several concurrencies, plus a shared 2000-token prefix at 8 streams; and
-# `llm-run bench` tg128 for the one-stream reference. SKIP_LLAMA=1 leaves llama.cpp out. Results under $OUT, the
-# table last.
+# `llm-run bench` tg128 for the one-stream reference. SKIP_LLAMA=1 leaves llama.cpp out, SKIP_LLM=1 llm-run. Rows go
+# to $OUT/table.txt as they come.
 #   here:  scripts/pack-carry.sh; ../shared/device/prepare.sh --llama-cpp tokenizer/ggml-vocab-llama-bpe.gguf;
 #          cp ../shared/bench/serve_load.py .device/
 #   there: CONC="1 8 32 64" scripts/gpu-serve-bench.sh   (carry .device, .device-bin)
@@ -19,19 +19,24 @@ source "$(dirname "${BASH_SOURCE[0]}")/device-libs.sh"
 model=/tmp/llama3-8b-Q4_K_M.gguf
 [ -f "$model" ] || /tmp/bin/llm-run synth --shape llama3-8b --type Q4_K_M \
   --vocab .device/tokenizer/ggml-vocab-llama-bpe.gguf -o "$model" >"$out/synth.log" 2>&1
-table=()
-if [ -n "${TESTS:-}" ]; then
-  /tmp/bin/cuda_kernels_test >"$out/kernels.txt" 2>&1
-  table+=("cuda_kernels_test: $(grep -E '^\[  (PASSED|FAILED)' "$out/kernels.txt" | tr '\n' ' ')")
-  /tmp/bin/cuda_session_test --gtest_filter="${SESSION_FILTER:-*Paged*}" >"$out/session.txt" 2>&1
-  table+=("cuda_session_test: $(grep -E '^\[  (PASSED|FAILED)|agreement|paged  ' "$out/session.txt" | tr '\n' ' ')")
-fi
+: >"$out/table.txt"
+row() { printf '%s\n' "$@" | tee -a "$out/table.txt"; }  # kept as it comes: a call cut short keeps its rows
+passed() { grep -E '^\[  (PASSED|FAILED)|agreement|paged  ' "$1" | tr '\n' ' '; }
 NPL=${NPL:-1,4,16,32,64}
-/tmp/bin/llm-run bench -m "$model" --device cuda --parallel "$NPL" -p 512 -n 128 >"$out/parallel.md" 2>"$out/parallel.err"
-table+=("llm-run bench --parallel:" "$(cat "$out/parallel.md")")
-/tmp/bin/llm-run bench -m "$model" --device cuda -p 0 -n 128 -r 3 -o md >"$out/bench.md" 2>&1
-table+=("llm-run bench tg128: $(grep -E '^\| .*tg128' "$out/bench.md" | awk -F'|' '{print $(NF-1)}' | tr -s ' ')")
 PARALLEL=${PARALLEL:-64} CTX=${CTX:-65536}
+
+if [ -z "${SKIP_LLM:-}" ]; then
+  if [ -n "${TESTS:-}" ]; then
+    /tmp/bin/cuda_kernels_test >"$out/kernels.txt" 2>&1
+    row "cuda_kernels_test: $(passed "$out/kernels.txt")"
+    /tmp/bin/cuda_session_test --gtest_filter="${SESSION_FILTER:-*}" >"$out/session.txt" 2>&1
+    row "cuda_session_test: $(passed "$out/session.txt")"
+  fi
+  /tmp/bin/llm-run bench -m "$model" --device cuda --parallel "$NPL" -p 512 -n 128 >"$out/parallel.md" 2>"$out/parallel.err"
+  row "llm-run bench --parallel:" "$(cat "$out/parallel.md")"
+  /tmp/bin/llm-run bench -m "$model" --device cuda -p 0 -n 128 -r 3 -o md >"$out/bench.md" 2>&1
+  row "llm-run bench tg128: $(grep -E '^\| .*tg128' "$out/bench.md" | awk -F'|' '{print $(NF-3)}' | tr -s ' ')"
+fi
 
 get() { python3 -c "import sys,urllib.request; sys.stdout.write(urllib.request.urlopen(sys.argv[1]).read().decode())" "$1"; }
 wait_health() {  # port, log
@@ -39,44 +44,53 @@ wait_health() {  # port, log
     get "http://127.0.0.1:$1/health" >/dev/null 2>&1 && return 0
     sleep 0.5
   done
-  echo "server on $1 did not come up:"; tail -5 "$2"; return 1
+  row "server on $1 did not come up: $(tail -3 "$2")"; return 1
 }
 load() {  # name port
   for c in ${CONC:-1 8 32 64}; do
     local n=$(( c * 2 < 8 ? 8 : c * 2 ))
-    row=$(timeout 300 python3 .device/serve_load.py --url "http://127.0.0.1:$2" --concurrency "$c" --requests "$n" \
-      --prompt-words 400 --max-tokens 128 2>>"$out/$1-load.err")
-    table+=("$1 c=$c: $row")
+    row "$1 c=$c: $(timeout 300 python3 .device/serve_load.py --url "http://127.0.0.1:$2" --concurrency "$c" \
+      --requests "$n" --prompt-words 400 --max-tokens 128 2>>"$out/$1-load.err")"
   done
   for shared in 0 1500; do
-    row=$(timeout 300 python3 .device/serve_load.py --url "http://127.0.0.1:$2" --concurrency 8 --requests 16 \
-      --prompt-words 1600 --shared-prefix "$shared" --max-tokens 128 --seed $((7 + shared)) 2>>"$out/$1-load.err")
-    table+=("$1 c=8 prompt 1600 words, shared prefix $shared: $row")
+    row "$1 c=8, 1600-word prompts, shared prefix $shared words: $(timeout 300 python3 .device/serve_load.py \
+      --url "http://127.0.0.1:$2" --concurrency 8 --requests 16 --prompt-words 1600 --shared-prefix "$shared" \
+      --max-tokens 128 --seed $((7 + shared)) 2>>"$out/$1-load.err")"
   done
 }
+stop_server() {  # pid name: SIGTERM, then how long it took (or that it did not stop)
+  local t0=$SECONDS
+  kill -TERM "$1"
+  for _ in $(seq 1 100); do
+    kill -0 "$1" 2>/dev/null || { row "$2 stopped on SIGTERM in $((SECONDS - t0)) s"; return; }
+    sleep 0.2
+  done
+  kill -KILL "$1"
+  row "$2 did NOT stop within 20 s of SIGTERM (killed)"
+}
 
-/tmp/bin/llm-run serve -m "$model" --device cuda --parallel "$PARALLEL" -c "$CTX" --port 8181 \
-  >"$out/llm-run-serve.log" 2>&1 &
-pid=$!
-wait_health 8181 "$out/llm-run-serve.log" && load llm-run 8181
-get http://127.0.0.1:8181/metrics >"$out/llm-run-metrics.txt" 2>&1
-kill -TERM $pid; wait $pid
+if [ -z "${SKIP_LLM:-}" ]; then
+  /tmp/bin/llm-run serve -m "$model" --device cuda --parallel "$PARALLEL" -c "$CTX" --port 8181 \
+    >"$out/llm-run-serve.log" 2>&1 &
+  pid=$!
+  wait_health 8181 "$out/llm-run-serve.log" && load llm-run 8181
+  get http://127.0.0.1:8181/metrics >"$out/llm-run-metrics.txt" 2>&1
+  stop_server $pid llm-run
+fi
 
 if [ -z "${SKIP_LLAMA:-}" ]; then
   WAIT=${LLAMA_WAIT:-300} .device/llama-cpp-build.sh >"$out/llama-build.txt" 2>&1
   lbb=/tmp/llama.cpp/build/bin/llama-batched-bench
   [ -x "$lbb" ] && "$lbb" -m "$model" -ngl 99 -fa on -c $((64 * 640)) -b 2048 -ub 512 -npp 512 -ntg 128 \
     -npl "$NPL" >"$out/llama-batched.txt" 2>&1
-  table+=("llama-batched-bench:" "$(grep -E '^\|' "$out/llama-batched.txt")")
+  row "llama-batched-bench:" "$(grep -E '^\|' "$out/llama-batched.txt")"
   ls=/tmp/llama.cpp/build/bin/llama-server
   if [ -x "$ls" ]; then
     "$ls" -m "$model" -ngl 99 -fa on --parallel "$PARALLEL" -c "$CTX" --port 8182 >"$out/llama-server.log" 2>&1 &
     pid=$!
     wait_health 8182 "$out/llama-server.log" && load llama-server 8182
-    kill -TERM $pid; wait $pid
+    stop_server $pid llama-server
   else
-    table+=("llama-server: not built (llama-build.txt)")
+    row "llama-server: not built (llama-build.txt)"
   fi
 fi
-echo
-printf '%s\n' "${table[@]}" | tee "$out/table.txt"
