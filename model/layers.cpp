@@ -187,6 +187,8 @@ NodeId Layers::output(NodeId x) {
     logits = g_.mul_mat("result_output", out, x);                                    // [n_vocab, T or 1]
   }
   g_.mark_output(logits);
+  // A paged batch's greedy sequences need only this: ids leave the device instead of whole logits rows.
+  if (output_rows_ != kNoNode) g_.mark_output(g_.argmax("result_argmax", logits));  // I32 [n_outputs]
   return logits;
 }
 

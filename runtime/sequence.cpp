@@ -24,6 +24,18 @@ int32_t SequenceGeneration::sample(std::span<const float> logits) {
   return id;
 }
 
+bool SequenceGeneration::argmax_is_sample() const {
+  const SamplerParams& p = req_.sampling;
+  const bool penalties = p.repeat_last_n != 0 && (p.repeat_penalty != 1.0f || p.presence_penalty != 0.0f ||
+                                                  p.frequency_penalty != 0.0f);
+  return p.temp <= 0.0f && !penalties && req_.top_logprobs < 0;
+}
+
+int32_t SequenceGeneration::take_argmax(int32_t id) {
+  ++step_;
+  return id;
+}
+
 void SequenceGeneration::emit(const EngineCallback& callback, const std::string& text, std::span<const int32_t> ids,
                               std::span<const TokenLogprobs> logprobs) {
   if (text.empty() && ids.empty()) return;

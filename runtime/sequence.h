@@ -24,6 +24,11 @@ class SequenceGeneration {
   // Draws the next token from the logits of the sequence's last token (the prompt's, then each generated one's);
   // when the request asks for logprobs, they are taken from the same row and go with the token's Text event.
   int32_t sample(std::span<const float> logits);
+  // Whether the next token is the logits' argmax (greedy, no penalties, no logprobs): then the device's argmax of the
+  // row is the token sample() would draw, and the logits need not leave the device.
+  bool argmax_is_sample() const;
+  // That argmax, as sample() would have taken it (the draw counter advances the same way).
+  int32_t take_argmax(int32_t id);
 
   // Takes a sampled token: nullopt when it is to be evaluated next (its text, if any, went to `callback`), else
   // why the generation ends (the token then is not evaluated). The callback's false cancels, at the next token.

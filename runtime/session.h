@@ -79,6 +79,9 @@ struct PagedBatch {
   std::vector<int32_t> tokens, positions, kv_seq;  // [T]
   std::vector<int32_t> block_table;                // [n_seq * max_blocks]: row r holds sequence r's blocks
   std::vector<int32_t> output_rows;                // the tokens whose logits eval_paged returns, in this order
+  // false: the caller needs only each output row's argmax (paged_argmax), not the logits (a device then keeps them;
+  // eval_paged returns an empty span).
+  bool need_logits = true;
 };
 
 class Session {
@@ -106,6 +109,9 @@ class Session {
   // outside the pool) and std::out_of_range for a token id outside the vocabulary. Others: nullopt / SessionError.
   virtual std::optional<PagedLayout> paged_layout() const { return std::nullopt; }
   virtual std::span<const float> eval_paged(const PagedBatch& batch);
+  // After eval_paged: the argmax of each output row's logits (lower id on ties, as runtime::argmax), valid until
+  // the next call.
+  virtual std::span<const int32_t> paged_argmax() const { return {}; }
 
   virtual int32_t n_ctx() const = 0;        // KV slots = longest sequence this session can hold
   virtual int32_t n_vocab() const = 0;

@@ -62,6 +62,7 @@ CpuSession::Compiled CpuSession::compile(const model::BatchShape& shape) const {
   c.graph.kv.type = kv_type_;  // the cache's element type is the session's choice, not the model's
   c.plan = graph::plan(c.graph);
   c.logits = c.graph.find("result_output");
+  c.argmax = c.graph.find("result_argmax");
   return c;
 }
 
@@ -88,7 +89,8 @@ std::span<const float> CpuSession::eval_paged(const PagedBatch& b) {
   const std::span<const int32_t> rows = b.output_rows.empty() ? std::span(kFirstToken) : std::span(b.output_rows);
   const Compiled& c = compiled_paged(static_cast<int32_t>(b.tokens.size()), static_cast<int32_t>(rows.size()));
   exec_.run(c.graph, c.plan, graph::RunInputs{b.tokens, b.positions, b.kv_seq, b.block_table, rows});
-  if (b.output_rows.empty()) return {};
+  argmax_ = exec_.output_i32(c.argmax).first(b.output_rows.size());
+  if (b.output_rows.empty() || !b.need_logits) return {};
   return exec_.output_f32(c.logits);
 }
 

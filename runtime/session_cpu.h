@@ -26,6 +26,7 @@ class CpuSession final : public Session {
   std::span<const float> eval(std::span<const int32_t> tokens, int32_t start_pos, bool all_logits) override;
   std::optional<PagedLayout> paged_layout() const override { return paged_; }
   std::span<const float> eval_paged(const PagedBatch& batch) override;
+  std::span<const int32_t> paged_argmax() const override { return argmax_; }
   int32_t n_ctx() const override { return paged_ ? paged_->seq_capacity() : n_ctx_; }
   int32_t n_vocab() const override;
   std::string device_name() const override;
@@ -36,6 +37,7 @@ class CpuSession final : public Session {
     graph::Graph graph;
     graph::Plan plan;
     graph::NodeId logits = graph::kNoNode;  // "result_output"
+    graph::NodeId argmax = graph::kNoNode;  // "result_argmax" (paged graphs)
   };
   const Compiled& compiled(int32_t n_tokens, bool all_logits);
   const Compiled& compiled_paged(int32_t n_tokens, int32_t n_outputs);
@@ -50,6 +52,7 @@ class CpuSession final : public Session {
   std::map<std::pair<int32_t, bool>, Compiled> graphs_;
   std::map<std::pair<int32_t, int32_t>, Compiled> paged_graphs_;  // keyed by (n_tokens, n_outputs)
   std::vector<int32_t> positions_;  // [n_tokens]
+  std::span<const int32_t> argmax_;  // of the last eval_paged
 };
 
 }  // namespace runtime

@@ -186,6 +186,7 @@ std::unique_ptr<CudaSession::Compiled> CudaSession::compile(const model::BatchSh
   c->graph.kv.type = opt_.kv_type;  // the cache's element type is the session's choice, not the model's
   c->plan = graph::plan(c->graph);
   c->logits = c->graph.find("result_output");
+  c->argmax = c->graph.find("result_argmax");
   cuda::ExecutorOptions eo = opt_.exec;
   eo.cuda_graph = eo.cuda_graph && capture;
   eo.verbose = opt_.verbose;
@@ -383,12 +384,22 @@ std::span<const float> CudaSession::eval_paged(const PagedBatch& b) {
   c.exec->write_inputs(graph::RunInputs{padded_.tokens, padded_.positions, padded_.kv_seq, b.block_table,
                                         padded_.output_rows});
   c.exec->run();
-  if (n_out == 0) {
-    c.exec->wait();
-    return {};
-  }
-  logits_ = c.exec->read_f32(c.logits);
-  return std::span<const float>(logits_).first(size_t(n_out) * size_t(n_vocab()));
+  const size_t V = size_t(n_vocab());
+  const size_t id_bytes = (size_t(ob) * 4 + 255) / 256 * 256;
+  const size_t want = id_bytes + size_t(ob) * V * 4;
+  if (paged_out_.bytes() < want) paged_out_ = cuda::PinnedBuffer(want);
+  auto* ids = paged_out_.as<int32_t>();
+  auto* logits = reinterpret_cast<float*>(paged_out_.as<uint8_t>() + id_bytes);
+  const cudaStream_t stream = ctx_->compute();
+  CUDA_CHECK(cudaMemcpyAsync(ids, c.exec->device_ptr(c.argmax), size_t(n_out) * 4, cudaMemcpyDeviceToHost, stream));
+  const bool logits_out = n_out > 0 && b.need_logits;
+  if (logits_out)
+    CUDA_CHECK(cudaMemcpyAsync(logits, c.exec->device_ptr(c.logits), size_t(n_out) * V * 4, cudaMemcpyDeviceToHost,
+                               stream));
+  CUDA_CHECK(cudaStreamSynchronize(stream));
+  argmax_ = std::span<const int32_t>(ids, size_t(n_out));
+  if (!logits_out) return {};
+  return std::span<const float>(logits, size_t(n_out) * V);
 }
 
 std::unique_ptr<Session> make_cuda_session(std::shared_ptr<const model::Model> model, const SessionOptions& options) {

@@ -53,6 +53,7 @@ class CudaSession final : public Session {
   std::optional<int32_t> decode_sample(int32_t token, int32_t pos, const SampleRequest& req) override;
   std::optional<PagedLayout> paged_layout() const override { return paged_; }
   std::span<const float> eval_paged(const PagedBatch& batch) override;
+  std::span<const int32_t> paged_argmax() const override { return argmax_; }
   int32_t n_ctx() const override { return paged_ ? paged_->seq_capacity() : n_ctx_; }
   int32_t n_vocab() const override;
   std::string device_name() const override;
@@ -63,6 +64,7 @@ class CudaSession final : public Session {
     graph::Graph graph;
     graph::Plan plan;
     graph::NodeId logits = graph::kNoNode;
+    graph::NodeId argmax = graph::kNoNode;  // "result_argmax" (paged graphs)
     std::unique_ptr<cuda::Executor> exec;
   };
   std::unique_ptr<Compiled> compile(int32_t n_tokens, bool all_logits);
@@ -86,6 +88,10 @@ class CudaSession final : public Session {
   // (each captured once) serve every step and nothing is built or allocated once they exist.
   std::map<std::pair<int32_t, int32_t>, std::unique_ptr<Compiled>> paged_graphs_;
   PagedBatch padded_;
+  // eval_paged's results, copied into page-locked memory (several times faster than into pageable memory): the
+  // argmax of every output row, and the logits rows when the caller needs them.
+  cuda::PinnedBuffer paged_out_;
+  std::span<const int32_t> argmax_;
   std::unique_ptr<cuda::Context> ctx_;
   cuda::DeviceWeights weights_;
   std::unordered_set<uint64_t> regrouped_;  // arena offsets of the matrices regrouped at upload
