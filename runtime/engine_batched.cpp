@@ -2,7 +2,8 @@
 // cache with prefix sharing.
 //
 // Each step: finish what was cancelled; admit queued requests while a block-table row is free and the pool can
-// hold their prompt (their cached prefix blocks are taken from the prefix cache); give every sequence whose tokens
+// hold their prompt (their cached prefix blocks are taken from the prefix cache; a prompt whose first block another
+// running prompt is still computing waits for it); give every sequence whose tokens
 // are all in the cache but its newest one a decode slot, then fill the rest of the token budget with prompt chunks,
 // oldest request first; allocate the blocks those tokens reach (when the pool runs dry, the newest sequence is sent
 // back to wait, its blocks kept in the prefix cache so that its return costs little); run the batch; key the blocks
@@ -86,6 +87,18 @@ void Engine::worker_batched() {
   const auto fits = [&](size_t n_tokens) {
     return pool.available() >= blocks_for(static_cast<int32_t>(n_tokens), bs) + static_cast<int32_t>(running.size());
   };
+  // Whether a running sequence is still computing a prompt that begins with this prompt's first block: the request
+  // then waits for it (a few steps), so that the shared blocks come from the prefix cache instead of being computed
+  // twice at once (agents and chats sending the same system prompt together).
+  const auto leader_prefilling = [&](const std::vector<int32_t>& prompt) {
+    if (prompt.size() <= size_t(bs)) return false;  // no full block to share
+    for (const auto& rp : running) {
+      const auto& t = rp->gen->tokens();
+      if (rp->pending() > 1 && t.size() > size_t(bs) && std::equal(prompt.begin(), prompt.begin() + bs, t.begin()))
+        return true;
+    }
+    return false;
+  };
   // Starts (or restarts) a sequence: a row, and the longest cached prefix of its tokens, leaving at least its last
   // token to compute (the logits that start or continue its generation come from it).
   const auto start = [&](std::unique_ptr<Running> r) {
@@ -150,7 +163,8 @@ void Engine::worker_batched() {
       preempted.pop_front();
     }
     while (!free_rows.empty() && preempted.empty()) {
-      std::shared_ptr<Job> job = take_queued([&](const Job& j) { return fits(j.request.prompt.size()); });
+      std::shared_ptr<Job> job =
+          take_queued([&](const Job& j) { return fits(j.request.prompt.size()) && !leader_prefilling(j.request.prompt); });
       if (!job) break;
       if (job->cancelled) {
         finish(*job, FinishReason::Cancelled, {static_cast<int32_t>(job->request.prompt.size()), 0, 0}, "");

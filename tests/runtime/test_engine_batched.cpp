@@ -166,6 +166,24 @@ TEST_F(BatchedEngineTest, PrefixCacheServesARepeatedPromptWithTheSameText) {
   EXPECT_GT(engine->stats().prefix_cached_tokens, static_cast<uint64_t>(2 * ((n_prompt - 1) / 8 * 8)));
 }
 
+TEST_F(BatchedEngineTest, PromptsSentTogetherComputeTheirSharedPrefixOnce) {
+  // Small chunks: the first prompt takes several steps, while the others wait for its blocks instead of computing
+  // the same prefix at the same time.
+  auto engine = make(Shape{.parallel = 4, .pool_tokens = 512, .block_size = 8, .step_tokens = 16});
+  const std::string system = "Once upon a time, there was a little girl named Lily. She loved to play outside with "
+                             "her dog. One day,";
+  std::vector<runtime::EngineRequest> rs = {request(system + " she", 8), request(system + " the dog", 8),
+                                            request(system + " they", 8)};
+  const auto cs = run_all(*engine, rs);
+  const int32_t shared_blocks = static_cast<int32_t>(runtime::tokenize_prompt(*tok_, system).size()) / 8;
+  ASSERT_GT(shared_blocks, 1);
+  EXPECT_EQ(cs[0]->final_event.usage.cached_tokens, 0);
+  for (size_t i = 0; i < rs.size(); ++i) {
+    EXPECT_EQ(cs[i]->text, alone(rs[i])) << i;
+    if (i > 0) EXPECT_GE(cs[i]->final_event.usage.cached_tokens, (shared_blocks - 1) * 8) << i;
+  }
+}
+
 TEST_F(BatchedEngineTest, UsageCountsCachedTokensPerRequest) {
   auto engine = make(Shape{.parallel = 2, .pool_tokens = 256, .block_size = 4});
   const runtime::EngineRequest r = request("Lily wanted to play with her friend in the park, but", 4);
