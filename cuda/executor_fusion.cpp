@@ -21,8 +21,9 @@
 //   launch (attention_o.cuh) where the session regrouped o by columns: the Add's value lives in a 64-bit
 //   fixed-point accumulator, which the folded norm's Q4_0 readers take as x (MatvecParams::x_fixed), the first of
 //   them writing the Add's float slot for the later residual add.
-// A paged graph (g.kv.paged()) takes neither the q/k/v rope + KV epilogue nor the attention + o launch: both address
-// one sequence's cache by position. The rope + KV write in the attention step maps through the block table.
+// A paged graph (g.kv.paged()) does not take the attention + o launch, which addresses one sequence's cache by
+// position; its one-token step (a single running sequence) takes the q/k/v rope + KV epilogue, which maps the
+// token's position through its block-table row.
 #include <algorithm>
 #include <string>
 #include <utility>
@@ -299,7 +300,6 @@ NodeId Executor::reader_past_views(NodeId id) const {
 // instead).
 void Executor::fold_rope_kv_epilogue(const Node& m, MatvecParams& p) {
   if (!opt_.fuse || !kv_ || kv_->type() != graph::KvType::F16) return;
-  if (g_.kv.paged()) return;  // the epilogue writes slot = position (one sequence); rope_kv maps through the table
   if (p.n_siblings != 2 || p.residual || p.swiglu_out || m.shape.rows() != 1) return;
   const NodeId rq_id = reader_past_views(m.id);
   if (rq_id == graph::kNoNode || g_.node(rq_id).op != Op::Rope) return;
@@ -319,7 +319,7 @@ void Executor::fold_rope_kv_epilogue(const Node& m, MatvecParams& p) {
   const RopeKernelParams rp = rope_params(rq);
   const auto& ap = ::std::get<graph::AttentionParams>(att.params);
   if (rp.mode != graph::RopeMode::Normal || rp.T != 1 || rp.head_dim != ap.head_dim || !attention_matches_kv(att))
-    return;
+    return;  // one token: a paged graph's epilogue maps its one position through that token's block-table row
   if (!::std::get<graph::RopeParams>(rq.params).plain()) return;  // the epilogue forms only the plain angle
   if (!plan_.owns(rq_id) || !slot_free_between(rq_id, m.id, rq_id)) return;
   q.rope_kv = MatvecRopeKv{rp.out,
@@ -332,7 +332,8 @@ void Executor::fold_rope_kv_epilogue(const Node& m, MatvecParams& p) {
                            rp.n_rot,
                            int32_t(ap.head_dim),
                            int32_t(ap.head_dim_v),
-                           kv_->spec().n_ctx};
+                           kv_->spec().n_ctx,
+                           paging_of(att)};
   if (!matvec_fuses(q)) return;
   p = q;
   lowering_.at(size_t(att_id)) = Lowering::AttendOnly;

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 
+#include "cuda/kernels/kv_paging.cuh"
 #include "quant/types.h"
 
 namespace cuda {
@@ -28,7 +29,8 @@ struct MatvecSibling {
 // RoPE and the KV-cache write as the epilogue of a q/k/v launch (MatvecParams::rope_kv): the main matrix is q
 // ([head_dim, n_head] rows), siblings[0] k ([head_dim, n_head_kv]) and siblings[1] v ([head_dim_v, n_head_kv]).
 // q is rotated into q_out; k rotated and v as is are written as f16 into the cache slot of *position (layout of
-// cuda/kernels/attention.cuh; nothing when the position is outside [0, n_ctx)); no product is stored in y.
+// cuda/kernels/attention.cuh; through the block table of token 0's row when `paging` has one; nothing for padding or
+// a slot outside [0, n_ctx)); no product is stored in y.
 // Pairs are adjacent rows (RopeMode::Normal) rotated as rope_angle.cuh does. A plain aggregate, as MatvecSibling.
 struct MatvecRopeKv {
   float* q_out;                  // null: no epilogue
@@ -42,6 +44,7 @@ struct MatvecRopeKv {
   int32_t head_dim;              // even
   int32_t head_dim_v;            // even
   int64_t n_ctx;
+  KvPaging paging;               // a paged cache's block tables (kv_paging.cuh); none: slot = position
 };
 
 struct MatvecParams {

@@ -119,7 +119,8 @@ template <int R>
 __device__ __forceinline__ void write_rope_kv(const MatvecParams& p, const Segments& sg, const float* part,
                                               int64_t cap, int64_t g0, int64_t g1, int n_warps, int32_t pos) {
   const MatvecRopeKv& e = p.rope_kv;
-  const bool in_cache = pos >= 0 && pos < e.n_ctx;
+  const int64_t slot = kv_write_slot(e.paging, 0, pos, e.n_ctx);  // -1: padding, or outside the cache
+  const bool in_cache = slot >= 0;
   for (int64_t k = threadIdx.x; k < (g1 - g0) * R / 2; k += blockDim.x) {
     const int64_t i = 2 * k, g = g0 + i / R;
     const int s = segment_of(sg, g);
@@ -134,7 +135,7 @@ __device__ __forceinline__ void write_rope_kv(const MatvecParams& p, const Segme
     if (role == 0) {
       e.q_out[n] = y0, e.q_out[n + 1] = y1;
     } else if (in_cache) {
-      uint16_t* c = (role == 1 ? e.k_cache : e.v_cache) + (h * e.n_ctx + pos) * hd + d;
+      uint16_t* c = (role == 1 ? e.k_cache : e.v_cache) + (h * e.n_ctx + slot) * hd + d;
       *reinterpret_cast<__half2*>(c) = __floats2half2_rn(y0, y1);  // d even: 4-byte aligned
     }
   }

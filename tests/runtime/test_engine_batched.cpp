@@ -180,7 +180,9 @@ TEST_F(BatchedEngineTest, PromptsSentTogetherComputeTheirSharedPrefixOnce) {
   EXPECT_EQ(cs[0]->final_event.usage.cached_tokens, 0);
   for (size_t i = 0; i < rs.size(); ++i) {
     EXPECT_EQ(cs[i]->text, alone(rs[i])) << i;
-    if (i > 0) EXPECT_GE(cs[i]->final_event.usage.cached_tokens, (shared_blocks - 1) * 8) << i;
+    if (i > 0) {
+      EXPECT_GE(cs[i]->final_event.usage.cached_tokens, (shared_blocks - 1) * 8) << i;
+    }
   }
 }
 

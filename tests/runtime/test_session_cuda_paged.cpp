@@ -1,6 +1,6 @@
 // The paged CUDA session (SessionOptions::n_seq > 0) against the paged CPU session: the same ragged batches (prompt
-// chunks of several sequences, decode steps, a sequence joining later, shuffled block tables, padding to the
-// session's buckets) give the same logits within the session tests' relative RMS; and the batching engine on the
+// chunks of several sequences, decode steps, a sequence joining later, one-token steps, shuffled block tables,
+// padding to the session's buckets) give the same logits within the session tests' relative RMS; and the batching engine on the
 // GPU gives each of eight requests the greedy text it gets alone on the CPU (agreement reported, at least 7 of 8:
 // GPU kernels are not batch-invariant, so a near-tie may go the other way).
 #include <gtest/gtest.h>
@@ -91,7 +91,8 @@ TEST_P(PagedGpu, RaggedBatchesMatchTheCpu) {
     std::copy(seqs[s].blocks.begin(), seqs[s].blocks.end(), b.block_table.begin() + s * size_t(layout.max_blocks));
   // Steps: which sequences take how many tokens (0: not this step).
   const std::vector<std::array<int32_t, 3>> steps = {
-      {21, 7, 0}, {1, 1, 0}, {1, 1, 16}, {1, 1, 16}, {1, 1, 8}, {1, 1, 1}, {1, 1, 1}, {1, 0, 1}, {1, 1, 1}};
+      {21, 7, 0}, {1, 1, 0}, {1, 1, 16}, {1, 1, 16}, {1, 1, 8}, {1, 1, 1}, {1, 1, 1}, {1, 0, 1}, {1, 1, 1},
+      {0, 0, 1}, {1, 0, 0}, {0, 1, 0}};  // one-token steps: the q/k/v launch writes K/V through the table
   int worst_step = -1;
   double worst = 0;
   for (size_t st = 0; st < steps.size(); ++st) {
