@@ -3,7 +3,9 @@
 #include "runtime/engine.h"
 #include "runtime/engine_job.h"
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <exception>
 
 #include "model/model.h"
@@ -28,7 +30,17 @@ Engine::Engine(std::shared_ptr<const model::Model> model, tokenizer::Tokenizer t
   n_ctx_ = session_->n_ctx();
   n_vocab_ = session_->n_vocab();
   device_name_ = session_->device_name();
-  if (session_->paged_layout()) {
+  if (const auto layout = session_->paged_layout()) {
+    // Every batch shape a step can take, built now: no request pays for a graph build or a kernel compile.
+    const auto t0 = std::chrono::steady_clock::now();
+    const int32_t shapes = session_->prepare_paged(std::max(options_.step_tokens, layout->n_seq));
+    if (shapes > 0)
+      log(options_.log, LogLevel::Note,
+          "prepared " + std::to_string(shapes) + " batch shapes in " +
+              std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
+                                                                                  t0)
+                                 .count()) +
+              " ms");
     thread_ = std::thread([this] { worker_batched(); });
   } else {
     thread_ = std::thread([this] { worker(); });

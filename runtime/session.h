@@ -109,6 +109,13 @@ class Session {
   // outside the pool) and std::out_of_range for a token id outside the vocabulary. Others: nullopt / SessionError.
   virtual std::optional<PagedLayout> paged_layout() const { return std::nullopt; }
   virtual std::span<const float> eval_paged(const PagedBatch& batch);
+  // Builds (and, on a GPU, captures) everything eval_paged needs for batches of up to max_tokens tokens, so that no
+  // later step builds a graph, compiles a kernel or allocates device memory. Returns the number of batch shapes
+  // prepared (0 where nothing needs preparing, as on the CPU).
+  virtual int32_t prepare_paged(int32_t max_tokens) {
+    (void)max_tokens;
+    return 0;
+  }
   // After eval_paged: the argmax of each output row's logits (lower id on ties, as runtime::argmax), valid until
   // the next call.
   virtual std::span<const int32_t> paged_argmax() const { return {}; }

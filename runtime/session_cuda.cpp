@@ -365,13 +365,46 @@ CudaSession::Compiled& CudaSession::compiled_paged(int32_t n_tokens, int32_t n_o
   return *paged_graphs_.emplace(key, compile(shape, n_tokens <= kCapturedTokens)).first->second;
 }
 
+// One output bucket per token bucket: as many rows as sequences can want logits (each of its tokens for a decode
+// bucket). A prompt-chunk step then computes a few unread logits rows (a vocabulary product per row, small beside
+// the chunk) so that every step of a token bucket reuses one graph.
+int32_t CudaSession::output_bucket(int32_t token_bucket) const {
+  return std::min(token_bucket, next_pow2(paged_->n_seq));
+}
+
+int32_t CudaSession::prepare_paged(int32_t max_tokens) {
+  if (!paged_) return 0;
+  PagedBatch b;
+  b.block_table.assign(size_t(paged_->n_seq) * paged_->max_blocks, 0);
+  int32_t shapes = 0;
+  for (int32_t tb = 1;; tb *= 2) {
+    // Every token padding (position -1: no cache write): builds the graph, and a second run captures it.
+    b.tokens.assign(size_t(tb), 0);
+    b.positions.assign(size_t(tb), -1);
+    b.kv_seq.assign(size_t(tb), 0);
+    b.output_rows.assign(size_t(output_bucket(tb)), 0);
+    b.need_logits = false;
+    Compiled& c = compiled_paged(tb, output_bucket(tb));
+    for (int run = 0; run < 2; ++run) {
+      c.exec->write_inputs(graph::RunInputs{b.tokens, b.positions, b.kv_seq, b.block_table, b.output_rows});
+      c.exec->run();
+    }
+    c.exec->wait();
+    ++shapes;
+    if (tb >= max_tokens) break;
+  }
+  return shapes;
+}
+
 std::span<const float> CudaSession::eval_paged(const PagedBatch& b) {
   if (!paged_) return Session::eval_paged(b);
   check_paged_batch(b, *paged_, n_vocab());
   // Padded to power-of-two buckets: tokens at position -1 (no cache write, zero attention), output rows at token 0.
   const int32_t n = static_cast<int32_t>(b.tokens.size());
   const int32_t n_out = static_cast<int32_t>(b.output_rows.size());
-  const int32_t tb = next_pow2(n), ob = std::min(tb, next_pow2(std::max(n_out, 1)));
+  const int32_t tb = next_pow2(n), ob = output_bucket(tb);
+  if (n_out > ob) throw SessionError("eval_paged: " + std::to_string(n_out) + " output rows, more than the " +
+                                     std::to_string(ob) + " a batch of " + std::to_string(n) + " tokens may have");
   padded_.tokens.assign(b.tokens.begin(), b.tokens.end());
   padded_.positions.assign(b.positions.begin(), b.positions.end());
   padded_.kv_seq.assign(b.kv_seq.begin(), b.kv_seq.end());

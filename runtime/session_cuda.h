@@ -54,6 +54,7 @@ class CudaSession final : public Session {
   std::optional<PagedLayout> paged_layout() const override { return paged_; }
   std::span<const float> eval_paged(const PagedBatch& batch) override;
   std::span<const int32_t> paged_argmax() const override { return argmax_; }
+  int32_t prepare_paged(int32_t max_tokens) override;
   int32_t n_ctx() const override { return paged_ ? paged_->seq_capacity() : n_ctx_; }
   int32_t n_vocab() const override;
   std::string device_name() const override;
@@ -70,6 +71,7 @@ class CudaSession final : public Session {
   std::unique_ptr<Compiled> compile(int32_t n_tokens, bool all_logits);
   std::unique_ptr<Compiled> compile(const model::BatchShape& shape, bool capture);
   Compiled& compiled_paged(int32_t n_tokens, int32_t n_outputs);
+  int32_t output_bucket(int32_t token_bucket) const;
   void regroup_weights();  // after the upload: the layouts cuda/weight_layouts.h chooses, offsets in regrouped_
   // Before a graph's executor allocates `bytes`: frees cached prompt graphs if that makes room, else throws
   // DeviceMemoryError naming the batch size.
