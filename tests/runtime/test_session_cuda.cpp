@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "assets.h"
+#include "rel_rms.h"
 #include "cuda/check.h"
 #include "model/model.h"
 #include "model/synth.h"
@@ -54,14 +55,7 @@ const ModelCase kModels[] = {
     {"synth-gpt-oss-MXFP4_MOE", 5.7e-2, 3, "mxfp4/"},
 };
 
-double rel_rms(std::span<const float> a, std::span<const float> ref) {
-  double sq = 0, sq_ref = 0;
-  for (size_t i = 0; i < ref.size(); ++i) {
-    const double d = double(a[i]) - double(ref[i]);
-    sq += d * d, sq_ref += double(ref[i]) * double(ref[i]);
-  }
-  return std::sqrt(sq / std::max(sq_ref, 1e-300));
-}
+using testing_metrics::rel_rms;
 
 runtime::CudaSessionOptions graph_opts(bool graph) {
   runtime::CudaSessionOptions o;

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "assets.h"
+#include "rel_rms.h"
 #include "cuda/check.h"
 #include "model/model.h"
 #include "runtime/engine.h"
@@ -31,14 +32,7 @@ namespace {
 
 constexpr double kRelRms = 1e-2;  // as tests/runtime/test_session_cuda.cpp
 
-double rel_rms(std::span<const float> a, std::span<const float> ref) {
-  double sq = 0, sq_ref = 0;
-  for (size_t i = 0; i < ref.size(); ++i) {
-    const double d = double(a[i]) - double(ref[i]);
-    sq += d * d, sq_ref += double(ref[i]) * double(ref[i]);
-  }
-  return std::sqrt(sq / std::max(sq_ref, 1e-300));
-}
+using testing_metrics::rel_rms;
 
 runtime::SessionOptions paged_options() {
   runtime::SessionOptions o;
