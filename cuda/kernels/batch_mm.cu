@@ -1,0 +1,219 @@
+// Small-batch products on tensor cores. A block of 4 warps owns R rows of W and walks K in slices: each slice's
+// quantized blocks are dequantized (quant/dequant.cuh, two 32-element chunks a thread) into a half tile in shared
+// memory beside the slice of X (already half, converted once per launch), and warps multiply with mma.m16n8k16
+// (W rows as A, tokens as B, float32 accumulators in registers). Why this shape: W is read from memory exactly once
+// for all tokens, and every tile of X is read from L2 by N / R blocks, so R grows with T (X's L2 traffic is
+// 3.6 T / R times W's for Q4_K): R = 16 rows for T <= 8 (many blocks: fills the GPU), 32 up to 32 tokens, 64 above.
+// Warps split a slice by rows and then by K (each warp 16 rows x 128 k x T); the K-split partial sums are added in a
+// fixed order through shared memory, so results do not depend on timing.
+#include "cuda/kernels/batch_mm.cuh"
+
+#include <cuda_fp16.h>
+
+#include <algorithm>
+#include <string>
+
+#include "cuda/check.h"
+#include "cuda/kernels/mma.cuh"
+#include "cuda/kernels/q6_kx8.cuh"
+#include "quant/dequant.cuh"
+
+namespace cuda {
+namespace {
+
+constexpr int kThreads = 128;
+constexpr int kWarps = kThreads / 32;
+constexpr int kChunksPerThread = 2;  // 32-element chunks of W a thread dequantizes per slice
+constexpr int kWarpK = 128;          // k per warp per slice: 8 mma steps
+
+size_t align256(size_t b) { return (b + 255) & ~size_t(255); }
+
+template <int R, int NT>
+struct Tile {
+  static constexpr int kRowGroups = R / 16;                          // warps along rows
+  static constexpr int kKGroups = kWarps / kRowGroups;               // warps along k
+  static constexpr int kSlice = kThreads * kChunksPerThread * 32 / R;  // k per slice: every thread dequantizes
+  static constexpr int kLd = kSlice + 8;  // halves a shared row: 16 more bytes make ldmatrix and B loads conflict-free
+  static constexpr int kCols = NT * 8;    // tokens, padded to whole mma n-tiles
+  static constexpr int kChunksPerRow = kSlice / 32;
+  static_assert(kSlice == kKGroups * kWarpK, "a slice is split evenly over the k groups");
+  static constexpr int kSmemHalves = (R + kCols) * kLd;
+  static_assert(kWarps * 16 * kCols * 4 <= kSmemHalves * 2, "the k-group partial sums fit in the tiles' memory");
+};
+
+__device__ __forceinline__ uint4 pack8(const float* v) {
+  return make_uint4(mma::pack_half2(v[0], v[1]), mma::pack_half2(v[2], v[3]), mma::pack_half2(v[4], v[5]),
+                    mma::pack_half2(v[6], v[7]));
+}
+
+template <quant::Type Q, bool kX8>
+__device__ __forceinline__ void dequant(const uint8_t* row, int64_t c, float (&v)[32]) {
+  if constexpr (kX8) q6_kx8_dequant_chunk(row, c, v);
+  else quant::dev::dequant_chunk<Q>(row, c, 32, v);
+}
+
+template <quant::Type Q, bool kX8, int R, int NT>
+__global__ void __launch_bounds__(kThreads) batch_mm_kernel(BatchMmParams p, const __half* xh, size_t row_bytes) {
+  using Tl = Tile<R, NT>;
+  __shared__ __align__(16) uint16_t smem[Tl::kSmemHalves];
+  uint16_t* ws = smem;                // [R][kLd]: this slice of W, half
+  uint16_t* xs = smem + R * Tl::kLd;  // [kCols][kLd]: this slice of X, half; tokens >= T are zero
+  const int tid = int(threadIdx.x), lane = tid & 31, warp = tid >> 5;
+  const int wr = warp % Tl::kRowGroups, wk = warp / Tl::kRowGroups;
+  const int g = lane >> 2, tg = lane & 3;
+  const int64_t n0 = int64_t(blockIdx.x) * R;
+  const int64_t n_chunks = p.K / 32;
+  const uint8_t* w = static_cast<const uint8_t*>(p.w);
+  float acc[NT][4] = {};
+
+  for (int64_t k0 = 0; k0 < p.K; k0 += Tl::kSlice) {
+    // X: 16-byte copies from the half copy (K % 32 == 0, so a copy is wholly inside or outside the row).
+    constexpr int kVecs = Tl::kSlice / 8;
+    for (int i = tid; i < Tl::kCols * kVecs; i += kThreads) {
+      const int t = i / kVecs, v8 = i % kVecs;
+      const int64_t k = k0 + 8 * v8;
+      uint4 val = make_uint4(0u, 0u, 0u, 0u);
+      if (t < p.T && k < p.K) val = __ldg(reinterpret_cast<const uint4*>(xh + t * p.K + k));
+      *reinterpret_cast<uint4*>(xs + t * Tl::kLd + 8 * v8) = val;
+    }
+    // W: both chunks' loads first, then the stores. Consecutive threads take consecutive chunks of a row (coalesced);
+    // rows past N re-read row N - 1 (never stored); chunks past K are zero.
+    float v[kChunksPerThread][32];
+#pragma unroll
+    for (int j = 0; j < kChunksPerThread; ++j) {
+      const int i = tid + j * kThreads, r = i / Tl::kChunksPerRow;
+      const int64_t c = k0 / 32 + i % Tl::kChunksPerRow;
+      const int64_t row = ::std::min<int64_t>(n0 + r, p.N - 1);
+      if (c < n_chunks) {
+        dequant<Q, kX8>(w + row * row_bytes, c, v[j]);
+      } else {
+#pragma unroll
+        for (int e = 0; e < 32; ++e) v[j][e] = 0.0f;
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < kChunksPerThread; ++j) {
+      const int i = tid + j * kThreads, r = i / Tl::kChunksPerRow, cl = i % Tl::kChunksPerRow;
+      uint4 h[4];
+#pragma unroll
+      for (int q = 0; q < 4; ++q) h[q] = pack8(v[j] + 8 * q);
+      // A thread's 64 bytes start every 64 bytes across the warp: rotating which 16 bytes go first by lane spreads
+      // each 8-lane phase over all banks (selects, not a dynamic register index).
+      uint4* dst = reinterpret_cast<uint4*>(ws + r * Tl::kLd + 32 * cl);
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        const int qq = (q + (lane >> 1)) & 3;
+        dst[qq] = qq == 0 ? h[0] : qq == 1 ? h[1] : qq == 2 ? h[2] : h[3];
+      }
+    }
+    __syncthreads();
+    const uint16_t* wa = ws + (wr * 16 + (lane & 15)) * Tl::kLd + wk * kWarpK + 8 * (lane >> 4);
+    const uint16_t* xb = xs + g * Tl::kLd + wk * kWarpK + 2 * tg;
+#pragma unroll
+    for (int kk = 0; kk < kWarpK; kk += 16) {
+      uint32_t a[4];
+      mma::ldmatrix_x4(wa + kk, a);
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt) {
+        const uint16_t* b = xb + nt * 8 * Tl::kLd + kk;
+        mma::m16n8k16(acc[nt], a, *reinterpret_cast<const uint32_t*>(b), *reinterpret_cast<const uint32_t*>(b + 8));
+      }
+    }
+    __syncthreads();
+  }
+
+  // Accumulator c of n-tile nt: row 16 wr + g + 8 (c >> 1), token 8 nt + 2 tg + (c & 1).
+  if constexpr (Tl::kKGroups == 1) {
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        const int64_t n = n0 + wr * 16 + g + 8 * (c >> 1);
+        const int t = nt * 8 + 2 * tg + (c & 1);
+        if (n < p.N && t < p.T) p.y[t * p.N + n] = acc[nt][c] + (p.bias ? p.bias[n] : 0.0f);
+      }
+  } else {
+    float* red = reinterpret_cast<float*>(smem);  // [kWarps][16][kCols]; the tiles are dead after the last sync
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+      for (int c = 0; c < 4; ++c)
+        red[(warp * 16 + g + 8 * (c >> 1)) * Tl::kCols + nt * 8 + 2 * tg + (c & 1)] = acc[nt][c];
+    __syncthreads();
+    for (int i = tid; i < R * Tl::kCols; i += kThreads) {
+      const int r = i % R, t = i / R;  // consecutive threads on consecutive rows: coalesced stores of y
+      const int64_t n = n0 + r;
+      if (n >= p.N || t >= p.T) continue;
+      float s = p.bias ? p.bias[n] : 0.0f;
+#pragma unroll
+      for (int k = 0; k < Tl::kKGroups; ++k) s += red[((k * Tl::kRowGroups + r / 16) * 16 + r % 16) * Tl::kCols + t];
+      p.y[t * p.N + n] = s;
+    }
+  }
+}
+
+__global__ void x_to_half_kernel(const float* x, __half* out, int64_t n) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = __float2half_rn(x[i]);
+}
+
+template <quant::Type Q, bool kX8, int R, int NT>
+void launch_tile(const BatchMmParams& p, const __half* xh, size_t rb, cudaStream_t stream) {
+  const int64_t blocks = (p.N + R - 1) / R;
+  batch_mm_kernel<Q, kX8, R, NT><<<unsigned(blocks), kThreads, 0, stream>>>(p, xh, rb);
+}
+
+// The one place T picks the tile (see the file comment): rows per block and 8-token n-tiles.
+template <quant::Type Q, bool kX8>
+void launch_for_tokens(const BatchMmParams& p, const __half* xh, size_t rb, cudaStream_t stream) {
+  if (p.T <= 8) launch_tile<Q, kX8, 16, 1>(p, xh, rb, stream);
+  else if (p.T <= 16) launch_tile<Q, kX8, 32, 2>(p, xh, rb, stream);
+  else if (p.T <= 32) launch_tile<Q, kX8, 32, 4>(p, xh, rb, stream);
+  else launch_tile<Q, kX8, 64, 8>(p, xh, rb, stream);
+}
+
+}  // namespace
+
+bool batch_mm_supports(quant::Type type, bool regrouped, int64_t K, int64_t T) {
+  using quant::Type;
+  if (T < 1 || T > kBatchMmMaxTokens || K <= 0 || K % quant::traits(type).block_elems != 0) return false;
+  if (regrouped) return type == Type::Q6_K && K % 2048 == 0;
+  return type == Type::Q4_0 || type == Type::Q8_0 || type == Type::Q4_K || type == Type::Q6_K;
+}
+
+size_t batch_mm_scratch(int64_t K, int64_t T) { return align256(size_t(K) * size_t(T) * 2); }
+
+void launch_batch_mm(const BatchMmParams& p, cudaStream_t stream) {
+  LLM_REQUIRE(p.w && p.x && p.y, "null pointer");
+  LLM_REQUIRE(p.N > 0 && p.N <= int64_t(64) * 0x7fffffff, "rows out of range");
+  LLM_REQUIRE(batch_mm_supports(p.type, p.regrouped, p.K, p.T),
+              "small-batch product: type " + ::std::string(quant::type_name(p.type)) + (p.regrouped ? " (regrouped)" : "") +
+                  ", K = " + ::std::to_string(p.K) + ", T = " + ::std::to_string(p.T) + " not served");
+  LLM_REQUIRE(p.scratch && p.scratch_bytes >= batch_mm_scratch(p.K, p.T) &&
+                  (reinterpret_cast<uintptr_t>(p.scratch) & 15) == 0,
+              "scratch below batch_mm_scratch or not 16-byte aligned");
+  LLM_REQUIRE(p.type != quant::Type::Q4_K || (reinterpret_cast<uintptr_t>(p.w) & 15) == 0,
+              "Q4_K weights must be 16-byte aligned");
+  if (p.regrouped) LLM_REQUIRE(q6_kx8_fits(p.w, p.K), "Q6_Kx8 rows: K % 2048 == 0, 16-byte aligned");
+  const size_t rb = quant::row_bytes(p.type, p.K);
+  auto* xh = static_cast<__half*>(p.scratch);
+  if (!p.x_in_scratch) {
+    const int64_t n = p.K * p.T;
+    x_to_half_kernel<<<unsigned((n + 255) / 256), 256, 0, stream>>>(p.x, xh, n);
+    CUDA_CHECK_LAUNCH(stream);
+  }
+  using quant::Type;
+  switch (p.type) {
+    case Type::Q4_0: launch_for_tokens<Type::Q4_0, false>(p, xh, rb, stream); break;
+    case Type::Q8_0: launch_for_tokens<Type::Q8_0, false>(p, xh, rb, stream); break;
+    case Type::Q4_K: launch_for_tokens<Type::Q4_K, false>(p, xh, rb, stream); break;
+    case Type::Q6_K:
+      if (p.regrouped) launch_for_tokens<Type::Q6_K, true>(p, xh, rb, stream);
+      else launch_for_tokens<Type::Q6_K, false>(p, xh, rb, stream);
+      break;
+    default: throw InvalidArgument(::std::string("small-batch product: no kernel for ") + quant::type_name(p.type));
+  }
+  CUDA_CHECK_LAUNCH(stream);
+}
+
+}  // namespace cuda
