@@ -14,6 +14,7 @@
 #include <string>
 
 #include "cuda/check.h"
+#include "cuda/kernels/async_copy.cuh"
 #include "cuda/kernels/mma.cuh"
 #include "cuda/kernels/q6_kx8.cuh"
 #include "quant/dequant.cuh"
@@ -44,6 +45,40 @@ struct Tile {
 __device__ __forceinline__ uint4 pack8(const float* v) {
   return make_uint4(mma::pack_half2(v[0], v[1]), mma::pack_half2(v[2], v[3]), mma::pack_half2(v[4], v[5]),
                     mma::pack_half2(v[6], v[7]));
+}
+
+// Y for the block's R rows: accumulator c of n-tile nt is row 16 wr + g + 8 (c >> 1), token 8 nt + 2 tg + (c & 1).
+// With k groups their partial sums go through `red` ([kWarps][16][NT * 8] floats, the tiles' dead memory after the
+// last barrier) and are added in group order: the same bits every run.
+template <int R, int NT, int KG>
+__device__ __forceinline__ void store_tile(const BatchMmParams& p, const float (&acc)[NT][4], float* red, int64_t n0,
+                                           int warp, int wr, int g, int tg, int tid) {
+  constexpr int kCols = NT * 8, kRowGroups = R / 16;
+  if constexpr (KG == 1) {
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        const int64_t n = n0 + wr * 16 + g + 8 * (c >> 1);
+        const int t = nt * 8 + 2 * tg + (c & 1);
+        if (n < p.N && t < p.T) p.y[t * p.N + n] = acc[nt][c] + (p.bias ? p.bias[n] : 0.0f);
+      }
+  } else {
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+      for (int c = 0; c < 4; ++c) red[(warp * 16 + g + 8 * (c >> 1)) * kCols + nt * 8 + 2 * tg + (c & 1)] = acc[nt][c];
+    __syncthreads();
+    for (int i = tid; i < R * kCols; i += kThreads) {
+      const int r = i % R, t = i / R;  // consecutive threads on consecutive rows: coalesced stores of y
+      const int64_t n = n0 + r;
+      if (n >= p.N || t >= p.T) continue;
+      float s = p.bias ? p.bias[n] : 0.0f;
+#pragma unroll
+      for (int k = 0; k < KG; ++k) s += red[((k * kRowGroups + r / 16) * 16 + r % 16) * kCols + t];
+      p.y[t * p.N + n] = s;
+    }
+  }
 }
 
 template <quant::Type Q, bool kX8>
@@ -122,34 +157,131 @@ __global__ void __launch_bounds__(kThreads) batch_mm_kernel(BatchMmParams p, con
     __syncthreads();
   }
 
-  // Accumulator c of n-tile nt: row 16 wr + g + 8 (c >> 1), token 8 nt + 2 tg + (c & 1).
-  if constexpr (Tl::kKGroups == 1) {
-#pragma unroll
-    for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-      for (int c = 0; c < 4; ++c) {
-        const int64_t n = n0 + wr * 16 + g + 8 * (c >> 1);
-        const int t = nt * 8 + 2 * tg + (c & 1);
-        if (n < p.N && t < p.T) p.y[t * p.N + n] = acc[nt][c] + (p.bias ? p.bias[n] : 0.0f);
+  store_tile<R, NT, Tl::kKGroups>(p, acc, reinterpret_cast<float*>(smem), n0, warp, wr, g, tg, tid);
+}
+
+// The staged form (what the aligned Q4_0 / Q8_0 / Q4_K / Q6_K matrices take). The direct kernel above keeps one
+// slice of W in flight per block and waits for it: ~0.5 TB/s. Here each slice's raw blocks are copied by cp.async
+// into a ring of kStages buffers, kStages - 1 slices ahead of the one being dequantized (from shared memory, by the
+// same dequant_chunk: a slice starts on a block boundary, so a row's staged bytes are a row of their own).
+constexpr int kStages = 3;
+
+template <quant::Type Q, int R>
+struct Staged {
+  using L = quant::dev::Layout<Q>;
+  static constexpr int kChunksPerThread = R == 64 ? 4 : 2;
+  static constexpr int kSlice = kThreads * kChunksPerThread * 32 / R;  // 512, 256, 256
+  static_assert(kSlice % L::kBlockElems == 0, "slices of whole blocks");
+  static constexpr int kRawBytes = kSlice / L::kBlockElems * L::kBlockBytes;  // a row's blocks in one slice
+  static constexpr int kRawLd = (kRawBytes + 15) / 16 * 16;
+  static constexpr int kRowGroups = R / 16, kKGroups = kWarps / kRowGroups;
+  static constexpr int kWarpK = kSlice / kKGroups;
+  static constexpr int kLd = kSlice + 8;
+  static constexpr int kChunksPerRow = kSlice / 32;
+};
+
+template <quant::Type Q, int R, int NT>
+constexpr size_t staged_smem_bytes() {
+  using S = Staged<Q, R>;
+  return size_t(kStages) * R * S::kRawLd + size_t(R + NT * 8) * S::kLd * 2;
+}
+
+// gran: 16 or 4, the cp.async size every row's slice start and length are multiples of (host-checked).
+template <quant::Type Q, int R, int NT>
+__global__ void __launch_bounds__(kThreads) batch_mm_staged_kernel(BatchMmParams p, const __half* xh, size_t row_bytes,
+                                                                    int gran) {
+  using S = Staged<Q, R>;
+  using L = typename S::L;
+  constexpr int kCols = NT * 8;
+  extern __shared__ __align__(16) uint8_t dyn[];
+  uint8_t* raw = dyn;                                                             // [kStages][R][kRawLd]
+  uint16_t* ws = reinterpret_cast<uint16_t*>(dyn + size_t(kStages) * R * S::kRawLd);  // [R][kLd]
+  uint16_t* xs = ws + R * S::kLd;                                                 // [kCols][kLd]
+  const int tid = int(threadIdx.x), lane = tid & 31, warp = tid >> 5;
+  const int wr = warp % S::kRowGroups, wk = warp / S::kRowGroups;
+  const int g = lane >> 2, tg = lane & 3;
+  const int64_t n0 = int64_t(blockIdx.x) * R;
+  const int64_t n_slices = (p.K + S::kSlice - 1) / S::kSlice;
+  const uint8_t* w = static_cast<const uint8_t*>(p.w);
+
+  auto issue = [&](int64_t sl) {  // slice sl's raw blocks into its ring buffer; always a group, maybe empty
+    if (sl < n_slices) {
+      const int64_t k0 = sl * S::kSlice;
+      const int bytes = int((::std::min<int64_t>(S::kSlice, p.K - k0)) / L::kBlockElems * L::kBlockBytes);
+      uint8_t* dst = raw + (sl % kStages) * R * S::kRawLd;
+      const int per_row = bytes / gran;
+      for (int i = tid; i < R * per_row; i += kThreads) {
+        const int r = i / per_row, o = (i % per_row) * gran;
+        const int64_t row = ::std::min<int64_t>(n0 + r, p.N - 1);
+        const uint8_t* src = w + row * row_bytes + k0 / L::kBlockElems * L::kBlockBytes + o;
+        if (gran == 16) cp_async16(dst + r * S::kRawLd + o, src);
+        else cp_async4_zfill(dst + r * S::kRawLd + o, src, 4);
       }
-  } else {
-    float* red = reinterpret_cast<float*>(smem);  // [kWarps][16][kCols]; the tiles are dead after the last sync
-#pragma unroll
-    for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-      for (int c = 0; c < 4; ++c)
-        red[(warp * 16 + g + 8 * (c >> 1)) * Tl::kCols + nt * 8 + 2 * tg + (c & 1)] = acc[nt][c];
-    __syncthreads();
-    for (int i = tid; i < R * Tl::kCols; i += kThreads) {
-      const int r = i % R, t = i / R;  // consecutive threads on consecutive rows: coalesced stores of y
-      const int64_t n = n0 + r;
-      if (n >= p.N || t >= p.T) continue;
-      float s = p.bias ? p.bias[n] : 0.0f;
-#pragma unroll
-      for (int k = 0; k < Tl::kKGroups; ++k) s += red[((k * Tl::kRowGroups + r / 16) * 16 + r % 16) * Tl::kCols + t];
-      p.y[t * p.N + n] = s;
     }
+    asm volatile("cp.async.commit_group;" ::: "memory");
+  };
+
+  float acc[NT][4] = {};
+  for (int st = 0; st < kStages - 1; ++st) issue(st);
+  for (int64_t sl = 0; sl < n_slices; ++sl) {
+    issue(sl + kStages - 1);
+    const int64_t k0 = sl * S::kSlice;
+    // X from L2 (all loads, then all stores: one round trip a slice), while the staged copies land.
+    constexpr int kVecs = S::kSlice / 8, kXPer = (kCols * kVecs + kThreads - 1) / kThreads;
+    uint4 xv[kXPer];
+#pragma unroll
+    for (int j = 0; j < kXPer; ++j) {
+      const int i = tid + j * kThreads, t = i / kVecs;
+      const int64_t k = k0 + 8 * (i % kVecs);
+      xv[j] = make_uint4(0u, 0u, 0u, 0u);
+      if (i < kCols * kVecs && t < p.T && k < p.K) xv[j] = __ldg(reinterpret_cast<const uint4*>(xh + t * p.K + k));
+    }
+#pragma unroll
+    for (int j = 0; j < kXPer; ++j) {
+      const int i = tid + j * kThreads;
+      if (i < kCols * kVecs) *reinterpret_cast<uint4*>(xs + (i / kVecs) * S::kLd + 8 * (i % kVecs)) = xv[j];
+    }
+    cp_async_wait<kStages - 1>();
+    __syncthreads();  // every thread's copies of slice sl landed
+    const uint8_t* rs = raw + (sl % kStages) * R * S::kRawLd;
+    const int64_t chunks_left = (p.K - k0) / 32;
+#pragma unroll
+    for (int j = 0; j < S::kChunksPerThread; ++j) {
+      const int i = tid + j * kThreads, r = i / S::kChunksPerRow, cl = i % S::kChunksPerRow;
+      float v[32];
+      if (cl < chunks_left) {
+        quant::dev::dequant_chunk<Q>(rs + r * S::kRawLd, cl, 32, v);
+      } else {
+#pragma unroll
+        for (int e = 0; e < 32; ++e) v[e] = 0.0f;
+      }
+      uint4 h[4];
+#pragma unroll
+      for (int q = 0; q < 4; ++q) h[q] = pack8(v + 8 * q);
+      uint4* dst = reinterpret_cast<uint4*>(ws + r * S::kLd + 32 * cl);
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        const int qq = (q + (lane >> 1)) & 3;
+        dst[qq] = qq == 0 ? h[0] : qq == 1 ? h[1] : qq == 2 ? h[2] : h[3];
+      }
+    }
+    __syncthreads();
+    const uint16_t* wa = ws + (wr * 16 + (lane & 15)) * S::kLd + wk * S::kWarpK + 8 * (lane >> 4);
+    const uint16_t* xb = xs + g * S::kLd + wk * S::kWarpK + 2 * tg;
+#pragma unroll
+    for (int kk = 0; kk < S::kWarpK; kk += 16) {
+      uint32_t a[4];
+      mma::ldmatrix_x4(wa + kk, a);
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt) {
+        const uint16_t* b = xb + nt * 8 * S::kLd + kk;
+        mma::m16n8k16(acc[nt], a, *reinterpret_cast<const uint32_t*>(b), *reinterpret_cast<const uint32_t*>(b + 8));
+      }
+    }
+    __syncthreads();  // ws, xs and this slice's ring buffer are rewritten next
   }
+  cp_async_wait<0>();
+  store_tile<R, NT, S::kKGroups>(p, acc, reinterpret_cast<float*>(dyn), n0, warp, wr, g, tg, tid);
 }
 
 __global__ void x_to_half_kernel(const float* x, __half* out, int64_t n) {
@@ -157,10 +289,34 @@ __global__ void x_to_half_kernel(const float* x, __half* out, int64_t n) {
   if (i < n) out[i] = __float2half_rn(x[i]);
 }
 
+// The staged kernel when every row's slices start and end on cp.async sizes (16 bytes, else 4); false: not aligned.
+template <quant::Type Q, int R, int NT>
+bool launch_staged(const BatchMmParams& p, const __half* xh, size_t rb, cudaStream_t stream) {
+  using S = Staged<Q, R>;
+  using L = typename S::L;
+  const size_t tail = size_t(p.K % S::kSlice) / L::kBlockElems * L::kBlockBytes;  // the last, partial slice's bytes
+  const auto fits = [&](size_t a) {
+    return reinterpret_cast<uintptr_t>(p.w) % a == 0 && rb % a == 0 && S::kRawBytes % a == 0 && tail % a == 0;
+  };
+  const int gran = fits(16) ? 16 : fits(4) ? 4 : 0;
+  if (gran == 0) return false;
+  constexpr size_t smem = staged_smem_bytes<Q, R, NT>();
+  static const bool attr = [] {  // once per instance, at its first launch (before any graph capture)
+    CUDA_CHECK(cudaFuncSetAttribute(batch_mm_staged_kernel<Q, R, NT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    int(smem)));
+    return true;
+  }();
+  (void)attr;
+  batch_mm_staged_kernel<Q, R, NT><<<unsigned((p.N + R - 1) / R), kThreads, smem, stream>>>(p, xh, rb, gran);
+  return true;
+}
+
 template <quant::Type Q, bool kX8, int R, int NT>
 void launch_tile(const BatchMmParams& p, const __half* xh, size_t rb, cudaStream_t stream) {
-  const int64_t blocks = (p.N + R - 1) / R;
-  batch_mm_kernel<Q, kX8, R, NT><<<unsigned(blocks), kThreads, 0, stream>>>(p, xh, rb);
+  if constexpr (!kX8) {
+    if (p.staged && launch_staged<Q, R, NT>(p, xh, rb, stream)) return;
+  }
+  batch_mm_kernel<Q, kX8, R, NT><<<unsigned((p.N + R - 1) / R), kThreads, 0, stream>>>(p, xh, rb);
 }
 
 // The one place T picks the tile (see the file comment): rows per block and 8-token n-tiles.
@@ -187,8 +343,9 @@ void launch_batch_mm(const BatchMmParams& p, cudaStream_t stream) {
   LLM_REQUIRE(p.w && p.x && p.y, "null pointer");
   LLM_REQUIRE(p.N > 0 && p.N <= int64_t(64) * 0x7fffffff, "rows out of range");
   LLM_REQUIRE(batch_mm_supports(p.type, p.regrouped, p.K, p.T),
-              "small-batch product: type " + ::std::string(quant::type_name(p.type)) + (p.regrouped ? " (regrouped)" : "") +
-                  ", K = " + ::std::to_string(p.K) + ", T = " + ::std::to_string(p.T) + " not served");
+              "small-batch product: type " + ::std::string(quant::type_name(p.type)) +
+                  (p.regrouped ? " (regrouped)" : "") + ", K = " + ::std::to_string(p.K) +
+                  ", T = " + ::std::to_string(p.T) + " not served");
   LLM_REQUIRE(p.scratch && p.scratch_bytes >= batch_mm_scratch(p.K, p.T) &&
                   (reinterpret_cast<uintptr_t>(p.scratch) & 15) == 0,
               "scratch below batch_mm_scratch or not 16-byte aligned");

@@ -26,6 +26,7 @@ struct BatchMmParams {
   size_t scratch_bytes = 0;
   bool x_in_scratch = false;    // the previous launch on this stream left this same x (K, T) in scratch as half
   bool regrouped = false;       // Q6_K regrouped at upload into Q6_Kx8 (q6_kx8.cuh)
+  bool staged = true;           // false: the direct kernel even where the staged one applies (tests, lab)
 };
 
 // True when launch_batch_mm takes this matrix: Q4_0, Q8_0, Q4_K, Q6_K (Q6_K also regrouped), in the file's layout,

@@ -23,7 +23,7 @@ std::string name(const Case& c) { return std::string(quant::type_name(c.type)) +
 std::vector<int64_t> row_lengths(const Case& c) {
   if (c.regrouped) return {2048, 6144};
   if (quant::traits(c.type).block_elems == 32) return {96, 1120};
-  return {256, 2304};
+  return {256, 2304, 4096};  // 4096: Q6_K rows whose slices are whole 4-byte runs (the staged kernel's 4-byte copies)
 }
 
 class BatchMm : public ::testing::TestWithParam<Case> {};
@@ -49,18 +49,21 @@ TEST_P(BatchMm, MatchesReference) {
         auto dw = upload(w), dx = upload(x), db = upload(bias);
         const size_t sb = cuda::batch_mm_scratch(K, T);
         cuda::DeviceBuffer scratch(sb);
-        auto dy = poisoned_f32(N * T);
         ASSERT_TRUE(cuda::batch_mm_supports(c.type, c.regrouped, K, T));
-        cuda::BatchMmParams p{dw.get(), c.type, dx.as<float>(), with_bias ? db.as<float>() : nullptr,
-                              dy.as<float>(), K, N, T, scratch.get(), sb};
-        p.regrouped = c.regrouped;
-        cuda::launch_batch_mm(p, nullptr);
         // W and X rounded to half (relative 2^-11 each), float32 accumulation: 2^-10 sum |w x| and a little more.
         std::vector<double> atol(mag.size());
         for (size_t i = 0; i < mag.size(); ++i) atol[i] = (1.0 / 1024 + 1e-5) * mag[i] + 1e-6;
-        EXPECT_TRUE(close("batch_mm " + name(c) + " K=" + std::to_string(K) + " N=" + std::to_string(N) +
-                              " T=" + std::to_string(T),
-                          download<float>(dy, N * T), ref, atol, 0.0));
+        for (bool staged : {true, false}) {  // the staged kernel where it applies, and the direct one
+          auto dy = poisoned_f32(N * T);
+          cuda::BatchMmParams p{dw.get(), c.type, dx.as<float>(), with_bias ? db.as<float>() : nullptr,
+                                dy.as<float>(), K, N, T, scratch.get(), sb};
+          p.regrouped = c.regrouped;
+          p.staged = staged;
+          cuda::launch_batch_mm(p, nullptr);
+          EXPECT_TRUE(close("batch_mm " + name(c) + (staged ? " staged" : " direct") + " K=" + std::to_string(K) +
+                                " N=" + std::to_string(N) + " T=" + std::to_string(T),
+                            download<float>(dy, N * T), ref, atol, 0.0));
+        }
       }
 }
 
