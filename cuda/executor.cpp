@@ -191,7 +191,8 @@ bool Executor::batch_mm_takes(const Node& n) const {
   if (w.op != Op::Weight) return false;
   const auto& wp = ::std::get<graph::WeightParams>(w.params);
   const int64_t T = n.shape.rows();
-  return T >= 2 && T <= opt_.batch_mm_max_tokens && wp.role != graph::WeightRole::FfnRouter &&
+  return T >= ::std::max<int64_t>(2, opt_.batch_mm_min_tokens) && T <= opt_.batch_mm_max_tokens &&
+         wp.role != graph::WeightRole::FfnRouter &&
          batch_mm_supports(wp.type, regrouped(w), w.shape.ne[0], T);
 }
 

@@ -74,9 +74,12 @@ struct ExecutorOptions {
   // Where the executor's notes go (warning: a fallback the user should know of; else a -v detail); none: dropped.
   ::std::function<void(bool warning, const ::std::string& message)> log;
   int64_t matvec_max_tokens = 4;  // MulMat with T <= this uses the matvec kernels, larger T the GEMM path
-  // MulMat with 2 <= T <= this whose weight the small-batch kernel serves (batch_mm.cuh) takes it instead of the
-  // matvec or GEMM path; 0 turns it off (LLM_CUDA_BATCH_MM_MAX=0..64).
-  int64_t batch_mm_max_tokens = kBatchMmMaxTokens;
+  // MulMat with batch_mm_min_tokens <= T <= batch_mm_max_tokens whose weight the small-batch kernel serves
+  // (batch_mm.cuh) takes it instead of the matvec or GEMM path. The range is where it won on the H200 8B Q4_K_M
+  // `bench --parallel` (docs/kernel-notes.md): at T = 2 two matvec passes are faster, from T = 32 the GEMM.
+  // LLM_CUDA_BATCH_MM_MAX=0..64 moves the top (0: off).
+  int64_t batch_mm_min_tokens = 4;
+  int64_t batch_mm_max_tokens = 16;
   // Decode fusions into the int16 matvec (cuda/executor_fusion.cpp): an RmsNorm whose only readers are such
   // matvecs is folded into them; an Add of a matvec's output and another tensor becomes the matvec's epilogue.
   bool fuse = true;

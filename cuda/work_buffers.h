@@ -39,7 +39,7 @@ inline WorkBuffers work_buffers(const graph::Graph& g, const graph::Plan& plan, 
       const int64_t T = n.shape.ne[1] * n.shape.ne[2] * n.shape.ne[3];
       if (T > 1) {
         // A few tokens may take the small-batch kernel (batch_mm.cuh), which needs x in half at the scratch's start.
-        b.gemm_scratch = ::std::max(b.gemm_scratch, batch_mm_scratch(w.ne[0], T));
+        b.gemm_scratch = ::std::max(b.gemm_scratch, batch_mm_scratch(w.ne[0], w.ne[1], T));
       }
       if (T > matvec_max_tokens) {
         // Whole-matrix conversion up to 256 MiB; bigger matrices go in slices.

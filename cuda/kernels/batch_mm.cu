@@ -47,13 +47,23 @@ __device__ __forceinline__ uint4 pack8(const float* v) {
                     mma::pack_half2(v[6], v[7]));
 }
 
+// Split K over gridDim.y (matrices of few row blocks, so every SM has blocks): split y takes slices
+// [y * per_split, (y + 1) * per_split) and writes partial sums to part; no split: part is null.
+struct Split {
+  int64_t per_split;  // slices a split takes
+  float* part;        // [splits][T][N] or null
+};
+
 // Y for the block's R rows: accumulator c of n-tile nt is row 16 wr + g + 8 (c >> 1), token 8 nt + 2 tg + (c & 1).
 // With k groups their partial sums go through `red` ([kWarps][16][NT * 8] floats, the tiles' dead memory after the
 // last barrier) and are added in group order: the same bits every run.
 template <int R, int NT, int KG>
-__device__ __forceinline__ void store_tile(const BatchMmParams& p, const float (&acc)[NT][4], float* red, int64_t n0,
-                                           int warp, int wr, int g, int tg, int tid) {
+__device__ __forceinline__ void store_tile(const BatchMmParams& p, const Split& sp, const float (&acc)[NT][4],
+                                           float* red, int64_t n0, int warp, int wr, int g, int tg, int tid) {
   constexpr int kCols = NT * 8, kRowGroups = R / 16;
+  // Split K: this split's partial sums into its own [T][N] slab, added (with the bias) by split_sum_kernel.
+  float* y = sp.part ? sp.part + int64_t(blockIdx.y) * p.N * p.T : p.y;
+  const float* bias = sp.part ? nullptr : p.bias;
   if constexpr (KG == 1) {
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt)
@@ -61,7 +71,7 @@ __device__ __forceinline__ void store_tile(const BatchMmParams& p, const float (
       for (int c = 0; c < 4; ++c) {
         const int64_t n = n0 + wr * 16 + g + 8 * (c >> 1);
         const int t = nt * 8 + 2 * tg + (c & 1);
-        if (n < p.N && t < p.T) p.y[t * p.N + n] = acc[nt][c] + (p.bias ? p.bias[n] : 0.0f);
+        if (n < p.N && t < p.T) y[t * p.N + n] = acc[nt][c] + (bias ? bias[n] : 0.0f);
       }
   } else {
 #pragma unroll
@@ -73,10 +83,10 @@ __device__ __forceinline__ void store_tile(const BatchMmParams& p, const float (
       const int r = i % R, t = i / R;  // consecutive threads on consecutive rows: coalesced stores of y
       const int64_t n = n0 + r;
       if (n >= p.N || t >= p.T) continue;
-      float s = p.bias ? p.bias[n] : 0.0f;
+      float s = bias ? bias[n] : 0.0f;
 #pragma unroll
       for (int k = 0; k < KG; ++k) s += red[((k * kRowGroups + r / 16) * 16 + r % 16) * kCols + t];
-      p.y[t * p.N + n] = s;
+      y[t * p.N + n] = s;
     }
   }
 }
@@ -88,7 +98,8 @@ __device__ __forceinline__ void dequant(const uint8_t* row, int64_t c, float (&v
 }
 
 template <quant::Type Q, bool kX8, int R, int NT>
-__global__ void __launch_bounds__(kThreads) batch_mm_kernel(BatchMmParams p, const __half* xh, size_t row_bytes) {
+__global__ void __launch_bounds__(kThreads) batch_mm_kernel(BatchMmParams p, const __half* xh, size_t row_bytes,
+                                                            Split sp) {
   using Tl = Tile<R, NT>;
   __shared__ __align__(16) uint16_t smem[Tl::kSmemHalves];
   uint16_t* ws = smem;                // [R][kLd]: this slice of W, half
@@ -101,7 +112,8 @@ __global__ void __launch_bounds__(kThreads) batch_mm_kernel(BatchMmParams p, con
   const uint8_t* w = static_cast<const uint8_t*>(p.w);
   float acc[NT][4] = {};
 
-  for (int64_t k0 = 0; k0 < p.K; k0 += Tl::kSlice) {
+  const int64_t k_end = ::std::min<int64_t>(p.K, (int64_t(blockIdx.y) + 1) * sp.per_split * Tl::kSlice);
+  for (int64_t k0 = int64_t(blockIdx.y) * sp.per_split * Tl::kSlice; k0 < k_end; k0 += Tl::kSlice) {
     // X: 16-byte copies from the half copy (K % 32 == 0, so a copy is wholly inside or outside the row).
     constexpr int kVecs = Tl::kSlice / 8;
     for (int i = tid; i < Tl::kCols * kVecs; i += kThreads) {
@@ -157,7 +169,7 @@ __global__ void __launch_bounds__(kThreads) batch_mm_kernel(BatchMmParams p, con
     __syncthreads();
   }
 
-  store_tile<R, NT, Tl::kKGroups>(p, acc, reinterpret_cast<float*>(smem), n0, warp, wr, g, tg, tid);
+  store_tile<R, NT, Tl::kKGroups>(p, sp, acc, reinterpret_cast<float*>(smem), n0, warp, wr, g, tg, tid);
 }
 
 // The staged form (what the aligned Q4_0 / Q8_0 / Q4_K / Q6_K matrices take). The direct kernel above keeps one
@@ -189,7 +201,7 @@ constexpr size_t staged_smem_bytes() {
 // gran: 16 or 4, the cp.async size every row's slice start and length are multiples of (host-checked).
 template <quant::Type Q, int R, int NT>
 __global__ void __launch_bounds__(kThreads) batch_mm_staged_kernel(BatchMmParams p, const __half* xh, size_t row_bytes,
-                                                                    int gran) {
+                                                                    int gran, Split sp) {
   using S = Staged<Q, R>;
   using L = typename S::L;
   constexpr int kCols = NT * 8;
@@ -201,7 +213,8 @@ __global__ void __launch_bounds__(kThreads) batch_mm_staged_kernel(BatchMmParams
   const int wr = warp % S::kRowGroups, wk = warp / S::kRowGroups;
   const int g = lane >> 2, tg = lane & 3;
   const int64_t n0 = int64_t(blockIdx.x) * R;
-  const int64_t n_slices = (p.K + S::kSlice - 1) / S::kSlice;
+  const int64_t sl0 = int64_t(blockIdx.y) * sp.per_split;
+  const int64_t n_slices = ::std::min<int64_t>((p.K + S::kSlice - 1) / S::kSlice, sl0 + sp.per_split);  // end
   const uint8_t* w = static_cast<const uint8_t*>(p.w);
 
   auto issue = [&](int64_t sl) {  // slice sl's raw blocks into its ring buffer; always a group, maybe empty
@@ -222,8 +235,8 @@ __global__ void __launch_bounds__(kThreads) batch_mm_staged_kernel(BatchMmParams
   };
 
   float acc[NT][4] = {};
-  for (int st = 0; st < kStages - 1; ++st) issue(st);
-  for (int64_t sl = 0; sl < n_slices; ++sl) {
+  for (int st = 0; st < kStages - 1; ++st) issue(sl0 + st);
+  for (int64_t sl = sl0; sl < n_slices; ++sl) {
     issue(sl + kStages - 1);
     const int64_t k0 = sl * S::kSlice;
     // X from L2 (all loads, then all stores: one round trip a slice), while the staged copies land.
@@ -281,7 +294,48 @@ __global__ void __launch_bounds__(kThreads) batch_mm_staged_kernel(BatchMmParams
     __syncthreads();  // ws, xs and this slice's ring buffer are rewritten next
   }
   cp_async_wait<0>();
-  store_tile<R, NT, S::kKGroups>(p, acc, reinterpret_cast<float*>(dyn), n0, warp, wr, g, tg, tid);
+  store_tile<R, NT, S::kKGroups>(p, sp, acc, reinterpret_cast<float*>(dyn), n0, warp, wr, g, tg, tid);
+}
+
+// y = the splits' partial sums in split order (+ bias): the same bits every run.
+__global__ void split_sum_kernel(const float* part, const float* bias, float* y, int64_t N, int64_t n, int splits) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  float s = bias ? bias[i % N] : 0.0f;
+  for (int k = 0; k < splits; ++k) s += part[k * n + i];
+  y[i] = s;
+}
+
+// Splits for a matrix of `row_blocks` blocks: enough for ~4 blocks per SM of a 132-SM H100/H200 (a constant, so the
+// scratch bound below does not depend on the device), at most kMaxSplits.
+constexpr int64_t kTargetBlocks = 528, kMaxSplits = 8;
+int64_t wanted_splits(int64_t row_blocks) {
+  return row_blocks >= kTargetBlocks ? 1 : ::std::min(kMaxSplits, (kTargetBlocks + row_blocks - 1) / row_blocks);
+}
+int rows_for_tokens(int64_t T) { return T <= 8 ? 16 : T <= 32 ? 32 : 64; }  // as launch_for_tokens
+
+// The launch's split plan for slices of `slice` elements (slices a split takes; part null without splits), and the
+// grid. part: the scratch after x's half copy.
+struct SplitPlan {
+  Split split;
+  dim3 grid;
+};
+SplitPlan plan_split(const BatchMmParams& p, int R, int slice) {
+  const int64_t row_blocks = (p.N + R - 1) / R;
+  const int64_t n_slices = (p.K + slice - 1) / slice;
+  const int64_t want = ::std::min(wanted_splits(row_blocks), n_slices);
+  const int64_t per = (n_slices + want - 1) / want;
+  const int64_t splits = (n_slices + per - 1) / per;
+  float* part = splits > 1 ? reinterpret_cast<float*>(static_cast<uint8_t*>(p.scratch) +
+                                                      align256(size_t(p.K) * size_t(p.T) * 2))
+                           : nullptr;
+  return {{per, part}, dim3(unsigned(row_blocks), unsigned(splits))};
+}
+
+void launch_split_sum(const BatchMmParams& p, const SplitPlan& sp, cudaStream_t stream) {
+  if (!sp.split.part) return;
+  const int64_t n = p.N * p.T;
+  split_sum_kernel<<<unsigned((n + 255) / 256), 256, 0, stream>>>(sp.split.part, p.bias, p.y, p.N, n, int(sp.grid.y));
 }
 
 __global__ void x_to_half_kernel(const float* x, __half* out, int64_t n) {
@@ -301,13 +355,15 @@ bool launch_staged(const BatchMmParams& p, const __half* xh, size_t rb, cudaStre
   const int gran = fits(16) ? 16 : fits(4) ? 4 : 0;
   if (gran == 0) return false;
   constexpr size_t smem = staged_smem_bytes<Q, R, NT>();
+  const SplitPlan sp = plan_split(p, R, S::kSlice);
   static const bool attr = [] {  // once per instance, at its first launch (before any graph capture)
     CUDA_CHECK(cudaFuncSetAttribute(batch_mm_staged_kernel<Q, R, NT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     int(smem)));
     return true;
   }();
   (void)attr;
-  batch_mm_staged_kernel<Q, R, NT><<<unsigned((p.N + R - 1) / R), kThreads, smem, stream>>>(p, xh, rb, gran);
+  batch_mm_staged_kernel<Q, R, NT><<<sp.grid, kThreads, smem, stream>>>(p, xh, rb, gran, sp.split);
+  launch_split_sum(p, sp, stream);
   return true;
 }
 
@@ -316,7 +372,9 @@ void launch_tile(const BatchMmParams& p, const __half* xh, size_t rb, cudaStream
   if constexpr (!kX8) {
     if (p.staged && launch_staged<Q, R, NT>(p, xh, rb, stream)) return;
   }
-  batch_mm_kernel<Q, kX8, R, NT><<<unsigned((p.N + R - 1) / R), kThreads, 0, stream>>>(p, xh, rb);
+  const SplitPlan sp = plan_split(p, R, Tile<R, NT>::kSlice);
+  batch_mm_kernel<Q, kX8, R, NT><<<sp.grid, kThreads, 0, stream>>>(p, xh, rb, sp.split);
+  launch_split_sum(p, sp, stream);
 }
 
 // The one place T picks the tile (see the file comment): rows per block and 8-token n-tiles.
@@ -337,7 +395,10 @@ bool batch_mm_supports(quant::Type type, bool regrouped, int64_t K, int64_t T) {
   return type == Type::Q4_0 || type == Type::Q8_0 || type == Type::Q4_K || type == Type::Q6_K;
 }
 
-size_t batch_mm_scratch(int64_t K, int64_t T) { return align256(size_t(K) * size_t(T) * 2); }
+size_t batch_mm_scratch(int64_t K, int64_t N, int64_t T) {
+  const int64_t splits = wanted_splits((N + rows_for_tokens(T) - 1) / rows_for_tokens(T));
+  return align256(size_t(K) * size_t(T) * 2) + (splits > 1 ? size_t(splits) * size_t(N) * size_t(T) * 4 : 0);
+}
 
 void launch_batch_mm(const BatchMmParams& p, cudaStream_t stream) {
   LLM_REQUIRE(p.w && p.x && p.y, "null pointer");
@@ -346,7 +407,7 @@ void launch_batch_mm(const BatchMmParams& p, cudaStream_t stream) {
               "small-batch product: type " + ::std::string(quant::type_name(p.type)) +
                   (p.regrouped ? " (regrouped)" : "") + ", K = " + ::std::to_string(p.K) +
                   ", T = " + ::std::to_string(p.T) + " not served");
-  LLM_REQUIRE(p.scratch && p.scratch_bytes >= batch_mm_scratch(p.K, p.T) &&
+  LLM_REQUIRE(p.scratch && p.scratch_bytes >= batch_mm_scratch(p.K, p.N, p.T) &&
                   (reinterpret_cast<uintptr_t>(p.scratch) & 15) == 0,
               "scratch below batch_mm_scratch or not 16-byte aligned");
   LLM_REQUIRE(p.type != quant::Type::Q4_K || (reinterpret_cast<uintptr_t>(p.w) & 15) == 0,

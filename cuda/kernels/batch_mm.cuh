@@ -22,7 +22,7 @@ struct BatchMmParams {
   int64_t K = 0;
   int64_t N = 0;
   int64_t T = 0;                // 1..kBatchMmMaxTokens
-  void* scratch = nullptr;      // >= batch_mm_scratch(K, T) bytes: x as half, [K, T], at its start (as gemm.cuh)
+  void* scratch = nullptr;      // >= batch_mm_scratch(K, N, T) bytes: x as half, [K, T], at its start (as gemm.cuh)
   size_t scratch_bytes = 0;
   bool x_in_scratch = false;    // the previous launch on this stream left this same x (K, T) in scratch as half
   bool regrouped = false;       // Q6_K regrouped at upload into Q6_Kx8 (q6_kx8.cuh)
@@ -33,8 +33,9 @@ struct BatchMmParams {
 // 1 <= T <= kBatchMmMaxTokens. Other types and layouts keep the matvec / GEMM paths.
 bool batch_mm_supports(quant::Type type, bool regrouped, int64_t K, int64_t T);
 
-// Scratch the launch needs: x as half, laid out as launch_gemm lays it out, so the two can share a conversion.
-size_t batch_mm_scratch(int64_t K, int64_t T);
+// Scratch the launch needs: x as half, laid out as launch_gemm lays it out (so the two can share a conversion), then
+// the split-K partial sums of matrices with few row blocks.
+size_t batch_mm_scratch(int64_t K, int64_t N, int64_t T);
 
 // Runs on `stream`; never allocates (safe inside CUDA graph capture). Throws cuda::InvalidArgument on bad params.
 void launch_batch_mm(const BatchMmParams& p, cudaStream_t stream);

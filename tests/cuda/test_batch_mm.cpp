@@ -47,7 +47,7 @@ TEST_P(BatchMm, MatchesReference) {
           w = std::move(g);
         }
         auto dw = upload(w), dx = upload(x), db = upload(bias);
-        const size_t sb = cuda::batch_mm_scratch(K, T);
+        const size_t sb = cuda::batch_mm_scratch(K, N, T);
         cuda::DeviceBuffer scratch(sb);
         ASSERT_TRUE(cuda::batch_mm_supports(c.type, c.regrouped, K, T));
         // W and X rounded to half (relative 2^-11 each), float32 accumulation: 2^-10 sum |w x| and a little more.
