@@ -1,11 +1,12 @@
 // Small-batch products on tensor cores. A block of 4 warps owns R rows of W and walks K in slices: each slice's
-// quantized blocks are dequantized (quant/dequant.cuh, two 32-element chunks a thread) into a half tile in shared
-// memory beside the slice of X (already half, converted once per launch), and warps multiply with mma.m16n8k16
-// (W rows as A, tokens as B, float32 accumulators in registers). Why this shape: W is read from memory exactly once
-// for all tokens, and every tile of X is read from L2 by N / R blocks, so R grows with T (X's L2 traffic is
-// 3.6 T / R times W's for Q4_K): R = 16 rows for T <= 8 (many blocks: fills the GPU), 32 up to 32 tokens, 64 above.
-// Warps split a slice by rows and then by K (each warp 16 rows x 128 k x T); the K-split partial sums are added in a
-// fixed order through shared memory, so results do not depend on timing.
+// quantized blocks are dequantized (quant/dequant.cuh) into a half tile in shared memory beside the slice of X
+// (already half, converted once per launch), and warps multiply with mma.m16n8k16 (W rows as A, tokens as B, float32
+// accumulators in registers). W is read from memory once for all tokens; every tile of X is read from L2 by N / R
+// blocks, so R grows with T (X's L2 traffic is 3.6 T / R times W's for Q4_K): R = 16 rows for T <= 8, 32 up to 32
+// tokens, 64 above. Two kernels: the staged one copies raw blocks ahead with cp.async (aligned rows), the direct one
+// dequantizes from global memory (Q6_Kx8, unaligned rows). Matrices of few row tiles split K over blocks. Every
+// partial sum (warps' k groups, K splits) is added in a fixed order: the same bits every run. Measurements and what
+// bounds it (the dequantization's conversions): docs/kernel-notes.md, "Small-batch products".
 #include "cuda/kernels/batch_mm.cuh"
 
 #include <cuda_fp16.h>
