@@ -184,6 +184,18 @@ bool Executor::q4_0_cols(const Node& w) const {
   return regrouped(w) && ::std::get<graph::WeightParams>(w.params).type == quant::Type::Q4_0;
 }
 
+// A few tokens (a decode batch): the small-batch kernel reads W once for all of them. Not one token (the matvec
+// kernels and their fusions), not a mixture's router (kept in float32, plan_mul_mat).
+bool Executor::batch_mm_takes(const Node& n) const {
+  const Node& w = g_.node(n.inputs.at(0));
+  if (w.op != Op::Weight) return false;
+  const auto& wp = ::std::get<graph::WeightParams>(w.params);
+  const int64_t T = n.shape.rows();
+  return T >= ::std::max<int64_t>(2, opt_.batch_mm_min_tokens) && T <= opt_.batch_mm_max_tokens &&
+         wp.role != graph::WeightRole::FfnRouter &&
+         batch_mm_supports(wp.type, regrouped(w), w.shape.ne[0], T);
+}
+
 const void* Executor::weight_ptr(const Node& w) const {
   const auto& p = ::std::get<graph::WeightParams>(w.params);
   return weights_ + p.arena_offset;
@@ -317,9 +329,15 @@ void Executor::lower_gemm(const Node& n) {
   GemmParams p{weight_ptr(w), type, f32_in(n, 1), bias, f32_out(n), K, N, T, gemm_scratch_.get(), gemm_scratch_.bytes()};
   p.regrouped = regrouped(w);
   // A product right after another of the same x (no step between, so x and the scratch's f16 copy of it are
-  // unchanged) reuses that copy: q/k/v and gate/up convert their input once.
+  // unchanged) reuses that copy: q/k/v and gate/up convert their input once. Both kernels keep it at the scratch's
+  // start in the same layout, so either may follow the other.
   p.x_in_scratch = last_gemm_.step == steps_.size() && last_gemm_.x == p.x && last_gemm_.K == K && last_gemm_.T == T;
   last_gemm_ = {steps_.size() + 1, p.x, K, T};
+  if (batch_mm_takes(n)) {
+    const BatchMmParams b{p.w, type, p.x, bias, p.y, K, N, T, p.scratch, p.scratch_bytes, p.x_in_scratch, p.regrouped};
+    steps_.push_back([b](cudaStream_t s) { launch_batch_mm(b, s); });
+    return;
+  }
   const Blas* blas = &ctx_.blas();
   steps_.push_back([p, blas](cudaStream_t s) { launch_gemm(p, *blas, s); });
 }

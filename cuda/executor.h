@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "cuda/context.h"
+#include "cuda/kernels/batch_mm.cuh"
 #include "cuda/kernels/fused_elementwise.cuh"
 #include "cuda/kernels/host_inputs.cuh"
 #include "cuda/kernels/matvec.cuh"
@@ -64,8 +65,9 @@ class KvCache {
 
 struct ExecutorOptions {
   // The LLM_CUDA_* environment switches (A/B and diagnosis knobs), read once when a session starts: the defaults
-  // with LLM_CUDA_GRAPH=0, LLM_CUDA_RTC=0, LLM_CUDA_Q6_KX8=0, LLM_CUDA_ATTN_O=0, LLM_CUDA_DECODE_AHEAD=0 and
-  // LLM_CUDA_OMIT_STEPS=a,b applied. Throws InvalidArgument for a value other than 0 or 1.
+  // with LLM_CUDA_GRAPH=0, LLM_CUDA_RTC=0, LLM_CUDA_Q6_KX8=0, LLM_CUDA_ATTN_O=0, LLM_CUDA_DECODE_AHEAD=0,
+  // LLM_CUDA_BATCH_MM_MAX=0..64 and LLM_CUDA_OMIT_STEPS=a,b applied. Throws InvalidArgument for a value other than
+  // 0 or 1 (0..64 for the token count).
   static ExecutorOptions from_env();
 
   bool cuda_graph = true;  // capture after one warm-up run and replay; false: plain launches every run
@@ -73,6 +75,12 @@ struct ExecutorOptions {
   // Where the executor's notes go (warning: a fallback the user should know of; else a -v detail); none: dropped.
   ::std::function<void(bool warning, const ::std::string& message)> log;
   int64_t matvec_max_tokens = 4;  // MulMat with T <= this uses the matvec kernels, larger T the GEMM path
+  // MulMat with batch_mm_min_tokens <= T <= batch_mm_max_tokens whose weight the small-batch kernel serves
+  // (batch_mm.cuh) takes it instead of the matvec or GEMM path. The range is where it won on the H200 8B Q4_K_M
+  // `bench --parallel` (docs/kernel-notes.md): at T = 2 two matvec passes are faster, from T = 32 the GEMM.
+  // LLM_CUDA_BATCH_MM_MAX=0..64 moves the top (0: off).
+  int64_t batch_mm_min_tokens = 4;
+  int64_t batch_mm_max_tokens = 16;
   // Decode fusions into the int16 matvec (cuda/executor_fusion.cpp): an RmsNorm whose only readers are such
   // matvecs is folded into them; an Add of a matvec's output and another tensor becomes the matvec's epilogue.
   bool fuse = true;
@@ -186,6 +194,7 @@ class Executor {
   const void* weight_ptr(const graph::Node& w) const;
   bool regrouped(const graph::Node& w) const;  // a weight regrouped at upload (q6_kx8.cuh, q4_0_cols.cuh)
   bool q4_0_cols(const graph::Node& w) const;  // a Q4_0 weight regrouped by columns
+  bool batch_mm_takes(const graph::Node& mulmat) const;  // launched by the small-batch kernel (lower_gemm)
   const float* f32_in(const graph::Node& n, size_t i) const;
   RopeKernelParams rope_params(const graph::Node& rope) const;
   bool attention_matches_kv(const graph::Node& attention) const;

@@ -22,6 +22,17 @@ bool read_flag(const char* name, bool default_value) {
   throw InvalidArgument(std::string(name) + "=" + e + ": expected 0 or 1");
 }
 
+// A token count 0..max: unset or empty keeps the default; anything else is refused, as for read_flag.
+int64_t read_count(const char* name, int64_t default_value, int64_t max) {
+  const char* e = std::getenv(name);
+  if (!e || !*e) return default_value;
+  char* end = nullptr;
+  const long long v = std::strtoll(e, &end, 10);
+  if (*end != '\0' || v < 0 || v > max)
+    throw InvalidArgument(std::string(name) + "=" + e + ": expected 0.." + std::to_string(max));
+  return v;
+}
+
 }  // namespace
 
 ExecutorOptions ExecutorOptions::from_env() {
@@ -31,6 +42,7 @@ ExecutorOptions ExecutorOptions::from_env() {
   o.layouts.q6_kx8 = read_flag("LLM_CUDA_Q6_KX8", o.layouts.q6_kx8);
   o.layouts.attention_o = read_flag("LLM_CUDA_ATTN_O", o.layouts.attention_o);
   o.decode_ahead = read_flag("LLM_CUDA_DECODE_AHEAD", o.decode_ahead);
+  o.batch_mm_max_tokens = read_count("LLM_CUDA_BATCH_MM_MAX", o.batch_mm_max_tokens, kBatchMmMaxTokens);
   // Timing only (scripts/gpu-step-shares.sh): comma-separated node names whose steps are left out.
   if (const char* e = std::getenv("LLM_CUDA_OMIT_STEPS"); e && *e)
     for (std::string_view s = e; !s.empty();) {

@@ -8,6 +8,7 @@
 #include <variant>
 
 #include "cuda/kernels/attention.cuh"
+#include "cuda/kernels/batch_mm.cuh"
 #include "cuda/kernels/gemm.cuh"
 #include "cuda/kernels/moe_gemm.cuh"
 #include "cuda/paged_batch.h"
@@ -36,6 +37,10 @@ inline WorkBuffers work_buffers(const graph::Graph& g, const graph::Plan& plan, 
     if (n.op == graph::Op::MulMat && n.inputs.size() >= 2) {
       const auto& w = g.node(n.inputs[0]).shape;
       const int64_t T = n.shape.ne[1] * n.shape.ne[2] * n.shape.ne[3];
+      if (T > 1) {
+        // A few tokens may take the small-batch kernel (batch_mm.cuh), which needs x in half at the scratch's start.
+        b.gemm_scratch = ::std::max(b.gemm_scratch, batch_mm_scratch(w.ne[0], w.ne[1], T));
+      }
       if (T > matvec_max_tokens) {
         // Whole-matrix conversion up to 256 MiB; bigger matrices go in slices.
         const size_t full = gemm_full_scratch(w.ne[0], w.ne[1], T);

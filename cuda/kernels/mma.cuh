@@ -1,4 +1,5 @@
-// Warp-level tensor-core helpers (mma.sync m16n8k16, f16 in, f32 accumulate) for the attention kernels.
+// Warp-level tensor-core helpers (mma.sync m16n8k16, f16 in, f32 accumulate) for the attention and small-batch
+// matrix kernels.
 // Fragment layouts (PTX ISA, "mma.m16n8k16"), lane = 4 g + tg: A (16 x 16, row-major) register 0 holds row g,
 // columns 2tg and 2tg + 1; register 1 row g + 8; registers 2, 3 the same rows, columns + 8. B (16 x 8, column-major)
 // register 0 holds rows 2tg, 2tg + 1 of column g; register 1 rows + 8. C/D (16 x 8): values 0, 1 row g, columns 2tg,
@@ -22,6 +23,16 @@ __device__ __forceinline__ void m16n8k16(float (&d)[4], const uint32_t (&a)[4], 
       "{%0,%1,%2,%3};"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// Four 8 x 8 f16 matrices from shared memory as they are (lanes 8i..8i+7 give the row addresses of matrix i): for a
+// row-major [row][k] tile W, rows r0 + (lane & 15) at column k0 + 8 (lane >> 4) give the A operand of W's 16 x 16
+// block (r0, k0) in register order.
+__device__ __forceinline__ void ldmatrix_x4(const uint16_t* p, uint32_t (&r)[4]) {
+  const unsigned a = unsigned(__cvta_generic_to_shared(p));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(a));
 }
 
 // Four 8 x 8 f16 matrices from shared memory, transposed (lanes 8i..8i+7 give the row addresses of matrix i): for

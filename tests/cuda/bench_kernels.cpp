@@ -1,7 +1,8 @@
 // Kernel lab timings (run only with LLM_CUDA_BENCH=1; otherwise skipped): decode matvec bandwidth per weight type on
 // an 8B-model-sized matrix, the GEMM path and the device's copy bandwidth for reference (KernelLab.Timings); decode
-// attention per cache type and split count (KernelLab.Attention). Warm-up, CUDA events, median of repeats; the
-// inputs rotate over several copies so L2 (50 MB) never holds the one being read. Prints tables.
+// attention per cache type and split count (KernelLab.Attention); decode batches (KernelLab.BatchMm). Warm-up, CUDA
+// events, median of repeats; the inputs rotate over several copies so L2 (50 MB) never holds the one being read.
+// Prints tables.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -13,6 +14,7 @@
 
 #include "cuda/context.h"
 #include "cuda/kernels/attention.cuh"
+#include "cuda/kernels/batch_mm.cuh"
 #include "cuda/kernels/gemm.cuh"
 #include "cuda/kernels/matvec.cuh"
 
@@ -112,6 +114,59 @@ TEST(KernelLab, Timings) {
         std::printf("%-6s dequant %8.1f us %8.0f GB/s\n", quant::type_name(t), dq * 1e3, (wb + 2.0 * K * N) / dq / 1e6);
       }
     }
+}
+
+// Decode batches of T tokens, K = 4096, N = 14336 (an 8B ffn_up): the small-batch kernel against the matvec (one pass
+// over W per token) and the dequantize + cuBLAS GEMM; weights rotated over 4 copies (past L2), x converted each time.
+TEST(KernelLab, BatchMm) {
+  if (!cuda::device_available()) GTEST_SKIP() << "no CUDA device";
+  if (const char* e = std::getenv("LLM_CUDA_BENCH"); !e || std::string(e) != "1")
+    GTEST_SKIP() << "timings run only with LLM_CUDA_BENCH=1";
+  cuda::Context ctx;
+  const cudaStream_t s = ctx.compute();
+  const int64_t K = 4096, N = 14336;
+  std::mt19937 rng(2);
+  std::vector<float> x(K * 64);
+  for (auto& v : x) v = float(rng() % 2001) / 1000.0f - 1.0f;
+  cuda::DeviceBuffer dx(x.size() * 4), dy(N * 64 * 4);
+  CUDA_CHECK(cudaMemcpy(dx.get(), x.data(), x.size() * 4, cudaMemcpyHostToDevice));
+  std::printf("device: %s\nsmall batch K=%lld N=%lld: us (GB/s of W)\n%-6s %4s %16s %16s %16s %16s\n",
+              ctx.name().c_str(), (long long)K, (long long)N, "type", "T", "staged", "direct", "matvec", "gemm");
+  using quant::Type;
+  for (Type t : {Type::Q4_K, Type::Q6_K, Type::Q8_0, Type::Q4_0}) {
+    const size_t wb = quant::row_bytes(t, K) * N;
+    std::vector<uint8_t> host(wb);
+    for (auto& b : host) b = uint8_t(rng() & 0x3f);
+    std::vector<cuda::DeviceBuffer> w;
+    for (int i = 0; i < 4; ++i) {
+      w.emplace_back(wb);
+      CUDA_CHECK(cudaMemcpy(w.back().get(), host.data(), wb, cudaMemcpyHostToDevice));
+    }
+    const size_t sb = std::min(cuda::gemm_full_scratch(K, N, 64), size_t(256) << 20);
+    cuda::DeviceBuffer scratch(sb);
+    for (int64_t T : {2, 4, 8, 16, 32, 64}) {
+      auto batch = [&](bool staged) {
+        return median_ms(ctx, 30, [&](int i) {
+          cuda::BatchMmParams p{w[i % 4].get(), t, dx.as<float>(), nullptr, dy.as<float>(), K, N, T, scratch.get(), sb};
+          p.staged = staged;
+          cuda::launch_batch_mm(p, s);
+        });
+      };
+      const float bm = batch(true), bd = batch(false);
+      const float mv = median_ms(ctx, 10, [&](int i) {
+        cuda::launch_matvec({w[i % 4].get(), t, dx.as<float>(), nullptr, dy.as<float>(), K, N, T}, s);
+      });
+      const float gm = median_ms(ctx, 10, [&](int i) {
+        cuda::launch_gemm({w[i % 4].get(), t, dx.as<float>(), nullptr, dy.as<float>(), K, N, T, scratch.get(), sb},
+                          ctx.blas(), s);
+      });
+      auto col = [&](float ms) {
+        return std::to_string(int(ms * 1e3 + 0.5)) + " (" + std::to_string(int(wb / ms / 1e6)) + ")";
+      };
+      std::printf("%-6s %4lld %16s %16s %16s %16s\n", quant::type_name(t), (long long)T, col(bm).c_str(),
+                  col(bd).c_str(), col(mv).c_str(), col(gm).c_str());
+    }
+  }
 }
 
 // Decode attention, one layer, alone: the 8B's shape (32 heads / 8 KV heads, head_dim 128) and the 1B's (head_dim

@@ -1,0 +1,43 @@
+// Small-batch matrix products Y = W X for 2..64 tokens (B sequences decoding together): every weight byte is read
+// once per launch for all T columns, dequantized to half in shared memory and multiplied on tensor cores, instead of
+// once per column (matvec) or through a dequantized copy of the whole matrix (gemm.cuh).
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "quant/types.h"
+
+namespace cuda {
+
+inline constexpr int64_t kBatchMmMaxTokens = 64;
+
+struct BatchMmParams {
+  const void* w = nullptr;      // [K, N]: N rows of K elements of `type`, quant::row_bytes(type, K) bytes apart
+  quant::Type type = quant::Type::F32;
+  const float* x = nullptr;     // [K, T]: column t at x + t*K
+  const float* bias = nullptr;  // [N] or null, added to every column
+  float* y = nullptr;           // [N, T]: column t at y + t*N
+  int64_t K = 0;
+  int64_t N = 0;
+  int64_t T = 0;                // 1..kBatchMmMaxTokens
+  void* scratch = nullptr;      // >= batch_mm_scratch(K, N, T) bytes: x as half, [K, T], at its start (as gemm.cuh)
+  size_t scratch_bytes = 0;
+  bool x_in_scratch = false;    // the previous launch on this stream left this same x (K, T) in scratch as half
+  bool regrouped = false;       // Q6_K regrouped at upload into Q6_Kx8 (q6_kx8.cuh)
+  bool staged = true;           // false: the direct kernel even where the staged one applies (tests, lab)
+};
+
+// True when launch_batch_mm takes this matrix: Q4_0, Q8_0, Q4_K, Q6_K (Q6_K also regrouped), in the file's layout,
+// 1 <= T <= kBatchMmMaxTokens. Other types and layouts keep the matvec / GEMM paths.
+bool batch_mm_supports(quant::Type type, bool regrouped, int64_t K, int64_t T);
+
+// Scratch the launch needs: x as half, laid out as launch_gemm lays it out (so the two can share a conversion), then
+// the split-K partial sums of matrices with few row blocks.
+size_t batch_mm_scratch(int64_t K, int64_t N, int64_t T);
+
+// Runs on `stream`; never allocates (safe inside CUDA graph capture). Throws cuda::InvalidArgument on bad params.
+void launch_batch_mm(const BatchMmParams& p, cudaStream_t stream);
+
+}  // namespace cuda

@@ -1,0 +1,88 @@
+// The small-batch kernel (cuda/kernels/batch_mm.cuh) against the CPU reference (graph::ref::dot on the reference
+// dequantizer's rows, in double) for every type it serves, every token tile it picks (T = 2 .. 64), rows that leave
+// partial tiles (odd N) and row lengths that leave partial K slices.
+#include <string>
+
+#include "cuda/kernels/batch_mm.cuh"
+#include "cuda/kernels/q6_kx8.cuh"
+#include "gpu_test.h"
+
+namespace {
+
+using quant::Type;
+using namespace gpu_test;
+
+struct Case {
+  Type type;
+  bool regrouped;
+};
+
+std::string name(const Case& c) { return std::string(quant::type_name(c.type)) + (c.regrouped ? "x8" : ""); }
+
+// Row lengths: within one slice, several slices plus a part of one (slices are 128, 256 or 512 long).
+std::vector<int64_t> row_lengths(const Case& c) {
+  if (c.regrouped) return {2048, 6144};
+  if (quant::traits(c.type).block_elems == 32) return {96, 1120};
+  return {256, 2304, 4096};  // 4096: Q6_K rows whose slices are whole 4-byte runs (the staged kernel's 4-byte copies)
+}
+
+class BatchMm : public ::testing::TestWithParam<Case> {};
+
+TEST_P(BatchMm, MatchesReference) {
+  REQUIRE_GPU();
+  const Case c = GetParam();
+  std::mt19937 rng(4242 + int(c.type) + 100 * c.regrouped);
+  for (int64_t K : row_lengths(c))
+    for (int64_t N : {77, 333})
+      for (int64_t T : {2, 3, 5, 8, 16, 31, 64}) {
+        auto w = random_weights(rng, c.type, K, N);
+        const auto x = random_floats(rng, K * T);
+        const auto bias = random_floats(rng, N);
+        const bool with_bias = N == 77;
+        std::vector<double> ref, mag, mx;
+        reference(w, c.type, x, K, N, T, with_bias ? &bias : nullptr, ref, mag, mx);
+        if (c.regrouped) {
+          std::vector<uint8_t> g(w.size());
+          cuda::q6_kx8_regroup_host(w.data(), g.data(), K, N);
+          w = std::move(g);
+        }
+        auto dw = upload(w), dx = upload(x), db = upload(bias);
+        const size_t sb = cuda::batch_mm_scratch(K, N, T);
+        cuda::DeviceBuffer scratch(sb);
+        ASSERT_TRUE(cuda::batch_mm_supports(c.type, c.regrouped, K, T));
+        // W and X rounded to half (relative 2^-11 each), float32 accumulation: 2^-10 sum |w x| and a little more.
+        std::vector<double> atol(mag.size());
+        for (size_t i = 0; i < mag.size(); ++i) atol[i] = (1.0 / 1024 + 1e-5) * mag[i] + 1e-6;
+        for (bool staged : {true, false}) {  // the staged kernel where it applies, and the direct one
+          auto dy = poisoned_f32(N * T);
+          cuda::BatchMmParams p{dw.get(), c.type, dx.as<float>(), with_bias ? db.as<float>() : nullptr,
+                                dy.as<float>(), K, N, T, scratch.get(), sb};
+          p.regrouped = c.regrouped;
+          p.staged = staged;
+          cuda::launch_batch_mm(p, nullptr);
+          EXPECT_TRUE(close("batch_mm " + name(c) + (staged ? " staged" : " direct") + " K=" + std::to_string(K) +
+                                " N=" + std::to_string(N) + " T=" + std::to_string(T),
+                            download<float>(dy, N * T), ref, atol, 0.0));
+        }
+      }
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, BatchMm,
+                         ::testing::Values(Case{Type::Q4_0, false}, Case{Type::Q8_0, false}, Case{Type::Q4_K, false},
+                                           Case{Type::Q6_K, false}, Case{Type::Q6_K, true}),
+                         [](const auto& info) { return name(info.param); });
+
+// What the kernel does not serve is refused up front, so the executor keeps those on the matvec / GEMM paths.
+TEST(BatchMm, SupportsOnlyItsTypesAndSizes) {
+  EXPECT_TRUE(cuda::batch_mm_supports(Type::Q4_K, false, 4096, 64));
+  EXPECT_FALSE(cuda::batch_mm_supports(Type::Q4_K, false, 4096, 65));
+  EXPECT_FALSE(cuda::batch_mm_supports(Type::Q4_K, false, 4096, 0));
+  EXPECT_FALSE(cuda::batch_mm_supports(Type::Q4_K, false, 128, 8));  // not whole super-blocks
+  EXPECT_FALSE(cuda::batch_mm_supports(Type::Q5_K, false, 4096, 8));
+  EXPECT_FALSE(cuda::batch_mm_supports(Type::F16, false, 4096, 8));
+  EXPECT_FALSE(cuda::batch_mm_supports(Type::Q4_0, true, 4096, 8));  // Q4_0 by columns: the GEMM path
+  EXPECT_FALSE(cuda::batch_mm_supports(Type::Q6_K, true, 1024, 8));  // Q6_Kx8 needs whole runs of 2048
+  EXPECT_TRUE(cuda::batch_mm_supports(Type::Q6_K, true, 4096, 8));
+}
+
+}  // namespace
