@@ -10,6 +10,7 @@
 #include "assets.h"
 #include "model/model.h"
 #include "runtime/engine.h"
+#include "submit_all.h"
 #include "runtime/generate.h"
 #include "runtime/session_cpu.h"
 
@@ -93,17 +94,8 @@ class BatchedEngineTest : public ::testing::Test {
     return text;
   }
 
-  // Submits every request at once and returns each one's collector after its Final.
   std::vector<std::unique_ptr<Collector>> run_all(runtime::Engine& e, const std::vector<runtime::EngineRequest>& rs) {
-    std::vector<std::unique_ptr<Collector>> cs;
-    for (const auto& r : rs) {
-      cs.push_back(std::make_unique<Collector>());
-      Collector* c = cs.back().get();
-      EXPECT_EQ(e.submit(r, [c](const EngineEvent& ev) { return c->on(ev); }).status,
-                runtime::SubmitStatus::Accepted);
-    }
-    for (auto& c : cs) c->wait();
-    return cs;
+    return test_engine::submit_all<Collector>(e, rs);
   }
 
   std::shared_ptr<const model::Model> model_;

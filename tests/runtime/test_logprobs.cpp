@@ -13,6 +13,7 @@
 #include "assets.h"
 #include "model/model.h"
 #include "runtime/engine.h"
+#include "submit_all.h"
 #include "runtime/generate.h"
 #include "runtime/logprobs.h"
 #include "runtime/session_cpu.h"
@@ -109,15 +110,7 @@ class EngineLogprobsTest : public ::testing::Test {
     return r;
   }
   std::vector<std::unique_ptr<Collected>> run_all(runtime::Engine& e, const std::vector<runtime::EngineRequest>& rs) {
-    std::vector<std::unique_ptr<Collected>> cs;
-    for (const auto& r : rs) {
-      cs.push_back(std::make_unique<Collected>());
-      Collected* c = cs.back().get();
-      EXPECT_EQ(e.submit(r, [c](const EngineEvent& ev) { return c->on(ev); }).status,
-                runtime::SubmitStatus::Accepted);
-    }
-    for (auto& c : cs) c->wait();
-    return cs;
+    return test_engine::submit_all<Collected>(e, rs);
   }
   // What every request's logprobs must satisfy: one per id, the id's own, top lists of the asked length sorted
   // most likely first, and the sampled token's logprob where it appears among them.
