@@ -75,6 +75,7 @@ void Engine::worker_batched() {
     try {
       r.gen->flush(r.job->callback);
     } catch (const std::exception&) {
+      // A callback that throws on the held-back text loses that text; its Final must still come.
     }
     release(r);
     finish(*r.job, reason, usage_of(r), error);
