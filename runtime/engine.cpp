@@ -33,7 +33,7 @@ Engine::Engine(std::shared_ptr<const model::Model> model, tokenizer::Tokenizer t
   if (const auto layout = session_->paged_layout()) {
     // Every batch shape a step can take, built now: no request pays for a graph build or a kernel compile.
     const auto t0 = std::chrono::steady_clock::now();
-    const int32_t shapes = session_->prepare_paged(std::max(options_.step_tokens, layout->n_seq));
+    const int32_t shapes = session_->prepare_paged(step_budget(options_, *layout));
     if (shapes > 0)
       log(options_.log, LogLevel::Note,
           "prepared " + std::to_string(shapes) + " batch shapes in " +
@@ -159,6 +159,17 @@ void Engine::worker() {
   }
 }
 
+bool send_text(const EngineCallback& callback, std::string_view text, std::span<const int32_t> ids,
+               std::span<const TokenLogprobs> logprobs) {
+  if (text.empty() && ids.empty()) return true;
+  EngineEvent e;
+  e.kind = EngineEvent::Kind::Text;
+  e.text = text;
+  e.tokens = ids;
+  e.logprobs = logprobs;
+  return callback(e);
+}
+
 std::shared_ptr<Engine::Job> Engine::take_queued(const std::function<bool(const Job&)>& admit) {
   std::lock_guard lock(mutex_);
   if (queue_.empty() || !admit(*queue_.front())) return nullptr;
@@ -192,13 +203,7 @@ void Engine::run(Job& job) {
 
   StopText stop(req.stop);
   const auto emit = [&](const std::string& text) {
-    if (text.empty() && ids.empty()) return;
-    EngineEvent e;
-    e.kind = EngineEvent::Kind::Text;
-    e.text = text;
-    e.tokens = ids;
-    e.logprobs = logprobs;
-    if (!job.callback(e)) job.cancelled = true;
+    if (!send_text(job.callback, text, ids, logprobs)) job.cancelled = true;
     ids.clear();
     logprobs.clear();
   };

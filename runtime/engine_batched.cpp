@@ -182,7 +182,7 @@ void Engine::worker_batched() {
     if (running.empty()) continue;
 
     // The step: decodes first (one token each), then prompt chunks up to the budget; blocks for all of them.
-    int32_t budget = std::max(options_.step_tokens, static_cast<int32_t>(layout.n_seq));
+    int32_t budget = step_budget(options_, layout);
     const auto grow = [&](Running& r, int32_t want) {
       // Blocks for positions [0, n_done + want); returns how many of the wanted tokens got room.
       while (static_cast<int32_t>(r.blocks.size()) < blocks_for(r.n_done + want, bs)) {

@@ -1,7 +1,10 @@
-// A request as the engine's workers hold it (engine.cpp, engine_batched.cpp); not part of the engine's API.
+// A request as the engine's workers hold it (engine.cpp, engine_batched.cpp), and how both workers stream its text;
+// not part of the engine's API.
 #pragma once
 #include <atomic>
 #include <cstdint>
+#include <span>
+#include <string_view>
 
 #include "runtime/engine.h"
 
@@ -13,5 +16,15 @@ struct Engine::Job {
   EngineCallback callback;
   std::atomic<bool> cancelled{false};  // cancel(), the callback's false, or a shutdown that cancels
 };
+
+// Tokens one step of the batching worker holds at most: the budget, but never fewer than one decode per sequence.
+inline int32_t step_budget(const EngineOptions& o, const PagedLayout& layout) {
+  return o.step_tokens > layout.n_seq ? o.step_tokens : layout.n_seq;
+}
+
+// Sends one Text event (nothing when there is neither text nor a token); returns the callback's answer (true when
+// nothing was sent).
+bool send_text(const EngineCallback& callback, std::string_view text, std::span<const int32_t> ids,
+               std::span<const TokenLogprobs> logprobs);
 
 }  // namespace runtime

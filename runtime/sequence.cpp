@@ -1,6 +1,8 @@
 // One request's generation in the batching engine (see sequence.h); the order of the checks is generate()'s.
 #include "runtime/sequence.h"
 
+#include "runtime/engine_job.h"
+
 namespace runtime {
 
 SequenceGeneration::SequenceGeneration(const tokenizer::Tokenizer& tok, const EngineRequest& request,
@@ -38,13 +40,7 @@ int32_t SequenceGeneration::take_argmax(int32_t id) {
 
 void SequenceGeneration::emit(const EngineCallback& callback, const std::string& text, std::span<const int32_t> ids,
                               std::span<const TokenLogprobs> logprobs) {
-  if (text.empty() && ids.empty()) return;
-  EngineEvent e;
-  e.kind = EngineEvent::Kind::Text;
-  e.text = text;
-  e.tokens = ids;
-  e.logprobs = logprobs;
-  if (!callback(e)) callback_cancelled_ = true;
+  if (!send_text(callback, text, ids, logprobs)) callback_cancelled_ = true;
 }
 
 std::optional<FinishReason> SequenceGeneration::accept(int32_t token, const EngineCallback& callback, bool cancelled) {

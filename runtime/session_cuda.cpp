@@ -3,6 +3,7 @@
 #include "runtime/session_cuda.h"
 
 #include <algorithm>
+#include <bit>
 #include <chrono>
 #include <cstddef>
 #include <cstdio>
@@ -343,11 +344,7 @@ std::optional<int32_t> CudaSession::decode_sample(int32_t token, int32_t pos, co
 }
 
 namespace {
-int32_t next_pow2(int32_t n) {
-  int32_t p = 1;
-  while (p < n) p *= 2;
-  return p;
-}
+int32_t next_pow2(int32_t n) { return int32_t(std::bit_ceil(uint32_t(std::max(n, 1)))); }
 // Buckets of batch steps up to this many tokens are captured as CUDA graphs: decode steps and small mixed ones,
 // replayed every step; larger ones are mostly prompt chunks, whose launches are long enough on their own.
 constexpr int32_t kCapturedTokens = 64;

@@ -1,3 +1,9 @@
+#!/usr/bin/env bash
+# A look inside `llm-run serve -v` on the GPU machine: starts it on the synthetic Llama-3-8B Q4_K_M that
+# gpu-serve-bench.sh made (/tmp/llama3-8b-Q4_K_M.gguf on a warm machine), sends four requests (short and ~400 words,
+# streamed and not) with a timeout each, prints their timing, /metrics, and the server's log: every graph built and
+# its run-time kernels (compiled or loaded from the disk cache).
+#   there: scripts/gpu-serve-diag.sh   (carry .device, .device-bin)
 set -u
 out=${OUT:-/tmp/out}; mkdir -p $out
 rm -rf /tmp/bin && mkdir -p /tmp/bin && tar xJf .device-bin/bins.tar.xz -C /tmp/bin

@@ -22,9 +22,8 @@ using server::ToolReply;
 class ToolReplyTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto p = testing_assets::path("models/stories260K-f32.gguf");
-    if (!p) GTEST_SKIP() << "test asset models/stories260K-f32.gguf not found (set LLM_TEST_ASSETS)";
-    model_ = model::Model::load(*p);
+    REQUIRE_ASSET(p, "models/stories260K-f32.gguf");
+    model_ = model::Model::load(p);
     tok_ = std::make_unique<tokenizer::Tokenizer>(tokenizer::Tokenizer::from_gguf(model_->file()));
   }
 
