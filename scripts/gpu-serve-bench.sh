@@ -3,7 +3,8 @@
 # the paged session against the CPU, the batching engine); `llm-run bench --parallel` beside llama.cpp's
 # llama-batched-bench (512-token prompts, 128 generated); `llm-run serve` and llama.cpp's `llama-server` on the same
 # synthetic Llama-3-8B Q4_K_M, loaded by ../shared/bench/serve_load.py (streaming /v1/completions, prompts of 400
-# random words, 128 tokens each) at several concurrencies, plus a shared 2000-token prefix at 8 streams; and
+# random words, 128 tokens each) at several concurrencies, plus a shared 2000-token prefix at 8 streams (llama-server
+# with its unified cache there, -kvu: its slots of -c / --parallel tokens are too short for those prompts); and
 # `llm-run bench` tg128 for the one-stream reference. SKIP_LLAMA=1 leaves llama.cpp out, SKIP_LLM=1 llm-run. Rows go
 # to $OUT/table.txt as they come.
 #   here:  scripts/pack-carry.sh; ../shared/device/prepare.sh --llama-cpp tokenizer/ggml-vocab-llama-bpe.gguf;
@@ -46,12 +47,14 @@ wait_health() {  # port, log
   done
   row "server on $1 did not come up: $(tail -3 "$2")"; return 1
 }
-load() {  # name port
+load() {  # name port: the issue's load at each concurrency
   for c in ${CONC:-1 8 32 64}; do
     local n=$(( c * 2 < 8 ? 8 : c * 2 ))
     row "$1 c=$c: $(timeout 300 python3 .device/serve_load.py --url "http://127.0.0.1:$2" --concurrency "$c" \
       --requests "$n" --prompt-words 400 --max-tokens 128 2>>"$out/$1-load.err")"
   done
+}
+load_shared() {  # name port: 8 streams of ~2 100-token prompts, without and with a 1 500-word shared prefix
   for shared in 0 1500; do
     row "$1 c=8, 1600-word prompts, shared prefix $shared words: $(timeout 300 python3 .device/serve_load.py \
       --url "http://127.0.0.1:$2" --concurrency 8 --requests 16 --prompt-words 1600 --shared-prefix "$shared" \
@@ -73,7 +76,7 @@ if [ -z "${SKIP_LLM:-}" ]; then
   /tmp/bin/llm-run serve -m "$model" --device cuda --parallel "$PARALLEL" -c "$CTX" --port 8181 \
     >"$out/llm-run-serve.log" 2>&1 &
   pid=$!
-  wait_health 8181 "$out/llm-run-serve.log" && load llm-run 8181
+  wait_health 8181 "$out/llm-run-serve.log" && load llm-run 8181 && load_shared llm-run 8181
   get http://127.0.0.1:8181/metrics >"$out/llm-run-metrics.txt" 2>&1
   stop_server $pid llm-run
 fi
@@ -90,6 +93,12 @@ if [ -z "${SKIP_LLAMA:-}" ]; then
     pid=$!
     wait_health 8182 "$out/llama-server.log" && load llama-server 8182
     stop_server $pid llama-server
+    # Its -c is split into --parallel slots of 1 024 tokens, too short for these prompts: the unified cache (-kvu)
+    # lets any slot use the whole context.
+    "$ls" -m "$model" -ngl 99 -fa on --parallel "$PARALLEL" -c "$CTX" -kvu --port 8183 >"$out/llama-server-kvu.log" 2>&1 &
+    pid=$!
+    wait_health 8183 "$out/llama-server-kvu.log" && load_shared llama-server-kvu 8183
+    stop_server $pid llama-server-kvu
   else
     row "llama-server: not built (llama-build.txt)"
   fi
