@@ -71,7 +71,7 @@ TEST(WeightKernels, MatvecRopeKvEpilogue) {
       p.n_siblings = 2;
       p.rope_kv = cuda::MatvecRopeKv{q_out.as<float>(), kc.as<uint16_t>(), vc.as<uint16_t>(), dpos.as<int32_t>(),
                                      dpow.as<double>(), c.freq_factors ? dff.as<float>() : nullptr, scale, c.n_rot,
-                                     c.head_dim, c.head_dim, n_ctx};
+                                     c.head_dim, c.head_dim, n_ctx, cuda::KvPaging{}};  // one sequence
       ASSERT_TRUE(cuda::matvec_fuses(p));
       cuda::launch_matvec(p, nullptr);
 
@@ -115,7 +115,7 @@ TEST(WeightKernels, MatvecRopeKvEpilogueRefusesOtherShapes) {
   p.siblings[0] = cuda::MatvecParams::Sibling{w, nullptr, y, 64, Type::Q4_K};
   p.siblings[1] = cuda::MatvecParams::Sibling{w, nullptr, y, 64, Type::Q6_K};
   p.n_siblings = 2;
-  p.rope_kv = cuda::MatvecRopeKv{y, cache, cache, &pos, &power, nullptr, 1.0f, 64, 64, 64, 16};
+  p.rope_kv = cuda::MatvecRopeKv{y, cache, cache, &pos, &power, nullptr, 1.0f, 64, 64, 64, 16, cuda::KvPaging{}};
   EXPECT_TRUE(cuda::matvec_fuses(p));  // q 2 heads, k and v 1 head of 64
   auto refused = [&](auto mutate) {
     cuda::MatvecParams b = p;
