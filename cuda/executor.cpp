@@ -300,9 +300,13 @@ void Executor::lower_get_rows(const Node& n) {
 }
 
 void Executor::lower_rms_norm(const Node& n) {
-  if (lowering(n.id) == Lowering::InReaders) return;
-  const RmsNormParams p{f32_in(n, 0), n.inputs.size() > 1 && n.inputs[1] != graph::kNoNode ? f32_in(n, 1) : nullptr,
-                        f32_out(n), n.shape.ne[0], n.shape.rows(), ::std::get<graph::RmsNormParams>(n.params).eps};
+  if (lowering(n.id) == Lowering::InReaders || lowering(n.id) == Lowering::InRopeKv) return;
+  RmsNormParams p{f32_in(n, 0), n.inputs.size() > 1 && n.inputs[1] != graph::kNoNode ? f32_in(n, 1) : nullptr,
+                  f32_out(n), n.shape.ne[0], n.shape.rows(), ::std::get<graph::RmsNormParams>(n.params).eps};
+  if (const auto it = norm_add_.find(n.id); it != norm_add_.end()) {  // fold_norm_add: the Add's value instead
+    const Node& a = g_.node(it->second);
+    p.residual = f32_in(a, a.inputs[0] == n.id ? 1 : 0), p.out = f32_out(a);
+  }
   steps_.push_back([p](cudaStream_t s) { launch_rms_norm(p, s); });
 }
 
@@ -365,11 +369,13 @@ void Executor::lower_unary(const Node& n) {
 }
 
 void Executor::lower_geglu(const Node& n) {
+  if (lowering(n.id) == Lowering::Epilogue) return;  // written by the gate/up launch (fold_swiglu_epilogue)
   const SwiGluParams p{f32_in(n, 0), f32_in(n, 1), f32_out(n), n.shape.elements()};
   steps_.push_back([p](cudaStream_t s) { launch_geglu(p, s); });
 }
 
 void Executor::lower_slice(const Node& n) {
+  if (plan_.is_view(n.id)) return;  // a contiguous slice: the plan placed it inside its source
   const auto& sp = ::std::get<graph::SliceParams>(n.params);
   const graph::Shape& in = g_.node(n.inputs.at(0)).shape;
   const SliceParams p{f32_in(n, 0), f32_out(n), in.ne[0], in.rows(), sp.offset, sp.n};
@@ -437,6 +443,12 @@ void Executor::lower_attention(const Node& n) {
       f.n_head_kv = spec.n_head_kv, f.hd_v = ap.head_dim_v, f.n_ctx = spec.n_ctx;
       f.kv_type = spec.type, f.k_scales = kv_->k_scales(ap.layer), f.v_scales = kv_->v_scales(ap.layer);
       f.paging = a.paging;
+      if (const auto it = qk_norms_.find(n.id); it != qk_norms_.end()) {  // fold_qk_norms: from the raw q and k
+        const Node& nq = g_.node(it->second.first);
+        const Node& nk = g_.node(it->second.second);
+        f.rope.x = f32_in(nq, 0), f.k = f32_in(nk, 0), f.q_norm_w = f32_in(nq, 1), f.k_norm_w = f32_in(nk, 1);
+        f.norm_eps = ::std::get<graph::RmsNormParams>(nq.params).eps;
+      }
       LLM_REQUIRE(rk.shape.ne[1] == spec.n_head_kv && rk.shape.ne[0] == ap.head_dim, "rope k shape");
       steps_.push_back([f, a](cudaStream_t s) {
         launch_rope_kv(f, s);

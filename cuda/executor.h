@@ -155,13 +155,14 @@ class Executor {
   enum class Lowering : uint8_t {
     Own,             // its own step (none for Input, Weight and Reshape)
     InReaders,       // an RmsNorm computed by the matvecs that read it (each normalises x itself)
-    Epilogue,        // an Add or SwiGlu written by the launch that computes one of its operands
+    Epilogue,        // an Add or SwiGlu written by the launch that computes one of its operands (a matvec, a norm)
     InSibling,       // a MulMat computed by an earlier sibling's launch (same x)
     AttentionO,      // the o MulMat of an attention + o launch (its residual Add is an Epilogue)
     InAttention,     // a Rope applied by its Attention's step (launch_rope_kv), which is RopesAndAttend
     InQkv,           // a Rope applied by the q/k/v launch, which also wrote K/V; its Attention is AttendOnly
     RopesAndAttend,  // an Attention whose step rotates q and k, writes K/V and attends
     AttendOnly,      // an Attention whose q/k/v launch rotated q and k and wrote K/V: the step only attends
+    InRopeKv,        // a per-head q or k RmsNorm applied by its RopesAndAttend attention's rope_kv launch
   };
   void plan_fusions();
   void plan_mul_mat(const graph::Node& n);
@@ -201,11 +202,13 @@ class Executor {
   float* f32_out(const graph::Node& n) const;
   void launch_all(cudaStream_t s) const;
   // Fusions by kind, for the -v capture note (executor_fusion.cpp).
-  enum class Fusion { Norm, Residual, Sibling, SwiGlu, RopeKv, RopeKvEpilogue, AttentionO, kCount };
+  enum class Fusion { Norm, Residual, Sibling, SwiGlu, RopeKv, RopeKvEpilogue, AttentionO, NormAdd, QkNorms, kCount };
   // Fusions (executor_fusion.cpp), decided by plan_fusions in node order.
   MatvecParams matvec_params(const graph::Node& mulmat) const;
   bool norm_foldable(const graph::Node& norm) const;
   bool fold_norm(const graph::Node& norm);
+  void fold_norm_add(const graph::Node& norm);
+  void fold_qk_norms(const graph::Node& attention);
   // The attention + o launch (executor_fusion.cpp): the o MulMat read by it, and the residual Add it computes.
   struct AttentionO {
     graph::NodeId mulmat = graph::kNoNode, add = graph::kNoNode;
@@ -255,6 +258,9 @@ class Executor {
   std::vector<Lowering> lowering_;                 // by node (plan_fusions)
   std::map<graph::NodeId, MatvecParams> matvecs_;  // MulMats launched as a matvec: their params, every fusion in
   std::map<graph::NodeId, AttentionO> attention_o_plan_;  // by Attention node: its attention + o launch (up front)
+  std::map<graph::NodeId, graph::NodeId> norm_add_;  // by RmsNorm: the residual Add its launch writes (fold_norm_add)
+  // by Attention: its q and k norms, applied by its rope_kv launch (fold_qk_norms)
+  std::map<graph::NodeId, ::std::pair<graph::NodeId, graph::NodeId>> qk_norms_;
   std::vector<unsigned long long*> fixed_acc_;     // Add nodes held in 64-bit fixed point: their accumulator
   DeviceBuffer fixed_accs_;                        // those accumulators, [attention_o_plan_.size()][D]
   int64_t fixed_d_ = 0;                            // D of each

@@ -66,12 +66,16 @@ void Executor::plan_fusions() {
   }
   for (const Node& n : g_.nodes()) {
     switch (n.op) {
-      case Op::RmsNorm: fold_norm(n); break;
+      case Op::RmsNorm:
+        if (!fold_norm(n)) fold_norm_add(n);
+        break;
       case Op::MulMat: plan_mul_mat(n); break;
       case Op::Rope: plan_rope(n); break;
       case Op::Attention:
-        if (lowering(n.id) != Lowering::AttendOnly && rope_kv_fusable(n))
+        if (lowering(n.id) != Lowering::AttendOnly && rope_kv_fusable(n)) {
           lowering_.at(size_t(n.id)) = Lowering::RopesAndAttend;
+          fold_qk_norms(n);
+        }
         break;
       default: break;
     }
@@ -159,6 +163,25 @@ bool Executor::norm_foldable(const Node& norm) const {
   return plan_.last_use.at(size_t(src)) >= last || slot_free_between(src, norm.id, last);
 }
 
+// An RmsNorm read only by a residual Add (Gemma's post-norms): the norm's launch writes residual + norm(x) w into
+// the Add's slot (RmsNormParams::residual) and the Add runs no launch of its own. The Add's slot is then written at
+// the norm's step, so no tensor alive in between may share it (checked on the plan), and the residual must hold its
+// value there already. Any number of rows: prefill takes it too.
+void Executor::fold_norm_add(const Node& norm) {
+  if (!opt_.fuse || users_.at(size_t(norm.id)).size() != 1) return;
+  const Node& a = g_.node(users_.at(size_t(norm.id))[0]);
+  if (a.op != Op::Add || a.inputs.size() != 2 || a.inputs[0] == a.inputs[1]) return;
+  const NodeId other = a.inputs[0] == norm.id ? a.inputs[1] : a.inputs[0];
+  if (g_.node(other).shape.elements() != norm.shape.elements() || a.shape.elements() != norm.shape.elements()) return;
+  if (plan_.last_use.at(size_t(norm.id)) >= int32_t(g_.nodes().size())) return;  // a graph output: computed
+  if (!plan_.owns(a.id) || !slot_free_between(a.id, norm.id, a.id, {norm.id})) return;
+  const NodeId r = plan_.root.at(size_t(other));
+  if (r > norm.id || (g_.node(r).op != Op::Weight && plan_.last_use.at(size_t(r)) < norm.id)) return;
+  norm_add_[norm.id] = a.id;
+  lowering_.at(size_t(a.id)) = Lowering::Epilogue;
+  count_fusion(Fusion::NormAdd);
+}
+
 // True when no tensor other than slot_owner's own that is alive at some step in [from, to] shares its arena bytes;
 // `unwritten` are tensors the fused launch computes without storing (nothing there to overwrite either).
 bool Executor::slot_free_between(NodeId slot_owner, NodeId from, NodeId to,
@@ -168,7 +191,9 @@ bool Executor::slot_free_between(NodeId slot_owner, NodeId from, NodeId to,
   const uint64_t bytes = plan_.bytes.at(o);
   for (size_t j = 0; j < g_.nodes().size(); ++j) {
     // A folded RmsNorm's slot is planned but never written: nothing there to overwrite.
-    if (j == o || !plan_.owns(NodeId(j)) || lowering_.at(j) == Lowering::InReaders) continue;
+    if (j == o || !plan_.owns(NodeId(j)) || lowering_.at(j) == Lowering::InReaders ||
+        lowering_.at(j) == Lowering::InRopeKv)
+      continue;
     if (::std::find(unwritten.begin(), unwritten.end(), NodeId(j)) != unwritten.end()) continue;
     const bool alive = NodeId(j) <= to && plan_.last_use.at(j) >= from;
     if (alive && ranges_overlap(off, bytes, plan_.offset.at(j), plan_.bytes.at(j))) return false;
@@ -240,15 +265,17 @@ void Executor::merge_siblings(const Node& n, MatvecParams& p) {
   }
 }
 
-// gate and up merged into one launch (one sibling) and read only by one SwiGlu: the launch writes silu(gate) * up
-// into the SwiGlu's slot and neither product is stored. That slot is then written at this step instead of the
+// gate and up merged into one launch (one sibling) and read only by one SwiGlu (or GeGlu): the launch writes
+// silu(gate) * up (gelu_tanh(gate) * up) into its slot and neither product is stored. That slot is then written at this step instead of the
 // SwiGlu's, so no tensor alive in between may share it (checked on the plan).
 void Executor::fold_swiglu_epilogue(const Node& m, MatvecParams& p) {
   if (!opt_.fuse || p.n_siblings != 1 || p.residual) return;
   const auto& mu = users_.at(size_t(m.id));
   if (mu.size() != 1) return;
   const Node& sw = g_.node(mu[0]);
-  if (sw.op != Op::SwiGlu || sw.inputs.size() != 2 || sw.shape.rows() != 1 || !plan_.owns(sw.id)) return;
+  if ((sw.op != Op::SwiGlu && sw.op != Op::GeGlu) || sw.inputs.size() != 2 || sw.shape.rows() != 1 ||
+      !plan_.owns(sw.id))
+    return;
   const NodeId other = sw.inputs[0] == m.id ? sw.inputs[1] : sw.inputs[0];
   if (other == m.id || f32_out(g_.node(other)) != p.siblings[0].y) return;  // the SwiGlu's other input: the sibling
   if (users_.at(size_t(other)).size() != 1) return;
@@ -256,7 +283,7 @@ void Executor::fold_swiglu_epilogue(const Node& m, MatvecParams& p) {
   // Neither product is stored, so the SwiGlu's slot may be the gate's (the planner runs it in place).
   if (!slot_free_between(sw.id, m.id, sw.id, {m.id, other})) return;
   MatvecParams q = p;
-  q.swiglu_out = f32_out(sw), q.swiglu_gate_is_sibling = sw.inputs[0] == other;
+  q.swiglu_out = f32_out(sw), q.swiglu_gate_is_sibling = sw.inputs[0] == other, q.glu_gelu = sw.op == Op::GeGlu;
   if (!matvec_fuses(q)) return;
   p = q;
   lowering_.at(size_t(sw.id)) = Lowering::Epilogue;
@@ -281,6 +308,43 @@ bool Executor::rope_kv_fusable(const Node& att) const {
     if (i != rq.id && i != rk.id && op != Op::Reshape && op != Op::Weight) return false;
   }
   return true;
+}
+
+// The per-head q and k RMS norms right before the ropes of a RopesAndAttend attention (Gemma 3, Qwen 3): its
+// rope_kv launch normalises each head itself from the raw q and k (RopeKvParams::q_norm_w), and the norms run no
+// launch. The raw q and k must then still hold their values at the attention's step: no tensor written from the
+// norms' steps on may share their bytes (checked on the plan), except the q rope's output exactly over the raw q
+// (the launch reads a head whole before writing it). f16 cache only: the quantized rope_kv kernel has no norm.
+void Executor::fold_qk_norms(const Node& att) {
+  if (!opt_.fuse || !kv_ || kv_->type() != graph::KvType::F16) return;
+  const Node& rq = g_.node(att.inputs[0]);
+  const Node& rk = g_.node(att.inputs[1]);
+  const auto norm_of = [&](const Node& rope) -> NodeId {
+    const Node& m = g_.node(rope.inputs[0]);
+    if (m.op != Op::RmsNorm || m.inputs.size() < 2 || m.inputs[1] == graph::kNoNode) return graph::kNoNode;
+    if (m.shape.ne[0] != rope.shape.ne[0] || users_.at(size_t(m.id)).size() != 1) return graph::kNoNode;
+    if (plan_.last_use.at(size_t(m.id)) >= int32_t(g_.nodes().size())) return graph::kNoNode;  // a graph output
+    return m.id;
+  };
+  const NodeId nq = norm_of(rq), nk = norm_of(rk);
+  if (nq == graph::kNoNode || nk == graph::kNoNode) return;
+  const float eps = ::std::get<graph::RmsNormParams>(g_.node(nq).params).eps;
+  if (eps != ::std::get<graph::RmsNormParams>(g_.node(nk).params).eps) return;
+  const NodeId q_src = plan_.root.at(size_t(g_.node(nq).inputs[0])), k_src = plan_.root.at(size_t(g_.node(nk).inputs[0]));
+  if (!plan_.owns(q_src) || !plan_.owns(k_src) || !plan_.owns(rq.id)) return;
+  // Until the step before the attention's: the attention's own output is written after the launch read them.
+  for (NodeId src : {q_src, k_src})
+    if (!slot_free_between(src, ::std::min(nq, nk), att.id - 1, {nq, nk, rq.id, rk.id})) return;
+  const auto apart = [&](NodeId a, NodeId b) {
+    return !ranges_overlap(plan_.offset.at(size_t(a)), plan_.bytes.at(size_t(a)), plan_.offset.at(size_t(b)),
+                           plan_.bytes.at(size_t(b)));
+  };
+  const bool over_q = plan_.offset.at(size_t(rq.id)) == plan_.offset.at(size_t(q_src)) &&
+                      plan_.bytes.at(size_t(rq.id)) == plan_.bytes.at(size_t(q_src));
+  if (!apart(rq.id, k_src) || !(apart(rq.id, q_src) || over_q)) return;
+  qk_norms_[att.id] = {nq, nk};
+  lowering_.at(size_t(nq)) = lowering_.at(size_t(nk)) = Lowering::InRopeKv;
+  count_fusion(Fusion::QkNorms);
 }
 
 // The node that alone reads `id`, looking through views (kNoNode when there are several readers or none).
@@ -364,7 +428,8 @@ size_t Executor::n_fused() const {
 ::std::string Executor::fusion_summary() const {
   static const char* const kNames[] = {"RMS norms into matvecs", "residual adds", "sibling matvecs",
                                        "SwiGLUs into gate/up", "rope pairs + KV write into attention",
-                                       "rope pairs + KV write into q/k/v", "o projections with their attention"};
+                                       "rope pairs + KV write into q/k/v", "o projections with their attention",
+                                       "residual adds into RMS norms", "q/k norms into rope + KV write"};
   static_assert(sizeof(kNames) / sizeof(kNames[0]) == size_t(Fusion::kCount));
   ::std::string s;
   for (size_t k = 0; k < size_t(Fusion::kCount); ++k)

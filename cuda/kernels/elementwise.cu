@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "cuda/check.h"
+#include "cuda/kernels/gelu.cuh"
 
 namespace cuda {
 namespace {
@@ -31,12 +32,6 @@ __global__ void unary_kernel(UnaryParams p) {
       case UnaryOp::Softcap: p.out[i] = float(double(p.param) * tanh(double(x) / double(p.param))); break;
     }
   }
-}
-
-// 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))), in double as graph::ref::gelu_tanh.
-__device__ __forceinline__ double gelu_tanh(double x) {
-  constexpr double kSqrt2OverPi = 0.79788456080286535587989211986876;
-  return 0.5 * x * (1.0 + tanh(kSqrt2OverPi * x * (1.0 + 0.044715 * x * x)));
 }
 
 __global__ void geglu_kernel(SwiGluParams p) {

@@ -68,8 +68,10 @@ struct MatvecParams {
   float* x_copy = nullptr;
   // The SwiGlu op as the epilogue of gate and up in one launch: with one sibling of the same type and N, write
   // silu(gate) * up ([N]) here instead of either product. The gate is the main matrix, or the sibling if so flagged.
+  // glu_gelu: the GeGlu op instead, gelu_tanh(gate) * up.
   float* swiglu_out = nullptr;
   bool swiglu_gate_is_sibling = false;
+  bool glu_gelu = false;
   // More matrices of the same K that read the same x, computed in the same launch (int16 kernel only, no
   // residual): q/k/v or gate/up as one launch, with x loaded and quantized once per block (MatvecSibling).
   using Sibling = MatvecSibling;

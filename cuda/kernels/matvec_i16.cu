@@ -17,6 +17,7 @@
 #include "cuda/check.h"
 #include "cuda/device_info.h"
 #include "cuda/kernels/attention_o.cuh"
+#include "cuda/kernels/gelu.cuh"
 #include "cuda/kernels/matvec.cuh"
 #include "cuda/kernels/matvec_i16_units.cuh"
 #include "cuda/kernels/pdl.cuh"
@@ -82,7 +83,7 @@ __device__ __forceinline__ float warp_sum_rows(float (&a)[R], int lane) {
 // matrix i being g - first[i] of that matrix (a group never straddles two matrices).
 // SwiGLU mode (glu_out set): two matrices of N rows, gate (0) and up (1), with their row groups interleaved
 // (group 2i is gate's group i, 2i + 1 up's) so that a block, owning an even number of groups, holds both halves of
-// its outputs and writes silu(gate) * up to glu_out instead of y.
+// its outputs and writes silu(gate) * up (gelu_tanh(gate) * up when glu_gelu) to glu_out instead of y.
 // RoPE + KV epilogue (MatvecParams::rope_kv): role[i] says which of q (0), k (1), v (2) matrix i is.
 struct Segments {
   const uint8_t* w[3];
@@ -92,6 +93,7 @@ struct Segments {
   int64_t first[4];  // first group of each matrix; first[n] = total groups
   int n;
   float* glu_out;
+  bool glu_gelu;
   int8_t role[3];
 };
 
@@ -323,7 +325,8 @@ __device__ __forceinline__ void matvec_i16_body(const MatvecParams& p, const Seg
       float up = block_sum(part, cap, n_warps, (2 * pair + 1) * R + r);
       if (sg.bias[0]) gate += sg.bias[0][n];
       if (sg.bias[1]) up += sg.bias[1][n];
-      sg.glu_out[n] = gate / (1.0f + expf(-gate)) * up;  // as the SwiGlu kernels
+      sg.glu_out[n] = sg.glu_gelu ? float(gelu_tanh(gate) * double(up))   // as the GeGlu kernel
+                                  : gate / (1.0f + expf(-gate)) * up;     // as the SwiGlu kernels
     }
     return;
   }
@@ -423,7 +426,7 @@ void launch_i16(const MatvecParams& p, size_t rb, cudaStream_t stream) {
   if (p.swiglu_out) {  // gate first (swapped when it is the sibling)
     if (p.swiglu_gate_is_sibling)
       ::std::swap(sg.w[0], sg.w[1]), ::std::swap(sg.bias[0], sg.bias[1]), ::std::swap(sg.y[0], sg.y[1]);
-    sg.glu_out = p.swiglu_out;
+    sg.glu_out = p.swiglu_out, sg.glu_gelu = p.glu_gelu;
   }
   LLM_REQUIRE(!kFixedX || b.slices >= 2, "fixed-point x: two row slices read its two runs");
   const int64_t resident = int64_t(current_device_sm_count()) * bps;
@@ -485,9 +488,12 @@ bool mixed_pair_supported(quant::Type main, quant::Type sibling) {
 bool matvec_fuses(const MatvecParams& p) {
   const auto a = [](const void* q) { return reinterpret_cast<uintptr_t>(q); };
   // Whether matrices of type t are regrouped in this launch (q6_kx8.cuh, whose fits() checks whole runs of 8 blocks
-  // and 16-byte alignment); 16-byte loads for those and Q4_K, 4-byte ones otherwise.
+  // and 16-byte alignment); 16-byte loads for those and Q4_K. The others' blocks (Q6_K 210 bytes, Q8_0 34, Q4_0 18)
+  // are read by 2-byte aligned loads (load_a2) wherever they start, so their rows need 2 bytes: a Q6_K row of an odd
+  // number of blocks (K = 3840, Gemma-3-12B's attn_v and tied output) starts at 2 mod 4 every other row, and with 4
+  // required those fell to the generic kernel (357 GB/s, H200).
   const auto x8 = [&](quant::Type t) { return t == quant::Type::Q6_K && p.q6_kx8; };
-  const auto wa = [&](quant::Type t) -> size_t { return t == quant::Type::Q4_K || x8(t) ? 16 : 4; };
+  const auto wa = [&](quant::Type t) -> size_t { return t == quant::Type::Q4_K || x8(t) ? 16 : 2; };
   const auto rows_fit = [&](quant::Type t, const void* w) {  // K whole blocks, rows aligned for the unit loads
     if (!i16_type(t) || !w || p.K % quant::traits(t).block_elems != 0) return false;
     if (x8(t) && !q6_kx8_fits(w, p.K)) return false;

@@ -126,6 +126,73 @@ __global__ void rope_kv_kernel(RopeKvParams p, const __grid_constant__ BasePower
   if (b >= 0) kc[b] = __half_as_ushort(__float2half_rn(x1));
 }
 
+// rope_kv_kernel with the per-head RMS norms of q and k first (RopeKvParams::q_norm_w): one warp per (token, q or k
+// head) normalises its head into shared memory (the norm needs the whole head before any pair rotates), then rotates
+// it pair by pair as rope_kv_kernel does; the blocks after the heads' copy v into the cache. A head is read whole
+// before it is written, so q may be rotated in place.
+constexpr int kNormWarps = 8;
+constexpr int kMaxNormHeadDim = 256;
+template <bool kScaled>
+__global__ void __launch_bounds__(kNormWarps * 32) norm_rope_kv_kernel(RopeKvParams p,
+                                                                       const __grid_constant__ BasePowers bp) {
+  const RopeKernelParams& r = p.rope;
+  __shared__ float head_s[kNormWarps][kMaxNormHeadDim];
+  const int64_t t = blockIdx.y;
+  const int32_t pos = r.positions[t];
+  const int64_t n_heads = r.n_head + p.n_head_kv, head_blocks = (n_heads + kNormWarps - 1) / kNormWarps;
+  if (blockIdx.x >= head_blocks) {  // v
+    const int64_t slot = kv_write_slot(p.paging, t, pos, p.n_ctx);
+    if (slot < 0) return;
+    const int64_t nv = p.hd_v * p.n_head_kv, stride = (gridDim.x - head_blocks) * int64_t(blockDim.x);
+    for (int64_t e = (blockIdx.x - head_blocks) * int64_t(blockDim.x) + threadIdx.x; e < nv; e += stride) {
+      const int64_t h = e / p.hd_v, d = e % p.hd_v;
+      static_cast<uint16_t*>(p.v_cache)[(h * p.n_ctx + slot) * p.hd_v + d] =
+          __half_as_ushort(__float2half_rn(p.v[t * nv + e]));
+    }
+    return;
+  }
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int64_t hh = blockIdx.x * int64_t(kNormWarps) + warp;
+  if (hh >= n_heads) return;  // warp-uniform
+  const bool is_k = hh >= r.n_head;
+  const int64_t h = is_k ? hh - r.n_head : hh, nh = is_k ? p.n_head_kv : r.n_head, hd = r.head_dim;
+  const float* x = (is_k ? p.k : r.x) + (t * nh + h) * hd;
+  const float* w = is_k ? p.k_norm_w : p.q_norm_w;
+  float* s = head_s[warp];
+  float ss = 0.0f;
+#pragma unroll 8
+  for (int64_t d = lane; d < hd; d += 32) {
+    const float v = x[d];
+    s[d] = v, ss += v * v;
+  }
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+  const float scale = rsqrtf(ss / float(hd) + p.norm_eps);
+  for (int64_t d = lane; d < hd; d += 32) s[d] = s[d] * scale * w[d];
+  __syncwarp();
+  const int64_t slot = is_k ? kv_write_slot(p.paging, t, pos, p.n_ctx) : 0;
+  if (slot < 0) return;  // a padding token: no cache write (warp-uniform)
+  float* const out = is_k ? nullptr : r.out + (t * nh + h) * hd;
+  uint16_t* const kc = is_k ? static_cast<uint16_t*>(p.k_cache) + (h * p.n_ctx + slot) * hd : nullptr;
+  const int64_t half = r.n_rot / 2, per_head = half + (hd - r.n_rot);
+  for (int64_t j = lane; j < per_head; j += 32) {
+    int64_t a, b = -1;
+    float y0, y1 = 0.0f;
+    if (j >= half) {
+      a = r.n_rot + (j - half), y0 = s[a];
+    } else {
+      rope_pair<kScaled>(r, bp, j, pos, s, a, b, y0, y1);
+    }
+    if (out) {
+      out[a] = y0;
+      if (b >= 0) out[b] = y1;
+    } else {
+      kc[a] = __half_as_ushort(__float2half_rn(y0));
+      if (b >= 0) kc[b] = __half_as_ushort(__float2half_rn(y1));
+    }
+  }
+}
+
 // q8_0 / q4_0: per token, one thread per q pair as above (padded to whole warps), then one warp per (KV head,
 // 32-value block) of k and of v. Lane i of a k block rotates value i itself (reading its pair partner, which under
 // NEOX ordering lies in another block), lane i of a v block reads value i; the warp quantizes the block.
@@ -205,6 +272,20 @@ void launch_rope_kv(const RopeKvParams& p, cudaStream_t stream) {
   LLM_REQUIRE(r.n_rot > 0 && r.n_rot % 2 == 0 && r.n_rot <= r.head_dim, "n_rot must be even and <= head_dim");
   LLM_REQUIRE(r.n_rot / 2 <= kMaxHalfRot, "n_rot must be <= 256");
   const int64_t per_head = r.n_rot / 2 + (r.head_dim - r.n_rot);
+  LLM_REQUIRE(!p.q_norm_w == !p.k_norm_w, "rope_kv: both q and k norm weights or neither");
+  if (p.q_norm_w) {
+    LLM_REQUIRE(p.kv_type == graph::KvType::F16, "rope_kv with q/k norms: f16 cache only");
+    LLM_REQUIRE(r.head_dim <= kMaxNormHeadDim && r.T <= 65535, "rope_kv with q/k norms: head_dim <= 256");
+    const int64_t head_blocks = (r.n_head + p.n_head_kv + kNormWarps - 1) / kNormWarps;
+    const int64_t v_blocks = (p.hd_v * p.n_head_kv + kNormWarps * 32 - 1) / (kNormWarps * 32);
+    const dim3 grid(unsigned(head_blocks + v_blocks), unsigned(r.T));
+    if (scaled(r))
+      norm_rope_kv_kernel<true><<<grid, kNormWarps * 32, 0, stream>>>(p, base_powers(r));
+    else
+      norm_rope_kv_kernel<false><<<grid, kNormWarps * 32, 0, stream>>>(p, base_powers(r));
+    CUDA_CHECK_LAUNCH(stream);
+    return;
+  }
   switch (p.kv_type) {
     case graph::KvType::F16: {
       const int64_t n = (per_head * (r.n_head + p.n_head_kv) + p.hd_v * p.n_head_kv) * r.T;

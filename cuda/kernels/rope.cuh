@@ -52,6 +52,11 @@ struct RopeKvParams {
   uint16_t* k_scales = nullptr;      // q8_0, q4_0: [head_dim / 32, n_ctx, n_head_kv] binary16 scales; else null
   uint16_t* v_scales = nullptr;      // q8_0, q4_0: [hd_v / 32, n_ctx, n_head_kv]
   KvPaging paging = {};              // a paged cache: slots through the block table, padding not written
+  // Per-head RMS norms of q (rope.x) and k before the rotation (Gemma 3, Qwen 3: what two RmsNorm launches did):
+  // both weights or neither; f16 cache, head_dim <= 256.
+  const float* q_norm_w = nullptr;   // [head_dim]
+  const float* k_norm_w = nullptr;   // [head_dim]
+  float norm_eps = 0.0f;
 };
 void launch_rope_kv(const RopeKvParams& p, cudaStream_t stream);
 

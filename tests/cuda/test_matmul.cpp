@@ -237,15 +237,17 @@ TEST(WeightKernels, MatvecMixedTypeSiblingsShareOneLaunch) {
   }
 }
 
-// gate and up in one launch writing silu(gate) * up (the SwiGlu epilogue), for the formats the int16 kernel serves,
-// with the gate as main matrix and as sibling, row counts that leave a partial group, and the norm folded in.
+// gate and up in one launch writing silu(gate) * up (the SwiGlu epilogue) or gelu_tanh(gate) * up (GeGlu), for the
+// formats the int16 kernel serves, with the gate as main matrix and as sibling, row counts that leave a partial
+// group, and the norm folded in.
 TEST(WeightKernels, MatvecSwiGluEpilogue) {
   REQUIRE_GPU();
   std::mt19937 rng(31337);
   const int64_t K = 2048;
   for (const Type type : {Type::Q4_K, Type::Q4_0, Type::Q6_K, Type::Q8_0})
     for (const int64_t N : {13, 5003})
-      for (const bool gate_is_sibling : {false, true}) {
+      for (const bool gate_is_sibling : {false, true})
+      for (const bool gelu : {false, true}) {
         const auto wg = random_weights(rng, type, K, N), wu = random_weights(rng, type, K, N);
         const auto x = random_floats(rng, K), norm_w = random_floats(rng, K, 0.5f, 1.5f);
         auto dg = upload(wg), du = upload(wu), dx = upload(x), dn = upload(norm_w);
@@ -256,22 +258,24 @@ TEST(WeightKernels, MatvecSwiGluEpilogue) {
         p.norm_w = dn.as<float>(), p.norm_eps = 1e-5f;
         p.siblings[0] = cuda::MatvecParams::Sibling{sib_w.get(), nullptr, dunused.as<float>(), N, type};
         p.n_siblings = 1;
-        p.swiglu_out = dout.as<float>(), p.swiglu_gate_is_sibling = gate_is_sibling;
+        p.swiglu_out = dout.as<float>(), p.swiglu_gate_is_sibling = gate_is_sibling, p.glu_gelu = gelu;
         ASSERT_TRUE(cuda::matvec_fuses(p));
         cuda::launch_matvec(p, nullptr);
         const std::vector<float> xn = rms_normed(x, norm_w, 1e-5);
         std::vector<double> g, gmag, gmx, u, umag, umx;
         reference(wg, type, xn, K, N, 1, nullptr, g, gmag, gmx);
         reference(wu, type, xn, K, N, 1, nullptr, u, umag, umx);
-        // Each product is within 1e-5 of its sum |w x| (the int16 rounding of x); silu' lies in [-0.1, 1.1].
+        // Each product is within 1e-5 of its sum |w x| (the int16 rounding of x); silu' lies in [-0.1, 1.1], the
+        // tanh GELU's in [-0.13, 1.13].
         std::vector<double> ref(N), atol(N);
         for (int64_t n = 0; n < N; ++n) {
-          const double silu = g[n] / (1.0 + std::exp(-g[n]));
-          ref[n] = silu * u[n];
-          atol[n] = 1e-5 * (1.1 * gmag[n] * std::fabs(u[n]) + umag[n] * (std::fabs(silu) + 1e-5 * gmag[n])) + 1e-6;
+          const double a = gelu ? 0.5 * g[n] * (1.0 + std::tanh(0.7978845608028654 * g[n] * (1.0 + 0.044715 * g[n] * g[n])))
+                                : g[n] / (1.0 + std::exp(-g[n]));
+          ref[n] = a * u[n];
+          atol[n] = 1e-5 * (1.13 * gmag[n] * std::fabs(u[n]) + umag[n] * (std::fabs(a) + 1e-5 * gmag[n])) + 1e-6;
         }
-        EXPECT_TRUE(close(std::string("swiglu epilogue ") + quant::type_name(type) + " N=" + std::to_string(N) +
-                              (gate_is_sibling ? " gate as sibling" : ""),
+        EXPECT_TRUE(close(std::string(gelu ? "geglu" : "swiglu") + " epilogue " + quant::type_name(type) +
+                              " N=" + std::to_string(N) + (gate_is_sibling ? " gate as sibling" : ""),
                           download<float>(dout, N), ref, atol, 1e-6));
         // Neither product is stored.
         for (float v : download<float>(dunused, N)) ASSERT_TRUE(std::isnan(v)) << "a product was written";

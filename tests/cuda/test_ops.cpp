@@ -27,24 +27,34 @@ std::string shape(int64_t a, int64_t b) {
   return s;
 }
 
+// Rows of the register path (multiples of 4 up to 8192: Gemma-3-12B's 3840, Phi-4's 5120) and of the plain loop
+// (odd, longer); with a residual added (the post-norm + residual add launch), and in place over x or the residual.
 TEST(OpKernels, RmsNorm) {
   REQUIRE_GPU();
   std::mt19937 rng(1);
-  for (int64_t ne0 : {1, 8, 63, 128, 257, 4096})
+  for (int64_t ne0 : {1, 8, 63, 128, 257, 3840, 4096, 5120, 8192, 9000})
     for (int64_t rows : {1, 5})
-      for (bool with_w : {false, true}) {
-        const auto x = random_floats(rng, ne0 * rows, -3.0f, 3.0f);
-        const auto w = random_floats(rng, ne0);
-        const float eps = 1e-5f;
-        std::vector<float> want(x.size());
-        ref::rms_norm({x.data(), with_w ? w.data() : nullptr, want.data(), ne0, rows, eps});
-        const std::vector<double> ref = widened(want);
-        auto dx = upload(x), dw = upload(w);
-        auto out = poisoned_f32(x.size());
-        cuda::launch_rms_norm({dx.as<float>(), with_w ? dw.as<float>() : nullptr, out.as<float>(), ne0, rows, eps},
-                              nullptr);
-        EXPECT_TRUE(close("rms_norm " + shape(ne0, rows), download<float>(out, x.size()), ref, {1e-6}, 1e-5));
-      }
+      for (bool with_w : {false, true})
+        for (int mode = 0; mode < 4; ++mode) {  // 0 plain, 1 residual, 2 residual in place over x, 3 over it
+          const bool with_r = mode > 0;
+          const auto x = random_floats(rng, ne0 * rows, -3.0f, 3.0f);
+          const auto w = random_floats(rng, ne0), r = random_floats(rng, ne0 * rows);
+          const float eps = 1e-5f;
+          std::vector<float> want(x.size());
+          ref::rms_norm({x.data(), with_w ? w.data() : nullptr, want.data(), ne0, rows, eps});
+          if (with_r)
+            for (size_t i = 0; i < want.size(); ++i) want[i] += r[i];
+          const std::vector<double> ref = widened(want);
+          auto dx = upload(x), dw = upload(w), dr = upload(r);
+          auto out = poisoned_f32(x.size());
+          float* dst = mode == 2 ? dx.as<float>() : mode == 3 ? dr.as<float>() : out.as<float>();
+          cuda::RmsNormParams p{dx.as<float>(), with_w ? dw.as<float>() : nullptr, dst, ne0, rows, eps};
+          p.residual = with_r ? dr.as<float>() : nullptr;
+          cuda::launch_rms_norm(p, nullptr);
+          const auto& got = mode == 2 ? dx : mode == 3 ? dr : out;
+          EXPECT_TRUE(close("rms_norm " + shape(ne0, rows) + " mode " + std::to_string(mode),
+                            download<float>(got, x.size()), ref, {1e-6}, 1e-5));
+        }
 }
 
 TEST(OpKernels, Rope) {
