@@ -41,11 +41,21 @@ double achieved_gbs(const BenchContext& c, const BenchTest& t) {
   return static_cast<double>(c.weight_bytes_per_token) * t.mean_tps() / 1e9;
 }
 
+bool counts_active_bytes(const BenchContext& c) { return c.n_expert > 0 && c.n_expert_used < c.n_expert; }
+
 std::string report_markdown(const BenchContext& c, const std::vector<BenchTest>& tests) {
   std::string out = fmt("device: %s (%s), copy bandwidth %.0f GB/s (read + write)\n", c.device.c_str(),
                         c.backend.c_str(), c.copy_gbs);
-  out += fmt("memory: weights %s + KV cache %s (%s); peak in use %s\n\n", gib(c.weights_bytes).c_str(),
+  out += fmt("memory: weights %s + KV cache %s (%s); peak in use %s\n", gib(c.weights_bytes).c_str(),
              gib(c.kv_bytes).c_str(), c.kv_type.c_str(), c.peak_mem_bytes ? gib(c.peak_mem_bytes).c_str() : "n/a");
+  if (counts_active_bytes(c))
+    out += fmt("GB/s counts active bytes: %s per token, the non-expert weights and %d of %d experts (%s of all "
+               "experts' %s)\n",
+               gib(c.weight_bytes_per_token).c_str(), c.n_expert_used, c.n_expert,
+               gib(c.expert_bytes / static_cast<uint64_t>(c.n_expert) * static_cast<uint64_t>(c.n_expert_used))
+                   .c_str(),
+               gib(c.expert_bytes).c_str());
+  out += "\n";
   out += "| model | size | params | backend | test | t/s | GB/s | % of copy bw |\n";
   out += "| --- | ---: | ---: | --- | --- | ---: | ---: | ---: |\n";
   for (const auto& t : tests) {
@@ -59,20 +69,30 @@ std::string report_markdown(const BenchContext& c, const std::vector<BenchTest>&
 }
 
 std::string report_csv(const BenchContext& c, const std::vector<BenchTest>& tests) {
+  // A mixture of experts adds three columns at the end saying what gbs counts; dense rows keep their columns.
+  const bool active = counts_active_bytes(c);
   std::string out =
       "model,size_bytes,params,backend,device,test,n_prompt,n_gen,depth,reps,tps_mean,tps_sd,gbs,copy_gbs,"
-      "weights_bytes,kv_bytes,peak_mem_bytes,kv_type\n";
+      "weights_bytes,kv_bytes,peak_mem_bytes,kv_type";
+  out += active ? ",active_bytes_per_token,n_expert,n_expert_used\n" : "\n";
   for (const auto& t : tests) {
-    out += fmt("%s,%llu,%llu,%s,\"%s\",%s,%d,%d,%d,%zu,%.3f,%.3f,%.1f,%.1f,%llu,%llu,%llu,%s\n", c.model.c_str(),
+    out += fmt("%s,%llu,%llu,%s,\"%s\",%s,%d,%d,%d,%zu,%.3f,%.3f,%.1f,%.1f,%llu,%llu,%llu,%s", c.model.c_str(),
                (unsigned long long)c.model_bytes, (unsigned long long)c.n_params, c.backend.c_str(),
                c.device.c_str(), t.name.c_str(), t.n_prompt, t.n_gen, t.depth, t.seconds.size(), t.mean_tps(),
                t.sd_tps(), achieved_gbs(c, t), c.copy_gbs, (unsigned long long)c.weights_bytes,
                (unsigned long long)c.kv_bytes, (unsigned long long)c.peak_mem_bytes, c.kv_type.c_str());
+    out += active ? fmt(",%llu,%d,%d\n", (unsigned long long)c.weight_bytes_per_token, c.n_expert, c.n_expert_used)
+                  : "\n";
   }
   return out;
 }
 
 std::string report_json(const BenchContext& c, const std::vector<BenchTest>& tests) {
+  // A mixture of experts adds what gbs counts; dense objects keep their keys.
+  const std::string moe = counts_active_bytes(c)
+                              ? fmt("\"active_bytes_per_token\": %llu, \"n_expert\": %d, \"n_expert_used\": %d, ",
+                                    (unsigned long long)c.weight_bytes_per_token, c.n_expert, c.n_expert_used)
+                              : "";
   std::string out = "[\n";
   for (size_t i = 0; i < tests.size(); ++i) {
     const auto& t = tests[i];
@@ -82,12 +102,13 @@ std::string report_json(const BenchContext& c, const std::vector<BenchTest>& tes
         "  {\"model\": %s, \"size_bytes\": %llu, \"params\": %llu, \"backend\": \"%s\", \"device\": %s, "
         "\"test\": \"%s\", \"n_prompt\": %d, \"n_gen\": %d, \"depth\": %d, \"tps_mean\": %.3f, \"tps_sd\": %.3f, "
         "\"gbs\": %.1f, \"copy_gbs\": %.1f, \"weights_bytes\": %llu, \"kv_bytes\": %llu, \"peak_mem_bytes\": %llu, "
-        "\"kv_type\": \"%s\", "
+        "\"kv_type\": \"%s\", %s"
         "\"seconds\": [%s]}%s\n",
         chat::json_quote(c.model).c_str(), (unsigned long long)c.model_bytes, (unsigned long long)c.n_params,
         c.backend.c_str(), chat::json_quote(c.device).c_str(), t.name.c_str(), t.n_prompt, t.n_gen, t.depth,
         t.mean_tps(), t.sd_tps(), achieved_gbs(c, t), c.copy_gbs, (unsigned long long)c.weights_bytes,
-        (unsigned long long)c.kv_bytes, (unsigned long long)c.peak_mem_bytes, c.kv_type.c_str(), samples.c_str(),
+        (unsigned long long)c.kv_bytes, (unsigned long long)c.peak_mem_bytes, c.kv_type.c_str(), moe.c_str(),
+        samples.c_str(),
         i + 1 < tests.size() ? "," : "");
   }
   return out + "]\n";

@@ -20,7 +20,11 @@ struct BenchContext {
   std::string model;            // file name
   uint64_t model_bytes = 0;     // file size
   uint64_t n_params = 0;
-  uint64_t weight_bytes_per_token = 0;  // weight bytes one decode step reads
+  uint64_t weight_bytes_per_token = 0;  // weight bytes one decode step reads (model/decode_bytes.h)
+  // A mixture of experts: weight_bytes_per_token counts n_expert_used of n_expert experts (the active bytes), and
+  // the reports say so. n_expert 0: dense, and the reports are as they always were.
+  int32_t n_expert = 0, n_expert_used = 0;
+  uint64_t expert_bytes = 0;    // all experts' bytes, of which a token reads n_expert_used / n_expert
   std::string backend;          // "CUDA" / "CPU"
   std::string device;           // "NVIDIA H200"
   double copy_gbs = 0;          // measured device copy bandwidth, read + write
@@ -33,6 +37,9 @@ struct BenchContext {
 // Achieved bandwidth of a test: weight bytes per token × tokens/s, only for pure generation tests (prefill reads
 // each weight once per batch, so the figure would mean nothing there). Negative when not applicable.
 double achieved_gbs(const BenchContext& c, const BenchTest& t);
+
+// Whether the bandwidth counts only the routed experts' bytes (a mixture of experts using fewer than all).
+bool counts_active_bytes(const BenchContext& c);
 
 std::string report_markdown(const BenchContext& c, const std::vector<BenchTest>& tests);
 std::string report_csv(const BenchContext& c, const std::vector<BenchTest>& tests);

@@ -14,6 +14,7 @@
 #include "app/bench_report.h"
 #include "app/cli.h"
 #include "app/session_flags.h"
+#include "model/decode_bytes.h"
 #include "runtime/sampler.h"
 
 #ifdef LLM_HAVE_CUDA
@@ -52,30 +53,6 @@ double measure_host_copy_gbs() {
     a[static_cast<size_t>(i)] = b[static_cast<size_t>(i) + 1];  // keeps the copies observable
   }
   return 2.0 * static_cast<double>(bytes) / best / 1e9;
-}
-
-// Weight bytes one decode step reads: every matrix once, but of the token embedding only one row, unless the
-// embedding doubles as the output matrix, and of a mixture's expert tensors (and their biases) only the experts a
-// token routes to (n_expert_used of n_expert: the active parameters).
-uint64_t weight_bytes_per_token(const model::Model& m) {
-  const bool tied = !m.weights().has("output.weight");
-  const model::Config& c = m.config();
-  uint64_t total = 0;
-  for (const auto& w : m.weights().all()) {
-    if (w.params.tensor == "token_embd.weight" && !tied) {
-      total += w.params.nbytes / static_cast<uint64_t>(w.shape.ne[1]);
-      continue;
-    }
-    using R = graph::WeightRole;
-    const R r = w.params.role;
-    if (c.n_expert > 0 && (r == R::FfnGateExps || r == R::FfnUpExps || r == R::FfnDownExps ||
-                           r == R::FfnGateExpsBias || r == R::FfnUpExpsBias || r == R::FfnDownExpsBias)) {
-      total += w.params.nbytes / static_cast<uint64_t>(c.n_expert) * static_cast<uint64_t>(c.n_expert_used);
-      continue;
-    }
-    total += w.params.nbytes;
-  }
-  return total;
 }
 
 class Runner {
@@ -188,7 +165,11 @@ int run_bench(BenchOptions& o) {
   c.model_bytes = l.model->file().file_size();
   for (const auto& w : l.model->weights().all()) c.n_params += static_cast<uint64_t>(w.shape.elements());
   c.weights_bytes = l.model->weights().arena_bytes();
-  c.weight_bytes_per_token = weight_bytes_per_token(*l.model);
+  const model::DecodeBytes bytes = model::decode_bytes(l.model->config(), l.model->weights());
+  c.weight_bytes_per_token = bytes.per_token;
+  c.n_expert = bytes.n_expert;
+  c.n_expert_used = bytes.n_expert_used;
+  c.expert_bytes = bytes.expert_total;
   c.kv_bytes = l.session->kv_cache_bytes();
   c.kv_type = graph::kv_type_name(o.run.session.kv_type);
 

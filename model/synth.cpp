@@ -80,6 +80,19 @@ void fill_random_blocks(quant::Type type, uint8_t* dst, uint64_t n_blocks, uint6
         std::memcpy(dst + 2 * i, &h, 2);
       }
       return;
+    case quant::Type::MXFP4:
+      // Random E2M1 nibbles (doubled magnitudes 0..12, rms about 5.9) under a power-of-two scale of 2^-9 or 2^-8.
+      for (uint64_t b = 0; b < n_blocks; ++b) {
+        quant::BlockMXFP4 block;
+        for (size_t i = 0; i < sizeof block.qs; i += 8) {
+          const uint64_t r = splitmix64(state);
+          std::memcpy(block.qs + i, &r, std::min<size_t>(8, sizeof block.qs - i));
+        }
+        constexpr uint8_t kScaleTwoToMinus9 = 119;  // E8M0 119 scales the doubled values by 2^(119 - 128)
+        block.e = static_cast<uint8_t>(kScaleTwoToMinus9 + (splitmix64(state) & 1));
+        std::memcpy(dst + b * sizeof block, &block, sizeof block);
+      }
+      return;
     default: break;
   }
   const ScaleLayout layout = scale_layout(type);
@@ -147,6 +160,7 @@ uint32_t file_type_id(const std::string& preset) {
   if (preset == "Q8_0") return 7;
   if (preset == "Q4_K_M") return 15;
   if (preset == "Q6_K") return 18;
+  if (preset == "MXFP4_MOE") return 38;
   throw std::invalid_argument("unknown preset '" + preset + "'");
 }
 
@@ -170,7 +184,8 @@ void write_keys(gguf::Writer& w, const SynthShape& s, int64_t n_vocab) {
   u32("embedding_length", s.n_embd);
   u32("block_count", s.n_layer);
   u32("feed_forward_length", s.n_ff);
-  if (s.arch != "gemma3") u32("rope.dimension_count", s.head_size());  // gemma3's converter writes none
+  // gemma3's, qwen3moe's and gpt-oss's converters write none (the loader takes the head size).
+  if (s.arch == "llama" || s.arch == "phi3") u32("rope.dimension_count", s.head_size());
   u32("attention.head_count", s.n_head);
   u32("attention.head_count_kv", s.n_head_kv);
   if (s.head_dim > 0) {
@@ -179,16 +194,28 @@ void write_keys(gguf::Writer& w, const SynthShape& s, int64_t n_vocab) {
   }
   w.set_f32(a + "attention.layer_norm_rms_epsilon", s.rms_eps);
   w.set_f32(a + "rope.freq_base", s.rope_base);
+  if (s.n_expert > 0) {
+    u32("expert_count", s.n_expert);
+    u32("expert_used_count", s.n_expert_used);
+    u32("expert_feed_forward_length", s.n_ff_exp);
+  }
   if (s.n_swa > 0) {
     u32("attention.sliding_window", s.n_swa);
-    w.set_f32(a + "rope.freq_base_swa", s.rope_base_swa);
+    if (s.arch == "gemma3") w.set_f32(a + "rope.freq_base_swa", s.rope_base_swa);  // gpt-oss: one base for both
   }
   if (s.phi3_sliding_window > 0) u32("attention.sliding_window", s.phi3_sliding_window);
   if (s.rope_linear_factor > 0.0f) {
     w.set_str(a + "rope.scaling.type", "linear");
     w.set_f32(a + "rope.scaling.factor", s.rope_linear_factor);
   }
-  if (s.n_ctx_orig > 0) {
+  if (s.rope_yarn_factor > 0.0f) {
+    // gpt-oss's converter writes YaRN's betas too (at the defaults llama.cpp assumes when they are absent).
+    w.set_str(a + "rope.scaling.type", "yarn");
+    w.set_f32(a + "rope.scaling.factor", s.rope_yarn_factor);
+    u32("rope.scaling.original_context_length", s.n_ctx_orig);
+    w.set_f32(a + "rope.scaling.yarn_beta_fast", 32.0f);
+    w.set_f32(a + "rope.scaling.yarn_beta_slow", 1.0f);
+  } else if (s.n_ctx_orig > 0) {
     // phi3's converter: the original context and LongRoPE's attention factor sqrt(1 + ln(ctx / orig) / ln(orig)).
     u32("rope.scaling.original_context_length", s.n_ctx_orig);
     const double scale = static_cast<double>(s.n_ctx) / static_cast<double>(s.n_ctx_orig);
@@ -224,8 +251,13 @@ SynthResult write_synthetic_model(const SynthOptions& o) {
   auto done = std::make_shared<uint64_t>(0);
   auto total = std::make_shared<uint64_t>(0);
 
+  const auto elements = [](const std::vector<int64_t>& ne) {
+    uint64_t n = 1;
+    for (int64_t d : ne) n *= static_cast<uint64_t>(d);
+    return n;
+  };
   auto add_random = [&](const std::string& name, quant::Type type, std::vector<int64_t> ne) {
-    const uint64_t n_elems = static_cast<uint64_t>(ne[0]) * static_cast<uint64_t>(ne.size() > 1 ? ne[1] : 1);
+    const uint64_t n_elems = elements(ne);
     const uint64_t n_blocks = n_elems / static_cast<uint64_t>(quant::traits(type).block_elems);
     const uint64_t nbytes = n_blocks * quant::traits(type).block_bytes;
     total_bytes += nbytes;
@@ -237,25 +269,29 @@ SynthResult write_synthetic_model(const SynthOptions& o) {
       if (progress) progress(*done, *total);
     });
   };
-  auto add_f32 = [&](const std::string& name, std::vector<float> values, float jitter) {
-    const int64_t n = static_cast<int64_t>(values.size());
-    total_bytes += static_cast<uint64_t>(n) * 4;
-    result.n_params += static_cast<uint64_t>(n);
+  // An F32 tensor of ne (1-D when empty): `values` plus a uniform jitter of up to +-jitter.
+  auto add_f32 = [&](const std::string& name, std::vector<float> values, float jitter, std::vector<int64_t> ne = {}) {
+    if (ne.empty()) ne = {static_cast<int64_t>(values.size())};
+    total_bytes += values.size() * 4;
+    result.n_params += values.size();
     const uint64_t index = tensor_index++;
-    w.add_tensor_lazy(name, quant::Type::F32, {n}, [values = std::move(values), jitter, index, seed = o.seed](uint8_t* dst) {
+    const auto fill = [values = std::move(values), jitter, index, seed = o.seed](uint8_t* dst) {
       uint64_t state = seed ^ (index * 0x9e3779b97f4a7c15ull);
       for (size_t i = 0; i < values.size(); ++i) {
         const float v = values[i] + (jitter > 0 ? uniform(state, -jitter, jitter) : 0.0f);
         std::memcpy(dst + 4 * i, &v, 4);
       }
-    });
+    };
+    w.add_tensor_lazy(name, quant::Type::F32, std::move(ne), fill);
   };
 
   for (const SynthTensor& t : synth_tensors(s, o.preset, n_vocab)) {
     const int64_t n = t.ne[0];
+    const size_t all = static_cast<size_t>(elements(t.ne));
     switch (t.fill) {
       case SynthTensor::Fill::Random: add_random(t.name, t.type, t.ne); break;
-      case SynthTensor::Fill::Norm: add_f32(t.name, std::vector<float>(static_cast<size_t>(n), 1.0f), 0.1f); break;
+      case SynthTensor::Fill::Norm: add_f32(t.name, std::vector<float>(all, 1.0f), 0.1f, t.ne); break;
+      case SynthTensor::Fill::Bias: add_f32(t.name, std::vector<float>(all, 0.0f), 0.05f, t.ne); break;
       case SynthTensor::Fill::Llama3Factors: add_f32(t.name, llama3_rope_factors(2 * n, s.rope_base), 0.0f); break;
       case SynthTensor::Fill::LongFactors: add_f32(t.name, longrope_factors(n, true), 0.0f); break;
       case SynthTensor::Fill::ShortFactors: add_f32(t.name, longrope_factors(n, false), 0.0f); break;

@@ -51,6 +51,29 @@ const std::vector<SynthShape>& synth_shapes() {
        .n_head = 4, .n_head_kv = 2, .n_ff = 512, .n_ctx = 4096, .n_vocab = 32000, .rope_base = 10000.0f,
        .rms_eps = 1e-5f, .tied_output = false, .llama3_rope_factors = false, .arch = "phi3", .n_ctx_orig = 256,
        .phi3_sliding_window = 262144},
+      // Qwen3-30B-A3B (HF config): 128 experts of 768, 8 used, Qwen3 attention (q/k norms, 128-wide heads, q wider
+      // than n_embd), untied; feed_forward_length is HF's intermediate_size 6144, which no layer uses.
+      {.name = "qwen3-30b-a3b", .display_name = "Qwen3-30B-A3B (synthetic)", .n_embd = 2048, .n_layer = 48,
+       .n_head = 32, .n_head_kv = 4, .n_ff = 6144, .n_ctx = 40960, .n_vocab = 151936, .rope_base = 1e6f,
+       .rms_eps = 1e-6f, .tied_output = false, .llama3_rope_factors = false, .arch = "qwen3moe", .head_dim = 128,
+       .n_expert = 128, .n_expert_used = 8, .n_ff_exp = 768},
+      // gpt-oss-20b (OpenAI's config): 32 experts of 2880, 4 used, 64-wide heads (q 4096 wider than n_embd), a
+      // 128-token window on the even layers, sinks, biases, YaRN x32 over an original 4096 context; untied.
+      {.name = "gpt-oss-20b", .display_name = "gpt-oss-20b (synthetic)", .n_embd = 2880, .n_layer = 24, .n_head = 64,
+       .n_head_kv = 8, .n_ff = 2880, .n_ctx = 131072, .n_vocab = 201088, .rope_base = 150000.0f, .rms_eps = 1e-5f,
+       .tied_output = false, .llama3_rope_factors = false, .arch = "gpt-oss", .head_dim = 64, .n_swa = 128,
+       .n_ctx_orig = 4096, .rope_yarn_factor = 32.0f, .n_expert = 32, .n_expert_used = 4, .n_ff_exp = 2880},
+      // The two MoE architectures at the size of ../shared/models' synth-qwen3moe-* and synth-gpt-oss-* (8 experts,
+      // which switches on the quantizer's 8-expert rules): the tests hold their tensor lists against those files.
+      {.name = "tiny-qwen3moe", .display_name = "tiny qwen3moe (synthetic, for tests)", .n_embd = 256, .n_layer = 2,
+       .n_head = 4, .n_head_kv = 2, .n_ff = 768, .n_ctx = 4096, .n_vocab = 32000, .rope_base = 1e6f,
+       .rms_eps = 1e-6f, .tied_output = false, .llama3_rope_factors = false, .arch = "qwen3moe", .head_dim = 64,
+       .n_expert = 8, .n_expert_used = 2, .n_ff_exp = 128},
+      {.name = "tiny-gpt-oss", .display_name = "tiny gpt-oss (synthetic, for tests)", .n_embd = 256, .n_layer = 2,
+       .n_head = 8, .n_head_kv = 2, .n_ff = 64, .n_ctx = 131072, .n_vocab = 32000, .rope_base = 150000.0f,
+       .rms_eps = 1e-5f, .tied_output = false, .llama3_rope_factors = false, .arch = "gpt-oss", .head_dim = 64,
+       .n_swa = 16, .n_ctx_orig = 4096, .rope_yarn_factor = 32.0f, .n_expert = 8, .n_expert_used = 4,
+       .n_ff_exp = 64},
   };
   return shapes;
 }
@@ -65,7 +88,7 @@ const SynthShape& synth_shape(const std::string& name) {
 }
 
 const std::vector<std::string>& synth_presets() {
-  static const std::vector<std::string> presets = {"Q4_K_M", "Q4_0", "Q8_0", "Q6_K", "F16"};
+  static const std::vector<std::string> presets = {"Q4_K_M", "Q4_0", "Q8_0", "Q6_K", "F16", "MXFP4_MOE"};
   return presets;
 }
 
@@ -101,17 +124,31 @@ quant::Type fallback(quant::Type t, int64_t row) {
 }  // namespace
 
 quant::Type synth_tensor_type(const std::string& preset, const std::string& tensor, int64_t layer, int64_t n_layer,
-                              bool is_output_matrix) {
+                              bool is_output_matrix, int64_t n_expert) {
   check_preset(preset);
-  if (preset == "F16") return quant::Type::F16;
-  if (is_output_matrix) return preset == "Q8_0" ? quant::Type::Q8_0 : quant::Type::Q6_K;
-  if (preset == "Q4_0") return quant::Type::Q4_0;
-  if (preset == "Q8_0") return quant::Type::Q8_0;
-  if (preset == "Q6_K") return quant::Type::Q6_K;
-  // Q4_K_M
-  if ((tensor == "attn_v" || tensor == "attn_qkv" || tensor == "ffn_down") && use_more_bits(layer, n_layer))
+  if (preset == "F16") return quant::Type::F16;  // not a quantized type: the quantizer's mixes do not apply
+  if (is_output_matrix) return preset == "Q8_0" || preset == "MXFP4_MOE" ? quant::Type::Q8_0 : quant::Type::Q6_K;
+  // MXFP4_MOE: the experts (the only 3-D matrices) in MXFP4 as OpenAI distributes them, every other matrix Q8_0,
+  // the untied token embedding included.
+  const bool experts = tensor.ends_with("_exps");
+  if (preset == "MXFP4_MOE") return experts ? quant::Type::MXFP4 : quant::Type::Q8_0;
+  const quant::Type base = preset == "Q4_0" ? quant::Type::Q4_0
+                           : preset == "Q8_0" ? quant::Type::Q8_0
+                           : preset == "Q6_K" ? quant::Type::Q6_K
+                                              : quant::Type::Q4_K;
+  const bool q4_k_m = preset == "Q4_K_M";
+  // The quantizer spends about 128 MB more on attention for models of exactly 8 experts (Mixtral's count).
+  const bool eight_experts = n_expert == 8;
+  if (tensor == "attn_v" || tensor == "attn_qkv") {
+    if (eight_experts) return quant::Type::Q8_0;
+    return q4_k_m && use_more_bits(layer, n_layer) ? quant::Type::Q6_K : base;
+  }
+  if (tensor == "attn_k") return eight_experts ? quant::Type::Q8_0 : base;
+  if (tensor == "attn_output") return eight_experts && q4_k_m ? quant::Type::Q5_K : base;
+  // ffn_down and ffn_down_exps alike: the quantizer reads an expert tensor's layer from its name.
+  if ((tensor == "ffn_down" || tensor == "ffn_down_exps") && q4_k_m && use_more_bits(layer, n_layer))
     return quant::Type::Q6_K;
-  return quant::Type::Q4_K;
+  return base;
 }
 
 std::vector<SynthTensor> synth_tensors(const SynthShape& s, const std::string& preset, int64_t n_vocab) {
@@ -119,50 +156,75 @@ std::vector<SynthTensor> synth_tensors(const SynthShape& s, const std::string& p
   using Fill = SynthTensor::Fill;
   const int64_t E = s.n_embd, hd = s.head_size(), F = s.n_ff, L = s.n_layer;
   const int64_t nq = s.n_head * hd, nkv = s.n_head_kv * hd;
-  const bool gemma = s.arch == "gemma3", phi = s.arch == "phi3";
+  const bool gemma = s.arch == "gemma3", phi = s.arch == "phi3", oss = s.arch == "gpt-oss";
+  const bool qk_norm = gemma || s.arch == "qwen3moe";
   std::vector<SynthTensor> t;
-  // A matrix [K, N]: its preset type, after the fallback for its row length K.
-  const auto matrix = [&](const std::string& name, const char* role, int64_t layer, int64_t K, int64_t N,
+  // A matrix [K, N] or a stack of expert matrices [K, N, n_expert]: its preset type, after the fallback for its row
+  // length K.
+  const auto matrix = [&](const std::string& name, const char* role, int64_t layer, std::vector<int64_t> ne,
                           bool output = false) {
-    t.push_back({name, fallback(synth_tensor_type(preset, role, layer, L, output), K), {K, N}, Fill::Random});
+    const quant::Type type = fallback(synth_tensor_type(preset, role, layer, L, output, s.n_expert), ne[0]);
+    t.push_back({name, type, std::move(ne), Fill::Random});
   };
-  const auto vec = [&](const std::string& name, int64_t n, Fill fill) {
-    t.push_back({name, quant::Type::F32, {n}, fill});
+  const auto f32 = [&](const std::string& name, std::vector<int64_t> ne, Fill fill) {
+    t.push_back({name, quant::Type::F32, std::move(ne), fill});
   };
+  const auto vec = [&](const std::string& name, int64_t n, Fill fill) { f32(name, {n}, fill); };
   if (phi && s.n_ctx_orig > 0) {  // the converter writes the LongRoPE factors first
     vec("rope_factors_long.weight", hd / 2, Fill::LongFactors);
     vec("rope_factors_short.weight", hd / 2, Fill::ShortFactors);
   }
-  matrix("token_embd.weight", "token_embd", 0, E, n_vocab, s.tied_output);  // [n_embd, n_vocab]
+  matrix("token_embd.weight", "token_embd", 0, {E, n_vocab}, s.tied_output);  // [n_embd, n_vocab]
   if (s.llama3_rope_factors) vec("rope_freqs.weight", hd / 2, Fill::Llama3Factors);
   for (int64_t l = 0; l < L; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";
     vec(p + "attn_norm.weight", E, Fill::Norm);
     if (phi) {
-      matrix(p + "attn_qkv.weight", "attn_qkv", l, E, nq + 2 * nkv);  // [n_embd, q | k | v]
+      matrix(p + "attn_qkv.weight", "attn_qkv", l, {E, nq + 2 * nkv});  // [n_embd, q | k | v]
     } else {
-      matrix(p + "attn_q.weight", "attn_q", l, E, nq);
-      matrix(p + "attn_k.weight", "attn_k", l, E, nkv);
-      matrix(p + "attn_v.weight", "attn_v", l, E, nkv);
+      matrix(p + "attn_q.weight", "attn_q", l, {E, nq});
+      if (oss) vec(p + "attn_q.bias", nq, Fill::Bias);
+      matrix(p + "attn_k.weight", "attn_k", l, {E, nkv});
+      if (oss) vec(p + "attn_k.bias", nkv, Fill::Bias);
+      matrix(p + "attn_v.weight", "attn_v", l, {E, nkv});
+      if (oss) vec(p + "attn_v.bias", nkv, Fill::Bias);
     }
-    if (gemma) {
+    if (qk_norm) {
       vec(p + "attn_q_norm.weight", hd, Fill::Norm);
       vec(p + "attn_k_norm.weight", hd, Fill::Norm);
     }
-    matrix(p + "attn_output.weight", "attn_output", l, nq, E);
-    if (gemma) vec(p + "post_attention_norm.weight", E, Fill::Norm);
-    vec(p + "ffn_norm.weight", E, Fill::Norm);
-    if (phi) {
-      matrix(p + "ffn_up.weight", "ffn_up", l, E, 2 * F);  // [n_embd, gate | up]
-    } else {
-      matrix(p + "ffn_gate.weight", "ffn_gate", l, E, F);
-      matrix(p + "ffn_up.weight", "ffn_up", l, E, F);
+    matrix(p + "attn_output.weight", "attn_output", l, {nq, E});
+    if (oss) {
+      vec(p + "attn_output.bias", E, Fill::Bias);
+      vec(p + "attn_sinks.weight", s.n_head, Fill::Bias);  // one logit per query head
     }
-    matrix(p + "ffn_down.weight", "ffn_down", l, F, E);
+    if (gemma) vec(p + "post_attention_norm.weight", E, Fill::Norm);
+    // gpt-oss's pre-MoE norm is called post_attention_norm; every other architecture's is ffn_norm.
+    vec(p + (oss ? "post_attention_norm.weight" : "ffn_norm.weight"), E, Fill::Norm);
+    if (s.n_expert > 0) {
+      const int64_t X = s.n_expert, Fe = s.n_ff_exp;
+      // The router is F32 under every preset: the converter writes it so and the quantizer never touches it.
+      f32(p + "ffn_gate_inp.weight", {E, X}, Fill::Random);  // [n_embd, n_expert]
+      if (oss) vec(p + "ffn_gate_inp.bias", X, Fill::Bias);
+      matrix(p + "ffn_gate_exps.weight", "ffn_gate_exps", l, {E, Fe, X});  // [n_embd, n_ff_exp, n_expert]
+      if (oss) f32(p + "ffn_gate_exps.bias", {Fe, X}, Fill::Bias);
+      matrix(p + "ffn_up_exps.weight", "ffn_up_exps", l, {E, Fe, X});      // [n_embd, n_ff_exp, n_expert]
+      if (oss) f32(p + "ffn_up_exps.bias", {Fe, X}, Fill::Bias);
+      matrix(p + "ffn_down_exps.weight", "ffn_down_exps", l, {Fe, E, X});  // [n_ff_exp, n_embd, n_expert]
+      if (oss) f32(p + "ffn_down_exps.bias", {E, X}, Fill::Bias);
+      continue;
+    }
+    if (phi) {
+      matrix(p + "ffn_up.weight", "ffn_up", l, {E, 2 * F});  // [n_embd, gate | up]
+    } else {
+      matrix(p + "ffn_gate.weight", "ffn_gate", l, {E, F});
+      matrix(p + "ffn_up.weight", "ffn_up", l, {E, F});
+    }
+    matrix(p + "ffn_down.weight", "ffn_down", l, {F, E});
     if (gemma) vec(p + "post_ffw_norm.weight", E, Fill::Norm);
   }
   vec("output_norm.weight", E, Fill::Norm);
-  if (!s.tied_output) matrix("output.weight", "output", 0, E, n_vocab, true);
+  if (!s.tied_output) matrix("output.weight", "output", 0, {E, n_vocab}, true);
   return t;
 }
 

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "app/argv_spelling.h"
+#include "app/bench_report.h"
 #include "assets.h"
 #include "process.h"
 
@@ -75,6 +76,68 @@ TEST(BenchCli, ParallelGivesOneRowPerSequenceCount) {
   const Result bad = testing_process::run_llm_run("bench -m " + shell_quote(stories) + " --device cpu --parallel 0 -p 8 -n 4");
   EXPECT_EQ(bad.code, 2) << bad.err;
   EXPECT_NE(bad.err.find("--parallel values must be positive"), std::string::npos) << bad.err;
+}
+
+}  // namespace
+
+namespace {
+
+// The bandwidth of a mixture of experts counts the routed experts' bytes, and every format says so; a dense model's
+// reports keep their columns and lines.
+app::BenchContext context(int32_t n_expert, int32_t n_expert_used) {
+  app::BenchContext c;
+  c.model = "m.gguf";
+  c.backend = "CPU";
+  c.device = "CPU reference";
+  c.copy_gbs = 20;
+  c.weight_bytes_per_token = 3ull << 30;
+  c.n_expert = n_expert;
+  c.n_expert_used = n_expert_used;
+  c.expert_bytes = n_expert > 0 ? 16ull << 30 : 0;
+  return c;
+}
+
+TEST(BenchReport, MoeSaysItCountsActiveBytes) {
+  const std::vector<app::BenchTest> tests = {{"tg8", 0, 8, 0, {0.5}}};
+  const app::BenchContext moe = context(128, 8), dense = context(0, 0);
+  EXPECT_DOUBLE_EQ(app::achieved_gbs(moe, tests[0]), 3.0 * (1ull << 30) * 16 / 1e9);
+  const std::string md = app::report_markdown(moe, tests);
+  EXPECT_NE(md.find("GB/s counts active bytes: 3.00 GiB per token, the non-expert weights and 8 of 128 experts "
+                    "(1.00 GiB of all experts' 16.00 GiB)\n\n| model |"),
+            std::string::npos)
+      << md;
+  EXPECT_EQ(app::report_markdown(dense, tests).find("active"), std::string::npos);
+  EXPECT_NE(app::report_markdown(dense, tests).find("peak in use n/a\n\n| model |"), std::string::npos);
+
+  const std::string csv = app::report_csv(moe, tests);
+  EXPECT_NE(csv.find(",kv_type,active_bytes_per_token,n_expert,n_expert_used\n"), std::string::npos) << csv;
+  EXPECT_NE(csv.find(",f16,3221225472,128,8\n"), std::string::npos) << csv;
+  const std::string dense_csv = app::report_csv(dense, tests);
+  EXPECT_EQ(dense_csv.substr(0, dense_csv.find('\n')),
+            "model,size_bytes,params,backend,device,test,n_prompt,n_gen,depth,reps,tps_mean,tps_sd,gbs,copy_gbs,"
+            "weights_bytes,kv_bytes,peak_mem_bytes,kv_type");
+  EXPECT_NE(dense_csv.find(",f16\n"), std::string::npos) << dense_csv;
+
+  EXPECT_NE(app::report_json(moe, tests).find(
+                "\"active_bytes_per_token\": 3221225472, \"n_expert\": 128, \"n_expert_used\": 8, \"seconds\""),
+            std::string::npos);
+  EXPECT_EQ(app::report_json(dense, tests).find("active"), std::string::npos);
+  // All experts used: every byte is read, as for a dense model.
+  EXPECT_EQ(app::report_markdown(context(8, 8), tests).find("active"), std::string::npos);
+}
+
+// The command on the small qwen3moe file: 997648 bytes per token (worked by hand in tests/model/test_decode_bytes).
+TEST(BenchCli, MoeModelReportsActiveBytes) {
+  REQUIRE_ASSET(moe, "models/synth-qwen3moe-Q8_0.gguf");
+  const Result csv = testing_process::run_llm_run("bench -m " + shell_quote(moe) +
+                                                  " -p 0 -n 2 -r 1 --no-warmup --device cpu -t 1 -o csv");
+  ASSERT_EQ(csv.code, 0) << csv.err;
+  EXPECT_NE(csv.out.find(",f16,997648,8,2\n"), std::string::npos) << csv.out;
+  const Result md = testing_process::run_llm_run("bench -m " + shell_quote(moe) +
+                                                 " -p 0 -n 2 -r 1 --no-warmup --device cpu -t 1");
+  ASSERT_EQ(md.code, 0) << md.err;
+  EXPECT_NE(md.out.find("GB/s counts active bytes"), std::string::npos) << md.out;
+  EXPECT_NE(md.out.find("2 of 8 experts"), std::string::npos) << md.out;
 }
 
 }  // namespace

@@ -53,7 +53,7 @@ TEST(SynthTypes, Q4KMUsesMoreBitsRule) {
 TEST(SynthBlocks, EveryTypeDequantizesFinite) {
   for (quant::Type t : {quant::Type::Q4_0, quant::Type::Q4_1, quant::Type::Q5_0, quant::Type::Q5_1, quant::Type::Q8_0,
                         quant::Type::Q2_K, quant::Type::Q3_K, quant::Type::Q4_K, quant::Type::Q5_K, quant::Type::Q6_K,
-                        quant::Type::F16, quant::Type::BF16}) {
+                        quant::Type::MXFP4, quant::Type::F16, quant::Type::BF16}) {
     const auto& tr = quant::traits(t);
     const int64_t n_blocks = 64;
     std::vector<uint8_t> bytes(tr.block_bytes * n_blocks);
@@ -115,10 +115,11 @@ TEST(SynthFile, TinyModelReadsBackWithPresetTypes) {
 
 // The real shapes' sizes, from their tensor lists at their own vocabulary sizes, against the published parameter
 // counts of the text models (Gemma 3's multimodal checkpoints also hold a ~0.4B vision tower, not counted here).
+// The MoE shapes' active counts are checked in test_synth_moe.cpp.
 TEST(SynthShapes, RealShapesHaveThePublishedSizes) {
   const std::map<std::string, double> published = {
       {"gemma3-4b", 3.88e9}, {"gemma3-12b", 11.77e9}, {"gemma3-27b", 27.0e9}, {"phi3-mini", 3.82e9}, {"phi4", 14.66e9},
-      {"llama3-8b", 8.03e9}, {"llama2-7b", 6.74e9}};
+      {"llama3-8b", 8.03e9}, {"llama2-7b", 6.74e9}, {"qwen3-30b-a3b", 30.5e9}, {"gpt-oss-20b", 20.91e9}};
   for (const auto& [name, want] : published) {
     const model::SynthShape& s = model::synth_shape(name);
     double n = 0;
