@@ -443,16 +443,19 @@ void Executor::lower_attention(const Node& n) {
       f.n_head_kv = spec.n_head_kv, f.hd_v = ap.head_dim_v, f.n_ctx = spec.n_ctx;
       f.kv_type = spec.type, f.k_scales = kv_->k_scales(ap.layer), f.v_scales = kv_->v_scales(ap.layer);
       f.paging = a.paging;
-      if (const auto it = qk_norms_.find(n.id); it != qk_norms_.end()) {  // fold_qk_norms: from the raw q and k
-        const Node& nq = g_.node(it->second.first);
+      AttentionKernelParams at = a;
+      if (const auto it = qk_norms_.find(n.id); it != qk_norms_.end()) {  // fold_qk_norms: from the raw q and k,
+        const Node& nq = g_.node(it->second.first);                       // q rotated in place and attended there
         const Node& nk = g_.node(it->second.second);
-        f.rope.x = f32_in(nq, 0), f.k = f32_in(nk, 0), f.q_norm_w = f32_in(nq, 1), f.k_norm_w = f32_in(nk, 1);
+        f.rope.x = f.rope.out = const_cast<float*>(f32_in(nq, 0)), f.k = f32_in(nk, 0);
+        f.q_norm_w = f32_in(nq, 1), f.k_norm_w = f32_in(nk, 1);
         f.norm_eps = ::std::get<graph::RmsNormParams>(nq.params).eps;
+        at.q = f.rope.out;
       }
       LLM_REQUIRE(rk.shape.ne[1] == spec.n_head_kv && rk.shape.ne[0] == ap.head_dim, "rope k shape");
-      steps_.push_back([f, a](cudaStream_t s) {
+      steps_.push_back([f, at](cudaStream_t s) {
         launch_rope_kv(f, s);
-        launch_attention(a, s);
+        launch_attention(at, s);
       });
       return;
     }

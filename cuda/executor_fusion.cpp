@@ -311,10 +311,11 @@ bool Executor::rope_kv_fusable(const Node& att) const {
 }
 
 // The per-head q and k RMS norms right before the ropes of a RopesAndAttend attention (Gemma 3, Qwen 3): its
-// rope_kv launch normalises each head itself from the raw q and k (RopeKvParams::q_norm_w), and the norms run no
-// launch. The raw q and k must then still hold their values at the attention's step: no tensor written from the
-// norms' steps on may share their bytes (checked on the plan), except the q rope's output exactly over the raw q
-// (the launch reads a head whole before writing it). f16 cache only: the quantized rope_kv kernel has no norm.
+// rope_kv launch normalises each head itself from the raw q and k (RopeKvParams::q_norm_w), rotating q in place over
+// the raw q (the launch reads a head whole before writing it), which the attention then reads; the norms run no
+// launch and the q rope's slot is never written. So the raw q and k must still hold their values at the attention's
+// step: no tensor written from the norms' steps on may share their bytes (checked on the plan), and nothing but its
+// norm may read the raw q. f16 cache only: the quantized rope_kv kernel has no norm.
 void Executor::fold_qk_norms(const Node& att) {
   if (!opt_.fuse || !kv_ || kv_->type() != graph::KvType::F16) return;
   const Node& rq = g_.node(att.inputs[0]);
@@ -330,18 +331,17 @@ void Executor::fold_qk_norms(const Node& att) {
   if (nq == graph::kNoNode || nk == graph::kNoNode) return;
   const float eps = ::std::get<graph::RmsNormParams>(g_.node(nq).params).eps;
   if (eps != ::std::get<graph::RmsNormParams>(g_.node(nk).params).eps) return;
-  const NodeId q_src = plan_.root.at(size_t(g_.node(nq).inputs[0])), k_src = plan_.root.at(size_t(g_.node(nk).inputs[0]));
-  if (!plan_.owns(q_src) || !plan_.owns(k_src) || !plan_.owns(rq.id)) return;
+  const NodeId q_in = g_.node(nq).inputs[0];
+  const NodeId q_src = plan_.root.at(size_t(q_in)), k_src = plan_.root.at(size_t(g_.node(nk).inputs[0]));
+  if (q_src == k_src || !plan_.owns(q_src) || !plan_.owns(k_src)) return;
+  if (reader_past_views(q_src) != nq) return;  // rotated in place: no other reader may see it change
   // Until the step before the attention's: the attention's own output is written after the launch read them.
   for (NodeId src : {q_src, k_src})
     if (!slot_free_between(src, ::std::min(nq, nk), att.id - 1, {nq, nk, rq.id, rk.id})) return;
-  const auto apart = [&](NodeId a, NodeId b) {
-    return !ranges_overlap(plan_.offset.at(size_t(a)), plan_.bytes.at(size_t(a)), plan_.offset.at(size_t(b)),
-                           plan_.bytes.at(size_t(b)));
-  };
-  const bool over_q = plan_.offset.at(size_t(rq.id)) == plan_.offset.at(size_t(q_src)) &&
-                      plan_.bytes.at(size_t(rq.id)) == plan_.bytes.at(size_t(q_src));
-  if (!apart(rq.id, k_src) || !(apart(rq.id, q_src) || over_q)) return;
+  // The attention reads q there while it writes its output: the two must not share bytes.
+  if (!plan_.owns(att.id) || ranges_overlap(plan_.offset.at(size_t(att.id)), plan_.bytes.at(size_t(att.id)),
+                                            plan_.offset.at(size_t(q_src)), plan_.bytes.at(size_t(q_src))))
+    return;
   qk_norms_[att.id] = {nq, nk};
   lowering_.at(size_t(nq)) = lowering_.at(size_t(nk)) = Lowering::InRopeKv;
   count_fusion(Fusion::QkNorms);

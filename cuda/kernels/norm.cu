@@ -43,27 +43,27 @@ __global__ void __launch_bounds__(kThreads) rms_norm_kernel(RmsNormParams p) {
   const int64_t n4 = p.ne0 / 4;
   if (p.ne0 % 4 == 0 && n4 <= int64_t(kThreads) * kCached && aligned(x) && aligned(out) && (!p.w || aligned(p.w)) &&
       (!res || aligned(res))) {
-    const float4* x4 = reinterpret_cast<const float4*>(x);
-    float4 v[kCached];
+    // x, the weight and the residual all loaded before the reduction: one memory round trip on the critical path.
+    const float4 zero = make_float4(0.f, 0.f, 0.f, 0.f), one = make_float4(1.f, 1.f, 1.f, 1.f);
+    float4 v[kCached], wv[kCached], rv[kCached];
     float ss = 0.0f;
 #pragma unroll
     for (int k = 0; k < kCached; ++k) {
       const int64_t i = threadIdx.x + int64_t(k) * kThreads;
-      v[k] = i < n4 ? x4[i] : make_float4(0.f, 0.f, 0.f, 0.f);
+      const bool in = i < n4;
+      v[k] = in ? reinterpret_cast<const float4*>(x)[i] : zero;
+      wv[k] = in && p.w ? reinterpret_cast<const float4*>(p.w)[i] : one;
+      rv[k] = in && res ? reinterpret_cast<const float4*>(res)[i] : zero;
     }
 #pragma unroll
     for (int k = 0; k < kCached; ++k) ss += v[k].x * v[k].x + v[k].y * v[k].y + v[k].z * v[k].z + v[k].w * v[k].w;
     const float scale = rsqrtf(block_sum<kThreads>(ss) / float(p.ne0) + p.eps);
-    const float4 one = make_float4(1.f, 1.f, 1.f, 1.f);
 #pragma unroll
     for (int k = 0; k < kCached; ++k) {
       const int64_t i = threadIdx.x + int64_t(k) * kThreads;
       if (i >= n4) break;
-      float4 o = scaled(v[k], scale, p.w ? reinterpret_cast<const float4*>(p.w)[i] : one);
-      if (res) {
-        const float4 a = reinterpret_cast<const float4*>(res)[i];
-        o.x += a.x, o.y += a.y, o.z += a.z, o.w += a.w;
-      }
+      float4 o = scaled(v[k], scale, wv[k]);
+      o.x += rv[k].x, o.y += rv[k].y, o.z += rv[k].z, o.w += rv[k].w;
       reinterpret_cast<float4*>(out)[i] = o;
     }
     return;
