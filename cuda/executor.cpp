@@ -177,7 +177,8 @@ void Executor::add_host_input(const int32_t* src, void* dst, int32_t n, const in
 
 bool Executor::regrouped(const Node& w) const {
   if (!opt_.regrouped_offsets || w.op != Op::Weight) return false;
-  return opt_.regrouped_offsets->contains(::std::get<graph::WeightParams>(w.params).arena_offset);
+  const auto& p = ::std::get<graph::WeightParams>(w.params);  // a row range shares its tensor's layout
+  return opt_.regrouped_offsets->contains(p.arena_offset - p.tensor_offset);
 }
 
 bool Executor::q4_0_cols(const Node& w) const {
@@ -375,7 +376,6 @@ void Executor::lower_geglu(const Node& n) {
 }
 
 void Executor::lower_slice(const Node& n) {
-  if (plan_.is_view(n.id)) return;  // a contiguous slice: the plan placed it inside its source
   const auto& sp = ::std::get<graph::SliceParams>(n.params);
   const graph::Shape& in = g_.node(n.inputs.at(0)).shape;
   const SliceParams p{f32_in(n, 0), f32_out(n), in.ne[0], in.rows(), sp.offset, sp.n};

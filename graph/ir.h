@@ -128,6 +128,10 @@ struct WeightParams {
   const void* host = nullptr;   // the tensor's bytes in the mapped file (CPU reference reads these)
   uint64_t arena_offset = 0;    // byte offset of the tensor in the weight arena (device copy)
   uint64_t nbytes = 0;
+  // A row range of a file tensor (model::Layers::weight_rows: phi3's fused q|k|v and gate|up): the bytes from the
+  // file tensor's start to this range's; host and arena_offset already point at the range. Layouts an executor
+  // chose at upload for the whole tensor are found through arena_offset - tensor_offset.
+  uint64_t tensor_offset = 0;
 };
 struct RmsNormParams {
   float eps = 1e-5f;

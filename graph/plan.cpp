@@ -80,18 +80,6 @@ NodeId in_place_source(const Graph& g, const Plan& p, int32_t i) {
   return gate;
 }
 
-// A Slice of a one-row activation whose first element keeps the arena's alignment: its elements are one contiguous
-// run of the source, so it is a view at that offset and no executor copies it (phi3's q, k, v and gate, up of a
-// decode step; a slice of many rows is strided and stays a copy).
-bool contiguous_slice(const Graph& g, const Plan& p, const Node& nd, uint64_t alignment) {
-  if (nd.op != Op::Slice || nd.inputs.empty()) return false;
-  const Node& a = g.nodes()[static_cast<size_t>(nd.inputs[0])];
-  if (a.shape.rows() != 1 || g.nodes()[static_cast<size_t>(p.root[static_cast<size_t>(a.id)])].op == Op::Weight)
-    return false;
-  const auto& sp = std::get<SliceParams>(nd.params);
-  return (static_cast<uint64_t>(sp.offset) * dtype_size(a.dtype)) % alignment == 0;
-}
-
 Plan make_plan(const Graph& g, uint64_t alignment, bool all_live) {
   if (alignment == 0 || (alignment & (alignment - 1)) != 0)
     throw std::invalid_argument("graph::plan: alignment " + std::to_string(alignment) + " is not a power of two");
@@ -108,8 +96,7 @@ Plan make_plan(const Graph& g, uint64_t alignment, bool all_live) {
   for (int32_t i = 0; i < n; ++i) {
     const Node& nd = nodes[static_cast<size_t>(i)];
     p.bytes[static_cast<size_t>(i)] = static_cast<uint64_t>(nd.shape.elements()) * dtype_size(nd.dtype);
-    const bool view = nd.op == Op::Reshape || contiguous_slice(g, p, nd, alignment);
-    p.root[static_cast<size_t>(i)] = view ? p.root[static_cast<size_t>(nd.inputs.at(0))] : i;
+    p.root[static_cast<size_t>(i)] = nd.op == Op::Reshape ? p.root[static_cast<size_t>(nd.inputs.at(0))] : i;
     p.last_use[static_cast<size_t>(i)] = (all_live || nd.op == Op::Input) ? n : i;
     for (NodeId in : nd.inputs) {
       int32_t& lu = p.last_use[static_cast<size_t>(p.root[static_cast<size_t>(in)])];
@@ -128,10 +115,7 @@ Plan make_plan(const Graph& g, uint64_t alignment, bool all_live) {
     const Node& nd = nodes[static_cast<size_t>(i)];
     const auto si = static_cast<size_t>(i);
     if (nd.op == Op::Reshape) {
-      p.offset[si] = p.offset[static_cast<size_t>(nd.inputs[0])];
-    } else if (p.root[si] != i) {  // a contiguous slice
-      const auto& sp = std::get<SliceParams>(nd.params);
-      p.offset[si] = p.offset[static_cast<size_t>(nd.inputs[0])] + sp.offset * static_cast<int64_t>(dtype_size(nd.dtype));
+      p.offset[si] = p.offset[static_cast<size_t>(p.root[si])];
     } else if (const NodeId src = all_live ? kNoNode : in_place_source(g, p, i); src != kNoNode) {
       // The source's bytes pass to this node: its release at this step is cancelled.
       p.offset[si] = p.offset[static_cast<size_t>(src)];

@@ -13,14 +13,12 @@ namespace graph {
 struct Plan {
   // Byte offset of the node's data in the activation arena, a multiple of `alignment`.
   // -1 for Weight nodes (and views of them): their data lives in the weight arena / the mapped file.
-  // A view gets its source's offset: a Reshape the same, a Slice of a one-row tensor (elements [o, o + n) of it) that
-  // offset plus o elements, when that keeps the alignment (else the Slice is a copy with a slot of its own).
+  // Reshape (a view) gets its source's offset.
   std::vector<int64_t> offset;
   // Bytes of the node's data (elements * dtype size), views and weights included; the arena space a node owns is
   // bytes[i] rounded up to `alignment` when owns(i).
   std::vector<uint64_t> bytes;
-  // The node whose storage this node uses: itself, or for a view (a Reshape, a contiguous Slice) the
-  // (transitively) viewed node. An executor runs no step for a view.
+  // The node whose storage this node uses: itself, or for a Reshape the (transitively) viewed node.
   std::vector<NodeId> root;
   // Liveness in node-index steps, for owners only (root[i] == i, not a Weight): the buffer is written at step i and
   // must stay intact through step last_use[i] inclusive (n_nodes for graph outputs and Input nodes: to the end).
@@ -28,10 +26,6 @@ struct Plan {
   uint64_t arena_bytes = 0;   // total arena size, a multiple of `alignment`
   uint64_t alignment = 256;
 
-  // True when node i is a view of another node's storage (no step computes it).
-  bool is_view(NodeId i) const {
-    return root[static_cast<size_t>(i)] != i;
-  }
   // True when node i has arena space of its own (not a view, not a weight).
   bool owns(NodeId i) const { return root[static_cast<size_t>(i)] == i && offset[static_cast<size_t>(i)] >= 0; }
   // True when the plan was made for a graph of this many nodes (a cheap guard executors apply before running).

@@ -141,16 +141,13 @@ bool ReferenceExecutor::check_and_bind(const Graph& g, const Plan& p) {
     v = NodeView{nullptr, nd.shape.elements(), nd.dtype, false};
     const NodeId root = p.root[i];
     // Only views borrow another node's storage, and only their source's (the plan of another graph fails here).
-    const bool view = nd.op == Op::Reshape || (nd.op == Op::Slice && p.is_view(static_cast<NodeId>(i)));
-    const NodeId want_root = view ? p.root[static_cast<size_t>(nd.inputs[0])] : static_cast<NodeId>(i);
+    const NodeId want_root = nd.op == Op::Reshape ? p.root[static_cast<size_t>(nd.inputs[0])] : static_cast<NodeId>(i);
     if (root != want_root) bad_node(nd, "the plan gives it the storage of node " + std::to_string(root));
     if (nodes[static_cast<size_t>(root)].op == Op::Weight) continue;  // resolved on first use
     if (p.offset[i] < 0 || p.bytes[i] != bytes || static_cast<uint64_t>(p.offset[i]) + bytes > p.arena_bytes)
       bad_node(nd, "the plan places " + std::to_string(bytes) + " bytes at offset " + std::to_string(p.offset[i]) +
                        " of a " + std::to_string(p.arena_bytes) + "-byte arena");
-    const int64_t view_at =
-        nd.op == Op::Slice ? std::get<SliceParams>(nd.params).offset * static_cast<int64_t>(dtype_size(nd.dtype)) : 0;
-    if (view && p.offset[i] != p.offset[static_cast<size_t>(nd.inputs[0])] + view_at)
+    if (nd.op == Op::Reshape && p.offset[i] != p.offset[static_cast<size_t>(root)])
       bad_node(nd, "the plan places this view apart from its source");
     v.data = arena_ + p.offset[i];
     v.readable = p.last_use[static_cast<size_t>(root)] >= end;
@@ -378,7 +375,6 @@ struct Runner {
   void slice(const Node& n) const {
     const Node& a = in(n, 0);
     const auto& sp = std::get<SliceParams>(n.params);
-    if (out_f32(n) == f32_in(n, 0) + sp.offset) return;  // a view (graph::plan): its elements are the source's
     ref::slice(f32_in(n, 0), a.shape.ne[0], a.shape.rows(), sp.offset, sp.n, out_f32(n));
   }
 

@@ -1,6 +1,10 @@
 // The transformer blocks shared by the llama-family graph builders (see layers.h).
 #include "model/layers.h"
 
+#include <stdexcept>
+
+#include "quant/types.h"
+
 namespace model {
 
 using graph::NodeId;
@@ -59,6 +63,30 @@ NodeId Layers::weight(std::string_view tensor) {
   return id;
 }
 
+NodeId Layers::weight_rows(std::string_view tensor, int64_t row0, int64_t n, graph::WeightRole role) {
+  const std::string key = std::string(tensor) + "[" + std::to_string(row0) + ":" + std::to_string(row0 + n) + "]";
+  if (auto it = weights_.find(key); it != weights_.end()) return it->second;
+  const WeightInfo* info = w_.find(tensor);
+  if (!info) return kNoNode;
+  graph::WeightParams p = info->params;
+  graph::Shape shape = info->shape;
+  const bool vec = shape.ne[1] == 1 && shape.ne[2] == 1;  // a bias: its elements
+  const int64_t rows = vec ? shape.ne[0] : shape.ne[1];
+  if (row0 < 0 || n <= 0 || row0 + n > rows || shape.ne[2] != 1 || shape.ne[3] != 1)
+    throw std::invalid_argument("weight '" + key + "': rows outside the tensor " + graph::to_string(shape));
+  const uint64_t row = vec ? quant::row_bytes(p.type, 1) : quant::row_bytes(p.type, shape.ne[0]);
+  if (vec && quant::traits(p.type).block_elems != 1)
+    throw std::invalid_argument("weight '" + key + "': a quantized vector has no element ranges");
+  const uint64_t skip = uint64_t(row0) * row;
+  p.tensor = key, p.role = role;
+  p.host = static_cast<const uint8_t*>(p.host) + skip;
+  p.arena_offset += skip, p.tensor_offset += skip, p.nbytes = uint64_t(n) * row;
+  (vec ? shape.ne[0] : shape.ne[1]) = n;
+  const NodeId id = g_.weight(key, p, shape);
+  weights_.emplace(key, id);
+  return id;
+}
+
 NodeId Layers::embed() {
   return g_.get_rows("inp_embd", weight("token_embd.weight"), tokens_);  // [n_embd, T]
 }
@@ -78,11 +106,16 @@ Layers::Qkv Layers::qkv(int il, NodeId x) {
   };
   NodeId q, k, v;
   if (c_.fused_qkv) {
-    // One product, read as its three row ranges (a view on a GPU; the CPU reference copies each part).
-    const NodeId qkv = proj("attn_qkv");                                      // [n_q + n_k + n_v, T]
-    q = g_.slice(name(il, "attn_q"), qkv, 0, c_.n_q());                       // [n_head * head_dim, T]
-    k = g_.slice(name(il, "attn_k"), qkv, c_.n_q(), c_.n_k());                // [n_head_kv * head_dim, T]
-    v = g_.slice(name(il, "attn_v"), qkv, c_.n_q() + c_.n_k(), c_.n_v());     // [n_head_kv * head_dim_v, T]
+    // The fused tensor's three row ranges as the three products they are: every executor then reads them as it
+    // reads separate q/k/v (one launch for the three, the rope epilogue, three GEMMs without copies of parts).
+    const std::string w = name(il, "attn_qkv.weight"), b = name(il, "attn_qkv.bias");
+    w_.get(w);  // throws ModelError naming the tensor when the file lacks it
+    const int64_t nq = c_.n_q(), nk = c_.n_k(), nv = c_.n_v();
+    using R = graph::WeightRole;
+    q = g_.mul_mat(name(il, "attn_q"), weight_rows(w, 0, nq, R::AttnQ), x, weight_rows(b, 0, nq, R::AttnQBias));
+    k = g_.mul_mat(name(il, "attn_k"), weight_rows(w, nq, nk, R::AttnK), x, weight_rows(b, nq, nk, R::AttnKBias));
+    v = g_.mul_mat(name(il, "attn_v"), weight_rows(w, nq + nk, nv, R::AttnV), x,
+                   weight_rows(b, nq + nk, nv, R::AttnVBias));
   } else {
     q = proj("attn_q");  // [n_head * head_dim, T]
     k = proj("attn_k");  // [n_head_kv * head_dim, T]
@@ -119,10 +152,11 @@ NodeId Layers::attention(int il, NodeId x, const AttentionOptions& o) {
 NodeId Layers::ffn(int il, NodeId x, Activation act) {
   NodeId gate, up;
   if (c_.fused_gate_up) {
-    // phi3's ffn_up holds gate (first n_ff rows) and up: one product, read as its two halves.
-    const NodeId both = g_.mul_mat(name(il, "ffn_gate_up"), weight(name(il, "ffn_up.weight")), x);  // [2 n_ff, T]
-    gate = g_.slice(name(il, "ffn_gate"), both, 0, c_.n_ff);  // [n_ff, T]
-    up = g_.slice(name(il, "ffn_up"), both, c_.n_ff, c_.n_ff);  // [n_ff, T]
+    // phi3's ffn_up holds gate (first n_ff rows) and up: its two row halves as the two products they are.
+    const std::string w = name(il, "ffn_up.weight");
+    w_.get(w);  // throws ModelError naming the tensor when the file lacks it
+    gate = g_.mul_mat(name(il, "ffn_gate"), weight_rows(w, 0, c_.n_ff, graph::WeightRole::FfnGate), x);
+    up = g_.mul_mat(name(il, "ffn_up"), weight_rows(w, c_.n_ff, c_.n_ff, graph::WeightRole::FfnUp), x);
   } else {
     gate = g_.mul_mat(name(il, "ffn_gate"), weight(name(il, "ffn_gate.weight")), x);  // [n_ff, T]
     up = g_.mul_mat(name(il, "ffn_up"), weight(name(il, "ffn_up.weight")), x);        // [n_ff, T]

@@ -46,14 +46,17 @@ class Layers {
   // The weight node of a tensor (created once, reused: a tied output matrix is the same node as token_embd).
   graph::NodeId weight(std::string_view tensor);
   graph::NodeId weight_opt(std::string_view tensor);  // kNoNode when the file lacks this optional tensor
+  // Rows [row0, row0 + n) of a file tensor (elements of a 1-D one) as a weight node of their own, with the given
+  // role: the same bytes, read as the unfused tensor would be. kNoNode when the file lacks the tensor.
+  graph::NodeId weight_rows(std::string_view tensor, int64_t row0, int64_t n, graph::WeightRole role);
 
   graph::NodeId embed();                                                   // "inp_embd" [n_embd, T]
   graph::NodeId scale(const char* name, graph::NodeId x, float s);         // x * s, a model-wide node
   graph::NodeId norm(int il, const char* what, graph::NodeId x);           // "blk.N.<what>" times <what>.weight
-  // q/k/v (one fused product viewed as three parts when the file fuses them), optional per-head norms, the layer's
+  // q/k/v (three row ranges of one tensor when the file fuses them), optional per-head norms, the layer's
   // rope, attention within the layer's window, the o projection.
   graph::NodeId attention(int il, graph::NodeId x, const AttentionOptions& o);  // "blk.N.attn_output" [n_embd, T]
-  // down(act(gate) * up); gate and up are the two halves of one product when the file fuses them (phi3).
+  // down(act(gate) * up); gate and up are the two row halves of one tensor when the file fuses them (phi3).
   graph::NodeId ffn(int il, graph::NodeId x, Activation act = Activation::Silu);  // "blk.N.ffn_down" [n_embd, T]
   // The router (ffn_gate_inp) picks Config::n_expert_used experts per token and weighs them; each chosen expert is
   // down(act(gate x, up x)) over the 3-D ffn_{gate,up,down}_exps; the outputs are summed with those weights.

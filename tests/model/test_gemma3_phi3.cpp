@@ -7,6 +7,7 @@
 
 #include "arch_files.h"
 #include "model/build_graph.h"
+#include "quant/types.h"
 #include "runtime/session_cpu.h"
 
 namespace {
@@ -227,22 +228,39 @@ TEST(Gemma3Graph, SlidingWindowLogitsDoNotDependOnBatching) {
   }
 }
 
-TEST(Phi3Graph, FusedProductsAreViewedAsParts) {
+// The fused tensors are read as their row ranges: q, k, v and gate, up are products of their own over weight nodes
+// that point into the fused tensor's bytes (so executors fuse and tile them as separate matrices).
+TEST(Phi3Graph, FusedTensorsAreReadAsRowRanges) {
   auto b = with_tensors(metadata("phi3", 2, phi3_keys(4096)), /*fused_qkv=*/true);
   const model::Config& c = b->model->config();
   ASSERT_TRUE(c.fused_qkv);
   const graph::Graph g = model::build_graph(c, b->model->weights(), 2, false, 128);
-  EXPECT_EQ(g.node(g.find("blk.0.attn_qkv")).shape, (graph::Shape{{32, 2, 1, 1}}));  // q 16 + k 8 + v 8
+  EXPECT_EQ(g.find("blk.0.attn_qkv"), graph::kNoNode);  // no fused product, no slices
   const struct {
     const char* name;
-    int64_t offset, n;
-  } parts[] = {{"blk.0.attn_q", 0, 16}, {"blk.0.attn_k", 16, 8}, {"blk.0.attn_v", 24, 8},
-               {"blk.1.ffn_gate", 0, 24}, {"blk.1.ffn_up", 24, 24}};
+    const char* tensor;
+    int64_t row0, n;
+    graph::WeightRole role;
+  } parts[] = {{"blk.0.attn_q", "blk.0.attn_qkv.weight", 0, 16, graph::WeightRole::AttnQ},
+               {"blk.0.attn_k", "blk.0.attn_qkv.weight", 16, 8, graph::WeightRole::AttnK},
+               {"blk.0.attn_v", "blk.0.attn_qkv.weight", 24, 8, graph::WeightRole::AttnV},
+               {"blk.1.ffn_gate", "blk.1.ffn_up.weight", 0, 24, graph::WeightRole::FfnGate},
+               {"blk.1.ffn_up", "blk.1.ffn_up.weight", 24, 24, graph::WeightRole::FfnUp}};
   for (const auto& p : parts) {
     const graph::Node& n = g.node(g.find(p.name));
-    ASSERT_EQ(n.op, graph::Op::Slice) << p.name;
-    EXPECT_EQ(std::get<graph::SliceParams>(n.params).offset, p.offset) << p.name;
-    EXPECT_EQ(std::get<graph::SliceParams>(n.params).n, p.n) << p.name;
+    ASSERT_EQ(n.op, graph::Op::MulMat) << p.name;
+    EXPECT_EQ(n.shape, (graph::Shape{{p.n, 2, 1, 1}})) << p.name;
+    const graph::Node& w = g.node(n.inputs.at(0));
+    ASSERT_EQ(w.op, graph::Op::Weight) << p.name;
+    const auto& wp = std::get<graph::WeightParams>(w.params);
+    const model::WeightInfo& file = b->model->weights().get(p.tensor);
+    const uint64_t skip = uint64_t(p.row0) * quant::row_bytes(file.params.type, file.shape.ne[0]);
+    EXPECT_EQ(w.shape, (graph::Shape{{file.shape.ne[0], p.n, 1, 1}})) << p.name;
+    EXPECT_EQ(wp.role, p.role) << p.name;
+    EXPECT_EQ(wp.tensor_offset, skip) << p.name;
+    EXPECT_EQ(wp.arena_offset, file.params.arena_offset + skip) << p.name;
+    EXPECT_EQ(wp.host, static_cast<const uint8_t*>(file.params.host) + skip) << p.name;
+    EXPECT_EQ(wp.nbytes, uint64_t(p.n) * quant::row_bytes(file.params.type, file.shape.ne[0])) << p.name;
   }
   // Context 128 pads to 256, not above the original 4096: the short factors; 5000 slots: the long ones.
   const auto factors = [&](const graph::Graph& gr) {
