@@ -81,6 +81,11 @@ struct MatvecParams {
   MatvecRopeKv rope_kv = {};
   // The launch's Q6_K matrices, all of them, regrouped at upload by runs of 8 blocks (q6_kx8.cuh), not as in GGUF.
   bool q6_kx8 = false;
+  // Rows of more units than one block has threads (K > 16384, int16 kernel): how many ranges of K each thread walks
+  // in turn (at least K / 16384, rounded up); 0 leaves the choice to the launcher. The kernel lab and the tests set it
+  // to time and cover the other block shapes. An int16_t in the padding after q6_kx8: the struct, a kernel argument,
+  // keeps its size and layout.
+  int16_t passes = 0;
   // At most this many row slices sharing x in a block (1: one); tests lower it to cover the fewer-slice paths that
   // smaller devices and wider rows take.
   int max_slices = 4;

@@ -8,8 +8,14 @@
 // Row sums: lanes reduce across the warp (butterfly over the R rows), warps across the block once at the end.
 // Launched as a programmatic dependent launch (pdl.cuh): the first row group's weights load while the previous
 // kernel finishes; x, the residual and the position are read after pdl_wait().
+// Wide rows (K / 32 units > kMaxUnits, e.g. the down projections of n_ff 17920-32768): their own instances (kWide),
+// where a thread walks `passes` ranges of K in turn (unit pass * tps + u), each range over all its slice's groups,
+// adding into the same partial sums; x's runs of every unit are quantized by the whole block into shared memory.
 #include <algorithm>
 #include <atomic>
+#include <map>
+#include <mutex>
+#include <tuple>
 #include <utility>
 
 #include <cuda_fp16.h>
@@ -26,8 +32,9 @@
 namespace cuda {
 namespace {
 
-constexpr int kMaxUnits = 512;  // one thread per unit: K <= 16384 (a 1024-thread block would cap registers at 64)
+constexpr int kMaxUnits = 512;  // threads a slice: K <= 16384 in one pass (1024-thread blocks cap registers at 64)
 constexpr size_t kMaxPartBytes = 48 << 10; // static limit of dynamic shared memory without opt-in
+constexpr int kRunFields = 20;  // a unit's two mv16::Run as 32-bit words in shared memory: q[0..7], s, S of each
 
 // 16 floats: of a weight through the read-only path (kReadOnly), or of an activation the previous kernel wrote
 // with plain loads after pdl_wait() (pdl.cuh).
@@ -183,6 +190,64 @@ __device__ __noinline__ void read_fixed_run(const long long* x_fixed, float* x_c
   runs[(10 * r + 8) * tps + u] = q.s, runs[(10 * r + 9) * tps + u] = q.S;
 }
 
+// Wide rows (kWide): the two runs of x of every unit, read, normalised and quantized by all the block's threads
+// (unit i by thread i mod blockDim.x) into shared memory, field f of unit i at runs[f * n_slots + i] (units from K / 32
+// to n_slots as zero runs). Returns the folded norm's scale (1 without one) once the barrier has published them.
+// Unlike the one-pass launches, whose slice 0 alone reads x, every thread takes a share: a thread here needs the runs
+// of `passes` units, so the reading is spread over the block's (up to 512) threads, not one slice's.
+template <class U>
+__device__ __forceinline__ float quantize_x_wide(const MatvecParams& p, float* runs, float* red, int n_slots) {
+  const int64_t n_units = p.K / 32;
+  const int lane = int(threadIdx.x) & 31, warp = int(threadIdx.x) >> 5;
+  float ss = 0.0f;
+  for (int i = int(threadIdx.x); i < n_slots; i += int(blockDim.x)) {
+    float xa[16], xb[16];
+    if (i < n_units) {
+      load16<false>(p.x + U::seg0(i), xa);
+      load16<false>(p.x + U::seg0(i) + U::kOff1, xb);
+      if (p.norm_w) {
+        float wa[16], wb[16];
+        load16<true>(p.norm_w + U::seg0(i), wa);
+        load16<true>(p.norm_w + U::seg0(i) + U::kOff1, wb);
+#pragma unroll
+        for (int k = 0; k < 16; ++k) {
+          ss = fmaf(xa[k], xa[k], fmaf(xb[k], xb[k], ss));
+          xa[k] *= wa[k], xb[k] *= wb[k];
+        }
+      }
+    } else {
+#pragma unroll
+      for (int k = 0; k < 16; ++k) xa[k] = xb[k] = 0.0f;
+    }
+    const mv16::Run a = mv16::quantize_run(xa), b = mv16::quantize_run(xb);
+#pragma unroll
+    for (int f = 0; f < 8; ++f)
+      runs[f * n_slots + i] = __int_as_float(a.q[f]), runs[(10 + f) * n_slots + i] = __int_as_float(b.q[f]);
+    runs[8 * n_slots + i] = a.s, runs[9 * n_slots + i] = a.S;
+    runs[18 * n_slots + i] = b.s, runs[19 * n_slots + i] = b.S;
+  }
+  if (p.norm_w) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+    if (lane == 0) red[warp] = ss;
+  }
+  __syncthreads();  // the runs and the norm's partial sums
+  if (!p.norm_w) return 1.0f;
+  float total = 0.0f;
+  for (int w = 0; w < int(blockDim.x) >> 5; ++w) total += red[w];
+  return 1.0f / sqrtf(total / float(p.K) + p.norm_eps);
+}
+
+// Unit `slot`'s runs from quantize_x_wide's fields, with the norm's scale applied to s and S.
+__device__ __forceinline__ void load_runs(const float* runs, int n_slots, int64_t slot, float scale, mv16::Run& x0,
+                                          mv16::Run& x1) {
+#pragma unroll
+  for (int f = 0; f < 8; ++f)
+    x0.q[f] = __float_as_int(runs[f * n_slots + slot]), x1.q[f] = __float_as_int(runs[(10 + f) * n_slots + slot]);
+  x0.s = runs[8 * n_slots + slot] * scale, x0.S = runs[9 * n_slots + slot] * scale;
+  x1.s = runs[18 * n_slots + slot] * scale, x1.S = runs[19 * n_slots + slot] * scale;
+}
+
 // Block `block` of a launch over the matrices of sg, all of type T, read by the unit mv16::UnitFor<T, kAlt>.
 // The block is `slices` row slices of blockDim.x / slices threads (one per unit, as many as one block had before):
 // slice s streams the groups g0 + s, g0 + s + slices, ..., and all of them share the quantized x, which slice 0
@@ -192,13 +257,19 @@ __device__ __noinline__ void read_fixed_run(const long long* x_fixed, float* x_c
 // One instantiation serves one slice too (the down projections of K >= 8192): a separate one compiled without the
 // sharing made tg128 0.3-0.6% slower (7B, 8B Q4_0 and Q4_K_M, H100; kernel notes, session 13).
 // kFixedX: x is read from MatvecParams::x_fixed (64-bit fixed point) by read_fixed_run, which also writes x_copy.
-template <quant::Type T, int R, bool kAlt, bool kFixedX = false>
+// kWide: rows of more than tps units (K / 32 > kMaxUnits); slice s walks its groups `passes` times, pass q reading
+// units q * tps + u of them, and adds each pass's sums into the same partial sums (by the thread that wrote them, so in
+// pass order). Why passes and not two units a thread at once: the raw words of R rows of a second unit in flight (and
+// its 20 words of x) would not fit beside the first in the 128 registers a 512-thread block allows. One-pass launches
+// (K <= 16384) run the instances without it, compiled as before (the same SASS).
+template <quant::Type T, int R, bool kAlt, bool kFixedX = false, bool kWide = false>
 __device__ __forceinline__ void matvec_i16_body(const MatvecParams& p, const Segments& sg, size_t row_bytes,
-                                                int64_t groups_per_block, int slices, int64_t block) {
+                                                int64_t groups_per_block, int slices, int64_t block, int passes) {
   static_assert(!kAlt || T == quant::Type::Q6_K, "no alternative unit");
+  static_assert(!(kFixedX && kWide), "the fixed-point reader serves one pass");
   using U = typename mv16::UnitFor<T, kAlt>::type;
   // [warps of a slice][groups_per_block * R] partial sums, then (slices > 1) x's runs as mv16::Run fields, SoA:
-  // field f (q[0..7], s, S) of run r (0, 1) of unit u at runs[(10 r + f) * tps + u].
+  // field f (q[0..7], s, S) of run r (0, 1) of unit u at runs[(10 r + f) * tps + u] (kWide: passes * tps units).
   extern __shared__ float part[];
   __shared__ float red[32];
   const int tps = int(blockDim.x) / slices;  // threads per slice, a multiple of 32
@@ -213,19 +284,19 @@ __device__ __forceinline__ void matvec_i16_body(const MatvecParams& p, const Seg
   const int64_t g1 = g0 + groups_per_block < n_groups ? g0 + groups_per_block : n_groups;
   const int64_t cap = groups_per_block * R;
   typename U::Raw cur[R], nxt[R];
-  const auto load_group = [&](typename U::Raw(&dst)[R], int64_t g) {
+  const auto load_group = [&](typename U::Raw(&dst)[R], int64_t g, int64_t unit) {
     const int i = segment_of(sg, g);
     const int64_t n0 = group_row0<R>(sg, g, i), N = sg.N[i];
     const uint8_t* w = sg.w[i];
 #pragma unroll
     for (int r = 0; r < R; ++r) {
       const int64_t n = n0 + r < N ? n0 + r : N - 1;  // rows past N re-read the last row, not written
-      dst[r] = U::load(w + n * row_bytes, u);
+      dst[r] = U::load(w + n * row_bytes, unit);
     }
   };
   const int64_t first = g0 + slice;  // this slice's first group
   pdl_launch_dependents();
-  if (active && first < g1) load_group(cur, first);  // weights: before the wait, overlapping the previous kernel
+  if (active && first < g1) load_group(cur, first, u);  // weights: before the wait, overlapping the previous kernel
   pdl_wait();
   const int32_t pos = p.rope_kv.q_out ? *p.rope_kv.position : 0;  // loaded with x, under the first weights
 
@@ -235,7 +306,11 @@ __device__ __forceinline__ void matvec_i16_body(const MatvecParams& p, const Seg
   // common factor, up to rounding): no second L2 round trip for the weights after the sum, and the barrier that
   // publishes the runs also completes the sum.
   mv16::Run x0, x1;
-  if constexpr (kFixedX) {
+  float scale = 1.0f;  // kWide: the folded norm's, applied to each pass's runs as they are loaded
+  if constexpr (kWide) {
+    scale = quantize_x_wide<U>(p, part + n_warps * cap, red, passes * tps);
+    load_runs(part + n_warps * cap, passes * tps, u, scale, x0, x1);
+  } else if constexpr (kFixedX) {
     // Run r of every unit is read by slice r (read_fixed_run; launch_i16 checks slices >= 2).
     float* runs = part + n_warps * cap;
     const auto field = [&](int r, int f) -> float& { return runs[(10 * r + f) * tps + u]; };
@@ -302,15 +377,41 @@ __device__ __forceinline__ void matvec_i16_body(const MatvecParams& p, const Seg
     }
   }
 
-  for (int64_t g = first; g < g1; g += slices) {
-    if (active && g + slices < g1) load_group(nxt, g + slices);
-    float acc[R];
+  if constexpr (kWide) {
+    // (g, pass) in the order pass 0 over the slice's groups, then pass 1, ...; the next one's weights are loaded
+    // before the current one is dotted, across the turn from one pass to the next too.
+    int pass = 0;
+    for (int64_t g = first; g < g1;) {
+      int64_t gn = g + slices;
+      int pn = pass;
+      if (gn >= g1) gn = first, ++pn;
+      const int64_t uc = int64_t(pass) * tps + u, un = int64_t(pn) * tps + u;
+      if (pn < passes && un < n_units) load_group(nxt, gn, un);
+      float acc[R];
 #pragma unroll
-    for (int r = 0; r < R; ++r) acc[r] = active ? U::dot(cur[r], u, x0, x1) : 0.0f;
-    const float v = warp_sum_rows<R>(acc, lane);
-    if ((lane & (32 / R - 1)) == 0) part[warp * cap + (g - g0) * R + lane / (32 / R)] = v;
+      for (int r = 0; r < R; ++r) acc[r] = uc < n_units ? U::dot(cur[r], uc, x0, x1) : 0.0f;
+      const float v = warp_sum_rows<R>(acc, lane);
+      if ((lane & (32 / R - 1)) == 0) {
+        float& y = part[warp * cap + (g - g0) * R + lane / (32 / R)];
+        y = pass == 0 ? v : y + v;
+      }
 #pragma unroll
-    for (int r = 0; r < R; ++r) cur[r] = nxt[r];
+      for (int r = 0; r < R; ++r) cur[r] = nxt[r];
+      if (pn == passes) break;
+      if (pn != pass) load_runs(part + n_warps * cap, passes * tps, un, scale, x0, x1);
+      g = gn, pass = pn;
+    }
+  } else {
+    for (int64_t g = first; g < g1; g += slices) {
+      if (active && g + slices < g1) load_group(nxt, g + slices, u);
+      float acc[R];
+#pragma unroll
+      for (int r = 0; r < R; ++r) acc[r] = active ? U::dot(cur[r], u, x0, x1) : 0.0f;
+      const float v = warp_sum_rows<R>(acc, lane);
+      if ((lane & (32 / R - 1)) == 0) part[warp * cap + (g - g0) * R + lane / (32 / R)] = v;
+#pragma unroll
+      for (int r = 0; r < R; ++r) cur[r] = nxt[r];
+    }
   }
   __syncthreads();
   if (p.rope_kv.q_out) {
@@ -343,20 +444,22 @@ __device__ __forceinline__ void matvec_i16_body(const MatvecParams& p, const Seg
   }
 }
 
-template <quant::Type T, int R, bool kAlt, bool kFixedX = false>
+template <quant::Type T, int R, bool kAlt, bool kFixedX = false, bool kWide = false>
 __global__ void __launch_bounds__(kMaxUnits, 1)
-    matvec_i16_kernel(MatvecParams p, Segments sg, size_t row_bytes, int64_t groups_per_block, int slices) {
-  matvec_i16_body<T, R, kAlt, kFixedX>(p, sg, row_bytes, groups_per_block, slices, blockIdx.x);
+    matvec_i16_kernel(MatvecParams p, Segments sg, size_t row_bytes, int64_t groups_per_block, int slices, int passes) {
+  matvec_i16_body<T, R, kAlt, kFixedX, kWide>(p, sg, row_bytes, groups_per_block, slices, blockIdx.x, passes);
 }
 
 // Siblings of two types in one launch (a Q4_K_M file's Q4_K q/k with its Q6_K v): blocks [0, blocks_a) run the
 // matrices of type TA, the rest those of type TB, all reading the same x.
-template <quant::Type TA, int RA, quant::Type TB, int RB, bool kAltB>
+template <quant::Type TA, int RA, quant::Type TB, int RB, bool kAltB, bool kWide = false>
 __global__ void __launch_bounds__(kMaxUnits, 1)
     matvec_i16_pair_kernel(MatvecParams p, Segments sa, Segments sb, size_t rb_a, size_t rb_b, int64_t gpb_a,
-                           int64_t gpb_b, int64_t blocks_a, int slices) {
-  if (blockIdx.x < blocks_a) matvec_i16_body<TA, RA, false>(p, sa, rb_a, gpb_a, slices, blockIdx.x);
-  else matvec_i16_body<TB, RB, kAltB>(p, sb, rb_b, gpb_b, slices, blockIdx.x - blocks_a);
+                           int64_t gpb_b, int64_t blocks_a, int slices, int passes) {
+  if (blockIdx.x < blocks_a)
+    matvec_i16_body<TA, RA, false, false, kWide>(p, sa, rb_a, gpb_a, slices, blockIdx.x, passes);
+  else
+    matvec_i16_body<TB, RB, kAltB, false, kWide>(p, sb, rb_b, gpb_b, slices, blockIdx.x - blocks_a, passes);
 }
 
 // Resident blocks per SM of `kernel` at this block size, cached per (kernel, warp count) by the caller's static.
@@ -386,14 +489,59 @@ Segments segments_of(const MatvecParams& p, quant::Type t, int R) {
   return sg;
 }
 
+// Resident blocks per SM of `kernel` at `threads` threads and `smem` bytes of dynamic shared memory (0: it does not
+// fit), asked once per triple: the wide launches' shared memory depends on K, so a per-warp-count cache would not do.
+template <class Kernel>
+int blocks_per_sm_at(Kernel kernel, int threads, size_t smem) {
+  using Key = ::std::tuple<const void*, int, size_t>;
+  static ::std::mutex m;
+  static ::std::map<Key, int> memo;
+  const Key key{reinterpret_cast<const void*>(kernel), threads, smem};
+  const ::std::lock_guard lock(m);
+  if (const auto it = memo.find(key); it != memo.end()) return it->second;
+  int bps = 0;
+  CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&bps, kernel, threads, smem));
+  return memo[key] = bps;
+}
+
+// The opt-in limit of dynamic shared memory per block on the current device (0 without one), asked once per device.
+size_t device_smem_optin() {
+  constexpr int kDevices = 64;
+  static ::std::atomic<int> cached[kDevices] = {};
+  int dev = 0, bytes = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  if (dev < kDevices && (bytes = cached[dev].load(::std::memory_order_relaxed)) > 0) return size_t(bytes);
+  if (cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  if (dev < kDevices) cached[dev].store(bytes, ::std::memory_order_relaxed);
+  return size_t(bytes);
+}
+
+// What `kernel` may take of dynamic shared memory (the opt-in limit less its static shared memory), opted in to.
+// Called once per instance by its launcher (a static), before any graph capture.
+template <class Kernel>
+size_t opt_in_smem(Kernel kernel) {
+  cudaFuncAttributes a{};
+  CUDA_CHECK(cudaFuncGetAttributes(&a, kernel));
+  const size_t limit = device_smem_optin() - a.sharedSizeBytes;
+  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(limit)));
+  return limit;
+}
+
 // A launch's block shape: `slices` row slices of `tps` threads (one per unit of K) sharing x (matvec_i16_body), as
 // many slices as blocks of one slice would be resident on an SM (at most kMaxSlices), so an SM holds the same
-// threads in fewer blocks.
+// threads in fewer blocks. Wide rows: `passes` ranges of tps units each (passes * tps >= K / 32), and the runs of
+// every unit in shared memory whatever the slices.
 struct BlockShape {
-  int tps, slices;
+  int tps, slices, passes = 1;
   int threads() const { return tps * slices; }
   int warps() const { return tps / 32; }  // per slice: the partial sums' rows
-  size_t runs_bytes() const { return slices > 1 ? size_t(20) * tps * 4 : 0; }
+  size_t runs_bytes() const { return slices > 1 || passes > 1 ? size_t(kRunFields) * 4 * passes * tps : 0; }
 };
 
 // At most 4 slices: 8 (the 1B's 2048-wide launches, 64 threads a slice) measured slower than 4 (tg128 1667 against
@@ -408,57 +556,151 @@ BlockShape block_shape(Kernel kernel, const MatvecParams& p, ::std::atomic<int> 
   return {tps, slices < 1 ? 1 : slices};
 }
 
-// Groups per block for n_groups spread over max_blocks blocks, within the part buffer's size (what the runs of x
-// leave of it); an even count when the groups come in (gate, up) pairs (the SwiGLU epilogue).
-int64_t groups_per_block(int64_t n_groups, int64_t max_blocks, const BlockShape& b, int R, bool pairs = false) {
+// Wide rows: at most this many passes more than the fewest (K / 16384, rounded up) are weighed.
+constexpr int kMaxExtraPasses = 4;
+// Wide rows: warp-rows in flight per SM (resident warps x R rows a group) beyond which more did not stream faster in
+// the kernel lab (H200, docs/kernel-notes.md): 12 warps of 4 rows as fast as 16, but 16 warps of 2 rows faster than 12.
+constexpr int kRowsInFlight = 48;
+// Dynamic shared memory a wide block needs beyond x's runs, at least: partial sums of two groups of 4 rows, 16 warps.
+constexpr size_t kMinPartBytes = 2 * 4 * 16 * 4;
+
+// x's runs of the fewest passes fit a block's shared memory on this device (matvec_fuses asks; the launcher then
+// weighs the other pass counts that fit).
+bool wide_runs_fit(int64_t units) {
+  const int64_t passes = (units + kMaxUnits - 1) / kMaxUnits, tps = ((units + passes - 1) / passes + 31) / 32 * 32;
+  const size_t reserve = 1024;  // the kernels' static shared memory, and more
+  return BlockShape{int(tps), 1, int(passes)}.runs_bytes() + kMinPartBytes + reserve <= device_smem_optin();
+}
+
+// Wide rows (K / 32 > kMaxUnits): tps threads a slice for one of `passes` ranges of K, in whole warps; slices as for
+// one pass. The passes are MatvecParams::passes when set, else the count (from the fewest to kMaxExtraPasses more)
+// with the most useful rows in flight per SM: resident warps x R, at most kRowsInFlight, times the share of the
+// passes' threads that have a unit (the last pass's idle threads stream nothing), the fewest passes among equals.
+// E.g. K = 17920 (560 units) at R = 4: 2 passes of 288 threads leave 9 warps a SM (36 rows), 3 of 192 in two slices 12
+// (48 rows, 97% used), 5 of 128 in four slices 16 (64, 87.5% used: 48 x 0.875 = 42); at R = 2 the 5 passes win.
+template <class Kernel>
+BlockShape wide_block_shape(Kernel kernel, const MatvecParams& p, int R, size_t smem_limit) {
+  const int64_t units = p.K / 32;
+  const int fewest = int((units + kMaxUnits - 1) / kMaxUnits);
+  LLM_REQUIRE(p.passes == 0 || (p.passes >= fewest && p.passes * 32 <= units),
+              "matvec: passes must be at least K / 16384 (rounded up) and at most K / 1024");
+  const int lo = p.passes ? p.passes : fewest, hi = p.passes ? p.passes : fewest + kMaxExtraPasses;
+  BlockShape best{0, 0, 0};
+  double best_rows = 0.0;
+  for (int passes = lo; passes <= hi && int64_t(passes) * 32 <= units; ++passes) {
+    const int tps = int(((units + passes - 1) / passes + 31) / 32 * 32);
+    if (BlockShape{tps, 1, passes}.runs_bytes() + kMinPartBytes > smem_limit) continue;
+    const int slices = ::std::min({blocks_per_sm_at(kernel, tps, 1024), kMaxUnits / tps, kMaxSlices, p.max_slices});
+    const BlockShape b{tps, slices < 1 ? 1 : slices, passes};
+    const int warps = blocks_per_sm_at(kernel, b.threads(), b.runs_bytes()) * b.threads() / 32;
+    const double rows = double(::std::min(warps * R, kRowsInFlight)) * double(units) / double(passes * tps);
+    if (rows > best_rows * (1.0 + 1e-9)) best = b, best_rows = rows;
+  }
+  LLM_REQUIRE(best_rows > 0.0, "matvec: x's runs do not fit in a block's shared memory");
+  return best;
+}
+
+// Groups per block for n_groups spread over max_blocks blocks, within the part buffer's size (part_bytes: what the
+// runs of x leave of the shared memory); an even count when the groups come in (gate, up) pairs (the SwiGLU
+// epilogue).
+int64_t groups_per_block(int64_t n_groups, int64_t max_blocks, const BlockShape& b, int R, size_t part_bytes,
+                         bool pairs = false) {
   int64_t gpb = (n_groups + max_blocks - 1) / max_blocks;
-  int64_t cap = int64_t((kMaxPartBytes - b.runs_bytes()) / (size_t(b.warps()) * R * 4));
+  int64_t cap = int64_t(part_bytes / (size_t(b.warps()) * R * 4));
   if (pairs) gpb = (gpb + 1) & ~int64_t(1), cap &= ~int64_t(1);
   return gpb < cap ? gpb : cap;
 }
 
-template <quant::Type T, int R, bool kAlt = false, bool kFixedX = false>
+// A wide launch's resident blocks per SM with its runs of x and up to part_bytes of partial sums (at least one).
+template <class Kernel>
+int wide_blocks_per_sm(Kernel kernel, const BlockShape& b, size_t part_bytes) {
+  const int bps = blocks_per_sm_at(kernel, b.threads(), b.runs_bytes() + part_bytes);
+  return bps > 0 ? bps : 1;
+}
+
+template <quant::Type T, int R, bool kAlt = false, bool kFixedX = false, bool kWide = false>
 void launch_i16(const MatvecParams& p, size_t rb, cudaStream_t stream) {
-  static ::std::atomic<int> per_sm[kMaxUnits / 32 + 1];
-  const BlockShape b = block_shape(matvec_i16_kernel<T, R, kAlt, kFixedX>, p, per_sm);
-  const int bps = blocks_per_sm(matvec_i16_kernel<T, R, kAlt, kFixedX>, b.threads(), per_sm);
+  constexpr auto kernel = matvec_i16_kernel<T, R, kAlt, kFixedX, kWide>;
   Segments sg = segments_of(p, T, R);
   if (p.swiglu_out) {  // gate first (swapped when it is the sibling)
     if (p.swiglu_gate_is_sibling)
       ::std::swap(sg.w[0], sg.w[1]), ::std::swap(sg.bias[0], sg.bias[1]), ::std::swap(sg.y[0], sg.y[1]);
     sg.glu_out = p.swiglu_out, sg.glu_gelu = p.glu_gelu;
   }
+  const int64_t n_groups = sg.first[sg.n];
+  BlockShape b;
+  int bps;
+  size_t part_bytes;
+  if constexpr (kWide) {
+    static const size_t limit = opt_in_smem(kernel);
+    b = wide_block_shape(kernel, p, R, limit);
+    part_bytes = ::std::min(kMaxPartBytes, limit - b.runs_bytes());
+    // Occupancy with the partial sums of a one-block-per-SM share (+1: a (gate, up) pair), no less than any grid
+    // of more blocks will need.
+    const int64_t sms = current_device_sm_count();
+    const size_t share = size_t(b.warps()) * R * 4 * size_t((n_groups + sms - 1) / sms + 1);
+    bps = wide_blocks_per_sm(kernel, b, ::std::min(part_bytes, share));
+  } else {
+    static ::std::atomic<int> per_sm[kMaxUnits / 32 + 1];
+    b = block_shape(kernel, p, per_sm);
+    bps = blocks_per_sm(kernel, b.threads(), per_sm);
+    part_bytes = kMaxPartBytes - b.runs_bytes();
+  }
   LLM_REQUIRE(!kFixedX || b.slices >= 2, "fixed-point x: two row slices read its two runs");
   const int64_t resident = int64_t(current_device_sm_count()) * bps;
-  const int64_t gpb = groups_per_block(sg.first[sg.n], resident, b, R, p.swiglu_out != nullptr);
-  const int64_t grid = (sg.first[sg.n] + gpb - 1) / gpb;
+  const int64_t gpb = groups_per_block(n_groups, resident, b, R, part_bytes, p.swiglu_out != nullptr);
+  const int64_t grid = (n_groups + gpb - 1) / gpb;
   LLM_REQUIRE(grid <= 0x7fffffff, "too many rows");
   const size_t smem = size_t(b.warps()) * size_t(gpb) * R * 4 + b.runs_bytes();
-  launch_pdl(matvec_i16_kernel<T, R, kAlt, kFixedX>, dim3(unsigned(grid)), dim3(unsigned(b.threads())), smem,
-             stream, p, sg, rb, gpb, b.slices);
+  launch_pdl(kernel, dim3(unsigned(grid)), dim3(unsigned(b.threads())), smem, stream, p, sg, rb, gpb, b.slices,
+             b.passes);
 }
 
 // Main of type TA (with same-type siblings) plus siblings of type TB: the resident blocks are shared in proportion
 // to each type's bytes.
-template <quant::Type TA, int RA, quant::Type TB, int RB, bool kAltB = false>
+template <quant::Type TA, int RA, quant::Type TB, int RB, bool kAltB = false, bool kWide = false>
 void launch_i16_pair(const MatvecParams& p, cudaStream_t stream) {
-  static ::std::atomic<int> per_sm[kMaxUnits / 32 + 1];
-  const BlockShape b = block_shape(matvec_i16_pair_kernel<TA, RA, TB, RB, kAltB>, p, per_sm);
-  const int bps = blocks_per_sm(matvec_i16_pair_kernel<TA, RA, TB, RB, kAltB>, b.threads(), per_sm);
+  constexpr auto kernel = matvec_i16_pair_kernel<TA, RA, TB, RB, kAltB, kWide>;
+  BlockShape b;
+  int bps;
+  size_t part_bytes;
+  if constexpr (kWide) {
+    static const size_t limit = opt_in_smem(kernel);
+    b = wide_block_shape(kernel, p, RA, limit);  // the main matrix's rows a group
+    part_bytes = ::std::min(kMaxPartBytes, limit - b.runs_bytes());
+    bps = wide_blocks_per_sm(kernel, b, part_bytes);
+  } else {
+    static ::std::atomic<int> per_sm[kMaxUnits / 32 + 1];
+    b = block_shape(kernel, p, per_sm);
+    bps = blocks_per_sm(kernel, b.threads(), per_sm);
+    part_bytes = kMaxPartBytes - b.runs_bytes();
+  }
   const size_t rb_a = quant::row_bytes(TA, p.K), rb_b = quant::row_bytes(TB, p.K);
   const Segments sa = segments_of(p, TA, RA), sb = segments_of(p, TB, RB);
   const double bytes_a = double(sa.first[sa.n]) * RA * rb_a, bytes_b = double(sb.first[sb.n]) * RB * rb_b;
   const int64_t total = int64_t(current_device_sm_count()) * bps;
   int64_t max_a = int64_t(double(total) * bytes_a / (bytes_a + bytes_b) + 0.5);
   max_a = max_a < 1 ? 1 : (max_a > total - 1 ? total - 1 : max_a);
-  const int64_t gpb_a = groups_per_block(sa.first[sa.n], max_a, b, RA);
-  const int64_t gpb_b = groups_per_block(sb.first[sb.n], total - max_a, b, RB);
+  const int64_t gpb_a = groups_per_block(sa.first[sa.n], max_a, b, RA, part_bytes);
+  const int64_t gpb_b = groups_per_block(sb.first[sb.n], total - max_a, b, RB, part_bytes);
   const int64_t blocks_a = (sa.first[sa.n] + gpb_a - 1) / gpb_a, blocks_b = (sb.first[sb.n] + gpb_b - 1) / gpb_b;
   LLM_REQUIRE(blocks_a + blocks_b <= 0x7fffffff, "too many rows");
   const size_t smem =
       size_t(b.warps()) * 4 * size_t(gpb_a * RA > gpb_b * RB ? gpb_a * RA : gpb_b * RB) + b.runs_bytes();
-  launch_pdl(matvec_i16_pair_kernel<TA, RA, TB, RB, kAltB>, dim3(unsigned(blocks_a + blocks_b)),
-             dim3(unsigned(b.threads())), smem, stream, p, sa, sb, rb_a, rb_b, gpb_a, gpb_b, blocks_a, b.slices);
+  launch_pdl(kernel, dim3(unsigned(blocks_a + blocks_b)), dim3(unsigned(b.threads())), smem, stream, p, sa, sb, rb_a,
+             rb_b, gpb_a, gpb_b, blocks_a, b.slices, b.passes);
+}
+
+// The one-pass instances, or the wide ones for rows of more than kMaxUnits units.
+template <quant::Type T, int R, bool kAlt = false>
+void launch_i16_rows(const MatvecParams& p, size_t rb, cudaStream_t stream) {
+  if (p.K / 32 > kMaxUnits) launch_i16<T, R, kAlt, false, true>(p, rb, stream);
+  else launch_i16<T, R, kAlt>(p, rb, stream);
+}
+template <quant::Type TA, int RA, quant::Type TB, int RB, bool kAltB = false>
+void launch_i16_pair_rows(const MatvecParams& p, cudaStream_t stream) {
+  if (p.K / 32 > kMaxUnits) launch_i16_pair<TA, RA, TB, RB, kAltB, true>(p, stream);
+  else launch_i16_pair<TA, RA, TB, RB, kAltB>(p, stream);
 }
 
 // The q/k/v shapes the RoPE + KV epilogue serves (MatvecRopeKv): whole heads of even length, k and v beside q.
@@ -500,9 +742,10 @@ bool matvec_fuses(const MatvecParams& p) {
     return a(w) % wa(t) == 0 && quant::row_bytes(t, p.K) % wa(t) == 0;
   };
   if (p.path != MatvecPath::Auto || p.T != 1 || !i16_type(p.type) || (!p.x && !p.x_fixed)) return false;
-  // The fixed-point x: one instantiation, Q4_0 without other-type siblings, and no rope epilogue.
-  if (p.x_fixed && (p.type != quant::Type::Q4_0 || p.rope_kv.q_out || p.x)) return false;
-  if (p.K <= 0 || p.K % 32 != 0 || p.K / 32 > kMaxUnits || !rows_fit(p.type, p.w)) return false;
+  // The fixed-point x: one instantiation, Q4_0 without other-type siblings, no rope epilogue, one pass.
+  if (p.x_fixed && (p.type != quant::Type::Q4_0 || p.rope_kv.q_out || p.x || p.K / 32 > kMaxUnits)) return false;
+  if (p.K <= 0 || p.K % 32 != 0 || !rows_fit(p.type, p.w)) return false;
+  if (p.K / 32 > kMaxUnits && !wide_runs_fit(p.K / 32)) return false;  // wide rows: x's runs in shared memory
   if (p.n_siblings < 0 || p.n_siblings > MatvecParams::kMaxSiblings || (p.n_siblings > 0 && p.residual)) return false;
   for (int i = 0; i < p.n_siblings; ++i) {
     const auto& b = p.siblings[i];
@@ -528,34 +771,36 @@ void launch_matvec_i16(const MatvecParams& p, cudaStream_t stream) {
   const bool small = (rows + 3) / 4 < 2 * int64_t(current_device_sm_count());
   if (mixed) {  // matvec_fuses admitted only Q4_K with Q6_K siblings
     if (p.q6_kx8)
-      small ? launch_i16_pair<quant::Type::Q4_K, 2, quant::Type::Q6_K, 2, true>(p, stream)
-            : launch_i16_pair<quant::Type::Q4_K, 4, quant::Type::Q6_K, 2, true>(p, stream);
+      small ? launch_i16_pair_rows<quant::Type::Q4_K, 2, quant::Type::Q6_K, 2, true>(p, stream)
+            : launch_i16_pair_rows<quant::Type::Q4_K, 4, quant::Type::Q6_K, 2, true>(p, stream);
     else
-      small ? launch_i16_pair<quant::Type::Q4_K, 2, quant::Type::Q6_K, 2>(p, stream)
-            : launch_i16_pair<quant::Type::Q4_K, 4, quant::Type::Q6_K, 2>(p, stream);
+      small ? launch_i16_pair_rows<quant::Type::Q4_K, 2, quant::Type::Q6_K, 2>(p, stream)
+            : launch_i16_pair_rows<quant::Type::Q4_K, 4, quant::Type::Q6_K, 2>(p, stream);
     return;
   }
   switch (p.type) {
     case quant::Type::Q4_K:
-      small ? launch_i16<quant::Type::Q4_K, 2>(p, rb, stream) : launch_i16<quant::Type::Q4_K, 4>(p, rb, stream);
+      small ? launch_i16_rows<quant::Type::Q4_K, 2>(p, rb, stream)
+            : launch_i16_rows<quant::Type::Q4_K, 4>(p, rb, stream);
       break;
     case quant::Type::Q4_0:
       if (p.x_fixed)  // matvec_fuses: same-type siblings only
         launch_i16<quant::Type::Q4_0, 4, false, true>(p, rb, stream);
       else
-        small ? launch_i16<quant::Type::Q4_0, 2>(p, rb, stream) : launch_i16<quant::Type::Q4_0, 4>(p, rb, stream);
+        small ? launch_i16_rows<quant::Type::Q4_0, 2>(p, rb, stream)
+              : launch_i16_rows<quant::Type::Q4_0, 4>(p, rb, stream);
       break;
     case quant::Type::Q6_K:
       // Regrouped: 4 rows for an LM head (dozens of groups per block: 152 us against 158 at R = 2 on the 8B's),
       // else 2 (the 8B's v and down projections: R = 4 made tg128 1% slower).
       if (p.q6_kx8 && (rows + 3) / 4 >= 16 * int64_t(current_device_sm_count()))
-        launch_i16<quant::Type::Q6_K, 4, true>(p, rb, stream);
+        launch_i16_rows<quant::Type::Q6_K, 4, true>(p, rb, stream);
       else if (p.q6_kx8)
-        launch_i16<quant::Type::Q6_K, 2, true>(p, rb, stream);
+        launch_i16_rows<quant::Type::Q6_K, 2, true>(p, rb, stream);
       else
-        launch_i16<quant::Type::Q6_K, 2>(p, rb, stream);
+        launch_i16_rows<quant::Type::Q6_K, 2>(p, rb, stream);
       break;
-    case quant::Type::Q8_0: launch_i16<quant::Type::Q8_0, 2>(p, rb, stream); break;
+    case quant::Type::Q8_0: launch_i16_rows<quant::Type::Q8_0, 2>(p, rb, stream); break;
     default: throw InvalidArgument("matvec_i16: unsupported type");
   }
 }

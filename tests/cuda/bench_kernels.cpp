@@ -1,8 +1,8 @@
 // Kernel lab timings (run only with LLM_CUDA_BENCH=1; otherwise skipped): decode matvec bandwidth per weight type on
-// an 8B-model-sized matrix, the GEMM path and the device's copy bandwidth for reference (KernelLab.Timings); decode
-// attention per cache type and split count (KernelLab.Attention); decode batches (KernelLab.BatchMm). Warm-up, CUDA
-// events, median of repeats; the inputs rotate over several copies so L2 (50 MB) never holds the one being read.
-// Prints tables.
+// an 8B-model-sized matrix, the GEMM path and the device's copy bandwidth for reference (KernelLab.Timings); the
+// decode matvec on wide rows (KernelLab.WideMatvec); decode attention per cache type and split count
+// (KernelLab.Attention); decode batches (KernelLab.BatchMm). Warm-up, CUDA events, median of repeats; the inputs
+// rotate over several copies so L2 (50 MB) never holds the one being read. Prints tables.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -113,6 +113,70 @@ TEST(KernelLab, Timings) {
         });
         std::printf("%-6s dequant %8.1f us %8.0f GB/s\n", quant::type_name(t), dq * 1e3, (wb + 2.0 * K * N) / dq / 1e6);
       }
+    }
+}
+
+// Decode matvecs of wide rows (K > 16384: the int16 kernel's passes, matvec_i16.cu): the down projections of Phi-4
+// (K = 17920, N = 5120), Gemma 3 27B (21504 x 5376), Llama 3 70B (28672 x 8192) and Mistral Small (32768 x 5120), per
+// type: the float unit kernel (which served them before the passes), the int16 kernel at the launcher's choice, and
+// at 2 to 6 passes (MatvecParams::passes); Q6_Kx8 (Q6_K regrouped at upload, as sessions do where K % 2048 == 0) had
+// no kernel before: its launch threw. Each sample a batch of back-to-back launches over weight copies (> 200 MB:
+// never in L2), as in the decode graph; median of 20; us (GB/s of weights).
+TEST(KernelLab, WideMatvec) {
+  if (!cuda::device_available()) GTEST_SKIP() << "no CUDA device";
+  if (const char* e = std::getenv("LLM_CUDA_BENCH"); !e || std::string(e) != "1")
+    GTEST_SKIP() << "timings run only with LLM_CUDA_BENCH=1";
+  cuda::Context ctx;
+  const cudaStream_t s = ctx.compute();
+  const int64_t shapes[][2] = {{17920, 5120}, {21504, 5376}, {28672, 8192}, {32768, 5120}};
+  std::mt19937 rng(3);
+  std::vector<float> x(32768);
+  for (auto& v : x) v = float(rng() % 2001) / 1000.0f - 1.0f;
+  cuda::DeviceBuffer dx(x.size() * 4), dy(8192 * 4);
+  CUDA_CHECK(cudaMemcpy(dx.get(), x.data(), x.size() * 4, cudaMemcpyHostToDevice));
+  std::printf("device: %s, %d SMs\nwide-row matvec T=1: us (GB/s of weights), median of 20 batches\n%-6s %6s %5s %13s "
+              "%13s",
+              ctx.name().c_str(), ctx.sm_count(), "type", "K", "N", "unit f32", "i16 auto");
+  for (int passes = 2; passes <= 6; ++passes) std::printf(" %13s", ("passes " + std::to_string(passes)).c_str());
+  std::printf("\n");
+  using quant::Type;
+  const struct {
+    Type t;
+    bool x8;
+  } kinds[] = {{Type::Q4_K, false}, {Type::Q6_K, false}, {Type::Q6_K, true}, {Type::Q4_0, false}, {Type::Q8_0, false}};
+  for (const auto& [t, x8] : kinds)
+    for (const auto& sh : shapes) {
+      const int64_t K = sh[0], N = sh[1];
+      if (x8 && K % 2048 != 0) continue;
+      const size_t wb = quant::row_bytes(t, K) * N;
+      std::vector<uint32_t> host((wb + 3) / 4);
+      for (auto& v : host) v = rng() & 0x3f3f3f3fu;  // small values: no inf/nan scales
+      const int copies = int(std::max<size_t>(3, (size_t(200) << 20) / wb + 1));
+      std::vector<cuda::DeviceBuffer> w;
+      for (int i = 0; i < copies; ++i) {
+        w.emplace_back(wb);
+        CUDA_CHECK(cudaMemcpy(w.back().get(), host.data(), wb, cudaMemcpyHostToDevice));
+      }
+      const auto time = [&](cuda::MatvecPath path, int passes) {
+        return median_ms(ctx, 20, [&](int) {
+          for (int i = 0; i < copies; ++i) {
+            cuda::MatvecParams p{w[i].get(), t, dx.as<float>(), nullptr, dy.as<float>(), K, N, 1};
+            p.path = path, p.passes = int16_t(passes), p.q6_kx8 = x8;
+            cuda::launch_matvec(p, s);
+          }
+        }) / copies;
+      };
+      const auto col = [&](float ms) {
+        char b[32];
+        std::snprintf(b, sizeof b, "%5.1f (%4.0f)", ms * 1e3, wb / ms / 1e6);
+        return std::string(b);
+      };
+      std::printf("%-6s %6lld %5lld %13s %13s", x8 ? "Q6_Kx8" : quant::type_name(t), (long long)K, (long long)N,
+                  x8 ? "-" : col(time(cuda::MatvecPath::Unit, 0)).c_str(),
+                  col(time(cuda::MatvecPath::Auto, 0)).c_str());
+      for (int passes = 2; passes <= 6; ++passes)
+        std::printf(" %13s", col(time(cuda::MatvecPath::Auto, passes)).c_str());
+      std::printf("\n");
     }
 }
 

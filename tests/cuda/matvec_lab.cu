@@ -1,5 +1,7 @@
 // Kernel lab for the decode matvec (docs/kernel-notes.md): times the int16 kernel (Auto) against the float unit
-// kernel and the generic chunk kernel for the preset formats on the big shapes of an 8B model, in HBM (weights rotated over copies > 3x L2).
+// kernel and the generic chunk kernel for the preset formats on the big shapes of an 8B model and on the wide down
+// projections (K > 16384) of Phi-4, Gemma 3 27B, Llama 3 70B and Mistral Small, in HBM (weights rotated over copies
+// > 3x L2).
 // Each sample times a batch of back-to-back launches with CUDA events (as in a captured decode graph); median of 30.
 // Usage: matvec-lab   (prints one line per type x shape x path, then the summary table)
 #include <cuda_runtime.h>
@@ -81,14 +83,15 @@ int main() {
     LAB_CHECK(cudaFree(a));
     LAB_CHECK(cudaFree(b));
   }
-  const long long shapes[][2] = {{4096, 4096}, {4096, 1024}, {4096, 14336}, {14336, 4096}, {4096, 128256}};
+  const long long shapes[][2] = {{4096, 4096},  {4096, 1024},  {4096, 14336}, {14336, 4096}, {4096, 128256},
+                                 {17920, 5120}, {21504, 5376}, {28672, 8192}, {32768, 5120}};
   using quant::Type;
   float* x;
   float* y;
-  LAB_CHECK(cudaMalloc(&x, 14336 * 4));
+  LAB_CHECK(cudaMalloc(&x, 32768 * 4));
   LAB_CHECK(cudaMalloc(&y, 128256 * 4));
   {
-    std::vector<float> hx(14336);
+    std::vector<float> hx(32768);
     std::mt19937 rng(1);
     for (auto& v : hx) v = float(rng() % 2001) / 1000.0f - 1.0f;
     LAB_CHECK(cudaMemcpy(x, hx.data(), hx.size() * 4, cudaMemcpyHostToDevice));

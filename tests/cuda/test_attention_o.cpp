@@ -168,6 +168,8 @@ TEST(WeightKernels, MatvecReadsFixedPointX) {
   cuda::MatvecParams q{dg.get(), Type::Q4_K, nullptr, nullptr, gy.as<float>(), K, N, 1};
   q.x_fixed = dxf.as<long long>();
   EXPECT_FALSE(cuda::matvec_fuses(q)) << "Q4_0 only";
+  q.type = Type::Q4_0, q.K = 17920;
+  EXPECT_FALSE(cuda::matvec_fuses(q)) << "one pass only (K <= 16384)";
 }
 
 TEST(AttentionKernels, AttentionORefusesOtherShapes) {

@@ -128,6 +128,139 @@ TEST(WeightKernels, MatvecSliceShapesMatchReference) {
       }
 }
 
+// Wide rows (more than 512 units of 32: the wide instances of matvec_i16.cu), the down projections of n_ff 17920
+// (Phi-4), 21504 (Gemma 3 27B), 28672 (Llama 3 70B) and 32768 (Mistral Small): the launcher's own block shape
+// (passes 0) and others set through MatvecParams::passes (2: one slice of up to 512 threads; 3; 5: 4 slices of
+// 128-224 threads; 5 with one slice), plain and with the norm and residual fused, for row counts that leave slices
+// idle (7) or stream several groups each (1000).
+TEST(WeightKernels, MatvecWideRowsMatchReference) {
+  REQUIRE_GPU();
+  std::mt19937 rng(17920);
+  for (const Type type : {Type::Q4_0, Type::Q4_K, Type::Q6_K, Type::Q8_0})
+    for (const int64_t K : {17920, 21504, 28672, 32768})
+      for (const int64_t N : {7, 1000}) {
+        const auto w = random_weights(rng, type, K, N);
+        const auto x = random_floats(rng, K), nw = random_floats(rng, K), res = random_floats(rng, N);
+        auto dw = upload(w), dx = upload(x), dn = upload(nw), dr = upload(res);
+        std::vector<double> ref, mag, mx, fref, fmag, fmx;
+        reference(w, type, x, K, N, 1, nullptr, ref, mag, mx);
+        reference(w, type, rms_normed(x, nw, 1e-5f), K, N, 1, nullptr, fref, fmag, fmx);
+        std::vector<double> atol(mag.size()), fatol(fmag.size());
+        for (size_t i = 0; i < mag.size(); ++i)
+          atol[i] = 1e-5 * mag[i] + 1e-6, fref[i] += res[i], fatol[i] = 1e-5 * fmag[i] + 1e-6;
+        const struct {
+          int passes, max_slices;
+        } shapes[] = {{0, 4}, {2, 4}, {3, 4}, {5, 4}, {5, 1}};
+        for (const auto& sh : shapes)
+          for (const bool fused : {false, true}) {
+            auto dy = poisoned_f32(N);
+            cuda::MatvecParams p{dw.get(), type, dx.as<float>(), nullptr, dy.as<float>(), K, N, 1};
+            p.passes = int16_t(sh.passes), p.max_slices = sh.max_slices;
+            if (fused) p.norm_w = dn.as<float>(), p.norm_eps = 1e-5f, p.residual = dr.as<float>();
+            ASSERT_TRUE(cuda::matvec_fuses(p));
+            cuda::launch_matvec(p, nullptr);
+            EXPECT_TRUE(close(std::string("wide matvec ") + quant::type_name(type) + " K=" + std::to_string(K) +
+                                  " N=" + std::to_string(N) + " passes=" + std::to_string(sh.passes) +
+                                  " slices<=" + std::to_string(sh.max_slices) + (fused ? " fused" : ""),
+                              download<float>(dy, N), fused ? fref : ref, fused ? fatol : atol, 0.0));
+          }
+      }
+}
+
+// The launch modes on wide rows (K = 21504): three same-type matrices with biases and the norm (q/k/v), gate and up
+// with the SwiGLU epilogue (gate as main and as sibling), and a Q4_K launch with a Q6_K sibling (the pair kernel),
+// each matrix against its reference.
+TEST(WeightKernels, MatvecWideRowsFusions) {
+  REQUIRE_GPU();
+  std::mt19937 rng(21504);
+  const int64_t K = 21504;
+  const auto x = random_floats(rng, K), norm_w = random_floats(rng, K, 0.5f, 1.5f);
+  const std::vector<float> xn = rms_normed(x, norm_w, 1e-5);
+  auto dx = upload(x), dn = upload(norm_w);
+  const auto tol = [](const std::vector<double>& mag) {
+    std::vector<double> atol(mag.size());
+    for (size_t i = 0; i < mag.size(); ++i) atol[i] = 1e-5 * mag[i] + 1e-6;
+    return atol;
+  };
+  for (const Type type : {Type::Q4_0, Type::Q4_K, Type::Q6_K, Type::Q8_0}) {
+    const int64_t Ns[3] = {1000, 7, 130};
+    std::vector<std::vector<uint8_t>> w;
+    std::vector<std::vector<float>> bias;
+    std::vector<cuda::DeviceBuffer> dw, db, dy;
+    for (int64_t N : Ns) {
+      w.push_back(random_weights(rng, type, K, N));
+      bias.push_back(random_floats(rng, N));
+      dw.push_back(upload(w.back())), db.push_back(upload(bias.back())), dy.push_back(poisoned_f32(N));
+    }
+    cuda::MatvecParams p{dw[0].get(), type, dx.as<float>(), db[0].as<float>(), dy[0].as<float>(), K, Ns[0], 1};
+    p.norm_w = dn.as<float>(), p.norm_eps = 1e-5f;
+    for (int i = 1; i < 3; ++i)
+      p.siblings[i - 1] = cuda::MatvecParams::Sibling{dw[i].get(), db[i].as<float>(), dy[i].as<float>(), Ns[i], type};
+    p.n_siblings = 2;
+    ASSERT_TRUE(cuda::matvec_fuses(p));
+    cuda::launch_matvec(p, nullptr);
+    for (int i = 0; i < 3; ++i) {
+      std::vector<double> ref, mag, mx;
+      reference(w[i], type, xn, K, Ns[i], 1, &bias[i], ref, mag, mx);
+      EXPECT_TRUE(close(std::string("wide sibling ") + std::to_string(i) + " " + quant::type_name(type),
+                        download<float>(dy[i], Ns[i]), ref, tol(mag), 0.0));
+    }
+
+    const int64_t N = 5003;  // a partial group
+    const auto wg = random_weights(rng, type, K, N), wu = random_weights(rng, type, K, N);
+    std::vector<double> g, gmag, gmx, u, umag, umx;
+    reference(wg, type, xn, K, N, 1, nullptr, g, gmag, gmx);
+    reference(wu, type, xn, K, N, 1, nullptr, u, umag, umx);
+    std::vector<double> ref(N), atol(N);  // as in MatvecSwiGluEpilogue
+    for (int64_t n = 0; n < N; ++n) {
+      const double silu = g[n] / (1.0 + std::exp(-g[n]));
+      ref[n] = silu * u[n];
+      atol[n] = 1e-5 * (1.1 * gmag[n] * std::fabs(u[n]) + umag[n] * (std::fabs(silu) + 1e-5 * gmag[n])) + 1e-6;
+    }
+    auto dg = upload(wg), du = upload(wu);
+    for (const bool gate_is_sibling : {false, true}) {
+      auto dout = poisoned_f32(N), dunused = poisoned_f32(N);
+      const void* main_w = (gate_is_sibling ? du : dg).get();
+      const void* sib_w = (gate_is_sibling ? dg : du).get();
+      cuda::MatvecParams q{main_w, type, dx.as<float>(), nullptr, dunused.as<float>(), K, N, 1};
+      q.norm_w = dn.as<float>(), q.norm_eps = 1e-5f;
+      q.siblings[0] = cuda::MatvecParams::Sibling{sib_w, nullptr, dunused.as<float>(), N, type};
+      q.n_siblings = 1;
+      q.swiglu_out = dout.as<float>(), q.swiglu_gate_is_sibling = gate_is_sibling;
+      ASSERT_TRUE(cuda::matvec_fuses(q));
+      cuda::launch_matvec(q, nullptr);
+      EXPECT_TRUE(close(std::string("wide swiglu epilogue ") + quant::type_name(type) +
+                            (gate_is_sibling ? " gate as sibling" : ""),
+                        download<float>(dout, N), ref, atol, 1e-6));
+      for (float v : download<float>(dunused, N)) ASSERT_TRUE(std::isnan(v)) << "a product was written";
+    }
+  }
+
+  for (const int64_t n_main : {64, 3000}) {  // R = 2 and R = 4 groups for the Q4_K matrices
+    const Type types[3] = {Type::Q4_K, Type::Q6_K, Type::Q4_K};
+    const int64_t Ns[3] = {n_main, 130, 257};
+    std::vector<std::vector<uint8_t>> w;
+    std::vector<cuda::DeviceBuffer> dw, dy;
+    for (int i = 0; i < 3; ++i) {
+      w.push_back(random_weights(rng, types[i], K, Ns[i]));
+      dw.push_back(upload(w.back())), dy.push_back(poisoned_f32(Ns[i]));
+    }
+    cuda::MatvecParams p{dw[0].get(), types[0], dx.as<float>(), nullptr, dy[0].as<float>(), K, Ns[0], 1};
+    p.norm_w = dn.as<float>(), p.norm_eps = 1e-5f;
+    for (int i = 1; i < 3; ++i)
+      p.siblings[i - 1] = cuda::MatvecParams::Sibling{dw[i].get(), nullptr, dy[i].as<float>(), Ns[i], types[i]};
+    p.n_siblings = 2;
+    ASSERT_TRUE(cuda::matvec_fuses(p));
+    cuda::launch_matvec(p, nullptr);
+    for (int i = 0; i < 3; ++i) {
+      std::vector<double> ref, mag, mx;
+      reference(w[i], types[i], xn, K, Ns[i], 1, nullptr, ref, mag, mx);
+      EXPECT_TRUE(close("wide mixed sibling " + std::to_string(i) + " N=" + std::to_string(Ns[i]),
+                        download<float>(dy[i], Ns[i]), ref, tol(mag), 0.0));
+    }
+  }
+}
+
 // Fewer row slices (MatvecParams::max_slices: 1, 2 or the default 4) on a 4096-wide row, the paths smaller devices
 // and wider rows take, each against the reference.
 TEST(WeightKernels, MatvecSlicesMatchReference) {

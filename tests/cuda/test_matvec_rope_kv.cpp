@@ -43,64 +43,66 @@ std::vector<float> cache_slot(const cuda::DeviceBuffer& cache, int64_t hd, int64
   return out;
 }
 
+// Rows of 1024 and of 17920 (a wide launch, matvec_i16.cu).
 TEST(WeightKernels, MatvecRopeKvEpilogue) {
   REQUIRE_GPU();
   std::mt19937 rng(4242);
-  const int64_t K = 1024, n_ctx = 4096;
+  const int64_t n_ctx = 4096;
   const float base = 500000.0f, scale = 1.0f;
   const Case cases[] = {{Type::Q4_K, Type::Q6_K, 128, 128, 8, 2, false}, {Type::Q4_K, Type::Q4_K, 64, 64, 32, 8, true},
                         {Type::Q4_0, Type::Q4_0, 128, 64, 4, 4, false}, {Type::Q8_0, Type::Q8_0, 64, 64, 2, 1, false}};
-  for (const Case& c : cases)
-    for (const int32_t pos : {0, 7, 3000, int32_t(n_ctx)}) {  // n_ctx: outside the cache, nothing written there
-      const int64_t Nq = int64_t(c.head_dim) * c.n_head, Nk = int64_t(c.head_dim) * c.n_head_kv, Nv = Nk;
-      const auto wq = random_weights(rng, c.q_type, K, Nq), wk = random_weights(rng, c.q_type, K, Nk);
-      const auto wv = random_weights(rng, c.v_type, K, Nv);
-      const auto x = random_floats(rng, K), norm_w = random_floats(rng, K, 0.5f, 1.5f);
-      const auto ff = random_floats(rng, size_t(c.n_rot / 2), 1.0f, 8.0f);
-      const auto powers = cuda::rope_base_powers(base, c.n_rot);
-      auto dq = upload(wq), dk = upload(wk), dv = upload(wv), dx = upload(x), dn = upload(norm_w), dff = upload(ff);
-      auto dpow = upload(powers), dpos = upload(std::vector<int32_t>{pos});
-      auto q_out = poisoned_f32(size_t(Nq)), unused = poisoned_f32(size_t(Nq));
-      cuda::DeviceBuffer kc(size_t(Nk * n_ctx * 2)), vc(size_t(Nv * n_ctx * 2));
-      CUDA_CHECK(cudaMemset(kc.get(), 0xff, kc.bytes()));  // f16 NaN: an unwritten slot fails the comparison
-      CUDA_CHECK(cudaMemset(vc.get(), 0xff, vc.bytes()));
-      cuda::MatvecParams p{dq.get(), c.q_type, dx.as<float>(), nullptr, unused.as<float>(), K, Nq, 1};
-      p.norm_w = dn.as<float>(), p.norm_eps = 1e-5f;
-      p.siblings[0] = cuda::MatvecParams::Sibling{dk.get(), nullptr, unused.as<float>(), Nk, c.q_type};
-      p.siblings[1] = cuda::MatvecParams::Sibling{dv.get(), nullptr, unused.as<float>(), Nv, c.v_type};
-      p.n_siblings = 2;
-      p.rope_kv = cuda::MatvecRopeKv{q_out.as<float>(), kc.as<uint16_t>(), vc.as<uint16_t>(), dpos.as<int32_t>(),
-                                     dpow.as<double>(), c.freq_factors ? dff.as<float>() : nullptr, scale, c.n_rot,
-                                     c.head_dim, c.head_dim, n_ctx, cuda::KvPaging{}};  // one sequence
-      ASSERT_TRUE(cuda::matvec_fuses(p));
-      cuda::launch_matvec(p, nullptr);
+  for (const int64_t K : {1024, 17920})
+    for (const Case& c : cases)
+      for (const int32_t pos : {0, 7, 3000, int32_t(n_ctx)}) {  // n_ctx: outside the cache, nothing written there
+        const int64_t Nq = int64_t(c.head_dim) * c.n_head, Nk = int64_t(c.head_dim) * c.n_head_kv, Nv = Nk;
+        const auto wq = random_weights(rng, c.q_type, K, Nq), wk = random_weights(rng, c.q_type, K, Nk);
+        const auto wv = random_weights(rng, c.v_type, K, Nv);
+        const auto x = random_floats(rng, K), norm_w = random_floats(rng, K, 0.5f, 1.5f);
+        const auto ff = random_floats(rng, size_t(c.n_rot / 2), 1.0f, 8.0f);
+        const auto powers = cuda::rope_base_powers(base, c.n_rot);
+        auto dq = upload(wq), dk = upload(wk), dv = upload(wv), dx = upload(x), dn = upload(norm_w), dff = upload(ff);
+        auto dpow = upload(powers), dpos = upload(std::vector<int32_t>{pos});
+        auto q_out = poisoned_f32(size_t(Nq)), unused = poisoned_f32(size_t(Nq));
+        cuda::DeviceBuffer kc(size_t(Nk * n_ctx * 2)), vc(size_t(Nv * n_ctx * 2));
+        CUDA_CHECK(cudaMemset(kc.get(), 0xff, kc.bytes()));  // f16 NaN: an unwritten slot fails the comparison
+        CUDA_CHECK(cudaMemset(vc.get(), 0xff, vc.bytes()));
+        cuda::MatvecParams p{dq.get(), c.q_type, dx.as<float>(), nullptr, unused.as<float>(), K, Nq, 1};
+        p.norm_w = dn.as<float>(), p.norm_eps = 1e-5f;
+        p.siblings[0] = cuda::MatvecParams::Sibling{dk.get(), nullptr, unused.as<float>(), Nk, c.q_type};
+        p.siblings[1] = cuda::MatvecParams::Sibling{dv.get(), nullptr, unused.as<float>(), Nv, c.v_type};
+        p.n_siblings = 2;
+        p.rope_kv = cuda::MatvecRopeKv{q_out.as<float>(), kc.as<uint16_t>(), vc.as<uint16_t>(), dpos.as<int32_t>(),
+                                       dpow.as<double>(), c.freq_factors ? dff.as<float>() : nullptr, scale, c.n_rot,
+                                       c.head_dim, c.head_dim, n_ctx, cuda::KvPaging{}};  // one sequence
+        ASSERT_TRUE(cuda::matvec_fuses(p));
+        cuda::launch_matvec(p, nullptr);
 
-      const std::vector<float> xn = rms_normed(x, norm_w, 1e-5);
-      const std::string what = std::string(quant::type_name(c.q_type)) + "/" + quant::type_name(c.v_type) +
-                               " hd=" + std::to_string(c.head_dim) + " n_rot=" + std::to_string(c.n_rot) +
-                               " pos=" + std::to_string(pos);
-      const std::vector<float>* ffp = c.freq_factors ? &ff : nullptr;
-      std::vector<double> q, qm, k, km, v, vm, mx;
-      reference(wq, c.q_type, xn, K, Nq, 1, nullptr, q, qm, mx);
-      reference(wk, c.q_type, xn, K, Nk, 1, nullptr, k, km, mx);
-      reference(wv, c.v_type, xn, K, Nv, 1, nullptr, v, vm, mx);
-      rope_reference(q, qm, c.head_dim, c.n_rot, pos, base, scale, ffp);
-      rope_reference(k, km, c.head_dim, c.n_rot, pos, base, scale, ffp);
-      rope_reference(v, vm, c.head_dim, 0, pos, base, scale, nullptr);  // pair tolerances only
-      for (auto* m : {&qm, &km, &vm})
-        for (double& t : *m) t = 1e-5 * t + 1e-6;
-      EXPECT_TRUE(close("q " + what, download<float>(q_out, size_t(Nq)), q, qm, 0.0));
-      if (pos < n_ctx) {  // f16 rounding: 2^-11 relative
-        EXPECT_TRUE(close("k cache " + what, cache_slot(kc, c.head_dim, n_ctx, c.n_head_kv, pos), k, km, 4.9e-4));
-        EXPECT_TRUE(close("v cache " + what, cache_slot(vc, c.head_dim, n_ctx, c.n_head_kv, pos), v, vm, 4.9e-4));
+        const std::vector<float> xn = rms_normed(x, norm_w, 1e-5);
+        const std::string what = std::string(quant::type_name(c.q_type)) + "/" + quant::type_name(c.v_type) +
+                                 " K=" + std::to_string(K) + " hd=" + std::to_string(c.head_dim) +
+                                 " n_rot=" + std::to_string(c.n_rot) + " pos=" + std::to_string(pos);
+        const std::vector<float>* ffp = c.freq_factors ? &ff : nullptr;
+        std::vector<double> q, qm, k, km, v, vm, mx;
+        reference(wq, c.q_type, xn, K, Nq, 1, nullptr, q, qm, mx);
+        reference(wk, c.q_type, xn, K, Nk, 1, nullptr, k, km, mx);
+        reference(wv, c.v_type, xn, K, Nv, 1, nullptr, v, vm, mx);
+        rope_reference(q, qm, c.head_dim, c.n_rot, pos, base, scale, ffp);
+        rope_reference(k, km, c.head_dim, c.n_rot, pos, base, scale, ffp);
+        rope_reference(v, vm, c.head_dim, 0, pos, base, scale, nullptr);  // pair tolerances only
+        for (auto* m : {&qm, &km, &vm})
+          for (double& t : *m) t = 1e-5 * t + 1e-6;
+        EXPECT_TRUE(close("q " + what, download<float>(q_out, size_t(Nq)), q, qm, 0.0));
+        if (pos < n_ctx) {  // f16 rounding: 2^-11 relative
+          EXPECT_TRUE(close("k cache " + what, cache_slot(kc, c.head_dim, n_ctx, c.n_head_kv, pos), k, km, 4.9e-4));
+          EXPECT_TRUE(close("v cache " + what, cache_slot(vc, c.head_dim, n_ctx, c.n_head_kv, pos), v, vm, 4.9e-4));
+        }
+        // Nothing else in the caches was touched, and no product was stored.
+        size_t written = 0;
+        for (const auto* cache : {&kc, &vc})
+          for (uint16_t h : download<uint16_t>(*cache, size_t(Nk * n_ctx))) written += h != 0xffff;
+        EXPECT_EQ(written, pos < n_ctx ? size_t(Nk + Nv) : 0u) << what;
+        for (float y : download<float>(unused, size_t(Nq))) ASSERT_TRUE(std::isnan(y)) << "a product was stored";
       }
-      // Nothing else in the caches was touched, and no product was stored.
-      size_t written = 0;
-      for (const auto* cache : {&kc, &vc})
-        for (uint16_t h : download<uint16_t>(*cache, size_t(Nk * n_ctx))) written += h != 0xffff;
-      EXPECT_EQ(written, pos < n_ctx ? size_t(Nk + Nv) : 0u) << what;
-      for (float y : download<float>(unused, size_t(Nq))) ASSERT_TRUE(std::isnan(y)) << "a product was stored";
-    }
 }
 
 // Shapes the epilogue does not serve are refused (the executor then keeps the rope_kv launch).

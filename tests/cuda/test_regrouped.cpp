@@ -138,12 +138,13 @@ TEST(Q6_Kx8Layout, KernelRegroupsInPlaceAsTheHost) {
   EXPECT_EQ(download<uint8_t>(dw, w.size()), regrouped(w, K, N));
 }
 
-// Rows of 4096 and 14336, 300 and 4096 of them, one and three columns (a launch per column), and the norm + residual fusion.
+// Rows of 4096, 14336 and 28672 (a wide launch: Llama 3 70B's down projection), 300 and 4096 of them, one and three
+// columns (a launch per column), and the norm + residual fusion.
 TEST(Q6_Kx8Layout, MatvecMatchesTheGgufLayout) {
   REQUIRE_GPU();
   std::mt19937 rng(82);
   const Type type = Type::Q6_K;
-  for (int64_t K : {4096, 14336})
+  for (int64_t K : {4096, 14336, 28672})
     for (int64_t N : {300, 4096}) {
       const auto w = random_weights(rng, type, K, N);
       const auto x = random_floats(rng, K * 3);
@@ -176,22 +177,26 @@ TEST(Q6_Kx8Layout, MatvecMatchesTheGgufLayout) {
     }
 }
 
-// A matrix tall enough for 4 rows per group (an LM head: at least 16 groups of 4 per SM), plus a partial group.
+// A matrix tall enough for 4 rows per group (an LM head: at least 16 groups of 4 per SM), plus a partial group; in
+// one pass and as a wide launch.
 TEST(Q6_Kx8Layout, LmHeadSizedMatvec) {
   REQUIRE_GPU();
   std::mt19937 rng(87);
-  const int64_t K = 2048, N = 16 * 4 * int64_t(cuda::current_device_sm_count()) + 3;
-  const auto w = random_weights(rng, Type::Q6_K, K, N);
-  const auto x = random_floats(rng, K);
-  std::vector<double> ref, mag, mx;
-  reference(w, Type::Q6_K, x, K, N, 1, nullptr, ref, mag, mx);
-  std::vector<double> atol(static_cast<size_t>(N));
-  for (int64_t i = 0; i < N; ++i) atol[size_t(i)] = 1e-5 * mag[size_t(i)] + 1e-6;
-  auto dg = upload(regrouped(w, K, N)), dx = upload(x), dy = poisoned_f32(size_t(N));
-  cuda::MatvecParams p{dg.get(), Type::Q6_K, dx.as<float>(), nullptr, dy.as<float>(), K, N, 1};
-  p.q6_kx8 = true;
-  cuda::launch_matvec(p, nullptr);
-  EXPECT_TRUE(close("N=" + std::to_string(N), download<float>(dy, size_t(N)), ref, atol, 0.0));
+  const int64_t N = 16 * 4 * int64_t(cuda::current_device_sm_count()) + 3;
+  for (const int64_t K : {2048, 32768}) {
+    const auto w = random_weights(rng, Type::Q6_K, K, N);
+    const auto x = random_floats(rng, K);
+    std::vector<double> ref, mag, mx;
+    reference(w, Type::Q6_K, x, K, N, 1, nullptr, ref, mag, mx);
+    std::vector<double> atol(static_cast<size_t>(N));
+    for (int64_t i = 0; i < N; ++i) atol[size_t(i)] = 1e-5 * mag[size_t(i)] + 1e-6;
+    auto dg = upload(regrouped(w, K, N)), dx = upload(x), dy = poisoned_f32(size_t(N));
+    cuda::MatvecParams p{dg.get(), Type::Q6_K, dx.as<float>(), nullptr, dy.as<float>(), K, N, 1};
+    p.q6_kx8 = true;
+    cuda::launch_matvec(p, nullptr);
+    EXPECT_TRUE(close("K=" + std::to_string(K) + " N=" + std::to_string(N), download<float>(dy, size_t(N)), ref, atol,
+                      0.0));
+  }
 }
 
 // The prefill dequantization: bit for bit the binary16 values of the GGUF layout's rows.
@@ -207,29 +212,32 @@ TEST(Q6_Kx8Layout, DequantF16MatchesTheGgufLayout) {
   EXPECT_EQ(download<uint16_t>(b, size_t(K * rows)), download<uint16_t>(a, size_t(K * rows)));
 }
 
-// The Q4_K_M q/k/v launch: Q4_K q and k with a Q6_K v, here regrouped (the pair kernel's second type).
+// The Q4_K_M q/k/v launch: Q4_K q and k with a Q6_K v, here regrouped (the pair kernel's second type); in one pass
+// and as a wide launch.
 TEST(Q6_Kx8Layout, SiblingOfAQ4KLaunch) {
   REQUIRE_GPU();
   std::mt19937 rng(93);
-  const int64_t K = 4096, Nq = 4096, Nv = 1024;
-  const auto wq = random_weights(rng, Type::Q4_K, K, Nq), wv = random_weights(rng, Type::Q6_K, K, Nv);
-  const auto x = random_floats(rng, K);
-  std::vector<double> rq, rv, mq, mv, xq, xv;
-  reference(wq, Type::Q4_K, x, K, Nq, 1, nullptr, rq, mq, xq);
-  reference(wv, Type::Q6_K, x, K, Nv, 1, nullptr, rv, mv, xv);
-  auto dq = upload(wq), dv = upload(regrouped(wv, K, Nv)), dx = upload(x);
-  auto yq = poisoned_f32(Nq), yv = poisoned_f32(Nv);
-  cuda::MatvecParams p{dq.get(), Type::Q4_K, dx.as<float>(), nullptr, yq.as<float>(), K, Nq, 1};
-  p.q6_kx8 = true;
-  p.siblings[0] = cuda::MatvecSibling{dv.get(), nullptr, yv.as<float>(), Nv, Type::Q6_K};
-  p.n_siblings = 1;
-  ASSERT_TRUE(cuda::matvec_fuses(p));
-  cuda::launch_matvec(p, nullptr);
-  std::vector<double> aq(Nq), av(Nv);
-  for (int64_t i = 0; i < Nq; ++i) aq[i] = 1e-5 * mq[i] + 1e-6;
-  for (int64_t i = 0; i < Nv; ++i) av[i] = 1e-5 * mv[i] + 1e-6;
-  EXPECT_TRUE(close("Q4_K main", download<float>(yq, Nq), rq, aq, 0.0));
-  EXPECT_TRUE(close("Q6_Kx8 sibling", download<float>(yv, Nv), rv, av, 0.0));
+  const int64_t Nq = 4096, Nv = 1024;
+  for (const int64_t K : {4096, 18432}) {
+    const auto wq = random_weights(rng, Type::Q4_K, K, Nq), wv = random_weights(rng, Type::Q6_K, K, Nv);
+    const auto x = random_floats(rng, K);
+    std::vector<double> rq, rv, mq, mv, xq, xv;
+    reference(wq, Type::Q4_K, x, K, Nq, 1, nullptr, rq, mq, xq);
+    reference(wv, Type::Q6_K, x, K, Nv, 1, nullptr, rv, mv, xv);
+    auto dq = upload(wq), dv = upload(regrouped(wv, K, Nv)), dx = upload(x);
+    auto yq = poisoned_f32(Nq), yv = poisoned_f32(Nv);
+    cuda::MatvecParams p{dq.get(), Type::Q4_K, dx.as<float>(), nullptr, yq.as<float>(), K, Nq, 1};
+    p.q6_kx8 = true;
+    p.siblings[0] = cuda::MatvecSibling{dv.get(), nullptr, yv.as<float>(), Nv, Type::Q6_K};
+    p.n_siblings = 1;
+    ASSERT_TRUE(cuda::matvec_fuses(p));
+    cuda::launch_matvec(p, nullptr);
+    std::vector<double> aq(Nq), av(Nv);
+    for (int64_t i = 0; i < Nq; ++i) aq[i] = 1e-5 * mq[i] + 1e-6;
+    for (int64_t i = 0; i < Nv; ++i) av[i] = 1e-5 * mv[i] + 1e-6;
+    EXPECT_TRUE(close("Q4_K main K=" + std::to_string(K), download<float>(yq, Nq), rq, aq, 0.0));
+    EXPECT_TRUE(close("Q6_Kx8 sibling K=" + std::to_string(K), download<float>(yv, Nv), rv, av, 0.0));
+  }
 }
 
 }  // namespace
