@@ -62,7 +62,7 @@ __device__ __forceinline__ void load16_fixed(const long long* p, float (&v)[16])
 // MatvecPostNorm's epilogue, called by every thread of every block after its rows of y are stored (ss: the
 // thread's sum of their squares): the block's sum into partials[block], then the last block to arrive (a counter,
 // as the split attention's merge) sums the partials in block order and writes out for all N rows.
-__device__ __forceinline__ void finish_post_norm(const MatvecPostNorm& pn, const float* y, int64_t N, float ss,
+__device__ __noinline__ void finish_post_norm(const MatvecPostNorm& pn, const float* y, int64_t N, float ss,
                                               int64_t block) {
   __shared__ float warp_ss[kMaxUnits / 32];
   __shared__ bool last;
@@ -297,9 +297,7 @@ __device__ __forceinline__ void load_runs(const float* runs, int n_slots, int64_
 // pass order). Why passes and not two units a thread at once: the raw words of R rows of a second unit in flight (and
 // its 20 words of x) would not fit beside the first in the 128 registers a 512-thread block allows. One-pass launches
 // (K <= 16384) run the instances without it, compiled as before (the same SASS).
-// kPostNorm: the MatvecPostNorm epilogue, an instance of its own so the others compile without it (with it as a run-
-// time branch and a call, 8B Q4_K_M tg128 fell from 442 to 308 tok/s on an H100).
-template <quant::Type T, int R, bool kAlt, bool kFixedX = false, bool kWide = false, bool kPostNorm = false>
+template <quant::Type T, int R, bool kAlt, bool kFixedX = false, bool kWide = false>
 __device__ __forceinline__ void matvec_i16_body(const MatvecParams& p, const Segments& sg, size_t row_bytes,
                                                 int64_t groups_per_block, int slices, int64_t block, int passes) {
   static_assert(!kAlt || T == quant::Type::Q6_K, "no alternative unit");
@@ -469,7 +467,7 @@ __device__ __forceinline__ void matvec_i16_body(const MatvecParams& p, const Seg
     return;
   }
   const int64_t rows = (g1 - g0) * R;
-  [[maybe_unused]] float ss = 0.0f;  // kPostNorm: this thread's share of the sum of squares
+  float ss = 0.0f;  // this thread's share of the post-norm's sum of squares
   for (int64_t i = threadIdx.x; i < rows; i += blockDim.x) {
     const int64_t g = g0 + i / R;
     const int s = segment_of(sg, g);
@@ -479,16 +477,15 @@ __device__ __forceinline__ void matvec_i16_body(const MatvecParams& p, const Seg
     if (sg.bias[s]) y += sg.bias[s][n];
     if (p.residual) y += p.residual[n];  // only without siblings (matvec_fuses)
     sg.y[s][n] = y;
-    if constexpr (kPostNorm) ss += y * y;
+    ss += y * y;
   }
-  if constexpr (kPostNorm) finish_post_norm(p.post_norm, sg.y[0], sg.N[0], ss, block);
+  if (p.post_norm.out) finish_post_norm(p.post_norm, sg.y[0], sg.N[0], ss, block);
 }
 
-template <quant::Type T, int R, bool kAlt, bool kFixedX = false, bool kWide = false, bool kPostNorm = false>
+template <quant::Type T, int R, bool kAlt, bool kFixedX = false, bool kWide = false>
 __global__ void __launch_bounds__(kMaxUnits, 1)
     matvec_i16_kernel(MatvecParams p, Segments sg, size_t row_bytes, int64_t groups_per_block, int slices, int passes) {
-  matvec_i16_body<T, R, kAlt, kFixedX, kWide, kPostNorm>(p, sg, row_bytes, groups_per_block, slices, blockIdx.x,
-                                                        passes);
+  matvec_i16_body<T, R, kAlt, kFixedX, kWide>(p, sg, row_bytes, groups_per_block, slices, blockIdx.x, passes);
 }
 
 // Siblings of two types in one launch (a Q4_K_M file's Q4_K q/k with its Q6_K v): blocks [0, blocks_a) run the
@@ -659,9 +656,9 @@ int wide_blocks_per_sm(Kernel kernel, const BlockShape& b, size_t part_bytes) {
   return bps > 0 ? bps : 1;
 }
 
-template <quant::Type T, int R, bool kAlt = false, bool kFixedX = false, bool kWide = false, bool kPostNorm = false>
+template <quant::Type T, int R, bool kAlt = false, bool kFixedX = false, bool kWide = false>
 void launch_i16(const MatvecParams& p, size_t rb, cudaStream_t stream) {
-  constexpr auto kernel = matvec_i16_kernel<T, R, kAlt, kFixedX, kWide, kPostNorm>;
+  constexpr auto kernel = matvec_i16_kernel<T, R, kAlt, kFixedX, kWide>;
   Segments sg = segments_of(p, T, R);
   if (p.swiglu_out) {  // gate first (swapped when it is the sibling)
     if (p.swiglu_gate_is_sibling)
@@ -736,11 +733,8 @@ void launch_i16_pair(const MatvecParams& p, cudaStream_t stream) {
 // The one-pass instances, or the wide ones for rows of more than kMaxUnits units.
 template <quant::Type T, int R, bool kAlt = false>
 void launch_i16_rows(const MatvecParams& p, size_t rb, cudaStream_t stream) {
-  const bool wide = p.K / 32 > kMaxUnits;
-  if (p.post_norm.out)
-    wide ? launch_i16<T, R, kAlt, false, true, true>(p, rb, stream) : launch_i16<T, R, kAlt, false, false, true>(p, rb, stream);
-  else
-    wide ? launch_i16<T, R, kAlt, false, true>(p, rb, stream) : launch_i16<T, R, kAlt>(p, rb, stream);
+  if (p.K / 32 > kMaxUnits) launch_i16<T, R, kAlt, false, true>(p, rb, stream);
+  else launch_i16<T, R, kAlt>(p, rb, stream);
 }
 template <quant::Type TA, int RA, quant::Type TB, int RB, bool kAltB = false>
 void launch_i16_pair_rows(const MatvecParams& p, cudaStream_t stream) {
