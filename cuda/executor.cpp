@@ -301,7 +301,7 @@ void Executor::lower_get_rows(const Node& n) {
 }
 
 void Executor::lower_rms_norm(const Node& n) {
-  if (lowering(n.id) != Lowering::Own) return;  // in its readers, its rope + KV launch, or its product's launch
+  if (lowering(n.id) == Lowering::InReaders || lowering(n.id) == Lowering::InRopeKv) return;
   RmsNormParams p{f32_in(n, 0), n.inputs.size() > 1 && n.inputs[1] != graph::kNoNode ? f32_in(n, 1) : nullptr,
                   f32_out(n), n.shape.ne[0], n.shape.rows(), ::std::get<graph::RmsNormParams>(n.params).eps};
   if (const auto it = norm_add_.find(n.id); it != norm_add_.end()) {  // fold_norm_add: the Add's value instead

@@ -202,16 +202,13 @@ class Executor {
   float* f32_out(const graph::Node& n) const;
   void launch_all(cudaStream_t s) const;
   // Fusions by kind, for the -v capture note (executor_fusion.cpp).
-  enum class Fusion {
-    Norm, Residual, Sibling, SwiGlu, RopeKv, RopeKvEpilogue, AttentionO, NormAdd, QkNorms, PostNorm, kCount
-  };
+  enum class Fusion { Norm, Residual, Sibling, SwiGlu, RopeKv, RopeKvEpilogue, AttentionO, NormAdd, QkNorms, kCount };
   // Fusions (executor_fusion.cpp), decided by plan_fusions in node order.
   MatvecParams matvec_params(const graph::Node& mulmat) const;
   bool norm_foldable(const graph::Node& norm) const;
   bool fold_norm(const graph::Node& norm);
   void fold_norm_add(const graph::Node& norm);
   void fold_qk_norms(const graph::Node& attention);
-  void fold_post_norm(const graph::Node& mulmat, MatvecParams& p);
   // The attention + o launch (executor_fusion.cpp): the o MulMat read by it, and the residual Add it computes.
   struct AttentionO {
     graph::NodeId mulmat = graph::kNoNode, add = graph::kNoNode;
@@ -262,7 +259,6 @@ class Executor {
   std::map<graph::NodeId, MatvecParams> matvecs_;  // MulMats launched as a matvec: their params, every fusion in
   std::map<graph::NodeId, AttentionO> attention_o_plan_;  // by Attention node: its attention + o launch (up front)
   std::map<graph::NodeId, graph::NodeId> norm_add_;  // by RmsNorm: the residual Add its launch writes (fold_norm_add)
-  DeviceBuffer post_norm_scratch_;  // MatvecPostNorm's partials and counter, shared by the launches (one at a time)
   // by Attention: its q and k norms, applied by its rope_kv launch (fold_qk_norms)
   std::map<graph::NodeId, ::std::pair<graph::NodeId, graph::NodeId>> qk_norms_;
   std::vector<unsigned long long*> fixed_acc_;     // Add nodes held in 64-bit fixed point: their accumulator

@@ -67,7 +67,6 @@ void Executor::plan_fusions() {
   for (const Node& n : g_.nodes()) {
     switch (n.op) {
       case Op::RmsNorm:
-        if (lowering(n.id) != Lowering::Own) break;  // the epilogue of its product's launch (fold_post_norm)
         if (!fold_norm(n)) fold_norm_add(n);
         break;
       case Op::MulMat: plan_mul_mat(n); break;
@@ -107,7 +106,6 @@ void Executor::plan_mul_mat(const Node& n) {
   fold_swiglu_epilogue(n, p);
   fold_rope_kv_epilogue(n, p);
   read_fixed_point_x(n, p);
-  fold_post_norm(n, p);
   matvecs_.emplace(n.id, p);
 }
 
@@ -182,38 +180,6 @@ void Executor::fold_norm_add(const Node& norm) {
   norm_add_[norm.id] = a.id;
   lowering_.at(size_t(a.id)) = Lowering::Epilogue;
   count_fusion(Fusion::NormAdd);
-}
-
-// A one-row product read only by an RmsNorm that a residual Add alone reads (Gemma's post-norms): the matvec
-// launch's last block writes residual + norm(y) w into the Add's slot (MatvecPostNorm), and neither the norm nor the
-// Add runs a launch. The Add's slot is then written at the product's step while y is still read, so no tensor alive
-// in between may share it (checked on the plan: y included), and the residual must hold its value there already.
-void Executor::fold_post_norm(const Node& m, MatvecParams& p) {
-  if (!opt_.fuse || p.n_siblings || p.residual || p.swiglu_out || p.rope_kv.q_out || p.x_fixed) return;
-  if (m.shape.rows() != 1 || users_.at(size_t(m.id)).size() != 1) return;
-  const Node& nrm = g_.node(users_.at(size_t(m.id))[0]);
-  if (nrm.op != Op::RmsNorm || nrm.inputs.at(0) != m.id || nrm.inputs.size() < 2 || nrm.inputs[1] == graph::kNoNode)
-    return;
-  if (plan_.last_use.at(size_t(nrm.id)) >= int32_t(g_.nodes().size()) || users_.at(size_t(nrm.id)).size() != 1) return;
-  const Node& a = g_.node(users_.at(size_t(nrm.id))[0]);
-  if (a.op != Op::Add || a.inputs.size() != 2 || a.inputs[0] == a.inputs[1]) return;
-  const NodeId other = a.inputs[0] == nrm.id ? a.inputs[1] : a.inputs[0];
-  if (g_.node(other).shape.elements() != m.shape.elements() || a.shape.elements() != m.shape.elements()) return;
-  if (!plan_.owns(a.id) || !slot_free_between(a.id, m.id, a.id, {nrm.id})) return;
-  const NodeId r = plan_.root.at(size_t(other));
-  if (r > m.id || (g_.node(r).op != Op::Weight && plan_.last_use.at(size_t(r)) < m.id)) return;
-  if (!post_norm_scratch_.get()) {  // partials, then the counter; zero once (the last block resets the counter)
-    post_norm_scratch_ = DeviceBuffer(size_t(kMaxPostNormBlocks) * 4 + 256);
-    CUDA_CHECK(cudaMemset(post_norm_scratch_.get(), 0, post_norm_scratch_.bytes()));
-  }
-  MatvecParams q = p;
-  q.post_norm = MatvecPostNorm{f32_in(nrm, 1), f32_in(a, a.inputs[0] == nrm.id ? 1 : 0), f32_out(a),
-                               ::std::get<graph::RmsNormParams>(nrm.params).eps, post_norm_scratch_.as<float>(),
-                               reinterpret_cast<unsigned*>(post_norm_scratch_.as<uint8_t>() + kMaxPostNormBlocks * 4)};
-  if (!matvec_fuses(q)) return;
-  p = q;
-  lowering_.at(size_t(nrm.id)) = lowering_.at(size_t(a.id)) = Lowering::Epilogue;
-  count_fusion(Fusion::PostNorm);
 }
 
 // True when no tensor other than slot_owner's own that is alive at some step in [from, to] shares its arena bytes;
@@ -463,8 +429,7 @@ size_t Executor::n_fused() const {
   static const char* const kNames[] = {"RMS norms into matvecs", "residual adds", "sibling matvecs",
                                        "SwiGLUs into gate/up", "rope pairs + KV write into attention",
                                        "rope pairs + KV write into q/k/v", "o projections with their attention",
-                                       "residual adds into RMS norms", "q/k norms into rope + KV write",
-                                       "RMS norms + residual adds into matvecs"};
+                                       "residual adds into RMS norms", "q/k norms into rope + KV write"};
   static_assert(sizeof(kNames) / sizeof(kNames[0]) == size_t(Fusion::kCount));
   ::std::string s;
   for (size_t k = 0; k < size_t(Fusion::kCount); ++k)

@@ -1,6 +1,5 @@
 #!/usr/bin/env bash
-# Architecture shapes (gemma3, phi3-family, the mixtures of experts) beside llama.cpp on the same files, in one device
-# call (issues 27 and 28's benchmarks): starts
+# gemma3 and phi3-family shapes beside llama.cpp on the same files, in one device call (issue 28's benchmarks): starts
 # llama.cpp's build detached first (.device/llama-cpp-build.sh, ../shared/anchors/README.md), makes the models with
 # `llm-run synth` (random weights of the real shapes, the preset's tensor types; the llama-bpe vocabulary), benches
 # llm-run, then llama-bench on the same files once its build is done. Results under $OUT, the table last.
@@ -9,7 +8,7 @@
 set -uo pipefail
 out=${OUT:-/tmp/out}
 mkdir -p "$out" /tmp/bin
-rm -rf /tmp/bin/* && tar xJf .device-bin/bins.tar.xz -C /tmp/bin  # a warm machine may hold another call's binaries
+[ -x /tmp/bin/llm-run ] || tar xJf .device-bin/bins.tar.xz -C /tmp/bin
 source .device/env.sh >/dev/null
 source "$(dirname "${BASH_SOURCE[0]}")/device-libs.sh"
 WAIT=0 .device/llama-cpp-build.sh >/dev/null 2>&1  # detached: it builds while the models are made

@@ -152,8 +152,7 @@ void launch_matvec(const MatvecParams& p, cudaStream_t stream) {
   if (p.q6_kx8) {  // only the int16 kernel reads the regrouped layouts: one launch per column
     MatvecParams c = p;
     c.T = 1;
-    LLM_REQUIRE(p.T == 1 || (!p.norm_w && !p.residual && !p.swiglu_out && p.n_siblings == 0 && !p.rope_kv.q_out &&
-                             !p.post_norm.out),
+    LLM_REQUIRE(p.T == 1 || (!p.norm_w && !p.residual && !p.swiglu_out && p.n_siblings == 0 && !p.rope_kv.q_out),
                 "regrouped weights: fusions need a single column");
     for (int64_t t = 0; t < p.T; ++t) {
       c.x = p.x + t * p.K, c.y = p.y + t * p.N;
@@ -163,8 +162,8 @@ void launch_matvec(const MatvecParams& p, cudaStream_t stream) {
     CUDA_CHECK_LAUNCH(stream);
     return;
   }
-  LLM_REQUIRE(!p.norm_w && !p.residual && !p.swiglu_out && p.n_siblings == 0 && !p.post_norm.out,
-              "norm / residual / sibling / post-norm fusion requested where matvec_fuses() is false");
+  LLM_REQUIRE(!p.norm_w && !p.residual && !p.swiglu_out && p.n_siblings == 0,
+              "norm / residual / sibling fusion requested where matvec_fuses() is false");
   LLM_REQUIRE(p.T <= 65535, "too many columns for one launch");
   LLM_REQUIRE(p.N <= int64_t(kRowsPerBlock) * 0x7fffffff, "too many rows");
   const size_t rb = quant::row_bytes(p.type, p.K);  // throws for K not a multiple of the block size

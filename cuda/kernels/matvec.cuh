@@ -47,20 +47,6 @@ struct MatvecRopeKv {
   KvPaging paging;               // a paged cache's block tables (kv_paging.cuh); none: slot = position
 };
 
-// An RMSNorm of the product and a residual add as the launch's epilogue (Gemma's post-norms before the residual
-// add): y is stored as usual, and the last block to finish writes out = residual + y / sqrt(mean(y^2) + eps) w
-// ([N]). Each block's sum of squares goes to partials[block], and the last block sums them in block order, so the
-// result does not depend on which block finished when. int16 kernel, one matrix, one column.
-struct MatvecPostNorm {
-  const float* w = nullptr;         // [N]
-  const float* residual = nullptr;  // [N]
-  float* out = nullptr;             // [N]; null: no post-norm
-  float eps = 0.0f;
-  float* partials = nullptr;        // [kMaxPostNormBlocks] scratch
-  unsigned* counter = nullptr;      // zero before the launch; the last block resets it
-};
-inline constexpr int kMaxPostNormBlocks = 4096;
-
 struct MatvecParams {
   const void* w = nullptr;     // [K, N]: N rows of K elements of `type`, quant::row_bytes(type, K) bytes apart
   quant::Type type = quant::Type::F32;
@@ -103,7 +89,6 @@ struct MatvecParams {
   // At most this many row slices sharing x in a block (1: one); tests lower it to cover the fewer-slice paths that
   // smaller devices and wider rows take.
   int max_slices = 4;
-  MatvecPostNorm post_norm = {};
 };
 
 // True when launch_matvec(p) takes the int16-activation kernel, which is also the one that can apply norm_w and

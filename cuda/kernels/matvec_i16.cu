@@ -59,41 +59,6 @@ __device__ __forceinline__ void load16_fixed(const long long* p, float (&v)[16])
   }
 }
 
-// MatvecPostNorm's epilogue, called by every thread of every block after its rows of y are stored (ss: the
-// thread's sum of their squares): the block's sum into partials[block], then the last block to arrive (a counter,
-// as the split attention's merge) sums the partials in block order and writes out for all N rows.
-__device__ __noinline__ void finish_post_norm(const MatvecPostNorm& pn, const float* y, int64_t N, float ss,
-                                              int64_t block) {
-  __shared__ float warp_ss[kMaxUnits / 32];
-  __shared__ bool last;
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, n_warps = int(blockDim.x) >> 5;
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
-  if (lane == 0) warp_ss[warp] = ss;
-  __syncthreads();  // also orders every thread's y stores before thread 0's fence
-  if (threadIdx.x == 0) {
-    float b = 0.0f;
-    for (int w = 0; w < n_warps; ++w) b += warp_ss[w];
-    pn.partials[block] = b;
-    __threadfence();
-    last = atomicAdd(pn.counter, 1u) == gridDim.x - 1;
-  }
-  __syncthreads();
-  if (!last) return;
-  __threadfence();
-  if (warp == 0) {  // the partials in block order: lane l sums blocks l, l + 32, ..., then a fixed butterfly
-    float t = 0.0f;
-    for (int64_t b = lane; b < gridDim.x; b += 32) t += __ldcg(pn.partials + b);
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) t += __shfl_xor_sync(0xffffffffu, t, o);
-    if (lane == 0) warp_ss[0] = t;
-  }
-  __syncthreads();
-  const float scale = rsqrtf(warp_ss[0] / float(N) + pn.eps);
-  for (int64_t n = threadIdx.x; n < N; n += blockDim.x) pn.out[n] = pn.residual[n] + __ldcg(y + n) * scale * pn.w[n];
-  if (threadIdx.x == 0) *pn.counter = 0u;  // every block has arrived: ready for the next launch
-}
-
 // Sum over the warp of each of the R values; lane (r * 32 / R) ends with row r's sum (R = 4: lanes 0, 8, 16, 24).
 template <int R>
 __device__ __forceinline__ float warp_sum_rows(float (&a)[R], int lane) {
@@ -467,7 +432,6 @@ __device__ __forceinline__ void matvec_i16_body(const MatvecParams& p, const Seg
     return;
   }
   const int64_t rows = (g1 - g0) * R;
-  float ss = 0.0f;  // this thread's share of the post-norm's sum of squares
   for (int64_t i = threadIdx.x; i < rows; i += blockDim.x) {
     const int64_t g = g0 + i / R;
     const int s = segment_of(sg, g);
@@ -477,9 +441,7 @@ __device__ __forceinline__ void matvec_i16_body(const MatvecParams& p, const Seg
     if (sg.bias[s]) y += sg.bias[s][n];
     if (p.residual) y += p.residual[n];  // only without siblings (matvec_fuses)
     sg.y[s][n] = y;
-    ss += y * y;
   }
-  if (p.post_norm.out) finish_post_norm(p.post_norm, sg.y[0], sg.N[0], ss, block);
 }
 
 template <quant::Type T, int R, bool kAlt, bool kFixedX = false, bool kWide = false>
@@ -689,7 +651,6 @@ void launch_i16(const MatvecParams& p, size_t rb, cudaStream_t stream) {
   const int64_t gpb = groups_per_block(n_groups, resident, b, R, part_bytes, p.swiglu_out != nullptr);
   const int64_t grid = (n_groups + gpb - 1) / gpb;
   LLM_REQUIRE(grid <= 0x7fffffff, "too many rows");
-  LLM_REQUIRE(!p.post_norm.out || grid <= kMaxPostNormBlocks, "post-norm: more blocks than its partials hold");
   const size_t smem = size_t(b.warps()) * size_t(gpb) * R * 4 + b.runs_bytes();
   launch_pdl(kernel, dim3(unsigned(grid)), dim3(unsigned(b.threads())), smem, stream, p, sg, rb, gpb, b.slices,
              b.passes);
@@ -793,10 +754,6 @@ bool matvec_fuses(const MatvecParams& p) {
   }
   if (p.swiglu_out && (p.n_siblings != 1 || p.siblings[0].type != p.type || p.siblings[0].N != p.N)) return false;
   if (p.rope_kv.q_out && !rope_kv_epilogue_fits(p)) return false;
-  // The post-norm reads the one matrix's whole y: no siblings, nothing else written instead of y.
-  if (p.post_norm.out && (p.n_siblings != 0 || p.residual || p.swiglu_out || p.rope_kv.q_out || p.x_fixed ||
-                          !p.post_norm.w || !p.post_norm.residual || !p.post_norm.partials || !p.post_norm.counter))
-    return false;
   return (p.x ? a(p.x) : a(p.x_fixed)) % 16 == 0 && (!p.norm_w || a(p.norm_w) % 16 == 0);
 }
 

@@ -1,7 +1,6 @@
 // Weight kernels against the CPU reference dequantizer + double-precision math, for every weight type:
 // decode matvec, dequantize-to-half, prefill GEMM (sliced and whole), get_rows.
 #include <algorithm>
-#include <cstring>
 
 #include "cuda/context.h"
 #include "cuda/kernels/gemm.cuh"
@@ -418,63 +417,6 @@ TEST(WeightKernels, MatvecSwiGluEpilogue) {
         // Neither product is stored.
         for (float v : download<float>(dunused, N)) ASSERT_TRUE(std::isnan(v)) << "a product was written";
       }
-}
-
-// The post-norm epilogue (MatvecPostNorm): y stored, and out = residual + y / sqrt(mean(y^2) + eps) w from the last
-// block; with the folded pre-norm too, for the int16 formats, rows of an odd block count (Gemma-3-12B's 3840), long
-// and wide rows (several passes). A second launch gives the same bits (the partials are summed in block order and
-// the counter was reset), and a launch with siblings is refused.
-TEST(WeightKernels, MatvecPostNormEpilogue) {
-  REQUIRE_GPU();
-  std::mt19937 rng(4242);
-  for (const Type type : {Type::Q4_K, Type::Q6_K, Type::Q4_0, Type::Q8_0})
-    for (const auto& [K, N] : {std::pair<int64_t, int64_t>{4096, 3840}, {3840, 2048}, {15360, 3840}, {17920, 5120}, {256, 5}}) {
-      if (K % quant::traits(type).block_elems) continue;
-      const auto w = random_weights(rng, type, K, N);
-      const auto x = random_floats(rng, K), nw = random_floats(rng, N, 0.5f, 1.5f), res = random_floats(rng, N);
-      const auto pre = random_floats(rng, K, 0.5f, 1.5f);
-      auto dw = upload(w), dx = upload(x), dn = upload(nw), dr = upload(res), dp = upload(pre);
-      auto dy = poisoned_f32(N), dout = poisoned_f32(N);
-      cuda::DeviceBuffer scratch(size_t(cuda::kMaxPostNormBlocks) * 4 + 256);
-      CUDA_CHECK(cudaMemset(scratch.get(), 0, scratch.bytes()));
-      cuda::MatvecParams p{dw.get(), type, dx.as<float>(), nullptr, dy.as<float>(), K, N, 1};
-      p.norm_w = dp.as<float>(), p.norm_eps = 1e-5f;
-      const float eps = 1e-6f;
-      p.post_norm = cuda::MatvecPostNorm{dn.as<float>(), dr.as<float>(), dout.as<float>(), eps, scratch.as<float>(),
-                                         reinterpret_cast<unsigned*>(scratch.as<uint8_t>() + cuda::kMaxPostNormBlocks * 4)};
-      ASSERT_TRUE(cuda::matvec_fuses(p)) << quant::type_name(type) << " K=" << K;
-      cuda::launch_matvec(p, nullptr);
-      const std::vector<float> xn = rms_normed(x, pre, 1e-5);
-      std::vector<double> y, mag, mx;
-      reference(w, type, xn, K, N, 1, nullptr, y, mag, mx);
-      const auto i16 = int16_bound(w, type, xn, K, N, 1);
-      std::vector<double> atol(static_cast<size_t>(N));
-      double ss = 0;
-      for (size_t n = 0; n < atol.size(); ++n) atol[n] = 1e-5 * mag[n] + i16[n] + 1e-6, ss += y[n] * y[n];
-      const std::string what = std::string(quant::type_name(type)) + " K=" + std::to_string(K) + " N=" + std::to_string(N);
-      EXPECT_TRUE(close("post-norm y " + what, download<float>(dy, N), y, atol, 0.0));
-      // out = r + y s w with s = 1 / sqrt(mean(y^2) + eps): errors e_n of y move s by a relative
-      // sum |y_n| e_n / sum y_n^2 at most (to first order), and out_n by s |w_n| (e_n + |y_n| that).
-      const double sc = 1.0 / std::sqrt(ss / double(N) + eps);
-      double dy_sum = 0;
-      for (int64_t n = 0; n < N; ++n) dy_sum += std::fabs(y[size_t(n)]) * atol[size_t(n)];
-      const double drel = dy_sum / (ss + double(N) * eps);
-      std::vector<double> out(static_cast<size_t>(N)), otol(static_cast<size_t>(N));
-      for (int64_t n = 0; n < N; ++n) {
-        out[size_t(n)] = res[size_t(n)] + y[size_t(n)] * sc * nw[size_t(n)];
-        otol[size_t(n)] = sc * nw[size_t(n)] * (atol[size_t(n)] + std::fabs(y[size_t(n)]) * drel) +
-                          1e-6 * std::fabs(out[size_t(n)]) + 1e-6;
-      }
-      const auto first = download<float>(dout, N);
-      EXPECT_TRUE(close("post-norm out " + what, first, out, otol, 0.0));
-      cuda::launch_matvec(p, nullptr);
-      const auto second = download<float>(dout, N);
-      EXPECT_EQ(0, std::memcmp(first.data(), second.data(), first.size() * 4)) << "post-norm not repeatable " << what;
-      cuda::MatvecParams q = p;
-      q.siblings[0] = cuda::MatvecParams::Sibling{dw.get(), nullptr, dy.as<float>(), N, type};
-      q.n_siblings = 1;
-      EXPECT_FALSE(cuda::matvec_fuses(q));
-    }
 }
 
 TEST_P(WeightKernels, DequantF16MatchesReference) {
