@@ -28,7 +28,7 @@ void add_run_flags(CLI::App& cmd, RunFlags& f) {
              throw CLI::ValidationError("--cache-type", "expected f16, q8_0 or q4_0, got '" + s + "'");
          },
          "KV cache element type: f16; q8_0 (half the bytes, for long contexts) or q4_0 (a bit over a quarter of the "
-         "bytes, larger rounding error), both with head_dim a multiple of 32, on a GPU 64 or 128")
+         "bytes, larger rounding error), both with head_dim a multiple of 32, on a GPU 64, 128 or 256")
       ->default_str("f16");
   cmd.add_flag("!--no-cuda-graph", f.session.cuda_graph, "Run the decode step with plain kernel launches");
 }

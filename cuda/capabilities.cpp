@@ -51,7 +51,7 @@ std::string node_refusal(const graph::Graph& g, const graph::Node& n) {
     case graph::Op::Attention: {
       const auto& a = std::get<graph::AttentionParams>(n.params);
       if (a.sinks && !kv_quant_supported(a.n_head, a.n_head_kv, a.head_dim, a.head_dim_v))
-        return "attention sinks of this head shape (the tensor-core kernels' head_dim 64 or 128 and 1, 2, 4 or 8 "
+        return "attention sinks of this head shape (the tensor-core kernels' head_dim 64, 128 or 256 and 1, 2, 4 or 8 "
                "query heads per KV head)";
       return a.window == 0 || window_supported(a.n_head, a.n_head_kv, a.head_dim, a.head_dim_v)
                  ? ""

@@ -1,23 +1,21 @@
 // Attention over the KV cache, by shape (a q8_0 or q4_0 cache: the two tensor-core kernels only, kv_quant_supported):
-// - batches of 16+ query tokens, head_dim 64/128: tiled tensor-core flash attention (attention_prefill.cu);
-// - otherwise head_dim 64/128 with query groups of 1/2/4/8: split-sequence attention on tensor cores
+// - batches of 16+ query tokens, head_dim 64/128/256: tiled tensor-core flash attention (attention_prefill.cu);
+// - otherwise head_dim 64/128/256 with query groups of 1/2/4/8: split-sequence attention on tensor cores
 //   (attention_split_tc.cu);
-// - what is left (head_dim 256, other groups, tiny heads): the split kernels here. Flash-decoding: the slots [0, pos]
-//   of a token are cut into at most max_splits splits whose length is chosen on the device from the token's position
-//   (so a captured decode step splits 100 slots and 16k slots alike into enough blocks, and blocks past the position
-//   exit at once); each split writes its partial online-softmax state {max, sum, acc[hd_v]}.
-//   - gqa kernel (head_dim = hd_v = 256; n_head / n_head_kv = 1, 2, 4 or 8): one block per (KV head,
-//     token, split) serves the whole query group, so each K/V row is read once per group (not once per query head);
-//     lanes own head_dim / 32 consecutive dimensions, warps take slots round-robin, two slots' rows in flight; the
-//     last block of a (KV head, token) to finish merges the splits (attention_splits.cuh).
-//   - per-head kernel (any even head_dim <= 256): one block per (query head, token, split), lanes over dimensions,
-//     then combine_kernel merges the splits.
+// - what is left (other groups, other head sizes, tiny heads; unaligned buffers): the per-head split kernel here,
+//   f16 only, no window or sinks. Flash-decoding: the slots [0, pos] of a token are cut into at most max_splits
+//   splits whose length is chosen on the device from the token's position (so a captured decode step splits 100
+//   slots and 16k slots alike into enough blocks, and blocks past the position exit at once); each split writes its
+//   partial online-softmax state {max, sum, acc[hd_v]}: one block per (query head, token, split), lanes over
+//   dimensions, then combine_kernel merges the splits. (Head_dim 256 had a GQA split kernel of its own here, one block
+//   per KV head with per-slot dot products and shuffle reductions; the tensor-core kernels replaced it: kernel
+//   notes, head_dim 256.)
 // The KV write: one thread per value of an f16 cache, one warp per 32-value block of a q8_0 or q4_0 cache
 // (kv_quant.cuh).
 // Paged caches (kv_paging.cuh): every kernel here maps a token's positions to slots through its block-table row (the
-// GQA and per-head kernels per slot, so any block size); padding tokens are skipped by the writers and get zero
-// outputs; launch_attention gives the prefill kernel the per-run tiles of prompt chunks and the split kernels the
-// other tokens.
+// per-head kernel per slot, so any block size); padding tokens are skipped by the writers and get zero outputs;
+// launch_attention gives the prefill kernel the per-run tiles of prompt chunks and the split kernels the other
+// tokens.
 #include "cuda/kernels/attention.cuh"
 
 #include <cuda_fp16.h>
@@ -77,121 +75,6 @@ __global__ void kv_write_quant_kernel(KvWriteParams p) {
     quantize_kv_block<KV>(p.v[(t * p.n_head_kv + h) * p.hd_v + b * 32 + lane], lane, p.v_cache, p.v_scales,
                           h * p.n_ctx + slot, p.hd_v, b);
   }
-}
-
-template <int D>
-struct HalfRow;  // D consecutive f16 values, one load (D = 8: head_dim 256 over 32 lanes)
-template <>
-struct HalfRow<8> {
-  using V = uint4;
-};
-
-template <int D>
-__device__ __forceinline__ void unpack_halves(const typename HalfRow<D>::V& v, float (&f)[D]) {
-  const __half2* h = reinterpret_cast<const __half2*>(&v);
-#pragma unroll
-  for (int i = 0; i < D / 2; ++i) {
-    const float2 x = __half22float2(h[i]);
-    f[2 * i] = x.x, f[2 * i + 1] = x.y;
-  }
-}
-
-// kPaged: an instance of its own (as the tensor-core split kernel's), so the one-sequence decode keeps its code.
-template <int G, int D, bool kPaged>
-__global__ void __launch_bounds__(kWarps * 32) attention_gqa_kernel(AttentionKernelParams p) {
-  constexpr int kUnroll = 2;
-  using Row = typename HalfRow<D>::V;
-  const int64_t kvh = blockIdx.x, t = blockIdx.y, s = blockIdx.z;
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  if (kPaged && split_block_skips(p, kvh, t, s, G, 32 * D)) return;
-  const int32_t* const table = kPaged ? kv_row(p.paging, t) : nullptr;  // null: slot = position
-  const int64_t pos = p.positions[t];
-  const int64_t len = split_len_at(pos, p.max_splits);
-  const int64_t begin = s * len;
-  if (begin > pos) return;  // the whole block: this split holds no slot
-  const int64_t end = min(begin + len, pos + 1);
-  const int64_t hd = 32 * D;
-  // A sliding-window layer reads only its window: a split wholly before it writes an empty partial state (m = -inf),
-  // which the merge weighs as nothing.
-  const int64_t from = p.window > 0 ? max(begin, pos - p.window + 1) : begin;
-
-  float q[G][D];
-#pragma unroll
-  for (int g = 0; g < G; ++g) {
-    const float* qh = p.q + (t * p.n_head + kvh * G + g) * hd + lane * D;
-#pragma unroll
-    for (int d = 0; d < D; ++d) q[g][d] = qh[d] * p.scale;
-  }
-  const Row* kc = reinterpret_cast<const Row*>(static_cast<const uint16_t*>(p.k_cache) + kvh * p.n_ctx * hd) + lane;
-  const Row* vc = reinterpret_cast<const Row*>(static_cast<const uint16_t*>(p.v_cache) + kvh * p.n_ctx * hd) + lane;
-  float m[G], l[G], acc[G][D];
-#pragma unroll
-  for (int g = 0; g < G; ++g) {
-    m[g] = -INFINITY, l[g] = 0.0f;
-#pragma unroll
-    for (int d = 0; d < D; ++d) acc[g][d] = 0.0f;
-  }
-  for (int64_t base = from + warp; base < end; base += kWarps * kUnroll) {
-    Row kr[kUnroll], vr[kUnroll];
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int64_t slot = base + u * kWarps;
-      if (slot < end) {
-        const int64_t at = kv_slot(table, p.paging.block_shift, slot) * 32;
-        kr[u] = __ldg(kc + at), vr[u] = __ldg(vc + at);
-      }
-    }
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      if (base + u * kWarps >= end) break;  // warp-uniform
-      float k[D], v[D];
-      unpack_halves<D>(kr[u], k);
-      unpack_halves<D>(vr[u], v);
-#pragma unroll
-      for (int g = 0; g < G; ++g) {
-        float dot = 0.0f;
-#pragma unroll
-        for (int d = 0; d < D; ++d) dot = fmaf(q[g][d], k[d], dot);
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, o);
-        const float m_new = fmaxf(m[g], dot);
-        const float corr = expf(m[g] - m_new);  // 0 on the first slot (m = -inf)
-        const float w = expf(dot - m_new);
-        l[g] = l[g] * corr + w;
-#pragma unroll
-        for (int d = 0; d < D; ++d) acc[g][d] = fmaf(acc[g][d], corr, w * v[d]);
-        m[g] = m_new;
-      }
-    }
-  }
-  // Merge the warps per query head, then write this split's partial state per head.
-  __shared__ float m_s[kWarps][G], l_s[kWarps][G];
-  __shared__ float acc_s[kWarps][G][32 * D];
-#pragma unroll
-  for (int g = 0; g < G; ++g) {
-    if (lane == 0) m_s[warp][g] = m[g], l_s[warp][g] = l[g];
-#pragma unroll
-    for (int d = 0; d < D; ++d) acc_s[warp][g][lane * D + d] = acc[g][d];
-  }
-  __syncthreads();
-  for (int i = threadIdx.x; i < G * hd; i += kWarps * 32) {
-    const int g = i / int(hd), d = i % int(hd);
-    float M = -INFINITY;
-#pragma unroll
-    for (int w = 0; w < kWarps; ++w) M = fmaxf(M, m_s[w][g]);
-    float L = 0.0f, a = 0.0f;
-#pragma unroll
-    for (int w = 0; w < kWarps; ++w) {
-      if (m_s[w][g] == -INFINITY) continue;
-      const float e = expf(m_s[w][g] - M);
-      L += l_s[w][g] * e, a += acc_s[w][g][d] * e;
-    }
-    float* out = p.partial + ((t * p.n_head + kvh * G + g) * p.max_splits + s) * (hd + 2);
-    if (d == 0) out[0] = M, out[1] = L;
-    out[2 + d] = a;
-  }
-  const int n_active = int((pos + len) / len);
-  if (last_split_block(p, kvh, t, n_active, hd)) merge_splits<G>(p, kvh, t, n_active, hd);
 }
 
 __global__ void __launch_bounds__(kWarps * 32) attention_split_kernel(AttentionKernelParams p) {
@@ -301,7 +184,8 @@ int32_t attention_max_splits(int64_t n_ctx, int64_t n_head_kv, int64_t T, int sm
   // About 2 blocks per SM for the (KV head, token) pairs of a step, never more splits than kMinSplit-slot pieces.
   // Not the 3 the tensor-core split kernel could hold: every split adds to the merge (one block per KV head reading
   // all splits' partials), and at 16k context 2 per SM decode 3% faster than 3 (8B, H100; 1 per SM ties with 2;
-  // with a q4_0 cache 3 and 4 per SM measured 6-7% slower).
+  // with a q4_0 cache 3 and 4 per SM measured 6-7% slower). Head_dim 256's blocks are sized so that two fit as well
+  // (one f16 stage, the carveout for two; attention_split_tc.cu), so the same count serves every head size.
   const int64_t rows = ::std::max<int64_t>(1, n_head_kv * T);
   const int64_t want = (2 * int64_t(::std::max(sm_count, 1)) + rows - 1) / rows;
   const int64_t cap = ::std::max<int64_t>(1, (n_ctx + kMinSplit - 1) / kMinSplit);
@@ -311,25 +195,16 @@ int32_t attention_max_splits(int64_t n_ctx, int64_t n_head_kv, int64_t T, int sm
 bool kv_quant_supported(int64_t n_head, int64_t n_head_kv, int64_t hd, int64_t hd_v) {
   if (n_head <= 0 || n_head_kv <= 0 || n_head % n_head_kv != 0) return false;
   const int64_t G = n_head / n_head_kv;
-  return hd == hd_v && (hd == 64 || hd == 128) && (G == 1 || G == 2 || G == 4 || G == 8);
+  return hd == hd_v && (hd == 64 || hd == 128 || hd == 256) && (G == 1 || G == 2 || G == 4 || G == 8);
 }
-
-namespace {
-// The GQA split kernel's groups (head_dim 256 goes to it).
-bool gqa_group(int64_t n_head, int64_t n_head_kv) {
-  if (n_head <= 0 || n_head_kv <= 0 || n_head % n_head_kv != 0) return false;
-  const int64_t G = n_head / n_head_kv;
-  return G == 1 || G == 2 || G == 4 || G == 8;
-}
-}  // namespace
 
 bool window_supported(int64_t n_head, int64_t n_head_kv, int64_t hd, int64_t hd_v) {
-  return kv_quant_supported(n_head, n_head_kv, hd, hd_v) || (hd == 256 && hd_v == 256 && gqa_group(n_head, n_head_kv));
+  return kv_quant_supported(n_head, n_head_kv, hd, hd_v);
 }
 
 ::std::string kv_quant_refusal(graph::KvType type, int64_t n_head, int64_t n_head_kv, int64_t hd, int64_t hd_v) {
   return ::std::string("a ") + graph::kv_type_name(type) +
-         " KV cache on the GPU needs head_dim 64 or 128 (K and V alike) and n_head / n_head_kv of 1, 2, 4 or 8; "
+         " KV cache on the GPU needs head_dim 64, 128 or 256 (K and V alike) and n_head / n_head_kv of 1, 2, 4 or 8; "
          "got head_dim " + ::std::to_string(hd) + "/" + ::std::to_string(hd_v) + " and " + ::std::to_string(n_head) +
          "/" + ::std::to_string(n_head_kv) + " heads";
 }
@@ -378,33 +253,10 @@ void launch_split(const AttentionKernelParams& p, cudaStream_t stream) {
   }
   LLM_REQUIRE(!p.sinks, "attention sinks: the tensor-core split kernel needs 16-byte aligned caches, 8-byte aligned "
                         "q and max_splits <= 256");
+  // Sliding windows: the tensor-core kernels alone implement them (head_dim 256: every Gemma 3).
+  LLM_REQUIRE(p.window == 0, "sliding-window attention needs head_dim 64, 128 or 256, 1, 2, 4 or 8 query heads per KV "
+                             "head, 16-byte aligned caches, 8-byte aligned q and max_splits <= 256");
   const dim3 block(kWarps * 32);
-  const int G = int(p.n_head / p.n_head_kv);
-  // Head_dim 64 and 128 with these groups went to the tensor-core kernel above; the GQA kernel serves 256.
-  const bool gqa = p.hd == 256 && p.hd_v == 256 && gqa_group(p.n_head, p.n_head_kv) && p.max_splits <= kMaxSplitsGqa;
-  // Sliding windows: the tensor-core kernels above and the GQA kernel (head_dim 256: every Gemma 3) implement them.
-  LLM_REQUIRE(p.window == 0 || gqa,
-              "sliding-window attention needs head_dim 64, 128 or 256 and 1, 2, 4 or 8 query heads per KV head");
-  if (gqa) {
-    const dim3 grid(unsigned(p.n_head_kv), unsigned(p.T), unsigned(p.max_splits));
-    if (p.paging.block_table) {
-      switch (G) {
-        case 1: attention_gqa_kernel<1, 8, true><<<grid, block, 0, stream>>>(p); break;
-        case 2: attention_gqa_kernel<2, 8, true><<<grid, block, 0, stream>>>(p); break;
-        case 4: attention_gqa_kernel<4, 8, true><<<grid, block, 0, stream>>>(p); break;
-        default: attention_gqa_kernel<8, 8, true><<<grid, block, 0, stream>>>(p); break;
-      }
-    } else {
-      switch (G) {
-        case 1: attention_gqa_kernel<1, 8, false><<<grid, block, 0, stream>>>(p); break;
-        case 2: attention_gqa_kernel<2, 8, false><<<grid, block, 0, stream>>>(p); break;
-        case 4: attention_gqa_kernel<4, 8, false><<<grid, block, 0, stream>>>(p); break;
-        default: attention_gqa_kernel<8, 8, false><<<grid, block, 0, stream>>>(p); break;
-      }
-    }
-    CUDA_CHECK_LAUNCH(stream);
-    return;  // the kernel merged its splits itself
-  }
   attention_split_kernel<<<dim3(unsigned(p.n_head), unsigned(p.T), unsigned(p.max_splits)), block, 0, stream>>>(p);
   CUDA_CHECK_LAUNCH(stream);
   attention_combine_kernel<<<dim3(unsigned(p.n_head), unsigned(p.T)), 128, 0, stream>>>(p);
@@ -423,7 +275,7 @@ void launch_attention(const AttentionKernelParams& p, cudaStream_t stream) {
   LLM_REQUIRE(p.window >= 0, "negative window");
   LLM_REQUIRE(!p.paging.block_table || (p.paging.kv_seq && p.paging.max_blocks > 0), "paged: null kv_seq");
   LLM_REQUIRE(!p.sinks || kv_quant_supported(p.n_head, p.n_head_kv, p.hd, p.hd_v),
-              "attention sinks need the tensor-core kernels' shapes (head_dim 64 or 128, 1, 2, 4 or 8 query heads "
+              "attention sinks need the tensor-core kernels' shapes (head_dim 64, 128 or 256, 1, 2, 4 or 8 query heads "
               "per KV head)");
   if (graph::kv_quantized(p.kv_type)) {
     const ::std::string name = graph::kv_type_name(p.kv_type);

@@ -6,8 +6,8 @@
 // 32 values along the head dimension, scales [head_dim / 32, n_ctx, n_head_kv] (value = q * scale; GGUF Q8_0
 // rounding, graph/ir.h); or q4_0, half a byte per value ([head_dim / 2, n_ctx, n_head_kv] bytes, each 32-value block
 // as GGUF Q4_0's 16 quant bytes: kv_q4_0.cuh) beside the same scales. The quantized caches are read by the two
-// tensor-core kernels only (head_dim = hd_v = 64 or 128; the split kernel's groups 1/2/4/8): kv_quant_supported says
-// which shapes, and launch_attention refuses the others.
+// tensor-core kernels only (head_dim = hd_v = 64, 128 or 256; the split kernel's groups 1/2/4/8): kv_quant_supported
+// says which shapes, and launch_attention refuses the others.
 // A paged cache (KvPaging, kv_paging.cuh) keeps the layout with n_ctx the pool's slots; every writer and reader maps a
 // token's positions to slots through its block-table row, position -1 is padding (nothing written, a zero output),
 // and a batch may hold several sequences: launch_attention runs the prefill kernel over per-run query tiles of one
@@ -77,11 +77,10 @@ struct AttentionKernelParams {
   int32_t max_tiles = 0;
 };
 
-// Whether the attention kernels read a quantized (q8_0, q4_0) cache of this shape (head_dim = hd_v = 64 or 128,
+// Whether the attention kernels read a quantized (q8_0, q4_0) cache of this shape (head_dim = hd_v = 64, 128 or 256,
 // n_head / n_head_kv 1, 2, 4 or 8); the executor refuses other shapes with a message before any launch.
 bool kv_quant_supported(int64_t n_head, int64_t n_head_kv, int64_t hd, int64_t hd_v);
-// Whether a kernel masks a sliding window for this shape: the tensor-core kernels' shapes (kv_quant_supported) and the
-// GQA split kernel's (head_dim = hd_v = 256, n_head / n_head_kv 1, 2, 4 or 8).
+// Whether a kernel masks a sliding window for this shape: the tensor-core kernels' shapes (kv_quant_supported).
 bool window_supported(int64_t n_head, int64_t n_head_kv, int64_t hd, int64_t hd_v);
 // The refusal for a shape kv_quant_supported rejects: what is needed and what this shape has (for error messages).
 ::std::string kv_quant_refusal(graph::KvType type, int64_t n_head, int64_t n_head_kv, int64_t hd, int64_t hd_v);

@@ -10,7 +10,7 @@ namespace cuda {
 // through splits of the sequence, not through query tiles.
 inline constexpr int64_t kPrefillMinTokens = 16;
 
-// T >= kPrefillMinTokens, head_dim = hd_v = 64 or 128, whole query groups, 16-byte aligned caches (q8_0:
+// T >= kPrefillMinTokens, head_dim = hd_v = 64, 128 or 256, whole query groups, 16-byte aligned caches (q8_0:
 // 16-byte aligned quants, 2-byte aligned scales).
 bool attention_prefill_applies(const AttentionKernelParams& p);
 void launch_attention_prefill(const AttentionKernelParams& p, cudaStream_t stream);

@@ -9,6 +9,11 @@
 // splits (attention_splits.cuh). Why: the GQA kernel's per-slot chain of G shuffle reductions held a 16k-context
 // decode at about a third of the memory bandwidth; here a slot costs two tensor-core products per warp and the loads
 // are what remains. Rounding as the prefill kernel: Q x scale and P enter the products as f16.
+// Head_dim 256 (Gemma 3) takes the products the other way round: a warp's 16 slots are the mma's 16 rows and the
+// G <= 8 query heads its 8 columns (S^T = K Q^T, O^T += V^T P^T, P^T from S^T by movmatrix), so no row is padding:
+// half the products of the query-row form, Q in 32 registers instead of 64 (half of them zeros) and O^T in 64
+// instead of 128, which is what lets the loop fit in registers at all (the query-row form needed 235-255 and spilled
+// in the quantized kernel). 64 and 128 keep the query-row form.
 // A q8_0 or q4_0 cache (attention_split_tc_quant_kernel): the same tiles and products, but each warp copies its own
 // 16 slots of quantized K and V and their scales (two stages, cp.async); K goes from that ring straight into the
 // QK^T fragments, its scales applied after the products (qk_8slots_quant; 8B shape at 16k, one layer: q4_0 18.0 ->
@@ -39,7 +44,26 @@ constexpr int kThreads = 128;  // four warps
 template <int HD>
 constexpr int row_stride() { return HD + 8; }  // halves: 16-byte rows, conflict-free fragment reads
 
-// Two stages of (K tile, V tile): the next tile's cp.async copies are in flight while this one is computed.
+// Whether the products take slots as rows (head_dim 256, above) or query heads (64, 128).
+template <int HD>
+constexpr bool slot_rows() { return HD == 256; }
+// A thread's O fragments: query-row form [HD / 8][4] (rows g and g + 8 of each 16 x 8 block of O, the second all
+// padding), slot-row form [HD / 16][4] (dimensions g and g + 8, heads 2 tg and 2 tg + 1 of a 16 x 8 block of O^T).
+template <int HD>
+using OFrags = float[slot_rows<HD>() ? HD / 16 : HD / 8][4];
+// Blocks a SM the launch bounds ask ptxas for: head_dim 256 two (up to 255 registers), which lets it take the
+// registers it needs (left to itself it stops at 168 and spills a few bytes); 0 leaves 64 and 128 to ptxas as
+// before.
+template <int HD>
+constexpr int kMinBlocks = HD == 256 ? 2 : 0;
+// Q's fragments: the A operand's four registers a 16-dimension chunk (two of them zero), or the B operand's two.
+template <int HD>
+constexpr int q_regs() { return slot_rows<HD>() ? 2 : 4; }
+
+// Two stages of (K tile, V tile): the next tile's cp.async copies are in flight while this one is computed. At head_dim
+// 256 that is 135 KB, one block a SM where the grid is sized for two (attention_max_splits); one stage (67.6 KB, two
+// blocks a SM) measured 2% faster at 16k but 9-11% slower at 1k and in a 1024-slot window (kernel notes), and five of
+// Gemma 3's six layers are such windows.
 template <int HD>
 constexpr size_t smem_bytes() { return size_t(2) * 2 * kTile * row_stride<HD>() * sizeof(uint16_t); }
 
@@ -68,10 +92,12 @@ __device__ __forceinline__ int active_splits(int64_t n_tiles, int32_t max_splits
 
 // Q x scale as the A operand: row g is head kvh G + g (rows >= G and rows g + 8 are zero). Chunk kc's fragment
 // positions (2 tg, 2 tg + 1) hold dimensions 16 kc + 2 tg + (0, 1) and (2 tg + 8, 2 tg + 9) 16 kc + 2 tg + (8, 9);
-// in kQuantOrder (qk_8slots_quant's) 16 kc + 4 tg + (0, 2) and 16 kc + 4 tg + (1, 3).
-template <int HD, int G, bool kQuantOrder = false>
+// in kQuantOrder (qk_8slots_quant's) 16 kc + 4 tg + (0, 2) and 16 kc + 4 tg + (1, 3). In the slot-row form (R = 2)
+// the same two registers a chunk are the B operand's: column g is head kvh G + g.
+template <int HD, int G, bool kQuantOrder = false, int R>
 __device__ __forceinline__ void load_q(const AttentionKernelParams& p, int64_t t, int64_t kvh, int g, int tg,
-                                       uint32_t (&qf)[HD / 16][4]) {
+                                       uint32_t (&qf)[HD / 16][R]) {
+  static_assert(R == 4 || R == 2, "A or B fragments");
   const bool in = g < G;
   const float* q = p.q + (t * p.n_head + kvh * G + (in ? g : 0)) * HD + tg * (kQuantOrder ? 4 : 2);
 #pragma unroll
@@ -81,9 +107,13 @@ __device__ __forceinline__ void load_q(const AttentionKernelParams& p, int64_t t
         in ? *reinterpret_cast<const float2*>(q + kc * 16 + (kQuantOrder ? 2 : 8)) : make_float2(0.f, 0.f);
     const float2 lo = kQuantOrder ? make_float2(a.x, b.x) : a, hi = kQuantOrder ? make_float2(a.y, b.y) : b;
     qf[kc][0] = mma::pack_half2(lo.x * p.scale, lo.y * p.scale);
-    qf[kc][1] = 0u;
-    qf[kc][2] = mma::pack_half2(hi.x * p.scale, hi.y * p.scale);
-    qf[kc][3] = 0u;
+    if constexpr (R == 4) {
+      qf[kc][1] = 0u;
+      qf[kc][2] = mma::pack_half2(hi.x * p.scale, hi.y * p.scale);
+      qf[kc][3] = 0u;
+    } else {
+      qf[kc][1] = mma::pack_half2(hi.x * p.scale, hi.y * p.scale);
+    }
   }
 }
 
@@ -135,6 +165,47 @@ __device__ __forceinline__ void attend_16slots(const uint32_t (&qf)[HD / 16][4],
     mma::qk_8slots<HD>(s[j], qf, ks + j * 8 * ld, ld, lane);
   }
   softmax_pv_16slots<HD>(s, vs, ld, w0, start, end, lane, m, l, o);
+}
+
+// Slot-row form: the same for a warp's 16 slots given st = S^T (values 0, 1: slot w0 + g, heads 2 tg, 2 tg + 1;
+// 2, 3: slot w0 + g + 8), the online softmax of heads 2 tg and 2 tg + 1 (m, l: their running maxima and this
+// thread's parts of their sums), O^T += V^T P^T.
+template <int HD>
+__device__ __forceinline__ void softmax_pv_16slots_t(float (&st)[4], const uint16_t* vs, int ld, int64_t w0,
+                                                     int64_t start, int64_t end, int lane, float (&m)[2],
+                                                     float (&l)[2], float (&o)[HD / 16][4]) {
+  const int64_t a = w0 + (lane >> 2);
+  if (a >= end || a < start) st[0] = st[1] = -INFINITY;
+  if (a + 8 >= end || a + 8 < start) st[2] = st[3] = -INFINITY;
+  float mx[2] = {fmaxf(st[0], st[2]), fmaxf(st[1], st[3])};
+#pragma unroll
+  for (int h = 0; h < 2; ++h)
+#pragma unroll
+    for (int x = 4; x < 32; x <<= 1) mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], x));
+  float c[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const float mn = fmaxf(m[h], mx[h]);  // finite: some slot of [w0, w0 + 16) lies in [start, end)
+    c[h] = exp2f((m[h] - mn) * kLog2e);
+    m[h] = mn;
+    st[h] = exp2f((st[h] - mn) * kLog2e), st[h + 2] = exp2f((st[h + 2] - mn) * kLog2e);
+    l[h] = l[h] * c[h] + st[h] + st[h + 2];
+  }
+#pragma unroll
+  for (int n = 0; n < HD / 16; ++n) o[n][0] *= c[0], o[n][1] *= c[1], o[n][2] *= c[0], o[n][3] *= c[1];
+  // P^T's B registers: the two 8 x 8 blocks of P (slots g, g + 8 by heads 2 tg..) transposed.
+  const uint32_t b[2] = {mma::movmatrix_trans(mma::pack_half2(st[0], st[1])),
+                         mma::movmatrix_trans(mma::pack_half2(st[2], st[3]))};
+  mma::pv_16slots_t<HD>(o, b, vs, ld, lane);
+}
+
+template <int HD>
+__device__ __forceinline__ void attend_16slots_t(const uint32_t (&qb)[HD / 16][2], const uint16_t* ks,
+                                                 const uint16_t* vs, int ld, int64_t w0, int64_t start, int64_t end,
+                                                 int lane, float (&m)[2], float (&l)[2], float (&o)[HD / 16][4]) {
+  float st[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  mma::kq_16slots<HD>(st, qb, ks, ld, lane);
+  softmax_pv_16slots_t<HD>(st, vs, ld, w0, start, end, lane, m, l, o);
 }
 
 // Block b of a quantized K row as this lane's B registers of the block's two 16-dimension chunks (f[0], f[1]: chunk
@@ -201,22 +272,72 @@ __device__ __forceinline__ void qk_8slots_quant(float (&s)[4], const uint32_t (&
   }
 }
 
+// Slot-row form: S^T of a warp's 16 slots (K the A operand: rows g and g + 8 of the ring, their blocks' fragments as
+// in qk_8slots_quant, each block's product scaled by its two rows' scales). kq, ksc: the 16 slots' rows and scales.
+template <int HD, graph::KvType KV>
+__device__ __forceinline__ void kq_16slots_quant(float (&st)[4], const uint32_t (&qb)[HD / 16][2], const int8_t* kq,
+                                                 const uint16_t* ksc, int lane) {
+  constexpr int kBlocks = HD / 32, kRowBytes = int(kv_row_bytes<KV>(HD));
+  const int g = lane >> 2, tg = lane & 3;
+  __half2 sc[2][kBlocks / 2];  // rows g and g + 8
+#pragma unroll
+  for (int r = 0; r < 2; ++r)
+#pragma unroll
+    for (int i = 0; i < kBlocks / 2; ++i)
+      sc[r][i] = *reinterpret_cast<const __half2*>(ksc + (g + 8 * r) * kBlocks + 2 * i);
+  const uint8_t* row = reinterpret_cast<const uint8_t*>(kq) + g * kRowBytes + 4 * tg;
+#pragma unroll
+  for (int b = 0; b < kBlocks; ++b) {
+    uint32_t f0[4], f1[4];
+    k_block_fragments<KV>(row, b, f0);
+    k_block_fragments<KV>(row + 8 * kRowBytes, b, f1);
+    const uint32_t lo[4] = {f0[0], f1[0], f0[1], f1[1]}, hi[4] = {f0[2], f1[2], f0[3], f1[3]};
+    float a[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    mma::m16n8k16(a, lo, qb[2 * b][0], qb[2 * b][1]);
+    mma::m16n8k16(a, hi, qb[2 * b + 1][0], qb[2 * b + 1][1]);
+    const float2 d0 = __half22float2(sc[0][b / 2]), d1 = __half22float2(sc[1][b / 2]);
+    const float e0 = b % 2 ? d0.y : d0.x, e1 = b % 2 ? d1.y : d1.x;
+    st[0] = fmaf(e0, a[0], st[0]), st[1] = fmaf(e0, a[1], st[1]);
+    st[2] = fmaf(e1, a[2], st[2]), st[3] = fmaf(e1, a[3], st[3]);
+  }
+}
+
 // After the loop: the four warps' states of each head, merged into this split's partial {max, sum, acc} (with one
-// split, the result itself), then the splits merged by the last block. o_s: shared floats that no thread reads any
-// more, warp w's [G][HD] block at o_s + w * warp_stride. Every thread of the block must call it.
-template <int HD, int G>
+// split, the result itself), then the splits merged by the last block. Query-row form: m, l are row g's running max
+// and this thread's part of its sum; slot-row form (m, l: float[2]): heads 2 tg and 2 tg + 1's (m the same in every
+// lane of a column). o_s: shared floats that no thread reads any more, warp w's [G][HD] block at o_s + w *
+// warp_stride. Every thread of the block must call it.
+template <int HD, int G, class State>
 __device__ __forceinline__ void finish_split(const AttentionKernelParams& p, int64_t kvh, int64_t t, int64_t split,
-                                             int n_active, float m, float l, const float (&o)[HD / 8][4],
-                                             float* o_s, int warp_stride) {
+                                             int n_active, State& m, State& l, const OFrags<HD>& o, float* o_s,
+                                             int warp_stride) {
   __shared__ float m_s[4][G], l_s[4][G];
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, tg = lane & 3;
-  l += __shfl_xor_sync(0xffffffffu, l, 1);
-  l += __shfl_xor_sync(0xffffffffu, l, 2);
-  if (g < G) {
-    if (tg == 0) m_s[warp][g] = m, l_s[warp][g] = l;
+  if constexpr (slot_rows<HD>()) {
 #pragma unroll
-    for (int n = 0; n < HD / 8; ++n)
-      *reinterpret_cast<float2*>(o_s + warp * warp_stride + g * HD + n * 8 + tg * 2) = make_float2(o[n][0], o[n][1]);
+    for (int h = 0; h < 2; ++h)
+#pragma unroll
+      for (int x = 4; x < 32; x <<= 1) l[h] += __shfl_xor_sync(0xffffffffu, l[h], x);
+    float* const ow = o_s + warp * warp_stride;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int head = 2 * tg + h;
+      if (head >= G) continue;
+      if (g == 0) m_s[warp][head] = m[h], l_s[warp][head] = l[h];
+#pragma unroll
+      for (int n = 0; n < HD / 16; ++n)
+        ow[head * HD + n * 16 + g] = o[n][h], ow[head * HD + n * 16 + g + 8] = o[n][h + 2];
+    }
+  } else {
+    l += __shfl_xor_sync(0xffffffffu, l, 1);
+    l += __shfl_xor_sync(0xffffffffu, l, 2);
+    if (g < G) {
+      if (tg == 0) m_s[warp][g] = m, l_s[warp][g] = l;
+#pragma unroll
+      for (int n = 0; n < HD / 8; ++n)
+        *reinterpret_cast<float2*>(o_s + warp * warp_stride + g * HD + n * 8 + tg * 2) =
+            make_float2(o[n][0], o[n][1]);
+    }
   }
   __syncthreads();
   for (int i = tid; i < G * HD; i += kThreads) {  // n_active == 1: the result itself, no partial
@@ -250,7 +371,7 @@ __device__ __forceinline__ void finish_split(const AttentionKernelParams& p, int
 }
 
 template <int HD, int G, bool kPaged>
-__global__ void __launch_bounds__(kThreads) attention_split_tc_kernel(AttentionKernelParams p) {
+__global__ void __launch_bounds__(kThreads, kMinBlocks<HD>) attention_split_tc_kernel(AttentionKernelParams p) {
   constexpr int kLd = row_stride<HD>();
   // After the last tile the same bytes hold the warps' outputs for the merge (4 x G x HD floats).
   extern __shared__ __align__(16) uint16_t tiles[];
@@ -297,12 +418,14 @@ __global__ void __launch_bounds__(kThreads) attention_split_tc_kernel(AttentionK
   };
   issue(begin, 0);
   // q after the first tile's copies are in flight: its loads overlap theirs.
-  uint32_t qf[HD / 16][4];
+  constexpr bool kSlotRows = slot_rows<HD>();
+  uint32_t qf[HD / 16][q_regs<HD>()];
   load_q<HD, G>(p, t, kvh, g, tg, qf);
-  float o[HD / 8][4];
+  OFrags<HD> o;
 #pragma unroll
-  for (int n = 0; n < HD / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
-  float m = -INFINITY, l = 0.0f;  // row g's running max and this thread's part of its sum
+  for (auto& f : o) f[0] = f[1] = f[2] = f[3] = 0.0f;
+  // Query-row form: row g's running max and this thread's part of its sum; slot-row form: heads 2 tg and 2 tg + 1's.
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
   int stage = 0;
   for (int64_t n0 = begin; n0 < end; n0 += stride, stage ^= 1) {
     if (n0 + stride < end) {
@@ -315,16 +438,23 @@ __global__ void __launch_bounds__(kThreads) attention_split_tc_kernel(AttentionK
     const uint16_t* ks = tiles + stage * 2 * kTile * kLd;
     const uint16_t* vs = ks + kTile * kLd;
     const int64_t w0 = n0 + warp * 16;  // this warp's 16 slots
-    if (w0 < end && w0 + 16 > start)  // warp-uniform: a warp past the split or before the window idles this tile
-      attend_16slots<HD>(qf, ks + warp * 16 * kLd, vs + warp * 16 * kLd, kLd, w0, start, end, lane, m, l, o);
+    if (w0 < end && w0 + 16 > start) {  // warp-uniform: a warp past the split or before the window idles this tile
+      if constexpr (kSlotRows)
+        attend_16slots_t<HD>(qf, ks + warp * 16 * kLd, vs + warp * 16 * kLd, kLd, w0, start, end, lane, m, l, o);
+      else
+        attend_16slots<HD>(qf, ks + warp * 16 * kLd, vs + warp * 16 * kLd, kLd, w0, start, end, lane, m[0], l[0], o);
+    }
     __syncthreads();  // this stage is read before the next iteration refills it
   }
   // The loop's last barrier freed the tiles: they hold the warps' outputs [warp][G][HD] for the merge.
-  finish_split<HD, G>(p, kvh, t, split, n_active, m, l, o, reinterpret_cast<float*>(tiles), G * HD);
+  if constexpr (kSlotRows)
+    finish_split<HD, G>(p, kvh, t, split, n_active, m, l, o, reinterpret_cast<float*>(tiles), G * HD);
+  else
+    finish_split<HD, G>(p, kvh, t, split, n_active, m[0], l[0], o, reinterpret_cast<float*>(tiles), G * HD);
 }
 
 template <int HD, int G, int S, graph::KvType KV, bool kPaged>
-__global__ void __launch_bounds__(kThreads) attention_split_tc_quant_kernel(AttentionKernelParams p) {
+__global__ void __launch_bounds__(kThreads, kMinBlocks<HD>) attention_split_tc_quant_kernel(AttentionKernelParams p) {
   using L = QuantLayout<KV, HD, S>;
   constexpr int kRowBytes = L::kRowBytes;
   constexpr int kLd = row_stride<HD>(), kBlocks = HD / 32;  // scales per slot
@@ -416,12 +546,13 @@ __global__ void __launch_bounds__(kThreads) attention_split_tc_quant_kernel(Atte
 #pragma unroll
   for (int k = 0; k < S - 1; ++k) issue(begin + k * stride + warp * 16, k);
   // q after the first copies are in flight: its loads overlap theirs.
-  uint32_t qf[HD / 16][4];
+  constexpr bool kSlotRows = slot_rows<HD>();
+  uint32_t qf[HD / 16][q_regs<HD>()];
   load_q<HD, G, true>(p, t, kvh, g, tg, qf);
-  float o[HD / 8][4];
+  OFrags<HD> o;
 #pragma unroll
-  for (int n = 0; n < HD / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
-  float m = -INFINITY, l = 0.0f;
+  for (auto& f : o) f[0] = f[1] = f[2] = f[3] = 0.0f;
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};  // as in the f16 kernel
   int stage = 0;
   for (int64_t n0 = begin; n0 < end; n0 += stride, stage = stage + 1 == S ? 0 : stage + 1) {
     const int64_t w0 = n0 + warp * 16;  // this warp's 16 slots
@@ -432,22 +563,32 @@ __global__ void __launch_bounds__(kThreads) attention_split_tc_quant_kernel(Atte
     if (w0 < end && w0 + 16 > start) {  // warp-uniform: a warp past the split or before the window idles this tile
       convert(stage);
       __syncwarp();
-      float scores[2][4];
+      if constexpr (kSlotRows) {
+        float st[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        kq_16slots_quant<HD, KV>(st, qf, ring + stage * 2 * 16 * kRowBytes, scales + stage * 2 * 16 * kBlocks, lane);
+        softmax_pv_16slots_t<HD>(st, vh, kLd, w0, start, end, lane, m, l, o);
+      } else {
+        float scores[2][4];
 #pragma unroll
-      for (int j = 0; j < 2; ++j) {
-        scores[j][0] = scores[j][1] = scores[j][2] = scores[j][3] = 0.0f;
-        qk_8slots_quant<HD, KV>(scores[j], qf, ring + (stage * 2 * 16 + j * 8) * kRowBytes,
-                                scales + (stage * 2 * 16 + j * 8) * kBlocks, lane);
+        for (int j = 0; j < 2; ++j) {
+          scores[j][0] = scores[j][1] = scores[j][2] = scores[j][3] = 0.0f;
+          qk_8slots_quant<HD, KV>(scores[j], qf, ring + (stage * 2 * 16 + j * 8) * kRowBytes,
+                                  scales + (stage * 2 * 16 + j * 8) * kBlocks, lane);
+        }
+        softmax_pv_16slots<HD>(scores, vh, kLd, w0, start, end, lane, m[0], l[0], o);
       }
-      softmax_pv_16slots<HD>(scores, vh, kLd, w0, start, end, lane, m, l, o);
     }
     __syncwarp();  // the lanes are done with this stage and with vh before they are refilled
   }
   // Only this warp ever touches its ring, and nothing is in flight into it after this wait.
   cp_async_wait<0>();
   __syncwarp();
-  finish_split<HD, G>(p, kvh, t, split, n_active, m, l, o, reinterpret_cast<float*>(smem),
-                      L::kWarpBytes / int(sizeof(float)));
+  if constexpr (kSlotRows)
+    finish_split<HD, G>(p, kvh, t, split, n_active, m, l, o, reinterpret_cast<float*>(smem),
+                        L::kWarpBytes / int(sizeof(float)));
+  else
+    finish_split<HD, G>(p, kvh, t, split, n_active, m[0], l[0], o, reinterpret_cast<float*>(smem),
+                        L::kWarpBytes / int(sizeof(float)));
 }
 
 // The share of the SM's unified L1 / shared memory these kernels ask for, in percent of the largest: 58% of the
@@ -459,17 +600,29 @@ __global__ void __launch_bounds__(kThreads) attention_split_tc_quant_kernel(Atte
 // measured, the mechanism not (docs/kernel-notes.md, session 10).
 constexpr int kCarveoutPercent = 58;
 
+// Head_dim 256's blocks are larger (f16 135 KB, q8_0 103.4 KB, q4_0 70.7 KB): the share that holds the two a SM the
+// grid is sized for (attention_max_splits), of sm_90's 228 KB with 1 KB reserved a block, at least kCarveoutPercent
+// and at most all of it (q4_0 62%, q8_0 90%; f16 100%, where one fits).
+constexpr size_t kSmemPerSm = size_t(228) << 10;
+template <int HD>
+constexpr int carveout_percent(size_t smem) {
+  if (HD < 256) return kCarveoutPercent;
+  const size_t percent = (2 * (smem + 1024) * 100 + kSmemPerSm - 1) / kSmemPerSm;
+  return int(percent < size_t(kCarveoutPercent) ? kCarveoutPercent : percent > 100 ? 100 : percent);
+}
+
 // Dynamic shared memory above the 48 KiB default needs an opt-in, once per kernel; the carveout with it.
-bool opt_in(void (*kernel)(AttentionKernelParams), size_t smem) {
+bool opt_in(void (*kernel)(AttentionKernelParams), size_t smem, int carveout) {
   CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, kCarveoutPercent));
+  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, carveout));
   return true;
 }
 
 template <int HD, int G, graph::KvType KV, bool kPaged>
 void launch_quant(const AttentionKernelParams& p, dim3 grid, cudaStream_t stream) {
   constexpr size_t smem = size_t(4) * QuantLayout<KV, HD, kQuantStages>::kWarpBytes;
-  static const bool opted = opt_in(attention_split_tc_quant_kernel<HD, G, kQuantStages, KV, kPaged>, smem);
+  static const bool opted =
+      opt_in(attention_split_tc_quant_kernel<HD, G, kQuantStages, KV, kPaged>, smem, carveout_percent<HD>(smem));
   (void)opted;
   attention_split_tc_quant_kernel<HD, G, kQuantStages, KV, kPaged><<<grid, kThreads, smem, stream>>>(p);
 }
@@ -479,7 +632,7 @@ void launch_g(const AttentionKernelParams& p, cudaStream_t stream) {
   const dim3 grid(unsigned(p.n_head_kv), unsigned(p.T), unsigned(p.max_splits));
   if (p.kv_type == graph::KvType::F16) {
     constexpr size_t smem = smem_bytes<HD>();
-    static const bool opted = opt_in(attention_split_tc_kernel<HD, G, kPaged>, smem);
+    static const bool opted = opt_in(attention_split_tc_kernel<HD, G, kPaged>, smem, carveout_percent<HD>(smem));
     (void)opted;
     attention_split_tc_kernel<HD, G, kPaged><<<grid, kThreads, smem, stream>>>(p);
   } else if (p.kv_type == graph::KvType::Q8_0) {
@@ -509,7 +662,8 @@ bool attention_split_tc_applies(const AttentionKernelParams& p) {
                        (graph::kv_quantized(p.kv_type) && p.k_scales && p.v_scales &&
                         reinterpret_cast<uintptr_t>(p.k_scales) % 4 == 0 &&
                         reinterpret_cast<uintptr_t>(p.v_scales) % 4 == 0);
-  return type_ok && p.hd == p.hd_v && (p.hd == 64 || p.hd == 128) && (G == 1 || G == 2 || G == 4 || G == 8) &&
+  return type_ok && p.hd == p.hd_v && (p.hd == 64 || p.hd == 128 || p.hd == 256) &&
+         (G == 1 || G == 2 || G == 4 || G == 8) &&
          p.max_splits <= kMaxSplitsGqa && reinterpret_cast<uintptr_t>(p.k_cache) % 16 == 0 &&
          reinterpret_cast<uintptr_t>(p.v_cache) % 16 == 0 && reinterpret_cast<uintptr_t>(p.q) % 8 == 0;
 }
@@ -517,8 +671,11 @@ bool attention_split_tc_applies(const AttentionKernelParams& p) {
 void launch_attention_split_tc(const AttentionKernelParams& p, cudaStream_t stream) {
   LLM_REQUIRE(attention_split_tc_applies(p), "split attention (tensor cores): unsupported shape or alignment");
   const bool paged = p.paging.block_table != nullptr;
-  if (p.hd == 64) paged ? launch_hd<64, true>(p, stream) : launch_hd<64, false>(p, stream);
-  else paged ? launch_hd<128, true>(p, stream) : launch_hd<128, false>(p, stream);
+  switch (p.hd) {
+    case 64: paged ? launch_hd<64, true>(p, stream) : launch_hd<64, false>(p, stream); break;
+    case 128: paged ? launch_hd<128, true>(p, stream) : launch_hd<128, false>(p, stream); break;
+    default: paged ? launch_hd<256, true>(p, stream) : launch_hd<256, false>(p, stream); break;
+  }
   CUDA_CHECK_LAUNCH(stream);
 }
 

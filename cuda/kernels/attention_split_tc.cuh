@@ -6,7 +6,7 @@
 
 namespace cuda {
 
-// head_dim = hd_v = 64 or 128, query groups of 1, 2, 4 or 8 heads, max_splits <= 256, 16-byte aligned caches (a
+// head_dim = hd_v = 64, 128 or 256, query groups of 1, 2, 4 or 8 heads, max_splits <= 256, 16-byte aligned caches (a
 // q8_0 cache: 16-byte aligned quants, 4-byte aligned scales).
 bool attention_split_tc_applies(const AttentionKernelParams& p);
 void launch_attention_split_tc(const AttentionKernelParams& p, cudaStream_t stream);

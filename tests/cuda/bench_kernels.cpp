@@ -1,8 +1,9 @@
 // Kernel lab timings (run only with LLM_CUDA_BENCH=1; otherwise skipped): decode matvec bandwidth per weight type on
 // an 8B-model-sized matrix, the GEMM path and the device's copy bandwidth for reference (KernelLab.Timings); the
 // decode matvec on wide rows (KernelLab.WideMatvec); decode attention per cache type and split count
-// (KernelLab.Attention); decode batches (KernelLab.BatchMm). Warm-up, CUDA events, median of repeats; the inputs
-// rotate over several copies so L2 (50 MB) never holds the one being read. Prints tables.
+// (KernelLab.Attention); Gemma 3's head_dim-256 attention, decode and prefill (KernelLab.AttentionHd256); decode
+// batches (KernelLab.BatchMm). Warm-up, CUDA events, median of repeats; the inputs rotate over several copies so L2
+// (50 MB) never holds the one being read. Prints tables.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -299,4 +300,71 @@ TEST(KernelLab, Attention) {
                       n, n == chosen ? "*" : " ", ms * 1e3, layer_bytes / ms / 1e6);
         }
       }
+}
+
+// Gemma-3-12B's attention (16 heads of 256 over 8 KV heads), one layer, alone, each cache type: decode (T = 1) at
+// 1k and 16k context, at 16k in a local layer (window 1024: five layers of six), and a 512-token prefill from an empty
+// cache, causal and with the local window; the executor's split count. As KernelLab.Attention: batches of 16
+// launches rotating over >= 150 MB of caches, us per launch (median of 30 batches), GB/s of the slots read (for a
+// prefill, each KV head's 512 slots once).
+TEST(KernelLab, AttentionHd256) {
+  if (!cuda::device_available()) GTEST_SKIP() << "no CUDA device";
+  if (const char* e = std::getenv("LLM_CUDA_BENCH"); !e || std::string(e) != "1")
+    GTEST_SKIP() << "timings run only with LLM_CUDA_BENCH=1";
+  cuda::Context ctx;
+  const cudaStream_t s = ctx.compute();
+  constexpr int kBatch = 16;
+  constexpr int64_t nh = 16, nkv = 8, hd = 256;
+  std::printf("device: %s, %d SMs\nhead_dim-256 attention (Gemma-3-12B), one layer, 16 heads / 8 KV heads; us per "
+              "launch (median of 30 batches of %d), GB/s of the slots read\n%-8s %6s %6s %6s %6s %9s %8s\n",
+              ctx.name().c_str(), ctx.sm_count(), kBatch, "kind", "ctx", "window", "cache", "splits", "us", "GB/s");
+  struct Shape {
+    const char* kind;
+    int64_t ctx, T;
+    int32_t window;
+  };
+  for (const Shape sh : {Shape{"decode", 1024, 1, 0}, Shape{"decode", 16384, 1, 0}, Shape{"decode", 16384, 1, 1024},
+                         Shape{"prefill", 512, 512, 0}, Shape{"prefill", 512, 512, 1024}})
+    for (const graph::KvType kv : {graph::KvType::F16, graph::KvType::Q8_0, graph::KvType::Q4_0}) {
+      const bool quant = graph::kv_quantized(kv);
+      if (quant && !cuda::kv_quant_supported(nh, nkv, hd, hd)) {
+        std::printf("%-8s %6lld %6d %6s  refused\n", sh.kind, (long long)sh.ctx, sh.window, graph::kv_type_name(kv));
+        continue;
+      }
+      const size_t val_bytes = size_t(hd * sh.ctx * nkv) * (kv == graph::KvType::F16 ? 2 : 1) /
+                               (kv == graph::KvType::Q4_0 ? 2 : 1);
+      const size_t scale_bytes = quant ? size_t(hd / 32 * sh.ctx * nkv * 2) : 0;
+      const size_t layer_bytes = 2 * (val_bytes + scale_bytes);
+      const int layers = int(std::clamp<size_t>((size_t(150) << 20) / layer_bytes + 1, 2, 256));
+      cuda::DeviceBuffer kc(val_bytes * layers), vc(val_bytes * layers), ks(std::max<size_t>(scale_bytes, 4) * layers),
+          vs(std::max<size_t>(scale_bytes, 4) * layers), q(hd * nh * sh.T * 4), out(hd * nh * sh.T * 4),
+          dpos(sh.T * 4);
+      for (const auto* b : {&kc, &vc, &ks, &vs}) CUDA_CHECK(cudaMemset(b->get(), 0x11, b->bytes()));
+      CUDA_CHECK(cudaMemset(q.get(), 0, q.bytes()));
+      std::vector<int32_t> pos(size_t(sh.T));
+      for (int64_t t = 0; t < sh.T; ++t) pos[size_t(t)] = int32_t(sh.ctx - sh.T + t);  // decode: the last slot
+      CUDA_CHECK(cudaMemcpy(dpos.get(), pos.data(), pos.size() * 4, cudaMemcpyHostToDevice));
+      const int32_t splits = cuda::attention_max_splits(sh.ctx, nkv, sh.T, ctx.sm_count());
+      cuda::DeviceBuffer part(cuda::attention_scratch_floats(nh, hd, sh.T, splits) * 4);
+      CUDA_CHECK(cudaMemset(part.get(), 0, part.bytes()));
+      cuda::AttentionKernelParams p;
+      p.q = q.as<float>(), p.positions = dpos.as<int32_t>(), p.out = out.as<float>(), p.partial = part.as<float>();
+      p.n_ctx = sh.ctx, p.n_head = nh, p.n_head_kv = nkv, p.hd = hd, p.hd_v = hd, p.T = sh.T, p.scale = 0.0625f;
+      p.max_splits = splits, p.kv_type = kv, p.window = sh.window;
+      const float ms = median_ms(ctx, 30, [&](int r) {
+        for (int b = 0; b < kBatch; ++b) {
+          const size_t i = size_t(r * kBatch + b) % layers;
+          p.k_cache = kc.as<uint8_t>() + i * val_bytes, p.v_cache = vc.as<uint8_t>() + i * val_bytes;
+          if (quant) {
+            p.k_scales = ks.as<uint16_t>() + i * scale_bytes / 2;
+            p.v_scales = vs.as<uint16_t>() + i * scale_bytes / 2;
+          }
+          cuda::launch_attention(p, s);
+        }
+      }) / kBatch;
+      // A decode token of a local layer reads its window's slots only.
+      const int64_t read = sh.T == 1 && sh.window > 0 ? std::min<int64_t>(sh.window, sh.ctx) : sh.ctx;
+      std::printf("%-8s %6lld %6d %6s %6d %9.2f %8.0f\n", sh.kind, (long long)sh.ctx, sh.window,
+                  graph::kv_type_name(kv), splits, ms * 1e3, double(layer_bytes) * read / sh.ctx / ms / 1e6);
+    }
 }

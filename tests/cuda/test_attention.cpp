@@ -1,4 +1,5 @@
-// KV write + attention (the tensor-core prefill and split kernels, the split kernels for head_dim 256 and odd groups)
+// KV write + attention (the tensor-core prefill and split kernels, head_dim 64, 128 and 256; the per-head split kernel
+// for odd groups and other head sizes)
 // against a double-precision causal softmax over the f16-rounded cache; a q8_0 or q4_0 cache against the same
 // softmax over the values the host quantizer gives, and its writers (kv_write, rope_kv) against the host
 // quantizer's bytes.
@@ -140,6 +141,11 @@ void run_case(const Case& c, std::mt19937& rng) {
   const double rel_tol = tensor_cores ? 0.0 : 1e-5;
   std::vector<double> ref(hdv * c.nh * c.T);
   const int64_t group = c.nh / c.nkv;
+  // The operands as the kernels see them, rounded once up front (the head_dim-256 cases reach 16k slots).
+  std::vector<double> qd(q.size()), kd(k_held.size()), vd(v_held.size());
+  for (size_t i = 0; i < q.size(); ++i) qd[i] = tensor_cores ? h16(q[i] * scale) : double(q[i]);
+  for (size_t i = 0; i < k_held.size(); ++i) kd[i] = k_exact ? double(k_held[i]) : h16(k_held[i]);
+  for (size_t i = 0; i < v_held.size(); ++i) vd[i] = h16(v_held[i]);
   for (int64_t t = 0; t < c.T; ++t)
     for (int64_t h = 0; h < c.nh; ++h) {
       const int64_t kvh = h / group, last = c.prefix + t;
@@ -149,10 +155,8 @@ void run_case(const Case& c, std::mt19937& rng) {
       for (int64_t j = first; j <= last; ++j) {
         double d = 0;
         for (int64_t e = 0; e < hd; ++e) {
-          const float qe = q[(t * c.nh + h) * hd + e];
-          const float kf = k_held[(j * c.nkv + kvh) * hd + e];
-          const double kj = k_exact ? double(kf) : h16(kf);
-          d += tensor_cores ? h16(qe * scale) * kj : double(qe) * kj * scale;
+          const double qe = qd[(t * c.nh + h) * hd + e], kj = kd[(j * c.nkv + kvh) * hd + e];
+          d += tensor_cores ? qe * kj : qe * kj * scale;
         }
         s[j] = d, mx = std::max(mx, s[j]);
       }
@@ -160,7 +164,7 @@ void run_case(const Case& c, std::mt19937& rng) {
       if (c.sinks) sum += std::exp(double(sinks[size_t(h)]) - mx);
       for (int64_t e = 0; e < hdv; ++e) {
         double a = 0;
-        for (int64_t j = first; j <= last; ++j) a += s[j] * h16(v_held[(j * c.nkv + kvh) * hdv + e]);
+        for (int64_t j = first; j <= last; ++j) a += s[j] * vd[(j * c.nkv + kvh) * hdv + e];
         ref[(t * c.nh + h) * hdv + e] = a / sum;
       }
     }
@@ -190,14 +194,14 @@ TEST(AttentionKernels, MatchesReference) {
   REQUIRE_GPU();
   std::mt19937 rng(11);
   const Case cases[] = {
-      // per-head kernel (head_dim not 64/128/256, or a group of 3 or 6), GQA kernel (head_dim 256) and the
-      // tensor-core split kernel (head_dim 64/128, groups 1, 2, 4, 8)
+      // per-head kernel (head_dim not 64/128/256, or a group of 3 or 6) and the tensor-core split kernel (head_dim
+      // 64/128/256, groups 1, 2, 4, 8)
       {4, 4, 8, 16, 0, 5, 0},        // tiny heads (stories260K-like), prefill only
       {8, 4, 8, 64, 10, 1, 0},       // decode after a prefix
       {8, 2, 64, 300, 37, 7, 64},    // GQA 4:1, several splits
       {6, 1, 128, 1000, 700, 1, 0},  // MQA decode, long context, computed split
       {4, 2, 128, 1000, 900, 3, 100},
-      {2, 2, 256, 130, 0, 129, 0},   // largest head, long prefill
+      {2, 2, 256, 130, 0, 129, 0},   // largest head, long prefill (tensor-core prefill kernel)
       {32, 8, 128, 4096, 4000, 1, 0},
       {8, 1, 128, 2000, 1500, 1, 0},   // group of 8
       {16, 8, 64, 700, 650, 2, 0},     // group of 2, head_dim 64
@@ -209,7 +213,7 @@ TEST(AttentionKernels, MatchesReference) {
       {4, 4, 64, 300, 37, 16, 0},      // smallest batch after an unaligned prefix
       {8, 1, 128, 1100, 900, 70, 0},   // group of 8, many cache tiles, a tile edge inside the batch
       {6, 2, 64, 256, 0, 256, 0},      // group of 3, the whole cache
-      {2, 2, 256, 300, 0, 40, 0},      // head_dim 256: the split kernel still serves batches
+      {2, 2, 256, 300, 0, 40, 0},      // head_dim 256, a short prefill
       {16, 4, 128, 300, 100, 5, 0},    // tensor-core split kernel, a short batch of 5 tokens
       {8, 8, 64, 20000, 16400, 1, 0},  // 16k context, groups of 1, tiles of 64 slots per split
       {32, 8, 128, 1000, 230, 1, 0},   // 4 tiles: one split streams them all (kSerialTiles), no merge
@@ -235,18 +239,25 @@ TEST(AttentionKernels, SlidingWindowMatchesReference) {
     };
     for (const auto& c : cases) run_case(c, rng);
   }
-  // Head_dim 256 (every Gemma 3): the GQA split kernel, decode and batches, splits wholly before the window.
-  const Case gqa256[] = {
-      {4, 2, 256, 3000, 2900, 1, 3, KvType::F16, 1024},  // 3 splits of ~967 slots, the first before the window
-      {8, 4, 256, 2000, 1500, 1, 0, KvType::F16, 100},   // computed splits, most before the window
-      {2, 2, 256, 300, 0, 40, 0, KvType::F16, 8},        // a batch from empty
-      {4, 1, 256, 600, 250, 7, 0, KvType::F16, 300},     // a window longer than some positions' prefixes
-  };
-  for (const auto& c : gqa256) run_case(c, rng);
+  // Head_dim 256 (every Gemma 3; its local layers' window is 1024): the tensor-core kernels' head_dim-256 forms,
+  // for every cache type.
+  for (const KvType kv : {KvType::F16, KvType::Q8_0, KvType::Q4_0}) {
+    const Case hd256[] = {
+        {16, 8, 256, 3000, 2500, 1, 0, kv, 1024},  // Gemma-3-12B's heads, computed splits over the window's tiles
+        {4, 2, 256, 3000, 2900, 1, 3, kv, 1024},   // 3 splits of the window's 17 tiles
+        {8, 4, 256, 600, 300, 1, 0, kv, 8},        // the window inside one warp's slots
+        {4, 1, 256, 1001, 900, 3, 100, kv, 512},   // forced one-tile splits, a window of many tiles
+        {8, 2, 256, 600, 250, 7, 0, kv, 300},      // a window longer than some positions' prefixes
+        {8, 4, 256, 600, 0, 200, 0, kv, 8},        // prefill from empty
+        {4, 4, 256, 1001, 300, 100, 0, kv, 64},    // prefill after a prefix, rows' windows in different tiles
+        {16, 8, 256, 2000, 1000, 64, 0, kv, 1024}, // prefill of Gemma-3-12B's heads, a window longer than a tile
+    };
+    for (const auto& c : hd256) run_case(c, rng);
+  }
 }
 
-// Attention sinks (gpt-oss: head_dim 64, groups of 4 and 8): the split kernel with one split and with merged
-// splits, the prefill kernel, with and without a sliding window, for every cache type.
+// Attention sinks (gpt-oss: head_dim 64, groups of 4 and 8; and head_dim 128, 256): the split kernel with one split
+// and with merged splits, the prefill kernel, with and without a sliding window, for every cache type.
 TEST(AttentionKernels, SinksMatchReference) {
   REQUIRE_GPU();
   std::mt19937 rng(17);
@@ -259,6 +270,10 @@ TEST(AttentionKernels, SinksMatchReference) {
         {8, 2, 64, 600, 0, 100, 0, kv, 0, true},     // prefill
         {64, 8, 64, 600, 100, 40, 0, kv, 16, true},  // prefill with a window after a prefix
         {8, 2, 128, 1000, 900, 3, 100, kv, 0, true}, // head_dim 128, forced splits
+        {16, 8, 256, 2000, 1500, 1, 0, kv, 0, true}, // head_dim 256: merged splits
+        {8, 2, 256, 300, 5, 1, 0, kv, 0, true},      // one split
+        {4, 2, 256, 600, 300, 1, 0, kv, 16, true},   // a sliding-window layer
+        {8, 2, 256, 600, 100, 40, 0, kv, 16, true},  // prefill with a window after a prefix
     };
     for (const auto& c : cases) run_case(c, rng);
   }
@@ -293,6 +308,36 @@ std::vector<Case> quantized_cases(KvType kv) {
       {16, 8, 64, 1001, 300, 100, 0, kv},   // group of 2 with a prefix
       {8, 1, 128, 1100, 900, 70, 0, kv},    // group of 8, many cache tiles
   };
+}
+
+// Head_dim 256 (Gemma 3) through both tensor-core kernels, for each cache type: the split kernel's slot-row products
+// (decode at one and several positions, up to 16k context and hundreds of tiles; computed and forced split counts,
+// one split of kSerialTiles tiles, merges of one round and of the general path; groups 1, 2, 4, 8; a short batch)
+// and the prefill kernel's Q in shared memory and 32-slot tiles (from empty and after a prefix, partial query
+// tiles).
+std::vector<Case> hd256_cases(KvType kv) {
+  return {
+      {8, 4, 256, 1001, 0, 1, 0, kv},       // the first token: one slot, one split
+      {16, 8, 256, 20000, 16400, 1, 0, kv}, // Gemma-3-12B's heads at 16k: 257 tiles over the computed splits
+      {16, 8, 256, 1100, 1023, 1, 0, kv},   // and at 1k
+      {4, 2, 256, 1000, 230, 1, 0, kv},     // 4 tiles: one split streams them all (kSerialTiles), no merge
+      {4, 2, 256, 1000, 256, 1, 0, kv},     // 5 tiles: split again
+      {8, 1, 256, 3001, 2900, 1, 3, kv},    // group of 8, 3 splits of ~15 tiles
+      {4, 4, 256, 2000, 1500, 1, 0, kv},    // group of 1
+      {8, 2, 256, 5000, 4000, 1, 60, kv},   // 60 splits: more than the one-round merge takes (18 for a group of 4)
+      {16, 4, 256, 1000, 300, 5, 0, kv},    // a short batch of 5 tokens
+      {8, 4, 256, 600, 0, 200, 0, kv},      // prefill from empty, 200 = 6 tiles of 32 + 8 rows
+      {4, 2, 256, 1001, 37, 16, 0, kv},     // the smallest batch after an unaligned prefix
+      {16, 8, 256, 1100, 900, 70, 0, kv},   // Gemma-3-12B's heads, many cache tiles, a tile edge inside the batch
+      {8, 1, 256, 700, 100, 64, 0, kv},     // group of 8
+  };
+}
+
+TEST(AttentionKernels, HeadDim256MatchesReference) {
+  REQUIRE_GPU();
+  std::mt19937 rng(19);
+  for (const KvType kv : {KvType::F16, KvType::Q8_0, KvType::Q4_0})
+    for (const auto& c : hd256_cases(kv)) run_case(c, rng);
 }
 
 TEST(AttentionKernels, Q8_0MatchesReference) {
@@ -519,7 +564,8 @@ TEST(AttentionKernels, QuantizedRopeKvMatchesHostQuantizer) {
 TEST(AttentionKernels, QuantizedRefusesUnsupportedShapes) {
   EXPECT_TRUE(cuda::kv_quant_supported(32, 8, 128, 128));
   EXPECT_TRUE(cuda::kv_quant_supported(8, 8, 64, 64));
-  EXPECT_FALSE(cuda::kv_quant_supported(8, 8, 256, 256));  // head_dim 256
+  EXPECT_TRUE(cuda::kv_quant_supported(16, 8, 256, 256));  // head_dim 256 (Gemma 3)
+  EXPECT_FALSE(cuda::kv_quant_supported(8, 8, 192, 192));
   EXPECT_FALSE(cuda::kv_quant_supported(6, 2, 128, 128));  // group of 3
   EXPECT_FALSE(cuda::kv_quant_supported(8, 8, 128, 64));   // hd != hd_v
   EXPECT_FALSE(cuda::kv_quant_supported(8, 8, 96, 96));
@@ -537,8 +583,8 @@ TEST(AttentionKernels, QuantizedRefusesUnsupportedShapes) {
       p.kv_type = kv, p.k_scales = scales ? sc : nullptr, p.v_scales = scales ? sc : nullptr;
       cuda::launch_attention(p, nullptr);
     };
-    EXPECT_THROW(attention(8, 8, 256, 1, true), cuda::InvalidArgument);   // head_dim 256 (decode)
-    EXPECT_THROW(attention(8, 8, 256, 32, true), cuda::InvalidArgument);  // and prefill
+    EXPECT_THROW(attention(8, 8, 192, 1, true), cuda::InvalidArgument);   // head_dim 192 (decode)
+    EXPECT_THROW(attention(8, 8, 192, 32, true), cuda::InvalidArgument);  // and prefill
     EXPECT_THROW(attention(6, 2, 128, 1, true), cuda::InvalidArgument);   // group of 3
     EXPECT_THROW(attention(6, 2, 128, 32, true), cuda::InvalidArgument);
     EXPECT_THROW(attention(8, 8, 128, 1, false), cuda::InvalidArgument);  // no scales

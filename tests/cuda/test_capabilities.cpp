@@ -67,7 +67,7 @@ TEST(CudaCapabilities, NewArchitecturesLowerAndOtherWindowsAreRefused) {
                   plain.weight("k", wp, graph::Shape{{32, 2, 1, 1}}), plain.weight("v", wp, graph::Shape{{32, 2, 1, 1}}),
                   plain.input("pos", graph::InputParams::Kind::Positions, 1), ap);
   EXPECT_EQ(cuda::graph_refusal(plain), "");  // the per-head kernels serve it without a window
-  // Gemma 3's real shape (12B: 16 heads of 256 over 8 KV heads): the GQA kernel masks its window.
+  // Gemma 3's real shape (12B: 16 heads of 256 over 8 KV heads): the tensor-core kernels mask its window.
   graph::Graph g256;
   graph::AttentionParams g12;
   g12.n_head = 16, g12.n_head_kv = 8, g12.head_dim = g12.head_dim_v = 256, g12.scale = 0.0625f, g12.window = 1024;
@@ -105,10 +105,13 @@ TEST(CudaCapabilities, MixturesOfExpertsLower) {
 
 TEST(CudaCapabilities, QuantizedCachesNeedTheTensorCoreHeadShapes) {
   using graph::KvType;
-  const cuda::AttentionShape llama8b{32, 8, 128, 128}, tiny{4, 2, 8, 8}, odd_group{12, 4, 128, 128};
+  const cuda::AttentionShape llama8b{32, 8, 128, 128}, gemma3_12b{16, 8, 256, 256}, tiny{4, 2, 8, 8},
+      odd_group{12, 4, 128, 128};
   for (const KvType t : {KvType::F16, KvType::Q8_0, KvType::Q4_0}) {
-    EXPECT_TRUE(cuda::kv_cache_supported(t, llama8b)) << graph::kv_type_name(t);
-    EXPECT_EQ(cuda::kv_cache_refusal(t, llama8b), "");
+    for (const cuda::AttentionShape& s : {llama8b, gemma3_12b}) {
+      EXPECT_TRUE(cuda::kv_cache_supported(t, s)) << graph::kv_type_name(t) << " head_dim " << s.head_dim;
+      EXPECT_EQ(cuda::kv_cache_refusal(t, s), "");
+    }
   }
   EXPECT_TRUE(cuda::kv_cache_supported(KvType::F16, tiny));  // the f16 cache serves every shape
   for (const KvType t : {KvType::Q8_0, KvType::Q4_0}) {

@@ -1,10 +1,10 @@
 // Paged attention through cuda::Executor against the CPU reference (graph::ReferenceExecutor, the definition):
 // ragged batches of several sequences with shuffled block tables, prompt chunks beside decode tokens, padding
 // tokens, sliding windows whose passed blocks are freed, f16 / q8_0 / q4_0 caches, head dims 64, 128 and 256 (every
-// attention kernel: the tensor-core prefill and split kernels, the GQA head_dim-256 kernel, the per-head split
-// kernel), the KV write inside the attention step and on its own; decode batches replayed as a captured CUDA graph;
-// a one-sequence graph's results bit for bit the same paged and not; the refusals. Skipped without a GPU, except
-// the refusals.
+// attention kernel: the tensor-core prefill and split kernels in their head_dim 64/128 and 256 forms, the per-head
+// split kernel), the KV write inside the attention step and on its own; decode batches replayed as a captured CUDA
+// graph; a one-sequence graph's results bit for bit the same paged and not; the refusals. Skipped without a GPU,
+// except the refusals.
 #include <cmath>
 
 #include "cuda/capabilities.h"
@@ -93,8 +93,10 @@ TEST(PagedAttention, MixedBatchesMatchReference) {
       {{8, 2, 128, KvType::F16, 0}, 16, true},    // tensor-core prefill + split kernels, smallest blocks
       {{8, 2, 128, KvType::F16, 0}, 64, false},   // the KV write on its own
       {{8, 8, 64, KvType::F16, 40}, 16, true},    // sliding window, its passed blocks freed (-1 entries)
-      {{4, 2, 256, KvType::F16, 0}, 64, true},    // head_dim 256: the GQA split kernel for every token
+      {{4, 2, 256, KvType::F16, 0}, 64, true},    // head_dim 256: its prefill and slot-row split kernels
       {{4, 1, 256, KvType::F16, 48}, 16, false},  // and with a window
+      {{16, 8, 256, KvType::Q8_0, 40}, 16, true}, // Gemma-3-12B's heads, q8_0, a window
+      {{8, 4, 256, KvType::Q4_0, 0}, 32, false},
       {{6, 2, 64, KvType::F16, 0}, 256, true},    // group of 3: per-head split kernel beside the prefill kernel
       {{8, 2, 128, KvType::Q8_0, 0}, 64, true},
       {{8, 4, 64, KvType::Q8_0, 0}, 32, false},
@@ -149,7 +151,7 @@ TEST(PagedAttention, OneSequenceSameAsNotPaged) {
   REQUIRE_GPU();
   const cuda::Context ctx;
   for (const Layer l : {Layer{8, 2, 128, KvType::F16, 0}, Layer{8, 8, 64, KvType::Q4_0, 0},
-                        Layer{4, 2, 256, KvType::F16, 64}}) {
+                        Layer{4, 2, 256, KvType::F16, 64}, Layer{4, 2, 256, KvType::Q8_0, 0}}) {
     CacheShape flat, paged;
     flat.n_ctx = 512;
     paged.block_size = 64, paged.max_blocks = 8, paged.n_seq = 1, paged.n_blocks = 8;
