@@ -90,7 +90,7 @@ __device__ __forceinline__ float warp_sum_rows(float (&a)[R], int lane) {
 // matrix i being g - first[i] of that matrix (a group never straddles two matrices).
 // SwiGLU mode (glu_out set): two matrices of N rows, gate (0) and up (1), with their row groups interleaved
 // (group 2i is gate's group i, 2i + 1 up's) so that a block, owning an even number of groups, holds both halves of
-// its outputs and writes silu(gate) * up (gelu_tanh(gate) * up when glu_gelu) to glu_out instead of y.
+// its outputs and writes silu(gate) * up (gelu_tanh(gate) * up in the kGeGlu instances) to glu_out instead of y.
 // RoPE + KV epilogue (MatvecParams::rope_kv): role[i] says which of q (0), k (1), v (2) matrix i is.
 struct Segments {
   const uint8_t* w[3];
@@ -100,7 +100,6 @@ struct Segments {
   int64_t first[4];  // first group of each matrix; first[n] = total groups
   int n;
   float* glu_out;
-  bool glu_gelu;
   int8_t role[3];
 };
 
@@ -262,7 +261,10 @@ __device__ __forceinline__ void load_runs(const float* runs, int n_slots, int64_
 // pass order). Why passes and not two units a thread at once: the raw words of R rows of a second unit in flight (and
 // its 20 words of x) would not fit beside the first in the 128 registers a 512-thread block allows. One-pass launches
 // (K <= 16384) run the instances without it, compiled as before (the same SASS).
-template <quant::Type T, int R, bool kAlt, bool kFixedX = false, bool kWide = false>
+// kGeGlu: the SwiGLU epilogue's GeGLU form (MatvecParams::glu_gelu), an instance of its own: its double-precision
+// tanh compiled into every instance changed their code (the Q4_K + Q6_K pair launch went from 118 to 112 registers)
+// and cost 8B Q4_K_M tg128 0.5% (H100, 444.2 -> 442.0).
+template <quant::Type T, int R, bool kAlt, bool kFixedX = false, bool kWide = false, bool kGeGlu = false>
 __device__ __forceinline__ void matvec_i16_body(const MatvecParams& p, const Segments& sg, size_t row_bytes,
                                                 int64_t groups_per_block, int slices, int64_t block, int passes) {
   static_assert(!kAlt || T == quant::Type::Q6_K, "no alternative unit");
@@ -426,8 +428,10 @@ __device__ __forceinline__ void matvec_i16_body(const MatvecParams& p, const Seg
       float up = block_sum(part, cap, n_warps, (2 * pair + 1) * R + r);
       if (sg.bias[0]) gate += sg.bias[0][n];
       if (sg.bias[1]) up += sg.bias[1][n];
-      sg.glu_out[n] = sg.glu_gelu ? float(gelu_tanh(gate) * double(up))   // as the GeGlu kernel
-                                  : gate / (1.0f + expf(-gate)) * up;     // as the SwiGlu kernels
+      if constexpr (kGeGlu)
+        sg.glu_out[n] = float(gelu_tanh(gate) * double(up));  // as the GeGlu kernel
+      else
+        sg.glu_out[n] = gate / (1.0f + expf(-gate)) * up;  // as the SwiGlu kernels
     }
     return;
   }
@@ -444,10 +448,10 @@ __device__ __forceinline__ void matvec_i16_body(const MatvecParams& p, const Seg
   }
 }
 
-template <quant::Type T, int R, bool kAlt, bool kFixedX = false, bool kWide = false>
+template <quant::Type T, int R, bool kAlt, bool kFixedX = false, bool kWide = false, bool kGeGlu = false>
 __global__ void __launch_bounds__(kMaxUnits, 1)
     matvec_i16_kernel(MatvecParams p, Segments sg, size_t row_bytes, int64_t groups_per_block, int slices, int passes) {
-  matvec_i16_body<T, R, kAlt, kFixedX, kWide>(p, sg, row_bytes, groups_per_block, slices, blockIdx.x, passes);
+  matvec_i16_body<T, R, kAlt, kFixedX, kWide, kGeGlu>(p, sg, row_bytes, groups_per_block, slices, blockIdx.x, passes);
 }
 
 // Siblings of two types in one launch (a Q4_K_M file's Q4_K q/k with its Q6_K v): blocks [0, blocks_a) run the
@@ -618,14 +622,14 @@ int wide_blocks_per_sm(Kernel kernel, const BlockShape& b, size_t part_bytes) {
   return bps > 0 ? bps : 1;
 }
 
-template <quant::Type T, int R, bool kAlt = false, bool kFixedX = false, bool kWide = false>
+template <quant::Type T, int R, bool kAlt = false, bool kFixedX = false, bool kWide = false, bool kGeGlu = false>
 void launch_i16(const MatvecParams& p, size_t rb, cudaStream_t stream) {
-  constexpr auto kernel = matvec_i16_kernel<T, R, kAlt, kFixedX, kWide>;
+  constexpr auto kernel = matvec_i16_kernel<T, R, kAlt, kFixedX, kWide, kGeGlu>;
   Segments sg = segments_of(p, T, R);
   if (p.swiglu_out) {  // gate first (swapped when it is the sibling)
     if (p.swiglu_gate_is_sibling)
       ::std::swap(sg.w[0], sg.w[1]), ::std::swap(sg.bias[0], sg.bias[1]), ::std::swap(sg.y[0], sg.y[1]);
-    sg.glu_out = p.swiglu_out, sg.glu_gelu = p.glu_gelu;
+    sg.glu_out = p.swiglu_out;
   }
   const int64_t n_groups = sg.first[sg.n];
   BlockShape b;
@@ -694,8 +698,12 @@ void launch_i16_pair(const MatvecParams& p, cudaStream_t stream) {
 // The one-pass instances, or the wide ones for rows of more than kMaxUnits units.
 template <quant::Type T, int R, bool kAlt = false>
 void launch_i16_rows(const MatvecParams& p, size_t rb, cudaStream_t stream) {
-  if (p.K / 32 > kMaxUnits) launch_i16<T, R, kAlt, false, true>(p, rb, stream);
-  else launch_i16<T, R, kAlt>(p, rb, stream);
+  const bool wide = p.K / 32 > kMaxUnits;
+  if (p.swiglu_out && p.glu_gelu)
+    wide ? launch_i16<T, R, kAlt, false, true, true>(p, rb, stream)
+         : launch_i16<T, R, kAlt, false, false, true>(p, rb, stream);
+  else
+    wide ? launch_i16<T, R, kAlt, false, true>(p, rb, stream) : launch_i16<T, R, kAlt>(p, rb, stream);
 }
 template <quant::Type TA, int RA, quant::Type TB, int RB, bool kAltB = false>
 void launch_i16_pair_rows(const MatvecParams& p, cudaStream_t stream) {
@@ -785,7 +793,8 @@ void launch_matvec_i16(const MatvecParams& p, cudaStream_t stream) {
       break;
     case quant::Type::Q4_0:
       if (p.x_fixed)  // matvec_fuses: same-type siblings only
-        launch_i16<quant::Type::Q4_0, 4, false, true>(p, rb, stream);
+        p.swiglu_out && p.glu_gelu ? launch_i16<quant::Type::Q4_0, 4, false, true, false, true>(p, rb, stream)
+                                   : launch_i16<quant::Type::Q4_0, 4, false, true>(p, rb, stream);
       else
         small ? launch_i16_rows<quant::Type::Q4_0, 2>(p, rb, stream)
               : launch_i16_rows<quant::Type::Q4_0, 4>(p, rb, stream);
