@@ -5,6 +5,7 @@
 # llm-run, then llama-bench on the same files once its build is done. Results under $OUT, the table last.
 #   here:  scripts/pack-carry.sh; ../shared/device/prepare.sh --llama-cpp tokenizer/ggml-vocab-llama-bpe.gguf
 #   there: SHAPES="gemma3-12b:Q4_K_M phi4:Q4_K_M" DEPTHS=0,16384 scripts/gpu-arch-bench.sh   (carry .device, .device-bin)
+# A shape may carry its own depths (gemma3-12b:Q4_K_M:0,16384); SKIP_LLAMA=1 benches llm-run only.
 set -uo pipefail
 out=${OUT:-/tmp/out}
 mkdir -p "$out" /tmp/bin
@@ -16,18 +17,21 @@ vocab=.device/tokenizer/ggml-vocab-llama-bpe.gguf
 args="-p 512 -n 128 -r 3"
 table=()
 for st in ${SHAPES:-gemma3-12b:Q4_K_M phi4:Q4_K_M}; do
-  shape=${st%%:*} type=${st##*:} model=/tmp/$shape-$type.gguf
+  IFS=: read -r shape type depths <<<"$st"  # an optional third field: this shape's depths (else DEPTHS)
+  depths=${depths:-${DEPTHS:-0}} model=/tmp/$shape-$type.gguf
   [ -f "$model" ] || /tmp/bin/llm-run synth --shape "$shape" --type "$type" --vocab "$vocab" -o "$model" \
     >>"$out/synth.log" 2>&1 || { table+=("$shape $type: synth failed (synth.log)"); continue; }
-  /tmp/bin/llm-run bench -m "$model" --device cuda $args -d "${DEPTHS:-0}" -o md >"$out/llm-run-$shape.md" 2>&1
+  /tmp/bin/llm-run bench -m "$model" --device cuda $args -d "$depths" -o md >"$out/llm-run-$shape.md" 2>&1
   table+=("llm-run $shape $type: $(grep -E '^\| .*(pp|tg)[0-9]' "$out/llm-run-$shape.md" | awk -F'|' '{print $6 $7}' | tr -s ' ' | tr '\n' ';')")
 done
 WAIT=${LLAMA_WAIT:-300} .device/llama-cpp-build.sh | tee "$out/llama-build.txt"
 lb=/tmp/llama.cpp/build/bin/llama-bench
 for st in ${SHAPES:-gemma3-12b:Q4_K_M phi4:Q4_K_M}; do
-  shape=${st%%:*} type=${st##*:} model=/tmp/$shape-$type.gguf
+  IFS=: read -r shape type depths <<<"$st"
+  depths=${depths:-${DEPTHS:-0}} model=/tmp/$shape-$type.gguf
   [ -x "$lb" ] && [ -f "$model" ] || continue
-  "$lb" -m "$model" -ngl 99 -fa 1 $args -d "${DEPTHS:-0}" -o md >"$out/llama-$shape.md" 2>&1
+  [ -n "${SKIP_LLAMA:-}" ] && continue
+  "$lb" -m "$model" -ngl 99 -fa 1 $args -d "$depths" -o md >"$out/llama-$shape.md" 2>&1
   table+=("llama.cpp $shape $type: $(grep -E '^\| .*(pp|tg)[0-9]' "$out/llama-$shape.md" | awk -F'|' '{print $(NF-2) $(NF-1)}' | tr -s ' ' | tr '\n' ';')")
 done
 echo
