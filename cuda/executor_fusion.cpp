@@ -13,8 +13,12 @@
 // - Sibling matvecs in one launch: later MulMats of the same K that read the same x (q/k/v, gate/up) are computed by
 //   the first one's launch, when their output slots are free from that step on (checked on the plan); of the same
 //   type, or Q6_K beside a Q4_K first one (Q4_K_M's attn_v), which the launch serves on its own blocks.
-// - SwiGlu as the epilogue of the gate/up launch (fold_swiglu_epilogue): the launch interleaves gate and up row
-//   groups so each block writes silu(gate) * up, and neither product is stored.
+// - SwiGlu (or GeGlu) as the epilogue of the gate/up launch (fold_swiglu_epilogue): the launch interleaves gate and
+//   up row groups so each block writes silu(gate) * up, and neither product is stored.
+// - An RmsNorm read only by a residual Add (Gemma's post-norms, fold_norm_add): the norm's launch adds the residual
+//   and writes the Add's value.
+// - Per-head q/k RmsNorms before the ropes of a rope + KV write step (Gemma 3, Qwen 3, fold_qk_norms): that launch
+//   normalises each head first, rotating q in place.
 // - RoPE and the KV write as the epilogue of the q/k/v launch (fold_rope_kv_epilogue): where it applies, the rope
 //   pairs above run in no launch of their own and the attention step only attends.
 // - The o projection, its residual Add and (below Executor::kShortSlots positions) the attention as one split-K
@@ -266,8 +270,8 @@ void Executor::merge_siblings(const Node& n, MatvecParams& p) {
 }
 
 // gate and up merged into one launch (one sibling) and read only by one SwiGlu (or GeGlu): the launch writes
-// silu(gate) * up (gelu_tanh(gate) * up) into its slot and neither product is stored. That slot is then written at this step instead of the
-// SwiGlu's, so no tensor alive in between may share it (checked on the plan).
+// silu(gate) * up (gelu_tanh(gate) * up) into its slot and neither product is stored. That slot is then written at
+// this step instead of the SwiGlu's, so no tensor alive in between may share it (checked on the plan).
 void Executor::fold_swiglu_epilogue(const Node& m, MatvecParams& p) {
   if (!opt_.fuse || p.n_siblings != 1 || p.residual) return;
   const auto& mu = users_.at(size_t(m.id));

@@ -9,6 +9,7 @@
 
 #include "cuda/check.h"
 #include "cuda/kernels/pdl.cuh"
+#include "cuda/kernels/reduce.cuh"
 
 namespace cuda {
 namespace {
@@ -17,24 +18,11 @@ __device__ __forceinline__ float4 scaled(float4 v, float s, float4 w) {
   return make_float4(v.x * s * w.x, v.y * s * w.y, v.z * s * w.z, v.w * s * w.w);
 }
 
-// The block's sum of per-thread values (every thread gets it).
-template <int kThreads>
-__device__ __forceinline__ float block_sum(float v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  __shared__ float partial[kThreads / 32];
-  if ((threadIdx.x & 31) == 0) partial[threadIdx.x >> 5] = v;
-  __syncthreads();
-  float total = 0.0f;
-#pragma unroll
-  for (int w = 0; w < kThreads / 32; ++w) total += partial[w];
-  return total;
-}
-
 // kCached float4 per thread: rows of ne0 <= 4 kThreads kCached elements, 16-byte aligned, take the register path.
 template <int kThreads, int kCached>
 __global__ void __launch_bounds__(kThreads) rms_norm_kernel(RmsNormParams p) {
   pdl_launch_dependents();  // a matvec after it (the LM head after an unfolded final norm) may start on its weights
+  __shared__ float red[kThreads / 32];
   const int64_t r = blockIdx.x;
   const float* x = p.x + r * p.ne0;
   const float* res = p.residual ? p.residual + r * p.ne0 : nullptr;
@@ -57,7 +45,7 @@ __global__ void __launch_bounds__(kThreads) rms_norm_kernel(RmsNormParams p) {
     }
 #pragma unroll
     for (int k = 0; k < kCached; ++k) ss += v[k].x * v[k].x + v[k].y * v[k].y + v[k].z * v[k].z + v[k].w * v[k].w;
-    const float scale = rsqrtf(block_sum<kThreads>(ss) / float(p.ne0) + p.eps);
+    const float scale = rsqrtf(block_sum<kThreads>(ss, red) / float(p.ne0) + p.eps);
 #pragma unroll
     for (int k = 0; k < kCached; ++k) {
       const int64_t i = threadIdx.x + int64_t(k) * kThreads;
@@ -70,7 +58,7 @@ __global__ void __launch_bounds__(kThreads) rms_norm_kernel(RmsNormParams p) {
   }
   float ss = 0.0f;
   for (int64_t i = threadIdx.x; i < p.ne0; i += kThreads) ss += x[i] * x[i];
-  const float scale = rsqrtf(block_sum<kThreads>(ss) / float(p.ne0) + p.eps);
+  const float scale = rsqrtf(block_sum<kThreads>(ss, red) / float(p.ne0) + p.eps);
   for (int64_t i = threadIdx.x; i < p.ne0; i += kThreads) {
     const float v = x[i] * scale;
     out[i] = (p.w ? v * p.w[i] : v) + (res ? res[i] : 0.0f);

@@ -49,20 +49,29 @@ __device__ __forceinline__ void rope_pair(const RopeKernelParams& p, const BaseP
                        p.attn_factor, x[a], x[b], y0, y1);
 }
 
-// Unit j of one head (pair j below n_rot / 2, else a pass-through dimension), from x into out at `pos`.
+// Unit j of one head (pair j below n_rot / 2, else a pass-through dimension): its indices a and b (-1 for a
+// pass-through) and their values rotated to `pos`.
+template <bool kScaled>
+__device__ __forceinline__ void rope_unit_values(const RopeKernelParams& p, const BasePowers& bp, int64_t j,
+                                                 int32_t pos, const float* x, int64_t& a, int64_t& b, float& y0,
+                                                 float& y1) {
+  const int64_t half = p.n_rot / 2;
+  if (j >= half) {
+    a = p.n_rot + (j - half), b = -1, y0 = x[a], y1 = 0.0f;
+    return;
+  }
+  rope_pair<kScaled>(p, bp, j, pos, x, a, b, y0, y1);
+}
+
+// Unit j of one head, from x into out at `pos`.
 template <bool kScaled>
 __device__ __forceinline__ void rope_unit(const RopeKernelParams& p, const BasePowers& bp, int64_t j, int32_t pos,
                                          const float* x, float* out) {
-  const int64_t half = p.n_rot / 2;
-  if (j >= half) {
-    const int64_t d = p.n_rot + (j - half);
-    out[d] = x[d];
-    return;
-  }
   int64_t a, b;
   float y0, y1;
-  rope_pair<kScaled>(p, bp, j, pos, x, a, b, y0, y1);
-  out[a] = y0, out[b] = y1;
+  rope_unit_values<kScaled>(p, bp, j, pos, x, a, b, y0, y1);
+  out[a] = y0;
+  if (b >= 0) out[b] = y1;
 }
 
 template <bool kScaled>
@@ -106,13 +115,9 @@ __global__ void rope_kv_kernel(RopeKvParams p, const __grid_constant__ BasePower
   const int64_t nh = is_k ? p.n_head_kv : r.n_head;
   const int64_t j = e % per_head, h = e / per_head;
   const float* x = (is_k ? p.k : r.x) + (t * nh + h) * r.head_dim;
-  int64_t a, b = -1;
-  float x0, x1 = 0.0f;
-  if (j >= half) {
-    a = r.n_rot + (j - half), x0 = x[a];
-  } else {
-    rope_pair<kScaled>(r, bp, j, pos, x, a, b, x0, x1);
-  }
+  int64_t a, b;
+  float x0, x1;
+  rope_unit_values<kScaled>(r, bp, j, pos, x, a, b, x0, x1);
   if (!is_k) {
     float* out = r.out + (t * nh + h) * r.head_dim;
     out[a] = x0;
@@ -176,13 +181,9 @@ __global__ void __launch_bounds__(kNormWarps * 32) norm_rope_kv_kernel(RopeKvPar
   uint16_t* const kc = is_k ? static_cast<uint16_t*>(p.k_cache) + (h * p.n_ctx + slot) * hd : nullptr;
   const int64_t half = r.n_rot / 2, per_head = half + (hd - r.n_rot);
   for (int64_t j = lane; j < per_head; j += 32) {
-    int64_t a, b = -1;
-    float y0, y1 = 0.0f;
-    if (j >= half) {
-      a = r.n_rot + (j - half), y0 = s[a];
-    } else {
-      rope_pair<kScaled>(r, bp, j, pos, s, a, b, y0, y1);
-    }
+    int64_t a, b;
+    float y0, y1;
+    rope_unit_values<kScaled>(r, bp, j, pos, s, a, b, y0, y1);
     if (out) {
       out[a] = y0;
       if (b >= 0) out[b] = y1;

@@ -46,7 +46,8 @@ TEST(NormRopeKv, MatchesNormThenRope) {
       std::vector<double> n(size_t(c.hd));
       for (int64_t d = 0; d < c.hd; ++d) n[size_t(d)] = double(x[d]) * s * w[size_t(d)], y[d] = n[size_t(d)];
       for (int32_t j = 0; j < c.n_rot / 2; ++j) {
-        const int64_t a = c.mode == RopeMode::Neox ? j : 2 * j, b = c.mode == RopeMode::Neox ? j + c.n_rot / 2 : 2 * j + 1;
+        const bool neox = c.mode == RopeMode::Neox;
+        const int64_t a = neox ? j : 2 * j, b = neox ? j + c.n_rot / 2 : 2 * j + 1;
         double te = double(p) * powers[size_t(j)];
         if (c.ff) te /= double(factors[size_t(j)]);
         double th = double(fscale) * te, mag = 1.0;
@@ -80,7 +81,8 @@ TEST(NormRopeKv, MatchesNormThenRope) {
 
     std::vector<double> q_ref(q.size());
     for (int64_t t = 0; t < T; ++t)
-      for (int64_t h = 0; h < c.nh; ++h) expect_head(&q[(t * c.nh + h) * c.hd], qw, pos[t], &q_ref[(t * c.nh + h) * c.hd]);
+      for (int64_t h = 0; h < c.nh; ++h)
+        expect_head(&q[(t * c.nh + h) * c.hd], qw, pos[t], &q_ref[(t * c.nh + h) * c.hd]);
     EXPECT_TRUE(close(what + " q", download<float>(q_out, q.size()), q_ref, {2e-5}, 2e-5));
 
     const auto kh = download<uint16_t>(kc, size_t(c.hd * n_ctx * c.nkv));
@@ -92,7 +94,8 @@ TEST(NormRopeKv, MatchesNormThenRope) {
         expect_head(&k[(t * c.nkv + h) * c.hd], kw, pos[t], kd.data());
         std::vector<float> got(size_t(c.hd)), vgot(size_t(c.hdv));
         std::vector<double> vref(size_t(c.hdv));
-        for (int64_t d = 0; d < c.hd; ++d) got[size_t(d)] = quant::f16_to_f32(kh[size_t((h * n_ctx + pos[t]) * c.hd + d)]);
+        for (int64_t d = 0; d < c.hd; ++d)
+          got[size_t(d)] = quant::f16_to_f32(kh[size_t((h * n_ctx + pos[t]) * c.hd + d)]);
         for (int64_t d = 0; d < c.hdv; ++d) {
           vgot[size_t(d)] = quant::f16_to_f32(vh[size_t((h * n_ctx + pos[t]) * c.hdv + d)]);
           vref[size_t(d)] = quant::f16_to_f32(quant::f32_to_f16(v[size_t((t * c.nkv + h) * c.hdv + d)]));
