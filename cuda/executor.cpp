@@ -301,11 +301,12 @@ void Executor::lower_get_rows(const Node& n) {
 }
 
 void Executor::lower_rms_norm(const Node& n) {
-  if (lowering(n.id) == Lowering::InReaders || lowering(n.id) == Lowering::InRopeKv) return;
+  const Lowering how = lowering(n.id);
+  if (how == Lowering::InReaders || how == Lowering::InRopeKv) return;  // computed in its readers' launches
   RmsNormParams p{f32_in(n, 0), n.inputs.size() > 1 && n.inputs[1] != graph::kNoNode ? f32_in(n, 1) : nullptr,
                   f32_out(n), n.shape.ne[0], n.shape.rows(), ::std::get<graph::RmsNormParams>(n.params).eps};
-  if (const auto it = norm_add_.find(n.id); it != norm_add_.end()) {  // fold_norm_add: the Add's value instead
-    const Node& a = g_.node(it->second);
+  if (how == Lowering::AddsResidual) {  // fold_norm_add: its one reader, the residual Add's value, instead
+    const Node& a = g_.node(users_.at(size_t(n.id))[0]);
     p.residual = f32_in(a, a.inputs[0] == n.id ? 1 : 0), p.out = f32_out(a);
   }
   steps_.push_back([p](cudaStream_t s) { launch_rms_norm(p, s); });
@@ -444,9 +445,9 @@ void Executor::lower_attention(const Node& n) {
       f.kv_type = spec.type, f.k_scales = kv_->k_scales(ap.layer), f.v_scales = kv_->v_scales(ap.layer);
       f.paging = a.paging;
       AttentionKernelParams at = a;
-      if (const auto it = qk_norms_.find(n.id); it != qk_norms_.end()) {  // fold_qk_norms: from the raw q and k,
-        const Node& nq = g_.node(it->second.first);                       // q rotated in place and attended there
-        const Node& nk = g_.node(it->second.second);
+      if (const Node& nq = g_.node(rq.inputs[0]); lowering(nq.id) == Lowering::InRopeKv) {
+        // fold_qk_norms: from the raw q and k, q rotated in place and attended there
+        const Node& nk = g_.node(rk.inputs[0]);
         f.rope.x = f.rope.out = const_cast<float*>(f32_in(nq, 0)), f.k = f32_in(nk, 0);
         f.q_norm_w = f32_in(nq, 1), f.k_norm_w = f32_in(nk, 1);
         f.norm_eps = ::std::get<graph::RmsNormParams>(nq.params).eps;

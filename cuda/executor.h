@@ -163,6 +163,7 @@ class Executor {
     RopesAndAttend,  // an Attention whose step rotates q and k, writes K/V and attends
     AttendOnly,      // an Attention whose q/k/v launch rotated q and k and wrote K/V: the step only attends
     InRopeKv,        // a per-head q or k RmsNorm applied by its RopesAndAttend attention's rope_kv launch
+    AddsResidual,    // an RmsNorm whose launch also adds the residual and writes its one reader, an Add (Epilogue)
   };
   void plan_fusions();
   void plan_mul_mat(const graph::Node& n);
@@ -221,6 +222,7 @@ class Executor {
   bool attends_in_o(const graph::Node& attention) const;
   void read_fixed_point_x(const graph::Node& mulmat, MatvecParams& p) const;
   bool short_next() const { return has_short_ && max_pos_ < kShortSlots; }
+  graph::NodeId add_written_at(const graph::Node& producer, ::std::initializer_list<graph::NodeId> unwritten) const;
   graph::NodeId residual_add(const graph::Node& mulmat, const MatvecParams& p) const;
   void fold_residual(const graph::Node& mulmat, MatvecParams& p);
   void merge_siblings(const graph::Node& mulmat, MatvecParams& p);
@@ -258,9 +260,6 @@ class Executor {
   std::vector<Lowering> lowering_;                 // by node (plan_fusions)
   std::map<graph::NodeId, MatvecParams> matvecs_;  // MulMats launched as a matvec: their params, every fusion in
   std::map<graph::NodeId, AttentionO> attention_o_plan_;  // by Attention node: its attention + o launch (up front)
-  std::map<graph::NodeId, graph::NodeId> norm_add_;  // by RmsNorm: the residual Add its launch writes (fold_norm_add)
-  // by Attention: its q and k norms, applied by its rope_kv launch (fold_qk_norms)
-  std::map<graph::NodeId, ::std::pair<graph::NodeId, graph::NodeId>> qk_norms_;
   std::vector<unsigned long long*> fixed_acc_;     // Add nodes held in 64-bit fixed point: their accumulator
   DeviceBuffer fixed_accs_;                        // those accumulators, [attention_o_plan_.size()][D]
   int64_t fixed_d_ = 0;                            // D of each

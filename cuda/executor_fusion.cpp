@@ -168,21 +168,14 @@ bool Executor::norm_foldable(const Node& norm) const {
 }
 
 // An RmsNorm read only by a residual Add (Gemma's post-norms): the norm's launch writes residual + norm(x) w into
-// the Add's slot (RmsNormParams::residual) and the Add runs no launch of its own. The Add's slot is then written at
-// the norm's step, so no tensor alive in between may share it (checked on the plan), and the residual must hold its
-// value there already. Any number of rows: prefill takes it too.
+// the Add's slot (RmsNormParams::residual) and the Add runs no launch of its own (add_written_at's conditions; the
+// norm's own slot is never written). Any number of rows: prefill takes it too.
 void Executor::fold_norm_add(const Node& norm) {
-  if (!opt_.fuse || users_.at(size_t(norm.id)).size() != 1) return;
-  const Node& a = g_.node(users_.at(size_t(norm.id))[0]);
-  if (a.op != Op::Add || a.inputs.size() != 2 || a.inputs[0] == a.inputs[1]) return;
-  const NodeId other = a.inputs[0] == norm.id ? a.inputs[1] : a.inputs[0];
-  if (g_.node(other).shape.elements() != norm.shape.elements() || a.shape.elements() != norm.shape.elements()) return;
-  if (plan_.last_use.at(size_t(norm.id)) >= int32_t(g_.nodes().size())) return;  // a graph output: computed
-  if (!plan_.owns(a.id) || !slot_free_between(a.id, norm.id, a.id, {norm.id})) return;
-  const NodeId r = plan_.root.at(size_t(other));
-  if (r > norm.id || (g_.node(r).op != Op::Weight && plan_.last_use.at(size_t(r)) < norm.id)) return;
-  norm_add_[norm.id] = a.id;
-  lowering_.at(size_t(a.id)) = Lowering::Epilogue;
+  if (!opt_.fuse || plan_.last_use.at(size_t(norm.id)) >= int32_t(g_.nodes().size())) return;  // an output: computed
+  const NodeId add = add_written_at(norm, {norm.id});
+  if (add == graph::kNoNode) return;
+  lowering_.at(size_t(norm.id)) = Lowering::AddsResidual;
+  lowering_.at(size_t(add)) = Lowering::Epilogue;
   count_fusion(Fusion::NormAdd);
 }
 
@@ -205,19 +198,28 @@ bool Executor::slot_free_between(NodeId slot_owner, NodeId from, NodeId to,
   return true;
 }
 
+// The residual Add that alone reads `producer`, when a launch at the producer's step may write the Add's value
+// instead: same element counts, the Add's slot shared by no tensor alive from that step to the Add's (`unwritten`:
+// tensors the launch computes without storing), and the other operand already holding its value. kNoNode when not.
+NodeId Executor::add_written_at(const Node& producer, ::std::initializer_list<NodeId> unwritten) const {
+  if (users_.at(size_t(producer.id)).size() != 1) return graph::kNoNode;
+  const Node& a = g_.node(users_.at(size_t(producer.id))[0]);
+  if (a.op != Op::Add || a.inputs.size() != 2 || a.inputs[0] == a.inputs[1]) return graph::kNoNode;
+  const NodeId other = a.inputs[0] == producer.id ? a.inputs[1] : a.inputs[0];
+  if (g_.node(other).shape.elements() != producer.shape.elements() ||
+      a.shape.elements() != producer.shape.elements())
+    return graph::kNoNode;
+  if (!plan_.owns(a.id) || !slot_free_between(a.id, producer.id, a.id, unwritten)) return graph::kNoNode;
+  const NodeId r = plan_.root.at(size_t(other));
+  if (r > producer.id || (g_.node(r).op != Op::Weight && plan_.last_use.at(size_t(r)) < producer.id))
+    return graph::kNoNode;
+  return a.id;
+}
+
 // The Add that can be the epilogue of matvec m (kNoNode when none).
 NodeId Executor::residual_add(const Node& m, const MatvecParams& p) const {
-  if (!opt_.fuse || !matvec_fuses(p) || users_.at(size_t(m.id)).size() != 1) return graph::kNoNode;
-  const Node& a = g_.node(users_.at(size_t(m.id))[0]);
-  if (a.op != Op::Add || a.inputs.size() != 2 || a.inputs[0] == a.inputs[1]) return graph::kNoNode;
-  const NodeId other = a.inputs[0] == m.id ? a.inputs[1] : a.inputs[0];
-  if (g_.node(other).shape.elements() != m.shape.elements() || a.shape.elements() != m.shape.elements())
-    return graph::kNoNode;
-  if (!plan_.owns(a.id) || !slot_free_between(a.id, m.id, a.id)) return graph::kNoNode;
-  // The residual must still hold its value at the matvec's step: produced before it and alive through it.
-  const NodeId r = plan_.root.at(size_t(other));
-  if (r > m.id || (g_.node(r).op != Op::Weight && plan_.last_use.at(size_t(r)) < m.id)) return graph::kNoNode;
-  return a.id;
+  if (!opt_.fuse || !matvec_fuses(p)) return graph::kNoNode;
+  return add_written_at(m, {});
 }
 
 void Executor::fold_residual(const Node& m, MatvecParams& p) {
@@ -319,7 +321,8 @@ bool Executor::rope_kv_fusable(const Node& att) const {
 // the raw q (the launch reads a head whole before writing it), which the attention then reads; the norms run no
 // launch and the q rope's slot is never written. So the raw q and k must still hold their values at the attention's
 // step: no tensor written from the norms' steps on may share their bytes (checked on the plan), and nothing but its
-// norm may read the raw q. f16 cache only: the quantized rope_kv kernel has no norm.
+// norm may read the raw q. f16 cache only: the quantized rope_kv kernel has no norm. lower_attention finds the norms
+// again as its ropes' inputs, lowered InRopeKv.
 void Executor::fold_qk_norms(const Node& att) {
   if (!opt_.fuse || !kv_ || kv_->type() != graph::KvType::F16) return;
   const Node& rq = g_.node(att.inputs[0]);
@@ -346,7 +349,6 @@ void Executor::fold_qk_norms(const Node& att) {
   if (!plan_.owns(att.id) || ranges_overlap(plan_.offset.at(size_t(att.id)), plan_.bytes.at(size_t(att.id)),
                                             plan_.offset.at(size_t(q_src)), plan_.bytes.at(size_t(q_src))))
     return;
-  qk_norms_[att.id] = {nq, nk};
   lowering_.at(size_t(nq)) = lowering_.at(size_t(nk)) = Lowering::InRopeKv;
   count_fusion(Fusion::QkNorms);
 }
