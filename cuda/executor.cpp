@@ -473,6 +473,7 @@ void Executor::lower_attention(const Node& n) {
 }
 
 void Executor::lower_softmax(const Node& n) {
+  if (lowering(n.id) == Lowering::InRoute) return;  // its values live only inside the routing launch
   const SoftmaxParams p{f32_in(n, 0), f32_out(n), n.shape.ne[0], n.shape.rows()};
   steps_.push_back([p](cudaStream_t s) { launch_softmax(p, s); });
 }

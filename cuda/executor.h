@@ -18,9 +18,11 @@
 
 #include "cuda/context.h"
 #include "cuda/kernels/batch_mm.cuh"
+#include "cuda/kernels/expert_matvec.cuh"
 #include "cuda/kernels/fused_elementwise.cuh"
 #include "cuda/kernels/host_inputs.cuh"
 #include "cuda/kernels/matvec.cuh"
+#include "cuda/kernels/moe.cuh"
 #include "cuda/kernels/rope.cuh"
 #include "cuda/rtc.h"
 #include "cuda/weight_layouts.h"
@@ -164,6 +166,7 @@ class Executor {
     AttendOnly,      // an Attention whose q/k/v launch rotated q and k and wrote K/V: the step only attends
     InRopeKv,        // a per-head q or k RmsNorm applied by its RopesAndAttend attention's rope_kv launch
     AddsResidual,    // an RmsNorm whose launch also adds the residual and writes its one reader, an Add (Epilogue)
+    InRoute,         // a TopK (ids stored) or Softmax (not stored) computed by its MoeWeights' routing launch
   };
   void plan_fusions();
   void plan_mul_mat(const graph::Node& n);
@@ -191,6 +194,12 @@ class Executor {
   void lower_mul_mat_id(const graph::Node& n);
   void lower_swiglu_oai(const graph::Node& n);
   void lower_weighted_sum(const graph::Node& n);
+  // Their decode fusions (executor_moe.cpp): routing in one launch, gate/up with the activation, down with the
+  // weighted sum and the residual add (expert_matvec.cuh).
+  void plan_moe_route(const graph::Node& moe_weights);
+  void plan_mul_mat_id(const graph::Node& n);
+  bool plan_expert_glu(const graph::Node& n);
+  void plan_expert_down(const graph::Node& n);
   Lowering lowering(graph::NodeId id) const { return lowering_.at(size_t(id)); }
   void drop_capture();  // the steps or their inputs changed: the next run() launches plainly, then captures anew
   const void* weight_ptr(const graph::Node& w) const;
@@ -203,7 +212,10 @@ class Executor {
   float* f32_out(const graph::Node& n) const;
   void launch_all(cudaStream_t s) const;
   // Fusions by kind, for the -v capture note (executor_fusion.cpp).
-  enum class Fusion { Norm, Residual, Sibling, SwiGlu, RopeKv, RopeKvEpilogue, AttentionO, NormAdd, QkNorms, kCount };
+  enum class Fusion {
+    Norm, Residual, Sibling, SwiGlu, RopeKv, RopeKvEpilogue, AttentionO, NormAdd, QkNorms, MoeRoute, ExpertGlu,
+    ExpertDown, kCount
+  };
   // Fusions (executor_fusion.cpp), decided by plan_fusions in node order.
   MatvecParams matvec_params(const graph::Node& mulmat) const;
   bool norm_foldable(const graph::Node& norm) const;
@@ -260,6 +272,9 @@ class Executor {
   std::vector<Lowering> lowering_;                 // by node (plan_fusions)
   std::map<graph::NodeId, MatvecParams> matvecs_;  // MulMats launched as a matvec: their params, every fusion in
   std::map<graph::NodeId, AttentionO> attention_o_plan_;  // by Attention node: its attention + o launch (up front)
+  std::map<graph::NodeId, MoeRouteParams> moe_routes_;    // by MoeWeights node: its routing launch
+  std::map<graph::NodeId, ExpertGluParams> expert_glus_;  // by the first MulMatId of a gate/up pair
+  std::map<graph::NodeId, ExpertDownParams> expert_downs_;  // by a down MulMatId
   std::vector<unsigned long long*> fixed_acc_;     // Add nodes held in 64-bit fixed point: their accumulator
   DeviceBuffer fixed_accs_;                        // those accumulators, [attention_o_plan_.size()][D]
   int64_t fixed_d_ = 0;                            // D of each

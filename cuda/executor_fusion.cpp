@@ -25,6 +25,8 @@
 //   launch (attention_o.cuh) where the session regrouped o by columns: the Add's value lives in a 64-bit
 //   fixed-point accumulator, which the folded norm's Q4_0 readers take as x (MatvecParams::x_fixed), the first of
 //   them writing the Add's float slot for the later residual add.
+// - A mixture's routing (Softmax, TopK, MoeWeights) as one launch, its gate/up products with the activation as
+//   one, and its down products with the weighted sum and the residual Add as one (executor_moe.cpp).
 // A paged graph (g.kv.paged()) does not take the attention + o launch, which addresses one sequence's cache by
 // position; its one-token step (a single running sequence) takes the q/k/v rope + KV epilogue, which maps the
 // token's position through its block-table row.
@@ -74,6 +76,8 @@ void Executor::plan_fusions() {
         if (!fold_norm(n)) fold_norm_add(n);
         break;
       case Op::MulMat: plan_mul_mat(n); break;
+      case Op::MoeWeights: plan_moe_route(n); break;
+      case Op::MulMatId: plan_mul_mat_id(n); break;
       case Op::Rope: plan_rope(n); break;
       case Op::Attention:
         if (lowering(n.id) != Lowering::AttendOnly && rope_kv_fusable(n)) {
@@ -435,7 +439,9 @@ size_t Executor::n_fused() const {
   static const char* const kNames[] = {"RMS norms into matvecs", "residual adds", "sibling matvecs",
                                        "SwiGLUs into gate/up", "rope pairs + KV write into attention",
                                        "rope pairs + KV write into q/k/v", "o projections with their attention",
-                                       "residual adds into RMS norms", "q/k norms into rope + KV write"};
+                                       "residual adds into RMS norms", "q/k norms into rope + KV write",
+                                       "mixture routings into one launch", "expert gate/up pairs with activation",
+                                       "expert downs with weighted sum"};
   static_assert(sizeof(kNames) / sizeof(kNames[0]) == size_t(Fusion::kCount));
   ::std::string s;
   for (size_t k = 0; k < size_t(Fusion::kCount); ++k)

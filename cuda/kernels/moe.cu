@@ -5,23 +5,23 @@
 #include <climits>
 
 #include "cuda/check.h"
+#include "cuda/kernels/pdl.cuh"
+#include "cuda/kernels/reduce.cuh"
 
 namespace cuda {
 namespace {
 
-// One warp per row: k rounds of a warp-wide arg-max over the values not yet taken (larger value wins, the lower
-// index on equal values), so ties come out in index order as the reference's stable sort gives them.
-__global__ void __launch_bounds__(32) top_k_kernel(TopKKernelParams p) {
-  extern __shared__ float vals[];  // [n], then n taken flags
-  auto* taken = reinterpret_cast<uint8_t*>(vals + p.n);
-  const int lane = threadIdx.x;
-  const float* a = p.a + int64_t(blockIdx.x) * p.n;
-  for (int64_t i = lane; i < p.n; i += 32) vals[i] = a[i], taken[i] = 0;
+// k rounds of a warp-wide arg-max over the n values not yet taken (larger value wins, the lower index on equal
+// values), so ties come out in index order as the reference's stable sort gives them. vals and taken are the
+// warp's shared memory; out[r] is written by lane 0.
+__device__ void warp_top_k(const float* vals, uint8_t* taken, int64_t n, int64_t k, int32_t* out) {
+  const int lane = threadIdx.x & 31;
+  for (int64_t i = lane; i < n; i += 32) taken[i] = 0;
   __syncwarp();
-  for (int64_t r = 0; r < p.k; ++r) {
+  for (int64_t r = 0; r < k; ++r) {
     float best = -INFINITY;
     int32_t bi = INT_MAX;
-    for (int64_t i = lane; i < p.n; i += 32) {
+    for (int64_t i = lane; i < n; i += 32) {
       const float v = vals[i];
       if (!taken[i] && (v > best || (v == best && int32_t(i) < bi) || bi == INT_MAX)) best = v, bi = int32_t(i);
     }
@@ -32,37 +32,84 @@ __global__ void __launch_bounds__(32) top_k_kernel(TopKKernelParams p) {
       if (oi != INT_MAX && (bi == INT_MAX || ov > best || (ov == best && oi < bi))) best = ov, bi = oi;
     }
     if (lane == 0) {
-      p.out[int64_t(blockIdx.x) * p.k + r] = bi;
+      out[r] = bi;
       taken[bi] = 1;
     }
     __syncwarp();
   }
 }
 
+constexpr int kMaxK = 64;
+
+// The routing weights of one token from the scores of its k chosen experts (v[0..k)), in double as the CPU
+// reference: optionally softmax over the k, optionally divided by their sum (clamped below at the smallest normal
+// f16, as llama.cpp guards the division).
+__device__ void route_weights(double* v, int k, bool softmax, bool normalize) {
+  if (softmax) {
+    double m = -INFINITY, s = 0.0;
+    for (int j = 0; j < k; ++j) m = fmax(m, v[j]);
+    for (int j = 0; j < k; ++j) s += (v[j] = exp(v[j] - m));
+    for (int j = 0; j < k; ++j) v[j] /= s;
+  }
+  if (normalize) {
+    double s = 0.0;
+    for (int j = 0; j < k; ++j) s += v[j];
+    s = fmax(s, 6.103515625e-5);
+    for (int j = 0; j < k; ++j) v[j] /= s;
+  }
+}
+
+// One warp per row.
+__global__ void __launch_bounds__(32) top_k_kernel(TopKKernelParams p) {
+  extern __shared__ float vals[];  // [n], then n taken flags
+  const float* a = p.a + int64_t(blockIdx.x) * p.n;
+  for (int64_t i = threadIdx.x; i < p.n; i += 32) vals[i] = a[i];
+  __syncwarp();
+  warp_top_k(vals, reinterpret_cast<uint8_t*>(vals + p.n), p.n, p.k, p.out + int64_t(blockIdx.x) * p.k);
+}
+
 // One thread per token: k is small (2 to 8 in the supported models).
 __global__ void moe_weights_kernel(MoeWeightsKernelParams p) {
   const int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (t >= p.T) return;
-  constexpr int kMaxK = 64;
   double v[kMaxK];
   const int k = int(p.k);
   for (int j = 0; j < k; ++j) {
     const int32_t e = p.ids[t * p.k + j];
     v[j] = e >= 0 && e < p.n_expert ? double(p.scores[t * p.n_expert + e]) : 0.0;
   }
-  if (p.softmax) {
-    double m = -INFINITY, s = 0.0;
-    for (int j = 0; j < k; ++j) m = fmax(m, v[j]);
-    for (int j = 0; j < k; ++j) s += (v[j] = exp(v[j] - m));
-    for (int j = 0; j < k; ++j) v[j] /= s;
-  }
-  if (p.normalize) {
-    double s = 0.0;
-    for (int j = 0; j < k; ++j) s += v[j];
-    s = fmax(s, 6.103515625e-5);  // the smallest normal f16, as llama.cpp guards the division
-    for (int j = 0; j < k; ++j) v[j] /= s;
-  }
+  route_weights(v, k, p.softmax, p.normalize);
   for (int j = 0; j < k; ++j) p.out[t * p.k + j] = float(v[j]);
+}
+
+// One warp per token: the router's logits (optionally softmax over all of them first, as the Softmax op computes
+// it), the top k, and their weights, in one launch.
+__global__ void __launch_bounds__(32) moe_route_kernel(MoeRouteParams p) {
+  extern __shared__ float vals[];  // [n], then n taken flags
+  const int lane = threadIdx.x;
+  const int64_t t = blockIdx.x;
+  const float* a = p.logits + t * p.n_expert;
+  pdl_launch_dependents();
+  pdl_wait();  // the router's logits
+  float m = -INFINITY;
+  for (int64_t i = lane; i < p.n_expert; i += 32) vals[i] = a[i], m = fmaxf(m, vals[i]);
+  if (p.softmax_all) {
+    m = warp_max(m);
+    float s = 0.0f;
+    for (int64_t i = lane; i < p.n_expert; i += 32) s += expf(vals[i] - m);
+    const float inv = 1.0f / warp_sum_f(s);
+    for (int64_t i = lane; i < p.n_expert; i += 32) vals[i] = expf(vals[i] - m) * inv;
+  }
+  __syncwarp();
+  int32_t* ids = p.ids + t * p.k;
+  warp_top_k(vals, reinterpret_cast<uint8_t*>(vals + p.n_expert), p.n_expert, p.k, ids);
+  if (lane == 0) {
+    double v[kMaxK];
+    const int k = int(p.k);
+    for (int j = 0; j < k; ++j) v[j] = double(vals[ids[j]]);
+    route_weights(v, k, p.softmax_chosen, p.normalize);
+    for (int j = 0; j < k; ++j) p.weights[t * p.k + j] = float(v[j]);
+  }
 }
 
 __global__ void swiglu_oai_kernel(SwiGluOaiKernelParams p) {
@@ -100,6 +147,15 @@ void launch_moe_weights(const MoeWeightsKernelParams& p, cudaStream_t stream) {
   LLM_REQUIRE(p.scores && p.ids && p.out, "null pointer");
   LLM_REQUIRE(p.n_expert > 0 && p.k > 0 && p.k <= 64 && p.T > 0, "moe_weights: bad shape (k at most 64)");
   moe_weights_kernel<<<blocks_of(p.T, 64), 64, 0, stream>>>(p);
+  CUDA_CHECK_LAUNCH(stream);
+}
+
+void launch_moe_route(const MoeRouteParams& p, cudaStream_t stream) {
+  LLM_REQUIRE(p.logits && p.ids && p.weights, "null pointer");
+  LLM_REQUIRE(p.n_expert > 0 && p.n_expert <= kTopKMaxN && p.k > 0 && p.k <= p.n_expert && p.k <= kMaxK &&
+                  p.T > 0 && p.T <= 0x7fffffff,
+              "moe_route: bad shape");
+  launch_pdl(moe_route_kernel, dim3(unsigned(p.T)), dim3(32), size_t(p.n_expert) * 5, stream, p);
   CUDA_CHECK_LAUNCH(stream);
 }
 

@@ -31,6 +31,21 @@ struct MoeWeightsKernelParams {
 };
 void launch_moe_weights(const MoeWeightsKernelParams& p, cudaStream_t stream);
 
+// TopK and MoeWeights in one launch over the router's logits (the executor's fusion of a mixture's routing):
+// softmax_all: the top k of softmax(logits) (the Softmax op's values) with weights from those probabilities;
+// otherwise the top k of the logits. softmax_chosen / normalize as MoeWeightsKernelParams. The ids are written
+// where the TopK op's output lives, the weights where MoeWeights' does.
+struct MoeRouteParams {
+  const float* logits = nullptr;  // [n_expert, T]
+  int32_t* ids = nullptr;         // [k, T]
+  float* weights = nullptr;       // [k, T]
+  int64_t n_expert = 0, k = 0, T = 0;  // n_expert <= kTopKMaxN, k <= 64
+  bool softmax_all = false;
+  bool softmax_chosen = false;
+  bool normalize = false;
+};
+void launch_moe_route(const MoeRouteParams& p, cudaStream_t stream);
+
 // gpt-oss's clamped SwiGLU: g' sigmoid(alpha g') (u' + 1), g' = min(gate, limit), u' = clamp(up, -limit, limit).
 struct SwiGluOaiKernelParams {
   const float* gate = nullptr;  // [n]

@@ -74,4 +74,31 @@ __device__ __forceinline__ ArgMax block_argmax(ArgMax a, ArgMax* red) {
   return r;
 }
 
+// Sum over the warp of each of the R values; lane (r * 32 / R) ends with row r's sum (R = 4: lanes 0, 8, 16, 24).
+template <int R>
+__device__ __forceinline__ float warp_sum_rows(float (&a)[R], int lane) {
+  if constexpr (R == 4) {
+    const bool up = lane & 16;
+    float k0 = up ? a[2] : a[0], k1 = up ? a[3] : a[1];
+    k0 += __shfl_xor_sync(0xffffffffu, up ? a[0] : a[2], 16);
+    k1 += __shfl_xor_sync(0xffffffffu, up ? a[1] : a[3], 16);
+    const bool mid = lane & 8;
+    float k = mid ? k1 : k0;
+    k += __shfl_xor_sync(0xffffffffu, mid ? k0 : k1, 8);
+#pragma unroll
+    for (int o = 4; o > 0; o >>= 1) k += __shfl_xor_sync(0xffffffffu, k, o);
+    return k;  // lane 8 * (2 * up + mid) holds row 2 * up + mid
+  } else {
+    float mine = 0.0f;
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      float v = a[r];
+#pragma unroll
+      for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+      if (lane == r * (32 / R)) mine = v;
+    }
+    return mine;
+  }
+}
+
 }  // namespace cuda

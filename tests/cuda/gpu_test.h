@@ -121,38 +121,58 @@ inline void reference(const std::vector<uint8_t>& w, quant::Type type, const std
 
 // The int16 matvec's own error bound (matvec_i16_units.cuh): x is held per run of 16 as int16 steps, each element
 // off by at most max|x_run| / 65534, and each step multiplies a weight's integer part times its scales, c_k (the
-// format's offset, as Q4_0's 8 d, is applied to the exact sum of x). Per output: sum_k |c_k| max|x_run(k)| / 65534,
-// with |c_k| bounded from the block's scales: Q8_0 |d q|, Q4_0 15 |d|, Q6_K 63 |d sc|. Zero for the other formats
+// format's offset, as Q4_0's 8 d or Q4_K's min, is applied to the exact sum of x). Per output of one row and one
+// column x[0..K): sum_k |c_k| max|x_run(k)| / 65534, with |c_k| bounded from the block's scales: Q8_0 |d q|, Q4_0
+// 15 |d|, Q4_K 15 |d sc|, Q6_K 63 |d sc|, MXFP4 |e2m1(q) 2^(e-127)| (the weight itself). Zero for the other formats
 // (their tests rely on the sum over many runs). Random data usually lands far inside it, but rows of a block or two
 // (K = 32 for Q4_0, 256 for Q6_K) can come near.
+inline double int16_row_bound(const uint8_t* row, quant::Type t, const float* x, int64_t K) {
+  using quant::Type;
+  if (t != Type::Q8_0 && t != Type::Q4_0 && t != Type::Q6_K && t != Type::Q4_K && t != Type::MXFP4) return 0.0;
+  const auto f16 = [](const uint8_t* p) { return double(quant::f16_to_f32(uint16_t(p[0] | (p[1] << 8)))); };
+  std::vector<float> wv;
+  if (t == Type::MXFP4) {
+    wv.resize(size_t(K));
+    quant::dequantize_row(t, row, wv.data(), K);
+  }
+  std::vector<double> c(static_cast<size_t>(K));  // the coefficient of each x_k
+  for (int64_t k = 0; k < K; ++k) {
+    if (t == Type::Q8_0) {
+      const uint8_t* b = row + 34 * (k / 32);
+      c[size_t(k)] = std::fabs(f16(b) * double(int8_t(b[2 + k % 32])));
+    } else if (t == Type::Q4_0) {
+      c[size_t(k)] = 15.0 * std::fabs(f16(row + 18 * (k / 32)));
+    } else if (t == Type::Q4_K) {
+      const uint8_t* b = row + 144 * (k / 256);
+      const int j = int(k % 256) / 32;  // the 6-bit scale of sub-block j (GGUF's Q4_K packing)
+      const uint8_t* s = b + 4;
+      const int sc = j < 4 ? (s[j] & 63) : ((s[j + 4] & 0x0f) | ((s[j - 4] >> 6) << 4));
+      c[size_t(k)] = 15.0 * std::fabs(f16(b) * sc);
+    } else if (t == Type::MXFP4) {
+      c[size_t(k)] = std::fabs(double(wv[size_t(k)]));
+    } else {
+      const uint8_t* b = row + 210 * (k / 256);
+      c[size_t(k)] = 63.0 * std::fabs(f16(b + 208) * double(int8_t(b[192 + (k % 256) / 16])));
+    }
+  }
+  double out = 0.0;
+  for (int64_t r = 0; r < K / 16; ++r) {
+    double m = 0, sc = 0;
+    for (int64_t k = 16 * r; k < 16 * r + 16; ++k) m = std::max(m, std::fabs(double(x[k])));
+    for (int64_t k = 16 * r; k < 16 * r + 16; ++k) sc += c[size_t(k)];
+    out += sc * m / 65534.0;
+  }
+  return out;
+}
+
+// int16_row_bound of every output of W [K, N] times x [K, T], as y[t N + n].
 inline std::vector<double> int16_bound(const std::vector<uint8_t>& w, quant::Type t, const std::vector<float>& x,
                                        int64_t K, int64_t N, int64_t T) {
   std::vector<double> out(size_t(N * T), 0.0);
-  if (t != quant::Type::Q8_0 && t != quant::Type::Q4_0 && t != quant::Type::Q6_K) return out;
   const size_t rb = quant::row_bytes(t, K);
-  const auto f16 = [](const uint8_t* p) { return double(quant::f16_to_f32(uint16_t(p[0] | (p[1] << 8)))); };
-  for (int64_t n = 0; n < N; ++n) {
-    std::vector<double> c(static_cast<size_t>(K));  // the coefficient of each x_k
-    const uint8_t* row = w.data() + size_t(n) * rb;
-    for (int64_t k = 0; k < K; ++k) {
-      if (t == quant::Type::Q8_0) {
-        const uint8_t* b = row + 34 * (k / 32);
-        c[size_t(k)] = std::fabs(f16(b) * double(int8_t(b[2 + k % 32])));
-      } else if (t == quant::Type::Q4_0) {
-        c[size_t(k)] = 15.0 * std::fabs(f16(row + 18 * (k / 32)));
-      } else {
-        const uint8_t* b = row + 210 * (k / 256);
-        c[size_t(k)] = 63.0 * std::fabs(f16(b + 208) * double(int8_t(b[192 + (k % 256) / 16])));
-      }
-    }
+  for (int64_t n = 0; n < N; ++n)
     for (int64_t tt = 0; tt < T; ++tt)
-      for (int64_t r = 0; r < K / 16; ++r) {
-        double m = 0, sc = 0;
-        for (int64_t k = 16 * r; k < 16 * r + 16; ++k) m = std::max(m, std::fabs(double(x[size_t(tt * K + k)])));
-        for (int64_t k = 16 * r; k < 16 * r + 16; ++k) sc += c[size_t(k)];
-        out[size_t(tt * N + n)] += sc * m / 65534.0;
-      }
-  }
+      out[size_t(tt * N + n)] = int16_row_bound(w.data() + size_t(n) * rb, t, &x[size_t(tt * K)], K);
   return out;
 }
 

@@ -1,0 +1,349 @@
+// The chosen experts' decode products with their neighbours fused in (expert_matvec.cuh).
+// A block is `slices` row slices of tps threads, one thread per 32-weight unit of K (tps = K / 32 rounded up to a
+// warp), as the dense int16 matvec (matvec_i16.cu): each thread dots its unit of kR rows at a time with x's int16
+// runs (matvec_i16_units.cuh), the next rows' weights loaded before the current ones are dotted.
+// - expert_glu: grid (row chunks, k, T). The block's slot has one expert and one input column: the first slice
+//   quantizes x once into shared memory for all slices, and every group is kR rows of gate and the same kR rows of
+//   up, so the block holds both halves of its outputs and writes act(gate, up).
+// - expert_down: grid (row chunks, T). The block's rows are summed over the token's k slots, so it quantizes the k
+//   input columns into shared memory, and slice s takes the slots s, s + slices, ...; each thread adds its slots'
+//   products times their routing weights before the warp sums, and the block adds the slices' sums in slice order.
+// Why these shapes: experts' rows are short (K = 768-4096, 24-128 units), so one block per matrix row range, as the
+// float matvec_id kernel has, left most of its 128 threads idle and reached 7-20% of the copy bandwidth (docs/moe.md).
+#include "cuda/kernels/expert_matvec.cuh"
+
+#include <algorithm>
+#include <map>
+#include <mutex>
+#include <tuple>
+
+#include "cuda/check.h"
+#include "cuda/device_info.h"
+#include "cuda/kernels/matvec_i16_units.cuh"
+#include "cuda/kernels/pdl.cuh"
+#include "cuda/kernels/qtype_dispatch.cuh"
+#include "cuda/kernels/reduce.cuh"
+
+namespace cuda {
+namespace {
+
+constexpr int kR = 2;                 // rows of a group, per matrix
+constexpr int kMaxThreads = 256;      // a block: slices x tps
+constexpr int kMaxUnits = kMaxThreads;
+constexpr int kRunWords = 20;         // a unit's two runs as 32-bit words: q[0..7], s, S of each
+constexpr size_t kMaxSmem = 48 << 10; // dynamic shared memory without opt-in
+
+template <quant::Type T>
+constexpr bool kHasUnit = T == quant::Type::Q4_0 || T == quant::Type::Q8_0 || T == quant::Type::Q4_K ||
+                          T == quant::Type::Q6_K || T == quant::Type::MXFP4;
+
+// Unit u's two runs of the column x, quantized into shared memory: field f at runs[f * stride + u]. Plain loads:
+// the previous kernel wrote x (pdl.cuh).
+template <class U>
+__device__ __forceinline__ void put_runs(const float* x, int64_t u, float* runs, int stride) {
+  float a[16], b[16];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float4 va = reinterpret_cast<const float4*>(x + U::seg0(u))[i];
+    const float4 vb = reinterpret_cast<const float4*>(x + U::seg0(u) + U::kOff1)[i];
+    a[4 * i] = va.x, a[4 * i + 1] = va.y, a[4 * i + 2] = va.z, a[4 * i + 3] = va.w;
+    b[4 * i] = vb.x, b[4 * i + 1] = vb.y, b[4 * i + 2] = vb.z, b[4 * i + 3] = vb.w;
+  }
+  const mv16::Run r0 = mv16::quantize_run(a), r1 = mv16::quantize_run(b);
+#pragma unroll
+  for (int f = 0; f < 8; ++f)
+    runs[f * stride + u] = __int_as_float(r0.q[f]), runs[(10 + f) * stride + u] = __int_as_float(r1.q[f]);
+  runs[8 * stride + u] = r0.s, runs[9 * stride + u] = r0.S;
+  runs[18 * stride + u] = r1.s, runs[19 * stride + u] = r1.S;
+}
+
+__device__ __forceinline__ void get_runs(const float* runs, int stride, int u, mv16::Run& x0, mv16::Run& x1) {
+#pragma unroll
+  for (int f = 0; f < 8; ++f)
+    x0.q[f] = __float_as_int(runs[f * stride + u]), x1.q[f] = __float_as_int(runs[(10 + f) * stride + u]);
+  x0.s = runs[8 * stride + u], x0.S = runs[9 * stride + u];
+  x1.s = runs[18 * stride + u], x1.S = runs[19 * stride + u];
+}
+
+__device__ __forceinline__ float activate(ExpertAct act, float g, float u, float alpha, float limit) {
+  if (act == ExpertAct::SwiGlu) return g / (1.0f + expf(-g)) * u;
+  g = fminf(g, limit);  // gpt-oss's clamped SwiGLU (moe.cuh SwiGluOaiKernelParams)
+  u = fminf(fmaxf(u, -limit), limit);
+  return g / (1.0f + expf(-alpha * g)) * (u + 1.0f);
+}
+
+struct Shape {
+  int tps;     // threads per slice
+  int slices;
+  int gpb;     // row groups per block
+  unsigned chunks;
+  size_t smem;
+};
+
+template <quant::Type T>
+__global__ void __launch_bounds__(kMaxThreads) expert_glu_kernel(ExpertGluParams p, size_t row_bytes, int gpb,
+                                                                 int slices) {
+  using U = mv16::Unit<T>;
+  using Raw = typename U::Raw;
+  extern __shared__ float sh[];
+  const int tps = int(blockDim.x) / slices, slice = int(threadIdx.x) / tps, u = int(threadIdx.x) % tps;
+  const int lane = u & 31, warp = u >> 5;
+  const int n_warps = tps >> 5;
+  const bool active = u < p.K / 32;
+  const int64_t n_groups = (p.N + kR - 1) / kR;
+  const int64_t g0 = int64_t(blockIdx.x) * gpb, g1 = g0 + gpb < n_groups ? g0 + gpb : n_groups;
+  const int64_t j = blockIdx.y, t = blockIdx.z;
+  float* runs = sh;                   // [kRunWords][tps]
+  float* part = sh + kRunWords * tps; // [n_warps][gpb][2 kR]: gate rows, then up rows
+  const int cap = gpb * 2 * kR;
+  pdl_launch_dependents();
+  pdl_wait();  // ids and x come from the kernels before
+  const int32_t e = p.ids[t * p.k + j];
+  float* y = p.out + (t * p.k + j) * p.N;
+  const int64_t n_end = g1 * kR < p.N ? g1 * kR : p.N;
+  if (e < 0 || e >= p.n_expert) {
+    for (int64_t n = g0 * kR + threadIdx.x; n < n_end; n += blockDim.x) y[n] = 0.0f;
+    return;
+  }
+  const size_t expert_bytes = size_t(p.N) * row_bytes;
+  const uint8_t* wg = static_cast<const uint8_t*>(p.gate) + size_t(e) * expert_bytes;
+  const uint8_t* wu = static_cast<const uint8_t*>(p.up) + size_t(e) * expert_bytes;
+  const auto load = [&](Raw(&dg)[kR], Raw(&du)[kR], int64_t g) {
+#pragma unroll
+    for (int r = 0; r < kR; ++r) {
+      const int64_t n = g * kR + r < p.N ? g * kR + r : p.N - 1;  // rows past N re-read the last, not written
+      dg[r] = U::load(wg + n * row_bytes, u);
+      du[r] = U::load(wu + n * row_bytes, u);
+    }
+  };
+  Raw cg[kR], cu[kR], ng[kR], nu[kR];
+  const int64_t first = g0 + slice;
+  if (active && first < g1) load(cg, cu, first);  // in flight while x is quantized
+  if (slice == 0 && active) put_runs<U>(p.x + t * p.K, u, runs, tps);
+  __syncthreads();
+  mv16::Run x0, x1;
+  if (active) get_runs(runs, tps, u, x0, x1);
+  for (int64_t g = first; g < g1; g += slices) {
+    if (active && g + slices < g1) load(ng, nu, g + slices);
+    float acc[2 * kR];
+#pragma unroll
+    for (int r = 0; r < kR; ++r) {
+      acc[r] = active ? U::dot(cg[r], u, x0, x1) : 0.0f;
+      acc[kR + r] = active ? U::dot(cu[r], u, x0, x1) : 0.0f;
+    }
+    const float v = warp_sum_rows<2 * kR>(acc, lane);
+    if ((lane & (32 / (2 * kR) - 1)) == 0) part[warp * cap + (g - g0) * 2 * kR + lane / (32 / (2 * kR))] = v;
+#pragma unroll
+    for (int r = 0; r < kR; ++r) cg[r] = ng[r], cu[r] = nu[r];
+  }
+  __syncthreads();
+  for (int64_t i = threadIdx.x; i < (g1 - g0) * kR; i += blockDim.x) {
+    const int64_t gl = i / kR, r = i % kR, n = g0 * kR + i;
+    if (n >= p.N) continue;
+    float gs = 0.0f, us = 0.0f;
+    for (int w = 0; w < n_warps; ++w) gs += part[w * cap + gl * 2 * kR + r], us += part[w * cap + gl * 2 * kR + kR + r];
+    if (p.gate_bias) gs += p.gate_bias[int64_t(e) * p.N + n];
+    if (p.up_bias) us += p.up_bias[int64_t(e) * p.N + n];
+    y[n] = activate(p.act, gs, us, p.alpha, p.limit);
+  }
+}
+
+template <quant::Type T>
+__global__ void __launch_bounds__(kMaxThreads) expert_down_kernel(ExpertDownParams p, size_t row_bytes, int gpb,
+                                                                  int slices) {
+  using U = mv16::Unit<T>;
+  using Raw = typename U::Raw;
+  extern __shared__ float sh[];
+  const int tps = int(blockDim.x) / slices, slice = int(threadIdx.x) / tps, u = int(threadIdx.x) % tps;
+  const int lane = u & 31, warp = u >> 5;
+  const int n_warps = tps >> 5;
+  const int64_t n_units = p.K / 32;
+  const bool active = u < n_units;
+  const int64_t n_groups = (p.N + kR - 1) / kR;
+  const int64_t g0 = int64_t(blockIdx.x) * gpb, g1 = g0 + gpb < n_groups ? g0 + gpb : n_groups;
+  const int64_t t = blockIdx.y;
+  const int k = int(p.k);
+  float* runs = sh;                           // [k][kRunWords][tps]
+  float* part = sh + k * kRunWords * tps;     // [slices][n_warps][gpb][kR]
+  const int cap = gpb * kR;
+  const int32_t* ids = p.ids + t * p.k;
+  const size_t expert_bytes = size_t(p.N) * row_bytes;
+  pdl_launch_dependents();
+  pdl_wait();  // ids, weights, x and the residual come from the kernels before
+  for (int64_t i = threadIdx.x; i < p.k * n_units; i += blockDim.x)
+    put_runs<U>(p.x + (t * p.k + i / n_units) * p.K, i % n_units, runs + (i / n_units) * kRunWords * tps, tps);
+
+  // Tasks (group, this slice's slot jj): slot slice + jj * slices; groups outer so each group's slots end together.
+  const int nj = (k - slice + slices - 1) / slices;  // >= 1: slices <= k
+  const int64_t n_tasks = (g1 - g0) * nj;
+  const auto expert_of = [&](int64_t q) -> const uint8_t* {
+    const int32_t e = ids[slice + (q % nj) * slices];
+    return e >= 0 && e < p.n_expert ? static_cast<const uint8_t*>(p.w) + size_t(e) * expert_bytes : nullptr;
+  };
+  const auto load = [&](Raw(&d)[kR], int64_t q) {
+    const uint8_t* w = expert_of(q);
+    if (!w) return;
+    const int64_t g = g0 + q / nj;
+#pragma unroll
+    for (int r = 0; r < kR; ++r) d[r] = U::load(w + (g * kR + r < p.N ? g * kR + r : p.N - 1) * row_bytes, u);
+  };
+  Raw cur[kR], nxt[kR];
+  if (active && n_tasks > 0) load(cur, 0);
+  __syncthreads();  // the runs
+  float acc[kR] = {};
+  for (int64_t q = 0; q < n_tasks; ++q) {
+    if (active && q + 1 < n_tasks) load(nxt, q + 1);
+    const int jj = int(q % nj), j = slice + jj * slices;
+    if (expert_of(q) && active) {
+      mv16::Run x0, x1;
+      get_runs(runs + j * kRunWords * tps, tps, u, x0, x1);
+      const float wj = p.weights[t * p.k + j];
+#pragma unroll
+      for (int r = 0; r < kR; ++r) acc[r] = fmaf(wj, U::dot(cur[r], u, x0, x1), acc[r]);
+    }
+#pragma unroll
+    for (int r = 0; r < kR; ++r) cur[r] = nxt[r];
+    if (jj == nj - 1) {  // the group's last slot of this slice
+      const float v = warp_sum_rows<kR>(acc, lane);
+      if ((lane & (32 / kR - 1)) == 0) part[(slice * n_warps + warp) * cap + (q / nj) * kR + lane / (32 / kR)] = v;
+#pragma unroll
+      for (int r = 0; r < kR; ++r) acc[r] = 0.0f;
+    }
+  }
+  __syncthreads();
+  for (int64_t i = threadIdx.x; i < (g1 - g0) * kR; i += blockDim.x) {
+    const int64_t n = g0 * kR + i;
+    if (n >= p.N) continue;
+    float v = 0.0f;
+    for (int s = 0; s < slices * n_warps; ++s) v += part[s * cap + i];
+    if (p.bias) {
+      for (int j = 0; j < k; ++j)
+        if (const int32_t e = ids[j]; e >= 0 && e < p.n_expert) v = fmaf(p.weights[t * p.k + j], p.bias[e * p.N + n], v);
+    }
+    if (p.residual) v += p.residual[t * p.N + n];
+    p.out[t * p.N + n] = v;
+  }
+}
+
+bool has_unit(quant::Type t) {
+  using quant::Type;
+  return t == Type::Q4_0 || t == Type::Q8_0 || t == Type::Q4_K || t == Type::Q6_K || t == Type::MXFP4;
+}
+
+// The unit loads' needs: 16-byte Q4_K rows (uint4 loads), 2-byte rows for the others but MXFP4 (any byte), float4
+// columns of x.
+bool rows_fit(quant::Type type, const void* w, int64_t K, const void* x) {
+  if (K <= 0 || K % 32 != 0 || K / 32 > kMaxUnits || !has_unit(type)) return false;
+  const size_t rb = quant::row_bytes(type, K);
+  const size_t align = type == quant::Type::Q4_K ? 16 : type == quant::Type::MXFP4 ? 1 : 2;
+  const auto a = [](const void* q) { return reinterpret_cast<uintptr_t>(q); };
+  return a(w) % align == 0 && rb % align == 0 && a(x) % 16 == 0;
+}
+
+int threads_per_slice(int64_t K) { return int((K / 32 + 31) / 32 * 32); }
+
+constexpr int kMaxGluGroups = 128;  // a block's partial sums: at most 8 warps x 128 groups x 2 kR floats = 16 KiB
+constexpr int kMaxDownGroups = 64;  // at most 8 warps x 64 groups x kR floats = 4 KiB
+
+// Blocks of `threads` threads one multiprocessor holds at once, queried once per kernel and block size.
+int blocks_per_sm(const void* kernel, int threads, size_t smem) {
+  static std::mutex m;
+  static std::map<std::tuple<const void*, int, size_t>, int> cache;
+  const std::lock_guard<std::mutex> lock(m);
+  auto [it, fresh] = cache.try_emplace({kernel, threads, smem}, 0);
+  if (fresh) CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&it->second, kernel, threads, smem));
+  return std::max(1, it->second);
+}
+
+// Groups a block owns: the launch's groups spread over one wave of resident blocks, whole slices each.
+int groups_per_block(int64_t groups, int64_t resident, int slices, int cap) {
+  int64_t g = (groups + resident - 1) / resident;
+  g = (std::max<int64_t>(g, slices) + slices - 1) / slices * slices;
+  return int(std::min<int64_t>(g, cap));
+}
+
+Shape glu_shape(const ExpertGluParams& p, const void* kernel) {
+  Shape s;
+  s.tps = threads_per_slice(p.K);
+  const int64_t n_groups = (p.N + kR - 1) / kR;
+  s.slices = int(std::max<int64_t>(1, std::min<int64_t>(kMaxThreads / s.tps, n_groups)));
+  const size_t runs = size_t(kRunWords) * s.tps * sizeof(float);
+  if (p.groups_per_block > 0) {
+    s.gpb = p.groups_per_block;
+  } else if (kernel) {
+    // Groups are counted per slot: a block serves one (slot, token).
+    const int64_t resident = int64_t(current_device_sm_count()) * blocks_per_sm(kernel, s.tps * s.slices, runs);
+    const int64_t per_slot = std::max<int64_t>(1, resident / (p.k * p.T));
+    s.gpb = groups_per_block(n_groups, per_slot, s.slices, kMaxGluGroups);
+  } else {
+    s.gpb = kMaxGluGroups;  // the most shared memory any launch takes (expert_glu_fits)
+  }
+  s.chunks = unsigned((n_groups + s.gpb - 1) / s.gpb);
+  s.smem = runs + size_t(s.tps / 32) * s.gpb * 2 * kR * sizeof(float);
+  return s;
+}
+
+Shape down_shape(const ExpertDownParams& p, const void* kernel) {
+  Shape s;
+  s.tps = threads_per_slice(p.K);
+  s.slices = int(std::max<int64_t>(1, std::min<int64_t>(kMaxThreads / s.tps, p.k)));
+  const int64_t n_groups = (p.N + kR - 1) / kR;
+  const size_t runs = size_t(p.k) * kRunWords * s.tps * sizeof(float);
+  if (p.groups_per_block > 0) {
+    s.gpb = p.groups_per_block;
+  } else if (kernel) {
+    const int64_t resident = int64_t(current_device_sm_count()) * blocks_per_sm(kernel, s.tps * s.slices, runs);
+    s.gpb = groups_per_block(n_groups, std::max<int64_t>(1, resident / p.T), 1, kMaxDownGroups);
+  } else {
+    s.gpb = kMaxDownGroups;
+  }
+  s.chunks = unsigned((n_groups + s.gpb - 1) / s.gpb);
+  s.smem = runs + size_t(s.slices) * (s.tps / 32) * s.gpb * kR * sizeof(float);
+  return s;
+}
+
+}  // namespace
+
+bool expert_glu_fits(const ExpertGluParams& p) {
+  if (!p.gate || !p.up || !p.x || p.N <= 0 || p.k <= 0 || p.T <= 0 || p.T > 65535 || p.k > 65535) return false;
+  if (!rows_fit(p.type, p.gate, p.K, p.x) || !rows_fit(p.type, p.up, p.K, p.x)) return false;
+  return p.groups_per_block <= kMaxGluGroups && glu_shape(p, nullptr).smem <= kMaxSmem;
+}
+
+bool expert_down_fits(const ExpertDownParams& p) {
+  if (!p.w || !p.x || p.N <= 0 || p.k <= 0 || p.T <= 0 || p.T > 65535 || p.k > 64) return false;
+  if (!rows_fit(p.type, p.w, p.K, p.x)) return false;
+  return p.groups_per_block <= kMaxDownGroups && down_shape(p, nullptr).smem <= kMaxSmem;
+}
+
+void launch_expert_glu(const ExpertGluParams& p, cudaStream_t stream) {
+  LLM_REQUIRE(p.ids && p.out && p.n_expert > 0, "expert_glu: null pointer or no experts");
+  LLM_REQUIRE(expert_glu_fits(p), "expert_glu: shape or type not served (expert_glu_fits)");
+  const size_t rb = quant::row_bytes(p.type, p.K);
+  dispatch_qtype(p.type, "expert_glu", [&](auto tag) {
+    constexpr quant::Type T = decltype(tag)::value;
+    if constexpr (kHasUnit<T>) {
+      const Shape s = glu_shape(p, reinterpret_cast<const void*>(expert_glu_kernel<T>));
+      launch_pdl(expert_glu_kernel<T>, dim3(s.chunks, unsigned(p.k), unsigned(p.T)), dim3(unsigned(s.tps * s.slices)),
+                 s.smem, stream, p, rb, s.gpb, s.slices);
+    }
+  });
+  CUDA_CHECK_LAUNCH(stream);
+}
+
+void launch_expert_down(const ExpertDownParams& p, cudaStream_t stream) {
+  LLM_REQUIRE(p.ids && p.weights && p.out && p.n_expert > 0, "expert_down: null pointer or no experts");
+  LLM_REQUIRE(expert_down_fits(p), "expert_down: shape or type not served (expert_down_fits)");
+  const size_t rb = quant::row_bytes(p.type, p.K);
+  dispatch_qtype(p.type, "expert_down", [&](auto tag) {
+    constexpr quant::Type T = decltype(tag)::value;
+    if constexpr (kHasUnit<T>) {
+      const Shape s = down_shape(p, reinterpret_cast<const void*>(expert_down_kernel<T>));
+      launch_pdl(expert_down_kernel<T>, dim3(s.chunks, unsigned(p.T)), dim3(unsigned(s.tps * s.slices)), s.smem,
+                 stream, p, rb, s.gpb, s.slices);
+    }
+  });
+  CUDA_CHECK_LAUNCH(stream);
+}
+
+}  // namespace cuda

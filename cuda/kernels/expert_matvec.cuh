@@ -1,0 +1,62 @@
+// Decode products of a mixture's chosen experts with their neighbours fused in (issue 27), on the int16-activation
+// units of the dense decode matvec (matvec_i16_units.cuh): x is quantized to int16 runs once per block and every
+// weight byte of a chosen expert is read once.
+// - expert_glu: the gate and up products of every (token, slot) and the activation between them in one launch,
+//   h = act(gate_e x + b_gate_e, up_e x + b_up_e), so neither product is stored (graph: MulMatId, MulMatId, SwiGlu
+//   or SwiGluOai).
+// - expert_down: the down products of a token's k slots, each on its own input column, mixed by the routing weights
+//   and added to the residual in one launch, y = r + sum_j w_j (down_{e_j} h_j + b_{e_j}) (graph: MulMatId,
+//   WeightedSum, Add).
+// Expert ids are read from device memory after the previous kernel finished (programmatic dependent launch), so a
+// decode step stays one captured graph. Each output is summed in an order fixed by the shapes (not by T or by which
+// block holds it): a token's result does not depend on its neighbours in the batch.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "quant/types.h"
+
+namespace cuda {
+
+enum class ExpertAct : uint8_t { SwiGlu, SwiGluOai };
+
+struct ExpertGluParams {
+  const void* gate = nullptr;      // [K, N, n_expert] of `type`: expert e's N rows start at row e N
+  const void* up = nullptr;        // same shape and type
+  quant::Type type = quant::Type::F32;
+  const float* gate_bias = nullptr;  // [N, n_expert] or null
+  const float* up_bias = nullptr;
+  const float* x = nullptr;        // [K, T]: every slot of token t reads column t
+  const int32_t* ids = nullptr;    // [k, T] device memory; ids outside [0, n_expert) give zero rows
+  float* out = nullptr;            // [N, k, T]
+  ExpertAct act = ExpertAct::SwiGlu;
+  float alpha = 1.702f, limit = 7.0f;  // SwiGluOai (moe.cuh)
+  int64_t K = 0, N = 0, n_expert = 0, k = 0, T = 0;
+  int groups_per_block = 0;        // row groups a block owns; 0: the launcher's choice (the kernel lab sweeps it)
+};
+
+struct ExpertDownParams {
+  const void* w = nullptr;         // [K, N, n_expert] of `type`
+  quant::Type type = quant::Type::F32;
+  const float* bias = nullptr;     // [N, n_expert] or null
+  const float* x = nullptr;        // [K, k, T]: slot j of token t reads column t k + j
+  const int32_t* ids = nullptr;    // [k, T]; a slot whose id is outside [0, n_expert) adds nothing
+  const float* weights = nullptr;  // [k, T] routing weights
+  const float* residual = nullptr; // [N, T] or null
+  float* out = nullptr;            // [N, T]
+  int64_t K = 0, N = 0, n_expert = 0, k = 0, T = 0;
+  int groups_per_block = 0;        // as ExpertGluParams
+};
+
+// Whether the launchers take these params: a type with an int16 unit (Q4_0, Q8_0, Q4_K, Q6_K as in GGUF, MXFP4),
+// rows the unit can load (alignment), K / 32 <= 256 units, and for expert_down the k quantized inputs in 48 KiB of
+// shared memory. The executor fuses only where they do; the unfused ops serve everything else.
+bool expert_glu_fits(const ExpertGluParams& p);
+bool expert_down_fits(const ExpertDownParams& p);
+
+// Throw cuda::InvalidArgument where the fits above say no, or for null pointers and empty shapes.
+void launch_expert_glu(const ExpertGluParams& p, cudaStream_t stream);
+void launch_expert_down(const ExpertDownParams& p, cudaStream_t stream);
+
+}  // namespace cuda

@@ -1,0 +1,239 @@
+// The fused decode kernels of a mixture (expert_matvec.cuh, moe.cuh launch_moe_route) against the CPU reference's
+// per-op functions composed as the unfused graph computes them: gate/up with their activation, down with the
+// weighted sum, biases and the residual, and routing in one launch. Tolerances: float32 sums in another order than
+// the reference's double, plus the int16 rounding of x by its documented bound (gpu_test.h int16_row_bound), carried
+// through the activation and the weighted sum.
+#include <algorithm>
+#include <numeric>
+
+#include "cuda/kernels/expert_matvec.cuh"
+#include "cuda/kernels/moe.cuh"
+#include "gpu_test.h"
+#include "graph/reference_ops.h"
+
+namespace {
+
+using namespace gpu_test;
+namespace ref = graph::ref;
+using quant::Type;
+
+std::vector<uint8_t> expert_weights(std::mt19937& rng, Type t, int64_t K, int64_t rows) {
+  auto w = random_weights(rng, t, K, rows);
+  if (t == Type::MXFP4)  // scale bytes of O(1) values (random ones reach 2^127)
+    for (size_t b = 0; b < w.size(); b += 17) w[b] = uint8_t(121 + rng() % 6);
+  return w;
+}
+
+// k distinct experts per token; slot 1 of token 0 out of range when `invalid` (a zero row / no contribution).
+std::vector<int32_t> expert_ids(std::mt19937& rng, int64_t n_expert, int64_t k, int64_t T, bool invalid) {
+  std::vector<int32_t> ids(static_cast<size_t>(k * T)), perm(static_cast<size_t>(n_expert));
+  for (int64_t t = 0; t < T; ++t) {
+    std::iota(perm.begin(), perm.end(), 0);
+    std::shuffle(perm.begin(), perm.end(), rng);
+    std::copy(perm.begin(), perm.begin() + k, ids.begin() + t * k);
+  }
+  if (invalid && k > 1) ids[1] = int32_t(n_expert + 3);
+  return ids;
+}
+
+// The reference's products [N, k, T] of the chosen experts (zero rows for an out-of-range id), and per output the
+// error a float32 int16-activation kernel may add: a few ulps of sum |w x| plus the int16 rounding bound.
+struct Products {
+  std::vector<float> y;
+  std::vector<double> err;
+};
+Products products(const std::vector<uint8_t>& w, Type t, const std::vector<float>& x, int64_t x_slots,
+                  const std::vector<int32_t>& ids, const std::vector<float>* bias, int64_t K, int64_t N,
+                  int64_t n_expert, int64_t k, int64_t T) {
+  Products p;
+  p.y.assign(size_t(N * k * T), 0.0f);
+  p.err.assign(p.y.size(), 0.0);
+  // The reference refuses out-of-range ids: it computes expert 0 there, whose rows are then zeroed.
+  std::vector<int32_t> valid = ids;
+  for (auto& e : valid) e = e >= 0 && e < n_expert ? e : 0;
+  ref::MulMatIdArgs ra;
+  ra.wq = w.data(), ra.wtype = t, ra.row_bytes = quant::row_bytes(t, K), ra.x = x.data(), ra.ids = valid.data();
+  ra.bias = bias ? bias->data() : nullptr, ra.out = p.y.data();
+  ra.K = K, ra.N = N, ra.n_expert = n_expert, ra.x_slots = x_slots, ra.k = k, ra.t = T;
+  ref::mul_mat_id(ra, nullptr);
+  for (int64_t tt = 0; tt < T; ++tt)
+    for (int64_t j = 0; j < k; ++j) {
+      const int32_t e = ids[size_t(tt * k + j)];
+      if (e < 0 || e >= n_expert) {
+        std::fill_n(p.y.begin() + (tt * k + j) * N, N, 0.0f);
+        continue;
+      }
+      const float* xs = &x[size_t((tt * x_slots + (x_slots == 1 ? 0 : j)) * K)];
+      for (int64_t n = 0; n < N; ++n) {
+        const auto row = ref_row(w, t, K, e * N + n);
+        double mag = 0;
+        for (int64_t i = 0; i < K; ++i) mag += std::fabs(double(row[size_t(i)]) * xs[i]);
+        const uint8_t* rq = w.data() + size_t(e * N + n) * ra.row_bytes;
+        p.err[size_t((tt * k + j) * N + n)] = 2e-6 * mag + 1e-6 + int16_row_bound(rq, t, xs, K);
+      }
+    }
+  return p;
+}
+
+float act(cuda::ExpertAct a, float g, float u) {
+  float out = 0.0f;
+  if (a == cuda::ExpertAct::SwiGlu) {
+    ref::swiglu(&g, &u, &out, 1);
+  } else {
+    ref::swiglu_oai(&g, &u, &out, 1, graph::SwiGluOaiParams{});
+  }
+  return out;
+}
+
+struct GluCase {
+  Type type;
+  int64_t K, N, n_expert, k, T;
+  cuda::ExpertAct act;
+  bool bias, invalid;
+};
+
+void run_glu(const GluCase& c, std::mt19937& rng) {
+  const std::string what = std::string("expert_glu ") + quant::type_name(c.type) + " K=" + std::to_string(c.K) +
+                           " N=" + std::to_string(c.N) + " k=" + std::to_string(c.k) + " T=" + std::to_string(c.T) +
+                           (c.act == cuda::ExpertAct::SwiGlu ? " swiglu" : " swiglu_oai") + (c.bias ? " bias" : "") +
+                           (c.invalid ? " invalid id" : "");
+  const auto wg = expert_weights(rng, c.type, c.K, c.N * c.n_expert);
+  const auto wu = expert_weights(rng, c.type, c.K, c.N * c.n_expert);
+  const auto x = random_floats(rng, size_t(c.K * c.T));
+  const auto bg = random_floats(rng, size_t(c.N * c.n_expert)), bu = random_floats(rng, size_t(c.N * c.n_expert));
+  const auto ids = expert_ids(rng, c.n_expert, c.k, c.T, c.invalid);
+  const Products g = products(wg, c.type, x, 1, ids, c.bias ? &bg : nullptr, c.K, c.N, c.n_expert, c.k, c.T);
+  const Products u = products(wu, c.type, x, 1, ids, c.bias ? &bu : nullptr, c.K, c.N, c.n_expert, c.k, c.T);
+  // The activation of the reference's products; the tolerance is how far it moves over the box of the products'
+  // errors (its largest change at the box's corners: both activations are monotone in each argument there, up to
+  // SiLU's shallow minimum, which the float terms cover), plus float rounding of the activation itself.
+  std::vector<double> want(g.y.size()), tol(g.y.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    const float a = act(c.act, g.y[i], u.y[i]);
+    want[i] = a;
+    double d = 0;
+    for (int sg : {-1, 1})
+      for (int su : {-1, 1})
+        d = std::max(d, std::fabs(double(act(c.act, float(g.y[i] + sg * g.err[i]), float(u.y[i] + su * u.err[i]))) - a));
+    tol[i] = d + 1e-6 * std::fabs(a) + 1e-6;
+  }
+  auto dwg = upload(wg), dwu = upload(wu), dx = upload(x), dbg = upload(bg), dbu = upload(bu), di = upload(ids);
+  auto out = poisoned_f32(want.size());
+  cuda::ExpertGluParams p;
+  p.gate = dwg.get(), p.up = dwu.get(), p.type = c.type;
+  p.gate_bias = c.bias ? dbg.as<float>() : nullptr, p.up_bias = c.bias ? dbu.as<float>() : nullptr;
+  p.x = dx.as<float>(), p.ids = di.as<int32_t>(), p.out = out.as<float>(), p.act = c.act;
+  p.K = c.K, p.N = c.N, p.n_expert = c.n_expert, p.k = c.k, p.T = c.T;
+  ASSERT_TRUE(cuda::expert_glu_fits(p)) << what;
+  cuda::launch_expert_glu(p, nullptr);
+  EXPECT_TRUE(close(what, download<float>(out, want.size()), want, tol, 0.0));
+}
+
+struct DownCase {
+  Type type;
+  int64_t K, N, n_expert, k, T;
+  bool bias, residual, invalid;
+};
+
+void run_down(const DownCase& c, std::mt19937& rng) {
+  const std::string what = std::string("expert_down ") + quant::type_name(c.type) + " K=" + std::to_string(c.K) +
+                           " N=" + std::to_string(c.N) + " k=" + std::to_string(c.k) + " T=" + std::to_string(c.T) +
+                           (c.bias ? " bias" : "") + (c.residual ? " residual" : "") + (c.invalid ? " invalid id" : "");
+  const auto w = expert_weights(rng, c.type, c.K, c.N * c.n_expert);
+  const auto x = random_floats(rng, size_t(c.K * c.k * c.T));  // one column per slot
+  const auto bias = random_floats(rng, size_t(c.N * c.n_expert));
+  const auto r = random_floats(rng, size_t(c.N * c.T));
+  const auto rw = random_floats(rng, size_t(c.k * c.T), 0.0f, 1.0f);
+  const auto ids = expert_ids(rng, c.n_expert, c.k, c.T, c.invalid);
+  const Products d = products(w, c.type, x, c.k, ids, c.bias ? &bias : nullptr, c.K, c.N, c.n_expert, c.k, c.T);
+  // WeightedSum then the residual Add, as the graph computes them.
+  std::vector<float> ws(size_t(c.N * c.T));
+  ref::weighted_sum(d.y.data(), rw.data(), ws.data(), c.N, c.k, c.T);
+  std::vector<double> want(ws.size()), tol(ws.size());
+  for (int64_t t = 0; t < c.T; ++t)
+    for (int64_t n = 0; n < c.N; ++n) {
+      const size_t i = size_t(t * c.N + n);
+      want[i] = double(ws[i]) + (c.residual ? r[i] : 0.0f);
+      double e = 1e-6 * (std::fabs(want[i]) + (c.residual ? std::fabs(r[i]) : 0.0)) + 1e-6;
+      for (int64_t j = 0; j < c.k; ++j) {
+        const size_t o = size_t((t * c.k + j) * c.N + n);
+        e += std::fabs(rw[size_t(t * c.k + j)]) * (d.err[o] + 1e-6 * std::fabs(d.y[o]));
+      }
+      tol[i] = e;
+    }
+  auto dw = upload(w), dx = upload(x), db = upload(bias), dr = upload(r), drw = upload(rw), di = upload(ids);
+  auto out = poisoned_f32(want.size());
+  cuda::ExpertDownParams p;
+  p.w = dw.get(), p.type = c.type, p.bias = c.bias ? db.as<float>() : nullptr, p.x = dx.as<float>();
+  p.ids = di.as<int32_t>(), p.weights = drw.as<float>(), p.residual = c.residual ? dr.as<float>() : nullptr;
+  p.out = out.as<float>(), p.K = c.K, p.N = c.N, p.n_expert = c.n_expert, p.k = c.k, p.T = c.T;
+  ASSERT_TRUE(cuda::expert_down_fits(p)) << what;
+  cuda::launch_expert_down(p, nullptr);
+  EXPECT_TRUE(close(what, download<float>(out, want.size()), want, tol, 0.0));
+}
+
+int64_t short_k(Type t) { return quant::traits(t).block_elems == 256 ? 512 : 320; }
+
+TEST(ExpertMatvec, GluMatchesReferenceForEveryUnitType) {
+  REQUIRE_GPU();
+  std::mt19937 rng(71);
+  for (const Type t : {Type::Q4_0, Type::Q8_0, Type::Q4_K, Type::Q6_K, Type::MXFP4}) {
+    run_glu({t, short_k(t), 70, 8, 4, 1, cuda::ExpertAct::SwiGlu, false, false}, rng);
+    run_glu({t, short_k(t), 37, 8, 2, 3, cuda::ExpertAct::SwiGluOai, true, true}, rng);  // odd N: a half group
+  }
+  run_glu({Type::Q4_K, 2048, 96, 16, 8, 1, cuda::ExpertAct::SwiGlu, false, false}, rng);    // qwen3moe's K, top 8
+  run_glu({Type::MXFP4, 2880, 64, 8, 4, 2, cuda::ExpertAct::SwiGluOai, true, false}, rng);  // gpt-oss's K
+}
+
+TEST(ExpertMatvec, DownMatchesReferenceForEveryUnitType) {
+  REQUIRE_GPU();
+  std::mt19937 rng(72);
+  for (const Type t : {Type::Q4_0, Type::Q8_0, Type::Q4_K, Type::Q6_K, Type::MXFP4}) {
+    run_down({t, short_k(t), 70, 8, 4, 1, false, true, false}, rng);
+    run_down({t, short_k(t), 37, 8, 3, 3, true, false, true}, rng);  // k not a multiple of the slices
+  }
+  run_down({Type::Q6_K, 768, 200, 16, 8, 1, false, true, false}, rng);   // qwen3moe's down: 24 units a row
+  run_down({Type::MXFP4, 2880, 64, 8, 4, 2, true, true, false}, rng);    // gpt-oss's
+  run_down({Type::MXFP4, 2880, 40, 8, 3, 1, false, true, false}, rng);   // two slices of 2 and 1 slots
+}
+
+// Routing in one launch against the reference's Softmax, TopK and MoeWeights: qwen3moe's form (softmax over all,
+// top k of the probabilities, renormalised) on well-separated logits, so the ids are exact; gpt-oss's (top k of
+// the logits, softmax over the k) with many exact ties, which must come out in index order.
+TEST(ExpertMatvec, RouteMatchesReference) {
+  REQUIRE_GPU();
+  std::mt19937 rng(73);
+  for (const bool qwen : {true, false})
+    for (const int64_t n : {8, 32, 128})
+      for (const int64_t T : {1, 5}) {
+        const int64_t k = std::min<int64_t>(n / 2, 8);
+        std::vector<float> logits(size_t(n * T));
+        for (int64_t t = 0; t < T; ++t) {
+          std::vector<int> perm(static_cast<size_t>(n));
+          std::iota(perm.begin(), perm.end(), 0);
+          std::shuffle(perm.begin(), perm.end(), rng);
+          for (int64_t i = 0; i < n; ++i)
+            logits[size_t(t * n + i)] = qwen ? 0.05f * float(perm[size_t(i)]) - 2.0f : float(perm[size_t(i)] % 5);
+        }
+        std::vector<float> scores = logits;
+        if (qwen) ref::softmax(logits.data(), scores.data(), n, T);
+        std::vector<int32_t> want_ids(size_t(k * T));
+        ref::top_k(scores.data(), want_ids.data(), n, k, T);
+        std::vector<float> want_w(want_ids.size());
+        ref::moe_weights({scores.data(), want_ids.data(), want_w.data(), n, k, T, {!qwen, qwen}});
+        auto dl = upload(logits);
+        cuda::DeviceBuffer ids(want_ids.size() * 4);
+        auto w = poisoned_f32(want_w.size());
+        cuda::MoeRouteParams p;
+        p.logits = dl.as<float>(), p.ids = ids.as<int32_t>(), p.weights = w.as<float>();
+        p.n_expert = n, p.k = k, p.T = T, p.softmax_all = qwen, p.softmax_chosen = !qwen, p.normalize = qwen;
+        cuda::launch_moe_route(p, nullptr);
+        const std::string what = std::string(qwen ? "qwen3moe" : "gpt-oss") + " n=" + std::to_string(n) +
+                                 " T=" + std::to_string(T);
+        EXPECT_EQ(download<int32_t>(ids, want_ids.size()), want_ids) << what;
+        EXPECT_TRUE(close("route weights " + what, download<float>(w, want_w.size()),
+                          std::vector<double>(want_w.begin(), want_w.end()), {1e-6}, 1e-5));
+      }
+}
+
+}  // namespace
