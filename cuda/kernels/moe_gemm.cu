@@ -48,7 +48,7 @@ Groups groups_in(void* scratch, int64_t n_expert) {
 }
 
 // How the weights travel. Quant formats: raw bytes, a slice of whole blocks (256 elements for the K-quants, 128 for
-// the 32-element formats) every kSubs steps into a ring of two; a row's slice lands at the same address modulo 16 as
+// the 32-element formats) every kSubs steps into a ring (WStages); a row's slice lands at the same address modulo 16 as
 // in memory (a 16-byte aligned copy around it), so the dequantizers' aligned loads stay aligned. Float formats
 // (F32 / F16 / BF16: any K, no blocks) are dequantized from memory directly; they are test and fallback shapes.
 template <quant::Type Q>
@@ -59,14 +59,19 @@ struct WeightPath {
   static constexpr int kSubs = kSlice / kStep;  // steps a slice serves
   static constexpr int kRawBytes = kStaged ? kSlice / L::kBlockElems * L::kBlockBytes : 0;
   static constexpr int kRawLd = kStaged ? (kRawBytes + 15 + 15) / 16 * 16 : 0;  // + the copy's misalignment
-  static_assert(kSlice % kStep == 0 && kSubs >= 2 || !kStaged, "a slice's ring buffer is free two steps ahead");
+  static_assert(kSlice % kStep == 0 && kSubs >= 2 || !kStaged, "a slice is issued at least two steps ahead");
 };
 
 template <quant::Type Q, int NT>
-constexpr size_t tile_smem_bytes() {
-  using W = WeightPath<Q>;
-  return size_t(2) * kBN * W::kRawLd + (size_t(kXStages) * 2 * NT * 8 + kBN) * kLd * 2;
+constexpr size_t tile_smem_bytes(int w_stages) {
+  return size_t(w_stages) * kBN * WeightPath<Q>::kRawLd + (size_t(kXStages) * 2 * NT * 8 + kBN) * kLd * 2;
 }
+
+// Weight slices in flight: slice S + stages - 1 is issued when slice S starts, so the memory latency is covered by
+// (stages - 1) slices of work. Three where two blocks still fit an SM (Q4_K, Q8_0, MXFP4: ~110 KB), else two
+// (Q6_K's 210-byte blocks).
+template <quant::Type Q, int NT>
+constexpr int kWStages = tile_smem_bytes<Q, NT>(3) <= 110 * 1024 ? 3 : 2;
 
 __global__ void __launch_bounds__(kGroupThreads) moe_group_kernel(MatvecIdParams p, Groups g) {
   extern __shared__ int32_t sh[];  // counts, then fill positions, [n_expert] each
@@ -103,12 +108,10 @@ __global__ void moe_zero_invalid_kernel(MatvecIdParams p) {
   for (int64_t n = threadIdx.x; n < p.N; n += blockDim.x) p.y[u * p.N + n] = 0.0f;
 }
 
-// xh[r][i] = half(x[r][i]) for i < K, 0 up to kp: rows of x_slots T inputs.
-__global__ void moe_x_half_kernel(const float* x, __half* xh, int64_t K, int64_t kp, int64_t n) {
-  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= n) return;
-  const int64_t r = i / kp, c = i % kp;
-  xh[i] = __float2half_rn(c < K ? x[r * K + c] : 0.0f);
+// xh[r][c] = half(x[r][c]) for c < K, 0 up to kp: grid (rows of x_slots T inputs, 256-column pieces).
+__global__ void moe_x_half_kernel(const float* x, __half* xh, int64_t K, int64_t kp) {
+  const int64_t r = blockIdx.x, c = int64_t(blockIdx.y) * blockDim.x + threadIdx.x;
+  if (c < kp) xh[r * kp + c] = __float2half_rn(c < K ? x[r * K + c] : 0.0f);
 }
 
 // MXFP4 from shared memory: quant/dequant.cuh's reads go through the read-only global path (__ldg), which a shared
@@ -140,8 +143,9 @@ __global__ void __launch_bounds__(kThreads, 2) moe_tile_kernel(TileArgs a) {
   static_assert(kBT * (kStep / 8) % kThreads == 0 && NT % 2 == 0, "x pieces spread evenly; users in pairs of 8");
   __shared__ int32_t xrow[kBT];
   extern __shared__ __align__(16) uint8_t smem[];
-  uint8_t* raw = smem;                                                          // [2][kBN][kRawLd]
-  uint16_t* xs = reinterpret_cast<uint16_t*>(smem + size_t(2) * kBN * W::kRawLd);  // [kXStages][kBT][kLd]
+  constexpr int kWS = kWStages<Q, NT>;
+  uint8_t* raw = smem;                                                            // [kWS][kBN][kRawLd]
+  uint16_t* xs = reinterpret_cast<uint16_t*>(smem + size_t(kWS) * kBN * W::kRawLd);  // [kXStages][kBT][kLd]
   uint16_t* ws = xs + kXStages * kBT * kLd;                                     // [kBN][kLd]
   const MatvecIdParams& p = a.p;
   const int64_t e = blockIdx.y;
@@ -171,54 +175,62 @@ __global__ void __launch_bounds__(kThreads, 2) moe_tile_kernel(TileArgs a) {
       xrow[tid] = r;
     }
     __syncthreads();
-    // Step s's copies as one group (empty past the end, so the waits count the same every step).
-    auto issue = [&](int64_t s) {
-      if (s < n_steps) {
-        uint16_t* xd = xs + (s % kXStages) * kBT * kLd;
+    // Step s's x rows into its ring buffer (none past the end).
+    auto issue_x = [&](int64_t s) {
+      if (s >= n_steps) return;
+      uint16_t* xd = xs + (s % kXStages) * kBT * kLd;
 #pragma unroll
-        for (int i = 0; i < kXCopies; ++i) {
-          const int ul = (tid + i * kThreads) / 8;
-          const int32_t r = xrow[ul];
-          const uint16_t* src = r < 0 ? xh : xh + int64_t(r) * a.kp + s * kStep + (tid % 8) * 8;
-          cp_async16_zfill(xd + ul * kLd + (tid % 8) * 8, src, r < 0 ? 0 : 16);
-        }
-        if constexpr (W::kStaged) {
-          if (s % W::kSubs == 0) {
-            const int64_t sl = s / W::kSubs;
-            uint8_t* rd = raw + (sl % 2) * kBN * W::kRawLd;
-            constexpr int kPieces = W::kRawLd / 16;  // 16-byte pieces a row's slice may span
-            for (int i = tid; i < kBN * kPieces; i += kThreads) {
-              const int r = i / kPieces, q = i % kPieces;
-              if (n0 + r >= p.N) continue;
-              const uint8_t* start = we + (n0 + r) * a.row_bytes + sl * W::kRawBytes;
-              const uint8_t* base = reinterpret_cast<const uint8_t*>(reinterpret_cast<uintptr_t>(start) & ~uintptr_t(15));
-              const uint8_t* src = base + 16 * q;
-              if (src >= start + W::kRawBytes) continue;  // past this row's slice
-              const int64_t left = w_end - src;           // the last row of the tensor: read nothing past its end
-              cp_async16_zfill(rd + r * W::kRawLd + 16 * q, left > 0 ? src : w0, int(left >= 16 ? 16 : left > 0 ? left : 0));
-            }
-          }
+      for (int i = 0; i < kXCopies; ++i) {
+        const int ul = (tid + i * kThreads) / 8;
+        const int32_t r = xrow[ul];
+        const uint16_t* src = r < 0 ? xh : xh + int64_t(r) * a.kp + s * kStep + (tid % 8) * 8;
+        cp_async16_zfill(xd + ul * kLd + (tid % 8) * 8, src, r < 0 ? 0 : 16);
+      }
+    };
+    // Weight slice sl's raw bytes, every row's in the 16-byte pieces around it (none past the end of the tensor).
+    auto issue_w = [&](int64_t sl) {
+      if constexpr (W::kStaged) {
+        if (sl * W::kSubs >= n_steps) return;
+        uint8_t* rd = raw + (sl % kWS) * kBN * W::kRawLd;
+        constexpr int kPieces = W::kRawLd / 16;  // 16-byte pieces a row's slice may span
+        for (int i = tid; i < kBN * kPieces; i += kThreads) {
+          const int r = i / kPieces, q = i % kPieces;
+          if (n0 + r >= p.N) continue;
+          const uint8_t* start = we + (n0 + r) * a.row_bytes + sl * W::kRawBytes;
+          const uint8_t* src =
+              reinterpret_cast<const uint8_t*>(reinterpret_cast<uintptr_t>(start) & ~uintptr_t(15)) + 16 * q;
+          if (src >= start + W::kRawBytes) continue;  // past this row's slice
+          const int64_t left = w_end - src;
+          cp_async16_zfill(rd + r * W::kRawLd + 16 * q, left > 0 ? src : w0,
+                           int(left >= 16 ? 16 : left > 0 ? left : 0));
         }
       }
-      asm volatile("cp.async.commit_group;" ::: "memory");
     };
+    auto commit = [] { asm volatile("cp.async.commit_group;" ::: "memory"); };
 
     float acc[2][NT][4] = {};
-    issue(0);
-    issue(1);
+    // One commit group per step (x of step s, with the weight slice issued then): the waits count the same every
+    // step. The prologue's first group also holds the first kWS - 1 weight slices.
+    for (int sl = 0; sl < kWS - 1; ++sl) issue_w(sl);
+    issue_x(0);
+    commit();
+    issue_x(1);
+    commit();
     const int active = int(count - u0) - wu * kWarpUsers;  // this warp's users in the tile (may be <= 0)
     const int dr = tid >> 1, dc = tid & 1;                   // the row and chunk of the step this thread dequantizes
     for (int64_t s = 0; s < n_steps; ++s) {
       cp_async_wait<1>();
       __syncthreads();  // step s's copies landed everywhere; step s - 1's products are done with ws and the rings
-      issue(s + 2);
+      if (s % W::kSubs == 0) issue_w(s / W::kSubs + kWS - 1);
+      issue_x(s + 2);
+      commit();
       float v[32];
       const int64_t c = 2 * s + dc;
       if (n0 + dr < p.N && c < n_chunks) {
         if constexpr (W::kStaged) {
           const int64_t sl = s / W::kSubs;
           const uint8_t* start = we + (n0 + dr) * a.row_bytes + sl * W::kRawBytes;
-          const uint8_t* row = raw + (sl % 2) * kBN * W::kRawLd + dr * W::kRawLd + (reinterpret_cast<uintptr_t>(start) & 15);
+          const uint8_t* row = raw + (sl % kWS) * kBN * W::kRawLd + dr * W::kRawLd + (reinterpret_cast<uintptr_t>(start) & 15);
           const int cl = int(c - sl * (W::kSlice / 32));
           if constexpr (Q == quant::Type::MXFP4) mxfp4_chunk_shared(row + cl * W::L::kBlockBytes, v);
           else quant::dev::dequant_chunk<Q>(row, cl, 32, v);
@@ -284,9 +296,12 @@ __global__ void __launch_bounds__(kThreads, 2) moe_tile_kernel(TileArgs a) {
 
 template <quant::Type Q, int NT>
 void launch_tiles(const TileArgs& a, cudaStream_t stream) {
-  constexpr size_t smem = tile_smem_bytes<Q, NT>();
+  constexpr size_t smem = tile_smem_bytes<Q, NT>(kWStages<Q, NT>);
   static const bool attr = [] {  // once per instance, at its first launch (before any graph capture)
     CUDA_CHECK(cudaFuncSetAttribute(moe_tile_kernel<Q, NT>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+    // The largest shared carveout, so that two blocks fit an SM (left to itself the driver may take less).
+    CUDA_CHECK(cudaFuncSetAttribute(moe_tile_kernel<Q, NT>, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                    int(cudaSharedmemCarveoutMaxShared)));
     return true;
   }();
   (void)attr;
@@ -319,8 +334,7 @@ void launch_moe_gemm(const MatvecIdParams& p, void* scratch, size_t scratch_byte
   CUDA_CHECK_LAUNCH(stream);
   const int64_t kp = moe_gemm_padded_k(p.K);
   auto* xh = reinterpret_cast<__half*>(static_cast<uint8_t*>(scratch) + moe_gemm_x_offset(p.n_expert, p.k, p.T));
-  const int64_t nx = p.x_slots * p.T * kp;
-  moe_x_half_kernel<<<unsigned((nx + 255) / 256), 256, 0, stream>>>(p.x, xh, p.K, kp, nx);
+  moe_x_half_kernel<<<dim3(unsigned(p.x_slots * p.T), unsigned((kp + 255) / 256)), 256, 0, stream>>>(p.x, xh, p.K, kp);
   CUDA_CHECK_LAUNCH(stream);
   // Tiles of 64 users while experts average up to 40 (Qwen3-30B-A3B at T = 512: 32), else 128 (gpt-oss-20b: 64):
   // one pass over an expert's rows serves nearly all of its users.
