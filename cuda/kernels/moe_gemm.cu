@@ -6,11 +6,11 @@
 //   64, so every tile copies whole 16-byte pieces and the last k step needs no bounds.
 // - tile kernel: grid (row tiles of 128, experts, user tiles); block (tile, e, z) takes expert e's users
 //   BT z .. BT z + BT - 1, BT gridDim.z further on, ... (blocks past an expert's count exit at once, so experts
-//   nobody chose are never read). K goes in steps of 64: cp.async copies the step's x rows (half) and, a whole
-//   number of quant blocks at a time, the rows' raw bytes into rings two steps ahead; each step every thread
-//   dequantizes one 32-element chunk (quant/dequant.cuh: every format, MXFP4 included) into a half tile, and
-//   8 warps (4 x 32 rows, 2 x BT / 2 users) multiply with mma.m16n8k16, float32 accumulators in registers,
-//   skipping 8-user columns past the expert's count.
+//   nobody chose are never read). K goes in steps of 64: cp.async copies the step's x rows (half) into a ring two
+//   steps ahead and, a whole number of quant blocks at a time, the rows' raw bytes into a ring of slices (up to two
+//   slices ahead); each step every thread dequantizes one 32-element chunk (quant/dequant.cuh: every format, MXFP4
+//   included) into a half tile, and 8 warps (4 x 32 rows, 2 x BT / 2 users) multiply with mma.m16n8k16, float32
+//   accumulators in registers, skipping 8-user columns past the expert's count.
 // Why this shape (Qwen3-30B-A3B: ~32 users an expert at T = 512, gpt-oss-20b: ~64): per step a block dequantizes
 // 128 x 64 weights (one chunk a thread) and does up to 128 x BT x 64 multiply-adds; the dequantization is a fixed
 // cost per expert row, so BT follows the mean users per expert (64 or 128) and a block covers them in one pass.
@@ -230,7 +230,8 @@ __global__ void __launch_bounds__(kThreads, 2) moe_tile_kernel(TileArgs a) {
         if constexpr (W::kStaged) {
           const int64_t sl = s / W::kSubs;
           const uint8_t* start = we + (n0 + dr) * a.row_bytes + sl * W::kRawBytes;
-          const uint8_t* row = raw + (sl % kWS) * kBN * W::kRawLd + dr * W::kRawLd + (reinterpret_cast<uintptr_t>(start) & 15);
+          const uint8_t* row =
+              raw + (sl % kWS) * kBN * W::kRawLd + dr * W::kRawLd + (reinterpret_cast<uintptr_t>(start) & 15);
           const int cl = int(c - sl * (W::kSlice / 32));
           if constexpr (Q == quant::Type::MXFP4) mxfp4_chunk_shared(row + cl * W::L::kBlockBytes, v);
           else quant::dev::dequant_chunk<Q>(row, cl, 32, v);
@@ -289,7 +290,8 @@ __global__ void __launch_bounds__(kThreads, 2) moe_tile_kernel(TileArgs a) {
         for (int c = 0; c < 4; ++c) {
           const int64_t n = n0 + wr * 32 + m * 16 + g + 8 * (c >> 1);
           const int64_t ui = u0 + wu * kWarpUsers + nt * 8 + 2 * tg + (c & 1);
-          if (n < p.N && ui < count) p.y[int64_t(list[ui]) * p.N + n] = acc[m][nt][c] + (p.bias ? p.bias[e * p.N + n] : 0.0f);
+          if (n < p.N && ui < count)
+            p.y[int64_t(list[ui]) * p.N + n] = acc[m][nt][c] + (p.bias ? p.bias[e * p.N + n] : 0.0f);
         }
   }
 }
