@@ -23,7 +23,7 @@ struct WorkBuffers {
   size_t attn_scratch = 0;  // device: the largest need of any attention node (split-K partial results)
   size_t staging = 0;       // pinned host memory for the per-run inputs (token ids, positions, paged batches' tables)
   size_t paged_tiles = 0;   // device: a paged graph's prefill tiles (PagedTiles), also staged
-  size_t moe_scratch = 0;   // device: the expert grouping of the largest prefill MulMatId (moe_gemm.cuh)
+  size_t moe_scratch = 0;   // device: the expert grouping and half x of the largest prefill MulMatId (moe_gemm.cuh)
   size_t device_bytes() const { return arena + gemm_scratch + attn_scratch + paged_tiles + moe_scratch; }
 };
 
@@ -56,7 +56,9 @@ inline WorkBuffers work_buffers(const graph::Graph& g, const graph::Plan& plan, 
       if (g.kv.paged()) b.paged_tiles = ::std::max(b.paged_tiles, size_t(PagedTiles::ints(T)) * 4);
     } else if (n.op == graph::Op::MulMatId && n.shape.ne[2] > matvec_max_tokens) {
       const int64_t n_expert = g.node(n.inputs[0]).shape.ne[2];
-      b.moe_scratch = ::std::max(b.moe_scratch, moe_group_scratch_bytes(n_expert, n.shape.ne[1], n.shape.ne[2]));
+      const auto& x = g.node(n.inputs[1]).shape;  // [K, x_slots, T]
+      b.moe_scratch = ::std::max(b.moe_scratch, moe_gemm_scratch_bytes(n_expert, n.shape.ne[1], n.shape.ne[2],
+                                                                        x.ne[0], x.ne[1]));
     } else if (n.op == graph::Op::Input) {
       b.staging += size_t(n.shape.elements()) * 4;
     }

@@ -1,24 +1,39 @@
-// Expert-grouped prefill products (moe_gemm.cuh).
+// Expert-grouped prefill products on tensor cores (moe_gemm.cuh).
 // - group kernel (one block): counts each expert's users u = t k + j, their offsets (a scan) and the lists. The
 //   order inside a list depends on atomics, the results do not: each output is one user's dot over K, summed in
-//   the same order whichever tile holds it.
-// - tile kernel: grid (row tiles of 64, experts, token tiles); block (tile, e, z) takes expert e's users
-//   32 z .. 32 z + 31, 32 gridDim.z further on, ... until the list ends (blocks of experts nobody chose exit at once).
-//   Per K-step of 64: 128 threads dequantize the 64 rows' two chunks into shared memory (quant/dequant.cuh, so every
-//   format, MXFP4 included), the other 128 gather the 32 users' x; then each thread forms 4 rows x 2 users in float32.
+//   the same order (k ascending, 16 at a time in one mma) whichever tile and column hold it.
+// - x pass: the inputs rounded to half once (as the dense GEMM path does), rows padded with zeros to a multiple of
+//   64, so every tile copies whole 16-byte pieces and the last k step needs no bounds.
+// - tile kernel: grid (row tiles of 128, experts, user tiles); block (tile, e, z) takes expert e's users
+//   BT z .. BT z + BT - 1, BT gridDim.z further on, ... (blocks past an expert's count exit at once, so experts
+//   nobody chose are never read). K goes in steps of 64: cp.async copies the step's x rows (half) into a ring two
+//   steps ahead and, a whole number of quant blocks at a time, the rows' raw bytes into a ring of slices (up to two
+//   slices ahead); each step every thread dequantizes one 32-element chunk (quant/dequant.cuh: every format, MXFP4
+//   included) into a half tile, and 8 warps (4 x 32 rows, 2 x BT / 2 users) multiply with mma.m16n8k16, float32
+//   accumulators in registers, skipping 8-user columns past the expert's count.
+// Why this shape (Qwen3-30B-A3B: ~32 users an expert at T = 512, gpt-oss-20b: ~64): per step a block dequantizes
+// 128 x 64 weights (one chunk a thread) and does up to 128 x BT x 64 multiply-adds; the dequantization is a fixed
+// cost per expert row, so BT follows the mean users per expert (64 or 128) and a block covers them in one pass.
+// x is read from L2 by N / 128 blocks per expert: in half, 128 rows keep that traffic near the weights'.
 #include "cuda/kernels/moe_gemm.cuh"
 
+#include <cuda_fp16.h>
+
 #include "cuda/check.h"
+#include "cuda/kernels/async_copy.cuh"
+#include "cuda/kernels/mma.cuh"
 #include "cuda/kernels/qtype_dispatch.cuh"
 #include "quant/dequant.cuh"
 
 namespace cuda {
 namespace {
 
-constexpr int kBN = 64;   // rows of a tile
-constexpr int kBT = 32;   // users of a tile
-constexpr int kBK = 64;   // K per step: two 32-element chunks
+constexpr int kBN = 128;  // expert rows of a tile
+constexpr int kStep = 64;  // K per step: two chunks
+constexpr int kLd = kStep + 8;  // halves a shared row: 16 more bytes make ldmatrix conflict-free
+constexpr int kXStages = 3;  // x ring: step s in use, s + 1 landing, s + 2 being issued
 constexpr int kThreads = 256;
+constexpr int kRowGroups = 4;  // warps along rows (32 rows each); the other 2 along users
 constexpr int kGroupThreads = 1024;
 
 struct Groups {
@@ -31,6 +46,32 @@ Groups groups_in(void* scratch, int64_t n_expert) {
   auto* s = static_cast<int32_t*>(scratch);
   return {s, s + n_expert, s + 2 * n_expert};
 }
+
+// How the weights travel. Quant formats: raw bytes, a slice of whole blocks (256 elements for the K-quants, 128 for
+// the 32-element formats) every kSubs steps into a ring (WStages); a row's slice lands at the same address modulo 16 as
+// in memory (a 16-byte aligned copy around it), so the dequantizers' aligned loads stay aligned. Float formats
+// (F32 / F16 / BF16: any K, no blocks) are dequantized from memory directly; they are test and fallback shapes.
+template <quant::Type Q>
+struct WeightPath {
+  using L = quant::dev::Layout<Q>;
+  static constexpr bool kStaged = !quant::dev::kIsFloat<Q>;
+  static constexpr int kSlice = !kStaged ? kStep : L::kBlockElems > 128 ? L::kBlockElems : 128;
+  static constexpr int kSubs = kSlice / kStep;  // steps a slice serves
+  static constexpr int kRawBytes = kStaged ? kSlice / L::kBlockElems * L::kBlockBytes : 0;
+  static constexpr int kRawLd = kStaged ? (kRawBytes + 15 + 15) / 16 * 16 : 0;  // + the copy's misalignment
+  static_assert(kSlice % kStep == 0 && kSubs >= 2 || !kStaged, "a slice is issued at least two steps ahead");
+};
+
+template <quant::Type Q, int NT>
+constexpr size_t tile_smem_bytes(int w_stages) {
+  return size_t(w_stages) * kBN * WeightPath<Q>::kRawLd + (size_t(kXStages) * 2 * NT * 8 + kBN) * kLd * 2;
+}
+
+// Weight slices in flight: slice S + stages - 1 is issued when slice S starts, so the memory latency is covered by
+// (stages - 1) slices of work. Three where two blocks still fit an SM (Q4_K, Q8_0, MXFP4: ~110 KB), else two
+// (Q6_K's 210-byte blocks).
+template <quant::Type Q, int NT>
+constexpr int kWStages = tile_smem_bytes<Q, NT>(3) <= 110 * 1024 ? 3 : 2;
 
 __global__ void __launch_bounds__(kGroupThreads) moe_group_kernel(MatvecIdParams p, Groups g) {
   extern __shared__ int32_t sh[];  // counts, then fill positions, [n_expert] each
@@ -67,74 +108,211 @@ __global__ void moe_zero_invalid_kernel(MatvecIdParams p) {
   for (int64_t n = threadIdx.x; n < p.N; n += blockDim.x) p.y[u * p.N + n] = 0.0f;
 }
 
-template <quant::Type T>
-__global__ void __launch_bounds__(kThreads) moe_tile_kernel(MatvecIdParams p, Groups g, size_t row_bytes) {
-  using quant::dev::kChunk;
-  __shared__ __align__(16) float ws[kBK][kBN];  // ws[kk][n]: the tile's rows, transposed
-  __shared__ __align__(16) float xs[kBK][kBT];  // xs[kk][u]: the users' inputs, transposed
+// xh[r][c] = half(x[r][c]) for c < K, 0 up to kp: grid (rows of x_slots T inputs, 256-column pieces).
+__global__ void moe_x_half_kernel(const float* x, __half* xh, int64_t K, int64_t kp) {
+  const int64_t r = blockIdx.x, c = int64_t(blockIdx.y) * blockDim.x + threadIdx.x;
+  if (c < kp) xh[r * kp + c] = __float2half_rn(c < K ? x[r * K + c] : 0.0f);
+}
+
+// MXFP4 from shared memory: quant/dequant.cuh's reads go through the read-only global path (__ldg), which a shared
+// address must not take; the same E8M0 / E2M1 helpers, plain loads.
+__device__ __forceinline__ void mxfp4_chunk_shared(const uint8_t* b, float (&v)[32]) {
+  const float d = quant::dev::e8m0_half(b[0]);
+#pragma unroll
+  for (int j = 0; j < 16; ++j) {
+    const uint32_t q = b[1 + j];
+    v[j] = float(quant::dev::e2m1_doubled(q & 15u)) * d;
+    v[j + 16] = float(quant::dev::e2m1_doubled(q >> 4)) * d;
+  }
+}
+
+struct TileArgs {
+  MatvecIdParams p;
+  Groups g;
+  const __half* xh;  // [x_slots T][kp]
+  int64_t kp;        // K rounded up to kStep
+  size_t row_bytes;
+};
+
+template <quant::Type Q, int NT>
+__global__ void __launch_bounds__(kThreads, 2) moe_tile_kernel(TileArgs a) {
+  using W = WeightPath<Q>;
+  constexpr int kBT = 2 * NT * 8;  // users of a tile
+  constexpr int kWarpUsers = NT * 8;
+  constexpr int kXCopies = kBT * (kStep / 8) / kThreads;  // 16-byte x pieces a thread copies per step
+  static_assert(kBT * (kStep / 8) % kThreads == 0 && NT % 2 == 0, "x pieces spread evenly; users in pairs of 8");
+  __shared__ int32_t xrow[kBT];
+  extern __shared__ __align__(16) uint8_t smem[];
+  constexpr int kWS = kWStages<Q, NT>;
+  uint8_t* raw = smem;                                                            // [kWS][kBN][kRawLd]
+  uint16_t* xs = reinterpret_cast<uint16_t*>(smem + size_t(kWS) * kBN * W::kRawLd);  // [kXStages][kBT][kLd]
+  uint16_t* ws = xs + kXStages * kBT * kLd;                                     // [kBN][kLd]
+  const MatvecIdParams& p = a.p;
   const int64_t e = blockIdx.y;
-  const int32_t count = g.counts[e];
+  const int32_t count = a.g.counts[e];
   const int64_t n0 = int64_t(blockIdx.x) * kBN;
-  const int tid = threadIdx.x, ty = tid / 16, tx = tid % 16;  // rows 4 ty .. 4 ty + 3, users 2 tx, 2 tx + 1
-  const uint8_t* we = static_cast<const uint8_t*>(p.w) + size_t(e) * size_t(p.N) * row_bytes;
-  const int32_t* list = g.users + g.offsets[e];
-  const int64_t n_chunks = (p.K + kChunk - 1) / kChunk;
+  const int tid = int(threadIdx.x), lane = tid & 31, warp = tid >> 5;
+  const int wr = warp % kRowGroups, wu = warp / kRowGroups;
+  const int g = lane >> 2, tg = lane & 3;
+  const uint8_t* w0 = static_cast<const uint8_t*>(p.w);
+  const uint8_t* we = w0 + size_t(e) * size_t(p.N) * a.row_bytes;
+  const uint8_t* w_end = w0 + size_t(p.n_expert) * size_t(p.N) * a.row_bytes;
+  const int32_t* list = a.g.users + a.g.offsets[e];
+  const int64_t n_steps = a.kp / kStep;
+  const int64_t n_chunks = (p.K + 31) / 32;
+  const uint16_t* xh = reinterpret_cast<const uint16_t*>(a.xh);
+
   for (int64_t u0 = int64_t(blockIdx.z) * kBT; u0 < count; u0 += int64_t(gridDim.z) * kBT) {
-    // The input row of the user this thread gathers (threads 128..255: user (tid - 128) / 4, quarter tid % 4).
-    const float* xrow = nullptr;
-    if (tid >= 128) {
-      const int64_t ui = u0 + (tid - 128) / 4;
+    // The half-x row of each user of the tile, or -1 past the expert's count (shared: registers are the scarce
+    // resource at 128 users).
+    if (tid < kBT) {
+      const int64_t ui = u0 + tid;
+      int32_t r = -1;
       if (ui < count) {
         const int64_t u = list[ui], t = u / p.k, j = u % p.k;
-        xrow = p.x + (t * p.x_slots + (p.x_slots == 1 ? 0 : j)) * p.K;
+        r = int32_t(t * p.x_slots + (p.x_slots == 1 ? 0 : j));
       }
+      xrow[tid] = r;
     }
-    float acc[4][2] = {};
-    for (int64_t k0 = 0; k0 < p.K; k0 += kBK) {
-      if (tid < 128) {
-        const int r = tid / 2, cc = tid % 2;
-        const int64_t c = k0 / kChunk + cc;
-        float v[kChunk];
-        if (n0 + r < p.N && c < n_chunks) {
-          const int valid = int(p.K - c * kChunk < kChunk ? p.K - c * kChunk : kChunk);
-          quant::dev::dequant_chunk<T>(we + (n0 + r) * row_bytes, c, valid, v);
+    __syncthreads();
+    // Step s's x rows into its ring buffer (none past the end).
+    auto issue_x = [&](int64_t s) {
+      if (s >= n_steps) return;
+      uint16_t* xd = xs + (s % kXStages) * kBT * kLd;
+#pragma unroll
+      for (int i = 0; i < kXCopies; ++i) {
+        const int ul = (tid + i * kThreads) / 8;
+        const int32_t r = xrow[ul];
+        const uint16_t* src = r < 0 ? xh : xh + int64_t(r) * a.kp + s * kStep + (tid % 8) * 8;
+        cp_async16_zfill(xd + ul * kLd + (tid % 8) * 8, src, r < 0 ? 0 : 16);
+      }
+    };
+    // Weight slice sl's raw bytes, every row's in the 16-byte pieces around it (none past the end of the tensor).
+    auto issue_w = [&](int64_t sl) {
+      if constexpr (W::kStaged) {
+        if (sl * W::kSubs >= n_steps) return;
+        uint8_t* rd = raw + (sl % kWS) * kBN * W::kRawLd;
+        constexpr int kPieces = W::kRawLd / 16;  // 16-byte pieces a row's slice may span
+        for (int i = tid; i < kBN * kPieces; i += kThreads) {
+          const int r = i / kPieces, q = i % kPieces;
+          if (n0 + r >= p.N) continue;
+          const uint8_t* start = we + (n0 + r) * a.row_bytes + sl * W::kRawBytes;
+          const uint8_t* src =
+              reinterpret_cast<const uint8_t*>(reinterpret_cast<uintptr_t>(start) & ~uintptr_t(15)) + 16 * q;
+          if (src >= start + W::kRawBytes) continue;  // past this row's slice
+          const int64_t left = w_end - src;
+          cp_async16_zfill(rd + r * W::kRawLd + 16 * q, left > 0 ? src : w0,
+                           int(left >= 16 ? 16 : left > 0 ? left : 0));
+        }
+      }
+    };
+    auto commit = [] { asm volatile("cp.async.commit_group;" ::: "memory"); };
+
+    float acc[2][NT][4] = {};
+    // One commit group per step (x of step s, with the weight slice issued then): the waits count the same every
+    // step. The prologue's first group also holds the first kWS - 1 weight slices.
+    for (int sl = 0; sl < kWS - 1; ++sl) issue_w(sl);
+    issue_x(0);
+    commit();
+    issue_x(1);
+    commit();
+    const int active = int(count - u0) - wu * kWarpUsers;  // this warp's users in the tile (may be <= 0)
+    const int dr = tid >> 1, dc = tid & 1;                   // the row and chunk of the step this thread dequantizes
+    for (int64_t s = 0; s < n_steps; ++s) {
+      cp_async_wait<1>();
+      __syncthreads();  // step s's copies landed everywhere; step s - 1's products are done with ws and the rings
+      if (s % W::kSubs == 0) issue_w(s / W::kSubs + kWS - 1);
+      issue_x(s + 2);
+      commit();
+      float v[32];
+      const int64_t c = 2 * s + dc;
+      if (n0 + dr < p.N && c < n_chunks) {
+        if constexpr (W::kStaged) {
+          const int64_t sl = s / W::kSubs;
+          const uint8_t* start = we + (n0 + dr) * a.row_bytes + sl * W::kRawBytes;
+          const uint8_t* row =
+              raw + (sl % kWS) * kBN * W::kRawLd + dr * W::kRawLd + (reinterpret_cast<uintptr_t>(start) & 15);
+          const int cl = int(c - sl * (W::kSlice / 32));
+          if constexpr (Q == quant::Type::MXFP4) mxfp4_chunk_shared(row + cl * W::L::kBlockBytes, v);
+          else quant::dev::dequant_chunk<Q>(row, cl, 32, v);
         } else {
-#pragma unroll
-          for (int i = 0; i < kChunk; ++i) v[i] = 0.0f;
+          const int valid = int(p.K - c * 32 < 32 ? p.K - c * 32 : 32);
+          quant::dev::dequant_chunk<Q>(we + (n0 + dr) * a.row_bytes, c, valid, v);
         }
-#pragma unroll
-        for (int i = 0; i < kChunk; ++i) ws[cc * kChunk + i][r] = v[i];
       } else {
-        const int ul = (tid - 128) / 4, q = tid % 4;
 #pragma unroll
-        for (int i = 0; i < 16; ++i) {
-          const int64_t kk = k0 + q * 16 + i;
-          xs[q * 16 + i][ul] = xrow && kk < p.K ? __ldg(xrow + kk) : 0.0f;
+        for (int i = 0; i < 32; ++i) v[i] = 0.0f;
+      }
+      uint4 h[4];
+#pragma unroll
+      for (int q = 0; q < 4; ++q)
+        h[q] = make_uint4(mma::pack_half2(v[8 * q], v[8 * q + 1]), mma::pack_half2(v[8 * q + 2], v[8 * q + 3]),
+                          mma::pack_half2(v[8 * q + 4], v[8 * q + 5]), mma::pack_half2(v[8 * q + 6], v[8 * q + 7]));
+      // A thread's 64 bytes start every 64 bytes across the warp: rotating which 16 go first by lane spreads each
+      // 8-lane phase over all banks.
+      uint4* dst = reinterpret_cast<uint4*>(ws + dr * kLd + 32 * dc);
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        const int qq = (q + (lane >> 1)) & 3;
+        dst[qq] = qq == 0 ? h[0] : qq == 1 ? h[1] : qq == 2 ? h[2] : h[3];
+      }
+      __syncthreads();
+      if (active > 0) {
+        const uint16_t* xt = xs + (s % kXStages) * kBT * kLd;
+        const uint16_t* wa = ws + (wr * 32 + (lane & 15)) * kLd + 8 * (lane >> 4);
+        const uint16_t* xb = xt + (wu * kWarpUsers + (lane & 7) + 8 * (lane >> 4)) * kLd + 8 * ((lane >> 3) & 1);
+#pragma unroll
+        for (int kk = 0; kk < kStep; kk += 16) {
+          uint32_t af[2][4];
+          mma::ldmatrix_x4(wa + kk, af[0]);
+          mma::ldmatrix_x4(wa + 16 * kLd + kk, af[1]);
+#pragma unroll
+          for (int np = 0; np < NT / 2; ++np) {
+            if (16 * np >= active) break;
+            uint32_t b[4];
+            mma::ldmatrix_x4(xb + 16 * np * kLd + kk, b);
+#pragma unroll
+            for (int m = 0; m < 2; ++m) {
+              mma::m16n8k16(acc[m][2 * np], af[m], b[0], b[1]);
+              if (16 * np + 8 < active) mma::m16n8k16(acc[m][2 * np + 1], af[m], b[2], b[3]);
+            }
+          }
         }
       }
-      __syncthreads();
-#pragma unroll 8
-      for (int kk = 0; kk < kBK; ++kk) {
-        const float4 w4 = *reinterpret_cast<const float4*>(&ws[kk][4 * ty]);
-        const float2 x2 = *reinterpret_cast<const float2*>(&xs[kk][2 * tx]);
-        const float w[4] = {w4.x, w4.y, w4.z, w4.w};
-#pragma unroll
-        for (int i = 0; i < 4; ++i) acc[i][0] = fmaf(w[i], x2.x, acc[i][0]), acc[i][1] = fmaf(w[i], x2.y, acc[i][1]);
-      }
-      __syncthreads();
     }
+    cp_async_wait<0>();
+    __syncthreads();  // the rings and ws are free for the next tile of users
 #pragma unroll
-    for (int jj = 0; jj < 2; ++jj) {
-      const int64_t ui = u0 + 2 * tx + jj;
-      if (ui >= count) continue;
-      float* y = p.y + int64_t(list[ui]) * p.N;
+    for (int m = 0; m < 2; ++m)
 #pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const int64_t n = n0 + 4 * ty + i;
-        if (n < p.N) y[n] = acc[i][jj] + (p.bias ? p.bias[e * p.N + n] : 0.0f);
-      }
-    }
+      for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+        for (int c = 0; c < 4; ++c) {
+          const int64_t n = n0 + wr * 32 + m * 16 + g + 8 * (c >> 1);
+          const int64_t ui = u0 + wu * kWarpUsers + nt * 8 + 2 * tg + (c & 1);
+          if (n < p.N && ui < count)
+            p.y[int64_t(list[ui]) * p.N + n] = acc[m][nt][c] + (p.bias ? p.bias[e * p.N + n] : 0.0f);
+        }
   }
+}
+
+template <quant::Type Q, int NT>
+void launch_tiles(const TileArgs& a, cudaStream_t stream) {
+  constexpr size_t smem = tile_smem_bytes<Q, NT>(kWStages<Q, NT>);
+  static const bool attr = [] {  // once per instance, at its first launch (before any graph capture)
+    CUDA_CHECK(cudaFuncSetAttribute(moe_tile_kernel<Q, NT>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+    // The largest shared carveout, so that two blocks fit an SM (left to itself the driver may take less).
+    CUDA_CHECK(cudaFuncSetAttribute(moe_tile_kernel<Q, NT>, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                    int(cudaSharedmemCarveoutMaxShared)));
+    return true;
+  }();
+  (void)attr;
+  const MatvecIdParams& p = a.p;
+  constexpr int kBT = 2 * NT * 8;
+  // An expert has at most T users when a token's k ids are distinct (TopK's are); more are taken by the loop.
+  const int64_t z = (p.T + kBT - 1) / kBT;
+  const dim3 grid(unsigned((p.N + kBN - 1) / kBN), unsigned(p.n_expert), unsigned(z < 65535 ? z : 65535));
+  moe_tile_kernel<Q, NT><<<grid, kThreads, smem, stream>>>(a);
 }
 
 }  // namespace
@@ -145,18 +323,28 @@ void launch_moe_gemm(const MatvecIdParams& p, void* scratch, size_t scratch_byte
   LLM_REQUIRE(p.x_slots == 1 || p.x_slots == p.k, "moe_gemm: x_slots must be 1 or k");
   LLM_REQUIRE(p.n_expert <= 4096 && p.n_expert <= 65535, "moe_gemm: at most 4096 experts");
   LLM_REQUIRE(p.k * p.T <= 0x7fffffff, "moe_gemm: too many users");
-  LLM_REQUIRE(scratch_bytes >= moe_group_scratch_bytes(p.n_expert, p.k, p.T), "moe_gemm: scratch too small");
+  LLM_REQUIRE(scratch_bytes >= moe_gemm_scratch_bytes(p.n_expert, p.k, p.T, p.K, p.x_slots),
+              "moe_gemm: scratch too small");
+  LLM_REQUIRE((reinterpret_cast<uintptr_t>(scratch) & 15) == 0, "moe_gemm: scratch must be 16-byte aligned");
+  // The staged copies take the 16-byte aligned piece around a row's slice, which must not start before the tensor.
+  LLM_REQUIRE((reinterpret_cast<uintptr_t>(p.w) & 15) == 0, "moe_gemm: weights must be 16-byte aligned");
   const size_t rb = quant::row_bytes(p.type, p.K);
   const Groups g = groups_in(scratch, p.n_expert);
   moe_group_kernel<<<1, kGroupThreads, size_t(2 * p.n_expert) * 4, stream>>>(p, g);
   CUDA_CHECK_LAUNCH(stream);
   moe_zero_invalid_kernel<<<unsigned(p.k * p.T), 128, 0, stream>>>(p);
   CUDA_CHECK_LAUNCH(stream);
-  // An expert has at most T users when a token's k ids are distinct (TopK's are); more are taken by the loop.
-  const int64_t z = (p.T + kBT - 1) / kBT;
-  const dim3 grid(unsigned((p.N + kBN - 1) / kBN), unsigned(p.n_expert), unsigned(z < 65535 ? z : 65535));
+  const int64_t kp = moe_gemm_padded_k(p.K);
+  auto* xh = reinterpret_cast<__half*>(static_cast<uint8_t*>(scratch) + moe_gemm_x_offset(p.n_expert, p.k, p.T));
+  moe_x_half_kernel<<<dim3(unsigned(p.x_slots * p.T), unsigned((kp + 255) / 256)), 256, 0, stream>>>(p.x, xh, p.K, kp);
+  CUDA_CHECK_LAUNCH(stream);
+  // Tiles of 64 users while experts average up to 40 (Qwen3-30B-A3B at T = 512: 32), else 128 (gpt-oss-20b: 64):
+  // one pass over an expert's rows serves nearly all of its users.
+  const bool wide = p.k * p.T > 40 * p.n_expert;
   dispatch_qtype(p.type, "moe_gemm", [&](auto tag) {
-    moe_tile_kernel<decltype(tag)::value><<<grid, kThreads, 0, stream>>>(p, g, rb);
+    constexpr quant::Type Q = decltype(tag)::value;
+    if (wide) launch_tiles<Q, 8>({p, g, xh, kp, rb}, stream);
+    else launch_tiles<Q, 4>({p, g, xh, kp, rb}, stream);
   });
   CUDA_CHECK_LAUNCH(stream);
 }

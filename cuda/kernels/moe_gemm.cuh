@@ -1,8 +1,8 @@
 // Prefill products of the chosen experts (graph/ir.h MulMatId with many tokens), grouped by expert on the device:
-// a grouping launch lists each expert's (token, slot) users from the ids, then one launch of tiles (64 rows of an
-// expert x 32 of its users) reads each chosen expert's rows once per 32 users instead of once per user, and
-// experts nobody chose not at all. The ids never leave the device, so a prefill step is capturable too.
-// Float32 tiles (no tensor cores yet): the first correct form, a later lab variant may take the GEMM path's mma.
+// a grouping launch lists each expert's (token, slot) users from the ids, the inputs are rounded to half once, then
+// one launch of tensor-core tiles (128 rows of an expert x 64 or 128 of its users) reads each chosen expert's rows
+// once per tile of users instead of once per user, and experts nobody chose not at all. The ids never leave the
+// device, so a prefill step is capturable too.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -13,12 +13,22 @@
 
 namespace cuda {
 
-// Device scratch of the grouping for n_expert experts and k x T users (int32 counts, offsets, user lists).
-inline size_t moe_group_scratch_bytes(int64_t n_expert, int64_t k, int64_t T) {
-  return size_t(2 * n_expert + k * T) * 4;
+// K rounded up to the tiles' K step: the row length of the half copy of x.
+inline int64_t moe_gemm_padded_k(int64_t K) { return (K + 63) / 64 * 64; }
+
+// Bytes of the grouping (int32 counts, offsets, user lists of n_expert experts and k x T users), rounded up to 256:
+// where the half copy of x starts in the scratch.
+inline size_t moe_gemm_x_offset(int64_t n_expert, int64_t k, int64_t T) {
+  return (size_t(2 * n_expert + k * T) * 4 + 255) / 256 * 256;
 }
 
-// p as for launch_matvec_id (any T); scratch holds moe_group_scratch_bytes(n_expert, k, T) bytes, 4-byte aligned.
+// Device scratch of launch_moe_gemm: the grouping, then x as half ([x_slots T][moe_gemm_padded_k(K)]).
+inline size_t moe_gemm_scratch_bytes(int64_t n_expert, int64_t k, int64_t T, int64_t K, int64_t x_slots) {
+  return moe_gemm_x_offset(n_expert, k, T) + size_t(x_slots * T) * size_t(moe_gemm_padded_k(K)) * 2;
+}
+
+// p as for launch_matvec_id (any T); scratch holds moe_gemm_scratch_bytes(n_expert, k, T, K, x_slots) bytes,
+// 16-byte aligned; the weights are 16-byte aligned (the arena aligns every tensor to 256).
 void launch_moe_gemm(const MatvecIdParams& p, void* scratch, size_t scratch_bytes, cudaStream_t stream);
 
 }  // namespace cuda

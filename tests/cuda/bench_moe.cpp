@@ -57,7 +57,7 @@ TEST(KernelLab, Moe) {
       cuda::DeviceBuffer dids(ids.size() * 4), x(size_t(sh.K * T) * 4), y(size_t(sh.N * sh.k * T) * 4);
       CUDA_CHECK(cudaMemcpy(dids.get(), ids.data(), ids.size() * 4, cudaMemcpyHostToDevice));
       CUDA_CHECK(cudaMemset(x.get(), 0, x.bytes()));
-      const size_t scratch_bytes = cuda::moe_group_scratch_bytes(sh.n_expert, sh.k, T);
+      const size_t scratch_bytes = cuda::moe_gemm_scratch_bytes(sh.n_expert, sh.k, T, sh.K, 1);
       cuda::DeviceBuffer scratch(scratch_bytes);
       cuda::MatvecIdParams p;
       p.type = sh.type, p.x = x.as<float>(), p.x_slots = 1, p.y = y.as<float>();

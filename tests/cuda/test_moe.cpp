@@ -94,6 +94,7 @@ struct IdCase {
   quant::Type type;
   int64_t K, N, n_expert, k, T;
   bool per_slot_x, bias;
+  bool skewed = false;  // every token's first slot takes expert 0: one expert with T users, many user tiles
 };
 
 void run_mul_mat_id(const IdCase& c, std::mt19937& rng) {
@@ -111,6 +112,7 @@ void run_mul_mat_id(const IdCase& c, std::mt19937& rng) {
     std::iota(perm.begin(), perm.end(), 0);
     std::shuffle(perm.begin(), perm.end(), rng);
     if (t % 3 == 0) std::sort(perm.begin(), perm.begin() + c.k);  // some tokens share their experts' order
+    if (c.skewed) std::swap(perm[0], *std::find(perm.begin(), perm.end(), 0));
     std::copy(perm.begin(), perm.begin() + c.k, ids.begin() + t * c.k);
   }
   std::vector<float> want(size_t(c.N * c.k * c.T));
@@ -119,17 +121,33 @@ void run_mul_mat_id(const IdCase& c, std::mt19937& rng) {
   ra.ids = ids.data(), ra.bias = c.bias ? bias.data() : nullptr, ra.out = want.data();
   ra.K = c.K, ra.N = c.N, ra.n_expert = c.n_expert, ra.x_slots = X, ra.k = c.k, ra.t = c.T;
   ref::mul_mat_id(ra, nullptr);
-  // Tolerance from the size of the terms: float32 sums over K against the reference's double.
-  std::vector<double> atol(want.size());
+  // Tolerances from the size of the terms, mag = sum |w x| over K against the reference's double.
+  // matvec_id: float32 products and sums.
+  // moe_gemm: W and x rounded to half (round to nearest: relative 2^-11 each for normal values, absolute 2^-25 below
+  // 2^-14), so a product w^ x^ differs from w x by at most (2^-10 + 2^-22) |w x| + 2^-25 (1 + 2^-11)(|w| + |x|); the
+  // products of halves are exact in float32 and the tensor cores add them into the float32 accumulator 16 at a time,
+  // ceil(K / 16) additions that each lose at most 2 ulps of float32 (2^-22) of the magnitude so far (truncating
+  // alignment included), and the bias is added once more in float32.
+  std::vector<double> atol(want.size()), htol(want.size());
+  const double k_steps = double((c.K + 15) / 16);
   for (int64_t t = 0; t < c.T; ++t)
-    for (int64_t j = 0; j < c.k; ++j)
+    for (int64_t j = 0; j < c.k; ++j) {
+      const int32_t e = ids[size_t(t * c.k + j)];
       for (int64_t n = 0; n < c.N; ++n) {
-        const auto row = ref_row(w, c.type, c.K, ids[size_t(t * c.k + j)] * c.N + n);
+        const auto row = ref_row(w, c.type, c.K, e * c.N + n);
         const float* xs = &x[size_t((t * X + (X == 1 ? 0 : j)) * c.K)];
-        double mag = 0;
-        for (int64_t i = 0; i < c.K; ++i) mag += std::fabs(double(row[size_t(i)]) * xs[i]);
-        atol[size_t((t * c.k + j) * c.N + n)] = 2e-6 * mag + 1e-6;
+        double mag = 0, sum_abs = 0;
+        for (int64_t i = 0; i < c.K; ++i) {
+          mag += std::fabs(double(row[size_t(i)]) * xs[i]);
+          sum_abs += std::fabs(double(row[size_t(i)])) + std::fabs(double(xs[i]));
+        }
+        const size_t o = size_t((t * c.k + j) * c.N + n);
+        const double b = c.bias ? std::fabs(double(bias[size_t(e * c.N + n)])) : 0.0;
+        atol[o] = 2e-6 * mag + 1e-6;
+        htol[o] = (std::ldexp(1.0, -10) + std::ldexp(1.0, -22) * (1.0 + k_steps)) * (mag + b) +
+                  std::ldexp(1.0, -24) * sum_abs + 1e-6;
       }
+    }
   // The arena's alignment for the weights (their offsets are 256-byte aligned there).
   auto dw = upload(w), dx = upload(x), di = upload(ids), db = upload(bias);
   cuda::MatvecIdParams p;
@@ -144,10 +162,10 @@ void run_mul_mat_id(const IdCase& c, std::mt19937& rng) {
   {
     auto out = poisoned_f32(want.size());
     p.y = out.as<float>();
-    const size_t bytes = cuda::moe_group_scratch_bytes(c.n_expert, c.k, c.T);
+    const size_t bytes = cuda::moe_gemm_scratch_bytes(c.n_expert, c.k, c.T, c.K, X);
     cuda::DeviceBuffer scratch(bytes);
     cuda::launch_moe_gemm(p, scratch.get(), bytes, nullptr);
-    EXPECT_TRUE(close("moe_gemm " + what, download<float>(out, want.size()), widened(want), atol, 0.0));
+    EXPECT_TRUE(close("moe_gemm " + what, download<float>(out, want.size()), widened(want), htol, 0.0));
   }
 }
 
@@ -163,9 +181,59 @@ TEST(MoeKernels, MulMatIdMatchesReferenceForEveryModelType) {
     run_mul_mat_id({t, K, 64, 8, 4, 37, false, true}, rng);   // prefill: several users per expert, partial tiles
   }
   // gpt-oss-20b's expert shape (K 2880: 90 MXFP4 blocks; 32 experts, top 4) in a short prefill, and many tokens
-  // of one expert group (more than one 32-user tile per expert).
+  // of one expert group (~75 users an expert: the 128-user tiles).
   run_mul_mat_id({Type::MXFP4, 2880, 200, 32, 4, 20, false, true}, rng);
   run_mul_mat_id({Type::Q8_0, 256, 64, 4, 2, 150, false, false}, rng);
+  // Tiles of 64 users (few users per expert on average) with one expert chosen by every token: four user tiles of
+  // that expert, per-slot x; a K of 81 chunks (a partial 128-element slice) and N past one 128-row tile.
+  run_mul_mat_id({Type::Q4_0, 2592, 200, 16, 2, 200, true, true, true}, rng);
+  run_mul_mat_id({Type::Q6_K, 768, 136, 16, 2, 200, false, false, true}, rng);
+}
+
+// The prefill tiles' results do not depend on the batch: a token's outputs have the same bits whether it runs among
+// 150 tokens, among the first 40, or in reverse order (other tiles, other columns, other neighbours in each tile).
+TEST(MoeKernels, PrefillTilesAreBatchInvariant) {
+  REQUIRE_GPU();
+  std::mt19937 rng(35);
+  const int64_t K = 512, N = 160, n_expert = 8, k = 2, T = 150, sub = 40;
+  const auto w = expert_weights(rng, quant::Type::Q4_K, K, N * n_expert);
+  const auto x = random_floats(rng, size_t(K * T));
+  std::vector<int32_t> ids(static_cast<size_t>(k * T)), perm(static_cast<size_t>(n_expert));
+  for (int64_t t = 0; t < T; ++t) {
+    std::iota(perm.begin(), perm.end(), 0);
+    std::shuffle(perm.begin(), perm.end(), rng);
+    std::copy(perm.begin(), perm.begin() + k, ids.begin() + t * k);
+  }
+  auto run = [&](const std::vector<float>& xv, const std::vector<int32_t>& iv, int64_t t_count) {
+    auto dw = upload(w), dx = upload(xv), di = upload(iv);
+    auto out = poisoned_f32(size_t(N * k * t_count));
+    cuda::MatvecIdParams p;
+    p.w = dw.get(), p.type = quant::Type::Q4_K, p.x = dx.as<float>(), p.ids = di.as<int32_t>(), p.y = out.as<float>();
+    p.K = K, p.N = N, p.n_expert = n_expert, p.k = k, p.T = t_count;
+    const size_t bytes = cuda::moe_gemm_scratch_bytes(n_expert, k, t_count, K, 1);
+    cuda::DeviceBuffer scratch(bytes);
+    cuda::launch_moe_gemm(p, scratch.get(), bytes, nullptr);
+    return download<float>(out, size_t(N * k * t_count));
+  };
+  const auto all = run(x, ids, T);
+  const auto first = run(std::vector<float>(x.begin(), x.begin() + sub * K),
+                         std::vector<int32_t>(ids.begin(), ids.begin() + sub * k), sub);
+  std::vector<float> xr(x.size());
+  std::vector<int32_t> ir(ids.size());
+  for (int64_t t = 0; t < T; ++t) {
+    std::copy(x.begin() + t * K, x.begin() + (t + 1) * K, xr.begin() + (T - 1 - t) * K);
+    std::copy(ids.begin() + t * k, ids.begin() + (t + 1) * k, ir.begin() + (T - 1 - t) * k);
+  }
+  const auto rev = run(xr, ir, T);
+  const size_t row = size_t(N * k);
+  for (int64_t t = 0; t < T; ++t)
+    for (size_t i = 0; i < row; ++i) {
+      const float a = all[size_t(t) * row + i];
+      ASSERT_EQ(a, rev[size_t(T - 1 - t) * row + i]) << "reversed batch, token " << t << " element " << i;
+      if (t < sub) {
+        ASSERT_EQ(a, first[size_t(t) * row + i]) << "first " << sub << " tokens, token " << t;
+      }
+    }
 }
 
 }  // namespace
