@@ -316,6 +316,11 @@ void Executor::lower_mul_mat(const Node& n) {
   switch (lowering(n.id)) {
     case Lowering::InSibling: return;  // computed with an earlier matrix that reads the same x
     case Lowering::AttentionO: lower_attention_o(n, attention_o_plan_.at(n.inputs[1])); return;
+    case Lowering::RouterParts: {  // the routing launch adds the partial products (executor_moe.cpp)
+      const RouterPartsParams p = router_parts_.at(n.id);
+      steps_.push_back([p](cudaStream_t s) { launch_router_parts(p, s); });
+      return;
+    }
     default: break;
   }
   if (const auto it = matvecs_.find(n.id); it != matvecs_.end()) {

@@ -167,6 +167,7 @@ class Executor {
     InRopeKv,        // a per-head q or k RmsNorm applied by its RopesAndAttend attention's rope_kv launch
     AddsResidual,    // an RmsNorm whose launch also adds the residual and writes its one reader, an Add (Epilogue)
     InRoute,         // a TopK (ids stored) or Softmax (not stored) computed by its MoeWeights' routing launch
+    RouterParts,     // a router MulMat computed as partial products for its routing launch (never stored)
   };
   void plan_fusions();
   void plan_mul_mat(const graph::Node& n);
@@ -199,7 +200,14 @@ class Executor {
   void plan_moe_route(const graph::Node& moe_weights);
   void plan_mul_mat_id(const graph::Node& n);
   bool plan_expert_glu(const graph::Node& n);
-  void plan_expert_down(const graph::Node& n);
+  bool router_parts_of(const graph::Node& router, const ::std::vector<graph::NodeId>& readers,
+                       RouterPartsParams& out) const;
+  struct ExpertDown {  // a down MulMatId's launch: its params, the WeightedSum and Add (or kNoNode) it writes
+    ExpertDownParams p;
+    graph::NodeId sum = graph::kNoNode, add = graph::kNoNode;
+  };
+  bool expert_down_of(const graph::Node& down, graph::NodeId h_as_runs, ExpertDown& out) const;
+  void take_expert_down(const graph::Node& down, const ExpertDown& d);
   Lowering lowering(graph::NodeId id) const { return lowering_.at(size_t(id)); }
   void drop_capture();  // the steps or their inputs changed: the next run() launches plainly, then captures anew
   const void* weight_ptr(const graph::Node& w) const;
@@ -275,6 +283,9 @@ class Executor {
   std::map<graph::NodeId, MoeRouteParams> moe_routes_;    // by MoeWeights node: its routing launch
   std::map<graph::NodeId, ExpertGluParams> expert_glus_;  // by the first MulMatId of a gate/up pair
   std::map<graph::NodeId, ExpertDownParams> expert_downs_;  // by a down MulMatId
+  DeviceBuffer expert_runs_;  // h handed from a gate/up launch to its down launch as int16 runs (one layer's)
+  std::map<graph::NodeId, RouterPartsParams> router_parts_;  // by router MulMat: its partial-products launch
+  DeviceBuffer router_parts_buffer_;  // those partial products (one layer's)
   std::vector<unsigned long long*> fixed_acc_;     // Add nodes held in 64-bit fixed point: their accumulator
   DeviceBuffer fixed_accs_;                        // those accumulators, [attention_o_plan_.size()][D]
   int64_t fixed_d_ = 0;                            // D of each

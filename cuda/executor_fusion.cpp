@@ -70,6 +70,20 @@ void Executor::plan_fusions() {
     fixed_accs_ = DeviceBuffer(attention_o_plan_.size() * size_t(fixed_d_) * 8);
     CUDA_CHECK(cudaMemset(fixed_accs_.get(), 0, fixed_accs_.bytes()));
   }
+  // The hand-over of h from a mixture's gate/up launch to its down launch: int16 runs of 16 (kExpertRunBytes), room
+  // for the largest decode-sized expert product of the graph (one layer's at a time).
+  // The routers' partial products (router_parts_of): room for the largest of them.
+  size_t runs_bytes = 0, parts_bytes = 0;
+  for (const Node& n : g_.nodes()) {
+    if (n.op == Op::MulMatId && n.shape.ne[2] <= opt_.matvec_max_tokens)
+      runs_bytes = ::std::max(runs_bytes, size_t(n.shape.elements() / 16) * kExpertRunBytes);
+    if (n.op == Op::MulMat && n.inputs.size() >= 2 && g_.node(n.inputs[0]).op == Op::Weight &&
+        ::std::get<graph::WeightParams>(g_.node(n.inputs[0]).params).role == graph::WeightRole::FfnRouter)
+      parts_bytes = ::std::max(parts_bytes, size_t(router_parts_count(g_.node(n.inputs[0]).shape.ne[0])) *
+                                                size_t(n.shape.elements()) * sizeof(float));
+  }
+  if (opt_.fuse && runs_bytes) expert_runs_ = DeviceBuffer(runs_bytes);
+  if (opt_.fuse && parts_bytes) router_parts_buffer_ = DeviceBuffer(parts_bytes);
   for (const Node& n : g_.nodes()) {
     switch (n.op) {
       case Op::RmsNorm:

@@ -20,6 +20,9 @@ using graph::Node;
 using graph::NodeId;
 using graph::Op;
 
+// Routing as one launch at the MoeWeights' step (launch_moe_route), and, where the logits are a float32 router
+// MulMat read by nothing but the routing, the router as partial products over slices of K (launch_router_parts)
+// into router_parts_, which the routing launch adds up: the logits are then never stored.
 void Executor::plan_moe_route(const Node& mw) {
   if (!opt_.fuse) return;
   const auto& mp = ::std::get<graph::MoeWeightsParams>(mw.params);
@@ -35,25 +38,59 @@ void Executor::plan_moe_route(const Node& mw) {
   }
   const Node& l = g_.node(logits);
   const int64_t k = ::std::get<graph::TopKParams>(topk.params).k;
-  if (l.op == Op::Weight || !plan_.owns(logits) || l.shape.ne[0] > kTopKMaxN || k > 64) return;
-  // The launch runs at the MoeWeights' step: the logits must still hold their values then and share no bytes with
-  // the TopK's or the MoeWeights' slot (both alive then, so slot_free_between sees them).
+  if (l.op == Op::Weight || !plan_.owns(logits) || l.shape.ne[0] > kTopKMaxN || k > 32) return;
   if (!plan_.owns(topk.id) || !plan_.owns(mw.id)) return;
-  if (!slot_free_between(logits, softmax_all ? scores.id : topk.id, mw.id, {scores.id})) return;
+  const int64_t T = mw.shape.ne[1];
   MoeRouteParams p;
-  p.logits = static_cast<const float*>(device_ptr(logits));
   p.ids = static_cast<int32_t*>(device_ptr(topk.id)), p.weights = f32_out(mw);
-  p.n_expert = l.shape.ne[0], p.k = k, p.T = mw.shape.ne[1];
+  p.n_expert = l.shape.ne[0], p.k = k, p.T = T;
   p.softmax_all = softmax_all, p.softmax_chosen = mp.softmax, p.normalize = mp.normalize;
+  RouterPartsParams rp;
+  if (router_parts_of(l, softmax_all ? ::std::vector<NodeId>{scores.id} : ::std::vector<NodeId>{topk.id, mw.id},
+                      rp)) {
+    p.logits = rp.parts, p.n_parts = rp.n_parts;
+    p.bias = l.inputs.size() > 2 && l.inputs[2] != graph::kNoNode ? f32_in(l, 2) : nullptr;
+    lowering_.at(size_t(logits)) = Lowering::RouterParts;
+    matvecs_.erase(logits);
+    router_parts_.emplace(logits, rp);
+  } else {
+    // The launch reads the logits at the MoeWeights' step: they must still hold their values then. Where the
+    // planner gave the TopK's or the MoeWeights' slot some of their bytes (the logits die at the Softmax), one
+    // block reads every token's row before writing (MoeRouteParams::per_block), if the rows fit its shared memory.
+    const NodeId from = softmax_all ? scores.id : topk.id;
+    if (!slot_free_between(logits, from, mw.id, {scores.id, topk.id, mw.id})) return;
+    const bool disjoint = slot_free_between(logits, from, mw.id, {scores.id});
+    if (!disjoint && moe_route_smem(l.shape.ne[0], T) > kMoeRouteMaxSmem) return;
+    p.per_block = disjoint ? 1 : T;
+    p.logits = static_cast<const float*>(device_ptr(logits));
+  }
   if (softmax_all) lowering_.at(size_t(scores.id)) = Lowering::InRoute;
   lowering_.at(size_t(topk.id)) = Lowering::InRoute;
   moe_routes_.emplace(mw.id, p);
   count_fusion(Fusion::MoeRoute);
 }
 
+// The router MulMat l as partial products into router_parts_: a float32 weight, read only by `readers` (the
+// routing), its input stored (not a norm folded into its readers), aligned for float4 loads.
+bool Executor::router_parts_of(const Node& l, const ::std::vector<NodeId>& readers, RouterPartsParams& rp) const {
+  if (l.op != Op::MulMat || users_.at(size_t(l.id)) != readers) return false;
+  const Node& w = g_.node(l.inputs.at(0));
+  if (w.op != Op::Weight || ::std::get<graph::WeightParams>(w.params).type != quant::Type::F32) return false;
+  const Node& x = g_.node(l.inputs.at(1));
+  if (lowering(x.id) == Lowering::InReaders || lowering(x.id) == Lowering::InRopeKv) return false;
+  rp.w = static_cast<const float*>(weight_ptr(w)), rp.x = f32_in(l, 1);
+  rp.K = w.shape.ne[0], rp.n_expert = w.shape.ne[1], rp.T = l.shape.ne[1], rp.n_parts = router_parts_count(rp.K);
+  rp.parts = router_parts_buffer_.as<float>();
+  const auto a16 = [](const void* q) { return reinterpret_cast<uintptr_t>(q) % 16 == 0; };
+  return rp.K % 4 == 0 && rp.T <= 65535 && a16(rp.w) && a16(rp.x) && rp.parts &&
+         size_t(rp.n_parts) * size_t(rp.T * rp.n_expert) * 4 <= router_parts_buffer_.bytes();
+}
+
 void Executor::plan_mul_mat_id(const Node& n) {
   if (!opt_.fuse || lowering(n.id) != Lowering::Own || n.shape.ne[2] > opt_.matvec_max_tokens) return;
-  if (!plan_expert_glu(n)) plan_expert_down(n);
+  if (expert_downs_.count(n.id) || plan_expert_glu(n)) return;  // a down taken with its gate/up pair
+  ExpertDown d;
+  if (expert_down_of(n, graph::kNoNode, d)) take_expert_down(n, d);
 }
 
 namespace {
@@ -66,7 +103,9 @@ bool plain_experts(const graph::Graph& g, const Node& mm) {
 }  // namespace
 
 // n (the first of the pair in node order) and a later MulMatId of the same input and ids, each read only by one
-// SwiGlu or SwiGluOai of the two: that launch writes the activation into the SwiGlu's slot.
+// SwiGlu or SwiGluOai of the two: that launch computes the activation. When the activation's one reader is a down
+// MulMatId that fuses too, h goes to it as int16 runs in expert_runs_ (not stored as floats: the down launch then
+// neither re-quantizes nor reads them, and h's slot no longer constrains where the residual Add may be written).
 bool Executor::plan_expert_glu(const Node& n) {
   const auto& us = users_.at(size_t(n.id));
   if (us.size() != 1) return false;
@@ -87,58 +126,81 @@ bool Executor::plan_expert_glu(const Node& n) {
   if (regrouped(wg) || regrouped(wu) || wg.shape.ne != wu.shape.ne) return false;
   const quant::Type type = ::std::get<graph::WeightParams>(wg.params).type;
   if (::std::get<graph::WeightParams>(wu.params).type != type) return false;
-  if (!plan_.owns(sw.id) || plan_.last_use.at(size_t(sw.id)) >= int32_t(g_.nodes().size())) return false;
-  // Neither product is stored: the SwiGlu's slot, written at n's step, may be theirs, but nothing else alive.
-  if (!slot_free_between(sw.id, n.id, sw.id, {n.id, other})) return false;
   const auto bias = [&](const Node& mm) {
     return mm.inputs.size() > 3 && mm.inputs[3] != graph::kNoNode ? f32_in(mm, 3) : nullptr;
   };
   ExpertGluParams p;
   p.gate = weight_ptr(wg), p.up = weight_ptr(wu), p.type = type;
   p.gate_bias = bias(gate), p.up_bias = bias(up);
-  p.x = f32_in(n, 1), p.ids = static_cast<const int32_t*>(device_ptr(n.inputs[2])), p.out = f32_out(sw);
+  p.x = f32_in(n, 1), p.ids = static_cast<const int32_t*>(device_ptr(n.inputs[2]));
   if (sw.op == Op::SwiGluOai) {
     const auto& op = ::std::get<graph::SwiGluOaiParams>(sw.params);
     p.act = ExpertAct::SwiGluOai, p.alpha = op.alpha, p.limit = op.limit;
   }
   p.K = wg.shape.ne[0], p.N = wg.shape.ne[1], p.n_expert = wg.shape.ne[2], p.k = n.shape.ne[1], p.T = n.shape.ne[2];
+  // h as runs for a fused down launch, or as floats in the SwiGlu's slot.
+  ExpertDown d;
+  const auto& su = users_.at(size_t(sw.id));
+  const bool runs = su.size() == 1 && g_.node(su[0]).op == Op::MulMatId && g_.node(su[0]).inputs.at(1) == sw.id &&
+                    lowering(su[0]) == Lowering::Own && expert_down_of(g_.node(su[0]), sw.id, d);
+  if (runs) {
+    p.runs_out = expert_runs_.get();
+  } else {
+    if (!plan_.owns(sw.id) || plan_.last_use.at(size_t(sw.id)) >= int32_t(g_.nodes().size())) return false;
+    // Neither product is stored: the SwiGlu's slot, written at n's step, may be theirs, but nothing else alive.
+    if (!slot_free_between(sw.id, n.id, sw.id, {n.id, other})) return false;
+    p.out = f32_out(sw);
+  }
   if (!expert_glu_fits(p)) return false;
   lowering_.at(size_t(other)) = Lowering::InSibling;
   lowering_.at(size_t(sw.id)) = Lowering::Epilogue;
   expert_glus_.emplace(n.id, p);
   count_fusion(Fusion::ExpertGlu);
+  if (runs) take_expert_down(g_.node(su[0]), d);
   return true;
 }
 
 // A down MulMatId read only by a WeightedSum (as its products), which the launch writes, or the residual Add that
-// alone reads the WeightedSum (add_written_at's conditions, from the MulMatId's step on).
-void Executor::plan_expert_down(const Node& n) {
+// alone reads the WeightedSum (add_written_at's conditions, from the MulMatId's step on). h_as_runs: the down's
+// input node when a gate/up launch hands it over as runs (never stored); kNoNode: read as floats from its slot.
+bool Executor::expert_down_of(const Node& n, NodeId h_as_runs, ExpertDown& d) const {
+  if (n.shape.ne[2] > opt_.matvec_max_tokens) return false;
   const auto& us = users_.at(size_t(n.id));
-  if (us.size() != 1 || !plain_experts(g_, n)) return;
+  if (us.size() != 1 || !plain_experts(g_, n)) return false;
   const Node& ws = g_.node(us[0]);
-  if (ws.op != Op::WeightedSum || ws.inputs.at(0) != n.id || !plan_.owns(ws.id)) return;
+  if (ws.op != Op::WeightedSum || ws.inputs.at(0) != n.id || !plan_.owns(ws.id)) return false;
   const Node& w = g_.node(n.inputs[0]);
-  if (regrouped(w) || g_.node(n.inputs.at(1)).shape.ne[1] != n.shape.ne[1]) return;  // one input column per slot
-  ExpertDownParams p;
+  if (regrouped(w) || g_.node(n.inputs.at(1)).shape.ne[1] != n.shape.ne[1]) return false;  // a column per slot
+  ExpertDownParams& p = d.p;
   p.w = weight_ptr(w), p.type = ::std::get<graph::WeightParams>(w.params).type;
   p.bias = n.inputs.size() > 3 && n.inputs[3] != graph::kNoNode ? f32_in(n, 3) : nullptr;
-  p.x = f32_in(n, 1), p.ids = static_cast<const int32_t*>(device_ptr(n.inputs.at(2))), p.weights = f32_in(ws, 1);
+  if (h_as_runs != graph::kNoNode) {
+    p.x_runs = expert_runs_.get();
+  } else {
+    p.x = f32_in(n, 1);
+  }
+  p.ids = static_cast<const int32_t*>(device_ptr(n.inputs.at(2))), p.weights = f32_in(ws, 1);
   p.K = w.shape.ne[0], p.N = w.shape.ne[1], p.n_expert = w.shape.ne[2], p.k = n.shape.ne[1], p.T = n.shape.ne[2];
-  NodeId add = add_written_at(ws, {n.id, ws.id});
-  if (add != graph::kNoNode && !slot_free_between(add, n.id, add, {n.id, ws.id})) add = graph::kNoNode;
-  if (add != graph::kNoNode) {
-    const Node& a = g_.node(add);
+  d.sum = ws.id;
+  d.add = add_written_at(ws, {n.id, ws.id, h_as_runs});
+  if (d.add != graph::kNoNode && !slot_free_between(d.add, n.id, d.add, {n.id, ws.id, h_as_runs}))
+    d.add = graph::kNoNode;
+  if (d.add != graph::kNoNode) {
+    const Node& a = g_.node(d.add);
     p.residual = f32_in(a, a.inputs[0] == ws.id ? 1 : 0), p.out = f32_out(a);
   } else {
     if (plan_.last_use.at(size_t(ws.id)) >= int32_t(g_.nodes().size()) ||
-        !slot_free_between(ws.id, n.id, ws.id, {n.id}))
-      return;
+        !slot_free_between(ws.id, n.id, ws.id, {n.id, h_as_runs}))
+      return false;
     p.out = f32_out(ws);
   }
-  if (!expert_down_fits(p)) return;
-  lowering_.at(size_t(ws.id)) = Lowering::Epilogue;
-  if (add != graph::kNoNode) lowering_.at(size_t(add)) = Lowering::Epilogue;
-  expert_downs_.emplace(n.id, p);
+  return expert_down_fits(p);
+}
+
+void Executor::take_expert_down(const Node& n, const ExpertDown& d) {
+  lowering_.at(size_t(d.sum)) = Lowering::Epilogue;
+  if (d.add != graph::kNoNode) lowering_.at(size_t(d.add)) = Lowering::Epilogue;
+  expert_downs_.emplace(n.id, d.p);
   count_fusion(Fusion::ExpertDown);
 }
 

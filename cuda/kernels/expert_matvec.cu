@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <map>
 #include <mutex>
+#include <numeric>
 #include <tuple>
 
 #include "cuda/check.h"
@@ -65,6 +66,28 @@ __device__ __forceinline__ void get_runs(const float* runs, int stride, int u, m
   x1.s = runs[18 * stride + u], x1.S = runs[19 * stride + u];
 }
 
+// A run as expert_glu hands it to expert_down (kExpertRunBytes): q[0..7], s, S, two words of padding.
+__device__ __forceinline__ void store_run(void* at, const mv16::Run& r) {
+  uint4* o = static_cast<uint4*>(at);
+  o[0] = make_uint4(r.q[0], r.q[1], r.q[2], r.q[3]);
+  o[1] = make_uint4(r.q[4], r.q[5], r.q[6], r.q[7]);
+  o[2] = make_uint4(__float_as_uint(r.s), __float_as_uint(r.S), 0u, 0u);
+}
+
+// Unit u's two runs from the handed-over runs of one column (run i at column + i kExpertRunBytes) into the
+// shared-memory fields, as put_runs writes them.
+template <class U>
+__device__ __forceinline__ void copy_runs(const uint8_t* column, int64_t u, float* runs, int stride) {
+  const uint4* a = reinterpret_cast<const uint4*>(column + (U::seg0(u) / 16) * kExpertRunBytes);
+  const uint4* b = reinterpret_cast<const uint4*>(column + ((U::seg0(u) + U::kOff1) / 16) * kExpertRunBytes);
+  const uint4 a0 = a[0], a1 = a[1], a2 = a[2], b0 = b[0], b1 = b[1], b2 = b[2];
+  const uint32_t fa[10] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w, a2.x, a2.y};
+  const uint32_t fb[10] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w, b2.x, b2.y};
+#pragma unroll
+  for (int f = 0; f < 10; ++f)
+    runs[f * stride + u] = __uint_as_float(fa[f]), runs[(10 + f) * stride + u] = __uint_as_float(fb[f]);
+}
+
 __device__ __forceinline__ float activate(ExpertAct act, float g, float u, float alpha, float limit) {
   if (act == ExpertAct::SwiGlu) return g / (1.0f + expf(-g)) * u;
   g = fminf(g, limit);  // gpt-oss's clamped SwiGLU (moe.cuh SwiGluOaiKernelParams)
@@ -96,13 +119,21 @@ __global__ void __launch_bounds__(kMaxThreads) expert_glu_kernel(ExpertGluParams
   float* runs = sh;                   // [kRunWords][tps]
   float* part = sh + kRunWords * tps; // [n_warps][gpb][2 kR]: gate rows, then up rows
   const int cap = gpb * 2 * kR;
+  float* hv = part + n_warps * cap;   // runs_out: the block's outputs [gpb kR], then quantized by runs of 16
   pdl_launch_dependents();
   pdl_wait();  // ids and x come from the kernels before
   const int32_t e = p.ids[t * p.k + j];
-  float* y = p.out + (t * p.k + j) * p.N;
+  float* y = p.out ? p.out + (t * p.k + j) * p.N : nullptr;
   const int64_t n_end = g1 * kR < p.N ? g1 * kR : p.N;
+  uint8_t* runs_out = p.runs_out ? static_cast<uint8_t*>(p.runs_out) + (t * p.k + j) * (p.N / 16) * kExpertRunBytes
+                                 : nullptr;
   if (e < 0 || e >= p.n_expert) {
-    for (int64_t n = g0 * kR + threadIdx.x; n < n_end; n += blockDim.x) y[n] = 0.0f;
+    if (runs_out) {
+      for (int64_t r = g0 * kR / 16 + threadIdx.x; r < n_end / 16; r += blockDim.x)
+        store_run(runs_out + r * kExpertRunBytes, mv16::Run{});
+    } else {
+      for (int64_t n = g0 * kR + threadIdx.x; n < n_end; n += blockDim.x) y[n] = 0.0f;
+    }
     return;
   }
   const size_t expert_bytes = size_t(p.N) * row_bytes;
@@ -144,8 +175,18 @@ __global__ void __launch_bounds__(kMaxThreads) expert_glu_kernel(ExpertGluParams
     for (int w = 0; w < n_warps; ++w) gs += part[w * cap + gl * 2 * kR + r], us += part[w * cap + gl * 2 * kR + kR + r];
     if (p.gate_bias) gs += p.gate_bias[int64_t(e) * p.N + n];
     if (p.up_bias) us += p.up_bias[int64_t(e) * p.N + n];
-    y[n] = activate(p.act, gs, us, p.alpha, p.limit);
+    const float h = activate(p.act, gs, us, p.alpha, p.limit);
+    if (runs_out) {
+      hv[i] = h;
+    } else {
+      y[n] = h;
+    }
   }
+  if (!runs_out) return;
+  __syncthreads();
+  // The block's rows start and end on runs of 16 (the launcher's groups per block, N a multiple of 16).
+  for (int64_t r = threadIdx.x; r < (n_end - g0 * kR) / 16; r += blockDim.x)
+    store_run(runs_out + (g0 * kR / 16 + r) * kExpertRunBytes, mv16::quantize_run(hv + 16 * r));
 }
 
 template <quant::Type T>
@@ -170,8 +211,15 @@ __global__ void __launch_bounds__(kMaxThreads) expert_down_kernel(ExpertDownPara
   const size_t expert_bytes = size_t(p.N) * row_bytes;
   pdl_launch_dependents();
   pdl_wait();  // ids, weights, x and the residual come from the kernels before
-  for (int64_t i = threadIdx.x; i < p.k * n_units; i += blockDim.x)
-    put_runs<U>(p.x + (t * p.k + i / n_units) * p.K, i % n_units, runs + (i / n_units) * kRunWords * tps, tps);
+  for (int64_t i = threadIdx.x; i < p.k * n_units; i += blockDim.x) {
+    const int64_t j = i / n_units, uu = i % n_units;
+    float* at = runs + j * kRunWords * tps;
+    if (p.x_runs) {
+      copy_runs<U>(static_cast<const uint8_t*>(p.x_runs) + (t * p.k + j) * (p.K / 16) * kExpertRunBytes, uu, at, tps);
+    } else {
+      put_runs<U>(p.x + (t * p.k + j) * p.K, uu, at, tps);
+    }
+  }
 
   // Tasks (group, this slice's slot jj): slot slice + jj * slices; groups outer so each group's slots end together.
   const int nj = (k - slice + slices - 1) / slices;  // >= 1: slices <= k
@@ -274,12 +322,15 @@ Shape glu_shape(const ExpertGluParams& p, const void* kernel) {
     // Groups are counted per slot: a block serves one (slot, token).
     const int64_t resident = int64_t(current_device_sm_count()) * blocks_per_sm(kernel, s.tps * s.slices, runs);
     const int64_t per_slot = std::max<int64_t>(1, resident / (p.k * p.T));
-    s.gpb = groups_per_block(n_groups, per_slot, s.slices, kMaxGluGroups);
+    // Handed-over runs: whole runs of 16 rows a block (groups in multiples of 8, with whole slices).
+    s.gpb = groups_per_block(n_groups, per_slot, p.runs_out ? std::lcm(s.slices, 16 / kR) : s.slices,
+                             kMaxGluGroups);
   } else {
     s.gpb = kMaxGluGroups;  // the most shared memory any launch takes (expert_glu_fits)
   }
   s.chunks = unsigned((n_groups + s.gpb - 1) / s.gpb);
-  s.smem = runs + size_t(s.tps / 32) * s.gpb * 2 * kR * sizeof(float);
+  s.smem = runs + size_t(s.tps / 32) * s.gpb * 2 * kR * sizeof(float) +
+           (p.runs_out ? size_t(s.gpb) * kR * sizeof(float) : 0);
   return s;
 }
 
@@ -307,17 +358,21 @@ Shape down_shape(const ExpertDownParams& p, const void* kernel) {
 bool expert_glu_fits(const ExpertGluParams& p) {
   if (!p.gate || !p.up || !p.x || p.N <= 0 || p.k <= 0 || p.T <= 0 || p.T > 65535 || p.k > 65535) return false;
   if (!rows_fit(p.type, p.gate, p.K, p.x) || !rows_fit(p.type, p.up, p.K, p.x)) return false;
+  if (p.runs_out && (p.N % 16 != 0 || (p.groups_per_block * kR) % 16 != 0 ||
+                     reinterpret_cast<uintptr_t>(p.runs_out) % 16 != 0))
+    return false;
   return p.groups_per_block <= kMaxGluGroups && glu_shape(p, nullptr).smem <= kMaxSmem;
 }
 
 bool expert_down_fits(const ExpertDownParams& p) {
-  if (!p.w || !p.x || p.N <= 0 || p.k <= 0 || p.T <= 0 || p.T > 65535 || p.k > 64) return false;
-  if (!rows_fit(p.type, p.w, p.K, p.x)) return false;
+  if (!p.w || (!p.x && !p.x_runs) || p.N <= 0 || p.k <= 0 || p.T <= 0 || p.T > 65535 || p.k > 64) return false;
+  if (!rows_fit(p.type, p.w, p.K, p.x ? p.x : p.x_runs)) return false;
+  if (p.x_runs && reinterpret_cast<uintptr_t>(p.x_runs) % 16 != 0) return false;
   return p.groups_per_block <= kMaxDownGroups && down_shape(p, nullptr).smem <= kMaxSmem;
 }
 
 void launch_expert_glu(const ExpertGluParams& p, cudaStream_t stream) {
-  LLM_REQUIRE(p.ids && p.out && p.n_expert > 0, "expert_glu: null pointer or no experts");
+  LLM_REQUIRE(p.ids && (p.out || p.runs_out) && p.n_expert > 0, "expert_glu: null pointer or no experts");
   LLM_REQUIRE(expert_glu_fits(p), "expert_glu: shape or type not served (expert_glu_fits)");
   const size_t rb = quant::row_bytes(p.type, p.K);
   dispatch_qtype(p.type, "expert_glu", [&](auto tag) {

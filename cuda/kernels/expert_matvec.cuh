@@ -34,6 +34,9 @@ struct ExpertGluParams {
   float alpha = 1.702f, limit = 7.0f;  // SwiGluOai (moe.cuh)
   int64_t K = 0, N = 0, n_expert = 0, k = 0, T = 0;
   int groups_per_block = 0;        // row groups a block owns; 0: the launcher's choice (the kernel lab sweeps it)
+  // Set: h leaves as expert_down's int16 input runs (kExpertRunBytes per 16 values, [T][k][N / 16]) instead of
+  // floats at out, so the down launch neither quantizes it nor reads the floats (N a multiple of 16).
+  void* runs_out = nullptr;
 };
 
 struct ExpertDownParams {
@@ -47,7 +50,12 @@ struct ExpertDownParams {
   float* out = nullptr;            // [N, T]
   int64_t K = 0, N = 0, n_expert = 0, k = 0, T = 0;
   int groups_per_block = 0;        // as ExpertGluParams
+  const void* x_runs = nullptr;    // set: x as expert_glu's runs_out ([T][k][K / 16]) instead of floats at x
 };
+
+// One run of 16 values of h as expert_glu writes it for expert_down: 8 words of int16 pairs, the scale, the exact
+// float sum, padding to 48 bytes (three 16-byte stores).
+inline constexpr size_t kExpertRunBytes = 48;
 
 // Whether the launchers take these params: a type with an int16 unit (Q4_0, Q8_0, Q4_K, Q6_K as in GGUF, MXFP4),
 // rows the unit can load (alignment), K / 32 <= 256 units, and for expert_down the k quantized inputs in 48 KiB of

@@ -2,6 +2,7 @@
 // dozen to a few hundred scores, so one warp per row and one thread per token are enough.
 #include "cuda/kernels/moe.cuh"
 
+#include <algorithm>
 #include <climits>
 
 #include "cuda/check.h"
@@ -82,34 +83,160 @@ __global__ void moe_weights_kernel(MoeWeightsKernelParams p) {
   for (int j = 0; j < k; ++j) p.out[t * p.k + j] = float(v[j]);
 }
 
-// One warp per token: the router's logits (optionally softmax over all of them first, as the Softmax op computes
-// it), the top k, and their weights, in one launch.
-__global__ void __launch_bounds__(32) moe_route_kernel(MoeRouteParams p) {
-  extern __shared__ float vals[];  // [n], then n taken flags
-  const int lane = threadIdx.x;
-  const int64_t t = blockIdx.x;
-  const float* a = p.logits + t * p.n_expert;
+constexpr int kRouteThreads = 128;
+constexpr int kRegValues = 8;  // experts a lane holds in registers: the register top-k serves up to 256
+
+// warp_top_k over values held in registers (value c of a lane is expert lane + 32 c): the same order, without
+// shared-memory rounds. Lane j < k ends with the j-th choice in `id` and its value in `val`.
+__device__ __forceinline__ void warp_top_k_regs(const float (&v)[kRegValues], int64_t n, int64_t k, int32_t& id,
+                                                float& val) {
+  const int lane = threadIdx.x & 31;
+  uint32_t open = 0;
+#pragma unroll
+  for (int c = 0; c < kRegValues; ++c)
+    if (lane + 32 * c < n) open |= 1u << c;
+  for (int64_t r = 0; r < k; ++r) {
+    float best = -INFINITY;
+    int32_t bi = INT_MAX;
+#pragma unroll
+    for (int c = 0; c < kRegValues; ++c)  // within a lane the index grows with c: the first maximum wins ties
+      if ((open >> c & 1u) && (bi == INT_MAX || v[c] > best)) best = v[c], bi = lane + 32 * c;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+      const float ov = __shfl_xor_sync(0xffffffffu, best, o);
+      const int32_t oi = __shfl_xor_sync(0xffffffffu, bi, o);
+      if (oi != INT_MAX && (bi == INT_MAX || ov > best || (ov == best && oi < bi))) best = ov, bi = oi;
+    }
+    if ((bi & 31) == lane) open &= ~(1u << (bi >> 5));
+    if (lane == r) id = bi, val = best;
+  }
+}
+
+// route_weights with lane j < k holding choice j's score: the warp's sums in double.
+__device__ __forceinline__ double warp_route_weight(double v, int k, bool softmax, bool normalize) {
+  const int lane = threadIdx.x & 31;
+  const bool mine = lane < k;
+  if (softmax) {
+    double m = mine ? v : -INFINITY;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) m = fmax(m, __shfl_xor_sync(0xffffffffu, m, o));
+    v = mine ? exp(v - m) : 0.0;
+    double s = v;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+    v /= s;
+  }
+  if (normalize) {
+    double s = mine ? v : 0.0;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+    v /= fmax(s, 6.103515625e-5);
+  }
+  return v;
+}
+
+// A block's tokens (p.per_block of them): every thread first loads the router's partial sums of all of them (bias,
+// then parts in order) into shared memory, then each warp routes its tokens in turn: the optional softmax over all
+// experts (as the Softmax op computes it), the top k, and their weights. Reading every row before any write lets the
+// outputs share bytes with the logits when one block holds every token.
+__global__ void __launch_bounds__(kRouteThreads) moe_route_kernel(MoeRouteParams p) {
+  extern __shared__ float vals[];  // [per_block][n], then [per_block][n] taken flags (more than 256 experts)
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, n_warps = blockDim.x >> 5;
+  const int64_t n = p.n_expert, t0 = int64_t(blockIdx.x) * p.per_block;
+  const int64_t rows = p.T - t0 < p.per_block ? p.T - t0 : p.per_block;
+  auto* taken = reinterpret_cast<uint8_t*>(vals + p.per_block * n);
   pdl_launch_dependents();
   pdl_wait();  // the router's logits
-  float m = -INFINITY;
-  for (int64_t i = lane; i < p.n_expert; i += 32) vals[i] = a[i], m = fmaxf(m, vals[i]);
-  if (p.softmax_all) {
-    m = warp_max(m);
-    float s = 0.0f;
-    for (int64_t i = lane; i < p.n_expert; i += 32) s += expf(vals[i] - m);
-    const float inv = 1.0f / warp_sum_f(s);
-    for (int64_t i = lane; i < p.n_expert; i += 32) vals[i] = expf(vals[i] - m) * inv;
+  for (int64_t i = threadIdx.x; i < rows * n; i += blockDim.x) {
+    float v = p.bias ? p.bias[i % n] : 0.0f;
+#pragma unroll 8
+    for (int q = 0; q < p.n_parts; ++q) v += p.logits[(q * p.T + t0) * n + i];
+    vals[i] = v;
   }
-  __syncwarp();
-  int32_t* ids = p.ids + t * p.k;
-  warp_top_k(vals, reinterpret_cast<uint8_t*>(vals + p.n_expert), p.n_expert, p.k, ids);
-  if (lane == 0) {
-    double v[kMaxK];
-    const int k = int(p.k);
-    for (int j = 0; j < k; ++j) v[j] = double(vals[ids[j]]);
-    route_weights(v, k, p.softmax_chosen, p.normalize);
-    for (int j = 0; j < k; ++j) p.weights[t * p.k + j] = float(v[j]);
+  __syncthreads();
+  const bool in_regs = n <= 32 * kRegValues;
+  for (int64_t r = warp; r < rows; r += n_warps) {
+    float* row = vals + r * n;
+    float v[kRegValues];
+#pragma unroll
+    for (int c = 0; c < kRegValues; ++c) v[c] = in_regs && lane + 32 * c < n ? row[lane + 32 * c] : -INFINITY;
+    if (p.softmax_all) {
+      float m = -INFINITY;
+      if (in_regs) {
+#pragma unroll
+        for (int c = 0; c < kRegValues; ++c) m = fmaxf(m, v[c]);
+      } else {
+        for (int64_t i = lane; i < n; i += 32) m = fmaxf(m, row[i]);
+      }
+      m = warp_max(m);
+      float s = 0.0f;
+      if (in_regs) {
+#pragma unroll
+        for (int c = 0; c < kRegValues; ++c) s += lane + 32 * c < n ? expf(v[c] - m) : 0.0f;
+      } else {
+        for (int64_t i = lane; i < n; i += 32) s += expf(row[i] - m);
+      }
+      const float inv = 1.0f / warp_sum_f(s);
+      if (in_regs) {
+#pragma unroll
+        for (int c = 0; c < kRegValues; ++c) v[c] = expf(v[c] - m) * inv;
+      } else {
+        for (int64_t i = lane; i < n; i += 32) row[i] = expf(row[i] - m) * inv;
+        __syncwarp();
+      }
+    }
+    int32_t id = 0;
+    float val = 0.0f;
+    if (in_regs) {
+      warp_top_k_regs(v, n, p.k, id, val);
+    } else {
+      int32_t* ids = p.ids + (t0 + r) * p.k;
+      warp_top_k(row, taken + r * n, n, p.k, ids);
+      __syncwarp();
+      if (lane < p.k) id = ids[lane], val = row[id];
+    }
+    const double w = warp_route_weight(double(val), int(p.k), p.softmax_chosen, p.normalize);
+    if (lane < p.k) {
+      p.ids[(t0 + r) * p.k + lane] = id;
+      p.weights[(t0 + r) * p.k + lane] = float(w);
+    }
   }
+}
+
+constexpr int kRouterSlice = 256;      // K per part: 64 float4, two per lane
+constexpr int kRouterRowsPerWarp = 4;
+constexpr int kRouterWarps = 8;
+
+// Block (part q, row block, token t): each warp dots kRouterRowsPerWarp rows over the part's slice of K, every lane
+// two float4 of each row in flight at once.
+__global__ void __launch_bounds__(kRouterWarps * 32) router_parts_kernel(RouterPartsParams p) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int64_t q = blockIdx.x, t = blockIdx.z;
+  const int64_t n0 = (int64_t(blockIdx.y) * kRouterWarps + warp) * kRouterRowsPerWarp;
+  const int64_t k0 = q * kRouterSlice, k1 = k0 + kRouterSlice < p.K ? k0 + kRouterSlice : p.K;
+  pdl_launch_dependents();
+  float acc[kRouterRowsPerWarp] = {};
+  float4 w[kRouterRowsPerWarp][2];
+  const int64_t ka = k0 + 4 * lane, kb = ka + 128;
+#pragma unroll
+  for (int r = 0; r < kRouterRowsPerWarp; ++r) {  // the weights: before the wait (no kernel writes them)
+    const int64_t n = n0 + r < p.n_expert ? n0 + r : p.n_expert - 1;
+    const float* row = p.w + n * p.K;
+    w[r][0] = ka < k1 ? __ldg(reinterpret_cast<const float4*>(row + ka)) : make_float4(0, 0, 0, 0);
+    w[r][1] = kb < k1 ? __ldg(reinterpret_cast<const float4*>(row + kb)) : make_float4(0, 0, 0, 0);
+  }
+  pdl_wait();  // x
+  const float* x = p.x + t * p.K;
+  const float4 xa = ka < k1 ? *reinterpret_cast<const float4*>(x + ka) : make_float4(0, 0, 0, 0);
+  const float4 xb = kb < k1 ? *reinterpret_cast<const float4*>(x + kb) : make_float4(0, 0, 0, 0);
+#pragma unroll
+  for (int r = 0; r < kRouterRowsPerWarp; ++r) {
+    const float4 a = w[r][0], b = w[r][1];
+    acc[r] = a.x * xa.x + a.y * xa.y + a.z * xa.z + a.w * xa.w + b.x * xb.x + b.y * xb.y + b.z * xb.z + b.w * xb.w;
+  }
+  const float v = warp_sum_rows<kRouterRowsPerWarp>(acc, lane);
+  const int64_t n = n0 + lane / (32 / kRouterRowsPerWarp);
+  if ((lane & (32 / kRouterRowsPerWarp - 1)) == 0 && n < p.n_expert) p.parts[(q * p.T + t) * p.n_expert + n] = v;
 }
 
 __global__ void swiglu_oai_kernel(SwiGluOaiKernelParams p) {
@@ -152,10 +279,27 @@ void launch_moe_weights(const MoeWeightsKernelParams& p, cudaStream_t stream) {
 
 void launch_moe_route(const MoeRouteParams& p, cudaStream_t stream) {
   LLM_REQUIRE(p.logits && p.ids && p.weights, "null pointer");
-  LLM_REQUIRE(p.n_expert > 0 && p.n_expert <= kTopKMaxN && p.k > 0 && p.k <= p.n_expert && p.k <= kMaxK &&
+  LLM_REQUIRE(p.n_expert > 0 && p.n_expert <= kTopKMaxN && p.k > 0 && p.k <= p.n_expert && p.k <= 32 &&
                   p.T > 0 && p.T <= 0x7fffffff,
               "moe_route: bad shape");
-  launch_pdl(moe_route_kernel, dim3(unsigned(p.T)), dim3(32), size_t(p.n_expert) * 5, stream, p);
+  LLM_REQUIRE(p.n_parts >= 1 && p.per_block >= 1 && p.per_block <= p.T &&
+                  moe_route_smem(p.n_expert, p.per_block) <= kMoeRouteMaxSmem,
+              "moe_route: bad parts or tokens per block");
+  const unsigned blocks = unsigned((p.T + p.per_block - 1) / p.per_block);
+  launch_pdl(moe_route_kernel, dim3(blocks), dim3(kRouteThreads), moe_route_smem(p.n_expert, p.per_block), stream, p);
+  CUDA_CHECK_LAUNCH(stream);
+}
+
+int router_parts_count(int64_t K) { return int((K + kRouterSlice - 1) / kRouterSlice); }
+
+void launch_router_parts(const RouterPartsParams& p, cudaStream_t stream) {
+  LLM_REQUIRE(p.w && p.x && p.parts, "router_parts: null pointer");
+  LLM_REQUIRE(p.K > 0 && p.K % 4 == 0 && p.n_expert > 0 && p.T > 0 && p.T <= 65535 &&
+                  p.n_parts == router_parts_count(p.K),
+              "router_parts: bad shape");
+  const int64_t rows = int64_t(kRouterWarps) * kRouterRowsPerWarp;
+  launch_pdl(router_parts_kernel, dim3(unsigned(p.n_parts), unsigned((p.n_expert + rows - 1) / rows), unsigned(p.T)),
+             dim3(kRouterWarps * 32), 0, stream, p);
   CUDA_CHECK_LAUNCH(stream);
 }
 

@@ -34,17 +34,39 @@ void launch_moe_weights(const MoeWeightsKernelParams& p, cudaStream_t stream);
 // TopK and MoeWeights in one launch over the router's logits (the executor's fusion of a mixture's routing):
 // softmax_all: the top k of softmax(logits) (the Softmax op's values) with weights from those probabilities;
 // otherwise the top k of the logits. softmax_chosen / normalize as MoeWeightsKernelParams. The ids are written
-// where the TopK op's output lives, the weights where MoeWeights' does.
+// where the TopK op's output lives, the weights where MoeWeights' does. The logits may come as n_parts partial
+// sums ([n_parts][T][n_expert], added in part order). A block reads all of its per_block tokens' rows before it
+// writes anything: with per_block = T (one block) the outputs may share bytes with the logits.
 struct MoeRouteParams {
-  const float* logits = nullptr;  // [n_expert, T]
+  const float* logits = nullptr;  // [n_parts][T][n_expert]
   int32_t* ids = nullptr;         // [k, T]
   float* weights = nullptr;       // [k, T]
-  int64_t n_expert = 0, k = 0, T = 0;  // n_expert <= kTopKMaxN, k <= 64
+  int64_t n_expert = 0, k = 0, T = 0;  // n_expert <= kTopKMaxN, k <= 32 (a lane per choice)
+  int n_parts = 1;
+  const float* bias = nullptr;    // [n_expert] or null: added to every token's logits first
+  int64_t per_block = 1;
   bool softmax_all = false;
   bool softmax_chosen = false;
   bool normalize = false;
 };
+inline constexpr size_t kMoeRouteMaxSmem = 48 << 10;
+inline constexpr size_t moe_route_smem(int64_t n_expert, int64_t per_block) {
+  return size_t(n_expert) * size_t(per_block) * 5;
+}
 void launch_moe_route(const MoeRouteParams& p, cudaStream_t stream);
+
+// A mixture's router product as n_parts partial sums over slices of K (the float32 router of a decode step: a
+// narrow matrix, n_expert rows, whose one-pass matvec leaves most of the GPU idle), for moe_route to add in part
+// order: parts[q][t][n] = sum over k in slice q of w[n][k] x[t][k]. The router's bias, if any, is moe_route's.
+struct RouterPartsParams {
+  const float* w = nullptr;  // [K, n_expert] float32
+  const float* x = nullptr;  // [K, T]
+  float* parts = nullptr;    // [n_parts][T][n_expert]
+  int64_t K = 0, n_expert = 0, T = 0;
+  int n_parts = 0;           // router_parts_count(K)
+};
+int router_parts_count(int64_t K);
+void launch_router_parts(const RouterPartsParams& p, cudaStream_t stream);
 
 // gpt-oss's clamped SwiGLU: g' sigmoid(alpha g') (u' + 1), g' = min(gate, limit), u' = clamp(up, -limit, limit).
 struct SwiGluOaiKernelParams {

@@ -1,5 +1,6 @@
 // Kernel lab timings of a mixture's decode products (run only with LLM_CUDA_BENCH=1): gate/up with the activation
-// and down with the weighted sum, as the fused launches (expert_matvec.cuh) and as the unfused ops they replace
+// and down with the weighted sum, as the fused launches (expert_matvec.cuh, h handed over as int16 runs, as the
+// executor runs them) and as the unfused ops they replace
 // (matvec_id.cuh twice plus the activation; matvec_id plus the weighted sum), at Qwen3-30B-A3B's and gpt-oss-20b's
 // expert shapes, one token. Bandwidth over the chosen experts' bytes. Several copies of the expert tensors and
 // several id sets rotate so that L2 does not hold what a launch reads.
@@ -79,8 +80,10 @@ TEST(KernelLab, ExpertMatvec) {
     const auto id_set = [&](int i) { return dids.as<int32_t>() + size_t(i % kIdSets) * size_t(sh.k); };
     const bool oai = sh.gate_type == quant::Type::MXFP4;
 
+    // The fused pair as the executor runs it: h handed over as int16 runs.
+    cuda::DeviceBuffer runs(size_t(sh.n_ff * sh.k / 16) * cuda::kExpertRunBytes);
     cuda::ExpertGluParams gp;
-    gp.type = sh.gate_type, gp.x = x.as<float>(), gp.out = h.as<float>();
+    gp.type = sh.gate_type, gp.x = x.as<float>(), gp.runs_out = runs.get();
     gp.act = oai ? cuda::ExpertAct::SwiGluOai : cuda::ExpertAct::SwiGlu;
     gp.K = sh.n_embd, gp.N = sh.n_ff, gp.n_expert = sh.n_expert, gp.k = sh.k, gp.T = 1;
     const double glu = median_us(s, [&](int i) {
@@ -102,9 +105,18 @@ TEST(KernelLab, ExpertMatvec) {
     const double gbytes = 2.0 * double(sh.k) * double(sh.n_ff) * double(grb);
     std::printf("| %s | gate+up | %.1f | %.0f | %.1f | %.0f |\n", sh.name, glu, gbytes / glu / 1e3, glu_before,
                 gbytes / glu_before / 1e3);
+    for (const int gpb : {8, 16, 32}) {  // the launcher's choice against fixed row groups per block
+      gp.groups_per_block = gpb;
+      const double us = median_us(s, [&](int i) {
+        gp.gate = gate.as<uint8_t>() + size_t(i % copies) * gt, gp.up = up.as<uint8_t>() + size_t(i % copies) * gt;
+        gp.ids = id_set(i);
+        cuda::launch_expert_glu(gp, s);
+      });
+      std::printf("| %s | gate+up, %d groups a block | %.1f | %.0f | | |\n", sh.name, gpb, us, gbytes / us / 1e3);
+    }
 
     cuda::ExpertDownParams dp;
-    dp.type = sh.down_type, dp.x = h.as<float>(), dp.weights = rw.as<float>(), dp.residual = x.as<float>();
+    dp.type = sh.down_type, dp.x_runs = runs.get(), dp.weights = rw.as<float>(), dp.residual = x.as<float>();
     dp.out = y.as<float>(), dp.K = sh.n_ff, dp.N = sh.n_embd, dp.n_expert = sh.n_expert, dp.k = sh.k, dp.T = 1;
     const double dn = median_us(s, [&](int i) {
       dp.w = down.as<uint8_t>() + size_t(i % copies) * dt, dp.ids = id_set(i);
@@ -121,6 +133,14 @@ TEST(KernelLab, ExpertMatvec) {
     const double dbytes = double(sh.k) * double(sh.n_embd) * double(drb);
     std::printf("| %s | down+sum | %.1f | %.0f | %.1f | %.0f |\n", sh.name, dn, dbytes / dn / 1e3, dn_before,
                 dbytes / dn_before / 1e3);
+    for (const int gpb : {1, 2, 4, 8, 16}) {
+      dp.groups_per_block = gpb;
+      const double us = median_us(s, [&](int i) {
+        dp.w = down.as<uint8_t>() + size_t(i % copies) * dt, dp.ids = id_set(i);
+        cuda::launch_expert_down(dp, s);
+      });
+      std::printf("| %s | down+sum, %d groups a block | %.1f | %.0f | | |\n", sh.name, gpb, us, dbytes / us / 1e3);
+    }
   }
 }
 

@@ -204,7 +204,7 @@ TEST(ExpertMatvec, RouteMatchesReference) {
   REQUIRE_GPU();
   std::mt19937 rng(73);
   for (const bool qwen : {true, false})
-    for (const int64_t n : {8, 32, 128})
+    for (const int64_t n : {8, 32, 128, 300})  // 300: past the register top-k (256), the shared-memory one
       for (const int64_t T : {1, 5}) {
         const int64_t k = std::min<int64_t>(n / 2, 8);
         std::vector<float> logits(size_t(n * T));
@@ -213,7 +213,7 @@ TEST(ExpertMatvec, RouteMatchesReference) {
           std::iota(perm.begin(), perm.end(), 0);
           std::shuffle(perm.begin(), perm.end(), rng);
           for (int64_t i = 0; i < n; ++i)
-            logits[size_t(t * n + i)] = qwen ? 0.05f * float(perm[size_t(i)]) - 2.0f : float(perm[size_t(i)] % 5);
+            logits[size_t(t * n + i)] = qwen ? float(perm[size_t(i)]) / 32.0f - 2.0f : float(perm[size_t(i)] % 5);
         }
         std::vector<float> scores = logits;
         if (qwen) ref::softmax(logits.data(), scores.data(), n, T);
@@ -221,19 +221,142 @@ TEST(ExpertMatvec, RouteMatchesReference) {
         ref::top_k(scores.data(), want_ids.data(), n, k, T);
         std::vector<float> want_w(want_ids.size());
         ref::moe_weights({scores.data(), want_ids.data(), want_w.data(), n, k, T, {!qwen, qwen}});
-        auto dl = upload(logits);
-        cuda::DeviceBuffer ids(want_ids.size() * 4);
-        auto w = poisoned_f32(want_w.size());
-        cuda::MoeRouteParams p;
-        p.logits = dl.as<float>(), p.ids = ids.as<int32_t>(), p.weights = w.as<float>();
-        p.n_expert = n, p.k = k, p.T = T, p.softmax_all = qwen, p.softmax_chosen = !qwen, p.normalize = qwen;
-        cuda::launch_moe_route(p, nullptr);
-        const std::string what = std::string(qwen ? "qwen3moe" : "gpt-oss") + " n=" + std::to_string(n) +
-                                 " T=" + std::to_string(T);
-        EXPECT_EQ(download<int32_t>(ids, want_ids.size()), want_ids) << what;
-        EXPECT_TRUE(close("route weights " + what, download<float>(w, want_w.size()),
-                          std::vector<double>(want_w.begin(), want_w.end()), {1e-6}, 1e-5));
+        // The same logits as a bias plus two partial products, summed in the kernel's order (bias, part 0, part
+        // 1) to exactly these values (multiples of 1/32): the integer part, the fraction, a zero bias.
+        std::vector<float> parts(2 * logits.size());
+        for (size_t i = 0; i < logits.size(); ++i)
+          parts[i] = std::floor(logits[i]), parts[logits.size() + i] = logits[i] - std::floor(logits[i]);
+        const std::vector<float> zero_bias(static_cast<size_t>(n), 0.0f);
+        auto dl = upload(logits), dp = upload(parts), db = upload(zero_bias);
+        for (const int form : {0, 1, 2}) {  // one block per token; one block for all; two parts with a bias
+          cuda::DeviceBuffer ids(want_ids.size() * 4);
+          auto w = poisoned_f32(want_w.size());
+          cuda::MoeRouteParams p;
+          p.logits = form == 2 ? dp.as<float>() : dl.as<float>(), p.n_parts = form == 2 ? 2 : 1;
+          p.bias = form == 2 ? db.as<float>() : nullptr, p.per_block = form == 1 ? T : 1;
+          p.ids = ids.as<int32_t>(), p.weights = w.as<float>();
+          p.n_expert = n, p.k = k, p.T = T, p.softmax_all = qwen, p.softmax_chosen = !qwen, p.normalize = qwen;
+          cuda::launch_moe_route(p, nullptr);
+          const std::string what = std::string(qwen ? "qwen3moe" : "gpt-oss") + " n=" + std::to_string(n) +
+                                   " T=" + std::to_string(T) + " form " + std::to_string(form);
+          EXPECT_EQ(download<int32_t>(ids, want_ids.size()), want_ids) << what;
+          EXPECT_TRUE(close("route weights " + what, download<float>(w, want_w.size()),
+                            std::vector<double>(want_w.begin(), want_w.end()), {1e-6}, 1e-5));
+        }
       }
+}
+
+// The router's partial products over slices of K add up to its product (float32 sums in another order than the
+// reference's double: a few ulps of sum |w x|); K not a multiple of the slice, rows not of the warp's.
+TEST(ExpertMatvec, RouterPartsAddUpToTheProduct) {
+  REQUIRE_GPU();
+  std::mt19937 rng(74);
+  for (const int64_t K : {2048, 2880, 100})
+    for (const int64_t n : {128, 32, 7})
+      for (const int64_t T : {1, 3}) {
+        const auto w = random_floats(rng, size_t(K * n)), x = random_floats(rng, size_t(K * T));
+        const int parts = cuda::router_parts_count(K);
+        auto dw = upload(w), dx = upload(x);
+        auto out = poisoned_f32(size_t(parts * n * T));
+        cuda::RouterPartsParams p{dw.as<float>(), dx.as<float>(), out.as<float>(), K, n, T, parts};
+        cuda::launch_router_parts(p, nullptr);
+        const auto got = download<float>(out, size_t(parts * n * T));
+        std::vector<float> sum(size_t(n * T), 0.0f);
+        std::vector<double> want(sum.size()), tol(sum.size());
+        for (int64_t t = 0; t < T; ++t)
+          for (int64_t r = 0; r < n; ++r) {
+            double d = 0, mag = 0;
+            for (int64_t i = 0; i < K; ++i) {
+              d += double(w[size_t(r * K + i)]) * x[size_t(t * K + i)];
+              mag += std::fabs(double(w[size_t(r * K + i)]) * x[size_t(t * K + i)]);
+            }
+            for (int q = 0; q < parts; ++q) sum[size_t(t * n + r)] += got[size_t((q * T + t) * n + r)];
+            want[size_t(t * n + r)] = d, tol[size_t(t * n + r)] = 2e-6 * mag + 1e-6;
+          }
+        EXPECT_TRUE(close("router parts K=" + std::to_string(K) + " n=" + std::to_string(n) + " T=" +
+                              std::to_string(T),
+                          sum, want, tol, 0.0));
+      }
+}
+
+// gate/up hand h to down as int16 runs (ExpertGluParams::runs_out, ExpertDownParams::x_runs), the decode path of a
+// mixture's feed-forward: against the reference's composition, with h's own error carried through the down rows.
+TEST(ExpertMatvec, GluHandsRunsToDown) {
+  REQUIRE_GPU();
+  std::mt19937 rng(75);
+  struct Case {
+    Type up, down;
+    int64_t n_embd, n_ff, n_expert, k, T;
+    cuda::ExpertAct act;
+    bool bias;
+  };
+  for (const Case c : {Case{Type::Q4_K, Type::Q6_K, 512, 256, 16, 8, 1, cuda::ExpertAct::SwiGlu, false},
+                       Case{Type::Q8_0, Type::Q8_0, 320, 96, 8, 4, 3, cuda::ExpertAct::SwiGlu, false},
+                       Case{Type::MXFP4, Type::MXFP4, 2880, 2880, 8, 4, 1, cuda::ExpertAct::SwiGluOai, true}}) {
+    const std::string what = std::string("glu -> down ") + quant::type_name(c.up) + "/" + quant::type_name(c.down) +
+                             " T=" + std::to_string(c.T);
+    const auto wg = expert_weights(rng, c.up, c.n_embd, c.n_ff * c.n_expert);
+    const auto wu = expert_weights(rng, c.up, c.n_embd, c.n_ff * c.n_expert);
+    const auto wd = expert_weights(rng, c.down, c.n_ff, c.n_embd * c.n_expert);
+    const auto x = random_floats(rng, size_t(c.n_embd * c.T));
+    const auto bg = random_floats(rng, size_t(c.n_ff * c.n_expert)), bu = random_floats(rng, size_t(c.n_ff * c.n_expert));
+    const auto bd = random_floats(rng, size_t(c.n_embd * c.n_expert));
+    const auto r = random_floats(rng, size_t(c.n_embd * c.T));
+    const auto rw = random_floats(rng, size_t(c.k * c.T), 0.0f, 1.0f);
+    const auto ids = expert_ids(rng, c.n_expert, c.k, c.T, false);
+    const Products g = products(wg, c.up, x, 1, ids, c.bias ? &bg : nullptr, c.n_embd, c.n_ff, c.n_expert, c.k, c.T);
+    const Products u = products(wu, c.up, x, 1, ids, c.bias ? &bu : nullptr, c.n_embd, c.n_ff, c.n_expert, c.k, c.T);
+    std::vector<float> h(g.y.size());
+    std::vector<double> h_err(h.size());
+    for (size_t i = 0; i < h.size(); ++i) {
+      h[i] = act(c.act, g.y[i], u.y[i]);
+      for (int sg : {-1, 1})
+        for (int su : {-1, 1})
+          h_err[i] = std::max(h_err[i], std::fabs(double(act(c.act, float(g.y[i] + sg * g.err[i]),
+                                                             float(u.y[i] + su * u.err[i]))) - h[i]));
+      h_err[i] += 1e-6 * std::fabs(h[i]) + 1e-6;
+    }
+    // The down products of the reference's h; h's error moves each by at most sum_n |w_n| h_err_n, and the int16
+    // runs of the GPU's h round by the bound of the reference's h grown by that error (taken as 1% here).
+    const Products d = products(wd, c.down, h, c.k, ids, c.bias ? &bd : nullptr, c.n_ff, c.n_embd, c.n_expert, c.k, c.T);
+    std::vector<float> ws(size_t(c.n_embd * c.T));
+    ref::weighted_sum(d.y.data(), rw.data(), ws.data(), c.n_embd, c.k, c.T);
+    std::vector<double> want(ws.size()), tol(ws.size());
+    for (int64_t t = 0; t < c.T; ++t)
+      for (int64_t n = 0; n < c.n_embd; ++n) {
+        const size_t i = size_t(t * c.n_embd + n);
+        want[i] = double(ws[i]) + r[i];
+        double e = 1e-6 * (std::fabs(want[i]) + std::fabs(r[i])) + 1e-6;
+        for (int64_t j = 0; j < c.k; ++j) {
+          const int32_t ex = ids[size_t(t * c.k + j)];
+          const auto row = ref_row(wd, c.down, c.n_ff, ex * c.n_embd + n);
+          double carried = 0;
+          for (int64_t m = 0; m < c.n_ff; ++m)
+            carried += std::fabs(double(row[size_t(m)])) * h_err[size_t((t * c.k + j) * c.n_ff + m)];
+          const size_t o = size_t((t * c.k + j) * c.n_embd + n);
+          e += std::fabs(rw[size_t(t * c.k + j)]) * (carried + 1.01 * d.err[o] + 1e-6 * std::fabs(d.y[o]));
+        }
+        tol[i] = e;
+      }
+    auto dwg = upload(wg), dwu = upload(wu), dwd = upload(wd), dx = upload(x), dbg = upload(bg), dbu = upload(bu);
+    auto dbd = upload(bd), dr = upload(r), drw = upload(rw), di = upload(ids);
+    cuda::DeviceBuffer runs(size_t(c.n_ff * c.k * c.T / 16) * cuda::kExpertRunBytes);
+    cuda::ExpertGluParams gp;
+    gp.gate = dwg.get(), gp.up = dwu.get(), gp.type = c.up, gp.x = dx.as<float>(), gp.ids = di.as<int32_t>();
+    gp.gate_bias = c.bias ? dbg.as<float>() : nullptr, gp.up_bias = c.bias ? dbu.as<float>() : nullptr;
+    gp.act = c.act, gp.runs_out = runs.get();
+    gp.K = c.n_embd, gp.N = c.n_ff, gp.n_expert = c.n_expert, gp.k = c.k, gp.T = c.T;
+    ASSERT_TRUE(cuda::expert_glu_fits(gp)) << what;
+    cuda::launch_expert_glu(gp, nullptr);
+    auto out = poisoned_f32(want.size());
+    cuda::ExpertDownParams dp;
+    dp.w = dwd.get(), dp.type = c.down, dp.bias = c.bias ? dbd.as<float>() : nullptr, dp.x_runs = runs.get();
+    dp.ids = di.as<int32_t>(), dp.weights = drw.as<float>(), dp.residual = dr.as<float>(), dp.out = out.as<float>();
+    dp.K = c.n_ff, dp.N = c.n_embd, dp.n_expert = c.n_expert, dp.k = c.k, dp.T = c.T;
+    ASSERT_TRUE(cuda::expert_down_fits(dp)) << what;
+    cuda::launch_expert_down(dp, nullptr);
+    EXPECT_TRUE(close(what, download<float>(out, want.size()), want, tol, 0.0));
+  }
 }
 
 }  // namespace
