@@ -208,6 +208,7 @@ class Executor {
   };
   bool expert_down_of(const graph::Node& down, graph::NodeId h_as_runs, ExpertDown& out) const;
   void take_expert_down(const graph::Node& down, const ExpertDown& d);
+  void fold_norm_into_moe(const graph::Node& norm);
   Lowering lowering(graph::NodeId id) const { return lowering_.at(size_t(id)); }
   void drop_capture();  // the steps or their inputs changed: the next run() launches plainly, then captures anew
   const void* weight_ptr(const graph::Node& w) const;
@@ -286,6 +287,13 @@ class Executor {
   DeviceBuffer expert_runs_;  // h handed from a gate/up launch to its down launch as int16 runs (one layer's)
   std::map<graph::NodeId, RouterPartsParams> router_parts_;  // by router MulMat: its partial-products launch
   DeviceBuffer router_parts_buffer_;  // those partial products (one layer's)
+  DeviceBuffer route_copy_;  // a routing launch's ids and weights, also here for the fused expert launches
+  struct RouteCopy {
+    const int32_t* ids = nullptr;
+    const float* weights = nullptr;
+    graph::NodeId moe_weights = graph::kNoNode;
+  };
+  ::std::map<graph::NodeId, RouteCopy> route_copies_;  // by TopK node, where its routing launch keeps a copy
   std::vector<unsigned long long*> fixed_acc_;     // Add nodes held in 64-bit fixed point: their accumulator
   DeviceBuffer fixed_accs_;                        // those accumulators, [attention_o_plan_.size()][D]
   int64_t fixed_d_ = 0;                            // D of each

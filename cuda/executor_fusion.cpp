@@ -73,8 +73,10 @@ void Executor::plan_fusions() {
   // The hand-over of h from a mixture's gate/up launch to its down launch: int16 runs of 16 (kExpertRunBytes), room
   // for the largest decode-sized expert product of the graph (one layer's at a time).
   // The routers' partial products (router_parts_of): room for the largest of them.
-  size_t runs_bytes = 0, parts_bytes = 0;
+  // The routing launches' private copies of ids and weights: room for the largest.
+  size_t runs_bytes = 0, parts_bytes = 0, route_bytes = 0;
   for (const Node& n : g_.nodes()) {
+    if (n.op == Op::MoeWeights) route_bytes = ::std::max(route_bytes, size_t(n.shape.elements()) * 8);
     if (n.op == Op::MulMatId && n.shape.ne[2] <= opt_.matvec_max_tokens)
       runs_bytes = ::std::max(runs_bytes, size_t(n.shape.elements() / 16) * kExpertRunBytes);
     if (n.op == Op::MulMat && n.inputs.size() >= 2 && g_.node(n.inputs[0]).op == Op::Weight &&
@@ -84,6 +86,7 @@ void Executor::plan_fusions() {
   }
   if (opt_.fuse && runs_bytes) expert_runs_ = DeviceBuffer(runs_bytes);
   if (opt_.fuse && parts_bytes) router_parts_buffer_ = DeviceBuffer(parts_bytes);
+  if (opt_.fuse && route_bytes) route_copy_ = DeviceBuffer(route_bytes);
   for (const Node& n : g_.nodes()) {
     switch (n.op) {
       case Op::RmsNorm:
@@ -102,6 +105,8 @@ void Executor::plan_fusions() {
       default: break;
     }
   }
+  for (const Node& n : g_.nodes())
+    if (n.op == Op::RmsNorm && lowering(n.id) == Lowering::Own) fold_norm_into_moe(n);
 }
 
 // A MulMat: the o projection of an attention + o launch, a matvec with whatever fuses into it, or (many tokens, or o

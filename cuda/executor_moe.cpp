@@ -64,6 +64,10 @@ void Executor::plan_moe_route(const Node& mw) {
     p.per_block = disjoint ? 1 : T;
     p.logits = static_cast<const float*>(device_ptr(logits));
   }
+  if (route_copy_.bytes() >= size_t(k * T) * 8) {
+    p.ids_copy = route_copy_.as<int32_t>(), p.weights_copy = reinterpret_cast<float*>(p.ids_copy + k * T);
+    route_copies_[topk.id] = RouteCopy{p.ids_copy, p.weights_copy, mw.id};
+  }
   if (softmax_all) lowering_.at(size_t(scores.id)) = Lowering::InRoute;
   lowering_.at(size_t(topk.id)) = Lowering::InRoute;
   moe_routes_.emplace(mw.id, p);
@@ -73,7 +77,9 @@ void Executor::plan_moe_route(const Node& mw) {
 // The router MulMat l as partial products into router_parts_: a float32 weight, read only by `readers` (the
 // routing), its input stored (not a norm folded into its readers), aligned for float4 loads.
 bool Executor::router_parts_of(const Node& l, const ::std::vector<NodeId>& readers, RouterPartsParams& rp) const {
-  if (l.op != Op::MulMat || users_.at(size_t(l.id)) != readers) return false;
+  // Decode-sized batches: at prefill the router's product reads the matrix once per 32 columns instead
+  // (matvec_f32_cols), which the per-token parts would not.
+  if (l.op != Op::MulMat || users_.at(size_t(l.id)) != readers || l.shape.ne[1] > opt_.matvec_max_tokens) return false;
   const Node& w = g_.node(l.inputs.at(0));
   if (w.op != Op::Weight || ::std::get<graph::WeightParams>(w.params).type != quant::Type::F32) return false;
   const Node& x = g_.node(l.inputs.at(1));
@@ -133,6 +139,7 @@ bool Executor::plan_expert_glu(const Node& n) {
   p.gate = weight_ptr(wg), p.up = weight_ptr(wu), p.type = type;
   p.gate_bias = bias(gate), p.up_bias = bias(up);
   p.x = f32_in(n, 1), p.ids = static_cast<const int32_t*>(device_ptr(n.inputs[2]));
+  if (const auto c = route_copies_.find(n.inputs[2]); c != route_copies_.end()) p.ids = c->second.ids;
   if (sw.op == Op::SwiGluOai) {
     const auto& op = ::std::get<graph::SwiGluOaiParams>(sw.params);
     p.act = ExpertAct::SwiGluOai, p.alpha = op.alpha, p.limit = op.limit;
@@ -180,10 +187,17 @@ bool Executor::expert_down_of(const Node& n, NodeId h_as_runs, ExpertDown& d) co
     p.x = f32_in(n, 1);
   }
   p.ids = static_cast<const int32_t*>(device_ptr(n.inputs.at(2))), p.weights = f32_in(ws, 1);
+  // The routing launch's copies, when it made them for these ids and weights: then nothing reads the TopK's and
+  // MoeWeights' slots after this launch, and the Add's value may take their bytes.
+  NodeId topk = graph::kNoNode, mw = graph::kNoNode;
+  if (const auto c = route_copies_.find(n.inputs[2]); c != route_copies_.end() && c->second.moe_weights == ws.inputs[1]) {
+    p.ids = c->second.ids, p.weights = c->second.weights;
+    topk = n.inputs[2], mw = ws.inputs[1];
+  }
   p.K = w.shape.ne[0], p.N = w.shape.ne[1], p.n_expert = w.shape.ne[2], p.k = n.shape.ne[1], p.T = n.shape.ne[2];
   d.sum = ws.id;
-  d.add = add_written_at(ws, {n.id, ws.id, h_as_runs});
-  if (d.add != graph::kNoNode && !slot_free_between(d.add, n.id, d.add, {n.id, ws.id, h_as_runs}))
+  d.add = add_written_at(ws, {n.id, ws.id, h_as_runs, topk, mw});
+  if (d.add != graph::kNoNode && !slot_free_between(d.add, n.id, d.add, {n.id, ws.id, h_as_runs, topk, mw}))
     d.add = graph::kNoNode;
   if (d.add != graph::kNoNode) {
     const Node& a = g_.node(d.add);
@@ -202,6 +216,45 @@ void Executor::take_expert_down(const Node& n, const ExpertDown& d) {
   if (d.add != graph::kNoNode) lowering_.at(size_t(d.add)) = Lowering::Epilogue;
   expert_downs_.emplace(n.id, d.p);
   count_fusion(Fusion::ExpertDown);
+}
+
+// A mixture's feed-forward RmsNorm read only by its router's partial products and (through the Reshape of the
+// experts' input) by its gate/up launch: both normalise x themselves (RouterPartsParams / ExpertGluParams::norm_w),
+// and the norm runs no launch. Decided after every other fusion (plan_fusions), when both consumers are known to
+// fuse; the norm's input must stay intact until the later of them has read it.
+void Executor::fold_norm_into_moe(const Node& norm) {
+  if (!opt_.fuse || norm.inputs.size() < 2 || norm.inputs[1] == graph::kNoNode) return;
+  if (plan_.last_use.at(size_t(norm.id)) >= int32_t(g_.nodes().size())) return;  // a graph output
+  NodeId router = graph::kNoNode, glu = graph::kNoNode;
+  for (const NodeId u : users_.at(size_t(norm.id))) {
+    const Node& r = g_.node(u);
+    if (r.op == Op::MulMat && router_parts_.count(u) && r.inputs.at(1) == norm.id && router == graph::kNoNode) {
+      router = u;
+    } else if (r.op == Op::Reshape && glu == graph::kNoNode) {
+      for (const NodeId m : users_.at(size_t(u))) {
+        if (expert_glus_.count(m)) glu = m;
+        else if (lowering(m) != Lowering::InSibling) return;  // a reader of the experts' input that needs it stored
+      }
+      if (glu == graph::kNoNode) return;
+    } else {
+      return;
+    }
+  }
+  if (router == graph::kNoNode || glu == graph::kNoNode) return;
+  const NodeId in = plan_.root.at(size_t(norm.inputs[0]));
+  if (g_.node(in).op == Op::Weight || plan_.last_use.at(size_t(in)) < ::std::max(router, glu)) return;
+  const float* x = f32_in(norm, 0);
+  const float* w = f32_in(norm, 1);
+  const float eps = ::std::get<graph::RmsNormParams>(norm.params).eps;
+  ExpertGluParams gp = expert_glus_.at(glu);
+  gp.x = x, gp.norm_w = w, gp.norm_eps = eps;
+  RouterPartsParams rp = router_parts_.at(router);
+  rp.x = x, rp.norm_w = w, rp.norm_eps = eps;
+  if (!expert_glu_fits(gp) || reinterpret_cast<uintptr_t>(x) % 16 != 0) return;
+  expert_glus_[glu] = gp;
+  router_parts_[router] = rp;
+  lowering_.at(size_t(norm.id)) = Lowering::InReaders;
+  count_fusion(Fusion::Norm);
 }
 
 void Executor::lower_top_k(const Node& n) {

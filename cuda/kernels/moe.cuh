@@ -44,6 +44,8 @@ struct MoeRouteParams {
   int64_t n_expert = 0, k = 0, T = 0;  // n_expert <= kTopKMaxN, k <= 32 (a lane per choice)
   int n_parts = 1;
   const float* bias = nullptr;    // [n_expert] or null: added to every token's logits first
+  int32_t* ids_copy = nullptr;    // set: the ids and weights also here (the executor's private copy, which the
+  float* weights_copy = nullptr;  // fused expert launches read, so the graph's slots of both may be reused)
   int64_t per_block = 1;
   bool softmax_all = false;
   bool softmax_chosen = false;
@@ -61,6 +63,8 @@ void launch_moe_route(const MoeRouteParams& p, cudaStream_t stream);
 struct RouterPartsParams {
   const float* w = nullptr;  // [K, n_expert] float32
   const float* x = nullptr;  // [K, T]
+  const float* norm_w = nullptr;  // set: x is first RMS-normalised and scaled by norm_w ([K]), as the RmsNorm op
+  float norm_eps = 0.0f;
   float* parts = nullptr;    // [n_parts][T][n_expert]
   int64_t K = 0, n_expert = 0, T = 0;
   int n_parts = 0;           // router_parts_count(K)
