@@ -8,8 +8,9 @@
 #          tokenizer/ggml-vocab-llama-bpe.gguf)
 #   there: scripts/gpu-moe-prefill.sh DIR    (carry DIR; writes $OUT/summary.txt and logs)
 # Environment: STEPS (default "tests lab models pp ncu"; "shares" too for the omission shares, which routing
-# confounds: a step left out changes the hidden state and so every later layer's choice of experts), SHARES_SHAPE (default qwen3-30b-a3b:Q4_K_M), ROUNDS
-# (pp512 A/B rounds, default 1), GROUPS_OMITTED (space-separated groups of comma-separated node names).
+# confounds: a step left out changes the hidden state and so every later layer's choice of experts), SHARES_SHAPE
+# (default qwen3-30b-a3b:Q4_K_M), ROUNDS (pp512 A/B rounds, default 1), GROUPS_OMITTED (space-separated groups of
+# comma-separated node names).
 set -uo pipefail
 dir=$1
 out=${OUT:-/tmp/out}
@@ -25,8 +26,8 @@ result() { grep -E '^\[  PASSED|^\[  FAILED  \]' "$1" | tr '\n' ' '; }
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.limit --format=csv,noheader | sed 's/^/device: /' |
   tee -a "$out/summary.txt"
 if has tests; then
-  timeout 120 /tmp/bin/cuda_kernels_test --gtest_color=no --gtest_filter='MoeKernels.*:ExpertMatvec.*:*WeightKernels.Matvec*' \
-    >"$out/kernels.log" 2>&1
+  timeout 120 /tmp/bin/cuda_kernels_test --gtest_color=no \
+    --gtest_filter='MoeKernels.*:ExpertMatvec.*:*WeightKernels.Matvec*' >"$out/kernels.log" 2>&1
   sum "kernel tests rc=$? $(result "$out/kernels.log")"
 fi
 if has lab; then

@@ -1,7 +1,8 @@
 // Expert-grouped prefill products on tensor cores (moe_gemm.cuh).
 // - group kernel (one block): counts each expert's users u = t k + j, their offsets (a scan) and the lists. The
 //   order inside a list depends on atomics, the results do not: each output is one user's dot over K, summed in
-//   the same order (k ascending, 16 at a time in one mma) whichever tile and column hold it.
+//   the same order (k ascending, 16 at a time in one mma) whichever tile and column hold it. Users whose id is out
+//   of range get zero rows there (as the matvec).
 // - x pass: the inputs rounded to half once (as the dense GEMM path does), rows padded with zeros to a multiple of
 //   64, so every tile copies whole 16-byte pieces and the last k step needs no bounds.
 // - tile kernel: grid (row tiles of 128, experts, user tiles); block (tile, e, z) takes expert e's users
@@ -108,16 +109,12 @@ __global__ void __launch_bounds__(kGroupThreads) moe_group_kernel(MatvecIdParams
   __syncthreads();
   for (int64_t u = threadIdx.x; u < n_users; u += blockDim.x) {
     const int32_t e = p.ids[u];
-    if (e >= 0 && e < p.n_expert) g.users[atomicAdd(&fill[e], 1)] = int32_t(u);
+    if (e >= 0 && e < p.n_expert) {
+      g.users[atomicAdd(&fill[e], 1)] = int32_t(u);
+    } else {
+      for (int64_t n = 0; n < p.N; ++n) p.y[u * p.N + n] = 0.0f;  // as the matvec; no router gives such ids
+    }
   }
-}
-
-// Users whose id is out of range get zero rows (as the matvec), written by this small pass.
-__global__ void moe_zero_invalid_kernel(MatvecIdParams p) {
-  const int64_t u = blockIdx.x;
-  const int32_t e = p.ids[u];
-  if (e >= 0 && e < p.n_expert) return;
-  for (int64_t n = threadIdx.x; n < p.N; n += blockDim.x) p.y[u * p.N + n] = 0.0f;
 }
 
 // xh[r][c] = half(x[r][c]) for c < K, 0 up to kp: grid (rows of x_slots T inputs, 256-column pieces).
@@ -372,8 +369,6 @@ void launch_moe_gemm(const MatvecIdParams& p, void* scratch, size_t scratch_byte
   const size_t rb = quant::row_bytes(p.type, p.K);
   const Groups g = groups_in(scratch, p.n_expert);
   moe_group_kernel<<<1, kGroupThreads, size_t(2 * p.n_expert) * 4, stream>>>(p, g);
-  CUDA_CHECK_LAUNCH(stream);
-  moe_zero_invalid_kernel<<<unsigned(p.k * p.T), 128, 0, stream>>>(p);
   CUDA_CHECK_LAUNCH(stream);
   const int64_t kp = moe_gemm_padded_k(p.K);
   auto* xh = reinterpret_cast<__half*>(static_cast<uint8_t*>(scratch) + moe_gemm_x_offset(p.n_expert, p.k, p.T));
