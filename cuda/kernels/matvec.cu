@@ -9,6 +9,7 @@
 #include "cuda/kernels/matvec.cuh"
 
 #include "cuda/check.h"
+#include "cuda/kernels/matvec_f32_cols.cuh"
 #include "cuda/kernels/matvec_units.cuh"
 #include "cuda/kernels/qtype_dispatch.cuh"
 #include "quant/dequant.cuh"
@@ -164,6 +165,10 @@ void launch_matvec(const MatvecParams& p, cudaStream_t stream) {
   }
   LLM_REQUIRE(!p.norm_w && !p.residual && !p.swiglu_out && p.n_siblings == 0,
               "norm / residual / sibling fusion requested where matvec_fuses() is false");
+  if (p.type == quant::Type::F32 && p.T >= kF32ColumnsMin && p.path == MatvecPath::Auto && !p.x_fixed) {
+    launch_f32_columns(p, stream);  // one pass over the matrix for many columns (a router at prefill)
+    return;
+  }
   LLM_REQUIRE(p.T <= 65535, "too many columns for one launch");
   LLM_REQUIRE(p.N <= int64_t(kRowsPerBlock) * 0x7fffffff, "too many rows");
   const size_t rb = quant::row_bytes(p.type, p.K);  // throws for K not a multiple of the block size

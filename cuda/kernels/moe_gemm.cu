@@ -1,16 +1,18 @@
 // Expert-grouped prefill products on tensor cores (moe_gemm.cuh).
 // - group kernel (one block): counts each expert's users u = t k + j, their offsets (a scan) and the lists. The
 //   order inside a list depends on atomics, the results do not: each output is one user's dot over K, summed in
-//   the same order (k ascending, 16 at a time in one mma) whichever tile and column hold it.
+//   the same order (k ascending, 16 at a time in one mma) whichever tile and column hold it. Users whose id is out
+//   of range get zero rows there (as the matvec).
 // - x pass: the inputs rounded to half once (as the dense GEMM path does), rows padded with zeros to a multiple of
 //   64, so every tile copies whole 16-byte pieces and the last k step needs no bounds.
 // - tile kernel: grid (row tiles of 128, experts, user tiles); block (tile, e, z) takes expert e's users
 //   BT z .. BT z + BT - 1, BT gridDim.z further on, ... (blocks past an expert's count exit at once, so experts
 //   nobody chose are never read). K goes in steps of 64: cp.async copies the step's x rows (half) into a ring two
 //   steps ahead and, a whole number of quant blocks at a time, the rows' raw bytes into a ring of slices (up to two
-//   slices ahead); each step every thread dequantizes one 32-element chunk (quant/dequant.cuh: every format, MXFP4
-//   included) into a half tile, and 8 warps (4 x 32 rows, 2 x BT / 2 users) multiply with mma.m16n8k16, float32
-//   accumulators in registers, skipping 8-user columns past the expert's count.
+//   slices ahead); each step every thread unpacks 32 elements into a half tile (Q8_0 / Q4_K / Q6_K / MXFP4 straight
+//   to half pairs, moe_unpack.cuh; every other format by quant/dequant.cuh's float dequantizer), and 8 warps
+//   (4 x 32 rows, 2 x BT / 2 users) multiply with mma.m16n8k16, float32 accumulators in registers, skipping 8-user
+//   columns past the expert's count. Q4_K with 64-user tiles alternates two half tiles of weights, one barrier a step.
 // Why this shape (Qwen3-30B-A3B: ~32 users an expert at T = 512, gpt-oss-20b: ~64): per step a block dequantizes
 // 128 x 64 weights (one chunk a thread) and does up to 128 x BT x 64 multiply-adds; the dequantization is a fixed
 // cost per expert row, so BT follows the mean users per expert (64 or 128) and a block covers them in one pass.
@@ -22,6 +24,7 @@
 #include "cuda/check.h"
 #include "cuda/kernels/async_copy.cuh"
 #include "cuda/kernels/mma.cuh"
+#include "cuda/kernels/moe_unpack.cuh"
 #include "cuda/kernels/qtype_dispatch.cuh"
 #include "quant/dequant.cuh"
 
@@ -63,15 +66,25 @@ struct WeightPath {
 };
 
 template <quant::Type Q, int NT>
-constexpr size_t tile_smem_bytes(int w_stages) {
-  return size_t(w_stages) * kBN * WeightPath<Q>::kRawLd + (size_t(kXStages) * 2 * NT * 8 + kBN) * kLd * 2;
+constexpr size_t tile_smem_bytes(int w_stages, int w_tiles) {
+  return size_t(w_stages) * kBN * WeightPath<Q>::kRawLd + (size_t(kXStages) * 2 * NT * 8 + w_tiles * kBN) * kLd * 2;
 }
 
 // Weight slices in flight: slice S + stages - 1 is issued when slice S starts, so the memory latency is covered by
 // (stages - 1) slices of work. Three where two blocks still fit an SM (Q4_K, Q8_0, MXFP4: ~110 KB), else two
 // (Q6_K's 210-byte blocks).
+//
+// Half tiles of weights (kWTiles): two where they fit beside two weight slices at two blocks an SM (Q4_K with 64
+// users): then a step has one barrier instead of two — a warp unpacks step s + 1 into the other tile while the
+// others still multiply step s, so the unpacking's ALU work and the tensor-core work of different warps overlap.
+// That needs step s + 1's weight slice landed by the wait of step s: (stages - 1) x steps a slice >= 3.
 template <quant::Type Q, int NT>
-constexpr int kWStages = tile_smem_bytes<Q, NT>(3) <= 110 * 1024 ? 3 : 2;
+constexpr bool kTwoTiles =
+    WeightPath<Q>::kStaged && WeightPath<Q>::kSubs >= 3 && tile_smem_bytes<Q, NT>(2, 2) <= 110 * 1024;
+template <quant::Type Q, int NT>
+constexpr int kWTiles = kTwoTiles<Q, NT> ? 2 : 1;
+template <quant::Type Q, int NT>
+constexpr int kWStages = tile_smem_bytes<Q, NT>(3, kWTiles<Q, NT>) <= 110 * 1024 ? 3 : 2;
 
 __global__ void __launch_bounds__(kGroupThreads) moe_group_kernel(MatvecIdParams p, Groups g) {
   extern __shared__ int32_t sh[];  // counts, then fill positions, [n_expert] each
@@ -96,34 +109,18 @@ __global__ void __launch_bounds__(kGroupThreads) moe_group_kernel(MatvecIdParams
   __syncthreads();
   for (int64_t u = threadIdx.x; u < n_users; u += blockDim.x) {
     const int32_t e = p.ids[u];
-    if (e >= 0 && e < p.n_expert) g.users[atomicAdd(&fill[e], 1)] = int32_t(u);
+    if (e >= 0 && e < p.n_expert) {
+      g.users[atomicAdd(&fill[e], 1)] = int32_t(u);
+    } else {
+      for (int64_t n = 0; n < p.N; ++n) p.y[u * p.N + n] = 0.0f;  // as the matvec; no router gives such ids
+    }
   }
-}
-
-// Users whose id is out of range get zero rows (as the matvec), written by this small pass.
-__global__ void moe_zero_invalid_kernel(MatvecIdParams p) {
-  const int64_t u = blockIdx.x;
-  const int32_t e = p.ids[u];
-  if (e >= 0 && e < p.n_expert) return;
-  for (int64_t n = threadIdx.x; n < p.N; n += blockDim.x) p.y[u * p.N + n] = 0.0f;
 }
 
 // xh[r][c] = half(x[r][c]) for c < K, 0 up to kp: grid (rows of x_slots T inputs, 256-column pieces).
 __global__ void moe_x_half_kernel(const float* x, __half* xh, int64_t K, int64_t kp) {
   const int64_t r = blockIdx.x, c = int64_t(blockIdx.y) * blockDim.x + threadIdx.x;
   if (c < kp) xh[r * kp + c] = __float2half_rn(c < K ? x[r * K + c] : 0.0f);
-}
-
-// MXFP4 from shared memory: quant/dequant.cuh's reads go through the read-only global path (__ldg), which a shared
-// address must not take; the same E8M0 / E2M1 helpers, plain loads.
-__device__ __forceinline__ void mxfp4_chunk_shared(const uint8_t* b, float (&v)[32]) {
-  const float d = quant::dev::e8m0_half(b[0]);
-#pragma unroll
-  for (int j = 0; j < 16; ++j) {
-    const uint32_t q = b[1 + j];
-    v[j] = float(quant::dev::e2m1_doubled(q & 15u)) * d;
-    v[j + 16] = float(quant::dev::e2m1_doubled(q >> 4)) * d;
-  }
 }
 
 struct TileArgs {
@@ -144,9 +141,10 @@ __global__ void __launch_bounds__(kThreads, 2) moe_tile_kernel(TileArgs a) {
   __shared__ int32_t xrow[kBT];
   extern __shared__ __align__(16) uint8_t smem[];
   constexpr int kWS = kWStages<Q, NT>;
+  constexpr bool kTwo = kTwoTiles<Q, NT>;
   uint8_t* raw = smem;                                                            // [kWS][kBN][kRawLd]
   uint16_t* xs = reinterpret_cast<uint16_t*>(smem + size_t(kWS) * kBN * W::kRawLd);  // [kXStages][kBT][kLd]
-  uint16_t* ws = xs + kXStages * kBT * kLd;                                     // [kBN][kLd]
+  uint16_t* ws0 = xs + kXStages * kBT * kLd;                                    // [kWTiles][kBN][kLd]
   const MatvecIdParams& p = a.p;
   const int64_t e = blockIdx.y;
   const int32_t count = a.g.counts[e];
@@ -218,45 +216,85 @@ __global__ void __launch_bounds__(kThreads, 2) moe_tile_kernel(TileArgs a) {
     commit();
     const int active = int(count - u0) - wu * kWarpUsers;  // this warp's users in the tile (may be <= 0)
     const int dr = tid >> 1, dc = tid & 1;                   // the row and chunk of the step this thread dequantizes
-    for (int64_t s = 0; s < n_steps; ++s) {
-      cp_async_wait<1>();
-      __syncthreads();  // step s's copies landed everywhere; step s - 1's products are done with ws and the rings
+    // Issued after the barrier of step s: the ring slots they fill were last read by step s - 1.
+    auto issue_ahead = [&](int64_t s) {
       if (s % W::kSubs == 0) issue_w(s / W::kSubs + kWS - 1);
       issue_x(s + 2);
       commit();
-      float v[32];
-      const int64_t c = 2 * s + dc;
-      if (n0 + dr < p.N && c < n_chunks) {
-        if constexpr (W::kStaged) {
-          const int64_t sl = s / W::kSubs;
-          const uint8_t* start = we + (n0 + dr) * a.row_bytes + sl * W::kRawBytes;
-          const uint8_t* row =
-              raw + (sl % kWS) * kBN * W::kRawLd + dr * W::kRawLd + (reinterpret_cast<uintptr_t>(start) & 15);
-          const int cl = int(c - sl * (W::kSlice / 32));
-          if constexpr (Q == quant::Type::MXFP4) mxfp4_chunk_shared(row + cl * W::L::kBlockBytes, v);
-          else quant::dev::dequant_chunk<Q>(row, cl, 32, v);
-        } else {
-          const int valid = int(p.K - c * 32 < 32 ? p.K - c * 32 : 32);
-          quant::dev::dequant_chunk<Q>(we + (n0 + dr) * a.row_bytes, c, valid, v);
-        }
-      } else {
-#pragma unroll
-        for (int i = 0; i < 32; ++i) v[i] = 0.0f;
+    };
+    if constexpr (kTwo) {
+      cp_async_wait<1>();
+      __syncthreads();  // step 0's x and the first weight slices landed everywhere
+    }
+    for (int64_t s = 0; s < n_steps; ++s) {
+      uint16_t* ws = ws0 + (kTwo ? (s & 1) * kBN * kLd : 0);
+      if constexpr (!kTwo) {
+        cp_async_wait<1>();
+        __syncthreads();  // step s's copies landed everywhere; step s - 1's products are done with ws and the rings
+        issue_ahead(s);
       }
+      // This thread's 32 halves of the step (h) and where their four 8-element pieces go in the row (moe_unpack.cuh).
       uint4 h[4];
+      const int64_t c = 2 * s + dc;
+      const uint8_t* srow = nullptr;  // the row's staged slice
+      int cl = 0;                     // chunk c within it
+      if constexpr (W::kStaged) {
+        const int64_t sl = s / W::kSubs;
+        const uint8_t* start = we + (n0 + dr) * a.row_bytes + sl * W::kRawBytes;
+        srow = raw + (sl % kWS) * kBN * W::kRawLd + dr * W::kRawLd + (reinterpret_cast<uintptr_t>(start) & 15);
+        cl = int(c - sl * (W::kSlice / 32));
+      }
+      const bool live = n0 + dr < p.N && c < n_chunks;
+      if constexpr (moe_unpack::kFast<Q>) {
+        uint32_t u[16];
+        if (live) {
+          const uint8_t* blk = srow + cl * W::L::kBlockBytes;  // the 32-element formats' block
+          if constexpr (Q == quant::Type::Q4_K) moe_unpack::q4_k(srow, int(s % 4), dc, u);
+          else if constexpr (Q == quant::Type::Q6_K) moe_unpack::q6_k(srow, cl, u);
+          else if constexpr (Q == quant::Type::Q8_0) moe_unpack::q8_0(blk, u);
+          else moe_unpack::mxfp4(blk, u);
+        } else {
 #pragma unroll
-      for (int q = 0; q < 4; ++q)
-        h[q] = make_uint4(mma::pack_half2(v[8 * q], v[8 * q + 1]), mma::pack_half2(v[8 * q + 2], v[8 * q + 3]),
-                          mma::pack_half2(v[8 * q + 4], v[8 * q + 5]), mma::pack_half2(v[8 * q + 6], v[8 * q + 7]));
-      // A thread's 64 bytes start every 64 bytes across the warp: rotating which 16 go first by lane spreads each
-      // 8-lane phase over all banks.
-      uint4* dst = reinterpret_cast<uint4*>(ws + dr * kLd + 32 * dc);
+          for (int i = 0; i < 16; ++i) u[i] = 0;
+        }
+#pragma unroll
+        for (int q = 0; q < 4; ++q) h[q] = make_uint4(u[4 * q], u[4 * q + 1], u[4 * q + 2], u[4 * q + 3]);
+      } else {
+        float v[32];
+        if (live) {
+          if constexpr (W::kStaged) {
+            quant::dev::dequant_chunk<Q>(srow, cl, 32, v);
+          } else {
+            const int valid = int(p.K - c * 32 < 32 ? p.K - c * 32 : 32);
+            quant::dev::dequant_chunk<Q>(we + (n0 + dr) * a.row_bytes, c, valid, v);
+          }
+        } else {
+#pragma unroll
+          for (int i = 0; i < 32; ++i) v[i] = 0.0f;
+        }
+#pragma unroll
+        for (int q = 0; q < 4; ++q)
+          h[q] = make_uint4(mma::pack_half2(v[8 * q], v[8 * q + 1]), mma::pack_half2(v[8 * q + 2], v[8 * q + 3]),
+                            mma::pack_half2(v[8 * q + 4], v[8 * q + 5]), mma::pack_half2(v[8 * q + 6], v[8 * q + 7]));
+      }
+      // Piece q's place: 32 dc + 8 q, or for Q4_K's two 16-element runs 16 dc + 8 q, 32 + 16 dc + 8 (q - 2). An
+      // 8-lane phase of 16-byte stores covers rows r..r+3 (144 bytes = 36 words apart: banks 4 apart) and both dc:
+      // distinct banks for 32 dc + 8 q, two ways for Q4_K's pieces.
+      uint16_t* dst = ws + dr * kLd;
 #pragma unroll
       for (int q = 0; q < 4; ++q) {
-        const int qq = (q + (lane >> 1)) & 3;
-        dst[qq] = qq == 0 ? h[0] : qq == 1 ? h[1] : qq == 2 ? h[2] : h[3];
+        const int at = Q == quant::Type::Q4_K ? 32 * (q >> 1) + 16 * dc + 8 * (q & 1) : 32 * dc + 8 * q;
+        *reinterpret_cast<uint4*>(dst + at) = h[q];
       }
-      __syncthreads();
+      if constexpr (kTwo) {
+        // Step s's x and step s + 1's weight slice landed everywhere (kTwoTiles), this tile of weights is written,
+        // and every warp is done with step s - 1's products (the other tile, the ring slots issued next).
+        cp_async_wait<1>();
+        __syncthreads();
+        issue_ahead(s);
+      } else {
+        __syncthreads();
+      }
       if (active > 0) {
         const uint16_t* xt = xs + (s % kXStages) * kBT * kLd;
         const uint16_t* wa = ws + (wr * 32 + (lane & 15)) * kLd + 8 * (lane >> 4);
@@ -298,7 +336,7 @@ __global__ void __launch_bounds__(kThreads, 2) moe_tile_kernel(TileArgs a) {
 
 template <quant::Type Q, int NT>
 void launch_tiles(const TileArgs& a, cudaStream_t stream) {
-  constexpr size_t smem = tile_smem_bytes<Q, NT>(kWStages<Q, NT>);
+  constexpr size_t smem = tile_smem_bytes<Q, NT>(kWStages<Q, NT>, kWTiles<Q, NT>);
   static const bool attr = [] {  // once per instance, at its first launch (before any graph capture)
     CUDA_CHECK(cudaFuncSetAttribute(moe_tile_kernel<Q, NT>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
     // The largest shared carveout, so that two blocks fit an SM (left to itself the driver may take less).
@@ -331,8 +369,6 @@ void launch_moe_gemm(const MatvecIdParams& p, void* scratch, size_t scratch_byte
   const size_t rb = quant::row_bytes(p.type, p.K);
   const Groups g = groups_in(scratch, p.n_expert);
   moe_group_kernel<<<1, kGroupThreads, size_t(2 * p.n_expert) * 4, stream>>>(p, g);
-  CUDA_CHECK_LAUNCH(stream);
-  moe_zero_invalid_kernel<<<unsigned(p.k * p.T), 128, 0, stream>>>(p);
   CUDA_CHECK_LAUNCH(stream);
   const int64_t kp = moe_gemm_padded_k(p.K);
   auto* xh = reinterpret_cast<__half*>(static_cast<uint8_t*>(scratch) + moe_gemm_x_offset(p.n_expert, p.k, p.T));

@@ -1,0 +1,84 @@
+// Many columns of a float32 matrix in one pass over it: a mixture's router (n_embd x n_expert, kept in float32 so
+// that near-tied expert scores are ranked as the reference ranks them) at prefill. The matvec kernels re-read the
+// matrix for every column: at Qwen3-30B-A3B's T = 512 that is 512 x 1 MiB from L2 a layer. Here a block keeps a
+// 16-row x 32-column tile of outputs and walks K in chunks of 128 through shared memory, so the matrix is read
+// T / 32 times. Each output is one float32 fma chain in ascending k, whatever T and the tile: batch invariant, and
+// within the matvec's tolerance of the reference (float32 products and sums).
+#include "cuda/kernels/matvec_f32_cols.cuh"
+
+#include "cuda/check.h"
+
+namespace cuda {
+namespace {
+
+constexpr int kTileRows = 16, kTileCols = 32, kChunk = 128, kThreads = 256;
+constexpr int kWLoads = kTileRows * kChunk / kThreads, kXLoads = kTileCols * kChunk / kThreads;
+
+// Chunk k0's matrix and x elements of this thread into registers (zeros past N, T and K).
+__device__ __forceinline__ void load_chunk(const float* w, const float* x, int64_t K, int64_t N, int64_t T, int64_t n0,
+                                           int64_t t0, int64_t k0, float (&wr)[kWLoads], float (&xr)[kXLoads]) {
+  const int tid = int(threadIdx.x);
+#pragma unroll
+  for (int j = 0; j < kWLoads; ++j) {
+    const int i = tid + j * kThreads, rr = i / kChunk, kk = i % kChunk;
+    wr[j] = n0 + rr < N && k0 + kk < K ? __ldg(w + (n0 + rr) * K + k0 + kk) : 0.0f;
+  }
+#pragma unroll
+  for (int j = 0; j < kXLoads; ++j) {
+    const int i = tid + j * kThreads, cc = i / kChunk, kk = i % kChunk;
+    xr[j] = t0 + cc < T && k0 + kk < K ? __ldg(x + (t0 + cc) * K + k0 + kk) : 0.0f;
+  }
+}
+
+// The next chunk's loads are in flight while this one is multiplied: with one block an SM (a router is 128 x 2048 at
+// most: 8 x 16 blocks at T = 512) the L2 latency, not the arithmetic, would set the pace otherwise.
+__global__ void __launch_bounds__(kThreads) f32_cols_kernel(const float* w, const float* x, const float* bias,
+                                                            float* y, int64_t K, int64_t N, int64_t T) {
+  __shared__ float ws[kTileRows][kChunk + 1];
+  __shared__ float xs[kTileCols][kChunk + 1];  // +1: the 16 column pairs a warp reads fall in distinct banks
+  const int tid = int(threadIdx.x);
+  const int r = tid / 16, cp = tid % 16;  // this thread's row and column pair (2 cp, 2 cp + 1)
+  const int64_t n0 = int64_t(blockIdx.x) * kTileRows, t0 = int64_t(blockIdx.y) * kTileCols;
+  float wr[kWLoads], xr[kXLoads];
+  load_chunk(w, x, K, N, T, n0, t0, 0, wr, xr);
+  float acc0 = 0.0f, acc1 = 0.0f;
+  for (int64_t k0 = 0; k0 < K; k0 += kChunk) {
+    __syncthreads();  // the last chunk's products are done with ws and xs
+#pragma unroll
+    for (int j = 0; j < kWLoads; ++j) {
+      const int i = tid + j * kThreads;
+      ws[i / kChunk][i % kChunk] = wr[j];
+    }
+#pragma unroll
+    for (int j = 0; j < kXLoads; ++j) {
+      const int i = tid + j * kThreads;
+      xs[i / kChunk][i % kChunk] = xr[j];
+    }
+    __syncthreads();
+    if (k0 + kChunk < K) load_chunk(w, x, K, N, T, n0, t0, k0 + kChunk, wr, xr);
+#pragma unroll 16
+    for (int kk = 0; kk < kChunk; ++kk) {
+      const float wv = ws[r][kk];
+      acc0 = fmaf(wv, xs[2 * cp][kk], acc0);
+      acc1 = fmaf(wv, xs[2 * cp + 1][kk], acc1);
+    }
+  }
+  const int64_t n = n0 + r;
+  if (n >= N) return;
+  const float b = bias ? bias[n] : 0.0f;
+  if (t0 + 2 * cp < T) y[(t0 + 2 * cp) * N + n] = acc0 + b;
+  if (t0 + 2 * cp + 1 < T) y[(t0 + 2 * cp + 1) * N + n] = acc1 + b;
+}
+
+}  // namespace
+
+void launch_f32_columns(const MatvecParams& p, cudaStream_t stream) {
+  LLM_REQUIRE(p.type == quant::Type::F32 && p.w && p.x && p.y, "f32 columns: float32 matrix and x required");
+  LLM_REQUIRE((p.N + kTileRows - 1) / kTileRows <= 0x7fffffff && (p.T + kTileCols - 1) / kTileCols <= 65535,
+              "f32 columns: too many rows or columns");
+  const dim3 grid(unsigned((p.N + kTileRows - 1) / kTileRows), unsigned((p.T + kTileCols - 1) / kTileCols));
+  f32_cols_kernel<<<grid, kThreads, 0, stream>>>(static_cast<const float*>(p.w), p.x, p.bias, p.y, p.K, p.N, p.T);
+  CUDA_CHECK_LAUNCH(stream);
+}
+
+}  // namespace cuda

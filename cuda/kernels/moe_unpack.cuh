@@ -1,0 +1,167 @@
+// Quant codes straight to half pairs for the prefill tiles (moe_gemm.cu), from the raw blocks the tiles stage in
+// shared memory. Why: the float dequantizer (quant/dequant.cuh, then a float-to-half pack) spends 8-10 instructions
+// an element — unpack, int-to-float (a quarter-rate conversion), scale, convert back — and bounded the tiles
+// (docs/moe.md). Here a code becomes a half by the exponent trick: 0x6400 | c is the half 1024 + c, exactly, for
+// c < 1024 (one lop3 or prmt puts two codes in one word), an exact f16x2 subtraction takes the bias off, and one f16x2
+// multiply or fma applies the scale: about 2 instructions an element.
+//
+// Rounding (tests/cuda/test_moe.cpp bounds it): Q8_0 and MXFP4 round their exact value once, the bits the float path
+// gives. Q6_K rounds d * scale to half, then the product (two roundings of |w|); Q4_K rounds d * scale and dmin * min
+// to half, then the fma, so its error follows |q d sc| + |dmin m| rather than |w| where the two nearly cancel.
+//
+// Layout of what a thread writes: in step s (64 elements of K), thread dc (0 or 1) of a row fills elements
+// [32 dc, 32 dc + 32) for Q8_0 / Q6_K / MXFP4 (one 32-element chunk); for Q4_K, whose 64-element group keeps
+// elements l and l + 32 in one byte, [16 dc, 16 dc + 16) and [32 + 16 dc, ...+ 16) (one read of each byte).
+#pragma once
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+#include "cuda/kernels/mma.cuh"
+#include "quant/dequant.cuh"
+
+namespace cuda::moe_unpack {
+
+template <quant::Type Q>
+inline constexpr bool kFast = Q == quant::Type::Q8_0 || Q == quant::Type::Q4_K || Q == quant::Type::Q6_K ||
+                              Q == quant::Type::MXFP4;
+
+// f16x2 arithmetic in PTX, round to nearest, subnormals kept (no .ftz), never contracted by the compiler.
+__device__ __forceinline__ uint32_t hsub2(uint32_t a, uint32_t b) {
+  uint32_t r;
+  asm("sub.rn.f16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
+  return r;
+}
+__device__ __forceinline__ uint32_t hmul2(uint32_t a, uint32_t b) {
+  uint32_t r;
+  asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
+  return r;
+}
+__device__ __forceinline__ uint32_t hfma2(uint32_t a, uint32_t b, uint32_t c) {
+  uint32_t r;
+  asm("fma.rn.f16x2 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(c));
+  return r;
+}
+// A float rounded to half, in both halves of a word.
+__device__ __forceinline__ uint32_t splat(float f) {
+  const uint32_t h = __half_as_ushort(__float2half_rn(f));
+  return h | h << 16;
+}
+// Bytes 0 and 1 (lo = true) or 2 and 3 of w as the low bytes of two halves whose high bytes come from `hi`.
+__device__ __forceinline__ uint32_t spread(uint32_t w, uint32_t hi, bool lo) {
+  return __byte_perm(w, hi, lo ? 0x4140 : 0x4342);
+}
+// N words from a shared address aligned to 2 bytes or less: the aligned words around them, funnel-shifted (aligned
+// 32-bit loads; one word past the end is read, inside the staged row).
+template <int N>
+__device__ __forceinline__ void load_words(const uint8_t* p, uint32_t (&w)[N]) {
+  const uint32_t* a = reinterpret_cast<const uint32_t*>(reinterpret_cast<uintptr_t>(p) & ~uintptr_t(3));
+  const uint32_t sh = 8u * uint32_t(reinterpret_cast<uintptr_t>(p) & 3);
+  uint32_t prev = a[0];
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    const uint32_t next = a[i + 1];
+    w[i] = __funnelshift_r(prev, next, sh);
+    prev = next;
+  }
+}
+
+// Q8_0 block b (34 bytes, 2-byte aligned): 32 halves, q d rounded once. The int8 codes biased by 128 (xor) are
+// 1024 + 128 + q in half; less 1152 is q exactly.
+__device__ __forceinline__ void q8_0(const uint8_t* b, uint32_t (&h)[16]) {
+  const uint32_t d = quant::dev::load_u16(b);
+  const uint32_t d2 = d | d << 16;
+  uint32_t w[8];
+  load_words<8>(b + 2, w);
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    const uint32_t u = w[i] ^ 0x80808080u;
+    h[2 * i] = hmul2(hsub2(spread(u, 0x64646464u, true), 0x64806480u), d2);
+    h[2 * i + 1] = hmul2(hsub2(spread(u, 0x64646464u, false), 0x64806480u), d2);
+  }
+}
+
+// Q4_K block b (144 bytes, 16-byte aligned), 64-element group g (0..3), thread half dc: bytes qs[32 g + 16 dc ..+16]
+// hold elements 16 dc + i (low nibbles, sub-block 2g) and 32 + 16 dc + i (high, sub-block 2g + 1). h[0..7] the low,
+// h[8..15] the high. A low nibble pair is 1024 + q; a high one, masked in place, 1024 + 16 q, and x / 16 - 64 is q
+// (both exact); then q (d sc) - dmin m in one fma.
+__device__ __forceinline__ void q4_k(const uint8_t* b, int g, int dc, uint32_t (&h)[16]) {
+  const float d = quant::dev::h2f(quant::dev::load_u16(b)), dmin = quant::dev::h2f(quant::dev::load_u16(b + 2));
+  int sc0, m0, sc1, m1;
+  quant::dev::scale_min_k4(2 * g, b + 4, sc0, m0);
+  quant::dev::scale_min_k4(2 * g + 1, b + 4, sc1, m1);
+  const uint32_t s0 = splat(d * float(sc0)), n0 = splat(-(dmin * float(m0)));
+  const uint32_t s1 = splat(d * float(sc1)), n1 = splat(-(dmin * float(m1)));
+  const uint4 q = *reinterpret_cast<const uint4*>(b + 16 + 32 * g + 16 * dc);
+  const uint32_t w[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i)
+#pragma unroll
+    for (int p = 0; p < 2; ++p) {
+      const uint32_t t = spread(w[i], 0, p == 0);
+      const uint32_t lo = hsub2((t & 0x000F000Fu) | 0x64006400u, 0x64006400u);
+      const uint32_t hi = hfma2((t & 0x00F000F0u) | 0x64006400u, 0x2C002C00u /* 1/16 */, 0xD400D400u /* -64 */);
+      h[2 * i + p] = hfma2(lo, s0, n0);
+      h[8 + 2 * i + p] = hfma2(hi, s1, n1);
+    }
+}
+
+// Q6_K block b (210 bytes, 2-byte aligned), chunk cc (0..7) as quant/dequant.cuh's: half n = cc / 4, quarter
+// k = cc % 4; low 4 bits from ql[64 n + 32 (k & 1) + l] (high nibble when k >= 2), high 2 bits (qh[32 n + l] >> 2k);
+// the 6-bit code c in a byte, 1024 + c in half by prmt, less 1056 is c - 32 exactly, times (d scale) rounded to half.
+__device__ __forceinline__ void q6_k(const uint8_t* b, int cc, uint32_t (&h)[16]) {
+  const int n = cc >> 2, k = cc & 3;
+  const float d = quant::dev::h2f(quant::dev::load_u16(b + 208));
+  const int8_t* sc = reinterpret_cast<const int8_t*>(b + 192) + 8 * n + 2 * k;
+  const uint32_t s[2] = {splat(d * float(sc[0])), splat(d * float(sc[1]))};
+  uint32_t L[8], H[8];
+  load_words<8>(b + 64 * n + 32 * (k & 1), L);
+  load_words<8>(b + 128 + 32 * n, H);
+  const uint32_t lshift = 4u * uint32_t(k >> 1), hshift = 2u * uint32_t(k);
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    const uint32_t v = ((L[i] >> lshift) & 0x0F0F0F0Fu) | ((H[i] >> hshift) & 0x03030303u) << 4;
+    h[2 * i] = hmul2(hsub2(spread(v, 0x64646464u, true), 0x64206420u), s[i >> 2]);
+    h[2 * i + 1] = hmul2(hsub2(spread(v, 0x64646464u, false), 0x64206420u), s[i >> 2]);
+  }
+}
+
+// MXFP4 block b (17 bytes, any alignment): element j's E2M1 code in the low nibble of qs[j], j + 16's in the high.
+// A code's bits placed as a half's (sign to bit 15, exponent and mantissa bits to 11..9) are its value times 2^-14,
+// exactly (code 1, 0.5, lands as the subnormal 2^-15); times 2^(e - 113), the block's E8M0 scale 2^(e - 127) with the
+// 2^14 back, the product is the value rounded once. That scale is a normal half for e in [99, 128]; below 99 every
+// value rounds to 0 in half (6 * 2^-29 < 2^-25), so 0 serves; up to 142 the 2^14 goes first (exact: the values, at
+// most 6) and 2^(e - 127) second. Past 142 (values past 2^15; no real file) each element is converted from float.
+// -0 (code 8) comes out as -0 here and +0 on the float path: the same products.
+__device__ __forceinline__ void mxfp4(const uint8_t* b, uint32_t (&h)[16]) {
+  const uint32_t e = b[0];
+  if (e > 142) {
+    const float d = quant::dev::e8m0_half(e);
+    for (int j = 0; j < 16; j += 2) {
+      const uint32_t q0 = b[1 + j], q1 = b[2 + j];
+      h[j / 2] = mma::pack_half2(float(quant::dev::e2m1_doubled(q0 & 15u)) * d,
+                                 float(quant::dev::e2m1_doubled(q1 & 15u)) * d);
+      h[8 + j / 2] = mma::pack_half2(float(quant::dev::e2m1_doubled(q0 >> 4)) * d,
+                                     float(quant::dev::e2m1_doubled(q1 >> 4)) * d);
+    }
+    return;
+  }
+  const bool big = e > 128;
+  const uint32_t sb = big ? (e - 112u) << 10 : e < 99 ? 0u : (e - 98u) << 10;  // 2^(e - 127) or 2^(e - 113)
+  const uint32_t s2 = sb | sb << 16;
+  uint32_t w[4];
+  load_words<4>(b + 1, w);
+#pragma unroll
+  for (int i = 0; i < 4; ++i)
+#pragma unroll
+    for (int p = 0; p < 2; ++p) {
+      const uint32_t t = spread(w[i], 0, p == 0);
+      uint32_t lo = ((t << 9) & 0x0E000E00u) | ((t << 12) & 0x80008000u);
+      uint32_t hi = ((t << 5) & 0x0E000E00u) | ((t << 8) & 0x80008000u);
+      if (big) lo = hmul2(lo, 0x74007400u /* 2^14 */), hi = hmul2(hi, 0x74007400u);
+      h[2 * i + p] = hmul2(lo, s2);
+      h[8 + 2 * i + p] = hmul2(hi, s2);
+    }
+}
+
+}  // namespace cuda::moe_unpack
