@@ -208,7 +208,6 @@ class Executor {
   };
   bool expert_down_of(const graph::Node& down, graph::NodeId h_as_runs, ExpertDown& out) const;
   void take_expert_down(const graph::Node& down, const ExpertDown& d);
-  void fold_norm_into_moe(const graph::Node& norm);
   Lowering lowering(graph::NodeId id) const { return lowering_.at(size_t(id)); }
   void drop_capture();  // the steps or their inputs changed: the next run() launches plainly, then captures anew
   const void* weight_ptr(const graph::Node& w) const;

@@ -105,8 +105,6 @@ void Executor::plan_fusions() {
       default: break;
     }
   }
-  for (const Node& n : g_.nodes())
-    if (n.op == Op::RmsNorm && lowering(n.id) == Lowering::Own) fold_norm_into_moe(n);
 }
 
 // A MulMat: the o projection of an attention + o launch, a matvec with whatever fuses into it, or (many tokens, or o

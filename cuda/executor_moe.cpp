@@ -218,45 +218,6 @@ void Executor::take_expert_down(const Node& n, const ExpertDown& d) {
   count_fusion(Fusion::ExpertDown);
 }
 
-// A mixture's feed-forward RmsNorm read only by its router's partial products and (through the Reshape of the
-// experts' input) by its gate/up launch: both normalise x themselves (RouterPartsParams / ExpertGluParams::norm_w),
-// and the norm runs no launch. Decided after every other fusion (plan_fusions), when both consumers are known to
-// fuse; the norm's input must stay intact until the later of them has read it.
-void Executor::fold_norm_into_moe(const Node& norm) {
-  if (!opt_.fuse || norm.inputs.size() < 2 || norm.inputs[1] == graph::kNoNode) return;
-  if (plan_.last_use.at(size_t(norm.id)) >= int32_t(g_.nodes().size())) return;  // a graph output
-  NodeId router = graph::kNoNode, glu = graph::kNoNode;
-  for (const NodeId u : users_.at(size_t(norm.id))) {
-    const Node& r = g_.node(u);
-    if (r.op == Op::MulMat && router_parts_.count(u) && r.inputs.at(1) == norm.id && router == graph::kNoNode) {
-      router = u;
-    } else if (r.op == Op::Reshape && glu == graph::kNoNode) {
-      for (const NodeId m : users_.at(size_t(u))) {
-        if (expert_glus_.count(m)) glu = m;
-        else if (lowering(m) != Lowering::InSibling) return;  // a reader of the experts' input that needs it stored
-      }
-      if (glu == graph::kNoNode) return;
-    } else {
-      return;
-    }
-  }
-  if (router == graph::kNoNode || glu == graph::kNoNode) return;
-  const NodeId in = plan_.root.at(size_t(norm.inputs[0]));
-  if (g_.node(in).op == Op::Weight || plan_.last_use.at(size_t(in)) < ::std::max(router, glu)) return;
-  const float* x = f32_in(norm, 0);
-  const float* w = f32_in(norm, 1);
-  const float eps = ::std::get<graph::RmsNormParams>(norm.params).eps;
-  ExpertGluParams gp = expert_glus_.at(glu);
-  gp.x = x, gp.norm_w = w, gp.norm_eps = eps;
-  RouterPartsParams rp = router_parts_.at(router);
-  rp.x = x, rp.norm_w = w, rp.norm_eps = eps;
-  if (!expert_glu_fits(gp) || reinterpret_cast<uintptr_t>(x) % 16 != 0) return;
-  expert_glus_[glu] = gp;
-  router_parts_[router] = rp;
-  lowering_.at(size_t(norm.id)) = Lowering::InReaders;
-  count_fusion(Fusion::Norm);
-}
-
 void Executor::lower_top_k(const Node& n) {
   if (lowering(n.id) == Lowering::InRoute) return;  // computed by its MoeWeights' routing launch
   const graph::Shape& a = g_.node(n.inputs.at(0)).shape;

@@ -39,13 +39,10 @@ constexpr bool kHasUnit = T == quant::Type::Q4_0 || T == quant::Type::Q8_0 || T 
                           T == quant::Type::Q6_K || T == quant::Type::MXFP4;
 
 // Unit u's two runs of the column x, quantized into shared memory: field f at runs[f * stride + u]. Plain loads:
-// the previous kernel wrote x (pdl.cuh). With a folded RMSNorm (norm_w), x times norm_w is quantized and the sum of
-// the unit's squares of x returned: the norm's scale multiplies each run's s and S once the block's sum is known
-// (the int16 quantization does not depend on a common factor, up to rounding), as the dense int16 matvec does.
+// the previous kernel wrote x (pdl.cuh).
 template <class U>
-__device__ __forceinline__ float put_runs(const float* x, int64_t u, float* runs, int stride,
-                                          const float* norm_w = nullptr) {
-  float a[16], b[16], ss = 0.0f;
+__device__ __forceinline__ void put_runs(const float* x, int64_t u, float* runs, int stride) {
+  float a[16], b[16];
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
     const float4 va = reinterpret_cast<const float4*>(x + U::seg0(u))[i];
@@ -53,20 +50,12 @@ __device__ __forceinline__ float put_runs(const float* x, int64_t u, float* runs
     a[4 * i] = va.x, a[4 * i + 1] = va.y, a[4 * i + 2] = va.z, a[4 * i + 3] = va.w;
     b[4 * i] = vb.x, b[4 * i + 1] = vb.y, b[4 * i + 2] = vb.z, b[4 * i + 3] = vb.w;
   }
-  if (norm_w) {
-#pragma unroll
-    for (int i = 0; i < 16; ++i) {
-      ss = fmaf(a[i], a[i], fmaf(b[i], b[i], ss));
-      a[i] *= __ldg(norm_w + U::seg0(u) + i), b[i] *= __ldg(norm_w + U::seg0(u) + U::kOff1 + i);
-    }
-  }
   const mv16::Run r0 = mv16::quantize_run(a), r1 = mv16::quantize_run(b);
 #pragma unroll
   for (int f = 0; f < 8; ++f)
     runs[f * stride + u] = __int_as_float(r0.q[f]), runs[(10 + f) * stride + u] = __int_as_float(r1.q[f]);
   runs[8 * stride + u] = r0.s, runs[9 * stride + u] = r0.S;
   runs[18 * stride + u] = r1.s, runs[19 * stride + u] = r1.S;
-  return ss;
 }
 
 __device__ __forceinline__ void get_runs(const float* runs, int stride, int u, mv16::Run& x0, mv16::Run& x1) {
@@ -114,8 +103,8 @@ struct Shape {
   size_t smem;
 };
 
-template <quant::Type T, int kMinBlocks>
-__global__ void __launch_bounds__(kMaxThreads, kMinBlocks) expert_glu_kernel(ExpertGluParams p, size_t row_bytes, int gpb,
+template <quant::Type T>
+__global__ void __launch_bounds__(kMaxThreads) expert_glu_kernel(ExpertGluParams p, size_t row_bytes, int gpb,
                                                                  int slices) {
   using U = mv16::Unit<T>;
   using Raw = typename U::Raw;
@@ -161,23 +150,10 @@ __global__ void __launch_bounds__(kMaxThreads, kMinBlocks) expert_glu_kernel(Exp
   Raw cg[kR], cu[kR], ng[kR], nu[kR];
   const int64_t first = g0 + slice;
   if (active && first < g1) load(cg, cu, first);  // in flight while x is quantized
-  __shared__ float red[kMaxThreads / 32];  // the folded norm's sums of squares, by warp of slice 0
-  if (slice == 0) {
-    float ss = active ? put_runs<U>(p.x + t * p.K, u, runs, tps, p.norm_w) : 0.0f;
-    if (p.norm_w) {
-      ss = warp_sum_f(ss);
-      if (lane == 0) red[warp] = ss;
-    }
-  }
+  if (slice == 0 && active) put_runs<U>(p.x + t * p.K, u, runs, tps);
   __syncthreads();
   mv16::Run x0, x1;
   if (active) get_runs(runs, tps, u, x0, x1);
-  if (p.norm_w) {
-    float total = 0.0f;
-    for (int w = 0; w < n_warps; ++w) total += red[w];
-    const float scale = 1.0f / sqrtf(total / float(p.K) + p.norm_eps);
-    x0.s *= scale, x0.S *= scale, x1.s *= scale, x1.S *= scale;
-  }
   for (int64_t g = first; g < g1; g += slices) {
     if (active && g + slices < g1) load(ng, nu, g + slices);
     float acc[2 * kR];
@@ -213,8 +189,8 @@ __global__ void __launch_bounds__(kMaxThreads, kMinBlocks) expert_glu_kernel(Exp
     store_run(runs_out + (g0 * kR / 16 + r) * kExpertRunBytes, mv16::quantize_run(hv + 16 * r));
 }
 
-template <quant::Type T, int kMinBlocks>
-__global__ void __launch_bounds__(kMaxThreads, kMinBlocks) expert_down_kernel(ExpertDownParams p, size_t row_bytes, int gpb,
+template <quant::Type T>
+__global__ void __launch_bounds__(kMaxThreads) expert_down_kernel(ExpertDownParams p, size_t row_bytes, int gpb,
                                                                   int slices) {
   using U = mv16::Unit<T>;
   using Raw = typename U::Raw;
@@ -402,11 +378,9 @@ void launch_expert_glu(const ExpertGluParams& p, cudaStream_t stream) {
   dispatch_qtype(p.type, "expert_glu", [&](auto tag) {
     constexpr quant::Type T = decltype(tag)::value;
     if constexpr (kHasUnit<T>) {
-      // Lab A/B (ExpertGluParams::min_blocks): register caps for 2 or 3 resident blocks of 256 threads.
-      const auto kernel = p.min_blocks == 3 ? expert_glu_kernel<T, 3> : expert_glu_kernel<T, 1>;
-      const Shape s = glu_shape(p, reinterpret_cast<const void*>(kernel));
-      launch_pdl(kernel, dim3(s.chunks, unsigned(p.k), unsigned(p.T)), dim3(unsigned(s.tps * s.slices)), s.smem,
-                 stream, p, rb, s.gpb, s.slices);
+      const Shape s = glu_shape(p, reinterpret_cast<const void*>(expert_glu_kernel<T>));
+      launch_pdl(expert_glu_kernel<T>, dim3(s.chunks, unsigned(p.k), unsigned(p.T)), dim3(unsigned(s.tps * s.slices)),
+                 s.smem, stream, p, rb, s.gpb, s.slices);
     }
   });
   CUDA_CHECK_LAUNCH(stream);
@@ -419,10 +393,9 @@ void launch_expert_down(const ExpertDownParams& p, cudaStream_t stream) {
   dispatch_qtype(p.type, "expert_down", [&](auto tag) {
     constexpr quant::Type T = decltype(tag)::value;
     if constexpr (kHasUnit<T>) {
-      const auto kernel = p.min_blocks == 3 ? expert_down_kernel<T, 3> : expert_down_kernel<T, 1>;
-      const Shape s = down_shape(p, reinterpret_cast<const void*>(kernel));
-      launch_pdl(kernel, dim3(s.chunks, unsigned(p.T)), dim3(unsigned(s.tps * s.slices)), s.smem, stream, p, rb, s.gpb,
-                 s.slices);
+      const Shape s = down_shape(p, reinterpret_cast<const void*>(expert_down_kernel<T>));
+      launch_pdl(expert_down_kernel<T>, dim3(s.chunks, unsigned(p.T)), dim3(unsigned(s.tps * s.slices)), s.smem,
+                 stream, p, rb, s.gpb, s.slices);
     }
   });
   CUDA_CHECK_LAUNCH(stream);

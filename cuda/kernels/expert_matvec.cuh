@@ -28,8 +28,6 @@ struct ExpertGluParams {
   const float* gate_bias = nullptr;  // [N, n_expert] or null
   const float* up_bias = nullptr;
   const float* x = nullptr;        // [K, T]: every slot of token t reads column t
-  const float* norm_w = nullptr;   // set: x is first RMS-normalised and scaled by norm_w ([K]), as the RmsNorm op
-  float norm_eps = 0.0f;
   const int32_t* ids = nullptr;    // [k, T] device memory; ids outside [0, n_expert) give zero rows
   float* out = nullptr;            // [N, k, T]
   ExpertAct act = ExpertAct::SwiGlu;
@@ -39,7 +37,6 @@ struct ExpertGluParams {
   // Set: h leaves as expert_down's int16 input runs (kExpertRunBytes per 16 values, [T][k][N / 16]) instead of
   // floats at out, so the down launch neither quantizes it nor reads the floats (N a multiple of 16).
   void* runs_out = nullptr;
-  int min_blocks = 0;              // lab A/B: 3 caps registers for three resident blocks; else none
 };
 
 struct ExpertDownParams {
@@ -54,7 +51,6 @@ struct ExpertDownParams {
   int64_t K = 0, N = 0, n_expert = 0, k = 0, T = 0;
   int groups_per_block = 0;        // as ExpertGluParams
   const void* x_runs = nullptr;    // set: x as expert_glu's runs_out ([T][k][K / 16]) instead of floats at x
-  int min_blocks = 0;              // as ExpertGluParams
 };
 
 // One run of 16 values of h as expert_glu writes it for expert_down: 8 words of int16 pairs, the scale, the exact

@@ -228,23 +228,8 @@ __global__ void __launch_bounds__(kRouterWarps * 32) router_parts_kernel(RouterP
   }
   pdl_wait();  // x
   const float* x = p.x + t * p.K;
-  float4 xa = ka < k1 ? *reinterpret_cast<const float4*>(x + ka) : make_float4(0, 0, 0, 0);
-  float4 xb = kb < k1 ? *reinterpret_cast<const float4*>(x + kb) : make_float4(0, 0, 0, 0);
-  if (p.norm_w) {  // a folded RMSNorm: every block sums the squares of all of x (from L2) for the scale
-    __shared__ float red[kRouterWarps];
-    float ss = 0.0f;
-    for (int64_t i = 4 * int64_t(threadIdx.x); i < p.K; i += 4 * int64_t(blockDim.x)) {
-      const float4 v = *reinterpret_cast<const float4*>(x + i);
-      ss = fmaf(v.x, v.x, fmaf(v.y, v.y, fmaf(v.z, v.z, fmaf(v.w, v.w, ss))));
-    }
-    const float scale = 1.0f / sqrtf(block_sum<kRouterWarps * 32>(ss, red) / float(p.K) + p.norm_eps);
-    const auto normed = [&](float4 v, int64_t k) {
-      if (k >= k1) return v;
-      const float4 w4 = __ldg(reinterpret_cast<const float4*>(p.norm_w + k));
-      return make_float4(v.x * scale * w4.x, v.y * scale * w4.y, v.z * scale * w4.z, v.w * scale * w4.w);
-    };
-    xa = normed(xa, ka), xb = normed(xb, kb);
-  }
+  const float4 xa = ka < k1 ? *reinterpret_cast<const float4*>(x + ka) : make_float4(0, 0, 0, 0);
+  const float4 xb = kb < k1 ? *reinterpret_cast<const float4*>(x + kb) : make_float4(0, 0, 0, 0);
 #pragma unroll
   for (int r = 0; r < kRouterRowsPerWarp; ++r) {
     const float4 a = w[r][0], b = w[r][1];

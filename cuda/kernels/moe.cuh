@@ -63,8 +63,6 @@ void launch_moe_route(const MoeRouteParams& p, cudaStream_t stream);
 struct RouterPartsParams {
   const float* w = nullptr;  // [K, n_expert] float32
   const float* x = nullptr;  // [K, T]
-  const float* norm_w = nullptr;  // set: x is first RMS-normalised and scaled by norm_w ([K]), as the RmsNorm op
-  float norm_eps = 0.0f;
   float* parts = nullptr;    // [n_parts][T][n_expert]
   int64_t K = 0, n_expert = 0, T = 0;
   int n_parts = 0;           // router_parts_count(K)

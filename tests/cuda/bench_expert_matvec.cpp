@@ -105,14 +105,6 @@ TEST(KernelLab, ExpertMatvec) {
     const double gbytes = 2.0 * double(sh.k) * double(sh.n_ff) * double(grb);
     std::printf("| %s | gate+up | %.1f | %.0f | %.1f | %.0f |\n", sh.name, glu, gbytes / glu / 1e3, glu_before,
                 gbytes / glu_before / 1e3);
-    gp.min_blocks = 3;
-    const double glu3 = median_us(s, [&](int i) {
-      gp.gate = gate.as<uint8_t>() + size_t(i % copies) * gt, gp.up = up.as<uint8_t>() + size_t(i % copies) * gt;
-      gp.ids = id_set(i);
-      cuda::launch_expert_glu(gp, s);
-    });
-    gp.min_blocks = 0;
-    std::printf("| %s | gate+up, 3 blocks an SM | %.1f | %.0f | | |\n", sh.name, glu3, gbytes / glu3 / 1e3);
     for (const int gpb : {8, 16, 32}) {  // the launcher's choice against fixed row groups per block
       gp.groups_per_block = gpb;
       const double us = median_us(s, [&](int i) {
@@ -141,13 +133,6 @@ TEST(KernelLab, ExpertMatvec) {
     const double dbytes = double(sh.k) * double(sh.n_embd) * double(drb);
     std::printf("| %s | down+sum | %.1f | %.0f | %.1f | %.0f |\n", sh.name, dn, dbytes / dn / 1e3, dn_before,
                 dbytes / dn_before / 1e3);
-    dp.min_blocks = 3;
-    const double dn3 = median_us(s, [&](int i) {
-      dp.w = down.as<uint8_t>() + size_t(i % copies) * dt, dp.ids = id_set(i);
-      cuda::launch_expert_down(dp, s);
-    });
-    dp.min_blocks = 0;
-    std::printf("| %s | down+sum, 3 blocks an SM | %.1f | %.0f | | |\n", sh.name, dn3, dbytes / dn3 / 1e3);
     for (const int gpb : {1, 2, 4, 8, 16}) {
       dp.groups_per_block = gpb;
       const double us = median_us(s, [&](int i) {

@@ -90,30 +90,16 @@ struct GluCase {
   int64_t K, N, n_expert, k, T;
   cuda::ExpertAct act;
   bool bias, invalid;
-  bool norm = false;  // an RMSNorm folded in: the kernel normalises x itself
 };
-
-// Each column of x [K, T] RMS-normalised with weight w, as the reference's RmsNorm op.
-std::vector<float> normed_columns(const std::vector<float>& x, const std::vector<float>& w, int64_t K, int64_t T) {
-  std::vector<float> out(x.size());
-  for (int64_t t = 0; t < T; ++t) {
-    const std::vector<float> col(x.begin() + t * K, x.begin() + (t + 1) * K);
-    const auto n = rms_normed(col, w, 1e-6);
-    std::copy(n.begin(), n.end(), out.begin() + t * K);
-  }
-  return out;
-}
 
 void run_glu(const GluCase& c, std::mt19937& rng) {
   const std::string what = std::string("expert_glu ") + quant::type_name(c.type) + " K=" + std::to_string(c.K) +
                            " N=" + std::to_string(c.N) + " k=" + std::to_string(c.k) + " T=" + std::to_string(c.T) +
                            (c.act == cuda::ExpertAct::SwiGlu ? " swiglu" : " swiglu_oai") + (c.bias ? " bias" : "") +
-                           (c.invalid ? " invalid id" : "") + (c.norm ? " norm" : "");
+                           (c.invalid ? " invalid id" : "");
   const auto wg = expert_weights(rng, c.type, c.K, c.N * c.n_expert);
   const auto wu = expert_weights(rng, c.type, c.K, c.N * c.n_expert);
-  const auto x_raw = random_floats(rng, size_t(c.K * c.T), c.norm ? -4.0f : -1.0f, c.norm ? 4.0f : 1.0f);
-  const auto norm_w = random_floats(rng, size_t(c.K), 0.5f, 1.5f);
-  const auto x = c.norm ? normed_columns(x_raw, norm_w, c.K, c.T) : x_raw;  // what the products see
+  const auto x = random_floats(rng, size_t(c.K * c.T));
   const auto bg = random_floats(rng, size_t(c.N * c.n_expert)), bu = random_floats(rng, size_t(c.N * c.n_expert));
   const auto ids = expert_ids(rng, c.n_expert, c.k, c.T, c.invalid);
   const Products g = products(wg, c.type, x, 1, ids, c.bias ? &bg : nullptr, c.K, c.N, c.n_expert, c.k, c.T);
@@ -131,12 +117,10 @@ void run_glu(const GluCase& c, std::mt19937& rng) {
         d = std::max(d, std::fabs(double(act(c.act, float(g.y[i] + sg * g.err[i]), float(u.y[i] + su * u.err[i]))) - a));
     tol[i] = d + 1e-6 * std::fabs(a) + 1e-6;
   }
-  auto dwg = upload(wg), dwu = upload(wu), dx = upload(x_raw), dbg = upload(bg), dbu = upload(bu), di = upload(ids);
-  auto dnw = upload(norm_w);
+  auto dwg = upload(wg), dwu = upload(wu), dx = upload(x), dbg = upload(bg), dbu = upload(bu), di = upload(ids);
   auto out = poisoned_f32(want.size());
   cuda::ExpertGluParams p;
   p.gate = dwg.get(), p.up = dwu.get(), p.type = c.type;
-  if (c.norm) p.norm_w = dnw.as<float>(), p.norm_eps = 1e-6f;
   p.gate_bias = c.bias ? dbg.as<float>() : nullptr, p.up_bias = c.bias ? dbu.as<float>() : nullptr;
   p.x = dx.as<float>(), p.ids = di.as<int32_t>(), p.out = out.as<float>(), p.act = c.act;
   p.K = c.K, p.N = c.N, p.n_expert = c.n_expert, p.k = c.k, p.T = c.T;
@@ -199,8 +183,6 @@ TEST(ExpertMatvec, GluMatchesReferenceForEveryUnitType) {
   }
   run_glu({Type::Q4_K, 2048, 96, 16, 8, 1, cuda::ExpertAct::SwiGlu, false, false}, rng);    // qwen3moe's K, top 8
   run_glu({Type::MXFP4, 2880, 64, 8, 4, 2, cuda::ExpertAct::SwiGluOai, true, false}, rng);  // gpt-oss's K
-  for (const Type t : {Type::Q4_K, Type::Q8_0, Type::MXFP4})  // the feed-forward norm folded in
-    run_glu({t, t == Type::Q4_K ? 2048 : 2880, 64, 8, 4, 2, cuda::ExpertAct::SwiGlu, false, false, true}, rng);
 }
 
 TEST(ExpertMatvec, DownMatchesReferenceForEveryUnitType) {
@@ -271,36 +253,32 @@ TEST(ExpertMatvec, RouterPartsAddUpToTheProduct) {
   std::mt19937 rng(74);
   for (const int64_t K : {2048, 2880, 100})
     for (const int64_t n : {128, 32, 7})
-      for (const int64_t T : {1, 3})
-        for (const bool norm : {false, true}) {  // norm: an RMSNorm of x folded in
-          const auto w = random_floats(rng, size_t(K * n)), x_raw = random_floats(rng, size_t(K * T), -4.0f, 4.0f);
-          const auto norm_w = random_floats(rng, size_t(K), 0.5f, 1.5f);
-          const auto x = norm ? normed_columns(x_raw, norm_w, K, T) : x_raw;
-          const int parts = cuda::router_parts_count(K);
-          auto dw = upload(w), dx = upload(x_raw), dnw = upload(norm_w);
-          auto out = poisoned_f32(size_t(parts * n * T));
-          cuda::RouterPartsParams p;
-          p.w = dw.as<float>(), p.x = dx.as<float>(), p.parts = out.as<float>(), p.K = K, p.n_expert = n, p.T = T;
-          p.n_parts = parts;
-          if (norm) p.norm_w = dnw.as<float>(), p.norm_eps = 1e-6f;
-          cuda::launch_router_parts(p, nullptr);
-          const auto got = download<float>(out, size_t(parts * n * T));
-          std::vector<float> sum(size_t(n * T), 0.0f);
-          std::vector<double> want(sum.size()), tol(sum.size());
-          for (int64_t t = 0; t < T; ++t)
-            for (int64_t r = 0; r < n; ++r) {
-              double d = 0, mag = 0;
-              for (int64_t i = 0; i < K; ++i) {
-                d += double(w[size_t(r * K + i)]) * x[size_t(t * K + i)];
-                mag += std::fabs(double(w[size_t(r * K + i)]) * x[size_t(t * K + i)]);
-              }
-              for (int q = 0; q < parts; ++q) sum[size_t(t * n + r)] += got[size_t((q * T + t) * n + r)];
-              want[size_t(t * n + r)] = d, tol[size_t(t * n + r)] = 2e-6 * mag + 1e-6;
+      for (const int64_t T : {1, 3}) {
+        const auto w = random_floats(rng, size_t(K * n)), x = random_floats(rng, size_t(K * T));
+        const int parts = cuda::router_parts_count(K);
+        auto dw = upload(w), dx = upload(x);
+        auto out = poisoned_f32(size_t(parts * n * T));
+        cuda::RouterPartsParams p;
+        p.w = dw.as<float>(), p.x = dx.as<float>(), p.parts = out.as<float>(), p.K = K, p.n_expert = n, p.T = T;
+        p.n_parts = parts;
+        cuda::launch_router_parts(p, nullptr);
+        const auto got = download<float>(out, size_t(parts * n * T));
+        std::vector<float> sum(size_t(n * T), 0.0f);
+        std::vector<double> want(sum.size()), tol(sum.size());
+        for (int64_t t = 0; t < T; ++t)
+          for (int64_t r = 0; r < n; ++r) {
+            double d = 0, mag = 0;
+            for (int64_t i = 0; i < K; ++i) {
+              d += double(w[size_t(r * K + i)]) * x[size_t(t * K + i)];
+              mag += std::fabs(double(w[size_t(r * K + i)]) * x[size_t(t * K + i)]);
             }
-          EXPECT_TRUE(close("router parts K=" + std::to_string(K) + " n=" + std::to_string(n) + " T=" +
-                                std::to_string(T) + (norm ? " norm" : ""),
-                            sum, want, tol, 0.0));
-        }
+            for (int q = 0; q < parts; ++q) sum[size_t(t * n + r)] += got[size_t((q * T + t) * n + r)];
+            want[size_t(t * n + r)] = d, tol[size_t(t * n + r)] = 2e-6 * mag + 1e-6;
+          }
+        EXPECT_TRUE(close("router parts K=" + std::to_string(K) + " n=" + std::to_string(n) + " T=" +
+                              std::to_string(T),
+                          sum, want, tol, 0.0));
+      }
 }
 
 // gate/up hand h to down as int16 runs (ExpertGluParams::runs_out, ExpertDownParams::x_runs), the decode path of a
