@@ -9,7 +9,6 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
-#include <functional>
 #include <numeric>
 #include <random>
 #include <string>
@@ -19,6 +18,7 @@
 #include "cuda/kernels/expert_matvec.cuh"
 #include "cuda/kernels/matvec_id.cuh"
 #include "cuda/kernels/moe.cuh"
+#include "lab_timing.h"
 
 namespace {
 
@@ -27,21 +27,6 @@ struct Shape {
   quant::Type gate_type, down_type;
   int64_t n_embd, n_ff, n_expert, k;
 };
-
-double median_us(cudaStream_t s, const std::function<void(int)>& launch) {
-  auto a = cuda::Event::create(true), b = cuda::Event::create(true);
-  for (int i = 0; i < 5; ++i) launch(i);
-  std::vector<float> t;
-  for (int i = 0; i < 50; ++i) {
-    a.record(s);
-    launch(i);
-    b.record(s);
-    b.synchronize();
-    t.push_back(b.since(a));
-  }
-  std::sort(t.begin(), t.end());
-  return double(t[t.size() / 2]) * 1e3;
-}
 
 TEST(KernelLab, ExpertMatvec) {
   if (!cuda::device_available()) GTEST_SKIP() << "no CUDA device";
@@ -86,7 +71,7 @@ TEST(KernelLab, ExpertMatvec) {
     gp.type = sh.gate_type, gp.x = x.as<float>(), gp.runs_out = runs.get();
     gp.act = oai ? cuda::ExpertAct::SwiGluOai : cuda::ExpertAct::SwiGlu;
     gp.K = sh.n_embd, gp.N = sh.n_ff, gp.n_expert = sh.n_expert, gp.k = sh.k, gp.T = 1;
-    const double glu = median_us(s, [&](int i) {
+    const double glu = gpu_test::median_launch_us(s, [&](int i) {
       gp.gate = gate.as<uint8_t>() + size_t(i % copies) * gt, gp.up = up.as<uint8_t>() + size_t(i % copies) * gt;
       gp.ids = id_set(i);
       cuda::launch_expert_glu(gp, s);
@@ -94,7 +79,7 @@ TEST(KernelLab, ExpertMatvec) {
     cuda::MatvecIdParams mp;
     mp.type = sh.gate_type, mp.x = x.as<float>(), mp.x_slots = 1;
     mp.K = sh.n_embd, mp.N = sh.n_ff, mp.n_expert = sh.n_expert, mp.k = sh.k, mp.T = 1;
-    const double glu_before = median_us(s, [&](int i) {
+    const double glu_before = gpu_test::median_launch_us(s, [&](int i) {
       mp.ids = id_set(i);
       mp.w = gate.as<uint8_t>() + size_t(i % copies) * gt, mp.y = g.as<float>();
       cuda::launch_matvec_id(mp, s);
@@ -107,7 +92,7 @@ TEST(KernelLab, ExpertMatvec) {
                 gbytes / glu_before / 1e3);
     for (const int gpb : {8, 16, 32}) {  // the launcher's choice against fixed row groups per block
       gp.groups_per_block = gpb;
-      const double us = median_us(s, [&](int i) {
+      const double us = gpu_test::median_launch_us(s, [&](int i) {
         gp.gate = gate.as<uint8_t>() + size_t(i % copies) * gt, gp.up = up.as<uint8_t>() + size_t(i % copies) * gt;
         gp.ids = id_set(i);
         cuda::launch_expert_glu(gp, s);
@@ -118,14 +103,14 @@ TEST(KernelLab, ExpertMatvec) {
     cuda::ExpertDownParams dp;
     dp.type = sh.down_type, dp.x_runs = runs.get(), dp.weights = rw.as<float>(), dp.residual = x.as<float>();
     dp.out = y.as<float>(), dp.K = sh.n_ff, dp.N = sh.n_embd, dp.n_expert = sh.n_expert, dp.k = sh.k, dp.T = 1;
-    const double dn = median_us(s, [&](int i) {
+    const double dn = gpu_test::median_launch_us(s, [&](int i) {
       dp.w = down.as<uint8_t>() + size_t(i % copies) * dt, dp.ids = id_set(i);
       cuda::launch_expert_down(dp, s);
     });
     cuda::MatvecIdParams md;
     md.type = sh.down_type, md.x = h.as<float>(), md.x_slots = sh.k, md.y = d.as<float>();
     md.K = sh.n_ff, md.N = sh.n_embd, md.n_expert = sh.n_expert, md.k = sh.k, md.T = 1;
-    const double dn_before = median_us(s, [&](int i) {
+    const double dn_before = gpu_test::median_launch_us(s, [&](int i) {
       md.w = down.as<uint8_t>() + size_t(i % copies) * dt, md.ids = id_set(i);
       cuda::launch_matvec_id(md, s);
       cuda::launch_weighted_sum({d.as<float>(), rw.as<float>(), y.as<float>(), sh.n_embd, sh.k, 1}, s);
@@ -135,7 +120,7 @@ TEST(KernelLab, ExpertMatvec) {
                 dbytes / dn_before / 1e3);
     for (const int gpb : {1, 2, 4, 8, 16}) {
       dp.groups_per_block = gpb;
-      const double us = median_us(s, [&](int i) {
+      const double us = gpu_test::median_launch_us(s, [&](int i) {
         dp.w = down.as<uint8_t>() + size_t(i % copies) * dt, dp.ids = id_set(i);
         cuda::launch_expert_down(dp, s);
       });

@@ -15,6 +15,7 @@
 #include "cuda/context.h"
 #include "cuda/kernels/matvec_id.cuh"
 #include "cuda/kernels/moe_gemm.cuh"
+#include "lab_timing.h"
 
 namespace {
 
@@ -68,18 +69,7 @@ TEST(KernelLab, Moe) {
         if (T <= 4) cuda::launch_matvec_id(p, s);
         else cuda::launch_moe_gemm(p, scratch.get(), scratch_bytes, s);
       };
-      auto a = cuda::Event::create(true), b = cuda::Event::create(true);
-      for (int i = 0; i < 5; ++i) launch(i);
-      std::vector<float> t;
-      for (int i = 0; i < 50; ++i) {
-        a.record(s);
-        launch(i);
-        b.record(s);
-        b.synchronize();
-        t.push_back(b.since(a));
-      }
-      std::sort(t.begin(), t.end());
-      const double ms = t[t.size() / 2];
+      const double ms = gpu_test::median_launch_us(s, launch) * 1e-3;
       // Bytes: the distinct experts the batch chose (all of them, nearly, at T = 512), read once each.
       std::vector<char> used(size_t(sh.n_expert), 0);
       for (int64_t u = 0; u < sh.k * T; ++u) used[size_t(ids[size_t(u)])] = 1;

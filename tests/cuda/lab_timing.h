@@ -1,0 +1,30 @@
+// Kernel lab timing (the LLM_CUDA_BENCH=1 tests): the median of 50 timed launches after 5 untimed, each between two
+// events on the stream, so one launch's time includes its launch latency on the device, as a decode step sees it.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <functional>
+#include <vector>
+
+#include "cuda/raii.h"
+
+namespace gpu_test {
+
+// launch(i) queues launch number i on `stream` (i lets the caller rotate inputs past L2). Microseconds.
+inline double median_launch_us(cudaStream_t stream, const std::function<void(int)>& launch) {
+  auto a = cuda::Event::create(true), b = cuda::Event::create(true);
+  for (int i = 0; i < 5; ++i) launch(i);
+  std::vector<float> ms;
+  for (int i = 0; i < 50; ++i) {
+    a.record(stream);
+    launch(i);
+    b.record(stream);
+    b.synchronize();
+    ms.push_back(b.since(a));
+  }
+  std::sort(ms.begin(), ms.end());
+  return double(ms[ms.size() / 2]) * 1e3;
+}
+
+}  // namespace gpu_test
