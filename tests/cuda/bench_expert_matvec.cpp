@@ -29,9 +29,7 @@ struct Shape {
 };
 
 TEST(KernelLab, ExpertMatvec) {
-  if (!cuda::device_available()) GTEST_SKIP() << "no CUDA device";
-  if (const char* e = std::getenv("LLM_CUDA_BENCH"); !e || std::string(e) != "1")
-    GTEST_SKIP() << "timings run only with LLM_CUDA_BENCH=1";
+  REQUIRE_LAB_TIMINGS();
   cuda::Context ctx;
   const cudaStream_t s = ctx.compute();
   std::printf("device: %s\n", ctx.name().c_str());

@@ -4,10 +4,21 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <functional>
+#include <string>
 #include <vector>
 
+#include "cuda/context.h"
 #include "cuda/raii.h"
+
+// Skips the test unless a device is present and LLM_CUDA_BENCH=1 asks for timings.
+#define REQUIRE_LAB_TIMINGS()                                                                  \
+  do {                                                                                         \
+    if (!cuda::device_available()) GTEST_SKIP() << "no CUDA device";                           \
+    if (const char* e = std::getenv("LLM_CUDA_BENCH"); !e || std::string(e) != "1")            \
+      GTEST_SKIP() << "timings run only with LLM_CUDA_BENCH=1";                                 \
+  } while (0)
 
 namespace gpu_test {
 
