@@ -273,32 +273,34 @@ void expect_gpu_matches_cpu_with_cache(const std::string& name, graph::KvType kv
   const int32_t V = m->config().n_vocab, n_prompt = 150, n_decode = 40, n_ctx = 301;
   const bool vs_f16 = kv == graph::KvType::Q4_0;
   runtime::CpuSession cpu(m, n_ctx, 0, kv), cpu_f16(m, n_ctx, 0, graph::KvType::F16);
+  // q8_0: GPU and CPU each round the cache their own way, so where the two roundings part the logits differ by up to
+  // about sqrt(2) times what one q8_0 rounding moves them (the CPU's q8_0 against its f16 cache, rc). A model that
+  // rounding moves little is held to the fixed tolerance; one it moves more (Gemma 3: rc 1.2e-2, 2.2-2.7x Llama's)
+  // to 1.5 rc at that position. q4_0: both against the CPU with f16, the GPU within 1.25 rc + the tolerance.
   runtime::CudaSessionOptions o = graph_opts(true);
   o.kv_type = kv;
   runtime::CudaSession gpu(m, n_ctx, o);
-  // One position's logits: GPU against CPU with the same cache, or (q4_0) both against the CPU with f16.
   double worst[2] = {0, 0}, worst_cpu = 0;
   const auto check = [&](std::span<const float> g, std::span<const float> c, std::span<const float> f16, double tol,
                          int phase, const std::string& where) {
+    const double rc = rel_rms(c, f16);
+    worst_cpu = std::max(worst_cpu, rc);
     if (!vs_f16) {
       const double r = rel_rms(g, c);
       worst[phase] = std::max(worst[phase], r);
-      EXPECT_LE(r, tol) << name << " " << where;
+      EXPECT_LE(r, std::max(tol, 1.5 * rc)) << name << " " << where << " (CPU q8_0 against f16: " << rc << ")";
       return;
     }
-    const double rg = rel_rms(g, f16), rc = rel_rms(c, f16);
-    worst[phase] = std::max(worst[phase], rg), worst_cpu = std::max(worst_cpu, rc);
+    const double rg = rel_rms(g, f16);
+    worst[phase] = std::max(worst[phase], rg);
     EXPECT_LE(rg, 1.25 * rc + tol) << name << " " << where << " (CPU q4_0 against f16: " << rc << ")";
   };
   std::vector<int32_t> prompt(n_prompt);
   for (int i = 0; i < n_prompt; ++i) prompt[size_t(i)] = (i * 7919 + 13) % V;
   const auto c_all = cpu.eval(prompt, 0, true);
   const std::vector<float> cpu_all(c_all.begin(), c_all.end());
-  std::vector<float> f16_all;
-  if (vs_f16) {
-    const auto f = cpu_f16.eval(prompt, 0, true);
-    f16_all.assign(f.begin(), f.end());
-  }
+  const auto f16_span = cpu_f16.eval(prompt, 0, true);
+  const std::vector<float> f16_all(f16_span.begin(), f16_span.end());
   const auto gpu_all = gpu.eval(prompt, 0, true);
   const auto row = [&](const std::vector<float>& all, int p) {
     return all.empty() ? std::span<const float>() : std::span<const float>(all).subspan(size_t(p) * V, size_t(V));
@@ -311,18 +313,14 @@ void expect_gpu_matches_cpu_with_cache(const std::string& name, graph::KvType kv
     const int32_t pos = n_prompt + i;
     const auto c_span = cpu.eval(std::span<const int32_t>(&next, 1), pos, false);
     const std::vector<float> c(c_span.begin(), c_span.end());
-    std::vector<float> f;
-    if (vs_f16) {
-      const auto fs = cpu_f16.eval(std::span<const int32_t>(&next, 1), pos, false);
-      f.assign(fs.begin(), fs.end());
-    }
+    const auto fs = cpu_f16.eval(std::span<const int32_t>(&next, 1), pos, false);
+    const std::vector<float> f(fs.begin(), fs.end());
     const auto g = gpu.eval(std::span<const int32_t>(&next, 1), pos, false);
     check(g, c, f, kDecodeRelRms, 1, "decode step " + std::to_string(i));
     next = runtime::argmax(c);
   }
-  std::printf("  %-26s %s KV: GPU vs CPU%s rel-rms prefill %.2e decode %.2e%s\n", name.c_str(),
-              graph::kv_type_name(kv), vs_f16 ? " f16" : "", worst[0], worst[1],
-              vs_f16 ? (" (CPU q4_0 vs f16 " + std::to_string(worst_cpu) + ")").c_str() : "");
+  std::printf("  %-26s %s KV: GPU vs CPU%s rel-rms prefill %.2e decode %.2e (CPU %s vs f16 %.2e)\n", name.c_str(),
+              graph::kv_type_name(kv), vs_f16 ? " f16" : "", worst[0], worst[1], graph::kv_type_name(kv), worst_cpu);
 }
 
 TEST_P(GpuKvQuant, MatchesCpuReferenceWithTheSameCache) {
@@ -337,7 +335,7 @@ TEST_P(GpuKvQuant, Q4_0MatchesCpuReferenceWithTheSameCache) {
 
 INSTANTIATE_TEST_SUITE_P(Models, GpuKvQuant,
                          ::testing::Values("synth-llama-tok512-Q4_K_M", "synth-llama-tok512-Q4_0",
-                                           "synth-qwen3-Q4_K_M"),
+                                           "synth-qwen3-Q4_K_M", "synth-gemma3-Q4_K_M"),
                          [](const ::testing::TestParamInfo<const char*>& i) { return test_name(i.param); });
 
 TEST(GpuKvQuantRefusal, HeadDim8IsASessionError) {
