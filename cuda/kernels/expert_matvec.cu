@@ -121,7 +121,7 @@ __global__ void __launch_bounds__(kMaxThreads) expert_glu_kernel(ExpertGluParams
   const int cap = gpb * 2 * kR;
   float* hv = part + n_warps * cap;   // runs_out: the block's outputs [gpb kR], then quantized by runs of 16
   pdl_launch_dependents();
-  pdl_wait();  // ids and x come from the kernels before
+  pdl_wait();  // no-op for a plain launch (expert_matvec.cuh); kept should a dependent launch return
   const int32_t e = p.ids[t * p.k + j];
   float* y = p.out ? p.out + (t * p.k + j) * p.N : nullptr;
   const int64_t n_end = g1 * kR < p.N ? g1 * kR : p.N;
@@ -210,7 +210,7 @@ __global__ void __launch_bounds__(kMaxThreads) expert_down_kernel(ExpertDownPara
   const int32_t* ids = p.ids + t * p.k;
   const size_t expert_bytes = size_t(p.N) * row_bytes;
   pdl_launch_dependents();
-  pdl_wait();  // ids, weights, x and the residual come from the kernels before
+  pdl_wait();  // as expert_glu_kernel
   for (int64_t i = threadIdx.x; i < p.k * n_units; i += blockDim.x) {
     const int64_t j = i / n_units, uu = i % n_units;
     float* at = runs + j * kRunWords * tps;
@@ -379,8 +379,8 @@ void launch_expert_glu(const ExpertGluParams& p, cudaStream_t stream) {
     constexpr quant::Type T = decltype(tag)::value;
     if constexpr (kHasUnit<T>) {
       const Shape s = glu_shape(p, reinterpret_cast<const void*>(expert_glu_kernel<T>));
-      launch_pdl(expert_glu_kernel<T>, dim3(s.chunks, unsigned(p.k), unsigned(p.T)), dim3(unsigned(s.tps * s.slices)),
-                 s.smem, stream, p, rb, s.gpb, s.slices);
+      expert_glu_kernel<T><<<dim3(s.chunks, unsigned(p.k), unsigned(p.T)), dim3(unsigned(s.tps * s.slices)), s.smem,
+                             stream>>>(p, rb, s.gpb, s.slices);
     }
   });
   CUDA_CHECK_LAUNCH(stream);
@@ -394,8 +394,8 @@ void launch_expert_down(const ExpertDownParams& p, cudaStream_t stream) {
     constexpr quant::Type T = decltype(tag)::value;
     if constexpr (kHasUnit<T>) {
       const Shape s = down_shape(p, reinterpret_cast<const void*>(expert_down_kernel<T>));
-      launch_pdl(expert_down_kernel<T>, dim3(s.chunks, unsigned(p.T)), dim3(unsigned(s.tps * s.slices)), s.smem,
-                 stream, p, rb, s.gpb, s.slices);
+      expert_down_kernel<T><<<dim3(s.chunks, unsigned(p.T)), dim3(unsigned(s.tps * s.slices)), s.smem, stream>>>(
+          p, rb, s.gpb, s.slices);
     }
   });
   CUDA_CHECK_LAUNCH(stream);

@@ -7,9 +7,11 @@
 // - expert_down: the down products of a token's k slots, each on its own input column, mixed by the routing weights
 //   and added to the residual in one launch, y = r + sum_j w_j (down_{e_j} h_j + b_{e_j}) (graph: MulMatId,
 //   WeightedSum, Add).
-// Expert ids are read from device memory after the previous kernel finished (programmatic dependent launch), so a
-// decode step stays one captured graph. Each output is summed in an order fixed by the shapes (not by T or by which
-// block holds it): a token's result does not depend on its neighbours in the batch.
+// Expert ids are read from device memory, so a decode step stays one captured graph. The launches are plain, not
+// programmatic dependents: nothing of theirs can start before the ids, and blocks resident early only to wait cost
+// gpt-oss-20b 4.7% of its tg128 (446 → 426 tok/s, H100); they still let the next launch start early. Each output is
+// summed in an order fixed by the shapes (not by T or by which block holds it): a token's result does not depend on
+// its neighbours in the batch.
 #pragma once
 #include <cuda_runtime.h>
 

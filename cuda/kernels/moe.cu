@@ -146,7 +146,7 @@ __global__ void __launch_bounds__(kRouteThreads) moe_route_kernel(MoeRouteParams
   const int64_t rows = p.T - t0 < p.per_block ? p.T - t0 : p.per_block;
   auto* taken = reinterpret_cast<uint8_t*>(vals + p.per_block * n);
   pdl_launch_dependents();
-  pdl_wait();  // the router's logits
+  pdl_wait();  // no-op for its plain launch (the expert launches' reason, expert_matvec.cuh)
   for (int64_t i = threadIdx.x; i < rows * n; i += blockDim.x) {
     float v = p.bias ? p.bias[i % n] : 0.0f;
 #pragma unroll 8
@@ -287,7 +287,7 @@ void launch_moe_route(const MoeRouteParams& p, cudaStream_t stream) {
                   moe_route_smem(p.n_expert, p.per_block) <= kMoeRouteMaxSmem,
               "moe_route: bad parts or tokens per block");
   const unsigned blocks = unsigned((p.T + p.per_block - 1) / p.per_block);
-  launch_pdl(moe_route_kernel, dim3(blocks), dim3(kRouteThreads), moe_route_smem(p.n_expert, p.per_block), stream, p);
+  moe_route_kernel<<<blocks, kRouteThreads, moe_route_smem(p.n_expert, p.per_block), stream>>>(p);
   CUDA_CHECK_LAUNCH(stream);
 }
 
