@@ -79,7 +79,8 @@ void Executor::plan_moe_route(const Node& mw) {
 bool Executor::router_parts_of(const Node& l, const ::std::vector<NodeId>& readers, RouterPartsParams& rp) const {
   // Decode-sized batches: at prefill the router's product reads the matrix once per 32 columns instead
   // (matvec_f32_cols), which the per-token parts would not.
-  if (l.op != Op::MulMat || users_.at(size_t(l.id)) != readers || l.shape.ne[1] > opt_.matvec_max_tokens) return false;
+  if (l.op != Op::MulMat || users_.at(size_t(l.id)) != readers || l.shape.ne[1] > opt_.matvec_max_tokens)
+    return false;
   const Node& w = g_.node(l.inputs.at(0));
   if (w.op != Op::Weight || ::std::get<graph::WeightParams>(w.params).type != quant::Type::F32) return false;
   const Node& x = g_.node(l.inputs.at(1));
@@ -190,7 +191,8 @@ bool Executor::expert_down_of(const Node& n, NodeId h_as_runs, ExpertDown& d) co
   // The routing launch's copies, when it made them for these ids and weights: then nothing reads the TopK's and
   // MoeWeights' slots after this launch, and the Add's value may take their bytes.
   NodeId topk = graph::kNoNode, mw = graph::kNoNode;
-  if (const auto c = route_copies_.find(n.inputs[2]); c != route_copies_.end() && c->second.moe_weights == ws.inputs[1]) {
+  const auto c = route_copies_.find(n.inputs[2]);
+  if (c != route_copies_.end() && c->second.moe_weights == ws.inputs[1]) {
     p.ids = c->second.ids, p.weights = c->second.weights;
     topk = n.inputs[2], mw = ws.inputs[1];
   }

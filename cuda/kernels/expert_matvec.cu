@@ -266,7 +266,8 @@ __global__ void __launch_bounds__(kMaxThreads) expert_down_kernel(ExpertDownPara
     for (int s = 0; s < slices * n_warps; ++s) v += part[s * cap + i];
     if (p.bias) {
       for (int j = 0; j < k; ++j)
-        if (const int32_t e = ids[j]; e >= 0 && e < p.n_expert) v = fmaf(p.weights[t * p.k + j], p.bias[e * p.N + n], v);
+        if (const int32_t e = ids[j]; e >= 0 && e < p.n_expert)
+          v = fmaf(p.weights[t * p.k + j], p.bias[e * p.N + n], v);
     }
     if (p.residual) v += p.residual[t * p.N + n];
     p.out[t * p.N + n] = v;

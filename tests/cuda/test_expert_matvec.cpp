@@ -114,7 +114,8 @@ void run_glu(const GluCase& c, std::mt19937& rng) {
     double d = 0;
     for (int sg : {-1, 1})
       for (int su : {-1, 1})
-        d = std::max(d, std::fabs(double(act(c.act, float(g.y[i] + sg * g.err[i]), float(u.y[i] + su * u.err[i]))) - a));
+        d = std::max(
+            d, std::fabs(double(act(c.act, float(g.y[i] + sg * g.err[i]), float(u.y[i] + su * u.err[i]))) - a));
     tol[i] = d + 1e-6 * std::fabs(a) + 1e-6;
   }
   auto dwg = upload(wg), dwu = upload(wu), dx = upload(x), dbg = upload(bg), dbu = upload(bu), di = upload(ids);
@@ -301,7 +302,8 @@ TEST(ExpertMatvec, GluHandsRunsToDown) {
     const auto wu = expert_weights(rng, c.up, c.n_embd, c.n_ff * c.n_expert);
     const auto wd = expert_weights(rng, c.down, c.n_ff, c.n_embd * c.n_expert);
     const auto x = random_floats(rng, size_t(c.n_embd * c.T));
-    const auto bg = random_floats(rng, size_t(c.n_ff * c.n_expert)), bu = random_floats(rng, size_t(c.n_ff * c.n_expert));
+    const auto bg = random_floats(rng, size_t(c.n_ff * c.n_expert));
+    const auto bu = random_floats(rng, size_t(c.n_ff * c.n_expert));
     const auto bd = random_floats(rng, size_t(c.n_embd * c.n_expert));
     const auto r = random_floats(rng, size_t(c.n_embd * c.T));
     const auto rw = random_floats(rng, size_t(c.k * c.T), 0.0f, 1.0f);
@@ -320,7 +322,8 @@ TEST(ExpertMatvec, GluHandsRunsToDown) {
     }
     // The down products of the reference's h; h's error moves each by at most sum_n |w_n| h_err_n, and the int16
     // runs of the GPU's h round by the bound of the reference's h grown by that error (taken as 1% here).
-    const Products d = products(wd, c.down, h, c.k, ids, c.bias ? &bd : nullptr, c.n_ff, c.n_embd, c.n_expert, c.k, c.T);
+    const Products d =
+        products(wd, c.down, h, c.k, ids, c.bias ? &bd : nullptr, c.n_ff, c.n_embd, c.n_expert, c.k, c.T);
     std::vector<float> ws(size_t(c.n_embd * c.T));
     ref::weighted_sum(d.y.data(), rw.data(), ws.data(), c.n_embd, c.k, c.T);
     std::vector<double> want(ws.size()), tol(ws.size());
