@@ -197,6 +197,7 @@ class Executor {
   void lower_weighted_sum(const graph::Node& n);
   // Their decode fusions (executor_moe.cpp): routing in one launch, gate/up with the activation, down with the
   // weighted sum and the residual add (expert_matvec.cuh).
+  void allocate_moe_buffers();
   void plan_moe_route(const graph::Node& moe_weights);
   void plan_mul_mat_id(const graph::Node& n);
   bool plan_expert_glu(const graph::Node& n);
@@ -208,6 +209,7 @@ class Executor {
   };
   bool expert_down_of(const graph::Node& down, graph::NodeId h_as_runs, ExpertDown& out) const;
   void take_expert_down(const graph::Node& down, const ExpertDown& d);
+  const MoeRouteParams* route_with_copies(graph::NodeId topk, graph::NodeId* moe_weights) const;
   Lowering lowering(graph::NodeId id) const { return lowering_.at(size_t(id)); }
   void drop_capture();  // the steps or their inputs changed: the next run() launches plainly, then captures anew
   const void* weight_ptr(const graph::Node& w) const;
@@ -287,12 +289,6 @@ class Executor {
   std::map<graph::NodeId, RouterPartsParams> router_parts_;  // by router MulMat: its partial-products launch
   DeviceBuffer router_parts_buffer_;  // those partial products (one layer's)
   DeviceBuffer route_copy_;  // a routing launch's ids and weights, also here for the fused expert launches
-  struct RouteCopy {
-    const int32_t* ids = nullptr;
-    const float* weights = nullptr;
-    graph::NodeId moe_weights = graph::kNoNode;
-  };
-  ::std::map<graph::NodeId, RouteCopy> route_copies_;  // by TopK node, where its routing launch keeps a copy
   std::vector<unsigned long long*> fixed_acc_;     // Add nodes held in 64-bit fixed point: their accumulator
   DeviceBuffer fixed_accs_;                        // those accumulators, [attention_o_plan_.size()][D]
   int64_t fixed_d_ = 0;                            // D of each

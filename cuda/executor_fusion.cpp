@@ -70,23 +70,7 @@ void Executor::plan_fusions() {
     fixed_accs_ = DeviceBuffer(attention_o_plan_.size() * size_t(fixed_d_) * 8);
     CUDA_CHECK(cudaMemset(fixed_accs_.get(), 0, fixed_accs_.bytes()));
   }
-  // A mixture's private buffers (executor_moe.cpp), each with room for the largest user (one layer's at a time): h
-  // handed from the gate/up launch to the down launch as int16 runs of 16 (kExpertRunBytes), the decode routers'
-  // partial products (router_parts_of), the routing launches' copies of ids and weights.
-  size_t runs_bytes = 0, parts_bytes = 0, route_bytes = 0;
-  for (const Node& n : g_.nodes()) {
-    if (n.op == Op::MoeWeights) route_bytes = ::std::max(route_bytes, size_t(n.shape.elements()) * 8);
-    if (n.op == Op::MulMatId && n.shape.ne[2] <= opt_.matvec_max_tokens)
-      runs_bytes = ::std::max(runs_bytes, size_t(n.shape.elements() / 16) * kExpertRunBytes);
-    if (n.op == Op::MulMat && n.inputs.size() >= 2 && n.shape.ne[1] <= opt_.matvec_max_tokens &&
-        g_.node(n.inputs[0]).op == Op::Weight &&
-        ::std::get<graph::WeightParams>(g_.node(n.inputs[0]).params).role == graph::WeightRole::FfnRouter)
-      parts_bytes = ::std::max(parts_bytes, size_t(router_parts_count(g_.node(n.inputs[0]).shape.ne[0])) *
-                                                size_t(n.shape.elements()) * sizeof(float));
-  }
-  if (opt_.fuse && runs_bytes) expert_runs_ = DeviceBuffer(runs_bytes);
-  if (opt_.fuse && parts_bytes) router_parts_buffer_ = DeviceBuffer(parts_bytes);
-  if (opt_.fuse && route_bytes) route_copy_ = DeviceBuffer(route_bytes);
+  allocate_moe_buffers();
   for (const Node& n : g_.nodes()) {
     switch (n.op) {
       case Op::RmsNorm:

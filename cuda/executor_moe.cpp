@@ -20,6 +20,27 @@ using graph::Node;
 using graph::NodeId;
 using graph::Op;
 
+// A mixture's private buffers, each with room for its largest user (one layer's at a time): h handed from the gate/up
+// launch to the down launch as int16 runs of 16 (kExpertRunBytes), the decode routers' partial products
+// (router_parts_of), the routing launches' copies of ids and weights. None without fusions.
+void Executor::allocate_moe_buffers() {
+  if (!opt_.fuse) return;
+  size_t runs_bytes = 0, parts_bytes = 0, route_bytes = 0;
+  for (const Node& n : g_.nodes()) {
+    if (n.op == Op::MoeWeights) route_bytes = ::std::max(route_bytes, size_t(n.shape.elements()) * 8);
+    if (n.op == Op::MulMatId && n.shape.ne[2] <= opt_.matvec_max_tokens)
+      runs_bytes = ::std::max(runs_bytes, size_t(n.shape.elements() / 16) * kExpertRunBytes);
+    if (n.op == Op::MulMat && n.inputs.size() >= 2 && n.shape.ne[1] <= opt_.matvec_max_tokens &&
+        g_.node(n.inputs[0]).op == Op::Weight &&
+        ::std::get<graph::WeightParams>(g_.node(n.inputs[0]).params).role == graph::WeightRole::FfnRouter)
+      parts_bytes = ::std::max(parts_bytes, size_t(router_parts_count(g_.node(n.inputs[0]).shape.ne[0])) *
+                                                size_t(n.shape.elements()) * sizeof(float));
+  }
+  if (runs_bytes) expert_runs_ = DeviceBuffer(runs_bytes);
+  if (parts_bytes) router_parts_buffer_ = DeviceBuffer(parts_bytes);
+  if (route_bytes) route_copy_ = DeviceBuffer(route_bytes);
+}
+
 // Routing as one launch at the MoeWeights' step (launch_moe_route), and, where the logits are a float32 router
 // MulMat read by nothing but the routing, the router as partial products over slices of K (launch_router_parts)
 // into router_parts_, which the routing launch adds up: the logits are then never stored.
@@ -66,7 +87,6 @@ void Executor::plan_moe_route(const Node& mw) {
   }
   if (route_copy_.bytes() >= size_t(k * T) * 8) {
     p.ids_copy = route_copy_.as<int32_t>(), p.weights_copy = reinterpret_cast<float*>(p.ids_copy + k * T);
-    route_copies_[topk.id] = RouteCopy{p.ids_copy, p.weights_copy, mw.id};
   }
   if (softmax_all) lowering_.at(size_t(scores.id)) = Lowering::InRoute;
   lowering_.at(size_t(topk.id)) = Lowering::InRoute;
@@ -140,7 +160,7 @@ bool Executor::plan_expert_glu(const Node& n) {
   p.gate = weight_ptr(wg), p.up = weight_ptr(wu), p.type = type;
   p.gate_bias = bias(gate), p.up_bias = bias(up);
   p.x = f32_in(n, 1), p.ids = static_cast<const int32_t*>(device_ptr(n.inputs[2]));
-  if (const auto c = route_copies_.find(n.inputs[2]); c != route_copies_.end()) p.ids = c->second.ids;
+  if (const MoeRouteParams* r = route_with_copies(n.inputs[2], nullptr)) p.ids = r->ids_copy;
   if (sw.op == Op::SwiGluOai) {
     const auto& op = ::std::get<graph::SwiGluOaiParams>(sw.params);
     p.act = ExpertAct::SwiGluOai, p.alpha = op.alpha, p.limit = op.limit;
@@ -191,10 +211,11 @@ bool Executor::expert_down_of(const Node& n, NodeId h_as_runs, ExpertDown& d) co
   // The routing launch's copies, when it made them for these ids and weights: then nothing reads the TopK's and
   // MoeWeights' slots after this launch, and the Add's value may take their bytes.
   NodeId topk = graph::kNoNode, mw = graph::kNoNode;
-  const auto c = route_copies_.find(n.inputs[2]);
-  if (c != route_copies_.end() && c->second.moe_weights == ws.inputs[1]) {
-    p.ids = c->second.ids, p.weights = c->second.weights;
-    topk = n.inputs[2], mw = ws.inputs[1];
+  if (const MoeRouteParams* r = route_with_copies(n.inputs[2], &mw); r && mw == ws.inputs[1]) {
+    p.ids = r->ids_copy, p.weights = r->weights_copy;
+    topk = n.inputs[2];
+  } else {
+    mw = graph::kNoNode;
   }
   p.K = w.shape.ne[0], p.N = w.shape.ne[1], p.n_expert = w.shape.ne[2], p.k = n.shape.ne[1], p.T = n.shape.ne[2];
   d.sum = ws.id;
@@ -211,6 +232,17 @@ bool Executor::expert_down_of(const Node& n, NodeId h_as_runs, ExpertDown& d) co
     p.out = f32_out(ws);
   }
   return expert_down_fits(p);
+}
+
+// The routing launch (plan_moe_route) that computes TopK `topk` and keeps copies of its ids and weights, and its
+// MoeWeights node; nullptr when there is none.
+const MoeRouteParams* Executor::route_with_copies(NodeId topk, NodeId* moe_weights) const {
+  for (const NodeId u : users_.at(size_t(topk)))
+    if (const auto r = moe_routes_.find(u); r != moe_routes_.end() && r->second.ids_copy) {
+      if (moe_weights) *moe_weights = u;
+      return &r->second;
+    }
+  return nullptr;
 }
 
 void Executor::take_expert_down(const Node& n, const ExpertDown& d) {

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "cuda/check.h"
+#include "cuda/kernels/swiglu.cuh"
 #include "cuda/kernels/gelu.cuh"
 
 namespace cuda {
@@ -13,8 +14,6 @@ namespace {
 constexpr int kThreads = 256;
 
 unsigned grid_for(int64_t n) { return unsigned(::std::min<int64_t>((n + kThreads - 1) / kThreads, 65535 * 8)); }
-
-__device__ __forceinline__ float silu(float x) { return x / (1.0f + expf(-x)); }
 
 __global__ void binary_kernel(BinaryParams p) {
   for (int64_t i = int64_t(blockIdx.x) * kThreads + threadIdx.x; i < p.n; i += int64_t(gridDim.x) * kThreads) {

@@ -24,6 +24,7 @@
 #include "cuda/kernels/pdl.cuh"
 #include "cuda/kernels/qtype_dispatch.cuh"
 #include "cuda/kernels/reduce.cuh"
+#include "cuda/kernels/swiglu.cuh"
 
 namespace cuda {
 namespace {
@@ -43,13 +44,8 @@ constexpr bool kHasUnit = T == quant::Type::Q4_0 || T == quant::Type::Q8_0 || T 
 template <class U>
 __device__ __forceinline__ void put_runs(const float* x, int64_t u, float* runs, int stride) {
   float a[16], b[16];
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const float4 va = reinterpret_cast<const float4*>(x + U::seg0(u))[i];
-    const float4 vb = reinterpret_cast<const float4*>(x + U::seg0(u) + U::kOff1)[i];
-    a[4 * i] = va.x, a[4 * i + 1] = va.y, a[4 * i + 2] = va.z, a[4 * i + 3] = va.w;
-    b[4 * i] = vb.x, b[4 * i + 1] = vb.y, b[4 * i + 2] = vb.z, b[4 * i + 3] = vb.w;
-  }
+  mv16::load16<false>(x + U::seg0(u), a);
+  mv16::load16<false>(x + U::seg0(u) + U::kOff1, b);
   const mv16::Run r0 = mv16::quantize_run(a), r1 = mv16::quantize_run(b);
 #pragma unroll
   for (int f = 0; f < 8; ++f)
@@ -89,10 +85,8 @@ __device__ __forceinline__ void copy_runs(const uint8_t* column, int64_t u, floa
 }
 
 __device__ __forceinline__ float activate(ExpertAct act, float g, float u, float alpha, float limit) {
-  if (act == ExpertAct::SwiGlu) return g / (1.0f + expf(-g)) * u;
-  g = fminf(g, limit);  // gpt-oss's clamped SwiGLU (moe.cuh SwiGluOaiKernelParams)
-  u = fminf(fmaxf(u, -limit), limit);
-  return g / (1.0f + expf(-alpha * g)) * (u + 1.0f);
+  if (act == ExpertAct::SwiGlu) return silu(g) * u;
+  return swiglu_oai(g, u, alpha, limit);
 }
 
 struct Shape {

@@ -30,25 +30,15 @@
 #include "cuda/kernels/pdl.cuh"
 #include "cuda/kernels/reduce.cuh"
 #include "cuda/kernels/rope_angle.cuh"
+#include "cuda/kernels/swiglu.cuh"
 
 namespace cuda {
 namespace {
 
 constexpr int kMaxUnits = kI16MaxUnits;  // threads a slice: K <= 16384 in one pass
 constexpr size_t kMaxPartBytes = 48 << 10; // static limit of dynamic shared memory without opt-in
+using mv16::load16;
 constexpr int kRunFields = 20;  // a unit's two mv16::Run as 32-bit words in shared memory: q[0..7], s, S of each
-
-// 16 floats: of a weight through the read-only path (kReadOnly), or of an activation the previous kernel wrote
-// with plain loads after pdl_wait() (pdl.cuh).
-template <bool kReadOnly>
-__device__ __forceinline__ void load16(const float* p, float (&v)[16]) {
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const float4* q = reinterpret_cast<const float4*>(p) + i;
-    const float4 a = kReadOnly ? __ldg(q) : *q;
-    v[4 * i] = a.x, v[4 * i + 1] = a.y, v[4 * i + 2] = a.z, v[4 * i + 3] = a.w;
-  }
-}
 
 // 16 values of the 64-bit fixed-point residual stream (attention_o.cuh) as floats, read after pdl_wait(). Each from
 // its 32-bit halves, high + low * 2^-32 in one fma (fixed_to_float): a 64-bit integer conversion is a long
@@ -406,7 +396,7 @@ __device__ __forceinline__ void matvec_i16_body(const MatvecParams& p, const Seg
       if constexpr (kGeGlu)
         sg.glu_out[n] = float(gelu_tanh(gate) * double(up));  // as the GeGlu kernel
       else
-        sg.glu_out[n] = gate / (1.0f + expf(-gate)) * up;  // as the SwiGlu kernels
+        sg.glu_out[n] = silu(gate) * up;  // as the SwiGlu kernels
     }
     return;
   }

@@ -23,6 +23,18 @@ struct Run {
   float S;  // exact float sum of the 16 activations
 };
 
+// 16 floats (the values of a run, below): of a weight through the read-only path (kReadOnly), or of an activation the
+// previous kernel wrote, with plain loads after pdl_wait() (pdl.cuh).
+template <bool kReadOnly>
+__device__ __forceinline__ void load16(const float* p, float (&v)[16]) {
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float4* q = reinterpret_cast<const float4*>(p) + i;
+    const float4 a = kReadOnly ? __ldg(q) : *q;
+    v[4 * i] = a.x, v[4 * i + 1] = a.y, v[4 * i + 2] = a.z, v[4 * i + 3] = a.w;
+  }
+}
+
 // 16 activations as a run: the scale from the largest magnitude, each value rounded to the nearest int16 step, and
 // the exact float sum. The decode matvec quantizes x so (matvec_i16.cu), and the attention + o launch its attention
 // output (attention_o.cu).

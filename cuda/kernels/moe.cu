@@ -8,6 +8,7 @@
 #include "cuda/check.h"
 #include "cuda/kernels/pdl.cuh"
 #include "cuda/kernels/reduce.cuh"
+#include "cuda/kernels/swiglu.cuh"
 
 namespace cuda {
 namespace {
@@ -243,9 +244,7 @@ __global__ void __launch_bounds__(kRouterWarps * 32) router_parts_kernel(RouterP
 __global__ void swiglu_oai_kernel(SwiGluOaiKernelParams p) {
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= p.n) return;
-  const float g = fminf(p.gate[i], p.limit);
-  const float u = fminf(fmaxf(p.up[i], -p.limit), p.limit);
-  p.out[i] = g / (1.0f + expf(-p.alpha * g)) * (u + 1.0f);
+  p.out[i] = swiglu_oai(p.gate[i], p.up[i], p.alpha, p.limit);
 }
 
 __global__ void weighted_sum_kernel(WeightedSumParams p) {
