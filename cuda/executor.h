@@ -80,7 +80,7 @@ struct ExecutorOptions {
   // MulMat with batch_mm_min_tokens <= T <= batch_mm_max_tokens whose weight the small-batch kernel serves
   // (batch_mm.cuh) takes it instead of the matvec or GEMM path. The range is where it won on the H200 8B Q4_K_M
   // `bench --parallel` (docs/kernel-notes.md): at T = 2 two matvec passes are faster, from T = 32 the GEMM.
-  // LLM_CUDA_BATCH_MM_MAX=0..64 moves the top (0: off).
+  // LLM_CUDA_BATCH_MM_MIN / LLM_CUDA_BATCH_MM_MAX=0..64 move the bottom and the top (MAX=0: off).
   int64_t batch_mm_min_tokens = 4;
   int64_t batch_mm_max_tokens = 16;
   // Decode fusions into the int16 matvec (cuda/executor_fusion.cpp): an RmsNorm whose only readers are such

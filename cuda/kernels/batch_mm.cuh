@@ -1,5 +1,5 @@
 // Small-batch matrix products Y = W X for 2..64 tokens (B sequences decoding together): every weight byte is read
-// once per launch for all T columns, dequantized to half in shared memory and multiplied on tensor cores, instead of
+// once per launch for all T columns, unpacked to half in shared memory and multiplied on tensor cores, instead of
 // once per column (matvec) or through a dequantized copy of the whole matrix (gemm.cuh).
 #pragma once
 #include <cuda_runtime.h>
@@ -26,7 +26,6 @@ struct BatchMmParams {
   size_t scratch_bytes = 0;
   bool x_in_scratch = false;    // the previous launch on this stream left this same x (K, T) in scratch as half
   bool regrouped = false;       // Q6_K regrouped at upload into Q6_Kx8 (q6_kx8.cuh)
-  bool staged = true;           // false: the direct kernel even where the staged one applies (tests, lab)
 };
 
 // True when launch_batch_mm takes this matrix: Q4_0, Q8_0, Q4_K, Q6_K (Q6_K also regrouped), in the file's layout,
@@ -37,7 +36,8 @@ bool batch_mm_supports(quant::Type type, bool regrouped, int64_t K, int64_t T);
 // the split-K partial sums of matrices with few row blocks.
 size_t batch_mm_scratch(int64_t K, int64_t N, int64_t T);
 
-// Runs on `stream`; never allocates (safe inside CUDA graph capture). Throws cuda::InvalidArgument on bad params.
+// Runs on `stream`; never allocates (safe inside CUDA graph capture). Throws cuda::InvalidArgument on bad params
+// (weights must be 16-byte aligned).
 void launch_batch_mm(const BatchMmParams& p, cudaStream_t stream);
 
 }  // namespace cuda

@@ -9,8 +9,8 @@
 //   BT z .. BT z + BT - 1, BT gridDim.z further on, ... (blocks past an expert's count exit at once, so experts
 //   nobody chose are never read). K goes in steps of 64: cp.async copies the step's x rows (half) into a ring two
 //   steps ahead and, a whole number of quant blocks at a time, the rows' raw bytes into a ring of slices (up to two
-//   slices ahead); each step every thread unpacks 32 elements into a half tile (Q8_0 / Q4_K / Q6_K / MXFP4 straight
-//   to half pairs, moe_unpack.cuh; every other format by quant/dequant.cuh's float dequantizer), and 8 warps
+//   slices ahead); each step every thread unpacks 32 elements into a half tile (Q4_0 / Q8_0 / Q4_K / Q6_K / MXFP4
+//   straight to half pairs, unpack_half.cuh; every other format by quant/dequant.cuh's float dequantizer), and 8 warps
 //   (4 x 32 rows, 2 x BT / 2 users) multiply with mma.m16n8k16, float32 accumulators in registers, skipping 8-user
 //   columns past the expert's count. Q4_K with 64-user tiles alternates two half tiles of weights, one barrier a step.
 // Why this shape (Qwen3-30B-A3B: ~32 users an expert at T = 512, gpt-oss-20b: ~64): per step a block dequantizes
@@ -24,7 +24,7 @@
 #include "cuda/check.h"
 #include "cuda/kernels/async_copy.cuh"
 #include "cuda/kernels/mma.cuh"
-#include "cuda/kernels/moe_unpack.cuh"
+#include "cuda/kernels/unpack_half.cuh"
 #include "cuda/kernels/qtype_dispatch.cuh"
 #include "quant/dequant.cuh"
 
@@ -233,7 +233,7 @@ __global__ void __launch_bounds__(kThreads, 2) moe_tile_kernel(TileArgs a) {
         __syncthreads();  // step s's copies landed everywhere; step s - 1's products are done with ws and the rings
         issue_ahead(s);
       }
-      // This thread's 32 halves of the step (h) and where their four 8-element pieces go in the row (moe_unpack.cuh).
+      // This thread's 32 halves of the step (h) and where their four 8-element pieces go in the row (unpack_half.cuh).
       uint4 h[4];
       const int64_t c = 2 * s + dc;
       const uint8_t* srow = nullptr;  // the row's staged slice
@@ -245,14 +245,15 @@ __global__ void __launch_bounds__(kThreads, 2) moe_tile_kernel(TileArgs a) {
         cl = int(c - sl * (W::kSlice / 32));
       }
       const bool live = n0 + dr < p.N && c < n_chunks;
-      if constexpr (moe_unpack::kFast<Q>) {
+      if constexpr (unpack_half::kFast<Q>) {
         uint32_t u[16];
         if (live) {
           const uint8_t* blk = srow + cl * W::L::kBlockBytes;  // the 32-element formats' block
-          if constexpr (Q == quant::Type::Q4_K) moe_unpack::q4_k(srow, int(s % 4), dc, u);
-          else if constexpr (Q == quant::Type::Q6_K) moe_unpack::q6_k(srow, cl, u);
-          else if constexpr (Q == quant::Type::Q8_0) moe_unpack::q8_0(blk, u);
-          else moe_unpack::mxfp4(blk, u);
+          if constexpr (Q == quant::Type::Q4_K) unpack_half::q4_k(srow, int(s % 4), dc, u);
+          else if constexpr (Q == quant::Type::Q6_K) unpack_half::q6_k(srow, cl, u);
+          else if constexpr (Q == quant::Type::Q8_0) unpack_half::q8_0(blk, u);
+          else if constexpr (Q == quant::Type::Q4_0) unpack_half::q4_0(blk, u);
+          else unpack_half::mxfp4(blk, u);
         } else {
 #pragma unroll
           for (int i = 0; i < 16; ++i) u[i] = 0;

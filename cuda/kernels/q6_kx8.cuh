@@ -64,15 +64,17 @@ __host__ __device__ inline uint8_t q6_kx8_byte(const uint8_t* src, int o) {
 
 // A unit's 6-bit codes (value = d * scale * (code - 32)) as the int16 matvec dots them: from its 16 ql bytes l and
 // its 16 nibbles hw, byte b of q0[w] is the code of value 4w + b of the first run, of q1[w] of the second run.
+// Four of them: from a ql word l (values 4w..4w+3) and the 16 bits of their nibbles x, the first run's codes (q0)
+// and the second's (q1), a byte each.
+__host__ __device__ inline void q6_kx8_word(uint32_t l, uint32_t x, uint32_t& q0, uint32_t& q1) {
+  // The nibbles, one to a byte: bits 0-1 the first run's high bits, 2-3 the second's.
+  const uint32_t s = (x & 0xfu) | ((x & 0xf0u) << 4) | ((x & 0xf00u) << 8) | ((x & 0xf000u) << 12);
+  q0 = (l & 0x0f0f0f0fu) | ((s & 0x03030303u) << 4);
+  q1 = ((l >> 4) & 0x0f0f0f0fu) | ((s & 0x0c0c0c0cu) << 2);
+}
 __host__ __device__ inline void q6_kx8_codes(const uint32_t (&l)[4], const uint32_t (&hw)[2], uint32_t (&q0)[4],
                                              uint32_t (&q1)[4]) {
-  for (int w = 0; w < 4; ++w) {
-    // The nibbles of values 4w..4w+3, one to a byte: bits 0-1 the first run's high bits, 2-3 the second's.
-    const uint32_t x = (hw[w >> 1] >> (16 * (w & 1))) & 0xffffu;
-    const uint32_t s = (x & 0xfu) | ((x & 0xf0u) << 4) | ((x & 0xf00u) << 8) | ((x & 0xf000u) << 12);
-    q0[w] = (l[w] & 0x0f0f0f0fu) | ((s & 0x03030303u) << 4);
-    q1[w] = ((l[w] >> 4) & 0x0f0f0f0fu) | ((s & 0x0c0c0c0cu) << 2);
-  }
+  for (int w = 0; w < 4; ++w) q6_kx8_word(l[w], (hw[w >> 1] >> (16 * (w & 1))) & 0xffffu, q0[w], q1[w]);
 }
 
 // The 32 values [32 c, 32 c + 32) of a regrouped row (the prefill dequantization's chunk c), as the GGUF Q6_K

@@ -18,6 +18,7 @@
 #include "cuda/kernels/batch_mm.cuh"
 #include "cuda/kernels/gemm.cuh"
 #include "cuda/kernels/matvec.cuh"
+#include "cuda/kernels/q6_kx8.cuh"
 
 namespace {
 
@@ -195,10 +196,11 @@ TEST(KernelLab, BatchMm) {
   for (auto& v : x) v = float(rng() % 2001) / 1000.0f - 1.0f;
   cuda::DeviceBuffer dx(x.size() * 4), dy(N * 64 * 4);
   CUDA_CHECK(cudaMemcpy(dx.get(), x.data(), x.size() * 4, cudaMemcpyHostToDevice));
-  std::printf("device: %s\nsmall batch K=%lld N=%lld: us (GB/s of W)\n%-6s %4s %16s %16s %16s %16s\n",
-              ctx.name().c_str(), (long long)K, (long long)N, "type", "T", "staged", "direct", "matvec", "gemm");
+  std::printf("device: %s\nsmall batch K=%lld N=%lld: us (GB/s of W)\n%-6s %4s %16s %16s %16s\n", ctx.name().c_str(),
+              (long long)K, (long long)N, "type", "T", "batch_mm", "matvec", "gemm");
   using quant::Type;
-  for (Type t : {Type::Q4_K, Type::Q6_K, Type::Q8_0, Type::Q4_0}) {
+  for (const auto& [t, x8] : {std::pair{Type::Q4_K, false}, std::pair{Type::Q6_K, false}, std::pair{Type::Q6_K, true},
+                              std::pair{Type::Q8_0, false}, std::pair{Type::Q4_0, false}}) {
     const size_t wb = quant::row_bytes(t, K) * N;
     std::vector<uint8_t> host(wb);
     for (auto& b : host) b = uint8_t(rng() & 0x3f);
@@ -206,30 +208,30 @@ TEST(KernelLab, BatchMm) {
     for (int i = 0; i < 4; ++i) {
       w.emplace_back(wb);
       CUDA_CHECK(cudaMemcpy(w.back().get(), host.data(), wb, cudaMemcpyHostToDevice));
+      if (x8) cuda::launch_q6_kx8_regroup(w.back().get(), K, N, s);
     }
     const size_t sb = std::min(cuda::gemm_full_scratch(K, N, 64), size_t(256) << 20);
     cuda::DeviceBuffer scratch(sb);
     for (int64_t T : {2, 4, 8, 16, 32, 64}) {
-      auto batch = [&](bool staged) {
-        return median_ms(ctx, 30, [&](int i) {
-          cuda::BatchMmParams p{w[i % 4].get(), t, dx.as<float>(), nullptr, dy.as<float>(), K, N, T, scratch.get(), sb};
-          p.staged = staged;
-          cuda::launch_batch_mm(p, s);
-        });
-      };
-      const float bm = batch(true), bd = batch(false);
-      const float mv = median_ms(ctx, 10, [&](int i) {
+      const float bm = median_ms(ctx, 30, [&](int i) {
+        cuda::BatchMmParams p{w[i % 4].get(), t, dx.as<float>(), nullptr, dy.as<float>(), K, N, T, scratch.get(), sb};
+        p.regrouped = x8;
+        cuda::launch_batch_mm(p, s);
+      });
+      // The matvec and the GEMM read the file's layout only.
+      const float mv = x8 ? 0.0f : median_ms(ctx, 10, [&](int i) {
         cuda::launch_matvec({w[i % 4].get(), t, dx.as<float>(), nullptr, dy.as<float>(), K, N, T}, s);
       });
-      const float gm = median_ms(ctx, 10, [&](int i) {
+      const float gm = x8 ? 0.0f : median_ms(ctx, 10, [&](int i) {
         cuda::launch_gemm({w[i % 4].get(), t, dx.as<float>(), nullptr, dy.as<float>(), K, N, T, scratch.get(), sb},
                           ctx.blas(), s);
       });
       auto col = [&](float ms) {
+        if (ms == 0.0f) return std::string("-");
         return std::to_string(int(ms * 1e3 + 0.5)) + " (" + std::to_string(int(wb / ms / 1e6)) + ")";
       };
-      std::printf("%-6s %4lld %16s %16s %16s %16s\n", quant::type_name(t), (long long)T, col(bm).c_str(),
-                  col(bd).c_str(), col(mv).c_str(), col(gm).c_str());
+      std::printf("%-6s %4lld %16s %16s %16s\n", x8 ? "Q6_Kx8" : quant::type_name(t), (long long)T, col(bm).c_str(),
+                  col(mv).c_str(), col(gm).c_str());
     }
   }
 }

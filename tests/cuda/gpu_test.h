@@ -119,6 +119,45 @@ inline void reference(const std::vector<uint8_t>& w, quant::Type type, const std
   }
 }
 
+// Q4_K rows with every code zeroed: each element then reads -dmin m of its sub-block (half_tile_tolerance's zrow).
+inline std::vector<uint8_t> q4_k_codes_zeroed(std::vector<uint8_t> w) {
+  for (size_t b = 0; b < w.size(); b += 144) std::fill(w.begin() + b + 16, w.begin() + b + 144, uint8_t(0));
+  return w;
+}
+
+// The bound on |y - y_ref| of one output of a product on the half tiles (cuda/kernels/unpack_half.cuh, then
+// mma.m16n8k16 into float32) against the reference's double, from the reference's weight row, x, |bias| and `adds`,
+// the float32 additions along the longest path of the sum (ceil(K / 16) k-steps, plus partial sums merged after).
+// W and x rounded to half (round to nearest: relative u = 2^-11 each for normal values, absolute 2^-25 below 2^-14),
+// so a product w^ x^ differs from w x by at most (2^-10 + 2^-22) |w x| + 2^-25 (1 + 2^-11)(|w| + |x|); the products of
+// halves are exact in float32, and each addition loses at most 2 ulps of float32 (2^-22) of the magnitude so far
+// (truncating alignment included). Q4_0, Q8_0 and MXFP4 reach their halves by one rounding of the exact value: the
+// above. Q6_K and Q4_K round in half arithmetic: w^ = fl(q' fl(d sc)) for Q6_K, fl(q fl(d sc) - fl(dmin m)) for Q4_K
+// (q' = q - 32 and q exact). With A = |q' d sc| = |w| (Q6_K) or |q d sc| + |dmin m| (Q4_K; >= |w|, and much larger
+// where the two cancel): |w^ - w| <= u A + u (|w| + u A) <= (2u + u^2) A for normal scales, and with |x^ - x| <= u |x|,
+// |w^ x^ - w x| <= |w^ - w| |x| (1 + u) + u |w x| <= (3u + 2^-20) A |x|. Subnormal scales and results add at most
+// (32 + 1) 2^-25 (1 + u) < 2^-19 per |x| (|q'| <= 32 times the scale's 2^-25, the result's). For Q4_K, -dmin m of each
+// element is zrow, the row with its codes zeroed (q4_k_codes_zeroed; zrow = row for the other formats), so
+// A = |w - z| + |z|.
+inline double half_tile_tolerance(quant::Type t, const std::vector<float>& row, const std::vector<float>& zrow,
+                                  const float* x, int64_t K, double bias_abs, double adds) {
+  const bool half_math = t == quant::Type::Q4_K || t == quant::Type::Q6_K;
+  double mag = 0, sum_abs = 0, amag = 0, xabs = 0;
+  for (int64_t i = 0; i < K; ++i) {
+    const double wi = row[size_t(i)], ax = std::fabs(double(x[i]));
+    const double A = t == quant::Type::Q4_K ? std::fabs(wi - zrow[size_t(i)]) + std::fabs(zrow[size_t(i)])
+                                            : std::fabs(wi);
+    mag += std::fabs(wi) * ax;
+    sum_abs += std::fabs(wi) + ax;
+    amag += A * ax;
+    xabs += ax;
+  }
+  const double sums = std::ldexp(1.0, -22) * (1.0 + adds) * (mag + bias_abs) + std::ldexp(1.0, -24) * sum_abs;
+  return half_math ? (3 * std::ldexp(1.0, -11) + std::ldexp(1.0, -20)) * amag + std::ldexp(1.0, -19) * xabs + sums +
+                         1e-6
+                   : std::ldexp(1.0, -10) * (mag + bias_abs) + sums + 1e-6;
+}
+
 // The int16 matvec's own error bound (matvec_i16_units.cuh): x is held per run of 16 as int16 steps, each element
 // off by at most max|x_run| / 65534, and each step multiplies a weight's integer part times its scales, c_k (the
 // format's offset, as Q4_0's 8 d or Q4_K's min, is applied to the exact sum of x). Per output of one row and one

@@ -121,25 +121,9 @@ void run_mul_mat_id(const IdCase& c, std::mt19937& rng) {
   ra.ids = ids.data(), ra.bias = c.bias ? bias.data() : nullptr, ra.out = want.data();
   ra.K = c.K, ra.N = c.N, ra.n_expert = c.n_expert, ra.x_slots = X, ra.k = c.k, ra.t = c.T;
   ref::mul_mat_id(ra, nullptr);
-  // Tolerances from the size of the terms, mag = sum |w x| over K against the reference's double.
-  // matvec_id: float32 products and sums.
-  // moe_gemm: W and x rounded to half (round to nearest: relative u = 2^-11 each for normal values, absolute 2^-25
-  // below 2^-14), so a product w^ x^ differs from w x by at most (2^-10 + 2^-22) |w x| + 2^-25 (1 + 2^-11)(|w| + |x|);
-  // the products of halves are exact in float32 and the tensor cores add them into the float32 accumulator 16 at a
-  // time, ceil(K / 16) additions that each lose at most 2 ulps of float32 (2^-22) of the magnitude so far (truncating
-  // alignment included), and the bias is added once more in float32.
-  // Q8_0 and MXFP4 reach their halves by one rounding of the exact value (cuda/kernels/moe_unpack.cuh), so the above.
-  // Q6_K and Q4_K round in half arithmetic: w^ = fl(q' fl(d sc)) for Q6_K, fl(q fl(d sc) - fl(dmin m)) for Q4_K
-  // (q' = q - 32 and q exact). With A = |q' d sc| = |w| (Q6_K) or |q d sc| + |dmin m| (Q4_K; >= |w|, and much
-  // larger where the two cancel): |w^ - w| <= u A + u (|w| + u A) <= (2u + u^2) A for normal scales, and with
-  // |x^ - x| <= u |x|, |w^ x^ - w x| <= |w^ - w| |x| (1 + u) + u |w x| <= (3u + 2^-20) A |x|. Subnormal scales and
-  // results add at most (32 + 1) 2^-25 (1 + u) < 2^-19 per |x| (|q'| <= 32 times the scale's 2^-25, the result's).
-  // For Q4_K, -dmin m of each element is the reference row of the block with its codes zeroed (z), so
-  // A = |w - z| + |z|.
-  const bool half_math = c.type == quant::Type::Q4_K || c.type == quant::Type::Q6_K;
-  std::vector<uint8_t> wz = w;  // Q4_K blocks with every code 0: each element reads -dmin m
-  if (c.type == quant::Type::Q4_K)
-    for (size_t b = 0; b < wz.size(); b += 144) std::fill(wz.begin() + b + 16, wz.begin() + b + 144, uint8_t(0));
+  // Tolerances from the size of the terms, mag = sum |w x| over K against the reference's double. matvec_id: float32
+  // products and sums. moe_gemm: the half tiles (gpu_test::half_tile_tolerance), ceil(K / 16) k-steps.
+  const std::vector<uint8_t> wz = c.type == quant::Type::Q4_K ? q4_k_codes_zeroed(w) : w;
   std::vector<double> atol(want.size()), htol(want.size());
   const double k_steps = double((c.K + 15) / 16);
   for (int64_t t = 0; t < c.T; ++t)
@@ -149,23 +133,12 @@ void run_mul_mat_id(const IdCase& c, std::mt19937& rng) {
         const auto row = ref_row(w, c.type, c.K, e * c.N + n);
         const auto zrow = c.type == quant::Type::Q4_K ? ref_row(wz, c.type, c.K, e * c.N + n) : row;
         const float* xs = &x[size_t((t * X + (X == 1 ? 0 : j)) * c.K)];
-        double mag = 0, sum_abs = 0, amag = 0, xabs = 0;
-        for (int64_t i = 0; i < c.K; ++i) {
-          const double wi = row[size_t(i)], ax = std::fabs(double(xs[i]));
-          const double A = c.type == quant::Type::Q4_K ? std::fabs(wi - zrow[size_t(i)]) + std::fabs(zrow[size_t(i)])
-                                                       : std::fabs(wi);
-          mag += std::fabs(wi) * ax;
-          sum_abs += std::fabs(wi) + ax;
-          amag += A * ax;
-          xabs += ax;
-        }
+        double mag = 0;
+        for (int64_t i = 0; i < c.K; ++i) mag += std::fabs(double(row[size_t(i)]) * xs[i]);
         const size_t o = size_t((t * c.k + j) * c.N + n);
         const double b = c.bias ? std::fabs(double(bias[size_t(e * c.N + n)])) : 0.0;
         atol[o] = 2e-6 * mag + 1e-6;
-        const double sums = std::ldexp(1.0, -22) * (1.0 + k_steps) * (mag + b) + std::ldexp(1.0, -24) * sum_abs;
-        htol[o] = half_math ? (3 * std::ldexp(1.0, -11) + std::ldexp(1.0, -20)) * amag + std::ldexp(1.0, -19) * xabs +
-                                  sums + 1e-6
-                            : std::ldexp(1.0, -10) * (mag + b) + sums + 1e-6;
+        htol[o] = half_tile_tolerance(c.type, row, zrow, xs, c.K, b, k_steps);
       }
     }
   // The arena's alignment for the weights (their offsets are 256-byte aligned there).

@@ -1,17 +1,19 @@
-// Quant codes straight to half pairs for the prefill tiles (moe_gemm.cu), from the raw blocks the tiles stage in
-// shared memory. Why: the float dequantizer (quant/dequant.cuh, then a float-to-half pack) spends 8-10 instructions
-// an element — unpack, int-to-float (a quarter-rate conversion), scale, convert back — and bounded the tiles
-// (docs/moe.md). Here a code becomes a half by the exponent trick: 0x6400 | c is the half 1024 + c, exactly, for
-// c < 1024 (one lop3 or prmt puts two codes in one word), an exact f16x2 subtraction takes the bias off, and one f16x2
-// multiply or fma applies the scale: about 2 instructions an element.
+// Quant codes straight to half pairs for the tensor-core tiles (the small-batch products, batch_mm.cu, and the
+// experts' prefill tiles, moe_gemm.cu), from the raw blocks the tiles stage in shared memory. Why: the float
+// dequantizer (quant/dequant.cuh, then a float-to-half pack) spends 8-10 instructions an element — unpack,
+// int-to-float (a quarter-rate conversion), scale, convert back — and bounded both kernels (docs/moe.md,
+// docs/kernel-notes.md). Here a code becomes a half by the exponent trick: 0x6400 | c is the half 1024 + c, exactly,
+// for c < 1024 (one lop3 or prmt puts two codes in one word), an exact f16x2 subtraction takes the bias off, and one
+// f16x2 multiply or fma applies the scale: about 2 instructions an element.
 //
-// Rounding (tests/cuda/test_moe.cpp bounds it): Q8_0 and MXFP4 round their exact value once, the bits the float path
-// gives. Q6_K rounds d * scale to half, then the product (two roundings of |w|); Q4_K rounds d * scale and dmin * min
-// to half, then the fma, so its error follows |q d sc| + |dmin m| rather than |w| where the two nearly cancel.
+// Rounding (tests/cuda/test_moe.cpp and test_batch_mm.cpp bound it): Q4_0, Q8_0 and MXFP4 round their exact value
+// once, the bits the float path gives. Q6_K rounds d * scale to half, then the product (two
+// roundings of |w|); Q4_K rounds d * scale and dmin * min to half, then the fma, so its error follows
+// |q d sc| + |dmin m| rather than |w| where the two nearly cancel.
 //
-// Layout of what a thread writes: in step s (64 elements of K), thread dc (0 or 1) of a row fills elements
-// [32 dc, 32 dc + 32) for Q8_0 / Q6_K / MXFP4 (one 32-element chunk); for Q4_K, whose 64-element group keeps
-// elements l and l + 32 in one byte, [16 dc, 16 dc + 16) and [32 + 16 dc, ...+ 16) (one read of each byte).
+// What a call fills (h[0..15], 32 halves, two to a word): 32 consecutive elements for Q4_0 / Q8_0 / Q6_K / MXFP4;
+// for Q4_K, whose 64-element group keeps elements l and l + 32 in one byte, two runs of 16, [16 dc, 16 dc + 16) in
+// h[0..7] and [32 + 16 dc, ...+ 16) in h[8..15] (one read of each byte).
 #pragma once
 #include <cuda_fp16.h>
 
@@ -20,11 +22,11 @@
 #include "cuda/kernels/mma.cuh"
 #include "quant/dequant.cuh"
 
-namespace cuda::moe_unpack {
+namespace cuda::unpack_half {
 
 template <quant::Type Q>
-inline constexpr bool kFast = Q == quant::Type::Q8_0 || Q == quant::Type::Q4_K || Q == quant::Type::Q6_K ||
-                              Q == quant::Type::MXFP4;
+inline constexpr bool kFast = Q == quant::Type::Q4_0 || Q == quant::Type::Q8_0 || Q == quant::Type::Q4_K ||
+                              Q == quant::Type::Q6_K || Q == quant::Type::MXFP4;
 
 // f16x2 arithmetic in PTX, round to nearest, subnormals kept (no .ftz), never contracted by the compiler.
 __device__ __forceinline__ uint32_t hsub2(uint32_t a, uint32_t b) {
@@ -81,6 +83,26 @@ __device__ __forceinline__ void q8_0(const uint8_t* b, uint32_t (&h)[16]) {
   }
 }
 
+// Q4_0 block b (18 bytes, 2-byte aligned): element j in the low nibble of qs[j], j + 16 in the high. A low nibble
+// pair is 1024 + q, less 1032 is q - 8; a high one, masked in place, 1024 + 16 q, and x / 16 - 72 is q - 8 (all
+// exact); times d, rounded once.
+__device__ __forceinline__ void q4_0(const uint8_t* b, uint32_t (&h)[16]) {
+  const uint32_t d = quant::dev::load_u16(b);
+  const uint32_t d2 = d | d << 16;
+  uint32_t w[4];
+  load_words<4>(b + 2, w);
+#pragma unroll
+  for (int i = 0; i < 4; ++i)
+#pragma unroll
+    for (int p = 0; p < 2; ++p) {
+      const uint32_t t = spread(w[i], 0, p == 0);
+      const uint32_t lo = hsub2((t & 0x000F000Fu) | 0x64006400u, 0x64086408u);
+      const uint32_t hi = hfma2((t & 0x00F000F0u) | 0x64006400u, 0x2C002C00u /* 1/16 */, 0xD480D480u /* -72 */);
+      h[2 * i + p] = hmul2(lo, d2);
+      h[8 + 2 * i + p] = hmul2(hi, d2);
+    }
+}
+
 // Q4_K block b (144 bytes, 16-byte aligned), 64-element group g (0..3), thread half dc: bytes qs[32 g + 16 dc ..+16]
 // hold elements 16 dc + i (low nibbles, sub-block 2g) and 32 + 16 dc + i (high, sub-block 2g + 1). h[0..7] the low,
 // h[8..15] the high. A low nibble pair is 1024 + q; a high one, masked in place, 1024 + 16 q, and x / 16 - 64 is q
@@ -126,6 +148,22 @@ __device__ __forceinline__ void q6_k(const uint8_t* b, int cc, uint32_t (&h)[16]
   }
 }
 
+// Four elements to two half pairs, for mma operands (batch_mm.cu's fragment kernel): bytes 0, 1 of the word give
+// r01, bytes 2, 3 r23. sn: the sub-block's f16x2 scale (x) and offset (y). Q4_K: the low or the high nibbles of 4
+// code bytes, q (d sc) - dmin m in one fma as q4_k above. Q6_K: 4 six-bit codes a byte, (c - 32) (d sc).
+__device__ __forceinline__ void q4_k_low4(uint32_t w, uint2 sn, uint32_t& r01, uint32_t& r23) {
+  r01 = hfma2(hsub2((spread(w, 0, true) & 0x000F000Fu) | 0x64006400u, 0x64006400u), sn.x, sn.y);
+  r23 = hfma2(hsub2((spread(w, 0, false) & 0x000F000Fu) | 0x64006400u, 0x64006400u), sn.x, sn.y);
+}
+__device__ __forceinline__ void q4_k_high4(uint32_t w, uint2 sn, uint32_t& r01, uint32_t& r23) {
+  r01 = hfma2(hfma2((spread(w, 0, true) & 0x00F000F0u) | 0x64006400u, 0x2C002C00u, 0xD400D400u), sn.x, sn.y);
+  r23 = hfma2(hfma2((spread(w, 0, false) & 0x00F000F0u) | 0x64006400u, 0x2C002C00u, 0xD400D400u), sn.x, sn.y);
+}
+__device__ __forceinline__ void q6_codes4(uint32_t codes, uint32_t s2, uint32_t& r01, uint32_t& r23) {
+  r01 = hmul2(hsub2(spread(codes, 0x64646464u, true), 0x64206420u), s2);
+  r23 = hmul2(hsub2(spread(codes, 0x64646464u, false), 0x64206420u), s2);
+}
+
 // MXFP4 block b (17 bytes, any alignment): element j's E2M1 code in the low nibble of qs[j], j + 16's in the high.
 // A code's bits placed as a half's (sign to bit 15, exponent and mantissa bits to 11..9) are its value times 2^-14,
 // exactly (code 1, 0.5, lands as the subnormal 2^-15); times 2^(e - 113), the block's E8M0 scale 2^(e - 127) with the
@@ -164,4 +202,4 @@ __device__ __forceinline__ void mxfp4(const uint8_t* b, uint32_t (&h)[16]) {
     }
 }
 
-}  // namespace cuda::moe_unpack
+}  // namespace cuda::unpack_half

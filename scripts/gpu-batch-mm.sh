@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# The small-batch products (issue 26, cuda/kernels/batch_mm.cu) in one device call: their kernel tests and the MoE
+# tiles that share the unpacking (TESTS=0 skips), the paged session against the CPU with the kernel's range widened,
+# the lab (KernelLab.BatchMm), then `llm-run bench --parallel` on a synthetic Llama-3-8B Q4_K_M for each range of
+# tokens the kernel takes (RANGES="min:max ...", LLM_CUDA_BATCH_MM_MIN / _MAX; 0:0 turns it off), and with a base
+# build's llm-run (llm-run-base, when packed) at its defaults. Rows go to $OUT/table.txt as they come.
+#   here:  scripts/pack-carry.sh [BASE_LLM_RUN]; ../shared/device/prepare.sh models/stories260K-f32.gguf \
+#            models/synth-llama-bpe-Q4_K_M.gguf models/synth-gemma3-Q4_K_M.gguf \
+#            models/synth-phi3-Q4_K_M.gguf tokenizer/ggml-vocab-llama-bpe.gguf
+#   there: scripts/gpu-batch-mm.sh   (carry .device, .device-bin)
+set -uo pipefail
+out=${OUT:-/tmp/out}
+mkdir -p "$out"
+rm -rf /tmp/bin && mkdir -p /tmp/bin && tar xJf .device-bin/bins.tar.xz -C /tmp/bin
+source .device/env.sh >/dev/null
+source "$(dirname "${BASH_SOURCE[0]}")/device-libs.sh"
+model=/tmp/llama3-8b-Q4_K_M.gguf
+[ -f "$model" ] || /tmp/bin/llm-run synth --shape llama3-8b --type Q4_K_M \
+  --vocab .device/tokenizer/ggml-vocab-llama-bpe.gguf -o "$model" >"$out/synth.log" 2>&1 &
+synth=$!
+: >"$out/table.txt"
+row() { printf '%s\n' "$@" | tee -a "$out/table.txt"; }
+passed() { grep -E '^\[  (PASSED|FAILED)|^\[  FAILED|agreement|paged  ' "$1" | tr '\n' ' '; }
+nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | sed 's/^/device: /' | tee -a "$out/table.txt"
+
+if [ "${TESTS:-1}" != 0 ]; then
+  /tmp/bin/cuda_kernels_test --gtest_filter='BatchMm*:MoeKernels*:Matmul*:Gemm*' >"$out/kernels.txt" 2>&1
+  row "cuda_kernels_test: $(passed "$out/kernels.txt")"
+  LLM_CUDA_BATCH_MM_MIN=2 LLM_CUDA_BATCH_MM_MAX=64 /tmp/bin/cuda_session_test \
+    --gtest_filter='PagedGpu*:GpuSession.Stories*' >"$out/session.txt" 2>&1
+  row "cuda_session_test (batch_mm 2..64): $(passed "$out/session.txt")"
+fi
+LLM_CUDA_BENCH=1 /tmp/bin/cuda_kernels_test --gtest_filter=KernelLab.BatchMm >"$out/lab.txt" 2>&1
+row "$(sed -n '/^device/,/^\[/p' "$out/lab.txt" | grep -v '^\[')"
+
+wait "$synth"
+NPL=${NPL:-1,2,4,8,16,32,64}
+bench() {  # label binary [env...]: decode tok/s per parallel count
+  local label=$1 bin=$2
+  shift 2
+  env "$@" "$bin" bench -m "$model" --device cuda --parallel "$NPL" -p 512 -n 128 >"$out/par-$label.md" \
+    2>"$out/par-$label.err"
+  row "$label (B: decode, prefill tok/s): $(awk -F'|' '/^\| *[0-9]+ *\|/ {gsub(/ /, "", $4); gsub(/ /, "", $7);
+    gsub(/ /, "", $9); printf "%s: %s, %s;  ", $4, $9, $7}' "$out/par-$label.md")"
+}
+[ -x /tmp/bin/llm-run-base ] && bench base /tmp/bin/llm-run-base
+for r in ${RANGES:-4:16 2:64 4:64}; do
+  bench "range-$r" /tmp/bin/llm-run LLM_CUDA_BATCH_MM_MIN="${r%%:*}" LLM_CUDA_BATCH_MM_MAX="${r##*:}"
+done
+cp "$out/par-range-${RANGES%% *}.md" "$out/parallel-example.md" 2>/dev/null
