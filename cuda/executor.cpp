@@ -127,6 +127,8 @@ Executor::Executor(const Context& ctx, const graph::Graph& g, const graph::Plan&
   attn_scratch_ = DeviceBuffer(sizes.attn_scratch);
   moe_scratch_ = DeviceBuffer(sizes.moe_scratch);
   if (attn_scratch_.bytes()) CUDA_CHECK(cudaMemset(attn_scratch_.get(), 0, attn_scratch_.bytes()));  // counters
+  batch_mm_counters_ = DeviceBuffer(sizes.batch_mm_counters);
+  if (batch_mm_counters_.bytes()) CUDA_CHECK(cudaMemset(batch_mm_counters_.get(), 0, batch_mm_counters_.bytes()));
   input_staging_ = PinnedBuffer(::std::max<size_t>(sizes.staging, 4));
   users_.resize(g.nodes().size());
   for (const Node& n : g.nodes())
@@ -345,7 +347,8 @@ void Executor::lower_gemm(const Node& n) {
   p.x_in_scratch = last_gemm_.step == steps_.size() && last_gemm_.x == p.x && last_gemm_.K == K && last_gemm_.T == T;
   last_gemm_ = {steps_.size() + 1, p.x, K, T};
   if (batch_mm_takes(n)) {
-    const BatchMmParams b{p.w, type, p.x, bias, p.y, K, N, T, p.scratch, p.scratch_bytes, p.x_in_scratch, p.regrouped};
+    BatchMmParams b{p.w, type, p.x, bias, p.y, K, N, T, p.scratch, p.scratch_bytes, p.x_in_scratch, p.regrouped};
+    b.tile_counters = static_cast<uint32_t*>(batch_mm_counters_.get());
     steps_.push_back([b](cudaStream_t s) { launch_batch_mm(b, s); });
     return;
   }

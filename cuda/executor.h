@@ -78,11 +78,11 @@ struct ExecutorOptions {
   ::std::function<void(bool warning, const ::std::string& message)> log;
   int64_t matvec_max_tokens = 4;  // MulMat with T <= this uses the matvec kernels, larger T the GEMM path
   // MulMat with batch_mm_min_tokens <= T <= batch_mm_max_tokens whose weight the small-batch kernel serves
-  // (batch_mm.cuh) takes it instead of the matvec or GEMM path. The range is where it won on the H200 8B Q4_K_M
-  // `bench --parallel` (docs/kernel-notes.md): at T = 2 two matvec passes are faster, from T = 32 the GEMM.
+  // (batch_mm.cuh) takes it instead of the matvec or GEMM path: all of 2..64 since its fragment kernel (H100 8B
+  // Q4_K_M `bench --parallel`, docs/kernel-notes.md: B = 2 308 -> 422, B = 64 3688 -> 4011 tok/s).
   // LLM_CUDA_BATCH_MM_MIN / LLM_CUDA_BATCH_MM_MAX=0..64 move the bottom and the top (MAX=0: off).
-  int64_t batch_mm_min_tokens = 4;
-  int64_t batch_mm_max_tokens = 16;
+  int64_t batch_mm_min_tokens = 2;
+  int64_t batch_mm_max_tokens = kBatchMmMaxTokens;
   // Decode fusions into the int16 matvec (cuda/executor_fusion.cpp): an RmsNorm whose only readers are such
   // matvecs is folded into them; an Add of a matvec's output and another tensor becomes the matvec's epilogue.
   bool fuse = true;
@@ -269,6 +269,7 @@ class Executor {
   DeviceBuffer gemm_scratch_;
   DeviceBuffer attn_scratch_;
   DeviceBuffer moe_scratch_;  // expert grouping of the prefill MulMatId launches (moe_gemm.cuh)
+  DeviceBuffer batch_mm_counters_;  // the small-batch products' split counters (batch_mm.cuh), zeroed once
   PinnedBuffer input_staging_;
   HostCopies host_inputs_;  // the first step's copies: the Input nodes' staging, then add_host_input's
   DeviceBuffer paged_tiles_;        // a paged graph's prefill tiles (PagedTiles), copied from the staging's end

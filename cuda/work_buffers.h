@@ -24,7 +24,10 @@ struct WorkBuffers {
   size_t staging = 0;       // pinned host memory for the per-run inputs (token ids, positions, paged batches' tables)
   size_t paged_tiles = 0;   // device: a paged graph's prefill tiles (PagedTiles), also staged
   size_t moe_scratch = 0;   // device: the expert grouping and half x of the largest prefill MulMatId (moe_gemm.cuh)
-  size_t device_bytes() const { return arena + gemm_scratch + attn_scratch + paged_tiles + moe_scratch; }
+  size_t batch_mm_counters = 0;  // device: the small-batch products' split counters, when any product may take them
+  size_t device_bytes() const {
+    return arena + gemm_scratch + attn_scratch + paged_tiles + moe_scratch + batch_mm_counters;
+  }
 };
 
 // For graph g planned by `plan`, on a device with sm_count SMs; MulMat nodes with more than matvec_max_tokens
@@ -40,6 +43,7 @@ inline WorkBuffers work_buffers(const graph::Graph& g, const graph::Plan& plan, 
       if (T > 1) {
         // A few tokens may take the small-batch kernel (batch_mm.cuh), which needs x in half at the scratch's start.
         b.gemm_scratch = ::std::max(b.gemm_scratch, batch_mm_scratch(w.ne[0], w.ne[1], T));
+        b.batch_mm_counters = kBatchMmCounterBytes;
       }
       if (T > matvec_max_tokens) {
         // Whole-matrix conversion up to 256 MiB; bigger matrices go in slices.

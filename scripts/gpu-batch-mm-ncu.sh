@@ -13,8 +13,8 @@ source "$(dirname "${BASH_SOURCE[0]}")/device-libs.sh"
 ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
 for skip in ${SKIPS:-40 173}; do
   LLM_CUDA_BENCH=1 timeout 200 "$ncu" --clock-control none --set full --kernel-name regex:'batch_mm_(frag|tile)_kernel' \
-    --launch-skip "$skip" --launch-count 1 /tmp/bin/cuda_kernels_test --gtest_filter=KernelLab.BatchMm \
-    -o "/tmp/ncu-$skip" -f >/dev/null 2>&1
+    --launch-skip "$skip" --launch-count 1 -o "/tmp/ncu-$skip" -f /tmp/bin/cuda_kernels_test \
+    --gtest_filter=KernelLab.BatchMm >"$out/ncu-run-$skip.log" 2>&1
   "$ncu" -i "/tmp/ncu-$skip.ncu-rep" --print-details all >"$out/ncu-$skip.txt" 2>&1
   # Per SASS instruction: executions and stall samples, for the hot spots.
   [ -n "${SASS:-}" ] && "$ncu" -i "/tmp/ncu-$skip.ncu-rep" --page source --print-source sass --csv \

@@ -5,6 +5,7 @@
 # far from the copy bandwidth. Optional: detailed sections (occupancy, stall reasons, memory) of one matvec launch.
 #   here:  scripts/build-carry.sh && ../shared/device/prepare.sh tokenizer/ggml-vocab-llama-bpe.gguf
 #   there: SHAPE=llama3-8b TYPE=Q4_K_M scripts/gpu-profile.sh     (carry: .device and build-carry)
+#          batched decode: RUN="--parallel 4 -p 512 -n 64" SKIP=12000 COUNT=1500 scripts/gpu-profile.sh
 set -uo pipefail
 out=${OUT:-/tmp/out}
 mkdir -p "$out"
@@ -28,7 +29,12 @@ if [ "${PHASE:-decode}" = prefill ]; then
 else
   skip=${SKIP:-4000} count=${COUNT:-1800} run=(-p 0 -n 64) bench=(-p 0 -n 128)
 fi
-"$bin" bench -m "$model" --device cuda "${bench[@]}" -r 3 -o md 2>&1 | tee "$out/bench-${PHASE:-decode}-$shape-$type.md"
+# RUN="--parallel 4 -p 512 -n 64" (with SKIP past the prompts): the profiled run's arguments instead, and no bench.
+if [ -n "${RUN:-}" ]; then
+  read -ra run <<<"$RUN"
+else
+  "$bin" bench -m "$model" --device cuda "${bench[@]}" -r 3 -o md 2>&1 | tee "$out/bench-${PHASE:-decode}-$shape-$type.md"
+fi
 timeout 300 "$ncu" --clock-control none --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum \
   --csv --launch-skip "$skip" --launch-count "$count" \
   "$bin" bench -m "$model" --device cuda "${run[@]}" -r 1 --no-warmup -o md >"$out/ncu-step.csv" 2>"$out/ncu-step.err"

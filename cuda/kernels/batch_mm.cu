@@ -96,8 +96,9 @@ constexpr size_t smem_bytes() {
 // Split K over gridDim.y (matrices of few blocks, so every SM has some): split y takes slices
 // [y * per_split, (y + 1) * per_split) and writes partial sums to part; no split: part is null.
 struct Split {
-  int64_t per_split;  // slices a split takes
-  float* part;        // [splits][T][N] or null
+  int64_t per_split;   // slices a split takes
+  float* part;         // [splits][T][N] or null
+  uint32_t* counters;  // per tile (blockIdx.x): splits finished (BatchMmParams::tile_counters)
 };
 
 // Y for the block's R rows and tokens t0..: accumulator c of n-tile nt is row 16 wr + g + 8 (c >> 1), token
@@ -108,7 +109,7 @@ __device__ __forceinline__ void store_tile(const BatchMmParams& p, const Split& 
                                            float* red, int64_t n0, int64_t t0, int warp, int wr, int g, int tg,
                                            int tid) {
   constexpr int kCols = NT * 8, kRowGroups = R / 16;
-  // Split K: this split's partial sums into its own [T][N] slab, added (with the bias) by split_sum_kernel.
+  // Split K: this split's partial sums into its own [T][N] slab, added (with the bias) by the tile's last split.
   float* y = sp.part ? sp.part + int64_t(blockIdx.y) * p.N * p.T : p.y;
   const float* bias = sp.part ? nullptr : p.bias;
   if constexpr (KG == 1) {
@@ -136,12 +137,54 @@ __device__ __forceinline__ void store_tile(const BatchMmParams& p, const Split& 
       y[t * p.N + n] = s;
     }
   }
+  if (!sp.part) return;
+  // Split K: the tile's last split to finish adds every split's partial sums in split order, then the bias (as one
+  // launch over all of them would): the same bits whichever block comes last. The fences make each split's
+  // partial sums visible before its count, and the counts before the last block's reads (which bypass L1).
+  __threadfence();
+  __syncthreads();
+  const bool last = __syncthreads_or(tid == 0 && atomicAdd(&sp.counters[blockIdx.x], 1u) == gridDim.y - 1);
+  if (!last) return;
+  __threadfence();
+  for (int i = tid; i < R * kCols; i += kThreads) {
+    const int r = i % R, tl = i / R;
+    const int64_t n = n0 + r, t = t0 + tl;
+    if (n >= p.N || t >= p.T) continue;
+    float s = p.bias ? p.bias[n] : 0.0f;
+    for (int k = 0; k < int(gridDim.y); ++k) s += __ldcg(sp.part + (k * p.T + t) * p.N + n);
+    p.y[t * p.N + n] = s;
+  }
+  if (tid == 0) sp.counters[blockIdx.x] = 0;  // zero again for the next launch
 }
 
-// What a thread copies into a stage every slice, worked out once per block: raw piece j is piece q of row r's staged
-// slice (null row: none), X piece j is 8 elements of token t0 + tl (null: a token past T, zero-filled). issue(sl)
-// copies slice sl's pieces into its stage and commits one group (maybe empty: the waits count the same every slice).
-// Elements past K are zero in X; the raw bytes past a row's last block are not copied.
+// A value kept in a register for the whole slice loop. Without it the compiler recomputes per-thread offsets and
+// pointers from the thread index every slice (it did once registers were plentiful: a third more instructions and
+// ~35% more time in the lab), since nothing tells it that the loop, not the registers, is the scarce resource.
+__device__ __forceinline__ int pinned(int v) {
+  asm volatile("" : "+r"(v));
+  return v;
+}
+template <class T>
+__device__ __forceinline__ T* pinned(T* v) {
+  asm volatile("" : "+l"(v));
+  return v;
+}
+
+// cp.async to a shared-window address: the stages' base converted once (the generic-pointer forms convert each copy,
+// reading the CTA's shared window base every time).
+__device__ __forceinline__ void copy16(uint32_t dst, const void* src) {
+  asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16;" ::"r"(dst), "l"(src) : "memory");
+}
+__device__ __forceinline__ void copy16_zfill(uint32_t dst, const void* src, int src_bytes) {
+  asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(src_bytes)
+               : "memory");
+}
+
+// What a thread copies into a stage every slice. Raw pieces: kThreads / R threads a row, thread t taking pieces
+// q = t % (kThreads / R) + m kThreads / R of row t / (kThreads / R) (a power of two: no division by a piece count),
+// from a source pointer carried from slice to slice. X pieces: 8 elements of token t0 + tl each (tokens past T
+// zero-filled). issue() takes the block's slices in order. Elements past K are zero in X; the raw bytes past a
+// row's last block are not copied.
 template <quant::Type Q, bool kX8, int R, int NT>
 struct Stager {
   using Tl = Tile<R, NT>;
@@ -149,66 +192,97 @@ struct Stager {
   using L = typename Rw::L;
   static constexpr int kXLd = ::cuda::kXLd<Q, kX8, Tl::kSlice>;
   static constexpr int kStageBytes = int(stage_bytes<Q, kX8, R, NT>());
-  static constexpr int kWPieces = (R * Rw::kPieces + kThreads - 1) / kThreads;
+  static constexpr int kRowThreads = kThreads / R;
+  static constexpr int kWPieces = (Rw::kPieces + kRowThreads - 1) / kRowThreads;
   static constexpr int kVecs = Tl::kSlice / 8;  // 16-byte pieces of a token's slice of X
   static constexpr int kXPieces = Tl::kCols * kVecs / kThreads;
-  static_assert(Tl::kCols * kVecs % kThreads == 0, "X pieces spread evenly");
+  static_assert(Tl::kCols * kVecs % kThreads == 0 && kThreads % R == 0, "pieces spread evenly");
 
-  const uint8_t* w_row[kWPieces];
-  int w_q[kWPieces], w_dst[kWPieces];
-  const __half* x_src[kXPieces];
-  int x_k[kXPieces];
+  const uint8_t* w_src[kWPieces];  // piece m's source in the next slice (the slice's start, file layouts but Q4_K)
+  bool last_live;                  // whether the last piece exists (the others always do)
+  int w_dst, q0;                   // this thread's first piece in a stage, and its index in the row
+  const __half* x_src[kXPieces];   // X piece j's source at k = 0 (null: a token past T)
+  int x_dst[kXPieces], x_k[kXPieces];
 
   __device__ __forceinline__ Stager(const BatchMmParams& p, const uint8_t* w, size_t row_bytes, const __half* xh,
-                                    int64_t n0, int64_t t0, int tid) {
+                                    int64_t n0, int64_t t0, int sl0, int tid) {
+    const int r = tid / kRowThreads;
+    q0 = pinned(tid % kRowThreads);
+    static_assert((kWPieces - 1) * kRowThreads < Rw::kPieces, "all but the last piece exist for every thread");
+    last_live = q0 + (kWPieces - 1) * kRowThreads < Rw::kPieces;
+    w_dst = pinned(r * Rw::kLd + 16 * q0);
+    const uint8_t* row = w + ::std::min<int64_t>(n0 + r, p.N - 1) * row_bytes;
 #pragma unroll
-    for (int j = 0; j < kWPieces; ++j) {
-      const int i = tid + j * kThreads, r = i / Rw::kPieces;
-      w_q[j] = i % Rw::kPieces;
-      w_row[j] = i < R * Rw::kPieces ? w + ::std::min<int64_t>(n0 + r, p.N - 1) * row_bytes : nullptr;
-      w_dst[j] = r * Rw::kLd + 16 * w_q[j];
+    for (int m = 0; m < kWPieces; ++m) {
+      const int q = q0 + m * kRowThreads;
+      if constexpr (kX8) {
+        // Piece q of a slice's nb blocks: ql, high bits, scales (each nb whole pieces), then the run's d's.
+        constexpr int nb = Rw::kX8Blocks;
+        const int k0 = sl0 * Tl::kSlice, b0 = (k0 % 2048) / 256;
+        const int at = q < 8 * nb    ? 16 * q
+                       : q < 12 * nb ? 1024 + 16 * (q - 8 * nb)
+                       : q < 13 * nb ? 1536 + 16 * (q - 12 * nb)
+                                     : 1664;
+        w_src[m] = row + kQ6_Kx8Run * (k0 / 2048) + at + step(q) * b0;
+      } else if constexpr (Q == quant::Type::Q4_K) {
+        w_src[m] = row + size_t(sl0) * Rw::kBytes + 16 * q;
+      } else {
+        w_src[m] = row + size_t(sl0) * Rw::kBytes;
+      }
     }
 #pragma unroll
     for (int j = 0; j < kXPieces; ++j) {
       const int i = tid + j * kThreads, tl = i / kVecs;
-      x_k[j] = 8 * (i % kVecs);
-      x_src[j] = t0 + tl < p.T ? xh + (t0 + tl) * p.K + x_k[j] : nullptr;
+      x_k[j] = pinned(8 * (i % kVecs));
+      x_dst[j] = pinned(tl * kXLd + x_k[j]);
+      x_src[j] = pinned(t0 + tl < p.T ? xh + (t0 + tl) * p.K + x_k[j] : nullptr);
     }
   }
 
-  __device__ __forceinline__ void issue(const BatchMmParams& p, const uint8_t* w_end, const __half* xh, uint8_t* dyn,
-                                        int64_t sl, int64_t sl_end, int tid) const {
+  // Q6_Kx8: bytes a block advances piece q's source within a run (ql 128, high bits 64, scales 16, the d's 0).
+  static __device__ __forceinline__ int step(int q) {
+    constexpr int nb = Rw::kX8Blocks;
+    return q < 8 * nb ? 128 : q < 12 * nb ? 64 : q < 13 * nb ? 16 : 0;
+  }
+
+  // Slice sl (the one after the previous call's) into stage `stage`. K: p.K as int.
+  // dyn_s: the stages' shared-window address.
+  __device__ __forceinline__ void issue(int K, const uint8_t* w_end, const __half* xh, uint32_t dyn_s, int sl,
+                                        int stage, int sl_end) {
     if (sl < sl_end) {
-      const int64_t k0 = sl * Tl::kSlice;
-      uint8_t* raw = dyn + (sl % kStages) * kStageBytes;
-      const int64_t blocks = ::std::min<int64_t>(Rw::kBlocks, (p.K - k0) / L::kBlockElems);
+      const int k0 = sl * Tl::kSlice;
+      const uint32_t raw = dyn_s + stage * kStageBytes + w_dst;
+      constexpr int kBlocks = Rw::kBlocks;
+      const int blocks = ::std::min(kBlocks, (K - k0) / L::kBlockElems);
 #pragma unroll
-      for (int j = 0; j < kWPieces; ++j) {
-        if (!w_row[j]) continue;
+      for (int m = 0; m < kWPieces; ++m) {
+        if (m == kWPieces - 1 && !last_live) continue;
+        const int q = q0 + m * kRowThreads;
+        const uint32_t dst = raw + 16 * m * kRowThreads;
         if constexpr (kX8) {
-          // Piece q of the slice's nb blocks: ql, high bits, scales (each nb whole pieces), then the run's d's.
-          constexpr int nb = Rw::kX8Blocks;
-          const int q = w_q[j], b0 = int(k0 % 2048) / 256;
-          const int src = q < 8 * nb    ? 128 * b0 + 16 * q
-                          : q < 12 * nb ? 1024 + 64 * b0 + 16 * (q - 8 * nb)
-                          : q < 13 * nb ? 1536 + 16 * b0 + 16 * (q - 12 * nb)
-                                        : 1664;
-          cp_async16(raw + w_dst[j], w_row[j] + kQ6_Kx8Run * (k0 / 2048) + src);
+          copy16(dst, w_src[m]);
+          // Next slice: the next nb blocks of the run, or the next run's first.
+          constexpr int kRunSlices = 2048 / Tl::kSlice;
+          w_src[m] += (sl + 1) % kRunSlices ? step(q) * Rw::kX8Blocks : int(kQ6_Kx8Run) - step(q) * (8 - Rw::kX8Blocks);
+        } else if constexpr (Q == quant::Type::Q4_K) {
+          // Rows and slices of whole 16-byte pieces (144-byte blocks, weights 16-byte aligned): no alignment work.
+          if (16 * q < blocks * L::kBlockBytes) copy16(dst, w_src[m]);
+          w_src[m] += Rw::kBytes;
         } else {
-          const uint8_t* start = w_row[j] + sl * Rw::kBytes;
+          const uint8_t* start = w_src[m];
+          w_src[m] += Rw::kBytes;
           const int lead = int(reinterpret_cast<uintptr_t>(start) & 15);
-          if (16 * w_q[j] >= lead + blocks * L::kBlockBytes) continue;  // past this row's slice
-          const uint8_t* src = start - lead + 16 * w_q[j];
+          if (16 * q >= lead + blocks * L::kBlockBytes) continue;  // past this row's slice
+          const uint8_t* src = start - lead + 16 * q;
           const int64_t left = w_end - src;
-          cp_async16_zfill(raw + w_dst[j], src, int(left >= 16 ? 16 : left));
+          copy16_zfill(dst, src, int(left >= 16 ? 16 : left));
         }
       }
-      uint16_t* xs = reinterpret_cast<uint16_t*>(raw + R * Rw::kLd);  // [kCols][kXLd]
+      const uint32_t xs = dyn_s + stage * kStageBytes + R * Rw::kLd;  // [kCols][kXLd] halves
 #pragma unroll
       for (int j = 0; j < kXPieces; ++j) {
-        const int i = tid + j * kThreads;
-        const bool in = x_src[j] && k0 + x_k[j] < p.K;  // K % 32 == 0: a piece is wholly inside or outside the row
-        cp_async16_zfill(xs + (i / kVecs) * kXLd + x_k[j], in ? x_src[j] + k0 : xh, in ? 16 : 0);
+        const bool in = x_src[j] && k0 + x_k[j] < K;  // K % 32 == 0: a piece is wholly inside or outside the row
+        copy16_zfill(xs + 2 * x_dst[j], in ? x_src[j] + k0 : xh, in ? 16 : 0);
       }
     }
     asm volatile("cp.async.commit_group;" ::: "memory");
@@ -227,16 +301,18 @@ __global__ void __launch_bounds__(kThreads) batch_mm_tile_kernel(BatchMmParams p
   static_assert(R * Tl::kUnitsPerRow == kThreads * kUnitsPerThread, "every thread unpacks kUnitsPerThread units");
   extern __shared__ __align__(16) uint8_t dyn[];
   uint16_t* ws = reinterpret_cast<uint16_t*>(dyn + size_t(kStages) * St::kStageBytes);  // [R][kLd]: W's slice, half
-  const int tid = int(threadIdx.x), lane = tid & 31, warp = tid >> 5;
+  const int tid = pinned(int(threadIdx.x)), lane = tid & 31, warp = tid >> 5;
+  const uint32_t dyn_s = uint32_t(__cvta_generic_to_shared(dyn));
   const int wr = warp % Tl::kRowGroups, wk = warp / Tl::kRowGroups;
   const int g = lane >> 2, tg = lane & 3;
   const int64_t n0 = int64_t(blockIdx.x / n_token_tiles) * R;
   const int64_t t0 = int64_t(blockIdx.x % n_token_tiles) * Tl::kCols;
-  const int64_t sl0 = int64_t(blockIdx.y) * sp.per_split;
-  const int64_t sl_end = ::std::min<int64_t>((p.K + Tl::kSlice - 1) / Tl::kSlice, sl0 + sp.per_split);
+  const int K = int(p.K);
+  const int sl0 = int(blockIdx.y) * int(sp.per_split);
+  const int sl_end = ::std::min((K + Tl::kSlice - 1) / Tl::kSlice, sl0 + int(sp.per_split));
   const uint8_t* w = static_cast<const uint8_t*>(p.w);
   const uint8_t* w_end = w + size_t(p.N) * row_bytes;
-  const St stager(p, w, row_bytes, xh, n0, t0, tid);
+  St stager(p, w, row_bytes, xh, n0, t0, sl0, tid);
 
   // The units this thread unpacks: unit u of row r, rows fastest, so that the 8 lanes of a 16-byte store phase
   // write 8 rows (4 banks apart: conflict-free) and read 8 staged rows. u_lead: the row's address modulo 16, where
@@ -245,20 +321,20 @@ __global__ void __launch_bounds__(kThreads) batch_mm_tile_kernel(BatchMmParams p
 #pragma unroll
   for (int j = 0; j < kUnitsPerThread; ++j) {
     const int i = tid + j * kThreads;
-    u_r[j] = i % R, u_u[j] = i / R;
-    u_lead[j] = int(reinterpret_cast<uintptr_t>(w + ::std::min<int64_t>(n0 + u_r[j], p.N - 1) * row_bytes) & 15);
+    u_r[j] = pinned(i % R), u_u[j] = pinned(i / R);
+    u_lead[j] = pinned(int(reinterpret_cast<uintptr_t>(w + ::std::min<int64_t>(n0 + u_r[j], p.N - 1) * row_bytes) & 15));
   }
 
   float acc[NT][4] = {};
-  for (int st = 0; st < kStages - 1; ++st) stager.issue(p, w_end, xh, dyn, sl0 + st, sl_end, tid);
-  for (int64_t sl = sl0; sl < sl_end; ++sl) {
+  for (int st = 0; st < kStages - 1; ++st) stager.issue(K, w_end, xh, dyn_s, sl0 + st, st, sl_end);
+  for (int sl = sl0, stage = 0; sl < sl_end; ++sl, stage = stage == kStages - 1 ? 0 : stage + 1) {
     cp_async_wait<kStages - 2>();
     __syncthreads();  // slice sl landed everywhere; every warp is done with slice sl - 1 (ws and its stage)
-    stager.issue(p, w_end, xh, dyn, sl + kStages - 1, sl_end, tid);
-    const int64_t k0 = sl * Tl::kSlice;
-    const uint8_t* raw = dyn + (sl % kStages) * St::kStageBytes;
+    stager.issue(K, w_end, xh, dyn_s, sl + kStages - 1, stage == 0 ? kStages - 1 : stage - 1, sl_end);
+    const int k0 = sl * Tl::kSlice;
+    const uint8_t* raw = dyn + stage * St::kStageBytes;
     const uint16_t* xs = reinterpret_cast<const uint16_t*>(raw + R * Rw::kLd);
-    const bool partial = k0 + Tl::kSlice > p.K;  // the last slice of a row not a whole number of slices
+    const bool partial = k0 + Tl::kSlice > K;  // the last slice of a row not a whole number of slices
 #pragma unroll
     for (int j = 0; j < kUnitsPerThread; ++j) {
       const int r = u_r[j], u = u_u[j];
@@ -268,7 +344,7 @@ __global__ void __launch_bounds__(kThreads) batch_mm_tile_kernel(BatchMmParams p
       else if constexpr (Q == quant::Type::Q8_0) unpack_half::q8_0(srow + L::kBlockBytes * u, h);
       else unpack_half::q4_0(srow + L::kBlockBytes * u, h);
       // Units past K were never copied: zero.
-      if (partial && k0 + (L::kBlockElems == 256 ? 256 * (u >> 3) : 32 * u) >= p.K) {
+      if (partial && k0 + (L::kBlockElems == 256 ? 256 * (u >> 3) : 32 * u) >= K) {
 #pragma unroll
         for (int e = 0; e < 16; ++e) h[e] = 0;
       }
@@ -312,58 +388,62 @@ __global__ void __launch_bounds__(kThreads) batch_mm_frag_kernel(BatchMmParams p
   using Rw = typename St::Rw;
   constexpr int kSubs = Tl::kSlice / 32;  // scale entries a row and slice
   constexpr int kSLd = kScaleLd<Tl::kSlice>;
-  static_assert(R * kSubs == kThreads * 2 && Tl::kWarpK == 128, "two scale entries a thread; a warp takes 128 of K");
+  static_assert(Tl::kWarpK == 128 && kSubs == 4 * Tl::kKGroups, "a warp takes 128 of K: 4 scale entries a row");
   extern __shared__ __align__(16) uint8_t dyn[];
   uint2* scales = reinterpret_cast<uint2*>(dyn + size_t(kStages) * St::kStageBytes);  // [R][kSLd]
-  const int tid = int(threadIdx.x), lane = tid & 31, warp = tid >> 5;
+  const int tid = pinned(int(threadIdx.x)), lane = tid & 31, warp = tid >> 5;
+  const uint32_t dyn_s = uint32_t(__cvta_generic_to_shared(dyn));
   const int wr = warp % Tl::kRowGroups, wk = warp / Tl::kRowGroups;
   const int g = lane >> 2, tg = lane & 3;
   const int64_t n0 = int64_t(blockIdx.x / n_token_tiles) * R;
   const int64_t t0 = int64_t(blockIdx.x % n_token_tiles) * Tl::kCols;
-  const int64_t sl0 = int64_t(blockIdx.y) * sp.per_split;
-  const int64_t sl_end = ::std::min<int64_t>((p.K + Tl::kSlice - 1) / Tl::kSlice, sl0 + sp.per_split);
+  const int K = int(p.K);
+  const int sl0 = int(blockIdx.y) * int(sp.per_split);
+  const int sl_end = ::std::min((K + Tl::kSlice - 1) / Tl::kSlice, sl0 + int(sp.per_split));
   const uint8_t* w = static_cast<const uint8_t*>(p.w);
   const uint8_t* w_end = w + size_t(p.N) * row_bytes;
-  const St stager(p, w, row_bytes, xh, n0, t0, tid);
+  St stager(p, w, row_bytes, xh, n0, t0, sl0, tid);
+
+  // The scale entries a warp multiplies with, which it decodes itself (no barrier but the warp's): its 16 rows by
+  // the 4 sub-blocks or units of its 128 elements of K, 4 wk .. 4 wk + 3 (either tile). Entry e = lane, lane + 32:
+  // row 16 wr + e % 16, entry 4 wk + e / 16 (its place in the stage and in scales).
+  int e_c[2], e_row[2], e_at[2];
+#pragma unroll
+  for (int j = 0; j < 2; ++j) {
+    const int e = lane + 32 * j, row = 16 * wr + e % 16, c = 4 * wk + e / 16;
+    e_c[j] = pinned(c), e_row[j] = pinned(row * Rw::kLd), e_at[j] = pinned(row * kSLd + c);
+  }
+  const int r0 = wr * 16 + g;  // this thread's rows in the mma: r0 and r0 + 8
+  const int raw_row0 = pinned(r0 * Rw::kLd), sc_row0 = pinned(r0 * kSLd);
 
   float acc[NT][4] = {};
-  for (int st = 0; st < kStages - 1; ++st) stager.issue(p, w_end, xh, dyn, sl0 + st, sl_end, tid);
-  for (int64_t sl = sl0; sl < sl_end; ++sl) {
+  for (int st = 0; st < kStages - 1; ++st) stager.issue(K, w_end, xh, dyn_s, sl0 + st, st, sl_end);
+  for (int sl = sl0, stage = 0; sl < sl_end; ++sl, stage = stage == kStages - 1 ? 0 : stage + 1) {
     cp_async_wait<kStages - 2>();
     __syncthreads();  // slice sl landed everywhere; every warp is done with slice sl - 1 (scales and its stage)
-    stager.issue(p, w_end, xh, dyn, sl + kStages - 1, sl_end, tid);
-    const int64_t k0 = sl * Tl::kSlice;
-    const uint8_t* raw = dyn + (sl % kStages) * St::kStageBytes;
+    stager.issue(K, w_end, xh, dyn_s, sl + kStages - 1, stage == 0 ? kStages - 1 : stage - 1, sl_end);
+    const int k0 = sl * Tl::kSlice;
+    const uint8_t* raw = dyn + stage * St::kStageBytes;
     const uint16_t* xs = reinterpret_cast<const uint16_t*>(raw + R * Rw::kLd);
-    const int b0x8 = int(k0 % 2048) / 256;  // the slice's first block within its Q6_Kx8 run
-    // Scale entries e = tid, tid + 128: row e % R, sub-block or unit e / R.
+    const int b0x8 = (k0 % 2048) / 256;  // the slice's first block within its Q6_Kx8 run
 #pragma unroll
     for (int j = 0; j < 2; ++j) {
-      const int e = tid + j * kThreads, r = e % R, c = e / R;
-      const uint8_t* row = raw + r * Rw::kLd;
+      const int c = e_c[j];
+      const uint8_t* row = raw + e_row[j];
       uint2 v = make_uint2(0u, 0u);
       if constexpr (kX8) {
         constexpr int nb = Rw::kX8Blocks;
-        const int b = c >> 3, i = c & 7;
-        const float d = quant::dev::h2f(quant::dev::load_u16(row + 208 * nb + 2 * ((b0x8 + b) & 7)));
-        const int8_t* sc = reinterpret_cast<const int8_t*>(row + 192 * nb + 16 * b + 2 * i);
-        v = make_uint2(unpack_half::splat(d * float(sc[0])), unpack_half::splat(d * float(sc[1])));
-      } else {
-        const uint8_t* blk = row + 144 * (c >> 3);
-        if (k0 + 32 * c < p.K) {
-          int sc, m;
-          quant::dev::scale_min_k4(c & 7, blk + 4, sc, m);
-          v = make_uint2(unpack_half::splat(quant::dev::h2f(quant::dev::load_u16(blk)) * float(sc)),
-                         unpack_half::splat(-(quant::dev::h2f(quant::dev::load_u16(blk + 2)) * float(m))));
-        }
+        const int b = c >> 3;
+        v = unpack_half::q6_kx8_scales(row + 192 * nb + 16 * b + 2 * (c & 7), row + 208 * nb + 2 * ((b0x8 + b) & 7));
+      } else if (k0 + 32 * c < K) {
+        v = unpack_half::q4_k_scales(row + 144 * (c >> 3), c & 7);
       }
-      scales[r * kSLd + c] = v;
+      scales[e_at[j]] = v;
     }
-    __syncthreads();  // the scales are written
-    const int r0 = wr * 16 + g;  // this thread's rows: r0 and r0 + 8
-    const uint8_t* raw0 = raw + r0 * Rw::kLd;
+    __syncwarp();  // the warp's scales are written
+    const uint8_t* raw0 = raw + raw_row0;
     const uint8_t* raw8 = raw0 + 8 * Rw::kLd;
-    const uint2* sc0 = scales + r0 * kSLd;
+    const uint2* sc0 = scales + sc_row0;
     const uint2* sc8 = sc0 + 8 * kSLd;
     // B pair of n-tile nt for the 16 elements starting at k (slice-relative): token g of the tile, elements
     // k + 4 tg .. k + 4 tg + 3.
@@ -432,15 +512,6 @@ __global__ void __launch_bounds__(kThreads) batch_mm_frag_kernel(BatchMmParams p
   store_tile<R, NT, Tl::kKGroups>(p, sp, acc, reinterpret_cast<float*>(dyn), n0, t0, warp, wr, g, tg, tid);
 }
 
-// y = the splits' partial sums in split order (+ bias): the same bits every run.
-__global__ void split_sum_kernel(const float* part, const float* bias, float* y, int64_t N, int64_t n, int splits) {
-  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= n) return;
-  float s = bias ? bias[i % N] : 0.0f;
-  for (int k = 0; k < splits; ++k) s += part[k * n + i];
-  y[i] = s;
-}
-
 __global__ void x_to_half_kernel(const float* x, __half* out, int64_t n) {
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i < n) out[i] = __float2half_rn(x[i]);
@@ -478,7 +549,7 @@ Plan plan_launch(const BatchMmParams& p) {
   float* part = splits > 1 && p.scratch ? reinterpret_cast<float*>(static_cast<uint8_t*>(p.scratch) +
                                                                    align256(size_t(p.K) * size_t(p.T) * 2))
                                         : nullptr;
-  return {int(token_tiles), {per, part}, dim3(unsigned(blocks), unsigned(splits))};
+  return {int(token_tiles), {per, part, p.tile_counters}, dim3(unsigned(blocks), unsigned(splits))};
 }
 
 template <quant::Type Q, bool kX8, int R, int NT>
@@ -509,7 +580,9 @@ void launch_for_tokens(const BatchMmParams& p, const __half* xh, size_t rb, cons
 
 bool batch_mm_supports(quant::Type type, bool regrouped, int64_t K, int64_t T) {
   using quant::Type;
-  if (T < 1 || T > kBatchMmMaxTokens || K <= 0 || K % quant::traits(type).block_elems != 0) return false;
+  // K below 2^26: the kernels index a row's slices and elements in 32-bit integers.
+  if (T < 1 || T > kBatchMmMaxTokens || K <= 0 || K >= (int64_t(1) << 26) || K % quant::traits(type).block_elems != 0)
+    return false;
   if (regrouped) return type == Type::Q6_K && K % 2048 == 0;
   return type == Type::Q4_0 || type == Type::Q8_0 || type == Type::Q4_K || type == Type::Q6_K;
 }
@@ -534,6 +607,9 @@ void launch_batch_mm(const BatchMmParams& p, cudaStream_t stream) {
   // The staged copies take the 16-byte aligned pieces around a row's slice, which must not start before the tensor.
   LLM_REQUIRE((reinterpret_cast<uintptr_t>(p.w) & 15) == 0, "small-batch product: weights must be 16-byte aligned");
   if (p.regrouped) LLM_REQUIRE(q6_kx8_fits(p.w, p.K), "Q6_Kx8 rows: K % 2048 == 0, 16-byte aligned");
+  const Plan plan = plan_launch(p);
+  LLM_REQUIRE(!plan.split.part || (p.tile_counters && plan.grid.x * sizeof(uint32_t) <= kBatchMmCounterBytes),
+              "small-batch product: a launch that splits K needs tile_counters");
   const size_t rb = quant::row_bytes(p.type, p.K);
   auto* xh = static_cast<__half*>(p.scratch);
   if (!p.x_in_scratch) {
@@ -541,7 +617,6 @@ void launch_batch_mm(const BatchMmParams& p, cudaStream_t stream) {
     x_to_half_kernel<<<unsigned((n + 255) / 256), 256, 0, stream>>>(p.x, xh, n);
     CUDA_CHECK_LAUNCH(stream);
   }
-  const Plan plan = plan_launch(p);
   using quant::Type;
   switch (p.type) {
     case Type::Q4_0: launch_for_tokens<Type::Q4_0, false>(p, xh, rb, plan, stream); break;
@@ -554,12 +629,6 @@ void launch_batch_mm(const BatchMmParams& p, cudaStream_t stream) {
     default: throw InvalidArgument(::std::string("small-batch product: no kernel for ") + quant::type_name(p.type));
   }
   CUDA_CHECK_LAUNCH(stream);
-  if (plan.split.part) {
-    const int64_t n = p.N * p.T;
-    split_sum_kernel<<<unsigned((n + 255) / 256), 256, 0, stream>>>(plan.split.part, p.bias, p.y, p.N, n,
-                                                                     int(plan.grid.y));
-    CUDA_CHECK_LAUNCH(stream);
-  }
 }
 
 }  // namespace cuda

@@ -13,6 +13,10 @@ namespace cuda {
 
 inline constexpr int64_t kBatchMmMaxTokens = 64;
 
+// Launches that split K (matrices of few row tiles) count each tile's finished splits in these words; the last split
+// to finish adds the partial sums in split order. The owner zeroes them once; every launch leaves them zero again.
+inline constexpr size_t kBatchMmCounterBytes = 4096;  // 1024 tiles: a launch that splits has fewer than 528
+
 struct BatchMmParams {
   const void* w = nullptr;      // [K, N]: N rows of K elements of `type`, quant::row_bytes(type, K) bytes apart
   quant::Type type = quant::Type::F32;
@@ -26,6 +30,7 @@ struct BatchMmParams {
   size_t scratch_bytes = 0;
   bool x_in_scratch = false;    // the previous launch on this stream left this same x (K, T) in scratch as half
   bool regrouped = false;       // Q6_K regrouped at upload into Q6_Kx8 (q6_kx8.cuh)
+  uint32_t* tile_counters = nullptr;  // kBatchMmCounterBytes of zeroed words (above); every launch needs them
 };
 
 // True when launch_batch_mm takes this matrix: Q4_0, Q8_0, Q4_K, Q6_K (Q6_K also regrouped), in the file's layout,

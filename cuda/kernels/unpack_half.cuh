@@ -159,6 +159,24 @@ __device__ __forceinline__ void q4_k_high4(uint32_t w, uint2 sn, uint32_t& r01, 
   r01 = hfma2(hfma2((spread(w, 0, true) & 0x00F000F0u) | 0x64006400u, 0x2C002C00u, 0xD400D400u), sn.x, sn.y);
   r23 = hfma2(hfma2((spread(w, 0, false) & 0x00F000F0u) | 0x64006400u, 0x2C002C00u, 0xD400D400u), sn.x, sn.y);
 }
+// The scale words of those: Q4_K block b's sub-block j (0..7), (d sc, -dmin m); a regrouped Q6_K unit's two runs
+// (q6_kx8.cuh: its two int8 scales and its block's d), (d sc0, d sc1). Each splatted to both halves of its word, each
+// product rounded once to half (the float products are exact, so the same bits as q4_k / q6_k above). The 6-bit
+// scales and mins come out of the block's 12 bytes as three words; the int8 ones biased by 128, as q8_0.
+__device__ __forceinline__ uint2 q4_k_scales(const uint8_t* b, int j) {
+  const uint32_t* q = reinterpret_cast<const uint32_t*>(b + 4);  // 4-byte aligned: blocks start 16-byte aligned
+  const uint32_t w0 = q[0], w1 = q[1], w2 = q[2], sh = 8u * uint32_t(j & 3);
+  const uint32_t sc = j < 4 ? (w0 >> sh) & 63u : ((w2 >> sh) & 15u) | ((w0 >> sh >> 2) & 0x30u);
+  const uint32_t m = j < 4 ? (w1 >> sh) & 63u : ((w2 >> sh >> 4) & 15u) | ((w1 >> sh >> 2) & 0x30u);
+  const uint32_t v = hmul2(hsub2(sc | m << 16 | 0x64006400u, 0x64006400u), *reinterpret_cast<const uint32_t*>(b));
+  return make_uint2(__byte_perm(v, 0, 0x1010), __byte_perm(v ^ 0x80000000u, 0, 0x3232));
+}
+__device__ __forceinline__ uint2 q6_kx8_scales(const uint8_t* scales, const uint8_t* dp) {
+  const uint32_t d = quant::dev::load_u16(dp);
+  const uint32_t s = (spread(quant::dev::load_u16(scales), 0, true) ^ 0x00800080u) | 0x64006400u;
+  const uint32_t v = hmul2(hsub2(s, 0x64806480u), d | d << 16);
+  return make_uint2(__byte_perm(v, 0, 0x1010), __byte_perm(v, 0, 0x3232));
+}
 __device__ __forceinline__ void q6_codes4(uint32_t codes, uint32_t s2, uint32_t& r01, uint32_t& r23) {
   r01 = hmul2(hsub2(spread(codes, 0x64646464u, true), 0x64206420u), s2);
   r23 = hmul2(hsub2(spread(codes, 0x64646464u, false), 0x64206420u), s2);

@@ -211,11 +211,13 @@ TEST(KernelLab, BatchMm) {
       if (x8) cuda::launch_q6_kx8_regroup(w.back().get(), K, N, s);
     }
     const size_t sb = std::min(cuda::gemm_full_scratch(K, N, 64), size_t(256) << 20);
-    cuda::DeviceBuffer scratch(sb);
+    cuda::DeviceBuffer scratch(sb), counters(cuda::kBatchMmCounterBytes);
+    CUDA_CHECK(cudaMemset(counters.get(), 0, cuda::kBatchMmCounterBytes));
     for (int64_t T : {2, 4, 8, 16, 32, 64}) {
       const float bm = median_ms(ctx, 30, [&](int i) {
         cuda::BatchMmParams p{w[i % 4].get(), t, dx.as<float>(), nullptr, dy.as<float>(), K, N, T, scratch.get(), sb};
         p.regrouped = x8;
+        p.tile_counters = counters.as<uint32_t>();
         cuda::launch_batch_mm(p, s);
       });
       // The matvec and the GEMM read the file's layout only.

@@ -1,6 +1,7 @@
 // The small-batch kernel (cuda/kernels/batch_mm.cuh) against the CPU reference (graph::ref::dot on the reference
 // dequantizer's rows, in double) for every type it serves, every token tile it picks (T = 2 .. 64: 64 is two tiles of
 // 32), rows that leave partial tiles (odd N) and row lengths that leave partial K slices.
+#include <algorithm>
 #include <string>
 
 #include "cuda/kernels/batch_mm.cuh"
@@ -32,6 +33,9 @@ TEST_P(BatchMm, MatchesReference) {
   REQUIRE_GPU();
   const Case c = GetParam();
   std::mt19937 rng(4242 + int(c.type) + 100 * c.regrouped);
+  // The split counters, zeroed once as the executor does; every launch must leave them zero.
+  cuda::DeviceBuffer counters(cuda::kBatchMmCounterBytes);
+  CUDA_CHECK(cudaMemset(counters.get(), 0, cuda::kBatchMmCounterBytes));
   for (int64_t K : row_lengths(c))
     for (int64_t N : {77, 333})
       for (int64_t T : {2, 3, 5, 8, 16, 31, 64}) {
@@ -65,10 +69,13 @@ TEST_P(BatchMm, MatchesReference) {
         cuda::BatchMmParams p{dw.get(), c.type, dx.as<float>(), with_bias ? db.as<float>() : nullptr,
                               dy.as<float>(), K, N, T, scratch.get(), sb};
         p.regrouped = c.regrouped;
+        p.tile_counters = counters.as<uint32_t>();
         cuda::launch_batch_mm(p, nullptr);
         EXPECT_TRUE(close("batch_mm " + name(c) + " K=" + std::to_string(K) + " N=" + std::to_string(N) +
                               " T=" + std::to_string(T),
                           download<float>(dy, N * T), ref, atol, 0.0));
+        const auto left = download<uint32_t>(counters, cuda::kBatchMmCounterBytes / 4);
+        ASSERT_EQ(std::count(left.begin(), left.end(), 0u), std::ptrdiff_t(left.size())) << "counters left nonzero";
       }
 }
 
