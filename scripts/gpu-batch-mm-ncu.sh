@@ -12,12 +12,15 @@ source .device/env.sh >/dev/null
 source "$(dirname "${BASH_SOURCE[0]}")/device-libs.sh"
 ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
 for skip in ${SKIPS:-40 173}; do
-  LLM_CUDA_BENCH=1 timeout 200 "$ncu" --clock-control none --set full --kernel-name regex:'batch_mm_(frag|tile)_kernel' \
+  LLM_CUDA_BENCH=1 timeout 200 "$ncu" --clock-control none --set full \
+    --kernel-name regex:'batch_mm_(frag|tile)_kernel' \
     --launch-skip "$skip" --launch-count 1 -o "/tmp/ncu-$skip" -f /tmp/bin/cuda_kernels_test \
     --gtest_filter=KernelLab.BatchMm >"$out/ncu-run-$skip.log" 2>&1
   "$ncu" -i "/tmp/ncu-$skip.ncu-rep" --print-details all >"$out/ncu-$skip.txt" 2>&1
   # Per SASS instruction: executions and stall samples, for the hot spots.
   [ -n "${SASS:-}" ] && "$ncu" -i "/tmp/ncu-$skip.ncu-rep" --page source --print-source sass --csv \
     >"$out/sass-$skip.csv" 2>&1
-  echo "launch $skip: $(grep -E "^    (Duration|DRAM Throughput|Executed Ipc Active|Issue Slots Busy|Executed Instructions|Registers Per Thread|Achieved Active Warps Per SM|Eligible Warps Per Scheduler)  " "$out/ncu-$skip.txt" | tr -s ' ' | tr '\n' ';')"
+  head='^    (Duration|DRAM Throughput|Executed Ipc Active|Issue Slots Busy|Executed Instructions|Registers Per Thread'
+  head+='|Achieved Active Warps Per SM|Eligible Warps Per Scheduler)  '
+  echo "launch $skip: $(grep -E "$head" "$out/ncu-$skip.txt" | sort -u | tr -s ' ' | tr '\n' ';')"
 done

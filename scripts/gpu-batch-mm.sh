@@ -24,7 +24,8 @@ passed() { grep -E '^\[  (PASSED|FAILED)|^\[  FAILED|agreement|paged  ' "$1" | t
 nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | sed 's/^/device: /' | tee -a "$out/table.txt"
 
 if [ "${TESTS:-1}" != 0 ]; then
-  /tmp/bin/cuda_kernels_test --gtest_filter='BatchMm*:MoeKernels*:Matmul*:Gemm*:OpKernels*' >"$out/kernels.txt" 2>&1
+  /tmp/bin/cuda_kernels_test --gtest_filter='*BatchMm*:*MoeKernels*:*Matmul*:*Gemm*:*OpKernels*' \
+    >"$out/kernels.txt" 2>&1
   row "cuda_kernels_test: $(passed "$out/kernels.txt")"
   LLM_CUDA_BATCH_MM_MIN=2 LLM_CUDA_BATCH_MM_MAX=64 /tmp/bin/cuda_session_test \
     --gtest_filter='PagedGpu*:GpuSession.Stories*' >"$out/session.txt" 2>&1

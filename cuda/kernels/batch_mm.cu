@@ -1,15 +1,18 @@
 // Small-batch products on tensor cores. A block of 4 warps owns R rows of W and up to 32 tokens, and walks K in
 // slices through a ring of 3 shared-memory stages: each stage holds a slice of every row's raw quant blocks and of
-// X (already half, converted once per launch), copied by cp.async two slices ahead. Each slice the threads unpack the
-// raw blocks straight to half pairs (unpack_half.cuh: ~2 instructions an element, no int-to-float conversion) into a
-// half tile, and warps multiply with mma.m16n8k16 (W rows as A, tokens as B, float32 accumulators in registers).
+// X (already half, converted once per launch), copied by cp.async two slices ahead. Warps multiply with
+// mma.m16n8k16 (W rows as A, tokens as B, float32 accumulators in registers). Two kernels:
+// - fragment (Q4_K, Q6_Kx8: a Q4_K_M model's matrices): each thread unpacks its A operands straight from the staged
+//   codes (unpack_half.cuh's exponent trick, about 2 instructions an element), each warp its own rows' scales;
+// - half tile (Q4_0, Q8_0, Q6_K in the file's layout): every thread unpacks two 32-element units into a half tile,
+//   which the warps read with ldmatrix.
 //
 // W is read from memory once for all tokens. Every slice of X is read from L2 by N / R blocks, so R grows with T
 // (X's L2 traffic is 3.6 T / R times W's for Q4_K): R = 16 rows for T <= 8, 32 above. More than 16 tokens go in
 // token tiles of 32 whose blocks of one row tile are launched next to each other, so the second reads the rows from
-// L2 (a wider token tile would leave no room for three stages of X). Matrices of few blocks split K. Every partial
-// sum (warps' k groups, K splits) is added in a fixed order: the same bits every run. Measurements and history:
-// docs/kernel-notes.md, "Small-batch products".
+// L2 (a wider token tile would leave no room for three stages of X). Matrices of few blocks split K, the last split
+// of a tile adding them. Every partial sum (warps' k groups, K splits) is added in a fixed order: the same bits every
+// run. Measurements and history: docs/kernel-notes.md, "Small-batch products".
 #include "cuda/kernels/batch_mm.cuh"
 
 #include <cuda_fp16.h>
@@ -289,6 +292,22 @@ struct Stager {
   }
 };
 
+// Where a block and a thread stand: the thread's warp and mma coordinates, the block's rows (n0), tokens (t0) and
+// slices [sl0, sl_end) of K (K as int: kernels index a row's slices and elements in 32 bits).
+template <int R, int NT>
+struct Place {
+  using Tl = Tile<R, NT>;
+  int tid, lane, warp, wr, wk, g, tg, K, sl0, sl_end;
+  int64_t n0, t0;
+  __device__ __forceinline__ Place(const BatchMmParams& p, const Split& sp, int n_token_tiles) {
+    tid = pinned(int(threadIdx.x)), lane = tid & 31, warp = tid >> 5;
+    wr = warp % Tl::kRowGroups, wk = warp / Tl::kRowGroups, g = lane >> 2, tg = lane & 3;
+    n0 = int64_t(blockIdx.x / n_token_tiles) * R, t0 = int64_t(blockIdx.x % n_token_tiles) * Tl::kCols;
+    K = int(p.K), sl0 = int(blockIdx.y) * int(sp.per_split);
+    sl_end = ::std::min((K + Tl::kSlice - 1) / Tl::kSlice, sl0 + int(sp.per_split));
+  }
+};
+
 // The half-tile kernel (Q4_0, Q8_0, Q6_K in the file's layout): each slice every thread unpacks two 32-element units
 // into the half tile ws, then warps multiply it (ldmatrix) with X.
 template <quant::Type Q, bool kX8, int R, int NT>
@@ -301,15 +320,11 @@ __global__ void __launch_bounds__(kThreads) batch_mm_tile_kernel(BatchMmParams p
   static_assert(R * Tl::kUnitsPerRow == kThreads * kUnitsPerThread, "every thread unpacks kUnitsPerThread units");
   extern __shared__ __align__(16) uint8_t dyn[];
   uint16_t* ws = reinterpret_cast<uint16_t*>(dyn + size_t(kStages) * St::kStageBytes);  // [R][kLd]: W's slice, half
-  const int tid = pinned(int(threadIdx.x)), lane = tid & 31, warp = tid >> 5;
+  const Place<R, NT> b(p, sp, n_token_tiles);
+  const int tid = b.tid, lane = b.lane, warp = b.warp, wr = b.wr, wk = b.wk, g = b.g, tg = b.tg, K = b.K;
+  const int sl0 = b.sl0, sl_end = b.sl_end;
+  const int64_t n0 = b.n0, t0 = b.t0;
   const uint32_t dyn_s = uint32_t(__cvta_generic_to_shared(dyn));
-  const int wr = warp % Tl::kRowGroups, wk = warp / Tl::kRowGroups;
-  const int g = lane >> 2, tg = lane & 3;
-  const int64_t n0 = int64_t(blockIdx.x / n_token_tiles) * R;
-  const int64_t t0 = int64_t(blockIdx.x % n_token_tiles) * Tl::kCols;
-  const int K = int(p.K);
-  const int sl0 = int(blockIdx.y) * int(sp.per_split);
-  const int sl_end = ::std::min((K + Tl::kSlice - 1) / Tl::kSlice, sl0 + int(sp.per_split));
   const uint8_t* w = static_cast<const uint8_t*>(p.w);
   const uint8_t* w_end = w + size_t(p.N) * row_bytes;
   St stager(p, w, row_bytes, xh, n0, t0, sl0, tid);
@@ -322,7 +337,8 @@ __global__ void __launch_bounds__(kThreads) batch_mm_tile_kernel(BatchMmParams p
   for (int j = 0; j < kUnitsPerThread; ++j) {
     const int i = tid + j * kThreads;
     u_r[j] = pinned(i % R), u_u[j] = pinned(i / R);
-    u_lead[j] = pinned(int(reinterpret_cast<uintptr_t>(w + ::std::min<int64_t>(n0 + u_r[j], p.N - 1) * row_bytes) & 15));
+    const uint8_t* row = w + ::std::min<int64_t>(n0 + u_r[j], p.N - 1) * row_bytes;
+    u_lead[j] = pinned(int(reinterpret_cast<uintptr_t>(row) & 15));
   }
 
   float acc[NT][4] = {};
@@ -375,8 +391,8 @@ __global__ void __launch_bounds__(kThreads) batch_mm_tile_kernel(BatchMmParams p
 // mma's 16 k positions may stand for any 16 elements so long as A and B agree, and here thread tg's four (2 tg,
 // 2 tg + 1, 2 tg + 8, 2 tg + 9) stand for elements 4 tg .. 4 tg + 3 of a run of 16: one 32-bit word of a row's
 // staged codes gives a thread its A halves (two codes a half pair, unpack_half's exponent trick), and one 64-bit
-// load its B pair from X. Each slice the threads first decode every row's sub-block scales into `scales` (one f16x2
-// pair per 32 elements, zero past K so that stale bytes there multiply to 0), then the warps unpack and multiply.
+// load its B pair from X. Each slice a warp first decodes the scales of its own rows and 128 elements into `scales`
+// (one f16x2 pair per 32 elements, zero past K so that stale bytes there multiply to 0), then unpacks and multiplies.
 // Q4_K: a 32-byte group of a block holds sub-block 2 gi (low nibbles) and 2 gi + 1 (high), element l in byte l; a
 // word of 4 bytes is 4 elements of each. Q6_Kx8: a unit's 16 ql bytes and 16 high-bit nibbles are its two runs of
 // 16 (64 elements apart); a ql word and a 16-bit word of nibbles are 4 elements of each.
@@ -391,15 +407,11 @@ __global__ void __launch_bounds__(kThreads) batch_mm_frag_kernel(BatchMmParams p
   static_assert(Tl::kWarpK == 128 && kSubs == 4 * Tl::kKGroups, "a warp takes 128 of K: 4 scale entries a row");
   extern __shared__ __align__(16) uint8_t dyn[];
   uint2* scales = reinterpret_cast<uint2*>(dyn + size_t(kStages) * St::kStageBytes);  // [R][kSLd]
-  const int tid = pinned(int(threadIdx.x)), lane = tid & 31, warp = tid >> 5;
+  const Place<R, NT> b(p, sp, n_token_tiles);
+  const int tid = b.tid, lane = b.lane, warp = b.warp, wr = b.wr, wk = b.wk, g = b.g, tg = b.tg, K = b.K;
+  const int sl0 = b.sl0, sl_end = b.sl_end;
+  const int64_t n0 = b.n0, t0 = b.t0;
   const uint32_t dyn_s = uint32_t(__cvta_generic_to_shared(dyn));
-  const int wr = warp % Tl::kRowGroups, wk = warp / Tl::kRowGroups;
-  const int g = lane >> 2, tg = lane & 3;
-  const int64_t n0 = int64_t(blockIdx.x / n_token_tiles) * R;
-  const int64_t t0 = int64_t(blockIdx.x % n_token_tiles) * Tl::kCols;
-  const int K = int(p.K);
-  const int sl0 = int(blockIdx.y) * int(sp.per_split);
-  const int sl_end = ::std::min((K + Tl::kSlice - 1) / Tl::kSlice, sl0 + int(sp.per_split));
   const uint8_t* w = static_cast<const uint8_t*>(p.w);
   const uint8_t* w_end = w + size_t(p.N) * row_bytes;
   St stager(p, w, row_bytes, xh, n0, t0, sl0, tid);
