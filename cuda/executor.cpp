@@ -343,9 +343,13 @@ void Executor::lower_gemm(const Node& n) {
   p.regrouped = regrouped(w);
   // A product right after another of the same x (no step between, so x and the scratch's f16 copy of it are
   // unchanged) reuses that copy: q/k/v and gate/up convert their input once. Both kernels keep it at the scratch's
-  // start in the same layout, so either may follow the other.
+  // start in the same layout, so either may follow the other. A small-batch launch that reads x as float neither
+  // writes nor reads the copy: it passes on what the launch before it left.
   p.x_in_scratch = last_gemm_.step == steps_.size() && last_gemm_.x == p.x && last_gemm_.K == K && last_gemm_.T == T;
-  last_gemm_ = {steps_.size() + 1, p.x, K, T};
+  const bool float_x = batch_mm_takes(n) && batch_mm_reads_float_x(type, p.regrouped, T);
+  if (!float_x) last_gemm_ = {steps_.size() + 1, p.x, K, T};
+  else if (p.x_in_scratch) last_gemm_.step = steps_.size() + 1;
+  else last_gemm_ = {};
   if (batch_mm_takes(n)) {
     BatchMmParams b{p.w, type, p.x, bias, p.y, K, N, T, p.scratch, p.scratch_bytes, p.x_in_scratch, p.regrouped};
     b.tile_counters = static_cast<uint32_t*>(batch_mm_counters_.get());

@@ -83,10 +83,16 @@ inline constexpr int kXLd = kSlice + (kFragments<Q, kX8> ? 16 : 8);
 template <int kSlice>
 inline constexpr int kScaleLd = kSlice / 32 + 2;  // 8-byte entries a row
 
+// The fragment kernel with one n-tile (T <= 8) reads X as float from global memory into its B registers, converting
+// there: no stage of X in shared memory (more blocks an SM) and no conversion launch before it.
+template <quant::Type Q, bool kX8, int NT>
+inline constexpr bool kFloatX = kFragments<Q, kX8> && NT == 1;
+
 template <quant::Type Q, bool kX8, int R, int NT>
 constexpr size_t stage_bytes() {
   using Tl = Tile<R, NT>;
-  return size_t(R) * Raw<Q, kX8, Tl::kSlice>::kLd + size_t(Tl::kCols) * kXLd<Q, kX8, Tl::kSlice> * 2;
+  const size_t x = kFloatX<Q, kX8, NT> ? 0 : size_t(Tl::kCols) * kXLd<Q, kX8, Tl::kSlice> * 2;
+  return size_t(R) * Raw<Q, kX8, Tl::kSlice>::kLd + x;
 }
 
 template <quant::Type Q, bool kX8, int R, int NT>
@@ -198,14 +204,14 @@ struct Stager {
   static constexpr int kRowThreads = kThreads / R;
   static constexpr int kWPieces = (Rw::kPieces + kRowThreads - 1) / kRowThreads;
   static constexpr int kVecs = Tl::kSlice / 8;  // 16-byte pieces of a token's slice of X
-  static constexpr int kXPieces = Tl::kCols * kVecs / kThreads;
+  static constexpr int kXPieces = kFloatX<Q, kX8, NT> ? 0 : Tl::kCols * kVecs / kThreads;  // none: read as float
   static_assert(Tl::kCols * kVecs % kThreads == 0 && kThreads % R == 0, "pieces spread evenly");
 
   const uint8_t* w_src[kWPieces];  // piece m's source in the next slice (the slice's start, file layouts but Q4_K)
   bool last_live;                  // whether the last piece exists (the others always do)
   int w_dst, q0;                   // this thread's first piece in a stage, and its index in the row
-  const __half* x_src[kXPieces];   // X piece j's source at k = 0 (null: a token past T)
-  int x_dst[kXPieces], x_k[kXPieces];
+  const __half* x_src[kXPieces ? kXPieces : 1];  // X piece j's source at k = 0 (null: a token past T)
+  int x_dst[kXPieces ? kXPieces : 1], x_k[kXPieces ? kXPieces : 1];
 
   __device__ __forceinline__ Stager(const BatchMmParams& p, const uint8_t* w, size_t row_bytes, const __half* xh,
                                     int64_t n0, int64_t t0, int sl0, int tid) {
@@ -428,6 +434,37 @@ __global__ void __launch_bounds__(kThreads) batch_mm_frag_kernel(BatchMmParams p
   const int r0 = wr * 16 + g;  // this thread's rows in the mma: r0 and r0 + 8
   const int raw_row0 = pinned(r0 * Rw::kLd), sc_row0 = pinned(r0 * kSLd);
 
+  // The warp's 8 runs of 16 elements a slice, slice-relative, in the order the mma loop below takes them (Q4_K:
+  // group gi's 16 st low-nibble elements, then the high ones 32 further; Q6_Kx8: unit ui's first run, then its second
+  // 64 further).
+  const auto run_k = [&](int i) {
+    if constexpr (kX8) {
+      const int b = wk / 2, n = wk % 2, ui = i >> 1, u = 4 * n + ui;
+      return 256 * b + 128 * n + 32 * ((u >> 1) & 1) + 16 * (u & 1) + 64 * (i & 1);
+    } else {
+      constexpr int kBlocks = Tl::kSlice / 256;
+      const int b = kBlocks == 2 ? wk / 2 : 0, gi = (kBlocks == 2 ? 2 * (wk % 2) : 2 * wk) + (i >> 2);
+      return 256 * b + 64 * gi + 16 * ((i >> 1) & 1) + 32 * (i & 1);
+    }
+  };
+  // kFloatX: this thread's B pairs for the next slice, as float (token t0 + g, elements run_k(i) + 4 tg ..), loaded a
+  // slice ahead so that their latency passes with the barrier and the scales; zero past T and K.
+  constexpr int kRuns = 8;
+  float4 xf[kFloatX<Q, kX8, NT> ? kRuns : 1];
+  const float* x_row = t0 + g < p.T ? p.x + (t0 + g) * p.K + 4 * tg : nullptr;
+  const auto load_x = [&](int sl) {
+    if constexpr (kFloatX<Q, kX8, NT>) {
+      const int k0 = sl * Tl::kSlice;
+#pragma unroll
+      for (int i = 0; i < kRuns; ++i) {
+        const int k = k0 + run_k(i);
+        xf[i] = x_row && sl < sl_end && k < K ? __ldg(reinterpret_cast<const float4*>(x_row + k))
+                                              : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      }
+    }
+  };
+  load_x(sl0);
+
   float acc[NT][4] = {};
   for (int st = 0; st < kStages - 1; ++st) stager.issue(K, w_end, xh, dyn_s, sl0 + st, st, sl_end);
   for (int sl = sl0, stage = 0; sl < sl_end; ++sl, stage = stage == kStages - 1 ? 0 : stage + 1) {
@@ -457,14 +494,18 @@ __global__ void __launch_bounds__(kThreads) batch_mm_frag_kernel(BatchMmParams p
     const uint8_t* raw8 = raw0 + 8 * Rw::kLd;
     const uint2* sc0 = scales + sc_row0;
     const uint2* sc8 = sc0 + 8 * kSLd;
-    // B pair of n-tile nt for the 16 elements starting at k (slice-relative): token g of the tile, elements
-    // k + 4 tg .. k + 4 tg + 3.
+    // B pair of n-tile nt for run i, the 16 elements starting at k (slice-relative): token g of the tile, elements
+    // k + 4 tg .. k + 4 tg + 3 (from the stage, or from the float registers rounded as x_to_half_kernel rounds).
     const uint16_t* xb = xs + g * St::kXLd + 4 * tg;
-    auto mma_run = [&](const uint32_t (&a)[4], int k) {
+    auto mma_run = [&](const uint32_t (&a)[4], int k, int i) {
+      if constexpr (kFloatX<Q, kX8, NT>) {
+        mma::m16n8k16(acc[0], a, mma::pack_half2(xf[i].x, xf[i].y), mma::pack_half2(xf[i].z, xf[i].w));
+      } else {
 #pragma unroll
-      for (int nt = 0; nt < NT; ++nt) {
-        const uint2 b = *reinterpret_cast<const uint2*>(xb + nt * 8 * St::kXLd + k);
-        mma::m16n8k16(acc[nt], a, b.x, b.y);
+        for (int nt = 0; nt < NT; ++nt) {
+          const uint2 b = *reinterpret_cast<const uint2*>(xb + nt * 8 * St::kXLd + k);
+          mma::m16n8k16(acc[nt], a, b.x, b.y);
+        }
       }
     };
     if constexpr (kX8) {
@@ -488,10 +529,10 @@ __global__ void __launch_bounds__(kThreads) batch_mm_frag_kernel(BatchMmParams p
         uint32_t a[4];
         unpack_half::q6_codes4(f0, s0.x, a[0], a[2]);
         unpack_half::q6_codes4(f8, s8.x, a[1], a[3]);
-        mma_run(a, k);
+        mma_run(a, k, 2 * ui);
         unpack_half::q6_codes4(s0c, s0.y, a[0], a[2]);
         unpack_half::q6_codes4(s8c, s8.y, a[1], a[3]);
-        mma_run(a, k + 64);
+        mma_run(a, k + 64, 2 * ui + 1);
       }
     } else {
       // The warp's 128 elements are groups 2 (wk % 2) and 2 (wk % 2) + 1 of block wk / 2 (R = 16, two blocks a
@@ -511,13 +552,15 @@ __global__ void __launch_bounds__(kThreads) batch_mm_frag_kernel(BatchMmParams p
           uint32_t a[4];
           unpack_half::q4_k_low4(q0, lo0, a[0], a[2]);
           unpack_half::q4_k_low4(q8, lo8, a[1], a[3]);
-          mma_run(a, k);
+          const int i = 4 * (gi - gbase) + 2 * st;
+          mma_run(a, k, i);
           unpack_half::q4_k_high4(q0, hi0, a[0], a[2]);
           unpack_half::q4_k_high4(q8, hi8, a[1], a[3]);
-          mma_run(a, k + 32);
+          mma_run(a, k + 32, i + 1);
         }
       }
     }
+    load_x(sl + 1);  // the next slice's B pairs, in flight through the barrier
   }
   cp_async_wait<0>();
   __syncthreads();  // the stages are dead: store_tile reuses their memory
@@ -599,6 +642,11 @@ bool batch_mm_supports(quant::Type type, bool regrouped, int64_t K, int64_t T) {
   return type == Type::Q4_0 || type == Type::Q8_0 || type == Type::Q4_K || type == Type::Q6_K;
 }
 
+bool batch_mm_reads_float_x(quant::Type type, bool regrouped, int64_t T) {
+  const bool fragments = regrouped ? type == quant::Type::Q6_K : type == quant::Type::Q4_K;
+  return fragments && shape_for_tokens(T).cols == 8;  // kFloatX: the fragment kernel with one n-tile
+}
+
 size_t batch_mm_scratch(int64_t K, int64_t N, int64_t T) {
   BatchMmParams p;
   p.K = K, p.N = N, p.T = T;
@@ -624,7 +672,10 @@ void launch_batch_mm(const BatchMmParams& p, cudaStream_t stream) {
               "small-batch product: a launch that splits K needs tile_counters");
   const size_t rb = quant::row_bytes(p.type, p.K);
   auto* xh = static_cast<__half*>(p.scratch);
-  if (!p.x_in_scratch) {
+  const bool float_x = batch_mm_reads_float_x(p.type, p.regrouped, p.T);
+  LLM_REQUIRE(!float_x || (reinterpret_cast<uintptr_t>(p.x) & 15) == 0,
+              "small-batch product: x must be 16-byte aligned");
+  if (!p.x_in_scratch && !float_x) {
     const int64_t n = p.K * p.T;
     x_to_half_kernel<<<unsigned((n + 255) / 256), 256, 0, stream>>>(p.x, xh, n);
     CUDA_CHECK_LAUNCH(stream);

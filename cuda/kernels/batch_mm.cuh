@@ -29,6 +29,7 @@ struct BatchMmParams {
   void* scratch = nullptr;      // >= batch_mm_scratch(K, N, T) bytes: x as half, [K, T], at its start (as gemm.cuh)
   size_t scratch_bytes = 0;
   bool x_in_scratch = false;    // the previous launch on this stream left this same x (K, T) in scratch as half
+                                // (ignored where batch_mm_reads_float_x)
   bool regrouped = false;       // Q6_K regrouped at upload into Q6_Kx8 (q6_kx8.cuh)
   uint32_t* tile_counters = nullptr;  // kBatchMmCounterBytes of zeroed words (above); every launch needs them
 };
@@ -36,6 +37,10 @@ struct BatchMmParams {
 // True when launch_batch_mm takes this matrix: Q4_0, Q8_0, Q4_K, Q6_K (Q6_K also regrouped), in the file's layout,
 // 1 <= T <= kBatchMmMaxTokens. Other types and layouts keep the matvec / GEMM paths.
 bool batch_mm_supports(quant::Type type, bool regrouped, int64_t K, int64_t T);
+
+// True when the launch reads x as float itself (Q4_K and Q6_Kx8 at T <= 8): it neither converts x into the
+// scratch nor reads a copy there, so a launch after it finds the scratch's half x as the one before it left it.
+bool batch_mm_reads_float_x(quant::Type type, bool regrouped, int64_t T);
 
 // Scratch the launch needs: x as half, laid out as launch_gemm lays it out (so the two can share a conversion), then
 // the split-K partial sums of matrices with few row blocks.
