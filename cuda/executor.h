@@ -79,7 +79,7 @@ struct ExecutorOptions {
   int64_t matvec_max_tokens = 4;  // MulMat with T <= this uses the matvec kernels, larger T the GEMM path
   // MulMat with batch_mm_min_tokens <= T <= batch_mm_max_tokens whose weight the small-batch kernel serves
   // (batch_mm.cuh) takes it instead of the matvec or GEMM path: all of 2..64 since its fragment kernel (H100 8B
-  // Q4_K_M `bench --parallel`, docs/kernel-notes.md: B = 2 308 -> 422, B = 64 3688 -> 4011 tok/s).
+  // Q4_K_M `bench --parallel`, docs/kernel-notes.md: B = 2 306 -> 445, B = 64 3685 -> 3987 tok/s).
   // LLM_CUDA_BATCH_MM_MIN / LLM_CUDA_BATCH_MM_MAX=0..64 move the bottom and the top (MAX=0: off).
   int64_t batch_mm_min_tokens = 2;
   int64_t batch_mm_max_tokens = kBatchMmMaxTokens;
