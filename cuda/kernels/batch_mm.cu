@@ -314,6 +314,23 @@ struct Place {
   }
 };
 
+// The slice pipeline of both kernels: slices sl0 .. sl_end - 1 through the ring, each handed to body(sl, k0, raw)
+// once it has landed everywhere and the slice kStages - 1 ahead is issued. The barrier that starts a slice also
+// says every warp is done with the one before (its stage, and the tile or scales the body wrote from it).
+template <class St, class Body>
+__device__ __forceinline__ void for_each_slice(St& stager, int K, const uint8_t* w_end, const __half* xh, uint8_t* dyn,
+                                               uint32_t dyn_s, int sl0, int sl_end, Body&& body) {
+  for (int st = 0; st < kStages - 1; ++st) stager.issue(K, w_end, xh, dyn_s, sl0 + st, st, sl_end);
+  for (int sl = sl0, stage = 0; sl < sl_end; ++sl, stage = stage == kStages - 1 ? 0 : stage + 1) {
+    cp_async_wait<kStages - 2>();
+    __syncthreads();
+    stager.issue(K, w_end, xh, dyn_s, sl + kStages - 1, stage == 0 ? kStages - 1 : stage - 1, sl_end);
+    body(sl, sl * St::Tl::kSlice, dyn + stage * St::kStageBytes);
+  }
+  cp_async_wait<0>();
+  __syncthreads();  // the stages are dead: store_tile may reuse their memory
+}
+
 // The half-tile kernel (Q4_0, Q8_0, Q6_K in the file's layout): each slice every thread unpacks two 32-element units
 // into the half tile ws, then warps multiply it (ldmatrix) with X.
 template <quant::Type Q, bool kX8, int R, int NT>
@@ -348,13 +365,7 @@ __global__ void __launch_bounds__(kThreads) batch_mm_tile_kernel(BatchMmParams p
   }
 
   float acc[NT][4] = {};
-  for (int st = 0; st < kStages - 1; ++st) stager.issue(K, w_end, xh, dyn_s, sl0 + st, st, sl_end);
-  for (int sl = sl0, stage = 0; sl < sl_end; ++sl, stage = stage == kStages - 1 ? 0 : stage + 1) {
-    cp_async_wait<kStages - 2>();
-    __syncthreads();  // slice sl landed everywhere; every warp is done with slice sl - 1 (ws and its stage)
-    stager.issue(K, w_end, xh, dyn_s, sl + kStages - 1, stage == 0 ? kStages - 1 : stage - 1, sl_end);
-    const int k0 = sl * Tl::kSlice;
-    const uint8_t* raw = dyn + stage * St::kStageBytes;
+  for_each_slice(stager, K, w_end, xh, dyn, dyn_s, sl0, sl_end, [&](int sl, int k0, const uint8_t* raw) {
     const uint16_t* xs = reinterpret_cast<const uint16_t*>(raw + R * Rw::kLd);
     const bool partial = k0 + Tl::kSlice > K;  // the last slice of a row not a whole number of slices
 #pragma unroll
@@ -387,9 +398,7 @@ __global__ void __launch_bounds__(kThreads) batch_mm_tile_kernel(BatchMmParams p
         mma::m16n8k16(acc[nt], a, *reinterpret_cast<const uint32_t*>(b), *reinterpret_cast<const uint32_t*>(b + 8));
       }
     }
-  }
-  cp_async_wait<0>();
-  __syncthreads();  // the stages are dead: store_tile reuses their memory
+  });
   store_tile<R, NT, Tl::kKGroups>(p, sp, acc, reinterpret_cast<float*>(dyn), n0, t0, warp, wr, g, tg, tid);
 }
 
@@ -466,13 +475,7 @@ __global__ void __launch_bounds__(kThreads) batch_mm_frag_kernel(BatchMmParams p
   load_x(sl0);
 
   float acc[NT][4] = {};
-  for (int st = 0; st < kStages - 1; ++st) stager.issue(K, w_end, xh, dyn_s, sl0 + st, st, sl_end);
-  for (int sl = sl0, stage = 0; sl < sl_end; ++sl, stage = stage == kStages - 1 ? 0 : stage + 1) {
-    cp_async_wait<kStages - 2>();
-    __syncthreads();  // slice sl landed everywhere; every warp is done with slice sl - 1 (scales and its stage)
-    stager.issue(K, w_end, xh, dyn_s, sl + kStages - 1, stage == 0 ? kStages - 1 : stage - 1, sl_end);
-    const int k0 = sl * Tl::kSlice;
-    const uint8_t* raw = dyn + stage * St::kStageBytes;
+  for_each_slice(stager, K, w_end, xh, dyn, dyn_s, sl0, sl_end, [&](int sl, int k0, const uint8_t* raw) {
     const uint16_t* xs = reinterpret_cast<const uint16_t*>(raw + R * Rw::kLd);
     const int b0x8 = (k0 % 2048) / 256;  // the slice's first block within its Q6_Kx8 run
 #pragma unroll
@@ -561,9 +564,7 @@ __global__ void __launch_bounds__(kThreads) batch_mm_frag_kernel(BatchMmParams p
       }
     }
     load_x(sl + 1);  // the next slice's B pairs, in flight through the barrier
-  }
-  cp_async_wait<0>();
-  __syncthreads();  // the stages are dead: store_tile reuses their memory
+  });
   store_tile<R, NT, Tl::kKGroups>(p, sp, acc, reinterpret_cast<float*>(dyn), n0, t0, warp, wr, g, tg, tid);
 }
 
