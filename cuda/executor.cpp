@@ -346,11 +346,11 @@ void Executor::lower_gemm(const Node& n) {
   // start in the same layout, so either may follow the other. A small-batch launch that reads x as float neither
   // writes nor reads the copy: it passes on what the launch before it left.
   p.x_in_scratch = last_gemm_.step == steps_.size() && last_gemm_.x == p.x && last_gemm_.K == K && last_gemm_.T == T;
-  const bool float_x = batch_mm_takes(n) && batch_mm_reads_float_x(type, p.regrouped, T);
-  if (!float_x) last_gemm_ = {steps_.size() + 1, p.x, K, T};
+  const bool small_batch = batch_mm_takes(n);
+  if (!small_batch || !batch_mm_reads_float_x(type, p.regrouped, T)) last_gemm_ = {steps_.size() + 1, p.x, K, T};
   else if (p.x_in_scratch) last_gemm_.step = steps_.size() + 1;
   else last_gemm_ = {};
-  if (batch_mm_takes(n)) {
+  if (small_batch) {
     BatchMmParams b{p.w, type, p.x, bias, p.y, K, N, T, p.scratch, p.scratch_bytes, p.x_in_scratch, p.regrouped};
     b.tile_counters = static_cast<uint32_t*>(batch_mm_counters_.get());
     steps_.push_back([b](cudaStream_t s) { launch_batch_mm(b, s); });

@@ -9,14 +9,9 @@
 #            models/synth-phi3-Q4_K_M.gguf tokenizer/ggml-vocab-llama-bpe.gguf
 #   there: scripts/gpu-batch-mm.sh   (carry .device, .device-bin)
 set -uo pipefail
-out=${OUT:-/tmp/out}
-mkdir -p "$out"
 rm -rf /tmp/bin && mkdir -p /tmp/bin && tar xJf .device-bin/bins.tar.xz -C /tmp/bin
-source .device/env.sh >/dev/null
-source "$(dirname "${BASH_SOURCE[0]}")/device-libs.sh"
-model=/tmp/llama3-8b-Q4_K_M.gguf
-[ -f "$model" ] || /tmp/bin/llm-run synth --shape llama3-8b --type Q4_K_M \
-  --vocab .device/tokenizer/ggml-vocab-llama-bpe.gguf -o "$model" >"$out/synth.log" 2>&1 &
+source "$(dirname "${BASH_SOURCE[0]}")/device-model.sh"  # $out, the assets' environment, make_model
+make_model /tmp/bin/llm-run &  # the synthetic Llama-3-8B Q4_K_M at $model, while the tests run
 synth=$!
 : >"$out/table.txt"
 row() { printf '%s\n' "$@" | tee -a "$out/table.txt"; }

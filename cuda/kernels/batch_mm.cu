@@ -22,6 +22,7 @@
 
 #include "cuda/check.h"
 #include "cuda/kernels/async_copy.cuh"
+#include "cuda/kernels/gemm.cuh"
 #include "cuda/kernels/mma.cuh"
 #include "cuda/kernels/q6_kx8.cuh"
 #include "cuda/kernels/unpack_half.cuh"
@@ -69,8 +70,11 @@ struct Raw {
 
 // Which kernel a format takes: the fragment kernel unpacks the raw blocks straight into mma operands (Q4_K and the
 // regrouped Q6_K, the formats of a Q4_K_M model's matrices); the others go through a half tile in shared memory.
+constexpr bool takes_fragments(quant::Type type, bool regrouped) {
+  return regrouped ? type == quant::Type::Q6_K : type == quant::Type::Q4_K;
+}
 template <quant::Type Q, bool kX8>
-inline constexpr bool kFragments = Q == quant::Type::Q4_K || kX8;
+inline constexpr bool kFragments = takes_fragments(Q, kX8);
 
 // Halves a row of X takes in a stage: 8 past the slice for the tile kernel's 32-bit B loads (rows 4 banks apart),
 // 16 for the fragment kernel's 64-bit ones (8 banks apart).
@@ -486,7 +490,7 @@ __global__ void __launch_bounds__(kThreads) batch_mm_frag_kernel(BatchMmParams p
       if constexpr (kX8) {
         constexpr int nb = Rw::kX8Blocks;
         const int b = c >> 3;
-        v = unpack_half::q6_kx8_scales(row + 192 * nb + 16 * b + 2 * (c & 7), row + 208 * nb + 2 * ((b0x8 + b) & 7));
+        v = unpack_half::q6_scales(row + 192 * nb + 16 * b + 2 * (c & 7), row + 208 * nb + 2 * ((b0x8 + b) & 7));
       } else if (k0 + 32 * c < K) {
         v = unpack_half::q4_k_scales(row + 144 * (c >> 3), c & 7);
       }
@@ -498,7 +502,7 @@ __global__ void __launch_bounds__(kThreads) batch_mm_frag_kernel(BatchMmParams p
     const uint2* sc0 = scales + sc_row0;
     const uint2* sc8 = sc0 + 8 * kSLd;
     // B pair of n-tile nt for run i, the 16 elements starting at k (slice-relative): token g of the tile, elements
-    // k + 4 tg .. k + 4 tg + 3 (from the stage, or from the float registers rounded as x_to_half_kernel rounds).
+    // k + 4 tg .. k + 4 tg + 3 (from the stage, or from the float registers rounded as launch_x_to_half rounds).
     const uint16_t* xb = xs + g * St::kXLd + 4 * tg;
     auto mma_run = [&](const uint32_t (&a)[4], int k, int i) {
       if constexpr (kFloatX<Q, kX8, NT>) {
@@ -566,11 +570,6 @@ __global__ void __launch_bounds__(kThreads) batch_mm_frag_kernel(BatchMmParams p
     load_x(sl + 1);  // the next slice's B pairs, in flight through the barrier
   });
   store_tile<R, NT, Tl::kKGroups>(p, sp, acc, reinterpret_cast<float*>(dyn), n0, t0, warp, wr, g, tg, tid);
-}
-
-__global__ void x_to_half_kernel(const float* x, __half* out, int64_t n) {
-  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i < n) out[i] = __float2half_rn(x[i]);
 }
 
 // The one place T picks the tile: rows per block, and tokens per block (padded to 8-token n-tiles).
@@ -644,8 +643,7 @@ bool batch_mm_supports(quant::Type type, bool regrouped, int64_t K, int64_t T) {
 }
 
 bool batch_mm_reads_float_x(quant::Type type, bool regrouped, int64_t T) {
-  const bool fragments = regrouped ? type == quant::Type::Q6_K : type == quant::Type::Q4_K;
-  return fragments && shape_for_tokens(T).cols == 8;  // kFloatX: the fragment kernel with one n-tile
+  return takes_fragments(type, regrouped) && shape_for_tokens(T).cols == 8;  // kFloatX: fragments, one n-tile
 }
 
 size_t batch_mm_scratch(int64_t K, int64_t N, int64_t T) {
@@ -676,11 +674,7 @@ void launch_batch_mm(const BatchMmParams& p, cudaStream_t stream) {
   const bool float_x = batch_mm_reads_float_x(p.type, p.regrouped, p.T);
   LLM_REQUIRE(!float_x || (reinterpret_cast<uintptr_t>(p.x) & 15) == 0,
               "small-batch product: x must be 16-byte aligned");
-  if (!p.x_in_scratch && !float_x) {
-    const int64_t n = p.K * p.T;
-    x_to_half_kernel<<<unsigned((n + 255) / 256), 256, 0, stream>>>(p.x, xh, n);
-    CUDA_CHECK_LAUNCH(stream);
-  }
+  if (!p.x_in_scratch && !float_x) launch_x_to_half(p.x, xh, p.K * p.T, stream);
   using quant::Type;
   switch (p.type) {
     case Type::Q4_0: launch_for_tokens<Type::Q4_0, false>(p, xh, rb, plan, stream); break;

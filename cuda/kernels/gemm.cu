@@ -131,6 +131,11 @@ unsigned blocks_for(int64_t n, int threads) { return unsigned((n + threads - 1) 
 
 }  // namespace
 
+void launch_x_to_half(const float* x, void* out, int64_t n, cudaStream_t stream) {
+  f32_to_f16_kernel<<<blocks_for(n, 256), 256, 0, stream>>>(x, static_cast<__half*>(out), n);
+  CUDA_CHECK_LAUNCH(stream);
+}
+
 void launch_dequant_f16(const DequantF16Params& p, cudaStream_t stream) {
   LLM_REQUIRE(p.w && p.out, "null pointer");
   LLM_REQUIRE(p.K > 0 && p.rows > 0 && p.row0 >= 0, "empty or negative shape");
@@ -180,10 +185,7 @@ void launch_gemm(const GemmParams& p, const Blas& blas, cudaStream_t stream) {
 
   auto* xh = static_cast<__half*>(p.scratch);
   const int64_t nx = p.K * p.T;
-  if (!p.x_in_scratch) {
-    f32_to_f16_kernel<<<blocks_for(nx, 256), 256, 0, stream>>>(p.x, xh, nx);
-    CUDA_CHECK_LAUNCH(stream);
-  }
+  if (!p.x_in_scratch) launch_x_to_half(p.x, xh, nx, stream);
 
   // Column-major view: W rows are columns of a K x N matrix A (lda K); Y (N x T, ldc N) = A^T X.
   auto gemm = [&](const void* a, int64_t row0, int64_t rows) {

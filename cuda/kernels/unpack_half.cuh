@@ -44,11 +44,6 @@ __device__ __forceinline__ uint32_t hfma2(uint32_t a, uint32_t b, uint32_t c) {
   asm("fma.rn.f16x2 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(c));
   return r;
 }
-// A float rounded to half, in both halves of a word.
-__device__ __forceinline__ uint32_t splat(float f) {
-  const uint32_t h = __half_as_ushort(__float2half_rn(f));
-  return h | h << 16;
-}
 // Bytes 0 and 1 (lo = true) or 2 and 3 of w as the low bytes of two halves whose high bytes come from `hi`.
 __device__ __forceinline__ uint32_t spread(uint32_t w, uint32_t hi, bool lo) {
   return __byte_perm(w, hi, lo ? 0x4140 : 0x4342);
@@ -83,6 +78,25 @@ __device__ __forceinline__ void q8_0(const uint8_t* b, uint32_t (&h)[16]) {
   }
 }
 
+// Scale words: Q4_K block b's sub-block j (0..7), (d sc, -dmin m); two consecutive Q6_K runs of 16 (two int8 scales
+// at `scales`, 2-byte aligned, and the block's d; in a regrouped unit, q6_kx8.cuh, its two runs), (d sc0, d sc1).
+// Each splatted to both halves of its word, each product rounded once to half (the float products are exact, so the
+// bits of a float multiply rounded to half). The 6-bit scales and mins come out of the block's 12 bytes as three
+// words; the int8 ones biased by 128, as q8_0.
+__device__ __forceinline__ uint2 q4_k_scales(const uint8_t* b, int j) {
+  const uint32_t* q = reinterpret_cast<const uint32_t*>(b + 4);  // 4-byte aligned: blocks start 16-byte aligned
+  const uint32_t w0 = q[0], w1 = q[1], w2 = q[2], sh = 8u * uint32_t(j & 3);
+  const uint32_t sc = j < 4 ? (w0 >> sh) & 63u : ((w2 >> sh) & 15u) | ((w0 >> sh >> 2) & 0x30u);
+  const uint32_t m = j < 4 ? (w1 >> sh) & 63u : ((w2 >> sh >> 4) & 15u) | ((w1 >> sh >> 2) & 0x30u);
+  const uint32_t v = hmul2(hsub2(sc | m << 16 | 0x64006400u, 0x64006400u), *reinterpret_cast<const uint32_t*>(b));
+  return make_uint2(__byte_perm(v, 0, 0x1010), __byte_perm(v ^ 0x80000000u, 0, 0x3232));
+}
+__device__ __forceinline__ uint2 q6_scales(const uint8_t* scales, const uint8_t* dp) {
+  const uint32_t d = quant::dev::load_u16(dp);
+  const uint32_t s = (spread(quant::dev::load_u16(scales), 0, true) ^ 0x00800080u) | 0x64006400u;
+  const uint32_t v = hmul2(hsub2(s, 0x64806480u), d | d << 16);
+  return make_uint2(__byte_perm(v, 0, 0x1010), __byte_perm(v, 0, 0x3232));
+}
 // Q4_0 block b (18 bytes, 2-byte aligned): element j in the low nibble of qs[j], j + 16 in the high. A low nibble
 // pair is 1024 + q, less 1032 is q - 8; a high one, masked in place, 1024 + 16 q, and x / 16 - 72 is q - 8 (all
 // exact); times d, rounded once.
@@ -108,12 +122,8 @@ __device__ __forceinline__ void q4_0(const uint8_t* b, uint32_t (&h)[16]) {
 // h[8..15] the high. A low nibble pair is 1024 + q; a high one, masked in place, 1024 + 16 q, and x / 16 - 64 is q
 // (both exact); then q (d sc) - dmin m in one fma.
 __device__ __forceinline__ void q4_k(const uint8_t* b, int g, int dc, uint32_t (&h)[16]) {
-  const float d = quant::dev::h2f(quant::dev::load_u16(b)), dmin = quant::dev::h2f(quant::dev::load_u16(b + 2));
-  int sc0, m0, sc1, m1;
-  quant::dev::scale_min_k4(2 * g, b + 4, sc0, m0);
-  quant::dev::scale_min_k4(2 * g + 1, b + 4, sc1, m1);
-  const uint32_t s0 = splat(d * float(sc0)), n0 = splat(-(dmin * float(m0)));
-  const uint32_t s1 = splat(d * float(sc1)), n1 = splat(-(dmin * float(m1)));
+  const uint2 sn0 = q4_k_scales(b, 2 * g), sn1 = q4_k_scales(b, 2 * g + 1);
+  const uint32_t s0 = sn0.x, n0 = sn0.y, s1 = sn1.x, n1 = sn1.y;
   const uint4 q = *reinterpret_cast<const uint4*>(b + 16 + 32 * g + 16 * dc);
   const uint32_t w[4] = {q.x, q.y, q.z, q.w};
 #pragma unroll
@@ -133,9 +143,8 @@ __device__ __forceinline__ void q4_k(const uint8_t* b, int g, int dc, uint32_t (
 // the 6-bit code c in a byte, 1024 + c in half by prmt, less 1056 is c - 32 exactly, times (d scale) rounded to half.
 __device__ __forceinline__ void q6_k(const uint8_t* b, int cc, uint32_t (&h)[16]) {
   const int n = cc >> 2, k = cc & 3;
-  const float d = quant::dev::h2f(quant::dev::load_u16(b + 208));
-  const int8_t* sc = reinterpret_cast<const int8_t*>(b + 192) + 8 * n + 2 * k;
-  const uint32_t s[2] = {splat(d * float(sc[0])), splat(d * float(sc[1]))};
+  const uint2 sw = q6_scales(b + 192 + 8 * n + 2 * k, b + 208);
+  const uint32_t s[2] = {sw.x, sw.y};
   uint32_t L[8], H[8];
   load_words<8>(b + 64 * n + 32 * (k & 1), L);
   load_words<8>(b + 128 + 32 * n, H);
@@ -158,24 +167,6 @@ __device__ __forceinline__ void q4_k_low4(uint32_t w, uint2 sn, uint32_t& r01, u
 __device__ __forceinline__ void q4_k_high4(uint32_t w, uint2 sn, uint32_t& r01, uint32_t& r23) {
   r01 = hfma2(hfma2((spread(w, 0, true) & 0x00F000F0u) | 0x64006400u, 0x2C002C00u, 0xD400D400u), sn.x, sn.y);
   r23 = hfma2(hfma2((spread(w, 0, false) & 0x00F000F0u) | 0x64006400u, 0x2C002C00u, 0xD400D400u), sn.x, sn.y);
-}
-// The scale words of those: Q4_K block b's sub-block j (0..7), (d sc, -dmin m); a regrouped Q6_K unit's two runs
-// (q6_kx8.cuh: its two int8 scales and its block's d), (d sc0, d sc1). Each splatted to both halves of its word, each
-// product rounded once to half (the float products are exact, so the same bits as q4_k / q6_k above). The 6-bit
-// scales and mins come out of the block's 12 bytes as three words; the int8 ones biased by 128, as q8_0.
-__device__ __forceinline__ uint2 q4_k_scales(const uint8_t* b, int j) {
-  const uint32_t* q = reinterpret_cast<const uint32_t*>(b + 4);  // 4-byte aligned: blocks start 16-byte aligned
-  const uint32_t w0 = q[0], w1 = q[1], w2 = q[2], sh = 8u * uint32_t(j & 3);
-  const uint32_t sc = j < 4 ? (w0 >> sh) & 63u : ((w2 >> sh) & 15u) | ((w0 >> sh >> 2) & 0x30u);
-  const uint32_t m = j < 4 ? (w1 >> sh) & 63u : ((w2 >> sh >> 4) & 15u) | ((w1 >> sh >> 2) & 0x30u);
-  const uint32_t v = hmul2(hsub2(sc | m << 16 | 0x64006400u, 0x64006400u), *reinterpret_cast<const uint32_t*>(b));
-  return make_uint2(__byte_perm(v, 0, 0x1010), __byte_perm(v ^ 0x80000000u, 0, 0x3232));
-}
-__device__ __forceinline__ uint2 q6_kx8_scales(const uint8_t* scales, const uint8_t* dp) {
-  const uint32_t d = quant::dev::load_u16(dp);
-  const uint32_t s = (spread(quant::dev::load_u16(scales), 0, true) ^ 0x00800080u) | 0x64006400u;
-  const uint32_t v = hmul2(hsub2(s, 0x64806480u), d | d << 16);
-  return make_uint2(__byte_perm(v, 0, 0x1010), __byte_perm(v, 0, 0x3232));
 }
 __device__ __forceinline__ void q6_codes4(uint32_t codes, uint32_t s2, uint32_t& r01, uint32_t& r23) {
   r01 = hmul2(hsub2(spread(codes, 0x64646464u, true), 0x64206420u), s2);
