@@ -4,12 +4,18 @@
 # the lab (KernelLab.BatchMm), then `llm-run bench --parallel` on a synthetic Llama-3-8B Q4_K_M for each range of
 # tokens the kernel takes (RANGES="min:max ...", LLM_CUDA_BATCH_MM_MIN / _MAX; 0:0 turns it off), and with a base
 # build's llm-run (llm-run-base, when packed) at its defaults. Rows go to $OUT/table.txt as they come.
+# A base build's archive (.device-bin/base.tar.xz, an earlier pack-carry.sh's bins.tar.xz) adds its lab and its
+# bench beside this build's.
 #   here:  scripts/pack-carry.sh [BASE_LLM_RUN]; ../shared/device/prepare.sh models/stories260K-f32.gguf \
 #            models/synth-llama-bpe-Q4_K_M.gguf models/synth-gemma3-Q4_K_M.gguf \
 #            models/synth-phi3-Q4_K_M.gguf tokenizer/ggml-vocab-llama-bpe.gguf
 #   there: scripts/gpu-batch-mm.sh   (carry .device, .device-bin)
 set -uo pipefail
 rm -rf /tmp/bin && mkdir -p /tmp/bin && tar xJf .device-bin/bins.tar.xz -C /tmp/bin
+if [ -f .device-bin/base.tar.xz ]; then
+  rm -rf /tmp/base && mkdir -p /tmp/base && tar xJf .device-bin/base.tar.xz -C /tmp/base
+  cp /tmp/base/llm-run /tmp/bin/llm-run-base
+fi
 source "$(dirname "${BASH_SOURCE[0]}")/device-model.sh"  # $out, the assets' environment, make_model
 make_model /tmp/bin/llm-run &  # the synthetic Llama-3-8B Q4_K_M at $model, while the tests run
 synth=$!
@@ -26,8 +32,12 @@ if [ "${TESTS:-1}" != 0 ]; then
     --gtest_filter='PagedGpu*:GpuSession.Stories*' >"$out/session.txt" 2>&1
   row "cuda_session_test (batch_mm 2..64): $(passed "$out/session.txt")"
 fi
-LLM_CUDA_BENCH=1 /tmp/bin/cuda_kernels_test --gtest_filter=KernelLab.BatchMm >"$out/lab.txt" 2>&1
-row "$(sed -n '/^device/,/^\[/p' "$out/lab.txt" | grep -v '^\[')"
+lab() {  # label binary
+  LLM_CUDA_BENCH=1 "$2" --gtest_filter=KernelLab.BatchMm >"$out/lab-$1.txt" 2>&1
+  row "lab, $1:" "$(sed -n '/^device/,/^\[/p' "$out/lab-$1.txt" | grep -v '^\[')"
+}
+[ -x /tmp/base/cuda_kernels_test ] && lab base /tmp/base/cuda_kernels_test
+lab this /tmp/bin/cuda_kernels_test
 
 wait "$synth"
 NPL=${NPL:-1,2,4,8,16,32,64}

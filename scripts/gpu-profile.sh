@@ -6,6 +6,7 @@
 #   here:  scripts/build-carry.sh && ../shared/device/prepare.sh tokenizer/ggml-vocab-llama-bpe.gguf
 #   there: SHAPE=llama3-8b TYPE=Q4_K_M scripts/gpu-profile.sh     (carry: .device and build-carry)
 #          batched decode: RUN="--parallel 4 -p 512 -n 64" SKIP=12000 COUNT=1500 scripts/gpu-profile.sh
+#          (B=16: SKIP=9000 COUNT=1300, B=32: SKIP=15000: past the untimed round and the prompts; one-step.txt)
 set -uo pipefail
 out=${OUT:-/tmp/out}
 mkdir -p "$out"
@@ -85,3 +86,6 @@ if [ -n "${DETAIL:-}" ]; then
   echo "detail rc=$?"
   grep -E "^  [a-z_]+.*\(|Duration|DRAM Throughput|Memory Throughput|Achieved Occupancy|Theoretical Occupancy|Registers Per|Block Size|Grid Size|Warp Cycles Per Issued|Issue Slots Busy|Stall|L1/TEX Hit|L2 Hit|Eligible Warps|Waves Per SM" "$out/ncu-detail.txt" | head -120
 fi
+# One step's launches in order (batched decode: the launches between two argmax launches), when the window holds one.
+python3 "$(dirname "${BASH_SOURCE[0]}")/ncu-one-step.py" "$out/ncu-step.csv" >"$out/one-step.txt" 2>&1 &&
+  tail -1 "$out/one-step.txt"

@@ -9,9 +9,10 @@
 //
 // W is read from memory once for all tokens. Every slice of X is read from L2 by N / R blocks, so R grows with T
 // (X's L2 traffic is 3.6 T / R times W's for Q4_K): R = 16 rows for T <= 8, 32 above. More than 16 tokens go in
-// token tiles of 32 whose blocks of one row tile are launched next to each other, so the second reads the rows from
-// L2 (a wider token tile would leave no room for three stages of X). Matrices of few blocks split K, the last split
-// of a tile adding them. Every partial sum (warps' k groups, K splits) is added in a fixed order: the same bits every
+// token tiles of 32, the tiles of one row tile next to each other in the work, so the second reads the rows from L2
+// (a wider token tile would leave no room for three stages of X). The grid is what the GPU holds at once, each
+// block a run of consecutive (tile, slice) units (stream-K, Work below); a tile two blocks share is added up by the
+// last of them. Every partial sum (warps' k groups, blocks' runs) is added in a fixed order: the same bits every
 // run. Measurements and history: docs/kernel-notes.md, "Small-batch products".
 #include "cuda/kernels/batch_mm.cuh"
 
@@ -106,33 +107,89 @@ constexpr size_t smem_bytes() {
   return kStages * stage_bytes<Q, kX8, R, NT>() + tail;
 }
 
-// Split K over gridDim.y (matrices of few blocks, so every SM has some): split y takes slices
-// [y * per_split, (y + 1) * per_split) and writes partial sums to part; no split: part is null.
-struct Split {
-  int64_t per_split;   // slices a split takes
-  float* part;         // [splits][T][N] or null
-  uint32_t* counters;  // per tile (blockIdx.x): splits finished (BatchMmParams::tile_counters)
+// The launch's work (stream-K): every tile (R rows by one token tile) is n_slices slices of K, and the units
+// (tile, slice), tile-major, are dealt to the grid's blocks in equal runs of consecutive units: block b takes units
+// [first_unit(b), first_unit(b + 1)). The grid is what the GPU holds at once, so there is no partial last wave,
+// and each block's prologue serves a run of slices instead of one tile's share. A run covers a tile whole (the block
+// stores it) or in part: the block's partial sums go to one of its two slots in `part` (its first segment's, slot
+// 0, or its last's, slot 1: any segment between is a whole tile), and the tile's last contributor to finish adds
+// every contributor's slot in block order, then the bias: the same bits whichever block comes last.
+struct Work {
+  int32_t units;        // tiles * n_slices (below 2^31: launch_batch_mm checks)
+  int32_t n_slices;     // slices a tile
+  int32_t token_tiles;  // tiles a row tile (consecutive tiles share their rows: the second reads them from L2)
+  int32_t run, extra;   // units / gridDim.x, units % gridDim.x: the first `extra` blocks take run + 1 units
+  float* part;          // [gridDim.x][2][kCols][R] partial sums
+  uint32_t* counters;   // per tile: contributors finished (BatchMmParams::tile_counters)
+  __device__ __forceinline__ int32_t first_unit(int32_t b) const { return b * run + ::std::min(b, extra); }
+  // The block whose run holds unit u.
+  __device__ __forceinline__ int32_t block_of(int32_t u) const {
+    const int32_t big = extra * (run + 1);  // units of the longer runs
+    return u < big ? u / (run + 1) : extra + (u - big) / run;
+  }
 };
+
+// Blocks an SM the register allocation must leave room for, what the stages' shared memory holds (five of the
+// 16-row tiles, whose shared memory would hold more, as before the segment loop): left alone, ptxas gave the segment
+// loop up to 128 (16 rows) and 133 (32 rows, 16 tokens) registers, a block less an SM.
+template <int R, int NT>
+inline constexpr int kMinBlocks = R == 16 ? 5 : NT == 2 ? 4 : 3;
+
+// One block's segment of one tile: its slices [sl0, sl_end), and where its sums go.
+struct Segment {
+  int32_t tile;
+  int sl0, sl_end;
+  bool whole;    // the tile's every slice: the block stores it
+  float* slot;   // partial sums [kCols][R] otherwise
+};
+
+// Runs seg(segment) for each segment of this block's run, in order.
+// kRuns false: the launch's runs never cross a tile (each block one tile, or one of a tile's equal splits), and the
+// kernel has no segment loop, whose state otherwise stays in registers through the slice loop (T <= 8: 28 -> 31 us
+// in the lab with it).
+template <int R, int NT, bool kRuns, class Fn>
+__device__ __forceinline__ void for_each_segment(const Work& w, Fn&& seg) {
+  const int32_t begin = w.first_unit(blockIdx.x), end = w.first_unit(blockIdx.x + 1);
+  if constexpr (!kRuns) {
+    const int32_t tile = begin / w.n_slices;
+    const int s0 = begin - tile * w.n_slices, s1 = s0 + (end - begin);
+    const bool whole = s1 - s0 == w.n_slices;
+    seg(Segment{tile, s0, s1, whole, whole ? nullptr : w.part + int64_t(blockIdx.x) * 2 * (R * NT * 8)});
+    return;
+  }
+  for (int32_t u = begin; u < end;) {
+    const int32_t tile = u / w.n_slices;
+    const int s0 = u - tile * w.n_slices;
+    const int s1 = ::std::min(w.n_slices, s0 + (end - u));
+    const bool whole = s0 == 0 && s1 == w.n_slices;
+    float* slot = whole ? nullptr : w.part + (int64_t(blockIdx.x) * 2 + (u == begin ? 0 : 1)) * (R * NT * 8);
+    seg(Segment{tile, s0, s1, whole, slot});
+    u += s1 - s0;
+  }
+}
 
 // Y for the block's R rows and tokens t0..: accumulator c of n-tile nt is row 16 wr + g + 8 (c >> 1), token
 // t0 + 8 nt + 2 tg + (c & 1). With k groups their partial sums go through `red` ([kWarps][16][NT * 8] floats, the
-// tiles' dead memory after the last barrier) and are added in group order: the same bits every run.
+// tiles' dead memory after the last barrier) and are added in group order: the same bits every run. A partial
+// segment's sums go to its slot instead ([token][row], bias left out); the tile's last contributor adds them up.
+// Every thread of the block must call it; the stages may be refilled once it returns.
 template <int R, int NT, int KG>
-__device__ __forceinline__ void store_tile(const BatchMmParams& p, const Split& sp, const float (&acc)[NT][4],
-                                           float* red, int64_t n0, int64_t t0, int warp, int wr, int g, int tg,
-                                           int tid) {
+__device__ __forceinline__ void store_tile(const BatchMmParams& p, const Work& w, const Segment& sg,
+                                           const float (&acc)[NT][4], float* red, int64_t n0, int64_t t0, int warp,
+                                           int wr, int g, int tg, int tid) {
   constexpr int kCols = NT * 8, kRowGroups = R / 16;
-  // Split K: this split's partial sums into its own [T][N] slab, added (with the bias) by the tile's last split.
-  float* y = sp.part ? sp.part + int64_t(blockIdx.y) * p.N * p.T : p.y;
-  const float* bias = sp.part ? nullptr : p.bias;
+  const float* bias = sg.whole ? p.bias + (p.bias ? n0 : 0) : nullptr;
+  // (row r, token tl) of the tile goes to out[tl * stride + r], when n0 + r < N and t0 + tl < T.
+  float* const out = sg.whole ? p.y + t0 * p.N + n0 : sg.slot;
+  const int64_t stride = sg.whole ? p.N : R;
+  const int rows = int(::std::min<int64_t>(R, p.N - n0)), cols = int(::std::min<int64_t>(kCols, p.T - t0));
   if constexpr (KG == 1) {
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
       for (int c = 0; c < 4; ++c) {
-        const int64_t n = n0 + wr * 16 + g + 8 * (c >> 1);
-        const int64_t t = t0 + nt * 8 + 2 * tg + (c & 1);
-        if (n < p.N && t < p.T) y[t * p.N + n] = acc[nt][c] + (bias ? bias[n] : 0.0f);
+        const int r = wr * 16 + g + 8 * (c >> 1), tl = nt * 8 + 2 * tg + (c & 1);
+        if (r < rows && tl < cols) out[tl * stride + r] = acc[nt][c] + (bias ? bias[r] : 0.0f);
       }
   } else {
 #pragma unroll
@@ -141,33 +198,51 @@ __device__ __forceinline__ void store_tile(const BatchMmParams& p, const Split& 
       for (int c = 0; c < 4; ++c) red[(warp * 16 + g + 8 * (c >> 1)) * kCols + nt * 8 + 2 * tg + (c & 1)] = acc[nt][c];
     __syncthreads();
     for (int i = tid; i < R * kCols; i += kThreads) {
-      const int r = i % R, tl = i / R;  // consecutive threads on consecutive rows: coalesced stores of y
-      const int64_t n = n0 + r, t = t0 + tl;
-      if (n >= p.N || t >= p.T) continue;
-      float s = bias ? bias[n] : 0.0f;
+      const int r = i % R, tl = i / R;  // consecutive threads on consecutive rows: coalesced stores
+      if (r >= rows || tl >= cols) continue;
+      float s = bias ? bias[r] : 0.0f;
 #pragma unroll
       for (int k = 0; k < KG; ++k) s += red[((k * kRowGroups + r / 16) * 16 + r % 16) * kCols + tl];
-      y[t * p.N + n] = s;
+      out[tl * stride + r] = s;
     }
   }
-  if (!sp.part) return;
-  // Split K: the tile's last split to finish adds every split's partial sums in split order, then the bias (as one
-  // launch over all of them would): the same bits whichever block comes last. The fences make each split's
-  // partial sums visible before its count, and the counts before the last block's reads (which bypass L1).
+  if (sg.whole) {
+    __syncthreads();  // `red` read: the next segment may refill the stages
+    return;
+  }
+  // The fences make each contributor's partial sums visible before its count, and the counts before the last
+  // one's reads (which bypass L1).
   __threadfence();
   __syncthreads();
-  const bool last = __syncthreads_or(tid == 0 && atomicAdd(&sp.counters[blockIdx.x], 1u) == gridDim.y - 1);
+  const int32_t tile_u0 = sg.tile * w.n_slices;
+  const int32_t first = w.block_of(tile_u0);
+  const int n_contrib = int(w.block_of(tile_u0 + w.n_slices - 1) - first) + 1;
+  const bool last = __syncthreads_or(tid == 0 && atomicAdd(&w.counters[sg.tile], 1u) == uint32_t(n_contrib - 1));
   if (!last) return;
   __threadfence();
+  // Block first + j's slot for this tile: the first one's last slot unless its run starts at the tile, every later
+  // one's first (their runs start inside the tile).
+  const bool first_starts = w.first_unit(first) == tile_u0;
+  const float* slots = w.part + (int64_t(first) * 2 + (first_starts ? 0 : 1)) * (R * kCols);
   for (int i = tid; i < R * kCols; i += kThreads) {
     const int r = i % R, tl = i / R;
-    const int64_t n = n0 + r, t = t0 + tl;
-    if (n >= p.N || t >= p.T) continue;
-    float s = p.bias ? p.bias[n] : 0.0f;
-    for (int k = 0; k < int(gridDim.y); ++k) s += __ldcg(sp.part + (k * p.T + t) * p.N + n);
-    p.y[t * p.N + n] = s;
+    if (r >= rows || tl >= cols) continue;
+    float s = p.bias ? p.bias[n0 + r] : 0.0f;
+    const float* at = slots + tl * R + r;
+    s += __ldcg(at);
+    at += (first_starts ? 2 : 1) * (R * kCols);  // block first + 1's first slot
+    // Eight slots' loads in flight at a time, added in block order.
+    for (int j = 1; j < n_contrib; j += 8) {
+      float v[8];
+#pragma unroll
+      for (int k = 0; k < 8; ++k) v[k] = j + k < n_contrib ? __ldcg(at + k * 2 * (R * kCols)) : 0.0f;
+#pragma unroll
+      for (int k = 0; k < 8; ++k) s += v[k];
+      at += 8 * 2 * (R * kCols);
+    }
+    p.y[(t0 + tl) * p.N + n0 + r] = s;
   }
-  if (tid == 0) sp.counters[blockIdx.x] = 0;  // zero again for the next launch
+  if (tid == 0) w.counters[sg.tile] = 0;  // zero again for the next launch
 }
 
 // A value kept in a register for the whole slice loop. Without it the compiler recomputes per-thread offsets and
@@ -302,19 +377,23 @@ struct Stager {
   }
 };
 
-// Where a block and a thread stand: the thread's warp and mma coordinates, the block's rows (n0), tokens (t0) and
-// slices [sl0, sl_end) of K (K as int: kernels index a row's slices and elements in 32 bits).
+// Where a thread stands: its warp and mma coordinates (K as int: kernels index a row's slices and elements in 32
+// bits); and a segment's rows (row0) and tokens (token0).
 template <int R, int NT>
 struct Place {
   using Tl = Tile<R, NT>;
-  int tid, lane, warp, wr, wk, g, tg, K, sl0, sl_end;
-  int64_t n0, t0;
-  __device__ __forceinline__ Place(const BatchMmParams& p, const Split& sp, int n_token_tiles) {
+  int tid, lane, warp, wr, wk, g, tg, K;
+  __device__ __forceinline__ explicit Place(const BatchMmParams& p) {
     tid = pinned(int(threadIdx.x)), lane = tid & 31, warp = tid >> 5;
     wr = warp % Tl::kRowGroups, wk = warp / Tl::kRowGroups, g = lane >> 2, tg = lane & 3;
-    n0 = int64_t(blockIdx.x / n_token_tiles) * R, t0 = int64_t(blockIdx.x % n_token_tiles) * Tl::kCols;
-    K = int(p.K), sl0 = int(blockIdx.y) * int(sp.per_split);
-    sl_end = ::std::min((K + Tl::kSlice - 1) / Tl::kSlice, sl0 + int(sp.per_split));
+    K = int(p.K);
+  }
+  // A segment's first row and token.
+  static __device__ __forceinline__ int64_t row0(const Work& w, const Segment& sg) {
+    return int64_t(sg.tile / w.token_tiles) * R;
+  }
+  static __device__ __forceinline__ int64_t token0(const Work& w, const Segment& sg) {
+    return sg.tile % w.token_tiles * Tl::kCols;
   }
 };
 
@@ -337,9 +416,9 @@ __device__ __forceinline__ void for_each_slice(St& stager, int K, const uint8_t*
 
 // The half-tile kernel (Q4_0, Q8_0, Q6_K in the file's layout): each slice every thread unpacks two 32-element units
 // into the half tile ws, then warps multiply it (ldmatrix) with X.
-template <quant::Type Q, bool kX8, int R, int NT>
-__global__ void __launch_bounds__(kThreads) batch_mm_tile_kernel(BatchMmParams p, const __half* xh, size_t row_bytes,
-                                                                 int n_token_tiles, Split sp) {
+template <quant::Type Q, bool kX8, int R, int NT, bool kRuns>
+__global__ void __launch_bounds__(kThreads, kMinBlocks<R, NT>) batch_mm_tile_kernel(BatchMmParams p, const __half* xh,
+                                                                               size_t row_bytes, Work work) {
   using Tl = Tile<R, NT>;
   using St = Stager<Q, kX8, R, NT>;
   using Rw = typename St::Rw;
@@ -347,63 +426,64 @@ __global__ void __launch_bounds__(kThreads) batch_mm_tile_kernel(BatchMmParams p
   static_assert(R * Tl::kUnitsPerRow == kThreads * kUnitsPerThread, "every thread unpacks kUnitsPerThread units");
   extern __shared__ __align__(16) uint8_t dyn[];
   uint16_t* ws = reinterpret_cast<uint16_t*>(dyn + size_t(kStages) * St::kStageBytes);  // [R][kLd]: W's slice, half
-  const Place<R, NT> b(p, sp, n_token_tiles);
+  const Place<R, NT> b(p);
   const int tid = b.tid, lane = b.lane, warp = b.warp, wr = b.wr, wk = b.wk, g = b.g, tg = b.tg, K = b.K;
-  const int sl0 = b.sl0, sl_end = b.sl_end;
-  const int64_t n0 = b.n0, t0 = b.t0;
   const uint32_t dyn_s = uint32_t(__cvta_generic_to_shared(dyn));
   const uint8_t* w = static_cast<const uint8_t*>(p.w);
   const uint8_t* w_end = w + size_t(p.N) * row_bytes;
-  St stager(p, w, row_bytes, xh, n0, t0, sl0, tid);
+  for_each_segment<R, NT, kRuns>(work, [&](const Segment& sg) {
+    const int64_t n0 = b.row0(work, sg), t0 = b.token0(work, sg);
+    St stager(p, w, row_bytes, xh, n0, t0, sg.sl0, tid);
 
-  // The units this thread unpacks: unit u of row r, rows fastest, so that the 8 lanes of a 16-byte store phase
-  // write 8 rows (4 banks apart: conflict-free) and read 8 staged rows. u_lead: the row's address modulo 16, where
-  // its staged slices start.
-  int u_r[kUnitsPerThread], u_u[kUnitsPerThread], u_lead[kUnitsPerThread];
-#pragma unroll
-  for (int j = 0; j < kUnitsPerThread; ++j) {
-    const int i = tid + j * kThreads;
-    u_r[j] = pinned(i % R), u_u[j] = pinned(i / R);
-    const uint8_t* row = w + ::std::min<int64_t>(n0 + u_r[j], p.N - 1) * row_bytes;
-    u_lead[j] = pinned(int(reinterpret_cast<uintptr_t>(row) & 15));
-  }
-
-  float acc[NT][4] = {};
-  for_each_slice(stager, K, w_end, xh, dyn, dyn_s, sl0, sl_end, [&](int sl, int k0, const uint8_t* raw) {
-    const uint16_t* xs = reinterpret_cast<const uint16_t*>(raw + R * Rw::kLd);
-    const bool partial = k0 + Tl::kSlice > K;  // the last slice of a row not a whole number of slices
+    // The units this thread unpacks: unit u of row r, rows fastest, so that the 8 lanes of a 16-byte store phase
+    // write 8 rows (4 banks apart: conflict-free) and read 8 staged rows. u_lead: the row's address modulo 16, where
+    // its staged slices start.
+    int u_r[kUnitsPerThread], u_u[kUnitsPerThread], u_lead[kUnitsPerThread];
 #pragma unroll
     for (int j = 0; j < kUnitsPerThread; ++j) {
-      const int r = u_r[j], u = u_u[j];
-      const uint8_t* srow = raw + r * Rw::kLd + ((u_lead[j] + sl * Rw::kBytes) & 15);
-      uint32_t h[16];
-      if constexpr (Q == quant::Type::Q6_K) unpack_half::q6_k(srow + L::kBlockBytes * (u >> 3), u & 7, h);
-      else if constexpr (Q == quant::Type::Q8_0) unpack_half::q8_0(srow + L::kBlockBytes * u, h);
-      else unpack_half::q4_0(srow + L::kBlockBytes * u, h);
-      // Units past K were never copied: zero.
-      if (partial && k0 + (L::kBlockElems == 256 ? 256 * (u >> 3) : 32 * u) >= K) {
-#pragma unroll
-        for (int e = 0; e < 16; ++e) h[e] = 0;
-      }
-      uint4* dst = reinterpret_cast<uint4*>(ws + r * Tl::kLd + 32 * u);
-#pragma unroll
-      for (int q = 0; q < 4; ++q) dst[q] = make_uint4(h[4 * q], h[4 * q + 1], h[4 * q + 2], h[4 * q + 3]);
+      const int i = tid + j * kThreads;
+      u_r[j] = pinned(i % R), u_u[j] = pinned(i / R);
+      const uint8_t* row = w + ::std::min<int64_t>(n0 + u_r[j], p.N - 1) * row_bytes;
+      u_lead[j] = pinned(int(reinterpret_cast<uintptr_t>(row) & 15));
     }
-    __syncthreads();  // the half tile is written
-    const uint16_t* wa = ws + (wr * 16 + (lane & 15)) * Tl::kLd + wk * Tl::kWarpK + 8 * (lane >> 4);
-    const uint16_t* xb = xs + g * St::kXLd + wk * Tl::kWarpK + 2 * tg;
+
+    float acc[NT][4] = {};
+    for_each_slice(stager, K, w_end, xh, dyn, dyn_s, sg.sl0, sg.sl_end, [&](int sl, int k0, const uint8_t* raw) {
+      const uint16_t* xs = reinterpret_cast<const uint16_t*>(raw + R * Rw::kLd);
+      const bool partial = k0 + Tl::kSlice > K;  // the last slice of a row not a whole number of slices
 #pragma unroll
-    for (int kk = 0; kk < Tl::kWarpK; kk += 16) {
-      uint32_t a[4];
-      mma::ldmatrix_x4(wa + kk, a);
+      for (int j = 0; j < kUnitsPerThread; ++j) {
+        const int r = u_r[j], u = u_u[j];
+        const uint8_t* srow = raw + r * Rw::kLd + ((u_lead[j] + sl * Rw::kBytes) & 15);
+        uint32_t h[16];
+        if constexpr (Q == quant::Type::Q6_K) unpack_half::q6_k(srow + L::kBlockBytes * (u >> 3), u & 7, h);
+        else if constexpr (Q == quant::Type::Q8_0) unpack_half::q8_0(srow + L::kBlockBytes * u, h);
+        else unpack_half::q4_0(srow + L::kBlockBytes * u, h);
+        // Units past K were never copied: zero.
+        if (partial && k0 + (L::kBlockElems == 256 ? 256 * (u >> 3) : 32 * u) >= K) {
 #pragma unroll
-      for (int nt = 0; nt < NT; ++nt) {
-        const uint16_t* b = xb + nt * 8 * St::kXLd + kk;
-        mma::m16n8k16(acc[nt], a, *reinterpret_cast<const uint32_t*>(b), *reinterpret_cast<const uint32_t*>(b + 8));
+          for (int e = 0; e < 16; ++e) h[e] = 0;
+        }
+        uint4* dst = reinterpret_cast<uint4*>(ws + r * Tl::kLd + 32 * u);
+#pragma unroll
+        for (int q = 0; q < 4; ++q) dst[q] = make_uint4(h[4 * q], h[4 * q + 1], h[4 * q + 2], h[4 * q + 3]);
       }
-    }
+      __syncthreads();  // the half tile is written
+      const uint16_t* wa = ws + (wr * 16 + (lane & 15)) * Tl::kLd + wk * Tl::kWarpK + 8 * (lane >> 4);
+      const uint16_t* xb = xs + g * St::kXLd + wk * Tl::kWarpK + 2 * tg;
+#pragma unroll
+      for (int kk = 0; kk < Tl::kWarpK; kk += 16) {
+        uint32_t a[4];
+        mma::ldmatrix_x4(wa + kk, a);
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) {
+          const uint16_t* b = xb + nt * 8 * St::kXLd + kk;
+          mma::m16n8k16(acc[nt], a, *reinterpret_cast<const uint32_t*>(b), *reinterpret_cast<const uint32_t*>(b + 8));
+        }
+      }
+    });
+    store_tile<R, NT, Tl::kKGroups>(p, work, sg, acc, reinterpret_cast<float*>(dyn), n0, t0, warp, wr, g, tg, tid);
   });
-  store_tile<R, NT, Tl::kKGroups>(p, sp, acc, reinterpret_cast<float*>(dyn), n0, t0, warp, wr, g, tg, tid);
 }
 
 // The fragment kernel (Q4_K, Q6_Kx8): no half tile. A warp's rows are 16 of the block's, g and g + 8 a thread's; an
@@ -415,9 +495,9 @@ __global__ void __launch_bounds__(kThreads) batch_mm_tile_kernel(BatchMmParams p
 // Q4_K: a 32-byte group of a block holds sub-block 2 gi (low nibbles) and 2 gi + 1 (high), element l in byte l; a
 // word of 4 bytes is 4 elements of each. Q6_Kx8: a unit's 16 ql bytes and 16 high-bit nibbles are its two runs of
 // 16 (64 elements apart); a ql word and a 16-bit word of nibbles are 4 elements of each.
-template <quant::Type Q, bool kX8, int R, int NT>
-__global__ void __launch_bounds__(kThreads) batch_mm_frag_kernel(BatchMmParams p, const __half* xh, size_t row_bytes,
-                                                                 int n_token_tiles, Split sp) {
+template <quant::Type Q, bool kX8, int R, int NT, bool kRuns>
+__global__ void __launch_bounds__(kThreads, kMinBlocks<R, NT>) batch_mm_frag_kernel(BatchMmParams p, const __half* xh,
+                                                                               size_t row_bytes, Work work) {
   using Tl = Tile<R, NT>;
   using St = Stager<Q, kX8, R, NT>;
   using Rw = typename St::Rw;
@@ -426,14 +506,11 @@ __global__ void __launch_bounds__(kThreads) batch_mm_frag_kernel(BatchMmParams p
   static_assert(Tl::kWarpK == 128 && kSubs == 4 * Tl::kKGroups, "a warp takes 128 of K: 4 scale entries a row");
   extern __shared__ __align__(16) uint8_t dyn[];
   uint2* scales = reinterpret_cast<uint2*>(dyn + size_t(kStages) * St::kStageBytes);  // [R][kSLd]
-  const Place<R, NT> b(p, sp, n_token_tiles);
+  const Place<R, NT> b(p);
   const int tid = b.tid, lane = b.lane, warp = b.warp, wr = b.wr, wk = b.wk, g = b.g, tg = b.tg, K = b.K;
-  const int sl0 = b.sl0, sl_end = b.sl_end;
-  const int64_t n0 = b.n0, t0 = b.t0;
   const uint32_t dyn_s = uint32_t(__cvta_generic_to_shared(dyn));
   const uint8_t* w = static_cast<const uint8_t*>(p.w);
   const uint8_t* w_end = w + size_t(p.N) * row_bytes;
-  St stager(p, w, row_bytes, xh, n0, t0, sl0, tid);
 
   // The scale entries a warp multiplies with, which it decodes itself (no barrier but the warp's): its 16 rows by
   // the 4 sub-blocks or units of its 128 elements of K, 4 wk .. 4 wk + 3 (either tile). Entry e = lane, lane + 32:
@@ -460,116 +537,121 @@ __global__ void __launch_bounds__(kThreads) batch_mm_frag_kernel(BatchMmParams p
       return 256 * b + 64 * gi + 16 * ((i >> 1) & 1) + 32 * (i & 1);
     }
   };
-  // kFloatX: this thread's B pairs for the next slice, as float (token t0 + g, elements run_k(i) + 4 tg ..), loaded a
-  // slice ahead so that their latency passes with the barrier and the scales; zero past T and K.
-  constexpr int kRuns = 8;
-  float4 xf[kFloatX<Q, kX8, NT> ? kRuns : 1];
-  const float* x_row = t0 + g < p.T ? p.x + (t0 + g) * p.K + 4 * tg : nullptr;
-  const auto load_x = [&](int sl) {
-    if constexpr (kFloatX<Q, kX8, NT>) {
-      const int k0 = sl * Tl::kSlice;
-#pragma unroll
-      for (int i = 0; i < kRuns; ++i) {
-        const int k = k0 + run_k(i);
-        xf[i] = x_row && sl < sl_end && k < K ? __ldg(reinterpret_cast<const float4*>(x_row + k))
-                                              : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-      }
-    }
-  };
-  load_x(sl0);
-
-  float acc[NT][4] = {};
-  for_each_slice(stager, K, w_end, xh, dyn, dyn_s, sl0, sl_end, [&](int sl, int k0, const uint8_t* raw) {
-    const uint16_t* xs = reinterpret_cast<const uint16_t*>(raw + R * Rw::kLd);
-    const int b0x8 = (k0 % 2048) / 256;  // the slice's first block within its Q6_Kx8 run
-#pragma unroll
-    for (int j = 0; j < 2; ++j) {
-      const int c = e_c[j];
-      const uint8_t* row = raw + e_row[j];
-      uint2 v = make_uint2(0u, 0u);
-      if constexpr (kX8) {
-        constexpr int nb = Rw::kX8Blocks;
-        const int b = c >> 3;
-        v = unpack_half::q6_scales(row + 192 * nb + 16 * b + 2 * (c & 7), row + 208 * nb + 2 * ((b0x8 + b) & 7));
-      } else if (k0 + 32 * c < K) {
-        v = unpack_half::q4_k_scales(row + 144 * (c >> 3), c & 7);
-      }
-      scales[e_at[j]] = v;
-    }
-    __syncwarp();  // the warp's scales are written
-    const uint8_t* raw0 = raw + raw_row0;
-    const uint8_t* raw8 = raw0 + 8 * Rw::kLd;
-    const uint2* sc0 = scales + sc_row0;
-    const uint2* sc8 = sc0 + 8 * kSLd;
-    // B pair of n-tile nt for run i, the 16 elements starting at k (slice-relative): token g of the tile, elements
-    // k + 4 tg .. k + 4 tg + 3 (from the stage, or from the float registers rounded as launch_x_to_half rounds).
-    const uint16_t* xb = xs + g * St::kXLd + 4 * tg;
-    auto mma_run = [&](const uint32_t (&a)[4], int k, int i) {
+  for_each_segment<R, NT, kRuns>(work, [&](const Segment& sg) {
+    const int64_t n0 = b.row0(work, sg), t0 = b.token0(work, sg);
+    const int sl0 = sg.sl0, sl_end = sg.sl_end;
+    St stager(p, w, row_bytes, xh, n0, t0, sl0, tid);
+    // kFloatX: this thread's B pairs for the next slice, as float (token t0 + g, elements run_k(i) + 4 tg ..), loaded a
+    // slice ahead so that their latency passes with the barrier and the scales; zero past T and K.
+    constexpr int kRuns = 8;
+    float4 xf[kFloatX<Q, kX8, NT> ? kRuns : 1];
+    const float* x_row = t0 + g < p.T ? p.x + (t0 + g) * p.K + 4 * tg : nullptr;
+    const auto load_x = [&](int sl) {
       if constexpr (kFloatX<Q, kX8, NT>) {
-        mma::m16n8k16(acc[0], a, mma::pack_half2(xf[i].x, xf[i].y), mma::pack_half2(xf[i].z, xf[i].w));
-      } else {
+        const int k0 = sl * Tl::kSlice;
 #pragma unroll
-        for (int nt = 0; nt < NT; ++nt) {
-          const uint2 b = *reinterpret_cast<const uint2*>(xb + nt * 8 * St::kXLd + k);
-          mma::m16n8k16(acc[nt], a, b.x, b.y);
+        for (int i = 0; i < kRuns; ++i) {
+          const int k = k0 + run_k(i);
+          xf[i] = x_row && sl < sl_end && k < K ? __ldg(reinterpret_cast<const float4*>(x_row + k))
+                                                : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
         }
       }
     };
-    if constexpr (kX8) {
-      // The warp's 128 elements are half n of block b: units 4 n .. 4 n + 3, each a run of 16 at
-      // 128 n + 32 kk + 16 gg and one 64 further.
-      constexpr int nb = Rw::kX8Blocks;
-      const int b = wk / 2, n = wk % 2;
+    load_x(sl0);
+
+    float acc[NT][4] = {};
+    for_each_slice(stager, K, w_end, xh, dyn, dyn_s, sl0, sl_end, [&](int sl, int k0, const uint8_t* raw) {
+      const uint16_t* xs = reinterpret_cast<const uint16_t*>(raw + R * Rw::kLd);
+      const int b0x8 = (k0 % 2048) / 256;  // the slice's first block within its Q6_Kx8 run
 #pragma unroll
-      for (int ui = 0; ui < 4; ++ui) {
-        const int i = 4 * n + ui, unit = 8 * b + i;
-        const int ql_at = 128 * b + 16 * i + 4 * tg, qh_at = 128 * nb + 64 * b + 8 * i + 2 * tg;
-        const uint32_t l0 = *reinterpret_cast<const uint32_t*>(raw0 + ql_at);
-        const uint32_t l8 = *reinterpret_cast<const uint32_t*>(raw8 + ql_at);
-        const uint32_t h0 = *reinterpret_cast<const uint16_t*>(raw0 + qh_at);
-        const uint32_t h8 = *reinterpret_cast<const uint16_t*>(raw8 + qh_at);
-        const uint2 s0 = sc0[unit], s8 = sc8[unit];
-        uint32_t f0, s0c, f8, s8c;  // the codes of the first and second runs, a byte each
-        q6_kx8_word(l0, h0, f0, s0c);
-        q6_kx8_word(l8, h8, f8, s8c);
-        const int k = 256 * b + 128 * n + 32 * ((i >> 1) & 1) + 16 * (i & 1);
-        uint32_t a[4];
-        unpack_half::q6_codes4(f0, s0.x, a[0], a[2]);
-        unpack_half::q6_codes4(f8, s8.x, a[1], a[3]);
-        mma_run(a, k, 2 * ui);
-        unpack_half::q6_codes4(s0c, s0.y, a[0], a[2]);
-        unpack_half::q6_codes4(s8c, s8.y, a[1], a[3]);
-        mma_run(a, k + 64, 2 * ui + 1);
+      for (int j = 0; j < 2; ++j) {
+        const int c = e_c[j];
+        const uint8_t* row = raw + e_row[j];
+        uint2 v = make_uint2(0u, 0u);
+        if constexpr (kX8) {
+          constexpr int nb = Rw::kX8Blocks;
+          const int b = c >> 3;
+          v = unpack_half::q6_scales(row + 192 * nb + 16 * b + 2 * (c & 7), row + 208 * nb + 2 * ((b0x8 + b) & 7));
+        } else if (k0 + 32 * c < K) {
+          v = unpack_half::q4_k_scales(row + 144 * (c >> 3), c & 7);
+        }
+        scales[e_at[j]] = v;
       }
-    } else {
-      // The warp's 128 elements are groups 2 (wk % 2) and 2 (wk % 2) + 1 of block wk / 2 (R = 16, two blocks a
-      // slice) or groups 2 wk, 2 wk + 1 of the slice's one block (R = 32).
-      constexpr int kBlocks = Tl::kSlice / 256;
-      const int b = kBlocks == 2 ? wk / 2 : 0, gbase = kBlocks == 2 ? 2 * (wk % 2) : 2 * wk;
+      __syncwarp();  // the warp's scales are written
+      const uint8_t* raw0 = raw + raw_row0;
+      const uint8_t* raw8 = raw0 + 8 * Rw::kLd;
+      const uint2* sc0 = scales + sc_row0;
+      const uint2* sc8 = sc0 + 8 * kSLd;
+      // B pair of n-tile nt for run i, the 16 elements starting at k (slice-relative): token g of the tile, elements
+      // k + 4 tg .. k + 4 tg + 3 (from the stage, or from the float registers rounded as launch_x_to_half rounds).
+      const uint16_t* xb = xs + g * St::kXLd + 4 * tg;
+      auto mma_run = [&](const uint32_t (&a)[4], int k, int i) {
+        if constexpr (kFloatX<Q, kX8, NT>) {
+          mma::m16n8k16(acc[0], a, mma::pack_half2(xf[i].x, xf[i].y), mma::pack_half2(xf[i].z, xf[i].w));
+        } else {
 #pragma unroll
-      for (int gi = gbase; gi < gbase + 2; ++gi) {
-        const int sub = 8 * b + 2 * gi;  // the low nibbles' sub-block within the slice; + 1 the high nibbles'
-        const uint2 lo0 = sc0[sub], hi0 = sc0[sub + 1], lo8 = sc8[sub], hi8 = sc8[sub + 1];
+          for (int nt = 0; nt < NT; ++nt) {
+            const uint2 b = *reinterpret_cast<const uint2*>(xb + nt * 8 * St::kXLd + k);
+            mma::m16n8k16(acc[nt], a, b.x, b.y);
+          }
+        }
+      };
+      if constexpr (kX8) {
+        // The warp's 128 elements are half n of block b: units 4 n .. 4 n + 3, each a run of 16 at
+        // 128 n + 32 kk + 16 gg and one 64 further.
+        constexpr int nb = Rw::kX8Blocks;
+        const int b = wk / 2, n = wk % 2;
 #pragma unroll
-        for (int st = 0; st < 2; ++st) {
-          const int at = 144 * b + 16 + 32 * gi + 16 * st + 4 * tg;
-          const uint32_t q0 = *reinterpret_cast<const uint32_t*>(raw0 + at);
-          const uint32_t q8 = *reinterpret_cast<const uint32_t*>(raw8 + at);
-          const int k = 256 * b + 64 * gi + 16 * st;
+        for (int ui = 0; ui < 4; ++ui) {
+          const int i = 4 * n + ui, unit = 8 * b + i;
+          const int ql_at = 128 * b + 16 * i + 4 * tg, qh_at = 128 * nb + 64 * b + 8 * i + 2 * tg;
+          const uint32_t l0 = *reinterpret_cast<const uint32_t*>(raw0 + ql_at);
+          const uint32_t l8 = *reinterpret_cast<const uint32_t*>(raw8 + ql_at);
+          const uint32_t h0 = *reinterpret_cast<const uint16_t*>(raw0 + qh_at);
+          const uint32_t h8 = *reinterpret_cast<const uint16_t*>(raw8 + qh_at);
+          const uint2 s0 = sc0[unit], s8 = sc8[unit];
+          uint32_t f0, s0c, f8, s8c;  // the codes of the first and second runs, a byte each
+          q6_kx8_word(l0, h0, f0, s0c);
+          q6_kx8_word(l8, h8, f8, s8c);
+          const int k = 256 * b + 128 * n + 32 * ((i >> 1) & 1) + 16 * (i & 1);
           uint32_t a[4];
-          unpack_half::q4_k_low4(q0, lo0, a[0], a[2]);
-          unpack_half::q4_k_low4(q8, lo8, a[1], a[3]);
-          const int i = 4 * (gi - gbase) + 2 * st;
-          mma_run(a, k, i);
-          unpack_half::q4_k_high4(q0, hi0, a[0], a[2]);
-          unpack_half::q4_k_high4(q8, hi8, a[1], a[3]);
-          mma_run(a, k + 32, i + 1);
+          unpack_half::q6_codes4(f0, s0.x, a[0], a[2]);
+          unpack_half::q6_codes4(f8, s8.x, a[1], a[3]);
+          mma_run(a, k, 2 * ui);
+          unpack_half::q6_codes4(s0c, s0.y, a[0], a[2]);
+          unpack_half::q6_codes4(s8c, s8.y, a[1], a[3]);
+          mma_run(a, k + 64, 2 * ui + 1);
+        }
+      } else {
+        // The warp's 128 elements are groups 2 (wk % 2) and 2 (wk % 2) + 1 of block wk / 2 (R = 16, two blocks a
+        // slice) or groups 2 wk, 2 wk + 1 of the slice's one block (R = 32).
+        constexpr int kBlocks = Tl::kSlice / 256;
+        const int b = kBlocks == 2 ? wk / 2 : 0, gbase = kBlocks == 2 ? 2 * (wk % 2) : 2 * wk;
+#pragma unroll
+        for (int gi = gbase; gi < gbase + 2; ++gi) {
+          const int sub = 8 * b + 2 * gi;  // the low nibbles' sub-block within the slice; + 1 the high nibbles'
+          const uint2 lo0 = sc0[sub], hi0 = sc0[sub + 1], lo8 = sc8[sub], hi8 = sc8[sub + 1];
+#pragma unroll
+          for (int st = 0; st < 2; ++st) {
+            const int at = 144 * b + 16 + 32 * gi + 16 * st + 4 * tg;
+            const uint32_t q0 = *reinterpret_cast<const uint32_t*>(raw0 + at);
+            const uint32_t q8 = *reinterpret_cast<const uint32_t*>(raw8 + at);
+            const int k = 256 * b + 64 * gi + 16 * st;
+            uint32_t a[4];
+            unpack_half::q4_k_low4(q0, lo0, a[0], a[2]);
+            unpack_half::q4_k_low4(q8, lo8, a[1], a[3]);
+            const int i = 4 * (gi - gbase) + 2 * st;
+            mma_run(a, k, i);
+            unpack_half::q4_k_high4(q0, hi0, a[0], a[2]);
+            unpack_half::q4_k_high4(q8, hi8, a[1], a[3]);
+            mma_run(a, k + 32, i + 1);
+          }
         }
       }
-    }
-    load_x(sl + 1);  // the next slice's B pairs, in flight through the barrier
+      load_x(sl + 1);  // the next slice's B pairs, in flight through the barrier
+    });
+    store_tile<R, NT, Tl::kKGroups>(p, work, sg, acc, reinterpret_cast<float*>(dyn), n0, t0, warp, wr, g, tg, tid);
   });
-  store_tile<R, NT, Tl::kKGroups>(p, sp, acc, reinterpret_cast<float*>(dyn), n0, t0, warp, wr, g, tg, tid);
 }
 
 // The one place T picks the tile: rows per block, and tokens per block (padded to 8-token n-tiles).
@@ -578,56 +660,99 @@ struct Shape {
 };
 Shape shape_for_tokens(int64_t T) { return T <= 8 ? Shape{16, 8} : T <= 16 ? Shape{32, 16} : Shape{32, 32}; }
 
-// Splits for a launch of `blocks` blocks: enough for ~4 blocks per SM of a 132-SM H100/H200 (a constant, so the
-// scratch bound below does not depend on the device), at most kMaxSplits.
-constexpr int64_t kTargetBlocks = 528, kMaxSplits = 8;
-int64_t wanted_splits(int64_t blocks) {
-  return blocks >= kTargetBlocks ? 1 : ::std::min(kMaxSplits, (kTargetBlocks + blocks - 1) / blocks);
+// The grid (Work). A run of slices costs its slices plus, for each tile it touches, about kSegmentCost slices of
+// pipeline fill, drain and store (and a tile shared by two runs is added up once more), so runs should not cross
+// tiles without need: the grid is the cheapest of (a) whole tiles or each tile in k equal splits (the grid then may
+// take several waves) and (b) as many blocks as the GPU holds at once, each a run of equal length wherever it falls
+// (stream-K: one wave, no partial last one), the latter above 8 tokens only: the 16-row tiles' short blocks, five an
+// SM, measured slower in runs (H200 lab, Q4_K ffn_up at T = 4: 28 us whole tiles, 30 us in runs). What measured the
+// rest: docs/kernel-notes.md, "Small-batch products".
+// kMaxBlocks: what the scratch's partial-sum slots are sized for, whatever the device; kMinUnits: no run shorter.
+constexpr int64_t kMaxBlocks = 1024, kMinUnits = 2, kSegmentCost = 3, kMaxSplits = 8;
+
+int64_t choose_blocks(int64_t tiles, int64_t n_slices, int64_t resident, bool stream_k) {
+  const int64_t units = tiles * n_slices;
+  // Waves times the longest run's slices and segments.
+  const auto cost = [&](int64_t g) {
+    const int64_t run = (units + g - 1) / g;
+    const bool aligned = units % g == 0 && (run % n_slices == 0 || n_slices % run == 0);
+    const int64_t segments = (run + n_slices - 1) / n_slices + (aligned ? 0 : 1);
+    return (g + resident - 1) / resident * (run + kSegmentCost * segments);
+  };
+  int64_t best = tiles, best_cost = cost(tiles);  // whole tiles
+  for (int64_t k = 2; k <= ::std::min(n_slices, kMaxSplits) && tiles * k <= kMaxBlocks; ++k)
+    if (const int64_t c = cost(tiles * k); c < best_cost) best = tiles * k, best_cost = c;
+  const int64_t g = ::std::clamp<int64_t>(::std::min(resident, (units + kMinUnits - 1) / kMinUnits), 1, kMaxBlocks);
+  return stream_k && cost(g) < best_cost ? g : best;
 }
 
-// The launch's grid and split plan (slices a split takes; part null without splits). part: the scratch after x's
-// half copy.
+int64_t token_tiles_for(int64_t T) {
+  const Shape s = shape_for_tokens(T);
+  return (T + s.cols - 1) / s.cols;
+}
+int64_t tiles_for(int64_t N, int64_t T) {
+  const int64_t rows = shape_for_tokens(T).rows;
+  return (N + rows - 1) / rows * token_tiles_for(T);
+}
+
+// Partial-sum slots: two a block of [kCols][R] floats, after x's half copy in the scratch.
+size_t part_bytes(int64_t T) {
+  const Shape s = shape_for_tokens(T);
+  return size_t(kMaxBlocks) * 2 * size_t(s.rows) * size_t(s.cols) * 4;
+}
+
 struct Plan {
-  int token_tiles;
-  Split split;
+  Work work;
   dim3 grid;
 };
-Plan plan_launch(const BatchMmParams& p) {
+Plan plan_launch(const BatchMmParams& p, int64_t resident) {
   const Shape s = shape_for_tokens(p.T);
   const int slice = kThreads * kUnitsPerThread * 32 / s.rows;
-  const int64_t token_tiles = (p.T + s.cols - 1) / s.cols;
-  const int64_t blocks = (p.N + s.rows - 1) / s.rows * token_tiles;
-  const int64_t n_slices = (p.K + slice - 1) / slice;
-  const int64_t want = ::std::min(wanted_splits(blocks), n_slices);
-  const int64_t per = (n_slices + want - 1) / want;
-  const int64_t splits = (n_slices + per - 1) / per;
-  float* part = splits > 1 && p.scratch ? reinterpret_cast<float*>(static_cast<uint8_t*>(p.scratch) +
-                                                                   align256(size_t(p.K) * size_t(p.T) * 2))
-                                        : nullptr;
-  return {int(token_tiles), {per, part, p.tile_counters}, dim3(unsigned(blocks), unsigned(splits))};
+  const int64_t tiles = tiles_for(p.N, p.T), n_slices = (p.K + slice - 1) / slice, units = tiles * n_slices;
+  const int64_t blocks = choose_blocks(tiles, n_slices, resident, s.cols > 8);
+  float* part = reinterpret_cast<float*>(static_cast<uint8_t*>(p.scratch) + align256(size_t(p.K) * size_t(p.T) * 2));
+  const Work w{int32_t(units),           int32_t(n_slices), int32_t(token_tiles_for(p.T)), int32_t(units / blocks),
+               int32_t(units % blocks), part,              p.tile_counters};
+  return {w, dim3(unsigned(blocks))};
+}
+
+template <quant::Type Q, bool kX8, int R, int NT, bool kRuns>
+constexpr auto kernel_for() {
+  if constexpr (kFragments<Q, kX8>) return batch_mm_frag_kernel<Q, kX8, R, NT, kRuns>;
+  else return batch_mm_tile_kernel<Q, kX8, R, NT, kRuns>;
+}
+
+// The shared memory opt-in of both instances and how many blocks the GPU holds at once (the segment-loop instance's
+// occupancy: the grid is planned before the instance is picked), once, at the first launch (before any capture).
+template <quant::Type Q, bool kX8, int R, int NT>
+int64_t prepare_instances() {
+  constexpr size_t smem = smem_bytes<Q, kX8, R, NT>();
+  for (auto* kernel : {kernel_for<Q, kX8, R, NT, true>(), kernel_for<Q, kX8, R, NT, false>()})
+    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  int device = 0, sms = 0, per_sm = 0;
+  CUDA_CHECK(cudaGetDevice(&device));
+  CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel_for<Q, kX8, R, NT, true>(), kThreads, smem));
+  return ::std::max<int64_t>(1, int64_t(sms) * per_sm);
 }
 
 template <quant::Type Q, bool kX8, int R, int NT>
-void launch_tile(const BatchMmParams& p, const __half* xh, size_t rb, const Plan& plan, cudaStream_t stream) {
+void launch_tile(const BatchMmParams& p, const __half* xh, size_t rb, cudaStream_t stream) {
   constexpr size_t smem = smem_bytes<Q, kX8, R, NT>();
-  constexpr auto kernel = [] {
-    if constexpr (kFragments<Q, kX8>) return batch_mm_frag_kernel<Q, kX8, R, NT>;
-    else return batch_mm_tile_kernel<Q, kX8, R, NT>;
-  }();
-  static const bool attr = [] {  // once per instance, at its first launch (before any graph capture)
-    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-    return true;
-  }();
-  (void)attr;
-  kernel<<<plan.grid, kThreads, smem, stream>>>(p, xh, rb, plan.token_tiles, plan.split);
+  static const int64_t resident = prepare_instances<Q, kX8, R, NT>();
+  const Plan plan = plan_launch(p, resident);
+  const Work& w = plan.work;
+  const bool runs = !(w.extra == 0 && w.n_slices % w.run == 0);  // some run crosses a tile boundary
+  const auto kernel = runs ? kernel_for<Q, kX8, R, NT, true>() : kernel_for<Q, kX8, R, NT, false>();
+  kernel<<<plan.grid, kThreads, smem, stream>>>(p, xh, rb, w);
 }
 
 template <quant::Type Q, bool kX8>
-void launch_for_tokens(const BatchMmParams& p, const __half* xh, size_t rb, const Plan& plan, cudaStream_t stream) {
+void launch_for_tokens(const BatchMmParams& p, const __half* xh, size_t rb, cudaStream_t stream) {
   const Shape s = shape_for_tokens(p.T);
-  if (s.cols == 8) launch_tile<Q, kX8, 16, 1>(p, xh, rb, plan, stream);
-  else if (s.cols == 16) launch_tile<Q, kX8, 32, 2>(p, xh, rb, plan, stream);
-  else launch_tile<Q, kX8, 32, 4>(p, xh, rb, plan, stream);
+  if (s.cols == 8) launch_tile<Q, kX8, 16, 1>(p, xh, rb, stream);
+  else if (s.cols == 16) launch_tile<Q, kX8, 32, 2>(p, xh, rb, stream);
+  else launch_tile<Q, kX8, 32, 4>(p, xh, rb, stream);
   static_assert(kMaxTileTokens == 32, "the widest tile above");
 }
 
@@ -646,12 +771,7 @@ bool batch_mm_reads_float_x(quant::Type type, bool regrouped, int64_t T) {
   return takes_fragments(type, regrouped) && shape_for_tokens(T).cols == 8;  // kFloatX: fragments, one n-tile
 }
 
-size_t batch_mm_scratch(int64_t K, int64_t N, int64_t T) {
-  BatchMmParams p;
-  p.K = K, p.N = N, p.T = T;
-  const Plan plan = plan_launch(p);
-  return align256(size_t(K) * size_t(T) * 2) + (plan.grid.y > 1 ? size_t(plan.grid.y) * size_t(N) * size_t(T) * 4 : 0);
-}
+size_t batch_mm_scratch(int64_t K, int64_t, int64_t T) { return align256(size_t(K) * size_t(T) * 2) + part_bytes(T); }
 
 void launch_batch_mm(const BatchMmParams& p, cudaStream_t stream) {
   LLM_REQUIRE(p.w && p.x && p.y, "null pointer");
@@ -666,9 +786,11 @@ void launch_batch_mm(const BatchMmParams& p, cudaStream_t stream) {
   // The staged copies take the 16-byte aligned pieces around a row's slice, which must not start before the tensor.
   LLM_REQUIRE((reinterpret_cast<uintptr_t>(p.w) & 15) == 0, "small-batch product: weights must be 16-byte aligned");
   if (p.regrouped) LLM_REQUIRE(q6_kx8_fits(p.w, p.K), "Q6_Kx8 rows: K % 2048 == 0, 16-byte aligned");
-  const Plan plan = plan_launch(p);
-  LLM_REQUIRE(!plan.split.part || (p.tile_counters && plan.grid.x * sizeof(uint32_t) <= kBatchMmCounterBytes),
-              "small-batch product: a launch that splits K needs tile_counters");
+  LLM_REQUIRE(tiles_for(p.N, p.T) * ((p.K + 255) / 256) < (int64_t(1) << 31),
+              "small-batch product: more than 2^31 slices of work");
+  LLM_REQUIRE(p.tile_counters && size_t(tiles_for(p.N, p.T)) * sizeof(uint32_t) <= kBatchMmCounterBytes,
+              "small-batch product: tile_counters missing, or " + ::std::to_string(tiles_for(p.N, p.T)) +
+                  " tiles are more than kBatchMmCounterBytes counts");
   const size_t rb = quant::row_bytes(p.type, p.K);
   auto* xh = static_cast<__half*>(p.scratch);
   const bool float_x = batch_mm_reads_float_x(p.type, p.regrouped, p.T);
@@ -677,12 +799,12 @@ void launch_batch_mm(const BatchMmParams& p, cudaStream_t stream) {
   if (!p.x_in_scratch && !float_x) launch_x_to_half(p.x, xh, p.K * p.T, stream);
   using quant::Type;
   switch (p.type) {
-    case Type::Q4_0: launch_for_tokens<Type::Q4_0, false>(p, xh, rb, plan, stream); break;
-    case Type::Q8_0: launch_for_tokens<Type::Q8_0, false>(p, xh, rb, plan, stream); break;
-    case Type::Q4_K: launch_for_tokens<Type::Q4_K, false>(p, xh, rb, plan, stream); break;
+    case Type::Q4_0: launch_for_tokens<Type::Q4_0, false>(p, xh, rb, stream); break;
+    case Type::Q8_0: launch_for_tokens<Type::Q8_0, false>(p, xh, rb, stream); break;
+    case Type::Q4_K: launch_for_tokens<Type::Q4_K, false>(p, xh, rb, stream); break;
     case Type::Q6_K:
-      if (p.regrouped) launch_for_tokens<Type::Q6_K, true>(p, xh, rb, plan, stream);
-      else launch_for_tokens<Type::Q6_K, false>(p, xh, rb, plan, stream);
+      if (p.regrouped) launch_for_tokens<Type::Q6_K, true>(p, xh, rb, stream);
+      else launch_for_tokens<Type::Q6_K, false>(p, xh, rb, stream);
       break;
     default: throw InvalidArgument(::std::string("small-batch product: no kernel for ") + quant::type_name(p.type));
   }

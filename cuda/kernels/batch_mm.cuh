@@ -13,9 +13,10 @@ namespace cuda {
 
 inline constexpr int64_t kBatchMmMaxTokens = 64;
 
-// Launches that split K (matrices of few row tiles) count each tile's finished splits in these words; the last split
-// to finish adds the partial sums in split order. The owner zeroes them once; every launch leaves them zero again.
-inline constexpr size_t kBatchMmCounterBytes = 4096;  // 1024 tiles: a launch that splits has fewer than 528
+// A launch deals its tiles' slices to its blocks in equal runs (stream-K); a tile two blocks share is counted in one
+// of these words, and the last of its blocks to finish adds the partial sums in block order. The owner zeroes them
+// once; every launch leaves them zero again. One word a tile of 16 or 32 rows: a 128k-row output matrix has 8016.
+inline constexpr size_t kBatchMmCounterBytes = 64 << 10;
 
 struct BatchMmParams {
   const void* w = nullptr;      // [K, N]: N rows of K elements of `type`, quant::row_bytes(type, K) bytes apart
@@ -43,7 +44,7 @@ bool batch_mm_supports(quant::Type type, bool regrouped, int64_t K, int64_t T);
 bool batch_mm_reads_float_x(quant::Type type, bool regrouped, int64_t T);
 
 // Scratch the launch needs: x as half, laid out as launch_gemm lays it out (so the two can share a conversion), then
-// the split-K partial sums of matrices with few row blocks.
+// the partial sums of the tiles its blocks share.
 size_t batch_mm_scratch(int64_t K, int64_t N, int64_t T);
 
 // Runs on `stream`; never allocates (safe inside CUDA graph capture). Throws cuda::InvalidArgument on bad params
