@@ -144,27 +144,27 @@ struct Segment {
 };
 
 // Runs seg(segment) for each segment of this block's run, in order.
-// kRuns false: the launch's runs never cross a tile (each block one tile, or one of a tile's equal splits), and the
-// kernel has no segment loop, whose state otherwise stays in registers through the slice loop (T <= 8: 28 -> 31 us
-// in the lab with it).
-template <int R, int NT, bool kRuns, class Fn>
+// kSegments false: the launch's runs never cross a tile (each block one tile, or one of a tile's equal splits), and
+// the kernel has no segment loop, whose state otherwise stays in registers through the slice loop (T <= 8: 28 -> 31
+// us in the lab with it).
+template <int R, int NT, bool kSegments, class Fn>
 __device__ __forceinline__ void for_each_segment(const Work& w, Fn&& seg) {
   const int32_t begin = w.first_unit(blockIdx.x), end = w.first_unit(blockIdx.x + 1);
-  if constexpr (!kRuns) {
+  if constexpr (!kSegments) {
     const int32_t tile = begin / w.n_slices;
     const int s0 = begin - tile * w.n_slices, s1 = s0 + (end - begin);
     const bool whole = s1 - s0 == w.n_slices;
     seg(Segment{tile, s0, s1, whole, whole ? nullptr : w.part + int64_t(blockIdx.x) * 2 * (R * NT * 8)});
-    return;
-  }
-  for (int32_t u = begin; u < end;) {
-    const int32_t tile = u / w.n_slices;
-    const int s0 = u - tile * w.n_slices;
-    const int s1 = ::std::min(w.n_slices, s0 + (end - u));
-    const bool whole = s0 == 0 && s1 == w.n_slices;
-    float* slot = whole ? nullptr : w.part + (int64_t(blockIdx.x) * 2 + (u == begin ? 0 : 1)) * (R * NT * 8);
-    seg(Segment{tile, s0, s1, whole, slot});
-    u += s1 - s0;
+  } else {
+    for (int32_t u = begin; u < end;) {
+      const int32_t tile = u / w.n_slices;
+      const int s0 = u - tile * w.n_slices;
+      const int s1 = ::std::min(w.n_slices, s0 + (end - u));
+      const bool whole = s0 == 0 && s1 == w.n_slices;
+      float* slot = whole ? nullptr : w.part + (int64_t(blockIdx.x) * 2 + (u == begin ? 0 : 1)) * (R * NT * 8);
+      seg(Segment{tile, s0, s1, whole, slot});
+      u += s1 - s0;
+    }
   }
 }
 
@@ -416,7 +416,7 @@ __device__ __forceinline__ void for_each_slice(St& stager, int K, const uint8_t*
 
 // The half-tile kernel (Q4_0, Q8_0, Q6_K in the file's layout): each slice every thread unpacks two 32-element units
 // into the half tile ws, then warps multiply it (ldmatrix) with X.
-template <quant::Type Q, bool kX8, int R, int NT, bool kRuns>
+template <quant::Type Q, bool kX8, int R, int NT, bool kSegments>
 __global__ void __launch_bounds__(kThreads, kMinBlocks<R, NT>) batch_mm_tile_kernel(BatchMmParams p, const __half* xh,
                                                                                size_t row_bytes, Work work) {
   using Tl = Tile<R, NT>;
@@ -431,7 +431,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<R, NT>) batch_mm_tile_ker
   const uint32_t dyn_s = uint32_t(__cvta_generic_to_shared(dyn));
   const uint8_t* w = static_cast<const uint8_t*>(p.w);
   const uint8_t* w_end = w + size_t(p.N) * row_bytes;
-  for_each_segment<R, NT, kRuns>(work, [&](const Segment& sg) {
+  for_each_segment<R, NT, kSegments>(work, [&](const Segment& sg) {
     const int64_t n0 = b.row0(work, sg), t0 = b.token0(work, sg);
     St stager(p, w, row_bytes, xh, n0, t0, sg.sl0, tid);
 
@@ -495,7 +495,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<R, NT>) batch_mm_tile_ker
 // Q4_K: a 32-byte group of a block holds sub-block 2 gi (low nibbles) and 2 gi + 1 (high), element l in byte l; a
 // word of 4 bytes is 4 elements of each. Q6_Kx8: a unit's 16 ql bytes and 16 high-bit nibbles are its two runs of
 // 16 (64 elements apart); a ql word and a 16-bit word of nibbles are 4 elements of each.
-template <quant::Type Q, bool kX8, int R, int NT, bool kRuns>
+template <quant::Type Q, bool kX8, int R, int NT, bool kSegments>
 __global__ void __launch_bounds__(kThreads, kMinBlocks<R, NT>) batch_mm_frag_kernel(BatchMmParams p, const __half* xh,
                                                                                size_t row_bytes, Work work) {
   using Tl = Tile<R, NT>;
@@ -537,7 +537,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<R, NT>) batch_mm_frag_ker
       return 256 * b + 64 * gi + 16 * ((i >> 1) & 1) + 32 * (i & 1);
     }
   };
-  for_each_segment<R, NT, kRuns>(work, [&](const Segment& sg) {
+  for_each_segment<R, NT, kSegments>(work, [&](const Segment& sg) {
     const int64_t n0 = b.row0(work, sg), t0 = b.token0(work, sg);
     const int sl0 = sg.sl0, sl_end = sg.sl_end;
     St stager(p, w, row_bytes, xh, n0, t0, sl0, tid);
@@ -716,10 +716,10 @@ Plan plan_launch(const BatchMmParams& p, int64_t resident) {
   return {w, dim3(unsigned(blocks))};
 }
 
-template <quant::Type Q, bool kX8, int R, int NT, bool kRuns>
+template <quant::Type Q, bool kX8, int R, int NT, bool kSegments>
 constexpr auto kernel_for() {
-  if constexpr (kFragments<Q, kX8>) return batch_mm_frag_kernel<Q, kX8, R, NT, kRuns>;
-  else return batch_mm_tile_kernel<Q, kX8, R, NT, kRuns>;
+  if constexpr (kFragments<Q, kX8>) return batch_mm_frag_kernel<Q, kX8, R, NT, kSegments>;
+  else return batch_mm_tile_kernel<Q, kX8, R, NT, kSegments>;
 }
 
 // The shared memory opt-in of both instances and how many blocks the GPU holds at once (the segment-loop instance's
@@ -742,8 +742,8 @@ void launch_tile(const BatchMmParams& p, const __half* xh, size_t rb, cudaStream
   static const int64_t resident = prepare_instances<Q, kX8, R, NT>();
   const Plan plan = plan_launch(p, resident);
   const Work& w = plan.work;
-  const bool runs = !(w.extra == 0 && w.n_slices % w.run == 0);  // some run crosses a tile boundary
-  const auto kernel = runs ? kernel_for<Q, kX8, R, NT, true>() : kernel_for<Q, kX8, R, NT, false>();
+  const bool segments = !(w.extra == 0 && w.n_slices % w.run == 0);  // some run crosses a tile boundary
+  const auto kernel = segments ? kernel_for<Q, kX8, R, NT, true>() : kernel_for<Q, kX8, R, NT, false>();
   kernel<<<plan.grid, kThreads, smem, stream>>>(p, xh, rb, w);
 }
 
