@@ -15,6 +15,7 @@
 // last of them. Every partial sum (warps' k groups, blocks' runs) is added in a fixed order: the same bits every
 // run. Measurements and history: docs/kernel-notes.md, "Small-batch products".
 #include "cuda/kernels/batch_mm.cuh"
+#include "cuda/kernels/batch_mm_work.cuh"
 
 #include <cuda_fp16.h>
 
@@ -31,6 +32,8 @@
 
 namespace cuda {
 namespace {
+
+using namespace batch_mm_work;  // Work, Segment, for_each_segment, store_tile, choose_blocks
 
 constexpr int kThreads = 128;
 constexpr int kWarps = kThreads / 32;
@@ -107,143 +110,11 @@ constexpr size_t smem_bytes() {
   return kStages * stage_bytes<Q, kX8, R, NT>() + tail;
 }
 
-// The launch's work (stream-K): every tile (R rows by one token tile) is n_slices slices of K, and the units
-// (tile, slice), tile-major, are dealt to the grid's blocks in equal runs of consecutive units: block b takes units
-// [first_unit(b), first_unit(b + 1)). The grid is what the GPU holds at once, so there is no partial last wave,
-// and each block's prologue serves a run of slices instead of one tile's share. A run covers a tile whole (the block
-// stores it) or in part: the block's partial sums go to one of its two slots in `part` (its first segment's, slot
-// 0, or its last's, slot 1: any segment between is a whole tile), and the tile's last contributor to finish adds
-// every contributor's slot in block order, then the bias: the same bits whichever block comes last.
-struct Work {
-  int32_t units;        // tiles * n_slices (below 2^31: launch_batch_mm checks)
-  int32_t n_slices;     // slices a tile
-  int32_t token_tiles;  // tiles a row tile (consecutive tiles share their rows: the second reads them from L2)
-  int32_t run, extra;   // units / gridDim.x, units % gridDim.x: the first `extra` blocks take run + 1 units
-  float* part;          // [gridDim.x][2][kCols][R] partial sums
-  uint32_t* counters;   // per tile: contributors finished (BatchMmParams::tile_counters)
-  __device__ __forceinline__ int32_t first_unit(int32_t b) const { return b * run + ::std::min(b, extra); }
-  // The block whose run holds unit u.
-  __device__ __forceinline__ int32_t block_of(int32_t u) const {
-    const int32_t big = extra * (run + 1);  // units of the longer runs
-    return u < big ? u / (run + 1) : extra + (u - big) / run;
-  }
-};
-
 // Blocks an SM the register allocation must leave room for, what the stages' shared memory holds (five of the
 // 16-row tiles, whose shared memory would hold more, as before the segment loop): left alone, ptxas gave the segment
 // loop up to 128 (16 rows) and 133 (32 rows, 16 tokens) registers, a block less an SM.
 template <int R, int NT>
 inline constexpr int kMinBlocks = R == 16 ? 5 : NT == 2 ? 4 : 3;
-
-// One block's segment of one tile: its slices [sl0, sl_end), and where its sums go.
-struct Segment {
-  int32_t tile;
-  int sl0, sl_end;
-  bool whole;    // the tile's every slice: the block stores it
-  float* slot;   // partial sums [kCols][R] otherwise
-};
-
-// Runs seg(segment) for each segment of this block's run, in order.
-// kSegments false: the launch's runs never cross a tile (each block one tile, or one of a tile's equal splits), and
-// the kernel has no segment loop, whose state otherwise stays in registers through the slice loop (T <= 8: 28 -> 31
-// us in the lab with it).
-template <int R, int NT, bool kSegments, class Fn>
-__device__ __forceinline__ void for_each_segment(const Work& w, Fn&& seg) {
-  const int32_t begin = w.first_unit(blockIdx.x), end = w.first_unit(blockIdx.x + 1);
-  if constexpr (!kSegments) {
-    const int32_t tile = begin / w.n_slices;
-    const int s0 = begin - tile * w.n_slices, s1 = s0 + (end - begin);
-    const bool whole = s1 - s0 == w.n_slices;
-    seg(Segment{tile, s0, s1, whole, whole ? nullptr : w.part + int64_t(blockIdx.x) * 2 * (R * NT * 8)});
-  } else {
-    for (int32_t u = begin; u < end;) {
-      const int32_t tile = u / w.n_slices;
-      const int s0 = u - tile * w.n_slices;
-      const int s1 = ::std::min(w.n_slices, s0 + (end - u));
-      const bool whole = s0 == 0 && s1 == w.n_slices;
-      float* slot = whole ? nullptr : w.part + (int64_t(blockIdx.x) * 2 + (u == begin ? 0 : 1)) * (R * NT * 8);
-      seg(Segment{tile, s0, s1, whole, slot});
-      u += s1 - s0;
-    }
-  }
-}
-
-// Y for the block's R rows and tokens t0..: accumulator c of n-tile nt is row 16 wr + g + 8 (c >> 1), token
-// t0 + 8 nt + 2 tg + (c & 1). With k groups their partial sums go through `red` ([kWarps][16][NT * 8] floats, the
-// tiles' dead memory after the last barrier) and are added in group order: the same bits every run. A partial
-// segment's sums go to its slot instead ([token][row], bias left out); the tile's last contributor adds them up.
-// Every thread of the block must call it; the stages may be refilled once it returns.
-template <int R, int NT, int KG>
-__device__ __forceinline__ void store_tile(const BatchMmParams& p, const Work& w, const Segment& sg,
-                                           const float (&acc)[NT][4], float* red, int64_t n0, int64_t t0, int warp,
-                                           int wr, int g, int tg, int tid) {
-  constexpr int kCols = NT * 8, kRowGroups = R / 16;
-  const float* bias = sg.whole ? p.bias + (p.bias ? n0 : 0) : nullptr;
-  // (row r, token tl) of the tile goes to out[tl * stride + r], when n0 + r < N and t0 + tl < T.
-  float* const out = sg.whole ? p.y + t0 * p.N + n0 : sg.slot;
-  const int64_t stride = sg.whole ? p.N : R;
-  const int rows = int(::std::min<int64_t>(R, p.N - n0)), cols = int(::std::min<int64_t>(kCols, p.T - t0));
-  if constexpr (KG == 1) {
-#pragma unroll
-    for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-      for (int c = 0; c < 4; ++c) {
-        const int r = wr * 16 + g + 8 * (c >> 1), tl = nt * 8 + 2 * tg + (c & 1);
-        if (r < rows && tl < cols) out[tl * stride + r] = acc[nt][c] + (bias ? bias[r] : 0.0f);
-      }
-  } else {
-#pragma unroll
-    for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-      for (int c = 0; c < 4; ++c) red[(warp * 16 + g + 8 * (c >> 1)) * kCols + nt * 8 + 2 * tg + (c & 1)] = acc[nt][c];
-    __syncthreads();
-    for (int i = tid; i < R * kCols; i += kThreads) {
-      const int r = i % R, tl = i / R;  // consecutive threads on consecutive rows: coalesced stores
-      if (r >= rows || tl >= cols) continue;
-      float s = bias ? bias[r] : 0.0f;
-#pragma unroll
-      for (int k = 0; k < KG; ++k) s += red[((k * kRowGroups + r / 16) * 16 + r % 16) * kCols + tl];
-      out[tl * stride + r] = s;
-    }
-  }
-  if (sg.whole) {
-    __syncthreads();  // `red` read: the next segment may refill the stages
-    return;
-  }
-  // The fences make each contributor's partial sums visible before its count, and the counts before the last
-  // one's reads (which bypass L1).
-  __threadfence();
-  __syncthreads();
-  const int32_t tile_u0 = sg.tile * w.n_slices;
-  const int32_t first = w.block_of(tile_u0);
-  const int n_contrib = int(w.block_of(tile_u0 + w.n_slices - 1) - first) + 1;
-  const bool last = __syncthreads_or(tid == 0 && atomicAdd(&w.counters[sg.tile], 1u) == uint32_t(n_contrib - 1));
-  if (!last) return;
-  __threadfence();
-  // Block first + j's slot for this tile: the first one's last slot unless its run starts at the tile, every later
-  // one's first (their runs start inside the tile).
-  const bool first_starts = w.first_unit(first) == tile_u0;
-  const float* slots = w.part + (int64_t(first) * 2 + (first_starts ? 0 : 1)) * (R * kCols);
-  for (int i = tid; i < R * kCols; i += kThreads) {
-    const int r = i % R, tl = i / R;
-    if (r >= rows || tl >= cols) continue;
-    float s = p.bias ? p.bias[n0 + r] : 0.0f;
-    const float* at = slots + tl * R + r;
-    s += __ldcg(at);
-    at += (first_starts ? 2 : 1) * (R * kCols);  // block first + 1's first slot
-    // Eight slots' loads in flight at a time, added in block order.
-    for (int j = 1; j < n_contrib; j += 8) {
-      float v[8];
-#pragma unroll
-      for (int k = 0; k < 8; ++k) v[k] = j + k < n_contrib ? __ldcg(at + k * 2 * (R * kCols)) : 0.0f;
-#pragma unroll
-      for (int k = 0; k < 8; ++k) s += v[k];
-      at += 8 * 2 * (R * kCols);
-    }
-    p.y[(t0 + tl) * p.N + n0 + r] = s;
-  }
-  if (tid == 0) w.counters[sg.tile] = 0;  // zero again for the next launch
-}
 
 // A value kept in a register for the whole slice loop. Without it the compiler recomputes per-thread offsets and
 // pointers from the thread index every slice (it did once registers were plentiful: a third more instructions and
@@ -482,7 +353,8 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<R, NT>) batch_mm_tile_ker
         }
       }
     });
-    store_tile<R, NT, Tl::kKGroups>(p, work, sg, acc, reinterpret_cast<float*>(dyn), n0, t0, warp, wr, g, tg, tid);
+    store_tile<R, NT, Tl::kKGroups, kThreads>(p, work, sg, acc, reinterpret_cast<float*>(dyn), n0, t0, warp, wr, g, tg,
+                                              tid);
   });
 }
 
@@ -650,7 +522,8 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<R, NT>) batch_mm_frag_ker
       }
       load_x(sl + 1);  // the next slice's B pairs, in flight through the barrier
     });
-    store_tile<R, NT, Tl::kKGroups>(p, work, sg, acc, reinterpret_cast<float*>(dyn), n0, t0, warp, wr, g, tg, tid);
+    store_tile<R, NT, Tl::kKGroups, kThreads>(p, work, sg, acc, reinterpret_cast<float*>(dyn), n0, t0, warp, wr, g, tg,
+                                              tid);
   });
 }
 
@@ -659,32 +532,6 @@ struct Shape {
   int rows, cols;
 };
 Shape shape_for_tokens(int64_t T) { return T <= 8 ? Shape{16, 8} : T <= 16 ? Shape{32, 16} : Shape{32, 32}; }
-
-// The grid (Work). A run of slices costs its slices plus, for each tile it touches, about kSegmentCost slices of
-// pipeline fill, drain and store (and a tile shared by two runs is added up once more), so runs should not cross
-// tiles without need: the grid is the cheapest of (a) whole tiles or each tile in k equal splits (the grid then may
-// take several waves) and (b) as many blocks as the GPU holds at once, each a run of equal length wherever it falls
-// (stream-K: one wave, no partial last one), the latter above 8 tokens only: the 16-row tiles' short blocks, five an
-// SM, measured slower in runs (H200 lab, Q4_K ffn_up at T = 4: 28 us whole tiles, 30 us in runs). What measured the
-// rest: docs/kernel-notes.md, "Small-batch products".
-// kMaxBlocks: what the scratch's partial-sum slots are sized for, whatever the device; kMinUnits: no run shorter.
-constexpr int64_t kMaxBlocks = 1024, kMinUnits = 2, kSegmentCost = 3, kMaxSplits = 8;
-
-int64_t choose_blocks(int64_t tiles, int64_t n_slices, int64_t resident, bool stream_k) {
-  const int64_t units = tiles * n_slices;
-  // Waves times the longest run's slices and segments.
-  const auto cost = [&](int64_t g) {
-    const int64_t run = (units + g - 1) / g;
-    const bool aligned = units % g == 0 && (run % n_slices == 0 || n_slices % run == 0);
-    const int64_t segments = (run + n_slices - 1) / n_slices + (aligned ? 0 : 1);
-    return (g + resident - 1) / resident * (run + kSegmentCost * segments);
-  };
-  int64_t best = tiles, best_cost = cost(tiles);  // whole tiles
-  for (int64_t k = 2; k <= ::std::min(n_slices, kMaxSplits) && tiles * k <= kMaxBlocks; ++k)
-    if (const int64_t c = cost(tiles * k); c < best_cost) best = tiles * k, best_cost = c;
-  const int64_t g = ::std::clamp<int64_t>(::std::min(resident, (units + kMinUnits - 1) / kMinUnits), 1, kMaxBlocks);
-  return stream_k && cost(g) < best_cost ? g : best;
-}
 
 int64_t token_tiles_for(int64_t T) {
   const Shape s = shape_for_tokens(T);
