@@ -276,7 +276,10 @@ TEST(KernelLab, Attention) {
         CUDA_CHECK(cudaMemcpy(dpos.get(), &pos, 4, cudaMemcpyHostToDevice));
         const int32_t chosen = cuda::attention_max_splits(ctxlen, nkv, 1, ctx.sm_count());
         std::vector<int32_t> splits{chosen};
-        // 1-4 blocks a SM, rounded up (a second partial wave) and down (one wave).
+        // A few long splits (what a short context's merge may prefer), then 1-4 blocks a SM, rounded up (a second
+        // partial wave) and down (one wave).
+        for (const int32_t n : {2, 3, 4, 6, 8})
+          if (n != chosen) splits.push_back(n);
         for (int per_sm = 1; per_sm <= 4; ++per_sm)
           for (const int64_t up : {nkv - 1, int64_t(0)}) {
             const int32_t n = int32_t(std::min<int64_t>((per_sm * ctx.sm_count() + up) / nkv, 256));
