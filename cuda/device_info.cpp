@@ -5,6 +5,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <map>
+#include <mutex>
+#include <tuple>
 #include <vector>
 
 #include "cuda/check.h"
@@ -55,6 +58,15 @@ int current_device_sm_count() {
     if (dev < kDevices) cached[dev].store(n, std::memory_order_relaxed);
   }
   return n;
+}
+
+int kernel_blocks_per_sm(const void* kernel, int threads, size_t smem) {
+  static std::mutex m;
+  static std::map<std::tuple<const void*, int, size_t>, int> memo;
+  const std::lock_guard<std::mutex> lock(m);
+  auto [it, fresh] = memo.try_emplace({kernel, threads, smem}, 0);
+  if (fresh) CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&it->second, kernel, threads, smem));
+  return it->second;
 }
 
 std::string device_name() {

@@ -1,6 +1,8 @@
 // Device facts the benchmark reports beside tokens/s: the measured copy bandwidth (the ceiling of decode speed)
-// and device memory in use; free memory, which sessions check before allocating.
+// and device memory in use; free memory, which sessions check before allocating; the multiprocessors and a kernel's
+// occupancy, which launchers size their grids by.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -20,5 +22,9 @@ std::string device_name();
 
 // Multiprocessors of the current device, queried once per device (launchers size their grids by it).
 int current_device_sm_count();
+
+// Blocks of `kernel` one multiprocessor holds at once with `threads` threads and `smem` bytes of dynamic shared
+// memory (0: such a block does not fit), asked of the driver once per triple (cudaOccupancyMaxActiveBlocks...).
+int kernel_blocks_per_sm(const void* kernel, int threads, size_t smem);
 
 }  // namespace cuda

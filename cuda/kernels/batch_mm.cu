@@ -23,6 +23,7 @@
 #include <string>
 
 #include "cuda/check.h"
+#include "cuda/device_info.h"
 #include "cuda/kernels/async_copy.cuh"
 #include "cuda/kernels/gemm.cuh"
 #include "cuda/kernels/mma.cuh"
@@ -576,11 +577,8 @@ int64_t prepare_instances() {
   constexpr size_t smem = smem_bytes<Q, kX8, R, NT>();
   for (auto* kernel : {kernel_for<Q, kX8, R, NT, true>(), kernel_for<Q, kX8, R, NT, false>()})
     CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-  int device = 0, sms = 0, per_sm = 0;
-  CUDA_CHECK(cudaGetDevice(&device));
-  CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel_for<Q, kX8, R, NT, true>(), kThreads, smem));
-  return ::std::max<int64_t>(1, int64_t(sms) * per_sm);
+  const auto* kernel = reinterpret_cast<const void*>(kernel_for<Q, kX8, R, NT, true>());
+  return ::std::max<int64_t>(1, int64_t(current_device_sm_count()) * kernel_blocks_per_sm(kernel, kThreads, smem));
 }
 
 template <quant::Type Q, bool kX8, int R, int NT>

@@ -13,10 +13,7 @@
 #include "cuda/kernels/expert_matvec.cuh"
 
 #include <algorithm>
-#include <map>
-#include <mutex>
 #include <numeric>
-#include <tuple>
 
 #include "cuda/check.h"
 #include "cuda/device_info.h"
@@ -288,14 +285,9 @@ int threads_per_slice(int64_t K) { return int((K / 32 + 31) / 32 * 32); }
 constexpr int kMaxGluGroups = 128;  // a block's partial sums: at most 8 warps x 128 groups x 2 kR floats = 16 KiB
 constexpr int kMaxDownGroups = 64;  // at most 8 warps x 64 groups x kR floats = 4 KiB
 
-// Blocks of `threads` threads one multiprocessor holds at once, queried once per kernel and block size.
+// Blocks of `threads` threads one multiprocessor holds at once (at least one).
 int blocks_per_sm(const void* kernel, int threads, size_t smem) {
-  static std::mutex m;
-  static std::map<std::tuple<const void*, int, size_t>, int> cache;
-  const std::lock_guard<std::mutex> lock(m);
-  auto [it, fresh] = cache.try_emplace({kernel, threads, smem}, 0);
-  if (fresh) CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&it->second, kernel, threads, smem));
-  return std::max(1, it->second);
+  return std::max(1, kernel_blocks_per_sm(kernel, threads, smem));
 }
 
 // Groups a block owns: the launch's groups spread over one wave of resident blocks, whole slices each.

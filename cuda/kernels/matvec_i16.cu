@@ -13,9 +13,6 @@
 // adding into the same partial sums; x's runs of every unit are quantized by the whole block into shared memory.
 #include <algorithm>
 #include <atomic>
-#include <map>
-#include <mutex>
-#include <tuple>
 #include <utility>
 
 #include <cuda_fp16.h>
@@ -462,15 +459,7 @@ Segments segments_of(const MatvecParams& p, quant::Type t, int R) {
 // fit), asked once per triple: the wide launches' shared memory depends on K, so a per-warp-count cache would not do.
 template <class Kernel>
 int blocks_per_sm_at(Kernel kernel, int threads, size_t smem) {
-  using Key = ::std::tuple<const void*, int, size_t>;
-  static ::std::mutex m;
-  static ::std::map<Key, int> memo;
-  const Key key{reinterpret_cast<const void*>(kernel), threads, smem};
-  const ::std::lock_guard lock(m);
-  if (const auto it = memo.find(key); it != memo.end()) return it->second;
-  int bps = 0;
-  CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&bps, kernel, threads, smem));
-  return memo[key] = bps;
+  return kernel_blocks_per_sm(reinterpret_cast<const void*>(kernel), threads, smem);
 }
 
 // The opt-in limit of dynamic shared memory per block on the current device (0 without one), asked once per device.
