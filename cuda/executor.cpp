@@ -196,7 +196,7 @@ bool Executor::batch_mm_takes(const Node& n) const {
   const int64_t T = n.shape.rows();
   return T >= ::std::max<int64_t>(2, opt_.batch_mm_min_tokens) && T <= opt_.batch_mm_max_tokens &&
          wp.role != graph::WeightRole::FfnRouter &&
-         batch_mm_supports(wp.type, regrouped(w), w.shape.ne[0], T);
+         batch_mm_supports(wp.type, regrouped(w), w.shape.ne[0], w.shape.ne[1], T);
 }
 
 const void* Executor::weight_ptr(const Node& w) const {

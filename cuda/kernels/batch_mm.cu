@@ -603,10 +603,14 @@ void launch_for_tokens(const BatchMmParams& p, const __half* xh, size_t rb, cuda
 
 }  // namespace
 
-bool batch_mm_supports(quant::Type type, bool regrouped, int64_t K, int64_t T) {
+bool batch_mm_supports(quant::Type type, bool regrouped, int64_t K, int64_t N, int64_t T) {
   using quant::Type;
   // K below 2^26: the kernels index a row's slices and elements in 32-bit integers.
   if (T < 1 || T > kBatchMmMaxTokens || K <= 0 || K >= (int64_t(1) << 26) || K % quant::traits(type).block_elems != 0)
+    return false;
+  // A counter a tile, and the launch's (tile, slice) units in 32 bits (Work).
+  if (N <= 0 || size_t(tiles_for(N, T)) * sizeof(uint32_t) > kBatchMmCounterBytes ||
+      tiles_for(N, T) * ((K + 255) / 256) >= (int64_t(1) << 31))
     return false;
   if (regrouped) return type == Type::Q6_K && K % 2048 == 0;
   return type == Type::Q4_0 || type == Type::Q8_0 || type == Type::Q4_K || type == Type::Q6_K;
@@ -621,21 +625,17 @@ size_t batch_mm_scratch(int64_t K, int64_t, int64_t T) { return align256(size_t(
 void launch_batch_mm(const BatchMmParams& p, cudaStream_t stream) {
   LLM_REQUIRE(p.w && p.x && p.y, "null pointer");
   LLM_REQUIRE(p.N > 0 && p.N <= int64_t(16) * 0x7fffffff, "rows out of range");
-  LLM_REQUIRE(batch_mm_supports(p.type, p.regrouped, p.K, p.T),
+  LLM_REQUIRE(batch_mm_supports(p.type, p.regrouped, p.K, p.N, p.T),
               "small-batch product: type " + ::std::string(quant::type_name(p.type)) +
                   (p.regrouped ? " (regrouped)" : "") + ", K = " + ::std::to_string(p.K) +
-                  ", T = " + ::std::to_string(p.T) + " not served");
+                  ", N = " + ::std::to_string(p.N) + ", T = " + ::std::to_string(p.T) + " not served");
   LLM_REQUIRE(p.scratch && p.scratch_bytes >= batch_mm_scratch(p.K, p.N, p.T) &&
                   (reinterpret_cast<uintptr_t>(p.scratch) & 15) == 0,
               "scratch below batch_mm_scratch or not 16-byte aligned");
   // The staged copies take the 16-byte aligned pieces around a row's slice, which must not start before the tensor.
   LLM_REQUIRE((reinterpret_cast<uintptr_t>(p.w) & 15) == 0, "small-batch product: weights must be 16-byte aligned");
   if (p.regrouped) LLM_REQUIRE(q6_kx8_fits(p.w, p.K), "Q6_Kx8 rows: K % 2048 == 0, 16-byte aligned");
-  LLM_REQUIRE(tiles_for(p.N, p.T) * ((p.K + 255) / 256) < (int64_t(1) << 31),
-              "small-batch product: more than 2^31 slices of work");
-  LLM_REQUIRE(p.tile_counters && size_t(tiles_for(p.N, p.T)) * sizeof(uint32_t) <= kBatchMmCounterBytes,
-              "small-batch product: tile_counters missing, or " + ::std::to_string(tiles_for(p.N, p.T)) +
-                  " tiles are more than kBatchMmCounterBytes counts");
+  LLM_REQUIRE(p.tile_counters, "small-batch product: tile_counters missing");
   const size_t rb = quant::row_bytes(p.type, p.K);
   auto* xh = static_cast<__half*>(p.scratch);
   const bool float_x = batch_mm_reads_float_x(p.type, p.regrouped, p.T);

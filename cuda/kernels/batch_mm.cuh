@@ -15,8 +15,9 @@ inline constexpr int64_t kBatchMmMaxTokens = 64;
 
 // A launch deals its tiles' slices to its blocks in equal runs (stream-K); a tile two blocks share is counted in one
 // of these words, and the last of its blocks to finish adds the partial sums in block order. The owner zeroes them
-// once; every launch leaves them zero again. One word a tile of 16 or 32 rows: a 128k-row output matrix has 8016.
-inline constexpr size_t kBatchMmCounterBytes = 64 << 10;
+// once; every launch leaves them zero again. One word a tile of 16 or 32 rows: 32 768 tiles, a 512k-row matrix (a
+// 128k vocabulary's output matrix has 8 016); batch_mm_supports refuses larger ones.
+inline constexpr size_t kBatchMmCounterBytes = 128 << 10;
 
 struct BatchMmParams {
   const void* w = nullptr;      // [K, N]: N rows of K elements of `type`, quant::row_bytes(type, K) bytes apart
@@ -36,8 +37,9 @@ struct BatchMmParams {
 };
 
 // True when launch_batch_mm takes this matrix: Q4_0, Q8_0, Q4_K, Q6_K (Q6_K also regrouped), in the file's layout,
-// 1 <= T <= kBatchMmMaxTokens. Other types and layouts keep the matvec / GEMM paths.
-bool batch_mm_supports(quant::Type type, bool regrouped, int64_t K, int64_t T);
+// 1 <= T <= kBatchMmMaxTokens, N rows whose tiles the counters hold. Other types, layouts and sizes keep the matvec
+// / GEMM paths.
+bool batch_mm_supports(quant::Type type, bool regrouped, int64_t K, int64_t N, int64_t T);
 
 // True when the launch reads x as float itself (Q4_K and Q6_Kx8 at T <= 8): it neither converts x into the
 // scratch nor reads a copy there, so a launch after it finds the scratch's half x as the one before it left it.

@@ -64,7 +64,7 @@ TEST_P(BatchMm, MatchesReference) {
         auto dw = upload(w), dx = upload(x), db = upload(bias);
         const size_t sb = cuda::batch_mm_scratch(K, N, T);
         cuda::DeviceBuffer scratch(sb);
-        ASSERT_TRUE(cuda::batch_mm_supports(c.type, c.regrouped, K, T));
+        ASSERT_TRUE(cuda::batch_mm_supports(c.type, c.regrouped, K, N, T));
         auto dy = poisoned_f32(N * T);
         cuda::BatchMmParams p{dw.get(), c.type, dx.as<float>(), with_bias ? db.as<float>() : nullptr,
                               dy.as<float>(), K, N, T, scratch.get(), sb};
@@ -86,15 +86,20 @@ INSTANTIATE_TEST_SUITE_P(Types, BatchMm,
 
 // What the kernel does not serve is refused up front, so the executor keeps those on the matvec / GEMM paths.
 TEST(BatchMm, SupportsOnlyItsTypesAndSizes) {
-  EXPECT_TRUE(cuda::batch_mm_supports(Type::Q4_K, false, 4096, 64));
-  EXPECT_FALSE(cuda::batch_mm_supports(Type::Q4_K, false, 4096, 65));
-  EXPECT_FALSE(cuda::batch_mm_supports(Type::Q4_K, false, 4096, 0));
-  EXPECT_FALSE(cuda::batch_mm_supports(Type::Q4_K, false, 128, 8));  // not whole super-blocks
-  EXPECT_FALSE(cuda::batch_mm_supports(Type::Q5_K, false, 4096, 8));
-  EXPECT_FALSE(cuda::batch_mm_supports(Type::F16, false, 4096, 8));
-  EXPECT_FALSE(cuda::batch_mm_supports(Type::Q4_0, true, 4096, 8));  // Q4_0 by columns: the GEMM path
-  EXPECT_FALSE(cuda::batch_mm_supports(Type::Q6_K, true, 1024, 8));  // Q6_Kx8 needs whole runs of 2048
-  EXPECT_TRUE(cuda::batch_mm_supports(Type::Q6_K, true, 4096, 8));
+  EXPECT_TRUE(cuda::batch_mm_supports(Type::Q4_K, false, 4096, 14336, 64));
+  EXPECT_FALSE(cuda::batch_mm_supports(Type::Q4_K, false, 4096, 14336, 65));
+  EXPECT_FALSE(cuda::batch_mm_supports(Type::Q4_K, false, 4096, 14336, 0));
+  EXPECT_FALSE(cuda::batch_mm_supports(Type::Q4_K, false, 128, 14336, 8));  // not whole super-blocks
+  EXPECT_FALSE(cuda::batch_mm_supports(Type::Q5_K, false, 4096, 14336, 8));
+  EXPECT_FALSE(cuda::batch_mm_supports(Type::F16, false, 4096, 14336, 8));
+  EXPECT_FALSE(cuda::batch_mm_supports(Type::Q4_0, true, 4096, 14336, 8));  // Q4_0 by columns: the GEMM path
+  EXPECT_FALSE(cuda::batch_mm_supports(Type::Q6_K, true, 1024, 14336, 8));  // Q6_Kx8 needs whole runs of 2048
+  EXPECT_TRUE(cuda::batch_mm_supports(Type::Q6_K, true, 4096, 14336, 8));
+  // A tile counter each: a 256k vocabulary's output matrix fits at every T, a matrix past the counters does not.
+  EXPECT_TRUE(cuda::batch_mm_supports(Type::Q6_K, true, 4096, 262144, 8));
+  EXPECT_TRUE(cuda::batch_mm_supports(Type::Q6_K, true, 4096, 262144, 64));
+  EXPECT_FALSE(cuda::batch_mm_supports(Type::Q6_K, true, 4096, int64_t(1) << 20, 8));
+  EXPECT_FALSE(cuda::batch_mm_supports(Type::Q4_K, false, 4096, 0, 8));
 }
 
 }  // namespace
