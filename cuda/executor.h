@@ -269,7 +269,7 @@ class Executor {
   DeviceBuffer gemm_scratch_;
   DeviceBuffer attn_scratch_;
   DeviceBuffer moe_scratch_;  // expert grouping of the prefill MulMatId launches (moe_gemm.cuh)
-  DeviceBuffer batch_mm_counters_;  // the small-batch products' split counters (batch_mm.cuh), zeroed once
+  DeviceBuffer batch_mm_counters_;  // the small-batch products' shared-tile counters (batch_mm.cuh), zeroed once
   PinnedBuffer input_staging_;
   HostCopies host_inputs_;  // the first step's copies: the Input nodes' staging, then add_host_input's
   DeviceBuffer paged_tiles_;        // a paged graph's prefill tiles (PagedTiles), copied from the staging's end

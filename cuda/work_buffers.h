@@ -24,7 +24,7 @@ struct WorkBuffers {
   size_t staging = 0;       // pinned host memory for the per-run inputs (token ids, positions, paged batches' tables)
   size_t paged_tiles = 0;   // device: a paged graph's prefill tiles (PagedTiles), also staged
   size_t moe_scratch = 0;   // device: the expert grouping and half x of the largest prefill MulMatId (moe_gemm.cuh)
-  size_t batch_mm_counters = 0;  // device: the small-batch products' split counters, when any product may take them
+  size_t batch_mm_counters = 0;  // device: the small-batch products' tile counters, when any product may take them
   size_t device_bytes() const {
     return arena + gemm_scratch + attn_scratch + paged_tiles + moe_scratch + batch_mm_counters;
   }
@@ -40,8 +40,9 @@ inline WorkBuffers work_buffers(const graph::Graph& g, const graph::Plan& plan, 
     if (n.op == graph::Op::MulMat && n.inputs.size() >= 2) {
       const auto& w = g.node(n.inputs[0]).shape;
       const int64_t T = n.shape.ne[1] * n.shape.ne[2] * n.shape.ne[3];
-      if (T > 1) {
-        // A few tokens may take the small-batch kernel (batch_mm.cuh), which needs x in half at the scratch's start.
+      if (T > 1 && T <= kBatchMmMaxTokens) {
+        // A few tokens may take the small-batch kernel (batch_mm.cuh): x in half at the scratch's start, then the
+        // partial sums of shared tiles.
         b.gemm_scratch = ::std::max(b.gemm_scratch, batch_mm_scratch(w.ne[0], w.ne[1], T));
         b.batch_mm_counters = kBatchMmCounterBytes;
       }

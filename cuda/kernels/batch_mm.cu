@@ -542,6 +542,11 @@ int64_t tiles_for(int64_t N, int64_t T) {
   const int64_t rows = shape_for_tokens(T).rows;
   return (N + rows - 1) / rows * token_tiles_for(T);
 }
+// Slices of K a tile takes (Tile::kSlice of the tile T picks).
+int64_t slices_for(int64_t K, int64_t T) {
+  const int64_t slice = kThreads * kUnitsPerThread * 32 / shape_for_tokens(T).rows;
+  return (K + slice - 1) / slice;
+}
 
 // Partial-sum slots: two a block of [kCols][R] floats, after x's half copy in the scratch.
 size_t part_bytes(int64_t T) {
@@ -554,10 +559,8 @@ struct Plan {
   dim3 grid;
 };
 Plan plan_launch(const BatchMmParams& p, int64_t resident) {
-  const Shape s = shape_for_tokens(p.T);
-  const int slice = kThreads * kUnitsPerThread * 32 / s.rows;
-  const int64_t tiles = tiles_for(p.N, p.T), n_slices = (p.K + slice - 1) / slice, units = tiles * n_slices;
-  const int64_t blocks = choose_blocks(tiles, n_slices, resident, s.cols > 8);
+  const int64_t tiles = tiles_for(p.N, p.T), n_slices = slices_for(p.K, p.T), units = tiles * n_slices;
+  const int64_t blocks = choose_blocks(tiles, n_slices, resident, shape_for_tokens(p.T).cols > 8);
   float* part = reinterpret_cast<float*>(static_cast<uint8_t*>(p.scratch) + align256(size_t(p.K) * size_t(p.T) * 2));
   const Work w{int32_t(units),           int32_t(n_slices), int32_t(token_tiles_for(p.T)), int32_t(units / blocks),
                int32_t(units % blocks), part,              p.tile_counters};
@@ -586,10 +589,9 @@ void launch_tile(const BatchMmParams& p, const __half* xh, size_t rb, cudaStream
   constexpr size_t smem = smem_bytes<Q, kX8, R, NT>();
   static const int64_t resident = prepare_instances<Q, kX8, R, NT>();
   const Plan plan = plan_launch(p, resident);
-  const Work& w = plan.work;
-  const bool segments = !(w.extra == 0 && w.n_slices % w.run == 0);  // some run crosses a tile boundary
-  const auto kernel = segments ? kernel_for<Q, kX8, R, NT, true>() : kernel_for<Q, kX8, R, NT, false>();
-  kernel<<<plan.grid, kThreads, smem, stream>>>(p, xh, rb, w);
+  const auto kernel = plan.work.runs_stay_in_tiles() ? kernel_for<Q, kX8, R, NT, false>()
+                                                     : kernel_for<Q, kX8, R, NT, true>();
+  kernel<<<plan.grid, kThreads, smem, stream>>>(p, xh, rb, plan.work);
 }
 
 template <quant::Type Q, bool kX8>
@@ -609,8 +611,9 @@ bool batch_mm_supports(quant::Type type, bool regrouped, int64_t K, int64_t N, i
   if (T < 1 || T > kBatchMmMaxTokens || K <= 0 || K >= (int64_t(1) << 26) || K % quant::traits(type).block_elems != 0)
     return false;
   // A counter a tile, and the launch's (tile, slice) units in 32 bits (Work).
-  if (N <= 0 || size_t(tiles_for(N, T)) * sizeof(uint32_t) > kBatchMmCounterBytes ||
-      tiles_for(N, T) * ((K + 255) / 256) >= (int64_t(1) << 31))
+  if (N <= 0) return false;
+  const int64_t tiles = tiles_for(N, T);
+  if (size_t(tiles) * sizeof(uint32_t) > kBatchMmCounterBytes || tiles * slices_for(K, T) >= (int64_t(1) << 31))
     return false;
   if (regrouped) return type == Type::Q6_K && K % 2048 == 0;
   return type == Type::Q4_0 || type == Type::Q8_0 || type == Type::Q4_K || type == Type::Q6_K;

@@ -27,6 +27,9 @@ struct Work {
   float* part;          // [gridDim.x][2][kCols][R] partial sums
   uint32_t* counters;   // per tile: contributors finished (BatchMmParams::tile_counters)
   __device__ __forceinline__ int32_t first_unit(int32_t b) const { return b * run + ::std::min(b, extra); }
+  // Whether every block's run lies in one tile (whole tiles, or a tile's equal splits): the kernel instance
+  // without the segment loop serves such a launch (for_each_segment's kSegments false).
+  __host__ __device__ bool runs_stay_in_tiles() const { return extra == 0 && n_slices % run == 0; }
   // The block whose run holds unit u.
   __device__ __forceinline__ int32_t block_of(int32_t u) const {
     const int32_t big = extra * (run + 1);  // units of the longer runs
