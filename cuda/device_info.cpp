@@ -69,6 +69,23 @@ int kernel_blocks_per_sm(const void* kernel, int threads, size_t smem) {
   return it->second;
 }
 
+size_t current_device_smem_optin() {
+  constexpr int kDevices = 64;
+  static std::atomic<int> cached[kDevices] = {};
+  int dev = 0, bytes = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  if (dev < kDevices && (bytes = cached[dev].load(std::memory_order_relaxed)) > 0) return size_t(bytes);
+  if (cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  if (dev < kDevices) cached[dev].store(bytes, std::memory_order_relaxed);
+  return size_t(bytes);
+}
+
 std::string device_name() {
   int dev = 0;
   CUDA_CHECK(cudaGetDevice(&dev));

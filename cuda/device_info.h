@@ -27,4 +27,8 @@ int current_device_sm_count();
 // memory (0: such a block does not fit), asked of the driver once per triple (cudaOccupancyMaxActiveBlocks...).
 int kernel_blocks_per_sm(const void* kernel, int threads, size_t smem);
 
+// The opt-in limit of dynamic shared memory per block on the current device (0 when it cannot be asked: no device),
+// asked once per device.
+size_t current_device_smem_optin();
+
 }  // namespace cuda

@@ -195,8 +195,20 @@ bool Executor::batch_mm_takes(const Node& n) const {
   const auto& wp = ::std::get<graph::WeightParams>(w.params);
   const int64_t T = n.shape.rows();
   return T >= ::std::max<int64_t>(2, opt_.batch_mm_min_tokens) && T <= opt_.batch_mm_max_tokens &&
-         wp.role != graph::WeightRole::FfnRouter &&
+         wp.role != graph::WeightRole::FfnRouter && !matvec_cols_takes(n) &&
          batch_mm_supports(wp.type, regrouped(w), w.shape.ne[0], w.shape.ne[1], T);
+}
+
+// Fewer tokens still, of the formats it serves: the few-column kernel dots each weight with every column in int16,
+// as the one-token matvec does, where the small-batch kernel's unpacking to half costs as much for 2 columns as for
+// 8.
+bool Executor::matvec_cols_takes(const Node& n) const {
+  const Node& w = g_.node(n.inputs.at(0));
+  if (w.op != Op::Weight) return false;
+  const auto& wp = ::std::get<graph::WeightParams>(w.params);
+  const int64_t T = n.shape.rows();
+  return T >= 2 && T <= opt_.matvec_cols_max_tokens && wp.role != graph::WeightRole::FfnRouter &&
+         matvec_cols_supports(wp.type, regrouped(w), w.shape.ne[0], w.shape.ne[1], T);
 }
 
 const void* Executor::weight_ptr(const Node& w) const {
@@ -343,13 +355,19 @@ void Executor::lower_gemm(const Node& n) {
   p.regrouped = regrouped(w);
   // A product right after another of the same x (no step between, so x and the scratch's f16 copy of it are
   // unchanged) reuses that copy: q/k/v and gate/up convert their input once. Both kernels keep it at the scratch's
-  // start in the same layout, so either may follow the other. A small-batch launch that reads x as float neither
+  // start in the same layout, so either may follow the other. A small-batch or few-column launch that reads x as float neither
   // writes nor reads the copy: it passes on what the launch before it left.
   p.x_in_scratch = last_gemm_.step == steps_.size() && last_gemm_.x == p.x && last_gemm_.K == K && last_gemm_.T == T;
-  const bool small_batch = batch_mm_takes(n);
-  if (!small_batch || !batch_mm_reads_float_x(type, p.regrouped, T)) last_gemm_ = {steps_.size() + 1, p.x, K, T};
+  const bool few_cols = matvec_cols_takes(n), small_batch = !few_cols && batch_mm_takes(n);
+  const bool reads_float_x = few_cols || (small_batch && batch_mm_reads_float_x(type, p.regrouped, T));
+  if (!reads_float_x) last_gemm_ = {steps_.size() + 1, p.x, K, T};
   else if (p.x_in_scratch) last_gemm_.step = steps_.size() + 1;
   else last_gemm_ = {};
+  if (few_cols) {
+    MatvecColsParams c{p.w, type, p.x, bias, p.y, K, N, T, p.regrouped};
+    steps_.push_back([c](cudaStream_t s) { launch_matvec_cols(c, s); });
+    return;
+  }
   if (small_batch) {
     BatchMmParams b{p.w, type, p.x, bias, p.y, K, N, T, p.scratch, p.scratch_bytes, p.x_in_scratch, p.regrouped};
     b.tile_counters = static_cast<uint32_t*>(batch_mm_counters_.get());

@@ -18,6 +18,7 @@
 
 #include "cuda/context.h"
 #include "cuda/kernels/batch_mm.cuh"
+#include "cuda/kernels/matvec_cols.cuh"
 #include "cuda/kernels/expert_matvec.cuh"
 #include "cuda/kernels/fused_elementwise.cuh"
 #include "cuda/kernels/host_inputs.cuh"
@@ -83,6 +84,9 @@ struct ExecutorOptions {
   // LLM_CUDA_BATCH_MM_MIN / LLM_CUDA_BATCH_MM_MAX=0..64 move the bottom and the top (MAX=0: off).
   int64_t batch_mm_min_tokens = 2;
   int64_t batch_mm_max_tokens = kBatchMmMaxTokens;
+  // MulMat with 2 <= T <= matvec_cols_max_tokens whose weight the few-column int16 kernel serves (matvec_cols.cuh)
+  // takes it before the small-batch kernel. LLM_CUDA_MATVEC_COLS_MAX=0..4 moves the top (0 or 1: off).
+  int64_t matvec_cols_max_tokens = kMatvecColsMaxTokens;
   // Decode fusions into the int16 matvec (cuda/executor_fusion.cpp): an RmsNorm whose only readers are such
   // matvecs is folded into them; an Add of a matvec's output and another tensor becomes the matvec's epilogue.
   bool fuse = true;
@@ -216,6 +220,7 @@ class Executor {
   bool regrouped(const graph::Node& w) const;  // a weight regrouped at upload (q6_kx8.cuh, q4_0_cols.cuh)
   bool q4_0_cols(const graph::Node& w) const;  // a Q4_0 weight regrouped by columns
   bool batch_mm_takes(const graph::Node& mulmat) const;  // launched by the small-batch kernel (lower_gemm)
+  bool matvec_cols_takes(const graph::Node& mulmat) const;  // launched by the few-column kernel (lower_gemm)
   const float* f32_in(const graph::Node& n, size_t i) const;
   RopeKernelParams rope_params(const graph::Node& rope) const;
   bool attention_matches_kv(const graph::Node& attention) const;

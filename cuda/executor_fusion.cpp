@@ -105,7 +105,7 @@ void Executor::plan_mul_mat(const Node& n) {
   // the GEMM path's f16 operands could pick another expert than the reference where two scores nearly tie.
   const bool router = ::std::get<graph::WeightParams>(w.params).role == graph::WeightRole::FfnRouter;
   if ((n.shape.rows() > opt_.matvec_max_tokens && !router) || q4_0_cols(w)) return;  // GEMM
-  if (batch_mm_takes(n)) return;  // the small-batch kernel, launched by lower_gemm
+  if (batch_mm_takes(n) || matvec_cols_takes(n)) return;  // the small-batch kernels, launched by lower_gemm
   if (lowering(n.id) == Lowering::InSibling) return;  // computed with an earlier matrix that reads the same x
   MatvecParams p = matvec_params(n);
   if (const Node& x = g_.node(n.inputs[1]); x.op == Op::RmsNorm && lowering(x.id) == Lowering::InReaders)

@@ -171,8 +171,13 @@ void CudaSession::regroup_weights() {
   for (const auto& w : model_->weights().all())
     descs.push_back({w.params.role, w.params.layer, w.params.type, w.shape.ne[0], w.shape.rows(),
                      w.params.arena_offset});
+  // A paged session's steps never take the attention + o launch (it attends one unpaged sequence), the only
+  // decode reader of o regrouped by columns: every other product of it would be a GEMM (T = 1 had no scratch for
+  // one, and a Q4_0 8B served 2-4 streams at 200-280 tok/s against ~500-730 on the file's layout).
+  cuda::LayoutOptions layouts = opt_.exec.layouts;
+  if (opt_.n_seq > 0) layouts.attention_o = false;
   regrouped_ = cuda::regroup_weights(const_cast<uint8_t*>(weights_.base()), descs,
-                                     attention_shape(model_->config()), opt_.exec.layouts, ctx_->compute());
+                                     attention_shape(model_->config()), layouts, ctx_->compute());
 }
 
 std::unique_ptr<CudaSession::Compiled> CudaSession::compile(int32_t n_tokens, bool all_logits) {

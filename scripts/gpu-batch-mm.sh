@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The small-batch products (issue 26, cuda/kernels/batch_mm.cu) in one device call: their kernel tests and the MoE
 # tiles that share the unpacking (TESTS=0 skips), the paged session against the CPU with the kernel's range widened,
-# the lab (KernelLab.BatchMm), then `llm-run bench --parallel` on a synthetic Llama-3-8B Q4_K_M for each range of
-# tokens the kernel takes (RANGES="min:max ...", LLM_CUDA_BATCH_MM_MIN / _MAX; 0:0 turns it off), and with a base
+# the lab (KernelLab.BatchMm; LAB=0 skips), then `llm-run bench --parallel` on a synthetic Llama-3-8B (TYPE, default
+# Q4_K_M: device-model.sh) for each range of
+# tokens the kernel takes (RANGES="min:max[:cols] ...", LLM_CUDA_BATCH_MM_MIN / _MAX; 0:0 turns it off; cols:
+# LLM_CUDA_MATVEC_COLS_MAX, the few-column kernel's top, default 4, 0 off), and with a base
 # build's llm-run (llm-run-base, when packed) at its defaults. Rows go to $OUT/table.txt as they come.
 # A base build's archive (.device-bin/base.tar.xz, an earlier pack-carry.sh's bins.tar.xz) adds its lab and its
 # bench beside this build's.
@@ -25,19 +27,21 @@ passed() { grep -E '^\[  (PASSED|FAILED)|^\[  FAILED|agreement|paged  ' "$1" | t
 nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | sed 's/^/device: /' | tee -a "$out/table.txt"
 
 if [ "${TESTS:-1}" != 0 ]; then
-  /tmp/bin/cuda_kernels_test --gtest_filter='*BatchMm*:*MoeKernels*:*Matmul*:*Gemm*:*OpKernels*' \
+  /tmp/bin/cuda_kernels_test --gtest_filter='*BatchMm*:*MatvecCols*:*MoeKernels*:*Matmul*:*Gemm*:*OpKernels*' \
     >"$out/kernels.txt" 2>&1
   row "cuda_kernels_test: $(passed "$out/kernels.txt")"
   LLM_CUDA_BATCH_MM_MIN=2 LLM_CUDA_BATCH_MM_MAX=64 /tmp/bin/cuda_session_test \
-    --gtest_filter='PagedGpu*:GpuSession.Stories*' >"$out/session.txt" 2>&1
+    --gtest_filter='*PagedGpu*:GpuSession.Stories*' >"$out/session.txt" 2>&1
   row "cuda_session_test (batch_mm 2..64): $(passed "$out/session.txt")"
 fi
 lab() {  # label binary
   LLM_CUDA_BENCH=1 "$2" --gtest_filter=KernelLab.BatchMm >"$out/lab-$1.txt" 2>&1
   row "lab, $1:" "$(sed -n '/^device/,/^\[/p' "$out/lab-$1.txt" | grep -v '^\[')"
 }
-[ -x /tmp/base/cuda_kernels_test ] && lab base /tmp/base/cuda_kernels_test
-lab this /tmp/bin/cuda_kernels_test
+if [ "${LAB:-1}" != 0 ]; then
+  [ -x /tmp/base/cuda_kernels_test ] && lab base /tmp/base/cuda_kernels_test
+  lab this /tmp/bin/cuda_kernels_test
+fi
 
 wait "$synth"
 NPL=${NPL:-1,2,4,8,16,32,64}
@@ -50,7 +54,9 @@ bench() {  # label binary [env...]: decode tok/s per parallel count
     gsub(/ /, "", $9); printf "%s: %s, %s;  ", $4, $9, $7}' "$out/par-$label.md")"
 }
 [ -x /tmp/bin/llm-run-base ] && bench base /tmp/bin/llm-run-base
-for r in ${RANGES:-4:16 2:64 4:64}; do
-  bench "range-$r" /tmp/bin/llm-run LLM_CUDA_BATCH_MM_MIN="${r%%:*}" LLM_CUDA_BATCH_MM_MAX="${r##*:}"
+for r in ${RANGES:-2:64:4 2:64:0}; do
+  IFS=: read -r lo hi cols <<<"$r"
+  bench "range-$r" /tmp/bin/llm-run LLM_CUDA_BATCH_MM_MIN="$lo" LLM_CUDA_BATCH_MM_MAX="$hi" \
+    LLM_CUDA_MATVEC_COLS_MAX="${cols:-4}"
 done
-cp "$out/par-range-${RANGES%% *}.md" "$out/parallel-example.md" 2>/dev/null
+cp "$out/par-range-${RANGES:-2:64:4}.md" "$out/parallel-example.md" 2>/dev/null

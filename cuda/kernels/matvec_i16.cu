@@ -462,31 +462,13 @@ int blocks_per_sm_at(Kernel kernel, int threads, size_t smem) {
   return kernel_blocks_per_sm(reinterpret_cast<const void*>(kernel), threads, smem);
 }
 
-// The opt-in limit of dynamic shared memory per block on the current device (0 without one), asked once per device.
-size_t device_smem_optin() {
-  constexpr int kDevices = 64;
-  static ::std::atomic<int> cached[kDevices] = {};
-  int dev = 0, bytes = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return 0;
-  }
-  if (dev < kDevices && (bytes = cached[dev].load(::std::memory_order_relaxed)) > 0) return size_t(bytes);
-  if (cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return 0;
-  }
-  if (dev < kDevices) cached[dev].store(bytes, ::std::memory_order_relaxed);
-  return size_t(bytes);
-}
-
 // What `kernel` may take of dynamic shared memory (the opt-in limit less its static shared memory), opted in to.
 // Called once per instance by its launcher (a static), before any graph capture.
 template <class Kernel>
 size_t opt_in_smem(Kernel kernel) {
   cudaFuncAttributes a{};
   CUDA_CHECK(cudaFuncGetAttributes(&a, kernel));
-  const size_t limit = device_smem_optin() - a.sharedSizeBytes;
+  const size_t limit = current_device_smem_optin() - a.sharedSizeBytes;
   CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(limit)));
   return limit;
 }
@@ -527,7 +509,7 @@ constexpr size_t kMinPartBytes = 2 * 4 * 16 * 4;
 bool wide_runs_fit(int64_t units) {
   const int64_t passes = (units + kMaxUnits - 1) / kMaxUnits, tps = ((units + passes - 1) / passes + 31) / 32 * 32;
   const size_t reserve = 1024;  // the kernels' static shared memory, and more
-  return BlockShape{int(tps), 1, int(passes)}.runs_bytes() + kMinPartBytes + reserve <= device_smem_optin();
+  return BlockShape{int(tps), 1, int(passes)}.runs_bytes() + kMinPartBytes + reserve <= current_device_smem_optin();
 }
 
 // Wide rows (K / 32 > kMaxUnits): tps threads a slice for one of `passes` ranges of K, in whole warps; slices as for

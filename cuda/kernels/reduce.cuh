@@ -101,4 +101,26 @@ __device__ __forceinline__ float warp_sum_rows(float (&a)[R], int lane) {
   }
 }
 
+// Sum over the warp of each of V values (V a power of two <= 32), transposed as it goes: each halving step keeps
+// half the values and sends the other half to the partner lane, so V values take V - 1 + 5 - log2(V) shuffles
+// instead of 5 V. Lane v * (32 / V) ends with value v's sum (V = 4 pairs as warp_sum_rows<4>).
+template <int V>
+__device__ __forceinline__ float warp_sum_transposed(float (&a)[V], int lane) {
+  static_assert(V >= 1 && V <= 32 && (V & (V - 1)) == 0, "a power of two up to 32 values");
+#pragma unroll
+  for (int s = 0; (V >> s) > 1; ++s) {
+    const int n = V >> s, o = 16 >> s;
+    const bool up = lane & o;
+#pragma unroll
+    for (int i = 0; i < n / 2; ++i) {
+      const float keep = up ? a[i + n / 2] : a[i], send = up ? a[i] : a[i + n / 2];
+      a[i] = keep + __shfl_xor_sync(0xffffffffu, send, o);
+    }
+  }
+  float v = a[0];
+#pragma unroll
+  for (int o = 16 / V; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
 }  // namespace cuda

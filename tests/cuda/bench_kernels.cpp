@@ -18,6 +18,7 @@
 #include "cuda/kernels/batch_mm.cuh"
 #include "cuda/kernels/gemm.cuh"
 #include "cuda/kernels/matvec.cuh"
+#include "cuda/kernels/matvec_cols.cuh"
 #include "cuda/kernels/q6_kx8.cuh"
 
 namespace {
@@ -196,8 +197,8 @@ TEST(KernelLab, BatchMm) {
   for (auto& v : x) v = float(rng() % 2001) / 1000.0f - 1.0f;
   cuda::DeviceBuffer dx(x.size() * 4), dy(N * 64 * 4);
   CUDA_CHECK(cudaMemcpy(dx.get(), x.data(), x.size() * 4, cudaMemcpyHostToDevice));
-  std::printf("device: %s\nsmall batch K=%lld N=%lld: us (GB/s of W)\n%-6s %4s %16s %16s %16s\n", ctx.name().c_str(),
-              (long long)K, (long long)N, "type", "T", "batch_mm", "matvec", "gemm");
+  std::printf("device: %s\nsmall batch K=%lld N=%lld: us (GB/s of W)\n%-6s %4s %16s %16s %16s %16s\n",
+              ctx.name().c_str(), (long long)K, (long long)N, "type", "T", "batch_mm", "cols", "matvec", "gemm");
   using quant::Type;
   for (const auto& [t, x8] : {std::pair{Type::Q4_K, false}, std::pair{Type::Q6_K, false}, std::pair{Type::Q6_K, true},
                               std::pair{Type::Q8_0, false}, std::pair{Type::Q4_0, false}}) {
@@ -213,14 +214,17 @@ TEST(KernelLab, BatchMm) {
     const size_t sb = std::min(cuda::gemm_full_scratch(K, N, 64), size_t(256) << 20);
     cuda::DeviceBuffer scratch(sb), counters(cuda::kBatchMmCounterBytes);
     CUDA_CHECK(cudaMemset(counters.get(), 0, cuda::kBatchMmCounterBytes));
-    for (int64_t T : {2, 4, 8, 16, 32, 64}) {
+    for (int64_t T : {1, 2, 3, 4, 6, 8, 16, 32, 64}) {
       const float bm = median_ms(ctx, 30, [&](int i) {
         cuda::BatchMmParams p{w[i % 4].get(), t, dx.as<float>(), nullptr, dy.as<float>(), K, N, T, scratch.get(), sb};
         p.regrouped = x8;
         p.tile_counters = counters.as<uint32_t>();
         cuda::launch_batch_mm(p, s);
       });
-      // The matvec and the GEMM read the file's layout only.
+      const float mc = !cuda::matvec_cols_supports(t, x8, K, N, T) ? 0.0f : median_ms(ctx, 30, [&](int i) {
+        cuda::launch_matvec_cols({w[i % 4].get(), t, dx.as<float>(), nullptr, dy.as<float>(), K, N, T, x8}, s);
+      });
+      // The matvec and the GEMM read the file's layout only; the matvec of one column (T = 1) is the int16 kernel's.
       const float mv = x8 ? 0.0f : median_ms(ctx, 10, [&](int i) {
         cuda::launch_matvec({w[i % 4].get(), t, dx.as<float>(), nullptr, dy.as<float>(), K, N, T}, s);
       });
@@ -232,8 +236,8 @@ TEST(KernelLab, BatchMm) {
         if (ms == 0.0f) return std::string("-");
         return std::to_string(int(ms * 1e3 + 0.5)) + " (" + std::to_string(int(wb / ms / 1e6)) + ")";
       };
-      std::printf("%-6s %4lld %16s %16s %16s\n", x8 ? "Q6_Kx8" : quant::type_name(t), (long long)T, col(bm).c_str(),
-                  col(mv).c_str(), col(gm).c_str());
+      std::printf("%-6s %4lld %16s %16s %16s %16s\n", x8 ? "Q6_Kx8" : quant::type_name(t), (long long)T,
+                  col(bm).c_str(), col(mc).c_str(), col(mv).c_str(), col(gm).c_str());
     }
   }
 }

@@ -10,6 +10,7 @@
 #include <cctype>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <future>
 #include <numeric>
 #include <random>
@@ -20,6 +21,7 @@
 #include "rel_rms.h"
 #include "cuda/check.h"
 #include "model/model.h"
+#include "model/synth.h"
 #include "runtime/engine.h"
 #include "runtime/generate.h"
 #include "runtime/session_cpu.h"
@@ -48,12 +50,8 @@ struct Seq {
   std::vector<int32_t> blocks;
 };
 
-class PagedGpu : public ::testing::TestWithParam<const char*> {};
-
-TEST_P(PagedGpu, RaggedBatchesMatchTheCpu) {
-  REQUIRE_GPU();
-  REQUIRE_ASSET(path, std::string("models/") + GetParam() + ".gguf");
-  auto m = model::Model::load(path);
+// The ragged batches of the test on model m, paged CPU against paged GPU, every output row within kRelRms.
+void check_ragged_batches(const std::shared_ptr<const model::Model>& m, const std::string& label) {
   const int32_t V = m->config().n_vocab;
   const runtime::SessionOptions so = paged_options();
   const runtime::PagedLayout layout = runtime::paged_layout_for(so, 512, m->config().n_ctx_train);
@@ -106,16 +104,42 @@ TEST_P(PagedGpu, RaggedBatchesMatchTheCpu) {
     ASSERT_EQ(got.size(), ref.size()) << "step " << st;
     for (size_t r = 0; r < b.output_rows.size(); ++r) {
       const double e = rel_rms(got.subspan(r * V, size_t(V)), std::span<const float>(ref).subspan(r * V, size_t(V)));
-      EXPECT_LT(e, kRelRms) << GetParam() << " step " << st << " output " << r;
+      EXPECT_LT(e, kRelRms) << label << " step " << st << " output " << r;
       if (e > worst) worst = e, worst_step = int(st);
     }
   }
-  std::printf("[ paged    ] %s: worst rel-RMS %.2e (step %d)\n", GetParam(), worst, worst_step);
+  std::printf("[ paged    ] %s: worst rel-RMS %.2e (step %d)\n", label.c_str(), worst, worst_step);
+}
+
+class PagedGpu : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(PagedGpu, RaggedBatchesMatchTheCpu) {
+  REQUIRE_GPU();
+  REQUIRE_ASSET(path, std::string("models/") + GetParam() + ".gguf");
+  check_ragged_batches(model::Model::load(path), GetParam());
+}
+
+// A Q4_0 model whose o projection a single-sequence session regroups by columns for the attention + o launch
+// (head_dim 128, 16 heads): a paged session keeps the file's layout, which its one-token steps read by matvec (they
+// failed for want of GEMM scratch when o was regrouped) and its few-token steps by the few-column kernel.
+TEST(PagedGpuQ4_0, AttentionOShapeKeepsTheFileLayout) {
+  REQUIRE_GPU();
+  REQUIRE_ASSET(vocab, "tokenizer/ggml-vocab-llama-spm.gguf");
+  const std::string path =
+      (std::filesystem::temp_directory_path() / "llm-run-test-paged-tiny-h128-Q4_0.gguf").string();
+  model::SynthOptions so;
+  so.shape = "tiny-h128", so.preset = "Q4_0", so.vocab_path = vocab, so.out_path = path, so.seed = 11;
+  model::write_synthetic_model(so);
+  auto m = model::Model::load(path);
+  std::filesystem::remove(path);
+  check_ragged_batches(m, "tiny-h128-Q4_0");
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, PagedGpu,
+                         // Q8_0 and Q4_0: the few-column products of the 2- and 3-token steps (matvec_cols.cuh)
                          ::testing::Values("stories260K-f32", "synth-llama-bpe-Q4_K_M", "synth-qwen3-Q4_K_M",
-                                           "synth-gemma3-Q4_K_M", "synth-phi3-Q4_K_M"),
+                                           "synth-gemma3-Q4_K_M", "synth-phi3-Q4_K_M", "synth-llama-tok512-Q8_0",
+                                           "synth-llama-tok512-Q4_0"),
                          [](const auto& info) {
                            std::string n = info.param;
                            std::replace_if(n.begin(), n.end(), [](char c) { return !std::isalnum(c); }, '_');

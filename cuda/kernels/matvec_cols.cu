@@ -1,0 +1,258 @@
+// Few-column products on the int16 decode matvec's units (matvec_cols.cuh). Layout as the one-column kernel
+// (matvec_i16.cu): a block is 1-4 row slices of one thread per 32-weight unit of K, each slice streaming its share of
+// the block's row groups, R rows at a time, with the next group's weights loaded before the current one is dotted.
+// What differs: the block first reads the NC columns of x (every thread a share), quantizes them to int16 runs
+// (mv16::quantize_run) and keeps them in shared memory, [column][unit][20 words], so that a thread reads its unit's
+// runs of one column with five 16-byte loads, conflict-free, once per group for all R rows; and the R x NC partial
+// sums of a group are reduced across the warp in one transposed butterfly (warp_sum_transposed).
+// Columns past T (T = 3 runs as 4) are zero runs: their products are zero and not stored.
+// Every sum is formed in a fixed order (units in a warp by the butterfly, warps in warp order): the same bits every
+// run, whatever the grid.
+#include "cuda/kernels/matvec_cols.cuh"
+
+#include <cuda_fp16.h>
+
+#include <algorithm>
+#include <string>
+
+#include "cuda/check.h"
+#include "cuda/device_info.h"
+#include "cuda/kernels/matvec_i16_limits.cuh"
+#include "cuda/kernels/matvec_i16_units.cuh"
+#include "cuda/kernels/pdl.cuh"
+#include "cuda/kernels/q6_kx8.cuh"
+#include "cuda/kernels/reduce.cuh"
+
+namespace cuda {
+namespace {
+
+constexpr int kMaxThreads = kI16MaxUnits;  // one thread a unit, K <= 16384
+constexpr int kMaxSlices = 4;               // as the one-column kernel
+constexpr int kRunWords = 20;               // a unit's two mv16::Run: q[0..7], s, S of each
+constexpr size_t kMaxPartBytes = 48 << 10;  // the partial sums' share of shared memory
+constexpr size_t kReserveBytes = 1024;      // static shared memory and slack
+constexpr int kRows = 2;                    // rows a group: R x NC sums and R raw units (twice) in registers
+
+// Columns a launch of T tokens computes: the instance of 2, 4 or 8.
+int cols_for(int64_t T) { return T <= 2 ? 2 : 4; }
+
+// Threads a slice: one a unit, whole warps.
+int threads_per_slice(int64_t K) { return int((K / 32 + 31) / 32 * 32); }
+
+size_t runs_bytes(int64_t K, int64_t T) { return size_t(cols_for(T)) * threads_per_slice(K) * kRunWords * 4; }
+
+// The block's x: column c's unit i (i < tps) at runs + (c * tps + i) * kRunWords, zero runs past K / 32 and T.
+template <class U, int NC>
+__device__ __forceinline__ void quantize_columns(const float* x, int64_t K, int T, int tps, float* runs) {
+  const int n_units = int(K / 32);
+  for (int i = int(threadIdx.x); i < NC * tps; i += int(blockDim.x)) {
+    const int c = i / tps, u = i - c * tps;
+    float xa[16], xb[16];
+    if (c < T && u < n_units) {
+      const float* xc = x + int64_t(c) * K + U::seg0(u);
+      mv16::load16<false>(xc, xa);
+      mv16::load16<false>(xc + U::kOff1, xb);
+    } else {
+#pragma unroll
+      for (int k = 0; k < 16; ++k) xa[k] = xb[k] = 0.0f;
+    }
+    const mv16::Run a = mv16::quantize_run(xa), b = mv16::quantize_run(xb);
+    float4* dst = reinterpret_cast<float4*>(runs + size_t(i) * kRunWords);
+    dst[0] = make_float4(__int_as_float(a.q[0]), __int_as_float(a.q[1]), __int_as_float(a.q[2]), __int_as_float(a.q[3]));
+    dst[1] = make_float4(__int_as_float(a.q[4]), __int_as_float(a.q[5]), __int_as_float(a.q[6]), __int_as_float(a.q[7]));
+    dst[2] = make_float4(a.s, a.S, b.s, b.S);
+    dst[3] = make_float4(__int_as_float(b.q[0]), __int_as_float(b.q[1]), __int_as_float(b.q[2]), __int_as_float(b.q[3]));
+    dst[4] = make_float4(__int_as_float(b.q[4]), __int_as_float(b.q[5]), __int_as_float(b.q[6]), __int_as_float(b.q[7]));
+  }
+}
+
+__device__ __forceinline__ void load_runs(const float* at, mv16::Run& x0, mv16::Run& x1) {
+  const float4* src = reinterpret_cast<const float4*>(at);
+  const float4 q0 = src[0], q1 = src[1], sc = src[2], q2 = src[3], q3 = src[4];
+  x0.q[0] = __float_as_int(q0.x), x0.q[1] = __float_as_int(q0.y), x0.q[2] = __float_as_int(q0.z);
+  x0.q[3] = __float_as_int(q0.w), x0.q[4] = __float_as_int(q1.x), x0.q[5] = __float_as_int(q1.y);
+  x0.q[6] = __float_as_int(q1.z), x0.q[7] = __float_as_int(q1.w);
+  x0.s = sc.x, x0.S = sc.y, x1.s = sc.z, x1.S = sc.w;
+  x1.q[0] = __float_as_int(q2.x), x1.q[1] = __float_as_int(q2.y), x1.q[2] = __float_as_int(q2.z);
+  x1.q[3] = __float_as_int(q2.w), x1.q[4] = __float_as_int(q3.x), x1.q[5] = __float_as_int(q3.y);
+  x1.q[6] = __float_as_int(q3.z), x1.q[7] = __float_as_int(q3.w);
+}
+
+// A unit's weights decoded once for all the columns (codes as dp2a operands, scales as floats), then dotted with
+// each column's runs. The generic form dots the raw unit per column; the regrouped Q6_K decodes first (lab, Q6_Kx8
+// at 2 columns: 32 us a dot per column, 24 decoded once; the same decoding took Q4_K from 44 to 31 us at 4 columns,
+// still behind the small-batch kernel's 27, so Q4_K stays there).
+template <class U>
+struct Decode {
+  using D = typename U::Raw;
+  static __device__ __forceinline__ D decode(const typename U::Raw& r, int64_t) { return r; }
+  static __device__ __forceinline__ float dot(const D& d, int64_t u, const mv16::Run& x0, const mv16::Run& x1) {
+    return U::dot(d, u, x0, x1);
+  }
+};
+
+// Q6_K regrouped: d sc (q - 32) per run of 16.
+template <>
+struct Decode<mv16::UnitQ6_Kx8> {
+  struct D {
+    uint32_t q0[4], q1[4];
+    float f0, f1;  // d sc of each run
+  };
+  static __device__ __forceinline__ D decode(const mv16::UnitQ6_Kx8::Raw& r, int64_t) {
+    D o;
+    const uint32_t l[4] = {r.l.x, r.l.y, r.l.z, r.l.w}, hw[2] = {r.h.x, r.h.y};
+    q6_kx8_codes(l, hw, o.q0, o.q1);
+    const float d = mv::h2f(r.d);
+    o.f0 = d * float(int8_t(r.sc & 0xffu)), o.f1 = d * float(int8_t((r.sc >> 8) & 0xffu));
+    return o;
+  }
+  static __device__ __forceinline__ float dot(const D& d, int64_t, const mv16::Run& x0, const mv16::Run& x1) {
+    const float a = fmaf(float(mv16::dot16(d.q0, x0)), x0.s, -32.0f * x0.S);
+    const float b = fmaf(float(mv16::dot16(d.q1, x1)), x1.s, -32.0f * x1.S);
+    return fmaf(d.f0, a, d.f1 * b);
+  }
+};
+
+// Block b owns row groups [b * gpb, (b + 1) * gpb) of R rows; slice s of them the groups g0 + s, g0 + s + slices, ...
+template <quant::Type Q, bool kAlt, int R, int NC>
+__global__ void __launch_bounds__(kMaxThreads, 1)
+    matvec_cols_kernel(MatvecColsParams p, size_t row_bytes, int64_t groups_per_block, int slices) {
+  using U = typename mv16::UnitFor<Q, kAlt>::type;
+  constexpr int kSums = R * NC;
+  // The runs of x (runs_bytes), then [warp of a slice][gpb * R rows][NC] partial sums.
+  extern __shared__ float4 smem4[];
+  float* runs = reinterpret_cast<float*>(smem4);
+  const int tps = int(blockDim.x) / slices;
+  float* part = runs + size_t(NC) * tps * kRunWords;
+  const int slice = int(threadIdx.x) / tps;
+  const int u = int(threadIdx.x) - slice * tps, lane = u & 31, warp = u >> 5;
+  const int n_warps = tps >> 5;
+  const bool active = u < p.K / 32;
+  const int64_t n_groups = (p.N + R - 1) / R;
+  const int64_t g0 = int64_t(blockIdx.x) * groups_per_block;
+  const int64_t g1 = g0 + groups_per_block < n_groups ? g0 + groups_per_block : n_groups;
+  const int64_t cap = groups_per_block * R;
+  const uint8_t* w = static_cast<const uint8_t*>(p.w);
+  typename U::Raw cur[R], nxt[R];
+  const auto load_group = [&](typename U::Raw(&dst)[R], int64_t g) {
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      const int64_t n = g * R + r < p.N ? g * R + r : p.N - 1;  // rows past N re-read the last row, not written
+      dst[r] = U::load(w + n * row_bytes, u);
+    }
+  };
+  const int64_t first = g0 + slice;
+  pdl_launch_dependents();
+  if (active && first < g1) load_group(cur, first);  // weights: before the wait, overlapping the previous kernel
+  pdl_wait();
+  quantize_columns<U, NC>(p.x, p.K, int(p.T), tps, runs);
+  __syncthreads();
+
+  for (int64_t g = first; g < g1; g += slices) {
+    if (active && g + slices < g1) load_group(nxt, g + slices);
+    typename Decode<U>::D dec[R];
+#pragma unroll
+    for (int r = 0; r < R; ++r) dec[r] = Decode<U>::decode(cur[r], u);
+    float acc[kSums];
+#pragma unroll
+    for (int c = 0; c < NC; ++c) {
+      mv16::Run x0, x1;
+      load_runs(runs + size_t(c * tps + u) * kRunWords, x0, x1);
+#pragma unroll
+      for (int r = 0; r < R; ++r) acc[r * NC + c] = active ? Decode<U>::dot(dec[r], u, x0, x1) : 0.0f;
+    }
+    const float v = warp_sum_transposed<kSums>(acc, lane);
+    if ((lane & (32 / kSums - 1)) == 0) part[(warp * cap + (g - g0) * R) * NC + lane / (32 / kSums)] = v;
+#pragma unroll
+    for (int r = 0; r < R; ++r) cur[r] = nxt[r];
+  }
+  __syncthreads();
+  for (int64_t i = threadIdx.x; i < (g1 - g0) * R * NC; i += blockDim.x) {
+    const int64_t row = i / NC, n = g0 * R + row;
+    const int c = int(i - row * NC);
+    if (n >= p.N || c >= p.T) continue;
+    float y = 0.0f;
+    for (int wi = 0; wi < n_warps; ++wi) y += part[wi * cap * NC + i];
+    if (p.bias) y += p.bias[n];
+    p.y[c * p.N + n] = y;
+  }
+}
+
+// The instance's shared-memory opt-in (the device's limit), once, at its first launch (before any graph capture).
+template <class Kernel>
+void opt_in(Kernel kernel) {
+  cudaFuncAttributes a{};
+  CUDA_CHECK(cudaFuncGetAttributes(&a, kernel));
+  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  int(current_device_smem_optin() - a.sharedSizeBytes)));
+}
+
+template <quant::Type Q, bool kAlt, int NC>
+void launch_cols(const MatvecColsParams& p, cudaStream_t stream) {
+  constexpr int R = kRows;
+  constexpr auto kernel = matvec_cols_kernel<Q, kAlt, R, NC>;
+  static const bool opted = (opt_in(kernel), true);
+  (void)opted;
+  const int tps = threads_per_slice(p.K);
+  const int slices = ::std::max(1, ::std::min(kMaxSlices, kMaxThreads / tps));
+  const int threads = tps * slices, n_warps = tps / 32;
+  const size_t runs = runs_bytes(p.K, p.T);
+  const int64_t n_groups = (p.N + R - 1) / R, sms = current_device_sm_count();
+  const size_t group_bytes = size_t(n_warps) * R * NC * 4;
+  // Occupancy with the partial sums of a one-block-per-SM share: no less than any grid of more blocks needs.
+  const int64_t cap = int64_t(kMaxPartBytes / group_bytes);
+  const int64_t share = ::std::min(cap, (n_groups + sms - 1) / sms);
+  const int bps = ::std::max(1, kernel_blocks_per_sm(reinterpret_cast<const void*>(kernel), threads,
+                                                     runs + size_t(share) * group_bytes));
+  const int64_t gpb = ::std::min(cap, (n_groups + sms * bps - 1) / (sms * bps));
+  const int64_t grid = (n_groups + gpb - 1) / gpb;
+  LLM_REQUIRE(grid <= 0x7fffffff, "matvec_cols: too many rows");
+  launch_pdl(kernel, dim3(unsigned(grid)), dim3(unsigned(threads)), runs + size_t(gpb) * group_bytes, stream, p,
+             quant::row_bytes(p.type, p.K), gpb, slices);
+}
+
+template <quant::Type Q, bool kAlt = false>
+void launch_for_cols(const MatvecColsParams& p, cudaStream_t stream) {
+  if (cols_for(p.T) == 2) launch_cols<Q, kAlt, 2>(p, stream);
+  else launch_cols<Q, kAlt, 4>(p, stream);
+}
+
+}  // namespace
+
+bool matvec_cols_supports(quant::Type type, bool regrouped, int64_t K, int64_t N, int64_t T) {
+  using quant::Type;
+  // The regrouped Q6_K only at 2 columns: at 3-4 a Q4_K_M 8B decoded 4% slower than on the small-batch kernel.
+  const int64_t max_tokens = regrouped ? 2 : kMatvecColsMaxTokens;
+  if (T < 2 || T > max_tokens || N <= 0 || K <= 0 || K / 32 > kMaxThreads) return false;
+  if (regrouped ? !(type == Type::Q6_K && K % 2048 == 0)
+                : !(type == Type::Q4_0 || type == Type::Q8_0 || type == Type::Q6_K))
+    return false;
+  if (K % quant::traits(type).block_elems != 0) return false;
+  // The runs of x and at least one group's partial sums (R rows, every warp) in the device's shared memory.
+  const size_t least_part = size_t(threads_per_slice(K) / 32) * kRows * cols_for(T) * 4;
+  return runs_bytes(K, T) + least_part + kReserveBytes <= current_device_smem_optin();
+}
+
+void launch_matvec_cols(const MatvecColsParams& p, cudaStream_t stream) {
+  LLM_REQUIRE(p.w && p.x && p.y, "matvec_cols: null pointer");
+  LLM_REQUIRE(matvec_cols_supports(p.type, p.regrouped, p.K, p.N, p.T),
+              "few-column product: type " + ::std::string(quant::type_name(p.type)) +
+                  (p.regrouped ? " (regrouped)" : "") + ", K = " + ::std::to_string(p.K) +
+                  ", T = " + ::std::to_string(p.T) + " not served");
+  LLM_REQUIRE((reinterpret_cast<uintptr_t>(p.w) & 15) == 0 && (reinterpret_cast<uintptr_t>(p.x) & 15) == 0,
+              "few-column product: weights and x must be 16-byte aligned");
+  if (p.regrouped) LLM_REQUIRE(q6_kx8_fits(p.w, p.K), "Q6_Kx8 rows: K % 2048 == 0, 16-byte aligned");
+  using quant::Type;
+  switch (p.type) {
+    case Type::Q4_0: launch_for_cols<Type::Q4_0>(p, stream); break;
+    case Type::Q8_0: launch_for_cols<Type::Q8_0>(p, stream); break;
+    case Type::Q6_K:
+      if (p.regrouped) launch_for_cols<Type::Q6_K, true>(p, stream);
+      else launch_for_cols<Type::Q6_K>(p, stream);
+      break;
+    default: throw InvalidArgument(::std::string("few-column product: no kernel for ") + quant::type_name(p.type));
+  }
+  CUDA_CHECK_LAUNCH(stream);
+}
+
+}  // namespace cuda
