@@ -323,6 +323,8 @@ void Executor::lower_rms_norm(const Node& n) {
     const Node& a = g_.node(users_.at(size_t(n.id))[0]);
     p.residual = f32_in(a, a.inputs[0] == n.id ? 1 : 0), p.out = f32_out(a);
   }
+  if (const Node& a = g_.node(n.inputs[0]); lowering(a.id) == Lowering::InNorm)  // fold_add_norm: the Add first
+    p.x = f32_in(a, 0), p.add = f32_in(a, 1), p.sum = f32_out(a);
   steps_.push_back([p](cudaStream_t s) { launch_rms_norm(p, s); });
 }
 
@@ -379,7 +381,8 @@ void Executor::lower_gemm(const Node& n) {
 }
 
 void Executor::lower_binary(const Node& n) {
-  if (lowering(n.id) == Lowering::Epilogue) return;  // written by the launch of the product that feeds it
+  // Written by the launch of the product that feeds it, or of the norm that reads it.
+  if (lowering(n.id) == Lowering::Epilogue || lowering(n.id) == Lowering::InNorm) return;
   const int64_t nb = g_.node(n.inputs.at(1)).shape.elements();
   const FusedShape fs{n.op == Op::Add ? FusedKind::Add : FusedKind::Mul, n.shape.elements(), nb};
   if (const FusedElementwise* f = fused(fs)) {

@@ -170,6 +170,7 @@ class Executor {
     AttendOnly,      // an Attention whose q/k/v launch rotated q and k and wrote K/V: the step only attends
     InRopeKv,        // a per-head q or k RmsNorm applied by its RopesAndAttend attention's rope_kv launch
     AddsResidual,    // an RmsNorm whose launch also adds the residual and writes its one reader, an Add (Epilogue)
+    InNorm,          // an Add computed by the launch of the RmsNorm that reads it first (fold_add_norm)
     InRoute,         // a TopK (ids stored) or Softmax (not stored) computed by its MoeWeights' routing launch
     RouterParts,     // a router MulMat computed as partial products for its routing launch (never stored)
   };
@@ -228,14 +229,15 @@ class Executor {
   void launch_all(cudaStream_t s) const;
   // Fusions by kind, for the -v capture note (executor_fusion.cpp).
   enum class Fusion {
-    Norm, Residual, Sibling, SwiGlu, RopeKv, RopeKvEpilogue, AttentionO, NormAdd, QkNorms, MoeRoute, ExpertGlu,
-    ExpertDown, kCount
+    Norm, Residual, Sibling, SwiGlu, RopeKv, RopeKvEpilogue, AttentionO, NormAdd, AddNorm, QkNorms, MoeRoute,
+    ExpertGlu, ExpertDown, kCount
   };
   // Fusions (executor_fusion.cpp), decided by plan_fusions in node order.
   MatvecParams matvec_params(const graph::Node& mulmat) const;
   bool norm_foldable(const graph::Node& norm) const;
   bool fold_norm(const graph::Node& norm);
   void fold_norm_add(const graph::Node& norm);
+  void fold_add_norm(const graph::Node& norm);
   void fold_qk_norms(const graph::Node& attention);
   // The attention + o launch (executor_fusion.cpp): the o MulMat read by it, and the residual Add it computes.
   struct AttentionO {

@@ -75,6 +75,7 @@ void Executor::plan_fusions() {
     switch (n.op) {
       case Op::RmsNorm:
         if (!fold_norm(n)) fold_norm_add(n);
+        if (lowering(n.id) == Lowering::Own) fold_add_norm(n);
         break;
       case Op::MulMat: plan_mul_mat(n); break;
       case Op::MoeWeights: plan_moe_route(n); break;
@@ -182,6 +183,36 @@ void Executor::fold_norm_add(const Node& norm) {
   lowering_.at(size_t(norm.id)) = Lowering::AddsResidual;
   lowering_.at(size_t(add)) = Lowering::Epilogue;
   count_fusion(Fusion::NormAdd);
+}
+
+// An RmsNorm (its own launch) whose input is a residual Add that it reads first (no step between them reads the
+// sum): the norm's launch adds the Add's operands, writes the sum into the Add's slot and normalises it
+// (RmsNormParams::add), and the Add runs no launch of its own. The operands must hold their values until the norm's
+// launch (alive that long by the plan, or their bytes untouched by everything alive until then). Any number of rows:
+// the batched decode steps (two such pairs a layer) and prefill take it.
+void Executor::fold_add_norm(const Node& norm) {
+  if (!opt_.fuse) return;
+  const Node& a = g_.node(norm.inputs.at(0));
+  if (a.op != Op::Add || lowering(a.id) != Lowering::Own || !plan_.owns(a.id) || a.inputs.size() != 2) return;
+  for (const NodeId in : a.inputs)
+    if (g_.node(in).shape.elements() != a.shape.elements() || g_.node(in).op == Op::Weight) return;
+  for (const NodeId u : users_.at(size_t(a.id)))
+    if (u < norm.id) return;  // read before the norm: the Add's value would not be there yet
+  for (const NodeId in : a.inputs) {
+    const NodeId r = plan_.root.at(size_t(in));
+    if (g_.node(r).op == Op::Input) continue;  // staging, written once a run
+    if (!plan_.owns(r)) return;
+    // The launch's own outputs (the sum, the norm) may share an operand's bytes element for element: each element is
+    // read before it is written, by the same thread. Any other overlap is refused.
+    for (const NodeId o : {a.id, norm.id})
+      if (plan_.owns(o) && plan_.offset.at(size_t(o)) != plan_.offset.at(size_t(r)) &&
+          ranges_overlap(plan_.offset.at(size_t(o)), plan_.bytes.at(size_t(o)), plan_.offset.at(size_t(r)),
+                         plan_.bytes.at(size_t(r))))
+        return;
+    if (plan_.last_use.at(size_t(r)) < norm.id && !slot_free_between(r, a.id, norm.id, {a.id, norm.id})) return;
+  }
+  lowering_.at(size_t(a.id)) = Lowering::InNorm;
+  count_fusion(Fusion::AddNorm);
 }
 
 // True when no tensor other than slot_owner's own that is alive at some step in [from, to] shares its arena bytes;
@@ -440,7 +471,8 @@ size_t Executor::n_fused() const {
   static const char* const kNames[] = {"RMS norms into matvecs", "residual adds", "sibling matvecs",
                                        "SwiGLUs into gate/up", "rope pairs + KV write into attention",
                                        "rope pairs + KV write into q/k/v", "o projections with their attention",
-                                       "residual adds into RMS norms", "q/k norms into rope + KV write",
+                                       "residual adds into RMS norms", "residual adds before RMS norms",
+                                       "q/k norms into rope + KV write",
                                        "mixture routings into one launch", "expert gate/up pairs with activation",
                                        "expert downs with weighted sum"};
   static_assert(sizeof(kNames) / sizeof(kNames[0]) == size_t(Fusion::kCount));

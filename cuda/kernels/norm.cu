@@ -4,7 +4,8 @@
 // them per layer), bound by one L2 round trip per element per thread. Rows that do not fit the registers, or are not
 // float4-aligned, take the plain loop. Small rows (per-head norm, ne0 = 64..256) use a 64-thread block so a decode
 // step with many heads still spreads. With a residual, the output is residual + norm(x) (Gemma's post-norms before
-// the residual add, one launch instead of two).
+// the residual add, one launch instead of two); with an add, the input is x + add, written to sum as it is read
+// (the residual stream's Add before a layer's norm, one launch instead of two).
 #include "cuda/kernels/norm.cuh"
 
 #include "cuda/check.h"
@@ -26,11 +27,13 @@ __global__ void __launch_bounds__(kThreads) rms_norm_kernel(RmsNormParams p) {
   const int64_t r = blockIdx.x;
   const float* x = p.x + r * p.ne0;
   const float* res = p.residual ? p.residual + r * p.ne0 : nullptr;
+  const float* add = p.add ? p.add + r * p.ne0 : nullptr;
+  float* sum = p.add ? p.sum + r * p.ne0 : nullptr;
   float* out = p.out + r * p.ne0;
   const auto aligned = [](const void* q) { return reinterpret_cast<uintptr_t>(q) % 16 == 0; };
   const int64_t n4 = p.ne0 / 4;
   if (p.ne0 % 4 == 0 && n4 <= int64_t(kThreads) * kCached && aligned(x) && aligned(out) && (!p.w || aligned(p.w)) &&
-      (!res || aligned(res))) {
+      (!res || aligned(res)) && (!add || (aligned(add) && aligned(sum)))) {
     // x, the weight and the residual all loaded before the reduction: one memory round trip on the critical path.
     const float4 zero = make_float4(0.f, 0.f, 0.f, 0.f), one = make_float4(1.f, 1.f, 1.f, 1.f);
     float4 v[kCached], wv[kCached], rv[kCached];
@@ -42,6 +45,17 @@ __global__ void __launch_bounds__(kThreads) rms_norm_kernel(RmsNormParams p) {
       v[k] = in ? reinterpret_cast<const float4*>(x)[i] : zero;
       wv[k] = in && p.w ? reinterpret_cast<const float4*>(p.w)[i] : one;
       rv[k] = in && res ? reinterpret_cast<const float4*>(res)[i] : zero;
+      if (add) {
+        const float4 a = in ? reinterpret_cast<const float4*>(add)[i] : zero;
+        v[k].x += a.x, v[k].y += a.y, v[k].z += a.z, v[k].w += a.w;
+      }
+    }
+    if (add) {  // after every load of this thread: sum may be x or add
+#pragma unroll
+      for (int k = 0; k < kCached; ++k) {
+        const int64_t i = threadIdx.x + int64_t(k) * kThreads;
+        if (i < n4) reinterpret_cast<float4*>(sum)[i] = v[k];
+      }
     }
 #pragma unroll
     for (int k = 0; k < kCached; ++k) ss += v[k].x * v[k].x + v[k].y * v[k].y + v[k].z * v[k].z + v[k].w * v[k].w;
@@ -56,11 +70,17 @@ __global__ void __launch_bounds__(kThreads) rms_norm_kernel(RmsNormParams p) {
     }
     return;
   }
+  // With an add, the sum is written in the first pass and read back in the second, each element by one thread.
+  const float* in = add ? sum : x;
   float ss = 0.0f;
-  for (int64_t i = threadIdx.x; i < p.ne0; i += kThreads) ss += x[i] * x[i];
+  for (int64_t i = threadIdx.x; i < p.ne0; i += kThreads) {
+    const float v = add ? x[i] + add[i] : x[i];
+    if (add) sum[i] = v;
+    ss += v * v;
+  }
   const float scale = rsqrtf(block_sum<kThreads>(ss, red) / float(p.ne0) + p.eps);
   for (int64_t i = threadIdx.x; i < p.ne0; i += kThreads) {
-    const float v = x[i] * scale;
+    const float v = in[i] * scale;
     out[i] = (p.w ? v * p.w[i] : v) + (res ? res[i] : 0.0f);
   }
 }
@@ -71,6 +91,7 @@ void launch_rms_norm(const RmsNormParams& p, cudaStream_t stream) {
   LLM_REQUIRE(p.x && p.out, "null pointer");
   LLM_REQUIRE(p.ne0 > 0 && p.rows > 0 && p.rows <= 0x7fffffff, "bad shape");
   LLM_REQUIRE(p.eps >= 0.0f, "negative eps");
+  LLM_REQUIRE(!p.add == !p.sum && !(p.add && p.residual), "rms_norm: add needs sum, and excludes residual");
   if (p.ne0 <= 256)
     rms_norm_kernel<64, 1><<<unsigned(p.rows), 64, 0, stream>>>(p);
   else

@@ -1,5 +1,5 @@
 // RMSNorm over rows of ne0 elements (hidden states, or per-head q/k norm with ne0 = head_dim), optional weight,
-// optional residual added to the result.
+// optional residual added to the result, or an Add before it whose sum the launch also writes.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -15,6 +15,10 @@ struct RmsNormParams {
   int64_t rows = 0;
   float eps = 1e-5f;
   const float* residual = nullptr;  // [ne0, rows] or null: out = residual + norm(x) w
+  // A residual Add before the norm, in the same launch (not with `residual`): x + add is normalised, and written to
+  // sum ([ne0, rows]; may equal x or add). out must not overlap sum.
+  const float* add = nullptr;
+  float* sum = nullptr;
 };
 
 void launch_rms_norm(const RmsNormParams& p, cudaStream_t stream);

@@ -57,6 +57,35 @@ TEST(OpKernels, RmsNorm) {
         }
 }
 
+// The residual Add before the norm in the same launch (RmsNormParams::add): the sum written to `sum` and normalised,
+// for the same rows, with the sum in its own buffer, in place over x or over the other operand, and the norm's
+// output in place over x (the plan may give it an operand's bytes).
+TEST(OpKernels, RmsNormAfterAdd) {
+  REQUIRE_GPU();
+  std::mt19937 rng(3);
+  for (int64_t ne0 : {1, 8, 63, 128, 257, 3840, 4096, 5120, 8192, 9000})
+    for (int64_t rows : {1, 5})
+      for (int mode = 0; mode < 4; ++mode) {  // 0 own buffers, 1 sum over x, 2 sum over add, 3 out over x
+        const auto x = random_floats(rng, ne0 * rows, -3.0f, 3.0f), a = random_floats(rng, ne0 * rows, -3.0f, 3.0f);
+        const auto w = random_floats(rng, ne0);
+        const float eps = 1e-5f;
+        std::vector<float> sum(x.size()), want(x.size());
+        for (size_t i = 0; i < x.size(); ++i) sum[i] = x[i] + a[i];
+        ref::rms_norm({sum.data(), w.data(), want.data(), ne0, rows, eps});
+        auto dx = upload(x), da = upload(a), dw = upload(w);
+        auto out = poisoned_f32(x.size()), ds = poisoned_f32(x.size());
+        float* sum_at = mode == 1 ? dx.as<float>() : mode == 2 ? da.as<float>() : ds.as<float>();
+        float* out_at = mode == 3 ? dx.as<float>() : out.as<float>();
+        cuda::RmsNormParams p{dx.as<float>(), dw.as<float>(), out_at, ne0, rows, eps};
+        p.add = da.as<float>(), p.sum = sum_at;
+        cuda::launch_rms_norm(p, nullptr);
+        const std::string what = "rms_norm after add " + shape(ne0, rows) + " mode " + std::to_string(mode);
+        const auto& sum_buf = mode == 1 ? dx : mode == 2 ? da : ds;
+        EXPECT_TRUE(close(what + " (sum)", download<float>(sum_buf, x.size()), widened(sum), {0.0}, 0.0));
+        EXPECT_TRUE(close(what, download<float>(mode == 3 ? dx : out, x.size()), widened(want), {1e-6}, 1e-5));
+      }
+}
+
 TEST(OpKernels, Rope) {
   REQUIRE_GPU();
   std::mt19937 rng(2);
