@@ -357,8 +357,8 @@ void Executor::lower_gemm(const Node& n) {
   p.regrouped = regrouped(w);
   // A product right after another of the same x (no step between, so x and the scratch's f16 copy of it are
   // unchanged) reuses that copy: q/k/v and gate/up convert their input once. Both kernels keep it at the scratch's
-  // start in the same layout, so either may follow the other. A small-batch or few-column launch that reads x as float neither
-  // writes nor reads the copy: it passes on what the launch before it left.
+  // start in the same layout, so either may follow the other. A small-batch or few-column launch that reads x as
+  // float neither writes nor reads the copy: it passes on what the launch before it left.
   p.x_in_scratch = last_gemm_.step == steps_.size() && last_gemm_.x == p.x && last_gemm_.K == K && last_gemm_.T == T;
   const bool few_cols = matvec_cols_takes(n), small_batch = !few_cols && batch_mm_takes(n);
   const bool reads_float_x = few_cols || (small_batch && batch_mm_reads_float_x(type, p.regrouped, T));

@@ -41,6 +41,14 @@ int threads_per_slice(int64_t K) { return int((K / 32 + 31) / 32 * 32); }
 
 size_t runs_bytes(int64_t K, int64_t T) { return size_t(cols_for(T)) * threads_per_slice(K) * kRunWords * 4; }
 
+// Four words of a run's int16 pairs as one 16-byte shared-memory store or load, and back.
+__device__ __forceinline__ float4 words4(const int32_t* q) {
+  return make_float4(__int_as_float(q[0]), __int_as_float(q[1]), __int_as_float(q[2]), __int_as_float(q[3]));
+}
+__device__ __forceinline__ void unwords4(float4 v, int32_t* q) {
+  q[0] = __float_as_int(v.x), q[1] = __float_as_int(v.y), q[2] = __float_as_int(v.z), q[3] = __float_as_int(v.w);
+}
+
 // The block's x: column c's unit i (i < tps) at runs + (c * tps + i) * kRunWords, zero runs past K / 32 and T.
 template <class U, int NC>
 __device__ __forceinline__ void quantize_columns(const float* x, int64_t K, int T, int tps, float* runs) {
@@ -58,24 +66,18 @@ __device__ __forceinline__ void quantize_columns(const float* x, int64_t K, int 
     }
     const mv16::Run a = mv16::quantize_run(xa), b = mv16::quantize_run(xb);
     float4* dst = reinterpret_cast<float4*>(runs + size_t(i) * kRunWords);
-    dst[0] = make_float4(__int_as_float(a.q[0]), __int_as_float(a.q[1]), __int_as_float(a.q[2]), __int_as_float(a.q[3]));
-    dst[1] = make_float4(__int_as_float(a.q[4]), __int_as_float(a.q[5]), __int_as_float(a.q[6]), __int_as_float(a.q[7]));
-    dst[2] = make_float4(a.s, a.S, b.s, b.S);
-    dst[3] = make_float4(__int_as_float(b.q[0]), __int_as_float(b.q[1]), __int_as_float(b.q[2]), __int_as_float(b.q[3]));
-    dst[4] = make_float4(__int_as_float(b.q[4]), __int_as_float(b.q[5]), __int_as_float(b.q[6]), __int_as_float(b.q[7]));
+    dst[0] = words4(a.q), dst[1] = words4(a.q + 4), dst[2] = make_float4(a.s, a.S, b.s, b.S);
+    dst[3] = words4(b.q), dst[4] = words4(b.q + 4);
   }
 }
 
+// A unit's two runs as quantize_columns stored them.
 __device__ __forceinline__ void load_runs(const float* at, mv16::Run& x0, mv16::Run& x1) {
   const float4* src = reinterpret_cast<const float4*>(at);
   const float4 q0 = src[0], q1 = src[1], sc = src[2], q2 = src[3], q3 = src[4];
-  x0.q[0] = __float_as_int(q0.x), x0.q[1] = __float_as_int(q0.y), x0.q[2] = __float_as_int(q0.z);
-  x0.q[3] = __float_as_int(q0.w), x0.q[4] = __float_as_int(q1.x), x0.q[5] = __float_as_int(q1.y);
-  x0.q[6] = __float_as_int(q1.z), x0.q[7] = __float_as_int(q1.w);
+  unwords4(q0, x0.q), unwords4(q1, x0.q + 4);
   x0.s = sc.x, x0.S = sc.y, x1.s = sc.z, x1.S = sc.w;
-  x1.q[0] = __float_as_int(q2.x), x1.q[1] = __float_as_int(q2.y), x1.q[2] = __float_as_int(q2.z);
-  x1.q[3] = __float_as_int(q2.w), x1.q[4] = __float_as_int(q3.x), x1.q[5] = __float_as_int(q3.y);
-  x1.q[6] = __float_as_int(q3.z), x1.q[7] = __float_as_int(q3.w);
+  unwords4(q2, x1.q), unwords4(q3, x1.q + 4);
 }
 
 // A unit's weights decoded once for all the columns (codes as dp2a operands, scales as floats), then dotted with

@@ -38,6 +38,16 @@ std::vector<T> download(const cuda::DeviceBuffer& b, size_t n) {
   return v;
 }
 // A device buffer of n floats filled with NaN, so that unwritten outputs fail every comparison.
+// A weight format as a few-token product kernel takes it: a GGUF type, and for Q6_K whether it was regrouped at
+// upload (Q6_Kx8, q6_kx8.cuh). Named "Q6_Kx8" for the regrouped, the type's name otherwise (test parameter names).
+struct LayoutCase {
+  quant::Type type;
+  bool regrouped;
+};
+inline std::string layout_name(const LayoutCase& c) {
+  return std::string(quant::type_name(c.type)) + (c.regrouped ? "x8" : "");
+}
+
 inline cuda::DeviceBuffer poisoned_f32(size_t n) {
   cuda::DeviceBuffer b(std::max<size_t>(n * 4, 1));
   CUDA_CHECK(cudaMemset(b.get(), 0xff, n * 4));  // 0xffffffff is a NaN

@@ -13,12 +13,7 @@ namespace {
 using quant::Type;
 using namespace gpu_test;
 
-struct Case {
-  Type type;
-  bool regrouped;
-};
-
-std::string name(const Case& c) { return std::string(quant::type_name(c.type)) + (c.regrouped ? "x8" : ""); }
+using Case = LayoutCase;
 
 // Row lengths: within one slice, several slices plus a part of one (slices are 128, 256 or 512 long).
 std::vector<int64_t> row_lengths(const Case& c) {
@@ -71,7 +66,7 @@ TEST_P(BatchMm, MatchesReference) {
         p.regrouped = c.regrouped;
         p.tile_counters = counters.as<uint32_t>();
         cuda::launch_batch_mm(p, nullptr);
-        EXPECT_TRUE(close("batch_mm " + name(c) + " K=" + std::to_string(K) + " N=" + std::to_string(N) +
+        EXPECT_TRUE(close("batch_mm " + layout_name(c) + " K=" + std::to_string(K) + " N=" + std::to_string(N) +
                               " T=" + std::to_string(T),
                           download<float>(dy, N * T), ref, atol, 0.0));
         const auto left = download<uint32_t>(counters, cuda::kBatchMmCounterBytes / 4);
@@ -82,7 +77,7 @@ TEST_P(BatchMm, MatchesReference) {
 INSTANTIATE_TEST_SUITE_P(Types, BatchMm,
                          ::testing::Values(Case{Type::Q4_0, false}, Case{Type::Q8_0, false}, Case{Type::Q4_K, false},
                                            Case{Type::Q6_K, false}, Case{Type::Q6_K, true}),
-                         [](const auto& info) { return name(info.param); });
+                         [](const auto& info) { return layout_name(info.param); });
 
 // What the kernel does not serve is refused up front, so the executor keeps those on the matvec / GEMM paths.
 TEST(BatchMm, SupportsOnlyItsTypesAndSizes) {

@@ -15,12 +15,7 @@ namespace {
 using quant::Type;
 using namespace gpu_test;
 
-struct Case {
-  Type type;
-  bool regrouped;
-};
-
-std::string name(const Case& c) { return std::string(quant::type_name(c.type)) + (c.regrouped ? "x8" : ""); }
+using Case = LayoutCase;
 
 std::vector<int64_t> row_lengths(const Case& c) {
   if (c.regrouped) return {2048, 14336};
@@ -65,8 +60,8 @@ TEST_P(MatvecCols, MatchesReference) {
                                  dy.as<float>(), K, N, T, c.regrouped};
         cuda::launch_matvec_cols(p, nullptr);
         const auto got = download<float>(dy, N * (T + 1));
-        const std::string what = "matvec_cols " + name(c) + " K=" + std::to_string(K) + " N=" + std::to_string(N) +
-                                 " T=" + std::to_string(T);
+        const std::string what = "matvec_cols " + layout_name(c) + " K=" + std::to_string(K) +
+                                 " N=" + std::to_string(N) + " T=" + std::to_string(T);
         EXPECT_TRUE(close(what, std::vector<float>(got.begin(), got.begin() + N * T), ref, atol, 0.0));
         for (int64_t n = 0; n < N; ++n)
           ASSERT_TRUE(std::isnan(got[size_t(T * N + n)])) << what << ": wrote past its columns at row " << n;
@@ -76,7 +71,7 @@ TEST_P(MatvecCols, MatchesReference) {
 INSTANTIATE_TEST_SUITE_P(Types, MatvecCols,
                          ::testing::Values(Case{Type::Q4_0, false}, Case{Type::Q8_0, false}, Case{Type::Q6_K, false},
                                            Case{Type::Q6_K, true}),
-                         [](const auto& info) { return name(info.param); });
+                         [](const auto& info) { return layout_name(info.param); });
 
 // What the kernel does not serve is refused up front, so the executor keeps those on the small-batch / GEMM paths.
 TEST(MatvecCols, SupportsOnlyItsTypesAndSizes) {
