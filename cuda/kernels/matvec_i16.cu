@@ -12,7 +12,6 @@
 // where a thread walks `passes` ranges of K in turn (unit pass * tps + u), each range over all its slice's groups,
 // adding into the same partial sums; x's runs of every unit are quantized by the whole block into shared memory.
 #include <algorithm>
-#include <atomic>
 #include <utility>
 
 #include <cuda_fp16.h>
@@ -428,17 +427,17 @@ __global__ void __launch_bounds__(kMaxUnits, 1)
     matvec_i16_body<TB, RB, kAltB, false, kWide>(p, sb, rb_b, gpb_b, slices, blockIdx.x - blocks_a, passes);
 }
 
-// Resident blocks per SM of `kernel` at this block size, cached per (kernel, warp count) by the caller's static.
+// Resident blocks per SM of `kernel` at `threads` threads and `smem` bytes of dynamic shared memory (0: it does not
+// fit), asked of the driver once per triple (cuda::kernel_blocks_per_sm).
 template <class Kernel>
-int blocks_per_sm(Kernel kernel, int threads, ::std::atomic<int> (&cache)[kMaxUnits / 32 + 1]) {
-  const int warps = threads / 32;
-  int bps = cache[warps].load(::std::memory_order_relaxed);
-  if (bps == 0) {
-    CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&bps, kernel, threads, 1024));
-    bps = bps > 0 ? bps : 1;
-    cache[warps].store(bps, ::std::memory_order_relaxed);
-  }
-  return bps;
+int blocks_per_sm_at(Kernel kernel, int threads, size_t smem) {
+  return kernel_blocks_per_sm(reinterpret_cast<const void*>(kernel), threads, smem);
+}
+
+// The one-pass launches' occupancy, asked at 1 KiB of dynamic shared memory (registers bound them), at least one.
+template <class Kernel>
+int blocks_per_sm(Kernel kernel, int threads) {
+  return ::std::max(1, blocks_per_sm_at(kernel, threads, 1024));
 }
 
 // The matrices of p (main, then siblings) whose type is t, as segments of R-row groups.
@@ -453,13 +452,6 @@ Segments segments_of(const MatvecParams& p, quant::Type t, int R) {
       sg.role[sg.n] = int8_t(i + 1), add(p.siblings[i].w, p.siblings[i].bias, p.siblings[i].y, p.siblings[i].N);
   for (int i = 0; i < 3; ++i) sg.first[i + 1] = sg.first[i] + (i < sg.n ? (sg.N[i] + R - 1) / R : 0);
   return sg;
-}
-
-// Resident blocks per SM of `kernel` at `threads` threads and `smem` bytes of dynamic shared memory (0: it does not
-// fit), asked once per triple: the wide launches' shared memory depends on K, so a per-warp-count cache would not do.
-template <class Kernel>
-int blocks_per_sm_at(Kernel kernel, int threads, size_t smem) {
-  return kernel_blocks_per_sm(reinterpret_cast<const void*>(kernel), threads, smem);
 }
 
 // What `kernel` may take of dynamic shared memory (the opt-in limit less its static shared memory), opted in to.
@@ -489,9 +481,9 @@ struct BlockShape {
 constexpr int kMaxSlices = 4;
 
 template <class Kernel>
-BlockShape block_shape(Kernel kernel, const MatvecParams& p, ::std::atomic<int> (&cache)[kMaxUnits / 32 + 1]) {
+BlockShape block_shape(Kernel kernel, const MatvecParams& p) {
   const int tps = int((p.K / 32 + 31) / 32 * 32);
-  const int per_sm = blocks_per_sm(kernel, tps, cache);
+  const int per_sm = blocks_per_sm(kernel, tps);
   const int slices = ::std::min({per_sm, kMaxUnits / tps, kMaxSlices, p.max_slices});
   return {tps, slices < 1 ? 1 : slices};
 }
@@ -581,9 +573,8 @@ void launch_i16(const MatvecParams& p, size_t rb, cudaStream_t stream) {
     const size_t share = size_t(b.warps()) * R * 4 * size_t((n_groups + sms - 1) / sms + 1);
     bps = wide_blocks_per_sm(kernel, b, ::std::min(part_bytes, share));
   } else {
-    static ::std::atomic<int> per_sm[kMaxUnits / 32 + 1];
-    b = block_shape(kernel, p, per_sm);
-    bps = blocks_per_sm(kernel, b.threads(), per_sm);
+    b = block_shape(kernel, p);
+    bps = blocks_per_sm(kernel, b.threads());
     part_bytes = kMaxPartBytes - b.runs_bytes();
   }
   LLM_REQUIRE(!kFixedX || b.slices >= 2, "fixed-point x: two row slices read its two runs");
@@ -610,9 +601,8 @@ void launch_i16_pair(const MatvecParams& p, cudaStream_t stream) {
     part_bytes = ::std::min(kMaxPartBytes, limit - b.runs_bytes());
     bps = wide_blocks_per_sm(kernel, b, part_bytes);
   } else {
-    static ::std::atomic<int> per_sm[kMaxUnits / 32 + 1];
-    b = block_shape(kernel, p, per_sm);
-    bps = blocks_per_sm(kernel, b.threads(), per_sm);
+    b = block_shape(kernel, p);
+    bps = blocks_per_sm(kernel, b.threads());
     part_bytes = kMaxPartBytes - b.runs_bytes();
   }
   const size_t rb_a = quant::row_bytes(TA, p.K), rb_b = quant::row_bytes(TB, p.K);
