@@ -86,6 +86,14 @@ size_t current_device_smem_optin() {
   return size_t(bytes);
 }
 
+size_t kernel_opt_in_smem(const void* kernel) {
+  cudaFuncAttributes a{};
+  CUDA_CHECK(cudaFuncGetAttributes(&a, kernel));
+  const size_t limit = current_device_smem_optin() - a.sharedSizeBytes;
+  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(limit)));
+  return limit;
+}
+
 std::string device_name() {
   int dev = 0;
   CUDA_CHECK(cudaGetDevice(&dev));

@@ -31,4 +31,8 @@ int kernel_blocks_per_sm(const void* kernel, int threads, size_t smem);
 // asked once per device.
 size_t current_device_smem_optin();
 
+// Opts `kernel` in to all the dynamic shared memory the current device allows a block (the opt-in limit less the
+// kernel's static shared memory) and returns that amount. Call once per kernel, before any graph capture.
+size_t kernel_opt_in_smem(const void* kernel);
+
 }  // namespace cuda

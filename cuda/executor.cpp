@@ -360,7 +360,7 @@ void Executor::lower_gemm(const Node& n) {
   // start in the same layout, so either may follow the other. A small-batch or few-column launch that reads x as
   // float neither writes nor reads the copy: it passes on what the launch before it left.
   p.x_in_scratch = last_gemm_.step == steps_.size() && last_gemm_.x == p.x && last_gemm_.K == K && last_gemm_.T == T;
-  const bool few_cols = matvec_cols_takes(n), small_batch = !few_cols && batch_mm_takes(n);
+  const bool few_cols = matvec_cols_takes(n), small_batch = batch_mm_takes(n);  // never both (batch_mm_takes)
   const bool reads_float_x = few_cols || (small_batch && batch_mm_reads_float_x(type, p.regrouped, T));
   if (!reads_float_x) last_gemm_ = {steps_.size() + 1, p.x, K, T};
   else if (p.x_in_scratch) last_gemm_.step = steps_.size() + 1;

@@ -27,7 +27,6 @@ namespace cuda {
 namespace {
 
 constexpr int kMaxThreads = kI16MaxUnits;  // one thread a unit, K <= 16384
-constexpr int kMaxSlices = 4;               // as the one-column kernel
 constexpr int kRunWords = 20;               // a unit's two mv16::Run: q[0..7], s, S of each
 constexpr size_t kMaxPartBytes = 48 << 10;  // the partial sums' share of shared memory
 constexpr size_t kReserveBytes = 1024;      // static shared memory and slack
@@ -36,10 +35,7 @@ constexpr int kRows = 2;                    // rows a group: R x NC sums and R r
 // Columns a launch of T tokens computes: the instance of 2, 4 or 8.
 int cols_for(int64_t T) { return T <= 2 ? 2 : 4; }
 
-// Threads a slice: one a unit, whole warps.
-int threads_per_slice(int64_t K) { return int((K / 32 + 31) / 32 * 32); }
-
-size_t runs_bytes(int64_t K, int64_t T) { return size_t(cols_for(T)) * threads_per_slice(K) * kRunWords * 4; }
+size_t runs_bytes(int64_t K, int64_t T) { return size_t(cols_for(T)) * i16_threads_per_slice(K) * kRunWords * 4; }
 
 // Four words of a run's int16 pairs as one 16-byte shared-memory store or load, and back.
 __device__ __forceinline__ float4 words4(const int32_t* q) {
@@ -180,23 +176,14 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
   }
 }
 
-// The instance's shared-memory opt-in (the device's limit), once, at its first launch (before any graph capture).
-template <class Kernel>
-void opt_in(Kernel kernel) {
-  cudaFuncAttributes a{};
-  CUDA_CHECK(cudaFuncGetAttributes(&a, kernel));
-  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  int(current_device_smem_optin() - a.sharedSizeBytes)));
-}
-
 template <quant::Type Q, bool kAlt, int NC>
 void launch_cols(const MatvecColsParams& p, cudaStream_t stream) {
   constexpr int R = kRows;
   constexpr auto kernel = matvec_cols_kernel<Q, kAlt, R, NC>;
-  static const bool opted = (opt_in(kernel), true);
+  static const size_t opted = kernel_opt_in_smem(reinterpret_cast<const void*>(kernel));  // once, before capture
   (void)opted;
-  const int tps = threads_per_slice(p.K);
-  const int slices = ::std::max(1, ::std::min(kMaxSlices, kMaxThreads / tps));
+  const int tps = i16_threads_per_slice(p.K);
+  const int slices = ::std::max(1, ::std::min(kI16MaxSlices, kMaxThreads / tps));
   const int threads = tps * slices, n_warps = tps / 32;
   const size_t runs = runs_bytes(p.K, p.T);
   const int64_t n_groups = (p.N + R - 1) / R, sms = current_device_sm_count();
@@ -231,7 +218,7 @@ bool matvec_cols_supports(quant::Type type, bool regrouped, int64_t K, int64_t N
     return false;
   if (K % quant::traits(type).block_elems != 0) return false;
   // The runs of x and at least one group's partial sums (R rows, every warp) in the device's shared memory.
-  const size_t least_part = size_t(threads_per_slice(K) / 32) * kRows * cols_for(T) * 4;
+  const size_t least_part = size_t(i16_threads_per_slice(K) / 32) * kRows * cols_for(T) * 4;
   return runs_bytes(K, T) + least_part + kReserveBytes <= current_device_smem_optin();
 }
 

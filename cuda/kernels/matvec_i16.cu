@@ -32,6 +32,7 @@ namespace cuda {
 namespace {
 
 constexpr int kMaxUnits = kI16MaxUnits;  // threads a slice: K <= 16384 in one pass
+constexpr int kMaxSlices = kI16MaxSlices;  // row slices sharing x in a block
 constexpr size_t kMaxPartBytes = 48 << 10; // static limit of dynamic shared memory without opt-in
 using mv16::load16;
 constexpr int kRunFields = 20;  // a unit's two mv16::Run as 32-bit words in shared memory: q[0..7], s, S of each
@@ -454,17 +455,6 @@ Segments segments_of(const MatvecParams& p, quant::Type t, int R) {
   return sg;
 }
 
-// What `kernel` may take of dynamic shared memory (the opt-in limit less its static shared memory), opted in to.
-// Called once per instance by its launcher (a static), before any graph capture.
-template <class Kernel>
-size_t opt_in_smem(Kernel kernel) {
-  cudaFuncAttributes a{};
-  CUDA_CHECK(cudaFuncGetAttributes(&a, kernel));
-  const size_t limit = current_device_smem_optin() - a.sharedSizeBytes;
-  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(limit)));
-  return limit;
-}
-
 // A launch's block shape: `slices` row slices of `tps` threads (one per unit of K) sharing x (matvec_i16_body), as
 // many slices as blocks of one slice would be resident on an SM (at most kMaxSlices), so an SM holds the same
 // threads in fewer blocks. Wide rows: `passes` ranges of tps units each (passes * tps >= K / 32), and the runs of
@@ -476,13 +466,9 @@ struct BlockShape {
   size_t runs_bytes() const { return slices > 1 || passes > 1 ? size_t(kRunFields) * 4 * passes * tps : 0; }
 };
 
-// At most 4 slices: 8 (the 1B's 2048-wide launches, 64 threads a slice) measured slower than 4 (tg128 1667 against
-// 1694) and than one (1684); the 8B's 4096-wide launches have 4.
-constexpr int kMaxSlices = 4;
-
 template <class Kernel>
 BlockShape block_shape(Kernel kernel, const MatvecParams& p) {
-  const int tps = int((p.K / 32 + 31) / 32 * 32);
+  const int tps = i16_threads_per_slice(p.K);
   const int per_sm = blocks_per_sm(kernel, tps);
   const int slices = ::std::min({per_sm, kMaxUnits / tps, kMaxSlices, p.max_slices});
   return {tps, slices < 1 ? 1 : slices};
@@ -564,7 +550,7 @@ void launch_i16(const MatvecParams& p, size_t rb, cudaStream_t stream) {
   int bps;
   size_t part_bytes;
   if constexpr (kWide) {
-    static const size_t limit = opt_in_smem(kernel);
+    static const size_t limit = kernel_opt_in_smem(reinterpret_cast<const void*>(kernel));
     b = wide_block_shape(kernel, p, R, limit);
     part_bytes = ::std::min(kMaxPartBytes, limit - b.runs_bytes());
     // Occupancy with the partial sums of a one-block-per-SM share (+1: a (gate, up) pair), no less than any grid
@@ -596,7 +582,7 @@ void launch_i16_pair(const MatvecParams& p, cudaStream_t stream) {
   int bps;
   size_t part_bytes;
   if constexpr (kWide) {
-    static const size_t limit = opt_in_smem(kernel);
+    static const size_t limit = kernel_opt_in_smem(reinterpret_cast<const void*>(kernel));
     b = wide_block_shape(kernel, p, RA, limit);  // the main matrix's rows a group
     part_bytes = ::std::min(kMaxPartBytes, limit - b.runs_bytes());
     bps = wide_blocks_per_sm(kernel, b, part_bytes);
