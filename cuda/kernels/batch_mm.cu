@@ -288,9 +288,11 @@ __device__ __forceinline__ void for_each_slice(St& stager, int K, const uint8_t*
 
 // The half-tile kernel (Q4_0, Q8_0, Q6_K in the file's layout): each slice every thread unpacks two 32-element units
 // into the half tile ws, then warps multiply it (ldmatrix) with X.
-template <quant::Type Q, bool kX8, int R, int NT, bool kSegments>
-__global__ void __launch_bounds__(kThreads, kMinBlocks<R, NT>) batch_mm_tile_kernel(BatchMmParams p, const __half* xh, GluEpilogue glu,
-                                                                               size_t row_bytes, Work work) {
+template <quant::Type Q, bool kX8, int R, int NT, bool kSegments, typename... Glu>
+__global__ void __launch_bounds__(kThreads, kMinBlocks<R, NT>) batch_mm_tile_kernel(BatchMmParams p, const __half* xh,
+                                                                               size_t row_bytes, Work work,
+                                                                               Glu... glu_arg) {
+  const GluEpilogue glu = glu_of(glu_arg...);
   using Tl = Tile<R, NT>;
   using St = Stager<Q, kX8, R, NT>;
   using Rw = typename St::Rw;
@@ -368,9 +370,11 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<R, NT>) batch_mm_tile_ker
 // Q4_K: a 32-byte group of a block holds sub-block 2 gi (low nibbles) and 2 gi + 1 (high), element l in byte l; a
 // word of 4 bytes is 4 elements of each. Q6_Kx8: a unit's 16 ql bytes and 16 high-bit nibbles are its two runs of
 // 16 (64 elements apart); a ql word and a 16-bit word of nibbles are 4 elements of each.
-template <quant::Type Q, bool kX8, int R, int NT, bool kSegments>
-__global__ void __launch_bounds__(kThreads, kMinBlocks<R, NT>) batch_mm_frag_kernel(BatchMmParams p, const __half* xh, GluEpilogue glu,
-                                                                               size_t row_bytes, Work work) {
+template <quant::Type Q, bool kX8, int R, int NT, bool kSegments, typename... Glu>
+__global__ void __launch_bounds__(kThreads, kMinBlocks<R, NT>) batch_mm_frag_kernel(BatchMmParams p, const __half* xh,
+                                                                               size_t row_bytes, Work work,
+                                                                               Glu... glu_arg) {
+  const GluEpilogue glu = glu_of(glu_arg...);
   using Tl = Tile<R, NT>;
   using St = Stager<Q, kX8, R, NT>;
   using Rw = typename St::Rw;
@@ -567,10 +571,17 @@ Plan plan_launch(const BatchMmParams& p, int64_t resident) {
   return {w, dim3(unsigned(blocks))};
 }
 
+// The one-n-tile instances take the SwiGLU epilogue as a last argument; the others are compiled without it (with it
+// as an unused argument, the 16- and 32-token launches decoded 0.8% slower: kernel notes, session 23).
 template <quant::Type Q, bool kX8, int R, int NT, bool kSegments>
 constexpr auto kernel_for() {
-  if constexpr (kFragments<Q, kX8>) return batch_mm_frag_kernel<Q, kX8, R, NT, kSegments>;
-  else return batch_mm_tile_kernel<Q, kX8, R, NT, kSegments>;
+  if constexpr (NT == 1) {
+    if constexpr (kFragments<Q, kX8>) return batch_mm_frag_kernel<Q, kX8, R, NT, kSegments, GluEpilogue>;
+    else return batch_mm_tile_kernel<Q, kX8, R, NT, kSegments, GluEpilogue>;
+  } else {
+    if constexpr (kFragments<Q, kX8>) return batch_mm_frag_kernel<Q, kX8, R, NT, kSegments>;
+    else return batch_mm_tile_kernel<Q, kX8, R, NT, kSegments>;
+  }
 }
 
 // The shared memory opt-in of both instances and how many blocks the GPU holds at once (the segment-loop instance's
@@ -591,7 +602,8 @@ void launch_tile(const BatchMmParams& p, const __half* xh, const GluEpilogue& gl
   const Plan plan = plan_launch(p, resident);
   const auto kernel = plan.work.runs_stay_in_tiles() ? kernel_for<Q, kX8, R, NT, false>()
                                                      : kernel_for<Q, kX8, R, NT, true>();
-  kernel<<<plan.grid, kThreads, smem, stream>>>(p, xh, glu, rb, plan.work);
+  if constexpr (NT == 1) kernel<<<plan.grid, kThreads, smem, stream>>>(p, xh, rb, plan.work, glu);
+  else kernel<<<plan.grid, kThreads, smem, stream>>>(p, xh, rb, plan.work);
 }
 
 template <quant::Type Q, bool kX8>

@@ -70,6 +70,13 @@ __device__ __forceinline__ void for_each_segment(const Work& w, Fn&& seg) {
   }
 }
 
+// The epilogue a kernel was given (its one-n-tile instances take one as a last argument), or none.
+template <typename... G>
+__device__ __forceinline__ GluEpilogue glu_of(const G&... glu) {
+  if constexpr (sizeof...(G) == 1) return (glu, ...);
+  else return {};
+}
+
 // A final output value: through the SwiGLU epilogue in the one-n-tile instances (T <= 8, the launches the executor
 // gives one), as computed in the others, whose code stays without it (with it they measured 1% slower at 16 and 32
 // tokens even where no launch had one).
