@@ -365,15 +365,21 @@ void Executor::lower_gemm(const Node& n) {
   if (!reads_float_x) last_gemm_ = {steps_.size() + 1, p.x, K, T};
   else if (p.x_in_scratch) last_gemm_.step = steps_.size() + 1;
   else last_gemm_ = {};
+  // fold_glu_into_up: this launch writes the activation of the gate's product and its own into the SwiGlu's slot.
+  const auto it = glu_epilogues_.find(n.id);
+  GluEpilogue glu;
+  if (it != glu_epilogues_.end()) glu = {f32_out(g_.node(it->second.gate)), it->second.gelu};
+  float* y = glu.gate ? f32_out(g_.node(it->second.glu)) : p.y;
   if (few_cols) {
-    MatvecColsParams c{p.w, type, p.x, bias, p.y, K, N, T, p.regrouped};
+    MatvecColsParams c{p.w, type, p.x, bias, y, K, N, T, p.regrouped, glu};
     steps_.push_back([c](cudaStream_t s) { launch_matvec_cols(c, s); });
     return;
   }
+  LLM_REQUIRE(!glu.gate || small_batch, describe(n) + ": a SwiGLU epilogue planned for a launch that cannot apply it");
   if (small_batch) {
-    BatchMmParams b{p.w, type, p.x, bias, p.y, K, N, T, p.scratch, p.scratch_bytes, p.x_in_scratch, p.regrouped};
+    BatchMmParams b{p.w, type, p.x, bias, y, K, N, T, p.scratch, p.scratch_bytes, p.x_in_scratch, p.regrouped};
     b.tile_counters = static_cast<uint32_t*>(batch_mm_counters_.get());
-    steps_.push_back([b](cudaStream_t s) { launch_batch_mm(b, s); });
+    steps_.push_back([b, glu](cudaStream_t s) { launch_batch_mm(b, s, glu); });
     return;
   }
   const Blas* blas = &ctx_.blas();

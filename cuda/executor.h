@@ -229,8 +229,8 @@ class Executor {
   void launch_all(cudaStream_t s) const;
   // Fusions by kind, for the -v capture note (executor_fusion.cpp).
   enum class Fusion {
-    Norm, Residual, Sibling, SwiGlu, RopeKv, RopeKvEpilogue, AttentionO, NormAdd, AddNorm, QkNorms, MoeRoute,
-    ExpertGlu, ExpertDown, kCount
+    Norm, Residual, Sibling, SwiGlu, SmallBatchGlu, RopeKv, RopeKvEpilogue, AttentionO, NormAdd, AddNorm, QkNorms,
+    MoeRoute, ExpertGlu, ExpertDown, kCount
   };
   // Fusions (executor_fusion.cpp), decided by plan_fusions in node order.
   MatvecParams matvec_params(const graph::Node& mulmat) const;
@@ -238,6 +238,7 @@ class Executor {
   bool fold_norm(const graph::Node& norm);
   void fold_norm_add(const graph::Node& norm);
   void fold_add_norm(const graph::Node& norm);
+  void fold_glu_into_up(const graph::Node& glu);
   void fold_qk_norms(const graph::Node& attention);
   // The attention + o launch (executor_fusion.cpp): the o MulMat read by it, and the residual Add it computes.
   struct AttentionO {
@@ -288,6 +289,13 @@ class Executor {
   std::vector<int> input_copy_;  // by inputs_ entry: its host_inputs_ copy, -1 for a block table (a memcpy step)
   std::vector<std::vector<graph::NodeId>> users_;  // readers of each node
   std::vector<Lowering> lowering_;                 // by node (plan_fusions)
+  // Up MulMats of a few tokens whose small-batch or few-column launch applies the SwiGLU / GeGLU that reads them
+  // (fold_glu_into_up): the gate product it reads, and the activation's node, whose slot it writes.
+  struct UpGlu {
+    graph::NodeId gate = graph::kNoNode, glu = graph::kNoNode;
+    bool gelu = false;
+  };
+  std::map<graph::NodeId, UpGlu> glu_epilogues_;
   std::map<graph::NodeId, MatvecParams> matvecs_;  // MulMats launched as a matvec: their params, every fusion in
   std::map<graph::NodeId, AttentionO> attention_o_plan_;  // by Attention node: its attention + o launch (up front)
   std::map<graph::NodeId, MoeRouteParams> moe_routes_;    // by MoeWeights node: its routing launch

@@ -78,6 +78,8 @@ void Executor::plan_fusions() {
         if (lowering(n.id) == Lowering::Own) fold_add_norm(n);
         break;
       case Op::MulMat: plan_mul_mat(n); break;
+      case Op::SwiGlu:
+      case Op::GeGlu: fold_glu_into_up(n); break;
       case Op::MoeWeights: plan_moe_route(n); break;
       case Op::MulMatId: plan_mul_mat_id(n); break;
       case Op::Rope: plan_rope(n); break;
@@ -213,6 +215,37 @@ void Executor::fold_add_norm(const Node& norm) {
   }
   lowering_.at(size_t(a.id)) = Lowering::InNorm;
   count_fusion(Fusion::AddNorm);
+}
+
+// A SwiGlu / GeGlu of a few tokens whose gate and up are products of their own (no matvec fused them), the up one
+// launched after the gate one by the small-batch or few-column kernel: that launch reads the gate's product and
+// writes the activation into the SwiGlu's slot (GluEpilogue); the SwiGlu runs no launch and up's own
+// product is never stored. Both products must be read by the SwiGlu alone; its slot, written at up's step, shared by
+// no tensor alive until its own step but up's (never written) and the gate's at the same offset (each element read
+// before it is written, by one thread). At most kBatchMmGluMaxTokens tokens: the one-n-tile instances carry it
+// (docs/kernel-notes.md, "Session 22").
+void Executor::fold_glu_into_up(const Node& glu) {
+  if (!opt_.fuse || lowering(glu.id) != Lowering::Own || glu.inputs.size() != 2 || !plan_.owns(glu.id)) return;
+  if (glu.shape.rows() > kBatchMmGluMaxTokens) return;
+  const Node& gate = g_.node(glu.inputs[0]);
+  const Node& up = g_.node(glu.inputs[1]);
+  if (gate.op != Op::MulMat || up.op != Op::MulMat || gate.id >= up.id || gate.id == up.id) return;
+  if (lowering(gate.id) != Lowering::Own || lowering(up.id) != Lowering::Own || matvecs_.count(gate.id) ||
+      matvecs_.count(up.id))
+    return;
+  if (!batch_mm_takes(up) && !matvec_cols_takes(up)) return;
+  for (const NodeId m : {gate.id, up.id})
+    if (users_.at(size_t(m)).size() != 1 || !plan_.owns(m) ||
+        plan_.bytes.at(size_t(m)) != plan_.bytes.at(size_t(glu.id)))
+      return;
+  if (plan_.last_use.at(size_t(glu.id)) >= int32_t(g_.nodes().size())) return;  // a graph output
+  const bool gate_in_place = plan_.offset.at(size_t(gate.id)) == plan_.offset.at(size_t(glu.id));
+  if (gate_in_place ? !slot_free_between(glu.id, up.id, glu.id, {up.id, gate.id})
+                    : !slot_free_between(glu.id, up.id, glu.id, {up.id}))
+    return;
+  glu_epilogues_[up.id] = UpGlu{gate.id, glu.id, glu.op == Op::GeGlu};
+  lowering_.at(size_t(glu.id)) = Lowering::Epilogue;
+  count_fusion(Fusion::SmallBatchGlu);
 }
 
 // True when no tensor other than slot_owner's own that is alive at some step in [from, to] shares its arena bytes;
@@ -469,7 +502,8 @@ size_t Executor::n_fused() const {
 // ": 65 RMS norms, 64 residual adds, ..." for the kinds that occurred (the -v capture note).
 ::std::string Executor::fusion_summary() const {
   static const char* const kNames[] = {"RMS norms into matvecs", "residual adds", "sibling matvecs",
-                                       "SwiGLUs into gate/up", "rope pairs + KV write into attention",
+                                       "SwiGLUs into gate/up", "SwiGLUs into small-batch up products",
+                                       "rope pairs + KV write into attention",
                                        "rope pairs + KV write into q/k/v", "o projections with their attention",
                                        "residual adds into RMS norms", "residual adds before RMS norms",
                                        "q/k norms into rope + KV write",

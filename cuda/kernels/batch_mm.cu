@@ -288,9 +288,11 @@ __device__ __forceinline__ void for_each_slice(St& stager, int K, const uint8_t*
 
 // The half-tile kernel (Q4_0, Q8_0, Q6_K in the file's layout): each slice every thread unpacks two 32-element units
 // into the half tile ws, then warps multiply it (ldmatrix) with X.
-template <quant::Type Q, bool kX8, int R, int NT, bool kSegments>
+template <quant::Type Q, bool kX8, int R, int NT, bool kSegments, typename... Glu>
 __global__ void __launch_bounds__(kThreads, kMinBlocks<R, NT>) batch_mm_tile_kernel(BatchMmParams p, const __half* xh,
-                                                                               size_t row_bytes, Work work) {
+                                                                               size_t row_bytes, Work work,
+                                                                               Glu... glu_arg) {
+  const GluEpilogue glu = glu_of(glu_arg...);
   using Tl = Tile<R, NT>;
   using St = Stager<Q, kX8, R, NT>;
   using Rw = typename St::Rw;
@@ -354,7 +356,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<R, NT>) batch_mm_tile_ker
         }
       }
     });
-    store_tile<R, NT, Tl::kKGroups, kThreads>(p, work, sg, acc, reinterpret_cast<float*>(dyn), n0, t0, warp, wr, g, tg,
+    store_tile<R, NT, Tl::kKGroups, kThreads>(p, glu, work, sg, acc, reinterpret_cast<float*>(dyn), n0, t0, warp, wr, g, tg,
                                               tid);
   });
 }
@@ -368,9 +370,11 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<R, NT>) batch_mm_tile_ker
 // Q4_K: a 32-byte group of a block holds sub-block 2 gi (low nibbles) and 2 gi + 1 (high), element l in byte l; a
 // word of 4 bytes is 4 elements of each. Q6_Kx8: a unit's 16 ql bytes and 16 high-bit nibbles are its two runs of
 // 16 (64 elements apart); a ql word and a 16-bit word of nibbles are 4 elements of each.
-template <quant::Type Q, bool kX8, int R, int NT, bool kSegments>
+template <quant::Type Q, bool kX8, int R, int NT, bool kSegments, typename... Glu>
 __global__ void __launch_bounds__(kThreads, kMinBlocks<R, NT>) batch_mm_frag_kernel(BatchMmParams p, const __half* xh,
-                                                                               size_t row_bytes, Work work) {
+                                                                               size_t row_bytes, Work work,
+                                                                               Glu... glu_arg) {
+  const GluEpilogue glu = glu_of(glu_arg...);
   using Tl = Tile<R, NT>;
   using St = Stager<Q, kX8, R, NT>;
   using Rw = typename St::Rw;
@@ -523,7 +527,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<R, NT>) batch_mm_frag_ker
       }
       load_x(sl + 1);  // the next slice's B pairs, in flight through the barrier
     });
-    store_tile<R, NT, Tl::kKGroups, kThreads>(p, work, sg, acc, reinterpret_cast<float*>(dyn), n0, t0, warp, wr, g, tg,
+    store_tile<R, NT, Tl::kKGroups, kThreads>(p, glu, work, sg, acc, reinterpret_cast<float*>(dyn), n0, t0, warp, wr, g, tg,
                                               tid);
   });
 }
@@ -567,10 +571,17 @@ Plan plan_launch(const BatchMmParams& p, int64_t resident) {
   return {w, dim3(unsigned(blocks))};
 }
 
+// The one-n-tile instances take the SwiGLU epilogue as a last argument; the others are compiled without it (with it
+// as an unused argument, the 16- and 32-token launches decoded 0.8% slower: kernel notes, session 23).
 template <quant::Type Q, bool kX8, int R, int NT, bool kSegments>
 constexpr auto kernel_for() {
-  if constexpr (kFragments<Q, kX8>) return batch_mm_frag_kernel<Q, kX8, R, NT, kSegments>;
-  else return batch_mm_tile_kernel<Q, kX8, R, NT, kSegments>;
+  if constexpr (NT == 1) {
+    if constexpr (kFragments<Q, kX8>) return batch_mm_frag_kernel<Q, kX8, R, NT, kSegments, GluEpilogue>;
+    else return batch_mm_tile_kernel<Q, kX8, R, NT, kSegments, GluEpilogue>;
+  } else {
+    if constexpr (kFragments<Q, kX8>) return batch_mm_frag_kernel<Q, kX8, R, NT, kSegments>;
+    else return batch_mm_tile_kernel<Q, kX8, R, NT, kSegments>;
+  }
 }
 
 // The shared memory opt-in of both instances and how many blocks the GPU holds at once (the segment-loop instance's
@@ -585,21 +596,23 @@ int64_t prepare_instances() {
 }
 
 template <quant::Type Q, bool kX8, int R, int NT>
-void launch_tile(const BatchMmParams& p, const __half* xh, size_t rb, cudaStream_t stream) {
+void launch_tile(const BatchMmParams& p, const __half* xh, const GluEpilogue& glu, size_t rb, cudaStream_t stream) {
   constexpr size_t smem = smem_bytes<Q, kX8, R, NT>();
   static const int64_t resident = prepare_instances<Q, kX8, R, NT>();
   const Plan plan = plan_launch(p, resident);
   const auto kernel = plan.work.runs_stay_in_tiles() ? kernel_for<Q, kX8, R, NT, false>()
                                                      : kernel_for<Q, kX8, R, NT, true>();
-  kernel<<<plan.grid, kThreads, smem, stream>>>(p, xh, rb, plan.work);
+  if constexpr (NT == 1) kernel<<<plan.grid, kThreads, smem, stream>>>(p, xh, rb, plan.work, glu);
+  else kernel<<<plan.grid, kThreads, smem, stream>>>(p, xh, rb, plan.work);
 }
 
 template <quant::Type Q, bool kX8>
-void launch_for_tokens(const BatchMmParams& p, const __half* xh, size_t rb, cudaStream_t stream) {
+void launch_for_tokens(const BatchMmParams& p, const __half* xh, const GluEpilogue& glu, size_t rb,
+                       cudaStream_t stream) {
   const Shape s = shape_for_tokens(p.T);
-  if (s.cols == 8) launch_tile<Q, kX8, 16, 1>(p, xh, rb, stream);
-  else if (s.cols == 16) launch_tile<Q, kX8, 32, 2>(p, xh, rb, stream);
-  else launch_tile<Q, kX8, 32, 4>(p, xh, rb, stream);
+  if (s.cols == 8) launch_tile<Q, kX8, 16, 1>(p, xh, glu, rb, stream);
+  else if (s.cols == 16) launch_tile<Q, kX8, 32, 2>(p, xh, glu, rb, stream);
+  else launch_tile<Q, kX8, 32, 4>(p, xh, {}, rb, stream);
   static_assert(kMaxTileTokens == 32, "the widest tile above");
 }
 
@@ -625,7 +638,7 @@ bool batch_mm_reads_float_x(quant::Type type, bool regrouped, int64_t T) {
 
 size_t batch_mm_scratch(int64_t K, int64_t, int64_t T) { return align256(size_t(K) * size_t(T) * 2) + part_bytes(T); }
 
-void launch_batch_mm(const BatchMmParams& p, cudaStream_t stream) {
+void launch_batch_mm(const BatchMmParams& p, cudaStream_t stream, const GluEpilogue& glu) {
   LLM_REQUIRE(p.w && p.x && p.y, "null pointer");
   LLM_REQUIRE(p.N > 0 && p.N <= int64_t(16) * 0x7fffffff, "rows out of range");
   LLM_REQUIRE(batch_mm_supports(p.type, p.regrouped, p.K, p.N, p.T),
@@ -639,6 +652,8 @@ void launch_batch_mm(const BatchMmParams& p, cudaStream_t stream) {
   LLM_REQUIRE((reinterpret_cast<uintptr_t>(p.w) & 15) == 0, "small-batch product: weights must be 16-byte aligned");
   if (p.regrouped) LLM_REQUIRE(q6_kx8_fits(p.w, p.K), "Q6_Kx8 rows: K % 2048 == 0, 16-byte aligned");
   LLM_REQUIRE(p.tile_counters, "small-batch product: tile_counters missing");
+  LLM_REQUIRE(!glu.gate || p.T <= kBatchMmGluMaxTokens, "small-batch product: a SwiGLU epilogue above 8 tokens");
+  static_assert(kBatchMmGluMaxTokens == 8, "the one-n-tile instances (shape_for_tokens) apply it");
   const size_t rb = quant::row_bytes(p.type, p.K);
   auto* xh = static_cast<__half*>(p.scratch);
   const bool float_x = batch_mm_reads_float_x(p.type, p.regrouped, p.T);
@@ -647,12 +662,12 @@ void launch_batch_mm(const BatchMmParams& p, cudaStream_t stream) {
   if (!p.x_in_scratch && !float_x) launch_x_to_half(p.x, xh, p.K * p.T, stream);
   using quant::Type;
   switch (p.type) {
-    case Type::Q4_0: launch_for_tokens<Type::Q4_0, false>(p, xh, rb, stream); break;
-    case Type::Q8_0: launch_for_tokens<Type::Q8_0, false>(p, xh, rb, stream); break;
-    case Type::Q4_K: launch_for_tokens<Type::Q4_K, false>(p, xh, rb, stream); break;
+    case Type::Q4_0: launch_for_tokens<Type::Q4_0, false>(p, xh, glu, rb, stream); break;
+    case Type::Q8_0: launch_for_tokens<Type::Q8_0, false>(p, xh, glu, rb, stream); break;
+    case Type::Q4_K: launch_for_tokens<Type::Q4_K, false>(p, xh, glu, rb, stream); break;
     case Type::Q6_K:
-      if (p.regrouped) launch_for_tokens<Type::Q6_K, true>(p, xh, rb, stream);
-      else launch_for_tokens<Type::Q6_K, false>(p, xh, rb, stream);
+      if (p.regrouped) launch_for_tokens<Type::Q6_K, true>(p, xh, glu, rb, stream);
+      else launch_for_tokens<Type::Q6_K, false>(p, xh, glu, rb, stream);
       break;
     default: throw InvalidArgument(::std::string("small-batch product: no kernel for ") + quant::type_name(p.type));
   }

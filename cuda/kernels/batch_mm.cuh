@@ -7,11 +7,13 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "cuda/kernels/glu_epilogue.cuh"
 #include "quant/types.h"
 
 namespace cuda {
 
 inline constexpr int64_t kBatchMmMaxTokens = 64;
+inline constexpr int64_t kBatchMmGluMaxTokens = 8;  // the launches that take a SwiGLU epilogue (launch_batch_mm)
 
 // A launch deals its tiles' slices to its blocks in equal runs (stream-K); a tile two blocks share is counted in one
 // of these words, and the last of its blocks to finish adds the partial sums in block order. The owner zeroes them
@@ -50,7 +52,9 @@ bool batch_mm_reads_float_x(quant::Type type, bool regrouped, int64_t T);
 size_t batch_mm_scratch(int64_t K, int64_t N, int64_t T);
 
 // Runs on `stream`; never allocates (safe inside CUDA graph capture). Throws cuda::InvalidArgument on bad params
-// (weights must be 16-byte aligned).
-void launch_batch_mm(const BatchMmParams& p, cudaStream_t stream);
+// (weights must be 16-byte aligned). glu: the SwiGLU as the launch's epilogue (W the up matrix, y the activation's
+// output), T <= kBatchMmGluMaxTokens. A kernel argument of its own, not a field of BatchMmParams: with the fields,
+// the 16- and 32-token instances, which never take it, compiled differently and decoded 1% slower.
+void launch_batch_mm(const BatchMmParams& p, cudaStream_t stream, const GluEpilogue& glu = {});
 
 }  // namespace cuda

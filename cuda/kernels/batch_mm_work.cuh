@@ -70,13 +70,30 @@ __device__ __forceinline__ void for_each_segment(const Work& w, Fn&& seg) {
   }
 }
 
+// The epilogue a kernel was given (its one-n-tile instances take one as a last argument), or none.
+template <typename... G>
+__device__ __forceinline__ GluEpilogue glu_of(const G&... glu) {
+  if constexpr (sizeof...(G) == 1) return (glu, ...);
+  else return {};
+}
+
+// A final output value: through the SwiGLU epilogue in the one-n-tile instances (T <= 8, the launches the executor
+// gives one), as computed in the others, whose code stays without it (with it they measured 1% slower at 16 and 32
+// tokens even where no launch had one).
+template <int NT>
+__device__ __forceinline__ float finish(const GluEpilogue& glu, float v, int64_t i) {
+  if constexpr (NT == 1) return glu_finish(glu, v, i);
+  else return v;
+}
+
 // Y for the block's R rows and tokens t0..: accumulator c of n-tile nt is row 16 wr + g + 8 (c >> 1), token
 // t0 + 8 nt + 2 tg + (c & 1). With k groups their partial sums go through `red` ([kWarps][16][NT * 8] floats, the
 // tiles' dead memory after the last barrier) and are added in group order: the same bits every run. A partial
 // segment's sums go to its slot instead ([token][row], bias left out); the tile's last contributor adds them up.
+// A final value passes the SwiGLU epilogue (finish) where the launch has one.
 // Every thread of the block must call it; the stages may be refilled once it returns.
 template <int R, int NT, int KG, int kThreads>
-__device__ __forceinline__ void store_tile(const BatchMmParams& p, const Work& w, const Segment& sg,
+__device__ __forceinline__ void store_tile(const BatchMmParams& p, const GluEpilogue& glu, const Work& w, const Segment& sg,
                                            const float (&acc)[NT][4], float* red, int64_t n0, int64_t t0, int warp,
                                            int wr, int g, int tg, int tid) {
   constexpr int kCols = NT * 8, kRowGroups = R / 16;
@@ -91,7 +108,10 @@ __device__ __forceinline__ void store_tile(const BatchMmParams& p, const Work& w
 #pragma unroll
       for (int c = 0; c < 4; ++c) {
         const int r = wr * 16 + g + 8 * (c >> 1), tl = nt * 8 + 2 * tg + (c & 1);
-        if (r < rows && tl < cols) out[tl * stride + r] = acc[nt][c] + (bias ? bias[r] : 0.0f);
+        if (r < rows && tl < cols) {
+          const float v = acc[nt][c] + (bias ? bias[r] : 0.0f);
+          out[tl * stride + r] = sg.whole ? finish<NT>(glu, v, (t0 + tl) * p.N + n0 + r) : v;
+        }
       }
   } else {
 #pragma unroll
@@ -105,7 +125,7 @@ __device__ __forceinline__ void store_tile(const BatchMmParams& p, const Work& w
       float s = bias ? bias[r] : 0.0f;
 #pragma unroll
       for (int k = 0; k < KG; ++k) s += red[((k * kRowGroups + r / 16) * 16 + r % 16) * kCols + tl];
-      out[tl * stride + r] = s;
+      out[tl * stride + r] = sg.whole ? finish<NT>(glu, s, (t0 + tl) * p.N + n0 + r) : s;
     }
   }
   if (sg.whole) {
@@ -142,7 +162,7 @@ __device__ __forceinline__ void store_tile(const BatchMmParams& p, const Work& w
       for (int k = 0; k < 8; ++k) s += v[k];
       at += 8 * 2 * (R * kCols);
     }
-    p.y[(t0 + tl) * p.N + n0 + r] = s;
+    p.y[(t0 + tl) * p.N + n0 + r] = finish<NT>(glu, s, (t0 + tl) * p.N + n0 + r);
   }
   if (tid == 0) w.counters[sg.tile] = 0;  // zero again for the next launch
 }

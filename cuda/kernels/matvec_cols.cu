@@ -172,7 +172,7 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
     float y = 0.0f;
     for (int wi = 0; wi < n_warps; ++wi) y += part[wi * cap * NC + i];
     if (p.bias) y += p.bias[n];
-    p.y[c * p.N + n] = y;
+    p.y[c * p.N + n] = glu_finish(p.glu, y, c * p.N + n);
   }
 }
 

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 
+#include "cuda/kernels/glu_epilogue.cuh"
 #include "quant/types.h"
 
 namespace cuda {
@@ -25,6 +26,7 @@ struct MatvecColsParams {
   int64_t N = 0;
   int64_t T = 0;                // 2..kMatvecColsMaxTokens
   bool regrouped = false;       // Q6_K regrouped at upload into Q6_Kx8 (q6_kx8.cuh)
+  GluEpilogue glu = {};          // the SwiGLU (GeGLU) as the epilogue (glu_epilogue.cuh): y = act(gate) (W x + bias)
 };
 
 // True when launch_matvec_cols takes the product: Q4_0, Q8_0, Q6_K in whole blocks (2 <= T <= kMatvecColsMaxTokens)

@@ -48,6 +48,19 @@ inline std::string layout_name(const LayoutCase& c) {
   return std::string(quant::type_name(c.type)) + (c.regrouped ? "x8" : "");
 }
 
+// The SwiGLU / GeGLU epilogue's reference (cuda::GluEpilogue): act(gate) * up for each element of the up
+// product's reference, and its tolerance scaled by |act(gate)|.
+inline double glu_act(double gate, bool gelu) {
+  return gelu ? graph::ref::gelu_tanh(gate) : gate / (1.0 + std::exp(-gate));
+}
+inline void glu_reference(const std::vector<float>& gate, bool gelu, std::vector<double>& ref,
+                          std::vector<double>& atol) {
+  for (size_t i = 0; i < ref.size(); ++i) {
+    const double a = glu_act(gate[i], gelu);
+    ref[i] *= a, atol[i] = atol[i] * std::fabs(a) + 1e-6;
+  }
+}
+
 inline cuda::DeviceBuffer poisoned_f32(size_t n) {
   cuda::DeviceBuffer b(std::max<size_t>(n * 4, 1));
   CUDA_CHECK(cudaMemset(b.get(), 0xff, n * 4));  // 0xffffffff is a NaN

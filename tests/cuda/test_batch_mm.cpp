@@ -69,6 +69,20 @@ TEST_P(BatchMm, MatchesReference) {
         EXPECT_TRUE(close("batch_mm " + layout_name(c) + " K=" + std::to_string(K) + " N=" + std::to_string(N) +
                               " T=" + std::to_string(T),
                           download<float>(dy, N * T), ref, atol, 0.0));
+        // The SwiGLU (GeGLU) epilogue on the same product: silu(gate) (gelu_tanh) times it, y in place over gate.
+        if (T == 3 || T == 8) {
+          const bool gelu = T == 8;
+          const auto gate = random_floats(rng, N * T, -4.0f, 4.0f);
+          std::vector<double> gref(ref), gtol(atol);
+          glu_reference(gate, gelu, gref, gtol);
+          auto dg = upload(gate);
+          cuda::BatchMmParams q = p;
+          q.y = dg.as<float>();
+          cuda::launch_batch_mm(q, nullptr, {dg.as<float>(), gelu});
+          EXPECT_TRUE(close("batch_mm glu " + layout_name(c) + " K=" + std::to_string(K) + " N=" + std::to_string(N) +
+                                " T=" + std::to_string(T),
+                            download<float>(dg, N * T), gref, gtol, 0.0));
+        }
         const auto left = download<uint32_t>(counters, cuda::kBatchMmCounterBytes / 4);
         ASSERT_EQ(std::count(left.begin(), left.end(), 0u), std::ptrdiff_t(left.size())) << "counters left nonzero";
       }

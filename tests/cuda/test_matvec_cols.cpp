@@ -65,6 +65,16 @@ TEST_P(MatvecCols, MatchesReference) {
         EXPECT_TRUE(close(what, std::vector<float>(got.begin(), got.begin() + N * T), ref, atol, 0.0));
         for (int64_t n = 0; n < N; ++n)
           ASSERT_TRUE(std::isnan(got[size_t(T * N + n)])) << what << ": wrote past its columns at row " << n;
+        // The SwiGLU (GeGLU at 3 columns) epilogue on the same product, y in place over gate.
+        const bool gelu = T == 3;
+        const auto gate = random_floats(rng, N * T, -4.0f, 4.0f);
+        std::vector<double> gref(ref), gtol(atol);
+        glu_reference(gate, gelu, gref, gtol);
+        auto dg = upload(gate);
+        cuda::MatvecColsParams q = p;
+        q.y = dg.as<float>(), q.glu = {dg.as<float>(), gelu};
+        cuda::launch_matvec_cols(q, nullptr);
+        EXPECT_TRUE(close(what + " glu", download<float>(dg, N * T), gref, gtol, 0.0));
       }
 }
 
