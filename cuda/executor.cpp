@@ -379,7 +379,18 @@ void Executor::lower_gemm(const Node& n) {
   if (small_batch) {
     BatchMmParams b{p.w, type, p.x, bias, y, K, N, T, p.scratch, p.scratch_bytes, p.x_in_scratch, p.regrouped};
     b.tile_counters = static_cast<uint32_t*>(batch_mm_counters_.get());
-    steps_.push_back([b, glu](cudaStream_t s) { launch_batch_mm(b, s, glu); });
+    BatchMmStack stack;  // stack_small_batch: the later matrices of the same x in this launch
+    if (const auto st = small_batch_stacks_.find(n.id); st != small_batch_stacks_.end()) {
+      b.N = 0;
+      for (const graph::NodeId id : st->second) {
+        const Node& m = g_.node(id);
+        const Node& mw = g_.node(m.inputs[0]);
+        stack.w[stack.n] = weight_ptr(mw), stack.y[stack.n] = f32_out(m), stack.N[stack.n] = mw.shape.ne[1];
+        stack.bias[stack.n++] = m.inputs.size() > 2 && m.inputs[2] != graph::kNoNode ? f32_in(m, 2) : nullptr;
+        b.N += mw.shape.ne[1];
+      }
+    }
+    steps_.push_back([b, glu, stack](cudaStream_t s) { launch_batch_mm(b, s, glu, stack.n ? &stack : nullptr); });
     return;
   }
   const Blas* blas = &ctx_.blas();

@@ -230,7 +230,7 @@ class Executor {
   // Fusions by kind, for the -v capture note (executor_fusion.cpp).
   enum class Fusion {
     Norm, Residual, Sibling, SwiGlu, SmallBatchGlu, RopeKv, RopeKvEpilogue, AttentionO, NormAdd, AddNorm, QkNorms,
-    MoeRoute, ExpertGlu, ExpertDown, kCount
+    MoeRoute, ExpertGlu, ExpertDown, SmallBatchStack, kCount
   };
   // Fusions (executor_fusion.cpp), decided by plan_fusions in node order.
   MatvecParams matvec_params(const graph::Node& mulmat) const;
@@ -239,6 +239,8 @@ class Executor {
   void fold_norm_add(const graph::Node& norm);
   void fold_add_norm(const graph::Node& norm);
   void fold_glu_into_up(const graph::Node& glu);
+  void stack_small_batch(const graph::Node& mulmat);
+  bool feeds_glu(const graph::Node& mulmat) const;
   void fold_qk_norms(const graph::Node& attention);
   // The attention + o launch (executor_fusion.cpp): the o MulMat read by it, and the residual Add it computes.
   struct AttentionO {
@@ -296,6 +298,9 @@ class Executor {
     bool gelu = false;
   };
   std::map<graph::NodeId, UpGlu> glu_epilogues_;
+  // Small-batch launches of several matrices that read the same x (stack_small_batch): the MulMats, first the
+  // launching one.
+  std::map<graph::NodeId, std::vector<graph::NodeId>> small_batch_stacks_;
   std::map<graph::NodeId, MatvecParams> matvecs_;  // MulMats launched as a matvec: their params, every fusion in
   std::map<graph::NodeId, AttentionO> attention_o_plan_;  // by Attention node: its attention + o launch (up front)
   std::map<graph::NodeId, MoeRouteParams> moe_routes_;    // by MoeWeights node: its routing launch

@@ -108,8 +108,9 @@ void Executor::plan_mul_mat(const Node& n) {
   // the GEMM path's f16 operands could pick another expert than the reference where two scores nearly tie.
   const bool router = ::std::get<graph::WeightParams>(w.params).role == graph::WeightRole::FfnRouter;
   if ((n.shape.rows() > opt_.matvec_max_tokens && !router) || q4_0_cols(w)) return;  // GEMM
-  if (batch_mm_takes(n) || matvec_cols_takes(n)) return;  // the small-batch kernels, launched by lower_gemm
   if (lowering(n.id) == Lowering::InSibling) return;  // computed with an earlier matrix that reads the same x
+  if (batch_mm_takes(n)) stack_small_batch(n);
+  if (batch_mm_takes(n) || matvec_cols_takes(n)) return;  // the small-batch kernels, launched by lower_gemm
   MatvecParams p = matvec_params(n);
   if (const Node& x = g_.node(n.inputs[1]); x.op == Op::RmsNorm && lowering(x.id) == Lowering::InReaders)
     p.x = f32_in(x, 0), p.norm_w = f32_in(x, 1), p.norm_eps = ::std::get<graph::RmsNormParams>(x.params).eps;
@@ -246,6 +247,49 @@ void Executor::fold_glu_into_up(const Node& glu) {
   glu_epilogues_[up.id] = UpGlu{gate.id, glu.id, glu.op == Op::GeGlu};
   lowering_.at(size_t(glu.id)) = Lowering::Epilogue;
   count_fusion(Fusion::SmallBatchGlu);
+}
+
+// Later MulMats of the same x, type, K and layout taken by the small-batch kernel (q/k/v; gate/up above
+// kBatchMmGluMaxTokens, where the SwiGLU epilogue does not take them) join this one's launch (BatchMmStack): their
+// rows stacked after its own, their outputs written at its step, so no tensor alive in between may share their slots
+// (checked on the plan). One launch instead of three: k's and v's few rows each paid a whole launch's latency.
+void Executor::stack_small_batch(const Node& n) {
+  if (!opt_.fuse || lowering(n.id) != Lowering::Own) return;
+  const int64_t T = n.shape.rows();
+  if (T <= kBatchMmGluMaxTokens && feeds_glu(n)) return;
+  const Node& w = g_.node(n.inputs[0]);
+  const auto type = ::std::get<graph::WeightParams>(w.params).type;
+  const int64_t K = w.shape.ne[0];
+  ::std::vector<NodeId> members{n.id};
+  int64_t rows = w.shape.ne[1];
+  for (const NodeId u : users_.at(size_t(n.inputs[1]))) {
+    if (u <= n.id || members.size() == size_t(BatchMmStack::kMax)) continue;
+    const Node& m = g_.node(u);
+    if (m.op != Op::MulMat || m.inputs.size() < 2 || m.inputs[1] != n.inputs[1] || lowering(u) != Lowering::Own)
+      continue;
+    const Node& mw = g_.node(m.inputs[0]);
+    if (mw.op != Op::Weight || ::std::get<graph::WeightParams>(mw.params).type != type || mw.shape.ne[0] != K ||
+        regrouped(mw) != regrouped(w) || !batch_mm_takes(m) || (T <= kBatchMmGluMaxTokens && feeds_glu(m)))
+      continue;
+    // The rows so far end on a whole tile; the stack stays within what one launch's counters hold.
+    if (rows % 32 != 0 || !batch_mm_supports(type, regrouped(w), K, rows + mw.shape.ne[1], T)) continue;
+    if (!plan_.owns(u) || !slot_free_between(u, n.id, u)) continue;
+    members.push_back(u);
+    rows += mw.shape.ne[1];
+  }
+  if (members.size() < 2) return;
+  for (size_t i = 1; i < members.size(); ++i) {
+    lowering_.at(size_t(members[i])) = Lowering::InSibling;
+    count_fusion(Fusion::SmallBatchStack);
+  }
+  small_batch_stacks_[n.id] = ::std::move(members);
+}
+
+// Whether a SwiGlu or GeGlu reads this product (a gate or an up).
+bool Executor::feeds_glu(const Node& m) const {
+  for (const NodeId u : users_.at(size_t(m.id)))
+    if (g_.node(u).op == Op::SwiGlu || g_.node(u).op == Op::GeGlu) return true;
+  return false;
 }
 
 // True when no tensor other than slot_owner's own that is alive at some step in [from, to] shares its arena bytes;
@@ -508,7 +552,7 @@ size_t Executor::n_fused() const {
                                        "residual adds into RMS norms", "residual adds before RMS norms",
                                        "q/k norms into rope + KV write",
                                        "mixture routings into one launch", "expert gate/up pairs with activation",
-                                       "expert downs with weighted sum"};
+                                       "expert downs with weighted sum", "small-batch products stacked"};
   static_assert(sizeof(kNames) / sizeof(kNames[0]) == size_t(Fusion::kCount));
   ::std::string s;
   for (size_t k = 0; k < size_t(Fusion::kCount); ++k)

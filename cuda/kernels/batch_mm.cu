@@ -288,11 +288,11 @@ __device__ __forceinline__ void for_each_slice(St& stager, int K, const uint8_t*
 
 // The half-tile kernel (Q4_0, Q8_0, Q6_K in the file's layout): each slice every thread unpacks two 32-element units
 // into the half tile ws, then warps multiply it (ldmatrix) with X.
-template <quant::Type Q, bool kX8, int R, int NT, bool kSegments, typename... Glu>
+template <quant::Type Q, bool kX8, int R, int NT, bool kSegments, typename... Extra>
 __global__ void __launch_bounds__(kThreads, kMinBlocks<R, NT>) batch_mm_tile_kernel(BatchMmParams p, const __half* xh,
                                                                                size_t row_bytes, Work work,
-                                                                               Glu... glu_arg) {
-  const GluEpilogue glu = glu_of(glu_arg...);
+                                                                               Extra... extra) {
+  const GluEpilogue glu = glu_of(extra...);
   using Tl = Tile<R, NT>;
   using St = Stager<Q, kX8, R, NT>;
   using Rw = typename St::Rw;
@@ -306,7 +306,9 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<R, NT>) batch_mm_tile_ker
   const uint8_t* w = static_cast<const uint8_t*>(p.w);
   const uint8_t* w_end = w + size_t(p.N) * row_bytes;
   for_each_segment<R, NT, kSegments>(work, [&](const Segment& sg) {
-    const int64_t n0 = b.row0(work, sg), t0 = b.token0(work, sg);
+   with_matrix(p, w, w_end, row_bytes, b.row0(work, sg), [&](const BatchMmParams& p, const uint8_t* w,
+                                                              const uint8_t* w_end, const int64_t n0) {
+    const int64_t t0 = b.token0(work, sg);
     St stager(p, w, row_bytes, xh, n0, t0, sg.sl0, tid);
 
     // The units this thread unpacks: unit u of row r, rows fastest, so that the 8 lanes of a 16-byte store phase
@@ -358,6 +360,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<R, NT>) batch_mm_tile_ker
     });
     store_tile<R, NT, Tl::kKGroups, kThreads>(p, glu, work, sg, acc, reinterpret_cast<float*>(dyn), n0, t0, warp, wr, g, tg,
                                               tid);
+   }, extra...);
   });
 }
 
@@ -370,11 +373,11 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<R, NT>) batch_mm_tile_ker
 // Q4_K: a 32-byte group of a block holds sub-block 2 gi (low nibbles) and 2 gi + 1 (high), element l in byte l; a
 // word of 4 bytes is 4 elements of each. Q6_Kx8: a unit's 16 ql bytes and 16 high-bit nibbles are its two runs of
 // 16 (64 elements apart); a ql word and a 16-bit word of nibbles are 4 elements of each.
-template <quant::Type Q, bool kX8, int R, int NT, bool kSegments, typename... Glu>
+template <quant::Type Q, bool kX8, int R, int NT, bool kSegments, typename... Extra>
 __global__ void __launch_bounds__(kThreads, kMinBlocks<R, NT>) batch_mm_frag_kernel(BatchMmParams p, const __half* xh,
                                                                                size_t row_bytes, Work work,
-                                                                               Glu... glu_arg) {
-  const GluEpilogue glu = glu_of(glu_arg...);
+                                                                               Extra... extra) {
+  const GluEpilogue glu = glu_of(extra...);
   using Tl = Tile<R, NT>;
   using St = Stager<Q, kX8, R, NT>;
   using Rw = typename St::Rw;
@@ -415,7 +418,9 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<R, NT>) batch_mm_frag_ker
     }
   };
   for_each_segment<R, NT, kSegments>(work, [&](const Segment& sg) {
-    const int64_t n0 = b.row0(work, sg), t0 = b.token0(work, sg);
+   with_matrix(p, w, w_end, row_bytes, b.row0(work, sg), [&](const BatchMmParams& p, const uint8_t* w,
+                                                              const uint8_t* w_end, const int64_t n0) {
+    const int64_t t0 = b.token0(work, sg);
     const int sl0 = sg.sl0, sl_end = sg.sl_end;
     St stager(p, w, row_bytes, xh, n0, t0, sl0, tid);
     // kFloatX: this thread's B pairs for the next slice, as float (token t0 + g, elements run_k(i) + 4 tg ..), loaded a
@@ -529,6 +534,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<R, NT>) batch_mm_frag_ker
     });
     store_tile<R, NT, Tl::kKGroups, kThreads>(p, glu, work, sg, acc, reinterpret_cast<float*>(dyn), n0, t0, warp, wr, g, tg,
                                               tid);
+   }, extra...);
   });
 }
 
@@ -572,10 +578,14 @@ Plan plan_launch(const BatchMmParams& p, int64_t resident) {
 }
 
 // The one-n-tile instances take the SwiGLU epilogue as a last argument; the others are compiled without it (with it
-// as an unused argument, the 16- and 32-token launches decoded 0.8% slower: kernel notes, session 23).
-template <quant::Type Q, bool kX8, int R, int NT, bool kSegments>
+// as an unused argument, the 16- and 32-token launches decoded 0.8% slower: kernel notes, session 23). kStack: the
+// instances of stacked launches (a BatchMmStack argument).
+template <quant::Type Q, bool kX8, int R, int NT, bool kSegments, bool kStack = false>
 constexpr auto kernel_for() {
-  if constexpr (NT == 1) {
+  if constexpr (kStack) {
+    if constexpr (kFragments<Q, kX8>) return batch_mm_frag_kernel<Q, kX8, R, NT, kSegments, BatchMmStack>;
+    else return batch_mm_tile_kernel<Q, kX8, R, NT, kSegments, BatchMmStack>;
+  } else if constexpr (NT == 1) {
     if constexpr (kFragments<Q, kX8>) return batch_mm_frag_kernel<Q, kX8, R, NT, kSegments, GluEpilogue>;
     else return batch_mm_tile_kernel<Q, kX8, R, NT, kSegments, GluEpilogue>;
   } else {
@@ -591,15 +601,24 @@ int64_t prepare_instances() {
   constexpr size_t smem = smem_bytes<Q, kX8, R, NT>();
   for (auto* kernel : {kernel_for<Q, kX8, R, NT, true>(), kernel_for<Q, kX8, R, NT, false>()})
     CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  for (auto* kernel : {kernel_for<Q, kX8, R, NT, true, true>(), kernel_for<Q, kX8, R, NT, false, true>()})
+    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   const auto* kernel = reinterpret_cast<const void*>(kernel_for<Q, kX8, R, NT, true>());
   return ::std::max<int64_t>(1, int64_t(current_device_sm_count()) * kernel_blocks_per_sm(kernel, kThreads, smem));
 }
 
 template <quant::Type Q, bool kX8, int R, int NT>
-void launch_tile(const BatchMmParams& p, const __half* xh, const GluEpilogue& glu, size_t rb, cudaStream_t stream) {
+void launch_tile(const BatchMmParams& p, const __half* xh, const GluEpilogue& glu, const BatchMmStack* stack, size_t rb,
+                 cudaStream_t stream) {
   constexpr size_t smem = smem_bytes<Q, kX8, R, NT>();
   static const int64_t resident = prepare_instances<Q, kX8, R, NT>();
   const Plan plan = plan_launch(p, resident);
+  if (stack) {
+    const auto kernel = plan.work.runs_stay_in_tiles() ? kernel_for<Q, kX8, R, NT, false, true>()
+                                                       : kernel_for<Q, kX8, R, NT, true, true>();
+    kernel<<<plan.grid, kThreads, smem, stream>>>(p, xh, rb, plan.work, *stack);
+    return;
+  }
   const auto kernel = plan.work.runs_stay_in_tiles() ? kernel_for<Q, kX8, R, NT, false>()
                                                      : kernel_for<Q, kX8, R, NT, true>();
   if constexpr (NT == 1) kernel<<<plan.grid, kThreads, smem, stream>>>(p, xh, rb, plan.work, glu);
@@ -607,13 +626,30 @@ void launch_tile(const BatchMmParams& p, const __half* xh, const GluEpilogue& gl
 }
 
 template <quant::Type Q, bool kX8>
-void launch_for_tokens(const BatchMmParams& p, const __half* xh, const GluEpilogue& glu, size_t rb,
-                       cudaStream_t stream) {
+void launch_for_tokens(const BatchMmParams& p, const __half* xh, const GluEpilogue& glu, const BatchMmStack* stack,
+                       size_t rb, cudaStream_t stream) {
   const Shape s = shape_for_tokens(p.T);
-  if (s.cols == 8) launch_tile<Q, kX8, 16, 1>(p, xh, glu, rb, stream);
-  else if (s.cols == 16) launch_tile<Q, kX8, 32, 2>(p, xh, glu, rb, stream);
-  else launch_tile<Q, kX8, 32, 4>(p, xh, {}, rb, stream);
+  if (s.cols == 8) launch_tile<Q, kX8, 16, 1>(p, xh, glu, stack, rb, stream);
+  else if (s.cols == 16) launch_tile<Q, kX8, 32, 2>(p, xh, glu, stack, rb, stream);
+  else launch_tile<Q, kX8, 32, 4>(p, xh, {}, stack, rb, stream);
   static_assert(kMaxTileTokens == 32, "the widest tile above");
+}
+
+// A stacked launch's matrices: one to three, the first at p.w, their rows adding up to p.N, each but the last a
+// whole number of the widest tile's rows, each 16-byte aligned (regrouped: each fits Q6_Kx8).
+void check_stack(const BatchMmParams& p, const BatchMmStack& s, const GluEpilogue& glu) {
+  LLM_REQUIRE(s.n >= 1 && s.n <= BatchMmStack::kMax, "small-batch stack: 1 to 3 matrices");
+  LLM_REQUIRE(!glu.gate, "small-batch stack: no SwiGLU epilogue");
+  LLM_REQUIRE(s.w[0] == p.w, "small-batch stack: the launch's w is the first matrix");
+  int64_t total = 0;
+  for (int m = 0; m < s.n; ++m) {
+    LLM_REQUIRE(s.w[m] && s.y[m] && s.N[m] > 0, "small-batch stack: a matrix without rows, weights or output");
+    LLM_REQUIRE(m == s.n - 1 || s.N[m] % 32 == 0, "small-batch stack: rows of all but the last a multiple of 32");
+    LLM_REQUIRE((reinterpret_cast<uintptr_t>(s.w[m]) & 15) == 0, "small-batch stack: weights must be 16-byte aligned");
+    if (p.regrouped) LLM_REQUIRE(q6_kx8_fits(s.w[m], p.K), "Q6_Kx8 rows: K % 2048 == 0, 16-byte aligned");
+    total += s.N[m];
+  }
+  LLM_REQUIRE(total == p.N, "small-batch stack: the launch's N is the matrices' rows in all");
 }
 
 }  // namespace
@@ -638,7 +674,7 @@ bool batch_mm_reads_float_x(quant::Type type, bool regrouped, int64_t T) {
 
 size_t batch_mm_scratch(int64_t K, int64_t, int64_t T) { return align256(size_t(K) * size_t(T) * 2) + part_bytes(T); }
 
-void launch_batch_mm(const BatchMmParams& p, cudaStream_t stream, const GluEpilogue& glu) {
+void launch_batch_mm(const BatchMmParams& p, cudaStream_t stream, const GluEpilogue& glu, const BatchMmStack* stack) {
   LLM_REQUIRE(p.w && p.x && p.y, "null pointer");
   LLM_REQUIRE(p.N > 0 && p.N <= int64_t(16) * 0x7fffffff, "rows out of range");
   LLM_REQUIRE(batch_mm_supports(p.type, p.regrouped, p.K, p.N, p.T),
@@ -653,6 +689,7 @@ void launch_batch_mm(const BatchMmParams& p, cudaStream_t stream, const GluEpilo
   if (p.regrouped) LLM_REQUIRE(q6_kx8_fits(p.w, p.K), "Q6_Kx8 rows: K % 2048 == 0, 16-byte aligned");
   LLM_REQUIRE(p.tile_counters, "small-batch product: tile_counters missing");
   LLM_REQUIRE(!glu.gate || p.T <= kBatchMmGluMaxTokens, "small-batch product: a SwiGLU epilogue above 8 tokens");
+  if (stack) check_stack(p, *stack, glu);
   static_assert(kBatchMmGluMaxTokens == 8, "the one-n-tile instances (shape_for_tokens) apply it");
   const size_t rb = quant::row_bytes(p.type, p.K);
   auto* xh = static_cast<__half*>(p.scratch);
@@ -662,12 +699,12 @@ void launch_batch_mm(const BatchMmParams& p, cudaStream_t stream, const GluEpilo
   if (!p.x_in_scratch && !float_x) launch_x_to_half(p.x, xh, p.K * p.T, stream);
   using quant::Type;
   switch (p.type) {
-    case Type::Q4_0: launch_for_tokens<Type::Q4_0, false>(p, xh, glu, rb, stream); break;
-    case Type::Q8_0: launch_for_tokens<Type::Q8_0, false>(p, xh, glu, rb, stream); break;
-    case Type::Q4_K: launch_for_tokens<Type::Q4_K, false>(p, xh, glu, rb, stream); break;
+    case Type::Q4_0: launch_for_tokens<Type::Q4_0, false>(p, xh, glu, stack, rb, stream); break;
+    case Type::Q8_0: launch_for_tokens<Type::Q8_0, false>(p, xh, glu, stack, rb, stream); break;
+    case Type::Q4_K: launch_for_tokens<Type::Q4_K, false>(p, xh, glu, stack, rb, stream); break;
     case Type::Q6_K:
-      if (p.regrouped) launch_for_tokens<Type::Q6_K, true>(p, xh, glu, rb, stream);
-      else launch_for_tokens<Type::Q6_K, false>(p, xh, glu, rb, stream);
+      if (p.regrouped) launch_for_tokens<Type::Q6_K, true>(p, xh, glu, stack, rb, stream);
+      else launch_for_tokens<Type::Q6_K, false>(p, xh, glu, stack, rb, stream);
       break;
     default: throw InvalidArgument(::std::string("small-batch product: no kernel for ") + quant::type_name(p.type));
   }

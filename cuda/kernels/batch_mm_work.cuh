@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 #include "cuda/kernels/batch_mm.cuh"
 
@@ -71,10 +72,32 @@ __device__ __forceinline__ void for_each_segment(const Work& w, Fn&& seg) {
 }
 
 // The epilogue a kernel was given (its one-n-tile instances take one as a last argument), or none.
-template <typename... G>
-__device__ __forceinline__ GluEpilogue glu_of(const G&... glu) {
-  if constexpr (sizeof...(G) == 1) return (glu, ...);
+template <typename... Extra>
+__device__ __forceinline__ GluEpilogue glu_of(const Extra&... extra) {
+  if constexpr ((::std::is_same_v<Extra, GluEpilogue> || ...)) return (extra, ...);
   else return {};
+}
+
+// fn(params, rows, end of rows, row0 within the matrix) for the matrix of the launch that holds rows row0 on: in a
+// stacked launch (a BatchMmStack argument) the stack's matrix (params with its w, bias, y and N); else the launch's.
+template <class Fn, typename... Extra>
+__device__ __forceinline__ void with_matrix(const BatchMmParams& p, const uint8_t* w, const uint8_t* w_end,
+                                            size_t row_bytes, int64_t row0, Fn&& fn, const Extra&... extra) {
+  if constexpr ((::std::is_same_v<Extra, BatchMmStack> || ...)) {
+    const BatchMmStack& s = (extra, ...);
+    static_assert(BatchMmStack::kMax == 3, "the selects below");
+    const int64_t end0 = s.N[0], end1 = end0 + s.N[1];
+    const int m = row0 < end0 || s.n == 1 ? 0 : row0 < end1 || s.n == 2 ? 1 : 2;
+    BatchMmParams q = p;  // selects, not s.w[m]: an indexed parameter array would go through local memory
+    q.w = m == 0 ? s.w[0] : m == 1 ? s.w[1] : s.w[2];
+    q.bias = m == 0 ? s.bias[0] : m == 1 ? s.bias[1] : s.bias[2];
+    q.y = m == 0 ? s.y[0] : m == 1 ? s.y[1] : s.y[2];
+    q.N = m == 0 ? s.N[0] : m == 1 ? s.N[1] : s.N[2];
+    const uint8_t* wm = static_cast<const uint8_t*>(q.w);
+    fn(q, wm, wm + size_t(q.N) * row_bytes, row0 - (m == 0 ? 0 : m == 1 ? end0 : end1));
+  } else {
+    fn(p, w, w_end, row0);
+  }
 }
 
 // A final output value: through the SwiGLU epilogue in the one-n-tile instances (T <= 8, the launches the executor

@@ -93,6 +93,95 @@ INSTANTIATE_TEST_SUITE_P(Types, BatchMm,
                                            Case{Type::Q6_K, false}, Case{Type::Q6_K, true}),
                          [](const auto& info) { return layout_name(info.param); });
 
+// Three matrices of one launch (BatchMmStack: q/k/v), rows stacked: each output as the matrix's own launch computes
+// it, for every type and token tile, stacks of two and three, a bias on one of them, the last matrix's rows leaving a
+// partial tile; the counters left zero.
+TEST_P(BatchMm, StackedMatricesMatchReference) {
+  REQUIRE_GPU();
+  const Case c = GetParam();
+  std::mt19937 rng(99 + int(c.type) + 100 * c.regrouped);
+  cuda::DeviceBuffer counters(cuda::kBatchMmCounterBytes);
+  CUDA_CHECK(cudaMemset(counters.get(), 0, cuda::kBatchMmCounterBytes));
+  const int64_t K = row_lengths(c).back();
+  for (const int n_mats : {2, 3})
+    for (int64_t T : {3, 8, 16, 64}) {
+      const int64_t Ns[3] = {96, 64, 77};
+      std::vector<std::vector<uint8_t>> w(static_cast<size_t>(n_mats));
+      std::vector<cuda::DeviceBuffer> dw, dy;
+      const auto x = random_floats(rng, K * T);
+      const auto bias = random_floats(rng, Ns[1]);
+      auto dx = upload(x), db = upload(bias);
+      cuda::BatchMmStack stack;
+      int64_t total = 0;
+      for (int m = 0; m < n_mats; ++m) {
+        w[size_t(m)] = random_weights(rng, c.type, K, Ns[m]);
+        std::vector<uint8_t> up = w[size_t(m)];
+        if (c.regrouped) cuda::q6_kx8_regroup_host(w[size_t(m)].data(), up.data(), K, Ns[m]);
+        dw.push_back(upload(up)), dy.push_back(poisoned_f32(Ns[m] * T));
+        stack.w[m] = dw.back().get(), stack.y[m] = dy.back().as<float>(), stack.N[m] = Ns[m];
+        stack.bias[m] = m == 1 ? db.as<float>() : nullptr;
+        total += Ns[m];
+      }
+      stack.n = n_mats;
+      const size_t sb = cuda::batch_mm_scratch(K, total, T);
+      cuda::DeviceBuffer scratch(sb);
+      cuda::BatchMmParams p{dw[0].get(), c.type, dx.as<float>(), nullptr, dy[0].as<float>(), K, total, T,
+                            scratch.get(), sb};
+      p.regrouped = c.regrouped;
+      p.tile_counters = counters.as<uint32_t>();
+      cuda::launch_batch_mm(p, nullptr, {}, &stack);
+      for (int m = 0; m < n_mats; ++m) {
+        const int64_t N = Ns[m];
+        const bool with_bias = m == 1;
+        std::vector<double> ref, mag, mx;
+        reference(w[size_t(m)], c.type, x, K, N, T, with_bias ? &bias : nullptr, ref, mag, mx);
+        std::vector<double> atol(size_t(N * T));
+        const std::vector<uint8_t> wz = c.type == Type::Q4_K ? q4_k_codes_zeroed(w[size_t(m)]) : w[size_t(m)];
+        for (int64_t n = 0; n < N; ++n) {
+          const auto row = ref_row(w[size_t(m)], c.type, K, n), zrow = ref_row(wz, c.type, K, n);
+          for (int64_t t = 0; t < T; ++t)
+            atol[size_t(t * N + n)] = half_tile_tolerance(c.type, row, zrow, &x[size_t(t * K)], K,
+                                                          with_bias ? std::fabs(bias[size_t(n)]) : 0.0,
+                                                          double((K + 15) / 16 + 12));
+        }
+        EXPECT_TRUE(close("batch_mm stack " + layout_name(c) + " matrix " + std::to_string(m) + " of " +
+                              std::to_string(n_mats) + " T=" + std::to_string(T),
+                          download<float>(dy[size_t(m)], N * T), ref, atol, 0.0));
+      }
+      const auto left = download<uint32_t>(counters, cuda::kBatchMmCounterBytes / 4);
+      ASSERT_EQ(std::count(left.begin(), left.end(), 0u), std::ptrdiff_t(left.size())) << "counters left nonzero";
+    }
+}
+
+// A stack the kernel cannot take is refused: rows of a matrix before the last not a whole tile, a total that is not
+// the launch's N, a SwiGLU epilogue beside it.
+TEST(BatchMm, RefusesBadStacks) {
+  REQUIRE_GPU();
+  std::mt19937 rng(5);
+  const int64_t K = 256, T = 4;
+  const auto w = random_weights(rng, Type::Q4_K, K, 96);
+  const auto x = random_floats(rng, K * T);
+  auto dw = upload(w), dx = upload(x);
+  auto dy = poisoned_f32(96 * T), dy2 = poisoned_f32(96 * T);
+  cuda::DeviceBuffer counters(cuda::kBatchMmCounterBytes);
+  CUDA_CHECK(cudaMemset(counters.get(), 0, cuda::kBatchMmCounterBytes));
+  const size_t sb = cuda::batch_mm_scratch(K, 96, T);
+  cuda::DeviceBuffer scratch(sb);
+  cuda::BatchMmParams p{dw.get(), Type::Q4_K, dx.as<float>(), nullptr, dy.as<float>(), K, 96, T, scratch.get(), sb};
+  p.tile_counters = counters.as<uint32_t>();
+  cuda::BatchMmStack s;
+  s.n = 2;
+  s.w[0] = s.w[1] = dw.get(), s.y[0] = dy.as<float>(), s.y[1] = dy2.as<float>();
+  s.N[0] = 40, s.N[1] = 56;  // 40: not a whole tile
+  EXPECT_THROW(cuda::launch_batch_mm(p, nullptr, {}, &s), cuda::InvalidArgument);
+  s.N[0] = 32, s.N[1] = 32;  // 64 rows against the launch's 96
+  EXPECT_THROW(cuda::launch_batch_mm(p, nullptr, {}, &s), cuda::InvalidArgument);
+  s.N[1] = 64;
+  EXPECT_THROW(cuda::launch_batch_mm(p, nullptr, {dy.as<float>(), false}, &s), cuda::InvalidArgument);
+  cuda::launch_batch_mm(p, nullptr, {}, &s);  // the same stack, well formed
+  CUDA_CHECK(cudaDeviceSynchronize());
+}
+
 // What the kernel does not serve is refused up front, so the executor keeps those on the matvec / GEMM paths.
 TEST(BatchMm, SupportsOnlyItsTypesAndSizes) {
   EXPECT_TRUE(cuda::batch_mm_supports(Type::Q4_K, false, 4096, 14336, 64));
