@@ -107,10 +107,13 @@ void Executor::plan_mul_mat(const Node& n) {
   // A mixture's router runs as a float32 matvec at any batch size: its matrix is small (n_embd x n_expert), and
   // the GEMM path's f16 operands could pick another expert than the reference where two scores nearly tie.
   const bool router = ::std::get<graph::WeightParams>(w.params).role == graph::WeightRole::FfnRouter;
-  if ((n.shape.rows() > opt_.matvec_max_tokens && !router) || q4_0_cols(w)) return;  // GEMM
   if (lowering(n.id) == Lowering::InSibling) return;  // computed with an earlier matrix that reads the same x
-  if (batch_mm_takes(n)) stack_small_batch(n);
-  if (batch_mm_takes(n) || matvec_cols_takes(n)) return;  // the small-batch kernels, launched by lower_gemm
+  if (batch_mm_takes(n)) {  // the small-batch kernel (lower_gemm), with the later matrices of its x
+    stack_small_batch(n);
+    return;
+  }
+  if ((n.shape.rows() > opt_.matvec_max_tokens && !router) || q4_0_cols(w)) return;  // GEMM
+  if (matvec_cols_takes(n)) return;  // the few-column kernel (lower_gemm)
   MatvecParams p = matvec_params(n);
   if (const Node& x = g_.node(n.inputs[1]); x.op == Op::RmsNorm && lowering(x.id) == Lowering::InReaders)
     p.x = f32_in(x, 0), p.norm_w = f32_in(x, 1), p.norm_eps = ::std::get<graph::RmsNormParams>(x.params).eps;
