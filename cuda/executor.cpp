@@ -325,7 +325,15 @@ void Executor::lower_rms_norm(const Node& n) {
   }
   if (const Node& a = g_.node(n.inputs[0]); lowering(a.id) == Lowering::InNorm)  // fold_add_norm: the Add first
     p.x = f32_in(a, 0), p.add = f32_in(a, 1), p.sum = f32_out(a);
+  // A product of many tokens reading the norm right after it takes x as half from the GEMM scratch: the norm writes
+  // it there, and that product's launch finds it (last_gemm_, lower_gemm) instead of converting x itself.
+  const auto& us = users_.at(size_t(n.id));
+  const bool half = opt_.fuse && n.shape.rows() > 1 && p.out == f32_out(n) && !us.empty() &&
+                    product_converts_x(g_.node(us.front())) &&
+                    size_t(p.ne0 * p.rows) * 2 <= gemm_scratch_.bytes();
+  if (half) p.half_out = gemm_scratch_.get();
   steps_.push_back([p](cudaStream_t s) { launch_rms_norm(p, s); });
+  if (half) last_gemm_ = {steps_.size(), p.out, p.ne0, p.rows};
 }
 
 void Executor::lower_mul_mat(const Node& n) {
@@ -345,6 +353,18 @@ void Executor::lower_mul_mat(const Node& n) {
     return;
   }
   lower_gemm(n);
+}
+
+// Whether lower_gemm's launch for this MulMat converts its x to half in the GEMM scratch (the GEMM, and the
+// small-batch products that read X as half), the first thing it does unless the step before left it there.
+bool Executor::product_converts_x(const Node& m) const {
+  if (m.op != Op::MulMat || m.inputs.size() < 2 || lowering(m.id) != Lowering::Own || matvecs_.contains(m.id))
+    return false;
+  const Node& w = g_.node(m.inputs[0]);
+  if (w.op != Op::Weight || matvec_cols_takes(m)) return false;
+  if (batch_mm_takes(m)) return !batch_mm_reads_float_x(::std::get<graph::WeightParams>(w.params).type, regrouped(w),
+                                                         m.shape.rows());
+  return m.shape.rows() > 1 && !router_parts_.contains(m.id);
 }
 
 void Executor::lower_gemm(const Node& n) {

@@ -241,6 +241,7 @@ class Executor {
   void fold_glu_into_up(const graph::Node& glu);
   void stack_small_batch(const graph::Node& mulmat);
   bool feeds_glu(const graph::Node& mulmat) const;
+  bool product_converts_x(const graph::Node& mulmat) const;
   void fold_qk_norms(const graph::Node& attention);
   // The attention + o launch (executor_fusion.cpp): the o MulMat read by it, and the residual Add it computes.
   struct AttentionO {

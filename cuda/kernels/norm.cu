@@ -8,6 +8,8 @@
 // (the residual stream's Add before a layer's norm, one launch instead of two).
 #include "cuda/kernels/norm.cuh"
 
+#include <cuda_fp16.h>
+
 #include "cuda/check.h"
 #include "cuda/kernels/pdl.cuh"
 #include "cuda/kernels/reduce.cuh"
@@ -30,6 +32,7 @@ __global__ void __launch_bounds__(kThreads) rms_norm_kernel(RmsNormParams p) {
   const float* add = p.add ? p.add + r * p.ne0 : nullptr;
   float* sum = p.add ? p.sum + r * p.ne0 : nullptr;
   float* out = p.out + r * p.ne0;
+  __half* half_out = p.half_out ? static_cast<__half*>(p.half_out) + r * p.ne0 : nullptr;
   const auto aligned = [](const void* q) { return reinterpret_cast<uintptr_t>(q) % 16 == 0; };
   const int64_t n4 = p.ne0 / 4;
   if (p.ne0 % 4 == 0 && n4 <= int64_t(kThreads) * kCached && aligned(x) && aligned(out) && (!p.w || aligned(p.w)) &&
@@ -67,6 +70,11 @@ __global__ void __launch_bounds__(kThreads) rms_norm_kernel(RmsNormParams p) {
       float4 o = scaled(v[k], scale, wv[k]);
       o.x += rv[k].x, o.y += rv[k].y, o.z += rv[k].z, o.w += rv[k].w;
       reinterpret_cast<float4*>(out)[i] = o;
+      if (half_out) {
+        const __half2 a = __floats2half2_rn(o.x, o.y), b = __floats2half2_rn(o.z, o.w);
+        reinterpret_cast<uint2*>(half_out)[i] =
+            make_uint2(*reinterpret_cast<const uint32_t*>(&a), *reinterpret_cast<const uint32_t*>(&b));
+      }
     }
     return;
   }
@@ -81,7 +89,9 @@ __global__ void __launch_bounds__(kThreads) rms_norm_kernel(RmsNormParams p) {
   const float scale = rsqrtf(block_sum<kThreads>(ss, red) / float(p.ne0) + p.eps);
   for (int64_t i = threadIdx.x; i < p.ne0; i += kThreads) {
     const float v = in[i] * scale;
-    out[i] = (p.w ? v * p.w[i] : v) + (res ? res[i] : 0.0f);
+    const float o = (p.w ? v * p.w[i] : v) + (res ? res[i] : 0.0f);
+    out[i] = o;
+    if (half_out) half_out[i] = __float2half_rn(o);
   }
 }
 
@@ -92,6 +102,7 @@ void launch_rms_norm(const RmsNormParams& p, cudaStream_t stream) {
   LLM_REQUIRE(p.ne0 > 0 && p.rows > 0 && p.rows <= 0x7fffffff, "bad shape");
   LLM_REQUIRE(p.eps >= 0.0f, "negative eps");
   LLM_REQUIRE(!p.add == !p.sum && !(p.add && p.residual), "rms_norm: add needs sum, and excludes residual");
+  LLM_REQUIRE(reinterpret_cast<uintptr_t>(p.half_out) % 16 == 0, "rms_norm: half_out must be 16-byte aligned");
   if (p.ne0 <= 256)
     rms_norm_kernel<64, 1><<<unsigned(p.rows), 64, 0, stream>>>(p);
   else

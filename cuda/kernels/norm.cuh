@@ -19,6 +19,9 @@ struct RmsNormParams {
   // sum ([ne0, rows]; may equal x or add). out must not overlap sum.
   const float* add = nullptr;
   float* sum = nullptr;
+  // out also as half, rounded to nearest ([ne0, rows], 16-byte aligned, or null): the x a product after the norm
+  // reads from its scratch, as launch_x_to_half would have written it (one conversion launch fewer).
+  void* half_out = nullptr;
 };
 
 void launch_rms_norm(const RmsNormParams& p, cudaStream_t stream);

@@ -3,6 +3,8 @@
 // broadcast, SiLU, SwiGLU, softmax, argmax.
 #include <algorithm>
 
+#include <cuda_fp16.h>
+
 #include "cuda/kernels/elementwise.cuh"
 #include "cuda/kernels/norm.cuh"
 #include "cuda/kernels/rope.cuh"
@@ -84,6 +86,39 @@ TEST(OpKernels, RmsNormAfterAdd) {
         EXPECT_TRUE(close(what + " (sum)", download<float>(sum_buf, x.size()), widened(sum), {0.0}, 0.0));
         EXPECT_TRUE(close(what, download<float>(mode == 3 ? dx : out, x.size()), widened(want), {1e-6}, 1e-5));
       }
+}
+
+// The half copy of the output a product after the norm reads (RmsNormParams::half_out): each element the float
+// output rounded to nearest, as launch_x_to_half rounds it, on the register path (3840, 4096) and the loop (9000,
+// 257: past the registers, and not whole float4s).
+TEST(OpKernels, RmsNormHalfCopy) {
+  REQUIRE_GPU();
+  std::mt19937 rng(8);
+  for (int64_t ne0 : {257, 3840, 4096, 9000})
+    for (const bool with_add : {false, true}) {
+      const int64_t rows = 3;
+      const auto x = random_floats(rng, ne0 * rows, -3.0f, 3.0f), a = random_floats(rng, ne0 * rows);
+      const auto w = random_floats(rng, ne0);
+      auto dx = upload(x), da = upload(a), dw = upload(w);
+      auto out = poisoned_f32(x.size()), ds = poisoned_f32(x.size());
+      cuda::DeviceBuffer half(x.size() * 2);
+      cuda::RmsNormParams p{dx.as<float>(), dw.as<float>(), out.as<float>(), ne0, rows, 1e-5f};
+      if (with_add) p.add = da.as<float>(), p.sum = ds.as<float>();
+      p.half_out = half.get();
+      cuda::launch_rms_norm(p, nullptr);
+      const auto got = download<float>(out, x.size());
+      const auto h = download<uint16_t>(half, x.size());
+      for (size_t i = 0; i < x.size(); ++i) {
+        const __half want = __float2half_rn(got[i]);
+        ASSERT_EQ(h[i], *reinterpret_cast<const uint16_t*>(&want))
+            << "rms_norm half copy " << shape(ne0, rows) << (with_add ? " after add" : "") << " at " << i;
+      }
+    }
+  cuda::RmsNormParams bad{nullptr, nullptr, nullptr, 4, 1, 1e-5f};
+  auto d = poisoned_f32(4);
+  bad.x = d.as<float>(), bad.out = d.as<float>();
+  bad.half_out = reinterpret_cast<void*>(uintptr_t(d.get()) + 2);
+  EXPECT_THROW(cuda::launch_rms_norm(bad, nullptr), cuda::InvalidArgument) << "half_out not 16-byte aligned";
 }
 
 TEST(OpKernels, Rope) {
