@@ -24,6 +24,28 @@ std::vector<int64_t> row_lengths(const Case& c) {
 
 class BatchMm : public ::testing::TestWithParam<Case> {};
 
+// The half tiles' bound (gpu_test::half_tile_tolerance) of every output of W [K, N] (as in the file) times x [K, T]:
+// ceil(K / 16) k-steps, then up to 4 warps' k groups and 8 splits of K added after.
+std::vector<double> tile_tolerance(Type type, const std::vector<uint8_t>& w, const std::vector<float>& x, int64_t K,
+                                   int64_t N, int64_t T, const std::vector<float>* bias) {
+  std::vector<double> atol(size_t(N * T));
+  const std::vector<uint8_t> wz = type == Type::Q4_K ? q4_k_codes_zeroed(w) : w;
+  for (int64_t n = 0; n < N; ++n) {
+    const auto row = ref_row(w, type, K, n), zrow = ref_row(wz, type, K, n);
+    for (int64_t t = 0; t < T; ++t)
+      atol[size_t(t * N + n)] = half_tile_tolerance(type, row, zrow, &x[size_t(t * K)], K,
+                                                    bias ? std::fabs((*bias)[size_t(n)]) : 0.0,
+                                                    double((K + 15) / 16 + 12));
+  }
+  return atol;
+}
+
+// Every launch leaves the split counters zero for the next.
+void expect_counters_zero(const cuda::DeviceBuffer& counters) {
+  const auto left = download<uint32_t>(counters, cuda::kBatchMmCounterBytes / 4);
+  ASSERT_EQ(std::count(left.begin(), left.end(), 0u), std::ptrdiff_t(left.size())) << "counters left nonzero";
+}
+
 TEST_P(BatchMm, MatchesReference) {
   REQUIRE_GPU();
   const Case c = GetParam();
@@ -40,17 +62,7 @@ TEST_P(BatchMm, MatchesReference) {
         const bool with_bias = N == 77;
         std::vector<double> ref, mag, mx;
         reference(w, c.type, x, K, N, T, with_bias ? &bias : nullptr, ref, mag, mx);  // before any regrouping
-        // The half tiles' bound (gpu_test::half_tile_tolerance): ceil(K / 16) k-steps, then up to 4 warps' k groups
-        // and 8 splits of K added after.
-        std::vector<double> atol(size_t(N * T));
-        const std::vector<uint8_t> wz = c.type == Type::Q4_K ? q4_k_codes_zeroed(w) : w;
-        for (int64_t n = 0; n < N; ++n) {
-          const auto row = ref_row(w, c.type, K, n), zrow = ref_row(wz, c.type, K, n);
-          for (int64_t t = 0; t < T; ++t)
-            atol[size_t(t * N + n)] = half_tile_tolerance(c.type, row, zrow, &x[size_t(t * K)], K,
-                                                          with_bias ? std::fabs(bias[size_t(n)]) : 0.0,
-                                                          double((K + 15) / 16 + 12));
-        }
+        const std::vector<double> atol = tile_tolerance(c.type, w, x, K, N, T, with_bias ? &bias : nullptr);
         if (c.regrouped) {
           std::vector<uint8_t> g(w.size());
           cuda::q6_kx8_regroup_host(w.data(), g.data(), K, N);
@@ -83,8 +95,7 @@ TEST_P(BatchMm, MatchesReference) {
                                 " T=" + std::to_string(T),
                             download<float>(dg, N * T), gref, gtol, 0.0));
         }
-        const auto left = download<uint32_t>(counters, cuda::kBatchMmCounterBytes / 4);
-        ASSERT_EQ(std::count(left.begin(), left.end(), 0u), std::ptrdiff_t(left.size())) << "counters left nonzero";
+        expect_counters_zero(counters);
       }
 }
 
@@ -135,21 +146,12 @@ TEST_P(BatchMm, StackedMatricesMatchReference) {
         const bool with_bias = m == 1;
         std::vector<double> ref, mag, mx;
         reference(w[size_t(m)], c.type, x, K, N, T, with_bias ? &bias : nullptr, ref, mag, mx);
-        std::vector<double> atol(size_t(N * T));
-        const std::vector<uint8_t> wz = c.type == Type::Q4_K ? q4_k_codes_zeroed(w[size_t(m)]) : w[size_t(m)];
-        for (int64_t n = 0; n < N; ++n) {
-          const auto row = ref_row(w[size_t(m)], c.type, K, n), zrow = ref_row(wz, c.type, K, n);
-          for (int64_t t = 0; t < T; ++t)
-            atol[size_t(t * N + n)] = half_tile_tolerance(c.type, row, zrow, &x[size_t(t * K)], K,
-                                                          with_bias ? std::fabs(bias[size_t(n)]) : 0.0,
-                                                          double((K + 15) / 16 + 12));
-        }
+        const auto atol = tile_tolerance(c.type, w[size_t(m)], x, K, N, T, with_bias ? &bias : nullptr);
         EXPECT_TRUE(close("batch_mm stack " + layout_name(c) + " matrix " + std::to_string(m) + " of " +
                               std::to_string(n_mats) + " T=" + std::to_string(T),
                           download<float>(dy[size_t(m)], N * T), ref, atol, 0.0));
       }
-      const auto left = download<uint32_t>(counters, cuda::kBatchMmCounterBytes / 4);
-      ASSERT_EQ(std::count(left.begin(), left.end(), 0u), std::ptrdiff_t(left.size())) << "counters left nonzero";
+      expect_counters_zero(counters);
     }
 }
 
