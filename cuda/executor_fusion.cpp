@@ -25,6 +25,10 @@
 //   launch (attention_o.cuh) where the session regrouped o by columns: the Add's value lives in a 64-bit
 //   fixed-point accumulator, which the folded norm's Q4_0 readers take as x (MatvecParams::x_fixed), the first of
 //   them writing the Add's float slot for the later residual add.
+// - Products of a few tokens (the small-batch kernel): q/k/v, and gate/up above kBatchMmGluMaxTokens, of one x, type
+//   and layout as one launch (stack_small_batch); the SwiGLU as the up launch's epilogue at up to
+//   kBatchMmGluMaxTokens (fold_glu_into_up); a norm before a product of many tokens writes its half x
+//   (RmsNormParams::half_out, lower_rms_norm).
 // - A mixture's routing (Softmax, TopK, MoeWeights) as one launch, its gate/up products with the activation as
 //   one, and its down products with the weighted sum and the residual Add as one (executor_moe.cpp).
 // A paged graph (g.kv.paged()) does not take the attention + o launch, which addresses one sequence's cache by
