@@ -325,15 +325,9 @@ void Executor::lower_rms_norm(const Node& n) {
   }
   if (const Node& a = g_.node(n.inputs[0]); lowering(a.id) == Lowering::InNorm)  // fold_add_norm: the Add first
     p.x = f32_in(a, 0), p.add = f32_in(a, 1), p.sum = f32_out(a);
-  // A product of many tokens reading the norm right after it takes x as half from the GEMM scratch: the norm writes
-  // it there, and that product's launch finds it (last_gemm_, lower_gemm) instead of converting x itself.
-  const auto& us = users_.at(size_t(n.id));
-  const bool half = opt_.fuse && n.shape.rows() > 1 && p.out == f32_out(n) && !us.empty() &&
-                    product_converts_x(g_.node(us.front())) &&
-                    size_t(p.ne0 * p.rows) * 2 <= gemm_scratch_.bytes();
-  if (half) p.half_out = gemm_scratch_.get();
+  if (p.out == f32_out(n)) p.half_out = half_x_for(n);
   steps_.push_back([p](cudaStream_t s) { launch_rms_norm(p, s); });
-  if (half) last_gemm_ = {steps_.size(), p.out, p.ne0, p.rows};
+  if (p.half_out) last_gemm_ = {steps_.size(), p.out, p.ne0, p.rows};
 }
 
 void Executor::lower_mul_mat(const Node& n) {
@@ -353,6 +347,16 @@ void Executor::lower_mul_mat(const Node& n) {
     return;
   }
   lower_gemm(n);
+}
+
+// A product of many tokens reading this node right after it takes x as half from the GEMM scratch: the node's launch
+// (a norm, a SwiGLU) writes it there beside its float output, and the product's launch finds it (last_gemm_, set by
+// the caller once the step is pushed) instead of converting x itself. Null where no such product follows.
+void* Executor::half_x_for(const Node& n) const {
+  const auto& us = users_.at(size_t(n.id));
+  if (!opt_.fuse || n.shape.rows() <= 1 || us.empty() || !product_converts_x(g_.node(us.front()))) return nullptr;
+  if (size_t(n.shape.elements()) * 2 > gemm_scratch_.bytes()) return nullptr;
+  return gemm_scratch_.get();
 }
 
 // Whether lower_gemm's launch for this MulMat converts its x to half in the GEMM scratch (the GEMM, and the
@@ -442,8 +446,9 @@ void Executor::lower_unary(const Node& n) {
 
 void Executor::lower_geglu(const Node& n) {
   if (lowering(n.id) == Lowering::Epilogue) return;  // written by the gate/up launch (fold_swiglu_epilogue)
-  const SwiGluParams p{f32_in(n, 0), f32_in(n, 1), f32_out(n), n.shape.elements()};
+  const SwiGluParams p{f32_in(n, 0), f32_in(n, 1), f32_out(n), n.shape.elements(), half_x_for(n)};
   steps_.push_back([p](cudaStream_t s) { launch_geglu(p, s); });
+  if (p.half_out) last_gemm_ = {steps_.size(), p.out, n.shape.ne[0], n.shape.rows()};
 }
 
 void Executor::lower_slice(const Node& n) {
@@ -455,6 +460,12 @@ void Executor::lower_slice(const Node& n) {
 
 void Executor::lower_swiglu(const Node& n) {
   if (lowering(n.id) == Lowering::Epilogue) return;  // written by the gate/up launch (fold_swiglu_epilogue)
+  if (void* half = half_x_for(n)) {  // the down product's half x as well: the ahead-of-time kernel writes both
+    const SwiGluParams p{f32_in(n, 0), f32_in(n, 1), f32_out(n), n.shape.elements(), half};
+    steps_.push_back([p](cudaStream_t s) { launch_swiglu(p, s); });
+    last_gemm_ = {steps_.size(), p.out, n.shape.ne[0], n.shape.rows()};
+    return;
+  }
   if (const FusedElementwise* f = fused({FusedKind::SwiGlu, n.shape.elements(), n.shape.elements()})) {
     const float *a = f32_in(n, 0), *b = f32_in(n, 1);
     float* out = f32_out(n);

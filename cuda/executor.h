@@ -242,6 +242,7 @@ class Executor {
   void stack_small_batch(const graph::Node& mulmat);
   bool feeds_glu(const graph::Node& mulmat) const;
   bool product_converts_x(const graph::Node& mulmat) const;
+  void* half_x_for(const graph::Node& n) const;
   void fold_qk_norms(const graph::Node& attention);
   // The attention + o launch (executor_fusion.cpp): the o MulMat read by it, and the residual Add it computes.
   struct AttentionO {

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include <cuda_fp16.h>
+
 #include "cuda/check.h"
 #include "cuda/kernels/swiglu.cuh"
 #include "cuda/kernels/gelu.cuh"
@@ -34,8 +36,11 @@ __global__ void unary_kernel(UnaryParams p) {
 }
 
 __global__ void geglu_kernel(SwiGluParams p) {
-  for (int64_t i = int64_t(blockIdx.x) * kThreads + threadIdx.x; i < p.n; i += int64_t(gridDim.x) * kThreads)
-    p.out[i] = float(gelu_tanh(p.gate[i]) * double(p.up[i]));
+  for (int64_t i = int64_t(blockIdx.x) * kThreads + threadIdx.x; i < p.n; i += int64_t(gridDim.x) * kThreads) {
+    const float v = float(gelu_tanh(p.gate[i]) * double(p.up[i]));
+    p.out[i] = v;
+    if (p.half_out) static_cast<__half*>(p.half_out)[i] = __float2half_rn(v);
+  }
 }
 
 __global__ void slice_kernel(SliceParams p) {
@@ -47,8 +52,11 @@ __global__ void slice_kernel(SliceParams p) {
 }
 
 __global__ void swiglu_kernel(SwiGluParams p) {
-  for (int64_t i = int64_t(blockIdx.x) * kThreads + threadIdx.x; i < p.n; i += int64_t(gridDim.x) * kThreads)
-    p.out[i] = silu(p.gate[i]) * p.up[i];
+  for (int64_t i = int64_t(blockIdx.x) * kThreads + threadIdx.x; i < p.n; i += int64_t(gridDim.x) * kThreads) {
+    const float v = silu(p.gate[i]) * p.up[i];
+    p.out[i] = v;
+    if (p.half_out) static_cast<__half*>(p.half_out)[i] = __float2half_rn(v);
+  }
 }
 
 }  // namespace

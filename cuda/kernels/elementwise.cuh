@@ -37,6 +37,7 @@ struct SwiGluParams {
   const float* up = nullptr;    // [n]
   float* out = nullptr;         // [n] = silu(gate) * up (launch_geglu: gelu_tanh(gate) * up)
   int64_t n = 0;
+  void* half_out = nullptr;     // [n] out as half, rounded to nearest, or null: the next product's x (as norm.cuh)
 };
 void launch_swiglu(const SwiGluParams& p, cudaStream_t stream);
 // Gemma's feed-forward gate: the tanh-approximated GELU in double, rounded once (graph::ref::geglu).

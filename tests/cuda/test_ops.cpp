@@ -121,6 +121,29 @@ TEST(OpKernels, RmsNormHalfCopy) {
   EXPECT_THROW(cuda::launch_rms_norm(bad, nullptr), cuda::InvalidArgument) << "half_out not 16-byte aligned";
 }
 
+// The SwiGLU's and GeGLU's half copy for the down product (SwiGluParams::half_out): the float output rounded to
+// nearest, element by element.
+TEST(OpKernels, GluHalfCopy) {
+  REQUIRE_GPU();
+  std::mt19937 rng(9);
+  for (const int64_t n : {1, 1000, 14336 * 3})
+    for (const bool gelu : {false, true}) {
+      const auto g = random_floats(rng, n, -4.0f, 4.0f), u = random_floats(rng, n);
+      auto dg = upload(g), du = upload(u);
+      auto out = poisoned_f32(size_t(n));
+      cuda::DeviceBuffer half(size_t(n) * 2);
+      const cuda::SwiGluParams p{dg.as<float>(), du.as<float>(), out.as<float>(), n, half.get()};
+      gelu ? cuda::launch_geglu(p, nullptr) : cuda::launch_swiglu(p, nullptr);
+      const auto got = download<float>(out, size_t(n));
+      const auto h = download<uint16_t>(half, size_t(n));
+      for (int64_t i = 0; i < n; ++i) {
+        const __half want = __float2half_rn(got[size_t(i)]);
+        ASSERT_EQ(h[size_t(i)], *reinterpret_cast<const uint16_t*>(&want))
+            << (gelu ? "geglu" : "swiglu") << " half copy n=" << n << " at " << i;
+      }
+    }
+}
+
 TEST(OpKernels, Rope) {
   REQUIRE_GPU();
   std::mt19937 rng(2);
