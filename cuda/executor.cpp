@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <numeric>
 
 #include "cuda/capabilities.h"
 #include "cuda/kernels/attention.cuh"
@@ -394,26 +395,26 @@ void Executor::lower_gemm(const Node& n) {
   GluEpilogue glu;
   if (it != glu_epilogues_.end()) glu = {f32_out(g_.node(it->second.gate)), it->second.gelu};
   float* y = glu.gate ? f32_out(g_.node(it->second.glu)) : p.y;
+  ProductStack stack;  // stack_small_batch: the later matrices of the same x in this launch
+  if (const auto st = small_batch_stacks_.find(n.id); st != small_batch_stacks_.end()) {
+    for (const graph::NodeId id : st->second) {
+      const Node& m = g_.node(id);
+      const Node& mw = g_.node(m.inputs[0]);
+      stack.w[stack.n] = weight_ptr(mw), stack.y[stack.n] = f32_out(m), stack.N[stack.n] = mw.shape.ne[1];
+      stack.bias[stack.n++] = m.inputs.size() > 2 && m.inputs[2] != graph::kNoNode ? f32_in(m, 2) : nullptr;
+    }
+  }
+  int64_t rows = N;  // of the launch: the stack's in all
+  if (stack.n) rows = ::std::accumulate(stack.N, stack.N + stack.n, int64_t(0));
   if (few_cols) {
-    MatvecColsParams c{p.w, type, p.x, bias, y, K, N, T, p.regrouped, glu};
-    steps_.push_back([c](cudaStream_t s) { launch_matvec_cols(c, s); });
+    MatvecColsParams c{p.w, type, p.x, bias, y, K, rows, T, p.regrouped, glu};
+    steps_.push_back([c, stack](cudaStream_t s) { launch_matvec_cols(c, s, stack.n ? &stack : nullptr); });
     return;
   }
   LLM_REQUIRE(!glu.gate || small_batch, describe(n) + ": a SwiGLU epilogue planned for a launch that cannot apply it");
   if (small_batch) {
-    BatchMmParams b{p.w, type, p.x, bias, y, K, N, T, p.scratch, p.scratch_bytes, p.x_in_scratch, p.regrouped};
+    BatchMmParams b{p.w, type, p.x, bias, y, K, rows, T, p.scratch, p.scratch_bytes, p.x_in_scratch, p.regrouped};
     b.tile_counters = static_cast<uint32_t*>(batch_mm_counters_.get());
-    BatchMmStack stack;  // stack_small_batch: the later matrices of the same x in this launch
-    if (const auto st = small_batch_stacks_.find(n.id); st != small_batch_stacks_.end()) {
-      b.N = 0;
-      for (const graph::NodeId id : st->second) {
-        const Node& m = g_.node(id);
-        const Node& mw = g_.node(m.inputs[0]);
-        stack.w[stack.n] = weight_ptr(mw), stack.y[stack.n] = f32_out(m), stack.N[stack.n] = mw.shape.ne[1];
-        stack.bias[stack.n++] = m.inputs.size() > 2 && m.inputs[2] != graph::kNoNode ? f32_in(m, 2) : nullptr;
-        b.N += mw.shape.ne[1];
-      }
-    }
     steps_.push_back([b, glu, stack](cudaStream_t s) { launch_batch_mm(b, s, glu, stack.n ? &stack : nullptr); });
     return;
   }

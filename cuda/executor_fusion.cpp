@@ -112,12 +112,11 @@ void Executor::plan_mul_mat(const Node& n) {
   // the GEMM path's f16 operands could pick another expert than the reference where two scores nearly tie.
   const bool router = ::std::get<graph::WeightParams>(w.params).role == graph::WeightRole::FfnRouter;
   if (lowering(n.id) == Lowering::InSibling) return;  // computed with an earlier matrix that reads the same x
-  if (batch_mm_takes(n)) {  // the small-batch kernel (lower_gemm), with the later matrices of its x
+  if (batch_mm_takes(n) || matvec_cols_takes(n)) {  // the small-batch kernels (lower_gemm), stacked where they can
     stack_small_batch(n);
     return;
   }
   if ((n.shape.rows() > opt_.matvec_max_tokens && !router) || q4_0_cols(w)) return;  // GEMM
-  if (matvec_cols_takes(n)) return;  // the few-column kernel (lower_gemm)
   MatvecParams p = matvec_params(n);
   if (const Node& x = g_.node(n.inputs[1]); x.op == Op::RmsNorm && lowering(x.id) == Lowering::InReaders)
     p.x = f32_in(x, 0), p.norm_w = f32_in(x, 1), p.norm_eps = ::std::get<graph::RmsNormParams>(x.params).eps;
@@ -256,10 +255,11 @@ void Executor::fold_glu_into_up(const Node& glu) {
   count_fusion(Fusion::SmallBatchGlu);
 }
 
-// Later MulMats of the same x, type, K and layout taken by the small-batch kernel (q/k/v; gate/up above
-// kBatchMmGluMaxTokens, where the SwiGLU epilogue does not take them) join this one's launch (BatchMmStack): their
-// rows stacked after its own, their outputs written at its step, so no tensor alive in between may share their slots
-// (checked on the plan). One launch instead of three: k's and v's few rows each paid a whole launch's latency.
+// Later MulMats of the same x, type, K and layout taken by the same small-batch kernel as this one (the tensor-core
+// or the few-column kernel: q/k/v; gate/up above kBatchMmGluMaxTokens, where the SwiGLU epilogue does not take them)
+// join this one's launch (ProductStack): their rows stacked after its own, their outputs written at its step, so no
+// tensor alive in between may share their slots (checked on the plan). One launch instead of three: k's and v's few
+// rows each paid a whole launch's latency.
 void Executor::stack_small_batch(const Node& n) {
   if (!opt_.fuse || lowering(n.id) != Lowering::Own) return;
   const int64_t T = n.shape.rows();
@@ -267,19 +267,24 @@ void Executor::stack_small_batch(const Node& n) {
   const Node& w = g_.node(n.inputs[0]);
   const auto type = ::std::get<graph::WeightParams>(w.params).type;
   const int64_t K = w.shape.ne[0];
+  const bool few_cols = matvec_cols_takes(n);
+  const auto same_kernel = [&](const Node& m) { return few_cols ? matvec_cols_takes(m) : batch_mm_takes(m); };
+  const auto takes_rows = [&](int64_t N) {
+    return few_cols ? matvec_cols_supports(type, regrouped(w), K, N, T) : batch_mm_supports(type, regrouped(w), K, N, T);
+  };
   ::std::vector<NodeId> members{n.id};
   int64_t rows = w.shape.ne[1];
   for (const NodeId u : users_.at(size_t(n.inputs[1]))) {
-    if (u <= n.id || members.size() == size_t(BatchMmStack::kMax)) continue;
+    if (u <= n.id || members.size() == size_t(ProductStack::kMax)) continue;
     const Node& m = g_.node(u);
     if (m.op != Op::MulMat || m.inputs.size() < 2 || m.inputs[1] != n.inputs[1] || lowering(u) != Lowering::Own)
       continue;
     const Node& mw = g_.node(m.inputs[0]);
     if (mw.op != Op::Weight || ::std::get<graph::WeightParams>(mw.params).type != type || mw.shape.ne[0] != K ||
-        regrouped(mw) != regrouped(w) || !batch_mm_takes(m) || (T <= kBatchMmGluMaxTokens && feeds_glu(m)))
+        regrouped(mw) != regrouped(w) || !same_kernel(m) || (T <= kBatchMmGluMaxTokens && feeds_glu(m)))
       continue;
-    // The rows so far end on a whole tile; the stack stays within what one launch's counters hold.
-    if (rows % 32 != 0 || !batch_mm_supports(type, regrouped(w), K, rows + mw.shape.ne[1], T)) continue;
+    // The rows so far end on a whole tile; the stack stays within what one launch takes (the tile counters).
+    if (rows % 32 != 0 || !takes_rows(rows + mw.shape.ne[1])) continue;
     if (!plan_.owns(u) || !slot_free_between(u, n.id, u)) continue;
     members.push_back(u);
     rows += mw.shape.ne[1];

@@ -579,12 +579,12 @@ Plan plan_launch(const BatchMmParams& p, int64_t resident) {
 
 // The one-n-tile instances take the SwiGLU epilogue as a last argument; the others are compiled without it (with it
 // as an unused argument, the 16- and 32-token launches decoded 0.8% slower: kernel notes, session 23). kStack: the
-// instances of stacked launches (a BatchMmStack argument).
+// instances of stacked launches (a ProductStack argument).
 template <quant::Type Q, bool kX8, int R, int NT, bool kSegments, bool kStack = false>
 constexpr auto kernel_for() {
   if constexpr (kStack) {
-    if constexpr (kFragments<Q, kX8>) return batch_mm_frag_kernel<Q, kX8, R, NT, kSegments, BatchMmStack>;
-    else return batch_mm_tile_kernel<Q, kX8, R, NT, kSegments, BatchMmStack>;
+    if constexpr (kFragments<Q, kX8>) return batch_mm_frag_kernel<Q, kX8, R, NT, kSegments, ProductStack>;
+    else return batch_mm_tile_kernel<Q, kX8, R, NT, kSegments, ProductStack>;
   } else if constexpr (NT == 1) {
     if constexpr (kFragments<Q, kX8>) return batch_mm_frag_kernel<Q, kX8, R, NT, kSegments, GluEpilogue>;
     else return batch_mm_tile_kernel<Q, kX8, R, NT, kSegments, GluEpilogue>;
@@ -608,7 +608,7 @@ int64_t prepare_instances() {
 }
 
 template <quant::Type Q, bool kX8, int R, int NT>
-void launch_tile(const BatchMmParams& p, const __half* xh, const GluEpilogue& glu, const BatchMmStack* stack, size_t rb,
+void launch_tile(const BatchMmParams& p, const __half* xh, const GluEpilogue& glu, const ProductStack* stack, size_t rb,
                  cudaStream_t stream) {
   constexpr size_t smem = smem_bytes<Q, kX8, R, NT>();
   static const int64_t resident = prepare_instances<Q, kX8, R, NT>();
@@ -626,7 +626,7 @@ void launch_tile(const BatchMmParams& p, const __half* xh, const GluEpilogue& gl
 }
 
 template <quant::Type Q, bool kX8>
-void launch_for_tokens(const BatchMmParams& p, const __half* xh, const GluEpilogue& glu, const BatchMmStack* stack,
+void launch_for_tokens(const BatchMmParams& p, const __half* xh, const GluEpilogue& glu, const ProductStack* stack,
                        size_t rb, cudaStream_t stream) {
   const Shape s = shape_for_tokens(p.T);
   if (s.cols == 8) launch_tile<Q, kX8, 16, 1>(p, xh, glu, stack, rb, stream);
@@ -637,8 +637,8 @@ void launch_for_tokens(const BatchMmParams& p, const __half* xh, const GluEpilog
 
 // A stacked launch's matrices: one to three, the first at p.w, their rows adding up to p.N, each but the last a
 // whole number of the widest tile's rows, each 16-byte aligned (regrouped: each fits Q6_Kx8).
-void check_stack(const BatchMmParams& p, const BatchMmStack& s, const GluEpilogue& glu) {
-  LLM_REQUIRE(s.n >= 1 && s.n <= BatchMmStack::kMax, "small-batch stack: 1 to 3 matrices");
+void check_stack(const BatchMmParams& p, const ProductStack& s, const GluEpilogue& glu) {
+  LLM_REQUIRE(s.n >= 1 && s.n <= ProductStack::kMax, "small-batch stack: 1 to 3 matrices");
   LLM_REQUIRE(!glu.gate, "small-batch stack: no SwiGLU epilogue");
   LLM_REQUIRE(s.w[0] == p.w, "small-batch stack: the launch's w is the first matrix");
   int64_t total = 0;
@@ -674,7 +674,7 @@ bool batch_mm_reads_float_x(quant::Type type, bool regrouped, int64_t T) {
 
 size_t batch_mm_scratch(int64_t K, int64_t, int64_t T) { return align256(size_t(K) * size_t(T) * 2) + part_bytes(T); }
 
-void launch_batch_mm(const BatchMmParams& p, cudaStream_t stream, const GluEpilogue& glu, const BatchMmStack* stack) {
+void launch_batch_mm(const BatchMmParams& p, cudaStream_t stream, const GluEpilogue& glu, const ProductStack* stack) {
   LLM_REQUIRE(p.w && p.x && p.y, "null pointer");
   LLM_REQUIRE(p.N > 0 && p.N <= int64_t(16) * 0x7fffffff, "rows out of range");
   LLM_REQUIRE(batch_mm_supports(p.type, p.regrouped, p.K, p.N, p.T),

@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "cuda/kernels/glu_epilogue.cuh"
+#include "cuda/kernels/product_stack.cuh"
 #include "quant/types.h"
 
 namespace cuda {
@@ -38,19 +39,6 @@ struct BatchMmParams {
   uint32_t* tile_counters = nullptr;  // kBatchMmCounterBytes of zeroed words (above); every launch needs them
 };
 
-// Up to three matrices of one type, K and layout that read the same x, in one launch (q/k/v): their rows stacked in
-// this order, each N but the last a multiple of 32 (a tile never holds rows of two). The launch's BatchMmParams then
-// has the first one's w and the total N (its y and bias unused). A kernel argument of its own, as GluEpilogue: the
-// launches of one matrix compile without it.
-struct BatchMmStack {
-  static constexpr int kMax = 3;
-  const void* w[kMax] = {};
-  const float* bias[kMax] = {};
-  float* y[kMax] = {};
-  int64_t N[kMax] = {};
-  int n = 0;
-};
-
 // True when launch_batch_mm takes this matrix: Q4_0, Q8_0, Q4_K, Q6_K (Q6_K also regrouped), in the file's layout,
 // 1 <= T <= kBatchMmMaxTokens, N rows whose tiles the counters hold. Other types, layouts and sizes keep the matvec
 // / GEMM paths.
@@ -68,8 +56,8 @@ size_t batch_mm_scratch(int64_t K, int64_t N, int64_t T);
 // (weights must be 16-byte aligned). glu: the SwiGLU as the launch's epilogue (W the up matrix, y the activation's
 // output), T <= kBatchMmGluMaxTokens. A kernel argument of its own, not a field of BatchMmParams: with the fields,
 // the 16- and 32-token instances, which never take it, compiled differently and decoded 1% slower.
-// stack: the matrices of a stacked launch (BatchMmStack), or null; not with glu.
+// stack: the matrices of a stacked launch (product_stack.cuh), or null; not with glu.
 void launch_batch_mm(const BatchMmParams& p, cudaStream_t stream, const GluEpilogue& glu = {},
-                     const BatchMmStack* stack = nullptr);
+                     const ProductStack* stack = nullptr);
 
 }  // namespace cuda

@@ -79,13 +79,13 @@ __device__ __forceinline__ GluEpilogue glu_of(const Extra&... extra) {
 }
 
 // fn(params, rows, end of rows, row0 within the matrix) for the matrix of the launch that holds rows row0 on: in a
-// stacked launch (a BatchMmStack argument) the stack's matrix (params with its w, bias, y and N); else the launch's.
+// stacked launch (a ProductStack argument) the stack's matrix (params with its w, bias, y and N); else the launch's.
 template <class Fn, typename... Extra>
 __device__ __forceinline__ void with_matrix(const BatchMmParams& p, const uint8_t* w, const uint8_t* w_end,
                                             size_t row_bytes, int64_t row0, Fn&& fn, const Extra&... extra) {
-  if constexpr ((::std::is_same_v<Extra, BatchMmStack> || ...)) {
-    const BatchMmStack& s = (extra, ...);
-    static_assert(BatchMmStack::kMax == 3, "the selects below");
+  if constexpr ((::std::is_same_v<Extra, ProductStack> || ...)) {
+    const ProductStack& s = (extra, ...);
+    static_assert(ProductStack::kMax == 3, "the selects below");
     const int64_t end0 = s.N[0], end1 = end0 + s.N[1];
     const int m = row0 < end0 || s.n == 1 ? 0 : row0 < end1 || s.n == 2 ? 1 : 2;
     BatchMmParams q = p;  // selects, not s.w[m]: an indexed parameter array would go through local memory

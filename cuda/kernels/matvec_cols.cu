@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <string>
+#include <type_traits>
 
 #include "cuda/check.h"
 #include "cuda/device_info.h"
@@ -111,10 +112,34 @@ struct Decode<mv16::UnitQ6_Kx8> {
   }
 };
 
+// The matrix of a launch that holds row group g: the launch's own, or in a stacked launch (a ProductStack argument,
+// every matrix but the last a whole number of groups) the stack's, with its first group.
+struct ColsMatrix {
+  const uint8_t* w;
+  const float* bias;
+  float* y;
+  int64_t N, first_group;
+};
+template <int R, typename... Extra>
+__device__ __forceinline__ ColsMatrix cols_matrix(const MatvecColsParams& p, int64_t g, const Extra&... extra) {
+  if constexpr ((::std::is_same_v<Extra, ProductStack> || ...)) {
+    const ProductStack& s = (extra, ...);
+    static_assert(ProductStack::kMax == 3, "the selects below");
+    const int64_t f1 = s.N[0] / R, f2 = f1 + s.N[1] / R;
+    const int m = g < f1 || s.n == 1 ? 0 : g < f2 || s.n == 2 ? 1 : 2;
+    return {static_cast<const uint8_t*>(m == 0 ? s.w[0] : m == 1 ? s.w[1] : s.w[2]),
+            m == 0 ? s.bias[0] : m == 1 ? s.bias[1] : s.bias[2], m == 0 ? s.y[0] : m == 1 ? s.y[1] : s.y[2],
+            m == 0 ? s.N[0] : m == 1 ? s.N[1] : s.N[2], m == 0 ? 0 : m == 1 ? f1 : f2};
+  } else {
+    return {static_cast<const uint8_t*>(p.w), p.bias, p.y, p.N, 0};
+  }
+}
+
 // Block b owns row groups [b * gpb, (b + 1) * gpb) of R rows; slice s of them the groups g0 + s, g0 + s + slices, ...
-template <quant::Type Q, bool kAlt, int R, int NC>
+// A stacked launch (Extra: a ProductStack) numbers the groups of its matrices one after the other.
+template <quant::Type Q, bool kAlt, int R, int NC, typename... Extra>
 __global__ void __launch_bounds__(kMaxThreads, 1)
-    matvec_cols_kernel(MatvecColsParams p, size_t row_bytes, int64_t groups_per_block, int slices) {
+    matvec_cols_kernel(MatvecColsParams p, size_t row_bytes, int64_t groups_per_block, int slices, Extra... extra) {
   using U = typename mv16::UnitFor<Q, kAlt>::type;
   constexpr int kSums = R * NC;
   // The runs of x (runs_bytes), then [warp of a slice][gpb * R rows][NC] partial sums.
@@ -130,13 +155,23 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
   const int64_t g0 = int64_t(blockIdx.x) * groups_per_block;
   const int64_t g1 = g0 + groups_per_block < n_groups ? g0 + groups_per_block : n_groups;
   const int64_t cap = groups_per_block * R;
+  // The one-matrix instances keep their code as measured (a stack's lookup, even when it folds away, moved their
+  // PTX); the stacked ones find each group's matrix (cols_matrix).
+  constexpr bool kStacked = sizeof...(Extra) > 0;
   const uint8_t* w = static_cast<const uint8_t*>(p.w);
   typename U::Raw cur[R], nxt[R];
   const auto load_group = [&](typename U::Raw(&dst)[R], int64_t g) {
+    if constexpr (kStacked) {
+      const ColsMatrix m = cols_matrix<R>(p, g, extra...);
+      const int64_t n0 = (g - m.first_group) * R;
 #pragma unroll
-    for (int r = 0; r < R; ++r) {
-      const int64_t n = g * R + r < p.N ? g * R + r : p.N - 1;  // rows past N re-read the last row, not written
-      dst[r] = U::load(w + n * row_bytes, u);
+      for (int r = 0; r < R; ++r) dst[r] = U::load(m.w + (n0 + r < m.N ? n0 + r : m.N - 1) * row_bytes, u);
+    } else {
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        const int64_t n = g * R + r < p.N ? g * R + r : p.N - 1;  // rows past N re-read the last row, not written
+        dst[r] = U::load(w + n * row_bytes, u);
+      }
     }
   };
   const int64_t first = g0 + slice;
@@ -166,20 +201,34 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
   }
   __syncthreads();
   for (int64_t i = threadIdx.x; i < (g1 - g0) * R * NC; i += blockDim.x) {
-    const int64_t row = i / NC, n = g0 * R + row;
-    const int c = int(i - row * NC);
-    if (n >= p.N || c >= p.T) continue;
+    const int64_t row = i / NC;
     float y = 0.0f;
-    for (int wi = 0; wi < n_warps; ++wi) y += part[wi * cap * NC + i];
-    if (p.bias) y += p.bias[n];
-    p.y[c * p.N + n] = glu_finish(p.glu, y, c * p.N + n);
+    if constexpr (kStacked) {
+      const int64_t g = g0 + row / R;
+      const ColsMatrix m = cols_matrix<R>(p, g, extra...);
+      const int64_t n = (g - m.first_group) * R + row % R;
+      const int c = int(i - row * NC);
+      if (n >= m.N || c >= p.T) continue;
+      for (int wi = 0; wi < n_warps; ++wi) y += part[wi * cap * NC + i];
+      m.y[c * m.N + n] = y + (m.bias ? m.bias[n] : 0.0f);  // no epilogue in a stack (check_stack)
+    } else {
+      const int64_t n = g0 * R + row;
+      const int c = int(i - row * NC);
+      if (n >= p.N || c >= p.T) continue;
+      for (int wi = 0; wi < n_warps; ++wi) y += part[wi * cap * NC + i];
+      if (p.bias) y += p.bias[n];
+      p.y[c * p.N + n] = glu_finish(p.glu, y, c * p.N + n);
+    }
   }
 }
 
-template <quant::Type Q, bool kAlt, int NC>
-void launch_cols(const MatvecColsParams& p, cudaStream_t stream) {
+template <quant::Type Q, bool kAlt, int NC, bool kStack>
+void launch_cols(const MatvecColsParams& p, cudaStream_t stream, const ProductStack* stack) {
   constexpr int R = kRows;
-  constexpr auto kernel = matvec_cols_kernel<Q, kAlt, R, NC>;
+  constexpr auto kernel = [] {
+    if constexpr (kStack) return matvec_cols_kernel<Q, kAlt, R, NC, ProductStack>;
+    else return matvec_cols_kernel<Q, kAlt, R, NC>;
+  }();
   static const size_t opted = kernel_opt_in_smem(reinterpret_cast<const void*>(kernel));  // once, before capture
   (void)opted;
   const int tps = i16_threads_per_slice(p.K);
@@ -196,14 +245,36 @@ void launch_cols(const MatvecColsParams& p, cudaStream_t stream) {
   const int64_t gpb = ::std::min(cap, (n_groups + sms * bps - 1) / (sms * bps));
   const int64_t grid = (n_groups + gpb - 1) / gpb;
   LLM_REQUIRE(grid <= 0x7fffffff, "matvec_cols: too many rows");
-  launch_pdl(kernel, dim3(unsigned(grid)), dim3(unsigned(threads)), runs + size_t(gpb) * group_bytes, stream, p,
-             quant::row_bytes(p.type, p.K), gpb, slices);
+  if constexpr (kStack)
+    launch_pdl(kernel, dim3(unsigned(grid)), dim3(unsigned(threads)), runs + size_t(gpb) * group_bytes, stream, p,
+               quant::row_bytes(p.type, p.K), gpb, slices, *stack);
+  else
+    launch_pdl(kernel, dim3(unsigned(grid)), dim3(unsigned(threads)), runs + size_t(gpb) * group_bytes, stream, p,
+               quant::row_bytes(p.type, p.K), gpb, slices);
 }
 
 template <quant::Type Q, bool kAlt = false>
-void launch_for_cols(const MatvecColsParams& p, cudaStream_t stream) {
-  if (cols_for(p.T) == 2) launch_cols<Q, kAlt, 2>(p, stream);
-  else launch_cols<Q, kAlt, 4>(p, stream);
+void launch_for_cols(const MatvecColsParams& p, cudaStream_t stream, const ProductStack* stack) {
+  const bool two = cols_for(p.T) == 2;
+  if (stack) two ? launch_cols<Q, kAlt, 2, true>(p, stream, stack) : launch_cols<Q, kAlt, 4, true>(p, stream, stack);
+  else two ? launch_cols<Q, kAlt, 2, false>(p, stream, stack) : launch_cols<Q, kAlt, 4, false>(p, stream, stack);
+}
+
+// A stacked launch's matrices: one to three, the first at p.w, their rows adding up to p.N, each but the last a
+// whole number of row groups (a multiple of 32, as the small-batch kernel asks), each 16-byte aligned.
+void check_stack(const MatvecColsParams& p, const ProductStack& s) {
+  LLM_REQUIRE(s.n >= 1 && s.n <= ProductStack::kMax, "few-column stack: 1 to 3 matrices");
+  LLM_REQUIRE(!p.glu.gate, "few-column stack: no SwiGLU epilogue");
+  LLM_REQUIRE(s.w[0] == p.w, "few-column stack: the launch's w is the first matrix");
+  int64_t total = 0;
+  for (int m = 0; m < s.n; ++m) {
+    LLM_REQUIRE(s.w[m] && s.y[m] && s.N[m] > 0, "few-column stack: a matrix without rows, weights or output");
+    LLM_REQUIRE(m == s.n - 1 || s.N[m] % 32 == 0, "few-column stack: rows of all but the last a multiple of 32");
+    LLM_REQUIRE((reinterpret_cast<uintptr_t>(s.w[m]) & 15) == 0, "few-column stack: weights must be 16-byte aligned");
+    if (p.regrouped) LLM_REQUIRE(q6_kx8_fits(s.w[m], p.K), "Q6_Kx8 rows: K % 2048 == 0, 16-byte aligned");
+    total += s.N[m];
+  }
+  LLM_REQUIRE(total == p.N, "few-column stack: the launch's N is the matrices' rows in all");
 }
 
 }  // namespace
@@ -222,7 +293,7 @@ bool matvec_cols_supports(quant::Type type, bool regrouped, int64_t K, int64_t N
   return runs_bytes(K, T) + least_part + kReserveBytes <= current_device_smem_optin();
 }
 
-void launch_matvec_cols(const MatvecColsParams& p, cudaStream_t stream) {
+void launch_matvec_cols(const MatvecColsParams& p, cudaStream_t stream, const ProductStack* stack) {
   LLM_REQUIRE(p.w && p.x && p.y, "matvec_cols: null pointer");
   LLM_REQUIRE(matvec_cols_supports(p.type, p.regrouped, p.K, p.N, p.T),
               "few-column product: type " + ::std::string(quant::type_name(p.type)) +
@@ -231,13 +302,14 @@ void launch_matvec_cols(const MatvecColsParams& p, cudaStream_t stream) {
   LLM_REQUIRE((reinterpret_cast<uintptr_t>(p.w) & 15) == 0 && (reinterpret_cast<uintptr_t>(p.x) & 15) == 0,
               "few-column product: weights and x must be 16-byte aligned");
   if (p.regrouped) LLM_REQUIRE(q6_kx8_fits(p.w, p.K), "Q6_Kx8 rows: K % 2048 == 0, 16-byte aligned");
+  if (stack) check_stack(p, *stack);
   using quant::Type;
   switch (p.type) {
-    case Type::Q4_0: launch_for_cols<Type::Q4_0>(p, stream); break;
-    case Type::Q8_0: launch_for_cols<Type::Q8_0>(p, stream); break;
+    case Type::Q4_0: launch_for_cols<Type::Q4_0>(p, stream, stack); break;
+    case Type::Q8_0: launch_for_cols<Type::Q8_0>(p, stream, stack); break;
     case Type::Q6_K:
-      if (p.regrouped) launch_for_cols<Type::Q6_K, true>(p, stream);
-      else launch_for_cols<Type::Q6_K>(p, stream);
+      if (p.regrouped) launch_for_cols<Type::Q6_K, true>(p, stream, stack);
+      else launch_for_cols<Type::Q6_K>(p, stream, stack);
       break;
     default: throw InvalidArgument(::std::string("few-column product: no kernel for ") + quant::type_name(p.type));
   }

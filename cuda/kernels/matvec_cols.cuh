@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "cuda/kernels/glu_epilogue.cuh"
+#include "cuda/kernels/product_stack.cuh"
 #include "quant/types.h"
 
 namespace cuda {
@@ -36,6 +37,7 @@ bool matvec_cols_supports(quant::Type type, bool regrouped, int64_t K, int64_t N
 
 // Runs on `stream` (a programmatic dependent launch, pdl.cuh); never allocates. Throws cuda::InvalidArgument on bad
 // params (weights and x must be 16-byte aligned).
-void launch_matvec_cols(const MatvecColsParams& p, cudaStream_t stream);
+// stack: the matrices of a stacked launch (product_stack.cuh), or null; not with a SwiGLU epilogue.
+void launch_matvec_cols(const MatvecColsParams& p, cudaStream_t stream, const ProductStack* stack = nullptr);
 
 }  // namespace cuda

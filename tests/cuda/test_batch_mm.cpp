@@ -104,7 +104,7 @@ INSTANTIATE_TEST_SUITE_P(Types, BatchMm,
                                            Case{Type::Q6_K, false}, Case{Type::Q6_K, true}),
                          [](const auto& info) { return layout_name(info.param); });
 
-// Three matrices of one launch (BatchMmStack: q/k/v), rows stacked: each output as the matrix's own launch computes
+// Three matrices of one launch (ProductStack: q/k/v), rows stacked: each output as the matrix's own launch computes
 // it, for every type and token tile, stacks of two and three, a bias on one of them, the last matrix's rows leaving a
 // partial tile; the counters left zero.
 TEST_P(BatchMm, StackedMatricesMatchReference) {
@@ -122,7 +122,7 @@ TEST_P(BatchMm, StackedMatricesMatchReference) {
       const auto x = random_floats(rng, K * T);
       const auto bias = random_floats(rng, Ns[1]);
       auto dx = upload(x), db = upload(bias);
-      cuda::BatchMmStack stack;
+      cuda::ProductStack stack;
       int64_t total = 0;
       for (int m = 0; m < n_mats; ++m) {
         w[size_t(m)] = random_weights(rng, c.type, K, Ns[m]);
@@ -171,7 +171,7 @@ TEST(BatchMm, RefusesBadStacks) {
   cuda::DeviceBuffer scratch(sb);
   cuda::BatchMmParams p{dw.get(), Type::Q4_K, dx.as<float>(), nullptr, dy.as<float>(), K, 96, T, scratch.get(), sb};
   p.tile_counters = counters.as<uint32_t>();
-  cuda::BatchMmStack s;
+  cuda::ProductStack s;
   s.n = 2;
   s.w[0] = s.w[1] = dw.get(), s.y[0] = dy.as<float>(), s.y[1] = dy2.as<float>();
   s.N[0] = 40, s.N[1] = 56;  // 40: not a whole tile

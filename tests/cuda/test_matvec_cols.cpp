@@ -83,6 +83,60 @@ INSTANTIATE_TEST_SUITE_P(Types, MatvecCols,
                                            Case{Type::Q6_K, true}),
                          [](const auto& info) { return layout_name(info.param); });
 
+// Two and three matrices of one launch (ProductStack: q/k/v), rows stacked: each output within the one-matrix
+// launch's bound, a bias on one of them, the last matrix's rows leaving a partial group; and stacks the kernel
+// cannot take refused.
+TEST_P(MatvecCols, StackedMatricesMatchReference) {
+  REQUIRE_GPU();
+  const Case c = GetParam();
+  std::mt19937 rng(31 + int(c.type) + 100 * c.regrouped);
+  const int64_t K = row_lengths(c)[c.regrouped ? 0 : 1];
+  for (const int n_mats : {2, 3})
+    for (int64_t T : c.regrouped ? std::vector<int64_t>{2} : std::vector<int64_t>{2, 3, 4}) {
+      const int64_t Ns[3] = {96, 64, 77};
+      std::vector<std::vector<uint8_t>> w(static_cast<size_t>(n_mats));
+      std::vector<cuda::DeviceBuffer> dw, dy;
+      const auto x = random_floats(rng, K * T);
+      const auto bias = random_floats(rng, Ns[1]);
+      auto dx = upload(x), db = upload(bias);
+      cuda::ProductStack stack;
+      int64_t total = 0;
+      for (int m = 0; m < n_mats; ++m) {
+        w[size_t(m)] = random_weights(rng, c.type, K, Ns[m]);
+        std::vector<uint8_t> up = w[size_t(m)];
+        if (c.regrouped) cuda::q6_kx8_regroup_host(w[size_t(m)].data(), up.data(), K, Ns[m]);
+        dw.push_back(upload(up)), dy.push_back(poisoned_f32(Ns[m] * T));
+        stack.w[m] = dw.back().get(), stack.y[m] = dy.back().as<float>(), stack.N[m] = Ns[m];
+        stack.bias[m] = m == 1 ? db.as<float>() : nullptr;
+        total += Ns[m];
+      }
+      stack.n = n_mats;
+      const cuda::MatvecColsParams p{dw[0].get(), c.type, dx.as<float>(), nullptr, dy[0].as<float>(), K, total, T,
+                                     c.regrouped};
+      ASSERT_TRUE(cuda::matvec_cols_supports(c.type, c.regrouped, K, total, T));
+      cuda::launch_matvec_cols(p, nullptr, &stack);
+      for (int m = 0; m < n_mats; ++m) {
+        const int64_t N = Ns[m];
+        std::vector<double> ref, mag, mx;
+        reference(w[size_t(m)], c.type, x, K, N, T, m == 1 ? &bias : nullptr, ref, mag, mx);
+        const auto i16 = int16_bound(w[size_t(m)], c.type, x, K, N, T);
+        std::vector<double> atol(mag.size());
+        for (size_t i = 0; i < mag.size(); ++i) atol[i] = 1e-5 * mag[i] + i16[i] + 1e-6;
+        EXPECT_TRUE(close("matvec_cols stack " + layout_name(c) + " matrix " + std::to_string(m) + " of " +
+                              std::to_string(n_mats) + " T=" + std::to_string(T),
+                          download<float>(dy[size_t(m)], N * T), ref, atol, 0.0));
+      }
+      cuda::ProductStack bad = stack;
+      bad.N[0] = 40, bad.N[1] = 120;  // 40: not a multiple of 32
+      EXPECT_THROW(cuda::launch_matvec_cols(p, nullptr, &bad), cuda::InvalidArgument);
+      bad = stack, bad.N[0] = 64;  // the matrices' rows no longer add up to the launch's N
+      EXPECT_THROW(cuda::launch_matvec_cols(p, nullptr, &bad), cuda::InvalidArgument);
+      cuda::MatvecColsParams with_glu = p;
+      with_glu.glu = {dy[0].as<float>(), false};
+      EXPECT_THROW(cuda::launch_matvec_cols(with_glu, nullptr, &stack), cuda::InvalidArgument);
+    }
+}
+
 // What the kernel does not serve is refused up front, so the executor keeps those on the small-batch / GEMM paths.
 TEST(MatvecCols, SupportsOnlyItsTypesAndSizes) {
   REQUIRE_GPU();  // the shared-memory bound is the device's
