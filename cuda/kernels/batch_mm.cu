@@ -635,23 +635,6 @@ void launch_for_tokens(const BatchMmParams& p, const __half* xh, const GluEpilog
   static_assert(kMaxTileTokens == 32, "the widest tile above");
 }
 
-// A stacked launch's matrices: one to three, the first at p.w, their rows adding up to p.N, each but the last a
-// whole number of the widest tile's rows, each 16-byte aligned (regrouped: each fits Q6_Kx8).
-void check_stack(const BatchMmParams& p, const ProductStack& s, const GluEpilogue& glu) {
-  LLM_REQUIRE(s.n >= 1 && s.n <= ProductStack::kMax, "small-batch stack: 1 to 3 matrices");
-  LLM_REQUIRE(!glu.gate, "small-batch stack: no SwiGLU epilogue");
-  LLM_REQUIRE(s.w[0] == p.w, "small-batch stack: the launch's w is the first matrix");
-  int64_t total = 0;
-  for (int m = 0; m < s.n; ++m) {
-    LLM_REQUIRE(s.w[m] && s.y[m] && s.N[m] > 0, "small-batch stack: a matrix without rows, weights or output");
-    LLM_REQUIRE(m == s.n - 1 || s.N[m] % 32 == 0, "small-batch stack: rows of all but the last a multiple of 32");
-    LLM_REQUIRE((reinterpret_cast<uintptr_t>(s.w[m]) & 15) == 0, "small-batch stack: weights must be 16-byte aligned");
-    if (p.regrouped) LLM_REQUIRE(q6_kx8_fits(s.w[m], p.K), "Q6_Kx8 rows: K % 2048 == 0, 16-byte aligned");
-    total += s.N[m];
-  }
-  LLM_REQUIRE(total == p.N, "small-batch stack: the launch's N is the matrices' rows in all");
-}
-
 }  // namespace
 
 bool batch_mm_supports(quant::Type type, bool regrouped, int64_t K, int64_t N, int64_t T) {
@@ -689,7 +672,10 @@ void launch_batch_mm(const BatchMmParams& p, cudaStream_t stream, const GluEpilo
   if (p.regrouped) LLM_REQUIRE(q6_kx8_fits(p.w, p.K), "Q6_Kx8 rows: K % 2048 == 0, 16-byte aligned");
   LLM_REQUIRE(p.tile_counters, "small-batch product: tile_counters missing");
   LLM_REQUIRE(!glu.gate || p.T <= kBatchMmGluMaxTokens, "small-batch product: a SwiGLU epilogue above 8 tokens");
-  if (stack) check_stack(p, *stack, glu);
+  if (stack) {
+    LLM_REQUIRE(!glu.gate, "small-batch stack: no SwiGLU epilogue");
+    check_product_stack(*stack, p.w, p.N, p.K, p.regrouped, "small-batch");
+  }
   static_assert(kBatchMmGluMaxTokens == 8, "the one-n-tile instances (shape_for_tokens) apply it");
   const size_t rb = quant::row_bytes(p.type, p.K);
   auto* xh = static_cast<__half*>(p.scratch);

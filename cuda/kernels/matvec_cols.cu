@@ -210,7 +210,7 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
       const int c = int(i - row * NC);
       if (n >= m.N || c >= p.T) continue;
       for (int wi = 0; wi < n_warps; ++wi) y += part[wi * cap * NC + i];
-      m.y[c * m.N + n] = y + (m.bias ? m.bias[n] : 0.0f);  // no epilogue in a stack (check_stack)
+      m.y[c * m.N + n] = y + (m.bias ? m.bias[n] : 0.0f);  // no epilogue in a stack (launch_matvec_cols)
     } else {
       const int64_t n = g0 * R + row;
       const int c = int(i - row * NC);
@@ -260,23 +260,6 @@ void launch_for_cols(const MatvecColsParams& p, cudaStream_t stream, const Produ
   else two ? launch_cols<Q, kAlt, 2, false>(p, stream, stack) : launch_cols<Q, kAlt, 4, false>(p, stream, stack);
 }
 
-// A stacked launch's matrices: one to three, the first at p.w, their rows adding up to p.N, each but the last a
-// whole number of row groups (a multiple of 32, as the small-batch kernel asks), each 16-byte aligned.
-void check_stack(const MatvecColsParams& p, const ProductStack& s) {
-  LLM_REQUIRE(s.n >= 1 && s.n <= ProductStack::kMax, "few-column stack: 1 to 3 matrices");
-  LLM_REQUIRE(!p.glu.gate, "few-column stack: no SwiGLU epilogue");
-  LLM_REQUIRE(s.w[0] == p.w, "few-column stack: the launch's w is the first matrix");
-  int64_t total = 0;
-  for (int m = 0; m < s.n; ++m) {
-    LLM_REQUIRE(s.w[m] && s.y[m] && s.N[m] > 0, "few-column stack: a matrix without rows, weights or output");
-    LLM_REQUIRE(m == s.n - 1 || s.N[m] % 32 == 0, "few-column stack: rows of all but the last a multiple of 32");
-    LLM_REQUIRE((reinterpret_cast<uintptr_t>(s.w[m]) & 15) == 0, "few-column stack: weights must be 16-byte aligned");
-    if (p.regrouped) LLM_REQUIRE(q6_kx8_fits(s.w[m], p.K), "Q6_Kx8 rows: K % 2048 == 0, 16-byte aligned");
-    total += s.N[m];
-  }
-  LLM_REQUIRE(total == p.N, "few-column stack: the launch's N is the matrices' rows in all");
-}
-
 }  // namespace
 
 bool matvec_cols_supports(quant::Type type, bool regrouped, int64_t K, int64_t N, int64_t T) {
@@ -302,7 +285,10 @@ void launch_matvec_cols(const MatvecColsParams& p, cudaStream_t stream, const Pr
   LLM_REQUIRE((reinterpret_cast<uintptr_t>(p.w) & 15) == 0 && (reinterpret_cast<uintptr_t>(p.x) & 15) == 0,
               "few-column product: weights and x must be 16-byte aligned");
   if (p.regrouped) LLM_REQUIRE(q6_kx8_fits(p.w, p.K), "Q6_Kx8 rows: K % 2048 == 0, 16-byte aligned");
-  if (stack) check_stack(p, *stack);
+  if (stack) {
+    LLM_REQUIRE(!p.glu.gate, "few-column stack: no SwiGLU epilogue");
+    check_product_stack(*stack, p.w, p.N, p.K, p.regrouped, "few-column");
+  }
   using quant::Type;
   switch (p.type) {
     case Type::Q4_0: launch_for_cols<Type::Q4_0>(p, stream, stack); break;

@@ -17,4 +17,9 @@ struct ProductStack {
   int n = 0;
 };
 
+// Throws cuda::InvalidArgument (messages starting with `who`) unless the stack fits a launch of w and N rows of K
+// elements: one to three matrices, the first at w, their rows adding up to N, each but the last a multiple of 32,
+// each 16-byte aligned (regrouped: each fits Q6_Kx8).
+void check_product_stack(const ProductStack& s, const void* w, int64_t N, int64_t K, bool regrouped, const char* who);
+
 }  // namespace cuda

@@ -13,6 +13,8 @@
 #include <vector>
 
 #include "cuda/check.h"
+#include "cuda/kernels/product_stack.cuh"
+#include "cuda/kernels/q6_kx8.cuh"
 #include "cuda/raii.h"
 #include "graph/reference_ops.h"
 #include "quant/half.h"
@@ -89,6 +91,34 @@ inline std::vector<int> half_fields(quant::Type t) {
 
 // N rows of K elements of type t: random bits everywhere (every quant pattern occurs) with scales in a range that
 // keeps values O(1); plain float formats get uniform values in [-1, 1].
+inline std::vector<uint8_t> random_weights(std::mt19937& rng, quant::Type t, int64_t K, int64_t N);
+
+// Matrices of N[m] rows stacked for one launch (cuda::ProductStack, q/k/v): random weights of one type, kept in the
+// file's layout for the reference (w) and uploaded regrouped where asked, each with a poisoned [N, T] output; `bias`
+// (device, N[1] floats) on the second.
+struct StackedMatrices {
+  std::vector<std::vector<uint8_t>> w;
+  std::vector<cuda::DeviceBuffer> dw, dy;
+  cuda::ProductStack stack;
+  int64_t total = 0;
+};
+inline StackedMatrices stacked_matrices(std::mt19937& rng, quant::Type t, bool regrouped, int64_t K, int64_t T,
+                                        int n_mats, const int64_t* N, const float* bias) {
+  StackedMatrices s;
+  for (int m = 0; m < n_mats; ++m) {
+    s.w.push_back(random_weights(rng, t, K, N[m]));
+    std::vector<uint8_t> up = s.w.back();
+    if (regrouped) cuda::q6_kx8_regroup_host(s.w.back().data(), up.data(), K, N[m]);
+    s.dw.push_back(upload(up));
+    s.dy.push_back(poisoned_f32(size_t(N[m] * T)));
+    s.stack.w[m] = s.dw.back().get(), s.stack.y[m] = s.dy.back().as<float>(), s.stack.N[m] = N[m];
+    s.stack.bias[m] = m == 1 ? bias : nullptr;
+    s.total += N[m];
+  }
+  s.stack.n = n_mats;
+  return s;
+}
+
 inline std::vector<uint8_t> random_weights(std::mt19937& rng, quant::Type t, int64_t K, int64_t N) {
   const auto& tr = quant::traits(t);
   const size_t rb = quant::row_bytes(t, K);

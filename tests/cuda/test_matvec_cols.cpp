@@ -94,24 +94,15 @@ TEST_P(MatvecCols, StackedMatricesMatchReference) {
   for (const int n_mats : {2, 3})
     for (int64_t T : c.regrouped ? std::vector<int64_t>{2} : std::vector<int64_t>{2, 3, 4}) {
       const int64_t Ns[3] = {96, 64, 77};
-      std::vector<std::vector<uint8_t>> w(static_cast<size_t>(n_mats));
-      std::vector<cuda::DeviceBuffer> dw, dy;
       const auto x = random_floats(rng, K * T);
       const auto bias = random_floats(rng, Ns[1]);
       auto dx = upload(x), db = upload(bias);
-      cuda::ProductStack stack;
-      int64_t total = 0;
-      for (int m = 0; m < n_mats; ++m) {
-        w[size_t(m)] = random_weights(rng, c.type, K, Ns[m]);
-        std::vector<uint8_t> up = w[size_t(m)];
-        if (c.regrouped) cuda::q6_kx8_regroup_host(w[size_t(m)].data(), up.data(), K, Ns[m]);
-        dw.push_back(upload(up)), dy.push_back(poisoned_f32(Ns[m] * T));
-        stack.w[m] = dw.back().get(), stack.y[m] = dy.back().as<float>(), stack.N[m] = Ns[m];
-        stack.bias[m] = m == 1 ? db.as<float>() : nullptr;
-        total += Ns[m];
-      }
-      stack.n = n_mats;
-      const cuda::MatvecColsParams p{dw[0].get(), c.type, dx.as<float>(), nullptr, dy[0].as<float>(), K, total, T,
+      const StackedMatrices st = stacked_matrices(rng, c.type, c.regrouped, K, T, n_mats, Ns, db.as<float>());
+      const auto& w = st.w;
+      const auto& dy = st.dy;
+      const auto& stack = st.stack;
+      const int64_t total = st.total;
+      const cuda::MatvecColsParams p{st.dw[0].get(), c.type, dx.as<float>(), nullptr, dy[0].as<float>(), K, total, T,
                                      c.regrouped};
       ASSERT_TRUE(cuda::matvec_cols_supports(c.type, c.regrouped, K, total, T));
       cuda::launch_matvec_cols(p, nullptr, &stack);
