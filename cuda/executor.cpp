@@ -360,16 +360,22 @@ void* Executor::half_x_for(const Node& n) const {
   return gemm_scratch_.get();
 }
 
-// Whether lower_gemm's launch for this MulMat converts its x to half in the GEMM scratch (the GEMM, and the
-// small-batch products that read X as half), the first thing it does unless the step before left it there.
-bool Executor::product_converts_x(const Node& m) const {
-  if (m.op != Op::MulMat || m.inputs.size() < 2 || lowering(m.id) != Lowering::Own || matvecs_.contains(m.id))
-    return false;
+// Whether lower_gemm's launch for this MulMat reads x as float (the few-column kernel, the small-batch fragment
+// kernel at up to 8 tokens) rather than as half from the GEMM scratch, which it converts first unless the step
+// before left it there.
+bool Executor::gemm_reads_float_x(const Node& m) const {
+  if (matvec_cols_takes(m)) return true;
   const Node& w = g_.node(m.inputs[0]);
-  if (w.op != Op::Weight || matvec_cols_takes(m)) return false;
-  if (batch_mm_takes(m)) return !batch_mm_reads_float_x(::std::get<graph::WeightParams>(w.params).type, regrouped(w),
-                                                         m.shape.rows());
-  return m.shape.rows() > 1 && !router_parts_.contains(m.id);
+  return batch_mm_takes(m) &&
+         batch_mm_reads_float_x(::std::get<graph::WeightParams>(w.params).type, regrouped(w), m.shape.rows());
+}
+
+// Whether this MulMat's launch is lower_gemm's, converting its x to half (gemm_reads_float_x false).
+bool Executor::product_converts_x(const Node& m) const {
+  if (m.op != Op::MulMat || m.inputs.size() < 2 || lowering(m.id) != Lowering::Own || matvecs_.contains(m.id) ||
+      router_parts_.contains(m.id) || g_.node(m.inputs[0]).op != Op::Weight)
+    return false;
+  return m.shape.rows() > 1 && !gemm_reads_float_x(m);
 }
 
 void Executor::lower_gemm(const Node& n) {
@@ -386,7 +392,7 @@ void Executor::lower_gemm(const Node& n) {
   // float neither writes nor reads the copy: it passes on what the launch before it left.
   p.x_in_scratch = last_gemm_.step == steps_.size() && last_gemm_.x == p.x && last_gemm_.K == K && last_gemm_.T == T;
   const bool few_cols = matvec_cols_takes(n), small_batch = batch_mm_takes(n);  // never both (batch_mm_takes)
-  const bool reads_float_x = few_cols || (small_batch && batch_mm_reads_float_x(type, p.regrouped, T));
+  const bool reads_float_x = gemm_reads_float_x(n);
   if (!reads_float_x) last_gemm_ = {steps_.size() + 1, p.x, K, T};
   else if (p.x_in_scratch) last_gemm_.step = steps_.size() + 1;
   else last_gemm_ = {};

@@ -241,6 +241,7 @@ class Executor {
   void fold_glu_into_up(const graph::Node& glu);
   void stack_small_batch(const graph::Node& mulmat);
   bool feeds_glu(const graph::Node& mulmat) const;
+  bool gemm_reads_float_x(const graph::Node& mulmat) const;
   bool product_converts_x(const graph::Node& mulmat) const;
   void* half_x_for(const graph::Node& n) const;
   void fold_qk_norms(const graph::Node& attention);

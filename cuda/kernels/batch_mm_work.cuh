@@ -84,17 +84,11 @@ template <class Fn, typename... Extra>
 __device__ __forceinline__ void with_matrix(const BatchMmParams& p, const uint8_t* w, const uint8_t* w_end,
                                             size_t row_bytes, int64_t row0, Fn&& fn, const Extra&... extra) {
   if constexpr ((::std::is_same_v<Extra, ProductStack> || ...)) {
-    const ProductStack& s = (extra, ...);
-    static_assert(ProductStack::kMax == 3, "the selects below");
-    const int64_t end0 = s.N[0], end1 = end0 + s.N[1];
-    const int m = row0 < end0 || s.n == 1 ? 0 : row0 < end1 || s.n == 2 ? 1 : 2;
-    BatchMmParams q = p;  // selects, not s.w[m]: an indexed parameter array would go through local memory
-    q.w = m == 0 ? s.w[0] : m == 1 ? s.w[1] : s.w[2];
-    q.bias = m == 0 ? s.bias[0] : m == 1 ? s.bias[1] : s.bias[2];
-    q.y = m == 0 ? s.y[0] : m == 1 ? s.y[1] : s.y[2];
-    q.N = m == 0 ? s.N[0] : m == 1 ? s.N[1] : s.N[2];
-    const uint8_t* wm = static_cast<const uint8_t*>(q.w);
-    fn(q, wm, wm + size_t(q.N) * row_bytes, row0 - (m == 0 ? 0 : m == 1 ? end0 : end1));
+    const StackedMatrix m = stacked_matrix((extra, ...), row0);
+    BatchMmParams q = p;
+    q.w = m.w, q.bias = m.bias, q.y = m.y, q.N = m.N;
+    const uint8_t* wm = static_cast<const uint8_t*>(m.w);
+    fn(q, wm, wm + size_t(m.N) * row_bytes, row0 - m.row0);
   } else {
     fn(p, w, w_end, row0);
   }

@@ -14,7 +14,6 @@
 
 #include <algorithm>
 #include <string>
-#include <type_traits>
 
 #include "cuda/check.h"
 #include "cuda/device_info.h"
@@ -112,29 +111,6 @@ struct Decode<mv16::UnitQ6_Kx8> {
   }
 };
 
-// The matrix of a launch that holds row group g: the launch's own, or in a stacked launch (a ProductStack argument,
-// every matrix but the last a whole number of groups) the stack's, with its first group.
-struct ColsMatrix {
-  const uint8_t* w;
-  const float* bias;
-  float* y;
-  int64_t N, first_group;
-};
-template <int R, typename... Extra>
-__device__ __forceinline__ ColsMatrix cols_matrix(const MatvecColsParams& p, int64_t g, const Extra&... extra) {
-  if constexpr ((::std::is_same_v<Extra, ProductStack> || ...)) {
-    const ProductStack& s = (extra, ...);
-    static_assert(ProductStack::kMax == 3, "the selects below");
-    const int64_t f1 = s.N[0] / R, f2 = f1 + s.N[1] / R;
-    const int m = g < f1 || s.n == 1 ? 0 : g < f2 || s.n == 2 ? 1 : 2;
-    return {static_cast<const uint8_t*>(m == 0 ? s.w[0] : m == 1 ? s.w[1] : s.w[2]),
-            m == 0 ? s.bias[0] : m == 1 ? s.bias[1] : s.bias[2], m == 0 ? s.y[0] : m == 1 ? s.y[1] : s.y[2],
-            m == 0 ? s.N[0] : m == 1 ? s.N[1] : s.N[2], m == 0 ? 0 : m == 1 ? f1 : f2};
-  } else {
-    return {static_cast<const uint8_t*>(p.w), p.bias, p.y, p.N, 0};
-  }
-}
-
 // Block b owns row groups [b * gpb, (b + 1) * gpb) of R rows; slice s of them the groups g0 + s, g0 + s + slices, ...
 // A stacked launch (Extra: a ProductStack) numbers the groups of its matrices one after the other.
 template <quant::Type Q, bool kAlt, int R, int NC, typename... Extra>
@@ -156,16 +132,17 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
   const int64_t g1 = g0 + groups_per_block < n_groups ? g0 + groups_per_block : n_groups;
   const int64_t cap = groups_per_block * R;
   // The one-matrix instances keep their code as measured (a stack's lookup, even when it folds away, moved their
-  // PTX); the stacked ones find each group's matrix (cols_matrix).
+  // PTX); the stacked ones find each group's matrix (stacked_matrix).
   constexpr bool kStacked = sizeof...(Extra) > 0;
   const uint8_t* w = static_cast<const uint8_t*>(p.w);
   typename U::Raw cur[R], nxt[R];
   const auto load_group = [&](typename U::Raw(&dst)[R], int64_t g) {
-    if constexpr (kStacked) {
-      const ColsMatrix m = cols_matrix<R>(p, g, extra...);
-      const int64_t n0 = (g - m.first_group) * R;
+    if constexpr (kStacked) {  // every matrix but the last a whole number of groups (check_product_stack)
+      const StackedMatrix m = stacked_matrix((extra, ...), g * R);
+      const uint8_t* wm = static_cast<const uint8_t*>(m.w);
+      const int64_t n0 = g * R - m.row0;
 #pragma unroll
-      for (int r = 0; r < R; ++r) dst[r] = U::load(m.w + (n0 + r < m.N ? n0 + r : m.N - 1) * row_bytes, u);
+      for (int r = 0; r < R; ++r) dst[r] = U::load(wm + (n0 + r < m.N ? n0 + r : m.N - 1) * row_bytes, u);
     } else {
 #pragma unroll
       for (int r = 0; r < R; ++r) {
@@ -204,9 +181,8 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
     const int64_t row = i / NC;
     float y = 0.0f;
     if constexpr (kStacked) {
-      const int64_t g = g0 + row / R;
-      const ColsMatrix m = cols_matrix<R>(p, g, extra...);
-      const int64_t n = (g - m.first_group) * R + row % R;
+      const StackedMatrix m = stacked_matrix((extra, ...), g0 * R + row);
+      const int64_t n = g0 * R + row - m.row0;
       const int c = int(i - row * NC);
       if (n >= m.N || c >= p.T) continue;
       for (int wi = 0; wi < n_warps; ++wi) y += part[wi * cap * NC + i];
