@@ -4,11 +4,17 @@
 // > 3x L2).
 // Each sample times a batch of back-to-back launches with CUDA events (as in a captured decode graph); median of 30.
 // Usage: matvec-lab   (prints one line per type x shape x path, then the summary table)
+//        MATVEC_LAB_SHAPES="2048x12288,6144x2048" MATVEC_LAB_TYPES="Q4_K,MXFP4" matvec-lab   (K x N; other shapes and
+//        types: the mixtures' experts as one dense matrix of the same bytes, for instance)
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <random>
+#include <sstream>
+#include <string>
 #include <vector>
 
 #include "cuda/kernels/matvec.cuh"
@@ -83,9 +89,36 @@ int main() {
     LAB_CHECK(cudaFree(a));
     LAB_CHECK(cudaFree(b));
   }
-  const long long shapes[][2] = {{4096, 4096},  {4096, 1024},  {4096, 14336}, {14336, 4096}, {4096, 128256},
-                                 {17920, 5120}, {21504, 5376}, {28672, 8192}, {32768, 5120}};
+  std::vector<std::pair<long long, long long>> shapes = {{4096, 4096},  {4096, 1024},  {4096, 14336},
+                                                        {14336, 4096}, {4096, 128256}, {17920, 5120},
+                                                        {21504, 5376}, {28672, 8192}, {32768, 5120}};
   using quant::Type;
+  std::vector<Type> types = {Type::Q4_K, Type::Q6_K, Type::Q4_0, Type::Q8_0};
+  if (const char* e = std::getenv("MATVEC_LAB_SHAPES")) {
+    shapes.clear();
+    std::stringstream ss(e);
+    for (std::string item; std::getline(ss, item, ',');) {
+      long long K = 0, N = 0;
+      if (std::sscanf(item.c_str(), "%lldx%lld", &K, &N) != 2 || K <= 0 || N <= 0) {
+        std::fprintf(stderr, "MATVEC_LAB_SHAPES: '%s' is not KxN\n", item.c_str());
+        return 2;
+      }
+      shapes.emplace_back(K, N);
+    }
+  }
+  if (const char* e = std::getenv("MATVEC_LAB_TYPES")) {
+    types.clear();
+    std::stringstream ss(e);
+    for (std::string item; std::getline(ss, item, ',');) {
+      const Type* t = std::find_if(std::begin(quant::kAllTypes), std::end(quant::kAllTypes),
+                                   [&](Type c) { return item == quant::type_name(c); });
+      if (t == std::end(quant::kAllTypes)) {
+        std::fprintf(stderr, "MATVEC_LAB_TYPES: unknown type '%s'\n", item.c_str());
+        return 2;
+      }
+      types.push_back(*t);
+    }
+  }
   float* x;
   float* y;
   LAB_CHECK(cudaMalloc(&x, 32768 * 4));
@@ -97,9 +130,10 @@ int main() {
     LAB_CHECK(cudaMemcpy(x, hx.data(), hx.size() * 4, cudaMemcpyHostToDevice));
   }
   std::vector<Row> rows;
-  for (Type t : {Type::Q4_K, Type::Q6_K, Type::Q4_0, Type::Q8_0})
+  for (Type t : types)
     for (const auto& sh : shapes) {
-      const long long K = sh[0], N = sh[1];
+      const long long K = sh.first, N = sh.second;
+      if (K % quant::traits(t).block_elems != 0) continue;  // rows of whole blocks only (2880 is no K-quant width)
       const size_t wb = quant::row_bytes(t, K) * N;
       const int copies = int(std::max<size_t>(3, (size_t(200) << 20) / wb + 1));  // > 200 MB in rotation
       std::vector<void*> w(copies);
