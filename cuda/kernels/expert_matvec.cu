@@ -27,6 +27,7 @@ namespace cuda {
 namespace {
 
 constexpr int kR = 2;                 // rows of a group, per matrix
+static_assert(kR % 2 == 0, "expert_down's slot pointers follow its partial sums 8-byte aligned");
 constexpr int kMaxThreads = 256;      // a block: slices x tps
 constexpr int kMaxUnits = kMaxThreads;
 constexpr int kRunWords = 20;         // a unit's two runs as 32-bit words: q[0..7], s, S of each
@@ -36,19 +37,24 @@ template <quant::Type T>
 constexpr bool kHasUnit = T == quant::Type::Q4_0 || T == quant::Type::Q8_0 || T == quant::Type::Q4_K ||
                           T == quant::Type::Q6_K || T == quant::Type::MXFP4;
 
-// Unit u's two runs of the column x, quantized into shared memory: field f at runs[f * stride + u]. Plain loads:
-// the previous kernel wrote x (pdl.cuh).
+// Run h (0, 1) of unit u of the column x, quantized into shared memory: field f of run h at runs[(10 h + f) *
+// stride + u]. Plain loads: the previous kernel wrote x (pdl.cuh).
 template <class U>
-__device__ __forceinline__ void put_runs(const float* x, int64_t u, float* runs, int stride) {
-  float a[16], b[16];
-  mv16::load16<false>(x + U::seg0(u), a);
-  mv16::load16<false>(x + U::seg0(u) + U::kOff1, b);
-  const mv16::Run r0 = mv16::quantize_run(a), r1 = mv16::quantize_run(b);
+__device__ __forceinline__ void put_run(const float* x, int u, int h, float* runs, int stride) {
+  float a[16];
+  mv16::load16<false>(x + U::seg0(u) + (h ? U::kOff1 : 0), a);
+  const mv16::Run r = mv16::quantize_run(a);
+  float* at = runs + 10 * h * stride + u;
 #pragma unroll
-  for (int f = 0; f < 8; ++f)
-    runs[f * stride + u] = __int_as_float(r0.q[f]), runs[(10 + f) * stride + u] = __int_as_float(r1.q[f]);
-  runs[8 * stride + u] = r0.s, runs[9 * stride + u] = r0.S;
-  runs[18 * stride + u] = r1.s, runs[19 * stride + u] = r1.S;
+  for (int f = 0; f < 8; ++f) at[f * stride] = __int_as_float(r.q[f]);
+  at[8 * stride] = r.s, at[9 * stride] = r.S;
+}
+
+// Both runs of unit u (put_run).
+template <class U>
+__device__ __forceinline__ void put_runs(const float* x, int u, float* runs, int stride) {
+  put_run<U>(x, u, 0, runs, stride);
+  put_run<U>(x, u, 1, runs, stride);
 }
 
 __device__ __forceinline__ void get_runs(const float* runs, int stride, int u, mv16::Run& x0, mv16::Run& x1) {
@@ -104,8 +110,8 @@ __global__ void __launch_bounds__(kMaxThreads) expert_glu_kernel(ExpertGluParams
   const int lane = u & 31, warp = u >> 5;
   const int n_warps = tps >> 5;
   const bool active = u < p.K / 32;
-  const int64_t n_groups = (p.N + kR - 1) / kR;
-  const int64_t g0 = int64_t(blockIdx.x) * gpb, g1 = g0 + gpb < n_groups ? g0 + gpb : n_groups;
+  const int N = int(p.N), n_groups = (N + kR - 1) / kR;
+  const int g0 = int(blockIdx.x) * gpb, g1 = g0 + gpb < n_groups ? g0 + gpb : n_groups;
   const int64_t j = blockIdx.y, t = blockIdx.z;
   float* runs = sh;                   // [kRunWords][tps]
   float* part = sh + kRunWords * tps; // [n_warps][gpb][2 kR]: gate rows, then up rows
@@ -115,37 +121,42 @@ __global__ void __launch_bounds__(kMaxThreads) expert_glu_kernel(ExpertGluParams
   pdl_wait();  // no-op for a plain launch (expert_matvec.cuh); kept should a dependent launch return
   const int32_t e = p.ids[t * p.k + j];
   float* y = p.out ? p.out + (t * p.k + j) * p.N : nullptr;
-  const int64_t n_end = g1 * kR < p.N ? g1 * kR : p.N;
+  const int n_end = g1 * kR < N ? g1 * kR : N;
   uint8_t* runs_out = p.runs_out ? static_cast<uint8_t*>(p.runs_out) + (t * p.k + j) * (p.N / 16) * kExpertRunBytes
                                  : nullptr;
   if (e < 0 || e >= p.n_expert) {
     if (runs_out) {
-      for (int64_t r = g0 * kR / 16 + threadIdx.x; r < n_end / 16; r += blockDim.x)
-        store_run(runs_out + r * kExpertRunBytes, mv16::Run{});
+      for (int r = g0 * kR / 16 + int(threadIdx.x); r < n_end / 16; r += int(blockDim.x))
+        store_run(runs_out + size_t(r) * kExpertRunBytes, mv16::Run{});
     } else {
-      for (int64_t n = g0 * kR + threadIdx.x; n < n_end; n += blockDim.x) y[n] = 0.0f;
+      for (int n = g0 * kR + int(threadIdx.x); n < n_end; n += int(blockDim.x)) y[n] = 0.0f;
     }
     return;
   }
-  const size_t expert_bytes = size_t(p.N) * row_bytes;
+  const size_t expert_bytes = size_t(N) * row_bytes;
   const uint8_t* wg = static_cast<const uint8_t*>(p.gate) + size_t(e) * expert_bytes;
   const uint8_t* wu = static_cast<const uint8_t*>(p.up) + size_t(e) * expert_bytes;
-  const auto load = [&](Raw(&dg)[kR], Raw(&du)[kR], int64_t g) {
+  const auto load = [&](Raw(&dg)[kR], Raw(&du)[kR], int g) {
 #pragma unroll
     for (int r = 0; r < kR; ++r) {
-      const int64_t n = g * kR + r < p.N ? g * kR + r : p.N - 1;  // rows past N re-read the last, not written
-      dg[r] = U::load(wg + n * row_bytes, u);
-      du[r] = U::load(wu + n * row_bytes, u);
+      const size_t at = size_t(g * kR + r < N ? g * kR + r : N - 1) * row_bytes;  // rows past N re-read the last
+      dg[r] = U::load(wg + at, u);
+      du[r] = U::load(wu + at, u);
     }
   };
   Raw cg[kR], cu[kR], ng[kR], nu[kR];
-  const int64_t first = g0 + slice;
+  const int first = g0 + slice;
   if (active && first < g1) load(cg, cu, first);  // in flight while x is quantized
-  if (slice == 0 && active) put_runs<U>(p.x + t * p.K, u, runs, tps);
+  // x's runs, one a thread (two units' worth of threads take one unit each), so that the barrier waits for one run.
+  const int n_units = int(p.K / 32);
+  for (int i = int(threadIdx.x); i < 2 * n_units; i += int(blockDim.x)) {
+    const int h = i >= n_units;
+    put_run<U>(p.x + t * p.K, i - h * n_units, h, runs, tps);
+  }
   __syncthreads();
   mv16::Run x0, x1;
   if (active) get_runs(runs, tps, u, x0, x1);
-  for (int64_t g = first; g < g1; g += slices) {
+  for (int g = first; g < g1; g += slices) {
     if (active && g + slices < g1) load(ng, nu, g + slices);
     float acc[2 * kR];
 #pragma unroll
@@ -159,9 +170,9 @@ __global__ void __launch_bounds__(kMaxThreads) expert_glu_kernel(ExpertGluParams
     for (int r = 0; r < kR; ++r) cg[r] = ng[r], cu[r] = nu[r];
   }
   __syncthreads();
-  for (int64_t i = threadIdx.x; i < (g1 - g0) * kR; i += blockDim.x) {
-    const int64_t gl = i / kR, r = i % kR, n = g0 * kR + i;
-    if (n >= p.N) continue;
+  for (int i = int(threadIdx.x); i < (g1 - g0) * kR; i += int(blockDim.x)) {
+    const int gl = i / kR, r = i % kR, n = g0 * kR + i;
+    if (n >= N) continue;
     float gs = 0.0f, us = 0.0f;
     for (int w = 0; w < n_warps; ++w) gs += part[w * cap + gl * 2 * kR + r], us += part[w * cap + gl * 2 * kR + kR + r];
     if (p.gate_bias) gs += p.gate_bias[int64_t(e) * p.N + n];
@@ -176,8 +187,8 @@ __global__ void __launch_bounds__(kMaxThreads) expert_glu_kernel(ExpertGluParams
   if (!runs_out) return;
   __syncthreads();
   // The block's rows start and end on runs of 16 (the launcher's groups per block, N a multiple of 16).
-  for (int64_t r = threadIdx.x; r < (n_end - g0 * kR) / 16; r += blockDim.x)
-    store_run(runs_out + (g0 * kR / 16 + r) * kExpertRunBytes, mv16::quantize_run(hv + 16 * r));
+  for (int r = int(threadIdx.x); r < (n_end - g0 * kR) / 16; r += int(blockDim.x))
+    store_run(runs_out + size_t(g0 * kR / 16 + r) * kExpertRunBytes, mv16::quantize_run(hv + 16 * r));
 }
 
 template <quant::Type T>
@@ -189,21 +200,27 @@ __global__ void __launch_bounds__(kMaxThreads) expert_down_kernel(ExpertDownPara
   const int tps = int(blockDim.x) / slices, slice = int(threadIdx.x) / tps, u = int(threadIdx.x) % tps;
   const int lane = u & 31, warp = u >> 5;
   const int n_warps = tps >> 5;
-  const int64_t n_units = p.K / 32;
+  const int n_units = int(p.K / 32);
   const bool active = u < n_units;
-  const int64_t n_groups = (p.N + kR - 1) / kR;
-  const int64_t g0 = int64_t(blockIdx.x) * gpb, g1 = g0 + gpb < n_groups ? g0 + gpb : n_groups;
+  const int N = int(p.N), n_groups = (N + kR - 1) / kR;
+  const int g0 = int(blockIdx.x) * gpb, g1 = g0 + gpb < n_groups ? g0 + gpb : n_groups;
   const int64_t t = blockIdx.y;
   const int k = int(p.k);
   float* runs = sh;                           // [k][kRunWords][tps]
   float* part = sh + k * kRunWords * tps;     // [slices][n_warps][gpb][kR]
   const int cap = gpb * kR;
+  // Each slot's expert rows (null: no expert), after the partial sums (8-byte aligned: see down_shape).
+  const uint8_t** slot_w = reinterpret_cast<const uint8_t**>(part + slices * n_warps * cap);
   const int32_t* ids = p.ids + t * p.k;
-  const size_t expert_bytes = size_t(p.N) * row_bytes;
+  const size_t expert_bytes = size_t(N) * row_bytes;
   pdl_launch_dependents();
   pdl_wait();  // as expert_glu_kernel
-  for (int64_t i = threadIdx.x; i < p.k * n_units; i += blockDim.x) {
-    const int64_t j = i / n_units, uu = i % n_units;
+  for (int i = int(threadIdx.x); i < k; i += int(blockDim.x)) {
+    const int32_t e = ids[i];
+    slot_w[i] = e >= 0 && e < p.n_expert ? static_cast<const uint8_t*>(p.w) + size_t(e) * expert_bytes : nullptr;
+  }
+  for (int i = int(threadIdx.x); i < k * n_units; i += int(blockDim.x)) {
+    const int j = i / n_units, uu = i - j * n_units;
     float* at = runs + j * kRunWords * tps;
     if (p.x_runs) {
       copy_runs<U>(static_cast<const uint8_t*>(p.x_runs) + (t * p.k + j) * (p.K / 16) * kExpertRunBytes, uu, at, tps);
@@ -211,32 +228,36 @@ __global__ void __launch_bounds__(kMaxThreads) expert_down_kernel(ExpertDownPara
       put_runs<U>(p.x + (t * p.k + j) * p.K, uu, at, tps);
     }
   }
+  __syncthreads();  // the runs and slot_w
 
   // Tasks (group, this slice's slot jj): slot slice + jj * slices; groups outer so each group's slots end together.
+  // A task's indices advance by counting (no division in the loop); with one slot a slice (k = slices: Qwen3-MoE's
+  // top 8 at K <= 2048) its x runs and weight stay in registers.
   const int nj = (k - slice + slices - 1) / slices;  // >= 1: slices <= k
-  const int64_t n_tasks = (g1 - g0) * nj;
-  const auto expert_of = [&](int64_t q) -> const uint8_t* {
-    const int32_t e = ids[slice + (q % nj) * slices];
-    return e >= 0 && e < p.n_expert ? static_cast<const uint8_t*>(p.w) + size_t(e) * expert_bytes : nullptr;
-  };
-  const auto load = [&](Raw(&d)[kR], int64_t q) {
-    const uint8_t* w = expert_of(q);
+  const int n_tasks = (g1 - g0) * nj;
+  const auto load = [&](Raw(&d)[kR], int gi, int jj) {
+    const uint8_t* w = slot_w[slice + jj * slices];
     if (!w) return;
-    const int64_t g = g0 + q / nj;
+    const int g = g0 + gi;
 #pragma unroll
-    for (int r = 0; r < kR; ++r) d[r] = U::load(w + (g * kR + r < p.N ? g * kR + r : p.N - 1) * row_bytes, u);
+    for (int r = 0; r < kR; ++r) d[r] = U::load(w + size_t(g * kR + r < N ? g * kR + r : N - 1) * row_bytes, u);
   };
+  mv16::Run x0, x1;
+  float wj = 0.0f;
+  const auto slot_inputs = [&](int jj) {
+    const int j = slice + jj * slices;
+    get_runs(runs + j * kRunWords * tps, tps, u, x0, x1);
+    wj = p.weights[t * p.k + j];
+  };
+  if (active) slot_inputs(0);
   Raw cur[kR], nxt[kR];
-  if (active && n_tasks > 0) load(cur, 0);
-  __syncthreads();  // the runs
+  if (active && n_tasks > 0) load(cur, 0, 0);
   float acc[kR] = {};
-  for (int64_t q = 0; q < n_tasks; ++q) {
-    if (active && q + 1 < n_tasks) load(nxt, q + 1);
-    const int jj = int(q % nj), j = slice + jj * slices;
-    if (expert_of(q) && active) {
-      mv16::Run x0, x1;
-      get_runs(runs + j * kRunWords * tps, tps, u, x0, x1);
-      const float wj = p.weights[t * p.k + j];
+  for (int q = 0, gi = 0, jj = 0; q < n_tasks; ++q) {
+    const int jn = jj + 1 == nj ? 0 : jj + 1, gn = jn == 0 ? gi + 1 : gi;
+    if (active && q + 1 < n_tasks) load(nxt, gn, jn);
+    if (nj > 1 && active && jj > 0) slot_inputs(jj);
+    if (slot_w[slice + jj * slices] && active) {
 #pragma unroll
       for (int r = 0; r < kR; ++r) acc[r] = fmaf(wj, U::dot(cur[r], u, x0, x1), acc[r]);
     }
@@ -244,15 +265,17 @@ __global__ void __launch_bounds__(kMaxThreads) expert_down_kernel(ExpertDownPara
     for (int r = 0; r < kR; ++r) cur[r] = nxt[r];
     if (jj == nj - 1) {  // the group's last slot of this slice
       const float v = warp_sum_rows<kR>(acc, lane);
-      if ((lane & (32 / kR - 1)) == 0) part[(slice * n_warps + warp) * cap + (q / nj) * kR + lane / (32 / kR)] = v;
+      if ((lane & (32 / kR - 1)) == 0) part[(slice * n_warps + warp) * cap + gi * kR + lane / (32 / kR)] = v;
 #pragma unroll
       for (int r = 0; r < kR; ++r) acc[r] = 0.0f;
+      if (nj > 1 && active) slot_inputs(0);
     }
+    gi = gn, jj = jn;
   }
   __syncthreads();
-  for (int64_t i = threadIdx.x; i < (g1 - g0) * kR; i += blockDim.x) {
-    const int64_t n = g0 * kR + i;
-    if (n >= p.N) continue;
+  for (int i = int(threadIdx.x); i < (g1 - g0) * kR; i += int(blockDim.x)) {
+    const int n = g0 * kR + i;
+    if (n >= N) continue;
     float v = 0.0f;
     for (int s = 0; s < slices * n_warps; ++s) v += part[s * cap + i];
     if (p.bias) {
@@ -336,14 +359,17 @@ Shape down_shape(const ExpertDownParams& p, const void* kernel) {
     s.gpb = kMaxDownGroups;
   }
   s.chunks = unsigned((n_groups + s.gpb - 1) / s.gpb);
-  s.smem = runs + size_t(s.slices) * (s.tps / 32) * s.gpb * kR * sizeof(float);
+  // The partial sums (kR even: a multiple of 8 bytes), then a pointer a slot.
+  s.smem = runs + size_t(s.slices) * (s.tps / 32) * s.gpb * kR * sizeof(float) + size_t(p.k) * sizeof(void*);
   return s;
 }
 
 }  // namespace
 
 bool expert_glu_fits(const ExpertGluParams& p) {
-  if (!p.gate || !p.up || !p.x || p.N <= 0 || p.k <= 0 || p.T <= 0 || p.T > 65535 || p.k > 65535) return false;
+  if (!p.gate || !p.up || !p.x || p.N <= 0 || p.N > (int64_t(1) << 30) || p.k <= 0 || p.T <= 0 || p.T > 65535 ||
+      p.k > 65535)
+    return false;
   if (!rows_fit(p.type, p.gate, p.K, p.x) || !rows_fit(p.type, p.up, p.K, p.x)) return false;
   if (p.runs_out && (p.N % 16 != 0 || (p.groups_per_block * kR) % 16 != 0 ||
                      reinterpret_cast<uintptr_t>(p.runs_out) % 16 != 0))
@@ -352,7 +378,9 @@ bool expert_glu_fits(const ExpertGluParams& p) {
 }
 
 bool expert_down_fits(const ExpertDownParams& p) {
-  if (!p.w || (!p.x && !p.x_runs) || p.N <= 0 || p.k <= 0 || p.T <= 0 || p.T > 65535 || p.k > 64) return false;
+  if (!p.w || (!p.x && !p.x_runs) || p.N <= 0 || p.N > (int64_t(1) << 30) || p.k <= 0 || p.T <= 0 || p.T > 65535 ||
+      p.k > 64)
+    return false;
   if (!rows_fit(p.type, p.w, p.K, p.x ? p.x : p.x_runs)) return false;
   if (p.x_runs && reinterpret_cast<uintptr_t>(p.x_runs) % 16 != 0) return false;
   return p.groups_per_block <= kMaxDownGroups && down_shape(p, nullptr).smem <= kMaxSmem;

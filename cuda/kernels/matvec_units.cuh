@@ -115,17 +115,16 @@ __device__ __forceinline__ float dot_i8(const uint32_t (&w)[4], const float (&x)
 
 // Q4_K: the 6-bit scales and mins of sub-blocks 2j and 2j + 1 from the block head (d, dmin, 12 scale bytes as one
 // 16-byte load): bytes k = (2j) & 3 and k + 1 of the words y (scales 0..3), z (mins 0..3), w (low nibbles of 4..7);
-// sub-blocks 4..7 take their top two bits from y and z (layout: quant/blocks.h).
+// sub-blocks 4..7 take their top two bits from y and z (layout: quant/blocks.h). Without a branch: the lanes of a
+// warp hold units of every j, so an if on j < 2 ran both sides for every row a thread dots.
 __device__ __forceinline__ void q4k_scales(const uint4& hd, int j, uint32_t& sc0, uint32_t& mn0, uint32_t& sc1,
                                            uint32_t& mn1) {
-  const int k8 = 8 * ((2 * j) & 3);
-  const uint32_t a = hd.y >> k8, m = hd.z >> k8, c = hd.w >> k8;
-  if (j < 2) {
-    sc0 = a & 63u, mn0 = m & 63u, sc1 = (a >> 8) & 63u, mn1 = (m >> 8) & 63u;
-  } else {
-    sc0 = (c & 15u) | ((a >> 2) & 0x30u), mn0 = ((c >> 4) & 15u) | ((m >> 2) & 0x30u);
-    sc1 = ((c >> 8) & 15u) | ((a >> 10) & 0x30u), mn1 = ((c >> 12) & 15u) | ((m >> 10) & 0x30u);
-  }
+  const uint32_t k8 = 16u * uint32_t(j & 1), hi = uint32_t(j >> 1);  // hi: sub-blocks 4..7
+  const uint32_t sa = k8 + 2u * hi, ma = hi ? 0x30u : 0x3fu, mc = hi ? 0x0fu : 0u;
+  sc0 = ((hd.y >> sa) & ma) | ((hd.w >> k8) & mc);
+  sc1 = ((hd.y >> (sa + 8u)) & ma) | ((hd.w >> (k8 + 8u)) & mc);
+  mn0 = ((hd.z >> sa) & ma) | ((hd.w >> (k8 + 4u)) & mc);
+  mn1 = ((hd.z >> (sa + 8u)) & ma) | ((hd.w >> (k8 + 12u)) & mc);
 }
 
 template <quant::Type T>
