@@ -204,6 +204,7 @@ bool Executor::expert_down_of(const Node& n, NodeId h_as_runs, ExpertDown& d) co
   p.bias = n.inputs.size() > 3 && n.inputs[3] != graph::kNoNode ? f32_in(n, 3) : nullptr;
   if (h_as_runs != graph::kNoNode) {
     p.x_runs = expert_runs_.get();
+    p.ids_before_wait = true;  // the gate/up launch (plain, after the routing) runs right before this one
   } else {
     p.x = f32_in(n, 1);
   }

@@ -213,12 +213,26 @@ __global__ void __launch_bounds__(kMaxThreads) expert_down_kernel(ExpertDownPara
   const uint8_t** slot_w = reinterpret_cast<const uint8_t**>(part + slices * n_warps * cap);
   const int32_t* ids = p.ids + t * p.k;
   const size_t expert_bytes = size_t(N) * row_bytes;
+  const auto expert_rows = [&](int j) -> const uint8_t* {
+    const int32_t e = ids[j];
+    return e >= 0 && e < p.n_expert ? static_cast<const uint8_t*>(p.w) + size_t(e) * expert_bytes : nullptr;
+  };
   pdl_launch_dependents();
-  pdl_wait();  // as expert_glu_kernel
-  for (int i = int(threadIdx.x); i < k; i += int(blockDim.x)) {
-    const int32_t e = ids[i];
-    slot_w[i] = e >= 0 && e < p.n_expert ? static_cast<const uint8_t*>(p.w) + size_t(e) * expert_bytes : nullptr;
-  }
+  // The first task's weights: before the wait where the ids were written before the previous launch began
+  // (ExpertDownParams::ids_before_wait), so that they stream while the gate/up launch finishes.
+  const int nj = (k - slice + slices - 1) / slices;  // this slice's slots: slice + jj * slices, jj < nj (>= 1)
+  const int n_tasks = (g1 - g0) * nj;
+  const auto load = [&](Raw(&d)[kR], const uint8_t* w, int gi) {
+    if (!w) return;
+    const int g = g0 + gi;
+#pragma unroll
+    for (int r = 0; r < kR; ++r) d[r] = U::load(w + size_t(g * kR + r < N ? g * kR + r : N - 1) * row_bytes, u);
+  };
+  Raw cur[kR], nxt[kR];
+  if (!p.ids_before_wait) pdl_wait();
+  if (active && n_tasks > 0) load(cur, expert_rows(slice), 0);
+  if (p.ids_before_wait) pdl_wait();
+  for (int i = int(threadIdx.x); i < k; i += int(blockDim.x)) slot_w[i] = expert_rows(i);
   for (int i = int(threadIdx.x); i < k * n_units; i += int(blockDim.x)) {
     const int j = i / n_units, uu = i - j * n_units;
     float* at = runs + j * kRunWords * tps;
@@ -230,18 +244,9 @@ __global__ void __launch_bounds__(kMaxThreads) expert_down_kernel(ExpertDownPara
   }
   __syncthreads();  // the runs and slot_w
 
-  // Tasks (group, this slice's slot jj): slot slice + jj * slices; groups outer so each group's slots end together.
-  // A task's indices advance by counting (no division in the loop); with one slot a slice (k = slices: Qwen3-MoE's
-  // top 8 at K <= 2048) its x runs and weight stay in registers.
-  const int nj = (k - slice + slices - 1) / slices;  // >= 1: slices <= k
-  const int n_tasks = (g1 - g0) * nj;
-  const auto load = [&](Raw(&d)[kR], int gi, int jj) {
-    const uint8_t* w = slot_w[slice + jj * slices];
-    if (!w) return;
-    const int g = g0 + gi;
-#pragma unroll
-    for (int r = 0; r < kR; ++r) d[r] = U::load(w + size_t(g * kR + r < N ? g * kR + r : N - 1) * row_bytes, u);
-  };
+  // Tasks (group, this slice's slot jj); groups outer so each group's slots end together. A task's indices advance
+  // by counting (no division in the loop); with one slot a slice (k = slices: Qwen3-MoE's top 8 at K <= 2048) its
+  // x runs and weight stay in registers.
   mv16::Run x0, x1;
   float wj = 0.0f;
   const auto slot_inputs = [&](int jj) {
@@ -250,12 +255,10 @@ __global__ void __launch_bounds__(kMaxThreads) expert_down_kernel(ExpertDownPara
     wj = p.weights[t * p.k + j];
   };
   if (active) slot_inputs(0);
-  Raw cur[kR], nxt[kR];
-  if (active && n_tasks > 0) load(cur, 0, 0);
   float acc[kR] = {};
   for (int q = 0, gi = 0, jj = 0; q < n_tasks; ++q) {
     const int jn = jj + 1 == nj ? 0 : jj + 1, gn = jn == 0 ? gi + 1 : gi;
-    if (active && q + 1 < n_tasks) load(nxt, gn, jn);
+    if (active && q + 1 < n_tasks) load(nxt, slot_w[slice + jn * slices], gn);
     if (nj > 1 && active && jj > 0) slot_inputs(jj);
     if (slot_w[slice + jj * slices] && active) {
 #pragma unroll
@@ -409,8 +412,13 @@ void launch_expert_down(const ExpertDownParams& p, cudaStream_t stream) {
     constexpr quant::Type T = decltype(tag)::value;
     if constexpr (kHasUnit<T>) {
       const Shape s = down_shape(p, reinterpret_cast<const void*>(expert_down_kernel<T>));
-      expert_down_kernel<T><<<dim3(s.chunks, unsigned(p.T)), dim3(unsigned(s.tps * s.slices)), s.smem, stream>>>(
-          p, rb, s.gpb, s.slices);
+      const auto kernel = expert_down_kernel<T>;
+      const dim3 grid(s.chunks, unsigned(p.T)), block(unsigned(s.tps * s.slices));
+      if (p.ids_before_wait) {
+        launch_pdl(kernel, grid, block, s.smem, stream, p, rb, s.gpb, s.slices);
+      } else {
+        kernel<<<grid, block, s.smem, stream>>>(p, rb, s.gpb, s.slices);
+      }
     }
   });
   CUDA_CHECK_LAUNCH(stream);

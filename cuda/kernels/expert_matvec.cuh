@@ -7,9 +7,10 @@
 // - expert_down: the down products of a token's k slots, each on its own input column, mixed by the routing weights
 //   and added to the residual in one launch, y = r + sum_j w_j (down_{e_j} h_j + b_{e_j}) (graph: MulMatId,
 //   WeightedSum, Add).
-// Expert ids are read from device memory, so a decode step stays one captured graph. The launches are plain, not
-// programmatic dependents: nothing of theirs can start before the ids, and blocks resident early only to wait cost
-// gpt-oss-20b 4.7% of its tg128 (446 → 426 tok/s, H100); they still let the next launch start early. Each output is
+// Expert ids are read from device memory, so a decode step stays one captured graph. The gate/up launch is plain, not
+// a programmatic dependent: nothing of it can start before the ids, and blocks resident early only to wait cost
+// gpt-oss-20b 4.7% of its tg128 (446 → 426 tok/s, H100); it still lets the next launch start early. The down launch
+// after it is one (ExpertDownParams::ids_before_wait): its ids are known by then. Each output is
 // summed in an order fixed by the shapes (not by T or by which block holds it): a token's result does not depend on
 // its neighbours in the batch.
 #pragma once
@@ -53,6 +54,10 @@ struct ExpertDownParams {
   int64_t K = 0, N = 0, n_expert = 0, k = 0, T = 0;
   int groups_per_block = 0;        // as ExpertGluParams
   const void* x_runs = nullptr;    // set: x as expert_glu's runs_out ([T][k][K / 16]) instead of floats at x
+  // Set where ids and weights were written before the launch ahead of this one began (that one a plain launch, as
+  // expert_glu is): then this launch is a programmatic dependent of it and its blocks read the ids and start their
+  // first weights before pdl_wait(), while the gate/up launch finishes.
+  bool ids_before_wait = false;
 };
 
 // One run of 16 values of h as expert_glu writes it for expert_down: 8 words of int16 pairs, the scale, the exact

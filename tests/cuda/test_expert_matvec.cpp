@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <numeric>
 
+#include "cuda/context.h"
 #include "cuda/kernels/expert_matvec.cuh"
 #include "cuda/kernels/moe.cuh"
 #include "gpu_test.h"
@@ -352,14 +353,21 @@ TEST(ExpertMatvec, GluHandsRunsToDown) {
     gp.act = c.act, gp.runs_out = runs.get();
     gp.K = c.n_embd, gp.N = c.n_ff, gp.n_expert = c.n_expert, gp.k = c.k, gp.T = c.T;
     ASSERT_TRUE(cuda::expert_glu_fits(gp)) << what;
-    cuda::launch_expert_glu(gp, nullptr);
+    // On a stream of its own, as the executor runs them: down then starts as a programmatic dependent of gate/up
+    // and reads its ids and first weights before the wait (ids_before_wait).
+    cuda::Context ctx;
+    const cudaStream_t stream = ctx.compute();
     auto out = poisoned_f32(want.size());
+    CUDA_CHECK(cudaDeviceSynchronize());  // the uploads and the poison, before the stream's launches
+    cuda::launch_expert_glu(gp, stream);
     cuda::ExpertDownParams dp;
     dp.w = dwd.get(), dp.type = c.down, dp.bias = c.bias ? dbd.as<float>() : nullptr, dp.x_runs = runs.get();
     dp.ids = di.as<int32_t>(), dp.weights = drw.as<float>(), dp.residual = dr.as<float>(), dp.out = out.as<float>();
     dp.K = c.n_ff, dp.N = c.n_embd, dp.n_expert = c.n_expert, dp.k = c.k, dp.T = c.T;
+    dp.ids_before_wait = true;
     ASSERT_TRUE(cuda::expert_down_fits(dp)) << what;
-    cuda::launch_expert_down(dp, nullptr);
+    cuda::launch_expert_down(dp, stream);
+    CUDA_CHECK(cudaStreamSynchronize(stream));
     EXPECT_TRUE(close(what, download<float>(out, want.size()), want, tol, 0.0));
   }
 }
