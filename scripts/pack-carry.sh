@@ -3,7 +3,8 @@
 # binaries and llm-run of the build here, and optionally a base build's llm-run (as llm-run-base) for an A/B. The
 # binaries share most of their bytes (the kernels of libllm_cuda), which xz -9 stores once: four binaries and a base
 # take ~8 MiB instead of ~80, inside the 64 MiB the device tool carries.
-#   scripts/pack-carry.sh [BASE_LLM_RUN]     (BUILD_DIR: the build to take them from, default build)
+#   scripts/pack-carry.sh [BASE_LLM_RUN [NAME=LLM_RUN...]]   (BUILD_DIR: the build to take them from, default build;
+#                                    NAME=LLM_RUN: more builds, packed as llm-run-NAME)
 #   there: mkdir -p /tmp/bin && tar xJf .device-bin/bins.tar.xz -C /tmp/bin (lib/: scripts/device-libs.sh)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -14,6 +15,8 @@ trap 'rm -rf "$stage"' EXIT
 cp "$build/app/llm-run" "$build/tests/cuda/cuda_kernels_test" "$build/tests/runtime/cuda_session_test" \
   "$build/tests/runtime/test_runtime" "$stage/"
 [ $# -ge 1 ] && cp "$1" "$stage/llm-run-base"
+# More binaries for a three-way A/B: NAME=PATH packs PATH as llm-run-NAME.
+for extra in "${@:2}"; do cp "${extra#*=}" "$stage/llm-run-${extra%%=*}"; done
 strip "$stage"/*
 "$root/scripts/carry-libs.sh" "$stage/lib"  # /tmp/bin/lib there (scripts/device-libs.sh)
 mkdir -p "$root/.device-bin"
