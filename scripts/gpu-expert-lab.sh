@@ -14,16 +14,28 @@ nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm --format=csv,noheader | sed 
 timeout 120 /tmp/lab/cuda_kernels_test --gtest_color=no --gtest_filter="${TESTS:-ExpertMatvec.*:MoeKernels.*}" \
   >"$out/tests.log" 2>&1
 sum "tests rc=$? $(grep -E '^\[  PASSED|^\[  FAILED  \]' "$out/tests.log" | tr '\n' ' ')"
-LLM_CUDA_BENCH=1 timeout 200 /tmp/lab/cuda_kernels_test --gtest_color=no --gtest_filter=KernelLab.ExpertMatvec \
-  2>&1 | grep -E '^\||device' | tee -a "$out/summary.txt"
+# With a base build packed (pack-lab.sh BASE_DIR): base and this build, twice, interleaved.
+labs=cuda_kernels_test
+[ -x /tmp/lab/cuda_kernels_test-base ] && labs="cuda_kernels_test-base cuda_kernels_test cuda_kernels_test-base cuda_kernels_test"
+for b in $labs; do
+  sum "== $b"
+  LLM_CUDA_BENCH=1 timeout 200 /tmp/lab/$b --gtest_color=no --gtest_filter=KernelLab.ExpertMatvec \
+    2>&1 | grep -E '^\||device' | tee -a "$out/summary.txt"
+done
 # The experts' bytes as one dense matrix: qwen3-30b-a3b gate+up (8 x 2 x 768 rows of 2048), down (K = 8 x 768),
 # its q and o; gpt-oss-20b gate+up (4 x 2 x 2880 rows of 2880) and down (K = 4 x 2880), Q4_0 standing in for MXFP4.
 MATVEC_LAB_SHAPES=${SHAPES:-2048x12288,6144x2048,2048x4096,4096x2048,2880x23040,11520x2880} \
   MATVEC_LAB_TYPES=${TYPES:-Q4_K,Q6_K,Q4_0} timeout 200 /tmp/lab/matvec-lab >"$out/matvec-lab.log" 2>&1
 sum "matvec-lab rc=$?"
 sed -n '/^matvec T=1/,$p' "$out/matvec-lab.log" | tee -a "$out/summary.txt"
-if [ "${NCU:-1}" != 0 ]; then
+if [ -x /tmp/lab/matvec-lab-base ]; then
+  MATVEC_LAB_SHAPES=${SHAPES:-2048x12288,6144x2048,2048x4096,4096x2048,2880x23040,11520x2880} \
+    MATVEC_LAB_TYPES=${TYPES:-Q4_K,Q6_K,Q4_0} timeout 200 /tmp/lab/matvec-lab-base >"$out/matvec-lab-base.log" 2>&1
+  sum "matvec-lab-base rc=$?"
+  sed -n '/^matvec T=1/,$p' "$out/matvec-lab-base.log" | tee -a "$out/summary.txt"
+fi
 ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
+if [ "${NCU:-1}" != 0 ]; then
 head='^    (Duration|DRAM Throughput|Memory Throughput|Executed Ipc Active|Issue Slots Busy|Registers Per Thread'
 head+='|Achieved Occupancy|Achieved Active Warps Per SM|Eligible Warps Per Scheduler|Grid Size|Block Size'
 head+='|Theoretical Occupancy|Waves Per SM|L2 Hit Rate|Warp Cycles Per Issued Instruction)  '
