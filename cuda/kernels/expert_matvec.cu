@@ -156,6 +156,7 @@ __global__ void __launch_bounds__(kMaxThreads) expert_glu_kernel(ExpertGluParams
   __syncthreads();
   mv16::Run x0, x1;
   if (active) get_runs(runs, tps, u, x0, x1);
+#pragma unroll 2
   for (int g = first; g < g1; g += slices) {
     if (active && g + slices < g1) load(ng, nu, g + slices);
     float acc[2 * kR];
