@@ -248,15 +248,13 @@ struct Unit<quant::Type::MXFP4> {
   }
   static __device__ __forceinline__ float dot(const Raw& r, int64_t, const Run& x0, const Run& x1) {
     const uint32_t e = (r.v[0] >> (8 * r.o)) & 0xffu;
-    // The 16 code bytes start at byte o + 1: word w0 = (o + 1) / 4 of v, shifted by sh bits.
-    const bool w0 = r.o == 3;
-    const uint32_t sh = 8 * ((r.o + 1) & 3);
+    // The 16 code bytes start at byte o + 1: word i of them is v[i + 1]:v[i] shifted right by 8 (o + 1) bits, the
+    // clamped funnel shift giving v[i + 1] itself at o = 3 (32 bits), so no offset needs a branch or a select.
+    const uint32_t sh = 8 * (r.o + 1);
     uint32_t lo[4], hi[4];
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
-      const uint32_t a = w0 ? r.v[i + 1] : r.v[i];
-      const uint32_t b = w0 ? (i < 3 ? r.v[i < 3 ? i + 2 : 4] : 0u) : r.v[i + 1];  // sh = 0 when w0
-      const uint32_t q = __funnelshift_r(a, b, sh);
+      const uint32_t q = __funnelshift_rc(r.v[i], r.v[i + 1], sh);
       lo[i] = doubled(q & 0x0f0f0f0fu), hi[i] = doubled((q >> 4) & 0x0f0f0f0fu);
     }
     return quant::dev::e8m0_half(e) * (float(dot16(lo, x0)) * x0.s + float(dot16(hi, x1)) * x1.s);
