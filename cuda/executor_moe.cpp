@@ -21,8 +21,9 @@ using graph::NodeId;
 using graph::Op;
 
 // A mixture's private buffers, each with room for its largest user (one layer's at a time): h handed from the gate/up
-// launch to the down launch as int16 runs of 16 (kExpertRunBytes), the decode routers' partial products
-// (router_parts_of), the routing launches' copies of ids and weights. None without fusions.
+// launch to the down launch as int16 runs of 16 (kExpertRunBytes), the routers' partial products (router_parts_of;
+// 8 x 4 bytes a token and expert at n_embd 2048: 2 MiB at T = 512), the routing launches' copies of ids and weights.
+// None without fusions.
 void Executor::allocate_moe_buffers() {
   if (!opt_.fuse) return;
   size_t runs_bytes = 0, parts_bytes = 0, route_bytes = 0;
@@ -30,8 +31,7 @@ void Executor::allocate_moe_buffers() {
     if (n.op == Op::MoeWeights) route_bytes = ::std::max(route_bytes, size_t(n.shape.elements()) * 8);
     if (n.op == Op::MulMatId && n.shape.ne[2] <= opt_.matvec_max_tokens)
       runs_bytes = ::std::max(runs_bytes, size_t(n.shape.elements() / 16) * kExpertRunBytes);
-    if (n.op == Op::MulMat && n.inputs.size() >= 2 && n.shape.ne[1] <= opt_.matvec_max_tokens &&
-        g_.node(n.inputs[0]).op == Op::Weight &&
+    if (n.op == Op::MulMat && n.inputs.size() >= 2 && g_.node(n.inputs[0]).op == Op::Weight &&
         ::std::get<graph::WeightParams>(g_.node(n.inputs[0]).params).role == graph::WeightRole::FfnRouter)
       parts_bytes = ::std::max(parts_bytes, size_t(router_parts_count(g_.node(n.inputs[0]).shape.ne[0])) *
                                                 size_t(n.shape.elements()) * sizeof(float));
@@ -97,10 +97,9 @@ void Executor::plan_moe_route(const Node& mw) {
 // The router MulMat l as partial products into router_parts_: a float32 weight, read only by `readers` (the
 // routing), its input stored (not a norm folded into its readers), aligned for float4 loads.
 bool Executor::router_parts_of(const Node& l, const ::std::vector<NodeId>& readers, RouterPartsParams& rp) const {
-  // Decode-sized batches: at prefill the router's product reads the matrix once per 32 columns instead
-  // (matvec_f32_cols), which the per-token parts would not.
-  if (l.op != Op::MulMat || users_.at(size_t(l.id)) != readers || l.shape.ne[1] > opt_.matvec_max_tokens)
-    return false;
+  // Any T: from kF32ColumnsMin tokens the parts are tiles that read the matrix once per 32 columns
+  // (launch_router_parts, matvec_f32_cols).
+  if (l.op != Op::MulMat || users_.at(size_t(l.id)) != readers) return false;
   const Node& w = g_.node(l.inputs.at(0));
   if (w.op != Op::Weight || ::std::get<graph::WeightParams>(w.params).type != quant::Type::F32) return false;
   const Node& x = g_.node(l.inputs.at(1));

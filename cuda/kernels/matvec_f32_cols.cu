@@ -4,6 +4,10 @@
 // 16-row x 32-column tile of outputs and walks K in chunks of 128 through shared memory, so the matrix is read
 // T / 32 times. Each output is one float32 fma chain in ascending k, whatever T and the tile: batch invariant, and
 // within the matvec's tolerance of the reference (float32 products and sums).
+// As partial products (launch_f32_column_parts): the same tiles over slices of K, one slice a block, each slice's
+// chain written to its own part for a reader to add in part order (a router's parts, moe_route): K / slice times the
+// blocks, each with a chain that much shorter. One block an SM walking all of K was 42 us a layer of Qwen3-30B-A3B's
+// pp512 (128 blocks, 2048 dependent fmas each).
 #include "cuda/kernels/matvec_f32_cols.cuh"
 
 #include "cuda/check.h"
@@ -14,35 +18,43 @@ namespace {
 constexpr int kTileRows = 16, kTileCols = 32, kChunk = 128, kThreads = 256;
 constexpr int kWLoads = kTileRows * kChunk / kThreads, kXLoads = kTileCols * kChunk / kThreads;
 
-// Chunk k0's matrix and x elements of this thread into registers (zeros past N, T and K).
-__device__ __forceinline__ void load_chunk(const float* w, const float* x, int64_t K, int64_t N, int64_t T, int64_t n0,
-                                           int64_t t0, int64_t k0, float (&wr)[kWLoads], float (&xr)[kXLoads]) {
+// Chunk k0's matrix and x elements of this thread into registers (zeros past N, T and k_end; rows K apart).
+__device__ __forceinline__ void load_chunk(const float* w, const float* x, int64_t K, int64_t k_end, int64_t N,
+                                           int64_t T, int64_t n0, int64_t t0, int64_t k0, float (&wr)[kWLoads],
+                                           float (&xr)[kXLoads]) {
   const int tid = int(threadIdx.x);
 #pragma unroll
   for (int j = 0; j < kWLoads; ++j) {
     const int i = tid + j * kThreads, rr = i / kChunk, kk = i % kChunk;
-    wr[j] = n0 + rr < N && k0 + kk < K ? __ldg(w + (n0 + rr) * K + k0 + kk) : 0.0f;
+    wr[j] = n0 + rr < N && k0 + kk < k_end ? __ldg(w + (n0 + rr) * K + k0 + kk) : 0.0f;
   }
 #pragma unroll
   for (int j = 0; j < kXLoads; ++j) {
     const int i = tid + j * kThreads, cc = i / kChunk, kk = i % kChunk;
-    xr[j] = t0 + cc < T && k0 + kk < K ? __ldg(x + (t0 + cc) * K + k0 + kk) : 0.0f;
+    xr[j] = t0 + cc < T && k0 + kk < k_end ? __ldg(x + (t0 + cc) * K + k0 + kk) : 0.0f;
   }
 }
 
 // The next chunk's loads are in flight while this one is multiplied: with one block an SM (a router is 128 x 2048 at
 // most: 8 x 16 blocks at T = 512) the L2 latency, not the arithmetic, would set the pace otherwise.
+// slice_k > 0: block z covers K slice [z slice_k, (z + 1) slice_k) and writes y + z T N, without the bias.
 __global__ void __launch_bounds__(kThreads) f32_cols_kernel(const float* w, const float* x, const float* bias,
-                                                            float* y, int64_t K, int64_t N, int64_t T) {
+                                                            float* y, int64_t K, int64_t N, int64_t T,
+                                                            int64_t slice_k) {
   __shared__ float ws[kTileRows][kChunk + 1];
   __shared__ float xs[kTileCols][kChunk + 1];  // +1: the 16 column pairs a warp reads fall in distinct banks
   const int tid = int(threadIdx.x);
   const int r = tid / 16, cp = tid % 16;  // this thread's row and column pair (2 cp, 2 cp + 1)
   const int64_t n0 = int64_t(blockIdx.x) * kTileRows, t0 = int64_t(blockIdx.y) * kTileCols;
+  int64_t k_begin = 0, k_end = K;
+  if (slice_k > 0) {
+    k_begin = int64_t(blockIdx.z) * slice_k, k_end = k_begin + slice_k < K ? k_begin + slice_k : K;
+    y += int64_t(blockIdx.z) * T * N, bias = nullptr;
+  }
   float wr[kWLoads], xr[kXLoads];
-  load_chunk(w, x, K, N, T, n0, t0, 0, wr, xr);
+  load_chunk(w, x, K, k_end, N, T, n0, t0, k_begin, wr, xr);
   float acc0 = 0.0f, acc1 = 0.0f;
-  for (int64_t k0 = 0; k0 < K; k0 += kChunk) {
+  for (int64_t k0 = k_begin; k0 < k_end; k0 += kChunk) {
     __syncthreads();  // the last chunk's products are done with ws and xs
 #pragma unroll
     for (int j = 0; j < kWLoads; ++j) {
@@ -55,7 +67,7 @@ __global__ void __launch_bounds__(kThreads) f32_cols_kernel(const float* w, cons
       xs[i / kChunk][i % kChunk] = xr[j];
     }
     __syncthreads();
-    if (k0 + kChunk < K) load_chunk(w, x, K, N, T, n0, t0, k0 + kChunk, wr, xr);
+    if (k0 + kChunk < k_end) load_chunk(w, x, K, k_end, N, T, n0, t0, k0 + kChunk, wr, xr);
 #pragma unroll 16
     for (int kk = 0; kk < kChunk; ++kk) {
       const float wv = ws[r][kk];
@@ -77,7 +89,22 @@ void launch_f32_columns(const MatvecParams& p, cudaStream_t stream) {
   LLM_REQUIRE((p.N + kTileRows - 1) / kTileRows <= 0x7fffffff && (p.T + kTileCols - 1) / kTileCols <= 65535,
               "f32 columns: too many rows or columns");
   const dim3 grid(unsigned((p.N + kTileRows - 1) / kTileRows), unsigned((p.T + kTileCols - 1) / kTileCols));
-  f32_cols_kernel<<<grid, kThreads, 0, stream>>>(static_cast<const float*>(p.w), p.x, p.bias, p.y, p.K, p.N, p.T);
+  f32_cols_kernel<<<grid, kThreads, 0, stream>>>(static_cast<const float*>(p.w), p.x, p.bias, p.y, p.K, p.N, p.T,
+                                                 0);
+  CUDA_CHECK_LAUNCH(stream);
+}
+
+void launch_f32_column_parts(const float* w, const float* x, float* parts, int64_t K, int64_t N, int64_t T,
+                             int64_t slice_k, cudaStream_t stream) {
+  LLM_REQUIRE(w && x && parts, "f32 column parts: null pointer");
+  LLM_REQUIRE(K > 0 && N > 0 && T > 0 && slice_k > 0 && slice_k % kChunk == 0, "f32 column parts: bad shape");
+  const int64_t n_parts = (K + slice_k - 1) / slice_k;
+  LLM_REQUIRE((N + kTileRows - 1) / kTileRows <= 0x7fffffff && (T + kTileCols - 1) / kTileCols <= 65535 &&
+                  n_parts <= 65535,
+              "f32 column parts: too many rows, columns or parts");
+  const dim3 grid(unsigned((N + kTileRows - 1) / kTileRows), unsigned((T + kTileCols - 1) / kTileCols),
+                  unsigned(n_parts));
+  f32_cols_kernel<<<grid, kThreads, 0, stream>>>(w, x, nullptr, parts, K, N, T, slice_k);
   CUDA_CHECK_LAUNCH(stream);
 }
 

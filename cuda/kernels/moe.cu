@@ -6,6 +6,7 @@
 #include <climits>
 
 #include "cuda/check.h"
+#include "cuda/kernels/matvec_f32_cols.cuh"
 #include "cuda/kernels/pdl.cuh"
 #include "cuda/kernels/reduce.cuh"
 #include "cuda/kernels/swiglu.cuh"
@@ -294,6 +295,11 @@ int router_parts_count(int64_t K) { return int((K + kRouterSlice - 1) / kRouterS
 
 void launch_router_parts(const RouterPartsParams& p, cudaStream_t stream) {
   LLM_REQUIRE(p.w && p.x && p.parts, "router_parts: null pointer");
+  if (p.T >= kF32ColumnsMin) {  // many tokens (prefill): tiles that read the matrix once per 32 columns
+    LLM_REQUIRE(p.n_parts == router_parts_count(p.K), "router_parts: bad shape");
+    launch_f32_column_parts(p.w, p.x, p.parts, p.K, p.n_expert, p.T, kRouterSlice, stream);
+    return;
+  }
   LLM_REQUIRE(p.K > 0 && p.K % 4 == 0 && p.n_expert > 0 && p.T > 0 && p.T <= 65535 &&
                   p.n_parts == router_parts_count(p.K),
               "router_parts: bad shape");
