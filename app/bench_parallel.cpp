@@ -23,6 +23,9 @@ int run_parallel_bench(RunFlags run, const ParallelBenchFlags& f) {
   if (run.session.n_ctx == 0) run.session.n_ctx = most * per_seq;  // the pool: every sequence at its longest
   run.session.plan_batch = f.batch_tokens;
   Loaded l = load_for_run(run);
+  runtime::SamplerParams sampling;  // the server's defaults but the temperature
+  sampling.temp = f.temp;
+  const runtime::SamplerParams* draws = f.temp > 0 ? &sampling : nullptr;
   const bool json = f.output == "json";
   std::printf(json ? "[\n" : "| PP | TG | B | N_KV | T_PP s | S_PP t/s | T_TG s | S_TG t/s | T s | S t/s |\n"
                              "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
@@ -32,8 +35,9 @@ int run_parallel_bench(RunFlags run, const ParallelBenchFlags& f) {
       for (int32_t b : f.parallel) {
         std::fprintf(stderr, "bench: pp %d tg %d x %d\n", p, n, b);
         // One untimed round first: graph builds, captures and run-time kernels are not what is measured.
-        runtime::run_parallel_bench(*l.session, b, p, std::min(n, 2), f.batch_tokens, 1);
-        const runtime::ParallelBenchResult r = runtime::run_parallel_bench(*l.session, b, p, n, f.batch_tokens, 2);
+        runtime::run_parallel_bench(*l.session, b, p, std::min(n, 2), f.batch_tokens, 1, draws);
+        const runtime::ParallelBenchResult r =
+            runtime::run_parallel_bench(*l.session, b, p, n, f.batch_tokens, 2, draws);
         const double pp_tps = r.prefill_s > 0 ? double(b) * p / r.prefill_s : 0;
         const double tg_tps = r.decode_s > 0 ? double(b) * n / r.decode_s : 0;
         const double total = r.prefill_s + r.decode_s;

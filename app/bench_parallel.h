@@ -15,6 +15,7 @@ struct ParallelBenchFlags {
   std::vector<int32_t> n_gen;      // generated tokens per sequence
   int32_t batch_tokens = 2048;     // prompt tokens per batch at most
   std::string output = "md";       // md | json
+  float temp = 0;                  // > 0: sequences draw their tokens at this temperature (server defaults otherwise)
 };
 
 int run_parallel_bench(RunFlags run, const ParallelBenchFlags& f);

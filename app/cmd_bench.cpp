@@ -35,6 +35,7 @@ struct BenchOptions {
   std::string output = "md";
   std::vector<int32_t> parallel;  // --parallel: the batched table instead (bench_parallel.h)
   int32_t batch_tokens = 2048;
+  float temp = 0;                 // --temp with --parallel: sequences draw their tokens (bench_parallel.h)
 };
 
 double now_s() {
@@ -126,7 +127,8 @@ std::vector<BenchTest> plan_tests(const BenchOptions& o) {
 int run_bench(BenchOptions& o) {
   if (!o.parallel.empty()) {
     if (o.output == "csv") throw UsageError("--parallel writes md or json");
-    return run_parallel_bench(o.run, ParallelBenchFlags{o.parallel, o.n_prompt, o.n_gen, o.batch_tokens, o.output});
+    return run_parallel_bench(o.run,
+                              ParallelBenchFlags{o.parallel, o.n_prompt, o.n_gen, o.batch_tokens, o.output, o.temp});
   }
   if (o.reps < 1) throw UsageError("-r must be at least 1");
   std::vector<BenchTest> tests = plan_tests(o);
@@ -221,6 +223,12 @@ void register_bench(CLI::App& root, Action& chosen) {
   cmd->add_option("--batch-tokens", o->batch_tokens, "with --parallel: prompt tokens per batch at most")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  cmd->add_option("--temp", o->temp,
+                  "with --parallel: each sequence draws its tokens at this temperature (top-k 40, top-p 0.95, "
+                  "min-p 0.05: the server's defaults) and evaluates them, as the server does; 0: random tokens, "
+                  "logits copied out (batched-bench style)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 100.0));
   add_warmup_flag(*cmd, o->run, "each test run once before the timed repetitions");
   cmd->callback([o, &chosen] {
     for (int32_t v : o->n_prompt)

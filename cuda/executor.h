@@ -69,8 +69,9 @@ class KvCache {
 struct ExecutorOptions {
   // The LLM_CUDA_* environment switches (A/B and diagnosis knobs), read once when a session starts: the defaults
   // with LLM_CUDA_GRAPH=0, LLM_CUDA_RTC=0, LLM_CUDA_Q6_KX8=0, LLM_CUDA_ATTN_O=0, LLM_CUDA_DECODE_AHEAD=0,
-  // LLM_CUDA_BATCH_MM_MIN / _MAX=0..64, LLM_CUDA_MATVEC_COLS_MAX=0..4 and LLM_CUDA_OMIT_STEPS=a,b applied. Throws
-  // InvalidArgument for a value other than 0 or 1 (or out of the counts' ranges).
+  // LLM_CUDA_DEVICE_DRAWS=0, LLM_CUDA_BATCH_MM_MIN / _MAX=0..64, LLM_CUDA_MATVEC_COLS_MAX=0..4 and
+  // LLM_CUDA_OMIT_STEPS=a,b applied. Throws InvalidArgument for a value other than 0 or 1 (or out of the counts'
+  // ranges).
   static ExecutorOptions from_env();
 
   bool cuda_graph = true;  // capture after one warm-up run and replay; false: plain launches every run
@@ -105,6 +106,7 @@ struct ExecutorOptions {
   bool rtc_kernels = true;    // create the NVRTC cache that `rtc` points to (LLM_CUDA_RTC=0: ahead-of-time kernels)
   LayoutOptions layouts;      // which weight layouts to regroup at upload (weight_layouts.h)
   bool decode_ahead = true;   // queue the next decode step before returning a token (LLM_CUDA_DECODE_AHEAD=0: no)
+  bool device_draws = true;   // paged sessions sample rows on the device (LLM_CUDA_DEVICE_DRAWS=0: on the host)
 };
 
 class Executor {

@@ -230,10 +230,19 @@ void Engine::worker_batched() {
         batch.output_rows.push_back(static_cast<int32_t>(batch.tokens.size()) - 1);
       }
     }
-    // Greedy sequences take the device's argmax; the logits leave the device only when a sequence samples them.
+    // Greedy sequences take the device's argmax, the others its draws (a session that cannot draw returns the
+    // logits instead); the logits leave the device only for a sequence that wants logprobs.
     batch.need_logits = false;
-    for (auto& rp : running)
-      if (rp->output >= 0 && !rp->gen->argmax_is_sample()) batch.need_logits = true;
+    batch.draws.clear();
+    for (auto& rp : running) {
+      if (rp->output < 0 || rp->gen->argmax_is_sample()) continue;
+      if (!rp->gen->device_drawable()) {
+        batch.need_logits = true;
+        continue;
+      }
+      if (batch.draws.empty()) batch.draws.resize(batch.output_rows.size());
+      batch.draws[size_t(rp->output)] = rp->gen->device_draw();
+    }
     if (batch.tokens.empty()) continue;  // nothing could get a block this round (preemptions freed some)
 
     std::span<const float> logits;
@@ -260,6 +269,7 @@ void Engine::worker_batched() {
 
     const size_t n_vocab = static_cast<size_t>(n_vocab_);
     const std::span<const int32_t> argmax = session_->paged_argmax();
+    const std::span<const int32_t> drawn = session_->paged_draws();
     for (auto it = running.begin(); it != running.end();) {
       Running& r = **it;
       r.n_done += r.step_tokens;
@@ -274,9 +284,10 @@ void Engine::worker_batched() {
       std::string error;
       if (r.output >= 0) {
         try {
-          const int32_t next = r.gen->argmax_is_sample()
-                                   ? r.gen->take_argmax(argmax[size_t(r.output)])
-                                   : r.gen->sample(logits.subspan(size_t(r.output) * n_vocab, n_vocab));
+          const size_t o = size_t(r.output);
+          const int32_t next = r.gen->argmax_is_sample()          ? r.gen->take_device_token(argmax[o])
+                               : o < drawn.size() && drawn[o] >= 0 ? r.gen->take_device_token(drawn[o])
+                                                                   : r.gen->sample(logits.subspan(o * n_vocab, n_vocab));
           done = r.gen->accept(next, r.job->callback, r.job->cancelled);
         } catch (const std::exception& e) {
           log(options_.log, LogLevel::Warning, "request " + std::to_string(r.job->id) + " failed: " + e.what());

@@ -15,7 +15,7 @@ double now_s() {
 }  // namespace
 
 ParallelBenchResult run_parallel_bench(Session& session, int32_t n_parallel, int32_t n_prompt, int32_t n_gen,
-                                       int32_t batch_tokens, uint32_t seed) {
+                                       int32_t batch_tokens, uint32_t seed, const SamplerParams* sampling) {
   if (n_parallel <= 0 || n_prompt < 0 || n_gen < 0 || batch_tokens <= 0 || n_prompt + n_gen <= 0)
     throw OptionsError("parallel bench: sequences, batch size and prompt + generated tokens must be positive");
   const std::optional<PagedLayout> layout = session.paged_layout();
@@ -40,11 +40,45 @@ ParallelBenchResult run_parallel_bench(Session& session, int32_t n_parallel, int
     b.kv_seq.clear();
     b.output_rows.clear();
   };
+  // Each sequence's tokens so far (the penalty windows of its draws) and its next one, when sequences sample.
+  std::vector<std::vector<int32_t>> history(static_cast<size_t>(n_parallel));
+  std::vector<Sampler> samplers;
+  if (sampling)
+    for (int32_t s = 0; s < n_parallel; ++s) {
+      SamplerParams p = *sampling;
+      p.seed += uint64_t(s);
+      samplers.emplace_back(p);
+    }
   const auto add = [&](int32_t s, int32_t pos, bool output) {
     if (output) b.output_rows.push_back(static_cast<int32_t>(b.tokens.size()));
-    b.tokens.push_back(token(rng));
+    const auto& h = history[size_t(s)];
+    const int32_t id = sampling && pos < static_cast<int32_t>(h.size()) ? h[size_t(pos)] : token(rng);
+    if (sampling && pos == static_cast<int32_t>(h.size())) history[size_t(s)].push_back(id);
+    b.tokens.push_back(id);
     b.positions.push_back(pos);
     b.kv_seq.push_back(s);
+  };
+  // After a step whose output rows are the sequences in order: each one's next token, drawn on the device or here.
+  const auto draw_all = [&](std::span<const float> logits, uint64_t step) {
+    const std::span<const int32_t> drawn = session.paged_draws();
+    const size_t V = static_cast<size_t>(session.n_vocab());
+    for (int32_t s = 0; s < n_parallel; ++s) {
+      const size_t o = size_t(s);
+      history[o].push_back(o < drawn.size() && drawn[o] >= 0
+                               ? drawn[o]
+                               : samplers[o].sample(logits.subspan(o * V, V), history[o], step));
+    }
+  };
+  const auto ask_draws = [&](uint64_t step) {
+    b.need_logits = !sampling;
+    b.draws.clear();
+    if (!sampling) return;
+    for (int32_t s = 0; s < n_parallel; ++s) {
+      std::span<const int32_t> w(history[size_t(s)]);
+      if (sampling->repeat_last_n >= 0 && w.size() > size_t(sampling->repeat_last_n))
+        w = w.last(size_t(sampling->repeat_last_n));
+      b.draws.push_back(RowDraw{&samplers[size_t(s)].params(), step, w});
+    }
   };
 
   ParallelBenchResult r;
@@ -64,7 +98,9 @@ ParallelBenchResult run_parallel_bench(Session& session, int32_t n_parallel, int
   for (int32_t step = 0; step < n_gen; ++step) {
     clear();
     for (int32_t s = 0; s < n_parallel; ++s) add(s, n_prompt + step, true);
-    session.eval_paged(b);
+    ask_draws(uint64_t(step));
+    const std::span<const float> logits = session.eval_paged(b);
+    if (sampling) draw_all(logits, uint64_t(step));
   }
   r.decode_s = now_s() - t0;
   return r;

@@ -27,8 +27,14 @@ class SequenceGeneration {
   // Whether the next token is the logits' argmax (greedy, no penalties, no logprobs): then the device's argmax of the
   // row is the token sample() would draw, and the logits need not leave the device.
   bool argmax_is_sample() const;
-  // That argmax, as sample() would have taken it (the draw counter advances the same way).
-  int32_t take_argmax(int32_t id);
+  // Whether a paged session may draw the next token on its device (device_draw): every request but one that wants
+  // logprobs, which come from the logits on the host.
+  bool device_drawable() const { return req_.top_logprobs < 0; }
+  // The draw as sample() would make it: the parameters, the draw counter and the penalty window.
+  RowDraw device_draw() const;
+  // A token the device took for this sequence (the argmax when argmax_is_sample(), or device_draw()'s draw), as
+  // sample() would have taken it (the draw counter advances the same way).
+  int32_t take_device_token(int32_t id);
 
   // Takes a sampled token: nullopt when it is to be evaluated next (its text, if any, went to `callback`), else
   // why the generation ends (the token then is not evaluated). The callback's false cancels, at the next token.

@@ -50,6 +50,11 @@ void check_paged_batch(const PagedBatch& b, const PagedLayout& layout, int32_t n
   for (int32_t r : b.output_rows)
     if (r < 0 || static_cast<size_t>(r) >= n)
       throw SessionError("eval_paged: output row " + std::to_string(r) + " is not a token of the batch");
+  if (!b.draws.empty() && b.draws.size() != b.output_rows.size())
+    throw SessionError("eval_paged: " + std::to_string(b.draws.size()) + " draws for " +
+                       std::to_string(b.output_rows.size()) + " output rows (one each, or none)");
+  for (const RowDraw& d : b.draws)
+    if (d.params) validate(*d.params);  // std::invalid_argument naming the field
   for (size_t t = 0; t < n; ++t) {
     const int32_t row = b.kv_seq[t], pos = b.positions[t];
     if (row < 0 || row >= layout.n_seq)

@@ -73,15 +73,27 @@ struct PagedLayout {
   int32_t seq_capacity() const { return max_blocks * block_size; }
 };
 
+// A draw the caller asks a paged session to make on its device for one output row (PagedBatch::draws): the
+// request's parameters, the draw counter and the penalty window, as Sampler::sample(logits, window, step) takes
+// them (the last repeat_last_n tokens of the history are enough). params null: no draw for this row.
+struct RowDraw {
+  const SamplerParams* params = nullptr;
+  uint64_t step = 0;
+  std::span<const int32_t> window;
+};
+
 // One step of a paged session: tokens of any of its sequences, each sequence's tokens consecutive and at increasing
 // consecutive positions (graph/ir.h, Op::Attention); token t belongs to block-table row kv_seq[t].
 struct PagedBatch {
   std::vector<int32_t> tokens, positions, kv_seq;  // [T]
   std::vector<int32_t> block_table;                // [n_seq * max_blocks]: row r holds sequence r's blocks
   std::vector<int32_t> output_rows;                // the tokens whose logits eval_paged returns, in this order
-  // false: the caller needs only each output row's argmax (paged_argmax), not the logits (a device then keeps them;
-  // eval_paged returns an empty span).
+  // false: the caller needs only each output row's argmax (paged_argmax) or draw (paged_draws), not the logits (a
+  // device then keeps them; eval_paged returns an empty span unless a draw it was asked for was not made).
   bool need_logits = true;
+  // Empty, or one per output row: draws for the device to make (paged_draws). A session that does not make a draw
+  // returns the logits, whatever need_logits says, so that the caller samples that row itself.
+  std::vector<RowDraw> draws;
 };
 
 class Session {
@@ -119,6 +131,10 @@ class Session {
   // After eval_paged: the argmax of each output row's logits (lower id on ties, as runtime::argmax), valid until
   // the next call.
   virtual std::span<const int32_t> paged_argmax() const { return {}; }
+  // After eval_paged: for each output row the token the device drew for PagedBatch::draws, bit-identical to
+  // Sampler::sample on that row's logits, or -1 where it drew none (none asked, parameters past the device's
+  // limits, a logit that is NaN or +inf). Empty: none drawn (sessions without device sampling, as the CPU's).
+  virtual std::span<const int32_t> paged_draws() const { return {}; }
 
   virtual int32_t n_ctx() const = 0;        // KV slots = longest sequence this session can hold
   virtual int32_t n_vocab() const = 0;

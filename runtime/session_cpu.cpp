@@ -1,6 +1,7 @@
 // CPU session on the reference executor (see session_cpu.h).
 #include "runtime/session_cpu.h"
 
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 
@@ -90,7 +91,9 @@ std::span<const float> CpuSession::eval_paged(const PagedBatch& b) {
   const Compiled& c = compiled_paged(static_cast<int32_t>(b.tokens.size()), static_cast<int32_t>(rows.size()));
   exec_.run(c.graph, c.plan, graph::RunInputs{b.tokens, b.positions, b.kv_seq, b.block_table, rows});
   argmax_ = exec_.output_i32(c.argmax).first(b.output_rows.size());
-  if (b.output_rows.empty() || !b.need_logits) return {};
+  // No draws are made here: a batch that asks for any gets the logits to sample them itself.
+  const bool draws = std::any_of(b.draws.begin(), b.draws.end(), [](const RowDraw& d) { return d.params; });
+  if (b.output_rows.empty() || (!b.need_logits && !draws)) return {};
   return exec_.output_f32(c.logits);
 }
 

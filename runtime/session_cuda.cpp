@@ -16,6 +16,7 @@
 #include "cuda/capabilities.h"
 #include "cuda/device_info.h"
 #include "cuda/kernels/host_inputs.cuh"
+#include "cuda/kernels/sample_rows.cuh"
 #include "cuda/weight_layouts.h"
 #include "cuda/work_buffers.h"
 #include "model/build_graph.h"
@@ -145,6 +146,10 @@ CudaSession::CudaSession(std::shared_ptr<const model::Model> model, int32_t n_ct
     so.kv_block_size = opt_.kv_block_size;
     paged_ = paged_layout_for(so, n_ctx_, std::max(c.n_ctx_train, 1));
     n_ctx_ = paged_->n_blocks * paged_->block_size;  // whole blocks
+    const size_t rows = std::bit_ceil(uint32_t(paged_->n_seq));  // the largest output bucket (output_bucket)
+    draw_rows_ = cuda::PinnedBuffer(rows * sizeof(cuda::RowSampling));
+    draw_windows_ = cuda::PinnedBuffer(rows * size_t(cuda::kSampleRowsMaxWindow) * 4);
+    draw_out_ = cuda::PinnedBuffer(rows * 4);
   }
   kv_ = std::make_unique<cuda::KvCache>(
       graph::KvCacheSpec{c.n_layer, n_ctx_, c.n_head_kv, c.head_dim, c.head_dim_v, opt_.kv_type});
@@ -427,14 +432,62 @@ std::span<const float> CudaSession::eval_paged(const PagedBatch& b) {
   auto* logits = reinterpret_cast<float*>(paged_out_.as<uint8_t>() + id_bytes);
   const cudaStream_t stream = ctx_->compute();
   CUDA_CHECK(cudaMemcpyAsync(ids, c.exec->device_ptr(c.argmax), size_t(n_out) * 4, cudaMemcpyDeviceToHost, stream));
-  const bool logits_out = n_out > 0 && b.need_logits;
-  if (logits_out)
+  const bool undrawn = launch_draws(b, c, n_out);
+  const auto copy_logits = [&] {
     CUDA_CHECK(cudaMemcpyAsync(logits, c.exec->device_ptr(c.logits), size_t(n_out) * V * 4, cudaMemcpyDeviceToHost,
                                stream));
+  };
+  bool logits_out = n_out > 0 && (b.need_logits || undrawn);
+  if (logits_out) copy_logits();
   CUDA_CHECK(cudaStreamSynchronize(stream));
   argmax_ = std::span<const int32_t>(ids, size_t(n_out));
+  // A row the kernel declined (a NaN or +inf logit) goes to the host's sampler, which says what is wrong.
+  for (size_t i = 0; i < draws_.size() && !logits_out; ++i)
+    if (b.draws[i].params && draws_[i] == cuda::kRowNotDrawn) {
+      copy_logits();
+      CUDA_CHECK(cudaStreamSynchronize(stream));
+      logits_out = true;
+    }
   if (!logits_out) return {};
   return std::span<const float>(logits, size_t(n_out) * V);
+}
+
+bool CudaSession::launch_draws(const PagedBatch& b, const Compiled& c, int32_t n_out) {
+  draws_ = {};
+  if (b.draws.empty()) return false;
+  if (!opt_.exec.device_draws) return true;  // LLM_CUDA_DEVICE_DRAWS=0: the host samples every row
+  const int64_t V = n_vocab();
+  auto* rows = draw_rows_.as<cuda::RowSampling>();
+  auto* windows = draw_windows_.as<int32_t>();
+  int32_t used = 0;
+  bool undrawn = false;
+  for (int32_t i = 0; i < n_out; ++i) {
+    const RowDraw& d = b.draws[size_t(i)];
+    cuda::RowSampling& r = rows[i];
+    r = cuda::RowSampling{};
+    if (!d.params) continue;
+    r.cfg = to_config(*d.params);
+    r.step = d.step;
+    std::span<const int32_t> window = r.cfg.penalties() ? d.window : std::span<const int32_t>{};
+    if (r.cfg.repeat_last_n > 0 && window.size() > size_t(r.cfg.repeat_last_n))
+      window = window.last(size_t(r.cfg.repeat_last_n));
+    r.draw = cuda::sample_rows_draws(r.cfg, V, int32_t(window.size())) ? 1 : 0;
+    undrawn |= !r.draw;
+    if (!r.draw) continue;
+    std::memcpy(windows + used, window.data(), window.size_bytes());
+    r.window_offset = used, r.window_len = int32_t(window.size());
+    used += r.window_len;
+  }
+  cuda::SampleRowsParams p;
+  p.logits = static_cast<const float*>(c.exec->device_ptr(c.logits));
+  p.V = V, p.row_stride = V, p.n_rows = n_out;
+  p.rows = static_cast<const cuda::RowSampling*>(cuda::device_address_of_pinned(rows));
+  p.windows = static_cast<const int32_t*>(cuda::device_address_of_pinned(windows));
+  auto* out = draw_out_.as<int32_t>();
+  p.out = static_cast<int32_t*>(cuda::device_address_of_pinned(out));
+  cuda::launch_sample_rows(p, ctx_->compute());
+  draws_ = std::span<const int32_t>(out, size_t(n_out));
+  return undrawn;
 }
 
 std::unique_ptr<Session> make_cuda_session(std::shared_ptr<const model::Model> model, const SessionOptions& options) {

@@ -54,6 +54,7 @@ class CudaSession final : public Session {
   std::optional<PagedLayout> paged_layout() const override { return paged_; }
   std::span<const float> eval_paged(const PagedBatch& batch) override;
   std::span<const int32_t> paged_argmax() const override { return argmax_; }
+  std::span<const int32_t> paged_draws() const override { return draws_; }
   int32_t prepare_paged(int32_t max_tokens) override;
   int32_t n_ctx() const override { return paged_ ? paged_->seq_capacity() : n_ctx_; }
   int32_t n_vocab() const override;
@@ -94,6 +95,14 @@ class CudaSession final : public Session {
   // argmax of every output row, and the logits rows when the caller needs them.
   cuda::PinnedBuffer paged_out_;
   std::span<const int32_t> argmax_;
+  // Per-sequence draws (PagedBatch::draws, cuda/kernels/sample_rows.cuh): each output row's parameters and window,
+  // read by the kernel from page-locked memory, and the tokens it writes there; sized at start for the largest
+  // output bucket.
+  cuda::PinnedBuffer draw_rows_, draw_windows_, draw_out_;
+  std::span<const int32_t> draws_;
+  // Stages and launches the draws of b (n_out rows of logits); returns whether a row that asked for one is left to
+  // the host.
+  bool launch_draws(const PagedBatch& b, const Compiled& c, int32_t n_out);
   std::unique_ptr<cuda::Context> ctx_;
   cuda::DeviceWeights weights_;
   std::unordered_set<uint64_t> regrouped_;  // arena offsets of the matrices regrouped at upload

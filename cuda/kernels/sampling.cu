@@ -8,30 +8,12 @@
 
 #include "cuda/check.h"
 #include "cuda/kernels/reduce.cuh"
+#include "cuda/kernels/sampling_walk.cuh"
 
 namespace cuda {
 namespace {
 
 constexpr int kThreads = 256;
-
-__host__ __device__ inline void philox_round(uint32_t (&c)[4], const uint32_t (&k)[2]) {
-  const uint64_t p0 = uint64_t(0xD2511F53u) * c[0];
-  const uint64_t p1 = uint64_t(0xCD9E8D57u) * c[2];
-  const uint32_t hi0 = uint32_t(p0 >> 32), lo0 = uint32_t(p0);
-  const uint32_t hi1 = uint32_t(p1 >> 32), lo1 = uint32_t(p1);
-  const uint32_t n0 = hi1 ^ c[1] ^ k[0], n1 = lo1, n2 = hi0 ^ c[3] ^ k[1], n3 = lo0;
-  c[0] = n0, c[1] = n1, c[2] = n2, c[3] = n3;
-}
-
-__host__ __device__ inline float philox_uniform(uint64_t seed, uint64_t step) {
-  uint32_t c[4] = {uint32_t(step), uint32_t(step >> 32), 0u, 0u};
-  uint32_t k[2] = {uint32_t(seed), uint32_t(seed >> 32)};
-  for (int r = 0; r < 10; ++r) {
-    if (r > 0) k[0] += 0x9E3779B9u, k[1] += 0xBB67AE85u;
-    philox_round(c, k);
-  }
-  return float(c[0] >> 8) * (1.0f / 16777216.0f);
-}
 
 struct Scratch {
   float* keys_in;
@@ -88,8 +70,7 @@ __device__ __forceinline__ float penalised_logit(const SampleParams& p, const Sc
   if (penalise) {
     const int32_t n = s.counts[i];
     if (n > 0) {
-      l = l > 0.0f ? __fdiv_rn(l, p.cfg.repeat_penalty) : __fmul_rn(l, p.cfg.repeat_penalty);
-      l = __fsub_rn(l, __fadd_rn(__fmul_rn(float(n), p.cfg.frequency_penalty), p.cfg.presence_penalty));
+      l = apply_penalty(l, n, p.cfg);
       s.counts[i] = 0;
     }
   }
@@ -126,43 +107,10 @@ __global__ void greedy_final_kernel(SampleParams p, const ArgMax* partial, int n
   if (threadIdx.x == 0) *p.out_token = best.idx < 0 ? 0 : best.idx;
 }
 
-// Steps 4-8 of app/sampler.h over the sorted candidates, one thread.
+// Steps 4-8 over the sorted candidates, one thread.
 __global__ void walk_kernel(SampleParams p, Scratch s) {
-  const SamplingConfig& c = p.cfg;
-  const float* l = s.keys_out;
-  int64_t kept = (c.top_k > 0 && c.top_k < p.V) ? c.top_k : p.V;
-  const double l0 = double(l[0]);
-  if (c.top_p < 1.0f) {
-    double Q = 0.0;
-    for (int64_t i = 0; i < kept; ++i) Q += exp(double(l[i]) - l0);
-    const double target = double(c.top_p) * Q;
-    double run = 0.0;
-    for (int64_t i = 0; i < kept; ++i) {
-      run += exp(double(l[i]) - l0);
-      if (run >= target) {
-        kept = i + 1;
-        break;
-      }
-    }
-  }
-  if (c.min_p > 0.0f) {
-    int64_t i = 1;
-    while (i < kept && exp(double(l[i]) - l0) >= double(c.min_p)) ++i;
-    kept = i;
-  }
-  double W = 0.0;
-  for (int64_t i = 0; i < kept; ++i) W += exp((double(l[i]) - l0) / double(c.temp));
-  const double target = double(philox_uniform(c.seed, p.state->step)) * W;
-  double run = 0.0;
-  int32_t pick = s.ids_out[kept - 1];
-  for (int64_t i = 0; i < kept; ++i) {
-    run += exp((double(l[i]) - l0) / double(c.temp));
-    if (run > target) {
-      pick = s.ids_out[i];
-      break;
-    }
-  }
-  *p.out_token = pick;
+  const int64_t kept = (p.cfg.top_k > 0 && p.cfg.top_k < p.V) ? p.cfg.top_k : p.V;
+  *p.out_token = walk_sorted(p.cfg, s.keys_out, s.ids_out, kept, p.state->step);
 }
 
 }  // namespace

@@ -21,7 +21,7 @@ struct SamplingConfig {
   float frequency_penalty = 0.0f;
   uint64_t seed = 0;
 
-  bool penalties() const {
+  __host__ __device__ bool penalties() const {
     return repeat_last_n != 0 && (repeat_penalty != 1.0f || presence_penalty != 0.0f || frequency_penalty != 0.0f);
   }
 };

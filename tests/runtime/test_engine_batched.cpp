@@ -230,4 +230,32 @@ TEST_F(BatchedEngineTest, ShutdownCancelsRunningAndQueued) {
             runtime::SubmitStatus::ShuttingDown);
 }
 
+// The draws contract on a session that makes none (the CPU's): asked for draws, it returns the logits even when
+// the caller said it needs none, paged_draws() is empty, and draws that do not match the output rows are refused.
+TEST_F(BatchedEngineTest, SessionWithoutDrawsReturnsTheLogitsToSample) {
+  runtime::SessionOptions so;
+  so.n_seq = 2;
+  so.kv_block_size = 16;
+  const runtime::PagedLayout layout = runtime::paged_layout_for(so, 128, model_->config().n_ctx_train);
+  runtime::CpuSession session(model_, layout, 1);
+  runtime::PagedBatch b;
+  b.block_table.assign(size_t(layout.n_seq) * layout.max_blocks, 0);
+  b.block_table[size_t(layout.max_blocks)] = 1;
+  b.tokens = {1, 5, 1, 7}, b.positions = {0, 1, 0, 1}, b.kv_seq = {0, 0, 1, 1}, b.output_rows = {1, 3};
+  b.need_logits = false;
+  EXPECT_TRUE(session.eval_paged(b).empty());
+  runtime::SamplerParams params;
+  const std::vector<int32_t> window = {1, 5};
+  b.draws = {runtime::RowDraw{}, runtime::RowDraw{&params, 0, window}};
+  for (auto& p : b.positions) p += 2;
+  EXPECT_EQ(session.eval_paged(b).size(), size_t(2) * size_t(model_->config().n_vocab));
+  EXPECT_TRUE(session.paged_draws().empty());
+  b.draws.pop_back();
+  EXPECT_THROW(session.eval_paged(b), runtime::SessionError);
+  runtime::SamplerParams bad;
+  bad.top_p = -1;
+  b.draws = {runtime::RowDraw{}, runtime::RowDraw{&bad, 0, window}};
+  EXPECT_THROW(session.eval_paged(b), std::invalid_argument);
+}
+
 }  // namespace
