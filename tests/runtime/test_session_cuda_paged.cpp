@@ -27,6 +27,7 @@
 #include "runtime/sampler.h"
 #include "runtime/session_cpu.h"
 #include "runtime/session_cuda.h"
+#include "cuda/kernels/sample_rows.cuh"
 
 #define REQUIRE_GPU() \
   if (!::cuda::device_available()) GTEST_SKIP() << "no CUDA device"
@@ -165,7 +166,8 @@ TEST(PagedGpu, DrawsAreTheCpuSamplersTokens) {
     params[0].temp = 0, params[0].repeat_penalty = 1.5f, params[0].repeat_last_n = 8;  // greedy, penalised
     params[1].seed = 11;                                                                // the defaults
     params[2].temp = 3.0f, params[2].top_k = 500, params[2].top_p = 1.0f, params[2].min_p = 0, params[2].seed = 12;
-    params[3].top_k = 0, params[3].top_p = 0.99f, params[3].seed = 13;  // past the device's top-k: the host's
+    params[3].top_k = 0, params[3].top_p = 0.99f, params[3].seed = 13;  // every id a candidate:
+    const bool row3_host = V > cuda::kSampleRowsMaxTopK;  // the host's past the device's limit
     std::mt19937 rng(3);
     std::vector<std::vector<int32_t>> hist(4);
     runtime::PagedBatch b;
@@ -197,7 +199,7 @@ TEST(PagedGpu, DrawsAreTheCpuSamplersTokens) {
         runtime::Sampler cpu(params[size_t(s)]);
         const int32_t want = cpu.sample(std::span<const float>(rows).subspan(size_t(s) * V, size_t(V)),
                                         hist[size_t(s)], uint64_t(step));
-        if (s == 3 || (s == 1 && step % 2 == 1)) {
+        if ((s == 3 && row3_host) || (s == 1 && step % 2 == 1)) {
           EXPECT_EQ(drawn[size_t(s)], -1) << name << " step " << step << " row " << s;
         } else {
           EXPECT_EQ(drawn[size_t(s)], want) << name << " step " << step << " row " << s;
@@ -206,29 +208,36 @@ TEST(PagedGpu, DrawsAreTheCpuSamplersTokens) {
         hist[size_t(s)].push_back(want);
       }
     }
-    EXPECT_EQ(device_rows, 8 * 3 - 4);
-    // need_logits false: the logits come back only because row 3's draw is the host's.
+    EXPECT_EQ(device_rows, 8 * (row3_host ? 3 : 4) - 4);
+    // need_logits false: the logits come back only when a draw is the host's (row 3 past the limit).
     b.need_logits = false;
     for (auto& t : b.positions) ++t;
-    EXPECT_EQ(gpu.eval_paged(b).size(), size_t(4) * V);
+    EXPECT_EQ(gpu.eval_paged(b).size(), row3_host ? size_t(4) * V : 0u);
     b.draws[3] = {};
+    for (auto& t : b.positions) ++t;
     EXPECT_TRUE(gpu.eval_paged(b).empty());
   }
 }
 
-// Sampled requests (temperature, top-k / top-p, seeds, one with penalties) drawn on the device: each request's text
-// batched with seven others against the same request alone on the same engine (agreement reported, at least 7 of
-// 8, as for greedy: the logits of a batched step are not bit-identical to a lone one's).
-TEST(PagedGpuEngine, EightSampledRequestsAgreeAloneAndBatched) {
+// Sampled requests (temperature, top-k / top-p, seeds, one with penalties) through the batching engine: each alone,
+// drawn on the device, is exactly the text it gets drawn on the host from the same logits (LLM_CUDA_DEVICE_DRAWS=0's
+// path) — the engine's draw counters and windows are right. Batched with the seven others, the agreement with alone is
+// reported, not required: a batched step's logits are not bit-identical to a lone one's, and a draw near a boundary
+// of the cumulative weights may go the other way (as a greedy near-tie may).
+TEST(PagedGpuEngine, SampledRequestsDrawnOnTheDeviceAsOnTheHost) {
   REQUIRE_GPU();
   REQUIRE_ASSET(path, "models/stories260K-f32.gguf");
   auto m = model::Model::load(path);
-  runtime::CudaSessionOptions co;
-  co.n_seq = 8;
-  co.kv_block_size = 16;
   tokenizer::Tokenizer tok = tokenizer::Tokenizer::from_gguf(m->file());
-  runtime::Engine engine(m, tokenizer::Tokenizer::from_gguf(m->file()),
-                         std::make_unique<runtime::CudaSession>(m, 1024, co));
+  const auto engine = [&](bool device_draws) {
+    runtime::CudaSessionOptions co;
+    co.n_seq = 8;
+    co.kv_block_size = 16;
+    co.exec.device_draws = device_draws;
+    return std::make_unique<runtime::Engine>(m, tokenizer::Tokenizer::from_gguf(m->file()),
+                                             std::make_unique<runtime::CudaSession>(m, 1024, co));
+  };
+  const auto device = engine(true), host = engine(false);
   const std::vector<std::string> prompts = {"Once upon a time", "The dog ran", "Lily wanted to play with her friend",
                                             "Tom", "One day, a little bird", "The sun was", "Mom said",
                                             "There was a big red ball that"};
@@ -242,19 +251,18 @@ TEST(PagedGpuEngine, EightSampledRequestsAgreeAloneAndBatched) {
     r.ignore_eos = true;
     return r;
   };
-  const auto run = [&](const std::vector<size_t>& which) {
+  const auto run = [&](runtime::Engine& e, const std::vector<size_t>& which) {
     std::vector<std::promise<std::string>> texts(which.size());
     std::vector<std::string> got(which.size());
     for (size_t j = 0; j < which.size(); ++j)
-      EXPECT_EQ(engine
-                    .submit(request(which[j]),
-                            [&, j](const runtime::EngineEvent& e) {
-                              if (e.kind == runtime::EngineEvent::Kind::Final)
-                                texts[j].set_value(got[j]);
-                              else
-                                got[j].append(e.text);
-                              return true;
-                            })
+      EXPECT_EQ(e.submit(request(which[j]),
+                         [&, j](const runtime::EngineEvent& ev) {
+                           if (ev.kind == runtime::EngineEvent::Kind::Final)
+                             texts[j].set_value(got[j]);
+                           else
+                             got[j].append(ev.text);
+                           return true;
+                         })
                     .status,
                 runtime::SubmitStatus::Accepted);
     std::vector<std::string> out;
@@ -265,16 +273,15 @@ TEST(PagedGpuEngine, EightSampledRequestsAgreeAloneAndBatched) {
     }
     return out;
   };
-  const std::vector<std::string> batched = run({0, 1, 2, 3, 4, 5, 6, 7});
+  const std::vector<std::string> batched = run(*device, {0, 1, 2, 3, 4, 5, 6, 7});
   int same = 0;
   for (size_t i = 0; i < prompts.size(); ++i) {
-    const std::string alone = run({i})[0];
+    const std::string alone = run(*device, {i})[0];
+    EXPECT_EQ(alone, run(*host, {i})[0]) << prompts[i];
     if (alone == batched[i]) ++same;
-    else std::printf("[ differs  ] %s\n  batched: %s\n  alone:   %s\n", prompts[i].c_str(), batched[i].c_str(),
-                     alone.c_str());
   }
-  std::printf("[ agreement] %d of %zu sampled texts identical (GPU batched vs GPU alone)\n", same, prompts.size());
-  EXPECT_GE(same, 7);
+  std::printf("[ agreement] %d of %zu sampled texts identical (GPU batched vs GPU alone; reported, not required)\n",
+              same, prompts.size());
 }
 
 TEST(PagedGpuEngine, EightGreedyRequestsAgreeWithTheCpuAlone) {
