@@ -33,6 +33,7 @@ int run_chat(ChatFlags& f) {
   std::optional<chat::ChatTemplate> named;
   if (f.tmpl.given()) named = choose_template(f.tmpl, {});
   Loaded l = load_for_run(f.run);
+  check_logit_bias(f.sampling, l.session->n_vocab());
   chat::ChatTemplate tmpl = named ? std::move(*named) : choose_template(f.tmpl, l.tok.chat_template());
   if (f.run.session.verbose || f.show_template)
     std::fprintf(stderr, "llm-run: chat template: %s%s\n", std::string(chat::family_name(tmpl.family())).c_str(),

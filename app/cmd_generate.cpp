@@ -41,6 +41,7 @@ int run_generate(GenerateFlags f) {
   gen.warmup = f.run.warmup;
 
   Loaded l = load_for_run(f.run);
+  check_logit_bias(f.sampling, l.session->n_vocab());
   const std::vector<int32_t> prompt = runtime::tokenize_prompt(l.tok, f.prompt);
   if (f.run.session.verbose)
     std::fprintf(stderr, "llm-run: seed %llu, prompt %zu tokens\n",

@@ -1,6 +1,7 @@
 // Shared generation flags; see sampling_flags.h.
 #include "app/sampling_flags.h"
 
+#include <climits>
 #include <limits>
 #include <random>
 #include <stdexcept>
@@ -30,18 +31,45 @@ void add_sampling_flags(CLI::App& cmd, SamplingFlags& f) {
       ->check(CLI::Range(-1, std::numeric_limits<int32_t>::max()));
   cmd.add_option("--presence-penalty", s.presence_penalty, "Presence penalty (0 = off)")->default_val(0.0f);
   cmd.add_option("--frequency-penalty", s.frequency_penalty, "Frequency penalty (0 = off)")->default_val(0.0f);
+  cmd.add_option("-l,--logit-bias", f.logit_bias,
+                 "Add BIAS to token ID's logit before sampling, as ID+BIAS or ID-BIAS (ID-inf: never; repeatable)")
+      ->type_name("ID(+|-)BIAS");
   cmd.add_flag("--ignore-eos", f.gen.ignore_eos, "Keep generating past end-of-generation tokens");
   cmd.add_option("-r,--reverse-prompt", f.gen.stop_strings, "Stop when the output contains this text (repeatable)");
 }
 
+std::pair<int32_t, float> parse_logit_bias(const std::string& spec) {
+  const size_t sign = spec.find_first_of("+-");
+  const bool digits = sign > 0 && sign != std::string::npos && sign <= 10 &&
+                      spec.find_first_not_of("0123456789") == sign;
+  float bias = 0;
+  size_t used = 0;
+  try {
+    if (digits) bias = std::stof(spec.substr(sign), &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (!digits || used != spec.size() - sign || std::stoll(spec.substr(0, sign)) > INT32_MAX)
+    throw UsageError("--logit-bias takes TOKEN_ID+BIAS or TOKEN_ID-BIAS (e.g. 15043+1 or 2-inf), got '" + spec + "'");
+  return {static_cast<int32_t>(std::stoll(spec.substr(0, sign))), bias};
+}
+
 void finalize_sampling(SamplingFlags& f) {
   f.gen.stop_requested = [] { return interrupted(); };  // Ctrl-C ends the reply cleanly (app/interrupt.h)
+  for (const std::string& spec : f.logit_bias) f.gen.sampling.logit_bias.push_back(parse_logit_bias(spec));
   f.gen.sampling.seed = f.seed_given ? f.seed : (uint64_t{std::random_device{}()} << 32) ^ std::random_device{}();
   try {
     runtime::validate(f.gen.sampling);
   } catch (const std::invalid_argument& e) {
     throw UsageError(e.what());
   }
+}
+
+void check_logit_bias(const SamplingFlags& f, int32_t n_vocab) {
+  for (const auto& [id, bias] : f.gen.sampling.logit_bias)
+    if (id >= n_vocab)
+      throw UsageError("--logit-bias names token " + std::to_string(id) + ", outside the model's vocabulary of " +
+                       std::to_string(n_vocab));
 }
 
 }  // namespace app

@@ -62,6 +62,10 @@ SubmitResult Engine::submit(EngineRequest request, EngineCallback callback) {
       throw RequestError(K::BadToken, "token id " + std::to_string(id) + " is outside the vocabulary of " +
                                           std::to_string(n_vocab_));
   if (request.max_tokens < -1) throw RequestError(K::BadLimit, "max_tokens must be -1 or more");
+  for (const auto& [id, b] : request.sampling.logit_bias)
+    if (id < 0 || id >= n_vocab_)
+      throw RequestError(K::BadLogitBias, "logit_bias names token id " + std::to_string(id) +
+                                              ", outside the vocabulary of " + std::to_string(n_vocab_));
   if (request.top_logprobs < -1 || request.top_logprobs > kMaxTopLogprobs)
     throw RequestError(K::BadLogprobs, "top_logprobs must be between 0 and " + std::to_string(kMaxTopLogprobs) +
                                            " (or -1 for none)");

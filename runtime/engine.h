@@ -44,6 +44,7 @@ class RequestError : public std::invalid_argument {
     BadSampling,    // a sampling parameter outside its domain (runtime::validate)
     BadLimit,       // max_tokens < -1
     BadLogprobs,    // top_logprobs outside [-1, kMaxTopLogprobs]
+    BadLogitBias,   // a logit bias on a token id outside the vocabulary
   };
   RequestError(Kind kind, const std::string& message) : std::invalid_argument(message), kind_(kind) {}
   Kind kind() const noexcept { return kind_; }

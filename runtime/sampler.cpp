@@ -43,6 +43,10 @@ void validate(const SamplerParams& p) {
                                 std::to_string(p.repeat_last_n));
   if (!std::isfinite(p.presence_penalty)) bad("presence penalty must be finite");
   if (!std::isfinite(p.frequency_penalty)) bad("frequency penalty must be finite");
+  for (const auto& [id, b] : p.logit_bias) {
+    if (id < 0) bad("logit bias on token id " + std::to_string(id));
+    if (std::isnan(b) || b == INFINITY) bad("logit bias of token " + std::to_string(id) + " must be a number below +inf");
+  }
 }
 
 void apply_penalties(const SamplerParams& p, std::span<const int32_t> history, std::span<float> logits) {
@@ -78,6 +82,8 @@ int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> 
   for (size_t i = 0; i < V; ++i)
     if (std::isnan(work_[i]) || work_[i] == INFINITY)
       throw std::runtime_error("sampling: logit of token " + std::to_string(i) + " is " + std::to_string(work_[i]));
+  for (const auto& [id, b] : params_.logit_bias)
+    if (static_cast<size_t>(id) < V) work_[static_cast<size_t>(id)] += b;
   apply_penalties(params_, history, work_);
   if (params_.temp <= 0.0f) return argmax(work_);
 

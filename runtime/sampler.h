@@ -4,6 +4,8 @@
 // Inputs of one draw: logits l[0..V) (float32), the token history (prompt + generated so far), the step counter
 // (0 for the first generated token, +1 per token) and the parameters. Filters run in this fixed order:
 //
+//  0. Logit bias: for every (id, b) of logit_bias, in order, with id in [0, V): l[id] = l[id] + b in float32
+//     (OpenAI's logit_bias; llama.cpp's sampler chain applies it first as well). b = -inf bans the id.
 //  1. Penalties, when repeat_penalty != 1 or presence_penalty != 0 or frequency_penalty != 0, over the window = the
 //     last repeat_last_n tokens of the history (-1 = the whole history, 0 = no penalties). For every token id c that
 //     occurs n_c > 0 times in the window, in float32:
@@ -32,6 +34,7 @@
 #include <array>
 #include <cstdint>
 #include <span>
+#include <utility>
 #include <vector>
 
 namespace runtime {
@@ -47,6 +50,11 @@ struct SamplerParams {
   float presence_penalty = 0.0f;
   float frequency_penalty = 0.0f;
   uint64_t seed = 0;
+  std::vector<std::pair<int32_t, float>> logit_bias;  // step 0: (token id, added to its logit)
+
+  bool penalties() const {
+    return repeat_last_n != 0 && (repeat_penalty != 1.0f || presence_penalty != 0.0f || frequency_penalty != 0.0f);
+  }
 };
 
 // Philox4x32-10 of one counter block under one key.
@@ -55,7 +63,7 @@ std::array<uint32_t, 4> philox4x32_10(std::array<uint32_t, 4> counter, std::arra
 float sampler_uniform(uint64_t seed, uint64_t step);
 
 // Throws std::invalid_argument naming the field for values outside their domain (NaN, top_p > 1 is allowed and
-// means off, repeat_penalty <= 0, repeat_last_n < -1).
+// means off, repeat_penalty <= 0, repeat_last_n < -1, a logit bias on a negative id or NaN / +inf).
 void validate(const SamplerParams& p);
 
 // Applies the penalties of step 1 in place (exposed for tests and for the GPU sampler's reference).

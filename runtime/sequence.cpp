@@ -28,9 +28,7 @@ int32_t SequenceGeneration::sample(std::span<const float> logits) {
 
 bool SequenceGeneration::argmax_is_sample() const {
   const SamplerParams& p = req_.sampling;
-  const bool penalties = p.repeat_last_n != 0 && (p.repeat_penalty != 1.0f || p.presence_penalty != 0.0f ||
-                                                  p.frequency_penalty != 0.0f);
-  return p.temp <= 0.0f && !penalties && req_.top_logprobs < 0;
+  return p.temp <= 0.0f && !p.penalties() && p.logit_bias.empty() && req_.top_logprobs < 0;
 }
 
 RowDraw SequenceGeneration::device_draw() const {

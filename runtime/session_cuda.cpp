@@ -29,7 +29,8 @@ namespace {
 bool same_params(const SamplerParams& a, const SamplerParams& b) {
   return a.temp == b.temp && a.top_k == b.top_k && a.top_p == b.top_p && a.min_p == b.min_p &&
          a.repeat_penalty == b.repeat_penalty && a.repeat_last_n == b.repeat_last_n &&
-         a.presence_penalty == b.presence_penalty && a.frequency_penalty == b.frequency_penalty && a.seed == b.seed;
+         a.presence_penalty == b.presence_penalty && a.frequency_penalty == b.frequency_penalty && a.seed == b.seed &&
+         a.logit_bias == b.logit_bias;
 }
 
 cuda::AttentionShape attention_shape(const model::Config& c) {
@@ -308,7 +309,8 @@ void CudaSession::stage_decode(int slot, uint64_t step, std::span<const int32_t>
 }
 
 std::optional<int32_t> CudaSession::decode_sample(int32_t token, int32_t pos, const SampleRequest& req) {
-  if (!req.params || paged_) return std::nullopt;
+  // The device samplers have no logit bias: a biased draw takes eval() and the CPU sampler.
+  if (!req.params || paged_ || !req.params->logit_bias.empty()) return std::nullopt;
   const int32_t tokens[1] = {token};
   check_batch(tokens, pos);
   validate(*req.params);
@@ -468,6 +470,10 @@ bool CudaSession::launch_draws(const PagedBatch& b, const Compiled& c, int32_t n
     if (!d.params) continue;
     r.cfg = to_config(*d.params);
     r.step = d.step;
+    if (!d.params->logit_bias.empty()) {  // the kernel has no logit bias: the host's draw
+      undrawn = true;
+      continue;
+    }
     std::span<const int32_t> window = r.cfg.penalties() ? d.window : std::span<const int32_t>{};
     if (r.cfg.repeat_last_n > 0 && window.size() > size_t(r.cfg.repeat_last_n))
       window = window.last(size_t(r.cfg.repeat_last_n));

@@ -65,6 +65,37 @@ int64_t get_int(const Value& obj, std::string_view key, int64_t fallback, int64_
   return i;
 }
 
+// logit_bias as OpenAI takes it: an object from token ids (decimal strings) to biases in [-100, 100], added to
+// those tokens' logits before sampling (-100 in effect bans one). Ids past the vocabulary are refused by the engine.
+std::vector<std::pair<int32_t, float>> get_logit_bias(const Value& obj) {
+  const Value* v = field(obj, "logit_bias");
+  if (!v || v->is_none()) return {};
+  if (!v->is_object() || v->is_namespace())
+    throw invalid_field("logit_bias", "logit_bias must be an object from token ids to numbers");
+  constexpr size_t kMaxBiases = 1024;
+  const auto& items = v->object().items;
+  if (items.size() > kMaxBiases)
+    throw invalid_field("logit_bias", "logit_bias holds at most " + std::to_string(kMaxBiases) + " token ids");
+  std::vector<std::pair<int32_t, float>> out;
+  for (const auto& [key, bias] : items) {
+    const std::string k = key.is_string() ? key.as_string() : std::string();
+    int64_t id = -1;
+    const bool digits = !k.empty() && k.size() <= 10 && k.find_first_not_of("0123456789") == std::string::npos;
+    if (digits) id = std::stoll(k);
+    if (!digits || id > std::numeric_limits<int32_t>::max())
+      throw invalid_field("logit_bias", "logit_bias keys must be token ids (non-negative integers), got \"" + k + "\"");
+    if (bias.is_bool() || !(bias.is_int() || bias.is_float()))
+      throw invalid_field("logit_bias", "the logit_bias of token " + k + " must be a number");
+    const double b = bias.as_float();
+    if (!(b >= -100.0 && b <= 100.0))
+      throw invalid_field("logit_bias", "the logit_bias of token " + k + " must be between -100 and 100");
+    for (const auto& [seen, unused] : out)
+      if (seen == id) throw invalid_field("logit_bias", "logit_bias names token " + std::to_string(id) + " twice");
+    out.emplace_back(static_cast<int32_t>(id), static_cast<float>(b));
+  }
+  return out;
+}
+
 std::vector<std::string> get_stop(const Value& obj) {
   const Value* v = field(obj, "stop");
   if (!v) return {};
@@ -185,6 +216,7 @@ CompletionRequest parse_completion_request(std::string_view body, Route route) {
   s.frequency_penalty = static_cast<float>(get_number(obj, "frequency_penalty", 0.0, -2.0, 2.0));
   s.repeat_penalty = static_cast<float>(get_number(obj, "repeat_penalty", s.repeat_penalty, 1e-3, 100.0));
   s.repeat_last_n = static_cast<int32_t>(get_int(obj, "repeat_last_n", s.repeat_last_n, -1, kMaxInt32));
+  s.logit_bias = get_logit_bias(obj);
   // -1, as llama.cpp's server takes it, asks for a random seed like an absent one.
   const int64_t seed = get_int(obj, "seed", -1, -1, std::numeric_limits<int64_t>::max());
   r.seed_given = seed >= 0;

@@ -44,6 +44,7 @@ ApiError request_error(const runtime::RequestError& e, Route route) {
     case K::BadToken: return invalid_field(prompt_param, e.what());
     case K::BadLimit: return invalid_field("max_tokens", e.what());
     case K::BadLogprobs: return invalid_field(route == Route::Chat ? "top_logprobs" : "logprobs", e.what());
+    case K::BadLogitBias: return invalid_field("logit_bias", e.what());
     case K::BadSampling: return invalid_field("", e.what());
   }
   return invalid_field("", e.what());

@@ -209,6 +209,23 @@ TEST_F(Cli, ExitCodes) {
   EXPECT_EQ(lg.code, 2);
 }
 
+// -l / --logit-bias as llama.cpp spells it: "432-inf" bans ',' (token 432 of stories260K), which the greedy
+// reference writes after "Once upon a time"; malformed specs and ids past the vocabulary are usage errors.
+TEST_F(Cli, LogitBiasBansAToken) {
+  REQUIRE_STORIES();
+  const std::string base = "-m " + quote(stories) + " -p 'Once upon a time' -n 8 --temp 0 --device cpu -t 1";
+  const Result plain = run(base), banned = run(base + " -l 432-inf");
+  ASSERT_EQ(plain.code, 0) << plain.err;
+  ASSERT_EQ(banned.code, 0) << banned.err;
+  EXPECT_NE(plain.out.find("time,"), std::string::npos) << plain.out;
+  EXPECT_EQ(banned.out.find(','), std::string::npos) << banned.out;
+  for (const char* bad : {"12x", "+1", "12", "12+", "12+1y", "99999999999+1"})
+    EXPECT_EQ(run(base + " -l " + quote(bad)).code, 2) << bad;
+  const Result outside = run(base + " --logit-bias 512+1");
+  EXPECT_EQ(outside.code, 2);
+  EXPECT_NE(outside.err.find("outside the model's vocabulary of 512"), std::string::npos) << outside.err;
+}
+
 TEST_F(Cli, PromptLongerThanContext) {
   REQUIRE_STORIES();
   const Result r = run("-m " + quote(stories) + " -p 'Once upon a time there was a dog' -c 4 --device cpu");

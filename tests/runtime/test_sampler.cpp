@@ -196,4 +196,32 @@ TEST(Sampler, InvalidParametersAndLogits) {
   EXPECT_THROW(s.sample({}, {}, 0), std::invalid_argument);
 }
 
+// Step 0: each bias is added to its id's logit in float32 before the penalties; ids past the logits are ignored;
+// -inf bans a token. A bias may turn the greedy pick and remove a token from the draws.
+TEST(Sampler, LogitBiasIsAddedBeforeThePenalties) {
+  const std::vector<float> l{1.0f, 3.0f, 2.0f, 0.5f};
+  runtime::SamplerParams p;
+  p.temp = 0.0f;
+  p.logit_bias = {{2, 1.5f}, {7, 100.0f}};  // 2 becomes the largest (3.5); 7 is not a token here
+  EXPECT_EQ(runtime::Sampler(p).sample(l, {}, 0), 2);
+  // With a repeat penalty on token 2: (2 + 1.5) / 2 = 1.75 < 3, so 1 wins: the bias came first.
+  p.repeat_penalty = 2.0f;
+  EXPECT_EQ(runtime::Sampler(p).sample(l, std::vector<int32_t>{2}, 0), 1);
+  // Sampled: the banned token never comes, whatever the draw.
+  runtime::SamplerParams q;
+  q.temp = 1.0f, q.top_k = 0, q.top_p = 1.0f, q.min_p = 0.0f;
+  q.logit_bias = {{1, -INFINITY}};
+  runtime::Sampler s(q);
+  int picked_1 = 0;
+  for (uint64_t step = 0; step < 200; ++step) picked_1 += s.sample(l, {}, step) == 1;
+  EXPECT_EQ(picked_1, 0);
+  runtime::SamplerParams bad;
+  bad.logit_bias = {{-1, 1.0f}};
+  EXPECT_THROW(runtime::Sampler{bad}, std::invalid_argument);
+  bad.logit_bias = {{1, NAN}};
+  EXPECT_THROW(runtime::Sampler{bad}, std::invalid_argument);
+  bad.logit_bias = {{1, INFINITY}};
+  EXPECT_THROW(runtime::Sampler{bad}, std::invalid_argument);
+}
+
 }  // namespace

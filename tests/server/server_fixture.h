@@ -119,10 +119,12 @@ class ServerTest : public ::testing::Test {
   }
 
   // What generate() gives for these prompt ids greedily, on a session of its own: the reference for every answer.
-  std::string greedy(const std::vector<int32_t>& prompt, int32_t n) {
+  std::string greedy(const std::vector<int32_t>& prompt, int32_t n,
+                     std::vector<std::pair<int32_t, float>> logit_bias = {}) {
     runtime::CpuSession session(model_, 512, 1);
     runtime::GenerateOptions o;
     o.sampling.temp = 0;
+    o.sampling.logit_bias = std::move(logit_bias);
     o.n_predict = n;
     o.echo_prompt = false;
     std::string text;

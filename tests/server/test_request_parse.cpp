@@ -85,11 +85,26 @@ TEST(RequestParse, EachBadFieldIsNamed) {
   EXPECT_EQ(param_of(R"({"messages": [{"role": "user", "content": 5}]})", Route::Chat), "messages[0].content");
   EXPECT_EQ(param_of(R"({"messages": [{"role": "user"}], "tools": 3})", Route::Chat), "tools");
   EXPECT_EQ(param_of(R"({"prompt": "x", "top_logprobs": 2})"), "top_logprobs");
+  EXPECT_EQ(param_of(R"({"prompt": "x", "logit_bias": [1]})"), "logit_bias");
+  EXPECT_EQ(param_of(R"({"prompt": "x", "logit_bias": {"-1": 1}})"), "logit_bias");
+  EXPECT_EQ(param_of(R"({"prompt": "x", "logit_bias": {"a": 1}})"), "logit_bias");
+  EXPECT_EQ(param_of(R"({"prompt": "x", "logit_bias": {"99999999999": 1}})"), "logit_bias");
+  EXPECT_EQ(param_of(R"({"prompt": "x", "logit_bias": {"5": "1"}})"), "logit_bias");
+  EXPECT_EQ(param_of(R"({"prompt": "x", "logit_bias": {"5": 101}})"), "logit_bias");
+  EXPECT_EQ(param_of(R"({"prompt": "x", "logit_bias": {"5": 1, "05": 2}})"), "logit_bias");
   EXPECT_EQ(param_of(R"({"prompt": "x", "logprobs": 6})"), "logprobs");
   EXPECT_EQ(param_of(R"({"messages": [{"role": "user"}], "logprobs": true, "top_logprobs": 21})", Route::Chat),
             "top_logprobs");
   EXPECT_EQ(param_of(R"({"messages": [{"role": "user"}], "logprobs": false, "top_logprobs": 1})", Route::Chat),
             "top_logprobs");
+}
+
+TEST(RequestParse, LogitBias) {
+  const auto r = server::parse_completion_request(R"({"prompt": "x", "logit_bias": {"15": -100, "7": 2.5}})",
+                                                  Route::Completion);
+  EXPECT_EQ(r.sampling.logit_bias, (std::vector<std::pair<int32_t, float>>{{15, -100.0f}, {7, 2.5f}}));
+  EXPECT_TRUE(server::parse_completion_request(R"({"prompt": "x", "logit_bias": null})", Route::Completion)
+                  .sampling.logit_bias.empty());
 }
 
 TEST(RequestParse, LogprobsOfEachRoute) {

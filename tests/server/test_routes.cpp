@@ -74,6 +74,26 @@ TEST_F(ServerTest, CompletionStreamedIsTheSameText) {
   EXPECT_EQ(at(s.usage, "completion_tokens").as_int(), 30);
 }
 
+// logit_bias: -100 on the first greedy token takes the text elsewhere, exactly where the CPU sampler with that bias
+// goes; a token id past the vocabulary is a 400 naming the field.
+TEST_F(ServerTest, LogitBiasTakesTheGreedyTextElsewhere) {
+  start();
+  const std::vector<int32_t> prompt = completion_prompt("Once upon a time");
+  runtime::CpuSession session(model_, 512, 1);
+  runtime::GenerateOptions o;
+  o.sampling.temp = 0, o.n_predict = 1, o.echo_prompt = false;
+  const int32_t first = runtime::generate(session, *tok_, prompt, o, [](std::string_view) {}).generated.at(0);
+  const std::string biased = greedy(prompt, 12, {{first, -100.0f}});
+  EXPECT_NE(biased, greedy(prompt, 12));
+  const auto r = post("/v1/completions", R"({"prompt": "Once upon a time", "max_tokens": 12, "temperature": 0,
+      "logit_bias": {")" + std::to_string(first) + R"(": -100}})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(str(at(at(at(json(r.body), "choices"), 0), "text")), biased);
+  const auto bad = post("/v1/completions", R"({"prompt": "x", "logit_bias": {"999999": 1}})");
+  EXPECT_EQ(bad.status, 400);
+  EXPECT_EQ(str(at(at(json(bad.body), "error"), "param")), "logit_bias");
+}
+
 TEST_F(ServerTest, PromptAsTokenIds) {
   start();
   const std::vector<int32_t> ids = completion_prompt("The cat");
