@@ -150,22 +150,32 @@ void parse_messages(const Value& obj, CompletionRequest& r) {
 void parse_prompt(const Value& obj, CompletionRequest& r) {
   const Value* p = field(obj, "prompt");
   if (!p) throw invalid_field("prompt", "prompt is required", "missing_required_parameter");
+  using Prompt = CompletionRequest::Prompt;
   if (p->is_string()) {
-    r.prompt_text = p->as_string();
+    r.prompts.push_back(Prompt{p->as_string(), {}, false});
     return;
   }
-  // One prompt per request: a string, an array of one string, or an array of token ids.
-  if (p->is_array() && p->items().size() == 1 && p->items()[0].is_string()) {
-    r.prompt_text = p->items()[0].as_string();
+  const auto bad = [] {
+    return invalid_field("prompt", "prompt must be a string, an array of strings, an array of token ids or an array "
+                                   "of arrays of token ids");
+  };
+  if (!p->is_array() || p->items().empty()) throw bad();
+  const Value& first = p->items()[0];
+  if (!first.is_string() && !first.is_array()) {  // one prompt of token ids
+    r.prompts.push_back(Prompt{{}, get_token_ids(*p, "prompt"), true});
     return;
   }
-  if (p->is_array() && !p->items().empty() && !p->items()[0].is_string()) {
-    r.prompt_ids = get_token_ids(*p, "prompt");
-    r.prompt_is_ids = true;
-    return;
+  if (p->items().size() > size_t(kMaxChoices))
+    throw invalid_field("prompt", "one request holds at most " + std::to_string(kMaxChoices) + " prompts");
+  for (const Value& item : p->items()) {  // several prompts, all of the first one's kind
+    if (first.is_string() && item.is_string()) {
+      r.prompts.push_back(Prompt{item.as_string(), {}, false});
+    } else if (first.is_array() && item.is_array() && !item.items().empty()) {
+      r.prompts.push_back(Prompt{{}, get_token_ids(item, "prompt"), true});
+    } else {
+      throw bad();
+    }
   }
-  throw invalid_field("prompt", "prompt must be a string, an array of one string, or an array of token ids "
-                                "(several prompts in one request are not supported)");
 }
 
 // The two routes' spellings of one option, as OpenAI's API has them: chat takes logprobs: bool and top_logprobs:
@@ -230,7 +240,11 @@ CompletionRequest parse_completion_request(std::string_view body, Route route) {
     r.include_usage = get_bool(*so, "include_usage", false);
   }
 
-  if (get_int(obj, "n", 1, 1, 1) != 1) throw invalid_field("n", "n must be 1");
+  r.n = static_cast<int32_t>(get_int(obj, "n", 1, 1, kMaxChoices));
+  const size_t prompts = route == Route::Chat ? 1 : r.prompts.size();
+  if (prompts * size_t(r.n) > size_t(kMaxChoices))
+    throw invalid_field("n", "prompts x n is " + std::to_string(prompts * size_t(r.n)) + "; one request asks for at "
+                             "most " + std::to_string(kMaxChoices) + " choices");
   r.top_logprobs = parse_logprobs(obj, route);
   return r;
 }

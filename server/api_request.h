@@ -25,10 +25,15 @@ struct CompletionRequest {
   // tool_choice "none": the tools are shown to the template but what the model writes stays text. The server does
   // not force a call ("required", a named function): those are accepted and read as "auto".
   bool tool_choice_none = false;
-  // Completion: a text prompt, or token ids when prompt_is_ids.
-  std::string prompt_text;
-  std::vector<int32_t> prompt_ids;
-  bool prompt_is_ids = false;
+  // Completion: the prompts, each a text or token ids (OpenAI's string, array of strings, array of ids, array of
+  // arrays of ids); each is answered by n choices.
+  struct Prompt {
+    std::string text;
+    std::vector<int32_t> ids;
+    bool is_ids = false;
+  };
+  std::vector<Prompt> prompts;
+  int32_t n = 1;                                  // choices per prompt (chat: per conversation)
 
   runtime::SamplerParams sampling;                // llama.cpp's defaults where the request says nothing
   bool seed_given = false;                        // else the server draws one
@@ -41,6 +46,9 @@ struct CompletionRequest {
   // logprobs (0..5); -1: none.
   int32_t top_logprobs = -1;
 };
+
+// Choices one request may ask for in all (prompts x n): each is a sequence of the engine, beside other clients'.
+inline constexpr int32_t kMaxChoices = 16;
 
 // Bodies larger than this are refused before they are read (413).
 inline constexpr size_t kDefaultMaxBodyBytes = 8u << 20;

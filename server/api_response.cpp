@@ -48,18 +48,27 @@ std::string usage_json(const runtime::Usage& u) {
          ",\"prompt_tokens_details\":{\"cached_tokens\":" + std::to_string(u.cached_tokens) + "}}";
 }
 
+std::string choice_json(Route route, int index, std::string_view text, runtime::FinishReason finish,
+                        std::string_view logprobs) {
+  const std::string head = "{\"index\":" + std::to_string(index);
+  if (route == Route::Chat)
+    return head + ",\"message\":{\"role\":\"assistant\",\"content\":" + json_string(text) +
+           "},\"logprobs\":" + std::string(logprobs) + ",\"finish_reason\":" + finish_reason_json(finish) + "}";
+  return head + ",\"text\":" + json_string(text) + ",\"logprobs\":" + std::string(logprobs) +
+         ",\"finish_reason\":" + finish_reason_json(finish) + "}";
+}
+
+std::string completion_body_json(const ResponseHead& h, const std::vector<std::string>& choices,
+                                 const runtime::Usage& usage) {
+  const char* object = h.route == Route::Chat ? "chat.completion" : "text_completion";
+  std::string list;
+  for (const std::string& c : choices) list += (list.empty() ? "" : ",") + c;
+  return object_with_head(h, object) + ",\"choices\":[" + list + "],\"usage\":" + usage_json(usage) + "}";
+}
+
 std::string completion_json(const ResponseHead& h, std::string_view text, runtime::FinishReason finish,
                             const runtime::Usage& usage, std::string_view logprobs) {
-  std::string choice;
-  if (h.route == Route::Chat) {
-    choice = "{\"index\":0,\"message\":{\"role\":\"assistant\",\"content\":" + json_string(text) +
-             "},\"logprobs\":" + std::string(logprobs) + ",\"finish_reason\":" + finish_reason_json(finish) + "}";
-  } else {
-    choice = "{\"index\":0,\"text\":" + json_string(text) + ",\"logprobs\":" + std::string(logprobs) +
-             ",\"finish_reason\":" + finish_reason_json(finish) + "}";
-  }
-  const char* object = h.route == Route::Chat ? "chat.completion" : "text_completion";
-  return object_with_head(h, object) + ",\"choices\":[" + choice + "],\"usage\":" + usage_json(usage) + "}";
+  return completion_body_json(h, {choice_json(h.route, 0, text, finish, logprobs)}, usage);
 }
 
 namespace {
@@ -81,35 +90,40 @@ std::string content_or_null(std::string_view content) { return content.empty() ?
 
 }  // namespace
 
+std::string tool_calls_choice_json(int index, std::string_view content, const std::vector<ToolCall>& calls,
+                                   std::string_view logprobs) {
+  return "{\"index\":" + std::to_string(index) + ",\"message\":{\"role\":\"assistant\",\"content\":" +
+         content_or_null(content) + ",\"tool_calls\":" + tool_calls_array(calls, false) +
+         "},\"logprobs\":" + std::string(logprobs) + ",\"finish_reason\":\"tool_calls\"}";
+}
+
 std::string tool_calls_completion_json(const ResponseHead& h, std::string_view content,
                                        const std::vector<ToolCall>& calls, const runtime::Usage& usage,
                                        std::string_view logprobs) {
-  const std::string choice = "{\"index\":0,\"message\":{\"role\":\"assistant\",\"content\":" +
-                             content_or_null(content) + ",\"tool_calls\":" + tool_calls_array(calls, false) +
-                             "},\"logprobs\":" + std::string(logprobs) + ",\"finish_reason\":\"tool_calls\"}";
-  return object_with_head(h, "chat.completion") + ",\"choices\":[" + choice + "],\"usage\":" + usage_json(usage) + "}";
+  return completion_body_json(h, {tool_calls_choice_json(0, content, calls, logprobs)}, usage);
 }
 
-std::string tool_calls_chunk_json(const ResponseHead& h, const std::vector<ToolCall>& calls) {
-  const std::string choice = "{\"index\":0,\"delta\":{\"tool_calls\":" + tool_calls_array(calls, true) +
-                             "},\"logprobs\":null,\"finish_reason\":null}";
+std::string tool_calls_chunk_json(const ResponseHead& h, const std::vector<ToolCall>& calls, int index) {
+  const std::string choice = "{\"index\":" + std::to_string(index) + ",\"delta\":{\"tool_calls\":" +
+                             tool_calls_array(calls, true) + "},\"logprobs\":null,\"finish_reason\":null}";
   return object_with_head(h, "chat.completion.chunk") + ",\"choices\":[" + choice + "]}";
 }
 
 std::string chunk_json(const ResponseHead& h, std::string_view text, bool first_chunk, const std::string& finish,
-                       std::string_view logprobs) {
+                       std::string_view logprobs, int index) {
   const std::string fin = finish.empty() ? "null" : finish;
+  const std::string head = "{\"index\":" + std::to_string(index);
   std::string choice;
   if (h.route == Route::Chat) {
     std::string delta;
     if (first_chunk) delta = "\"role\":\"assistant\",";
     // The closing chunk (a finish reason, no text) has an empty delta, as OpenAI sends it.
     delta = finish.empty() || !text.empty() || first_chunk ? delta + "\"content\":" + json_string(text) : "";
-    choice = "{\"index\":0,\"delta\":{" + delta + "},\"logprobs\":" + std::string(logprobs) +
-             ",\"finish_reason\":" + fin + "}";
+    choice = head + ",\"delta\":{" + delta + "},\"logprobs\":" + std::string(logprobs) + ",\"finish_reason\":" +
+             fin + "}";
     return object_with_head(h, "chat.completion.chunk") + ",\"choices\":[" + choice + "]}";
   }
-  choice = "{\"index\":0,\"text\":" + json_string(text) + ",\"logprobs\":" + std::string(logprobs) +
+  choice = head + ",\"text\":" + json_string(text) + ",\"logprobs\":" + std::string(logprobs) +
            ",\"finish_reason\":" + fin + "}";
   return object_with_head(h, "text_completion") + ",\"choices\":[" + choice + "]}";
 }

@@ -30,24 +30,34 @@ struct ResponseHead {
 std::string finish_reason_json(runtime::FinishReason r);
 std::string usage_json(const runtime::Usage& u);
 
-// The non-streaming body: chat.completion or text_completion with the whole text. logprobs: the choice's
+// One choice of a non-streaming body, with its index: a chat message or a completion's text. logprobs: the choice's
 // `logprobs` value as JSON (server/logprobs_reply.h), "null" when not asked for; so for the functions below.
+std::string choice_json(Route route, int index, std::string_view text, runtime::FinishReason finish,
+                        std::string_view logprobs = "null");
+// A chat choice that calls tools: message.content (null when there is none) and message.tool_calls (each with its
+// id, type "function", name and arguments as JSON text), finish_reason "tool_calls".
+std::string tool_calls_choice_json(int index, std::string_view content, const std::vector<ToolCall>& calls,
+                                   std::string_view logprobs = "null");
+// The non-streaming body: chat.completion or text_completion with these choices (choice_json,
+// tool_calls_choice_json) and the usage of them all.
+std::string completion_body_json(const ResponseHead& h, const std::vector<std::string>& choices,
+                                 const runtime::Usage& usage);
+// The body of one choice (index 0) with the whole text.
 std::string completion_json(const ResponseHead& h, std::string_view text, runtime::FinishReason finish,
                             const runtime::Usage& usage, std::string_view logprobs = "null");
 
-// A chat reply that calls tools: message.content (null when there is none) and message.tool_calls (each with its id,
-// type "function", name and arguments as JSON text), finish_reason "tool_calls".
+// The body of one chat choice (index 0) that calls tools (tool_calls_choice_json).
 std::string tool_calls_completion_json(const ResponseHead& h, std::string_view content,
                                        const std::vector<ToolCall>& calls, const runtime::Usage& usage,
                                        std::string_view logprobs = "null");
 
-// One streaming chunk (chat.completion.chunk or text_completion), without the "data: " framing. Chat: first_chunk
-// carries the assistant role. finish: null while streaming.
+// One streaming chunk (chat.completion.chunk or text_completion) of choice `index`, without the "data: " framing.
+// Chat: first_chunk carries the assistant role. finish: null while streaming.
 std::string chunk_json(const ResponseHead& h, std::string_view text, bool first_chunk, const std::string& finish,
-                       std::string_view logprobs = "null");
+                       std::string_view logprobs = "null", int index = 0);
 // The streaming chunk with a reply's tool calls: delta.tool_calls, each call whole with its index (streams buffer
 // a call until it is complete, so its arguments come in one piece).
-std::string tool_calls_chunk_json(const ResponseHead& h, const std::vector<ToolCall>& calls);
+std::string tool_calls_chunk_json(const ResponseHead& h, const std::vector<ToolCall>& calls, int index = 0);
 // The last chunk when stream_options.include_usage: empty choices and the usage.
 std::string usage_chunk_json(const ResponseHead& h, const runtime::Usage& usage);
 

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -15,8 +16,17 @@
 
 namespace server {
 
+// Wakes the one writer that reads several channels (a request with several choices) when any of them has news.
+struct ChannelWakeup {
+  std::mutex mutex;
+  std::condition_variable cv;
+  uint64_t events = 0;  // bumped at every event of every channel
+};
+
 class CompletionChannel {
  public:
+  explicit CompletionChannel(std::shared_ptr<ChannelWakeup> wakeup = nullptr) : wakeup_(std::move(wakeup)) {}
+
   // What the writer takes at once: the text since its last take and, when the request ended, how.
   struct Take {
     std::string text;
@@ -30,6 +40,38 @@ class CompletionChannel {
 
   // The engine callback (runtime::EngineCallback) that feeds this channel.
   bool on_event(const runtime::EngineEvent& e) {
+    const bool gone = on_event_locked(e);
+    if (wakeup_) {
+      std::lock_guard lock(wakeup_->mutex);
+      ++wakeup_->events;
+      wakeup_->cv.notify_all();
+    }
+    return !gone;
+  }
+
+  // What came since the last take, once there is text, ids or the end; nullopt when nothing came within max_wait
+  // (the writer then looks at its connection). The engine guarantees a Final event for every accepted request
+  // (shutdown included), so a writer that keeps taking reaches the end.
+  std::optional<Take> take_for(std::chrono::milliseconds max_wait) {
+    std::unique_lock lock(mutex_);
+    if (!ready_.wait_for(lock, max_wait, [&] { return has_news(); })) return std::nullopt;
+    return take_locked();
+  }
+  // The same without waiting.
+  std::optional<Take> take_now() {
+    std::lock_guard lock(mutex_);
+    if (!has_news()) return std::nullopt;
+    return take_locked();
+  }
+
+  void client_gone() {
+    std::lock_guard lock(mutex_);
+    gone_ = true;
+  }
+
+ private:
+  // Returns whether the client is gone (the callback's cancel answer).
+  bool on_event_locked(const runtime::EngineEvent& e) {
     std::lock_guard lock(mutex_);
     if (e.kind == runtime::EngineEvent::Kind::Text) {
       pending_.text.append(e.text);
@@ -42,24 +84,9 @@ class CompletionChannel {
       pending_.error = e.error;
     }
     ready_.notify_all();
-    return !gone_;
+    return gone_;
   }
 
-  // What came since the last take, once there is text, ids or the end; nullopt when nothing came within max_wait
-  // (the writer then looks at its connection). The engine guarantees a Final event for every accepted request
-  // (shutdown included), so a writer that keeps taking reaches the end.
-  std::optional<Take> take_for(std::chrono::milliseconds max_wait) {
-    std::unique_lock lock(mutex_);
-    if (!ready_.wait_for(lock, max_wait, [&] { return has_news(); })) return std::nullopt;
-    return take_locked();
-  }
-
-  void client_gone() {
-    std::lock_guard lock(mutex_);
-    gone_ = true;
-  }
-
- private:
   // Ids alone are news too: text held back (a possible stop string) may be a tool call's marker.
   bool has_news() const { return pending_.done || !pending_.text.empty() || !pending_.tokens.empty(); }
 
@@ -71,6 +98,7 @@ class CompletionChannel {
     return t;
   }
 
+  std::shared_ptr<ChannelWakeup> wakeup_;
   std::mutex mutex_;
   std::condition_variable ready_;
   Take pending_;

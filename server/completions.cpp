@@ -4,6 +4,7 @@
 // response is awaited, polling the connection does. A chat request that offers tools, to a template whose tool-call
 // format is known, has its reply read for tool calls (tool_reply.h); one that asks for logprobs gets them
 // (logprobs_reply.h).
+#include <algorithm>
 #include <chrono>
 #include <ctime>
 #include <memory>
@@ -21,13 +22,15 @@
 namespace server {
 namespace {
 
-std::vector<int32_t> prompt_ids(const RouteContext& ctx, const CompletionRequest& r) {
+// The ids of prompt p (chat: the conversation rendered by the template).
+std::vector<int32_t> prompt_ids(const RouteContext& ctx, const CompletionRequest& r, size_t p) {
   const tokenizer::Tokenizer& tok = ctx.engine.tokenizer();
   const char* param = r.route == Route::Chat ? "messages" : "prompt";
   try {
     if (r.route == Route::Chat) return runtime::chat_prompt_ids(tok, render_chat(ctx, r));
-    if (r.prompt_is_ids) return r.prompt_ids;
-    return runtime::tokenize_prompt(tok, r.prompt_text);
+    const CompletionRequest::Prompt& prompt = r.prompts.at(p);
+    if (prompt.is_ids) return prompt.ids;
+    return runtime::tokenize_prompt(tok, prompt.text);
   } catch (const tokenizer::TokenizerError& e) {
     throw invalid_field(param, e.what());
   } catch (const runtime::SessionError& e) {  // an empty prompt and no BOS to start from
@@ -65,97 +68,148 @@ void name_calls(RouteContext& ctx, std::vector<ToolCall>& calls) {
   }
 }
 
-// The closing event of a stream: the finish reason (and usage when asked), or an error for a request the server
-// had to cancel or that failed; then [DONE]. tools (tool mode): what it held back goes out first, as content or as
-// the reply's calls (with the tool_calls finish reason). logprobs: what was not out yet goes with the finish reason.
-std::string stream_end(RouteContext& ctx, const ResponseHead& head, const CompletionChannel::Take& t,
-                       bool include_usage, ToolReply* tools, LogprobsReply* logprobs) {
-  std::string out;
-  if (t.finish == runtime::FinishReason::Cancelled) {
-    out += sse_event(error_body(shutting_down()));
-  } else if (t.finish == runtime::FinishReason::Error) {
-    out += sse_event(error_body(ApiError(500, "server_error", t.error)));
-  } else {
-    std::string finish = finish_reason_json(t.finish);
-    if (tools) {
-      ToolReply::End end = tools->finish();
-      if (!end.content.empty()) out += sse_event(chunk_json(head, end.content, false, ""));
-      if (!end.calls.empty()) {
-        name_calls(ctx, end.calls);
-        out += sse_event(tool_calls_chunk_json(head, end.calls));
-        finish = "\"tool_calls\"";
-      }
-    }
-    std::string lp = "null";
-    if (logprobs) {
-      logprobs->end(tools != nullptr);
-      if (logprobs->has_ready()) lp = logprobs->take_json();
-    }
-    out += sse_event(chunk_json(head, "", false, finish, lp));
-    if (include_usage) out += sse_event(usage_chunk_json(head, t.usage));
+// One choice of a request: its engine request, the channel its text comes through, and what reads the text.
+struct Choice {
+  int index = 0;
+  bool counts_prompt = false;  // the first choice of its prompt: its prompt (and cached) tokens go into the usage
+  std::shared_ptr<CompletionChannel> channel;
+  uint64_t id = 0;  // the engine's
+  std::shared_ptr<ToolReply> tools;  // tool mode
+  std::shared_ptr<LogprobsReply> logprobs;  // when asked
+  bool first = true;  // streaming: nothing sent yet (chat's first chunk carries the role)
+  bool done = false;
+  runtime::Usage usage;
+};
+
+void cancel_all(RouteContext& ctx, const std::vector<std::shared_ptr<Choice>>& choices) {
+  for (const auto& c : choices) {
+    c->channel->client_gone();
+    ctx.engine.cancel(c->id);
   }
-  return out + "data: [DONE]\n\n";
 }
 
-// tools: set in tool mode; the stream then sends what it says is content, and the calls at the end (with every
-// token's logprobs, when asked: the content is not the engine's text). logprobs: set when the request asks; each
-// chunk carries those of the tokens its text completes.
-void stream_response(RouteContext& ctx, httplib::Response& res, std::shared_ptr<CompletionChannel> channel,
-                     const ResponseHead& head, uint64_t id, bool include_usage, std::shared_ptr<ToolReply> tools,
-                     std::shared_ptr<LogprobsReply> logprobs) {
-  auto first = std::make_shared<bool>(true);
+// The usage of a request: each prompt's tokens once, every choice's completion tokens.
+runtime::Usage total_usage(const std::vector<std::shared_ptr<Choice>>& choices) {
+  runtime::Usage u;
+  for (const auto& c : choices) {
+    if (c->counts_prompt) u.prompt_tokens += c->usage.prompt_tokens, u.cached_tokens += c->usage.cached_tokens;
+    u.completion_tokens += c->usage.completion_tokens;
+  }
+  return u;
+}
+
+// The events of one take of choice c: its text (with its logprobs), and at its end the finish chunk — tools
+// (tool mode): what it held back goes out first, as content or as the reply's calls (with the tool_calls finish
+// reason); logprobs: what was not out yet goes with the finish reason. A cancelled or failed choice gives nothing
+// here (the caller ends the stream with an error).
+std::string choice_events(RouteContext& ctx, const ResponseHead& head, Choice& c, const CompletionChannel::Take& t) {
+  std::string out;
+  if (c.first && head.route == Route::Chat) out += sse_event(chunk_json(head, "", true, "", "null", c.index));
+  c.first = false;
+  const std::string text = c.tools ? c.tools->push(t.tokens) : t.text;
+  std::string lp = "null";
+  if (c.logprobs) {
+    c.logprobs->push(t.logprobs);
+    if (!c.tools) c.logprobs->show(text);
+    if (!text.empty()) lp = c.logprobs->take_json();
+  }
+  if (!text.empty()) out += sse_event(chunk_json(head, text, false, "", lp, c.index));
+  if (!t.done) return out;
+  c.done = true;
+  c.usage = t.usage;
+  if (t.finish == runtime::FinishReason::Cancelled || t.finish == runtime::FinishReason::Error) return out;
+  std::string finish = finish_reason_json(t.finish);
+  if (c.tools) {
+    ToolReply::End end = c.tools->finish();
+    if (!end.content.empty()) out += sse_event(chunk_json(head, end.content, false, "", "null", c.index));
+    if (!end.calls.empty()) {
+      name_calls(ctx, end.calls);
+      out += sse_event(tool_calls_chunk_json(head, end.calls, c.index));
+      finish = "\"tool_calls\"";
+    }
+  }
+  lp = "null";
+  if (c.logprobs) {
+    c.logprobs->end(c.tools != nullptr);
+    if (c.logprobs->has_ready()) lp = c.logprobs->take_json();
+  }
+  return out + sse_event(chunk_json(head, "", false, finish, lp, c.index));
+}
+
+// The stream of every choice, interleaved as their text comes: each chunk names its choice's index. The end: an
+// error event if a choice was cancelled (the server stopping) or failed (the others are then cancelled), else the
+// usage when asked, then [DONE].
+void stream_response(RouteContext& ctx, httplib::Response& res, std::vector<std::shared_ptr<Choice>> choices,
+                     std::shared_ptr<ChannelWakeup> wakeup, const ResponseHead& head, bool include_usage) {
   res.set_header("Cache-Control", "no-cache");
   res.set_chunked_content_provider(
       "text/event-stream",
-      [&ctx, channel, head, id, include_usage, first, tools, logprobs](size_t, httplib::DataSink& sink) {
-        // While nothing comes (the request waits in the queue), an SSE comment now and then finds out whether the
-        // client is still there: clients ignore comments, and a write to a closed connection fails.
-        const std::optional<CompletionChannel::Take> got = channel->take_for(ctx.options.stream_probe);
-        if (!got) {
-          static constexpr char kProbe[] = ": waiting\n\n";
-          if (sink.write(kProbe, sizeof kProbe - 1)) return true;
-          channel->client_gone();
-          ctx.engine.cancel(id);
+      [&ctx, choices, wakeup, head, include_usage](size_t, httplib::DataSink& sink) {
+        const auto gone = [&] {
+          cancel_all(ctx, choices);
           return false;
-        }
-        const CompletionChannel::Take& t = *got;
+        };
         std::string out;
-        if (*first && head.route == Route::Chat) out += sse_event(chunk_json(head, "", true, ""));
-        *first = false;
-        const std::string text = tools ? tools->push(t.tokens) : t.text;
-        std::string lp = "null";
-        if (logprobs) {
-          logprobs->push(t.logprobs);
-          if (!tools) logprobs->show(text);
-          if (!text.empty()) lp = logprobs->take_json();
+        std::optional<CompletionChannel::Take> failed;
+        // While nothing comes (the requests wait in the queue), an SSE comment now and then finds out whether the
+        // client is still there: clients ignore comments, and a write to a closed connection fails.
+        const auto deadline = std::chrono::steady_clock::now() + ctx.options.stream_probe;
+        for (;;) {
+          uint64_t seen = 0;
+          {
+            std::lock_guard lock(wakeup->mutex);
+            seen = wakeup->events;
+          }
+          bool news = false;
+          for (const auto& c : choices) {
+            if (c->done) continue;
+            std::optional<CompletionChannel::Take> t = c->channel->take_now();
+            if (!t) continue;
+            news = true;
+            out += choice_events(ctx, head, *c, *t);
+            if (t->done && (t->finish == runtime::FinishReason::Cancelled ||
+                            t->finish == runtime::FinishReason::Error) && !failed)
+              failed = std::move(t);
+          }
+          if (news) break;
+          bool quiet = false;
+          {
+            std::unique_lock lock(wakeup->mutex);
+            quiet = !wakeup->cv.wait_until(lock, deadline, [&] { return wakeup->events != seen; });
+          }  // released first: a cancel below delivers a queued request's Final, which takes the lock
+          if (quiet) {
+            static constexpr char kProbe[] = ": waiting\n\n";
+            return sink.write(kProbe, sizeof kProbe - 1) ? true : gone();
+          }
         }
-        if (!text.empty()) out += sse_event(chunk_json(head, text, false, "", lp));
-        if (t.done) out += stream_end(ctx, head, t, include_usage, tools.get(), logprobs.get());
+        const bool all_done = std::all_of(choices.begin(), choices.end(), [](const auto& c) { return c->done; });
+        if (failed) {
+          cancel_all(ctx, choices);  // the request fails as a whole
+          out += sse_event(error_body(failed->finish == runtime::FinishReason::Cancelled
+                                          ? shutting_down()
+                                          : ApiError(500, "server_error", failed->error)));
+          out += "data: [DONE]\n\n";
+        } else if (all_done) {
+          if (include_usage) out += sse_event(usage_chunk_json(head, total_usage(choices)));
+          out += "data: [DONE]\n\n";
+        }
         if (out.empty()) return true;  // ids without text yet (held back): nothing to say
         // A failed write is the client gone: cancel now rather than at the engine's next callback.
-        if (!sink.write(out.data(), out.size())) {
-          channel->client_gone();
-          ctx.engine.cancel(id);
-          return false;
-        }
-        if (t.done) sink.done();
+        if (!sink.write(out.data(), out.size())) return gone();
+        if (failed || all_done) sink.done();
         return true;
       },
       // Called once the response is over, whether it was written to the end or not.
-      [&ctx, channel, id](bool success) {
-        if (!success) {
-          channel->client_gone();
-          ctx.engine.cancel(id);
-        }
+      [&ctx, choices](bool success) {
+        if (!success) cancel_all(ctx, choices);
         ctx.close_response();
       });
 }
 
 // Everything until the end, for a whole response; meanwhile the connection is polled, and a client that left
 // cancels the request (its Final still comes, so this returns). gone: whether that happened.
-CompletionChannel::Take wait_whole(RouteContext& ctx, const httplib::Request& req, CompletionChannel& channel,
-                                   uint64_t id, bool& gone) {
-  const ConnectionProbe probe(req);
+CompletionChannel::Take wait_whole(RouteContext& ctx, const ConnectionProbe& probe, CompletionChannel& channel,
+                                   const std::vector<std::shared_ptr<Choice>>& choices, bool& gone) {
   CompletionChannel::Take all;
   auto next_poll = std::chrono::steady_clock::now() + ctx.options.connection_poll;
   for (;;) {
@@ -174,11 +228,32 @@ CompletionChannel::Take wait_whole(RouteContext& ctx, const httplib::Request& re
       next_poll = now + ctx.options.connection_poll;
       if (probe.closed()) {
         gone = true;
-        channel.client_gone();
-        ctx.engine.cancel(id);
+        cancel_all(ctx, choices);
       }
     }
   }
+}
+
+// Choice c's whole answer (tools: its calls when it makes some; logprobs: when asked).
+std::string whole_choice(RouteContext& ctx, const CompletionRequest& r, Choice& c, const CompletionChannel::Take& t) {
+  std::string lp = "null";
+  if (c.logprobs) {
+    c.logprobs->push(t.logprobs);
+    if (!c.tools) c.logprobs->show(t.text);
+    c.logprobs->end(c.tools != nullptr);
+    lp = c.logprobs->take_json();
+  }
+  if (c.tools) {
+    std::string content = c.tools->push(t.tokens);
+    ToolReply::End end = c.tools->finish();
+    content += end.content;
+    if (!end.calls.empty()) {
+      name_calls(ctx, end.calls);
+      return tool_calls_choice_json(c.index, content, end.calls, lp);
+    }
+    return choice_json(r.route, c.index, content, t.finish, lp);
+  }
+  return choice_json(r.route, c.index, t.text, t.finish, lp);
 }
 
 }  // namespace
@@ -201,73 +276,80 @@ std::string render_chat(const RouteContext& ctx, const CompletionRequest& r) {
 void handle_completion(RouteContext& ctx, const httplib::Request& req, httplib::Response& res, Route route) {
   if (ctx.stopping) throw shutting_down();
   const CompletionRequest r = parse_completion_request(req.body, route);
-  runtime::EngineRequest er;
-  er.prompt = prompt_ids(ctx, r);
-  er.sampling = r.sampling;
-  if (!r.seed_given) er.sampling.seed = ctx.random_seed();
-  er.max_tokens = r.max_tokens;
-  er.stop = r.stop;
-  er.ignore_eos = r.ignore_eos;
-  er.top_logprobs = r.top_logprobs;
-  std::shared_ptr<LogprobsReply> logprobs;
-  if (r.top_logprobs >= 0) logprobs = std::make_shared<LogprobsReply>(ctx.engine.tokenizer(), er.prompt, route);
+  // Tool mode: only where the request offers tools and the template's format for calls is known; otherwise the
+  // reply is the engine's text, exactly as without tools.
+  const bool offers_tools = r.tools.is_array() && !r.tools.items().empty() && !r.tool_choice_none;
+  const bool tool_mode = route == Route::Chat && offers_tools && ctx.tool_format != ToolCallFormat::None;
 
-  auto channel = std::make_shared<CompletionChannel>();
-  runtime::SubmitResult sub;
-  try {
-    sub = ctx.engine.submit(std::move(er), [channel](const runtime::EngineEvent& e) { return channel->on_event(e); });
-  } catch (const runtime::RequestError& e) {
-    throw request_error(e, route);
-  }
-  if (sub.status == runtime::SubmitStatus::QueueFull)
-    throw ApiError(429, "rate_limit_error", "the server is busy (its request queue is full); retry later", "",
-                   "queue_full");
-  if (sub.status == runtime::SubmitStatus::ShuttingDown) throw shutting_down();
+  // Every prompt's ids first (a bad one refuses the request before anything runs), then n engine requests each:
+  // choice i = prompt i / n, its seed the request's + i (so choices differ), or a fresh one.
+  const size_t n_prompts = route == Route::Chat ? 1 : r.prompts.size();
+  std::vector<std::vector<int32_t>> ids;
+  for (size_t p = 0; p < n_prompts; ++p) ids.push_back(prompt_ids(ctx, r, p));
+  auto wakeup = std::make_shared<ChannelWakeup>();
+  std::vector<std::shared_ptr<Choice>> choices;
+  for (size_t p = 0; p < n_prompts; ++p)
+    for (int32_t j = 0; j < r.n; ++j) {
+      auto c = std::make_shared<Choice>();
+      c->index = static_cast<int>(choices.size());
+      c->counts_prompt = j == 0;
+      c->channel = std::make_shared<CompletionChannel>(wakeup);
+      runtime::EngineRequest er;
+      er.prompt = ids[p];
+      er.sampling = r.sampling;
+      er.sampling.seed = r.seed_given ? r.sampling.seed + uint64_t(c->index) : ctx.random_seed();
+      er.max_tokens = r.max_tokens;
+      er.stop = r.stop;
+      er.ignore_eos = r.ignore_eos;
+      er.top_logprobs = r.top_logprobs;
+      if (r.top_logprobs >= 0) c->logprobs = std::make_shared<LogprobsReply>(ctx.engine.tokenizer(), er.prompt, route);
+      if (tool_mode) c->tools = std::make_shared<ToolReply>(ctx.engine.tokenizer(), ctx.tool_format, r.stop);
+      runtime::SubmitResult sub;
+      try {
+        sub = ctx.engine.submit(std::move(er),
+                                [channel = c->channel](const runtime::EngineEvent& e) { return channel->on_event(e); });
+      } catch (const runtime::RequestError& e) {
+        cancel_all(ctx, choices);
+        throw request_error(e, route);
+      }
+      if (sub.status != runtime::SubmitStatus::Accepted) {
+        cancel_all(ctx, choices);  // all or nothing
+        if (sub.status == runtime::SubmitStatus::ShuttingDown) throw shutting_down();
+        throw ApiError(429, "rate_limit_error", "the server is busy (its request queue is full); retry later", "",
+                       "queue_full");
+      }
+      c->id = sub.id;
+      choices.push_back(std::move(c));
+    }
 
   const std::string prefix = route == Route::Chat ? "chatcmpl-" : "cmpl-";
   const ResponseHead head{route, prefix + std::to_string(ctx.next_id++), static_cast<int64_t>(std::time(nullptr)),
                           ctx.options.model_id};
-  // Tool mode: only where the request offers tools and the template's format for calls is known; otherwise the
-  // reply is the engine's text, exactly as without tools.
-  const bool offers_tools = r.tools.is_array() && !r.tools.items().empty() && !r.tool_choice_none;
-  std::shared_ptr<ToolReply> tools;
-  if (route == Route::Chat && offers_tools && ctx.tool_format != ToolCallFormat::None)
-    tools = std::make_shared<ToolReply>(ctx.engine.tokenizer(), ctx.tool_format, r.stop);
   ctx.open_response();
   if (r.stream) {
-    stream_response(ctx, res, channel, head, sub.id, r.include_usage, tools, logprobs);  // closes it when over
+    stream_response(ctx, res, choices, wakeup, head, r.include_usage);  // closes it when over
     return;
   }
   struct Close {
     RouteContext& ctx;
     ~Close() { ctx.close_response(); }
   } close{ctx};
+  const ConnectionProbe probe(req);
   bool gone = false;
-  const CompletionChannel::Take t = wait_whole(ctx, req, *channel, sub.id, gone);
+  std::vector<CompletionChannel::Take> takes;
+  for (const auto& c : choices) {
+    takes.push_back(wait_whole(ctx, probe, *c->channel, choices, gone));
+    c->usage = takes.back().usage;
+  }
   // Nobody reads this answer; it names what happened for the log and the counters.
   if (gone) throw ApiError(499, "invalid_request_error", "the client closed the connection", "", "client_closed");
-  if (t.finish == runtime::FinishReason::Cancelled) throw shutting_down();
-  if (t.finish == runtime::FinishReason::Error) throw ApiError(500, "server_error", t.error);
-  std::string lp = "null";
-  if (logprobs) {
-    logprobs->push(t.logprobs);
-    if (!tools) logprobs->show(t.text);
-    logprobs->end(tools != nullptr);
-    lp = logprobs->take_json();
+  for (const auto& t : takes) {
+    if (t.finish == runtime::FinishReason::Cancelled) throw shutting_down();
+    if (t.finish == runtime::FinishReason::Error) throw ApiError(500, "server_error", t.error);
   }
-  if (tools) {
-    std::string content = tools->push(t.tokens);
-    ToolReply::End end = tools->finish();
-    content += end.content;
-    if (!end.calls.empty()) {
-      name_calls(ctx, end.calls);
-      send_json(res, tool_calls_completion_json(head, content, end.calls, t.usage, lp));
-    } else {
-      send_json(res, completion_json(head, content, t.finish, t.usage, lp));
-    }
-    return;
-  }
-  send_json(res, completion_json(head, t.text, t.finish, t.usage, lp));
+  std::vector<std::string> bodies;
+  for (size_t i = 0; i < choices.size(); ++i) bodies.push_back(whole_choice(ctx, r, *choices[i], takes[i]));
+  send_json(res, completion_body_json(head, bodies, total_usage(choices)));
 }
 
 }  // namespace server

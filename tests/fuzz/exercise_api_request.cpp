@@ -32,8 +32,11 @@ void check_accepted(const server::CompletionRequest& r) {
     broken(std::string("accepted sampling parameters the sampler refuses: ") + e.what());
   }
   if (r.max_tokens < -1) broken("accepted max_tokens " + std::to_string(r.max_tokens));
-  for (int32_t id : r.prompt_ids)
-    if (id < 0) broken("accepted a negative token id");
+  for (const auto& p : r.prompts)
+    for (int32_t id : p.ids)
+      if (id < 0) broken("accepted a negative token id");
+  if (r.n < 1 || r.n * int32_t(r.route == server::Route::Chat ? 1 : r.prompts.size()) > server::kMaxChoices)
+    broken("accepted " + std::to_string(r.n) + " choices of " + std::to_string(r.prompts.size()) + " prompts");
   note("accepted");
 }
 

@@ -31,7 +31,7 @@ TEST_F(ServerTest, InvalidBodiesAre400) {
   expect_error(post("/v1/completions", R"({"prompt": "x", "max_tokens": -5})"), 400, "max_tokens", "");
   expect_error(post("/v1/completions", R"({"prompt": "x", "stop": [1]})"), 400, "stop", "");
   expect_error(post("/v1/completions", R"({"prompt": "x", "stream": "yes"})"), 400, "stream", "");
-  expect_error(post("/v1/completions", R"({"prompt": "x", "n": 2})"), 400, "n", "");
+  expect_error(post("/v1/completions", R"({"prompt": "x", "n": 17})"), 400, "n", "");
   expect_error(post("/v1/completions", R"({"prompt": "x", "logprobs": true})"), 400, "logprobs", "invalid_value");
   expect_error(post("/v1/completions", R"({"prompt": [99999999]})"), 400, "prompt", "");
   expect_error(post("/detokenize", R"({"tokens": [-1]})"), 400, "tokens", "");

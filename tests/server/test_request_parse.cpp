@@ -52,15 +52,43 @@ TEST(RequestParse, DefaultsAndNulls) {
   const auto r = server::parse_completion_request(
       R"({"prompt": ["one prompt"], "max_tokens": null, "temperature": null, "seed": -1, "stop": null})",
       Route::Completion);
-  EXPECT_EQ(r.prompt_text, "one prompt");
+  ASSERT_EQ(r.prompts.size(), 1u);
+  EXPECT_EQ(r.prompts[0].text, "one prompt");
+  EXPECT_EQ(r.n, 1);
   EXPECT_EQ(r.max_tokens, -1);
   EXPECT_FLOAT_EQ(r.sampling.temp, runtime::SamplerParams{}.temp);
   EXPECT_FALSE(r.seed_given);
   EXPECT_TRUE(r.stop.empty());
   EXPECT_FALSE(r.stream);
   const auto ids = server::parse_completion_request(R"({"prompt": [1, 2, 3]})", Route::Completion);
-  EXPECT_TRUE(ids.prompt_is_ids);
-  EXPECT_EQ(ids.prompt_ids, (std::vector<int32_t>{1, 2, 3}));
+  ASSERT_EQ(ids.prompts.size(), 1u);
+  EXPECT_TRUE(ids.prompts[0].is_ids);
+  EXPECT_EQ(ids.prompts[0].ids, (std::vector<int32_t>{1, 2, 3}));
+}
+
+// Several prompts (strings, or arrays of ids) and n choices each, within kMaxChoices in all.
+TEST(RequestParse, SeveralPromptsAndChoices) {
+  const auto texts = server::parse_completion_request(R"({"prompt": ["a", "b c"], "n": 3})", Route::Completion);
+  ASSERT_EQ(texts.prompts.size(), 2u);
+  EXPECT_EQ(texts.prompts[1].text, "b c");
+  EXPECT_EQ(texts.n, 3);
+  const auto ids = server::parse_completion_request(R"({"prompt": [[1, 2], [3]]})", Route::Completion);
+  ASSERT_EQ(ids.prompts.size(), 2u);
+  EXPECT_EQ(ids.prompts[1].ids, (std::vector<int32_t>{3}));
+  EXPECT_EQ(server::parse_completion_request(R"({"messages": [{"role": "user", "content": "x"}], "n": 16})",
+                                             Route::Chat)
+                .n,
+            16);
+  EXPECT_EQ(param_of(R"({"prompt": "x", "n": 0})"), "n");
+  EXPECT_EQ(param_of(R"({"prompt": "x", "n": 17})"), "n");
+  EXPECT_EQ(param_of(R"({"prompt": ["a", "b", "c"], "n": 6})"), "n");
+  EXPECT_EQ(param_of(R"({"prompt": ["a", [1]]})"), "prompt");
+  EXPECT_EQ(param_of(R"({"prompt": [[1], "a"]})"), "prompt");
+  EXPECT_EQ(param_of(R"({"prompt": [[1], []]})"), "prompt");
+  EXPECT_EQ(param_of(R"({"prompt": [[1], [-1]]})"), "prompt");
+  std::string many = R"({"prompt": [)";
+  for (int i = 0; i < 17; ++i) many += std::string(i ? "," : "") + "\"p\"";
+  EXPECT_EQ(param_of(many + "]}"), "prompt");
 }
 
 TEST(RequestParse, EachBadFieldIsNamed) {
@@ -78,7 +106,6 @@ TEST(RequestParse, EachBadFieldIsNamed) {
   EXPECT_EQ(param_of(R"({"prompt": "x", "stream_options": 1})"), "stream_options");
   EXPECT_EQ(param_of(R"({"prompt": "x", "stream_options": {"include_usage": 1}})"), "include_usage");
   EXPECT_EQ(param_of(R"({"prompt": "x", "model": 1})"), "model");
-  EXPECT_EQ(param_of(R"({"prompt": ["a", "b"]})"), "prompt");
   EXPECT_EQ(param_of(R"({"prompt": [1, -1]})"), "prompt");
   EXPECT_EQ(param_of(R"({"prompt": []})"), "prompt");
   EXPECT_EQ(param_of(R"({"messages": []})", Route::Chat), "messages");
