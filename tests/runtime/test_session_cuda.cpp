@@ -16,9 +16,11 @@
 #include "model/model.h"
 #include "model/synth.h"
 #include "refs.h"
+#include "runtime/generate.h"
 #include "runtime/sampler.h"
 #include "runtime/session_cpu.h"
 #include "runtime/session_cuda.h"
+#include "tokenizer/tokenizer.h"
 
 #define REQUIRE_GPU() \
   if (!::cuda::device_available()) GTEST_SKIP() << "no CUDA device"
@@ -161,6 +163,31 @@ TEST(GpuSession, Stories260KGreedyMatchesReference) {
     }
     EXPECT_EQ(got, c.generated) << "prompt '" << c.prompt << "'";
   }
+}
+
+// A logit bias: the device's sampler has none, so decode_sample declines (the generate loop then takes eval() and
+// the CPU sampler), and generate() gives the CPU session's biased text.
+TEST(GpuSession, LogitBiasTakesTheHostSampler) {
+  REQUIRE_GPU();
+  REQUIRE_ASSET(model_path, "models/stories260K-f32.gguf");
+  auto m = model::Model::load(model_path);
+  runtime::SamplerParams biased;
+  biased.temp = 0;
+  biased.logit_bias = {{432, -INFINITY}};  // ',' in stories260K, which the greedy text writes after "time"
+  runtime::CudaSession gpu(m, 256, graph_opts(true));
+  const std::vector<int32_t> history = {1, 403};
+  (void)gpu.eval(history, 0, false);
+  EXPECT_FALSE(gpu.decode_sample(407, 2, {&biased, 0, history}).has_value());
+  tokenizer::Tokenizer tok = tokenizer::Tokenizer::from_gguf(m->file());
+  runtime::GenerateOptions o;
+  o.sampling = biased, o.n_predict = 16, o.echo_prompt = false;
+  const auto prompt = runtime::tokenize_prompt(tok, "Once upon a time");
+  std::string on_gpu, on_cpu;
+  runtime::generate(gpu, tok, prompt, o, [&](std::string_view t) { on_gpu.append(t); });
+  runtime::CpuSession cpu(m, 256, 1);
+  runtime::generate(cpu, tok, prompt, o, [&](std::string_view t) { on_cpu.append(t); });
+  EXPECT_EQ(on_gpu, on_cpu);
+  EXPECT_EQ(on_gpu.find(','), std::string::npos) << on_gpu;
 }
 
 // Sampling on: decode_sample with a captured graph, with plain launches, and eval() + runtime::Sampler all agree.

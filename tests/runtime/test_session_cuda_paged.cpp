@@ -216,6 +216,14 @@ TEST(PagedGpu, DrawsAreTheCpuSamplersTokens) {
     b.draws[3] = {};
     for (auto& t : b.positions) ++t;
     EXPECT_TRUE(gpu.eval_paged(b).empty());
+    // A row with a logit bias is the host's (the kernel has none): the logits come back for it.
+    runtime::SamplerParams biased = params[1];
+    biased.logit_bias = {{1, 5.0f}};
+    b.draws[1].params = &biased;
+    for (auto& t : b.positions) ++t;
+    EXPECT_EQ(gpu.eval_paged(b).size(), size_t(4) * V);
+    EXPECT_EQ(gpu.paged_draws()[1], -1);
+    EXPECT_GE(gpu.paged_draws()[0], 0);
   }
 }
 
