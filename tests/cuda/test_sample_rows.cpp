@@ -6,19 +6,12 @@
 
 #include "cuda/kernels/sample_rows.cuh"
 #include "gpu_test.h"
+#include "sampling_config.h"
 #include "runtime/sampler.h"
 
 namespace {
 
 using namespace gpu_test;
-
-cuda::SamplingConfig to_config(const runtime::SamplerParams& s) {
-  cuda::SamplingConfig c;
-  c.temp = s.temp, c.top_k = s.top_k, c.top_p = s.top_p, c.min_p = s.min_p, c.repeat_penalty = s.repeat_penalty;
-  c.repeat_last_n = s.repeat_last_n, c.presence_penalty = s.presence_penalty;
-  c.frequency_penalty = s.frequency_penalty, c.seed = s.seed;
-  return c;
-}
 
 std::vector<runtime::SamplerParams> configs() {
   std::vector<runtime::SamplerParams> v;

@@ -1,19 +1,12 @@
 // The GPU sampler must pick exactly the token runtime::Sampler picks for the same logits, history, seed and step.
 #include "cuda/kernels/sampling.cuh"
 #include "gpu_test.h"
+#include "sampling_config.h"
 #include "runtime/sampler.h"
 
 namespace {
 
 using namespace gpu_test;
-
-cuda::SamplingConfig to_config(const runtime::SamplerParams& s) {
-  cuda::SamplingConfig c;
-  c.temp = s.temp, c.top_k = s.top_k, c.top_p = s.top_p, c.min_p = s.min_p, c.repeat_penalty = s.repeat_penalty;
-  c.repeat_last_n = s.repeat_last_n, c.presence_penalty = s.presence_penalty;
-  c.frequency_penalty = s.frequency_penalty, c.seed = s.seed;
-  return c;
-}
 
 TEST(Sampling, PhiloxMatchesCpu) {
   for (uint64_t seed : {0ull, 1ull, 0xdeadbeefcafef00dull})
