@@ -73,12 +73,8 @@ ParallelBenchResult run_parallel_bench(Session& session, int32_t n_parallel, int
     b.need_logits = !sampling;
     b.draws.clear();
     if (!sampling) return;
-    for (int32_t s = 0; s < n_parallel; ++s) {
-      std::span<const int32_t> w(history[size_t(s)]);
-      if (sampling->repeat_last_n >= 0 && w.size() > size_t(sampling->repeat_last_n))
-        w = w.last(size_t(sampling->repeat_last_n));
-      b.draws.push_back(RowDraw{&samplers[size_t(s)].params(), step, w});
-    }
+    for (int32_t s = 0; s < n_parallel; ++s)
+      b.draws.push_back(RowDraw{&samplers[size_t(s)].params(), step, history[size_t(s)]});
   };
 
   ParallelBenchResult r;

@@ -50,8 +50,7 @@ void validate(const SamplerParams& p) {
 }
 
 void apply_penalties(const SamplerParams& p, std::span<const int32_t> history, std::span<float> logits) {
-  const bool neutral = p.repeat_penalty == 1.0f && p.presence_penalty == 0.0f && p.frequency_penalty == 0.0f;
-  if (neutral || p.repeat_last_n == 0 || history.empty()) return;
+  if (!p.penalties() || history.empty()) return;
   size_t n = history.size();
   if (p.repeat_last_n > 0) n = std::min(n, static_cast<size_t>(p.repeat_last_n));
   std::unordered_map<int32_t, int32_t> count;

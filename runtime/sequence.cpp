@@ -31,14 +31,7 @@ bool SequenceGeneration::argmax_is_sample() const {
   return p.temp <= 0.0f && !p.penalties() && p.logit_bias.empty() && req_.top_logprobs < 0;
 }
 
-RowDraw SequenceGeneration::device_draw() const {
-  // The history's last repeat_last_n tokens (all for -1), the part of it the penalties read.
-  std::span<const int32_t> window(tokens_);
-  const int32_t last_n = req_.sampling.repeat_last_n;
-  if (last_n == 0) window = {};
-  if (last_n > 0 && window.size() > size_t(last_n)) window = window.last(size_t(last_n));
-  return RowDraw{&req_.sampling, step_, window};
-}
+RowDraw SequenceGeneration::device_draw() const { return RowDraw{&req_.sampling, step_, tokens_}; }
 
 int32_t SequenceGeneration::take_device_token(int32_t id) {
   ++step_;

@@ -30,7 +30,7 @@ class SequenceGeneration {
   // Whether a paged session may draw the next token on its device (device_draw): every request but one that wants
   // logprobs, which come from the logits on the host, or has a logit bias (the device's draw has none).
   bool device_drawable() const { return req_.top_logprobs < 0 && req_.sampling.logit_bias.empty(); }
-  // The draw as sample() would make it: the parameters, the draw counter and the penalty window.
+  // The draw as sample() would make it: the parameters, the draw counter and the history.
   RowDraw device_draw() const;
   // A token the device took for this sequence (the argmax when argmax_is_sample(), or device_draw()'s draw), as
   // sample() would have taken it (the draw counter advances the same way).

@@ -74,12 +74,12 @@ struct PagedLayout {
 };
 
 // A draw the caller asks a paged session to make on its device for one output row (PagedBatch::draws): the
-// request's parameters, the draw counter and the penalty window, as Sampler::sample(logits, window, step) takes
-// them (the last repeat_last_n tokens of the history are enough). params null: no draw for this row.
+// request's parameters, the draw counter and the history, as Sampler::sample(logits, history, step) takes them
+// (the session reads only the penalties' window of it). params null: no draw for this row.
 struct RowDraw {
   const SamplerParams* params = nullptr;
   uint64_t step = 0;
-  std::span<const int32_t> window;
+  std::span<const int32_t> history;
 };
 
 // One step of a paged session: tokens of any of its sequences, each sequence's tokens consecutive and at increasing

@@ -322,7 +322,7 @@ std::optional<int32_t> CudaSession::decode_sample(int32_t token, int32_t pos, co
   const int32_t window = last_n == 0 ? 0 : n_hist - first;
   if (window > n_ctx_) return std::nullopt;
   sampler_graphs(*req.params);
-  const bool penalties = to_config(*req.params).penalties();
+  const bool penalties = req.params->penalties();
 
   // This step: already queued by the previous call when it brings what that call expected, else queued now.
   int slot = ahead_.slot;
@@ -474,7 +474,7 @@ bool CudaSession::launch_draws(const PagedBatch& b, const Compiled& c, int32_t n
       undrawn = true;
       continue;
     }
-    std::span<const int32_t> window = r.cfg.penalties() ? d.window : std::span<const int32_t>{};
+    std::span<const int32_t> window = r.cfg.penalties() ? d.history : std::span<const int32_t>{};
     if (r.cfg.repeat_last_n > 0 && window.size() > size_t(r.cfg.repeat_last_n))
       window = window.last(size_t(r.cfg.repeat_last_n));
     r.draw = cuda::sample_rows_draws(r.cfg, V, int32_t(window.size())) ? 1 : 0;

@@ -94,7 +94,7 @@ __global__ void __launch_bounds__(kThreads) sample_rows_kernel(SampleRowsParams 
   const RowSampling rs = p.rows[r];
   const SamplingConfig& c = rs.cfg;
   const int64_t V = p.V;
-  const int64_t k = c.temp <= 0.0f ? 1 : ((c.top_k > 0 && c.top_k < V) ? c.top_k : V);
+  const int64_t k = c.candidates(V);
   const bool pen = c.penalties() && rs.window_len > 0;
   if (!rs.draw || k > kSampleRowsMaxTopK || (pen && rs.window_len > kSampleRowsMaxWindow)) {
     if (threadIdx.x == 0) p.out[r] = kRowNotDrawn;
@@ -228,8 +228,7 @@ __global__ void __launch_bounds__(kThreads) sample_rows_kernel(SampleRowsParams 
 
 bool sample_rows_draws(const SamplingConfig& c, int64_t V, int32_t window_len) {
   if (V <= 0 || V >= INT32_MAX) return false;
-  const int64_t k = c.temp <= 0.0f ? 1 : ((c.top_k > 0 && c.top_k < V) ? c.top_k : V);
-  return k <= kSampleRowsMaxTopK && !(c.penalties() && window_len > kSampleRowsMaxWindow);
+  return c.candidates(V) <= kSampleRowsMaxTopK && !(c.penalties() && window_len > kSampleRowsMaxWindow);
 }
 
 void launch_sample_rows(const SampleRowsParams& p, cudaStream_t stream) {

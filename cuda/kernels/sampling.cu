@@ -109,7 +109,7 @@ __global__ void greedy_final_kernel(SampleParams p, const ArgMax* partial, int n
 
 // Steps 4-8 over the sorted candidates, one thread.
 __global__ void walk_kernel(SampleParams p, Scratch s) {
-  const int64_t kept = (p.cfg.top_k > 0 && p.cfg.top_k < p.V) ? p.cfg.top_k : p.V;
+  const int64_t kept = p.cfg.candidates(p.V);  // the sort path: temp > 0
   *p.out_token = walk_sorted(p.cfg, s.keys_out, s.ids_out, kept, p.state->step);
 }
 

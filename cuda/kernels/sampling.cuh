@@ -21,6 +21,11 @@ struct SamplingConfig {
   float frequency_penalty = 0.0f;
   uint64_t seed = 0;
 
+  // The candidates a draw walks (runtime/sampler.h steps 3-4): the top k when 0 < top_k < V, else all V; greedy
+  // needs only the largest.
+  __host__ __device__ int64_t candidates(int64_t V) const {
+    return temp <= 0.0f ? 1 : (top_k > 0 && top_k < V) ? top_k : V;
+  }
   __host__ __device__ bool penalties() const {
     return repeat_last_n != 0 && (repeat_penalty != 1.0f || presence_penalty != 0.0f || frequency_penalty != 0.0f);
   }
