@@ -40,45 +40,6 @@ __device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
   } while (!done);
 }
 
-// The same, the thread sleeping `ns` between polls: a lane that polls in a tight loop (a producer waiting for a
-// free slot most of the time) floods the multiprocessor's shared-memory pipe and slows every other warp's shared
-// loads and shuffles (3x their latency in the lab, docs/kernel-notes.md "Session 26").
-__device__ __forceinline__ void mbar_wait_backoff(uint64_t* bar, uint32_t parity, uint32_t ns) {
-  uint32_t done = 0;
-  for (;;) {
-    asm volatile(
-        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}"
-        : "=r"(done)
-        : "r"(smem_addr(bar)), "r"(parity)
-        : "memory");
-    if (done) return;
-    __nanosleep(ns);
-  }
-}
-// With a suspend-time hint: the hardware parks the thread until the phase completes or `ns` elapse.
-__device__ __forceinline__ void mbar_wait_hint(uint64_t* bar, uint32_t parity, uint32_t ns) {
-  uint32_t done = 0;
-  do {
-    asm volatile(
-        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2, %3;\n selp.u32 %0, 1, 0, p;\n}"
-        : "=r"(done)
-        : "r"(smem_addr(bar)), "r"(parity), "r"(ns)
-        : "memory");
-  } while (!done);
-}
-
-// The same with the non-blocking test (no suspension of the thread between polls).
-__device__ __forceinline__ void mbar_spin(uint64_t* bar, uint32_t parity) {
-  uint32_t done = 0;
-  do {
-    asm volatile(
-        "{\n .reg .pred p;\n mbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}"
-        : "=r"(done)
-        : "r"(smem_addr(bar)), "r"(parity)
-        : "memory");
-  } while (!done);
-}
-
 // An L2 policy that lets streamed-once bytes (weights) be evicted first, keeping activations and counters resident.
 __device__ __forceinline__ uint64_t l2_evict_first() {
   uint64_t policy;

@@ -9,16 +9,20 @@
 // this bounds the matvec chain alone.
 //
 // Variants, each replayed as a CUDA graph (median of 20 replays):
-//   launches  today's decode kernel (cuda::launch_matvec, the int16 kernel), one launch a product, programmatic
-//             dependent launches as in a decode step;
-//   stream    one persistent launch (one block a multiprocessor): a producer lane per block copies the block's tiles
-//             (`rows` consecutive rows) with cp.async.bulk into a ring of `stages` slots, never waiting on data;
-//             8 or 16 consumer warps wait for a product's predecessor through a counter in global memory (one
-//             release addition a finished tile), then dot their tiles out of shared memory. Tiles are dealt round
-//             robin over the whole chain, so every block streams the same bytes;
-//   per-op    the same kernel launched once a product (the ring cannot run ahead across a product);
-//   no-math   the stream kernel with the consumers' products skipped (the mechanism's own ceiling).
-// Usage: stream-lab   (STREAM_LAB_CONFIGS="warps:slot_bytes:stages,..." to choose the stream configurations)
+//   launches   today's decode kernel (cuda::launch_matvec, the int16 kernel), one launch a product, programmatic
+//              dependent launches as in a decode step;
+//   stream     one persistent launch, one block a multiprocessor (stream_chain): a producer lane copies the block's
+//              tiles (`rows` consecutive rows) with cp.async.bulk into a ring of `stages` slots, never waiting on
+//              data; 4, 8 or 16 consumer warps each dot their own tiles out of shared memory with the int16 kernel's
+//              unit arithmetic (x quantized into shared memory once a product). Between products every block
+//              publishes itself on a counter and waits for all the others ("products wait"), or does not ("no
+//              waits", a bound); "one x" quantizes x once for the whole launch (a bound);
+//   per-op     the same kernel launched once a product (the ring cannot run ahead across a product);
+//   no-math    the stream kernel without the products (the copy mechanism with the waits);
+//   math only  the products without the copies (the consumers' arithmetic alone, on whatever the ring holds).
+// STREAM_LAB_READ=1: the copy mechanism alone (read_ring). STREAM_LAB_PROF=1: where a block's time goes.
+// Usage: stream-lab   (STREAM_LAB_CONFIGS="warps:slot_bytes:stages:math:sync:x_once,..." chooses the stream
+//        configurations: math 0 none, 1 the products, 2 the products without copies; sync 2 products wait, 3 not)
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -33,7 +37,7 @@
 #include "cuda/kernels/async_copy.cuh"
 #include "cuda/kernels/bulk_copy.cuh"
 #include "cuda/kernels/matvec.cuh"
-#include "cuda/kernels/matvec_units.cuh"
+#include "cuda/kernels/matvec_i16_units.cuh"
 #include "quant/types.h"
 
 #define LAB_CHECK(e)                                                                            \
@@ -48,7 +52,8 @@
 namespace {
 
 namespace bulk = cuda::bulk;
-namespace mv = cuda::mv;
+namespace mv16 = cuda::mv16;
+using Q4K = mv16::Unit<quant::Type::Q4_K>;
 
 struct ChainOp {
   const uint8_t* w;  // N rows of K Q4_K weights
@@ -61,200 +66,157 @@ struct ChainOp {
   int first_tile;  // index of the product's first tile in the chain
 };
 
-// How a block publishes its finished tiles: a fence and a release addition a tile; the release addition alone; one
-// fence and addition a product after the block's last tile of it; nothing (no product waits: a bound).
-enum : int { kSyncTileFence = 0, kSyncTileRelease = 1, kSyncBlock = 2, kSyncNone = 3 };
+// How blocks publish finished products: one fence and release addition a block and product, every block waiting
+// for all blocks' before it starts the next product; or nothing (no product waits: a bound).
+enum : int { kSyncBlock = 2, kSyncNone = 3 };
 
-constexpr int kRowsMax = 16;  // rows a tile
-constexpr int kMaxK = 16384;  // the widest row a consumer block covers with its units
-
-// One Q4_K unit (32 weights of a row: 16 bytes of nibbles and the block head) dotted out of shared memory; the
-// arithmetic of mv::Unit<Q4_K>::dot.
-__device__ __forceinline__ float q4k_unit(const uint8_t* row, int u, const float (&x0)[16], const float (&x1)[16],
-                                          float s0, float s1) {
-  const uint8_t* b = row + 144 * (u >> 3);
-  const int i = u & 7, j = i >> 1;
-  const uint4 hd = *reinterpret_cast<const uint4*>(b);
-  const uint4 qv = *reinterpret_cast<const uint4*>(b + 16 + 16 * i);
-  const uint32_t q[4] = {qv.x, qv.y, qv.z, qv.w};
-  uint32_t sc0, mn0, sc1, mn1;
-  mv::q4k_scales(hd, j, sc0, mn0, sc1, mn1);
-  const float d = mv::h2f(hd.x & 0xffffu), dmin = mv::h2f(hd.x >> 16);
-  const float f0 = mv::dot_nibbles<0>(q, x0) - s0, f1 = mv::dot_nibbles<4>(q, x1) - s1;
-  return 16.0f * d * (float(sc0) * f0 + float(sc1) * f1) - dmin * (float(mn0) * s0 + float(mn1) * s1);
-}
+constexpr int kRowsMax = 8;   // rows a tile
 
 __device__ __forceinline__ int unit_seg0(int u) { return 256 * (u >> 3) + 64 * ((u & 7) >> 1) + 16 * (u & 1); }
 
-// Shared memory: the barriers, the reduction scratch and the launch's products (read a few times a tile: from global
-// memory each read was a round trip of the loaded L2, ~2 us a tile in the lab's first version), then the ring at a
-// 128-byte boundary.
-// The barriers sit alone in their 128-byte lines (kBarrierBytes): the lab's reduction scratch right after them made
-// every tile's reduction ~1 us slower.
+// Shared memory: the barriers alone in their lines, the launch's products (read a few times a tile: from global
+// memory each read was a round trip of the loaded L2, ~2 us a tile in the lab's first version), x quantized as
+// the int16 kernel's runs (matvec_i16_units.cuh) in unit order: the four uint4 of unit u's two runs at v * U + u
+// and their scales and sums (s0, S0, s1, S1) at 4 U + u, so the lanes of a warp, which take consecutive units,
+// read consecutive 16 bytes; then the ring.
 constexpr int kBarrierBytes = 512;
-__host__ __device__ constexpr int red_offset() { return kBarrierBytes; }
-__host__ __device__ constexpr int table_offset(int stages, int consumer_warps) {
-  return kBarrierBytes + 2 * consumer_warps * kRowsMax * 4 + 0 * stages;
-}
-__host__ __device__ constexpr int ring_offset(int stages, int consumer_warps, int n_ops) {
-  return (table_offset(stages, consumer_warps) + n_ops * int(sizeof(ChainOp)) + 127) / 128 * 128;
-}
+__host__ __device__ constexpr int align128(int b) { return (b + 127) / 128 * 128; }
+__host__ __device__ constexpr int x_offset(int n_ops) { return align128(kBarrierBytes + n_ops * int(sizeof(ChainOp))); }
+__host__ __device__ constexpr int x_bytes(int max_k) { return max_k / 32 * 80; }
+__host__ __device__ constexpr int ring_offset(int n_ops, int max_k) { return align128(x_offset(n_ops) + x_bytes(max_k)); }
 
+// Tiles are dealt round robin over the grid in chain order; a block's consumer warps deal its tiles of a product
+// round robin among themselves and work on them independently (the first version worked on a tile with the whole
+// block and lost to its per-tile latency: docs/kernel-notes.md, "Session 26").
 template <int kConsumerWarps>
 __global__ void __launch_bounds__(32 * (kConsumerWarps + 1), 1)
     stream_chain(const ChainOp* __restrict__ all_ops, int op_begin, int op_end, unsigned* done, int stages,
-                 int slot_bytes, int math, int sync, long long* prof, int wait_mode) {
+                 int slot_bytes, int max_k, int math, int sync, int x_once, long long* prof) {
   constexpr int kThreads = 32 * kConsumerWarps;
-  constexpr int kUnitsMax = (kMaxK / 32 + kThreads - 1) / kThreads;  // unit columns a consumer thread owns
   extern __shared__ __align__(128) uint8_t smem[];
   uint64_t* full = reinterpret_cast<uint64_t*>(smem);
   uint64_t* empty = full + stages;
-  float* red = reinterpret_cast<float*>(smem + (wait_mode >= 8 ? 16 * stages : red_offset()));  // [2][warps][kRowsMax]
-  ChainOp* ops = reinterpret_cast<ChainOp*>(smem + table_offset(stages, kConsumerWarps)) - op_begin;
-  uint8_t* ring = smem + ring_offset(stages, kConsumerWarps, op_end - op_begin);
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  wait_mode &= 7;  // 8: the lab's first layout, scratch beside the barriers
+  ChainOp* ops = reinterpret_cast<ChainOp*>(smem + kBarrierBytes) - op_begin;
+  float4* xs = reinterpret_cast<float4*>(smem + x_offset(op_end - op_begin));
+  uint8_t* ring = smem + ring_offset(op_end - op_begin, max_k);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, G = int(gridDim.x), b = int(blockIdx.x);
   for (int k = op_begin + int(threadIdx.x); k < op_end; k += blockDim.x) ops[k] = all_ops[k];
   if (threadIdx.x == 0) {
     for (int s = 0; s < stages; ++s) bulk::mbar_init(full + s, 1), bulk::mbar_init(empty + s, 1);
     bulk::mbar_init_fence();
   }
   __syncthreads();
-  const long long start = clock64();
-  const int g_begin = ops[op_begin].first_tile, g_end = ops[op_end - 1].first_tile + ops[op_end - 1].tiles;
 
-  if (warp == kConsumerWarps) {  // the producer: one lane keeps the ring full
-    if (lane != 0) return;
+  if (warp == kConsumerWarps) {  // the producer: one lane keeps the ring full, never waiting on data
+    if (lane != 0 || math == 2) return;  // math 2 (a lab bound): the consumers dot whatever the ring holds
     const uint64_t policy = bulk::l2_evict_first();
+    const int g_begin = ops[op_begin].first_tile, g_end = ops[op_end - 1].first_tile + ops[op_end - 1].tiles;
+    const long long start = clock64();
+    long long waited = 0;
     int op = op_begin, i = 0;
-    for (int g = g_begin + blockIdx.x; g < g_end; g += gridDim.x, ++i) {
+    for (int g = g_begin + b; g < g_end; g += G, ++i) {
       while (g >= ops[op].first_tile + ops[op].tiles) ++op;
       const ChainOp& o = ops[op];
       const int r0 = (g - o.first_tile) * o.rows, nr = min(o.rows, o.N - r0), s = i % stages;
-      const long long c0 = clock64();
-      if (i >= stages) {
-        const uint32_t parity = ((i / stages) + 1) & 1;
-        if (wait_mode == 3)
-          bulk::mbar_wait_backoff(empty + s, parity, 128);
-        else if (wait_mode == 4)
-          bulk::mbar_wait_hint(empty + s, parity, 1000000);
-        else
-          bulk::mbar_wait(empty + s, parity);
-      }
-      if (prof) prof[4 * blockIdx.x + 2] += clock64() - c0;
+      const long long w0 = prof ? clock64() : 0;
+      if (i >= stages) bulk::mbar_wait(empty + s, ((i / stages) + 1) & 1);
+      if (prof) waited += clock64() - w0;
       const uint32_t bytes = uint32_t(nr * o.row_bytes);
       bulk::mbar_arrive_expect_tx(full + s, bytes);
       bulk::copy_to_shared(ring + size_t(s) * slot_bytes, o.w + size_t(r0) * o.row_bytes, bytes, full + s, policy);
     }
-    if (prof) prof[4 * blockIdx.x + 3] += clock64() - start;
+    if (prof) prof[4 * b + 2] = waited, prof[4 * b + 3] = clock64() - start;
     return;
   }
+  // Lab profile (STREAM_LAB_PROF): per block, warp 0's cycles waiting for its tiles and in all, the producer's
+  // cycles waiting for a free slot and in all; the sync and x phases of every product are warp 0's "rest".
+  const long long start = clock64();
+  long long waited = 0, in_x = 0;
 
-  // The consumers. Thread t owns unit column u = t % U of row group q = t / U (P groups share a tile's rows when a
-  // row has fewer units than there are threads), or units t, t + kThreads when a row has more.
   const int t = threadIdx.x;
-  int op = -1, U = 0, P = 1, q = 0, rows = 0, row_bytes = 0, N = 0, first_tile = 0;
-  float* y = nullptr;
-  int unit[kUnitsMax];
-  float x0[kUnitsMax][16], x1[kUnitsMax][16], s0[kUnitsMax], s1[kUnitsMax];
-  int par = 0, i = 0;
-  for (int g = g_begin + blockIdx.x; g < g_end; g += gridDim.x, ++i) {
-    int next = op < 0 ? op_begin : op;
-    while (g >= ops[next].first_tile + ops[next].tiles) ++next;
-    if (next != op) {
-      op = next;
-      if (op > op_begin && sync != kSyncNone) {  // the whole product before this one
-        if (t == 0) {
-          const unsigned need =
-              unsigned(sync == kSyncBlock ? min(ops[op - 1].tiles, int(gridDim.x)) : ops[op - 1].tiles);
-          while (bulk::acquire_load(done + op - 1) < need) {
-          }
-          __threadfence();
-        }
-        bulk::named_sync(1, kThreads);
+  int i_base = 0;  // the block's index of its first tile of the product (the producer's i)
+  for (int op = op_begin; op < op_end; ++op) {
+    const ChainOp& o = ops[op];
+    const long long x0c = clock64();
+    bulk::named_sync(1, kThreads);  // every warp is done with x and with the product before
+    if (op > op_begin && sync == kSyncBlock && t == 0) {
+      __threadfence();
+      bulk::release_add(done + op - 1, 1u);
+      while (bulk::acquire_load(done + op - 1) < unsigned(G)) {
       }
-      const ChainOp& o = ops[op];
-      U = o.K / 32, P = max(1, kThreads / U), q = t / U;
-      rows = o.rows, row_bytes = o.row_bytes, N = o.N, first_tile = o.first_tile, y = o.y;
-#pragma unroll
-      for (int k = 0; k < kUnitsMax; ++k) {
-        const int u = t % U + k * kThreads;
-        unit[k] = (q < P && u < U && (k == 0 || P == 1)) ? u : -1;
-        s0[k] = s1[k] = 0.0f;
-        if (unit[k] < 0) continue;
-        const float4* a = reinterpret_cast<const float4*>(o.x + unit_seg0(u));
-#pragma unroll
-        for (int v = 0; v < 4; ++v) {
-          const float4 lo = __ldcg(a + v), hi = __ldcg(a + 8 + v);
-          x0[k][4 * v] = lo.x, x0[k][4 * v + 1] = lo.y, x0[k][4 * v + 2] = lo.z, x0[k][4 * v + 3] = lo.w;
-          x1[k][4 * v] = hi.x, x1[k][4 * v + 1] = hi.y, x1[k][4 * v + 2] = hi.z, x1[k][4 * v + 3] = hi.w;
-        }
-#pragma unroll
-        for (int e = 0; e < 16; ++e) s0[k] += x0[k][e], s1[k] += x1[k][e];
-      }
+      __threadfence();
     }
-    const int r0 = (g - first_tile) * rows, nr = min(rows, N - r0), s = i % stages;
-    const long long c0 = clock64();
-    long long* trace = (prof && t == 0 && blockIdx.x == 0 && i < 256) ? prof + 4 * gridDim.x + 4 * i : nullptr;
-    if (trace) trace[0] = c0;
-    if (wait_mode == 0) {
-      bulk::mbar_wait(full + s, (i / stages) & 1);
-    } else if (wait_mode == 1) {  // one thread waits, the barrier releases the rest
-      if (t == 0) bulk::mbar_wait(full + s, (i / stages) & 1);
-      bulk::named_sync(1, kThreads);
-    } else if (wait_mode == 2) {
-      bulk::mbar_spin(full + s, (i / stages) & 1);
-    } else if (wait_mode == 3) {
-      bulk::mbar_wait_backoff(full + s, (i / stages) & 1, 32);
-    } else {
-      bulk::mbar_wait_hint(full + s, (i / stages) & 1, 1000000);
+    if (op > op_begin && sync == kSyncBlock) bulk::named_sync(1, kThreads);
+    const int U = o.K / 32, XU = max_k / 32;  // x rows are XU units apart whatever the product's K
+    uint4* xq = reinterpret_cast<uint4*>(xs);
+    // x_once (a lab bound): every product reads one x, quantized at the launch's start for the widest K.
+    for (int u = t; u < (x_once ? XU : U) && (!x_once || op == op_begin); u += kThreads) {
+      float v[16];
+      mv16::load16<false>(o.x + unit_seg0(u), v);  // (plain loads: another block wrote x)
+      const mv16::Run r0 = mv16::quantize_run(v);
+      mv16::load16<false>(o.x + unit_seg0(u) + 32, v);
+      const mv16::Run r1 = mv16::quantize_run(v);
+      xq[u] = make_uint4(r0.q[0], r0.q[1], r0.q[2], r0.q[3]);
+      xq[XU + u] = make_uint4(r0.q[4], r0.q[5], r0.q[6], r0.q[7]);
+      xq[2 * XU + u] = make_uint4(r1.q[0], r1.q[1], r1.q[2], r1.q[3]);
+      xq[3 * XU + u] = make_uint4(r1.q[4], r1.q[5], r1.q[6], r1.q[7]);
+      xs[4 * XU + u] = make_float4(r0.s, r0.S, r1.s, r1.S);
     }
-    if (prof && t == 0) prof[4 * blockIdx.x] += clock64() - c0;
-    if (trace) trace[1] = clock64();
-    const uint8_t* tile = ring + size_t(s) * slot_bytes;
-    // One row at a time, reduced across the warp at once: a loop that is not unrolled keeps the kernel's code small
-    // (the first version, 16 rows unrolled, was 126 KB of code and every tile waited on instruction fetches).
-    if (math <= -2) {  // lab levels: -2 wait, barrier, release; -3 wait and release only
-      if (math == -2) bulk::named_sync(1, kThreads);
-      if (t == 0) bulk::mbar_arrive(empty + s);
-      continue;
-    }
-    int j = 0;
-#pragma unroll 1
-    for (int r = q; j * P < nr; r += P, ++j) {
-      float v = 0.0f;
-      if (math > 0 && r < nr) {
-#pragma unroll
-        for (int k = 0; k < kUnitsMax; ++k)
-          if (unit[k] >= 0) v += q4k_unit(tile + r * row_bytes, unit[k], x0[k], x1[k], s0[k], s1[k]);
-      }
-#pragma unroll
-      for (int m = 16; m > 0; m >>= 1) v += __shfl_xor_sync(0xffffffffu, v, m);
-      if (lane == 0) red[(par * kConsumerWarps + warp) * kRowsMax + j] = v;
-    }
-    if (trace) trace[2] = clock64();
     bulk::named_sync(1, kThreads);
-    if (trace) trace[3] = clock64();
-    if (t == 0) bulk::mbar_arrive(empty + s);
-    if (warp == 0) {
-      if (lane < nr) {
-        const int qq = lane % P, j = lane / P;
-        float sum = 0.0f;
-        for (int w = 0; w < kConsumerWarps; ++w)
-          if ((P == 1 ? 0 : w * 32 / U) == qq) sum += red[(par * kConsumerWarps + w) * kRowsMax + j];
-        if (math >= 0) y[r0 + lane] = sum;
+    in_x += clock64() - x0c;
+    // This block's tiles of the product: global indices g0, g0 + G, ... below first_tile + tiles (the producer's
+    // sequence: g_begin + b, + G, ...). The block's i-th tile goes to warp i % kConsumerWarps and ring slot
+    // i % stages (stages a multiple of the warps), so a slot only ever holds one warp's tiles, in that warp's order:
+    // with tiles dealt to warps per product, a warp running ahead could wait on a slot whose previous tile another
+    // warp had not yet consumed, and take that older phase for its own (the lab's crash).
+    const int rho = (ops[op_begin].first_tile + b) % G;
+    const int g0 = o.first_tile + ((rho - o.first_tile) % G + G) % G, g_stop = o.first_tile + o.tiles;
+    const int n_local = g0 < g_stop ? (g_stop - 1 - g0) / G + 1 : 0;
+    for (int j = ((warp - i_base) % kConsumerWarps + kConsumerWarps) % kConsumerWarps; j < n_local;
+         j += kConsumerWarps) {
+      const int i = i_base + j, s = i % stages;
+      const int r0 = (g0 + j * G - o.first_tile) * o.rows, nr = min(o.rows, o.N - r0);
+      const long long w0 = clock64();
+      if (math != 2) bulk::mbar_wait(full + s, (i / stages) & 1);
+      waited += clock64() - w0;
+      const uint8_t* tile = ring + size_t(s) * slot_bytes;
+      float acc[kRowsMax];
+#pragma unroll
+      for (int r = 0; r < kRowsMax; ++r) acc[r] = 0.0f;
+      if (math) {
+#pragma unroll 1
+        for (int u = lane; u < U; u += 32) {
+          mv16::Run xr0, xr1;
+          const uint4 a = xq[u], b4 = xq[XU + u], c = xq[2 * XU + u], e = xq[3 * XU + u];
+          const float4 f = xs[4 * XU + u];
+          xr0.q[0] = a.x, xr0.q[1] = a.y, xr0.q[2] = a.z, xr0.q[3] = a.w, xr0.q[4] = b4.x, xr0.q[5] = b4.y, xr0.q[6] = b4.z;
+          xr0.q[7] = b4.w, xr1.q[0] = c.x, xr1.q[1] = c.y, xr1.q[2] = c.z, xr1.q[3] = c.w, xr1.q[4] = e.x, xr1.q[5] = e.y;
+          xr1.q[6] = e.z, xr1.q[7] = e.w;
+          xr0.s = f.x, xr0.S = f.y, xr1.s = f.z, xr1.S = f.w;
+          const uint8_t* blk = tile + 144 * (u >> 3);
+#pragma unroll
+          for (int r = 0; r < kRowsMax; ++r)
+            if (r < nr) {
+              const uint8_t* p = blk + r * o.row_bytes;
+              const Q4K::Raw raw{*reinterpret_cast<const uint4*>(p), *reinterpret_cast<const uint4*>(p + 16 + 16 * (u & 7))};
+              acc[r] += Q4K::dot(raw, u, xr0, xr1);
+            }
+        }
+      }
+#pragma unroll
+      for (int r = 0; r < kRowsMax; ++r) {
+        if (r >= nr) break;
+        float v = acc[r];
+#pragma unroll
+        for (int m = 16; m > 0; m >>= 1) v += __shfl_xor_sync(0xffffffffu, v, m);
+        if (lane == r) o.y[r0 + r] = v;
       }
       __syncwarp();
-      // kSyncBlock: once a product, after the block's last tile of it.
-      const bool last = g + int(gridDim.x) >= min(g_end, first_tile + ops[op].tiles);
-      if (lane == 0 && (sync == kSyncTileFence || sync == kSyncTileRelease || (sync == kSyncBlock && last))) {
-        if (sync != kSyncTileRelease) __threadfence();
-        bulk::release_add(done + op, 1u);
-      }
+      if (lane == 0 && math != 2) bulk::mbar_arrive(empty + s);
     }
-    par ^= 1;
+    i_base += n_local;
   }
-  if (prof && t == 0) prof[4 * blockIdx.x + 1] += clock64() - start;
+  if (prof && t == 0) prof[4 * b] = waited, prof[4 * b + 1] = clock64() - start, prof[4 * gridDim.x + b] = in_x;
 }
 
 __device__ __forceinline__ void wait_groups(int n) {
@@ -370,17 +332,15 @@ cudaGraphExec_t capture(cudaStream_t s, F&& f) {
 }
 
 struct StreamConfig {
-  int warps, slot_bytes, stages, math, sync;
+  int warps, slot_bytes, stages, math, sync, x_once;
 };
 
-int g_wait_mode = 0;  // STREAM_LAB_WAIT: how consumers wait for a tile (0 all try_wait, 1 one thread, 2 test_wait,
-                      // 3 try_wait with sleeps between, 4 try_wait with a suspend-time hint)
-long long* g_prof = nullptr;  // STREAM_LAB_PROF: per block cycles (consumer waits, consumer, producer waits, producer)
+long long* g_prof = nullptr;  // STREAM_LAB_PROF: the kernel's cycle counts (stream_chain's profile)
 
 template <int kWarps>
-void launch_stream(const ChainOp* d_ops, int op_begin, int op_end, unsigned* done, const StreamConfig& c, int blocks,
-                   cudaStream_t s) {
-  const size_t smem = size_t(ring_offset(c.stages, kWarps, op_end - op_begin)) + size_t(c.stages) * c.slot_bytes;
+void launch_stream(const ChainOp* d_ops, int op_begin, int op_end, int max_k, unsigned* done, const StreamConfig& c,
+                   int blocks, cudaStream_t s) {
+  const size_t smem = size_t(ring_offset(op_end - op_begin, max_k)) + size_t(c.stages) * c.slot_bytes;
   LAB_CHECK(cudaFuncSetAttribute(stream_chain<kWarps>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = dim3(blocks), cfg.blockDim = dim3(32 * (kWarps + 1)), cfg.dynamicSmemBytes = smem, cfg.stream = s;
@@ -389,15 +349,17 @@ void launch_stream(const ChainOp* d_ops, int op_begin, int op_end, unsigned* don
   attr[0].val.cooperative = 1;
   cfg.attrs = attr, cfg.numAttrs = 1;
   LAB_CHECK(cudaLaunchKernelEx(&cfg, stream_chain<kWarps>, d_ops, op_begin, op_end, done, c.stages, c.slot_bytes,
-                               c.math, c.sync, g_prof, g_wait_mode));
+                               max_k, c.math, c.sync, c.x_once, g_prof));
 }
 
-void launch_stream_any(const ChainOp* d_ops, int op_begin, int op_end, unsigned* done, const StreamConfig& c,
-                       int blocks, cudaStream_t s) {
-  if (c.warps == 8)
-    launch_stream<8>(d_ops, op_begin, op_end, done, c, blocks, s);
+void launch_stream_any(const ChainOp* d_ops, int op_begin, int op_end, int max_k, unsigned* done,
+                       const StreamConfig& c, int blocks, cudaStream_t s) {
+  if (c.warps == 4)
+    launch_stream<4>(d_ops, op_begin, op_end, max_k, done, c, blocks, s);
+  else if (c.warps == 8)
+    launch_stream<8>(d_ops, op_begin, op_end, max_k, done, c, blocks, s);
   else
-    launch_stream<16>(d_ops, op_begin, op_end, done, c, blocks, s);
+    launch_stream<16>(d_ops, op_begin, op_end, max_k, done, c, blocks, s);
 }
 
 // max |a - b| / max |b| over n values.
@@ -444,8 +406,6 @@ int main() {
     LAB_CHECK(cudaFree(b));
   }
 
-  if (const char* e = std::getenv("STREAM_LAB_WAIT")) g_wait_mode = std::atoi(e);
-  if (std::getenv("STREAM_LAB_ADJACENT")) g_wait_mode |= 8;
   if (std::getenv("STREAM_LAB_READ")) {  // the copy mechanism alone
     const size_t bytes = size_t(2) << 30;
     uint8_t* src;
@@ -552,31 +512,40 @@ int main() {
     double err;
   };
   std::vector<Result> results{{"launches (today's int16 kernel)", ref_us, 0.0}};
-  std::vector<StreamConfig> configs = {{8, 18432, 11, 0, kSyncNone},        {8, 18432, 11, 0, kSyncBlock},
-                                       {8, 18432, 11, 1, kSyncBlock},       {16, 18432, 11, 1, kSyncBlock},
-                                       {8, 36864, 5, 1, kSyncBlock},        {8, 18432, 4, 1, kSyncBlock},
-                                       {8, 18432, 11, 1, kSyncTileRelease}, {8, 18432, 11, 1, kSyncTileFence},
-                                       {8, 18432, 11, 1, kSyncNone}};
+  int max_k = 0;  // every K a multiple of 1024: a warp's lanes take whole runs of 32 units
+  for (const auto& sh : shapes) max_k = std::max(max_k, sh.first);
+  // warps:slot_bytes:stages:math:sync; 20 x 9216 fill the shared memory beside x (K 14336).
+  std::vector<StreamConfig> configs = {{8, 9216, 16, 0, kSyncBlock, 0},  {8, 9216, 16, 1, kSyncBlock, 0},
+                                       {16, 9216, 16, 1, kSyncBlock, 0}, {16, 9216, 16, 1, kSyncNone, 0},
+                                       {16, 9216, 16, 1, kSyncNone, 1},  {8, 9216, 16, 1, kSyncNone, 1}};
   if (const char* e = std::getenv("STREAM_LAB_CONFIGS")) {
     configs.clear();
     std::stringstream ss(e);
     for (std::string item; std::getline(ss, item, ',');) {
       StreamConfig c{};
-      if (std::sscanf(item.c_str(), "%d:%d:%d:%d:%d", &c.warps, &c.slot_bytes, &c.stages, &c.math, &c.sync) != 5 ||
-          (c.warps != 8 && c.warps != 16) || c.slot_bytes < 16128 || c.slot_bytes % 128 || c.stages < 1 ||
-          c.sync < 0 || c.sync > kSyncNone) {
-        std::fprintf(stderr, "STREAM_LAB_CONFIGS: '%s' is not warps(8|16):slot_bytes:stages:math(0|1):sync(0-3)\n",
+      if (std::sscanf(item.c_str(), "%d:%d:%d:%d:%d:%d", &c.warps, &c.slot_bytes, &c.stages, &c.math, &c.sync,
+                      &c.x_once) != 6 ||
+          (c.warps != 4 && c.warps != 8 && c.warps != 16) || c.slot_bytes < 8064 || c.slot_bytes % 128 ||
+          c.stages < 1 || c.stages % c.warps ||
+          c.math < 0 || c.math > 2 || (c.sync != kSyncBlock && c.sync != kSyncNone)) {
+        std::fprintf(stderr,
+                     "STREAM_LAB_CONFIGS: '%s' is not warps(4|8|16):slot_bytes(>= 8064):stages(a multiple of warps):math(0|1|2: no copies):sync(2|3):x_once(0|1)\n",
                      item.c_str());
         return 2;
       }
       configs.push_back(c);
     }
   }
+  for (const StreamConfig& c : configs)
+    if (c.stages % c.warps) {  // a slot must only ever hold one warp's tiles (stream_chain)
+      std::fprintf(stderr, "stream-lab: %d stages are not a multiple of %d warps\n", c.stages, c.warps);
+      return 2;
+    }
   ChainOp* d_ops;
   LAB_CHECK(cudaMalloc(&d_ops, n_ops * sizeof(ChainOp)));
   bool ok = true;
   for (const StreamConfig& c : configs) {
-    if (size_t(ring_offset(c.stages, c.warps, n_ops)) + size_t(c.stages) * c.slot_bytes > prop.sharedMemPerBlockOptin) {
+    if (size_t(ring_offset(n_ops, max_k)) + size_t(c.stages) * c.slot_bytes > prop.sharedMemPerBlockOptin) {
       std::printf("skip %d:%d:%d: the ring does not fit\n", c.warps, c.slot_bytes, c.stages);
       continue;
     }
@@ -593,53 +562,46 @@ int main() {
     }
     LAB_CHECK(cudaMemcpy(d_ops, ops.data(), n_ops * sizeof(ChainOp), cudaMemcpyHostToDevice));
     char name[96];
-    static const char* kSyncNames[] = {"fence+add/tile", "add/tile", "once/product", "no waits"};
     for (int per_op = 0; per_op < 2; ++per_op) {
       if (per_op && (c.math != 1 || c.sync != kSyncBlock)) continue;
-      static const char* kLevels[] = {"wait+release", "+barrier", "+reduce", "+store"};
-      std::snprintf(name, sizeof name, "%s %d warps, %d x %d B, %s", per_op ? "per-op" : c.math > 0 ? "stream" : kLevels[c.math + 3],
-                    c.warps, c.stages, c.slot_bytes, kSyncNames[c.sync]);
+      std::snprintf(name, sizeof name, "%s %d warps, %d x %d B, %s", per_op ? "per-op" : c.math == 1 ? "stream" : c.math ? "math only" : "no-math",
+                    c.warps, c.stages, c.slot_bytes, c.math == 2 ? "no copies" :
+                    c.sync == kSyncBlock ? "products wait" : c.x_once ? "no waits, one x" : "no waits");
       LAB_CHECK(cudaMemset(y_out, 0, total_out * 4));
       cudaGraphExec_t g = capture(s, [&] {
         LAB_CHECK(cudaMemsetAsync(done, 0, n_ops * 4, s));
         if (per_op)
-          for (int k = 0; k < n_ops; ++k) launch_stream_any(d_ops, k, k + 1, done, c, sms, s);
+          for (int k = 0; k < n_ops; ++k) launch_stream_any(d_ops, k, k + 1, max_k, done, c, sms, s);
         else
-          launch_stream_any(d_ops, 0, n_ops, done, c, sms, s);
+          launch_stream_any(d_ops, 0, n_ops, max_k, done, c, sms, s);
       });
       const float us = graph_us(g, s, 20);
       LAB_CHECK(cudaGetLastError());
       if (std::getenv("STREAM_LAB_PROF") && !per_op) {
-        LAB_CHECK(cudaMalloc(&g_prof, (sms + 256) * 4 * sizeof(long long)));
-        LAB_CHECK(cudaMemset(g_prof, 0, (sms + 256) * 4 * sizeof(long long)));
+        LAB_CHECK(cudaMalloc(&g_prof, sms * 5 * sizeof(long long)));
         LAB_CHECK(cudaMemsetAsync(done, 0, n_ops * 4, s));
-        launch_stream_any(d_ops, 0, n_ops, done, c, sms, s);
+        launch_stream_any(d_ops, 0, n_ops, max_k, done, c, sms, s);
         LAB_CHECK(cudaStreamSynchronize(s));
-        std::vector<long long> hp((sms + 256) * 4);
+        std::vector<long long> hp(sms * 5);
         LAB_CHECK(cudaMemcpy(hp.data(), g_prof, hp.size() * 8, cudaMemcpyDeviceToHost));
-        int khz = 0;
-        LAB_CHECK(cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, 0));
-        const double clock_mhz = khz * 1e-3;
-        double m[4] = {0, 0, 0, 0};
-        for (int b = 0; b < sms; ++b)
-          for (int e = 0; e < 4; ++e) m[e] += hp[4 * b + e] / double(sms) / clock_mhz;
-        std::printf("  %s: us a block: consumer waits for tiles %.0f of %.0f, producer waits for slots %.0f of %.0f\n",
-                    name, m[0], m[1], m[2], m[3]);
-        std::printf("  block 0, cycles: tile: wait, work, sync, rest (to the next tile's wait)\n");
-        for (int k = 0; k < 40; ++k) {
-          const long long* e = hp.data() + 4 * sms + 4 * k;
-          std::printf("  %3d: %6lld %6lld %6lld %6lld\n", k, e[1] - e[0], e[2] - e[1], e[3] - e[2], e[4] - e[3]);
-        }
         LAB_CHECK(cudaFree(g_prof));
         g_prof = nullptr;
+        int khz = 0;
+        LAB_CHECK(cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, 0));
+        double m[5] = {};
+        for (int b = 0; b < sms; ++b)
+          for (int e = 0; e < 4; ++e) m[e] += hp[4 * b + e] / double(sms) / (khz * 1e-3);
+        for (int b = 0; b < sms; ++b) m[4] += hp[4 * sms + b] / double(sms) / (khz * 1e-3);
+        std::printf("  %s, us a block: warp 0 waits for tiles %.0f, in x/sync phases %.0f, of %.0f; the producer "
+                    "waits for slots %.0f of %.0f\n", name, m[0], m[4], m[1], m[2], m[3]);
       }
       LAB_CHECK(cudaMemcpy(h_out.data(), y_out, total_out * 4, cudaMemcpyDeviceToHost));
       double err = 0;
-      if (c.math > 0) {  // (without waits the products still run, only their order is free)
+      if (c.math == 1) {  // (without waits the products still run, only their order is free)
         for (int k = 0; k < n_ops; ++k) err = std::max(err, rel_err(h_out, h_ref, out_off[k], shapes[k].second));
         if (!(err < 2e-3)) ok = false;
       }
-      results.push_back({name, us, c.math > 0 ? err : -1.0});
+      results.push_back({name, us, c.math == 1 ? err : -1.0});
       LAB_CHECK(cudaGraphExecDestroy(g));
     }
   }
