@@ -18,49 +18,10 @@
 #include <vector>
 
 #include "cuda/kernels/matvec.cuh"
+#include "lab_common.cuh"
 #include "quant/types.h"
 
-#define LAB_CHECK(e)                                                                        \
-  do {                                                                                      \
-    cudaError_t err_ = (e);                                                                 \
-    if (err_ != cudaSuccess) {                                                              \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #e, cudaGetErrorString(err_)); \
-      std::exit(1);                                                                         \
-    }                                                                                       \
-  } while (0)
-
 namespace {
-
-// Random bytes with every binary16 field small and finite: the 0x3f mask keeps the high byte of each half < 0x40.
-__global__ void fill_kernel(uint8_t* p, size_t n, uint32_t seed) {
-  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
-    uint32_t h = uint32_t(i) * 2654435761u ^ seed;
-    h ^= h >> 15, h *= 2246822519u, h ^= h >> 13;
-    p[i] = uint8_t(h & 0x3f);
-  }
-}
-
-template <class F>
-float median_us(int reps, int batch, cudaStream_t s, F&& f) {
-  cudaEvent_t a, b;
-  LAB_CHECK(cudaEventCreate(&a));
-  LAB_CHECK(cudaEventCreate(&b));
-  for (int i = 0; i < batch; ++i) f(i);
-  std::vector<float> t;
-  for (int r = 0; r < reps; ++r) {
-    LAB_CHECK(cudaEventRecord(a, s));
-    for (int i = 0; i < batch; ++i) f(r * batch + i);
-    LAB_CHECK(cudaEventRecord(b, s));
-    LAB_CHECK(cudaEventSynchronize(b));
-    float ms = 0;
-    LAB_CHECK(cudaEventElapsedTime(&ms, a, b));
-    t.push_back(ms * 1e3f / batch);
-  }
-  LAB_CHECK(cudaEventDestroy(a));
-  LAB_CHECK(cudaEventDestroy(b));
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
-}
 
 struct Row {
   const char* type;
@@ -76,19 +37,8 @@ int main() {
   cudaStream_t s;
   LAB_CHECK(cudaStreamCreate(&s));
   std::printf("device: %s, %d SMs, L2 %d MiB\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20);
-  double copy_gbs = 0;
-  {
-    const size_t bytes = size_t(1) << 30;
-    void *a, *b;
-    LAB_CHECK(cudaMalloc(&a, bytes));
-    LAB_CHECK(cudaMalloc(&b, bytes));
-    LAB_CHECK(cudaMemset(a, 1, bytes));
-    const float us = median_us(11, 1, s, [&](int) { LAB_CHECK(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice, s)); });
-    copy_gbs = 2.0 * bytes / us / 1e3;
-    std::printf("copy D2D 1 GiB: %.1f us, %.0f GB/s (read + write)\n", us, copy_gbs);
-    LAB_CHECK(cudaFree(a));
-    LAB_CHECK(cudaFree(b));
-  }
+  const double copy_gbs = lab::copy_gbs(s);
+  std::printf("copy D2D 1 GiB: %.0f GB/s (read + write)\n", copy_gbs);
   std::vector<std::pair<long long, long long>> shapes = {{4096, 4096},  {4096, 1024},  {4096, 14336},
                                                         {14336, 4096}, {4096, 128256}, {17920, 5120},
                                                         {21504, 5376}, {28672, 8192}, {32768, 5120}};
@@ -139,13 +89,13 @@ int main() {
       std::vector<void*> w(copies);
       for (int i = 0; i < copies; ++i) {
         LAB_CHECK(cudaMalloc(&w[i], wb));
-        fill_kernel<<<1024, 256, 0, s>>>(static_cast<uint8_t*>(w[i]), wb, 77u + i);
+        lab::fill_kernel<<<1024, 256, 0, s>>>(static_cast<uint8_t*>(w[i]), wb, 77u + i);
       }
       LAB_CHECK(cudaStreamSynchronize(s));
       Row row{quant::type_name(t), K, N, wb / 1048576.0, {}};
       for (int g = 0; g < 3; ++g) {
         const auto path = g == 0 ? cuda::MatvecPath::Generic : g == 1 ? cuda::MatvecPath::Unit : cuda::MatvecPath::Auto;
-        row.us[g] = median_us(30, copies, s, [&](int i) {
+        row.us[g] = lab::median_us(30, copies, s, [&](int i) {
           cuda::MatvecParams p{w[i % copies], t, x, nullptr, y, K, N, 1};
           p.path = path;
           cuda::launch_matvec(p, s);

@@ -38,16 +38,8 @@
 #include "cuda/kernels/bulk_copy.cuh"
 #include "cuda/kernels/matvec.cuh"
 #include "cuda/kernels/matvec_i16_units.cuh"
+#include "lab_common.cuh"
 #include "quant/types.h"
-
-#define LAB_CHECK(e)                                                                            \
-  do {                                                                                          \
-    cudaError_t err_ = (e);                                                                     \
-    if (err_ != cudaSuccess) {                                                                  \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #e, cudaGetErrorString(err_)); \
-      std::exit(1);                                                                             \
-    }                                                                                           \
-  } while (0)
 
 namespace {
 
@@ -286,35 +278,8 @@ __global__ void __launch_bounds__(256, 1)
   if (acc == 0xdeadbeefu) *sink = acc;
 }
 
-// Random bytes with every binary16 field small and finite (the high byte of each half < 0x40).
-__global__ void fill_kernel(uint8_t* p, size_t n, uint32_t seed) {
-  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
-    uint32_t h = uint32_t(i) * 2654435761u ^ seed;
-    h ^= h >> 15, h *= 2246822519u, h ^= h >> 13;
-    p[i] = uint8_t(h & 0x3f);
-  }
-}
-
 float graph_us(cudaGraphExec_t exec, cudaStream_t s, int reps) {
-  cudaEvent_t a, b;
-  LAB_CHECK(cudaEventCreate(&a));
-  LAB_CHECK(cudaEventCreate(&b));
-  LAB_CHECK(cudaGraphLaunch(exec, s));
-  LAB_CHECK(cudaStreamSynchronize(s));
-  std::vector<float> t;
-  for (int r = 0; r < reps; ++r) {
-    LAB_CHECK(cudaEventRecord(a, s));
-    LAB_CHECK(cudaGraphLaunch(exec, s));
-    LAB_CHECK(cudaEventRecord(b, s));
-    LAB_CHECK(cudaEventSynchronize(b));
-    float ms = 0;
-    LAB_CHECK(cudaEventElapsedTime(&ms, a, b));
-    t.push_back(ms * 1e3f);
-  }
-  LAB_CHECK(cudaEventDestroy(a));
-  LAB_CHECK(cudaEventDestroy(b));
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
+  return lab::median_us(reps, 1, s, [&](int) { LAB_CHECK(cudaGraphLaunch(exec, s)); });
 }
 
 template <class F>
@@ -379,32 +344,8 @@ int main() {
   const int sms = prop.multiProcessorCount;
   std::printf("device: %s, %d SMs, L2 %d MiB, %zu KB shared a block at most\n", prop.name, sms, prop.l2CacheSize >> 20,
               prop.sharedMemPerBlockOptin >> 10);
-  double copy_gbs = 0;
-  {
-    const size_t bytes = size_t(1) << 30;
-    void *a, *b;
-    LAB_CHECK(cudaMalloc(&a, bytes));
-    LAB_CHECK(cudaMalloc(&b, bytes));
-    LAB_CHECK(cudaMemset(a, 1, bytes));
-    cudaEvent_t e0, e1;
-    LAB_CHECK(cudaEventCreate(&e0));
-    LAB_CHECK(cudaEventCreate(&e1));
-    std::vector<float> t;
-    for (int r = 0; r < 11; ++r) {
-      LAB_CHECK(cudaEventRecord(e0, s));
-      LAB_CHECK(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice, s));
-      LAB_CHECK(cudaEventRecord(e1, s));
-      LAB_CHECK(cudaEventSynchronize(e1));
-      float ms = 0;
-      LAB_CHECK(cudaEventElapsedTime(&ms, e0, e1));
-      t.push_back(ms * 1e3f);
-    }
-    std::sort(t.begin(), t.end());
-    copy_gbs = 2.0 * bytes / t[5] / 1e3;
-    std::printf("copy D2D 1 GiB: %.0f GB/s (read + write)\n", copy_gbs);
-    LAB_CHECK(cudaFree(a));
-    LAB_CHECK(cudaFree(b));
-  }
+  const double copy_gbs = lab::copy_gbs(s);
+  std::printf("copy D2D 1 GiB: %.0f GB/s (read + write)\n", copy_gbs);
 
   if (std::getenv("STREAM_LAB_READ")) {  // the copy mechanism alone
     const size_t bytes = size_t(2) << 30;
@@ -421,22 +362,11 @@ int main() {
         for (int stages : {2, 4, 8}) {
           const size_t smem = 128 + size_t(stages) * chunk;
           if (smem > 227 * 1024) continue;
-          cudaEvent_t e0, e1;
-          LAB_CHECK(cudaEventCreate(&e0));
-          LAB_CHECK(cudaEventCreate(&e1));
-          std::vector<float> t;
-          for (int r = 0; r < 7; ++r) {
-            LAB_CHECK(cudaEventRecord(e0, s));
+          const float us = lab::median_us(7, 1, s, [&](int) {
             read_ring<<<sms, 256, smem, s>>>(src, bytes, chunk, stages, mode, sink);
-            LAB_CHECK(cudaEventRecord(e1, s));
-            LAB_CHECK(cudaEventSynchronize(e1));
-            float ms = 0;
-            LAB_CHECK(cudaEventElapsedTime(&ms, e0, e1));
-            t.push_back(ms * 1e3f);
-          }
-          LAB_CHECK(cudaGetLastError());
-          std::sort(t.begin(), t.end());
-          const double gbs = bytes / t[3] / 1e3;
+            LAB_CHECK(cudaGetLastError());
+          });
+          const double gbs = bytes / us / 1e3;
           std::printf("%-20s %7d %6d %8.0f %5.1f%%\n", kModes[mode], chunk, stages, gbs, 100 * gbs / copy_gbs);
         }
     LAB_CHECK(cudaFree(src));
@@ -455,7 +385,7 @@ int main() {
   for (int k = 0; k < n_ops; ++k) {
     const size_t rb = size_t(shapes[k].first) / 256 * 144, bytes = rb * shapes[k].second;
     LAB_CHECK(cudaMalloc(&w[k], bytes));
-    fill_kernel<<<1024, 256, 0, s>>>(w[k], bytes, 77u + k);
+    lab::fill_kernel<<<1024, 256, 0, s>>>(w[k], bytes, 77u + k);
     total_bytes += bytes;
     out_off[k] = total_out;
     total_out += size_t(shapes[k].second);
