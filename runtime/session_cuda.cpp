@@ -20,6 +20,7 @@
 #include "cuda/weight_layouts.h"
 #include "cuda/work_buffers.h"
 #include "model/build_graph.h"
+#include "runtime/device_sampling.h"
 #include "runtime/memory_plan.h"
 
 namespace runtime {
@@ -37,13 +38,6 @@ cuda::AttentionShape attention_shape(const model::Config& c) {
   return {c.n_head, c.n_head_kv, c.head_dim, c.head_dim_v};
 }
 
-cuda::SamplingConfig to_config(const SamplerParams& s) {
-  cuda::SamplingConfig c;
-  c.temp = s.temp, c.top_k = s.top_k, c.top_p = s.top_p, c.min_p = s.min_p, c.repeat_penalty = s.repeat_penalty;
-  c.repeat_last_n = s.repeat_last_n, c.presence_penalty = s.presence_penalty;
-  c.frequency_penalty = s.frequency_penalty, c.seed = s.seed;
-  return c;
-}
 
 }  // namespace
 
@@ -280,7 +274,7 @@ void CudaSession::sampler_graphs(const SamplerParams& p) {
     decode_[slot] = compile(1, false);
     Compiled& c = *decode_[slot];
     cuda::SampleParams sp;
-    sp.cfg = to_config(p);
+    sp.cfg = to_device_config(p);
     sp.logits = static_cast<const float*>(c.exec->device_ptr(c.logits));
     sp.V = n_vocab();
     sp.history = history_.as<int32_t>();
@@ -468,7 +462,7 @@ bool CudaSession::launch_draws(const PagedBatch& b, const Compiled& c, int32_t n
     cuda::RowSampling& r = rows[i];
     r = cuda::RowSampling{};
     if (!d.params) continue;
-    r.cfg = to_config(*d.params);
+    r.cfg = to_device_config(*d.params);
     r.step = d.step;
     if (!d.params->logit_bias.empty()) {  // the kernel has no logit bias: the host's draw
       undrawn = true;

@@ -6,7 +6,7 @@
 
 #include "cuda/kernels/sample_rows.cuh"
 #include "gpu_test.h"
-#include "sampling_config.h"
+#include "runtime/device_sampling.h"
 #include "runtime/sampler.h"
 
 namespace {
@@ -69,7 +69,7 @@ std::vector<int32_t> draw(const Rows& r, int64_t V) {
 void add_row(Rows& r, const runtime::SamplerParams& params, std::vector<float> logits, std::vector<int32_t> history,
              uint64_t step, bool drawn = true) {
   cuda::RowSampling rs;
-  rs.cfg = to_config(params), rs.step = step, rs.draw = drawn ? 1 : 0;
+  rs.cfg = runtime::to_device_config(params), rs.step = step, rs.draw = drawn ? 1 : 0;
   std::span<const int32_t> w(history);
   if (params.repeat_last_n == 0 || !rs.cfg.penalties()) w = {};
   if (params.repeat_last_n > 0 && w.size() > size_t(params.repeat_last_n)) w = w.last(size_t(params.repeat_last_n));
@@ -136,12 +136,12 @@ TEST(SampleRows, RowsOutsideTheLimitsAreLeftToTheHost) {
   add_row(r, d, std::vector<float>(size_t(V), 1.5f), {}, 0);  // every logit tied with the 40th
   runtime::SamplerParams all = d;
   all.top_k = 0;  // the whole vocabulary as candidates: past kSampleRowsMaxTopK
-  EXPECT_FALSE(cuda::sample_rows_draws(to_config(all), V, 0));
-  EXPECT_TRUE(cuda::sample_rows_draws(to_config(all), cuda::kSampleRowsMaxTopK, 0));
+  EXPECT_FALSE(cuda::sample_rows_draws(runtime::to_device_config(all), V, 0));
+  EXPECT_TRUE(cuda::sample_rows_draws(runtime::to_device_config(all), cuda::kSampleRowsMaxTopK, 0));
   runtime::SamplerParams pen = d;
   pen.repeat_penalty = 1.1f, pen.repeat_last_n = -1;
-  EXPECT_FALSE(cuda::sample_rows_draws(to_config(pen), V, cuda::kSampleRowsMaxWindow + 1));
-  EXPECT_TRUE(cuda::sample_rows_draws(to_config(pen), V, cuda::kSampleRowsMaxWindow));
+  EXPECT_FALSE(cuda::sample_rows_draws(runtime::to_device_config(pen), V, cuda::kSampleRowsMaxWindow + 1));
+  EXPECT_TRUE(cuda::sample_rows_draws(runtime::to_device_config(pen), V, cuda::kSampleRowsMaxWindow));
   add_row(r, all, random_floats(rng, size_t(V), -8, 8), {}, 0);  // the kernel checks too
   auto good = random_floats(rng, size_t(V), -8, 8);
   add_row(r, d, good, {}, 3);

@@ -1,7 +1,7 @@
 // The GPU sampler must pick exactly the token runtime::Sampler picks for the same logits, history, seed and step.
 #include "cuda/kernels/sampling.cuh"
 #include "gpu_test.h"
-#include "sampling_config.h"
+#include "runtime/device_sampling.h"
 #include "runtime/sampler.h"
 
 namespace {
@@ -60,7 +60,7 @@ TEST(Sampling, SameTokenAsCpuSampler) {
           st.n_history = int32_t(hist.size()), st.step = step;
           CUDA_CHECK(cudaMemcpy(state.get(), &st, sizeof st, cudaMemcpyHostToDevice));
           cuda::SampleParams p;
-          p.cfg = to_config(cfg), p.logits = dl.as<float>(), p.V = V, p.history = dh.as<int32_t>();
+          p.cfg = runtime::to_device_config(cfg), p.logits = dl.as<float>(), p.V = V, p.history = dh.as<int32_t>();
           p.state = state.as<cuda::SamplingState>(), p.out_token = token.as<int32_t>();
           p.scratch = scratch.get(), p.scratch_bytes = scratch.bytes();
           cuda::launch_sample(p, nullptr);
