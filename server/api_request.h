@@ -1,7 +1,7 @@
 // Request bodies of the OpenAI-compatible routes, parsed and validated into typed values before anything runs. Every
 // problem is an ApiError (400) naming the field, so a bad request is answered at once and touches no engine state.
-// Fields the server does not use (user, logit_bias, response_format, parallel_tool_calls, ...) are accepted and
-// ignored; fields it cannot honour yet (n > 1) are refused rather than silently dropped.
+// Fields the server does not use (user, response_format, parallel_tool_calls, ...) are accepted and ignored;
+// docs/server.md lists every field and what it does.
 #pragma once
 #include <cstdint>
 #include <string>

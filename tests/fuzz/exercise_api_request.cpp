@@ -35,6 +35,9 @@ void check_accepted(const server::CompletionRequest& r) {
   for (const auto& p : r.prompts)
     for (int32_t id : p.ids)
       if (id < 0) broken("accepted a negative token id");
+  if (r.sampling.logit_bias.size() > 1024) broken("accepted more than 1024 logit biases");
+  for (const auto& [id, b] : r.sampling.logit_bias)
+    if (id < 0 || !(b >= -100.0f && b <= 100.0f)) broken("accepted a logit bias out of range");
   if (r.n < 1 || r.n * int32_t(r.route == server::Route::Chat ? 1 : r.prompts.size()) > server::kMaxChoices)
     broken("accepted " + std::to_string(r.n) + " choices of " + std::to_string(r.prompts.size()) + " prompts");
   note("accepted");
