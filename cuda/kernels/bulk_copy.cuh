@@ -57,6 +57,7 @@ __device__ __forceinline__ void copy_to_shared(void* dst, const void* src, uint3
       : "memory");
 }
 
+// The same without the L2 hint (the lab measured no difference: docs/kernel-notes.md, "Session 26").
 __device__ __forceinline__ void copy_to_shared_nohint(void* dst, const void* src, uint32_t bytes, uint64_t* bar) {
   asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
                    smem_addr(dst)),

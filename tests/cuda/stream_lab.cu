@@ -62,7 +62,7 @@ struct ChainOp {
 // for all blocks' before it starts the next product; or nothing (no product waits: a bound).
 enum : int { kSyncBlock = 2, kSyncNone = 3 };
 
-constexpr int kRowsMax = 8;   // rows a tile
+constexpr int kRowsMax = 8;  // rows a tile at most
 
 __device__ __forceinline__ int unit_seg0(int u) { return 256 * (u >> 3) + 64 * ((u & 7) >> 1) + 16 * (u & 1); }
 
@@ -77,9 +77,9 @@ __host__ __device__ constexpr int x_offset(int n_ops) { return align128(kBarrier
 __host__ __device__ constexpr int x_bytes(int max_k) { return max_k / 32 * 80; }
 __host__ __device__ constexpr int ring_offset(int n_ops, int max_k) { return align128(x_offset(n_ops) + x_bytes(max_k)); }
 
-// Tiles are dealt round robin over the grid in chain order; a block's consumer warps deal its tiles of a product
-// round robin among themselves and work on them independently (the first version worked on a tile with the whole
-// block and lost to its per-tile latency: docs/kernel-notes.md, "Session 26").
+// Tiles are dealt round robin over the grid in chain order, and a block's tiles round robin over its consumer warps
+// (the block's i-th tile to warp i % kConsumerWarps), each warp working on its own (the first version worked on a
+// tile with the whole block and lost to its per-tile latency: docs/kernel-notes.md, "Session 26").
 template <int kConsumerWarps>
 __global__ void __launch_bounds__(32 * (kConsumerWarps + 1), 1)
     stream_chain(const ChainOp* __restrict__ all_ops, int op_begin, int op_end, unsigned* done, int stages,
