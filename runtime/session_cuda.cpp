@@ -38,7 +38,6 @@ cuda::AttentionShape attention_shape(const model::Config& c) {
   return {c.n_head, c.n_head_kv, c.head_dim, c.head_dim_v};
 }
 
-
 }  // namespace
 
 CudaSession::CudaSession(std::shared_ptr<const model::Model> model, int32_t n_ctx, CudaSessionOptions options)

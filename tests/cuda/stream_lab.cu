@@ -21,8 +21,8 @@
 //   no-math    the stream kernel without the products (the copy mechanism with the waits);
 //   math only  the products without the copies (the consumers' arithmetic alone, on whatever the ring holds).
 // STREAM_LAB_READ=1: the copy mechanism alone (read_ring). STREAM_LAB_PROF=1: where a block's time goes.
-// Usage: stream-lab   (STREAM_LAB_CONFIGS="warps:slot_bytes:stages:math:sync:x_once,..." chooses the stream
-//        configurations: math 0 none, 1 the products, 2 the products without copies; sync 2 products wait, 3 not)
+// Usage: stream-lab   (STREAM_LAB_CONFIGS="warps:slot_bytes:stages:math:waits:x_once,..." chooses the stream
+//        configurations: math 0 none, 1 the products, 2 the products without copies; waits 1 products wait, 0 not)
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -58,9 +58,6 @@ struct ChainOp {
   int first_tile;  // index of the product's first tile in the chain
 };
 
-// How blocks publish finished products: one fence and release addition a block and product, every block waiting
-// for all blocks' before it starts the next product; or nothing (no product waits: a bound).
-enum : int { kSyncBlock = 2, kSyncNone = 3 };
 
 constexpr int kRowsMax = 8;  // rows a tile at most
 
@@ -83,7 +80,7 @@ __host__ __device__ constexpr int ring_offset(int n_ops, int max_k) { return ali
 template <int kConsumerWarps>
 __global__ void __launch_bounds__(32 * (kConsumerWarps + 1), 1)
     stream_chain(const ChainOp* __restrict__ all_ops, int op_begin, int op_end, unsigned* done, int stages,
-                 int slot_bytes, int max_k, int math, int sync, int x_once, long long* prof) {
+                 int slot_bytes, int max_k, int math, int waits, int x_once, long long* prof) {
   constexpr int kThreads = 32 * kConsumerWarps;
   extern __shared__ __align__(128) uint8_t smem[];
   uint64_t* full = reinterpret_cast<uint64_t*>(smem);
@@ -131,14 +128,16 @@ __global__ void __launch_bounds__(32 * (kConsumerWarps + 1), 1)
     const ChainOp& o = ops[op];
     const long long x0c = clock64();
     bulk::named_sync(1, kThreads);  // every warp is done with x and with the product before
-    if (op > op_begin && sync == kSyncBlock && t == 0) {
+    // waits: each block publishes a finished product (a fence and a release addition) and waits for all blocks' before
+    // it starts the next; without (a bound) nothing orders the products.
+    if (op > op_begin && waits && t == 0) {
       __threadfence();
       bulk::release_add(done + op - 1, 1u);
       while (bulk::acquire_load(done + op - 1) < unsigned(G)) {
       }
       __threadfence();
     }
-    if (op > op_begin && sync == kSyncBlock) bulk::named_sync(1, kThreads);
+    if (op > op_begin && waits) bulk::named_sync(1, kThreads);
     const int U = o.K / 32, XU = max_k / 32;  // x rows are XU units apart whatever the product's K
     uint4* xq = reinterpret_cast<uint4*>(xs);
     // x_once (a lab bound): every product reads one x, quantized at the launch's start for the widest K.
@@ -297,7 +296,7 @@ cudaGraphExec_t capture(cudaStream_t s, F&& f) {
 }
 
 struct StreamConfig {
-  int warps, slot_bytes, stages, math, sync, x_once;
+  int warps, slot_bytes, stages, math, waits, x_once;
 };
 
 long long* g_prof = nullptr;  // STREAM_LAB_PROF: the kernel's cycle counts (stream_chain's profile)
@@ -314,7 +313,7 @@ void launch_stream(const ChainOp* d_ops, int op_begin, int op_end, int max_k, un
   attr[0].val.cooperative = 1;
   cfg.attrs = attr, cfg.numAttrs = 1;
   LAB_CHECK(cudaLaunchKernelEx(&cfg, stream_chain<kWarps>, d_ops, op_begin, op_end, done, c.stages, c.slot_bytes,
-                               max_k, c.math, c.sync, c.x_once, g_prof));
+                               max_k, c.math, c.waits, c.x_once, g_prof));
 }
 
 void launch_stream_any(const ChainOp* d_ops, int op_begin, int op_end, int max_k, unsigned* done,
@@ -444,22 +443,21 @@ int main() {
   std::vector<Result> results{{"launches (today's int16 kernel)", ref_us, 0.0}};
   int max_k = 0;  // every K a multiple of 1024: a warp's lanes take whole runs of 32 units
   for (const auto& sh : shapes) max_k = std::max(max_k, sh.first);
-  // warps:slot_bytes:stages:math:sync; 20 x 9216 fill the shared memory beside x (K 14336).
-  std::vector<StreamConfig> configs = {{8, 9216, 16, 0, kSyncBlock, 0},  {8, 9216, 16, 1, kSyncBlock, 0},
-                                       {16, 9216, 16, 1, kSyncBlock, 0}, {16, 9216, 16, 1, kSyncNone, 0},
-                                       {16, 9216, 16, 1, kSyncNone, 1},  {8, 9216, 16, 1, kSyncNone, 1}};
+  // warps:slot_bytes:stages:math:waits:x_once; 20 x 9216 fill the shared memory beside x (K 14336).
+  std::vector<StreamConfig> configs = {{8, 9216, 16, 0, 1, 0},  {8, 9216, 16, 1, 1, 0}, {16, 9216, 16, 1, 1, 0},
+                                       {16, 9216, 16, 1, 0, 0}, {16, 9216, 16, 1, 0, 1}, {8, 9216, 16, 1, 0, 1}};
   if (const char* e = std::getenv("STREAM_LAB_CONFIGS")) {
     configs.clear();
     std::stringstream ss(e);
     for (std::string item; std::getline(ss, item, ',');) {
       StreamConfig c{};
-      if (std::sscanf(item.c_str(), "%d:%d:%d:%d:%d:%d", &c.warps, &c.slot_bytes, &c.stages, &c.math, &c.sync,
+      if (std::sscanf(item.c_str(), "%d:%d:%d:%d:%d:%d", &c.warps, &c.slot_bytes, &c.stages, &c.math, &c.waits,
                       &c.x_once) != 6 ||
           (c.warps != 4 && c.warps != 8 && c.warps != 16) || c.slot_bytes < 8064 || c.slot_bytes % 128 ||
           c.stages < 1 || c.stages % c.warps ||
-          c.math < 0 || c.math > 2 || (c.sync != kSyncBlock && c.sync != kSyncNone)) {
+          c.math < 0 || c.math > 2 || (c.waits != 0 && c.waits != 1)) {
         std::fprintf(stderr,
-                     "STREAM_LAB_CONFIGS: '%s' is not warps(4|8|16):slot_bytes(>= 8064):stages(a multiple of warps):math(0|1|2: no copies):sync(2|3):x_once(0|1)\n",
+                     "STREAM_LAB_CONFIGS: '%s' is not warps(4|8|16):slot_bytes(>= 8064):stages(a multiple of warps):math(0|1|2: no copies):waits(0|1):x_once(0|1)\n",
                      item.c_str());
         return 2;
       }
@@ -493,10 +491,10 @@ int main() {
     LAB_CHECK(cudaMemcpy(d_ops, ops.data(), n_ops * sizeof(ChainOp), cudaMemcpyHostToDevice));
     char name[96];
     for (int per_op = 0; per_op < 2; ++per_op) {
-      if (per_op && (c.math != 1 || c.sync != kSyncBlock)) continue;
+      if (per_op && (c.math != 1 || !c.waits)) continue;
       std::snprintf(name, sizeof name, "%s %d warps, %d x %d B, %s", per_op ? "per-op" : c.math == 1 ? "stream" : c.math ? "math only" : "no-math",
                     c.warps, c.stages, c.slot_bytes, c.math == 2 ? "no copies" :
-                    c.sync == kSyncBlock ? "products wait" : c.x_once ? "no waits, one x" : "no waits");
+                    c.waits ? "products wait" : c.x_once ? "no waits, one x" : "no waits");
       LAB_CHECK(cudaMemset(y_out, 0, total_out * 4));
       cudaGraphExec_t g = capture(s, [&] {
         LAB_CHECK(cudaMemsetAsync(done, 0, n_ops * 4, s));
