@@ -140,8 +140,8 @@ __global__ void __launch_bounds__(kMaxThreads) expert_glu_kernel(ExpertGluParams
 #pragma unroll
     for (int r = 0; r < kR; ++r) {
       const size_t at = size_t(g * kR + r < N ? g * kR + r : N - 1) * row_bytes;  // rows past N re-read the last
-      dg[r] = U::load(wg + at, u);
-      du[r] = U::load(wu + at, u);
+      dg[r] = mv16::load_unit<U>(wg + at, u);
+      du[r] = mv16::load_unit<U>(wu + at, u);
     }
   };
   Raw cg[kR], cu[kR], ng[kR], nu[kR];
@@ -227,7 +227,8 @@ __global__ void __launch_bounds__(kMaxThreads) expert_down_kernel(ExpertDownPara
     if (!w) return;
     const int g = g0 + gi;
 #pragma unroll
-    for (int r = 0; r < kR; ++r) d[r] = U::load(w + size_t(g * kR + r < N ? g * kR + r : N - 1) * row_bytes, u);
+    for (int r = 0; r < kR; ++r)
+      d[r] = mv16::load_unit<U>(w + size_t(g * kR + r < N ? g * kR + r : N - 1) * row_bytes, u);
   };
   Raw cur[kR], nxt[kR];
   if (!p.ids_before_wait) pdl_wait();

@@ -142,12 +142,12 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
       const uint8_t* wm = static_cast<const uint8_t*>(m.w);
       const int64_t n0 = g * R - m.row0;
 #pragma unroll
-      for (int r = 0; r < R; ++r) dst[r] = U::load(wm + (n0 + r < m.N ? n0 + r : m.N - 1) * row_bytes, u);
+      for (int r = 0; r < R; ++r) dst[r] = mv16::load_unit<U>(wm + (n0 + r < m.N ? n0 + r : m.N - 1) * row_bytes, u);
     } else {
 #pragma unroll
       for (int r = 0; r < R; ++r) {
         const int64_t n = g * R + r < p.N ? g * R + r : p.N - 1;  // rows past N re-read the last row, not written
-        dst[r] = U::load(w + n * row_bytes, u);
+        dst[r] = mv16::load_unit<U>(w + n * row_bytes, u);
       }
     }
   };

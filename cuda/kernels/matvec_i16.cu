@@ -248,19 +248,26 @@ __device__ __forceinline__ void matvec_i16_body(const MatvecParams& p, const Seg
   const int64_t g1 = g0 + groups_per_block < n_groups ? g0 + groups_per_block : n_groups;
   const int64_t cap = groups_per_block * R;
   typename U::Raw cur[R], nxt[R];
-  const auto load_group = [&](typename U::Raw(&dst)[R], int64_t g, int64_t unit) {
+  // A group's R rows from one pointer (row n0 at the unit's offset) and a 32-bit row stride: the unit's offset and
+  // index are loop-invariant (per pass when wide), and the 64-bit row arithmetic is done once a group, not a row.
+  const uint32_t rb32 = uint32_t(row_bytes);
+  const auto load_group = [&](typename U::Raw(&dst)[R], int64_t g, uint32_t unit_offset, int unit_inner) {
     const int i = segment_of(sg, g);
-    const int64_t n0 = group_row0<R>(sg, g, i), N = sg.N[i];
-    const uint8_t* w = sg.w[i];
+    const int64_t n0 = group_row0<R>(sg, g, i), left = sg.N[i] - 1 - n0;
+    const int last = left < R - 1 ? int(left) : R - 1;  // rows past N re-read the last row, not written
+    const uint8_t* w = sg.w[i] + n0 * int64_t(row_bytes) + unit_offset;
 #pragma unroll
-    for (int r = 0; r < R; ++r) {
-      const int64_t n = n0 + r < N ? n0 + r : N - 1;  // rows past N re-read the last row, not written
-      dst[r] = U::load(w + n * row_bytes, unit);
-    }
+    for (int r = 0; r < R; ++r) dst[r] = U::load_at(w + size_t(uint32_t(r < last ? r : last)) * rb32, unit_inner);
   };
   const int64_t first = g0 + slice;  // this slice's first group
   pdl_launch_dependents();
-  if (active && first < g1) load_group(cur, first, u);  // weights: before the wait, overlapping the previous kernel
+  // Lanes past the last unit (a slice is whole warps; in a wide launch, the last pass's surplus) read the last unit
+  // again, and their x is zero runs, so their dots are exactly 0 without a branch around each row's dot.
+  const int64_t u_read = active ? u : n_units - 1;
+  uint32_t u_offset = U::offset(u_read);
+  int u_inner = int(u_read & U::kInner);
+  // The first group's weights: before the wait, overlapping the previous kernel.
+  if (first < g1) load_group(cur, first, u_offset, u_inner);
   pdl_wait();
   const int32_t pos = p.rope_kv.q_out ? *p.rope_kv.position : 0;  // loaded with x, under the first weights
 
@@ -341,6 +348,7 @@ __device__ __forceinline__ void matvec_i16_body(const MatvecParams& p, const Seg
     }
   }
 
+  float* const my_part = part + warp * cap + lane / (32 / R);  // the row sums this lane writes (lane % (32 / R) == 0)
   if constexpr (kWide) {
     // (g, pass) in the order pass 0 over the slice's groups, then pass 1, ...; the next one's weights are loaded
     // before the current one is dotted, across the turn from one pass to the next too.
@@ -350,13 +358,15 @@ __device__ __forceinline__ void matvec_i16_body(const MatvecParams& p, const Seg
       int pn = pass;
       if (gn >= g1) gn = first, ++pn;
       const int64_t uc = int64_t(pass) * tps + u, un = int64_t(pn) * tps + u;
-      if (pn < passes && un < n_units) load_group(nxt, gn, un);
+      const int64_t un_read = un < n_units ? un : n_units - 1;
+      if (pn != pass) u_offset = U::offset(un_read), u_inner = int(un_read & U::kInner);
+      if (pn < passes) load_group(nxt, gn, u_offset, u_inner);
       float acc[R];
 #pragma unroll
-      for (int r = 0; r < R; ++r) acc[r] = uc < n_units ? U::dot(cur[r], uc, x0, x1) : 0.0f;
+      for (int r = 0; r < R; ++r) acc[r] = U::dot(cur[r], uc < n_units ? uc : n_units - 1, x0, x1);
       const float v = warp_sum_rows<R>(acc, lane);
       if ((lane & (32 / R - 1)) == 0) {
-        float& y = part[warp * cap + (g - g0) * R + lane / (32 / R)];
+        float& y = my_part[(g - g0) * R];
         y = pass == 0 ? v : y + v;
       }
 #pragma unroll
@@ -367,12 +377,12 @@ __device__ __forceinline__ void matvec_i16_body(const MatvecParams& p, const Seg
     }
   } else {
     for (int64_t g = first; g < g1; g += slices) {
-      if (active && g + slices < g1) load_group(nxt, g + slices, u);
+      if (g + slices < g1) load_group(nxt, g + slices, u_offset, u_inner);
       float acc[R];
 #pragma unroll
-      for (int r = 0; r < R; ++r) acc[r] = active ? U::dot(cur[r], u, x0, x1) : 0.0f;
+      for (int r = 0; r < R; ++r) acc[r] = U::dot(cur[r], u_read, x0, x1);
       const float v = warp_sum_rows<R>(acc, lane);
-      if ((lane & (32 / R - 1)) == 0) part[warp * cap + (g - g0) * R + lane / (32 / R)] = v;
+      if ((lane & (32 / R - 1)) == 0) my_part[(g - g0) * R] = v;
 #pragma unroll
       for (int r = 0; r < R; ++r) cur[r] = nxt[r];
     }

@@ -86,22 +86,34 @@ struct Unit<quant::Type::Q4_K> : mv::Unit<quant::Type::Q4_K> {
   struct Raw {
     uint4 head, qs;
   };
-  static __device__ __forceinline__ Raw load(const uint8_t* row, int64_t u) {
-    const uint8_t* b = row + 144 * (u >> 3);
-    return {mv::ldg_w(reinterpret_cast<const uint4*>(b)),
-            mv::ldg_w(reinterpret_cast<const uint4*>(b + 16 + 16 * (u & 7)))};
+  static constexpr int kInner = 7;  // load_at's i: the unit's index in its block
+  static __device__ __forceinline__ uint32_t offset(int64_t u) { return uint32_t(144 * (u >> 3)); }
+  static __device__ __forceinline__ Raw load_at(const uint8_t* b, int i) {
+    return {mv::ldg_w(reinterpret_cast<const uint4*>(b)), mv::ldg_w(reinterpret_cast<const uint4*>(b + 16 + 16 * i))};
+  }
+  // The four 6-bit values unit u needs (scales and mins of sub-blocks 2j and 2j + 1, j = (u & 7) / 2) as the bytes
+  // sc0, sc1, mn0, mn1 of one word, from the head's 12 scale bytes (words y, z, w) by two byte permutes: the values
+  // of mv::q4k_scales in about half its shifts and masks (a decode matvec is bound by its instruction issue).
+  static __device__ __forceinline__ uint32_t scales(const uint4& hd, int64_t u) {
+    const uint32_t s2 = uint32_t(u) & 2u;  // the byte pair of j & 1
+    const uint32_t h = __byte_perm(hd.y, hd.z, 0x5410u + 0x1111u * s2);  // y[s2], y[s2 + 1], z[s2], z[s2 + 1]
+    const uint32_t t = __byte_perm(hd.w, hd.w, 0x1010u + 0x1111u * s2);  // w[s2], w[s2 + 1], twice
+    // Sub-blocks 0..3: the low 6 bits of h. 4..7: the low nibbles of w[s2..] (scales) and their high nibbles (mins),
+    // bits 4-5 from y and z. A select, not a branch: lanes of both kinds share a warp.
+    const uint32_t high = ((h >> 2) & 0x30303030u) | ((t >> 4) & 0x0f0f0000u) | (t & 0x0f0fu);
+    return (u & 4) ? high : h & 0x3f3f3f3fu;
   }
   static __device__ __forceinline__ float dot(const Raw& r, int64_t u, const Run& x0, const Run& x1) {
-    const int j = int(u & 7) >> 1;
     const uint32_t q[4] = {r.qs.x, r.qs.y, r.qs.z, r.qs.w};
     uint32_t lo[4], hi[4];
     nibbles<0>(q, lo);
     nibbles<4>(q, hi);
-    uint32_t sc0, mn0, sc1, mn1;
-    mv::q4k_scales(r.head, j, sc0, mn0, sc1, mn1);
+    const uint32_t sm = scales(r.head, u);
+    const float sc0 = float(sm & 0xffu), sc1 = float((sm >> 8) & 0xffu);
+    const float mn0 = float((sm >> 16) & 0xffu), mn1 = float(sm >> 24);
     const float d = h2f(r.head.x & 0xffffu), dmin = h2f(r.head.x >> 16);
     const float i0 = float(dot16(lo, x0)) * x0.s, i1 = float(dot16(hi, x1)) * x1.s;
-    return d * (float(sc0) * i0 + float(sc1) * i1) - dmin * (float(mn0) * x0.S + float(mn1) * x1.S);
+    return d * (sc0 * i0 + sc1 * i1) - dmin * (mn0 * x0.S + mn1 * x1.S);
   }
 };
 
@@ -115,9 +127,10 @@ struct Unit<quant::Type::Q6_K> : mv::Unit<quant::Type::Q6_K> {
     uint32_t sc;  // the two int8 scales (low byte: scale of the first run)
     uint32_t d;
   };
-  static __device__ __forceinline__ Raw load(const uint8_t* row, int64_t u) {
-    const uint8_t* b = row + 210 * (u >> 3);
-    const int i = int(u & 7), n = i >> 2, kk = (i >> 1) & 1, g = i & 1;
+  static constexpr int kInner = 7;
+  static __device__ __forceinline__ uint32_t offset(int64_t u) { return uint32_t(210 * (u >> 3)); }
+  static __device__ __forceinline__ Raw load_at(const uint8_t* b, int i) {
+    const int n = i >> 2, kk = (i >> 1) & 1, g = i & 1;
     Raw r;
     r.l = load_a2(b + 64 * n + 32 * kk + 16 * g);
     r.h = load_a2(b + 128 + 32 * n + 16 * g);
@@ -161,8 +174,9 @@ struct Unit<quant::Type::Q4_0> : mv::Unit<quant::Type::Q4_0> {
     A2x16 q;
     uint32_t d;
   };
-  static __device__ __forceinline__ Raw load(const uint8_t* row, int64_t u) {
-    const uint8_t* b = row + 18 * u;
+  static constexpr int kInner = 0;  // the unit is the block
+  static __device__ __forceinline__ uint32_t offset(int64_t u) { return uint32_t(18 * u); }
+  static __device__ __forceinline__ Raw load_at(const uint8_t* b, int) {
     return {load_a2(b + 2), mv::ldg_w(reinterpret_cast<const uint16_t*>(b))};
   }
   static __device__ __forceinline__ float dot(const Raw& r, int64_t, const Run& x0, const Run& x1) {
@@ -181,8 +195,10 @@ struct UnitQ6_Kx8 : mv::Unit<quant::Type::Q6_K> {
     uint32_t sc;  // the two int8 scales (low byte: scale of the first run)
     uint32_t d;
   };
-  static __device__ __forceinline__ Raw load(const uint8_t* row, int64_t u) {
-    const Q6_Kx8Unit p = q6_kx8_unit(row, u);
+  static constexpr int kInner = 63;  // the unit's index in its regrouped run of 8 blocks
+  static __device__ __forceinline__ uint32_t offset(int64_t u) { return uint32_t(kQ6_Kx8Run * (u >> 6)); }
+  static __device__ __forceinline__ Raw load_at(const uint8_t* run, int i) {
+    const Q6_Kx8Unit p = q6_kx8_unit(run, i);
     return {mv::ldg_w(reinterpret_cast<const uint4*>(p.ql)), mv::ldg_w(reinterpret_cast<const uint2*>(p.qh)),
             mv::ldg_w(reinterpret_cast<const uint16_t*>(p.scales)), mv::ldg_w(reinterpret_cast<const uint16_t*>(p.d))};
   }
@@ -204,8 +220,9 @@ struct Unit<quant::Type::Q8_0> : mv::Unit<quant::Type::Q8_0> {
     A2x16 q0, q1;
     uint32_t d;
   };
-  static __device__ __forceinline__ Raw load(const uint8_t* row, int64_t u) {
-    const uint8_t* b = row + 34 * u;
+  static constexpr int kInner = 0;
+  static __device__ __forceinline__ uint32_t offset(int64_t u) { return uint32_t(34 * u); }
+  static __device__ __forceinline__ Raw load_at(const uint8_t* b, int) {
     return {load_a2(b + 2), load_a2(b + 18), mv::ldg_w(reinterpret_cast<const uint16_t*>(b))};
   }
   static __device__ __forceinline__ float dot(const Raw& r, int64_t, const Run& x0, const Run& x1) {
@@ -229,8 +246,10 @@ struct Unit<quant::Type::MXFP4> {
     uint32_t v[5];
     uint32_t o;  // the block's byte offset in v[0]
   };
-  static __device__ __forceinline__ Raw load(const uint8_t* row, int64_t u) {
-    const uintptr_t a = reinterpret_cast<uintptr_t>(row + 17 * u);
+  static constexpr int kInner = 0;
+  static __device__ __forceinline__ uint32_t offset(int64_t u) { return uint32_t(17 * u); }
+  static __device__ __forceinline__ Raw load_at(const uint8_t* blk, int) {
+    const uintptr_t a = reinterpret_cast<uintptr_t>(blk);
     const uint32_t* b = reinterpret_cast<const uint32_t*>(a & ~uintptr_t(3));
     Raw r;
     r.o = uint32_t(a & 3u);
@@ -260,6 +279,13 @@ struct Unit<quant::Type::MXFP4> {
     return quant::dev::e8m0_half(e) * (float(dot16(lo, x0)) * x0.s + float(dot16(hi, x1)) * x1.s);
   }
 };
+
+// Unit u of a row: the bytes at the unit's offset (its block, or regrouped run) read as the unit's index there. The
+// decode matvec splits the two (a thread's offset is loop-invariant, and a group's R rows share one pointer).
+template <class U>
+__device__ __forceinline__ typename U::Raw load_unit(const uint8_t* row, int64_t u) {
+  return U::load_at(row + U::offset(u), int(u & U::kInner));
+}
 
 // The unit of type T as read: the alternative (kAlt) is Q6_K regrouped at upload; otherwise the GGUF layout, unit by
 // unit.
