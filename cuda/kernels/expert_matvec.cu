@@ -136,34 +136,40 @@ __global__ void __launch_bounds__(kMaxThreads) expert_glu_kernel(ExpertGluParams
   const size_t expert_bytes = size_t(N) * row_bytes;
   const uint8_t* wg = static_cast<const uint8_t*>(p.gate) + size_t(e) * expert_bytes;
   const uint8_t* wu = static_cast<const uint8_t*>(p.up) + size_t(e) * expert_bytes;
+  // Lanes past the last unit read the last unit again and dot it with zero runs of x (exactly 0): no branch around
+  // a row's dot. A group's rows from one offset and a 32-bit row stride (as matvec_i16.cu).
+  const int n_units = int(p.K / 32);
+  const int u_read = active ? u : n_units - 1, u_inner = u_read & U::kInner;
+  const uint32_t u_offset = U::offset(u_read), rb32 = uint32_t(row_bytes);
   const auto load = [&](Raw(&dg)[kR], Raw(&du)[kR], int g) {
+    const int last = N - 1 - g * kR < kR - 1 ? N - 1 - g * kR : kR - 1;  // rows past N re-read the last
+    const size_t at = size_t(g * kR) * row_bytes + u_offset;
 #pragma unroll
     for (int r = 0; r < kR; ++r) {
-      const size_t at = size_t(g * kR + r < N ? g * kR + r : N - 1) * row_bytes;  // rows past N re-read the last
-      dg[r] = mv16::load_unit<U>(wg + at, u);
-      du[r] = mv16::load_unit<U>(wu + at, u);
+      const size_t o = at + size_t(uint32_t(r < last ? r : last)) * rb32;
+      dg[r] = U::load_at(wg + o, u_inner);
+      du[r] = U::load_at(wu + o, u_inner);
     }
   };
   Raw cg[kR], cu[kR], ng[kR], nu[kR];
   const int first = g0 + slice;
-  if (active && first < g1) load(cg, cu, first);  // in flight while x is quantized
+  if (first < g1) load(cg, cu, first);  // in flight while x is quantized
   // x's runs, one a thread (two units' worth of threads take one unit each), so that the barrier waits for one run.
-  const int n_units = int(p.K / 32);
   for (int i = int(threadIdx.x); i < 2 * n_units; i += int(blockDim.x)) {
     const int h = i >= n_units;
     put_run<U>(p.x + t * p.K, i - h * n_units, h, runs, tps);
   }
   __syncthreads();
-  mv16::Run x0, x1;
+  mv16::Run x0{}, x1{};
   if (active) get_runs(runs, tps, u, x0, x1);
 #pragma unroll 2
   for (int g = first; g < g1; g += slices) {
-    if (active && g + slices < g1) load(ng, nu, g + slices);
+    if (g + slices < g1) load(ng, nu, g + slices);
     float acc[2 * kR];
 #pragma unroll
     for (int r = 0; r < kR; ++r) {
-      acc[r] = active ? U::dot(cg[r], u, x0, x1) : 0.0f;
-      acc[kR + r] = active ? U::dot(cu[r], u, x0, x1) : 0.0f;
+      acc[r] = U::dot(cg[r], u_read, x0, x1);
+      acc[kR + r] = U::dot(cu[r], u_read, x0, x1);
     }
     const float v = warp_sum_rows<2 * kR>(acc, lane);
     if ((lane & (32 / (2 * kR) - 1)) == 0) part[warp * cap + (g - g0) * 2 * kR + lane / (32 / (2 * kR))] = v;
@@ -223,12 +229,14 @@ __global__ void __launch_bounds__(kMaxThreads) expert_down_kernel(ExpertDownPara
   // (ExpertDownParams::ids_before_wait), so that they stream while the gate/up launch finishes.
   const int nj = (k - slice + slices - 1) / slices;  // this slice's slots: slice + jj * slices, jj < nj (>= 1)
   const int n_tasks = (g1 - g0) * nj;
-  const auto load = [&](Raw(&d)[kR], const uint8_t* w, int gi) {
+  const uint32_t u_offset = U::offset(u), rb32 = uint32_t(row_bytes);
+  const int u_inner = u & U::kInner;
+  const auto load = [&](Raw(&d)[kR], const uint8_t* w, int gi) {  // a group's rows as in the gate/up kernel
     if (!w) return;
-    const int g = g0 + gi;
+    const int g = g0 + gi, last = N - 1 - g * kR < kR - 1 ? N - 1 - g * kR : kR - 1;
+    const uint8_t* at = w + size_t(g * kR) * row_bytes + u_offset;
 #pragma unroll
-    for (int r = 0; r < kR; ++r)
-      d[r] = mv16::load_unit<U>(w + size_t(g * kR + r < N ? g * kR + r : N - 1) * row_bytes, u);
+    for (int r = 0; r < kR; ++r) d[r] = U::load_at(at + size_t(uint32_t(r < last ? r : last)) * rb32, u_inner);
   };
   Raw cur[kR], nxt[kR];
   if (!p.ids_before_wait) pdl_wait();

@@ -136,19 +136,22 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
   constexpr bool kStacked = sizeof...(Extra) > 0;
   const uint8_t* w = static_cast<const uint8_t*>(p.w);
   typename U::Raw cur[R], nxt[R];
+  // A group's rows from one pointer and a 32-bit row stride, the unit's offset computed once (as matvec_i16.cu).
+  const uint32_t u_offset = U::offset(u), rb32 = uint32_t(row_bytes);
+  const int u_inner = u & U::kInner;
+  const auto load_rows = [&](typename U::Raw(&dst)[R], const uint8_t* wm, int64_t n0, int64_t N) {
+    const int64_t left = N - 1 - n0;
+    const int last = left < R - 1 ? int(left) : R - 1;  // rows past N re-read the last row, not written
+    const uint8_t* at = wm + n0 * int64_t(row_bytes) + u_offset;
+#pragma unroll
+    for (int r = 0; r < R; ++r) dst[r] = U::load_at(at + size_t(uint32_t(r < last ? r : last)) * rb32, u_inner);
+  };
   const auto load_group = [&](typename U::Raw(&dst)[R], int64_t g) {
     if constexpr (kStacked) {  // every matrix but the last a whole number of groups (check_product_stack)
       const StackedMatrix m = stacked_matrix((extra, ...), g * R);
-      const uint8_t* wm = static_cast<const uint8_t*>(m.w);
-      const int64_t n0 = g * R - m.row0;
-#pragma unroll
-      for (int r = 0; r < R; ++r) dst[r] = mv16::load_unit<U>(wm + (n0 + r < m.N ? n0 + r : m.N - 1) * row_bytes, u);
+      load_rows(dst, static_cast<const uint8_t*>(m.w), g * R - m.row0, m.N);
     } else {
-#pragma unroll
-      for (int r = 0; r < R; ++r) {
-        const int64_t n = g * R + r < p.N ? g * R + r : p.N - 1;  // rows past N re-read the last row, not written
-        dst[r] = mv16::load_unit<U>(w + n * row_bytes, u);
-      }
+      load_rows(dst, w, g * R, p.N);
     }
   };
   const int64_t first = g0 + slice;

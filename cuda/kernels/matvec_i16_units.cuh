@@ -4,6 +4,10 @@
 // 4/6/8-bit weights are dotted with it by `dp2a` (two int16 x int8 products per instruction, int32 accumulation):
 // about 0.9 instructions per weight where the float path needed 3 (docs/kernel-notes.md, v5). Which x a unit reads
 // (seg0, kOff1) and the 16-byte loads are the float kernel's (mv::Unit, mv::load_a2).
+// A unit's bytes are found in two steps: offset(u), the byte offset in its row of the block (or regrouped run) that
+// holds unit u, and load_at(b, u & kInner), the unit read at its index in that block. The kernels compute the offset
+// once a thread (it does not change along the rows) and a group's rows from one pointer: the per-row 64-bit address
+// arithmetic was a fifth of the decode matvec's instructions (docs/kernel-notes.md, session 27).
 #pragma once
 #include <cuda_fp16.h>
 
@@ -86,7 +90,7 @@ struct Unit<quant::Type::Q4_K> : mv::Unit<quant::Type::Q4_K> {
   struct Raw {
     uint4 head, qs;
   };
-  static constexpr int kInner = 7;  // load_at's i: the unit's index in its block
+  static constexpr int kInner = 7;  // u & kInner: the unit's index in its block
   static __device__ __forceinline__ uint32_t offset(int64_t u) { return uint32_t(144 * (u >> 3)); }
   static __device__ __forceinline__ Raw load_at(const uint8_t* b, int i) {
     return {mv::ldg_w(reinterpret_cast<const uint4*>(b)), mv::ldg_w(reinterpret_cast<const uint4*>(b + 16 + 16 * i))};
@@ -279,13 +283,6 @@ struct Unit<quant::Type::MXFP4> {
     return quant::dev::e8m0_half(e) * (float(dot16(lo, x0)) * x0.s + float(dot16(hi, x1)) * x1.s);
   }
 };
-
-// Unit u of a row: the bytes at the unit's offset (its block, or regrouped run) read as the unit's index there. The
-// decode matvec splits the two (a thread's offset is loop-invariant, and a group's R rows share one pointer).
-template <class U>
-__device__ __forceinline__ typename U::Raw load_unit(const uint8_t* row, int64_t u) {
-  return U::load_at(row + U::offset(u), int(u & U::kInner));
-}
 
 // The unit of type T as read: the alternative (kAlt) is Q6_K regrouped at upload; otherwise the GGUF layout, unit by
 // unit.
