@@ -1,8 +1,9 @@
-// Helpers shared by the Jinja interpreter tests: render a template text with a fixed clock and small limits, or
-// capture the TemplateError it raises.
+// Helpers shared by the Jinja interpreter tests: render a template text with a fixed clock and small limits, capture
+// the TemplateError it raises, or check a list of texts against what they render to.
 #pragma once
 #include <gtest/gtest.h>
 
+#include <initializer_list>
 #include <string>
 #include <string_view>
 
@@ -51,6 +52,24 @@ inline TemplateError render_error(std::string_view text, const Variables& vars =
     return e;
   }
   return TemplateError(TemplateError::Kind::Render, "<none>");
+}
+
+// A template text and what it must render to (Python 3.11's output for the same expression).
+struct Case {
+  const char* text;
+  const char* expected;
+};
+
+// Each case rendered with vars and compared; a TemplateError is a failure of that case, and the others still run.
+inline void expect_cases(std::initializer_list<Case> cases, const Variables& vars = {}) {
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.text);
+    try {
+      EXPECT_EQ(render(c.text, vars), c.expected);
+    } catch (const TemplateError& e) {
+      ADD_FAILURE() << "TemplateError: " << e.what();
+    }
+  }
 }
 
 }  // namespace jinja_test

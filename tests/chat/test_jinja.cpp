@@ -8,11 +8,6 @@ namespace {
 
 using namespace jinja_test;
 
-struct Case {
-  const char* text;
-  const char* expected;
-};
-
 Variables common_vars() {
   return {
       {"x", Value(1)},
@@ -22,17 +17,8 @@ Variables common_vars() {
   };
 }
 
-void expect_cases(std::initializer_list<Case> cases) {
-  const Variables vars = common_vars();
-  for (const Case& c : cases) {
-    SCOPED_TRACE(c.text);
-    try {
-      EXPECT_EQ(render(c.text, vars), c.expected);
-    } catch (const TemplateError& e) {
-      ADD_FAILURE() << "TemplateError: " << e.what();
-    }
-  }
-}
+// The cases of this file render with common_vars().
+void expect_cases(std::initializer_list<Case> cases) { jinja_test::expect_cases(cases, common_vars()); }
 
 TEST(JinjaWhitespace, TrimAndLstripBlocksAsHuggingFaceConfiguresThem) {
   expect_cases({

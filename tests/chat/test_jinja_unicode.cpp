@@ -8,22 +8,6 @@ namespace {
 
 using namespace jinja_test;
 
-struct Case {
-  const char* text;
-  const char* expected;
-};
-
-void expect_cases(std::initializer_list<Case> cases) {
-  for (const Case& c : cases) {
-    SCOPED_TRACE(c.text);
-    try {
-      EXPECT_EQ(render(c.text), c.expected);
-    } catch (const TemplateError& e) {
-      ADD_FAILURE() << "TemplateError: " << e.what();
-    }
-  }
-}
-
 TEST(JinjaUnicode, FullCaseMappings) {
   expect_cases({
       {"{{ 'straße'.upper() }}", "STRASSE"},        // one character becomes two
