@@ -29,6 +29,7 @@ RawHparams RawHparams::read(const gguf::File& f) {
   RawHparams r;
   r.file = f.path();
   r.architecture = f.get_or<std::string>("general.architecture", "");
+  r.tensor_count = f.tensors().size();
   const std::string a = r.architecture + ".";
   auto u = [&](const char* key) { return f.get_opt<uint64_t>(a + key); };
   auto fl = [&](const char* key) { return f.get_opt<float>(a + key); };
@@ -275,6 +276,15 @@ Config Config::resolve(const RawHparams& raw) {
   c.rope_freq_scale = c.rope_scaling.freq_scale();
   c.attn_scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));  // as llama.cpp computes it, in float
 
+  // Every layer needs at least six tensors (phi3's fused layout: attn_norm, attn_qkv, attn_output, ffn_norm, ffn_up,
+  // ffn_down): an absurd block_count is refused before anything is sized by it (the sliding-window layer flags below,
+  // the list of weights Weights::load checks; a fuzzed gemma3 file asked for the flags of 50 M layers). After the
+  // keys, so that a file with a key missing is told about that key first (`info` shows the first problem).
+  constexpr uint64_t kMinTensorsPerLayer = 6;
+  if (raw.tensor_count && uint64_t(c.n_layer) * kMinTensorsPerLayer > *raw.tensor_count)
+    r.fail("block_count " + std::to_string(c.n_layer) + " needs at least " +
+           std::to_string(uint64_t(c.n_layer) * kMinTensorsPerLayer) + " tensors, the file holds " +
+           std::to_string(*raw.tensor_count));
   if (moe) resolve_experts(r, c);
   switch (c.arch) {
     case Arch::Gemma3: resolve_gemma3(r, c); break;

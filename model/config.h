@@ -31,6 +31,7 @@ const char* arch_name(Arch a);
 struct RawHparams {
   std::string file;                              // for messages
   std::string architecture;                      // general.architecture
+  std::optional<uint64_t> tensor_count;          // tensors in the file (bounds block_count; absent: not checked)
   std::optional<uint64_t> vocab_size;            // {arch}.vocab_size, else length of tokenizer.ggml.tokens
   std::optional<uint64_t> context_length;        // {arch}.context_length
   std::optional<uint64_t> embedding_length;      // {arch}.embedding_length

@@ -39,9 +39,13 @@ inline gguf::Writer metadata(const std::string& arch, int n_layer, const std::fu
   return w;
 }
 
+// The Config of metadata alone: the file has no tensors, so its layer count is not checked against them (as
+// read_config checks a model file's).
 inline model::Config config_of(gguf::Writer& w, const std::string& name = "meta.gguf") {
   const std::vector<uint8_t> bytes = w.to_bytes();
-  return model::read_config(gguf::File::parse(bytes.data(), bytes.size(), name));
+  model::RawHparams raw = model::RawHparams::read(gguf::File::parse(bytes.data(), bytes.size(), name));
+  raw.tensor_count.reset();
+  return model::Config::resolve(raw);
 }
 
 // The file with every tensor its Config asks for (optional ones too, unless skipped), then the loaded model.

@@ -123,6 +123,25 @@ TEST(Gemma3Config, PatternKeysSoftcapAndNoWindow) {
   }
 }
 
+// Found by fuzz_model (2026-12): a 22 KB gemma3 file with a block_count of ~50 M had its sliding-window flags made,
+// one a layer, before any tensor was looked at (6 MB, over the fuzzer's per-input budget; up to 256 MB for the
+// largest count). read_config now refuses a block_count its tensors cannot hold before the flags: here the pattern's
+// entry count, checked in the flags' resolution, would otherwise be the error.
+TEST(Gemma3Config, AbsurdLayerCountIsRefusedBeforeTheLayerFlags) {
+  gguf::Writer w = metadata("gemma3", 2000000000, [](gguf::Writer& m) {
+    gemma_keys(4)(m);
+    m.set("gemma3.attention.sliding_window_pattern", bool_array({true, false}));
+  });
+  static const float t[16] = {};
+  w.add_tensor("token_embd.weight", quant::Type::F32, {16, 1}, t);
+  const std::vector<uint8_t> bytes = w.to_bytes();
+  const std::string msg =
+      model_error([&] { model::read_config(gguf::File::parse(bytes.data(), bytes.size(), "layers.gguf")); });
+  EXPECT_NE(msg.find("block_count 2000000000 needs at least 12000000000 tensors, the file holds 1"),
+            std::string::npos)
+      << msg;
+}
+
 TEST(Gemma3Config, The27bScalesQueriesByEmbeddingPerHead) {
   // llama.cpp keys this on the layer count (62): 1/sqrt(n_embd / n_head) instead of 1/sqrt(head_dim).
   auto w = metadata("gemma3", 62, [](gguf::Writer& m) {
