@@ -137,19 +137,14 @@ __global__ void __launch_bounds__(kMaxThreads) expert_glu_kernel(ExpertGluParams
   const uint8_t* wg = static_cast<const uint8_t*>(p.gate) + size_t(e) * expert_bytes;
   const uint8_t* wu = static_cast<const uint8_t*>(p.up) + size_t(e) * expert_bytes;
   // Lanes past the last unit read the last unit again and dot it with zero runs of x (exactly 0): no branch around
-  // a row's dot. A group's rows from one offset and a 32-bit row stride (as matvec_i16.cu).
+  // a row's dot. A group's rows from one pointer (mv16::load_rows).
   const int n_units = int(p.K / 32);
   const int u_read = active ? u : n_units - 1, u_inner = u_read & U::kInner;
   const uint32_t u_offset = U::offset(u_read), rb32 = uint32_t(row_bytes);
   const auto load = [&](Raw(&dg)[kR], Raw(&du)[kR], int g) {
-    const int last = N - 1 - g * kR < kR - 1 ? N - 1 - g * kR : kR - 1;  // rows past N re-read the last
     const size_t at = size_t(g * kR) * row_bytes + u_offset;
-#pragma unroll
-    for (int r = 0; r < kR; ++r) {
-      const size_t o = at + size_t(uint32_t(r < last ? r : last)) * rb32;
-      dg[r] = U::load_at(wg + o, u_inner);
-      du[r] = U::load_at(wu + o, u_inner);
-    }
+    mv16::load_rows<U>(dg, wg + at, N - 1 - g * kR, rb32, u_inner);
+    mv16::load_rows<U>(du, wu + at, N - 1 - g * kR, rb32, u_inner);
   };
   Raw cg[kR], cu[kR], ng[kR], nu[kR];
   const int first = g0 + slice;
@@ -231,12 +226,10 @@ __global__ void __launch_bounds__(kMaxThreads) expert_down_kernel(ExpertDownPara
   const int n_tasks = (g1 - g0) * nj;
   const uint32_t u_offset = U::offset(u), rb32 = uint32_t(row_bytes);
   const int u_inner = u & U::kInner;
-  const auto load = [&](Raw(&d)[kR], const uint8_t* w, int gi) {  // a group's rows as in the gate/up kernel
+  const auto load = [&](Raw(&d)[kR], const uint8_t* w, int gi) {
     if (!w) return;
-    const int g = g0 + gi, last = N - 1 - g * kR < kR - 1 ? N - 1 - g * kR : kR - 1;
-    const uint8_t* at = w + size_t(g * kR) * row_bytes + u_offset;
-#pragma unroll
-    for (int r = 0; r < kR; ++r) d[r] = U::load_at(at + size_t(uint32_t(r < last ? r : last)) * rb32, u_inner);
+    const int g = g0 + gi;
+    mv16::load_rows<U>(d, w + size_t(g * kR) * row_bytes + u_offset, N - 1 - g * kR, rb32, u_inner);
   };
   Raw cur[kR], nxt[kR];
   if (!p.ids_before_wait) pdl_wait();

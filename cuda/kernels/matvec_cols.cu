@@ -136,15 +136,11 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
   constexpr bool kStacked = sizeof...(Extra) > 0;
   const uint8_t* w = static_cast<const uint8_t*>(p.w);
   typename U::Raw cur[R], nxt[R];
-  // A group's rows from one pointer and a 32-bit row stride, the unit's offset computed once (as matvec_i16.cu).
+  // A group's rows from one pointer (mv16::load_rows), the unit's offset computed once.
   const uint32_t u_offset = U::offset(u), rb32 = uint32_t(row_bytes);
   const int u_inner = u & U::kInner;
   const auto load_rows = [&](typename U::Raw(&dst)[R], const uint8_t* wm, int64_t n0, int64_t N) {
-    const int64_t left = N - 1 - n0;
-    const int last = left < R - 1 ? int(left) : R - 1;  // rows past N re-read the last row, not written
-    const uint8_t* at = wm + n0 * int64_t(row_bytes) + u_offset;
-#pragma unroll
-    for (int r = 0; r < R; ++r) dst[r] = U::load_at(at + size_t(uint32_t(r < last ? r : last)) * rb32, u_inner);
+    mv16::load_rows<U>(dst, wm + n0 * int64_t(row_bytes) + u_offset, N - 1 - n0, rb32, u_inner);
   };
   const auto load_group = [&](typename U::Raw(&dst)[R], int64_t g) {
     if constexpr (kStacked) {  // every matrix but the last a whole number of groups (check_product_stack)

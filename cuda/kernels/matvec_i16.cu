@@ -248,16 +248,13 @@ __device__ __forceinline__ void matvec_i16_body(const MatvecParams& p, const Seg
   const int64_t g1 = g0 + groups_per_block < n_groups ? g0 + groups_per_block : n_groups;
   const int64_t cap = groups_per_block * R;
   typename U::Raw cur[R], nxt[R];
-  // A group's R rows from one pointer (row n0 at the unit's offset) and a 32-bit row stride: the unit's offset and
-  // index are loop-invariant (per pass when wide), and the 64-bit row arithmetic is done once a group, not a row.
+  // A group's R rows from one pointer (mv16::load_rows): the unit's offset and index are loop-invariant (per pass
+  // when wide).
   const uint32_t rb32 = uint32_t(row_bytes);
   const auto load_group = [&](typename U::Raw(&dst)[R], int64_t g, uint32_t unit_offset, int unit_inner) {
     const int i = segment_of(sg, g);
-    const int64_t n0 = group_row0<R>(sg, g, i), left = sg.N[i] - 1 - n0;
-    const int last = left < R - 1 ? int(left) : R - 1;  // rows past N re-read the last row, not written
-    const uint8_t* w = sg.w[i] + n0 * int64_t(row_bytes) + unit_offset;
-#pragma unroll
-    for (int r = 0; r < R; ++r) dst[r] = U::load_at(w + size_t(uint32_t(r < last ? r : last)) * rb32, unit_inner);
+    const int64_t n0 = group_row0<R>(sg, g, i);
+    mv16::load_rows<U>(dst, sg.w[i] + n0 * int64_t(row_bytes) + unit_offset, sg.N[i] - 1 - n0, rb32, unit_inner);
   };
   const int64_t first = g0 + slice;  // this slice's first group
   pdl_launch_dependents();

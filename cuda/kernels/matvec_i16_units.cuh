@@ -6,8 +6,7 @@
 // (seg0, kOff1) and the 16-byte loads are the float kernel's (mv::Unit, mv::load_a2).
 // A unit's bytes are found in two steps: offset(u), the byte offset in its row of the block (or regrouped run) that
 // holds unit u, and load_at(b, u & kInner), the unit read at its index in that block. The kernels compute the offset
-// once a thread (it does not change along the rows) and a group's rows from one pointer: the per-row 64-bit address
-// arithmetic was a fifth of the decode matvec's instructions (docs/kernel-notes.md, session 27).
+// once a thread (it does not change along the rows) and a group's rows from one pointer (load_rows).
 #pragma once
 #include <cuda_fp16.h>
 
@@ -95,24 +94,12 @@ struct Unit<quant::Type::Q4_K> : mv::Unit<quant::Type::Q4_K> {
   static __device__ __forceinline__ Raw load_at(const uint8_t* b, int i) {
     return {mv::ldg_w(reinterpret_cast<const uint4*>(b)), mv::ldg_w(reinterpret_cast<const uint4*>(b + 16 + 16 * i))};
   }
-  // The four 6-bit values unit u needs (scales and mins of sub-blocks 2j and 2j + 1, j = (u & 7) / 2) as the bytes
-  // sc0, sc1, mn0, mn1 of one word, from the head's 12 scale bytes (words y, z, w) by two byte permutes: the values
-  // of mv::q4k_scales in about half its shifts and masks (a decode matvec is bound by its instruction issue).
-  static __device__ __forceinline__ uint32_t scales(const uint4& hd, int64_t u) {
-    const uint32_t s2 = uint32_t(u) & 2u;  // the byte pair of j & 1
-    const uint32_t h = __byte_perm(hd.y, hd.z, 0x5410u + 0x1111u * s2);  // y[s2], y[s2 + 1], z[s2], z[s2 + 1]
-    const uint32_t t = __byte_perm(hd.w, hd.w, 0x1010u + 0x1111u * s2);  // w[s2], w[s2 + 1], twice
-    // Sub-blocks 0..3: the low 6 bits of h. 4..7: the low nibbles of w[s2..] (scales) and their high nibbles (mins),
-    // bits 4-5 from y and z. A select, not a branch: lanes of both kinds share a warp.
-    const uint32_t high = ((h >> 2) & 0x30303030u) | ((t >> 4) & 0x0f0f0000u) | (t & 0x0f0fu);
-    return (u & 4) ? high : h & 0x3f3f3f3fu;
-  }
   static __device__ __forceinline__ float dot(const Raw& r, int64_t u, const Run& x0, const Run& x1) {
     const uint32_t q[4] = {r.qs.x, r.qs.y, r.qs.z, r.qs.w};
     uint32_t lo[4], hi[4];
     nibbles<0>(q, lo);
     nibbles<4>(q, hi);
-    const uint32_t sm = scales(r.head, u);
+    const uint32_t sm = mv::q4k_scales(r.head, uint32_t(u));
     const float sc0 = float(sm & 0xffu), sc1 = float((sm >> 8) & 0xffu);
     const float mn0 = float((sm >> 16) & 0xffu), mn1 = float(sm >> 24);
     const float d = h2f(r.head.x & 0xffffu), dmin = h2f(r.head.x >> 16);
@@ -283,6 +270,18 @@ struct Unit<quant::Type::MXFP4> {
     return quant::dev::e8m0_half(e) * (float(dot16(lo, x0)) * x0.s + float(dot16(hi, x1)) * x1.s);
   }
 };
+
+// R rows of a group as units of U: row 0 at `at` (the group's first row, at the unit's offset in it), the others
+// row_bytes apart; rows past `last_row` (the matrix's last row, counted from row 0) re-read it, and the kernels do not
+// write their sums. One 64-bit pointer a group and a 32-bit multiply a row: the per-row 64-bit arithmetic was a fifth
+// of the decode matvec's instructions (docs/kernel-notes.md, session 27).
+template <class U, int R>
+__device__ __forceinline__ void load_rows(typename U::Raw (&dst)[R], const uint8_t* at, int64_t last_row,
+                                          uint32_t row_bytes, int inner) {
+  const int last = last_row < R - 1 ? int(last_row) : R - 1;
+#pragma unroll
+  for (int r = 0; r < R; ++r) dst[r] = U::load_at(at + size_t(uint32_t(r < last ? r : last)) * row_bytes, inner);
+}
 
 // The unit of type T as read: the alternative (kAlt) is Q6_K regrouped at upload; otherwise the GGUF layout, unit by
 // unit.

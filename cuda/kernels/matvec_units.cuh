@@ -113,18 +113,18 @@ __device__ __forceinline__ float dot_i8(const uint32_t (&w)[4], const float (&x)
   return a;
 }
 
-// Q4_K: the 6-bit scales and mins of sub-blocks 2j and 2j + 1 from the block head (d, dmin, 12 scale bytes as one
-// 16-byte load): bytes k = (2j) & 3 and k + 1 of the words y (scales 0..3), z (mins 0..3), w (low nibbles of 4..7);
-// sub-blocks 4..7 take their top two bits from y and z (layout: quant/blocks.h). Without a branch: the lanes of a
-// warp hold units of every j, so an if on j < 2 ran both sides for every row a thread dots.
-__device__ __forceinline__ void q4k_scales(const uint4& hd, int j, uint32_t& sc0, uint32_t& mn0, uint32_t& sc1,
-                                           uint32_t& mn1) {
-  const uint32_t k8 = 16u * uint32_t(j & 1), hi = uint32_t(j >> 1);  // hi: sub-blocks 4..7
-  const uint32_t sa = k8 + 2u * hi, ma = hi ? 0x30u : 0x3fu, mc = hi ? 0x0fu : 0u;
-  sc0 = ((hd.y >> sa) & ma) | ((hd.w >> k8) & mc);
-  sc1 = ((hd.y >> (sa + 8u)) & ma) | ((hd.w >> (k8 + 8u)) & mc);
-  mn0 = ((hd.z >> sa) & ma) | ((hd.w >> (k8 + 4u)) & mc);
-  mn1 = ((hd.z >> (sa + 8u)) & ma) | ((hd.w >> (k8 + 12u)) & mc);
+// Q4_K: the 6-bit scales and mins unit i of a block needs (sub-blocks 2j and 2j + 1, j = i / 2) as the bytes sc0,
+// sc1, mn0, mn1 of one word, from the block head (d, dmin, 12 scale bytes as one 16-byte load; layout:
+// quant/blocks.h). One byte permute gathers y[s], y[s + 1], z[s], z[s + 1] (s = i & 2), a second w[s], w[s + 1];
+// sub-blocks 0..3 are then the low 6 bits, 4..7 the low nibbles of w (scales) and its high nibbles (mins) with bits
+// 4-5 from y and z. A select, not a branch: the lanes of a warp hold units of every j. About half the shifts and
+// masks of unpacking each value on its own, which counted in the decode matvec (docs/kernel-notes.md, session 27).
+__device__ __forceinline__ uint32_t q4k_scales(const uint4& hd, uint32_t i) {
+  const uint32_t s2 = i & 2u;
+  const uint32_t h = __byte_perm(hd.y, hd.z, 0x5410u + 0x1111u * s2);  // y[s2], y[s2 + 1], z[s2], z[s2 + 1]
+  const uint32_t t = __byte_perm(hd.w, hd.w, 0x1010u + 0x1111u * s2);  // w[s2], w[s2 + 1], twice
+  const uint32_t high = ((h >> 2) & 0x30303030u) | ((t >> 4) & 0x0f0f0000u) | (t & 0x0f0fu);
+  return (i & 4) ? high : h & 0x3f3f3f3fu;
 }
 
 template <quant::Type T>
@@ -175,12 +175,12 @@ struct Unit<quant::Type::Q4_K> {
   static __device__ __forceinline__ float dot(const uint8_t* row, int64_t u, const float (&x0)[16],
                                               const float (&x1)[16], float s0, float s1) {
     const uint8_t* b = row + 144 * (u >> 3);
-    const int i = int(u & 7), j = i >> 1;
+    const int i = int(u & 7);
     const uint4 hd = __ldg(reinterpret_cast<const uint4*>(b));
     const uint4 qv = __ldg(reinterpret_cast<const uint4*>(b + 16 + 16 * i));
     const uint32_t q[4] = {qv.x, qv.y, qv.z, qv.w};
-    uint32_t sc0, mn0, sc1, mn1;
-    q4k_scales(hd, j, sc0, mn0, sc1, mn1);
+    const uint32_t sm = q4k_scales(hd, uint32_t(i));
+    const uint32_t sc0 = sm & 0xffu, sc1 = (sm >> 8) & 0xffu, mn0 = (sm >> 16) & 0xffu, mn1 = sm >> 24;
     const float d = h2f(hd.x & 0xffffu), dmin = h2f(hd.x >> 16);
     // sum (d sc q - dmin mn) x with q = 16 (f - 1)
     const float f0 = dot_nibbles<0>(q, x0) - s0, f1 = dot_nibbles<4>(q, x1) - s1;
