@@ -240,6 +240,8 @@ RopeKernelParams Executor::rope_params(const Node& n) const {
   p.freq_factors = n.inputs.size() > 2 && n.inputs[2] != graph::kNoNode ? f32_in(n, 2) : nullptr;
   p.head_dim = n.shape.ne[0], p.n_head = n.shape.ne[1], p.T = n.shape.ne[2];
   p.n_rot = rp.n_rot, p.mode = rp.mode, p.freq_base = rp.freq_base, p.freq_scale = rp.freq_scale;
+  // q and k reordered at upload (ExecutorOptions::rope_pairs_adjacent): NeoX's pairs are neighbours now.
+  if (opt_.rope_pairs_adjacent && p.mode == graph::RopeMode::Neox) p.mode = graph::RopeMode::Normal;
   p.ext_factor = rp.ext_factor, p.corr_low = rp.corr_low, p.corr_high = rp.corr_high, p.attn_factor = rp.attn_factor;
   return p;
 }

@@ -101,6 +101,9 @@ struct ExecutorOptions {
   // Arena offsets of the weights the session regrouped at upload: Q6_K into Q6_Kx8 (q6_kx8.cuh), Q4_0 o
   // projections by columns (q4_0_cols.cuh, read by the attention + o launch); null: none.
   const ::std::unordered_set<uint64_t>* regrouped_offsets = nullptr;
+  // The session reordered the q and k rows of every head so that NeoX rope pairs lie side by side (weight_layouts.h,
+  // RopePairs): NeoX ropes then run in the normal form.
+  bool rope_pairs_adjacent = false;
 
   // Read by the session around the executor, kept here so that every switch is read in one place:
   bool rtc_kernels = true;    // create the NVRTC cache that `rtc` points to (LLM_CUDA_RTC=0: ahead-of-time kernels)

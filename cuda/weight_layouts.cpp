@@ -1,10 +1,14 @@
 // Weight layouts chosen by role (see weight_layouts.h).
 #include "cuda/weight_layouts.h"
 
+#include <algorithm>
+
 #include "cuda/check.h"
 #include "cuda/kernels/attention_o.cuh"
 #include "cuda/kernels/q4_0_cols.cuh"
 #include "cuda/kernels/q6_kx8.cuh"
+#include "cuda/kernels/rope_pairs.cuh"
+#include "cuda/raii.h"
 
 namespace cuda {
 
@@ -16,14 +20,55 @@ bool has_output_bias(std::span<const WeightDesc> weights, int32_t layer) {
   return false;
 }
 
+// How many heads of q and k rows (from row 0) a weight holds: q's, k's, or both of a fused q|k|v (q heads, then k
+// heads, then v rows, which stay); 0 for every other role.
+int64_t rope_heads(const WeightDesc& w, const RopePairs& p) {
+  using graph::WeightRole;
+  switch (w.role) {
+    case WeightRole::AttnQ:
+    case WeightRole::AttnQBias: return p.n_head;
+    case WeightRole::AttnK:
+    case WeightRole::AttnKBias: return p.n_head_kv;
+    case WeightRole::AttnQkv:
+    case WeightRole::AttnQkvBias: return p.n_head + p.n_head_kv;
+    default: return 0;
+  }
+}
+
+bool is_bias(graph::WeightRole r) {
+  using graph::WeightRole;
+  return r == WeightRole::AttnQBias || r == WeightRole::AttnKBias || r == WeightRole::AttnQkvBias;
+}
+
 }  // namespace
 
 std::unordered_set<uint64_t> regroup_weights(uint8_t* arena, std::span<const WeightDesc> weights,
                                              const AttentionShape& a, const LayoutOptions& options,
-                                             cudaStream_t stream) {
+                                             const RopePairs& rope_pairs, cudaStream_t stream) {
   std::unordered_set<uint64_t> regrouped;
   const bool o_shape = options.attention_o && attention_o_fits(a.n_head, a.n_head_kv, a.head_dim, a.head_dim_v);
+  // The rope pairs' reorder goes through a scratch buffer of a few heads (load time only).
+  DeviceBuffer scratch;
+  if (rope_pairs.head_dim > 0) {
+    size_t most = 0;
+    for (const WeightDesc& w : weights)
+      if (rope_heads(w, rope_pairs) > 0)
+        most = ::std::max(most, size_t(rope_pairs.head_dim) * (is_bias(w.role) ? 4 : quant::row_bytes(w.type, w.K)));
+    scratch = DeviceBuffer(::std::max<size_t>(most, ::std::min<size_t>(most * 64, size_t(16) << 20)));
+  }
   for (const WeightDesc& w : weights) {
+    if (scratch.get()) {
+      if (const int64_t heads = rope_heads(w, rope_pairs); heads > 0) {
+        // A bias is one row of K floats, each element a "row" of 4 bytes; a matrix is N rows of K values.
+        const bool bias = is_bias(w.role);
+        LLM_REQUIRE(!bias || w.type == quant::Type::F32, "rope pairs: q and k biases must be F32");
+        const int64_t rows = bias ? w.K : w.N;
+        LLM_REQUIRE(heads * rope_pairs.head_dim <= rows, "rope pairs: fewer rows than the q and k heads");
+        launch_rope_pair_rows(arena + w.arena_offset, heads, rope_pairs.head_dim, rope_pairs.n_rot,
+                              bias ? 4 : quant::row_bytes(w.type, w.K), scratch.as<uint8_t>(), scratch.bytes(),
+                              stream);
+      }
+    }
     if (w.role == graph::WeightRole::TokenEmbedding) continue;  // get_rows reads it as in the file
     // The experts' kernels (matvec_id.cu, moe_gemm.cu) read the file's layout too.
     if (w.role == graph::WeightRole::FfnGateExps || w.role == graph::WeightRole::FfnUpExps ||

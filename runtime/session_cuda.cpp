@@ -38,6 +38,22 @@ cuda::AttentionShape attention_shape(const model::Config& c) {
   return {c.n_head, c.n_head_kv, c.head_dim, c.head_dim_v};
 }
 
+// Whose q and k rows the upload reorders so that NeoX rope pairs lie side by side (cuda/weight_layouts.h): a NeoX
+// model that normalises neither q nor k per head (a norm's weights would have to move too, and those models' ropes
+// run in the norm's launch anyway), with F32 biases if any. Qwen 2, Phi-3/4 and gpt-oss qualify.
+cuda::RopePairs rope_pairs_for(const model::Config& c, const model::Weights& weights) {
+  if (c.rope_mode != graph::RopeMode::Neox || c.n_rot <= 0 || c.n_rot % 2 != 0 || c.n_rot > c.head_dim) return {};
+  using graph::WeightRole;
+  for (const auto& w : weights.all()) {
+    const WeightRole r = w.params.role;
+    if (r == WeightRole::AttnQNorm || r == WeightRole::AttnKNorm) return {};
+    if ((r == WeightRole::AttnQBias || r == WeightRole::AttnKBias || r == WeightRole::AttnQkvBias) &&
+        w.params.type != quant::Type::F32)
+      return {};
+  }
+  return {c.head_dim, c.n_rot, c.n_head, c.n_head_kv};
+}
+
 }  // namespace
 
 CudaSession::CudaSession(std::shared_ptr<const model::Model> model, int32_t n_ctx, CudaSessionOptions options)
@@ -175,8 +191,11 @@ void CudaSession::regroup_weights() {
   // one, and a Q4_0 8B served 2-4 streams at 200-280 tok/s against ~500-730 on the file's layout).
   cuda::LayoutOptions layouts = opt_.exec.layouts;
   if (opt_.n_seq > 0) layouts.attention_o = false;
+  const cuda::RopePairs pairs = layouts.rope_pairs ? rope_pairs_for(model_->config(), model_->weights())
+                                                   : cuda::RopePairs{};
+  rope_pairs_adjacent_ = pairs.head_dim > 0;
   regrouped_ = cuda::regroup_weights(const_cast<uint8_t*>(weights_.base()), descs,
-                                     attention_shape(model_->config()), layouts, ctx_->compute());
+                                     attention_shape(model_->config()), layouts, pairs, ctx_->compute());
 }
 
 std::unique_ptr<CudaSession::Compiled> CudaSession::compile(int32_t n_tokens, bool all_logits) {
@@ -200,6 +219,7 @@ std::unique_ptr<CudaSession::Compiled> CudaSession::compile(const model::BatchSh
   };
   eo.rtc = rtc_.get();
   eo.regrouped_offsets = &regrouped_;
+  eo.rope_pairs_adjacent = rope_pairs_adjacent_;
   const cuda::WorkBuffers wb = cuda::work_buffers(c->graph, c->plan, ctx_->sm_count(), eo.matvec_max_tokens);
   ensure_free(wb.device_bytes(), n_tokens);
   c->exec = std::make_unique<cuda::Executor>(*ctx_, c->graph, c->plan, weights_.base(), kv_.get(), eo);

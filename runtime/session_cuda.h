@@ -106,6 +106,7 @@ class CudaSession final : public Session {
   std::unique_ptr<cuda::Context> ctx_;
   cuda::DeviceWeights weights_;
   std::unordered_set<uint64_t> regrouped_;  // arena offsets of the matrices regrouped at upload
+  bool rope_pairs_adjacent_ = false;        // q and k rows reordered at upload for their rope pairs
   std::unique_ptr<cuda::KvCache> kv_;
   std::unique_ptr<cuda::RtcCache> rtc_;
   std::map<std::pair<int32_t, bool>, std::unique_ptr<Compiled>> graphs_;

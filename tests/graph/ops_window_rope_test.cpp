@@ -1,11 +1,14 @@
 // Sliding-window attention and the RoPE scaling parameters (YaRN's ramp, the cos/sin attention factor) against
-// direct computations written out here; the plain rotation is unchanged by the new fields.
+// direct computations written out here; the plain rotation is unchanged by the new fields; NeoX as the normal form
+// on pairs side by side (graph/rope_pairs.h).
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
+#include <string>
 
+#include "graph/rope_pairs.h"
 #include "graph_test_util.h"
 #include "op_fixture.h"
 
@@ -44,7 +47,7 @@ std::vector<float> run_rope(const std::vector<float>& xv, int hd, int nh, const 
   Fixture f;
   const int t = int(pos.size());
   const auto positions = f.g.input("positions", InputParams::Kind::Positions, t);
-  const NodeId factors = ff.empty() ? kNoNode : f.w("ff", ff, sh(hd / 2));
+  const NodeId factors = ff.empty() ? kNoNode : f.w("ff", ff, sh(p.n_rot / 2));
   const auto y = f.g.rope("y", f.w("x", xv, sh(hd, nh, t)), positions, p, factors);
   return f.run(y, {}, pos);
 }
@@ -83,6 +86,44 @@ TEST(ReferenceOps, RopeYarnRampAndAttnFactorByFormula) {
       for (int i : {0, 1, 2}) EXPECT_EQ(y[base + size_t(i)], yu[base + size_t(i)]) << "pair " << i;
       for (int i : {5, 6, 7}) EXPECT_EQ(y[base + size_t(i)], ys[base + size_t(i)]) << "pair " << i;
     }
+}
+
+// graph/rope_pairs.h: NeoX on a head is the normal form on the head reordered with its pairs side by side, the same
+// bits, for full and partial rotation, with YaRN's ramp and frequency factors (the CUDA session reorders q and k
+// weights so and runs their ropes in the normal form).
+TEST(ReferenceOps, NeoxRopeIsTheNormalFormOnPairsSideBySide) {
+  const int hd = 16, nh = 3;
+  const std::vector<int32_t> pos{0, 7, 1500};
+  const auto xv = random_vec(size_t(hd * nh) * pos.size(), 43);
+  for (int n_rot : {16, 8}) {
+    for (bool yarn : {false, true}) {
+      SCOPED_TRACE("n_rot " + std::to_string(n_rot) + (yarn ? ", YaRN and factors" : ""));
+      RopeParams neox;
+      neox.mode = RopeMode::Neox;
+      neox.n_rot = n_rot;
+      neox.freq_base = 10000.0f;
+      std::vector<float> ff;
+      if (yarn) {
+        neox.freq_scale = 1.0f / 8, neox.ext_factor = 1.0f, neox.corr_low = 1.0f, neox.corr_high = 3.0f;
+        for (int i = 0; i < n_rot / 2; ++i) ff.push_back(1.0f + 0.25f * float(i));
+      }
+      RopeParams normal = neox;
+      normal.mode = RopeMode::Normal;
+      const auto reorder = [&](const std::vector<float>& v) {
+        std::vector<float> r(v.size());
+        for (size_t h = 0; h < v.size() / hd; ++h)
+          for (int i = 0; i < hd; ++i) r[h * hd + size_t(i)] = v[h * hd + size_t(rope_pair_source(i, n_rot))];
+        return r;
+      };
+      EXPECT_EQ(run_rope(reorder(xv), hd, nh, pos, normal, ff), reorder(run_rope(xv, hd, nh, pos, neox, ff)));
+    }
+  }
+  // The reorder is a permutation of each head: every element once.
+  for (int n_rot : {16, 8, 2}) {
+    std::vector<int> seen(hd, 0);
+    for (int i = 0; i < hd; ++i) ++seen[size_t(rope_pair_source(i, n_rot))];
+    EXPECT_EQ(seen, std::vector<int>(hd, 1)) << "n_rot " << n_rot;
+  }
 }
 
 TEST(ReferenceOps, RopeNewFieldsAtTheirDefaultsChangeNothing) {
