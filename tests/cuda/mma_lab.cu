@@ -34,7 +34,6 @@
 
 namespace {
 
-constexpr int kWarps = 8;  // a block: one 16-row tile, its super-blocks dealt to 8 warps
 
 __device__ __forceinline__ uint2 ldg2(const uint8_t* p) {
   uint2 r;
@@ -111,19 +110,11 @@ __device__ __forceinline__ Raw load_raw(const uint8_t* b0, const uint8_t* b1, in
 }
 
 // One super-block of one 16-row tile: its sub-block sums into out (values 0, 1 row g; 2, 3 row g + 8; columns 2 tg,
-// 2 tg + 1), the x fragments xf of the super-block for column g (zero past NT).
+// 2 tg + 1). xs: this lane's x fragments of the super-block (column g) in shared memory, one 16-byte piece a
+// sub-block, at xs[4 s]; X0, X1: the columns' sub-block sums; s0, s1: their scales.
 template <int NT>
-__device__ __forceinline__ void superblock(const Raw& cur, const uint4 (&xf)[8], const int* xsum_sb0,
-                                          const int* xsum_sb1, float s0, float s1, float (&out)[4]) {
-  int X0[8] = {}, X1[8] = {};
-  if (xsum_sb0) {
-    const int4 a = __ldg(reinterpret_cast<const int4*>(xsum_sb0)), b = __ldg(reinterpret_cast<const int4*>(xsum_sb0) + 1);
-    X0[0] = a.x, X0[1] = a.y, X0[2] = a.z, X0[3] = a.w, X0[4] = b.x, X0[5] = b.y, X0[6] = b.z, X0[7] = b.w;
-  }
-  if (NT > 1 && xsum_sb1) {
-    const int4 a = __ldg(reinterpret_cast<const int4*>(xsum_sb1)), b = __ldg(reinterpret_cast<const int4*>(xsum_sb1) + 1);
-    X1[0] = a.x, X1[1] = a.y, X1[2] = a.z, X1[3] = a.w, X1[4] = b.x, X1[5] = b.y, X1[6] = b.z, X1[7] = b.w;
-  }
+__device__ __forceinline__ void superblock(const Raw& cur, const uint4* xs, const int* X0p, const int* X1p, float s0,
+                                          float s1, float (&out)[4]) {
   uint32_t sca[2], mna[2], scb[2], mnb[2];
   q4k_scale_words(cur.h0, sca, mna);
   q4k_scale_words(cur.h1, scb, mnb);
@@ -134,18 +125,21 @@ __device__ __forceinline__ void superblock(const Raw& cur, const uint4 (&xf)[8],
     for (int half = 0; half < 2; ++half) {
       const int s = 2 * i + half;
       const int sh = 4 * half;
+      const uint4 xf = xs[4 * s];
       const uint32_t a[4] = {(cur.q0[i].x >> sh) & 0x0f0f0f0fu, (cur.q1[i].x >> sh) & 0x0f0f0f0fu,
                              (cur.q0[i].y >> sh) & 0x0f0f0f0fu, (cur.q1[i].y >> sh) & 0x0f0f0f0fu};
       int dh[4], dl[4];
-      mma_k32<true>(dh, a, xf[s].x, xf[s].y);
-      mma_k32<false>(dl, a, xf[s].z, xf[s].w);
+      mma_k32<true>(dh, a, xf.x, xf.y);
+      mma_k32<false>(dl, a, xf.z, xf.w);
       const int sA = byte_of(sca[s >> 2], s & 3), sB = byte_of(scb[s >> 2], s & 3);
       const int mA = byte_of(mna[s >> 2], s & 3), mB = byte_of(mnb[s >> 2], s & 3);
-      hi[0] += sA * dh[0], lo[0] += sA * dl[0], mn[0] += mA * X0[s];
-      hi[2] += sB * dh[2], lo[2] += sB * dl[2], mn[2] += mB * X0[s];
+      const int x0 = X0p[s];
+      hi[0] += sA * dh[0], lo[0] += sA * dl[0], mn[0] += mA * x0;
+      hi[2] += sB * dh[2], lo[2] += sB * dl[2], mn[2] += mB * x0;
       if (NT > 1) {
-        hi[1] += sA * dh[1], lo[1] += sA * dl[1], mn[1] += mA * X1[s];
-        hi[3] += sB * dh[3], lo[3] += sB * dl[3], mn[3] += mB * X1[s];
+        const int x1 = X1p[s];
+        hi[1] += sA * dh[1], lo[1] += sA * dl[1], mn[1] += mA * x1;
+        hi[3] += sB * dh[3], lo[3] += sB * dl[3], mn[3] += mB * x1;
       }
     }
   }
@@ -159,65 +153,75 @@ __device__ __forceinline__ void superblock(const Raw& cur, const uint4 (&xf)[8],
   }
 }
 
+// Shared memory of a block: x of every column (16 bytes per 8 elements, columns K / 8 + 4 pieces apart so that a
+// quarter warp's 8 pieces fall in distinct banks), then the sub-block sums and the super-block scales.
+__host__ __device__ inline size_t x_stride(int K) { return size_t(K / 8 + 4); }
+__host__ __device__ inline size_t smem_bytes(int K, int NT) {
+  return size_t(NT) * x_stride(K) * 16 + size_t(NT) * (K / 32) * 4 + size_t(NT) * (K / 256) * 4;
+}
+
 // y[t][n] = sum_k W[n][k] x[t][k] for t < NT, W Q4_K (N rows of row_bytes). Persistent blocks of 8 warps: block b
 // takes the 16-row tiles b, b + G, ...; in a tile warp w the super-blocks w, w + 8, ...; a warp walks its (tile,
-// super-block) items in order with the weights of the next kDepth items already loading, and the warps' partial
-// tiles are added in warp order after a barrier a tile (two reduction buffers, so one barrier).
-template <int NT, int kDepth>
+// super-block) items in order, the weights of the next kDepth items loading into a ring of registers indexed only by
+// constants (the loop is unrolled by kDepth: moving a register whose load is still in flight would wait for it);
+// x for the whole K sits in shared memory (copied once a block). The warps' partial tiles are added in warp order
+// after a barrier a tile (two reduction buffers, so one barrier).
+template <int NT, int kDepth, int kWarps, bool kLoadOnly, int kLayout = 0>
 __global__ void __launch_bounds__(kWarps * 32, 1) mma_q4k_kernel(const uint8_t* __restrict__ W, uint32_t row_bytes,
                                                                  int N, int K, const uint4* __restrict__ xq,
                                                                  const int* __restrict__ xsum,
                                                                  const float* __restrict__ xscale,
                                                                  float* __restrict__ y) {
+  extern __shared__ uint4 smem[];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, tg = lane & 3;
   const int nsb = K / 256, n_tiles = (N + 15) / 16;
   const int c0 = 2 * tg, c1 = 2 * tg + 1;
   const bool v0 = c0 < NT, v1 = c1 < NT, bval = g < NT;
-  const uint4* xg = xq + size_t(bval ? g : 0) * (K / 8);
-  // This warp's items: per tile of this block, the super-blocks warp, warp + 8, ...
   const int per_tile = warp < nsb ? (nsb - 1 - warp) / kWarps + 1 : 0;
-  const int my_tiles = blockIdx.x < n_tiles ? (n_tiles - 1 - int(blockIdx.x)) / int(gridDim.x) + 1 : 0;
+  // Tiles of this block: b, b + G, ... (kLayout 0, 2) or a run of consecutive ones (1).
+  const int run = (n_tiles + int(gridDim.x) - 1) / int(gridDim.x);
+  const int my_tiles = kLayout == 1 ? max(0, min(run, n_tiles - int(blockIdx.x) * run))
+                       : int(blockIdx.x) < n_tiles ? (n_tiles - 1 - int(blockIdx.x)) / int(gridDim.x) + 1 : 0;
+  const auto tile_of = [&](int ti) { return kLayout == 1 ? int(blockIdx.x) * run + ti : int(blockIdx.x) + ti * int(gridDim.x); };
   const int n_items = per_tile * my_tiles;
-  const auto item_tile = [&](int j) { return int(blockIdx.x) + (j / per_tile) * int(gridDim.x); };
-  const auto item_sb = [&](int j) { return warp + (j % per_tile) * kWarps; };
   const auto load_item = [&](int j) {
     Raw r{};
     if (j < n_items) {
-      const int t = item_tile(j), sb = item_sb(j);
+      const int t = tile_of(j / per_tile), sb = warp + (j % per_tile) * kWarps;
+      if (kLayout == 2) {  // 2304 contiguous bytes an item, 16-byte loads across the warp
+        const uint4* b = reinterpret_cast<const uint4*>(W + (size_t(t) * nsb + sb) * 2304) + lane;
+        r.h0 = ldg4(reinterpret_cast<const uint8_t*>(b));
+        r.h1 = ldg4(reinterpret_cast<const uint8_t*>(b + 32));
+        const uint4 u = ldg4(reinterpret_cast<const uint8_t*>(b + 64)), v = ldg4(reinterpret_cast<const uint8_t*>(b + 96));
+        const uint4 z = lane < 16 ? ldg4(reinterpret_cast<const uint8_t*>(b + 128)) : make_uint4(0, 0, 0, 0);
+        r.q0[0] = make_uint2(u.x, u.y), r.q0[1] = make_uint2(u.z, u.w), r.q0[2] = make_uint2(v.x, v.y);
+        r.q0[3] = make_uint2(v.z, v.w), r.q1[0] = make_uint2(z.x, z.y), r.q1[1] = make_uint2(z.z, z.w);
+        return r;
+      }
       const int ra = min(16 * t + g, N - 1), rb = min(16 * t + g + 8, N - 1);
       r = load_raw(W + size_t(ra) * row_bytes + size_t(sb) * 144, W + size_t(rb) * row_bytes + size_t(sb) * 144, tg);
     }
     return r;
   };
-  const auto load_x = [&](int j, uint4 (&xf)[8]) {
-    const int sb = j < n_items ? item_sb(j) : 0;
-#pragma unroll
-    for (int s = 0; s < 8; ++s) xf[s] = bval ? __ldg(xg + sb * 32 + 4 * s + tg) : make_uint4(0, 0, 0, 0);
-  };
   Raw ring[kDepth];
 #pragma unroll
   for (int d = 0; d < kDepth; ++d) ring[d] = load_item(d);
-  uint4 xf[8];
-  load_x(0, xf);
+  // x into shared memory while the first weights load.
+  const size_t xs_stride = x_stride(K);
+  int* sums = reinterpret_cast<int*>(smem + NT * xs_stride);
+  float* scales = reinterpret_cast<float*>(sums + NT * (K / 32));
+  for (int i = threadIdx.x; i < NT * (K / 8); i += blockDim.x) {
+    const int t = i / (K / 8), k8 = i % (K / 8);
+    smem[t * xs_stride + k8] = __ldg(xq + size_t(t) * (K / 8) + k8);
+  }
+  for (int i = threadIdx.x; i < NT * (K / 32); i += blockDim.x) sums[i] = __ldg(xsum + i);
+  for (int i = threadIdx.x; i < NT * nsb; i += blockDim.x) scales[i] = __ldg(xscale + i);
+  __syncthreads();
+  const uint4* xg = smem + size_t(bval ? g : 0) * xs_stride + tg;
   __shared__ float red[2][kWarps][32][4];
   float out[4] = {0.0f, 0.0f, 0.0f, 0.0f};
   int buf = 0;
-  for (int tile_i = 0; tile_i < my_tiles; ++tile_i) {
-    for (int k = 0; k < per_tile; ++k) {
-      const int j = tile_i * per_tile + k, sb = item_sb(j);
-      const Raw cur = ring[0];
-#pragma unroll
-      for (int d = 0; d + 1 < kDepth; ++d) ring[d] = ring[d + 1];
-      ring[kDepth - 1] = load_item(j + kDepth);
-      uint4 xn[8];
-      load_x(j + 1, xn);
-      superblock<NT>(cur, xf, v0 ? xsum + size_t(c0) * (K / 32) + sb * 8 : nullptr,
-                     v1 ? xsum + size_t(c1) * (K / 32) + sb * 8 : nullptr,
-                     v0 ? __ldg(xscale + size_t(c0) * nsb + sb) : 0.0f, v1 ? __ldg(xscale + size_t(c1) * nsb + sb) : 0.0f,
-                     out);
-#pragma unroll
-      for (int s = 0; s < 8; ++s) xf[s] = xn[s];
-    }
+  const auto tile_end = [&](int tile_i) {
 #pragma unroll
     for (int i = 0; i < 4; ++i) red[buf][warp][lane][i] = out[i], out[i] = 0.0f;
     __syncthreads();
@@ -227,10 +231,35 @@ __global__ void __launch_bounds__(kWarps * 32, 1) mma_q4k_kernel(const uint8_t* 
       float sum = 0.0f;
 #pragma unroll
       for (int w = 0; w < kWarps; ++w) sum += red[buf][w][src_lane][slot];
-      const int row = 16 * (int(blockIdx.x) + tile_i * int(gridDim.x)) + r;
+      const int row = 16 * tile_of(tile_i) + r;
       if (row < N) y[size_t(t) * N + row] = sum;
     }
     buf ^= 1;
+  };
+  if (per_tile == 0) {
+    for (int ti = 0; ti < my_tiles; ++ti) tile_end(ti);
+    return;
+  }
+  for (int j0 = 0; j0 < n_items; j0 += kDepth) {
+#pragma unroll
+    for (int d = 0; d < kDepth; ++d) {
+      const int j = j0 + d;
+      if (j < n_items) {
+        const int sb = warp + (j % per_tile) * kWarps;
+        if (kLoadOnly) {  // the loads' floor: every loaded word used, no products
+          const Raw& r = ring[d];
+          uint32_t v = r.h0.x ^ r.h1.y ^ xg[sb * 32].x;
+#pragma unroll
+          for (int i = 0; i < 4; ++i) v ^= r.q0[i].x ^ r.q0[i].y ^ r.q1[i].x ^ r.q1[i].y;
+          out[0] += float(v & 0xff);
+        } else
+        superblock<NT>(ring[d], xg + sb * 32,
+                       v0 ? sums + c0 * (K / 32) + sb * 8 : sums, v1 ? sums + c1 * (K / 32) + sb * 8 : sums,
+                       v0 ? scales[c0 * nsb + sb] : 0.0f, v1 ? scales[c1 * nsb + sb] : 0.0f, out);
+        ring[d] = load_item(j + kDepth);
+        if ((j + 1) % per_tile == 0) tile_end(j / per_tile);
+      }
+    }
   }
 }
 
@@ -242,19 +271,49 @@ struct XBuf {
   float* scale;
 };
 
-void launch_mma(int T, const void* w, int K, int N, const float* x, const XBuf& xb, float* y, cudaStream_t s,
+// Lab variants (MMA_LAB_VARIANT): 0 the kernel, 1 its loads alone, 2 sixteen warps a block, 3 the loads alone with
+// each block's tiles consecutive, 4 the loads alone of a layout with a tile's 16 rows of a super-block in 2304
+// contiguous bytes (read as 16-byte pieces across the warp: a regrouping at upload, simulated on the same bytes),
+// 5 that with sixteen warps.
+int g_variant = 0;
+
+template <int NT, int kWarps, bool kLoadOnly, int kLayout = 0>
+void launch_variant(const uint8_t* W, uint32_t rb, int N, int K, const XBuf& xb, float* y, cudaStream_t s) {
+  constexpr int D = 3;
+  static bool attr = false;
+  if (!attr) {
+    attr = true;
+    LAB_CHECK(cudaFuncSetAttribute(mma_q4k_kernel<NT, D, kWarps, kLoadOnly, kLayout>,
+                                   cudaFuncAttributeMaxDynamicSharedMemorySize, 200 << 10));
+  }
+  const dim3 grid(std::min((N + 15) / 16, g_sms));
+  mma_q4k_kernel<NT, D, kWarps, kLoadOnly, kLayout><<<grid, kWarps * 32, smem_bytes(K, NT), s>>>(W, rb, N, K, xb.q, xb.sum,
+                                                                                      xb.scale, y);
+}
+
+template <int NT>
+void launch_t(const uint8_t* W, uint32_t rb, int N, int K, const XBuf& xb, float* y, cudaStream_t s) {
+  if (g_variant == 1) launch_variant<NT, 8, true>(W, rb, N, K, xb, y, s);
+  else if (g_variant == 2) launch_variant<NT, 16, false>(W, rb, N, K, xb, y, s);
+  else if (g_variant == 3) launch_variant<NT, 8, true, 1>(W, rb, N, K, xb, y, s);
+  else if (g_variant == 4) launch_variant<NT, 8, true, 2>(W, rb, N, K, xb, y, s);
+  else if (g_variant == 5) launch_variant<NT, 16, true, 2>(W, rb, N, K, xb, y, s);
+  else launch_variant<NT, 8, false>(W, rb, N, K, xb, y, s);
+}
+
+bool launch_mma(int T, const void* w, int K, int N, const float* x, const XBuf& xb, float* y, cudaStream_t s,
                 bool prep = true) {
+  if (smem_bytes(K, T) > (200u << 10)) return false;  // x of this many columns does not fit a block's shared memory
   if (prep) quantize_x_kernel<<<dim3(K / 256, T), 256, 0, s>>>(x, K, xb.q, xb.sum, xb.scale);
   const uint32_t rb = uint32_t(K / 256 * 144);
-  const dim3 grid(std::min((N + 15) / 16, g_sms));
   const auto* W = static_cast<const uint8_t*>(w);
-  constexpr int D = 3;
   switch (T) {
-    case 1: mma_q4k_kernel<1, D><<<grid, kWarps * 32, 0, s>>>(W, rb, N, K, xb.q, xb.sum, xb.scale, y); break;
-    case 2: mma_q4k_kernel<2, D><<<grid, kWarps * 32, 0, s>>>(W, rb, N, K, xb.q, xb.sum, xb.scale, y); break;
-    case 4: mma_q4k_kernel<4, D><<<grid, kWarps * 32, 0, s>>>(W, rb, N, K, xb.q, xb.sum, xb.scale, y); break;
-    default: mma_q4k_kernel<8, D><<<grid, kWarps * 32, 0, s>>>(W, rb, N, K, xb.q, xb.sum, xb.scale, y); break;
+    case 1: launch_t<1>(W, rb, N, K, xb, y, s); break;
+    case 2: launch_t<2>(W, rb, N, K, xb, y, s); break;
+    case 4: launch_t<4>(W, rb, N, K, xb, y, s); break;
+    default: launch_t<8>(W, rb, N, K, xb, y, s); break;
   }
+  return true;
 }
 
 }  // namespace
@@ -266,6 +325,8 @@ int main() {
   LAB_CHECK(cudaStreamCreate(&s));
   std::printf("device: %s, %d SMs\n", prop.name, prop.multiProcessorCount);
   g_sms = prop.multiProcessorCount;
+  if (const char* e = std::getenv("MMA_LAB_VARIANT")) g_variant = std::atoi(e);
+  std::printf("variant %d\n", g_variant);
   const double copy_gbs = lab::copy_gbs(s);
   std::printf("copy D2D 1 GiB: %.0f GB/s (read + write)\n", copy_gbs);
   std::vector<std::pair<int, int>> shapes = {{4096, 14336}, {14336, 4096}, {4096, 4096}, {4096, 1024}};
@@ -318,7 +379,7 @@ int main() {
     std::vector<uint8_t> hw(wb);
     LAB_CHECK(cudaMemcpy(hw.data(), w[0], wb, cudaMemcpyDeviceToHost));
     for (int T : {1, 2, 4, 8}) {
-      launch_mma(T, w[0], K, N, x, xb, y, s);
+      if (!launch_mma(T, w[0], K, N, x, xb, y, s)) continue;
       cuda::MatvecParams mp{w[0], Type::Q4_K, x, nullptr, yref, K, N, 1};
       cuda::launch_matvec(mp, s);
       LAB_CHECK(cudaStreamSynchronize(s));
@@ -342,6 +403,7 @@ int main() {
                   worst_mv);
     }
     for (int T : {1, 2, 4, 8}) {
+      if (smem_bytes(K, T) > (200u << 10)) continue;
       const float t_mma = lab::median_us(30, copies, s, [&](int i) { launch_mma(T, w[i % copies], K, N, x, xb, y, s); });
       const float t_core =
           lab::median_us(30, copies, s, [&](int i) { launch_mma(T, w[i % copies], K, N, x, xb, y, s, false); });
