@@ -13,6 +13,7 @@
 #include <cstdint>
 
 #include "cuda/kernels/matvec_units.cuh"
+#include "cuda/kernels/mxfp4_codes.cuh"
 #include "cuda/kernels/q6_kx8.cuh"
 #include "quant/dequant.cuh"
 #include "quant/types.h"
@@ -227,8 +228,8 @@ struct Unit<quant::Type::Q8_0> : mv::Unit<quant::Type::Q8_0> {
 // MXFP4 (17-byte blocks at any byte offset: an E8M0 scale byte, then 16 bytes of E2M1 pairs): unit = block; low
 // nibbles are elements 0..15, high nibbles 16..31; value e2m1(q) 2^(e - 127). The block is read as the five aligned
 // words that hold it (its 17 bytes start 0-3 bytes into the first), and each 4-bit code becomes its doubled value,
-// an int8 in 0, +-1, +-2, +-3, +-4, +-6, +-8, +-12, by byte permutes through two 8-entry tables, so dp2a takes it;
-// the halving is in the scale (quant::dev::e8m0_half, exact for every scale byte).
+// an int8 in 0, +-1, +-2, +-3, +-4, +-6, +-8, +-12, eight codes a word by byte permutes through two 8-entry tables
+// (mx::doubled8), so dp2a takes it; the halving is in the scale (quant::dev::e8m0_half, exact for every scale byte).
 template <>
 struct Unit<quant::Type::MXFP4> {
   static constexpr int kOff1 = 16;
@@ -248,14 +249,6 @@ struct Unit<quant::Type::MXFP4> {
     for (int i = 0; i < 5; ++i) r.v[i] = mv::ldg_w(b + i);
     return r;
   }
-  // Four codes (bytes 0..15) as their doubled E2M1 values, signed bytes.
-  static __device__ __forceinline__ uint32_t doubled(uint32_t c) {
-    const uint32_t t = c | (c >> 4);
-    const uint32_t sel = (t & 0xffu) | ((t >> 8) & 0xff00u);  // code of byte i in nibble i
-    const uint32_t pos = __byte_perm(0x03020100u, 0x0c080604u, sel & 0x7777u);  // 0 1 2 3 4 6 8 12
-    const uint32_t neg = __byte_perm(0xfdfeff00u, 0xf4f8fafcu, sel & 0x7777u);  // their negatives (-0 reads 0)
-    return __byte_perm(pos, neg, 0x3210u | ((sel & 0x8888u) >> 1));            // sign bit: byte i of neg
-  }
   static __device__ __forceinline__ float dot(const Raw& r, int64_t, const Run& x0, const Run& x1) {
     const uint32_t e = (r.v[0] >> (8 * r.o)) & 0xffu;
     // The 16 code bytes start at byte o + 1: word i of them is v[i + 1]:v[i] shifted right by 8 (o + 1) bits, the
@@ -264,8 +257,8 @@ struct Unit<quant::Type::MXFP4> {
     uint32_t lo[4], hi[4];
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
-      const uint32_t q = __funnelshift_rc(r.v[i], r.v[i + 1], sh);
-      lo[i] = doubled(q & 0x0f0f0f0fu), hi[i] = doubled((q >> 4) & 0x0f0f0f0fu);
+      const uint2 v = mx::doubled8(__funnelshift_rc(r.v[i], r.v[i + 1], sh));
+      lo[i] = v.x, hi[i] = v.y;
     }
     return quant::dev::e8m0_half(e) * (float(dot16(lo, x0)) * x0.s + float(dot16(hi, x1)) * x1.s);
   }

@@ -3,6 +3,7 @@
 #include <cuda_runtime.h>
 
 #include "gpu_test.h"
+#include "cuda/kernels/mxfp4_codes.cuh"
 #include "quant/dequant.cuh"
 
 namespace {
@@ -72,6 +73,26 @@ TEST(DeviceDequantOnHost, Mxfp4EveryScaleAndCode) {
     for (int j = 0; j < 32; ++j)
       ASSERT_EQ(quant::f32_bits(v[j]), quant::f32_bits(ref[size_t(c * 32 + j)])) << "scale byte " << c << " element " << j;
   }
+}
+
+// The int16 units' MXFP4 word decode (cuda/kernels/mxfp4_codes.cuh, the host form of the same code): every pattern of
+// each half word, beside random other halves, and a million random words, byte for byte against the E2M1 table.
+TEST(DeviceDequantOnHost, Mxfp4WordDecodeMatchesTheCodeTable) {
+  std::mt19937 rng(7);
+  const auto check = [](uint32_t q) {
+    const uint2 v = cuda::mx::doubled8(q);
+    for (int j = 0; j < 4; ++j) {
+      const uint32_t byte = (q >> (8 * j)) & 0xffu;
+      ASSERT_EQ(int(int8_t(v.x >> (8 * j))), quant::dev::e2m1_doubled(byte & 15u)) << std::hex << "word " << q;
+      ASSERT_EQ(int(int8_t(v.y >> (8 * j))), quant::dev::e2m1_doubled(byte >> 4)) << std::hex << "word " << q;
+    }
+  };
+  for (uint32_t h = 0; h < 65536; ++h) {
+    const uint32_t other = rng() & 0xffffu;
+    check(h | (other << 16));
+    check(other | (h << 16));
+  }
+  for (int i = 0; i < 1000000; ++i) check(uint32_t(rng()));
 }
 
 }  // namespace
