@@ -53,6 +53,15 @@ float median_us(int reps, int batch, cudaStream_t s, F&& f) {
   return t[t.size() / 2];
 }
 
+// Device 0's properties and a new stream on it, the device named on stdout (every lab's first lines).
+inline cudaStream_t open_device(cudaDeviceProp& prop) {
+  LAB_CHECK(cudaGetDeviceProperties(&prop, 0));
+  cudaStream_t s;
+  LAB_CHECK(cudaStreamCreate(&s));
+  std::printf("device: %s, %d SMs, L2 %d MiB\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20);
+  return s;
+}
+
 // The device-to-device copy of 1 GiB, read + write counted, in GB/s (median of 11).
 inline double copy_gbs(cudaStream_t s) {
   const size_t bytes = size_t(1) << 30;

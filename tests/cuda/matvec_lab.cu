@@ -33,10 +33,7 @@ struct Row {
 
 int main() {
   cudaDeviceProp prop{};
-  LAB_CHECK(cudaGetDeviceProperties(&prop, 0));
-  cudaStream_t s;
-  LAB_CHECK(cudaStreamCreate(&s));
-  std::printf("device: %s, %d SMs, L2 %d MiB\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20);
+  const cudaStream_t s = lab::open_device(prop);
   const double copy_gbs = lab::copy_gbs(s);
   std::printf("copy D2D 1 GiB: %.0f GB/s (read + write)\n", copy_gbs);
   std::vector<std::pair<long long, long long>> shapes = {{4096, 4096},  {4096, 1024},  {4096, 14336},

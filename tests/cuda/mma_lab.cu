@@ -28,6 +28,7 @@
 
 #include "cuda/kernels/batch_mm.cuh"
 #include "cuda/kernels/matvec.cuh"
+#include "cuda/kernels/matvec_units.cuh"
 #include "lab_common.cuh"
 #include "quant/rows.h"
 #include "quant/types.h"
@@ -35,16 +36,9 @@
 namespace {
 
 
-__device__ __forceinline__ uint2 ldg2(const uint8_t* p) {
-  uint2 r;
-  asm("ld.global.nc.L2::256B.v2.u32 {%0, %1}, [%2];" : "=r"(r.x), "=r"(r.y) : "l"(p));
-  return r;
-}
-__device__ __forceinline__ uint4 ldg4(const uint8_t* p) {
-  uint4 r;
-  asm("ld.global.nc.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
-  return r;
-}
+// Weight words through the read-only path with the L2 prefetch-size hint, as the matvec reads them.
+__device__ __forceinline__ uint2 ldg2(const uint8_t* p) { return cuda::mv::ldg_w(reinterpret_cast<const uint2*>(p)); }
+__device__ __forceinline__ uint4 ldg4(const uint8_t* p) { return cuda::mv::ldg_w(reinterpret_cast<const uint4*>(p)); }
 
 // D = A B, 16 x 8 x 32, A unsigned bytes (codes), B signed (kSigned) or unsigned bytes.
 template <bool kSigned>
@@ -320,10 +314,7 @@ bool launch_mma(int T, const void* w, int K, int N, const float* x, const XBuf& 
 
 int main() {
   cudaDeviceProp prop{};
-  LAB_CHECK(cudaGetDeviceProperties(&prop, 0));
-  cudaStream_t s;
-  LAB_CHECK(cudaStreamCreate(&s));
-  std::printf("device: %s, %d SMs\n", prop.name, prop.multiProcessorCount);
+  const cudaStream_t s = lab::open_device(prop);
   g_sms = prop.multiProcessorCount;
   if (const char* e = std::getenv("MMA_LAB_VARIANT")) g_variant = std::atoi(e);
   std::printf("variant %d\n", g_variant);
