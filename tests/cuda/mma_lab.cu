@@ -182,6 +182,17 @@ __global__ void __launch_bounds__(kWarps * 32, 1) mma_q4k_kernel(const uint8_t* 
     Raw r{};
     if (j < n_items) {
       const int t = tile_of(j / per_tile), sb = warp + (j % per_tile) * kWarps;
+      if (kLayout == 3) {  // regrouped (regroup_q4k16): rows g, g + 8's headers; a 16-byte piece a lane a qs group
+        const uint8_t* item = W + (size_t(t) * nsb + sb) * 2304;
+        r.h0 = ldg4(item + 16 * g);
+        r.h1 = ldg4(item + 16 * (g + 8));
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const uint4 v = ldg4(item + 256 + (32 * i + lane) * 16);
+          r.q0[i] = make_uint2(v.x, v.y), r.q1[i] = make_uint2(v.z, v.w);
+        }
+        return r;
+      }
       if (kLayout == 2) {  // 2304 contiguous bytes an item, 16-byte loads across the warp
         const uint4* b = reinterpret_cast<const uint4*>(W + (size_t(t) * nsb + sb) * 2304) + lane;
         r.h0 = ldg4(reinterpret_cast<const uint8_t*>(b));
@@ -257,6 +268,29 @@ __global__ void __launch_bounds__(kWarps * 32, 1) mma_q4k_kernel(const uint8_t* 
   }
 }
 
+// Q4_K regrouped by 16-row tiles (the layout variants 6 and 7 read): tile t's super-block sb is 2304 contiguous
+// bytes at (t nsb + sb) 2304: the 16 rows' 16-byte headers, then for each 32-byte qs group i and lane L (g = L / 4,
+// tg = L % 4) 16 bytes: row g's bytes 8 tg .. 8 tg + 7 of the group, then row g + 8's. One thread a 16-byte piece.
+__global__ void regroup_q4k16_kernel(const uint8_t* __restrict__ src, uint8_t* __restrict__ dst, int N, int nsb) {
+  const size_t piece = blockIdx.x * size_t(blockDim.x) + threadIdx.x;  // 144 pieces an item: 16 headers, 128 qs
+  const size_t item = piece / 144;
+  const int p = int(piece % 144);
+  if (item >= size_t(N / 16) * nsb) return;
+  const int t = int(item / nsb), sb = int(item % nsb);
+  const size_t rb = size_t(nsb) * 144;
+  uint8_t* out = dst + item * 2304 + size_t(p) * 16;
+  if (p < 16) {
+    const uint8_t* in = src + size_t(16 * t + p) * rb + size_t(sb) * 144;
+    for (int j = 0; j < 16; ++j) out[j] = in[j];
+    return;
+  }
+  const int i = (p - 16) / 32, lane = (p - 16) % 32, g = lane >> 2, tg = lane & 3;
+  for (int half = 0; half < 2; ++half) {
+    const uint8_t* in = src + size_t(16 * t + g + 8 * half) * rb + size_t(sb) * 144 + 16 + 32 * i + 8 * tg;
+    for (int j = 0; j < 8; ++j) out[8 * half + j] = in[j];
+  }
+}
+
 int g_sms = 132;  // the device's multiprocessors (main sets it): one persistent block each
 
 struct XBuf {
@@ -268,7 +302,8 @@ struct XBuf {
 // Lab variants (MMA_LAB_VARIANT): 0 the kernel, 1 its loads alone, 2 sixteen warps a block, 3 the loads alone with
 // each block's tiles consecutive, 4 the loads alone of a layout with a tile's 16 rows of a super-block in 2304
 // contiguous bytes (read as 16-byte pieces across the warp: a regrouping at upload, simulated on the same bytes),
-// 5 that with sixteen warps.
+// 5 that with sixteen warps, 6 the kernel on Q4_K regrouped by 16-row tiles (regroup_q4k16_kernel, really), 7 that
+// with sixteen warps.
 int g_variant = 0;
 
 template <int NT, int kWarps, bool kLoadOnly, int kLayout = 0>
@@ -292,6 +327,8 @@ void launch_t(const uint8_t* W, uint32_t rb, int N, int K, const XBuf& xb, float
   else if (g_variant == 3) launch_variant<NT, 8, true, 1>(W, rb, N, K, xb, y, s);
   else if (g_variant == 4) launch_variant<NT, 8, true, 2>(W, rb, N, K, xb, y, s);
   else if (g_variant == 5) launch_variant<NT, 16, true, 2>(W, rb, N, K, xb, y, s);
+  else if (g_variant == 6) launch_variant<NT, 8, false, 3>(W, rb, N, K, xb, y, s);
+  else if (g_variant == 7) launch_variant<NT, 16, false, 3>(W, rb, N, K, xb, y, s);
   else launch_variant<NT, 8, false>(W, rb, N, K, xb, y, s);
 }
 
@@ -366,11 +403,27 @@ int main() {
       lab::fill_kernel<<<1024, 256, 0, s>>>(static_cast<uint8_t*>(w[i]), wb, 77u + i);
     }
     LAB_CHECK(cudaStreamSynchronize(s));
+    // The layout the kernel reads: the file's, or regrouped (variants 6, 7; N a multiple of 16).
+    std::vector<void*> wk = w;
+    if (g_variant >= 6) {
+      if (N % 16) {
+        std::fprintf(stderr, "regrouped variants need N a multiple of 16\n");
+        return 2;
+      }
+      for (int i = 0; i < copies; ++i) {
+        LAB_CHECK(cudaMalloc(&wk[i], wb));
+        const size_t pieces = size_t(N / 16) * (K / 256) * 144;
+        regroup_q4k16_kernel<<<unsigned((pieces + 255) / 256), 256, 0, s>>>(static_cast<const uint8_t*>(w[i]),
+                                                                          static_cast<uint8_t*>(wk[i]), N, K / 256);
+      }
+      LAB_CHECK(cudaStreamSynchronize(s));
+      LAB_CHECK(cudaGetLastError());
+    }
     // Correctness on copy 0: every 13th row against the float64 dot of the dequantized row.
     std::vector<uint8_t> hw(wb);
     LAB_CHECK(cudaMemcpy(hw.data(), w[0], wb, cudaMemcpyDeviceToHost));
     for (int T : {1, 2, 4, 8}) {
-      if (!launch_mma(T, w[0], K, N, x, xb, y, s)) continue;
+      if (!launch_mma(T, wk[0], K, N, x, xb, y, s)) continue;
       cuda::MatvecParams mp{w[0], Type::Q4_K, x, nullptr, yref, K, N, 1};
       cuda::launch_matvec(mp, s);
       LAB_CHECK(cudaStreamSynchronize(s));
@@ -395,9 +448,9 @@ int main() {
     }
     for (int T : {1, 2, 4, 8}) {
       if (smem_bytes(K, T) > (200u << 10)) continue;
-      const float t_mma = lab::median_us(30, copies, s, [&](int i) { launch_mma(T, w[i % copies], K, N, x, xb, y, s); });
+      const float t_mma = lab::median_us(30, copies, s, [&](int i) { launch_mma(T, wk[i % copies], K, N, x, xb, y, s); });
       const float t_core =
-          lab::median_us(30, copies, s, [&](int i) { launch_mma(T, w[i % copies], K, N, x, xb, y, s, false); });
+          lab::median_us(30, copies, s, [&](int i) { launch_mma(T, wk[i % copies], K, N, x, xb, y, s, false); });
       float t_old;
       if (T == 1) {
         t_old = lab::median_us(30, copies, s, [&](int i) {
@@ -419,6 +472,8 @@ int main() {
       table.push_back(line);
     }
     for (void* p : w) LAB_CHECK(cudaFree(p));
+    if (wk[0] != w[0])
+      for (void* p : wk) LAB_CHECK(cudaFree(p));
   }
   std::printf("\nQ4_K products, median of 30 batches, weights rotated past L2; copy bandwidth %.0f GB/s\n", copy_gbs);
   for (const auto& l : table) std::printf("%s\n", l.c_str());
