@@ -24,9 +24,9 @@ __host__ __device__ __forceinline__ uint32_t byte_perm(uint32_t x, uint32_t y, u
 // The eight codes of a word (byte j: element j's code in its low nibble, element j + 16's in its high one) as their
 // doubled E2M1 values 0, +-1, +-2, +-3, +-4, +-6, +-8, +-12 (-0 reads 0, as ggml reads it), signed bytes: .x the four
 // low-nibble elements in byte order, .y the four high-nibble ones. Each code's three magnitude bits pick from the
-// positive and from the negative table, its sign bit which of the two: four permutes for eight codes, two more to
-// gather the even and the odd nibbles, and four logic ops. 13 instructions, where a permute set per table and four
-// codes took 24 (docs/kernel-notes.md, session 28).
+// positive and from the negative table, its sign bit which of the two: four table permutes for the eight codes, two
+// choosing by sign, two gathering the even and the odd nibbles, and five logic and shift ops, 13 instructions where
+// the former four-codes-at-a-time form took 24 (docs/kernel-notes.md, session 28).
 __host__ __device__ __forceinline__ uint2 doubled8(uint32_t q) {
   constexpr uint32_t kPos0 = 0x03020100u, kPos1 = 0x0c080604u;  // 0 1 2 3 4 6 8 12
   constexpr uint32_t kNeg0 = 0xfdfeff00u, kNeg1 = 0xf4f8fafcu;  // their negatives
