@@ -9,6 +9,7 @@
 #include "cuda/kernels/q6_kx8.cuh"
 #include "cuda/kernels/rope_pairs.cuh"
 #include "cuda/raii.h"
+#include "graph/rope_pairs.h"
 
 namespace cuda {
 
@@ -35,11 +36,6 @@ int64_t rope_heads(const WeightDesc& w, const RopePairs& p) {
   }
 }
 
-bool is_bias(graph::WeightRole r) {
-  using graph::WeightRole;
-  return r == WeightRole::AttnQBias || r == WeightRole::AttnKBias || r == WeightRole::AttnQkvBias;
-}
-
 }  // namespace
 
 std::unordered_set<uint64_t> regroup_weights(uint8_t* arena, std::span<const WeightDesc> weights,
@@ -47,26 +43,26 @@ std::unordered_set<uint64_t> regroup_weights(uint8_t* arena, std::span<const Wei
                                              const RopePairs& rope_pairs, cudaStream_t stream) {
   std::unordered_set<uint64_t> regrouped;
   const bool o_shape = options.attention_o && attention_o_fits(a.n_head, a.n_head_kv, a.head_dim, a.head_dim_v);
-  // The rope pairs' reorder goes through a scratch buffer of a few heads (load time only).
+  // The rope pairs' reorder goes through a scratch buffer of a few heads (load time only). A bias is one row of K
+  // floats, each element a "row" of 4 bytes; a matrix is N rows of K values.
+  const auto rope_row_bytes = [](const WeightDesc& w) -> size_t {
+    return graph::is_rope_pair_bias(w.role) ? 4 : quant::row_bytes(w.type, w.K);
+  };
   DeviceBuffer scratch;
   if (rope_pairs.head_dim > 0) {
     size_t most = 0;
     for (const WeightDesc& w : weights)
-      if (rope_heads(w, rope_pairs) > 0)
-        most = ::std::max(most, size_t(rope_pairs.head_dim) * (is_bias(w.role) ? 4 : quant::row_bytes(w.type, w.K)));
+      if (rope_heads(w, rope_pairs) > 0) most = ::std::max(most, size_t(rope_pairs.head_dim) * rope_row_bytes(w));
     scratch = DeviceBuffer(::std::max<size_t>(most, ::std::min<size_t>(most * 64, size_t(16) << 20)));
   }
   for (const WeightDesc& w : weights) {
     if (scratch.get()) {
       if (const int64_t heads = rope_heads(w, rope_pairs); heads > 0) {
-        // A bias is one row of K floats, each element a "row" of 4 bytes; a matrix is N rows of K values.
-        const bool bias = is_bias(w.role);
+        const bool bias = graph::is_rope_pair_bias(w.role);
         LLM_REQUIRE(!bias || w.type == quant::Type::F32, "rope pairs: q and k biases must be F32");
-        const int64_t rows = bias ? w.K : w.N;
-        LLM_REQUIRE(heads * rope_pairs.head_dim <= rows, "rope pairs: fewer rows than the q and k heads");
-        launch_rope_pair_rows(arena + w.arena_offset, heads, rope_pairs.head_dim, rope_pairs.n_rot,
-                              bias ? 4 : quant::row_bytes(w.type, w.K), scratch.as<uint8_t>(), scratch.bytes(),
-                              stream);
+        LLM_REQUIRE(heads * rope_pairs.head_dim <= (bias ? w.K : w.N), "rope pairs: fewer rows than the q and k heads");
+        launch_rope_pair_rows(arena + w.arena_offset, heads, rope_pairs.head_dim, rope_pairs.n_rot, rope_row_bytes(w),
+                              scratch.as<uint8_t>(), scratch.bytes(), stream);
       }
     }
     if (w.role == graph::WeightRole::TokenEmbedding) continue;  // get_rows reads it as in the file

@@ -7,11 +7,18 @@
 #pragma once
 #include <cstdint>
 
+#include "graph/ir.h"
+
 namespace graph {
 
 // The element of a head, in the file's (NeoX) order, that position i holds after the reorder.
 constexpr int32_t rope_pair_source(int32_t i, int32_t n_rot) {
   return i >= n_rot ? i : (i % 2 == 0 ? i / 2 : i / 2 + n_rot / 2);
+}
+
+// The biases whose elements the reorder moves with their rows (q's, k's, and q|k|v's first q and k heads).
+constexpr bool is_rope_pair_bias(WeightRole r) {
+  return r == WeightRole::AttnQBias || r == WeightRole::AttnKBias || r == WeightRole::AttnQkvBias;
 }
 
 }  // namespace graph

@@ -19,6 +19,7 @@
 #include "cuda/kernels/sample_rows.cuh"
 #include "cuda/weight_layouts.h"
 #include "cuda/work_buffers.h"
+#include "graph/rope_pairs.h"
 #include "model/build_graph.h"
 #include "runtime/device_sampling.h"
 #include "runtime/memory_plan.h"
@@ -47,9 +48,7 @@ cuda::RopePairs rope_pairs_for(const model::Config& c, const model::Weights& wei
   for (const auto& w : weights.all()) {
     const WeightRole r = w.params.role;
     if (r == WeightRole::AttnQNorm || r == WeightRole::AttnKNorm) return {};
-    if ((r == WeightRole::AttnQBias || r == WeightRole::AttnKBias || r == WeightRole::AttnQkvBias) &&
-        w.params.type != quant::Type::F32)
-      return {};
+    if (graph::is_rope_pair_bias(r) && w.params.type != quant::Type::F32) return {};
   }
   return {c.head_dim, c.n_rot, c.n_head, c.n_head_kv};
 }
