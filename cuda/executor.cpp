@@ -423,7 +423,9 @@ void Executor::lower_gemm(const Node& n) {
   if (small_batch) {
     BatchMmParams b{p.w, type, p.x, bias, y, K, rows, T, p.scratch, p.scratch_bytes, p.x_in_scratch, p.regrouped};
     b.tile_counters = static_cast<uint32_t*>(batch_mm_counters_.get());
-    steps_.push_back([b, glu, stack](cudaStream_t s) { launch_batch_mm(b, s, glu, stack.n ? &stack : nullptr); });
+    const bool wide = opt_.batch_mm_wide;
+    steps_.push_back(
+        [b, glu, stack, wide](cudaStream_t s) { launch_batch_mm(b, s, glu, stack.n ? &stack : nullptr, wide); });
     return;
   }
   const Blas* blas = &ctx_.blas();

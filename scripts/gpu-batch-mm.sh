@@ -5,7 +5,8 @@
 # Q4_K_M: device-model.sh) for each range of
 # tokens the kernel takes (RANGES="min:max[:cols] ...", LLM_CUDA_BATCH_MM_MIN / _MAX; 0:0 turns it off; cols:
 # LLM_CUDA_MATVEC_COLS_MAX, the few-column kernel's top, default 4, 0 off), and with a base
-# build's llm-run (llm-run-base, when packed) at its defaults. Rows go to $OUT/table.txt as they come.
+# build's llm-run (llm-run-base, when packed) at its defaults; VARIANTS="A=0,B=1 C=0 ..." adds one bench per item with
+# those LLM_CUDA_* settings (RANGES=none leaves the ranges out). Rows go to $OUT/table.txt as they come.
 # A base build's archive (.device-bin/base.tar.xz, an earlier pack-carry.sh's bins.tar.xz) adds its lab and its
 # bench beside this build's.
 #   here:  scripts/pack-carry.sh [BASE_LLM_RUN]; ../shared/device/prepare.sh models/stories260K-f32.gguf \
@@ -54,6 +55,11 @@ bench() {  # label binary [env...]: decode tok/s per parallel count
     gsub(/ /, "", $9); printf "%s: %s, %s;  ", $4, $9, $7}' "$out/par-$label.md")"
 }
 [ -x /tmp/bin/llm-run-base ] && bench base /tmp/bin/llm-run-base
+for round in 1 2; do
+  for v in ${VARIANTS:-}; do bench "$v-$round" /tmp/bin/llm-run ${v//,/ }; done
+  [ -n "${VARIANTS:-}" ] || break
+done
+[ "${RANGES:-}" = none ] && exit 0
 for r in ${RANGES:-2:64:4 2:64:0}; do
   IFS=: read -r lo hi cols <<<"$r"
   bench "range-$r" /tmp/bin/llm-run LLM_CUDA_BATCH_MM_MIN="$lo" LLM_CUDA_BATCH_MM_MAX="$hi" \

@@ -15,6 +15,7 @@
 // last of them. Every partial sum (warps' k groups, blocks' runs) is added in a fixed order: the same bits every
 // run. Measurements and history: docs/kernel-notes.md, "Small-batch products".
 #include "cuda/kernels/batch_mm.cuh"
+#include "cuda/kernels/batch_mm_wide.cuh"
 #include "cuda/kernels/batch_mm_work.cuh"
 
 #include <cuda_fp16.h>
@@ -655,9 +656,13 @@ bool batch_mm_reads_float_x(quant::Type type, bool regrouped, int64_t T) {
   return takes_fragments(type, regrouped) && shape_for_tokens(T).cols == 8;  // kFloatX: fragments, one n-tile
 }
 
-size_t batch_mm_scratch(int64_t K, int64_t, int64_t T) { return align256(size_t(K) * size_t(T) * 2) + part_bytes(T); }
+size_t batch_mm_scratch(int64_t K, int64_t, int64_t T) {
+  const size_t own = align256(size_t(K) * size_t(T) * 2) + part_bytes(T);
+  return T > kBatchMmGluMaxTokens ? ::std::max(own, batch_mm_wide_scratch(K, T)) : own;
+}
 
-void launch_batch_mm(const BatchMmParams& p, cudaStream_t stream, const GluEpilogue& glu, const ProductStack* stack) {
+void launch_batch_mm(const BatchMmParams& p, cudaStream_t stream, const GluEpilogue& glu, const ProductStack* stack,
+                     bool wide) {
   LLM_REQUIRE(p.w && p.x && p.y, "null pointer");
   LLM_REQUIRE(p.N > 0 && p.N <= int64_t(16) * 0x7fffffff, "rows out of range");
   LLM_REQUIRE(batch_mm_supports(p.type, p.regrouped, p.K, p.N, p.T),
@@ -683,6 +688,11 @@ void launch_batch_mm(const BatchMmParams& p, cudaStream_t stream, const GluEpilo
   LLM_REQUIRE(!float_x || (reinterpret_cast<uintptr_t>(p.x) & 15) == 0,
               "small-batch product: x must be 16-byte aligned");
   if (!p.x_in_scratch && !float_x) launch_x_to_half(p.x, xh, p.K * p.T, stream);
+  if (wide && !glu.gate && batch_mm_wide_serves(p.type, p.regrouped, p.T)) {
+    launch_batch_mm_wide(p, xh, stack, stream);
+    CUDA_CHECK_LAUNCH(stream);
+    return;
+  }
   using quant::Type;
   switch (p.type) {
     case Type::Q4_0: launch_for_tokens<Type::Q4_0, false>(p, xh, glu, stack, rb, stream); break;

@@ -103,6 +103,48 @@ __device__ __forceinline__ float finish(const GluEpilogue& glu, float v, int64_t
   else return v;
 }
 
+// After a partial segment's sums are in its slot ([token][row], kCols x R floats): counts the block in, and in the
+// tile's last contributor to finish calls emit(r, tl, sum) for each row r < rows and token tl < cols, the sum being
+// start(r) (the bias) and every contributor's slot added in block order: the same bits whichever block comes last.
+// Every thread of the block must call it.
+template <int R, int kCols, int kThreads, class Start, class Emit>
+__device__ __forceinline__ void add_shared_tile(const Work& w, const Segment& sg, int rows, int cols, int tid,
+                                                Start&& start, Emit&& emit) {
+  // The fences make each contributor's partial sums visible before its count, and the counts before the last
+  // one's reads (which bypass L1).
+  __threadfence();
+  __syncthreads();
+  const int32_t tile_u0 = sg.tile * w.n_slices;
+  const int32_t first = w.block_of(tile_u0);
+  const int n_contrib = int(w.block_of(tile_u0 + w.n_slices - 1) - first) + 1;
+  const bool last = __syncthreads_or(tid == 0 && atomicAdd(&w.counters[sg.tile], 1u) == uint32_t(n_contrib - 1));
+  if (!last) return;
+  __threadfence();
+  // Block first + j's slot for this tile: the first one's last slot unless its run starts at the tile, every later
+  // one's first (their runs start inside the tile).
+  const bool first_starts = w.first_unit(first) == tile_u0;
+  const float* slots = w.part + (int64_t(first) * 2 + (first_starts ? 0 : 1)) * (R * kCols);
+  for (int i = tid; i < R * kCols; i += kThreads) {
+    const int r = i % R, tl = i / R;
+    if (r >= rows || tl >= cols) continue;
+    const float* at = slots + tl * R + r;
+    float s = start(r);
+    s += __ldcg(at);
+    at += (first_starts ? 2 : 1) * (R * kCols);  // block first + 1's first slot
+    // Eight slots' loads in flight at a time, added in block order.
+    for (int j = 1; j < n_contrib; j += 8) {
+      float v[8];
+#pragma unroll
+      for (int k = 0; k < 8; ++k) v[k] = j + k < n_contrib ? __ldcg(at + k * 2 * (R * kCols)) : 0.0f;
+#pragma unroll
+      for (int k = 0; k < 8; ++k) s += v[k];
+      at += 8 * 2 * (R * kCols);
+    }
+    emit(r, tl, s);
+  }
+  if (tid == 0) w.counters[sg.tile] = 0;  // zero again for the next launch
+}
+
 // Y for the block's R rows and tokens t0..: accumulator c of n-tile nt is row 16 wr + g + 8 (c >> 1), token
 // t0 + 8 nt + 2 tg + (c & 1). With k groups their partial sums go through `red` ([kWarps][16][NT * 8] floats, the
 // tiles' dead memory after the last barrier) and are added in group order: the same bits every run. A partial
@@ -149,39 +191,9 @@ __device__ __forceinline__ void store_tile(const BatchMmParams& p, const GluEpil
     __syncthreads();  // `red` read: the next segment may refill the stages
     return;
   }
-  // The fences make each contributor's partial sums visible before its count, and the counts before the last
-  // one's reads (which bypass L1).
-  __threadfence();
-  __syncthreads();
-  const int32_t tile_u0 = sg.tile * w.n_slices;
-  const int32_t first = w.block_of(tile_u0);
-  const int n_contrib = int(w.block_of(tile_u0 + w.n_slices - 1) - first) + 1;
-  const bool last = __syncthreads_or(tid == 0 && atomicAdd(&w.counters[sg.tile], 1u) == uint32_t(n_contrib - 1));
-  if (!last) return;
-  __threadfence();
-  // Block first + j's slot for this tile: the first one's last slot unless its run starts at the tile, every later
-  // one's first (their runs start inside the tile).
-  const bool first_starts = w.first_unit(first) == tile_u0;
-  const float* slots = w.part + (int64_t(first) * 2 + (first_starts ? 0 : 1)) * (R * kCols);
-  for (int i = tid; i < R * kCols; i += kThreads) {
-    const int r = i % R, tl = i / R;
-    if (r >= rows || tl >= cols) continue;
-    float s = p.bias ? p.bias[n0 + r] : 0.0f;
-    const float* at = slots + tl * R + r;
-    s += __ldcg(at);
-    at += (first_starts ? 2 : 1) * (R * kCols);  // block first + 1's first slot
-    // Eight slots' loads in flight at a time, added in block order.
-    for (int j = 1; j < n_contrib; j += 8) {
-      float v[8];
-#pragma unroll
-      for (int k = 0; k < 8; ++k) v[k] = j + k < n_contrib ? __ldcg(at + k * 2 * (R * kCols)) : 0.0f;
-#pragma unroll
-      for (int k = 0; k < 8; ++k) s += v[k];
-      at += 8 * 2 * (R * kCols);
-    }
-    p.y[(t0 + tl) * p.N + n0 + r] = finish<NT>(glu, s, (t0 + tl) * p.N + n0 + r);
-  }
-  if (tid == 0) w.counters[sg.tile] = 0;  // zero again for the next launch
+  add_shared_tile<R, kCols, kThreads>(
+      w, sg, rows, cols, tid, [&](int r) { return p.bias ? p.bias[n0 + r] : 0.0f; },
+      [&](int r, int tl, float s) { p.y[(t0 + tl) * p.N + n0 + r] = finish<NT>(glu, s, (t0 + tl) * p.N + n0 + r); });
 }
 
 // The grid (Work). A run of slices costs its slices plus, for each tile it touches, about kSegmentCost slices of
@@ -194,7 +206,8 @@ __device__ __forceinline__ void store_tile(const BatchMmParams& p, const GluEpil
 // kMaxBlocks: what the scratch's partial-sum slots are sized for, whatever the device; kMinUnits: no run shorter.
 inline constexpr int64_t kMaxBlocks = 1024, kMinUnits = 2, kSegmentCost = 3, kMaxSplits = 8;
 
-inline int64_t choose_blocks(int64_t tiles, int64_t n_slices, int64_t resident, bool stream_k) {
+inline int64_t choose_blocks(int64_t tiles, int64_t n_slices, int64_t resident, bool stream_k,
+                             int64_t max_blocks = kMaxBlocks) {
   const int64_t units = tiles * n_slices;
   // Waves times the longest run's slices and segments.
   const auto cost = [&](int64_t g) {
@@ -204,9 +217,9 @@ inline int64_t choose_blocks(int64_t tiles, int64_t n_slices, int64_t resident, 
     return (g + resident - 1) / resident * (run + kSegmentCost * segments);
   };
   int64_t best = tiles, best_cost = cost(tiles);  // whole tiles
-  for (int64_t k = 2; k <= ::std::min(n_slices, kMaxSplits) && tiles * k <= kMaxBlocks; ++k)
+  for (int64_t k = 2; k <= ::std::min(n_slices, kMaxSplits) && tiles * k <= max_blocks; ++k)
     if (const int64_t c = cost(tiles * k); c < best_cost) best = tiles * k, best_cost = c;
-  const int64_t g = ::std::clamp<int64_t>(::std::min(resident, (units + kMinUnits - 1) / kMinUnits), 1, kMaxBlocks);
+  const int64_t g = ::std::clamp<int64_t>(::std::min(resident, (units + kMinUnits - 1) / kMinUnits), 1, max_blocks);
   return stream_k && cost(g) < best_cost ? g : best;
 }
 

@@ -10,12 +10,14 @@
 #include <cstdlib>
 #include <cstdio>
 #include <random>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "cuda/context.h"
 #include "cuda/kernels/attention.cuh"
 #include "cuda/kernels/batch_mm.cuh"
+#include "cuda/kernels/batch_mm_wide.cuh"
 #include "cuda/kernels/gemm.cuh"
 #include "cuda/kernels/matvec.cuh"
 #include "cuda/kernels/matvec_cols.cuh"
@@ -183,22 +185,36 @@ TEST(KernelLab, WideMatvec) {
     }
 }
 
-// Decode batches of T tokens, K = 4096, N = 14336 (an 8B ffn_up): the small-batch kernel against the matvec (one pass
-// over W per token) and the dequantize + cuBLAS GEMM; weights rotated over 4 copies (past L2), x converted each time.
+// Decode batches of T tokens, K = 4096, N = 14336 (an 8B ffn_up; LLM_LAB_BATCH_SHAPES="KxN,..." sets others): the
+// small-batch kernel against the matvec (one pass over W per token) and the dequantize + cuBLAS GEMM; for Q4_K above
+// 8 tokens also the fragment kernel the wide one replaced ("frag"). Weights rotated over 4 copies (past L2), x
+// converted each time.
 TEST(KernelLab, BatchMm) {
   if (!cuda::device_available()) GTEST_SKIP() << "no CUDA device";
   if (const char* e = std::getenv("LLM_CUDA_BENCH"); !e || std::string(e) != "1")
     GTEST_SKIP() << "timings run only with LLM_CUDA_BENCH=1";
   cuda::Context ctx;
   const cudaStream_t s = ctx.compute();
-  const int64_t K = 4096, N = 14336;
+  std::vector<std::pair<int64_t, int64_t>> shapes = {{4096, 14336}};
+  if (const char* e = std::getenv("LLM_LAB_BATCH_SHAPES"); e && *e) {
+    shapes.clear();
+    std::stringstream ss(e);
+    for (std::string item; std::getline(ss, item, ',');) {
+      long long k = 0, n = 0;
+      ASSERT_EQ(std::sscanf(item.c_str(), "%lldx%lld", &k, &n), 2) << "LLM_LAB_BATCH_SHAPES item " << item;
+      ASSERT_TRUE(k > 0 && k % 2048 == 0 && n > 0) << "K a multiple of 2048: " << item;
+      shapes.emplace_back(k, n);
+    }
+  }
+  for (const auto& [K, N] : shapes) {
   std::mt19937 rng(2);
   std::vector<float> x(K * 64);
   for (auto& v : x) v = float(rng() % 2001) / 1000.0f - 1.0f;
   cuda::DeviceBuffer dx(x.size() * 4), dy(N * 64 * 4);
   CUDA_CHECK(cudaMemcpy(dx.get(), x.data(), x.size() * 4, cudaMemcpyHostToDevice));
-  std::printf("device: %s\nsmall batch K=%lld N=%lld: us (GB/s of W)\n%-6s %4s %16s %16s %16s %16s\n",
-              ctx.name().c_str(), (long long)K, (long long)N, "type", "T", "batch_mm", "cols", "matvec", "gemm");
+  std::printf("device: %s\nsmall batch K=%lld N=%lld: us (GB/s of W)\n%-6s %4s %16s %16s %16s %16s %16s\n",
+              ctx.name().c_str(), (long long)K, (long long)N, "type", "T", "batch_mm", "frag", "cols", "matvec",
+              "gemm");
   using quant::Type;
   for (const auto& [t, x8] : {std::pair{Type::Q4_K, false}, std::pair{Type::Q6_K, false}, std::pair{Type::Q6_K, true},
                               std::pair{Type::Q8_0, false}, std::pair{Type::Q4_0, false}}) {
@@ -211,21 +227,26 @@ TEST(KernelLab, BatchMm) {
       CUDA_CHECK(cudaMemcpy(w.back().get(), host.data(), wb, cudaMemcpyHostToDevice));
       if (x8) cuda::launch_q6_kx8_regroup(w.back().get(), K, N, s);
     }
-    const size_t sb = std::min(cuda::gemm_full_scratch(K, N, 64), size_t(256) << 20);
+    const size_t sb = std::max(std::min(cuda::gemm_full_scratch(K, N, 64), size_t(256) << 20),
+                               cuda::batch_mm_scratch(K, N, 64));
     cuda::DeviceBuffer scratch(sb), counters(cuda::kBatchMmCounterBytes);
     CUDA_CHECK(cudaMemset(counters.get(), 0, cuda::kBatchMmCounterBytes));
-    for (int64_t T : {1, 2, 3, 4, 6, 8, 16, 32, 64}) {
-      const float bm = median_ms(ctx, 30, [&](int i) {
-        cuda::BatchMmParams p{w[i % 4].get(), t, dx.as<float>(), nullptr, dy.as<float>(), K, N, T, scratch.get(), sb};
-        p.regrouped = x8;
-        p.tile_counters = counters.as<uint32_t>();
-        cuda::launch_batch_mm(p, s);
-      });
+    for (int64_t T : {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 40, 48, 64}) {
+      auto batch = [&](bool wide) {
+        return median_ms(ctx, 30, [&](int i) {
+          cuda::BatchMmParams p{w[i % 4].get(), t, dx.as<float>(), nullptr, dy.as<float>(), K, N, T, scratch.get(), sb};
+          p.regrouped = x8;
+          p.tile_counters = counters.as<uint32_t>();
+          cuda::launch_batch_mm(p, s, {}, nullptr, wide);
+        });
+      };
+      const float bm = batch(true);
+      const float fr = cuda::batch_mm_wide_serves(t, x8, T) ? batch(false) : 0.0f;
       const float mc = !cuda::matvec_cols_supports(t, x8, K, N, T) ? 0.0f : median_ms(ctx, 30, [&](int i) {
         cuda::launch_matvec_cols({w[i % 4].get(), t, dx.as<float>(), nullptr, dy.as<float>(), K, N, T, x8}, s);
       });
       // The matvec and the GEMM read the file's layout only; the matvec of one column (T = 1) is the int16 kernel's.
-      const float mv = x8 ? 0.0f : median_ms(ctx, 10, [&](int i) {
+      const float mv = x8 || T > 8 ? 0.0f : median_ms(ctx, 10, [&](int i) {
         cuda::launch_matvec({w[i % 4].get(), t, dx.as<float>(), nullptr, dy.as<float>(), K, N, T}, s);
       });
       const float gm = x8 ? 0.0f : median_ms(ctx, 10, [&](int i) {
@@ -236,9 +257,10 @@ TEST(KernelLab, BatchMm) {
         if (ms == 0.0f) return std::string("-");
         return std::to_string(int(ms * 1e3 + 0.5)) + " (" + std::to_string(int(wb / ms / 1e6)) + ")";
       };
-      std::printf("%-6s %4lld %16s %16s %16s %16s\n", x8 ? "Q6_Kx8" : quant::type_name(t), (long long)T,
-                  col(bm).c_str(), col(mc).c_str(), col(mv).c_str(), col(gm).c_str());
+      std::printf("%-6s %4lld %16s %16s %16s %16s %16s\n", x8 ? "Q6_Kx8" : quant::type_name(t), (long long)T,
+                  col(bm).c_str(), col(fr).c_str(), col(mc).c_str(), col(mv).c_str(), col(gm).c_str());
     }
+  }
   }
 }
 

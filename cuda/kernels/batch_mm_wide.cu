@@ -1,0 +1,351 @@
+// Q4_K products of 9..64 tokens (batch_mm_wide.cuh). A block of 4 warps owns a tile of 128 rows by NT n-tiles of 8
+// tokens and walks K one super-block (256 elements, a slice) at a time; each warp owns 32 rows, two 16-row m-tiles.
+// Lane 4 g + t loads, for its rows g and g + 8 of both m-tiles, the super-block's 16-byte header and the 32 code
+// bytes of qs group t (a row's four lanes read its 128 code bytes, one line), a super-block ahead into a second set
+// of registers. Nothing of W goes through shared memory.
+//
+// Fragments. An mma's 16 k positions may stand for any 16 elements of x so long as A and B agree. A lane's values
+// are all from its group t: k-step (lo, j) takes the low nibbles of bytes 4 j .. 4 j + 3 of each lane's group
+// (elements 64 t + 4 j ..), (hi, j) the high nibbles (64 t + 32 + 4 j ..). So a lane needs the scales of its group's
+// two sub-blocks only (2 t, 2 t + 1), and its B values for two k-steps are 8 consecutive halves of x, one 16-byte
+// shared load that every m-tile of the warp uses.
+//
+// Unpacking, 14 instructions a word of 8 codes: two byte permutes put bytes (0, 1) and (2, 3) in the low bytes of
+// two half pairs whose high bytes are 0x74; keeping the low nibble and clearing bit 4 of 0x74 leaves 0x64 | q, the
+// half 1024 + q; keeping the high nibble and clearing bit 5 leaves 0x54 | q << 4, the half 64 + q. One exact
+// subtraction each and one fused multiply-add, q s - m (m the sub-block's min times dmin) rounded once, in half as
+// the other small-batch kernels hold W.
+//
+// x: the launch's half copy [T][K] (batch_mm.cuh). A stage holds a super-block's 256 elements of each token of the
+// tile, copied by cp.async two super-blocks ahead into a ring of 3. Column c's 16-byte piece P lands at piece
+// P ^ ((P >> 3) & 3) of a 576-byte column: a quarter warp's eight B loads (two columns, four groups) fall in
+// distinct banks. Tiles are dealt to blocks as in batch_mm.cu (Work: whole tiles, k splits or stream-K runs), the
+// sums of a tile two blocks share added in block order by the last of them: the same bits every run.
+#include "cuda/kernels/batch_mm_wide.cuh"
+
+#include <algorithm>
+#include <string>
+#include <type_traits>
+
+#include "cuda/check.h"
+#include "cuda/device_info.h"
+#include "cuda/kernels/async_copy.cuh"
+#include "cuda/kernels/batch_mm_work.cuh"
+#include "cuda/kernels/matvec_units.cuh"
+#include "cuda/kernels/mma.cuh"
+
+namespace cuda {
+namespace {
+
+using namespace batch_mm_work;  // Work, Segment, for_each_segment, add_shared_tile, choose_blocks
+
+constexpr int kWarps = 4, kThreads = 32 * kWarps;
+constexpr int kStages = 3;          // super-block s multiplied, s + 1 landing, s + 2 being issued
+constexpr int kColHalves = 288;     // a staged token: 256 halves and 64 bytes (576 = 64 mod 128 bytes)
+constexpr int kSbBytes = 144;       // a Q4_K super-block
+constexpr int kSbElems = 256;
+constexpr int64_t kMaxWideBlocks = 512;  // what the scratch's partial-sum slots are sized for
+
+// A tile's shape for T tokens: NT n-tiles of 8 tokens, MT 16-row m-tiles a warp. One m-tile a warp keeps the
+// registers near 100 and four blocks an SM; above 32 tokens two m-tiles share each B load (the shared-memory reads
+// would otherwise bound the kernel), at 8 warps an SM.
+struct Shape {
+  int nt, mt;
+};
+Shape shape_for(int64_t T) { return T <= 16 ? Shape{2, 1} : T <= 32 ? Shape{4, 1} : T <= 48 ? Shape{6, 2} : Shape{8, 2}; }
+template <int MT>
+constexpr int kRows = 16 * MT * kWarps;  // rows a tile
+
+template <int NT>
+constexpr size_t smem_bytes() {
+  return size_t(kStages) * NT * 8 * kColHalves * 2;
+}
+
+size_t align256(size_t b) { return (b + 255) & ~size_t(255); }
+
+__device__ __forceinline__ __half2 as_h2(uint32_t u) { return *reinterpret_cast<const __half2*>(&u); }
+__device__ __forceinline__ uint32_t as_u32(__half2 h) { return *reinterpret_cast<const uint32_t*>(&h); }
+
+// The matrix that holds the launch's row `row` (a stacked launch's, or the launch's own), and the row within it.
+struct RowMatrix {
+  const uint8_t* w;
+  const float* bias;
+  float* y;
+  int64_t N, row;
+};
+template <typename... Extra>
+__device__ __forceinline__ RowMatrix matrix_of(const BatchMmParams& p, int64_t row, const Extra&... extra) {
+  if constexpr ((::std::is_same_v<Extra, ProductStack> || ...)) {
+    const StackedMatrix m = stacked_matrix((extra, ...), row);
+    return {static_cast<const uint8_t*>(m.w), m.bias, m.y, m.N, row - m.row0};
+  } else {
+    return {static_cast<const uint8_t*>(p.w), p.bias, p.y, p.N, row};
+  }
+}
+
+// The lane's two sub-blocks (2 t, 2 t + 1) of one row's super-block, as half pairs: scales s = d sc and
+// nm = -dmin m.
+struct Scales {
+  __half2 s, nm;
+};
+// h: the super-block's header (d and dmin, then the 12 bytes of 6-bit scales and mins); upper: sub-blocks 4..7
+// (t >= 2), whose values are split between bytes 8..11 and the top bits of bytes 0..7; sel: the byte pair of the
+// lane's sub-blocks, spread into two halves with high byte 0x64 (1024 + value). (1024 + v) f - 1024 f = v f rounded
+// once: 1024 f is exact.
+__device__ __forceinline__ Scales group_scales(const uint4& h, bool upper, uint32_t sel) {
+  const uint32_t sc = upper ? (h.w & 0x0F0F0F0Fu) | ((h.y >> 2) & 0x30303030u) : h.y & 0x3F3F3F3Fu;
+  const uint32_t mn = upper ? ((h.w >> 4) & 0x0F0F0F0Fu) | ((h.z >> 2) & 0x30303030u) : h.z & 0x3F3F3F3Fu;
+  const __half2 d = as_h2(__byte_perm(h.x, 0, 0x1010)), dm = as_h2(__byte_perm(h.x, 0, 0x3232));
+  const __half2 k1024 = __float2half2_rn(1024.0f);
+  return {__hfma2(as_h2(__byte_perm(sc, 0x64646464u, sel)), d, __hmul2(d, __hneg2(k1024))),
+          __hfma2(as_h2(__byte_perm(mn, 0x64646464u, sel)), __hneg2(dm), __hmul2(dm, k1024))};
+}
+
+// One word of a row's codes (bytes 4 j .. 4 j + 3 of the lane's group) as A values: the low nibbles' pairs (bytes
+// 0, 1) and (2, 3), then the high nibbles'. The codes come out of the masks as 1024 + q (low) and 64 + q (high):
+// subtracting those is exact, so a weight is q s - m rounded once, as the other small-batch kernels compute it.
+struct Word {
+  uint32_t lo01, lo23, hi01, hi23;
+};
+__device__ __forceinline__ uint32_t weight_pair(uint32_t bits, __half2 offset, __half2 s, __half2 nm) {
+  return as_u32(__hfma2(__hadd2(as_h2(bits), offset), s, nm));
+}
+__device__ __forceinline__ Word unpack_word(uint32_t w, const Scales& sc) {
+  const uint32_t p01 = __byte_perm(w, 0x74747474u, 0x4140), p23 = __byte_perm(w, 0x74747474u, 0x4342);
+  const __half2 slo = __low2half2(sc.s), mlo = __low2half2(sc.nm), shi = __high2half2(sc.s), mhi = __high2half2(sc.nm);
+  const __half2 olo = __float2half2_rn(-1024.0f), ohi = __float2half2_rn(-64.0f);
+  return {weight_pair(p01 & 0xEF0FEF0Fu, olo, slo, mlo), weight_pair(p23 & 0xEF0FEF0Fu, olo, slo, mlo),
+          weight_pair(p01 & 0xDFF0DFF0u, ohi, shi, mhi), weight_pair(p23 & 0xDFF0DFF0u, ohi, shi, mhi)};
+}
+
+// A lane's share of one super-block: rows g, g + 8 of each m-tile (index 2 mt + h), header and qs group t.
+template <int MT>
+struct SbRegs {
+  uint4 h[2 * MT];
+  uint4 q[2 * MT][2];
+};
+// hrow[i]: row i's super-block; qrow[i]: its qs group t (hrow[i] + 16 + 32 t).
+template <int MT>
+__device__ __forceinline__ void load_sb(SbRegs<MT>& r, const uint8_t* const (&hrow)[2 * MT],
+                                        const uint8_t* const (&qrow)[2 * MT]) {
+#pragma unroll
+  for (int i = 0; i < 2 * MT; ++i) {
+    r.h[i] = mv::ldg_w(reinterpret_cast<const uint4*>(hrow[i]));
+    r.q[i][0] = mv::ldg_w(reinterpret_cast<const uint4*>(qrow[i]));
+    r.q[i][1] = mv::ldg_w(reinterpret_cast<const uint4*>(qrow[i] + 16));
+  }
+}
+
+// acc += this super-block's rows times the staged x (st: the stage; boff[jj]: the lane's low piece jj of token g in
+// it, the high piece 32 halves on).
+template <int NT, int MT>
+__device__ __forceinline__ void multiply_sb(float (&acc)[MT][NT][4], const SbRegs<MT>& r, const __half* st,
+                                            const uint32_t (&boff)[4], bool upper, uint32_t sel) {
+  Scales sc[2 * MT];
+#pragma unroll
+  for (int i = 0; i < 2 * MT; ++i) sc[i] = group_scales(r.h[i], upper, sel);
+#pragma unroll
+  for (int jj = 0; jj < 4; ++jj) {
+    // Words 2 jj and 2 jj + 1: k-steps (lo, 2 jj), (lo, 2 jj + 1), (hi, 2 jj), (hi, 2 jj + 1).
+    uint32_t a[MT][4][4];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int i = 2 * mt + h;
+        const uint4& q = r.q[i][jj >> 1];
+        const Word w0 = unpack_word((jj & 1) ? q.z : q.x, sc[i]), w1 = unpack_word((jj & 1) ? q.w : q.y, sc[i]);
+        a[mt][0][h] = w0.lo01, a[mt][0][2 + h] = w0.lo23;
+        a[mt][1][h] = w1.lo01, a[mt][1][2 + h] = w1.lo23;
+        a[mt][2][h] = w0.hi01, a[mt][2][2 + h] = w0.hi23;
+        a[mt][3][h] = w1.hi01, a[mt][3][2 + h] = w1.hi23;
+      }
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+      const uint4 blo = *reinterpret_cast<const uint4*>(st + nt * 8 * kColHalves + boff[jj]);
+      const uint4 bhi = *reinterpret_cast<const uint4*>(st + nt * 8 * kColHalves + boff[jj] + 32);
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        mma::m16n8k16(acc[mt][nt], a[mt][0], blo.x, blo.y);
+        mma::m16n8k16(acc[mt][nt], a[mt][1], blo.z, blo.w);
+        mma::m16n8k16(acc[mt][nt], a[mt][2], bhi.x, bhi.y);
+        mma::m16n8k16(acc[mt][nt], a[mt][3], bhi.z, bhi.w);
+      }
+    }
+  }
+}
+
+template <int NT, int MT, bool kSegments, typename... Extra>
+__global__ void __launch_bounds__(kThreads, MT == 1 ? 4 : 2)
+    q4k_wide_kernel(BatchMmParams p, const __half* xh, uint32_t rb, Work work, Extra... extra) {
+  extern __shared__ uint4 dyn[];
+  __half* const stages = reinterpret_cast<__half*>(dyn);
+  constexpr int kCols = NT * 8, kStageHalves = kCols * kColHalves, kR = kRows<MT>, kWarpRows = 16 * MT;
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
+  const bool upper = t >= 2;
+  const uint32_t sel = (t & 1) ? 0x4342u : 0x4140u;
+  uint32_t boff[4];
+#pragma unroll
+  for (int jj = 0; jj < 4; ++jj) boff[jj] = uint32_t(g * kColHalves + (8 * t + (jj ^ t)) * 8);
+  // This thread's x copies: piece P of tokens c0, c0 + 4, ... (2 NT of them), to the same place in every stage.
+  const int P = tid & 31, c0 = tid >> 5;
+  __half* const xdst = stages + c0 * kColHalves + (P ^ ((P >> 3) & 3)) * 8;
+
+  for_each_segment<kR, NT, kSegments>(work, [&](const Segment& sg) {
+    const int32_t rt = sg.tile / work.token_tiles;
+    const int64_t n0 = int64_t(rt) * kR, t0 = int64_t(sg.tile - rt * work.token_tiles) * kCols;
+    // The warp's rows lie in one matrix of a stack (each but the last a multiple of 32 rows). Rows past the end
+    // read the last row (their sums are not stored).
+    const int64_t wrow = ::std::min<int64_t>(n0 + kWarpRows * warp, p.N - 1);
+    const RowMatrix m = matrix_of(p, wrow, extra...);
+    const uint8_t* hrow[2 * MT];
+    const uint8_t* qrow[2 * MT];
+#pragma unroll
+    for (int i = 0; i < 2 * MT; ++i) {
+      hrow[i] = m.w + size_t(::std::min<int64_t>(m.row + 16 * (i >> 1) + g + 8 * (i & 1), m.N - 1)) * rb +
+                size_t(sg.sl0) * kSbBytes;
+      qrow[i] = hrow[i] + 16 + 32 * t;
+    }
+    auto advance = [&] {
+#pragma unroll
+      for (int i = 0; i < 2 * MT; ++i) hrow[i] += kSbBytes, qrow[i] += kSbBytes;
+    };
+
+    const int n = sg.sl_end - sg.sl0;
+    const int64_t cols_left = p.T - t0;
+    // x of this thread's tokens from super-block sl0 on; a copy past the tokens reads nothing (zero fill).
+    const __half* xsrc = xh + (t0 + ::std::min<int64_t>(c0, cols_left - 1)) * p.K + int64_t(sg.sl0) * kSbElems + 8 * P;
+    const int64_t xstride = 4 * p.K;
+    auto issue = [&](int i, int stage) {  // super-block sl0 + i of x into `stage`
+      const __half* src = xsrc + i * kSbElems;
+#pragma unroll
+      for (int j = 0; j < 2 * NT; ++j) {
+        const bool ok = c0 + 4 * j < cols_left;
+        cp_async16_zfill(xdst + stage * kStageHalves + 4 * j * kColHalves, ok ? src + j * xstride : xh, ok ? 16 : 0);
+      }
+    };
+    float acc[MT][NT][4] = {};
+    issue(0, 0);
+    asm volatile("cp.async.commit_group;" ::: "memory");
+    if (n > 1) issue(1, 1);
+    asm volatile("cp.async.commit_group;" ::: "memory");
+    SbRegs<MT> ra, rb2;
+    load_sb<MT>(ra, hrow, qrow);
+    int stage = 0;
+    auto step = [&](int i, const SbRegs<MT>& cur, SbRegs<MT>& nxt) {
+      cp_async_wait<1>();
+      __syncthreads();  // super-block i landed for every thread; every warp is done with i - 1's stage
+      if (i + 2 < n) issue(i + 2, stage == 0 ? 2 : stage - 1);
+      asm volatile("cp.async.commit_group;" ::: "memory");
+      if (i + 1 < n) {
+        advance();
+        load_sb<MT>(nxt, hrow, qrow);
+      }
+      multiply_sb<NT, MT>(acc, cur, stages + stage * kStageHalves, boff, upper, sel);
+      stage = stage == kStages - 1 ? 0 : stage + 1;
+    };
+    for (int i = 0; i < n; i += 2) {
+      step(i, ra, rb2);
+      if (i + 1 < n) step(i + 1, rb2, ra);
+    }
+    __syncthreads();  // every warp is done with the stages: the next segment may refill them
+
+    const int rows = int(::std::min<int64_t>(kR, p.N - n0)), cols = int(::std::min<int64_t>(kCols, cols_left));
+    if (sg.whole) {
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+          for (int c = 0; c < 4; ++c) {
+            const int r = 16 * mt + g + 8 * (c >> 1), tl = 8 * nt + 2 * t + (c & 1);  // r: within the warp
+            if (kWarpRows * warp + r >= rows || tl >= cols) continue;
+            m.y[(t0 + tl) * m.N + m.row + r] = acc[mt][nt][c] + (m.bias ? m.bias[m.row + r] : 0.0f);
+          }
+      return;
+    }
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+        for (int c = 0; c < 4; ++c)
+          sg.slot[(8 * nt + 2 * t + (c & 1)) * kR + kWarpRows * warp + 16 * mt + g + 8 * (c >> 1)] = acc[mt][nt][c];
+    add_shared_tile<kR, kCols, kThreads>(
+        work, sg, rows, cols, tid,
+        [&](int r) {
+          const RowMatrix o = matrix_of(p, n0 + r, extra...);
+          return o.bias ? o.bias[o.row] : 0.0f;
+        },
+        [&](int r, int tl, float s) {
+          const RowMatrix o = matrix_of(p, n0 + r, extra...);
+          o.y[(t0 + tl) * o.N + o.row] = s;
+        });
+  });
+}
+
+template <int NT, int MT, bool kSegments, bool kStack>
+constexpr auto kernel_for() {
+  if constexpr (kStack) return q4k_wide_kernel<NT, MT, kSegments, ProductStack>;
+  else return q4k_wide_kernel<NT, MT, kSegments>;
+}
+
+// The shared memory opt-in of the instances and how many blocks the GPU holds at once, at the first launch (before
+// any capture).
+template <int NT, int MT>
+int64_t prepare_instances() {
+  constexpr size_t smem = smem_bytes<NT>();
+  for (auto* k : {kernel_for<NT, MT, true, false>(), kernel_for<NT, MT, false, false>()})
+    CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  for (auto* k : {kernel_for<NT, MT, true, true>(), kernel_for<NT, MT, false, true>()})
+    CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  const auto* k = reinterpret_cast<const void*>(kernel_for<NT, MT, true, false>());
+  return ::std::max<int64_t>(1, int64_t(current_device_sm_count()) * kernel_blocks_per_sm(k, kThreads, smem));
+}
+
+template <int NT, int MT>
+void launch_shape(const BatchMmParams& p, const __half* xh, const ProductStack* stack, cudaStream_t stream) {
+  constexpr size_t smem = smem_bytes<NT>();
+  static const int64_t resident = prepare_instances<NT, MT>();
+  const int64_t token_tiles = (p.T + NT * 8 - 1) / (NT * 8);
+  const int64_t tiles = (p.N + kRows<MT> - 1) / kRows<MT> * token_tiles, n_slices = p.K / kSbElems;
+  const int64_t units = tiles * n_slices;
+  const int64_t blocks = choose_blocks(tiles, n_slices, resident, true, kMaxWideBlocks);
+  float* part = reinterpret_cast<float*>(static_cast<uint8_t*>(p.scratch) + align256(size_t(p.K) * size_t(p.T) * 2));
+  const Work w{int32_t(units),          int32_t(n_slices), int32_t(token_tiles), int32_t(units / blocks),
+               int32_t(units % blocks), part,              p.tile_counters};
+  const uint32_t rb = uint32_t(quant::row_bytes(quant::Type::Q4_K, p.K));
+  const dim3 grid{unsigned(blocks)};
+  if (stack) {
+    const auto k = w.runs_stay_in_tiles() ? kernel_for<NT, MT, false, true>() : kernel_for<NT, MT, true, true>();
+    k<<<grid, kThreads, smem, stream>>>(p, xh, rb, w, *stack);
+  } else {
+    const auto k = w.runs_stay_in_tiles() ? kernel_for<NT, MT, false, false>() : kernel_for<NT, MT, true, false>();
+    k<<<grid, kThreads, smem, stream>>>(p, xh, rb, w);
+  }
+}
+
+}  // namespace
+
+bool batch_mm_wide_serves(quant::Type type, bool regrouped, int64_t T) {
+  return type == quant::Type::Q4_K && !regrouped && T > 8 && T <= kBatchMmMaxTokens;
+}
+
+size_t batch_mm_wide_scratch(int64_t K, int64_t T) {
+  const Shape s = shape_for(T);
+  return align256(size_t(K) * size_t(T) * 2) + size_t(kMaxWideBlocks) * 2 * (16 * s.mt * kWarps) * size_t(s.nt) * 8 * 4;
+}
+
+void launch_batch_mm_wide(const BatchMmParams& p, const __half* xh, const ProductStack* stack, cudaStream_t stream) {
+  LLM_REQUIRE(batch_mm_wide_serves(p.type, p.regrouped, p.T), "wide small-batch product: not served");
+  LLM_REQUIRE(p.K % kSbElems == 0, "wide small-batch product: K");
+  LLM_REQUIRE(p.scratch_bytes >= batch_mm_wide_scratch(p.K, p.T), "wide small-batch product: scratch");
+  switch (shape_for(p.T).nt) {
+    case 2: launch_shape<2, 1>(p, xh, stack, stream); break;
+    case 4: launch_shape<4, 1>(p, xh, stack, stream); break;
+    case 6: launch_shape<6, 2>(p, xh, stack, stream); break;
+    default: launch_shape<8, 2>(p, xh, stack, stream); break;
+  }
+}
+
+}  // namespace cuda

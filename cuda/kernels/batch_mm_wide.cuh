@@ -1,0 +1,27 @@
+// Small-batch products of 9..64 tokens on Q4_K in the file's layout (launch_batch_mm routes them here). The weights
+// go from global memory straight into registers, are unpacked to half A fragments there and multiplied on tensor
+// cores against x staged once per block in shared memory: no staging of W, about 1.75 instructions a weight a lane,
+// reused for every token of the tile. Measurements: docs/kernel-notes.md, "Session 29".
+#pragma once
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "cuda/kernels/batch_mm.cuh"
+
+namespace cuda {
+
+// True when launch_batch_mm_wide takes this product: Q4_K in the file's layout, 8 < T <= kBatchMmMaxTokens, and
+// the kernel not turned off (LLM_CUDA_BATCH_MM_WIDE=0, read once).
+bool batch_mm_wide_serves(quant::Type type, bool regrouped, int64_t T);
+
+// Scratch it needs: x as half [T][K] at the start (as batch_mm.cuh), then the partial sums of tiles blocks share.
+size_t batch_mm_wide_scratch(int64_t K, int64_t T);
+
+// y = W x for p (validated by launch_batch_mm), x already in half at xh = p.scratch. stack: a stacked launch's
+// matrices (product_stack.cuh) or null. Never allocates.
+void launch_batch_mm_wide(const BatchMmParams& p, const __half* xh, const ProductStack* stack, cudaStream_t stream);
+
+}  // namespace cuda
