@@ -56,8 +56,8 @@ size_t batch_mm_scratch(int64_t K, int64_t N, int64_t T);
 // (weights must be 16-byte aligned). glu: the SwiGLU as the launch's epilogue (W the up matrix, y the activation's
 // output), T <= kBatchMmGluMaxTokens. A kernel argument of its own, not a field of BatchMmParams: with the fields,
 // the 16- and 32-token instances, which never take it, compiled differently and decoded 1% slower.
-// stack: the matrices of a stacked launch (product_stack.cuh), or null; not with glu. wide: Q4_K products of more
-// than 8 tokens take batch_mm_wide.cuh's kernel (false: this file's fragment kernel, for A/B runs).
+// stack: the matrices of a stacked launch (product_stack.cuh), or null; not with glu. wide: Q4_K products of 9..48
+// tokens take batch_mm_wide.cuh's kernel (false: this file's fragment kernel, for A/B runs).
 void launch_batch_mm(const BatchMmParams& p, cudaStream_t stream, const GluEpilogue& glu = {},
                      const ProductStack* stack = nullptr, bool wide = true);
 

@@ -1,4 +1,4 @@
-// Q4_K products of 9..64 tokens (batch_mm_wide.cuh). A block of 4 warps owns a tile of 128 rows by NT n-tiles of 8
+// Q4_K products of 9..48 tokens (batch_mm_wide.cuh). A block of 4 warps owns a tile of 128 rows by NT n-tiles of 8
 // tokens and walks K one super-block (256 elements, a slice) at a time; each warp owns 32 rows, two 16-row m-tiles.
 // Lane 4 g + t loads, for its rows g and g + 8 of both m-tiles, the super-block's 16-byte header and the 32 code
 // bytes of qs group t (a row's four lanes read its 128 code bytes, one line), a super-block ahead into a second set
@@ -47,12 +47,13 @@ constexpr int kSbElems = 256;
 constexpr int64_t kMaxWideBlocks = 512;  // what the scratch's partial-sum slots are sized for
 
 // A tile's shape for T tokens: NT n-tiles of 8 tokens, MT 16-row m-tiles a warp. One m-tile a warp keeps the
-// registers near 100 and four blocks an SM; above 32 tokens two m-tiles share each B load (the shared-memory reads
-// would otherwise bound the kernel), at 8 warps an SM.
+// registers at 128 and four blocks an SM; above 32 tokens two m-tiles share each B load (the shared-memory reads
+// would otherwise bound the kernel), at 8 warps an SM. Above 48 tokens batch_mm.cu's kernel runs
+// (kBatchMmWideMaxTokens).
 struct Shape {
   int nt, mt;
 };
-Shape shape_for(int64_t T) { return T <= 16 ? Shape{2, 1} : T <= 32 ? Shape{4, 1} : T <= 48 ? Shape{6, 2} : Shape{8, 2}; }
+Shape shape_for(int64_t T) { return T <= 16 ? Shape{2, 1} : T <= 32 ? Shape{4, 1} : Shape{6, 2}; }
 template <int MT>
 constexpr int kRows = 16 * MT * kWarps;  // rows a tile
 
@@ -328,7 +329,7 @@ void launch_shape(const BatchMmParams& p, const __half* xh, const ProductStack* 
 }  // namespace
 
 bool batch_mm_wide_serves(quant::Type type, bool regrouped, int64_t T) {
-  return type == quant::Type::Q4_K && !regrouped && T > 8 && T <= kBatchMmMaxTokens;
+  return type == quant::Type::Q4_K && !regrouped && T > 8 && T <= kBatchMmWideMaxTokens;
 }
 
 size_t batch_mm_wide_scratch(int64_t K, int64_t T) {
@@ -343,8 +344,7 @@ void launch_batch_mm_wide(const BatchMmParams& p, const __half* xh, const Produc
   switch (shape_for(p.T).nt) {
     case 2: launch_shape<2, 1>(p, xh, stack, stream); break;
     case 4: launch_shape<4, 1>(p, xh, stack, stream); break;
-    case 6: launch_shape<6, 2>(p, xh, stack, stream); break;
-    default: launch_shape<8, 2>(p, xh, stack, stream); break;
+    default: launch_shape<6, 2>(p, xh, stack, stream); break;
   }
 }
 

@@ -1,4 +1,4 @@
-// Small-batch products of 9..64 tokens on Q4_K in the file's layout (launch_batch_mm routes them here). The weights
+// Small-batch products of 9..48 tokens on Q4_K in the file's layout (launch_batch_mm routes them here). The weights
 // go from global memory straight into registers, are unpacked to half A fragments there and multiplied on tensor
 // cores against x staged once per block in shared memory: no staging of W, about 1.75 instructions a weight a lane,
 // reused for every token of the tile. Measurements: docs/kernel-notes.md, "Session 29".
@@ -13,8 +13,11 @@
 
 namespace cuda {
 
-// True when launch_batch_mm_wide takes this product: Q4_K in the file's layout, 8 < T <= kBatchMmMaxTokens, and
-// the kernel not turned off (LLM_CUDA_BATCH_MM_WIDE=0, read once).
+// Above 48 tokens the fragment kernel of batch_mm.cu measured as fast or faster (H200 lab, T = 64: ffn_up 80 / 82
+// us, down 82 / 76, 4096 x 4096 61 / 41): the wide kernel's two m-tiles a warp run at 255 registers, 8 warps an SM.
+inline constexpr int64_t kBatchMmWideMaxTokens = 48;
+
+// True when launch_batch_mm_wide takes this product: Q4_K in the file's layout, 8 < T <= kBatchMmWideMaxTokens.
 bool batch_mm_wide_serves(quant::Type type, bool regrouped, int64_t T);
 
 // Scratch it needs: x as half [T][K] at the start (as batch_mm.cuh), then the partial sums of tiles blocks share.
