@@ -5,8 +5,8 @@
 # synthetic Llama-3-8B Q4_K_M, loaded by ../shared/bench/serve_load.py (streaming /v1/completions, prompts of 400
 # random words, 128 tokens each) at several concurrencies, plus a shared 2000-token prefix at 8 streams (llama-server
 # with its unified cache there, -kvu: its slots of -c / --parallel tokens are too short for those prompts); and
-# `llm-run bench` tg128 for the one-stream reference. SKIP_LLAMA=1 leaves llama.cpp out, SKIP_LLM=1 llm-run. Rows go
-# to $OUT/table.txt as they come.
+# `llm-run bench` tg128 for the one-stream reference. SKIP_LLAMA=1 leaves llama.cpp out, SKIP_LLM=1 llm-run,
+# SERVE=0 both servers (the engines' batched bench alone). Rows go to $OUT/table.txt as they come.
 #   here:  scripts/pack-carry.sh; ../shared/device/prepare.sh --llama-cpp tokenizer/ggml-vocab-llama-bpe.gguf;
 #          cp ../shared/bench/serve_load.py .device/
 #   there: CONC="1 8 32 64" scripts/gpu-serve-bench.sh   (carry .device, .device-bin)
@@ -72,7 +72,7 @@ stop_server() {  # pid name: SIGTERM, then how long it took (or that it did not 
   row "$2 did NOT stop within 20 s of SIGTERM (killed)"
 }
 
-if [ -z "${SKIP_LLM:-}" ]; then
+if [ -z "${SKIP_LLM:-}" ] && [ "${SERVE:-1}" != 0 ]; then
   /tmp/bin/llm-run serve -m "$model" --device cuda --parallel "$PARALLEL" -c "$CTX" --port 8181 \
     >"$out/llm-run-serve.log" 2>&1 &
   pid=$!
@@ -88,7 +88,9 @@ if [ -z "${SKIP_LLAMA:-}" ]; then
     -npl "$NPL" >"$out/llama-batched.txt" 2>&1
   row "llama-batched-bench:" "$(grep -E '^\|' "$out/llama-batched.txt")"
   ls=/tmp/llama.cpp/build/bin/llama-server
-  if [ -x "$ls" ]; then
+  if [ "${SERVE:-1}" = 0 ]; then
+    :
+  elif [ -x "$ls" ]; then
     "$ls" -m "$model" -ngl 99 -fa on --parallel "$PARALLEL" -c "$CTX" --port 8182 >"$out/llama-server.log" 2>&1 &
     pid=$!
     wait_health 8182 "$out/llama-server.log" && load llama-server 8182

@@ -13,7 +13,8 @@
 // (a wider token tile would leave no room for three stages of X). The grid is what the GPU holds at once, each
 // block a run of consecutive (tile, slice) units (stream-K, Work below); a tile two blocks share is added up by the
 // last of them. Every partial sum (warps' k groups, blocks' runs) is added in a fixed order: the same bits every
-// run. Measurements and history: docs/kernel-notes.md, "Small-batch products".
+// run. Q4_K products of 9..48 tokens go to batch_mm_wide.cu instead (W unpacked in registers, no staging).
+// Measurements and history: docs/kernel-notes.md, "Small-batch products" and "Session 29".
 #include "cuda/kernels/batch_mm.cuh"
 #include "cuda/kernels/batch_mm_wide.cuh"
 #include "cuda/kernels/batch_mm_work.cuh"

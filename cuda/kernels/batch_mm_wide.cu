@@ -1,8 +1,8 @@
-// Q4_K products of 9..48 tokens (batch_mm_wide.cuh). A block of 4 warps owns a tile of 128 rows by NT n-tiles of 8
-// tokens and walks K one super-block (256 elements, a slice) at a time; each warp owns 32 rows, two 16-row m-tiles.
-// Lane 4 g + t loads, for its rows g and g + 8 of both m-tiles, the super-block's 16-byte header and the 32 code
-// bytes of qs group t (a row's four lanes read its 128 code bytes, one line), a super-block ahead into a second set
-// of registers. Nothing of W goes through shared memory.
+// Q4_K products of 9..48 tokens (batch_mm_wide.cuh). A block of 4 warps owns a tile of rows by NT n-tiles of 8
+// tokens and walks K one super-block (256 elements, a slice) at a time; each warp owns MT 16-row m-tiles (Shape: one
+// up to 32 tokens, 64 rows a tile; two above, 128). Lane 4 g + t loads, for its rows g and g + 8 of each m-tile, the
+// super-block's 16-byte header and the 32 code bytes of qs group t (a row's four lanes read its 128 code bytes, one
+// line), a super-block ahead into a second set of registers. Nothing of W goes through shared memory.
 //
 // Fragments. An mma's 16 k positions may stand for any 16 elements of x so long as A and B agree. A lane's values
 // are all from its group t: k-step (lo, j) takes the low nibbles of bytes 4 j .. 4 j + 3 of each lane's group

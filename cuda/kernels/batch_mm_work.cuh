@@ -124,23 +124,44 @@ __device__ __forceinline__ void add_shared_tile(const Work& w, const Segment& sg
   // one's first (their runs start inside the tile).
   const bool first_starts = w.first_unit(first) == tile_u0;
   const float* slots = w.part + (int64_t(first) * 2 + (first_starts ? 0 : 1)) * (R * kCols);
-  for (int i = tid; i < R * kCols; i += kThreads) {
-    const int r = i % R, tl = i / R;
-    if (r >= rows || tl >= cols) continue;
-    const float* at = slots + tl * R + r;
-    float s = start(r);
-    s += __ldcg(at);
-    at += (first_starts ? 2 : 1) * (R * kCols);  // block first + 1's first slot
-    // Eight slots' loads in flight at a time, added in block order.
-    for (int j = 1; j < n_contrib; j += 8) {
-      float v[8];
+  const int64_t next = (first_starts ? 2 : 1) * (R * kCols);  // block first + 1's first slot, from the first's
+  // Four outputs a thread at a time, each with eight slots' loads in flight, so the last contributor's tail waits
+  // for L2 about R * kCols / (4 kThreads) times, not once an output (each output's sum in block order as before).
+  constexpr int kOut = 4;
+  for (int i0 = tid; i0 < R * kCols; i0 += kOut * kThreads) {
+    float s[kOut];
+    const float* at[kOut];
+    bool ok[kOut];
 #pragma unroll
-      for (int k = 0; k < 8; ++k) v[k] = j + k < n_contrib ? __ldcg(at + k * 2 * (R * kCols)) : 0.0f;
-#pragma unroll
-      for (int k = 0; k < 8; ++k) s += v[k];
-      at += 8 * 2 * (R * kCols);
+    for (int b = 0; b < kOut; ++b) {
+      const int i = i0 + b * kThreads, r = i % R, tl = i / R;
+      ok[b] = i < R * kCols && r < rows && tl < cols;
+      at[b] = slots + (ok[b] ? tl * R + r : 0);
+      s[b] = ok[b] ? start(r) : 0.0f;
     }
-    emit(r, tl, s);
+    float v0[kOut];
+#pragma unroll
+    for (int b = 0; b < kOut; ++b) v0[b] = ok[b] ? __ldcg(at[b]) : 0.0f;
+#pragma unroll
+    for (int b = 0; b < kOut; ++b) s[b] += v0[b], at[b] += next;
+    for (int j = 1; j < n_contrib; j += 8) {
+      float v[kOut][8];
+#pragma unroll
+      for (int b = 0; b < kOut; ++b)
+#pragma unroll
+        for (int k = 0; k < 8; ++k) v[b][k] = ok[b] && j + k < n_contrib ? __ldcg(at[b] + k * 2 * (R * kCols)) : 0.0f;
+#pragma unroll
+      for (int b = 0; b < kOut; ++b) {
+#pragma unroll
+        for (int k = 0; k < 8; ++k) s[b] += v[b][k];
+        at[b] += 8 * 2 * (R * kCols);
+      }
+    }
+#pragma unroll
+    for (int b = 0; b < kOut; ++b) {
+      const int i = i0 + b * kThreads;
+      if (ok[b]) emit(i % R, i / R, s[b]);
+    }
   }
   if (tid == 0) w.counters[sg.tile] = 0;  // zero again for the next launch
 }
