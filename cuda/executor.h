@@ -85,7 +85,7 @@ struct ExecutorOptions {
   // LLM_CUDA_BATCH_MM_MIN / LLM_CUDA_BATCH_MM_MAX=0..64 move the bottom and the top (MAX=0: off).
   int64_t batch_mm_min_tokens = 2;
   int64_t batch_mm_max_tokens = kBatchMmMaxTokens;
-  // Q4_K small-batch products of more than 8 tokens on batch_mm_wide.cuh's kernel (W unpacked in registers); false:
+  // Q4_K small-batch products of 9..48 tokens on batch_mm_wide.cuh's kernel (W unpacked in registers); false:
   // batch_mm.cu's fragment kernel. LLM_CUDA_BATCH_MM_WIDE=0 for A/B runs.
   bool batch_mm_wide = true;
   // MulMat with 2 <= T <= matvec_cols_max_tokens whose weight the few-column int16 kernel serves (matvec_cols.cuh)

@@ -56,7 +56,7 @@ bench() {  # label binary [env...]: decode tok/s per parallel count
 }
 [ -x /tmp/bin/llm-run-base ] && bench base /tmp/bin/llm-run-base
 for round in 1 2; do
-  for v in ${VARIANTS:-}; do bench "$v-$round" /tmp/bin/llm-run ${v//,/ }; done
+  for v in ${VARIANTS:-}; do bench "${v//[=,]/_}-$round" /tmp/bin/llm-run ${v//,/ }; done  # names the device returns
   [ -n "${VARIANTS:-}" ] || break
 done
 [ "${RANGES:-}" = none ] && exit 0
