@@ -5,6 +5,7 @@
 #include <string>
 
 #include "cuda/kernels/batch_mm.cuh"
+#include "cuda/kernels/batch_mm_wide.cuh"
 #include "cuda/kernels/q6_kx8.cuh"
 #include "gpu_test.h"
 
@@ -190,6 +191,23 @@ TEST(BatchMm, SupportsOnlyItsTypesAndSizes) {
   EXPECT_TRUE(cuda::batch_mm_supports(Type::Q6_K, true, 4096, 262144, 64));
   EXPECT_FALSE(cuda::batch_mm_supports(Type::Q6_K, true, 4096, int64_t(1) << 20, 8));
   EXPECT_FALSE(cuda::batch_mm_supports(Type::Q4_K, false, 4096, 0, 8));
+}
+
+// The wide kernel (batch_mm_wide.cuh) takes Q4_K in the file's layout at 9..48 tokens only, and the scratch the
+// executor sizes by batch_mm_scratch holds its partial-sum slots at every T it takes (a short scratch would let its
+// blocks write past the buffer).
+TEST(BatchMm, WideKernelRangeAndScratch) {
+  for (int64_t T = 1; T <= cuda::kBatchMmMaxTokens; ++T) {
+    const bool wide = cuda::batch_mm_wide_serves(Type::Q4_K, false, T);
+    EXPECT_EQ(wide, T > 8 && T <= cuda::kBatchMmWideMaxTokens) << "T = " << T;
+    EXPECT_FALSE(cuda::batch_mm_wide_serves(Type::Q4_K, true, T));
+    EXPECT_FALSE(cuda::batch_mm_wide_serves(Type::Q6_K, false, T));
+    EXPECT_FALSE(cuda::batch_mm_wide_serves(Type::Q4_0, false, T));
+    if (!wide) continue;
+    for (int64_t K : {256, 4096, 14336}) {
+      EXPECT_GE(cuda::batch_mm_scratch(K, 14336, T), cuda::batch_mm_wide_scratch(K, T)) << "K = " << K << ", T = " << T;
+    }
+  }
 }
 
 }  // namespace
