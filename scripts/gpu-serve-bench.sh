@@ -88,9 +88,7 @@ if [ -z "${SKIP_LLAMA:-}" ]; then
     -npl "$NPL" >"$out/llama-batched.txt" 2>&1
   row "llama-batched-bench:" "$(grep -E '^\|' "$out/llama-batched.txt")"
   ls=/tmp/llama.cpp/build/bin/llama-server
-  if [ "${SERVE:-1}" = 0 ]; then
-    :
-  elif [ -x "$ls" ]; then
+  if [ "${SERVE:-1}" != 0 ] && [ -x "$ls" ]; then
     "$ls" -m "$model" -ngl 99 -fa on --parallel "$PARALLEL" -c "$CTX" --port 8182 >"$out/llama-server.log" 2>&1 &
     pid=$!
     wait_health 8182 "$out/llama-server.log" && load llama-server 8182
@@ -101,7 +99,7 @@ if [ -z "${SKIP_LLAMA:-}" ]; then
     pid=$!
     wait_health 8183 "$out/llama-server-kvu.log" && load_shared llama-server-kvu 8183
     stop_server $pid llama-server-kvu
-  else
+  elif [ "${SERVE:-1}" != 0 ]; then
     row "llama-server: not built (llama-build.txt)"
   fi
 fi

@@ -44,8 +44,6 @@ constexpr int kUnitsPerThread = 2;  // 32-element units of W a thread unpacks pe
 constexpr int kStages = 3;          // slice s being multiplied, s + 1 landing, s + 2 being issued
 constexpr int kMaxTileTokens = 32;
 
-size_t align256(size_t b) { return (b + 255) & ~size_t(255); }
-
 template <int R, int NT>
 struct Tile {
   static constexpr int kRowGroups = R / 16;                           // warps along rows
@@ -571,12 +569,9 @@ struct Plan {
   dim3 grid;
 };
 Plan plan_launch(const BatchMmParams& p, int64_t resident) {
-  const int64_t tiles = tiles_for(p.N, p.T), n_slices = slices_for(p.K, p.T), units = tiles * n_slices;
+  const int64_t tiles = tiles_for(p.N, p.T), n_slices = slices_for(p.K, p.T);
   const int64_t blocks = choose_blocks(tiles, n_slices, resident, shape_for_tokens(p.T).cols > 8);
-  float* part = reinterpret_cast<float*>(static_cast<uint8_t*>(p.scratch) + align256(size_t(p.K) * size_t(p.T) * 2));
-  const Work w{int32_t(units),           int32_t(n_slices), int32_t(token_tiles_for(p.T)), int32_t(units / blocks),
-               int32_t(units % blocks), part,              p.tile_counters};
-  return {w, dim3(unsigned(blocks))};
+  return {work_for(p, tiles, n_slices, token_tiles_for(p.T), blocks), dim3(unsigned(blocks))};
 }
 
 // The one-n-tile instances take the SwiGLU epilogue as a last argument; the others are compiled without it (with it
@@ -658,7 +653,7 @@ bool batch_mm_reads_float_x(quant::Type type, bool regrouped, int64_t T) {
 }
 
 size_t batch_mm_scratch(int64_t K, int64_t, int64_t T) {
-  const size_t own = align256(size_t(K) * size_t(T) * 2) + part_bytes(T);
+  const size_t own = part_offset(K, T) + part_bytes(T);
   return T > kBatchMmGluMaxTokens ? ::std::max(own, batch_mm_wide_scratch(K, T)) : own;
 }
 

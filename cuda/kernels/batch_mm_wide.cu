@@ -25,7 +25,6 @@
 
 #include <algorithm>
 #include <string>
-#include <type_traits>
 
 #include "cuda/check.h"
 #include "cuda/device_info.h"
@@ -37,7 +36,7 @@
 namespace cuda {
 namespace {
 
-using namespace batch_mm_work;  // Work, Segment, for_each_segment, add_shared_tile, choose_blocks
+using namespace batch_mm_work;  // Work, Segment, for_each_segment, add_shared_tile, choose_blocks, matrix_of
 
 constexpr int kWarps = 4, kThreads = 32 * kWarps;
 constexpr int kStages = 3;          // super-block s multiplied, s + 1 landing, s + 2 being issued
@@ -62,27 +61,8 @@ constexpr size_t smem_bytes() {
   return size_t(kStages) * NT * 8 * kColHalves * 2;
 }
 
-size_t align256(size_t b) { return (b + 255) & ~size_t(255); }
-
 __device__ __forceinline__ __half2 as_h2(uint32_t u) { return *reinterpret_cast<const __half2*>(&u); }
 __device__ __forceinline__ uint32_t as_u32(__half2 h) { return *reinterpret_cast<const uint32_t*>(&h); }
-
-// The matrix that holds the launch's row `row` (a stacked launch's, or the launch's own), and the row within it.
-struct RowMatrix {
-  const uint8_t* w;
-  const float* bias;
-  float* y;
-  int64_t N, row;
-};
-template <typename... Extra>
-__device__ __forceinline__ RowMatrix matrix_of(const BatchMmParams& p, int64_t row, const Extra&... extra) {
-  if constexpr ((::std::is_same_v<Extra, ProductStack> || ...)) {
-    const StackedMatrix m = stacked_matrix((extra, ...), row);
-    return {static_cast<const uint8_t*>(m.w), m.bias, m.y, m.N, row - m.row0};
-  } else {
-    return {static_cast<const uint8_t*>(p.w), p.bias, p.y, p.N, row};
-  }
-}
 
 // The lane's two sub-blocks (2 t, 2 t + 1) of one row's super-block, as half pairs: scales s = d sc and
 // nm = -dmin m.
@@ -310,11 +290,8 @@ void launch_shape(const BatchMmParams& p, const __half* xh, const ProductStack* 
   static const int64_t resident = prepare_instances<NT, MT>();
   const int64_t token_tiles = (p.T + NT * 8 - 1) / (NT * 8);
   const int64_t tiles = (p.N + kRows<MT> - 1) / kRows<MT> * token_tiles, n_slices = p.K / kSbElems;
-  const int64_t units = tiles * n_slices;
   const int64_t blocks = choose_blocks(tiles, n_slices, resident, true, kMaxWideBlocks);
-  float* part = reinterpret_cast<float*>(static_cast<uint8_t*>(p.scratch) + align256(size_t(p.K) * size_t(p.T) * 2));
-  const Work w{int32_t(units),          int32_t(n_slices), int32_t(token_tiles), int32_t(units / blocks),
-               int32_t(units % blocks), part,              p.tile_counters};
+  const Work w = work_for(p, tiles, n_slices, token_tiles, blocks);
   const uint32_t rb = uint32_t(quant::row_bytes(quant::Type::Q4_K, p.K));
   const dim3 grid{unsigned(blocks)};
   if (stack) {
@@ -334,7 +311,7 @@ bool batch_mm_wide_serves(quant::Type type, bool regrouped, int64_t T) {
 
 size_t batch_mm_wide_scratch(int64_t K, int64_t T) {
   const Shape s = shape_for(T);
-  return align256(size_t(K) * size_t(T) * 2) + size_t(kMaxWideBlocks) * 2 * (16 * s.mt * kWarps) * size_t(s.nt) * 8 * 4;
+  return part_offset(K, T) + size_t(kMaxWideBlocks) * 2 * (16 * s.mt * kWarps) * size_t(s.nt) * 8 * 4;
 }
 
 void launch_batch_mm_wide(const BatchMmParams& p, const __half* xh, const ProductStack* stack, cudaStream_t stream) {

@@ -78,17 +78,34 @@ __device__ __forceinline__ GluEpilogue glu_of(const Extra&... extra) {
   else return {};
 }
 
+// The matrix that holds the launch's row `row` (stacked numbering): a stacked launch's (a ProductStack argument), or
+// the launch's own, and the row within it.
+struct RowMatrix {
+  const uint8_t* w;
+  const float* bias;
+  float* y;
+  int64_t N, row;
+};
+template <typename... Extra>
+__device__ __forceinline__ RowMatrix matrix_of(const BatchMmParams& p, int64_t row, const Extra&... extra) {
+  if constexpr ((::std::is_same_v<Extra, ProductStack> || ...)) {
+    const StackedMatrix m = stacked_matrix((extra, ...), row);
+    return {static_cast<const uint8_t*>(m.w), m.bias, m.y, m.N, row - m.row0};
+  } else {
+    return {static_cast<const uint8_t*>(p.w), p.bias, p.y, p.N, row};
+  }
+}
+
 // fn(params, rows, end of rows, row0 within the matrix) for the matrix of the launch that holds rows row0 on: in a
-// stacked launch (a ProductStack argument) the stack's matrix (params with its w, bias, y and N); else the launch's.
+// stacked launch the stack's matrix (matrix_of; params with its w, bias, y and N); else the launch's.
 template <class Fn, typename... Extra>
 __device__ __forceinline__ void with_matrix(const BatchMmParams& p, const uint8_t* w, const uint8_t* w_end,
                                             size_t row_bytes, int64_t row0, Fn&& fn, const Extra&... extra) {
   if constexpr ((::std::is_same_v<Extra, ProductStack> || ...)) {
-    const StackedMatrix m = stacked_matrix((extra, ...), row0);
+    const RowMatrix m = matrix_of(p, row0, extra...);
     BatchMmParams q = p;
     q.w = m.w, q.bias = m.bias, q.y = m.y, q.N = m.N;
-    const uint8_t* wm = static_cast<const uint8_t*>(m.w);
-    fn(q, wm, wm + size_t(m.N) * row_bytes, row0 - m.row0);
+    fn(q, m.w, m.w + size_t(m.N) * row_bytes, m.row);
   } else {
     fn(p, w, w_end, row0);
   }
@@ -215,6 +232,18 @@ __device__ __forceinline__ void store_tile(const BatchMmParams& p, const GluEpil
   add_shared_tile<R, kCols, kThreads>(
       w, sg, rows, cols, tid, [&](int r) { return p.bias ? p.bias[n0 + r] : 0.0f; },
       [&](int r, int tl, float s) { p.y[(t0 + tl) * p.N + n0 + r] = finish<NT>(glu, s, (t0 + tl) * p.N + n0 + r); });
+}
+
+// The scratch of a launch: x in half at its start (as gemm.cuh lays it out, so the two can share a conversion), then
+// the partial-sum slots of the tiles blocks share, from this offset.
+inline size_t part_offset(int64_t K, int64_t T) { return (size_t(K) * size_t(T) * 2 + 255) & ~size_t(255); }
+
+// The Work of a grid of `blocks` blocks over tiles x n_slices units (token_tiles consecutive tiles a row tile).
+inline Work work_for(const BatchMmParams& p, int64_t tiles, int64_t n_slices, int64_t token_tiles, int64_t blocks) {
+  const int64_t units = tiles * n_slices;
+  float* part = reinterpret_cast<float*>(static_cast<uint8_t*>(p.scratch) + part_offset(p.K, p.T));
+  return {int32_t(units),          int32_t(n_slices), int32_t(token_tiles), int32_t(units / blocks),
+          int32_t(units % blocks), part,              p.tile_counters};
 }
 
 // The grid (Work). A run of slices costs its slices plus, for each tile it touches, about kSegmentCost slices of

@@ -185,28 +185,8 @@ TEST(KernelLab, WideMatvec) {
     }
 }
 
-// Decode batches of T tokens, K = 4096, N = 14336 (an 8B ffn_up; LLM_LAB_BATCH_SHAPES="KxN,..." sets others): the
-// small-batch kernel against the matvec (one pass over W per token) and the dequantize + cuBLAS GEMM; for Q4_K above
-// 8 tokens also the fragment kernel the wide one replaced ("frag"). Weights rotated over 4 copies (past L2), x
-// converted each time.
-TEST(KernelLab, BatchMm) {
-  if (!cuda::device_available()) GTEST_SKIP() << "no CUDA device";
-  if (const char* e = std::getenv("LLM_CUDA_BENCH"); !e || std::string(e) != "1")
-    GTEST_SKIP() << "timings run only with LLM_CUDA_BENCH=1";
-  cuda::Context ctx;
-  const cudaStream_t s = ctx.compute();
-  std::vector<std::pair<int64_t, int64_t>> shapes = {{4096, 14336}};
-  if (const char* e = std::getenv("LLM_LAB_BATCH_SHAPES"); e && *e) {
-    shapes.clear();
-    std::stringstream ss(e);
-    for (std::string item; std::getline(ss, item, ',');) {
-      long long k = 0, n = 0;
-      ASSERT_EQ(std::sscanf(item.c_str(), "%lldx%lld", &k, &n), 2) << "LLM_LAB_BATCH_SHAPES item " << item;
-      ASSERT_TRUE(k > 0 && k % 2048 == 0 && n > 0) << "K a multiple of 2048: " << item;
-      shapes.emplace_back(k, n);
-    }
-  }
-  for (const auto& [K, N] : shapes) {
+// One shape of KernelLab.BatchMm: every type and token count, a line each.
+void bench_batch_mm_shape(const cuda::Context& ctx, cudaStream_t s, int64_t K, int64_t N) {
   std::mt19937 rng(2);
   std::vector<float> x(K * 64);
   for (auto& v : x) v = float(rng() % 2001) / 1000.0f - 1.0f;
@@ -261,7 +241,30 @@ TEST(KernelLab, BatchMm) {
                   col(bm).c_str(), col(fr).c_str(), col(mc).c_str(), col(mv).c_str(), col(gm).c_str());
     }
   }
+}
+
+// Decode batches of T tokens, K = 4096, N = 14336 (an 8B ffn_up; LLM_LAB_BATCH_SHAPES="KxN,..." sets others): the
+// small-batch kernel against the matvec (one pass over W per token) and the dequantize + cuBLAS GEMM; for Q4_K above
+// 8 tokens also the fragment kernel the wide one replaced ("frag"). Weights rotated over 4 copies (past L2), x
+// converted each time.
+TEST(KernelLab, BatchMm) {
+  if (!cuda::device_available()) GTEST_SKIP() << "no CUDA device";
+  if (const char* e = std::getenv("LLM_CUDA_BENCH"); !e || std::string(e) != "1")
+    GTEST_SKIP() << "timings run only with LLM_CUDA_BENCH=1";
+  cuda::Context ctx;
+  const cudaStream_t s = ctx.compute();
+  std::vector<std::pair<int64_t, int64_t>> shapes = {{4096, 14336}};
+  if (const char* e = std::getenv("LLM_LAB_BATCH_SHAPES"); e && *e) {
+    shapes.clear();
+    std::stringstream ss(e);
+    for (std::string item; std::getline(ss, item, ',');) {
+      long long k = 0, n = 0;
+      ASSERT_EQ(std::sscanf(item.c_str(), "%lldx%lld", &k, &n), 2) << "LLM_LAB_BATCH_SHAPES item " << item;
+      ASSERT_TRUE(k > 0 && k % 2048 == 0 && n > 0) << "K a multiple of 2048: " << item;
+      shapes.emplace_back(k, n);
+    }
   }
+  for (const auto& [K, N] : shapes) bench_batch_mm_shape(ctx, s, K, N);
 }
 
 // Decode attention, one layer, alone: the 8B's shape (32 heads / 8 KV heads, head_dim 128) and the 1B's (head_dim
