@@ -68,7 +68,7 @@ class KvCache {
 
 struct ExecutorOptions {
   // The LLM_CUDA_* environment switches (A/B and diagnosis knobs), read once when a session starts: the defaults
-  // with LLM_CUDA_GRAPH=0, LLM_CUDA_RTC=0, LLM_CUDA_Q6_KX8=0, LLM_CUDA_ATTN_O=0, LLM_CUDA_DECODE_AHEAD=0,
+  // with LLM_CUDA_GRAPH=0, LLM_CUDA_RTC=0, LLM_CUDA_Q6_KX8=0, LLM_CUDA_ATTN_O=0, LLM_CUDA_MXFP4_RECODE=0, LLM_CUDA_DECODE_AHEAD=0,
   // LLM_CUDA_DEVICE_DRAWS=0, LLM_CUDA_BATCH_MM_MIN / _MAX=0..64, LLM_CUDA_MATVEC_COLS_MAX=0..4 and
   // LLM_CUDA_OMIT_STEPS=a,b applied. Throws InvalidArgument for a value other than 0 or 1 (or out of the counts'
   // ranges).
@@ -102,7 +102,8 @@ struct ExecutorOptions {
   // without it. The results are wrong; sessions warn on stderr (LLM_CUDA_OMIT_STEPS).
   ::std::vector<::std::string> omit_steps_of;
   // Arena offsets of the weights the session regrouped at upload: Q6_K into Q6_Kx8 (q6_kx8.cuh), Q4_0 o
-  // projections by columns (q4_0_cols.cuh, read by the attention + o launch); null: none.
+  // projections by columns (q4_0_cols.cuh, read by the attention + o launch), MXFP4 experts recoded
+  // (mxfp4_recode.cuh); null: none.
   const ::std::unordered_set<uint64_t>* regrouped_offsets = nullptr;
   // The session reordered the q and k rows of every head so that NeoX rope pairs lie side by side (weight_layouts.h,
   // RopePairs): NeoX ropes then run in the normal form.

@@ -149,7 +149,7 @@ bool Executor::plan_expert_glu(const Node& n) {
   const Node& up = g_.node(sw.inputs[1]);
   const Node& wg = g_.node(gate.inputs[0]);
   const Node& wu = g_.node(up.inputs[0]);
-  if (regrouped(wg) || regrouped(wu) || wg.shape.ne != wu.shape.ne) return false;
+  if (regrouped(wg) != regrouped(wu) || wg.shape.ne != wu.shape.ne) return false;
   const quant::Type type = ::std::get<graph::WeightParams>(wg.params).type;
   if (::std::get<graph::WeightParams>(wu.params).type != type) return false;
   const auto bias = [&](const Node& mm) {
@@ -157,6 +157,7 @@ bool Executor::plan_expert_glu(const Node& n) {
   };
   ExpertGluParams p;
   p.gate = weight_ptr(wg), p.up = weight_ptr(wu), p.type = type;
+  p.recoded = regrouped(wg);  // MXFP4 recoded at upload (weight_layouts.h); expert_glu_fits refuses other types
   p.gate_bias = bias(gate), p.up_bias = bias(up);
   p.x = f32_in(n, 1), p.ids = static_cast<const int32_t*>(device_ptr(n.inputs[2]));
   if (const MoeRouteParams* r = route_with_copies(n.inputs[2], nullptr)) p.ids = r->ids_copy;
@@ -197,9 +198,10 @@ bool Executor::expert_down_of(const Node& n, NodeId h_as_runs, ExpertDown& d) co
   const Node& ws = g_.node(us[0]);
   if (ws.op != Op::WeightedSum || ws.inputs.at(0) != n.id || !plan_.owns(ws.id)) return false;
   const Node& w = g_.node(n.inputs[0]);
-  if (regrouped(w) || g_.node(n.inputs.at(1)).shape.ne[1] != n.shape.ne[1]) return false;  // a column per slot
+  if (g_.node(n.inputs.at(1)).shape.ne[1] != n.shape.ne[1]) return false;  // a column per slot
   ExpertDownParams& p = d.p;
   p.w = weight_ptr(w), p.type = ::std::get<graph::WeightParams>(w.params).type;
+  p.recoded = regrouped(w);  // as the gate/up launch's
   p.bias = n.inputs.size() > 3 && n.inputs[3] != graph::kNoNode ? f32_in(n, 3) : nullptr;
   if (h_as_runs != graph::kNoNode) {
     p.x_runs = expert_runs_.get();
@@ -289,10 +291,11 @@ void Executor::lower_mul_mat_id(const Node& n) {
     return;
   }
   const Node& w = g_.node(n.inputs.at(0));
-  LLM_REQUIRE(w.op == Op::Weight && !regrouped(w), "node '" + n.name + "': the experts must be a plain weight");
+  LLM_REQUIRE(w.op == Op::Weight, "node '" + n.name + "': the experts must be a plain weight");
   const Node& x = g_.node(n.inputs.at(1));
   MatvecIdParams p;
   p.w = weight_ptr(w), p.type = ::std::get<graph::WeightParams>(w.params).type;
+  p.recoded = regrouped(w);  // MXFP4 experts recoded at upload: both launchers below read them
   p.x = f32_in(n, 1), p.x_slots = x.shape.ne[1];
   p.ids = static_cast<const int32_t*>(device_ptr(n.inputs.at(2)));
   p.bias = n.inputs.size() > 3 && n.inputs[3] != graph::kNoNode ? f32_in(n, 3) : nullptr;

@@ -42,6 +42,7 @@ ExecutorOptions ExecutorOptions::from_env() {
   o.layouts.q6_kx8 = read_flag("LLM_CUDA_Q6_KX8", o.layouts.q6_kx8);
   o.layouts.attention_o = read_flag("LLM_CUDA_ATTN_O", o.layouts.attention_o);
   o.layouts.rope_pairs = read_flag("LLM_CUDA_ROPE_PAIRS", o.layouts.rope_pairs);
+  o.layouts.mxfp4_recode = read_flag("LLM_CUDA_MXFP4_RECODE", o.layouts.mxfp4_recode);
   o.decode_ahead = read_flag("LLM_CUDA_DECODE_AHEAD", o.decode_ahead);
   o.device_draws = read_flag("LLM_CUDA_DEVICE_DRAWS", o.device_draws);
   o.batch_mm_min_tokens = read_count("LLM_CUDA_BATCH_MM_MIN", o.batch_mm_min_tokens, kBatchMmMaxTokens);

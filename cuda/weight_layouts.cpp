@@ -5,6 +5,7 @@
 
 #include "cuda/check.h"
 #include "cuda/kernels/attention_o.cuh"
+#include "cuda/kernels/mxfp4_recode.cuh"
 #include "cuda/kernels/q4_0_cols.cuh"
 #include "cuda/kernels/q6_kx8.cuh"
 #include "cuda/kernels/rope_pairs.cuh"
@@ -66,11 +67,18 @@ std::unordered_set<uint64_t> regroup_weights(uint8_t* arena, std::span<const Wei
       }
     }
     if (w.role == graph::WeightRole::TokenEmbedding) continue;  // get_rows reads it as in the file
-    // The experts' kernels (matvec_id.cu, moe_gemm.cu) read the file's layout too.
-    if (w.role == graph::WeightRole::FfnGateExps || w.role == graph::WeightRole::FfnUpExps ||
-        w.role == graph::WeightRole::FfnDownExps)
-      continue;
     uint8_t* at = arena + w.arena_offset;
+    // The experts: MXFP4 recoded (every kernel that reads experts, expert_matvec.cu, matvec_id.cu and moe_gemm.cu,
+    // takes the recoded codes); other types stay in the file's layout, which those kernels read.
+    if (w.role == graph::WeightRole::FfnGateExps || w.role == graph::WeightRole::FfnUpExps ||
+        w.role == graph::WeightRole::FfnDownExps) {
+      if (w.type == quant::Type::MXFP4 && options.mxfp4_recode) {
+        LLM_REQUIRE(w.K % 32 == 0, "MXFP4 experts: rows of whole blocks");
+        launch_mxfp4_recode(at, w.K / 32 * w.N, stream);
+        regrouped.insert(w.arena_offset);
+      }
+      continue;
+    }
     if (o_shape && w.role == graph::WeightRole::AttnOutput && w.type == quant::Type::Q4_0 && w.K == w.N &&
         w.K == a.n_head * a.head_dim && q4_0_cols_fits(at, w.K, w.N) && !has_output_bias(weights, w.layer)) {
       launch_q4_0_cols_regroup(at, w.K, w.N, stream);

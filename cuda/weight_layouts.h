@@ -9,6 +9,8 @@
 //   for models whose attention rotates q and k as NeoX does and normalises neither (RopePairs): their ropes then
 //   run in the normal form (ExecutorOptions::rope_pairs_adjacent), which the q/k/v launch's rope + KV epilogue
 //   computes. q and k move alike, so the scores are the same sums; v keeps its order.
+// - MXFP4 expert tensors with their codes recoded (cuda/kernels/mxfp4_recode.cuh): the expert decode units turn four
+//   codes into values with two permutes and an xor; the prefill tiles read the same words.
 // The executor learns which weights moved from the returned offsets (ExecutorOptions::regrouped_offsets).
 #pragma once
 #include <cstdint>
@@ -27,7 +29,7 @@ struct WeightDesc {
   graph::WeightRole role = graph::WeightRole::Other;
   int32_t layer = -1;
   quant::Type type = quant::Type::F32;
-  int64_t K = 0, N = 0;        // row length, rows
+  int64_t K = 0, N = 0;        // row length, rows (of all experts, for the experts' 3-D tensors)
   uint64_t arena_offset = 0;
 };
 
@@ -35,6 +37,7 @@ struct LayoutOptions {
   bool q6_kx8 = true;       // LLM_CUDA_Q6_KX8=0 turns it off (ExecutorOptions::from_env)
   bool attention_o = true;  // LLM_CUDA_ATTN_O=0
   bool rope_pairs = true;   // LLM_CUDA_ROPE_PAIRS=0
+  bool mxfp4_recode = true; // LLM_CUDA_MXFP4_RECODE=0
 };
 
 // The heads whose q and k rows regroup_weights reorders for their rope pairs; head_dim 0: none (the session fills it

@@ -100,10 +100,10 @@ struct Shape {
   size_t smem;
 };
 
-template <quant::Type T>
+template <quant::Type T, bool kRecoded>
 __global__ void __launch_bounds__(kMaxThreads) expert_glu_kernel(ExpertGluParams p, size_t row_bytes, int gpb,
                                                                  int slices) {
-  using U = mv16::Unit<T>;
+  using U = typename mv16::UnitFor<T, kRecoded>::type;
   using Raw = typename U::Raw;
   extern __shared__ float sh[];
   const int tps = int(blockDim.x) / slices, slice = int(threadIdx.x) / tps, u = int(threadIdx.x) % tps;
@@ -193,10 +193,10 @@ __global__ void __launch_bounds__(kMaxThreads) expert_glu_kernel(ExpertGluParams
     store_run(runs_out + size_t(g0 * kR / 16 + r) * kExpertRunBytes, mv16::quantize_run(hv + 16 * r));
 }
 
-template <quant::Type T>
+template <quant::Type T, bool kRecoded>
 __global__ void __launch_bounds__(kMaxThreads) expert_down_kernel(ExpertDownParams p, size_t row_bytes, int gpb,
                                                                   int slices) {
-  using U = mv16::Unit<T>;
+  using U = typename mv16::UnitFor<T, kRecoded>::type;
   using Raw = typename U::Raw;
   extern __shared__ float sh[];
   const int tps = int(blockDim.x) / slices, slice = int(threadIdx.x) / tps, u = int(threadIdx.x) % tps;
@@ -377,6 +377,7 @@ bool expert_glu_fits(const ExpertGluParams& p) {
       p.k > 65535)
     return false;
   if (!rows_fit(p.type, p.gate, p.K, p.x) || !rows_fit(p.type, p.up, p.K, p.x)) return false;
+  if (p.recoded && p.type != quant::Type::MXFP4) return false;
   if (p.runs_out && (p.N % 16 != 0 || (p.groups_per_block * kR) % 16 != 0 ||
                      reinterpret_cast<uintptr_t>(p.runs_out) % 16 != 0))
     return false;
@@ -388,6 +389,7 @@ bool expert_down_fits(const ExpertDownParams& p) {
       p.k > 64)
     return false;
   if (!rows_fit(p.type, p.w, p.K, p.x ? p.x : p.x_runs)) return false;
+  if (p.recoded && p.type != quant::Type::MXFP4) return false;
   if (p.x_runs && reinterpret_cast<uintptr_t>(p.x_runs) % 16 != 0) return false;
   return p.groups_per_block <= kMaxDownGroups && down_shape(p, nullptr).smem <= kMaxSmem;
 }
@@ -399,9 +401,15 @@ void launch_expert_glu(const ExpertGluParams& p, cudaStream_t stream) {
   dispatch_qtype(p.type, "expert_glu", [&](auto tag) {
     constexpr quant::Type T = decltype(tag)::value;
     if constexpr (kHasUnit<T>) {
-      const Shape s = glu_shape(p, reinterpret_cast<const void*>(expert_glu_kernel<T>));
-      expert_glu_kernel<T><<<dim3(s.chunks, unsigned(p.k), unsigned(p.T)), dim3(unsigned(s.tps * s.slices)), s.smem,
-                             stream>>>(p, rb, s.gpb, s.slices);
+      const auto run = [&](auto kernel) {
+        const Shape s = glu_shape(p, reinterpret_cast<const void*>(kernel));
+        kernel<<<dim3(s.chunks, unsigned(p.k), unsigned(p.T)), dim3(unsigned(s.tps * s.slices)), s.smem, stream>>>(
+            p, rb, s.gpb, s.slices);
+      };
+      if constexpr (T == quant::Type::MXFP4) {
+        if (p.recoded) return run(expert_glu_kernel<T, true>);
+      }
+      run(expert_glu_kernel<T, false>);
     }
   });
   CUDA_CHECK_LAUNCH(stream);
@@ -414,14 +422,19 @@ void launch_expert_down(const ExpertDownParams& p, cudaStream_t stream) {
   dispatch_qtype(p.type, "expert_down", [&](auto tag) {
     constexpr quant::Type T = decltype(tag)::value;
     if constexpr (kHasUnit<T>) {
-      const Shape s = down_shape(p, reinterpret_cast<const void*>(expert_down_kernel<T>));
-      const auto kernel = expert_down_kernel<T>;
-      const dim3 grid(s.chunks, unsigned(p.T)), block(unsigned(s.tps * s.slices));
-      if (p.ids_before_wait) {
-        launch_pdl(kernel, grid, block, s.smem, stream, p, rb, s.gpb, s.slices);
-      } else {
-        kernel<<<grid, block, s.smem, stream>>>(p, rb, s.gpb, s.slices);
+      const auto run = [&](auto kernel) {
+        const Shape s = down_shape(p, reinterpret_cast<const void*>(kernel));
+        const dim3 grid(s.chunks, unsigned(p.T)), block(unsigned(s.tps * s.slices));
+        if (p.ids_before_wait) {
+          launch_pdl(kernel, grid, block, s.smem, stream, p, rb, s.gpb, s.slices);
+        } else {
+          kernel<<<grid, block, s.smem, stream>>>(p, rb, s.gpb, s.slices);
+        }
+      };
+      if constexpr (T == quant::Type::MXFP4) {
+        if (p.recoded) return run(expert_down_kernel<T, true>);
       }
+      run(expert_down_kernel<T, false>);
     }
   });
   CUDA_CHECK_LAUNCH(stream);

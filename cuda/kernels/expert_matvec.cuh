@@ -40,6 +40,7 @@ struct ExpertGluParams {
   // Set: h leaves as expert_down's int16 input runs (kExpertRunBytes per 16 values, [T][k][N / 16]) instead of
   // floats at out, so the down launch neither quantizes it nor reads the floats (N a multiple of 16).
   void* runs_out = nullptr;
+  bool recoded = false;            // MXFP4 gate and up recoded at upload (mxfp4_recode.cuh)
 };
 
 struct ExpertDownParams {
@@ -58,13 +59,15 @@ struct ExpertDownParams {
   // expert_glu is): then this launch is a programmatic dependent of it and its blocks read the ids and start their
   // first weights before pdl_wait(), while the gate/up launch finishes.
   bool ids_before_wait = false;
+  bool recoded = false;            // MXFP4 experts recoded at upload (mxfp4_recode.cuh)
 };
 
 // One run of 16 values of h as expert_glu writes it for expert_down: 8 words of int16 pairs, the scale, the exact
 // float sum, padding to 48 bytes (three 16-byte stores).
 inline constexpr size_t kExpertRunBytes = 48;
 
-// Whether the launchers take these params: a type with an int16 unit (Q4_0, Q8_0, Q4_K, Q6_K as in GGUF, MXFP4),
+// Whether the launchers take these params: a type with an int16 unit (Q4_0, Q8_0, Q4_K, Q6_K as in GGUF, MXFP4 as
+// in GGUF or recoded),
 // rows the unit can load (alignment), K / 32 <= 256 units, and for expert_down the k quantized inputs in 48 KiB of
 // shared memory. The executor fuses only where they do; the unfused ops serve everything else.
 bool expert_glu_fits(const ExpertGluParams& p);

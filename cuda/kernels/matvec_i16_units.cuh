@@ -264,6 +264,22 @@ struct Unit<quant::Type::MXFP4> {
   }
 };
 
+// MXFP4 recoded at upload (mxfp4_recode.cuh): the same blocks and loads; each code word already holds four
+// elements of each run in byte order, decoded by mx::recoded_doubled8 (9 instructions a word where doubled8 takes 13).
+struct UnitMxfp4Recoded : Unit<quant::Type::MXFP4> {
+  static __device__ __forceinline__ float dot(const Raw& r, int64_t, const Run& x0, const Run& x1) {
+    const uint32_t e = (r.v[0] >> (8 * r.o)) & 0xffu;
+    const uint32_t sh = 8 * (r.o + 1);
+    uint32_t lo[4], hi[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const uint2 v = mx::recoded_doubled8(__funnelshift_rc(r.v[i], r.v[i + 1], sh));
+      lo[i] = v.x, hi[i] = v.y;
+    }
+    return quant::dev::e8m0_half(e) * (float(dot16(lo, x0)) * x0.s + float(dot16(hi, x1)) * x1.s);
+  }
+};
+
 // R rows of a group as units of U: row 0 at `at` (the group's first row, at the unit's offset in it), the others
 // row_bytes apart; rows past `last_row` (the matrix's last row, counted from row 0) re-read it, and the kernels do not
 // write their sums. One 64-bit pointer a group and a 32-bit multiply a row: the per-row 64-bit arithmetic was a fifth
@@ -276,8 +292,8 @@ __device__ __forceinline__ void load_rows(typename U::Raw (&dst)[R], const uint8
   for (int r = 0; r < R; ++r) dst[r] = U::load_at(at + size_t(uint32_t(r < last ? r : last)) * row_bytes, inner);
 }
 
-// The unit of type T as read: the alternative (kAlt) is Q6_K regrouped at upload; otherwise the GGUF layout, unit by
-// unit.
+// The unit of type T as read: the alternative (kAlt) is Q6_K regrouped or MXFP4 recoded at upload; otherwise the
+// GGUF layout, unit by unit.
 template <quant::Type T, bool kAlt>
 struct UnitFor {
   using type = Unit<T>;
@@ -285,6 +301,11 @@ struct UnitFor {
 template <>
 struct UnitFor<quant::Type::Q6_K, true> {
   using type = UnitQ6_Kx8;
+};
+
+template <>
+struct UnitFor<quant::Type::MXFP4, true> {
+  using type = UnitMxfp4Recoded;
 };
 
 }  // namespace cuda::mv16

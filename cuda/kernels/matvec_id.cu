@@ -1,7 +1,7 @@
 // The chosen experts' matvecs (matvec_id.cuh). Grid (row blocks, k, T): a block reads ids[j, t] once and computes
 // its rows of that expert for that (token, slot). The dense matvec's two bodies (matvec_rows.cuh): unit rows (Q4_0,
 // Q8_0, Q4_K, Q6_K with aligned rows; 128 threads over a row's 32-weight units, R rows a block) and chunk rows for
-// every other format (MXFP4, F16, Q5_0, Q5_K, ...: 4 rows a warp). Both keep x in float32, so results match the CPU
+// every other format (MXFP4 as in the file or recoded at upload, F16, Q5_0, Q5_K, ...: 4 rows a warp). Both keep x in float32, so results match the CPU
 // reference to float rounding.
 #include "cuda/kernels/matvec_id.cuh"
 
@@ -34,7 +34,7 @@ __device__ __forceinline__ bool slot_of(const MatvecIdParams& p, size_t row_byte
   return true;
 }
 
-template <quant::Type T>
+template <quant::Type T, bool kRecoded = false>
 __global__ void __launch_bounds__(kWarps * 32) matvec_id_chunk_kernel(MatvecIdParams p, size_t row_bytes) {
   const int lane = threadIdx.x & 31;
   const int64_t n0 = int64_t(blockIdx.x) * kRowsPerBlock + (threadIdx.x >> 5) * kRows;
@@ -45,7 +45,7 @@ __global__ void __launch_bounds__(kWarps * 32) matvec_id_chunk_kernel(MatvecIdPa
     if (lane < rows) s.y[n0 + lane] = 0.0f;
     return;
   }
-  mv::chunk_rows<T, kRows>(s.w + n0 * row_bytes, row_bytes, s.x, p.K, rows, s.bias ? s.bias + n0 : nullptr,
+  mv::chunk_rows<T, kRows, kRecoded>(s.w + n0 * row_bytes, row_bytes, s.x, p.K, rows, s.bias ? s.bias + n0 : nullptr,
                            s.y + n0);
 }
 
@@ -72,6 +72,7 @@ void launch_matvec_id(const MatvecIdParams& p, cudaStream_t stream) {
   LLM_REQUIRE(p.x_slots == 1 || p.x_slots == p.k, "matvec_id: x_slots must be 1 or k");
   LLM_REQUIRE(p.k <= 65535 && p.T <= 65535 && p.N <= int64_t(kRowsPerBlock) * 0x7fffffff, "matvec_id: too large");
   const size_t rb = quant::row_bytes(p.type, p.K);  // throws for K not a multiple of the block size
+  LLM_REQUIRE(!p.recoded || p.type == quant::Type::MXFP4, "matvec_id: only MXFP4 is recoded");
   const bool units = mv::unit_fits(p.type, p.w, p.x, p.K, rb);
   dispatch_qtype(p.type, "matvec_id", [&](auto tag) {
     constexpr quant::Type T = decltype(tag)::value;
@@ -89,6 +90,9 @@ void launch_matvec_id(const MatvecIdParams& p, cudaStream_t stream) {
       }
     }
     const dim3 grid(unsigned((p.N + kRowsPerBlock - 1) / kRowsPerBlock), unsigned(p.k), unsigned(p.T));
+    if constexpr (T == quant::Type::MXFP4) {
+      if (p.recoded) return matvec_id_chunk_kernel<T, true><<<grid, kWarps * 32, 0, stream>>>(p, rb);
+    }
     matvec_id_chunk_kernel<T><<<grid, kWarps * 32, 0, stream>>>(p, rb);
   });
   CUDA_CHECK_LAUNCH(stream);

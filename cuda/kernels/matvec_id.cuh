@@ -21,6 +21,7 @@ struct MatvecIdParams {
   const float* bias = nullptr;  // [N, n_expert] or null: expert e's bias at bias + e N
   float* y = nullptr;           // [N, k, T]
   int64_t K = 0, N = 0, n_expert = 0, k = 0, T = 0;
+  bool recoded = false;         // MXFP4 experts recoded at upload (mxfp4_recode.cuh); also read by moe_gemm
 };
 
 // Throws cuda::InvalidArgument on bad params, quant::UnsupportedType for types without a device dequantizer.

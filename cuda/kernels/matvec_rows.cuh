@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include "cuda/kernels/matvec_units.cuh"
+#include "cuda/kernels/mxfp4_codes.cuh"
 #include "cuda/kernels/reduce.cuh"
 #include "quant/dequant.cuh"
 
@@ -71,7 +72,7 @@ __device__ __forceinline__ void unit_rows(const uint8_t* w, size_t row_bytes, co
 // y[r] = (bias ? bias[r] : 0) + row r . x for r < rows <= kRows, the rows at w (row_bytes apart), by one warp: lane l
 // takes chunks l, l + 32, ...; x's chunk is read once for all rows (float4 loads when the column is 16-byte aligned
 // and the chunk whole).
-template <quant::Type T, int kRows>
+template <quant::Type T, int kRows, bool kRecoded = false>
 __device__ __forceinline__ void chunk_rows(const uint8_t* w, size_t row_bytes, const float* x, int64_t K, int rows,
                                            const float* bias, float* y) {
   using quant::dev::kChunk;
@@ -97,7 +98,11 @@ __device__ __forceinline__ void chunk_rows(const uint8_t* w, size_t row_bytes, c
     for (int r = 0; r < kRows; ++r) {
       if (r < rows) {
         float v[kChunk];
-        quant::dev::dequant_chunk<T>(w + r * row_bytes, c, valid, v);
+        if constexpr (kRecoded) {  // MXFP4 recoded at upload (mxfp4_recode.cuh)
+          mx::recoded_block_floats(quant::dev::chunk_block<T>(w + r * row_bytes, c), v);
+        } else {
+          quant::dev::dequant_chunk<T>(w + r * row_bytes, c, valid, v);
+        }
         float a = 0.0f;
 #pragma unroll
         for (int i = 0; i < kChunk; ++i) a += v[i] * xr[i];  // v is 0 beyond `valid` (float formats)

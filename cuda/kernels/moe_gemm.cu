@@ -131,7 +131,7 @@ struct TileArgs {
   size_t row_bytes;
 };
 
-template <quant::Type Q, int NT>
+template <quant::Type Q, int NT, bool kRecoded>
 __global__ void __launch_bounds__(kThreads, 2) moe_tile_kernel(TileArgs a) {
   using W = WeightPath<Q>;
   constexpr int kBT = 2 * NT * 8;  // users of a tile
@@ -253,6 +253,7 @@ __global__ void __launch_bounds__(kThreads, 2) moe_tile_kernel(TileArgs a) {
           else if constexpr (Q == quant::Type::Q6_K) unpack_half::q6_k(srow, cl, u);
           else if constexpr (Q == quant::Type::Q8_0) unpack_half::q8_0(blk, u);
           else if constexpr (Q == quant::Type::Q4_0) unpack_half::q4_0(blk, u);
+          else if constexpr (kRecoded) unpack_half::mxfp4_recoded(blk, u);
           else unpack_half::mxfp4(blk, u);
         } else {
 #pragma unroll
@@ -335,13 +336,14 @@ __global__ void __launch_bounds__(kThreads, 2) moe_tile_kernel(TileArgs a) {
   }
 }
 
-template <quant::Type Q, int NT>
+template <quant::Type Q, int NT, bool kRecoded = false>
 void launch_tiles(const TileArgs& a, cudaStream_t stream) {
   constexpr size_t smem = tile_smem_bytes<Q, NT>(kWStages<Q, NT>, kWTiles<Q, NT>);
+  constexpr auto kernel = moe_tile_kernel<Q, NT, kRecoded>;
   static const bool attr = [] {  // once per instance, at its first launch (before any graph capture)
-    CUDA_CHECK(cudaFuncSetAttribute(moe_tile_kernel<Q, NT>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
     // The largest shared carveout, so that two blocks fit an SM (left to itself the driver may take less).
-    CUDA_CHECK(cudaFuncSetAttribute(moe_tile_kernel<Q, NT>, cudaFuncAttributePreferredSharedMemoryCarveout,
+    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
                                     int(cudaSharedmemCarveoutMaxShared)));
     return true;
   }();
@@ -351,7 +353,7 @@ void launch_tiles(const TileArgs& a, cudaStream_t stream) {
   // An expert has at most T users when a token's k ids are distinct (TopK's are); more are taken by the loop.
   const int64_t z = (p.T + kBT - 1) / kBT;
   const dim3 grid(unsigned((p.N + kBN - 1) / kBN), unsigned(p.n_expert), unsigned(z < 65535 ? z : 65535));
-  moe_tile_kernel<Q, NT><<<grid, kThreads, smem, stream>>>(a);
+  kernel<<<grid, kThreads, smem, stream>>>(a);
 }
 
 }  // namespace
@@ -367,6 +369,7 @@ void launch_moe_gemm(const MatvecIdParams& p, void* scratch, size_t scratch_byte
   LLM_REQUIRE((reinterpret_cast<uintptr_t>(scratch) & 15) == 0, "moe_gemm: scratch must be 16-byte aligned");
   // The staged copies take the 16-byte aligned piece around a row's slice, which must not start before the tensor.
   LLM_REQUIRE((reinterpret_cast<uintptr_t>(p.w) & 15) == 0, "moe_gemm: weights must be 16-byte aligned");
+  LLM_REQUIRE(!p.recoded || p.type == quant::Type::MXFP4, "moe_gemm: only MXFP4 is recoded");
   const size_t rb = quant::row_bytes(p.type, p.K);
   const Groups g = groups_in(scratch, p.n_expert);
   moe_group_kernel<<<1, kGroupThreads, size_t(2 * p.n_expert) * 4, stream>>>(p, g);
@@ -380,6 +383,13 @@ void launch_moe_gemm(const MatvecIdParams& p, void* scratch, size_t scratch_byte
   const bool wide = p.k * p.T > 40 * p.n_expert;
   dispatch_qtype(p.type, "moe_gemm", [&](auto tag) {
     constexpr quant::Type Q = decltype(tag)::value;
+    if constexpr (Q == quant::Type::MXFP4) {
+      if (p.recoded) {
+        if (wide) launch_tiles<Q, 8, true>({p, g, xh, kp, rb}, stream);
+        else launch_tiles<Q, 4, true>({p, g, xh, kp, rb}, stream);
+        return;
+      }
+    }
     if (wide) launch_tiles<Q, 8>({p, g, xh, kp, rb}, stream);
     else launch_tiles<Q, 4>({p, g, xh, kp, rb}, stream);
   });

@@ -20,6 +20,7 @@
 #include <cstdint>
 
 #include "cuda/kernels/mma.cuh"
+#include "cuda/kernels/mxfp4_codes.cuh"
 #include "quant/dequant.cuh"
 
 namespace cuda::unpack_half {
@@ -209,6 +210,37 @@ __device__ __forceinline__ void mxfp4(const uint8_t* b, uint32_t (&h)[16]) {
       h[2 * i + p] = hmul2(lo, s2);
       h[8 + 2 * i + p] = hmul2(hi, s2);
     }
+}
+
+// MXFP4 recoded at upload (mxfp4_recode.cuh): the halves mxfp4() gives (+0 where the file had -0), from the recoded
+// words: mx::recoded_half_high8 turns eight codes into the high bytes of their placed halves, and two permutes a word
+// pair them as elements (4i, 4i + 1) and (4i + 2, 4i + 3) of each run; the scaling is mxfp4()'s.
+__device__ __forceinline__ void mxfp4_recoded(const uint8_t* b, uint32_t (&h)[16]) {
+  const uint32_t e = b[0];
+  if (e > 142) {
+    float v[32];
+    mx::recoded_block_floats(b, v);
+#pragma unroll
+    for (int j = 0; j < 32; j += 2) h[j / 2] = mma::pack_half2(v[j], v[j + 1]);
+    return;
+  }
+  const bool big = e > 128;
+  const uint32_t sb = big ? (e - 112u) << 10 : e < 99 ? 0u : (e - 98u) << 10;  // as mxfp4()
+  const uint32_t s2 = sb | sb << 16;
+  uint32_t w[4];
+  load_words<4>(b + 1, w);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const uint2 r = mx::recoded_half_high8(w[i]);
+    uint32_t q[4] = {__byte_perm(r.x, 0, 0x1404), __byte_perm(r.x, 0, 0x3424), __byte_perm(r.y, 0, 0x1404),
+                     __byte_perm(r.y, 0, 0x3424)};
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      if (big) q[k] = hmul2(q[k], 0x74007400u /* 2^14 */);
+      q[k] = hmul2(q[k], s2);
+    }
+    h[2 * i] = q[0], h[2 * i + 1] = q[1], h[8 + 2 * i] = q[2], h[8 + 2 * i + 1] = q[3];
+  }
 }
 
 }  // namespace cuda::unpack_half

@@ -95,4 +95,69 @@ TEST(DeviceDequantOnHost, Mxfp4WordDecodeMatchesTheCodeTable) {
   for (int i = 0; i < 1000000; ++i) check(uint32_t(rng()));
 }
 
+// MXFP4 recoded at upload (cuda/kernels/mxfp4_codes.cuh, host forms of the device code): every combination of four
+// file codes in a selector's nibbles decodes, through both table pairs, to the E2M1 table's doubled value and to the
+// placed half's high byte (the file's -0 to +0); a wrong table byte or a recoding slip fails it.
+TEST(DeviceDequantOnHost, Mxfp4RecodedCodesDecodeToTheFileCodes) {
+  for (uint32_t c = 0; c < 16; ++c)
+    if (c != 8) ASSERT_EQ(cuda::mx::file_code(cuda::mx::recode_code(c)), c) << "code " << c;
+  ASSERT_EQ(cuda::mx::recode_code(8), 0u);
+  for (uint32_t codes = 0; codes < 65536; ++codes) {
+    uint32_t sel = 0;
+    for (int k = 0; k < 4; ++k) sel |= cuda::mx::recode_code((codes >> (4 * k)) & 15u) << (4 * k);
+    // The word's high half carries other codes (a shifted copy), so each half is decoded on its own.
+    const uint32_t word = sel | ((sel * 0x9e37u) & 0xffffu) << 16;
+    const uint2 d = cuda::mx::recoded_doubled8(word), h = cuda::mx::recoded_half_high8(word);
+    for (int k = 0; k < 4; ++k) {
+      const uint32_t c = (codes >> (4 * k)) & 15u;
+      ASSERT_EQ(int(int8_t(d.x >> (8 * k))), quant::dev::e2m1_doubled(c)) << std::hex << "codes " << codes;
+      const uint32_t placed = c == 8 ? 0u : ((c >> 3) << 7) | ((c & 7u) << 1);  // sign to bit 15, m to 11..9
+      ASSERT_EQ((h.x >> (8 * k)) & 0xffu, placed) << std::hex << "codes " << codes;
+    }
+    const uint2 d2 = cuda::mx::recoded_doubled8(word >> 16 | sel << 16), h2 = cuda::mx::recoded_half_high8(sel << 16);
+    for (int k = 0; k < 4; ++k) {
+      const uint32_t c = (codes >> (4 * k)) & 15u;
+      ASSERT_EQ(int(int8_t(d2.y >> (8 * k))), quant::dev::e2m1_doubled(c)) << std::hex << "high half " << codes;
+      const uint32_t placed = c == 8 ? 0u : ((c >> 3) << 7) | ((c & 7u) << 1);
+      ASSERT_EQ((h2.y >> (8 * k)) & 0xffu, placed) << std::hex << "high half " << codes;
+    }
+  }
+}
+
+// A recoded block's words put element 4i + k in nibble k of word i and 16 + 4i + k in nibble 4 + k, and its floats
+// (the launches without the units) are the CPU dequantizer's bits at every scale byte.
+TEST(DeviceDequantOnHost, Mxfp4RecodedBlocksKeepEveryValue) {
+  std::mt19937 rng(8);
+  std::vector<uint8_t> row(17 * 256);
+  for (int e = 0; e < 256; ++e) {
+    row[size_t(17 * e)] = uint8_t(e);
+    for (int j = 1; j < 17; ++j) row[size_t(17 * e + j)] = uint8_t(rng());
+  }
+  const int64_t K = 32 * 256;
+  std::vector<float> ref(size_t(K), 0.0f);
+  quant::dequantize_row(Type::MXFP4, row.data(), ref.data(), K);
+  for (int b = 0; b < 256; ++b) {
+    const uint8_t* file = row.data() + 17 * b;
+    uint32_t w[4];
+    cuda::mx::recode_block_codes(file + 1, w);
+    uint8_t recoded[17] = {file[0]};
+    for (int j = 0; j < 16; ++j) recoded[1 + j] = uint8_t(w[j / 4] >> (8 * (j % 4)));
+    for (int i = 0; i < 4; ++i)
+      for (int k = 0; k < 4; ++k) {
+        ASSERT_EQ(cuda::mx::recode_code(file[1 + 4 * i + k] & 15u), (w[i] >> (4 * k)) & 15u) << "block " << b;
+        ASSERT_EQ(cuda::mx::recode_code(file[1 + 4 * i + k] >> 4), (w[i] >> (16 + 4 * k)) & 15u) << "block " << b;
+      }
+    float v[32];
+    cuda::mx::recoded_block_floats(recoded, v);
+    for (int j = 0; j < 32; ++j) {
+      const float r = ref[size_t(32 * b + j)];
+      if (std::isnan(r)) {
+        ASSERT_TRUE(std::isnan(v[j])) << "scale byte " << b << " element " << j;
+      } else {  // -0 recodes to +0: the same value
+        ASSERT_EQ(v[j], r) << "scale byte " << b << " element " << j;
+      }
+    }
+  }
+}
+
 }  // namespace

@@ -10,6 +10,7 @@
 #include "cuda/kernels/expert_matvec.cuh"
 #include "cuda/kernels/matvec_f32_cols.cuh"
 #include "cuda/kernels/moe.cuh"
+#include "cuda/kernels/mxfp4_recode.cuh"
 #include "gpu_test.h"
 #include "graph/reference_ops.h"
 
@@ -87,18 +88,25 @@ float act(cuda::ExpertAct a, float g, float u) {
   return out;
 }
 
+// The MXFP4 experts as the session leaves them on the device when it recodes them (weight_layouts.h).
+void recode_on_device(cuda::DeviceBuffer& w, size_t bytes) {
+  cuda::launch_mxfp4_recode(w.as<uint8_t>(), int64_t(bytes / 17), nullptr);
+}
+
 struct GluCase {
   Type type;
   int64_t K, N, n_expert, k, T;
   cuda::ExpertAct act;
   bool bias, invalid;
+  bool recoded = false;  // MXFP4 recoded on the device first (mxfp4_recode.cuh)
 };
 
-void run_glu(const GluCase& c, std::mt19937& rng) {
+// Returns what the launch wrote.
+std::vector<float> run_glu(const GluCase& c, std::mt19937& rng) {
   const std::string what = std::string("expert_glu ") + quant::type_name(c.type) + " K=" + std::to_string(c.K) +
                            " N=" + std::to_string(c.N) + " k=" + std::to_string(c.k) + " T=" + std::to_string(c.T) +
                            (c.act == cuda::ExpertAct::SwiGlu ? " swiglu" : " swiglu_oai") + (c.bias ? " bias" : "") +
-                           (c.invalid ? " invalid id" : "");
+                           (c.invalid ? " invalid id" : "") + (c.recoded ? " recoded" : "");
   const auto wg = expert_weights(rng, c.type, c.K, c.N * c.n_expert);
   const auto wu = expert_weights(rng, c.type, c.K, c.N * c.n_expert);
   const auto x = random_floats(rng, size_t(c.K * c.T));
@@ -127,21 +135,26 @@ void run_glu(const GluCase& c, std::mt19937& rng) {
   p.gate_bias = c.bias ? dbg.as<float>() : nullptr, p.up_bias = c.bias ? dbu.as<float>() : nullptr;
   p.x = dx.as<float>(), p.ids = di.as<int32_t>(), p.out = out.as<float>(), p.act = c.act;
   p.K = c.K, p.N = c.N, p.n_expert = c.n_expert, p.k = c.k, p.T = c.T;
-  ASSERT_TRUE(cuda::expert_glu_fits(p)) << what;
+  if (c.recoded) recode_on_device(dwg, wg.size()), recode_on_device(dwu, wu.size()), p.recoded = true;
+  EXPECT_TRUE(cuda::expert_glu_fits(p)) << what;
   cuda::launch_expert_glu(p, nullptr);
-  EXPECT_TRUE(close(what, download<float>(out, want.size()), want, tol, 0.0));
+  auto got = download<float>(out, want.size());
+  EXPECT_TRUE(close(what, got, want, tol, 0.0));
+  return got;
 }
 
 struct DownCase {
   Type type;
   int64_t K, N, n_expert, k, T;
   bool bias, residual, invalid;
+  bool recoded = false;
 };
 
-void run_down(const DownCase& c, std::mt19937& rng) {
+std::vector<float> run_down(const DownCase& c, std::mt19937& rng) {
   const std::string what = std::string("expert_down ") + quant::type_name(c.type) + " K=" + std::to_string(c.K) +
                            " N=" + std::to_string(c.N) + " k=" + std::to_string(c.k) + " T=" + std::to_string(c.T) +
-                           (c.bias ? " bias" : "") + (c.residual ? " residual" : "") + (c.invalid ? " invalid id" : "");
+                           (c.bias ? " bias" : "") + (c.residual ? " residual" : "") + (c.invalid ? " invalid id" : "") +
+                           (c.recoded ? " recoded" : "");
   const auto w = expert_weights(rng, c.type, c.K, c.N * c.n_expert);
   const auto x = random_floats(rng, size_t(c.K * c.k * c.T));  // one column per slot
   const auto bias = random_floats(rng, size_t(c.N * c.n_expert));
@@ -170,9 +183,12 @@ void run_down(const DownCase& c, std::mt19937& rng) {
   p.w = dw.get(), p.type = c.type, p.bias = c.bias ? db.as<float>() : nullptr, p.x = dx.as<float>();
   p.ids = di.as<int32_t>(), p.weights = drw.as<float>(), p.residual = c.residual ? dr.as<float>() : nullptr;
   p.out = out.as<float>(), p.K = c.K, p.N = c.N, p.n_expert = c.n_expert, p.k = c.k, p.T = c.T;
-  ASSERT_TRUE(cuda::expert_down_fits(p)) << what;
+  if (c.recoded) recode_on_device(dw, w.size()), p.recoded = true;
+  EXPECT_TRUE(cuda::expert_down_fits(p)) << what;
   cuda::launch_expert_down(p, nullptr);
-  EXPECT_TRUE(close(what, download<float>(out, want.size()), want, tol, 0.0));
+  auto got = download<float>(out, want.size());
+  EXPECT_TRUE(close(what, got, want, tol, 0.0));
+  return got;
 }
 
 int64_t short_k(Type t) { return quant::traits(t).block_elems == 256 ? 512 : 320; }
@@ -198,6 +214,22 @@ TEST(ExpertMatvec, DownMatchesReferenceForEveryUnitType) {
   run_down({Type::Q6_K, 768, 200, 16, 8, 1, false, true, false}, rng);   // qwen3moe's down: 24 units a row
   run_down({Type::MXFP4, 2880, 64, 8, 4, 2, true, true, false}, rng);    // gpt-oss's
   run_down({Type::MXFP4, 2880, 40, 8, 3, 1, false, true, false}, rng);   // two slices of 2 and 1 slots
+}
+
+// MXFP4 recoded at upload: the recoded units decode the same doubled codes, so both launches give the file layout's
+// bits (and meet the reference, checked inside run_glu / run_down).
+TEST(ExpertMatvec, RecodedMxfp4GivesTheFileLayoutsBits) {
+  REQUIRE_GPU();
+  for (const bool oai : {false, true}) {
+    GluCase g{Type::MXFP4, 2880, 64, 8, 4, 2, oai ? cuda::ExpertAct::SwiGluOai : cuda::ExpertAct::SwiGlu, oai, oai};
+    DownCase d{Type::MXFP4, 2880, 64, 8, 4, 3, oai, true, oai};
+    std::mt19937 a(81 + oai), b(81 + oai);
+    const auto plain_glu = run_glu(g, a), plain_down = run_down(d, a);
+    g.recoded = d.recoded = true;
+    const auto recoded_glu = run_glu(g, b), recoded_down = run_down(d, b);
+    EXPECT_TRUE(plain_glu == recoded_glu) << "expert_glu recoded, activation " << oai;
+    EXPECT_TRUE(plain_down == recoded_down) << "expert_down recoded, biases " << oai;
+  }
 }
 
 // Routing in one launch against the reference's Softmax, TopK and MoeWeights: qwen3moe's form (softmax over all,

@@ -8,6 +8,7 @@
 #include "cuda/kernels/matvec_id.cuh"
 #include "cuda/kernels/moe.cuh"
 #include "cuda/kernels/moe_gemm.cuh"
+#include "cuda/kernels/mxfp4_recode.cuh"
 #include "gpu_test.h"
 #include "graph/reference_ops.h"
 
@@ -146,20 +147,35 @@ void run_mul_mat_id(const IdCase& c, std::mt19937& rng) {
   cuda::MatvecIdParams p;
   p.w = dw.get(), p.type = c.type, p.x = dx.as<float>(), p.x_slots = X, p.ids = di.as<int32_t>();
   p.bias = c.bias ? db.as<float>() : nullptr, p.K = c.K, p.N = c.N, p.n_expert = c.n_expert, p.k = c.k, p.T = c.T;
-  {
-    auto out = poisoned_f32(want.size());
-    p.y = out.as<float>();
-    cuda::launch_matvec_id(p, nullptr);
-    EXPECT_TRUE(close("matvec_id " + what, download<float>(out, want.size()), widened(want), atol, 0.0));
-  }
-  {
-    auto out = poisoned_f32(want.size());
-    p.y = out.as<float>();
-    const size_t bytes = cuda::moe_gemm_scratch_bytes(c.n_expert, c.k, c.T, c.K, X);
-    cuda::DeviceBuffer scratch(bytes);
-    cuda::launch_moe_gemm(p, scratch.get(), bytes, nullptr);
-    EXPECT_TRUE(close("moe_gemm " + what, download<float>(out, want.size()), widened(want), htol, 0.0));
-  }
+  const size_t bytes = cuda::moe_gemm_scratch_bytes(c.n_expert, c.k, c.T, c.K, X);
+  cuda::DeviceBuffer scratch(bytes);
+  const auto both = [&](const std::string& how) {
+    std::vector<float> by_matvec, by_tiles;
+    {
+      auto out = poisoned_f32(want.size());
+      p.y = out.as<float>();
+      cuda::launch_matvec_id(p, nullptr);
+      by_matvec = download<float>(out, want.size());
+      EXPECT_TRUE(close("matvec_id " + what + how, by_matvec, widened(want), atol, 0.0));
+    }
+    {
+      auto out = poisoned_f32(want.size());
+      p.y = out.as<float>();
+      cuda::launch_moe_gemm(p, scratch.get(), bytes, nullptr);
+      by_tiles = download<float>(out, want.size());
+      EXPECT_TRUE(close("moe_gemm " + what + how, by_tiles, widened(want), htol, 0.0));
+    }
+    return std::pair(by_matvec, by_tiles);
+  };
+  const auto plain = both("");
+  if (c.type != quant::Type::MXFP4) return;
+  // Recoded at upload (mxfp4_recode.cuh): the same values, so the same bits (== also takes -0 for +0, the one code
+  // the recoding changes in value's sign).
+  cuda::launch_mxfp4_recode(dw.as<uint8_t>(), int64_t(w.size() / 17), nullptr);
+  p.recoded = true;
+  const auto recoded = both(" recoded");
+  EXPECT_TRUE(recoded.first == plain.first) << "matvec_id recoded " << what;
+  EXPECT_TRUE(recoded.second == plain.second) << "moe_gemm recoded " << what;
 }
 
 TEST(MoeKernels, MulMatIdMatchesReferenceForEveryModelType) {
@@ -181,6 +197,42 @@ TEST(MoeKernels, MulMatIdMatchesReferenceForEveryModelType) {
   // that expert, per-slot x; a K of 81 chunks (a partial 128-element slice) and N past one 128-row tile.
   run_mul_mat_id({Type::Q4_0, 2592, 200, 16, 2, 200, true, true, true}, rng);
   run_mul_mat_id({Type::Q6_K, 768, 136, 16, 2, 200, false, false, true}, rng);
+}
+
+// MXFP4 recoded at upload, at every scale byte (each block its own, 0..255: the tiles' paths below 99, up to 128,
+// up to 142 and past it, where values overflow half): matvec_id and the prefill tiles give the file layout's bits
+// (both NaN where the half tiles overflow to inf against a zero code).
+TEST(MoeKernels, RecodedMxfp4GivesTheFileLayoutsBitsAtEveryScale) {
+  REQUIRE_GPU();
+  std::mt19937 rng(36);
+  const int64_t K = 2880, N = 96, n_expert = 4, k = 2, T = 24;
+  auto w = random_weights(rng, quant::Type::MXFP4, K, N * n_expert);
+  for (size_t b = 0; b < w.size(); b += 17) w[b] = uint8_t((b / 17) % 256);
+  const auto x = random_floats(rng, size_t(K * T));
+  std::vector<int32_t> ids(size_t(k * T));
+  for (int64_t t = 0; t < T; ++t) ids[size_t(t * k)] = int32_t(t % n_expert), ids[size_t(t * k + 1)] = int32_t((t + 1) % n_expert);
+  auto dw = upload(w), dx = upload(x), di = upload(ids);
+  const size_t bytes = cuda::moe_gemm_scratch_bytes(n_expert, k, T, K, 1);
+  cuda::DeviceBuffer scratch(bytes);
+  cuda::MatvecIdParams p;
+  p.w = dw.get(), p.type = quant::Type::MXFP4, p.x = dx.as<float>(), p.ids = di.as<int32_t>();
+  p.K = K, p.N = N, p.n_expert = n_expert, p.k = k, p.T = T;
+  const auto run = [&](bool tiles) {
+    auto out = poisoned_f32(size_t(N * k * T));
+    p.y = out.as<float>();
+    if (tiles) cuda::launch_moe_gemm(p, scratch.get(), bytes, nullptr);
+    else cuda::launch_matvec_id(p, nullptr);
+    return download<float>(out, size_t(N * k * T));
+  };
+  const auto plain_rows = run(false), plain_tiles = run(true);
+  cuda::launch_mxfp4_recode(dw.as<uint8_t>(), int64_t(w.size() / 17), nullptr);
+  p.recoded = true;
+  const auto recoded_rows = run(false), recoded_tiles = run(true);
+  const auto same = [](float a, float b) { return a == b || (std::isnan(a) && std::isnan(b)); };
+  for (size_t i = 0; i < plain_rows.size(); ++i) {
+    ASSERT_TRUE(same(plain_rows[i], recoded_rows[i])) << "matvec_id output " << i;
+    ASSERT_TRUE(same(plain_tiles[i], recoded_tiles[i])) << "moe_gemm output " << i;
+  }
 }
 
 // The prefill tiles' results do not depend on the batch: a token's outputs have the same bits whether it runs among

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# One device call for a switch that must change speed and not results (an LLM_CUDA_* layout or kernel choice, e.g.
+# LLM_CUDA_MXFP4_RECODE=0 against the default): the GPU tests (KERNEL_TESTS, SESSION_TESTS filters); on each model of
+# CHECK_MODELS (paths under .device) the logits of a long prompt (prefill products) and of a two-token prompt (decode
+# products) and a greedy generation, switch off and on, compared byte for byte; then `bench` of each SHAPES entry
+# (shape:type, made by `llm-run synth`) with the switch off and on, ROUNDS interleaved rounds. Table last ($OUT/table.txt).
+#   here:  scripts/pack-carry.sh; ../shared/device/prepare.sh <models> tokenizer/ggml-vocab-llama-bpe.gguf
+#   there: SWITCH=LLM_CUDA_MXFP4_RECODE CHECK_MODELS=".device/models/mxfp4/synth-gpt-oss-MXFP4_MOE.gguf" \
+#          SHAPES="gpt-oss-20b:MXFP4_MOE" scripts/gpu-switch-ab.sh   (carry .device, .device-bin)
+set -uo pipefail
+out=${OUT:-/tmp/out}
+mkdir -p "$out" /tmp/bin
+[ -x /tmp/bin/llm-run ] || tar xJf .device-bin/bins.tar.xz -C /tmp/bin
+source .device/env.sh >/dev/null
+source "$(dirname "${BASH_SOURCE[0]}")/device-libs.sh"
+sw=${SWITCH:?SWITCH: the LLM_CUDA_* variable to turn off}
+table=()
+nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.limit --format=csv,noheader | tee "$out/clocks.txt"
+if [ -n "${KERNEL_TESTS:-}" ]; then
+  timeout 240 /tmp/bin/cuda_kernels_test --gtest_color=no --gtest_filter="$KERNEL_TESTS" >"$out/kernels.log" 2>&1
+  table+=("kernel tests rc=$? $(grep -E '^\[  PASSED|^\[  FAILED  \]' "$out/kernels.log" | tr '\n' ' ')")
+fi
+if [ -n "${SESSION_TESTS:-}" ]; then
+  timeout 240 /tmp/bin/cuda_session_test --gtest_color=no --gtest_filter="$SESSION_TESTS" >"$out/session.log" 2>&1
+  table+=("session tests rc=$? $(grep -E '^\[  PASSED|^\[  FAILED  \]' "$out/session.log" | tr '\n' ' ')")
+fi
+long="$(for i in $(seq 1 40); do printf 'The river %d runs past the old mill and the bridge. ' "$i"; done)"
+for m in ${CHECK_MODELS:-}; do
+  name=$(basename "$m" .gguf)
+  for v in 0 1; do
+    env "$sw=$v" /tmp/bin/llm-run logits -m "$m" --device cuda -p "$long" --top 5 --out "/tmp/$name-long-$v.f32" \
+      >/dev/null 2>>"$out/check.err"
+    env "$sw=$v" /tmp/bin/llm-run logits -m "$m" --device cuda -p "Hi" --top 5 --out "/tmp/$name-short-$v.f32" \
+      >/dev/null 2>>"$out/check.err"
+    env "$sw=$v" /tmp/bin/llm-run -m "$m" --device cuda -p "Once upon a time" -n 48 --temp 0 \
+      >"/tmp/$name-gen-$v.txt" 2>>"$out/check.err"
+  done
+  r=""
+  for k in long-0.f32:long-1.f32 short-0.f32:short-1.f32 gen-0.txt:gen-1.txt; do
+    a=/tmp/$name-${k%%:*} b=/tmp/$name-${k##*:}
+    if [ -s "$a" ] && cmp -s "$a" "$b"; then r+="${k%%-*} same ($(stat -c %s "$a") bytes); "; else r+="${k%%-*} DIFFER; "; fi
+  done
+  table+=("$name $sw off/on: $r")
+done
+for st in ${SHAPES:-}; do
+  IFS=: read -r shape type <<<"$st"
+  model=/tmp/$shape-$type.gguf
+  [ -f "$model" ] || /tmp/bin/llm-run synth --shape "$shape" --type "$type" \
+    --vocab .device/tokenizer/ggml-vocab-llama-bpe.gguf -o "$model" >>"$out/synth.log" 2>&1
+  for round in $(seq 1 "${ROUNDS:-2}"); do
+    for v in 0 1; do
+      line=$(env "$sw=$v" /tmp/bin/llm-run bench -m "$model" --device cuda ${ARGS:--p 512 -n 128 -r 3} -o md \
+        2>>"$out/bench.err" | grep -E '^\| .*(pp|tg)[0-9]' | awk -F'|' '{printf "%s %s;", $6, $7}')
+      table+=("round $round $shape $type $sw=$v: $line")
+    done
+  done
+done
+printf '%s\n' "${table[@]}" | tee "$out/table.txt"
