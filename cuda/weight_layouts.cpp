@@ -37,6 +37,12 @@ int64_t rope_heads(const WeightDesc& w, const RopePairs& p) {
   }
 }
 
+// MXFP4 experts whose codes the recoded layout can align (mxfp4_recode.cuh).
+bool recodes_mxfp4(const WeightDesc& w, const uint8_t* at, const LayoutOptions& options) {
+  return options.mxfp4_recode && w.type == quant::Type::MXFP4 && w.n_expert >= 1 && w.N % w.n_expert == 0 &&
+         mxfp4_split_fits(w.K, w.N / w.n_expert) && reinterpret_cast<uintptr_t>(at) % 16 == 0;
+}
+
 }  // namespace
 
 std::unordered_set<uint64_t> regroup_weights(uint8_t* arena, std::span<const WeightDesc> weights,
@@ -49,7 +55,7 @@ std::unordered_set<uint64_t> regroup_weights(uint8_t* arena, std::span<const Wei
   const auto rope_row_bytes = [](const WeightDesc& w) -> size_t {
     return graph::is_rope_pair_bias(w.role) ? 4 : quant::row_bytes(w.type, w.K);
   };
-  DeviceBuffer scratch;
+  DeviceBuffer scratch, mx_scratch;  // mx_scratch: one MXFP4 expert at a time (mxfp4_recode.cuh)
   if (rope_pairs.head_dim > 0) {
     size_t most = 0;
     for (const WeightDesc& w : weights)
@@ -69,12 +75,14 @@ std::unordered_set<uint64_t> regroup_weights(uint8_t* arena, std::span<const Wei
     if (w.role == graph::WeightRole::TokenEmbedding) continue;  // get_rows reads it as in the file
     uint8_t* at = arena + w.arena_offset;
     // The experts: MXFP4 recoded (every kernel that reads experts, expert_matvec.cu, matvec_id.cu and moe_gemm.cu,
-    // takes the recoded codes); other types stay in the file's layout, which those kernels read.
+    // takes that layout); other types, and MXFP4 experts whose codes would not align, stay in the file's layout,
+    // which those kernels read too.
     if (w.role == graph::WeightRole::FfnGateExps || w.role == graph::WeightRole::FfnUpExps ||
         w.role == graph::WeightRole::FfnDownExps) {
-      if (w.type == quant::Type::MXFP4 && options.mxfp4_recode) {
-        LLM_REQUIRE(w.K % 32 == 0, "MXFP4 experts: rows of whole blocks");
-        launch_mxfp4_recode(at, w.K / 32 * w.N, stream);
+      if (recodes_mxfp4(w, at, options)) {
+        const int64_t n = w.N / w.n_expert;
+        if (mx_scratch.bytes() < size_t(17 * n * (w.K / 32))) mx_scratch = DeviceBuffer(size_t(17 * n * (w.K / 32)));
+        launch_mxfp4_recode(at, w.K, n, w.n_expert, mx_scratch.as<uint8_t>(), mx_scratch.bytes(), stream);
         regrouped.insert(w.arena_offset);
       }
       continue;

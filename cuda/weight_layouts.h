@@ -9,8 +9,8 @@
 //   for models whose attention rotates q and k as NeoX does and normalises neither (RopePairs): their ropes then
 //   run in the normal form (ExecutorOptions::rope_pairs_adjacent), which the q/k/v launch's rope + KV epilogue
 //   computes. q and k move alike, so the scores are the same sums; v keeps its order.
-// - MXFP4 expert tensors with their codes recoded (cuda/kernels/mxfp4_recode.cuh): the expert decode units turn four
-//   codes into values with two permutes and an xor; the prefill tiles read the same words.
+// - MXFP4 expert tensors split per expert into aligned recoded codes and scale bytes (cuda/kernels/mxfp4_recode.cuh):
+//   a block's codes are one 16-byte load, and four codes become values with two permutes and an xor.
 // The executor learns which weights moved from the returned offsets (ExecutorOptions::regrouped_offsets).
 #pragma once
 #include <cstdint>
@@ -31,6 +31,7 @@ struct WeightDesc {
   quant::Type type = quant::Type::F32;
   int64_t K = 0, N = 0;        // row length, rows (of all experts, for the experts' 3-D tensors)
   uint64_t arena_offset = 0;
+  int64_t n_expert = 1;        // the experts of a 3-D expert tensor (N / n_expert rows each); 1 otherwise
 };
 
 struct LayoutOptions {

@@ -184,7 +184,7 @@ void CudaSession::regroup_weights() {
   std::vector<cuda::WeightDesc> descs;
   for (const auto& w : model_->weights().all())
     descs.push_back({w.params.role, w.params.layer, w.params.type, w.shape.ne[0], w.shape.rows(),
-                     w.params.arena_offset});
+                     w.params.arena_offset, w.shape.ne[2]});
   // A paged session's steps never take the attention + o launch (it attends one unpaged sequence), the only
   // decode reader of o regrouped by columns: every other product of it would be a GEMM (T = 1 had no scratch for
   // one, and a Q4_0 8B served 2-4 streams at 200-280 tok/s against ~500-730 on the file's layout).

@@ -13,11 +13,13 @@
 #include "cuda/kernels/expert_matvec.cuh"
 
 #include <algorithm>
+#include <initializer_list>
 #include <numeric>
 
 #include "cuda/check.h"
 #include "cuda/device_info.h"
 #include "cuda/kernels/matvec_i16_units.cuh"
+#include "cuda/kernels/mxfp4_recode.cuh"
 #include "cuda/kernels/pdl.cuh"
 #include "cuda/kernels/qtype_dispatch.cuh"
 #include "cuda/kernels/reduce.cuh"
@@ -142,9 +144,16 @@ __global__ void __launch_bounds__(kMaxThreads) expert_glu_kernel(ExpertGluParams
   const int u_read = active ? u : n_units - 1, u_inner = u_read & U::kInner;
   const uint32_t u_offset = U::offset(u_read), rb32 = uint32_t(row_bytes);
   const auto load = [&](Raw(&dg)[kR], Raw(&du)[kR], int g) {
-    const size_t at = size_t(g * kR) * row_bytes + u_offset;
-    mv16::load_rows<U>(dg, wg + at, N - 1 - g * kR, rb32, u_inner);
-    mv16::load_rows<U>(du, wu + at, N - 1 - g * kR, rb32, u_inner);
+    if constexpr (mv16::kSplitUnit<U>) {  // recoded MXFP4 (mxfp4_recode.cuh): codes, then scales, per expert
+      const uint32_t nb = uint32_t(n_units);
+      const size_t codes = size_t(g * kR) * nb * 16 + u_offset, scales = size_t(N) * nb * 16 + size_t(g * kR) * nb + u_read;
+      mv16::load_split_rows<U>(dg, wg + codes, wg + scales, N - 1 - g * kR, nb);
+      mv16::load_split_rows<U>(du, wu + codes, wu + scales, N - 1 - g * kR, nb);
+    } else {
+      const size_t at = size_t(g * kR) * row_bytes + u_offset;
+      mv16::load_rows<U>(dg, wg + at, N - 1 - g * kR, rb32, u_inner);
+      mv16::load_rows<U>(du, wu + at, N - 1 - g * kR, rb32, u_inner);
+    }
   };
   Raw cg[kR], cu[kR], ng[kR], nu[kR];
   const int first = g0 + slice;
@@ -229,7 +238,13 @@ __global__ void __launch_bounds__(kMaxThreads) expert_down_kernel(ExpertDownPara
   const auto load = [&](Raw(&d)[kR], const uint8_t* w, int gi) {
     if (!w) return;
     const int g = g0 + gi;
-    mv16::load_rows<U>(d, w + size_t(g * kR) * row_bytes + u_offset, N - 1 - g * kR, rb32, u_inner);
+    if constexpr (mv16::kSplitUnit<U>) {  // recoded MXFP4 (mxfp4_recode.cuh)
+      const uint32_t nb = uint32_t(n_units);
+      mv16::load_split_rows<U>(d, w + size_t(g * kR) * nb * 16 + u_offset,
+                               w + size_t(N) * nb * 16 + size_t(g * kR) * nb + u, N - 1 - g * kR, nb);
+    } else {
+      mv16::load_rows<U>(d, w + size_t(g * kR) * row_bytes + u_offset, N - 1 - g * kR, rb32, u_inner);
+    }
   };
   Raw cur[kR], nxt[kR];
   if (!p.ids_before_wait) pdl_wait();
@@ -309,6 +324,14 @@ bool rows_fit(quant::Type type, const void* w, int64_t K, const void* x) {
   return a(w) % align == 0 && rb % align == 0 && a(x) % 16 == 0;
 }
 
+// Recoded MXFP4 experts (mxfp4_recode.cuh): 16-byte aligned codes.
+bool recoded_fits(quant::Type type, int64_t K, int64_t N, std::initializer_list<const void*> tensors) {
+  if (type != quant::Type::MXFP4 || !mxfp4_split_fits(K, N)) return false;
+  for (const void* t : tensors)
+    if (reinterpret_cast<uintptr_t>(t) % 16 != 0) return false;
+  return true;
+}
+
 int threads_per_slice(int64_t K) { return int((K / 32 + 31) / 32 * 32); }
 
 constexpr int kMaxGluGroups = 128;  // a block's partial sums: at most 8 warps x 128 groups x 2 kR floats = 16 KiB
@@ -377,7 +400,7 @@ bool expert_glu_fits(const ExpertGluParams& p) {
       p.k > 65535)
     return false;
   if (!rows_fit(p.type, p.gate, p.K, p.x) || !rows_fit(p.type, p.up, p.K, p.x)) return false;
-  if (p.recoded && p.type != quant::Type::MXFP4) return false;
+  if (p.recoded && !recoded_fits(p.type, p.K, p.N, {p.gate, p.up})) return false;
   if (p.runs_out && (p.N % 16 != 0 || (p.groups_per_block * kR) % 16 != 0 ||
                      reinterpret_cast<uintptr_t>(p.runs_out) % 16 != 0))
     return false;
@@ -389,7 +412,7 @@ bool expert_down_fits(const ExpertDownParams& p) {
       p.k > 64)
     return false;
   if (!rows_fit(p.type, p.w, p.K, p.x ? p.x : p.x_runs)) return false;
-  if (p.recoded && p.type != quant::Type::MXFP4) return false;
+  if (p.recoded && !recoded_fits(p.type, p.K, p.N, {p.w})) return false;
   if (p.x_runs && reinterpret_cast<uintptr_t>(p.x_runs) % 16 != 0) return false;
   return p.groups_per_block <= kMaxDownGroups && down_shape(p, nullptr).smem <= kMaxSmem;
 }

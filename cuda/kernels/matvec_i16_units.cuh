@@ -11,6 +11,7 @@
 #include <cuda_fp16.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "cuda/kernels/matvec_units.cuh"
 #include "cuda/kernels/mxfp4_codes.cuh"
@@ -273,21 +274,51 @@ struct Unit<quant::Type::MXFP4> {
   }
 };
 
-// MXFP4 recoded at upload (mxfp4_recode.cuh): the same blocks and loads; each code word already holds four
-// elements of each run in byte order, decoded by mx::recoded_doubled8 (9 instructions a word where doubled8 takes 13).
-struct UnitMxfp4Recoded : Unit<quant::Type::MXFP4> {
+// MXFP4 experts recoded at upload (mxfp4_recode.cuh): a block's codes are one aligned 16-byte load, already four
+// elements of each run in byte order a word, decoded by mx::recoded_doubled8 (9 instructions a word where doubled8
+// takes 13, and no funnel shifts), and its scale one byte from the expert's scales. Its rows are read by
+// load_split_rows (kSplit), not load_rows.
+struct UnitMxfp4Split {
+  static constexpr int kOff1 = 16;
+  static constexpr bool kSplit = true;
+  static constexpr int kInner = 0;
+  static __device__ __forceinline__ int64_t seg0(int64_t u) { return 32 * u; }
+  static __device__ __forceinline__ uint32_t offset(int64_t u) { return uint32_t(16 * u); }  // in a row's codes
+  struct Raw {
+    uint4 q;
+    uint32_t e;
+  };
   static __device__ __forceinline__ float dot(const Raw& r, int64_t, const Run& x0, const Run& x1) {
-    const uint32_t e = (r.v[0] >> (8 * r.o)) & 0xffu;
-    const uint32_t sh = 8 * (r.o + 1);
+    const uint32_t w[4] = {r.q.x, r.q.y, r.q.z, r.q.w};
     uint32_t lo[4], hi[4];
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
-      const uint2 v = mx::recoded_doubled8(__funnelshift_rc(r.v[i], r.v[i + 1], sh));
+      const uint2 v = mx::recoded_doubled8(w[i]);
       lo[i] = v.x, hi[i] = v.y;
     }
-    return quant::dev::e8m0_half(e) * (float(dot16(lo, x0)) * x0.s + float(dot16(hi, x1)) * x1.s);
+    return quant::dev::e8m0_half(r.e) * (float(dot16(lo, x0)) * x0.s + float(dot16(hi, x1)) * x1.s);
   }
 };
+
+// Whether U reads its rows by load_split_rows.
+template <class U, class = void>
+inline constexpr bool kSplitUnit = false;
+template <class U>
+inline constexpr bool kSplitUnit<U, std::void_t<decltype(U::kSplit)>> = U::kSplit;
+
+// R rows of a group of split units (UnitMxfp4Split): row 0's codes at `codes` and scale at `scales`, the others nb
+// blocks further in each; rows past `last_row` re-read it, as load_rows.
+template <class U, int R>
+__device__ __forceinline__ void load_split_rows(typename U::Raw (&dst)[R], const uint8_t* codes, const uint8_t* scales,
+                                                int64_t last_row, uint32_t nb) {
+  const int last = last_row < R - 1 ? int(last_row) : R - 1;
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    const uint32_t rr = uint32_t(r < last ? r : last);
+    dst[r].q = mv::ldg_w(reinterpret_cast<const uint4*>(codes + size_t(rr * nb) * 16));
+    dst[r].e = mv::ldg_w(scales + rr * nb);
+  }
+}
 
 // R rows of a group as units of U: row 0 at `at` (the group's first row, at the unit's offset in it), the others
 // row_bytes apart; rows past `last_row` (the matrix's last row, counted from row 0) re-read it, and the kernels do not
@@ -314,7 +345,7 @@ struct UnitFor<quant::Type::Q6_K, true> {
 
 template <>
 struct UnitFor<quant::Type::MXFP4, true> {
-  using type = UnitMxfp4Recoded;
+  using type = UnitMxfp4Split;
 };
 
 }  // namespace cuda::mv16

@@ -7,6 +7,7 @@
 
 #include "cuda/check.h"
 #include "cuda/kernels/matvec_rows.cuh"
+#include "cuda/kernels/mxfp4_recode.cuh"
 #include "cuda/kernels/qtype_dispatch.cuh"
 
 namespace cuda {
@@ -45,8 +46,15 @@ __global__ void __launch_bounds__(kWarps * 32) matvec_id_chunk_kernel(MatvecIdPa
     if (lane < rows) s.y[n0 + lane] = 0.0f;
     return;
   }
-  mv::chunk_rows<T, kRows, kRecoded>(s.w + n0 * row_bytes, row_bytes, s.x, p.K, rows, s.bias ? s.bias + n0 : nullptr,
-                           s.y + n0);
+  if constexpr (kRecoded) {  // the expert's codes, then its scales (mxfp4_recode.cuh)
+    const int64_t nb = p.K / 32;
+    const Mxfp4Split e(s.w, p.N, nb);
+    mv::chunk_rows<T, kRows, true>(e.codes + n0 * nb * 16, size_t(nb) * 16, s.x, p.K, rows,
+                                   s.bias ? s.bias + n0 : nullptr, s.y + n0, e.scales + n0 * nb, nb);
+  } else {
+    mv::chunk_rows<T, kRows>(s.w + n0 * row_bytes, row_bytes, s.x, p.K, rows, s.bias ? s.bias + n0 : nullptr,
+                             s.y + n0);
+  }
 }
 
 constexpr int kUnitThreads = 128;
@@ -72,7 +80,8 @@ void launch_matvec_id(const MatvecIdParams& p, cudaStream_t stream) {
   LLM_REQUIRE(p.x_slots == 1 || p.x_slots == p.k, "matvec_id: x_slots must be 1 or k");
   LLM_REQUIRE(p.k <= 65535 && p.T <= 65535 && p.N <= int64_t(kRowsPerBlock) * 0x7fffffff, "matvec_id: too large");
   const size_t rb = quant::row_bytes(p.type, p.K);  // throws for K not a multiple of the block size
-  LLM_REQUIRE(!p.recoded || p.type == quant::Type::MXFP4, "matvec_id: only MXFP4 is recoded");
+  LLM_REQUIRE(!p.recoded || (p.type == quant::Type::MXFP4 && mxfp4_split_fits(p.K, p.N)),
+              "matvec_id: only MXFP4 experts of whole 16-byte code groups are recoded");
   const bool units = mv::unit_fits(p.type, p.w, p.x, p.K, rb);
   dispatch_qtype(p.type, "matvec_id", [&](auto tag) {
     constexpr quant::Type T = decltype(tag)::value;

@@ -72,9 +72,12 @@ __device__ __forceinline__ void unit_rows(const uint8_t* w, size_t row_bytes, co
 // y[r] = (bias ? bias[r] : 0) + row r . x for r < rows <= kRows, the rows at w (row_bytes apart), by one warp: lane l
 // takes chunks l, l + 32, ...; x's chunk is read once for all rows (float4 loads when the column is 16-byte aligned
 // and the chunk whole).
+// kRecoded: MXFP4 experts recoded at upload (mxfp4_recode.cuh): w and row_bytes are the rows' codes (16 bytes a
+// block), `scales` row 0's scale bytes, nb blocks a row.
 template <quant::Type T, int kRows, bool kRecoded = false>
 __device__ __forceinline__ void chunk_rows(const uint8_t* w, size_t row_bytes, const float* x, int64_t K, int rows,
-                                           const float* bias, float* y) {
+                                           const float* bias, float* y, const uint8_t* scales = nullptr,
+                                           int64_t nb = 0) {
   using quant::dev::kChunk;
   const int lane = threadIdx.x & 31;
   const int64_t n_chunks = (K + kChunk - 1) / kChunk;
@@ -98,8 +101,8 @@ __device__ __forceinline__ void chunk_rows(const uint8_t* w, size_t row_bytes, c
     for (int r = 0; r < kRows; ++r) {
       if (r < rows) {
         float v[kChunk];
-        if constexpr (kRecoded) {  // MXFP4 recoded at upload (mxfp4_recode.cuh)
-          mx::recoded_block_floats(quant::dev::chunk_block<T>(w + r * row_bytes, c), v);
+        if constexpr (kRecoded) {
+          mx::recoded_block_floats(w + r * row_bytes + 16 * c, scales[r * nb + c], v);
         } else {
           quant::dev::dequant_chunk<T>(w + r * row_bytes, c, valid, v);
         }

@@ -24,6 +24,7 @@
 #include "cuda/check.h"
 #include "cuda/kernels/async_copy.cuh"
 #include "cuda/kernels/mma.cuh"
+#include "cuda/kernels/mxfp4_recode.cuh"
 #include "cuda/kernels/unpack_half.cuh"
 #include "cuda/kernels/qtype_dispatch.cuh"
 #include "quant/dequant.cuh"
@@ -155,6 +156,24 @@ __global__ void __launch_bounds__(kThreads, 2) moe_tile_kernel(TileArgs a) {
   const uint8_t* w0 = static_cast<const uint8_t*>(p.w);
   const uint8_t* we = w0 + size_t(e) * size_t(p.N) * a.row_bytes;
   const uint8_t* w_end = w0 + size_t(p.n_expert) * size_t(p.N) * a.row_bytes;
+  // Recoded MXFP4 (mxfp4_recode.cuh): this thread's three 16-byte pieces of every weight slice (piece i = tid +
+  // kThreads j: row i / 6, piece i % 6: four of codes, two around the scale bytes), their rows' addresses found
+  // once a tile; and the scale bytes of the row this thread unpacks.
+  const int64_t nb = p.K / 32;
+  constexpr int kSplitPieces = kRecoded ? kBN * 6 / kThreads : 1;
+  static_assert(!kRecoded || kBN * 6 % kThreads == 0, "recoded MXFP4: whole pieces a thread");
+  const uint8_t* piece_row[kSplitPieces];  // codes + 16 q of the piece's row, or its row's scales; null past N
+  const uint8_t* unpack_scales = nullptr;
+  if constexpr (kRecoded) {
+    const Mxfp4Split split(we, p.N, nb);
+#pragma unroll
+    for (int j = 0; j < kSplitPieces; ++j) {
+      const int i = int(threadIdx.x) + kThreads * j, r = i / 6, q = i % 6;
+      const int64_t n = n0 + r;
+      piece_row[j] = n >= p.N ? nullptr : q < 4 ? split.codes + (n * nb + q) * 16 : split.scales + n * nb;
+    }
+    unpack_scales = split.scales + (n0 + (threadIdx.x >> 1)) * nb;
+  }
   const int32_t* list = a.g.users + a.g.offsets[e];
   const int64_t n_steps = a.kp / kStep;
   const int64_t n_chunks = (p.K + 31) / 32;
@@ -187,7 +206,29 @@ __global__ void __launch_bounds__(kThreads, 2) moe_tile_kernel(TileArgs a) {
     };
     // Weight slice sl's raw bytes, every row's in the 16-byte pieces around it (none past the end of the tensor).
     auto issue_w = [&](int64_t sl) {
-      if constexpr (W::kStaged) {
+      if constexpr (kRecoded) {  // recoded MXFP4 (mxfp4_recode.cuh): a slice's 4 blocks of codes, 64 aligned bytes,
+                                 // then the pieces around their 4 scale bytes (two at most), kRawLd = 96 a row
+        static_assert(W::kSlice == 128 && W::kRawLd >= 96, "recoded MXFP4 slices: 4 blocks");
+        if (sl * W::kSubs >= n_steps) return;
+        uint8_t* rd = raw + (sl % kWS) * kBN * W::kRawLd;
+        const int64_t b0 = 4 * sl, blocks = nb - b0 < 4 ? nb - b0 : 4;
+#pragma unroll
+        for (int j = 0; j < kSplitPieces; ++j) {
+          const int i = tid + kThreads * j, r = i / 6, q = i % 6;
+          if (!piece_row[j]) continue;  // past N
+          if (q < 4) {
+            if (q < blocks) cp_async16(rd + r * W::kRawLd + 16 * q, piece_row[j] + 16 * b0);
+            continue;
+          }
+          const uint8_t* sa = piece_row[j] + b0;
+          const uint8_t* src = reinterpret_cast<const uint8_t*>(reinterpret_cast<uintptr_t>(sa) & ~uintptr_t(15)) +
+                               16 * (q - 4);
+          if (src >= sa + blocks) continue;  // past this row's scales
+          const int64_t left = w_end - src;
+          cp_async16_zfill(rd + r * W::kRawLd + 64 + 16 * (q - 4), left > 0 ? src : w0,
+                           int(left >= 16 ? 16 : left > 0 ? left : 0));
+        }
+      } else if constexpr (W::kStaged) {
         if (sl * W::kSubs >= n_steps) return;
         uint8_t* rd = raw + (sl % kWS) * kBN * W::kRawLd;
         constexpr int kPieces = W::kRawLd / 16;  // 16-byte pieces a row's slice may span
@@ -238,10 +279,16 @@ __global__ void __launch_bounds__(kThreads, 2) moe_tile_kernel(TileArgs a) {
       const int64_t c = 2 * s + dc;
       const uint8_t* srow = nullptr;  // the row's staged slice
       int cl = 0;                     // chunk c within it
+      int sc = 0;                     // recoded MXFP4: where the slice's scale bytes start in it
       if constexpr (W::kStaged) {
         const int64_t sl = s / W::kSubs;
-        const uint8_t* start = we + (n0 + dr) * a.row_bytes + sl * W::kRawBytes;
-        srow = raw + (sl % kWS) * kBN * W::kRawLd + dr * W::kRawLd + (reinterpret_cast<uintptr_t>(start) & 15);
+        if constexpr (kRecoded) {
+          srow = raw + (sl % kWS) * kBN * W::kRawLd + dr * W::kRawLd;
+          sc = 64 + int(reinterpret_cast<uintptr_t>(unpack_scales + 4 * sl) & 15);
+        } else {
+          const uint8_t* start = we + (n0 + dr) * a.row_bytes + sl * W::kRawBytes;
+          srow = raw + (sl % kWS) * kBN * W::kRawLd + dr * W::kRawLd + (reinterpret_cast<uintptr_t>(start) & 15);
+        }
         cl = int(c - sl * (W::kSlice / 32));
       }
       const bool live = n0 + dr < p.N && c < n_chunks;
@@ -253,7 +300,7 @@ __global__ void __launch_bounds__(kThreads, 2) moe_tile_kernel(TileArgs a) {
           else if constexpr (Q == quant::Type::Q6_K) unpack_half::q6_k(srow, cl, u);
           else if constexpr (Q == quant::Type::Q8_0) unpack_half::q8_0(blk, u);
           else if constexpr (Q == quant::Type::Q4_0) unpack_half::q4_0(blk, u);
-          else if constexpr (kRecoded) unpack_half::mxfp4_recoded(blk, u);
+          else if constexpr (kRecoded) unpack_half::mxfp4_recoded(srow + 16 * cl, srow[sc + cl], u);
           else unpack_half::mxfp4(blk, u);
         } else {
 #pragma unroll
@@ -369,7 +416,8 @@ void launch_moe_gemm(const MatvecIdParams& p, void* scratch, size_t scratch_byte
   LLM_REQUIRE((reinterpret_cast<uintptr_t>(scratch) & 15) == 0, "moe_gemm: scratch must be 16-byte aligned");
   // The staged copies take the 16-byte aligned piece around a row's slice, which must not start before the tensor.
   LLM_REQUIRE((reinterpret_cast<uintptr_t>(p.w) & 15) == 0, "moe_gemm: weights must be 16-byte aligned");
-  LLM_REQUIRE(!p.recoded || p.type == quant::Type::MXFP4, "moe_gemm: only MXFP4 is recoded");
+  LLM_REQUIRE(!p.recoded || (p.type == quant::Type::MXFP4 && mxfp4_split_fits(p.K, p.N)),
+              "moe_gemm: only MXFP4 experts of whole 16-byte code groups are recoded");
   const size_t rb = quant::row_bytes(p.type, p.K);
   const Groups g = groups_in(scratch, p.n_expert);
   moe_group_kernel<<<1, kGroupThreads, size_t(2 * p.n_expert) * 4, stream>>>(p, g);

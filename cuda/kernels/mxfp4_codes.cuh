@@ -42,7 +42,7 @@ __host__ __device__ __forceinline__ uint2 doubled8(uint32_t q) {
 }
 
 // ---- MXFP4 recoded at upload (cuda/kernels/mxfp4_recode.cuh) ----
-// The expert tensors' 17-byte blocks keep their scale byte; their 16 code bytes become four words, word i holding
+// The expert tensors' blocks are split into scales and codes there; a block's 16 code bytes become four words, word i holding
 // elements 4i..4i+3 in nibbles 0-3 and elements 16 + 4i..16 + 4i + 3 in nibbles 4-7 (the file keeps element j in the
 // low nibble of byte j and j + 16 in its high nibble), and each code s m2 m1 m0 (sign, magnitude index) becomes
 // m2 m1 m0 s, with -0 written as +0. Why: prmt reads a selector nibble's three low bits as a byte index and its msb as
@@ -113,14 +113,14 @@ __host__ __device__ __forceinline__ uint2 recoded_half_high8(uint32_t w) {
   return make_uint2(recoded4(w, kT0, kT1, kU0, kU1), recoded4(w >> 16, kT0, kT1, kU0, kU1));
 }
 
-// The 32 floats of a recoded block (as quant::dev::dequant_chunk gives the file's block): each code back to the
-// file's (file_code), times the halved scale. For the launches that read a recoded tensor without the units
-// (matvec_id's chunk rows, moe_gemm past scale byte 142).
-__host__ __device__ inline void recoded_block_floats(const uint8_t* b, float (&v)[32]) {
-  const float d = quant::dev::e8m0_half(b[0]);
+// The 32 floats of a recoded block (as quant::dev::dequant_chunk gives the file's block) from its 16 code bytes and
+// its scale byte e: each code back to the file's (file_code), times the halved scale. For the launches that read a
+// recoded tensor without the units (matvec_id's chunk rows, moe_gemm past scale byte 142).
+__host__ __device__ inline void recoded_block_floats(const uint8_t* codes, uint32_t e, float (&v)[32]) {
+  const float d = quant::dev::e8m0_half(e);
   for (int j = 0; j < 16; ++j) {
     // Code byte j is byte j % 4 of word j / 4: nibbles 2 (j % 4) and 2 (j % 4) + 1 of that word.
-    const uint32_t byte = b[1 + j];
+    const uint32_t byte = codes[j];
     const int i = j / 4;
     for (int h = 0; h < 2; ++h) {
       const int nib = 2 * (j % 4) + h;

@@ -212,14 +212,14 @@ __device__ __forceinline__ void mxfp4(const uint8_t* b, uint32_t (&h)[16]) {
     }
 }
 
-// MXFP4 recoded at upload (mxfp4_recode.cuh): the halves mxfp4() gives (+0 where the file had -0), from the recoded
-// words: mx::recoded_half_high8 turns eight codes into the high bytes of their placed halves, and two permutes a word
-// pair them as elements (4i, 4i + 1) and (4i + 2, 4i + 3) of each run; the scaling is mxfp4()'s.
-__device__ __forceinline__ void mxfp4_recoded(const uint8_t* b, uint32_t (&h)[16]) {
-  const uint32_t e = b[0];
+// MXFP4 recoded at upload (mxfp4_recode.cuh): the halves mxfp4() gives (+0 where the file had -0), from a block's
+// 16 code bytes (16-byte aligned shared memory) and its scale byte e: mx::recoded_half_high8 turns eight codes into
+// the high bytes of their placed halves, and two permutes a word pair them as elements (4i, 4i + 1) and
+// (4i + 2, 4i + 3) of each run; the scaling is mxfp4()'s.
+__device__ __forceinline__ void mxfp4_recoded(const uint8_t* codes, uint32_t e, uint32_t (&h)[16]) {
   if (e > 142) {
     float v[32];
-    mx::recoded_block_floats(b, v);
+    mx::recoded_block_floats(codes, e, v);
 #pragma unroll
     for (int j = 0; j < 32; j += 2) h[j / 2] = mma::pack_half2(v[j], v[j + 1]);
     return;
@@ -227,8 +227,8 @@ __device__ __forceinline__ void mxfp4_recoded(const uint8_t* b, uint32_t (&h)[16
   const bool big = e > 128;
   const uint32_t sb = big ? (e - 112u) << 10 : e < 99 ? 0u : (e - 98u) << 10;  // as mxfp4()
   const uint32_t s2 = sb | sb << 16;
-  uint32_t w[4];
-  load_words<4>(b + 1, w);
+  const uint4 q4 = *reinterpret_cast<const uint4*>(codes);
+  const uint32_t w[4] = {q4.x, q4.y, q4.z, q4.w};
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
     const uint2 r = mx::recoded_half_high8(w[i]);

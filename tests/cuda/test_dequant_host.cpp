@@ -99,8 +99,10 @@ TEST(DeviceDequantOnHost, Mxfp4WordDecodeMatchesTheCodeTable) {
 // file codes in a selector's nibbles decodes, through both table pairs, to the E2M1 table's doubled value and to the
 // placed half's high byte (the file's -0 to +0); a wrong table byte or a recoding slip fails it.
 TEST(DeviceDequantOnHost, Mxfp4RecodedCodesDecodeToTheFileCodes) {
-  for (uint32_t c = 0; c < 16; ++c)
-    if (c != 8) ASSERT_EQ(cuda::mx::file_code(cuda::mx::recode_code(c)), c) << "code " << c;
+  for (uint32_t c = 0; c < 16; ++c) {
+    if (c == 8) continue;  // -0: recoded +0
+    ASSERT_EQ(cuda::mx::file_code(cuda::mx::recode_code(c)), c) << "code " << c;
+  }
   ASSERT_EQ(cuda::mx::recode_code(8), 0u);
   for (uint32_t codes = 0; codes < 65536; ++codes) {
     uint32_t sel = 0;
@@ -140,15 +142,15 @@ TEST(DeviceDequantOnHost, Mxfp4RecodedBlocksKeepEveryValue) {
     const uint8_t* file = row.data() + 17 * b;
     uint32_t w[4];
     cuda::mx::recode_block_codes(file + 1, w);
-    uint8_t recoded[17] = {file[0]};
-    for (int j = 0; j < 16; ++j) recoded[1 + j] = uint8_t(w[j / 4] >> (8 * (j % 4)));
+    uint8_t codes[16];
+    for (int j = 0; j < 16; ++j) codes[j] = uint8_t(w[j / 4] >> (8 * (j % 4)));
     for (int i = 0; i < 4; ++i)
       for (int k = 0; k < 4; ++k) {
         ASSERT_EQ(cuda::mx::recode_code(file[1 + 4 * i + k] & 15u), (w[i] >> (4 * k)) & 15u) << "block " << b;
         ASSERT_EQ(cuda::mx::recode_code(file[1 + 4 * i + k] >> 4), (w[i] >> (16 + 4 * k)) & 15u) << "block " << b;
       }
     float v[32];
-    cuda::mx::recoded_block_floats(recoded, v);
+    cuda::mx::recoded_block_floats(codes, file[0], v);
     for (int j = 0; j < 32; ++j) {
       const float r = ref[size_t(32 * b + j)];
       if (std::isnan(r)) {

@@ -89,8 +89,9 @@ float act(cuda::ExpertAct a, float g, float u) {
 }
 
 // The MXFP4 experts as the session leaves them on the device when it recodes them (weight_layouts.h).
-void recode_on_device(cuda::DeviceBuffer& w, size_t bytes) {
-  cuda::launch_mxfp4_recode(w.as<uint8_t>(), int64_t(bytes / 17), nullptr);
+void recode_on_device(cuda::DeviceBuffer& w, int64_t K, int64_t N, int64_t n_expert) {
+  cuda::DeviceBuffer scratch(size_t(17 * N * (K / 32)));
+  cuda::launch_mxfp4_recode(w.as<uint8_t>(), K, N, n_expert, scratch.as<uint8_t>(), scratch.bytes(), nullptr);
 }
 
 struct GluCase {
@@ -135,7 +136,10 @@ std::vector<float> run_glu(const GluCase& c, std::mt19937& rng) {
   p.gate_bias = c.bias ? dbg.as<float>() : nullptr, p.up_bias = c.bias ? dbu.as<float>() : nullptr;
   p.x = dx.as<float>(), p.ids = di.as<int32_t>(), p.out = out.as<float>(), p.act = c.act;
   p.K = c.K, p.N = c.N, p.n_expert = c.n_expert, p.k = c.k, p.T = c.T;
-  if (c.recoded) recode_on_device(dwg, wg.size()), recode_on_device(dwu, wu.size()), p.recoded = true;
+  if (c.recoded) {
+    recode_on_device(dwg, c.K, c.N, c.n_expert), recode_on_device(dwu, c.K, c.N, c.n_expert);
+    p.recoded = true;
+  }
   EXPECT_TRUE(cuda::expert_glu_fits(p)) << what;
   cuda::launch_expert_glu(p, nullptr);
   auto got = download<float>(out, want.size());
@@ -183,7 +187,7 @@ std::vector<float> run_down(const DownCase& c, std::mt19937& rng) {
   p.w = dw.get(), p.type = c.type, p.bias = c.bias ? db.as<float>() : nullptr, p.x = dx.as<float>();
   p.ids = di.as<int32_t>(), p.weights = drw.as<float>(), p.residual = c.residual ? dr.as<float>() : nullptr;
   p.out = out.as<float>(), p.K = c.K, p.N = c.N, p.n_expert = c.n_expert, p.k = c.k, p.T = c.T;
-  if (c.recoded) recode_on_device(dw, w.size()), p.recoded = true;
+  if (c.recoded) recode_on_device(dw, c.K, c.N, c.n_expert), p.recoded = true;
   EXPECT_TRUE(cuda::expert_down_fits(p)) << what;
   cuda::launch_expert_down(p, nullptr);
   auto got = download<float>(out, want.size());

@@ -168,10 +168,12 @@ void run_mul_mat_id(const IdCase& c, std::mt19937& rng) {
     return std::pair(by_matvec, by_tiles);
   };
   const auto plain = both("");
-  if (c.type != quant::Type::MXFP4) return;
+  if (c.type != quant::Type::MXFP4 || !cuda::mxfp4_split_fits(c.K, c.N)) return;
   // Recoded at upload (mxfp4_recode.cuh): the same values, so the same bits (== also takes -0 for +0, the one code
   // the recoding changes in value's sign).
-  cuda::launch_mxfp4_recode(dw.as<uint8_t>(), int64_t(w.size() / 17), nullptr);
+  cuda::DeviceBuffer mx_scratch(size_t(17 * c.N * (c.K / 32)));
+  cuda::launch_mxfp4_recode(dw.as<uint8_t>(), c.K, c.N, c.n_expert, mx_scratch.as<uint8_t>(), mx_scratch.bytes(),
+                            nullptr);
   p.recoded = true;
   const auto recoded = both(" recoded");
   EXPECT_TRUE(recoded.first == plain.first) << "matvec_id recoded " << what;
@@ -225,7 +227,8 @@ TEST(MoeKernels, RecodedMxfp4GivesTheFileLayoutsBitsAtEveryScale) {
     return download<float>(out, size_t(N * k * T));
   };
   const auto plain_rows = run(false), plain_tiles = run(true);
-  cuda::launch_mxfp4_recode(dw.as<uint8_t>(), int64_t(w.size() / 17), nullptr);
+  cuda::DeviceBuffer mx_scratch(size_t(17 * N * (K / 32)));
+  cuda::launch_mxfp4_recode(dw.as<uint8_t>(), K, N, n_expert, mx_scratch.as<uint8_t>(), mx_scratch.bytes(), nullptr);
   p.recoded = true;
   const auto recoded_rows = run(false), recoded_tiles = run(true);
   const auto same = [](float a, float b) { return a == b || (std::isnan(a) && std::isnan(b)); };
