@@ -3,7 +3,8 @@
 # LLM_CUDA_MXFP4_RECODE=0 against the default): the GPU tests (KERNEL_TESTS, SESSION_TESTS filters); on each model of
 # CHECK_MODELS (paths under .device) the logits of a long prompt (prefill products) and of a two-token prompt (decode
 # products) and a greedy generation, switch off and on, compared byte for byte; then `bench` of each SHAPES entry
-# (shape:type, made by `llm-run synth`) with the switch off and on, ROUNDS interleaved rounds. Table last ($OUT/table.txt).
+# (shape:type, made by `llm-run synth`) with the switch off and on, ROUNDS interleaved rounds. Table last
+# ($OUT/table.txt).
 #   here:  scripts/pack-carry.sh; ../shared/device/prepare.sh <models> tokenizer/ggml-vocab-llama-bpe.gguf
 #   there: SWITCH=LLM_CUDA_MXFP4_RECODE CHECK_MODELS=".device/models/mxfp4/synth-gpt-oss-MXFP4_MOE.gguf" \
 #          SHAPES="gpt-oss-20b:MXFP4_MOE" scripts/gpu-switch-ab.sh   (carry .device, .device-bin)
@@ -38,7 +39,11 @@ for m in ${CHECK_MODELS:-}; do
   r=""
   for k in long-0.f32:long-1.f32 short-0.f32:short-1.f32 gen-0.txt:gen-1.txt; do
     a=/tmp/$name-${k%%:*} b=/tmp/$name-${k##*:}
-    if [ -s "$a" ] && cmp -s "$a" "$b"; then r+="${k%%-*} same ($(stat -c %s "$a") bytes); "; else r+="${k%%-*} DIFFER; "; fi
+    if [ -s "$a" ] && cmp -s "$a" "$b"; then
+      r+="${k%%-*} same ($(stat -c %s "$a") bytes); "
+    else
+      r+="${k%%-*} DIFFER; "
+    fi
   done
   table+=("$name $sw off/on: $r")
 done

@@ -146,7 +146,8 @@ __global__ void __launch_bounds__(kMaxThreads) expert_glu_kernel(ExpertGluParams
   const auto load = [&](Raw(&dg)[kR], Raw(&du)[kR], int g) {
     if constexpr (mv16::kSplitUnit<U>) {  // recoded MXFP4 (mxfp4_recode.cuh): codes, then scales, per expert
       const uint32_t nb = uint32_t(n_units);
-      const size_t codes = size_t(g * kR) * nb * 16 + u_offset, scales = size_t(N) * nb * 16 + size_t(g * kR) * nb + u_read;
+      const size_t codes = size_t(g * kR) * nb * 16 + u_offset;
+      const size_t scales = size_t(N) * nb * 16 + size_t(g * kR) * nb + u_read;
       mv16::load_split_rows<U>(dg, wg + codes, wg + scales, N - 1 - g * kR, nb);
       mv16::load_split_rows<U>(du, wu + codes, wu + scales, N - 1 - g * kR, nb);
     } else {

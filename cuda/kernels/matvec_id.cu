@@ -1,8 +1,8 @@
 // The chosen experts' matvecs (matvec_id.cuh). Grid (row blocks, k, T): a block reads ids[j, t] once and computes
 // its rows of that expert for that (token, slot). The dense matvec's two bodies (matvec_rows.cuh): unit rows (Q4_0,
 // Q8_0, Q4_K, Q6_K with aligned rows; 128 threads over a row's 32-weight units, R rows a block) and chunk rows for
-// every other format (MXFP4 as in the file or recoded at upload, F16, Q5_0, Q5_K, ...: 4 rows a warp). Both keep x in float32, so results match the CPU
-// reference to float rounding.
+// every other format (MXFP4 as in the file or recoded at upload, F16, Q5_0, Q5_K, ...: 4 rows a warp). Both keep
+// x in float32, so results match the CPU reference to float rounding.
 #include "cuda/kernels/matvec_id.cuh"
 
 #include "cuda/check.h"

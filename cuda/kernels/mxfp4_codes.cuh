@@ -42,14 +42,14 @@ __host__ __device__ __forceinline__ uint2 doubled8(uint32_t q) {
 }
 
 // ---- MXFP4 recoded at upload (cuda/kernels/mxfp4_recode.cuh) ----
-// The expert tensors' blocks are split into scales and codes there; a block's 16 code bytes become four words, word i holding
-// elements 4i..4i+3 in nibbles 0-3 and elements 16 + 4i..16 + 4i + 3 in nibbles 4-7 (the file keeps element j in the
-// low nibble of byte j and j + 16 in its high nibble), and each code s m2 m1 m0 (sign, magnitude index) becomes
+// The expert tensors' blocks are split into scales and codes there; a block's 16 code bytes become four words, word i
+// holding elements 4i..4i+3 in nibbles 0-3 and elements 16 + 4i..16 + 4i + 3 in nibbles 4-7 (the file keeps element j
+// in the low nibble of byte j and j + 16 in its high nibble), and each code s m2 m1 m0 (sign, magnitude index) becomes
 // m2 m1 m0 s, with -0 written as +0. Why: prmt reads a selector nibble's three low bits as a byte index and its msb as
-// "replicate the chosen byte's sign". With the sign among the index bits and m2 as the msb, two table permutes, one
-// on the codes and one on the codes with every msb flipped, xor to the code's value for all sixteen codes (a code and
-// its msb-flipped twin then always share a sign, which the file's order, sign in the msb, cannot give): four
-// elements per two permutes and an xor, already in element order, where doubled8 needs 13 instructions for eight.
+// "replicate the chosen byte's sign". With the sign among the index bits and m2 as the msb, two table permutes, one on
+// the codes and one on the codes with every msb flipped, xor to the code's value for all sixteen codes (a code and its
+// msb-flipped twin then always share a sign, which the file's order, sign in the msb, cannot give): four elements per
+// two permutes and an xor, already in element order, where doubled8 needs 13 instructions for eight.
 
 // PTX prmt in its generic form, sign-replicate mode included (a selector nibble with its msb set gives the chosen
 // byte's msb over all eight bits).

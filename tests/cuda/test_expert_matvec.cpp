@@ -157,8 +157,8 @@ struct DownCase {
 std::vector<float> run_down(const DownCase& c, std::mt19937& rng) {
   const std::string what = std::string("expert_down ") + quant::type_name(c.type) + " K=" + std::to_string(c.K) +
                            " N=" + std::to_string(c.N) + " k=" + std::to_string(c.k) + " T=" + std::to_string(c.T) +
-                           (c.bias ? " bias" : "") + (c.residual ? " residual" : "") + (c.invalid ? " invalid id" : "") +
-                           (c.recoded ? " recoded" : "");
+                           (c.bias ? " bias" : "") + (c.residual ? " residual" : "") +
+                           (c.invalid ? " invalid id" : "") + (c.recoded ? " recoded" : "");
   const auto w = expert_weights(rng, c.type, c.K, c.N * c.n_expert);
   const auto x = random_floats(rng, size_t(c.K * c.k * c.T));  // one column per slot
   const auto bias = random_floats(rng, size_t(c.N * c.n_expert));

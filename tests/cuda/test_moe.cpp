@@ -212,7 +212,8 @@ TEST(MoeKernels, RecodedMxfp4GivesTheFileLayoutsBitsAtEveryScale) {
   for (size_t b = 0; b < w.size(); b += 17) w[b] = uint8_t((b / 17) % 256);
   const auto x = random_floats(rng, size_t(K * T));
   std::vector<int32_t> ids(size_t(k * T));
-  for (int64_t t = 0; t < T; ++t) ids[size_t(t * k)] = int32_t(t % n_expert), ids[size_t(t * k + 1)] = int32_t((t + 1) % n_expert);
+  for (int64_t t = 0; t < T; ++t)
+    ids[size_t(t * k)] = int32_t(t % n_expert), ids[size_t(t * k + 1)] = int32_t((t + 1) % n_expert);
   auto dw = upload(w), dx = upload(x), di = upload(ids);
   const size_t bytes = cuda::moe_gemm_scratch_bytes(n_expert, k, T, K, 1);
   cuda::DeviceBuffer scratch(bytes);
