@@ -235,6 +235,13 @@ struct Unit<quant::Type::Q8_0> : mv::Unit<quant::Type::Q8_0> {
   }
 };
 
+// An MXFP4 unit's dot from its doubled codes as dp2a operands (lo: the first run, hi: the second) and its scale byte:
+// the halved scale times both runs' sums (both unit forms below).
+__device__ __forceinline__ float mxfp4_sum(uint32_t e, const uint32_t (&lo)[4], const uint32_t (&hi)[4], const Run& x0,
+                                           const Run& x1) {
+  return quant::dev::e8m0_half(e) * (float(dot16(lo, x0)) * x0.s + float(dot16(hi, x1)) * x1.s);
+}
+
 // MXFP4 (17-byte blocks at any byte offset: an E8M0 scale byte, then 16 bytes of E2M1 pairs): unit = block; low
 // nibbles are elements 0..15, high nibbles 16..31; value e2m1(q) 2^(e - 127). The block is read as the five aligned
 // words that hold it (its 17 bytes start 0-3 bytes into the first), and each 4-bit code becomes its doubled value,
@@ -270,7 +277,7 @@ struct Unit<quant::Type::MXFP4> {
       const uint2 v = mx::doubled8(__funnelshift_rc(r.v[i], r.v[i + 1], sh));
       lo[i] = v.x, hi[i] = v.y;
     }
-    return quant::dev::e8m0_half(e) * (float(dot16(lo, x0)) * x0.s + float(dot16(hi, x1)) * x1.s);
+    return mxfp4_sum(e, lo, hi, x0, x1);
   }
 };
 
@@ -296,7 +303,7 @@ struct UnitMxfp4Split {
       const uint2 v = mx::recoded_doubled8(w[i]);
       lo[i] = v.x, hi[i] = v.y;
     }
-    return quant::dev::e8m0_half(r.e) * (float(dot16(lo, x0)) * x0.s + float(dot16(hi, x1)) * x1.s);
+    return mxfp4_sum(r.e, lo, hi, x0, x1);
   }
 };
 

@@ -181,6 +181,15 @@ __device__ __forceinline__ void q6_codes4(uint32_t codes, uint32_t s2, uint32_t&
 // value rounds to 0 in half (6 * 2^-29 < 2^-25), so 0 serves; up to 142 the 2^14 goes first (exact: the values, at
 // most 6) and 2^(e - 127) second. Past 142 (values past 2^15; no real file) each element is converted from float.
 // -0 (code 8) comes out as -0 here and +0 on the float path: the same products.
+struct Mxfp4Scale {  // a block's scale byte e (<= 142) for placed code bits, as above
+  bool big;          // e > 128: times 2^14 (kTwo14) first
+  uint32_t s2;       // then times 2^(e - 127) or 2^(e - 113) (0 below 99), in both halves
+  static constexpr uint32_t kTwo14 = 0x74007400u;
+  __device__ __forceinline__ explicit Mxfp4Scale(uint32_t e) : big(e > 128) {
+    const uint32_t sb = big ? (e - 112u) << 10 : e < 99 ? 0u : (e - 98u) << 10;
+    s2 = sb | sb << 16;
+  }
+};
 __device__ __forceinline__ void mxfp4(const uint8_t* b, uint32_t (&h)[16]) {
   const uint32_t e = b[0];
   if (e > 142) {
@@ -194,9 +203,7 @@ __device__ __forceinline__ void mxfp4(const uint8_t* b, uint32_t (&h)[16]) {
     }
     return;
   }
-  const bool big = e > 128;
-  const uint32_t sb = big ? (e - 112u) << 10 : e < 99 ? 0u : (e - 98u) << 10;  // 2^(e - 127) or 2^(e - 113)
-  const uint32_t s2 = sb | sb << 16;
+  const Mxfp4Scale scale(e);
   uint32_t w[4];
   load_words<4>(b + 1, w);
 #pragma unroll
@@ -206,9 +213,9 @@ __device__ __forceinline__ void mxfp4(const uint8_t* b, uint32_t (&h)[16]) {
       const uint32_t t = spread(w[i], 0, p == 0);
       uint32_t lo = ((t << 9) & 0x0E000E00u) | ((t << 12) & 0x80008000u);
       uint32_t hi = ((t << 5) & 0x0E000E00u) | ((t << 8) & 0x80008000u);
-      if (big) lo = hmul2(lo, 0x74007400u /* 2^14 */), hi = hmul2(hi, 0x74007400u);
-      h[2 * i + p] = hmul2(lo, s2);
-      h[8 + 2 * i + p] = hmul2(hi, s2);
+      if (scale.big) lo = hmul2(lo, Mxfp4Scale::kTwo14), hi = hmul2(hi, Mxfp4Scale::kTwo14);
+      h[2 * i + p] = hmul2(lo, scale.s2);
+      h[8 + 2 * i + p] = hmul2(hi, scale.s2);
     }
 }
 
@@ -224,9 +231,7 @@ __device__ __forceinline__ void mxfp4_recoded(const uint8_t* codes, uint32_t e, 
     for (int j = 0; j < 32; j += 2) h[j / 2] = mma::pack_half2(v[j], v[j + 1]);
     return;
   }
-  const bool big = e > 128;
-  const uint32_t sb = big ? (e - 112u) << 10 : e < 99 ? 0u : (e - 98u) << 10;  // as mxfp4()
-  const uint32_t s2 = sb | sb << 16;
+  const Mxfp4Scale scale(e);
   const uint4 q4 = *reinterpret_cast<const uint4*>(codes);
   const uint32_t w[4] = {q4.x, q4.y, q4.z, q4.w};
 #pragma unroll
@@ -236,8 +241,8 @@ __device__ __forceinline__ void mxfp4_recoded(const uint8_t* codes, uint32_t e, 
                      __byte_perm(r.y, 0, 0x3424)};
 #pragma unroll
     for (int k = 0; k < 4; ++k) {
-      if (big) q[k] = hmul2(q[k], 0x74007400u /* 2^14 */);
-      q[k] = hmul2(q[k], s2);
+      if (scale.big) q[k] = hmul2(q[k], Mxfp4Scale::kTwo14);
+      q[k] = hmul2(q[k], scale.s2);
     }
     h[2 * i] = q[0], h[2 * i + 1] = q[1], h[8 + 2 * i] = q[2], h[8 + 2 * i + 1] = q[3];
   }
