@@ -4,7 +4,8 @@
 # CHECK_MODELS (paths under .device) the logits of a long prompt (prefill products) and of a two-token prompt (decode
 # products) and a greedy generation, switch off and on, compared byte for byte; then `bench` of each SHAPES entry
 # (shape:type, made by `llm-run synth`) with the switch off and on, ROUNDS interleaved rounds. Table last
-# ($OUT/table.txt).
+# ($OUT/table.txt). SWITCH=build compares two builds instead: llm-run-base (scripts/pack-carry.sh's first argument) as
+# "off", this build's llm-run as "on" (a change that must keep every bit, e.g. a kernel's rewrite).
 #   here:  scripts/pack-carry.sh; ../shared/device/prepare.sh <models> tokenizer/ggml-vocab-llama-bpe.gguf
 #   there: SWITCH=LLM_CUDA_MXFP4_RECODE CHECK_MODELS=".device/models/mxfp4/synth-gpt-oss-MXFP4_MOE.gguf" \
 #          SHAPES="gpt-oss-20b:MXFP4_MOE" scripts/gpu-switch-ab.sh   (carry .device, .device-bin)
@@ -14,7 +15,18 @@ mkdir -p "$out" /tmp/bin
 [ -x /tmp/bin/llm-run ] || tar xJf .device-bin/bins.tar.xz -C /tmp/bin
 source .device/env.sh >/dev/null
 source "$(dirname "${BASH_SOURCE[0]}")/device-libs.sh"
-sw=${SWITCH:?SWITCH: the LLM_CUDA_* variable to turn off}
+sw=${SWITCH:?SWITCH: the LLM_CUDA_* variable to turn off, or build}
+run_as() {  # V COMMAND...: the command with the switch at V (or, SWITCH=build, the base build's llm-run at 0)
+  local v=$1
+  shift
+  if [ "$sw" = build ]; then
+    local bin=/tmp/bin/llm-run
+    [ "$v" = 0 ] && bin=/tmp/bin/llm-run-base
+    "$bin" "${@:2}"
+  else
+    env "$sw=$v" "$@"
+  fi
+}
 table=()
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.limit --format=csv,noheader | tee "$out/clocks.txt"
 if [ -n "${KERNEL_TESTS:-}" ]; then
@@ -29,11 +41,11 @@ long="$(for i in $(seq 1 40); do printf 'The river %d runs past the old mill and
 for m in ${CHECK_MODELS:-}; do
   name=$(basename "$m" .gguf)
   for v in 0 1; do
-    env "$sw=$v" /tmp/bin/llm-run logits -m "$m" --device cuda -p "$long" --top 5 --out "/tmp/$name-long-$v.f32" \
+    run_as "$v" /tmp/bin/llm-run logits -m "$m" --device cuda -p "$long" --top 5 --out "/tmp/$name-long-$v.f32" \
       >/dev/null 2>>"$out/check.err"
-    env "$sw=$v" /tmp/bin/llm-run logits -m "$m" --device cuda -p "Hi" --top 5 --out "/tmp/$name-short-$v.f32" \
+    run_as "$v" /tmp/bin/llm-run logits -m "$m" --device cuda -p "Hi" --top 5 --out "/tmp/$name-short-$v.f32" \
       >/dev/null 2>>"$out/check.err"
-    env "$sw=$v" /tmp/bin/llm-run -m "$m" --device cuda -p "Once upon a time" -n 48 --temp 0 \
+    run_as "$v" /tmp/bin/llm-run -m "$m" --device cuda -p "Once upon a time" -n 48 --temp 0 \
       >"/tmp/$name-gen-$v.txt" 2>>"$out/check.err"
   done
   r=""
@@ -54,7 +66,7 @@ for st in ${SHAPES:-}; do
     --vocab .device/tokenizer/ggml-vocab-llama-bpe.gguf -o "$model" >>"$out/synth.log" 2>&1
   for round in $(seq 1 "${ROUNDS:-2}"); do
     for v in 0 1; do
-      line=$(env "$sw=$v" /tmp/bin/llm-run bench -m "$model" --device cuda ${ARGS:--p 512 -n 128 -r 3} -o md \
+      line=$(run_as "$v" /tmp/bin/llm-run bench -m "$model" --device cuda ${ARGS:--p 512 -n 128 -r 3} -o md \
         2>>"$out/bench.err" | grep -E '^\| .*(pp|tg)[0-9]' | awk -F'|' '{printf "%s %s;", $6, $7}')
       table+=("round $round $shape $type $sw=$v: $line")
     done

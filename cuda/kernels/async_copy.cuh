@@ -6,6 +6,8 @@
 #pragma once
 #include <cuda_runtime.h>
 
+#include <cstdint>
+
 namespace cuda {
 
 __device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
@@ -25,6 +27,15 @@ __device__ __forceinline__ void cp_async16_zfill(void* smem, const void* gmem, i
 __device__ __forceinline__ void cp_async4_zfill(void* smem, const void* gmem, int src_bytes) {
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(unsigned(__cvta_generic_to_shared(smem))),
                "l"(gmem), "r"(src_bytes)
+               : "memory");
+}
+// The same copies to a shared-space address (a 32-bit offset from __cvta_generic_to_shared, computed once): loops
+// that issue many copies then skip the generic-to-shared conversion per copy.
+__device__ __forceinline__ void cp_async16_s(uint32_t saddr, const void* gmem) {
+  asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16;" ::"r"(saddr), "l"(gmem));
+}
+__device__ __forceinline__ void cp_async16_zfill_s(uint32_t saddr, const void* gmem, int src_bytes) {
+  asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16, %2;" ::"r"(saddr), "l"(gmem), "r"(src_bytes)
                : "memory");
 }
 template <int N>

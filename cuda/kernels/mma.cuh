@@ -35,6 +35,13 @@ __device__ __forceinline__ void ldmatrix_x4(const uint16_t* p, uint32_t (&r)[4])
                : "r"(a));
 }
 
+// The same from a shared-space address (__cvta_generic_to_shared computed once by the caller).
+__device__ __forceinline__ void ldmatrix_x4(uint32_t a, uint32_t (&r)[4]) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(a));
+}
+
 // Four 8 x 8 f16 matrices from shared memory, transposed (lanes 8i..8i+7 give the row addresses of matrix i): for
 // a row-major [slot][dim] tile V, rows k0 + (lane & 7) + 8 ((lane >> 3) & 1) at column n0 + 8 (lane >> 4) give the B
 // operands of V's 16 x 16 block (k0, n0): registers 0, 1 for columns n0..n0+7, registers 2, 3 for n0+8..n0+15.

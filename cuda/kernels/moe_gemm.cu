@@ -11,8 +11,8 @@
 //   steps ahead and, a whole number of quant blocks at a time, the rows' raw bytes into a ring of slices (up to two
 //   slices ahead); each step every thread unpacks 32 elements into a half tile (Q4_0 / Q8_0 / Q4_K / Q6_K / MXFP4
 //   straight to half pairs, unpack_half.cuh; every other format by quant/dequant.cuh's float dequantizer), and 8 warps
-//   (4 x 32 rows, 2 x BT / 2 users) multiply with mma.m16n8k16, float32 accumulators in registers, skipping 8-user
-//   columns past the expert's count. Q4_K with 64-user tiles alternates two half tiles of weights, one barrier a step.
+//   (16 rows each, every user of the tile) multiply with mma.m16n8k16, float32 accumulators in registers, skipping
+//   16-user column pairs past the expert's count. Q4_K with 64-user tiles alternates two half tiles of weights, one barrier a step.
 // Why this shape (Qwen3-30B-A3B: ~32 users an expert at T = 512, gpt-oss-20b: ~64): per step a block dequantizes
 // 128 x 64 weights (one chunk a thread) and does up to 128 x BT x 64 multiply-adds; the dequantization is a fixed
 // cost per expert row, so BT follows the mean users per expert (64 or 128) and a block covers them in one pass.
@@ -37,7 +37,6 @@ constexpr int kStep = 64;  // K per step: two chunks
 constexpr int kLd = kStep + 8;  // halves a shared row: 16 more bytes make ldmatrix conflict-free
 constexpr int kXStages = 3;  // x ring: step s in use, s + 1 landing, s + 2 being issued
 constexpr int kThreads = 256;
-constexpr int kRowGroups = 4;  // warps along rows (32 rows each); the other 2 along users
 constexpr int kGroupThreads = 1024;
 
 struct Groups {
@@ -132,56 +131,94 @@ struct TileArgs {
   size_t row_bytes;
 };
 
+// Per step a warp spends its issue slots on the unpacking, the copies and the products; everything else is hoisted
+// out of the step loop: the row each thread stages and unpacks is its own (dr), shared memory is addressed by
+// 32-bit shared-space offsets computed once (a generic pointer's conversion reloads the window base every use), x's
+// sources are 32-bit element offsets found once a tile of users, and step and slice counters are 32-bit.
 template <quant::Type Q, int NT, bool kRecoded>
 __global__ void __launch_bounds__(kThreads, 2) moe_tile_kernel(TileArgs a) {
   using W = WeightPath<Q>;
   constexpr int kBT = 2 * NT * 8;  // users of a tile
-  constexpr int kWarpUsers = NT * 8;
+  constexpr int kPairs = kBT / 16;  // 16-user column pairs of a tile
   constexpr int kXCopies = kBT * (kStep / 8) / kThreads;  // 16-byte x pieces a thread copies per step
-  static_assert(kBT * (kStep / 8) % kThreads == 0 && NT % 2 == 0, "x pieces spread evenly; users in pairs of 8");
+  static_assert(kBT * (kStep / 8) % kThreads == 0, "x pieces spread evenly");
+  static_assert(kBN == 16 * (kThreads / 32) && kBN == kThreads / 2, "a warp multiplies 16 rows; two threads a row");
   __shared__ int32_t xrow[kBT];
   extern __shared__ __align__(16) uint8_t smem[];
   constexpr int kWS = kWStages<Q, NT>;
   constexpr bool kTwo = kTwoTiles<Q, NT>;
-  uint8_t* raw = smem;                                                            // [kWS][kBN][kRawLd]
-  uint16_t* xs = reinterpret_cast<uint16_t*>(smem + size_t(kWS) * kBN * W::kRawLd);  // [kXStages][kBT][kLd]
-  uint16_t* ws0 = xs + kXStages * kBT * kLd;                                    // [kWTiles][kBN][kLd]
+  constexpr uint32_t kRawStage = kBN * W::kRawLd;  // bytes of a weight slice's ring slot: [kBN][kRawLd]
+  constexpr uint32_t kXStage = kBT * kLd * 2;       // bytes of an x ring slot: [kBT][kLd] halves
+  constexpr uint32_t kWTile = kBN * kLd * 2;        // bytes of a half tile of weights: [kBN][kLd] halves
+  uint8_t* raw = smem;
+  uint16_t* ws0 = reinterpret_cast<uint16_t*>(smem + kWS * kRawStage + kXStages * kXStage);
+  const uint32_t s_raw = uint32_t(__cvta_generic_to_shared(smem));
+  const uint32_t s_x = s_raw + kWS * kRawStage, s_w = s_x + kXStages * kXStage;
   const MatvecIdParams& p = a.p;
   const int64_t e = blockIdx.y;
   const int32_t count = a.g.counts[e];
   const int64_t n0 = int64_t(blockIdx.x) * kBN;
   const int tid = int(threadIdx.x), lane = tid & 31, warp = tid >> 5;
-  const int wr = warp % kRowGroups, wu = warp / kRowGroups;
   const int g = lane >> 2, tg = lane & 3;
+  const int dr = tid >> 1, dc = tid & 1;  // the row this thread stages and unpacks, and its chunk of each step
+  const bool row_live = n0 + dr < p.N;
   const uint8_t* w0 = static_cast<const uint8_t*>(p.w);
-  const uint8_t* we = w0 + size_t(e) * size_t(p.N) * a.row_bytes;
   const uint8_t* w_end = w0 + size_t(p.n_expert) * size_t(p.N) * a.row_bytes;
-  // Recoded MXFP4 (mxfp4_recode.cuh): this thread's three 16-byte pieces of every weight slice (piece i = tid +
-  // kThreads j: row i / 6, piece i % 6: four of codes, two around the scale bytes), their rows' addresses found
-  // once a tile; and the scale bytes of the row this thread unpacks.
-  const int64_t nb = p.K / 32;
-  constexpr int kSplitPieces = kRecoded ? kBN * 6 / kThreads : 1;
-  static_assert(!kRecoded || kBN * 6 % kThreads == 0, "recoded MXFP4: whole pieces a thread");
-  const uint8_t* piece_row[kSplitPieces];  // codes + 16 q of the piece's row, or its row's scales; null past N
-  const uint8_t* unpack_scales = nullptr;
+  const uint8_t* wrow = w0 + (size_t(e) * size_t(p.N) + size_t(n0 + dr)) * a.row_bytes;  // file layout: the row
+  // Recoded MXFP4 (mxfp4_recode.cuh): the row's codes (16 bytes a block) and its scale bytes.
+  const int nb = int(p.K / 32);
+  const uint8_t* codes_row = nullptr;
+  const uint8_t* scales_row = nullptr;
   if constexpr (kRecoded) {
-    const Mxfp4Split split(we, p.N, nb);
-#pragma unroll
-    for (int j = 0; j < kSplitPieces; ++j) {
-      const int i = int(threadIdx.x) + kThreads * j, r = i / 6, q = i % 6;
-      const int64_t n = n0 + r;
-      piece_row[j] = n >= p.N ? nullptr : q < 4 ? split.codes + (n * nb + q) * 16 : split.scales + n * nb;
-    }
-    unpack_scales = split.scales + (n0 + (threadIdx.x >> 1)) * nb;
+    const Mxfp4Split split(w0 + size_t(e) * size_t(p.N) * a.row_bytes, p.N, nb);
+    codes_row = split.codes + (n0 + dr) * nb * 16;
+    scales_row = split.scales + (n0 + dr) * nb;
   }
   const int32_t* list = a.g.users + a.g.offsets[e];
-  const int64_t n_steps = a.kp / kStep;
-  const int64_t n_chunks = (p.K + 31) / 32;
+  const int n_steps = int(a.kp / kStep);
+  const int n_chunks = int((p.K + 31) / 32);
   const uint16_t* xh = reinterpret_cast<const uint16_t*>(a.xh);
 
+  // Weight slice sl's raw bytes of this thread's row: the 16-byte pieces around it, pieces dc, dc + 2, ... (the
+  // other thread of the row takes the rest), none past the slice or the tensor.
+  auto issue_w = [&](int sl) {
+    if (sl * W::kSubs >= n_steps || !row_live) return;
+    const uint32_t rd = s_raw + uint32_t(sl % kWS) * kRawStage + uint32_t(dr) * W::kRawLd;
+    if constexpr (kRecoded) {  // a slice's 4 blocks of codes, 64 aligned bytes, then the pieces around their 4 scale
+                               // bytes (two at most): pieces 0-3 and 4-5 of kRawLd = 96
+      static_assert(W::kSlice == 128 && W::kRawLd >= 96, "recoded MXFP4 slices: 4 blocks");
+      const int b0 = 4 * sl, blocks = nb - b0 < 4 ? nb - b0 : 4;
+#pragma unroll
+      for (int q = dc; q < 6; q += 2) {
+        if (q < 4) {
+          if (q < blocks) cp_async16_s(rd + 16 * q, codes_row + 16 * (b0 + q));
+          continue;
+        }
+        const uint8_t* sa = scales_row + b0;
+        const uint8_t* src =
+            reinterpret_cast<const uint8_t*>(reinterpret_cast<uintptr_t>(sa) & ~uintptr_t(15)) + 16 * (q - 4);
+        if (src >= sa + blocks) continue;  // past this row's scales
+        const int64_t left = w_end - src;
+        cp_async16_zfill_s(rd + 16 * q, src, int(left >= 16 ? 16 : left));
+      }
+    } else if constexpr (W::kStaged) {
+      constexpr int kPieces = W::kRawLd / 16;  // 16-byte pieces a row's slice may span
+      const uint8_t* start = wrow + size_t(sl) * W::kRawBytes;
+      const uint8_t* base = reinterpret_cast<const uint8_t*>(reinterpret_cast<uintptr_t>(start) & ~uintptr_t(15));
+#pragma unroll
+      for (int j = 0; j < (kPieces + 1) / 2; ++j) {
+        const int q = dc + 2 * j;
+        const uint8_t* src = base + 16 * q;
+        if (q >= kPieces || src >= start + W::kRawBytes) continue;  // past this row's slice
+        const int64_t left = w_end - src;  // > 0: the slice is inside the tensor
+        cp_async16_zfill_s(rd + 16 * q, src, int(left >= 16 ? 16 : left));
+      }
+    }
+  };
+  auto commit = [] { asm volatile("cp.async.commit_group;" ::: "memory"); };
+
   for (int64_t u0 = int64_t(blockIdx.z) * kBT; u0 < count; u0 += int64_t(gridDim.z) * kBT) {
-    // The half-x row of each user of the tile, or -1 past the expert's count (shared: registers are the scarce
-    // resource at 128 users).
+    // The half-x row of each user of the tile, or -1 past the expert's count.
     if (tid < kBT) {
       const int64_t ui = u0 + tid;
       int32_t r = -1;
@@ -192,62 +229,27 @@ __global__ void __launch_bounds__(kThreads, 2) moe_tile_kernel(TileArgs a) {
       xrow[tid] = r;
     }
     __syncthreads();
-    // Step s's x rows into its ring buffer (none past the end).
-    auto issue_x = [&](int64_t s) {
+    // This thread's x pieces: user (tid / 8) + 32 i, columns 8 (tid % 8) of each step; where they come from (element
+    // offsets into xh, 32-bit: launch_moe_gemm checks the size) and whether the user exists (else zeros).
+    uint32_t xoff[kXCopies];
+    uint32_t xlive = 0;
+#pragma unroll
+    for (int i = 0; i < kXCopies; ++i) {
+      const int32_t r = xrow[(tid >> 3) + i * (kThreads / 8)];
+      xoff[i] = r < 0 ? 0u : uint32_t(r) * uint32_t(a.kp) + uint32_t(tid & 7) * 8u;
+      xlive |= uint32_t(r >= 0) << i;
+    }
+    const uint32_t xdst = s_x + uint32_t((tid >> 3) * kLd + (tid & 7) * 8) * 2;
+    auto issue_x = [&](int s) {
       if (s >= n_steps) return;
-      uint16_t* xd = xs + (s % kXStages) * kBT * kLd;
+      const uint32_t d = xdst + uint32_t(s % kXStages) * kXStage;
 #pragma unroll
-      for (int i = 0; i < kXCopies; ++i) {
-        const int ul = (tid + i * kThreads) / 8;
-        const int32_t r = xrow[ul];
-        const uint16_t* src = r < 0 ? xh : xh + int64_t(r) * a.kp + s * kStep + (tid % 8) * 8;
-        cp_async16_zfill(xd + ul * kLd + (tid % 8) * 8, src, r < 0 ? 0 : 16);
-      }
+      for (int i = 0; i < kXCopies; ++i)
+        cp_async16_zfill_s(d + uint32_t(i * (kThreads / 8) * kLd * 2), xh + xoff[i] + uint32_t(s) * kStep,
+                           (xlive >> i & 1u) ? 16 : 0);
     };
-    // Weight slice sl's raw bytes, every row's in the 16-byte pieces around it (none past the end of the tensor).
-    auto issue_w = [&](int64_t sl) {
-      if constexpr (kRecoded) {  // recoded MXFP4 (mxfp4_recode.cuh): a slice's 4 blocks of codes, 64 aligned bytes,
-                                 // then the pieces around their 4 scale bytes (two at most), kRawLd = 96 a row
-        static_assert(W::kSlice == 128 && W::kRawLd >= 96, "recoded MXFP4 slices: 4 blocks");
-        if (sl * W::kSubs >= n_steps) return;
-        uint8_t* rd = raw + (sl % kWS) * kBN * W::kRawLd;
-        const int64_t b0 = 4 * sl, blocks = nb - b0 < 4 ? nb - b0 : 4;
-#pragma unroll
-        for (int j = 0; j < kSplitPieces; ++j) {
-          const int i = tid + kThreads * j, r = i / 6, q = i % 6;
-          if (!piece_row[j]) continue;  // past N
-          if (q < 4) {
-            if (q < blocks) cp_async16(rd + r * W::kRawLd + 16 * q, piece_row[j] + 16 * b0);
-            continue;
-          }
-          const uint8_t* sa = piece_row[j] + b0;
-          const uint8_t* src = reinterpret_cast<const uint8_t*>(reinterpret_cast<uintptr_t>(sa) & ~uintptr_t(15)) +
-                               16 * (q - 4);
-          if (src >= sa + blocks) continue;  // past this row's scales
-          const int64_t left = w_end - src;
-          cp_async16_zfill(rd + r * W::kRawLd + 64 + 16 * (q - 4), left > 0 ? src : w0,
-                           int(left >= 16 ? 16 : left > 0 ? left : 0));
-        }
-      } else if constexpr (W::kStaged) {
-        if (sl * W::kSubs >= n_steps) return;
-        uint8_t* rd = raw + (sl % kWS) * kBN * W::kRawLd;
-        constexpr int kPieces = W::kRawLd / 16;  // 16-byte pieces a row's slice may span
-        for (int i = tid; i < kBN * kPieces; i += kThreads) {
-          const int r = i / kPieces, q = i % kPieces;
-          if (n0 + r >= p.N) continue;
-          const uint8_t* start = we + (n0 + r) * a.row_bytes + sl * W::kRawBytes;
-          const uint8_t* src =
-              reinterpret_cast<const uint8_t*>(reinterpret_cast<uintptr_t>(start) & ~uintptr_t(15)) + 16 * q;
-          if (src >= start + W::kRawBytes) continue;  // past this row's slice
-          const int64_t left = w_end - src;
-          cp_async16_zfill(rd + r * W::kRawLd + 16 * q, left > 0 ? src : w0,
-                           int(left >= 16 ? 16 : left > 0 ? left : 0));
-        }
-      }
-    };
-    auto commit = [] { asm volatile("cp.async.commit_group;" ::: "memory"); };
 
-    float acc[2][NT][4] = {};
+    float acc[2 * kPairs][4] = {};
     // One commit group per step (x of step s, with the weight slice issued then): the waits count the same every
     // step. The prologue's first group also holds the first kWS - 1 weight slices.
     for (int sl = 0; sl < kWS - 1; ++sl) issue_w(sl);
@@ -255,10 +257,10 @@ __global__ void __launch_bounds__(kThreads, 2) moe_tile_kernel(TileArgs a) {
     commit();
     issue_x(1);
     commit();
-    const int active = int(count - u0) - wu * kWarpUsers;  // this warp's users in the tile (may be <= 0)
-    const int dr = tid >> 1, dc = tid & 1;                   // the row and chunk of the step this thread dequantizes
+    const int64_t users = count - u0 < kBT ? count - u0 : kBT;  // of this tile, the same for every warp
+    const int pairs = int((users + 15) / 16);
     // Issued after the barrier of step s: the ring slots they fill were last read by step s - 1.
-    auto issue_ahead = [&](int64_t s) {
+    auto issue_ahead = [&](int s) {
       if (s % W::kSubs == 0) issue_w(s / W::kSubs + kWS - 1);
       issue_x(s + 2);
       commit();
@@ -267,8 +269,9 @@ __global__ void __launch_bounds__(kThreads, 2) moe_tile_kernel(TileArgs a) {
       cp_async_wait<1>();
       __syncthreads();  // step 0's x and the first weight slices landed everywhere
     }
-    for (int64_t s = 0; s < n_steps; ++s) {
-      uint16_t* ws = ws0 + (kTwo ? (s & 1) * kBN * kLd : 0);
+    for (int s = 0; s < n_steps; ++s) {
+      const int wt = kTwo ? (s & 1) : 0;  // the half tile of weights this step fills and reads
+      uint16_t* ws = ws0 + wt * (kBN * kLd);
       if constexpr (!kTwo) {
         cp_async_wait<1>();
         __syncthreads();  // step s's copies landed everywhere; step s - 1's products are done with ws and the rings
@@ -276,27 +279,23 @@ __global__ void __launch_bounds__(kThreads, 2) moe_tile_kernel(TileArgs a) {
       }
       // This thread's 32 halves of the step (h) and where their four 8-element pieces go in the row (unpack_half.cuh).
       uint4 h[4];
-      const int64_t c = 2 * s + dc;
+      const int c = 2 * s + dc;
       const uint8_t* srow = nullptr;  // the row's staged slice
       int cl = 0;                     // chunk c within it
       int sc = 0;                     // recoded MXFP4: where the slice's scale bytes start in it
       if constexpr (W::kStaged) {
-        const int64_t sl = s / W::kSubs;
-        if constexpr (kRecoded) {
-          srow = raw + (sl % kWS) * kBN * W::kRawLd + dr * W::kRawLd;
-          sc = 64 + int(reinterpret_cast<uintptr_t>(unpack_scales + 4 * sl) & 15);
-        } else {
-          const uint8_t* start = we + (n0 + dr) * a.row_bytes + sl * W::kRawBytes;
-          srow = raw + (sl % kWS) * kBN * W::kRawLd + dr * W::kRawLd + (reinterpret_cast<uintptr_t>(start) & 15);
-        }
-        cl = int(c - sl * (W::kSlice / 32));
+        const int sl = s / W::kSubs;
+        srow = raw + (sl % kWS) * kRawStage + dr * W::kRawLd;
+        if constexpr (kRecoded) sc = 64 + int(reinterpret_cast<uintptr_t>(scales_row + 4 * sl) & 15);
+        else srow += (reinterpret_cast<uintptr_t>(wrow) + uintptr_t(sl) * W::kRawBytes) & 15;
+        cl = c - sl * (W::kSlice / 32);
       }
-      const bool live = n0 + dr < p.N && c < n_chunks;
+      const bool live = row_live && c < n_chunks;
       if constexpr (unpack_half::kFast<Q>) {
         uint32_t u[16];
         if (live) {
           const uint8_t* blk = srow + cl * W::L::kBlockBytes;  // the 32-element formats' block
-          if constexpr (Q == quant::Type::Q4_K) unpack_half::q4_k(srow, int(s % 4), dc, u);
+          if constexpr (Q == quant::Type::Q4_K) unpack_half::q4_k(srow, s & 3, dc, u);
           else if constexpr (Q == quant::Type::Q6_K) unpack_half::q6_k(srow, cl, u);
           else if constexpr (Q == quant::Type::Q8_0) unpack_half::q8_0(blk, u);
           else if constexpr (Q == quant::Type::Q4_0) unpack_half::q4_0(blk, u);
@@ -314,8 +313,8 @@ __global__ void __launch_bounds__(kThreads, 2) moe_tile_kernel(TileArgs a) {
           if constexpr (W::kStaged) {
             quant::dev::dequant_chunk<Q>(srow, cl, 32, v);
           } else {
-            const int valid = int(p.K - c * 32 < 32 ? p.K - c * 32 : 32);
-            quant::dev::dequant_chunk<Q>(we + (n0 + dr) * a.row_bytes, c, valid, v);
+            const int valid = int(p.K - int64_t(c) * 32 < 32 ? p.K - int64_t(c) * 32 : 32);
+            quant::dev::dequant_chunk<Q>(wrow, c, valid, v);
           }
         } else {
 #pragma unroll
@@ -344,42 +343,38 @@ __global__ void __launch_bounds__(kThreads, 2) moe_tile_kernel(TileArgs a) {
       } else {
         __syncthreads();
       }
-      if (active > 0) {
-        const uint16_t* xt = xs + (s % kXStages) * kBT * kLd;
-        const uint16_t* wa = ws + (wr * 32 + (lane & 15)) * kLd + 8 * (lane >> 4);
-        const uint16_t* xb = xt + (wu * kWarpUsers + (lane & 7) + 8 * (lane >> 4)) * kLd + 8 * ((lane >> 3) & 1);
+      // Warp w: rows 16 w .. 16 w + 15 against every user of the tile, 16 users (two n8 columns) at a time up to
+      // the tile's count (the same for every warp, so the warps share the tensor work evenly). A fragments of the
+      // step first (16 registers), then per pair the x fragments; each output's products stay in ascending K.
+      const uint32_t wa = s_w + uint32_t(wt) * kWTile + uint32_t((16 * warp + (lane & 15)) * kLd + 8 * (lane >> 4)) * 2;
+      const uint32_t xb = s_x + uint32_t(s % kXStages) * kXStage +
+                          uint32_t(((lane & 7) + 8 * (lane >> 4)) * kLd + 8 * ((lane >> 3) & 1)) * 2;
+      uint32_t af[kStep / 16][4];
 #pragma unroll
-        for (int kk = 0; kk < kStep; kk += 16) {
-          uint32_t af[2][4];
-          mma::ldmatrix_x4(wa + kk, af[0]);
-          mma::ldmatrix_x4(wa + 16 * kLd + kk, af[1]);
+      for (int kk = 0; kk < kStep / 16; ++kk) mma::ldmatrix_x4(wa + 32 * kk, af[kk]);
 #pragma unroll
-          for (int np = 0; np < NT / 2; ++np) {
-            if (16 * np >= active) break;
-            uint32_t b[4];
-            mma::ldmatrix_x4(xb + 16 * np * kLd + kk, b);
+      for (int np = 0; np < kPairs; ++np) {
+        if (np >= pairs) break;
 #pragma unroll
-            for (int m = 0; m < 2; ++m) {
-              mma::m16n8k16(acc[m][2 * np], af[m], b[0], b[1]);
-              if (16 * np + 8 < active) mma::m16n8k16(acc[m][2 * np + 1], af[m], b[2], b[3]);
-            }
-          }
+        for (int kk = 0; kk < kStep / 16; ++kk) {
+          uint32_t b[4];
+          mma::ldmatrix_x4(xb + uint32_t(16 * np * kLd * 2 + 32 * kk), b);
+          mma::m16n8k16(acc[2 * np], af[kk], b[0], b[1]);
+          mma::m16n8k16(acc[2 * np + 1], af[kk], b[2], b[3]);
         }
       }
     }
     cp_async_wait<0>();
     __syncthreads();  // the rings and ws are free for the next tile of users
 #pragma unroll
-    for (int m = 0; m < 2; ++m)
+    for (int nt = 0; nt < 2 * kPairs; ++nt)
 #pragma unroll
-      for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-        for (int c = 0; c < 4; ++c) {
-          const int64_t n = n0 + wr * 32 + m * 16 + g + 8 * (c >> 1);
-          const int64_t ui = u0 + wu * kWarpUsers + nt * 8 + 2 * tg + (c & 1);
-          if (n < p.N && ui < count)
-            p.y[int64_t(list[ui]) * p.N + n] = acc[m][nt][c] + (p.bias ? p.bias[e * p.N + n] : 0.0f);
-        }
+      for (int c = 0; c < 4; ++c) {
+        const int64_t n = n0 + 16 * warp + g + 8 * (c >> 1);
+        const int64_t ui = u0 + nt * 8 + 2 * tg + (c & 1);
+        if (n < p.N && ui < count)
+          p.y[int64_t(list[ui]) * p.N + n] = acc[nt][c] + (p.bias ? p.bias[e * p.N + n] : 0.0f);
+      }
   }
 }
 
@@ -411,6 +406,7 @@ void launch_moe_gemm(const MatvecIdParams& p, void* scratch, size_t scratch_byte
   LLM_REQUIRE(p.x_slots == 1 || p.x_slots == p.k, "moe_gemm: x_slots must be 1 or k");
   LLM_REQUIRE(p.n_expert <= 4096 && p.n_expert <= 65535, "moe_gemm: at most 4096 experts");
   LLM_REQUIRE(p.k * p.T <= 0x7fffffff, "moe_gemm: too many users");
+  LLM_REQUIRE(p.x_slots * p.T * moe_gemm_padded_k(p.K) <= 0xffffffffLL, "moe_gemm: x too large for 32-bit offsets");
   LLM_REQUIRE(scratch_bytes >= moe_gemm_scratch_bytes(p.n_expert, p.k, p.T, p.K, p.x_slots),
               "moe_gemm: scratch too small");
   LLM_REQUIRE((reinterpret_cast<uintptr_t>(scratch) & 15) == 0, "moe_gemm: scratch must be 16-byte aligned");
