@@ -146,7 +146,10 @@ Executor::Executor(const Context& ctx, const graph::Graph& g, const graph::Plan&
   for (const Node& n : g.nodes()) {
     const size_t before = steps_.size();
     lower(n);
-    if (omitted(n.name)) steps_.resize(before);
+    if (omitted(n.name)) {
+      steps_.resize(before);
+      moe_scratch_holds_ = {};  // an omitted product leaves no grouping for the next to reuse
+    }
   }
   // The Input nodes' values: one kernel reading the page-locked staging (write_inputs), first of every run; a
   // block table, which can be long, by its own copy (the kernel reads host memory a few bytes per thread).

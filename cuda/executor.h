@@ -291,6 +291,13 @@ class Executor {
   DeviceBuffer gemm_scratch_;
   DeviceBuffer attn_scratch_;
   DeviceBuffer moe_scratch_;  // expert grouping of the prefill MulMatId launches (moe_gemm.cuh)
+  // What the last prefill MulMatId lowered onto moe_scratch_ leaves there for the next (MoeGemmReuse): the grouping
+  // of `ids`, and the half copy of `x` (K, x_slots). Steps run in lowering order, so a launch finds it as lowered.
+  struct MoeScratchHolds {
+    graph::NodeId ids = graph::kNoNode, x = graph::kNoNode;
+    int64_t n_expert = 0, K = 0, x_slots = 0;
+  };
+  MoeScratchHolds moe_scratch_holds_;
   DeviceBuffer batch_mm_counters_;  // the small-batch products' shared-tile counters (batch_mm.cuh), zeroed once
   PinnedBuffer input_staging_;
   HostCopies host_inputs_;  // the first step's copies: the Input nodes' staging, then add_host_input's

@@ -307,7 +307,14 @@ void Executor::lower_mul_mat_id(const Node& n) {
   }
   void* scratch = moe_scratch_.get();
   const size_t bytes = moe_scratch_.bytes();
-  steps_.push_back([p, scratch, bytes](cudaStream_t s) { launch_moe_gemm(p, scratch, bytes, s); });
+  // A layer's gate and up read the same ids and x, its down the same ids: their grouping and half x are made once.
+  const MoeScratchHolds holds{n.inputs[2], n.inputs[1], p.n_expert, p.K, p.x_slots};
+  MoeGemmReuse reuse;
+  reuse.groups = holds.ids == moe_scratch_holds_.ids && holds.n_expert == moe_scratch_holds_.n_expert;
+  reuse.x = reuse.groups && holds.x == moe_scratch_holds_.x && holds.K == moe_scratch_holds_.K &&
+            holds.x_slots == moe_scratch_holds_.x_slots;
+  moe_scratch_holds_ = holds;
+  steps_.push_back([p, scratch, bytes, reuse](cudaStream_t s) { launch_moe_gemm(p, scratch, bytes, s, reuse); });
 }
 
 void Executor::lower_swiglu_oai(const Node& n) {

@@ -199,6 +199,8 @@ TEST(MoeKernels, MulMatIdMatchesReferenceForEveryModelType) {
   // that expert, per-slot x; a K of 81 chunks (a partial 128-element slice) and N past one 128-row tile.
   run_mul_mat_id({Type::Q4_0, 2592, 200, 16, 2, 200, true, true, true}, rng);
   run_mul_mat_id({Type::Q6_K, 768, 136, 16, 2, 200, false, false, true}, rng);
+  // Q4_K's fragment tiles (64 users): four user tiles of expert 0, N past one 128-row tile, per-slot x and biases.
+  run_mul_mat_id({Type::Q4_K, 768, 136, 16, 2, 200, true, true, true}, rng);
 }
 
 // MXFP4 recoded at upload, at every scale byte (each block its own, 0..255: the tiles' paths below 99, up to 128,
