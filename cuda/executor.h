@@ -291,7 +291,7 @@ class Executor {
   DeviceBuffer gemm_scratch_;
   DeviceBuffer attn_scratch_;
   DeviceBuffer moe_scratch_;  // expert grouping of the prefill MulMatId launches (moe_gemm.cuh)
-  // What the last prefill MulMatId lowered onto moe_scratch_ leaves there for the next (MoeGemmReuse): the grouping
+  // What the last prefill MulMatId lowered onto moe_scratch_ leaves there for the next (MoeGemmOptions): the grouping
   // of `ids`, and the half copy of `x` (K, x_slots). Steps run in lowering order, so a launch finds it as lowered.
   struct MoeScratchHolds {
     graph::NodeId ids = graph::kNoNode, x = graph::kNoNode;

@@ -309,12 +309,12 @@ void Executor::lower_mul_mat_id(const Node& n) {
   const size_t bytes = moe_scratch_.bytes();
   // A layer's gate and up read the same ids and x, its down the same ids: their grouping and half x are made once.
   const MoeScratchHolds holds{n.inputs[2], n.inputs[1], p.n_expert, p.K, p.x_slots};
-  MoeGemmReuse reuse;
-  reuse.groups = holds.ids == moe_scratch_holds_.ids && holds.n_expert == moe_scratch_holds_.n_expert;
-  reuse.x = reuse.groups && holds.x == moe_scratch_holds_.x && holds.K == moe_scratch_holds_.K &&
-            holds.x_slots == moe_scratch_holds_.x_slots;
+  MoeGemmOptions o;
+  o.reuse_groups = holds.ids == moe_scratch_holds_.ids && holds.n_expert == moe_scratch_holds_.n_expert;
+  o.reuse_x = o.reuse_groups && holds.x == moe_scratch_holds_.x && holds.K == moe_scratch_holds_.K &&
+              holds.x_slots == moe_scratch_holds_.x_slots;
   moe_scratch_holds_ = holds;
-  steps_.push_back([p, scratch, bytes, reuse](cudaStream_t s) { launch_moe_gemm(p, scratch, bytes, s, reuse); });
+  steps_.push_back([p, scratch, bytes, o](cudaStream_t s) { launch_moe_gemm(p, scratch, bytes, s, o); });
 }
 
 void Executor::lower_swiglu_oai(const Node& n) {

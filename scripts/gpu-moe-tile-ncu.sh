@@ -16,6 +16,6 @@ source "$(dirname "${BASH_SOURCE[0]}")/ncu-launch.sh"
 # KernelLab.Moe's shapes in order (Q4_K's 64-user tiles: the fragment kernel), 55 tile launches each (5 warm-up + 50 timed); 20 in takes a warm launch.
 declare -A first=([Q4_K]=0 [Q6_K]=55 [Q8_0]=110 [MXFP4]=165)
 for type in ${TYPES:-Q4_K MXFP4}; do
-  LLM_CUDA_BENCH=1 ncu_launch "moe-$type" 'moe_(tile|q4k_fragment)_kernel' $((first[$type] + 20)) \
+  LLM_CUDA_BENCH=1 ncu_launch "moe-$type" 'moe_(tile|q4k_fragment|mxfp4_fragment)_kernel' $((first[$type] + 20)) \
     /tmp/bin/cuda_kernels_test --gtest_filter=KernelLab.Moe
 done

@@ -12,8 +12,8 @@
 //   slices ahead); each step every thread unpacks 32 elements into a half tile (Q4_0 / Q8_0 / Q4_K / Q6_K / MXFP4
 //   straight to half pairs, unpack_half.cuh; every other format by quant/dequant.cuh's float dequantizer), and 8 warps
 //   (16 rows each, every user of the tile) multiply with mma.m16n8k16, float32 accumulators in registers, skipping
-//   16-user column pairs past the expert's count. Q4_K with 64-user tiles takes moe_q4k_fragment_kernel instead: its
-//   weights go straight from the staged codes into mma fragments (no half tile in shared memory).
+//   16-user column pairs past the expert's count. Q4_K with 64-user tiles and recoded MXFP4 take moe_fragments.cu's
+//   kernels instead: their weights go straight from the staged codes into mma fragments (no half tile).
 // Why this shape (Qwen3-30B-A3B: ~32 users an expert at T = 512, gpt-oss-20b: ~64): per step a block dequantizes
 // 128 x 64 weights (one chunk a thread) and does up to 128 x BT x 64 multiply-adds; the dequantization is a fixed
 // cost per expert row, so BT follows the mean users per expert (64 or 128) and a block covers them in one pass.
@@ -27,6 +27,7 @@
 #include "cuda/check.h"
 #include "cuda/kernels/async_copy.cuh"
 #include "cuda/kernels/mma.cuh"
+#include "cuda/kernels/moe_tiles.cuh"
 #include "cuda/kernels/mxfp4_recode.cuh"
 #include "cuda/kernels/unpack_half.cuh"
 #include "cuda/kernels/qtype_dispatch.cuh"
@@ -35,18 +36,10 @@
 namespace cuda {
 namespace {
 
-constexpr int kBN = 128;  // expert rows of a tile
-constexpr int kStep = 64;  // K per step: two chunks
-constexpr int kLd = kStep + 8;  // halves a shared row: 16 more bytes make ldmatrix conflict-free
-constexpr int kXStages = 3;  // x ring: step s in use, s + 1 landing, s + 2 being issued
-constexpr int kThreads = 256;
-constexpr int kGroupThreads = 1024;
+using namespace moe_tiles;
 
-struct Groups {
-  int32_t* counts;   // [n_expert]
-  int32_t* offsets;  // [n_expert]
-  int32_t* users;    // [k T], grouped by expert
-};
+constexpr int kLd = kStep + 8;  // halves a shared row: 16 more bytes make ldmatrix conflict-free
+constexpr int kGroupThreads = 1024;
 
 Groups groups_in(void* scratch, int64_t n_expert) {
   auto* s = static_cast<int32_t*>(scratch);
@@ -125,14 +118,6 @@ __global__ void moe_x_half_kernel(const float* x, __half* xh, int64_t K, int64_t
   const int64_t r = blockIdx.x, c = int64_t(blockIdx.y) * blockDim.x + threadIdx.x;
   if (c < kp) xh[r * kp + c] = __float2half_rn(c < K ? x[r * K + c] : 0.0f);
 }
-
-struct TileArgs {
-  MatvecIdParams p;
-  Groups g;
-  const __half* xh;  // [x_slots T][kp]
-  int64_t kp;        // K rounded up to kStep
-  size_t row_bytes;
-};
 
 // Per step a warp spends its issue slots on the unpacking, the copies and the products; everything else is hoisted
 // out of the step loop: the row each thread stages and unpacks is its own (dr), shared memory is addressed by
@@ -221,17 +206,7 @@ __global__ void __launch_bounds__(kThreads, 2) moe_tile_kernel(TileArgs a) {
   auto commit = [] { asm volatile("cp.async.commit_group;" ::: "memory"); };
 
   for (int64_t u0 = int64_t(blockIdx.z) * kBT; u0 < count; u0 += int64_t(gridDim.z) * kBT) {
-    // The half-x row of each user of the tile, or -1 past the expert's count.
-    if (tid < kBT) {
-      const int64_t ui = u0 + tid;
-      int32_t r = -1;
-      if (ui < count) {
-        const int64_t u = list[ui], t = u / p.k, j = u % p.k;
-        r = int32_t(t * p.x_slots + (p.x_slots == 1 ? 0 : j));
-      }
-      xrow[tid] = r;
-    }
-    __syncthreads();
+    load_tile_users<kBT>(xrow, p, list, u0, count);
     // This thread's x pieces: user (tid / 8) + 32 i, columns 8 (tid % 8) of each step; where they come from (element
     // offsets into xh, 32-bit: launch_moe_gemm checks the size) and whether the user exists (else zeros).
     uint32_t xoff[kXCopies];
@@ -381,219 +356,6 @@ __global__ void __launch_bounds__(kThreads, 2) moe_tile_kernel(TileArgs a) {
   }
 }
 
-// Q4_K tiles of 64 users (Qwen3-30B-A3B's prefill), with the weights unpacked straight into the mma A fragments.
-// The general kernel above unpacks a half tile into shared memory and reads it back with ldmatrix; with its x copies
-// that kept the shared-memory pipe the bound (Nsight: 65% of its peak, short-scoreboard stalls first). Here the
-// half tile is gone: within each 16-element chunk of K the products are taken in the order c(2t + j) = 4t + j,
-// c(2t + 8 + j) = 4t + 2 + j (t = lane % 4, j = 0, 1) — the same permutation for weights and x, so the same dot —
-// which puts the four elements a lane's fragments hold in four consecutive codes: one 32-bit word of a Q4_K group's
-// codes gives them for two chunks (its low nibbles, sub-block 2 g, and its high ones, sub-block 2 g + 1), and the
-// x fragment is one 8-byte load of four consecutive halves (no ldmatrix). Each output is still one user's dot,
-// 16 products an mma in ascending chunks, whichever tile holds it (batch invariant).
-// Per 256-element slice, each row's eight (d sc, -dmin m) pairs are found once into shared memory (two threads a
-// row), a step ahead of their use; x copies are issued only for the tile's live users.
-constexpr int kQ4kRawLd = 144;  // a row's staged slice, 16-byte aligned in memory (144 = 9 x 16); 36 words a row:
-                                // a code load's 8 rows x 4 lanes fall on distinct banks
-constexpr int kQ4kScLd = 10;    // (scale, offset) pairs a row of the scale table: 8 + 2 (80 bytes, 20 words: the
-                                // 16-byte loads of 8 rows on distinct banks)
-constexpr int kQ4kXLd = 80;     // halves a staged x row: 160 bytes (40 words), so a fragment load's 8 rows x 4
-                                // lanes of 8 bytes fall on distinct banks in two wavefronts
-constexpr int kQ4kStages = 3;   // weight slices in flight
-template <int NT>
-constexpr size_t q4k_frag_smem_bytes() {
-  return size_t(kQ4kStages) * kBN * kQ4kRawLd + size_t(kXStages) * (2 * NT * 8) * kQ4kXLd * 2 +
-         size_t(2) * kBN * kQ4kScLd * 8;
-}
-
-// Lane (g, t) of a warp: the A fragment of chunk kk from code words w_g (row g) and w_g8 (row g + 8), low nibbles
-// (chunks 0, 1) or high (2, 3), with the rows' (scale, offset) words; fragments per unpack_half::q4_k_low4/high4.
-__device__ __forceinline__ void q4k_fragment(uint32_t w_g, uint32_t w_g8, uint2 sn_g, uint2 sn_g8, bool high,
-                                             uint32_t (&a)[4]) {
-  if (high) {
-    unpack_half::q4_k_high4(w_g, sn_g, a[0], a[2]);
-    unpack_half::q4_k_high4(w_g8, sn_g8, a[1], a[3]);
-  } else {
-    unpack_half::q4_k_low4(w_g, sn_g, a[0], a[2]);
-    unpack_half::q4_k_low4(w_g8, sn_g8, a[1], a[3]);
-  }
-}
-
-// The step's products of the first N 8-user columns (x fragments from xt: row g, halves 4 t of the step's first
-// chunk). One straight block per column count (the kernel switches on it): the mmas of different columns interleave
-// instead of waiting on one accumulator's chain, as they did behind a per-column exit.
-template <int N, int kN8>
-__device__ __forceinline__ void q4k_tile_products(float (&acc)[kN8][4], const uint32_t (&af)[4][4], const uint16_t* xt) {
-#pragma unroll
-  for (int kk = 0; kk < 4; ++kk)
-#pragma unroll
-    for (int n8 = 0; n8 < N; ++n8) {
-      const uint2 b = *reinterpret_cast<const uint2*>(xt + 8 * n8 * kQ4kXLd + 16 * kk);
-      mma::m16n8k16(acc[n8], af[kk], b.x, b.y);
-    }
-}
-
-template <int NT>
-__global__ void __launch_bounds__(kThreads, 2) moe_q4k_fragment_kernel(TileArgs a) {
-  constexpr int kBT = 2 * NT * 8;  // users of a tile
-  constexpr int kN8 = kBT / 8;     // 8-user columns of a tile
-  constexpr int kXCopies = kBT * (kStep / 8) / kThreads;
-  constexpr int kSubs = 4;  // steps a slice
-  constexpr uint32_t kRawStage = kBN * kQ4kRawLd, kXStage = kBT * kQ4kXLd * 2;
-  static_assert(kBT * (kStep / 8) % kThreads == 0 && kBN == 16 * (kThreads / 32) && kBN == kThreads / 2);
-  __shared__ int32_t xrow[kBT];
-  extern __shared__ __align__(16) uint8_t smem[];
-  uint8_t* raw = smem;
-  uint2* sc_table = reinterpret_cast<uint2*>(smem + kQ4kStages * kRawStage + kXStages * kXStage);  // [2][kBN][kQ4kScLd]
-  const uint32_t s_raw = uint32_t(__cvta_generic_to_shared(smem));
-  const uint32_t s_x = s_raw + kQ4kStages * kRawStage;
-  const MatvecIdParams& p = a.p;
-  const int64_t e = blockIdx.y;
-  const int32_t count = a.g.counts[e];
-  const int64_t n0 = int64_t(blockIdx.x) * kBN;
-  const int tid = int(threadIdx.x), lane = tid & 31, warp = tid >> 5;
-  const int g = lane >> 2, tg = lane & 3;
-  const int dr = tid >> 1, dc = tid & 1;  // the row this thread stages (and whose scales it finds), its half
-  const bool row_live = n0 + dr < p.N;
-  const uint8_t* wrow = static_cast<const uint8_t*>(p.w) + (size_t(e) * size_t(p.N) + size_t(n0 + dr)) * a.row_bytes;
-  const int32_t* list = a.g.users + a.g.offsets[e];
-  const int n_steps = int(p.K / kStep);  // K is a multiple of 256
-  const uint16_t* xh = reinterpret_cast<const uint16_t*>(a.xh);
-
-  // Slice sl of this thread's row: pieces dc, dc + 2, ... of its nine (aligned, inside the tensor).
-  auto issue_w = [&](int sl) {
-    if (sl * kSubs >= n_steps || !row_live) return;
-    const uint32_t rd = s_raw + uint32_t(sl % kQ4kStages) * kRawStage + uint32_t(dr) * kQ4kRawLd;
-    const uint8_t* src = wrow + size_t(sl) * 144;
-#pragma unroll
-    for (int q = dc; q < 9; q += 2) cp_async16_s(rd + 16 * q, src + 16 * q);
-  };
-  // Slice sl's (d sc, -dmin m) words for sub-blocks 4 dc .. 4 dc + 3 of this thread's row, into table sl % 2 (rows
-  // past N read stale bytes: their outputs are never stored).
-  auto find_scales = [&](int sl) {
-    const uint8_t* blk = raw + (sl % kQ4kStages) * kRawStage + dr * kQ4kRawLd;
-    uint2* t = sc_table + (sl & 1) * (kBN * kQ4kScLd) + dr * kQ4kScLd + 4 * dc;
-#pragma unroll
-    for (int j = 0; j < 4; ++j) t[j] = unpack_half::q4_k_scales(blk, 4 * dc + j);
-  };
-  auto commit = [] { asm volatile("cp.async.commit_group;" ::: "memory"); };
-
-  for (int64_t u0 = int64_t(blockIdx.z) * kBT; u0 < count; u0 += int64_t(gridDim.z) * kBT) {
-    if (tid < kBT) {
-      const int64_t ui = u0 + tid;
-      int32_t r = -1;
-      if (ui < count) {
-        const int64_t u = list[ui], t = u / p.k, j = u % p.k;
-        r = int32_t(t * p.x_slots + (p.x_slots == 1 ? 0 : j));
-      }
-      xrow[tid] = r;
-    }
-    __syncthreads();
-    // This thread's x pieces (user tid / 8 + 32 i, columns 8 (tid % 8) of a step); users past the count are not
-    // copied (their columns' products are never stored).
-    uint32_t xoff[kXCopies];
-    uint32_t xlive = 0;
-#pragma unroll
-    for (int i = 0; i < kXCopies; ++i) {
-      const int32_t r = xrow[(tid >> 3) + i * (kThreads / 8)];
-      xoff[i] = r < 0 ? 0u : uint32_t(r) * uint32_t(a.kp) + uint32_t(tid & 7) * 8u;
-      xlive |= uint32_t(r >= 0) << i;
-    }
-    const uint32_t xdst = s_x + uint32_t((tid >> 3) * kQ4kXLd + (tid & 7) * 8) * 2;
-    auto issue_x = [&](int s) {
-      if (s >= n_steps) return;
-      const uint32_t d = xdst + uint32_t(s % kXStages) * kXStage;
-#pragma unroll
-      for (int i = 0; i < kXCopies; ++i)
-        if (xlive >> i & 1u)
-          cp_async16_s(d + uint32_t(i * (kThreads / 8) * kQ4kXLd * 2), xh + xoff[i] + uint32_t(s) * kStep);
-    };
-    auto issue_ahead = [&](int s) {
-      if (s % kSubs == 0) issue_w(s / kSubs + kQ4kStages - 1);
-      issue_x(s + 2);
-      commit();
-    };
-
-    float acc[kN8][4] = {};
-    for (int sl = 0; sl < kQ4kStages - 1; ++sl) issue_w(sl);
-    issue_x(0);
-    commit();
-    issue_x(1);
-    commit();
-    const int64_t users = count - u0 < kBT ? count - u0 : kBT;
-    const int n8s = int((users + 7) / 8);  // live 8-user columns, the same for every warp
-    cp_async_wait<1>();
-    __syncthreads();  // slice 0 landed
-    find_scales(0);
-    for (int s = 0; s < n_steps; ++s) {
-      cp_async_wait<1>();
-      __syncthreads();  // step s's copies (and slice s / 4 + 1 when s % 4 == 3) landed; step s - 1 is done
-      issue_ahead(s);
-      const int sl = s / kSubs, grp = s % kSubs;  // the slice and its 64-element group of this step
-      // The next slice's scales a step ahead (its bytes landed: issued two slices before it).
-      if (grp == kSubs - 1 && (sl + 1) * kSubs < n_steps) find_scales(sl + 1);
-      const int r = 16 * warp + g;
-      const uint8_t* q = raw + (sl % kQ4kStages) * kRawStage + r * kQ4kRawLd + 16 + 32 * grp + 4 * tg;
-      const uint32_t w0 = *reinterpret_cast<const uint32_t*>(q);  // row r, chunks 0 (low) and 2 (high)
-      const uint32_t w1 = *reinterpret_cast<const uint32_t*>(q + 16);  // chunks 1 and 3
-      const uint32_t v0 = *reinterpret_cast<const uint32_t*>(q + 8 * kQ4kRawLd);  // row r + 8
-      const uint32_t v1 = *reinterpret_cast<const uint32_t*>(q + 8 * kQ4kRawLd + 16);
-      const uint2* st = sc_table + (sl & 1) * (kBN * kQ4kScLd) + r * kQ4kScLd + 2 * grp;
-      const uint4 sr = *reinterpret_cast<const uint4*>(st);
-      const uint4 sr8 = *reinterpret_cast<const uint4*>(st + 8 * kQ4kScLd);
-      const uint2 lo_g = make_uint2(sr.x, sr.y), hi_g = make_uint2(sr.z, sr.w);
-      const uint2 lo_g8 = make_uint2(sr8.x, sr8.y), hi_g8 = make_uint2(sr8.z, sr8.w);
-      uint32_t af[4][4];
-      q4k_fragment(w0, v0, lo_g, lo_g8, false, af[0]);
-      q4k_fragment(w1, v1, lo_g, lo_g8, false, af[1]);
-      q4k_fragment(w0, v0, hi_g, hi_g8, true, af[2]);
-      q4k_fragment(w1, v1, hi_g, hi_g8, true, af[3]);
-      const uint16_t* xt =
-          reinterpret_cast<const uint16_t*>(smem + kQ4kStages * kRawStage + (s % kXStages) * kXStage) + g * kQ4kXLd +
-          4 * tg;
-      static_assert(kN8 == 8, "one case per count of live columns");
-      switch (n8s) {
-        case 1: q4k_tile_products<1>(acc, af, xt); break;
-        case 2: q4k_tile_products<2>(acc, af, xt); break;
-        case 3: q4k_tile_products<3>(acc, af, xt); break;
-        case 4: q4k_tile_products<4>(acc, af, xt); break;
-        case 5: q4k_tile_products<5>(acc, af, xt); break;
-        case 6: q4k_tile_products<6>(acc, af, xt); break;
-        case 7: q4k_tile_products<7>(acc, af, xt); break;
-        default: q4k_tile_products<8>(acc, af, xt); break;
-      }
-    }
-    cp_async_wait<0>();
-    __syncthreads();  // the rings and tables are free for the next tile of users
-#pragma unroll
-    for (int n8 = 0; n8 < kN8; ++n8)
-#pragma unroll
-      for (int c = 0; c < 4; ++c) {
-        const int64_t n = n0 + 16 * warp + g + 8 * (c >> 1);
-        const int64_t ui = u0 + n8 * 8 + 2 * tg + (c & 1);
-        if (n < p.N && ui < count)
-          p.y[int64_t(list[ui]) * p.N + n] = acc[n8][c] + (p.bias ? p.bias[e * p.N + n] : 0.0f);
-      }
-  }
-}
-
-template <int NT>
-void launch_q4k_fragment_tiles(const TileArgs& a, cudaStream_t stream) {
-  constexpr size_t smem = q4k_frag_smem_bytes<NT>();
-  constexpr auto kernel = moe_q4k_fragment_kernel<NT>;
-  static const bool attr = [] {  // once, at the first launch (before any graph capture)
-    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                    int(cudaSharedmemCarveoutMaxShared)));
-    return true;
-  }();
-  (void)attr;
-  const MatvecIdParams& p = a.p;
-  constexpr int kBT = 2 * NT * 8;
-  const int64_t z = (p.T + kBT - 1) / kBT;
-  const dim3 grid(unsigned((p.N + kBN - 1) / kBN), unsigned(p.n_expert), unsigned(z < 65535 ? z : 65535));
-  kernel<<<grid, kThreads, smem, stream>>>(a);
-}
-
 template <quant::Type Q, int NT, bool kRecoded = false>
 void launch_tiles(const TileArgs& a, cudaStream_t stream) {
   constexpr size_t smem = tile_smem_bytes<Q, NT>(kWStages<Q, NT>, kWTiles<Q, NT>);
@@ -617,7 +379,7 @@ void launch_tiles(const TileArgs& a, cudaStream_t stream) {
 }  // namespace
 
 void launch_moe_gemm(const MatvecIdParams& p, void* scratch, size_t scratch_bytes, cudaStream_t stream,
-                     MoeGemmReuse reuse) {
+                     MoeGemmOptions options) {
   LLM_REQUIRE(p.w && p.x && p.ids && p.y && scratch, "moe_gemm: null pointer");
   LLM_REQUIRE(p.K > 0 && p.N > 0 && p.n_expert > 0 && p.k > 0 && p.T > 0, "moe_gemm: empty shape");
   LLM_REQUIRE(p.x_slots == 1 || p.x_slots == p.k, "moe_gemm: x_slots must be 1 or k");
@@ -633,13 +395,13 @@ void launch_moe_gemm(const MatvecIdParams& p, void* scratch, size_t scratch_byte
               "moe_gemm: only MXFP4 experts of whole 16-byte code groups are recoded");
   const size_t rb = quant::row_bytes(p.type, p.K);
   const Groups g = groups_in(scratch, p.n_expert);
-  if (!reuse.groups) {
+  if (!options.reuse_groups) {
     moe_group_kernel<<<1, kGroupThreads, size_t(2 * p.n_expert) * 4, stream>>>(p, g);
     CUDA_CHECK_LAUNCH(stream);
   }
   const int64_t kp = moe_gemm_padded_k(p.K);
   auto* xh = reinterpret_cast<__half*>(static_cast<uint8_t*>(scratch) + moe_gemm_x_offset(p.n_expert, p.k, p.T));
-  if (!reuse.x) {
+  if (!options.reuse_x) {
     moe_x_half_kernel<<<dim3(unsigned(p.x_slots * p.T), unsigned((kp + 255) / 256)), 256, 0, stream>>>(p.x, xh, p.K,
                                                                                                       kp);
     CUDA_CHECK_LAUNCH(stream);
@@ -647,28 +409,27 @@ void launch_moe_gemm(const MatvecIdParams& p, void* scratch, size_t scratch_byte
   // Tiles of 64 users while experts average up to 40 (Qwen3-30B-A3B at T = 512: 32), else 128 (gpt-oss-20b: 64):
   // one pass over an expert's rows serves nearly all of its users.
   const bool wide = p.k * p.T > 40 * p.n_expert;
-  // LLM_CUDA_MOE_Q4K_FRAGMENTS=0: Q4_K through the general tiles (half tile in shared memory), for A/B runs.
-  static const bool q4k_fragments = [] {
-    const char* v = std::getenv("LLM_CUDA_MOE_Q4K_FRAGMENTS");
+  // LLM_CUDA_MOE_FRAGMENTS=0: every format through the half tiles, for A/B runs.
+  static const bool fragments = [] {
+    const char* v = std::getenv("LLM_CUDA_MOE_FRAGMENTS");
     return !(v && v[0] == '0');
   }();
+  const TileArgs args{p, g, xh, kp, rb};
+  if (fragments && !options.half_tiles && launch_fragment_tiles(args, wide, stream)) {
+    CUDA_CHECK_LAUNCH(stream);
+    return;
+  }
   dispatch_qtype(p.type, "moe_gemm", [&](auto tag) {
     constexpr quant::Type Q = decltype(tag)::value;
     if constexpr (Q == quant::Type::MXFP4) {
       if (p.recoded) {
-        if (wide) launch_tiles<Q, 8, true>({p, g, xh, kp, rb}, stream);
-        else launch_tiles<Q, 4, true>({p, g, xh, kp, rb}, stream);
+        if (wide) launch_tiles<Q, 8, true>(args, stream);
+        else launch_tiles<Q, 4, true>(args, stream);
         return;
       }
     }
-    if constexpr (Q == quant::Type::Q4_K) {
-      if (!wide && q4k_fragments) {
-        launch_q4k_fragment_tiles<4>({p, g, xh, kp, rb}, stream);
-        return;
-      }
-    }
-    if (wide) launch_tiles<Q, 8>({p, g, xh, kp, rb}, stream);
-    else launch_tiles<Q, 4>({p, g, xh, kp, rb}, stream);
+    if (wide) launch_tiles<Q, 8>(args, stream);
+    else launch_tiles<Q, 4>(args, stream);
   });
   CUDA_CHECK_LAUNCH(stream);
 }

@@ -27,18 +27,20 @@ inline size_t moe_gemm_scratch_bytes(int64_t n_expert, int64_t k, int64_t T, int
   return moe_gemm_x_offset(n_expert, k, T) + size_t(x_slots * T) * size_t(moe_gemm_padded_k(K)) * 2;
 }
 
-// What a launch may take from the scratch as the previous launch on it left it. A prefill layer's gate and up
-// products read the same ids and x, and down the same ids: the grouping (one block) and x's half copy need not be
-// redone (Qwen3-30B-A3B: ~1 ms of a 32 ms pp512). The caller vouches that the previous launch on this scratch had the
-// same ids (groups) or the same x, K and x_slots (x), and that neither changed since.
-struct MoeGemmReuse {
-  bool groups = false;
-  bool x = false;
+// How a launch runs. reuse_*: what it may take from the scratch as the previous launch on it left it. A prefill
+// layer's gate and up products read the same ids and x, and down the same ids: the grouping (one block) and x's
+// half copy need not be redone (Qwen3-30B-A3B: ~1 ms of a 32 ms pp512). The caller vouches that the previous launch
+// on this scratch had the same ids (groups) or the same x, K and x_slots (x), and that neither changed since.
+// half_tiles: the half-tile kernel for every format, not the fragment kernels (moe_fragments.cu): tests compare them.
+struct MoeGemmOptions {
+  bool reuse_groups = false;
+  bool reuse_x = false;
+  bool half_tiles = false;
 };
 
 // p as for launch_matvec_id (any T); scratch holds moe_gemm_scratch_bytes(n_expert, k, T, K, x_slots) bytes,
 // 16-byte aligned; the weights are 16-byte aligned (the arena aligns every tensor to 256).
 void launch_moe_gemm(const MatvecIdParams& p, void* scratch, size_t scratch_bytes, cudaStream_t stream,
-                     MoeGemmReuse reuse = {});
+                     MoeGemmOptions options = {});
 
 }  // namespace cuda

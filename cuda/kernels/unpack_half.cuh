@@ -219,6 +219,35 @@ __device__ __forceinline__ void mxfp4(const uint8_t* b, uint32_t (&h)[16]) {
     }
 }
 
+// Word i of a recoded MXFP4 block (mxfp4_recode.cuh: elements 4i..4i+3 in nibbles 0-3, 16 + 4i.. in nibbles 4-7) as
+// the halves mxfp4() gives: q[0] elements (4i, 4i + 1), q[1] (4i + 2, 4i + 3), q[2] and q[3] the same of 16 + 4i.
+// mx::recoded_half_high8 turns the eight codes into the high bytes of their placed halves, two permutes a pair place
+// them, then mxfp4()'s scaling (scale byte e <= 142).
+__device__ __forceinline__ void mxfp4_recoded_word(uint32_t w, const Mxfp4Scale& scale, uint32_t (&q)[4]) {
+  const uint2 r = mx::recoded_half_high8(w);
+  q[0] = __byte_perm(r.x, 0, 0x1404), q[1] = __byte_perm(r.x, 0, 0x3424);
+  q[2] = __byte_perm(r.y, 0, 0x1404), q[3] = __byte_perm(r.y, 0, 0x3424);
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    if (scale.big) q[k] = hmul2(q[k], Mxfp4Scale::kTwo14);
+    q[k] = hmul2(q[k], scale.s2);
+  }
+}
+// The same for any scale byte: past 142 (values past half's range; no real file) each code from float, as
+// mx::recoded_block_floats and mxfp4()'s float path give it.
+__device__ __forceinline__ void mxfp4_recoded_word_any(uint32_t w, uint32_t e, uint32_t (&q)[4]) {
+  if (e <= 142) {
+    mxfp4_recoded_word(w, Mxfp4Scale(e), q);
+    return;
+  }
+  const float d = quant::dev::e8m0_half(e);
+  float v[8];
+#pragma unroll
+  for (int n = 0; n < 8; ++n) v[n] = float(quant::dev::e2m1_doubled(mx::file_code((w >> (4 * n)) & 15u))) * d;
+#pragma unroll
+  for (int k = 0; k < 4; ++k) q[k] = mma::pack_half2(v[2 * k], v[2 * k + 1]);
+}
+
 // MXFP4 recoded at upload (mxfp4_recode.cuh): the halves mxfp4() gives (+0 where the file had -0), from a block's
 // 16 code bytes (16-byte aligned shared memory) and its scale byte e: mx::recoded_half_high8 turns eight codes into
 // the high bytes of their placed halves, and two permutes a word pair them as elements (4i, 4i + 1) and
@@ -236,14 +265,8 @@ __device__ __forceinline__ void mxfp4_recoded(const uint8_t* codes, uint32_t e, 
   const uint32_t w[4] = {q4.x, q4.y, q4.z, q4.w};
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
-    const uint2 r = mx::recoded_half_high8(w[i]);
-    uint32_t q[4] = {__byte_perm(r.x, 0, 0x1404), __byte_perm(r.x, 0, 0x3424), __byte_perm(r.y, 0, 0x1404),
-                     __byte_perm(r.y, 0, 0x3424)};
-#pragma unroll
-    for (int k = 0; k < 4; ++k) {
-      if (scale.big) q[k] = hmul2(q[k], Mxfp4Scale::kTwo14);
-      q[k] = hmul2(q[k], scale.s2);
-    }
+    uint32_t q[4];
+    mxfp4_recoded_word(w[i], scale, q);
     h[2 * i] = q[0], h[2 * i + 1] = q[1], h[8 + 2 * i] = q[2], h[8 + 2 * i + 1] = q[3];
   }
 }

@@ -3,6 +3,7 @@
 // (the decode matvec and the expert-grouped prefill tiles) for every weight type the test models use, biases and
 // per-slot inputs, gpt-oss's clamped SwiGLU and the weighted sum.
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 
 #include "cuda/kernels/matvec_id.cuh"
@@ -149,35 +150,34 @@ void run_mul_mat_id(const IdCase& c, std::mt19937& rng) {
   p.bias = c.bias ? db.as<float>() : nullptr, p.K = c.K, p.N = c.N, p.n_expert = c.n_expert, p.k = c.k, p.T = c.T;
   const size_t bytes = cuda::moe_gemm_scratch_bytes(c.n_expert, c.k, c.T, c.K, X);
   cuda::DeviceBuffer scratch(bytes);
-  const auto both = [&](const std::string& how) {
-    std::vector<float> by_matvec, by_tiles;
-    {
+  // The matvec, the prefill tiles as they run (the fragment kernels where one applies) and the half tiles alone.
+  const auto all = [&](const std::string& how) {
+    std::vector<std::vector<float>> got;
+    for (int way = 0; way < 3; ++way) {
       auto out = poisoned_f32(want.size());
       p.y = out.as<float>();
-      cuda::launch_matvec_id(p, nullptr);
-      by_matvec = download<float>(out, want.size());
-      EXPECT_TRUE(close("matvec_id " + what + how, by_matvec, widened(want), atol, 0.0));
+      cuda::MoeGemmOptions o;
+      o.half_tiles = way == 2;
+      if (way == 0) cuda::launch_matvec_id(p, nullptr);
+      else cuda::launch_moe_gemm(p, scratch.get(), bytes, nullptr, o);
+      got.push_back(download<float>(out, want.size()));
+      const std::string name = way == 0 ? "matvec_id " : way == 1 ? "moe_gemm " : "moe_gemm half tiles ";
+      EXPECT_TRUE(close(name + what + how, got.back(), widened(want), way == 0 ? atol : htol, 0.0));
     }
-    {
-      auto out = poisoned_f32(want.size());
-      p.y = out.as<float>();
-      cuda::launch_moe_gemm(p, scratch.get(), bytes, nullptr);
-      by_tiles = download<float>(out, want.size());
-      EXPECT_TRUE(close("moe_gemm " + what + how, by_tiles, widened(want), htol, 0.0));
-    }
-    return std::pair(by_matvec, by_tiles);
+    return got;
   };
-  const auto plain = both("");
+  const auto plain = all("");
   if (c.type != quant::Type::MXFP4 || !cuda::mxfp4_split_fits(c.K, c.N)) return;
-  // Recoded at upload (mxfp4_recode.cuh): the same values, so the same bits (== also takes -0 for +0, the one code
-  // the recoding changes in value's sign).
+  // Recoded at upload (mxfp4_recode.cuh): the same values, so the same bits from the same kernels (== also takes -0
+  // for +0, the one code the recoding changes in value's sign); the fragment kernel takes its products in another
+  // order inside each chunk (moe_fragments.cu), so it is held to the reference's bound above instead.
   cuda::DeviceBuffer mx_scratch(size_t(17 * c.N * (c.K / 32)));
   cuda::launch_mxfp4_recode(dw.as<uint8_t>(), c.K, c.N, c.n_expert, mx_scratch.as<uint8_t>(), mx_scratch.bytes(),
                             nullptr);
   p.recoded = true;
-  const auto recoded = both(" recoded");
-  EXPECT_TRUE(recoded.first == plain.first) << "matvec_id recoded " << what;
-  EXPECT_TRUE(recoded.second == plain.second) << "moe_gemm recoded " << what;
+  const auto recoded = all(" recoded");
+  EXPECT_TRUE(recoded[0] == plain[0]) << "matvec_id recoded " << what;
+  EXPECT_TRUE(recoded[2] == plain[2]) << "moe_gemm half tiles recoded " << what;
 }
 
 TEST(MoeKernels, MulMatIdMatchesReferenceForEveryModelType) {
@@ -201,11 +201,16 @@ TEST(MoeKernels, MulMatIdMatchesReferenceForEveryModelType) {
   run_mul_mat_id({Type::Q6_K, 768, 136, 16, 2, 200, false, false, true}, rng);
   // Q4_K's fragment tiles (64 users): four user tiles of expert 0, N past one 128-row tile, per-slot x and biases.
   run_mul_mat_id({Type::Q4_K, 768, 136, 16, 2, 200, true, true, true}, rng);
+  // Recoded MXFP4's 96-user fragment tiles (~40-90 users an expert): four user tiles of expert 0 and a partial row
+  // tile; then an odd count of blocks (91: the last K step half empty) at N 128.
+  run_mul_mat_id({Type::MXFP4, 2880, 200, 8, 2, 300, true, true, true}, rng);
+  run_mul_mat_id({Type::MXFP4, 2912, 128, 8, 2, 200, false, true}, rng);
 }
 
 // MXFP4 recoded at upload, at every scale byte (each block its own, 0..255: the tiles' paths below 99, up to 128,
-// up to 142 and past it, where values overflow half): matvec_id and the prefill tiles give the file layout's bits
-// (both NaN where the half tiles overflow to inf against a zero code).
+// up to 142 and past it, where values overflow half): matvec_id and the half tiles give the file layout's bits
+// (both NaN where the half tiles overflow to inf against a zero code); the fragment tiles agree with the half tiles
+// within the order of their sums.
 TEST(MoeKernels, RecodedMxfp4GivesTheFileLayoutsBitsAtEveryScale) {
   REQUIRE_GPU();
   std::mt19937 rng(36);
@@ -222,23 +227,48 @@ TEST(MoeKernels, RecodedMxfp4GivesTheFileLayoutsBitsAtEveryScale) {
   cuda::MatvecIdParams p;
   p.w = dw.get(), p.type = quant::Type::MXFP4, p.x = dx.as<float>(), p.ids = di.as<int32_t>();
   p.K = K, p.N = N, p.n_expert = n_expert, p.k = k, p.T = T;
-  const auto run = [&](bool tiles) {
+  enum class Way { kMatvec, kTiles, kHalfTiles };
+  const auto run = [&](Way way) {
     auto out = poisoned_f32(size_t(N * k * T));
     p.y = out.as<float>();
-    if (tiles) cuda::launch_moe_gemm(p, scratch.get(), bytes, nullptr);
-    else cuda::launch_matvec_id(p, nullptr);
+    cuda::MoeGemmOptions o;
+    o.half_tiles = way == Way::kHalfTiles;
+    if (way == Way::kMatvec) cuda::launch_matvec_id(p, nullptr);
+    else cuda::launch_moe_gemm(p, scratch.get(), bytes, nullptr, o);
     return download<float>(out, size_t(N * k * T));
   };
-  const auto plain_rows = run(false), plain_tiles = run(true);
+  const auto plain_rows = run(Way::kMatvec), plain_tiles = run(Way::kHalfTiles);
+  // sum |w x| per output: the half tiles over the weights with every code's sign cleared and |x|.
+  auto wa = w;
+  for (size_t b = 0; b < wa.size(); b += 17)
+    for (size_t j = 1; j < 17; ++j) wa[b + j] &= 0x77;
+  std::vector<float> xa(x.size());
+  for (size_t i = 0; i < x.size(); ++i) xa[i] = std::fabs(x[i]);
+  auto dwa = upload(wa), dxa = upload(xa);
+  p.w = dwa.get(), p.x = dxa.as<float>();
+  const auto mag = run(Way::kHalfTiles);
+  p.w = dw.get(), p.x = dx.as<float>();
   cuda::DeviceBuffer mx_scratch(size_t(17 * N * (K / 32)));
   cuda::launch_mxfp4_recode(dw.as<uint8_t>(), K, N, n_expert, mx_scratch.as<uint8_t>(), mx_scratch.bytes(), nullptr);
   p.recoded = true;
-  const auto recoded_rows = run(false), recoded_tiles = run(true);
+  const auto recoded_rows = run(Way::kMatvec), recoded_half = run(Way::kHalfTiles), recoded_tiles = run(Way::kTiles);
   const auto same = [](float a, float b) { return a == b || (std::isnan(a) && std::isnan(b)); };
+  int finite = 0;
   for (size_t i = 0; i < plain_rows.size(); ++i) {
     ASSERT_TRUE(same(plain_rows[i], recoded_rows[i])) << "matvec_id output " << i;
-    ASSERT_TRUE(same(plain_tiles[i], recoded_tiles[i])) << "moe_gemm output " << i;
+    ASSERT_TRUE(same(plain_tiles[i], recoded_half[i])) << "moe_gemm half tiles output " << i;
+    // The fragment kernel (moe_fragments.cu): the same products of halves, summed in another order inside each
+    // 16-element chunk; fp32 sums of 180 mma steps differ by under 2^-14 sum |w x|. Overflowed outputs (inf, or NaN
+    // from inf - inf) depend on which products overflow, not on the order: the same bits.
+    if (!std::isfinite(recoded_half[i]) || !std::isfinite(mag[i])) {
+      ASSERT_TRUE(same(recoded_half[i], recoded_tiles[i])) << "moe_gemm output " << i;
+    } else {
+      ++finite;
+      ASSERT_LE(std::fabs(recoded_tiles[i] - recoded_half[i]), std::ldexp(double(mag[i]), -14) + 1e-30)
+          << "moe_gemm output " << i << " against the half tiles";
+    }
   }
+  EXPECT_GT(finite, 100) << "too few outputs within half's range to compare";
 }
 
 // The prefill tiles' results do not depend on the batch: a token's outputs have the same bits whether it runs among

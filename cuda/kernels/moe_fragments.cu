@@ -1,0 +1,360 @@
+// Expert-grouped prefill tiles whose weights go straight from the staged codes into mma A fragments (moe_tiles.cuh;
+// moe_gemm.cu's half-tile kernel unpacks a half tile into shared memory and reads it back with ldmatrix, which with
+// its x copies kept the shared-memory pipe the bound: docs/kernel-notes.md, session 31).
+// The permutation: within each 16-element chunk of K the products are taken in the order c(2t + j) = 4t + j,
+// c(2t + 8 + j) = 4t + 2 + j (t = lane % 4, j = 0, 1), the same for weights and x, so the same dot. It puts the four
+// elements a lane's A fragment holds in four consecutive codes (one 32-bit word of Q4_K's group codes serves two
+// chunks: its low nibbles and its high ones; one word of a recoded MXFP4 block serves the block's two chunks), and
+// the lane's B fragment is four consecutive halves of x, one 8-byte load (no ldmatrix). Each output is still one
+// user's dot, 16 products an mma in ascending chunks, whichever tile holds it (batch invariant).
+// A block (256 threads) takes 128 rows of an expert against a tile of its users: warp w rows 16 w .. 16 w + 15
+// against every user; thread (dr, dc) = (tid / 2, tid % 2) stages row dr's slices. x copies are issued for live
+// users only (the products of the others are never stored).
+#include <cuda_fp16.h>
+
+#include "cuda/check.h"
+#include "cuda/kernels/async_copy.cuh"
+#include "cuda/kernels/mma.cuh"
+#include "cuda/kernels/moe_tiles.cuh"
+#include "cuda/kernels/mxfp4_recode.cuh"
+#include "cuda/kernels/unpack_half.cuh"
+
+namespace cuda::moe_tiles {
+namespace {
+
+constexpr int kXLd = 80;     // halves a staged x row: 160 bytes (40 words), so a fragment load's 8 rows x 4 lanes
+                             // of 8 bytes fall on distinct banks in two wavefronts
+constexpr int kWStages = 3;  // weight slices in flight
+
+// Q4_K: a row's staged 256-element slice, 16-byte aligned in memory (144 = 9 x 16); 36 words a row: a code load's
+// 8 rows x 4 lanes fall on distinct banks. Each row's eight (d sc, -dmin m) pairs are found once a slice into a
+// table, rows of 10 pairs (80 bytes, 20 words: the 16-byte loads of 8 rows on distinct banks).
+constexpr int kQ4kRawLd = 144;
+constexpr int kQ4kScLd = 10;
+// Recoded MXFP4: a row's staged 128-element slice of codes, 4 blocks x 16 bytes + 16 (20 words: distinct banks as
+// above); the tile's 128 rows of scale bytes, one contiguous 16-byte aligned run (128 nb bytes, nb = K / 32), staged
+// once a block, up to K = 3072.
+constexpr int kMxRawLd = 80;
+constexpr int kMxScaleBytes = 128 * 96;
+
+template <int kBT>
+constexpr size_t x_ring_bytes() { return size_t(kXStages) * kBT * kXLd * 2; }
+template <int kBT>
+constexpr size_t q4k_smem_bytes() {
+  return size_t(kWStages) * kBN * kQ4kRawLd + x_ring_bytes<kBT>() + size_t(2) * kBN * kQ4kScLd * 8;
+}
+template <int kBT>
+constexpr size_t mxfp4_smem_bytes() { return size_t(kWStages) * kBN * kMxRawLd + x_ring_bytes<kBT>() + kMxScaleBytes; }
+
+// The users of tile u0 (their half-x rows into xrow, -1 past the count) and this thread's x copies: user tid / 8 +
+// 32 i, columns 8 (tid % 8) of each step, as 32-bit element offsets into xh (launch_moe_gemm checks the size).
+template <int kBT>
+struct XStaging {
+  static constexpr int kCopies = kBT * (kStep / 8) / kThreads;
+  static_assert(kBT * (kStep / 8) % kThreads == 0, "x pieces spread evenly");
+  uint32_t off[kCopies];
+  uint32_t live = 0;
+  uint32_t dst;  // shared-space address of this thread's first piece in ring slot 0
+
+  __device__ XStaging(const int32_t* xrow, int64_t kp, uint32_t s_x) {
+    const int tid = int(threadIdx.x);
+#pragma unroll
+    for (int i = 0; i < kCopies; ++i) {
+      const int32_t r = xrow[(tid >> 3) + i * (kThreads / 8)];
+      off[i] = r < 0 ? 0u : uint32_t(r) * uint32_t(kp) + uint32_t(tid & 7) * 8u;
+      live |= uint32_t(r >= 0) << i;
+    }
+    dst = s_x + uint32_t((tid >> 3) * kXLd + (tid & 7) * 8) * 2;
+  }
+  __device__ void issue(const uint16_t* xh, int s) const {
+    const uint32_t d = dst + uint32_t(s % kXStages) * uint32_t(kBT * kXLd * 2);
+#pragma unroll
+    for (int i = 0; i < kCopies; ++i)
+      if (live >> i & 1u) cp_async16_s(d + uint32_t(i * (kThreads / 8) * kXLd * 2), xh + off[i] + uint32_t(s) * kStep);
+  }
+};
+
+// The copies of a tile's steps, one commit group a step: weight slices kWStages - 1 ahead (issue_w(slice)), x two
+// steps ahead. The waits then count the same every step.
+template <int kBT, int kSubs, class IssueW>
+struct StepCopies {
+  const XStaging<kBT>& x;
+  const uint16_t* xh;
+  int n_steps;
+  IssueW issue_w;
+  static __device__ void commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+  // Before step 0: the first kWStages - 1 slices with x of step 0, then x of step 1.
+  __device__ void prologue() const {
+    for (int sl = 0; sl < kWStages - 1; ++sl) issue_w(sl);
+    x.issue(xh, 0);
+    commit();
+    if (n_steps > 1) x.issue(xh, 1);
+    commit();
+  }
+  // After step s's barrier: the ring slots they fill were last read by step s - 1.
+  __device__ void ahead(int s) const {
+    if (s % kSubs == 0) issue_w(s / kSubs + kWStages - 1);
+    if (s + 2 < n_steps) x.issue(xh, s + 2);
+    commit();
+  }
+};
+
+// The step's products of the first N 8-user columns (x fragments from xt: row g, halves 4 t of the step's first
+// chunk). One straight block per column count (fragment_products switches on it): the mmas of different columns
+// interleave instead of waiting on one accumulator's chain, as they did behind a per-column exit.
+template <int N, int kN8>
+__device__ __forceinline__ void products_of(float (&acc)[kN8][4], const uint32_t (&af)[4][4], const uint16_t* xt) {
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk)
+#pragma unroll
+    for (int n8 = 0; n8 < N; ++n8) {
+      const uint2 b = *reinterpret_cast<const uint2*>(xt + 8 * n8 * kXLd + 16 * kk);
+      mma::m16n8k16(acc[n8], af[kk], b.x, b.y);
+    }
+}
+template <int kN8, int N = 1>
+__device__ __forceinline__ void fragment_products(int n8s, float (&acc)[kN8][4], const uint32_t (&af)[4][4],
+                                                  const uint16_t* xt) {
+  if constexpr (N == kN8) {
+    products_of<N>(acc, af, xt);
+  } else {
+    if (n8s == N) products_of<N>(acc, af, xt);
+    else fragment_products<kN8, N + 1>(n8s, acc, af, xt);
+  }
+}
+
+// Row 16 w + g (+ 8) of the tile against user 8 n8 + 2 t (+ 1): the outputs, plus the expert's bias.
+template <int kN8>
+__device__ void store_outputs(const float (&acc)[kN8][4], const MatvecIdParams& p, const int32_t* list, int64_t e,
+                              int64_t n0, int64_t u0, int32_t count) {
+  const int lane = int(threadIdx.x) & 31, warp = int(threadIdx.x) >> 5, g = lane >> 2, tg = lane & 3;
+#pragma unroll
+  for (int n8 = 0; n8 < kN8; ++n8)
+#pragma unroll
+    for (int c = 0; c < 4; ++c) {
+      const int64_t n = n0 + 16 * warp + g + 8 * (c >> 1);
+      const int64_t ui = u0 + n8 * 8 + 2 * tg + (c & 1);
+      if (n < p.N && ui < count) p.y[int64_t(list[ui]) * p.N + n] = acc[n8][c] + (p.bias ? p.bias[e * p.N + n] : 0.0f);
+    }
+}
+
+// Lane (g, t): the A fragment of a chunk from code words w_g (row g) and w_g8 (row g + 8), low nibbles (the group's
+// first sub-block) or high, with the rows' (scale, offset) words.
+__device__ __forceinline__ void q4k_fragment(uint32_t w_g, uint32_t w_g8, uint2 sn_g, uint2 sn_g8, bool high,
+                                             uint32_t (&a)[4]) {
+  if (high) {
+    unpack_half::q4_k_high4(w_g, sn_g, a[0], a[2]);
+    unpack_half::q4_k_high4(w_g8, sn_g8, a[1], a[3]);
+  } else {
+    unpack_half::q4_k_low4(w_g, sn_g, a[0], a[2]);
+    unpack_half::q4_k_low4(w_g8, sn_g8, a[1], a[3]);
+  }
+}
+
+// Q4_K, 256-element slices (4 steps). Step s reads group s % 4 of the slice's block: code bytes 32 g + 4 t (chunks 0
+// and 2: low and high nibbles) and 32 g + 16 + 4 t (chunks 1 and 3) of rows r and r + 8.
+template <int kBT>
+__global__ void __launch_bounds__(kThreads, 2) moe_q4k_fragment_kernel(TileArgs a) {
+  constexpr int kN8 = kBT / 8;
+  constexpr int kSubs = 4;
+  constexpr uint32_t kRawStage = kBN * kQ4kRawLd;
+  static_assert(kBN == 16 * (kThreads / 32) && kBN == kThreads / 2, "a warp's 16 rows; two threads a row");
+  __shared__ int32_t xrow[kBT];
+  extern __shared__ __align__(16) uint8_t smem[];
+  uint8_t* raw = smem;
+  const uint16_t* xs = reinterpret_cast<const uint16_t*>(smem + kWStages * kRawStage);
+  uint2* sc_table = reinterpret_cast<uint2*>(smem + kWStages * kRawStage + x_ring_bytes<kBT>());  // [2][kBN][10]
+  const uint32_t s_raw = uint32_t(__cvta_generic_to_shared(smem));
+  const MatvecIdParams& p = a.p;
+  const int64_t e = blockIdx.y;
+  const int32_t count = a.g.counts[e];
+  const int64_t n0 = int64_t(blockIdx.x) * kBN;
+  const int tid = int(threadIdx.x), lane = tid & 31, warp = tid >> 5, g = lane >> 2, tg = lane & 3;
+  const int dr = tid >> 1, dc = tid & 1;
+  const bool row_live = n0 + dr < p.N;
+  const uint8_t* wrow = static_cast<const uint8_t*>(p.w) + (size_t(e) * size_t(p.N) + size_t(n0 + dr)) * a.row_bytes;
+  const int32_t* list = a.g.users + a.g.offsets[e];
+  const int n_steps = int(p.K / kStep);  // K is a multiple of 256
+  const uint16_t* xh = reinterpret_cast<const uint16_t*>(a.xh);
+
+  // Slice sl of this thread's row: pieces dc, dc + 2, ... of its nine (aligned, inside the tensor).
+  auto issue_w = [&](int sl) {
+    if (sl * kSubs >= n_steps || !row_live) return;
+    const uint32_t rd = s_raw + uint32_t(sl % kWStages) * kRawStage + uint32_t(dr) * kQ4kRawLd;
+    const uint8_t* src = wrow + size_t(sl) * 144;
+#pragma unroll
+    for (int q = dc; q < 9; q += 2) cp_async16_s(rd + 16 * q, src + 16 * q);
+  };
+  // Slice sl's (d sc, -dmin m) words for sub-blocks 4 dc .. 4 dc + 3 of this thread's row, into table sl % 2 (rows
+  // past N read stale bytes: their outputs are never stored).
+  auto find_scales = [&](int sl) {
+    const uint8_t* blk = raw + (sl % kWStages) * kRawStage + dr * kQ4kRawLd;
+    uint2* t = sc_table + (sl & 1) * (kBN * kQ4kScLd) + dr * kQ4kScLd + 4 * dc;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) t[j] = unpack_half::q4_k_scales(blk, 4 * dc + j);
+  };
+
+  for (int64_t u0 = int64_t(blockIdx.z) * kBT; u0 < count; u0 += int64_t(gridDim.z) * kBT) {
+    load_tile_users<kBT>(xrow, p, list, u0, count);
+    const XStaging<kBT> xst(xrow, a.kp, s_raw + kWStages * kRawStage);
+    const StepCopies<kBT, kSubs, decltype(issue_w)> copies{xst, xh, n_steps, issue_w};
+    float acc[kN8][4] = {};
+    copies.prologue();
+    const int64_t users = count - u0 < kBT ? count - u0 : kBT;
+    const int n8s = int((users + 7) / 8);  // live 8-user columns, the same for every warp
+    cp_async_wait<1>();
+    __syncthreads();  // slice 0 landed
+    find_scales(0);
+    for (int s = 0; s < n_steps; ++s) {
+      cp_async_wait<1>();
+      __syncthreads();  // step s's copies (and slice s / 4 + 1 when s % 4 == 3) landed; step s - 1 is done
+      copies.ahead(s);
+      const int sl = s / kSubs, grp = s % kSubs;
+      // The next slice's scales a step ahead (its bytes landed: issued two slices before it).
+      if (grp == kSubs - 1 && (sl + 1) * kSubs < n_steps) find_scales(sl + 1);
+      const int r = 16 * warp + g;
+      const uint8_t* q = raw + (sl % kWStages) * kRawStage + r * kQ4kRawLd + 16 + 32 * grp + 4 * tg;
+      const uint32_t w0 = *reinterpret_cast<const uint32_t*>(q);       // row r, chunks 0 (low) and 2 (high)
+      const uint32_t w1 = *reinterpret_cast<const uint32_t*>(q + 16);  // chunks 1 and 3
+      const uint32_t v0 = *reinterpret_cast<const uint32_t*>(q + 8 * kQ4kRawLd);  // row r + 8
+      const uint32_t v1 = *reinterpret_cast<const uint32_t*>(q + 8 * kQ4kRawLd + 16);
+      const uint2* st = sc_table + (sl & 1) * (kBN * kQ4kScLd) + r * kQ4kScLd + 2 * grp;
+      const uint4 sr = *reinterpret_cast<const uint4*>(st);
+      const uint4 sr8 = *reinterpret_cast<const uint4*>(st + 8 * kQ4kScLd);
+      const uint2 lo_g = make_uint2(sr.x, sr.y), hi_g = make_uint2(sr.z, sr.w);
+      const uint2 lo_g8 = make_uint2(sr8.x, sr8.y), hi_g8 = make_uint2(sr8.z, sr8.w);
+      uint32_t af[4][4];
+      q4k_fragment(w0, v0, lo_g, lo_g8, false, af[0]);
+      q4k_fragment(w1, v1, lo_g, lo_g8, false, af[1]);
+      q4k_fragment(w0, v0, hi_g, hi_g8, true, af[2]);
+      q4k_fragment(w1, v1, hi_g, hi_g8, true, af[3]);
+      fragment_products<kN8>(n8s, acc, af, xs + (s % kXStages) * (kBT * kXLd) + g * kXLd + 4 * tg);
+    }
+    cp_async_wait<0>();
+    __syncthreads();  // the rings and tables are free for the next tile of users
+    store_outputs<kN8>(acc, p, list, e, n0, u0, count);
+  }
+}
+
+// Recoded MXFP4 (mxfp4_recode.cuh), 128-element slices (4 blocks, 2 steps). Step s reads blocks 2 s and 2 s + 1:
+// word t of each (its nibbles 0-3 chunk 2 b, 4-7 chunk 2 b + 1) of rows r and r + 8, and their scale bytes.
+template <int kBT>
+__global__ void __launch_bounds__(kThreads, 2) moe_mxfp4_fragment_kernel(TileArgs a) {
+  constexpr int kN8 = kBT / 8;
+  constexpr int kSubs = 2;
+  constexpr uint32_t kRawStage = kBN * kMxRawLd;
+  static_assert(kBN == 16 * (kThreads / 32) && kBN == kThreads / 2, "a warp's 16 rows; two threads a row");
+  __shared__ int32_t xrow[kBT];
+  extern __shared__ __align__(16) uint8_t smem[];
+  const uint8_t* raw = smem;
+  const uint16_t* xs = reinterpret_cast<const uint16_t*>(smem + kWStages * kRawStage);
+  const uint8_t* scales = smem + kWStages * kRawStage + x_ring_bytes<kBT>();  // [kBN][nb]
+  const uint32_t s_raw = uint32_t(__cvta_generic_to_shared(smem));
+  const uint32_t s_scales = s_raw + kWStages * kRawStage + uint32_t(x_ring_bytes<kBT>());
+  const MatvecIdParams& p = a.p;
+  const int64_t e = blockIdx.y;
+  const int32_t count = a.g.counts[e];
+  const int64_t n0 = int64_t(blockIdx.x) * kBN;
+  const int tid = int(threadIdx.x), lane = tid & 31, warp = tid >> 5, g = lane >> 2, tg = lane & 3;
+  const int dr = tid >> 1, dc = tid & 1;
+  const bool row_live = n0 + dr < p.N;
+  const int nb = int(p.K / 32);
+  const uint8_t* w_end = static_cast<const uint8_t*>(p.w) + size_t(p.n_expert) * size_t(p.N) * a.row_bytes;
+  const Mxfp4Split split(static_cast<const uint8_t*>(p.w) + size_t(e) * size_t(p.N) * a.row_bytes, p.N, nb);
+  const uint8_t* codes_row = split.codes + (n0 + dr) * nb * 16;
+  const int32_t* list = a.g.users + a.g.offsets[e];
+  const int n_steps = int(a.kp / kStep);
+  const uint16_t* xh = reinterpret_cast<const uint16_t*>(a.xh);
+
+  // Slice sl of this thread's row: code pieces (blocks) dc and dc + 2 of its four, none past the row's blocks.
+  auto issue_w = [&](int sl) {
+    if (sl * kSubs >= n_steps || !row_live) return;
+    const uint32_t rd = s_raw + uint32_t(sl % kWStages) * kRawStage + uint32_t(dr) * kMxRawLd;
+#pragma unroll
+    for (int q = dc; q < 4; q += 2)
+      if (4 * sl + q < nb) cp_async16_s(rd + 16 * q, codes_row + 16 * (4 * sl + q));
+  };
+  // The tile's rows' scale bytes (with the first tile's first copies; the pieces past the expert's last row read
+  // the next bytes of the tensor, never past it).
+  {
+    const uint8_t* src0 = split.scales + n0 * nb;
+    const int64_t rows = p.N - n0 < kBN ? p.N - n0 : kBN;
+    const int pieces = int((rows * nb + 15) / 16);
+    for (int i = tid; i < pieces; i += kThreads) {
+      const uint8_t* src = src0 + 16 * i;
+      const int64_t left = w_end - src;
+      cp_async16_zfill_s(s_scales + 16 * i, src, int(left >= 16 ? 16 : left));
+    }
+  }
+
+  for (int64_t u0 = int64_t(blockIdx.z) * kBT; u0 < count; u0 += int64_t(gridDim.z) * kBT) {
+    load_tile_users<kBT>(xrow, p, list, u0, count);
+    const XStaging<kBT> xst(xrow, a.kp, s_raw + kWStages * kRawStage);
+    const StepCopies<kBT, kSubs, decltype(issue_w)> copies{xst, xh, n_steps, issue_w};
+    float acc[kN8][4] = {};
+    copies.prologue();
+    const int64_t users = count - u0 < kBT ? count - u0 : kBT;
+    const int n8s = int((users + 7) / 8);
+    const int r = 16 * warp + g;
+    for (int s = 0; s < n_steps; ++s) {
+      cp_async_wait<1>();
+      __syncthreads();  // step s's copies landed everywhere; step s - 1 is done with the ring slots issued next
+      copies.ahead(s);
+      const uint8_t* q = raw + ((s / kSubs) % kWStages) * kRawStage + r * kMxRawLd + 32 * (s % kSubs) + 4 * tg;
+      uint32_t af[4][4];
+#pragma unroll
+      for (int b = 0; b < 2; ++b) {
+        const int blk = 2 * s + b;
+        const bool live = blk < nb;  // past K's last block: zeros (the staged bytes there are stale)
+        const uint32_t w = live ? *reinterpret_cast<const uint32_t*>(q + 16 * b) : 0u;
+        const uint32_t w8 = live ? *reinterpret_cast<const uint32_t*>(q + 16 * b + 8 * kMxRawLd) : 0u;
+        const uint32_t es = live ? scales[r * nb + blk] : 127u, es8 = live ? scales[(r + 8) * nb + blk] : 127u;
+        uint32_t h[4], h8[4];
+        unpack_half::mxfp4_recoded_word_any(w, es, h);
+        unpack_half::mxfp4_recoded_word_any(w8, es8, h8);
+        af[2 * b][0] = h[0], af[2 * b][1] = h8[0], af[2 * b][2] = h[1], af[2 * b][3] = h8[1];
+        af[2 * b + 1][0] = h[2], af[2 * b + 1][1] = h8[2], af[2 * b + 1][2] = h[3], af[2 * b + 1][3] = h8[3];
+      }
+      fragment_products<kN8>(n8s, acc, af, xs + (s % kXStages) * (kBT * kXLd) + g * kXLd + 4 * tg);
+    }
+    cp_async_wait<0>();
+    __syncthreads();  // the rings are free for the next tile of users
+    store_outputs<kN8>(acc, p, list, e, n0, u0, count);
+  }
+}
+
+template <auto kernel, size_t kSmem, int kBT>
+void launch(const TileArgs& a, cudaStream_t stream) {
+  static const bool attr = [] {  // once per instance, at its first launch (before any graph capture)
+    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmem)));
+    // The largest shared carveout, so that two blocks fit an SM.
+    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                    int(cudaSharedmemCarveoutMaxShared)));
+    return true;
+  }();
+  (void)attr;
+  const MatvecIdParams& p = a.p;
+  const int64_t z = (p.T + kBT - 1) / kBT;  // an expert has at most T users (a token's k ids are distinct)
+  const dim3 grid(unsigned((p.N + kBN - 1) / kBN), unsigned(p.n_expert), unsigned(z < 65535 ? z : 65535));
+  kernel<<<grid, kThreads, kSmem, stream>>>(a);
+}
+
+}  // namespace
+
+bool launch_fragment_tiles(const TileArgs& a, bool wide, cudaStream_t stream) {
+  const MatvecIdParams& p = a.p;
+  if (p.type == quant::Type::Q4_K && !wide) {
+    launch<moe_q4k_fragment_kernel<64>, q4k_smem_bytes<64>(), 64>(a, stream);
+    return true;
+  }
+  // Recoded MXFP4 up to ~90 users an expert on average (gpt-oss-20b at T = 512: 64): 96-user tiles past 40, so that
+  // one pass over an expert's rows serves nearly all of its users.
+  if (p.type == quant::Type::MXFP4 && p.recoded && kBN * (p.K / 32) <= kMxScaleBytes && p.k * p.T <= 90 * p.n_expert) {
+    if (wide) launch<moe_mxfp4_fragment_kernel<96>, mxfp4_smem_bytes<96>(), 96>(a, stream);
+    else launch<moe_mxfp4_fragment_kernel<64>, mxfp4_smem_bytes<64>(), 64>(a, stream);
+    return true;
+  }
+  return false;
+}
+
+}  // namespace cuda::moe_tiles

@@ -1,0 +1,54 @@
+// What the expert-grouped prefill kernels share (moe_gemm.cu: the grouping, x's half copy, the half-tile kernel and
+// the dispatch; moe_fragments.cu: the kernels that unpack straight into mma fragments). Internal to those two files.
+#pragma once
+#include <cuda_fp16.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "cuda/kernels/matvec_id.cuh"
+
+namespace cuda::moe_tiles {
+
+constexpr int kBN = 128;     // expert rows of a tile
+constexpr int kStep = 64;    // K per step: four 16-element chunks
+constexpr int kXStages = 3;  // x ring: step s in use, s + 1 landing, s + 2 being issued
+constexpr int kThreads = 256;
+
+struct Groups {
+  int32_t* counts;   // [n_expert]
+  int32_t* offsets;  // [n_expert]
+  int32_t* users;    // [k T], grouped by expert
+};
+
+struct TileArgs {
+  MatvecIdParams p;
+  Groups g;
+  const __half* xh;  // [x_slots T][kp]
+  int64_t kp;        // K rounded up to kStep
+  size_t row_bytes;
+};
+
+// Tile u0's users: their half-x rows into xrow (t x_slots + slot, or -1 past the expert's count), then a barrier.
+template <int kBT>
+__device__ inline void load_tile_users(int32_t* xrow, const MatvecIdParams& p, const int32_t* list, int64_t u0,
+                                       int32_t count) {
+  const int tid = int(threadIdx.x);
+  if (tid < kBT) {
+    const int64_t ui = u0 + tid;
+    int32_t r = -1;
+    if (ui < count) {
+      const int64_t u = list[ui], t = u / p.k, j = u % p.k;
+      r = int32_t(t * p.x_slots + (p.x_slots == 1 ? 0 : j));
+    }
+    xrow[tid] = r;
+  }
+  __syncthreads();
+}
+
+// Launches the fragment tiles (moe_fragments.cu) where one serves these products: Q4_K at up to 40 users an expert
+// on average (64-user tiles); recoded MXFP4 whose 128 rows' scale bytes fit the staging (K <= 3072; 64- or 96-user
+// tiles). False where none does (the caller takes the half-tile kernel).
+bool launch_fragment_tiles(const TileArgs& a, bool wide, cudaStream_t stream);
+
+}  // namespace cuda::moe_tiles
