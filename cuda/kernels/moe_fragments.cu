@@ -275,8 +275,8 @@ __global__ void __launch_bounds__(kThreads, 2) moe_mxfp4_fragment_kernel(TileArg
       if (4 * sl + q < nb) cp_async16_s(rd + 16 * q, codes_row + 16 * (4 * sl + q));
   };
   // The tile's rows' scale bytes (with the first tile's first copies; the pieces past the expert's last row read
-  // the next bytes of the tensor, never past it).
-  {
+  // the next bytes of the tensor, never past it). Blocks with no users read nothing and leave no copy in flight.
+  if (int64_t(blockIdx.z) * kBT < count) {
     const uint8_t* src0 = split.scales + n0 * nb;
     const int64_t rows = p.N - n0 < kBN ? p.N - n0 : kBN;
     const int pieces = int((rows * nb + 15) / 16);

@@ -47,8 +47,8 @@ __device__ inline void load_tile_users(int32_t* xrow, const MatvecIdParams& p, c
 }
 
 // Launches the fragment tiles (moe_fragments.cu) where one serves these products: Q4_K at up to 40 users an expert
-// on average (64-user tiles); recoded MXFP4 whose 128 rows' scale bytes fit the staging (K <= 3072; 64- or 96-user
-// tiles). False where none does (the caller takes the half-tile kernel).
+// on average (64-user tiles); recoded MXFP4 at up to 90 (64-user tiles, 96 past 40) whose 128 rows' scale bytes fit
+// the staging (K <= 3072). False where none does (the caller takes the half-tile kernel).
 bool launch_fragment_tiles(const TileArgs& a, bool wide, cudaStream_t stream);
 
 }  // namespace cuda::moe_tiles
