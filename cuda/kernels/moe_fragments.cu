@@ -35,7 +35,7 @@ constexpr int kQ4kScLd = 10;
 // above); the tile's 128 rows of scale bytes, one contiguous 16-byte aligned run (128 nb bytes, nb = K / 32), staged
 // once a block, up to K = 3072.
 constexpr int kMxRawLd = 80;
-constexpr int kMxScaleBytes = 128 * 96;
+constexpr int kMxScaleBytes = kBN * 96;
 
 template <int kBT>
 constexpr size_t x_ring_bytes() { return size_t(kXStages) * kBT * kXLd * 2; }
@@ -46,8 +46,9 @@ constexpr size_t q4k_smem_bytes() {
 template <int kBT>
 constexpr size_t mxfp4_smem_bytes() { return size_t(kWStages) * kBN * kMxRawLd + x_ring_bytes<kBT>() + kMxScaleBytes; }
 
-// The users of tile u0 (their half-x rows into xrow, -1 past the count) and this thread's x copies: user tid / 8 +
-// 32 i, columns 8 (tid % 8) of each step, as 32-bit element offsets into xh (launch_moe_gemm checks the size).
+// This thread's x copies for a tile of users whose half-x rows are in xrow (load_tile_users; -1 past the count):
+// user tid / 8 + 32 i, columns 8 (tid % 8) of each step, as 32-bit element offsets into xh (launch_moe_gemm checks
+// the size).
 template <int kBT>
 struct XStaging {
   static constexpr int kCopies = kBT * (kStep / 8) / kThreads;
