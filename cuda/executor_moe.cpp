@@ -310,6 +310,7 @@ void Executor::lower_mul_mat_id(const Node& n) {
   // A layer's gate and up read the same ids and x, its down the same ids: their grouping and half x are made once.
   const MoeScratchHolds holds{n.inputs[2], n.inputs[1], p.n_expert, p.K, p.x_slots};
   MoeGemmOptions o;
+  o.half_tiles = !opt_.moe_fragments;
   o.reuse_groups = holds.ids == moe_scratch_holds_.ids && holds.n_expert == moe_scratch_holds_.n_expert;
   o.reuse_x = o.reuse_groups && holds.x == moe_scratch_holds_.x && holds.K == moe_scratch_holds_.K &&
               holds.x_slots == moe_scratch_holds_.x_slots;

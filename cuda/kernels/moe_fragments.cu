@@ -324,35 +324,19 @@ __global__ void __launch_bounds__(kThreads, 2) moe_mxfp4_fragment_kernel(TileArg
   }
 }
 
-template <auto kernel, size_t kSmem, int kBT>
-void launch(const TileArgs& a, cudaStream_t stream) {
-  static const bool attr = [] {  // once per instance, at its first launch (before any graph capture)
-    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmem)));
-    // The largest shared carveout, so that two blocks fit an SM.
-    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                    int(cudaSharedmemCarveoutMaxShared)));
-    return true;
-  }();
-  (void)attr;
-  const MatvecIdParams& p = a.p;
-  const int64_t z = (p.T + kBT - 1) / kBT;  // an expert has at most T users (a token's k ids are distinct)
-  const dim3 grid(unsigned((p.N + kBN - 1) / kBN), unsigned(p.n_expert), unsigned(z < 65535 ? z : 65535));
-  kernel<<<grid, kThreads, kSmem, stream>>>(a);
-}
-
 }  // namespace
 
 bool launch_fragment_tiles(const TileArgs& a, bool wide, cudaStream_t stream) {
   const MatvecIdParams& p = a.p;
   if (p.type == quant::Type::Q4_K && !wide) {
-    launch<moe_q4k_fragment_kernel<64>, q4k_smem_bytes<64>(), 64>(a, stream);
+    launch_tile_kernel<moe_q4k_fragment_kernel<64>, q4k_smem_bytes<64>(), 64>(a, stream);
     return true;
   }
   // Recoded MXFP4 up to ~90 users an expert on average (gpt-oss-20b at T = 512: 64): 96-user tiles past 40, so that
   // one pass over an expert's rows serves nearly all of its users.
   if (p.type == quant::Type::MXFP4 && p.recoded && kBN * (p.K / 32) <= kMxScaleBytes && p.k * p.T <= 90 * p.n_expert) {
-    if (wide) launch<moe_mxfp4_fragment_kernel<96>, mxfp4_smem_bytes<96>(), 96>(a, stream);
-    else launch<moe_mxfp4_fragment_kernel<64>, mxfp4_smem_bytes<64>(), 64>(a, stream);
+    if (wide) launch_tile_kernel<moe_mxfp4_fragment_kernel<96>, mxfp4_smem_bytes<96>(), 96>(a, stream);
+    else launch_tile_kernel<moe_mxfp4_fragment_kernel<64>, mxfp4_smem_bytes<64>(), 64>(a, stream);
     return true;
   }
   return false;

@@ -22,8 +22,6 @@
 
 #include <cuda_fp16.h>
 
-#include <cstdlib>
-
 #include "cuda/check.h"
 #include "cuda/kernels/async_copy.cuh"
 #include "cuda/kernels/mma.cuh"
@@ -358,22 +356,8 @@ __global__ void __launch_bounds__(kThreads, 2) moe_tile_kernel(TileArgs a) {
 
 template <quant::Type Q, int NT, bool kRecoded = false>
 void launch_tiles(const TileArgs& a, cudaStream_t stream) {
-  constexpr size_t smem = tile_smem_bytes<Q, NT>(kWStages<Q, NT>, kWTiles<Q, NT>);
-  constexpr auto kernel = moe_tile_kernel<Q, NT, kRecoded>;
-  static const bool attr = [] {  // once per instance, at its first launch (before any graph capture)
-    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-    // The largest shared carveout, so that two blocks fit an SM (left to itself the driver may take less).
-    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                    int(cudaSharedmemCarveoutMaxShared)));
-    return true;
-  }();
-  (void)attr;
-  const MatvecIdParams& p = a.p;
-  constexpr int kBT = 2 * NT * 8;
-  // An expert has at most T users when a token's k ids are distinct (TopK's are); more are taken by the loop.
-  const int64_t z = (p.T + kBT - 1) / kBT;
-  const dim3 grid(unsigned((p.N + kBN - 1) / kBN), unsigned(p.n_expert), unsigned(z < 65535 ? z : 65535));
-  kernel<<<grid, kThreads, smem, stream>>>(a);
+  launch_tile_kernel<moe_tile_kernel<Q, NT, kRecoded>, tile_smem_bytes<Q, NT>(kWStages<Q, NT>, kWTiles<Q, NT>),
+                     2 * NT * 8>(a, stream);
 }
 
 }  // namespace
@@ -409,13 +393,8 @@ void launch_moe_gemm(const MatvecIdParams& p, void* scratch, size_t scratch_byte
   // Tiles of 64 users while experts average up to 40 (Qwen3-30B-A3B at T = 512: 32), else 128 (gpt-oss-20b: 64):
   // one pass over an expert's rows serves nearly all of its users.
   const bool wide = p.k * p.T > 40 * p.n_expert;
-  // LLM_CUDA_MOE_FRAGMENTS=0: every format through the half tiles, for A/B runs.
-  static const bool fragments = [] {
-    const char* v = std::getenv("LLM_CUDA_MOE_FRAGMENTS");
-    return !(v && v[0] == '0');
-  }();
   const TileArgs args{p, g, xh, kp, rb};
-  if (fragments && !options.half_tiles && launch_fragment_tiles(args, wide, stream)) {
+  if (!options.half_tiles && launch_fragment_tiles(args, wide, stream)) {
     CUDA_CHECK_LAUNCH(stream);
     return;
   }

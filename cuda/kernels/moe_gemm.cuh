@@ -31,7 +31,8 @@ inline size_t moe_gemm_scratch_bytes(int64_t n_expert, int64_t k, int64_t T, int
 // layer's gate and up products read the same ids and x, and down the same ids: the grouping (one block) and x's
 // half copy need not be redone (Qwen3-30B-A3B: ~1 ms of a 32 ms pp512). The caller vouches that the previous launch
 // on this scratch had the same ids (groups) or the same x, K and x_slots (x), and that neither changed since.
-// half_tiles: the half-tile kernel for every format, not the fragment kernels (moe_fragments.cu): tests compare them.
+// half_tiles: the half-tile kernel for every format, not the fragment kernels (moe_fragments.cu): tests compare
+// them, ExecutorOptions::moe_fragments (LLM_CUDA_MOE_FRAGMENTS=0) sets it for A/B runs.
 struct MoeGemmOptions {
   bool reuse_groups = false;
   bool reuse_x = false;

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "cuda/check.h"
 #include "cuda/kernels/matvec_id.cuh"
 
 namespace cuda::moe_tiles {
@@ -44,6 +45,24 @@ __device__ inline void load_tile_users(int32_t* xrow, const MatvecIdParams& p, c
     xrow[tid] = r;
   }
   __syncthreads();
+}
+
+// A tile kernel over grid (row tiles of kBN, experts, user tiles of kBT) with kSmem bytes of dynamic shared memory.
+// An expert has at most T users when a token's k ids are distinct (TopK's are); more are taken by the kernels' loop.
+template <auto kernel, size_t kSmem, int kBT>
+void launch_tile_kernel(const TileArgs& a, cudaStream_t stream) {
+  static const bool attr = [] {  // once per instance, at its first launch (before any graph capture)
+    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmem)));
+    // The largest shared carveout, so that two blocks fit an SM (left to itself the driver may take less).
+    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                    int(cudaSharedmemCarveoutMaxShared)));
+    return true;
+  }();
+  (void)attr;
+  const MatvecIdParams& p = a.p;
+  const int64_t z = (p.T + kBT - 1) / kBT;
+  const dim3 grid(unsigned((p.N + kBN - 1) / kBN), unsigned(p.n_expert), unsigned(z < 65535 ? z : 65535));
+  kernel<<<grid, kThreads, kSmem, stream>>>(a);
 }
 
 // Launches the fragment tiles (moe_fragments.cu) where one serves these products: Q4_K at up to 40 users an expert
