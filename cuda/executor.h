@@ -91,6 +91,10 @@ struct ExecutorOptions {
   // Prefill expert products of Q4_K and recoded MXFP4 on moe_fragments.cu's kernels (weights straight into mma
   // fragments); false: moe_gemm.cu's half tiles for every format. LLM_CUDA_MOE_FRAGMENTS=0 for A/B runs.
   bool moe_fragments = true;
+  // Decode: a mixture's routing done by its gate/up and down launches themselves, each block routing its token from
+  // the router's partial products (ExpertGluParams::route), so no routing launch runs; false: the routing launch.
+  // LLM_CUDA_MOE_ROUTE_IN_EXPERTS=0 for A/B runs.
+  bool moe_route_in_experts = true;
   // MulMat with 2 <= T <= matvec_cols_max_tokens whose weight the few-column int16 kernel serves (matvec_cols.cuh)
   // takes it before the small-batch kernel. LLM_CUDA_MATVEC_COLS_MAX=0..4 moves the top (0 or 1: off).
   int64_t matvec_cols_max_tokens = kMatvecColsMaxTokens;
@@ -184,6 +188,7 @@ class Executor {
     AddsResidual,    // an RmsNorm whose launch also adds the residual and writes its one reader, an Add (Epilogue)
     InNorm,          // an Add computed by the launch of the RmsNorm that reads it first (fold_add_norm)
     InRoute,         // a TopK (ids stored) or Softmax (not stored) computed by its MoeWeights' routing launch
+    InExperts,       // a MoeWeights whose routing the expert launches do themselves (route_in_experts; not stored)
     RouterParts,     // a router MulMat computed as partial products for its routing launch (never stored)
   };
   void plan_fusions();
@@ -226,6 +231,8 @@ class Executor {
   };
   bool expert_down_of(const graph::Node& down, graph::NodeId h_as_runs, ExpertDown& out) const;
   void take_expert_down(const graph::Node& down, const ExpertDown& d);
+  void route_in_experts(const graph::Node& gate, const graph::Node& up, graph::NodeId down_mm, ExpertGluParams& glu,
+                        ExpertDown& down);
   const MoeRouteParams* route_with_copies(graph::NodeId topk, graph::NodeId* moe_weights) const;
   Lowering lowering(graph::NodeId id) const { return lowering_.at(size_t(id)); }
   void drop_capture();  // the steps or their inputs changed: the next run() launches plainly, then captures anew
@@ -242,7 +249,7 @@ class Executor {
   // Fusions by kind, for the -v capture note (executor_fusion.cpp).
   enum class Fusion {
     Norm, Residual, Sibling, SwiGlu, SmallBatchGlu, RopeKv, RopeKvEpilogue, AttentionO, NormAdd, AddNorm, QkNorms,
-    MoeRoute, ExpertGlu, ExpertDown, SmallBatchStack, kCount
+    MoeRoute, ExpertGlu, ExpertDown, SmallBatchStack, RouteInExperts, kCount
   };
   // Fusions (executor_fusion.cpp), decided by plan_fusions in node order.
   MatvecParams matvec_params(const graph::Node& mulmat) const;

@@ -564,7 +564,8 @@ size_t Executor::n_fused() const {
                                        "residual adds into RMS norms", "residual adds before RMS norms",
                                        "q/k norms into rope + KV write",
                                        "mixture routings into one launch", "expert gate/up pairs with activation",
-                                       "expert downs with weighted sum", "small-batch products stacked"};
+                                       "expert downs with weighted sum", "small-batch products stacked",
+                                       "mixture routings into the expert launches"};
   static_assert(sizeof(kNames) / sizeof(kNames[0]) == size_t(Fusion::kCount));
   ::std::string s;
   for (size_t k = 0; k < size_t(Fusion::kCount); ++k)

@@ -173,6 +173,7 @@ bool Executor::plan_expert_glu(const Node& n) {
                     lowering(su[0]) == Lowering::Own && expert_down_of(g_.node(su[0]), sw.id, d);
   if (runs) {
     p.runs_out = expert_runs_.get();
+    route_in_experts(n, m, su[0], p, d);
   } else {
     if (!plan_.owns(sw.id) || plan_.last_use.at(size_t(sw.id)) >= int32_t(g_.nodes().size())) return false;
     // Neither product is stored: the SwiGlu's slot, written at n's step, may be theirs, but nothing else alive.
@@ -247,6 +248,38 @@ const MoeRouteParams* Executor::route_with_copies(NodeId topk, NodeId* moe_weigh
   return nullptr;
 }
 
+// The routing launch of a gate/up + down pair's ids taken into both launches (MoeRouteSource): each block routes its
+// token itself from the router's partial products, and the routing launch, its ids and its weights go. Only where
+// nothing else reads the ids or the weights (the TopK read by the three products and the MoeWeights, the
+// MoeWeights by the down launch's WeightedSum, neither a graph output), and the scores are the router's parts:
+// written by the router launch right before the gate/up launch, overwritten only by the next layer's, after the
+// down launch. Both launches must still fit with the block's routing scratch; otherwise the routing launch stays.
+void Executor::route_in_experts(const Node& gate, const Node& up, NodeId down_mm, ExpertGluParams& glu,
+                                ExpertDown& down) {
+  if (!opt_.moe_route_in_experts) return;
+  const NodeId topk = gate.inputs.at(2);
+  const Node* mw = nullptr;
+  for (const NodeId u : users_.at(size_t(topk)))
+    if (moe_routes_.contains(u)) mw = &g_.node(u);
+  if (!mw || lowering(topk) != Lowering::InRoute) return;
+  const MoeRouteParams& r = moe_routes_.at(mw->id);
+  if (r.logits != router_parts_buffer_.as<float>() || r.n_expert > kRouteBlockMaxExperts || r.k > 32) return;
+  const int32_t n_nodes = int32_t(g_.nodes().size());
+  if (plan_.last_use.at(size_t(topk)) >= n_nodes || plan_.last_use.at(size_t(mw->id)) >= n_nodes) return;
+  for (const NodeId u : users_.at(size_t(topk)))
+    if (u != gate.id && u != up.id && u != down_mm && u != mw->id) return;
+  if (users_.at(size_t(mw->id)) != ::std::vector<NodeId>{down.sum}) return;
+  ExpertGluParams g = glu;
+  ExpertDownParams d = down.p;
+  g.route = d.route = r;
+  if (!expert_glu_fits(g) || !expert_down_fits(d)) return;
+  glu = g, down.p = d;
+  moe_routes_.erase(mw->id);
+  lowering_.at(size_t(mw->id)) = Lowering::InExperts;
+  --fused_count_[size_t(Fusion::MoeRoute)];  // no routing launch after all
+  count_fusion(Fusion::RouteInExperts);
+}
+
 void Executor::take_expert_down(const Node& n, const ExpertDown& d) {
   lowering_.at(size_t(d.sum)) = Lowering::Epilogue;
   if (d.add != graph::kNoNode) lowering_.at(size_t(d.add)) = Lowering::Epilogue;
@@ -265,6 +298,7 @@ void Executor::lower_top_k(const Node& n) {
 }
 
 void Executor::lower_moe_weights(const Node& n) {
+  if (lowering(n.id) == Lowering::InExperts) return;  // routed by the expert launches themselves
   if (const auto r = moe_routes_.find(n.id); r != moe_routes_.end()) {
     const MoeRouteParams p = r->second;
     steps_.push_back([p](cudaStream_t s) { launch_moe_route(p, s); });

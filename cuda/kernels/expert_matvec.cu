@@ -19,6 +19,7 @@
 #include "cuda/check.h"
 #include "cuda/device_info.h"
 #include "cuda/kernels/matvec_i16_units.cuh"
+#include "cuda/kernels/moe_route_block.cuh"
 #include "cuda/kernels/mxfp4_recode.cuh"
 #include "cuda/kernels/pdl.cuh"
 #include "cuda/kernels/qtype_dispatch.cuh"
@@ -100,11 +101,22 @@ struct Shape {
   int gpb;     // row groups per block
   unsigned chunks;
   size_t smem;
+  size_t route_at;  // the route's scratch (route::Shared), bytes into the dynamic shared memory
 };
+
+// Where a block's routing scratch goes: after the rest, 8-byte aligned (with a route: ExpertGluParams::route).
+void add_route_scratch(Shape& s, const MoeRouteSource& r) {
+  s.route_at = (s.smem + 7) / 8 * 8;
+  if (r.logits) s.smem = s.route_at + kRouteBlockSmem;
+}
+
+__device__ __forceinline__ route::Shared& route_scratch(float* sh, size_t route_at) {
+  return *reinterpret_cast<route::Shared*>(reinterpret_cast<char*>(sh) + route_at);
+}
 
 template <quant::Type T, bool kRecoded>
 __global__ void __launch_bounds__(kMaxThreads) expert_glu_kernel(ExpertGluParams p, size_t row_bytes, int gpb,
-                                                                 int slices) {
+                                                                 int slices, size_t route_at) {
   using U = typename mv16::UnitFor<T, kRecoded>::type;
   using Raw = typename U::Raw;
   extern __shared__ float sh[];
@@ -121,7 +133,14 @@ __global__ void __launch_bounds__(kMaxThreads) expert_glu_kernel(ExpertGluParams
   float* hv = part + n_warps * cap;   // runs_out: the block's outputs [gpb kR], then quantized by runs of 16
   pdl_launch_dependents();
   pdl_wait();  // no-op for a plain launch (expert_matvec.cuh); kept should a dependent launch return
-  const int32_t e = p.ids[t * p.k + j];
+  int32_t e;
+  if (p.route.logits) {  // the block's own routing of its token (uniform: every thread takes part)
+    route::Shared& rs = route_scratch(sh, route_at);
+    route::route_token(rs, p.route, t, false);
+    e = rs.id[j];
+  } else {
+    e = p.ids[t * p.k + j];
+  }
   float* y = p.out ? p.out + (t * p.k + j) * p.N : nullptr;
   const int n_end = g1 * kR < N ? g1 * kR : N;
   uint8_t* runs_out = p.runs_out ? static_cast<uint8_t*>(p.runs_out) + (t * p.k + j) * (p.N / 16) * kExpertRunBytes
@@ -205,7 +224,7 @@ __global__ void __launch_bounds__(kMaxThreads) expert_glu_kernel(ExpertGluParams
 
 template <quant::Type T, bool kRecoded>
 __global__ void __launch_bounds__(kMaxThreads) expert_down_kernel(ExpertDownParams p, size_t row_bytes, int gpb,
-                                                                  int slices) {
+                                                                  int slices, size_t route_at) {
   using U = typename mv16::UnitFor<T, kRecoded>::type;
   using Raw = typename U::Raw;
   extern __shared__ float sh[];
@@ -223,15 +242,22 @@ __global__ void __launch_bounds__(kMaxThreads) expert_down_kernel(ExpertDownPara
   const int cap = gpb * kR;
   // Each slot's expert rows (null: no expert), after the partial sums (8-byte aligned: see down_shape).
   const uint8_t** slot_w = reinterpret_cast<const uint8_t**>(part + slices * n_warps * cap);
-  const int32_t* ids = p.ids + t * p.k;
+  const int32_t* ids = p.route.logits ? nullptr : p.ids + t * p.k;  // with a route: the block's own choices
+  const float* weights = p.route.logits ? nullptr : p.weights + t * p.k;
   const size_t expert_bytes = size_t(N) * row_bytes;
   const auto expert_rows = [&](int j) -> const uint8_t* {
     const int32_t e = ids[j];
     return e >= 0 && e < p.n_expert ? static_cast<const uint8_t*>(p.w) + size_t(e) * expert_bytes : nullptr;
   };
   pdl_launch_dependents();
+  if (p.route.logits) {  // the block's own routing of its token, from scores written before the gate/up launch
+    route::Shared& rs = route_scratch(sh, route_at);
+    route::route_token(rs, p.route, t, true);
+    ids = rs.id, weights = rs.weight;
+  }
   // The first task's weights: before the wait where the ids were written before the previous launch began
-  // (ExpertDownParams::ids_before_wait), so that they stream while the gate/up launch finishes.
+  // (ExpertDownParams::ids_before_wait, or a route), so that they stream while the gate/up launch finishes.
+  const bool ids_early = p.ids_before_wait || p.route.logits;
   const int nj = (k - slice + slices - 1) / slices;  // this slice's slots: slice + jj * slices, jj < nj (>= 1)
   const int n_tasks = (g1 - g0) * nj;
   const uint32_t u_offset = U::offset(u), rb32 = uint32_t(row_bytes);
@@ -248,9 +274,9 @@ __global__ void __launch_bounds__(kMaxThreads) expert_down_kernel(ExpertDownPara
     }
   };
   Raw cur[kR], nxt[kR];
-  if (!p.ids_before_wait) pdl_wait();
+  if (!ids_early) pdl_wait();
   if (active && n_tasks > 0) load(cur, expert_rows(slice), 0);
-  if (p.ids_before_wait) pdl_wait();
+  if (ids_early) pdl_wait();
   for (int i = int(threadIdx.x); i < k; i += int(blockDim.x)) slot_w[i] = expert_rows(i);
   for (int i = int(threadIdx.x); i < k * n_units; i += int(blockDim.x)) {
     const int j = i / n_units, uu = i - j * n_units;
@@ -271,7 +297,7 @@ __global__ void __launch_bounds__(kMaxThreads) expert_down_kernel(ExpertDownPara
   const auto slot_inputs = [&](int jj) {
     const int j = slice + jj * slices;
     get_runs(runs + j * kRunWords * tps, tps, u, x0, x1);
-    wj = p.weights[t * p.k + j];
+    wj = weights[j];
   };
   if (active) slot_inputs(0);
   float acc[kR] = {};
@@ -303,7 +329,7 @@ __global__ void __launch_bounds__(kMaxThreads) expert_down_kernel(ExpertDownPara
     if (p.bias) {
       for (int j = 0; j < k; ++j)
         if (const int32_t e = ids[j]; e >= 0 && e < p.n_expert)
-          v = fmaf(p.weights[t * p.k + j], p.bias[e * p.N + n], v);
+          v = fmaf(weights[j], p.bias[e * p.N + n], v);
     }
     if (p.residual) v += p.residual[t * p.N + n];
     p.out[t * p.N + n] = v;
@@ -331,6 +357,13 @@ bool recoded_fits(quant::Type type, int64_t K, int64_t N, std::initializer_list<
   for (const void* t : tensors)
     if (reinterpret_cast<uintptr_t>(t) % 16 != 0) return false;
   return true;
+}
+
+// A launch's own routing (or none): of its experts, slots and tokens, within what a block's routing serves.
+bool route_fits(const MoeRouteSource& r, int64_t n_expert, int64_t k, int64_t T) {
+  if (!r.logits) return true;
+  return r.n_expert == n_expert && r.k == k && r.T == T && n_expert <= kRouteBlockMaxExperts && k <= 32 &&
+         r.n_parts >= 1;
 }
 
 int threads_per_slice(int64_t K) { return int((K / 32 + 31) / 32 * 32); }
@@ -371,6 +404,7 @@ Shape glu_shape(const ExpertGluParams& p, const void* kernel) {
   s.chunks = unsigned((n_groups + s.gpb - 1) / s.gpb);
   s.smem = runs + size_t(s.tps / 32) * s.gpb * 2 * kR * sizeof(float) +
            (p.runs_out ? size_t(s.gpb) * kR * sizeof(float) : 0);
+  add_route_scratch(s, p.route);
   return s;
 }
 
@@ -391,6 +425,7 @@ Shape down_shape(const ExpertDownParams& p, const void* kernel) {
   s.chunks = unsigned((n_groups + s.gpb - 1) / s.gpb);
   // The partial sums (kR even: a multiple of 8 bytes), then a pointer a slot.
   s.smem = runs + size_t(s.slices) * (s.tps / 32) * s.gpb * kR * sizeof(float) + size_t(p.k) * sizeof(void*);
+  add_route_scratch(s, p.route);
   return s;
 }
 
@@ -405,7 +440,8 @@ bool expert_glu_fits(const ExpertGluParams& p) {
   if (p.runs_out && (p.N % 16 != 0 || (p.groups_per_block * kR) % 16 != 0 ||
                      reinterpret_cast<uintptr_t>(p.runs_out) % 16 != 0))
     return false;
-  return p.groups_per_block <= kMaxGluGroups && glu_shape(p, nullptr).smem <= kMaxSmem;
+  return route_fits(p.route, p.n_expert, p.k, p.T) && p.groups_per_block <= kMaxGluGroups &&
+         glu_shape(p, nullptr).smem <= kMaxSmem;
 }
 
 bool expert_down_fits(const ExpertDownParams& p) {
@@ -415,11 +451,13 @@ bool expert_down_fits(const ExpertDownParams& p) {
   if (!rows_fit(p.type, p.w, p.K, p.x ? p.x : p.x_runs)) return false;
   if (p.recoded && !recoded_fits(p.type, p.K, p.N, {p.w})) return false;
   if (p.x_runs && reinterpret_cast<uintptr_t>(p.x_runs) % 16 != 0) return false;
-  return p.groups_per_block <= kMaxDownGroups && down_shape(p, nullptr).smem <= kMaxSmem;
+  return route_fits(p.route, p.n_expert, p.k, p.T) && p.groups_per_block <= kMaxDownGroups &&
+         down_shape(p, nullptr).smem <= kMaxSmem;
 }
 
 void launch_expert_glu(const ExpertGluParams& p, cudaStream_t stream) {
-  LLM_REQUIRE(p.ids && (p.out || p.runs_out) && p.n_expert > 0, "expert_glu: null pointer or no experts");
+  LLM_REQUIRE((p.ids || p.route.logits) && (p.out || p.runs_out) && p.n_expert > 0,
+              "expert_glu: null pointer or no experts");
   LLM_REQUIRE(expert_glu_fits(p), "expert_glu: shape or type not served (expert_glu_fits)");
   const size_t rb = quant::row_bytes(p.type, p.K);
   dispatch_qtype(p.type, "expert_glu", [&](auto tag) {
@@ -428,7 +466,7 @@ void launch_expert_glu(const ExpertGluParams& p, cudaStream_t stream) {
       const auto run = [&](auto kernel) {
         const Shape s = glu_shape(p, reinterpret_cast<const void*>(kernel));
         kernel<<<dim3(s.chunks, unsigned(p.k), unsigned(p.T)), dim3(unsigned(s.tps * s.slices)), s.smem, stream>>>(
-            p, rb, s.gpb, s.slices);
+            p, rb, s.gpb, s.slices, s.route_at);
       };
       if constexpr (T == quant::Type::MXFP4) {
         if (p.recoded) return run(expert_glu_kernel<T, true>);
@@ -440,7 +478,8 @@ void launch_expert_glu(const ExpertGluParams& p, cudaStream_t stream) {
 }
 
 void launch_expert_down(const ExpertDownParams& p, cudaStream_t stream) {
-  LLM_REQUIRE(p.ids && p.weights && p.out && p.n_expert > 0, "expert_down: null pointer or no experts");
+  LLM_REQUIRE(((p.ids && p.weights) || p.route.logits) && p.out && p.n_expert > 0,
+              "expert_down: null pointer or no experts");
   LLM_REQUIRE(expert_down_fits(p), "expert_down: shape or type not served (expert_down_fits)");
   const size_t rb = quant::row_bytes(p.type, p.K);
   dispatch_qtype(p.type, "expert_down", [&](auto tag) {
@@ -449,10 +488,10 @@ void launch_expert_down(const ExpertDownParams& p, cudaStream_t stream) {
       const auto run = [&](auto kernel) {
         const Shape s = down_shape(p, reinterpret_cast<const void*>(kernel));
         const dim3 grid(s.chunks, unsigned(p.T)), block(unsigned(s.tps * s.slices));
-        if (p.ids_before_wait) {
-          launch_pdl(kernel, grid, block, s.smem, stream, p, rb, s.gpb, s.slices);
+        if (p.ids_before_wait || p.route.logits) {
+          launch_pdl(kernel, grid, block, s.smem, stream, p, rb, s.gpb, s.slices, s.route_at);
         } else {
-          kernel<<<grid, block, s.smem, stream>>>(p, rb, s.gpb, s.slices);
+          kernel<<<grid, block, s.smem, stream>>>(p, rb, s.gpb, s.slices, s.route_at);
         }
       };
       if constexpr (T == quant::Type::MXFP4) {

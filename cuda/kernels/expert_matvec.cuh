@@ -18,6 +18,7 @@
 
 #include <cstdint>
 
+#include "cuda/kernels/moe.cuh"
 #include "quant/types.h"
 
 namespace cuda {
@@ -41,6 +42,9 @@ struct ExpertGluParams {
   // floats at out, so the down launch neither quantizes it nor reads the floats (N a multiple of 16).
   void* runs_out = nullptr;
   bool recoded = false;            // MXFP4 gate and up recoded at upload (mxfp4_recode.cuh)
+  // logits set: every block routes its token itself from these router scores (moe_route_block.cuh; the same
+  // choices as the routing launch) instead of reading ids, so a decode step needs no routing launch.
+  MoeRouteSource route;
 };
 
 struct ExpertDownParams {
@@ -60,6 +64,10 @@ struct ExpertDownParams {
   // first weights before pdl_wait(), while the gate/up launch finishes.
   bool ids_before_wait = false;
   bool recoded = false;            // MXFP4 experts recoded at upload (mxfp4_recode.cuh)
+  // logits set: every block routes its token itself, ids and weights (as ExpertGluParams::route), before its
+  // pdl_wait(): the launch is then a programmatic dependent of the gate/up launch, whose start means the router's
+  // scores are written.
+  MoeRouteSource route;
 };
 
 // One run of 16 values of h as expert_glu writes it for expert_down: 8 words of int16 pairs, the scale, the exact
@@ -69,7 +77,7 @@ inline constexpr size_t kExpertRunBytes = 48;
 // Whether the launchers take these params: a type with an int16 unit (Q4_0, Q8_0, Q4_K, Q6_K as in GGUF, MXFP4 as
 // in GGUF or recoded),
 // rows the unit can load (alignment), K / 32 <= 256 units, and for expert_down the k quantized inputs in 48 KiB of
-// shared memory. The executor fuses only where they do; the unfused ops serve everything else.
+// shared memory; a route of the launch's n_expert, k and T, up to kRouteBlockMaxExperts experts. The executor fuses only where they do; the unfused ops serve everything else.
 bool expert_glu_fits(const ExpertGluParams& p);
 bool expert_down_fits(const ExpertDownParams& p);
 

@@ -7,6 +7,7 @@
 
 #include "cuda/check.h"
 #include "cuda/kernels/matvec_f32_cols.cuh"
+#include "cuda/kernels/moe_route_block.cuh"
 #include "cuda/kernels/pdl.cuh"
 #include "cuda/kernels/reduce.cuh"
 #include "cuda/kernels/swiglu.cuh"
@@ -86,67 +87,44 @@ __global__ void moe_weights_kernel(MoeWeightsKernelParams p) {
 }
 
 constexpr int kRouteThreads = 128;
-constexpr int kRegValues = 8;  // experts a lane holds in registers: the register top-k serves up to 256
 
-// warp_top_k over values held in registers (value c of a lane is expert lane + 32 c): the same order, without
-// shared-memory rounds. Lane j < k ends with the j-th choice in `id` and its value in `val`.
-__device__ __forceinline__ void warp_top_k_regs(const float (&v)[kRegValues], int64_t n, int64_t k, int32_t& id,
-                                                float& val) {
-  const int lane = threadIdx.x & 31;
-  uint32_t open = 0;
-#pragma unroll
-  for (int c = 0; c < kRegValues; ++c)
-    if (lane + 32 * c < n) open |= 1u << c;
-  for (int64_t r = 0; r < k; ++r) {
-    float best = -INFINITY;
-    int32_t bi = INT_MAX;
-#pragma unroll
-    for (int c = 0; c < kRegValues; ++c)  // within a lane the index grows with c: the first maximum wins ties
-      if ((open >> c & 1u) && (bi == INT_MAX || v[c] > best)) best = v[c], bi = lane + 32 * c;
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {
-      const float ov = __shfl_xor_sync(0xffffffffu, best, o);
-      const int32_t oi = __shfl_xor_sync(0xffffffffu, bi, o);
-      if (oi != INT_MAX && (bi == INT_MAX || ov > best || (ov == best && oi < bi))) best = ov, bi = oi;
-    }
-    if ((bi & 31) == lane) open &= ~(1u << (bi >> 5));
-    if (lane == r) id = bi, val = best;
-  }
-}
+// route_weights with lane j < k holding choice j's score (moe_route_block.cuh).
+using route::warp_route_weight;
 
-// route_weights with lane j < k holding choice j's score: the warp's sums in double.
-__device__ __forceinline__ double warp_route_weight(double v, int k, bool softmax, bool normalize) {
+// Token r of a block (more experts than the block's routing serves): one warp's softmax over the row in shared
+// memory (in place), its k rounds of arg-max and the weights; lane j < k ends with choice j in id and w.
+__device__ void route_row_warp(const MoeRouteParams& p, float* row, uint8_t* taken, int32_t* ids, int32_t& id,
+                               double& w) {
   const int lane = threadIdx.x & 31;
-  const bool mine = lane < k;
-  if (softmax) {
-    double m = mine ? v : -INFINITY;
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) m = fmax(m, __shfl_xor_sync(0xffffffffu, m, o));
-    v = mine ? exp(v - m) : 0.0;
-    double s = v;
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-    v /= s;
+  const int64_t n = p.n_expert;
+  if (p.softmax_all) {
+    float m = -INFINITY;
+    for (int64_t i = lane; i < n; i += 32) m = fmaxf(m, row[i]);
+    m = warp_max(m);
+    float s = 0.0f;
+    for (int64_t i = lane; i < n; i += 32) s += expf(row[i] - m);
+    const float inv = 1.0f / warp_sum_f(s);
+    for (int64_t i = lane; i < n; i += 32) row[i] = expf(row[i] - m) * inv;
+    __syncwarp();
   }
-  if (normalize) {
-    double s = mine ? v : 0.0;
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-    v /= fmax(s, 6.103515625e-5);
-  }
-  return v;
+  warp_top_k(row, taken, n, p.k, ids);
+  __syncwarp();
+  float val = 0.0f;
+  id = 0;
+  if (lane < p.k) id = ids[lane], val = row[id];
+  w = warp_route_weight(double(val), int(p.k), p.softmax_chosen, p.normalize);
 }
 
 // A block's tokens (p.per_block of them): every thread first loads the router's partial sums of all of them (bias,
-// then parts in order) into shared memory, then each warp routes its tokens in turn: the optional softmax over all
-// experts (as the Softmax op computes it), the top k, and their weights. Reading every row before any write lets the
-// outputs share bytes with the logits when one block holds every token.
+// then parts in order) into shared memory. Then, up to kRouteBlockMaxExperts experts, the whole block routes each
+// token in turn (moe_route_block.cuh: the optional softmax over all experts, as the Softmax op computes it, the
+// top k by ranks, their weights); past that each warp routes its tokens (route_row_warp). Reading every row before
+// any write lets the outputs share bytes with the logits when one block holds every token.
 __global__ void __launch_bounds__(kRouteThreads) moe_route_kernel(MoeRouteParams p) {
-  extern __shared__ float vals[];  // [per_block][n], then [per_block][n] taken flags (more than 256 experts)
+  extern __shared__ float vals[];  // [per_block][n], then the block's routing scratch or [per_block][n] taken flags
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, n_warps = blockDim.x >> 5;
   const int64_t n = p.n_expert, t0 = int64_t(blockIdx.x) * p.per_block;
   const int64_t rows = p.T - t0 < p.per_block ? p.T - t0 : p.per_block;
-  auto* taken = reinterpret_cast<uint8_t*>(vals + p.per_block * n);
   pdl_launch_dependents();
   pdl_wait();  // no-op for its plain launch (the expert launches' reason, expert_matvec.cuh)
   for (int64_t i = threadIdx.x; i < rows * n; i += blockDim.x) {
@@ -156,53 +134,34 @@ __global__ void __launch_bounds__(kRouteThreads) moe_route_kernel(MoeRouteParams
     vals[i] = v;
   }
   __syncthreads();
-  const bool in_regs = n <= 32 * kRegValues;
-  for (int64_t r = warp; r < rows; r += n_warps) {
-    float* row = vals + r * n;
-    float v[kRegValues];
-#pragma unroll
-    for (int c = 0; c < kRegValues; ++c) v[c] = in_regs && lane + 32 * c < n ? row[lane + 32 * c] : -INFINITY;
-    if (p.softmax_all) {
-      float m = -INFINITY;
-      if (in_regs) {
-#pragma unroll
-        for (int c = 0; c < kRegValues; ++c) m = fmaxf(m, v[c]);
-      } else {
-        for (int64_t i = lane; i < n; i += 32) m = fmaxf(m, row[i]);
-      }
-      m = warp_max(m);
-      float s = 0.0f;
-      if (in_regs) {
-#pragma unroll
-        for (int c = 0; c < kRegValues; ++c) s += lane + 32 * c < n ? expf(v[c] - m) : 0.0f;
-      } else {
-        for (int64_t i = lane; i < n; i += 32) s += expf(row[i] - m);
-      }
-      const float inv = 1.0f / warp_sum_f(s);
-      if (in_regs) {
-#pragma unroll
-        for (int c = 0; c < kRegValues; ++c) v[c] = expf(v[c] - m) * inv;
-      } else {
-        for (int64_t i = lane; i < n; i += 32) row[i] = expf(row[i] - m) * inv;
+  const auto write = [&](int64_t r, int32_t id, double w) {
+    const int64_t at = (t0 + r) * p.k + lane;
+    p.ids[at] = id, p.weights[at] = float(w);
+    if (p.ids_copy) p.ids_copy[at] = id, p.weights_copy[at] = float(w);
+  };
+  if (n <= kRouteBlockMaxExperts) {
+    auto& s = *reinterpret_cast<route::Shared*>(vals + (p.per_block * n + 1) / 2 * 2);  // 8-byte aligned
+    for (int64_t r = 0; r < rows; ++r) {
+      if (warp == 0) {
+        float* row = vals + r * n;
+        if (p.softmax_all) route::softmax_row(row, int(n));
         __syncwarp();
+        route::put_scores(s, row, int(n));
+      }
+      route::rank_scores(s, int(n), int(p.k));
+      if (warp == 0) {
+        route::choose_weights(s, p);
+        if (lane < p.k) write(r, s.id[lane], s.weight[lane]);
       }
     }
-    int32_t id = 0;
-    float val = 0.0f;
-    if (in_regs) {
-      warp_top_k_regs(v, n, p.k, id, val);
-    } else {
-      int32_t* ids = p.ids + (t0 + r) * p.k;
-      warp_top_k(row, taken + r * n, n, p.k, ids);
-      __syncwarp();
-      if (lane < p.k) id = ids[lane], val = row[id];
-    }
-    const double w = warp_route_weight(double(val), int(p.k), p.softmax_chosen, p.normalize);
-    if (lane < p.k) {
-      const int64_t at = (t0 + r) * p.k + lane;
-      p.ids[at] = id, p.weights[at] = float(w);
-      if (p.ids_copy) p.ids_copy[at] = id, p.weights_copy[at] = float(w);
-    }
+    return;
+  }
+  auto* taken = reinterpret_cast<uint8_t*>(vals + p.per_block * n);
+  for (int64_t r = warp; r < rows; r += n_warps) {
+    int32_t id;
+    double w;
+    route_row_warp(p, vals + r * n, taken + r * n, p.ids + (t0 + r) * p.k, id, w);
+    if (lane < p.k) write(r, id, w);
   }
 }
 

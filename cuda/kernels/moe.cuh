@@ -31,29 +31,41 @@ struct MoeWeightsKernelParams {
 };
 void launch_moe_weights(const MoeWeightsKernelParams& p, cudaStream_t stream);
 
-// TopK and MoeWeights in one launch over the router's logits (the executor's fusion of a mixture's routing):
-// softmax_all: the top k of softmax(logits) (the Softmax op's values) with weights from those probabilities;
-// otherwise the top k of the logits. softmax_chosen / normalize as MoeWeightsKernelParams. The ids are written
-// where the TopK op's output lives, the weights where MoeWeights' does. The logits may come as n_parts partial
-// sums ([n_parts][T][n_expert], added in part order). A block reads all of its per_block tokens' rows before it
-// writes anything: with per_block = T (one block) the outputs may share bytes with the logits.
-struct MoeRouteParams {
+// What a mixture's routing reads and how it weighs its choices: softmax_all: the top k of softmax(logits) (the
+// Softmax op's values) with weights from those probabilities; otherwise the top k of the logits. softmax_chosen /
+// normalize as MoeWeightsKernelParams. The logits may come as n_parts partial sums ([n_parts][T][n_expert], added
+// in part order after the bias). The routing launch below takes it, and so do the decode expert launches that
+// route their tokens themselves (expert_matvec.cuh, moe_route_block.cuh).
+struct MoeRouteSource {
   const float* logits = nullptr;  // [n_parts][T][n_expert]
-  int32_t* ids = nullptr;         // [k, T]
-  float* weights = nullptr;       // [k, T]
   int64_t n_expert = 0, k = 0, T = 0;  // n_expert <= kTopKMaxN, k <= 32 (a lane per choice)
   int n_parts = 1;
   const float* bias = nullptr;    // [n_expert] or null: added to every token's logits first
-  int32_t* ids_copy = nullptr;    // set: the ids and weights also here (the executor's private copy, which the
-  float* weights_copy = nullptr;  // fused expert launches read, so the graph's slots of both may be reused)
-  int64_t per_block = 1;
   bool softmax_all = false;
   bool softmax_chosen = false;
   bool normalize = false;
 };
+
+// TopK and MoeWeights in one launch over the router's logits (the executor's fusion of a mixture's routing). The
+// ids are written where the TopK op's output lives, the weights where MoeWeights' does. A block reads all of its
+// per_block tokens' rows before it writes anything: with per_block = T (one block) the outputs may share bytes with
+// the logits.
+struct MoeRouteParams : MoeRouteSource {
+  int32_t* ids = nullptr;         // [k, T]
+  float* weights = nullptr;       // [k, T]
+  int32_t* ids_copy = nullptr;    // set: the ids and weights also here (the executor's private copy, which the
+  float* weights_copy = nullptr;  // fused expert launches read, so the graph's slots of both may be reused)
+  int64_t per_block = 1;
+};
+// A block's routing of one token (moe_route_block.cuh) serves up to kRouteBlockMaxExperts experts in
+// kRouteBlockSmem bytes of shared memory; past that the launch routes by warps (k rounds of arg-max).
+inline constexpr int64_t kRouteBlockMaxExperts = 256;
+inline constexpr size_t kRouteBlockSmem = kRouteBlockMaxExperts * 12 + 32 * 8;
 inline constexpr size_t kMoeRouteMaxSmem = 48 << 10;
+// The rows of per_block tokens, then the block's routing scratch or (more experts) a row of taken flags a token.
 inline constexpr size_t moe_route_smem(int64_t n_expert, int64_t per_block) {
-  return size_t(n_expert) * size_t(per_block) * 5;
+  const size_t rows = size_t(n_expert) * size_t(per_block) * 4;
+  return n_expert <= kRouteBlockMaxExperts ? (rows + 7) / 8 * 8 + kRouteBlockSmem : rows + rows / 4;
 }
 void launch_moe_route(const MoeRouteParams& p, cudaStream_t stream);
 

@@ -412,3 +412,69 @@ TEST(ExpertMatvec, GluHandsRunsToDown) {
 }
 
 }  // namespace
+
+// Expert launches that route their tokens themselves (ExpertGluParams::route, ExpertDownParams::route) give the
+// results of the same launches reading the routing launch's ids and weights, bit for bit: the same choices in the
+// same order, the same weights. Both forms: qwen3moe's (softmax over all, top k, renormalised; 128 experts) and
+// gpt-oss's (a bias, top k of the logits with many exact ties, softmax over the k; 32 experts).
+TEST(ExpertMatvec, OwnRoutingGivesTheRoutingLaunchsResults) {
+  REQUIRE_GPU();
+  std::mt19937 rng(74);
+  for (const bool qwen : {true, false})
+    for (const int64_t T : {1, 3}) {
+      const Type type = qwen ? Type::Q4_K : Type::Q8_0;
+      const int64_t n_expert = qwen ? 128 : 32, k = qwen ? 8 : 4, K = 512, N = 256, n_parts = 3;
+      const std::string what = std::string(qwen ? "qwen3moe" : "gpt-oss") + " T=" + std::to_string(T);
+      // The router's partial products: ties in gpt-oss's logits (small integers split over the parts).
+      std::vector<float> parts(size_t(n_parts * T * n_expert)), bias(static_cast<size_t>(n_expert));
+      for (auto& v : parts) v = qwen ? random_floats(rng, 1, -2.0f, 2.0f)[0] : float(rng() % 3);
+      for (auto& v : bias) v = qwen ? 0.0f : float(rng() % 2);
+      auto dparts = upload(parts), dbias = upload(bias);
+      cuda::MoeRouteParams r;
+      r.logits = dparts.as<float>(), r.n_parts = int(n_parts), r.bias = qwen ? nullptr : dbias.as<float>();
+      r.n_expert = n_expert, r.k = k, r.T = T, r.softmax_all = qwen, r.softmax_chosen = !qwen, r.normalize = qwen;
+      cuda::DeviceBuffer ids(size_t(k * T) * 4), weights(size_t(k * T) * 4);
+      r.ids = ids.as<int32_t>(), r.weights = weights.as<float>();
+      cuda::launch_moe_route(r, nullptr);
+
+      const auto wg = expert_weights(rng, type, K, N * n_expert), wu = expert_weights(rng, type, K, N * n_expert);
+      const auto wd = expert_weights(rng, type, N, K * n_expert);
+      const auto x = random_floats(rng, size_t(K * T)), h = random_floats(rng, size_t(N * k * T));
+      auto dwg = upload(wg), dwu = upload(wu), dwd = upload(wd), dx = upload(x), dh = upload(h);
+      std::vector<float> glu[2], down[2];
+      for (const bool own : {false, true}) {
+        auto out = poisoned_f32(size_t(N * k * T));
+        cuda::ExpertGluParams g;
+        g.gate = dwg.get(), g.up = dwu.get(), g.type = type, g.x = dx.as<float>(), g.out = out.as<float>();
+        g.act = qwen ? cuda::ExpertAct::SwiGlu : cuda::ExpertAct::SwiGluOai;
+        g.K = K, g.N = N, g.n_expert = n_expert, g.k = k, g.T = T;
+        if (own) {
+          g.route = r;
+        } else {
+          g.ids = ids.as<int32_t>();
+        }
+        EXPECT_TRUE(cuda::expert_glu_fits(g)) << what;
+        cuda::launch_expert_glu(g, nullptr);
+        glu[own] = download<float>(out, size_t(N * k * T));
+
+        auto y = poisoned_f32(size_t(K * T));
+        cuda::ExpertDownParams d;
+        d.w = dwd.get(), d.type = type, d.x = dh.as<float>(), d.out = y.as<float>();
+        d.K = N, d.N = K, d.n_expert = n_expert, d.k = k, d.T = T;
+        if (own) {
+          d.route = r;
+        } else {
+          d.ids = ids.as<int32_t>(), d.weights = weights.as<float>();
+        }
+        EXPECT_TRUE(cuda::expert_down_fits(d)) << what;
+        cuda::launch_expert_down(d, nullptr);
+        down[own] = download<float>(y, size_t(K * T));
+      }
+      EXPECT_TRUE(glu[0] == glu[1]) << "expert_glu " << what;
+      EXPECT_TRUE(down[0] == down[1]) << "expert_down " << what;
+      // Not vacuous: every choice is a real expert, so the products are not all zero.
+      const auto got_ids = download<int32_t>(ids, size_t(k * T));
+      EXPECT_TRUE(std::all_of(got_ids.begin(), got_ids.end(), [&](int32_t e) { return e >= 0 && e < n_expert; }));
+      EXPECT_TRUE(std::any_of(down[1].begin(), down[1].end(), [](float v) { return v != 0.0f; })) << what;
+    }
+}

@@ -1,0 +1,144 @@
+// One token's routing by a whole block (issue 27): the per-token work of the routing launch (moe.cu) for up to
+// kRouteBlockMaxExperts experts, and the routing the decode expert launches do themselves (expert_matvec.cuh,
+// MoeRouteSource), which takes the routing launch out of a decode step.
+// The k choices come from ranks, not from k rounds of a warp-wide arg-max: thread e counts the experts ahead of
+// expert e (a larger score, or an equal one at a lower index) in one pass over the scores in shared memory, and the
+// expert with rank r < k is choice r. That is the reference's stable-sort order, without k dependent rounds of
+// shuffles on the critical path. Scores, ids and weights come out bit for bit as the warp arg-max gives them, but
+// for NaN scores, which rank after every other score (the arg-max's order for them was unspecified).
+// Internal to the kernel files that include it.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdint>
+
+#include "cuda/kernels/moe.cuh"
+#include "cuda/kernels/reduce.cuh"
+
+namespace cuda::route {
+
+constexpr int kLaneValues = int(kRouteBlockMaxExperts / 32);  // experts a lane of warp 0 sums: lane + 32 c
+
+// The block's scratch (kRouteBlockSmem bytes, 8-byte aligned, anywhere in dynamic shared memory).
+struct Shared {
+  unsigned long long key[kRouteBlockMaxExperts];  // rank_key of each expert's score
+  float score[kRouteBlockMaxExperts];
+  int32_t id[32];     // choice r's expert
+  float weight[32];   // choice r's score, then (choose_weights) its routing weight
+};
+static_assert(sizeof(Shared) == kRouteBlockSmem, "moe.cuh's size of the block's routing scratch");
+
+// The unsigned order of the keys is the order of the choices: the score's bits made monotonic in the high word
+// (NaN as -inf, -0 as +0, which compare equal to it as floats), the complement of the index in the low word.
+__device__ __forceinline__ unsigned long long rank_key(float v, int e) {
+  if (isnan(v)) v = -INFINITY;
+  if (v == 0.0f) v = 0.0f;
+  const uint32_t b = __float_as_uint(v);
+  const uint32_t o = b & 0x80000000u ? ~b : b | 0x80000000u;
+  return (static_cast<unsigned long long>(o) << 32) | (0xffffffffu - uint32_t(e));
+}
+
+// Warp 0: softmax over a row of n scores in shared memory, in place, as the Softmax op computes it (lane l's sum
+// over its experts l + 32 c in c order, then the warp's). One value a lane in registers at a time: the expert
+// launches that inline this keep their registers.
+__device__ __forceinline__ void softmax_row(float* row, int n) {
+  const int lane = threadIdx.x & 31;
+  float m = -INFINITY;
+#pragma unroll
+  for (int c = 0; c < kLaneValues; ++c) m = fmaxf(m, lane + 32 * c < n ? row[lane + 32 * c] : -INFINITY);
+  m = warp_max(m);
+  float sum = 0.0f;
+#pragma unroll
+  for (int c = 0; c < kLaneValues; ++c) sum += lane + 32 * c < n ? expf(row[lane + 32 * c] - m) : 0.0f;
+  const float inv = 1.0f / warp_sum_f(sum);
+#pragma unroll
+  for (int c = 0; c < kLaneValues; ++c)
+    if (lane + 32 * c < n) row[lane + 32 * c] = expf(row[lane + 32 * c] - m) * inv;
+}
+
+// Warp 0: every expert's score (from the row, which may be s.score itself) and key, a padding key of 0 (below every
+// real key) when n is odd.
+__device__ __forceinline__ void put_scores(Shared& s, const float* row, int n) {
+  const int lane = threadIdx.x & 31;
+  for (int e = lane; e < n; e += 32) {
+    const float v = row[e];
+    s.key[e] = rank_key(v, e), s.score[e] = v;
+  }
+  if (lane == 0 && (n & 1)) s.key[n] = 0;
+}
+
+// The whole block, after put_scores: choice r's expert and score into s.id[r] and s.weight[r], r < k. Every
+// thread's reads of s from before the call are complete when it returns.
+__device__ __forceinline__ void rank_scores(Shared& s, int n, int k) {
+  __syncthreads();
+  const int pairs = (n + 1) / 2;
+  const auto* two = reinterpret_cast<const ulonglong2*>(s.key);
+  for (int e = threadIdx.x; e < n; e += blockDim.x) {
+    const unsigned long long mine = s.key[e];
+    int ahead = 0;
+#pragma unroll 4
+    for (int j = 0; j < pairs; ++j) {
+      const ulonglong2 kk = two[j];
+      ahead += int(kk.x > mine) + int(kk.y > mine);
+    }
+    if (ahead < k) s.id[ahead] = e, s.weight[ahead] = s.score[e];
+  }
+  __syncthreads();
+}
+
+// route_weights of moe.cu with lane j < k holding choice j's score: the warp's sums in double.
+__device__ __forceinline__ double warp_route_weight(double v, int k, bool softmax, bool normalize) {
+  const int lane = threadIdx.x & 31;
+  const bool mine = lane < k;
+  if (softmax) {
+    double m = mine ? v : -INFINITY;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) m = fmax(m, __shfl_xor_sync(0xffffffffu, m, o));
+    v = mine ? exp(v - m) : 0.0;
+    double s = v;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+    v /= s;
+  }
+  if (normalize) {
+    double s = mine ? v : 0.0;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+    v /= fmax(s, 6.103515625e-5);
+  }
+  return v;
+}
+
+// Warp 0, after rank_scores: the k choices' routing weights into s.weight (other warps see them after a barrier).
+__device__ __forceinline__ void choose_weights(Shared& s, const MoeRouteSource& r) {
+  const int lane = threadIdx.x & 31, k = int(r.k);
+  const double w = warp_route_weight(lane < k ? double(s.weight[lane]) : 0.0, k, r.softmax_chosen, r.normalize);
+  __syncwarp();
+  if (lane < k) s.weight[lane] = float(w);
+}
+
+// Token t routed by the whole block from the source in global memory (written before this launch began): s.id and,
+// with `weights`, s.weight hold the k choices for every thread on return. Each expert's score is summed by one
+// thread (bias, then the parts in order, all of its loads in flight together).
+__device__ __forceinline__ void route_token(Shared& s, const MoeRouteSource& r, int64_t t, bool weights) {
+  const int n = int(r.n_expert);
+  for (int e = threadIdx.x; e < n; e += blockDim.x) {
+    float v = r.bias ? r.bias[e] : 0.0f;
+#pragma unroll 8
+    for (int q = 0; q < r.n_parts; ++q) v += r.logits[(int64_t(q) * r.T + t) * n + e];
+    s.score[e] = v;
+  }
+  __syncthreads();
+  if (threadIdx.x < 32) {
+    if (r.softmax_all) softmax_row(s.score, n);
+    __syncwarp();
+    put_scores(s, s.score, n);
+  }
+  rank_scores(s, n, int(r.k));
+  if (!weights) return;
+  if (threadIdx.x < 32) choose_weights(s, r);
+  __syncthreads();
+}
+
+}  // namespace cuda::route
