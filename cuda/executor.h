@@ -91,8 +91,9 @@ struct ExecutorOptions {
   // Prefill expert products of Q4_K and recoded MXFP4 on moe_fragments.cu's kernels (weights straight into mma
   // fragments); false: moe_gemm.cu's half tiles for every format. LLM_CUDA_MOE_FRAGMENTS=0 for A/B runs.
   bool moe_fragments = true;
-  // Decode: a mixture's routing done by its gate/up and down launches themselves, each block routing its token from
-  // the router's partial products (ExpertGluParams::route), so no routing launch runs; false: the routing launch.
+  // Decode: a mixture's routing (of up to 64 experts) done by its gate/up and down launches themselves, each block
+  // routing its token from the router's partial products (ExpertGluParams::route), so no routing launch runs; false:
+  // the routing launch.
   // LLM_CUDA_MOE_ROUTE_IN_EXPERTS=0 for A/B runs.
   bool moe_route_in_experts = true;
   // MulMat with 2 <= T <= matvec_cols_max_tokens whose weight the few-column int16 kernel serves (matvec_cols.cuh)

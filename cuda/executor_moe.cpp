@@ -254,6 +254,9 @@ const MoeRouteParams* Executor::route_with_copies(NodeId topk, NodeId* moe_weigh
 // MoeWeights by the down launch's WeightedSum, neither a graph output), and the scores are the router's parts:
 // written by the router launch right before the gate/up launch, overwritten only by the next layer's, after the
 // down launch. Both launches must still fit with the block's routing scratch; otherwise the routing launch stays.
+// Up to kRouteInExpertsMaxExperts experts: every block's routing sits on the critical path of both launches, and
+// it grows with the experts (the softmax over all of them, ranks over all pairs). Measured (H200, tg128, same
+// machine): gpt-oss-20b (32 experts) 609.5 -> 619.7 tok/s with it, Qwen3-30B-A3B (128) 473.2 -> 468.6 without.
 void Executor::route_in_experts(const Node& gate, const Node& up, NodeId down_mm, ExpertGluParams& glu,
                                 ExpertDown& down) {
   if (!opt_.moe_route_in_experts) return;
@@ -263,7 +266,8 @@ void Executor::route_in_experts(const Node& gate, const Node& up, NodeId down_mm
     if (moe_routes_.contains(u)) mw = &g_.node(u);
   if (!mw || lowering(topk) != Lowering::InRoute) return;
   const MoeRouteParams& r = moe_routes_.at(mw->id);
-  if (r.logits != router_parts_buffer_.as<float>() || r.n_expert > kRouteBlockMaxExperts || r.k > 32) return;
+  constexpr int64_t kRouteInExpertsMaxExperts = 64;
+  if (r.logits != router_parts_buffer_.as<float>() || r.n_expert > kRouteInExpertsMaxExperts || r.k > 32) return;
   const int32_t n_nodes = int32_t(g_.nodes().size());
   if (plan_.last_use.at(size_t(topk)) >= n_nodes || plan_.last_use.at(size_t(mw->id)) >= n_nodes) return;
   for (const NodeId u : users_.at(size_t(topk)))
