@@ -126,7 +126,7 @@ __global__ void __launch_bounds__(kRouteThreads) moe_route_kernel(MoeRouteParams
   const int64_t n = p.n_expert, t0 = int64_t(blockIdx.x) * p.per_block;
   const int64_t rows = p.T - t0 < p.per_block ? p.T - t0 : p.per_block;
   pdl_launch_dependents();
-  pdl_wait();  // no-op for its plain launch (the expert launches' reason, expert_matvec.cuh)
+  pdl_wait();  // a programmatic dependent of the router launch: its one block is resident before the scores are in
   for (int64_t i = threadIdx.x; i < rows * n; i += blockDim.x) {
     float v = p.bias ? p.bias[i % n] : 0.0f;
 #pragma unroll 8
@@ -246,7 +246,7 @@ void launch_moe_route(const MoeRouteParams& p, cudaStream_t stream) {
                   moe_route_smem(p.n_expert, p.per_block) <= kMoeRouteMaxSmem,
               "moe_route: bad parts or tokens per block");
   const unsigned blocks = unsigned((p.T + p.per_block - 1) / p.per_block);
-  moe_route_kernel<<<blocks, kRouteThreads, moe_route_smem(p.n_expert, p.per_block), stream>>>(p);
+  launch_pdl(moe_route_kernel, dim3(blocks), dim3(kRouteThreads), moe_route_smem(p.n_expert, p.per_block), stream, p);
   CUDA_CHECK_LAUNCH(stream);
 }
 
