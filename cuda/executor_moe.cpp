@@ -5,7 +5,8 @@
 // float rounding):
 // - routing: Softmax (when present), TopK and MoeWeights as one launch (moe.cuh launch_moe_route), at any T;
 // - the gate and up MulMatIds and their SwiGlu / SwiGluOai as one launch (expert_matvec.cuh expert_glu);
-// - the down MulMatId, its WeightedSum and the residual Add after it as one launch (expert_down).
+// - the down MulMatId, its WeightedSum and the residual Add after it as one launch (expert_down);
+// - up to 64 experts, the routing taken into those two launches, each block routing its token (route_in_experts).
 // Each checks on the plan that the fused launch, running at the first node's step, reads inputs that still hold
 // their values and writes slots that no tensor alive meanwhile shares.
 #include "cuda/executor.h"

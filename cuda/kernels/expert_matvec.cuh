@@ -7,7 +7,8 @@
 // - expert_down: the down products of a token's k slots, each on its own input column, mixed by the routing weights
 //   and added to the residual in one launch, y = r + sum_j w_j (down_{e_j} h_j + b_{e_j}) (graph: MulMatId,
 //   WeightedSum, Add).
-// Expert ids are read from device memory, so a decode step stays one captured graph. The gate/up launch is plain, not
+// Expert ids are read from device memory (or, with a route, each block routes its token from the router's scores
+// there: moe_route_block.cuh), so a decode step stays one captured graph. The gate/up launch is plain, not
 // a programmatic dependent: nothing of it can start before the ids, and blocks resident early only to wait cost
 // gpt-oss-20b 4.7% of its tg128 (446 → 426 tok/s, H100); it still lets the next launch start early. The down launch
 // after it is one (ExpertDownParams::ids_before_wait): its ids are known by then. Each output is
@@ -75,9 +76,9 @@ struct ExpertDownParams {
 inline constexpr size_t kExpertRunBytes = 48;
 
 // Whether the launchers take these params: a type with an int16 unit (Q4_0, Q8_0, Q4_K, Q6_K as in GGUF, MXFP4 as
-// in GGUF or recoded),
-// rows the unit can load (alignment), K / 32 <= 256 units, and for expert_down the k quantized inputs in 48 KiB of
-// shared memory; a route of the launch's n_expert, k and T, up to kRouteBlockMaxExperts experts. The executor fuses only where they do; the unfused ops serve everything else.
+// in GGUF or recoded), rows the unit can load (alignment), K / 32 <= 256 units, for expert_down the k quantized
+// inputs in 48 KiB of shared memory, and a route (if any) of the launch's n_expert, k and T, up to
+// kRouteBlockMaxExperts experts. The executor fuses only where they do; the unfused ops serve everything else.
 bool expert_glu_fits(const ExpertGluParams& p);
 bool expert_down_fits(const ExpertDownParams& p);
 
