@@ -1,7 +1,7 @@
 // Many columns of a float32 matrix in one pass over it: a mixture's router (n_embd x n_expert, kept in float32 so
 // that near-tied expert scores are ranked as the reference ranks them) at prefill. The matvec kernels re-read the
 // matrix for every column: at Qwen3-30B-A3B's T = 512 that is 512 x 1 MiB from L2 a layer. Here a block keeps a
-// 16-row x 32-column tile of outputs and walks K in chunks of 128 through shared memory, so the matrix is read
+// 16-row x 32-column tile of outputs and walks K in chunks of 64 through shared memory, so the matrix is read
 // T / 32 times. Each output is one float32 fma chain in ascending k, whatever T and the tile: batch invariant, and
 // within the matvec's tolerance of the reference (float32 products and sums).
 // As partial products (launch_f32_column_parts): the same tiles over slices of K, one slice a block, each slice's
@@ -15,36 +15,40 @@
 namespace cuda {
 namespace {
 
-constexpr int kTileRows = 16, kTileCols = 32, kChunk = 128, kThreads = 256;
+constexpr int kTileRows = 16, kTileCols = 32, kChunk = 64, kThreads = 64;
 constexpr int kWLoads = kTileRows * kChunk / kThreads, kXLoads = kTileCols * kChunk / kThreads;
+constexpr int kLd = kChunk + 4;  // a row in shared memory: 16-byte aligned, rows 4 banks apart
 
-// Chunk k0's matrix and x elements of this thread into registers (zeros past N, T and k_end; rows K apart).
+// Chunk k0's matrix and x elements of this thread into registers: element k0 + tid of each tile row and column
+// (zeros past N, T and k_end; rows K apart).
+static_assert(kThreads == kChunk, "a thread loads one k of every row and column of a chunk");
 __device__ __forceinline__ void load_chunk(const float* w, const float* x, int64_t K, int64_t k_end, int64_t N,
                                            int64_t T, int64_t n0, int64_t t0, int64_t k0, float (&wr)[kWLoads],
                                            float (&xr)[kXLoads]) {
-  const int tid = int(threadIdx.x);
+  const int64_t k = k0 + int(threadIdx.x);
+  const bool in_k = k < k_end;
+  const float* wp = w + n0 * K + k;
+  const float* xp = x + t0 * K + k;
 #pragma unroll
-  for (int j = 0; j < kWLoads; ++j) {
-    const int i = tid + j * kThreads, rr = i / kChunk, kk = i % kChunk;
-    wr[j] = n0 + rr < N && k0 + kk < k_end ? __ldg(w + (n0 + rr) * K + k0 + kk) : 0.0f;
-  }
+  for (int j = 0; j < kWLoads; ++j) wr[j] = in_k && n0 + j < N ? __ldg(wp + j * K) : 0.0f;
 #pragma unroll
-  for (int j = 0; j < kXLoads; ++j) {
-    const int i = tid + j * kThreads, cc = i / kChunk, kk = i % kChunk;
-    xr[j] = t0 + cc < T && k0 + kk < k_end ? __ldg(x + (t0 + cc) * K + k0 + kk) : 0.0f;
-  }
+  for (int j = 0; j < kXLoads; ++j) xr[j] = in_k && t0 + j < T ? __ldg(xp + j * K) : 0.0f;
 }
 
-// The next chunk's loads are in flight while this one is multiplied: with one block an SM (a router is 128 x 2048 at
-// most: 8 x 16 blocks at T = 512) the L2 latency, not the arithmetic, would set the pace otherwise.
+// The next chunk's loads are in flight while this one is multiplied: with few blocks an SM (a router is 128 x 2048 at
+// most) the L2 latency, not the arithmetic, would set the pace otherwise.
+// A thread holds 2 rows x 4 columns of the tile (rows rp and rp + 8, columns cq + 8 j: those a warp reads at once lie
+// in distinct banks) and takes four k at a time from 16-byte shared loads: 6 loads for 32 fmas. The first form, a
+// row and two columns a thread with a load a product, was bound by the shared-memory pipe (51 us a layer of
+// Qwen3-30B-A3B's pp512, 8.6% of it; session 32).
 // slice_k > 0: block z covers K slice [z slice_k, (z + 1) slice_k) and writes y + z T N, without the bias.
 __global__ void __launch_bounds__(kThreads) f32_cols_kernel(const float* w, const float* x, const float* bias,
                                                             float* y, int64_t K, int64_t N, int64_t T,
                                                             int64_t slice_k) {
-  __shared__ float ws[kTileRows][kChunk + 1];
-  __shared__ float xs[kTileCols][kChunk + 1];  // +1: the 16 column pairs a warp reads fall in distinct banks
+  __shared__ __align__(16) float ws[kTileRows][kLd];
+  __shared__ __align__(16) float xs[kTileCols][kLd];
   const int tid = int(threadIdx.x);
-  const int r = tid / 16, cp = tid % 16;  // this thread's row and column pair (2 cp, 2 cp + 1)
+  const int rp = tid / 8, cq = tid % 8;  // rows rp, rp + 8; columns cq, cq + 8, cq + 16, cq + 24
   const int64_t n0 = int64_t(blockIdx.x) * kTileRows, t0 = int64_t(blockIdx.y) * kTileCols;
   int64_t k_begin = 0, k_end = K;
   if (slice_k > 0) {
@@ -53,33 +57,42 @@ __global__ void __launch_bounds__(kThreads) f32_cols_kernel(const float* w, cons
   }
   float wr[kWLoads], xr[kXLoads];
   load_chunk(w, x, K, k_end, N, T, n0, t0, k_begin, wr, xr);
-  float acc0 = 0.0f, acc1 = 0.0f;
+  float acc[2][4] = {};
   for (int64_t k0 = k_begin; k0 < k_end; k0 += kChunk) {
     __syncthreads();  // the last chunk's products are done with ws and xs
 #pragma unroll
-    for (int j = 0; j < kWLoads; ++j) {
-      const int i = tid + j * kThreads;
-      ws[i / kChunk][i % kChunk] = wr[j];
-    }
+    for (int j = 0; j < kWLoads; ++j) ws[j][tid] = wr[j];
 #pragma unroll
-    for (int j = 0; j < kXLoads; ++j) {
-      const int i = tid + j * kThreads;
-      xs[i / kChunk][i % kChunk] = xr[j];
-    }
+    for (int j = 0; j < kXLoads; ++j) xs[j][tid] = xr[j];
     __syncthreads();
     if (k0 + kChunk < k_end) load_chunk(w, x, K, k_end, N, T, n0, t0, k0 + kChunk, wr, xr);
-#pragma unroll 16
-    for (int kk = 0; kk < kChunk; ++kk) {
-      const float wv = ws[r][kk];
-      acc0 = fmaf(wv, xs[2 * cp][kk], acc0);
-      acc1 = fmaf(wv, xs[2 * cp + 1][kk], acc1);
+#pragma unroll 4
+    for (int kk = 0; kk < kChunk; kk += 4) {
+      float4 wv[2], xv[4];
+#pragma unroll
+      for (int a = 0; a < 2; ++a) wv[a] = *reinterpret_cast<const float4*>(&ws[rp + 8 * a][kk]);
+#pragma unroll
+      for (int b = 0; b < 4; ++b) xv[b] = *reinterpret_cast<const float4*>(&xs[cq + 8 * b][kk]);
+#pragma unroll
+      for (int a = 0; a < 2; ++a)
+#pragma unroll
+        for (int b = 0; b < 4; ++b) {  // each output's chain in ascending k
+          acc[a][b] = fmaf(wv[a].x, xv[b].x, acc[a][b]);
+          acc[a][b] = fmaf(wv[a].y, xv[b].y, acc[a][b]);
+          acc[a][b] = fmaf(wv[a].z, xv[b].z, acc[a][b]);
+          acc[a][b] = fmaf(wv[a].w, xv[b].w, acc[a][b]);
+        }
     }
   }
-  const int64_t n = n0 + r;
-  if (n >= N) return;
-  const float b = bias ? bias[n] : 0.0f;
-  if (t0 + 2 * cp < T) y[(t0 + 2 * cp) * N + n] = acc0 + b;
-  if (t0 + 2 * cp + 1 < T) y[(t0 + 2 * cp + 1) * N + n] = acc1 + b;
+#pragma unroll
+  for (int a = 0; a < 2; ++a) {
+    const int64_t n = n0 + rp + 8 * a;
+    if (n >= N) continue;
+    const float bn = bias ? bias[n] : 0.0f;
+#pragma unroll
+    for (int b = 0; b < 4; ++b)
+      if (const int64_t t = t0 + cq + 8 * b; t < T) y[t * N + n] = acc[a][b] + bn;
+  }
 }
 
 }  // namespace
