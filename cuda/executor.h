@@ -93,8 +93,7 @@ struct ExecutorOptions {
   bool moe_fragments = true;
   // Decode: a mixture's routing (of up to 64 experts) done by its gate/up and down launches themselves, each block
   // routing its token from the router's partial products (ExpertGluParams::route), so no routing launch runs; false:
-  // the routing launch.
-  // LLM_CUDA_MOE_ROUTE_IN_EXPERTS=0 for A/B runs.
+  // the routing launch. LLM_CUDA_MOE_ROUTE_IN_EXPERTS=0 for A/B runs.
   bool moe_route_in_experts = true;
   // MulMat with 2 <= T <= matvec_cols_max_tokens whose weight the few-column int16 kernel serves (matvec_cols.cuh)
   // takes it before the small-batch kernel. LLM_CUDA_MATVEC_COLS_MAX=0..4 moves the top (0 or 1: off).

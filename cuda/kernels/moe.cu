@@ -1,5 +1,6 @@
 // Routing and the element-wise mixture-of-experts ops (moe.cuh). All small: a decode step's router row has a few
-// dozen to a few hundred scores, so one warp per row and one thread per token are enough.
+// dozen to a few hundred scores; the routing launch takes a block a token (moe_route_block.cuh), the unfused TopK a
+// warp a row, MoeWeights a thread a token.
 #include "cuda/kernels/moe.cuh"
 
 #include <algorithm>
@@ -126,7 +127,7 @@ __global__ void __launch_bounds__(kRouteThreads) moe_route_kernel(MoeRouteParams
   const int64_t n = p.n_expert, t0 = int64_t(blockIdx.x) * p.per_block;
   const int64_t rows = p.T - t0 < p.per_block ? p.T - t0 : p.per_block;
   pdl_launch_dependents();
-  pdl_wait();  // a programmatic dependent of the router launch: its one block is resident before the scores are in
+  pdl_wait();  // a programmatic dependent of the launch before (the router's): resident before the scores are in
   for (int64_t i = threadIdx.x; i < rows * n; i += blockDim.x) {
     float v = p.bias ? p.bias[i % n] : 0.0f;
 #pragma unroll 8
