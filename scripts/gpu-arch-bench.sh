@@ -8,11 +8,7 @@
 #   there: SHAPES="gemma3-12b:Q4_K_M phi4:Q4_K_M" DEPTHS=0,16384 scripts/gpu-arch-bench.sh   (carry .device, .device-bin)
 # A shape may carry its own depths (gemma3-12b:Q4_K_M:0,16384); SKIP_LLAMA=1 benches llm-run only.
 set -uo pipefail
-out=${OUT:-/tmp/out}
-mkdir -p "$out" /tmp/bin
-[ -x /tmp/bin/llm-run ] || tar xJf .device-bin/bins.tar.xz -C /tmp/bin
-source .device/env.sh >/dev/null
-source "$(dirname "${BASH_SOURCE[0]}")/device-libs.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/device-bins.sh"  # $out, /tmp/bin, the environment
 WAIT=0 .device/llama-cpp-build.sh >/dev/null 2>&1  # detached: it builds while the models are made
 vocab=.device/tokenizer/ggml-vocab-llama-bpe.gguf
 args="-p 512 -n 128 -r 3"

@@ -6,11 +6,7 @@
 #   there: SHAPES="qwen3-30b-a3b:Q4_K_M gpt-oss-20b:MXFP4_MOE" scripts/gpu-prefill-shares.sh   (carry .device,
 #          .device-bin)
 set -uo pipefail
-out=${OUT:-/tmp/out}
-mkdir -p "$out" /tmp/bin
-[ -x /tmp/bin/llm-run ] || tar xJf .device-bin/bins.tar.xz -C /tmp/bin
-source .device/env.sh >/dev/null
-source "$(dirname "${BASH_SOURCE[0]}")/device-libs.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/device-bins.sh"  # $out, /tmp/bin, the environment
 ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
 for st in ${SHAPES:-qwen3-30b-a3b:Q4_K_M}; do
   IFS=: read -r shape type <<<"$st"

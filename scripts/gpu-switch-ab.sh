@@ -10,11 +10,7 @@
 #   there: SWITCH=LLM_CUDA_MXFP4_RECODE CHECK_MODELS=".device/models/mxfp4/synth-gpt-oss-MXFP4_MOE.gguf" \
 #          SHAPES="gpt-oss-20b:MXFP4_MOE" scripts/gpu-switch-ab.sh   (carry .device, .device-bin)
 set -uo pipefail
-out=${OUT:-/tmp/out}
-mkdir -p "$out" /tmp/bin
-[ -x /tmp/bin/llm-run ] || tar xJf .device-bin/bins.tar.xz -C /tmp/bin
-source .device/env.sh >/dev/null
-source "$(dirname "${BASH_SOURCE[0]}")/device-libs.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/device-bins.sh"  # $out, /tmp/bin, the environment
 sw=${SWITCH:?SWITCH: the LLM_CUDA_* variable to turn off, or build}
 run_as() {  # V COMMAND...: the command with the switch at V (or, SWITCH=build, the base build's llm-run at 0)
   local v=$1

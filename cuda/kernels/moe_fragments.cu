@@ -139,6 +139,27 @@ __device__ void store_outputs(const float (&acc)[kN8][4], const MatvecIdParams& 
     }
 }
 
+static_assert(kBN == 16 * (kThreads / 32) && kBN == kThreads / 2, "a warp's 16 rows; two threads a row");
+
+// A fragment block's place: expert e (blockIdx.y) with its user count, the block's first row n0 (blockIdx.x), the
+// thread's lane, warp, mma group g and thread-in-group tg, and the row dr it stages (half dc of it; live: below N).
+struct BlockSpot {
+  int64_t e;
+  int32_t count;
+  int64_t n0;
+  int tid, lane, warp, g, tg, dr, dc;
+  bool row_live;
+};
+
+__device__ __forceinline__ BlockSpot block_spot(const TileArgs& a) {
+  const int64_t e = blockIdx.y;
+  const int32_t count = a.g.counts[e];
+  const int64_t n0 = int64_t(blockIdx.x) * kBN;
+  const int tid = int(threadIdx.x), lane = tid & 31, warp = tid >> 5, g = lane >> 2, tg = lane & 3;
+  const int dr = tid >> 1, dc = tid & 1;
+  return {e, count, n0, tid, lane, warp, g, tg, dr, dc, n0 + dr < a.p.N};
+}
+
 // Lane (g, t): the A fragment of a chunk from code words w_g (row g) and w_g8 (row g + 8), low nibbles (the group's
 // first sub-block) or high, with the rows' (scale, offset) words.
 __device__ __forceinline__ void q4k_fragment(uint32_t w_g, uint32_t w_g8, uint2 sn_g, uint2 sn_g8, bool high,
@@ -159,7 +180,6 @@ __global__ void __launch_bounds__(kThreads, 2) moe_q4k_fragment_kernel(TileArgs 
   constexpr int kN8 = kBT / 8;
   constexpr int kSubs = 4;
   constexpr uint32_t kRawStage = kBN * kQ4kRawLd;
-  static_assert(kBN == 16 * (kThreads / 32) && kBN == kThreads / 2, "a warp's 16 rows; two threads a row");
   __shared__ int32_t xrow[kBT];
   extern __shared__ __align__(16) uint8_t smem[];
   uint8_t* raw = smem;
@@ -167,12 +187,7 @@ __global__ void __launch_bounds__(kThreads, 2) moe_q4k_fragment_kernel(TileArgs 
   uint2* sc_table = reinterpret_cast<uint2*>(smem + kWStages * kRawStage + x_ring_bytes<kBT>());  // [2][kBN][10]
   const uint32_t s_raw = uint32_t(__cvta_generic_to_shared(smem));
   const MatvecIdParams& p = a.p;
-  const int64_t e = blockIdx.y;
-  const int32_t count = a.g.counts[e];
-  const int64_t n0 = int64_t(blockIdx.x) * kBN;
-  const int tid = int(threadIdx.x), lane = tid & 31, warp = tid >> 5, g = lane >> 2, tg = lane & 3;
-  const int dr = tid >> 1, dc = tid & 1;
-  const bool row_live = n0 + dr < p.N;
+  const auto [e, count, n0, tid, lane, warp, g, tg, dr, dc, row_live] = block_spot(a);
   const uint8_t* wrow = static_cast<const uint8_t*>(p.w) + (size_t(e) * size_t(p.N) + size_t(n0 + dr)) * a.row_bytes;
   const int32_t* list = a.g.users + a.g.offsets[e];
   const int n_steps = int(p.K / kStep);  // K is a multiple of 256
@@ -244,7 +259,6 @@ __global__ void __launch_bounds__(kThreads, 2) moe_mxfp4_fragment_kernel(TileArg
   constexpr int kN8 = kBT / 8;
   constexpr int kSubs = 2;
   constexpr uint32_t kRawStage = kBN * kMxRawLd;
-  static_assert(kBN == 16 * (kThreads / 32) && kBN == kThreads / 2, "a warp's 16 rows; two threads a row");
   __shared__ int32_t xrow[kBT];
   extern __shared__ __align__(16) uint8_t smem[];
   const uint8_t* raw = smem;
@@ -253,12 +267,7 @@ __global__ void __launch_bounds__(kThreads, 2) moe_mxfp4_fragment_kernel(TileArg
   const uint32_t s_raw = uint32_t(__cvta_generic_to_shared(smem));
   const uint32_t s_scales = s_raw + kWStages * kRawStage + uint32_t(x_ring_bytes<kBT>());
   const MatvecIdParams& p = a.p;
-  const int64_t e = blockIdx.y;
-  const int32_t count = a.g.counts[e];
-  const int64_t n0 = int64_t(blockIdx.x) * kBN;
-  const int tid = int(threadIdx.x), lane = tid & 31, warp = tid >> 5, g = lane >> 2, tg = lane & 3;
-  const int dr = tid >> 1, dc = tid & 1;
-  const bool row_live = n0 + dr < p.N;
+  const auto [e, count, n0, tid, lane, warp, g, tg, dr, dc, row_live] = block_spot(a);
   const int nb = int(p.K / 32);
   const uint8_t* w_end = static_cast<const uint8_t*>(p.w) + size_t(p.n_expert) * size_t(p.N) * a.row_bytes;
   const Mxfp4Split split(static_cast<const uint8_t*>(p.w) + size_t(e) * size_t(p.N) * a.row_bytes, p.N, nb);
