@@ -215,8 +215,28 @@ __global__ void weighted_sum_kernel(WeightedSumParams p) {
   const float* a = p.a + t * p.k * p.ne0 + d;
   const float* w = p.w + t * p.k;
   float s = 0.0f;
+#pragma unroll 8
   for (int64_t j = 0; j < p.k; ++j) s = fmaf(w[j], a[j * p.ne0], s);
   p.out[i] = s;
+}
+
+// weighted_sum_kernel four outputs a thread (ne0 a multiple of 4, 16-byte aligned a and out: every model's), each
+// the same fma chain in j order, a thread's k loads in flight together (unrolled): the one-output form with its loop
+// not unrolled took 13 us a layer of Qwen3-30B-A3B's pp512 for 38 MB.
+__global__ void weighted_sum4_kernel(WeightedSumParams p) {
+  const int64_t i = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) * 4;
+  if (i >= p.ne0 * p.T) return;
+  const int64_t t = i / p.ne0, d = i % p.ne0;
+  const float* a = p.a + t * p.k * p.ne0 + d;
+  const float* w = p.w + t * p.k;
+  float4 s = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll 8
+  for (int64_t j = 0; j < p.k; ++j) {
+    const float4 v = *reinterpret_cast<const float4*>(a + j * p.ne0);
+    const float wj = w[j];
+    s.x = fmaf(wj, v.x, s.x), s.y = fmaf(wj, v.y, s.y), s.z = fmaf(wj, v.z, s.z), s.w = fmaf(wj, v.w, s.w);
+  }
+  *reinterpret_cast<float4*>(p.out + i) = s;
 }
 
 unsigned blocks_of(int64_t n, int threads) { return unsigned((n + threads - 1) / threads); }
@@ -277,7 +297,11 @@ void launch_swiglu_oai(const SwiGluOaiKernelParams& p, cudaStream_t stream) {
 
 void launch_weighted_sum(const WeightedSumParams& p, cudaStream_t stream) {
   LLM_REQUIRE(p.a && p.w && p.out && p.ne0 > 0 && p.k > 0 && p.T > 0, "weighted_sum: bad params");
-  weighted_sum_kernel<<<blocks_of(p.ne0 * p.T, 256), 256, 0, stream>>>(p);
+  const auto a16 = [](const void* q) { return reinterpret_cast<uintptr_t>(q) % 16 == 0; };
+  if (p.ne0 % 4 == 0 && a16(p.a) && a16(p.out))
+    weighted_sum4_kernel<<<blocks_of(p.ne0 * p.T / 4, 256), 256, 0, stream>>>(p);
+  else
+    weighted_sum_kernel<<<blocks_of(p.ne0 * p.T, 256), 256, 0, stream>>>(p);
   CUDA_CHECK_LAUNCH(stream);
 }
 

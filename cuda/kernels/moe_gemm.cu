@@ -111,10 +111,25 @@ __global__ void __launch_bounds__(kGroupThreads) moe_group_kernel(MatvecIdParams
   }
 }
 
-// xh[r][c] = half(x[r][c]) for c < K, 0 up to kp: grid (rows of x_slots T inputs, 256-column pieces).
-__global__ void moe_x_half_kernel(const float* x, __half* xh, int64_t K, int64_t kp) {
-  const int64_t r = blockIdx.x, c = int64_t(blockIdx.y) * blockDim.x + threadIdx.x;
-  if (c < kp) xh[r * kp + c] = __float2half_rn(c < K ? x[r * K + c] : 0.0f);
+// xh[r][c] = half(x[r][c]) for c < K, 0 up to kp (a multiple of 64): grid (rows of x_slots T inputs, 1024-column
+// pieces), four columns a thread, from one 16-byte load where x's rows allow (vec4) and into one 8-byte store. One
+// column a thread took 7 us a launch, 2.3% of a Qwen3-30B-A3B pp512 (session 32).
+__global__ void moe_x_half_kernel(const float* x, __half* xh, int64_t K, int64_t kp, bool vec4) {
+  const int64_t r = blockIdx.x, c = (int64_t(blockIdx.y) * blockDim.x + threadIdx.x) * 4;
+  if (c >= kp) return;
+  float v[4];
+  if (vec4 && c + 3 < K) {
+    const float4 q = *reinterpret_cast<const float4*>(x + r * K + c);
+    v[0] = q.x, v[1] = q.y, v[2] = q.z, v[3] = q.w;
+  } else {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) v[i] = c + i < K ? x[r * K + c + i] : 0.0f;
+  }
+  const __half2 lo = __halves2half2(__float2half_rn(v[0]), __float2half_rn(v[1]));
+  const __half2 hi = __halves2half2(__float2half_rn(v[2]), __float2half_rn(v[3]));
+  uint2 o;
+  o.x = *reinterpret_cast<const uint32_t*>(&lo), o.y = *reinterpret_cast<const uint32_t*>(&hi);
+  *reinterpret_cast<uint2*>(xh + r * kp + c) = o;
 }
 
 // Per step a warp spends its issue slots on the unpacking, the copies and the products; everything else is hoisted
@@ -386,8 +401,9 @@ void launch_moe_gemm(const MatvecIdParams& p, void* scratch, size_t scratch_byte
   const int64_t kp = moe_gemm_padded_k(p.K);
   auto* xh = reinterpret_cast<__half*>(static_cast<uint8_t*>(scratch) + moe_gemm_x_offset(p.n_expert, p.k, p.T));
   if (!options.reuse_x) {
-    moe_x_half_kernel<<<dim3(unsigned(p.x_slots * p.T), unsigned((kp + 255) / 256)), 256, 0, stream>>>(p.x, xh, p.K,
-                                                                                                      kp);
+    const bool vec4 = p.K % 4 == 0 && reinterpret_cast<uintptr_t>(p.x) % 16 == 0;
+    moe_x_half_kernel<<<dim3(unsigned(p.x_slots * p.T), unsigned((kp + 1023) / 1024)), 256, 0, stream>>>(
+        p.x, xh, p.K, kp, vec4);
     CUDA_CHECK_LAUNCH(stream);
   }
   // Tiles of 64 users while experts average up to 40 (Qwen3-30B-A3B at T = 512: 32), else 128 (gpt-oss-20b: 64):
