@@ -4,7 +4,8 @@
 // The permutation: within each 16-element chunk of K the products are taken in the order c(2t + j) = 4t + j,
 // c(2t + 8 + j) = 4t + 2 + j (t = lane % 4, j = 0, 1), the same for weights and x, so the same dot. It puts the four
 // elements a lane's A fragment holds in four consecutive codes (one 32-bit word of Q4_K's group codes serves two
-// chunks: its low nibbles and its high ones; one word of a recoded MXFP4 block serves the block's two chunks), and
+// chunks: its low nibbles and its high ones; one word of a recoded MXFP4 block serves the block's two chunks; a Q6_K
+// chunk's word of low-bit codes and word of high-bit pairs give its four codes), and
 // the lane's B fragment is four consecutive halves of x, one 8-byte load (no ldmatrix). Each output is still one
 // user's dot, 16 products an mma in ascending chunks, whichever tile holds it (batch invariant).
 // A block (256 threads) takes 128 rows of an expert against a tile of its users: warp w rows 16 w .. 16 w + 15
@@ -46,6 +47,17 @@ constexpr size_t q4k_smem_bytes() {
 template <int kBT>
 constexpr size_t mxfp4_smem_bytes() { return size_t(kWStages) * kBN * kMxRawLd + x_ring_bytes<kBT>() + kMxScaleBytes; }
 
+// Q6_K: a row's staged 256-element slice, one 210-byte block (2-byte aligned in memory) with the 16-byte pieces
+// around it: 240 bytes. Each row's sixteen (d sc) words, splatted, found once a slice into a table, rows of 20 words
+// (a step's 16-byte loads of 8 rows on distinct banks). Two slices in flight: three would not leave two blocks an SM.
+constexpr int kQ6kRawLd = 240;
+constexpr int kQ6kScLd = 20;
+constexpr int kQ6kWStages = 2;
+template <int kBT>
+constexpr size_t q6k_smem_bytes() {
+  return size_t(kQ6kWStages) * kBN * kQ6kRawLd + x_ring_bytes<kBT>() + size_t(2) * kBN * kQ6kScLd * 4;
+}
+
 // This thread's x copies for a tile of users whose half-x rows are in xrow (load_tile_users; -1 past the count):
 // user tid / 8 + 32 i, columns 8 (tid % 8) of each step, as 32-bit element offsets into xh (launch_moe_gemm checks
 // the size).
@@ -75,18 +87,18 @@ struct XStaging {
   }
 };
 
-// The copies of a tile's steps, one commit group a step: weight slices kWStages - 1 ahead (issue_w(slice)), x two
+// The copies of a tile's steps, one commit group a step: weight slices kStages - 1 ahead (issue_w(slice)), x two
 // steps ahead. The waits then count the same every step.
-template <int kBT, int kSubs, class IssueW>
+template <int kBT, int kSubs, int kStages, class IssueW>
 struct StepCopies {
   const XStaging<kBT>& x;
   const uint16_t* xh;
   int n_steps;
   IssueW issue_w;
   static __device__ void commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
-  // Before step 0: the first kWStages - 1 slices with x of step 0, then x of step 1.
+  // Before step 0: the first kStages - 1 slices with x of step 0, then x of step 1.
   __device__ void prologue() const {
-    for (int sl = 0; sl < kWStages - 1; ++sl) issue_w(sl);
+    for (int sl = 0; sl < kStages - 1; ++sl) issue_w(sl);
     x.issue(xh, 0);
     commit();
     if (n_steps > 1) x.issue(xh, 1);
@@ -94,7 +106,7 @@ struct StepCopies {
   }
   // After step s's barrier: the ring slots they fill were last read by step s - 1.
   __device__ void ahead(int s) const {
-    if (s % kSubs == 0) issue_w(s / kSubs + kWStages - 1);
+    if (s % kSubs == 0) issue_w(s / kSubs + kStages - 1);
     if (s + 2 < n_steps) x.issue(xh, s + 2);
     commit();
   }
@@ -213,7 +225,7 @@ __global__ void __launch_bounds__(kThreads, 2) moe_q4k_fragment_kernel(TileArgs 
   for (int64_t u0 = int64_t(blockIdx.z) * kBT; u0 < count; u0 += int64_t(gridDim.z) * kBT) {
     load_tile_users<kBT>(xrow, p, list, u0, count);
     const XStaging<kBT> xst(xrow, a.kp, s_raw + kWStages * kRawStage);
-    const StepCopies<kBT, kSubs, decltype(issue_w)> copies{xst, xh, n_steps, issue_w};
+    const StepCopies<kBT, kSubs, kWStages, decltype(issue_w)> copies{xst, xh, n_steps, issue_w};
     float acc[kN8][4] = {};
     copies.prologue();
     const int64_t users = count - u0 < kBT ? count - u0 : kBT;
@@ -244,6 +256,124 @@ __global__ void __launch_bounds__(kThreads, 2) moe_q4k_fragment_kernel(TileArgs 
       q4k_fragment(w1, v1, lo_g, lo_g8, false, af[1]);
       q4k_fragment(w0, v0, hi_g, hi_g8, true, af[2]);
       q4k_fragment(w1, v1, hi_g, hi_g8, true, af[3]);
+      fragment_products<kN8>(n8s, acc, af, xs + (s % kXStages) * (kBT * kXLd) + g * kXLd + 4 * tg);
+    }
+    cp_async_wait<0>();
+    __syncthreads();  // the rings and tables are free for the next tile of users
+    store_outputs<kN8>(acc, p, list, e, n0, u0, count);
+  }
+}
+
+// Q6_K, 256-element slices (one block, 4 steps). Step s' = s % 4 covers quarters 2 (s' % 2) and 2 (s' % 2) + 1 of
+// half n = s' / 2 of the block: chunk kk is elements 128 n + 32 q + 16 (kk % 2) .. + 15, q = 2 (s' % 2) + kk / 2,
+// whose codes lane t takes from ql bytes 64 n + 32 (kk / 2) + 16 (kk % 2) + 4 t (low nibbles in even steps, high
+// in odd ones) and the bit pairs q of qh bytes 128 + 32 n + 16 (kk % 2) + 4 t, with scale 8 n + 2 q + kk % 2 =
+// 4 s' + kk (quant/dequant.cuh's Q6_K layout). A staged block is only 2-byte aligned (its address mod 16 as in
+// memory), so each word is two aligned loads and a funnel shift.
+__device__ __forceinline__ uint32_t q6k_codes(uint32_t ql, uint32_t qh, int ls, int hs) {
+  return ((ql >> ls) & 0x0F0F0F0Fu) | (((qh >> hs) << 4) & 0x30303030u);
+}
+template <int kBT>
+__global__ void __launch_bounds__(kThreads, 2) moe_q6k_fragment_kernel(TileArgs a) {
+  constexpr int kN8 = kBT / 8;
+  constexpr int kSubs = 4;
+  constexpr int kBlockBytes = 210;
+  constexpr uint32_t kRawStage = kBN * kQ6kRawLd;
+  __shared__ int32_t xrow[kBT];
+  extern __shared__ __align__(16) uint8_t smem[];
+  const uint8_t* raw = smem;
+  const uint16_t* xs = reinterpret_cast<const uint16_t*>(smem + kQ6kWStages * kRawStage);
+  uint32_t* sc_table = reinterpret_cast<uint32_t*>(smem + kQ6kWStages * kRawStage + x_ring_bytes<kBT>());
+  const uint32_t s_raw = uint32_t(__cvta_generic_to_shared(smem));
+  const MatvecIdParams& p = a.p;
+  const auto [e, count, n0, tid, lane, warp, g, tg, dr, dc, row_live] = block_spot(a);
+  const uint8_t* w0 = static_cast<const uint8_t*>(p.w);
+  const uint8_t* w_end = w0 + size_t(p.n_expert) * size_t(p.N) * a.row_bytes;
+  const size_t row0 = size_t(e) * size_t(p.N) + size_t(n0);
+  const uint8_t* wrow = w0 + (row0 + size_t(dr)) * a.row_bytes;
+  // Where slice 0 of rows r, r + 8 (the lane's) and dr (the thread's) starts in its staged window; slice sl 2 sl
+  // further (210 = 13 x 16 + 2), mod 16.
+  const int r = 16 * warp + g;
+  const int mis_g = int(reinterpret_cast<uintptr_t>(w0 + (row0 + size_t(r)) * a.row_bytes) & 15);
+  const int mis_g8 = int(reinterpret_cast<uintptr_t>(w0 + (row0 + size_t(r + 8)) * a.row_bytes) & 15);
+  const int mis_dr = int(reinterpret_cast<uintptr_t>(wrow) & 15);
+  const int32_t* list = a.g.users + a.g.offsets[e];
+  const int n_steps = int(p.K / kStep);  // K is a multiple of 256
+  const uint16_t* xh = reinterpret_cast<const uint16_t*>(a.xh);
+
+  // Slice sl of this thread's row: the 16-byte pieces around it, dc, dc + 2, ... (none past the slice or the tensor).
+  auto issue_w = [&](int sl) {
+    if (sl * kSubs >= n_steps || !row_live) return;
+    const uint32_t rd = s_raw + uint32_t(sl % kQ6kWStages) * kRawStage + uint32_t(dr) * kQ6kRawLd;
+    const uint8_t* start = wrow + size_t(sl) * kBlockBytes;
+    const uint8_t* base = reinterpret_cast<const uint8_t*>(reinterpret_cast<uintptr_t>(start) & ~uintptr_t(15));
+#pragma unroll
+    for (int q = dc; q < kQ6kRawLd / 16; q += 2) {
+      const uint8_t* src = base + 16 * q;
+      if (src >= start + kBlockBytes) continue;  // past this row's slice
+      const int64_t left = w_end - src;           // > 0: the slice is inside the tensor
+      cp_async16_zfill_s(rd + 16 * q, src, int(left >= 16 ? 16 : left));
+    }
+  };
+  // Slice sl's (d sc) words 8 dc .. 8 dc + 7 of this thread's row, into table sl % 2 (rows past N read stale bytes:
+  // their outputs are never stored).
+  auto find_scales = [&](int sl) {
+    const uint8_t* blk = raw + (sl % kQ6kWStages) * kRawStage + dr * kQ6kRawLd + ((mis_dr + 2 * sl) & 15);
+    uint32_t v[8];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const uint2 w = unpack_half::q6_scales(blk + 192 + 8 * dc + 2 * j, blk + 208);
+      v[2 * j] = w.x, v[2 * j + 1] = w.y;
+    }
+    uint4* t = reinterpret_cast<uint4*>(sc_table + (sl & 1) * (kBN * kQ6kScLd) + dr * kQ6kScLd + 8 * dc);
+    t[0] = make_uint4(v[0], v[1], v[2], v[3]), t[1] = make_uint4(v[4], v[5], v[6], v[7]);
+  };
+
+  for (int64_t u0 = int64_t(blockIdx.z) * kBT; u0 < count; u0 += int64_t(gridDim.z) * kBT) {
+    load_tile_users<kBT>(xrow, p, list, u0, count);
+    const XStaging<kBT> xst(xrow, a.kp, s_raw + kQ6kWStages * kRawStage);
+    const StepCopies<kBT, kSubs, kQ6kWStages, decltype(issue_w)> copies{xst, xh, n_steps, issue_w};
+    float acc[kN8][4] = {};
+    copies.prologue();
+    const int64_t users = count - u0 < kBT ? count - u0 : kBT;
+    const int n8s = int((users + 7) / 8);  // live 8-user columns, the same for every warp
+    cp_async_wait<1>();
+    __syncthreads();  // slice 0 landed
+    find_scales(0);
+    for (int s = 0; s < n_steps; ++s) {
+      cp_async_wait<1>();
+      __syncthreads();  // step s's copies (and slice s / 4 + 1 when s % 4 == 3) landed; step s - 1 is done
+      copies.ahead(s);
+      const int sl = s / kSubs, sp = s % kSubs, n = sp >> 1, odd = sp & 1;
+      // The next slice's scales a step ahead (its bytes landed: issued at this slice's first step).
+      if (sp == kSubs - 1 && (sl + 1) * kSubs < n_steps) find_scales(sl + 1);
+      const uint8_t* slot = raw + (sl % kQ6kWStages) * kRawStage;
+      const uint8_t* bg = slot + r * kQ6kRawLd + ((mis_g + 2 * sl) & 15);
+      const uint8_t* bg8 = slot + (r + 8) * kQ6kRawLd + ((mis_g8 + 2 * sl) & 15);
+      const uint32_t* st = sc_table + (sl & 1) * (kBN * kQ6kScLd) + r * kQ6kScLd + 4 * sp;
+      const uint4 sc = *reinterpret_cast<const uint4*>(st);
+      const uint4 sc8 = *reinterpret_cast<const uint4*>(st + 8 * kQ6kScLd);
+      const uint32_t s_g[4] = {sc.x, sc.y, sc.z, sc.w}, s_g8[4] = {sc8.x, sc8.y, sc8.z, sc8.w};
+      uint32_t qh[2][2];  // [row g, g + 8][kk % 2]
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        uint32_t w[1];
+        unpack_half::load_words<1>(bg + 128 + 32 * n + 16 * h + 4 * tg, w);
+        qh[0][h] = w[0];
+        unpack_half::load_words<1>(bg8 + 128 + 32 * n + 16 * h + 4 * tg, w);
+        qh[1][h] = w[0];
+      }
+      uint32_t af[4][4];
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk) {
+        const int o = 64 * n + 32 * (kk >> 1) + 16 * (kk & 1) + 4 * tg;
+        uint32_t lg[1], lg8[1];
+        unpack_half::load_words<1>(bg + o, lg);
+        unpack_half::load_words<1>(bg8 + o, lg8);
+        const int ls = 4 * odd, hs = 2 * (2 * odd + (kk >> 1));
+        unpack_half::q6_codes4(q6k_codes(lg[0], qh[0][kk & 1], ls, hs), s_g[kk], af[kk][0], af[kk][2]);
+        unpack_half::q6_codes4(q6k_codes(lg8[0], qh[1][kk & 1], ls, hs), s_g8[kk], af[kk][1], af[kk][3]);
+      }
       fragment_products<kN8>(n8s, acc, af, xs + (s % kXStages) * (kBT * kXLd) + g * kXLd + 4 * tg);
     }
     cp_async_wait<0>();
@@ -300,7 +430,7 @@ __global__ void __launch_bounds__(kThreads, 2) moe_mxfp4_fragment_kernel(TileArg
   for (int64_t u0 = int64_t(blockIdx.z) * kBT; u0 < count; u0 += int64_t(gridDim.z) * kBT) {
     load_tile_users<kBT>(xrow, p, list, u0, count);
     const XStaging<kBT> xst(xrow, a.kp, s_raw + kWStages * kRawStage);
-    const StepCopies<kBT, kSubs, decltype(issue_w)> copies{xst, xh, n_steps, issue_w};
+    const StepCopies<kBT, kSubs, kWStages, decltype(issue_w)> copies{xst, xh, n_steps, issue_w};
     float acc[kN8][4] = {};
     copies.prologue();
     const int64_t users = count - u0 < kBT ? count - u0 : kBT;
@@ -339,6 +469,10 @@ bool launch_fragment_tiles(const TileArgs& a, bool wide, cudaStream_t stream) {
   const MatvecIdParams& p = a.p;
   if (p.type == quant::Type::Q4_K && !wide) {
     launch_tile_kernel<moe_q4k_fragment_kernel<64>, q4k_smem_bytes<64>(), 64>(a, stream);
+    return true;
+  }
+  if (p.type == quant::Type::Q6_K && !wide) {
+    launch_tile_kernel<moe_q6k_fragment_kernel<64>, q6k_smem_bytes<64>(), 64>(a, stream);
     return true;
   }
   // Recoded MXFP4 up to ~90 users an expert on average (gpt-oss-20b at T = 512: 64): 96-user tiles past 40, so that

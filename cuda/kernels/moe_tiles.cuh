@@ -65,8 +65,8 @@ void launch_tile_kernel(const TileArgs& a, cudaStream_t stream) {
   kernel<<<grid, kThreads, kSmem, stream>>>(a);
 }
 
-// Launches the fragment tiles (moe_fragments.cu) where one serves these products: Q4_K at up to 40 users an expert
-// on average (64-user tiles); recoded MXFP4 at up to 90 (64-user tiles, 96 past 40) whose 128 rows' scale bytes fit
+// Launches the fragment tiles (moe_fragments.cu) where one serves these products: Q4_K and Q6_K at up to 40 users an
+// expert on average (64-user tiles); recoded MXFP4 at up to 90 (64-user tiles, 96 past 40) whose 128 rows' scale bytes fit
 // the staging (K <= 3072). False where none does (the caller takes the half-tile kernel).
 bool launch_fragment_tiles(const TileArgs& a, bool wide, cudaStream_t stream);
 

@@ -198,8 +198,9 @@ TEST(MoeKernels, MulMatIdMatchesReferenceForEveryModelType) {
   // Tiles of 64 users (few users per expert on average) with one expert chosen by every token: four user tiles of
   // that expert, per-slot x; a K of 81 chunks (a partial 128-element slice) and N past one 128-row tile.
   run_mul_mat_id({Type::Q4_0, 2592, 200, 16, 2, 200, true, true, true}, rng);
+  // Q6_K's and Q4_K's fragment tiles (64 users): four user tiles of expert 0, N past one 128-row tile (Q4_K with
+  // per-slot x and biases). Q6_K's K of three blocks: rows and slices at every 2-byte alignment mod 16.
   run_mul_mat_id({Type::Q6_K, 768, 136, 16, 2, 200, false, false, true}, rng);
-  // Q4_K's fragment tiles (64 users): four user tiles of expert 0, N past one 128-row tile, per-slot x and biases.
   run_mul_mat_id({Type::Q4_K, 768, 136, 16, 2, 200, true, true, true}, rng);
   // Recoded MXFP4's 96-user fragment tiles (~40-90 users an expert): four user tiles of expert 0 and a partial row
   // tile; then an odd count of blocks (91: the last K step half empty) at N 128.
