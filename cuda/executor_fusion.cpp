@@ -537,7 +537,12 @@ void Executor::fold_rope_kv_epilogue(const Node& m, MatvecParams& p) {
       !attention_matches_kv(att))
     return;  // one token: a paged graph's epilogue maps its one position through that token's block-table row
   if (!::std::get<graph::RopeParams>(rq.params).plain()) return;  // the epilogue forms only the plain angle
-  if (!plan_.owns(rq_id) || !slot_free_between(rq_id, m.id, rq_id)) return;
+  if (!plan_.owns(rq_id)) return;
+  // The q Rope's slot is written at this step (with the norms: the raw q, while the q product, the v product and the
+  // norms are never stored, so the q product's slot may be the q Rope's).
+  const bool q_slot_free = normed ? slot_free_between(rq_id, m.id, rq_id, {m.id, v_mm, q_norm, k_norm})
+                                  : slot_free_between(rq_id, m.id, rq_id);
+  if (!q_slot_free) return;
   q.rope_kv = MatvecRopeKv{rp.out,
                            static_cast<uint16_t*>(kv_->k(ap.layer)),
                            static_cast<uint16_t*>(kv_->v(ap.layer)),
