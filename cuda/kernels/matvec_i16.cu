@@ -123,22 +123,30 @@ constexpr int kFinishWarps = 4;
 constexpr int kMaxNormedHeadDim = 256;
 constexpr size_t kFinishBytes = size_t(kFinishWarps) * kMaxNormedHeadDim * 4;
 
-// Head h of q (role 0) or k (role 1), whose raw rows are all stored: normalised into s and rotated as
-// norm_rope_kv_kernel (rope.cu) does it (the same sums in the same order), q back into q_out, k into the cache slot.
-__device__ void finish_normed_head(const MatvecRopeKv& e, int role, int64_t h, int32_t pos, int64_t slot, float* s,
-                                   int lane) {
+// What finishing a head needs besides its rows, the same for every head of the launch: the norms' weights and each
+// pair's cosine and sine at the token's position (found by the block while its rows' counts travel).
+struct HeadFinish {
+  float w[2][kMaxNormedHeadDim];  // q's, k's
+  float c[kMaxNormedHeadDim / 2], s[kMaxNormedHeadDim / 2];
+};
+
+// Head h of q (role 0) or k (role 1), whose raw rows are all stored: normalised into buf and rotated as
+// norm_rope_kv_kernel (rope.cu) does it (the same sums in the same order, the same angles), q back into q_out, k into
+// the cache slot.
+__device__ void finish_normed_head(const MatvecRopeKv& e, const HeadFinish& f, int role, int64_t h, int64_t slot,
+                                   float* buf, int lane) {
   const int64_t hd = e.head_dim;
   float* const src = (role == 0 ? e.q_out : e.k_raw) + h * hd;
-  const float* const w = role == 0 ? e.q_norm_w : e.k_norm_w;
+  const float* const w = f.w[role];
   float ss = 0.0f;
   for (int64_t d = lane; d < hd; d += 32) {
     const float v = __ldcg(src + d);  // other blocks' rows: from L2, past this SM's L1
-    s[d] = v, ss += v * v;
+    buf[d] = v, ss += v * v;
   }
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
   const float scale = rsqrtf(ss / float(hd) + e.norm_eps);
-  for (int64_t d = lane; d < hd; d += 32) s[d] = s[d] * scale * w[d];
+  for (int64_t d = lane; d < hd; d += 32) buf[d] = buf[d] * scale * w[d];
   __syncwarp();
   if (role == 1 && slot < 0) return;  // a padding token or a slot outside the cache: no k written (warp-uniform)
   uint16_t* const kc = role == 1 ? e.k_cache + (h * e.n_ctx + slot) * hd : nullptr;
@@ -148,9 +156,9 @@ __device__ void finish_normed_head(const MatvecRopeKv& e, int role, int64_t h, i
     float y0 = 0.0f, y1 = 0.0f;
     if (j < half) {
       a = e.neox ? j : 2 * j, b = e.neox ? j + half : 2 * j + 1;
-      rope_rotate(pos, e.freq_scale, e.base_powers[j], e.freq_factors, j, s[a], s[b], y0, y1);
+      rope_apply(f.c[j], f.s[j], buf[a], buf[b], y0, y1);
     } else {
-      y0 = s[a];
+      y0 = buf[a];
     }
     if (role == 0) {
       src[a] = y0;
@@ -160,18 +168,20 @@ __device__ void finish_normed_head(const MatvecRopeKv& e, int role, int64_t h, i
       if (b >= 0) kc[b] = __half_as_ushort(__float2half_rn(y1));
     }
   }
-  __syncwarp();  // s is read before the warp's next head overwrites it
+  __syncwarp();  // buf is read before the warp's next head overwrites it
 }
 
 // The heads of q and k whose rows this block stored raw (write_rope_kv<R, true>): each head's count in head_rows
 // grows by the block's rows of it, and the block whose rows complete a head finishes it (finish_normed_head) and sets
-// its count back to 0 for the next launch. The rows reach L2 before their count does (the fence), and the finishing
-// block reads them from L2. The heads a block touches are a range per matrix (its groups are consecutive), taken 32
-// at a time.
+// its count back to 0 for the next launch. One fence a block (thread 0's, after the barrier that follows every raw
+// row) puts the rows in L2 before their counts; a completing lane fences again before its block reads the other
+// blocks' rows (from L2). The heads a block touches are a range per matrix (its groups are consecutive), counted
+// 32 at a time by warp 0. The weights and angles are read while the counts travel.
 template <int R>
 __device__ void finish_normed_heads(const MatvecParams& p, const Segments& sg, float* buf, int64_t g0, int64_t g1,
                                     int32_t pos) {
   const MatvecRopeKv& e = p.rope_kv;
+  __shared__ HeadFinish fin;
   __shared__ int32_t done[32];  // heads this block completes in the current round: role << 30 | head
   __shared__ int32_t n_done;
   const int64_t hd = e.head_dim, n_head = p.N / hd;
@@ -185,14 +195,20 @@ __device__ void finish_normed_heads(const MatvecParams& p, const Segments& sg, f
     lo[s] = (ga - sg.first[s]) * R, hi[s] = (gb - sg.first[s]) * R < sg.N[s] ? (gb - sg.first[s]) * R : sg.N[s];
     h0[s] = lo[s] / hd, nh[s] = (hi[s] - 1) / hd - h0[s] + 1, total += nh[s];
   }
+  if (total == 0) return;  // a block of v rows only (uniform in the block)
+  for (int64_t d = threadIdx.x; d < hd; d += blockDim.x) fin.w[0][d] = e.q_norm_w[d], fin.w[1][d] = e.k_norm_w[d];
+  for (int64_t j = threadIdx.x; j < e.n_rot / 2; j += blockDim.x)
+    rope_cos_sin(pos, e.freq_scale, e.base_powers[j], e.freq_factors, j, fin.c[j], fin.s[j]);
   const int64_t slot = kv_write_slot(e.paging, 0, pos, e.n_ctx);
   const int lane = int(threadIdx.x) & 31, warp = int(threadIdx.x) >> 5;
   const int finishers = int(blockDim.x) >> 5 < kFinishWarps ? int(blockDim.x) >> 5 : kFinishWarps;
-  __threadfence();  // this thread's raw rows, before any count of them
   for (int64_t base = 0; base < total; base += 32) {
-    __syncthreads();  // every raw row of the block stored and fenced; the last round's heads finished
-    if (threadIdx.x == 0) n_done = 0;
-    __syncthreads();
+    __syncthreads();  // every raw row of the block stored; the last round's heads finished
+    if (threadIdx.x == 0) {
+      n_done = 0;
+      if (base == 0) __threadfence();
+    }
+    __syncwarp();
     if (threadIdx.x < 32 && base + threadIdx.x < total) {
       int64_t i = base + threadIdx.x;
       int s = 0;
@@ -203,12 +219,13 @@ __device__ void finish_normed_heads(const MatvecParams& p, const Segments& sg, f
       uint32_t* const count = e.head_rows + (role == 0 ? h : n_head + h);
       if (atomicAdd(count, uint32_t(b - a)) + uint32_t(b - a) == uint32_t(hd)) {
         *count = 0;  // every row of the head is in: no block adds to it again in this launch
+        __threadfence();
         done[atomicAdd(&n_done, 1)] = int32_t(role) << 30 | int32_t(h);
       }
     }
-    __syncthreads();
+    __syncthreads();  // the heads to finish, the weights and the angles
     for (int k = warp; k < n_done && warp < finishers; k += finishers)
-      finish_normed_head(e, done[k] >> 30, done[k] & 0x3fffffff, pos, slot, buf + warp * kMaxNormedHeadDim, lane);
+      finish_normed_head(e, fin, done[k] >> 30, done[k] & 0x3fffffff, slot, buf + warp * kMaxNormedHeadDim, lane);
   }
 }
 
