@@ -184,8 +184,7 @@ class Executor {
     InQkv,           // a Rope applied by the q/k/v launch, which also wrote K/V; its Attention is AttendOnly
     RopesAndAttend,  // an Attention whose step rotates q and k, writes K/V and attends
     AttendOnly,      // an Attention whose q/k/v launch rotated q and k and wrote K/V: the step only attends
-    InRopeKv,        // a per-head q or k RmsNorm applied by its RopesAndAttend attention's rope_kv launch, or by
-                     // the q/k/v launch's epilogue (its Attention AttendOnly)
+    InRopeKv,        // a per-head q or k RmsNorm applied by its RopesAndAttend attention's rope_kv launch
     AddsResidual,    // an RmsNorm whose launch also adds the residual and writes its one reader, an Add (Epilogue)
     InNorm,          // an Add computed by the launch of the RmsNorm that reads it first (fold_add_norm)
     InRoute,         // a TopK (ids stored) or Softmax (not stored) computed by its MoeWeights' routing launch
@@ -284,7 +283,6 @@ class Executor {
   void fold_swiglu_epilogue(const graph::Node& mulmat, MatvecParams& p);
   bool rope_kv_fusable(const graph::Node& attention) const;
   graph::NodeId reader_past_views(graph::NodeId id) const;
-  graph::NodeId head_norm_of(const graph::Node& rope) const;
   void fold_rope_kv_epilogue(const graph::Node& mulmat, MatvecParams& p);
   const double* rope_powers(float freq_base, int32_t n_rot);
   void count_fusion(Fusion kind) { ++fused_count_[size_t(kind)]; }
@@ -348,7 +346,6 @@ class Executor {
   bool short_now_ = false;        // the graph being launched or captured: the attention steps read it
   int32_t max_pos_ = INT32_MAX;   // the largest position of the inputs last written (write_inputs)
   std::map<::std::pair<float, int32_t>, DeviceBuffer> rope_powers_;  // base^(-2i/n_rot) by (base, n_rot)
-  std::vector<DeviceBuffer> head_counts_;  // per q/k/v launch with the head norms: rows stored per head (zero between)
   size_t fused_count_[size_t(Fusion::kCount)] = {};
   struct LastGemm {  // the latest prefill product: its input converts once for siblings right after it
     size_t step = SIZE_MAX;  // steps_.size() just after it

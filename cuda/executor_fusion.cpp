@@ -78,7 +78,6 @@ void Executor::plan_fusions() {
   for (const Node& n : g_.nodes()) {
     switch (n.op) {
       case Op::RmsNorm:
-        if (lowering(n.id) != Lowering::Own) break;  // a q/k head norm the q/k/v launch applies
         if (!fold_norm(n)) fold_norm_add(n);
         if (lowering(n.id) == Lowering::Own) fold_add_norm(n);
         break;
@@ -453,7 +452,14 @@ void Executor::fold_qk_norms(const Node& att) {
   if (!opt_.fuse || !kv_ || kv_->type() != graph::KvType::F16) return;
   const Node& rq = g_.node(att.inputs[0]);
   const Node& rk = g_.node(att.inputs[1]);
-  const NodeId nq = head_norm_of(rq), nk = head_norm_of(rk);
+  const auto norm_of = [&](const Node& rope) -> NodeId {
+    const Node& m = g_.node(rope.inputs[0]);
+    if (m.op != Op::RmsNorm || m.inputs.size() < 2 || m.inputs[1] == graph::kNoNode) return graph::kNoNode;
+    if (m.shape.ne[0] != rope.shape.ne[0] || users_.at(size_t(m.id)).size() != 1) return graph::kNoNode;
+    if (plan_.last_use.at(size_t(m.id)) >= int32_t(g_.nodes().size())) return graph::kNoNode;  // a graph output
+    return m.id;
+  };
+  const NodeId nq = norm_of(rq), nk = norm_of(rk);
   if (nq == graph::kNoNode || nk == graph::kNoNode) return;
   const float eps = ::std::get<graph::RmsNormParams>(g_.node(nq).params).eps;
   if (eps != ::std::get<graph::RmsNormParams>(g_.node(nk).params).eps) return;
@@ -472,16 +478,6 @@ void Executor::fold_qk_norms(const Node& att) {
   count_fusion(Fusion::QkNorms);
 }
 
-// The per-head RmsNorm (with weights, over rows of the rope's head) that alone feeds `rope`, not a graph output;
-// kNoNode when there is none.
-NodeId Executor::head_norm_of(const Node& rope) const {
-  const Node& m = g_.node(rope.inputs[0]);
-  if (m.op != Op::RmsNorm || m.inputs.size() < 2 || m.inputs[1] == graph::kNoNode) return graph::kNoNode;
-  if (m.shape.ne[0] != rope.shape.ne[0] || users_.at(size_t(m.id)).size() != 1) return graph::kNoNode;
-  if (plan_.last_use.at(size_t(m.id)) >= int32_t(g_.nodes().size())) return graph::kNoNode;  // a graph output
-  return m.id;
-}
-
 // The node that alone reads `id`, looking through views (kNoNode when there are several readers or none).
 NodeId Executor::reader_past_views(NodeId id) const {
   for (;;) {
@@ -498,33 +494,18 @@ NodeId Executor::reader_past_views(NodeId id) const {
 // its own, so no tensor alive in between may share it (checked on the plan). Only for an f16 cache: a q8_0 or q4_0
 // block spans 32 rows of k or v, more than the launch's row groups give one block (the rope_kv launch writes it
 // instead).
-// With per-head q/k RMS norms between the products and the ropes (Qwen 3, Gemma 3: qk_norms_between), the launch
-// stores the raw q in the q Rope's slot and the raw k in the k product's own (a sibling's slot, free from this step
-// on), and the block completing a head normalises and rotates it (MatvecRopeKv::q_norm_w); the norms run no launch
-// either, and each such launch has its own head counts.
 void Executor::fold_rope_kv_epilogue(const Node& m, MatvecParams& p) {
   if (!opt_.fuse || !kv_ || kv_->type() != graph::KvType::F16) return;
   if (p.n_siblings != 2 || p.residual || p.swiglu_out || m.shape.rows() != 1) return;
-  const NodeId q_first = reader_past_views(m.id);  // the q Rope, or the norm before it
-  if (q_first == graph::kNoNode) return;
-  const NodeId rq_id = g_.node(q_first).op == Op::RmsNorm ? reader_past_views(q_first) : q_first;
+  const NodeId rq_id = reader_past_views(m.id);
   if (rq_id == graph::kNoNode || g_.node(rq_id).op != Op::Rope) return;
   const Node& rq = g_.node(rq_id);
   const NodeId att_id = reader_past_views(rq_id);
   if (att_id == graph::kNoNode || !rope_kv_fusable(g_.node(att_id))) return;
   const Node& att = g_.node(att_id);
   const Node& rk = g_.node(att.inputs[1]);
-  const NodeId q_norm = head_norm_of(rq), k_norm = head_norm_of(rk);
-  const bool normed = q_norm != graph::kNoNode;
-  if (normed != (k_norm != graph::kNoNode) || q_first != (normed ? q_norm : rq_id)) return;
-  if (normed && !(::std::get<graph::RmsNormParams>(g_.node(q_norm).params).eps ==
-                  ::std::get<graph::RmsNormParams>(g_.node(k_norm).params).eps))
-    return;
-  const NodeId k_mm = plan_.root.at(size_t(normed ? g_.node(k_norm).inputs[0] : rk.inputs[0]));
-  const NodeId v_mm = plan_.root.at(size_t(att.inputs[2]));
-  if (att.inputs[0] != rq_id || reader_past_views(k_mm) != (normed ? k_norm : rk.id) ||
-      reader_past_views(v_mm) != att_id)
-    return;
+  const NodeId k_mm = plan_.root.at(size_t(rk.inputs[0])), v_mm = plan_.root.at(size_t(att.inputs[2]));
+  if (att.inputs[0] != rq_id || reader_past_views(k_mm) != rk.id || reader_past_views(v_mm) != att_id) return;
   // The siblings must be exactly the k and v products, k first.
   const float* ky = f32_out(g_.node(k_mm));
   const float* vy = f32_out(g_.node(v_mm));
@@ -533,16 +514,10 @@ void Executor::fold_rope_kv_epilogue(const Node& m, MatvecParams& p) {
   if (q.siblings[0].y != ky || q.siblings[1].y != vy) return;
   const RopeKernelParams rp = rope_params(rq);
   const auto& ap = ::std::get<graph::AttentionParams>(att.params);
-  if ((rp.mode != graph::RopeMode::Normal && !normed) || rp.T != 1 || rp.head_dim != ap.head_dim ||
-      !attention_matches_kv(att))
+  if (rp.mode != graph::RopeMode::Normal || rp.T != 1 || rp.head_dim != ap.head_dim || !attention_matches_kv(att))
     return;  // one token: a paged graph's epilogue maps its one position through that token's block-table row
   if (!::std::get<graph::RopeParams>(rq.params).plain()) return;  // the epilogue forms only the plain angle
-  if (!plan_.owns(rq_id)) return;
-  // The q Rope's slot is written at this step (with the norms: the raw q, while the q product, the v product and the
-  // norms are never stored, so the q product's slot may be the q Rope's).
-  const bool q_slot_free = normed ? slot_free_between(rq_id, m.id, rq_id, {m.id, v_mm, q_norm, k_norm})
-                                  : slot_free_between(rq_id, m.id, rq_id);
-  if (!q_slot_free) return;
+  if (!plan_.owns(rq_id) || !slot_free_between(rq_id, m.id, rq_id)) return;
   q.rope_kv = MatvecRopeKv{rp.out,
                            static_cast<uint16_t*>(kv_->k(ap.layer)),
                            static_cast<uint16_t*>(kv_->v(ap.layer)),
@@ -555,27 +530,10 @@ void Executor::fold_rope_kv_epilogue(const Node& m, MatvecParams& p) {
                            int32_t(ap.head_dim_v),
                            kv_->spec().n_ctx,
                            paging_of(att)};
-  if (normed) {
-    MatvecRopeKv& e = q.rope_kv;
-    e.q_norm_w = f32_in(g_.node(q_norm), 1), e.k_norm_w = f32_in(g_.node(k_norm), 1);
-    e.norm_eps = ::std::get<graph::RmsNormParams>(g_.node(q_norm).params).eps;
-    e.k_raw = q.siblings[0].y;  // k's own slot: free from this step on (merge_siblings)
-    e.neox = rp.mode == graph::RopeMode::Neox;
-    head_counts_.emplace_back(size_t(ap.n_head + ap.n_head_kv) * 4);
-    CUDA_CHECK(cudaMemset(head_counts_.back().get(), 0, head_counts_.back().bytes()));
-    e.head_rows = head_counts_.back().as<uint32_t>();
-  }
-  if (!matvec_fuses(q)) {
-    if (normed) head_counts_.pop_back();
-    return;
-  }
+  if (!matvec_fuses(q)) return;
   p = q;
   lowering_.at(size_t(att_id)) = Lowering::AttendOnly;
   count_fusion(Fusion::RopeKvEpilogue);
-  if (normed) {
-    lowering_.at(size_t(q_norm)) = lowering_.at(size_t(k_norm)) = Lowering::InRopeKv;
-    count_fusion(Fusion::QkNorms);
-  }
 }
 
 // base^(-2i/n_rot) in device memory for the q/k/v epilogue; allocated while planning (at construction).

@@ -32,10 +32,6 @@ struct MatvecSibling {
 // cuda/kernels/attention.cuh; through the block table of token 0's row when `paging` has one; nothing for padding or
 // a slot outside [0, n_ctx)); no product is stored in y.
 // Pairs are adjacent rows (RopeMode::Normal) rotated as rope_angle.cuh does. A plain aggregate, as MatvecSibling.
-// With per-head RMS norms of q and k before the rotation (Qwen 3, Gemma 3: q_norm_w and k_norm_w, both or neither),
-// the rows are first stored raw (q into q_out, k into k_raw) and counted into their heads (head_rows); the block that
-// completes a head normalises it, rotates it (pairs (2i, 2i + 1), or (i, i + n_rot / 2) with neox) and writes it, as
-// the rope_kv launch's norm_rope_kv kernel does, bit for bit.
 struct MatvecRopeKv {
   float* q_out;                  // null: no epilogue
   uint16_t* k_cache;             // this layer's caches
@@ -49,12 +45,6 @@ struct MatvecRopeKv {
   int32_t head_dim_v;            // even
   int64_t n_ctx;
   KvPaging paging;               // a paged cache's block tables (kv_paging.cuh); none: slot = position
-  const float* q_norm_w = nullptr;  // [head_dim]
-  const float* k_norm_w = nullptr;  // [head_dim]
-  float norm_eps = 0.0f;
-  float* k_raw = nullptr;           // [head_dim, n_head_kv]: k before its norm
-  uint32_t* head_rows = nullptr;    // [n_head + n_head_kv] rows stored per head; zero before a launch and after it
-  bool neox = false;                // pairs (i, i + n_rot / 2) (RopeMode::Neox); only with the norms
 };
 
 struct MatvecParams {

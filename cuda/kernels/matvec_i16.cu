@@ -85,8 +85,7 @@ __device__ __forceinline__ float block_sum(const float* part, int64_t cap, int n
 
 // The RoPE + KV-cache epilogue (MatvecRopeKv): rows in pairs (2i, 2i + 1), never split between blocks or groups
 // because a group's first row is a multiple of R (even); each pair's sums are formed as the plain epilogue forms y.
-// kNormed (the per-head norms): q and k rows are stored raw, for finish_normed_heads; v goes to the cache as ever.
-template <int R, bool kNormed>
+template <int R>
 __device__ __forceinline__ void write_rope_kv(const MatvecParams& p, const Segments& sg, const float* part,
                                               int64_t cap, int64_t g0, int64_t g1, int n_warps, int32_t pos) {
   const MatvecRopeKv& e = p.rope_kv;
@@ -100,11 +99,6 @@ __device__ __forceinline__ void write_rope_kv(const MatvecParams& p, const Segme
     float y0 = block_sum(part, cap, n_warps, i), y1 = block_sum(part, cap, n_warps, i + 1);
     if (sg.bias[s]) y0 += sg.bias[s][n], y1 += sg.bias[s][n + 1];
     const int role = sg.role[s];
-    if (kNormed && role != 2) {
-      float* raw = role == 0 ? e.q_out : e.k_raw;
-      raw[n] = y0, raw[n + 1] = y1;
-      continue;
-    }
     const int64_t hd = role == 2 ? e.head_dim_v : e.head_dim, h = n / hd, d = n % hd;
     if (role != 2 && d < e.n_rot)
       rope_rotate(pos, e.freq_scale, e.base_powers[d / 2], e.freq_factors, d / 2, y0, y1, y0, y1);
@@ -114,118 +108,6 @@ __device__ __forceinline__ void write_rope_kv(const MatvecParams& p, const Segme
       uint16_t* c = (role == 1 ? e.k_cache : e.v_cache) + (h * e.n_ctx + slot) * hd + d;
       *reinterpret_cast<__half2*>(c) = __floats2half2_rn(y0, y1);  // d even: 4-byte aligned
     }
-  }
-}
-
-// Warps of a block that finish normed heads (finish_normed_heads), each in a buffer of head_dim <= 256 floats at the
-// start of the dynamic shared memory (the launchers reserve kFinishBytes).
-constexpr int kFinishWarps = 4;
-constexpr int kMaxNormedHeadDim = 256;
-constexpr size_t kFinishBytes = size_t(kFinishWarps) * kMaxNormedHeadDim * 4;
-
-// What finishing a head needs besides its rows, the same for every head of the launch: the norms' weights and each
-// pair's cosine and sine at the token's position (found by the block while its rows' counts travel).
-struct HeadFinish {
-  float w[2][kMaxNormedHeadDim];  // q's, k's
-  float c[kMaxNormedHeadDim / 2], s[kMaxNormedHeadDim / 2];
-};
-
-// Head h of q (role 0) or k (role 1), whose raw rows are all stored: normalised into buf and rotated as
-// norm_rope_kv_kernel (rope.cu) does it (the same sums in the same order, the same angles), q back into q_out, k into
-// the cache slot.
-__device__ void finish_normed_head(const MatvecRopeKv& e, const HeadFinish& f, int role, int64_t h, int64_t slot,
-                                   float* buf, int lane) {
-  const int64_t hd = e.head_dim;
-  float* const src = (role == 0 ? e.q_out : e.k_raw) + h * hd;
-  const float* const w = f.w[role];
-  float ss = 0.0f;
-  for (int64_t d = lane; d < hd; d += 32) {
-    const float v = __ldcg(src + d);  // other blocks' rows: from L2, past this SM's L1
-    buf[d] = v, ss += v * v;
-  }
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
-  const float scale = rsqrtf(ss / float(hd) + e.norm_eps);
-  for (int64_t d = lane; d < hd; d += 32) buf[d] = buf[d] * scale * w[d];
-  __syncwarp();
-  if (role == 1 && slot < 0) return;  // a padding token or a slot outside the cache: no k written (warp-uniform)
-  uint16_t* const kc = role == 1 ? e.k_cache + (h * e.n_ctx + slot) * hd : nullptr;
-  const int64_t half = e.n_rot / 2, per_head = half + (hd - e.n_rot);
-  for (int64_t j = lane; j < per_head; j += 32) {
-    int64_t a = e.n_rot + (j - half), b = -1;
-    float y0 = 0.0f, y1 = 0.0f;
-    if (j < half) {
-      a = e.neox ? j : 2 * j, b = e.neox ? j + half : 2 * j + 1;
-      rope_apply(f.c[j], f.s[j], buf[a], buf[b], y0, y1);
-    } else {
-      y0 = buf[a];
-    }
-    if (role == 0) {
-      src[a] = y0;
-      if (b >= 0) src[b] = y1;
-    } else {
-      kc[a] = __half_as_ushort(__float2half_rn(y0));
-      if (b >= 0) kc[b] = __half_as_ushort(__float2half_rn(y1));
-    }
-  }
-  __syncwarp();  // buf is read before the warp's next head overwrites it
-}
-
-// The heads of q and k whose rows this block stored raw (write_rope_kv<R, true>): each head's count in head_rows
-// grows by the block's rows of it, and the block whose rows complete a head finishes it (finish_normed_head) and sets
-// its count back to 0 for the next launch. One fence a block (thread 0's, after the barrier that follows every raw
-// row) puts the rows in L2 before their counts; a completing lane fences again before its block reads the other
-// blocks' rows (from L2). The heads a block touches are a range per matrix (its groups are consecutive), counted
-// 32 at a time by warp 0. The weights and angles are read while the counts travel.
-template <int R>
-__device__ void finish_normed_heads(const MatvecParams& p, const Segments& sg, float* buf, int64_t g0, int64_t g1,
-                                    int32_t pos) {
-  const MatvecRopeKv& e = p.rope_kv;
-  __shared__ HeadFinish fin;
-  __shared__ int32_t done[32];  // heads this block completes in the current round: role << 30 | head
-  __shared__ int32_t n_done;
-  const int64_t hd = e.head_dim, n_head = p.N / hd;
-  int64_t lo[3], hi[3], h0[3], nh[3];  // per matrix: the block's rows [lo, hi), its heads [h0, h0 + nh)
-  int64_t total = 0;
-  for (int s = 0; s < 3; ++s) {
-    nh[s] = 0;
-    if (s >= sg.n || sg.role[s] == 2) continue;
-    const int64_t ga = g0 > sg.first[s] ? g0 : sg.first[s], gb = g1 < sg.first[s + 1] ? g1 : sg.first[s + 1];
-    if (ga >= gb) continue;
-    lo[s] = (ga - sg.first[s]) * R, hi[s] = (gb - sg.first[s]) * R < sg.N[s] ? (gb - sg.first[s]) * R : sg.N[s];
-    h0[s] = lo[s] / hd, nh[s] = (hi[s] - 1) / hd - h0[s] + 1, total += nh[s];
-  }
-  if (total == 0) return;  // a block of v rows only (uniform in the block)
-  for (int64_t d = threadIdx.x; d < hd; d += blockDim.x) fin.w[0][d] = e.q_norm_w[d], fin.w[1][d] = e.k_norm_w[d];
-  for (int64_t j = threadIdx.x; j < e.n_rot / 2; j += blockDim.x)
-    rope_cos_sin(pos, e.freq_scale, e.base_powers[j], e.freq_factors, j, fin.c[j], fin.s[j]);
-  const int64_t slot = kv_write_slot(e.paging, 0, pos, e.n_ctx);
-  const int lane = int(threadIdx.x) & 31, warp = int(threadIdx.x) >> 5;
-  const int finishers = int(blockDim.x) >> 5 < kFinishWarps ? int(blockDim.x) >> 5 : kFinishWarps;
-  for (int64_t base = 0; base < total; base += 32) {
-    __syncthreads();  // every raw row of the block stored; the last round's heads finished
-    if (threadIdx.x == 0) {
-      n_done = 0;
-      if (base == 0) __threadfence();
-    }
-    __syncwarp();
-    if (threadIdx.x < 32 && base + threadIdx.x < total) {
-      int64_t i = base + threadIdx.x;
-      int s = 0;
-      while (i >= nh[s]) i -= nh[s], ++s;
-      const int64_t h = h0[s] + i;
-      const int64_t a = lo[s] > h * hd ? lo[s] : h * hd, b = hi[s] < (h + 1) * hd ? hi[s] : (h + 1) * hd;
-      const int role = sg.role[s];
-      uint32_t* const count = e.head_rows + (role == 0 ? h : n_head + h);
-      if (atomicAdd(count, uint32_t(b - a)) + uint32_t(b - a) == uint32_t(hd)) {
-        *count = 0;  // every row of the head is in: no block adds to it again in this launch
-        __threadfence();
-        done[atomicAdd(&n_done, 1)] = int32_t(role) << 30 | int32_t(h);
-      }
-    }
-    __syncthreads();  // the heads to finish, the weights and the angles
-    for (int k = warp; k < n_done && warp < finishers; k += finishers)
-      finish_normed_head(e, fin, done[k] >> 30, done[k] & 0x3fffffff, slot, buf + warp * kMaxNormedHeadDim, lane);
   }
 }
 
@@ -344,10 +226,7 @@ __device__ __forceinline__ void load_runs(const float* runs, int n_slots, int64_
 // kGeGlu: the SwiGLU epilogue's GeGLU form (MatvecParams::glu_gelu), an instance of its own: its double-precision
 // tanh compiled into every instance changed their code (the Q4_K + Q6_K pair launch went from 118 to 112 registers)
 // and cost 8B Q4_K_M tg128 0.5% (H100, 444.2 -> 442.0).
-// kNormed: the RoPE + KV epilogue with the per-head q/k norms (write_rope_kv, finish_normed_heads), an instance of
-// its own so that the other launches compile as they did before it.
-template <quant::Type T, int R, bool kAlt, bool kFixedX = false, bool kWide = false, bool kGeGlu = false,
-          bool kNormed = false>
+template <quant::Type T, int R, bool kAlt, bool kFixedX = false, bool kWide = false, bool kGeGlu = false>
 __device__ __forceinline__ void matvec_i16_body(const MatvecParams& p, const Segments& sg, size_t row_bytes,
                                                 int64_t groups_per_block, int slices, int64_t block, int passes) {
   static_assert(!kAlt || T == quant::Type::Q6_K, "no alternative unit");
@@ -507,8 +386,7 @@ __device__ __forceinline__ void matvec_i16_body(const MatvecParams& p, const Seg
   }
   __syncthreads();
   if (p.rope_kv.q_out) {
-    write_rope_kv<R, kNormed>(p, sg, part, cap, g0, g1, n_warps, pos);
-    if constexpr (kNormed) finish_normed_heads<R>(p, sg, part, g0, g1, pos);  // part's sums are read: its bytes free
+    write_rope_kv<R>(p, sg, part, cap, g0, g1, n_warps, pos);
     return;
   }
   if (sg.glu_out) {  // pairs of groups: gate rows then up rows of the same R outputs
@@ -539,25 +417,22 @@ __device__ __forceinline__ void matvec_i16_body(const MatvecParams& p, const Seg
   }
 }
 
-template <quant::Type T, int R, bool kAlt, bool kFixedX = false, bool kWide = false, bool kGeGlu = false,
-          bool kNormed = false>
+template <quant::Type T, int R, bool kAlt, bool kFixedX = false, bool kWide = false, bool kGeGlu = false>
 __global__ void __launch_bounds__(kMaxUnits, 1)
     matvec_i16_kernel(MatvecParams p, Segments sg, size_t row_bytes, int64_t groups_per_block, int slices, int passes) {
-  matvec_i16_body<T, R, kAlt, kFixedX, kWide, kGeGlu, kNormed>(p, sg, row_bytes, groups_per_block, slices, blockIdx.x,
-                                                               passes);
+  matvec_i16_body<T, R, kAlt, kFixedX, kWide, kGeGlu>(p, sg, row_bytes, groups_per_block, slices, blockIdx.x, passes);
 }
 
 // Siblings of two types in one launch (a Q4_K_M file's Q4_K q/k with its Q6_K v): blocks [0, blocks_a) run the
 // matrices of type TA, the rest those of type TB, all reading the same x.
-template <quant::Type TA, int RA, quant::Type TB, int RB, bool kAltB, bool kWide = false, bool kNormed = false>
+template <quant::Type TA, int RA, quant::Type TB, int RB, bool kAltB, bool kWide = false>
 __global__ void __launch_bounds__(kMaxUnits, 1)
     matvec_i16_pair_kernel(MatvecParams p, Segments sa, Segments sb, size_t rb_a, size_t rb_b, int64_t gpb_a,
                            int64_t gpb_b, int64_t blocks_a, int slices, int passes) {
   if (blockIdx.x < blocks_a)
-    matvec_i16_body<TA, RA, false, false, kWide, false, kNormed>(p, sa, rb_a, gpb_a, slices, blockIdx.x, passes);
+    matvec_i16_body<TA, RA, false, false, kWide>(p, sa, rb_a, gpb_a, slices, blockIdx.x, passes);
   else
-    matvec_i16_body<TB, RB, kAltB, false, kWide, false, kNormed>(p, sb, rb_b, gpb_b, slices, blockIdx.x - blocks_a,
-                                                                 passes);
+    matvec_i16_body<TB, RB, kAltB, false, kWide>(p, sb, rb_b, gpb_b, slices, blockIdx.x - blocks_a, passes);
 }
 
 // Resident blocks per SM of `kernel` at `threads` threads and `smem` bytes of dynamic shared memory (0: it does not
@@ -668,10 +543,9 @@ int wide_blocks_per_sm(Kernel kernel, const BlockShape& b, size_t part_bytes) {
   return bps > 0 ? bps : 1;
 }
 
-template <quant::Type T, int R, bool kAlt = false, bool kFixedX = false, bool kWide = false, bool kGeGlu = false,
-          bool kNormed = false>
+template <quant::Type T, int R, bool kAlt = false, bool kFixedX = false, bool kWide = false, bool kGeGlu = false>
 void launch_i16(const MatvecParams& p, size_t rb, cudaStream_t stream) {
-  constexpr auto kernel = matvec_i16_kernel<T, R, kAlt, kFixedX, kWide, kGeGlu, kNormed>;
+  constexpr auto kernel = matvec_i16_kernel<T, R, kAlt, kFixedX, kWide, kGeGlu>;
   Segments sg = segments_of(p, T, R);
   if (p.swiglu_out) {  // gate first (swapped when it is the sibling)
     if (p.swiglu_gate_is_sibling)
@@ -701,17 +575,16 @@ void launch_i16(const MatvecParams& p, size_t rb, cudaStream_t stream) {
   const int64_t gpb = groups_per_block(n_groups, resident, b, R, part_bytes, p.swiglu_out != nullptr);
   const int64_t grid = (n_groups + gpb - 1) / gpb;
   LLM_REQUIRE(grid <= 0x7fffffff, "too many rows");
-  size_t smem = size_t(b.warps()) * size_t(gpb) * R * 4 + b.runs_bytes();
-  if (kNormed) smem = ::std::max(smem, kFinishBytes);
+  const size_t smem = size_t(b.warps()) * size_t(gpb) * R * 4 + b.runs_bytes();
   launch_pdl(kernel, dim3(unsigned(grid)), dim3(unsigned(b.threads())), smem, stream, p, sg, rb, gpb, b.slices,
              b.passes);
 }
 
 // Main of type TA (with same-type siblings) plus siblings of type TB: the resident blocks are shared in proportion
 // to each type's bytes.
-template <quant::Type TA, int RA, quant::Type TB, int RB, bool kAltB = false, bool kWide = false, bool kNormed = false>
+template <quant::Type TA, int RA, quant::Type TB, int RB, bool kAltB = false, bool kWide = false>
 void launch_i16_pair(const MatvecParams& p, cudaStream_t stream) {
-  constexpr auto kernel = matvec_i16_pair_kernel<TA, RA, TB, RB, kAltB, kWide, kNormed>;
+  constexpr auto kernel = matvec_i16_pair_kernel<TA, RA, TB, RB, kAltB, kWide>;
   BlockShape b;
   int bps;
   size_t part_bytes;
@@ -735,20 +608,17 @@ void launch_i16_pair(const MatvecParams& p, cudaStream_t stream) {
   const int64_t gpb_b = groups_per_block(sb.first[sb.n], total - max_a, b, RB, part_bytes);
   const int64_t blocks_a = (sa.first[sa.n] + gpb_a - 1) / gpb_a, blocks_b = (sb.first[sb.n] + gpb_b - 1) / gpb_b;
   LLM_REQUIRE(blocks_a + blocks_b <= 0x7fffffff, "too many rows");
-  size_t smem = size_t(b.warps()) * 4 * size_t(gpb_a * RA > gpb_b * RB ? gpb_a * RA : gpb_b * RB) + b.runs_bytes();
-  if (kNormed) smem = ::std::max(smem, kFinishBytes);
+  const size_t smem =
+      size_t(b.warps()) * 4 * size_t(gpb_a * RA > gpb_b * RB ? gpb_a * RA : gpb_b * RB) + b.runs_bytes();
   launch_pdl(kernel, dim3(unsigned(blocks_a + blocks_b)), dim3(unsigned(b.threads())), smem, stream, p, sa, sb, rb_a,
              rb_b, gpb_a, gpb_b, blocks_a, b.slices, b.passes);
 }
 
-// The one-pass instances, or the wide ones for rows of more than kMaxUnits units; the q/k/v epilogue with the
-// per-head norms (one pass: matvec_fuses) in its own.
+// The one-pass instances, or the wide ones for rows of more than kMaxUnits units.
 template <quant::Type T, int R, bool kAlt = false>
 void launch_i16_rows(const MatvecParams& p, size_t rb, cudaStream_t stream) {
   const bool wide = p.K / 32 > kMaxUnits;
-  if (p.rope_kv.q_out && p.rope_kv.q_norm_w)
-    launch_i16<T, R, kAlt, false, false, false, true>(p, rb, stream);
-  else if (p.swiglu_out && p.glu_gelu)
+  if (p.swiglu_out && p.glu_gelu)
     wide ? launch_i16<T, R, kAlt, false, true, true>(p, rb, stream)
          : launch_i16<T, R, kAlt, false, false, true>(p, rb, stream);
   else
@@ -756,8 +626,7 @@ void launch_i16_rows(const MatvecParams& p, size_t rb, cudaStream_t stream) {
 }
 template <quant::Type TA, int RA, quant::Type TB, int RB, bool kAltB = false>
 void launch_i16_pair_rows(const MatvecParams& p, cudaStream_t stream) {
-  if (p.rope_kv.q_out && p.rope_kv.q_norm_w) launch_i16_pair<TA, RA, TB, RB, kAltB, false, true>(p, stream);
-  else if (p.K / 32 > kMaxUnits) launch_i16_pair<TA, RA, TB, RB, kAltB, true>(p, stream);
+  if (p.K / 32 > kMaxUnits) launch_i16_pair<TA, RA, TB, RB, kAltB, true>(p, stream);
   else launch_i16_pair<TA, RA, TB, RB, kAltB>(p, stream);
 }
 

@@ -11,17 +11,9 @@ namespace cuda {
 namespace {
 
 // The q/k/v shapes the RoPE + KV epilogue serves (MatvecRopeKv): whole heads of even length, k and v beside q.
-// With the per-head norms: both weights, k's raw rows and the head counts, heads of at most 256 (a finishing warp's
-// buffer), rows of one pass (its own instance exists only there); neox pairs only then.
 bool rope_kv_epilogue_fits(const MatvecParams& p) {
   const MatvecRopeKv& e = p.rope_kv;
   if (!e.k_cache || !e.v_cache || !e.position || !e.base_powers || e.n_ctx <= 0) return false;
-  if (e.q_norm_w || e.k_norm_w) {
-    if (!e.q_norm_w || !e.k_norm_w || !e.k_raw || !e.head_rows || e.head_dim > 256) return false;
-    if (p.K / 32 > kI16MaxUnits) return false;
-  } else if (e.neox) {
-    return false;  // the plain epilogue rotates the pairs of adjacent rows a group holds
-  }
   if (p.n_siblings != 2 || p.residual || p.swiglu_out) return false;
   if (e.head_dim <= 0 || e.head_dim % 2 || e.head_dim_v <= 0 || e.head_dim_v % 2) return false;
   if (e.n_rot <= 0 || e.n_rot % 2 || e.n_rot > e.head_dim) return false;

@@ -9,27 +9,16 @@
 
 namespace cuda {
 
-// The cosine and sine of pair j's angle at position pos, as floats; power = base^(-2j/n_rot), factor =
-// freq_factors[j] or 1.
-__device__ __forceinline__ void rope_cos_sin(int32_t pos, float freq_scale, double power, const float* freq_factors,
-                                             int64_t j, float& c, float& s) {
+// (x0, x1) rotated by the angle of pair j at position pos; power = base^(-2j/n_rot), factor = freq_factors[j] or 1.
+__device__ __forceinline__ void rope_rotate(int32_t pos, float freq_scale, double power, const float* freq_factors,
+                                            int64_t j, float x0, float x1, float& y0, float& y1) {
   double theta = double(pos) * double(freq_scale) * power;
   if (freq_factors) theta /= double(freq_factors[j]);
   double sd, cd;
   sincos(theta, &sd, &cd);
-  c = float(cd), s = float(sd);
-}
-// (x0, x1) rotated by an angle of cosine c and sine s.
-__device__ __forceinline__ void rope_apply(float c, float s, float x0, float x1, float& y0, float& y1) {
+  const float c = float(cd), s = float(sd);
   y0 = x0 * c - x1 * s;
   y1 = x0 * s + x1 * c;
-}
-// (x0, x1) rotated by the angle of pair j at position pos.
-__device__ __forceinline__ void rope_rotate(int32_t pos, float freq_scale, double power, const float* freq_factors,
-                                            int64_t j, float x0, float x1, float& y0, float& y1) {
-  float c, s;
-  rope_cos_sin(pos, freq_scale, power, freq_factors, j, c, s);
-  rope_apply(c, s, x0, x1, y0, y1);
 }
 
 // The same with YaRN's ramp and the cos/sin factor (graph::RopeParams): theta_interp = pos * freq_scale * power /

@@ -2,7 +2,6 @@
 // double-precision reference: products of the dequantized rows, pairs (2i, 2i + 1) rotated by
 // pos * freq_scale * base^(-2i/n_rot) / factor, k and v rounded to f16 in the cache slot of the position.
 #include <cmath>
-#include <cstring>
 
 #include "cuda/kernels/matvec.cuh"
 #include "cuda/kernels/rope.cuh"
@@ -106,87 +105,6 @@ TEST(WeightKernels, MatvecRopeKvEpilogue) {
       }
 }
 
-// With the per-head q/k norms (MatvecRopeKv::q_norm_w), the launch gives the bits of the two launches it replaces: the
-// plain q/k/v products, then the rope_kv launch that normalises each head and rotates it (rope.cu's norm_rope_kv
-// kernel). Two positions in a row on the same head counts: they must be back at zero after each launch.
-TEST(WeightKernels, MatvecRopeKvEpilogueWithHeadNorms) {
-  REQUIRE_GPU();
-  std::mt19937 rng(777);
-  const int64_t n_ctx = 512;
-  const float base = 1000000.0f;
-  struct NormCase {
-    Type q_type, v_type;
-    int64_t K;
-    int32_t head_dim, n_rot, n_head, n_head_kv;
-    graph::RopeMode mode;
-  };
-  const NormCase cases[] = {{Type::Q4_K, Type::Q6_K, 2048, 128, 128, 32, 4, graph::RopeMode::Neox},  // Qwen3-30B-A3B
-                            {Type::Q4_K, Type::Q4_K, 1024, 256, 256, 4, 2, graph::RopeMode::Neox},   // Gemma 3's heads
-                            {Type::Q8_0, Type::Q8_0, 512, 64, 32, 6, 3, graph::RopeMode::Normal}};
-  for (const NormCase& c : cases) {
-    const int64_t K = c.K, Nq = int64_t(c.head_dim) * c.n_head, Nk = int64_t(c.head_dim) * c.n_head_kv, Nv = Nk;
-    const auto wq = random_weights(rng, c.q_type, K, Nq), wk = random_weights(rng, c.q_type, K, Nk);
-    const auto wv = random_weights(rng, c.v_type, K, Nv);
-    const auto x = random_floats(rng, K), norm_w = random_floats(rng, K, 0.5f, 1.5f);
-    const auto qn = random_floats(rng, size_t(c.head_dim), 0.5f, 2.0f), kn = random_floats(rng, size_t(c.head_dim));
-    const auto powers = cuda::rope_base_powers(base, c.n_rot);
-    auto dq = upload(wq), dk = upload(wk), dv = upload(wv), dx = upload(x), dn = upload(norm_w);
-    auto dqn = upload(qn), dkn = upload(kn), dpow = upload(powers);
-    cuda::DeviceBuffer counts(size_t(c.n_head + c.n_head_kv) * 4);
-    CUDA_CHECK(cudaMemset(counts.get(), 0, counts.bytes()));
-    for (const int32_t pos : {5, 300}) {
-      auto dpos = upload(std::vector<int32_t>{pos});
-      const std::string what = std::string(quant::type_name(c.q_type)) + " hd=" + std::to_string(c.head_dim) +
-                               " pos=" + std::to_string(pos);
-      // The two launches: plain products, then the rope_kv launch with the norms.
-      auto yq = poisoned_f32(size_t(Nq)), yk = poisoned_f32(size_t(Nk)), yv = poisoned_f32(size_t(Nv));
-      cuda::DeviceBuffer kc0(size_t(Nk * n_ctx * 2)), vc0(size_t(Nv * n_ctx * 2));
-      cuda::MatvecParams p{dq.get(), c.q_type, dx.as<float>(), nullptr, yq.as<float>(), K, Nq, 1};
-      p.norm_w = dn.as<float>(), p.norm_eps = 1e-6f;
-      p.siblings[0] = cuda::MatvecParams::Sibling{dk.get(), nullptr, yk.as<float>(), Nk, c.q_type};
-      p.siblings[1] = cuda::MatvecParams::Sibling{dv.get(), nullptr, yv.as<float>(), Nv, c.v_type};
-      p.n_siblings = 2;
-      cuda::launch_matvec(p, nullptr);
-      cuda::RopeKvParams r;
-      r.rope.x = r.rope.out = yq.as<float>(), r.rope.positions = dpos.as<int32_t>(), r.rope.head_dim = c.head_dim;
-      r.rope.n_head = c.n_head, r.rope.T = 1, r.rope.n_rot = c.n_rot, r.rope.mode = c.mode, r.rope.freq_base = base;
-      r.k = yk.as<float>(), r.v = yv.as<float>(), r.k_cache = kc0.get(), r.v_cache = vc0.get();
-      r.n_head_kv = c.n_head_kv, r.hd_v = c.head_dim, r.n_ctx = n_ctx;
-      r.q_norm_w = dqn.as<float>(), r.k_norm_w = dkn.as<float>(), r.norm_eps = 1e-6f;
-      CUDA_CHECK(cudaMemset(kc0.get(), 0, kc0.bytes()));
-      CUDA_CHECK(cudaMemset(vc0.get(), 0, vc0.bytes()));
-      cuda::launch_rope_kv(r, nullptr);
-
-      // The one launch.
-      auto q_out = poisoned_f32(size_t(Nq)), k_raw = poisoned_f32(size_t(Nk)), unused = poisoned_f32(size_t(Nv));
-      cuda::DeviceBuffer kc(size_t(Nk * n_ctx * 2)), vc(size_t(Nv * n_ctx * 2));
-      CUDA_CHECK(cudaMemset(kc.get(), 0, kc.bytes()));
-      CUDA_CHECK(cudaMemset(vc.get(), 0, vc.bytes()));
-      cuda::MatvecParams f = p;
-      f.y = unused.as<float>(), f.siblings[0].y = k_raw.as<float>(), f.siblings[1].y = unused.as<float>();
-      f.rope_kv = cuda::MatvecRopeKv{q_out.as<float>(), kc.as<uint16_t>(), vc.as<uint16_t>(), dpos.as<int32_t>(),
-                                     dpow.as<double>(), nullptr, 1.0f, c.n_rot, c.head_dim, c.head_dim, n_ctx,
-                                     cuda::KvPaging{}};
-      f.rope_kv.q_norm_w = dqn.as<float>(), f.rope_kv.k_norm_w = dkn.as<float>(), f.rope_kv.norm_eps = 1e-6f;
-      f.rope_kv.k_raw = k_raw.as<float>(), f.rope_kv.head_rows = counts.as<uint32_t>();
-      f.rope_kv.neox = c.mode == graph::RopeMode::Neox;
-      ASSERT_TRUE(cuda::matvec_fuses(f)) << what;
-      cuda::launch_matvec(f, nullptr);
-
-      const auto bits = [](const std::vector<float>& v) {
-        std::vector<uint32_t> b(v.size());
-        std::memcpy(b.data(), v.data(), v.size() * 4);
-        return b;
-      };
-      EXPECT_EQ(bits(download<float>(q_out, size_t(Nq))), bits(download<float>(yq, size_t(Nq)))) << "q " << what;
-      EXPECT_EQ(download<uint16_t>(kc, size_t(Nk * n_ctx)), download<uint16_t>(kc0, size_t(Nk * n_ctx))) << what;
-      EXPECT_EQ(download<uint16_t>(vc, size_t(Nv * n_ctx)), download<uint16_t>(vc0, size_t(Nv * n_ctx))) << what;
-      for (uint32_t n : download<uint32_t>(counts, size_t(c.n_head + c.n_head_kv))) ASSERT_EQ(n, 0u) << what;
-      for (float y : download<float>(unused, size_t(Nv))) ASSERT_TRUE(std::isnan(y)) << "a product was stored";
-    }
-  }
-}
-
 // Shapes the epilogue does not serve are refused (the executor then keeps the rope_kv launch).
 TEST(WeightKernels, MatvecRopeKvEpilogueRefusesOtherShapes) {
   uint16_t cache[2] = {};
@@ -213,18 +131,6 @@ TEST(WeightKernels, MatvecRopeKvEpilogueRefusesOtherShapes) {
   EXPECT_TRUE(refused([](auto& b) { b.n_siblings = 1; }));                // no v
   EXPECT_TRUE(refused([](auto& b) { b.rope_kv.position = nullptr; }));    // nowhere to read the position
   EXPECT_TRUE(refused([&](auto& b) { b.residual = x; }));                 // two epilogues
-  EXPECT_TRUE(refused([](auto& b) { b.rope_kv.neox = true; }));           // neox pairs, only with the head norms
-  uint32_t counts[3] = {};
-  const auto normed = [&](auto& b) {
-    b.rope_kv.q_norm_w = b.rope_kv.k_norm_w = x, b.rope_kv.k_raw = y, b.rope_kv.head_rows = counts;
-  };
-  cuda::MatvecParams n = p;
-  normed(n);
-  n.rope_kv.neox = true;
-  EXPECT_TRUE(cuda::matvec_fuses(n));
-  EXPECT_TRUE(refused([&](auto& b) { normed(b), b.rope_kv.k_norm_w = nullptr; }));  // one norm only
-  EXPECT_TRUE(refused([&](auto& b) { normed(b), b.rope_kv.head_rows = nullptr; }));  // no head counts
-  EXPECT_TRUE(refused([&](auto& b) { normed(b), b.rope_kv.k_raw = nullptr; }));      // nowhere for raw k
 }
 
 }  // namespace
