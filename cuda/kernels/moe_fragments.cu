@@ -172,6 +172,41 @@ __device__ __forceinline__ BlockSpot block_spot(const TileArgs& a) {
   return {e, count, n0, tid, lane, warp, g, tg, dr, dc, n0 + dr < a.p.N};
 }
 
+// The user-tile loop of the kernels whose slices carry a scale table (Q4_K, Q6_K): per tile of the expert's users,
+// the copies (StepCopies), then per K step the barrier, the copies ahead, the next slice's table a step ahead (its
+// bytes landed: issued at least a slice before), and step(s, n8s, acc): the step's fragments and products; then the
+// outputs.
+template <int kBT, int kSubs, int kStages, class IssueW, class FindScales, class Step>
+__device__ __forceinline__ void scaled_slice_tiles(const TileArgs& a, const BlockSpot& b, int32_t* xrow, uint32_t s_x,
+                                                   const int32_t* list, int n_steps, const IssueW& issue_w,
+                                                   const FindScales& find_scales, const Step& step) {
+  constexpr int kN8 = kBT / 8;
+  const uint16_t* xh = reinterpret_cast<const uint16_t*>(a.xh);
+  for (int64_t u0 = int64_t(blockIdx.z) * kBT; u0 < b.count; u0 += int64_t(gridDim.z) * kBT) {
+    load_tile_users<kBT>(xrow, a.p, list, u0, b.count);
+    const XStaging<kBT> xst(xrow, a.kp, s_x);
+    const StepCopies<kBT, kSubs, kStages, IssueW> copies{xst, xh, n_steps, issue_w};
+    float acc[kN8][4] = {};
+    copies.prologue();
+    const int64_t users = b.count - u0 < kBT ? b.count - u0 : kBT;
+    const int n8s = int((users + 7) / 8);  // live 8-user columns, the same for every warp
+    cp_async_wait<1>();
+    __syncthreads();  // slice 0 landed
+    find_scales(0);
+    for (int s = 0; s < n_steps; ++s) {
+      cp_async_wait<1>();
+      __syncthreads();  // step s's copies (and slice s / kSubs + 1 at a slice's last step) landed; step s - 1 is done
+      copies.ahead(s);
+      const int sl = s / kSubs;
+      if (s % kSubs == kSubs - 1 && (sl + 1) * kSubs < n_steps) find_scales(sl + 1);
+      step(s, n8s, acc);
+    }
+    cp_async_wait<0>();
+    __syncthreads();  // the rings and tables are free for the next tile of users
+    store_outputs<kN8>(acc, a.p, list, b.e, b.n0, u0, b.count);
+  }
+}
+
 // Lane (g, t): the A fragment of a chunk from code words w_g (row g) and w_g8 (row g + 8), low nibbles (the group's
 // first sub-block) or high, with the rows' (scale, offset) words.
 __device__ __forceinline__ void q4k_fragment(uint32_t w_g, uint32_t w_g8, uint2 sn_g, uint2 sn_g8, bool high,
@@ -199,11 +234,11 @@ __global__ void __launch_bounds__(kThreads, 2) moe_q4k_fragment_kernel(TileArgs 
   uint2* sc_table = reinterpret_cast<uint2*>(smem + kWStages * kRawStage + x_ring_bytes<kBT>());  // [2][kBN][10]
   const uint32_t s_raw = uint32_t(__cvta_generic_to_shared(smem));
   const MatvecIdParams& p = a.p;
-  const auto [e, count, n0, tid, lane, warp, g, tg, dr, dc, row_live] = block_spot(a);
+  const BlockSpot spot = block_spot(a);
+  const auto [e, count, n0, tid, lane, warp, g, tg, dr, dc, row_live] = spot;
   const uint8_t* wrow = static_cast<const uint8_t*>(p.w) + (size_t(e) * size_t(p.N) + size_t(n0 + dr)) * a.row_bytes;
   const int32_t* list = a.g.users + a.g.offsets[e];
   const int n_steps = int(p.K / kStep);  // K is a multiple of 256
-  const uint16_t* xh = reinterpret_cast<const uint16_t*>(a.xh);
 
   // Slice sl of this thread's row: pieces dc, dc + 2, ... of its nine (aligned, inside the tensor).
   auto issue_w = [&](int sl) {
@@ -222,46 +257,29 @@ __global__ void __launch_bounds__(kThreads, 2) moe_q4k_fragment_kernel(TileArgs 
     for (int j = 0; j < 4; ++j) t[j] = unpack_half::q4_k_scales(blk, 4 * dc + j);
   };
 
-  for (int64_t u0 = int64_t(blockIdx.z) * kBT; u0 < count; u0 += int64_t(gridDim.z) * kBT) {
-    load_tile_users<kBT>(xrow, p, list, u0, count);
-    const XStaging<kBT> xst(xrow, a.kp, s_raw + kWStages * kRawStage);
-    const StepCopies<kBT, kSubs, kWStages, decltype(issue_w)> copies{xst, xh, n_steps, issue_w};
-    float acc[kN8][4] = {};
-    copies.prologue();
-    const int64_t users = count - u0 < kBT ? count - u0 : kBT;
-    const int n8s = int((users + 7) / 8);  // live 8-user columns, the same for every warp
-    cp_async_wait<1>();
-    __syncthreads();  // slice 0 landed
-    find_scales(0);
-    for (int s = 0; s < n_steps; ++s) {
-      cp_async_wait<1>();
-      __syncthreads();  // step s's copies (and slice s / 4 + 1 when s % 4 == 3) landed; step s - 1 is done
-      copies.ahead(s);
-      const int sl = s / kSubs, grp = s % kSubs;
-      // The next slice's scales a step ahead (its bytes landed: issued two slices before it).
-      if (grp == kSubs - 1 && (sl + 1) * kSubs < n_steps) find_scales(sl + 1);
-      const int r = 16 * warp + g;
-      const uint8_t* q = raw + (sl % kWStages) * kRawStage + r * kQ4kRawLd + 16 + 32 * grp + 4 * tg;
-      const uint32_t w0 = *reinterpret_cast<const uint32_t*>(q);       // row r, chunks 0 (low) and 2 (high)
-      const uint32_t w1 = *reinterpret_cast<const uint32_t*>(q + 16);  // chunks 1 and 3
-      const uint32_t v0 = *reinterpret_cast<const uint32_t*>(q + 8 * kQ4kRawLd);  // row r + 8
-      const uint32_t v1 = *reinterpret_cast<const uint32_t*>(q + 8 * kQ4kRawLd + 16);
-      const uint2* st = sc_table + (sl & 1) * (kBN * kQ4kScLd) + r * kQ4kScLd + 2 * grp;
-      const uint4 sr = *reinterpret_cast<const uint4*>(st);
-      const uint4 sr8 = *reinterpret_cast<const uint4*>(st + 8 * kQ4kScLd);
-      const uint2 lo_g = make_uint2(sr.x, sr.y), hi_g = make_uint2(sr.z, sr.w);
-      const uint2 lo_g8 = make_uint2(sr8.x, sr8.y), hi_g8 = make_uint2(sr8.z, sr8.w);
-      uint32_t af[4][4];
-      q4k_fragment(w0, v0, lo_g, lo_g8, false, af[0]);
-      q4k_fragment(w1, v1, lo_g, lo_g8, false, af[1]);
-      q4k_fragment(w0, v0, hi_g, hi_g8, true, af[2]);
-      q4k_fragment(w1, v1, hi_g, hi_g8, true, af[3]);
-      fragment_products<kN8>(n8s, acc, af, xs + (s % kXStages) * (kBT * kXLd) + g * kXLd + 4 * tg);
-    }
-    cp_async_wait<0>();
-    __syncthreads();  // the rings and tables are free for the next tile of users
-    store_outputs<kN8>(acc, p, list, e, n0, u0, count);
-  }
+  // Step s: group s % 4 of its slice's block, from the staged codes and the slice's table.
+  auto step = [&](int s, int n8s, float (&acc)[kN8][4]) {
+    const int sl = s / kSubs, grp = s % kSubs;
+    const int r = 16 * warp + g;
+    const uint8_t* q = raw + (sl % kWStages) * kRawStage + r * kQ4kRawLd + 16 + 32 * grp + 4 * tg;
+    const uint32_t w0 = *reinterpret_cast<const uint32_t*>(q);       // row r, chunks 0 (low) and 2 (high)
+    const uint32_t w1 = *reinterpret_cast<const uint32_t*>(q + 16);  // chunks 1 and 3
+    const uint32_t v0 = *reinterpret_cast<const uint32_t*>(q + 8 * kQ4kRawLd);  // row r + 8
+    const uint32_t v1 = *reinterpret_cast<const uint32_t*>(q + 8 * kQ4kRawLd + 16);
+    const uint2* st = sc_table + (sl & 1) * (kBN * kQ4kScLd) + r * kQ4kScLd + 2 * grp;
+    const uint4 sr = *reinterpret_cast<const uint4*>(st);
+    const uint4 sr8 = *reinterpret_cast<const uint4*>(st + 8 * kQ4kScLd);
+    const uint2 lo_g = make_uint2(sr.x, sr.y), hi_g = make_uint2(sr.z, sr.w);
+    const uint2 lo_g8 = make_uint2(sr8.x, sr8.y), hi_g8 = make_uint2(sr8.z, sr8.w);
+    uint32_t af[4][4];
+    q4k_fragment(w0, v0, lo_g, lo_g8, false, af[0]);
+    q4k_fragment(w1, v1, lo_g, lo_g8, false, af[1]);
+    q4k_fragment(w0, v0, hi_g, hi_g8, true, af[2]);
+    q4k_fragment(w1, v1, hi_g, hi_g8, true, af[3]);
+    fragment_products<kN8>(n8s, acc, af, xs + (s % kXStages) * (kBT * kXLd) + g * kXLd + 4 * tg);
+  };
+  scaled_slice_tiles<kBT, kSubs, kWStages>(a, spot, xrow, s_raw + kWStages * kRawStage, list, n_steps, issue_w,
+                                           find_scales, step);
 }
 
 // Q6_K, 256-element slices (one block, 4 steps). Step s' = s % 4 covers quarters 2 (s' % 2) and 2 (s' % 2) + 1 of
@@ -286,7 +304,8 @@ __global__ void __launch_bounds__(kThreads, 2) moe_q6k_fragment_kernel(TileArgs 
   uint32_t* sc_table = reinterpret_cast<uint32_t*>(smem + kQ6kWStages * kRawStage + x_ring_bytes<kBT>());
   const uint32_t s_raw = uint32_t(__cvta_generic_to_shared(smem));
   const MatvecIdParams& p = a.p;
-  const auto [e, count, n0, tid, lane, warp, g, tg, dr, dc, row_live] = block_spot(a);
+  const BlockSpot spot = block_spot(a);
+  const auto [e, count, n0, tid, lane, warp, g, tg, dr, dc, row_live] = spot;
   const uint8_t* w0 = static_cast<const uint8_t*>(p.w);
   const uint8_t* w_end = w0 + size_t(p.n_expert) * size_t(p.N) * a.row_bytes;
   const size_t row0 = size_t(e) * size_t(p.N) + size_t(n0);
@@ -299,7 +318,6 @@ __global__ void __launch_bounds__(kThreads, 2) moe_q6k_fragment_kernel(TileArgs 
   const int mis_dr = int(reinterpret_cast<uintptr_t>(wrow) & 15);
   const int32_t* list = a.g.users + a.g.offsets[e];
   const int n_steps = int(p.K / kStep);  // K is a multiple of 256
-  const uint16_t* xh = reinterpret_cast<const uint16_t*>(a.xh);
 
   // Slice sl of this thread's row: the 16-byte pieces around it, dc, dc + 2, ... (none past the slice or the tensor).
   auto issue_w = [&](int sl) {
@@ -329,57 +347,40 @@ __global__ void __launch_bounds__(kThreads, 2) moe_q6k_fragment_kernel(TileArgs 
     t[0] = make_uint4(v[0], v[1], v[2], v[3]), t[1] = make_uint4(v[4], v[5], v[6], v[7]);
   };
 
-  for (int64_t u0 = int64_t(blockIdx.z) * kBT; u0 < count; u0 += int64_t(gridDim.z) * kBT) {
-    load_tile_users<kBT>(xrow, p, list, u0, count);
-    const XStaging<kBT> xst(xrow, a.kp, s_raw + kQ6kWStages * kRawStage);
-    const StepCopies<kBT, kSubs, kQ6kWStages, decltype(issue_w)> copies{xst, xh, n_steps, issue_w};
-    float acc[kN8][4] = {};
-    copies.prologue();
-    const int64_t users = count - u0 < kBT ? count - u0 : kBT;
-    const int n8s = int((users + 7) / 8);  // live 8-user columns, the same for every warp
-    cp_async_wait<1>();
-    __syncthreads();  // slice 0 landed
-    find_scales(0);
-    for (int s = 0; s < n_steps; ++s) {
-      cp_async_wait<1>();
-      __syncthreads();  // step s's copies (and slice s / 4 + 1 when s % 4 == 3) landed; step s - 1 is done
-      copies.ahead(s);
-      const int sl = s / kSubs, sp = s % kSubs, n = sp >> 1, odd = sp & 1;
-      // The next slice's scales a step ahead (its bytes landed: issued at this slice's first step).
-      if (sp == kSubs - 1 && (sl + 1) * kSubs < n_steps) find_scales(sl + 1);
-      const uint8_t* slot = raw + (sl % kQ6kWStages) * kRawStage;
-      const uint8_t* bg = slot + r * kQ6kRawLd + ((mis_g + 2 * sl) & 15);
-      const uint8_t* bg8 = slot + (r + 8) * kQ6kRawLd + ((mis_g8 + 2 * sl) & 15);
-      const uint32_t* st = sc_table + (sl & 1) * (kBN * kQ6kScLd) + r * kQ6kScLd + 4 * sp;
-      const uint4 sc = *reinterpret_cast<const uint4*>(st);
-      const uint4 sc8 = *reinterpret_cast<const uint4*>(st + 8 * kQ6kScLd);
-      const uint32_t s_g[4] = {sc.x, sc.y, sc.z, sc.w}, s_g8[4] = {sc8.x, sc8.y, sc8.z, sc8.w};
-      uint32_t qh[2][2];  // [row g, g + 8][kk % 2]
+  // Step s: from the staged block and the slice's table.
+  auto step = [&](int s, int n8s, float (&acc)[kN8][4]) {
+    const int sl = s / kSubs, sp = s % kSubs, n = sp >> 1, odd = sp & 1;
+    const uint8_t* slot = raw + (sl % kQ6kWStages) * kRawStage;
+    const uint8_t* bg = slot + r * kQ6kRawLd + ((mis_g + 2 * sl) & 15);
+    const uint8_t* bg8 = slot + (r + 8) * kQ6kRawLd + ((mis_g8 + 2 * sl) & 15);
+    const uint32_t* st = sc_table + (sl & 1) * (kBN * kQ6kScLd) + r * kQ6kScLd + 4 * sp;
+    const uint4 sc = *reinterpret_cast<const uint4*>(st);
+    const uint4 sc8 = *reinterpret_cast<const uint4*>(st + 8 * kQ6kScLd);
+    const uint32_t s_g[4] = {sc.x, sc.y, sc.z, sc.w}, s_g8[4] = {sc8.x, sc8.y, sc8.z, sc8.w};
+    uint32_t qh[2][2];  // [row g, g + 8][kk % 2]
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        uint32_t w[1];
-        unpack_half::load_words<1>(bg + 128 + 32 * n + 16 * h + 4 * tg, w);
-        qh[0][h] = w[0];
-        unpack_half::load_words<1>(bg8 + 128 + 32 * n + 16 * h + 4 * tg, w);
-        qh[1][h] = w[0];
-      }
-      uint32_t af[4][4];
-#pragma unroll
-      for (int kk = 0; kk < 4; ++kk) {
-        const int o = 64 * n + 32 * (kk >> 1) + 16 * (kk & 1) + 4 * tg;
-        uint32_t lg[1], lg8[1];
-        unpack_half::load_words<1>(bg + o, lg);
-        unpack_half::load_words<1>(bg8 + o, lg8);
-        const int ls = 4 * odd, hs = 2 * (2 * odd + (kk >> 1));
-        unpack_half::q6_codes4(q6k_codes(lg[0], qh[0][kk & 1], ls, hs), s_g[kk], af[kk][0], af[kk][2]);
-        unpack_half::q6_codes4(q6k_codes(lg8[0], qh[1][kk & 1], ls, hs), s_g8[kk], af[kk][1], af[kk][3]);
-      }
-      fragment_products<kN8>(n8s, acc, af, xs + (s % kXStages) * (kBT * kXLd) + g * kXLd + 4 * tg);
+    for (int h = 0; h < 2; ++h) {
+      uint32_t w[1];
+      unpack_half::load_words<1>(bg + 128 + 32 * n + 16 * h + 4 * tg, w);
+      qh[0][h] = w[0];
+      unpack_half::load_words<1>(bg8 + 128 + 32 * n + 16 * h + 4 * tg, w);
+      qh[1][h] = w[0];
     }
-    cp_async_wait<0>();
-    __syncthreads();  // the rings and tables are free for the next tile of users
-    store_outputs<kN8>(acc, p, list, e, n0, u0, count);
-  }
+    uint32_t af[4][4];
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) {
+      const int o = 64 * n + 32 * (kk >> 1) + 16 * (kk & 1) + 4 * tg;
+      uint32_t lg[1], lg8[1];
+      unpack_half::load_words<1>(bg + o, lg);
+      unpack_half::load_words<1>(bg8 + o, lg8);
+      const int ls = 4 * odd, hs = 2 * (2 * odd + (kk >> 1));
+      unpack_half::q6_codes4(q6k_codes(lg[0], qh[0][kk & 1], ls, hs), s_g[kk], af[kk][0], af[kk][2]);
+      unpack_half::q6_codes4(q6k_codes(lg8[0], qh[1][kk & 1], ls, hs), s_g8[kk], af[kk][1], af[kk][3]);
+    }
+    fragment_products<kN8>(n8s, acc, af, xs + (s % kXStages) * (kBT * kXLd) + g * kXLd + 4 * tg);
+  };
+  scaled_slice_tiles<kBT, kSubs, kQ6kWStages>(a, spot, xrow, s_raw + kQ6kWStages * kRawStage, list, n_steps, issue_w,
+                                              find_scales, step);
 }
 
 // Recoded MXFP4 (mxfp4_recode.cuh), 128-element slices (4 blocks, 2 steps). Step s reads blocks 2 s and 2 s + 1:
