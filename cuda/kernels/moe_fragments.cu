@@ -13,6 +13,8 @@
 // users only (the products of the others are never stored).
 #include <cuda_fp16.h>
 
+#include <type_traits>
+
 #include "cuda/check.h"
 #include "cuda/kernels/async_copy.cuh"
 #include "cuda/kernels/mma.cuh"
@@ -172,14 +174,16 @@ __device__ __forceinline__ BlockSpot block_spot(const TileArgs& a) {
   return {e, count, n0, tid, lane, warp, g, tg, dr, dc, n0 + dr < a.p.N};
 }
 
-// The user-tile loop of the kernels whose slices carry a scale table (Q4_K, Q6_K): per tile of the expert's users,
-// the copies (StepCopies), then per K step the barrier, the copies ahead, the next slice's table a step ahead (its
-// bytes landed: issued at least a slice before), and step(s, n8s, acc): the step's fragments and products; then the
-// outputs.
+// The fragment kernels' user-tile loop: per tile of the expert's users, the copies (StepCopies), then per K step the
+// barrier, the copies ahead, the next slice's scale table a step ahead where the format keeps one (Q4_K, Q6_K; its
+// bytes landed: issued at least a slice before; NoTable for recoded MXFP4), and step(s, n8s, acc): the step's
+// fragments and products; then the outputs.
+struct NoTable {};
 template <int kBT, int kSubs, int kStages, class IssueW, class FindScales, class Step>
-__device__ __forceinline__ void scaled_slice_tiles(const TileArgs& a, const BlockSpot& b, int32_t* xrow, uint32_t s_x,
-                                                   const int32_t* list, int n_steps, const IssueW& issue_w,
-                                                   const FindScales& find_scales, const Step& step) {
+__device__ __forceinline__ void slice_tiles(const TileArgs& a, const BlockSpot& b, int32_t* xrow, uint32_t s_x,
+                                            const int32_t* list, int n_steps, const IssueW& issue_w,
+                                            const FindScales& find_scales, const Step& step) {
+  constexpr bool kTable = !::std::is_same_v<FindScales, NoTable>;
   constexpr int kN8 = kBT / 8;
   const uint16_t* xh = reinterpret_cast<const uint16_t*>(a.xh);
   for (int64_t u0 = int64_t(blockIdx.z) * kBT; u0 < b.count; u0 += int64_t(gridDim.z) * kBT) {
@@ -190,15 +194,19 @@ __device__ __forceinline__ void scaled_slice_tiles(const TileArgs& a, const Bloc
     copies.prologue();
     const int64_t users = b.count - u0 < kBT ? b.count - u0 : kBT;
     const int n8s = int((users + 7) / 8);  // live 8-user columns, the same for every warp
-    cp_async_wait<1>();
-    __syncthreads();  // slice 0 landed
-    find_scales(0);
+    if constexpr (kTable) {
+      cp_async_wait<1>();
+      __syncthreads();  // slice 0 landed
+      find_scales(0);
+    }
     for (int s = 0; s < n_steps; ++s) {
       cp_async_wait<1>();
       __syncthreads();  // step s's copies (and slice s / kSubs + 1 at a slice's last step) landed; step s - 1 is done
       copies.ahead(s);
-      const int sl = s / kSubs;
-      if (s % kSubs == kSubs - 1 && (sl + 1) * kSubs < n_steps) find_scales(sl + 1);
+      if constexpr (kTable) {
+        const int sl = s / kSubs;
+        if (s % kSubs == kSubs - 1 && (sl + 1) * kSubs < n_steps) find_scales(sl + 1);
+      }
       step(s, n8s, acc);
     }
     cp_async_wait<0>();
@@ -278,8 +286,8 @@ __global__ void __launch_bounds__(kThreads, 2) moe_q4k_fragment_kernel(TileArgs 
     q4k_fragment(w1, v1, hi_g, hi_g8, true, af[3]);
     fragment_products<kN8>(n8s, acc, af, xs + (s % kXStages) * (kBT * kXLd) + g * kXLd + 4 * tg);
   };
-  scaled_slice_tiles<kBT, kSubs, kWStages>(a, spot, xrow, s_raw + kWStages * kRawStage, list, n_steps, issue_w,
-                                           find_scales, step);
+  slice_tiles<kBT, kSubs, kWStages>(a, spot, xrow, s_raw + kWStages * kRawStage, list, n_steps, issue_w, find_scales,
+                                    step);
 }
 
 // Q6_K, 256-element slices (one block, 4 steps). Step s' = s % 4 covers quarters 2 (s' % 2) and 2 (s' % 2) + 1 of
@@ -379,8 +387,8 @@ __global__ void __launch_bounds__(kThreads, 2) moe_q6k_fragment_kernel(TileArgs 
     }
     fragment_products<kN8>(n8s, acc, af, xs + (s % kXStages) * (kBT * kXLd) + g * kXLd + 4 * tg);
   };
-  scaled_slice_tiles<kBT, kSubs, kQ6kWStages>(a, spot, xrow, s_raw + kQ6kWStages * kRawStage, list, n_steps, issue_w,
-                                              find_scales, step);
+  slice_tiles<kBT, kSubs, kQ6kWStages>(a, spot, xrow, s_raw + kQ6kWStages * kRawStage, list, n_steps, issue_w,
+                                       find_scales, step);
 }
 
 // Recoded MXFP4 (mxfp4_recode.cuh), 128-element slices (4 blocks, 2 steps). Step s reads blocks 2 s and 2 s + 1:
@@ -398,14 +406,14 @@ __global__ void __launch_bounds__(kThreads, 2) moe_mxfp4_fragment_kernel(TileArg
   const uint32_t s_raw = uint32_t(__cvta_generic_to_shared(smem));
   const uint32_t s_scales = s_raw + kWStages * kRawStage + uint32_t(x_ring_bytes<kBT>());
   const MatvecIdParams& p = a.p;
-  const auto [e, count, n0, tid, lane, warp, g, tg, dr, dc, row_live] = block_spot(a);
+  const BlockSpot spot = block_spot(a);
+  const auto [e, count, n0, tid, lane, warp, g, tg, dr, dc, row_live] = spot;
   const int nb = int(p.K / 32);
   const uint8_t* w_end = static_cast<const uint8_t*>(p.w) + size_t(p.n_expert) * size_t(p.N) * a.row_bytes;
   const Mxfp4Split split(static_cast<const uint8_t*>(p.w) + size_t(e) * size_t(p.N) * a.row_bytes, p.N, nb);
   const uint8_t* codes_row = split.codes + (n0 + dr) * nb * 16;
   const int32_t* list = a.g.users + a.g.offsets[e];
   const int n_steps = int(a.kp / kStep);
-  const uint16_t* xh = reinterpret_cast<const uint16_t*>(a.xh);
 
   // Slice sl of this thread's row: code pieces (blocks) dc and dc + 2 of its four, none past the row's blocks.
   auto issue_w = [&](int sl) {
@@ -428,40 +436,28 @@ __global__ void __launch_bounds__(kThreads, 2) moe_mxfp4_fragment_kernel(TileArg
     }
   }
 
-  for (int64_t u0 = int64_t(blockIdx.z) * kBT; u0 < count; u0 += int64_t(gridDim.z) * kBT) {
-    load_tile_users<kBT>(xrow, p, list, u0, count);
-    const XStaging<kBT> xst(xrow, a.kp, s_raw + kWStages * kRawStage);
-    const StepCopies<kBT, kSubs, kWStages, decltype(issue_w)> copies{xst, xh, n_steps, issue_w};
-    float acc[kN8][4] = {};
-    copies.prologue();
-    const int64_t users = count - u0 < kBT ? count - u0 : kBT;
-    const int n8s = int((users + 7) / 8);
-    const int r = 16 * warp + g;
-    for (int s = 0; s < n_steps; ++s) {
-      cp_async_wait<1>();
-      __syncthreads();  // step s's copies landed everywhere; step s - 1 is done with the ring slots issued next
-      copies.ahead(s);
-      const uint8_t* q = raw + ((s / kSubs) % kWStages) * kRawStage + r * kMxRawLd + 32 * (s % kSubs) + 4 * tg;
-      uint32_t af[4][4];
+  const int r = 16 * warp + g;
+  // Step s: blocks 2 s and 2 s + 1 of rows r and r + 8, with their scale bytes.
+  auto step = [&](int s, int n8s, float (&acc)[kN8][4]) {
+    const uint8_t* q = raw + ((s / kSubs) % kWStages) * kRawStage + r * kMxRawLd + 32 * (s % kSubs) + 4 * tg;
+    uint32_t af[4][4];
 #pragma unroll
-      for (int b = 0; b < 2; ++b) {
-        const int blk = 2 * s + b;
-        const bool live = blk < nb;  // past K's last block: zeros (the staged bytes there are stale)
-        const uint32_t w = live ? *reinterpret_cast<const uint32_t*>(q + 16 * b) : 0u;
-        const uint32_t w8 = live ? *reinterpret_cast<const uint32_t*>(q + 16 * b + 8 * kMxRawLd) : 0u;
-        const uint32_t es = live ? scales[r * nb + blk] : 127u, es8 = live ? scales[(r + 8) * nb + blk] : 127u;
-        uint32_t h[4], h8[4];
-        unpack_half::mxfp4_recoded_word_any(w, es, h);
-        unpack_half::mxfp4_recoded_word_any(w8, es8, h8);
-        af[2 * b][0] = h[0], af[2 * b][1] = h8[0], af[2 * b][2] = h[1], af[2 * b][3] = h8[1];
-        af[2 * b + 1][0] = h[2], af[2 * b + 1][1] = h8[2], af[2 * b + 1][2] = h[3], af[2 * b + 1][3] = h8[3];
-      }
-      fragment_products<kN8>(n8s, acc, af, xs + (s % kXStages) * (kBT * kXLd) + g * kXLd + 4 * tg);
+    for (int b = 0; b < 2; ++b) {
+      const int blk = 2 * s + b;
+      const bool live = blk < nb;  // past K's last block: zeros (the staged bytes there are stale)
+      const uint32_t w = live ? *reinterpret_cast<const uint32_t*>(q + 16 * b) : 0u;
+      const uint32_t w8 = live ? *reinterpret_cast<const uint32_t*>(q + 16 * b + 8 * kMxRawLd) : 0u;
+      const uint32_t es = live ? scales[r * nb + blk] : 127u, es8 = live ? scales[(r + 8) * nb + blk] : 127u;
+      uint32_t h[4], h8[4];
+      unpack_half::mxfp4_recoded_word_any(w, es, h);
+      unpack_half::mxfp4_recoded_word_any(w8, es8, h8);
+      af[2 * b][0] = h[0], af[2 * b][1] = h8[0], af[2 * b][2] = h[1], af[2 * b][3] = h8[1];
+      af[2 * b + 1][0] = h[2], af[2 * b + 1][1] = h8[2], af[2 * b + 1][2] = h[3], af[2 * b + 1][3] = h8[3];
     }
-    cp_async_wait<0>();
-    __syncthreads();  // the rings are free for the next tile of users
-    store_outputs<kN8>(acc, p, list, e, n0, u0, count);
-  }
+    fragment_products<kN8>(n8s, acc, af, xs + (s % kXStages) * (kBT * kXLd) + g * kXLd + 4 * tg);
+  };
+  slice_tiles<kBT, kSubs, kWStages>(a, spot, xrow, s_raw + kWStages * kRawStage, list, n_steps, issue_w, NoTable{},
+                                    step);
 }
 
 }  // namespace
