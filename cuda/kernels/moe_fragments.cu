@@ -327,19 +327,11 @@ __global__ void __launch_bounds__(kThreads, 2) moe_q6k_fragment_kernel(TileArgs 
   const int32_t* list = a.g.users + a.g.offsets[e];
   const int n_steps = int(p.K / kStep);  // K is a multiple of 256
 
-  // Slice sl of this thread's row: the 16-byte pieces around it, dc, dc + 2, ... (none past the slice or the tensor).
+  // Slice sl of this thread's row: the 16-byte pieces around it (stage_slice_pieces).
   auto issue_w = [&](int sl) {
     if (sl * kSubs >= n_steps || !row_live) return;
     const uint32_t rd = s_raw + uint32_t(sl % kQ6kWStages) * kRawStage + uint32_t(dr) * kQ6kRawLd;
-    const uint8_t* start = wrow + size_t(sl) * kBlockBytes;
-    const uint8_t* base = reinterpret_cast<const uint8_t*>(reinterpret_cast<uintptr_t>(start) & ~uintptr_t(15));
-#pragma unroll
-    for (int q = dc; q < kQ6kRawLd / 16; q += 2) {
-      const uint8_t* src = base + 16 * q;
-      if (src >= start + kBlockBytes) continue;  // past this row's slice
-      const int64_t left = w_end - src;           // > 0: the slice is inside the tensor
-      cp_async16_zfill_s(rd + 16 * q, src, int(left >= 16 ? 16 : left));
-    }
+    stage_slice_pieces<kQ6kRawLd / 16>(rd, wrow + size_t(sl) * kBlockBytes, kBlockBytes, dc, w_end);
   };
   // Slice sl's (d sc) words 8 dc .. 8 dc + 7 of this thread's row, into table sl % 2 (rows past N read stale bytes:
   // their outputs are never stored).

@@ -204,17 +204,7 @@ __global__ void __launch_bounds__(kThreads, 2) moe_tile_kernel(TileArgs a) {
         cp_async16_zfill_s(rd + 16 * q, src, int(left >= 16 ? 16 : left));
       }
     } else if constexpr (W::kStaged) {
-      constexpr int kPieces = W::kRawLd / 16;  // 16-byte pieces a row's slice may span
-      const uint8_t* start = wrow + size_t(sl) * W::kRawBytes;
-      const uint8_t* base = reinterpret_cast<const uint8_t*>(reinterpret_cast<uintptr_t>(start) & ~uintptr_t(15));
-#pragma unroll
-      for (int j = 0; j < (kPieces + 1) / 2; ++j) {
-        const int q = dc + 2 * j;
-        const uint8_t* src = base + 16 * q;
-        if (q >= kPieces || src >= start + W::kRawBytes) continue;  // past this row's slice
-        const int64_t left = w_end - src;  // > 0: the slice is inside the tensor
-        cp_async16_zfill_s(rd + 16 * q, src, int(left >= 16 ? 16 : left));
-      }
+      stage_slice_pieces<W::kRawLd / 16>(rd, wrow + size_t(sl) * W::kRawBytes, W::kRawBytes, dc, w_end);
     }
   };
   auto commit = [] { asm volatile("cp.async.commit_group;" ::: "memory"); };

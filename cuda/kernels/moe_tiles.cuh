@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "cuda/check.h"
+#include "cuda/kernels/async_copy.cuh"
 #include "cuda/kernels/matvec_id.cuh"
 
 namespace cuda::moe_tiles {
@@ -45,6 +46,23 @@ __device__ inline void load_tile_users(int32_t* xrow, const MatvecIdParams& p, c
     xrow[tid] = r;
   }
   __syncthreads();
+}
+
+// A row's slice of `bytes` raw bytes at `start` (any alignment) staged at shared-space rd as the 16-byte aligned
+// pieces around it (so it lands at its address modulo 16): pieces dc, dc + 2, ... of kPieces (the row's other thread
+// takes the rest), none past the slice, zero-filled past w_end (the tensor's end; the slice itself is inside).
+template <int kPieces>
+__device__ __forceinline__ void stage_slice_pieces(uint32_t rd, const uint8_t* start, int bytes, int dc,
+                                                   const uint8_t* w_end) {
+  const uint8_t* base = reinterpret_cast<const uint8_t*>(reinterpret_cast<uintptr_t>(start) & ~uintptr_t(15));
+#pragma unroll
+  for (int j = 0; j < (kPieces + 1) / 2; ++j) {
+    const int q = dc + 2 * j;
+    const uint8_t* src = base + 16 * q;
+    if (q >= kPieces || src >= start + bytes) continue;  // past this row's slice
+    const int64_t left = w_end - src;
+    cp_async16_zfill_s(rd + 16 * q, src, int(left >= 16 ? 16 : left));
+  }
 }
 
 // A tile kernel over grid (row tiles of kBN, experts, user tiles of kBT) with kSmem bytes of dynamic shared memory.
