@@ -547,6 +547,10 @@ void Executor::lower_attention(const Node& n) {
         f.q_norm_w = f32_in(nq, 1), f.k_norm_w = f32_in(nk, 1);
         f.norm_eps = ::std::get<graph::RmsNormParams>(nq.params).eps;
         at.q = f.rope.out;
+        if (attend_new_token(at, f, rq)) {  // one decode token: the attention launch forms it, no rope_kv launch
+          steps_.push_back([at](cudaStream_t s) { launch_attention(at, s); });
+          return;
+        }
       }
       LLM_REQUIRE(rk.shape.ne[1] == spec.n_head_kv && rk.shape.ne[0] == ap.head_dim, "rope k shape");
       steps_.push_back([f, at](cudaStream_t s) {

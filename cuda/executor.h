@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "cuda/context.h"
+#include "cuda/kernels/attention.cuh"
 #include "cuda/kernels/batch_mm.cuh"
 #include "cuda/kernels/matvec_cols.cuh"
 #include "cuda/kernels/expert_matvec.cuh"
@@ -70,8 +71,9 @@ struct ExecutorOptions {
   // The LLM_CUDA_* environment switches (A/B and diagnosis knobs), read once when a session starts: the defaults with
   // LLM_CUDA_GRAPH=0, LLM_CUDA_RTC=0, LLM_CUDA_Q6_KX8=0, LLM_CUDA_ATTN_O=0, LLM_CUDA_MXFP4_RECODE=0,
   // LLM_CUDA_DECODE_AHEAD=0, LLM_CUDA_DEVICE_DRAWS=0, LLM_CUDA_BATCH_MM_MIN / _MAX=0..64,
-  // LLM_CUDA_MATVEC_COLS_MAX=0..4, LLM_CUDA_MOE_FRAGMENTS=0 and LLM_CUDA_OMIT_STEPS=a,b applied. Throws InvalidArgument
-  // for a value other than 0 or 1 (or out of the counts' ranges).
+  // LLM_CUDA_MATVEC_COLS_MAX=0..4, LLM_CUDA_MOE_FRAGMENTS=0, LLM_CUDA_NEW_TOKEN_ATTENTION=0 and
+  // LLM_CUDA_OMIT_STEPS=a,b applied. Throws InvalidArgument for a value other than 0 or 1 (or out of the counts'
+  // ranges).
   static ExecutorOptions from_env();
 
   bool cuda_graph = true;  // capture after one warm-up run and replay; false: plain launches every run
@@ -95,6 +97,10 @@ struct ExecutorOptions {
   // routing its token from the router's partial products (ExpertGluParams::route), so no routing launch runs; false:
   // the routing launch. LLM_CUDA_MOE_ROUTE_IN_EXPERTS=0 for A/B runs.
   bool moe_route_in_experts = true;
+  // Decode of one token with per-head q/k norms (Qwen 3, Gemma 3), unpaged f16 cache: the split attention launch
+  // forms q, k and v itself from the raw products (AttentionNewToken), so no norm + rope + KV launch runs before
+  // it; false: that launch. LLM_CUDA_NEW_TOKEN_ATTENTION=0 for A/B runs.
+  bool new_token_attention = true;
   // MulMat with 2 <= T <= matvec_cols_max_tokens whose weight the few-column int16 kernel serves (matvec_cols.cuh)
   // takes it before the small-batch kernel. LLM_CUDA_MATVEC_COLS_MAX=0..4 moves the top (0 or 1: off).
   int64_t matvec_cols_max_tokens = kMatvecColsMaxTokens;
@@ -249,7 +255,7 @@ class Executor {
   // Fusions by kind, for the -v capture note (executor_fusion.cpp).
   enum class Fusion {
     Norm, Residual, Sibling, SwiGlu, SmallBatchGlu, RopeKv, RopeKvEpilogue, AttentionO, NormAdd, AddNorm, QkNorms,
-    MoeRoute, ExpertGlu, ExpertDown, SmallBatchStack, RouteInExperts, kCount
+    MoeRoute, ExpertGlu, ExpertDown, SmallBatchStack, RouteInExperts, NewTokenAttention, kCount
   };
   // Fusions (executor_fusion.cpp), decided by plan_fusions in node order.
   MatvecParams matvec_params(const graph::Node& mulmat) const;
@@ -264,6 +270,7 @@ class Executor {
   bool product_converts_x(const graph::Node& mulmat) const;
   void* half_x_for(const graph::Node& n) const;
   void fold_qk_norms(const graph::Node& attention);
+  bool attend_new_token(AttentionKernelParams& at, const RopeKvParams& f, const graph::Node& rope_q);
   // The attention + o launch (executor_fusion.cpp): the o MulMat read by it, and the residual Add it computes.
   struct AttentionO {
     graph::NodeId mulmat = graph::kNoNode, add = graph::kNoNode;

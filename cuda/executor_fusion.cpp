@@ -40,6 +40,7 @@
 
 #include "cuda/executor.h"
 #include "cuda/kernels/attention_o.cuh"
+#include "cuda/kernels/attention_split_tc.cuh"
 #include "cuda/kernels/rope.cuh"
 
 namespace cuda {
@@ -478,6 +479,33 @@ void Executor::fold_qk_norms(const Node& att) {
   count_fusion(Fusion::QkNorms);
 }
 
+// fold_qk_norms' attention at a one-token decode step, whose split attention launch can form the token itself
+// (AttentionNewToken, attention_new_token.cuh: each block normalises and rotates its group's q heads, the block
+// holding the token's slot also k, and writes k and v): the rope_kv launch f would have run before it does not.
+// `at` takes the raw q (f's, rotated in place otherwise) and the new token's parameters; false leaves it as it was.
+bool Executor::attend_new_token(AttentionKernelParams& at, const RopeKvParams& f, const Node& rope_q) {
+  if (!opt_.new_token_attention || !::std::get<graph::RopeParams>(rope_q.params).plain()) return false;
+  if (at.T != 1 || at.paging.block_table || at.kv_type != graph::KvType::F16 || at.hd != at.hd_v ||
+      f.rope.head_dim != at.hd || f.rope.n_rot > at.hd || !f.q_norm_w)
+    return false;
+  AttentionKernelParams t = at;
+  t.q = f.rope.x;
+  t.new_token = AttentionNewToken{f.k,
+                                  f.v,
+                                  f.q_norm_w,
+                                  f.k_norm_w,
+                                  rope_powers(f.rope.freq_base, f.rope.n_rot),
+                                  f.rope.freq_factors,
+                                  f.rope.freq_scale,
+                                  f.norm_eps,
+                                  f.rope.n_rot,
+                                  f.rope.mode};
+  if (!attention_split_tc_applies(t)) return false;  // alignment, group size, splits
+  at = t;
+  count_fusion(Fusion::NewTokenAttention);
+  return true;
+}
+
 // The node that alone reads `id`, looking through views (kNoNode when there are several readers or none).
 NodeId Executor::reader_past_views(NodeId id) const {
   for (;;) {
@@ -565,7 +593,8 @@ size_t Executor::n_fused() const {
                                        "q/k norms into rope + KV write",
                                        "mixture routings into one launch", "expert gate/up pairs with activation",
                                        "expert downs with weighted sum", "small-batch products stacked",
-                                       "mixture routings into the expert launches"};
+                                       "mixture routings into the expert launches",
+                                       "q/k norms, rope + KV write into one-token attention"};
   static_assert(sizeof(kNames) / sizeof(kNames[0]) == size_t(Fusion::kCount));
   ::std::string s;
   for (size_t k = 0; k < size_t(Fusion::kCount); ++k)

@@ -285,6 +285,17 @@ void launch_attention(const AttentionKernelParams& p, cudaStream_t stream) {
   } else {
     LLM_REQUIRE(p.kv_type == graph::KvType::F16, "unknown KV type " + ::std::to_string(int(p.kv_type)));
   }
+  if (p.new_token.k) {  // the launch forms the token's q, k and v itself (attention_new_token.cuh)
+    const AttentionNewToken& e = p.new_token;
+    LLM_REQUIRE(e.v && e.q_norm_w && e.k_norm_w && e.base_powers, "attention's new token: null pointer");
+    LLM_REQUIRE(p.T == 1 && !p.paging.block_table && p.kv_type == graph::KvType::F16 && p.hd == p.hd_v,
+                "attention's new token: one token, an unpaged f16 cache and head_dim = head_dim_v");
+    LLM_REQUIRE(e.n_rot > 0 && e.n_rot % 2 == 0 && e.n_rot <= p.hd,
+                "attention's new token: n_rot must be even and <= head_dim");
+    LLM_REQUIRE(attention_split_tc_applies(p), "attention's new token: the tensor-core split kernel must apply");
+    launch_attention_split_tc(p, stream);
+    return;
+  }
   if (!attention_prefill_applies(p)) {
     AttentionKernelParams s = p;
     s.tiled = nullptr;  // no tile attends any token

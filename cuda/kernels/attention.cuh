@@ -41,6 +41,24 @@ struct KvWriteParams {
 };
 void launch_kv_write(const KvWriteParams& p, cudaStream_t stream);
 
+// A one-token decode step whose q and k heads are RMS-normalised before the rope (Qwen 3, Gemma 3), formed by the
+// attention launch itself from the raw q/k/v products (attention_new_token.cuh): AttentionKernelParams::q is then the
+// raw q; each q and k head is normalised (its weights, eps) and rotated by the plain rope (no YaRN ramp, no cos/sin
+// factor), and k and v go into the cache at the token's position. Set k to ask for it; only the tensor-core split
+// kernel does it: T = 1, an unpaged f16 cache, head_dim = hd_v (launch_attention refuses the rest).
+struct AttentionNewToken {
+  const float* k = nullptr;             // [hd, n_head_kv], the raw k product
+  const float* v = nullptr;             // [hd_v, n_head_kv]
+  const float* q_norm_w = nullptr;      // [hd]
+  const float* k_norm_w = nullptr;      // [hd]
+  const double* base_powers = nullptr;  // [n_rot / 2] in device memory (rope_base_powers)
+  const float* freq_factors = nullptr;  // [n_rot / 2] or null
+  float freq_scale = 1.0f;
+  float norm_eps = 0.0f;
+  int32_t n_rot = 0;                    // even, <= hd; dimensions from n_rot on pass through
+  graph::RopeMode mode = graph::RopeMode::Normal;
+};
+
 struct AttentionKernelParams {
   const float* q = nullptr;          // [hd, n_head, T]
   const int32_t* positions = nullptr;// [T], device
@@ -75,6 +93,7 @@ struct AttentionKernelParams {
   const int32_t* tiles = nullptr;
   const int32_t* tiled = nullptr;
   int32_t max_tiles = 0;
+  AttentionNewToken new_token = {};  // k set: q is the raw q of one decode token (above)
 };
 
 // Whether the attention kernels read a quantized (q8_0, q4_0) cache of this shape (head_dim = hd_v = 64, 128 or 256,

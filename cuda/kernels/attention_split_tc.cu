@@ -29,7 +29,10 @@
 #include "cuda/kernels/attention_split_tc.cuh"
 
 #include "cuda/check.h"
+#include <type_traits>
+
 #include "cuda/kernels/async_copy.cuh"
+#include "cuda/kernels/attention_new_token.cuh"
 #include "cuda/kernels/attention_splits.cuh"
 #include "cuda/kernels/kv_quant.cuh"
 #include "cuda/kernels/mma.cuh"
@@ -90,16 +93,17 @@ __device__ __forceinline__ int active_splits(int64_t n_tiles, int32_t max_splits
   return n_tiles <= kSerialTiles ? 1 : int(min(n_tiles, int64_t(max_splits)));
 }
 
-// Q x scale as the A operand: row g is head kvh G + g (rows >= G and rows g + 8 are zero). Chunk kc's fragment
+// Q x scale as the A operand: row g is head kvh G + g, read from qg (the group's first head: of p.q, or the new
+// token's heads in shared memory) (rows >= G and rows g + 8 are zero). Chunk kc's fragment
 // positions (2 tg, 2 tg + 1) hold dimensions 16 kc + 2 tg + (0, 1) and (2 tg + 8, 2 tg + 9) 16 kc + 2 tg + (8, 9);
 // in kQuantOrder (qk_8slots_quant's) 16 kc + 4 tg + (0, 2) and 16 kc + 4 tg + (1, 3). In the slot-row form (R = 2)
 // the same two registers a chunk are the B operand's: column g is head kvh G + g.
 template <int HD, int G, bool kQuantOrder = false, int R>
-__device__ __forceinline__ void load_q(const AttentionKernelParams& p, int64_t t, int64_t kvh, int g, int tg,
+__device__ __forceinline__ void load_q(const AttentionKernelParams& p, const float* qg, int g, int tg,
                                        uint32_t (&qf)[HD / 16][R]) {
   static_assert(R == 4 || R == 2, "A or B fragments");
   const bool in = g < G;
-  const float* q = p.q + (t * p.n_head + kvh * G + (in ? g : 0)) * HD + tg * (kQuantOrder ? 4 : 2);
+  const float* q = qg + (in ? g : 0) * HD + tg * (kQuantOrder ? 4 : 2);
 #pragma unroll
   for (int kc = 0; kc < HD / 16; ++kc) {
     const float2 a = in ? *reinterpret_cast<const float2*>(q + kc * 16) : make_float2(0.f, 0.f);
@@ -370,9 +374,17 @@ __device__ __forceinline__ void finish_split(const AttentionKernelParams& p, int
   }
 }
 
-template <int HD, int G, bool kPaged>
-__global__ void __launch_bounds__(kThreads, kMinBlocks<HD>) attention_split_tc_kernel(AttentionKernelParams p) {
+// kNewToken: one token's q, k and v formed by the launch (attention_new_token.cuh; unpaged). Its instances tell ptxas
+// to expect two blocks a SM, which still allows 255 registers a thread: without it, ptxas stopped at 168 registers
+// and spilled 20 bytes in the head_dim-128 group-of-8 instance.
+template <int HD, int G, bool kPaged, bool kNewToken>
+__global__ void __launch_bounds__(kThreads, kNewToken ? 2 : kMinBlocks<HD>)
+    attention_split_tc_kernel(AttentionKernelParams p) {
+  static_assert(!(kPaged && kNewToken), "the new token's slot is its position");
   constexpr int kLd = row_stride<HD>();
+  static_assert(sizeof(NewTokenWork<HD, 8>) <= smem_bytes<HD>() / 2, "the new token's work exceeds a stage");
+  // The new k and v rows (binary16), until the owner's last tile takes them.
+  __shared__ __align__(16) uint16_t new_kv[kNewToken ? 2 : 1][kNewToken ? HD : 8];
   // After the last tile the same bytes hold the warps' outputs for the merge (4 x G x HD floats).
   extern __shared__ __align__(16) uint16_t tiles[];
   static_assert(4 * G * HD * sizeof(float) <= smem_bytes<HD>(), "merge buffer exceeds the tiles");
@@ -393,6 +405,8 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<HD>) attention_split_tc_k
   const int n_active = active_splits(n_tiles, p.max_splits);
   if (split >= n_active) return;  // the whole block: this split holds no tile
   const int64_t begin = first + split * kTile, stride = int64_t(n_active) * kTile;
+  // The block whose split holds the token's own slot forms its k and v (tile k goes to split k % n_active).
+  const bool owner = kNewToken && pos < p.n_ctx && split == (pos - first) / kTile % n_active;
 
   const uint16_t* kbase = static_cast<const uint16_t*>(p.k_cache) + kvh * p.n_ctx * HD;
   const uint16_t* vbase = static_cast<const uint16_t*>(p.v_cache) + kvh * p.n_ctx * HD;
@@ -405,7 +419,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<HD>) attention_split_tc_k
     for (int i = tid; i < kTile * HD / 8; i += kThreads) {
       const int row = i / (HD / 8), c8 = i % (HD / 8);
       const int64_t slot = n0 + row;
-      if (slot < end && (!kPaged || slot >= start)) {
+      if (slot < end && (!kPaged || slot >= start) && !(kNewToken && slot == pos)) {  // the new slot: patched below
         const int64_t at = kv_slot(table, p.paging.block_shift, slot);
         cp_async16(ks + row * kLd + c8 * 8, reinterpret_cast<const uint4*>(kbase + at * HD) + c8);
         cp_async16(vs + row * kLd + c8 * 8, reinterpret_cast<const uint4*>(vbase + at * HD) + c8);
@@ -420,7 +434,15 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<HD>) attention_split_tc_k
   // q after the first tile's copies are in flight: its loads overlap theirs.
   constexpr bool kSlotRows = slot_rows<HD>();
   uint32_t qf[HD / 16][q_regs<HD>()];
-  load_q<HD, G>(p, t, kvh, g, tg, qf);
+  const float* qg = p.q + (t * p.n_head + kvh * G) * HD;
+  // The new token's q heads in the second stage, which the loop's first copies refill after a barrier.
+  auto* const work = reinterpret_cast<NewTokenWork<HD, G>*>(tiles + 2 * kTile * kLd);
+  if constexpr (kNewToken) {
+    form_new_token<HD, G, kThreads>(p, kvh, pos, owner, *work, new_kv);
+    qg = &work->heads[0][0];
+  }
+  load_q<HD, G>(p, qg, g, tg, qf);
+  if constexpr (kNewToken) __syncthreads();  // every warp has its q before the second stage is refilled
   OFrags<HD> o;
 #pragma unroll
   for (auto& f : o) f[0] = f[1] = f[2] = f[3] = 0.0f;
@@ -437,6 +459,16 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<HD>) attention_split_tc_k
     __syncthreads();  // every thread's copies of this tile have landed
     const uint16_t* ks = tiles + stage * 2 * kTile * kLd;
     const uint16_t* vs = ks + kTile * kLd;
+    if constexpr (kNewToken) {
+      if (owner && pos < n0 + kTile) {  // block-uniform: the owner's last tile holds the new slot; its row from nt
+        for (int i = tid; i < 2 * HD / 8; i += kThreads) {
+          uint16_t* row = tiles + (stage * 2 + i / (HD / 8)) * kTile * kLd + (pos - n0) * kLd;
+          *reinterpret_cast<uint4*>(row + i % (HD / 8) * 8) =
+              *reinterpret_cast<const uint4*>(&new_kv[i / (HD / 8)][i % (HD / 8) * 8]);
+        }
+        __syncthreads();
+      }
+    }
     const int64_t w0 = n0 + warp * 16;  // this warp's 16 slots
     if (w0 < end && w0 + 16 > start) {  // warp-uniform: a warp past the split or before the window idles this tile
       if constexpr (kSlotRows)
@@ -548,7 +580,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<HD>) attention_split_tc_q
   // q after the first copies are in flight: its loads overlap theirs.
   constexpr bool kSlotRows = slot_rows<HD>();
   uint32_t qf[HD / 16][q_regs<HD>()];
-  load_q<HD, G, true>(p, t, kvh, g, tg, qf);
+  load_q<HD, G, true>(p, p.q + (t * p.n_head + kvh * G) * HD, g, tg, qf);
   OFrags<HD> o;
 #pragma unroll
   for (auto& f : o) f[0] = f[1] = f[2] = f[3] = 0.0f;
@@ -627,14 +659,22 @@ void launch_quant(const AttentionKernelParams& p, dim3 grid, cudaStream_t stream
   attention_split_tc_quant_kernel<HD, G, kQuantStages, KV, kPaged><<<grid, kThreads, smem, stream>>>(p);
 }
 
+template <int HD, int G, bool kPaged, bool kNewToken>
+void launch_f16(const AttentionKernelParams& p, dim3 grid, cudaStream_t stream) {
+  constexpr size_t smem = smem_bytes<HD>();
+  static const bool opted =
+      opt_in(attention_split_tc_kernel<HD, G, kPaged, kNewToken>, smem, carveout_percent<HD>(smem));
+  (void)opted;
+  attention_split_tc_kernel<HD, G, kPaged, kNewToken><<<grid, kThreads, smem, stream>>>(p);
+}
+
 template <int HD, int G, bool kPaged>
 void launch_g(const AttentionKernelParams& p, cudaStream_t stream) {
   const dim3 grid(unsigned(p.n_head_kv), unsigned(p.T), unsigned(p.max_splits));
   if (p.kv_type == graph::KvType::F16) {
-    constexpr size_t smem = smem_bytes<HD>();
-    static const bool opted = opt_in(attention_split_tc_kernel<HD, G, kPaged>, smem, carveout_percent<HD>(smem));
-    (void)opted;
-    attention_split_tc_kernel<HD, G, kPaged><<<grid, kThreads, smem, stream>>>(p);
+    if constexpr (!kPaged)  // the new token's instances: unpaged (launch_attention checked it)
+      if (p.new_token.k) return launch_f16<HD, G, false, true>(p, grid, stream);
+    launch_f16<HD, G, kPaged, false>(p, grid, stream);
   } else if (p.kv_type == graph::KvType::Q8_0) {
     launch_quant<HD, G, graph::KvType::Q8_0, kPaged>(p, grid, stream);
   } else {
