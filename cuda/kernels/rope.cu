@@ -156,6 +156,17 @@ __global__ void __launch_bounds__(kNormWarps * 32) norm_rope_kv_kernel(RopeKvPar
     }
     return;
   }
+  // The plain rotation's (cos, sin) of each pair, once for the block's heads (all of token t) instead of once a head:
+  // one double sincos a pair, where the prefill of a Qwen3-30B-A3B layer rotated 36 heads x 64 pairs a token.
+  __shared__ float2 cs_s[kMaxHalfRot];
+  if constexpr (!kScaled) {
+    for (int j = threadIdx.x; j < r.n_rot / 2; j += blockDim.x) {
+      float c, sn;
+      rope_cos_sin(pos, r.freq_scale, bp.v[j], r.freq_factors, j, c, sn);
+      cs_s[j] = make_float2(c, sn);
+    }
+    __syncthreads();  // before any warp leaves
+  }
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int64_t hh = blockIdx.x * int64_t(kNormWarps) + warp;
   if (hh >= n_heads) return;  // warp-uniform
@@ -183,7 +194,15 @@ __global__ void __launch_bounds__(kNormWarps * 32) norm_rope_kv_kernel(RopeKvPar
   for (int64_t j = lane; j < per_head; j += 32) {
     int64_t a, b;
     float y0, y1;
-    rope_unit_values<kScaled>(r, bp, j, pos, s, a, b, y0, y1);
+    if constexpr (kScaled) {
+      rope_unit_values<kScaled>(r, bp, j, pos, s, a, b, y0, y1);
+    } else if (j < half) {  // rope_pair's pair, rotated by the block's angles
+      a = r.mode == graph::RopeMode::Normal ? 2 * j : j;
+      b = r.mode == graph::RopeMode::Normal ? 2 * j + 1 : j + half;
+      rope_apply(cs_s[j].x, cs_s[j].y, s[a], s[b], y0, y1);
+    } else {  // a pass-through dimension
+      a = r.n_rot + (j - half), b = -1, y0 = s[a], y1 = 0.0f;
+    }
     if (out) {
       out[a] = y0;
       if (b >= 0) out[b] = y1;
