@@ -88,15 +88,20 @@ void Engine::worker_batched() {
   const auto fits = [&](size_t n_tokens) {
     return pool.available() >= blocks_for(static_cast<int32_t>(n_tokens), bs) + static_cast<int32_t>(running.size());
   };
-  // Whether a running sequence is still computing a prompt that begins with this prompt's first block: the request
-  // then waits for it (a few steps), so that the shared blocks come from the prefix cache instead of being computed
-  // twice at once (agents and chats sending the same system prompt together).
+  // Whether a running sequence is still computing a prompt that shares more leading blocks with this one than the
+  // prefix cache holds: the request then waits for it (a few steps), so that those blocks come from the prefix
+  // cache instead of being computed twice at once (agents and chats sending the same system prompt together).
+  // Blocks the cache already holds are no reason to wait: requests whose shared prefix is cached start together,
+  // not one behind the other's prompt.
   const auto leader_prefilling = [&](const std::vector<int32_t>& prompt) {
-    if (prompt.size() <= size_t(bs)) return false;  // no full block to share
+    const int32_t most = (static_cast<int32_t>(prompt.size()) - 1) / bs;  // the blocks start() may take
+    int32_t cached = -1;  // looked up once, when some running prompt shares a block
     for (const auto& rp : running) {
-      const auto& t = rp->gen->tokens();
-      if (rp->pending() > 1 && t.size() > size_t(bs) && std::equal(prompt.begin(), prompt.begin() + bs, t.begin()))
-        return true;
+      if (rp->pending() <= 1) continue;
+      const int32_t shared = common_full_blocks(prompt, rp->gen->tokens(), bs, most);
+      if (shared == 0) continue;
+      if (cached < 0) cached = pool.cached_prefix(prompt, most);
+      if (shared > cached) return true;
     }
     return false;
   };

@@ -73,8 +73,8 @@ void KvBlockPool::release(std::span<const int32_t> blocks) {
   for (int32_t b : blocks) release(b);
 }
 
-std::vector<int32_t> KvBlockPool::match_prefix(std::span<const int32_t> tokens, int32_t max_blocks) {
-  ++prefix_lookups_;
+// The keyed blocks holding tokens' leading full blocks, in order (at most max_blocks).
+std::vector<int32_t> KvBlockPool::cached_blocks(std::span<const int32_t> tokens, int32_t max_blocks) const {
   std::vector<int32_t> out;
   uint64_t parent = 0;
   const size_t bs = static_cast<size_t>(block_size_);
@@ -83,14 +83,37 @@ std::vector<int32_t> KvBlockPool::match_prefix(std::span<const int32_t> tokens, 
     const uint64_t key = chain_key(parent, part);
     const auto it = by_key_.find(key);
     if (it == by_key_.end()) break;
-    Block& b = blocks_[static_cast<size_t>(it->second)];
+    const Block& b = blocks_[static_cast<size_t>(it->second)];
     if (b.parent != parent || !std::equal(part.begin(), part.end(), b.tokens.begin(), b.tokens.end())) break;
-    if (b.refs++ == 0) lru_.erase(b.lru);  // held again: not evictable
     out.push_back(it->second);
     parent = key;
   }
+  return out;
+}
+
+std::vector<int32_t> KvBlockPool::match_prefix(std::span<const int32_t> tokens, int32_t max_blocks) {
+  ++prefix_lookups_;
+  std::vector<int32_t> out = cached_blocks(tokens, max_blocks);
+  for (int32_t id : out) {
+    Block& b = blocks_[static_cast<size_t>(id)];
+    if (b.refs++ == 0) lru_.erase(b.lru);  // held again: not evictable
+  }
   prefix_hits_ += out.size();
   return out;
+}
+
+int32_t KvBlockPool::cached_prefix(std::span<const int32_t> tokens, int32_t max_blocks) const {
+  return static_cast<int32_t>(cached_blocks(tokens, max_blocks).size());
+}
+
+int32_t common_full_blocks(std::span<const int32_t> a, std::span<const int32_t> b, int32_t block_size,
+                           int32_t max_blocks) {
+  const size_t bs = static_cast<size_t>(block_size);
+  int32_t n = 0;
+  while (n < max_blocks && (static_cast<size_t>(n) + 1) * bs <= std::min(a.size(), b.size()) &&
+         std::equal(a.begin() + n * bs, a.begin() + (n + 1) * bs, b.begin() + n * bs))
+    ++n;
+  return n;
 }
 
 uint64_t KvBlockPool::publish(uint64_t parent, std::span<const int32_t> block_tokens, int32_t block) {

@@ -46,6 +46,8 @@ class KvBlockPool {
   // The longest run of cached full blocks that holds tokens[0, n * block_size) for some n, each acquired for the
   // caller (reference count +1), at most max_blocks of them. Counts a lookup and its hits.
   std::vector<int32_t> match_prefix(std::span<const int32_t> tokens, int32_t max_blocks);
+  // How many blocks match_prefix would hand out now, without acquiring them or counting a lookup.
+  int32_t cached_prefix(std::span<const int32_t> tokens, int32_t max_blocks) const;
 
   // Keys a full block of a sequence so later sequences can reuse it: parent is the key of the sequence's previous
   // block (0 for its first), block_tokens the block_size tokens it holds. Returns this block's key, the parent of
@@ -68,6 +70,7 @@ class KvBlockPool {
     std::list<int32_t>::iterator lru;        // position in lru_ while cached and unheld
   };
   void unkey(int32_t block);
+  std::vector<int32_t> cached_blocks(std::span<const int32_t> tokens, int32_t max_blocks) const;
 
   int32_t block_size_;
   std::vector<Block> blocks_;
@@ -76,5 +79,9 @@ class KvBlockPool {
   std::unordered_map<uint64_t, int32_t> by_key_;  // prefix hash -> block
   uint64_t prefix_hits_ = 0, prefix_lookups_ = 0, evictions_ = 0;
 };
+
+// Full blocks of block_size tokens (at most max_blocks) that a and b begin with alike.
+int32_t common_full_blocks(std::span<const int32_t> a, std::span<const int32_t> b, int32_t block_size,
+                           int32_t max_blocks);
 
 }  // namespace runtime

@@ -71,6 +71,33 @@ TEST(KvBlockPool, MatchesOnlyWholeBlocksOfTheSamePrefix) {
   EXPECT_EQ(s.prefix_hits, 4u);
 }
 
+// What the batching engine asks before admitting a prompt (is a running prompt computing blocks this one could
+// take from the cache?): how many leading blocks the cache holds, without holding them, and how many full leading
+// blocks two prompts share.
+TEST(KvBlockPool, CountsCachedAndCommonBlocksWithoutHoldingThem) {
+  KvBlockPool pool(16, 4);
+  pool.release(fill(pool, iota(10)));  // two full blocks cached
+  const runtime::KvBlockStats before = pool.stats();
+  std::vector<int32_t> longer = iota(14);
+  EXPECT_EQ(pool.cached_prefix(longer, 8), 2);
+  EXPECT_EQ(pool.cached_prefix(longer, 1), 1);
+  longer[2] = 99;
+  EXPECT_EQ(pool.cached_prefix(longer, 8), 0);
+  const runtime::KvBlockStats after = pool.stats();
+  EXPECT_EQ(after.cached, before.cached);  // nothing held, no lookup counted
+  EXPECT_EQ(after.used, before.used);
+  EXPECT_EQ(after.prefix_lookups, before.prefix_lookups);
+
+  const std::vector<int32_t> a = iota(13), b = iota(9);
+  EXPECT_EQ(runtime::common_full_blocks(a, b, 4, 8), 2);  // b's third block is not full
+  EXPECT_EQ(runtime::common_full_blocks(a, a, 4, 8), 3);
+  EXPECT_EQ(runtime::common_full_blocks(a, a, 4, 2), 2);  // at most max_blocks
+  std::vector<int32_t> c = a;
+  c[7] = -1;  // the second block differs
+  EXPECT_EQ(runtime::common_full_blocks(a, c, 4, 8), 1);
+  EXPECT_EQ(runtime::common_full_blocks(a, std::vector<int32_t>{}, 4, 8), 0);
+}
+
 TEST(KvBlockPool, HeldBlocksAreNotEvictedAndEvictionIsLeastRecentlyUsed) {
   KvBlockPool pool(4, 2);
   const std::vector<int32_t> a = fill(pool, {1, 2});
