@@ -6,7 +6,9 @@
 # random words, 128 tokens each) at several concurrencies, plus a shared 2000-token prefix at 8 streams (llama-server
 # with its unified cache there, -kvu: its slots of -c / --parallel tokens are too short for those prompts); and
 # `llm-run bench` tg128 for the one-stream reference. SKIP_LLAMA=1 leaves llama.cpp out, SKIP_LLM=1 llm-run,
-# SERVE=0 both servers (the engines' batched bench alone). Rows go to $OUT/table.txt as they come.
+# SERVE=0 both servers (the engines' batched bench alone). BENCH=0 leaves out llm-run's benches, LOAD=0 the
+# concurrency sweep (the shared-prefix load stays); SERVE_BINS="llm-run-base llm-run" serves each build of
+# scripts/pack-carry.sh in turn (an A/B of the serving path). Rows go to $OUT/table.txt as they come.
 #   here:  scripts/pack-carry.sh; ../shared/device/prepare.sh --llama-cpp tokenizer/ggml-vocab-llama-bpe.gguf;
 #          cp ../shared/bench/serve_load.py .device/
 #   there: CONC="1 8 32 64" scripts/gpu-serve-bench.sh   (carry .device, .device-bin)
@@ -33,10 +35,13 @@ if [ -z "${SKIP_LLM:-}" ]; then
     /tmp/bin/cuda_session_test --gtest_filter="${SESSION_FILTER:-*}" >"$out/session.txt" 2>&1
     row "cuda_session_test: $(passed "$out/session.txt")"
   fi
-  /tmp/bin/llm-run bench -m "$model" --device cuda --parallel "$NPL" -p 512 -n 128 >"$out/parallel.md" 2>"$out/parallel.err"
-  row "llm-run bench --parallel:" "$(cat "$out/parallel.md")"
-  /tmp/bin/llm-run bench -m "$model" --device cuda -p 0 -n 128 -r 3 -o md >"$out/bench.md" 2>&1
-  row "llm-run bench tg128: $(grep -E '^\| .*tg128' "$out/bench.md" | awk -F'|' '{print $(NF-3)}' | tr -s ' ')"
+  if [ "${BENCH:-1}" != 0 ]; then
+    /tmp/bin/llm-run bench -m "$model" --device cuda --parallel "$NPL" -p 512 -n 128 >"$out/parallel.md" \
+      2>"$out/parallel.err"
+    row "llm-run bench --parallel:" "$(cat "$out/parallel.md")"
+    /tmp/bin/llm-run bench -m "$model" --device cuda -p 0 -n 128 -r 3 -o md >"$out/bench.md" 2>&1
+    row "llm-run bench tg128: $(grep -E '^\| .*tg128' "$out/bench.md" | awk -F'|' '{print $(NF-3)}' | tr -s ' ')"
+  fi
 fi
 
 get() { python3 -c "import sys,urllib.request; sys.stdout.write(urllib.request.urlopen(sys.argv[1]).read().decode())" "$1"; }
@@ -48,6 +53,7 @@ wait_health() {  # port, log
   row "server on $1 did not come up: $(tail -3 "$2")"; return 1
 }
 load() {  # name port: the issue's load at each concurrency
+  [ "${LOAD:-1}" != 0 ] || return 0
   for c in ${CONC:-1 8 32 64}; do
     local n=$(( c * 2 < 8 ? 8 : c * 2 ))
     row "$1 c=$c: $(timeout 300 python3 .device/serve_load.py --url "http://127.0.0.1:$2" --concurrency "$c" \
@@ -73,12 +79,14 @@ stop_server() {  # pid name: SIGTERM, then how long it took (or that it did not 
 }
 
 if [ -z "${SKIP_LLM:-}" ] && [ "${SERVE:-1}" != 0 ]; then
-  /tmp/bin/llm-run serve -m "$model" --device cuda --parallel "$PARALLEL" -c "$CTX" --port 8181 \
-    >"$out/llm-run-serve.log" 2>&1 &
-  pid=$!
-  wait_health 8181 "$out/llm-run-serve.log" && load llm-run 8181 && load_shared llm-run 8181
-  get http://127.0.0.1:8181/metrics >"$out/llm-run-metrics.txt" 2>&1
-  stop_server $pid llm-run
+  for bin in ${SERVE_BINS:-llm-run}; do
+    /tmp/bin/$bin serve -m "$model" --device cuda --parallel "$PARALLEL" -c "$CTX" --port 8181 \
+      >"$out/$bin-serve.log" 2>&1 &
+    pid=$!
+    wait_health 8181 "$out/$bin-serve.log" && load $bin 8181 && load_shared $bin 8181
+    get http://127.0.0.1:8181/metrics >"$out/$bin-metrics.txt" 2>&1
+    stop_server $pid $bin
+  done
 fi
 
 if [ -z "${SKIP_LLAMA:-}" ]; then
