@@ -382,8 +382,7 @@ __global__ void __launch_bounds__(kThreads, kNewToken ? 2 : kMinBlocks<HD>)
     attention_split_tc_kernel(AttentionKernelParams p) {
   static_assert(!(kPaged && kNewToken), "the new token's slot is its position");
   constexpr int kLd = row_stride<HD>();
-  static_assert(sizeof(NewTokenWork<HD, 8, kThreads / 32>) <= smem_bytes<HD>() / 2,
-                "the new token's work exceeds a stage");
+  static_assert(sizeof(NewTokenWork<HD, 8>) <= smem_bytes<HD>() / 2, "the new token's work exceeds a stage");
   // The new k and v rows (binary16), until the owner's last tile takes them.
   __shared__ __align__(16) uint16_t new_kv[kNewToken ? 2 : 1][kNewToken ? HD : 8];
   // After the last tile the same bytes hold the warps' outputs for the merge (4 x G x HD floats).
@@ -437,15 +436,13 @@ __global__ void __launch_bounds__(kThreads, kNewToken ? 2 : kMinBlocks<HD>)
   uint32_t qf[HD / 16][q_regs<HD>()];
   const float* qg = p.q + (t * p.n_head + kvh * G) * HD;
   // The new token's q heads in the second stage, which the loop's first copies refill after a barrier.
-  auto* const work = reinterpret_cast<NewTokenWork<HD, G, kThreads / 32>*>(tiles + 2 * kTile * kLd);
+  auto* const work = reinterpret_cast<NewTokenWork<HD, G>*>(tiles + 2 * kTile * kLd);
   if constexpr (kNewToken) {
     form_new_token<HD, G, kThreads>(p, kvh, pos, owner, *work, new_kv);
     qg = &work->heads[0][0];
   }
   load_q<HD, G>(p, qg, g, tg, qf);
-  // Every warp has its q before the loop's first copies refill the second stage (a split of one tile has none).
-  if constexpr (kNewToken)
-    if (begin + stride < end) __syncthreads();
+  if constexpr (kNewToken) __syncthreads();  // every warp has its q before the second stage is refilled
   OFrags<HD> o;
 #pragma unroll
   for (auto& f : o) f[0] = f[1] = f[2] = f[3] = 0.0f;
