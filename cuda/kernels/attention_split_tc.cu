@@ -29,8 +29,6 @@
 #include "cuda/kernels/attention_split_tc.cuh"
 
 #include "cuda/check.h"
-#include <type_traits>
-
 #include "cuda/kernels/async_copy.cuh"
 #include "cuda/kernels/attention_new_token.cuh"
 #include "cuda/kernels/attention_splits.cuh"
@@ -460,7 +458,7 @@ __global__ void __launch_bounds__(kThreads, kNewToken ? 2 : kMinBlocks<HD>)
     const uint16_t* ks = tiles + stage * 2 * kTile * kLd;
     const uint16_t* vs = ks + kTile * kLd;
     if constexpr (kNewToken) {
-      if (owner && pos < n0 + kTile) {  // block-uniform: the owner's last tile holds the new slot; its row from nt
+      if (owner && pos < n0 + kTile) {  // block-uniform: the owner's last tile holds the new slot
         for (int i = tid; i < 2 * HD / 8; i += kThreads) {
           uint16_t* row = tiles + (stage * 2 + i / (HD / 8)) * kTile * kLd + (pos - n0) * kLd;
           *reinterpret_cast<uint4*>(row + i % (HD / 8) * 8) =
