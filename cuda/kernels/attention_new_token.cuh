@@ -8,8 +8,9 @@
 // and the one block whose split holds the token's own slot also the new k and v, which it writes into the cache for
 // the later steps and into its own tile. No block waits for another: no counter, no fence.
 // The arithmetic is norm_rope_kv_kernel's in the same order (the same bits: tested against it).
-// Measured (H200, session 34): Gemma-3-4B tg128 +3.3%, Qwen3-30B-A3B +0.3%, whose blocks form nine heads each and
-// whose prologue is held by the angles' double-precision latency (a second form with more of it lost).
+// Measured (H200, session 34): Gemma-3-4B tg128 +3.3%, Qwen3-30B-A3B +0.3% (its four blocks at short contexts
+// form nine heads each). Two other forms lost: every load first with an angle table a warp, and the step's angles
+// as a table from a launch of their own (docs/kernel-notes.md, session 34).
 #pragma once
 #include <cuda_fp16.h>
 
