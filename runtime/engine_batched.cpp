@@ -12,6 +12,7 @@
 #include <deque>
 #include <exception>
 #include <memory>
+#include <span>
 
 #include "runtime/engine.h"
 #include "runtime/engine_job.h"
@@ -93,15 +94,23 @@ void Engine::worker_batched() {
   // cache instead of being computed twice at once (agents and chats sending the same system prompt together).
   // Blocks the cache already holds are no reason to wait: requests whose shared prefix is cached start together,
   // not one behind the other's prompt.
+  // This runs for every queued prompt at every admission, so the comparisons go from cheap to dear: the first block
+  // (most running prompts differ there), then block `cached`, the first this prompt would compute (prompts that
+  // share only what the cache holds differ there), and only for a prompt that will wait, the blocks before it.
   const auto leader_prefilling = [&](const std::vector<int32_t>& prompt) {
     const int32_t most = (static_cast<int32_t>(prompt.size()) - 1) / bs;  // the blocks start() may take
-    int32_t cached = -1;  // looked up once, when some running prompt shares a block
+    const auto block_equal = [&](const std::vector<int32_t>& t, int32_t i) {
+      const size_t from = static_cast<size_t>(i) * bs;
+      return common_full_blocks(std::span(prompt).subspan(std::min(from, prompt.size())),
+                                std::span(t).subspan(std::min(from, t.size())), bs, 1) == 1;
+    };
+    int32_t cached = -1;  // looked up once, when some running prompt shares the first block
     for (const auto& rp : running) {
-      if (rp->pending() <= 1) continue;
-      const int32_t shared = common_full_blocks(prompt, rp->gen->tokens(), bs, most);
-      if (shared == 0) continue;
+      const auto& t = rp->gen->tokens();
+      if (rp->pending() <= 1 || most == 0 || !block_equal(t, 0)) continue;
       if (cached < 0) cached = pool.cached_prefix(prompt, most);
-      if (shared > cached) return true;
+      // More shared blocks than cached ones: blocks 0..cached all equal, and block `cached` one start() may take.
+      if (cached < most && block_equal(t, cached) && common_full_blocks(prompt, t, bs, cached) == cached) return true;
     }
     return false;
   };
