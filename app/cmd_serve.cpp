@@ -5,10 +5,12 @@
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <optional>
 #include <stdexcept>
+#include <string_view>
 #include <thread>
 
 #include "app/cli.h"
@@ -69,6 +71,8 @@ int run_serve(const ServeFlags& f) {
   runtime::EngineOptions eo;
   eo.max_queue = f.queue;
   eo.step_tokens = f.batch_tokens;
+  // An A/B switch for the step pipeline (runtime/engine.h); unset or anything but "0" keeps it on.
+  if (const char* v = std::getenv("LLM_PIPELINE_STEPS")) eo.pipeline_steps = std::string_view(v) != "0";
   eo.log = stderr_log();
   runtime::Engine engine(l.model, std::move(l.tok), std::move(l.session), eo);
 

@@ -646,11 +646,30 @@ void Executor::set_tokens_alternative(const int32_t* alt_src, const int32_t* use
   drop_capture();
 }
 
+void Executor::set_tokens_gather(const int32_t* src) {
+  for (size_t i = 0; i < inputs_.size(); ++i) {
+    if (inputs_[i].second != graph::InputParams::Kind::Tokens) continue;
+    HostCopy& c = host_inputs_.c[input_copy_[i]];
+    gather_rows_ = PinnedBuffer(size_t(c.n) * 4);
+    ::std::fill_n(gather_rows_.as<int32_t>(), c.n, -1);
+    c.gather_src = src;
+    c.gather_rows = static_cast<const int32_t*>(device_address_of_pinned(gather_rows_.get()));
+  }
+  drop_capture();
+}
+
 void Executor::write_inputs(::std::span<const int32_t> tokens, ::std::span<const int32_t> positions) {
   write_inputs(graph::RunInputs{tokens, positions, {}, {}, {}});
 }
 
-void Executor::write_inputs(const graph::RunInputs& in) {
+void Executor::write_inputs(const graph::RunInputs& in) { write_inputs(in, {}); }
+
+void Executor::write_inputs(const graph::RunInputs& in, ::std::span<const int32_t> token_from) {
+  const size_t n_gather = gather_rows_.bytes() / 4;
+  if (!token_from.empty() && token_from.size() != n_gather)
+    throw InvalidArgument(n_gather ? "expected " + ::std::to_string(n_gather) + " token gather indices, got " +
+                                         ::std::to_string(token_from.size())
+                                   : ::std::string("token gather indices for a graph that gathers none"));
   for (const auto& [id, kind] : inputs_) {  // every check before anything is written
     const size_t n = size_t(g_.node(id).shape.elements());
     if (in.of(kind).size() != n)
@@ -659,6 +678,12 @@ void Executor::write_inputs(const graph::RunInputs& in) {
   }
   if (paged_tiles_.bytes()) check_paged_inputs(g_.kv, paged_reach_, in);
   wait();  // the previous run may still read the staging (normally long finished)
+  if (n_gather) {
+    if (token_from.empty())
+      ::std::fill_n(gather_rows_.as<int32_t>(), n_gather, -1);
+    else
+      ::std::memcpy(gather_rows_.get(), token_from.data(), token_from.size_bytes());
+  }
   auto* st = input_staging_.as<uint8_t>();
   for (const auto& [id, kind] : inputs_) {
     const auto src = in.of(kind);

@@ -149,12 +149,18 @@ class Executor {
   // The Tokens input read from alt_src instead of the staging in the runs where *use_alt_at (page-locked host memory)
   // is non-zero (HostCopy::alt_src): the decode session's run-ahead. Invalidates any captured graph.
   void set_tokens_alternative(const int32_t* alt_src, const int32_t* use_alt_at);
+  // The Tokens input gathered per token (HostCopy::gather_rows): the token_from given to write_inputs names, for
+  // each token, an index into src (any memory the device can read) or -1 for the staged token. A paged session's
+  // pipelined steps take tokens from the argmax rows of the step before. Invalidates any captured graph.
+  void set_tokens_gather(const int32_t* src);
 
   // Writes inputs.of(kind) for every Input node (sizes must match the node) into the page-locked staging that the
   // run's first steps read; waits for this executor's previous run first (wait()). A paged graph's inputs are
   // checked first (cuda/paged_batch.h: positions in [-1, seq_capacity), rows, the blocks each token reaches, output
   // rows; InvalidArgument, nothing written) and its prefill tiles planned from them.
   void write_inputs(const graph::RunInputs& inputs);
+  // The same with the gather indices of set_tokens_gather (empty: every token from inputs.tokens).
+  void write_inputs(const graph::RunInputs& inputs, std::span<const int32_t> token_from);
   // One sequence: write_inputs(RunInputs{tokens, positions}).
   void write_inputs(std::span<const int32_t> tokens, std::span<const int32_t> positions);
   // Queues all steps on the compute stream: plain launches, or (cuda_graph) one replay of the captured graph.
@@ -317,6 +323,7 @@ class Executor {
   MoeScratchHolds moe_scratch_holds_;
   DeviceBuffer batch_mm_counters_;  // the small-batch products' shared-tile counters (batch_mm.cuh), zeroed once
   PinnedBuffer input_staging_;
+  PinnedBuffer gather_rows_;  // set_tokens_gather: one index a token, written by write_inputs
   HostCopies host_inputs_;  // the first step's copies: the Input nodes' staging, then add_host_input's
   DeviceBuffer paged_tiles_;        // a paged graph's prefill tiles (PagedTiles), copied from the staging's end
   int32_t paged_reach_ = 0;         // the widest window of its attention layers, 0 when one attends everything

@@ -117,11 +117,17 @@ struct EngineStats {
   uint64_t preemptions = 0;        // sequences sent back to wait for blocks (their work is recomputed)
   uint64_t steps = 0;              // batches run
   uint64_t step_tokens = 0;        // tokens in those batches
+  // Paged sessions: seconds the worker was busy (requests running or queued), and of those, seconds it waited for
+  // the device (launching a step, taking its results); the rest is the host's share of a step.
+  double busy_seconds = 0, device_wait_seconds = 0;
 };
 
 struct EngineOptions {
   size_t max_queue = 64;           // waiting requests beyond the running ones; submit refuses more (QueueFull)
   int32_t step_tokens = 512;       // paged sessions: tokens one batch holds at most (decodes first, then prompt chunks)
+  // Paged sessions: launch each step before taking the results of the one before (engine_batched.cpp); false
+  // takes every step's results first (an A/B switch: LLM_PIPELINE_STEPS=0 for `serve`).
+  bool pipeline_steps = true;
   LogSink log;                     // failures of single requests, for the server's log
 };
 
@@ -159,6 +165,7 @@ class Engine {
  private:
   struct Job;
   struct Running;    // a started request of the batching worker (engine_batched.cpp)
+  struct LaunchedStep;  // a step of the batching worker whose results are not taken yet (engine_batched.cpp)
   void worker();
   void run(Job& job);
   void worker_batched();

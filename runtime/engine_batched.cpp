@@ -8,10 +8,20 @@
 // oldest request first; allocate the blocks those tokens reach (when the pool runs dry, the newest sequence is sent
 // back to wait, its blocks kept in the prefix cache so that its return costs little); run the batch; key the blocks
 // that became full; sample for every sequence whose last token was in the batch.
+//
+// Steps are pipelined: a step is launched before the results of the one before it are taken, so the device does
+// not wait while the host handles them (text, stop strings, callbacks, the next batch). A greedy sequence's next
+// token is then the argmax of its row in the step before, which the session gathers on the device
+// (PagedBatch::token_from_row); the host takes that step's results while the new one runs. Where a launched step has
+// a row whose token the host must draw (sampling on the host or on the device, logprobs), its results are taken
+// before the next step is built. A sequence that ends on a token the next step already computes loses that work
+// only; one that cannot go on past it (max_tokens, a full context) is not given the extra step.
 #include <algorithm>
+#include <chrono>
 #include <deque>
 #include <exception>
 #include <memory>
+#include <optional>
 #include <span>
 
 #include "runtime/engine.h"
@@ -24,17 +34,37 @@ namespace runtime {
 struct Engine::Running {
   std::shared_ptr<Job> job;
   std::unique_ptr<SequenceGeneration> gen;
+  uint64_t serial = 0;            // names it in the launched steps (unique for the worker's lifetime)
   int32_t row = -1;               // block-table row while it runs
   std::vector<int32_t> blocks;    // its block table: position p lives in blocks[p / block_size]
   int32_t n_done = 0;             // tokens whose K/V is in the cache (gen->tokens()[0, n_done))
+  int32_t n_sched = 0;            // those and the ones a launched step computes (n_done when none is in flight)
   int32_t n_cached = 0;           // prompt tokens the prefix cache supplied when it first started
   bool started = false;           // admitted once (a preempted sequence comes back with started set)
   int32_t n_keyed = 0;            // leading blocks keyed in the prefix cache
   uint64_t chain = 0;             // key of the last of them
-  int32_t step_tokens = 0;        // this step: tokens it contributes, from n_done
-  int32_t output = -1;            // this step: its row in the logits, or -1
+  // > 0: its next token is the argmax of output row device_row of launched step device_step, not taken yet.
+  uint64_t device_step = 0;
+  int32_t device_row = -1;
+  int32_t step_tokens = 0;        // the step being built: tokens it contributes, from n_sched
+  int32_t output = -1;            // the step being built: its row in the logits, or -1
 
-  int32_t pending() const { return static_cast<int32_t>(gen->tokens().size()) - n_done; }
+  // Tokens known (to the host, or as a device row) and not yet in a launched step.
+  int32_t pending() const {
+    return static_cast<int32_t>(gen->tokens().size()) + (device_step ? 1 : 0) - n_sched;
+  }
+};
+
+// A launched step: its sequences (by serial), the tokens each contributed and its output row (-1 for none).
+struct Engine::LaunchedStep {
+  uint64_t id = 0;
+  struct Part {
+    uint64_t serial = 0;
+    int32_t tokens = 0;
+    int32_t output = -1;
+  };
+  std::vector<Part> parts;
+  bool host_draws = false;  // a row's token is drawn from the logits or by the device's sampler (not the argmax)
 };
 
 namespace {
@@ -53,6 +83,12 @@ void Engine::worker_batched() {
   for (int32_t r = layout.n_seq - 1; r >= 0; --r) free_rows.push_back(r);
   PagedBatch batch;
   batch.block_table.assign(size_t(layout.n_seq) * size_t(layout.max_blocks), 0);
+  std::optional<LaunchedStep> in_flight;  // launched, results not taken
+  uint64_t next_serial = 1, next_step = 1;
+  using Clock = std::chrono::steady_clock;
+  const auto seconds_since = [](Clock::time_point t0) {
+    return std::chrono::duration<double>(Clock::now() - t0).count();
+  };
 
   const auto publish_pool_stats = [&] {  // under mutex_
     const KvBlockStats ks = pool.stats();
@@ -63,12 +99,14 @@ void Engine::worker_batched() {
   const auto usage_of = [](const Running& r) {
     return Usage{r.gen->n_prompt(), r.gen->n_generated(), r.n_cached};
   };
-  // Gives back a sequence's row and blocks (its full blocks stay keyed for later prompts).
+  // Gives back a sequence's row and blocks (its full blocks stay keyed for later prompts). A launched step may still
+  // write the blocks' K/V; whatever takes them next runs after it on the device.
   const auto release = [&](Running& r) {
     pool.release(r.blocks);
     r.blocks.clear();
-    r.n_done = r.n_keyed = 0;
+    r.n_done = r.n_sched = r.n_keyed = 0;
     r.chain = 0;
+    r.device_step = 0, r.device_row = -1;
     if (r.row >= 0) free_rows.push_back(r.row);
     r.row = -1;
   };
@@ -84,6 +122,20 @@ void Engine::worker_batched() {
     std::erase(active_, r.job);
     publish_pool_stats();
     idle_.notify_all();
+  };
+  // Ends every running sequence with a part in `step` (a step that failed).
+  const auto fail_step = [&](const LaunchedStep& step, const std::exception& e) {
+    log(options_.log, LogLevel::Warning, std::string("batch step failed: ") + e.what());
+    for (auto it = running.begin(); it != running.end();) {
+      const bool in_step = std::any_of(step.parts.begin(), step.parts.end(),
+                                       [&](const LaunchedStep::Part& p) { return p.serial == (*it)->serial; });
+      if (in_step) {
+        end(**it, FinishReason::Error, e.what());
+        it = running.erase(it);
+      } else {
+        ++it;
+      }
+    }
   };
   // Whether the pool can take a sequence of n tokens now and leave every running sequence a block to grow into.
   const auto fits = [&](size_t n_tokens) {
@@ -107,7 +159,7 @@ void Engine::worker_batched() {
     int32_t cached = -1;  // looked up once, when some running prompt shares the first block
     for (const auto& rp : running) {
       const auto& t = rp->gen->tokens();
-      if (rp->pending() <= 1 || most == 0 || !block_equal(t, 0)) continue;
+      if (static_cast<int32_t>(t.size()) - rp->n_done <= 1 || most == 0 || !block_equal(t, 0)) continue;
       if (cached < 0) cached = pool.cached_prefix(prompt, most);
       // More shared blocks than cached ones: blocks 0..cached all equal, and block `cached` one start() may take.
       if (cached < most && block_equal(t, cached) && common_full_blocks(prompt, t, bs, cached) == cached) return true;
@@ -119,11 +171,12 @@ void Engine::worker_batched() {
   const auto start = [&](std::unique_ptr<Running> r) {
     r->row = free_rows.back();
     free_rows.pop_back();
+    r->serial = next_serial++;
     const auto& tokens = r->gen->tokens();
     const int32_t most = (static_cast<int32_t>(tokens.size()) - 1) / bs;
     r->blocks = pool.match_prefix(tokens, most);
     r->n_keyed = static_cast<int32_t>(r->blocks.size());
-    r->n_done = r->n_keyed * bs;
+    r->n_done = r->n_sched = r->n_keyed * bs;
     for (int32_t i = 0; i < r->n_keyed; ++i)
       r->chain = KvBlockPool::chain_key(r->chain, std::span(tokens).subspan(size_t(i) * bs, size_t(bs)));
     if (!r->started) {
@@ -134,26 +187,87 @@ void Engine::worker_batched() {
     r->started = true;
     running.push_back(std::move(r));
   };
-  // Sends the newest sequence back to wait; false when `keep` is the only one left.
-  const auto preempt_newest = [&](const Running* keep) {
-    if (running.empty() || (running.size() == 1 && running.back().get() == keep)) return false;
+  // Sends the newest sequence back to wait and returns it; null when `keep` is the only one left. Its part of a
+  // launched step is dropped when that step is taken (it is no longer running under its serial).
+  const auto preempt_newest = [&](const Running* keep) -> const Running* {
+    if (running.empty() || (running.size() == 1 && running.back().get() == keep)) return nullptr;
     std::unique_ptr<Running> victim = std::move(running.back());
     running.pop_back();
     release(*victim);
+    const Running* sent_back = victim.get();
     preempted.push_front(std::move(victim));
     std::lock_guard lock(mutex_);
     ++stats_.preemptions;
-    return true;
+    return sent_back;
+  };
+  // Takes a launched step's results: its tokens are in the cache now, full blocks are keyed, and each sequence with
+  // an output row takes its token (the argmax, the device's draw, or a draw from the logits here).
+  const auto take = [&](const LaunchedStep& step) {
+    PagedResult res;
+    const Clock::time_point t0 = Clock::now();
+    try {
+      res = session_->take_paged();
+    } catch (const std::exception& e) {
+      fail_step(step, e);
+      return;
+    }
+    const double waited = seconds_since(t0);
+    {
+      std::lock_guard lock(mutex_);
+      stats_.device_wait_seconds += waited;
+    }
+    const size_t n_vocab = static_cast<size_t>(n_vocab_);
+    for (const LaunchedStep::Part& part : step.parts) {
+      const auto it = std::find_if(running.begin(), running.end(),
+                                   [&](const auto& rp) { return rp->serial == part.serial; });
+      if (it == running.end()) continue;  // ended or sent back since
+      Running& r = **it;
+      r.n_done += part.tokens;
+      const auto& tokens = r.gen->tokens();
+      // Full blocks become reusable prefixes (keyed once; a duplicate of a cached prefix stays this sequence's).
+      while ((r.n_keyed + 1) * bs <= r.n_done) {
+        r.chain = pool.publish(r.chain, std::span(tokens).subspan(size_t(r.n_keyed) * bs, size_t(bs)),
+                               r.blocks[size_t(r.n_keyed)]);
+        ++r.n_keyed;
+      }
+      if (part.output < 0) continue;
+      if (r.device_step == step.id) r.device_step = 0, r.device_row = -1;  // its token is known here now
+      std::optional<FinishReason> done;
+      std::string error;
+      try {
+        const size_t o = size_t(part.output);
+        const int32_t next = r.gen->argmax_is_sample() ? r.gen->take_device_token(res.argmax[o])
+                             : o < res.draws.size() && res.draws[o] >= 0
+                                 ? r.gen->take_device_token(res.draws[o])
+                                 : r.gen->sample(res.logits.subspan(o * n_vocab, n_vocab));
+        done = r.gen->accept(next, r.job->callback, r.job->cancelled);
+      } catch (const std::exception& e) {
+        log(options_.log, LogLevel::Warning, "request " + std::to_string(r.job->id) + " failed: " + e.what());
+        done = FinishReason::Error;
+        error = e.what();
+      }
+      if (done) {
+        end(r, *done, error);
+        running.erase(it);
+      }
+    }
+    std::lock_guard lock(mutex_);
+    publish_pool_stats();
   };
 
   for (;;) {
     // Requests and shutdown.
     {
       std::unique_lock lock(mutex_);
-      if (running.empty() && preempted.empty())
+      if (running.empty() && preempted.empty() && !in_flight)
         wake_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
-      if (stopping_ && queue_.empty() && running.empty() && preempted.empty()) return;
+      if (stopping_ && queue_.empty() && running.empty() && preempted.empty() && !in_flight) return;
     }
+    const Clock::time_point busy_from = Clock::now();
+    const auto count_busy = [&] {
+      std::lock_guard lock(mutex_);
+      stats_.busy_seconds += seconds_since(busy_from);
+    };
     // Cancelled sequences leave first, so their rows and blocks serve the admissions below.
     for (auto it = running.begin(); it != running.end();) {
       Running& r = **it;
@@ -193,28 +307,45 @@ void Engine::worker_batched() {
       r->gen = std::make_unique<SequenceGeneration>(tok_, r->job->request, layout.seq_capacity());
       start(std::move(r));
     }
-    if (running.empty()) continue;
+    // The step in flight is taken first when nothing else can run, when pipelining is off, or when the host must
+    // see its results before the next step can be built.
+    if (in_flight && (running.empty() || !options_.pipeline_steps || in_flight->host_draws)) {
+      take(*in_flight);
+      in_flight.reset();
+      count_busy();
+      continue;
+    }
+    if (running.empty()) {
+      count_busy();
+      continue;
+    }
 
-    // The step: decodes first (one token each), then prompt chunks up to the budget; blocks for all of them.
+    // The step: decodes first (one token each), then prompt chunks up to the budget; blocks for all of them. A
+    // sequence whose next token ends it anyway (max_tokens, a full context) waits for that token's results.
+    const auto schedulable = [](const Running& r) {
+      return r.pending() > 0 && !(r.device_step && r.gen->ends_at_next_token());
+    };
     int32_t budget = step_budget(options_, layout);
     const auto grow = [&](Running& r, int32_t want) {
-      // Blocks for positions [0, n_done + want); returns how many of the wanted tokens got room.
-      while (static_cast<int32_t>(r.blocks.size()) < blocks_for(r.n_done + want, bs)) {
+      // Blocks for positions [0, n_sched + want); returns how many of the wanted tokens got room.
+      while (static_cast<int32_t>(r.blocks.size()) < blocks_for(r.n_sched + want, bs)) {
         const int32_t b = pool.allocate();
         if (b < 0) break;
         r.blocks.push_back(b);
       }
-      return std::min(want, static_cast<int32_t>(r.blocks.size()) * bs - r.n_done);
+      return std::min(want, static_cast<int32_t>(r.blocks.size()) * bs - r.n_sched);
     };
     for (auto& rp : running) rp->step_tokens = 0;
     for (size_t i = 0; i < running.size(); ++i) {
       Running& r = *running[i];
-      if (r.pending() != 1) continue;
+      if (r.pending() != 1 || !schedulable(r)) continue;
+      // Room by sending back the newest; when that is r itself, it waits with no blocks (it must not grow again).
       while (grow(r, 1) < 1) {
-        if (!preempt_newest(&r)) break;
+        const Running* sent_back = preempt_newest(&r);
+        if (!sent_back || sent_back == &r) break;
       }
       if (i >= running.size() || running[i].get() != &r) break;  // r itself was the newest and went back
-      r.step_tokens = std::min(1, static_cast<int32_t>(r.blocks.size()) * bs - r.n_done);
+      r.step_tokens = std::min(1, static_cast<int32_t>(r.blocks.size()) * bs - r.n_sched);
       budget -= r.step_tokens;
     }
     for (auto& rp : running) {
@@ -228,28 +359,39 @@ void Engine::worker_batched() {
     batch.positions.clear();
     batch.kv_seq.clear();
     batch.output_rows.clear();
+    batch.token_from_row.clear();
     std::fill(batch.block_table.begin(), batch.block_table.end(), 0);
+    LaunchedStep step;
+    step.id = next_step++;
+    bool from_device = false;
     for (auto& rp : running) {
       Running& r = *rp;
       r.output = -1;
       std::copy(r.blocks.begin(), r.blocks.end(), batch.block_table.begin() + size_t(r.row) * layout.max_blocks);
+      if (r.step_tokens == 0) continue;
       const auto& tokens = r.gen->tokens();
       for (int32_t k = 0; k < r.step_tokens; ++k) {
-        batch.tokens.push_back(tokens[size_t(r.n_done + k)]);
-        batch.positions.push_back(r.n_done + k);
+        const bool device = k == 0 && r.device_step != 0;  // the device's argmax, pending() == 1
+        batch.tokens.push_back(device ? 0 : tokens[size_t(r.n_sched + k)]);
+        batch.token_from_row.push_back(device ? r.device_row : -1);
+        from_device = from_device || device;
+        batch.positions.push_back(r.n_sched + k);
         batch.kv_seq.push_back(r.row);
       }
-      if (r.step_tokens > 0 && r.step_tokens == r.pending()) {
+      if (r.step_tokens == r.pending()) {
         r.output = static_cast<int32_t>(batch.output_rows.size());
         batch.output_rows.push_back(static_cast<int32_t>(batch.tokens.size()) - 1);
       }
+      step.parts.push_back({r.serial, r.step_tokens, r.output});
     }
+    if (!from_device) batch.token_from_row.clear();
     // Greedy sequences take the device's argmax, the others its draws (a session that cannot draw returns the
     // logits instead); the logits leave the device only for a sequence that wants logprobs.
     batch.need_logits = false;
     batch.draws.clear();
     for (auto& rp : running) {
       if (rp->output < 0 || rp->gen->argmax_is_sample()) continue;
+      step.host_draws = true;
       if (!rp->gen->device_drawable()) {
         batch.need_logits = true;
         continue;
@@ -257,67 +399,41 @@ void Engine::worker_batched() {
       if (batch.draws.empty()) batch.draws.resize(batch.output_rows.size());
       batch.draws[size_t(rp->output)] = rp->gen->device_draw();
     }
-    if (batch.tokens.empty()) continue;  // nothing could get a block this round (preemptions freed some)
+    if (batch.tokens.empty()) {
+      // Nothing could get a block this round (preemptions freed some), or every sequence waits for the step in
+      // flight: take it.
+      if (in_flight) take(*in_flight), in_flight.reset();
+      count_busy();
+      continue;
+    }
 
-    std::span<const float> logits;
+    const Clock::time_point launch_from = Clock::now();
     try {
-      logits = session_->eval_paged(batch);
+      session_->launch_paged(batch);
     } catch (const std::exception& e) {
       // A failed step fails the requests in it, not the engine.
-      log(options_.log, LogLevel::Warning, std::string("batch step failed: ") + e.what());
-      for (auto it = running.begin(); it != running.end();) {
-        if ((*it)->step_tokens > 0) {
-          end(**it, FinishReason::Error, e.what());
-          it = running.erase(it);
-        } else {
-          ++it;
-        }
-      }
+      fail_step(step, e);
+      count_busy();
       continue;
+    }
+    // The tokens are on their way: a greedy sequence's next token is its argmax row of this step.
+    for (auto& rp : running) {
+      Running& r = *rp;
+      if (r.step_tokens == 0) continue;
+      r.n_sched += r.step_tokens;
+      r.device_step = 0, r.device_row = -1;
+      if (r.output >= 0 && r.gen->argmax_is_sample()) r.device_step = step.id, r.device_row = r.output;
     }
     {
       std::lock_guard lock(mutex_);
       ++stats_.steps;
       stats_.step_tokens += batch.tokens.size();
+      stats_.device_wait_seconds += seconds_since(launch_from);  // launching waits for the graph's inputs
     }
-
-    const size_t n_vocab = static_cast<size_t>(n_vocab_);
-    const std::span<const int32_t> argmax = session_->paged_argmax();
-    const std::span<const int32_t> drawn = session_->paged_draws();
-    for (auto it = running.begin(); it != running.end();) {
-      Running& r = **it;
-      r.n_done += r.step_tokens;
-      const auto& tokens = r.gen->tokens();
-      // Full blocks become reusable prefixes (keyed once; a duplicate of a cached prefix stays this sequence's).
-      while ((r.n_keyed + 1) * bs <= r.n_done) {
-        r.chain = pool.publish(r.chain, std::span(tokens).subspan(size_t(r.n_keyed) * bs, size_t(bs)),
-                               r.blocks[size_t(r.n_keyed)]);
-        ++r.n_keyed;
-      }
-      std::optional<FinishReason> done;
-      std::string error;
-      if (r.output >= 0) {
-        try {
-          const size_t o = size_t(r.output);
-          const int32_t next = r.gen->argmax_is_sample()          ? r.gen->take_device_token(argmax[o])
-                               : o < drawn.size() && drawn[o] >= 0 ? r.gen->take_device_token(drawn[o])
-                                                                   : r.gen->sample(logits.subspan(o * n_vocab, n_vocab));
-          done = r.gen->accept(next, r.job->callback, r.job->cancelled);
-        } catch (const std::exception& e) {
-          log(options_.log, LogLevel::Warning, "request " + std::to_string(r.job->id) + " failed: " + e.what());
-          done = FinishReason::Error;
-          error = e.what();
-        }
-      }
-      if (done) {
-        end(r, *done, error);
-        it = running.erase(it);
-      } else {
-        ++it;
-      }
-    }
-    std::lock_guard lock(mutex_);
-    publish_pool_stats();
+    // The step before's results, while this one runs.
+    if (in_flight) take(*in_flight);
+    in_flight = std::move(step);
+    count_busy();
   }
 }
 

@@ -62,6 +62,11 @@ std::optional<FinishReason> SequenceGeneration::accept(int32_t token, const Engi
   return std::nullopt;
 }
 
+bool SequenceGeneration::ends_at_next_token() const {
+  return (req_.max_tokens >= 0 && n_generated() + 1 >= req_.max_tokens) ||
+         static_cast<int64_t>(tokens_.size()) >= seq_capacity_;
+}
+
 void SequenceGeneration::flush(const EngineCallback& callback) {
   emit(callback, stop_.push(decoder_.flush()), {});
   emit(callback, stop_.flush(), {});

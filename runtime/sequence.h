@@ -47,6 +47,9 @@ class SequenceGeneration {
   // Every token of the sequence so far: the prompt, then the generated ones (an end-of-generation token that
   // stopped it excluded). Their K/V enters the cache in this order.
   const std::vector<int32_t>& tokens() const { return tokens_; }
+  // Whether the next token accept() takes ends the generation whatever it is (max_tokens, or a full context): a
+  // step computing one more token after it would be wasted.
+  bool ends_at_next_token() const;
   int32_t n_prompt() const { return n_prompt_; }
   int32_t n_generated() const { return static_cast<int32_t>(tokens_.size()) - n_prompt_; }
   bool cancelled_by_callback() const { return callback_cancelled_; }

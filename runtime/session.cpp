@@ -37,6 +37,27 @@ std::span<const float> Session::eval_paged(const PagedBatch&) {
   throw SessionError("this session has no paged KV cache (it serves one sequence)");
 }
 
+bool PagedBatch::asks_draws() const {
+  return std::any_of(draws.begin(), draws.end(), [](const RowDraw& d) { return d.params != nullptr; });
+}
+
+void Session::launch_paged(const PagedBatch& b) { eval_paged(b); }
+
+PagedResult Session::take_paged() {
+  throw SessionError("this session has no paged KV cache (it serves one sequence)");
+}
+
+void check_paged_launch(const PagedBatch& b, size_t queued, bool newest_wants_host, int32_t last_outputs) {
+  if (queued >= 2) throw SessionError("launch_paged: two steps are queued already (take_paged first)");
+  if (newest_wants_host)
+    throw SessionError("launch_paged: the queued step wants logits or draws (take_paged before the next)");
+  for (int32_t r : b.token_from_row)
+    if (r >= 0 && r >= last_outputs)
+      throw SessionError("launch_paged: a token from output row " + std::to_string(r) + " of the step before, " +
+                         (last_outputs < 0 ? std::string("but none was launched")
+                                           : "which had " + std::to_string(last_outputs) + " output rows"));
+}
+
 void check_paged_batch(const PagedBatch& b, const PagedLayout& layout, int32_t n_vocab) {
   const size_t n = b.tokens.size();
   if (n == 0) throw SessionError("eval_paged: no tokens");
@@ -55,6 +76,11 @@ void check_paged_batch(const PagedBatch& b, const PagedLayout& layout, int32_t n
                        std::to_string(b.output_rows.size()) + " output rows (one each, or none)");
   for (const RowDraw& d : b.draws)
     if (d.params) validate(*d.params);  // std::invalid_argument naming the field
+  if (!b.token_from_row.empty() && b.token_from_row.size() != n)
+    throw SessionError("eval_paged: " + std::to_string(b.token_from_row.size()) + " token sources for " +
+                       std::to_string(n) + " tokens (one each, or none)");
+  for (int32_t r : b.token_from_row)
+    if (r < -1) throw SessionError("eval_paged: token source " + std::to_string(r) + " (an output row or -1)");
   for (size_t t = 0; t < n; ++t) {
     const int32_t row = b.kv_seq[t], pos = b.positions[t];
     if (row < 0 || row >= layout.n_seq)

@@ -94,6 +94,19 @@ struct PagedBatch {
   // Empty, or one per output row: draws for the device to make (paged_draws). A session that does not make a draw
   // returns the logits, whatever need_logits says, so that the caller samples that row itself.
   std::vector<RowDraw> draws;
+  // Empty, or one per token: -1 takes tokens[t]; r >= 0 takes the argmax of output row r of the step queued just
+  // before this one (launch_paged), which the caller need not have seen yet (tokens[t] is then not read, but must
+  // be a valid id). Greedy sequences go on this way while the caller still handles that step's results.
+  std::vector<int32_t> token_from_row;
+
+  bool asks_draws() const;  // whether any row has a draw
+};
+
+// What one paged step gave (take_paged), valid until the next take_paged or eval_paged.
+struct PagedResult {
+  std::span<const float> logits;    // as eval_paged returns them
+  std::span<const int32_t> argmax;  // as paged_argmax
+  std::span<const int32_t> draws;   // as paged_draws
 };
 
 class Session {
@@ -121,6 +134,13 @@ class Session {
   // outside the pool) and std::out_of_range for a token id outside the vocabulary. Others: nullopt / SessionError.
   virtual std::optional<PagedLayout> paged_layout() const { return std::nullopt; }
   virtual std::span<const float> eval_paged(const PagedBatch& batch);
+  // Pipelined steps: launch_paged queues a step and returns (a device starts it when the step before is done);
+  // take_paged waits for the oldest queued step and gives its results. At most two steps are queued at once, and a
+  // step that wants logits (need_logits) or draws is taken before the next is queued; eval_paged is launch_paged +
+  // take_paged with nothing queued. Both throw SessionError when these rules are broken, and launch_paged as
+  // eval_paged for a malformed batch (nothing queued then).
+  virtual void launch_paged(const PagedBatch& batch);
+  virtual PagedResult take_paged();
   // Builds (and, on a GPU, captures) everything eval_paged needs for batches of up to max_tokens tokens, so that no
   // later step builds a graph, compiles a kernel or allocates device memory. Returns the number of batch shapes
   // prepared (0 where nothing needs preparing, as on the CPU).
@@ -149,6 +169,9 @@ void check_eval_batch(std::span<const int32_t> tokens, int32_t start_pos, int32_
 
 // The checks every Session::eval_paged makes before touching a device (SessionError / std::out_of_range).
 void check_paged_batch(const PagedBatch& b, const PagedLayout& layout, int32_t n_vocab);
+// launch_paged's rules (SessionError): queued steps not taken yet, whether the newest of them wants logits or
+// draws, and the output rows of the step launched last (-1: none), which token_from_row may name.
+void check_paged_launch(const PagedBatch& b, size_t queued, bool newest_wants_host, int32_t last_outputs);
 
 // The layout of a paged cache of n_ctx tokens for options.n_seq sequences of at most max_seq_tokens each
 // (OptionsError for a block size that is not a power of two, or a pool smaller than one block).

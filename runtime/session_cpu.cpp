@@ -84,7 +84,45 @@ namespace runtime {
 
 std::span<const float> CpuSession::eval_paged(const PagedBatch& b) {
   if (!paged_) return Session::eval_paged(b);
+  if (!queued_.empty()) throw SessionError("eval_paged: a launched step is not taken yet");
+  launch_paged(b);
+  return take_paged().logits;
+}
+
+void CpuSession::launch_paged(const PagedBatch& b) {
+  if (!paged_) return Session::launch_paged(b);
   check_paged_batch(b, *paged_, n_vocab());
+  check_paged_launch(b, queued_.size(), !queued_.empty() && queued_.back().wants_host,
+                     launched_ ? static_cast<int32_t>(last_argmax_.size()) : -1);
+  std::span<const float> logits;
+  if (b.token_from_row.empty()) {
+    logits = run_paged(b);
+  } else {
+    PagedBatch resolved = b;  // the CPU has the step before's argmax at hand
+    for (size_t t = 0; t < b.tokens.size(); ++t)
+      if (b.token_from_row[t] >= 0) resolved.tokens[t] = last_argmax_[size_t(b.token_from_row[t])];
+    resolved.token_from_row.clear();
+    logits = run_paged(resolved);
+  }
+  StepResult r;
+  r.logits.assign(logits.begin(), logits.end());
+  r.argmax.assign(argmax_.begin(), argmax_.end());
+  r.wants_host = b.need_logits || b.asks_draws();
+  last_argmax_ = r.argmax;
+  launched_ = true;
+  queued_.push_back(std::move(r));
+}
+
+PagedResult CpuSession::take_paged() {
+  if (!paged_) return Session::take_paged();
+  if (queued_.empty()) throw SessionError("take_paged: no step is queued");
+  taken_ = std::move(queued_.front());
+  queued_.pop_front();
+  argmax_ = taken_.argmax;
+  return PagedResult{taken_.logits, taken_.argmax, {}};
+}
+
+std::span<const float> CpuSession::run_paged(const PagedBatch& b) {
   // A graph always has an output: a batch that wants no logits computes those of its first token, unread.
   static constexpr int32_t kFirstToken[] = {0};
   const std::span<const int32_t> rows = b.output_rows.empty() ? std::span(kFirstToken) : std::span(b.output_rows);
@@ -92,8 +130,7 @@ std::span<const float> CpuSession::eval_paged(const PagedBatch& b) {
   exec_.run(c.graph, c.plan, graph::RunInputs{b.tokens, b.positions, b.kv_seq, b.block_table, rows});
   argmax_ = exec_.output_i32(c.argmax).first(b.output_rows.size());
   // No draws are made here: a batch that asks for any gets the logits to sample them itself.
-  const bool draws = std::any_of(b.draws.begin(), b.draws.end(), [](const RowDraw& d) { return d.params; });
-  if (b.output_rows.empty() || (!b.need_logits && !draws)) return {};
+  if (b.output_rows.empty() || (!b.need_logits && !b.asks_draws())) return {};
   return exec_.output_f32(c.logits);
 }
 

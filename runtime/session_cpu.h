@@ -1,6 +1,7 @@
 // The CPU session: graphs built per batch shape, planned once and run on graph::ReferenceExecutor, whose KV cache
 // persists between calls so a prefill and the following one-token decodes continue one sequence.
 #pragma once
+#include <deque>
 #include <map>
 #include <memory>
 #include <optional>
@@ -26,6 +27,9 @@ class CpuSession final : public Session {
   std::span<const float> eval(std::span<const int32_t> tokens, int32_t start_pos, bool all_logits) override;
   std::optional<PagedLayout> paged_layout() const override { return paged_; }
   std::span<const float> eval_paged(const PagedBatch& batch) override;
+  // Steps run when launched; their results wait in a queue for take_paged.
+  void launch_paged(const PagedBatch& batch) override;
+  PagedResult take_paged() override;
   std::span<const int32_t> paged_argmax() const override { return argmax_; }
   int32_t n_ctx() const override { return paged_ ? paged_->seq_capacity() : n_ctx_; }
   int32_t n_vocab() const override;
@@ -52,7 +56,18 @@ class CpuSession final : public Session {
   std::map<std::pair<int32_t, bool>, Compiled> graphs_;
   std::map<std::pair<int32_t, int32_t>, Compiled> paged_graphs_;  // keyed by (n_tokens, n_outputs)
   std::vector<int32_t> positions_;  // [n_tokens]
-  std::span<const int32_t> argmax_;  // of the last eval_paged
+  // Launched paged steps' results, oldest first; the one taken last (argmax_ and its logits point into it).
+  struct StepResult {
+    std::vector<float> logits;
+    std::vector<int32_t> argmax;
+    bool wants_host = false;  // logits or draws asked for: taken before another step is launched
+  };
+  std::span<const float> run_paged(const PagedBatch& batch);  // one step now (exec_'s buffers hold its results)
+  std::deque<StepResult> queued_;
+  StepResult taken_;
+  std::vector<int32_t> last_argmax_;  // of the step launched last (PagedBatch::token_from_row reads it)
+  bool launched_ = false;             // whether any step was, so that last_argmax_ is a step's
+  std::span<const int32_t> argmax_;  // of the last eval_paged / take_paged
 };
 
 }  // namespace runtime

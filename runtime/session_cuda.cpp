@@ -159,6 +159,9 @@ CudaSession::CudaSession(std::shared_ptr<const model::Model> model, int32_t n_ct
     draw_rows_ = cuda::PinnedBuffer(rows * sizeof(cuda::RowSampling));
     draw_windows_ = cuda::PinnedBuffer(rows * size_t(cuda::kSampleRowsMaxWindow) * 4);
     draw_out_ = cuda::PinnedBuffer(rows * 4);
+    ids_stride_ = int32_t(rows);
+    paged_ids_ = cuda::PinnedBuffer(2 * rows * 4);
+    for (auto& e : slot_done_) e = cuda::Event::create();
   }
   kv_ = std::make_unique<cuda::KvCache>(
       graph::KvCacheSpec{c.n_layer, n_ctx_, c.n_head_kv, c.head_dim, c.head_dim_v, opt_.kv_type});
@@ -383,7 +386,9 @@ CudaSession::Compiled& CudaSession::compiled_paged(int32_t n_tokens, int32_t n_o
   if (opt_.verbose)
     detail("cuda: paged graph for " + std::to_string(n_tokens) + " tokens, " + std::to_string(n_outputs) +
            " outputs");
-  return *paged_graphs_.emplace(key, compile(shape, n_tokens <= kCapturedTokens)).first->second;
+  std::unique_ptr<Compiled> c = compile(shape, n_tokens <= kCapturedTokens);
+  c->exec->set_tokens_gather(static_cast<const int32_t*>(cuda::device_address_of_pinned(paged_ids_.get())));
+  return *paged_graphs_.emplace(key, std::move(c)).first->second;
 }
 
 // One output bucket per token bucket: as many rows as sequences can want logits (each of its tokens for a decode
@@ -419,7 +424,15 @@ int32_t CudaSession::prepare_paged(int32_t max_tokens) {
 
 std::span<const float> CudaSession::eval_paged(const PagedBatch& b) {
   if (!paged_) return Session::eval_paged(b);
+  if (!launched_.empty()) throw SessionError("eval_paged: a launched step is not taken yet");
+  launch_paged(b);
+  return take_paged().logits;
+}
+
+void CudaSession::launch_paged(const PagedBatch& b) {
+  if (!paged_) return Session::launch_paged(b);
   check_paged_batch(b, *paged_, n_vocab());
+  check_paged_launch(b, launched_.size(), !launched_.empty() && launched_.back().wants_host, last_outputs_);
   // Padded to power-of-two buckets: tokens at position -1 (no cache write, zero attention), output rows at token 0.
   const int32_t n = static_cast<int32_t>(b.tokens.size());
   const int32_t n_out = static_cast<int32_t>(b.output_rows.size());
@@ -434,36 +447,72 @@ std::span<const float> CudaSession::eval_paged(const PagedBatch& b) {
   padded_.kv_seq.resize(size_t(tb), 0);
   padded_.output_rows.assign(b.output_rows.begin(), b.output_rows.end());
   padded_.output_rows.resize(size_t(ob), 0);
+  // Tokens from the step before: its argmax slot, which its copy below filled before this step's first kernel runs.
+  gather_.clear();
+  if (!b.token_from_row.empty()) {
+    const int32_t before = int32_t((n_launched_ - 1) & 1) * ids_stride_;
+    gather_.assign(size_t(tb), -1);
+    for (int32_t t = 0; t < n; ++t)
+      if (const int32_t r = b.token_from_row[size_t(t)]; r >= 0) gather_[size_t(t)] = before + r;
+  }
   Compiled& c = compiled_paged(tb, ob);
   c.exec->write_inputs(graph::RunInputs{padded_.tokens, padded_.positions, padded_.kv_seq, b.block_table,
-                                        padded_.output_rows});
+                                        padded_.output_rows},
+                       gather_);
   c.exec->run();
-  const size_t V = size_t(n_vocab());
-  const size_t id_bytes = (size_t(ob) * 4 + 255) / 256 * 256;
-  const size_t want = id_bytes + size_t(ob) * V * 4;
-  if (paged_out_.bytes() < want) paged_out_ = cuda::PinnedBuffer(want);
-  auto* ids = paged_out_.as<int32_t>();
-  auto* logits = reinterpret_cast<float*>(paged_out_.as<uint8_t>() + id_bytes);
+  Launched l;
+  l.slot = int(n_launched_ & 1);
+  l.n_out = n_out;
   const cudaStream_t stream = ctx_->compute();
-  CUDA_CHECK(cudaMemcpyAsync(ids, c.exec->device_ptr(c.argmax), size_t(n_out) * 4, cudaMemcpyDeviceToHost, stream));
+  CUDA_CHECK(cudaMemcpyAsync(paged_ids_.as<int32_t>() + size_t(l.slot) * size_t(ids_stride_),
+                             c.exec->device_ptr(c.argmax), size_t(n_out) * 4, cudaMemcpyDeviceToHost, stream));
+  l.draws = b.asks_draws();
   const bool undrawn = launch_draws(b, c, n_out);
-  const auto copy_logits = [&] {
-    CUDA_CHECK(cudaMemcpyAsync(logits, c.exec->device_ptr(c.logits), size_t(n_out) * V * 4, cudaMemcpyDeviceToHost,
-                               stream));
-  };
-  bool logits_out = n_out > 0 && (b.need_logits || undrawn);
-  if (logits_out) copy_logits();
-  CUDA_CHECK(cudaStreamSynchronize(stream));
-  argmax_ = std::span<const int32_t>(ids, size_t(n_out));
-  // A row the kernel declined (a NaN or +inf logit) goes to the host's sampler, which says what is wrong.
+  l.drawn = !draws_.empty();
+  if (l.drawn) {
+    draw_asked_.resize(size_t(n_out));
+    for (int32_t i = 0; i < n_out; ++i) draw_asked_[size_t(i)] = b.draws[size_t(i)].params != nullptr;
+  }
+  l.logits_out = n_out > 0 && (b.need_logits || undrawn);
+  if (l.logits_out) copy_paged_logits(c, n_out);
+  l.wants_host = b.need_logits || l.draws;
+  slot_done_[l.slot].record(stream);
+  launched_.push_back(l);
+  ++n_launched_;
+  last_outputs_ = n_out;
+  last_compiled_ = &c;
+}
+
+void CudaSession::copy_paged_logits(const Compiled& c, int32_t n_out) {
+  const size_t bytes = size_t(n_out) * size_t(n_vocab()) * 4;
+  if (paged_out_.bytes() < bytes) paged_out_ = cuda::PinnedBuffer(bytes);  // no step in flight writes it
+  CUDA_CHECK(cudaMemcpyAsync(paged_out_.get(), c.exec->device_ptr(c.logits), bytes, cudaMemcpyDeviceToHost,
+                             ctx_->compute()));
+}
+
+PagedResult CudaSession::take_paged() {
+  if (!paged_) return Session::take_paged();
+  if (launched_.empty()) throw SessionError("take_paged: no step is queued");
+  const Launched l = launched_.front();
+  launched_.pop_front();
+  slot_done_[l.slot].synchronize();
+  const int32_t* ids = paged_ids_.as<int32_t>() + size_t(l.slot) * size_t(ids_stride_);
+  taken_argmax_.assign(ids, ids + l.n_out);
+  argmax_ = taken_argmax_;
+  draws_ = l.drawn ? std::span<const int32_t>(draw_out_.as<int32_t>(), size_t(l.n_out)) : std::span<const int32_t>{};
+  // A row the kernel declined (a NaN or +inf logit) goes to the host's sampler, which says what is wrong. A step
+  // with draws is the newest (launch_paged's rules), so its logits are still on the device.
+  bool logits_out = l.logits_out;
   for (size_t i = 0; i < draws_.size() && !logits_out; ++i)
-    if (b.draws[i].params && draws_[i] == cuda::kRowNotDrawn) {
-      copy_logits();
-      CUDA_CHECK(cudaStreamSynchronize(stream));
+    if (draw_asked_[i] && draws_[i] == cuda::kRowNotDrawn) {
+      copy_paged_logits(*last_compiled_, l.n_out);
+      CUDA_CHECK(cudaStreamSynchronize(ctx_->compute()));
       logits_out = true;
     }
-  if (!logits_out) return {};
-  return std::span<const float>(logits, size_t(n_out) * V);
+  const std::span<const float> logits =
+      logits_out ? std::span<const float>(paged_out_.as<float>(), size_t(l.n_out) * size_t(n_vocab()))
+                 : std::span<const float>{};
+  return PagedResult{logits, argmax_, draws_};
 }
 
 bool CudaSession::launch_draws(const PagedBatch& b, const Compiled& c, int32_t n_out) {

@@ -5,6 +5,7 @@
 // between tokens (docs/kernel-notes.md, "Decode run-ahead").
 #pragma once
 #ifdef LLM_HAVE_CUDA_SESSION
+#include <deque>
 #include <map>
 #include <memory>
 #include <optional>
@@ -53,6 +54,8 @@ class CudaSession final : public Session {
   std::optional<int32_t> decode_sample(int32_t token, int32_t pos, const SampleRequest& req) override;
   std::optional<PagedLayout> paged_layout() const override { return paged_; }
   std::span<const float> eval_paged(const PagedBatch& batch) override;
+  void launch_paged(const PagedBatch& batch) override;
+  PagedResult take_paged() override;
   std::span<const int32_t> paged_argmax() const override { return argmax_; }
   std::span<const int32_t> paged_draws() const override { return draws_; }
   int32_t prepare_paged(int32_t max_tokens) override;
@@ -91,9 +94,30 @@ class CudaSession final : public Session {
   // (each captured once) serve every step and nothing is built or allocated once they exist.
   std::map<std::pair<int32_t, int32_t>, std::unique_ptr<Compiled>> paged_graphs_;
   PagedBatch padded_;
-  // eval_paged's results, copied into page-locked memory (several times faster than into pageable memory): the
-  // argmax of every output row, and the logits rows when the caller needs them.
+  // Paged steps' results, copied into page-locked memory (several times faster than into pageable memory): the
+  // logits rows when the caller needs them, and the argmax of every output row in one of two slots, used in turn,
+  // from which the next step may gather tokens on the device (PagedBatch::token_from_row) while the host still
+  // reads the other.
   cuda::PinnedBuffer paged_out_;
+  cuda::PinnedBuffer paged_ids_;  // [2][ids_stride_]
+  int32_t ids_stride_ = 0;        // the largest output bucket
+  struct Launched {               // a step launch_paged queued and take_paged has not taken
+    int slot = 0;
+    int32_t n_out = 0;
+    bool logits_out = false;  // its logits are being copied out
+    bool draws = false;       // it asked for draws (so it is the newest when taken: its logits are still there)
+    bool drawn = false;       // the device draws them (draws_ then holds them once it is done)
+    bool wants_host = false;  // logits or draws: taken before another step is launched
+  };
+  std::deque<Launched> launched_;
+  cuda::Event slot_done_[2];      // recorded after each slot's step and its copies
+  uint64_t n_launched_ = 0;
+  int32_t last_outputs_ = -1;     // output rows of the step launched last
+  std::vector<int32_t> taken_argmax_;
+  std::vector<char> draw_asked_;          // by output row of the newest step with draws
+  const Compiled* last_compiled_ = nullptr;  // the newest step's graph (its logits, for a row left undrawn)
+  void copy_paged_logits(const Compiled& c, int32_t n_out);  // its logits into paged_out_, queued on the stream
+  std::vector<int32_t> gather_;   // the step's token gather indices, padded
   std::span<const int32_t> argmax_;
   // Per-sequence draws (PagedBatch::draws, cuda/kernels/sample_rows.cuh): each output row's parameters and window,
   // read by the kernel from page-locked memory, and the tokens it writes there; sized at start for the largest

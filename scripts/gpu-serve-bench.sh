@@ -8,7 +8,8 @@
 # `llm-run bench` tg128 for the one-stream reference. SKIP_LLAMA=1 leaves llama.cpp out, SKIP_LLM=1 llm-run,
 # SERVE=0 both servers (the engines' batched bench alone). BENCH=0 leaves out llm-run's benches, LOAD=0 the
 # concurrency sweep (the shared-prefix load stays); SERVE_BINS="llm-run-base llm-run" serves each build of
-# scripts/pack-carry.sh in turn (an A/B of the serving path). Rows go to $OUT/table.txt as they come.
+# scripts/pack-carry.sh in turn (an A/B of the serving path), SERVE_ENVS="LLM_PIPELINE_STEPS=0 LLM_PIPELINE_STEPS=1"
+# each build with each environment setting. Rows go to $OUT/table.txt as they come.
 #   here:  scripts/pack-carry.sh; ../shared/device/prepare.sh --llama-cpp tokenizer/ggml-vocab-llama-bpe.gguf;
 #          cp ../shared/bench/serve_load.py .device/
 #   there: CONC="1 8 32 64" scripts/gpu-serve-bench.sh   (carry .device, .device-bin)
@@ -57,14 +58,18 @@ load() {  # name port: the issue's load at each concurrency
   for c in ${CONC:-1 8 32 64}; do
     local n=$(( c * 2 < 8 ? 8 : c * 2 ))
     row "$1 c=$c: $(timeout 300 python3 .device/serve_load.py --url "http://127.0.0.1:$2" --concurrency "$c" \
-      --requests "$n" --prompt-words 400 --max-tokens 128 2>>"$out/$1-load.err")"
+      --requests "$n" --prompt-words 400 --max-tokens 128 2>>"$out/${1//[^A-Za-z0-9_.-]/_}-load.err")"
+    # llm-run's engine: seconds busy so far, waiting for the device and on the host (cumulative over the loads).
+    local split
+    split=$(get "http://127.0.0.1:$2/metrics" 2>/dev/null | grep '^llmrun_engine_seconds_total' | tr '\n' ' ')
+    [ -z "$split" ] || row "$1 after c=$c: $split"
   done
 }
 load_shared() {  # name port: 8 streams of ~2 100-token prompts, without and with a 1 500-word shared prefix
   for shared in 0 1500; do
     row "$1 c=8, 1600-word prompts, shared prefix $shared words: $(timeout 300 python3 .device/serve_load.py \
       --url "http://127.0.0.1:$2" --concurrency 8 --requests 16 --prompt-words 1600 --shared-prefix "$shared" \
-      --max-tokens 128 --seed $((7 + shared)) 2>>"$out/$1-load.err")"
+      --max-tokens 128 --seed $((7 + shared)) 2>>"$out/${1//[^A-Za-z0-9_.-]/_}-load.err")"
   done
 }
 stop_server() {  # pid name: SIGTERM, then how long it took (or that it did not stop)
@@ -80,12 +85,16 @@ stop_server() {  # pid name: SIGTERM, then how long it took (or that it did not 
 
 if [ -z "${SKIP_LLM:-}" ] && [ "${SERVE:-1}" != 0 ]; then
   for bin in ${SERVE_BINS:-llm-run}; do
-    /tmp/bin/$bin serve -m "$model" --device cuda --parallel "$PARALLEL" -c "$CTX" --port 8181 \
-      >"$out/$bin-serve.log" 2>&1 &
-    pid=$!
-    wait_health 8181 "$out/$bin-serve.log" && load $bin 8181 && load_shared $bin 8181
-    get http://127.0.0.1:8181/metrics >"$out/$bin-metrics.txt" 2>&1
-    stop_server $pid $bin
+    for assign in ${SERVE_ENVS:-_}; do  # SERVE_ENVS="LLM_X=0 LLM_X=1": each build with each setting
+      name=$bin; [ "$assign" = _ ] || name="$bin[$assign]"
+      file=${name//[^A-Za-z0-9_.-]/_}  # plain file names come back from the device
+      env ${assign/#_/} /tmp/bin/$bin serve -m "$model" --device cuda --parallel "$PARALLEL" -c "$CTX" --port 8181 \
+        >"$out/$file-serve.log" 2>&1 &
+      pid=$!
+      wait_health 8181 "$out/$file-serve.log" && load "$name" 8181 && load_shared "$name" 8181
+      get http://127.0.0.1:8181/metrics >"$out/$file-metrics.txt" 2>&1
+      stop_server $pid "$name"
+    done
   done
 fi
 

@@ -1,6 +1,9 @@
 // Response bodies (see api_response.h).
 #include "server/api_response.h"
 
+#include <algorithm>
+#include <cstdio>
+
 #include "chat/json.h"
 #include "server/api_error.h"
 #include "tokenizer/unicode.h"
@@ -176,6 +179,16 @@ std::string metrics_text(const runtime::EngineStats& s, const HttpCounters& http
          sample("llmrun_batch_tokens_total", s.step_tokens));
   metric("llmrun_preemptions_total", "counter", "Requests sent back to wait for KV-cache blocks.",
          sample("llmrun_preemptions_total", s.preemptions));
+  const auto seconds = [](const std::string& name, double v) {
+    char text[64];
+    std::snprintf(text, sizeof text, "%.6f", v);
+    return name + " " + text + "\n";
+  };
+  metric("llmrun_engine_seconds_total", "counter", "Seconds the batching engine was busy, split into waiting for "
+         "the device (launching steps, taking their results) and the host's own work.",
+         seconds("llmrun_engine_seconds_total{part=\"device_wait\"}", s.device_wait_seconds) +
+             seconds("llmrun_engine_seconds_total{part=\"host\"}",
+                     std::max(0.0, s.busy_seconds - s.device_wait_seconds)));
   metric("llmrun_http_requests_total", "counter", "HTTP requests answered, by class of status.",
          sample("llmrun_http_requests_total{class=\"all\"}", http.requests) +
              sample("llmrun_http_requests_total{class=\"4xx\"}", http.client_errors) +

@@ -9,7 +9,11 @@ __global__ void copy_from_host_kernel(HostCopies copies) {
   const HostCopy c = copies.c[blockIdx.x];
   const int32_t n = c.n_at ? min(c.n, max(*c.n_at, 0)) : c.n;
   const int32_t* src = c.use_alt_at && *c.use_alt_at ? c.alt_src : c.src;
-  for (int32_t i = int32_t(threadIdx.x); i < n; i += int32_t(blockDim.x)) c.dst[i] = src[i];
+  for (int32_t i = int32_t(threadIdx.x); i < n; i += int32_t(blockDim.x)) {
+    const int32_t row = c.gather_rows ? c.gather_rows[i] : -1;
+    // Volatile: gather_src is host memory that a copy after the previous step wrote (never a stale cached line).
+    c.dst[i] = row >= 0 ? *static_cast<const volatile int32_t*>(c.gather_src + row) : src[i];
+  }
 }
 
 }  // namespace
@@ -25,7 +29,8 @@ void launch_copy_from_host(const HostCopies& copies, cudaStream_t stream) {
   if (copies.n == 0) return;
   for (int i = 0; i < copies.n; ++i) {
     const HostCopy& c = copies.c[i];
-    LLM_REQUIRE(c.src && c.dst && c.n >= 0 && (!c.use_alt_at || c.alt_src), "host copy: null pointer or negative size");
+    LLM_REQUIRE(c.src && c.dst && c.n >= 0 && (!c.use_alt_at || c.alt_src) && (!c.gather_rows || c.gather_src),
+                "host copy: null pointer or negative size");
   }
   copy_from_host_kernel<<<unsigned(copies.n), 256, 0, stream>>>(copies);
   CUDA_CHECK_LAUNCH(stream);

@@ -13,7 +13,10 @@ namespace cuda {
 // (device_address_of_pinned); when n_at is set (also page-locked host memory), min(n, *n_at) values are copied,
 // *n_at read at run time (a window whose length changes between replays of one captured graph). When use_alt_at is
 // set and *use_alt_at is non-zero at run time, the values come from alt_src instead (any memory the device can read:
-// the decode session takes the next token from where the previous run's sampler wrote it).
+// the decode session takes the next token from where the previous run's sampler wrote it). When gather_rows is set
+// (page-locked host memory, n values), value i is gather_src[gather_rows[i]] where that index is >= 0, and src[i]
+// where it is negative: a paged step takes some of its tokens from the argmax rows of the step before it, which
+// that step copied to gather_src (page-locked) and the host has not seen yet.
 struct HostCopy {
   const int32_t* src = nullptr;
   int32_t* dst = nullptr;
@@ -21,12 +24,14 @@ struct HostCopy {
   const int32_t* n_at = nullptr;
   const int32_t* alt_src = nullptr;
   const int32_t* use_alt_at = nullptr;
+  const int32_t* gather_src = nullptr;
+  const int32_t* gather_rows = nullptr;
 };
 
 struct HostCopies {
   // A paged graph's tokens, positions, kv_seq, output rows and prefill tiles (its block table is one copy of its own,
   // Executor), and the decode session's sampler state and penalty window. The set is a kernel parameter: 8 copies
-  // are 400 bytes of the 4 KiB a launch may pass.
+  // are 520 bytes of the 4 KiB a launch may pass.
   static constexpr int kMax = 8;
   HostCopy c[kMax];
   int n = 0;

@@ -47,6 +47,7 @@ struct Shape {
   int32_t pool_tokens = 512;
   int32_t block_size = 16;
   int32_t step_tokens = 64;
+  bool pipeline = true;  // EngineOptions::pipeline_steps
 };
 
 class BatchedEngineTest : public ::testing::Test {
@@ -66,6 +67,7 @@ class BatchedEngineTest : public ::testing::Test {
     runtime::EngineOptions eo;
     eo.max_queue = 64;
     eo.step_tokens = s.step_tokens;
+    eo.pipeline_steps = s.pipeline;
     return std::make_unique<runtime::Engine>(model_, tokenizer::Tokenizer::from_gguf(model_->file()),
                                              std::move(session), eo);
   }
@@ -97,6 +99,15 @@ class BatchedEngineTest : public ::testing::Test {
     return test_engine::submit_all<Collector>(e, rs);
   }
 
+  // A paged CPU session of two sequences whose batches the tests below build by hand.
+  std::unique_ptr<runtime::CpuSession> paged_session(runtime::PagedLayout& layout) {
+    runtime::SessionOptions so;
+    so.n_seq = 2;
+    so.kv_block_size = 16;
+    layout = runtime::paged_layout_for(so, 128, model_->config().n_ctx_train);
+    return std::make_unique<runtime::CpuSession>(model_, layout, 1);
+  }
+
   std::shared_ptr<const model::Model> model_;
   std::unique_ptr<tokenizer::Tokenizer> tok_;
 };
@@ -122,18 +133,65 @@ TEST_F(BatchedEngineTest, EightRequestsGetTheirTextAloneGreedyAndSeeded) {
   EXPECT_EQ(engine->stats().kv_blocks_used, 0);
 }
 
+// The step pipeline (a step launched before the one before it is taken, greedy tokens gathered from its argmax)
+// changes no request's text: greedy, seeded, stop strings, one-token and context-long limits, against the
+// engine that takes every step first and against each request alone.
+TEST_F(BatchedEngineTest, PipelinedStepsGiveTheTextOfStepsTakenOneByOne) {
+  std::vector<runtime::EngineRequest> rs;
+  for (size_t i = 0; i < kPrompts.size(); ++i)
+    rs.push_back(i % 3 == 1 ? request(kPrompts[i], 18 + int32_t(i), 0.8f, 77 + i)
+                            : request(kPrompts[i], 5 + 4 * int32_t(i)));
+  rs[2].max_tokens = 1;
+  rs[4].stop = {"the"};
+  rs[6].ignore_eos = false;
+  rs[6].max_tokens = -1;  // until end of generation or the context is full
+  std::vector<std::string> texts[2];
+  for (const bool pipeline : {false, true}) {
+    auto engine =
+        make(Shape{.parallel = 3, .pool_tokens = 512, .block_size = 8, .step_tokens = 16, .pipeline = pipeline});
+    for (const auto& c : run_all(*engine, rs)) texts[pipeline].push_back(c->text);
+    const runtime::EngineStats s = engine->stats();
+    EXPECT_GT(s.busy_seconds, 0.0);
+    EXPECT_LE(s.device_wait_seconds, s.busy_seconds);
+    EXPECT_TRUE(engine->wait_idle(std::chrono::seconds(5)));
+    EXPECT_EQ(engine->stats().kv_blocks_used, 0);
+  }
+  EXPECT_EQ(texts[1], texts[0]);
+  for (size_t i = 0; i < rs.size(); ++i) {
+    std::string want = alone(rs[i]);  // alone() knows no stop strings: its text up to the first "the"
+    if (!rs[i].stop.empty()) want = want.substr(0, want.find(rs[i].stop[0]));
+    EXPECT_EQ(texts[1][i], want) << kPrompts[i];
+  }
+  EXPECT_NE(texts[1][4], alone(rs[4]));  // the stop string did stop it
+}
+
+// A greedy request of n tokens whose prompt fits one chunk takes n steps with the pipeline too: no step is launched
+// past the token that ends it (max_tokens).
+TEST_F(BatchedEngineTest, PipelineLaunchesNoStepPastTheLastToken) {
+  auto engine = make(Shape{.parallel = 2});
+  const auto cs = run_all(*engine, {request(kPrompts[0], 12)});
+  EXPECT_EQ(cs[0]->ids.size(), 12u);
+  EXPECT_EQ(engine->stats().steps, 12u);
+}
+
 TEST_F(BatchedEngineTest, ChunkedPrefillAndPreemptionChangeNothing) {
   // Prompt chunks of 8 tokens and a pool of 8 blocks of 8 for 4 sequences growing to ~40 tokens each: sequences
   // must be sent back and recomputed.
-  auto engine = make(Shape{.parallel = 4, .pool_tokens = 64, .block_size = 8, .step_tokens = 8});
-  std::vector<runtime::EngineRequest> rs;
-  for (size_t i = 0; i < 6; ++i) rs.push_back(request(kPrompts[i], 30));
-  const auto cs = run_all(*engine, rs);
-  for (size_t i = 0; i < rs.size(); ++i) {
-    EXPECT_EQ(cs[i]->text, alone(rs[i])) << kPrompts[i];
-    EXPECT_EQ(cs[i]->final_event.finish, FinishReason::Length) << cs[i]->final_event.error;
+  // Every block comes back at the end (a sequence that sent itself back used to keep one it grew afterwards).
+  for (const bool pipeline : {true, false}) {
+    auto engine =
+        make(Shape{.parallel = 4, .pool_tokens = 64, .block_size = 8, .step_tokens = 8, .pipeline = pipeline});
+    std::vector<runtime::EngineRequest> rs;
+    for (size_t i = 0; i < 6; ++i) rs.push_back(request(kPrompts[i], 30));
+    const auto cs = run_all(*engine, rs);
+    for (size_t i = 0; i < rs.size(); ++i) {
+      EXPECT_EQ(cs[i]->text, alone(rs[i])) << kPrompts[i];
+      EXPECT_EQ(cs[i]->final_event.finish, FinishReason::Length) << cs[i]->final_event.error;
+    }
+    EXPECT_GT(engine->stats().preemptions, 0u);
+    EXPECT_TRUE(engine->wait_idle(std::chrono::seconds(5)));
+    EXPECT_EQ(engine->stats().kv_blocks_used, 0) << "pipeline " << pipeline;
   }
-  EXPECT_GT(engine->stats().preemptions, 0u);
 }
 
 TEST_F(BatchedEngineTest, PrefixCacheServesARepeatedPromptWithTheSameText) {
@@ -256,6 +314,75 @@ TEST_F(BatchedEngineTest, SessionWithoutDrawsReturnsTheLogitsToSample) {
   bad.top_p = -1;
   b.draws = {runtime::RowDraw{}, runtime::RowDraw{&bad, 0, window}};
   EXPECT_THROW(session.eval_paged(b), std::invalid_argument);
+}
+
+// launch_paged / take_paged: a token taken from the argmax row of the step before gives the logits of that token
+// given by hand, and the queue's rules are enforced without losing what is queued.
+TEST_F(BatchedEngineTest, PagedStepsTakeTokensFromTheArgmaxOfTheStepBefore) {
+  runtime::PagedLayout layout;
+  auto piped = paged_session(layout);
+  auto by_hand = paged_session(layout);
+  runtime::PagedBatch a;
+  a.block_table.assign(size_t(layout.n_seq) * layout.max_blocks, 0);
+  a.block_table[size_t(layout.max_blocks)] = 1;
+  a.tokens = {1, 5, 1, 7, 9}, a.positions = {0, 1, 0, 1, 2}, a.kv_seq = {0, 0, 1, 1, 1}, a.output_rows = {1, 4};
+  a.need_logits = false;
+  runtime::PagedBatch b = a;
+  b.tokens = {0, 0}, b.positions = {2, 3}, b.kv_seq = {0, 1}, b.output_rows = {0, 1};
+  b.need_logits = true;
+  b.token_from_row = {0, 1};
+  piped->launch_paged(a);
+  piped->launch_paged(b);
+  const runtime::PagedResult taken_a = piped->take_paged();
+  const std::vector<int32_t> a_argmax(taken_a.argmax.begin(), taken_a.argmax.end());
+  const runtime::PagedResult got = piped->take_paged();
+
+  (void)by_hand->eval_paged(a);
+  const std::vector<int32_t> first(by_hand->paged_argmax().begin(), by_hand->paged_argmax().end());
+  EXPECT_EQ(a_argmax, first);
+  b.tokens = first;
+  b.token_from_row.clear();
+  const std::span<const float> want = by_hand->eval_paged(b);
+  ASSERT_EQ(got.logits.size(), want.size());
+  EXPECT_TRUE(std::equal(want.begin(), want.end(), got.logits.begin()));
+  EXPECT_EQ(std::vector<int32_t>(got.argmax.begin(), got.argmax.end()),
+            std::vector<int32_t>(by_hand->paged_argmax().begin(), by_hand->paged_argmax().end()));
+}
+
+TEST_F(BatchedEngineTest, PagedStepQueueRulesAreChecked) {
+  runtime::PagedLayout layout;
+  auto session = paged_session(layout);
+  runtime::PagedBatch b;
+  b.block_table.assign(size_t(layout.n_seq) * layout.max_blocks, 0);
+  b.tokens = {1, 5}, b.positions = {0, 1}, b.kv_seq = {0, 0}, b.output_rows = {1};
+  b.need_logits = false;
+  const auto next = [&] {
+    for (auto& p : b.positions) p += 2;
+  };
+  EXPECT_THROW(session->take_paged(), runtime::SessionError);  // nothing queued
+  b.token_from_row = {-1, 0};
+  EXPECT_THROW(session->launch_paged(b), runtime::SessionError);  // no step before
+  b.token_from_row.clear();
+  session->launch_paged(b);
+  next();
+  b.token_from_row = {-1, 1};
+  EXPECT_THROW(session->launch_paged(b), runtime::SessionError);  // the step before has one output row
+  b.token_from_row = {0};
+  EXPECT_THROW(session->launch_paged(b), runtime::SessionError);  // one source a token
+  b.token_from_row = {-1, 0};
+  session->launch_paged(b);
+  next();
+  EXPECT_THROW(session->launch_paged(b), runtime::SessionError);  // two queued already
+  EXPECT_THROW(session->eval_paged(b), runtime::SessionError);   // eval_paged wants an empty queue
+  (void)session->take_paged();
+  (void)session->take_paged();
+  b.token_from_row.clear();
+  b.need_logits = true;
+  session->launch_paged(b);
+  next();
+  EXPECT_THROW(session->launch_paged(b), runtime::SessionError);  // the queued step wants its logits first
+  EXPECT_EQ(session->take_paged().logits.size(), size_t(model_->config().n_vocab));
+  EXPECT_EQ(session->eval_paged(b).size(), size_t(model_->config().n_vocab));
 }
 
 }  // namespace
