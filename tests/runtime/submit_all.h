@@ -3,7 +3,10 @@
 #pragma once
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <future>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "runtime/engine.h"
@@ -21,6 +24,25 @@ std::vector<std::unique_ptr<C>> submit_all(runtime::Engine& e, const std::vector
   }
   for (auto& c : cs) c->wait();
   return cs;
+}
+
+// A collector of a request's text alone.
+struct TextCollector {
+  std::string text;
+  std::promise<void> final;
+  bool on(const runtime::EngineEvent& e) {
+    if (e.kind == runtime::EngineEvent::Kind::Final) final.set_value();
+    else text.append(e.text);
+    return true;
+  }
+  void wait() { EXPECT_EQ(final.get_future().wait_for(std::chrono::seconds(120)), std::future_status::ready); }
+};
+
+// The texts of requests submitted all at once, in submission order.
+inline std::vector<std::string> texts_of(runtime::Engine& e, const std::vector<runtime::EngineRequest>& rs) {
+  std::vector<std::string> out;
+  for (const auto& c : submit_all<TextCollector>(e, rs)) out.push_back(c->text);
+  return out;
 }
 
 }  // namespace test_engine

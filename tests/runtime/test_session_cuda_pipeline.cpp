@@ -5,7 +5,6 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <future>
 #include <string>
 #include <vector>
 
@@ -15,6 +14,7 @@
 #include "runtime/engine.h"
 #include "runtime/generate.h"
 #include "runtime/session_cuda.h"
+#include "submit_all.h"
 
 #define REQUIRE_GPU() \
   if (!::cuda::device_available()) GTEST_SKIP() << "no CUDA device"
@@ -80,40 +80,23 @@ TEST(PagedGpuPipeline, EngineTextsAreThoseWithoutThePipeline) {
   tokenizer::Tokenizer tok = tokenizer::Tokenizer::from_gguf(m->file());
   const std::vector<std::string> prompts = {"Once upon a time", "The dog ran", "Lily wanted to play with her friend",
                                             "Tom", "One day, a little bird", "The sun was"};
+  std::vector<runtime::EngineRequest> rs;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    runtime::EngineRequest r;
+    r.prompt = runtime::tokenize_prompt(tok, prompts[i]);
+    r.sampling.temp = i == 3 ? 0.7f : 0.0f;
+    r.sampling.seed = 5;
+    r.max_tokens = 24 + int32_t(i) * 5;
+    r.ignore_eos = true;
+    rs.push_back(r);
+  }
   const auto run = [&](bool pipeline) {
     runtime::EngineOptions eo;
     eo.step_tokens = 64;
     eo.pipeline_steps = pipeline;
     runtime::Engine engine(m, tokenizer::Tokenizer::from_gguf(m->file()),
                            std::make_unique<runtime::CudaSession>(m, 1024, paged(8)), eo);
-    std::vector<std::promise<std::string>> texts(prompts.size());
-    std::vector<std::string> got(prompts.size());
-    for (size_t i = 0; i < prompts.size(); ++i) {
-      runtime::EngineRequest r;
-      r.prompt = runtime::tokenize_prompt(tok, prompts[i]);
-      r.sampling.temp = i == 3 ? 0.7f : 0.0f;
-      r.sampling.seed = 5;
-      r.max_tokens = 24 + int32_t(i) * 5;
-      r.ignore_eos = true;
-      EXPECT_EQ(engine
-                    .submit(r,
-                            [&, i](const runtime::EngineEvent& e) {
-                              if (e.kind == runtime::EngineEvent::Kind::Final)
-                                texts[i].set_value(got[i]);
-                              else
-                                got[i].append(e.text);
-                              return true;
-                            })
-                    .status,
-                runtime::SubmitStatus::Accepted);
-    }
-    std::vector<std::string> out;
-    for (auto& t : texts) {
-      auto f = t.get_future();
-      EXPECT_EQ(f.wait_for(std::chrono::seconds(120)), std::future_status::ready);
-      out.push_back(f.get());
-    }
-    return out;
+    return test_engine::texts_of(engine, rs);
   };
   const std::vector<std::string> on = run(true), off = run(false);
   for (size_t i = 0; i < prompts.size(); ++i) EXPECT_EQ(on[i], off[i]) << prompts[i];
