@@ -199,6 +199,12 @@ TEST_F(ServerTest, PrefixCacheHitsShowInUsageAndMetrics) {
   EXPECT_NE(metrics.find("llmrun_prompt_tokens_cached_total " + std::to_string(cached)), std::string::npos) << metrics;
   EXPECT_NE(metrics.find("llmrun_kv_cache_blocks{state=\"total\"} 32"), std::string::npos) << metrics;
   EXPECT_NE(metrics.find("llmrun_kv_cache_blocks{state=\"used\"} 0"), std::string::npos) << metrics;
+  // The worker's busy time, split: it ran steps, so it waited for the device (the CPU session's steps) a while.
+  const std::string wait_name = "llmrun_engine_seconds_total{part=\"device_wait\"} ";
+  const size_t wait_at = metrics.find(wait_name);
+  ASSERT_NE(wait_at, std::string::npos) << metrics;
+  EXPECT_GT(std::stod(metrics.substr(wait_at + wait_name.size())), 0.0) << metrics;
+  EXPECT_NE(metrics.find("llmrun_engine_seconds_total{part=\"host\"} "), std::string::npos) << metrics;
 }
 
 TEST_F(ServerTest, SeededSamplingIsReproducible) {
