@@ -102,7 +102,8 @@ struct PagedBatch {
   bool asks_draws() const;  // whether any row has a draw
 };
 
-// What one paged step gave (take_paged), valid until the next take_paged or eval_paged.
+// What one paged step gave (take_paged): argmax and draws valid until the next take_paged or eval_paged, logits
+// until the next launch_paged as well (a step that wants logits copies them into the same host buffer).
 struct PagedResult {
   std::span<const float> logits;    // as eval_paged returns them
   std::span<const int32_t> argmax;  // as paged_argmax
