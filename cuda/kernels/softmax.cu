@@ -1,5 +1,7 @@
-// Row reductions: softmax (max, sum of exp, scale) and argmax, one block per row.
+// Row reductions: softmax (max, sum of exp, scale), one block per row, and argmax.
 #include "cuda/kernels/softmax.cuh"
+
+#include <cooperative_groups.h>
 
 #include <cfloat>
 
@@ -25,41 +27,71 @@ __global__ void __launch_bounds__(kThreads) softmax_kernel(SoftmaxParams p) {
   for (int64_t i = threadIdx.x; i < p.ne0; i += kThreads) out[i] = expf(x[i] - m) * inv;
 }
 
-// Argmax: one block of 1024 threads a row, rows of 16-byte aligned float4s read four loads in flight a thread (a
-// row of logits is ~0.5 MB, from one SM: the loads' latency, not the bytes, is what a block waits on; 256 threads
-// of scalar loads took ~214 us on a 128k vocabulary). argmax_merge is order-free, so the result does not depend on
-// which thread saw what.
+// Argmax: blocks of 1024 threads, rows of 16-byte aligned float4s read four loads in flight a thread (a row of
+// logits is ~0.5 MB: the loads' latency, not the bytes, is what a block waits on; 256 threads of scalar loads took
+// ~214 us on a 128k vocabulary, one block of these ~19 us on an H200). A few rows (a decode step's) are each cut
+// over a cluster of kArgmaxCluster blocks whose first block merges the others' results from their shared memory
+// (one launch, no scratch); many rows take a block each. argmax_merge is order-free, so the result does not depend
+// on which thread or block saw what.
 constexpr int kArgmaxThreads = 1024;
+constexpr int kArgmaxCluster = 8;
+constexpr int64_t kArgmaxClusterRows = 16;  // up to this many rows: clusters (more rows fill the device anyway)
 
 template <bool kVec4>
-__global__ void __launch_bounds__(kArgmaxThreads) argmax_kernel(ArgmaxParams p) {
-  const float* x = p.x + int64_t(blockIdx.x) * p.ne0;
+__device__ __forceinline__ ArgMax argmax_range(const float* x, int64_t lo, int64_t hi) {
   const int t = int(threadIdx.x);
   ArgMax best;
-  if constexpr (kVec4) {
+  if constexpr (kVec4) {  // lo and hi in float4s
     const float4* x4 = reinterpret_cast<const float4*>(x);
-    const int64_t n4 = p.ne0 / 4;
     const auto take = [&](const float4& v, int64_t i) {
       best = argmax_merge(best, ArgMax{v.x, int32_t(4 * i)});
       best = argmax_merge(best, ArgMax{v.y, int32_t(4 * i + 1)});
       best = argmax_merge(best, ArgMax{v.z, int32_t(4 * i + 2)});
       best = argmax_merge(best, ArgMax{v.w, int32_t(4 * i + 3)});
     };
-    int64_t i = t;
-    for (; i + 3 * kArgmaxThreads < n4; i += 4 * kArgmaxThreads) {
+    int64_t i = lo + t;
+    for (; i + 3 * kArgmaxThreads < hi; i += 4 * kArgmaxThreads) {
       float4 v[4];
 #pragma unroll
       for (int u = 0; u < 4; ++u) v[u] = __ldg(x4 + i + u * kArgmaxThreads);
 #pragma unroll
       for (int u = 0; u < 4; ++u) take(v[u], i + u * kArgmaxThreads);
     }
-    for (; i < n4; i += kArgmaxThreads) take(__ldg(x4 + i), i);
+    for (; i < hi; i += kArgmaxThreads) take(__ldg(x4 + i), i);
   } else {
-    for (int64_t i = t; i < p.ne0; i += kArgmaxThreads) best = argmax_merge(best, ArgMax{x[i], int32_t(i)});
+    for (int64_t i = lo + t; i < hi; i += kArgmaxThreads) best = argmax_merge(best, ArgMax{x[i], int32_t(i)});
   }
+  return best;
+}
+
+template <bool kVec4>
+__global__ void __launch_bounds__(kArgmaxThreads) argmax_kernel(ArgmaxParams p) {
+  const float* x = p.x + int64_t(blockIdx.x) * p.ne0;
   __shared__ ArgMax red[kArgmaxThreads / 32];
-  best = block_argmax<kArgmaxThreads>(best, red);
-  if (t == 0) p.out[blockIdx.x] = best.idx < 0 ? 0 : best.idx;
+  const ArgMax best = block_argmax<kArgmaxThreads>(argmax_range<kVec4>(x, 0, kVec4 ? p.ne0 / 4 : p.ne0), red);
+  if (threadIdx.x == 0) p.out[blockIdx.x] = best.idx < 0 ? 0 : best.idx;
+}
+
+// Row blockIdx.y over the cluster's blocks (blockIdx.x = the block's rank): each a contiguous part of the row.
+template <bool kVec4>
+__global__ void __cluster_dims__(kArgmaxCluster, 1, 1) __launch_bounds__(kArgmaxThreads)
+    argmax_cluster_kernel(ArgmaxParams p) {
+  namespace cg = cooperative_groups;
+  const cg::cluster_group cluster = cg::this_cluster();
+  const float* x = p.x + int64_t(blockIdx.y) * p.ne0;
+  const int64_t n = kVec4 ? p.ne0 / 4 : p.ne0, part = (n + kArgmaxCluster - 1) / kArgmaxCluster;
+  const int64_t lo = min(n, int64_t(cluster.block_rank()) * part), hi = min(n, lo + part);
+  __shared__ ArgMax red[kArgmaxThreads / 32];
+  __shared__ ArgMax mine;
+  const ArgMax best = block_argmax<kArgmaxThreads>(argmax_range<kVec4>(x, lo, hi), red);
+  if (threadIdx.x == 0) mine = best;
+  cluster.sync();
+  if (cluster.block_rank() == 0 && threadIdx.x == 0) {
+    ArgMax r = mine;
+    for (int k = 1; k < kArgmaxCluster; ++k) r = argmax_merge(r, *cluster.map_shared_rank(&mine, k));
+    p.out[blockIdx.y] = r.idx < 0 ? 0 : r.idx;
+  }
+  cluster.sync();  // every block's `mine` stays until the first block has read it
 }
 
 }  // namespace
@@ -74,10 +106,18 @@ void launch_softmax(const SoftmaxParams& p, cudaStream_t stream) {
 void launch_argmax(const ArgmaxParams& p, cudaStream_t stream) {
   LLM_REQUIRE(p.x && p.out, "null pointer");
   LLM_REQUIRE(p.ne0 > 0 && p.ne0 <= 0x7fffffff && p.rows > 0 && p.rows <= 0x7fffffff, "bad shape");
-  if ((reinterpret_cast<uintptr_t>(p.x) & 15) == 0 && p.ne0 % 4 == 0)
+  const bool vec4 = (reinterpret_cast<uintptr_t>(p.x) & 15) == 0 && p.ne0 % 4 == 0;
+  if (p.rows <= kArgmaxClusterRows) {
+    const dim3 grid(kArgmaxCluster, unsigned(p.rows));
+    if (vec4)
+      argmax_cluster_kernel<true><<<grid, kArgmaxThreads, 0, stream>>>(p);
+    else
+      argmax_cluster_kernel<false><<<grid, kArgmaxThreads, 0, stream>>>(p);
+  } else if (vec4) {
     argmax_kernel<true><<<unsigned(p.rows), kArgmaxThreads, 0, stream>>>(p);
-  else
+  } else {
     argmax_kernel<false><<<unsigned(p.rows), kArgmaxThreads, 0, stream>>>(p);
+  }
   CUDA_CHECK_LAUNCH(stream);
 }
 

@@ -258,10 +258,12 @@ TEST(OpKernels, SoftmaxAndArgmax) {
   REQUIRE_GPU();
   std::mt19937 rng(4);
   for (int64_t ne0 : {1, 31, 512, 32000, 128256})  // 31: unaligned rows (the scalar argmax); 128256: Llama 3's vocab
-    for (int64_t rows : {1, 3}) {
+    for (int64_t rows : {1, 3, 17}) {  // 17: one block a row; fewer: a cluster of blocks a row
       auto x = random_floats(rng, ne0 * rows, -10, 10);
-      // A planted tie in the last row (values are below 10 elsewhere): the lower index must win.
+      // A planted tie in the last row (values are below 10 elsewhere): the lower index must win. In the first row
+      // the tie is in the first and the last of the cluster's parts.
       if (ne0 > 40) x[(rows - 1) * ne0 + 40] = x[(rows - 1) * ne0 + 20] = 11.0f;
+      if (ne0 > 40 && rows > 1) x[ne0 - 2] = x[5] = 12.0f;
       auto dx = upload(x);
       auto out = poisoned_f32(x.size());
       cuda::launch_softmax({dx.as<float>(), out.as<float>(), ne0, rows}, nullptr);
