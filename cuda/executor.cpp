@@ -523,7 +523,6 @@ void Executor::lower_attention(const Node& n) {
   a.max_splits = attention_max_splits(g_.kv.seq_capacity(), ap.n_head_kv, T, ctx_.sm_count());  // work_buffers'
   a.kv_type = spec.type, a.k_scales = kv_->k_scales(ap.layer), a.v_scales = kv_->v_scales(ap.layer);
   a.window = ap.window;
-  a.split_tiles = int32_t(opt_.attention_split_tiles);
   a.paging = paging_of(n);
   if (ap.sinks) a.sinks = f32_in(n, n.inputs.size() - 1);  // always the last input (graph/ir.h)
   if (a.paging.block_table && T >= kPrefillMinTokens) {  // the prefill kernel's tiles, planned per run
@@ -619,7 +618,8 @@ KvPaging Executor::paging_of(const Node& att) const {
 
 void Executor::lower_argmax(const Node& n) {
   const auto& in = g_.node(n.inputs.at(0)).shape;
-  const ArgmaxParams p{f32_in(n, 0), static_cast<int32_t*>(device_ptr(n.id)), in.ne[0], in.rows()};
+  ArgmaxParams p{f32_in(n, 0), static_cast<int32_t*>(device_ptr(n.id)), in.ne[0], in.rows()};
+  p.cluster = opt_.argmax_cluster;
   steps_.push_back([p](cudaStream_t s) { launch_argmax(p, s); });
 }
 
@@ -721,7 +721,7 @@ void Executor::run() {
   const cudaStream_t s = ctx_.compute();
   short_now_ = short_next();
   launching_ = next_;
-  next_ ^= 1;
+  next_ = opt_.two_stagings ? next_ ^ 1 : 0;
   Variant& v = variants_[short_now_][launching_];
   const auto ran = [&] {
     ++v.runs;

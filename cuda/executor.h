@@ -101,9 +101,12 @@ struct ExecutorOptions {
   // forms q, k and v itself from the raw products (AttentionNewToken), so no norm + rope + KV launch runs before
   // it; false: that launch. LLM_CUDA_NEW_TOKEN_ATTENTION=0 for A/B runs.
   bool new_token_attention = true;
-  // Decode attention's tensor-core split kernel: 64-slot tiles a split takes at least (AttentionKernelParams::
-  // split_tiles). LLM_CUDA_ATTN_SPLIT_TILES=1..64 for A/B runs.
-  int64_t attention_split_tiles = 1;
+  // Runs alternate between two input stagings (Executor::run), so a run's inputs are written while the one before
+  // runs; false: one staging, each write_inputs waiting for the last run. LLM_CUDA_TWO_STAGINGS=0 for A/B runs.
+  bool two_stagings = true;
+  // The argmax of up to 16 rows over a cluster of blocks a row (softmax.cu); false: one block a row.
+  // LLM_CUDA_ARGMAX_CLUSTER=0 for A/B runs.
+  bool argmax_cluster = true;
   // MulMat with 2 <= T <= matvec_cols_max_tokens whose weight the few-column int16 kernel serves (matvec_cols.cuh)
   // takes it before the small-batch kernel. LLM_CUDA_MATVEC_COLS_MAX=0..4 moves the top (0 or 1: off).
   int64_t matvec_cols_max_tokens = kMatvecColsMaxTokens;

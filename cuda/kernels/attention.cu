@@ -272,7 +272,6 @@ void launch_attention(const AttentionKernelParams& p, cudaStream_t stream) {
   LLM_REQUIRE(p.hd > 0 && p.hd % 2 == 0 && p.hd <= kMaxHd, "head_dim must be even and <= 256");
   LLM_REQUIRE(p.hd_v > 0 && p.hd_v % 2 == 0 && p.hd_v <= kMaxHd, "head_dim_v must be even and <= 256");
   LLM_REQUIRE(p.max_splits > 0 && p.max_splits <= 65535, "max_splits not set (attention_max_splits)");
-  LLM_REQUIRE(p.split_tiles >= 1, "split_tiles must be at least 1");
   LLM_REQUIRE(p.window >= 0, "negative window");
   LLM_REQUIRE(!p.paging.block_table || (p.paging.kv_seq && p.paging.max_blocks > 0), "paged: null kv_seq");
   LLM_REQUIRE(!p.sinks || kv_quant_supported(p.n_head, p.n_head_kv, p.hd, p.hd_v),

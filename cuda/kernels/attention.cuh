@@ -76,10 +76,6 @@ struct AttentionKernelParams {
   float scale = 1.0f;
   int32_t max_splits = 0;            // splits per (head, token) at most (attention_max_splits); the split length
                                      // is chosen on the device from each token's position, so capture-safe
-  // Tensor-core split kernel: each split takes at least this many 64-slot tiles of a token's prefix (past the
-  // first kSerialTiles, which one split takes alone), so that a moderate context is not cut into one-tile splits
-  // whose merge costs more than their tiles.
-  int32_t split_tiles = 1;
   int32_t window = 0;                // > 0: the query at position p sees only slots (p - window, p] (sliding-window
                                      // layers); the tensor-core kernels alone implement it, by masking
   graph::KvType kv_type = graph::KvType::F16;

@@ -87,9 +87,8 @@ constexpr float kLog2e = 1.4426950408889634f;
 // A token with at most this many tiles streams them in one split: the merge of several (a fence, the counter, the
 // last block's second pass over L2) costs more than four tiles in turn (kernel notes: 1B tg128 +3%, 8B Q4_0 +1%).
 constexpr int64_t kSerialTiles = 4;
-__device__ __forceinline__ int active_splits(int64_t n_tiles, int32_t max_splits, int32_t split_tiles) {
-  const int64_t splits = (n_tiles + split_tiles - 1) / split_tiles;
-  return n_tiles <= kSerialTiles ? 1 : int(min(splits, int64_t(max_splits)));
+__device__ __forceinline__ int active_splits(int64_t n_tiles, int32_t max_splits) {
+  return n_tiles <= kSerialTiles ? 1 : int(min(n_tiles, int64_t(max_splits)));
 }
 
 // Q x scale as the A operand: row g is head kvh G + g, read from qg (the group's first head: of p.q, or the new
@@ -401,7 +400,7 @@ __global__ void __launch_bounds__(kThreads, kNewToken ? 2 : kMinBlocks<HD>)
   // that slot in it: a local layer costs its window, not the context.
   const int64_t end = pos + 1, start = p.window > 0 ? max(int64_t(0), pos - p.window + 1) : 0;
   const int64_t first = start / kTile * kTile, n_tiles = (end - first + kTile - 1) / kTile;
-  const int n_active = active_splits(n_tiles, p.max_splits, p.split_tiles);
+  const int n_active = active_splits(n_tiles, p.max_splits);
   if (split >= n_active) return;  // the whole block: this split holds no tile
   const int64_t begin = first + split * kTile, stride = int64_t(n_active) * kTile;
   // The block whose split holds the token's own slot forms its k and v (tile k goes to split k % n_active).
@@ -501,7 +500,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<HD>) attention_split_tc_q
   // Tiles dealt as in the f16 kernel, from the sliding window's first tile.
   const int64_t end = pos + 1, start = p.window > 0 ? max(int64_t(0), pos - p.window + 1) : 0;
   const int64_t first = start / kTile * kTile, n_tiles = (end - first + kTile - 1) / kTile;
-  const int n_active = active_splits(n_tiles, p.max_splits, p.split_tiles);
+  const int n_active = active_splits(n_tiles, p.max_splits);
   if (split >= n_active) return;
   const int64_t begin = first + split * kTile, stride = int64_t(n_active) * kTile;
 
