@@ -130,7 +130,7 @@ Executor::Executor(const Context& ctx, const graph::Graph& g, const graph::Plan&
   if (attn_scratch_.bytes()) CUDA_CHECK(cudaMemset(attn_scratch_.get(), 0, attn_scratch_.bytes()));  // counters
   batch_mm_counters_ = DeviceBuffer(sizes.batch_mm_counters);
   if (batch_mm_counters_.bytes()) CUDA_CHECK(cudaMemset(batch_mm_counters_.get(), 0, batch_mm_counters_.bytes()));
-  for (auto& st : input_staging_) st = PinnedBuffer(::std::max<size_t>(sizes.staging, 4));
+  input_staging_ = PinnedBuffer(::std::max<size_t>(sizes.staging, 4));
   users_.resize(g.nodes().size());
   for (const Node& n : g.nodes())
     for (NodeId i : n.inputs)
@@ -152,42 +152,32 @@ Executor::Executor(const Context& ctx, const graph::Graph& g, const graph::Plan&
     }
   }
   // The Input nodes' values: one kernel reading the page-locked staging (write_inputs), first of every run; a
-  // block table, which can be long, by its own copy (the kernel reads host memory a few bytes per thread). Two
-  // stagings, used by runs in turn (each with its captured graphs), so that the next run's inputs can be written
-  // while this one runs.
-  const int32_t* st[2];
-  for (int k = 0; k < 2; ++k) st[k] = static_cast<const int32_t*>(device_address_of_pinned(input_staging_[k].get()));
+  // block table, which can be long, by its own copy (the kernel reads host memory a few bytes per thread).
+  const auto* st = static_cast<const int32_t*>(device_address_of_pinned(input_staging_.get()));
   ::std::vector<Step> table_copies;
   for (const auto& [id, kind] : inputs_) {
     const auto n = int32_t(g_.node(id).shape.elements());
     if (kind == graph::InputParams::Kind::BlockTable) {
       void* dst = device_ptr(id);
-      table_copies.push_back([this, dst, st0 = st[0], st1 = st[1], n](cudaStream_t s) {
-        CUDA_CHECK(cudaMemcpyAsync(dst, launching_ ? st1 : st0, size_t(n) * 4, cudaMemcpyDefault, s));
+      table_copies.push_back([dst, st, n](cudaStream_t s) {
+        CUDA_CHECK(cudaMemcpyAsync(dst, st, size_t(n) * 4, cudaMemcpyDefault, s));
       });
       input_copy_.push_back(-1);
     } else {
-      for (int k = 0; k < 2; ++k) add_host_input_to(k, st[k], device_ptr(id), n, nullptr);
-      input_copy_.push_back(host_inputs_[0].n - 1);
+      add_host_input(st, device_ptr(id), n);
+      input_copy_.push_back(host_inputs_.n - 1);
     }
-    st[0] += n, st[1] += n;
+    st += n;
   }
-  if (paged_tiles_.bytes())
-    for (int k = 0; k < 2; ++k)
-      add_host_input_to(k, st[k], paged_tiles_.get(), int32_t(paged_tiles_.bytes() / 4), nullptr);
-  steps_.insert(steps_.begin(), [this](cudaStream_t s) { launch_copy_from_host(host_inputs_[launching_], s); });
+  if (paged_tiles_.bytes()) add_host_input(st, paged_tiles_.get(), int32_t(paged_tiles_.bytes() / 4));
+  steps_.insert(steps_.begin(), [this](cudaStream_t s) { launch_copy_from_host(host_inputs_, s); });
   steps_.insert(steps_.begin(), table_copies.begin(), table_copies.end());
 }
 
 void Executor::add_host_input(const int32_t* src, void* dst, int32_t n, const int32_t* n_at) {
-  for (int k = 0; k < 2; ++k) add_host_input_to(k, src, dst, n, n_at);
-}
-
-void Executor::add_host_input_to(int staging, const int32_t* src, void* dst, int32_t n, const int32_t* n_at) {
-  HostCopies& h = host_inputs_[staging];
-  if (h.n == HostCopies::kMax) throw InvalidArgument("more than " + ::std::to_string(HostCopies::kMax) +
-                                                     " inputs copied from the host");
-  h.c[h.n++] = HostCopy{src, static_cast<int32_t*>(dst), n, n_at};
+  if (host_inputs_.n == HostCopies::kMax) throw InvalidArgument("more than " + ::std::to_string(HostCopies::kMax) +
+                                                                " inputs copied from the host");
+  host_inputs_.c[host_inputs_.n++] = HostCopy{src, static_cast<int32_t*>(dst), n, n_at};
   drop_capture();
 }
 
@@ -618,8 +608,7 @@ KvPaging Executor::paging_of(const Node& att) const {
 
 void Executor::lower_argmax(const Node& n) {
   const auto& in = g_.node(n.inputs.at(0)).shape;
-  ArgmaxParams p{f32_in(n, 0), static_cast<int32_t*>(device_ptr(n.id)), in.ne[0], in.rows()};
-  p.cluster = opt_.argmax_cluster;
+  const ArgmaxParams p{f32_in(n, 0), static_cast<int32_t*>(device_ptr(n.id)), in.ne[0], in.rows()};
   steps_.push_back([p](cudaStream_t s) { launch_argmax(p, s); });
 }
 
@@ -640,8 +629,7 @@ const FusedElementwise* Executor::fused(const FusedShape& shape) {
 }
 
 void Executor::drop_capture() {
-  for (auto& by_staging : variants_)
-    for (Variant& v : by_staging) v = Variant{};
+  for (Variant& v : variants_) v = Variant{};
 }
 
 void Executor::append_step(::std::function<void(cudaStream_t)> step) {
@@ -652,10 +640,8 @@ void Executor::append_step(::std::function<void(cudaStream_t)> step) {
 void Executor::set_tokens_alternative(const int32_t* alt_src, const int32_t* use_alt_at) {
   for (size_t i = 0; i < inputs_.size(); ++i) {
     if (inputs_[i].second != graph::InputParams::Kind::Tokens) continue;
-    for (HostCopies& h : host_inputs_) {
-      HostCopy& c = h.c[input_copy_[i]];
-      c.alt_src = alt_src, c.use_alt_at = use_alt_at;
-    }
+    HostCopy& c = host_inputs_.c[input_copy_[i]];
+    c.alt_src = alt_src, c.use_alt_at = use_alt_at;
   }
   drop_capture();
 }
@@ -663,13 +649,11 @@ void Executor::set_tokens_alternative(const int32_t* alt_src, const int32_t* use
 void Executor::set_tokens_gather(const int32_t* src) {
   for (size_t i = 0; i < inputs_.size(); ++i) {
     if (inputs_[i].second != graph::InputParams::Kind::Tokens) continue;
-    for (int k = 0; k < 2; ++k) {
-      HostCopy& c = host_inputs_[k].c[input_copy_[i]];
-      gather_rows_[k] = PinnedBuffer(size_t(c.n) * 4);
-      ::std::fill_n(gather_rows_[k].as<int32_t>(), c.n, -1);
-      c.gather_src = src;
-      c.gather_rows = static_cast<const int32_t*>(device_address_of_pinned(gather_rows_[k].get()));
-    }
+    HostCopy& c = host_inputs_.c[input_copy_[i]];
+    gather_rows_ = PinnedBuffer(size_t(c.n) * 4);
+    ::std::fill_n(gather_rows_.as<int32_t>(), c.n, -1);
+    c.gather_src = src;
+    c.gather_rows = static_cast<const int32_t*>(device_address_of_pinned(gather_rows_.get()));
   }
   drop_capture();
 }
@@ -681,7 +665,7 @@ void Executor::write_inputs(::std::span<const int32_t> tokens, ::std::span<const
 void Executor::write_inputs(const graph::RunInputs& in) { write_inputs(in, {}); }
 
 void Executor::write_inputs(const graph::RunInputs& in, ::std::span<const int32_t> token_from) {
-  const size_t n_gather = gather_rows_[next_].bytes() / 4;
+  const size_t n_gather = gather_rows_.bytes() / 4;
   if (!token_from.empty() && token_from.size() != n_gather)
     throw InvalidArgument(n_gather ? "expected " + ::std::to_string(n_gather) + " token gather indices, got " +
                                          ::std::to_string(token_from.size())
@@ -693,14 +677,14 @@ void Executor::write_inputs(const graph::RunInputs& in, ::std::span<const int32_
                             graph::input_kind_name(kind) + " values, got " + ::std::to_string(in.of(kind).size()));
   }
   if (paged_tiles_.bytes()) check_paged_inputs(g_.kv, paged_reach_, in);
-  staged_done_[next_].synchronize();  // the run before the last may still read this staging (normally long done)
+  wait();  // the previous run may still read the staging (normally long finished)
   if (n_gather) {
     if (token_from.empty())
-      ::std::fill_n(gather_rows_[next_].as<int32_t>(), n_gather, -1);
+      ::std::fill_n(gather_rows_.as<int32_t>(), n_gather, -1);
     else
-      ::std::memcpy(gather_rows_[next_].get(), token_from.data(), token_from.size_bytes());
+      ::std::memcpy(gather_rows_.get(), token_from.data(), token_from.size_bytes());
   }
-  auto* st = input_staging_[next_].as<uint8_t>();
+  auto* st = input_staging_.as<uint8_t>();
   for (const auto& [id, kind] : inputs_) {
     const auto src = in.of(kind);
     ::std::memcpy(st, src.data(), src.size_bytes());
@@ -720,19 +704,12 @@ void Executor::launch_all(cudaStream_t s) const {
 void Executor::run() {
   const cudaStream_t s = ctx_.compute();
   short_now_ = short_next();
-  launching_ = next_;
-  next_ = opt_.two_stagings ? next_ ^ 1 : 0;
-  Variant& v = variants_[short_now_][launching_];
-  const auto ran = [&] {
-    ++v.runs;
-    staged_done_[launching_].record(s);
-    done_.record(s);
-  };
-  // The executor's first run of a graph variant is plain launches (warm-up: lazy module loading and cuBLAS
-  // heuristics happen outside capture); the other staging's variant captures at once.
-  if (!opt_.cuda_graph || (v.runs == 0 && variants_[short_now_][launching_ ^ 1].runs == 0)) {
+  Variant& v = variants_[short_now_];
+  // The first run is plain launches (warm-up: lazy module loading and cuBLAS heuristics happen outside capture).
+  if (!opt_.cuda_graph || v.runs == 0) {
     launch_all(s);
-    ran();
+    ++v.runs;
+    done_.record(s);
     return;
   }
   if (!v.exec) {
@@ -756,7 +733,8 @@ void Executor::run() {
     v.exec = GraphExec(ge);
   }
   CUDA_CHECK(cudaGraphLaunch(v.exec.get(), s));
-  ran();
+  ++v.runs;
+  done_.record(s);
 }
 
 ::std::vector<float> Executor::read_f32(NodeId id) const {

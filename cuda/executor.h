@@ -101,12 +101,6 @@ struct ExecutorOptions {
   // forms q, k and v itself from the raw products (AttentionNewToken), so no norm + rope + KV launch runs before
   // it; false: that launch. LLM_CUDA_NEW_TOKEN_ATTENTION=0 for A/B runs.
   bool new_token_attention = true;
-  // Runs alternate between two input stagings (Executor::run), so a run's inputs are written while the one before
-  // runs; false: one staging, each write_inputs waiting for the last run. LLM_CUDA_TWO_STAGINGS=0 for A/B runs.
-  bool two_stagings = true;
-  // The argmax of up to 16 rows over a cluster of blocks a row (softmax.cu); false: one block a row.
-  // LLM_CUDA_ARGMAX_CLUSTER=0 for A/B runs.
-  bool argmax_cluster = true;
   // MulMat with 2 <= T <= matvec_cols_max_tokens whose weight the few-column int16 kernel serves (matvec_cols.cuh)
   // takes it before the small-batch kernel. LLM_CUDA_MATVEC_COLS_MAX=0..4 moves the top (0 or 1: off).
   int64_t matvec_cols_max_tokens = kMatvecColsMaxTokens;
@@ -182,7 +176,7 @@ class Executor {
   size_t n_steps() const { return steps_.size(); }
   size_t n_fused() const;  // nodes folded into a neighbour's kernel (by kind: fusion_summary)
   // Whether the graph the next run() replays (by the positions last written) is captured.
-  bool captured() const { return bool(variants_[short_next()][next_].exec); }
+  bool captured() const { return bool(variants_[short_next()].exec); }
   // Runs whose positions are all below this replay a second graph, in which the attention + o launches attend
   // themselves (attention_o.cuh); the split attention serves longer contexts.
   static constexpr int32_t kShortSlots = 256;
@@ -328,15 +322,9 @@ class Executor {
   };
   MoeScratchHolds moe_scratch_holds_;
   DeviceBuffer batch_mm_counters_;  // the small-batch products' shared-tile counters (batch_mm.cuh), zeroed once
-  // Two stagings, written and read by runs in turn: write_inputs fills staging next_ (after the run that last read
-  // it), run() launches the graph variant that reads it; so a run's inputs can be written while the one before runs.
-  PinnedBuffer input_staging_[2];
-  PinnedBuffer gather_rows_[2];  // set_tokens_gather: one index a token, written by write_inputs
-  HostCopies host_inputs_[2];    // the first step's copies: the Input nodes' staging, then add_host_input's
-  int next_ = 0;                 // the staging the next write_inputs and run() use
-  int launching_ = 0;            // the staging of the run being launched or captured
-  Event staged_done_[2] = {Event::create(), Event::create()};  // after the last run that read each staging
-  void add_host_input_to(int staging, const int32_t* src, void* dst, int32_t n, const int32_t* n_at);
+  PinnedBuffer input_staging_;
+  PinnedBuffer gather_rows_;  // set_tokens_gather: one index a token, written by write_inputs
+  HostCopies host_inputs_;  // the first step's copies: the Input nodes' staging, then add_host_input's
   DeviceBuffer paged_tiles_;        // a paged graph's prefill tiles (PagedTiles), copied from the staging's end
   int32_t paged_reach_ = 0;         // the widest window of its attention layers, 0 when one attends everything
   std::vector<Step> steps_;
@@ -383,7 +371,7 @@ class Executor {
     Graph graph;
     GraphExec exec;
   };
-  Variant variants_[2][2];  // by [short][staging]
+  Variant variants_[2];
   Event done_ = Event::create();  // recorded after each run()
 };
 

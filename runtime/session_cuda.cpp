@@ -404,15 +404,14 @@ int32_t CudaSession::prepare_paged(int32_t max_tokens) {
   b.block_table.assign(size_t(paged_->n_seq) * paged_->max_blocks, 0);
   int32_t shapes = 0;
   for (int32_t tb = 1;; tb *= 2) {
-    // Every token padding (position -1: no cache write): builds the graph; the second and third runs capture it
-    // for each of the executor's two stagings (cuda::Executor::run).
+    // Every token padding (position -1: no cache write): builds the graph, and a second run captures it.
     b.tokens.assign(size_t(tb), 0);
     b.positions.assign(size_t(tb), -1);
     b.kv_seq.assign(size_t(tb), 0);
     b.output_rows.assign(size_t(output_bucket(tb)), 0);
     b.need_logits = false;
     Compiled& c = compiled_paged(tb, output_bucket(tb));
-    for (int run = 0; run < 3; ++run) {
+    for (int run = 0; run < 2; ++run) {
       c.exec->write_inputs(graph::RunInputs{b.tokens, b.positions, b.kv_seq, b.block_table, b.output_rows});
       c.exec->run();
     }

@@ -57,8 +57,11 @@ load() {  # name port: the issue's load at each concurrency
   [ "${LOAD:-1}" != 0 ] || return 0
   for c in ${CONC:-1 8 32 64}; do
     local n=$(( c * 2 < 8 ? 8 : c * 2 ))
+    # A seed of its own at each concurrency: serve_load.py draws worker w's prompts from seed * 1000 + w, so with
+    # one seed a sweep's later loads would find the earlier loads' prompts in the prefix cache.
     row "$1 c=$c: $(timeout 300 python3 .device/serve_load.py --url "http://127.0.0.1:$2" --concurrency "$c" \
-      --requests "$n" --prompt-words 400 --max-tokens 128 2>>"$out/${1//[^A-Za-z0-9_.-]/_}-load.err")"
+      --requests "$n" --prompt-words 400 --max-tokens 128 --seed $((100 + c)) \
+      2>>"$out/${1//[^A-Za-z0-9_.-]/_}-load.err")"
     # llm-run's engine: seconds busy so far, waiting for the device and on the host (cumulative over the loads).
     local split
     split=$(get "http://127.0.0.1:$2/metrics" 2>/dev/null | grep '^llmrun_engine_seconds_total' | tr '\n' ' ')

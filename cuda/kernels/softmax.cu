@@ -107,7 +107,7 @@ void launch_argmax(const ArgmaxParams& p, cudaStream_t stream) {
   LLM_REQUIRE(p.x && p.out, "null pointer");
   LLM_REQUIRE(p.ne0 > 0 && p.ne0 <= 0x7fffffff && p.rows > 0 && p.rows <= 0x7fffffff, "bad shape");
   const bool vec4 = (reinterpret_cast<uintptr_t>(p.x) & 15) == 0 && p.ne0 % 4 == 0;
-  if (p.cluster && p.rows <= kArgmaxClusterRows) {
+  if (p.rows <= kArgmaxClusterRows) {
     const dim3 grid(kArgmaxCluster, unsigned(p.rows));
     if (vec4)
       argmax_cluster_kernel<true><<<grid, kArgmaxThreads, 0, stream>>>(p);

@@ -19,7 +19,6 @@ struct ArgmaxParams {
   int32_t* out = nullptr;    // [rows]: index of the largest value, lower index on exact ties (NaN never wins)
   int64_t ne0 = 0;
   int64_t rows = 0;
-  bool cluster = true;       // a few rows: each over a cluster of blocks (false: one block a row)
 };
 void launch_argmax(const ArgmaxParams& p, cudaStream_t stream);
 
