@@ -320,11 +320,7 @@ void Engine::worker_batched() {
       continue;
     }
 
-    // The step: decodes first (one token each), then prompt chunks up to the budget; blocks for all of them. A
-    // sequence whose next token ends it anyway (max_tokens, a full context) waits for that token's results.
-    const auto schedulable = [](const Running& r) {
-      return r.pending() > 0 && !(r.device_step && r.gen->ends_at_next_token());
-    };
+    // The step: decodes first (one token each), then prompt chunks up to the budget; blocks for all of them.
     int32_t budget = step_budget(options_, layout);
     const auto grow = [&](Running& r, int32_t want) {
       // Blocks for positions [0, n_sched + want); returns how many of the wanted tokens got room.
@@ -338,7 +334,8 @@ void Engine::worker_batched() {
     for (auto& rp : running) rp->step_tokens = 0;
     for (size_t i = 0; i < running.size(); ++i) {
       Running& r = *running[i];
-      if (r.pending() != 1 || !schedulable(r)) continue;
+      // A sequence whose token in flight ends it anyway (max_tokens, a full context) waits for that token's results.
+      if (r.pending() != 1 || (r.device_step && r.gen->ends_at_next_token())) continue;
       // Room by sending back the newest; when that is r itself, it waits with no blocks (it must not grow again).
       while (grow(r, 1) < 1) {
         const Running* sent_back = preempt_newest(&r);

@@ -93,14 +93,14 @@ void CpuSession::launch_paged(const PagedBatch& b) {
   if (!paged_) return Session::launch_paged(b);
   check_paged_batch(b, *paged_, n_vocab());
   check_paged_launch(b, queued_.size(), !queued_.empty() && queued_.back().wants_host,
-                     launched_ ? static_cast<int32_t>(last_argmax_.size()) : -1);
+                     last_argmax_ ? static_cast<int32_t>(last_argmax_->size()) : -1);
   std::span<const float> logits;
   if (b.token_from_row.empty()) {
     logits = run_paged(b);
   } else {
     PagedBatch resolved = b;  // the CPU has the step before's argmax at hand
     for (size_t t = 0; t < b.tokens.size(); ++t)
-      if (b.token_from_row[t] >= 0) resolved.tokens[t] = last_argmax_[size_t(b.token_from_row[t])];
+      if (b.token_from_row[t] >= 0) resolved.tokens[t] = (*last_argmax_)[size_t(b.token_from_row[t])];
     resolved.token_from_row.clear();
     logits = run_paged(resolved);
   }
@@ -109,7 +109,6 @@ void CpuSession::launch_paged(const PagedBatch& b) {
   r.argmax.assign(argmax_.begin(), argmax_.end());
   r.wants_host = b.need_logits || b.asks_draws();
   last_argmax_ = r.argmax;
-  launched_ = true;
   queued_.push_back(std::move(r));
 }
 

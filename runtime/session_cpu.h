@@ -65,8 +65,7 @@ class CpuSession final : public Session {
   std::span<const float> run_paged(const PagedBatch& batch);  // one step now (exec_'s buffers hold its results)
   std::deque<StepResult> queued_;
   StepResult taken_;
-  std::vector<int32_t> last_argmax_;  // of the step launched last (PagedBatch::token_from_row reads it)
-  bool launched_ = false;             // whether any step was, so that last_argmax_ is a step's
+  std::optional<std::vector<int32_t>> last_argmax_;  // of the step launched last, if any (token_from_row reads it)
   std::span<const int32_t> argmax_;  // of the last eval_paged / take_paged
 };
 

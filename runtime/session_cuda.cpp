@@ -466,7 +466,6 @@ void CudaSession::launch_paged(const PagedBatch& b) {
   const cudaStream_t stream = ctx_->compute();
   CUDA_CHECK(cudaMemcpyAsync(paged_ids_.as<int32_t>() + size_t(l.slot) * size_t(ids_stride_),
                              c.exec->device_ptr(c.argmax), size_t(n_out) * 4, cudaMemcpyDeviceToHost, stream));
-  l.draws = b.asks_draws();
   const bool undrawn = launch_draws(b, c, n_out);
   l.drawn = !draws_.empty();
   if (l.drawn) {
@@ -475,7 +474,7 @@ void CudaSession::launch_paged(const PagedBatch& b) {
   }
   l.logits_out = n_out > 0 && (b.need_logits || undrawn);
   if (l.logits_out) copy_paged_logits(c, n_out);
-  l.wants_host = b.need_logits || l.draws;
+  l.wants_host = b.need_logits || b.asks_draws();
   slot_done_[l.slot].record(stream);
   launched_.push_back(l);
   ++n_launched_;

@@ -105,9 +105,9 @@ class CudaSession final : public Session {
     int slot = 0;
     int32_t n_out = 0;
     bool logits_out = false;  // its logits are being copied out
-    bool draws = false;       // it asked for draws (so it is the newest when taken: its logits are still there)
-    bool drawn = false;       // the device draws them (draws_ then holds them once it is done)
-    bool wants_host = false;  // logits or draws: taken before another step is launched
+    bool drawn = false;       // the device draws its rows (draws_ then holds them once it is done)
+    bool wants_host = false;  // logits or draws asked for: taken before another step is launched, so its logits
+                              // are still on the device when it is taken
   };
   std::deque<Launched> launched_;
   cuda::Event slot_done_[2];      // recorded after each slot's step and its copies
