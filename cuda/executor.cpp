@@ -372,7 +372,8 @@ bool Executor::gemm_reads_float_x(const Node& m) const {
   if (matvec_cols_takes(m)) return true;
   const Node& w = g_.node(m.inputs[0]);
   return batch_mm_takes(m) &&
-         batch_mm_reads_float_x(::std::get<graph::WeightParams>(w.params).type, regrouped(w), m.shape.rows());
+         batch_mm_reads_float_x(::std::get<graph::WeightParams>(w.params).type, regrouped(w), m.shape.rows(),
+                                opt_.batch_mm_wgmma_min_tokens);
 }
 
 // Whether this MulMat's launch is lower_gemm's, converting its x to half (gemm_reads_float_x false).
@@ -427,8 +428,10 @@ void Executor::lower_gemm(const Node& n) {
     BatchMmParams b{p.w, type, p.x, bias, y, K, rows, T, p.scratch, p.scratch_bytes, p.x_in_scratch, p.regrouped};
     b.tile_counters = static_cast<uint32_t*>(batch_mm_counters_.get());
     const bool wide = opt_.batch_mm_wide;
-    steps_.push_back(
-        [b, glu, stack, wide](cudaStream_t s) { launch_batch_mm(b, s, glu, stack.n ? &stack : nullptr, wide); });
+    const int64_t wgmma_min = opt_.batch_mm_wgmma_min_tokens;
+    steps_.push_back([b, glu, stack, wide, wgmma_min](cudaStream_t s) {
+      launch_batch_mm(b, s, glu, stack.n ? &stack : nullptr, wide, wgmma_min);
+    });
     return;
   }
   const Blas* blas = &ctx_.blas();

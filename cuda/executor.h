@@ -70,7 +70,7 @@ class KvCache {
 struct ExecutorOptions {
   // The LLM_CUDA_* environment switches (A/B and diagnosis knobs), read once when a session starts: the defaults with
   // LLM_CUDA_GRAPH=0, LLM_CUDA_RTC=0, LLM_CUDA_Q6_KX8=0, LLM_CUDA_ATTN_O=0, LLM_CUDA_MXFP4_RECODE=0,
-  // LLM_CUDA_DECODE_AHEAD=0, LLM_CUDA_DEVICE_DRAWS=0, LLM_CUDA_BATCH_MM_MIN / _MAX=0..64,
+  // LLM_CUDA_DECODE_AHEAD=0, LLM_CUDA_DEVICE_DRAWS=0, LLM_CUDA_BATCH_MM_MIN / _MAX=0..64, _WGMMA_MIN=0..65,
   // LLM_CUDA_MATVEC_COLS_MAX=0..4, LLM_CUDA_MOE_FRAGMENTS=0, LLM_CUDA_NEW_TOKEN_ATTENTION=0 and
   // LLM_CUDA_OMIT_STEPS=a,b applied. Throws InvalidArgument for a value other than 0 or 1 (or out of the counts'
   // ranges).
@@ -90,6 +90,9 @@ struct ExecutorOptions {
   // Q4_K small-batch products of 9..48 tokens on batch_mm_wide.cuh's kernel (W unpacked in registers); false:
   // batch_mm.cu's fragment kernel. LLM_CUDA_BATCH_MM_WIDE=0 for A/B runs.
   bool batch_mm_wide = true;
+  // Q4_K small-batch products of this many tokens and more (above 8) on batch_mm_wgmma.cuh's kernel (warpgroup
+  // tensor cores). LLM_CUDA_BATCH_MM_WGMMA_MIN=0..65 for A/B runs (below 9: 9; 65: none).
+  int64_t batch_mm_wgmma_min_tokens = kBatchMmWgmmaMinTokens;
   // Prefill expert products of Q4_K and recoded MXFP4 on moe_fragments.cu's kernels (weights straight into mma
   // fragments); false: moe_gemm.cu's half tiles for every format. LLM_CUDA_MOE_FRAGMENTS=0 for A/B runs.
   bool moe_fragments = true;

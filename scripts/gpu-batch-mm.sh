@@ -6,7 +6,8 @@
 # tokens the kernel takes (RANGES="min:max[:cols] ...", LLM_CUDA_BATCH_MM_MIN / _MAX; 0:0 turns it off; cols:
 # LLM_CUDA_MATVEC_COLS_MAX, the few-column kernel's top, default 4, 0 off), and with a base
 # build's llm-run (llm-run-base, when packed) at its defaults; VARIANTS="A=0,B=1 C=0 ..." adds one bench per item with
-# those LLM_CUDA_* settings (RANGES=none leaves the ranges out). Rows go to $OUT/table.txt as they come.
+# those LLM_CUDA_* settings, ROUNDS times (default 2; RANGES=none leaves the ranges out). Rows go to $OUT/table.txt
+# as they come.
 # A base build's archive (.device-bin/base.tar.xz, an earlier pack-carry.sh's bins.tar.xz) adds its lab and its
 # bench beside this build's.
 #   here:  scripts/pack-carry.sh [BASE_LLM_RUN]; ../shared/device/prepare.sh models/stories260K-f32.gguf \
@@ -55,7 +56,7 @@ bench() {  # label binary [env...]: decode tok/s per parallel count
     gsub(/ /, "", $9); printf "%s: %s, %s;  ", $4, $9, $7}' "$out/par-$label.md")"
 }
 [ -x /tmp/bin/llm-run-base ] && bench base /tmp/bin/llm-run-base
-for round in 1 2; do
+for round in $(seq "${ROUNDS:-2}"); do
   for v in ${VARIANTS:-}; do bench "${v//[=,]/_}-$round" /tmp/bin/llm-run ${v//,/ }; done  # names the device returns
   [ -n "${VARIANTS:-}" ] || break
 done

@@ -14,7 +14,7 @@ ncu_launch() {
     >"$out/sass-$tag.csv" 2>&1
   local head='^    (Duration|DRAM Throughput|Executed Ipc Active|Issue Slots Busy|Executed Instructions'
   head+='|Registers Per Thread|Achieved Active Warps Per SM|Eligible Warps Per Scheduler|Block Size|Grid Size'
-  head+='|Dynamic Shared Memory Per Block)  '
+  head+='|Dynamic Shared Memory Per Block|L2 Cache Throughput|Memory Throughput|L1/TEX Cache Throughput)  '
   echo "$tag: $(grep -E "$head" "$out/ncu-$tag.txt" | sort -u | tr -s ' ' | tr '\n' ';')"
   "$ncu" -i "/tmp/ncu-$tag.ncu-rep" --page raw --csv 2>/dev/null | python3 -c '
 import csv, sys

@@ -16,6 +16,7 @@
 // run. Q4_K products of 9..48 tokens go to batch_mm_wide.cu instead (W unpacked in registers, no staging).
 // Measurements and history: docs/kernel-notes.md, "Small-batch products" and "Session 29".
 #include "cuda/kernels/batch_mm.cuh"
+#include "cuda/kernels/batch_mm_wgmma.cuh"
 #include "cuda/kernels/batch_mm_wide.cuh"
 #include "cuda/kernels/batch_mm_work.cuh"
 
@@ -632,6 +633,11 @@ void launch_for_tokens(const BatchMmParams& p, const __half* xh, const GluEpilog
   static_assert(kMaxTileTokens == 32, "the widest tile above");
 }
 
+// Whether batch_mm_wgmma.cuh's kernel takes this launch (it converts x itself, into its own part of the scratch).
+bool takes_wgmma(const BatchMmParams& p, const GluEpilogue& glu, int64_t wgmma_min_tokens) {
+  return !glu.gate && p.T >= wgmma_min_tokens && batch_mm_wgmma_takes(p.type, p.regrouped, p.T);
+}
+
 }  // namespace
 
 bool batch_mm_supports(quant::Type type, bool regrouped, int64_t K, int64_t N, int64_t T) {
@@ -648,17 +654,19 @@ bool batch_mm_supports(quant::Type type, bool regrouped, int64_t K, int64_t N, i
   return type == Type::Q4_0 || type == Type::Q8_0 || type == Type::Q4_K || type == Type::Q6_K;
 }
 
-bool batch_mm_reads_float_x(quant::Type type, bool regrouped, int64_t T) {
+bool batch_mm_reads_float_x(quant::Type type, bool regrouped, int64_t T, int64_t wgmma_min_tokens) {
+  if (T >= wgmma_min_tokens && batch_mm_wgmma_takes(type, regrouped, T)) return true;
   return takes_fragments(type, regrouped) && shape_for_tokens(T).cols == 8;  // kFloatX: fragments, one n-tile
 }
 
 size_t batch_mm_scratch(int64_t K, int64_t, int64_t T) {
   const size_t own = part_offset(K, T) + part_bytes(T);
-  return T > kBatchMmGluMaxTokens ? ::std::max(own, batch_mm_wide_scratch(K, T)) : own;
+  if (T <= kBatchMmGluMaxTokens) return own;
+  return ::std::max({own, batch_mm_wide_scratch(K, T), batch_mm_wgmma_scratch(K, T)});
 }
 
 void launch_batch_mm(const BatchMmParams& p, cudaStream_t stream, const GluEpilogue& glu, const ProductStack* stack,
-                     bool wide) {
+                     bool wide, int64_t wgmma_min_tokens) {
   LLM_REQUIRE(p.w && p.x && p.y, "null pointer");
   LLM_REQUIRE(p.N > 0 && p.N <= int64_t(16) * 0x7fffffff, "rows out of range");
   LLM_REQUIRE(batch_mm_supports(p.type, p.regrouped, p.K, p.N, p.T),
@@ -678,9 +686,14 @@ void launch_batch_mm(const BatchMmParams& p, cudaStream_t stream, const GluEpilo
     check_product_stack(*stack, p.w, p.N, p.K, p.regrouped, "small-batch");
   }
   static_assert(kBatchMmGluMaxTokens == 8, "the one-n-tile instances (shape_for_tokens) apply it");
+  if (takes_wgmma(p, glu, wgmma_min_tokens)) {
+    launch_batch_mm_wgmma(p, stack, stream);
+    CUDA_CHECK_LAUNCH(stream);
+    return;
+  }
   const size_t rb = quant::row_bytes(p.type, p.K);
   auto* xh = static_cast<__half*>(p.scratch);
-  const bool float_x = batch_mm_reads_float_x(p.type, p.regrouped, p.T);
+  const bool float_x = batch_mm_reads_float_x(p.type, p.regrouped, p.T, wgmma_min_tokens);
   LLM_REQUIRE(!float_x || (reinterpret_cast<uintptr_t>(p.x) & 15) == 0,
               "small-batch product: x must be 16-byte aligned");
   if (!p.x_in_scratch && !float_x) launch_x_to_half(p.x, xh, p.K * p.T, stream);

@@ -238,10 +238,13 @@ __device__ __forceinline__ void store_tile(const BatchMmParams& p, const GluEpil
 // the partial-sum slots of the tiles blocks share, from this offset.
 inline size_t part_offset(int64_t K, int64_t T) { return (size_t(K) * size_t(T) * 2 + 255) & ~size_t(255); }
 
-// The Work of a grid of `blocks` blocks over tiles x n_slices units (token_tiles consecutive tiles a row tile).
-inline Work work_for(const BatchMmParams& p, int64_t tiles, int64_t n_slices, int64_t token_tiles, int64_t blocks) {
+// The Work of a grid of `blocks` blocks over tiles x n_slices units (token_tiles consecutive tiles a row tile), its
+// partial-sum slots at byte part_at of the scratch (a kernel that keeps more there than x's half copy passes its own).
+inline Work work_for(const BatchMmParams& p, int64_t tiles, int64_t n_slices, int64_t token_tiles, int64_t blocks,
+                     size_t part_at = 0) {
   const int64_t units = tiles * n_slices;
-  float* part = reinterpret_cast<float*>(static_cast<uint8_t*>(p.scratch) + part_offset(p.K, p.T));
+  if (part_at == 0) part_at = part_offset(p.K, p.T);
+  float* part = reinterpret_cast<float*>(static_cast<uint8_t*>(p.scratch) + part_at);
   return {int32_t(units),          int32_t(n_slices), int32_t(token_tiles), int32_t(units / blocks),
           int32_t(units % blocks), part,              p.tile_counters};
 }

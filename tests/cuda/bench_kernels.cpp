@@ -17,6 +17,7 @@
 #include "cuda/context.h"
 #include "cuda/kernels/attention.cuh"
 #include "cuda/kernels/batch_mm.cuh"
+#include "cuda/kernels/batch_mm_wgmma.cuh"
 #include "cuda/kernels/batch_mm_wide.cuh"
 #include "cuda/kernels/gemm.cuh"
 #include "cuda/kernels/matvec.cuh"
@@ -185,6 +186,16 @@ TEST(KernelLab, WideMatvec) {
     }
 }
 
+// KernelLab.BatchMm's token counts: LLM_LAB_TOKENS="16,64" keeps those (an Nsight run of one launch), else all.
+std::vector<int64_t> lab_token_counts() {
+  const char* e = std::getenv("LLM_LAB_TOKENS");
+  if (!e || !*e) return {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 40, 48, 64};
+  std::vector<int64_t> ts;
+  std::stringstream ss(e);
+  for (std::string item; std::getline(ss, item, ',');) ts.push_back(std::clamp<int64_t>(std::atoll(item.c_str()), 1, 64));
+  return ts;
+}
+
 // One shape of KernelLab.BatchMm: every type and token count, a line each.
 void bench_batch_mm_shape(const cuda::Context& ctx, cudaStream_t s, int64_t K, int64_t N) {
   std::mt19937 rng(2);
@@ -192,9 +203,10 @@ void bench_batch_mm_shape(const cuda::Context& ctx, cudaStream_t s, int64_t K, i
   for (auto& v : x) v = float(rng() % 2001) / 1000.0f - 1.0f;
   cuda::DeviceBuffer dx(x.size() * 4), dy(N * 64 * 4);
   CUDA_CHECK(cudaMemcpy(dx.get(), x.data(), x.size() * 4, cudaMemcpyHostToDevice));
-  std::printf("device: %s\nsmall batch K=%lld N=%lld: us (GB/s of W)\n%-6s %4s %16s %16s %16s %16s %16s\n",
-              ctx.name().c_str(), (long long)K, (long long)N, "type", "T", "batch_mm", "frag", "cols", "matvec",
-              "gemm");
+  std::printf("device: %s\nsmall batch K=%lld N=%lld: us (GB/s of W)\n%-6s %4s %16s %16s %16s %16s %16s %16s "
+              "%16s\n",
+              ctx.name().c_str(), (long long)K, (long long)N, "type", "T", "batch_mm", "wgmma", "wide", "frag", "cols",
+              "matvec", "gemm");
   using quant::Type;
   for (const auto& [t, x8] : {std::pair{Type::Q4_K, false}, std::pair{Type::Q6_K, false}, std::pair{Type::Q6_K, true},
                               std::pair{Type::Q8_0, false}, std::pair{Type::Q4_0, false}}) {
@@ -211,17 +223,21 @@ void bench_batch_mm_shape(const cuda::Context& ctx, cudaStream_t s, int64_t K, i
                                cuda::batch_mm_scratch(K, N, 64));
     cuda::DeviceBuffer scratch(sb), counters(cuda::kBatchMmCounterBytes);
     CUDA_CHECK(cudaMemset(counters.get(), 0, cuda::kBatchMmCounterBytes));
-    for (int64_t T : {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 40, 48, 64}) {
-      auto batch = [&](bool wide) {
+    for (int64_t T : lab_token_counts()) {
+      auto batch = [&](bool wide, int64_t wgmma_min) {
         return median_ms(ctx, 30, [&](int i) {
           cuda::BatchMmParams p{w[i % 4].get(), t, dx.as<float>(), nullptr, dy.as<float>(), K, N, T, scratch.get(), sb};
           p.regrouped = x8;
           p.tile_counters = counters.as<uint32_t>();
-          cuda::launch_batch_mm(p, s, {}, nullptr, wide);
+          cuda::launch_batch_mm(p, s, {}, nullptr, wide, wgmma_min);
         });
       };
-      const float bm = batch(true);
-      const float fr = cuda::batch_mm_wide_serves(t, x8, T) ? batch(false) : 0.0f;
+      constexpr int64_t kNoWgmma = cuda::kBatchMmMaxTokens + 1;
+      const bool wgmma = cuda::batch_mm_wgmma_takes(t, x8, T);
+      const float bm = batch(true, cuda::kBatchMmWgmmaMinTokens);
+      const float wg = wgmma ? batch(true, 0) : 0.0f;
+      const float wd = cuda::batch_mm_wide_serves(t, x8, T) ? batch(true, kNoWgmma) : 0.0f;
+      const float fr = wgmma ? batch(false, kNoWgmma) : 0.0f;
       const float mc = !cuda::matvec_cols_supports(t, x8, K, N, T) ? 0.0f : median_ms(ctx, 30, [&](int i) {
         cuda::launch_matvec_cols({w[i % 4].get(), t, dx.as<float>(), nullptr, dy.as<float>(), K, N, T, x8}, s);
       });
@@ -237,16 +253,17 @@ void bench_batch_mm_shape(const cuda::Context& ctx, cudaStream_t s, int64_t K, i
         if (ms == 0.0f) return std::string("-");
         return std::to_string(int(ms * 1e3 + 0.5)) + " (" + std::to_string(int(wb / ms / 1e6)) + ")";
       };
-      std::printf("%-6s %4lld %16s %16s %16s %16s %16s\n", x8 ? "Q6_Kx8" : quant::type_name(t), (long long)T,
-                  col(bm).c_str(), col(fr).c_str(), col(mc).c_str(), col(mv).c_str(), col(gm).c_str());
+      std::printf("%-6s %4lld %16s %16s %16s %16s %16s %16s %16s\n", x8 ? "Q6_Kx8" : quant::type_name(t),
+                  (long long)T, col(bm).c_str(), col(wg).c_str(), col(wd).c_str(), col(fr).c_str(), col(mc).c_str(),
+                  col(mv).c_str(), col(gm).c_str());
     }
   }
 }
 
 // Decode batches of T tokens, K = 4096, N = 14336 (an 8B ffn_up; LLM_LAB_BATCH_SHAPES="KxN,..." sets others): the
 // small-batch kernel against the matvec (one pass over W per token) and the dequantize + cuBLAS GEMM; for Q4_K above
-// 8 tokens also the fragment kernel the wide one replaced ("frag"). Weights rotated over 4 copies (past L2), x
-// converted each time.
+// 8 tokens also each of its kernels alone: wgmma (batch_mm_wgmma.cuh), wide (9..48 tokens) and the fragment kernel
+// ("frag"). Weights rotated over 4 copies (past L2), x converted each time.
 TEST(KernelLab, BatchMm) {
   if (!cuda::device_available()) GTEST_SKIP() << "no CUDA device";
   if (const char* e = std::getenv("LLM_CUDA_BENCH"); !e || std::string(e) != "1")

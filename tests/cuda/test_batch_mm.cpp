@@ -5,6 +5,7 @@
 #include <string>
 
 #include "cuda/kernels/batch_mm.cuh"
+#include "cuda/kernels/batch_mm_wgmma.cuh"
 #include "cuda/kernels/batch_mm_wide.cuh"
 #include "cuda/kernels/q6_kx8.cuh"
 #include "gpu_test.h"
@@ -191,6 +192,44 @@ TEST(BatchMm, SupportsOnlyItsTypesAndSizes) {
   EXPECT_TRUE(cuda::batch_mm_supports(Type::Q6_K, true, 4096, 262144, 64));
   EXPECT_FALSE(cuda::batch_mm_supports(Type::Q6_K, true, 4096, int64_t(1) << 20, 8));
   EXPECT_FALSE(cuda::batch_mm_supports(Type::Q4_K, false, 4096, 0, 8));
+}
+
+// The wgmma kernel (batch_mm_wgmma.cuh) at every token count it may be given (routed there from 9 tokens on), rows
+// that leave partial tiles of 64 and 128, K of one and of several super-blocks, a bias, against the CPU reference;
+// then the same launches on the other kernels give the same outputs within the same bound, and the counters are
+// left zero. The stacked launches at 64 tokens (StackedMatricesMatchReference) take it by default.
+TEST(BatchMm, WgmmaKernelMatchesReference) {
+  REQUIRE_GPU();
+  std::mt19937 rng(777);
+  cuda::DeviceBuffer counters(cuda::kBatchMmCounterBytes);
+  CUDA_CHECK(cudaMemset(counters.get(), 0, cuda::kBatchMmCounterBytes));
+  for (int64_t K : {256, 2304, 4096})
+    for (int64_t N : {77, 333, 1000})
+      for (int64_t T : {9, 17, 33, 47, 57, 64}) {
+        ASSERT_TRUE(cuda::batch_mm_wgmma_takes(Type::Q4_K, false, T));
+        const auto w = random_weights(rng, Type::Q4_K, K, N);
+        const auto x = random_floats(rng, K * T);
+        const auto bias = random_floats(rng, N);
+        const bool with_bias = N != 333;
+        std::vector<double> ref, mag, mx;
+        reference(w, Type::Q4_K, x, K, N, T, with_bias ? &bias : nullptr, ref, mag, mx);
+        const auto atol = tile_tolerance(Type::Q4_K, w, x, K, N, T, with_bias ? &bias : nullptr);
+        auto dw = upload(w), dx = upload(x), db = upload(bias);
+        const size_t sb = cuda::batch_mm_scratch(K, N, T);
+        ASSERT_GE(sb, cuda::batch_mm_wgmma_scratch(K, T));
+        cuda::DeviceBuffer scratch(sb);
+        for (const int64_t wgmma_min : {int64_t(0), cuda::kBatchMmMaxTokens + 1}) {
+          auto dy = poisoned_f32(N * T);
+          cuda::BatchMmParams p{dw.get(), Type::Q4_K, dx.as<float>(), with_bias ? db.as<float>() : nullptr,
+                                dy.as<float>(), K, N, T, scratch.get(), sb};
+          p.tile_counters = counters.as<uint32_t>();
+          cuda::launch_batch_mm(p, nullptr, {}, nullptr, true, wgmma_min);
+          EXPECT_TRUE(close(std::string(wgmma_min ? "other kernels" : "wgmma") + " K=" + std::to_string(K) +
+                                " N=" + std::to_string(N) + " T=" + std::to_string(T),
+                            download<float>(dy, N * T), ref, atol, 0.0));
+          expect_counters_zero(counters);
+        }
+      }
 }
 
 // The wide kernel (batch_mm_wide.cuh) takes Q4_K in the file's layout at 9..48 tokens only, and the scratch the

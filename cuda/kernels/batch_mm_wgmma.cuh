@@ -1,0 +1,26 @@
+// Small-batch products of Q4_K in the file's layout at up to 64 tokens on the warpgroup tensor cores (wgmma, sm_90a):
+// a warpgroup multiplies 64 rows of W, unpacked by its lanes into A fragments in registers (q4k_lane.cuh), by
+// x's 64 token columns, which the tensor cores read from shared memory themselves. launch_batch_mm routes products
+// of kBatchMmWgmmaMinTokens tokens and more here (batch_mm.cuh). Measurements: docs/kernel-notes.md, "Session 36".
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "cuda/kernels/batch_mm.cuh"
+
+namespace cuda {
+
+// True when launch_batch_mm_wgmma takes this product: Q4_K in the file's layout, 8 < T <= kBatchMmMaxTokens.
+bool batch_mm_wgmma_takes(quant::Type type, bool regrouped, int64_t T);
+
+// Scratch it needs. The first part_offset bytes (x in half, batch_mm.cuh) it leaves alone: it reads x as float and
+// writes its own copy of it (in the order its shared-memory stages need) after them, then its partial sums.
+size_t batch_mm_wgmma_scratch(int64_t K, int64_t T);
+
+// y = W x for p (validated by launch_batch_mm); converts x itself. stack: a stacked launch's matrices
+// (product_stack.cuh) or null. Never allocates.
+void launch_batch_mm_wgmma(const BatchMmParams& p, const ProductStack* stack, cudaStream_t stream);
+
+}  // namespace cuda

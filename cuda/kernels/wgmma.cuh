@@ -1,0 +1,48 @@
+// Warpgroup tensor-core products (wgmma, sm_90a only: the file that includes this is compiled for sm_90a alone, see
+// cuda/CMakeLists.txt). A warpgroup (4 warps, 128 threads) multiplies a 64 x 16 A, each warp's 16 rows in
+// registers in mma.sync's m16n8k16 A layout (mma.cuh), by a 16 x N B in shared memory, into an f32 D whose
+// per-warp layout is mma.sync's C layout, n-tile by n-tile. The products run asynchronously: commit() closes a group
+// of issued products, wait<N>() returns when at most N groups are pending; until then neither their accumulators
+// nor their A registers may be touched, and fence() must come between other writes to those registers and the next
+// product (PTX ISA, "wgmma.mma_async").
+#pragma once
+#include <cstdint>
+
+#if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#error "wgmma.cuh needs sm_90a code generation (CUDA_ARCHITECTURES 90a)"
+#endif
+
+namespace cuda::wgmma {
+
+__device__ __forceinline__ void fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
+__device__ __forceinline__ void commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
+}
+
+// B in shared memory, K-major without swizzling (PTX ISA, "Shared Memory Matrix Layout"): core matrices of 8 rows
+// (columns of B, tokens) by 16 bytes (8 halves of k), each 128 contiguous bytes; k_bytes apart along k (the
+// leading dimension offset: the two core matrices of a k-step), n_bytes apart from one 8 columns to the next (the
+// stride dimension offset). addr: a shared-window address, 16-byte aligned.
+__device__ __forceinline__ uint64_t k_major_desc(uint32_t addr, uint32_t k_bytes, uint32_t n_bytes) {
+  return uint64_t((addr & 0x3FFFF) >> 4) | (uint64_t(k_bytes >> 4) << 16) | (uint64_t(n_bytes >> 4) << 32);
+}
+
+// d += A B for A 64 x 16 (this warp's 16 rows: a, as mma::m16n8k16's A) and B 16 x 64 (desc), f16 in, f32 out.
+// d[4 j + c]: row g + 8 (c >> 1) of the warp's rows, column 8 j + 2 t + (c & 1) (lane 4 g + t).
+__device__ __forceinline__ void m64n64k16(float (&d)[32], const uint32_t (&a)[4], uint64_t desc) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+      "{%32, %33, %34, %35}, %36, p, 1, 1, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "n"(1));
+}
+
+}  // namespace cuda::wgmma
