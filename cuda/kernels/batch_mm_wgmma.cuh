@@ -1,6 +1,7 @@
-// Small-batch products of Q4_K in the file's layout at up to 64 tokens on the warpgroup tensor cores (wgmma, sm_90a):
-// a warpgroup multiplies 64 rows of W, unpacked by its lanes into A fragments in registers (q4k_lane.cuh), by
-// x's 64 token columns, which the tensor cores read from shared memory themselves. launch_batch_mm routes products
+// Small-batch products of Q4_K in the file's layout and of regrouped Q6_K (Q6_Kx8) at up to 64 tokens on the warpgroup
+// tensor cores (wgmma, sm_90a): a warpgroup multiplies 64 rows of W, unpacked by its lanes into A fragments in
+// registers (q4k_lane.cuh, q6kx8_lane.cuh), by x's 64 token columns, which the tensor cores read from shared memory
+// themselves. launch_batch_mm routes products
 // of kBatchMmWgmmaMinTokens tokens and more here (batch_mm.cuh). Measurements: docs/kernel-notes.md, "Session 36".
 #pragma once
 #include <cuda_runtime.h>
@@ -12,7 +13,8 @@
 
 namespace cuda {
 
-// True when launch_batch_mm_wgmma takes this product: Q4_K in the file's layout, 8 < T <= kBatchMmMaxTokens.
+// True when launch_batch_mm_wgmma takes this product: Q4_K in the file's layout or Q6_K regrouped, 8 < T <=
+// kBatchMmMaxTokens.
 bool batch_mm_wgmma_takes(quant::Type type, bool regrouped, int64_t T);
 
 // Scratch it needs. The first part_offset bytes (x in half, batch_mm.cuh) it leaves alone: it reads x as float and

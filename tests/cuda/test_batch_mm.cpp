@@ -194,42 +194,68 @@ TEST(BatchMm, SupportsOnlyItsTypesAndSizes) {
   EXPECT_FALSE(cuda::batch_mm_supports(Type::Q4_K, false, 4096, 0, 8));
 }
 
-// The wgmma kernel (batch_mm_wgmma.cuh) at every token count it may be given (routed there from 9 tokens on), rows
-// that leave partial tiles of 64 and 128, K of one and of several super-blocks, a bias, against the CPU reference;
-// then the same launches on the other kernels give the same outputs within the same bound, and the counters are
-// left zero. The stacked launches at 64 tokens (StackedMatricesMatchReference) take it by default.
+// The wgmma kernel (batch_mm_wgmma.cuh), Q4_K and Q6_Kx8, at every token count it may be given (routed there from
+// 9 tokens on), rows that leave partial tiles of 128, K of one and of several super-blocks (Q6_Kx8: runs of 2048),
+// a bias, against the CPU reference; then the same launches on the other kernels, within the same bound, and the
+// counters left zero. The stacked launches at 64 tokens (StackedMatricesMatchReference) take it by default.
 TEST(BatchMm, WgmmaKernelMatchesReference) {
   REQUIRE_GPU();
   std::mt19937 rng(777);
   cuda::DeviceBuffer counters(cuda::kBatchMmCounterBytes);
   CUDA_CHECK(cudaMemset(counters.get(), 0, cuda::kBatchMmCounterBytes));
-  for (int64_t K : {256, 2304, 4096})
-    for (int64_t N : {77, 333, 1000})
-      for (int64_t T : {9, 17, 33, 47, 57, 64}) {
-        ASSERT_TRUE(cuda::batch_mm_wgmma_takes(Type::Q4_K, false, T));
-        const auto w = random_weights(rng, Type::Q4_K, K, N);
-        const auto x = random_floats(rng, K * T);
-        const auto bias = random_floats(rng, N);
-        const bool with_bias = N != 333;
-        std::vector<double> ref, mag, mx;
-        reference(w, Type::Q4_K, x, K, N, T, with_bias ? &bias : nullptr, ref, mag, mx);
-        const auto atol = tile_tolerance(Type::Q4_K, w, x, K, N, T, with_bias ? &bias : nullptr);
-        auto dw = upload(w), dx = upload(x), db = upload(bias);
-        const size_t sb = cuda::batch_mm_scratch(K, N, T);
-        ASSERT_GE(sb, cuda::batch_mm_wgmma_scratch(K, T));
-        cuda::DeviceBuffer scratch(sb);
-        for (const int64_t wgmma_min : {int64_t(0), cuda::kBatchMmMaxTokens + 1}) {
-          auto dy = poisoned_f32(N * T);
-          cuda::BatchMmParams p{dw.get(), Type::Q4_K, dx.as<float>(), with_bias ? db.as<float>() : nullptr,
-                                dy.as<float>(), K, N, T, scratch.get(), sb};
-          p.tile_counters = counters.as<uint32_t>();
-          cuda::launch_batch_mm(p, nullptr, {}, nullptr, true, wgmma_min);
-          EXPECT_TRUE(close(std::string(wgmma_min ? "other kernels" : "wgmma") + " K=" + std::to_string(K) +
-                                " N=" + std::to_string(N) + " T=" + std::to_string(T),
-                            download<float>(dy, N * T), ref, atol, 0.0));
-          expect_counters_zero(counters);
+  for (const Case c : {Case{Type::Q4_K, false}, Case{Type::Q6_K, true}})
+    for (int64_t K : c.regrouped ? std::vector<int64_t>{2048, 6144} : std::vector<int64_t>{256, 2304, 4096})
+      for (int64_t N : {77, 333, 1000})
+        for (int64_t T : {9, 17, 33, 47, 57, 64}) {
+          ASSERT_TRUE(cuda::batch_mm_wgmma_takes(c.type, c.regrouped, T));
+          auto w = random_weights(rng, c.type, K, N);
+          const auto x = random_floats(rng, K * T);
+          const auto bias = random_floats(rng, N);
+          const bool with_bias = N != 333;
+          std::vector<double> ref, mag, mx;
+          reference(w, c.type, x, K, N, T, with_bias ? &bias : nullptr, ref, mag, mx);
+          const auto atol = tile_tolerance(c.type, w, x, K, N, T, with_bias ? &bias : nullptr);
+          if (c.regrouped) {
+            std::vector<uint8_t> g(w.size());
+            cuda::q6_kx8_regroup_host(w.data(), g.data(), K, N);
+            w = std::move(g);
+          }
+          auto dw = upload(w), dx = upload(x), db = upload(bias);
+          const size_t sb = cuda::batch_mm_scratch(K, N, T);
+          ASSERT_GE(sb, cuda::batch_mm_wgmma_scratch(K, T));
+          cuda::DeviceBuffer scratch(sb);
+          for (const int64_t wgmma_min : {int64_t(0), cuda::kBatchMmMaxTokens + 1}) {
+            auto dy = poisoned_f32(N * T);
+            cuda::BatchMmParams p{dw.get(), c.type, dx.as<float>(), with_bias ? db.as<float>() : nullptr,
+                                  dy.as<float>(), K, N, T, scratch.get(), sb};
+            p.regrouped = c.regrouped;
+            p.tile_counters = counters.as<uint32_t>();
+            cuda::launch_batch_mm(p, nullptr, {}, nullptr, true, wgmma_min);
+            EXPECT_TRUE(close(std::string(wgmma_min ? "other kernels " : "wgmma ") + layout_name(c) +
+                                  " K=" + std::to_string(K) + " N=" + std::to_string(N) + " T=" + std::to_string(T),
+                              download<float>(dy, N * T), ref, atol, 0.0));
+            expect_counters_zero(counters);
+          }
         }
-      }
+}
+
+// The wgmma kernel takes Q4_K in the file's layout and Q6_K regrouped (Q6_Kx8) at 9..64 tokens, nothing else; the
+// scratch batch_mm_scratch asks for holds its image of x and its partial sums.
+TEST(BatchMm, WgmmaKernelRangeAndScratch) {
+  for (int64_t T = 1; T <= cuda::kBatchMmMaxTokens + 1; ++T) {
+    const bool served = T > 8 && T <= cuda::kBatchMmMaxTokens;
+    EXPECT_EQ(cuda::batch_mm_wgmma_takes(Type::Q4_K, false, T), served) << "T = " << T;
+    EXPECT_EQ(cuda::batch_mm_wgmma_takes(Type::Q6_K, true, T), served) << "T = " << T;
+    EXPECT_FALSE(cuda::batch_mm_wgmma_takes(Type::Q4_K, true, T));
+    EXPECT_FALSE(cuda::batch_mm_wgmma_takes(Type::Q6_K, false, T));
+    EXPECT_FALSE(cuda::batch_mm_wgmma_takes(Type::Q8_0, false, T));
+    if (!served) continue;
+    // Read as float (the executor then keeps the scratch's half x for the next launch) from the routing bound on.
+    EXPECT_EQ(cuda::batch_mm_reads_float_x(Type::Q4_K, false, T, 33), T >= 33) << "T = " << T;
+    EXPECT_EQ(cuda::batch_mm_reads_float_x(Type::Q6_K, true, T, 65), false) << "T = " << T;
+    for (int64_t K : {2048, 14336})
+      EXPECT_GE(cuda::batch_mm_scratch(K, 14336, T), cuda::batch_mm_wgmma_scratch(K, T)) << "K = " << K;
+  }
 }
 
 // The wide kernel (batch_mm_wide.cuh) takes Q4_K in the file's layout at 9..48 tokens only, and the scratch the
