@@ -39,7 +39,7 @@
 namespace cuda {
 namespace {
 
-using namespace batch_mm_work;  // Work, Segment, for_each_segment, add_shared_tile, choose_blocks, matrix_of
+using namespace batch_mm_work;  // Work, Segment, for_each_segment, add_shared_tile_of, choose_blocks, matrix_of
 using q4k_lane::kSbElems;
 using q4k_lane::Word;
 
@@ -242,16 +242,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
       for (int c = 0; c < 4; ++c)
         sg.slot[(8 * nt + 2 * t + (c & 1)) * kR + 16 * warp + g + 8 * (c >> 1)] = acc[4 * nt + c];
-    add_shared_tile<kR, kCols, kT>(
-        work, sg, rows, cols, tid,
-        [&](int r) {
-          const RowMatrix o = matrix_of(p, n0 + r, extra...);
-          return o.bias ? o.bias[o.row] : 0.0f;
-        },
-        [&](int r, int tl, float s) {
-          const RowMatrix o = matrix_of(p, n0 + r, extra...);
-          o.y[tl * o.N + o.row] = s;
-        });
+    add_shared_tile_of<kR, kCols, kT>(p, work, sg, rows, cols, tid, n0, 0, extra...);
   });
 }
 

@@ -27,7 +27,7 @@
 namespace cuda {
 namespace {
 
-using namespace batch_mm_work;  // Work, Segment, for_each_segment, add_shared_tile, choose_blocks, matrix_of
+using namespace batch_mm_work;  // Work, Segment, for_each_segment, add_shared_tile_of, choose_blocks, matrix_of
 using namespace q4k_lane;       // Scales, group_scales, Word, unpack_word, SbRegs, load_sb, kSbBytes, kSbElems
 
 constexpr int kWarps = 4, kThreads = 32 * kWarps;
@@ -186,16 +186,7 @@ __global__ void __launch_bounds__(kThreads, MT == 1 ? 4 : 2)
 #pragma unroll
         for (int c = 0; c < 4; ++c)
           sg.slot[(8 * nt + 2 * t + (c & 1)) * kR + kWarpRows * warp + 16 * mt + g + 8 * (c >> 1)] = acc[mt][nt][c];
-    add_shared_tile<kR, kCols, kThreads>(
-        work, sg, rows, cols, tid,
-        [&](int r) {
-          const RowMatrix o = matrix_of(p, n0 + r, extra...);
-          return o.bias ? o.bias[o.row] : 0.0f;
-        },
-        [&](int r, int tl, float s) {
-          const RowMatrix o = matrix_of(p, n0 + r, extra...);
-          o.y[(t0 + tl) * o.N + o.row] = s;
-        });
+    add_shared_tile_of<kR, kCols, kThreads>(p, work, sg, rows, cols, tid, n0, t0, extra...);
   });
 }
 

@@ -183,6 +183,23 @@ __device__ __forceinline__ void add_shared_tile(const Work& w, const Segment& sg
   if (tid == 0) w.counters[sg.tile] = 0;  // zero again for the next launch
 }
 
+// add_shared_tile for kernels whose rows may lie in a stack's matrices: each sum starts at its row's bias in that
+// matrix (matrix_of) and goes to that matrix's y, token t0 + tl.
+template <int R, int kCols, int kThreads, typename... Extra>
+__device__ __forceinline__ void add_shared_tile_of(const BatchMmParams& p, const Work& w, const Segment& sg, int rows,
+                                                   int cols, int tid, int64_t n0, int64_t t0, const Extra&... extra) {
+  add_shared_tile<R, kCols, kThreads>(
+      w, sg, rows, cols, tid,
+      [&](int r) {
+        const RowMatrix o = matrix_of(p, n0 + r, extra...);
+        return o.bias ? o.bias[o.row] : 0.0f;
+      },
+      [&](int r, int tl, float s) {
+        const RowMatrix o = matrix_of(p, n0 + r, extra...);
+        o.y[(t0 + tl) * o.N + o.row] = s;
+      });
+}
+
 // Y for the block's R rows and tokens t0..: accumulator c of n-tile nt is row 16 wr + g + 8 (c >> 1), token
 // t0 + 8 nt + 2 tg + (c & 1). With k groups their partial sums go through `red` ([kWarps][16][NT * 8] floats, the
 // tiles' dead memory after the last barrier) and are added in group order: the same bits every run. A partial

@@ -26,6 +26,13 @@ std::vector<int64_t> row_lengths(const Case& c) {
 
 class BatchMm : public ::testing::TestWithParam<Case> {};
 
+// Q6_K rows [K, N] as the upload regroups them (Q6_Kx8, q6_kx8.cuh).
+std::vector<uint8_t> regrouped(const std::vector<uint8_t>& w, int64_t K, int64_t N) {
+  std::vector<uint8_t> g(w.size());
+  cuda::q6_kx8_regroup_host(w.data(), g.data(), K, N);
+  return g;
+}
+
 // The half tiles' bound (gpu_test::half_tile_tolerance) of every output of W [K, N] (as in the file) times x [K, T]:
 // ceil(K / 16) k-steps, then up to 4 warps' k groups and 8 splits of K added after.
 std::vector<double> tile_tolerance(Type type, const std::vector<uint8_t>& w, const std::vector<float>& x, int64_t K,
@@ -65,11 +72,7 @@ TEST_P(BatchMm, MatchesReference) {
         std::vector<double> ref, mag, mx;
         reference(w, c.type, x, K, N, T, with_bias ? &bias : nullptr, ref, mag, mx);  // before any regrouping
         const std::vector<double> atol = tile_tolerance(c.type, w, x, K, N, T, with_bias ? &bias : nullptr);
-        if (c.regrouped) {
-          std::vector<uint8_t> g(w.size());
-          cuda::q6_kx8_regroup_host(w.data(), g.data(), K, N);
-          w = std::move(g);
-        }
+        if (c.regrouped) w = regrouped(w, K, N);
         auto dw = upload(w), dx = upload(x), db = upload(bias);
         const size_t sb = cuda::batch_mm_scratch(K, N, T);
         cuda::DeviceBuffer scratch(sb);
@@ -215,11 +218,7 @@ TEST(BatchMm, WgmmaKernelMatchesReference) {
           std::vector<double> ref, mag, mx;
           reference(w, c.type, x, K, N, T, with_bias ? &bias : nullptr, ref, mag, mx);
           const auto atol = tile_tolerance(c.type, w, x, K, N, T, with_bias ? &bias : nullptr);
-          if (c.regrouped) {
-            std::vector<uint8_t> g(w.size());
-            cuda::q6_kx8_regroup_host(w.data(), g.data(), K, N);
-            w = std::move(g);
-          }
+          if (c.regrouped) w = regrouped(w, K, N);
           auto dw = upload(w), dx = upload(x), db = upload(bias);
           const size_t sb = cuda::batch_mm_scratch(K, N, T);
           ASSERT_GE(sb, cuda::batch_mm_wgmma_scratch(K, T));
