@@ -290,9 +290,13 @@ void launch_tiles(const BatchMmParams& p, uint8_t* image, const ProductStack* st
 
 }  // namespace
 
-bool batch_mm_wgmma_takes(quant::Type type, bool regrouped, int64_t T) {
+bool batch_mm_wgmma_supports(quant::Type type, bool regrouped, int64_t T) {
   const bool layout = regrouped ? type == quant::Type::Q6_K : type == quant::Type::Q4_K;
   return layout && T > 8 && T <= kBatchMmMaxTokens;
+}
+
+bool batch_mm_wgmma_takes(quant::Type type, bool regrouped, int64_t T) {
+  return !regrouped && batch_mm_wgmma_supports(type, regrouped, T);  // Q6_Kx8: not yet run on a GPU
 }
 
 size_t batch_mm_wgmma_scratch(int64_t K, int64_t T) {
@@ -300,7 +304,7 @@ size_t batch_mm_wgmma_scratch(int64_t K, int64_t T) {
 }
 
 void launch_batch_mm_wgmma(const BatchMmParams& p, const ProductStack* stack, cudaStream_t stream) {
-  LLM_REQUIRE(batch_mm_wgmma_takes(p.type, p.regrouped, p.T), "wgmma small-batch product: not served");
+  LLM_REQUIRE(batch_mm_wgmma_supports(p.type, p.regrouped, p.T), "wgmma small-batch product: not served");
   LLM_REQUIRE(p.K % (p.regrouped ? 2048 : kSbElems) == 0, "wgmma small-batch product: K");
   LLM_REQUIRE(p.scratch_bytes >= batch_mm_wgmma_scratch(p.K, p.T), "wgmma small-batch product: scratch");
   LLM_REQUIRE((reinterpret_cast<uintptr_t>(p.x) & 7) == 0, "wgmma small-batch product: x must be 8-byte aligned");

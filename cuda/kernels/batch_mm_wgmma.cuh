@@ -13,15 +13,20 @@
 
 namespace cuda {
 
-// True when launch_batch_mm_wgmma takes this product: Q4_K in the file's layout or Q6_K regrouped, 8 < T <=
-// kBatchMmMaxTokens.
+// True when launch_batch_mm_wgmma can take this product: Q4_K in the file's layout or Q6_K regrouped (Q6_Kx8),
+// 8 < T <= kBatchMmMaxTokens.
+bool batch_mm_wgmma_supports(quant::Type type, bool regrouped, int64_t T);
+
+// True when launch_batch_mm routes this product here (from its wgmma_min_tokens on): Q4_K only. The Q6_Kx8 form was
+// written in session 36 but not yet run on a GPU (no device time was left): its kernel test and the lab call
+// launch_batch_mm_wgmma directly until it has passed and measured faster (docs/kernel-notes.md, session 36).
 bool batch_mm_wgmma_takes(quant::Type type, bool regrouped, int64_t T);
 
 // Scratch it needs. The first part_offset bytes (x in half, batch_mm.cuh) it leaves alone: it reads x as float and
 // writes its own copy of it (in the order its shared-memory stages need) after them, then its partial sums.
 size_t batch_mm_wgmma_scratch(int64_t K, int64_t T);
 
-// y = W x for p (validated by launch_batch_mm); converts x itself. stack: a stacked launch's matrices
+// y = W x for p (validated by launch_batch_mm; batch_mm_wgmma_supports); converts x itself. stack: a stacked launch's matrices
 // (product_stack.cuh) or null. Never allocates.
 void launch_batch_mm_wgmma(const BatchMmParams& p, const ProductStack* stack, cudaStream_t stream);
 

@@ -233,9 +233,15 @@ void bench_batch_mm_shape(const cuda::Context& ctx, cudaStream_t s, int64_t K, i
         });
       };
       constexpr int64_t kNoWgmma = cuda::kBatchMmMaxTokens + 1;
-      const bool wgmma = cuda::batch_mm_wgmma_takes(t, x8, T);
+      const bool wgmma = cuda::batch_mm_wgmma_supports(t, x8, T);
       const float bm = batch(true, cuda::kBatchMmWgmmaMinTokens);
-      const float wg = wgmma ? batch(true, 0) : 0.0f;
+      // Launched directly: launch_batch_mm does not route Q6_Kx8 there yet (batch_mm_wgmma_takes).
+      const float wg = !wgmma ? 0.0f : median_ms(ctx, 30, [&](int i) {
+        cuda::BatchMmParams p{w[i % 4].get(), t, dx.as<float>(), nullptr, dy.as<float>(), K, N, T, scratch.get(), sb};
+        p.regrouped = x8;
+        p.tile_counters = counters.as<uint32_t>();
+        cuda::launch_batch_mm_wgmma(p, nullptr, s);
+      });
       const float wd = cuda::batch_mm_wide_serves(t, x8, T) ? batch(true, kNoWgmma) : 0.0f;
       const float fr = wgmma ? batch(false, kNoWgmma) : 0.0f;
       const float mc = !cuda::matvec_cols_supports(t, x8, K, N, T) ? 0.0f : median_ms(ctx, 30, [&](int i) {

@@ -210,7 +210,7 @@ TEST(BatchMm, WgmmaKernelMatchesReference) {
     for (int64_t K : c.regrouped ? std::vector<int64_t>{2048, 6144} : std::vector<int64_t>{256, 2304, 4096})
       for (int64_t N : {77, 333, 1000})
         for (int64_t T : {9, 17, 33, 47, 57, 64}) {
-          ASSERT_TRUE(cuda::batch_mm_wgmma_takes(c.type, c.regrouped, T));
+          ASSERT_TRUE(cuda::batch_mm_wgmma_supports(c.type, c.regrouped, T));
           auto w = random_weights(rng, c.type, K, N);
           const auto x = random_floats(rng, K * T);
           const auto bias = random_floats(rng, N);
@@ -229,7 +229,9 @@ TEST(BatchMm, WgmmaKernelMatchesReference) {
                                   dy.as<float>(), K, N, T, scratch.get(), sb};
             p.regrouped = c.regrouped;
             p.tile_counters = counters.as<uint32_t>();
-            cuda::launch_batch_mm(p, nullptr, {}, nullptr, true, wgmma_min);
+            // Q6_Kx8 is not routed to the wgmma kernel yet (batch_mm_wgmma_takes): launched directly here.
+            if (wgmma_min == 0 && c.regrouped) cuda::launch_batch_mm_wgmma(p, nullptr, nullptr);
+            else cuda::launch_batch_mm(p, nullptr, {}, nullptr, true, wgmma_min);
             EXPECT_TRUE(close(std::string(wgmma_min ? "other kernels " : "wgmma ") + layout_name(c) +
                                   " K=" + std::to_string(K) + " N=" + std::to_string(N) + " T=" + std::to_string(T),
                               download<float>(dy, N * T), ref, atol, 0.0));
@@ -238,16 +240,19 @@ TEST(BatchMm, WgmmaKernelMatchesReference) {
         }
 }
 
-// The wgmma kernel takes Q4_K in the file's layout and Q6_K regrouped (Q6_Kx8) at 9..64 tokens, nothing else; the
-// scratch batch_mm_scratch asks for holds its image of x and its partial sums.
+// The wgmma kernel supports Q4_K in the file's layout and Q6_K regrouped (Q6_Kx8) at 9..64 tokens, nothing else, and
+// launch_batch_mm routes Q4_K there only; the scratch batch_mm_scratch asks for holds its image of x and its partial
+// sums.
 TEST(BatchMm, WgmmaKernelRangeAndScratch) {
   for (int64_t T = 1; T <= cuda::kBatchMmMaxTokens + 1; ++T) {
     const bool served = T > 8 && T <= cuda::kBatchMmMaxTokens;
     EXPECT_EQ(cuda::batch_mm_wgmma_takes(Type::Q4_K, false, T), served) << "T = " << T;
-    EXPECT_EQ(cuda::batch_mm_wgmma_takes(Type::Q6_K, true, T), served) << "T = " << T;
-    EXPECT_FALSE(cuda::batch_mm_wgmma_takes(Type::Q4_K, true, T));
-    EXPECT_FALSE(cuda::batch_mm_wgmma_takes(Type::Q6_K, false, T));
-    EXPECT_FALSE(cuda::batch_mm_wgmma_takes(Type::Q8_0, false, T));
+    EXPECT_EQ(cuda::batch_mm_wgmma_supports(Type::Q4_K, false, T), served) << "T = " << T;
+    EXPECT_EQ(cuda::batch_mm_wgmma_supports(Type::Q6_K, true, T), served) << "T = " << T;
+    EXPECT_FALSE(cuda::batch_mm_wgmma_takes(Type::Q6_K, true, T));
+    for (const auto& [type, regrouped] : {std::pair{Type::Q4_K, true}, std::pair{Type::Q6_K, false},
+                                          std::pair{Type::Q8_0, false}})
+      EXPECT_FALSE(cuda::batch_mm_wgmma_supports(type, regrouped, T));
     if (!served) continue;
     // Read as float (the executor then keeps the scratch's half x for the next launch) from the routing bound on.
     EXPECT_EQ(cuda::batch_mm_reads_float_x(Type::Q4_K, false, T, 33), T >= 33) << "T = " << T;
