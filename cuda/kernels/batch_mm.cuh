@@ -49,7 +49,8 @@ bool batch_mm_supports(quant::Type type, bool regrouped, int64_t K, int64_t N, i
 // True when the launch reads x as float itself (Q4_K and Q6_Kx8 at T <= 8): it neither converts x into the
 // scratch nor reads a copy there, so a launch after it finds the scratch's half x as the one before it left it.
 // wgmma_min_tokens: as launch_batch_mm's.
-bool batch_mm_reads_float_x(quant::Type type, bool regrouped, int64_t T, int64_t wgmma_min_tokens = kBatchMmWgmmaMinTokens);
+bool batch_mm_reads_float_x(quant::Type type, bool regrouped, int64_t T,
+                            int64_t wgmma_min_tokens = kBatchMmWgmmaMinTokens);
 
 // Scratch the launch needs: x as half, laid out as launch_gemm lays it out (so the two can share a conversion), then
 // the partial sums of the tiles its blocks share.
@@ -64,6 +65,7 @@ size_t batch_mm_scratch(int64_t K, int64_t N, int64_t T);
 // products of this many tokens and more (above 8) take batch_mm_wgmma.cuh's kernel (kBatchMmWgmmaMinTokens; above
 // kBatchMmMaxTokens: none, for A/B runs).
 void launch_batch_mm(const BatchMmParams& p, cudaStream_t stream, const GluEpilogue& glu = {},
-                     const ProductStack* stack = nullptr, bool wide = true, int64_t wgmma_min_tokens = kBatchMmWgmmaMinTokens);
+                     const ProductStack* stack = nullptr, bool wide = true,
+                     int64_t wgmma_min_tokens = kBatchMmWgmmaMinTokens);
 
 }  // namespace cuda

@@ -192,7 +192,8 @@ std::vector<int64_t> lab_token_counts() {
   if (!e || !*e) return {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 40, 48, 64};
   std::vector<int64_t> ts;
   std::stringstream ss(e);
-  for (std::string item; std::getline(ss, item, ',');) ts.push_back(std::clamp<int64_t>(std::atoll(item.c_str()), 1, 64));
+  for (std::string item; std::getline(ss, item, ',');)
+    ts.push_back(std::clamp<int64_t>(std::atoll(item.c_str()), 1, 64));
   return ts;
 }
 
