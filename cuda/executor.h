@@ -91,7 +91,7 @@ struct ExecutorOptions {
   // batch_mm.cu's fragment kernel. LLM_CUDA_BATCH_MM_WIDE=0 for A/B runs.
   bool batch_mm_wide = true;
   // Q4_K small-batch products of this many tokens and more (above 8) on batch_mm_wgmma.cuh's kernel (warpgroup
-  // tensor cores). LLM_CUDA_BATCH_MM_WGMMA_MIN=0..65 for A/B runs (below 9: 9; 65: none).
+  // tensor cores; it takes 9 and more). LLM_CUDA_BATCH_MM_WGMMA_MIN=0..65 for A/B runs (65: none).
   int64_t batch_mm_wgmma_min_tokens = kBatchMmWgmmaMinTokens;
   // Prefill expert products of Q4_K and recoded MXFP4 on moe_fragments.cu's kernels (weights straight into mma
   // fragments); false: moe_gemm.cu's half tiles for every format. LLM_CUDA_MOE_FRAGMENTS=0 for A/B runs.

@@ -48,9 +48,8 @@ ExecutorOptions ExecutorOptions::from_env() {
   o.batch_mm_min_tokens = read_count("LLM_CUDA_BATCH_MM_MIN", o.batch_mm_min_tokens, kBatchMmMaxTokens);
   o.batch_mm_max_tokens = read_count("LLM_CUDA_BATCH_MM_MAX", o.batch_mm_max_tokens, kBatchMmMaxTokens);
   o.batch_mm_wide = read_flag("LLM_CUDA_BATCH_MM_WIDE", o.batch_mm_wide);
-  const int64_t wgmma_min =
+  o.batch_mm_wgmma_min_tokens =
       read_count("LLM_CUDA_BATCH_MM_WGMMA_MIN", o.batch_mm_wgmma_min_tokens, kBatchMmMaxTokens + 1);
-  o.batch_mm_wgmma_min_tokens = ::std::max<int64_t>(9, wgmma_min);
   o.moe_fragments = read_flag("LLM_CUDA_MOE_FRAGMENTS", o.moe_fragments);
   o.moe_route_in_experts = read_flag("LLM_CUDA_MOE_ROUTE_IN_EXPERTS", o.moe_route_in_experts);
   o.new_token_attention = read_flag("LLM_CUDA_NEW_TOKEN_ATTENTION", o.new_token_attention);

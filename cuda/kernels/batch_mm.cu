@@ -633,10 +633,12 @@ void launch_for_tokens(const BatchMmParams& p, const __half* xh, const GluEpilog
   static_assert(kMaxTileTokens == 32, "the widest tile above");
 }
 
-// Whether batch_mm_wgmma.cuh's kernel takes this launch (it converts x itself, into its own part of the scratch).
-bool takes_wgmma(const BatchMmParams& p, const GluEpilogue& glu, int64_t wgmma_min_tokens) {
-  return !glu.gate && p.T >= wgmma_min_tokens && batch_mm_wgmma_takes(p.type, p.regrouped, p.T);
+// Whether batch_mm_wgmma.cuh's kernel takes a launch (it converts x itself, into its own part of the scratch). Never
+// one with a SwiGLU epilogue: those have at most 8 tokens, the kernel 9 and more.
+bool takes_wgmma(quant::Type type, bool regrouped, int64_t T, int64_t wgmma_min_tokens) {
+  return T >= wgmma_min_tokens && batch_mm_wgmma_takes(type, regrouped, T);
 }
+static_assert(kBatchMmGluMaxTokens <= 8, "takes_wgmma");
 
 }  // namespace
 
@@ -655,7 +657,7 @@ bool batch_mm_supports(quant::Type type, bool regrouped, int64_t K, int64_t N, i
 }
 
 bool batch_mm_reads_float_x(quant::Type type, bool regrouped, int64_t T, int64_t wgmma_min_tokens) {
-  if (T >= wgmma_min_tokens && batch_mm_wgmma_takes(type, regrouped, T)) return true;
+  if (takes_wgmma(type, regrouped, T, wgmma_min_tokens)) return true;
   return takes_fragments(type, regrouped) && shape_for_tokens(T).cols == 8;  // kFloatX: fragments, one n-tile
 }
 
@@ -686,7 +688,7 @@ void launch_batch_mm(const BatchMmParams& p, cudaStream_t stream, const GluEpilo
     check_product_stack(*stack, p.w, p.N, p.K, p.regrouped, "small-batch");
   }
   static_assert(kBatchMmGluMaxTokens == 8, "the one-n-tile instances (shape_for_tokens) apply it");
-  if (takes_wgmma(p, glu, wgmma_min_tokens)) {
+  if (takes_wgmma(p.type, p.regrouped, p.T, wgmma_min_tokens)) {
     launch_batch_mm_wgmma(p, stack, stream);
     CUDA_CHECK_LAUNCH(stream);
     return;

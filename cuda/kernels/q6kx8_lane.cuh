@@ -21,6 +21,7 @@
 #include "cuda/kernels/matvec_units.cuh"
 #include "cuda/kernels/q4k_lane.cuh"  // Word, as_h2, as_u32
 #include "cuda/kernels/q6_kx8.cuh"
+#include "cuda/kernels/unpack_half.cuh"  // q6_scales_of
 
 namespace cuda::q6kx8_lane {
 
@@ -57,11 +58,8 @@ struct RowScales {
   __half2 s[4];
 };
 __device__ __forceinline__ RowScales row_scales(uint32_t sc, uint32_t d) {
-  const float df = __half2float(__ushort_as_half(uint16_t(d)));
-  RowScales r;
-#pragma unroll
-  for (int i = 0; i < 4; ++i) r.s[i] = __half2half2(__float2half_rn(df * float(int8_t(sc >> (8 * i)))));
-  return r;
+  const uint2 u0 = unpack_half::q6_scales_of(sc, d), u1 = unpack_half::q6_scales_of(sc >> 16, d);
+  return {{q4k_lane::as_h2(u0.x), q4k_lane::as_h2(u0.y), q4k_lane::as_h2(u1.x), q4k_lane::as_h2(u1.y)}};
 }
 
 // Word j's A values (q4k_lane::Word: the low nibbles' values 0, 1 and 2, 3, then the high nibbles'): ql the word,

@@ -92,11 +92,15 @@ __device__ __forceinline__ uint2 q4_k_scales(const uint8_t* b, int j) {
   const uint32_t v = hmul2(hsub2(sc | m << 16 | 0x64006400u, 0x64006400u), *reinterpret_cast<const uint32_t*>(b));
   return make_uint2(__byte_perm(v, 0, 0x1010), __byte_perm(v ^ 0x80000000u, 0, 0x3232));
 }
-__device__ __forceinline__ uint2 q6_scales(const uint8_t* scales, const uint8_t* dp) {
-  const uint32_t d = quant::dev::load_u16(dp);
-  const uint32_t s = (spread(quant::dev::load_u16(scales), 0, true) ^ 0x00800080u) | 0x64006400u;
+// The same from registers: the two int8 scales in bytes 0 and 1 of sc, d's bits in the low half of d.
+__device__ __forceinline__ uint2 q6_scales_of(uint32_t sc, uint32_t d) {
+  d &= 0xFFFFu;
+  const uint32_t s = (spread(sc, 0, true) ^ 0x00800080u) | 0x64006400u;
   const uint32_t v = hmul2(hsub2(s, 0x64806480u), d | d << 16);
   return make_uint2(__byte_perm(v, 0, 0x1010), __byte_perm(v, 0, 0x3232));
+}
+__device__ __forceinline__ uint2 q6_scales(const uint8_t* scales, const uint8_t* dp) {
+  return q6_scales_of(quant::dev::load_u16(scales), quant::dev::load_u16(dp));
 }
 // Q4_0 block b (18 bytes, 2-byte aligned): element j in the low nibble of qs[j], j + 16 in the high. A low nibble
 // pair is 1024 + q, less 1032 is q - 8; a high one, masked in place, 1024 + 16 q, and x / 16 - 72 is q - 8 (all
