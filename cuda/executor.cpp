@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <numeric>
 
 #include "cuda/capabilities.h"
 #include "cuda/kernels/attention.cuh"
@@ -371,9 +370,16 @@ void* Executor::half_x_for(const Node& n) const {
 bool Executor::gemm_reads_float_x(const Node& m) const {
   if (matvec_cols_takes(m)) return true;
   const Node& w = g_.node(m.inputs[0]);
-  return batch_mm_takes(m) &&
-         batch_mm_reads_float_x(::std::get<graph::WeightParams>(w.params).type, regrouped(w), m.shape.rows(),
-                                opt_.batch_mm_wgmma_min_tokens);
+  return batch_mm_takes(m) && batch_mm_reads_float_x(::std::get<graph::WeightParams>(w.params).type, regrouped(w),
+                                                     w.shape.ne[0], launch_rows(m), m.shape.rows(), opt_.batch_mm_wgmma);
+}
+
+// The rows of this MulMat's launch: its matrix's, and those of the matrices stacked after it (stack_small_batch).
+int64_t Executor::launch_rows(const Node& m) const {
+  int64_t rows = g_.node(m.inputs[0]).shape.ne[1];
+  if (const auto st = small_batch_stacks_.find(m.id); st != small_batch_stacks_.end())
+    for (size_t i = 1; i < st->second.size(); ++i) rows += g_.node(g_.node(st->second[i]).inputs[0]).shape.ne[1];
+  return rows;
 }
 
 // Whether this MulMat's launch is lower_gemm's, converting its x to half (gemm_reads_float_x false).
@@ -416,8 +422,7 @@ void Executor::lower_gemm(const Node& n) {
       stack.bias[stack.n++] = m.inputs.size() > 2 && m.inputs[2] != graph::kNoNode ? f32_in(m, 2) : nullptr;
     }
   }
-  int64_t rows = N;  // of the launch: the stack's in all
-  if (stack.n) rows = ::std::accumulate(stack.N, stack.N + stack.n, int64_t(0));
+  const int64_t rows = launch_rows(n);  // the stack's in all
   if (few_cols) {
     MatvecColsParams c{p.w, type, p.x, bias, y, K, rows, T, p.regrouped, glu};
     steps_.push_back([c, stack](cudaStream_t s) { launch_matvec_cols(c, s, stack.n ? &stack : nullptr); });
@@ -428,9 +433,9 @@ void Executor::lower_gemm(const Node& n) {
     BatchMmParams b{p.w, type, p.x, bias, y, K, rows, T, p.scratch, p.scratch_bytes, p.x_in_scratch, p.regrouped};
     b.tile_counters = static_cast<uint32_t*>(batch_mm_counters_.get());
     const bool wide = opt_.batch_mm_wide;
-    const int64_t wgmma_min = opt_.batch_mm_wgmma_min_tokens;
-    steps_.push_back([b, glu, stack, wide, wgmma_min](cudaStream_t s) {
-      launch_batch_mm(b, s, glu, stack.n ? &stack : nullptr, wide, wgmma_min);
+    const WgmmaRoute route = opt_.batch_mm_wgmma;
+    steps_.push_back([b, glu, stack, wide, route](cudaStream_t s) {
+      launch_batch_mm(b, s, glu, stack.n ? &stack : nullptr, wide, route);
     });
     return;
   }

@@ -70,7 +70,7 @@ class KvCache {
 struct ExecutorOptions {
   // The LLM_CUDA_* environment switches (A/B and diagnosis knobs), read once when a session starts: the defaults with
   // LLM_CUDA_GRAPH=0, LLM_CUDA_RTC=0, LLM_CUDA_Q6_KX8=0, LLM_CUDA_ATTN_O=0, LLM_CUDA_MXFP4_RECODE=0,
-  // LLM_CUDA_DECODE_AHEAD=0, LLM_CUDA_DEVICE_DRAWS=0, LLM_CUDA_BATCH_MM_MIN / _MAX=0..64, _WGMMA_MIN=0..65,
+  // LLM_CUDA_DECODE_AHEAD=0, LLM_CUDA_DEVICE_DRAWS=0, LLM_CUDA_BATCH_MM_MIN / _MAX=0..64, _WGMMA_(LARGE_)MIN=0..65,
   // LLM_CUDA_MATVEC_COLS_MAX=0..4, LLM_CUDA_MOE_FRAGMENTS=0, LLM_CUDA_NEW_TOKEN_ATTENTION=0 and
   // LLM_CUDA_OMIT_STEPS=a,b applied. Throws InvalidArgument for a value other than 0 or 1 (or out of the counts'
   // ranges).
@@ -90,9 +90,10 @@ struct ExecutorOptions {
   // Q4_K small-batch products of 9..48 tokens on batch_mm_wide.cuh's kernel (W unpacked in registers); false:
   // batch_mm.cu's fragment kernel. LLM_CUDA_BATCH_MM_WIDE=0 for A/B runs.
   bool batch_mm_wide = true;
-  // Q4_K small-batch products of this many tokens and more (above 8) on batch_mm_wgmma.cuh's kernel (warpgroup
-  // tensor cores; it takes 9 and more). LLM_CUDA_BATCH_MM_WGMMA_MIN=0..65 for A/B runs (65: none).
-  int64_t batch_mm_wgmma_min_tokens = kBatchMmWgmmaMinTokens;
+  // Which Q4_K and Q6_Kx8 small-batch products run on batch_mm_wgmma.cuh's kernel (warpgroup tensor cores; it takes
+  // 9 tokens and more): from min_tokens on, large matrices from large_min_tokens (WgmmaRoute, batch_mm.cuh).
+  // LLM_CUDA_BATCH_MM_WGMMA_MIN and _WGMMA_LARGE_MIN=0..65 for A/B runs (65 for both: none).
+  WgmmaRoute batch_mm_wgmma;
   // Prefill expert products of Q4_K and recoded MXFP4 on moe_fragments.cu's kernels (weights straight into mma
   // fragments); false: moe_gemm.cu's half tiles for every format. LLM_CUDA_MOE_FRAGMENTS=0 for A/B runs.
   bool moe_fragments = true;
@@ -276,6 +277,7 @@ class Executor {
   void stack_small_batch(const graph::Node& mulmat);
   bool feeds_glu(const graph::Node& mulmat) const;
   bool gemm_reads_float_x(const graph::Node& mulmat) const;
+  int64_t launch_rows(const graph::Node& mulmat) const;
   bool product_converts_x(const graph::Node& mulmat) const;
   void* half_x_for(const graph::Node& n) const;
   void fold_qk_norms(const graph::Node& attention);

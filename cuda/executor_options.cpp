@@ -48,8 +48,10 @@ ExecutorOptions ExecutorOptions::from_env() {
   o.batch_mm_min_tokens = read_count("LLM_CUDA_BATCH_MM_MIN", o.batch_mm_min_tokens, kBatchMmMaxTokens);
   o.batch_mm_max_tokens = read_count("LLM_CUDA_BATCH_MM_MAX", o.batch_mm_max_tokens, kBatchMmMaxTokens);
   o.batch_mm_wide = read_flag("LLM_CUDA_BATCH_MM_WIDE", o.batch_mm_wide);
-  o.batch_mm_wgmma_min_tokens =
-      read_count("LLM_CUDA_BATCH_MM_WGMMA_MIN", o.batch_mm_wgmma_min_tokens, kBatchMmMaxTokens + 1);
+  o.batch_mm_wgmma.min_tokens =
+      read_count("LLM_CUDA_BATCH_MM_WGMMA_MIN", o.batch_mm_wgmma.min_tokens, kBatchMmMaxTokens + 1);
+  o.batch_mm_wgmma.large_min_tokens =
+      read_count("LLM_CUDA_BATCH_MM_WGMMA_LARGE_MIN", o.batch_mm_wgmma.large_min_tokens, kBatchMmMaxTokens + 1);
   o.moe_fragments = read_flag("LLM_CUDA_MOE_FRAGMENTS", o.moe_fragments);
   o.moe_route_in_experts = read_flag("LLM_CUDA_MOE_ROUTE_IN_EXPERTS", o.moe_route_in_experts);
   o.new_token_attention = read_flag("LLM_CUDA_NEW_TOKEN_ATTENTION", o.new_token_attention);

@@ -633,10 +633,12 @@ void launch_for_tokens(const BatchMmParams& p, const __half* xh, const GluEpilog
   static_assert(kMaxTileTokens == 32, "the widest tile above");
 }
 
-// Whether batch_mm_wgmma.cuh's kernel takes a launch (it converts x itself, into its own part of the scratch). Never
-// one with a SwiGLU epilogue: those have at most 8 tokens, the kernel 9 and more.
-bool takes_wgmma(quant::Type type, bool regrouped, int64_t T, int64_t wgmma_min_tokens) {
-  return T >= wgmma_min_tokens && batch_mm_wgmma_takes(type, regrouped, T);
+// Whether batch_mm_wgmma.cuh's kernel takes a launch of N rows (it converts x itself, into its own part of the
+// scratch). Never one with a SwiGLU epilogue: those have at most 8 tokens, the kernel 9 and more.
+bool takes_wgmma(quant::Type type, bool regrouped, int64_t K, int64_t N, int64_t T, const WgmmaRoute& route) {
+  const bool large = K * N >= kBatchMmWgmmaLargeWeights;
+  return T >= (large ? ::std::min(route.min_tokens, route.large_min_tokens) : route.min_tokens) &&
+         batch_mm_wgmma_supports(type, regrouped, T);
 }
 static_assert(kBatchMmGluMaxTokens <= 8, "takes_wgmma");
 
@@ -656,8 +658,9 @@ bool batch_mm_supports(quant::Type type, bool regrouped, int64_t K, int64_t N, i
   return type == Type::Q4_0 || type == Type::Q8_0 || type == Type::Q4_K || type == Type::Q6_K;
 }
 
-bool batch_mm_reads_float_x(quant::Type type, bool regrouped, int64_t T, int64_t wgmma_min_tokens) {
-  if (takes_wgmma(type, regrouped, T, wgmma_min_tokens)) return true;
+bool batch_mm_reads_float_x(quant::Type type, bool regrouped, int64_t K, int64_t N, int64_t T,
+                            const WgmmaRoute& route) {
+  if (takes_wgmma(type, regrouped, K, N, T, route)) return true;
   return takes_fragments(type, regrouped) && shape_for_tokens(T).cols == 8;  // kFloatX: fragments, one n-tile
 }
 
@@ -668,7 +671,7 @@ size_t batch_mm_scratch(int64_t K, int64_t, int64_t T) {
 }
 
 void launch_batch_mm(const BatchMmParams& p, cudaStream_t stream, const GluEpilogue& glu, const ProductStack* stack,
-                     bool wide, int64_t wgmma_min_tokens) {
+                     bool wide, const WgmmaRoute& route) {
   LLM_REQUIRE(p.w && p.x && p.y, "null pointer");
   LLM_REQUIRE(p.N > 0 && p.N <= int64_t(16) * 0x7fffffff, "rows out of range");
   LLM_REQUIRE(batch_mm_supports(p.type, p.regrouped, p.K, p.N, p.T),
@@ -688,14 +691,14 @@ void launch_batch_mm(const BatchMmParams& p, cudaStream_t stream, const GluEpilo
     check_product_stack(*stack, p.w, p.N, p.K, p.regrouped, "small-batch");
   }
   static_assert(kBatchMmGluMaxTokens == 8, "the one-n-tile instances (shape_for_tokens) apply it");
-  if (takes_wgmma(p.type, p.regrouped, p.T, wgmma_min_tokens)) {
+  if (takes_wgmma(p.type, p.regrouped, p.K, p.N, p.T, route)) {
     launch_batch_mm_wgmma(p, stack, stream);
     CUDA_CHECK_LAUNCH(stream);
     return;
   }
   const size_t rb = quant::row_bytes(p.type, p.K);
   auto* xh = static_cast<__half*>(p.scratch);
-  const bool float_x = batch_mm_reads_float_x(p.type, p.regrouped, p.T, wgmma_min_tokens);
+  const bool float_x = batch_mm_reads_float_x(p.type, p.regrouped, p.K, p.N, p.T, route);
   LLM_REQUIRE(!float_x || (reinterpret_cast<uintptr_t>(p.x) & 15) == 0,
               "small-batch product: x must be 16-byte aligned");
   if (!p.x_in_scratch && !float_x) launch_x_to_half(p.x, xh, p.K * p.T, stream);

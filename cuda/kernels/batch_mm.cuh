@@ -15,8 +15,21 @@ namespace cuda {
 
 inline constexpr int64_t kBatchMmMaxTokens = 64;
 inline constexpr int64_t kBatchMmGluMaxTokens = 8;  // the launches that take a SwiGLU epilogue (launch_batch_mm)
-// Q4_K launches of this many tokens and more run batch_mm_wgmma.cuh's kernel by default (launch_batch_mm).
+// Q4_K and Q6_Kx8 launches run batch_mm_wgmma.cuh's kernel (launch_batch_mm) from kBatchMmWgmmaMinTokens tokens on,
+// and those of at least kBatchMmWgmmaLargeWeights weights (the launch's rows x K: the feed-forward matrices and the
+// output matrix of a 7-8B model, not its q/k/v or o) already from kBatchMmWgmmaLargeMinTokens: at 17..32 tokens half
+// the kernel's 64 token columns are idle, which the large matrices' ~25% gain pays for and the small ones' does not
+// (docs/kernel-notes.md, sessions 36 and 37).
 inline constexpr int64_t kBatchMmWgmmaMinTokens = 33;
+inline constexpr int64_t kBatchMmWgmmaLargeMinTokens = 17;
+inline constexpr int64_t kBatchMmWgmmaLargeWeights = int64_t(32) << 20;
+
+// Where launch_batch_mm sends a launch to the wgmma kernel; a bound above kBatchMmMaxTokens turns that path off (A/B
+// runs: ExecutorOptions).
+struct WgmmaRoute {
+  int64_t min_tokens = kBatchMmWgmmaMinTokens;
+  int64_t large_min_tokens = kBatchMmWgmmaLargeMinTokens;
+};
 
 // A launch deals its tiles' slices to its blocks in equal runs (stream-K); a tile two blocks share is counted in one
 // of these words, and the last of its blocks to finish adds the partial sums in block order. The owner zeroes them
@@ -46,11 +59,11 @@ struct BatchMmParams {
 // / GEMM paths.
 bool batch_mm_supports(quant::Type type, bool regrouped, int64_t K, int64_t N, int64_t T);
 
-// True when the launch reads x as float itself (Q4_K and Q6_Kx8 at T <= 8): it neither converts x into the
-// scratch nor reads a copy there, so a launch after it finds the scratch's half x as the one before it left it.
-// wgmma_min_tokens: as launch_batch_mm's.
-bool batch_mm_reads_float_x(quant::Type type, bool regrouped, int64_t T,
-                            int64_t wgmma_min_tokens = kBatchMmWgmmaMinTokens);
+// True when the launch reads x as float itself (Q4_K and Q6_Kx8 at T <= 8, and wherever the wgmma kernel takes it):
+// it neither converts x into the scratch nor reads a copy there, so a launch after it finds the scratch's half x as
+// the one before it left it. N: the launch's rows (a stack's in all); route: as launch_batch_mm's.
+bool batch_mm_reads_float_x(quant::Type type, bool regrouped, int64_t K, int64_t N, int64_t T,
+                            const WgmmaRoute& route = {});
 
 // Scratch the launch needs: x as half, laid out as launch_gemm lays it out (so the two can share a conversion), then
 // the partial sums of the tiles its blocks share.
@@ -61,11 +74,9 @@ size_t batch_mm_scratch(int64_t K, int64_t N, int64_t T);
 // output), T <= kBatchMmGluMaxTokens. A kernel argument of its own, not a field of BatchMmParams: with the fields,
 // the 16- and 32-token instances, which never take it, compiled differently and decoded 1% slower.
 // stack: the matrices of a stacked launch (product_stack.cuh), or null; not with glu. wide: Q4_K products of 9..48
-// tokens take batch_mm_wide.cuh's kernel (false: this file's fragment kernel, for A/B runs). wgmma_min_tokens: Q4_K
-// products of this many tokens and more (above 8) take batch_mm_wgmma.cuh's kernel (kBatchMmWgmmaMinTokens; above
-// kBatchMmMaxTokens: none, for A/B runs).
+// tokens take batch_mm_wide.cuh's kernel (false: this file's fragment kernel, for A/B runs). route: which Q4_K and
+// Q6_Kx8 products take batch_mm_wgmma.cuh's kernel (WgmmaRoute).
 void launch_batch_mm(const BatchMmParams& p, cudaStream_t stream, const GluEpilogue& glu = {},
-                     const ProductStack* stack = nullptr, bool wide = true,
-                     int64_t wgmma_min_tokens = kBatchMmWgmmaMinTokens);
+                     const ProductStack* stack = nullptr, bool wide = true, const WgmmaRoute& route = {});
 
 }  // namespace cuda

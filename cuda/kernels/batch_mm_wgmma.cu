@@ -295,10 +295,6 @@ bool batch_mm_wgmma_supports(quant::Type type, bool regrouped, int64_t T) {
   return layout && T > 8 && T <= kBatchMmMaxTokens;
 }
 
-bool batch_mm_wgmma_takes(quant::Type type, bool regrouped, int64_t T) {
-  return !regrouped && batch_mm_wgmma_supports(type, regrouped, T);  // Q6_Kx8: not yet run on a GPU
-}
-
 size_t batch_mm_wgmma_scratch(int64_t K, int64_t T) {
   return part_offset(K, T) + image_bytes(K) + size_t(kMaxWgmmaBlocks) * 2 * kRows * kCols * 4;
 }

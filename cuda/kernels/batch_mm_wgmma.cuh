@@ -1,8 +1,8 @@
 // Small-batch products of Q4_K in the file's layout and of regrouped Q6_K (Q6_Kx8) at up to 64 tokens on the warpgroup
 // tensor cores (wgmma, sm_90a): a warpgroup multiplies 64 rows of W, unpacked by its lanes into A fragments in
 // registers (q4k_lane.cuh, q6kx8_lane.cuh), by x's 64 token columns, which the tensor cores read from shared memory
-// themselves. launch_batch_mm routes products
-// of kBatchMmWgmmaMinTokens tokens and more here (batch_mm.cuh). Measurements: docs/kernel-notes.md, "Session 36".
+// themselves. launch_batch_mm routes products here by their tokens and size (WgmmaRoute, batch_mm.cuh).
+// Measurements: docs/kernel-notes.md, sessions 36 and 37.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -16,11 +16,6 @@ namespace cuda {
 // True when launch_batch_mm_wgmma can take this product: Q4_K in the file's layout or Q6_K regrouped (Q6_Kx8),
 // 8 < T <= kBatchMmMaxTokens.
 bool batch_mm_wgmma_supports(quant::Type type, bool regrouped, int64_t T);
-
-// True when launch_batch_mm routes this product here (from its wgmma_min_tokens on): Q4_K only. The Q6_Kx8 form was
-// written in session 36 but not yet run on a GPU (no device time was left): its kernel test and the lab call
-// launch_batch_mm_wgmma directly until it has passed and measured faster (docs/kernel-notes.md, session 36).
-bool batch_mm_wgmma_takes(quant::Type type, bool regrouped, int64_t T);
 
 // Scratch it needs. The first part_offset bytes (x in half, batch_mm.cuh) it leaves alone: it reads x as float and
 // writes its own copy of it (in the order its shared-memory stages need) after them, then its partial sums.

@@ -225,24 +225,18 @@ void bench_batch_mm_shape(const cuda::Context& ctx, cudaStream_t s, int64_t K, i
     cuda::DeviceBuffer scratch(sb), counters(cuda::kBatchMmCounterBytes);
     CUDA_CHECK(cudaMemset(counters.get(), 0, cuda::kBatchMmCounterBytes));
     for (int64_t T : lab_token_counts()) {
-      auto batch = [&](bool wide, int64_t wgmma_min) {
+      auto batch = [&](bool wide, const cuda::WgmmaRoute& route) {
         return median_ms(ctx, 30, [&](int i) {
           cuda::BatchMmParams p{w[i % 4].get(), t, dx.as<float>(), nullptr, dy.as<float>(), K, N, T, scratch.get(), sb};
           p.regrouped = x8;
           p.tile_counters = counters.as<uint32_t>();
-          cuda::launch_batch_mm(p, s, {}, nullptr, wide, wgmma_min);
+          cuda::launch_batch_mm(p, s, {}, nullptr, wide, route);
         });
       };
-      constexpr int64_t kNoWgmma = cuda::kBatchMmMaxTokens + 1;
+      constexpr cuda::WgmmaRoute kNoWgmma{cuda::kBatchMmMaxTokens + 1, cuda::kBatchMmMaxTokens + 1};
       const bool wgmma = cuda::batch_mm_wgmma_supports(t, x8, T);
-      const float bm = batch(true, cuda::kBatchMmWgmmaMinTokens);
-      // Launched directly: launch_batch_mm does not route Q6_Kx8 there yet (batch_mm_wgmma_takes).
-      const float wg = !wgmma ? 0.0f : median_ms(ctx, 30, [&](int i) {
-        cuda::BatchMmParams p{w[i % 4].get(), t, dx.as<float>(), nullptr, dy.as<float>(), K, N, T, scratch.get(), sb};
-        p.regrouped = x8;
-        p.tile_counters = counters.as<uint32_t>();
-        cuda::launch_batch_mm_wgmma(p, nullptr, s);
-      });
+      const float bm = batch(true, {});
+      const float wg = wgmma ? batch(true, {0, 0}) : 0.0f;
       const float wd = cuda::batch_mm_wide_serves(t, x8, T) ? batch(true, kNoWgmma) : 0.0f;
       const float fr = wgmma ? batch(false, kNoWgmma) : 0.0f;
       const float mc = !cuda::matvec_cols_supports(t, x8, K, N, T) ? 0.0f : median_ms(ctx, 30, [&](int i) {

@@ -224,14 +224,13 @@ TEST(BatchMm, WgmmaKernelMatchesReference) {
           ASSERT_GE(sb, cuda::batch_mm_wgmma_scratch(K, T));
           cuda::DeviceBuffer scratch(sb);
           for (const int64_t wgmma_min : {int64_t(0), cuda::kBatchMmMaxTokens + 1}) {
+            const cuda::WgmmaRoute route{wgmma_min, wgmma_min};
             auto dy = poisoned_f32(N * T);
             cuda::BatchMmParams p{dw.get(), c.type, dx.as<float>(), with_bias ? db.as<float>() : nullptr,
                                   dy.as<float>(), K, N, T, scratch.get(), sb};
             p.regrouped = c.regrouped;
             p.tile_counters = counters.as<uint32_t>();
-            // Q6_Kx8 is not routed to the wgmma kernel yet (batch_mm_wgmma_takes): launched directly here.
-            if (wgmma_min == 0 && c.regrouped) cuda::launch_batch_mm_wgmma(p, nullptr, nullptr);
-            else cuda::launch_batch_mm(p, nullptr, {}, nullptr, true, wgmma_min);
+            cuda::launch_batch_mm(p, nullptr, {}, nullptr, true, route);
             EXPECT_TRUE(close(std::string(wgmma_min ? "other kernels " : "wgmma ") + layout_name(c) +
                                   " K=" + std::to_string(K) + " N=" + std::to_string(N) + " T=" + std::to_string(T),
                               download<float>(dy, N * T), ref, atol, 0.0));
@@ -240,23 +239,31 @@ TEST(BatchMm, WgmmaKernelMatchesReference) {
         }
 }
 
-// The wgmma kernel supports Q4_K in the file's layout and Q6_K regrouped (Q6_Kx8) at 9..64 tokens, nothing else, and
-// launch_batch_mm routes Q4_K there only; the scratch batch_mm_scratch asks for holds its image of x and its partial
-// sums.
+// The wgmma kernel supports Q4_K in the file's layout and Q6_K regrouped (Q6_Kx8) at 9..64 tokens, nothing else;
+// launch_batch_mm routes a launch there by its tokens and size (WgmmaRoute), which the launch's reading of float x
+// follows; the scratch batch_mm_scratch asks for holds its image of x and its partial sums.
 TEST(BatchMm, WgmmaKernelRangeAndScratch) {
+  // The feed-forward matrices of a 7-8B model are large, its o and stacked q/k/v are not.
+  ASSERT_GE(4096 * 14336, cuda::kBatchMmWgmmaLargeWeights);
+  ASSERT_LT(4096 * (4096 + 2048), cuda::kBatchMmWgmmaLargeWeights);
   for (int64_t T = 1; T <= cuda::kBatchMmMaxTokens + 1; ++T) {
     const bool served = T > 8 && T <= cuda::kBatchMmMaxTokens;
-    EXPECT_EQ(cuda::batch_mm_wgmma_takes(Type::Q4_K, false, T), served) << "T = " << T;
     EXPECT_EQ(cuda::batch_mm_wgmma_supports(Type::Q4_K, false, T), served) << "T = " << T;
     EXPECT_EQ(cuda::batch_mm_wgmma_supports(Type::Q6_K, true, T), served) << "T = " << T;
-    EXPECT_FALSE(cuda::batch_mm_wgmma_takes(Type::Q6_K, true, T));
     for (const auto& [type, regrouped] : {std::pair{Type::Q4_K, true}, std::pair{Type::Q6_K, false},
                                           std::pair{Type::Q8_0, false}})
       EXPECT_FALSE(cuda::batch_mm_wgmma_supports(type, regrouped, T));
     if (!served) continue;
-    // Read as float (the executor then keeps the scratch's half x for the next launch) from the routing bound on.
-    EXPECT_EQ(cuda::batch_mm_reads_float_x(Type::Q4_K, false, T, 33), T >= 33) << "T = " << T;
-    EXPECT_EQ(cuda::batch_mm_reads_float_x(Type::Q6_K, true, T, 65), false) << "T = " << T;
+    // Read as float (the executor then keeps the scratch's half x for the next launch) from the routing bound on:
+    // the general one for a small matrix, the large one's for a large matrix, never when both are off.
+    for (const bool x8 : {false, true}) {
+      const Type type = x8 ? Type::Q6_K : Type::Q4_K;
+      EXPECT_EQ(cuda::batch_mm_reads_float_x(type, x8, 4096, 4096, T), T >= cuda::kBatchMmWgmmaMinTokens) << T;
+      EXPECT_EQ(cuda::batch_mm_reads_float_x(type, x8, 14336, 4096, T), T >= cuda::kBatchMmWgmmaLargeMinTokens) << T;
+      EXPECT_EQ(cuda::batch_mm_reads_float_x(type, x8, 4096, 28672, T, {40, 24}), T >= 24) << T;
+      EXPECT_EQ(cuda::batch_mm_reads_float_x(type, x8, 4096, 6144, T, {40, 24}), T >= 40) << T;
+      EXPECT_FALSE(cuda::batch_mm_reads_float_x(type, x8, 4096, 28672, T, {65, 65})) << T;
+    }
     for (int64_t K : {2048, 14336})
       EXPECT_GE(cuda::batch_mm_scratch(K, 14336, T), cuda::batch_mm_wgmma_scratch(K, T)) << "K = " << K;
   }
