@@ -371,7 +371,7 @@ bool Executor::gemm_reads_float_x(const Node& m) const {
   if (matvec_cols_takes(m)) return true;
   const Node& w = g_.node(m.inputs[0]);
   return batch_mm_takes(m) && batch_mm_reads_float_x(::std::get<graph::WeightParams>(w.params).type, regrouped(w),
-                                                     w.shape.ne[0], launch_rows(m), m.shape.rows(), opt_.batch_mm_wgmma);
+                                                     w.shape.ne[0], launch_rows(m), m.shape.rows(), opt_.batch_mm.wgmma);
 }
 
 // The rows of this MulMat's launch: its matrix's, and those of the matrices stacked after it (stack_small_batch).
@@ -432,10 +432,9 @@ void Executor::lower_gemm(const Node& n) {
   if (small_batch) {
     BatchMmParams b{p.w, type, p.x, bias, y, K, rows, T, p.scratch, p.scratch_bytes, p.x_in_scratch, p.regrouped};
     b.tile_counters = static_cast<uint32_t*>(batch_mm_counters_.get());
-    const bool wide = opt_.batch_mm_wide;
-    const WgmmaRoute route = opt_.batch_mm_wgmma;
-    steps_.push_back([b, glu, stack, wide, route](cudaStream_t s) {
-      launch_batch_mm(b, s, glu, stack.n ? &stack : nullptr, wide, route);
+    const BatchMmChoices choices = opt_.batch_mm;
+    steps_.push_back([b, glu, stack, choices](cudaStream_t s) {
+      launch_batch_mm(b, s, glu, stack.n ? &stack : nullptr, choices);
     });
     return;
   }

@@ -71,6 +71,7 @@ struct ExecutorOptions {
   // The LLM_CUDA_* environment switches (A/B and diagnosis knobs), read once when a session starts: the defaults with
   // LLM_CUDA_GRAPH=0, LLM_CUDA_RTC=0, LLM_CUDA_Q6_KX8=0, LLM_CUDA_ATTN_O=0, LLM_CUDA_MXFP4_RECODE=0,
   // LLM_CUDA_DECODE_AHEAD=0, LLM_CUDA_DEVICE_DRAWS=0, LLM_CUDA_BATCH_MM_MIN / _MAX=0..64, _WGMMA_(LARGE_)MIN=0..65,
+  // LLM_CUDA_BATCH_MM_WIDE=0, LLM_CUDA_BATCH_MM_PDL=0,
   // LLM_CUDA_MATVEC_COLS_MAX=0..4, LLM_CUDA_MOE_FRAGMENTS=0, LLM_CUDA_NEW_TOKEN_ATTENTION=0 and
   // LLM_CUDA_OMIT_STEPS=a,b applied. Throws InvalidArgument for a value other than 0 or 1 (or out of the counts'
   // ranges).
@@ -87,13 +88,12 @@ struct ExecutorOptions {
   // LLM_CUDA_BATCH_MM_MIN / LLM_CUDA_BATCH_MM_MAX=0..64 move the bottom and the top (MAX=0: off).
   int64_t batch_mm_min_tokens = 2;
   int64_t batch_mm_max_tokens = kBatchMmMaxTokens;
-  // Q4_K small-batch products of 9..48 tokens on batch_mm_wide.cuh's kernel (W unpacked in registers); false:
-  // batch_mm.cu's fragment kernel. LLM_CUDA_BATCH_MM_WIDE=0 for A/B runs.
-  bool batch_mm_wide = true;
-  // Which Q4_K and Q6_Kx8 small-batch products run on batch_mm_wgmma.cuh's kernel (warpgroup tensor cores; it takes
-  // 9 tokens and more): from min_tokens on, large matrices from large_min_tokens (WgmmaRoute, batch_mm.cuh).
-  // LLM_CUDA_BATCH_MM_WGMMA_MIN and _WGMMA_LARGE_MIN=0..65 for A/B runs (65 for both: none).
-  WgmmaRoute batch_mm_wgmma;
+  // The small-batch products' kernels (BatchMmChoices, batch_mm.cuh), each switch for A/B runs:
+  // LLM_CUDA_BATCH_MM_WIDE=0: Q4_K products of 9..48 tokens on batch_mm.cu's fragment kernel instead of
+  // batch_mm_wide.cuh's (W unpacked in registers). LLM_CUDA_BATCH_MM_WGMMA_MIN and _WGMMA_LARGE_MIN=0..65: which Q4_K
+  // and Q6_Kx8 products run on batch_mm_wgmma.cuh's kernel (warpgroup tensor cores, 9 tokens and more; WgmmaRoute;
+  // 65 for both: none). LLM_CUDA_BATCH_MM_PDL=0: plain launches instead of programmatic ones.
+  BatchMmChoices batch_mm;
   // Prefill expert products of Q4_K and recoded MXFP4 on moe_fragments.cu's kernels (weights straight into mma
   // fragments); false: moe_gemm.cu's half tiles for every format. LLM_CUDA_MOE_FRAGMENTS=0 for A/B runs.
   bool moe_fragments = true;

@@ -47,11 +47,12 @@ ExecutorOptions ExecutorOptions::from_env() {
   o.device_draws = read_flag("LLM_CUDA_DEVICE_DRAWS", o.device_draws);
   o.batch_mm_min_tokens = read_count("LLM_CUDA_BATCH_MM_MIN", o.batch_mm_min_tokens, kBatchMmMaxTokens);
   o.batch_mm_max_tokens = read_count("LLM_CUDA_BATCH_MM_MAX", o.batch_mm_max_tokens, kBatchMmMaxTokens);
-  o.batch_mm_wide = read_flag("LLM_CUDA_BATCH_MM_WIDE", o.batch_mm_wide);
-  o.batch_mm_wgmma.min_tokens =
-      read_count("LLM_CUDA_BATCH_MM_WGMMA_MIN", o.batch_mm_wgmma.min_tokens, kBatchMmMaxTokens + 1);
-  o.batch_mm_wgmma.large_min_tokens =
-      read_count("LLM_CUDA_BATCH_MM_WGMMA_LARGE_MIN", o.batch_mm_wgmma.large_min_tokens, kBatchMmMaxTokens + 1);
+  o.batch_mm.wide = read_flag("LLM_CUDA_BATCH_MM_WIDE", o.batch_mm.wide);
+  o.batch_mm.wgmma.min_tokens =
+      read_count("LLM_CUDA_BATCH_MM_WGMMA_MIN", o.batch_mm.wgmma.min_tokens, kBatchMmMaxTokens + 1);
+  o.batch_mm.wgmma.large_min_tokens =
+      read_count("LLM_CUDA_BATCH_MM_WGMMA_LARGE_MIN", o.batch_mm.wgmma.large_min_tokens, kBatchMmMaxTokens + 1);
+  o.batch_mm.programmatic = read_flag("LLM_CUDA_BATCH_MM_PDL", o.batch_mm.programmatic);
   o.moe_fragments = read_flag("LLM_CUDA_MOE_FRAGMENTS", o.moe_fragments);
   o.moe_route_in_experts = read_flag("LLM_CUDA_MOE_ROUTE_IN_EXPERTS", o.moe_route_in_experts);
   o.new_token_attention = read_flag("LLM_CUDA_NEW_TOKEN_ATTENTION", o.new_token_attention);

@@ -30,6 +30,7 @@
 #include "cuda/kernels/async_copy.cuh"
 #include "cuda/kernels/gemm.cuh"
 #include "cuda/kernels/mma.cuh"
+#include "cuda/kernels/pdl.cuh"
 #include "cuda/kernels/q6_kx8.cuh"
 #include "cuda/kernels/unpack_half.cuh"
 #include "quant/dequant.cuh"
@@ -273,10 +274,16 @@ struct Place {
 // The slice pipeline of both kernels: slices sl0 .. sl_end - 1 through the ring, each handed to body(sl, k0, raw)
 // once it has landed everywhere and the slice kStages - 1 ahead is issued. The barrier that starts a slice also
 // says every warp is done with the one before (its stage, and the tile or scales the body wrote from it).
-template <class St, class Body>
+// The kernels are launched programmatically (pdl.cuh): the first stages' copies of W, which no kernel writes, are
+// issued before pdl_wait, X's (in the same stages unless the kernel reads x as float) after it; then start(), the
+// body's first reads of what earlier kernels wrote.
+template <class St, class Start, class Body>
 __device__ __forceinline__ void for_each_slice(St& stager, int K, const uint8_t* w_end, const __half* xh, uint8_t* dyn,
-                                               uint32_t dyn_s, int sl0, int sl_end, Body&& body) {
+                                               uint32_t dyn_s, int sl0, int sl_end, Start&& start, Body&& body) {
+  if constexpr (St::kXPieces > 0) pdl_wait();
   for (int st = 0; st < kStages - 1; ++st) stager.issue(K, w_end, xh, dyn_s, sl0 + st, st, sl_end);
+  pdl_wait();
+  start();
   for (int sl = sl0, stage = 0; sl < sl_end; ++sl, stage = stage == kStages - 1 ? 0 : stage + 1) {
     cp_async_wait<kStages - 2>();
     __syncthreads();
@@ -325,7 +332,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<R, NT>) batch_mm_tile_ker
     }
 
     float acc[NT][4] = {};
-    for_each_slice(stager, K, w_end, xh, dyn, dyn_s, sg.sl0, sg.sl_end, [&](int sl, int k0, const uint8_t* raw) {
+    for_each_slice(stager, K, w_end, xh, dyn, dyn_s, sg.sl0, sg.sl_end, [] {}, [&](int sl, int k0, const uint8_t* raw) {
       const uint16_t* xs = reinterpret_cast<const uint16_t*>(raw + R * Rw::kLd);
       const bool partial = k0 + Tl::kSlice > K;  // the last slice of a row not a whole number of slices
 #pragma unroll
@@ -363,6 +370,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<R, NT>) batch_mm_tile_ker
                                               tid);
    }, extra...);
   });
+  pdl_wait();  // a block without work too: this grid ends only after the ones it depends on (pdl.cuh)
 }
 
 // The fragment kernel (Q4_K, Q6_Kx8): no half tile. A warp's rows are 16 of the block's, g and g + 8 a thread's; an
@@ -425,7 +433,8 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<R, NT>) batch_mm_frag_ker
     const int sl0 = sg.sl0, sl_end = sg.sl_end;
     St stager(p, w, row_bytes, xh, n0, t0, sl0, tid);
     // kFloatX: this thread's B pairs for the next slice, as float (token t0 + g, elements run_k(i) + 4 tg ..), loaded a
-    // slice ahead so that their latency passes with the barrier and the scales; zero past T and K.
+    // slice ahead so that their latency passes with the barrier and the scales; zero past T and K. Plain loads: x
+    // is the earlier kernel's output, read after pdl_wait (a non-coherent load could be scheduled above it).
     constexpr int kRuns = 8;
     float4 xf[kFloatX<Q, kX8, NT> ? kRuns : 1];
     const float* x_row = t0 + g < p.T ? p.x + (t0 + g) * p.K + 4 * tg : nullptr;
@@ -435,15 +444,15 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<R, NT>) batch_mm_frag_ker
 #pragma unroll
         for (int i = 0; i < kRuns; ++i) {
           const int k = k0 + run_k(i);
-          xf[i] = x_row && sl < sl_end && k < K ? __ldg(reinterpret_cast<const float4*>(x_row + k))
+          xf[i] = x_row && sl < sl_end && k < K ? *reinterpret_cast<const float4*>(x_row + k)
                                                 : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
         }
       }
     };
-    load_x(sl0);
 
     float acc[NT][4] = {};
-    for_each_slice(stager, K, w_end, xh, dyn, dyn_s, sl0, sl_end, [&](int sl, int k0, const uint8_t* raw) {
+    const auto start = [&] { load_x(sl0); };
+    for_each_slice(stager, K, w_end, xh, dyn, dyn_s, sl0, sl_end, start, [&](int sl, int k0, const uint8_t* raw) {
       const uint16_t* xs = reinterpret_cast<const uint16_t*>(raw + R * Rw::kLd);
       const int b0x8 = (k0 % 2048) / 256;  // the slice's first block within its Q6_Kx8 run
 #pragma unroll
@@ -537,6 +546,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<R, NT>) batch_mm_frag_ker
                                               tid);
    }, extra...);
   });
+  pdl_wait();  // a block without work too: this grid ends only after the ones it depends on (pdl.cuh)
 }
 
 // The one place T picks the tile: rows per block, and tokens per block (padded to 8-token n-tiles).
@@ -607,29 +617,29 @@ int64_t prepare_instances() {
 
 template <quant::Type Q, bool kX8, int R, int NT>
 void launch_tile(const BatchMmParams& p, const __half* xh, const GluEpilogue& glu, const ProductStack* stack, size_t rb,
-                 cudaStream_t stream) {
+                 cudaStream_t stream, bool pdl) {
   constexpr size_t smem = smem_bytes<Q, kX8, R, NT>();
   static const int64_t resident = prepare_instances<Q, kX8, R, NT>();
   const Plan plan = plan_launch(p, resident);
   if (stack) {
     const auto kernel = plan.work.runs_stay_in_tiles() ? kernel_for<Q, kX8, R, NT, false, true>()
                                                        : kernel_for<Q, kX8, R, NT, true, true>();
-    kernel<<<plan.grid, kThreads, smem, stream>>>(p, xh, rb, plan.work, *stack);
+    launch_programmatic(pdl, kernel, plan.grid, kThreads, smem, stream, p, xh, rb, plan.work, *stack);
     return;
   }
   const auto kernel = plan.work.runs_stay_in_tiles() ? kernel_for<Q, kX8, R, NT, false>()
                                                      : kernel_for<Q, kX8, R, NT, true>();
-  if constexpr (NT == 1) kernel<<<plan.grid, kThreads, smem, stream>>>(p, xh, rb, plan.work, glu);
-  else kernel<<<plan.grid, kThreads, smem, stream>>>(p, xh, rb, plan.work);
+  if constexpr (NT == 1) launch_programmatic(pdl, kernel, plan.grid, kThreads, smem, stream, p, xh, rb, plan.work, glu);
+  else launch_programmatic(pdl, kernel, plan.grid, kThreads, smem, stream, p, xh, rb, plan.work);
 }
 
 template <quant::Type Q, bool kX8>
 void launch_for_tokens(const BatchMmParams& p, const __half* xh, const GluEpilogue& glu, const ProductStack* stack,
-                       size_t rb, cudaStream_t stream) {
+                       size_t rb, cudaStream_t stream, bool pdl) {
   const Shape s = shape_for_tokens(p.T);
-  if (s.cols == 8) launch_tile<Q, kX8, 16, 1>(p, xh, glu, stack, rb, stream);
-  else if (s.cols == 16) launch_tile<Q, kX8, 32, 2>(p, xh, glu, stack, rb, stream);
-  else launch_tile<Q, kX8, 32, 4>(p, xh, {}, stack, rb, stream);
+  if (s.cols == 8) launch_tile<Q, kX8, 16, 1>(p, xh, glu, stack, rb, stream, pdl);
+  else if (s.cols == 16) launch_tile<Q, kX8, 32, 2>(p, xh, glu, stack, rb, stream, pdl);
+  else launch_tile<Q, kX8, 32, 4>(p, xh, {}, stack, rb, stream, pdl);
   static_assert(kMaxTileTokens == 32, "the widest tile above");
 }
 
@@ -671,7 +681,7 @@ size_t batch_mm_scratch(int64_t K, int64_t, int64_t T) {
 }
 
 void launch_batch_mm(const BatchMmParams& p, cudaStream_t stream, const GluEpilogue& glu, const ProductStack* stack,
-                     bool wide, const WgmmaRoute& route) {
+                     const BatchMmChoices& choices) {
   LLM_REQUIRE(p.w && p.x && p.y, "null pointer");
   LLM_REQUIRE(p.N > 0 && p.N <= int64_t(16) * 0x7fffffff, "rows out of range");
   LLM_REQUIRE(batch_mm_supports(p.type, p.regrouped, p.K, p.N, p.T),
@@ -691,30 +701,31 @@ void launch_batch_mm(const BatchMmParams& p, cudaStream_t stream, const GluEpilo
     check_product_stack(*stack, p.w, p.N, p.K, p.regrouped, "small-batch");
   }
   static_assert(kBatchMmGluMaxTokens == 8, "the one-n-tile instances (shape_for_tokens) apply it");
-  if (takes_wgmma(p.type, p.regrouped, p.K, p.N, p.T, route)) {
-    launch_batch_mm_wgmma(p, stack, stream);
+  const bool pdl = choices.programmatic;
+  if (takes_wgmma(p.type, p.regrouped, p.K, p.N, p.T, choices.wgmma)) {
+    launch_batch_mm_wgmma(p, stack, stream, pdl);
     CUDA_CHECK_LAUNCH(stream);
     return;
   }
   const size_t rb = quant::row_bytes(p.type, p.K);
   auto* xh = static_cast<__half*>(p.scratch);
-  const bool float_x = batch_mm_reads_float_x(p.type, p.regrouped, p.K, p.N, p.T, route);
+  const bool float_x = batch_mm_reads_float_x(p.type, p.regrouped, p.K, p.N, p.T, choices.wgmma);
   LLM_REQUIRE(!float_x || (reinterpret_cast<uintptr_t>(p.x) & 15) == 0,
               "small-batch product: x must be 16-byte aligned");
   if (!p.x_in_scratch && !float_x) launch_x_to_half(p.x, xh, p.K * p.T, stream);
-  if (wide && !glu.gate && batch_mm_wide_serves(p.type, p.regrouped, p.T)) {
-    launch_batch_mm_wide(p, xh, stack, stream);
+  if (choices.wide && !glu.gate && batch_mm_wide_serves(p.type, p.regrouped, p.T)) {
+    launch_batch_mm_wide(p, xh, stack, stream, pdl);
     CUDA_CHECK_LAUNCH(stream);
     return;
   }
   using quant::Type;
   switch (p.type) {
-    case Type::Q4_0: launch_for_tokens<Type::Q4_0, false>(p, xh, glu, stack, rb, stream); break;
-    case Type::Q8_0: launch_for_tokens<Type::Q8_0, false>(p, xh, glu, stack, rb, stream); break;
-    case Type::Q4_K: launch_for_tokens<Type::Q4_K, false>(p, xh, glu, stack, rb, stream); break;
+    case Type::Q4_0: launch_for_tokens<Type::Q4_0, false>(p, xh, glu, stack, rb, stream, pdl); break;
+    case Type::Q8_0: launch_for_tokens<Type::Q8_0, false>(p, xh, glu, stack, rb, stream, pdl); break;
+    case Type::Q4_K: launch_for_tokens<Type::Q4_K, false>(p, xh, glu, stack, rb, stream, pdl); break;
     case Type::Q6_K:
-      if (p.regrouped) launch_for_tokens<Type::Q6_K, true>(p, xh, glu, stack, rb, stream);
-      else launch_for_tokens<Type::Q6_K, false>(p, xh, glu, stack, rb, stream);
+      if (p.regrouped) launch_for_tokens<Type::Q6_K, true>(p, xh, glu, stack, rb, stream, pdl);
+      else launch_for_tokens<Type::Q6_K, false>(p, xh, glu, stack, rb, stream, pdl);
       break;
     default: throw InvalidArgument(::std::string("small-batch product: no kernel for ") + quant::type_name(p.type));
   }

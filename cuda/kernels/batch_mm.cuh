@@ -65,6 +65,14 @@ bool batch_mm_supports(quant::Type type, bool regrouped, int64_t K, int64_t N, i
 bool batch_mm_reads_float_x(quant::Type type, bool regrouped, int64_t K, int64_t N, int64_t T,
                             const WgmmaRoute& route = {});
 
+// How launch_batch_mm picks and launches its kernels. The defaults are the measured best; the executor's options
+// (ExecutorOptions) turn each off for A/B runs.
+struct BatchMmChoices {
+  bool wide = true;          // Q4_K products of 9..48 tokens on batch_mm_wide.cuh's kernel (false: the fragment kernel)
+  WgmmaRoute wgmma;          // which Q4_K and Q6_Kx8 products take batch_mm_wgmma.cuh's kernel
+  bool programmatic = true;  // launches that may start during the kernel before (pdl.cuh): W's first loads overlap it
+};
+
 // Scratch the launch needs: x as half, laid out as launch_gemm lays it out (so the two can share a conversion), then
 // the partial sums of the tiles its blocks share.
 size_t batch_mm_scratch(int64_t K, int64_t N, int64_t T);
@@ -73,10 +81,9 @@ size_t batch_mm_scratch(int64_t K, int64_t N, int64_t T);
 // (weights must be 16-byte aligned). glu: the SwiGLU as the launch's epilogue (W the up matrix, y the activation's
 // output), T <= kBatchMmGluMaxTokens. A kernel argument of its own, not a field of BatchMmParams: with the fields,
 // the 16- and 32-token instances, which never take it, compiled differently and decoded 1% slower.
-// stack: the matrices of a stacked launch (product_stack.cuh), or null; not with glu. wide: Q4_K products of 9..48
-// tokens take batch_mm_wide.cuh's kernel (false: this file's fragment kernel, for A/B runs). route: which Q4_K and
-// Q6_Kx8 products take batch_mm_wgmma.cuh's kernel (WgmmaRoute).
+// stack: the matrices of a stacked launch (product_stack.cuh), or null; not with glu. choices: which kernels, and how
+// they are launched (BatchMmChoices).
 void launch_batch_mm(const BatchMmParams& p, cudaStream_t stream, const GluEpilogue& glu = {},
-                     const ProductStack* stack = nullptr, bool wide = true, const WgmmaRoute& route = {});
+                     const ProductStack* stack = nullptr, const BatchMmChoices& choices = {});
 
 }  // namespace cuda

@@ -32,6 +32,7 @@
 #include "cuda/device_info.h"
 #include "cuda/kernels/async_copy.cuh"
 #include "cuda/kernels/batch_mm_work.cuh"
+#include "cuda/kernels/pdl.cuh"
 #include "cuda/kernels/q4k_lane.cuh"
 #include "cuda/kernels/q6kx8_lane.cuh"
 #include "cuda/kernels/wgmma.cuh"
@@ -126,8 +127,12 @@ static_assert(Q6kx8Format::element(2, 0) == 64 && Q6kx8Format::element(0, 2) == 
 // The image: 16-byte piece ((sb * kSteps + s) * 2 + c) * 64 + n holds token n's positions 8 c .. 8 c + 7 of k-step
 // s of super-block sb, in half (rounded as launch_x_to_half rounds); zero for n >= T. Positions 8 c + 2 u, + 1 are
 // elements F::element(s, 8 c + 2 u) and the next: one float2 load each.
+// Launched programmatically, as is the product after it, which it lets start at once: the product loads its first
+// W while the image is written (pdl.cuh). Plain loads of x, the kernel before's output, after the wait.
 template <class F>
-__global__ void x_image_kernel(const float* __restrict__ x, uint4* __restrict__ image, int64_t K, int T) {
+__global__ void x_image_kernel(const float* x, uint4* __restrict__ image, int64_t K, int T) {
+  pdl_launch_dependents();
+  pdl_wait();
   const int64_t piece = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (piece >= K / kSbElems * (kStageBytes / 16)) return;
   const int n = int(piece & 63), c = int((piece >> 6) & 1), s = int((piece >> 7) & (kSteps - 1));
@@ -196,15 +201,18 @@ __global__ void __launch_bounds__(kThreads)
         cp_async16_s(sbase + stage * kStageBytes + 16 * (tid + j * kT), src + size_t(i) * kStageBytes + 16 * j * kT);
     };
     float acc[32] = {};
-    issue(0, 0);
-    asm volatile("cp.async.commit_group;" ::: "memory");
-    if (n > 1) issue(1, 1);
-    asm volatile("cp.async.commit_group;" ::: "memory");
-    // W's registers: super-block i in r[i % 3], loaded two super-blocks before it is multiplied.
+    // W's registers: super-block i in r[i % 3], loaded two super-blocks before it is multiplied. Launched
+    // programmatically after x's image (pdl.cuh): the first two are loaded before the wait for it, the image's
+    // copies after.
     static_assert(kAhead == 2, "the rotation below");
     typename F::Regs r[kAhead + 1];
     cursor.load(r[0]);
     if (n > 1) cursor.load(r[1]);
+    pdl_wait();
+    issue(0, 0);
+    asm volatile("cp.async.commit_group;" ::: "memory");
+    if (n > 1) issue(1, 1);
+    asm volatile("cp.async.commit_group;" ::: "memory");
     int stage = 0;
     auto step = [&](int i, const typename F::Regs& cur, typename F::Regs& ahead) {
       cp_async_wait<1>();
@@ -244,6 +252,7 @@ __global__ void __launch_bounds__(kThreads)
         sg.slot[(8 * nt + 2 * t + (c & 1)) * kR + 16 * warp + g + 8 * (c >> 1)] = acc[4 * nt + c];
     add_shared_tile_of<kR, kCols, kT>(p, work, sg, rows, cols, tid, n0, 0, extra...);
   });
+  pdl_wait();  // a block without work too: this grid ends only after the ones it depends on
 }
 
 template <class F, bool kSegments, bool kStack>
@@ -269,10 +278,11 @@ int64_t prepare_instances() {
 size_t image_bytes(int64_t K) { return size_t(K / kSbElems) * kStageBytes; }
 
 template <class F>
-void launch_tiles(const BatchMmParams& p, uint8_t* image, const ProductStack* stack, cudaStream_t stream) {
+void launch_tiles(const BatchMmParams& p, uint8_t* image, const ProductStack* stack, cudaStream_t stream,
+                  bool programmatic) {
   const int64_t pieces = p.K / kSbElems * (kStageBytes / 16);
-  x_image_kernel<F><<<unsigned((pieces + 255) / 256), 256, 0, stream>>>(p.x, reinterpret_cast<uint4*>(image), p.K,
-                                                                         int(p.T));
+  launch_programmatic(programmatic, x_image_kernel<F>, dim3(unsigned((pieces + 255) / 256)), 256, 0, stream, p.x,
+                      reinterpret_cast<uint4*>(image), p.K, int(p.T));
   static const int64_t resident = prepare_instances<F>();
   const int64_t tiles = (p.N + kRows - 1) / kRows, n_slices = p.K / kSbElems;
   const int64_t blocks = choose_blocks(tiles, n_slices, resident, true, kMaxWgmmaBlocks);
@@ -281,10 +291,12 @@ void launch_tiles(const BatchMmParams& p, uint8_t* image, const ProductStack* st
   const dim3 grid{unsigned(blocks)};
   if (stack) {
     const auto k = w.runs_stay_in_tiles() ? kernel_for<F, false, true>() : kernel_for<F, true, true>();
-    k<<<grid, kThreads, kSmem, stream>>>(p, image, rb, w, *stack);
+    launch_programmatic(programmatic, k, grid, kThreads, kSmem, stream, p, static_cast<const uint8_t*>(image), rb, w,
+                        *stack);
   } else {
     const auto k = w.runs_stay_in_tiles() ? kernel_for<F, false, false>() : kernel_for<F, true, false>();
-    k<<<grid, kThreads, kSmem, stream>>>(p, image, rb, w);
+    launch_programmatic(programmatic, k, grid, kThreads, kSmem, stream, p, static_cast<const uint8_t*>(image), rb,
+                        w);
   }
 }
 
@@ -299,14 +311,15 @@ size_t batch_mm_wgmma_scratch(int64_t K, int64_t T) {
   return part_offset(K, T) + image_bytes(K) + size_t(kMaxWgmmaBlocks) * 2 * kRows * kCols * 4;
 }
 
-void launch_batch_mm_wgmma(const BatchMmParams& p, const ProductStack* stack, cudaStream_t stream) {
+void launch_batch_mm_wgmma(const BatchMmParams& p, const ProductStack* stack, cudaStream_t stream,
+                           bool programmatic) {
   LLM_REQUIRE(batch_mm_wgmma_supports(p.type, p.regrouped, p.T), "wgmma small-batch product: not served");
   LLM_REQUIRE(p.K % (p.regrouped ? 2048 : kSbElems) == 0, "wgmma small-batch product: K");
   LLM_REQUIRE(p.scratch_bytes >= batch_mm_wgmma_scratch(p.K, p.T), "wgmma small-batch product: scratch");
   LLM_REQUIRE((reinterpret_cast<uintptr_t>(p.x) & 7) == 0, "wgmma small-batch product: x must be 8-byte aligned");
   auto* image = static_cast<uint8_t*>(p.scratch) + part_offset(p.K, p.T);
-  if (p.regrouped) launch_tiles<Q6kx8Format>(p, image, stack, stream);
-  else launch_tiles<Q4kFormat>(p, image, stack, stream);
+  if (p.regrouped) launch_tiles<Q6kx8Format>(p, image, stack, stream, programmatic);
+  else launch_tiles<Q4kFormat>(p, image, stack, stream, programmatic);
 }
 
 }  // namespace cuda

@@ -22,7 +22,8 @@ bool batch_mm_wgmma_supports(quant::Type type, bool regrouped, int64_t T);
 size_t batch_mm_wgmma_scratch(int64_t K, int64_t T);
 
 // y = W x for p (validated by launch_batch_mm; batch_mm_wgmma_supports); converts x itself. stack: a stacked
-// launch's matrices (product_stack.cuh) or null. Never allocates.
-void launch_batch_mm_wgmma(const BatchMmParams& p, const ProductStack* stack, cudaStream_t stream);
+// launch's matrices (product_stack.cuh) or null. programmatic: as BatchMmChoices'. Never allocates.
+void launch_batch_mm_wgmma(const BatchMmParams& p, const ProductStack* stack, cudaStream_t stream,
+                           bool programmatic = true);
 
 }  // namespace cuda

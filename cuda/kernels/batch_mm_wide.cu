@@ -22,6 +22,7 @@
 #include "cuda/kernels/async_copy.cuh"
 #include "cuda/kernels/batch_mm_work.cuh"
 #include "cuda/kernels/mma.cuh"
+#include "cuda/kernels/pdl.cuh"
 #include "cuda/kernels/q4k_lane.cuh"
 
 namespace cuda {
@@ -140,12 +141,15 @@ __global__ void __launch_bounds__(kThreads, MT == 1 ? 4 : 2)
       }
     };
     float acc[MT][NT][4] = {};
+    // Launched programmatically (pdl.cuh): W's first super-block, which no kernel writes, is loaded before the wait
+    // for the kernels this one depends on; x's copies come after it.
+    SbRegs<MT> ra, rb2;
+    load_sb<MT>(ra, hrow, qrow);
+    pdl_wait();
     issue(0, 0);
     asm volatile("cp.async.commit_group;" ::: "memory");
     if (n > 1) issue(1, 1);
     asm volatile("cp.async.commit_group;" ::: "memory");
-    SbRegs<MT> ra, rb2;
-    load_sb<MT>(ra, hrow, qrow);
     int stage = 0;
     auto step = [&](int i, const SbRegs<MT>& cur, SbRegs<MT>& nxt) {
       cp_async_wait<1>();
@@ -188,6 +192,7 @@ __global__ void __launch_bounds__(kThreads, MT == 1 ? 4 : 2)
           sg.slot[(8 * nt + 2 * t + (c & 1)) * kR + kWarpRows * warp + 16 * mt + g + 8 * (c >> 1)] = acc[mt][nt][c];
     add_shared_tile_of<kR, kCols, kThreads>(p, work, sg, rows, cols, tid, n0, t0, extra...);
   });
+  pdl_wait();  // a block without work too: this grid ends only after the ones it depends on
 }
 
 template <int NT, int MT, bool kSegments, bool kStack>
@@ -210,7 +215,8 @@ int64_t prepare_instances() {
 }
 
 template <int NT, int MT>
-void launch_shape(const BatchMmParams& p, const __half* xh, const ProductStack* stack, cudaStream_t stream) {
+void launch_shape(const BatchMmParams& p, const __half* xh, const ProductStack* stack, cudaStream_t stream,
+                  bool programmatic) {
   constexpr size_t smem = smem_bytes<NT>();
   static const int64_t resident = prepare_instances<NT, MT>();
   const int64_t token_tiles = (p.T + NT * 8 - 1) / (NT * 8);
@@ -221,10 +227,10 @@ void launch_shape(const BatchMmParams& p, const __half* xh, const ProductStack* 
   const dim3 grid{unsigned(blocks)};
   if (stack) {
     const auto k = w.runs_stay_in_tiles() ? kernel_for<NT, MT, false, true>() : kernel_for<NT, MT, true, true>();
-    k<<<grid, kThreads, smem, stream>>>(p, xh, rb, w, *stack);
+    launch_programmatic(programmatic, k, grid, kThreads, smem, stream, p, xh, rb, w, *stack);
   } else {
     const auto k = w.runs_stay_in_tiles() ? kernel_for<NT, MT, false, false>() : kernel_for<NT, MT, true, false>();
-    k<<<grid, kThreads, smem, stream>>>(p, xh, rb, w);
+    launch_programmatic(programmatic, k, grid, kThreads, smem, stream, p, xh, rb, w);
   }
 }
 
@@ -239,14 +245,15 @@ size_t batch_mm_wide_scratch(int64_t K, int64_t T) {
   return part_offset(K, T) + size_t(kMaxWideBlocks) * 2 * (16 * s.mt * kWarps) * size_t(s.nt) * 8 * 4;
 }
 
-void launch_batch_mm_wide(const BatchMmParams& p, const __half* xh, const ProductStack* stack, cudaStream_t stream) {
+void launch_batch_mm_wide(const BatchMmParams& p, const __half* xh, const ProductStack* stack, cudaStream_t stream,
+                          bool programmatic) {
   LLM_REQUIRE(batch_mm_wide_serves(p.type, p.regrouped, p.T), "wide small-batch product: not served");
   LLM_REQUIRE(p.K % kSbElems == 0, "wide small-batch product: K");
   LLM_REQUIRE(p.scratch_bytes >= batch_mm_wide_scratch(p.K, p.T), "wide small-batch product: scratch");
   switch (shape_for(p.T).nt) {
-    case 2: launch_shape<2, 1>(p, xh, stack, stream); break;
-    case 4: launch_shape<4, 1>(p, xh, stack, stream); break;
-    default: launch_shape<6, 2>(p, xh, stack, stream); break;
+    case 2: launch_shape<2, 1>(p, xh, stack, stream, programmatic); break;
+    case 4: launch_shape<4, 1>(p, xh, stack, stream, programmatic); break;
+    default: launch_shape<6, 2>(p, xh, stack, stream, programmatic); break;
   }
 }
 

@@ -28,18 +28,25 @@ __device__ __forceinline__ void pdl_wait() {
 #endif
 }
 
-// kernel<<<grid, block, smem, stream>>>(args...) allowed to overlap the previous kernel on `stream` (not on the
-// legacy default stream, where the tests launch: plain launch there).
+// kernel<<<grid, block, smem, stream>>>(args...), allowed to overlap the previous kernel on `stream` where
+// `programmatic` (a plain launch otherwise, and on the legacy default stream, where the tests launch).
 template <class... Params, class... Args>
-void launch_pdl(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream, Args&&... args) {
+void launch_programmatic(bool programmatic, void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,
+                         cudaStream_t stream, Args&&... args) {
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = grid, cfg.blockDim = block, cfg.dynamicSmemBytes = smem, cfg.stream = stream;
   cudaLaunchAttribute attr[1];
   attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attr[0].val.programmaticStreamSerializationAllowed = 1;
   cfg.attrs = attr;
-  cfg.numAttrs = stream ? 1 : 0;
+  cfg.numAttrs = stream && programmatic ? 1 : 0;
   CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, ::std::forward<Args>(args)...));
+}
+
+// launch_programmatic, always allowed to overlap.
+template <class... Params, class... Args>
+void launch_pdl(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream, Args&&... args) {
+  launch_programmatic(true, kernel, grid, block, smem, stream, ::std::forward<Args>(args)...);
 }
 
 }  // namespace cuda

@@ -226,11 +226,12 @@ void bench_batch_mm_shape(const cuda::Context& ctx, cudaStream_t s, int64_t K, i
     CUDA_CHECK(cudaMemset(counters.get(), 0, cuda::kBatchMmCounterBytes));
     for (int64_t T : lab_token_counts()) {
       auto batch = [&](bool wide, const cuda::WgmmaRoute& route) {
+        const cuda::BatchMmChoices choices{wide, route};
         return median_ms(ctx, 30, [&](int i) {
           cuda::BatchMmParams p{w[i % 4].get(), t, dx.as<float>(), nullptr, dy.as<float>(), K, N, T, scratch.get(), sb};
           p.regrouped = x8;
           p.tile_counters = counters.as<uint32_t>();
-          cuda::launch_batch_mm(p, s, {}, nullptr, wide, route);
+          cuda::launch_batch_mm(p, s, {}, nullptr, choices);
         });
       };
       constexpr cuda::WgmmaRoute kNoWgmma{cuda::kBatchMmMaxTokens + 1, cuda::kBatchMmMaxTokens + 1};

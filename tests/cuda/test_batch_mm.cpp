@@ -224,13 +224,13 @@ TEST(BatchMm, WgmmaKernelMatchesReference) {
           ASSERT_GE(sb, cuda::batch_mm_wgmma_scratch(K, T));
           cuda::DeviceBuffer scratch(sb);
           for (const int64_t wgmma_min : {int64_t(0), cuda::kBatchMmMaxTokens + 1}) {
-            const cuda::WgmmaRoute route{wgmma_min, wgmma_min};
+            const cuda::BatchMmChoices choices{true, {wgmma_min, wgmma_min}};
             auto dy = poisoned_f32(N * T);
             cuda::BatchMmParams p{dw.get(), c.type, dx.as<float>(), with_bias ? db.as<float>() : nullptr,
                                   dy.as<float>(), K, N, T, scratch.get(), sb};
             p.regrouped = c.regrouped;
             p.tile_counters = counters.as<uint32_t>();
-            cuda::launch_batch_mm(p, nullptr, {}, nullptr, true, route);
+            cuda::launch_batch_mm(p, nullptr, {}, nullptr, choices);
             EXPECT_TRUE(close(std::string(wgmma_min ? "other kernels " : "wgmma ") + layout_name(c) +
                                   " K=" + std::to_string(K) + " N=" + std::to_string(N) + " T=" + std::to_string(T),
                               download<float>(dy, N * T), ref, atol, 0.0));
