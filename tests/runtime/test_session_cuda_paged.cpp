@@ -10,6 +10,7 @@
 #include <cctype>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <future>
 #include <numeric>
@@ -119,6 +120,54 @@ TEST_P(PagedGpu, RaggedBatchesMatchTheCpu) {
   REQUIRE_GPU();
   REQUIRE_ASSET(path, std::string("models/") + GetParam() + ".gguf");
   check_ragged_batches(model::Model::load(path), GetParam());
+}
+
+// The same ragged batches in a new paged GPU session give the same bits: the steps of 2..8, 9..32 and 33..64 tokens
+// take each small-batch kernel (fragment, wide, wgmma), launched to overlap the kernel before them (pdl.cuh), and
+// their results depend on no timing. A read that raced an earlier kernel's write would show as different bits.
+TEST(PagedGpu, SameBatchesGiveTheSameBits) {
+  REQUIRE_GPU();
+  REQUIRE_ASSET(path, "models/synth-llama-bpe-Q4_K_M.gguf");
+  const auto m = model::Model::load(path);
+  const int32_t V = m->config().n_vocab;
+  // Tokens each of the four sequences takes a step (0: not this step); 28, 4, 32, 63, 4, 40, 12 and 3 a step.
+  const std::vector<std::array<int32_t, 4>> steps = {{21, 7, 0, 0},     {1, 1, 1, 1},     {8, 8, 8, 8},
+                                                     {16, 16, 16, 15},  {1, 1, 1, 1},     {10, 10, 10, 10},
+                                                     {3, 3, 3, 3},      {1, 1, 0, 1}};
+  const auto run = [&] {
+    runtime::CudaSessionOptions co;
+    co.n_seq = 4;
+    co.kv_block_size = 16;
+    runtime::CudaSession gpu(m, 512, co);
+    const runtime::PagedLayout layout = *gpu.paged_layout();
+    std::mt19937 rng(5);
+    std::uniform_int_distribution<int32_t> token(1, V - 1);
+    runtime::PagedBatch b;
+    b.block_table.assign(size_t(layout.n_seq) * layout.max_blocks, 0);
+    for (int32_t s = 0; s < 4; ++s)  // 4 blocks (64 positions) a sequence, in reverse order
+      for (int32_t i = 0; i < 4; ++i) b.block_table[size_t(s) * layout.max_blocks + i] = 15 - (4 * s + i);
+    std::vector<int32_t> done(4, 0);
+    std::vector<float> logits;
+    for (const auto& step : steps) {
+      b.tokens.clear(), b.positions.clear(), b.kv_seq.clear(), b.output_rows.clear();
+      for (int32_t s = 0; s < 4; ++s) {
+        for (int32_t k = 0; k < step[size_t(s)]; ++k) {
+          b.tokens.push_back(token(rng));
+          b.positions.push_back(done[size_t(s)]++);
+          b.kv_seq.push_back(s);
+        }
+        if (step[size_t(s)] > 0) b.output_rows.push_back(int32_t(b.tokens.size()) - 1);
+      }
+      const auto got = gpu.eval_paged(b);
+      logits.insert(logits.end(), got.begin(), got.end());
+    }
+    return logits;
+  };
+  const std::vector<float> first = run(), second = run();
+  ASSERT_EQ(first.size(), second.size());
+  size_t differ = 0;
+  for (size_t i = 0; i < first.size(); ++i) differ += std::memcmp(&first[i], &second[i], sizeof(float)) != 0;
+  EXPECT_EQ(differ, 0u) << "of " << first.size() << " logits";
 }
 
 // A Q4_0 model whose o projection a single-sequence session regroups by columns for the attention + o launch
