@@ -365,13 +365,14 @@ void* Executor::half_x_for(const Node& n) const {
 }
 
 // Whether lower_gemm's launch for this MulMat reads x as float (the few-column kernel, the small-batch fragment
-// kernel at up to 8 tokens) rather than as half from the GEMM scratch, which it converts first unless the step
-// before left it there.
+// kernel at up to 8 tokens, the wgmma kernel, which writes its own image of x) rather than as half from the GEMM
+// scratch, which it converts first unless the step before left it there.
 bool Executor::gemm_reads_float_x(const Node& m) const {
   if (matvec_cols_takes(m)) return true;
   const Node& w = g_.node(m.inputs[0]);
-  return batch_mm_takes(m) && batch_mm_reads_float_x(::std::get<graph::WeightParams>(w.params).type, regrouped(w),
-                                                     w.shape.ne[0], launch_rows(m), m.shape.rows(), opt_.batch_mm.wgmma);
+  const auto type = ::std::get<graph::WeightParams>(w.params).type;
+  return batch_mm_takes(m) &&
+         batch_mm_reads_float_x(type, regrouped(w), w.shape.ne[0], launch_rows(m), m.shape.rows(), opt_.batch_mm.wgmma);
 }
 
 // The rows of this MulMat's launch: its matrix's, and those of the matrices stacked after it (stack_small_batch).
