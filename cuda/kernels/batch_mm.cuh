@@ -24,8 +24,8 @@ inline constexpr int64_t kBatchMmWgmmaMinTokens = 33;
 inline constexpr int64_t kBatchMmWgmmaLargeMinTokens = 17;
 inline constexpr int64_t kBatchMmWgmmaLargeWeights = int64_t(32) << 20;
 
-// Where launch_batch_mm sends a launch to the wgmma kernel; a bound above kBatchMmMaxTokens turns that path off (A/B
-// runs: ExecutorOptions).
+// Where launch_batch_mm sends a launch to the wgmma kernel: from min_tokens on, a large one from the lower of the two
+// bounds. Both above kBatchMmMaxTokens turn that path off (A/B runs: ExecutorOptions).
 struct WgmmaRoute {
   int64_t min_tokens = kBatchMmWgmmaMinTokens;
   int64_t large_min_tokens = kBatchMmWgmmaLargeMinTokens;
