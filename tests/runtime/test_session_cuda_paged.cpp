@@ -122,13 +122,20 @@ TEST_P(PagedGpu, RaggedBatchesMatchTheCpu) {
   check_ragged_batches(model::Model::load(path), GetParam());
 }
 
-// The same ragged batches in a new paged GPU session give the same bits: the steps of 2..8, 9..32 and 33..64 tokens
-// take each small-batch kernel (fragment, wide, wgmma), launched to overlap the kernel before them (pdl.cuh), and
-// their results depend on no timing. A read that raced an earlier kernel's write would show as different bits.
+// The same ragged batches in a new paged GPU session give the same bits. A synthetic Q4_K_M model of 2048-wide rows:
+// its Q4_K q/k/v, o and gate/up and its regrouped Q6_K v take, at steps of 2..8, 9..32 and 33..64 tokens, each
+// small-batch kernel (fragment, wide, wgmma), launched to overlap the kernel before them (pdl.cuh), and their results
+// depend on no timing. A read that raced an earlier kernel's write would show as different bits.
 TEST(PagedGpu, SameBatchesGiveTheSameBits) {
   REQUIRE_GPU();
-  REQUIRE_ASSET(path, "models/synth-llama-bpe-Q4_K_M.gguf");
+  REQUIRE_ASSET(vocab, "tokenizer/ggml-vocab-llama-spm.gguf");
+  const std::string path =
+      (std::filesystem::temp_directory_path() / "llm-run-test-paged-tiny-h128-Q4_K_M.gguf").string();
+  model::SynthOptions so;
+  so.shape = "tiny-h128", so.preset = "Q4_K_M", so.vocab_path = vocab, so.out_path = path, so.seed = 13;
+  model::write_synthetic_model(so);
   const auto m = model::Model::load(path);
+  std::filesystem::remove(path);
   const int32_t V = m->config().n_vocab;
   // Tokens each of the four sequences takes a step (0: not this step); 28, 4, 32, 63, 4, 40, 12 and 3 a step.
   const std::vector<std::array<int32_t, 4>> steps = {{21, 7, 0, 0},     {1, 1, 1, 1},     {8, 8, 8, 8},
