@@ -6,7 +6,6 @@
 
 #include <cmath>
 #include <cstdio>
-#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -14,12 +13,12 @@
 #include "rel_rms.h"
 #include "cuda/check.h"
 #include "model/model.h"
-#include "model/synth.h"
 #include "refs.h"
 #include "runtime/generate.h"
 #include "runtime/sampler.h"
 #include "runtime/session_cpu.h"
 #include "runtime/session_cuda.h"
+#include "synth_tiny.h"
 #include "tokenizer/tokenizer.h"
 
 #define REQUIRE_GPU() \
@@ -384,13 +383,7 @@ TEST(GpuKvQuantRefusal, HeadDim8IsASessionError) {
 TEST(GpuSession, AttentionOAcrossItsPositionLimit) {
   REQUIRE_GPU();
   REQUIRE_ASSET(vocab, "tokenizer/ggml-vocab-llama-spm.gguf");
-  const std::string path =
-      (std::filesystem::temp_directory_path() / "llm-run-test-attention-o-tiny-h128-Q4_0.gguf").string();
-  model::SynthOptions so;
-  so.shape = "tiny-h128", so.preset = "Q4_0", so.vocab_path = vocab, so.out_path = path, so.seed = 7;
-  model::write_synthetic_model(so);
-  auto m = model::Model::load(path);
-  std::filesystem::remove(path);
+  const auto m = test_models::synth_tiny_h128(vocab, "Q4_0", 7);
   const int32_t V = m->config().n_vocab, n_prompt = 240, n_decode = 30, n_ctx = 400;
   runtime::CpuSession cpu(m, n_ctx, 0);
   runtime::CudaSessionOptions off = graph_opts(true);

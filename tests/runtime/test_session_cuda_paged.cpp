@@ -11,7 +11,6 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <filesystem>
 #include <future>
 #include <numeric>
 #include <random>
@@ -22,13 +21,13 @@
 #include "rel_rms.h"
 #include "cuda/check.h"
 #include "model/model.h"
-#include "model/synth.h"
 #include "runtime/engine.h"
 #include "runtime/generate.h"
 #include "runtime/sampler.h"
 #include "runtime/session_cpu.h"
 #include "runtime/session_cuda.h"
 #include "cuda/kernels/sample_rows.cuh"
+#include "synth_tiny.h"
 
 #define REQUIRE_GPU() \
   if (!::cuda::device_available()) GTEST_SKIP() << "no CUDA device"
@@ -129,13 +128,7 @@ TEST_P(PagedGpu, RaggedBatchesMatchTheCpu) {
 TEST(PagedGpu, SameBatchesGiveTheSameBits) {
   REQUIRE_GPU();
   REQUIRE_ASSET(vocab, "tokenizer/ggml-vocab-llama-spm.gguf");
-  const std::string path =
-      (std::filesystem::temp_directory_path() / "llm-run-test-paged-tiny-h128-Q4_K_M.gguf").string();
-  model::SynthOptions so;
-  so.shape = "tiny-h128", so.preset = "Q4_K_M", so.vocab_path = vocab, so.out_path = path, so.seed = 13;
-  model::write_synthetic_model(so);
-  const auto m = model::Model::load(path);
-  std::filesystem::remove(path);
+  const auto m = test_models::synth_tiny_h128(vocab, "Q4_K_M", 13);
   const int32_t V = m->config().n_vocab;
   // Tokens each of the four sequences takes a step (0: not this step); 28, 4, 32, 63, 4, 40, 12 and 3 a step.
   const std::vector<std::array<int32_t, 4>> steps = {{21, 7, 0, 0},     {1, 1, 1, 1},     {8, 8, 8, 8},
@@ -183,14 +176,7 @@ TEST(PagedGpu, SameBatchesGiveTheSameBits) {
 TEST(PagedGpuQ4_0, AttentionOShapeKeepsTheFileLayout) {
   REQUIRE_GPU();
   REQUIRE_ASSET(vocab, "tokenizer/ggml-vocab-llama-spm.gguf");
-  const std::string path =
-      (std::filesystem::temp_directory_path() / "llm-run-test-paged-tiny-h128-Q4_0.gguf").string();
-  model::SynthOptions so;
-  so.shape = "tiny-h128", so.preset = "Q4_0", so.vocab_path = vocab, so.out_path = path, so.seed = 11;
-  model::write_synthetic_model(so);
-  auto m = model::Model::load(path);
-  std::filesystem::remove(path);
-  check_ragged_batches(m, "tiny-h128-Q4_0");
+  check_ragged_batches(test_models::synth_tiny_h128(vocab, "Q4_0", 11), "tiny-h128-Q4_0");
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, PagedGpu,
