@@ -9,7 +9,8 @@
 # SERVE=0 both servers (the engines' batched bench alone). BENCH=0 leaves out llm-run's benches, LOAD=0 the
 # concurrency sweep (the shared-prefix load stays); SERVE_BINS="llm-run-base llm-run" serves each build of
 # scripts/pack-carry.sh in turn (an A/B of the serving path), SERVE_ENVS="LLM_PIPELINE_STEPS=0 LLM_PIPELINE_STEPS=1"
-# each build with each environment setting ("A=1+B=2": both). Rows go to $OUT/table.txt as they come.
+# each build with each environment setting ("A=1+B=2": both), SERVE_FLAGS="_ --batch-tokens=1024" each of those with
+# each set of extra `serve` flags ("_": none; "--a=1+--b=2": both). Rows go to $OUT/table.txt as they come.
 #   here:  scripts/pack-carry.sh; ../shared/device/prepare.sh --llama-cpp tokenizer/ggml-vocab-llama-bpe.gguf;
 #          cp ../shared/bench/serve_load.py .device/
 #   there: CONC="1 8 32 64" scripts/gpu-serve-bench.sh   (carry .device, .device-bin)
@@ -89,15 +90,19 @@ stop_server() {  # pid name: SIGTERM, then how long it took (or that it did not 
 if [ -z "${SKIP_LLM:-}" ] && [ "${SERVE:-1}" != 0 ]; then
   for bin in ${SERVE_BINS:-llm-run}; do
     for assign in ${SERVE_ENVS:-_}; do  # SERVE_ENVS="LLM_X=0 LLM_X=1": each build with each setting
-      name=$bin; [ "$assign" = _ ] || name="$bin[$assign]"
-      file=${name//[^A-Za-z0-9_.-]/_}  # plain file names come back from the device
-      vars=${assign//+/ }; [ "$assign" = _ ] && vars=
-      env $vars /tmp/bin/$bin serve -m "$model" --device cuda --parallel "$PARALLEL" -c "$CTX" --port 8181 \
-        >"$out/$file-serve.log" 2>&1 &
-      pid=$!
-      wait_health 8181 "$out/$file-serve.log" && load "$name" 8181 && load_shared "$name" 8181
-      get http://127.0.0.1:8181/metrics >"$out/$file-metrics.txt" 2>&1
-      stop_server $pid "$name"
+      for flagset in ${SERVE_FLAGS:-_}; do  # SERVE_FLAGS="_ --batch-tokens=1024": each with each set of flags
+        name=$bin; [ "$assign" = _ ] || name="$name[$assign]"; [ "$flagset" = _ ] || name="$name[$flagset]"
+        file=${name//[^A-Za-z0-9_.-]/_}  # plain file names come back from the device
+        vars=${assign//+/ }; [ "$assign" = _ ] && vars=
+        flags=${flagset//+/ }; [ "$flagset" = _ ] && flags=
+        # shellcheck disable=SC2086  # $vars and $flags: words on purpose
+        env $vars /tmp/bin/$bin serve -m "$model" --device cuda --parallel "$PARALLEL" -c "$CTX" --port 8181 $flags \
+          >"$out/$file-serve.log" 2>&1 &
+        pid=$!
+        wait_health 8181 "$out/$file-serve.log" && load "$name" 8181 && load_shared "$name" 8181
+        get http://127.0.0.1:8181/metrics >"$out/$file-metrics.txt" 2>&1
+        stop_server $pid "$name"
+      done
     done
   done
 fi
