@@ -14,6 +14,7 @@
 #include <future>
 #include <numeric>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -48,9 +49,24 @@ runtime::SessionOptions paged_options() {
 // Sequences of the test: their tokens and the block-table rows they own.
 struct Seq {
   std::vector<int32_t> tokens;
-  int32_t done = 0;
   std::vector<int32_t> blocks;
 };
+
+// b's rows for one step: sequence s takes counts[s] tokens, token_of(s, position), at its next positions (done[s]
+// on, advanced), and has one output row, its last, when it takes any.
+template <class TokenOf>
+void fill_step(runtime::PagedBatch& b, std::span<const int32_t> counts, std::vector<int32_t>& done,
+               TokenOf&& token_of) {
+  b.tokens.clear(), b.positions.clear(), b.kv_seq.clear(), b.output_rows.clear();
+  for (size_t s = 0; s < counts.size(); ++s) {
+    for (int32_t k = 0; k < counts[s]; ++k) {
+      b.tokens.push_back(token_of(s, done[s]));
+      b.positions.push_back(done[s]++);
+      b.kv_seq.push_back(int32_t(s));
+    }
+    if (counts[s] > 0) b.output_rows.push_back(int32_t(b.tokens.size()) - 1);
+  }
+}
 
 // The ragged batches of the test on model m, paged CPU against paged GPU, every output row within kRelRms.
 void check_ragged_batches(const std::shared_ptr<const model::Model>& m, const std::string& label) {
@@ -89,17 +105,9 @@ void check_ragged_batches(const std::shared_ptr<const model::Model>& m, const st
       {0, 0, 1}, {1, 0, 0}, {0, 1, 0}};  // one-token steps: the q/k/v launch writes K/V through the table
   int worst_step = -1;
   double worst = 0;
+  std::vector<int32_t> done(seqs.size(), 0);
   for (size_t st = 0; st < steps.size(); ++st) {
-    b.tokens.clear(), b.positions.clear(), b.kv_seq.clear(), b.output_rows.clear();
-    for (size_t s = 0; s < seqs.size(); ++s) {
-      for (int32_t k = 0; k < steps[st][s]; ++k) {
-        b.tokens.push_back(seqs[s].tokens[size_t(seqs[s].done + k)]);
-        b.positions.push_back(seqs[s].done + k);
-        b.kv_seq.push_back(int32_t(s));
-      }
-      if (steps[st][s] > 0) b.output_rows.push_back(int32_t(b.tokens.size()) - 1);
-      seqs[s].done += steps[st][s];
-    }
+    fill_step(b, steps[st], done, [&](size_t s, int32_t pos) { return seqs[s].tokens[size_t(pos)]; });
     const auto want = cpu.eval_paged(b);
     const std::vector<float> ref(want.begin(), want.end());
     const auto got = gpu.eval_paged(b);
@@ -149,15 +157,7 @@ TEST(PagedGpu, SameBatchesGiveTheSameBits) {
     std::vector<int32_t> done(4, 0);
     std::vector<float> logits;
     for (const auto& step : steps) {
-      b.tokens.clear(), b.positions.clear(), b.kv_seq.clear(), b.output_rows.clear();
-      for (int32_t s = 0; s < 4; ++s) {
-        for (int32_t k = 0; k < step[size_t(s)]; ++k) {
-          b.tokens.push_back(token(rng));
-          b.positions.push_back(done[size_t(s)]++);
-          b.kv_seq.push_back(s);
-        }
-        if (step[size_t(s)] > 0) b.output_rows.push_back(int32_t(b.tokens.size()) - 1);
-      }
+      fill_step(b, step, done, [&](size_t, int32_t) { return token(rng); });
       const auto got = gpu.eval_paged(b);
       logits.insert(logits.end(), got.begin(), got.end());
     }
