@@ -209,10 +209,7 @@ __global__ void __launch_bounds__(kThreads)
     cursor.load(r[0]);
     if (n > 1) cursor.load(r[1]);
     pdl_wait();
-    issue(0, 0);
-    asm volatile("cp.async.commit_group;" ::: "memory");
-    if (n > 1) issue(1, 1);
-    asm volatile("cp.async.commit_group;" ::: "memory");
+    issue_first_stages(n, issue);
     int stage = 0;
     auto step = [&](int i, const typename F::Regs& cur, typename F::Regs& ahead) {
       cp_async_wait<1>();

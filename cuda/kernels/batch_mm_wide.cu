@@ -146,10 +146,7 @@ __global__ void __launch_bounds__(kThreads, MT == 1 ? 4 : 2)
     SbRegs<MT> ra, rb2;
     load_sb<MT>(ra, hrow, qrow);
     pdl_wait();
-    issue(0, 0);
-    asm volatile("cp.async.commit_group;" ::: "memory");
-    if (n > 1) issue(1, 1);
-    asm volatile("cp.async.commit_group;" ::: "memory");
+    issue_first_stages(n, issue);
     int stage = 0;
     auto step = [&](int i, const SbRegs<MT>& cur, SbRegs<MT>& nxt) {
       cp_async_wait<1>();

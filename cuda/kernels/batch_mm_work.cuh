@@ -1,7 +1,8 @@
 // The small-batch products' division of a launch's work among its blocks (batch_mm.cu): which (tile, slice) units
 // each block takes (Work, chosen on the host by choose_blocks), the segments of one tile a block's run falls into,
 // and where a segment's sums go: the output, or a per-block slot that the tile's last contributor adds up in block
-// order (the same bits whichever block finishes last). Included by batch_mm.cu only.
+// order (the same bits whichever block finishes last). Included by the small-batch kernels' files (batch_mm.cu,
+// batch_mm_wide.cu, batch_mm_wgmma.cu) only.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -181,6 +182,16 @@ __device__ __forceinline__ void add_shared_tile(const Work& w, const Segment& sg
     }
   }
   if (tid == 0) w.counters[sg.tile] = 0;  // zero again for the next launch
+}
+
+// The first two stages of a ring of three (the wide and wgmma kernels' x): issue(0, 0), and issue(1, 1) when a second
+// super-block exists, each its own commit group, so that cp_async_wait<1> before super-block i finds it landed.
+template <class Issue>
+__device__ __forceinline__ void issue_first_stages(int n, Issue&& issue) {
+  issue(0, 0);
+  asm volatile("cp.async.commit_group;" ::: "memory");
+  if (n > 1) issue(1, 1);
+  asm volatile("cp.async.commit_group;" ::: "memory");
 }
 
 // add_shared_tile for kernels whose rows may lie in a stack's matrices: each sum starts at its row's bias in that
