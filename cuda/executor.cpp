@@ -331,7 +331,8 @@ void Executor::lower_rms_norm(const Node& n) {
   if (const Node& a = g_.node(n.inputs[0]); lowering(a.id) == Lowering::InNorm)  // fold_add_norm: the Add first
     p.x = f32_in(a, 0), p.add = f32_in(a, 1), p.sum = f32_out(a);
   if (p.out == f32_out(n)) p.half_out = half_x_for(n);
-  steps_.push_back([p](cudaStream_t s) { launch_rms_norm(p, s); });
+  const bool programmatic = opt_.programmatic_norms && p.rows > 1;
+  steps_.push_back([p, programmatic](cudaStream_t s) { launch_rms_norm(p, s, programmatic); });
   if (p.half_out) last_gemm_ = {steps_.size(), p.out, p.ne0, p.rows};
 }
 

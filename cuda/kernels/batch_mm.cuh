@@ -70,7 +70,7 @@ bool batch_mm_reads_float_x(quant::Type type, bool regrouped, int64_t K, int64_t
 struct BatchMmChoices {
   bool wide = true;          // Q4_K products of 9..48 tokens on batch_mm_wide.cuh's kernel (false: the fragment kernel)
   WgmmaRoute wgmma;          // which Q4_K and Q6_Kx8 products take batch_mm_wgmma.cuh's kernel
-  bool programmatic = true;  // launches that may start during the kernel before (pdl.cuh): W's first loads overlap it
+  bool programmatic = true;  // launched to overlap the kernel before (pdl.cuh): W's first loads, x's conversion
 };
 
 // Scratch the launch needs: x as half, laid out as launch_gemm lays it out (so the two can share a conversion), then

@@ -8,6 +8,7 @@
 #include <algorithm>
 
 #include "cuda/check.h"
+#include "cuda/kernels/pdl.cuh"
 #include "cuda/kernels/q4_0_cols.cuh"
 #include "cuda/kernels/q6_kx8.cuh"
 #include "cuda/kernels/qtype_dispatch.cuh"
@@ -118,6 +119,7 @@ __global__ void __launch_bounds__(kThreads) dequant_q4_0_cols_kernel(DequantF16P
 }
 
 __global__ void f32_to_f16_kernel(const float* x, __half* out, int64_t n) {
+  pdl_wait();  // x is the kernel before's output (a programmatic launch; a no-op otherwise)
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i < n) out[i] = __float2half_rn(x[i]);
 }
@@ -131,8 +133,9 @@ unsigned blocks_for(int64_t n, int threads) { return unsigned((n + threads - 1) 
 
 }  // namespace
 
-void launch_x_to_half(const float* x, void* out, int64_t n, cudaStream_t stream) {
-  f32_to_f16_kernel<<<blocks_for(n, 256), 256, 0, stream>>>(x, static_cast<__half*>(out), n);
+void launch_x_to_half(const float* x, void* out, int64_t n, cudaStream_t stream, bool programmatic) {
+  launch_programmatic(programmatic, f32_to_f16_kernel, dim3(blocks_for(n, 256)), 256, 0, stream, x,
+                      static_cast<__half*>(out), n);
   CUDA_CHECK_LAUNCH(stream);
 }
 

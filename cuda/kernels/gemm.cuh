@@ -35,8 +35,9 @@ size_t gemm_full_scratch(int64_t K, int64_t N, int64_t T);
 void launch_gemm(const GemmParams& p, const Blas& blas, cudaStream_t stream);
 
 // x's n floats rounded to half (round to nearest) into `out`: the copy at the scratch's start that the GEMM and the
-// small-batch products (batch_mm.cuh) both read, so either may reuse the other's (x_in_scratch).
-void launch_x_to_half(const float* x, void* out, int64_t n, cudaStream_t stream);
+// small-batch products (batch_mm.cuh) both read, so either may reuse the other's (x_in_scratch). programmatic:
+// launched to overlap the kernel before it (pdl.cuh), reading x after waiting for it.
+void launch_x_to_half(const float* x, void* out, int64_t n, cudaStream_t stream, bool programmatic = false);
 
 // Rows [row0, row0 + rows) of W as half precision, row-major with leading dimension K: out[(r - row0) * K + k].
 struct DequantF16Params {

@@ -38,15 +38,21 @@ __global__ void __launch_bounds__(kThreads) rms_norm_kernel(RmsNormParams p) {
   if (p.ne0 % 4 == 0 && n4 <= int64_t(kThreads) * kCached && aligned(x) && aligned(out) && (!p.w || aligned(p.w)) &&
       (!res || aligned(res)) && (!add || (aligned(add) && aligned(sum)))) {
     // x, the weight and the residual all loaded before the reduction: one memory round trip on the critical path.
+    // The weight, which no kernel writes, first: a programmatic launch loads it before waiting for the kernel before.
     const float4 zero = make_float4(0.f, 0.f, 0.f, 0.f), one = make_float4(1.f, 1.f, 1.f, 1.f);
     float4 v[kCached], wv[kCached], rv[kCached];
     float ss = 0.0f;
 #pragma unroll
     for (int k = 0; k < kCached; ++k) {
       const int64_t i = threadIdx.x + int64_t(k) * kThreads;
+      wv[k] = i < n4 && p.w ? reinterpret_cast<const float4*>(p.w)[i] : one;
+    }
+    pdl_wait();
+#pragma unroll
+    for (int k = 0; k < kCached; ++k) {
+      const int64_t i = threadIdx.x + int64_t(k) * kThreads;
       const bool in = i < n4;
       v[k] = in ? reinterpret_cast<const float4*>(x)[i] : zero;
-      wv[k] = in && p.w ? reinterpret_cast<const float4*>(p.w)[i] : one;
       rv[k] = in && res ? reinterpret_cast<const float4*>(res)[i] : zero;
       if (add) {
         const float4 a = in ? reinterpret_cast<const float4*>(add)[i] : zero;
@@ -79,6 +85,7 @@ __global__ void __launch_bounds__(kThreads) rms_norm_kernel(RmsNormParams p) {
     return;
   }
   // With an add, the sum is written in the first pass and read back in the second, each element by one thread.
+  pdl_wait();
   const float* in = add ? sum : x;
   float ss = 0.0f;
   for (int64_t i = threadIdx.x; i < p.ne0; i += kThreads) {
@@ -97,16 +104,16 @@ __global__ void __launch_bounds__(kThreads) rms_norm_kernel(RmsNormParams p) {
 
 }  // namespace
 
-void launch_rms_norm(const RmsNormParams& p, cudaStream_t stream) {
+void launch_rms_norm(const RmsNormParams& p, cudaStream_t stream, bool programmatic) {
   LLM_REQUIRE(p.x && p.out, "null pointer");
   LLM_REQUIRE(p.ne0 > 0 && p.rows > 0 && p.rows <= 0x7fffffff, "bad shape");
   LLM_REQUIRE(p.eps >= 0.0f, "negative eps");
   LLM_REQUIRE(!p.add == !p.sum && !(p.add && p.residual), "rms_norm: add needs sum, and excludes residual");
   LLM_REQUIRE(reinterpret_cast<uintptr_t>(p.half_out) % 16 == 0, "rms_norm: half_out must be 16-byte aligned");
   if (p.ne0 <= 256)
-    rms_norm_kernel<64, 1><<<unsigned(p.rows), 64, 0, stream>>>(p);
-  else
-    rms_norm_kernel<256, 8><<<unsigned(p.rows), 256, 0, stream>>>(p);  // register path up to 8192 (70B's n_embd)
+    launch_programmatic(programmatic, rms_norm_kernel<64, 1>, dim3(unsigned(p.rows)), 64, 0, stream, p);
+  else  // register path up to 8192 (70B's n_embd)
+    launch_programmatic(programmatic, rms_norm_kernel<256, 8>, dim3(unsigned(p.rows)), 256, 0, stream, p);
   CUDA_CHECK_LAUNCH(stream);
 }
 

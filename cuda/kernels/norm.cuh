@@ -24,6 +24,8 @@ struct RmsNormParams {
   void* half_out = nullptr;
 };
 
-void launch_rms_norm(const RmsNormParams& p, cudaStream_t stream);
+// programmatic: launched to overlap the kernel before it on `stream` (pdl.cuh): the weight is loaded before the wait
+// for that kernel, x and the rest after it.
+void launch_rms_norm(const RmsNormParams& p, cudaStream_t stream, bool programmatic = false);
 
 }  // namespace cuda
