@@ -79,13 +79,39 @@ __device__ __forceinline__ void load_runs(const float* at, mv16::Run& x0, mv16::
 // A unit's weights decoded once for all the columns (codes as dp2a operands, scales as floats), then dotted with
 // each column's runs. The generic form dots the raw unit per column; the regrouped Q6_K decodes first (lab, Q6_Kx8
 // at 2 columns: 32 us a dot per column, 24 decoded once; the same decoding took Q4_K from 44 to 31 us at 4 columns,
-// still behind the small-batch kernel's 27, so Q4_K stays there).
+// still behind the small-batch kernel's 27, so Q4_K takes 2 columns only).
 template <class U>
 struct Decode {
   using D = typename U::Raw;
   static __device__ __forceinline__ D decode(const typename U::Raw& r, int64_t) { return r; }
   static __device__ __forceinline__ float dot(const D& d, int64_t u, const mv16::Run& x0, const mv16::Run& x1) {
     return U::dot(d, u, x0, x1);
+  }
+};
+
+// Q4_K: the nibbles, the two sub-blocks' integer scales and float mins, d and dmin decoded once for the columns;
+// each column's dot then forms the sums exactly as the one-column unit does (Unit<Q4_K>::dot): the same bits.
+template <>
+struct Decode<mv16::Unit<quant::Type::Q4_K>> {
+  struct D {
+    uint32_t lo[4], hi[4];
+    int sc0, sc1;
+    float mn0, mn1, d, dmin;
+  };
+  static __device__ __forceinline__ D decode(const mv16::Unit<quant::Type::Q4_K>::Raw& r, int64_t u) {
+    D o;
+    const uint32_t q[4] = {r.qs.x, r.qs.y, r.qs.z, r.qs.w};
+    mv16::nibbles<0>(q, o.lo);
+    mv16::nibbles<4>(q, o.hi);
+    const uint32_t sm = mv::q4k_scales(r.head, uint32_t(u));
+    o.sc0 = int(sm & 0xffu), o.sc1 = int((sm >> 8) & 0xffu);
+    o.mn0 = mv16::byte_float<2>(sm), o.mn1 = mv16::byte_float<3>(sm);
+    o.d = mv::h2f(r.head.x & 0xffffu), o.dmin = mv::h2f(r.head.x >> 16);
+    return o;
+  }
+  static __device__ __forceinline__ float dot(const D& o, int64_t, const mv16::Run& x0, const mv16::Run& x1) {
+    const float i0 = float(mv16::dot16(o.lo, x0) * o.sc0) * x0.s, i1 = float(mv16::dot16(o.hi, x1) * o.sc1) * x1.s;
+    return o.d * (i0 + i1) - o.dmin * (o.mn0 * x0.S + o.mn1 * x1.S);
   }
 };
 
@@ -239,11 +265,12 @@ void launch_for_cols(const MatvecColsParams& p, cudaStream_t stream, const Produ
 
 bool matvec_cols_supports(quant::Type type, bool regrouped, int64_t K, int64_t N, int64_t T) {
   using quant::Type;
-  // The regrouped Q6_K only at 2 columns: at 3-4 a Q4_K_M 8B decoded 4% slower than on the small-batch kernel.
-  const int64_t max_tokens = regrouped ? 2 : kMatvecColsMaxTokens;
+  // The regrouped Q6_K and Q4_K only at 2 columns: at 3-4 a Q4_K_M 8B decoded 4% slower than on the small-batch
+  // kernel (Q4_K: 3.9%, lab 29 us against 27 at 3 and 4 columns; at 2, 21 against 27: docs/kernel-notes.md, session 38).
+  const int64_t max_tokens = regrouped || type == Type::Q4_K ? 2 : kMatvecColsMaxTokens;
   if (T < 2 || T > max_tokens || N <= 0 || K <= 0 || K / 32 > kMaxThreads) return false;
   if (regrouped ? !(type == Type::Q6_K && K % 2048 == 0)
-                : !(type == Type::Q4_0 || type == Type::Q8_0 || type == Type::Q6_K))
+                : !(type == Type::Q4_0 || type == Type::Q8_0 || type == Type::Q6_K || type == Type::Q4_K))
     return false;
   if (K % quant::traits(type).block_elems != 0) return false;
   // The runs of x and at least one group's partial sums (R rows, every warp) in the device's shared memory.
@@ -268,6 +295,7 @@ void launch_matvec_cols(const MatvecColsParams& p, cudaStream_t stream, const Pr
   switch (p.type) {
     case Type::Q4_0: launch_for_cols<Type::Q4_0>(p, stream, stack); break;
     case Type::Q8_0: launch_for_cols<Type::Q8_0>(p, stream, stack); break;
+    case Type::Q4_K: launch_for_cols<Type::Q4_K>(p, stream, stack); break;
     case Type::Q6_K:
       if (p.regrouped) launch_for_cols<Type::Q6_K, true>(p, stream, stack);
       else launch_for_cols<Type::Q6_K>(p, stream, stack);

@@ -23,6 +23,9 @@ std::vector<int64_t> row_lengths(const Case& c) {
   return {256, 2304, 14336};
 }
 
+// The regrouped Q6_K and Q4_K: the kernel takes 2 columns of them only (matvec_cols_supports).
+bool two_columns_only(const Case& c) { return c.regrouped || c.type == Type::Q4_K; }
+
 class MatvecCols : public ::testing::TestWithParam<Case> {};
 
 TEST_P(MatvecCols, MatchesReference) {
@@ -31,7 +34,7 @@ TEST_P(MatvecCols, MatchesReference) {
   std::mt19937 rng(777 + int(c.type) + 100 * c.regrouped);
   for (int64_t K : row_lengths(c))
     for (int64_t N : {77, 1000})
-      for (int64_t T : c.regrouped ? std::vector<int64_t>{2} : std::vector<int64_t>{2, 3, 4}) {
+      for (int64_t T : two_columns_only(c) ? std::vector<int64_t>{2} : std::vector<int64_t>{2, 3, 4}) {
         // Four columns of 14336 take 143 KB of shared memory: every Hopper GPU has it.
         ASSERT_TRUE(cuda::matvec_cols_supports(c.type, c.regrouped, K, N, T) ||
                     cuda::current_device_smem_optin() < (160u << 10))
@@ -80,7 +83,7 @@ TEST_P(MatvecCols, MatchesReference) {
 
 INSTANTIATE_TEST_SUITE_P(Types, MatvecCols,
                          ::testing::Values(Case{Type::Q4_0, false}, Case{Type::Q8_0, false}, Case{Type::Q6_K, false},
-                                           Case{Type::Q6_K, true}),
+                                           Case{Type::Q6_K, true}, Case{Type::Q4_K, false}),
                          [](const auto& info) { return layout_name(info.param); });
 
 // Two and three matrices of one launch (ProductStack: q/k/v), rows stacked: each output within the one-matrix
@@ -92,7 +95,7 @@ TEST_P(MatvecCols, StackedMatricesMatchReference) {
   std::mt19937 rng(31 + int(c.type) + 100 * c.regrouped);
   const int64_t K = row_lengths(c)[c.regrouped ? 0 : 1];
   for (const int n_mats : {2, 3})
-    for (int64_t T : c.regrouped ? std::vector<int64_t>{2} : std::vector<int64_t>{2, 3, 4}) {
+    for (int64_t T : two_columns_only(c) ? std::vector<int64_t>{2} : std::vector<int64_t>{2, 3, 4}) {
       const int64_t Ns[3] = {96, 64, 77};
       const auto x = random_floats(rng, K * T);
       const auto bias = random_floats(rng, Ns[1]);
@@ -138,7 +141,8 @@ TEST(MatvecCols, SupportsOnlyItsTypesAndSizes) {
   EXPECT_FALSE(cuda::matvec_cols_supports(Type::Q8_0, false, 4096, 0, 4));
   EXPECT_FALSE(cuda::matvec_cols_supports(Type::Q8_0, false, 80, 14336, 4));      // not whole blocks
   EXPECT_FALSE(cuda::matvec_cols_supports(Type::Q8_0, false, 16416, 4096, 2));    // more than 512 units a row
-  EXPECT_FALSE(cuda::matvec_cols_supports(Type::Q4_K, false, 4096, 14336, 2));    // the small-batch kernel's
+  EXPECT_TRUE(cuda::matvec_cols_supports(Type::Q4_K, false, 4096, 14336, 2));
+  EXPECT_FALSE(cuda::matvec_cols_supports(Type::Q4_K, false, 4096, 14336, 3));     // the small-batch kernel's
   EXPECT_FALSE(cuda::matvec_cols_supports(Type::F16, false, 4096, 14336, 4));
   EXPECT_FALSE(cuda::matvec_cols_supports(Type::Q4_0, true, 4096, 14336, 4));     // Q4_0 by columns
   EXPECT_FALSE(cuda::matvec_cols_supports(Type::Q6_K, true, 1024, 14336, 4));     // Q6_Kx8 needs whole runs of 2048
