@@ -30,7 +30,7 @@ struct ServeFlags {
   int port = 8080;
   std::string api_key;
   int parallel = 4;
-  int batch_tokens = 512;
+  int batch_tokens = 2048;
   size_t queue = 64;
   std::string alias;
 };
@@ -129,7 +129,7 @@ void register_serve(CLI::App& root, Action& chosen) {
   cmd->add_option("--batch-tokens", f->batch_tokens,
                   "Tokens one batch step holds at most: running requests decode first, prompts fill the rest in "
                   "chunks")
-      ->default_str("512")
+      ->default_str("2048")
       ->check(CLI::Range(1, 65536));
   cmd->add_option("--queue", f->queue, "Requests that may wait for their turn; more are answered 429")
       ->default_str("64")
