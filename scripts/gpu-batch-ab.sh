@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# A base build against this one for a change to the small-batch products (issue 26) that must keep their bits, in
+# one device call: this build's small-batch kernel tests and paged session tests; `llm-run logits --out` of prompts
+# whose lengths take each small-batch kernel (PROMPT_WORDS) with both builds, compared byte for byte; the lab of both
+# (KernelLab.BatchMm, LLM_LAB_TOKENS); then `bench --parallel NPL` of both, interleaved, ROUNDS times, and of this
+# build once more per VARIANTS item ("A=0,B=1 C=1": LLM_CUDA_* settings). Rows go to $OUT/table.txt as they come.
+#   here:  scripts/pack-carry.sh BASE/app/llm-run kt=BASE/tests/cuda/cuda_kernels_test
+#          ../shared/device/prepare.sh models/stories260K-f32.gguf models/synth-llama-bpe-Q4_K_M.gguf \
+#            tokenizer/ggml-vocab-llama-bpe.gguf
+#   there: scripts/gpu-batch-ab.sh   (carry .device, .device-bin)
+set -uo pipefail
+rm -rf /tmp/bin && mkdir -p /tmp/bin && tar xJf .device-bin/bins.tar.xz -C /tmp/bin
+source "$(dirname "${BASH_SOURCE[0]}")/device-model.sh"  # $out, the assets' environment, make_model
+make_model /tmp/bin/llm-run &  # the synthetic Llama-3-8B Q4_K_M at $model, while the tests run
+synth=$!
+: >"$out/table.txt"
+row() { printf '%s\n' "$@" | tee -a "$out/table.txt"; }
+passed() { grep -E '^\[  (PASSED|FAILED)|^\[  FAILED' "$1" | tr '\n' ' '; }
+nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | sed 's/^/device: /' | tee -a "$out/table.txt"
+if [ "${TESTS:-1}" != 0 ]; then
+  /tmp/bin/cuda_kernels_test --gtest_filter="${KERNEL_TESTS:-*BatchMm*:*MoeKernels*}" >"$out/kernels.txt" 2>&1
+  row "cuda_kernels_test: $(passed "$out/kernels.txt")"
+  /tmp/bin/cuda_session_test --gtest_filter="${SESSION_TESTS:-*PagedGpu*:GpuSession.Stories*}" >"$out/session.txt" 2>&1
+  row "cuda_session_test: $(passed "$out/session.txt")"
+fi
+lab() {  # label binary
+  LLM_CUDA_BENCH=1 "$2" --gtest_filter=KernelLab.BatchMm >"$out/lab-$1.txt" 2>&1
+  row "lab, $1:" "$(sed -n '/^device/,/^\[/p' "$out/lab-$1.txt" | grep -v '^\[')"
+}
+if [ "${LAB:-1}" != 0 ]; then
+  [ -x /tmp/bin/llm-run-kt ] && lab base /tmp/bin/llm-run-kt
+  lab this /tmp/bin/cuda_kernels_test
+fi
+wait "$synth"
+# The same prompt through both builds: T tokens take the fragment kernel (<= 8, 17..32 without wgmma), the wide
+# kernel (9..16 and with wgmma off), wgmma (33..64).
+same=0 differ=0
+for n in ${PROMPT_WORDS:-3 6 12 20 28 45 60}; do
+  prompt=$(printf 'w%d ' $(seq "$n"))
+  for b in base this; do
+    bin=/tmp/bin/llm-run; [ "$b" = base ] && bin=/tmp/bin/llm-run-base
+    "$bin" logits -m "$model" --device cuda -p "$prompt" --out "$out/logits-$b.bin" >/dev/null 2>"$out/logits-$b.err"
+  done
+  if cmp -s "$out/logits-base.bin" "$out/logits-this.bin"; then same=$((same + 1)); else differ=$((differ + 1)); fi
+done
+row "logits, base vs this, byte-identical: $same of $((same + differ)) prompts"
+NPL=${NPL:-1,2,4,8,16}
+bench() {  # label binary [env...]: decode tok/s per parallel count
+  local label=$1 bin=$2
+  shift 2
+  env "$@" "$bin" bench -m "$model" --device cuda --parallel "$NPL" -p 512 -n 128 >"$out/par-$label.md" \
+    2>"$out/par-$label.err"
+  row "$label (B: decode, prefill tok/s): $(awk -F'|' '/^\| *[0-9]+ *\|/ {gsub(/ /, "", $4); gsub(/ /, "", $7);
+    gsub(/ /, "", $9); printf "%s: %s, %s;  ", $4, $9, $7}' "$out/par-$label.md")"
+}
+for round in $(seq "${ROUNDS:-2}"); do
+  bench "base-$round" /tmp/bin/llm-run-base
+  bench "this-$round" /tmp/bin/llm-run
+  for v in ${VARIANTS:-}; do bench "${v//[=,]/_}-$round" /tmp/bin/llm-run ${v//,/ }; done
+done
+rm -f "$out"/logits-*.bin
