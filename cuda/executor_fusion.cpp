@@ -25,10 +25,10 @@
 //   launch (attention_o.cuh) where the session regrouped o by columns: the Add's value lives in a 64-bit
 //   fixed-point accumulator, which the folded norm's Q4_0 readers take as x (MatvecParams::x_fixed), the first of
 //   them writing the Add's float slot for the later residual add.
-// - Products of a few tokens (the small-batch kernel): q/k/v, and gate/up above kBatchMmGluMaxTokens, of one x, type
-//   and layout as one launch (stack_small_batch); the SwiGLU as the up launch's epilogue at up to
-//   kBatchMmGluMaxTokens (fold_glu_into_up); a norm before a product of many tokens writes its half x
-//   (RmsNormParams::half_out, lower_rms_norm).
+// - Products of a few tokens (the small-batch kernel): q/k/v and gate/up of one x, type and layout as one launch
+//   (stack_small_batch); the SwiGLU as the up launch's epilogue at up to kBatchMmGluMaxTokens where gate and up do
+//   not stack or take the few-column kernel (fold_glu_into_up); a norm before a product of many tokens writes its
+//   half x (RmsNormParams::half_out, lower_rms_norm).
 // - A mixture's routing (Softmax, TopK, MoeWeights) as one launch, its gate/up products with the activation as
 //   one, and its down products with the weighted sum and the residual Add as one (executor_moe.cpp).
 // A paged graph (g.kv.paged()) does not take the attention + o launch, which addresses one sequence's cache by
@@ -241,6 +241,8 @@ void Executor::fold_glu_into_up(const Node& glu) {
   if (lowering(gate.id) != Lowering::Own || lowering(up.id) != Lowering::Own || matvecs_.count(gate.id) ||
       matvecs_.count(up.id))
     return;
+  // Gate and up stacked in one launch (stack_small_batch, planned before) are InSibling here, so the epilogue takes
+  // only the pairs that could not stack, and the few-column kernel's.
   if (!batch_mm_takes(up) && !matvec_cols_takes(up)) return;
   for (const NodeId m : {gate.id, up.id})
     if (users_.at(size_t(m)).size() != 1 || !plan_.owns(m) ||
@@ -257,18 +259,21 @@ void Executor::fold_glu_into_up(const Node& glu) {
 }
 
 // Later MulMats of the same x, type, K and layout taken by the same small-batch kernel as this one (the tensor-core
-// or the few-column kernel: q/k/v; gate/up above kBatchMmGluMaxTokens, where the SwiGLU epilogue does not take them)
+// or the few-column kernel: q/k/v; gate/up, but on the few-column kernel up to kBatchMmGluMaxTokens, where the
+// SwiGLU epilogue takes them, and on either with ExecutorOptions::glu_epilogue)
 // join this one's launch (ProductStack): their rows stacked after its own, their outputs written at its step, so no
 // tensor alive in between may share their slots (checked on the plan). One launch instead of three: k's and v's few
 // rows each paid a whole launch's latency.
 void Executor::stack_small_batch(const Node& n) {
   if (!opt_.fuse || lowering(n.id) != Lowering::Own) return;
   const int64_t T = n.shape.rows();
-  if (T <= kBatchMmGluMaxTokens && feeds_glu(n)) return;
+  const bool few_cols = matvec_cols_takes(n);
+  // fold_glu_into_up takes gate and up where the up launch can apply the activation and should.
+  const bool glu_takes = T <= kBatchMmGluMaxTokens && (few_cols || opt_.glu_epilogue);
+  if (glu_takes && feeds_glu(n)) return;
   const Node& w = g_.node(n.inputs[0]);
   const auto type = ::std::get<graph::WeightParams>(w.params).type;
   const int64_t K = w.shape.ne[0];
-  const bool few_cols = matvec_cols_takes(n);
   const auto same_kernel = [&](const Node& m) { return few_cols ? matvec_cols_takes(m) : batch_mm_takes(m); };
   const auto takes_rows = [&](int64_t N) {
     return few_cols ? matvec_cols_supports(type, regrouped(w), K, N, T) : batch_mm_supports(type, regrouped(w), K, N, T);
@@ -282,7 +287,7 @@ void Executor::stack_small_batch(const Node& n) {
       continue;
     const Node& mw = g_.node(m.inputs[0]);
     if (mw.op != Op::Weight || ::std::get<graph::WeightParams>(mw.params).type != type || mw.shape.ne[0] != K ||
-        regrouped(mw) != regrouped(w) || !same_kernel(m) || (T <= kBatchMmGluMaxTokens && feeds_glu(m)))
+        regrouped(mw) != regrouped(w) || !same_kernel(m) || (glu_takes && feeds_glu(m)))
       continue;
     // The rows so far end on a whole tile; the stack stays within what one launch takes (the tile counters).
     if (rows % 32 != 0 || !takes_rows(rows + mw.shape.ne[1])) continue;
