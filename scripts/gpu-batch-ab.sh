@@ -10,23 +10,13 @@
 #   there: scripts/gpu-batch-ab.sh   (carry .device, .device-bin)
 set -uo pipefail
 rm -rf /tmp/bin && mkdir -p /tmp/bin && tar xJf .device-bin/bins.tar.xz -C /tmp/bin
-source "$(dirname "${BASH_SOURCE[0]}")/device-model.sh"  # $out, the assets' environment, make_model
-make_model /tmp/bin/llm-run &  # the synthetic Llama-3-8B Q4_K_M at $model, while the tests run
-synth=$!
-: >"$out/table.txt"
-row() { printf '%s\n' "$@" | tee -a "$out/table.txt"; }
-passed() { grep -E '^\[  (PASSED|FAILED)|^\[  FAILED' "$1" | tr '\n' ' '; }
-nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | sed 's/^/device: /' | tee -a "$out/table.txt"
+source "$(dirname "${BASH_SOURCE[0]}")/batch-mm-lib.sh"  # the model in the background, row, passed, lab, bench
 if [ "${TESTS:-1}" != 0 ]; then
   /tmp/bin/cuda_kernels_test --gtest_filter="${KERNEL_TESTS:-*BatchMm*:*MoeKernels*}" >"$out/kernels.txt" 2>&1
   row "cuda_kernels_test: $(passed "$out/kernels.txt")"
   /tmp/bin/cuda_session_test --gtest_filter="${SESSION_TESTS:-*PagedGpu*:GpuSession.Stories*}" >"$out/session.txt" 2>&1
   row "cuda_session_test: $(passed "$out/session.txt")"
 fi
-lab() {  # label binary
-  LLM_CUDA_BENCH=1 "$2" --gtest_filter=KernelLab.BatchMm >"$out/lab-$1.txt" 2>&1
-  row "lab, $1:" "$(sed -n '/^device/,/^\[/p' "$out/lab-$1.txt" | grep -v '^\[')"
-}
 if [ "${LAB:-1}" != 0 ]; then
   [ -x /tmp/bin/llm-run-kt ] && lab base /tmp/bin/llm-run-kt
   lab this /tmp/bin/cuda_kernels_test
@@ -45,14 +35,6 @@ for n in ${PROMPT_WORDS:-3 6 12 20 28 45 60}; do
 done
 row "logits, base vs this, byte-identical: $same of $((same + differ)) prompts"
 NPL=${NPL:-1,2,4,8,16}
-bench() {  # label binary [env...]: decode tok/s per parallel count
-  local label=$1 bin=$2
-  shift 2
-  env "$@" "$bin" bench -m "$model" --device cuda --parallel "$NPL" -p 512 -n 128 >"$out/par-$label.md" \
-    2>"$out/par-$label.err"
-  row "$label (B: decode, prefill tok/s): $(awk -F'|' '/^\| *[0-9]+ *\|/ {gsub(/ /, "", $4); gsub(/ /, "", $7);
-    gsub(/ /, "", $9); printf "%s: %s, %s;  ", $4, $9, $7}' "$out/par-$label.md")"
-}
 for round in $(seq "${ROUNDS:-2}"); do
   bench "base-$round" /tmp/bin/llm-run-base
   bench "this-$round" /tmp/bin/llm-run

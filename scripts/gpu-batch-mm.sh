@@ -20,13 +20,7 @@ if [ -f .device-bin/base.tar.xz ]; then
   rm -rf /tmp/base && mkdir -p /tmp/base && tar xJf .device-bin/base.tar.xz -C /tmp/base
   cp /tmp/base/llm-run /tmp/bin/llm-run-base
 fi
-source "$(dirname "${BASH_SOURCE[0]}")/device-model.sh"  # $out, the assets' environment, make_model
-make_model /tmp/bin/llm-run &  # the synthetic Llama-3-8B Q4_K_M at $model, while the tests run
-synth=$!
-: >"$out/table.txt"
-row() { printf '%s\n' "$@" | tee -a "$out/table.txt"; }
-passed() { grep -E '^\[  (PASSED|FAILED)|^\[  FAILED|agreement|paged  ' "$1" | tr '\n' ' '; }
-nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | sed 's/^/device: /' | tee -a "$out/table.txt"
+source "$(dirname "${BASH_SOURCE[0]}")/batch-mm-lib.sh"  # the model in the background, row, passed, lab, bench
 
 if [ "${TESTS:-1}" != 0 ]; then
   /tmp/bin/cuda_kernels_test --gtest_filter='*BatchMm*:*MatvecCols*:*MoeKernels*:*Matmul*:*Gemm*:*OpKernels*' \
@@ -36,10 +30,6 @@ if [ "${TESTS:-1}" != 0 ]; then
     --gtest_filter='*PagedGpu*:GpuSession.Stories*' >"$out/session.txt" 2>&1
   row "cuda_session_test (batch_mm 2..64): $(passed "$out/session.txt")"
 fi
-lab() {  # label binary
-  LLM_CUDA_BENCH=1 "$2" --gtest_filter=KernelLab.BatchMm >"$out/lab-$1.txt" 2>&1
-  row "lab, $1:" "$(sed -n '/^device/,/^\[/p' "$out/lab-$1.txt" | grep -v '^\[')"
-}
 if [ "${LAB:-1}" != 0 ]; then
   [ -x /tmp/base/cuda_kernels_test ] && lab base /tmp/base/cuda_kernels_test
   lab this /tmp/bin/cuda_kernels_test
@@ -47,14 +37,6 @@ fi
 
 wait "$synth"
 NPL=${NPL:-1,2,4,8,16,32,64}
-bench() {  # label binary [env...]: decode tok/s per parallel count
-  local label=$1 bin=$2
-  shift 2
-  env "$@" "$bin" bench -m "$model" --device cuda --parallel "$NPL" -p 512 -n 128 >"$out/par-$label.md" \
-    2>"$out/par-$label.err"
-  row "$label (B: decode, prefill tok/s): $(awk -F'|' '/^\| *[0-9]+ *\|/ {gsub(/ /, "", $4); gsub(/ /, "", $7);
-    gsub(/ /, "", $9); printf "%s: %s, %s;  ", $4, $9, $7}' "$out/par-$label.md")"
-}
 [ -x /tmp/bin/llm-run-base ] && bench base /tmp/bin/llm-run-base
 for round in $(seq "${ROUNDS:-2}"); do
   for v in ${VARIANTS:-}; do bench "${v//[=,]/_}-$round" /tmp/bin/llm-run ${v//,/ }; done  # names the device returns
