@@ -71,7 +71,7 @@ struct ExecutorOptions {
   // The LLM_CUDA_* environment switches (A/B and diagnosis knobs), read once when a session starts: the defaults with
   // LLM_CUDA_GRAPH=0, LLM_CUDA_RTC=0, LLM_CUDA_Q6_KX8=0, LLM_CUDA_ATTN_O=0, LLM_CUDA_MXFP4_RECODE=0,
   // LLM_CUDA_DECODE_AHEAD=0, LLM_CUDA_DEVICE_DRAWS=0, LLM_CUDA_BATCH_MM_MIN / _MAX=0..64, _WGMMA_(LARGE_)MIN=0..65,
-  // LLM_CUDA_BATCH_MM_WIDE=0, LLM_CUDA_BATCH_MM_PDL=0, LLM_CUDA_NORM_PDL=0,
+  // LLM_CUDA_BATCH_MM_WIDE=0, LLM_CUDA_BATCH_MM_PDL=0, LLM_CUDA_NORM_PDL=0, LLM_CUDA_GLU_EPILOGUE=1,
   // LLM_CUDA_MATVEC_COLS_MAX=0..4, LLM_CUDA_MOE_FRAGMENTS=0, LLM_CUDA_NEW_TOKEN_ATTENTION=0 and
   // LLM_CUDA_OMIT_STEPS=a,b applied. Throws InvalidArgument for a value other than 0 or 1 (or out of the counts'
   // ranges).
