@@ -106,7 +106,7 @@ struct Shape {
 
 // Where a block's routing scratch goes: after the rest, 8-byte aligned (with a route: ExpertGluParams::route).
 void add_route_scratch(Shape& s, const MoeRouteSource& r) {
-  s.route_at = (s.smem + 7) / 8 * 8;
+  s.route_at = (s.smem + 15) / 16 * 16;  // 16-byte aligned: rank_scores reads two keys a load
   if (r.logits) s.smem = s.route_at + kRouteBlockSmem;
 }
 

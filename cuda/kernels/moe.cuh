@@ -65,7 +65,7 @@ inline constexpr size_t kMoeRouteMaxSmem = 48 << 10;
 // The rows of per_block tokens, then the block's routing scratch or (more experts) a row of taken flags a token.
 inline constexpr size_t moe_route_smem(int64_t n_expert, int64_t per_block) {
   const size_t rows = size_t(n_expert) * size_t(per_block) * 4;
-  return n_expert <= kRouteBlockMaxExperts ? (rows + 7) / 8 * 8 + kRouteBlockSmem : rows + rows / 4;
+  return n_expert <= kRouteBlockMaxExperts ? (rows + 15) / 16 * 16 + kRouteBlockSmem : rows + rows / 4;
 }
 void launch_moe_route(const MoeRouteParams& p, cudaStream_t stream);
 
