@@ -104,9 +104,9 @@ struct Shape {
   size_t route_at;  // the route's scratch (route::Shared), bytes into the dynamic shared memory
 };
 
-// Where a block's routing scratch goes: after the rest, 16-byte aligned (with a route: ExpertGluParams::route).
+// Where a block's routing scratch goes: after the rest (with a route: ExpertGluParams::route).
 void add_route_scratch(Shape& s, const MoeRouteSource& r) {
-  s.route_at = (s.smem + 15) / 16 * 16;  // rank_scores reads two keys a load
+  s.route_at = route_scratch_at(s.smem);
   if (r.logits) s.smem = s.route_at + kRouteBlockSmem;
 }
 

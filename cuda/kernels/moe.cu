@@ -141,9 +141,8 @@ __global__ void __launch_bounds__(kRouteThreads) moe_route_kernel(MoeRouteParams
     if (p.ids_copy) p.ids_copy[at] = id, p.weights_copy[at] = float(w);
   };
   if (n <= kRouteBlockMaxExperts) {
-    // 16-byte aligned: rank_scores reads the keys two at a time (rounding to 8 bytes misaligned them where
-    // n * per_block % 4 is 1 or 2, as for 6 experts of one token).
-    auto& s = *reinterpret_cast<route::Shared*>(vals + (p.per_block * n + 3) / 4 * 4);
+    auto& s = *reinterpret_cast<route::Shared*>(reinterpret_cast<char*>(vals) +
+                                                route_scratch_at(size_t(p.per_block * n) * sizeof(float)));
     for (int64_t r = 0; r < rows; ++r) {
       if (warp == 0) {
         float* row = vals + r * n;

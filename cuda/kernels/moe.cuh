@@ -62,10 +62,13 @@ struct MoeRouteParams : MoeRouteSource {
 inline constexpr int64_t kRouteBlockMaxExperts = 256;
 inline constexpr size_t kRouteBlockSmem = kRouteBlockMaxExperts * 12 + 32 * 8;
 inline constexpr size_t kMoeRouteMaxSmem = 48 << 10;
+// Where a kernel's routing scratch goes after `bytes` of its other shared memory: 16-byte aligned, since the
+// ranking reads two 64-bit keys a load (moe_route_block.cuh).
+inline constexpr size_t route_scratch_at(size_t bytes) { return (bytes + 15) / 16 * 16; }
 // The rows of per_block tokens, then the block's routing scratch or (more experts) a row of taken flags a token.
 inline constexpr size_t moe_route_smem(int64_t n_expert, int64_t per_block) {
   const size_t rows = size_t(n_expert) * size_t(per_block) * 4;
-  return n_expert <= kRouteBlockMaxExperts ? (rows + 15) / 16 * 16 + kRouteBlockSmem : rows + rows / 4;
+  return n_expert <= kRouteBlockMaxExperts ? route_scratch_at(rows) + kRouteBlockSmem : rows + rows / 4;
 }
 void launch_moe_route(const MoeRouteParams& p, cudaStream_t stream);
 

@@ -20,7 +20,8 @@ namespace cuda::route {
 
 constexpr int kLaneValues = int(kRouteBlockMaxExperts / 32);  // experts a lane of warp 0 sums: lane + 32 c
 
-// The block's scratch (kRouteBlockSmem bytes, 16-byte aligned: rank_scores reads two keys a load).
+// The block's scratch (kRouteBlockSmem bytes at a 16-byte boundary, route_scratch_at: rank_scores reads two keys a
+// load).
 struct Shared {
   unsigned long long key[kRouteBlockMaxExperts];  // rank_key of each expert's score
   float score[kRouteBlockMaxExperts];
