@@ -434,6 +434,8 @@ void Executor::lower_gemm(const Node& n) {
   if (small_batch) {
     BatchMmParams b{p.w, type, p.x, bias, y, K, rows, T, p.scratch, p.scratch_bytes, p.x_in_scratch, p.regrouped};
     b.tile_counters = static_cast<uint32_t*>(batch_mm_counters_.get());
+    if (const Node& act = g_.node(n.inputs[1]); lowering(act.id) == Lowering::InImage)  // fold_glu_into_image
+      b.x = f32_in(act, 1), b.x_gate = f32_in(act, 0);
     const BatchMmChoices choices = opt_.batch_mm;
     steps_.push_back([b, glu, stack, choices](cudaStream_t s) {
       launch_batch_mm(b, s, glu, stack.n ? &stack : nullptr, choices);
@@ -482,7 +484,8 @@ void Executor::lower_slice(const Node& n) {
 }
 
 void Executor::lower_swiglu(const Node& n) {
-  if (lowering(n.id) == Lowering::Epilogue) return;  // written by the gate/up launch (fold_swiglu_epilogue)
+  // Written by the gate/up launch (fold_swiglu_epilogue), or formed by the down launch's x image (fold_glu_into_image).
+  if (lowering(n.id) == Lowering::Epilogue || lowering(n.id) == Lowering::InImage) return;
   if (void* half = half_x_for(n)) {  // the down product's half x as well: the ahead-of-time kernel writes both
     const SwiGluParams p{f32_in(n, 0), f32_in(n, 1), f32_out(n), n.shape.elements(), half};
     steps_.push_back([p](cudaStream_t s) { launch_swiglu(p, s); });
@@ -527,6 +530,7 @@ void Executor::lower_attention(const Node& n) {
   if (a.paging.block_table && T >= kPrefillMinTokens) {  // the prefill kernel's tiles, planned per run
     a.tiles = paged_tiles_.as<int32_t>(), a.max_tiles = PagedTiles::max_tiles(T);
     a.tiled = a.tiles + 1 + 2 * int64_t(a.max_tiles);
+    a.tiles_after_split = opt_.tiles_after_split;
   }
   switch (lowering(n.id)) {
     case Lowering::AttendOnly:  // q rotated and K/V in the cache: the q/k/v launch did both

@@ -102,6 +102,14 @@ struct ExecutorOptions {
   // (false, the default: 8B Q4_K_M at 4 / 8 sequences +1.8% / +2.4%). The few-column kernel's up products keep the
   // epilogue (2 sequences: 2% faster with it). LLM_CUDA_GLU_EPILOGUE=1 for A/B runs.
   bool glu_epilogue = false;
+  // The x image of a product on the wgmma kernel formed from a SwiGLU's gate and up by the product's own image launch
+  // (fold_glu_into_image), instead of an element-wise launch for the SwiGLU (8B Q4_K_M, B = 32 / 64: +0.9 / +0.5%,
+  // same bits; H200, session 40). LLM_CUDA_GLU_IMAGES=0 for A/B runs.
+  bool glu_images = true;
+  // A paged step's prefill attention launched after its split attention, overlapping it
+  // (AttentionKernelParams::tiles_after_split; 8B Q4_K_M, B = 16 / 32 / 64: +0.4 / +0.4 / +0.5%, H200, session 40).
+  // LLM_CUDA_TILES_AFTER_SPLIT=0 for A/B runs.
+  bool tiles_after_split = true;
   // Prefill expert products of Q4_K and recoded MXFP4 on moe_fragments.cu's kernels (weights straight into mma
   // fragments); false: moe_gemm.cu's half tiles for every format. LLM_CUDA_MOE_FRAGMENTS=0 for A/B runs.
   bool moe_fragments = true;
@@ -214,6 +222,7 @@ class Executor {
     InRoute,         // a TopK (ids stored) or Softmax (not stored) computed by its MoeWeights' routing launch
     InExperts,       // a MoeWeights whose routing the expert launches do themselves (route_in_experts; not stored)
     RouterParts,     // a router MulMat computed as partial products for its routing launch (never stored)
+    InImage,         // a SwiGlu formed by the x image launch of the wgmma product reading it (never stored)
   };
   void plan_fusions();
   void plan_mul_mat(const graph::Node& n);
@@ -273,7 +282,7 @@ class Executor {
   // Fusions by kind, for the -v capture note (executor_fusion.cpp).
   enum class Fusion {
     Norm, Residual, Sibling, SwiGlu, SmallBatchGlu, RopeKv, RopeKvEpilogue, AttentionO, NormAdd, AddNorm, QkNorms,
-    MoeRoute, ExpertGlu, ExpertDown, SmallBatchStack, RouteInExperts, NewTokenAttention, kCount
+    MoeRoute, ExpertGlu, ExpertDown, SmallBatchStack, RouteInExperts, NewTokenAttention, GluInImage, kCount
   };
   // Fusions (executor_fusion.cpp), decided by plan_fusions in node order.
   MatvecParams matvec_params(const graph::Node& mulmat) const;
@@ -282,6 +291,7 @@ class Executor {
   void fold_norm_add(const graph::Node& norm);
   void fold_add_norm(const graph::Node& norm);
   void fold_glu_into_up(const graph::Node& glu);
+  void fold_glu_into_image(const graph::Node& glu);
   void stack_small_batch(const graph::Node& mulmat);
   bool feeds_glu(const graph::Node& mulmat) const;
   bool gemm_reads_float_x(const graph::Node& mulmat) const;

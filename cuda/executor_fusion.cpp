@@ -28,7 +28,8 @@
 // - Products of a few tokens (the small-batch kernel): q/k/v and gate/up of one x, type and layout as one launch
 //   (stack_small_batch); the SwiGLU as the up launch's epilogue at up to kBatchMmGluMaxTokens where gate and up do
 //   not stack or take the few-column kernel (fold_glu_into_up); a norm before a product of many tokens writes its
-//   half x (RmsNormParams::half_out, lower_rms_norm).
+//   half x (RmsNormParams::half_out, lower_rms_norm); a SwiGLU before a product on the wgmma kernel is formed by
+//   that product's x image launch (fold_glu_into_image).
 // - A mixture's routing (Softmax, TopK, MoeWeights) as one launch, its gate/up products with the activation as
 //   one, and its down products with the weighted sum and the residual Add as one (executor_moe.cpp).
 // A paged graph (g.kv.paged()) does not take the attention + o launch, which addresses one sequence's cache by
@@ -84,7 +85,10 @@ void Executor::plan_fusions() {
         break;
       case Op::MulMat: plan_mul_mat(n); break;
       case Op::SwiGlu:
-      case Op::GeGlu: fold_glu_into_up(n); break;
+      case Op::GeGlu:
+        fold_glu_into_up(n);
+        fold_glu_into_image(n);
+        break;
       case Op::MoeWeights: plan_moe_route(n); break;
       case Op::MulMatId: plan_mul_mat_id(n); break;
       case Op::Rope: plan_rope(n); break;
@@ -256,6 +260,30 @@ void Executor::fold_glu_into_up(const Node& glu) {
   glu_epilogues_[up.id] = UpGlu{gate.id, glu.id, glu.op == Op::GeGlu};
   lowering_.at(size_t(glu.id)) = Lowering::Epilogue;
   count_fusion(Fusion::SmallBatchGlu);
+}
+
+// A SwiGlu read only by a product on the wgmma kernel (the down projection from kBatchMmWgmmaLargeMinTokens tokens):
+// that launch's x image forms silu(gate) * up as it reads them (BatchMmParams::x_gate), so the element-wise launch
+// and its float output go. Gate and up must stay as they are until the product runs: no tensor alive in between
+// shares their slots but the SwiGlu's (never written now) and the product's (written after its image is formed).
+void Executor::fold_glu_into_image(const Node& glu) {
+  if (!opt_.fuse || !opt_.glu_images || glu.op != Op::SwiGlu || lowering(glu.id) != Lowering::Own ||
+      glu.inputs.size() != 2 || glu.inputs[0] == glu.inputs[1] || !plan_.owns(glu.id) || glu.shape.rows() <= 1)
+    return;
+  const auto& us = users_.at(size_t(glu.id));
+  if (us.size() != 1 || plan_.last_use.at(size_t(glu.id)) >= int32_t(g_.nodes().size())) return;  // one reader
+  const Node& m = g_.node(us[0]);
+  if (m.op != Op::MulMat || m.inputs.size() < 2 || m.inputs[1] != glu.id || m.inputs[0] == glu.id ||
+      lowering(m.id) != Lowering::Own || !batch_mm_takes(m))
+    return;
+  const Node& w = g_.node(m.inputs[0]);
+  if (!batch_mm_takes_wgmma(::std::get<graph::WeightParams>(w.params).type, regrouped(w), w.shape.ne[0],
+                            w.shape.ne[1], m.shape.rows(), opt_.batch_mm.wgmma))
+    return;
+  for (const NodeId in : glu.inputs)
+    if (!plan_.owns(in) || !slot_free_between(in, glu.id, m.id, {glu.id, m.id})) return;
+  lowering_.at(size_t(glu.id)) = Lowering::InImage;
+  count_fusion(Fusion::GluInImage);
 }
 
 // Later MulMats of the same x, type, K and layout taken by the same small-batch kernel as this one (the tensor-core
@@ -599,7 +627,8 @@ size_t Executor::n_fused() const {
                                        "mixture routings into one launch", "expert gate/up pairs with activation",
                                        "expert downs with weighted sum", "small-batch products stacked",
                                        "mixture routings into the expert launches",
-                                       "q/k norms, rope + KV write into one-token attention"};
+                                       "q/k norms, rope + KV write into one-token attention",
+                                       "SwiGLUs into wgmma x images"};
   static_assert(sizeof(kNames) / sizeof(kNames[0]) == size_t(Fusion::kCount));
   ::std::string s;
   for (size_t k = 0; k < size_t(Fusion::kCount); ++k)

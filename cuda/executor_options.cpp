@@ -55,6 +55,8 @@ ExecutorOptions ExecutorOptions::from_env() {
   o.batch_mm.programmatic = read_flag("LLM_CUDA_BATCH_MM_PDL", o.batch_mm.programmatic);
   o.programmatic_norms = read_flag("LLM_CUDA_NORM_PDL", o.programmatic_norms);
   o.glu_epilogue = read_flag("LLM_CUDA_GLU_EPILOGUE", o.glu_epilogue);
+  o.glu_images = read_flag("LLM_CUDA_GLU_IMAGES", o.glu_images);
+  o.tiles_after_split = read_flag("LLM_CUDA_TILES_AFTER_SPLIT", o.tiles_after_split);
   o.moe_fragments = read_flag("LLM_CUDA_MOE_FRAGMENTS", o.moe_fragments);
   o.moe_route_in_experts = read_flag("LLM_CUDA_MOE_ROUTE_IN_EXPERTS", o.moe_route_in_experts);
   o.new_token_attention = read_flag("LLM_CUDA_NEW_TOKEN_ATTENTION", o.new_token_attention);

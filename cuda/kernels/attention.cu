@@ -181,13 +181,19 @@ __global__ void attention_combine_kernel(AttentionKernelParams p) {
 }  // namespace
 
 int32_t attention_max_splits(int64_t n_ctx, int64_t n_head_kv, int64_t T, int sm_count) {
-  // About 2 blocks per SM for the (KV head, token) pairs of a step, never more splits than kMinSplit-slot pieces.
-  // Not the 3 the tensor-core split kernel could hold: every split adds to the merge (one block per KV head reading
-  // all splits' partials), and at 16k context 2 per SM decode 3% faster than 3 (8B, H100; 1 per SM ties with 2;
-  // with a q4_0 cache 3 and 4 per SM measured 6-7% slower). Head_dim 256's blocks are sized so that two fit as well
-  // (one f16 stage, the carveout for two; attention_split_tc.cu), so the same count serves every head size.
+  // One token: about 2 blocks per SM for its KV heads, never more splits than kMinSplit-slot pieces. Not the 3 the
+  // tensor-core split kernel could hold: every split adds to the merge (one block per KV head reading all splits'
+  // partials), and at 16k context 2 per SM decode 3% faster than 3 (8B, H100; 1 per SM ties with 2; with a q4_0
+  // cache 3 and 4 per SM measured 6-7% slower). Head_dim 256's blocks are sized so that two fit as well (one f16
+  // stage, the carveout for two; attention_split_tc.cu), so the same count serves every head size.
+  // Several tokens (a batched decode, each of its own sequence): about 1 block per SM. Their (KV head, token) pairs
+  // fill the GPU sooner, and each split's partial, counter and merge cost more than the tiles a block streams in
+  // turn: 8B Q4_K_M, ~600 positions, `bench --parallel` B = 4 / 8 / 16 / 32 +1.3 / +2.2 / +4.4 / +2.9% against 2
+  // per SM, B = 64 (one split either way) unchanged; half a block per SM lost 1-2% (H200, docs/kernel-notes.md,
+  // session 40).
   const int64_t rows = ::std::max<int64_t>(1, n_head_kv * T);
-  const int64_t want = (2 * int64_t(::std::max(sm_count, 1)) + rows - 1) / rows;
+  const int64_t blocks = (T > 1 ? 1 : 2) * int64_t(::std::max(sm_count, 1));
+  const int64_t want = (blocks + rows - 1) / rows;
   const int64_t cap = ::std::max<int64_t>(1, (n_ctx + kMinSplit - 1) / kMinSplit);
   return int32_t(::std::clamp<int64_t>(want, 1, ::std::min<int64_t>(cap, kMaxSplitsGqa)));
 }
@@ -304,6 +310,11 @@ void launch_attention(const AttentionKernelParams& p, cudaStream_t stream) {
   }
   // A paged batch's query tiles must each hold one sequence: the per-run tiles (paged_batch.h).
   LLM_REQUIRE(!p.paging.block_table || (p.tiles && p.tiled), "paged prefill attention: no query tiles");
+  if (p.tiles && p.tiles_after_split) {  // the tokens no tile holds first, then the tiles, overlapping them
+    launch_split(p, stream);
+    launch_attention_prefill(p, stream);
+    return;
+  }
   launch_attention_prefill(p, stream);
   if (p.tiles) launch_split(p, stream);  // the tokens no tile holds: decode tokens, short runs, padding
 }

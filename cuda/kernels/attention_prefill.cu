@@ -28,6 +28,7 @@
 #include "cuda/kernels/async_copy.cuh"
 #include "cuda/kernels/kv_quant.cuh"
 #include "cuda/kernels/mma.cuh"
+#include "cuda/kernels/pdl.cuh"
 
 namespace cuda {
 namespace {
@@ -58,10 +59,19 @@ __global__ void __launch_bounds__(kThreads) attention_prefill_kernel(AttentionKe
   extern __shared__ __align__(16) uint16_t qs[];  // kQShared: [kBM][kLd], then kAsync: stage 1's K and V tiles
   constexpr bool kAsync = async_tiles<HD, KV>();  // stage 0: ks, vs
   __shared__ int32_t pos_s[kBM];
+  // After the split launch (AttentionKernelParams::tiles_after_split): the launch after this one may start on its
+  // weights, and block (0, 0) ends only once the split grid has (pdl_wait), so this grid ends after it. Everything
+  // read here was written before the split launch, a plain one, began.
+  const bool after_split = p.tiles && p.tiles_after_split;
+  const bool holds_grid = after_split && blockIdx.x == 0 && blockIdx.y == 0;
+  if (after_split) pdl_launch_dependents();
   const int64_t h = blockIdx.y;
   int64_t t0 = int64_t(blockIdx.x) * kBM, rows = min(int64_t(kBM), p.T - t0);  // this block's tokens
   if (p.tiles) {  // a paged batch: the run's tile
-    if (int32_t(blockIdx.x) >= p.tiles[0]) return;
+    if (int32_t(blockIdx.x) >= p.tiles[0]) {
+      if (holds_grid) pdl_wait();
+      return;
+    }
     t0 = p.tiles[1 + 2 * blockIdx.x], rows = p.tiles[2 + 2 * blockIdx.x];
   }
   const int64_t kvh = h / (p.n_head / p.n_head_kv);
@@ -310,6 +320,7 @@ __global__ void __launch_bounds__(kThreads) attention_prefill_kernel(AttentionKe
     if (r0 < rows) *reinterpret_cast<float2*>(out0 + n * 8) = make_float2(o[n][0] * inv0, o[n][1] * inv0);
     if (r1 < rows) *reinterpret_cast<float2*>(out1 + n * 8) = make_float2(o[n][2] * inv1, o[n][3] * inv1);
   }
+  if (holds_grid) pdl_wait();
 }
 
 template <int HD, graph::KvType KV, bool kWindow>
@@ -323,7 +334,8 @@ void launch_instance(const AttentionKernelParams& p, dim3 grid, cudaStream_t str
     }();
     (void)opted;
   }
-  attention_prefill_kernel<HD, KV, kWindow><<<grid, kThreads, smem, stream>>>(p);
+  launch_programmatic(p.tiles && p.tiles_after_split, attention_prefill_kernel<HD, KV, kWindow>, grid, kThreads, smem,
+                      stream, p);
 }
 
 template <graph::KvType KV>

@@ -674,6 +674,10 @@ bool batch_mm_reads_float_x(quant::Type type, bool regrouped, int64_t K, int64_t
   return takes_fragments(type, regrouped) && shape_for_tokens(T).cols == 8;  // kFloatX: fragments, one n-tile
 }
 
+bool batch_mm_takes_wgmma(quant::Type type, bool regrouped, int64_t K, int64_t N, int64_t T, const WgmmaRoute& route) {
+  return batch_mm_supports(type, regrouped, K, N, T) && takes_wgmma(type, regrouped, K, N, T, route);
+}
+
 size_t batch_mm_scratch(int64_t K, int64_t, int64_t T) {
   const size_t own = part_offset(K, T) + part_bytes(T);
   if (T <= kBatchMmGluMaxTokens) return own;
@@ -702,7 +706,9 @@ void launch_batch_mm(const BatchMmParams& p, cudaStream_t stream, const GluEpilo
   }
   static_assert(kBatchMmGluMaxTokens == 8, "the one-n-tile instances (shape_for_tokens) apply it");
   const bool pdl = choices.programmatic;
-  if (takes_wgmma(p.type, p.regrouped, p.K, p.N, p.T, choices.wgmma)) {
+  const bool wgmma = takes_wgmma(p.type, p.regrouped, p.K, p.N, p.T, choices.wgmma);
+  LLM_REQUIRE(!p.x_gate || wgmma, "small-batch product: a SwiGLU formed from x_gate needs the wgmma kernel");
+  if (wgmma) {
     launch_batch_mm_wgmma(p, stack, stream, pdl);
     CUDA_CHECK_LAUNCH(stream);
     return;

@@ -52,6 +52,10 @@ struct BatchMmParams {
                                 // (ignored where batch_mm_reads_float_x)
   bool regrouped = false;       // Q6_K regrouped at upload into Q6_Kx8 (q6_kx8.cuh)
   uint32_t* tile_counters = nullptr;  // kBatchMmCounterBytes of zeroed words (above); every launch needs them
+  // Non-null: x is the SwiGLU silu(x_gate) * x ([K, T] as x), formed by the launch as it reads x: the element-wise
+  // launch before the product and its float output are left out. Only where batch_mm_takes_wgmma (the wgmma
+  // kernel's image of x applies it).
+  const float* x_gate = nullptr;
 };
 
 // True when launch_batch_mm takes this matrix: Q4_0, Q8_0, Q4_K, Q6_K (Q6_K also regrouped), in the file's layout,
@@ -64,6 +68,11 @@ bool batch_mm_supports(quant::Type type, bool regrouped, int64_t K, int64_t N, i
 // the one before it left it. N: the launch's rows (a stack's in all); route: as launch_batch_mm's.
 bool batch_mm_reads_float_x(quant::Type type, bool regrouped, int64_t K, int64_t N, int64_t T,
                             const WgmmaRoute& route = {});
+
+// True when the launch takes the wgmma kernel (batch_mm_wgmma.cuh), which writes its own image of x first and so
+// can form x from a SwiGLU's gate and up (BatchMmParams::x_gate). Arguments as batch_mm_reads_float_x's.
+bool batch_mm_takes_wgmma(quant::Type type, bool regrouped, int64_t K, int64_t N, int64_t T,
+                          const WgmmaRoute& route = {});
 
 // How launch_batch_mm picks and launches its kernels. The defaults are the measured best; the executor's options
 // (ExecutorOptions) turn each off for A/B runs.

@@ -35,6 +35,7 @@
 #include "cuda/kernels/pdl.cuh"
 #include "cuda/kernels/q4k_lane.cuh"
 #include "cuda/kernels/q6kx8_lane.cuh"
+#include "cuda/kernels/swiglu.cuh"
 #include "cuda/kernels/wgmma.cuh"
 
 namespace cuda {
@@ -129,8 +130,10 @@ static_assert(Q6kx8Format::element(2, 0) == 64 && Q6kx8Format::element(0, 2) == 
 // elements F::element(s, 8 c + 2 u) and the next: one float2 load each.
 // Launched programmatically, as is the product after it, which it lets start at once: the product loads its first
 // W while the image is written (pdl.cuh). Plain loads of x, the kernel before's output, after the wait.
+// gate (BatchMmParams::x_gate): x is the SwiGLU silu(gate) * up of the up products at `x`, formed here as the
+// element-wise launch it replaces forms it (swiglu.cuh's silu, then the product), so the image holds the same halves.
 template <class F>
-__global__ void x_image_kernel(const float* x, uint4* __restrict__ image, int64_t K, int T) {
+__global__ void x_image_kernel(const float* x, const float* gate, uint4* __restrict__ image, int64_t K, int T) {
   pdl_launch_dependents();
   pdl_wait();
   const int64_t piece = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -142,7 +145,12 @@ __global__ void x_image_kernel(const float* x, uint4* __restrict__ image, int64_
     const float* src = x + int64_t(n) * K + sb * kSbElems;
 #pragma unroll
     for (int u = 0; u < 4; ++u) {
-      const float2 f = *reinterpret_cast<const float2*>(src + F::element(s, 8 * c + 2 * u));
+      const int e = F::element(s, 8 * c + 2 * u);
+      float2 f = *reinterpret_cast<const float2*>(src + e);
+      if (gate) {
+        const float2 g = *reinterpret_cast<const float2*>(gate + (src - x) + e);
+        f = make_float2(silu(g.x) * f.x, silu(g.y) * f.y);
+      }
       const __half2 v = __floats2half2_rn(f.x, f.y);
       h[u] = *reinterpret_cast<const uint32_t*>(&v);
     }
@@ -279,7 +287,7 @@ void launch_tiles(const BatchMmParams& p, uint8_t* image, const ProductStack* st
                   bool programmatic) {
   const int64_t pieces = p.K / kSbElems * (kStageBytes / 16);
   launch_programmatic(programmatic, x_image_kernel<F>, dim3(unsigned((pieces + 255) / 256)), 256, 0, stream, p.x,
-                      reinterpret_cast<uint4*>(image), p.K, int(p.T));
+                      p.x_gate, reinterpret_cast<uint4*>(image), p.K, int(p.T));
   static const int64_t resident = prepare_instances<F>();
   const int64_t tiles = (p.N + kRows - 1) / kRows, n_slices = p.K / kSbElems;
   const int64_t blocks = choose_blocks(tiles, n_slices, resident, true, kMaxWgmmaBlocks);
@@ -313,7 +321,8 @@ void launch_batch_mm_wgmma(const BatchMmParams& p, const ProductStack* stack, cu
   LLM_REQUIRE(batch_mm_wgmma_supports(p.type, p.regrouped, p.T), "wgmma small-batch product: not served");
   LLM_REQUIRE(p.K % (p.regrouped ? 2048 : kSbElems) == 0, "wgmma small-batch product: K");
   LLM_REQUIRE(p.scratch_bytes >= batch_mm_wgmma_scratch(p.K, p.T), "wgmma small-batch product: scratch");
-  LLM_REQUIRE((reinterpret_cast<uintptr_t>(p.x) & 7) == 0, "wgmma small-batch product: x must be 8-byte aligned");
+  LLM_REQUIRE((reinterpret_cast<uintptr_t>(p.x) & 7) == 0 && (reinterpret_cast<uintptr_t>(p.x_gate) & 7) == 0,
+              "wgmma small-batch product: x and its gate must be 8-byte aligned");
   auto* image = static_cast<uint8_t*>(p.scratch) + part_offset(p.K, p.T);
   if (p.regrouped) launch_tiles<Q6kx8Format>(p, image, stack, stream, programmatic);
   else launch_tiles<Q4kFormat>(p, image, stack, stream, programmatic);

@@ -2,11 +2,14 @@
 // dequantizer's rows, in double) for every type it serves, every token tile it picks (T = 2 .. 64: 64 is two tiles of
 // 32), rows that leave partial tiles (odd N) and row lengths that leave partial K slices.
 #include <algorithm>
+#include <cmath>
+#include <cstring>
 #include <string>
 
 #include "cuda/kernels/batch_mm.cuh"
 #include "cuda/kernels/batch_mm_wgmma.cuh"
 #include "cuda/kernels/batch_mm_wide.cuh"
+#include "cuda/kernels/elementwise.cuh"
 #include "cuda/kernels/q6_kx8.cuh"
 #include "gpu_test.h"
 
@@ -239,6 +242,60 @@ TEST(BatchMm, WgmmaKernelMatchesReference) {
         }
 }
 
+// x formed from a SwiGLU's gate and up by the wgmma kernel's image launch (BatchMmParams::x_gate): the same bits as
+// the element-wise SwiGLU launch followed by the product of its output, and within the product's bound of the
+// reference on silu(gate) * up.
+TEST(BatchMm, WgmmaFormsTheSwiGluOfItsX) {
+  REQUIRE_GPU();
+  std::mt19937 rng(778);
+  const cudaStream_t s = nullptr;
+  cuda::DeviceBuffer counters(cuda::kBatchMmCounterBytes);
+  CUDA_CHECK(cudaMemset(counters.get(), 0, cuda::kBatchMmCounterBytes));
+  for (const Case c : {Case{Type::Q4_K, false}, Case{Type::Q6_K, true}})
+    for (const int64_t T : {17, 40, 64}) {
+      const int64_t K = 4096, N = 333;
+      ASSERT_TRUE(cuda::batch_mm_takes_wgmma(c.type, c.regrouped, K, N, T, {0, 0}));
+      auto w = random_weights(rng, c.type, K, N);
+      auto gate = random_floats(rng, K * T), up = random_floats(rng, K * T);
+      for (float& g : gate) g *= 4.0f;  // past silu's knee both ways
+      std::vector<float> x(size_t(K * T));
+      for (size_t i = 0; i < x.size(); ++i) x[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+      std::vector<double> ref, mag, mx;
+      reference(w, c.type, x, K, N, T, nullptr, ref, mag, mx);
+      const auto atol = tile_tolerance(c.type, w, x, K, N, T, nullptr);
+      if (c.regrouped) w = regrouped(w, K, N);
+      auto dw = upload(w), dg = upload(gate), du = upload(up);
+      cuda::DeviceBuffer dx(size_t(K * T) * 4);
+      const size_t sb = cuda::batch_mm_scratch(K, N, T);
+      cuda::DeviceBuffer scratch(sb);
+      const cuda::BatchMmChoices choices{true, {0, 0}};
+      const std::string what = layout_name(c) + " T=" + std::to_string(T);
+      // The element-wise launch, then the product of its output.
+      cuda::launch_swiglu({dg.as<float>(), du.as<float>(), dx.as<float>(), K * T}, s);
+      auto two_launches = poisoned_f32(N * T), formed = poisoned_f32(N * T);
+      cuda::BatchMmParams p{dw.get(), c.type, dx.as<float>(), nullptr, two_launches.as<float>(), K, N, T,
+                            scratch.get(), sb};
+      p.regrouped = c.regrouped;
+      p.tile_counters = counters.as<uint32_t>();
+      cuda::launch_batch_mm(p, s, {}, nullptr, choices);
+      p.x = du.as<float>(), p.x_gate = dg.as<float>(), p.y = formed.as<float>();
+      cuda::launch_batch_mm(p, s, {}, nullptr, choices);
+      CUDA_CHECK(cudaStreamSynchronize(s));
+      const auto a = download<float>(two_launches, N * T), b = download<float>(formed, N * T);
+      EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * 4)) << what << ": not the two launches' bits";
+      EXPECT_TRUE(close(what, b, ref, atol, 0.0));
+      expect_counters_zero(counters);
+    }
+  // Only the wgmma kernel forms it.
+  const auto w = random_weights(rng, Type::Q4_K, 256, 64);
+  auto dw = upload(w);
+  cuda::DeviceBuffer dx(256 * 8 * 4), dy(64 * 8 * 4), scratch(cuda::batch_mm_scratch(256, 64, 8));
+  cuda::BatchMmParams p{dw.get(), Type::Q4_K, dx.as<float>(), nullptr, dy.as<float>(), 256, 64, 8, scratch.get(),
+                        cuda::batch_mm_scratch(256, 64, 8)};
+  p.tile_counters = counters.as<uint32_t>(), p.x_gate = dx.as<float>();
+  EXPECT_THROW(cuda::launch_batch_mm(p, s, {}, nullptr, {}), cuda::InvalidArgument);
+}
+
 // The wgmma kernel supports Q4_K in the file's layout and Q6_K regrouped (Q6_Kx8) at 9..64 tokens, nothing else;
 // launch_batch_mm routes a launch there by its tokens and size (WgmmaRoute), which the launch's reading of float x
 // follows; the scratch batch_mm_scratch asks for holds its image of x and its partial sums.
@@ -262,6 +319,7 @@ TEST(BatchMm, WgmmaKernelRangeAndScratch) {
       EXPECT_EQ(cuda::batch_mm_reads_float_x(type, x8, 14336, 4096, T), T >= cuda::kBatchMmWgmmaLargeMinTokens) << T;
       EXPECT_EQ(cuda::batch_mm_reads_float_x(type, x8, 4096, 28672, T, {40, 24}), T >= 24) << T;
       EXPECT_EQ(cuda::batch_mm_reads_float_x(type, x8, 4096, 6144, T, {40, 24}), T >= 40) << T;
+      EXPECT_EQ(cuda::batch_mm_takes_wgmma(type, x8, 4096, 6144, T, {40, 24}), T >= 40) << T;
       EXPECT_FALSE(cuda::batch_mm_reads_float_x(type, x8, 4096, 28672, T, {65, 65})) << T;
     }
     for (int64_t K : {2048, 14336})
