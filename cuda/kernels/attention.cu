@@ -188,7 +188,7 @@ int32_t attention_max_splits(int64_t n_ctx, int64_t n_head_kv, int64_t T, int sm
   // stage, the carveout for two; attention_split_tc.cu), so the same count serves every head size.
   // Several tokens (a batched decode, each of its own sequence): about 1 block per SM. Their (KV head, token) pairs
   // fill the GPU sooner, and each split's partial, counter and merge cost more than the tiles a block streams in
-  // turn: 8B Q4_K_M, ~600 positions, `bench --parallel` B = 4 / 8 / 16 / 32 +1.3 / +2.2 / +4.4 / +2.9% against 2
+  // turn: 8B Q4_K_M, ~600 positions, `bench --parallel` B = 4 / 8 / 16 / 32 +1.3 / +2.2 / +4.4 / +3.0% against 2
   // per SM, B = 64 (one split either way) unchanged; half a block per SM lost 1-2% (H200, docs/kernel-notes.md,
   // session 40).
   const int64_t rows = ::std::max<int64_t>(1, n_head_kv * T);
