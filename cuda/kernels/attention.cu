@@ -310,7 +310,7 @@ void launch_attention(const AttentionKernelParams& p, cudaStream_t stream) {
   }
   // A paged batch's query tiles must each hold one sequence: the per-run tiles (paged_batch.h).
   LLM_REQUIRE(!p.paging.block_table || (p.tiles && p.tiled), "paged prefill attention: no query tiles");
-  if (p.tiles && p.tiles_after_split) {  // the tokens no tile holds first, then the tiles, overlapping them
+  if (p.tiles_after_split) {  // the tokens no tile holds first, then the tiles, overlapping them
     launch_split(p, stream);
     launch_attention_prefill(p, stream);
     return;

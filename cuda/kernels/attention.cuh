@@ -93,7 +93,7 @@ struct AttentionKernelParams {
   const int32_t* tiles = nullptr;
   const int32_t* tiled = nullptr;
   int32_t max_tiles = 0;
-  // With tiles: the prefill launch after the split launch of the step's other tokens instead of before it,
+  // Only with tiles: the prefill launch after the split launch of the step's other tokens instead of before it,
   // overlapping it (programmatic; the two write different tokens' outputs), so that a step of decode tokens alone,
   // which has no tile, costs the split launch and not a second launch after it. The prefill grid's block (0, 0)
   // waits for the split grid before ending, so that the launch reading both waits for both (pdl.cuh).

@@ -62,9 +62,8 @@ __global__ void __launch_bounds__(kThreads) attention_prefill_kernel(AttentionKe
   // After the split launch (AttentionKernelParams::tiles_after_split): the launch after this one may start on its
   // weights, and block (0, 0) ends only once the split grid has (pdl_wait), so this grid ends after it. Everything
   // read here was written before the split launch, a plain one, began.
-  const bool after_split = p.tiles && p.tiles_after_split;
-  const bool holds_grid = after_split && blockIdx.x == 0 && blockIdx.y == 0;
-  if (after_split) pdl_launch_dependents();
+  const bool holds_grid = p.tiles_after_split && blockIdx.x == 0 && blockIdx.y == 0;
+  if (p.tiles_after_split) pdl_launch_dependents();
   const int64_t h = blockIdx.y;
   int64_t t0 = int64_t(blockIdx.x) * kBM, rows = min(int64_t(kBM), p.T - t0);  // this block's tokens
   if (p.tiles) {  // a paged batch: the run's tile
@@ -334,8 +333,7 @@ void launch_instance(const AttentionKernelParams& p, dim3 grid, cudaStream_t str
     }();
     (void)opted;
   }
-  launch_programmatic(p.tiles && p.tiles_after_split, attention_prefill_kernel<HD, KV, kWindow>, grid, kThreads, smem,
-                      stream, p);
+  launch_programmatic(p.tiles_after_split, attention_prefill_kernel<HD, KV, kWindow>, grid, kThreads, smem, stream, p);
 }
 
 template <graph::KvType KV>
@@ -366,6 +364,7 @@ bool attention_prefill_applies(const AttentionKernelParams& p) {
 void launch_attention_prefill(const AttentionKernelParams& p, cudaStream_t stream) {
   LLM_REQUIRE(attention_prefill_applies(p), "prefill attention: unsupported shape or alignment");
   LLM_REQUIRE(!p.tiles || p.max_tiles > 0, "prefill attention: tiles without max_tiles");
+  LLM_REQUIRE(!p.tiles_after_split || p.tiles, "prefill attention: tiles_after_split without tiles");
   const dim3 grid(unsigned(p.tiles ? p.max_tiles : (p.T + kBM - 1) / kBM), unsigned(p.n_head));
   if (p.kv_type == graph::KvType::F16) launch_kv<graph::KvType::F16>(p, grid, stream);
   else if (p.kv_type == graph::KvType::Q8_0) launch_kv<graph::KvType::Q8_0>(p, grid, stream);

@@ -142,13 +142,13 @@ __global__ void x_image_kernel(const float* x, const float* gate, uint4* __restr
   const int64_t sb = piece / (kStageBytes / 16);
   uint32_t h[4] = {0, 0, 0, 0};
   if (n < T) {
-    const float* src = x + int64_t(n) * K + sb * kSbElems;
+    const int64_t at = int64_t(n) * K + sb * kSbElems;  // the super-block's first element of token n
 #pragma unroll
     for (int u = 0; u < 4; ++u) {
-      const int e = F::element(s, 8 * c + 2 * u);
-      float2 f = *reinterpret_cast<const float2*>(src + e);
+      const int64_t e = at + F::element(s, 8 * c + 2 * u);
+      float2 f = *reinterpret_cast<const float2*>(x + e);
       if (gate) {
-        const float2 g = *reinterpret_cast<const float2*>(gate + (src - x) + e);
+        const float2 g = *reinterpret_cast<const float2*>(gate + e);
         f = make_float2(silu(g.x) * f.x, silu(g.y) * f.y);
       }
       const __half2 v = __floats2half2_rn(f.x, f.y);
