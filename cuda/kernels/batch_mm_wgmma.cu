@@ -16,12 +16,13 @@
 // x. wgmma needs B's 16 k positions of a step as 8-half rows of core matrices (8 tokens by 16 bytes), and the
 // positions above are 4-byte pairs from four places: so a first launch writes x in half in exactly the order the
 // stages need (the image: per super-block, k-step and half-step, 64 tokens of 8 halves; tokens past T zero), and a
-// stage is then 32 KB copied straight, 16 bytes a copy, two super-blocks ahead into a ring of 3. The image is the
+// stage is then 32 KB copied straight, 16 bytes a copy, two super-blocks ahead into a ring of 4. The image is the
 // launch's own, after the scratch's half x (which it leaves as it was: batch_mm_reads_float_x).
 //
 // Sync. A k-step group's A registers are written, fenced (wgmma::fence), used by four asynchronous products and
-// committed; the next group writes the other set, and the one after waits until at most one group is pending. A
-// super-block's products are finished before the barrier after which its stage is refilled. Tiles are dealt to
+// committed; the next group writes the other set, and each group first waits until at most one group is pending
+// (the one before it), across super-blocks too. A super-block's products are finished before the barrier after
+// which its stage is refilled, two barriers later. Tiles are dealt to
 // blocks as in batch_mm.cu (Work), the sums of a tile two blocks share added in block order: the same bits every run.
 #include "cuda/kernels/batch_mm_wgmma.cuh"
 
@@ -49,7 +50,12 @@ constexpr int kCols = 64;                 // tokens a tile (wgmma n = 64)
 constexpr int kSteps = kSbElems / 16;     // k-steps a super-block
 constexpr int kStepBytes = 2 * kCols * 16;  // two core-matrix columns (k 0..7, 8..15) of 8 token groups
 constexpr int kStageBytes = kSteps * kStepBytes;  // 32 KB: a super-block of x for 64 tokens
-constexpr int kStages = 3;
+// A ring of 4 x stages, filled two super-blocks ahead: the stage refilled after super-block i's barrier is that of
+// i - 2, whose products every warp has finished (each waits for a group before refilling its A registers), so the
+// products of i - 1 run on across the barrier. Three stages with every super-block's products finished before the
+// next barrier measured 3-9% slower in the lab and 0.6-0.7% at B = 32 / 64; W three super-blocks ahead (230-244
+// registers) 3-4% slower at B = 32 / 64 (docs/kernel-notes.md, session 41).
+constexpr int kStages = 4;
 // Warpgroups a block (two share each x stage: half the L2 reads of one) and how many super-blocks ahead a lane loads
 // W. The H200 measured one warpgroup (two blocks an SM), one super-block ahead and two blocks of two warpgroups at
 // 128 registers (spilling) no faster (docs/kernel-notes.md, session 36).
@@ -166,7 +172,8 @@ __device__ __forceinline__ void multiply_sb(float (&acc)[32], const typename F::
 #pragma unroll
   for (int jj = 0; jj < 4; ++jj) {
     uint32_t(&b)[4][4] = a[jj & 1];
-    if (jj >= 2) wgmma::wait<1>();  // the group that read this set (jj - 2) is done
+    // The group that last read this set, two groups back (in the previous super-block for jj < 2), is done.
+    wgmma::wait<1>();
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const Word w0 = F::word(r, sc, h, 2 * jj), w1 = F::word(r, sc, h, 2 * jj + 1);
@@ -223,12 +230,11 @@ __global__ void __launch_bounds__(kThreads)
       cp_async_wait<1>();
       // The copies were generic-proxy writes; the tensor cores read through the async proxy.
       asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-      __syncthreads();  // super-block i landed for every thread; every warp's products on i - 1 are finished
-      if (i + 2 < n) issue(i + 2, stage == 0 ? 2 : stage - 1);
+      __syncthreads();  // super-block i landed for every thread; every warp's products on i - 2 are finished
+      if (i + 2 < n) issue(i + 2, (stage + 2) % kStages);
       asm volatile("cp.async.commit_group;" ::: "memory");
       if (i + kAhead < n) cursor.load(ahead);
       multiply_sb<F>(acc, cur, sbase + stage * kStageBytes, t);
-      wgmma::wait<0>();
       stage = stage == kStages - 1 ? 0 : stage + 1;
     };
     for (int i = 0; i < n; i += 3) {
@@ -236,6 +242,7 @@ __global__ void __launch_bounds__(kThreads)
       if (i + 1 < n) step(i + 1, r[1], r[0]);
       if (i + 2 < n) step(i + 2, r[2], r[1]);
     }
+    wgmma::wait<0>();  // the accumulators are read below
     __syncthreads();  // every warp is done with the stages: the next segment may refill them
 
     const int rows = int(::std::min<int64_t>(kR, p.N - n0)), cols = int(::std::min<int64_t>(kCols, p.T));

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "cuda/context.h"
+#include "cuda/executor.h"
 #include "cuda/kernels/attention.cuh"
 #include "cuda/kernels/batch_mm.cuh"
 #include "cuda/kernels/batch_mm_wgmma.cuh"
@@ -226,7 +227,8 @@ void bench_batch_mm_shape(const cuda::Context& ctx, cudaStream_t s, int64_t K, i
     CUDA_CHECK(cudaMemset(counters.get(), 0, cuda::kBatchMmCounterBytes));
     for (int64_t T : lab_token_counts()) {
       auto batch = [&](bool wide, const cuda::WgmmaRoute& route) {
-        const cuda::BatchMmChoices choices{wide, route};
+        cuda::BatchMmChoices choices = cuda::ExecutorOptions::from_env().batch_mm;  // LLM_CUDA_* lab switches
+        choices.wide = wide, choices.wgmma = route;
         return median_ms(ctx, 30, [&](int i) {
           cuda::BatchMmParams p{w[i % 4].get(), t, dx.as<float>(), nullptr, dy.as<float>(), K, N, T, scratch.get(), sb};
           p.regrouped = x8;
