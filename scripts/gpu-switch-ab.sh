@@ -4,8 +4,11 @@
 # CHECK_MODELS (paths under .device) the logits of a long prompt (prefill products) and of a two-token prompt (decode
 # products) and a greedy generation, switch off and on, compared byte for byte; then `bench` of each SHAPES entry
 # (shape:type, made by `llm-run synth`) with the switch off and on, ROUNDS interleaved rounds. Table last
-# ($OUT/table.txt). SWITCH=build compares two builds instead: llm-run-base (scripts/pack-carry.sh's first argument) as
-# "off", this build's llm-run as "on" (a change that must keep every bit, e.g. a kernel's rewrite).
+# ($OUT/table.txt), and with PARALLEL (e.g. 1,4,16,64) `bench --parallel PARALLEL -p 512 -n 128` the same way. The
+# tests run with the switch on (a lab switch off by default is the path they must cover). Logits that differ get
+# their largest difference and whether the top token agrees (a switch that reorders sums, e.g. a merge, may differ
+# in the last bits). SWITCH=build compares two builds instead: llm-run-base (scripts/pack-carry.sh's first
+# argument) as "off", this build's llm-run as "on" (a change that must keep every bit, e.g. a kernel's rewrite).
 #   here:  scripts/pack-carry.sh; ../shared/device/prepare.sh <models> tokenizer/ggml-vocab-llama-bpe.gguf
 #   there: SWITCH=LLM_CUDA_MXFP4_RECODE CHECK_MODELS=".device/models/mxfp4/synth-gpt-oss-MXFP4_MOE.gguf" \
 #          SHAPES="gpt-oss-20b:MXFP4_MOE" scripts/gpu-switch-ab.sh   (carry .device, .device-bin)
@@ -24,15 +27,28 @@ run_as() {  # V COMMAND...: the command with the switch at V (or, SWITCH=build, 
   fi
 }
 table=()
+tests_env=()
+[ "$sw" = build ] || tests_env=("$sw=1")
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.limit --format=csv,noheader | tee "$out/clocks.txt"
 if [ -n "${KERNEL_TESTS:-}" ]; then
-  timeout 240 /tmp/bin/cuda_kernels_test --gtest_color=no --gtest_filter="$KERNEL_TESTS" >"$out/kernels.log" 2>&1
+  timeout 240 env "${tests_env[@]}" /tmp/bin/cuda_kernels_test --gtest_color=no --gtest_filter="$KERNEL_TESTS" \
+    >"$out/kernels.log" 2>&1
   table+=("kernel tests rc=$? $(grep -E '^\[  PASSED|^\[  FAILED  \]' "$out/kernels.log" | tr '\n' ' ')")
 fi
 if [ -n "${SESSION_TESTS:-}" ]; then
-  timeout 240 /tmp/bin/cuda_session_test --gtest_color=no --gtest_filter="$SESSION_TESTS" >"$out/session.log" 2>&1
+  timeout 240 env "${tests_env[@]}" /tmp/bin/cuda_session_test --gtest_color=no --gtest_filter="$SESSION_TESTS" \
+    >"$out/session.log" 2>&1
   table+=("session tests rc=$? $(grep -E '^\[  PASSED|^\[  FAILED  \]' "$out/session.log" | tr '\n' ' ')")
 fi
+logits_diff() {  # A B: two `logits --out` files of the same prompt (f32 rows of the vocabulary)
+  python3 - "$1" "$2" <<'PY'
+import array, sys
+a, b = (array.array('f', open(f, 'rb').read()) for f in sys.argv[1:3])
+d = max(abs(x - y) for x, y in zip(a, b)) if len(a) == len(b) else float('nan')
+top = 'top-1 same' if a.index(max(a)) == b.index(max(b)) else 'top-1 differs'
+print(f'max |diff| {d:.3g}, {top}')
+PY
+}
 long="$(for i in $(seq 1 40); do printf 'The river %d runs past the old mill and the bridge. ' "$i"; done)"
 for m in ${CHECK_MODELS:-}; do
   name=$(basename "$m" .gguf)
@@ -47,8 +63,12 @@ for m in ${CHECK_MODELS:-}; do
   r=""
   for k in long-0.f32:long-1.f32 short-0.f32:short-1.f32 gen-0.txt:gen-1.txt; do
     a=/tmp/$name-${k%%:*} b=/tmp/$name-${k##*:}
-    if [ -s "$a" ] && cmp -s "$a" "$b"; then
+    if [ ! -s "$a" ] || [ ! -s "$b" ]; then
+      r+="${k%%-*} FAILED (check.err); "
+    elif cmp -s "$a" "$b"; then
       r+="${k%%-*} same ($(stat -c %s "$a") bytes); "
+    elif [ "${k##*.}" = f32 ]; then
+      r+="${k%%-*} DIFFER ($(logits_diff "$a" "$b")); "
     else
       r+="${k%%-*} DIFFER; "
     fi
@@ -57,7 +77,7 @@ for m in ${CHECK_MODELS:-}; do
 done
 for st in ${SHAPES:-}; do
   IFS=: read -r shape type <<<"$st"
-  model=/tmp/$shape-$type.gguf
+  model=/tmp/$shape-$type-bpe.gguf  # device-model.sh's name: one synth for the scripts of a call
   [ -f "$model" ] || /tmp/bin/llm-run synth --shape "$shape" --type "$type" \
     --vocab .device/tokenizer/ggml-vocab-llama-bpe.gguf -o "$model" >>"$out/synth.log" 2>&1
   for round in $(seq 1 "${ROUNDS:-2}"); do
@@ -65,6 +85,11 @@ for st in ${SHAPES:-}; do
       line=$(run_as "$v" /tmp/bin/llm-run bench -m "$model" --device cuda ${ARGS:--p 512 -n 128 -r 3} -o md \
         2>>"$out/bench.err" | grep -E '^\| .*(pp|tg)[0-9]' | awk -F'|' '{printf "%s %s;", $6, $7}')
       table+=("round $round $shape $type $sw=$v: $line")
+      [ -n "${PARALLEL:-}" ] || continue
+      line=$(run_as "$v" /tmp/bin/llm-run bench -m "$model" --device cuda --parallel "$PARALLEL" -p 512 -n 128 \
+        2>>"$out/bench.err" | awk -F'|' '/^\| *[0-9]+ *\|/ {gsub(/ /, "", $4); gsub(/ /, "", $9);
+          printf "%s: %s; ", $4, $9}')
+      table+=("round $round $shape $type $sw=$v, B: decode tok/s: $line")
     done
   done
 done
