@@ -18,12 +18,9 @@ set -uo pipefail
 out=${OUT:-/tmp/out}
 mkdir -p "$out"
 rm -rf /tmp/bin && mkdir -p /tmp/bin && tar xJf .device-bin/bins.tar.xz -C /tmp/bin  # this call's, not a warm machine's
-source .device/env.sh >/dev/null
-source "$(dirname "${BASH_SOURCE[0]}")/device-libs.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/device-model.sh"  # the environment; $model: the synthetic Llama-3-8B Q4_K_M
 [ -n "${SKIP_LLAMA:-}" ] || WAIT=0 .device/llama-cpp-build.sh >/dev/null 2>&1  # detached: builds meanwhile
-model=/tmp/llama3-8b-Q4_K_M.gguf
-[ -f "$model" ] || /tmp/bin/llm-run synth --shape llama3-8b --type Q4_K_M \
-  --vocab .device/tokenizer/ggml-vocab-llama-bpe.gguf -o "$model" >"$out/synth.log" 2>&1
+make_model /tmp/bin/llm-run 2>"$out/synth.log"
 : >"$out/table.txt"
 row() { printf '%s\n' "$@" | tee -a "$out/table.txt"; }  # kept as it comes: a call cut short keeps its rows
 passed() { grep -E '^\[  (PASSED|FAILED)|agreement|paged  ' "$1" | tr '\n' ' '; }

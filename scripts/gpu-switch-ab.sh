@@ -14,6 +14,7 @@
 #          SHAPES="gpt-oss-20b:MXFP4_MOE" scripts/gpu-switch-ab.sh   (carry .device, .device-bin)
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/device-bins.sh"  # $out, /tmp/bin, the environment
+source "$(dirname "${BASH_SOURCE[0]}")/device-model.sh"  # synth_model
 sw=${SWITCH:?SWITCH: the LLM_CUDA_* variable to turn off, or build}
 run_as() {  # V COMMAND...: the command with the switch at V (or, SWITCH=build, the base build's llm-run at 0)
   local v=$1
@@ -77,9 +78,7 @@ for m in ${CHECK_MODELS:-}; do
 done
 for st in ${SHAPES:-}; do
   IFS=: read -r shape type <<<"$st"
-  model=/tmp/$shape-$type-bpe.gguf  # device-model.sh's name: one synth for the scripts of a call
-  [ -f "$model" ] || /tmp/bin/llm-run synth --shape "$shape" --type "$type" \
-    --vocab .device/tokenizer/ggml-vocab-llama-bpe.gguf -o "$model" >>"$out/synth.log" 2>&1
+  synth_model /tmp/bin/llm-run "$shape" "$type" 2>>"$out/synth.log"  # $model
   for round in $(seq 1 "${ROUNDS:-2}"); do
     for v in 0 1; do
       line=$(run_as "$v" /tmp/bin/llm-run bench -m "$model" --device cuda ${ARGS:--p 512 -n 128 -r 3} -o md \
