@@ -93,6 +93,8 @@ struct ExecutorOptions {
   // batch_mm_wide.cuh's (W unpacked in registers). LLM_CUDA_BATCH_MM_WGMMA_MIN and _WGMMA_LARGE_MIN=0..65: which Q4_K
   // and Q6_Kx8 products run on batch_mm_wgmma.cuh's kernel (warpgroup tensor cores, 9 tokens and more; WgmmaRoute;
   // 65 for both: none). LLM_CUDA_BATCH_MM_PDL=0: plain launches instead of programmatic ones.
+  // LLM_CUDA_BATCH_MM_I8=0: Q4_K products of 2..4 tokens on batch_mm.cu's fragment kernel instead of
+  // batch_mm_i8.cuh's (s8 tensor cores; Q4_K at 2 tokens takes matvec_cols.cuh's kernel before either).
   BatchMmChoices batch_mm;
   // The RMSNorms of steps of several tokens (a batched decode's layers, two each) launched to overlap the kernel
   // before them (pdl.cuh). LLM_CUDA_NORM_PDL=0 for A/B runs.

@@ -53,6 +53,7 @@ ExecutorOptions ExecutorOptions::from_env() {
   o.batch_mm.wgmma.large_min_tokens =
       read_count("LLM_CUDA_BATCH_MM_WGMMA_LARGE_MIN", o.batch_mm.wgmma.large_min_tokens, kBatchMmMaxTokens + 1);
   o.batch_mm.programmatic = read_flag("LLM_CUDA_BATCH_MM_PDL", o.batch_mm.programmatic);
+  o.batch_mm.i8 = read_flag("LLM_CUDA_BATCH_MM_I8", o.batch_mm.i8);
   o.programmatic_norms = read_flag("LLM_CUDA_NORM_PDL", o.programmatic_norms);
   o.glu_epilogue = read_flag("LLM_CUDA_GLU_EPILOGUE", o.glu_epilogue);
   o.glu_images = read_flag("LLM_CUDA_GLU_IMAGES", o.glu_images);

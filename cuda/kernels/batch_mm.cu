@@ -16,6 +16,7 @@
 // run. Q4_K products of 9..48 tokens go to batch_mm_wide.cu instead (W unpacked in registers, no staging).
 // Measurements and history: docs/kernel-notes.md, "Small-batch products" and "Session 29".
 #include "cuda/kernels/batch_mm.cuh"
+#include "cuda/kernels/batch_mm_i8.cuh"
 #include "cuda/kernels/batch_mm_wgmma.cuh"
 #include "cuda/kernels/batch_mm_wide.cuh"
 #include "cuda/kernels/batch_mm_work.cuh"
@@ -680,7 +681,7 @@ bool batch_mm_takes_wgmma(quant::Type type, bool regrouped, int64_t K, int64_t N
 
 size_t batch_mm_scratch(int64_t K, int64_t, int64_t T) {
   const size_t own = part_offset(K, T) + part_bytes(T);
-  if (T <= kBatchMmGluMaxTokens) return own;
+  if (T <= kBatchMmGluMaxTokens) return ::std::max(own, part_offset(K, T) + batch_mm_i8_scratch(K));
   return ::std::max({own, batch_mm_wide_scratch(K, T), batch_mm_wgmma_scratch(K, T)});
 }
 
@@ -710,6 +711,11 @@ void launch_batch_mm(const BatchMmParams& p, cudaStream_t stream, const GluEpilo
   LLM_REQUIRE(!p.x_gate || wgmma, "small-batch product: a SwiGLU formed from x_gate needs the wgmma kernel");
   if (wgmma) {
     launch_batch_mm_wgmma(p, stack, stream, pdl);
+    CUDA_CHECK_LAUNCH(stream);
+    return;
+  }
+  if (choices.i8 && batch_mm_i8_serves(p.type, p.regrouped, p.T)) {  // its own image of x, after the half x
+    launch_batch_mm_i8(p, static_cast<uint8_t*>(p.scratch) + part_offset(p.K, p.T), glu, stack, stream, pdl);
     CUDA_CHECK_LAUNCH(stream);
     return;
   }

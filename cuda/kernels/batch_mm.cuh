@@ -80,6 +80,7 @@ struct BatchMmChoices {
   bool wide = true;          // Q4_K products of 9..48 tokens on batch_mm_wide.cuh's kernel (false: the fragment kernel)
   WgmmaRoute wgmma;          // which Q4_K and Q6_Kx8 products take batch_mm_wgmma.cuh's kernel
   bool programmatic = true;  // launched to overlap the kernel before (pdl.cuh): W's first loads, x's conversion
+  bool i8 = true;            // Q4_K products of 2..4 tokens on batch_mm_i8.cuh's kernel (false: the fragment kernel)
 };
 
 // Scratch the launch needs: x as half, laid out as launch_gemm lays it out (so the two can share a conversion), then

@@ -18,6 +18,7 @@
 #include "cuda/executor.h"
 #include "cuda/kernels/attention.cuh"
 #include "cuda/kernels/batch_mm.cuh"
+#include "cuda/kernels/batch_mm_i8.cuh"
 #include "cuda/kernels/batch_mm_wgmma.cuh"
 #include "cuda/kernels/batch_mm_wide.cuh"
 #include "cuda/kernels/gemm.cuh"
@@ -206,9 +207,9 @@ void bench_batch_mm_shape(const cuda::Context& ctx, cudaStream_t s, int64_t K, i
   cuda::DeviceBuffer dx(x.size() * 4), dy(N * 64 * 4);
   CUDA_CHECK(cudaMemcpy(dx.get(), x.data(), x.size() * 4, cudaMemcpyHostToDevice));
   std::printf("device: %s\nsmall batch K=%lld N=%lld: us (GB/s of W)\n%-6s %4s %16s %16s %16s %16s %16s %16s "
-              "%16s\n",
-              ctx.name().c_str(), (long long)K, (long long)N, "type", "T", "batch_mm", "wgmma", "wide", "frag", "cols",
-              "matvec", "gemm");
+              "%16s %16s\n",
+              ctx.name().c_str(), (long long)K, (long long)N, "type", "T", "batch_mm", "wgmma", "wide", "frag", "i8",
+              "cols", "matvec", "gemm");
   using quant::Type;
   for (const auto& [t, x8] : {std::pair{Type::Q4_K, false}, std::pair{Type::Q6_K, false}, std::pair{Type::Q6_K, true},
                               std::pair{Type::Q8_0, false}, std::pair{Type::Q4_0, false}}) {
@@ -226,9 +227,9 @@ void bench_batch_mm_shape(const cuda::Context& ctx, cudaStream_t s, int64_t K, i
     cuda::DeviceBuffer scratch(sb), counters(cuda::kBatchMmCounterBytes);
     CUDA_CHECK(cudaMemset(counters.get(), 0, cuda::kBatchMmCounterBytes));
     for (int64_t T : lab_token_counts()) {
-      auto batch = [&](bool wide, const cuda::WgmmaRoute& route) {
+      auto batch = [&](bool wide, const cuda::WgmmaRoute& route, bool i8 = false) {
         cuda::BatchMmChoices choices = cuda::ExecutorOptions::from_env().batch_mm;  // LLM_CUDA_* lab switches
-        choices.wide = wide, choices.wgmma = route;
+        choices.wide = wide, choices.wgmma = route, choices.i8 = i8;
         return median_ms(ctx, 30, [&](int i) {
           cuda::BatchMmParams p{w[i % 4].get(), t, dx.as<float>(), nullptr, dy.as<float>(), K, N, T, scratch.get(), sb};
           p.regrouped = x8;
@@ -242,6 +243,7 @@ void bench_batch_mm_shape(const cuda::Context& ctx, cudaStream_t s, int64_t K, i
       const float wg = wgmma ? batch(true, {0, 0}) : 0.0f;
       const float wd = cuda::batch_mm_wide_serves(t, x8, T) ? batch(true, kNoWgmma) : 0.0f;
       const float fr = wgmma ? batch(false, kNoWgmma) : 0.0f;
+      const float i8 = cuda::batch_mm_i8_serves(t, x8, T) ? batch(true, kNoWgmma, true) : 0.0f;
       const float mc = !cuda::matvec_cols_supports(t, x8, K, N, T) ? 0.0f : median_ms(ctx, 30, [&](int i) {
         cuda::launch_matvec_cols({w[i % 4].get(), t, dx.as<float>(), nullptr, dy.as<float>(), K, N, T, x8}, s);
       });
@@ -257,9 +259,9 @@ void bench_batch_mm_shape(const cuda::Context& ctx, cudaStream_t s, int64_t K, i
         if (ms == 0.0f) return std::string("-");
         return std::to_string(int(ms * 1e3 + 0.5)) + " (" + std::to_string(int(wb / ms / 1e6)) + ")";
       };
-      std::printf("%-6s %4lld %16s %16s %16s %16s %16s %16s %16s\n", x8 ? "Q6_Kx8" : quant::type_name(t),
-                  (long long)T, col(bm).c_str(), col(wg).c_str(), col(wd).c_str(), col(fr).c_str(), col(mc).c_str(),
-                  col(mv).c_str(), col(gm).c_str());
+      std::printf("%-6s %4lld %16s %16s %16s %16s %16s %16s %16s %16s\n", x8 ? "Q6_Kx8" : quant::type_name(t),
+                  (long long)T, col(bm).c_str(), col(wg).c_str(), col(wd).c_str(), col(fr).c_str(), col(i8).c_str(),
+                  col(mc).c_str(), col(mv).c_str(), col(gm).c_str());
     }
   }
 }

@@ -217,8 +217,10 @@ inline double half_tile_tolerance(quant::Type t, const std::vector<float>& row, 
 // column x[0..K): sum_k |c_k| max|x_run(k)| / 65534, with |c_k| bounded from the block's scales: Q8_0 |d q|, Q4_0
 // 15 |d|, Q4_K 15 |d sc|, Q6_K 63 |d sc|, MXFP4 |e2m1(q) 2^(e-127)| (the weight itself). Zero for the other formats
 // (their tests rely on the sum over many runs). Random data usually lands far inside it, but rows of a block or two
-// (K = 32 for Q4_0, 256 for Q6_K) can come near.
-inline double int16_row_bound(const uint8_t* row, quant::Type t, const float* x, int64_t K) {
+// (K = 32 for Q4_0, 256 for Q6_K) can come near. run, steps: other run lengths and step counts (the s8 small-batch
+// kernel's runs of 32 with 32639 steps, batch_mm_i8.cuh): an element off by max|x_run| / (2 steps).
+inline double int16_row_bound(const uint8_t* row, quant::Type t, const float* x, int64_t K, int64_t run = 16,
+                              double steps = 32767.0) {
   using quant::Type;
   if (t != Type::Q8_0 && t != Type::Q4_0 && t != Type::Q6_K && t != Type::Q4_K && t != Type::MXFP4) return 0.0;
   const auto f16 = [](const uint8_t* p) { return double(quant::f16_to_f32(uint16_t(p[0] | (p[1] << 8)))); };
@@ -248,23 +250,23 @@ inline double int16_row_bound(const uint8_t* row, quant::Type t, const float* x,
     }
   }
   double out = 0.0;
-  for (int64_t r = 0; r < K / 16; ++r) {
+  for (int64_t r = 0; r < K / run; ++r) {
     double m = 0, sc = 0;
-    for (int64_t k = 16 * r; k < 16 * r + 16; ++k) m = std::max(m, std::fabs(double(x[k])));
-    for (int64_t k = 16 * r; k < 16 * r + 16; ++k) sc += c[size_t(k)];
-    out += sc * m / 65534.0;
+    for (int64_t k = run * r; k < run * r + run; ++k) m = std::max(m, std::fabs(double(x[k])));
+    for (int64_t k = run * r; k < run * r + run; ++k) sc += c[size_t(k)];
+    out += sc * m / (2.0 * steps);
   }
   return out;
 }
 
 // int16_row_bound of every output of W [K, N] times x [K, T], as y[t N + n].
 inline std::vector<double> int16_bound(const std::vector<uint8_t>& w, quant::Type t, const std::vector<float>& x,
-                                       int64_t K, int64_t N, int64_t T) {
+                                       int64_t K, int64_t N, int64_t T, int64_t run = 16, double steps = 32767.0) {
   std::vector<double> out(size_t(N * T), 0.0);
   const size_t rb = quant::row_bytes(t, K);
   for (int64_t n = 0; n < N; ++n)
     for (int64_t tt = 0; tt < T; ++tt)
-      out[size_t(tt * N + n)] = int16_row_bound(w.data() + size_t(n) * rb, t, &x[size_t(tt * K)], K);
+      out[size_t(tt * N + n)] = int16_row_bound(w.data() + size_t(n) * rb, t, &x[size_t(tt * K)], K, run, steps);
   return out;
 }
 

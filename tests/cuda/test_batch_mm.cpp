@@ -52,6 +52,14 @@ std::vector<double> tile_tolerance(Type type, const std::vector<uint8_t>& w, con
   return atol;
 }
 
+// The half-tile kernels at every token count: Q4_K products of 2..4 tokens would take the s8 kernel by default
+// (test_batch_mm_i8.cpp tests that one).
+cuda::BatchMmChoices tile_kernels() {
+  cuda::BatchMmChoices c;
+  c.i8 = false;
+  return c;
+}
+
 // Every launch leaves the split counters zero for the next.
 void expect_counters_zero(const cuda::DeviceBuffer& counters) {
   const auto left = download<uint32_t>(counters, cuda::kBatchMmCounterBytes / 4);
@@ -85,7 +93,7 @@ TEST_P(BatchMm, MatchesReference) {
                               dy.as<float>(), K, N, T, scratch.get(), sb};
         p.regrouped = c.regrouped;
         p.tile_counters = counters.as<uint32_t>();
-        cuda::launch_batch_mm(p, nullptr);
+        cuda::launch_batch_mm(p, nullptr, {}, nullptr, tile_kernels());
         EXPECT_TRUE(close("batch_mm " + layout_name(c) + " K=" + std::to_string(K) + " N=" + std::to_string(N) +
                               " T=" + std::to_string(T),
                           download<float>(dy, N * T), ref, atol, 0.0));
@@ -98,7 +106,7 @@ TEST_P(BatchMm, MatchesReference) {
           auto dg = upload(gate);
           cuda::BatchMmParams q = p;
           q.y = dg.as<float>();
-          cuda::launch_batch_mm(q, nullptr, {dg.as<float>(), gelu});
+          cuda::launch_batch_mm(q, nullptr, {dg.as<float>(), gelu}, nullptr, tile_kernels());
           EXPECT_TRUE(close("batch_mm glu " + layout_name(c) + " K=" + std::to_string(K) + " N=" + std::to_string(N) +
                                 " T=" + std::to_string(T),
                             download<float>(dg, N * T), gref, gtol, 0.0));
@@ -138,7 +146,7 @@ TEST_P(BatchMm, StackedMatricesMatchReference) {
                             scratch.get(), sb};
       p.regrouped = c.regrouped;
       p.tile_counters = counters.as<uint32_t>();
-      cuda::launch_batch_mm(p, nullptr, {}, &st.stack);
+      cuda::launch_batch_mm(p, nullptr, {}, &st.stack, tile_kernels());
       for (int m = 0; m < n_mats; ++m) {
         const int64_t N = Ns[m];
         const bool with_bias = m == 1;

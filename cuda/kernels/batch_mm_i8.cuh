@@ -1,0 +1,37 @@
+// Q4_K products of 2..8 tokens on integer tensor cores (mma.sync m16n8k32 on s8), for launch_batch_mm.
+//
+// Why. At <= 8 tokens the half-fragment kernel (batch_mm.cu) spends ~6.4 instructions a weight turning every code
+// into a scaled half (session 38's count), whatever the token count, and runs at ~1.5 TB/s. Here the codes go into
+// the products as they are (a nibble masked, 4 codes an instruction) and the scales are applied once per 32 weights
+// and output: ~1.8 instructions a weight at up to 4 tokens, about what the one-token int16 matvec spends.
+//
+// x. Each token's x is held per run of 32 as int16 steps (scale max|x| / 32639, each element rounded once) and split
+// into a high and a low signed byte, v = 256 hi + lo, lo in [-128, 127]; a token's hi and lo bytes are two of the
+// mma's 8 columns, so one product serves 4 tokens exactly (int32 sums). A first launch writes that
+// image once for all blocks (batch_mm_i8_scratch); the product is a programmatic dependent of it.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "cuda/kernels/batch_mm.cuh"
+
+namespace cuda {
+
+// 5..8 tokens (two products a k-block) measured slower than the half-fragment kernel (session 43: bench --parallel 8
+// 1 945 -> 1 820 tok/s), so one column tile of 4 tokens.
+inline constexpr int64_t kBatchMmI8MaxTokens = 4;
+
+// True when launch_batch_mm_i8 takes the product: Q4_K in the file's layout, 2 <= T <= kBatchMmI8MaxTokens.
+bool batch_mm_i8_serves(quant::Type type, bool regrouped, int64_t T);
+
+// Bytes of the image of x (any T up to kBatchMmI8MaxTokens) the launch writes at `image`.
+size_t batch_mm_i8_scratch(int64_t K);
+
+// Runs on `stream`: the image launch, then the product (programmatic where `programmatic`, pdl.cuh); never
+// allocates. launch_batch_mm has checked the params; image: batch_mm_i8_scratch(K) bytes, 16-byte aligned.
+void launch_batch_mm_i8(const BatchMmParams& p, void* image, const GluEpilogue& glu, const ProductStack* stack,
+                        cudaStream_t stream, bool programmatic);
+
+}  // namespace cuda

@@ -1,0 +1,126 @@
+// The s8 small-batch kernel (cuda/kernels/batch_mm_i8.cuh), reached through launch_batch_mm with BatchMmChoices::i8,
+// against the CPU reference (graph::ref::dot on the reference dequantizer's rows, in double): every token count it
+// takes (one column tile of 4), rows that leave a partial tile, K of one super-block to the 8B's down
+// projection (more warps than super-blocks), a bias, the SwiGLU / GeGLU epilogue, stacks of two and three matrices;
+// each token's outputs the same bits whatever the other tokens (T), and nothing written past T's columns.
+#include <cmath>
+#include <cstring>
+#include <string>
+
+#include "cuda/kernels/batch_mm.cuh"
+#include "cuda/kernels/batch_mm_i8.cuh"
+#include "gpu_test.h"
+
+namespace {
+
+using quant::Type;
+using namespace gpu_test;
+
+// float32 sums in the kernel's order (a few ulps of sum |w x|) plus x's rounding to int16 steps per run of 32.
+std::vector<double> i8_tolerance(const std::vector<uint8_t>& w, const std::vector<float>& x, int64_t K, int64_t N,
+                                 int64_t T, const std::vector<double>& mag) {
+  const auto i16 = int16_bound(w, Type::Q4_K, x, K, N, T, 32, 32639.0);
+  std::vector<double> atol(mag.size());
+  for (size_t i = 0; i < mag.size(); ++i) atol[i] = 1e-5 * mag[i] + i16[i] + 1e-6;
+  return atol;
+}
+
+cuda::BatchMmChoices i8_choices() {
+  cuda::BatchMmChoices c;
+  c.i8 = true;
+  return c;
+}
+
+TEST(BatchMmI8, MatchesReference) {
+  REQUIRE_GPU();
+  std::mt19937 rng(8088);
+  cuda::DeviceBuffer counters(cuda::kBatchMmCounterBytes);
+  CUDA_CHECK(cudaMemset(counters.get(), 0, cuda::kBatchMmCounterBytes));
+  for (int64_t K : {256, 2304, 4096, 14336})
+    for (int64_t N : {77, 1000})
+      for (int64_t T : {2, 3, 4}) {
+        ASSERT_TRUE(cuda::batch_mm_i8_serves(Type::Q4_K, false, T));
+        const auto w = random_weights(rng, Type::Q4_K, K, N);
+        const auto x = random_floats(rng, K * T);
+        const auto bias = random_floats(rng, N);
+        const bool with_bias = N == 77;
+        std::vector<double> ref, mag, mx;
+        reference(w, Type::Q4_K, x, K, N, T, with_bias ? &bias : nullptr, ref, mag, mx);
+        const auto atol = i8_tolerance(w, x, K, N, T, mag);
+        auto dw = upload(w), dx = upload(x), db = upload(bias);
+        const size_t sb = cuda::batch_mm_scratch(K, N, T);
+        cuda::DeviceBuffer scratch(sb);
+        auto dy = poisoned_f32(N * (T + 1));  // a column past T, poisoned: never written
+        cuda::BatchMmParams p{dw.get(), Type::Q4_K, dx.as<float>(), with_bias ? db.as<float>() : nullptr,
+                              dy.as<float>(), K, N, T, scratch.get(), sb};
+        p.tile_counters = counters.as<uint32_t>();
+        cuda::launch_batch_mm(p, nullptr, {}, nullptr, i8_choices());
+        const std::string what = "i8 K=" + std::to_string(K) + " N=" + std::to_string(N) + " T=" + std::to_string(T);
+        const auto got = download<float>(dy, N * (T + 1));
+        EXPECT_TRUE(close(what, std::vector<float>(got.begin(), got.begin() + N * T), ref, atol, 0.0));
+        for (int64_t n = 0; n < N; ++n)
+          ASSERT_TRUE(std::isnan(got[size_t(T * N + n)])) << what << ": wrote past its columns at row " << n;
+        // The first two tokens alone: the same bits as in the batch of T.
+        auto d2 = poisoned_f32(N * 2);
+        cuda::BatchMmParams p2 = p;
+        p2.T = 2, p2.y = d2.as<float>();
+        cuda::launch_batch_mm(p2, nullptr, {}, nullptr, i8_choices());
+        const auto two = download<float>(d2, N * 2);
+        EXPECT_EQ(0, std::memcmp(two.data(), got.data(), two.size() * 4)) << what << ": tokens 0, 1 differ alone";
+        if (T == 3 || T == 4) {  // the SwiGLU (GeGLU at 4) epilogue, y in place over gate
+          const bool gelu = T == 4;
+          const auto gate = random_floats(rng, N * T, -4.0f, 4.0f);
+          std::vector<double> gref(ref), gtol(atol);
+          glu_reference(gate, gelu, gref, gtol);
+          auto dg = upload(gate);
+          cuda::BatchMmParams q = p;
+          q.y = dg.as<float>();
+          cuda::launch_batch_mm(q, nullptr, {dg.as<float>(), gelu}, nullptr, i8_choices());
+          EXPECT_TRUE(close(what + " glu", download<float>(dg, N * T), gref, gtol, 0.0));
+        }
+      }
+}
+
+TEST(BatchMmI8, StackedMatricesMatchReference) {
+  REQUIRE_GPU();
+  std::mt19937 rng(8089);
+  cuda::DeviceBuffer counters(cuda::kBatchMmCounterBytes);
+  CUDA_CHECK(cudaMemset(counters.get(), 0, cuda::kBatchMmCounterBytes));
+  const int64_t K = 4096;
+  for (const int n_mats : {2, 3})
+    for (int64_t T : {3, 4}) {
+      const int64_t Ns[3] = {96, 64, 77};
+      const auto x = random_floats(rng, K * T);
+      const auto bias = random_floats(rng, Ns[1]);
+      auto dx = upload(x), db = upload(bias);
+      const StackedMatrices st = stacked_matrices(rng, Type::Q4_K, false, K, T, n_mats, Ns, db.as<float>());
+      const size_t sb = cuda::batch_mm_scratch(K, st.total, T);
+      cuda::DeviceBuffer scratch(sb);
+      cuda::BatchMmParams p{st.dw[0].get(), Type::Q4_K, dx.as<float>(), nullptr, st.dy[0].as<float>(), K, st.total, T,
+                            scratch.get(), sb};
+      p.tile_counters = counters.as<uint32_t>();
+      cuda::launch_batch_mm(p, nullptr, {}, &st.stack, i8_choices());
+      for (int m = 0; m < n_mats; ++m) {
+        const int64_t N = Ns[m];
+        const bool with_bias = m == 1;
+        std::vector<double> ref, mag, mx;
+        reference(st.w[size_t(m)], Type::Q4_K, x, K, N, T, with_bias ? &bias : nullptr, ref, mag, mx);
+        const auto atol = i8_tolerance(st.w[size_t(m)], x, K, N, T, mag);
+        EXPECT_TRUE(close("i8 stack matrix " + std::to_string(m) + " of " + std::to_string(n_mats) +
+                              " T=" + std::to_string(T),
+                          download<float>(st.dy[size_t(m)], N * T), ref, atol, 0.0));
+      }
+    }
+}
+
+TEST(BatchMmI8, ServesQ4KOfTwoToFourTokens) {
+  EXPECT_TRUE(cuda::batch_mm_i8_serves(Type::Q4_K, false, 2));
+  EXPECT_TRUE(cuda::batch_mm_i8_serves(Type::Q4_K, false, 4));
+  EXPECT_FALSE(cuda::batch_mm_i8_serves(Type::Q4_K, false, 1));
+  EXPECT_FALSE(cuda::batch_mm_i8_serves(Type::Q4_K, false, 5));
+  EXPECT_FALSE(cuda::batch_mm_i8_serves(Type::Q6_K, false, 4));
+  EXPECT_FALSE(cuda::batch_mm_i8_serves(Type::Q6_K, true, 4));
+  EXPECT_GE(cuda::batch_mm_scratch(14336, 4096, 4), cuda::batch_mm_i8_scratch(14336));
+}
+
+}  // namespace
