@@ -1,4 +1,4 @@
-// Q4_K products of 2..8 tokens on s8 tensor cores (batch_mm_i8.cuh).
+// Q4_K products of 2..4 tokens on s8 tensor cores (batch_mm_i8.cuh).
 //
 // Fragments (PTX ISA, mma.m16n8k32 with 8-bit operands; lane = 4 g + q). A's registers 0 and 2 hold row g at k
 // positions 4 q .. 4 q + 3 and 16 + 4 q .. 16 + 4 q + 3, registers 1 and 3 row g + 8; B's register 0 holds column g
@@ -20,8 +20,6 @@
 // tiles are few), each lane loading its rows' next super-block before it multiplies the current one.
 #include "cuda/kernels/batch_mm_i8.cuh"
 
-#include <algorithm>
-
 #include "cuda/check.h"
 #include "cuda/device_info.h"
 #include "cuda/kernels/glu_epilogue.cuh"
@@ -33,7 +31,7 @@ namespace {
 
 constexpr int kSbBytes = 144;  // a Q4_K super-block: d, dmin, 12 bytes of scales, 128 of codes
 constexpr int kSbElems = 256;
-constexpr int kMaxWarps = 8;
+constexpr int kMaxWarps = 8;  // 16 (one super-block a warp on q/k and o): -1.7% at B = 3 / 4 (session 43)
 constexpr int kWarpsPerSm = 32;  // 12 and 24 with x prefetched: no faster (session 43)
 constexpr int kTileRows = 16;
 constexpr float kSteps = 32639.0f;  // |v| <= 32639 splits into hi, lo in [-128, 127] (v = 256 hi + lo)
@@ -44,52 +42,55 @@ constexpr uint32_t kNibbles = 0x0F0F0F0Fu;
 __host__ __device__ size_t codes_bytes(int64_t K, int nt) { return size_t(nt) * size_t(K) * 8; }
 __host__ __device__ size_t runs_floats(int64_t K, int nt) { return size_t(4 * nt) * size_t(K / 32); }
 
-// Thread (token, k-block): the run's 32 values as int16 steps split into bytes, its step and exact sum. Tokens past
-// T (up to the column tiles' 4 NT) are zeros.
+// Four threads a run (token, k-block), thread q taking elements 8 q .. 8 q + 7: the run's largest magnitude and sum
+// across the four (sums in one fixed order), each value as int16 steps split into bytes, and thread q writes its own
+// 8 bytes of the high and of the low column (lane q of the B pieces). Tokens past T (up to the column tiles' 4 NT)
+// are zeros. One thread a run (32 values, ~300 dependent instructions) took 3.6 us a launch at 4 tokens.
 __global__ void i8_image_kernel(const float* x, int64_t K, int T, int nt, uint8_t* __restrict__ image) {
   pdl_launch_dependents();
   const int nkb = int(K / 32);
   const int i = int(blockIdx.x) * int(blockDim.x) + int(threadIdx.x);
-  if (i >= 4 * nt * nkb) return;
-  const int tt = i / nkb, kb = i - tt * nkb;
-  float v[32];
+  const int run = i >> 2, q = i & 3;
+  if (run >= 4 * nt * nkb) return;  // whole groups of four leave together (blockDim a multiple of 4)
+  const int tt = run / nkb, kb = run - tt * nkb;
+  float v[8];
   pdl_wait();
   if (tt < T) {
-    const float4* src = reinterpret_cast<const float4*>(x + int64_t(tt) * K + int64_t(kb) * 32);
-#pragma unroll
-    for (int j = 0; j < 8; ++j) {
-      const float4 a = src[j];
-      v[4 * j] = a.x, v[4 * j + 1] = a.y, v[4 * j + 2] = a.z, v[4 * j + 3] = a.w;
-    }
+    const float4* src = reinterpret_cast<const float4*>(x + int64_t(tt) * K + int64_t(kb) * 32 + 8 * q);
+    const float4 a = src[0], b = src[1];
+    v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
   } else {
 #pragma unroll
-    for (int j = 0; j < 32; ++j) v[j] = 0.0f;
+    for (int j = 0; j < 8; ++j) v[j] = 0.0f;
   }
   float m = 0.0f, S = 0.0f;
 #pragma unroll
-  for (int j = 0; j < 32; ++j) m = fmaxf(m, fabsf(v[j])), S += v[j];
+  for (int j = 0; j < 8; ++j) m = fmaxf(m, fabsf(v[j])), S += v[j];
+  const unsigned quad = 0xFu << (threadIdx.x & 28);
+  m = fmaxf(m, __shfl_xor_sync(quad, m, 1)), m = fmaxf(m, __shfl_xor_sync(quad, m, 2));
+  S += __shfl_xor_sync(quad, S, 1);  // (s0 + s1) + (s2 + s3) on every thread of the four
+  S += __shfl_xor_sync(quad, S, 2);
   const float inv = m > 0.0f ? kSteps / m : 0.0f;
-  uint32_t hw[8], lw[8];
+  uint32_t hw[2], lw[2];
 #pragma unroll
-  for (int w = 0; w < 8; ++w) {
+  for (int w = 0; w < 2; ++w) {
     hw[w] = lw[w] = 0;
 #pragma unroll
     for (int b = 0; b < 4; ++b) {
-      const int q = __float2int_rn(v[4 * w + b] * inv), h = (q + 128) >> 8, l = q - 256 * h;
+      const int c = __float2int_rn(v[4 * w + b] * inv), h = (c + 128) >> 8, l = c - 256 * h;
       hw[w] |= (uint32_t(h) & 0xffu) << (8 * b), lw[w] |= (uint32_t(l) & 0xffu) << (8 * b);
     }
   }
   const int ct = tt >> 2, col = 2 * (tt & 3);
   uint2* codes = reinterpret_cast<uint2*>(image);
   const int64_t pair = int64_t(ct) * (nkb / 2) + kb / 2;
-#pragma unroll
-  for (int q = 0; q < 4; ++q) {
-    codes[((pair * 32) + 4 * col + q) * 2 + (kb & 1)] = make_uint2(hw[2 * q], hw[2 * q + 1]);
-    codes[((pair * 32) + 4 * (col + 1) + q) * 2 + (kb & 1)] = make_uint2(lw[2 * q], lw[2 * q + 1]);
+  codes[((pair * 32) + 4 * col + q) * 2 + (kb & 1)] = make_uint2(hw[0], hw[1]);
+  codes[((pair * 32) + 4 * (col + 1) + q) * 2 + (kb & 1)] = make_uint2(lw[0], lw[1]);
+  if (q == 0) {
+    float* runs = reinterpret_cast<float*>(image + codes_bytes(K, nt));
+    runs[tt * nkb + kb] = m * (1.0f / kSteps);
+    runs[runs_floats(K, nt) + size_t(tt * nkb + kb)] = S;
   }
-  float* runs = reinterpret_cast<float*>(image + codes_bytes(K, nt));
-  runs[tt * nkb + kb] = m * (1.0f / kSteps);
-  runs[runs_floats(K, nt) + size_t(tt * nkb + kb)] = S;
 }
 
 // D = A B for one 16 x 8 x 32 tile of signed bytes, int32 sums.
@@ -306,9 +307,9 @@ void launch_batch_mm_i8(const BatchMmParams& p, void* image, const GluEpilogue& 
   LLM_REQUIRE((reinterpret_cast<uintptr_t>(image) & 15) == 0 && (reinterpret_cast<uintptr_t>(p.x) & 15) == 0,
               "i8 small-batch product: x and its image must be 16-byte aligned");
   const int nt = int((p.T + 3) / 4);
-  const int64_t threads = 4 * nt * (p.K / 32);
+  const int64_t threads = 4 * 4 * nt * (p.K / 32);  // four a run
   auto* img = static_cast<uint8_t*>(image);
-  launch_programmatic(programmatic, i8_image_kernel, dim3(unsigned((threads + 127) / 128)), dim3(128), 0, stream, p.x,
+  launch_programmatic(programmatic, i8_image_kernel, dim3(unsigned((threads + 63) / 64)), dim3(64), 0, stream, p.x,
                       p.K, int(p.T), nt, img);
   static_assert(kBatchMmI8MaxTokens == 4, "one column tile");
   launch_product<1>(p, img, glu, stack, stream, programmatic);

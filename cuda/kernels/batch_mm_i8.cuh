@@ -1,4 +1,4 @@
-// Q4_K products of 2..8 tokens on integer tensor cores (mma.sync m16n8k32 on s8), for launch_batch_mm.
+// Q4_K products of 2..4 tokens on integer tensor cores (mma.sync m16n8k32 on s8), for launch_batch_mm.
 //
 // Why. At <= 8 tokens the half-fragment kernel (batch_mm.cu) spends ~6.4 instructions a weight turning every code
 // into a scaled half (session 38's count), whatever the token count, and runs at ~1.5 TB/s. Here the codes go into
@@ -7,8 +7,12 @@
 //
 // x. Each token's x is held per run of 32 as int16 steps (scale max|x| / 32639, each element rounded once) and split
 // into a high and a low signed byte, v = 256 hi + lo, lo in [-128, 127]; a token's hi and lo bytes are two of the
-// mma's 8 columns, so one product serves 4 tokens exactly (int32 sums). A first launch writes that
-// image once for all blocks (batch_mm_i8_scratch); the product is a programmatic dependent of it.
+// mma's 8 columns, so one product serves 4 tokens exactly (int32 sums). A first launch writes that image once for
+// all blocks (batch_mm_i8_scratch); the product is a programmatic dependent of it. Left out (wrong results), the
+// image launches bounded +5.7% at B = 4 with a first image kernel of one thread a run; four threads a run took
+// +2.5% of it. The norms and the SwiGLU writing the image themselves is the next step (docs/kernel-notes.md).
+// The executor sends Q4_K products of 2 tokens to matvec_cols.cuh first (B = 2: 692 tok/s, against 587 with the
+// few-column kernel off for every type).
 #pragma once
 #include <cuda_runtime.h>
 
