@@ -303,7 +303,8 @@ size_t batch_mm_i8_scratch(int64_t K) {
 
 void launch_batch_mm_i8(const BatchMmParams& p, void* image, const GluEpilogue& glu, const ProductStack* stack,
                         cudaStream_t stream, bool programmatic) {
-  LLM_REQUIRE(batch_mm_i8_serves(p.type, p.regrouped, p.T) && p.K % kSbElems == 0, "i8 small-batch product: not served");
+  LLM_REQUIRE(batch_mm_i8_serves(p.type, p.regrouped, p.T) && p.K % kSbElems == 0,
+              "i8 small-batch product: not served");
   LLM_REQUIRE((reinterpret_cast<uintptr_t>(image) & 15) == 0 && (reinterpret_cast<uintptr_t>(p.x) & 15) == 0,
               "i8 small-batch product: x and its image must be 16-byte aligned");
   const int nt = int((p.T + 3) / 4);

@@ -305,4 +305,19 @@ inline ::testing::AssertionResult close(const std::string& what, const std::vect
                                        << first;
 }
 
+// The SwiGLU (GeGLU) epilogue of a product whose plain outputs are ref within atol ([N, T]): random gates in
+// [-4, 4], launch(gate) runs the product with the epilogue and its output over the gate, and the result must be
+// act(gate) ref within the scaled bound (glu_reference).
+template <class Launch>
+::testing::AssertionResult glu_epilogue_matches(std::mt19937& rng, int64_t N, int64_t T, bool gelu,
+                                                const std::vector<double>& ref, const std::vector<double>& atol,
+                                                const std::string& what, Launch launch) {
+  const auto gate = random_floats(rng, size_t(N * T), -4.0f, 4.0f);
+  std::vector<double> gref(ref), gtol(atol);
+  glu_reference(gate, gelu, gref, gtol);
+  auto dg = upload(gate);
+  launch(dg.as<float>());
+  return close(what, download<float>(dg, size_t(N * T)), gref, gtol, 0.0);
+}
+
 }  // namespace gpu_test

@@ -99,17 +99,13 @@ TEST_P(BatchMm, MatchesReference) {
                           download<float>(dy, N * T), ref, atol, 0.0));
         // The SwiGLU (GeGLU) epilogue on the same product: silu(gate) (gelu_tanh) times it, y in place over gate.
         if (T == 3 || T == 8) {
-          const bool gelu = T == 8;
-          const auto gate = random_floats(rng, N * T, -4.0f, 4.0f);
-          std::vector<double> gref(ref), gtol(atol);
-          glu_reference(gate, gelu, gref, gtol);
-          auto dg = upload(gate);
-          cuda::BatchMmParams q = p;
-          q.y = dg.as<float>();
-          cuda::launch_batch_mm(q, nullptr, {dg.as<float>(), gelu}, nullptr, tile_kernels());
-          EXPECT_TRUE(close("batch_mm glu " + layout_name(c) + " K=" + std::to_string(K) + " N=" + std::to_string(N) +
-                                " T=" + std::to_string(T),
-                            download<float>(dg, N * T), gref, gtol, 0.0));
+          const std::string what = "batch_mm glu " + layout_name(c) + " K=" + std::to_string(K) +
+                                   " N=" + std::to_string(N) + " T=" + std::to_string(T);
+          EXPECT_TRUE(glu_epilogue_matches(rng, N, T, T == 8, ref, atol, what, [&](float* gate) {
+            cuda::BatchMmParams q = p;
+            q.y = gate;
+            cuda::launch_batch_mm(q, nullptr, {gate, T == 8}, nullptr, tile_kernels());
+          }));
         }
         expect_counters_zero(counters);
       }

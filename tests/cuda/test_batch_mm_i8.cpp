@@ -68,15 +68,11 @@ TEST(BatchMmI8, MatchesReference) {
         const auto two = download<float>(d2, N * 2);
         EXPECT_EQ(0, std::memcmp(two.data(), got.data(), two.size() * 4)) << what << ": tokens 0, 1 differ alone";
         if (T == 3 || T == 4) {  // the SwiGLU (GeGLU at 4) epilogue, y in place over gate
-          const bool gelu = T == 4;
-          const auto gate = random_floats(rng, N * T, -4.0f, 4.0f);
-          std::vector<double> gref(ref), gtol(atol);
-          glu_reference(gate, gelu, gref, gtol);
-          auto dg = upload(gate);
-          cuda::BatchMmParams q = p;
-          q.y = dg.as<float>();
-          cuda::launch_batch_mm(q, nullptr, {dg.as<float>(), gelu}, nullptr, i8_choices());
-          EXPECT_TRUE(close(what + " glu", download<float>(dg, N * T), gref, gtol, 0.0));
+          EXPECT_TRUE(glu_epilogue_matches(rng, N, T, T == 4, ref, atol, what + " glu", [&](float* gate) {
+            cuda::BatchMmParams q = p;
+            q.y = gate;
+            cuda::launch_batch_mm(q, nullptr, {gate, T == 4}, nullptr, i8_choices());
+          }));
         }
       }
 }

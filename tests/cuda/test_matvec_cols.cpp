@@ -69,15 +69,11 @@ TEST_P(MatvecCols, MatchesReference) {
         for (int64_t n = 0; n < N; ++n)
           ASSERT_TRUE(std::isnan(got[size_t(T * N + n)])) << what << ": wrote past its columns at row " << n;
         // The SwiGLU (GeGLU at 3 columns) epilogue on the same product, y in place over gate.
-        const bool gelu = T == 3;
-        const auto gate = random_floats(rng, N * T, -4.0f, 4.0f);
-        std::vector<double> gref(ref), gtol(atol);
-        glu_reference(gate, gelu, gref, gtol);
-        auto dg = upload(gate);
-        cuda::MatvecColsParams q = p;
-        q.y = dg.as<float>(), q.glu = {dg.as<float>(), gelu};
-        cuda::launch_matvec_cols(q, nullptr);
-        EXPECT_TRUE(close(what + " glu", download<float>(dg, N * T), gref, gtol, 0.0));
+        EXPECT_TRUE(glu_epilogue_matches(rng, N, T, T == 3, ref, atol, what + " glu", [&](float* gate) {
+          cuda::MatvecColsParams q = p;
+          q.y = gate, q.glu = {gate, T == 3};
+          cuda::launch_matvec_cols(q, nullptr);
+        }));
       }
 }
 
