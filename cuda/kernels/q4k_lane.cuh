@@ -37,9 +37,18 @@ struct Scales {
 // (t >= 2), whose values are split between bytes 8..11 and the top bits of bytes 0..7; sel: the byte pair of the
 // lane's sub-blocks, spread into two halves with high byte 0x64 (1024 + value). (1024 + v) f - 1024 f = v f rounded
 // once: 1024 f is exact.
+// The 6-bit scales and mins of sub-blocks 0..3 (upper: 4..7) of a super-block's header, one byte each (GGUF's
+// packing: 0..3 in bytes 4..11, 4..7 split between bytes 12..15 and the top bits of 4..11).
+struct PackedScales {
+  uint32_t sc, mn;
+};
+__device__ __forceinline__ PackedScales packed_scales(const uint4& h, bool upper) {
+  return {upper ? (h.w & 0x0F0F0F0Fu) | ((h.y >> 2) & 0x30303030u) : h.y & 0x3F3F3F3Fu,
+          upper ? ((h.w >> 4) & 0x0F0F0F0Fu) | ((h.z >> 2) & 0x30303030u) : h.z & 0x3F3F3F3Fu};
+}
+
 __device__ __forceinline__ Scales group_scales(const uint4& h, bool upper, uint32_t sel) {
-  const uint32_t sc = upper ? (h.w & 0x0F0F0F0Fu) | ((h.y >> 2) & 0x30303030u) : h.y & 0x3F3F3F3Fu;
-  const uint32_t mn = upper ? ((h.w >> 4) & 0x0F0F0F0Fu) | ((h.z >> 2) & 0x30303030u) : h.z & 0x3F3F3F3Fu;
+  const auto [sc, mn] = packed_scales(h, upper);
   const __half2 d = as_h2(__byte_perm(h.x, 0, 0x1010)), dm = as_h2(__byte_perm(h.x, 0, 0x3232));
   const __half2 k1024 = __float2half2_rn(1024.0f);
   return {__hfma2(as_h2(__byte_perm(sc, 0x64646464u, sel)), d, __hmul2(d, __hneg2(k1024))),
