@@ -123,6 +123,11 @@ struct ExecutorOptions {
   // forms q, k and v itself from the raw products (AttentionNewToken), so no norm + rope + KV launch runs before
   // it; false: that launch. LLM_CUDA_NEW_TOKEN_ATTENTION=0 for A/B runs.
   bool new_token_attention = true;
+  // That attention launch as a programmatic dependent of the q/k/v launch (AttentionNewToken::programmatic: the
+  // rope angles and the first tile's cached slots before its wait; Qwen3-30B-A3B tg128 +2.2%, H200, session 44).
+  // The gate/up expert launch and the one-token RMSNorm launched the same way lost (-3.7% / -2.2%, kernel notes).
+  // LLM_CUDA_NEW_TOKEN_PDL=0 for A/B runs.
+  bool new_token_pdl = true;
   // MulMat with 2 <= T <= matvec_cols_max_tokens whose weight the few-column int16 kernel serves (matvec_cols.cuh)
   // takes it before the small-batch kernel. LLM_CUDA_MATVEC_COLS_MAX=0..4 moves the top (0 or 1: off).
   int64_t matvec_cols_max_tokens = kMatvecColsMaxTokens;

@@ -532,7 +532,8 @@ bool Executor::attend_new_token(AttentionKernelParams& at, const RopeKvParams& f
                                   f.rope.freq_scale,
                                   f.norm_eps,
                                   f.rope.n_rot,
-                                  f.rope.mode};
+                                  f.rope.mode,
+                                  opt_.new_token_pdl};
   if (!attention_split_tc_applies(t)) return false;  // alignment, group size, splits
   at = t;
   count_fusion(Fusion::NewTokenAttention);

@@ -57,6 +57,9 @@ struct AttentionNewToken {
   float norm_eps = 0.0f;
   int32_t n_rot = 0;                    // even, <= hd; dimensions from n_rot on pass through
   graph::RopeMode mode = graph::RopeMode::Normal;
+  // Launched as a programmatic dependent of the q/k/v launch (pdl.cuh): the rope angles and the first tile's cached
+  // slots are read before its wait, q, k and v after it.
+  bool programmatic = false;
 };
 
 struct AttentionKernelParams {

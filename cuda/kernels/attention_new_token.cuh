@@ -10,11 +10,15 @@
 // The arithmetic is norm_rope_kv_kernel's in the same order (the same bits: tested against it).
 // Measured (H200, session 34): Gemma-3-4B tg128 +3.3%, Qwen3-30B-A3B +0.3% (its four blocks at short contexts
 // form nine heads each). Two other forms lost: every load first with an angle table a warp, and the step's angles
-// as a table from a launch of their own (docs/kernel-notes.md, session 34).
+// as a table from a launch of their own (docs/kernel-notes.md, session 34). Session 44: each warp's heads loaded
+// together and the split's merge factors once a head (with finish_split's), then the launch as a programmatic
+// dependent of the q/k/v launch (the angles and the cached slots' copies before its wait): Qwen3-30B-A3B tg128
+// 482.6 -> 498.8 -> 509.6 (H200).
 #pragma once
 #include <cuda_fp16.h>
 
 #include "cuda/kernels/attention.cuh"
+#include "cuda/kernels/pdl.cuh"
 #include "cuda/kernels/rope_angle.cuh"
 
 namespace cuda {
@@ -48,20 +52,36 @@ __device__ __forceinline__ void form_new_token(const AttentionKernelParams& p, i
   const AttentionNewToken& e = p.new_token;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int half = e.n_rot / 2;
+  // The angles need only the position: before the wait of a programmatic launch (AttentionNewToken::programmatic),
+  // while the q/k/v products finish.
   rope_cos_sin_table(s.cs, int32_t(pos), e.freq_scale, e.base_powers, e.freq_factors, half, tid, kThreads);
-  // A warp a head, each lane summing its values in the order norm_rope_kv_kernel does.
+  pdl_wait();  // the raw q, k and v are the launch before's
+  // A warp a head, each lane summing its values in the order norm_rope_kv_kernel does; every head of the warp's
+  // loaded first, so that their L2 round trips overlap (one after another, three a warp for G = 8).
+  constexpr int kWarps = kThreads / 32, kRounds = (G + 1 + kWarps - 1) / kWarps;
   const int n_heads = owner ? G + 1 : G;
-  for (int h = warp; h < n_heads; h += kThreads / 32) {
+  float v[kRounds][HD / 32], wn[kRounds][HD / 32];
+#pragma unroll
+  for (int r = 0; r < kRounds; ++r) {
+    const int h = warp + r * kWarps;
+    if (h >= n_heads) continue;
     const float* x = h < G ? p.q + (kvh * G + h) * HD : e.k + kvh * HD;
     const float* w = h < G ? e.q_norm_w : e.k_norm_w;
-    float v[HD / 32], ss = 0.0f;
 #pragma unroll
-    for (int i = 0; i < HD / 32; ++i) v[i] = x[lane + 32 * i], ss += v[i] * v[i];
+    for (int i = 0; i < HD / 32; ++i) v[r][i] = x[lane + 32 * i], wn[r][i] = w[lane + 32 * i];
+  }
+#pragma unroll
+  for (int r = 0; r < kRounds; ++r) {
+    const int h = warp + r * kWarps;
+    if (h >= n_heads) continue;
+    float ss = 0.0f;
+#pragma unroll
+    for (int i = 0; i < HD / 32; ++i) ss += v[r][i] * v[r][i];
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
     const float scale = rsqrtf(ss / float(HD) + e.norm_eps);
 #pragma unroll
-    for (int i = 0; i < HD / 32; ++i) s.heads[h][lane + 32 * i] = v[i] * scale * w[lane + 32 * i];
+    for (int i = 0; i < HD / 32; ++i) s.heads[h][lane + 32 * i] = v[r][i] * scale * wn[r][i];
   }
   __syncthreads();
   const bool neox = e.mode == graph::RopeMode::Neox;

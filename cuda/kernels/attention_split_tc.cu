@@ -342,26 +342,41 @@ __device__ __forceinline__ void finish_split(const AttentionKernelParams& p, int
     }
   }
   __syncthreads();
-  for (int i = tid; i < G * HD; i += kThreads) {  // n_active == 1: the result itself, no partial
-    const int gg = i / HD, d = i % HD;
+  // Each head's max, sum and per-warp factors once (G threads), not once for each of its HD outputs: the loop
+  // below was ~400 instructions a thread of exp2f and maxima on a decode step's critical path (kernel notes,
+  // session 44). The same values in the same order as before: the outputs keep their bits.
+  __shared__ float e_s[4][G], L_s[G], M_s[G];
+  if (tid < G) {
+    const int gg = tid;
     float M = -INFINITY;
 #pragma unroll
     for (int w = 0; w < 4; ++w) M = fmaxf(M, m_s[w][gg]);
-    float L = 0.0f, acc = 0.0f;
+    float L = 0.0f;
 #pragma unroll
     for (int w = 0; w < 4; ++w) {
-      if (m_s[w][gg] == -INFINITY) continue;  // a warp with no slot in this split
+      if (m_s[w][gg] == -INFINITY) continue;  // a warp with no slot in this split adds nothing
       const float e = exp2f((m_s[w][gg] - M) * kLog2e);
-      L += l_s[w][gg] * e, acc += o_s[w * warp_stride + gg * HD + d] * e;
+      L += l_s[w][gg] * e, e_s[w][gg] = e;
     }
     if (n_active == 1) {
       const float sink = sink_of(p, kvh * G + gg);
       if (sink != -INFINITY) L += expf(sink - M);
-      p.out[(t * p.n_head + kvh * G + gg) * HD + d] = acc / L;
+    }
+    L_s[gg] = L, M_s[gg] = M;
+  }
+  __syncthreads();
+  for (int i = tid; i < G * HD; i += kThreads) {
+    const int gg = i / HD, d = i % HD;
+    float acc = 0.0f;
+#pragma unroll
+    for (int w = 0; w < 4; ++w)
+      if (m_s[w][gg] != -INFINITY) acc += o_s[w * warp_stride + gg * HD + d] * e_s[w][gg];
+    if (n_active == 1) {  // the result itself, no partial
+      p.out[(t * p.n_head + kvh * G + gg) * HD + d] = acc / L_s[gg];
       continue;
     }
     float* out = p.partial + ((t * p.n_head + kvh * G + gg) * p.max_splits + split) * (HD + 2);
-    if (d == 0) out[0] = M, out[1] = L;
+    if (d == 0) out[0] = M_s[gg], out[1] = L_s[gg];
     out[2 + d] = acc;
   }
   if (n_active > 1 && last_split_block(p, kvh, t, n_active, HD)) {
@@ -663,7 +678,8 @@ void launch_f16(const AttentionKernelParams& p, dim3 grid, cudaStream_t stream) 
   static const bool opted =
       opt_in(attention_split_tc_kernel<HD, G, kPaged, kNewToken>, smem, carveout_percent<HD>(smem));
   (void)opted;
-  attention_split_tc_kernel<HD, G, kPaged, kNewToken><<<grid, kThreads, smem, stream>>>(p);
+  launch_programmatic(kNewToken && p.new_token.programmatic, attention_split_tc_kernel<HD, G, kPaged, kNewToken>, grid,
+                      dim3(kThreads), smem, stream, p);
 }
 
 template <int HD, int G, bool kPaged>

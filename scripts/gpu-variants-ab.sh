@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# One device call comparing several variants of llm-run at once: VARIANTS is a list of NAME:SETTINGS, SETTINGS
+# either `base` (llm-run-base, scripts/pack-carry.sh's first argument) or comma-separated LLM_CUDA_* assignments
+# for this build's llm-run (`-` for none). The GPU tests (KERNEL_TESTS, SESSION_TESTS filters, run with TEST_ENV);
+# on each model of CHECK_MODELS the logits of a long and of a two-token prompt and a greedy generation of every
+# variant compared byte for byte with the first variant's; then `bench` (ARGS) of each SHAPES entry for every
+# variant, ROUNDS interleaved rounds. Table last ($OUT/table.txt). gpu-switch-ab.sh is the two-variant form.
+#   here:  scripts/pack-carry.sh BASE_LLM_RUN; ../shared/device/prepare.sh <models> tokenizer/ggml-vocab-llama-bpe.gguf
+#   there: VARIANTS="base:base new:- pdl:LLM_CUDA_NEW_TOKEN_PDL=1" SHAPES="qwen3-30b-a3b:Q4_K_M" \
+#          scripts/gpu-variants-ab.sh   (carry .device, .device-bin)
+set -uo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/device-bins.sh"  # $out, /tmp/bin, the environment
+source "$(dirname "${BASH_SOURCE[0]}")/device-model.sh"  # synth_model
+read -ra variants <<<"${VARIANTS:?VARIANTS: NAME:SETTINGS ...}"
+run_variant() {  # NAME:SETTINGS COMMAND-ARGS...: llm-run with the variant's binary and settings
+  local settings=${1#*:} bin=/tmp/bin/llm-run envs=()
+  shift
+  if [ "$settings" = base ]; then
+    bin=/tmp/bin/llm-run-base
+  elif [ "$settings" != - ]; then
+    IFS=, read -ra envs <<<"$settings"
+  fi
+  env "${envs[@]}" "$bin" "$@"
+}
+table=()
+nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.limit --format=csv,noheader | tee "$out/clocks.txt"
+read -ra test_env <<<"${TEST_ENV:-}"
+if [ -n "${KERNEL_TESTS:-}" ]; then
+  timeout 240 env "${test_env[@]}" /tmp/bin/cuda_kernels_test --gtest_color=no --gtest_filter="$KERNEL_TESTS" \
+    >"$out/kernels.log" 2>&1
+  table+=("kernel tests rc=$? $(grep -E '^\[  PASSED|^\[  FAILED  \]' "$out/kernels.log" | tr '\n' ' ')")
+fi
+if [ -n "${SESSION_TESTS:-}" ]; then
+  timeout 240 env "${test_env[@]}" /tmp/bin/cuda_session_test --gtest_color=no --gtest_filter="$SESSION_TESTS" \
+    >"$out/session.log" 2>&1
+  table+=("session tests rc=$? $(grep -E '^\[  PASSED|^\[  FAILED  \]' "$out/session.log" | tr '\n' ' ')")
+fi
+long="$(for i in $(seq 1 40); do printf 'The river %d runs past the old mill and the bridge. ' "$i"; done)"
+for m in ${CHECK_MODELS:-}; do
+  name=$(basename "$m" .gguf)
+  for v in "${variants[@]}"; do
+    n=${v%%:*}
+    run_variant "$v" logits -m "$m" --device cuda -p "$long" --top 5 --out "/tmp/$name-long-$n.f32" >/dev/null \
+      2>>"$out/check.err"
+    run_variant "$v" logits -m "$m" --device cuda -p "Hi" --top 5 --out "/tmp/$name-short-$n.f32" >/dev/null \
+      2>>"$out/check.err"
+    run_variant "$v" -m "$m" --device cuda -p "Once upon a time" -n 48 --temp 0 >"/tmp/$name-gen-$n.txt" \
+      2>>"$out/check.err"
+  done
+  first=${variants[0]%%:*}
+  for v in "${variants[@]:1}"; do
+    n=${v%%:*} r=""
+    for k in long.f32 short.f32 gen.txt; do
+      a=/tmp/$name-${k%%.*}-$first.${k##*.} b=/tmp/$name-${k%%.*}-$n.${k##*.}
+      if [ ! -s "$a" ] || [ ! -s "$b" ]; then r+="${k%%.*} FAILED (check.err); "
+      elif cmp -s "$a" "$b"; then r+="${k%%.*} same; "
+      else r+="${k%%.*} DIFFER; "; fi
+    done
+    table+=("$name $first vs $n: $r")
+  done
+done
+for st in ${SHAPES:-}; do
+  IFS=: read -r shape type <<<"$st"
+  synth_model /tmp/bin/llm-run "$shape" "$type" 2>>"$out/synth.log"  # $model
+  for round in $(seq 1 "${ROUNDS:-2}"); do
+    for v in "${variants[@]}"; do
+      line=$(run_variant "$v" bench -m "$model" --device cuda ${ARGS:--p 0 -n 128 -r 3} -o md 2>>"$out/bench.err" |
+        grep -E '^\| .*(pp|tg)[0-9]' | awk -F'|' '{printf "%s %s;", $6, $7}')
+      table+=("round $round $shape $type ${v%%:*}: $line")
+    done
+  done
+done
+printf '%s\n' "${table[@]}" | tee "$out/table.txt"
