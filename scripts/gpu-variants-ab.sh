@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # One device call comparing several variants of llm-run at once: VARIANTS is a list of NAME:SETTINGS, SETTINGS
-# either `base` (llm-run-base, scripts/pack-carry.sh's first argument) or comma-separated LLM_CUDA_* assignments
-# for this build's llm-run (`-` for none). The GPU tests (KERNEL_TESTS, SESSION_TESTS filters, run with TEST_ENV);
-# on each model of CHECK_MODELS the logits of a long and of a two-token prompt and a greedy generation of every
+# `base` (llm-run-base, scripts/pack-carry.sh's first argument), `bin=NAME` (its NAME=LLM_RUN build) or
+# comma-separated LLM_CUDA_* assignments for this build's llm-run (`-` for none). The GPU tests (KERNEL_TESTS,
+# SESSION_TESTS filters, run with TEST_ENV); on each model of CHECK_MODELS the logits of a long and of a two-token prompt and a greedy generation of every
 # variant compared byte for byte with the first variant's; then `bench` (ARGS) of each SHAPES entry for every
 # variant, ROUNDS interleaved rounds. Table last ($OUT/table.txt). gpu-switch-ab.sh is the two-variant form.
 #   here:  scripts/pack-carry.sh BASE_LLM_RUN; ../shared/device/prepare.sh <models> tokenizer/ggml-vocab-llama-bpe.gguf
@@ -17,6 +17,8 @@ run_variant() {  # NAME:SETTINGS COMMAND-ARGS...: llm-run with the variant's bin
   shift
   if [ "$settings" = base ]; then
     bin=/tmp/bin/llm-run-base
+  elif [ "${settings#bin=}" != "$settings" ]; then  # bin=NAME: pack-carry.sh's NAME=LLM_RUN build
+    bin=/tmp/bin/llm-run-${settings#bin=}
   elif [ "$settings" != - ]; then
     IFS=, read -ra envs <<<"$settings"
   fi

@@ -85,12 +85,16 @@ __device__ __forceinline__ void form_new_token(const AttentionKernelParams& p, i
   }
   __syncthreads();
   const bool neox = e.mode == graph::RopeMode::Neox;
-  for (int u = tid; u < n_heads * half; u += kThreads) {
-    const int h = u / half, j = u % half, a = neox ? j : 2 * j, b = neox ? j + half : 2 * j + 1;
-    float y0, y1;
-    rope_apply(s.cs[j].x, s.cs[j].y, s.heads[h][a], s.heads[h][b], y0, y1);
-    s.heads[h][a] = y0, s.heads[h][b] = y1;
-  }
+  // Thread tid rotates pair j of heads hj, hj + per_pass, ...: one division, not one a pair (half <= HD / 2 <=
+  // kThreads).
+  const int per_pass = half > 0 ? kThreads / half : 0, hj = half > 0 ? tid / half : 0, j = tid - hj * half;
+  const int a = neox ? j : 2 * j, b = neox ? j + half : 2 * j + 1;
+  if (hj < per_pass)
+    for (int h = hj; h < n_heads; h += per_pass) {
+      float y0, y1;
+      rope_apply(s.cs[j].x, s.cs[j].y, s.heads[h][a], s.heads[h][b], y0, y1);
+      s.heads[h][a] = y0, s.heads[h][b] = y1;
+    }
   __syncthreads();
   if (!owner) return;
   // The cache is a const input of the other attention paths; this one writes the token's slot, as kv_write would.

@@ -345,6 +345,8 @@ __device__ __forceinline__ void finish_split(const AttentionKernelParams& p, int
   // Each head's max, sum and per-warp factors once (G threads), not once for each of its HD outputs: the loop
   // below was ~400 instructions a thread of exp2f and maxima on a decode step's critical path (kernel notes,
   // session 44). The same values in the same order as before: the outputs keep their bits.
+  // A warp with no slot in this split (m = -inf) adds nothing: its factor is 0 and its outputs are zeros (its O
+  // fragments were never touched), so every term is added without a test and the sums keep their bits.
   __shared__ float e_s[4][G], L_s[G], M_s[G];
   if (tid < G) {
     const int gg = tid;
@@ -354,9 +356,10 @@ __device__ __forceinline__ void finish_split(const AttentionKernelParams& p, int
     float L = 0.0f;
 #pragma unroll
     for (int w = 0; w < 4; ++w) {
-      if (m_s[w][gg] == -INFINITY) continue;  // a warp with no slot in this split adds nothing
-      const float e = exp2f((m_s[w][gg] - M) * kLog2e);
-      L += l_s[w][gg] * e, e_s[w][gg] = e;
+      const bool empty = m_s[w][gg] == -INFINITY;
+      const float e = empty ? 0.0f : exp2f((m_s[w][gg] - M) * kLog2e);
+      if (!empty) L += l_s[w][gg] * e;
+      e_s[w][gg] = e;
     }
     if (n_active == 1) {
       const float sink = sink_of(p, kvh * G + gg);
@@ -365,19 +368,26 @@ __device__ __forceinline__ void finish_split(const AttentionKernelParams& p, int
     L_s[gg] = L, M_s[gg] = M;
   }
   __syncthreads();
-  for (int i = tid; i < G * HD; i += kThreads) {
-    const int gg = i / HD, d = i % HD;
-    float acc = 0.0f;
+  const int64_t head0 = t * p.n_head + kvh * G;
 #pragma unroll
-    for (int w = 0; w < 4; ++w)
-      if (m_s[w][gg] != -INFINITY) acc += o_s[w * warp_stride + gg * HD + d] * e_s[w][gg];
+  for (int i = tid; i < G * HD / 4; i += kThreads) {  // four outputs of one head a thread an iteration
+    const int gg = 4 * i / HD, d = 4 * i % HD;
+    float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll
+    for (int w = 0; w < 4; ++w) {
+      const float e = e_s[w][gg];
+      const float4 ow = *reinterpret_cast<const float4*>(o_s + w * warp_stride + gg * HD + d);
+      acc.x += ow.x * e, acc.y += ow.y * e, acc.z += ow.z * e, acc.w += ow.w * e;
+    }
     if (n_active == 1) {  // the result itself, no partial
-      p.out[(t * p.n_head + kvh * G + gg) * HD + d] = acc / L_s[gg];
+      const float L = L_s[gg];
+      float* out = p.out + (head0 + gg) * HD + d;
+      out[0] = acc.x / L, out[1] = acc.y / L, out[2] = acc.z / L, out[3] = acc.w / L;
       continue;
     }
-    float* out = p.partial + ((t * p.n_head + kvh * G + gg) * p.max_splits + split) * (HD + 2);
+    float* out = p.partial + ((head0 + gg) * p.max_splits + split) * (HD + 2);
     if (d == 0) out[0] = M_s[gg], out[1] = L_s[gg];
-    out[2 + d] = acc;
+    out[2 + d] = acc.x, out[3 + d] = acc.y, out[4 + d] = acc.z, out[5 + d] = acc.w;
   }
   if (n_active > 1 && last_split_block(p, kvh, t, n_active, HD)) {
     if (n_active <= OneRoundMerge<G, HD, kThreads>::kMaxSplits)

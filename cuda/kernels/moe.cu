@@ -87,7 +87,7 @@ __global__ void moe_weights_kernel(MoeWeightsKernelParams p) {
   for (int j = 0; j < k; ++j) p.out[t * p.k + j] = float(v[j]);
 }
 
-constexpr int kRouteThreads = 128;
+constexpr int kRouteThreads = 512;  // four lanes an expert ranking 128 (rank_scores)
 
 // route_weights with lane j < k holding choice j's score (moe_route_block.cuh).
 using route::warp_route_weight;
@@ -150,7 +150,7 @@ __global__ void __launch_bounds__(kRouteThreads) moe_route_kernel(MoeRouteParams
         __syncwarp();
         route::put_scores(s, row, int(n));
       }
-      route::rank_scores(s, int(n), int(p.k));
+      route::rank_scores(s, int(n), int(p.k), 8);
       if (warp == 0) {
         route::choose_weights(s, p);
         if (lane < p.k) write(r, s.id[lane], s.weight[lane]);
