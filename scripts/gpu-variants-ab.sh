@@ -4,7 +4,8 @@
 # comma-separated LLM_CUDA_* assignments for this build's llm-run (`-` for none). The GPU tests (KERNEL_TESTS,
 # SESSION_TESTS filters, run with TEST_ENV); on each model of CHECK_MODELS the logits of a long and of a two-token
 # prompt and a greedy generation of every variant compared byte for byte with the first variant's; then `bench`
-# (ARGS) of each SHAPES entry for every variant, ROUNDS interleaved rounds. Table last ($OUT/table.txt). gpu-switch-ab.sh is the two-variant form.
+# (ARGS) of each SHAPES entry for every variant, ROUNDS interleaved rounds. Table last ($OUT/table.txt).
+# gpu-switch-ab.sh is the two-variant form.
 #   here:  scripts/pack-carry.sh BASE_LLM_RUN; ../shared/device/prepare.sh <models> tokenizer/ggml-vocab-llama-bpe.gguf
 #   there: VARIANTS="base:base new:- pdl:LLM_CUDA_NEW_TOKEN_PDL=1" SHAPES="qwen3-30b-a3b:Q4_K_M" \
 #          scripts/gpu-variants-ab.sh   (carry .device, .device-bin)
