@@ -15,6 +15,7 @@
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/device-bins.sh"  # $out, /tmp/bin, the environment
 source "$(dirname "${BASH_SOURCE[0]}")/device-model.sh"  # synth_model
+source "$(dirname "${BASH_SOURCE[0]}")/device-tests.sh"  # gpu_tests
 sw=${SWITCH:?SWITCH: the LLM_CUDA_* variable to turn off, or build}
 run_as() {  # V COMMAND...: the command with the switch at V (or, SWITCH=build, the base build's llm-run at 0)
   local v=$1
@@ -31,16 +32,7 @@ table=()
 tests_env=()
 [ "$sw" = build ] || tests_env=("$sw=1")
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.limit --format=csv,noheader | tee "$out/clocks.txt"
-if [ -n "${KERNEL_TESTS:-}" ]; then
-  timeout 240 env "${tests_env[@]}" /tmp/bin/cuda_kernels_test --gtest_color=no --gtest_filter="$KERNEL_TESTS" \
-    >"$out/kernels.log" 2>&1
-  table+=("kernel tests rc=$? $(grep -E '^\[  PASSED|^\[  FAILED  \]' "$out/kernels.log" | tr '\n' ' ')")
-fi
-if [ -n "${SESSION_TESTS:-}" ]; then
-  timeout 240 env "${tests_env[@]}" /tmp/bin/cuda_session_test --gtest_color=no --gtest_filter="$SESSION_TESTS" \
-    >"$out/session.log" 2>&1
-  table+=("session tests rc=$? $(grep -E '^\[  PASSED|^\[  FAILED  \]' "$out/session.log" | tr '\n' ' ')")
-fi
+gpu_tests "${tests_env[@]}"
 logits_diff() {  # A B: two `logits --out` files of the same prompt (f32 rows of the vocabulary)
   python3 - "$1" "$2" <<'PY'
 import array, sys

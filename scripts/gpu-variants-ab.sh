@@ -12,6 +12,7 @@
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/device-bins.sh"  # $out, /tmp/bin, the environment
 source "$(dirname "${BASH_SOURCE[0]}")/device-model.sh"  # synth_model
+source "$(dirname "${BASH_SOURCE[0]}")/device-tests.sh"  # gpu_tests
 read -ra variants <<<"${VARIANTS:?VARIANTS: NAME:SETTINGS ...}"
 run_variant() {  # NAME:SETTINGS COMMAND-ARGS...: llm-run with the variant's binary and settings
   local settings=${1#*:} bin=/tmp/bin/llm-run envs=()
@@ -28,16 +29,7 @@ run_variant() {  # NAME:SETTINGS COMMAND-ARGS...: llm-run with the variant's bin
 table=()
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.limit --format=csv,noheader | tee "$out/clocks.txt"
 read -ra test_env <<<"${TEST_ENV:-}"
-if [ -n "${KERNEL_TESTS:-}" ]; then
-  timeout 240 env "${test_env[@]}" /tmp/bin/cuda_kernels_test --gtest_color=no --gtest_filter="$KERNEL_TESTS" \
-    >"$out/kernels.log" 2>&1
-  table+=("kernel tests rc=$? $(grep -E '^\[  PASSED|^\[  FAILED  \]' "$out/kernels.log" | tr '\n' ' ')")
-fi
-if [ -n "${SESSION_TESTS:-}" ]; then
-  timeout 240 env "${test_env[@]}" /tmp/bin/cuda_session_test --gtest_color=no --gtest_filter="$SESSION_TESTS" \
-    >"$out/session.log" 2>&1
-  table+=("session tests rc=$? $(grep -E '^\[  PASSED|^\[  FAILED  \]' "$out/session.log" | tr '\n' ' ')")
-fi
+gpu_tests "${test_env[@]}"
 long="$(for i in $(seq 1 40); do printf 'The river %d runs past the old mill and the bridge. ' "$i"; done)"
 for m in ${CHECK_MODELS:-}; do
   name=$(basename "$m" .gguf)
