@@ -342,11 +342,10 @@ __device__ __forceinline__ void finish_split(const AttentionKernelParams& p, int
     }
   }
   __syncthreads();
-  // Each head's max, sum and per-warp factors once (G threads), not once for each of its HD outputs: the loop
-  // below was ~400 instructions a thread of exp2f and maxima on a decode step's critical path (kernel notes,
-  // session 44). The same values in the same order as before: the outputs keep their bits.
-  // A warp with no slot in this split (m = -inf) adds nothing: its factor is 0 and its outputs are zeros (its O
-  // fragments were never touched), so every term is added without a test and the sums keep their bits.
+  // Each head's max, sum and per-warp factors once (G threads), not once for each of its HD outputs (that took
+  // ~400 instructions a thread on a decode step's critical path; kernel notes, session 44). A warp with no slot in
+  // this split (m = -inf) gets factor 0, and its outputs are zeros (its O fragments were never touched), so the loop
+  // adds every term without a test: the same sums in the same order as before, the same bits.
   __shared__ float e_s[4][G], L_s[G], M_s[G];
   if (tid < G) {
     const int gg = tid;
