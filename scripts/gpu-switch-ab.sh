@@ -15,7 +15,7 @@
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/device-bins.sh"  # $out, /tmp/bin, the environment
 source "$(dirname "${BASH_SOURCE[0]}")/device-model.sh"  # synth_model
-source "$(dirname "${BASH_SOURCE[0]}")/device-tests.sh"  # gpu_tests
+source "$(dirname "${BASH_SOURCE[0]}")/device-tests.sh"  # gpu_tests, model_outputs, compare_outputs
 sw=${SWITCH:?SWITCH: the LLM_CUDA_* variable to turn off, or build}
 run_as() {  # V COMMAND...: the command with the switch at V (or, SWITCH=build, the base build's llm-run at 0)
   local v=$1
@@ -33,40 +33,9 @@ tests_env=()
 [ "$sw" = build ] || tests_env=("$sw=1")
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.limit --format=csv,noheader | tee "$out/clocks.txt"
 gpu_tests "${tests_env[@]}"
-logits_diff() {  # A B: two `logits --out` files of the same prompt (f32 rows of the vocabulary)
-  python3 - "$1" "$2" <<'PY'
-import array, sys
-a, b = (array.array('f', open(f, 'rb').read()) for f in sys.argv[1:3])
-d = max(abs(x - y) for x, y in zip(a, b)) if len(a) == len(b) else float('nan')
-top = 'top-1 same' if a.index(max(a)) == b.index(max(b)) else 'top-1 differs'
-print(f'max |diff| {d:.3g}, {top}')
-PY
-}
-long="$(for i in $(seq 1 40); do printf 'The river %d runs past the old mill and the bridge. ' "$i"; done)"
 for m in ${CHECK_MODELS:-}; do
-  name=$(basename "$m" .gguf)
-  for v in 0 1; do
-    run_as "$v" /tmp/bin/llm-run logits -m "$m" --device cuda -p "$long" --top 5 --out "/tmp/$name-long-$v.f32" \
-      >/dev/null 2>>"$out/check.err"
-    run_as "$v" /tmp/bin/llm-run logits -m "$m" --device cuda -p "Hi" --top 5 --out "/tmp/$name-short-$v.f32" \
-      >/dev/null 2>>"$out/check.err"
-    run_as "$v" /tmp/bin/llm-run -m "$m" --device cuda -p "Once upon a time" -n 48 --temp 0 \
-      >"/tmp/$name-gen-$v.txt" 2>>"$out/check.err"
-  done
-  r=""
-  for k in long-0.f32:long-1.f32 short-0.f32:short-1.f32 gen-0.txt:gen-1.txt; do
-    a=/tmp/$name-${k%%:*} b=/tmp/$name-${k##*:}
-    if [ ! -s "$a" ] || [ ! -s "$b" ]; then
-      r+="${k%%-*} FAILED (check.err); "
-    elif cmp -s "$a" "$b"; then
-      r+="${k%%-*} same ($(stat -c %s "$a") bytes); "
-    elif [ "${k##*.}" = f32 ]; then
-      r+="${k%%-*} DIFFER ($(logits_diff "$a" "$b")); "
-    else
-      r+="${k%%-*} DIFFER; "
-    fi
-  done
-  table+=("$name $sw off/on: $r")
+  for v in 0 1; do model_outputs "$m" "$v" run_as "$v" /tmp/bin/llm-run; done
+  table+=("$(basename "$m" .gguf) $sw off/on: $(compare_outputs "$m" 0 1)")
 done
 for st in ${SHAPES:-}; do
   IFS=: read -r shape type <<<"$st"

@@ -12,7 +12,7 @@
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/device-bins.sh"  # $out, /tmp/bin, the environment
 source "$(dirname "${BASH_SOURCE[0]}")/device-model.sh"  # synth_model
-source "$(dirname "${BASH_SOURCE[0]}")/device-tests.sh"  # gpu_tests
+source "$(dirname "${BASH_SOURCE[0]}")/device-tests.sh"  # gpu_tests, model_outputs, compare_outputs
 read -ra variants <<<"${VARIANTS:?VARIANTS: NAME:SETTINGS ...}"
 run_variant() {  # NAME:SETTINGS COMMAND-ARGS...: llm-run with the variant's binary and settings
   local settings=${1#*:} bin=/tmp/bin/llm-run envs=()
@@ -30,28 +30,11 @@ table=()
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.limit --format=csv,noheader | tee "$out/clocks.txt"
 read -ra test_env <<<"${TEST_ENV:-}"
 gpu_tests "${test_env[@]}"
-long="$(for i in $(seq 1 40); do printf 'The river %d runs past the old mill and the bridge. ' "$i"; done)"
 for m in ${CHECK_MODELS:-}; do
-  name=$(basename "$m" .gguf)
-  for v in "${variants[@]}"; do
-    n=${v%%:*}
-    run_variant "$v" logits -m "$m" --device cuda -p "$long" --top 5 --out "/tmp/$name-long-$n.f32" >/dev/null \
-      2>>"$out/check.err"
-    run_variant "$v" logits -m "$m" --device cuda -p "Hi" --top 5 --out "/tmp/$name-short-$n.f32" >/dev/null \
-      2>>"$out/check.err"
-    run_variant "$v" -m "$m" --device cuda -p "Once upon a time" -n 48 --temp 0 >"/tmp/$name-gen-$n.txt" \
-      2>>"$out/check.err"
-  done
+  for v in "${variants[@]}"; do model_outputs "$m" "${v%%:*}" run_variant "$v"; done
   first=${variants[0]%%:*}
   for v in "${variants[@]:1}"; do
-    n=${v%%:*} r=""
-    for k in long.f32 short.f32 gen.txt; do
-      a=/tmp/$name-${k%%.*}-$first.${k##*.} b=/tmp/$name-${k%%.*}-$n.${k##*.}
-      if [ ! -s "$a" ] || [ ! -s "$b" ]; then r+="${k%%.*} FAILED (check.err); "
-      elif cmp -s "$a" "$b"; then r+="${k%%.*} same; "
-      else r+="${k%%.*} DIFFER; "; fi
-    done
-    table+=("$name $first vs $n: $r")
+    table+=("$(basename "$m" .gguf) $first vs ${v%%:*}: $(compare_outputs "$m" "$first" "${v%%:*}")")
   done
 done
 for st in ${SHAPES:-}; do
