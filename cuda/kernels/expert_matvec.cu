@@ -177,7 +177,10 @@ __global__ void __launch_bounds__(kMaxThreads) expert_glu_kernel(ExpertGluParams
   };
   Raw cg[kR], cu[kR], ng[kR], nu[kR];
   const int first = g0 + slice;
-  if (first < g1) load(cg, cu, first);  // in flight while x is quantized
+  // The first two groups in flight while x is quantized (one, then the next only after the barrier: gpt-oss-20b,
+  // eight groups a slice, tg128 607.7 -> 617.9 on an H200; Qwen3-30B-A3B, four, level; session 45).
+  if (first < g1) load(cg, cu, first);
+  if (first + slices < g1) load(ng, nu, first + slices);
   // x's runs, one a thread (two units' worth of threads take one unit each), so that the barrier waits for one run.
   for (int i = int(threadIdx.x); i < 2 * n_units; i += int(blockDim.x)) {
     const int h = i >= n_units;
@@ -188,7 +191,6 @@ __global__ void __launch_bounds__(kMaxThreads) expert_glu_kernel(ExpertGluParams
   if (active) get_runs(runs, tps, u, x0, x1);
 #pragma unroll 2
   for (int g = first; g < g1; g += slices) {
-    if (g + slices < g1) load(ng, nu, g + slices);
     float acc[2 * kR];
 #pragma unroll
     for (int r = 0; r < kR; ++r) {
@@ -199,6 +201,7 @@ __global__ void __launch_bounds__(kMaxThreads) expert_glu_kernel(ExpertGluParams
     if ((lane & (32 / (2 * kR) - 1)) == 0) part[warp * cap + (g - g0) * 2 * kR + lane / (32 / (2 * kR))] = v;
 #pragma unroll
     for (int r = 0; r < kR; ++r) cg[r] = ng[r], cu[r] = nu[r];
+    if (g + 2 * slices < g1) load(ng, nu, g + 2 * slices);
   }
   __syncthreads();
   for (int i = int(threadIdx.x); i < (g1 - g0) * kR; i += int(blockDim.x)) {
@@ -383,11 +386,12 @@ int groups_per_block(int64_t groups, int64_t resident, int slices, int cap) {
   return int(std::min<int64_t>(g, cap));
 }
 
-Shape glu_shape(const ExpertGluParams& p, const void* kernel) {
+// The gate/up launch's shape for `slices` slices a block: groups per block spread over one wave of resident blocks.
+Shape glu_shape_of(const ExpertGluParams& p, const void* kernel, int slices) {
   Shape s;
   s.tps = threads_per_slice(p.K);
   const int64_t n_groups = (p.N + kR - 1) / kR;
-  s.slices = int(std::max<int64_t>(1, std::min<int64_t>(kMaxThreads / s.tps, n_groups)));
+  s.slices = slices;
   const size_t runs = size_t(kRunWords) * s.tps * sizeof(float);
   if (p.groups_per_block > 0) {
     s.gpb = p.groups_per_block;
@@ -406,6 +410,24 @@ Shape glu_shape(const ExpertGluParams& p, const void* kernel) {
            (p.runs_out ? size_t(s.gpb) * kR * sizeof(float) : 0);
   add_route_scratch(s, p.route);
   return s;
+}
+
+// As many slices as a block of kMaxThreads holds, or half as many where that spreads the groups more evenly over the
+// multiprocessors: the launch lasts as long as its busiest multiprocessor, which holds ceil(blocks / SMs) blocks of
+// gpb groups. Qwen3-30B-A3B (K = 2048, 4 slices of 64 threads, 123 registers: 2 blocks an SM) had 192 blocks of 16
+// groups, 32 groups on 60 multiprocessors and 16 on the rest; with 2 slices, 384 blocks of 8 and at most 24 an SM:
+// tg128 499.4 -> 514.1 on an H200. gpt-oss-20b (K = 2880, 2 slices of 96) ties at 48 and keeps its larger blocks:
+// with one slice each block quantizes x in two passes (613.4 against 623.1; session 45).
+Shape glu_shape(const ExpertGluParams& p, const void* kernel) {
+  const int tps = threads_per_slice(p.K);
+  const int64_t n_groups = (p.N + kR - 1) / kR;
+  const int most = int(std::max<int64_t>(1, std::min<int64_t>(kMaxThreads / tps, n_groups)));
+  Shape best = glu_shape_of(p, kernel, most);
+  if (!kernel || most < 2 || p.groups_per_block > 0) return best;
+  const Shape half = glu_shape_of(p, kernel, most / 2);
+  const int64_t sms = current_device_sm_count(), slots = p.k * p.T;
+  const auto busiest = [&](const Shape& s) { return (int64_t(s.chunks) * slots + sms - 1) / sms * s.gpb; };
+  return busiest(half) < busiest(best) ? half : best;
 }
 
 Shape down_shape(const ExpertDownParams& p, const void* kernel) {
