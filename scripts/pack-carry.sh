@@ -10,6 +10,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD_DIR:-$root/build}
 cmake --build "$build" -j "${JOBS:-2}" --target llm-run cuda_kernels_test cuda_session_test test_runtime
+cmake --build "$build" -j "${JOBS:-2}" --target kernel-trace 2>/dev/null || true  # only where CUPTI is found
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 cp "$build/app/llm-run" "$build/tests/cuda/cuda_kernels_test" "$build/tests/runtime/cuda_session_test" \
@@ -17,7 +18,12 @@ cp "$build/app/llm-run" "$build/tests/cuda/cuda_kernels_test" "$build/tests/runt
 [ $# -ge 1 ] && cp "$1" "$stage/llm-run-base"
 # More binaries for a three-way A/B: NAME=PATH packs PATH as llm-run-NAME.
 for extra in "${@:2}"; do cp "${extra#*=}" "$stage/llm-run-${extra%%=*}"; done
-strip "$stage"/*
+# The kernel timeline's injection library and CUPTI (scripts/gpu-decode-timeline.sh), when this build has it.
+if [ -f "$build/tests/cuda/libkernel-trace.so" ]; then
+  cp "$build/tests/cuda/libkernel-trace.so" "$stage/"
+  mkdir -p "$stage/lib" && cp -L "$(ldd "$stage/libkernel-trace.so" | awk '/libcupti/ {print $3}')" "$stage/lib/"
+fi
+find "$stage" -maxdepth 1 -type f -exec strip {} +
 "$root/scripts/carry-libs.sh" "$stage/lib"  # /tmp/bin/lib there (scripts/device-libs.sh)
 mkdir -p "$root/.device-bin"
 tar cf - -C "$stage" . | xz -9e -T1 >"$root/.device-bin/bins.tar.xz"
