@@ -119,6 +119,10 @@ struct ExecutorOptions {
   // routing its token from the router's partial products (ExpertGluParams::route), so no routing launch runs; false:
   // the routing launch. LLM_CUDA_MOE_ROUTE_IN_EXPERTS=0 for A/B runs.
   bool moe_route_in_experts = true;
+  // Decode of one token: a mixture's feed-forward RmsNorm folded into its router's parts launch, which hands x w and
+  // the sums of squares to the routing and the gate/up launch (fold_moe_norm), so no norm launch runs.
+  // LLM_CUDA_MOE_NORM=0 for A/B runs.
+  bool moe_norm = true;
   // Decode of one token with per-head q/k norms (Qwen 3, Gemma 3), unpaged f16 cache: the split attention launch
   // forms q, k and v itself from the raw products (AttentionNewToken), so no norm + rope + KV launch runs before
   // it; false: that launch. LLM_CUDA_NEW_TOKEN_ATTENTION=0 for A/B runs.
@@ -274,6 +278,7 @@ class Executor {
   void route_in_experts(const graph::Node& gate, const graph::Node& up, graph::NodeId down_mm, ExpertGluParams& glu,
                         ExpertDown& down);
   const MoeRouteParams* route_with_copies(graph::NodeId topk, graph::NodeId* moe_weights) const;
+  void fold_moe_norm(const graph::Node& gate, const graph::Node& up, ExpertGluParams& glu, ExpertDown* down);
   Lowering lowering(graph::NodeId id) const { return lowering_.at(size_t(id)); }
   void drop_capture();  // the steps or their inputs changed: the next run() launches plainly, then captures anew
   const void* weight_ptr(const graph::Node& w) const;
@@ -289,7 +294,7 @@ class Executor {
   // Fusions by kind, for the -v capture note (executor_fusion.cpp).
   enum class Fusion {
     Norm, Residual, Sibling, SwiGlu, SmallBatchGlu, RopeKv, RopeKvEpilogue, AttentionO, NormAdd, AddNorm, QkNorms,
-    MoeRoute, ExpertGlu, ExpertDown, SmallBatchStack, RouteInExperts, NewTokenAttention, GluInImage, kCount
+    MoeRoute, ExpertGlu, ExpertDown, SmallBatchStack, RouteInExperts, NewTokenAttention, GluInImage, MoeNorm, kCount
   };
   // Fusions (executor_fusion.cpp), decided by plan_fusions in node order.
   MatvecParams matvec_params(const graph::Node& mulmat) const;
@@ -382,6 +387,8 @@ class Executor {
   DeviceBuffer expert_runs_;  // h handed from a gate/up launch to its down launch as int16 runs (one layer's)
   std::map<graph::NodeId, RouterPartsParams> router_parts_;  // by router MulMat: its partial-products launch
   DeviceBuffer router_parts_buffer_;  // those partial products (one layer's)
+  // A folded feed-forward norm's x w ([n_embd]) and sums of squares (a router part each), one token's (fold_moe_norm).
+  DeviceBuffer router_norm_;
   DeviceBuffer route_copy_;  // a routing launch's ids and weights, also here for the fused expert launches
   std::vector<unsigned long long*> fixed_acc_;     // Add nodes held in 64-bit fixed point: their accumulator
   DeviceBuffer fixed_accs_;                        // those accumulators, [attention_o_plan_.size()][D]

@@ -629,7 +629,8 @@ size_t Executor::n_fused() const {
                                        "expert downs with weighted sum", "small-batch products stacked",
                                        "mixture routings into the expert launches",
                                        "q/k norms, rope + KV write into one-token attention",
-                                       "SwiGLUs into wgmma x images"};
+                                       "SwiGLUs into wgmma x images",
+                                       "feed-forward norms into a mixture's router"};
   static_assert(sizeof(kNames) / sizeof(kNames[0]) == size_t(Fusion::kCount));
   ::std::string s;
   for (size_t k = 0; k < size_t(Fusion::kCount); ++k)

@@ -6,7 +6,8 @@
 // - routing: Softmax (when present), TopK and MoeWeights as one launch (moe.cuh launch_moe_route), at any T;
 // - the gate and up MulMatIds and their SwiGlu / SwiGluOai as one launch (expert_matvec.cuh expert_glu);
 // - the down MulMatId, its WeightedSum and the residual Add after it as one launch (expert_down);
-// - up to 64 experts, the routing taken into those two launches, each block routing its token (route_in_experts).
+// - up to 64 experts, the routing taken into those two launches, each block routing its token (route_in_experts);
+// - one token's feed-forward RmsNorm taken into the router's parts launch (fold_moe_norm).
 // Each checks on the plan that the fused launch, running at the first node's step, reads inputs that still hold
 // their values and writes slots that no tensor alive meanwhile shares.
 #include "cuda/executor.h"
@@ -27,18 +28,21 @@ using graph::Op;
 // None without fusions.
 void Executor::allocate_moe_buffers() {
   if (!opt_.fuse) return;
-  size_t runs_bytes = 0, parts_bytes = 0, route_bytes = 0;
+  size_t runs_bytes = 0, parts_bytes = 0, route_bytes = 0, norm_bytes = 0;
   for (const Node& n : g_.nodes()) {
     if (n.op == Op::MoeWeights) route_bytes = ::std::max(route_bytes, size_t(n.shape.elements()) * 8);
     if (n.op == Op::MulMatId && n.shape.ne[2] <= opt_.matvec_max_tokens)
       runs_bytes = ::std::max(runs_bytes, size_t(n.shape.elements() / 16) * kExpertRunBytes);
     if (n.op == Op::MulMat && n.inputs.size() >= 2 && g_.node(n.inputs[0]).op == Op::Weight &&
         ::std::get<graph::WeightParams>(g_.node(n.inputs[0]).params).role == graph::WeightRole::FfnRouter)
-      parts_bytes = ::std::max(parts_bytes, size_t(router_parts_count(g_.node(n.inputs[0]).shape.ne[0])) *
-                                                size_t(n.shape.elements()) * sizeof(float));
+    {
+      const int64_t K = g_.node(n.inputs[0]).shape.ne[0];
+      parts_bytes = ::std::max(parts_bytes, size_t(router_parts_count(K)) * size_t(n.shape.elements()) * sizeof(float));
+      norm_bytes = ::std::max(norm_bytes, size_t(K + router_parts_count(K)) * sizeof(float));  // one token's
+    }
   }
   if (runs_bytes) expert_runs_ = DeviceBuffer(runs_bytes);
-  if (parts_bytes) router_parts_buffer_ = DeviceBuffer(parts_bytes);
+  if (parts_bytes) router_parts_buffer_ = DeviceBuffer(parts_bytes), router_norm_ = DeviceBuffer(norm_bytes);
   if (route_bytes) route_copy_ = DeviceBuffer(route_bytes);
 }
 
@@ -182,12 +186,68 @@ bool Executor::plan_expert_glu(const Node& n) {
     p.out = f32_out(sw);
   }
   if (!expert_glu_fits(p)) return false;
+  fold_moe_norm(n, m, p, runs ? &d : nullptr);
   lowering_.at(size_t(other)) = Lowering::InSibling;
   lowering_.at(size_t(sw.id)) = Lowering::Epilogue;
   expert_glus_.emplace(n.id, p);
   count_fusion(Fusion::ExpertGlu);
   if (runs) take_expert_down(g_.node(su[0]), d);
   return true;
+}
+
+// A one-token feed-forward RmsNorm read by nothing but the router (its parts launch planned: plan_moe_route) and this
+// gate/up pair, folded into the router's parts launch: its blocks of the first expert rows also write x w and their
+// slice's sum of squares of x (RouterPartsParams::norm_w), the routing (its launch's, or each expert block's own)
+// scales the logits by 1 / rms(x), and the gate/up launch quantizes x w and scales the runs. The norm's launch goes;
+// its input must hold its value until the router's launch, and no launch may compute something else with the norm
+// (the residual Add of fold_add_norm, a fixed-point stream).
+void Executor::fold_moe_norm(const Node& gate, const Node& up, ExpertGluParams& glu, ExpertDown* down) {
+  if (!opt_.moe_norm || !router_norm_.get() || glu.T != 1) return;
+  const NodeId xe = gate.inputs.at(1);  // the norm, or a view of it (moe_ffn's reshape to one slot a token)
+  const Node& norm = g_.node(plan_.root.at(size_t(xe)));
+  if (norm.op != Op::RmsNorm || norm.shape.rows() != 1 || lowering(norm.id) != Lowering::Own) return;
+  if (norm.inputs.size() < 2 || norm.inputs[1] == graph::kNoNode) return;
+  const NodeId src = norm.inputs[0];
+  if (lowering(src) == Lowering::InNorm || fixed_acc_.at(size_t(src))) return;
+  if (g_.node(plan_.root.at(size_t(src))).op == Op::Weight) return;
+  if (plan_.last_use.at(size_t(norm.id)) >= int32_t(g_.nodes().size())) return;  // a graph output
+  const auto gate_or_up = [&](NodeId u) { return u == gate.id || u == up.id; };
+  if (xe != norm.id) {
+    const auto& vu = users_.at(size_t(xe));
+    if (vu.size() != 2 || !gate_or_up(vu[0]) || !gate_or_up(vu[1])) return;
+  }
+  const auto& us = users_.at(size_t(norm.id));
+  NodeId router = graph::kNoNode;
+  for (const NodeId u : us) {
+    if (xe != norm.id ? u == xe : gate_or_up(u)) continue;
+    if (router != graph::kNoNode || lowering(u) != Lowering::RouterParts) return;
+    router = u;
+  }
+  if (router == graph::kNoNode || us.size() != (xe != norm.id ? 2u : 3u)) return;
+  RouterPartsParams& rp = router_parts_.at(router);
+  const float* x = f32_in(norm, 0);
+  const float* w = f32_in(norm, 1);
+  const auto a16 = [](const void* q) { return reinterpret_cast<uintptr_t>(q) % 16 == 0; };
+  if (rp.T != 1 || rp.K != norm.shape.ne[0] || rp.K != glu.K || !a16(x) || !a16(w)) return;
+  if (plan_.last_use.at(size_t(src)) < router && !slot_free_between(src, norm.id, router)) return;
+  // The routing's source: its launch's, or (route_in_experts) the expert launches' own copies.
+  MoeRouteParams* route = nullptr;
+  for (const NodeId u : users_.at(size_t(gate.inputs.at(2))))
+    if (const auto r = moe_routes_.find(u); r != moe_routes_.end() && r->second.logits == rp.parts) route = &r->second;
+  if (!route && glu.route.logits != rp.parts) return;
+  float* xw = router_norm_.as<float>();
+  float* ss = xw + rp.K;
+  ExpertGluParams g = glu;
+  g.x = xw, g.norm_ss = ss, g.norm_parts = rp.n_parts, g.norm_eps = ::std::get<graph::RmsNormParams>(norm.params).eps;
+  if (!expert_glu_fits(g)) return;
+  const auto finish = [&](MoeRouteSource& r) { r.norm_ss = ss, r.norm_k = rp.K, r.norm_eps = g.norm_eps; };
+  if (route) finish(*route);
+  if (g.route.logits) finish(g.route);
+  if (down && down->p.route.logits) finish(down->p.route);
+  glu = g;
+  rp.x = x, rp.norm_w = w, rp.norm_ss = ss, rp.xw = xw;
+  lowering_.at(size_t(norm.id)) = Lowering::InReaders;
+  count_fusion(Fusion::MoeNorm);
 }
 
 // A down MulMatId read only by a WeightedSum (as its products), which the launch writes, or the residual Add that

@@ -60,6 +60,7 @@ ExecutorOptions ExecutorOptions::from_env() {
   o.tiles_after_split = read_flag("LLM_CUDA_TILES_AFTER_SPLIT", o.tiles_after_split);
   o.moe_fragments = read_flag("LLM_CUDA_MOE_FRAGMENTS", o.moe_fragments);
   o.moe_route_in_experts = read_flag("LLM_CUDA_MOE_ROUTE_IN_EXPERTS", o.moe_route_in_experts);
+  o.moe_norm = read_flag("LLM_CUDA_MOE_NORM", o.moe_norm);
   o.new_token_attention = read_flag("LLM_CUDA_NEW_TOKEN_ATTENTION", o.new_token_attention);
   o.new_token_pdl = read_flag("LLM_CUDA_NEW_TOKEN_PDL", o.new_token_pdl);
   o.matvec_cols_max_tokens = read_count("LLM_CUDA_MATVEC_COLS_MAX", o.matvec_cols_max_tokens, kMatvecColsMaxTokens);

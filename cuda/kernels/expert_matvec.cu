@@ -186,9 +186,12 @@ __global__ void __launch_bounds__(kMaxThreads) expert_glu_kernel(ExpertGluParams
     const int h = i >= n_units;
     put_run<U>(p.x + t * p.K, i - h * n_units, h, runs, tps);
   }
+  const float scale =
+      p.norm_ss ? route::folded_norm_scale(p.norm_ss, p.norm_parts, p.T, t, p.K, p.norm_eps) : 1.0f;  // in flight
   __syncthreads();
   mv16::Run x0{}, x1{};
   if (active) get_runs(runs, tps, u, x0, x1);
+  if (p.norm_ss) x0.s *= scale, x0.S *= scale, x1.s *= scale, x1.S *= scale;
 #pragma unroll 2
   for (int g = first; g < g1; g += slices) {
     float acc[2 * kR];

@@ -33,6 +33,11 @@ struct ExpertGluParams {
   const float* gate_bias = nullptr;  // [N, n_expert] or null
   const float* up_bias = nullptr;
   const float* x = nullptr;        // [K, T]: every slot of token t reads column t
+  // Set: x is x w of an RmsNorm folded into the router's parts (RouterPartsParams::xw), whose sums of squares these
+  // are: the runs' scales are multiplied by 1 / rms (folded_norm_scale) after the quantization.
+  const float* norm_ss = nullptr;  // [norm_parts][T]
+  int norm_parts = 0;
+  float norm_eps = 0.0f;
   const int32_t* ids = nullptr;    // [k, T] device memory; ids outside [0, n_expert) give zero rows
   float* out = nullptr;            // [N, k, T]
   ExpertAct act = ExpertAct::SwiGlu;

@@ -128,12 +128,7 @@ __global__ void __launch_bounds__(kRouteThreads) moe_route_kernel(MoeRouteParams
   const int64_t rows = p.T - t0 < p.per_block ? p.T - t0 : p.per_block;
   pdl_launch_dependents();
   pdl_wait();  // a programmatic dependent of the launch before (the router's): resident before the scores are in
-  for (int64_t i = threadIdx.x; i < rows * n; i += blockDim.x) {
-    float v = p.bias ? p.bias[i % n] : 0.0f;
-#pragma unroll 8
-    for (int q = 0; q < p.n_parts; ++q) v += p.logits[(q * p.T + t0) * n + i];
-    vals[i] = v;
-  }
+  for (int64_t i = threadIdx.x; i < rows * n; i += blockDim.x) vals[i] = route::logit(p, t0 + i / n, int(i % n));
   __syncthreads();
   const auto write = [&](int64_t r, int32_t id, double w) {
     const int64_t at = (t0 + r) * p.k + lane;
@@ -189,10 +184,28 @@ __global__ void __launch_bounds__(kRouterWarps * 32) router_parts_kernel(RouterP
     w[r][0] = ka < k1 ? __ldg(reinterpret_cast<const float4*>(row + ka)) : make_float4(0, 0, 0, 0);
     w[r][1] = kb < k1 ? __ldg(reinterpret_cast<const float4*>(row + kb)) : make_float4(0, 0, 0, 0);
   }
+  float4 na = make_float4(1, 1, 1, 1), nb = na;  // the folded norm's weights
+  if (p.norm_w) {
+    na = ka < k1 ? __ldg(reinterpret_cast<const float4*>(p.norm_w + ka)) : make_float4(0, 0, 0, 0);
+    nb = kb < k1 ? __ldg(reinterpret_cast<const float4*>(p.norm_w + kb)) : make_float4(0, 0, 0, 0);
+  }
   pdl_wait();  // x
   const float* x = p.x + t * p.K;
-  const float4 xa = ka < k1 ? *reinterpret_cast<const float4*>(x + ka) : make_float4(0, 0, 0, 0);
-  const float4 xb = kb < k1 ? *reinterpret_cast<const float4*>(x + kb) : make_float4(0, 0, 0, 0);
+  float4 xa = ka < k1 ? *reinterpret_cast<const float4*>(x + ka) : make_float4(0, 0, 0, 0);
+  float4 xb = kb < k1 ? *reinterpret_cast<const float4*>(x + kb) : make_float4(0, 0, 0, 0);
+  if (p.norm_w) {  // the slice's sum of squares and x w, written by one warp of the slice's blocks
+    float ss = 0.0f;
+    for (const float v : {xa.x, xa.y, xa.z, xa.w, xb.x, xb.y, xb.z, xb.w}) ss = fmaf(v, v, ss);
+    ss = warp_sum_f(ss);
+    xa = make_float4(xa.x * na.x, xa.y * na.y, xa.z * na.z, xa.w * na.w);
+    xb = make_float4(xb.x * nb.x, xb.y * nb.y, xb.z * nb.z, xb.w * nb.w);
+    if (blockIdx.y == 0 && warp == 0) {
+      if (lane == 0) p.norm_ss[q * p.T + t] = ss;
+      float* xw = p.xw + t * p.K;
+      if (ka < k1) *reinterpret_cast<float4*>(xw + ka) = xa;
+      if (kb < k1) *reinterpret_cast<float4*>(xw + kb) = xb;
+    }
+  }
 #pragma unroll
   for (int r = 0; r < kRouterRowsPerWarp; ++r) {
     const float4 a = w[r][0], b = w[r][1];
@@ -277,12 +290,12 @@ int router_parts_count(int64_t K) { return int((K + kRouterSlice - 1) / kRouterS
 void launch_router_parts(const RouterPartsParams& p, cudaStream_t stream) {
   LLM_REQUIRE(p.w && p.x && p.parts, "router_parts: null pointer");
   if (p.T >= kF32ColumnsMin) {  // many tokens (prefill): tiles that read the matrix once per 32 columns
-    LLM_REQUIRE(p.n_parts == router_parts_count(p.K), "router_parts: bad shape");
+    LLM_REQUIRE(p.n_parts == router_parts_count(p.K) && !p.norm_w, "router_parts: bad shape");
     launch_f32_column_parts(p.w, p.x, p.parts, p.K, p.n_expert, p.T, kRouterSlice, stream);
     return;
   }
   LLM_REQUIRE(p.K > 0 && p.K % 4 == 0 && p.n_expert > 0 && p.T > 0 && p.T <= 65535 &&
-                  p.n_parts == router_parts_count(p.K),
+                  p.n_parts == router_parts_count(p.K) && (!p.norm_w || (p.norm_ss && p.xw)),
               "router_parts: bad shape");
   const int64_t rows = int64_t(kRouterWarps) * kRouterRowsPerWarp;
   launch_pdl(router_parts_kernel, dim3(unsigned(p.n_parts), unsigned((p.n_expert + rows - 1) / rows), unsigned(p.T)),

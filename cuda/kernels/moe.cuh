@@ -36,11 +36,16 @@ void launch_moe_weights(const MoeWeightsKernelParams& p, cudaStream_t stream);
 // normalize as MoeWeightsKernelParams. The logits may come as n_parts partial sums ([n_parts][T][n_expert], added
 // in part order after the bias). The routing launch below takes it, and so do the decode expert launches that
 // route their tokens themselves (expert_matvec.cuh, moe_route_block.cuh).
+// With norm_ss set, the router's input was an RmsNorm folded into the parts (RouterPartsParams::norm_w): the parts
+// are of x w, norm_ss holds each part's sum of squares of x, and a logit is (sum of the parts) / rms(x) + bias.
 struct MoeRouteSource {
   const float* logits = nullptr;  // [n_parts][T][n_expert]
   int64_t n_expert = 0, k = 0, T = 0;  // n_expert <= kTopKMaxN, k <= 32 (a lane per choice)
   int n_parts = 1;
   const float* bias = nullptr;    // [n_expert] or null: added to every token's logits first
+  const float* norm_ss = nullptr; // [n_parts][T] or null
+  int64_t norm_k = 0;             // the norm's row length
+  float norm_eps = 0.0f;
   bool softmax_all = false;
   bool softmax_chosen = false;
   bool normalize = false;
@@ -79,6 +84,12 @@ struct RouterPartsParams {
   const float* w = nullptr;  // [K, n_expert] float32
   const float* x = nullptr;  // [K, T]
   float* parts = nullptr;    // [n_parts][T][n_expert]
+  // Set (decode, T below kF32ColumnsMin): x is an RmsNorm's input, folded in: the parts are of x norm_w, each part's
+  // sum of squares of x goes to norm_ss[q][t] for the routing to finish the norm (MoeRouteSource::norm_ss), and
+  // x norm_w itself to xw for the gate/up launch (ExpertGluParams::norm_ss).
+  const float* norm_w = nullptr;  // [K]
+  float* norm_ss = nullptr;       // [n_parts][T]
+  float* xw = nullptr;            // [K, T]
   int64_t K = 0, n_expert = 0, T = 0;
   int n_parts = 0;           // router_parts_count(K)
 };

@@ -129,17 +129,33 @@ __device__ __forceinline__ void choose_weights(Shared& s, const MoeRouteSource& 
   if (lane < k) s.weight[lane] = float(w);
 }
 
+// 1 / rms of token t's row from the router parts' sums of squares (RouterPartsParams::norm_ss), added in part order:
+// the same value wherever it is computed (the routing, each gate/up block).
+__device__ __forceinline__ float folded_norm_scale(const float* ss, int n_parts, int64_t T, int64_t t, int64_t K,
+                                                   float eps) {
+  float s2 = 0.0f;
+  for (int q = 0; q < n_parts; ++q) s2 += ss[int64_t(q) * T + t];
+  return 1.0f / sqrtf(s2 / float(K) + eps);
+}
+
+// Expert e's logit for token t from the source in global memory: the bias, then the parts in order (all of its
+// loads in flight together); with a folded norm, the parts' sum scaled by 1 / rms, then the bias.
+__device__ __forceinline__ float logit(const MoeRouteSource& r, int64_t t, int e) {
+  const int64_t n = r.n_expert;
+  float v = r.bias && !r.norm_ss ? r.bias[e] : 0.0f;
+#pragma unroll 8
+  for (int q = 0; q < r.n_parts; ++q) v += r.logits[(int64_t(q) * r.T + t) * n + e];
+  if (r.norm_ss)
+    v = v * folded_norm_scale(r.norm_ss, r.n_parts, r.T, t, r.norm_k, r.norm_eps) + (r.bias ? r.bias[e] : 0.0f);
+  return v;
+}
+
 // Token t routed by the whole block from the source in global memory (written before this launch began): s.id and,
 // with `weights`, s.weight hold the k choices for every thread on return. Each expert's score is summed by one
-// thread (bias, then the parts in order, all of its loads in flight together).
+// thread (logit).
 __device__ __forceinline__ void route_token(Shared& s, const MoeRouteSource& r, int64_t t, bool weights) {
   const int n = int(r.n_expert);
-  for (int e = threadIdx.x; e < n; e += blockDim.x) {
-    float v = r.bias ? r.bias[e] : 0.0f;
-#pragma unroll 8
-    for (int q = 0; q < r.n_parts; ++q) v += r.logits[(int64_t(q) * r.T + t) * n + e];
-    s.score[e] = v;
-  }
+  for (int e = threadIdx.x; e < n; e += blockDim.x) s.score[e] = logit(r, t, e);
   __syncthreads();
   if (threadIdx.x < 32) {
     if (r.softmax_all) softmax_row(s.score, n);

@@ -100,17 +100,39 @@ struct GluCase {
   cuda::ExpertAct act;
   bool bias, invalid;
   bool recoded = false;  // MXFP4 recoded on the device first (mxfp4_recode.cuh)
+  bool norm = false;     // x an RmsNorm's x w with its sums of squares beside (ExpertGluParams::norm_ss)
 };
+
+// Each token's x w / rms(x) as the reference's RmsNorm computes it: the input a folded norm stands for.
+std::vector<float> normed(const std::vector<float>& x, const std::vector<float>& w, int64_t K, float eps) {
+  std::vector<float> y(x.size());
+  ref::rms_norm({x.data(), w.data(), y.data(), K, int64_t(x.size()) / K, eps});
+  return y;
+}
 
 // Returns what the launch wrote.
 std::vector<float> run_glu(const GluCase& c, std::mt19937& rng) {
   const std::string what = std::string("expert_glu ") + quant::type_name(c.type) + " K=" + std::to_string(c.K) +
                            " N=" + std::to_string(c.N) + " k=" + std::to_string(c.k) + " T=" + std::to_string(c.T) +
                            (c.act == cuda::ExpertAct::SwiGlu ? " swiglu" : " swiglu_oai") + (c.bias ? " bias" : "") +
-                           (c.invalid ? " invalid id" : "") + (c.recoded ? " recoded" : "");
+                           (c.invalid ? " invalid id" : "") + (c.recoded ? " recoded" : "") +
+                           (c.norm ? " norm" : "");
   const auto wg = expert_weights(rng, c.type, c.K, c.N * c.n_expert);
   const auto wu = expert_weights(rng, c.type, c.K, c.N * c.n_expert);
-  const auto x = random_floats(rng, size_t(c.K * c.T));
+  // With the norm: the launch reads x w and the router parts' sums of squares of x (slices of 256, as
+  // RouterPartsParams::norm_ss), the reference the normalised x.
+  const auto x_in = random_floats(rng, size_t(c.K * c.T), -3.0f, 3.0f);
+  const auto norm_w = random_floats(rng, size_t(c.K), 0.5f, 1.5f);
+  constexpr float kEps = 1e-6f;
+  const int n_parts = cuda::router_parts_count(c.K);
+  std::vector<float> xw(x_in.size()), ss(size_t(n_parts * c.T), 0.0f);
+  for (int64_t t = 0; t < c.T; ++t)
+    for (int64_t i = 0; i < c.K; ++i) {
+      const float v = x_in[size_t(t * c.K + i)];
+      xw[size_t(t * c.K + i)] = v * norm_w[size_t(i)];
+      ss[size_t((i / 256) * c.T + t)] += v * v;
+    }
+  const auto x = c.norm ? normed(x_in, norm_w, c.K, kEps) : x_in;
   const auto bg = random_floats(rng, size_t(c.N * c.n_expert)), bu = random_floats(rng, size_t(c.N * c.n_expert));
   const auto ids = expert_ids(rng, c.n_expert, c.k, c.T, c.invalid);
   const Products g = products(wg, c.type, x, 1, ids, c.bias ? &bg : nullptr, c.K, c.N, c.n_expert, c.k, c.T);
@@ -129,12 +151,14 @@ std::vector<float> run_glu(const GluCase& c, std::mt19937& rng) {
             d, std::fabs(double(act(c.act, float(g.y[i] + sg * g.err[i]), float(u.y[i] + su * u.err[i]))) - a));
     tol[i] = d + 1e-6 * std::fabs(a) + 1e-6;
   }
-  auto dwg = upload(wg), dwu = upload(wu), dx = upload(x), dbg = upload(bg), dbu = upload(bu), di = upload(ids);
+  auto dwg = upload(wg), dwu = upload(wu), dx = upload(c.norm ? xw : x), dbg = upload(bg), dbu = upload(bu),
+       di = upload(ids), dss = upload(ss);
   auto out = poisoned_f32(want.size());
   cuda::ExpertGluParams p;
   p.gate = dwg.get(), p.up = dwu.get(), p.type = c.type;
   p.gate_bias = c.bias ? dbg.as<float>() : nullptr, p.up_bias = c.bias ? dbu.as<float>() : nullptr;
   p.x = dx.as<float>(), p.ids = di.as<int32_t>(), p.out = out.as<float>(), p.act = c.act;
+  if (c.norm) p.norm_ss = dss.as<float>(), p.norm_parts = n_parts, p.norm_eps = kEps;
   p.K = c.K, p.N = c.N, p.n_expert = c.n_expert, p.k = c.k, p.T = c.T;
   if (c.recoded) {
     recode_on_device(dwg, c.K, c.N, c.n_expert), recode_on_device(dwu, c.K, c.N, c.n_expert);
@@ -206,6 +230,10 @@ TEST(ExpertMatvec, GluMatchesReferenceForEveryUnitType) {
   }
   run_glu({Type::Q4_K, 2048, 96, 16, 8, 1, cuda::ExpertAct::SwiGlu, false, false}, rng);    // qwen3moe's K, top 8
   run_glu({Type::MXFP4, 2880, 64, 8, 4, 2, cuda::ExpertAct::SwiGluOai, true, false}, rng);  // gpt-oss's K
+  // The feed-forward norm folded into the router's launch: against the products of the reference's normalised x.
+  run_glu({Type::Q4_K, 2048, 96, 16, 8, 1, cuda::ExpertAct::SwiGlu, false, false, false, true}, rng);
+  run_glu({Type::Q6_K, 512, 37, 8, 2, 3, cuda::ExpertAct::SwiGlu, true, true, false, true}, rng);
+  run_glu({Type::MXFP4, 2880, 64, 8, 4, 1, cuda::ExpertAct::SwiGluOai, true, false, true, true}, rng);
 }
 
 TEST(ExpertMatvec, DownMatchesReferenceForEveryUnitType) {
@@ -320,6 +348,54 @@ TEST(ExpertMatvec, RouterPartsAddUpToTheProduct) {
                               std::to_string(T),
                           sum, want, tol, 0.0));
       }
+}
+
+// A folded RmsNorm (RouterPartsParams::norm_w): x w written exactly, the parts of x w with each slice's sum of
+// squares of x beside them; the routing's logit, (sum of the parts) / rms(x) (moe_route_block.cuh), against the
+// product with the reference's normalised x.
+TEST(ExpertMatvec, RouterPartsFoldTheNorm) {
+  REQUIRE_GPU();
+  std::mt19937 rng(78);
+  constexpr float kEps = 1e-6f;
+  for (const int64_t K : {2048, 2880})
+    for (const int64_t T : {1, 3}) {
+      const int64_t n = 128;
+      const auto w = random_floats(rng, size_t(K * n)), x = random_floats(rng, size_t(K * T), -3.0f, 3.0f);
+      const auto nw = random_floats(rng, size_t(K), 0.5f, 1.5f);
+      const auto xn = normed(x, nw, K, kEps);
+      const int parts = cuda::router_parts_count(K);
+      auto dw = upload(w), dx = upload(x), dn = upload(nw);
+      auto out = poisoned_f32(size_t(parts * n * T)), ss = poisoned_f32(size_t(parts * T)), xw = poisoned_f32(x.size());
+      cuda::RouterPartsParams p;
+      p.w = dw.as<float>(), p.x = dx.as<float>(), p.parts = out.as<float>(), p.K = K, p.n_expert = n, p.T = T;
+      p.n_parts = parts, p.norm_w = dn.as<float>(), p.norm_ss = ss.as<float>(), p.xw = xw.as<float>();
+      cuda::launch_router_parts(p, nullptr);
+      const auto got = download<float>(out, size_t(parts * n * T));
+      const auto got_ss = download<float>(ss, size_t(parts * T));
+      const auto got_xw = download<float>(xw, x.size());
+      for (size_t i = 0; i < x.size(); ++i)
+        ASSERT_EQ(got_xw[i], x[i] * nw[i % size_t(K)]) << "x w at " << i << " K=" << K << " T=" << T;
+      std::vector<float> logit(size_t(n * T));
+      std::vector<double> want(logit.size()), tol(logit.size());
+      for (int64_t t = 0; t < T; ++t) {
+        float s2 = 0.0f;
+        for (int q = 0; q < parts; ++q) s2 += got_ss[size_t(q * T + t)];
+        const float scale = 1.0f / std::sqrt(s2 / float(K) + kEps);
+        for (int64_t r = 0; r < n; ++r) {
+          float v = 0.0f;
+          for (int q = 0; q < parts; ++q) v += got[size_t((q * T + t) * n + r)];
+          logit[size_t(t * n + r)] = v * scale;
+          double d = 0, mag = 0;
+          for (int64_t i = 0; i < K; ++i) {
+            d += double(w[size_t(r * K + i)]) * xn[size_t(t * K + i)];
+            mag += std::fabs(double(w[size_t(r * K + i)]) * xn[size_t(t * K + i)]);
+          }
+          want[size_t(t * n + r)] = d, tol[size_t(t * n + r)] = 4e-6 * mag + 1e-6;
+        }
+      }
+      EXPECT_TRUE(close("router parts with the norm K=" + std::to_string(K) + " T=" + std::to_string(T), logit, want,
+                        tol, 0.0));
+    }
 }
 
 // gate/up hand h to down as int16 runs (ExpertGluParams::runs_out, ExpertDownParams::x_runs), the decode path of a
