@@ -2,9 +2,9 @@
 # Where a decode step's time goes inside its CUDA graph, on the GPU machine: every kernel of a few `bench` decode
 # steps of each synthetic shape timed by CUPTI's concurrent-kernel records (tests/cuda/kernel_trace.cpp, loaded
 # through CUDA_INJECTION64_PATH: the kernels as they overlap under programmatic launches, not serialized as Nsight
-# Compute runs them; the machine has no Nsight Systems), folded by scripts/timeline-layers.py into a per-layer table:
-# each kernel's mean duration, the gap from the previous kernel's end to its start (negative: they overlapped), and
-# the layer's time from start to start.
+# Compute runs them; the machine has no Nsight Systems), folded by scripts/timeline-step.py into a table per kernel
+# name of one step: launches, mean duration, and what each adds to the step's chain (from the previous kernel's end
+# to its own end). The traces come back as trace-SHAPE-TYPE.csv.xz.
 #   here:  scripts/pack-carry.sh; ../shared/device/prepare.sh tokenizer/ggml-vocab-llama-bpe.gguf
 #   there: SHAPES="qwen3-30b-a3b:Q4_K_M llama3-8b:Q4_K_M" scripts/gpu-decode-timeline.sh   (carry .device, .device-bin)
 #          VARIANT=LLM_CUDA_X=1,LLM_CUDA_Y=0: the same with those settings
@@ -20,6 +20,6 @@ for st in ${SHAPES:-qwen3-30b-a3b:Q4_K_M}; do
   timeout 300 env "${envs[@]}" CUDA_INJECTION64_PATH=/tmp/bin/libkernel-trace.so KERNEL_TRACE_OUT="$trace" \
     /tmp/bin/llm-run bench -m "$model" --device cuda -p 0 -n "${TOKENS:-32}" -r 1 -o md >"$out/trace-$shape.log" 2>&1
   echo "trace $shape rc=$? ($(wc -l <"$trace") kernels)"
-  python3 "$(dirname "${BASH_SOURCE[0]}")/timeline-layers.py" "$trace" "$shape $type" | tee -a "$out/table.txt"
+  python3 "$(dirname "${BASH_SOURCE[0]}")/timeline-step.py" "$trace" "$shape $type" | tee -a "$out/table.txt"
   xz -f "$trace"
 done
