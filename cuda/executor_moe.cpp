@@ -24,8 +24,8 @@ using graph::Op;
 
 // A mixture's private buffers, each with room for its largest user (one layer's at a time): h handed from the gate/up
 // launch to the down launch as int16 runs of 16 (kExpertRunBytes), the routers' partial products (router_parts_of;
-// 8 x 4 bytes a token and expert at n_embd 2048: 2 MiB at T = 512), the routing launches' copies of ids and weights.
-// None without fusions.
+// 8 x 4 bytes a token and expert at n_embd 2048: 2 MiB at T = 512), the routing launches' copies of ids and weights,
+// a folded feed-forward norm's x w and sums of squares (fold_moe_norm). None without fusions.
 void Executor::allocate_moe_buffers() {
   if (!opt_.fuse) return;
   size_t runs_bytes = 0, parts_bytes = 0, route_bytes = 0, norm_bytes = 0;
@@ -34,11 +34,11 @@ void Executor::allocate_moe_buffers() {
     if (n.op == Op::MulMatId && n.shape.ne[2] <= opt_.matvec_max_tokens)
       runs_bytes = ::std::max(runs_bytes, size_t(n.shape.elements() / 16) * kExpertRunBytes);
     if (n.op == Op::MulMat && n.inputs.size() >= 2 && g_.node(n.inputs[0]).op == Op::Weight &&
-        ::std::get<graph::WeightParams>(g_.node(n.inputs[0]).params).role == graph::WeightRole::FfnRouter)
-    {
+        ::std::get<graph::WeightParams>(g_.node(n.inputs[0]).params).role == graph::WeightRole::FfnRouter) {
       const int64_t K = g_.node(n.inputs[0]).shape.ne[0];
-      parts_bytes = ::std::max(parts_bytes, size_t(router_parts_count(K)) * size_t(n.shape.elements()) * sizeof(float));
-      norm_bytes = ::std::max(norm_bytes, size_t(K + router_parts_count(K)) * sizeof(float));  // one token's
+      const size_t n_parts = size_t(router_parts_count(K));
+      parts_bytes = ::std::max(parts_bytes, n_parts * size_t(n.shape.elements()) * sizeof(float));
+      norm_bytes = ::std::max(norm_bytes, (size_t(K) + n_parts) * sizeof(float));  // one token's (fold_moe_norm)
     }
   }
   if (runs_bytes) expert_runs_ = DeviceBuffer(runs_bytes);
@@ -238,7 +238,8 @@ void Executor::fold_moe_norm(const Node& gate, const Node& up, ExpertGluParams& 
   float* xw = router_norm_.as<float>();
   float* ss = xw + rp.K;
   ExpertGluParams g = glu;
-  g.x = xw, g.norm_ss = ss, g.norm_parts = rp.n_parts, g.norm_eps = ::std::get<graph::RmsNormParams>(norm.params).eps;
+  g.x = xw, g.norm_ss = ss, g.norm_parts = rp.n_parts;
+  g.norm_eps = ::std::get<graph::RmsNormParams>(norm.params).eps;
   if (!expert_glu_fits(g)) return;
   const auto finish = [&](MoeRouteSource& r) { r.norm_ss = ss, r.norm_k = rp.K, r.norm_eps = g.norm_eps; };
   if (route) finish(*route);

@@ -186,8 +186,8 @@ __global__ void __launch_bounds__(kMaxThreads) expert_glu_kernel(ExpertGluParams
     const int h = i >= n_units;
     put_run<U>(p.x + t * p.K, i - h * n_units, h, runs, tps);
   }
-  const float scale =
-      p.norm_ss ? route::folded_norm_scale(p.norm_ss, p.norm_parts, p.T, t, p.K, p.norm_eps) : 1.0f;  // in flight
+  // A folded norm's scale: its sums' loads issued before the barrier, used after it.
+  const float scale = p.norm_ss ? route::folded_norm_scale(p.norm_ss, p.norm_parts, p.T, t, p.K, p.norm_eps) : 1.0f;
   __syncthreads();
   mv16::Run x0{}, x1{};
   if (active) get_runs(runs, tps, u, x0, x1);
