@@ -7,19 +7,21 @@
 # to its own end). The traces come back as trace-SHAPE-TYPE.csv.xz.
 #   here:  scripts/pack-carry.sh; ../shared/device/prepare.sh tokenizer/ggml-vocab-llama-bpe.gguf
 #   there: SHAPES="qwen3-30b-a3b:Q4_K_M llama3-8b:Q4_K_M" scripts/gpu-decode-timeline.sh   (carry .device, .device-bin)
-#          VARIANT=LLM_CUDA_X=1,LLM_CUDA_Y=0: the same with those settings
+#          VARIANT=LLM_CUDA_X=1,LLM_CUDA_Y=0: the same with those settings; BIN=NAME: pack-carry.sh's
+#          llm-run-NAME (`base`: its first argument) instead of this build's llm-run
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/device-bins.sh"   # $out, /tmp/bin, the environment
 source "$(dirname "${BASH_SOURCE[0]}")/device-model.sh"  # synth_model
 envs=()
 [ -n "${VARIANT:-}" ] && IFS=, read -ra envs <<<"$VARIANT"
+bin=/tmp/bin/llm-run${BIN:+-$BIN}
 for st in ${SHAPES:-qwen3-30b-a3b:Q4_K_M}; do
   IFS=: read -r shape type <<<"$st"
   synth_model /tmp/bin/llm-run "$shape" "$type" 2>>"$out/synth.log"  # $model
-  trace=$out/trace-$shape-$type.csv
+  trace=$out/trace-$shape-$type${BIN:+-$BIN}.csv
   timeout 300 env "${envs[@]}" CUDA_INJECTION64_PATH=/tmp/bin/libkernel-trace.so KERNEL_TRACE_OUT="$trace" \
-    /tmp/bin/llm-run bench -m "$model" --device cuda -p 0 -n "${TOKENS:-32}" -r 1 -o md >"$out/trace-$shape.log" 2>&1
+    "$bin" bench -m "$model" --device cuda -p 0 -n "${TOKENS:-32}" -r 1 -o md >"$out/trace-$shape.log" 2>&1
   echo "trace $shape rc=$? ($(wc -l <"$trace") kernels)"
-  python3 "$(dirname "${BASH_SOURCE[0]}")/timeline-step.py" "$trace" "$shape $type" | tee -a "$out/table.txt"
+  python3 "$(dirname "${BASH_SOURCE[0]}")/timeline-step.py" "$trace" "$shape $type${BIN:+ ($BIN)}" | tee -a "$out/table.txt"
   xz -f "$trace"
 done

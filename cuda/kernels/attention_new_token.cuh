@@ -56,6 +56,14 @@ __device__ __forceinline__ void form_new_token(const AttentionKernelParams& p, i
   // while the q/k/v products finish.
   rope_cos_sin_table(s.cs, int32_t(pos), e.freq_scale, e.base_powers, e.freq_factors, half, tid, kThreads);
   pdl_wait();  // the raw q, k and v are the launch before's
+  // The owner's new v row, loaded beside the heads: after the rotation it was one more L2 round trip in the chain.
+  constexpr int kVPerThread = (HD + kThreads - 1) / kThreads;
+  float vnew[kVPerThread];
+#pragma unroll
+  for (int i = 0; i < kVPerThread; ++i) {
+    const int d = tid + i * kThreads;
+    vnew[i] = owner && d < HD ? e.v[kvh * HD + d] : 0.0f;
+  }
   // A warp a head, each lane summing its values in the order norm_rope_kv_kernel does; every head of the warp's
   // loaded first, so that their L2 round trips overlap (one after another, three a warp for G = 8).
   constexpr int kWarps = kThreads / 32, kRounds = (G + 1 + kWarps - 1) / kWarps;
@@ -100,9 +108,12 @@ __device__ __forceinline__ void form_new_token(const AttentionKernelParams& p, i
   // The cache is a const input of the other attention paths; this one writes the token's slot, as kv_write would.
   uint16_t* const kc = static_cast<uint16_t*>(const_cast<void*>(p.k_cache)) + (kvh * p.n_ctx + pos) * HD;
   uint16_t* const vc = static_cast<uint16_t*>(const_cast<void*>(p.v_cache)) + (kvh * p.n_ctx + pos) * HD;
-  for (int d = tid; d < HD; d += kThreads) {
+#pragma unroll
+  for (int i = 0; i < kVPerThread; ++i) {
+    const int d = tid + i * kThreads;
+    if (d >= HD) break;
     const uint16_t k = __half_as_ushort(__float2half_rn(s.heads[G][d]));
-    const uint16_t v = __half_as_ushort(__float2half_rn(e.v[kvh * HD + d]));
+    const uint16_t v = __half_as_ushort(__float2half_rn(vnew[i]));
     kv[0][d] = k, kv[1][d] = v, kc[d] = k, vc[d] = v;
   }
 }

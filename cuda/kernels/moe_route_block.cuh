@@ -129,33 +129,76 @@ __device__ __forceinline__ void choose_weights(Shared& s, const MoeRouteSource& 
   if (lane < k) s.weight[lane] = float(w);
 }
 
+// Sums of n values each, v[0] + v[stride] + ... added in that order onto init, eight loads of every sum in flight a
+// round: a loop of run-time length issued them one L2 round trip after another (the routing launch's folded norm
+// scale was eight dependent loads before any logit was final, session 45). kSums sums at once (their loads together).
+template <int kSums>
+__device__ __forceinline__ void sum_strided(float (&init)[kSums], const float* const (&v)[kSums],
+                                            const int64_t (&stride)[kSums], int n) {
+  constexpr int kInFlight = 8;
+  for (int q0 = 0; q0 < n; q0 += kInFlight) {
+    float a[kSums][kInFlight];
+#pragma unroll
+    for (int i = 0; i < kInFlight; ++i)
+#pragma unroll
+      for (int j = 0; j < kSums; ++j) a[j][i] = q0 + i < n ? v[j][int64_t(q0 + i) * stride[j]] : 0.0f;
+#pragma unroll
+    for (int i = 0; i < kInFlight; ++i)
+#pragma unroll
+      for (int j = 0; j < kSums; ++j)
+        if (q0 + i < n) init[j] += a[j][i];
+  }
+}
+
+// 1 / rms from a row's sum of squares s2 over K values.
+__device__ __forceinline__ float norm_scale_of(float s2, int64_t K, float eps) { return 1.0f / sqrtf(s2 / float(K) + eps); }
+
 // 1 / rms of token t's row from the router parts' sums of squares (RouterPartsParams::norm_ss), added in part order:
 // the same value wherever it is computed (the routing, each gate/up block).
 __device__ __forceinline__ float folded_norm_scale(const float* ss, int n_parts, int64_t T, int64_t t, int64_t K,
                                                    float eps) {
-  float s2 = 0.0f;
-  for (int q = 0; q < n_parts; ++q) s2 += ss[int64_t(q) * T + t];
-  return 1.0f / sqrtf(s2 / float(K) + eps);
+  float s2[1] = {0.0f};
+  sum_strided<1>(s2, {ss + t}, {T}, n_parts);
+  return norm_scale_of(s2[0], K, eps);
 }
 
 // Expert e's logit for token t from the source in global memory: the bias, then the parts in order (all of its
-// loads in flight together); with a folded norm, the parts' sum scaled by 1 / rms, then the bias.
+// loads in flight together); with a folded norm, the parts' sum scaled by 1 / rms (folded_norm_scale's value, its
+// loads beside the parts'), then the bias.
 __device__ __forceinline__ float logit(const MoeRouteSource& r, int64_t t, int e) {
+  const int64_t n = r.n_expert;
+  const float* parts = r.logits + t * n + e;
+  if (!r.norm_ss) {
+    float v[1] = {r.bias ? r.bias[e] : 0.0f};
+    sum_strided<1>(v, {parts}, {r.T * n}, r.n_parts);
+    return v[0];
+  }
+  float v[2] = {0.0f, 0.0f};  // the parts' sum, the sum of squares
+  sum_strided<2>(v, {parts, r.norm_ss + t}, {r.T * n, r.T}, r.n_parts);
+  return v[0] * norm_scale_of(v[1], r.norm_k, r.norm_eps) + (r.bias ? r.bias[e] : 0.0f);
+}
+
+// logit's value with its loads one after another (the parts', then the sums of squares'), as the expert launches'
+// own routing reads them: there logit's loads in flight together cost gpt-oss-20b 0.7% of its tg128 (the down
+// launch's blocks, which route before their wait, no longer became resident 1 us into the gate/up launch but 15 us
+// into it; cause not found; H200, session 46).
+__device__ __forceinline__ float logit_in_order(const MoeRouteSource& r, int64_t t, int e) {
   const int64_t n = r.n_expert;
   float v = r.bias && !r.norm_ss ? r.bias[e] : 0.0f;
 #pragma unroll 8
   for (int q = 0; q < r.n_parts; ++q) v += r.logits[(int64_t(q) * r.T + t) * n + e];
-  if (r.norm_ss)
-    v = v * folded_norm_scale(r.norm_ss, r.n_parts, r.T, t, r.norm_k, r.norm_eps) + (r.bias ? r.bias[e] : 0.0f);
-  return v;
+  if (!r.norm_ss) return v;
+  float s2 = 0.0f;
+  for (int q = 0; q < r.n_parts; ++q) s2 += r.norm_ss[int64_t(q) * r.T + t];
+  return v * norm_scale_of(s2, r.norm_k, r.norm_eps) + (r.bias ? r.bias[e] : 0.0f);
 }
 
 // Token t routed by the whole block from the source in global memory (written before this launch began): s.id and,
 // with `weights`, s.weight hold the k choices for every thread on return. Each expert's score is summed by one
-// thread (logit).
+// thread (logit_in_order).
 __device__ __forceinline__ void route_token(Shared& s, const MoeRouteSource& r, int64_t t, bool weights) {
   const int n = int(r.n_expert);
-  for (int e = threadIdx.x; e < n; e += blockDim.x) s.score[e] = logit(r, t, e);
+  for (int e = threadIdx.x; e < n; e += blockDim.x) s.score[e] = logit_in_order(r, t, e);
   __syncthreads();
   if (threadIdx.x < 32) {
     if (r.softmax_all) softmax_row(s.score, n);
