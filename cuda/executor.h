@@ -132,6 +132,10 @@ struct ExecutorOptions {
   // The gate/up expert launch and the one-token RMSNorm launched the same way lost (-3.7% / -2.2%, kernel notes).
   // LLM_CUDA_NEW_TOKEN_PDL=0 for A/B runs.
   bool new_token_pdl = true;
+  // That launch's blocks a KV head below kShortSlots positions (1, 2 or 4, as far as the group divides): each forms
+  // and attends with its share of the group's q heads (AttentionNewToken::q_split_shift, new_token_q_split_shift).
+  // LLM_CUDA_NEW_TOKEN_QSPLIT=1..4 for A/B runs.
+  int64_t new_token_q_split = 4;
   // MulMat with 2 <= T <= matvec_cols_max_tokens whose weight the few-column int16 kernel serves (matvec_cols.cuh)
   // takes it before the small-batch kernel. LLM_CUDA_MATVEC_COLS_MAX=0..4 moves the top (0 or 1: off).
   int64_t matvec_cols_max_tokens = kMatvecColsMaxTokens;
@@ -209,7 +213,8 @@ class Executor {
   // Whether the graph the next run() replays (by the positions last written) is captured.
   bool captured() const { return bool(variants_[short_next()].exec); }
   // Runs whose positions are all below this replay a second graph, in which the attention + o launches attend
-  // themselves (attention_o.cuh); the split attention serves longer contexts.
+  // themselves (attention_o.cuh; the split attention serves longer contexts) and a new-token attention launch spreads
+  // each KV head's q heads over more blocks (new_token_q_split_shift): positions within one split's tiles.
   static constexpr int32_t kShortSlots = 256;
   size_t arena_bytes() const { return arena_.bytes(); }
 
@@ -312,6 +317,7 @@ class Executor {
   void* half_x_for(const graph::Node& n) const;
   void fold_qk_norms(const graph::Node& attention);
   bool attend_new_token(AttentionKernelParams& at, const RopeKvParams& f, const graph::Node& rope_q);
+  int32_t new_token_q_split_shift(const AttentionKernelParams& at) const;
   // The attention + o launch (executor_fusion.cpp): the o MulMat read by it, and the residual Add it computes.
   struct AttentionO {
     graph::NodeId mulmat = graph::kNoNode, add = graph::kNoNode;

@@ -60,6 +60,11 @@ struct AttentionNewToken {
   // Launched as a programmatic dependent of the q/k/v launch (pdl.cuh): the rope angles and the first tile's cached
   // slots are read before its wait, q, k and v after it.
   bool programmatic = false;
+  // A KV head's G q heads spread over 2^q_split_shift blocks (0, 1 or 2; G >> shift >= 1), each forming its own
+  // heads and (every block of the token's slot) the same new k and v: more blocks at short contexts, where a KV
+  // head's one block formed and rotated nine heads in turn (Qwen3-30B-A3B: four blocks a launch). The executor's
+  // ExecutorOptions::new_token_q_split.
+  int32_t q_split_shift = 0;
 };
 
 struct AttentionKernelParams {

@@ -46,9 +46,10 @@ __device__ __noinline__ void rope_cos_sin_table(float2* cs, int32_t pos, float f
 // Every thread of the block calls it; it ends with the q heads in s.heads[0..G) after a barrier. owner: this
 // block's split holds the token's slot `pos` (unpaged: the slot is the position), so it also forms k and v, as the
 // cache holds them (binary16), into kv (read after the caller's next barrier) and writes them to the cache.
+// group: the block's G q heads (group G ..), of KV head kvh.
 template <int HD, int G, int kThreads>
-__device__ __forceinline__ void form_new_token(const AttentionKernelParams& p, int64_t kvh, int64_t pos, bool owner,
-                                               NewTokenWork<HD, G>& s, uint16_t (&kv)[2][HD]) {
+__device__ __forceinline__ void form_new_token(const AttentionKernelParams& p, int64_t group, int64_t kvh, int64_t pos,
+                                               bool owner, NewTokenWork<HD, G>& s, uint16_t (&kv)[2][HD]) {
   const AttentionNewToken& e = p.new_token;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int half = e.n_rot / 2;
@@ -73,7 +74,7 @@ __device__ __forceinline__ void form_new_token(const AttentionKernelParams& p, i
   for (int r = 0; r < kRounds; ++r) {
     const int h = warp + r * kWarps;
     if (h >= n_heads) continue;
-    const float* x = h < G ? p.q + (kvh * G + h) * HD : e.k + kvh * HD;
+    const float* x = h < G ? p.q + (group * G + h) * HD : e.k + kvh * HD;
     const float* w = h < G ? e.q_norm_w : e.k_norm_w;
 #pragma unroll
     for (int i = 0; i < HD / 32; ++i) v[r][i] = x[lane + 32 * i], wn[r][i] = w[lane + 32 * i];

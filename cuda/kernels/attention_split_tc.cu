@@ -411,9 +411,12 @@ __global__ void __launch_bounds__(kThreads, kNewToken ? 2 : kMinBlocks<HD>)
   extern __shared__ __align__(16) uint16_t tiles[];
   static_assert(4 * G * HD * sizeof(float) <= smem_bytes<HD>(), "merge buffer exceeds the tiles");
   pdl_launch_dependents();  // the o projection after it may launch and start on its weights (pdl.cuh)
-  const int64_t kvh = blockIdx.x, t = blockIdx.y, split = blockIdx.z;
+  // group: the block's G query heads (group G .. group G + G - 1); the new token's launch may spread a KV head's
+  // heads over 2^q_split_shift blocks (AttentionNewToken::q_split_shift), otherwise group is the KV head.
+  const int64_t group = blockIdx.x, t = blockIdx.y, split = blockIdx.z;
+  const int64_t kvh = kNewToken ? group >> p.new_token.q_split_shift : group;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, tg = lane & 3;
-  if (kPaged && split_block_skips(p, kvh, t, split, G, HD)) return;
+  if (kPaged && split_block_skips(p, group, t, split, G, HD)) return;
   const int32_t* const table = kPaged ? kv_row(p.paging, t) : nullptr;  // null: slot = position
   const int64_t pos = p.positions[t];
   // The token's tiles dealt round-robin to the splits (tile k to split k % n_active), at most max_splits of them:
@@ -456,11 +459,11 @@ __global__ void __launch_bounds__(kThreads, kNewToken ? 2 : kMinBlocks<HD>)
   // q after the first tile's copies are in flight: its loads overlap theirs.
   constexpr bool kSlotRows = slot_rows<HD>();
   uint32_t qf[HD / 16][q_regs<HD>()];
-  const float* qg = p.q + (t * p.n_head + kvh * G) * HD;
+  const float* qg = p.q + (t * p.n_head + group * G) * HD;
   // The new token's q heads in the second stage, which the loop's first copies refill after a barrier.
   auto* const work = reinterpret_cast<NewTokenWork<HD, G>*>(tiles + 2 * kTile * kLd);
   if constexpr (kNewToken) {
-    form_new_token<HD, G, kThreads>(p, kvh, pos, owner, *work, new_kv);
+    form_new_token<HD, G, kThreads>(p, group, kvh, pos, owner, *work, new_kv);
     qg = &work->heads[0][0];
   }
   load_q<HD, G>(p, qg, g, tg, qf);
@@ -502,9 +505,9 @@ __global__ void __launch_bounds__(kThreads, kNewToken ? 2 : kMinBlocks<HD>)
   }
   // The loop's last barrier freed the tiles: they hold the warps' outputs [warp][G][HD] for the merge.
   if constexpr (kSlotRows)
-    finish_split<HD, G>(p, kvh, t, split, n_active, m, l, o, reinterpret_cast<float*>(tiles), G * HD);
+    finish_split<HD, G>(p, group, t, split, n_active, m, l, o, reinterpret_cast<float*>(tiles), G * HD);
   else
-    finish_split<HD, G>(p, kvh, t, split, n_active, m[0], l[0], o, reinterpret_cast<float*>(tiles), G * HD);
+    finish_split<HD, G>(p, group, t, split, n_active, m[0], l[0], o, reinterpret_cast<float*>(tiles), G * HD);
 }
 
 template <int HD, int G, int S, graph::KvType KV, bool kPaged>
@@ -696,7 +699,17 @@ void launch_g(const AttentionKernelParams& p, cudaStream_t stream) {
   const dim3 grid(unsigned(p.n_head_kv), unsigned(p.T), unsigned(p.max_splits));
   if (p.kv_type == graph::KvType::F16) {
     if constexpr (!kPaged)  // the new token's instances: unpaged (launch_attention checked it)
-      if (p.new_token.k) return launch_f16<HD, G, false, true>(p, grid, stream);
+      if (p.new_token.k) {
+        // A KV head's q heads over 2^shift blocks of G >> shift heads each (AttentionNewToken::q_split_shift).
+        const int shift = p.new_token.q_split_shift;
+        const dim3 spread(grid.x << shift, grid.y, grid.z);
+        if constexpr (G >= 2)
+          if (shift == 1) return launch_f16<HD, G / 2, false, true>(p, spread, stream);
+        if constexpr (G >= 4)
+          if (shift == 2) return launch_f16<HD, G / 4, false, true>(p, spread, stream);
+        LLM_REQUIRE(shift == 0, "split attention: a q split wider than the group");
+        return launch_f16<HD, G, false, true>(p, grid, stream);
+      }
     launch_f16<HD, G, kPaged, false>(p, grid, stream);
   } else if (p.kv_type == graph::KvType::Q8_0) {
     launch_quant<HD, G, graph::KvType::Q8_0, kPaged>(p, grid, stream);

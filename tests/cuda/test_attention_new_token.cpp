@@ -55,11 +55,11 @@ TEST(AttentionNewToken, SameBitsAsNormRopeKvThenAttention) {
       const auto v = random_floats(rng, size_t(hd * c.nkv), -2, 2);
       auto dq = upload(q), dq_raw = upload(q), dk = upload(k), dv = upload(v);
       auto dpos = upload(std::vector<int32_t>{pos});
-      auto kc_a = upload(cache), vc_a = upload(cache), kc_b = upload(cache), vc_b = upload(cache);
+      auto kc_a = upload(cache), vc_a = upload(cache);
       const int32_t splits = cuda::attention_max_splits(n_ctx, c.nkv, 1, 132);
       cuda::DeviceBuffer partial(cuda::attention_scratch_floats(c.nh, hd, 1, splits) * 4);
       CUDA_CHECK(cudaMemset(partial.get(), 0, partial.bytes()));
-      auto out_a = poisoned_f32(size_t(hd * c.nh)), out_b = poisoned_f32(size_t(hd * c.nh));
+      auto out_a = poisoned_f32(size_t(hd * c.nh));
 
       // The two launches: q normalised and rotated in place, k and v into cache a.
       cuda::RopeKvParams r;
@@ -79,36 +79,44 @@ TEST(AttentionNewToken, SameBitsAsNormRopeKvThenAttention) {
       cuda::launch_attention(a, nullptr);
 
       // One launch from the raw q, k and v into cache b; twice, the output poisoned in between (the split counters
-      // must be back at zero, and writing the slot again changes nothing).
-      cuda::AttentionKernelParams b = a;
-      b.q = dq_raw.as<float>(), b.k_cache = kc_b.get(), b.v_cache = vc_b.get(), b.out = out_b.as<float>();
-      b.new_token = cuda::AttentionNewToken{dk.as<float>(),
-                                            dv.as<float>(),
-                                            dqw.as<float>(),
-                                            dkw.as<float>(),
-                                            dpow.as<double>(),
-                                            c.ff ? df.as<float>() : nullptr,
-                                            fscale,
-                                            eps,
-                                            c.n_rot,
-                                            c.mode};
-      cuda::launch_attention(b, nullptr);
-      CUDA_CHECK(cudaMemset(out_b.get(), 0xff, out_b.bytes()));
-      cuda::launch_attention(b, nullptr);
+      // must be back at zero, and writing the slot again changes nothing). With the group's q heads in one block
+      // and (AttentionNewToken::q_split_shift) spread over two and four, as far as the group divides.
+      const int64_t G = c.nh / c.nkv;
+      for (int32_t shift = 0; shift <= 2 && G % (int64_t(1) << shift) == 0; ++shift) {
+        const std::string with = what + " q split " + std::to_string(1 << shift);
+        auto kc_b = upload(cache), vc_b = upload(cache);
+        auto out_b = poisoned_f32(size_t(hd * c.nh));
+        cuda::AttentionKernelParams b = a;
+        b.q = dq_raw.as<float>(), b.k_cache = kc_b.get(), b.v_cache = vc_b.get(), b.out = out_b.as<float>();
+        b.new_token = cuda::AttentionNewToken{dk.as<float>(),
+                                              dv.as<float>(),
+                                              dqw.as<float>(),
+                                              dkw.as<float>(),
+                                              dpow.as<double>(),
+                                              c.ff ? df.as<float>() : nullptr,
+                                              fscale,
+                                              eps,
+                                              c.n_rot,
+                                              c.mode};
+        b.new_token.q_split_shift = shift;
+        cuda::launch_attention(b, nullptr);
+        CUDA_CHECK(cudaMemset(out_b.get(), 0xff, out_b.bytes()));
+        cuda::launch_attention(b, nullptr);
 
-      const size_t n_out = size_t(hd * c.nh), n_cache = cache.size();
-      const auto ya = download<uint32_t>(out_a, n_out), yb = download<uint32_t>(out_b, n_out);
-      int64_t differ = 0;
-      for (size_t i = 0; i < n_out; ++i) differ += ya[i] != yb[i];
-      EXPECT_EQ(differ, 0) << what << ": outputs differ in " << differ << " of " << n_out << " values";
-      const auto fb = download<float>(out_b, n_out);
-      EXPECT_TRUE(std::all_of(fb.begin(), fb.end(), [](float x) { return std::isfinite(x); })) << what;
-      for (const auto& [x, y, name] : {std::tuple{&kc_a, &kc_b, "k"}, std::tuple{&vc_a, &vc_b, "v"}}) {
-        const auto ca = download<uint16_t>(*x, n_cache), cb = download<uint16_t>(*y, n_cache);
-        int64_t slot_diff = -1;
-        for (size_t i = 0; i < n_cache && slot_diff < 0; ++i)
-          if (ca[i] != cb[i]) slot_diff = int64_t(i / size_t(hd)) % n_ctx;
-        EXPECT_EQ(slot_diff, -1) << what << ": " << name << " caches differ first at slot " << slot_diff;
+        const size_t n_out = size_t(hd * c.nh), n_cache = cache.size();
+        const auto ya = download<uint32_t>(out_a, n_out), yb = download<uint32_t>(out_b, n_out);
+        int64_t differ = 0;
+        for (size_t i = 0; i < n_out; ++i) differ += ya[i] != yb[i];
+        EXPECT_EQ(differ, 0) << with << ": outputs differ in " << differ << " of " << n_out << " values";
+        const auto fb = download<float>(out_b, n_out);
+        EXPECT_TRUE(std::all_of(fb.begin(), fb.end(), [](float x) { return std::isfinite(x); })) << with;
+        for (const auto& [x, y, name] : {std::tuple{&kc_a, &kc_b, "k"}, std::tuple{&vc_a, &vc_b, "v"}}) {
+          const auto ca = download<uint16_t>(*x, n_cache), cb = download<uint16_t>(*y, n_cache);
+          int64_t slot_diff = -1;
+          for (size_t i = 0; i < n_cache && slot_diff < 0; ++i)
+            if (ca[i] != cb[i]) slot_diff = int64_t(i / size_t(hd)) % n_ctx;
+          EXPECT_EQ(slot_diff, -1) << with << ": " << name << " caches differ first at slot " << slot_diff;
+        }
       }
     }
   }
