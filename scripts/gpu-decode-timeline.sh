@@ -4,7 +4,8 @@
 # through CUDA_INJECTION64_PATH: the kernels as they overlap under programmatic launches, not serialized as Nsight
 # Compute runs them; the machine has no Nsight Systems), folded by scripts/timeline-step.py into a table per kernel
 # name of one step: launches, mean duration, and what each adds to the step's chain (from the previous kernel's end
-# to its own end). The traces come back as trace-SHAPE-TYPE.csv.xz.
+# to its own end); pairs.txt has scripts/timeline-pairs.py's table (when each launch starts after the one before).
+# The traces come back as trace-SHAPE-TYPE.csv.xz.
 #   here:  scripts/pack-carry.sh; ../shared/device/prepare.sh tokenizer/ggml-vocab-llama-bpe.gguf
 #   there: SHAPES="qwen3-30b-a3b:Q4_K_M llama3-8b:Q4_K_M" scripts/gpu-decode-timeline.sh   (carry .device, .device-bin)
 #          VARIANT=LLM_CUDA_X=1,LLM_CUDA_Y=0: the same with those settings; BIN=NAME: pack-carry.sh's
@@ -23,5 +24,6 @@ for st in ${SHAPES:-qwen3-30b-a3b:Q4_K_M}; do
     "$bin" bench -m "$model" --device cuda -p 0 -n "${TOKENS:-32}" -r 1 -o md >"$out/trace-$shape.log" 2>&1
   echo "trace $shape rc=$? ($(wc -l <"$trace") kernels)"
   python3 "$(dirname "${BASH_SOURCE[0]}")/timeline-step.py" "$trace" "$shape $type${BIN:+ ($BIN)}" | tee -a "$out/table.txt"
+  python3 "$(dirname "${BASH_SOURCE[0]}")/timeline-pairs.py" "$trace" >>"$out/pairs.txt"  # when each launch starts
   xz -f "$trace"
 done
