@@ -132,6 +132,9 @@ struct ExecutorOptions {
   // The gate/up expert launch and the one-token RMSNorm launched the same way lost (-3.7% / -2.2%, kernel notes).
   // LLM_CUDA_NEW_TOKEN_PDL=0 for A/B runs.
   bool new_token_pdl = true;
+  // The q/k/v launch's rope + KV epilogue (fold_rope_kv_epilogue) also for a scaled rope (YaRN's ramp, the attention
+  // factor: gpt-oss), so no rope_kv launch runs. LLM_CUDA_SCALED_ROPE_EPILOGUE=0 for A/B runs.
+  bool scaled_rope_epilogue = true;
   // That launch's blocks a KV head below kShortSlots positions (1, 2 or 4, as far as the group divides): each forms
   // and attends with its share of the group's q heads (AttentionNewToken::q_split_shift, new_token_q_split_shift).
   // LLM_CUDA_NEW_TOKEN_QSPLIT=1..4 for A/B runs.

@@ -592,7 +592,7 @@ void Executor::fold_rope_kv_epilogue(const Node& m, MatvecParams& p) {
   const auto& ap = ::std::get<graph::AttentionParams>(att.params);
   if (rp.mode != graph::RopeMode::Normal || rp.T != 1 || rp.head_dim != ap.head_dim || !attention_matches_kv(att))
     return;  // one token: a paged graph's epilogue maps its one position through that token's block-table row
-  if (!::std::get<graph::RopeParams>(rq.params).plain()) return;  // the epilogue forms only the plain angle
+  if (!opt_.scaled_rope_epilogue && !::std::get<graph::RopeParams>(rq.params).plain()) return;
   if (!plan_.owns(rq_id) || !slot_free_between(rq_id, m.id, rq_id)) return;
   q.rope_kv = MatvecRopeKv{rp.out,
                            static_cast<uint16_t*>(kv_->k(ap.layer)),
@@ -605,7 +605,11 @@ void Executor::fold_rope_kv_epilogue(const Node& m, MatvecParams& p) {
                            int32_t(ap.head_dim),
                            int32_t(ap.head_dim_v),
                            kv_->spec().n_ctx,
-                           paging_of(att)};
+                           paging_of(att),
+                           rp.ext_factor,
+                           rp.corr_low,
+                           rp.corr_high,
+                           rp.attn_factor};
   if (!matvec_fuses(q)) return;
   p = q;
   lowering_.at(size_t(att_id)) = Lowering::AttendOnly;

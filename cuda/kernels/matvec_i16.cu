@@ -100,8 +100,13 @@ __device__ __forceinline__ void write_rope_kv(const MatvecParams& p, const Segme
     if (sg.bias[s]) y0 += sg.bias[s][n], y1 += sg.bias[s][n + 1];
     const int role = sg.role[s];
     const int64_t hd = role == 2 ? e.head_dim_v : e.head_dim, h = n / hd, d = n % hd;
-    if (role != 2 && d < e.n_rot)
-      rope_rotate(pos, e.freq_scale, e.base_powers[d / 2], e.freq_factors, d / 2, y0, y1, y0, y1);
+    if (role != 2 && d < e.n_rot) {
+      if (e.ext_factor != 0.0f || e.attn_factor != 1.0f)
+        rope_rotate_scaled(pos, e.freq_scale, e.base_powers[d / 2], e.freq_factors, d / 2, e.ext_factor, e.corr_low,
+                           e.corr_high, e.attn_factor, y0, y1, y0, y1);
+      else
+        rope_rotate(pos, e.freq_scale, e.base_powers[d / 2], e.freq_factors, d / 2, y0, y1, y0, y1);
+    }
     if (role == 0) {
       e.q_out[n] = y0, e.q_out[n + 1] = y1;
     } else if (in_cache) {

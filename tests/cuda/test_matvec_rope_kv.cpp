@@ -17,20 +17,32 @@ struct Case {
   Type q_type, v_type;  // k has q's type (a Q4_K_M file: Q4_K q/k, some layers' v in Q6_K)
   int32_t head_dim, n_rot, n_head, n_head_kv;
   bool freq_factors;
+  bool yarn = false;  // gpt-oss's scaled rope: YaRN's ramp (x32) and the attention factor
 };
+
+// gpt-oss's YaRN: freq_scale 1/32, the ramp between pairs 10 and 24 (of 32), the magnitude correction.
+graph::RopeParams yarn_rope() {
+  graph::RopeParams r;
+  r.freq_scale = 1.0f / 32.0f, r.ext_factor = 1.0f, r.corr_low = 10.0f, r.corr_high = 24.0f, r.attn_factor = 1.3466f;
+  return r;
+}
 
 // y rotated by the CPU reference's rope (graph::ref::rope, Normal ordering); dims >= n_rot pass through. The
 // tolerance of each output is the sum of its pair's 1e-5 * sum |w x| (the int16 rounding of x).
 void rope_reference(std::vector<double>& y, std::vector<double>& mag, int32_t head_dim, int32_t n_rot, int32_t pos,
-                    float base, float scale, const std::vector<float>* ff) {
-  for (size_t n = 0; n < y.size(); n += 2) mag[n] = mag[n + 1] = mag[n] + mag[n + 1];
+                    float base, float scale, const std::vector<float>* ff, bool yarn = false) {
+  // A pair's outputs mix both products' errors, scaled by the attention factor where there is one.
+  const double factor = yarn ? double(yarn_rope().attn_factor) : 1.0;
+  for (size_t n = 0; n < y.size(); n += 2) mag[n] = mag[n + 1] = factor * (mag[n] + mag[n + 1]);
   const std::vector<float> x(y.begin(), y.end());
   std::vector<float> out(x.size());
   std::vector<double> trig(size_t(std::max(n_rot, 2)));
   graph::ref::RopeArgs a;
   a.x = x.data(), a.positions = &pos, a.freq_factors = ff ? ff->data() : nullptr, a.out = out.data();
   a.head_dim = head_dim, a.n_head = int64_t(x.size()) / head_dim, a.t = 1, a.trig = trig.data();
-  a.p.mode = graph::RopeMode::Normal, a.p.n_rot = n_rot, a.p.freq_base = base, a.p.freq_scale = scale;
+  if (yarn) a.p = yarn_rope();
+  a.p.mode = graph::RopeMode::Normal, a.p.n_rot = n_rot, a.p.freq_base = base;
+  if (!yarn) a.p.freq_scale = scale;
   graph::ref::rope(a);
   y.assign(out.begin(), out.end());
 }
@@ -50,7 +62,8 @@ TEST(WeightKernels, MatvecRopeKvEpilogue) {
   const int64_t n_ctx = 4096;
   const float base = 500000.0f, scale = 1.0f;
   const Case cases[] = {{Type::Q4_K, Type::Q6_K, 128, 128, 8, 2, false}, {Type::Q4_K, Type::Q4_K, 64, 64, 32, 8, true},
-                        {Type::Q4_0, Type::Q4_0, 128, 64, 4, 4, false}, {Type::Q8_0, Type::Q8_0, 64, 64, 2, 1, false}};
+                        {Type::Q4_0, Type::Q4_0, 128, 64, 4, 4, false}, {Type::Q8_0, Type::Q8_0, 64, 64, 2, 1, false},
+                        {Type::Q8_0, Type::Q8_0, 64, 64, 8, 1, false, true}};
   for (const int64_t K : {1024, 17920})
     for (const Case& c : cases)
       for (const int32_t pos : {0, 7, 3000, int32_t(n_ctx)}) {  // n_ctx: outside the cache, nothing written there
@@ -74,20 +87,26 @@ TEST(WeightKernels, MatvecRopeKvEpilogue) {
         p.rope_kv = cuda::MatvecRopeKv{q_out.as<float>(), kc.as<uint16_t>(), vc.as<uint16_t>(), dpos.as<int32_t>(),
                                        dpow.as<double>(), c.freq_factors ? dff.as<float>() : nullptr, scale, c.n_rot,
                                        c.head_dim, c.head_dim, n_ctx, cuda::KvPaging{}};  // one sequence
+        if (c.yarn) {
+          const graph::RopeParams y = yarn_rope();
+          p.rope_kv.freq_scale = y.freq_scale, p.rope_kv.ext_factor = y.ext_factor;
+          p.rope_kv.corr_low = y.corr_low, p.rope_kv.corr_high = y.corr_high, p.rope_kv.attn_factor = y.attn_factor;
+        }
         ASSERT_TRUE(cuda::matvec_fuses(p));
         cuda::launch_matvec(p, nullptr);
 
         const std::vector<float> xn = rms_normed(x, norm_w, 1e-5);
         const std::string what = std::string(quant::type_name(c.q_type)) + "/" + quant::type_name(c.v_type) +
                                  " K=" + std::to_string(K) + " hd=" + std::to_string(c.head_dim) +
-                                 " n_rot=" + std::to_string(c.n_rot) + " pos=" + std::to_string(pos);
+                                 " n_rot=" + std::to_string(c.n_rot) + " pos=" + std::to_string(pos) +
+                                 (c.yarn ? " yarn" : "");
         const std::vector<float>* ffp = c.freq_factors ? &ff : nullptr;
         std::vector<double> q, qm, k, km, v, vm, mx;
         reference(wq, c.q_type, xn, K, Nq, 1, nullptr, q, qm, mx);
         reference(wk, c.q_type, xn, K, Nk, 1, nullptr, k, km, mx);
         reference(wv, c.v_type, xn, K, Nv, 1, nullptr, v, vm, mx);
-        rope_reference(q, qm, c.head_dim, c.n_rot, pos, base, scale, ffp);
-        rope_reference(k, km, c.head_dim, c.n_rot, pos, base, scale, ffp);
+        rope_reference(q, qm, c.head_dim, c.n_rot, pos, base, scale, ffp, c.yarn);
+        rope_reference(k, km, c.head_dim, c.n_rot, pos, base, scale, ffp, c.yarn);
         rope_reference(v, vm, c.head_dim, 0, pos, base, scale, nullptr);  // pair tolerances only
         for (auto* m : {&qm, &km, &vm})
           for (double& t : *m) t = 1e-5 * t + 1e-6;
