@@ -45,8 +45,8 @@ struct MatvecRopeKv {
   int32_t head_dim_v;            // even
   int64_t n_ctx;
   KvPaging paging;               // a paged cache's block tables (kv_paging.cuh); none: slot = position
-  // YaRN's ramp and the attention factor (graph::RopeParams; rope_rotate_scaled), as the rope kernel applies them:
-  // gpt-oss's q and k (ext_factor 0 and attn_factor 1: the plain rotation).
+  // YaRN's ramp and the attention factor (graph::RopeParams; rope_rotate_scaled), as the rope kernel applies them
+  // (gpt-oss's q and k). The defaults, ext_factor 0 and attn_factor 1, are the plain rotation.
   float ext_factor = 0.0f, corr_low = 0.0f, corr_high = 0.0f, attn_factor = 1.0f;
 };
 
