@@ -23,7 +23,8 @@ for st in ${SHAPES:-qwen3-30b-a3b:Q4_K_M}; do
   timeout 300 env "${envs[@]}" CUDA_INJECTION64_PATH=/tmp/bin/libkernel-trace.so KERNEL_TRACE_OUT="$trace" \
     "$bin" bench -m "$model" --device cuda -p 0 -n "${TOKENS:-32}" -r 1 -o md >"$out/trace-$shape.log" 2>&1
   echo "trace $shape rc=$? ($(wc -l <"$trace") kernels)"
-  python3 "$(dirname "${BASH_SOURCE[0]}")/timeline-step.py" "$trace" "$shape $type${BIN:+ ($BIN)}" | tee -a "$out/table.txt"
+  python3 "$(dirname "${BASH_SOURCE[0]}")/timeline-step.py" "$trace" "$shape $type${BIN:+ ($BIN)}" |
+    tee -a "$out/table.txt"
   python3 "$(dirname "${BASH_SOURCE[0]}")/timeline-pairs.py" "$trace" >>"$out/pairs.txt"  # when each launch starts
   xz -f "$trace"
 done

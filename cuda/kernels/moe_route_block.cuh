@@ -151,7 +151,9 @@ __device__ __forceinline__ void sum_strided(float (&init)[kSums], const float* c
 }
 
 // 1 / rms from a row's sum of squares s2 over K values.
-__device__ __forceinline__ float norm_scale_of(float s2, int64_t K, float eps) { return 1.0f / sqrtf(s2 / float(K) + eps); }
+__device__ __forceinline__ float norm_scale_of(float s2, int64_t K, float eps) {
+  return 1.0f / sqrtf(s2 / float(K) + eps);
+}
 
 // 1 / rms of token t's row from the router parts' sums of squares (RouterPartsParams::norm_ss), added in part order:
 // the same value wherever it is computed (the routing, each gate/up block).
