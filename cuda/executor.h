@@ -139,6 +139,9 @@ struct ExecutorOptions {
   // and attends with its share of the group's q heads (AttentionNewToken::q_split_shift, new_token_q_split_shift).
   // LLM_CUDA_NEW_TOKEN_QSPLIT=1..4 for A/B runs.
   int64_t new_token_q_split = 4;
+  // Decode: a gate/up expert launch right after its routing launch as a programmatic dependent, the routing letting
+  // it start once its logits are read (glu_after_route); false: a plain launch. LLM_CUDA_GLU_PDL=0 for A/B runs.
+  bool glu_pdl = true;
   // MulMat with 2 <= T <= matvec_cols_max_tokens whose weight the few-column int16 kernel serves (matvec_cols.cuh)
   // takes it before the small-batch kernel. LLM_CUDA_MATVEC_COLS_MAX=0..4 moves the top (0 or 1: off).
   int64_t matvec_cols_max_tokens = kMatvecColsMaxTokens;
@@ -283,6 +286,7 @@ class Executor {
   };
   bool expert_down_of(const graph::Node& down, graph::NodeId h_as_runs, ExpertDown& out) const;
   void take_expert_down(const graph::Node& down, const ExpertDown& d);
+  void glu_after_route(const graph::Node& gate, ExpertGluParams& glu);
   void route_in_experts(const graph::Node& gate, const graph::Node& up, graph::NodeId down_mm, ExpertGluParams& glu,
                         ExpertDown& down);
   const MoeRouteParams* route_with_copies(graph::NodeId topk, graph::NodeId* moe_weights) const;
@@ -399,6 +403,7 @@ class Executor {
   // A folded feed-forward norm's x w ([n_embd]) and sums of squares (a router part each), one token's (fold_moe_norm).
   DeviceBuffer router_norm_;
   DeviceBuffer route_copy_;  // a routing launch's ids and weights, also here for the fused expert launches
+  size_t route_step_end_ = SIZE_MAX;  // steps_.size() right after the last routing launch's step
   std::vector<unsigned long long*> fixed_acc_;     // Add nodes held in 64-bit fixed point: their accumulator
   DeviceBuffer fixed_accs_;                        // those accumulators, [attention_o_plan_.size()][D]
   int64_t fixed_d_ = 0;                            // D of each

@@ -187,6 +187,7 @@ bool Executor::plan_expert_glu(const Node& n) {
   }
   if (!expert_glu_fits(p)) return false;
   fold_moe_norm(n, m, p, runs ? &d : nullptr);
+  glu_after_route(n, p);
   lowering_.at(size_t(other)) = Lowering::InSibling;
   lowering_.at(size_t(sw.id)) = Lowering::Epilogue;
   expert_glus_.emplace(n.id, p);
@@ -251,6 +252,21 @@ void Executor::fold_moe_norm(const Node& gate, const Node& up, ExpertGluParams& 
   count_fusion(Fusion::MoeNorm);
 }
 
+// The gate/up launch as a programmatic dependent of its routing launch (ExpertGluParams::programmatic), which lets it
+// start once the logits are read (MoeRouteParams::late_dependents): its blocks become resident while the routing
+// ranks and weighs, and wait there. Qwen3-30B-A3B tg128 543.9 -> 551.5 (H200, session 46; with the start let only
+// after the rank, 540.2). Only where a routing launch computes the ids (not the expert launches themselves);
+// lower_mul_mat_id launches it plainly unless the routing's step is the one right before it.
+void Executor::glu_after_route(const Node& gate, ExpertGluParams& glu) {
+  if (!opt_.glu_pdl || glu.route.logits) return;
+  for (const NodeId u : users_.at(size_t(gate.inputs.at(2))))
+    if (const auto r = moe_routes_.find(u); r != moe_routes_.end()) {
+      r->second.late_dependents = true;
+      glu.programmatic = true;
+      return;
+    }
+}
+
 // A down MulMatId read only by a WeightedSum (as its products), which the launch writes, or the residual Add that
 // alone reads the WeightedSum (add_written_at's conditions, from the MulMatId's step on). h_as_runs: the down's
 // input node when a gate/up launch hands it over as runs (never stored); kNoNode: read as floats from its slot.
@@ -268,7 +284,7 @@ bool Executor::expert_down_of(const Node& n, NodeId h_as_runs, ExpertDown& d) co
   p.bias = n.inputs.size() > 3 && n.inputs[3] != graph::kNoNode ? f32_in(n, 3) : nullptr;
   if (h_as_runs != graph::kNoNode) {
     p.x_runs = expert_runs_.get();
-    p.ids_before_wait = true;  // the gate/up launch (plain, after the routing) runs right before this one
+    p.ids_before_wait = true;  // the gate/up launch, begun after the routing (or past its wait), runs right before
   } else {
     p.x = f32_in(n, 1);
   }
@@ -368,6 +384,7 @@ void Executor::lower_moe_weights(const Node& n) {
   if (const auto r = moe_routes_.find(n.id); r != moe_routes_.end()) {
     const MoeRouteParams p = r->second;
     steps_.push_back([p](cudaStream_t s) { launch_moe_route(p, s); });
+    route_step_end_ = steps_.size();
     return;
   }
   const auto& mp = ::std::get<graph::MoeWeightsParams>(n.params);
@@ -381,7 +398,8 @@ void Executor::lower_moe_weights(const Node& n) {
 void Executor::lower_mul_mat_id(const Node& n) {
   if (lowering(n.id) == Lowering::InSibling) return;  // computed by the gate/up launch of its pair
   if (const auto f = expert_glus_.find(n.id); f != expert_glus_.end()) {
-    const ExpertGluParams p = f->second;
+    ExpertGluParams p = f->second;
+    if (steps_.size() != route_step_end_) p.programmatic = false;  // its routing is not the launch right before
     steps_.push_back([p](cudaStream_t s) { launch_expert_glu(p, s); });
     return;
   }

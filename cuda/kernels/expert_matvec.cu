@@ -131,8 +131,9 @@ __global__ void __launch_bounds__(kMaxThreads) expert_glu_kernel(ExpertGluParams
   float* part = sh + kRunWords * tps; // [n_warps][gpb][2 kR]: gate rows, then up rows
   const int cap = gpb * 2 * kR;
   float* hv = part + n_warps * cap;   // runs_out: the block's outputs [gpb kR], then quantized by runs of 16
-  pdl_launch_dependents();
-  pdl_wait();  // no-op for a plain launch (expert_matvec.cuh); kept should a dependent launch return
+  if (!p.programmatic) pdl_launch_dependents();
+  pdl_wait();  // no-op for a plain launch (expert_matvec.cuh)
+  if (p.programmatic) pdl_launch_dependents();  // the down launch reads the ids before its own wait
   int32_t e;
   if (p.route.logits) {  // the block's own routing of its token (uniform: every thread takes part)
     route::Shared& rs = route_scratch(sh, route_at);
@@ -490,8 +491,8 @@ void launch_expert_glu(const ExpertGluParams& p, cudaStream_t stream) {
     if constexpr (kHasUnit<T>) {
       const auto run = [&](auto kernel) {
         const Shape s = glu_shape(p, reinterpret_cast<const void*>(kernel));
-        kernel<<<dim3(s.chunks, unsigned(p.k), unsigned(p.T)), dim3(unsigned(s.tps * s.slices)), s.smem, stream>>>(
-            p, rb, s.gpb, s.slices, s.route_at);
+        launch_programmatic(p.programmatic, kernel, dim3(s.chunks, unsigned(p.k), unsigned(p.T)),
+                            dim3(unsigned(s.tps * s.slices)), s.smem, stream, p, rb, s.gpb, s.slices, s.route_at);
       };
       if constexpr (T == quant::Type::MXFP4) {
         if (p.recoded) return run(expert_glu_kernel<T, true>);

@@ -8,10 +8,12 @@
 //   and added to the residual in one launch, y = r + sum_j w_j (down_{e_j} h_j + b_{e_j}) (graph: MulMatId,
 //   WeightedSum, Add).
 // Expert ids are read from device memory (or, with a route, each block routes its token from the router's scores
-// there: moe_route_block.cuh), so a decode step stays one captured graph. The gate/up launch is plain, not
-// a programmatic dependent: nothing of it can start before the ids, and blocks resident early only to wait cost
-// gpt-oss-20b 4.7% of its tg128 (446 → 426 tok/s, H100); it still lets the next launch start early. The down launch
-// after it is one (ExpertDownParams::ids_before_wait): its ids are known by then. Each output is
+// there: moe_route_block.cuh), so a decode step stays one captured graph. The gate/up launch is plain, or a
+// programmatic dependent of a routing launch that lets it start only once the logits are read
+// (ExpertGluParams::programmatic): nothing of it can start before the ids, and blocks resident early only to wait cost
+// gpt-oss-20b 4.7% of its tg128 (446 → 426 tok/s, H100) and Qwen3-30B-A3B 3.7% (session 44). The down launch after
+// it is a programmatic dependent (ExpertDownParams::ids_before_wait): its ids are known by then, since the gate/up
+// launch lets it start only past its own wait. Each output is
 // summed in an order fixed by the shapes (not by T or by which block holds it): a token's result does not depend on
 // its neighbours in the batch.
 #pragma once
@@ -48,6 +50,10 @@ struct ExpertGluParams {
   // floats at out, so the down launch neither quantizes it nor reads the floats (N a multiple of 16).
   void* runs_out = nullptr;
   bool recoded = false;            // MXFP4 gate and up recoded at upload (mxfp4_recode.cuh)
+  // Launched as a programmatic dependent of the routing launch right before it (MoeRouteParams::late_dependents),
+  // reading nothing before its wait; it lets its own dependents (the down launch, which reads the ids before its
+  // wait) start only after that wait.
+  bool programmatic = false;
   // logits set: every block routes its token itself from these router scores (moe_route_block.cuh; the same
   // choices as the routing launch) instead of reading ids, so a decode step needs no routing launch.
   MoeRouteSource route;
@@ -65,9 +71,10 @@ struct ExpertDownParams {
   int64_t K = 0, N = 0, n_expert = 0, k = 0, T = 0;
   int groups_per_block = 0;        // as ExpertGluParams
   const void* x_runs = nullptr;    // set: x as expert_glu's runs_out ([T][k][K / 16]) instead of floats at x
-  // Set where ids and weights were written before the launch ahead of this one began (that one a plain launch, as
-  // expert_glu is): then this launch is a programmatic dependent of it and its blocks read the ids and start their
-  // first weights before pdl_wait(), while the gate/up launch finishes.
+  // Set where ids and weights were written before the launch ahead of this one let it start (expert_glu: a plain
+  // launch after the routing, or a programmatic one that lets its dependents start past its own wait): then this
+  // launch is a programmatic dependent of it and its blocks read the ids and start their first weights before
+  // pdl_wait(), while the gate/up launch finishes.
   bool ids_before_wait = false;
   bool recoded = false;            // MXFP4 experts recoded at upload (mxfp4_recode.cuh)
   // logits set: every block routes its token itself, ids and weights (as ExpertGluParams::route), before its

@@ -126,10 +126,11 @@ __global__ void __launch_bounds__(kRouteThreads) moe_route_kernel(MoeRouteParams
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, n_warps = blockDim.x >> 5;
   const int64_t n = p.n_expert, t0 = int64_t(blockIdx.x) * p.per_block;
   const int64_t rows = p.T - t0 < p.per_block ? p.T - t0 : p.per_block;
-  pdl_launch_dependents();
+  if (!p.late_dependents) pdl_launch_dependents();
   pdl_wait();  // a programmatic dependent of the launch before (the router's): resident before the scores are in
   for (int64_t i = threadIdx.x; i < rows * n; i += blockDim.x) vals[i] = route::logit(p, t0 + i / n, int(i % n));
   __syncthreads();
+  if (p.late_dependents) pdl_launch_dependents();
   const auto write = [&](int64_t r, int32_t id, double w) {
     const int64_t at = (t0 + r) * p.k + lane;
     p.ids[at] = id, p.weights[at] = float(w);

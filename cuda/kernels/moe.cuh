@@ -61,6 +61,10 @@ struct MoeRouteParams : MoeRouteSource {
   int32_t* ids_copy = nullptr;    // set: the ids and weights also here (the executor's private copy, which the
   float* weights_copy = nullptr;  // fused expert launches read, so the graph's slots of both may be reused)
   int64_t per_block = 1;
+  // Set: the launch lets the next one (a programmatic gate/up launch, ExpertGluParams::programmatic) start only once
+  // the logits are read, so that its blocks become resident while this one ranks and weighs (resident early, during
+  // the router's and the o launches, they cost 3.7%: kernel notes, session 44; after the rank, 0.7%: session 46).
+  bool late_dependents = false;
 };
 // A block's routing of one token (moe_route_block.cuh) serves up to kRouteBlockMaxExperts experts in
 // kRouteBlockSmem bytes of shared memory; past that the launch routes by warps (k rounds of arg-max).
