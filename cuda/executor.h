@@ -129,7 +129,8 @@ struct ExecutorOptions {
   bool new_token_attention = true;
   // That attention launch as a programmatic dependent of the q/k/v launch (AttentionNewToken::programmatic: the
   // rope angles and the first tile's cached slots before its wait; Qwen3-30B-A3B tg128 +2.2%, H200, session 44).
-  // The gate/up expert launch and the one-token RMSNorm launched the same way lost (-3.7% / -2.2%, kernel notes).
+  // The gate/up expert launch let start at the routing's beginning and the one-token RMSNorm launched the same way
+  // lost (-3.7% / -2.2%, kernel notes); the gate/up launch now starts once the routing's logits are read (glu_pdl).
   // LLM_CUDA_NEW_TOKEN_PDL=0 for A/B runs.
   bool new_token_pdl = true;
   // The q/k/v launch's rope + KV epilogue (fold_rope_kv_epilogue) also for a scaled rope (YaRN's ramp, the attention
