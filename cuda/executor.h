@@ -140,8 +140,9 @@ struct ExecutorOptions {
   // and attends with its share of the group's q heads (AttentionNewToken::q_split_shift, new_token_q_split_shift).
   // LLM_CUDA_NEW_TOKEN_QSPLIT=1..4 for A/B runs.
   int64_t new_token_q_split = 4;
-  // Decode: a gate/up expert launch right after its routing launch as a programmatic dependent, the routing letting
-  // it start once its logits are read (glu_after_route); false: a plain launch. LLM_CUDA_GLU_PDL=0 for A/B runs.
+  // Decode of one token: a gate/up expert launch right after its routing launch as a programmatic dependent, the
+  // routing letting it start once its logits are read (glu_after_route); false: a plain launch. LLM_CUDA_GLU_PDL=0
+  // for A/B runs.
   bool glu_pdl = true;
   // MulMat with 2 <= T <= matvec_cols_max_tokens whose weight the few-column int16 kernel serves (matvec_cols.cuh)
   // takes it before the small-batch kernel. LLM_CUDA_MATVEC_COLS_MAX=0..4 moves the top (0 or 1: off).

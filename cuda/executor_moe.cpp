@@ -255,10 +255,11 @@ void Executor::fold_moe_norm(const Node& gate, const Node& up, ExpertGluParams& 
 // The gate/up launch as a programmatic dependent of its routing launch (ExpertGluParams::programmatic), which lets it
 // start once the logits are read (MoeRouteParams::late_dependents): its blocks become resident while the routing
 // ranks and weighs, and wait there. Qwen3-30B-A3B tg128 543.9 -> 551.5 (H200, session 46; with the start let only
-// after the rank, 540.2). Only where a routing launch computes the ids (not the expert launches themselves);
-// lower_mul_mat_id launches it plainly unless the routing's step is the one right before it.
+// after the rank, 540.2). One token a step (what was measured), and only where a routing launch computes the ids
+// (not the expert launches themselves); lower_mul_mat_id launches it plainly unless the routing's step is the one
+// right before it.
 void Executor::glu_after_route(const Node& gate, ExpertGluParams& glu) {
-  if (!opt_.glu_pdl || glu.route.logits) return;
+  if (!opt_.glu_pdl || glu.route.logits || glu.T != 1) return;
   for (const NodeId u : users_.at(size_t(gate.inputs.at(2))))
     if (const auto r = moe_routes_.find(u); r != moe_routes_.end()) {
       r->second.late_dependents = true;
