@@ -561,12 +561,13 @@ void Executor::lower_attention(const Node& n) {
         f.norm_eps = ::std::get<graph::RmsNormParams>(nq.params).eps;
         at.q = f.rope.out;
         if (attend_new_token(at, f, rq)) {  // one decode token: the attention launch forms it, no rope_kv launch
-          AttentionKernelParams at_short = at;  // the short graph's: more blocks a KV head
-          at_short.new_token.q_split_shift = new_token_q_split_shift(at);
-          if (at_short.new_token.q_split_shift == 0) {
+          const int32_t shift = new_token_q_split_shift(at);
+          if (shift == 0) {
             steps_.push_back([at](cudaStream_t s) { launch_attention(at, s); });
             return;
           }
+          AttentionKernelParams at_short = at;  // the short graph's: more blocks a KV head
+          at_short.new_token.q_split_shift = shift;
           has_short_ = true;
           steps_.push_back([at, at_short, this](cudaStream_t s) { launch_attention(short_now_ ? at_short : at, s); });
           return;

@@ -289,6 +289,7 @@ class Executor {
   bool expert_down_of(const graph::Node& down, graph::NodeId h_as_runs, ExpertDown& out) const;
   void take_expert_down(const graph::Node& down, const ExpertDown& d);
   void glu_after_route(const graph::Node& gate, ExpertGluParams& glu);
+  MoeRouteParams* routing_launch_of(graph::NodeId topk);
   void route_in_experts(const graph::Node& gate, const graph::Node& up, graph::NodeId down_mm, ExpertGluParams& glu,
                         ExpertDown& down);
   const MoeRouteParams* route_with_copies(graph::NodeId topk, graph::NodeId* moe_weights) const;

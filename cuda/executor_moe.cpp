@@ -232,9 +232,8 @@ void Executor::fold_moe_norm(const Node& gate, const Node& up, ExpertGluParams& 
   if (rp.T != 1 || rp.K != norm.shape.ne[0] || rp.K != glu.K || !a16(x) || !a16(w)) return;
   if (plan_.last_use.at(size_t(src)) < router && !slot_free_between(src, norm.id, router)) return;
   // The routing's source: its launch's, or (route_in_experts) the expert launches' own copies.
-  MoeRouteParams* route = nullptr;
-  for (const NodeId u : users_.at(size_t(gate.inputs.at(2))))
-    if (const auto r = moe_routes_.find(u); r != moe_routes_.end() && r->second.logits == rp.parts) route = &r->second;
+  MoeRouteParams* route = routing_launch_of(gate.inputs.at(2));
+  if (route && route->logits != rp.parts) route = nullptr;
   if (!route && glu.route.logits != rp.parts) return;
   float* xw = router_norm_.as<float>();
   float* ss = xw + rp.K;
@@ -260,12 +259,14 @@ void Executor::fold_moe_norm(const Node& gate, const Node& up, ExpertGluParams& 
 // right before it.
 void Executor::glu_after_route(const Node& gate, ExpertGluParams& glu) {
   if (!opt_.glu_pdl || glu.route.logits || glu.T != 1) return;
-  for (const NodeId u : users_.at(size_t(gate.inputs.at(2))))
-    if (const auto r = moe_routes_.find(u); r != moe_routes_.end()) {
-      r->second.late_dependents = true;
-      glu.programmatic = true;
-      return;
-    }
+  if (MoeRouteParams* r = routing_launch_of(gate.inputs.at(2))) r->late_dependents = true, glu.programmatic = true;
+}
+
+// The routing launch (plan_moe_route) that computes TopK `topk`, or nullptr (none, or the expert launches route).
+MoeRouteParams* Executor::routing_launch_of(NodeId topk) {
+  for (const NodeId u : users_.at(size_t(topk)))
+    if (const auto r = moe_routes_.find(u); r != moe_routes_.end()) return &r->second;
+  return nullptr;
 }
 
 // A down MulMatId read only by a WeightedSum (as its products), which the launch writes, or the residual Add that
