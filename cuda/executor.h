@@ -25,6 +25,7 @@
 #include "cuda/kernels/host_inputs.cuh"
 #include "cuda/kernels/matvec.cuh"
 #include "cuda/kernels/moe.cuh"
+#include "cuda/kernels/moe_gemm.cuh"
 #include "cuda/kernels/rope.cuh"
 #include "cuda/rtc.h"
 #include "cuda/weight_layouts.h"
@@ -115,6 +116,10 @@ struct ExecutorOptions {
   // Prefill expert products of Q4_K and recoded MXFP4 on moe_fragments.cu's kernels (weights straight into mma
   // fragments); false: moe_gemm.cu's half tiles for every format. LLM_CUDA_MOE_FRAGMENTS=0 for A/B runs.
   bool moe_fragments = true;
+  // Prefill: the later product of a mixture's gate/up pair writes the activation as half, the down product's x
+  // (MoeGluOut, plan_moe_glu_out), so the SwiGLU launch, the down launch's x pass and the product's float output go.
+  // LLM_CUDA_MOE_GLU_OUT=0 for A/B runs.
+  bool moe_glu_out = true;
   // Decode: a mixture's routing (of up to 64 experts) done by its gate/up and down launches themselves, each block
   // routing its token from the router's partial products (ExpertGluParams::route), so no routing launch runs; false:
   // the routing launch. LLM_CUDA_MOE_ROUTE_IN_EXPERTS=0 for A/B runs.
@@ -279,6 +284,7 @@ class Executor {
   void allocate_moe_buffers();
   void plan_moe_route(const graph::Node& moe_weights);
   void plan_mul_mat_id(const graph::Node& n);
+  void plan_moe_glu_out(const graph::Node& n);
   bool plan_expert_glu(const graph::Node& n);
   bool router_parts_of(const graph::Node& router, const ::std::vector<graph::NodeId>& readers,
                        RouterPartsParams& out) const;
@@ -309,7 +315,8 @@ class Executor {
   // Fusions by kind, for the -v capture note (executor_fusion.cpp).
   enum class Fusion {
     Norm, Residual, Sibling, SwiGlu, SmallBatchGlu, RopeKv, RopeKvEpilogue, AttentionO, NormAdd, AddNorm, QkNorms,
-    MoeRoute, ExpertGlu, ExpertDown, SmallBatchStack, RouteInExperts, NewTokenAttention, GluInImage, MoeNorm, kCount
+    MoeRoute, ExpertGlu, ExpertDown, SmallBatchStack, RouteInExperts, NewTokenAttention, GluInImage, MoeNorm,
+    MoeGluOut, kCount
   };
   // Fusions (executor_fusion.cpp), decided by plan_fusions in node order.
   MatvecParams matvec_params(const graph::Node& mulmat) const;
@@ -400,6 +407,8 @@ class Executor {
   std::map<graph::NodeId, MoeRouteParams> moe_routes_;    // by MoeWeights node: its routing launch
   std::map<graph::NodeId, ExpertGluParams> expert_glus_;  // by the first MulMatId of a gate/up pair
   std::map<graph::NodeId, ExpertDownParams> expert_downs_;  // by a down MulMatId
+  std::map<graph::NodeId, MoeGluOut> moe_glu_outs_;  // prefill: by a gate/up pair's later product, its activation out
+  std::map<graph::NodeId, const __half*> moe_glu_x_;  // prefill: by a down MulMatId, that activation as its x
   DeviceBuffer expert_runs_;  // h handed from a gate/up launch to its down launch as int16 runs (one layer's)
   std::map<graph::NodeId, RouterPartsParams> router_parts_;  // by router MulMat: its partial-products launch
   DeviceBuffer router_parts_buffer_;  // those partial products (one layer's)

@@ -648,7 +648,8 @@ size_t Executor::n_fused() const {
                                        "mixture routings into the expert launches",
                                        "q/k norms, rope + KV write into one-token attention",
                                        "SwiGLUs into wgmma x images",
-                                       "feed-forward norms into a mixture's router"};
+                                       "feed-forward norms into a mixture's router",
+                                       "expert gate/up activations into the later product (prefill)"};
   static_assert(sizeof(kNames) / sizeof(kNames[0]) == size_t(Fusion::kCount));
   ::std::string s;
   for (size_t k = 0; k < size_t(Fusion::kCount); ++k)

@@ -118,10 +118,60 @@ bool Executor::router_parts_of(const Node& l, const ::std::vector<NodeId>& reade
 }
 
 void Executor::plan_mul_mat_id(const Node& n) {
-  if (!opt_.fuse || lowering(n.id) != Lowering::Own || n.shape.ne[2] > opt_.matvec_max_tokens) return;
+  if (!opt_.fuse || lowering(n.id) != Lowering::Own) return;
+  if (n.shape.ne[2] > opt_.matvec_max_tokens) {
+    plan_moe_glu_out(n);
+    return;
+  }
   if (expert_downs_.count(n.id) || plan_expert_glu(n)) return;  // a down taken with its gate/up pair
   ExpertDown d;
   if (expert_down_of(n, graph::kNoNode, d)) take_expert_down(n, d);
+}
+
+// Prefill (launch_moe_gemm): n, the first of a gate/up pair in node order, and a later MulMatId m of the same input and
+// ids, each read only by one SwiGlu or SwiGluOai of the two, which only a down MulMatId (also prefill) reads: m's
+// launch writes the activation as half into moe_scratch_ past what the pair's launches use (MoeGluOut), and the down
+// launch takes it as its x. So the activation runs no launch, the down launch no x pass, and m's floats are never
+// stored. n's product is read back at m's step: alive until the activation's, after m. Same bits as unfused: the
+// same float activation, rounded to half as the x pass rounds (store_tile_output).
+void Executor::plan_moe_glu_out(const Node& n) {
+  if (!opt_.moe_glu_out) return;
+  const auto& us = users_.at(size_t(n.id));
+  if (us.size() != 1) return;
+  const Node& sw = g_.node(us[0]);
+  if ((sw.op != Op::SwiGlu && sw.op != Op::SwiGluOai) || sw.inputs.size() != 2 || lowering(sw.id) != Lowering::Own)
+    return;
+  const NodeId other = sw.inputs[0] == n.id ? sw.inputs[1] : sw.inputs[0];
+  if (other == n.id || other < n.id) return;
+  const Node& m = g_.node(other);
+  if (m.op != Op::MulMatId || users_.at(size_t(other)) != us || lowering(other) != Lowering::Own) return;
+  if (m.inputs.at(1) != n.inputs.at(1) || m.inputs.at(2) != n.inputs.at(2) || m.shape.ne != n.shape.ne ||
+      sw.shape.ne != n.shape.ne || !plan_.owns(n.id))
+    return;
+  const auto& su = users_.at(size_t(sw.id));
+  if (su.size() != 1 || plan_.last_use.at(size_t(sw.id)) >= int32_t(g_.nodes().size())) return;
+  const Node& down = g_.node(su[0]);
+  if (down.op != Op::MulMatId || down.inputs.at(1) != sw.id || lowering(down.id) != Lowering::Own ||
+      down.shape.ne[2] <= opt_.matvec_max_tokens)
+    return;
+  const Node& w = g_.node(m.inputs.at(0));
+  const Node& x = g_.node(m.inputs.at(1));
+  const int64_t N = n.shape.ne[0], k = n.shape.ne[1], T = n.shape.ne[2], n_expert = w.shape.ne[2];
+  if (N % 64 != 0 || moe_scratch_.bytes() < moe_glu_scratch_bytes(n_expert, k, T, x.shape.ne[0], x.shape.ne[1], N))
+    return;
+  MoeGluOut o;
+  o.other = static_cast<const float*>(device_ptr(n.id));
+  o.out = reinterpret_cast<__half*>(static_cast<uint8_t*>(moe_scratch_.get()) +
+                                    moe_glu_out_offset(n_expert, k, T, x.shape.ne[0], x.shape.ne[1]));
+  o.acc_is_gate = sw.inputs[0] == other;
+  if (sw.op == Op::SwiGluOai) {
+    const auto& op = ::std::get<graph::SwiGluOaiParams>(sw.params);
+    o.act = ExpertAct::SwiGluOai, o.alpha = op.alpha, o.limit = op.limit;
+  }
+  moe_glu_outs_.emplace(other, o);
+  moe_glu_x_.emplace(down.id, o.out);
+  lowering_.at(size_t(sw.id)) = Lowering::Epilogue;
+  count_fusion(Fusion::MoeGluOut);
 }
 
 namespace {
@@ -431,10 +481,13 @@ void Executor::lower_mul_mat_id(const Node& n) {
   const MoeScratchHolds holds{n.inputs[2], n.inputs[1], p.n_expert, p.K, p.x_slots};
   MoeGemmOptions o;
   o.half_tiles = !opt_.moe_fragments;
+  if (const auto f = moe_glu_outs_.find(n.id); f != moe_glu_outs_.end()) o.glu = f->second;
+  if (const auto f = moe_glu_x_.find(n.id); f != moe_glu_x_.end()) o.x_half = f->second;
   o.reuse_groups = holds.ids == moe_scratch_holds_.ids && holds.n_expert == moe_scratch_holds_.n_expert;
-  o.reuse_x = o.reuse_groups && holds.x == moe_scratch_holds_.x && holds.K == moe_scratch_holds_.K &&
+  o.reuse_x = !o.x_half && o.reuse_groups && holds.x == moe_scratch_holds_.x && holds.K == moe_scratch_holds_.K &&
               holds.x_slots == moe_scratch_holds_.x_slots;
   moe_scratch_holds_ = holds;
+  if (o.x_half) moe_scratch_holds_.x = graph::kNoNode;  // its x pass never ran: the half copy is not of this x
   steps_.push_back([p, scratch, bytes, o](cudaStream_t s) { launch_moe_gemm(p, scratch, bytes, s, o); });
 }
 

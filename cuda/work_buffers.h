@@ -64,6 +64,16 @@ inline WorkBuffers work_buffers(const graph::Graph& g, const graph::Plan& plan, 
       const auto& x = g.node(n.inputs[1]).shape;  // [K, x_slots, T]
       b.moe_scratch = ::std::max(b.moe_scratch, moe_gemm_scratch_bytes(n_expert, n.shape.ne[1], n.shape.ne[2],
                                                                         x.ne[0], x.ne[1]));
+      // A gate/up pair's activation as half for its down product (MoeGluOut), past what the pair's launches use.
+      const graph::Node& act = g.node(n.inputs[1]);
+      if ((act.op == graph::Op::SwiGlu || act.op == graph::Op::SwiGluOai) && !act.inputs.empty() &&
+          g.node(act.inputs[0]).op == graph::Op::MulMatId) {
+        const graph::Node& gate = g.node(act.inputs[0]);
+        const auto& gx = g.node(gate.inputs[1]).shape;
+        b.moe_scratch = ::std::max(b.moe_scratch,
+                                   moe_glu_scratch_bytes(g.node(gate.inputs[0]).shape.ne[2], gate.shape.ne[1],
+                                                         gate.shape.ne[2], gx.ne[0], gx.ne[1], gate.shape.ne[0]));
+      }
     } else if (n.op == graph::Op::Input) {
       b.staging += size_t(n.shape.elements()) * 4;
     }

@@ -138,19 +138,12 @@ __device__ __forceinline__ void fragment_products(int n8s, float (&acc)[kN8][4],
   }
 }
 
-// Row 16 w + g (+ 8) of the tile against user 8 n8 + 2 t (+ 1): the outputs, plus the expert's bias.
+// Row 16 w + g (+ 8) of the tile against user 8 n8 + 2 t (+ 1): the outputs (store_tile_outputs).
 template <int kN8>
-__device__ void store_outputs(const float (&acc)[kN8][4], const MatvecIdParams& p, const int32_t* list, int64_t e,
-                              int64_t n0, int64_t u0, int32_t count) {
-  const int lane = int(threadIdx.x) & 31, warp = int(threadIdx.x) >> 5, g = lane >> 2, tg = lane & 3;
-#pragma unroll
-  for (int n8 = 0; n8 < kN8; ++n8)
-#pragma unroll
-    for (int c = 0; c < 4; ++c) {
-      const int64_t n = n0 + 16 * warp + g + 8 * (c >> 1);
-      const int64_t ui = u0 + n8 * 8 + 2 * tg + (c & 1);
-      if (n < p.N && ui < count) p.y[int64_t(list[ui]) * p.N + n] = acc[n8][c] + (p.bias ? p.bias[e * p.N + n] : 0.0f);
-    }
+__device__ void store_outputs(const float (&acc)[kN8][4], const TileArgs& a, const int32_t* users, int64_t e,
+                              int64_t n0) {
+  const int lane = int(threadIdx.x) & 31, warp = int(threadIdx.x) >> 5;
+  store_tile_outputs<kN8>(a, acc, users, e, n0 + 16 * warp + (lane >> 2), 2 * (lane & 3));
 }
 
 static_assert(kBN == 16 * (kThreads / 32) && kBN == kThreads / 2, "a warp's 16 rows; two threads a row");
@@ -211,7 +204,8 @@ __device__ __forceinline__ void slice_tiles(const TileArgs& a, const BlockSpot& 
     }
     cp_async_wait<0>();
     __syncthreads();  // the rings and tables are free for the next tile of users
-    store_outputs<kN8>(acc, a.p, list, b.e, b.n0, u0, b.count);
+    store_outputs<kN8>(acc, a, xrow + kBT, b.e, b.n0);
+    __syncthreads();  // every thread's outputs read the users before the next tile's replace them
   }
 }
 
@@ -235,7 +229,7 @@ __global__ void __launch_bounds__(kThreads, 2) moe_q4k_fragment_kernel(TileArgs 
   constexpr int kN8 = kBT / 8;
   constexpr int kSubs = 4;
   constexpr uint32_t kRawStage = kBN * kQ4kRawLd;
-  __shared__ int32_t xrow[kBT];
+  __shared__ int32_t xrow[2 * kBT];  // load_tile_users
   extern __shared__ __align__(16) uint8_t smem[];
   uint8_t* raw = smem;
   const uint16_t* xs = reinterpret_cast<const uint16_t*>(smem + kWStages * kRawStage);
@@ -305,7 +299,7 @@ __global__ void __launch_bounds__(kThreads, 2) moe_q6k_fragment_kernel(TileArgs 
   constexpr int kSubs = 4;
   constexpr int kBlockBytes = 210;
   constexpr uint32_t kRawStage = kBN * kQ6kRawLd;
-  __shared__ int32_t xrow[kBT];
+  __shared__ int32_t xrow[2 * kBT];  // load_tile_users
   extern __shared__ __align__(16) uint8_t smem[];
   const uint8_t* raw = smem;
   const uint16_t* xs = reinterpret_cast<const uint16_t*>(smem + kQ6kWStages * kRawStage);
@@ -390,7 +384,7 @@ __global__ void __launch_bounds__(kThreads, 2) moe_mxfp4_fragment_kernel(TileArg
   constexpr int kN8 = kBT / 8;
   constexpr int kSubs = 2;
   constexpr uint32_t kRawStage = kBN * kMxRawLd;
-  __shared__ int32_t xrow[kBT];
+  __shared__ int32_t xrow[2 * kBT];  // load_tile_users
   extern __shared__ __align__(16) uint8_t smem[];
   const uint8_t* raw = smem;
   const uint16_t* xs = reinterpret_cast<const uint16_t*>(smem + kWStages * kRawStage);

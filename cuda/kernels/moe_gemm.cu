@@ -145,7 +145,7 @@ __global__ void __launch_bounds__(kThreads, 2) moe_tile_kernel(TileArgs a) {
   constexpr int kXCopies = kBT * (kStep / 8) / kThreads;  // 16-byte x pieces a thread copies per step
   static_assert(kBT * (kStep / 8) % kThreads == 0, "x pieces spread evenly");
   static_assert(kBN == 16 * (kThreads / 32) && kBN == kThreads / 2, "a warp multiplies 16 rows; two threads a row");
-  __shared__ int32_t xrow[kBT];
+  __shared__ int32_t xrow[2 * kBT];  // load_tile_users
   extern __shared__ __align__(16) uint8_t smem[];
   constexpr int kWS = kWStages<Q, NT>;
   constexpr bool kTwo = kTwoTiles<Q, NT>;
@@ -348,15 +348,8 @@ __global__ void __launch_bounds__(kThreads, 2) moe_tile_kernel(TileArgs a) {
     }
     cp_async_wait<0>();
     __syncthreads();  // the rings and ws are free for the next tile of users
-#pragma unroll
-    for (int nt = 0; nt < 2 * kPairs; ++nt)
-#pragma unroll
-      for (int c = 0; c < 4; ++c) {
-        const int64_t n = n0 + 16 * warp + g + 8 * (c >> 1);
-        const int64_t ui = u0 + nt * 8 + 2 * tg + (c & 1);
-        if (n < p.N && ui < count)
-          p.y[int64_t(list[ui]) * p.N + n] = acc[nt][c] + (p.bias ? p.bias[e * p.N + n] : 0.0f);
-      }
+    store_tile_outputs<2 * kPairs>(a, acc, xrow + kBT, e, n0 + 16 * warp + g, 2 * tg);
+    __syncthreads();  // every thread's outputs read the users before the next tile's replace them
   }
 }
 
@@ -389,9 +382,14 @@ void launch_moe_gemm(const MatvecIdParams& p, void* scratch, size_t scratch_byte
     moe_group_kernel<<<1, kGroupThreads, size_t(2 * p.n_expert) * 4, stream>>>(p, g);
     CUDA_CHECK_LAUNCH(stream);
   }
+  const MoeGluOut& glu = options.glu;
+  LLM_REQUIRE(!glu.out || (glu.other && p.N % 64 == 0 && p.T * p.k * p.N <= 0x7fffffffLL),
+              "moe_gemm: an activation output needs the other product and N a multiple of 64");
+  LLM_REQUIRE(!options.x_half || (p.K % 64 == 0 && !options.reuse_x), "moe_gemm: a half x needs K a multiple of 64");
   const int64_t kp = moe_gemm_padded_k(p.K);
   auto* xh = reinterpret_cast<__half*>(static_cast<uint8_t*>(scratch) + moe_gemm_x_offset(p.n_expert, p.k, p.T));
-  if (!options.reuse_x) {
+  if (options.x_half) xh = const_cast<__half*>(options.x_half);  // read only
+  if (!options.reuse_x && !options.x_half) {
     const bool vec4 = p.K % 4 == 0 && reinterpret_cast<uintptr_t>(p.x) % 16 == 0;
     moe_x_half_kernel<<<dim3(unsigned(p.x_slots * p.T), unsigned((kp + 1023) / 1024)), 256, 0, stream>>>(
         p.x, xh, p.K, kp, vec4);
@@ -400,7 +398,7 @@ void launch_moe_gemm(const MatvecIdParams& p, void* scratch, size_t scratch_byte
   // Tiles of 64 users while experts average up to 40 (Qwen3-30B-A3B at T = 512: 32), else 128 (gpt-oss-20b: 64):
   // one pass over an expert's rows serves nearly all of its users.
   const bool wide = p.k * p.T > 40 * p.n_expert;
-  const TileArgs args{p, g, xh, kp, rb};
+  const TileArgs args{p, g, xh, kp, rb, glu};
   if (!options.half_tiles && launch_fragment_tiles(args, wide, stream)) {
     CUDA_CHECK_LAUNCH(stream);
     return;

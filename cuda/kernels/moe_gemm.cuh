@@ -4,11 +4,13 @@
 // once per tile of users instead of once per user, and experts nobody chose not at all. The ids never leave the
 // device, so a prefill step is capturable too.
 #pragma once
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <cstddef>
 #include <cstdint>
 
+#include "cuda/kernels/expert_matvec.cuh"
 #include "cuda/kernels/matvec_id.cuh"
 
 namespace cuda {
@@ -33,11 +35,35 @@ inline size_t moe_gemm_scratch_bytes(int64_t n_expert, int64_t k, int64_t T, int
 // on this scratch had the same ids (groups) or the same x, K and x_slots (x), and that neither changed since.
 // half_tiles: the half-tile kernel for every format, not the fragment kernels (moe_fragments.cu): tests compare
 // them, ExecutorOptions::moe_fragments (LLM_CUDA_MOE_FRAGMENTS=0) sets it for A/B runs.
+// glu: the later product of a gate/up pair writes act(gate, up) as half into out ([k T][N], N a multiple of 64: the
+// down product's half x, which its launch then takes as x_half) instead of its own y; other is the pair's earlier
+// product ([k T][N] floats, its bias added), read back output by output. The SwiGlu launch, the down launch's x
+// pass and this product's float output go (Executor::plan_moe_glu_out).
+// x_half: x already in half as the tiles read it ([x_slots T][K], K a multiple of 64): no x pass.
+struct MoeGluOut {
+  const float* other = nullptr;
+  __half* out = nullptr;
+  bool acc_is_gate = false;  // this product is the gate (other the up), else the up
+  ExpertAct act = ExpertAct::SwiGlu;
+  float alpha = 0.0f, limit = 0.0f;  // SwiGluOai's
+};
 struct MoeGemmOptions {
   bool reuse_groups = false;
   bool reuse_x = false;
   bool half_tiles = false;
+  MoeGluOut glu;
+  const __half* x_half = nullptr;
 };
+
+// Where a gate/up pair's activation (MoeGluOut::out) goes in the scratch of launches of n_expert experts, k slots,
+// T tokens and gate/up inputs of K elements in x_slots columns: past what the pair's own launches use, and how many
+// bytes the scratch then needs for N activations a user.
+inline size_t moe_glu_out_offset(int64_t n_expert, int64_t k, int64_t T, int64_t K, int64_t x_slots) {
+  return (moe_gemm_scratch_bytes(n_expert, k, T, K, x_slots) + 255) / 256 * 256;
+}
+inline size_t moe_glu_scratch_bytes(int64_t n_expert, int64_t k, int64_t T, int64_t K, int64_t x_slots, int64_t N) {
+  return moe_glu_out_offset(n_expert, k, T, K, x_slots) + size_t(k * T) * size_t(N) * 2;
+}
 
 // p as for launch_matvec_id (any T); scratch holds moe_gemm_scratch_bytes(n_expert, k, T, K, x_slots) bytes,
 // 16-byte aligned; the weights are 16-byte aligned (the arena aligns every tensor to 256).

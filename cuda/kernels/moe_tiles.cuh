@@ -9,6 +9,8 @@
 #include "cuda/check.h"
 #include "cuda/kernels/async_copy.cuh"
 #include "cuda/kernels/matvec_id.cuh"
+#include "cuda/kernels/moe_gemm.cuh"
+#include "cuda/kernels/swiglu.cuh"
 
 namespace cuda::moe_tiles {
 
@@ -29,21 +31,73 @@ struct TileArgs {
   const __half* xh;  // [x_slots T][kp]
   int64_t kp;        // K rounded up to kStep
   size_t row_bytes;
+  MoeGluOut glu;     // out set: the activation of this product and glu.other as half, instead of y
 };
 
-// Tile u0's users: their half-x rows into xrow (t x_slots + slot, or -1 past the expert's count), then a barrier.
+// A warp's outputs of a tile, rows n_first and n_first + 8 against users c0 + 8 i (+ 1) of the tile (the mma
+// accumulator layout: acc[i][c] is row n_first + 8 (c >> 1), tile column c0 + 8 i + (c & 1); users: the tile's
+// users, load_tile_users' second half), plus the expert's bias: into y, or with the activation epilogue (glu.out)
+// act(gate, up) rounded to half, one of the two read back from the pair's earlier product. Those reads go out a row
+// at a time, 2 kN8 together (each output's read behind the one before, they cost the up launch 20 us of its 110). The
+// same float operations as the element-wise SwiGlu / SwiGluOai kernels and x's half copy (__float2half_rn), so the
+// down product's x has the bits the unfused launches gave it.
+template <int kN8>
+__device__ __forceinline__ void store_tile_outputs(const TileArgs& a, const float (&acc)[kN8][4],
+                                                   const int32_t* users, int64_t e, int64_t n_first, int c0) {
+  const MatvecIdParams& p = a.p;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int64_t n = n_first + 8 * h;
+    if (n >= p.N) continue;
+    const float bias = p.bias ? p.bias[e * p.N + n] : 0.0f;
+    if (!a.glu.out) {
+#pragma unroll
+      for (int i = 0; i < kN8; ++i)
+#pragma unroll
+        for (int j = 0; j < 2; ++j)
+          if (const int32_t u = users[c0 + 8 * i + j]; u >= 0) p.y[int64_t(u) * p.N + n] = acc[i][2 * h + j] + bias;
+      continue;
+    }
+    float other[kN8][2];
+#pragma unroll
+    for (int i = 0; i < kN8; ++i)
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        const int32_t u = users[c0 + 8 * i + j];
+        other[i][j] = u >= 0 ? __ldg(a.glu.other + int64_t(u) * p.N + n) : 0.0f;
+      }
+#pragma unroll
+    for (int i = 0; i < kN8; ++i)
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        const int32_t u = users[c0 + 8 * i + j];
+        if (u < 0) continue;
+        const float v = acc[i][2 * h + j] + bias;
+        const float gate = a.glu.acc_is_gate ? v : other[i][j], up = a.glu.acc_is_gate ? other[i][j] : v;
+        const float act = a.glu.act == ExpertAct::SwiGluOai ? swiglu_oai(gate, up, a.glu.alpha, a.glu.limit)
+                                                            : silu(gate) * up;
+        a.glu.out[int64_t(u) * p.N + n] = __float2half_rn(act);
+      }
+  }
+}
+
+// Tile u0's users: their half-x rows into xrow[0, kBT) (t x_slots + slot, or -1 past the expert's count) and the
+// users themselves (t k + slot, or -1) into xrow[kBT, 2 kBT) for the outputs (store_tile_outputs), then a barrier.
+// The caller puts a barrier between a tile's outputs and the next tile's call.
 template <int kBT>
 __device__ inline void load_tile_users(int32_t* xrow, const MatvecIdParams& p, const int32_t* list, int64_t u0,
                                        int32_t count) {
   const int tid = int(threadIdx.x);
   if (tid < kBT) {
     const int64_t ui = u0 + tid;
-    int32_t r = -1;
+    int32_t r = -1, user = -1;
     if (ui < count) {
-      const int64_t u = list[ui], t = u / p.k, j = u % p.k;
+      user = list[ui];
+      const int64_t t = user / p.k, j = user % p.k;
       r = int32_t(t * p.x_slots + (p.x_slots == 1 ? 0 : j));
     }
     xrow[tid] = r;
+    xrow[kBT + tid] = user;
   }
   __syncthreads();
 }

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <numeric>
 
+#include "cuda/kernels/elementwise.cuh"
 #include "cuda/kernels/matvec_id.cuh"
 #include "cuda/kernels/moe.cuh"
 #include "cuda/kernels/moe_gemm.cuh"
@@ -276,46 +277,131 @@ TEST(MoeKernels, RecodedMxfp4GivesTheFileLayoutsBitsAtEveryScale) {
 // 150 tokens, among the first 40, or in reverse order (other tiles, other columns, other neighbours in each tile).
 TEST(MoeKernels, PrefillTilesAreBatchInvariant) {
   REQUIRE_GPU();
-  std::mt19937 rng(35);
-  const int64_t K = 512, N = 160, n_expert = 8, k = 2, T = 150, sub = 40;
-  const auto w = expert_weights(rng, quant::Type::Q4_K, K, N * n_expert);
-  const auto x = random_floats(rng, size_t(K * T));
+  for (const quant::Type type : {quant::Type::Q4_K, quant::Type::Q6_K, quant::Type::Q8_0}) {
+    SCOPED_TRACE(quant::type_name(type));
+    std::mt19937 rng(35);
+    const int64_t K = 512, N = 160, n_expert = 8, k = 2, T = 150, sub = 40;
+    const auto w = expert_weights(rng, type, K, N * n_expert);
+    const auto x = random_floats(rng, size_t(K * T));
+    std::vector<int32_t> ids(static_cast<size_t>(k * T)), perm(static_cast<size_t>(n_expert));
+    for (int64_t t = 0; t < T; ++t) {
+      std::iota(perm.begin(), perm.end(), 0);
+      std::shuffle(perm.begin(), perm.end(), rng);
+      std::copy(perm.begin(), perm.begin() + k, ids.begin() + t * k);
+    }
+    auto run = [&](const std::vector<float>& xv, const std::vector<int32_t>& iv, int64_t t_count) {
+      auto dw = upload(w), dx = upload(xv), di = upload(iv);
+      auto out = poisoned_f32(size_t(N * k * t_count));
+      cuda::MatvecIdParams p;
+      p.w = dw.get(), p.type = type, p.x = dx.as<float>(), p.ids = di.as<int32_t>(), p.y = out.as<float>();
+      p.K = K, p.N = N, p.n_expert = n_expert, p.k = k, p.T = t_count;
+      const size_t bytes = cuda::moe_gemm_scratch_bytes(n_expert, k, t_count, K, 1);
+      cuda::DeviceBuffer scratch(bytes);
+      cuda::launch_moe_gemm(p, scratch.get(), bytes, nullptr);
+      return download<float>(out, size_t(N * k * t_count));
+    };
+    const auto all = run(x, ids, T);
+    const auto first = run(std::vector<float>(x.begin(), x.begin() + sub * K),
+                           std::vector<int32_t>(ids.begin(), ids.begin() + sub * k), sub);
+    std::vector<float> xr(x.size());
+    std::vector<int32_t> ir(ids.size());
+    for (int64_t t = 0; t < T; ++t) {
+      std::copy(x.begin() + t * K, x.begin() + (t + 1) * K, xr.begin() + (T - 1 - t) * K);
+      std::copy(ids.begin() + t * k, ids.begin() + (t + 1) * k, ir.begin() + (T - 1 - t) * k);
+    }
+    const auto rev = run(xr, ir, T);
+    const size_t row = size_t(N * k);
+    for (int64_t t = 0; t < T; ++t)
+      for (size_t i = 0; i < row; ++i) {
+        const float a = all[size_t(t) * row + i];
+        ASSERT_EQ(a, rev[size_t(T - 1 - t) * row + i]) << "reversed batch, token " << t << " element " << i;
+        if (t < sub) {
+          ASSERT_EQ(a, first[size_t(t) * row + i]) << "first " << sub << " tokens, token " << t;
+        }
+      }
+  }
+}
+
+}  // namespace
+
+// The prefill activation epilogue (MoeGemmOptions::glu): the later product of a gate/up pair writes act(gate, up) as
+// half, the down product's x, instead of its floats; the down launch then reads it (x_half). Against the unfused
+// launches (both products stored, the element-wise activation, the down launch's own x pass): the same half bits and
+// the same down outputs, for the fragment kernels (Q4_K, Q6_K), the half tiles (Q8_0), both activations and either
+// product launched second.
+TEST(MoeKernels, ActivationEpilogueGivesTheUnfusedBits) {
+  REQUIRE_GPU();
+  std::mt19937 rng(37);
+  const int64_t K = 512, N = 256, n_expert = 8, k = 2, T = 45, N_down = 96;  // N: the down product's K, whole blocks
   std::vector<int32_t> ids(static_cast<size_t>(k * T)), perm(static_cast<size_t>(n_expert));
   for (int64_t t = 0; t < T; ++t) {
     std::iota(perm.begin(), perm.end(), 0);
     std::shuffle(perm.begin(), perm.end(), rng);
     std::copy(perm.begin(), perm.begin() + k, ids.begin() + t * k);
   }
-  auto run = [&](const std::vector<float>& xv, const std::vector<int32_t>& iv, int64_t t_count) {
-    auto dw = upload(w), dx = upload(xv), di = upload(iv);
-    auto out = poisoned_f32(size_t(N * k * t_count));
-    cuda::MatvecIdParams p;
-    p.w = dw.get(), p.type = quant::Type::Q4_K, p.x = dx.as<float>(), p.ids = di.as<int32_t>(), p.y = out.as<float>();
-    p.K = K, p.N = N, p.n_expert = n_expert, p.k = k, p.T = t_count;
-    const size_t bytes = cuda::moe_gemm_scratch_bytes(n_expert, k, t_count, K, 1);
-    cuda::DeviceBuffer scratch(bytes);
-    cuda::launch_moe_gemm(p, scratch.get(), bytes, nullptr);
-    return download<float>(out, size_t(N * k * t_count));
-  };
-  const auto all = run(x, ids, T);
-  const auto first = run(std::vector<float>(x.begin(), x.begin() + sub * K),
-                         std::vector<int32_t>(ids.begin(), ids.begin() + sub * k), sub);
-  std::vector<float> xr(x.size());
-  std::vector<int32_t> ir(ids.size());
-  for (int64_t t = 0; t < T; ++t) {
-    std::copy(x.begin() + t * K, x.begin() + (t + 1) * K, xr.begin() + (T - 1 - t) * K);
-    std::copy(ids.begin() + t * k, ids.begin() + (t + 1) * k, ir.begin() + (T - 1 - t) * k);
-  }
-  const auto rev = run(xr, ir, T);
-  const size_t row = size_t(N * k);
-  for (int64_t t = 0; t < T; ++t)
-    for (size_t i = 0; i < row; ++i) {
-      const float a = all[size_t(t) * row + i];
-      ASSERT_EQ(a, rev[size_t(T - 1 - t) * row + i]) << "reversed batch, token " << t << " element " << i;
-      if (t < sub) {
-        ASSERT_EQ(a, first[size_t(t) * row + i]) << "first " << sub << " tokens, token " << t;
+  const auto x = random_floats(rng, size_t(K * T));
+  const auto bias = random_floats(rng, size_t(N * n_expert));
+  auto dx = upload(x), di = upload(ids), db = upload(bias);
+  const size_t users = size_t(k * T), acts = users * size_t(N);
+  const size_t bytes = cuda::moe_glu_scratch_bytes(n_expert, k, T, K, 1, N);
+  ASSERT_GE(bytes, cuda::moe_gemm_scratch_bytes(n_expert, k, T, N, k));  // the down launch's own need fits too
+  cuda::DeviceBuffer scratch(bytes);
+  auto* act_half = reinterpret_cast<__half*>(scratch.as<uint8_t>() + cuda::moe_glu_out_offset(n_expert, k, T, K, 1));
+  for (const quant::Type type : {quant::Type::Q4_K, quant::Type::Q6_K, quant::Type::Q8_0})
+    for (const cuda::ExpertAct act : {cuda::ExpertAct::SwiGlu, cuda::ExpertAct::SwiGluOai})
+      for (const bool gate_second : {false, true}) {
+        const std::string what = std::string(quant::type_name(type)) +
+                                 (act == cuda::ExpertAct::SwiGlu ? " swiglu" : " swiglu_oai") +
+                                 (gate_second ? ", gate launched second" : ", up launched second");
+        auto dg = upload(expert_weights(rng, type, K, N * n_expert));
+        auto du = upload(expert_weights(rng, type, K, N * n_expert));
+        auto dd = upload(expert_weights(rng, type, N, N_down * n_expert));
+        const graph::SwiGluOaiParams oai;
+        cuda::MatvecIdParams p;
+        p.type = type, p.x = dx.as<float>(), p.ids = di.as<int32_t>(), p.bias = db.as<float>();
+        p.K = K, p.N = N, p.n_expert = n_expert, p.k = k, p.T = T;
+        // Unfused: both products stored, the element-wise activation, the down launch converting it.
+        auto gate = poisoned_f32(acts), up = poisoned_f32(acts), h = poisoned_f32(acts);
+        p.w = dg.get(), p.y = gate.as<float>();
+        cuda::launch_moe_gemm(p, scratch.get(), bytes, nullptr);
+        p.w = du.get(), p.y = up.as<float>();
+        cuda::launch_moe_gemm(p, scratch.get(), bytes, nullptr);
+        if (act == cuda::ExpertAct::SwiGlu)
+          cuda::launch_swiglu({gate.as<float>(), up.as<float>(), h.as<float>(), int64_t(acts)}, nullptr);
+        else
+          cuda::launch_swiglu_oai({gate.as<float>(), up.as<float>(), h.as<float>(), int64_t(acts), oai.alpha,
+                                   oai.limit},
+                                  nullptr);
+        const auto h_host = download<float>(h, acts);
+        cuda::MatvecIdParams pd = p;
+        pd.w = dd.get(), pd.x = h.as<float>(), pd.x_slots = k, pd.bias = nullptr, pd.K = N, pd.N = N_down;
+        auto y_unfused = poisoned_f32(users * size_t(N_down));
+        pd.y = y_unfused.as<float>();
+        cuda::MoeGemmOptions ou;
+        ou.reuse_groups = true;  // as the executor runs a down product: the pair's grouping, so the same tiles
+        cuda::launch_moe_gemm(pd, scratch.get(), bytes, nullptr, ou);
+        // Fused: the first product stored, the second writing the activation, the down launch reading it.
+        auto first = poisoned_f32(acts), unused = poisoned_f32(acts);
+        CUDA_CHECK(cudaMemset(act_half, 0xff, acts * 2));
+        p.w = gate_second ? du.get() : dg.get(), p.y = first.as<float>();
+        cuda::launch_moe_gemm(p, scratch.get(), bytes, nullptr);
+        cuda::MoeGemmOptions o;
+        o.glu.other = first.as<float>(), o.glu.out = act_half, o.glu.acc_is_gate = gate_second, o.glu.act = act;
+        o.glu.alpha = oai.alpha, o.glu.limit = oai.limit;
+        p.w = gate_second ? dg.get() : du.get(), p.y = unused.as<float>();
+        cuda::launch_moe_gemm(p, scratch.get(), bytes, nullptr, o);
+        std::vector<uint16_t> got(acts);
+        CUDA_CHECK(cudaMemcpy(got.data(), act_half, acts * 2, cudaMemcpyDeviceToHost));
+        for (size_t i = 0; i < acts; ++i) {
+          const __half want = __float2half_rn(h_host[i]);
+          ASSERT_EQ(got[i], *reinterpret_cast<const uint16_t*>(&want)) << what << ", activation " << i;
+        }
+        auto y_fused = poisoned_f32(users * size_t(N_down));
+        pd.y = y_fused.as<float>(), pd.x = unused.as<float>();  // not read: x_half
+        cuda::MoeGemmOptions od;
+        od.reuse_groups = true, od.x_half = act_half;
+        cuda::launch_moe_gemm(pd, scratch.get(), bytes, nullptr, od);
+        EXPECT_TRUE(download<float>(y_fused, y_fused.bytes() / 4) == download<float>(y_unfused, y_unfused.bytes() / 4))
+            << what << ": down outputs";
       }
-    }
 }
-
-}  // namespace
