@@ -120,6 +120,10 @@ struct ExecutorOptions {
   // (MoeGluOut, plan_moe_glu_out), so the SwiGLU launch, the down launch's x pass and the product's float output go.
   // LLM_CUDA_MOE_GLU_OUT=0 for A/B runs.
   bool moe_glu_out = true;
+  // There, a Q4_K pair at up to 40 users an expert in one launch (moe_gemm_pairs): each block takes 64 rows of both
+  // products and forms the activation in shared memory, so neither product is stored. LLM_CUDA_MOE_GLU_PAIRS=0 for
+  // A/B runs.
+  bool moe_glu_pairs = true;
   // Decode: a mixture's routing (of up to 64 experts) done by its gate/up and down launches themselves, each block
   // routing its token from the router's partial products (ExpertGluParams::route), so no routing launch runs; false:
   // the routing launch. LLM_CUDA_MOE_ROUTE_IN_EXPERTS=0 for A/B runs.
@@ -407,7 +411,14 @@ class Executor {
   std::map<graph::NodeId, MoeRouteParams> moe_routes_;    // by MoeWeights node: its routing launch
   std::map<graph::NodeId, ExpertGluParams> expert_glus_;  // by the first MulMatId of a gate/up pair
   std::map<graph::NodeId, ExpertDownParams> expert_downs_;  // by a down MulMatId
-  std::map<graph::NodeId, MoeGluOut> moe_glu_outs_;  // prefill: by a gate/up pair's later product, its activation out
+  // Prefill: by the gate/up product whose launch writes the pair's activation (the later one, or the first when the
+  // pair runs in one launch: then its weight and bias are the gate's, which w and bias hold).
+  struct MoeGluLaunch {
+    MoeGluOut glu;
+    const void* w = nullptr;
+    const float* bias = nullptr;
+  };
+  std::map<graph::NodeId, MoeGluLaunch> moe_glu_outs_;
   std::map<graph::NodeId, const __half*> moe_glu_x_;  // prefill: by a down MulMatId, that activation as its x
   DeviceBuffer expert_runs_;  // h handed from a gate/up launch to its down launch as int16 runs (one layer's)
   std::map<graph::NodeId, RouterPartsParams> router_parts_;  // by router MulMat: its partial-products launch

@@ -159,16 +159,37 @@ void Executor::plan_moe_glu_out(const Node& n) {
   const int64_t N = n.shape.ne[0], k = n.shape.ne[1], T = n.shape.ne[2], n_expert = w.shape.ne[2];
   if (N % 64 != 0 || moe_scratch_.bytes() < moe_glu_scratch_bytes(n_expert, k, T, x.shape.ne[0], x.shape.ne[1], N))
     return;
-  MoeGluOut o;
-  o.other = static_cast<const float*>(device_ptr(n.id));
+  MoeGluLaunch l;
+  MoeGluOut& o = l.glu;
   o.out = reinterpret_cast<__half*>(static_cast<uint8_t*>(moe_scratch_.get()) +
                                     moe_glu_out_offset(n_expert, k, T, x.shape.ne[0], x.shape.ne[1]));
-  o.acc_is_gate = sw.inputs[0] == other;
   if (sw.op == Op::SwiGluOai) {
     const auto& op = ::std::get<graph::SwiGluOaiParams>(sw.params);
     o.act = ExpertAct::SwiGluOai, o.alpha = op.alpha, o.limit = op.limit;
   }
-  moe_glu_outs_.emplace(other, o);
+  const Node& gate = g_.node(sw.inputs[0]);
+  const Node& up = g_.node(sw.inputs[1]);
+  const Node& wg = g_.node(gate.inputs[0]);
+  const Node& wu = g_.node(up.inputs[0]);
+  const auto type_of = [](const Node& wn) { return ::std::get<graph::WeightParams>(wn.params).type; };
+  const auto bias_of = [&](const Node& mm) {
+    return mm.inputs.size() > 3 && mm.inputs[3] != graph::kNoNode ? f32_in(mm, 3) : nullptr;
+  };
+  const bool pair = opt_.moe_glu_pairs && opt_.moe_fragments && wg.op == Op::Weight && wu.op == Op::Weight && type_of(wg) == type_of(wu) &&
+                    !regrouped(wg) && !regrouped(wu) && wg.shape.ne == wu.shape.ne &&
+                    moe_gemm_pairs(type_of(wg), n_expert, k, T) &&
+                    reinterpret_cast<uintptr_t>(weight_ptr(wu)) % 16 == 0;
+  NodeId launching = other;
+  if (pair) {  // at n's step, the earlier of the two; m runs no launch
+    o.up_w = weight_ptr(wu), o.up_bias = bias_of(up);
+    l.w = weight_ptr(wg), l.bias = bias_of(gate);
+    launching = n.id;
+    lowering_.at(size_t(other)) = Lowering::InSibling;
+  } else {
+    o.other = static_cast<const float*>(device_ptr(n.id));
+    o.acc_is_gate = sw.inputs[0] == other;
+  }
+  moe_glu_outs_.emplace(launching, l);
   moe_glu_x_.emplace(down.id, o.out);
   lowering_.at(size_t(sw.id)) = Lowering::Epilogue;
   count_fusion(Fusion::MoeGluOut);
@@ -481,7 +502,10 @@ void Executor::lower_mul_mat_id(const Node& n) {
   const MoeScratchHolds holds{n.inputs[2], n.inputs[1], p.n_expert, p.K, p.x_slots};
   MoeGemmOptions o;
   o.half_tiles = !opt_.moe_fragments;
-  if (const auto f = moe_glu_outs_.find(n.id); f != moe_glu_outs_.end()) o.glu = f->second;
+  if (const auto f = moe_glu_outs_.find(n.id); f != moe_glu_outs_.end()) {
+    o.glu = f->second.glu;
+    if (f->second.w) p.w = f->second.w, p.bias = f->second.bias;  // the pair in one launch: the gate's
+  }
   if (const auto f = moe_glu_x_.find(n.id); f != moe_glu_x_.end()) o.x_half = f->second;
   o.reuse_groups = holds.ids == moe_scratch_holds_.ids && holds.n_expert == moe_scratch_holds_.n_expert;
   o.reuse_x = !o.x_half && o.reuse_groups && holds.x == moe_scratch_holds_.x && holds.K == moe_scratch_holds_.K &&

@@ -60,6 +60,7 @@ ExecutorOptions ExecutorOptions::from_env() {
   o.tiles_after_split = read_flag("LLM_CUDA_TILES_AFTER_SPLIT", o.tiles_after_split);
   o.moe_fragments = read_flag("LLM_CUDA_MOE_FRAGMENTS", o.moe_fragments);
   o.moe_glu_out = read_flag("LLM_CUDA_MOE_GLU_OUT", o.moe_glu_out);
+  o.moe_glu_pairs = read_flag("LLM_CUDA_MOE_GLU_PAIRS", o.moe_glu_pairs);
   o.moe_route_in_experts = read_flag("LLM_CUDA_MOE_ROUTE_IN_EXPERTS", o.moe_route_in_experts);
   o.moe_norm = read_flag("LLM_CUDA_MOE_NORM", o.moe_norm);
   o.new_token_attention = read_flag("LLM_CUDA_NEW_TOKEN_ATTENTION", o.new_token_attention);

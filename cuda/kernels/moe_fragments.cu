@@ -158,24 +158,69 @@ struct BlockSpot {
   bool row_live;
 };
 
+// kPair: the block's rows are kBN / 2 gate rows from n0, then the same up rows (store_pair_outputs).
+template <bool kPair = false>
 __device__ __forceinline__ BlockSpot block_spot(const TileArgs& a) {
   const int64_t e = blockIdx.y;
   const int32_t count = a.g.counts[e];
-  const int64_t n0 = int64_t(blockIdx.x) * kBN;
+  const int64_t n0 = int64_t(blockIdx.x) * (kPair ? kBN / 2 : kBN);
   const int tid = int(threadIdx.x), lane = tid & 31, warp = tid >> 5, g = lane >> 2, tg = lane & 3;
   const int dr = tid >> 1, dc = tid & 1;
-  return {e, count, n0, tid, lane, warp, g, tg, dr, dc, n0 + dr < a.p.N};
+  return {e, count, n0, tid, lane, warp, g, tg, dr, dc, n0 + (kPair ? dr % (kBN / 2) : dr) < a.p.N};
+}
+
+// A pair's outputs (MoeGluOut::up_w): the up rows' warps (the block's second half) put their products, plus the up
+// bias, into shared memory at ex ([kBT][kExLd] floats: a store's 8 rows x 4 users on distinct banks); then the gate
+// rows' warps form act(gate, up) as the element-wise kernels do and write it as half, the down product's x.
+constexpr int kExLd = kBN / 2 + 4;
+template <int kN8>
+__device__ void store_pair_outputs(const float (&acc)[kN8][4], const TileArgs& a, const int32_t* users, int64_t e,
+                                   int64_t n0, float* ex) {
+  const MatvecIdParams& p = a.p;
+  const int lane = int(threadIdx.x) & 31, warp = int(threadIdx.x) >> 5, g = lane >> 2, tg = lane & 3;
+  const int r = 16 * (warp % 4) + g;  // of the block's kBN / 2 rows of each product
+  const bool up_rows = warp >= 4;
+  if (up_rows) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int64_t n = n0 + r + 8 * h;
+      const float bias = a.glu.up_bias && n < p.N ? a.glu.up_bias[e * p.N + n] : 0.0f;
+#pragma unroll
+      for (int i = 0; i < kN8; ++i)
+#pragma unroll
+        for (int j = 0; j < 2; ++j) ex[(8 * i + 2 * tg + j) * kExLd + r + 8 * h] = acc[i][2 * h + j] + bias;
+    }
+  }
+  __syncthreads();
+  if (up_rows) return;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int64_t n = n0 + r + 8 * h;
+    if (n >= p.N) continue;
+    const float bias = p.bias ? p.bias[e * p.N + n] : 0.0f;
+#pragma unroll
+    for (int i = 0; i < kN8; ++i)
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        const int32_t u = users[8 * i + 2 * tg + j];
+        if (u < 0) continue;
+        const float gate = acc[i][2 * h + j] + bias, up = ex[(8 * i + 2 * tg + j) * kExLd + r + 8 * h];
+        const float act = a.glu.act == ExpertAct::SwiGluOai ? swiglu_oai(gate, up, a.glu.alpha, a.glu.limit)
+                                                            : silu(gate) * up;
+        a.glu.out[int64_t(u) * p.N + n] = __float2half_rn(act);
+      }
+  }
 }
 
 // The fragment kernels' user-tile loop: per tile of the expert's users, the copies (StepCopies), then per K step the
 // barrier, the copies ahead, the next slice's scale table a step ahead where the format keeps one (Q4_K, Q6_K; its
 // bytes landed: issued at least a slice before; NoTable for recoded MXFP4), and step(s, n8s, acc): the step's
-// fragments and products; then the outputs.
+// fragments and products; then the outputs (kPair: store_pair_outputs, through ex, the weight ring: free by then).
 struct NoTable {};
-template <int kBT, int kSubs, int kStages, class IssueW, class FindScales, class Step>
+template <int kBT, int kSubs, int kStages, bool kPair = false, class IssueW, class FindScales, class Step>
 __device__ __forceinline__ void slice_tiles(const TileArgs& a, const BlockSpot& b, int32_t* xrow, uint32_t s_x,
                                             const int32_t* list, int n_steps, const IssueW& issue_w,
-                                            const FindScales& find_scales, const Step& step) {
+                                            const FindScales& find_scales, const Step& step, float* ex = nullptr) {
   constexpr bool kTable = !::std::is_same_v<FindScales, NoTable>;
   constexpr int kN8 = kBT / 8;
   const uint16_t* xh = reinterpret_cast<const uint16_t*>(a.xh);
@@ -204,8 +249,9 @@ __device__ __forceinline__ void slice_tiles(const TileArgs& a, const BlockSpot& 
     }
     cp_async_wait<0>();
     __syncthreads();  // the rings and tables are free for the next tile of users
-    store_outputs<kN8>(acc, a, xrow + kBT, b.e, b.n0);
-    __syncthreads();  // every thread's outputs read the users before the next tile's replace them
+    if constexpr (kPair) store_pair_outputs<kN8>(acc, a, xrow + kBT, b.e, b.n0, ex);
+    else store_outputs<kN8>(acc, a, xrow + kBT, b.e, b.n0);
+    __syncthreads();  // every thread's outputs read the users (and ex) before the next tile's replace them
   }
 }
 
@@ -224,7 +270,8 @@ __device__ __forceinline__ void q4k_fragment(uint32_t w_g, uint32_t w_g8, uint2 
 
 // Q4_K, 256-element slices (4 steps). Step s reads group s % 4 of the slice's block: code bytes 32 g + 4 t (chunks 0
 // and 2: low and high nibbles) and 32 g + 16 + 4 t (chunks 1 and 3) of rows r and r + 8.
-template <int kBT>
+// kPair: a gate/up pair (MoeGluOut::up_w), kBN / 2 rows of each.
+template <int kBT, bool kPair = false>
 __global__ void __launch_bounds__(kThreads, 2) moe_q4k_fragment_kernel(TileArgs a) {
   constexpr int kN8 = kBT / 8;
   constexpr int kSubs = 4;
@@ -236,9 +283,11 @@ __global__ void __launch_bounds__(kThreads, 2) moe_q4k_fragment_kernel(TileArgs 
   uint2* sc_table = reinterpret_cast<uint2*>(smem + kWStages * kRawStage + x_ring_bytes<kBT>());  // [2][kBN][10]
   const uint32_t s_raw = uint32_t(__cvta_generic_to_shared(smem));
   const MatvecIdParams& p = a.p;
-  const BlockSpot spot = block_spot(a);
+  const BlockSpot spot = block_spot<kPair>(a);
   const auto [e, count, n0, tid, lane, warp, g, tg, dr, dc, row_live] = spot;
-  const uint8_t* wrow = static_cast<const uint8_t*>(p.w) + (size_t(e) * size_t(p.N) + size_t(n0 + dr)) * a.row_bytes;
+  const void* w = kPair && dr >= kBN / 2 ? a.glu.up_w : p.w;
+  const int64_t wr = n0 + (kPair ? dr % (kBN / 2) : dr);
+  const uint8_t* wrow = static_cast<const uint8_t*>(w) + (size_t(e) * size_t(p.N) + size_t(wr)) * a.row_bytes;
   const int32_t* list = a.g.users + a.g.offsets[e];
   const int n_steps = int(p.K / kStep);  // K is a multiple of 256
 
@@ -280,8 +329,9 @@ __global__ void __launch_bounds__(kThreads, 2) moe_q4k_fragment_kernel(TileArgs 
     q4k_fragment(w1, v1, hi_g, hi_g8, true, af[3]);
     fragment_products<kN8>(n8s, acc, af, xs + (s % kXStages) * (kBT * kXLd) + g * kXLd + 4 * tg);
   };
-  slice_tiles<kBT, kSubs, kWStages>(a, spot, xrow, s_raw + kWStages * kRawStage, list, n_steps, issue_w, find_scales,
-                                    step);
+  slice_tiles<kBT, kSubs, kWStages, kPair>(a, spot, xrow, s_raw + kWStages * kRawStage, list, n_steps, issue_w,
+                                           find_scales, step, reinterpret_cast<float*>(raw));
+  static_assert(kBT * kExLd * 4 <= kWStages * kRawStage, "a pair's exchange fits the weight ring");
 }
 
 // Q6_K, 256-element slices (one block, 4 steps). Step s' = s % 4 covers quarters 2 (s' % 2) and 2 (s' % 2) + 1 of
@@ -450,6 +500,11 @@ __global__ void __launch_bounds__(kThreads, 2) moe_mxfp4_fragment_kernel(TileArg
 
 bool launch_fragment_tiles(const TileArgs& a, bool wide, cudaStream_t stream) {
   const MatvecIdParams& p = a.p;
+  if (a.glu.up_w) {  // moe_gemm_pairs
+    LLM_REQUIRE(p.type == quant::Type::Q4_K && !wide, "moe_gemm: a pair in one launch is Q4_K's, 64-user tiles");
+    launch_tile_kernel<moe_q4k_fragment_kernel<64, true>, q4k_smem_bytes<64>(), 64, kBN / 2>(a, stream);
+    return true;
+  }
   if (p.type == quant::Type::Q4_K && !wide) {
     launch_tile_kernel<moe_q4k_fragment_kernel<64>, q4k_smem_bytes<64>(), 64>(a, stream);
     return true;

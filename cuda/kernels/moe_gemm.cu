@@ -383,8 +383,11 @@ void launch_moe_gemm(const MatvecIdParams& p, void* scratch, size_t scratch_byte
     CUDA_CHECK_LAUNCH(stream);
   }
   const MoeGluOut& glu = options.glu;
-  LLM_REQUIRE(!glu.out || (glu.other && p.N % 64 == 0 && p.T * p.k * p.N <= 0x7fffffffLL),
+  LLM_REQUIRE(!glu.out || ((glu.other || glu.up_w) && p.N % 64 == 0 && p.T * p.k * p.N <= 0x7fffffffLL),
               "moe_gemm: an activation output needs the other product and N a multiple of 64");
+  LLM_REQUIRE(!glu.up_w || (glu.out && !options.half_tiles && moe_gemm_pairs(p.type, p.n_expert, p.k, p.T) &&
+                            (reinterpret_cast<uintptr_t>(glu.up_w) & 15) == 0),
+              "moe_gemm: this pair does not run in one launch (moe_gemm_pairs)");
   LLM_REQUIRE(!options.x_half || (p.K % 64 == 0 && !options.reuse_x), "moe_gemm: a half x needs K a multiple of 64");
   const int64_t kp = moe_gemm_padded_k(p.K);
   auto* xh = reinterpret_cast<__half*>(static_cast<uint8_t*>(scratch) + moe_gemm_x_offset(p.n_expert, p.k, p.T));

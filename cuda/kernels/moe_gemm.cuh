@@ -12,6 +12,7 @@
 
 #include "cuda/kernels/expert_matvec.cuh"
 #include "cuda/kernels/matvec_id.cuh"
+#include "quant/types.h"
 
 namespace cuda {
 
@@ -40,13 +41,24 @@ inline size_t moe_gemm_scratch_bytes(int64_t n_expert, int64_t k, int64_t T, int
 // product ([k T][N] floats, its bias added), read back output by output. The SwiGlu launch, the down launch's x
 // pass and this product's float output go (Executor::plan_moe_glu_out).
 // x_half: x already in half as the tiles read it ([x_slots T][K], K a multiple of 64): no x pass.
+// up_w (moe_gemm_pairs): both products of the pair in this one launch, p the gate's (w, bias) and up_w / up_bias the
+// up's, so neither product is stored and other is not read: each block takes 64 rows of both and forms the
+// activation in shared memory.
 struct MoeGluOut {
   const float* other = nullptr;
   __half* out = nullptr;
   bool acc_is_gate = false;  // this product is the gate (other the up), else the up
   ExpertAct act = ExpertAct::SwiGlu;
   float alpha = 0.0f, limit = 0.0f;  // SwiGluOai's
+  const void* up_w = nullptr;
+  const float* up_bias = nullptr;
 };
+
+// Whether launch_moe_gemm takes a gate/up pair of this type in one launch (MoeGluOut::up_w): Q4_K at up to 40 users
+// an expert on average (the 64-user fragment tiles).
+inline bool moe_gemm_pairs(quant::Type type, int64_t n_expert, int64_t k, int64_t T) {
+  return type == quant::Type::Q4_K && k * T <= 40 * n_expert;
+}
 struct MoeGemmOptions {
   bool reuse_groups = false;
   bool reuse_x = false;

@@ -119,9 +119,10 @@ __device__ __forceinline__ void stage_slice_pieces(uint32_t rd, const uint8_t* s
   }
 }
 
-// A tile kernel over grid (row tiles of kBN, experts, user tiles of kBT) with kSmem bytes of dynamic shared memory.
+// A tile kernel over grid (row tiles of kRows: kBN, or kBN / 2 rows of each product of a pair; experts, user tiles of
+// kBT) with kSmem bytes of dynamic shared memory.
 // An expert has at most T users when a token's k ids are distinct (TopK's are); more are taken by the kernels' loop.
-template <auto kernel, size_t kSmem, int kBT>
+template <auto kernel, size_t kSmem, int kBT, int kRows = kBN>
 void launch_tile_kernel(const TileArgs& a, cudaStream_t stream) {
   static const bool attr = [] {  // once per instance, at its first launch (before any graph capture)
     CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmem)));
@@ -133,7 +134,7 @@ void launch_tile_kernel(const TileArgs& a, cudaStream_t stream) {
   (void)attr;
   const MatvecIdParams& p = a.p;
   const int64_t z = (p.T + kBT - 1) / kBT;
-  const dim3 grid(unsigned((p.N + kBN - 1) / kBN), unsigned(p.n_expert), unsigned(z < 65535 ? z : 65535));
+  const dim3 grid(unsigned((p.N + kRows - 1) / kRows), unsigned(p.n_expert), unsigned(z < 65535 ? z : 65535));
   kernel<<<grid, kThreads, kSmem, stream>>>(a);
 }
 
