@@ -129,11 +129,12 @@ void Executor::plan_mul_mat_id(const Node& n) {
 }
 
 // Prefill (launch_moe_gemm): n, the first of a gate/up pair in node order, and a later MulMatId m of the same input and
-// ids, each read only by one SwiGlu or SwiGluOai of the two, which only a down MulMatId (also prefill) reads: m's
-// launch writes the activation as half into moe_scratch_ past what the pair's launches use (MoeGluOut), and the down
-// launch takes it as its x. So the activation runs no launch, the down launch no x pass, and m's floats are never
-// stored. n's product is read back at m's step: alive until the activation's, after m. Same bits as unfused: the
-// same float activation, rounded to half as the x pass rounds (store_tile_output).
+// ids, each read only by one SwiGlu or SwiGluOai of the two, which only a down MulMatId (also prefill) reads: the
+// activation is written as half into moe_scratch_ past what the pair's launches use (MoeGluOut), and the down launch
+// takes it as its x. Where moe_gemm_pairs takes the pair, one launch at n's step computes both products (m runs no
+// launch) and neither is stored; else m's launch reads n's product back (alive until the activation's step, after
+// m's) and m's floats are never stored. So the activation runs no launch and the down launch no x pass. Same bits as
+// unfused: the same float activation, rounded to half as the x pass rounds (moe_tiles.cuh, store_tile_outputs).
 void Executor::plan_moe_glu_out(const Node& n) {
   if (!opt_.moe_glu_out) return;
   const auto& us = users_.at(size_t(n.id));
@@ -175,8 +176,8 @@ void Executor::plan_moe_glu_out(const Node& n) {
   const auto bias_of = [&](const Node& mm) {
     return mm.inputs.size() > 3 && mm.inputs[3] != graph::kNoNode ? f32_in(mm, 3) : nullptr;
   };
-  const bool pair = opt_.moe_glu_pairs && opt_.moe_fragments && wg.op == Op::Weight && wu.op == Op::Weight && type_of(wg) == type_of(wu) &&
-                    !regrouped(wg) && !regrouped(wu) && wg.shape.ne == wu.shape.ne &&
+  const bool pair = opt_.moe_glu_pairs && opt_.moe_fragments && wg.op == Op::Weight && wu.op == Op::Weight &&
+                    type_of(wg) == type_of(wu) && !regrouped(wg) && !regrouped(wu) && wg.shape.ne == wu.shape.ne &&
                     moe_gemm_pairs(type_of(wg), n_expert, k, T) &&
                     reinterpret_cast<uintptr_t>(weight_ptr(wu)) % 16 == 0;
   NodeId launching = other;
