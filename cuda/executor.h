@@ -290,6 +290,8 @@ class Executor {
   void plan_mul_mat_id(const graph::Node& n);
   void plan_moe_glu_out(const graph::Node& n);
   bool plan_expert_glu(const graph::Node& n);
+  const graph::Node* glu_pair_second(const graph::Node& n, const graph::Node*& sw) const;
+  const float* expert_bias(const graph::Node& mulmat_id) const;
   bool router_parts_of(const graph::Node& router, const ::std::vector<graph::NodeId>& readers,
                        RouterPartsParams& out) const;
   struct ExpertDown {  // a down MulMatId's launch: its params, the WeightedSum and Add (or kNoNode) it writes

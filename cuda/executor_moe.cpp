@@ -117,6 +117,27 @@ bool Executor::router_parts_of(const Node& l, const ::std::vector<NodeId>& reade
          size_t(rp.n_parts) * size_t(rp.T * rp.n_expert) * 4 <= router_parts_buffer_.bytes();
 }
 
+// A MulMatId's expert biases (input 3), or null.
+const float* Executor::expert_bias(const Node& mm) const {
+  return mm.inputs.size() > 3 && mm.inputs[3] != graph::kNoNode ? f32_in(mm, 3) : nullptr;
+}
+
+// The second of a gate/up pair whose first, in node order, is n: a later MulMatId of the same input and ids, lowered
+// on its own, both read only by one SwiGlu or SwiGluOai of the two (out: that activation). Null where there is none.
+const Node* Executor::glu_pair_second(const Node& n, const Node*& sw_out) const {
+  const auto& us = users_.at(size_t(n.id));
+  if (us.size() != 1) return nullptr;
+  const Node& sw = g_.node(us[0]);
+  if ((sw.op != Op::SwiGlu && sw.op != Op::SwiGluOai) || sw.inputs.size() != 2) return nullptr;
+  const NodeId other = sw.inputs[0] == n.id ? sw.inputs[1] : sw.inputs[0];
+  if (other == n.id || other < n.id) return nullptr;
+  const Node& m = g_.node(other);
+  if (m.op != Op::MulMatId || users_.at(size_t(other)).size() != 1 || lowering(other) != Lowering::Own) return nullptr;
+  if (m.inputs.at(1) != n.inputs.at(1) || m.inputs.at(2) != n.inputs.at(2)) return nullptr;
+  sw_out = &sw;
+  return &m;
+}
+
 void Executor::plan_mul_mat_id(const Node& n) {
   if (!opt_.fuse || lowering(n.id) != Lowering::Own) return;
   if (n.shape.ne[2] > opt_.matvec_max_tokens) {
@@ -137,17 +158,12 @@ void Executor::plan_mul_mat_id(const Node& n) {
 // unfused: the same float activation, rounded to half as the x pass rounds (moe_tiles.cuh, store_tile_outputs).
 void Executor::plan_moe_glu_out(const Node& n) {
   if (!opt_.moe_glu_out) return;
-  const auto& us = users_.at(size_t(n.id));
-  if (us.size() != 1) return;
-  const Node& sw = g_.node(us[0]);
-  if ((sw.op != Op::SwiGlu && sw.op != Op::SwiGluOai) || sw.inputs.size() != 2 || lowering(sw.id) != Lowering::Own)
-    return;
-  const NodeId other = sw.inputs[0] == n.id ? sw.inputs[1] : sw.inputs[0];
-  if (other == n.id || other < n.id) return;
-  const Node& m = g_.node(other);
-  if (m.op != Op::MulMatId || users_.at(size_t(other)) != us || lowering(other) != Lowering::Own) return;
-  if (m.inputs.at(1) != n.inputs.at(1) || m.inputs.at(2) != n.inputs.at(2) || m.shape.ne != n.shape.ne ||
-      sw.shape.ne != n.shape.ne || !plan_.owns(n.id))
+  const Node* swp = nullptr;
+  const Node* mp = glu_pair_second(n, swp);
+  if (!mp) return;
+  const Node &m = *mp, &sw = *swp;
+  const NodeId other = m.id;
+  if (lowering(sw.id) != Lowering::Own || m.shape.ne != n.shape.ne || sw.shape.ne != n.shape.ne || !plan_.owns(n.id))
     return;
   const auto& su = users_.at(size_t(sw.id));
   if (su.size() != 1 || plan_.last_use.at(size_t(sw.id)) >= int32_t(g_.nodes().size())) return;
@@ -173,17 +189,14 @@ void Executor::plan_moe_glu_out(const Node& n) {
   const Node& wg = g_.node(gate.inputs[0]);
   const Node& wu = g_.node(up.inputs[0]);
   const auto type_of = [](const Node& wn) { return ::std::get<graph::WeightParams>(wn.params).type; };
-  const auto bias_of = [&](const Node& mm) {
-    return mm.inputs.size() > 3 && mm.inputs[3] != graph::kNoNode ? f32_in(mm, 3) : nullptr;
-  };
   const bool pair = opt_.moe_glu_pairs && opt_.moe_fragments && wg.op == Op::Weight && wu.op == Op::Weight &&
                     type_of(wg) == type_of(wu) && !regrouped(wg) && !regrouped(wu) && wg.shape.ne == wu.shape.ne &&
                     moe_gemm_pairs(type_of(wg), n_expert, k, T) &&
                     reinterpret_cast<uintptr_t>(weight_ptr(wu)) % 16 == 0;
   NodeId launching = other;
   if (pair) {  // at n's step, the earlier of the two; m runs no launch
-    o.up_w = weight_ptr(wu), o.up_bias = bias_of(up);
-    l.w = weight_ptr(wg), l.bias = bias_of(gate);
+    o.up_w = weight_ptr(wu), o.up_bias = expert_bias(up);
+    l.w = weight_ptr(wg), l.bias = expert_bias(gate);
     launching = n.id;
     lowering_.at(size_t(other)) = Lowering::InSibling;
   } else {
@@ -210,15 +223,11 @@ bool plain_experts(const graph::Graph& g, const Node& mm) {
 // MulMatId that fuses too, h goes to it as int16 runs in expert_runs_ (not stored as floats: the down launch then
 // neither re-quantizes nor reads them, and h's slot no longer constrains where the residual Add may be written).
 bool Executor::plan_expert_glu(const Node& n) {
-  const auto& us = users_.at(size_t(n.id));
-  if (us.size() != 1) return false;
-  const Node& sw = g_.node(us[0]);
-  if ((sw.op != Op::SwiGlu && sw.op != Op::SwiGluOai) || sw.inputs.size() != 2) return false;
-  const NodeId other = sw.inputs[0] == n.id ? sw.inputs[1] : sw.inputs[0];
-  if (other == n.id || other < n.id) return false;
-  const Node& m = g_.node(other);
-  if (m.op != Op::MulMatId || users_.at(size_t(other)).size() != 1 || lowering(other) != Lowering::Own) return false;
-  if (m.inputs.at(1) != n.inputs.at(1) || m.inputs.at(2) != n.inputs.at(2)) return false;
+  const Node* swp = nullptr;
+  const Node* mp = glu_pair_second(n, swp);
+  if (!mp) return false;
+  const Node &m = *mp, &sw = *swp;
+  const NodeId other = m.id;
   if (!plain_experts(g_, n) || !plain_experts(g_, m)) return false;
   const Node& x = g_.node(n.inputs[1]);
   if (x.shape.ne[1] != 1) return false;  // one input column per token, shared by its k slots
@@ -229,13 +238,10 @@ bool Executor::plan_expert_glu(const Node& n) {
   if (regrouped(wg) != regrouped(wu) || wg.shape.ne != wu.shape.ne) return false;
   const quant::Type type = ::std::get<graph::WeightParams>(wg.params).type;
   if (::std::get<graph::WeightParams>(wu.params).type != type) return false;
-  const auto bias = [&](const Node& mm) {
-    return mm.inputs.size() > 3 && mm.inputs[3] != graph::kNoNode ? f32_in(mm, 3) : nullptr;
-  };
   ExpertGluParams p;
   p.gate = weight_ptr(wg), p.up = weight_ptr(wu), p.type = type;
   p.recoded = regrouped(wg);  // MXFP4 recoded at upload (weight_layouts.h); expert_glu_fits refuses other types
-  p.gate_bias = bias(gate), p.up_bias = bias(up);
+  p.gate_bias = expert_bias(gate), p.up_bias = expert_bias(up);
   p.x = f32_in(n, 1), p.ids = static_cast<const int32_t*>(device_ptr(n.inputs[2]));
   if (const MoeRouteParams* r = route_with_copies(n.inputs[2], nullptr)) p.ids = r->ids_copy;
   if (sw.op == Op::SwiGluOai) {
@@ -355,7 +361,7 @@ bool Executor::expert_down_of(const Node& n, NodeId h_as_runs, ExpertDown& d) co
   ExpertDownParams& p = d.p;
   p.w = weight_ptr(w), p.type = ::std::get<graph::WeightParams>(w.params).type;
   p.recoded = regrouped(w);  // as the gate/up launch's
-  p.bias = n.inputs.size() > 3 && n.inputs[3] != graph::kNoNode ? f32_in(n, 3) : nullptr;
+  p.bias = expert_bias(n);
   if (h_as_runs != graph::kNoNode) {
     p.x_runs = expert_runs_.get();
     p.ids_before_wait = true;  // the gate/up launch, begun after the routing (or past its wait), runs right before
@@ -490,7 +496,7 @@ void Executor::lower_mul_mat_id(const Node& n) {
   p.recoded = regrouped(w);  // MXFP4 experts recoded at upload: both launchers below read them
   p.x = f32_in(n, 1), p.x_slots = x.shape.ne[1];
   p.ids = static_cast<const int32_t*>(device_ptr(n.inputs.at(2)));
-  p.bias = n.inputs.size() > 3 && n.inputs[3] != graph::kNoNode ? f32_in(n, 3) : nullptr;
+  p.bias = expert_bias(n);
   p.y = f32_out(n);
   p.K = w.shape.ne[0], p.N = w.shape.ne[1], p.n_expert = w.shape.ne[2], p.k = n.shape.ne[1], p.T = n.shape.ne[2];
   if (p.T <= opt_.matvec_max_tokens) {

@@ -90,11 +90,6 @@ __device__ __forceinline__ void copy_runs(const uint8_t* column, int64_t u, floa
     runs[f * stride + u] = __uint_as_float(fa[f]), runs[(10 + f) * stride + u] = __uint_as_float(fb[f]);
 }
 
-__device__ __forceinline__ float activate(ExpertAct act, float g, float u, float alpha, float limit) {
-  if (act == ExpertAct::SwiGlu) return silu(g) * u;
-  return swiglu_oai(g, u, alpha, limit);
-}
-
 struct Shape {
   int tps;     // threads per slice
   int slices;

@@ -23,10 +23,19 @@
 
 #include "cuda/kernels/moe.cuh"
 #include "quant/types.h"
+#ifdef __CUDACC__
+#include "cuda/kernels/swiglu.cuh"
+#endif
 
 namespace cuda {
 
 enum class ExpertAct : uint8_t { SwiGlu, SwiGluOai };
+#ifdef __CUDACC__
+// act(gate, up) as the element-wise SwiGlu / SwiGluOai kernels compute it (the expert launches and the prefill tiles).
+__device__ __forceinline__ float activate(ExpertAct act, float g, float u, float alpha, float limit) {
+  return act == ExpertAct::SwiGlu ? silu(g) * u : swiglu_oai(g, u, alpha, limit);
+}
+#endif
 
 struct ExpertGluParams {
   const void* gate = nullptr;      // [K, N, n_expert] of `type`: expert e's N rows start at row e N

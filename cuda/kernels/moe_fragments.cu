@@ -205,9 +205,7 @@ __device__ void store_pair_outputs(const float (&acc)[kN8][4], const TileArgs& a
         const int32_t u = users[8 * i + 2 * tg + j];
         if (u < 0) continue;
         const float gate = acc[i][2 * h + j] + bias, up = ex[(8 * i + 2 * tg + j) * kExLd + r + 8 * h];
-        const float act = a.glu.act == ExpertAct::SwiGluOai ? swiglu_oai(gate, up, a.glu.alpha, a.glu.limit)
-                                                            : silu(gate) * up;
-        a.glu.out[int64_t(u) * p.N + n] = __float2half_rn(act);
+        a.glu.out[int64_t(u) * p.N + n] = __float2half_rn(activate(a.glu.act, gate, up, a.glu.alpha, a.glu.limit));
       }
   }
 }

@@ -10,7 +10,6 @@
 #include "cuda/kernels/async_copy.cuh"
 #include "cuda/kernels/matvec_id.cuh"
 #include "cuda/kernels/moe_gemm.cuh"
-#include "cuda/kernels/swiglu.cuh"
 
 namespace cuda::moe_tiles {
 
@@ -74,9 +73,7 @@ __device__ __forceinline__ void store_tile_outputs(const TileArgs& a, const floa
         if (u < 0) continue;
         const float v = acc[i][2 * h + j] + bias;
         const float gate = a.glu.acc_is_gate ? v : other[i][j], up = a.glu.acc_is_gate ? other[i][j] : v;
-        const float act = a.glu.act == ExpertAct::SwiGluOai ? swiglu_oai(gate, up, a.glu.alpha, a.glu.limit)
-                                                            : silu(gate) * up;
-        a.glu.out[int64_t(u) * p.N + n] = __float2half_rn(act);
+        a.glu.out[int64_t(u) * p.N + n] = __float2half_rn(activate(a.glu.act, gate, up, a.glu.alpha, a.glu.limit));
       }
   }
 }
