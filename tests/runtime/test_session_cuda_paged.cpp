@@ -183,7 +183,9 @@ INSTANTIATE_TEST_SUITE_P(Models, PagedGpu,
                          // Q8_0 and Q4_0: the few-column products of the 2- and 3-token steps (matvec_cols.cuh)
                          ::testing::Values("stories260K-f32", "synth-llama-bpe-Q4_K_M", "synth-qwen3-Q4_K_M",
                                            "synth-gemma3-Q4_K_M", "synth-phi3-Q4_K_M", "synth-llama-tok512-Q8_0",
-                                           "synth-llama-tok512-Q4_0"),
+                                           "synth-llama-tok512-Q4_0",
+                                           // mixtures: routed expert launches and the prefill tiles over ragged rows
+                                           "synth-qwen3moe-Q4_K_M", "synth-gpt-oss-Q8_0"),
                          [](const auto& info) {
                            std::string n = info.param;
                            std::replace_if(n.begin(), n.end(), [](char c) { return !std::isalnum(c); }, '_');
