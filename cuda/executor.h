@@ -113,6 +113,10 @@ struct ExecutorOptions {
   // (AttentionKernelParams::tiles_after_split; 8B Q4_K_M, B = 16 / 32 / 64: +0.4 / +0.4 / +0.5%, H200, session 40).
   // LLM_CUDA_TILES_AFTER_SPLIT=0 for A/B runs.
   bool tiles_after_split = true;
+  // The prefill attention's K/V tiles of head_dim 64 and 128 (f16 cache) double-buffered by cp.async
+  // (AttentionKernelParams::prefill_async_tiles; same bits). Not yet measured: off until an A/B on the GPU keeps it.
+  // LLM_CUDA_PREFILL_ATTN_ASYNC=1 for A/B runs.
+  bool prefill_attention_async = false;
   // Prefill expert products of Q4_K and recoded MXFP4 on moe_fragments.cu's kernels (weights straight into mma
   // fragments); false: moe_gemm.cu's half tiles for every format. LLM_CUDA_MOE_FRAGMENTS=0 for A/B runs.
   bool moe_fragments = true;

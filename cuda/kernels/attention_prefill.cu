@@ -14,7 +14,9 @@
 // dynamic memory), the next tile's copies in flight while this one is computed: one block a SM at a 512-token
 // prefill leaves no other block to hide the loads (Gemma-3-12B's heads, H100: 52.2 -> 41.9 us). The quantized
 // caches' tiles are converted on the way in, through registers, one stage. 64 and 128 keep Q in registers, 64-slot
-// tiles, one stage.
+// tiles, one stage; or, with an f16 cache and AttentionKernelParams::prefill_async_tiles, two stages as head_dim 256
+// (the second in dynamic memory): at a 512-token prefill every block is resident at once and the last query tile's
+// blocks stream eight tiles in turn, each behind its loads' round trips.
 // A paged batch (AttentionKernelParams::tiles): block x takes the per-run tile x of up to 64 tokens of one sequence
 // (blocks past the run's tile count exit at once, so a captured graph serves any batch) and reads that sequence's
 // slots through its block-table row; a sliding-window tile reads no slot before its rows' earliest window, whose
@@ -36,28 +38,37 @@ namespace {
 constexpr int kBM = 64;        // query tokens per block (16 per warp)
 constexpr int kThreads = 128;  // four warps
 
-// Head_dim 256 with an f16 cache: the K/V tiles in two stages, the next tile's cp.async copies in flight while this one
-// is computed (the other instances load a tile, then compute it).
-template <int HD, graph::KvType KV>
-constexpr bool async_tiles() { return HD == 256 && KV == graph::KvType::F16; }
+// An f16 cache with head_dim 256, or asked for (kAsyncAsked: prefill_async_tiles): the K/V tiles in two stages, the
+// next tile's cp.async copies in flight while this one is computed (the other instances load a tile, then compute
+// it).
+template <int HD, graph::KvType KV, bool kAsyncAsked>
+constexpr bool async_tiles() { return KV == graph::KvType::F16 && (HD == 256 || kAsyncAsked); }
+// Query rows in dynamic shared memory (head_dim 256), before the second stage.
+template <int HD>
+constexpr int q_shared_rows() { return HD == 256 ? kBM : 0; }
+// Cache slots a tile.
+template <int HD>
+constexpr int tile_slots() { return HD == 256 ? 32 : 64; }
 // Dynamic shared memory of an instance: head_dim 256's Q rows, and with async_tiles the second stage's K and V.
-template <int HD, graph::KvType KV>
+template <int HD, graph::KvType KV, bool kAsyncAsked>
 constexpr size_t dynamic_smem() {
-  return HD != 256 ? 0 : size_t(kBM + (async_tiles<HD, KV>() ? 2 * 32 : 0)) * (HD + 8) * 2;
+  return size_t(q_shared_rows<HD>() + (async_tiles<HD, KV, kAsyncAsked>() ? 2 * tile_slots<HD>() : 0)) * (HD + 8) * 2;
 }
 
 using mma::pack_half2;
 
 // kWindow: a sliding-window layer (p.window > 0), its own instance so that the causal-only kernel keeps its mask loop.
-template <int HD, graph::KvType KV, bool kWindow>
+// kAsyncAsked: p.prefill_async_tiles (instances of an f16 cache with head_dim 64 and 128 only).
+template <int HD, graph::KvType KV, bool kWindow, bool kAsyncAsked>
 __global__ void __launch_bounds__(kThreads) attention_prefill_kernel(AttentionKernelParams p) {
   constexpr int kLd = HD + 8;  // shared row stride in halves: 16-byte rows, conflict-free fragment reads
-  constexpr int kBN = HD == 256 ? 32 : 64;  // cache slots per tile
+  constexpr int kBN = tile_slots<HD>();     // cache slots per tile
   constexpr bool kQShared = HD == 256;      // Q in shared memory (qs), not in registers (qf)
+  constexpr int kQRows = q_shared_rows<HD>();
   __shared__ __align__(16) uint16_t ks[kBN * kLd];
   __shared__ __align__(16) uint16_t vs[kBN * kLd];
-  extern __shared__ __align__(16) uint16_t qs[];  // kQShared: [kBM][kLd], then kAsync: stage 1's K and V tiles
-  constexpr bool kAsync = async_tiles<HD, KV>();  // stage 0: ks, vs
+  extern __shared__ __align__(16) uint16_t qs[];  // kQShared: [kBM][kLd]; then kAsync: stage 1's K and V tiles
+  constexpr bool kAsync = async_tiles<HD, KV, kAsyncAsked>();  // stage 0: ks, vs
   __shared__ int32_t pos_s[kBM];
   // After the split launch (AttentionKernelParams::tiles_after_split): the launch after this one may start on its
   // weights, and block (0, 0) ends only once the split grid has (pdl_wait), so this grid ends after it. Everything
@@ -150,8 +161,8 @@ __global__ void __launch_bounds__(kThreads) attention_prefill_kernel(AttentionKe
   // kAsync: the tile of slots [n0, n0 + kBN) into stage st; slots past the last position (and before the window's
   // start) as zeros.
   const auto issue = [&](int64_t n0, int st) {
-    uint16_t* const kd = st ? qs + kBM * kLd : ks;
-    uint16_t* const vd = st ? qs + (kBM + kBN) * kLd : vs;
+    uint16_t* const kd = st ? qs + kQRows * kLd : ks;
+    uint16_t* const vd = st ? qs + (kQRows + kBN) * kLd : vs;
     for (int i = tid; i < kBN * HD / 8; i += kThreads) {
       const int row = i / (HD / 8), c8 = i % (HD / 8);
       const int64_t slot = n0 + row;
@@ -242,8 +253,8 @@ __global__ void __launch_bounds__(kThreads) attention_prefill_kernel(AttentionKe
       }
     }
     __syncthreads();
-    const uint16_t* const kt = kAsync && stage ? qs + kBM * kLd : ks;  // this tile's K and V
-    const uint16_t* const vt = kAsync && stage ? qs + (kBM + kBN) * kLd : vs;
+    const uint16_t* const kt = kAsync && stage ? qs + kQRows * kLd : ks;  // this tile's K and V
+    const uint16_t* const vt = kAsync && stage ? qs + (kQRows + kBN) * kLd : vs;
     if constexpr (kAsync) stage ^= 1;
 
     float s[kBN / 8][4];
@@ -322,27 +333,36 @@ __global__ void __launch_bounds__(kThreads) attention_prefill_kernel(AttentionKe
   if (holds_grid) pdl_wait();
 }
 
-template <int HD, graph::KvType KV, bool kWindow>
+template <int HD, graph::KvType KV, bool kWindow, bool kAsyncAsked = false>
 void launch_instance(const AttentionKernelParams& p, dim3 grid, cudaStream_t stream) {
-  constexpr size_t smem = dynamic_smem<HD, KV>();
+  constexpr size_t smem = dynamic_smem<HD, KV, kAsyncAsked>();
+  constexpr auto kernel = attention_prefill_kernel<HD, KV, kWindow, kAsyncAsked>;
   if constexpr (smem > 0) {  // static and dynamic above 48 KiB: an opt-in, once per instance
     static const bool opted = [] {
-      CUDA_CHECK(cudaFuncSetAttribute(attention_prefill_kernel<HD, KV, kWindow>,
-                                      cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+      CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
       return true;
     }();
     (void)opted;
   }
-  launch_programmatic(p.tiles_after_split, attention_prefill_kernel<HD, KV, kWindow>, grid, kThreads, smem, stream, p);
+  launch_programmatic(p.tiles_after_split, kernel, grid, kThreads, smem, stream, p);
+}
+
+// Head_dim 64 or 128: the two-stage instance where an f16 cache asks for it.
+template <int HD, graph::KvType KV, bool kWindow>
+void launch_hd(const AttentionKernelParams& p, dim3 grid, cudaStream_t stream) {
+  if constexpr (KV == graph::KvType::F16) {
+    if (p.prefill_async_tiles) return launch_instance<HD, KV, kWindow, true>(p, grid, stream);
+  }
+  launch_instance<HD, KV, kWindow>(p, grid, stream);
 }
 
 template <graph::KvType KV>
 void launch_kv(const AttentionKernelParams& p, dim3 grid, cudaStream_t stream) {
   const bool w = p.window > 0;
-  if (p.hd == 64 && w) launch_instance<64, KV, true>(p, grid, stream);
-  else if (p.hd == 64) launch_instance<64, KV, false>(p, grid, stream);
-  else if (p.hd == 128 && w) launch_instance<128, KV, true>(p, grid, stream);
-  else if (p.hd == 128) launch_instance<128, KV, false>(p, grid, stream);
+  if (p.hd == 64 && w) launch_hd<64, KV, true>(p, grid, stream);
+  else if (p.hd == 64) launch_hd<64, KV, false>(p, grid, stream);
+  else if (p.hd == 128 && w) launch_hd<128, KV, true>(p, grid, stream);
+  else if (p.hd == 128) launch_hd<128, KV, false>(p, grid, stream);
   else if (w) launch_instance<256, KV, true>(p, grid, stream);
   else launch_instance<256, KV, false>(p, grid, stream);
 }
