@@ -224,9 +224,6 @@ jinja::Value ChatMessage::to_value() const {
   return jinja::Value::object(std::move(fields));
 }
 
-ChatTemplate::ChatTemplate(std::string source, ChatFamily family)
-    : source_(std::move(source)), template_(std::make_shared<const jinja::Template>(source_)), family_(family) {}
-
 // A short conversation every chat template must accept; failing it means failing on real input.
 static std::vector<ChatMessage> probe_messages() {
   return {{"user", "Hello", {}}, {"assistant", "Hi", {}}, {"user", "Bye", {}}};
@@ -242,6 +239,36 @@ static ChatRenderOptions probe_options() {
   options.limits.max_steps = 100'000;
   options.limits.max_output_bytes = size_t{1} << 20;
   return options;
+}
+
+ChatTemplate::ChatTemplate(std::string source, ChatFamily family)
+    : source_(std::move(source)), template_(std::make_shared<const jinja::Template>(source_)), family_(family) {
+  // A user message of one text part: a template that takes parts prints its text. A marker no template writes.
+  static constexpr std::string_view kMarker = "text-part-probe-7c1e";
+  const jinja::Value part = jinja::Value::object({{"type", jinja::Value("text")}, {"text", jinja::Value(kMarker)}});
+  try {
+    const std::string out = render({{"user", jinja::Value::array({part}), {}}}, probe_options());
+    renders_text_parts_ = out.find(kMarker) != std::string::npos && out.find("'text'") == std::string::npos &&
+                          out.find("\"text\"") == std::string::npos;
+  } catch (const TemplateError&) {
+    renders_text_parts_ = false;
+  }
+}
+
+jinja::Value join_text_parts(const jinja::Value& content) {
+  if (!content.is_array()) return content;
+  std::string text;
+  for (const jinja::Value& part : content.items()) {
+    const jinja::Value* type = part.is_object() ? part.object().find("type") : nullptr;
+    const jinja::Value* t = part.is_object() ? part.object().find("text") : nullptr;
+    if (!type || !type->is_string() || type->as_string() != "text" || !t || !t->is_string())
+      throw std::invalid_argument("a content part of type '" +
+                                  (type && type->is_string() ? type->as_string() : std::string("?")) +
+                                  "': only text parts are taken (this model reads no images or audio)");
+    if (!text.empty()) text += '\n';
+    text += t->as_string();
+  }
+  return jinja::Value(text);
 }
 
 ChatTemplate ChatTemplate::parse(std::string_view text) {

@@ -133,6 +133,15 @@ void parse_messages(const Value& obj, CompletionRequest& r) {
     chat::MessagesJsonOptions opts;
     opts.tool_arguments_as_objects = true;
     r.messages = chat::messages_from_json(chat::to_json(*messages), opts);
+    // Text parts only: whatever the template does with a list, an image's or a sound's part has no meaning here.
+    for (size_t i = 0; i < r.messages.size(); ++i) {
+      try {
+        (void)chat::join_text_parts(r.messages[i].content);
+      } catch (const std::invalid_argument& e) {
+        const std::string where = "messages[" + std::to_string(i) + "].content";
+        throw invalid_field(where, where + ": " + e.what(), "unsupported_content");
+      }
+    }
     if (const Value* tools = field(obj, "tools")) r.tools = chat::tools_from_json(chat::to_json(*tools));
   } catch (const chat::InputError& e) {
     throw invalid_field(e.where(), e.where() + ": " + e.message());

@@ -266,6 +266,12 @@ std::string render_chat(const RouteContext& ctx, const CompletionRequest& r) {
   o.eos_token = bound.eos;
   o.tools = r.tools;
   try {
+    // Content given as a list of text parts reaches a template written for strings as one string.
+    if (!ctx.tmpl.renders_text_parts()) {
+      std::vector<chat::ChatMessage> joined = r.messages;
+      for (chat::ChatMessage& m : joined) m.content = chat::join_text_parts(m.content);
+      return ctx.tmpl.render(joined, o);
+    }
     return ctx.tmpl.render(r.messages, o);
   } catch (const chat::TemplateError& e) {
     throw ApiError(400, "invalid_request_error", std::string("the chat template refused the messages: ") + e.what(),

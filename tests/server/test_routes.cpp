@@ -124,6 +124,22 @@ TEST_F(ServerTest, ChatNotStreamedAndStreamedAgree) {
   EXPECT_TRUE(s.usage.is_undefined()) << "usage chunk without include_usage";
 }
 
+// Content as a list of text parts (as many OpenAI clients send it) reaches the string-only ChatML template as the
+// parts' text joined by newlines: the same reply as that string; a part of another kind is a 400 naming the content.
+TEST_F(ServerTest, ChatTextPartsAreTheJoinedString) {
+  start();
+  const std::string expected = greedy(chat_prompt("Tell me\na story."), 12);
+  const auto r = post("/v1/chat/completions", R"({"messages": [{"role": "user", "content": [
+      {"type": "text", "text": "Tell me"}, {"type": "text", "text": "a story."}]}], "max_tokens": 12, "temperature": 0})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(str(at(at(at(at(json(r.body), "choices"), 0), "message"), "content")), expected);
+  const auto image = post("/v1/chat/completions", R"({"messages": [{"role": "user", "content": [
+      {"type": "text", "text": "What is this?"}, {"type": "image_url", "image_url": {"url": "data:,"}}]}]})");
+  EXPECT_EQ(image.status, 400) << image.body;
+  EXPECT_EQ(str(at(error_of(image), "param")), "messages[0].content") << image.body;
+  EXPECT_EQ(str(at(error_of(image), "code")), "unsupported_content") << image.body;
+}
+
 TEST_F(ServerTest, StopStringEndsTheTextBeforeIt) {
   start();
   const std::vector<int32_t> prompt = completion_prompt("Once upon a time");
