@@ -138,9 +138,13 @@ std::string usage_chunk_json(const ResponseHead& h, const runtime::Usage& usage)
 
 std::string sse_event(std::string_view json) { return "data: " + std::string(json) + "\n\n"; }
 
+std::string model_json(const std::string& model_id, int64_t created, int32_t n_ctx) {
+  return "{\"id\":" + json_string(model_id) + ",\"object\":\"model\",\"created\":" + std::to_string(created) +
+         ",\"owned_by\":\"llm-run\",\"meta\":{\"n_ctx\":" + std::to_string(n_ctx) + "}}";
+}
+
 std::string models_json(const std::string& model_id, int64_t created, int32_t n_ctx) {
-  return "{\"object\":\"list\",\"data\":[{\"id\":" + json_string(model_id) + ",\"object\":\"model\",\"created\":" +
-         std::to_string(created) + ",\"owned_by\":\"llm-run\",\"meta\":{\"n_ctx\":" + std::to_string(n_ctx) + "}}]}";
+  return "{\"object\":\"list\",\"data\":[" + model_json(model_id, created, n_ctx) + "]}";
 }
 
 std::string metrics_text(const runtime::EngineStats& s, const HttpCounters& http) {

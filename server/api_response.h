@@ -66,6 +66,8 @@ std::string sse_event(std::string_view json);
 
 // GET /v1/models.
 std::string models_json(const std::string& model_id, int64_t created, int32_t n_ctx);
+// GET /v1/models/{id}: the one model object of that list.
+std::string model_json(const std::string& model_id, int64_t created, int32_t n_ctx);
 
 // GET /metrics: the engine's counters and gauges in Prometheus' text format, and the server's rejected requests by
 // HTTP status.

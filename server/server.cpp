@@ -98,6 +98,14 @@ void Server::install_routes() {
   h.Get("/v1/models", guard(true, [&ctx](const auto&, auto& res) {
     send_json(res, models_json(ctx.options.model_id, ctx.started, ctx.engine.n_ctx()));
   }));
+  // OpenAI's retrieve-model route: the served model by its id (which may hold '/'), 404 for any other.
+  h.Get(R"(/v1/models/(.+))", guard(true, [&ctx](const auto& req, auto& res) {
+    const std::string id = req.matches.size() > 1 ? std::string(req.matches[1]) : std::string();
+    if (id != ctx.options.model_id)
+      throw ApiError(404, "invalid_request_error", "the model '" + id + "' does not exist (this server serves '" +
+                                                       ctx.options.model_id + "')", "model", "model_not_found");
+    send_json(res, model_json(ctx.options.model_id, ctx.started, ctx.engine.n_ctx()));
+  }));
   // Load balancers probe /health without credentials.
   h.Get("/health", guard(false, [&ctx](const auto&, auto& res) {
     if (ctx.stopping) throw ApiError(503, "server_error", "the server is shutting down", "", "shutting_down");

@@ -1,6 +1,6 @@
 // The generation routes end to end on stories260K: both routes, streaming and not, give exactly the greedy text
 // generate() gives for the same prompt ids; usage, finish reasons, stop strings, concurrent requests; and the
-// helper routes (/v1/models, /health, /tokenize, /detokenize, /apply-template).
+// helper routes (/v1/models, /v1/models/{id}, /health, /tokenize, /detokenize, /apply-template).
 #include <future>
 
 #include "server_fixture.h"
@@ -237,6 +237,13 @@ TEST_F(ServerTest, HelperRoutes) {
   const auto models = get("/v1/models");
   ASSERT_EQ(models.status, 200);
   EXPECT_EQ(str(at(at(at(json(models.body), "data"), 0), "id")), "stories260K");
+  const auto model = get("/v1/models/stories260K");
+  ASSERT_EQ(model.status, 200) << model.body;
+  EXPECT_EQ(str(at(json(model.body), "id")), "stories260K");
+  EXPECT_EQ(str(at(json(model.body), "object")), "model");
+  const auto other = get("/v1/models/gpt-4o");
+  EXPECT_EQ(other.status, 404) << other.body;
+  EXPECT_EQ(str(at(error_of(other), "code")), "model_not_found");
   const auto health = get("/health");
   EXPECT_EQ(health.status, 200);
   EXPECT_EQ(str(at(json(health.body), "status")), "ok");
