@@ -7,6 +7,7 @@
 
 #include "app/cli.h"
 #include "app/progress.h"
+#include "graph/thread_pool.h"
 #include "model/synth.h"
 
 namespace app {
@@ -23,7 +24,8 @@ void register_synth(CLI::App& root, Action& chosen) {
   cmd->add_option("--vocab", opts->vocab_path, "GGUF file whose tokenizer.* metadata is copied")->required();
   cmd->add_option("-o,--output", opts->out_path, "output file")->required();
   cmd->add_option("--seed", opts->seed, "random seed")->capture_default_str();
-  cmd->add_option("-t,--threads", opts->n_threads, "threads filling tensors (0 = all cores)");
+  cmd->add_option("-t,--threads", opts->n_threads, "threads filling tensors (0 = all cores)")
+      ->check(CLI::Range(0, graph::kMaxThreads));
   cmd->callback([opts, &chosen] {
     chosen = [opts] {
       try {

@@ -6,6 +6,7 @@
 
 #include "app/cli.h"
 #include "app/runtime_sinks.h"
+#include "graph/thread_pool.h"
 
 namespace app {
 
@@ -19,7 +20,7 @@ void add_run_flags(CLI::App& cmd, RunFlags& f) {
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}))
       ->default_str("auto");
   cmd.add_option("-t,--threads", f.session.n_threads, "CPU threads (default: all cores)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(CLI::Range(0, graph::kMaxThreads));
   cmd.add_flag("-v,--verbose", f.session.verbose, "Describe the model, device and context on stderr");
   cmd.add_option_function<std::string>(
          "--cache-type",

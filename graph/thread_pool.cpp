@@ -2,14 +2,26 @@
 #include "graph/thread_pool.h"
 
 #include <exception>
+#include <stdexcept>
+#include <string>
 
 namespace graph {
 
 ThreadPool::ThreadPool(int n_threads) {
-  for (int i = 1; i < n_threads; ++i) workers_.emplace_back([this, i] { worker(i); });
+  if (n_threads > kMaxThreads)
+    throw std::invalid_argument(std::to_string(n_threads) + " threads asked for; at most " +
+                                std::to_string(kMaxThreads));
+  try {
+    for (int i = 1; i < n_threads; ++i) workers_.emplace_back([this, i] { worker(i); });
+  } catch (...) {
+    stop_workers();  // the destructor does not run for a constructor that throws
+    throw;
+  }
 }
 
-ThreadPool::~ThreadPool() {
+ThreadPool::~ThreadPool() { stop_workers(); }
+
+void ThreadPool::stop_workers() noexcept {
   {
     std::lock_guard lock(mu_);
     stop_ = true;

@@ -11,9 +11,14 @@
 
 namespace graph {
 
+// The most threads a pool takes (the reference runtime's bound too): more only exhaust the process's threads.
+inline constexpr int kMaxThreads = 512;
+
 class ThreadPool {
  public:
-  // n_threads counts the calling thread, which always takes part; n_threads <= 1 starts no workers.
+  // n_threads counts the calling thread, which always takes part; n_threads <= 1 starts no workers. Throws
+  // std::invalid_argument above kMaxThreads, and std::system_error (the workers it started stopped and joined) when
+  // the system refuses a thread.
   explicit ThreadPool(int n_threads);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
@@ -35,6 +40,7 @@ class ThreadPool {
   using ChunkFn = void (*)(void* ctx, int64_t begin, int64_t end, int thread);
   void run(int64_t n, ChunkFn fn, void* ctx);
   void worker(int index);
+  void stop_workers() noexcept;
   void chunk(int index, int64_t n, ChunkFn fn, void* ctx) noexcept;
 
   std::vector<std::thread> workers_;

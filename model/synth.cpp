@@ -10,6 +10,7 @@
 #include <cstring>
 #include <numbers>
 #include <stdexcept>
+#include <system_error>
 #include <thread>
 
 #include "gguf/gguf.h"
@@ -148,7 +149,11 @@ void parallel_fill(quant::Type type, uint8_t* dst, uint64_t n_blocks, uint64_t s
   };
   const int n = static_cast<int>(std::min<uint64_t>(static_cast<uint64_t>(std::max(1, n_threads)), n_chunks));
   std::vector<std::thread> pool;
-  for (int i = 1; i < n; ++i) pool.emplace_back(work);
+  try {
+    for (int i = 1; i < n; ++i) pool.emplace_back(work);
+  } catch (const std::system_error&) {
+    // The system refused a thread: the chunks are shared out as they come, so fewer threads fill the same bytes.
+  }
   work();
   for (auto& t : pool) t.join();
 }

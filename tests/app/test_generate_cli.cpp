@@ -194,6 +194,10 @@ TEST_F(Cli, ExitCodes) {
   EXPECT_EQ(run("-m " + quote(stories) + " -p hi --device gpu").code, 2);
   EXPECT_EQ(run("-m " + quote(stories) + " -p hi --top-p 2").code, 2);
   EXPECT_EQ(run("-m " + quote(stories) + " -p hi --no-such-flag").code, 2);
+  // A thread count past the pool's bound is refused before any thread starts (100 000 once exhausted the machine's).
+  const Result threads = run("-m " + quote(stories) + " -p hi -t 100000 --device cpu");
+  EXPECT_EQ(threads.code, 2) << threads.err;
+  EXPECT_NE(threads.err.find("--threads"), std::string::npos) << threads.err;
   const Result bad_kv = run("-m " + quote(stories) + " -p hi --cache-type q4_1");
   EXPECT_EQ(bad_kv.code, 2);
   EXPECT_NE(bad_kv.err.find("expected f16, q8_0 or q4_0"), std::string::npos) << bad_kv.err;
