@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <exception>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -64,6 +65,11 @@ int main(int argc, char** argv) {
   } catch (const runtime::OptionsError& e) {  // options no model could take: a usage error too
     std::fprintf(stderr, "llm-run: error: %s\n", e.what());
     return 2;
+  } catch (const std::bad_alloc&) {
+    // What a host allocation that fails says by itself ("std::bad_alloc") names neither the cause nor the remedy.
+    std::fputs("llm-run: error: out of host memory: the KV cache (-c), the parallel sequences or the batch asked "
+               "for more than this machine can allocate\n", stderr);
+    return 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "llm-run: error: %s\n", e.what());
     return 1;
