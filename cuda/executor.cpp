@@ -560,6 +560,7 @@ void Executor::lower_attention(const Node& n) {
         f.rope.x = f.rope.out = const_cast<float*>(f32_in(nq, 0)), f.k = f32_in(nk, 0);
         f.q_norm_w = f32_in(nq, 1), f.k_norm_w = f32_in(nk, 1);
         f.norm_eps = ::std::get<graph::RmsNormParams>(nq.params).eps;
+        f.early_head_loads = opt_.norm_rope_early_loads;
         at.q = f.rope.out;
         if (attend_new_token(at, f, rq)) {  // one decode token: the attention launch forms it, no rope_kv launch
           const int32_t shift = new_token_q_split_shift(at);

@@ -117,6 +117,10 @@ struct ExecutorOptions {
   // (AttentionKernelParams::prefill_async_tiles; same bits). Not yet measured: off until an A/B on the GPU keeps it.
   // LLM_CUDA_PREFILL_ATTN_ASYNC=1 for A/B runs.
   bool prefill_attention_async = false;
+  // The q/k-norm + rope + KV launch of several tokens (Qwen 3, Gemma 3 prefill and batches) loading each warp's head
+  // before the token's position and angles (RopeKvParams::early_head_loads; same bits). Not yet measured: off until
+  // an A/B on the GPU keeps it. LLM_CUDA_NORM_ROPE_EARLY=1 for A/B runs.
+  bool norm_rope_early_loads = false;
   // Prefill expert products of Q4_K and recoded MXFP4 on moe_fragments.cu's kernels (weights straight into mma
   // fragments); false: moe_gemm.cu's half tiles for every format. LLM_CUDA_MOE_FRAGMENTS=0 for A/B runs.
   bool moe_fragments = true;
