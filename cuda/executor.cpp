@@ -526,6 +526,7 @@ void Executor::lower_attention(const Node& n) {
   a.kv_type = spec.type, a.k_scales = kv_->k_scales(ap.layer), a.v_scales = kv_->v_scales(ap.layer);
   a.window = ap.window;
   a.prefill_async_tiles = opt_.prefill_attention_async;
+  a.prefill_split_kv = opt_.prefill_attention_split_kv;
   a.paging = paging_of(n);
   if (ap.sinks) a.sinks = f32_in(n, n.inputs.size() - 1);  // always the last input (graph/ir.h)
   if (a.paging.block_table && T >= kPrefillMinTokens) {  // the prefill kernel's tiles, planned per run

@@ -117,6 +117,10 @@ struct ExecutorOptions {
   // (AttentionKernelParams::prefill_async_tiles; same bits). Not yet measured: off until an A/B on the GPU keeps it.
   // LLM_CUDA_PREFILL_ATTN_ASYNC=1 for A/B runs.
   bool prefill_attention_async = false;
+  // The prefill attention of head_dim 64 and 128 as two warp groups over a block's queries, each taking every other
+  // tile of its slots (AttentionKernelParams::prefill_split_kv; within the kernel tests' bounds, not the same bits).
+  // Not yet measured: off until an A/B on the GPU keeps it. LLM_CUDA_PREFILL_SPLIT_KV=1 for A/B runs.
+  bool prefill_attention_split_kv = false;
   // The q/k-norm + rope + KV launch of several tokens (Qwen 3, Gemma 3 prefill and batches) loading each warp's head
   // before the token's position and angles (RopeKvParams::early_head_loads; same bits). Not yet measured: off until
   // an A/B on the GPU keeps it. LLM_CUDA_NORM_ROPE_EARLY=1 for A/B runs.

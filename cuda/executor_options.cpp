@@ -59,6 +59,7 @@ ExecutorOptions ExecutorOptions::from_env() {
   o.glu_images = read_flag("LLM_CUDA_GLU_IMAGES", o.glu_images);
   o.tiles_after_split = read_flag("LLM_CUDA_TILES_AFTER_SPLIT", o.tiles_after_split);
   o.prefill_attention_async = read_flag("LLM_CUDA_PREFILL_ATTN_ASYNC", o.prefill_attention_async);
+  o.prefill_attention_split_kv = read_flag("LLM_CUDA_PREFILL_SPLIT_KV", o.prefill_attention_split_kv);
   o.norm_rope_early_loads = read_flag("LLM_CUDA_NORM_ROPE_EARLY", o.norm_rope_early_loads);
   o.moe_fragments = read_flag("LLM_CUDA_MOE_FRAGMENTS", o.moe_fragments);
   o.moe_glu_out = read_flag("LLM_CUDA_MOE_GLU_OUT", o.moe_glu_out);

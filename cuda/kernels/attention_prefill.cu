@@ -17,6 +17,12 @@
 // tiles, one stage; or, with an f16 cache and AttentionKernelParams::prefill_async_tiles, two stages as head_dim 256
 // (the second in dynamic memory): at a 512-token prefill every block is resident at once and the last query tile's
 // blocks stream eight tiles in turn, each behind its loads' round trips.
+// With AttentionKernelParams::prefill_split_kv (head_dim 64 and 128, one-stage tiles) a block is two groups of four
+// warps over the same 64 queries: group 0 takes the even tiles of the block's slots and group 1 the odd ones, each
+// through its own K/V buffers (group 1's in dynamic memory), and at the end group 1 hands its running maxima, sums
+// and outputs to group 0 through shared memory, which merges them as the online softmax merges tiles. The last
+// query tile's eight tiles are then four a group: the launch's longest chain is halved (different sums' order than
+// one group: not the same bits).
 // A paged batch (AttentionKernelParams::tiles): block x takes the per-run tile x of up to 64 tokens of one sequence
 // (blocks past the run's tile count exit at once, so a captured graph serves any batch) and reads that sequence's
 // slots through its block-table row; a sliding-window tile reads no slot before its rows' earliest window, whose
@@ -49,18 +55,21 @@ constexpr int q_shared_rows() { return HD == 256 ? kBM : 0; }
 // Cache slots a tile.
 template <int HD>
 constexpr int tile_slots() { return HD == 256 ? 32 : 64; }
-// Dynamic shared memory of an instance: head_dim 256's Q rows, and with async_tiles the second stage's K and V.
-template <int HD, graph::KvType KV, bool kAsyncAsked>
+// Dynamic shared memory of an instance: head_dim 256's Q rows, and with async_tiles the second stage's K and V, or
+// with kSplitKv group 1's K and V.
+template <int HD, graph::KvType KV, bool kAsyncAsked, bool kSplitKv = false>
 constexpr size_t dynamic_smem() {
-  return size_t(q_shared_rows<HD>() + (async_tiles<HD, KV, kAsyncAsked>() ? 2 * tile_slots<HD>() : 0)) * (HD + 8) * 2;
+  const bool second_tiles = async_tiles<HD, KV, kAsyncAsked>() || kSplitKv;
+  return size_t(q_shared_rows<HD>() + (second_tiles ? 2 * tile_slots<HD>() : 0)) * (HD + 8) * 2;
 }
 
 using mma::pack_half2;
 
 // kWindow: a sliding-window layer (p.window > 0), its own instance so that the causal-only kernel keeps its mask loop.
-// kAsyncAsked: p.prefill_async_tiles (instances of an f16 cache with head_dim 64 and 128 only).
-template <int HD, graph::KvType KV, bool kWindow, bool kAsyncAsked>
-__global__ void __launch_bounds__(kThreads) attention_prefill_kernel(AttentionKernelParams p) {
+// kAsyncAsked: p.prefill_async_tiles (instances of an f16 cache with head_dim 64 and 128 only). kSplitKv:
+// p.prefill_split_kv, two groups of four warps (head_dim 64 and 128, one-stage tiles).
+template <int HD, graph::KvType KV, bool kWindow, bool kAsyncAsked, bool kSplitKv = false>
+__global__ void __launch_bounds__(kThreads * (kSplitKv ? 2 : 1)) attention_prefill_kernel(AttentionKernelParams p) {
   constexpr int kLd = HD + 8;  // shared row stride in halves: 16-byte rows, conflict-free fragment reads
   constexpr int kBN = tile_slots<HD>();     // cache slots per tile
   constexpr bool kQShared = HD == 256;      // Q in shared memory (qs), not in registers (qf)
@@ -69,6 +78,7 @@ __global__ void __launch_bounds__(kThreads) attention_prefill_kernel(AttentionKe
   __shared__ __align__(16) uint16_t vs[kBN * kLd];
   extern __shared__ __align__(16) uint16_t qs[];  // kQShared: [kBM][kLd]; then kAsync: stage 1's K and V tiles
   constexpr bool kAsync = async_tiles<HD, KV, kAsyncAsked>();  // stage 0: ks, vs
+  static_assert(!kSplitKv || (!kAsync && !kQShared), "the split groups take one-stage tiles, Q in registers");
   __shared__ int32_t pos_s[kBM];
   // After the split launch (AttentionKernelParams::tiles_after_split): the launch after this one may start on its
   // weights, and block (0, 0) ends only once the split grid has (pdl_wait), so this grid ends after it. Everything
@@ -85,7 +95,9 @@ __global__ void __launch_bounds__(kThreads) attention_prefill_kernel(AttentionKe
     t0 = p.tiles[1 + 2 * blockIdx.x], rows = p.tiles[2 + 2 * blockIdx.x];
   }
   const int64_t kvh = h / (p.n_head / p.n_head_kv);
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, tg = lane & 3;
+  const int tid = threadIdx.x, lane = tid & 31, g = lane >> 2, tg = lane & 3;
+  // kSplitKv: the thread's group (its tiles), its index and its warp within the group (its rows).
+  const int grp = tid / kThreads, gtid = tid % kThreads, warp = gtid >> 5;
   const int32_t* table = kv_row(p.paging, t0);  // the tile's sequence; null: slot = position
   const int32_t shift = p.paging.block_shift;
 
@@ -179,7 +191,14 @@ __global__ void __launch_bounds__(kThreads) attention_prefill_kernel(AttentionKe
   };
   int stage = 0;  // kAsync: the stage of the tile computed
   if constexpr (kAsync) issue(first, 0);
-  for (int64_t n0 = first; n0 <= last; n0 += kBN) {
+  // This group's K and V tiles (kSplitKv: group 1's in the dynamic memory).
+  uint16_t* const kbuf = kSplitKv && grp ? qs : ks;
+  uint16_t* const vbuf = kSplitKv && grp ? qs + kBN * kLd : vs;
+  constexpr int kGroups = kSplitKv ? 2 : 1;
+  // Both groups go round the loop together (its barriers are the block's); a group whose tile starts past the last
+  // slot loads zeros and computes nothing.
+  for (int64_t base = first; base <= last; base += kGroups * kBN) {
+    const int64_t n0 = base + int64_t(grp) * kBN;  // this group's tile
     __syncthreads();  // the previous tile is consumed
     if constexpr (kAsync) {
       if (n0 + kBN <= last) {
@@ -199,7 +218,7 @@ __global__ void __launch_bounds__(kThreads) attention_prefill_kernel(AttentionKe
       uint16_t kd[kPer], vd[kPer];
 #pragma unroll
       for (int j = 0; j < kPer; ++j) {
-        const int i = tid + j * kThreads, row = i / kItemsPerRow, c = i % kItemsPerRow;
+        const int i = gtid + j * kThreads, row = i / kItemsPerRow, c = i % kItemsPerRow;
         const int64_t slot = n0 + row;
         kq[j] = vq[j] = make_uint4(0, 0, 0, 0), kd[j] = vd[j] = 0;  // zero scale: 0 whatever the quants, never NaN
         if (slot <= last && (!kWindow || slot >= from)) {
@@ -222,9 +241,9 @@ __global__ void __launch_bounds__(kThreads) attention_prefill_kernel(AttentionKe
       };
 #pragma unroll
       for (int j = 0; j < kPer; ++j) {
-        const int i = tid + j * kThreads, row = i / kItemsPerRow, c = i % kItemsPerRow;
-        store(ks + row * kLd + c * kVals, kq[j], __ushort_as_half(kd[j]));
-        store(vs + row * kLd + c * kVals, vq[j], __ushort_as_half(vd[j]));
+        const int i = gtid + j * kThreads, row = i / kItemsPerRow, c = i % kItemsPerRow;
+        store(kbuf + row * kLd + c * kVals, kq[j], __ushort_as_half(kd[j]));
+        store(vbuf + row * kLd + c * kVals, vq[j], __ushort_as_half(vd[j]));
       }
     } else {
       // In rounds of 4 items per thread, each round's loads issued before its stores.
@@ -235,7 +254,7 @@ __global__ void __launch_bounds__(kThreads) attention_prefill_kernel(AttentionKe
         uint4 kv[kRound], vv[kRound];
 #pragma unroll
         for (int j = 0; j < kRound; ++j) {
-          const int i = tid + (r0 + j) * kThreads, row = i / (HD / 8), c8 = i % (HD / 8);
+          const int i = gtid + (r0 + j) * kThreads, row = i / (HD / 8), c8 = i % (HD / 8);
           const int64_t slot = n0 + row;
           kv[j] = vv[j] = make_uint4(0, 0, 0, 0);
           if (slot <= last && (!kWindow || slot >= from)) {
@@ -246,16 +265,17 @@ __global__ void __launch_bounds__(kThreads) attention_prefill_kernel(AttentionKe
         }
 #pragma unroll
         for (int j = 0; j < kRound; ++j) {
-          const int i = tid + (r0 + j) * kThreads, row = i / (HD / 8), c8 = i % (HD / 8);
-          *reinterpret_cast<uint4*>(ks + row * kLd + c8 * 8) = kv[j];
-          *reinterpret_cast<uint4*>(vs + row * kLd + c8 * 8) = vv[j];
+          const int i = gtid + (r0 + j) * kThreads, row = i / (HD / 8), c8 = i % (HD / 8);
+          *reinterpret_cast<uint4*>(kbuf + row * kLd + c8 * 8) = kv[j];
+          *reinterpret_cast<uint4*>(vbuf + row * kLd + c8 * 8) = vv[j];
         }
       }
     }
     __syncthreads();
-    const uint16_t* const kt = kAsync && stage ? qs + kQRows * kLd : ks;  // this tile's K and V
-    const uint16_t* const vt = kAsync && stage ? qs + (kQRows + kBN) * kLd : vs;
+    const uint16_t* const kt = kAsync && stage ? qs + kQRows * kLd : kbuf;  // this tile's K and V
+    const uint16_t* const vt = kAsync && stage ? qs + (kQRows + kBN) * kLd : vbuf;
     if constexpr (kAsync) stage ^= 1;
+    if (kSplitKv && n0 > last) continue;  // group-uniform: an odd group's tile past the end
 
     float s[kBN / 8][4];
     if constexpr (kQShared) {
@@ -313,6 +333,42 @@ __global__ void __launch_bounds__(kThreads) attention_prefill_kernel(AttentionKe
     }
   }
 
+  if constexpr (kSplitKv) {
+    // Group 1's running maxima, its threads' partial sums and its outputs to group 0 through group 1's K and V
+    // tiles (free once both groups are past their last tile; exactly their size), [value][thread of the group] so
+    // that a warp's stores are consecutive; group 0 rescales both sides to the larger maximum, as a new tile
+    // rescales the running ones.
+    constexpr int kPerThread = 4 + HD / 8 * 4;
+    static_assert(size_t(kPerThread) * kThreads * 4 <= size_t(2) * kBN * kLd * 2, "the merge fits in group 1's tiles");
+    float* const xs = reinterpret_cast<float*>(qs);
+    __syncthreads();
+    if (grp == 1) {
+      xs[gtid] = m0, xs[kThreads + gtid] = m1, xs[2 * kThreads + gtid] = l0, xs[3 * kThreads + gtid] = l1;
+#pragma unroll
+      for (int n = 0; n < HD / 8; ++n)
+#pragma unroll
+        for (int c = 0; c < 4; ++c) xs[(4 + 4 * n + c) * kThreads + gtid] = o[n][c];
+    }
+    __syncthreads();
+    if (grp == 1) return;  // block (0, 0)'s wait for the split grid is group 0's
+    const float mb0 = xs[gtid], mb1 = xs[kThreads + gtid];
+    const float mn0 = fmaxf(m0, mb0), mn1 = fmaxf(m1, mb1);
+    // A side that saw no slot (maximum -inf) holds zeros: its factor is 0, never exp(-inf + inf).
+    const float ca0 = m0 == -INFINITY ? 0.0f : exp2f(m0 * kLog2e - mn0 * kLog2e);
+    const float cb0 = mb0 == -INFINITY ? 0.0f : exp2f(mb0 * kLog2e - mn0 * kLog2e);
+    const float ca1 = m1 == -INFINITY ? 0.0f : exp2f(m1 * kLog2e - mn1 * kLog2e);
+    const float cb1 = mb1 == -INFINITY ? 0.0f : exp2f(mb1 * kLog2e - mn1 * kLog2e);
+    l0 = l0 * ca0 + xs[2 * kThreads + gtid] * cb0, l1 = l1 * ca1 + xs[3 * kThreads + gtid] * cb1;
+#pragma unroll
+    for (int n = 0; n < HD / 8; ++n) {
+      o[n][0] = o[n][0] * ca0 + xs[(4 + 4 * n) * kThreads + gtid] * cb0;
+      o[n][1] = o[n][1] * ca0 + xs[(5 + 4 * n) * kThreads + gtid] * cb0;
+      o[n][2] = o[n][2] * ca1 + xs[(6 + 4 * n) * kThreads + gtid] * cb1;
+      o[n][3] = o[n][3] * ca1 + xs[(7 + 4 * n) * kThreads + gtid] * cb1;
+    }
+    m0 = mn0, m1 = mn1;
+  }
+
 #pragma unroll
   for (int o_ = 1; o_ <= 2; o_ <<= 1) {
     l0 += __shfl_xor_sync(0xffffffffu, l0, o_);
@@ -333,10 +389,10 @@ __global__ void __launch_bounds__(kThreads) attention_prefill_kernel(AttentionKe
   if (holds_grid) pdl_wait();
 }
 
-template <int HD, graph::KvType KV, bool kWindow, bool kAsyncAsked = false>
+template <int HD, graph::KvType KV, bool kWindow, bool kAsyncAsked = false, bool kSplitKv = false>
 void launch_instance(const AttentionKernelParams& p, dim3 grid, cudaStream_t stream) {
-  constexpr size_t smem = dynamic_smem<HD, KV, kAsyncAsked>();
-  constexpr auto kernel = attention_prefill_kernel<HD, KV, kWindow, kAsyncAsked>;
+  constexpr size_t smem = dynamic_smem<HD, KV, kAsyncAsked, kSplitKv>();
+  constexpr auto kernel = attention_prefill_kernel<HD, KV, kWindow, kAsyncAsked, kSplitKv>;
   if constexpr (smem > 0) {  // static and dynamic above 48 KiB: an opt-in, once per instance
     static const bool opted = [] {
       CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
@@ -344,12 +400,14 @@ void launch_instance(const AttentionKernelParams& p, dim3 grid, cudaStream_t str
     }();
     (void)opted;
   }
-  launch_programmatic(p.tiles_after_split, kernel, grid, kThreads, smem, stream, p);
+  launch_programmatic(p.tiles_after_split, kernel, grid, kThreads * (kSplitKv ? 2 : 1), smem, stream, p);
 }
 
-// Head_dim 64 or 128: the two-stage instance where an f16 cache asks for it.
+// Head_dim 64 or 128: the two-group instance where asked for (before the two-stage one: they do not combine), the
+// two-stage instance where an f16 cache asks for it.
 template <int HD, graph::KvType KV, bool kWindow>
 void launch_hd(const AttentionKernelParams& p, dim3 grid, cudaStream_t stream) {
+  if (p.prefill_split_kv) return launch_instance<HD, KV, kWindow, false, true>(p, grid, stream);
   if constexpr (KV == graph::KvType::F16) {
     if (p.prefill_async_tiles) return launch_instance<HD, KV, kWindow, true>(p, grid, stream);
   }
