@@ -85,9 +85,13 @@ __global__ void __launch_bounds__(kThreads * (kSplitKv ? 2 : 1)) attention_prefi
   // read here was written before the split launch, a plain one, began.
   const bool holds_grid = p.tiles_after_split && blockIdx.x == 0 && blockIdx.y == 0;
   if (p.tiles_after_split) pdl_launch_dependents();
-  const int64_t h = blockIdx.y;
-  int64_t t0 = int64_t(blockIdx.x) * kBM, rows = min(int64_t(kBM), p.T - t0);  // this block's tokens
-  if (p.tiles) {  // a paged batch: the run's tile
+  // kSplitKv without tiles: the grid is (head, query tile) with the last query tiles first, so that blocks start
+  // longest first (at one block an SM a 512-token prefill is two waves; the heaviest blocks wait for none).
+  const bool heavy_first = kSplitKv && !p.tiles;
+  const int64_t h = heavy_first ? blockIdx.x : blockIdx.y;
+  const int64_t qt = heavy_first ? int64_t(gridDim.y) - 1 - blockIdx.y : blockIdx.x;  // the query tile
+  int64_t t0 = qt * kBM, rows = min(int64_t(kBM), p.T - t0);  // this block's tokens
+  if (p.tiles) {  // a paged batch: the run's tile (qt = blockIdx.x)
     if (int32_t(blockIdx.x) >= p.tiles[0]) {
       if (holds_grid) pdl_wait();
       return;
@@ -407,7 +411,8 @@ void launch_instance(const AttentionKernelParams& p, dim3 grid, cudaStream_t str
 // two-stage instance where an f16 cache asks for it.
 template <int HD, graph::KvType KV, bool kWindow>
 void launch_hd(const AttentionKernelParams& p, dim3 grid, cudaStream_t stream) {
-  if (p.prefill_split_kv) return launch_instance<HD, KV, kWindow, false, true>(p, grid, stream);
+  if (p.prefill_split_kv)  // without tiles, (head, query tile): the kernel's heavy_first
+    return launch_instance<HD, KV, kWindow, false, true>(p, p.tiles ? grid : dim3(grid.y, grid.x), stream);
   if constexpr (KV == graph::KvType::F16) {
     if (p.prefill_async_tiles) return launch_instance<HD, KV, kWindow, true>(p, grid, stream);
   }
