@@ -255,6 +255,11 @@ CompletionRequest parse_completion_request(std::string_view body, Route route) {
     throw invalid_field("n", "prompts x n is " + std::to_string(prompts * size_t(r.n)) + "; one request asks for at "
                              "most " + std::to_string(kMaxChoices) + " choices");
   r.top_logprobs = parse_logprobs(obj, route);
+  // echo: true asks for the prompt in front of the text and, with logprobs, the prompt's own logprobs (how evaluation
+  // harnesses score a text). Neither is made here; answering without them would pass for scores that are not.
+  if (get_bool(obj, "echo", false))
+    throw invalid_field("echo", "echo (the prompt and its logprobs in the reply) is not supported",
+                        "unsupported_parameter");
   return r;
 }
 
