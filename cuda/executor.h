@@ -125,6 +125,10 @@ struct ExecutorOptions {
   // before the token's position and angles (RopeKvParams::early_head_loads; same bits). Not yet measured: off until
   // an A/B on the GPU keeps it. LLM_CUDA_NORM_ROPE_EARLY=1 for A/B runs.
   bool norm_rope_early_loads = false;
+  // A router's float32 column tiles of many tokens (prefill) 32 rows tall, four rows a thread: 8 shared loads for 64
+  // fmas instead of 6 for 32 (RouterPartsParams::tall_tiles; same bits). Not yet measured: off until an A/B on the GPU
+  // keeps it. LLM_CUDA_ROUTER_TALL=1 for A/B runs.
+  bool router_tall_tiles = false;
   // Prefill expert products of Q4_K and recoded MXFP4 on moe_fragments.cu's kernels (weights straight into mma
   // fragments); false: moe_gemm.cu's half tiles for every format. LLM_CUDA_MOE_FRAGMENTS=0 for A/B runs.
   bool moe_fragments = true;

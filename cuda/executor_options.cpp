@@ -61,6 +61,7 @@ ExecutorOptions ExecutorOptions::from_env() {
   o.prefill_attention_async = read_flag("LLM_CUDA_PREFILL_ATTN_ASYNC", o.prefill_attention_async);
   o.prefill_attention_split_kv = read_flag("LLM_CUDA_PREFILL_SPLIT_KV", o.prefill_attention_split_kv);
   o.norm_rope_early_loads = read_flag("LLM_CUDA_NORM_ROPE_EARLY", o.norm_rope_early_loads);
+  o.router_tall_tiles = read_flag("LLM_CUDA_ROUTER_TALL", o.router_tall_tiles);
   o.moe_fragments = read_flag("LLM_CUDA_MOE_FRAGMENTS", o.moe_fragments);
   o.moe_glu_out = read_flag("LLM_CUDA_MOE_GLU_OUT", o.moe_glu_out);
   o.moe_glu_pairs = read_flag("LLM_CUDA_MOE_GLU_PAIRS", o.moe_glu_pairs);

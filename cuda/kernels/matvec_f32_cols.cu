@@ -15,13 +15,19 @@
 namespace cuda {
 namespace {
 
-constexpr int kTileRows = 16, kTileCols = 32, kChunk = 64, kThreads = 64;
-constexpr int kWLoads = kTileRows * kChunk / kThreads, kXLoads = kTileCols * kChunk / kThreads;
+constexpr int kTileCols = 32, kChunk = 64, kThreads = 64;
+constexpr int kXLoads = kTileCols * kChunk / kThreads;
 constexpr int kLd = kChunk + 4;  // a row in shared memory: 16-byte aligned, rows 4 banks apart
+// A thread's rows: R (2, or 4 for the parts' tall tiles), 8 apart; a tile 8 R rows.
+template <int R>
+constexpr int tile_rows() { return 8 * R; }
+template <int R>
+constexpr int w_loads() { return tile_rows<R>() * kChunk / kThreads; }
 
 // Chunk k0's matrix and x elements of this thread into registers: element k0 + tid of each tile row and column
 // (zeros past N, T and k_end; rows K apart).
 static_assert(kThreads == kChunk, "a thread loads one k of every row and column of a chunk");
+template <int kWLoads>
 __device__ __forceinline__ void load_chunk(const float* w, const float* x, int64_t K, int64_t k_end, int64_t N,
                                            int64_t T, int64_t n0, int64_t t0, int64_t k0, float (&wr)[kWLoads],
                                            float (&xr)[kXLoads]) {
@@ -37,18 +43,22 @@ __device__ __forceinline__ void load_chunk(const float* w, const float* x, int64
 
 // The next chunk's loads are in flight while this one is multiplied: with few blocks an SM (a router is 128 x 2048 at
 // most) the L2 latency, not the arithmetic, would set the pace otherwise.
-// A thread holds 2 rows x 4 columns of the tile (rows rp and rp + 8, columns cq + 8 j: those a warp reads at once lie
-// in distinct banks) and takes four k at a time from 16-byte shared loads: 6 loads for 32 fmas. The first form, a
-// row and two columns a thread with a load a product, was bound by the shared-memory pipe (51 us a layer of
-// Qwen3-30B-A3B's pp512, 8.6% of it; session 32).
+// A thread holds R rows x 4 columns of the tile (rows rp + 8 a, columns cq + 8 j: those a warp reads at once lie in
+// distinct banks) and takes four k at a time from 16-byte shared loads: R + 4 loads for 16 R fmas (R = 2: 6 for
+// 32). The first form, a row and two columns a thread with a load a product, was bound by the shared-memory pipe
+// (51 us a layer of Qwen3-30B-A3B's pp512, 8.6% of it; session 32); R = 2 still is by count (~13 us of its 20), and
+// R = 4 (the router parts' f32_cols_tall, RouterPartsParams::tall_tiles) takes 8 loads for 64 fmas. Each output is the
+// same chain whatever R: the same bits.
 // slice_k > 0: block z covers K slice [z slice_k, (z + 1) slice_k) and writes y + z T N, without the bias.
+template <int R>
 __global__ void __launch_bounds__(kThreads) f32_cols_kernel(const float* w, const float* x, const float* bias,
                                                             float* y, int64_t K, int64_t N, int64_t T,
                                                             int64_t slice_k) {
+  constexpr int kTileRows = tile_rows<R>(), kWLoads = w_loads<R>();
   __shared__ __align__(16) float ws[kTileRows][kLd];
   __shared__ __align__(16) float xs[kTileCols][kLd];
   const int tid = int(threadIdx.x);
-  const int rp = tid / 8, cq = tid % 8;  // rows rp, rp + 8; columns cq, cq + 8, cq + 16, cq + 24
+  const int rp = tid / 8, cq = tid % 8;  // rows rp + 8 a; columns cq, cq + 8, cq + 16, cq + 24
   const int64_t n0 = int64_t(blockIdx.x) * kTileRows, t0 = int64_t(blockIdx.y) * kTileCols;
   int64_t k_begin = 0, k_end = K;
   if (slice_k > 0) {
@@ -57,7 +67,7 @@ __global__ void __launch_bounds__(kThreads) f32_cols_kernel(const float* w, cons
   }
   float wr[kWLoads], xr[kXLoads];
   load_chunk(w, x, K, k_end, N, T, n0, t0, k_begin, wr, xr);
-  float acc[2][4] = {};
+  float acc[R][4] = {};
   for (int64_t k0 = k_begin; k0 < k_end; k0 += kChunk) {
     __syncthreads();  // the last chunk's products are done with ws and xs
 #pragma unroll
@@ -68,13 +78,13 @@ __global__ void __launch_bounds__(kThreads) f32_cols_kernel(const float* w, cons
     if (k0 + kChunk < k_end) load_chunk(w, x, K, k_end, N, T, n0, t0, k0 + kChunk, wr, xr);
 #pragma unroll 4
     for (int kk = 0; kk < kChunk; kk += 4) {
-      float4 wv[2], xv[4];
+      float4 wv[R], xv[4];
 #pragma unroll
-      for (int a = 0; a < 2; ++a) wv[a] = *reinterpret_cast<const float4*>(&ws[rp + 8 * a][kk]);
+      for (int a = 0; a < R; ++a) wv[a] = *reinterpret_cast<const float4*>(&ws[rp + 8 * a][kk]);
 #pragma unroll
       for (int b = 0; b < 4; ++b) xv[b] = *reinterpret_cast<const float4*>(&xs[cq + 8 * b][kk]);
 #pragma unroll
-      for (int a = 0; a < 2; ++a)
+      for (int a = 0; a < R; ++a)
 #pragma unroll
         for (int b = 0; b < 4; ++b) {  // each output's chain in ascending k
           acc[a][b] = fmaf(wv[a].x, xv[b].x, acc[a][b]);
@@ -85,7 +95,7 @@ __global__ void __launch_bounds__(kThreads) f32_cols_kernel(const float* w, cons
     }
   }
 #pragma unroll
-  for (int a = 0; a < 2; ++a) {
+  for (int a = 0; a < R; ++a) {
     const int64_t n = n0 + rp + 8 * a;
     if (n >= N) continue;
     const float bn = bias ? bias[n] : 0.0f;
@@ -99,25 +109,28 @@ __global__ void __launch_bounds__(kThreads) f32_cols_kernel(const float* w, cons
 
 void launch_f32_columns(const MatvecParams& p, cudaStream_t stream) {
   LLM_REQUIRE(p.type == quant::Type::F32 && p.w && p.x && p.y, "f32 columns: float32 matrix and x required");
+  constexpr int kTileRows = tile_rows<2>();
   LLM_REQUIRE((p.N + kTileRows - 1) / kTileRows <= 0x7fffffff && (p.T + kTileCols - 1) / kTileCols <= 65535,
               "f32 columns: too many rows or columns");
   const dim3 grid(unsigned((p.N + kTileRows - 1) / kTileRows), unsigned((p.T + kTileCols - 1) / kTileCols));
-  f32_cols_kernel<<<grid, kThreads, 0, stream>>>(static_cast<const float*>(p.w), p.x, p.bias, p.y, p.K, p.N, p.T,
-                                                 0);
+  f32_cols_kernel<2><<<grid, kThreads, 0, stream>>>(static_cast<const float*>(p.w), p.x, p.bias, p.y, p.K, p.N,
+                                                    p.T, 0);
   CUDA_CHECK_LAUNCH(stream);
 }
 
 void launch_f32_column_parts(const float* w, const float* x, float* parts, int64_t K, int64_t N, int64_t T,
-                             int64_t slice_k, cudaStream_t stream) {
+                             int64_t slice_k, cudaStream_t stream, bool tall_tiles) {
   LLM_REQUIRE(w && x && parts, "f32 column parts: null pointer");
   LLM_REQUIRE(K > 0 && N > 0 && T > 0 && slice_k > 0 && slice_k % kChunk == 0, "f32 column parts: bad shape");
   const int64_t n_parts = (K + slice_k - 1) / slice_k;
-  LLM_REQUIRE((N + kTileRows - 1) / kTileRows <= 0x7fffffff && (T + kTileCols - 1) / kTileCols <= 65535 &&
-                  n_parts <= 65535,
+  const int64_t tile = tall_tiles ? tile_rows<4>() : tile_rows<2>();
+  LLM_REQUIRE((N + tile - 1) / tile <= 0x7fffffff && (T + kTileCols - 1) / kTileCols <= 65535 && n_parts <= 65535,
               "f32 column parts: too many rows, columns or parts");
-  const dim3 grid(unsigned((N + kTileRows - 1) / kTileRows), unsigned((T + kTileCols - 1) / kTileCols),
-                  unsigned(n_parts));
-  f32_cols_kernel<<<grid, kThreads, 0, stream>>>(w, x, nullptr, parts, K, N, T, slice_k);
+  const dim3 grid(unsigned((N + tile - 1) / tile), unsigned((T + kTileCols - 1) / kTileCols), unsigned(n_parts));
+  if (tall_tiles)
+    f32_cols_kernel<4><<<grid, kThreads, 0, stream>>>(w, x, nullptr, parts, K, N, T, slice_k);
+  else
+    f32_cols_kernel<2><<<grid, kThreads, 0, stream>>>(w, x, nullptr, parts, K, N, T, slice_k);
   CUDA_CHECK_LAUNCH(stream);
 }
 
