@@ -242,16 +242,18 @@ static ChatRenderOptions probe_options() {
 }
 
 ChatTemplate::ChatTemplate(std::string source, ChatFamily family)
-    : source_(std::move(source)), template_(std::make_shared<const jinja::Template>(source_)), family_(family) {
+    : source_(std::move(source)), template_(std::make_shared<const jinja::Template>(source_)), family_(family) {}
+
+bool renders_text_parts(const ChatTemplate& tmpl) {
   // A user message of one text part: a template that takes parts prints its text. A marker no template writes.
   static constexpr std::string_view kMarker = "text-part-probe-7c1e";
   const jinja::Value part = jinja::Value::object({{"type", jinja::Value("text")}, {"text", jinja::Value(kMarker)}});
   try {
-    const std::string out = render({{"user", jinja::Value::array({part}), {}}}, probe_options());
-    renders_text_parts_ = out.find(kMarker) != std::string::npos && out.find("'text'") == std::string::npos &&
-                          out.find("\"text\"") == std::string::npos;
+    const std::string out = tmpl.render({{"user", jinja::Value::array({part}), {}}}, probe_options());
+    return out.find(kMarker) != std::string::npos && out.find("'text'") == std::string::npos &&
+           out.find("\"text\"") == std::string::npos;
   } catch (const TemplateError&) {
-    renders_text_parts_ = false;
+    return false;
   }
 }
 

@@ -79,10 +79,6 @@ class ChatTemplate {
   const std::string& source() const { return source_; }
   const std::string& warning() const { return warning_; }  // empty unless from_text fell back to ChatML
   bool is_fallback() const { return !warning_.empty(); }
-  // Whether the template renders a message whose content is a list of text parts ([{"type": "text", "text": ...}]),
-  // judged once by rendering one and finding its text in the output. Templates written for string content alone
-  // fail on a list or print it as a list; the server then joins the parts into one string (join_text_parts).
-  bool renders_text_parts() const { return renders_text_parts_; }
 
  private:
   ChatTemplate(std::string source, ChatFamily family);
@@ -91,8 +87,13 @@ class ChatTemplate {
   std::shared_ptr<const jinja::Template> template_;
   ChatFamily family_ = ChatFamily::Unknown;
   std::string warning_;
-  bool renders_text_parts_ = false;
 };
+
+// Whether the template renders a message whose content is a list of text parts ([{"type": "text", "text": ...}]),
+// judged by rendering one and finding its text in the output (a render: call it once, where the answer is needed).
+// Templates written for string content alone fail on a list or print it as a list; the server then joins the parts
+// into one string (join_text_parts).
+bool renders_text_parts(const ChatTemplate& tmpl);
 
 // A message content's text parts joined into one string, a newline between parts once some text is there (as the
 // reference runtime's server joins them for such templates); a content that is not a list is returned as it is.

@@ -267,7 +267,8 @@ std::string render_chat(const RouteContext& ctx, const CompletionRequest& r) {
   o.tools = r.tools;
   try {
     // Content given as a list of text parts reaches a template written for strings as one string.
-    if (!ctx.tmpl.renders_text_parts()) {
+    const auto is_list = [](const chat::ChatMessage& m) { return m.content.is_array(); };
+    if (!ctx.text_parts_whole && std::any_of(r.messages.begin(), r.messages.end(), is_list)) {
       std::vector<chat::ChatMessage> joined = r.messages;
       for (chat::ChatMessage& m : joined) m.content = chat::join_text_parts(m.content);
       return ctx.tmpl.render(joined, o);

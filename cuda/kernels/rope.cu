@@ -147,17 +147,18 @@ __global__ void __launch_bounds__(kNormWarps * 32) norm_rope_kv_kernel(RopeKvPar
   __shared__ float head_s[kNormWarps][kMaxNormHeadDim];
   const int64_t t = blockIdx.y;
   const int64_t n_heads = r.n_head + p.n_head_kv, head_blocks = (n_heads + kNormWarps - 1) / kNormWarps;
-  // kEarly: this warp's head (lane's elements d = lane + 32 i) and weights, loaded first.
+  // This warp's head: q head hh or k head hh - n_head (past n_heads: none, the v blocks' warps included).
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int64_t hh = blockIdx.x * int64_t(kNormWarps) + warp;
+  const bool has_head = blockIdx.x < head_blocks && hh < n_heads, is_k = hh >= r.n_head;
+  const int64_t h = is_k ? hh - r.n_head : hh, nh = is_k ? p.n_head_kv : r.n_head, hd = r.head_dim;
+  const float* x = has_head ? (is_k ? p.k : r.x) + (t * nh + h) * hd : nullptr;
+  const float* w = is_k ? p.k_norm_w : p.q_norm_w;
+  // kEarly: the head (lane's elements d = lane + 32 i) and weights, loaded first.
   constexpr int kPerLane = kMaxNormHeadDim / 32;
   float xe[kEarly ? kPerLane : 1], we[kEarly ? kPerLane : 1];
   if constexpr (kEarly) {
-    const int lane = threadIdx.x & 31;
-    const int64_t hh = blockIdx.x * int64_t(kNormWarps) + (threadIdx.x >> 5);
-    if (blockIdx.x < head_blocks && hh < n_heads) {
-      const bool is_k = hh >= r.n_head;
-      const int64_t h = is_k ? hh - r.n_head : hh, nh = is_k ? p.n_head_kv : r.n_head, hd = r.head_dim;
-      const float* x = (is_k ? p.k : r.x) + (t * nh + h) * hd;
-      const float* w = is_k ? p.k_norm_w : p.q_norm_w;
+    if (has_head) {
 #pragma unroll
       for (int i = 0; i < kPerLane; ++i) {
         const int64_t d = lane + 32 * i;
@@ -172,8 +173,8 @@ __global__ void __launch_bounds__(kNormWarps * 32) norm_rope_kv_kernel(RopeKvPar
     if (slot < 0) return;
     const int64_t nv = p.hd_v * p.n_head_kv, stride = (gridDim.x - head_blocks) * int64_t(blockDim.x);
     for (int64_t e = (blockIdx.x - head_blocks) * int64_t(blockDim.x) + threadIdx.x; e < nv; e += stride) {
-      const int64_t h = e / p.hd_v, d = e % p.hd_v;
-      static_cast<uint16_t*>(p.v_cache)[(h * p.n_ctx + slot) * p.hd_v + d] =
+      const int64_t vh = e / p.hd_v, d = e % p.hd_v;
+      static_cast<uint16_t*>(p.v_cache)[(vh * p.n_ctx + slot) * p.hd_v + d] =
           __half_as_ushort(__float2half_rn(p.v[t * nv + e]));
     }
     return;
@@ -189,13 +190,7 @@ __global__ void __launch_bounds__(kNormWarps * 32) norm_rope_kv_kernel(RopeKvPar
     }
     __syncthreads();  // before any warp leaves
   }
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int64_t hh = blockIdx.x * int64_t(kNormWarps) + warp;
-  if (hh >= n_heads) return;  // warp-uniform
-  const bool is_k = hh >= r.n_head;
-  const int64_t h = is_k ? hh - r.n_head : hh, nh = is_k ? p.n_head_kv : r.n_head, hd = r.head_dim;
-  const float* x = (is_k ? p.k : r.x) + (t * nh + h) * hd;
-  const float* w = is_k ? p.k_norm_w : p.q_norm_w;
+  if (!has_head) return;  // warp-uniform
   float* s = head_s[warp];
   float ss = 0.0f;
   if constexpr (kEarly) {

@@ -1,5 +1,5 @@
-// Content as a list of text parts: which real templates render such a list themselves (ChatTemplate::
-// renders_text_parts, judged by rendering one part), and join_text_parts, which gives the others one string.
+// Content as a list of text parts: which real templates render such a list themselves (chat::renders_text_parts,
+// judged by rendering one part), and join_text_parts, which gives the others one string.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -41,11 +41,11 @@ TEST(TextParts, RealTemplatesAreClassifiedByWhatTheyRender) {
     const fs::path p = dir / (name + ".jinja");
     ASSERT_TRUE(fs::exists(p)) << p;
     const ChatTemplate t = ChatTemplate::parse(read(p));
-    EXPECT_EQ(t.renders_text_parts(), want) << name;
+    EXPECT_EQ(chat::renders_text_parts(t), want) << name;
     ++seen;
   }
   EXPECT_EQ(seen, takes_parts.size());
-  EXPECT_FALSE(ChatTemplate::builtin("chatml").renders_text_parts());  // prints the list as a list
+  EXPECT_FALSE(chat::renders_text_parts(ChatTemplate::builtin("chatml")));  // prints the list as a list
 }
 
 // A template that takes parts renders the list's text; one written for strings renders the joined string as it
