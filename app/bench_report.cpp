@@ -46,8 +46,11 @@ bool counts_active_bytes(const BenchContext& c) { return c.n_expert > 0 && c.n_e
 std::string report_markdown(const BenchContext& c, const std::vector<BenchTest>& tests) {
   std::string out = fmt("device: %s (%s), copy bandwidth %.0f GB/s (read + write)\n", c.device.c_str(),
                         c.backend.c_str(), c.copy_gbs);
-  out += fmt("memory: weights %s + KV cache %s (%s); peak in use %s\n", gib(c.weights_bytes).c_str(),
-             gib(c.kv_bytes).c_str(), c.kv_type.c_str(), c.peak_mem_bytes ? gib(c.peak_mem_bytes).c_str() : "n/a");
+  const std::string copies =
+      c.half_copies_bytes ? " + half weight copies " + gib(c.half_copies_bytes) + " (--half-weights)" : "";
+  out += fmt("memory: weights %s + KV cache %s (%s)%s; peak in use %s\n", gib(c.weights_bytes).c_str(),
+             gib(c.kv_bytes).c_str(), c.kv_type.c_str(), copies.c_str(),
+             c.peak_mem_bytes ? gib(c.peak_mem_bytes).c_str() : "n/a");
   if (counts_active_bytes(c))
     out += fmt("GB/s counts active bytes: %s per token, the non-expert weights and %d of %d experts (%s of all "
                "experts' %s)\n",

@@ -30,6 +30,7 @@ struct BenchContext {
   double copy_gbs = 0;          // measured device copy bandwidth, read + write
   uint64_t weights_bytes = 0;   // resident weights
   uint64_t kv_bytes = 0;        // KV cache
+  uint64_t half_copies_bytes = 0;  // half-precision weight copies for prompts (--half-weights)
   std::string kv_type = "f16";  // its element type (--cache-type)
   uint64_t peak_mem_bytes = 0;  // device memory this process added (0 = not measured)
 };

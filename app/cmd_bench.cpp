@@ -173,6 +173,7 @@ int run_bench(BenchOptions& o) {
   c.n_expert_used = bytes.n_expert_used;
   c.expert_bytes = bytes.expert_total;
   c.kv_bytes = l.session->kv_cache_bytes();
+  c.half_copies_bytes = l.session->half_weights_bytes();
   c.kv_type = graph::kv_type_name(o.run.session.kv_type);
 
   Runner runner(l, l.session->n_vocab());

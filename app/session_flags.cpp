@@ -7,8 +7,13 @@
 #include "app/cli.h"
 #include "app/runtime_sinks.h"
 #include "graph/thread_pool.h"
+#include "runtime/memory_plan.h"
 
 namespace app {
+
+namespace {
+constexpr double kMaxHalfWeightsGib = 1 << 20;  // a bound that no device reaches, so the bytes fit in 64 bits
+}  // namespace
 
 void add_run_flags(CLI::App& cmd, RunFlags& f) {
   cmd.add_option("-m,--model", f.model, "GGUF model file (default: $LLM_RUN_MODEL, else models/default.gguf)");
@@ -32,6 +37,17 @@ void add_run_flags(CLI::App& cmd, RunFlags& f) {
          "bytes, larger rounding error), both with head_dim a multiple of 32, on a GPU 64, 128 or 256")
       ->default_str("f16");
   cmd.add_flag("!--no-cuda-graph", f.session.cuda_graph, "Run the decode step with plain kernel launches");
+  cmd.add_option_function<double>(
+         "--half-weights",
+         [&f](double gib) {
+           if (!(gib >= 0 && gib <= kMaxHalfWeightsGib))
+             throw CLI::ValidationError("--half-weights", "expected GiB from 0 to " +
+                                                              std::to_string(int(kMaxHalfWeightsGib)));
+           f.session.half_weights_bytes = uint64_t(gib * double(uint64_t{1} << 30));
+         },
+         "GPU memory in GiB for half-precision copies of the layers' matrices, so that prompts of more than 64 "
+         "tokens skip dequantizing them (2 bytes a weight, as many whole matrices as fit; 0 = none)")
+      ->default_str("0");
 }
 
 void add_warmup_flag(CLI::App& cmd, RunFlags& f, const std::string& what) {
@@ -52,10 +68,13 @@ Loaded load_for_run(const RunFlags& flags) {
   std::unique_ptr<runtime::Session> session = runtime::make_session(m, options);
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   if (flags.session.verbose) {
+    const uint64_t copies = session->half_weights_bytes();
+    const std::string copies_note = copies ? ", half weight copies of " + runtime::format_bytes(copies) : "";
     std::fprintf(stderr,
-                 "llm-run: model %s\nllm-run: %s\nllm-run: device %s, context %d tokens, %s KV cache of %.1f MiB\n",
+                 "llm-run: model %s\nllm-run: %s\nllm-run: device %s, context %d tokens, %s KV cache of %.1f MiB%s\n",
                  path.c_str(), model::describe(m->config()).c_str(), session->device_name().c_str(), session->n_ctx(),
-                 graph::kv_type_name(flags.session.kv_type), double(session->kv_cache_bytes()) / (1 << 20));
+                 graph::kv_type_name(flags.session.kv_type), double(session->kv_cache_bytes()) / (1 << 20),
+                 copies_note.c_str());
   }
   return Loaded{std::move(m), std::move(tok), std::move(session), ms};
 }

@@ -14,11 +14,12 @@ namespace app {
 
 struct RunFlags {
   std::string model;        // -m FILE
-  runtime::SessionOptions session;   // -c, --device, -t, -v
+  runtime::SessionOptions session;   // -c, --device, -t, -v, --cache-type, --half-weights
   bool warmup = true;       // false with --no-warmup (only on commands that add_warmup_flag)
 };
 
-// Adds -m/--model, -c/--ctx-size, --device, -t/--threads, -v/--verbose to cmd (the root app or a subcommand).
+// Adds -m/--model, -c/--ctx-size, --device, -t/--threads, -v/--verbose, --cache-type, --no-cuda-graph and
+// --half-weights to cmd (the root app or a subcommand).
 void add_run_flags(CLI::App& cmd, RunFlags& flags);
 
 // Adds --no-warmup, which clears flags.warmup; `what` is the command's warm-up in a few words, for --help.

@@ -219,6 +219,19 @@ const void* Executor::weight_ptr(const Node& w) const {
   return weights_ + p.arena_offset;
 }
 
+const uint16_t* Executor::half_copy(const Node& w) const {
+  if (!opt_.half_weights || w.op != Op::Weight) return nullptr;
+  const auto& p = ::std::get<graph::WeightParams>(w.params);
+  const uint16_t* copy = opt_.half_weights->find(p.arena_offset - p.tensor_offset);
+  if (!copy) return nullptr;
+  // A row range (phi3's fused q|k|v, gate|up) starts tensor_offset bytes into its tensor: that many whole rows.
+  // cuBLASLt's algorithms are chosen for 256-byte aligned operands (blas.cpp asks for no other alignment), as the
+  // scratch is: a range starting elsewhere keeps the dequantizing path.
+  const int64_t K = w.shape.ne[0];
+  const int64_t row0 = int64_t(p.tensor_offset / quant::row_bytes(p.type, K));
+  return (row0 * K * 2) % 256 == 0 ? copy + row0 * K : nullptr;
+}
+
 // F32 data of input i of n: an activation in the arena, or an F32 weight (norm weights, biases, rope factors).
 const float* Executor::f32_in(const Node& n, size_t i) const {
   const Node& in = g_.node(n.inputs.at(i));
@@ -441,6 +454,11 @@ void Executor::lower_gemm(const Node& n) {
       launch_batch_mm(b, s, glu, stack.n ? &stack : nullptr, choices);
     });
     return;
+  }
+  if (const uint16_t* copy = half_copy(w)) {  // cuBLAS on the copy, as on an F16 model's matrix
+    p.w = copy;
+    p.type = quant::Type::F16;
+    p.regrouped = false;
   }
   const Blas* blas = &ctx_.blas();
   steps_.push_back([p, blas](cudaStream_t s) { launch_gemm(p, *blas, s); });

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "cuda/context.h"
+#include "cuda/half_weights.h"
 #include "cuda/kernels/attention.cuh"
 #include "cuda/kernels/batch_mm.cuh"
 #include "cuda/kernels/matvec_cols.cuh"
@@ -186,6 +187,9 @@ struct ExecutorOptions {
   // projections by columns (q4_0_cols.cuh, read by the attention + o launch), MXFP4 experts recoded
   // (mxfp4_recode.cuh); null: none.
   const ::std::unordered_set<uint64_t>* regrouped_offsets = nullptr;
+  // Half-precision copies of matrices (half_weights.h, --half-weights): a product the GEMM path takes multiplies its
+  // matrix's copy instead of dequantizing the matrix into scratch first; null or no copy: the dequantizing GEMM.
+  const HalfWeights* half_weights = nullptr;
   // The session reordered the q and k rows of every head so that NeoX rope pairs lie side by side (weight_layouts.h,
   // RopePairs): NeoX ropes then run in the normal form.
   bool rope_pairs_adjacent = false;
@@ -325,6 +329,7 @@ class Executor {
   Lowering lowering(graph::NodeId id) const { return lowering_.at(size_t(id)); }
   void drop_capture();  // the steps or their inputs changed: the next run() launches plainly, then captures anew
   const void* weight_ptr(const graph::Node& w) const;
+  const uint16_t* half_copy(const graph::Node& w) const;  // w's rows in ExecutorOptions::half_weights, or null
   bool regrouped(const graph::Node& w) const;  // a weight regrouped at upload (q6_kx8.cuh, q4_0_cols.cuh)
   bool q4_0_cols(const graph::Node& w) const;  // a Q4_0 weight regrouped by columns
   bool batch_mm_takes(const graph::Node& mulmat) const;  // launched by the small-batch kernel (lower_gemm)

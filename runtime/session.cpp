@@ -137,6 +137,8 @@ std::unique_ptr<Session> make_cpu_session(std::shared_ptr<const model::Model> mo
     log(options.log, LogLevel::Note,
         "context capped at " + std::to_string(n_ctx) + " tokens (model trained for " +
             std::to_string(model->config().n_ctx_train) + "); use -c to change");
+  if (options.half_weights_bytes > 0)
+    log(options.log, LogLevel::Note, "--half-weights is for the GPU: the CPU reference reads the weights as they are");
   if (options.n_seq > 0) {
     const PagedLayout layout = paged_layout_for(options, n_ctx, model->config().n_ctx_train);
     return std::make_unique<CpuSession>(std::move(model), layout, options.n_threads, options.kv_type);

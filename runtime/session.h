@@ -50,6 +50,9 @@ struct SessionOptions {
   // tokens in all, in blocks of kv_block_size, and one sequence holds at most min(pool, training context) tokens.
   int32_t n_seq = 0;
   int32_t kv_block_size = 64;  // a power of two
+  // GPU only: device memory for half-precision copies of the matrices prompts' products read (--half-weights;
+  // cuda/half_weights.h): faster prompts of more than 64 tokens for 2 bytes a weight. 0: none.
+  uint64_t half_weights_bytes = 0;
   LogSink log;                 // notes, warnings and (verbose) details; none: silent
   ProgressSink progress;       // the weight upload's progress; none: silent
 };
@@ -162,6 +165,8 @@ class Session {
   virtual std::string device_name() const = 0;  // "CPU reference (2 threads)", "NVIDIA H100 80GB HBM3"
   // Bytes the KV cache of n_ctx() slots takes on its device (the CPU reference keeps floats).
   virtual uint64_t kv_cache_bytes() const = 0;
+  // Device bytes of half-precision weight copies kept for prompt products (SessionOptions::half_weights_bytes).
+  virtual uint64_t half_weights_bytes() const { return 0; }
 };
 
 // The checks every Session::eval makes before touching a device: a non-empty batch whose positions fit the context

@@ -87,9 +87,15 @@ CudaSession::CudaSession(std::shared_ptr<const model::Model> model, int32_t n_ct
            format_bytes(cuda::device_memory_used() - used_before_context));
 
   // Everything big (weights, KV cache, work buffers) is checked against free memory here, before it is allocated.
+  cuda::HalfWeightsPlan half_plan;
   {
     const CudaDeviceFacts facts = cuda_device_facts(*ctx_, model_->config().n_vocab);
-    const Footprint fp = cuda_session_footprint(*model_, facts, opt_.plan, opt_.kv_type);
+    Footprint fp = cuda_session_footprint(*model_, facts, opt_.plan, opt_.kv_type);
+    const uint64_t free_bytes = cuda::device_memory_free();
+    const int32_t n_train = std::max(model_->config().n_ctx_train, 1);
+    // The half copies come before the cache: they take what -c (or a 4096-slot context) leaves.
+    half_plan = plan_half_weights(fp, free_bytes, n_ctx_ > 0 ? n_ctx_ : std::min(n_train, 4096));
+    fp.weights_bytes += half_plan.bytes;
     // The smaller caches this model could use instead (its heads fit the GPU's quantized-cache kernels), for the
     // hints when the context does not fit.
     std::vector<CacheOption> smaller;
@@ -97,11 +103,10 @@ CudaSession::CudaSession(std::shared_ptr<const model::Model> model, int32_t n_ct
     for (const graph::KvType t : {graph::KvType::Q8_0, graph::KvType::Q4_0})
       if (cuda::kv_cache_supported(t, attention)) {
         Footprint option = cuda_session_footprint(*model_, facts, opt_.plan, t);
+        option.weights_bytes += half_plan.bytes;
         if (option.kv_bytes_per_token < fp.kv_bytes_per_token)
           smaller.push_back({graph::kv_type_name(t), std::move(option)});
       }
-    const uint64_t free_bytes = cuda::device_memory_free();
-    const int32_t n_train = std::max(c.n_ctx_train, 1);
     if (n_ctx_ == 0 && opt_.n_seq > 0) {
       // A paged pool for every sequence at the training context, or as much of it as fits.
       const int32_t want = int32_t(std::min<int64_t>(int64_t{1} << 30, int64_t{n_train} * opt_.n_seq));
@@ -126,7 +131,9 @@ CudaSession::CudaSession(std::shared_ptr<const model::Model> model, int32_t n_ct
     }
     if (opt_.verbose) {
       const MemoryNeed need = fp.need(n_ctx_);
-      detail("cuda: memory plan: weights " + format_bytes(need.weights) + ", KV cache " + format_bytes(need.kv_cache) +
+      const std::string copies = half_plan.bytes ? " (half copies " + format_bytes(half_plan.bytes) + ")" : "";
+      detail("cuda: memory plan: weights " + format_bytes(need.weights) + copies + ", KV cache " +
+             format_bytes(need.kv_cache) +
              " (" + std::to_string(n_ctx_) + " slots), work buffers " + format_bytes(need.work) + ", headroom " +
              format_bytes(need.headroom) + "; " + format_bytes(free_bytes) + " free");
     }
@@ -141,6 +148,10 @@ CudaSession::CudaSession(std::shared_ptr<const model::Model> model, int32_t n_ct
     upload_progress = [this](uint64_t done, uint64_t total) { opt_.progress("loading weights", done, total); };
   weights_ = cuda::DeviceWeights(*ctx_, model_->weights().arena_bytes(), items, upload_progress);
   regroup_weights();
+  if (!half_plan.chosen.empty()) {  // from the regrouped layouts, as the dequantizing GEMM reads them
+    const std::vector<cuda::WeightDesc> descs = weight_descs();
+    half_weights_ = cuda::HalfWeights(weights_.base(), descs, half_plan, regrouped_, ctx_->compute());
+  }
   if (opt_.verbose) {
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     char line[256];
@@ -181,13 +192,40 @@ int32_t CudaSession::n_vocab() const { return model_->config().n_vocab; }
 
 std::string CudaSession::device_name() const { return ctx_->name(); }
 
-// The weights' layouts as cuda/ chooses them by role and shape (cuda/weight_layouts.h); the executors learn which
-// moved from regrouped_.
-void CudaSession::regroup_weights() {
+std::vector<cuda::WeightDesc> CudaSession::weight_descs() const {
   std::vector<cuda::WeightDesc> descs;
   for (const auto& w : model_->weights().all())
     descs.push_back({w.params.role, w.params.layer, w.params.type, w.shape.ne[0], w.shape.rows(),
                      w.params.arena_offset, w.shape.ne[2]});
+  return descs;
+}
+
+cuda::HalfWeightsPlan CudaSession::plan_half_weights(const Footprint& fp, uint64_t free_bytes,
+                                                     int32_t reserve_ctx) const {
+  if (opt_.half_weights_budget == 0) return {};
+  const uint64_t reserved = fp.need(reserve_ctx).total();
+  const uint64_t room = free_bytes > reserved ? free_bytes - reserved : 0;
+  const uint64_t budget = std::min(opt_.half_weights_budget, room);
+  const std::vector<cuda::WeightDesc> descs = weight_descs();
+  cuda::HalfWeightsPlan plan = cuda::plan_half_weights(descs, budget);
+  if (plan.chosen.size() < plan.candidates)
+    log(opt_.log, LogLevel::Note,
+        "half-precision copies for " + std::to_string(plan.chosen.size()) + " of " +
+            std::to_string(plan.candidates) + " matrices (" + format_bytes(plan.bytes) + " of the " +
+            format_bytes(plan.candidate_bytes) + " all would take): " +
+            (budget < opt_.half_weights_budget ? "that is what free GPU memory leaves beside a " +
+                                                     std::to_string(reserve_ctx) + "-token context"
+                                               : std::string("raise --half-weights for more")));
+  else if (opt_.verbose)
+    detail("cuda: half-precision copies of " + std::to_string(plan.chosen.size()) + " matrices for prompts: " +
+           format_bytes(plan.bytes));
+  return plan;
+}
+
+// The weights' layouts as cuda/ chooses them by role and shape (cuda/weight_layouts.h); the executors learn which
+// moved from regrouped_.
+void CudaSession::regroup_weights() {
+  const std::vector<cuda::WeightDesc> descs = weight_descs();
   // A paged session's steps never take the attention + o launch (it attends one unpaged sequence), the only
   // decode reader of o regrouped by columns: every other product of it would be a GEMM (T = 1 had no scratch for
   // one, and a Q4_0 8B served 2-4 streams at 200-280 tok/s against ~500-730 on the file's layout).
@@ -221,6 +259,7 @@ std::unique_ptr<CudaSession::Compiled> CudaSession::compile(const model::BatchSh
   };
   eo.rtc = rtc_.get();
   eo.regrouped_offsets = &regrouped_;
+  eo.half_weights = half_weights_.count() ? &half_weights_ : nullptr;
   eo.rope_pairs_adjacent = rope_pairs_adjacent_;
   const cuda::WorkBuffers wb = cuda::work_buffers(c->graph, c->plan, ctx_->sm_count(), eo.matvec_max_tokens);
   ensure_free(wb.device_bytes(), n_tokens);
@@ -567,6 +606,7 @@ std::unique_ptr<Session> make_cuda_session(std::shared_ptr<const model::Model> m
   o.progress = options.progress;
   o.n_seq = options.n_seq;
   o.kv_block_size = options.kv_block_size;
+  o.half_weights_budget = options.half_weights_bytes;
   if (!o.exec.omit_steps_of.empty())
     log(o.log, LogLevel::Warning, "LLM_CUDA_OMIT_STEPS is set: those steps are left out, every result is wrong "
                                   "(timing only)");

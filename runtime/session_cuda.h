@@ -39,6 +39,7 @@ struct CudaSessionOptions {
   ProgressSink progress;   // the weight upload
   int32_t n_seq = 0;       // > 0: a paged KV cache for that many sequences (SessionOptions::n_seq)
   int32_t kv_block_size = 64;
+  uint64_t half_weights_budget = 0;  // SessionOptions::half_weights_bytes (cuda/half_weights.h)
 };
 
 class CudaSession final : public Session {
@@ -63,6 +64,7 @@ class CudaSession final : public Session {
   int32_t n_vocab() const override;
   std::string device_name() const override;
   uint64_t kv_cache_bytes() const override { return kv_->bytes(); }
+  uint64_t half_weights_bytes() const override { return half_weights_.bytes(); }
 
  private:
   struct Compiled {
@@ -76,7 +78,11 @@ class CudaSession final : public Session {
   std::unique_ptr<Compiled> compile(const model::BatchShape& shape, bool capture);
   Compiled& compiled_paged(int32_t n_tokens, int32_t n_outputs);
   int32_t output_bucket(int32_t token_bucket) const;
+  std::vector<cuda::WeightDesc> weight_descs() const;  // the model's weights as cuda/ chooses their layouts
   void regroup_weights();  // after the upload: the layouts cuda/weight_layouts.h chooses, offsets in regrouped_
+  // The half copies (--half-weights) planned within the budget and the memory left after the weights, the
+  // executor's smallest work buffers and reserve_ctx slots of cache; noted when the budget or memory cuts it short.
+  cuda::HalfWeightsPlan plan_half_weights(const Footprint& fp, uint64_t free_bytes, int32_t reserve_ctx) const;
   // Before a graph's executor allocates `bytes`: frees cached prompt graphs if that makes room, else throws
   // DeviceMemoryError naming the batch size.
   void ensure_free(uint64_t bytes, int32_t n_tokens);
@@ -130,6 +136,7 @@ class CudaSession final : public Session {
   std::unique_ptr<cuda::Context> ctx_;
   cuda::DeviceWeights weights_;
   std::unordered_set<uint64_t> regrouped_;  // arena offsets of the matrices regrouped at upload
+  cuda::HalfWeights half_weights_;          // half copies of prompt products' matrices (--half-weights; may be none)
   bool rope_pairs_adjacent_ = false;        // q and k rows reordered at upload for their rope pairs
   std::unique_ptr<cuda::KvCache> kv_;
   std::unique_ptr<cuda::RtcCache> rtc_;

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One device call comparing several variants of llm-run at once: VARIANTS is a list of NAME:SETTINGS, SETTINGS
-# `base` (llm-run-base, scripts/pack-carry.sh's first argument), `bin=NAME` (its NAME=LLM_RUN build) or
-# comma-separated LLM_CUDA_* assignments for this build's llm-run (`-` for none). The GPU tests (KERNEL_TESTS,
+# `base` (llm-run-base, scripts/pack-carry.sh's first argument), `bin=NAME` (its NAME=LLM_RUN build),
+# `args=ARG,ARG` (this build's llm-run with those arguments last: `args=--half-weights=64`) or comma-separated
+# LLM_CUDA_* assignments for this build's llm-run (`-` for none). The GPU tests (KERNEL_TESTS,
 # SESSION_TESTS filters, run with TEST_ENV); on each model of CHECK_MODELS the logits of a long and of a two-token
 # prompt and a greedy generation of every variant compared byte for byte with the first variant's; then `bench`
 # (ARGS) of each SHAPES entry for every variant, ROUNDS interleaved rounds. Table last ($OUT/table.txt).
@@ -15,16 +16,18 @@ source "$(dirname "${BASH_SOURCE[0]}")/device-model.sh"  # synth_model
 source "$(dirname "${BASH_SOURCE[0]}")/device-tests.sh"  # gpu_tests, model_outputs, compare_outputs
 read -ra variants <<<"${VARIANTS:?VARIANTS: NAME:SETTINGS ...}"
 run_variant() {  # NAME:SETTINGS COMMAND-ARGS...: llm-run with the variant's binary and settings
-  local settings=${1#*:} bin=/tmp/bin/llm-run envs=()
+  local settings=${1#*:} bin=/tmp/bin/llm-run envs=() extra=()
   shift
   if [ "$settings" = base ]; then
     bin=/tmp/bin/llm-run-base
   elif [ "${settings#bin=}" != "$settings" ]; then  # bin=NAME: pack-carry.sh's NAME=LLM_RUN build
     bin=/tmp/bin/llm-run-${settings#bin=}
+  elif [ "${settings#args=}" != "$settings" ]; then  # args=ARG,ARG: after the command's own
+    IFS=, read -ra extra <<<"${settings#args=}"
   elif [ "$settings" != - ]; then
     IFS=, read -ra envs <<<"$settings"
   fi
-  env "${envs[@]}" "$bin" "$@"
+  env "${envs[@]}" "$bin" "$@" "${extra[@]}"
 }
 table=()
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.limit --format=csv,noheader | tee "$out/clocks.txt"

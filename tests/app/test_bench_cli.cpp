@@ -126,6 +126,17 @@ TEST(BenchReport, MoeSaysItCountsActiveBytes) {
   EXPECT_EQ(app::report_markdown(context(8, 8), tests).find("active"), std::string::npos);
 }
 
+// --half-weights: the memory line names the copies beside the weights and the cache; without, it does not.
+TEST(BenchReport, HalfWeightCopiesAreInTheMemoryLine) {
+  const std::vector<app::BenchTest> tests = {{"pp512", 512, 0, 0, {0.5}}};
+  app::BenchContext c = context(0, 0);
+  EXPECT_EQ(app::report_markdown(c, tests).find("half weight copies"), std::string::npos);
+  c.half_copies_bytes = 3ull << 29;
+  EXPECT_NE(app::report_markdown(c, tests).find(" (f16) + half weight copies 1.50 GiB (--half-weights); peak in use"),
+            std::string::npos)
+      << app::report_markdown(c, tests);
+}
+
 // The command on the small qwen3moe file: 997648 bytes per token (worked by hand in tests/model/test_decode_bytes).
 TEST(BenchCli, MoeModelReportsActiveBytes) {
   REQUIRE_ASSET(moe, "models/synth-qwen3moe-Q8_0.gguf");

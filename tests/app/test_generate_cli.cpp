@@ -207,10 +207,26 @@ TEST_F(Cli, ExitCodes) {
   const Result q4 = run("-m " + quote(stories) + " -p hi --cache-type q4_0 --device cpu");
   EXPECT_EQ(q4.code, 1) << q4.err;
   EXPECT_NE(q4.err.find("q4_0 KV cache"), std::string::npos) << q4.err;
+  for (const char* gib : {"-1", "nan", "inf", "2e6", "lots"}) {  // --half-weights takes GiB from 0 to 2^20
+    const Result half = run("-m " + quote(stories) + " -p hi --device cpu --half-weights " + gib);
+    EXPECT_EQ(half.code, 2) << gib << ": " << half.err;
+    EXPECT_NE(half.err.find("--half-weights"), std::string::npos) << gib << ": " << half.err;
+  }
   EXPECT_EQ(run("logits -m " + quote(stories)).code, 2);                          // -p required
   EXPECT_EQ(run("perplexity -m " + quote(stories) + " -f /nonexistent.txt").code, 2);
   const Result lg = run("logits -m /nonexistent.gguf -p hi");
   EXPECT_EQ(lg.code, 2);
+}
+
+// --half-weights on the CPU: the reference reads the weights as they are, says so, and writes the same text.
+TEST_F(Cli, HalfWeightsOnTheCpuIsANote) {
+  REQUIRE_STORIES();
+  const std::string args = "-m " + quote(stories) + " -p 'Once upon a time' -n 8 --temp 0 --device cpu -t 1";
+  const Result plain = run(args), half = run(args + " --half-weights 0.5");
+  ASSERT_EQ(half.code, 0) << half.err;
+  EXPECT_EQ(half.out, plain.out);
+  EXPECT_NE(half.err.find("--half-weights is for the GPU"), std::string::npos) << half.err;
+  EXPECT_EQ(plain.err.find("--half-weights"), std::string::npos) << plain.err;
 }
 
 // -l / --logit-bias as llama.cpp spells it: "432-inf" bans ',' (token 432 of stories260K), which the greedy

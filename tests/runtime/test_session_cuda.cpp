@@ -436,3 +436,49 @@ TEST(GpuSession, OmitStepsLeavesOutOnlyTheNamedNodes) {
   EXPECT_EQ(logits({"no_such_node", "down"}), all) << "only whole dot-separated names match";
   EXPECT_GT(rel_rms(logits({"ffn_down"}), all), 1e-2);
 }
+
+// Half-precision weight copies (--half-weights, cuda/half_weights.h): a prompt's products multiply the copies
+// instead of dequantizing each matrix into scratch first. The scratch holds every matrix of these models whole, so
+// the products are the same cuBLAS calls on the same halves: the logits are the same bits, prompt and decode. phi3
+// reads its fused q|k|v and gate|up as row ranges of one copy; qwen3moe copies only its attention; half the budget
+// copies some.
+TEST(GpuSession, HalfWeightCopiesGiveTheSameLogits) {
+  REQUIRE_GPU();
+  for (const char* name : {"synth-llama-tok512-Q4_K_M", "synth-phi3-Q4_K_M", "synth-qwen3moe-Q4_K_M",
+                           "synth-gemma3-Q4_K_M"}) {
+    const auto path = testing_assets::path(std::string("models/") + name + ".gguf");
+    if (!path) {
+      std::printf("  %s: skipped (asset missing)\n", name);
+      continue;
+    }
+    auto m = model::Model::load(*path);
+    const int32_t V = m->config().n_vocab, n_prompt = 100;
+    std::vector<int32_t> prompt(n_prompt);
+    for (int i = 0; i < n_prompt; ++i) prompt[size_t(i)] = (i * 7919 + 13) % V;
+    const auto run = [&](uint64_t budget, uint64_t* copies) {
+      runtime::CudaSessionOptions o = graph_opts(true);
+      o.half_weights_budget = budget;
+      runtime::CudaSession s(m, 256, o);
+      *copies = s.half_weights_bytes();
+      const auto p = s.eval(prompt, 0, true);
+      std::vector<float> out(p.begin(), p.end());
+      int32_t next = runtime::argmax(std::span<const float>(out).subspan(out.size() - size_t(V)));
+      for (int32_t pos = n_prompt; pos < n_prompt + 3; ++pos) {
+        const auto d = s.eval(std::span<const int32_t>(&next, 1), pos, false);
+        out.insert(out.end(), d.begin(), d.end());
+        next = runtime::argmax(d);
+      }
+      return out;
+    };
+    uint64_t none = 1, all = 0, one = 0;
+    const std::vector<float> base = run(0, &none);
+    EXPECT_EQ(none, 0u) << name;
+    EXPECT_EQ(run(uint64_t{1} << 40, &all), base) << name << ": every matrix copied";
+    EXPECT_GT(all, 0u) << name;
+    EXPECT_EQ(run(all / 2, &one), base) << name << ": a budget for half of them";
+    EXPECT_GT(one, 0u) << name;
+    EXPECT_LE(one, all / 2) << name;
+    std::printf("  %s: copies of %llu bytes (all), %llu (half the budget)\n", name, (unsigned long long)all,
+                (unsigned long long)one);
+  }
+}
