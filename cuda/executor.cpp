@@ -111,7 +111,7 @@ Executor::Executor(const Context& ctx, const graph::Graph& g, const graph::Plan&
   LLM_REQUIRE(plan.covers(g), "the plan was made for another graph");
   if (g.kv.paged() && !paged_block_size_supported(g.kv.block_size)) throw InvalidArgument(graph_refusal(g));
   // Sizes from the same function the sessions' memory checks use (cuda/work_buffers.h), allocated once here.
-  const WorkBuffers sizes = work_buffers(g, plan, ctx.sm_count(), opt_.matvec_max_tokens);
+  const WorkBuffers sizes = work_buffers(g, plan, ctx.sm_count(), opt_.matvec_max_tokens, opt_.half_weights);
   arena_ = DeviceBuffer(sizes.arena);
   paged_tiles_ = DeviceBuffer(sizes.paged_tiles);
   // The blocks write_inputs checks a token reaches: from its position minus the widest window, or (a layer that
@@ -221,15 +221,7 @@ const void* Executor::weight_ptr(const Node& w) const {
 
 const uint16_t* Executor::half_copy(const Node& w) const {
   if (!opt_.half_weights || w.op != Op::Weight) return nullptr;
-  const auto& p = ::std::get<graph::WeightParams>(w.params);
-  const uint16_t* copy = opt_.half_weights->find(p.arena_offset - p.tensor_offset);
-  if (!copy) return nullptr;
-  // A row range (phi3's fused q|k|v, gate|up) starts tensor_offset bytes into its tensor: that many whole rows.
-  // cuBLASLt's algorithms are chosen for 256-byte aligned operands (blas.cpp asks for no other alignment), as the
-  // scratch is: a range starting elsewhere keeps the dequantizing path.
-  const int64_t K = w.shape.ne[0];
-  const int64_t row0 = int64_t(p.tensor_offset / quant::row_bytes(p.type, K));
-  return (row0 * K * 2) % 256 == 0 ? copy + row0 * K : nullptr;
+  return opt_.half_weights->rows(::std::get<graph::WeightParams>(w.params), w.shape.ne[0]);
 }
 
 // F32 data of input i of n: an activation in the arena, or an F32 weight (norm weights, biases, rope factors).

@@ -77,4 +77,11 @@ const uint16_t* HalfWeights::find(uint64_t tensor_arena_offset) const {
   return reinterpret_cast<const uint16_t*>(buffer_.as<const uint8_t>() + it->second);
 }
 
+const uint16_t* HalfWeights::rows(const graph::WeightParams& w, int64_t K) const {
+  const uint16_t* copy = find(w.arena_offset - w.tensor_offset);
+  if (!copy || K <= 0) return nullptr;
+  const int64_t row0 = int64_t(w.tensor_offset / quant::row_bytes(w.type, K));
+  return (row0 * K * 2) % 256 == 0 ? copy + row0 * K : nullptr;
+}
+
 }  // namespace cuda

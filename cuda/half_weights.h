@@ -46,6 +46,11 @@ class HalfWeights {
   // The copy of the tensor at this arena offset (a WeightParams' arena_offset - tensor_offset), row 0; null when the
   // tensor has none.
   const uint16_t* find(uint64_t tensor_arena_offset) const;
+  // The copy of a weight node's rows (K values each): its tensor's copy from the row its range starts at (phi3's
+  // fused q|k|v and gate|up are ranges of one tensor). Null when the tensor has no copy, or when the range starts
+  // off a 256-byte boundary: cuBLASLt's algorithms are chosen for operands aligned so (blas.cpp asks for no other
+  // alignment), as the GEMM scratch is.
+  const uint16_t* rows(const graph::WeightParams& w, int64_t K) const;
   uint64_t bytes() const { return buffer_.bytes(); }
   size_t count() const { return offsets_.size(); }
 

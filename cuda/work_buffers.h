@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <variant>
 
+#include "cuda/half_weights.h"
 #include "cuda/kernels/attention.cuh"
 #include "cuda/kernels/batch_mm.cuh"
 #include "cuda/kernels/gemm.cuh"
@@ -31,9 +32,10 @@ struct WorkBuffers {
 };
 
 // For graph g planned by `plan`, on a device with sm_count SMs; MulMat nodes with more than matvec_max_tokens
-// tokens take the GEMM path (ExecutorOptions::matvec_max_tokens).
+// tokens take the GEMM path (ExecutorOptions::matvec_max_tokens), which converts only x where the matrix is F16 or
+// has a copy in `half` (ExecutorOptions::half_weights).
 inline WorkBuffers work_buffers(const graph::Graph& g, const graph::Plan& plan, int sm_count,
-                                int64_t matvec_max_tokens) {
+                                int64_t matvec_max_tokens, const HalfWeights* half = nullptr) {
   WorkBuffers b;
   b.arena = plan.arena_bytes;
   for (const graph::Node& n : g.nodes()) {
@@ -46,7 +48,12 @@ inline WorkBuffers work_buffers(const graph::Graph& g, const graph::Plan& plan, 
         b.gemm_scratch = ::std::max(b.gemm_scratch, batch_mm_scratch(w.ne[0], w.ne[1], T));
         b.batch_mm_counters = kBatchMmCounterBytes;
       }
-      if (T > matvec_max_tokens) {
+      const graph::Node& wn = g.node(n.inputs[0]);
+      const auto* wp = wn.op == graph::Op::Weight ? ::std::get_if<graph::WeightParams>(&wn.params) : nullptr;
+      const bool half_operand = wp && (wp->type == quant::Type::F16 || (half && half->rows(*wp, w.ne[0])));
+      if (T > matvec_max_tokens && half_operand) {
+        b.gemm_scratch = ::std::max(b.gemm_scratch, gemm_x_scratch(w.ne[0], T));  // cuBLAS reads W as it is
+      } else if (T > matvec_max_tokens) {
         // Whole-matrix conversion up to 256 MiB; bigger matrices go in slices.
         const size_t full = gemm_full_scratch(w.ne[0], w.ne[1], T);
         b.gemm_scratch = ::std::max(

@@ -174,13 +174,14 @@ size_t gemm_min_scratch(int64_t K, int64_t N, int64_t T) {
 size_t gemm_full_scratch(int64_t K, int64_t N, int64_t T) {
   return align256(size_t(K) * T * 2) + align256(size_t(K) * N * 2);
 }
+size_t gemm_x_scratch(int64_t K, int64_t T) { return align256(size_t(K) * T * 2); }
 
 void launch_gemm(const GemmParams& p, const Blas& blas, cudaStream_t stream) {
   LLM_REQUIRE(p.w && p.x && p.y, "null pointer");
   LLM_REQUIRE(p.K > 0 && p.N > 0 && p.T > 0, "empty shape");
   LLM_REQUIRE(p.K <= 0x7fffffff && p.N <= 0x7fffffff && p.T <= 0x7fffffff, "dimension exceeds cuBLAS int range");
   const bool direct_f16 = p.type == quant::Type::F16;  // F16 weights are already the GEMM operand
-  const size_t x_bytes = align256(size_t(p.K) * p.T * 2);
+  const size_t x_bytes = gemm_x_scratch(p.K, p.T);
   const size_t need = direct_f16 ? x_bytes : gemm_min_scratch(p.K, p.N, p.T);
   LLM_REQUIRE(p.scratch && p.scratch_bytes >= need, "scratch of " + ::std::to_string(p.scratch_bytes) +
                                                         " bytes is below the minimum " + ::std::to_string(need));

@@ -30,6 +30,8 @@ struct GemmParams {
 // scratch means fewer, larger GEMM calls. gemm_full_scratch is the size that converts all of W in one slice.
 size_t gemm_min_scratch(int64_t K, int64_t N, int64_t T);
 size_t gemm_full_scratch(int64_t K, int64_t N, int64_t T);
+// What a product of F16 weights needs: X in half alone.
+size_t gemm_x_scratch(int64_t K, int64_t T);
 
 // Runs on `stream`. Never allocates device memory: safe inside CUDA graph capture (cuda/blas.h).
 void launch_gemm(const GemmParams& p, const Blas& blas, cudaStream_t stream);
