@@ -20,7 +20,9 @@ bool copies(const WeightDesc& w) {
     case WeightRole::FfnUp:
     case WeightRole::FfnGateUp:
     case WeightRole::FfnDown:
-      return w.type != quant::Type::F16 && w.n_expert == 1 && w.K > 0 && w.N > 0;
+      // Not Q8_1 / Q8_K: activation formats without a device dequantizer (qtype_dispatch.cuh).
+      return w.type != quant::Type::F16 && w.type != quant::Type::Q8_1 && w.type != quant::Type::Q8_K &&
+             w.n_expert == 1 && w.K > 0 && w.N > 0;
     default:
       return false;
   }

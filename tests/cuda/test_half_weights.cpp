@@ -35,6 +35,7 @@ TEST(HalfWeightsPlan, TakesTheLayersDenseMatricesInOrderWithinTheBudget) {
       desc(WeightRole::FfnGateUp, Type::Q4_K, K, 1024, 8),        // 512 KiB
       desc(WeightRole::FfnDown, Type::F32, 512, 256, 9),          // 256 KiB: F32 is dequantized too
       desc(WeightRole::Output, Type::Q6_K, K, 1000, 10),          // one row at a time but for all-logits runs
+      desc(WeightRole::FfnUp, Type::Q8_K, K, 64, 11),             // no device dequantizer
   };
   const auto all = cuda::plan_half_weights(w, UINT64_MAX);
   EXPECT_EQ(all.chosen, (std::vector<size_t>{2, 4, 5, 8, 9}));
