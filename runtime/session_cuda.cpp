@@ -261,7 +261,8 @@ std::unique_ptr<CudaSession::Compiled> CudaSession::compile(const model::BatchSh
   eo.regrouped_offsets = &regrouped_;
   eo.half_weights = half_weights_.count() ? &half_weights_ : nullptr;
   eo.rope_pairs_adjacent = rope_pairs_adjacent_;
-  const cuda::WorkBuffers wb = cuda::work_buffers(c->graph, c->plan, ctx_->sm_count(), eo.matvec_max_tokens);
+  const cuda::WorkBuffers wb =
+      cuda::work_buffers(c->graph, c->plan, ctx_->sm_count(), eo.matvec_max_tokens, eo.half_weights);
   ensure_free(wb.device_bytes(), n_tokens);
   c->exec = std::make_unique<cuda::Executor>(*ctx_, c->graph, c->plan, weights_.base(), kv_.get(), eo);
   if (opt_.verbose)  // where device memory goes beyond weights and KV (bench reports the total)
