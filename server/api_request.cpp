@@ -122,6 +122,29 @@ std::vector<int32_t> get_token_ids(const Value& arr, const std::string& param) {
   return ids;
 }
 
+// chat_template_kwargs (as vLLM and the reference runtime's server take it): an object whose entries become template
+// variables, after the server's own; and OpenAI's reasoning_effort, a variable of that name.
+void parse_template_variables(const Value& obj, CompletionRequest& r) {
+  if (const Value* kw = field(obj, "chat_template_kwargs")) {
+    if (!kw->is_object() || kw->is_namespace())
+      throw invalid_field("chat_template_kwargs", "chat_template_kwargs must be an object");
+    for (const auto& [key, value] : kw->object().items) {
+      const std::string name = key.as_string();
+      // The conversation is the messages field's, checked there; a template must not see another one.
+      if (name == "messages" || name == "tools")
+        throw invalid_field("chat_template_kwargs", "chat_template_kwargs may not set " + name + ": send the " +
+                                                        name + " field");
+      r.template_variables.emplace_back(name, value);
+    }
+  }
+  if (const Value* effort = field(obj, "reasoning_effort")) {
+    const bool known = effort->is_string() && (effort->as_string() == "low" || effort->as_string() == "medium" ||
+                                               effort->as_string() == "high");
+    if (!known) throw invalid_field("reasoning_effort", "reasoning_effort must be \"low\", \"medium\" or \"high\"");
+    r.template_variables.emplace_back("reasoning_effort", *effort);
+  }
+}
+
 void parse_messages(const Value& obj, CompletionRequest& r) {
   const Value* messages = field(obj, "messages");
   if (!messages) throw invalid_field("messages", "messages is required", "missing_required_parameter");
@@ -146,6 +169,7 @@ void parse_messages(const Value& obj, CompletionRequest& r) {
   } catch (const chat::InputError& e) {
     throw invalid_field(e.where(), e.where() + ": " + e.message());
   }
+  parse_template_variables(obj, r);
   if (const Value* choice = field(obj, "tool_choice")) {
     const bool known = choice->is_string() && (choice->as_string() == "none" || choice->as_string() == "auto" ||
                                                choice->as_string() == "required");

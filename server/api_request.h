@@ -25,6 +25,9 @@ struct CompletionRequest {
   // tool_choice "none": the tools are shown to the template but what the model writes stays text. The server does
   // not force a call ("required", a named function): those are accepted and read as "auto".
   bool tool_choice_none = false;
+  // Further variables for the chat template: chat_template_kwargs' entries (Qwen 3's enable_thinking, ...), and
+  // reasoning_effort ("low" / "medium" / "high", which gpt-oss's template reads) when given.
+  std::vector<std::pair<std::string, chat::jinja::Value>> template_variables;
   // Completion: the prompts, each a text or token ids (OpenAI's string, array of strings, array of ids, array of
   // arrays of ids); each is answered by n choices.
   struct Prompt {
@@ -69,7 +72,8 @@ TokenizeRequest parse_tokenize_request(std::string_view body);
 // POST /detokenize: {"tokens": [int, ...]}.
 std::vector<int32_t> parse_detokenize_request(std::string_view body);
 
-// POST /apply-template: {"messages": [...], "tools": [...]?}; route is Chat, and only messages and tools are read.
+// POST /apply-template: {"messages": [...], "tools": [...]?, "chat_template_kwargs": {...}?, "reasoning_effort": ...?};
+// route is Chat, and only those are read.
 CompletionRequest parse_apply_template_request(std::string_view body);
 
 }  // namespace server

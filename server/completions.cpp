@@ -265,6 +265,7 @@ std::string render_chat(const RouteContext& ctx, const CompletionRequest& r) {
   o.bos_token = bound.bos;
   o.eos_token = bound.eos;
   o.tools = r.tools;
+  o.variables = r.template_variables;
   try {
     // Content given as a list of text parts reaches a template written for strings as one string.
     const auto is_list = [](const chat::ChatMessage& m) { return m.content.is_array(); };

@@ -126,6 +126,33 @@ TEST(RequestParse, EachBadFieldIsNamed) {
             "top_logprobs");
 }
 
+// chat_template_kwargs' entries and reasoning_effort become template variables, in that order; the conversation's
+// own names are refused, as are values of the wrong kind.
+TEST(RequestParse, TemplateVariables) {
+  const auto r = server::parse_completion_request(
+      R"({"messages": [{"role": "user", "content": "x"}], "reasoning_effort": "low",
+          "chat_template_kwargs": {"enable_thinking": false, "custom": [1, "two"]}})",
+      Route::Chat);
+  ASSERT_EQ(r.template_variables.size(), 3u);
+  EXPECT_EQ(r.template_variables[0].first, "enable_thinking");
+  EXPECT_TRUE(r.template_variables[0].second.is_bool());
+  EXPECT_FALSE(r.template_variables[0].second.as_bool());
+  EXPECT_EQ(r.template_variables[1].first, "custom");
+  EXPECT_EQ(r.template_variables[1].second.items().size(), 2u);
+  EXPECT_EQ(r.template_variables[2].first, "reasoning_effort");
+  EXPECT_EQ(r.template_variables[2].second.as_string(), "low");
+  const auto none = server::parse_completion_request(
+      R"({"messages": [{"role": "user", "content": "x"}], "chat_template_kwargs": null})", Route::Chat);
+  EXPECT_TRUE(none.template_variables.empty());
+  const std::string msgs = R"({"messages": [{"role": "user", "content": "x"}], )";
+  EXPECT_EQ(param_of(msgs + R"("chat_template_kwargs": [1]})", Route::Chat), "chat_template_kwargs");
+  EXPECT_EQ(param_of(msgs + R"("chat_template_kwargs": "a"})", Route::Chat), "chat_template_kwargs");
+  EXPECT_EQ(param_of(msgs + R"("chat_template_kwargs": {"messages": []}})", Route::Chat), "chat_template_kwargs");
+  EXPECT_EQ(param_of(msgs + R"("chat_template_kwargs": {"tools": []}})", Route::Chat), "chat_template_kwargs");
+  EXPECT_EQ(param_of(msgs + R"("reasoning_effort": "max"})", Route::Chat), "reasoning_effort");
+  EXPECT_EQ(param_of(msgs + R"("reasoning_effort": 1})", Route::Chat), "reasoning_effort");
+}
+
 TEST(RequestParse, LogitBias) {
   const auto r = server::parse_completion_request(R"({"prompt": "x", "logit_bias": {"15": -100, "7": 2.5}})",
                                                   Route::Completion);

@@ -294,6 +294,30 @@ TEST_F(ServerTest, ToolsAndTemplateErrors) {
   EXPECT_NE(str(at(e, "message")).find("first message must be user"), std::string::npos) << refused.body;
 }
 
+// chat_template_kwargs and reasoning_effort reach the template as variables (Qwen 3's enable_thinking, gpt-oss's
+// reasoning_effort), on /apply-template and on the chat route alike; a bad one is a 400 naming it.
+TEST_F(ServerTest, TemplateVariablesFromTheRequest) {
+  Config c;
+  c.template_text =
+      "{% for m in messages %}{{ m.content }}{% endfor %}"
+      "{% if enable_thinking is defined and not enable_thinking %}[no think]{% endif %}"
+      "{% if reasoning_effort is defined %}[effort {{ reasoning_effort }}]{% endif %}";
+  start(c);
+  const std::string msgs = R"({"messages": [{"role": "user", "content": "Hi"}])";
+  EXPECT_EQ(str(at(json(post("/apply-template", msgs + "}").body), "prompt")), "Hi");
+  const auto off = post("/apply-template", msgs + R"(, "chat_template_kwargs": {"enable_thinking": false}})");
+  ASSERT_EQ(off.status, 200) << off.body;
+  EXPECT_EQ(str(at(json(off.body), "prompt")), "Hi[no think]");
+  const auto effort = post("/apply-template", msgs + R"(, "reasoning_effort": "high"})");
+  EXPECT_EQ(str(at(json(effort.body), "prompt")), "Hi[effort high]");
+  const auto chat = post("/v1/chat/completions",
+                         msgs + R"(, "chat_template_kwargs": {"enable_thinking": false}, "max_tokens": 2})");
+  EXPECT_EQ(chat.status, 200) << chat.body;
+  const auto bad = post("/v1/chat/completions", msgs + R"(, "chat_template_kwargs": true})");
+  EXPECT_EQ(bad.status, 400) << bad.body;
+  EXPECT_EQ(str(at(at(json(bad.body), "error"), "param")), "chat_template_kwargs");
+}
+
 // A request with tools, to a template with a known tool-call format (here ChatML that names Hermes' marker in a
 // comment, so the prompt is unchanged), reads the reply for calls; a reply without any (stories260K writes stories)
 // is the same text as without tools, streamed or not, with its usual finish reason and no tool_calls.
