@@ -33,6 +33,7 @@ struct ServeFlags {
   int batch_tokens = 2048;
   size_t queue = 64;
   std::string alias;
+  std::string reasoning_format = "auto";
 };
 
 int run_serve(const ServeFlags& f) {
@@ -82,6 +83,7 @@ int run_serve(const ServeFlags& f) {
   so.api_key = f.api_key;
   so.model_id = model_id;
   so.engine_queue = f.queue;
+  so.split_reasoning = f.reasoning_format != "none";
   so.log = stderr_log();
   server::Server srv(engine, std::move(tmpl), so);
   int port = 0;
@@ -135,6 +137,11 @@ void register_serve(CLI::App& root, Action& chosen) {
       ->default_str("64")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--alias", f->alias, "Model name for /v1/models and responses (default: the file name)");
+  cmd->add_option("--reasoning-format", f->reasoning_format,
+                  "auto: a chat reply's opening <think> block goes to message.reasoning_content where the template "
+                  "thinks (Qwen 3, DeepSeek-R1, ...); none: it stays in content")
+      ->check(CLI::IsMember({"auto", "none"}))
+      ->default_str("auto");
   cmd->callback([f, &chosen] { chosen = [f] { return run_serve(*f); }; });
 }
 

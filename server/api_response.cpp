@@ -25,6 +25,11 @@ std::string object_with_head(const ResponseHead& h, const char* object) {
   return out;
 }
 
+// A chat message's reasoning_content field (with its leading comma), or nothing when there is no reasoning.
+std::string reasoning_field(std::string_view reasoning) {
+  return reasoning.empty() ? "" : ",\"reasoning_content\":" + json_string(reasoning);
+}
+
 }  // namespace
 
 std::string json_string(std::string_view s) { return chat::json_quote(tokenizer::utf8::sanitize(s)); }
@@ -52,11 +57,12 @@ std::string usage_json(const runtime::Usage& u) {
 }
 
 std::string choice_json(Route route, int index, std::string_view text, runtime::FinishReason finish,
-                        std::string_view logprobs) {
+                        std::string_view logprobs, std::string_view reasoning) {
   const std::string head = "{\"index\":" + std::to_string(index);
   if (route == Route::Chat)
     return head + ",\"message\":{\"role\":\"assistant\",\"content\":" + json_string(text) +
-           "},\"logprobs\":" + std::string(logprobs) + ",\"finish_reason\":" + finish_reason_json(finish) + "}";
+           reasoning_field(reasoning) + "},\"logprobs\":" + std::string(logprobs) +
+           ",\"finish_reason\":" + finish_reason_json(finish) + "}";
   return head + ",\"text\":" + json_string(text) + ",\"logprobs\":" + std::string(logprobs) +
          ",\"finish_reason\":" + finish_reason_json(finish) + "}";
 }
@@ -94,9 +100,9 @@ std::string content_or_null(std::string_view content) { return content.empty() ?
 }  // namespace
 
 std::string tool_calls_choice_json(int index, std::string_view content, const std::vector<ToolCall>& calls,
-                                   std::string_view logprobs) {
+                                   std::string_view logprobs, std::string_view reasoning) {
   return "{\"index\":" + std::to_string(index) + ",\"message\":{\"role\":\"assistant\",\"content\":" +
-         content_or_null(content) + ",\"tool_calls\":" + tool_calls_array(calls, false) +
+         content_or_null(content) + reasoning_field(reasoning) + ",\"tool_calls\":" + tool_calls_array(calls, false) +
          "},\"logprobs\":" + std::string(logprobs) + ",\"finish_reason\":\"tool_calls\"}";
 }
 
@@ -104,6 +110,14 @@ std::string tool_calls_completion_json(const ResponseHead& h, std::string_view c
                                        const std::vector<ToolCall>& calls, const runtime::Usage& usage,
                                        std::string_view logprobs) {
   return completion_body_json(h, {tool_calls_choice_json(0, content, calls, logprobs)}, usage);
+}
+
+std::string reasoning_chunk_json(const ResponseHead& h, std::string_view reasoning, std::string_view logprobs,
+                                 int index) {
+  const std::string choice = "{\"index\":" + std::to_string(index) + ",\"delta\":{\"reasoning_content\":" +
+                             json_string(reasoning) + "},\"logprobs\":" + std::string(logprobs) +
+                             ",\"finish_reason\":null}";
+  return object_with_head(h, "chat.completion.chunk") + ",\"choices\":[" + choice + "]}";
 }
 
 std::string tool_calls_chunk_json(const ResponseHead& h, const std::vector<ToolCall>& calls, int index) {

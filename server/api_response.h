@@ -32,12 +32,13 @@ std::string usage_json(const runtime::Usage& u);
 
 // One choice of a non-streaming body, with its index: a chat message or a completion's text. logprobs: the choice's
 // `logprobs` value as JSON (server/logprobs_reply.h), "null" when not asked for; so for the functions below.
+// reasoning: a chat reply's reasoning (reasoning_split.h), message.reasoning_content when not empty.
 std::string choice_json(Route route, int index, std::string_view text, runtime::FinishReason finish,
-                        std::string_view logprobs = "null");
+                        std::string_view logprobs = "null", std::string_view reasoning = {});
 // A chat choice that calls tools: message.content (null when there is none) and message.tool_calls (each with its
 // id, type "function", name and arguments as JSON text), finish_reason "tool_calls".
 std::string tool_calls_choice_json(int index, std::string_view content, const std::vector<ToolCall>& calls,
-                                   std::string_view logprobs = "null");
+                                   std::string_view logprobs = "null", std::string_view reasoning = {});
 // The non-streaming body: chat.completion or text_completion with these choices (choice_json,
 // tool_calls_choice_json) and the usage of them all.
 std::string completion_body_json(const ResponseHead& h, const std::vector<std::string>& choices,
@@ -55,6 +56,9 @@ std::string tool_calls_completion_json(const ResponseHead& h, std::string_view c
 // Chat: first_chunk carries the assistant role. finish: null while streaming.
 std::string chunk_json(const ResponseHead& h, std::string_view text, bool first_chunk, const std::string& finish,
                        std::string_view logprobs = "null", int index = 0);
+// A chat streaming chunk of reasoning: delta.reasoning_content.
+std::string reasoning_chunk_json(const ResponseHead& h, std::string_view reasoning, std::string_view logprobs = "null",
+                                 int index = 0);
 // The streaming chunk with a reply's tool calls: delta.tool_calls, each call whole with its index (streams buffer
 // a call until it is complete, so its arguments come in one piece).
 std::string tool_calls_chunk_json(const ResponseHead& h, const std::vector<ToolCall>& calls, int index = 0);

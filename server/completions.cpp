@@ -22,12 +22,15 @@
 namespace server {
 namespace {
 
-// The ids of prompt p (chat: the conversation rendered by the template).
-std::vector<int32_t> prompt_ids(const RouteContext& ctx, const CompletionRequest& r, size_t p) {
+// The ids of prompt p (chat: the conversation rendered by the template, whose text goes to *rendered).
+std::vector<int32_t> prompt_ids(const RouteContext& ctx, const CompletionRequest& r, size_t p, std::string* rendered) {
   const tokenizer::Tokenizer& tok = ctx.engine.tokenizer();
   const char* param = r.route == Route::Chat ? "messages" : "prompt";
   try {
-    if (r.route == Route::Chat) return runtime::chat_prompt_ids(tok, render_chat(ctx, r));
+    if (r.route == Route::Chat) {
+      *rendered = render_chat(ctx, r);
+      return runtime::chat_prompt_ids(tok, *rendered);
+    }
     const CompletionRequest::Prompt& prompt = r.prompts.at(p);
     if (prompt.is_ids) return prompt.ids;
     return runtime::tokenize_prompt(tok, prompt.text);
@@ -76,6 +79,7 @@ struct Choice {
   uint64_t id = 0;  // the engine's
   std::shared_ptr<ToolReply> tools;  // tool mode
   std::shared_ptr<LogprobsReply> logprobs;  // when asked
+  std::shared_ptr<ReasoningSplit> reasoning;  // chat, where the template thinks (RouteContext::split_reasoning)
   bool first = true;  // streaming: nothing sent yet (chat's first chunk carries the role)
   bool done = false;
   runtime::Usage usage;
@@ -106,6 +110,25 @@ std::string choice_events(RouteContext& ctx, const ResponseHead& head, Choice& c
   std::string out;
   if (c.first && head.route == Route::Chat) out += sse_event(chunk_json(head, "", true, "", "null", c.index));
   c.first = false;
+  // The reply's text as reasoning and content chunks (reasoning_split.h): lp, when not null, goes with the first
+  // chunk, or alone in an empty one when the split holds all of the text back.
+  const auto send = [&](const std::string& text, std::string lp, bool last) {
+    ReasoningSplit::Piece piece;
+    if (c.reasoning) {
+      piece = c.reasoning->push(text);
+      if (last) {
+        ReasoningSplit::Piece end = c.reasoning->finish();
+        piece.reasoning += end.reasoning, piece.content += end.content;
+      }
+    } else {
+      piece.content = text;
+    }
+    if (!piece.reasoning.empty()) {
+      out += sse_event(reasoning_chunk_json(head, piece.reasoning, lp, c.index));
+      lp = "null";
+    }
+    if (!piece.content.empty() || lp != "null") out += sse_event(chunk_json(head, piece.content, false, "", lp, c.index));
+  };
   const std::string text = c.tools ? c.tools->push(t.tokens) : t.text;
   std::string lp = "null";
   if (c.logprobs) {
@@ -113,15 +136,18 @@ std::string choice_events(RouteContext& ctx, const ResponseHead& head, Choice& c
     if (!c.tools) c.logprobs->show(text);
     if (!text.empty()) lp = c.logprobs->take_json();
   }
-  if (!text.empty()) out += sse_event(chunk_json(head, text, false, "", lp, c.index));
+  const bool finished = t.done && t.finish != runtime::FinishReason::Cancelled &&
+                        t.finish != runtime::FinishReason::Error;
+  // The last text of a reply without tools; with tools, the held text comes after this at the end.
+  send(text, lp, finished && !c.tools);
   if (!t.done) return out;
   c.done = true;
   c.usage = t.usage;
-  if (t.finish == runtime::FinishReason::Cancelled || t.finish == runtime::FinishReason::Error) return out;
+  if (!finished) return out;
   std::string finish = finish_reason_json(t.finish);
   if (c.tools) {
     ToolReply::End end = c.tools->finish();
-    if (!end.content.empty()) out += sse_event(chunk_json(head, end.content, false, "", "null", c.index));
+    send(end.content, "null", true);
     if (!end.calls.empty()) {
       name_calls(ctx, end.calls);
       out += sse_event(tool_calls_chunk_json(head, end.calls, c.index));
@@ -243,17 +269,24 @@ std::string whole_choice(RouteContext& ctx, const CompletionRequest& r, Choice& 
     c.logprobs->end(c.tools != nullptr);
     lp = c.logprobs->take_json();
   }
+  std::string content = t.text;
+  ToolReply::End end;
   if (c.tools) {
-    std::string content = c.tools->push(t.tokens);
-    ToolReply::End end = c.tools->finish();
+    content = c.tools->push(t.tokens);
+    end = c.tools->finish();
     content += end.content;
-    if (!end.calls.empty()) {
-      name_calls(ctx, end.calls);
-      return tool_calls_choice_json(c.index, content, end.calls, lp);
-    }
-    return choice_json(r.route, c.index, content, t.finish, lp);
   }
-  return choice_json(r.route, c.index, t.text, t.finish, lp);
+  std::string reasoning;
+  if (c.reasoning) {
+    ReasoningSplit::Piece piece = c.reasoning->push(content), rest = c.reasoning->finish();
+    reasoning = piece.reasoning + rest.reasoning;
+    content = piece.content + rest.content;
+  }
+  if (!end.calls.empty()) {
+    name_calls(ctx, end.calls);
+    return tool_calls_choice_json(c.index, content, end.calls, lp, reasoning);
+  }
+  return choice_json(r.route, c.index, content, t.finish, lp, reasoning);
 }
 
 }  // namespace
@@ -293,7 +326,12 @@ void handle_completion(RouteContext& ctx, const httplib::Request& req, httplib::
   // choice i = prompt i / n, its seed the request's + i (so choices differ), or a fresh one.
   const size_t n_prompts = route == Route::Chat ? 1 : r.prompts.size();
   std::vector<std::vector<int32_t>> ids;
-  for (size_t p = 0; p < n_prompts; ++p) ids.push_back(prompt_ids(ctx, r, p));
+  std::string chat_prompt;
+  for (size_t p = 0; p < n_prompts; ++p) ids.push_back(prompt_ids(ctx, r, p, &chat_prompt));
+  // Where the template thinks, each chat reply's reasoning is split from its content, from inside the block when
+  // the prompt opened it (DeepSeek-R1's).
+  const bool split_reasoning = route == Route::Chat && ctx.split_reasoning;
+  const bool starts_inside = split_reasoning && prompt_opens_thinking(chat_prompt);
   auto wakeup = std::make_shared<ChannelWakeup>();
   std::vector<std::shared_ptr<Choice>> choices;
   for (size_t p = 0; p < n_prompts; ++p)
@@ -312,6 +350,7 @@ void handle_completion(RouteContext& ctx, const httplib::Request& req, httplib::
       er.top_logprobs = r.top_logprobs;
       if (r.top_logprobs >= 0) c->logprobs = std::make_shared<LogprobsReply>(ctx.engine.tokenizer(), er.prompt, route);
       if (tool_mode) c->tools = std::make_shared<ToolReply>(ctx.engine.tokenizer(), ctx.tool_format, r.stop);
+      if (split_reasoning) c->reasoning = std::make_shared<ReasoningSplit>(starts_inside);
       runtime::SubmitResult sub;
       try {
         sub = ctx.engine.submit(std::move(er),

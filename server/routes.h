@@ -16,6 +16,7 @@
 #include "server/api_error.h"
 #include "server/api_request.h"
 #include "server/api_response.h"
+#include "server/reasoning_split.h"
 #include "server/server.h"
 #include "server/tool_calls.h"
 
@@ -24,12 +25,15 @@ namespace server {
 struct RouteContext {
   RouteContext(runtime::Engine& e, chat::ChatTemplate t, const ServerOptions& o)
       : engine(e), tmpl(std::move(t)), tool_format(detect_tool_call_format(tmpl.source())),
-        text_parts_whole(chat::renders_text_parts(tmpl)), options(o), started(std::time(nullptr)) {}
+        text_parts_whole(chat::renders_text_parts(tmpl)),
+        split_reasoning(o.split_reasoning && template_thinks(tmpl.source())), options(o),
+        started(std::time(nullptr)) {}
 
   runtime::Engine& engine;
   const chat::ChatTemplate tmpl;
   const ToolCallFormat tool_format;      // how the template's model writes tool calls; None: replies stay text
   const bool text_parts_whole;           // the template renders a list of text parts itself (else: joined)
+  const bool split_reasoning;            // chat replies' <think> blocks go to reasoning_content
   const ServerOptions& options;
   const int64_t started;                 // Unix seconds: /v1/models' created
 

@@ -39,6 +39,9 @@ struct ServerOptions {
   int http_threads = 0;            // connections served at once; 0: the engine's queue bound plus a margin
   size_t engine_queue = 64;        // for the default http_threads: streams hold a thread while they wait
   int retry_after_s = 1;           // the Retry-After of a 429
+  // A chat reply's opening <think> block as message.reasoning_content, where the template thinks
+  // (reasoning_split.h); false (--reasoning-format none): the reply's text as it is, in content.
+  bool split_reasoning = true;
   // How long a stream waits for text before it writes an SSE comment to see whether its client is still there
   // (a disconnected client's queued request is then cancelled and leaves the queue).
   std::chrono::milliseconds stream_probe{1000};

@@ -62,6 +62,7 @@ struct Config {
   size_t max_body_bytes = server::kDefaultMaxBodyBytes;
   std::string template_text;  // a Jinja chat template; empty: the built-in chatml
   std::chrono::milliseconds stream_probe{1000};
+  bool split_reasoning = true;      // false: --reasoning-format none
 };
 
 class ServerTest : public ::testing::Test {
@@ -97,6 +98,7 @@ class ServerTest : public ::testing::Test {
     so.max_body_bytes = c.max_body_bytes;
     so.engine_queue = c.max_queue;
     so.stream_probe = c.stream_probe;
+    so.split_reasoning = c.split_reasoning;
     server_ = std::make_unique<server::Server>(
         *engine_,
         c.template_text.empty() ? chat::ChatTemplate::builtin("chatml") : chat::ChatTemplate::parse(c.template_text),

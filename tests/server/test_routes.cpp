@@ -12,6 +12,7 @@ namespace {
 // data events only, [DONE] last, one finish reason on the last choice chunk.
 struct Streamed {
   std::string text;
+  std::string reasoning;  // chat: delta.reasoning_content, concatenated
   std::string finish;
   Value usage;
   bool role_first = false;
@@ -40,6 +41,7 @@ Streamed read_stream(const test_http::Response& r, bool chat) {
       const Value& delta = at(c, "delta");
       if (i == 0) s.role_first = str(at(delta, "role")) == "assistant";
       if (at(delta, "content").is_string()) s.text += at(delta, "content").as_string();
+      if (at(delta, "reasoning_content").is_string()) s.reasoning += at(delta, "reasoning_content").as_string();
     } else {
       s.text += str(at(c, "text"));
     }
@@ -316,6 +318,60 @@ TEST_F(ServerTest, TemplateVariablesFromTheRequest) {
   const auto bad = post("/v1/chat/completions", msgs + R"(, "chat_template_kwargs": true})");
   EXPECT_EQ(bad.status, 400) << bad.body;
   EXPECT_EQ(str(at(at(json(bad.body), "error"), "param")), "chat_template_kwargs");
+}
+
+// A template whose generation prompt opens a <think> block (DeepSeek-R1's way): the reply starts inside it, so
+// stories260K's text, which never closes it, is all reasoning_content (trimmed) and content is empty, whole and
+// streamed alike; the completions route and --reasoning-format none keep the text as it is.
+TEST_F(ServerTest, ReasoningOfAThinkingTemplate) {
+  const std::string tmpl =
+      "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+      "<|im_start|>assistant\n<think>\n";
+  const auto bound = runtime::template_tokens(*tok_);
+  const std::string prompt =
+      chat::ChatTemplate::parse(tmpl).render({{"user", Value("Tell me a story."), {}}}, true, bound.bos, bound.eos);
+  const std::string text = greedy(runtime::chat_prompt_ids(*tok_, prompt), 20);
+  const size_t b = text.find_first_not_of(" \n"), e = text.find_last_not_of(" \n");
+  ASSERT_NE(b, std::string::npos) << text;
+  const std::string trimmed = text.substr(b, e + 1 - b);
+  const std::string body =
+      R"({"messages": [{"role": "user", "content": "Tell me a story."}], "max_tokens": 20, "temperature": 0)";
+  for (const bool split : {true, false}) {
+    Config c;
+    c.template_text = tmpl;
+    c.split_reasoning = split;
+    start(c);
+    const auto whole = post("/v1/chat/completions", body + "}");
+    ASSERT_EQ(whole.status, 200) << whole.body;
+    const Value parsed = json(whole.body);
+    const Value& message = at(at(at(parsed, "choices"), 0), "message");
+    const Streamed s = read_stream(post("/v1/chat/completions", body + R"(, "stream": true})"), true);
+    if (split) {
+      EXPECT_EQ(str(at(message, "content")), "") << whole.body;
+      EXPECT_EQ(str(at(message, "reasoning_content")), trimmed) << whole.body;
+      EXPECT_EQ(s.text, "");
+      EXPECT_EQ(s.reasoning, trimmed);
+    } else {
+      EXPECT_EQ(str(at(message, "content")), text) << whole.body;
+      EXPECT_TRUE(at(message, "reasoning_content").is_undefined()) << whole.body;
+      EXPECT_EQ(s.text, text);
+      EXPECT_EQ(s.reasoning, "");
+    }
+    EXPECT_EQ(s.finish, "length");
+    // Logprobs are not lost with the text the split holds back: every token's entry comes in some chunk.
+    const auto lp = post("/v1/chat/completions", body + R"(, "stream": true, "logprobs": true})");
+    size_t entries = 0;
+    for (const std::string& ev : test_http::sse_data(lp.body)) {
+      if (ev == "[DONE]") continue;
+      const Value chunk = json(ev);
+      const Value& choices = at(chunk, "choices");
+      if (!choices.is_array() || choices.items().empty()) continue;
+      const Value& content = at(at(at(choices, 0), "logprobs"), "content");
+      if (content.is_array()) entries += content.items().size();
+    }
+    EXPECT_EQ(entries, 20u) << lp.body;
+    stop();
+  }
 }
 
 // A request with tools, to a template with a known tool-call format (here ChatML that names Hermes' marker in a
