@@ -10,6 +10,7 @@
 #include "chat/json.h"
 #include "model/model.h"
 #include "server/api_response.h"
+#include "server/reasoning_split.h"
 #include "server/tool_reply.h"
 #include "tokenizer/tokenizer.h"
 
@@ -52,6 +53,23 @@ class ToolReplyTest : public ::testing::Test {
   std::shared_ptr<const model::Model> model_;
   std::unique_ptr<tokenizer::Tokenizer> tok_;
 };
+
+// Qwen 3 thinks, then calls: tool mode finds the call after the block, and the reasoning split (which the server
+// applies to tool mode's content) gives the block as reasoning and no content, streamed id by id or whole.
+TEST_F(ToolReplyTest, ACallAfterAThinkingBlock) {
+  const std::string reply =
+      "<think>\nThe user wants the weather; I call the tool.\n</think>\n\n"
+      "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>";
+  for (const bool streamed : {true, false}) {
+    const Result r = streamed ? stream(ToolCallFormat::Hermes, reply) : whole(ToolCallFormat::Hermes, reply);
+    ASSERT_EQ(r.end.calls.size(), 1u) << (streamed ? "streamed" : "whole");
+    EXPECT_EQ(r.end.calls[0].name, "get_weather");
+    server::ReasoningSplit split(false);
+    server::ReasoningSplit::Piece a = split.push(r.streamed), b = split.push(r.end.content), c = split.finish();
+    EXPECT_EQ(a.reasoning + b.reasoning + c.reasoning, "The user wants the weather; I call the tool.");
+    EXPECT_EQ(a.content + b.content + c.content, "");
+  }
+}
 
 TEST_F(ToolReplyTest, OnlyCallsSendNoContent) {
   const std::string reply =
