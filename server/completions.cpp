@@ -15,6 +15,7 @@
 #include "server/completion_channel.h"
 #include "server/connection_probe.h"
 #include "server/logprobs_reply.h"
+#include "server/reply_split.h"
 #include "server/routes.h"
 #include "server/tool_reply.h"
 #include "tokenizer/tokenizer.h"
@@ -79,7 +80,7 @@ struct Choice {
   uint64_t id = 0;  // the engine's
   std::shared_ptr<ToolReply> tools;  // tool mode
   std::shared_ptr<LogprobsReply> logprobs;  // when asked
-  std::shared_ptr<ReasoningSplit> reasoning;  // chat, where the template thinks (RouteContext::split_reasoning)
+  std::shared_ptr<ReplySplit> split;  // chat, where the template marks reasoning (RouteContext::reply_format)
   bool first = true;  // streaming: nothing sent yet (chat's first chunk carries the role)
   bool done = false;
   runtime::Usage usage;
@@ -113,11 +114,11 @@ std::string choice_events(RouteContext& ctx, const ResponseHead& head, Choice& c
   // The reply's text as reasoning and content chunks (reasoning_split.h): lp, when not null, goes with the first
   // chunk, or alone in an empty one when the split holds all of the text back.
   const auto send = [&](const std::string& text, std::string lp, bool last) {
-    ReasoningSplit::Piece piece;
-    if (c.reasoning) {
-      piece = c.reasoning->push(text);
+    ReplyPiece piece;
+    if (c.split) {
+      piece = c.split->push(text);
       if (last) {
-        ReasoningSplit::Piece end = c.reasoning->finish();
+        ReplyPiece end = c.split->finish();
         piece.reasoning += end.reasoning, piece.content += end.content;
       }
     } else {
@@ -145,14 +146,18 @@ std::string choice_events(RouteContext& ctx, const ResponseHead& head, Choice& c
   c.usage = t.usage;
   if (!finished) return out;
   std::string finish = finish_reason_json(t.finish);
+  std::vector<ToolCall> calls;
   if (c.tools) {
     ToolReply::End end = c.tools->finish();
     send(end.content, "null", true);
-    if (!end.calls.empty()) {
-      name_calls(ctx, end.calls);
-      out += sse_event(tool_calls_chunk_json(head, end.calls, c.index));
-      finish = "\"tool_calls\"";
-    }
+    calls = std::move(end.calls);
+  } else if (c.split) {
+    calls = c.split->calls();  // harmony's messages to functions
+  }
+  if (!calls.empty()) {
+    name_calls(ctx, calls);
+    out += sse_event(tool_calls_chunk_json(head, calls, c.index));
+    finish = "\"tool_calls\"";
   }
   lp = "null";
   if (c.logprobs) {
@@ -277,10 +282,11 @@ std::string whole_choice(RouteContext& ctx, const CompletionRequest& r, Choice& 
     content += end.content;
   }
   std::string reasoning;
-  if (c.reasoning) {
-    ReasoningSplit::Piece piece = c.reasoning->push(content), rest = c.reasoning->finish();
+  if (c.split) {
+    ReplyPiece piece = c.split->push(content), rest = c.split->finish();
     reasoning = piece.reasoning + rest.reasoning;
     content = piece.content + rest.content;
+    if (!c.tools) end.calls = c.split->calls();  // harmony's messages to functions
   }
   if (!end.calls.empty()) {
     name_calls(ctx, end.calls);
@@ -328,10 +334,8 @@ void handle_completion(RouteContext& ctx, const httplib::Request& req, httplib::
   std::vector<std::vector<int32_t>> ids;
   std::string chat_prompt;
   for (size_t p = 0; p < n_prompts; ++p) ids.push_back(prompt_ids(ctx, r, p, &chat_prompt));
-  // Where the template thinks, each chat reply's reasoning is split from its content, from inside the block when
-  // the prompt opened it (DeepSeek-R1's).
-  const bool split_reasoning = route == Route::Chat && ctx.split_reasoning;
-  const bool starts_inside = split_reasoning && prompt_opens_thinking(chat_prompt);
+  // Where the template marks reasoning, each chat reply's is split from its content (reply_split.h).
+  const ReplyFormat reply_format = route == Route::Chat ? ctx.reply_format : ReplyFormat::Plain;
   auto wakeup = std::make_shared<ChannelWakeup>();
   std::vector<std::shared_ptr<Choice>> choices;
   for (size_t p = 0; p < n_prompts; ++p)
@@ -350,7 +354,7 @@ void handle_completion(RouteContext& ctx, const httplib::Request& req, httplib::
       er.top_logprobs = r.top_logprobs;
       if (r.top_logprobs >= 0) c->logprobs = std::make_shared<LogprobsReply>(ctx.engine.tokenizer(), er.prompt, route);
       if (tool_mode) c->tools = std::make_shared<ToolReply>(ctx.engine.tokenizer(), ctx.tool_format, r.stop);
-      if (split_reasoning) c->reasoning = std::make_shared<ReasoningSplit>(starts_inside);
+      c->split = make_reply_split(reply_format, chat_prompt, offers_tools);
       runtime::SubmitResult sub;
       try {
         sub = ctx.engine.submit(std::move(er),

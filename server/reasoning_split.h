@@ -1,7 +1,7 @@
 // A chat reply's reasoning split from its content. Qwen 3, QwQ, DeepSeek-R1 and its distills, SmolLM3 and others
 // think first, between <think> and </think>; OpenAI-compatible clients read that as message.reasoning_content (and
 // delta.reasoning_content when streaming) beside the answer in content, as the reference runtime's server returns
-// it by default. Streamed and whole replies both go through this class, so they say the same thing.
+// it by default.
 //
 // Only a block that opens the reply counts (a <think> later on is content), or one the prompt opened: DeepSeek-R1's
 // template ends the generation prompt with "<think>\n", so its replies start inside the block. Whitespace around
@@ -10,6 +10,8 @@
 #pragma once
 #include <string>
 #include <string_view>
+
+#include "server/reply_split.h"
 
 namespace server {
 
@@ -20,18 +22,14 @@ bool template_thinks(std::string_view template_source);
 // Whether a rendered prompt leaves the reply inside a block it opened (it ends with "<think>" and whitespace).
 bool prompt_opens_thinking(std::string_view prompt);
 
-class ReasoningSplit {
+class ReasoningSplit final : public ReplySplit {
  public:
   explicit ReasoningSplit(bool starts_inside);
 
-  struct Piece {
-    std::string reasoning, content;
-  };
-  // The next text of the reply; returns what can be sent now. Text that may be the start of a tag, or whitespace
-  // that may end the reasoning, is held until the text after it decides.
-  Piece push(std::string_view text);
-  // The end of the reply: what was held.
-  Piece finish();
+  using Piece = ReplyPiece;
+  // Text that may be the start of a tag, or whitespace that may end the reasoning, is held.
+  Piece push(std::string_view text) override;
+  Piece finish() override;
 
  private:
   enum class State { Start, Reasoning, Content };

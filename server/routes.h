@@ -16,7 +16,7 @@
 #include "server/api_error.h"
 #include "server/api_request.h"
 #include "server/api_response.h"
-#include "server/reasoning_split.h"
+#include "server/reply_split.h"
 #include "server/server.h"
 #include "server/tool_calls.h"
 
@@ -26,14 +26,14 @@ struct RouteContext {
   RouteContext(runtime::Engine& e, chat::ChatTemplate t, const ServerOptions& o)
       : engine(e), tmpl(std::move(t)), tool_format(detect_tool_call_format(tmpl.source())),
         text_parts_whole(chat::renders_text_parts(tmpl)),
-        split_reasoning(o.split_reasoning && template_thinks(tmpl.source())), options(o),
+        reply_format(o.split_reasoning ? detect_reply_format(tmpl.source()) : ReplyFormat::Plain), options(o),
         started(std::time(nullptr)) {}
 
   runtime::Engine& engine;
   const chat::ChatTemplate tmpl;
   const ToolCallFormat tool_format;      // how the template's model writes tool calls; None: replies stay text
   const bool text_parts_whole;           // the template renders a list of text parts itself (else: joined)
-  const bool split_reasoning;            // chat replies' <think> blocks go to reasoning_content
+  const ReplyFormat reply_format;        // how chat replies divide into reasoning, content and calls
   const ServerOptions& options;
   const int64_t started;                 // Unix seconds: /v1/models' created
 

@@ -358,4 +358,12 @@ std::string make_tool_call_id(ToolCallFormat format, uint64_t random) {
   return id;
 }
 
+std::optional<std::string> compact_arguments(std::string_view json_text) {
+  try {
+    return arguments_text(chat::parse_json(json_text));
+  } catch (const chat::JsonError&) {
+    return std::nullopt;
+  }
+}
+
 }  // namespace server

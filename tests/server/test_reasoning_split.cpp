@@ -3,42 +3,17 @@
 #include <gtest/gtest.h>
 
 #include "server/reasoning_split.h"
+#include "split_check.h"
 
 namespace {
 
 using server::ReasoningSplit;
 
-struct Split {
-  std::string reasoning, content;
-};
-
-Split run(bool inside, const std::vector<std::string_view>& pieces) {
-  ReasoningSplit s(inside);
-  Split out;
-  for (const std::string_view p : pieces) {
-    const ReasoningSplit::Piece got = s.push(p);
-    out.reasoning += got.reasoning;
-    out.content += got.content;
-  }
-  const ReasoningSplit::Piece end = s.finish();
-  out.reasoning += end.reasoning, out.content += end.content;
-  return out;
-}
-
 void expect_split(const std::string& reply, bool inside, const std::string& reasoning, const std::string& content) {
-  const Split whole = run(inside, {reply});
-  EXPECT_EQ(whole.reasoning, reasoning) << reply;
-  EXPECT_EQ(whole.content, content) << reply;
-  std::vector<std::string_view> chars;
-  for (size_t i = 0; i < reply.size(); ++i) chars.push_back(std::string_view(reply).substr(i, 1));
-  const Split streamed = run(inside, chars);
-  EXPECT_EQ(streamed.reasoning, reasoning) << reply << " (a character at a time)";
-  EXPECT_EQ(streamed.content, content) << reply << " (a character at a time)";
-  for (size_t cut = 0; cut <= reply.size(); ++cut) {
-    const Split two = run(inside, {std::string_view(reply).substr(0, cut), std::string_view(reply).substr(cut)});
-    EXPECT_EQ(two.reasoning, reasoning) << reply << " (cut at " << cut << ")";
-    EXPECT_EQ(two.content, content) << reply << " (cut at " << cut << ")";
-  }
+  const split_check::Split got = split_check::expect_same_cut_anyhow(
+      [inside] { return std::make_unique<ReasoningSplit>(inside); }, reply);
+  EXPECT_EQ(got.reasoning, reasoning) << reply;
+  EXPECT_EQ(got.content, content) << reply;
 }
 
 TEST(ReasoningSplit, ABlockThatOpensTheReplyIsItsReasoning) {

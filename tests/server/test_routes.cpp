@@ -374,6 +374,34 @@ TEST_F(ServerTest, ReasoningOfAThinkingTemplate) {
   }
 }
 
+// A harmony template (gpt-oss's markers): a reply that opens no channel (stories260K writes stories) is content as
+// written, whole and streamed, with or without tools, and no reasoning or calls are made up.
+TEST_F(ServerTest, HarmonyTemplateKeepsAPlainReply) {
+  Config c;
+  c.template_text =
+      "{% for m in messages %}<|start|>{{ m.role }}<|message|>{{ m.content }}<|end|>{% endfor %}"
+      "{# analysis and final go in <|channel|> #}<|start|>assistant";
+  start(c);
+  const auto bound = runtime::template_tokens(*tok_);
+  const std::string prompt = chat::ChatTemplate::parse(c.template_text)
+                                 .render({{"user", Value("Tell me a story."), {}}}, true, bound.bos, bound.eos);
+  const std::string text = greedy(runtime::chat_prompt_ids(*tok_, prompt), 16);
+  const std::string body =
+      R"({"messages": [{"role": "user", "content": "Tell me a story."}], "max_tokens": 16, "temperature": 0)";
+  for (const std::string tools : {"", R"(, "tools": [{"type": "function", "function": {"name": "f"}}])"}) {
+    const auto whole = post("/v1/chat/completions", body + tools + "}");
+    ASSERT_EQ(whole.status, 200) << whole.body;
+    const Value parsed = json(whole.body);
+    const Value& choice = at(at(parsed, "choices"), 0);
+    EXPECT_EQ(str(at(at(choice, "message"), "content")), text) << whole.body;
+    EXPECT_TRUE(at(at(choice, "message"), "reasoning_content").is_undefined()) << whole.body;
+    EXPECT_EQ(str(at(choice, "finish_reason")), "length");
+    const Streamed s = read_stream(post("/v1/chat/completions", body + tools + R"(, "stream": true})"), true);
+    EXPECT_EQ(s.text, text);
+    EXPECT_EQ(s.reasoning, "");
+  }
+}
+
 // A request with tools, to a template with a known tool-call format (here ChatML that names Hermes' marker in a
 // comment, so the prompt is unchanged), reads the reply for calls; a reply without any (stories260K writes stories)
 // is the same text as without tools, streamed or not, with its usual finish reason and no tool_calls.
