@@ -10,7 +10,9 @@
 #include <memory>
 #include <optional>
 #include <stdexcept>
+#include <string>
 #include <string_view>
+#include <vector>
 #include <thread>
 
 #include "app/cli.h"
@@ -34,6 +36,7 @@ struct ServeFlags {
   size_t queue = 64;
   std::string alias;
   std::string reasoning_format = "auto";
+  std::vector<std::string> allowed_origins;
 };
 
 int run_serve(const ServeFlags& f) {
@@ -84,6 +87,7 @@ int run_serve(const ServeFlags& f) {
   so.model_id = model_id;
   so.engine_queue = f.queue;
   so.split_reasoning = f.reasoning_format != "none";
+  so.allowed_origins = f.allowed_origins;
   so.log = stderr_log();
   server::Server srv(engine, std::move(tmpl), so);
   int port = 0;
@@ -137,10 +141,20 @@ void register_serve(CLI::App& root, Action& chosen) {
       ->default_str("64")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--alias", f->alias, "Model name for /v1/models and responses (default: the file name)");
+  cmd->add_option("--allow-origin", f->allowed_origins,
+                  "Let web pages of this origin (https://host[:port], or * for any) call the API from a browser "
+                  "(CORS); repeat for several")
+      ->check([](const std::string& o) -> std::string {
+        if (o == "*" || ((o.starts_with("http://") || o.starts_with("https://")) && o.find('/', 8) == std::string::npos &&
+                         o.find_first_of(" \t\r\n,") == std::string::npos))
+          return {};
+        return "expected * or an origin such as https://chat.example.org, got '" + o + "'";
+      });
   cmd->add_option("--reasoning-format", f->reasoning_format,
-                  "auto: a chat reply's opening <think> block goes to message.reasoning_content where the template "
-                  "thinks (Qwen 3, DeepSeek-R1, ...); none: it stays in content")
-      ->check(CLI::IsMember({"auto", "none"}))
+                  "auto: a chat reply's opening <think> block (gpt-oss: its analysis channel) goes to "
+                  "message.reasoning_content where the template marks it (Qwen 3, DeepSeek-R1, gpt-oss, ...); none: "
+                  "the reply's text stays whole in content (deepseek, as the reference runtime spells it: auto)")
+      ->check(CLI::IsMember({"auto", "deepseek", "none"}))
       ->default_str("auto");
   cmd->callback([f, &chosen] { chosen = [f] { return run_serve(*f); }; });
 }

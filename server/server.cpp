@@ -2,6 +2,7 @@
 // counters, and the stop sequence. The route handlers live in completions.cpp and token_routes.cpp.
 #include "server/server.h"
 
+#include <algorithm>
 #include <charconv>
 #include <csignal>
 #include <functional>
@@ -52,6 +53,17 @@ bool authorized(const httplib::Request& req, const std::string& key) {
   const std::string prefix = "Bearer ";
   return auth.size() == prefix.size() + key.size() && auth.compare(0, prefix.size(), prefix) == 0 &&
          auth.compare(prefix.size(), std::string::npos, key) == 0;
+}
+
+// The Access-Control-Allow-Origin a response to this request carries: "*" when any origin may call, the request's
+// Origin when it is one of the allowed, else none (empty).
+std::string cors_origin(const ServerOptions& o, const httplib::Request& req) {
+  if (o.allowed_origins.empty()) return {};
+  if (std::find(o.allowed_origins.begin(), o.allowed_origins.end(), "*") != o.allowed_origins.end()) return "*";
+  const std::string origin = req.get_header_value("Origin");
+  if (origin.empty()) return {};
+  return std::find(o.allowed_origins.begin(), o.allowed_origins.end(), origin) != o.allowed_origins.end() ? origin
+                                                                                                           : "";
 }
 
 ApiError payload_too_large(const RouteContext& ctx) {
@@ -126,6 +138,14 @@ void Server::install_routes() {
   // httplib's keep-alive limit (5 requests) bounds what it reads of it as further requests before it closes.
   h.set_pre_routing_handler([&ctx](const httplib::Request& req, httplib::Response& res) {
     using R = httplib::Server::HandlerResponse;
+    // A browser's preflight before a cross-origin POST with a JSON body or an Authorization header: what it may send.
+    if (req.method == "OPTIONS" && !cors_origin(ctx.options, req).empty()) {
+      res.status = 204;
+      res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+      res.set_header("Access-Control-Allow-Headers", "Authorization, Content-Type");
+      res.set_header("Access-Control-Max-Age", "600");
+      return R::Handled;
+    }
     if (req.get_header_value("Transfer-Encoding").find("chunked") != std::string::npos) {
       send_error(ctx, res, ApiError(411, "invalid_request_error",
                                     "send the request body with a Content-Length (chunked request bodies are not "
@@ -156,6 +176,13 @@ void Server::install_routes() {
     }
     return httplib::Server::HandlerResponse::Handled;
   }));
+  // Every answer (errors and streams included) names the origin that may read it, when CORS is on.
+  h.set_post_routing_handler([&ctx](const httplib::Request& req, httplib::Response& res) {
+    const std::string origin = cors_origin(ctx.options, req);
+    if (origin.empty()) return;
+    res.set_header("Access-Control-Allow-Origin", origin);
+    if (origin != "*") res.set_header("Vary", "Origin");
+  });
   h.set_logger([&ctx](const httplib::Request&, const httplib::Response& res) {
     ++ctx.http_requests;
     if (res.status >= 400 && res.status < 500) ++ctx.client_errors;

@@ -11,6 +11,7 @@
 #include <mutex>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "chat/chat_template.h"
 #include "runtime/engine.h"
@@ -42,6 +43,9 @@ struct ServerOptions {
   // A chat reply's opening <think> block as message.reasoning_content, where the template thinks
   // (reasoning_split.h); false (--reasoning-format none): the reply's text as it is, in content.
   bool split_reasoning = true;
+  // Web pages of these origins may call the API from a browser (CORS: "https://chat.example.org", or "*" for any);
+  // empty: browsers keep pages of other origins from reading the answers.
+  std::vector<std::string> allowed_origins;
   // How long a stream waits for text before it writes an SSE comment to see whether its client is still there
   // (a disconnected client's queued request is then cancelled and leaves the queue).
   std::chrono::milliseconds stream_probe{1000};

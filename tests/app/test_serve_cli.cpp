@@ -87,6 +87,18 @@ TEST(ServeCli, HelpDescribesBatching) {
   EXPECT_NE(r.out.find("--api-key"), std::string::npos);
 }
 
+// Flag values that cannot be right are usage errors before the model loads.
+TEST(ServeCli, BadOriginsAndReasoningFormatsAreUsageErrors) {
+  REQUIRE_ASSET(model, "models/stories260K-f32.gguf");
+  const std::string m = "serve -m " + testing_process::shell_quote(model) + " --device cpu --port 0 ";
+  for (const char* bad : {"--allow-origin ftp://x.org", "--allow-origin https://x.org/path", "--allow-origin x.org",
+                          "--reasoning-format xml"}) {
+    const testing_process::Result r = testing_process::run_llm_run(m + bad);
+    EXPECT_EQ(r.code, 2) << bad << ": " << r.err;
+    EXPECT_NE(r.err.find(std::string(bad).substr(0, std::string(bad).find(' '))), std::string::npos) << r.err;
+  }
+}
+
 TEST(ServeCli, ServesThenStopsOnSigtermAndSigint) {
   REQUIRE_ASSET(model, "models/stories260K-f32.gguf");
   for (int sig : {SIGTERM, SIGINT}) {

@@ -63,6 +63,7 @@ struct Config {
   std::string template_text;  // a Jinja chat template; empty: the built-in chatml
   std::chrono::milliseconds stream_probe{1000};
   bool split_reasoning = true;      // false: --reasoning-format none
+  std::vector<std::string> allowed_origins;  // --allow-origin
 };
 
 class ServerTest : public ::testing::Test {
@@ -99,6 +100,7 @@ class ServerTest : public ::testing::Test {
     so.engine_queue = c.max_queue;
     so.stream_probe = c.stream_probe;
     so.split_reasoning = c.split_reasoning;
+    so.allowed_origins = c.allowed_origins;
     server_ = std::make_unique<server::Server>(
         *engine_,
         c.template_text.empty() ? chat::ChatTemplate::builtin("chatml") : chat::ChatTemplate::parse(c.template_text),

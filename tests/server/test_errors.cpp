@@ -152,5 +152,49 @@ TEST_F(ServerTest, QueueFullIs429WithRetryAfterAndMetricsShowIt) {
   EXPECT_NE(after.body.find("\nllmrun_requests_queued 0\n"), std::string::npos) << after.body;
 }
 
+// CORS (--allow-origin): off by default (no header); with origins named, a preflight from one of them is answered
+// 204 with what it may send, and every answer to it (success, error, stream) names it; another origin gets nothing.
+// "*" lets any origin read.
+TEST_F(ServerTest, CrossOriginCallsOnlyWhenAllowed) {
+  const std::vector<std::string> from_app = {"Origin: https://app.example.org"};
+  const std::string chat = R"({"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 2)";
+  {
+    start();
+    const auto r = get("/v1/models", from_app);
+    EXPECT_EQ(r.status, 200);
+    EXPECT_EQ(r.headers.count("access-control-allow-origin"), 0u);
+    EXPECT_EQ(test_http::request(port_, "OPTIONS", "/v1/chat/completions", "", from_app).status, 404);
+    stop();
+  }
+  Config c;
+  c.allowed_origins = {"https://app.example.org"};
+  c.api_key = "sesame";
+  start(c);
+  const auto pre = test_http::request(port_, "OPTIONS", "/v1/chat/completions", "", from_app);
+  EXPECT_EQ(pre.status, 204);
+  EXPECT_EQ(pre.headers.count("access-control-allow-origin") ? pre.headers.at("access-control-allow-origin") : "",
+            "https://app.example.org");
+  EXPECT_NE(pre.headers.count("access-control-allow-headers") ? pre.headers.at("access-control-allow-headers") : "",
+            "");
+  std::vector<std::string> with_key = from_app;
+  with_key.push_back("Authorization: Bearer sesame");
+  for (const auto& r : {get("/v1/models", with_key), get("/v1/models", from_app), get("/nowhere", with_key),
+                        post("/v1/chat/completions", chat + R"(, "stream": true})", with_key)}) {
+    EXPECT_EQ(r.headers.count("access-control-allow-origin") ? r.headers.at("access-control-allow-origin") : "",
+              "https://app.example.org")
+        << r.status << " " << r.body;
+  }
+  const auto other = get("/v1/models", {"Origin: https://evil.example.com", "Authorization: Bearer sesame"});
+  EXPECT_EQ(other.status, 200);
+  EXPECT_EQ(other.headers.count("access-control-allow-origin"), 0u);
+  EXPECT_EQ(test_http::request(port_, "OPTIONS", "/v1/models", "", {"Origin: https://evil.example.com"}).status, 404);
+  stop();
+  Config any;
+  any.allowed_origins = {"*"};
+  start(any);
+  const auto r = get("/health", {"Origin: https://anywhere.example.net"});
+  EXPECT_EQ(r.headers.count("access-control-allow-origin") ? r.headers.at("access-control-allow-origin") : "", "*");
+}
+
 }  // namespace
 }  // namespace test_server
