@@ -374,6 +374,20 @@ TEST_F(ServerTest, ReasoningOfAThinkingTemplate) {
   }
 }
 
+// An assistant's reasoning sent back as reasoning_content reaches a template that reads message.thinking
+// (gpt-oss's) under that name; a thinking the client sent itself is kept.
+TEST_F(ServerTest, ReasoningContentIsThinkingForTemplatesThatReadIt) {
+  Config c;
+  c.template_text =
+      "{% for m in messages %}{% if m.thinking %}[{{ m.thinking }}]{% endif %}{{ m.content }}|{% endfor %}";
+  start(c);
+  const auto r = post("/apply-template", R"({"messages": [{"role": "user", "content": "Hi"},
+      {"role": "assistant", "content": "Hello", "reasoning_content": "greet back"},
+      {"role": "assistant", "content": "Again", "reasoning_content": "x", "thinking": "own"}]})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(str(at(json(r.body), "prompt")), "Hi|[greet back]Hello|[own]Again|");
+}
+
 // A harmony template (gpt-oss's markers): a reply that opens no channel (stories260K writes stories) is content as
 // written, whole and streamed, with or without tools, and no reasoning or calls are made up.
 TEST_F(ServerTest, HarmonyTemplateKeepsAPlainReply) {
