@@ -168,4 +168,26 @@ std::string to_json(const Value& v, const JsonOptions& options) {
   return std::move(w.out);
 }
 
+std::optional<std::string> compact_json_object(const Value& v) {
+  if (!v.is_object() || v.is_namespace()) return std::nullopt;
+  JsonOptions o;
+  o.item_separator = ",";
+  o.key_separator = ":";
+  std::string text = to_json(v, o);
+  try {
+    (void)parse_json(text);
+  } catch (const JsonError&) {
+    return std::nullopt;
+  }
+  return text;
+}
+
+std::optional<std::string> compact_json_text(std::string_view text) {
+  try {
+    return compact_json_object(parse_json(text));
+  } catch (const JsonError&) {
+    return std::nullopt;
+  }
+}
+
 }  // namespace chat

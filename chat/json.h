@@ -58,4 +58,10 @@ struct JsonOptions {
 // namespaces, which Python cannot serialise either.
 std::string to_json(const jinja::Value& v, const JsonOptions& options = {});
 
+// A JSON object as compact text ({"a":1,"b":[2]}), as OpenAI sends a tool call's arguments; nullopt for anything
+// but an object, or one that cannot be written back as JSON (a number too large for a double prints as Infinity,
+// which no client could parse). compact_json_text parses the text first (nullopt when it is not JSON).
+std::optional<std::string> compact_json_object(const jinja::Value& v);
+std::optional<std::string> compact_json_text(std::string_view text);
+
 }  // namespace chat

@@ -10,12 +10,12 @@
 #include <memory>
 #include <optional>
 
+#include "chat/reply_split.h"
 #include "runtime/chat_session.h"
 #include "runtime/generate.h"
 #include "server/completion_channel.h"
 #include "server/connection_probe.h"
 #include "server/logprobs_reply.h"
-#include "server/reply_split.h"
 #include "server/routes.h"
 #include "server/tool_reply.h"
 #include "tokenizer/tokenizer.h"
@@ -72,6 +72,13 @@ void name_calls(RouteContext& ctx, std::vector<ToolCall>& calls) {
   }
 }
 
+// The calls a reply made in its format's own way (harmony's), as tool calls to name.
+std::vector<ToolCall> split_calls(const chat::ReplySplit& split) {
+  std::vector<ToolCall> calls;
+  for (chat::ReplyCall& c : split.calls()) calls.push_back(ToolCall{"", std::move(c.name), std::move(c.arguments)});
+  return calls;
+}
+
 // One choice of a request: its engine request, the channel its text comes through, and what reads the text.
 struct Choice {
   int index = 0;
@@ -80,7 +87,7 @@ struct Choice {
   uint64_t id = 0;  // the engine's
   std::shared_ptr<ToolReply> tools;  // tool mode
   std::shared_ptr<LogprobsReply> logprobs;  // when asked
-  std::shared_ptr<ReplySplit> split;  // chat, where the template marks reasoning (RouteContext::reply_format)
+  std::shared_ptr<chat::ReplySplit> split;  // chat, where the template marks reasoning (RouteContext::reply_format)
   bool first = true;  // streaming: nothing sent yet (chat's first chunk carries the role)
   bool done = false;
   runtime::Usage usage;
@@ -114,11 +121,11 @@ std::string choice_events(RouteContext& ctx, const ResponseHead& head, Choice& c
   // The reply's text as reasoning and content chunks (reasoning_split.h): lp, when not null, goes with the first
   // chunk, or alone in an empty one when the split holds all of the text back.
   const auto send = [&](const std::string& text, std::string lp, bool last) {
-    ReplyPiece piece;
+    chat::ReplyPiece piece;
     if (c.split) {
       piece = c.split->push(text);
       if (last) {
-        ReplyPiece end = c.split->finish();
+        chat::ReplyPiece end = c.split->finish();
         piece.reasoning += end.reasoning, piece.content += end.content;
       }
     } else {
@@ -152,7 +159,7 @@ std::string choice_events(RouteContext& ctx, const ResponseHead& head, Choice& c
     send(end.content, "null", true);
     calls = std::move(end.calls);
   } else if (c.split) {
-    calls = c.split->calls();  // harmony's messages to functions
+    calls = split_calls(*c.split);  // harmony's messages to functions
   }
   if (!calls.empty()) {
     name_calls(ctx, calls);
@@ -283,10 +290,10 @@ std::string whole_choice(RouteContext& ctx, const CompletionRequest& r, Choice& 
   }
   std::string reasoning;
   if (c.split) {
-    ReplyPiece piece = c.split->push(content), rest = c.split->finish();
+    chat::ReplyPiece piece = c.split->push(content), rest = c.split->finish();
     reasoning = piece.reasoning + rest.reasoning;
     content = piece.content + rest.content;
-    if (!c.tools) end.calls = c.split->calls();  // harmony's messages to functions
+    if (!c.tools) end.calls = split_calls(*c.split);  // harmony's messages to functions
   }
   if (!end.calls.empty()) {
     name_calls(ctx, end.calls);
@@ -347,7 +354,7 @@ void handle_completion(RouteContext& ctx, const httplib::Request& req, httplib::
   std::string chat_prompt;
   for (size_t p = 0; p < n_prompts; ++p) ids.push_back(prompt_ids(ctx, r, p, &chat_prompt));
   // Where the template marks reasoning, each chat reply's is split from its content (reply_split.h).
-  const ReplyFormat reply_format = route == Route::Chat ? ctx.reply_format : ReplyFormat::Plain;
+  const chat::ReplyFormat reply_format = route == Route::Chat ? ctx.reply_format : chat::ReplyFormat::Plain;
   auto wakeup = std::make_shared<ChannelWakeup>();
   std::vector<std::shared_ptr<Choice>> choices;
   for (size_t p = 0; p < n_prompts; ++p)
@@ -366,7 +373,7 @@ void handle_completion(RouteContext& ctx, const httplib::Request& req, httplib::
       er.top_logprobs = r.top_logprobs;
       if (r.top_logprobs >= 0) c->logprobs = std::make_shared<LogprobsReply>(ctx.engine.tokenizer(), er.prompt, route);
       if (tool_mode) c->tools = std::make_shared<ToolReply>(ctx.engine.tokenizer(), ctx.tool_format, r.stop);
-      c->split = make_reply_split(reply_format, chat_prompt, offers_tools);
+      c->split = chat::make_reply_split(reply_format, chat_prompt, offers_tools);
       runtime::SubmitResult sub;
       try {
         sub = ctx.engine.submit(std::move(er),

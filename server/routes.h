@@ -12,11 +12,11 @@
 #include <string>
 
 #include "chat/chat_template.h"
+#include "chat/reply_split.h"
 #include "runtime/engine.h"
 #include "server/api_error.h"
 #include "server/api_request.h"
 #include "server/api_response.h"
-#include "server/reply_split.h"
 #include "server/server.h"
 #include "server/tool_calls.h"
 
@@ -26,7 +26,7 @@ struct RouteContext {
   RouteContext(runtime::Engine& e, chat::ChatTemplate t, const ServerOptions& o)
       : engine(e), tmpl(std::move(t)), tool_format(detect_tool_call_format(tmpl.source())),
         text_parts_whole(chat::renders_text_parts(tmpl)),
-        reply_format(o.split_reasoning ? detect_reply_format(tmpl.source()) : ReplyFormat::Plain),
+        reply_format(o.split_reasoning ? chat::detect_reply_format(tmpl.source()) : chat::ReplyFormat::Plain),
         reads_thinking(tmpl.source().find(".thinking") != std::string::npos &&
                        tmpl.source().find("reasoning_content") == std::string::npos),
         options(o),
@@ -36,7 +36,7 @@ struct RouteContext {
   const chat::ChatTemplate tmpl;
   const ToolCallFormat tool_format;      // how the template's model writes tool calls; None: replies stay text
   const bool text_parts_whole;           // the template renders a list of text parts itself (else: joined)
-  const ReplyFormat reply_format;        // how chat replies divide into reasoning, content and calls
+  const chat::ReplyFormat reply_format;        // how chat replies divide into reasoning, content and calls
   // The template reads an assistant's reasoning as `thinking` (gpt-oss's), not as `reasoning_content`, the field
   // clients send it back in.
   const bool reads_thinking;

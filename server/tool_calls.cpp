@@ -77,22 +77,6 @@ std::optional<Value> json_at(std::string_view s, size_t& i) {
   }
 }
 
-// Compact JSON text of an arguments object; nullopt when it cannot be written back as JSON (a number too large for
-// a double prints as Infinity, which no client could parse).
-std::optional<std::string> arguments_text(const Value& args) {
-  if (!args.is_object() || args.is_namespace()) return std::nullopt;
-  chat::JsonOptions o;
-  o.item_separator = ",";
-  o.key_separator = ":";
-  std::string text = chat::to_json(args, o);
-  try {
-    (void)chat::parse_json(text);
-  } catch (const chat::JsonError&) {
-    return std::nullopt;
-  }
-  return text;
-}
-
 bool is_plain_object(const Value& v) { return v.is_object() && !v.is_namespace(); }
 
 // {"name": "...", "arguments" (or Llama's "parameters"): {...} or its JSON text, "id"?: "..."}.
@@ -114,7 +98,7 @@ std::optional<ToolCall> call_from_object(const Value& v) {
   } else if (args && !args->is_none()) {
     parsed = *args;
   }
-  const std::optional<std::string> text = arguments_text(parsed);
+  const std::optional<std::string> text = chat::compact_json_object(parsed);
   if (!text) return std::nullopt;
   call.arguments = *text;
   if (const Value* id = v.object().find("id"); id && id->is_string()) call.id = id->as_string();
@@ -164,7 +148,7 @@ std::optional<ToolCall> xml_call_at(std::string_view s, size_t& i) {
   }
   if (!at(s, i, "</function>")) return std::nullopt;
   i += std::string_view("</function>").size();
-  const std::optional<std::string> text = arguments_text(Value::object(std::move(args)));
+  const std::optional<std::string> text = chat::compact_json_object(Value::object(std::move(args)));
   if (!text) return std::nullopt;
   call.arguments = *text;
   return call;
@@ -226,7 +210,7 @@ bool mistral_calls(std::string_view s, size_t& i, std::vector<ToolCall>& out) {
       if (call.name.empty() || call.name.find_first_of(" \t\n\r[]{}\"") != std::string::npos) return false;
       i = skip_space(s, args + kMistralArgs.size());
       const std::optional<Value> v = json_at(s, i);
-      const std::optional<std::string> text = v ? arguments_text(*v) : std::nullopt;
+      const std::optional<std::string> text = v ? chat::compact_json_object(*v) : std::nullopt;
       if (!text) return false;
       call.arguments = *text;
       out.push_back(std::move(call));
@@ -356,14 +340,6 @@ std::string make_tool_call_id(ToolCallFormat format, uint64_t random) {
   std::string id = mistral ? "" : "call_";
   for (int k = 0; k < (mistral ? 9 : 24); ++k) id += kAlphabet[rng() % kAlphabet.size()];
   return id;
-}
-
-std::optional<std::string> compact_arguments(std::string_view json_text) {
-  try {
-    return arguments_text(chat::parse_json(json_text));
-  } catch (const chat::JsonError&) {
-    return std::nullopt;
-  }
 }
 
 }  // namespace server

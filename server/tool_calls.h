@@ -5,7 +5,6 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
-#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -50,10 +49,6 @@ struct ToolCallsAt {
   std::string trailing;
 };
 ToolCallsAt parse_tool_calls_at(ToolCallFormat format, std::string_view text, size_t pos);
-
-// A tool call's arguments as compact JSON text, from the JSON text a model wrote; nullopt unless it is a JSON object
-// that can be written back (no number too large for a double).
-std::optional<std::string> compact_arguments(std::string_view json_text);
 
 struct ParsedReply {
   // With tool calls: the text before and after them, trimmed (often empty). Without: the whole text, unchanged.

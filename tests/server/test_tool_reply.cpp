@@ -10,7 +10,7 @@
 #include "chat/json.h"
 #include "model/model.h"
 #include "server/api_response.h"
-#include "server/reasoning_split.h"
+#include "chat/reasoning_split.h"
 #include "server/tool_reply.h"
 #include "tokenizer/tokenizer.h"
 
@@ -64,8 +64,8 @@ TEST_F(ToolReplyTest, ACallAfterAThinkingBlock) {
     const Result r = streamed ? stream(ToolCallFormat::Hermes, reply) : whole(ToolCallFormat::Hermes, reply);
     ASSERT_EQ(r.end.calls.size(), 1u) << (streamed ? "streamed" : "whole");
     EXPECT_EQ(r.end.calls[0].name, "get_weather");
-    server::ReasoningSplit split(false);
-    server::ReasoningSplit::Piece a = split.push(r.streamed), b = split.push(r.end.content), c = split.finish();
+    chat::ReasoningSplit split(false);
+    chat::ReasoningSplit::Piece a = split.push(r.streamed), b = split.push(r.end.content), c = split.finish();
     EXPECT_EQ(a.reasoning + b.reasoning + c.reasoning, "The user wants the weather; I call the tool.");
     EXPECT_EQ(a.content + b.content + c.content, "");
   }

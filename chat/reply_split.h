@@ -7,12 +7,17 @@
 #include <string_view>
 #include <vector>
 
-#include "server/tool_calls.h"
 
-namespace server {
+namespace chat {
 
 struct ReplyPiece {
   std::string reasoning, content;
+};
+
+// A tool call a reply made in its format's own way: the function's name and its arguments as compact JSON text.
+struct ReplyCall {
+  std::string name;
+  std::string arguments;
 };
 
 class ReplySplit {
@@ -23,9 +28,9 @@ class ReplySplit {
   virtual ReplyPiece push(std::string_view text) = 0;
   // The end of the reply: what was held.
   virtual ReplyPiece finish() = 0;
-  // After finish: the tool calls the reply made in the format's own way (harmony's messages to functions); other
-  // formats' calls are read by ToolReply.
-  virtual std::vector<ToolCall> calls() const { return {}; }
+  // After finish: the tool calls the reply made in the format's own way (harmony's messages to functions); the
+  // server reads other formats' calls itself (server/tool_reply.h).
+  virtual std::vector<ReplyCall> calls() const { return {}; }
 };
 
 enum class ReplyFormat {
@@ -40,4 +45,4 @@ ReplyFormat detect_reply_format(std::string_view template_source);
 // harmony message to a function is then a call; otherwise its text is content).
 std::unique_ptr<ReplySplit> make_reply_split(ReplyFormat format, std::string_view prompt, bool calls_wanted);
 
-}  // namespace server
+}  // namespace chat

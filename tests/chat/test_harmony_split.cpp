@@ -1,15 +1,15 @@
-// gpt-oss's harmony replies divided by channel (server/harmony_split.h): analysis is reasoning, final and preambles
+// gpt-oss's harmony replies divided by channel (chat/harmony_split.h): analysis is reasoning, final and preambles
 // are content, a message to a function is a call when tools are offered; each reply gives the same however it is
 // cut into pieces (split_check.h).
 #include <gtest/gtest.h>
 
-#include "server/harmony_split.h"
-#include "server/reply_split.h"
+#include "chat/harmony_split.h"
+#include "chat/reply_split.h"
 #include "split_check.h"
 
 namespace {
 
-using server::HarmonySplit;
+using chat::HarmonySplit;
 
 split_check::Split split(const std::string& reply, bool calls_wanted = true) {
   return split_check::expect_same_cut_anyhow([calls_wanted] { return std::make_unique<HarmonySplit>(calls_wanted); },
@@ -73,11 +73,11 @@ TEST(HarmonySplit, RepliesThatAreNotHarmonyAreContent) {
 }
 
 TEST(HarmonySplit, FormatsFromTemplates) {
-  using server::ReplyFormat;
-  EXPECT_EQ(server::detect_reply_format("{{ '<|start|>assistant<|channel|>final<|message|>' }}"), ReplyFormat::Harmony);
-  EXPECT_EQ(server::detect_reply_format("{{ '<think>' }}"), ReplyFormat::Think);
-  EXPECT_EQ(server::detect_reply_format("<|im_start|>"), ReplyFormat::Plain);
-  EXPECT_EQ(server::make_reply_split(ReplyFormat::Plain, "", false), nullptr);
+  using chat::ReplyFormat;
+  EXPECT_EQ(chat::detect_reply_format("{{ '<|start|>assistant<|channel|>final<|message|>' }}"), ReplyFormat::Harmony);
+  EXPECT_EQ(chat::detect_reply_format("{{ '<think>' }}"), ReplyFormat::Think);
+  EXPECT_EQ(chat::detect_reply_format("<|im_start|>"), ReplyFormat::Plain);
+  EXPECT_EQ(chat::make_reply_split(ReplyFormat::Plain, "", false), nullptr);
 }
 
 }  // namespace

@@ -13,9 +13,9 @@
 #include <string_view>
 #include <vector>
 
-#include "server/reply_split.h"
+#include "chat/reply_split.h"
 
-namespace server {
+namespace chat {
 
 class HarmonySplit final : public ReplySplit {
  public:
@@ -23,7 +23,7 @@ class HarmonySplit final : public ReplySplit {
   explicit HarmonySplit(bool calls_wanted) : calls_wanted_(calls_wanted) {}
   ReplyPiece push(std::string_view text) override;
   ReplyPiece finish() override;
-  std::vector<ToolCall> calls() const override { return calls_; }
+  std::vector<ReplyCall> calls() const override { return calls_; }
 
  private:
   enum class State { Header, Body, Between, Plain };
@@ -36,7 +36,7 @@ class HarmonySplit final : public ReplySplit {
   std::string channel_;      // the current message's
   std::string function_;     // its recipient's function name, when it is a call
   std::string arguments_;    // the call's body so far
-  std::vector<ToolCall> calls_;
+  std::vector<ReplyCall> calls_;
 };
 
-}  // namespace server
+}  // namespace chat

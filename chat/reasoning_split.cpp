@@ -1,9 +1,9 @@
 // Reasoning split from content (see reasoning_split.h).
-#include "server/reasoning_split.h"
+#include "chat/reasoning_split.h"
 
 #include <algorithm>
 
-namespace server {
+namespace chat {
 namespace {
 
 constexpr std::string_view kOpen = "<think>";
@@ -108,4 +108,4 @@ ReasoningSplit::Piece ReasoningSplit::finish() {
   return out;
 }
 
-}  // namespace server
+}  // namespace chat

@@ -1,9 +1,12 @@
 // gpt-oss's harmony replies divided by channel (see harmony_split.h).
-#include "server/harmony_split.h"
+#include "chat/harmony_split.h"
 
 #include <algorithm>
+#include <optional>
 
-namespace server {
+#include "chat/json.h"
+
+namespace chat {
 namespace {
 
 constexpr std::string_view kStart = "<|start|>";
@@ -56,8 +59,8 @@ void HarmonySplit::body(std::string_view text, ReplyPiece& out) {
 void HarmonySplit::end_message(ReplyPiece& out) {
   if (!function_.empty()) {
     // The body must be a JSON object; anything else goes back to the user as it was written.
-    if (const std::optional<std::string> args = compact_arguments(arguments_))
-      calls_.push_back(ToolCall{"", function_, *args});
+    if (const std::optional<std::string> args = compact_json_text(arguments_))
+      calls_.push_back(ReplyCall{function_, *args});
     else
       out.content += arguments_;
   }
@@ -148,4 +151,4 @@ ReplyPiece HarmonySplit::finish() {
   return out;
 }
 
-}  // namespace server
+}  // namespace chat

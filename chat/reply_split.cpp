@@ -1,10 +1,10 @@
 // Which split a template's replies take (see reply_split.h).
-#include "server/reply_split.h"
+#include "chat/reply_split.h"
 
-#include "server/harmony_split.h"
-#include "server/reasoning_split.h"
+#include "chat/harmony_split.h"
+#include "chat/reasoning_split.h"
 
-namespace server {
+namespace chat {
 
 ReplyFormat detect_reply_format(std::string_view source) {
   if (source.find("<|channel|>") != std::string_view::npos && source.find("<|message|>") != std::string_view::npos)
@@ -21,4 +21,4 @@ std::unique_ptr<ReplySplit> make_reply_split(ReplyFormat format, std::string_vie
   return nullptr;
 }
 
-}  // namespace server
+}  // namespace chat

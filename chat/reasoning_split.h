@@ -11,9 +11,9 @@
 #include <string>
 #include <string_view>
 
-#include "server/reply_split.h"
+#include "chat/reply_split.h"
 
-namespace server {
+namespace chat {
 
 // Whether replies to prompts of this chat template may open with a <think> block (the template writes the tag:
 // it opens the block itself, strips earlier blocks from the history, or renders reasoning_content in one).
@@ -39,4 +39,4 @@ class ReasoningSplit final : public ReplySplit {
   bool content_begun_ = false;    // Content after a block: likewise
 };
 
-}  // namespace server
+}  // namespace chat

@@ -1,4 +1,4 @@
-// Checking a ReplySplit (server/reply_split.h) on one reply: pushed whole, a character at a time, and in two pieces
+// Checking a ReplySplit (chat/reply_split.h) on one reply: pushed whole, a character at a time, and in two pieces
 // at every cut, it must give the same reasoning and content (and calls).
 #pragma once
 #include <gtest/gtest.h>
@@ -9,29 +9,29 @@
 #include <string_view>
 #include <vector>
 
-#include "server/reply_split.h"
+#include "chat/reply_split.h"
 
 namespace split_check {
 
 struct Split {
   std::string reasoning, content;
-  std::vector<server::ToolCall> calls;
+  std::vector<chat::ReplyCall> calls;
 };
 
-inline Split run(server::ReplySplit& s, const std::vector<std::string_view>& pieces) {
+inline Split run(chat::ReplySplit& s, const std::vector<std::string_view>& pieces) {
   Split out;
   for (const std::string_view p : pieces) {
-    const server::ReplyPiece got = s.push(p);
+    const chat::ReplyPiece got = s.push(p);
     out.reasoning += got.reasoning;
     out.content += got.content;
   }
-  const server::ReplyPiece end = s.finish();
+  const chat::ReplyPiece end = s.finish();
   out.reasoning += end.reasoning, out.content += end.content;
   out.calls = s.calls();
   return out;
 }
 
-using Make = std::function<std::unique_ptr<server::ReplySplit>()>;
+using Make = std::function<std::unique_ptr<chat::ReplySplit>()>;
 
 // The whole reply's split, after checking that every way of cutting it gives the same.
 inline Split expect_same_cut_anyhow(const Make& make, const std::string& reply) {

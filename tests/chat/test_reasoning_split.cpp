@@ -1,13 +1,13 @@
-// The reasoning of a chat reply split from its content (server/reasoning_split.h): whole replies of each shape, and
+// The reasoning of a chat reply split from its content (chat/reasoning_split.h): whole replies of each shape, and
 // the same reply pushed a character at a time or in two pieces at every cut gives the same two texts.
 #include <gtest/gtest.h>
 
-#include "server/reasoning_split.h"
+#include "chat/reasoning_split.h"
 #include "split_check.h"
 
 namespace {
 
-using server::ReasoningSplit;
+using chat::ReasoningSplit;
 
 void expect_split(const std::string& reply, bool inside, const std::string& reasoning, const std::string& content) {
   const split_check::Split got = split_check::expect_same_cut_anyhow(
@@ -41,12 +41,12 @@ TEST(ReasoningSplit, APromptThatOpenedTheBlockStartsInside) {
 }
 
 TEST(ReasoningSplit, TemplatesAndPrompts) {
-  EXPECT_TRUE(server::template_thinks("{{ '<think>\\n' }}"));
-  EXPECT_TRUE(server::template_thinks("{% set c = content.split('</think>')[-1] %}"));
-  EXPECT_FALSE(server::template_thinks("<|im_start|>assistant\n"));
-  EXPECT_TRUE(server::prompt_opens_thinking("<|Assistant|><think>\n"));
-  EXPECT_FALSE(server::prompt_opens_thinking("<|im_start|>assistant\n<think>\n\n</think>\n\n"));
-  EXPECT_FALSE(server::prompt_opens_thinking("<|im_start|>assistant\n"));
+  EXPECT_TRUE(chat::template_thinks("{{ '<think>\\n' }}"));
+  EXPECT_TRUE(chat::template_thinks("{% set c = content.split('</think>')[-1] %}"));
+  EXPECT_FALSE(chat::template_thinks("<|im_start|>assistant\n"));
+  EXPECT_TRUE(chat::prompt_opens_thinking("<|Assistant|><think>\n"));
+  EXPECT_FALSE(chat::prompt_opens_thinking("<|im_start|>assistant\n<think>\n\n</think>\n\n"));
+  EXPECT_FALSE(chat::prompt_opens_thinking("<|im_start|>assistant\n"));
 }
 
 }  // namespace
