@@ -45,6 +45,7 @@ int run_chat(ChatFlags& f) {
   runtime::ChatSession chat(*l.session, l.tok, std::move(tmpl), options);
 
   const bool tty = isatty(STDIN_FILENO) != 0;
+  const bool out_tty = isatty(STDOUT_FILENO) != 0;
   InterruptGuard guard;  // Ctrl-C stops the reply, not the program
   if (tty) std::fprintf(stderr, "llm-run chat: /reset starts over, /exit or Ctrl-D ends, Ctrl-C stops a reply\n");
   std::string line;
@@ -62,14 +63,32 @@ int run_chat(ChatFlags& f) {
     }
     if (line.empty()) continue;
     clear_interrupt();
+    // A thinking model's reasoning (chat/reply_split.h) is shown before its answer, faint on a terminal, and a
+    // blank line apart from it.
+    bool thinking = false;
+    const auto write = [](std::string_view text) {
+      std::fwrite(text.data(), 1, text.size(), stdout);
+      std::fflush(stdout);
+    };
     try {
+      const auto end_thinking = [&] {
+        if (!thinking) return;
+        thinking = false;
+        write(out_tty ? "\x1b[0m\n\n" : "\n\n");
+      };
       const runtime::TurnResult r = chat.turn(
           line,
-          [](std::string_view text) {
-            std::fwrite(text.data(), 1, text.size(), stdout);
-            std::fflush(stdout);
+          [&](std::string_view text) {
+            end_thinking();
+            write(text);
           },
-          [](const std::string& note) { std::fprintf(stderr, "\nllm-run: %s\n", note.c_str()); });
+          [](const std::string& note) { std::fprintf(stderr, "\nllm-run: %s\n", note.c_str()); },
+          [&](std::string_view text) {
+            if (!thinking && out_tty) write("\x1b[2m");
+            thinking = true;
+            write(text);
+          });
+      if (thinking && out_tty) write("\x1b[0m");
       std::fputc('\n', stdout);
       std::fflush(stdout);
       if (f.run.session.verbose) {
@@ -79,6 +98,7 @@ int run_chat(ChatFlags& f) {
                      g.generate_ms > 0 ? g.generated.size() * 1000.0 / g.generate_ms : 0.0, runtime::stop_reason_name(g.stop));
       }
     } catch (const runtime::SessionError& e) {
+      if (thinking && out_tty) write("\x1b[0m");
       std::fprintf(stderr, "llm-run: error: %s\n", e.what());
     }
   }

@@ -2,13 +2,18 @@
 #include "runtime/chat_session.h"
 
 #include <algorithm>
+#include <memory>
 
 #include "tokenizer/tokenizer.h"
 
 namespace runtime {
 
 ChatSession::ChatSession(Session& session, const tokenizer::Tokenizer& tok, chat::ChatTemplate tmpl, ChatOptions options)
-    : session_(session), tok_(tok), tmpl_(std::move(tmpl)), options_(std::move(options)) {
+    : session_(session),
+      tok_(tok),
+      tmpl_(std::move(tmpl)),
+      options_(std::move(options)),
+      reply_format_(chat::detect_reply_format(tmpl_.source())) {
   reset();
 }
 
@@ -30,12 +35,15 @@ std::vector<int32_t> chat_prompt_ids(const tokenizer::Tokenizer& tok, std::strin
   return ids;
 }
 
-std::vector<int32_t> ChatSession::prompt_tokens() const {
+std::string ChatSession::rendered_prompt() const {
   const TemplateTokens bound = template_tokens(tok_);
-  return chat_prompt_ids(tok_, tmpl_.render(messages_, /*add_generation_prompt=*/true, bound.bos, bound.eos));
+  return tmpl_.render(messages_, /*add_generation_prompt=*/true, bound.bos, bound.eos);
 }
 
-TurnResult ChatSession::turn(const std::string& user_text, const TextSink& sink, const NoteSink& note) {
+std::vector<int32_t> ChatSession::prompt_tokens() const { return chat_prompt_ids(tok_, rendered_prompt()); }
+
+TurnResult ChatSession::turn(const std::string& user_text, const TextSink& sink, const NoteSink& note,
+                             const TextSink& reasoning) {
   TurnResult result;
   messages_.push_back(chat::ChatMessage{"user", chat::jinja::Value(user_text), {}});
   const size_t first_turn = options_.system.empty() ? 0 : 1;
@@ -71,16 +79,30 @@ TurnResult ChatSession::turn(const std::string& user_text, const TextSink& sink,
   g.echo_prompt = false;
   g.warmup = g.warmup && !warmed_up_;
   const std::span<const int32_t> fresh(prompt.data() + common, prompt.size() - common);
-  std::string reply;
+  // The reply's reasoning and content apart, where the template marks them; else all of it is content.
+  const std::unique_ptr<chat::ReplySplit> split =
+      reply_format_ == chat::ReplyFormat::Plain ? nullptr
+                                                : chat::make_reply_split(reply_format_, rendered_prompt(), false);
+  const auto deliver = [&](const chat::ReplyPiece& piece) {
+    if (!piece.reasoning.empty()) {
+      result.reasoning += piece.reasoning;
+      if (reasoning) reasoning(piece.reasoning);
+    }
+    if (!piece.content.empty()) {
+      result.reply += piece.content;
+      sink(piece.content);
+    }
+  };
   result.generation = generate(session_, tok_, fresh, g, [&](std::string_view text) {
-    reply += text;
-    sink(text);
+    deliver(split ? split->push(text) : chat::ReplyPiece{"", std::string(text)});
   });
+  if (split) deliver(split->finish());
   warmed_up_ = true;
   cached_.assign(prompt.begin(), prompt.end());
   cached_.insert(cached_.end(), result.generation.generated.begin(), result.generation.generated.end());
-  messages_.push_back(chat::ChatMessage{"assistant", chat::jinja::Value(reply), {}});
-  result.reply = std::move(reply);
+  chat::ChatMessage reply{"assistant", chat::jinja::Value(result.reply), {}};
+  if (!result.reasoning.empty()) reply.extra.emplace_back("reasoning_content", chat::jinja::Value(result.reasoning));
+  messages_.push_back(std::move(reply));
   return result;
 }
 

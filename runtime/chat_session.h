@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "chat/chat_template.h"
+#include "chat/reply_split.h"
 #include "runtime/generate.h"
 #include "runtime/session.h"
 
@@ -27,7 +28,10 @@ struct ChatOptions {
 };
 
 struct TurnResult {
-  std::string reply;           // the assistant's text as stored in the conversation
+  std::string reply;           // the assistant's text as stored in the conversation: its content
+  // Where the template marks reasoning (a <think> block, gpt-oss's analysis channel: chat/reply_split.h), the
+  // reply's reasoning, kept apart from its content; empty otherwise.
+  std::string reasoning;
   GenerateResult generation;
   int32_t reused_tokens = 0;   // prompt tokens already in the KV cache
   int32_t dropped_turns = 0;   // user/assistant pairs removed to make room
@@ -53,9 +57,12 @@ class ChatSession {
  public:
   ChatSession(Session& session, const tokenizer::Tokenizer& tok, chat::ChatTemplate tmpl, ChatOptions options);
 
-  // Adds the user's message, generates the reply (streamed to sink), adds it to the conversation.
+  // Adds the user's message, generates the reply (streamed to sink), adds it to the conversation. Where the
+  // template marks reasoning, the reply's reasoning streams to `reasoning` instead (dropped when it is empty), and
+  // the conversation keeps it apart from the content (as reasoning_content), as the template expects replies back.
   // Throws SessionError when even the newest message alone does not fit the context.
-  TurnResult turn(const std::string& user_text, const TextSink& sink, const NoteSink& note);
+  TurnResult turn(const std::string& user_text, const TextSink& sink, const NoteSink& note,
+                  const TextSink& reasoning = {});
   void reset();                 // forgets every turn but the system prompt
   const std::vector<chat::ChatMessage>& messages() const { return messages_; }
   // The token ids the template gives the current conversation with the assistant header appended.
@@ -66,7 +73,9 @@ class ChatSession {
   const tokenizer::Tokenizer& tok_;
   chat::ChatTemplate tmpl_;
   ChatOptions options_;
+  std::string rendered_prompt() const;  // the conversation through the template, with the generation prompt
   std::vector<chat::ChatMessage> messages_;
+  chat::ReplyFormat reply_format_;       // how this template's replies mark reasoning (chat/reply_split.h)
   std::vector<int32_t> cached_;  // ids whose K/V occupy cache slots [0, cached_.size())
   bool warmed_up_ = false;       // the first turn ran (with its warm-up, when asked for)
 };

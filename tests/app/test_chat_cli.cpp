@@ -109,6 +109,42 @@ TEST(ChatSession, SecondTurnReusesTheCache) {
   EXPECT_EQ(second.generation.generated, again.generation.generated);
 }
 
+// A template whose generation prompt opens a <think> block (DeepSeek-R1's way): the reply (stories260K never closes
+// the block) is reasoning, streamed to the reasoning sink, not to the content's; the conversation keeps it as
+// reasoning_content beside an empty content, and the next turn renders and runs. Without a reasoning sink it is
+// not shown at all.
+TEST(ChatSession, ReasoningOfAThinkingTemplateStreamsApart) {
+  REQUIRE_ASSET(path, "models/stories260K-f32.gguf");
+  const chat::ChatTemplate think = chat::ChatTemplate::parse(
+      "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+      "{% if add_generation_prompt %}<|im_start|>assistant\n<think>\n{% endif %}");
+  Fixture f = load(path, 512);
+  runtime::ChatSession chat(*f.session, *f.tok, think, greedy(8));
+  std::string content, reasoning;
+  const auto r = chat.turn(
+      "Hello", [&](std::string_view t) { content += t; }, [](const std::string&) {},
+      [&](std::string_view t) { reasoning += t; });
+  EXPECT_EQ(content, "");
+  EXPECT_EQ(r.reply, "");
+  EXPECT_FALSE(r.reasoning.empty());
+  EXPECT_EQ(reasoning, r.reasoning);
+  const chat::ChatMessage& kept = chat.messages().back();
+  ASSERT_EQ(kept.extra.size(), 1u);
+  EXPECT_EQ(kept.extra[0].first, "reasoning_content");
+  EXPECT_EQ(kept.extra[0].second.as_string(), r.reasoning);
+  std::string quiet;
+  const auto second = chat.turn("Again", [&](std::string_view t) { quiet += t; }, [](const std::string&) {});
+  EXPECT_EQ(quiet, "");
+  EXPECT_FALSE(second.reasoning.empty());
+  // A plain template keeps every reply whole as content.
+  Fixture g = load(path, 512);
+  runtime::ChatSession plain(*g.session, *g.tok, chat::ChatTemplate::builtin("chatml"), greedy(8));
+  std::string all;
+  const auto p = plain.turn("Hello", [&](std::string_view t) { all += t; }, [](const std::string&) {});
+  EXPECT_EQ(p.reply, all);
+  EXPECT_TRUE(p.reasoning.empty());
+}
+
 TEST(ChatSession, FullContextDropsOldestTurnsKeepingSystem) {
   REQUIRE_ASSET(path, "models/synth-qwen2-Q4_K_M.gguf");
   Fixture f = load(path, 96);
