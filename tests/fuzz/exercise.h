@@ -48,7 +48,8 @@ void exercise_chat_template(Bytes input);
 // HTTP request parser (server/api_request.h): the input is a request body, parsed as every route parses it.
 void exercise_api_request(Bytes input);
 
-// Tool-call reader (server/tool_calls.h): byte 0 picks the format, the rest is a model's reply.
+// Reply readers: byte 0 picks the tool-call format (server/tool_calls.h) or the reply split (chat/reply_split.h), the
+// rest is a model's reply.
 void exercise_tool_calls(Bytes input);
 
 // Per-input heap budget the fuzz entry points enforce (alloc_guard.cpp): the live heap growing during one input

@@ -536,7 +536,8 @@ std::vector<Seed> api_request_seeds() {
 }
 
 std::vector<Seed> tool_calls_seeds() {
-  // Byte 0: 1 Llama 3, 2 Hermes / Qwen, 3 Mistral, 4 Granite (exercise_tool_calls.cpp's order).
+  // Byte 0: 1 Llama 3, 2 Hermes / Qwen, 3 Mistral, 4 Granite; 5 think blocks, 6 think blocks the prompt opened,
+  // 7 harmony channels (exercise_tool_calls.cpp's order).
   const std::pair<const char*, std::string> replies[] = {
       {"llama3", "\x01{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\", \"days\": 3}}"},
       {"llama3-python-tag", "\x01<|python_tag|>{\"type\": \"function\", \"name\": \"f\", \"parameters\": {}}; "
@@ -552,6 +553,12 @@ std::vector<Seed> tool_calls_seeds() {
       {"mistral-args", "\x03Sure.[TOOL_CALLS]a[ARGS]{\"x\": 1}[TOOL_CALLS]b[CALL_ID]abc123XYZ[ARGS]{}"},
       {"granite", "\x04<|tool_call|>[{\"name\": \"a\", \"arguments\": {\"x\": \"}{][\"}}]"},
       {"huge-number", "\x02<tool_call>{\"name\": \"a\", \"arguments\": {\"n\": 1e999}}</tool_call>"},
+      {"think", "\x05\n<think>\nThe user greets.\n</think>\n\nHello <think>again</think>"},
+      {"think-opened", "\x06Let me see.</thi\n</think>\n\n42"},
+      {"harmony", "\x07<|channel|>analysis<|message|>Need weather.<|end|><|start|>assistant<|channel|>commentary "
+                  "to=functions.get <|constrain|>json<|message|>{\"city\": \"Paris\"}"},
+      {"harmony-final", "\x07 to=functions.x<|channel|>commentary json<|message|>[1]<|end|><|start|>assistant"
+                        "<|channel|>final<|message|>Done.<|end|>trailing"},
   };
   std::vector<Seed> out;
   for (const auto& [name, reply] : replies) out.push_back(text_seed(name, reply));
