@@ -145,8 +145,9 @@ void register_serve(CLI::App& root, Action& chosen) {
                   "Let web pages of this origin (https://host[:port], or * for any) call the API from a browser "
                   "(CORS); repeat for several")
       ->check([](const std::string& o) -> std::string {
-        if (o == "*" || ((o.starts_with("http://") || o.starts_with("https://")) && o.find('/', 8) == std::string::npos &&
-                         o.find_first_of(" \t\r\n,") == std::string::npos))
+        // scheme://host[:port], nothing after it: the form a browser's Origin header takes.
+        const bool web = o.starts_with("http://") || o.starts_with("https://");
+        if (o == "*" || (web && o.find('/', 8) == std::string::npos && o.find_first_of(" \t\r\n,") == std::string::npos))
           return {};
         return "expected * or an origin such as https://chat.example.org, got '" + o + "'";
       });

@@ -118,7 +118,7 @@ std::string choice_events(RouteContext& ctx, const ResponseHead& head, Choice& c
   std::string out;
   if (c.first && head.route == Route::Chat) out += sse_event(chunk_json(head, "", true, "", "null", c.index));
   c.first = false;
-  // The reply's text as reasoning and content chunks (reasoning_split.h): lp, when not null, goes with the first
+  // The reply's text as reasoning and content chunks (chat/reply_split.h): lp, when not null, goes with the first
   // chunk, or alone in an empty one when the split holds all of the text back.
   const auto send = [&](const std::string& text, std::string lp, bool last) {
     chat::ReplyPiece piece;
@@ -135,7 +135,8 @@ std::string choice_events(RouteContext& ctx, const ResponseHead& head, Choice& c
       out += sse_event(reasoning_chunk_json(head, piece.reasoning, lp, c.index));
       lp = "null";
     }
-    if (!piece.content.empty() || lp != "null") out += sse_event(chunk_json(head, piece.content, false, "", lp, c.index));
+    if (!piece.content.empty() || lp != "null")
+      out += sse_event(chunk_json(head, piece.content, false, "", lp, c.index));
   };
   const std::string text = c.tools ? c.tools->push(t.tokens) : t.text;
   std::string lp = "null";
@@ -353,7 +354,7 @@ void handle_completion(RouteContext& ctx, const httplib::Request& req, httplib::
   std::vector<std::vector<int32_t>> ids;
   std::string chat_prompt;
   for (size_t p = 0; p < n_prompts; ++p) ids.push_back(prompt_ids(ctx, r, p, &chat_prompt));
-  // Where the template marks reasoning, each chat reply's is split from its content (reply_split.h).
+  // Where the template marks reasoning, each chat reply's is split from its content (chat/reply_split.h).
   const chat::ReplyFormat reply_format = route == Route::Chat ? ctx.reply_format : chat::ReplyFormat::Plain;
   auto wakeup = std::make_shared<ChannelWakeup>();
   std::vector<std::shared_ptr<Choice>> choices;
