@@ -85,12 +85,13 @@ ReplyPiece HarmonySplit::push(std::string_view text) {
             continue;
           }
         }
+        // However the text came in pieces: a header is what precedes the first <|message|> within kMaxHeader.
         const size_t m = held_.find(kMessage);
-        if (m == std::string::npos) {
-          if (held_.size() > kMaxHeader) state_ = State::Plain;
-          if (state_ == State::Plain) continue;
-          return out;
+        if (m == std::string::npos ? held_.size() > kMaxHeader : m > kMaxHeader) {
+          state_ = State::Plain;
+          continue;
         }
+        if (m == std::string::npos) return out;
         const std::string_view header = std::string_view(held_).substr(0, m);
         channel_ = word_after(header, kChannel);
         const std::string recipient = word_after(header, kTo);

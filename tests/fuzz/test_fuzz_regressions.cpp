@@ -132,4 +132,15 @@ TEST(FuzzRegression, ErrorBodyQuotingABadByteIsValidJson) {
   EXPECT_NO_THROW(fuzz::exercise_api_request(bytes_of("{\"prompt\": \xb7" "1, 2]}")));
 }
 
+// Found by fuzz_tool_calls in its first minute over the harmony split (2026-12, session 49): a header whose
+// <|message|> came more than 256 bytes in was a header when the reply came whole and plain text when it came in
+// pieces (the bound was checked on the text held so far). Fixed in chat/harmony_split.cpp: the bound applies to
+// where <|message|> is, however the text arrives. A shortened form of the input.
+TEST(FuzzRegression, HarmonyHeaderBoundIsTheSameInPieces) {
+  std::string input = "\x07 to=functions.x<|channel|>commentary json";
+  input += std::string(260, 'y');
+  input += "<|message|>[0]<|end|><|start|>assistant<|channel|>final<|message|>ok";
+  EXPECT_NO_THROW(fuzz::exercise_tool_calls(bytes_of(input)));
+}
+
 }  // namespace
