@@ -136,11 +136,12 @@ class ServerTest : public ::testing::Test {
     return text;
   }
   std::vector<int32_t> completion_prompt(const std::string& text) { return runtime::tokenize_prompt(*tok_, text); }
-  std::vector<int32_t> chat_prompt(const std::string& user) {
+  // The prompt ids of one user message through a template (empty: the built-in chatml the server defaults to).
+  std::vector<int32_t> chat_prompt(const std::string& user, const std::string& template_text = "") {
     const auto bound = runtime::template_tokens(*tok_);
-    const std::string text =
-        chat::ChatTemplate::builtin("chatml").render({{"user", Value(user), {}}}, true, bound.bos, bound.eos);
-    return runtime::chat_prompt_ids(*tok_, text);
+    const chat::ChatTemplate tmpl =
+        template_text.empty() ? chat::ChatTemplate::builtin("chatml") : chat::ChatTemplate::parse(template_text);
+    return runtime::chat_prompt_ids(*tok_, tmpl.render({{"user", Value(user), {}}}, true, bound.bos, bound.eos));
   }
 
   std::shared_ptr<const model::Model> model_;

@@ -327,10 +327,7 @@ TEST_F(ServerTest, ReasoningOfAThinkingTemplate) {
   const std::string tmpl =
       "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
       "<|im_start|>assistant\n<think>\n";
-  const auto bound = runtime::template_tokens(*tok_);
-  const std::string prompt =
-      chat::ChatTemplate::parse(tmpl).render({{"user", Value("Tell me a story."), {}}}, true, bound.bos, bound.eos);
-  const std::string text = greedy(runtime::chat_prompt_ids(*tok_, prompt), 20);
+  const std::string text = greedy(chat_prompt("Tell me a story.", tmpl), 20);
   const size_t b = text.find_first_not_of(" \n"), e = text.find_last_not_of(" \n");
   ASSERT_NE(b, std::string::npos) << text;
   const std::string trimmed = text.substr(b, e + 1 - b);
@@ -396,10 +393,7 @@ TEST_F(ServerTest, HarmonyTemplateKeepsAPlainReply) {
       "{% for m in messages %}<|start|>{{ m.role }}<|message|>{{ m.content }}<|end|>{% endfor %}"
       "{# analysis and final go in <|channel|> #}<|start|>assistant";
   start(c);
-  const auto bound = runtime::template_tokens(*tok_);
-  const std::string prompt = chat::ChatTemplate::parse(c.template_text)
-                                 .render({{"user", Value("Tell me a story."), {}}}, true, bound.bos, bound.eos);
-  const std::string text = greedy(runtime::chat_prompt_ids(*tok_, prompt), 16);
+  const std::string text = greedy(chat_prompt("Tell me a story.", c.template_text), 16);
   const std::string body =
       R"({"messages": [{"role": "user", "content": "Tell me a story."}], "max_tokens": 16, "temperature": 0)";
   for (const std::string tools : {"", R"(, "tools": [{"type": "function", "function": {"name": "f"}}])"}) {
