@@ -85,9 +85,10 @@ ReplyPiece HarmonySplit::push(std::string_view text) {
             continue;
           }
         }
-        // However the text came in pieces: a header is what precedes the first <|message|> within kMaxHeader.
+        // However the text came in pieces: a header is what precedes a first <|message|> that starts within
+        // kMaxHeader bytes. Without one yet, only a text too long for one to start there still settles it.
         const size_t m = held_.find(kMessage);
-        if (m == std::string::npos ? held_.size() > kMaxHeader : m > kMaxHeader) {
+        if (m == std::string::npos ? held_.size() >= kMaxHeader + kMessage.size() : m > kMaxHeader) {
           state_ = State::Plain;
           continue;
         }

@@ -141,6 +141,12 @@ TEST(FuzzRegression, HarmonyHeaderBoundIsTheSameInPieces) {
   input += std::string(260, 'y');
   input += "<|message|>[0]<|end|><|start|>assistant<|channel|>final<|message|>ok";
   EXPECT_NO_THROW(fuzz::exercise_tool_calls(bytes_of(input)));
+  // Found by the next run: a <|message|> starting just within the bound, so a text held before its last bytes
+  // arrived had already passed the bound; only a text too long for one to start within it settles that.
+  std::string within = "\x07 to=functions.x<|channel|>commentary json";
+  within += std::string(256 - within.size() + 1 - 3, 'y');  // <|message|> starts 3 bytes before the bound
+  within += "<|message|>[1]<|end|><|start|>assistant<|channel|>final<|message|>Done";
+  EXPECT_NO_THROW(fuzz::exercise_tool_calls(bytes_of(within)));
 }
 
 }  // namespace
