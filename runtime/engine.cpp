@@ -193,6 +193,7 @@ void Engine::run(Job& job) {
   g.sampling = req.sampling;
   g.stop_strings = req.stop;  // the loop stops at once; StopText decides what is shown
   g.stop_requested = [&job] { return job.cancelled.load(); };
+  g.constraint = req.constraint.get();
   std::vector<int32_t> ids;  // generated since the last Text event
   std::vector<TokenLogprobs> logprobs;  // theirs, when asked
   TokenLogprobs sampled;                // the last sampled id's, until it turns out to be generated

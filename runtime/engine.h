@@ -22,6 +22,7 @@
 #include <thread>
 #include <vector>
 
+#include "runtime/token_constraint.h"
 #include "runtime/events.h"
 #include "runtime/logprobs.h"
 #include "runtime/sampler.h"
@@ -64,6 +65,9 @@ struct EngineRequest {
   // >= 0: each generated token comes with its logprob and this many most likely alternatives (runtime/logprobs.h),
   // computed from the raw logits; -1: none, and nothing is computed.
   int32_t top_logprobs = -1;
+  // Set: what may come next, token by token (JSON mode: json_constraint.h); this request's own, since it keeps the
+  // request's place. Its steps are drawn on the host from the masked logits.
+  std::shared_ptr<TokenConstraint> constraint;
 };
 
 enum class FinishReason { Stop, Length, Cancelled, Error };

@@ -65,8 +65,20 @@ GenerateResult generate(Session& session, const tokenizer::Tokenizer& tok, std::
   t0 = std::chrono::steady_clock::now();
   uint64_t step = 0;
   std::string generated_text;  // only kept when stop strings are watched
-  int32_t next = sampler.sample(logits, history, step);
-  if (options.on_sample) options.on_sample(next, logits);
+  std::vector<float> masked;   // a constrained step's logits
+  const auto draw = [&](std::span<const float> row) {
+    std::span<const float> use = row;
+    if (options.constraint) {
+      masked.assign(row.begin(), row.end());
+      options.constraint->mask(masked);
+      use = masked;
+    }
+    const int32_t id = sampler.sample(use, history, step);
+    if (options.constraint) options.constraint->accept(id);
+    if (options.on_sample) options.on_sample(id, row);
+    return id;
+  };
+  int32_t next = draw(logits);
   for (;;) {
     if (options.stop_requested && options.stop_requested()) {
       r.stop = StopReason::Interrupted;
@@ -107,13 +119,12 @@ GenerateResult generate(Session& session, const tokenizer::Tokenizer& tok, std::
     const bool more = options.n_predict < 0 || static_cast<int64_t>(r.generated.size()) + 1 < options.n_predict;
     const SampleRequest req{&options.sampling, step, history, more};
     std::optional<int32_t> fused;
-    if (!options.on_sample) fused = session.decode_sample(next, static_cast<int32_t>(pos), req);
+    if (!options.on_sample && !options.constraint) fused = session.decode_sample(next, static_cast<int32_t>(pos), req);
     if (fused) {
       next = *fused;
     } else {
       logits = session.eval(std::span<const int32_t>(&next, 1), static_cast<int32_t>(pos), /*all_logits=*/false);
-      next = sampler.sample(logits, history, step);
-      if (options.on_sample) options.on_sample(next, logits);
+      next = draw(logits);
     }
   }
   sink(decoder.flush());

@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "runtime/token_constraint.h"
 #include "runtime/sampler.h"
 #include "runtime/session.h"
 
@@ -39,6 +40,9 @@ struct GenerateOptions {
   // eval() and the CPU sampler: a session that samples on its device (Session::decode_sample) has no logits to
   // show. Unset, nothing changes for the command line.
   std::function<void(int32_t id, std::span<const float> logits)> on_sample;
+  // What may come next (token_constraint.h): each step is drawn from the logits with its mask, and the constraint
+  // takes the token. Set, every step goes through eval() and the CPU sampler, as with on_sample.
+  TokenConstraint* constraint = nullptr;
 };
 
 enum class StopReason { EndOfGeneration, TokenLimit, ContextFull, Interrupted, StopString };

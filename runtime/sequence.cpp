@@ -21,14 +21,22 @@ SequenceGeneration::SequenceGeneration(const tokenizer::Tokenizer& tok, const En
 }
 
 int32_t SequenceGeneration::sample(std::span<const float> logits) {
-  const int32_t id = sampler_.sample(logits, tokens_, step_++);
+  std::span<const float> row = logits;
+  if (req_.constraint) {  // the sampler sees only what may come next
+    masked_.assign(logits.begin(), logits.end());
+    req_.constraint->mask(masked_);
+    row = masked_;
+  }
+  const int32_t id = sampler_.sample(row, tokens_, step_++);
+  if (req_.constraint) req_.constraint->accept(id);
+  // The model's own probabilities, as OpenAI reports them with a response format too.
   if (req_.top_logprobs >= 0) sampled_logprobs_ = token_logprobs(logits, id, req_.top_logprobs);
   return id;
 }
 
 bool SequenceGeneration::argmax_is_sample() const {
   const SamplerParams& p = req_.sampling;
-  return p.temp <= 0.0f && !p.penalties() && p.logit_bias.empty() && req_.top_logprobs < 0;
+  return p.temp <= 0.0f && !p.penalties() && p.logit_bias.empty() && req_.top_logprobs < 0 && !req_.constraint;
 }
 
 RowDraw SequenceGeneration::device_draw() const { return RowDraw{&req_.sampling, step_, tokens_}; }

@@ -28,9 +28,9 @@ class SequenceGeneration {
   // row is the token sample() would draw, and the logits need not leave the device.
   bool argmax_is_sample() const;
   // Whether a paged session may draw the next token on its device (device_draw): every request but one that wants
-  // logprobs, which come from the logits on the host. What the device cannot draw (a logit bias, parameters past
+  // logprobs, which come from the logits on the host, or one with a constraint, whose mask is applied there. What the device cannot draw (a logit bias, parameters past
   // its limits) the session leaves undrawn and returns the logits for (Session::paged_draws).
-  bool device_drawable() const { return req_.top_logprobs < 0; }
+  bool device_drawable() const { return req_.top_logprobs < 0 && !req_.constraint; }
   // The draw as sample() would make it: the parameters, the draw counter and the history.
   RowDraw device_draw() const;
   // A token the device took for this sequence (the argmax when argmax_is_sample(), or device_draw()'s draw), as
@@ -70,6 +70,7 @@ class SequenceGeneration {
   std::string generated_text_;      // kept only when stop strings are watched
   bool callback_cancelled_ = false;
   TokenLogprobs sampled_logprobs_;  // of the last sampled token, when the request asks
+  std::vector<float> masked_;       // the logits row with the constraint's mask, when the request has one
 };
 
 }  // namespace runtime

@@ -231,6 +231,25 @@ int32_t parse_logprobs(const Value& obj, Route route) {
 
 }  // namespace
 
+// response_format: {"type": "text"} (the default) or {"type": "json_object"} (JSON mode: true). A JSON schema is
+// refused rather than read as any object, which would pass off output that ignores the schema as conforming.
+bool parse_response_format(const Value& obj) {
+  const Value* rf = field(obj, "response_format");
+  if (!rf) return false;
+  if (!rf->is_object() || rf->is_namespace())
+    throw invalid_field("response_format", "response_format must be an object such as {\"type\": \"json_object\"}");
+  const Value* type = field(*rf, "type");
+  if (!type || !type->is_string())
+    throw invalid_field("response_format.type", "response_format.type must be \"text\" or \"json_object\"");
+  if (type->as_string() == "text") return false;
+  if (type->as_string() == "json_object") return true;
+  if (type->as_string() == "json_schema")
+    throw invalid_field("response_format", "response_format json_schema is not supported yet (json_object is: the "
+                                           "output is one JSON object, of no particular schema)",
+                        "unsupported_parameter");
+  throw invalid_field("response_format.type", "response_format.type must be \"text\" or \"json_object\"");
+}
+
 CompletionRequest parse_completion_request(std::string_view body, Route route) {
   const Value obj = parse_object(body);
   CompletionRequest r;
@@ -265,6 +284,7 @@ CompletionRequest parse_completion_request(std::string_view body, Route route) {
   r.seed_given = seed >= 0;
   if (r.seed_given) s.seed = static_cast<uint64_t>(seed);
 
+  r.json_object = parse_response_format(obj);
   r.stop = get_stop(obj);
   r.ignore_eos = get_bool(obj, "ignore_eos", false);
   r.stream = get_bool(obj, "stream", false);

@@ -1,6 +1,6 @@
 // Request bodies of the OpenAI-compatible routes, parsed and validated into typed values before anything runs. Every
 // problem is an ApiError (400) naming the field, so a bad request is answered at once and touches no engine state.
-// Fields the server does not use (user, response_format, parallel_tool_calls, ...) are accepted and ignored;
+// Fields the server does not use (user, parallel_tool_calls, ...) are accepted and ignored;
 // docs/server.md lists every field and what it does.
 #pragma once
 #include <cstdint>
@@ -48,6 +48,8 @@ struct CompletionRequest {
   // Per-token logprobs with this many alternatives: chat's logprobs: true with top_logprobs (0..20), completions'
   // logprobs (0..5); -1: none.
   int32_t top_logprobs = -1;
+  // response_format {"type": "json_object"}: the output is held to one JSON object (runtime/json_constraint.h).
+  bool json_object = false;
 };
 
 // Choices one request may ask for in all (prompts x n): each is a sequence of the engine, beside other clients'.

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <random>
 #include <string>
@@ -14,6 +15,7 @@
 #include "chat/chat_template.h"
 #include "chat/reply_split.h"
 #include "runtime/engine.h"
+#include "runtime/json_constraint.h"
 #include "server/api_error.h"
 #include "server/api_request.h"
 #include "server/api_response.h"
@@ -53,6 +55,11 @@ struct RouteContext {
   int open_responses = 0;
   void open_response();
   void close_response();
+
+  // JSON mode's view of the vocabulary (runtime/json_constraint.h), made on the first JSON-mode request.
+  std::shared_ptr<const runtime::JsonVocabulary> json_vocabulary();
+  std::once_flag json_once;
+  std::shared_ptr<const runtime::JsonVocabulary> json_vocab;
 
   std::mutex seed_mutex;
   std::mt19937_64 seed_rng{std::random_device{}()};

@@ -34,6 +34,11 @@ uint64_t RouteContext::random_seed() {
   return seed_rng();
 }
 
+std::shared_ptr<const runtime::JsonVocabulary> RouteContext::json_vocabulary() {
+  std::call_once(json_once, [this] { json_vocab = std::make_shared<runtime::JsonVocabulary>(engine.tokenizer()); });
+  return json_vocab;
+}
+
 void send_json(httplib::Response& res, const std::string& body) { res.set_content(body, "application/json"); }
 
 void send_error(const RouteContext& ctx, httplib::Response& res, const ApiError& e) {

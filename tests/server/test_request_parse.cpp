@@ -153,6 +153,32 @@ TEST(RequestParse, TemplateVariables) {
   EXPECT_EQ(param_of(msgs + R"("reasoning_effort": 1})", Route::Chat), "reasoning_effort");
 }
 
+// response_format: text (or absent) is plain, json_object is JSON mode, a JSON schema is refused as unsupported
+// rather than read as any object, and anything else is a 400 naming the field.
+TEST(RequestParse, ResponseFormat) {
+  const std::string chat = R"({"messages": [{"role": "user", "content": "x"}], )";
+  EXPECT_FALSE(server::parse_completion_request(chat + R"("response_format": {"type": "text"}})", Route::Chat)
+                   .json_object);
+  EXPECT_TRUE(server::parse_completion_request(chat + R"("response_format": {"type": "json_object"}})", Route::Chat)
+                  .json_object);
+  EXPECT_TRUE(server::parse_completion_request(R"({"prompt": "x", "response_format": {"type": "json_object"}})",
+                                               Route::Completion)
+                  .json_object);
+  EXPECT_FALSE(server::parse_completion_request(chat + R"("response_format": null})", Route::Chat).json_object);
+  try {
+    server::parse_completion_request(
+        chat + R"("response_format": {"type": "json_schema", "json_schema": {"name": "a", "schema": {}}}})",
+        Route::Chat);
+    ADD_FAILURE() << "a JSON schema was accepted";
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.param(), "response_format");
+    EXPECT_EQ(e.code(), "unsupported_parameter");
+  }
+  EXPECT_EQ(param_of(chat + R"("response_format": "json"})", Route::Chat), "response_format");
+  EXPECT_EQ(param_of(chat + R"("response_format": {}})", Route::Chat), "response_format.type");
+  EXPECT_EQ(param_of(chat + R"("response_format": {"type": "xml"}})", Route::Chat), "response_format.type");
+}
+
 TEST(RequestParse, LogitBias) {
   const auto r = server::parse_completion_request(R"({"prompt": "x", "logit_bias": {"15": -100, "7": 2.5}})",
                                                   Route::Completion);

@@ -371,6 +371,35 @@ TEST_F(ServerTest, ReasoningOfAThinkingTemplate) {
   }
 }
 
+// JSON mode: response_format json_object holds the reply to one JSON object, on the batching engine and on the
+// one-request-at-a-time one. The request leans (by logit bias) towards '"', '}' and the end of text so that
+// stories260K closes its object: the reply is then a whole object, ended by the model ("stop"); streamed the same.
+TEST_F(ServerTest, JsonModeRepliesAreObjects) {
+  std::string bias;
+  for (int32_t id = 0; id < tok_->n_vocab(); ++id) {
+    const std::string piece = tok_->is_control(id) ? "" : tok_->token_to_piece(id);
+    if (piece == "\"" || piece == "}" || tok_->is_eog(id))
+      bias += (bias.empty() ? "\"" : ", \"") + std::to_string(id) + "\": 30";
+  }
+  const std::string body = R"({"messages": [{"role": "user", "content": "Tell me a story."}], "max_tokens": 64,
+      "temperature": 0, "response_format": {"type": "json_object"}, "logit_bias": {)" + bias + "}";
+  for (const int32_t parallel : {4, 0}) {
+    Config c;
+    c.parallel = parallel;
+    start(c);
+    const auto whole = post("/v1/chat/completions", body + "}");
+    ASSERT_EQ(whole.status, 200) << whole.body;
+    const Value parsed = json(whole.body);
+    const Value& choice = at(at(parsed, "choices"), 0);
+    const std::string content = str(at(at(choice, "message"), "content"));
+    EXPECT_EQ(str(at(choice, "finish_reason")), "stop") << whole.body;
+    EXPECT_TRUE(chat::parse_json(content).is_object()) << content;
+    const Streamed s = read_stream(post("/v1/chat/completions", body + R"(, "stream": true})"), true);
+    EXPECT_EQ(s.text, content) << "parallel " << parallel;
+    stop();
+  }
+}
+
 // An assistant's reasoning sent back as reasoning_content reaches a template that reads message.thinking
 // (gpt-oss's) under that name; a thinking the client sent itself is kept.
 TEST_F(ServerTest, ReasoningContentIsThinkingForTemplatesThatReadIt) {

@@ -1,0 +1,55 @@
+// Whether bytes so far can begin a JSON object, one byte at a time: the automaton behind JSON mode
+// (`response_format: {"type": "json_object"}`, json_constraint.h). Strict JSON (RFC 8259) with three limits that keep
+// a model from wandering: the top-level value is an object, containers nest at most kMaxDepth deep, and at most
+// kMaxSpaces whitespace bytes stand in a row outside strings. Nothing may follow the closing brace. A value type of
+// a few dozen bytes, so a search over a vocabulary copies it freely.
+#pragma once
+#include <array>
+#include <cstdint>
+
+namespace runtime {
+
+class JsonPrefix {
+ public:
+  static constexpr int kMaxDepth = 32;
+  static constexpr int kMaxSpaces = 16;
+
+  // Takes one more byte; false (and the state unchanged) when no JSON object starts with the bytes so far and it.
+  bool feed(unsigned char c);
+  // The bytes so far are a whole object.
+  bool complete() const { return mode_ == Mode::Done; }
+  // Inside a string, not in an escape: every byte but '"', '\\' and controls keeps it there.
+  bool in_plain_string() const { return mode_ == Mode::String; }
+
+ private:
+  enum class Mode : uint8_t {
+    Start,          // before the top-level object
+    Value,          // a value is due (after ':' or ',' in an array)
+    ArrayFirst,     // after '[': a value or ']'
+    KeyFirst,       // after '{': a key or '}'
+    Key,            // after ',' in an object: a key
+    Colon,          // after a key
+    After,          // after a value inside a container: ',' or the closing bracket
+    String,         // inside a string (key_ tells which kind)
+    Escape,         // after a backslash
+    Unicode,        // after \u: hex_ digits read
+    Minus, Zero, Int, Dot, Frac, E, ESign, Exp,  // a number
+    Literal,        // inside true / false / null
+    Done,           // the top-level object closed
+  };
+  bool end_value();                 // a value ended: After, or Done at the top
+  bool feed_number_end(unsigned char c);
+  bool open(char bracket);
+  bool space();
+
+  Mode mode_ = Mode::Start;
+  bool key_ = false;                // the string is a key
+  uint8_t depth_ = 0;
+  uint8_t spaces_ = 0;              // whitespace bytes in a row
+  uint8_t hex_ = 0;
+  uint8_t literal_ = 0;             // which literal: 0 true, 1 false, 2 null
+  uint8_t literal_at_ = 0;          // bytes of it read
+  std::array<char, kMaxDepth> stack_{};  // '{' or '[' per open container
+};
+
+}  // namespace runtime
