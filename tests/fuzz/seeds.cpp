@@ -529,6 +529,10 @@ std::vector<Seed> api_request_seeds() {
        R"({"messages": [{"role": "user", "content": "Weather?"}], "tool_choice": "none",
            "tools": [{"type": "function", "function": {"name": "get", "parameters": {"type": "object"}}}]})"},
       {"bad-tool-choice", R"({"messages": [{"role": "user", "content": "x"}], "tool_choice": 3})"},
+      {"chat-json-mode-kwargs",
+       R"({"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_object"},
+           "chat_template_kwargs": {"enable_thinking": false}, "reasoning_effort": "low"})"},
+      {"schema", R"({"prompt": "x", "response_format": {"type": "json_schema", "json_schema": {"schema": {}}}})"},
   };
   std::vector<Seed> out;
   for (const auto& [name, body] : bodies) out.push_back(text_seed(name, body));
