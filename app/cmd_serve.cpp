@@ -147,8 +147,8 @@ void register_serve(CLI::App& root, Action& chosen) {
       ->check([](const std::string& o) -> std::string {
         // scheme://host[:port], nothing after it: the form a browser's Origin header takes.
         const bool web = o.starts_with("http://") || o.starts_with("https://");
-        if (o == "*" || (web && o.find('/', 8) == std::string::npos && o.find_first_of(" \t\r\n,") == std::string::npos))
-          return {};
+        const bool bare = o.find('/', 8) == std::string::npos && o.find_first_of(" \t\r\n,") == std::string::npos;
+        if (o == "*" || (web && bare)) return {};
         return "expected * or an origin such as https://chat.example.org, got '" + o + "'";
       });
   cmd->add_option("--reasoning-format", f->reasoning_format,

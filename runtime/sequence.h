@@ -28,8 +28,9 @@ class SequenceGeneration {
   // row is the token sample() would draw, and the logits need not leave the device.
   bool argmax_is_sample() const;
   // Whether a paged session may draw the next token on its device (device_draw): every request but one that wants
-  // logprobs, which come from the logits on the host, or one with a constraint, whose mask is applied there. What the device cannot draw (a logit bias, parameters past
-  // its limits) the session leaves undrawn and returns the logits for (Session::paged_draws).
+  // logprobs, which come from the logits on the host, or one with a constraint, whose mask is applied there. What
+  // the device cannot draw (a logit bias, parameters past its limits) the session leaves undrawn and returns the
+  // logits for (Session::paged_draws).
   bool device_drawable() const { return req_.top_logprobs < 0 && !req_.constraint; }
   // The draw as sample() would make it: the parameters, the draw counter and the history.
   RowDraw device_draw() const;
