@@ -22,6 +22,7 @@
 #include "rel_rms.h"
 #include "cuda/check.h"
 #include "model/model.h"
+#include "runtime/json_constraint.h"
 #include "runtime/engine.h"
 #include "runtime/generate.h"
 #include "runtime/sampler.h"
@@ -334,6 +335,64 @@ TEST(PagedGpuEngine, SampledRequestsDrawnOnTheDeviceAsOnTheHost) {
   }
   std::printf("[ agreement] %d of %zu sampled texts identical (GPU batched vs GPU alone; reported, not required)\n",
               same, prompts.size());
+}
+
+// JSON mode on the GPU engine: constrained requests beside plain ones in the same batches are drawn on the host from
+// their masked rows (runtime/json_constraint.h). Each constrained text is a prefix of a JSON object, and the one that
+// leans (by logit bias) towards '"', '}' and the end closes a whole one and ends on its own.
+TEST(PagedGpuEngine, JsonModeBesidePlainRequests) {
+  REQUIRE_GPU();
+  REQUIRE_ASSET(path, "models/stories260K-f32.gguf");
+  auto m = model::Model::load(path);
+  tokenizer::Tokenizer tok = tokenizer::Tokenizer::from_gguf(m->file());
+  runtime::CudaSessionOptions co;
+  co.n_seq = 8;
+  co.kv_block_size = 16;
+  runtime::Engine engine(m, tokenizer::Tokenizer::from_gguf(m->file()),
+                         std::make_unique<runtime::CudaSession>(m, 2048, co));
+  const auto vocab = std::make_shared<runtime::JsonVocabulary>(tok);
+  std::vector<std::pair<int32_t, float>> lean;
+  for (int32_t id = 0; id < tok.n_vocab(); ++id) {
+    const std::string piece = tok.is_control(id) ? "" : tok.token_to_piece(id);
+    if (piece == "\"" || piece == "}" || tok.is_eog(id)) lean.emplace_back(id, 30.0f);
+  }
+  constexpr int kRequests = 6;
+  std::vector<std::promise<std::pair<std::string, runtime::FinishReason>>> done(kRequests);
+  std::vector<std::string> texts(kRequests);
+  for (int i = 0; i < kRequests; ++i) {
+    runtime::EngineRequest r;
+    r.prompt = runtime::tokenize_prompt(tok, "Once upon a time");
+    r.sampling.temp = i % 2 ? 0.8f : 0.0f;
+    r.sampling.seed = 7 + uint64_t(i);
+    r.max_tokens = 120;
+    if (i < 4) r.constraint = std::make_shared<runtime::JsonConstraint>(vocab);  // 4 and 5 stay plain
+    if (i == 0) r.sampling.logit_bias = lean;
+    EXPECT_EQ(engine
+                  .submit(std::move(r),
+                          [&, i](const runtime::EngineEvent& ev) {
+                            if (ev.kind == runtime::EngineEvent::Kind::Final)
+                              done[size_t(i)].set_value({texts[size_t(i)], ev.finish});
+                            else
+                              texts[size_t(i)].append(ev.text);
+                            return true;
+                          })
+                  .status,
+              runtime::SubmitStatus::Accepted);
+  }
+  for (int i = 0; i < kRequests; ++i) {
+    auto f = done[size_t(i)].get_future();
+    ASSERT_EQ(f.wait_for(std::chrono::seconds(120)), std::future_status::ready);
+    const auto [text, finish] = f.get();
+    if (i >= 4) continue;
+    runtime::JsonPrefix p;
+    size_t taken = 0;
+    while (taken < text.size() && p.feed(static_cast<unsigned char>(text[taken]))) ++taken;
+    EXPECT_EQ(taken, text.size()) << "request " << i << ": " << text;
+    if (i == 0) {
+      EXPECT_EQ(finish, runtime::FinishReason::Stop) << text;
+      EXPECT_TRUE(p.complete()) << text;
+    }
+  }
 }
 
 TEST(PagedGpuEngine, EightGreedyRequestsAgreeWithTheCpuAlone) {
