@@ -40,6 +40,7 @@ int run_chat(ChatFlags& f) {
                  tmpl.is_fallback() ? " (fallback)" : "");
   runtime::ChatOptions options;
   options.system = f.system;
+  options.template_variables = f.tmpl.variables;
   options.generation = f.sampling.gen;
   options.generation.warmup = f.run.warmup;
   runtime::ChatSession chat(*l.session, l.tok, std::move(tmpl), options);

@@ -88,6 +88,7 @@ int run_serve(const ServeFlags& f) {
   so.engine_queue = f.queue;
   so.split_reasoning = f.reasoning_format != "none";
   so.allowed_origins = f.allowed_origins;
+  so.template_variables = f.tmpl.variables;
   so.log = stderr_log();
   server::Server srv(engine, std::move(tmpl), so);
   int port = 0;

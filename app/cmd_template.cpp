@@ -54,6 +54,7 @@ int run_template(const TemplateOptions& o) {
   const runtime::TemplateTokens bound = runtime::template_tokens(tok);
   render.add_generation_prompt = !o.no_generation_prompt;
   render.bos_token = bound.bos, render.eos_token = bound.eos;
+  render.variables = o.tmpl.variables;
   std::string text;
   try {
     text = tmpl.render(messages, render);

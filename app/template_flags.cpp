@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "app/cli.h"
+#include "chat/json.h"
 
 namespace app {
 
@@ -14,6 +15,25 @@ void add_template_flags(CLI::App& cmd, TemplateFlags& f) {
   auto* name = cmd.add_option("--chat-template", f.name, "Use a built-in template instead of the model's: " + names);
   cmd.add_option("--chat-template-file", f.file, "Use the Jinja chat template in FILE instead of the model's")
       ->excludes(name);
+  cmd.add_option_function<std::string>(
+      "--chat-template-kwargs",
+      [&f](const std::string& text) {
+        chat::jinja::Value v;
+        try {
+          v = chat::parse_json(text);
+        } catch (const chat::JsonError& e) {
+          throw CLI::ValidationError("--chat-template-kwargs", "not JSON: " + e.message());
+        }
+        if (!v.is_object() || v.is_namespace())
+          throw CLI::ValidationError("--chat-template-kwargs", "expected a JSON object such as '{\"enable_thinking\": false}'");
+        for (const auto& [key, value] : v.object().items) {
+          const std::string name = key.as_string();
+          if (name == "messages" || name == "tools")
+            throw CLI::ValidationError("--chat-template-kwargs", "the conversation's own '" + name + "' cannot be set");
+          f.variables.emplace_back(name, value);
+        }
+      },
+      "Further variables for the chat template, as a JSON object (Qwen 3: '{\"enable_thinking\": false}')");
 }
 
 chat::ChatTemplate choose_template(const TemplateFlags& f, std::string_view model_template, bool warn) {

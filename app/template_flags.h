@@ -1,10 +1,13 @@
-// The chat-template flags of every command that renders a conversation (chat, template): --chat-template NAME (a
-// built-in) or --chat-template-file FILE (a Jinja file, as the popular runtimes accept), else the model's own.
+// The chat-template flags of every command that renders a conversation (chat, template, serve): --chat-template NAME
+// (a built-in) or --chat-template-file FILE (a Jinja file, as the popular runtimes accept), else the model's own; and
+// --chat-template-kwargs JSON, variables for it.
 #pragma once
 #include <CLI/CLI.hpp>
 
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "chat/chat_template.h"
 
@@ -13,6 +16,9 @@ namespace app {
 struct TemplateFlags {
   std::string name;  // --chat-template
   std::string file;  // --chat-template-file
+  // --chat-template-kwargs '{"enable_thinking": false}': further template variables, as the reference runtime and
+  // the server's chat_template_kwargs field take them.
+  std::vector<std::pair<std::string, chat::jinja::Value>> variables;
   bool given() const { return !name.empty() || !file.empty(); }
 };
 

@@ -37,7 +37,12 @@ std::vector<int32_t> chat_prompt_ids(const tokenizer::Tokenizer& tok, std::strin
 
 std::string ChatSession::rendered_prompt() const {
   const TemplateTokens bound = template_tokens(tok_);
-  return tmpl_.render(messages_, /*add_generation_prompt=*/true, bound.bos, bound.eos);
+  chat::ChatRenderOptions o;
+  o.add_generation_prompt = true;
+  o.bos_token = bound.bos;
+  o.eos_token = bound.eos;
+  o.variables = options_.template_variables;
+  return tmpl_.render(messages_, o);
 }
 
 std::vector<int32_t> ChatSession::prompt_tokens() const { return chat_prompt_ids(tok_, rendered_prompt()); }

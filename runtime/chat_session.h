@@ -6,6 +6,7 @@
 #include <functional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "chat/chat_template.h"
@@ -25,6 +26,8 @@ struct ChatOptions {
                                // first turn only, whose prompt and decode shapes it prepares)
   // Tokens kept free for the reply when deciding whether to drop old turns.
   int32_t reply_reserve = 256;
+  // Further template variables (--chat-template-kwargs: Qwen 3's enable_thinking, ...).
+  std::vector<std::pair<std::string, chat::jinja::Value>> template_variables;
 };
 
 struct TurnResult {

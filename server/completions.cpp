@@ -312,7 +312,8 @@ std::string render_chat(const RouteContext& ctx, const CompletionRequest& r) {
   o.bos_token = bound.bos;
   o.eos_token = bound.eos;
   o.tools = r.tools;
-  o.variables = r.template_variables;
+  o.variables = ctx.options.template_variables;  // the server's, then the request's, which replace them
+  o.variables.insert(o.variables.end(), r.template_variables.begin(), r.template_variables.end());
   try {
     // Content given as a list of text parts reaches a template written for strings as one string, and reasoning
     // sent back as reasoning_content reaches a template that reads `thinking` under that name.

@@ -11,6 +11,7 @@
 #include <mutex>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "chat/chat_template.h"
@@ -46,6 +47,9 @@ struct ServerOptions {
   // Web pages of these origins may call the API from a browser (CORS: "https://chat.example.org", or "*" for any);
   // empty: browsers keep pages of other origins from reading the answers.
   std::vector<std::string> allowed_origins;
+  // Template variables every chat request renders with (--chat-template-kwargs); a request's chat_template_kwargs
+  // override them.
+  std::vector<std::pair<std::string, chat::jinja::Value>> template_variables;
   // How long a stream waits for text before it writes an SSE comment to see whether its client is still there
   // (a disconnected client's queued request is then cancelled and leaves the queue).
   std::chrono::milliseconds stream_probe{1000};

@@ -145,6 +145,23 @@ TEST(ChatSession, ReasoningOfAThinkingTemplateStreamsApart) {
   EXPECT_TRUE(p.reasoning.empty());
 }
 
+// --chat-template-kwargs reach the template on every turn (ChatOptions::template_variables).
+TEST(ChatSession, TemplateVariablesReachEveryTurn) {
+  REQUIRE_ASSET(path, "models/stories260K-f32.gguf");
+  Fixture f = load(path, 512);
+  runtime::ChatOptions o = greedy(2);
+  o.template_variables = {{"mood", chat::jinja::Value("calm")}};
+  runtime::ChatSession chat(*f.session, *f.tok,
+                            chat::ChatTemplate::parse("[{{ mood }}]{% for m in messages %}{{ m.content }}|{% endfor %}"),
+                            o);
+  const auto first = chat.turn("Hi", [](std::string_view) {}, [](const std::string&) {});
+  EXPECT_EQ(first.generation.prompt, runtime::chat_prompt_ids(*f.tok, "[calm]Hi|"));
+  chat.turn("Again", [](std::string_view) {}, [](const std::string&) {});
+  const std::string reply = chat.messages()[1].content.as_string();
+  EXPECT_EQ(chat.prompt_tokens(), runtime::chat_prompt_ids(*f.tok, "[calm]Hi|" + reply + "|Again|" +
+                                                                       chat.messages()[3].content.as_string() + "|"));
+}
+
 TEST(ChatSession, FullContextDropsOldestTurnsKeepingSystem) {
   REQUIRE_ASSET(path, "models/synth-qwen2-Q4_K_M.gguf");
   Fixture f = load(path, 96);

@@ -64,6 +64,26 @@ TEST(TemplateCli, UsesTheModelsOwnTemplateAndReadsStdin) {
   EXPECT_EQ(r.err, "");
 }
 
+// --chat-template-kwargs: Qwen 3's template with enable_thinking false writes an empty thinking block after the
+// generation prompt; a value that is not a JSON object, or names the conversation's own fields, is a usage error.
+TEST(TemplateCli, TemplateKwargsReachTheTemplate) {
+  REQUIRE_ASSET(qwen, "models/synth-qwen3-Q4_K_M.gguf");
+  const std::string base = "template -m " + quote(qwen) + " --chat-template-file " +
+                           quote((kChat / "templates" / "qwen3-0.6b.jinja").string()) + " --messages -";
+  const std::string hi = R"([{"role": "user", "content": "Hi"}])";
+  Result r = testing_process::run_llm_run(base, hi);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(r.out.ends_with("<|im_start|>assistant\n")) << r.out;
+  r = testing_process::run_llm_run(base + " --chat-template-kwargs " + quote(R"({"enable_thinking": false})"), hi);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(r.out.ends_with("<|im_start|>assistant\n<think>\n\n</think>\n\n")) << r.out;
+  for (const char* bad : {"not-json", "[1]", R"({"messages": []})"}) {
+    r = testing_process::run_llm_run(base + " --chat-template-kwargs " + quote(bad), hi);
+    EXPECT_EQ(r.code, 2) << bad << ": " << r.err;
+    EXPECT_NE(r.err.find("--chat-template-kwargs"), std::string::npos) << r.err;
+  }
+}
+
 TEST(TemplateCli, RefusalsAndBadInputAreOneErrorLine) {
   REQUIRE_ASSET(spm, "models/synth-llama-spm-Q4_K_M.gguf");
   // raise_exception: the template's own message.

@@ -64,6 +64,7 @@ struct Config {
   std::chrono::milliseconds stream_probe{1000};
   bool split_reasoning = true;      // false: --reasoning-format none
   std::vector<std::string> allowed_origins;  // --allow-origin
+  std::vector<std::pair<std::string, Value>> template_variables;  // --chat-template-kwargs
 };
 
 class ServerTest : public ::testing::Test {
@@ -101,6 +102,7 @@ class ServerTest : public ::testing::Test {
     so.stream_probe = c.stream_probe;
     so.split_reasoning = c.split_reasoning;
     so.allowed_origins = c.allowed_origins;
+    so.template_variables = c.template_variables;
     server_ = std::make_unique<server::Server>(
         *engine_,
         c.template_text.empty() ? chat::ChatTemplate::builtin("chatml") : chat::ChatTemplate::parse(c.template_text),

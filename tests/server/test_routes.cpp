@@ -318,6 +318,13 @@ TEST_F(ServerTest, TemplateVariablesFromTheRequest) {
   const auto bad = post("/v1/chat/completions", msgs + R"(, "chat_template_kwargs": true})");
   EXPECT_EQ(bad.status, 400) << bad.body;
   EXPECT_EQ(str(at(at(json(bad.body), "error"), "param")), "chat_template_kwargs");
+  stop();
+  // The server's own (--chat-template-kwargs) apply to every request; a request's replace them.
+  c.template_variables = {{"enable_thinking", Value(false)}};
+  start(c);
+  EXPECT_EQ(str(at(json(post("/apply-template", msgs + "}").body), "prompt")), "Hi[no think]");
+  const auto on = post("/apply-template", msgs + R"(, "chat_template_kwargs": {"enable_thinking": true}})");
+  EXPECT_EQ(str(at(json(on.body), "prompt")), "Hi");
 }
 
 // A template whose generation prompt opens a <think> block (DeepSeek-R1's way): the reply starts inside it, so
