@@ -25,11 +25,13 @@ void add_template_flags(CLI::App& cmd, TemplateFlags& f) {
           throw CLI::ValidationError("--chat-template-kwargs", "not JSON: " + e.message());
         }
         if (!v.is_object() || v.is_namespace())
-          throw CLI::ValidationError("--chat-template-kwargs", "expected a JSON object such as '{\"enable_thinking\": false}'");
+          throw CLI::ValidationError("--chat-template-kwargs",
+                                     "expected a JSON object such as '{\"enable_thinking\": false}'");
         for (const auto& [key, value] : v.object().items) {
           const std::string name = key.as_string();
           if (name == "messages" || name == "tools")
-            throw CLI::ValidationError("--chat-template-kwargs", "the conversation's own '" + name + "' cannot be set");
+            throw CLI::ValidationError("--chat-template-kwargs",
+                                       "the conversation's own '" + name + "' cannot be set");
           f.variables.emplace_back(name, value);
         }
       },
