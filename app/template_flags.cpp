@@ -24,15 +24,10 @@ void add_template_flags(CLI::App& cmd, TemplateFlags& f) {
         } catch (const chat::JsonError& e) {
           throw CLI::ValidationError("--chat-template-kwargs", "not JSON: " + e.message());
         }
-        if (!v.is_object() || v.is_namespace())
-          throw CLI::ValidationError("--chat-template-kwargs",
-                                     "expected a JSON object such as '{\"enable_thinking\": false}'");
-        for (const auto& [key, value] : v.object().items) {
-          const std::string name = key.as_string();
-          if (name == "messages" || name == "tools")
-            throw CLI::ValidationError("--chat-template-kwargs",
-                                       "the conversation's own '" + name + "' cannot be set");
-          f.variables.emplace_back(name, value);
+        try {
+          f.variables = chat::template_variables_from(v);
+        } catch (const std::invalid_argument& e) {
+          throw CLI::ValidationError("--chat-template-kwargs", e.what());
         }
       },
       "Further variables for the chat template, as a JSON object (Qwen 3: '{\"enable_thinking\": false}')");

@@ -365,4 +365,17 @@ std::string ChatTemplate::render(const std::vector<ChatMessage>& messages, bool 
   return render(messages, options);
 }
 
+jinja::Variables template_variables_from(const jinja::Value& object) {
+  if (!object.is_object() || object.is_namespace())
+    throw std::invalid_argument("must be a JSON object such as {\"enable_thinking\": false}");
+  jinja::Variables out;
+  for (const auto& [key, value] : object.object().items) {
+    std::string name = key.as_string();
+    if (name == "messages" || name == "tools")
+      throw std::invalid_argument("may not set '" + name + "': the conversation's own, from its " + name + " field");
+    out.emplace_back(std::move(name), value);
+  }
+  return out;
+}
+
 }  // namespace chat

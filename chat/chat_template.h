@@ -101,4 +101,9 @@ bool renders_text_parts(const ChatTemplate& tmpl);
 // naming the first other part's type.
 jinja::Value join_text_parts(const jinja::Value& content);
 
+// Template variables from a JSON object of them (the server's chat_template_kwargs, --chat-template-kwargs), in
+// its order. Throws std::invalid_argument saying why for anything but an object, or for one that sets the
+// conversation's own `messages` or `tools`, which come from their own fields.
+jinja::Variables template_variables_from(const jinja::Value& object);
+
 }  // namespace chat

@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "chat/json.h"
+#include "chat/reply_text.h"
 
 namespace chat {
 namespace {
@@ -17,12 +18,7 @@ constexpr std::string_view kTo = "to=";
 // A header longer than this without <|message|> is not one: the reply is plain text from there.
 constexpr size_t kMaxHeader = 256;
 
-bool space(char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; }
-
-std::string_view trim_front(std::string_view s) {
-  while (!s.empty() && space(s.front())) s.remove_prefix(1);
-  return s;
-}
+std::string_view trim_front(std::string_view s) { return s.substr(reply_text::first_non_space(s)); }
 
 // The word after `key` in a header ("final" after <|channel|>, "functions.get" after "to="): up to a space or a
 // marker. "to=" counts at the header's start or after a space or a marker, not inside another word.
@@ -34,13 +30,6 @@ std::string word_after(std::string_view header, std::string_view key) {
   std::string_view rest = header.substr(at + key.size());
   const size_t end = std::min(rest.find(' '), rest.find('<'));
   return std::string(rest.substr(0, end));
-}
-
-// The length of the longest end of s that is a proper beginning of tag.
-size_t partial_at_end(std::string_view s, std::string_view tag) {
-  for (size_t k = std::min(s.size(), tag.size() - 1); k > 0; --k)
-    if (s.substr(s.size() - k) == tag.substr(0, k)) return k;
-  return 0;
 }
 
 }  // namespace
@@ -112,7 +101,7 @@ ReplyPiece HarmonySplit::push(std::string_view text) {
           state_ = State::Between;
           continue;
         }
-        const size_t keep = partial_at_end(held_, kEnd);
+        const size_t keep = reply_text::partial_tag_at_end(held_, kEnd);
         body(std::string_view(held_).substr(0, held_.size() - keep), out);
         held_.erase(0, held_.size() - keep);
         return out;

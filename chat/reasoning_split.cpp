@@ -1,33 +1,17 @@
 // Reasoning split from content (see reasoning_split.h).
 #include "chat/reasoning_split.h"
 
-#include <algorithm>
+#include "chat/reply_text.h"
 
 namespace chat {
 namespace {
 
+using reply_text::end_without_trailing_space;
+using reply_text::first_non_space;
+using reply_text::partial_tag_at_end;
+
 constexpr std::string_view kOpen = "<think>";
 constexpr std::string_view kClose = "</think>";
-
-bool space(char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; }
-
-size_t first_non_space(std::string_view s) {
-  size_t i = 0;
-  while (i < s.size() && space(s[i])) ++i;
-  return i;
-}
-
-size_t end_without_trailing_space(std::string_view s, size_t end) {
-  while (end > 0 && space(s[end - 1])) --end;
-  return end;
-}
-
-// The length of the longest end of s that is a proper beginning of tag ("</th" of "</think>").
-size_t partial_tag_at_end(std::string_view s, std::string_view tag) {
-  for (size_t k = std::min(s.size(), tag.size() - 1); k > 0; --k)
-    if (s.substr(s.size() - k) == tag.substr(0, k)) return k;
-  return 0;
-}
 
 }  // namespace
 

@@ -55,14 +55,17 @@ TurnResult ChatSession::turn(const std::string& user_text, const TextSink& sink,
   const int32_t n_ctx = session_.n_ctx();
   const int32_t reserve = std::min(options_.reply_reserve, n_ctx / 4);
 
-  std::vector<int32_t> prompt = prompt_tokens();
+  // The rendered text is kept: the reply's split reads where it leaves off (a block the prompt opened).
+  std::string rendered = rendered_prompt();
+  std::vector<int32_t> prompt = chat_prompt_ids(tok_, rendered);
   // Drop the oldest user/assistant exchange until the prompt leaves room for a reply.
   while (static_cast<int32_t>(prompt.size()) + reserve > n_ctx && messages_.size() > first_turn + 1) {
     const size_t n_drop = messages_.size() > first_turn + 2 ? 2 : 1;
     messages_.erase(messages_.begin() + static_cast<std::ptrdiff_t>(first_turn),
                     messages_.begin() + static_cast<std::ptrdiff_t>(first_turn + n_drop));
     ++result.dropped_turns;
-    prompt = prompt_tokens();
+    rendered = rendered_prompt();
+    prompt = chat_prompt_ids(tok_, rendered);
   }
   if (result.dropped_turns > 0)
     note("context full (" + std::to_string(n_ctx) + " tokens): dropped the " + std::to_string(result.dropped_turns) +
@@ -85,9 +88,7 @@ TurnResult ChatSession::turn(const std::string& user_text, const TextSink& sink,
   g.warmup = g.warmup && !warmed_up_;
   const std::span<const int32_t> fresh(prompt.data() + common, prompt.size() - common);
   // The reply's reasoning and content apart, where the template marks them; else all of it is content.
-  const std::unique_ptr<chat::ReplySplit> split =
-      reply_format_ == chat::ReplyFormat::Plain ? nullptr
-                                                : chat::make_reply_split(reply_format_, rendered_prompt(), false);
+  const std::unique_ptr<chat::ReplySplit> split = chat::make_reply_split(reply_format_, rendered, false);
   const auto deliver = [&](const chat::ReplyPiece& piece) {
     if (!piece.reasoning.empty()) {
       result.reasoning += piece.reasoning;

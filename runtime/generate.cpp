@@ -67,13 +67,7 @@ GenerateResult generate(Session& session, const tokenizer::Tokenizer& tok, std::
   std::string generated_text;  // only kept when stop strings are watched
   std::vector<float> masked;   // a constrained step's logits
   const auto draw = [&](std::span<const float> row) {
-    std::span<const float> use = row;
-    if (options.constraint) {
-      masked.assign(row.begin(), row.end());
-      options.constraint->mask(masked);
-      use = masked;
-    }
-    const int32_t id = sampler.sample(use, history, step);
+    const int32_t id = sampler.sample(masked_row(options.constraint, row, masked), history, step);
     if (options.constraint) options.constraint->accept(id);
     if (options.on_sample) options.on_sample(id, row);
     return id;

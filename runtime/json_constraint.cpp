@@ -10,10 +10,8 @@ namespace runtime {
 namespace {
 
 bool keeps_plain_string(const std::string& piece) {
-  return std::none_of(piece.begin(), piece.end(), [](char ch) {
-    const auto c = static_cast<unsigned char>(ch);
-    return c == '"' || c == '\\' || c < 0x20;
-  });
+  return std::all_of(piece.begin(), piece.end(),
+                     [](char c) { return JsonPrefix::keeps_plain_string(static_cast<unsigned char>(c)); });
 }
 
 }  // namespace

@@ -77,7 +77,7 @@ bool JsonPrefix::feed(unsigned char c) {
         } else if (c == '\\') {
           mode_ = Mode::Escape, ok = true;
         } else {
-          ok = c >= 0x20;  // control characters must be escaped
+          ok = keeps_plain_string(c);  // control characters must be escaped
         }
         break;
       case Mode::Escape:

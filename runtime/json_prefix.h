@@ -18,8 +18,10 @@ class JsonPrefix {
   bool feed(unsigned char c);
   // The bytes so far are a whole object.
   bool complete() const { return mode_ == Mode::Done; }
-  // Inside a string, not in an escape: every byte but '"', '\\' and controls keeps it there.
+  // Inside a string, not in an escape: every byte keeps_plain_string passes keeps it there.
   bool in_plain_string() const { return mode_ == Mode::String; }
+  // A byte that a plain string takes as text: not '"', '\\' or a control character.
+  static bool keeps_plain_string(unsigned char c) { return c != '"' && c != '\\' && c >= 0x20; }
 
  private:
   enum class Mode : uint8_t {

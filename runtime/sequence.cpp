@@ -21,13 +21,8 @@ SequenceGeneration::SequenceGeneration(const tokenizer::Tokenizer& tok, const En
 }
 
 int32_t SequenceGeneration::sample(std::span<const float> logits) {
-  std::span<const float> row = logits;
-  if (req_.constraint) {  // the sampler sees only what may come next
-    masked_.assign(logits.begin(), logits.end());
-    req_.constraint->mask(masked_);
-    row = masked_;
-  }
-  const int32_t id = sampler_.sample(row, tokens_, step_++);
+  // With a constraint, the sampler sees only what may come next.
+  const int32_t id = sampler_.sample(masked_row(req_.constraint.get(), logits, masked_), tokens_, step_++);
   if (req_.constraint) req_.constraint->accept(id);
   // The model's own probabilities, as OpenAI reports them with a response format too.
   if (req_.top_logprobs >= 0) sampled_logprobs_ = token_logprobs(logits, id, req_.top_logprobs);

@@ -87,6 +87,7 @@ CudaSession::CudaSession(std::shared_ptr<const model::Model> model, int32_t n_ct
            format_bytes(cuda::device_memory_used() - used_before_context));
 
   // Everything big (weights, KV cache, work buffers) is checked against free memory here, before it is allocated.
+  const std::vector<cuda::WeightDesc> descs = weight_descs();
   cuda::HalfWeightsPlan half_plan;
   {
     const CudaDeviceFacts facts = cuda_device_facts(*ctx_, model_->config().n_vocab);
@@ -94,7 +95,7 @@ CudaSession::CudaSession(std::shared_ptr<const model::Model> model, int32_t n_ct
     const uint64_t free_bytes = cuda::device_memory_free();
     const int32_t n_train = std::max(model_->config().n_ctx_train, 1);
     // The half copies come before the cache: they take what -c (or a 4096-slot context) leaves.
-    half_plan = plan_half_weights(fp, free_bytes, n_ctx_ > 0 ? n_ctx_ : std::min(n_train, 4096));
+    half_plan = plan_half_weights(descs, fp, free_bytes, n_ctx_ > 0 ? n_ctx_ : std::min(n_train, 4096));
     fp.weights_bytes += half_plan.bytes;
     // The smaller caches this model could use instead (its heads fit the GPU's quantized-cache kernels), for the
     // hints when the context does not fit.
@@ -147,11 +148,9 @@ CudaSession::CudaSession(std::shared_ptr<const model::Model> model, int32_t n_ct
   if (opt_.progress)
     upload_progress = [this](uint64_t done, uint64_t total) { opt_.progress("loading weights", done, total); };
   weights_ = cuda::DeviceWeights(*ctx_, model_->weights().arena_bytes(), items, upload_progress);
-  regroup_weights();
-  if (!half_plan.chosen.empty()) {  // from the regrouped layouts, as the dequantizing GEMM reads them
-    const std::vector<cuda::WeightDesc> descs = weight_descs();
+  regroup_weights(descs);
+  if (!half_plan.chosen.empty())  // from the regrouped layouts, as the dequantizing GEMM reads them
     half_weights_ = cuda::HalfWeights(weights_.base(), descs, half_plan, regrouped_, ctx_->compute());
-  }
   if (opt_.verbose) {
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     char line[256];
@@ -200,13 +199,12 @@ std::vector<cuda::WeightDesc> CudaSession::weight_descs() const {
   return descs;
 }
 
-cuda::HalfWeightsPlan CudaSession::plan_half_weights(const Footprint& fp, uint64_t free_bytes,
-                                                     int32_t reserve_ctx) const {
+cuda::HalfWeightsPlan CudaSession::plan_half_weights(std::span<const cuda::WeightDesc> descs, const Footprint& fp,
+                                                     uint64_t free_bytes, int32_t reserve_ctx) const {
   if (opt_.half_weights_budget == 0) return {};
   const uint64_t reserved = fp.need(reserve_ctx).total();
   const uint64_t room = free_bytes > reserved ? free_bytes - reserved : 0;
   const uint64_t budget = std::min(opt_.half_weights_budget, room);
-  const std::vector<cuda::WeightDesc> descs = weight_descs();
   cuda::HalfWeightsPlan plan = cuda::plan_half_weights(descs, budget);
   if (plan.chosen.size() < plan.candidates)
     log(opt_.log, LogLevel::Note,
@@ -224,8 +222,7 @@ cuda::HalfWeightsPlan CudaSession::plan_half_weights(const Footprint& fp, uint64
 
 // The weights' layouts as cuda/ chooses them by role and shape (cuda/weight_layouts.h); the executors learn which
 // moved from regrouped_.
-void CudaSession::regroup_weights() {
-  const std::vector<cuda::WeightDesc> descs = weight_descs();
+void CudaSession::regroup_weights(std::span<const cuda::WeightDesc> descs) {
   // A paged session's steps never take the attention + o launch (it attends one unpaged sequence), the only
   // decode reader of o regrouped by columns: every other product of it would be a GEMM (T = 1 had no scratch for
   // one, and a Q4_0 8B served 2-4 streams at 200-280 tok/s against ~500-730 on the file's layout).

@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <unordered_set>
 #include <utility>
@@ -79,10 +80,12 @@ class CudaSession final : public Session {
   Compiled& compiled_paged(int32_t n_tokens, int32_t n_outputs);
   int32_t output_bucket(int32_t token_bucket) const;
   std::vector<cuda::WeightDesc> weight_descs() const;  // the model's weights as cuda/ chooses their layouts
-  void regroup_weights();  // after the upload: the layouts cuda/weight_layouts.h chooses, offsets in regrouped_
+  // After the upload: the layouts cuda/weight_layouts.h chooses, offsets in regrouped_.
+  void regroup_weights(std::span<const cuda::WeightDesc> descs);
   // The half copies (--half-weights) planned within the budget and the memory left after the weights, the
   // executor's smallest work buffers and reserve_ctx slots of cache; noted when the budget or memory cuts it short.
-  cuda::HalfWeightsPlan plan_half_weights(const Footprint& fp, uint64_t free_bytes, int32_t reserve_ctx) const;
+  cuda::HalfWeightsPlan plan_half_weights(std::span<const cuda::WeightDesc> descs, const Footprint& fp,
+                                          uint64_t free_bytes, int32_t reserve_ctx) const;
   // Before a graph's executor allocates `bytes`: frees cached prompt graphs if that makes room, else throws
   // DeviceMemoryError naming the batch size.
   void ensure_free(uint64_t bytes, int32_t n_tokens);

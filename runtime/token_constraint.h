@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 #include <span>
+#include <vector>
 
 namespace runtime {
 
@@ -16,5 +17,15 @@ class TokenConstraint {
   // The token drawn from the masked logits.
   virtual void accept(int32_t token) = 0;
 };
+
+// The row a step draws from: the logits as they are without a constraint, else their copy in `scratch` with the
+// constraint's mask (the caller then gives the constraint the token it drew).
+inline std::span<const float> masked_row(const TokenConstraint* constraint, std::span<const float> logits,
+                                         std::vector<float>& scratch) {
+  if (!constraint) return logits;
+  scratch.assign(logits.begin(), logits.end());
+  constraint->mask(scratch);
+  return scratch;
+}
 
 }  // namespace runtime

@@ -126,15 +126,10 @@ std::vector<int32_t> get_token_ids(const Value& arr, const std::string& param) {
 // variables, after the server's own; and OpenAI's reasoning_effort, a variable of that name.
 void parse_template_variables(const Value& obj, CompletionRequest& r) {
   if (const Value* kw = field(obj, "chat_template_kwargs")) {
-    if (!kw->is_object() || kw->is_namespace())
-      throw invalid_field("chat_template_kwargs", "chat_template_kwargs must be an object");
-    for (const auto& [key, value] : kw->object().items) {
-      const std::string name = key.as_string();
-      // The conversation is the messages field's, checked there; a template must not see another one.
-      if (name == "messages" || name == "tools")
-        throw invalid_field("chat_template_kwargs", "chat_template_kwargs may not set " + name + ": send the " +
-                                                        name + " field");
-      r.template_variables.emplace_back(name, value);
+    try {
+      r.template_variables = chat::template_variables_from(*kw);
+    } catch (const std::invalid_argument& e) {
+      throw invalid_field("chat_template_kwargs", std::string("chat_template_kwargs ") + e.what());
     }
   }
   if (const Value* effort = field(obj, "reasoning_effort")) {
