@@ -1,4 +1,4 @@
-// JSON mode's masks over a vocabulary (see json_constraint.h).
+// Structured output's masks over a vocabulary (see json_constraint.h).
 #include "runtime/json_constraint.h"
 
 #include <algorithm>
@@ -9,10 +9,7 @@
 namespace runtime {
 namespace {
 
-bool keeps_plain_string(const std::string& piece) {
-  return std::all_of(piece.begin(), piece.end(),
-                     [](char c) { return JsonPrefix::keeps_plain_string(static_cast<unsigned char>(c)); });
-}
+bool keeps_plain(char c) { return JsonPrefix::keeps_plain_string(static_cast<unsigned char>(c)); }
 
 }  // namespace
 
@@ -20,75 +17,101 @@ JsonVocabulary::JsonVocabulary(const tokenizer::Tokenizer& tok) {
   const int32_t n = tok.n_vocab();
   pieces_.resize(static_cast<size_t>(n));
   trie_.emplace_back();
+  string_rest_trie_.emplace_back();
   for (int32_t id = 0; id < n; ++id) {
     if (tok.is_eog(id)) {
       eog_.push_back(id);
       continue;
     }
-    if (tok.is_control(id)) continue;  // no bytes: never part of an object
+    if (tok.is_control(id)) continue;  // no bytes: never part of JSON text
     std::string piece = tok.token_to_piece(id);
     if (piece.empty()) continue;
-    (keeps_plain_string(piece) ? string_safe_ : string_rest_).push_back(id);
-    uint32_t node = 0;
-    for (const char ch : piece) {
-      const auto c = static_cast<unsigned char>(ch);
-      auto& kids = trie_[node].children;
-      const auto it = std::find_if(kids.begin(), kids.end(), [c](const auto& k) { return k.first == c; });
-      if (it != kids.end()) {
-        node = it->second;
-      } else {
-        const auto child = static_cast<uint32_t>(trie_.size());
-        kids.emplace_back(c, child);
-        trie_.emplace_back();  // may move trie_: kids is not used after this
-        node = child;
-      }
+    insert(trie_, piece, id);
+    const auto special = std::find_if_not(piece.begin(), piece.end(), keeps_plain);
+    if (special == piece.end()) {
+      string_safe_.push_back(id);
+    } else {
+      insert(string_rest_trie_, std::string_view(&*special, static_cast<size_t>(piece.end() - special)), id);
     }
-    trie_[node].tokens.push_back(id);
     pieces_[static_cast<size_t>(id)] = std::move(piece);
   }
 }
 
-void JsonVocabulary::allowed(const JsonPrefix& state, std::vector<uint8_t>& allowed) const {
+void JsonVocabulary::insert(std::vector<Node>& trie, std::string_view bytes, int32_t id) {
+  uint32_t node = 0;
+  for (const char ch : bytes) {
+    const auto c = static_cast<unsigned char>(ch);
+    auto& kids = trie[node].children;
+    const auto it = std::find_if(kids.begin(), kids.end(), [c](const auto& k) { return k.first == c; });
+    if (it != kids.end()) {
+      node = it->second;
+    } else {
+      const auto child = static_cast<uint32_t>(trie.size());
+      kids.emplace_back(c, child);
+      trie.emplace_back();  // may move trie: kids is not used after this
+      node = child;
+    }
+  }
+  trie[node].tokens.push_back(id);
+}
+
+template <class State, class Allow>
+void JsonVocabulary::walk(const std::vector<Node>& trie, const State& state, Allow&& allow) {
+  // Depth-first: each node reached with the state its path leaves.
+  std::vector<std::pair<uint32_t, State>> todo{{0u, state}};
+  while (!todo.empty()) {
+    auto [node, s] = std::move(todo.back());
+    todo.pop_back();
+    for (const int32_t id : trie[node].tokens) allow(id);
+    for (const auto& [c, child] : trie[node].children) {
+      State next = s;
+      if (next.feed(c)) todo.emplace_back(child, std::move(next));
+    }
+  }
+}
+
+template <class State>
+void JsonVocabulary::allowed(const State& state, std::vector<uint8_t>& allowed) const {
   allowed.assign(pieces_.size(), 0);
   bool any = false;
   const auto allow = [&](int32_t id) { allowed[static_cast<size_t>(id)] = 1, any = true; };
   if (state.in_plain_string()) {
     for (const int32_t id : string_safe_) allow(id);
-    for (const int32_t id : string_rest_) {
-      JsonPrefix s = state;
-      const std::string& piece = pieces_[static_cast<size_t>(id)];
-      if (std::all_of(piece.begin(), piece.end(), [&s](char c) { return s.feed(static_cast<unsigned char>(c)); }))
-        allow(id);
-    }
+    walk(string_rest_trie_, state, allow);
   } else {
-    // Depth-first over the trie: each node reached with the state its path leaves.
-    std::vector<std::pair<uint32_t, JsonPrefix>> todo{{0u, state}};
-    while (!todo.empty()) {
-      const auto [node, s] = todo.back();
-      todo.pop_back();
-      for (const int32_t id : trie_[node].tokens) allow(id);
-      for (const auto& [c, child] : trie_[node].children) {
-        JsonPrefix next = s;
-        if (next.feed(c)) todo.emplace_back(child, next);
-      }
-    }
+    walk(trie_, state, allow);
   }
-  // An end of generation only after the whole object, or when nothing else fits (the reply then ends unfinished
+  // An end of generation only after the whole text, or when nothing else fits (the reply then ends unfinished
   // rather than with a token drawn from nothing).
   if (state.complete() || !any)
     for (const int32_t id : eog_) allowed[static_cast<size_t>(id)] = 1;
 }
 
-void JsonVocabulary::advance(JsonPrefix& state, int32_t token) const {
+template <class State>
+void JsonVocabulary::advance(State& state, int32_t token) const {
   if (token < 0 || token >= n_vocab()) return;
   for (const char c : pieces_[static_cast<size_t>(token)]) state.feed(static_cast<unsigned char>(c));
 }
 
-void JsonConstraint::mask(std::span<float> logits) const {
+template <class State>
+void VocabularyConstraint<State>::mask(std::span<float> logits) const {
   vocab_->allowed(state_, allowed_);
   const size_t n = std::min(logits.size(), allowed_.size());
   for (size_t i = 0; i < n; ++i)
     if (!allowed_[i]) logits[i] = -std::numeric_limits<float>::infinity();
 }
+
+std::shared_ptr<JsonSchemaConstraint> make_json_schema_constraint(std::shared_ptr<const JsonVocabulary> vocab,
+                                                                  std::shared_ptr<const ByteGrammar> grammar) {
+  GrammarState start(*grammar);
+  return std::make_shared<JsonSchemaConstraint>(std::move(vocab), std::move(start), std::move(grammar));
+}
+
+template void JsonVocabulary::allowed(const JsonPrefix&, std::vector<uint8_t>&) const;
+template void JsonVocabulary::allowed(const GrammarState&, std::vector<uint8_t>&) const;
+template void JsonVocabulary::advance(JsonPrefix&, int32_t) const;
+template void JsonVocabulary::advance(GrammarState&, int32_t) const;
+template class VocabularyConstraint<JsonPrefix>;
+template class VocabularyConstraint<GrammarState>;
 
 }  // namespace runtime

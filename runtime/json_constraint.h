@@ -1,18 +1,21 @@
-// JSON mode (OpenAI's `response_format: {"type": "json_object"}`): a request's output is held to a JSON object,
-// token by token (token_constraint.h, json_prefix.h), and ends, by an end-of-generation token, only once the object
-// is whole. The tokens' bytes and a trie of them are worked out once per vocabulary (JsonVocabulary, shared by every
-// JSON-mode request); each request keeps its own position in the object (JsonConstraint).
+// Structured output: a request's output is held, token by token (token_constraint.h), to a JSON object (JSON mode,
+// OpenAI's `response_format: {"type": "json_object"}`, json_prefix.h) or to a JSON schema (`"json_schema"`, through
+// its grammar, json_schema_grammar.h), and ends, by an end-of-generation token, only once the text is whole. The
+// tokens' bytes and tries of them are worked out once per vocabulary (JsonVocabulary, shared by every such request);
+// each request keeps its own position in the text (VocabularyConstraint).
 //
-// A step's mask: inside a string (most of a JSON reply's tokens) every token without a quote, a backslash or a
-// control byte is allowed outright and only the others are tried byte by byte; elsewhere a walk of the trie tries each
-// prefix once and drops whole branches at their first impossible byte.
+// A step's mask: inside a string of no particular length (most of a JSON reply's tokens) every token without a
+// quote, a backslash or a control byte is allowed outright and only the others are tried, from their first such
+// byte; elsewhere a walk of the trie tries each prefix once and drops whole branches at their first impossible byte.
 #pragma once
 #include <cstdint>
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "runtime/byte_grammar.h"
 #include "runtime/json_prefix.h"
 #include "runtime/token_constraint.h"
 
@@ -27,34 +30,60 @@ class JsonVocabulary {
   explicit JsonVocabulary(const tokenizer::Tokenizer& tok);
 
   int32_t n_vocab() const { return static_cast<int32_t>(pieces_.size()); }
-  // The allowed tokens after `state`: allowed[id] = 1.
-  void allowed(const JsonPrefix& state, std::vector<uint8_t>& allowed) const;
+  // The allowed tokens after `state`: allowed[id] = 1. State is JsonPrefix (JSON mode) or GrammarState (a schema's
+  // grammar): feed(byte), complete() and in_plain_string() as they describe.
+  template <class State>
+  void allowed(const State& state, std::vector<uint8_t>& allowed) const;
   // The state after a token's bytes (unchanged by bytes that do not fit, which a masked draw never gives).
-  void advance(JsonPrefix& state, int32_t token) const;
+  template <class State>
+  void advance(State& state, int32_t token) const;
 
  private:
   struct Node {
     std::vector<std::pair<unsigned char, uint32_t>> children;  // by byte
     std::vector<int32_t> tokens;                               // whose bytes end here
   };
+  static void insert(std::vector<Node>& trie, std::string_view bytes, int32_t id);
+  // Allows every token of `trie` below `node` whose bytes `state` takes, trying each prefix once.
+  template <class State, class Allow>
+  static void walk(const std::vector<Node>& trie, const State& state, Allow&& allow);
+
   std::vector<std::string> pieces_;   // each token's bytes as decoded; empty for control tokens
   std::vector<int32_t> eog_;          // end-of-generation tokens
   std::vector<int32_t> string_safe_;  // tokens that leave a plain string a plain string
-  std::vector<int32_t> string_rest_;  // the other tokens with bytes
-  std::vector<Node> trie_;            // trie_[0]: the root
+  std::vector<Node> trie_;            // every token with bytes; trie_[0]: the root
+  // The other tokens with bytes, each from its first byte that a plain string does not take as text: inside a plain
+  // string the bytes before it change nothing, so only this suffix is tried.
+  std::vector<Node> string_rest_trie_;
 };
 
-class JsonConstraint final : public TokenConstraint {
+// A request's position in its JSON text, the constraint the engine applies. `owner` keeps alive what the state
+// reads (a schema's grammar).
+template <class State>
+class VocabularyConstraint final : public TokenConstraint {
  public:
-  explicit JsonConstraint(std::shared_ptr<const JsonVocabulary> vocab) : vocab_(std::move(vocab)) {}
+  explicit VocabularyConstraint(std::shared_ptr<const JsonVocabulary> vocab, State start = State{},
+                                std::shared_ptr<const void> owner = nullptr)
+      : vocab_(std::move(vocab)), owner_(std::move(owner)), state_(std::move(start)) {}
   void mask(std::span<float> logits) const override;
   void accept(int32_t token) override { vocab_->advance(state_, token); }
-  const JsonPrefix& state() const { return state_; }
+  const State& state() const { return state_; }
 
  private:
   std::shared_ptr<const JsonVocabulary> vocab_;
-  JsonPrefix state_;
+  std::shared_ptr<const void> owner_;
+  State state_;
   mutable std::vector<uint8_t> allowed_;  // mask()'s scratch
 };
+
+extern template class VocabularyConstraint<JsonPrefix>;
+extern template class VocabularyConstraint<GrammarState>;
+
+// JSON mode: any object.
+using JsonConstraint = VocabularyConstraint<JsonPrefix>;
+// A JSON schema (json_schema_grammar.h): the texts its grammar accepts.
+using JsonSchemaConstraint = VocabularyConstraint<GrammarState>;
+std::shared_ptr<JsonSchemaConstraint> make_json_schema_constraint(std::shared_ptr<const JsonVocabulary> vocab,
+                                                                  std::shared_ptr<const ByteGrammar> grammar);
 
 }  // namespace runtime

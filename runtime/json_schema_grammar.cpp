@@ -1,0 +1,711 @@
+// A JSON schema compiled to a byte grammar (see json_schema_grammar.h). One rule per schema (and per $ref target, so
+// recursive schemas become recursive rules); shared rules for whitespace, strings, numbers and values of any type.
+#include "runtime/json_schema_grammar.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <optional>
+#include <set>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "chat/jinja_value.h"
+#include "chat/json.h"
+#include "runtime/json_prefix.h"
+
+namespace runtime {
+
+JsonSchemaError::JsonSchemaError(const std::string& where, const std::string& message)
+    : std::invalid_argument((where.empty() ? std::string("the schema") : "the schema at " + where) + ": " + message),
+      where_(where) {}
+
+namespace {
+
+using chat::jinja::Value;
+using ObjectData = chat::jinja::ObjectData;
+using Rule = ByteGrammar::Rule;
+using Symbol = ByteGrammar::Symbol;
+using Seq = std::vector<Symbol>;
+
+// Keywords that say nothing about which values are valid.
+constexpr std::string_view kAnnotations[] = {
+    "title", "description", "default", "examples", "format", "$schema", "$id", "$comment", "deprecated",
+    "readOnly", "writeOnly", "$defs", "definitions", "contentMediaType", "contentEncoding", "$anchor"};
+// Keywords that constrain values and that this reader does not hold a reply to: refused, not ignored.
+constexpr std::string_view kUnsupported[] = {
+    "pattern", "patternProperties", "propertyNames", "minProperties", "maxProperties", "dependentRequired",
+    "dependentSchemas", "dependencies", "multipleOf", "not", "if", "then", "else", "contains", "minContains",
+    "maxContains", "unevaluatedProperties", "unevaluatedItems", "$dynamicRef", "$recursiveRef"};
+// The keywords of each value type, which decide the type when `type` is absent.
+constexpr std::string_view kObjectKeywords[] = {"properties", "required", "additionalProperties"};
+constexpr std::string_view kArrayKeywords[] = {"items", "prefixItems", "additionalItems", "minItems", "maxItems"};
+constexpr std::string_view kStringKeywords[] = {"minLength", "maxLength"};
+constexpr std::string_view kNumberKeywords[] = {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"};
+// Keywords that each stand for the whole schema.
+constexpr std::string_view kCombinators[] = {"$ref", "const", "enum", "anyOf", "oneOf", "allOf"};
+
+template <size_t N>
+bool among(const std::string_view (&list)[N], std::string_view key) {
+  return std::find(std::begin(list), std::end(list), key) != std::end(list);
+}
+
+std::string child(const std::string& where, std::string_view key) {
+  std::string escaped;  // a JSON pointer token: ~ and / escaped
+  for (const char c : key) escaped += c == '~' ? "~0" : c == '/' ? "~1" : std::string(1, c);
+  return where + "/" + escaped;
+}
+
+// `v` as compact JSON text ({"a":1}): a const or enum value, which the reply must spell this way.
+std::string compact(const Value& v) {
+  chat::JsonOptions o;
+  o.item_separator = ",";
+  o.key_separator = ":";
+  return chat::to_json(v, o);
+}
+
+const char* json_type(const Value& v) {
+  if (v.is_none()) return "null";
+  if (v.is_bool()) return "boolean";
+  if (v.is_int()) return "integer";
+  if (v.is_float()) return "number";
+  if (v.is_string()) return "string";
+  if (v.is_array()) return "array";
+  return "object";
+}
+
+std::string decimal(uint64_t v) { return std::to_string(v); }
+
+class SchemaCompiler {
+ public:
+  explicit SchemaCompiler(const Value& root) : root_(root) {}
+
+  std::shared_ptr<const ByteGrammar> run() {
+    const Rule top = g_->add_rule();
+    const Rule value = compile(root_, "");
+    g_->add_alternative(top, {ws(), ByteGrammar::rule(value)});
+    g_->set_root(top);
+    if (!g_->admits_text() || GrammarState(*g_).accepts_nothing())
+      throw JsonSchemaError("", "no finite JSON text satisfies it (its references go round without end)");
+    return std::move(g_);
+  }
+
+ private:
+  Rule compile(const Value& s, const std::string& where) {
+    if (++depth_ > kMaxDepth) throw JsonSchemaError(where, "schemas nest (or $refs chain) too deep");
+    const Rule r = compile_schema(s, where);
+    --depth_;
+    if (g_->n_symbols() > kMaxSchemaSymbols) throw JsonSchemaError(where, "the schema is too large to hold to");
+    return r;
+  }
+
+  Rule compile_schema(const Value& s, const std::string& where) {
+    if (s.is_bool()) {
+      if (s.as_bool()) return any_value();
+      throw JsonSchemaError(where, "false admits no value");
+    }
+    if (!s.is_object() || s.is_namespace()) throw JsonSchemaError(where, "a schema is an object or a boolean");
+    const auto& o = s.object();
+    const Value* combinator = nullptr;
+    std::string combinator_key;
+    std::vector<std::string> constraints;  // value keywords beside the combinator, if any
+    for (const auto& [k, v] : o.items) {
+      if (!k.is_string()) continue;
+      const std::string& key = k.as_string();
+      if (among(kUnsupported, key) || (key == "uniqueItems" && !(v.is_bool() && !v.as_bool())))
+        throw JsonSchemaError(child(where, key), "\"" + key + "\" is not supported");
+      if (among(kCombinators, key)) {
+        if (combinator)
+          throw JsonSchemaError(where, "\"" + combinator_key + "\" and \"" + key + "\" together are not supported");
+        combinator = &v, combinator_key = key;
+      } else if (among(kObjectKeywords, key) || among(kArrayKeywords, key) || among(kStringKeywords, key) ||
+                 among(kNumberKeywords, key) || key == "type") {
+        constraints.push_back(key);
+      }
+    }
+    if (!combinator) return typed(o, where);
+    const std::string at = child(where, combinator_key);
+    const bool typed_values = combinator_key == "const" || combinator_key == "enum";
+    for (const std::string& key : constraints)
+      if (!(typed_values && key == "type"))
+        throw JsonSchemaError(where, "\"" + key + "\" beside \"" + combinator_key +
+                                         "\" is not supported (write it into each alternative)");
+    if (combinator_key == "$ref") {
+      if (!combinator->is_string()) throw JsonSchemaError(at, "$ref must be a string");
+      return reference(combinator->as_string(), at);
+    }
+    if (typed_values) {
+      const std::set<std::string> types = type_names(o, where);
+      std::vector<Value> values;
+      if (combinator_key == "const") {
+        values.push_back(*combinator);
+      } else {
+        if (!combinator->is_array()) throw JsonSchemaError(at, "enum must be an array");
+        values = combinator->items();
+      }
+      const Rule r = g_->add_rule();
+      size_t kept = 0;
+      for (const Value& v : values) {
+        if (!types.empty() && !types.count(json_type(v)) && !(v.is_int() && types.count("number"))) continue;
+        Seq seq;
+        g_->append_literal(seq, compact(v));
+        g_->add_alternative(r, seq);
+        ++kept;
+      }
+      if (kept == 0) throw JsonSchemaError(at, "no value is allowed (of the type the schema names)");
+      return r;
+    }
+    if (!combinator->is_array() || combinator->items().empty())
+      throw JsonSchemaError(at, combinator_key + " must be a non-empty array of schemas");
+    const std::vector<Value>& alternatives = combinator->items();
+    if (combinator_key == "allOf") {
+      if (alternatives.size() != 1)
+        throw JsonSchemaError(at, "allOf of more than one schema is not supported");
+      return compile(alternatives[0], child(at, "0"));
+    }
+    const Rule r = g_->add_rule();
+    for (size_t i = 0; i < alternatives.size(); ++i)
+      g_->add_alternative(r, {ByteGrammar::rule(compile(alternatives[i], child(at, std::to_string(i))))});
+    return r;
+  }
+
+  // `type` as a set of names; empty when absent.
+  std::set<std::string> type_names(const ObjectData& o, const std::string& where) {
+    static constexpr std::string_view kTypes[] = {"object", "array", "string", "number", "integer", "boolean",
+                                                  "null"};
+    std::set<std::string> names;
+    const Value* t = o.find("type");
+    if (!t) return names;
+    const std::string at = child(where, "type");
+    std::vector<Value> list = t->is_array() ? t->items() : std::vector<Value>{*t};
+    if (list.empty()) throw JsonSchemaError(at, "type must name at least one type");
+    for (const Value& v : list) {
+      if (!v.is_string() || !among(kTypes, v.as_string()))
+        throw JsonSchemaError(at, "type must be one of object, array, string, number, integer, boolean, null "
+                                  "(or a list of them)");
+      names.insert(v.as_string());
+    }
+    return names;
+  }
+
+  Rule typed(const ObjectData& o, const std::string& where) {
+    std::set<std::string> types = type_names(o, where);
+    if (types.empty()) {
+      // No type: the one(s) whose keywords the schema uses; a schema with none admits any value.
+      const auto uses = [&](const auto& keywords) {
+        return std::any_of(std::begin(keywords), std::end(keywords),
+                           [&](std::string_view k) { return o.find(k) != nullptr; });
+      };
+      if (uses(kObjectKeywords)) types.insert("object");
+      if (uses(kArrayKeywords)) types.insert("array");
+      if (uses(kStringKeywords)) types.insert("string");
+      if (uses(kNumberKeywords)) types.insert("number");
+      if (types.empty()) return any_value();
+    }
+    if (types.count("integer") && types.count("number")) types.erase("integer");  // every integer is a number
+    std::vector<Rule> rules;
+    for (const std::string& t : types) {
+      if (t == "object") rules.push_back(object(o, where));
+      if (t == "array") rules.push_back(array(o, where));
+      if (t == "string") rules.push_back(string(o, where));
+      if (t == "number") rules.push_back(number(o, where));
+      if (t == "integer") rules.push_back(integer(o, where));
+      if (t == "boolean") rules.push_back(literals({"true", "false"}));
+      if (t == "null") rules.push_back(literals({"null"}));
+    }
+    if (rules.size() == 1) return rules[0];
+    const Rule r = g_->add_rule();
+    for (const Rule x : rules) g_->add_alternative(r, {ByteGrammar::rule(x)});
+    return r;
+  }
+
+  // A $ref: a JSON pointer into this document. Each target becomes one rule, made before its schema is read, so
+  // a schema that refers to itself calls its own rule.
+  Rule reference(const std::string& ref, const std::string& where) {
+    if (const auto it = refs_.find(ref); it != refs_.end()) return it->second;
+    if (ref.empty() || ref[0] != '#')
+      throw JsonSchemaError(where, "only references into the same schema (\"#/...\") are supported");
+    const Value* target = &root_;
+    std::string_view path = std::string_view(ref).substr(1);
+    while (!path.empty()) {
+      if (path[0] != '/') throw JsonSchemaError(where, "\"" + ref + "\" is not a JSON pointer");
+      path.remove_prefix(1);
+      const size_t end = std::min(path.find('/'), path.size());
+      std::string token;
+      for (size_t i = 0; i < end; ++i) {
+        if (path[i] == '~' && i + 1 < end && (path[i + 1] == '0' || path[i + 1] == '1')) {
+          token += path[++i] == '0' ? '~' : '/';
+        } else {
+          token += path[i];
+        }
+      }
+      path.remove_prefix(end);
+      const Value* next = nullptr;
+      if (target->is_object() && !target->is_namespace()) {
+        next = target->object().find(token);
+      } else if (target->is_array() && !token.empty() &&
+                 std::all_of(token.begin(), token.end(), [](char c) { return c >= '0' && c <= '9'; }) &&
+                 token.size() < 10 && std::stoul(token) < target->items().size()) {
+        next = &target->items()[std::stoul(token)];
+      }
+      if (!next) throw JsonSchemaError(where, "\"" + ref + "\" names nothing in the schema");
+      target = next;
+    }
+    const Rule r = g_->add_rule();
+    refs_.emplace(ref, r);
+    g_->add_alternative(r, {ByteGrammar::rule(compile(*target, where))});
+    return r;
+  }
+
+  // properties in order, each optional one skippable; then additional properties where allowed.
+  //   first_i: properties i.. with none written yet; rest_i: the same after at least one (so each starts with ',').
+  Rule object(const ObjectData& o, const std::string& where) {
+    struct Property {
+      std::string name;
+      Rule value;
+      bool required;
+    };
+    std::vector<Property> props;
+    std::set<std::string> required;
+    if (const Value* req = o.find("required")) {
+      if (!req->is_array()) throw JsonSchemaError(child(where, "required"), "required must be an array of names");
+      for (const Value& n : req->items()) {
+        if (!n.is_string()) throw JsonSchemaError(child(where, "required"), "required must be an array of names");
+        required.insert(n.as_string());
+      }
+    }
+    const Value* listed = o.find("properties");
+    if (listed) {
+      if (!listed->is_object() || listed->is_namespace())
+        throw JsonSchemaError(child(where, "properties"), "properties must be an object of schemas");
+      for (const auto& [k, v] : listed->object().items) {
+        const std::string& name = k.as_string();
+        props.push_back({name, compile(v, child(child(where, "properties"), name)), required.count(name) > 0});
+      }
+    }
+    for (const std::string& name : required)  // required but not described: any value
+      if (std::none_of(props.begin(), props.end(), [&](const Property& p) { return p.name == name; }))
+        props.push_back({name, any_value(), true});
+    std::optional<Rule> extra;  // the value of an additional property
+    const Value* additional = o.find("additionalProperties");
+    if (!additional) {
+      if (!listed) extra = any_value();
+    } else if (!(additional->is_bool() && !additional->as_bool())) {
+      extra = compile(*additional, child(where, "additionalProperties"));
+    }
+
+    const auto member = [&](const std::string& name, Rule value) {
+      Seq seq;
+      g_->append_literal(seq, chat::json_quote(name));
+      push_member_tail(seq, value);
+      return seq;
+    };
+    Rule rest = g_->add_rule(), first = g_->add_rule();
+    g_->add_alternative(rest, {});
+    g_->add_alternative(first, {});
+    if (extra) {
+      Seq any_member{ByteGrammar::rule(string_any())};
+      push_member_tail(any_member, *extra);
+      Seq more{g_->byte(','), ws()};
+      more.insert(more.end(), any_member.begin(), any_member.end());
+      more.push_back(ByteGrammar::rule(rest));
+      g_->add_alternative(rest, more);
+      any_member.push_back(ByteGrammar::rule(rest));
+      g_->add_alternative(first, any_member);
+    }
+    for (size_t i = props.size(); i-- > 0;) {
+      const Rule next_rest = rest, next_first = first;
+      rest = g_->add_rule(), first = g_->add_rule();
+      Seq m = member(props[i].name, props[i].value);
+      Seq with_comma{g_->byte(','), ws()};
+      with_comma.insert(with_comma.end(), m.begin(), m.end());
+      with_comma.push_back(ByteGrammar::rule(next_rest));
+      g_->add_alternative(rest, with_comma);
+      m.push_back(ByteGrammar::rule(next_rest));
+      g_->add_alternative(first, m);
+      if (!props[i].required) {
+        g_->add_alternative(rest, {ByteGrammar::rule(next_rest)});
+        g_->add_alternative(first, {ByteGrammar::rule(next_first)});
+      }
+    }
+    const Rule r = g_->add_rule();
+    g_->add_alternative(r, {g_->byte('{'), ws(), ByteGrammar::rule(first), g_->byte('}')});
+    return r;
+  }
+
+  void push_member_tail(Seq& seq, Rule value) {
+    seq.insert(seq.end(), {ws(), g_->byte(':'), ws(), ByteGrammar::rule(value), ws()});
+  }
+
+  // Items in order, each followed by whitespace: list_i is the list from item i on, optional once minItems are
+  // written; past the tuple (and minItems), a loop of the remaining items' schema, or the end.
+  Rule array(const ObjectData& o, const std::string& where) {
+    std::vector<Rule> tuple;
+    std::optional<Rule> rest;
+    const Value* items = o.find("items");
+    const Value* prefix = o.find("prefixItems");
+    const Value* additional = o.find("additionalItems");
+    const auto schema_or_none = [&](const Value* v, const std::string& at) -> std::optional<Rule> {
+      if (v->is_bool() && !v->as_bool()) return std::nullopt;
+      return compile(*v, at);
+    };
+    if (items && items->is_array()) {  // draft 4's tuple form
+      for (size_t i = 0; i < items->items().size(); ++i)
+        tuple.push_back(compile(items->items()[i], child(child(where, "items"), std::to_string(i))));
+      if (additional) rest = schema_or_none(additional, child(where, "additionalItems"));
+    } else {
+      if (prefix) {
+        if (!prefix->is_array())
+          throw JsonSchemaError(child(where, "prefixItems"), "prefixItems must be an array of schemas");
+        for (size_t i = 0; i < prefix->items().size(); ++i)
+          tuple.push_back(compile(prefix->items()[i], child(child(where, "prefixItems"), std::to_string(i))));
+      }
+      if (items) rest = schema_or_none(items, child(where, "items"));
+      else if (!prefix) rest = any_value();
+    }
+    const int64_t min = count(o, "minItems", where).value_or(0);
+    std::optional<int64_t> max = count(o, "maxItems", where);
+    if (!rest) max = std::min<int64_t>(max.value_or(static_cast<int64_t>(tuple.size())),
+                                       static_cast<int64_t>(tuple.size()));
+    if (max && min > *max) throw JsonSchemaError(where, "no array has as many items as minItems asks");
+    // Explicit positions: the tuple's, up to minItems, and up to maxItems when it bounds the loop.
+    const int64_t explicit_items = max ? *max : std::max<int64_t>(static_cast<int64_t>(tuple.size()), min);
+    const auto item = [&](int64_t i) { return i < static_cast<int64_t>(tuple.size()) ? tuple[i] : *rest; };
+
+    Rule list = g_->add_rule();  // after the explicit positions
+    g_->add_alternative(list, {});
+    if (!max) {
+      const Rule loop = g_->add_rule();
+      g_->add_alternative(loop, {g_->byte(','), ws(), ByteGrammar::rule(*rest), ws(), ByteGrammar::rule(loop)});
+      g_->add_alternative(loop, {});
+      if (explicit_items == 0) {
+        g_->add_alternative(list, {ByteGrammar::rule(*rest), ws(), ByteGrammar::rule(loop)});
+      } else {
+        list = loop;
+      }
+    }
+    for (int64_t i = explicit_items; i-- > 0;) {
+      const Rule next = list;
+      list = g_->add_rule();
+      Seq seq;
+      if (i > 0) seq = {g_->byte(','), ws()};
+      seq.insert(seq.end(), {ByteGrammar::rule(item(i)), ws(), ByteGrammar::rule(next)});
+      g_->add_alternative(list, seq);
+      if (i >= min) g_->add_alternative(list, {});
+    }
+    const Rule r = g_->add_rule();
+    g_->add_alternative(r, {g_->byte('['), ws(), ByteGrammar::rule(list), g_->byte(']')});
+    return r;
+  }
+
+  // A count keyword (minItems, maxLength, ...): a whole number up to kMaxSchemaRepeat.
+  static std::optional<int64_t> count(const ObjectData& o, std::string_view key, const std::string& where) {
+    const Value* v = o.find(key);
+    if (!v) return std::nullopt;
+    const bool whole = v->is_int() || (v->is_float() && std::floor(v->as_float()) == v->as_float());
+    if (v->is_bool() || !whole || v->as_float() < 0)
+      throw JsonSchemaError(child(where, key), std::string(key) + " must be a whole number, 0 or more");
+    if (v->as_float() > static_cast<double>(kMaxSchemaRepeat))
+      throw JsonSchemaError(child(where, key), std::string(key) + " above " + std::to_string(kMaxSchemaRepeat) +
+                                                   " is not supported");
+    return static_cast<int64_t>(v->as_float());
+  }
+
+  Rule string(const ObjectData& o, const std::string& where) {
+    const int64_t min = count(o, "minLength", where).value_or(0);
+    const std::optional<int64_t> max = count(o, "maxLength", where);
+    if (max && min > *max) throw JsonSchemaError(where, "minLength is above maxLength");
+    if (min == 0 && !max) return string_any();
+    Seq seq{g_->byte('"')};
+    for (int64_t i = 0; i < min; ++i) seq.push_back(ByteGrammar::rule(character()));
+    seq.push_back(ByteGrammar::rule(max ? up_to(*max - min) : string_chars()));
+    seq.push_back(g_->byte('"'));
+    const Rule r = g_->add_rule();
+    g_->add_alternative(r, seq);
+    return r;
+  }
+
+  // Numbers admit only the bound minimum: 0 (a non-negative number), which schemas for prices, weights and
+  // counts use most; any other bound on a non-integer is refused.
+  Rule number(const ObjectData& o, const std::string& where) {
+    const Value* min = o.find("minimum");
+    const bool others = o.find("maximum") || o.find("exclusiveMinimum") || o.find("exclusiveMaximum");
+    if (!min && !others) return number_rule(true);
+    if (others || min->is_bool() || !min->is_number() || min->as_float() != 0.0)
+      throw JsonSchemaError(where, "bounds on a number are supported only as \"minimum\": 0 (or on an integer)");
+    return number_rule(false);
+  }
+
+  Rule integer(const ObjectData& o, const std::string& where) {
+    constexpr double kLimit = 1e18;
+    std::optional<int64_t> lo, hi;
+    const auto bound = [&](std::string_view key) -> std::optional<double> {
+      const Value* v = o.find(key);
+      if (!v || v->is_bool()) return std::nullopt;  // draft 4's boolean exclusive* is read with its bound
+      if (!v->is_number() || !(std::fabs(v->as_float()) <= kLimit))
+        throw JsonSchemaError(child(where, key), std::string(key) + " must be a number within ±1e18");
+      return v->as_float();
+    };
+    const auto flag = [&](std::string_view key) {
+      const Value* v = o.find(key);
+      return v && v->is_bool() && v->as_bool();
+    };
+    if (const auto m = bound("minimum"))
+      lo = static_cast<int64_t>(flag("exclusiveMinimum") ? std::floor(*m) + 1 : std::ceil(*m));
+    if (const auto m = bound("exclusiveMinimum")) lo = std::max(lo.value_or(INT64_MIN), int64_t(std::floor(*m)) + 1);
+    if (const auto m = bound("maximum"))
+      hi = static_cast<int64_t>(flag("exclusiveMaximum") ? std::ceil(*m) - 1 : std::floor(*m));
+    if (const auto m = bound("exclusiveMaximum")) hi = std::min(hi.value_or(INT64_MAX), int64_t(std::ceil(*m)) - 1);
+    if (lo && hi && *lo > *hi) throw JsonSchemaError(where, "no integer lies within its bounds");
+    const Rule r = g_->add_rule();
+    if (!lo && !hi) {
+      g_->add_alternative(r, {ByteGrammar::rule(integer_digits())});
+      g_->add_alternative(r, {g_->byte('-'), ByteGrammar::rule(integer_digits())});
+      return r;
+    }
+    if (!hi || *hi >= 0) {
+      const uint64_t from = lo && *lo > 0 ? static_cast<uint64_t>(*lo) : 0;
+      g_->add_alternative(r, {ByteGrammar::rule(whole_numbers(from, hi ? static_cast<uint64_t>(*hi) : kNoEnd))});
+    }
+    if (!lo || *lo < 0) {  // -x for x from max(1, -hi) to -lo
+      const uint64_t from = hi && *hi < 0 ? static_cast<uint64_t>(-*hi) : 1;
+      const uint64_t to = lo ? static_cast<uint64_t>(-*lo) : kNoEnd;
+      g_->add_alternative(r, {g_->byte('-'), ByteGrammar::rule(whole_numbers(from, to))});
+    }
+    return r;
+  }
+
+  // Decimal numbers without leading zeros from `from` to `to` (kNoEnd: no end): by length, then digit by digit.
+  static constexpr uint64_t kNoEnd = UINT64_MAX;
+  Rule whole_numbers(uint64_t from, uint64_t to) {
+    const bool bounded = to != kNoEnd;
+    const Rule r = g_->add_rule();
+    const size_t shortest = decimal(from).size(), longest = bounded ? decimal(to).size() : shortest;
+    uint64_t power = 1;  // 10^(L-1)
+    for (size_t l = 1; l < shortest; ++l) power *= 10;
+    for (size_t l = shortest; l <= longest; ++l, power *= 10) {
+      const uint64_t lo = l == shortest ? from : power;
+      const uint64_t hi = bounded && l == longest ? to : power * 10 - 1;
+      g_->add_alternative(r, {ByteGrammar::rule(digits_between(decimal(lo), decimal(hi)))});
+    }
+    if (!bounded) {  // anything longer than `from`
+      Seq seq{digit_range('1', '9')};
+      for (size_t i = 0; i < shortest; ++i) seq.push_back(digit_range('0', '9'));
+      seq.push_back(ByteGrammar::rule(digits()));
+      g_->add_alternative(r, seq);
+    }
+    return r;
+  }
+
+  // Digit strings of one length from lo to hi (lo <= hi, both that long).
+  Rule digits_between(const std::string& lo, const std::string& hi) {
+    const auto key = std::make_pair(lo, hi);
+    if (const auto it = between_.find(key); it != between_.end()) return it->second;
+    const Rule r = g_->add_rule();
+    between_.emplace(key, r);
+    const size_t n = lo.size();
+    if (n == 0) {
+      g_->add_alternative(r, {});
+    } else if (lo[0] == hi[0]) {
+      g_->add_alternative(r, {g_->byte(lo[0]), ByteGrammar::rule(digits_between(lo.substr(1), hi.substr(1)))});
+    } else {
+      const std::string nines(n - 1, '9'), zeros(n - 1, '0');
+      g_->add_alternative(r, {g_->byte(lo[0]), ByteGrammar::rule(digits_between(lo.substr(1), nines))});
+      if (lo[0] + 1 <= hi[0] - 1)
+        g_->add_alternative(r, {digit_range(static_cast<char>(lo[0] + 1), static_cast<char>(hi[0] - 1)),
+                                ByteGrammar::rule(digits_between(zeros, nines))});
+      g_->add_alternative(r, {g_->byte(hi[0]), ByteGrammar::rule(digits_between(zeros, hi.substr(1)))});
+    }
+    return r;
+  }
+
+  Symbol digit_range(char lo, char hi) {
+    ByteGrammar::ByteSet set;
+    for (char c = lo; c <= hi; ++c) set.set(static_cast<unsigned char>(c));
+    return g_->bytes(set);
+  }
+
+  Rule literals(std::initializer_list<std::string_view> texts) {
+    const Rule r = g_->add_rule();
+    for (const std::string_view t : texts) {
+      Seq seq;
+      g_->append_literal(seq, t);
+      g_->add_alternative(r, seq);
+    }
+    return r;
+  }
+
+  // Shared rules, each made on first use.
+
+  Symbol ws() {  // up to JsonPrefix::kMaxSpaces whitespace bytes
+    if (!ws_) {
+      ByteGrammar::ByteSet space;
+      for (const char c : {' ', '\t', '\n', '\r'}) space.set(static_cast<unsigned char>(c));
+      Rule next = g_->add_rule();
+      g_->add_alternative(next, {});
+      for (int i = 0; i < JsonPrefix::kMaxSpaces; ++i) {
+        const Rule r = g_->add_rule();
+        g_->add_alternative(r, {});
+        g_->add_alternative(r, {g_->bytes(space), ByteGrammar::rule(next)});
+        next = r;
+      }
+      ws_ = next;
+    }
+    return ByteGrammar::rule(*ws_);
+  }
+
+  Rule digits() {  // [0-9]*
+    if (!digits_) {
+      digits_ = g_->add_rule();
+      g_->add_alternative(*digits_, {digit_range('0', '9'), ByteGrammar::rule(*digits_)});
+      g_->add_alternative(*digits_, {});
+    }
+    return *digits_;
+  }
+
+  Rule integer_digits() {  // 0 | [1-9][0-9]*
+    if (!integer_digits_) {
+      integer_digits_ = g_->add_rule();
+      g_->add_alternative(*integer_digits_, {g_->byte('0')});
+      g_->add_alternative(*integer_digits_, {digit_range('1', '9'), ByteGrammar::rule(digits())});
+    }
+    return *integer_digits_;
+  }
+
+  Rule number_rule(bool negative) {  // -? int frac? exp?
+    std::optional<Rule>& memo = negative ? number_ : non_negative_;
+    if (memo) return *memo;
+    const Rule digits1 = g_->add_rule();  // [0-9]+
+    g_->add_alternative(digits1, {digit_range('0', '9'), ByteGrammar::rule(digits())});
+    const Rule frac = g_->add_rule();
+    g_->add_alternative(frac, {});
+    g_->add_alternative(frac, {g_->byte('.'), ByteGrammar::rule(digits1)});
+    const Rule exp = g_->add_rule();
+    ByteGrammar::ByteSet e, sign;
+    e.set('e'), e.set('E'), sign.set('+'), sign.set('-');
+    g_->add_alternative(exp, {});
+    g_->add_alternative(exp, {g_->bytes(e), ByteGrammar::rule(digits1)});
+    g_->add_alternative(exp, {g_->bytes(e), g_->bytes(sign), ByteGrammar::rule(digits1)});
+    const Seq tail{ByteGrammar::rule(integer_digits()), ByteGrammar::rule(frac), ByteGrammar::rule(exp)};
+    memo = g_->add_rule();
+    g_->add_alternative(*memo, tail);
+    if (negative) {
+      Seq minus{g_->byte('-')};
+      minus.insert(minus.end(), tail.begin(), tail.end());
+      g_->add_alternative(*memo, minus);
+    }
+    return *memo;
+  }
+
+  Rule escape() {  // after a backslash
+    if (!escape_) {
+      escape_ = g_->add_rule();
+      ByteGrammar::ByteSet simple, hex;
+      for (const char c : std::string_view("\"\\/bfnrt")) simple.set(static_cast<unsigned char>(c));
+      for (const char c : std::string_view("0123456789abcdefABCDEF")) hex.set(static_cast<unsigned char>(c));
+      g_->add_alternative(*escape_, {g_->bytes(simple)});
+      g_->add_alternative(*escape_, {g_->byte('u'), g_->bytes(hex), g_->bytes(hex), g_->bytes(hex), g_->bytes(hex)});
+    }
+    return *escape_;
+  }
+
+  // A string's text of any length, byte by byte: the rule a vocabulary's masks recognise as a plain string
+  // (GrammarState::in_plain_string), since each plain byte returns to it.
+  Rule string_chars() {
+    if (!string_chars_) {
+      string_chars_ = g_->add_rule();
+      ByteGrammar::ByteSet plain;
+      for (int c = 0; c < 256; ++c)
+        plain.set(static_cast<size_t>(c), JsonPrefix::keeps_plain_string(static_cast<unsigned char>(c)));
+      g_->add_alternative(*string_chars_, {g_->bytes(plain), ByteGrammar::rule(*string_chars_)});
+      g_->add_alternative(*string_chars_,
+                          {g_->byte('\\'), ByteGrammar::rule(escape()), ByteGrammar::rule(*string_chars_)});
+      g_->add_alternative(*string_chars_, {});
+    }
+    return *string_chars_;
+  }
+
+  Rule string_any() {
+    if (!string_any_) {
+      string_any_ = g_->add_rule();
+      g_->add_alternative(*string_any_, {g_->byte('"'), ByteGrammar::rule(string_chars()), g_->byte('"')});
+    }
+    return *string_any_;
+  }
+
+  // One character of a string whose length counts: a UTF-8 sequence (by its lead byte's length) or an escape.
+  Rule character() {
+    if (!character_) {
+      character_ = g_->add_rule();
+      ByteGrammar::ByteSet ascii, cont, lead2, lead3, lead4;
+      for (int c = 0x20; c < 0x80; ++c) ascii.set(static_cast<size_t>(c));
+      ascii.reset('"'), ascii.reset('\\');
+      for (int c = 0x80; c < 0xC0; ++c) cont.set(static_cast<size_t>(c));
+      for (int c = 0xC2; c < 0xE0; ++c) lead2.set(static_cast<size_t>(c));
+      for (int c = 0xE0; c < 0xF0; ++c) lead3.set(static_cast<size_t>(c));
+      for (int c = 0xF0; c < 0xF5; ++c) lead4.set(static_cast<size_t>(c));
+      const Symbol k = g_->bytes(cont);
+      g_->add_alternative(*character_, {g_->bytes(ascii)});
+      g_->add_alternative(*character_, {g_->bytes(lead2), k});
+      g_->add_alternative(*character_, {g_->bytes(lead3), k, k});
+      g_->add_alternative(*character_, {g_->bytes(lead4), k, k, k});
+      g_->add_alternative(*character_, {g_->byte('\\'), ByteGrammar::rule(escape())});
+    }
+    return *character_;
+  }
+
+  Rule up_to(int64_t n) {  // at most n characters: up_to_[k] = ε | character up_to_[k-1]
+    while (static_cast<int64_t>(up_to_.size()) <= n) {
+      const Rule r = g_->add_rule();
+      g_->add_alternative(r, {});
+      if (!up_to_.empty()) g_->add_alternative(r, {ByteGrammar::rule(character()), ByteGrammar::rule(up_to_.back())});
+      up_to_.push_back(r);
+    }
+    return up_to_[static_cast<size_t>(n)];
+  }
+
+  // Any JSON value, containers nested as deep as the recognizer's stacks allow.
+  Rule any_value() {
+    if (any_value_) return *any_value_;
+    any_value_ = g_->add_rule();
+    const Rule members = g_->add_rule(), elements = g_->add_rule();
+    const Symbol value = ByteGrammar::rule(*any_value_), key = ByteGrammar::rule(string_any());
+    g_->add_alternative(members, {g_->byte(','), ws(), key, ws(), g_->byte(':'), ws(), value, ws(),
+                                  ByteGrammar::rule(members)});
+    g_->add_alternative(members, {});
+    g_->add_alternative(elements, {g_->byte(','), ws(), value, ws(), ByteGrammar::rule(elements)});
+    g_->add_alternative(elements, {});
+    g_->add_alternative(*any_value_, {g_->byte('{'), ws(), g_->byte('}')});
+    g_->add_alternative(*any_value_, {g_->byte('{'), ws(), key, ws(), g_->byte(':'), ws(), value, ws(),
+                                      ByteGrammar::rule(members), g_->byte('}')});
+    g_->add_alternative(*any_value_, {g_->byte('['), ws(), g_->byte(']')});
+    g_->add_alternative(*any_value_, {g_->byte('['), ws(), value, ws(), ByteGrammar::rule(elements), g_->byte(']')});
+    g_->add_alternative(*any_value_, {key});
+    g_->add_alternative(*any_value_, {ByteGrammar::rule(number_rule(true))});
+    for (const std::string_view literal : {"true", "false", "null"}) {
+      Seq seq;
+      g_->append_literal(seq, literal);
+      g_->add_alternative(*any_value_, seq);
+    }
+    return *any_value_;
+  }
+
+  static constexpr int kMaxDepth = 128;
+  const Value& root_;
+  std::shared_ptr<ByteGrammar> g_ = std::make_shared<ByteGrammar>();
+  int depth_ = 0;
+  std::map<std::string, Rule> refs_;
+  std::map<std::pair<std::string, std::string>, Rule> between_;
+  std::optional<Rule> ws_, digits_, integer_digits_, number_, non_negative_, escape_, string_chars_, string_any_,
+      character_, any_value_;
+  std::vector<Rule> up_to_;
+};
+
+}  // namespace
+
+std::shared_ptr<const ByteGrammar> json_schema_grammar(const chat::jinja::Value& schema) {
+  return SchemaCompiler(schema).run();
+}
+
+}  // namespace runtime

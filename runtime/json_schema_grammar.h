@@ -1,0 +1,48 @@
+// A JSON schema as a byte grammar (byte_grammar.h): the texts it accepts are JSON documents that the schema
+// validates, written with at most JsonPrefix::kMaxSpaces whitespace bytes in a row between tokens. This is what
+// OpenAI's `response_format: {"type": "json_schema"}` holds a reply to (json_constraint.h).
+//
+// What a schema may say (anything else that constrains a value is refused with a JsonSchemaError, never ignored):
+// - type (one or a list), enum, const, anyOf, oneOf (read as anyOf), allOf of one schema, $ref to a place in the
+//   same document ("#", "#/$defs/Name", "#/definitions/Name", any JSON pointer), recursion included;
+// - objects: properties (written in the schema's order; those not in `required` may be left out), required,
+//   additionalProperties (false, true or a schema; when absent: none beside `properties` if it is given, any if not);
+// - arrays: items, prefixItems (or draft 4's items list with additionalItems; when neither items nor
+//   additionalItems is given, none beyond the tuple), minItems, maxItems;
+// - strings: minLength, maxLength (in characters: a UTF-8 sequence or an escape is one);
+// - integers: minimum, maximum, exclusiveMinimum, exclusiveMaximum (either draft's form); numbers: minimum 0;
+// - annotations, which constrain nothing, are read past: title, description, default, examples, format, $schema,
+//   $id, $comment, deprecated, readOnly, writeOnly, and keywords JSON Schema does not define.
+// An additional property's name may repeat a listed property's. A string's bytes are not checked to be UTF-8.
+#pragma once
+#include <memory>
+#include <stdexcept>
+#include <string>
+
+#include "runtime/byte_grammar.h"
+
+namespace chat::jinja {
+class Value;
+}
+
+namespace runtime {
+
+// A schema this reader cannot hold a reply to, or one that is not a schema: where (a JSON pointer into the schema,
+// "" for its root) and why.
+class JsonSchemaError : public std::invalid_argument {
+ public:
+  JsonSchemaError(const std::string& where, const std::string& message);
+  const std::string& where() const { return where_; }
+
+ private:
+  std::string where_;
+};
+
+// Bounds on what one schema may cost: a repetition's explicit count (maxItems, maxLength, minItems, minLength) and
+// the grammar's size.
+inline constexpr int64_t kMaxSchemaRepeat = 4096;
+inline constexpr size_t kMaxSchemaSymbols = size_t{1} << 20;
+
+std::shared_ptr<const ByteGrammar> json_schema_grammar(const chat::jinja::Value& schema);
+
+}  // namespace runtime

@@ -1,0 +1,310 @@
+// Structured output by JSON schema: the byte grammar's recognizer (runtime/byte_grammar.h), schemas compiled to it
+// (runtime/json_schema_grammar.h) against texts each keyword must take and refuse, random texts walked out of each
+// grammar against an independent validator (schema_validator.h), schemas refused with where and why, and a
+// vocabulary's masks on a schema's state against trying every token byte by byte.
+#include <gtest/gtest.h>
+
+#include <random>
+#include <string>
+#include <vector>
+
+#include "assets.h"
+#include "chat/json.h"
+#include "model/model.h"
+#include "runtime/byte_grammar.h"
+#include "runtime/json_constraint.h"
+#include "runtime/json_schema_grammar.h"
+#include "schema_validator.h"
+#include "tokenizer/tokenizer.h"
+
+namespace {
+
+using runtime::ByteGrammar;
+using runtime::GrammarState;
+
+bool accepts(const ByteGrammar& g, std::string_view text) {
+  GrammarState s(g);
+  for (const char c : text)
+    if (!s.feed(static_cast<unsigned char>(c))) return false;
+  return s.complete();
+}
+
+std::shared_ptr<const ByteGrammar> compile(std::string_view schema) {
+  return runtime::json_schema_grammar(chat::parse_json(schema));
+}
+
+TEST(ByteGrammar, AlternativesRepetitionAndEnd) {
+  ByteGrammar g;
+  // r ::= "ab" r | "a" ; s ::= r "!"   (a repetition written as a rule that calls itself last)
+  const auto r = g.add_rule(), s = g.add_rule();
+  std::vector<ByteGrammar::Symbol> ab;
+  g.append_literal(ab, "ab");
+  ab.push_back(ByteGrammar::rule(r));
+  g.add_alternative(r, ab);
+  g.add_alternative(r, {g.byte('a')});
+  g.add_alternative(s, {ByteGrammar::rule(r), g.byte('!')});
+  g.set_root(s);
+  for (const char* ok : {"a!", "aba!", "ababa!"}) EXPECT_TRUE(accepts(g, ok)) << ok;
+  for (const char* bad : {"", "a", "ab!", "b!", "a!!", "aa!"}) EXPECT_FALSE(accepts(g, bad)) << bad;
+  // A refused byte leaves the state as it was.
+  GrammarState st(g);
+  ASSERT_TRUE(st.feed('a'));
+  const GrammarState before = st;
+  EXPECT_FALSE(st.feed('x'));
+  EXPECT_TRUE(st == before);
+  // A long repetition keeps the state small: the call to itself costs no stack.
+  GrammarState rep(g);
+  for (int i = 0; i < 1000; ++i) ASSERT_TRUE(rep.feed('a') && rep.feed('b'));
+  GrammarState one(g);
+  one.feed('a');
+  one.feed('b');
+  EXPECT_TRUE(rep == one);
+}
+
+TEST(ByteGrammar, AGrammarThatLoopsWithoutBytesStops) {
+  ByteGrammar g;
+  const auto r = g.add_rule();
+  g.add_alternative(r, {ByteGrammar::rule(r)});  // r ::= r
+  g.set_root(r);
+  EXPECT_TRUE(GrammarState(g).accepts_nothing());
+}
+
+struct Case {
+  const char* schema;
+  std::vector<const char*> take;
+  std::vector<const char*> refuse;
+};
+
+// Each keyword on texts it must take (in the schema's property order) and texts it must refuse.
+TEST(JsonSchemaGrammar, KeywordsTakeAndRefuse) {
+  const Case cases[] = {
+      {R"({"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
+           "required": ["name"]})",
+       {R"({"name": "Ann"})", R"({"name": "Ann", "age": 3})", R"( { "name" : "A\"n\u00e9" ,"age":-12 })",
+        "{\n  \"name\": \"x\",\n  \"age\": 0\n}"},
+       {R"({})", R"({"age": 3})", R"({"age": 3, "name": "Ann"})", R"({"name": "Ann", "x": 1})",
+        R"({"name": 1})", R"({"name": "Ann", "age": 1.5})", R"({"name": "Ann", "age": 01})", R"({"name": "Ann",})",
+        R"({"name": "Ann"} )", R"({"name": "Ann"}{})"}},
+      {R"({"type": "object", "properties": {"a": {"type": "boolean"}}, "additionalProperties": {"type": "null"}})",
+       {R"({})", R"({"a": true})", R"({"a": false, "b": null, "c": null})", R"({"z": null})"},
+       {R"({"a": 1})", R"({"a": true, "b": 1})"}},
+      {R"({"type": "object"})", {R"({})", R"({"x": [1, {"y": null}], "z": "s"})"}, {R"([])", R"("x")"}},
+      {R"({"type": "array", "items": {"type": "integer"}, "minItems": 1, "maxItems": 3})",
+       {"[1]", "[1, 2]", "[ 1 , 2 , 3 ]"}, {"[]", "[1, 2, 3, 4]", "[1.5]", "[\"1\"]", "[1,]"}},
+      {R"({"type": "array", "prefixItems": [{"type": "string"}, {"type": "number"}]})",
+       {"[]", "[\"a\"]", "[\"a\", 2.5e3]"}, {"[2]", "[\"a\", 1, 2]", "[\"a\", \"b\"]"}},
+      {R"({"type": "array", "prefixItems": [{"const": 1}], "items": {"type": "string"}, "minItems": 2})",
+       {"[1, \"a\"]", "[1, \"a\", \"b\"]"}, {"[1]", "[1, 2]", "[\"a\", \"b\"]"}},
+      {R"({"type": "array"})", {"[]", "[1, \"a\", [null], {}]"}, {"{}"}},
+      {R"({"type": "string", "minLength": 2, "maxLength": 3})",
+       {R"("ab")", R"("abc")", "\"\xc3\xa9\xc3\xa9\"", R"("a\n")", R"("\u00e9\u00e9\u00e9")"},
+       {R"("a")", R"("abcd")", "\"\xc3\xa9\"", R"("")"}},
+      {R"({"enum": ["red", "green", 3, null, {"a": [1]}]})",
+       {R"("red")", R"("green")", "3", "null", R"({"a":[1]})"}, {R"("blue")", "4", R"("Red")", R"({"a": [1]})"}},
+      {R"({"type": "string", "enum": ["a", 1]})", {R"("a")"}, {"1"}},
+      {R"({"const": "x"})", {R"("x")", R"( "x")"}, {R"("y")", R"("x" )"}},
+      {R"({"anyOf": [{"type": "integer"}, {"type": "null"}]})", {"7", "null"}, {"\"7\"", "true"}},
+      {R"({"type": ["string", "null"]})", {"\"s\"", "null"}, {"1"}},
+      {R"({"type": "boolean"})", {"true", "false"}, {"null", "tru", "1"}},
+      {R"({"type": "integer", "minimum": -5, "maximum": 120})",
+       {"-5", "-1", "0", "9", "10", "99", "100", "119", "120"}, {"-6", "-10", "121", "200", "1000", "-0", "007"}},
+      {R"({"type": "integer", "exclusiveMinimum": 0})", {"1", "10", "123456789012"}, {"0", "-1"}},
+      {R"({"type": "integer", "maximum": 10, "exclusiveMaximum": true})", {"9", "-100"}, {"10", "11"}},
+      {R"({"type": "integer", "minimum": 1000})", {"1000", "9999", "10000", "54321000"}, {"999", "0", "-1000"}},
+      {R"({"type": "number", "minimum": 0})", {"0", "0.5", "12e-3"}, {"-1", "-0.5"}},
+      {R"({"type": "number"})", {"0", "-0.5", "1E+9", "12.25e-3"}, {"01", "1.", ".5", "+1", "1e"}},
+      {R"({"$defs": {"node": {"type": "object", "properties": {"v": {"type": "integer"},
+                                                  "next": {"anyOf": [{"$ref": "#/$defs/node"}, {"type": "null"}]}},
+                      "required": ["v", "next"]}},
+          "$ref": "#/$defs/node"})",
+       {R"({"v": 1, "next": null})", R"({"v": 1, "next": {"v": 2, "next": {"v": 3, "next": null}}})"},
+       {R"({"v": 1})", R"({"v": 1, "next": {"v": 2}})"}},
+      {R"({"allOf": [{"type": "integer"}], "title": "n", "description": "d", "default": 3, "format": "int32"})",
+       {"3"}, {"\"3\""}},
+      {R"(true)", {"1", "\"s\"", "{\"a\": [true]}"}, {"", "{"}},
+  };
+  for (const Case& c : cases) {
+    const auto g = compile(c.schema);
+    const chat::jinja::Value schema = chat::parse_json(c.schema);
+    for (const char* t : c.take) {
+      EXPECT_TRUE(accepts(*g, t)) << c.schema << "\n  should take " << t;
+      EXPECT_TRUE(schema_test::text_valid(schema, t)) << "the validator refuses " << t;
+    }
+    for (const char* t : c.refuse) EXPECT_FALSE(accepts(*g, t)) << c.schema << "\n  should refuse " << t;
+  }
+}
+
+// Texts walked out of each grammar one random byte at a time (printable ASCII, so that every text is UTF-8) are
+// JSON that the validator accepts; and random edits of valid texts that the grammar still takes are valid too.
+TEST(JsonSchemaGrammar, RandomTextsOfTheGrammarAreValid) {
+  const char* schemas[] = {
+      R"({"type": "object", "properties": {"id": {"type": "integer", "minimum": 0, "maximum": 999},
+           "tags": {"type": "array", "items": {"enum": ["a", "b", "c"]}, "maxItems": 3},
+           "name": {"type": "string", "maxLength": 4}, "score": {"type": "number"},
+           "ok": {"type": ["boolean", "null"]}}, "required": ["id", "tags"]})",
+      R"({"type": "array", "prefixItems": [{"type": "integer", "minimum": -20, "maximum": 20}, {"const": [1, "x"]}],
+          "items": {"type": "object", "properties": {"k": {"type": "string", "minLength": 1}}}, "minItems": 1})",
+      R"({"$defs": {"t": {"type": "object", "properties": {"kids": {"type": "array", "items": {"$ref": "#/$defs/t"},
+                                                                      "maxItems": 2}}, "required": ["kids"]}},
+          "anyOf": [{"$ref": "#/$defs/t"}, {"type": "integer", "exclusiveMaximum": 0}]})",
+      R"({"type": "object", "additionalProperties": {"type": "integer"}})",
+  };
+  std::mt19937 rng(50);
+  for (const char* text : schemas) {
+    const auto g = compile(text);
+    const chat::jinja::Value schema = chat::parse_json(text);
+    int whole = 0;
+    for (int i = 0; i < 400; ++i) {
+      GrammarState s(*g);
+      std::string out;
+      while (out.size() < 300) {
+        if (s.complete() && rng() % 4 == 0) break;
+        std::vector<unsigned char> next;
+        for (int c = 0x20; c < 0x7F; ++c) {
+          GrammarState t = s;
+          if (t.feed(static_cast<unsigned char>(c))) next.push_back(static_cast<unsigned char>(c));
+        }
+        if (next.empty()) break;
+        // Lean towards what closes a value, so that most walks finish within the limit.
+        const auto closer = std::find_if(next.begin(), next.end(), [](unsigned char c) {
+          return c == '"' || c == ']' || c == '}' || c == ',';
+        });
+        const unsigned char c = closer != next.end() && rng() % 3 == 0 ? *closer : next[rng() % next.size()];
+        ASSERT_TRUE(s.feed(c));
+        out += static_cast<char>(c);
+      }
+      if (!s.complete()) continue;
+      ++whole;
+      EXPECT_TRUE(schema_test::text_valid(schema, out)) << text << "\n  walked out " << out;
+      // Edits: a byte replaced, removed or doubled. Whatever the grammar still takes is valid.
+      for (int e = 0; e < 20; ++e) {
+        std::string edited = out;
+        const size_t at = rng() % edited.size();
+        switch (rng() % 3) {
+          case 0: edited[at] = "{}[],:\"0123456789-.etrufalsn x"[rng() % 31]; break;
+          case 1: edited.erase(at, 1); break;
+          default: edited.insert(at, 1, edited[at]); break;
+        }
+        if (accepts(*g, edited)) {
+          EXPECT_TRUE(schema_test::text_valid(schema, edited)) << text << "\n  " << edited;
+        }
+      }
+    }
+    EXPECT_GE(whole, 100) << text;
+  }
+}
+
+TEST(JsonSchemaGrammar, RefusedSchemasSayWhereAndWhy) {
+  const std::pair<const char*, const char*> cases[] = {
+      {R"({"type": "string", "pattern": "^a"})", "/pattern"},
+      {R"({"properties": {"a": {"type": "number", "maximum": 3}}})", "/properties/a"},
+      {R"({"type": "object", "minProperties": 1})", "/minProperties"},
+      {R"({"not": {"type": "null"}})", "/not"},
+      {R"({"type": "array", "uniqueItems": true})", "/uniqueItems"},
+      {R"({"allOf": [{"type": "integer"}, {"minimum": 0}]})", "/allOf"},
+      {R"({"type": "object", "anyOf": [{"required": ["a"]}]})", ""},
+      {R"({"$ref": "https://example.com/s.json"})", "/$ref"},
+      {R"({"$ref": "#/$defs/missing"})", "/$ref"},
+      {R"({"$ref": "#"})", ""},
+      {R"({"$defs": {"a": {"type": "object", "properties": {"x": {"$ref": "#/$defs/a"}}, "required": ["x"]}},
+          "$ref": "#/$defs/a"})", ""},
+      {R"(false)", ""},
+      {R"({"type": "strin"})", "/type"},
+      {R"({"enum": []})", "/enum"},
+      {R"({"type": "integer", "enum": ["a"]})", "/enum"},
+      {R"({"type": "array", "maxItems": 100000})", "/maxItems"},
+      {R"({"type": "string", "minLength": 3, "maxLength": 2})", ""},
+      {R"({"type": "integer", "minimum": 3, "maximum": 2})", ""},
+      {R"({"type": "integer", "minimum": 1e30})", "/minimum"},
+      {R"({"properties": {"a/b~": {"type": "string", "minLength": -1}}})", "/properties/a~1b~0/minLength"},
+      {R"(5)", ""},
+  };
+  for (const auto& [schema, where] : cases) {
+    try {
+      compile(schema);
+      ADD_FAILURE() << "compiled: " << schema;
+    } catch (const runtime::JsonSchemaError& e) {
+      EXPECT_EQ(e.where(), where) << schema << ": " << e.what();
+    }
+  }
+}
+
+TEST(JsonSchemaGrammar, DeepAndLargeSchemasAreRefusedNotOverflowed) {
+  std::string deep;
+  for (int i = 0; i < 200; ++i) deep += R"({"type": "array", "items": )";
+  deep += "true" + std::string(200, '}');
+  EXPECT_THROW(compile(deep), runtime::JsonSchemaError);
+  std::string chain = R"({"$defs": {)";
+  for (int i = 0; i < 300; ++i)
+    chain += "\"d" + std::to_string(i) + "\": {\"$ref\": \"#/$defs/d" + std::to_string(i + 1) + "\"}, ";
+  chain += R"("d300": true}, "$ref": "#/$defs/d0"})";
+  EXPECT_THROW(compile(chain), runtime::JsonSchemaError);
+}
+
+class JsonSchemaMaskTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    REQUIRE_ASSET(p, "models/stories260K-f32.gguf");
+    model_ = model::Model::load(p);
+    tok_ = std::make_unique<tokenizer::Tokenizer>(tokenizer::Tokenizer::from_gguf(model_->file()));
+    vocab_ = std::make_shared<runtime::JsonVocabulary>(*tok_);
+  }
+  std::vector<uint8_t> brute_force(const GrammarState& state) const {
+    std::vector<uint8_t> ok(static_cast<size_t>(tok_->n_vocab()), 0);
+    for (int32_t id = 0; id < tok_->n_vocab(); ++id) {
+      if (tok_->is_eog(id)) {
+        ok[static_cast<size_t>(id)] = state.complete();
+        continue;
+      }
+      const std::string piece = tok_->is_control(id) ? "" : tok_->token_to_piece(id);
+      if (piece.empty()) continue;
+      GrammarState s = state;
+      bool fits = true;
+      for (const char c : piece) fits = fits && s.feed(static_cast<unsigned char>(c));
+      ok[static_cast<size_t>(id)] = fits;
+    }
+    return ok;
+  }
+  std::shared_ptr<const model::Model> model_;
+  std::unique_ptr<tokenizer::Tokenizer> tok_;
+  std::shared_ptr<runtime::JsonVocabulary> vocab_;
+};
+
+// A target spelled token by token through a schema's masks (the longest allowed token that continues it): each
+// step's mask is exactly what trying every token gives, inside free strings too, and the end comes only at the end.
+TEST_F(JsonSchemaMaskTest, MasksSpellATargetAndAreExact) {
+  const auto grammar = compile(R"({"type": "object", "properties": {
+      "story": {"type": "string"}, "mood": {"enum": ["happy", "sad"]}, "n": {"type": "integer", "maximum": 50},
+      "words": {"type": "array", "items": {"type": "string", "maxLength": 8}}}, "required": ["story", "mood"]})");
+  const std::string target =
+      R"({"story": "Once upon a time, \"Lily\" ran.", "mood": "happy", "n": 42, "words": ["sun", "tree"]})";
+  const auto c = runtime::make_json_schema_constraint(vocab_, grammar);
+  std::string spelled;
+  int plain = 0;
+  while (spelled.size() < target.size()) {
+    std::vector<uint8_t> allowed;
+    vocab_->allowed(c->state(), allowed);
+    ASSERT_EQ(allowed, brute_force(c->state())) << "after " << spelled;
+    plain += c->state().in_plain_string();
+    int32_t best = -1;
+    size_t best_len = 0;
+    for (int32_t id = 0; id < tok_->n_vocab(); ++id) {
+      if (!allowed[static_cast<size_t>(id)]) continue;
+      ASSERT_FALSE(tok_->is_eog(id)) << "an end before the text is whole, after " << spelled;
+      const std::string piece = tok_->is_control(id) ? "" : tok_->token_to_piece(id);
+      if (!piece.empty() && target.compare(spelled.size(), piece.size(), piece) == 0 && piece.size() > best_len)
+        best = id, best_len = piece.size();
+    }
+    ASSERT_GE(best, 0) << "no allowed token continues " << spelled;
+    c->accept(best);
+    spelled += tok_->token_to_piece(best);
+  }
+  EXPECT_EQ(spelled, target);
+  EXPECT_GT(plain, 3) << "the story's free text took the plain-string path";
+  std::vector<uint8_t> allowed;
+  vocab_->allowed(c->state(), allowed);
+  for (int32_t id = 0; id < tok_->n_vocab(); ++id)
+    EXPECT_EQ(allowed[static_cast<size_t>(id)] != 0, tok_->is_eog(id)) << id;  // only the end now
+}
+
+}  // namespace
