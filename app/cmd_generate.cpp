@@ -7,7 +7,10 @@
 #include "app/interrupt.h"
 #include "app/sampling_flags.h"
 #include "app/session_flags.h"
+#include "chat/json.h"
 #include "runtime/generate.h"
+#include "runtime/json_constraint.h"
+#include "runtime/json_schema_grammar.h"
 
 namespace app {
 namespace {
@@ -18,7 +21,34 @@ struct GenerateFlags {
   std::string prompt_file;    // -f
   SamplingFlags sampling;     // -n, -s, --temp, ... (shared with chat)
   bool no_display_prompt = false;
+  bool json = false;             // --json: the continuation is one JSON object
+  std::string json_schema;       // --json-schema TEXT
+  std::string json_schema_file;  // --json-schema-file FILE
 };
+
+// --json-schema(-file)'s grammar, read before the model loads; null without them. UsageError for text that is not
+// JSON or a schema the grammar cannot hold.
+std::shared_ptr<const runtime::ByteGrammar> json_schema_flag(const GenerateFlags& f) {
+  std::string text = f.json_schema;
+  if (!f.json_schema_file.empty()) text = read_input_file(f.json_schema_file, "JSON schema");
+  if (f.json_schema.empty() && f.json_schema_file.empty()) return nullptr;
+  try {
+    return runtime::json_schema_grammar(chat::parse_json(text));
+  } catch (const chat::JsonError& e) {
+    throw UsageError(std::string("the JSON schema is not JSON: ") + e.what());
+  } catch (const runtime::JsonSchemaError& e) {
+    throw UsageError(e.what());
+  }
+}
+
+// The constraint that holds the continuation to JSON (runtime/json_constraint.h); null without --json or a schema.
+std::shared_ptr<runtime::TokenConstraint> json_constraint(bool json, std::shared_ptr<const runtime::ByteGrammar> schema,
+                                                          const tokenizer::Tokenizer& tok) {
+  if (!json && !schema) return nullptr;
+  auto vocab = std::make_shared<const runtime::JsonVocabulary>(tok);
+  if (schema) return runtime::make_json_schema_constraint(std::move(vocab), std::move(schema));
+  return std::make_shared<runtime::JsonConstraint>(std::move(vocab));
+}
 
 void print_timings(const Loaded& l, const runtime::GenerateResult& r) {
   auto rate = [](double n, double ms) { return ms > 0 ? n * 1000.0 / ms : 0.0; };
@@ -39,9 +69,12 @@ int run_generate(GenerateFlags f) {
   runtime::GenerateOptions& gen = f.sampling.gen;
   gen.echo_prompt = !f.no_display_prompt;
   gen.warmup = f.run.warmup;
+  std::shared_ptr<const runtime::ByteGrammar> schema = json_schema_flag(f);
 
   Loaded l = load_for_run(f.run);
   check_logit_bias(f.sampling, l.session->n_vocab());
+  const std::shared_ptr<runtime::TokenConstraint> constraint = json_constraint(f.json, std::move(schema), l.tok);
+  gen.constraint = constraint.get();
   const std::vector<int32_t> prompt = runtime::tokenize_prompt(l.tok, f.prompt);
   if (f.run.session.verbose)
     std::fprintf(stderr, "llm-run: seed %llu, prompt %zu tokens\n",
@@ -67,6 +100,13 @@ void register_generate(CLI::App& root, Action& chosen) {
   root.add_option("-f,--file", f->prompt_file, "Read the prompt from this file")->excludes("--prompt");
   add_sampling_flags(root, f->sampling);
   root.add_flag("--no-display-prompt", f->no_display_prompt, "Print only the continuation");
+  auto* json = root.add_flag("--json", f->json, "Hold the continuation to one JSON object (JSON mode)");
+  auto* schema = root.add_option("--json-schema", f->json_schema,
+                                 "Hold the continuation to this JSON schema (docs/server.md lists what it may say)")
+                     ->excludes(json);
+  root.add_option("--json-schema-file", f->json_schema_file, "Read the JSON schema from this file")
+      ->excludes(json)
+      ->excludes(schema);
   add_warmup_flag(root, f->run, "the prompt and two decode steps, evaluated once and discarded");
   // The root callback runs after any subcommand's; it claims the run only when no subcommand did and the command
   // line was not empty (a bare `llm-run` prints the help).

@@ -538,19 +538,25 @@ class SchemaCompiler {
 
   // Shared rules, each made on first use.
 
-  Symbol ws() {  // up to JsonPrefix::kMaxSpaces whitespace bytes
+  // Whitespace between tokens: none, one space, or a newline and an indent of up to JsonPrefix::kMaxSpaces spaces
+  // or tabs. So little, because a model held to a grammar that allows more can spend its tokens on blank lines (the
+  // tiny test model does): compact and pretty-printed JSON are both still written as models write them.
+  Symbol ws() {
     if (!ws_) {
-      ByteGrammar::ByteSet space;
-      for (const char c : {' ', '\t', '\n', '\r'}) space.set(static_cast<unsigned char>(c));
+      ByteGrammar::ByteSet indent;
+      indent.set(' '), indent.set('\t');
       Rule next = g_->add_rule();
       g_->add_alternative(next, {});
       for (int i = 0; i < JsonPrefix::kMaxSpaces; ++i) {
         const Rule r = g_->add_rule();
         g_->add_alternative(r, {});
-        g_->add_alternative(r, {g_->bytes(space), ByteGrammar::rule(next)});
+        g_->add_alternative(r, {g_->bytes(indent), ByteGrammar::rule(next)});
         next = r;
       }
-      ws_ = next;
+      ws_ = g_->add_rule();
+      g_->add_alternative(*ws_, {});
+      g_->add_alternative(*ws_, {g_->byte(' ')});
+      g_->add_alternative(*ws_, {g_->byte('\n'), ByteGrammar::rule(next)});
     }
     return ByteGrammar::rule(*ws_);
   }

@@ -1,6 +1,7 @@
 // A JSON schema as a byte grammar (byte_grammar.h): the texts it accepts are JSON documents that the schema
-// validates, written with at most JsonPrefix::kMaxSpaces whitespace bytes in a row between tokens. This is what
-// OpenAI's `response_format: {"type": "json_schema"}` holds a reply to (json_constraint.h).
+// validates, with whitespace between tokens limited to nothing, one space, or a newline and an indent of up to
+// JsonPrefix::kMaxSpaces spaces or tabs. This is what OpenAI's `response_format: {"type": "json_schema"}` holds a
+// reply to (json_constraint.h).
 //
 // What a schema may say (anything else that constrains a value is refused with a JsonSchemaError, never ignored):
 // - type (one or a list), enum, const, anyOf, oneOf (read as anyOf), allOf of one schema, $ref to a place in the

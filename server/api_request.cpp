@@ -6,6 +6,7 @@
 
 #include "chat/json.h"
 #include "chat/messages_json.h"
+#include "runtime/json_schema_grammar.h"
 #include "runtime/logprobs.h"
 #include "server/api_error.h"
 
@@ -226,23 +227,44 @@ int32_t parse_logprobs(const Value& obj, Route route) {
 
 }  // namespace
 
-// response_format: {"type": "text"} (the default) or {"type": "json_object"} (JSON mode: true). A JSON schema is
-// refused rather than read as any object, which would pass off output that ignores the schema as conforming.
-bool parse_response_format(const Value& obj) {
+// response_format: {"type": "text"} (the default), {"type": "json_object"} (JSON mode: any object), or
+// {"type": "json_schema", "json_schema": {"name": ..., "schema": {...}, "strict": ...}} (a schema's grammar; no
+// schema: any JSON value). llama.cpp's server also reads {"type": "json_object", "schema": {...}}: so does this one.
+// A schema the grammar cannot hold a reply to is a 400 naming the keyword, never read as something looser.
+static void parse_response_format(const Value& obj, CompletionRequest& r) {
   const Value* rf = field(obj, "response_format");
-  if (!rf) return false;
+  if (!rf) return;
   if (!rf->is_object() || rf->is_namespace())
     throw invalid_field("response_format", "response_format must be an object such as {\"type\": \"json_object\"}");
   const Value* type = field(*rf, "type");
-  if (!type || !type->is_string())
-    throw invalid_field("response_format.type", "response_format.type must be \"text\" or \"json_object\"");
-  if (type->as_string() == "text") return false;
-  if (type->as_string() == "json_object") return true;
-  if (type->as_string() == "json_schema")
-    throw invalid_field("response_format", "response_format json_schema is not supported yet (json_object is: the "
-                                           "output is one JSON object, of no particular schema)",
-                        "unsupported_parameter");
-  throw invalid_field("response_format.type", "response_format.type must be \"text\" or \"json_object\"");
+  const char* kTypes = "response_format.type must be \"text\", \"json_object\" or \"json_schema\"";
+  if (!type || !type->is_string()) throw invalid_field("response_format.type", kTypes);
+  const std::string& t = type->as_string();
+  if (t == "text") return;
+  if (t != "json_object" && t != "json_schema") throw invalid_field("response_format.type", kTypes);
+  const Value* schema = nullptr;
+  std::string param = "response_format.schema";
+  if (t == "json_schema") {
+    const Value* js = field(*rf, "json_schema");
+    if (!js || !js->is_object() || js->is_namespace())
+      throw invalid_field("response_format.json_schema",
+                          "response_format.json_schema must be an object such as {\"name\": \"reply\", \"schema\": "
+                          "{\"type\": \"object\", ...}}");
+    schema = field(*js, "schema");
+    param = "response_format.json_schema.schema";
+  } else {
+    schema = field(*rf, "schema");
+  }
+  if (!schema) {
+    r.json_object = t == "json_object";
+    if (t == "json_schema") r.json_schema = runtime::json_schema_grammar(Value(true));
+    return;
+  }
+  try {
+    r.json_schema = runtime::json_schema_grammar(*schema);
+  } catch (const runtime::JsonSchemaError& e) {
+    throw invalid_field(param, e.what(), "unsupported_schema");
+  }
 }
 
 CompletionRequest parse_completion_request(std::string_view body, Route route) {
@@ -279,7 +301,7 @@ CompletionRequest parse_completion_request(std::string_view body, Route route) {
   r.seed_given = seed >= 0;
   if (r.seed_given) s.seed = static_cast<uint64_t>(seed);
 
-  r.json_object = parse_response_format(obj);
+  parse_response_format(obj, r);
   r.stop = get_stop(obj);
   r.ignore_eos = get_bool(obj, "ignore_eos", false);
   r.stream = get_bool(obj, "stream", false);

@@ -4,12 +4,14 @@
 // docs/server.md lists every field and what it does.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "chat/chat_template.h"
 #include "chat/jinja_value.h"
+#include "runtime/byte_grammar.h"
 #include "runtime/sampler.h"
 
 namespace server {
@@ -48,8 +50,10 @@ struct CompletionRequest {
   // Per-token logprobs with this many alternatives: chat's logprobs: true with top_logprobs (0..20), completions'
   // logprobs (0..5); -1: none.
   int32_t top_logprobs = -1;
-  // response_format {"type": "json_object"}: the output is held to one JSON object (runtime/json_constraint.h).
+  // response_format {"type": "json_object"}: the output is held to one JSON object (runtime/json_constraint.h);
+  // {"type": "json_schema"} (or json_object with a "schema"): to what the schema's grammar accepts.
   bool json_object = false;
+  std::shared_ptr<const runtime::ByteGrammar> json_schema;
 };
 
 // Choices one request may ask for in all (prompts x n): each is a sequence of the engine, beside other clients'.

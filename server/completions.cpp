@@ -374,7 +374,11 @@ void handle_completion(RouteContext& ctx, const httplib::Request& req, httplib::
       er.ignore_eos = r.ignore_eos;
       er.top_logprobs = r.top_logprobs;
       if (r.top_logprobs >= 0) c->logprobs = std::make_shared<LogprobsReply>(ctx.engine.tokenizer(), er.prompt, route);
-      if (r.json_object) er.constraint = std::make_shared<runtime::JsonConstraint>(ctx.json_vocabulary());
+      if (r.json_schema) {
+        er.constraint = runtime::make_json_schema_constraint(ctx.json_vocabulary(), r.json_schema);
+      } else if (r.json_object) {
+        er.constraint = std::make_shared<runtime::JsonConstraint>(ctx.json_vocabulary());
+      }
       if (tool_mode) c->tools = std::make_shared<ToolReply>(ctx.engine.tokenizer(), ctx.tool_format, r.stop);
       c->split = chat::make_reply_split(reply_format, chat_prompt, offers_tools);
       runtime::SubmitResult sub;

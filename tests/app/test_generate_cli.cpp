@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "assets.h"
+#include "chat/json.h"
 #include "model/model.h"
 #include "process.h"
 #include "refs.h"
@@ -244,6 +245,43 @@ TEST_F(Cli, LogitBiasBansAToken) {
   const Result outside = run(base + " --logit-bias 512+1");
   EXPECT_EQ(outside.code, 2);
   EXPECT_NE(outside.err.find("outside the model's vocabulary of 512"), std::string::npos) << outside.err;
+}
+
+// --json-schema holds the continuation to a schema: with every value enumerated or bounded, stories260K must write
+// exactly such an object and end there. The schema may come from a file; bad schemas and --json beside a schema are
+// usage errors before the model loads.
+TEST_F(Cli, JsonSchemaHoldsTheContinuation) {
+  REQUIRE_STORIES();
+  const std::string schema =
+      R"({"type": "object", "properties": {"who": {"enum": ["Lily", "Tom"]}, "age": {"type": "integer", "minimum": 1,
+          "maximum": 9}}, "required": ["who", "age"]})";
+  const std::string base = "-m " + quote(stories) + " -p 'Once upon a time' -n 60 --temp 0 --device cpu -t 1 "
+                           "--no-display-prompt";
+  const Result r = run(base + " --json-schema " + quote(schema));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("stopped at end of generation"), std::string::npos) << r.err;
+  const chat::jinja::Value v = chat::parse_json(r.out);
+  ASSERT_TRUE(v.is_object()) << r.out;
+  const chat::jinja::Value* who = v.object().find("who");
+  const chat::jinja::Value* age = v.object().find("age");
+  ASSERT_TRUE(who && age) << r.out;
+  EXPECT_TRUE(who->as_string() == "Lily" || who->as_string() == "Tom") << r.out;
+  EXPECT_TRUE(age->is_int() && age->as_int() >= 1 && age->as_int() <= 9) << r.out;
+  const fs::path file = dir_ / "schema.json";
+  std::ofstream(file) << schema;
+  const Result from_file = run(base + " --json-schema-file " + quote(file.string()));
+  ASSERT_EQ(from_file.code, 0) << from_file.err;
+  EXPECT_EQ(from_file.out, r.out);
+
+  const Result pattern = run(base + R"( --json-schema '{"type": "string", "pattern": "a"}')");
+  EXPECT_EQ(pattern.code, 2);
+  EXPECT_NE(pattern.err.find("the schema at /pattern: \"pattern\" is not supported"), std::string::npos)
+      << pattern.err;
+  const Result not_json = run(base + " --json-schema '{type: 1}'");
+  EXPECT_EQ(not_json.code, 2);
+  EXPECT_NE(not_json.err.find("the JSON schema is not JSON"), std::string::npos) << not_json.err;
+  EXPECT_EQ(run(base + " --json --json-schema '{}'").code, 2);
+  EXPECT_EQ(run(base + " --json-schema-file " + quote((dir_ / "missing.json").string())).code, 2);
 }
 
 TEST_F(Cli, PromptLongerThanContext) {

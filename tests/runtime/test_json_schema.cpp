@@ -84,7 +84,7 @@ TEST(JsonSchemaGrammar, KeywordsTakeAndRefuse) {
         "{\n  \"name\": \"x\",\n  \"age\": 0\n}"},
        {R"({})", R"({"age": 3})", R"({"age": 3, "name": "Ann"})", R"({"name": "Ann", "x": 1})",
         R"({"name": 1})", R"({"name": "Ann", "age": 1.5})", R"({"name": "Ann", "age": 01})", R"({"name": "Ann",})",
-        R"({"name": "Ann"} )", R"({"name": "Ann"}{})"}},
+        R"({"name": "Ann"} )", R"({"name": "Ann"}{})", R"({"name":  "Ann"})", "{\n\n  \"name\": \"Ann\"}"}},
       {R"({"type": "object", "properties": {"a": {"type": "boolean"}}, "additionalProperties": {"type": "null"}})",
        {R"({})", R"({"a": true})", R"({"a": false, "b": null, "c": null})", R"({"z": null})"},
        {R"({"a": 1})", R"({"a": true, "b": 1})"}},

@@ -153,27 +153,41 @@ TEST(RequestParse, TemplateVariables) {
   EXPECT_EQ(param_of(msgs + R"("reasoning_effort": 1})", Route::Chat), "reasoning_effort");
 }
 
-// response_format: text (or absent) is plain, json_object is JSON mode, a JSON schema is refused as unsupported
-// rather than read as any object, and anything else is a 400 naming the field.
+// response_format: text (or absent) is plain, json_object is JSON mode, json_schema (or json_object with a schema,
+// as llama.cpp's server reads it) compiles the schema; a schema the grammar cannot hold is a 400 naming it, as is
+// anything else that is not a response format.
 TEST(RequestParse, ResponseFormat) {
   const std::string chat = R"({"messages": [{"role": "user", "content": "x"}], )";
-  EXPECT_FALSE(server::parse_completion_request(chat + R"("response_format": {"type": "text"}})", Route::Chat)
-                   .json_object);
-  EXPECT_TRUE(server::parse_completion_request(chat + R"("response_format": {"type": "json_object"}})", Route::Chat)
-                  .json_object);
+  const auto parse = [&](const std::string& rf) {
+    return server::parse_completion_request(chat + R"("response_format": )" + rf + "}", Route::Chat);
+  };
+  EXPECT_FALSE(parse(R"({"type": "text"})").json_object);
+  EXPECT_FALSE(parse(R"({"type": "text"})").json_schema);
+  EXPECT_TRUE(parse(R"({"type": "json_object"})").json_object);
+  EXPECT_FALSE(parse(R"({"type": "json_object"})").json_schema);
   EXPECT_TRUE(server::parse_completion_request(R"({"prompt": "x", "response_format": {"type": "json_object"}})",
                                                Route::Completion)
                   .json_object);
-  EXPECT_FALSE(server::parse_completion_request(chat + R"("response_format": null})", Route::Chat).json_object);
+  EXPECT_FALSE(parse("null").json_object);
+  const auto schema = parse(R"({"type": "json_schema", "json_schema": {"name": "a", "strict": true,
+      "schema": {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}}})");
+  ASSERT_TRUE(schema.json_schema);
+  EXPECT_FALSE(schema.json_object);
+  EXPECT_TRUE(parse(R"({"type": "json_schema", "json_schema": {"name": "any"}})").json_schema);  // any value
+  EXPECT_TRUE(parse(R"({"type": "json_object", "schema": {"type": "array"}})").json_schema);
   try {
-    server::parse_completion_request(
-        chat + R"("response_format": {"type": "json_schema", "json_schema": {"name": "a", "schema": {}}}})",
-        Route::Chat);
-    ADD_FAILURE() << "a JSON schema was accepted";
+    parse(R"({"type": "json_schema", "json_schema": {"name": "a", "schema": {"type": "string", "pattern": "a+"}}})");
+    ADD_FAILURE() << "a schema with a pattern was accepted";
   } catch (const ApiError& e) {
-    EXPECT_EQ(e.param(), "response_format");
-    EXPECT_EQ(e.code(), "unsupported_parameter");
+    EXPECT_EQ(e.status(), 400);
+    EXPECT_EQ(e.param(), "response_format.json_schema.schema");
+    EXPECT_EQ(e.code(), "unsupported_schema");
+    EXPECT_NE(std::string(e.what()).find("/pattern"), std::string::npos) << e.what();
   }
+  EXPECT_EQ(param_of(chat + R"("response_format": {"type": "json_schema"}})", Route::Chat),
+            "response_format.json_schema");
+  EXPECT_EQ(param_of(chat + R"("response_format": {"type": "json_object", "schema": {"type": 1}}})", Route::Chat),
+            "response_format.schema");
   EXPECT_EQ(param_of(chat + R"("response_format": "json"})", Route::Chat), "response_format");
   EXPECT_EQ(param_of(chat + R"("response_format": {}})", Route::Chat), "response_format.type");
   EXPECT_EQ(param_of(chat + R"("response_format": {"type": "xml"}})", Route::Chat), "response_format.type");

@@ -407,6 +407,41 @@ TEST_F(ServerTest, JsonModeRepliesAreObjects) {
   }
 }
 
+// A JSON schema whose values are all enumerated or bounded: the reply must be an object of exactly that form, which
+// ends as soon as it closes, on both engines and streamed the same; stories260K never writes such a thing unheld.
+TEST_F(ServerTest, JsonSchemaRepliesKeepToTheSchema) {
+  const std::string body = R"({"messages": [{"role": "user", "content": "Tell me a story."}], "max_tokens": 64,
+      "temperature": 0, "response_format": {"type": "json_schema", "json_schema": {"name": "mood", "schema":
+      {"type": "object", "properties": {"mood": {"enum": ["happy", "sad"]}, "n": {"type": "integer", "minimum": 0,
+      "maximum": 9}}, "required": ["mood", "n"], "additionalProperties": false}}})";
+  for (const int32_t parallel : {4, 0}) {
+    Config c;
+    c.parallel = parallel;
+    start(c);
+    const auto whole = post("/v1/chat/completions", body + "}");
+    ASSERT_EQ(whole.status, 200) << whole.body;
+    const Value parsed = json(whole.body);
+    const Value& choice = at(at(parsed, "choices"), 0);
+    const std::string content = str(at(at(choice, "message"), "content"));
+    EXPECT_EQ(str(at(choice, "finish_reason")), "stop") << whole.body;
+    const Value reply = chat::parse_json(content);
+    ASSERT_TRUE(reply.is_object()) << content;
+    ASSERT_EQ(reply.object().items.size(), 2u) << content;
+    const Value* mood = reply.object().find("mood");
+    const Value* n = reply.object().find("n");
+    ASSERT_TRUE(mood && n) << content;
+    EXPECT_TRUE(mood->as_string() == "happy" || mood->as_string() == "sad") << content;
+    EXPECT_TRUE(n->is_int() && n->as_int() >= 0 && n->as_int() <= 9) << content;
+    const Streamed s = read_stream(post("/v1/chat/completions", body + R"(, "stream": true})"), true);
+    EXPECT_EQ(s.text, content) << "parallel " << parallel;
+    const auto refused = post("/v1/chat/completions", R"({"messages": [{"role": "user", "content": "x"}],
+        "response_format": {"type": "json_schema", "json_schema": {"name": "a", "schema": {"not": {}}}}})");
+    EXPECT_EQ(refused.status, 400) << refused.body;
+    EXPECT_NE(refused.body.find("unsupported_schema"), std::string::npos) << refused.body;
+    stop();
+  }
+}
+
 // An assistant's reasoning sent back as reasoning_content reaches a template that reads message.thinking
 // (gpt-oss's) under that name; a thinking the client sent itself is kept.
 TEST_F(ServerTest, ReasoningContentIsThinkingForTemplatesThatReadIt) {
