@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <span>
+#include <stdexcept>
+#include <string_view>
 #include <utility>
 
 #include "runtime/json_prefix.h"
@@ -15,17 +17,38 @@ ByteGrammar::Rule ByteGrammar::add_rule() {
 }
 
 void ByteGrammar::add_alternative(Rule rule, const std::vector<Symbol>& symbols) {
+  if (program_.size() + symbols.size() + 1 >= kTextBase) throw std::length_error("the grammar is too large");
   alternatives_.at(rule).push_back(static_cast<uint32_t>(program_.size()));
-  for (const Symbol& s : symbols) program_.push_back({s.is_rule ? Entry::Kind::Rule : Entry::Kind::Bytes, s.index});
+  for (const Symbol& s : symbols) {
+    switch (s.kind) {
+      case Symbol::Kind::Bytes: program_.push_back({Entry::Kind::Bytes, s.index}); break;
+      case Symbol::Kind::Rule: program_.push_back({Entry::Kind::Rule, s.index}); break;
+      case Symbol::Kind::Text: {
+        const TextLimits& t = texts_.at(s.index);
+        const uint64_t counts = uint64_t{t.max == kUnbounded ? t.min : t.max} + 1;
+        const uint64_t end = next_text_base_ + counts * kEscapeStates;
+        if (end > UINT32_MAX) throw std::length_error("the grammar is too large");
+        program_.push_back({Entry::Kind::Text, static_cast<uint32_t>(texts_at_.size())});
+        texts_at_.push_back({s.index, static_cast<uint32_t>(program_.size() - 1), next_text_base_});
+        next_text_base_ = static_cast<uint32_t>(end);
+        break;
+      }
+    }
+  }
   program_.push_back({Entry::Kind::End, 0});
 }
 
 ByteGrammar::Symbol ByteGrammar::bytes(const ByteSet& set) {
   // A schema's grammar uses a few dozen distinct sets: a linear search keeps them unique.
   const auto it = std::find(sets_.begin(), sets_.end(), set);
-  if (it != sets_.end()) return {false, static_cast<uint32_t>(it - sets_.begin())};
+  if (it != sets_.end()) return {Symbol::Kind::Bytes, static_cast<uint32_t>(it - sets_.begin())};
   sets_.push_back(set);
-  return {false, static_cast<uint32_t>(sets_.size() - 1)};
+  return {Symbol::Kind::Bytes, static_cast<uint32_t>(sets_.size() - 1)};
+}
+
+ByteGrammar::Symbol ByteGrammar::text(uint32_t min, uint32_t max) {
+  texts_.push_back({min, max});
+  return {Symbol::Kind::Text, static_cast<uint32_t>(texts_.size() - 1)};
 }
 
 ByteGrammar::Symbol ByteGrammar::byte(unsigned char c) {
@@ -47,7 +70,7 @@ bool ByteGrammar::admits_text() const {
       if (productive[r]) continue;
       for (const uint32_t start : alternatives_[r]) {
         bool all = true;
-        for (uint32_t at = start; all && program_[at].kind != Entry::Kind::End; ++at)
+        for (uint32_t at = start; all && program_[at].kind != Entry::Kind::End; ++at)  // Bytes, Text: productive
           all = program_[at].kind != Entry::Kind::Rule || productive[program_[at].index];
         if (all) {
           productive[r] = changed = true;
@@ -60,6 +83,18 @@ bool ByteGrammar::admits_text() const {
 }
 
 namespace {
+
+const ByteGrammar::ByteSet& plain_bytes() {
+  static const ByteGrammar::ByteSet plain = [] {
+    ByteGrammar::ByteSet set;
+    for (int c = 0; c < 0x100; ++c)
+      set.set(static_cast<size_t>(c), JsonPrefix::keeps_plain_string(static_cast<unsigned char>(c)));
+    return set;
+  }();
+  return plain;
+}
+
+bool is_hex(unsigned char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
 
 // The stacks of a state's flat list, in order.
 template <class F>
@@ -102,9 +137,25 @@ void GrammarState::settle(std::vector<uint32_t>& first, std::vector<uint32_t>& o
         break;
       }
       const uint32_t at = stack.back();
+      if (at >= ByteGrammar::kTextBase) {  // inside string text: it takes bytes, and may end once long enough
+        const ByteGrammar::TextAt& t = text_at(at);
+        const uint32_t read = at - t.base;
+        if (read % ByteGrammar::kEscapeStates == 0 &&
+            read / ByteGrammar::kEscapeStates >= grammar_->texts_[t.limits].min) {
+          todo.push_back(stack);
+          todo.back().back() = t.position + 1;
+        }
+        out.push_back(static_cast<uint32_t>(stack.size()));
+        out.insert(out.end(), stack.begin(), stack.end());
+        break;
+      }
       const ByteGrammar::Entry e = program[at];
       if (e.kind == Kind::End) {
         stack.pop_back();  // the caller's position already points past the rule
+        continue;
+      }
+      if (e.kind == Kind::Text) {
+        stack.back() = grammar_->texts_at_[e.index].base;  // no character read yet
         continue;
       }
       if (e.kind == Kind::Bytes) {
@@ -152,17 +203,54 @@ void GrammarState::canonicalize(std::vector<uint32_t>& flat) {
   flat = std::move(sorted);
 }
 
+const ByteGrammar::TextAt& GrammarState::text_at(uint32_t position) const {
+  const auto& all = grammar_->texts_at_;
+  const auto it = std::upper_bound(all.begin(), all.end(), position,
+                                   [](uint32_t p, const ByteGrammar::TextAt& t) { return p < t.base; });
+  return *(it - 1);
+}
+
+bool GrammarState::takes(uint32_t top, unsigned char c, uint32_t& next) const {
+  if (top < ByteGrammar::kTextBase) {
+    if (!grammar_->sets_[grammar_->program_[top].index][c]) return false;
+    next = top + 1;
+    return true;
+  }
+  constexpr uint32_t kStates = ByteGrammar::kEscapeStates;
+  const ByteGrammar::TextAt& at = text_at(top);
+  const ByteGrammar::TextLimits& limits = grammar_->texts_[at.limits];
+  const bool bounded = limits.max != ByteGrammar::kUnbounded;
+  const uint32_t count = (top - at.base) / kStates, escape = (top - at.base) % kStates;
+  const bool room = !bounded || count < limits.max;
+  const auto place = [&](uint32_t n, uint32_t e) {
+    next = at.base + (bounded ? n : std::min(n, limits.min)) * kStates + e;
+    return true;
+  };
+  switch (escape) {
+    case 0:
+      if (c == '\\') return room && place(count + 1, 1);
+      if (!plain_bytes()[c]) return false;
+      if ((c & 0xC0) == 0x80) return place(count, 0);  // a UTF-8 continuation byte: the same character
+      return room && place(count + 1, 0);
+    case 1:
+      if (c == 'u') return place(count, 2);
+      return std::string_view("\"\\/bfnrt").find(static_cast<char>(c)) != std::string_view::npos && place(count, 0);
+    default:  // a u escape's four hex digits
+      return is_hex(c) && place(count, escape == 5 ? 0 : escape + 1);
+  }
+}
+
 bool GrammarState::feed(unsigned char c) {
   if (!grammar_ || stacks_.empty()) return false;
-  const auto& program = grammar_->program_;
   std::vector<uint32_t> out;
   out.reserve(stacks_.size() + 16);
   bool complete = false;
   int steps = kMaxSteps;
   for_each_stack(stacks_, [&](std::span<const uint32_t> s) {
-    if (steps < 0 || !grammar_->sets_[program[s.back()].index][c]) return;
+    uint32_t next = 0;
+    if (steps < 0 || !takes(s.back(), c, next)) return;
     std::vector<uint32_t> stack(s.begin(), s.end());
-    ++stack.back();
+    stack.back() = next;
     settle(stack, out, complete, steps);
   });
   if (out.empty() && !complete) return false;
@@ -172,21 +260,31 @@ bool GrammarState::feed(unsigned char c) {
   return true;
 }
 
-bool GrammarState::in_plain_string() const {
-  if (!grammar_ || stacks_.empty()) return false;
-  ByteGrammar::ByteSet plain;
-  for (int c = 0; c < 0x100; ++c)
-    plain.set(static_cast<size_t>(c), JsonPrefix::keeps_plain_string(static_cast<unsigned char>(c)));
-  // Every plain byte moves the same stacks when each top takes all plain bytes or none; then one of them tells what
-  // all of them do.
-  bool uniform = true;
+size_t GrammarState::plain_chars_left() const {
+  if (!grammar_) return 0;
+  size_t left = 0;
+  bool text = false, other = false;
   for_each_stack(stacks_, [&](std::span<const uint32_t> s) {
-    const ByteGrammar::ByteSet taken = grammar_->sets_[grammar_->program_[s.back()].index] & plain;
-    uniform = uniform && (taken.none() || taken == plain);
+    const uint32_t top = s.back();
+    if (top < ByteGrammar::kTextBase) {
+      other = other || (grammar_->sets_[grammar_->program_[top].index] & plain_bytes()).any();
+      return;
+    }
+    const ByteGrammar::TextAt& at = text_at(top);
+    const ByteGrammar::TextLimits& limits = grammar_->texts_[at.limits];
+    const uint32_t count = (top - at.base) / ByteGrammar::kEscapeStates;
+    if ((top - at.base) % ByteGrammar::kEscapeStates != 0) {
+      other = true;  // inside an escape
+    } else {
+      text = true;
+      left = std::max<size_t>(left, limits.max == ByteGrammar::kUnbounded ? SIZE_MAX : limits.max - count);
+    }
   });
-  if (!uniform) return false;
-  GrammarState next = *this;
-  return next.feed('a') && next == *this;
+  return text && !other ? left : 0;
+}
+
+void GrammarState::advance_plain(size_t chars) {
+  for (size_t i = 0; i < chars; ++i) feed('a');
 }
 
 }  // namespace runtime

@@ -1,11 +1,16 @@
 // A context-free grammar over bytes and a recognizer that reads text one byte at a time: what a JSON schema becomes
 // (json_schema_grammar.h) so that a request's output keeps to it token by token (json_constraint.h). Rules are
-// alternatives of symbol sequences; a symbol is a set of bytes or another rule. The recognizer keeps every way the
-// bytes so far can be read (a set of stacks of positions in the rules), so alternatives need no lookahead; rules must
-// not be left-recursive (a schema's grammar never is), and a repetition is written as a rule that calls itself last,
-// which costs no stack.
+// alternatives of symbol sequences; a symbol is a set of bytes, another rule, or the text of a JSON string of
+// min..max characters. The recognizer keeps every way the bytes so far can be read (a set of stacks of positions in
+// the rules), so alternatives need no lookahead; rules must not be left-recursive (a schema's grammar never is), and
+// a repetition is written as a rule that calls itself last, which costs no stack.
+//
+// String text is a symbol of its own, not rules of characters, so that a state inside it can say how many more
+// characters of plain text it takes (plain_chars_left): a vocabulary's masks then allow plain tokens by their
+// character count instead of trying each one, which is what keeps a mask inside a string with a maxLength cheap.
 #pragma once
 #include <bitset>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string_view>
@@ -18,8 +23,8 @@ class ByteGrammar {
   using Rule = uint32_t;
   using ByteSet = std::bitset<256>;
   struct Symbol {
-    bool is_rule = false;
-    uint32_t index = 0;  // a rule, or an entry of the byte sets
+    enum class Kind : uint8_t { Bytes, Rule, Text } kind = Kind::Bytes;
+    uint32_t index = 0;  // an entry of the byte sets, a rule, or an entry of the texts
   };
 
   Rule add_rule();  // with no alternatives yet: it matches nothing until it has one
@@ -27,7 +32,12 @@ class ByteGrammar {
   void add_alternative(Rule rule, const std::vector<Symbol>& symbols);
   Symbol bytes(const ByteSet& set);  // one byte of the set
   Symbol byte(unsigned char c);
-  static Symbol rule(Rule r) { return {true, r}; }
+  static Symbol rule(Rule r) { return {Symbol::Kind::Rule, r}; }
+  // A JSON string's text between its quotes, min..max characters (max kUnbounded: no bound). A character is an
+  // escape or a byte that JsonPrefix::keeps_plain_string passes and that is not a UTF-8 continuation byte
+  // (0x80-0xBF); continuation bytes are taken anywhere and count for nothing, and UTF-8 is not checked.
+  static constexpr uint32_t kUnbounded = UINT32_MAX;
+  Symbol text(uint32_t min, uint32_t max);
   // One symbol per byte of `text`, appended to `out`.
   void append_literal(std::vector<Symbol>& out, std::string_view text);
 
@@ -43,12 +53,28 @@ class ByteGrammar {
   friend class GrammarState;
   // The rules' alternatives, one after another: each symbol, then an End entry. A position in a rule is an index.
   struct Entry {
-    enum class Kind : uint8_t { End, Bytes, Rule } kind;
-    uint32_t index;
+    enum class Kind : uint8_t { End, Bytes, Rule, Text } kind;
+    uint32_t index;  // Text: its place in texts_at_
+  };
+  struct TextLimits {
+    uint32_t min, max;
+  };
+  // Each Text entry of the program owns a range of positions from kTextBase up, one per (characters read, escape
+  // progress) it can be at, so that a stack inside a string is still a list of positions. Without a maximum the
+  // count stops at the minimum (beyond it the count no longer matters).
+  static constexpr uint32_t kTextBase = 1u << 28;
+  static constexpr uint32_t kEscapeStates = 8;  // 0: between characters, 1: after a backslash, 2-5: a u escape's hex digits
+  struct TextAt {
+    uint32_t limits;    // its entry in texts_
+    uint32_t position;  // the Text entry in program_
+    uint32_t base;      // its first position from kTextBase
   };
   std::vector<Entry> program_;
   std::vector<std::vector<uint32_t>> alternatives_;  // per rule: where each alternative starts in program_
   std::vector<ByteSet> sets_;
+  std::vector<TextLimits> texts_;
+  std::vector<TextAt> texts_at_;  // by base, ascending
+  uint32_t next_text_base_ = kTextBase;
   Rule root_ = 0;
 };
 
@@ -72,15 +98,22 @@ class GrammarState {
   bool complete() const { return complete_; }
   // No byte can follow and the text so far is not whole: the grammar admits no text that starts this way.
   bool accepts_nothing() const { return stacks_.empty() && !complete_; }
-  // Every byte that JsonPrefix::keeps_plain_string passes is taken and leaves the state exactly as it is (the inside
-  // of a JSON string of no particular length): a vocabulary's masks then allow such tokens without trying them.
-  bool in_plain_string() const;
+  // Inside string text, between characters: how many more characters of plain text (bytes that
+  // JsonPrefix::keeps_plain_string passes) the state takes; SIZE_MAX without a bound; 0 anywhere else. Where it is
+  // not 0, plain bytes that make at most that many characters are taken, and the state they leave depends only on
+  // how many characters they make (advance_plain), so a vocabulary's masks need not try such tokens one by one.
+  size_t plain_chars_left() const;
+  // The state after `chars` more characters of plain text (at most plain_chars_left()).
+  void advance_plain(size_t chars);
   bool operator==(const GrammarState& other) const {
     return complete_ == other.complete_ && stacks_ == other.stacks_;
   }
 
  private:
   void settle(std::vector<uint32_t>& stack, std::vector<uint32_t>& out, bool& complete, int& steps) const;
+  // Whether the stack whose top is `top` takes byte c, and its new top when it does.
+  bool takes(uint32_t top, unsigned char c, uint32_t& next) const;
+  const ByteGrammar::TextAt& text_at(uint32_t position) const;
   static void canonicalize(std::vector<uint32_t>& flat);
 
   const ByteGrammar* grammar_ = nullptr;

@@ -17,7 +17,6 @@ JsonVocabulary::JsonVocabulary(const tokenizer::Tokenizer& tok) {
   const int32_t n = tok.n_vocab();
   pieces_.resize(static_cast<size_t>(n));
   trie_.emplace_back();
-  string_rest_trie_.emplace_back();
   for (int32_t id = 0; id < n; ++id) {
     if (tok.is_eog(id)) {
       eog_.push_back(id);
@@ -28,10 +27,14 @@ JsonVocabulary::JsonVocabulary(const tokenizer::Tokenizer& tok) {
     if (piece.empty()) continue;
     insert(trie_, piece, id);
     const auto special = std::find_if_not(piece.begin(), piece.end(), keeps_plain);
+    const auto chars = static_cast<uint32_t>(std::count_if(piece.begin(), special, [](char c) {
+      return (static_cast<unsigned char>(c) & 0xC0) != 0x80;
+    }));
     if (special == piece.end()) {
-      string_safe_.push_back(id);
+      string_safe_.emplace_back(id, chars);
     } else {
-      insert(string_rest_trie_, std::string_view(&*special, static_cast<size_t>(piece.end() - special)), id);
+      if (string_rest_tries_.size() <= chars) string_rest_tries_.resize(chars + 1, std::vector<Node>(1));
+      insert(string_rest_tries_[chars], std::string_view(&*special, static_cast<size_t>(piece.end() - special)), id);
     }
     pieces_[static_cast<size_t>(id)] = std::move(piece);
   }
@@ -75,9 +78,14 @@ void JsonVocabulary::allowed(const State& state, std::vector<uint8_t>& allowed) 
   allowed.assign(pieces_.size(), 0);
   bool any = false;
   const auto allow = [&](int32_t id) { allowed[static_cast<size_t>(id)] = 1, any = true; };
-  if (state.in_plain_string()) {
-    for (const int32_t id : string_safe_) allow(id);
-    walk(string_rest_trie_, state, allow);
+  if (const size_t left = state.plain_chars_left(); left > 0) {
+    for (const auto& [id, chars] : string_safe_)
+      if (chars <= left) allow(id);
+    State after = state;  // after the plain characters before each suffix
+    for (size_t chars = 0; chars < string_rest_tries_.size() && chars <= left; ++chars) {
+      if (chars > 0) after.advance_plain(1);
+      if (string_rest_tries_[chars].size() > 1) walk(string_rest_tries_[chars], after, allow);
+    }
   } else {
     walk(trie_, state, allow);
   }

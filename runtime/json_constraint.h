@@ -4,9 +4,10 @@
 // tokens' bytes and tries of them are worked out once per vocabulary (JsonVocabulary, shared by every such request);
 // each request keeps its own position in the text (VocabularyConstraint).
 //
-// A step's mask: inside a string of no particular length (most of a JSON reply's tokens) every token without a
-// quote, a backslash or a control byte is allowed outright and only the others are tried, from their first such
-// byte; elsewhere a walk of the trie tries each prefix once and drops whole branches at their first impossible byte.
+// A step's mask: inside a string (most of a JSON reply's tokens) every token without a quote, a backslash or a
+// control byte is allowed by the characters it makes against those the string still takes, and only the others are
+// tried, from their first such byte; elsewhere a walk of the trie tries each prefix once and drops whole branches at
+// their first impossible byte.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -31,7 +32,7 @@ class JsonVocabulary {
 
   int32_t n_vocab() const { return static_cast<int32_t>(pieces_.size()); }
   // The allowed tokens after `state`: allowed[id] = 1. State is JsonPrefix (JSON mode) or GrammarState (a schema's
-  // grammar): feed(byte), complete() and in_plain_string() as they describe.
+  // grammar): feed(byte), complete(), plain_chars_left() and advance_plain() as they describe.
   template <class State>
   void allowed(const State& state, std::vector<uint8_t>& allowed) const;
   // The state after a token's bytes (unchanged by bytes that do not fit, which a masked draw never gives).
@@ -50,11 +51,13 @@ class JsonVocabulary {
 
   std::vector<std::string> pieces_;   // each token's bytes as decoded; empty for control tokens
   std::vector<int32_t> eog_;          // end-of-generation tokens
-  std::vector<int32_t> string_safe_;  // tokens that leave a plain string a plain string
+  // Tokens of plain string text only, and the characters each makes (bytes that are not UTF-8 continuations).
+  std::vector<std::pair<int32_t, uint32_t>> string_safe_;
   std::vector<Node> trie_;            // every token with bytes; trie_[0]: the root
-  // The other tokens with bytes, each from its first byte that a plain string does not take as text: inside a plain
-  // string the bytes before it change nothing, so only this suffix is tried.
-  std::vector<Node> string_rest_trie_;
+  // The other tokens with bytes, each from its first byte that a plain string does not take as text, by the
+  // characters the plain bytes before it make: inside string text those bytes leave a state that depends only on
+  // that count, so only the suffix is tried, from that state.
+  std::vector<std::vector<Node>> string_rest_tries_;
 };
 
 // A request's position in its JSON text, the constraint the engine applies. `owner` keeps alive what the state

@@ -5,6 +5,7 @@
 // a few dozen bytes, so a search over a vocabulary copies it freely.
 #pragma once
 #include <array>
+#include <cstddef>
 #include <cstdint>
 
 namespace runtime {
@@ -18,8 +19,10 @@ class JsonPrefix {
   bool feed(unsigned char c);
   // The bytes so far are a whole object.
   bool complete() const { return mode_ == Mode::Done; }
-  // Inside a string, not in an escape: every byte keeps_plain_string passes keeps it there.
-  bool in_plain_string() const { return mode_ == Mode::String; }
+  // Inside a string, not in an escape, every byte keeps_plain_string passes keeps it there and changes nothing: the
+  // characters of plain text it takes (SIZE_MAX there, else 0) and the state after them, as GrammarState has them.
+  size_t plain_chars_left() const { return mode_ == Mode::String ? SIZE_MAX : 0; }
+  void advance_plain(size_t) {}
   // A byte that a plain string takes as text: not '"', '\\' or a control character.
   static bool keeps_plain_string(unsigned char c) { return c != '"' && c != '\\' && c >= 0x20; }
 

@@ -83,7 +83,12 @@ class SchemaCompiler {
 
   std::shared_ptr<const ByteGrammar> run() {
     const Rule top = g_->add_rule();
-    const Rule value = compile(root_, "");
+    Rule value = 0;
+    try {
+      value = compile(root_, "");
+    } catch (const std::length_error&) {
+      throw JsonSchemaError("", "the schema is too large to hold to");
+    }
     g_->add_alternative(top, {ws(), ByteGrammar::rule(value)});
     g_->set_root(top);
     if (!g_->admits_text() || GrammarState(*g_).accepts_nothing())
@@ -417,12 +422,10 @@ class SchemaCompiler {
     const std::optional<int64_t> max = count(o, "maxLength", where);
     if (max && min > *max) throw JsonSchemaError(where, "minLength is above maxLength");
     if (min == 0 && !max) return string_any();
-    Seq seq{g_->byte('"')};
-    for (int64_t i = 0; i < min; ++i) seq.push_back(ByteGrammar::rule(character()));
-    seq.push_back(ByteGrammar::rule(max ? up_to(*max - min) : string_chars()));
-    seq.push_back(g_->byte('"'));
     const Rule r = g_->add_rule();
-    g_->add_alternative(r, seq);
+    g_->add_alternative(r, {g_->byte('"'),
+                            g_->text(static_cast<uint32_t>(min), max ? static_cast<uint32_t>(*max) : ByteGrammar::kUnbounded),
+                            g_->byte('"')});
     return r;
   }
 
@@ -604,71 +607,12 @@ class SchemaCompiler {
     return *memo;
   }
 
-  Rule escape() {  // after a backslash
-    if (!escape_) {
-      escape_ = g_->add_rule();
-      ByteGrammar::ByteSet simple, hex;
-      for (const char c : std::string_view("\"\\/bfnrt")) simple.set(static_cast<unsigned char>(c));
-      for (const char c : std::string_view("0123456789abcdefABCDEF")) hex.set(static_cast<unsigned char>(c));
-      g_->add_alternative(*escape_, {g_->bytes(simple)});
-      g_->add_alternative(*escape_, {g_->byte('u'), g_->bytes(hex), g_->bytes(hex), g_->bytes(hex), g_->bytes(hex)});
-    }
-    return *escape_;
-  }
-
-  // A string's text of any length, byte by byte: the rule a vocabulary's masks recognise as a plain string
-  // (GrammarState::in_plain_string), since each plain byte returns to it.
-  Rule string_chars() {
-    if (!string_chars_) {
-      string_chars_ = g_->add_rule();
-      ByteGrammar::ByteSet plain;
-      for (int c = 0; c < 256; ++c)
-        plain.set(static_cast<size_t>(c), JsonPrefix::keeps_plain_string(static_cast<unsigned char>(c)));
-      g_->add_alternative(*string_chars_, {g_->bytes(plain), ByteGrammar::rule(*string_chars_)});
-      g_->add_alternative(*string_chars_,
-                          {g_->byte('\\'), ByteGrammar::rule(escape()), ByteGrammar::rule(*string_chars_)});
-      g_->add_alternative(*string_chars_, {});
-    }
-    return *string_chars_;
-  }
-
   Rule string_any() {
     if (!string_any_) {
       string_any_ = g_->add_rule();
-      g_->add_alternative(*string_any_, {g_->byte('"'), ByteGrammar::rule(string_chars()), g_->byte('"')});
+      g_->add_alternative(*string_any_, {g_->byte('"'), g_->text(0, ByteGrammar::kUnbounded), g_->byte('"')});
     }
     return *string_any_;
-  }
-
-  // One character of a string whose length counts: a UTF-8 sequence (by its lead byte's length) or an escape.
-  Rule character() {
-    if (!character_) {
-      character_ = g_->add_rule();
-      ByteGrammar::ByteSet ascii, cont, lead2, lead3, lead4;
-      for (int c = 0x20; c < 0x80; ++c) ascii.set(static_cast<size_t>(c));
-      ascii.reset('"'), ascii.reset('\\');
-      for (int c = 0x80; c < 0xC0; ++c) cont.set(static_cast<size_t>(c));
-      for (int c = 0xC2; c < 0xE0; ++c) lead2.set(static_cast<size_t>(c));
-      for (int c = 0xE0; c < 0xF0; ++c) lead3.set(static_cast<size_t>(c));
-      for (int c = 0xF0; c < 0xF5; ++c) lead4.set(static_cast<size_t>(c));
-      const Symbol k = g_->bytes(cont);
-      g_->add_alternative(*character_, {g_->bytes(ascii)});
-      g_->add_alternative(*character_, {g_->bytes(lead2), k});
-      g_->add_alternative(*character_, {g_->bytes(lead3), k, k});
-      g_->add_alternative(*character_, {g_->bytes(lead4), k, k, k});
-      g_->add_alternative(*character_, {g_->byte('\\'), ByteGrammar::rule(escape())});
-    }
-    return *character_;
-  }
-
-  Rule up_to(int64_t n) {  // at most n characters: up_to_[k] = ε | character up_to_[k-1]
-    while (static_cast<int64_t>(up_to_.size()) <= n) {
-      const Rule r = g_->add_rule();
-      g_->add_alternative(r, {});
-      if (!up_to_.empty()) g_->add_alternative(r, {ByteGrammar::rule(character()), ByteGrammar::rule(up_to_.back())});
-      up_to_.push_back(r);
-    }
-    return up_to_[static_cast<size_t>(n)];
   }
 
   // Any JSON value, containers nested as deep as the recognizer's stacks allow.
@@ -703,9 +647,7 @@ class SchemaCompiler {
   int depth_ = 0;
   std::map<std::string, Rule> refs_;
   std::map<std::pair<std::string, std::string>, Rule> between_;
-  std::optional<Rule> ws_, digits_, integer_digits_, number_, non_negative_, escape_, string_chars_, string_any_,
-      character_, any_value_;
-  std::vector<Rule> up_to_;
+  std::optional<Rule> ws_, digits_, integer_digits_, number_, non_negative_, string_any_, any_value_;
 };
 
 }  // namespace

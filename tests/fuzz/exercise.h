@@ -52,6 +52,9 @@ void exercise_api_request(Bytes input);
 // rest is a model's reply.
 void exercise_tool_calls(Bytes input);
 
+// JSON schemas (runtime/json_schema_grammar.h): a schema's text, a NUL byte, and text its grammar reads byte by byte.
+void exercise_json_schema(Bytes input);
+
 // Per-input heap budget the fuzz entry points enforce (alloc_guard.cpp): the live heap growing during one input
 // beyond factor * input size + slack, or one allocation beyond that or max_single_bytes, aborts the run.
 struct AllocBudget {

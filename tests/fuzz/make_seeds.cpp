@@ -30,6 +30,7 @@ int main(int argc, char** argv) {
         {"tokenizer", fuzz::tokenizer_seeds(assets)},
         {"chat_template", fuzz::chat_template_seeds(assets)},
         {"api_request", fuzz::api_request_seeds()},
+        {"json_schema", fuzz::json_schema_seeds()},
         {"tool_calls", fuzz::tool_calls_seeds()},
     };
     for (const auto& [target, seeds] : sets) {

@@ -569,4 +569,25 @@ std::vector<Seed> tool_calls_seeds() {
   return out;
 }
 
+std::vector<Seed> json_schema_seeds() {
+  // A schema, a NUL byte, then text for its grammar.
+  const std::pair<const char*, std::string> inputs[] = {
+      {"object", R"({"type": "object", "properties": {"name": {"type": "string", "maxLength": 5}, "age": )"
+                 R"({"type": "integer", "minimum": 0, "maximum": 120}}, "required": ["name"]})" +
+                     std::string(1, '\0') + R"({"name": "Ann", "age": 42})"},
+      {"array", R"({"type": "array", "prefixItems": [{"const": 1}], "items": {"enum": ["a", null]}, "maxItems": 3})" +
+                    std::string(1, '\0') + R"([1, "a", null])"},
+      {"recursive", R"({"$defs": {"t": {"type": "object", "properties": {"k": {"type": "array", "items": )"
+                    R"({"$ref": "#/$defs/t"}}}}}, "anyOf": [{"$ref": "#/$defs/t"}, {"type": "number"}]})" +
+                        std::string(1, '\0') + R"({"k": [{"k": []}, {}]})"},
+      {"strings", R"({"type": ["string", "null"], "minLength": 2})" + std::string(1, '\0') +
+                      "\"a\\u00e9\\n\xc3\xa9\""},
+      {"any", std::string("true") + std::string(1, '\0') + R"({"a": [1.5e3, -0, "x", {"b": false}]})"},
+      {"refused", R"({"type": "string", "pattern": "a+"})"},
+  };
+  std::vector<Seed> out;
+  for (const auto& [name, input] : inputs) out.push_back(text_seed(name, input));
+  return out;
+}
+
 }  // namespace fuzz

@@ -23,6 +23,7 @@ std::vector<Seed> tokenizer_seeds(const std::optional<std::string>& assets);
 std::vector<Seed> chat_template_seeds(const std::optional<std::string>& assets);
 // Request bodies of the HTTP routes: valid ones with every field, and near misses.
 std::vector<Seed> api_request_seeds();
+std::vector<Seed> json_schema_seeds();
 // Model replies for the tool-call reader, byte 0 naming the format: real calls of each family, and near misses.
 std::vector<Seed> tool_calls_seeds();
 

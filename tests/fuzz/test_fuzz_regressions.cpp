@@ -76,6 +76,15 @@ TEST(FuzzSeeds, ApiRequest) {
   }
 }
 
+TEST(FuzzSeeds, JsonSchema) {
+  const auto seeds = fuzz::json_schema_seeds();
+  EXPECT_GE(seeds.size(), 5u);
+  for (const fuzz::Seed& s : seeds) {
+    SCOPED_TRACE(s.name);
+    EXPECT_NO_THROW(fuzz::exercise_json_schema(s.bytes));
+  }
+}
+
 TEST(FuzzSeeds, ToolCalls) {
   const auto seeds = fuzz::tool_calls_seeds();
   EXPECT_GE(seeds.size(), 10u);

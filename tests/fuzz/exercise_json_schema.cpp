@@ -1,0 +1,60 @@
+// The JSON-schema fuzz target's body: the input is a schema's text, a NUL byte, and text for the schema's grammar to
+// read byte by byte (runtime/json_schema_grammar.h, runtime/byte_grammar.h). JsonError and JsonSchemaError are the
+// only failures allowed. While reading: a refused byte leaves the state as it was, and a state that says it is inside
+// string text takes the plain bytes it promises; at the end, text the grammar calls whole is JSON the schema's
+// validator accepts (where the text is ASCII, so that the JSON parser's UTF-8 check is not what decides).
+#include <string>
+#include <string_view>
+
+#include "../runtime/schema_validator.h"
+#include "chat/json.h"
+#include "exercise.h"
+#include "invariant.h"
+#include "runtime/byte_grammar.h"
+#include "runtime/json_schema_grammar.h"
+
+namespace fuzz {
+
+void exercise_json_schema(Bytes input) {
+  const std::string_view all(reinterpret_cast<const char*>(input.data()), input.size());
+  const size_t nul = all.find('\0');
+  const std::string_view schema_text = all.substr(0, nul);
+  const std::string_view text = nul == std::string_view::npos ? std::string_view() : all.substr(nul + 1);
+  chat::jinja::Value schema;
+  std::shared_ptr<const runtime::ByteGrammar> grammar;
+  try {
+    schema = chat::parse_json(schema_text);
+    grammar = runtime::json_schema_grammar(schema);
+  } catch (const chat::JsonError& e) {
+    note(std::string("not JSON: ") + e.what());
+    return;
+  } catch (const runtime::JsonSchemaError& e) {
+    note(std::string("refused: ") + e.what());
+    return;
+  }
+  runtime::GrammarState state(*grammar);
+  std::string taken;
+  bool ascii = true;
+  for (const char ch : text) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (const size_t left = state.plain_chars_left(); left > 0) {
+      runtime::GrammarState plain = state;
+      if (!plain.feed('a')) broken("a state inside string text refused a plain byte");
+      runtime::GrammarState advanced = state;
+      advanced.advance_plain(1);
+      if (!(advanced == plain)) broken("advance_plain differs from feeding a plain character");
+    }
+    const runtime::GrammarState before = state;
+    if (!state.feed(c)) {
+      if (!(state == before)) broken("a refused byte changed the state");
+      continue;  // the rest of the text is tried from here, as a mask tries a vocabulary
+    }
+    taken += ch;
+    ascii = ascii && c < 0x80;
+  }
+  if (state.complete() && ascii && !schema_test::text_valid(schema, taken))
+    broken("the grammar took text the schema does not validate: " + taken);
+  note(state.complete() ? "whole text" : "read");
+}
+
+}  // namespace fuzz
