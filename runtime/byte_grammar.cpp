@@ -235,8 +235,36 @@ bool GrammarState::takes(uint32_t top, unsigned char c, uint32_t& next) const {
     case 1:
       if (c == 'u') return place(count, 2);
       return std::string_view("\"\\/bfnrt").find(static_cast<char>(c)) != std::string_view::npos && place(count, 0);
-    default:  // a u escape's four hex digits
-      return is_hex(c) && place(count, escape == 5 ? 0 : escape + 1);
+    // \uXXXX, with surrogates in pairs as RFC 8259 (and the project's JSON parser) has them: a high surrogate
+    // (D800-DBFF) must be followed at once by a low one (DC00-DFFF), and a low one alone is refused.
+    case 2:
+      if (c == 'd' || c == 'D') return place(count, 6);
+      return is_hex(c) && place(count, 3);
+    case 3:
+    case 4:
+    case 7:
+    case 8:
+    case 13:
+      return is_hex(c) && place(count, escape + 1);
+    case 5:
+    case 14:
+      return is_hex(c) && place(count, 0);
+    case 6: {
+      const bool high = std::string_view("89abAB").find(static_cast<char>(c)) != std::string_view::npos;
+      const bool low = std::string_view("cdefCDEF").find(static_cast<char>(c)) != std::string_view::npos;
+      if (low) return false;
+      return is_hex(c) && place(count, high ? 7 : 4);
+    }
+    case 9:
+      return c == '\\' && place(count, 10);
+    case 10:
+      return c == 'u' && place(count, 11);
+    case 11:
+      return (c == 'd' || c == 'D') && place(count, 12);
+    case 12:
+      return std::string_view("cdefCDEF").find(static_cast<char>(c)) != std::string_view::npos && place(count, 13);
+    default:
+      return false;
   }
 }
 

@@ -63,7 +63,9 @@ class ByteGrammar {
   // progress) it can be at, so that a stack inside a string is still a list of positions. Without a maximum the
   // count stops at the minimum (beyond it the count no longer matters).
   static constexpr uint32_t kTextBase = 1u << 28;
-  static constexpr uint32_t kEscapeStates = 8;  // 0: between characters, 1: after a backslash, 2-5: a u escape's hex digits
+  // Escape progress: 0 between characters, 1 after a backslash, 2-14 inside a u escape or a surrogate pair
+  // (GrammarState::takes).
+  static constexpr uint32_t kEscapeStates = 16;
   struct TextAt {
     uint32_t limits;    // its entry in texts_
     uint32_t position;  // the Text entry in program_

@@ -82,16 +82,19 @@ bool JsonPrefix::feed(unsigned char c) {
         break;
       case Mode::Escape:
         if (c == 'u') {
-          mode_ = Mode::Unicode, hex_ = 0, ok = true;
+          mode_ = Mode::Unicode, hex_ = 0, unit_ = 0, pair_ = 0, ok = true;
         } else if (c == '"' || c == '\\' || c == '/' || c == 'b' || c == 'f' || c == 'n' || c == 'r' || c == 't') {
           mode_ = Mode::String, ok = true;
         }
         break;
       case Mode::Unicode:
-        if (is_hex(c)) {
-          ok = true;
-          if (++hex_ == 4) mode_ = Mode::String;
-        }
+        ok = feed_unicode(c);
+        break;
+      case Mode::PairSlash:
+        if (c == '\\') mode_ = Mode::PairU, ok = true;
+        break;
+      case Mode::PairU:
+        if (c == 'u') mode_ = Mode::Unicode, hex_ = 0, unit_ = 0, pair_ = 2, ok = true;
         break;
       case Mode::Minus:
         if (c == '0') mode_ = Mode::Zero, ok = true;
@@ -133,6 +136,27 @@ bool JsonPrefix::feed(unsigned char c) {
   }
   if (!ok) *this = before;
   return ok;
+}
+
+// \uXXXX with surrogates in pairs (RFC 8259, as the project's JSON parser reads it): judged at the second digit,
+// when the code unit's high byte is known. A high surrogate (D8-DB) must be followed at once by \u and a low one
+// (DC-DF); a low one alone is refused.
+bool JsonPrefix::feed_unicode(unsigned char c) {
+  if (!is_hex(c)) return false;
+  const int digit = c <= '9' ? c - '0' : (c | 0x20) - 'a' + 10;
+  if (hex_ < 2) unit_ = static_cast<uint8_t>(unit_ * 16 + digit);
+  if (hex_ == 1) {
+    const bool low = unit_ >= 0xDC && unit_ <= 0xDF, high = unit_ >= 0xD8 && unit_ <= 0xDB;
+    if (pair_ == 2 ? !low : low) return false;
+    if (high) pair_ = 1;
+  } else if (hex_ == 0 && pair_ == 2 && digit != 0xD) {
+    return false;
+  }
+  if (++hex_ == 4) {
+    mode_ = pair_ == 1 ? Mode::PairSlash : Mode::String;
+    if (pair_ == 2) pair_ = 0;
+  }
+  return true;
 }
 
 // A number ends at the first byte that cannot continue it; that byte is then read after the value.

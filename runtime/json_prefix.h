@@ -38,12 +38,15 @@ class JsonPrefix {
     String,         // inside a string (key_ tells which kind)
     Escape,         // after a backslash
     Unicode,        // after \u: hex_ digits read
+    PairSlash,      // after a high surrogate's \uXXXX: its low half's backslash is due
+    PairU,          // then its 'u'
     Minus, Zero, Int, Dot, Frac, E, ESign, Exp,  // a number
     Literal,        // inside true / false / null
     Done,           // the top-level object closed
   };
   bool end_value();                 // a value ended: After, or Done at the top
   bool feed_number_end(unsigned char c);
+  bool feed_unicode(unsigned char c);
   bool open(char bracket);
   bool space();
 
@@ -52,6 +55,8 @@ class JsonPrefix {
   uint8_t depth_ = 0;
   uint8_t spaces_ = 0;              // whitespace bytes in a row
   uint8_t hex_ = 0;
+  uint8_t unit_ = 0;                // a \u escape's first two digits
+  uint8_t pair_ = 0;                // 1: this escape is a high surrogate; 2: it is the low half of a pair
   uint8_t literal_ = 0;             // which literal: 0 true, 1 false, 2 null
   uint8_t literal_at_ = 0;          // bytes of it read
   std::array<char, kMaxDepth> stack_{};  // '{' or '[' per open container

@@ -423,9 +423,8 @@ class SchemaCompiler {
     if (max && min > *max) throw JsonSchemaError(where, "minLength is above maxLength");
     if (min == 0 && !max) return string_any();
     const Rule r = g_->add_rule();
-    g_->add_alternative(r, {g_->byte('"'),
-                            g_->text(static_cast<uint32_t>(min), max ? static_cast<uint32_t>(*max) : ByteGrammar::kUnbounded),
-                            g_->byte('"')});
+    const uint32_t most = max ? static_cast<uint32_t>(*max) : ByteGrammar::kUnbounded;
+    g_->add_alternative(r, {g_->byte('"'), g_->text(static_cast<uint32_t>(min), most), g_->byte('"')});
     return r;
   }
 

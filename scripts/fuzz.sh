@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets (clang, ASan+UBSan, no CUDA) into ${BUILD_DIR:-build-fuzz} and runs each for SECONDS.
 #
-#   scripts/fuzz.sh [SECONDS] [TARGET...]        TARGET: gguf model tokenizer chat_template api_request tool_calls json_schema
-#                                                (default: all six)
+#   scripts/fuzz.sh [SECONDS] [TARGET...]
+#     TARGET: gguf model tokenizer chat_template api_request tool_calls json_schema
+#                                                (default: all seven)
 #   scripts/fuzz.sh 60                           one minute each: the quick check after touching a parser
 #   JOBS=8 scripts/fuzz.sh 1800                  the release target: 30 minutes per target, 8 processes each
 #   NICE=19 JOBS=1 BUILD_JOBS=1 scripts/fuzz.sh 120   on a shared machine
@@ -34,7 +35,10 @@ export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1}
 
 for t in "${targets[@]}"; do
-  case $t in gguf|model|tokenizer|chat_template|api_request|tool_calls|json_schema) ;; *) echo "fuzz: unknown target '$t'" >&2; exit 2 ;; esac
+  case $t in
+    gguf|model|tokenizer|chat_template|api_request|tool_calls|json_schema) ;;
+    *) echo "fuzz: unknown target '$t'" >&2; exit 2 ;;
+  esac
 done
 
 if [ -z "${SKIP_BUILD:-}" ]; then
@@ -56,7 +60,10 @@ rm -rf "$seeds"
 # Per target: the largest input, an absolute cap on one allocation (MB), and a dictionary. The per-input budget
 # (64 x input size + 4 MiB, tests/fuzz/alloc_guard.h) is enforced inside the targets.
 max_len() {
-  case $1 in gguf) echo 16384 ;; model) echo 65536 ;; tokenizer) echo 4096 ;; chat_template) echo 8192 ;; api_request) echo 8192 ;; tool_calls) echo 4096 ;; json_schema) echo 4096 ;; esac
+  case $1 in
+    gguf) echo 16384 ;; model) echo 65536 ;; tokenizer) echo 4096 ;; chat_template) echo 8192 ;;
+    api_request) echo 8192 ;; tool_calls) echo 4096 ;; json_schema) echo 4096 ;;
+  esac
 }
 dict() { case $1 in gguf|model) echo gguf.dict ;; *) echo "$1.dict" ;; esac; }
 # A template may legitimately spend the default render budget (2M steps) in ChatTemplate::parse's probe render: about

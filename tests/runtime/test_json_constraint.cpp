@@ -47,7 +47,8 @@ bool parses_as_object(std::string_view s) {
 TEST(JsonPrefix, WholeObjectsAndEveryPrefix) {
   for (const std::string s :
        {R"({})", R"({"a":1})", R"( {"a": [1, -2.5e+3, 0.25E-1, true, false, null, "x\"\\\/\b\f\n\r\t\u00e9"]} )",
-        R"({"nested": {"deep": [[[]], {}]}, "": ""})", "{\"caf\xc3\xa9\": \"\xe2\x82\xac\"}"}) {
+        R"({"nested": {"deep": [[[]], {}]}, "": ""})", "{\"caf\xc3\xa9\": \"\xe2\x82\xac\"}",
+        R"({"pair": "\ud83d\ude00 \uD7FF \uE000"})"}) {
     const std::string trimmed = s.substr(0, s.find_last_not_of(' ') + 1);
     const Read r = read(trimmed);
     EXPECT_EQ(r.taken, trimmed.size()) << s;
@@ -69,6 +70,9 @@ TEST(JsonPrefix, WhereInvalidTextStops) {
       {"{\"a\":\"\n\"}", 6},      // control characters are escaped in strings
       {"{\"a\":\"\\x\"}", 7},     // no such escape
       {"{\"a\":\"\\u12g4\"}", 10},
+      {"{\"a\":\"\\ude00\"}", 9},      // a low surrogate alone
+      {"{\"a\":\"\\ud83dx\"}", 12},    // a high one without its pair
+      {"{\"a\":\"\\ud83d\\u0041\"}", 14},
       {"{\"a\":1,}", 7},          // no trailing comma
       {"{\"a\":[1,]}", 8},
       {"{\"a\":1]", 6},           // brackets match
@@ -96,7 +100,7 @@ TEST(JsonPrefix, Limits) {
 // Random texts built from JSON's alphabet: the automaton takes all of a text and calls it whole exactly when the
 // parser reads it as one object (within the automaton's limits, which these texts stay under).
 TEST(JsonPrefix, AgreesWithTheParserOnRandomTexts) {
-  const std::string alphabet = "{}[]:,\" \\-+.eE0123456789truefalsnlxu";
+  const std::string alphabet = "{}[]:,\" \\-+.eE0123456789truefalsnlxudDc";
   std::mt19937 rng(49);
   int wholes = 0;
   for (int i = 0; i < 20000; ++i) {

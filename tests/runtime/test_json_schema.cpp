@@ -102,6 +102,8 @@ TEST(JsonSchemaGrammar, KeywordsTakeAndRefuse) {
       {R"({"enum": ["red", "green", 3, null, {"a": [1]}]})",
        {R"("red")", R"("green")", "3", "null", R"({"a":[1]})"}, {R"("blue")", "4", R"("Red")", R"({"a": [1]})"}},
       {R"({"type": "string", "enum": ["a", 1]})", {R"("a")"}, {"1"}},
+      {R"({"type": "string", "maxLength": 1})", {R"("\ud83d\ude00")", R"("\uDBFF\uDFFF")", R"("\uE000")"},
+       {R"("\ud83d")", R"("\ude00")", R"("\ud83dx")", R"("\ud83d\u0041")", R"("\ud83d\ude00a")"}},
       {R"({"const": "x"})", {R"("x")", R"( "x")"}, {R"("y")", R"("x" )"}},
       {R"({"anyOf": [{"type": "integer"}, {"type": "null"}]})", {"7", "null"}, {"\"7\"", "true"}},
       {R"({"type": ["string", "null"]})", {"\"s\"", "null"}, {"1"}},
