@@ -428,37 +428,113 @@ class SchemaCompiler {
     return r;
   }
 
-  // Numbers admit only the bound minimum: 0 (a non-negative number), which schemas for prices, weights and
-  // counts use most; any other bound on a non-integer is refused.
-  Rule number(const ObjectData& o, const std::string& where) {
-    const Value* min = o.find("minimum");
-    const bool others = o.find("maximum") || o.find("exclusiveMinimum") || o.find("exclusiveMaximum");
-    if (!min && !others) return number_rule(true);
-    if (others || min->is_bool() || !min->is_number() || min->as_float() != 0.0)
-      throw JsonSchemaError(where, "bounds on a number are supported only as \"minimum\": 0 (or on an integer)");
-    return number_rule(false);
-  }
-
-  Rule integer(const ObjectData& o, const std::string& where) {
+  // A bound from minimum / exclusiveMinimum (or maximum / exclusiveMaximum), the tighter where both are given;
+  // draft 4's boolean exclusive* makes its plain bound strict.
+  struct Bound {
+    double value;
+    bool strict;
+  };
+  static std::optional<Bound> bound(const ObjectData& o, const std::string& where, bool lower) {
     constexpr double kLimit = 1e18;
-    std::optional<int64_t> lo, hi;
-    const auto bound = [&](std::string_view key) -> std::optional<double> {
+    const std::string_view plain = lower ? "minimum" : "maximum";
+    const std::string_view exclusive = lower ? "exclusiveMinimum" : "exclusiveMaximum";
+    const auto number_at = [&](std::string_view key) -> std::optional<double> {
       const Value* v = o.find(key);
-      if (!v || v->is_bool()) return std::nullopt;  // draft 4's boolean exclusive* is read with its bound
+      if (!v || v->is_bool()) return std::nullopt;
       if (!v->is_number() || !(std::fabs(v->as_float()) <= kLimit))
         throw JsonSchemaError(child(where, key), std::string(key) + " must be a number within ±1e18");
       return v->as_float();
     };
-    const auto flag = [&](std::string_view key) {
-      const Value* v = o.find(key);
-      return v && v->is_bool() && v->as_bool();
+    std::optional<Bound> b;
+    if (const auto m = number_at(plain)) {
+      const Value* flag = o.find(exclusive);
+      b = Bound{*m, flag && flag->is_bool() && flag->as_bool()};
+    }
+    if (const auto e = number_at(exclusive)) {
+      const bool tighter = !b || (lower ? *e >= b->value : *e <= b->value);
+      if (tighter) b = Bound{*e, true};
+    }
+    return b;
+  }
+
+  // A number between integer bounds, as an integer part and a fraction (no exponent: a bounded number is written
+  // out). Non-integer bounds are refused.
+  Rule number(const ObjectData& o, const std::string& where) {
+    const std::optional<Bound> lo = bound(o, where, true), hi = bound(o, where, false);
+    if (!lo && !hi) return number_rule();
+    for (const auto& b : {lo, hi})
+      if (b && std::floor(b->value) != b->value)
+        throw JsonSchemaError(where, "bounds on a number must be whole numbers (or the type an integer)");
+    if (lo && hi && (lo->value > hi->value || (lo->value == hi->value && (lo->strict || hi->strict))))
+      throw JsonSchemaError(where, "no number lies within its bounds");
+    const Rule r = g_->add_rule();
+    // x >= 0: its magnitude from max(lo, 0) (strict only where lo is 0 or more) to hi.
+    if (!hi || hi->value > 0 || (hi->value == 0 && !hi->strict)) {
+      const bool from_lo = lo && lo->value >= 0;
+      add_magnitudes(r, {}, from_lo ? static_cast<uint64_t>(lo->value) : 0, from_lo && lo->strict,
+                     hi ? static_cast<uint64_t>(hi->value) : kNoEnd, hi && hi->strict);
+    }
+    // x < 0: '-' and a magnitude above 0 (or -hi) up to -lo.
+    if (!lo || lo->value < 0) {
+      const bool from_hi = hi && hi->value < 0;
+      add_magnitudes(r, {g_->byte('-')}, from_hi ? static_cast<uint64_t>(-hi->value) : 0, from_hi ? hi->strict : true,
+                     lo ? static_cast<uint64_t>(-lo->value) : kNoEnd, lo && lo->strict);
+    }
+    return r;
+  }
+
+  // Alternatives of `r`: `prefix` then a decimal magnitude m with from <= m <= to (strict: <), to kNoEnd for none.
+  void add_magnitudes(Rule r, const Seq& prefix, uint64_t from, bool from_strict, uint64_t to, bool to_strict) {
+    const auto add = [&](uint64_t a, uint64_t b, Rule fraction) {
+      Seq seq = prefix;
+      seq.insert(seq.end(), {ByteGrammar::rule(whole_numbers(a, b)), ByteGrammar::rule(fraction)});
+      g_->add_alternative(r, seq);
     };
-    if (const auto m = bound("minimum"))
-      lo = static_cast<int64_t>(flag("exclusiveMinimum") ? std::floor(*m) + 1 : std::ceil(*m));
-    if (const auto m = bound("exclusiveMinimum")) lo = std::max(lo.value_or(INT64_MIN), int64_t(std::floor(*m)) + 1);
-    if (const auto m = bound("maximum"))
-      hi = static_cast<int64_t>(flag("exclusiveMaximum") ? std::ceil(*m) - 1 : std::floor(*m));
-    if (const auto m = bound("exclusiveMaximum")) hi = std::min(hi.value_or(INT64_MAX), int64_t(std::ceil(*m)) - 1);
+    if (from == to) {  // only the integer itself, and only if neither bound is strict
+      if (!from_strict && !to_strict) add(from, from, fraction(Fraction::Zero));
+      return;
+    }
+    add(from, from, fraction(from_strict ? Fraction::Positive : Fraction::Any));  // integer part `from`
+    if (to == kNoEnd) {
+      add(from + 1, kNoEnd, fraction(Fraction::Any));
+      return;
+    }
+    if (from + 1 <= to - 1) add(from + 1, to - 1, fraction(Fraction::Any));
+    if (!to_strict) add(to, to, fraction(Fraction::Zero));  // integer part `to`: the integer itself
+  }
+
+  // A number's fraction: any (or none), zeros only (or none: the integer itself), or above zero.
+  enum class Fraction { Any, Zero, Positive };
+  Rule fraction(Fraction kind) {
+    std::optional<Rule>& memo = fractions_[static_cast<int>(kind)];
+    if (memo) return *memo;
+    memo = g_->add_rule();
+    const Rule zeros = g_->add_rule();  // '0'*
+    g_->add_alternative(zeros, {g_->byte('0'), ByteGrammar::rule(zeros)});
+    g_->add_alternative(zeros, {});
+    switch (kind) {
+      case Fraction::Any:
+        g_->add_alternative(*memo, {});
+        g_->add_alternative(*memo, {g_->byte('.'), digit_range('0', '9'), ByteGrammar::rule(digits())});
+        break;
+      case Fraction::Zero:
+        g_->add_alternative(*memo, {});
+        g_->add_alternative(*memo, {g_->byte('.'), g_->byte('0'), ByteGrammar::rule(zeros)});
+        break;
+      case Fraction::Positive:
+        g_->add_alternative(*memo, {g_->byte('.'), ByteGrammar::rule(zeros), digit_range('1', '9'),
+                                    ByteGrammar::rule(digits())});
+        break;
+    }
+    return *memo;
+  }
+
+  Rule integer(const ObjectData& o, const std::string& where) {
+    std::optional<int64_t> lo, hi;
+    if (const auto b = bound(o, where, true))
+      lo = static_cast<int64_t>(b->strict ? std::floor(b->value) + 1 : std::ceil(b->value));
+    if (const auto b = bound(o, where, false))
+      hi = static_cast<int64_t>(b->strict ? std::ceil(b->value) - 1 : std::floor(b->value));
     if (lo && hi && *lo > *hi) throw JsonSchemaError(where, "no integer lies within its bounds");
     const Rule r = g_->add_rule();
     if (!lo && !hi) {
@@ -581,29 +657,22 @@ class SchemaCompiler {
     return *integer_digits_;
   }
 
-  Rule number_rule(bool negative) {  // -? int frac? exp?
-    std::optional<Rule>& memo = negative ? number_ : non_negative_;
-    if (memo) return *memo;
+  Rule number_rule() {  // -? int frac? exp?
+    if (number_) return *number_;
     const Rule digits1 = g_->add_rule();  // [0-9]+
     g_->add_alternative(digits1, {digit_range('0', '9'), ByteGrammar::rule(digits())});
-    const Rule frac = g_->add_rule();
-    g_->add_alternative(frac, {});
-    g_->add_alternative(frac, {g_->byte('.'), ByteGrammar::rule(digits1)});
     const Rule exp = g_->add_rule();
     ByteGrammar::ByteSet e, sign;
     e.set('e'), e.set('E'), sign.set('+'), sign.set('-');
     g_->add_alternative(exp, {});
     g_->add_alternative(exp, {g_->bytes(e), ByteGrammar::rule(digits1)});
     g_->add_alternative(exp, {g_->bytes(e), g_->bytes(sign), ByteGrammar::rule(digits1)});
-    const Seq tail{ByteGrammar::rule(integer_digits()), ByteGrammar::rule(frac), ByteGrammar::rule(exp)};
-    memo = g_->add_rule();
-    g_->add_alternative(*memo, tail);
-    if (negative) {
-      Seq minus{g_->byte('-')};
-      minus.insert(minus.end(), tail.begin(), tail.end());
-      g_->add_alternative(*memo, minus);
-    }
-    return *memo;
+    const Symbol sign_free = ByteGrammar::rule(integer_digits());
+    const Symbol frac = ByteGrammar::rule(fraction(Fraction::Any));
+    number_ = g_->add_rule();
+    g_->add_alternative(*number_, {sign_free, frac, ByteGrammar::rule(exp)});
+    g_->add_alternative(*number_, {g_->byte('-'), sign_free, frac, ByteGrammar::rule(exp)});
+    return *number_;
   }
 
   Rule string_any() {
@@ -631,7 +700,7 @@ class SchemaCompiler {
     g_->add_alternative(*any_value_, {g_->byte('['), ws(), g_->byte(']')});
     g_->add_alternative(*any_value_, {g_->byte('['), ws(), value, ws(), ByteGrammar::rule(elements), g_->byte(']')});
     g_->add_alternative(*any_value_, {key});
-    g_->add_alternative(*any_value_, {ByteGrammar::rule(number_rule(true))});
+    g_->add_alternative(*any_value_, {ByteGrammar::rule(number_rule())});
     for (const std::string_view literal : {"true", "false", "null"}) {
       Seq seq;
       g_->append_literal(seq, literal);
@@ -646,7 +715,8 @@ class SchemaCompiler {
   int depth_ = 0;
   std::map<std::string, Rule> refs_;
   std::map<std::pair<std::string, std::string>, Rule> between_;
-  std::optional<Rule> ws_, digits_, integer_digits_, number_, non_negative_, string_any_, any_value_;
+  std::optional<Rule> ws_, digits_, integer_digits_, number_, string_any_, any_value_;
+  std::optional<Rule> fractions_[3];
 };
 
 }  // namespace

@@ -11,7 +11,8 @@
 // - arrays: items, prefixItems (or draft 4's items list with additionalItems; when neither items nor
 //   additionalItems is given, none beyond the tuple), minItems, maxItems;
 // - strings: minLength, maxLength (in characters: a UTF-8 sequence or an escape is one);
-// - integers: minimum, maximum, exclusiveMinimum, exclusiveMaximum (either draft's form); numbers: minimum 0;
+// - integers: minimum, maximum, exclusiveMinimum, exclusiveMaximum (either draft's form); numbers: the same with
+//   whole-number bounds (a bounded number is then written without an exponent);
 // - annotations, which constrain nothing, are read past: title, description, default, examples, format, $schema,
 //   $id, $comment, deprecated, readOnly, writeOnly, and keywords JSON Schema does not define.
 // An additional property's name may repeat a listed property's. A string's bytes are not checked to be UTF-8.
