@@ -79,24 +79,80 @@ std::string decimal(uint64_t v) { return std::to_string(v); }
 
 class SchemaCompiler {
  public:
-  explicit SchemaCompiler(const Value& root) : root_(root) {}
+  // One document: the schema's value, whitespace before it.
+  std::shared_ptr<const ByteGrammar> schema(const Value& root) {
+    return finish([&] {
+      const Rule value = document(root);
+      const Rule top = g_->add_rule();
+      g_->add_alternative(top, {ws(), ByteGrammar::rule(value)});
+      return top;
+    });
+  }
 
-  std::shared_ptr<const ByteGrammar> run() {
-    const Rule top = g_->add_rule();
-    Rule value = 0;
+  // `before`, then one object per call {"<name_key>": NAME, "<arguments_key>": ARGUMENTS}, then `after`.
+  std::shared_ptr<const ByteGrammar> calls(const std::vector<CallSchema>& choices, std::string_view name_key,
+                                           std::string_view arguments_key, std::string_view before,
+                                           std::string_view after) {
+    return finish([&] {
+      const Rule call = g_->add_rule();
+      for (const CallSchema& c : choices) {
+        Rule arguments = 0;
+        try {
+          arguments = c.parameters ? document(*c.parameters) : object_any();
+        } catch (const JsonSchemaError& e) {
+          if (c.strict) throw JsonSchemaError(e.where(), c.name + "'s parameters: " + e.what());
+          arguments = object_any();  // a call of this function, with arguments held only to being an object
+        }
+        Seq seq{g_->byte('{'), ws()};
+        g_->append_literal(seq, chat::json_quote(name_key));
+        seq.insert(seq.end(), {ws(), g_->byte(':'), ws()});
+        g_->append_literal(seq, chat::json_quote(c.name));
+        seq.insert(seq.end(), {ws(), g_->byte(','), ws()});
+        g_->append_literal(seq, chat::json_quote(arguments_key));
+        push_member_tail(seq, arguments);
+        seq.push_back(g_->byte('}'));
+        g_->add_alternative(call, seq);
+      }
+      Seq seq;
+      g_->append_literal(seq, before);
+      seq.push_back(ByteGrammar::rule(call));
+      g_->append_literal(seq, after);
+      const Rule top = g_->add_rule();
+      g_->add_alternative(top, seq);
+      return top;
+    });
+  }
+
+ private:
+  template <class Build>
+  std::shared_ptr<const ByteGrammar> finish(Build&& build) {
     try {
-      value = compile(root_, "");
+      g_->set_root(build());
     } catch (const std::length_error&) {
       throw JsonSchemaError("", "the schema is too large to hold to");
     }
-    g_->add_alternative(top, {ws(), ByteGrammar::rule(value)});
-    g_->set_root(top);
     if (!g_->admits_text() || GrammarState(*g_).accepts_nothing())
       throw JsonSchemaError("", "no finite JSON text satisfies it (its references go round without end)");
     return std::move(g_);
   }
 
- private:
+  // A schema that is its own document: its $refs point into it.
+  Rule document(const Value& root) {
+    const Value* outer = root_;
+    root_ = &root;
+    const Rule r = compile(root, "");
+    root_ = outer;
+    return r;
+  }
+
+  Rule object_any() {
+    if (!object_any_) {
+      const Value any_object = Value::object({{"type", Value("object")}});
+      object_any_ = document(any_object);
+    }
+    return *object_any_;
+  }
+
   Rule compile(const Value& s, const std::string& where) {
     if (++depth_ > kMaxDepth) throw JsonSchemaError(where, "schemas nest (or $refs chain) too deep");
     const Rule r = compile_schema(s, where);
@@ -228,10 +284,10 @@ class SchemaCompiler {
   // A $ref: a JSON pointer into this document. Each target becomes one rule, made before its schema is read, so
   // a schema that refers to itself calls its own rule.
   Rule reference(const std::string& ref, const std::string& where) {
-    if (const auto it = refs_.find(ref); it != refs_.end()) return it->second;
+    if (const auto it = refs_.find({root_, ref}); it != refs_.end()) return it->second;
     if (ref.empty() || ref[0] != '#')
       throw JsonSchemaError(where, "only references into the same schema (\"#/...\") are supported");
-    const Value* target = &root_;
+    const Value* target = root_;
     std::string_view path = std::string_view(ref).substr(1);
     while (!path.empty()) {
       if (path[0] != '/') throw JsonSchemaError(where, "\"" + ref + "\" is not a JSON pointer");
@@ -258,7 +314,7 @@ class SchemaCompiler {
       target = next;
     }
     const Rule r = g_->add_rule();
-    refs_.emplace(ref, r);
+    refs_.emplace(std::make_pair(root_, ref), r);
     g_->add_alternative(r, {ByteGrammar::rule(compile(*target, where))});
     return r;
   }
@@ -710,19 +766,25 @@ class SchemaCompiler {
   }
 
   static constexpr int kMaxDepth = 128;
-  const Value& root_;
+  const Value* root_ = nullptr;
   std::shared_ptr<ByteGrammar> g_ = std::make_shared<ByteGrammar>();
   int depth_ = 0;
-  std::map<std::string, Rule> refs_;
+  std::map<std::pair<const Value*, std::string>, Rule> refs_;  // by document and pointer
   std::map<std::pair<std::string, std::string>, Rule> between_;
-  std::optional<Rule> ws_, digits_, integer_digits_, number_, string_any_, any_value_;
+  std::optional<Rule> ws_, digits_, integer_digits_, number_, string_any_, any_value_, object_any_;
   std::optional<Rule> fractions_[3];
 };
 
 }  // namespace
 
 std::shared_ptr<const ByteGrammar> json_schema_grammar(const chat::jinja::Value& schema) {
-  return SchemaCompiler(schema).run();
+  return SchemaCompiler().schema(schema);
+}
+
+std::shared_ptr<const ByteGrammar> json_call_grammar(const std::vector<CallSchema>& choices,
+                                                     std::string_view name_key, std::string_view arguments_key,
+                                                     std::string_view before, std::string_view after) {
+  return SchemaCompiler().calls(choices, name_key, arguments_key, before, after);
 }
 
 }  // namespace runtime

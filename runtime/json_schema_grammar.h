@@ -20,6 +20,8 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "runtime/byte_grammar.h"
 
@@ -46,5 +48,18 @@ inline constexpr int64_t kMaxSchemaRepeat = 4096;
 inline constexpr size_t kMaxSchemaSymbols = size_t{1} << 20;
 
 std::shared_ptr<const ByteGrammar> json_schema_grammar(const chat::jinja::Value& schema);
+
+// A function call as a model writes one: `before`, an object {"<name_key>": "NAME", "<arguments_key>": {...}} for
+// one of `choices` (its arguments held to its parameters' schema, a document of its own for $refs), then `after`;
+// whitespace as above. A choice whose schema cannot be held gets arguments held only to being an object, unless it
+// is strict (OpenAI's function.strict): then the JsonSchemaError stands. A forced tool call (server/tool_choice.h).
+struct CallSchema {
+  std::string name;
+  const chat::jinja::Value* parameters = nullptr;  // null: any object
+  bool strict = false;
+};
+std::shared_ptr<const ByteGrammar> json_call_grammar(const std::vector<CallSchema>& choices,
+                                                     std::string_view name_key, std::string_view arguments_key,
+                                                     std::string_view before, std::string_view after);
 
 }  // namespace runtime

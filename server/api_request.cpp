@@ -173,6 +173,28 @@ void parse_messages(const Value& obj, CompletionRequest& r) {
       throw invalid_field("tool_choice", "tool_choice must be \"none\", \"auto\", \"required\" or an object naming a "
                                          "function");
     r.tool_choice_none = choice->is_string() && choice->as_string() == "none";
+    r.tool_choice_required = choice->is_string() && choice->as_string() == "required";
+    if (choice->is_object()) {
+      const Value* function = field(*choice, "function");
+      const Value* name = function && function->is_object() ? field(*function, "name") : nullptr;
+      if (!name || !name->is_string())
+        throw invalid_field("tool_choice", "tool_choice must name a function as {\"type\": \"function\", "
+                                           "\"function\": {\"name\": ...}}");
+      r.tool_choice_name = name->as_string();
+    }
+    if (r.tool_choice_required || !r.tool_choice_name.empty()) {
+      bool found = r.tool_choice_required && r.tools.is_array() && !r.tools.items().empty();
+      if (r.tools.is_array())
+        for (const Value& tool : r.tools.items()) {
+          const Value* fn = tool.object().find("function");
+          const Value* n = (fn ? fn->object() : tool.object()).find("name");
+          found = found || (n && n->is_string() && n->as_string() == r.tool_choice_name);
+        }
+      if (!found)
+        throw invalid_field("tool_choice", r.tool_choice_required
+                                               ? "tool_choice \"required\" needs tools"
+                                               : "tool_choice names \"" + r.tool_choice_name + "\", which tools lacks");
+    }
   }
 }
 

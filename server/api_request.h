@@ -24,9 +24,12 @@ struct CompletionRequest {
   // Chat: the conversation and the tool schemas (none when absent), for the chat template.
   std::vector<chat::ChatMessage> messages;
   chat::jinja::Value tools = chat::jinja::Value::none();
-  // tool_choice "none": the tools are shown to the template but what the model writes stays text. The server does
-  // not force a call ("required", a named function): those are accepted and read as "auto".
+  // tool_choice "none": the tools are shown to the template but what the model writes stays text. "required" or a
+  // named function (tool_choice_name): the reply is held to one call where the template family allows
+  // (server/tool_choice.h), else read as "auto".
   bool tool_choice_none = false;
+  bool tool_choice_required = false;
+  std::string tool_choice_name;
   // Further variables for the chat template: chat_template_kwargs' entries (Qwen 3's enable_thinking, ...), and
   // reasoning_effort ("low" / "medium" / "high", which gpt-oss's template reads) when given.
   std::vector<std::pair<std::string, chat::jinja::Value>> template_variables;

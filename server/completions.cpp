@@ -13,10 +13,12 @@
 #include "chat/reply_split.h"
 #include "runtime/chat_session.h"
 #include "runtime/generate.h"
+#include "runtime/json_schema_grammar.h"
 #include "server/completion_channel.h"
 #include "server/connection_probe.h"
 #include "server/logprobs_reply.h"
 #include "server/routes.h"
+#include "server/tool_choice.h"
 #include "server/tool_reply.h"
 #include "tokenizer/tokenizer.h"
 
@@ -348,6 +350,19 @@ void handle_completion(RouteContext& ctx, const httplib::Request& req, httplib::
   // reply is the engine's text, exactly as without tools.
   const bool offers_tools = r.tools.is_array() && !r.tools.items().empty() && !r.tool_choice_none;
   const bool tool_mode = route == Route::Chat && offers_tools && ctx.tool_format != ToolCallFormat::None;
+  // tool_choice "required" or a named function: one call, held by a grammar where the format allows
+  // (server/tool_choice.h); elsewhere the choice is read as "auto".
+  std::shared_ptr<const runtime::ByteGrammar> forced_call;
+  if (tool_mode && (r.tool_choice_required || !r.tool_choice_name.empty())) {
+    try {
+      forced_call = forced_call_grammar(ctx.tool_format, r.tools, r.tool_choice_name);
+    } catch (const runtime::JsonSchemaError& e) {
+      throw invalid_field("tools", e.what(), "unsupported_schema");
+    }
+    if (forced_call && (r.json_object || r.json_schema))
+      throw invalid_field("response_format", "a reply cannot be held both to a forced tool call and to a "
+                                             "response_format", "unsupported_parameter");
+  }
 
   // Every prompt's ids first (a bad one refuses the request before anything runs), then n engine requests each:
   // choice i = prompt i / n, its seed the request's + i (so choices differ), or a fresh one.
@@ -374,7 +389,9 @@ void handle_completion(RouteContext& ctx, const httplib::Request& req, httplib::
       er.ignore_eos = r.ignore_eos;
       er.top_logprobs = r.top_logprobs;
       if (r.top_logprobs >= 0) c->logprobs = std::make_shared<LogprobsReply>(ctx.engine.tokenizer(), er.prompt, route);
-      if (r.json_schema) {
+      if (forced_call) {
+        er.constraint = runtime::make_json_schema_constraint(ctx.json_vocabulary(), forced_call);
+      } else if (r.json_schema) {
         er.constraint = runtime::make_json_schema_constraint(ctx.json_vocabulary(), r.json_schema);
       } else if (r.json_object) {
         er.constraint = std::make_shared<runtime::JsonConstraint>(ctx.json_vocabulary());

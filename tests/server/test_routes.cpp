@@ -511,5 +511,63 @@ TEST_F(ServerTest, ToolModeKeepsAReplyWithoutCallsAsItIs) {
   EXPECT_EQ(str(at(at(bad_body, "error"), "param")), "tool_choice");
 }
 
+// tool_choice "required" and a named function force one call in the template family's syntax: stories260K, which
+// never writes a call by itself, returns one of the offered functions with arguments its schema allows (finish
+// reason tool_calls), whole and streamed alike. A name that tools lack, "required" without tools, a strict function
+// whose schema cannot be held and a forced call beside a response_format are 400s.
+TEST_F(ServerTest, ToolChoiceForcesACall) {
+  Config c;
+  c.template_text = chat::ChatTemplate::builtin("chatml").source() + "{# the model writes <tool_call> JSON #}";
+  start(c);
+  const std::string body = R"({"messages": [{"role": "user", "content": "Tell me a story."}], "max_tokens": 160,
+      "temperature": 0, "tools": [
+      {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object",
+       "properties": {"city": {"type": "string", "maxLength": 12}, "days": {"type": "integer", "minimum": 1,
+       "maximum": 7}}, "required": ["city", "days"], "additionalProperties": false}}},
+      {"type": "function", "function": {"name": "get_time", "parameters": {"type": "object",
+       "properties": {"zone": {"enum": ["UTC", "CET"]}}, "required": ["zone"]}}}])";
+  for (const std::string choice : {R"("required")", R"({"type": "function", "function": {"name": "get_time"}})"}) {
+    const std::string request = body + R"(, "tool_choice": )" + choice;
+    const auto whole = post("/v1/chat/completions", request + "}");
+    ASSERT_EQ(whole.status, 200) << whole.body;
+    const Value b = json(whole.body);
+    const Value& first = at(at(b, "choices"), 0);
+    EXPECT_EQ(str(at(first, "finish_reason")), "tool_calls") << whole.body;
+    const Value& call = at(at(at(first, "message"), "tool_calls"), 0);
+    const std::string name = str(at(at(call, "function"), "name"));
+    const Value args = chat::parse_json(str(at(at(call, "function"), "arguments")));
+    if (name == "get_weather") {
+      EXPECT_TRUE(choice == R"("required")") << whole.body;
+      ASSERT_TRUE(args.object().find("city") && args.object().find("days")) << whole.body;
+      EXPECT_LE(args.object().find("city")->as_string().size(), 12u * 4);
+      const int64_t days = args.object().find("days")->as_int();
+      EXPECT_TRUE(days >= 1 && days <= 7) << whole.body;
+    } else {
+      ASSERT_EQ(name, "get_time") << whole.body;
+      const std::string zone = args.object().find("zone")->as_string();
+      EXPECT_TRUE(zone == "UTC" || zone == "CET") << whole.body;
+    }
+    const Streamed s = read_stream(post("/v1/chat/completions", request + R"(, "stream": true})"), true);
+    EXPECT_EQ(s.finish, "tool_calls");
+  }
+  const auto param_of_post = [&](const std::string& tail) {
+    const auto r = post("/v1/chat/completions", body + tail + "}");
+    EXPECT_EQ(r.status, 400) << tail << ": " << r.body;
+    return str(at(at(json(r.body), "error"), "param"));
+  };
+  EXPECT_EQ(param_of_post(R"(, "tool_choice": {"type": "function", "function": {"name": "nope"}})"), "tool_choice");
+  EXPECT_EQ(param_of_post(R"(, "tool_choice": {"type": "function"})"), "tool_choice");
+  EXPECT_EQ(param_of_post(R"(, "tool_choice": "required", "response_format": {"type": "json_object"})"),
+            "response_format");
+  const auto no_tools = post("/v1/chat/completions",
+                             R"({"messages": [{"role": "user", "content": "x"}], "tool_choice": "required"})");
+  EXPECT_EQ(no_tools.status, 400) << no_tools.body;
+  const auto strict = post("/v1/chat/completions", R"({"messages": [{"role": "user", "content": "x"}],
+      "tool_choice": "required", "tools": [{"type": "function", "function": {"name": "s", "strict": true,
+      "parameters": {"type": "object", "properties": {"q": {"type": "string", "pattern": "^a"}}}}}]})");
+  EXPECT_EQ(strict.status, 400) << strict.body;
+  EXPECT_EQ(str(at(at(json(strict.body), "error"), "param")), "tools") << strict.body;
+}
+
 }  // namespace
 }  // namespace test_server

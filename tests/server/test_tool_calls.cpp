@@ -7,7 +7,12 @@
 #include <map>
 #include <sstream>
 
+#include "chat/json.h"
+#include "chat/messages_json.h"
+#include "runtime/byte_grammar.h"
+#include "runtime/json_schema_grammar.h"
 #include "server/tool_calls.h"
+#include "server/tool_choice.h"
 
 namespace {
 
@@ -195,6 +200,65 @@ TEST(ToolCalls, Ids) {
   EXPECT_EQ(mistral.size(), 9u);
   EXPECT_EQ(mistral.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"),
             std::string::npos);
+}
+
+bool grammar_takes(const runtime::ByteGrammar& g, std::string_view text) {
+  runtime::GrammarState s(g);
+  for (const char c : text)
+    if (!s.feed(static_cast<unsigned char>(c))) return false;
+  return s.complete();
+}
+
+// A forced call's grammar (tool_choice "required" or named): the family's own syntax around one call of an offered
+// function, its arguments held to the parameters' schema, and what the reader then returns as that call. Formats
+// whose markers are control tokens are not forced; a strict function whose schema cannot be held is an error, a
+// loose one gets arguments held only to being an object.
+TEST(ForcedToolCall, GrammarOfEachFormat) {
+  const chat::jinja::Value tools = chat::tools_from_json(R"([
+      {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object",
+       "properties": {"city": {"type": "string"}, "days": {"type": "integer", "minimum": 1, "maximum": 7}},
+       "required": ["city", "days"], "additionalProperties": false}}},
+      {"type": "function", "function": {"name": "search", "parameters": {"type": "object",
+       "properties": {"q": {"type": "string", "pattern": "^a"}}}}}])");
+  const auto hermes = server::forced_call_grammar(ToolCallFormat::Hermes, tools, "");
+  ASSERT_TRUE(hermes);
+  const std::string call = "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", "
+                           "\"days\": 3}}\n</tool_call>";
+  EXPECT_TRUE(grammar_takes(*hermes, call));
+  const server::ParsedReply parsed = server::parse_tool_calls(ToolCallFormat::Hermes, call);
+  ASSERT_EQ(parsed.tool_calls.size(), 1u);
+  EXPECT_EQ(parsed.tool_calls[0].name, "get_weather");
+  EXPECT_EQ(parsed.tool_calls[0].arguments, R"({"city":"Paris","days":3})");
+  // search's pattern cannot be held and it is not strict: any object.
+  EXPECT_TRUE(grammar_takes(*hermes, "<tool_call>\n{\"name\": \"search\", \"arguments\": {\"q\": \"zz\", "
+                                     "\"n\": [1]}}\n</tool_call>"));
+  for (const char* bad :
+       {"{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"days\": 3}}",  // no markers
+        "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"days\": 9}}\n</tool_call>",
+        "<tool_call>\n{\"name\": \"other\", \"arguments\": {}}\n</tool_call>",
+        "<tool_call>\n{\"name\": \"search\", \"arguments\": []}\n</tool_call>"})
+    EXPECT_FALSE(grammar_takes(*hermes, bad)) << bad;
+  const auto named = server::forced_call_grammar(ToolCallFormat::Hermes, tools, "search");
+  ASSERT_TRUE(named);
+  EXPECT_FALSE(grammar_takes(*named, call));
+
+  const auto llama = server::forced_call_grammar(ToolCallFormat::Llama3, tools, "get_weather");
+  ASSERT_TRUE(llama);
+  const std::string llama_call = R"({"name": "get_weather", "parameters": {"city": "Oslo", "days": 1}})";
+  EXPECT_TRUE(grammar_takes(*llama, llama_call));
+  EXPECT_EQ(server::parse_tool_calls(ToolCallFormat::Llama3, llama_call).tool_calls.size(), 1u);
+  EXPECT_FALSE(server::forced_call_grammar(ToolCallFormat::Mistral, tools, ""));
+  EXPECT_FALSE(server::forced_call_grammar(ToolCallFormat::Granite, tools, ""));
+
+  const chat::jinja::Value strict = chat::tools_from_json(R"([{"type": "function", "function": {"name": "s",
+      "strict": true, "parameters": {"type": "object", "properties": {"q": {"type": "string", "pattern": "^a"}}}}}])");
+  try {
+    server::forced_call_grammar(ToolCallFormat::Hermes, strict, "");
+    ADD_FAILURE() << "a strict function's unsupported schema was accepted";
+  } catch (const runtime::JsonSchemaError& e) {
+    EXPECT_NE(std::string(e.what()).find("s's parameters"), std::string::npos) << e.what();
+    EXPECT_EQ(e.where(), "/properties/q/pattern");
+  }
 }
 
 }  // namespace

@@ -1,0 +1,29 @@
+// Forced tool calls as grammars (see tool_choice.h).
+#include "server/tool_choice.h"
+
+#include <vector>
+
+#include "runtime/json_schema_grammar.h"
+
+namespace server {
+
+std::shared_ptr<const runtime::ByteGrammar> forced_call_grammar(ToolCallFormat format, const chat::jinja::Value& tools,
+                                                                const std::string& only) {
+  if (format != ToolCallFormat::Hermes && format != ToolCallFormat::Llama3) return nullptr;
+  std::vector<runtime::CallSchema> choices;
+  for (const chat::jinja::Value& tool : tools.items()) {
+    // tools_from_json has checked the shapes: OpenAI's {"type": "function", "function": {...}} or the bare function.
+    const chat::jinja::Value* function = tool.object().find("function");
+    const auto& f = function ? function->object() : tool.object();
+    const chat::jinja::Value* name = f.find("name");
+    if (!name || !name->is_string() || (!only.empty() && name->as_string() != only)) continue;
+    const chat::jinja::Value* strict = f.find("strict");
+    choices.push_back({name->as_string(), f.find("parameters"), strict && strict->is_bool() && strict->as_bool()});
+  }
+  if (choices.empty()) return nullptr;
+  if (format == ToolCallFormat::Hermes)
+    return runtime::json_call_grammar(choices, "name", "arguments", "<tool_call>\n", "\n</tool_call>");
+  return runtime::json_call_grammar(choices, "name", "parameters", "", "");
+}
+
+}  // namespace server

@@ -1,0 +1,22 @@
+// tool_choice "required" or {"type": "function", "function": {"name": ...}}: the reply is held, token by token, to
+// one call in the template family's own syntax (runtime/json_schema_grammar.h's json_call_grammar), its arguments to
+// the function's parameters where the schema can be held. Only families whose call markers are text a model spells
+// with ordinary tokens: Hermes / Qwen (<tool_call> ... </tool_call>) and Llama 3 (the JSON object alone). Mistral's
+// [TOOL_CALLS] and Granite's <|tool_call|> are control tokens that a byte grammar cannot write, so there the choice is
+// read as "auto", as before.
+#pragma once
+#include <memory>
+#include <string>
+
+#include "chat/jinja_value.h"
+#include "runtime/byte_grammar.h"
+#include "server/tool_calls.h"
+
+namespace server {
+
+// The grammar of one forced call of `only` (empty: any of `tools`); null where the format cannot be forced.
+// Throws runtime::JsonSchemaError for a strict function whose parameters' schema cannot be held.
+std::shared_ptr<const runtime::ByteGrammar> forced_call_grammar(ToolCallFormat format, const chat::jinja::Value& tools,
+                                                                const std::string& only);
+
+}  // namespace server
