@@ -23,7 +23,9 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <thread>
 
+#include "graph/thread_pool.h"
 #include "runtime/engine.h"
 #include "runtime/engine_job.h"
 #include "runtime/kv_blocks.h"
@@ -200,6 +202,16 @@ void Engine::worker_batched() {
     ++stats_.preemptions;
     return sent_back;
   };
+  // A row the host draws from in the step being taken: whose, and the token or the error.
+  struct HostDraw {
+    uint64_t serial = 0;
+    SequenceGeneration* gen = nullptr;
+    size_t row = 0;
+    int32_t token = -1;
+    std::exception_ptr error;
+  };
+  std::vector<HostDraw> drawn;
+  std::optional<graph::ThreadPool> draw_pool;  // made when a step first has two such rows
   // Takes a launched step's results: its tokens are in the cache now, full blocks are keyed, and each sequence with
   // an output row takes its token (the argmax, the device's draw, or a draw from the logits here).
   const auto take = [&](const LaunchedStep& step) {
@@ -217,6 +229,32 @@ void Engine::worker_batched() {
       stats_.device_wait_seconds += waited;
     }
     const size_t n_vocab = static_cast<size_t>(n_vocab_);
+    // Rows the host draws from (a sampler on the host, a constraint's mask, logprobs) are drawn first, in parallel
+    // across sequences: each has its own sampler and constraint, and a structured-output mask costs ~0.1 ms.
+    drawn.clear();
+    for (const LaunchedStep::Part& part : step.parts) {
+      const auto it = std::find_if(running.begin(), running.end(),
+                                   [&](const auto& rp) { return rp->serial == part.serial; });
+      if (part.output < 0 || it == running.end()) continue;
+      const size_t o = size_t(part.output);
+      if ((*it)->gen->argmax_is_sample() || (o < res.draws.size() && res.draws[o] >= 0)) continue;
+      drawn.push_back({part.serial, (*it)->gen.get(), o, -1, nullptr});
+    }
+    const auto draw = [&](HostDraw& d) {
+      try {
+        d.token = d.gen->sample(res.logits.subspan(d.row * n_vocab, n_vocab));
+      } catch (const std::exception&) {
+        d.error = std::current_exception();
+      }
+    };
+    if (drawn.size() > 1) {
+      if (!draw_pool) draw_pool.emplace(static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 8u)));
+      draw_pool->parallel_for(static_cast<int64_t>(drawn.size()), [&](int64_t begin, int64_t end, int) {
+        for (int64_t i = begin; i < end; ++i) draw(drawn[size_t(i)]);
+      });
+    } else {
+      for (HostDraw& d : drawn) draw(d);
+    }
     for (const LaunchedStep::Part& part : step.parts) {
       const auto it = std::find_if(running.begin(), running.end(),
                                    [&](const auto& rp) { return rp->serial == part.serial; });
@@ -236,10 +274,12 @@ void Engine::worker_batched() {
       std::string error;
       try {
         const size_t o = size_t(part.output);
-        const int32_t next = r.gen->argmax_is_sample() ? r.gen->take_device_token(res.argmax[o])
-                             : o < res.draws.size() && res.draws[o] >= 0
-                                 ? r.gen->take_device_token(res.draws[o])
-                                 : r.gen->sample(res.logits.subspan(o * n_vocab, n_vocab));
+        const auto host = std::find_if(drawn.begin(), drawn.end(),
+                                       [&](const HostDraw& d) { return d.serial == part.serial; });
+        if (host != drawn.end() && host->error) std::rethrow_exception(host->error);
+        const int32_t next = host != drawn.end()     ? host->token
+                             : r.gen->argmax_is_sample() ? r.gen->take_device_token(res.argmax[o])
+                                                         : r.gen->take_device_token(res.draws[o]);
         done = r.gen->accept(next, r.job->callback, r.job->cancelled);
       } catch (const std::exception& e) {
         log(options_.log, LogLevel::Warning, "request " + std::to_string(r.job->id) + " failed: " + e.what());

@@ -8,11 +8,14 @@
 #include <vector>
 
 #include "assets.h"
+#include "chat/json.h"
 #include "model/model.h"
 #include "runtime/engine.h"
-#include "submit_all.h"
 #include "runtime/generate.h"
+#include "runtime/json_constraint.h"
+#include "runtime/json_schema_grammar.h"
 #include "runtime/session_cpu.h"
+#include "submit_all.h"
 
 namespace {
 
@@ -82,10 +85,12 @@ class BatchedEngineTest : public ::testing::Test {
     return r;
   }
 
-  // The request's text from generate() on a one-sequence session of its own.
-  std::string alone(const runtime::EngineRequest& r) {
+  // The request's text from generate() on a one-sequence session of its own (with `constraint`, a fresh one of the
+  // request's kind, when it has one).
+  std::string alone(const runtime::EngineRequest& r, runtime::TokenConstraint* constraint = nullptr) {
     runtime::CpuSession session(model_, 512, 1);
     runtime::GenerateOptions o;
+    o.constraint = constraint;
     o.sampling = r.sampling;
     o.n_predict = r.max_tokens;
     o.ignore_eos = r.ignore_eos;
@@ -131,6 +136,31 @@ TEST_F(BatchedEngineTest, EightRequestsGetTheirTextAloneGreedyAndSeeded) {
   EXPECT_LT(s.steps, 8u * 24u);  // requests shared steps
   EXPECT_TRUE(engine->wait_idle(std::chrono::seconds(5)));
   EXPECT_EQ(engine->stats().kv_blocks_used, 0);
+}
+
+// Rows drawn on the host are drawn in parallel across sequences (a thread pool in the worker): sampled requests held
+// to a JSON schema, each with its own seed and constraint, get the text each gets alone.
+TEST_F(BatchedEngineTest, StructuredRequestsDrawnTogetherGetTheirTextAlone) {
+  const auto grammar = runtime::json_schema_grammar(chat::parse_json(R"({"type": "object", "properties": {
+      "name": {"type": "string", "maxLength": 10}, "n": {"type": "integer", "minimum": 0, "maximum": 99},
+      "tags": {"type": "array", "items": {"enum": ["a", "b"]}, "maxItems": 3}}, "required": ["name", "n"]})"));
+  const auto vocab = std::make_shared<const runtime::JsonVocabulary>(*tok_);
+  auto engine = make(Shape{.parallel = 6});
+  std::vector<runtime::EngineRequest> rs;
+  for (size_t i = 0; i < 6; ++i) {
+    runtime::EngineRequest r = request(kPrompts[i], 120, 0.9f, 70 + i);
+    r.ignore_eos = false;
+    r.constraint = runtime::make_json_schema_constraint(vocab, grammar);
+    rs.push_back(std::move(r));
+  }
+  const auto cs = run_all(*engine, rs);
+  int whole = 0;
+  for (size_t i = 0; i < rs.size(); ++i) {
+    const auto fresh = runtime::make_json_schema_constraint(vocab, grammar);
+    EXPECT_EQ(cs[i]->text, alone(rs[i], fresh.get())) << kPrompts[i];
+    whole += cs[i]->final_event.finish == FinishReason::Stop;
+  }
+  EXPECT_GE(whole, 1) << "some replies closed their object";
 }
 
 // The step pipeline (a step launched before the one before it is taken, greedy tokens gathered from its argmax)
