@@ -14,6 +14,7 @@
 #include "chat/jinja_value.h"
 #include "chat/json.h"
 #include "runtime/json_prefix.h"
+#include "runtime/json_schema_formats.h"
 
 namespace runtime {
 
@@ -262,6 +263,9 @@ class SchemaCompiler {
       if (uses(kArrayKeywords)) types.insert("array");
       if (uses(kStringKeywords)) types.insert("string");
       if (uses(kNumberKeywords)) types.insert("number");
+      if (const Value* format = o.find("format"); format && format->is_string() &&
+                                                  among(kExactStringFormats, format->as_string()))
+        types.insert("string");
       if (types.empty()) return any_value();
     }
     if (types.count("integer") && types.count("number")) types.erase("integer");  // every integer is a number
@@ -476,6 +480,14 @@ class SchemaCompiler {
   Rule string(const ObjectData& o, const std::string& where) {
     const int64_t min = count(o, "minLength", where).value_or(0);
     const std::optional<int64_t> max = count(o, "maxLength", where);
+    if (const Value* format = o.find("format"); format && format->is_string()) {
+      if (const auto r = string_format_rule(*g_, format->as_string())) {
+        if (o.find("minLength") || o.find("maxLength"))
+          throw JsonSchemaError(where, "\"format\": \"" + format->as_string() +
+                                           "\" beside minLength or maxLength is not supported");
+        return *r;
+      }
+    }
     if (max && min > *max) throw JsonSchemaError(where, "minLength is above maxLength");
     if (min == 0 && !max) return string_any();
     const Rule r = g_->add_rule();

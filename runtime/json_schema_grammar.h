@@ -13,8 +13,9 @@
 // - strings: minLength, maxLength (in characters: a UTF-8 sequence or an escape is one);
 // - integers: minimum, maximum, exclusiveMinimum, exclusiveMaximum (either draft's form); numbers: the same with
 //   whole-number bounds (a bounded number is then written without an exponent);
-// - annotations, which constrain nothing, are read past: title, description, default, examples, format, $schema,
-//   $id, $comment, deprecated, readOnly, writeOnly, and keywords JSON Schema does not define.
+// - string formats whose texts a grammar says exactly: date, time, date-time, uuid, ipv4 (json_schema_formats.h);
+// - annotations, which constrain nothing, are read past: title, description, default, examples, other formats,
+//   $schema, $id, $comment, deprecated, readOnly, writeOnly, and keywords JSON Schema does not define.
 // An additional property's name may repeat a listed property's. A string's bytes are not checked to be UTF-8.
 #pragma once
 #include <memory>
