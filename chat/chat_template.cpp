@@ -242,7 +242,11 @@ static ChatRenderOptions probe_options() {
 }
 
 ChatTemplate::ChatTemplate(std::string source, ChatFamily family)
-    : source_(std::move(source)), template_(std::make_shared<const jinja::Template>(source_)), family_(family) {}
+    : source_(std::move(source)),
+      template_(std::make_shared<const jinja::Template>(source_)),
+      family_(family),
+      reads_thinking_(source_.find(".thinking") != std::string::npos &&
+                      source_.find("reasoning_content") == std::string::npos) {}
 
 bool renders_text_parts(const ChatTemplate& tmpl) {
   // A user message of one text part: a template that takes parts prints its text. A marker no template writes.
@@ -338,7 +342,21 @@ ChatFamily ChatTemplate::detect_family(std::string_view text) {
 std::string ChatTemplate::render(const std::vector<ChatMessage>& messages, const ChatRenderOptions& options) const {
   std::vector<jinja::Value> list;
   list.reserve(messages.size());
-  for (const ChatMessage& m : messages) list.push_back(m.to_value());
+  const auto field = [](const ChatMessage& m, std::string_view name) {
+    return std::find_if(m.extra.begin(), m.extra.end(), [&](const auto& kv) { return kv.first == name; });
+  };
+  for (const ChatMessage& m : messages) {
+    // Clients send an assistant's reasoning back as reasoning_content; a template that reads it as `thinking`
+    // (gpt-oss's) gets it under that name too, unless the message has a thinking of its own.
+    const auto reasoning = field(m, "reasoning_content");
+    if (reads_thinking_ && reasoning != m.extra.end() && field(m, "thinking") == m.extra.end()) {
+      ChatMessage named = m;
+      named.extra.emplace_back("thinking", reasoning->second);
+      list.push_back(named.to_value());
+    } else {
+      list.push_back(m.to_value());
+    }
+  }
   // The variables transformers' apply_chat_template passes: messages, tools, documents, add_generation_prompt,
   // and the special tokens.
   jinja::Variables vars = {

@@ -70,7 +70,8 @@ class ChatTemplate {
   static ChatFamily detect_family(std::string_view text);
 
   // Throws TemplateError: Raised when the template refuses the conversation (raise_exception), Render for errors
-  // in the template, Limit for runaway templates.
+  // in the template, Limit for runaway templates. An assistant's reasoning_content reaches a template that reads
+  // `thinking` instead (gpt-oss's) under that name too.
   std::string render(const std::vector<ChatMessage>& messages, const ChatRenderOptions& options) const;
   std::string render(const std::vector<ChatMessage>& messages, bool add_generation_prompt, std::string_view bos_token,
                      std::string_view eos_token) const;
@@ -87,6 +88,9 @@ class ChatTemplate {
   std::shared_ptr<const jinja::Template> template_;
   ChatFamily family_ = ChatFamily::Unknown;
   std::string warning_;
+  // The template reads an assistant's reasoning as `thinking` (gpt-oss's), not as reasoning_content, the field
+  // clients send it back in: render() passes it under both names.
+  bool reads_thinking_ = false;
 };
 
 // Whether the template renders a message whose content is a list of text parts ([{"type": "text", "text": ...}]),

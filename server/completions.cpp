@@ -317,23 +317,11 @@ std::string render_chat(const RouteContext& ctx, const CompletionRequest& r) {
   o.variables = ctx.options.template_variables;  // the server's, then the request's, which replace them
   o.variables.insert(o.variables.end(), r.template_variables.begin(), r.template_variables.end());
   try {
-    // Content given as a list of text parts reaches a template written for strings as one string, and reasoning
-    // sent back as reasoning_content reaches a template that reads `thinking` under that name.
+    // Content given as a list of text parts reaches a template written for strings as one string.
     const auto is_list = [](const chat::ChatMessage& m) { return m.content.is_array(); };
-    const auto field = [](const chat::ChatMessage& m, std::string_view name) {
-      return std::find_if(m.extra.begin(), m.extra.end(), [&](const auto& kv) { return kv.first == name; });
-    };
-    const auto reasoning_unread = [&](const chat::ChatMessage& m) {
-      return field(m, "reasoning_content") != m.extra.end() && field(m, "thinking") == m.extra.end();
-    };
-    const bool join = !ctx.text_parts_whole && std::any_of(r.messages.begin(), r.messages.end(), is_list);
-    const bool rename = ctx.reads_thinking && std::any_of(r.messages.begin(), r.messages.end(), reasoning_unread);
-    if (join || rename) {
+    if (!ctx.text_parts_whole && std::any_of(r.messages.begin(), r.messages.end(), is_list)) {
       std::vector<chat::ChatMessage> messages = r.messages;
-      for (chat::ChatMessage& m : messages) {
-        if (join) m.content = chat::join_text_parts(m.content);
-        if (rename && reasoning_unread(m)) m.extra.emplace_back("thinking", field(m, "reasoning_content")->second);
-      }
+      for (chat::ChatMessage& m : messages) m.content = chat::join_text_parts(m.content);
       return ctx.tmpl.render(messages, o);
     }
     return ctx.tmpl.render(r.messages, o);

@@ -29,8 +29,6 @@ struct RouteContext {
       : engine(e), tmpl(std::move(t)), tool_format(detect_tool_call_format(tmpl.source())),
         text_parts_whole(chat::renders_text_parts(tmpl)),
         reply_format(o.split_reasoning ? chat::detect_reply_format(tmpl.source()) : chat::ReplyFormat::Plain),
-        reads_thinking(tmpl.source().find(".thinking") != std::string::npos &&
-                       tmpl.source().find("reasoning_content") == std::string::npos),
         options(o),
         started(std::time(nullptr)) {}
 
@@ -39,9 +37,6 @@ struct RouteContext {
   const ToolCallFormat tool_format;      // how the template's model writes tool calls; None: replies stay text
   const bool text_parts_whole;           // the template renders a list of text parts itself (else: joined)
   const chat::ReplyFormat reply_format;        // how chat replies divide into reasoning, content and calls
-  // The template reads an assistant's reasoning as `thinking` (gpt-oss's), not as `reasoning_content`, the field
-  // clients send it back in.
-  const bool reads_thinking;
   const ServerOptions& options;
   const int64_t started;                 // Unix seconds: /v1/models' created
 
