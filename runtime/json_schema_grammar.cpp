@@ -15,6 +15,7 @@
 #include "chat/json.h"
 #include "runtime/json_prefix.h"
 #include "runtime/json_schema_formats.h"
+#include "runtime/json_schema_numbers.h"
 
 namespace runtime {
 
@@ -75,8 +76,6 @@ const char* json_type(const Value& v) {
   if (v.is_array()) return "array";
   return "object";
 }
-
-std::string decimal(uint64_t v) { return std::to_string(v); }
 
 class SchemaCompiler {
  public:
@@ -372,23 +371,12 @@ class SchemaCompiler {
     if (extra) {
       Seq any_member{ByteGrammar::rule(string_any())};
       push_member_tail(any_member, *extra);
-      Seq more{g_->byte(','), ws()};
-      more.insert(more.end(), any_member.begin(), any_member.end());
-      more.push_back(ByteGrammar::rule(rest));
-      g_->add_alternative(rest, more);
-      any_member.push_back(ByteGrammar::rule(rest));
-      g_->add_alternative(first, any_member);
+      add_member(first, rest, std::move(any_member), rest);
     }
     for (size_t i = props.size(); i-- > 0;) {
       const Rule next_rest = rest, next_first = first;
       rest = g_->add_rule(), first = g_->add_rule();
-      Seq m = member(props[i].name, props[i].value);
-      Seq with_comma{g_->byte(','), ws()};
-      with_comma.insert(with_comma.end(), m.begin(), m.end());
-      with_comma.push_back(ByteGrammar::rule(next_rest));
-      g_->add_alternative(rest, with_comma);
-      m.push_back(ByteGrammar::rule(next_rest));
-      g_->add_alternative(first, m);
+      add_member(first, rest, member(props[i].name, props[i].value), next_rest);
       if (!props[i].required) {
         g_->add_alternative(rest, {ByteGrammar::rule(next_rest)});
         g_->add_alternative(first, {ByteGrammar::rule(next_first)});
@@ -397,6 +385,16 @@ class SchemaCompiler {
     const Rule r = g_->add_rule();
     g_->add_alternative(r, {g_->byte('{'), ws(), ByteGrammar::rule(first), g_->byte('}')});
     return r;
+  }
+
+  // `member` as an object's first (to `first`) and as a later one, after a comma (to `rest`), each followed by `then`.
+  void add_member(Rule first, Rule rest, Seq member, Rule then) {
+    Seq later{g_->byte(','), ws()};
+    later.insert(later.end(), member.begin(), member.end());
+    later.push_back(ByteGrammar::rule(then));
+    g_->add_alternative(rest, later);
+    member.push_back(ByteGrammar::rule(then));
+    g_->add_alternative(first, member);
   }
 
   void push_member_tail(Seq& seq, Rule value) {
@@ -498,10 +496,7 @@ class SchemaCompiler {
 
   // A bound from minimum / exclusiveMinimum (or maximum / exclusiveMaximum), the tighter where both are given;
   // draft 4's boolean exclusive* makes its plain bound strict.
-  struct Bound {
-    double value;
-    bool strict;
-  };
+  using Bound = NumberRules::Bound;
   static std::optional<Bound> bound(const ObjectData& o, const std::string& where, bool lower) {
     constexpr double kLimit = 1e18;
     const std::string_view plain = lower ? "minimum" : "maximum";
@@ -525,76 +520,16 @@ class SchemaCompiler {
     return b;
   }
 
-  // A number between integer bounds, as an integer part and a fraction (no exponent: a bounded number is written
-  // out). Non-integer bounds are refused.
+  // A number between whole-number bounds (NumberRules::number); a bound that is not whole is refused.
   Rule number(const ObjectData& o, const std::string& where) {
     const std::optional<Bound> lo = bound(o, where, true), hi = bound(o, where, false);
-    if (!lo && !hi) return number_rule();
+    if (!lo && !hi) return numbers_.any();
     for (const auto& b : {lo, hi})
       if (b && std::floor(b->value) != b->value)
         throw JsonSchemaError(where, "bounds on a number must be whole numbers (or the type an integer)");
     if (lo && hi && (lo->value > hi->value || (lo->value == hi->value && (lo->strict || hi->strict))))
       throw JsonSchemaError(where, "no number lies within its bounds");
-    const Rule r = g_->add_rule();
-    // x >= 0: its magnitude from max(lo, 0) (strict only where lo is 0 or more) to hi.
-    if (!hi || hi->value > 0 || (hi->value == 0 && !hi->strict)) {
-      const bool from_lo = lo && lo->value >= 0;
-      add_magnitudes(r, {}, from_lo ? static_cast<uint64_t>(lo->value) : 0, from_lo && lo->strict,
-                     hi ? static_cast<uint64_t>(hi->value) : kNoEnd, hi && hi->strict);
-    }
-    // x < 0: '-' and a magnitude above 0 (or -hi) up to -lo.
-    if (!lo || lo->value < 0) {
-      const bool from_hi = hi && hi->value < 0;
-      add_magnitudes(r, {g_->byte('-')}, from_hi ? static_cast<uint64_t>(-hi->value) : 0, from_hi ? hi->strict : true,
-                     lo ? static_cast<uint64_t>(-lo->value) : kNoEnd, lo && lo->strict);
-    }
-    return r;
-  }
-
-  // Alternatives of `r`: `prefix` then a decimal magnitude m with from <= m <= to (strict: <), to kNoEnd for none.
-  void add_magnitudes(Rule r, const Seq& prefix, uint64_t from, bool from_strict, uint64_t to, bool to_strict) {
-    const auto add = [&](uint64_t a, uint64_t b, Rule fraction) {
-      Seq seq = prefix;
-      seq.insert(seq.end(), {ByteGrammar::rule(whole_numbers(a, b)), ByteGrammar::rule(fraction)});
-      g_->add_alternative(r, seq);
-    };
-    if (from == to) {  // only the integer itself, and only if neither bound is strict
-      if (!from_strict && !to_strict) add(from, from, fraction(Fraction::Zero));
-      return;
-    }
-    add(from, from, fraction(from_strict ? Fraction::Positive : Fraction::Any));  // integer part `from`
-    if (to == kNoEnd) {
-      add(from + 1, kNoEnd, fraction(Fraction::Any));
-      return;
-    }
-    if (from + 1 <= to - 1) add(from + 1, to - 1, fraction(Fraction::Any));
-    if (!to_strict) add(to, to, fraction(Fraction::Zero));  // integer part `to`: the integer itself
-  }
-
-  // A number's fraction: any (or none), zeros only (or none: the integer itself), or above zero.
-  enum class Fraction { Any, Zero, Positive };
-  Rule fraction(Fraction kind) {
-    std::optional<Rule>& memo = fractions_[static_cast<int>(kind)];
-    if (memo) return *memo;
-    memo = g_->add_rule();
-    const Rule zeros = g_->add_rule();  // '0'*
-    g_->add_alternative(zeros, {g_->byte('0'), ByteGrammar::rule(zeros)});
-    g_->add_alternative(zeros, {});
-    switch (kind) {
-      case Fraction::Any:
-        g_->add_alternative(*memo, {});
-        g_->add_alternative(*memo, {g_->byte('.'), digit_range('0', '9'), ByteGrammar::rule(digits())});
-        break;
-      case Fraction::Zero:
-        g_->add_alternative(*memo, {});
-        g_->add_alternative(*memo, {g_->byte('.'), g_->byte('0'), ByteGrammar::rule(zeros)});
-        break;
-      case Fraction::Positive:
-        g_->add_alternative(*memo, {g_->byte('.'), ByteGrammar::rule(zeros), digit_range('1', '9'),
-                                    ByteGrammar::rule(digits())});
-        break;
-    }
-    return *memo;
+    return numbers_.number(lo, hi);
   }
 
   Rule integer(const ObjectData& o, const std::string& where) {
@@ -604,72 +539,7 @@ class SchemaCompiler {
     if (const auto b = bound(o, where, false))
       hi = static_cast<int64_t>(b->strict ? std::ceil(b->value) - 1 : std::floor(b->value));
     if (lo && hi && *lo > *hi) throw JsonSchemaError(where, "no integer lies within its bounds");
-    const Rule r = g_->add_rule();
-    if (!lo && !hi) {
-      g_->add_alternative(r, {ByteGrammar::rule(integer_digits())});
-      g_->add_alternative(r, {g_->byte('-'), ByteGrammar::rule(integer_digits())});
-      return r;
-    }
-    if (!hi || *hi >= 0) {
-      const uint64_t from = lo && *lo > 0 ? static_cast<uint64_t>(*lo) : 0;
-      g_->add_alternative(r, {ByteGrammar::rule(whole_numbers(from, hi ? static_cast<uint64_t>(*hi) : kNoEnd))});
-    }
-    if (!lo || *lo < 0) {  // -x for x from max(1, -hi) to -lo
-      const uint64_t from = hi && *hi < 0 ? static_cast<uint64_t>(-*hi) : 1;
-      const uint64_t to = lo ? static_cast<uint64_t>(-*lo) : kNoEnd;
-      g_->add_alternative(r, {g_->byte('-'), ByteGrammar::rule(whole_numbers(from, to))});
-    }
-    return r;
-  }
-
-  // Decimal numbers without leading zeros from `from` to `to` (kNoEnd: no end): by length, then digit by digit.
-  static constexpr uint64_t kNoEnd = UINT64_MAX;
-  Rule whole_numbers(uint64_t from, uint64_t to) {
-    const bool bounded = to != kNoEnd;
-    const Rule r = g_->add_rule();
-    const size_t shortest = decimal(from).size(), longest = bounded ? decimal(to).size() : shortest;
-    uint64_t power = 1;  // 10^(L-1)
-    for (size_t l = 1; l < shortest; ++l) power *= 10;
-    for (size_t l = shortest; l <= longest; ++l, power *= 10) {
-      const uint64_t lo = l == shortest ? from : power;
-      const uint64_t hi = bounded && l == longest ? to : power * 10 - 1;
-      g_->add_alternative(r, {ByteGrammar::rule(digits_between(decimal(lo), decimal(hi)))});
-    }
-    if (!bounded) {  // anything longer than `from`
-      Seq seq{digit_range('1', '9')};
-      for (size_t i = 0; i < shortest; ++i) seq.push_back(digit_range('0', '9'));
-      seq.push_back(ByteGrammar::rule(digits()));
-      g_->add_alternative(r, seq);
-    }
-    return r;
-  }
-
-  // Digit strings of one length from lo to hi (lo <= hi, both that long).
-  Rule digits_between(const std::string& lo, const std::string& hi) {
-    const auto key = std::make_pair(lo, hi);
-    if (const auto it = between_.find(key); it != between_.end()) return it->second;
-    const Rule r = g_->add_rule();
-    between_.emplace(key, r);
-    const size_t n = lo.size();
-    if (n == 0) {
-      g_->add_alternative(r, {});
-    } else if (lo[0] == hi[0]) {
-      g_->add_alternative(r, {g_->byte(lo[0]), ByteGrammar::rule(digits_between(lo.substr(1), hi.substr(1)))});
-    } else {
-      const std::string nines(n - 1, '9'), zeros(n - 1, '0');
-      g_->add_alternative(r, {g_->byte(lo[0]), ByteGrammar::rule(digits_between(lo.substr(1), nines))});
-      if (lo[0] + 1 <= hi[0] - 1)
-        g_->add_alternative(r, {digit_range(static_cast<char>(lo[0] + 1), static_cast<char>(hi[0] - 1)),
-                                ByteGrammar::rule(digits_between(zeros, nines))});
-      g_->add_alternative(r, {g_->byte(hi[0]), ByteGrammar::rule(digits_between(zeros, hi.substr(1)))});
-    }
-    return r;
-  }
-
-  Symbol digit_range(char lo, char hi) {
-    ByteGrammar::ByteSet set;
-    for (char c = lo; c <= hi; ++c) set.set(static_cast<unsigned char>(c));
-    return g_->bytes(set);
+    return numbers_.integer(lo, hi);
   }
 
   Rule literals(std::initializer_list<std::string_view> texts) {
@@ -707,42 +577,6 @@ class SchemaCompiler {
     return ByteGrammar::rule(*ws_);
   }
 
-  Rule digits() {  // [0-9]*
-    if (!digits_) {
-      digits_ = g_->add_rule();
-      g_->add_alternative(*digits_, {digit_range('0', '9'), ByteGrammar::rule(*digits_)});
-      g_->add_alternative(*digits_, {});
-    }
-    return *digits_;
-  }
-
-  Rule integer_digits() {  // 0 | [1-9][0-9]*
-    if (!integer_digits_) {
-      integer_digits_ = g_->add_rule();
-      g_->add_alternative(*integer_digits_, {g_->byte('0')});
-      g_->add_alternative(*integer_digits_, {digit_range('1', '9'), ByteGrammar::rule(digits())});
-    }
-    return *integer_digits_;
-  }
-
-  Rule number_rule() {  // -? int frac? exp?
-    if (number_) return *number_;
-    const Rule digits1 = g_->add_rule();  // [0-9]+
-    g_->add_alternative(digits1, {digit_range('0', '9'), ByteGrammar::rule(digits())});
-    const Rule exp = g_->add_rule();
-    ByteGrammar::ByteSet e, sign;
-    e.set('e'), e.set('E'), sign.set('+'), sign.set('-');
-    g_->add_alternative(exp, {});
-    g_->add_alternative(exp, {g_->bytes(e), ByteGrammar::rule(digits1)});
-    g_->add_alternative(exp, {g_->bytes(e), g_->bytes(sign), ByteGrammar::rule(digits1)});
-    const Symbol sign_free = ByteGrammar::rule(integer_digits());
-    const Symbol frac = ByteGrammar::rule(fraction(Fraction::Any));
-    number_ = g_->add_rule();
-    g_->add_alternative(*number_, {sign_free, frac, ByteGrammar::rule(exp)});
-    g_->add_alternative(*number_, {g_->byte('-'), sign_free, frac, ByteGrammar::rule(exp)});
-    return *number_;
-  }
-
   Rule string_any() {
     if (!string_any_) {
       string_any_ = g_->add_rule();
@@ -768,7 +602,7 @@ class SchemaCompiler {
     g_->add_alternative(*any_value_, {g_->byte('['), ws(), g_->byte(']')});
     g_->add_alternative(*any_value_, {g_->byte('['), ws(), value, ws(), ByteGrammar::rule(elements), g_->byte(']')});
     g_->add_alternative(*any_value_, {key});
-    g_->add_alternative(*any_value_, {ByteGrammar::rule(number_rule())});
+    g_->add_alternative(*any_value_, {ByteGrammar::rule(numbers_.any())});
     for (const std::string_view literal : {"true", "false", "null"}) {
       Seq seq;
       g_->append_literal(seq, literal);
@@ -780,11 +614,10 @@ class SchemaCompiler {
   static constexpr int kMaxDepth = 128;
   const Value* root_ = nullptr;
   std::shared_ptr<ByteGrammar> g_ = std::make_shared<ByteGrammar>();
+  NumberRules numbers_{*g_};
   int depth_ = 0;
   std::map<std::pair<const Value*, std::string>, Rule> refs_;  // by document and pointer
-  std::map<std::pair<std::string, std::string>, Rule> between_;
-  std::optional<Rule> ws_, digits_, integer_digits_, number_, string_any_, any_value_, object_any_;
-  std::optional<Rule> fractions_[3];
+  std::optional<Rule> ws_, string_any_, any_value_, object_any_;
 };
 
 }  // namespace

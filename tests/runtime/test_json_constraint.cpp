@@ -15,6 +15,7 @@
 #include "runtime/json_prefix.h"
 #include "runtime/session.h"
 #include "tokenizer/tokenizer.h"
+#include "vocab_masks.h"
 
 namespace {
 
@@ -116,35 +117,7 @@ TEST(JsonPrefix, AgreesWithTheParserOnRandomTexts) {
   EXPECT_GT(wholes, 0);  // the property was tried on whole objects too
 }
 
-class JsonVocabularyTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    REQUIRE_ASSET(p, "models/stories260K-f32.gguf");
-    model_ = model::Model::load(p);
-    tok_ = std::make_unique<tokenizer::Tokenizer>(tokenizer::Tokenizer::from_gguf(model_->file()));
-    vocab_ = std::make_shared<runtime::JsonVocabulary>(*tok_);
-  }
-  // Every token tried byte by byte from `state`: what the mask must allow.
-  std::vector<uint8_t> brute_force(const JsonPrefix& state) const {
-    std::vector<uint8_t> ok(static_cast<size_t>(tok_->n_vocab()), 0);
-    for (int32_t id = 0; id < tok_->n_vocab(); ++id) {
-      if (tok_->is_eog(id)) {
-        ok[static_cast<size_t>(id)] = state.complete();
-        continue;
-      }
-      const std::string piece = tok_->is_control(id) ? "" : tok_->token_to_piece(id);
-      if (piece.empty()) continue;
-      JsonPrefix s = state;
-      bool fits = true;
-      for (const char c : piece) fits = fits && s.feed(static_cast<unsigned char>(c));
-      ok[static_cast<size_t>(id)] = fits;
-    }
-    return ok;
-  }
-  std::shared_ptr<const model::Model> model_;
-  std::unique_ptr<tokenizer::Tokenizer> tok_;
-  std::shared_ptr<runtime::JsonVocabulary> vocab_;
-};
+using JsonVocabularyTest = test_masks::StoriesVocabulary;
 
 // A target object spelled token by token through the masks (the longest allowed token that continues it each time):
 // at every step the mask is exactly what trying every token gives, an end of generation is allowed only at the end,
@@ -158,7 +131,7 @@ TEST_F(JsonVocabularyTest, MasksSpellAnObjectAndAreExact) {
   while (spelled.size() < target.size()) {
     std::vector<uint8_t> allowed;
     vocab_->allowed(c.state(), allowed);
-    ASSERT_EQ(allowed, brute_force(c.state())) << "after " << spelled;
+    ASSERT_EQ(allowed, test_masks::allowed_by_trying(*tok_, c.state())) << "after " << spelled;
     std::fill(logits.begin(), logits.end(), 0.0f);
     c.mask(logits);
     int32_t best = -1;

@@ -16,6 +16,7 @@
 #include "runtime/json_schema_grammar.h"
 #include "schema_validator.h"
 #include "tokenizer/tokenizer.h"
+#include "vocab_masks.h"
 
 namespace {
 
@@ -266,34 +267,7 @@ TEST(JsonSchemaGrammar, DeepAndLargeSchemasAreRefusedNotOverflowed) {
   EXPECT_THROW(compile(chain), runtime::JsonSchemaError);
 }
 
-class JsonSchemaMaskTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    REQUIRE_ASSET(p, "models/stories260K-f32.gguf");
-    model_ = model::Model::load(p);
-    tok_ = std::make_unique<tokenizer::Tokenizer>(tokenizer::Tokenizer::from_gguf(model_->file()));
-    vocab_ = std::make_shared<runtime::JsonVocabulary>(*tok_);
-  }
-  std::vector<uint8_t> brute_force(const GrammarState& state) const {
-    std::vector<uint8_t> ok(static_cast<size_t>(tok_->n_vocab()), 0);
-    for (int32_t id = 0; id < tok_->n_vocab(); ++id) {
-      if (tok_->is_eog(id)) {
-        ok[static_cast<size_t>(id)] = state.complete();
-        continue;
-      }
-      const std::string piece = tok_->is_control(id) ? "" : tok_->token_to_piece(id);
-      if (piece.empty()) continue;
-      GrammarState s = state;
-      bool fits = true;
-      for (const char c : piece) fits = fits && s.feed(static_cast<unsigned char>(c));
-      ok[static_cast<size_t>(id)] = fits;
-    }
-    return ok;
-  }
-  std::shared_ptr<const model::Model> model_;
-  std::unique_ptr<tokenizer::Tokenizer> tok_;
-  std::shared_ptr<runtime::JsonVocabulary> vocab_;
-};
+using JsonSchemaMaskTest = test_masks::StoriesVocabulary;
 
 // A target spelled token by token through a schema's masks (the longest allowed token that continues it): each
 // step's mask is exactly what trying every token gives, inside free strings too, and the end comes only at the end.
@@ -311,7 +285,7 @@ TEST_F(JsonSchemaMaskTest, MasksSpellATargetAndAreExact) {
   while (spelled.size() < target.size()) {
     std::vector<uint8_t> allowed;
     vocab_->allowed(c->state(), allowed);
-    ASSERT_EQ(allowed, brute_force(c->state())) << "after " << spelled;
+    ASSERT_EQ(allowed, test_masks::allowed_by_trying(*tok_, c->state())) << "after " << spelled;
     plain += c->state().plain_chars_left() > 0;
     int32_t best = -1;
     size_t best_len = 0;

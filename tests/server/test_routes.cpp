@@ -378,52 +378,26 @@ TEST_F(ServerTest, ReasoningOfAThinkingTemplate) {
   }
 }
 
-// JSON mode: response_format json_object holds the reply to one JSON object, on the batching engine and on the
-// one-request-at-a-time one. The request leans (by logit bias) towards '"', '}' and the end of text so that
-// stories260K closes its object: the reply is then a whole object, ended by the model ("stop"); streamed the same.
-TEST_F(ServerTest, JsonModeRepliesAreObjects) {
+// Structured output, on the batching engine and on the one-request-at-a-time one, whole and streamed the same, each
+// reply ended by the model ("stop") once whole:
+// - JSON mode: the request leans (by logit bias) towards '"', '}' and the end of text so that stories260K closes
+//   its object;
+// - a JSON schema whose values are all enumerated or bounded: the reply is an object of exactly that form, which
+//   ends as soon as it closes (stories260K never writes such a thing unheld); a schema that cannot be held is a 400.
+TEST_F(ServerTest, StructuredRepliesKeepToTheirFormat) {
   std::string bias;
   for (int32_t id = 0; id < tok_->n_vocab(); ++id) {
     const std::string piece = tok_->is_control(id) ? "" : tok_->token_to_piece(id);
     if (piece == "\"" || piece == "}" || tok_->is_eog(id))
       bias += (bias.empty() ? "\"" : ", \"") + std::to_string(id) + "\": 30";
   }
-  const std::string body = R"({"messages": [{"role": "user", "content": "Tell me a story."}], "max_tokens": 64,
-      "temperature": 0, "response_format": {"type": "json_object"}, "logit_bias": {)" + bias + "}";
-  for (const int32_t parallel : {4, 0}) {
-    Config c;
-    c.parallel = parallel;
-    start(c);
-    const auto whole = post("/v1/chat/completions", body + "}");
-    ASSERT_EQ(whole.status, 200) << whole.body;
-    const Value parsed = json(whole.body);
-    const Value& choice = at(at(parsed, "choices"), 0);
-    const std::string content = str(at(at(choice, "message"), "content"));
-    EXPECT_EQ(str(at(choice, "finish_reason")), "stop") << whole.body;
-    EXPECT_TRUE(chat::parse_json(content).is_object()) << content;
-    const Streamed s = read_stream(post("/v1/chat/completions", body + R"(, "stream": true})"), true);
-    EXPECT_EQ(s.text, content) << "parallel " << parallel;
-    stop();
-  }
-}
-
-// A JSON schema whose values are all enumerated or bounded: the reply must be an object of exactly that form, which
-// ends as soon as it closes, on both engines and streamed the same; stories260K never writes such a thing unheld.
-TEST_F(ServerTest, JsonSchemaRepliesKeepToTheSchema) {
-  const std::string body = R"({"messages": [{"role": "user", "content": "Tell me a story."}], "max_tokens": 64,
-      "temperature": 0, "response_format": {"type": "json_schema", "json_schema": {"name": "mood", "schema":
-      {"type": "object", "properties": {"mood": {"enum": ["happy", "sad"]}, "n": {"type": "integer", "minimum": 0,
-      "maximum": 9}}, "required": ["mood", "n"], "additionalProperties": false}}})";
-  for (const int32_t parallel : {4, 0}) {
-    Config c;
-    c.parallel = parallel;
-    start(c);
-    const auto whole = post("/v1/chat/completions", body + "}");
-    ASSERT_EQ(whole.status, 200) << whole.body;
-    const Value parsed = json(whole.body);
-    const Value& choice = at(at(parsed, "choices"), 0);
-    const std::string content = str(at(at(choice, "message"), "content"));
-    EXPECT_EQ(str(at(choice, "finish_reason")), "stop") << whole.body;
+  const std::string ask = R"({"messages": [{"role": "user", "content": "Tell me a story."}], "max_tokens": 64,
+      "temperature": 0, )";
+  const std::string json_mode = ask + R"("response_format": {"type": "json_object"}, "logit_bias": {)" + bias + "}";
+  const std::string schema = ask + R"("response_format": {"type": "json_schema", "json_schema": {"name": "mood",
+      "schema": {"type": "object", "properties": {"mood": {"enum": ["happy", "sad"]}, "n": {"type": "integer",
+      "minimum": 0, "maximum": 9}}, "required": ["mood", "n"], "additionalProperties": false}}})";
+  const auto check_schema = [](const std::string& content) {
     const Value reply = chat::parse_json(content);
     ASSERT_TRUE(reply.is_object()) << content;
     ASSERT_EQ(reply.object().items.size(), 2u) << content;
@@ -432,8 +406,25 @@ TEST_F(ServerTest, JsonSchemaRepliesKeepToTheSchema) {
     ASSERT_TRUE(mood && n) << content;
     EXPECT_TRUE(mood->as_string() == "happy" || mood->as_string() == "sad") << content;
     EXPECT_TRUE(n->is_int() && n->as_int() >= 0 && n->as_int() <= 9) << content;
-    const Streamed s = read_stream(post("/v1/chat/completions", body + R"(, "stream": true})"), true);
-    EXPECT_EQ(s.text, content) << "parallel " << parallel;
+  };
+  const auto check_object = [](const std::string& content) {
+    EXPECT_TRUE(chat::parse_json(content).is_object()) << content;
+  };
+  for (const int32_t parallel : {4, 0}) {
+    Config c;
+    c.parallel = parallel;
+    start(c);
+    for (const auto& [body, check] : {std::pair{json_mode, +check_object}, std::pair{schema, +check_schema}}) {
+      const auto whole = post("/v1/chat/completions", body + "}");
+      ASSERT_EQ(whole.status, 200) << whole.body;
+      const Value parsed = json(whole.body);
+      const Value& choice = at(at(parsed, "choices"), 0);
+      const std::string content = str(at(at(choice, "message"), "content"));
+      EXPECT_EQ(str(at(choice, "finish_reason")), "stop") << whole.body;
+      check(content);
+      const Streamed s = read_stream(post("/v1/chat/completions", body + R"(, "stream": true})"), true);
+      EXPECT_EQ(s.text, content) << "parallel " << parallel;
+    }
     const auto refused = post("/v1/chat/completions", R"({"messages": [{"role": "user", "content": "x"}],
         "response_format": {"type": "json_schema", "json_schema": {"name": "a", "schema": {"not": {}}}}})");
     EXPECT_EQ(refused.status, 400) << refused.body;

@@ -1,0 +1,50 @@
+// What the structured-output mask tests share: stories260K's vocabulary and its masks (a fixture), and the reference
+// those masks are compared with, every token tried byte by byte from a state (JsonPrefix or GrammarState), an end of
+// generation allowed exactly where the text is whole.
+#pragma once
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "assets.h"
+#include "model/model.h"
+#include "runtime/json_constraint.h"
+#include "tokenizer/tokenizer.h"
+
+namespace test_masks {
+
+class StoriesVocabulary : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    REQUIRE_ASSET(p, "models/stories260K-f32.gguf");
+    model_ = model::Model::load(p);
+    tok_ = std::make_unique<tokenizer::Tokenizer>(tokenizer::Tokenizer::from_gguf(model_->file()));
+    vocab_ = std::make_shared<runtime::JsonVocabulary>(*tok_);
+  }
+  std::shared_ptr<const model::Model> model_;
+  std::unique_ptr<tokenizer::Tokenizer> tok_;
+  std::shared_ptr<runtime::JsonVocabulary> vocab_;
+};
+
+template <class State>
+std::vector<uint8_t> allowed_by_trying(const tokenizer::Tokenizer& tok, const State& state) {
+  std::vector<uint8_t> ok(static_cast<size_t>(tok.n_vocab()), 0);
+  for (int32_t id = 0; id < tok.n_vocab(); ++id) {
+    if (tok.is_eog(id)) {
+      ok[static_cast<size_t>(id)] = state.complete();
+      continue;
+    }
+    const std::string piece = tok.is_control(id) ? "" : tok.token_to_piece(id);
+    if (piece.empty()) continue;
+    State s = state;
+    bool fits = true;
+    for (const char c : piece) fits = fits && s.feed(static_cast<unsigned char>(c));
+    ok[static_cast<size_t>(id)] = fits;
+  }
+  return ok;
+}
+
+}  // namespace test_masks
