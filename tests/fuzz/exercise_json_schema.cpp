@@ -55,6 +55,21 @@ void exercise_json_schema(Bytes input) {
   if (state.complete() && ascii && !schema_test::text_valid(schema, taken))
     broken("the grammar took text the schema does not validate: " + taken);
   note(state.complete() ? "whole text" : "read");
+
+  // The same schema as a function's parameters in a forced tool call (server/tool_choice.h's grammar): the text is
+  // read after the call's opening, and a whole call's arguments are valid.
+  std::shared_ptr<const runtime::ByteGrammar> call;
+  try {
+    call = runtime::json_call_grammar({{"f", &schema, false}}, "name", "arguments", "<tool_call>\n", "\n</tool_call>");
+  } catch (const runtime::JsonSchemaError& e) {
+    note(std::string("call refused: ") + e.what());
+    return;
+  }
+  runtime::GrammarState in_call(*call);
+  const std::string opening = "<tool_call>\n{\"name\": \"f\", \"arguments\": ";
+  for (const char ch : opening)
+    if (!in_call.feed(static_cast<unsigned char>(ch))) broken("a call grammar refused its own opening");
+  for (const char ch : text) in_call.feed(static_cast<unsigned char>(ch));
 }
 
 }  // namespace fuzz
