@@ -10,6 +10,7 @@
 
 #include "assets.h"
 #include "chat/json.h"
+#include "gguf/gguf.h"
 #include "model/model.h"
 #include "runtime/byte_grammar.h"
 #include "runtime/json_constraint.h"
@@ -306,6 +307,37 @@ TEST_F(JsonSchemaMaskTest, MasksSpellATargetAndAreExact) {
   vocab_->allowed(c->state(), allowed);
   for (int32_t id = 0; id < tok_->n_vocab(); ++id)
     EXPECT_EQ(allowed[static_cast<size_t>(id)] != 0, tok_->is_eog(id)) << id;  // only the end now
+}
+
+// A real BPE vocabulary (Llama 3's, 128k tokens, with pieces such as `":"`, `",\n` and ` {"` that cross JSON's
+// structure): a reply spelled as its tokenizer splits it, each step's mask for a schema and for JSON mode exactly
+// what trying every token gives.
+TEST(JsonSchemaMasks, ExactOnLlama3Vocabulary) {
+  REQUIRE_ASSET(vocab_path, "tokenizer/ggml-vocab-llama-bpe.gguf");
+  const auto file = gguf::File::open(vocab_path);
+  const auto tok = tokenizer::Tokenizer::from_gguf(file);
+  const auto vocab = std::make_shared<const runtime::JsonVocabulary>(tok);
+  const std::string reply = R"({"title": "Sea \"glass\"", "year": 1987, "tags": ["a b", "c"],)"
+                            "\n  \"note\": \"caf\u00e9 \xe2\x82\xac\"}";
+  const auto grammar = compile(R"({"type": "object", "properties": {"title": {"type": "string", "maxLength": 20},
+      "year": {"type": "integer", "minimum": 1900, "maximum": 2100}, "tags": {"type": "array",
+      "items": {"type": "string"}}, "note": {"type": "string"}}, "required": ["title", "year"]})");
+  const std::vector<int32_t> ids = tok.encode(reply, false, false);
+  ASSERT_GT(ids.size(), 20u);
+  const auto schema = runtime::make_json_schema_constraint(vocab, grammar);
+  runtime::JsonConstraint object(vocab);
+  std::vector<uint8_t> allowed;
+  for (const int32_t id : ids) {
+    vocab->allowed(schema->state(), allowed);
+    ASSERT_EQ(allowed, test_masks::allowed_by_trying(tok, schema->state())) << "schema, before token " << id;
+    ASSERT_TRUE(allowed[static_cast<size_t>(id)]) << id;
+    vocab->allowed(object.state(), allowed);
+    ASSERT_EQ(allowed, test_masks::allowed_by_trying(tok, object.state())) << "JSON mode, before token " << id;
+    schema->accept(id);
+    object.accept(id);
+  }
+  EXPECT_TRUE(schema->state().complete());
+  EXPECT_TRUE(object.state().complete());
 }
 
 }  // namespace
