@@ -108,29 +108,46 @@ void for_each_stack(std::span<const uint32_t> flat, F&& f) {
 
 }  // namespace
 
+namespace {
+
+// Per-thread buffers for feed(): a state's next stacks, the stack being read, and the stacks waiting to be read.
+struct FeedScratch {
+  std::vector<uint32_t> out, stack, todo;
+};
+thread_local FeedScratch feed_scratch;
+
+}  // namespace
+
 GrammarState::GrammarState(const ByteGrammar& grammar) : grammar_(&grammar) {
-  std::vector<uint32_t> out;
+  std::vector<uint32_t> out, todo;
   int steps = kMaxSteps;
   for (const uint32_t start : grammar.alternatives_.at(grammar.root())) {
     std::vector<uint32_t> stack{start};
-    settle(stack, out, complete_, steps);
+    settle(stack, out, complete_, steps, todo);
   }
-  canonicalize(out);
+  dedupe(out);
   stacks_ = std::move(out);
 }
 
 // Reads a stack forward to the bytes it needs next: a finished rule returns to its caller, a rule due next is
 // replaced by one stack per alternative. Each stack whose top is a set of bytes goes to `out`; one that empties
-// means the text may end here.
-void GrammarState::settle(std::vector<uint32_t>& first, std::vector<uint32_t>& out, bool& complete,
-                          int& steps) const {
+// means the text may end here. `scratch` holds the stacks still to read, one after another, each followed by its
+// depth: flat, so that once a thread's scratch has grown a byte costs no allocation.
+void GrammarState::settle(std::vector<uint32_t>& stack, std::vector<uint32_t>& out, bool& complete, int& steps,
+                          std::vector<uint32_t>& scratch) const {
   using Kind = ByteGrammar::Entry::Kind;
   const auto& program = grammar_->program_;
-  std::vector<std::vector<uint32_t>> todo;
-  todo.push_back(std::move(first));
-  while (!todo.empty()) {
-    std::vector<uint32_t> stack = std::move(todo.back());
-    todo.pop_back();
+  const size_t base = scratch.size();
+  const auto push = [&](uint32_t new_top, bool on_top) {  // a copy of `stack` to read later
+    scratch.insert(scratch.end(), stack.begin(), stack.end());
+    if (on_top) {
+      scratch.push_back(new_top);
+    } else {
+      scratch.back() = new_top;
+    }
+    scratch.push_back(static_cast<uint32_t>(stack.size() + (on_top ? 1 : 0)));
+  };
+  for (;;) {
     while (--steps >= 0) {
       if (stack.empty()) {
         complete = true;
@@ -141,10 +158,8 @@ void GrammarState::settle(std::vector<uint32_t>& first, std::vector<uint32_t>& o
         const ByteGrammar::TextAt& t = text_at(at);
         const uint32_t read = at - t.base;
         if (read % ByteGrammar::kEscapeStates == 0 &&
-            read / ByteGrammar::kEscapeStates >= grammar_->texts_[t.limits].min) {
-          todo.push_back(stack);
-          todo.back().back() = t.position + 1;
-        }
+            read / ByteGrammar::kEscapeStates >= grammar_->texts_[t.limits].min)
+          push(t.position + 1, false);
         out.push_back(static_cast<uint32_t>(stack.size()));
         out.insert(out.end(), stack.begin(), stack.end());
         break;
@@ -169,38 +184,68 @@ void GrammarState::settle(std::vector<uint32_t>& first, std::vector<uint32_t>& o
       if (program[at + 1].kind == Kind::End) stack.pop_back();
       const std::vector<uint32_t>& alts = grammar_->alternatives_[e.index];
       if (alts.empty() || stack.size() >= kMaxStackDepth) break;
-      for (size_t i = 0; i + 1 < alts.size(); ++i) {
-        todo.push_back(stack);
-        todo.back().push_back(alts[i]);
-      }
+      for (size_t i = 0; i + 1 < alts.size(); ++i) push(alts[i], true);
       stack.push_back(alts.back());
     }
-    if (steps < 0) return;
+    if (steps < 0 || scratch.size() == base) break;
+    // The next stack to read: the last one in scratch.
+    const size_t depth = scratch.back();
+    const auto from = scratch.end() - 1 - static_cast<std::ptrdiff_t>(depth);
+    stack.assign(from, scratch.end() - 1);
+    scratch.erase(from, scratch.end());
   }
+  scratch.resize(base);
 }
 
-void GrammarState::canonicalize(std::vector<uint32_t>& flat) {
-  std::vector<std::span<const uint32_t>> stacks;
-  for_each_stack(flat, [&](std::span<const uint32_t> s) { stacks.push_back(s); });
-  const auto less = [](std::span<const uint32_t> a, std::span<const uint32_t> b) {
-    return std::lexicographical_compare(a.begin(), a.end(), b.begin(), b.end());
+// Drops stacks that repeat an earlier one (ways of reading that met again) and any beyond kMaxStacks. Few stacks
+// (the usual case) are compared pairwise in place; many are sorted.
+void GrammarState::dedupe(std::vector<uint32_t>& flat) {
+  thread_local std::vector<std::pair<uint32_t, uint32_t>> at;  // each stack's offset and depth
+  at.clear();
+  for (size_t i = 0; i < flat.size(); i += 1 + flat[i]) at.emplace_back(static_cast<uint32_t>(i + 1), flat[i]);
+  if (at.size() <= 1) return;
+  const auto same = [&](std::pair<uint32_t, uint32_t> a, std::pair<uint32_t, uint32_t> b) {
+    return a.second == b.second && std::equal(flat.begin() + a.first, flat.begin() + a.first + a.second,
+                                              flat.begin() + b.first);
   };
-  const auto equal = [](std::span<const uint32_t> a, std::span<const uint32_t> b) {
-    return std::equal(a.begin(), a.end(), b.begin(), b.end());
-  };
-  if (std::is_sorted(stacks.begin(), stacks.end(), less) &&
-      std::adjacent_find(stacks.begin(), stacks.end(), equal) == stacks.end() && stacks.size() <= kMaxStacks)
-    return;
-  std::sort(stacks.begin(), stacks.end(), less);
-  stacks.erase(std::unique(stacks.begin(), stacks.end(), equal), stacks.end());
-  if (stacks.size() > kMaxStacks) stacks.resize(kMaxStacks);
-  std::vector<uint32_t> sorted;
-  sorted.reserve(flat.size());
-  for (const auto s : stacks) {
-    sorted.push_back(static_cast<uint32_t>(s.size()));
-    sorted.insert(sorted.end(), s.begin(), s.end());
+  std::vector<std::pair<uint32_t, uint32_t>> kept;
+  if (at.size() <= 32) {
+    bool repeats = false;
+    for (size_t i = 1; i < at.size() && !repeats; ++i)
+      for (size_t k = 0; k < i && !repeats; ++k) repeats = same(at[i], at[k]);
+    if (!repeats && at.size() <= kMaxStacks) return;
+    for (const auto& a : at)
+      if (std::none_of(kept.begin(), kept.end(), [&](const auto& b) { return same(a, b); })) kept.push_back(a);
+  } else {
+    kept = at;
+    const auto less = [&](std::pair<uint32_t, uint32_t> a, std::pair<uint32_t, uint32_t> b) {
+      return std::lexicographical_compare(flat.begin() + a.first, flat.begin() + a.first + a.second,
+                                          flat.begin() + b.first, flat.begin() + b.first + b.second);
+    };
+    std::sort(kept.begin(), kept.end(), less);
+    kept.erase(std::unique(kept.begin(), kept.end(), same), kept.end());
   }
-  flat = std::move(sorted);
+  if (kept.size() > kMaxStacks) kept.resize(kMaxStacks);
+  std::vector<uint32_t> out;
+  out.reserve(flat.size());
+  for (const auto& [offset, depth] : kept) {
+    out.push_back(depth);
+    out.insert(out.end(), flat.begin() + offset, flat.begin() + offset + depth);
+  }
+  flat = std::move(out);
+}
+
+bool GrammarState::operator==(const GrammarState& other) const {
+  if (complete_ != other.complete_ || stacks_.size() != other.stacks_.size()) return false;
+  if (stacks_ == other.stacks_) return true;
+  // The same stacks in another order: compare them sorted.
+  const auto sorted = [](const std::vector<uint32_t>& flat) {
+    std::vector<std::vector<uint32_t>> list;
+    for_each_stack(flat, [&](std::span<const uint32_t> s) { list.emplace_back(s.begin(), s.end()); });
+    std::sort(list.begin(), list.end());
+    return list;
+  };
+  return sorted(stacks_) == sorted(other.stacks_);
 }
 
 const ByteGrammar::TextAt& GrammarState::text_at(uint32_t position) const {
@@ -270,20 +315,20 @@ bool GrammarState::takes(uint32_t top, unsigned char c, uint32_t& next) const {
 
 bool GrammarState::feed(unsigned char c) {
   if (!grammar_ || stacks_.empty()) return false;
-  std::vector<uint32_t> out;
-  out.reserve(stacks_.size() + 16);
+  FeedScratch& f = feed_scratch;
+  f.out.clear();
   bool complete = false;
   int steps = kMaxSteps;
   for_each_stack(stacks_, [&](std::span<const uint32_t> s) {
     uint32_t next = 0;
     if (steps < 0 || !takes(s.back(), c, next)) return;
-    std::vector<uint32_t> stack(s.begin(), s.end());
-    stack.back() = next;
-    settle(stack, out, complete, steps);
+    f.stack.assign(s.begin(), s.end());
+    f.stack.back() = next;
+    settle(f.stack, f.out, complete, steps, f.todo);
   });
-  if (out.empty() && !complete) return false;
-  canonicalize(out);
-  stacks_ = std::move(out);
+  if (f.out.empty() && !complete) return false;
+  dedupe(f.out);
+  stacks_.assign(f.out.begin(), f.out.end());
   complete_ = complete;
   return true;
 }

@@ -107,19 +107,19 @@ class GrammarState {
   size_t plain_chars_left() const;
   // The state after `chars` more characters of plain text (at most plain_chars_left()).
   void advance_plain(size_t chars);
-  bool operator==(const GrammarState& other) const {
-    return complete_ == other.complete_ && stacks_ == other.stacks_;
-  }
+  // The same ways of reading (in any order) and the same completeness.
+  bool operator==(const GrammarState& other) const;
 
  private:
-  void settle(std::vector<uint32_t>& stack, std::vector<uint32_t>& out, bool& complete, int& steps) const;
+  void settle(std::vector<uint32_t>& stack, std::vector<uint32_t>& out, bool& complete, int& steps,
+              std::vector<uint32_t>& scratch) const;
   // Whether the stack whose top is `top` takes byte c, and its new top when it does.
   bool takes(uint32_t top, unsigned char c, uint32_t& next) const;
   const ByteGrammar::TextAt& text_at(uint32_t position) const;
-  static void canonicalize(std::vector<uint32_t>& flat);
+  static void dedupe(std::vector<uint32_t>& flat);
 
   const ByteGrammar* grammar_ = nullptr;
-  // The stacks one after another, each as its depth then its positions bottom first; sorted, no two alike.
+  // The stacks one after another, each as its depth then its positions bottom first; no two alike.
   std::vector<uint32_t> stacks_;
   bool complete_ = false;
 };
