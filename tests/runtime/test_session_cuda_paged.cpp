@@ -20,9 +20,11 @@
 
 #include "assets.h"
 #include "rel_rms.h"
+#include "chat/json.h"
 #include "cuda/check.h"
 #include "model/model.h"
 #include "runtime/json_constraint.h"
+#include "runtime/json_schema_grammar.h"
 #include "runtime/engine.h"
 #include "runtime/generate.h"
 #include "runtime/sampler.h"
@@ -340,7 +342,7 @@ TEST(PagedGpuEngine, SampledRequestsDrawnOnTheDeviceAsOnTheHost) {
 // JSON mode on the GPU engine: constrained requests beside plain ones in the same batches are drawn on the host from
 // their masked rows (runtime/json_constraint.h). Each constrained text is a prefix of a JSON object, and the one that
 // leans (by logit bias) towards '"', '}' and the end closes a whole one and ends on its own.
-TEST(PagedGpuEngine, JsonModeBesidePlainRequests) {
+TEST(PagedGpuEngine, StructuredRequestsBesidePlainRequests) {
   REQUIRE_GPU();
   REQUIRE_ASSET(path, "models/stories260K-f32.gguf");
   auto m = model::Model::load(path);
@@ -356,6 +358,10 @@ TEST(PagedGpuEngine, JsonModeBesidePlainRequests) {
     const std::string piece = tok.is_control(id) ? "" : tok.token_to_piece(id);
     if (piece == "\"" || piece == "}" || tok.is_eog(id)) lean.emplace_back(id, 30.0f);
   }
+  // Request 3 keeps to a schema whose values are all enumerated or bounded: it must close its object and end.
+  const auto schema = runtime::json_schema_grammar(chat::parse_json(R"({"type": "object", "properties": {
+      "mood": {"enum": ["happy", "sad"]}, "n": {"type": "integer", "minimum": 0, "maximum": 9}},
+      "required": ["mood", "n"]})"));
   constexpr int kRequests = 6;
   std::vector<std::promise<std::pair<std::string, runtime::FinishReason>>> done(kRequests);
   std::vector<std::string> texts(kRequests);
@@ -365,7 +371,8 @@ TEST(PagedGpuEngine, JsonModeBesidePlainRequests) {
     r.sampling.temp = i % 2 ? 0.8f : 0.0f;
     r.sampling.seed = 7 + uint64_t(i);
     r.max_tokens = 120;
-    if (i < 4) r.constraint = std::make_shared<runtime::JsonConstraint>(vocab);  // 4 and 5 stay plain
+    if (i < 3) r.constraint = std::make_shared<runtime::JsonConstraint>(vocab);  // 4 and 5 stay plain
+    if (i == 3) r.constraint = runtime::make_json_schema_constraint(vocab, schema);
     if (i == 0) r.sampling.logit_bias = lean;
     EXPECT_EQ(engine
                   .submit(std::move(r),
@@ -384,6 +391,13 @@ TEST(PagedGpuEngine, JsonModeBesidePlainRequests) {
     ASSERT_EQ(f.wait_for(std::chrono::seconds(120)), std::future_status::ready);
     const auto [text, finish] = f.get();
     if (i >= 4) continue;
+    if (i == 3) {
+      runtime::GrammarState g(*schema);
+      for (const char c : text) ASSERT_TRUE(g.feed(static_cast<unsigned char>(c))) << text;
+      EXPECT_TRUE(g.complete()) << text;
+      EXPECT_EQ(finish, runtime::FinishReason::Stop) << text;
+      continue;
+    }
     runtime::JsonPrefix p;
     size_t taken = 0;
     while (taken < text.size() && p.feed(static_cast<unsigned char>(text[taken]))) ++taken;
