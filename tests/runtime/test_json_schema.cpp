@@ -164,7 +164,8 @@ TEST(JsonSchemaGrammar, RandomTextsOfTheGrammarAreValid) {
   const char* schemas[] = {
       R"({"type": "object", "properties": {"id": {"type": "integer", "minimum": 0, "maximum": 999},
            "tags": {"type": "array", "items": {"enum": ["a", "b", "c"]}, "maxItems": 3},
-           "name": {"type": "string", "maxLength": 4}, "score": {"type": "number", "minimum": -1, "exclusiveMaximum": 5},
+           "name": {"type": "string", "maxLength": 4},
+           "score": {"type": "number", "minimum": -1, "exclusiveMaximum": 5},
            "p": {"type": "number"}, "when": {"type": "string", "format": "date-time"},
            "ok": {"type": ["boolean", "null"]}}, "required": ["id", "tags"]})",
       R"({"type": "array", "prefixItems": [{"type": "integer", "minimum": -20, "maximum": 20}, {"const": [1, "x"]}],
