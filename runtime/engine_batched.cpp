@@ -23,6 +23,7 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <system_error>
 #include <thread>
 
 #include "graph/thread_pool.h"
@@ -212,6 +213,7 @@ void Engine::worker_batched() {
   };
   std::vector<HostDraw> drawn;
   std::optional<graph::ThreadPool> draw_pool;  // made when a step first has two such rows
+  bool no_draw_pool = false;                   // the system refused its threads
   // Takes a launched step's results: its tokens are in the cache now, full blocks are keyed, and each sequence with
   // an output row takes its token (the argmax, the device's draw, or a draw from the logits here).
   const auto take = [&](const LaunchedStep& step) {
@@ -247,8 +249,15 @@ void Engine::worker_batched() {
         d.error = std::current_exception();
       }
     };
-    if (drawn.size() > 1) {
-      if (!draw_pool) draw_pool.emplace(static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 8u)));
+    if (drawn.size() > 1 && !draw_pool && !no_draw_pool) {
+      try {
+        draw_pool.emplace(static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 8u)));
+      } catch (const std::system_error& e) {  // no threads to be had: draw one by one
+        no_draw_pool = true;
+        log(options_.log, LogLevel::Warning, std::string("host draws stay on one thread: ") + e.what());
+      }
+    }
+    if (drawn.size() > 1 && draw_pool) {
       draw_pool->parallel_for(static_cast<int64_t>(drawn.size()), [&](int64_t begin, int64_t end, int) {
         for (int64_t i = begin; i < end; ++i) draw(drawn[size_t(i)]);
       });
