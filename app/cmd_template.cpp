@@ -40,6 +40,7 @@ int run_template(const TemplateOptions& o) {
   const std::string tools_text = o.tools.empty() ? "" : read_input(o.tools, "--tools");
   std::vector<chat::ChatMessage> messages;
   chat::ChatRenderOptions render;
+  render.reasoning_as_thinking = true;  // as serve's /apply-template renders them
   try {
     messages = chat::messages_from_json(messages_text);
     if (!o.tools.empty()) render.tools = chat::tools_from_json(tools_text);

@@ -346,10 +346,10 @@ std::string ChatTemplate::render(const std::vector<ChatMessage>& messages, const
     return std::find_if(m.extra.begin(), m.extra.end(), [&](const auto& kv) { return kv.first == name; });
   };
   for (const ChatMessage& m : messages) {
-    // Clients send an assistant's reasoning back as reasoning_content; a template that reads it as `thinking`
-    // (gpt-oss's) gets it under that name too, unless the message has a thinking of its own.
+    // ChatRenderOptions::reasoning_as_thinking, for a template that reads `thinking`.
     const auto reasoning = field(m, "reasoning_content");
-    if (reads_thinking_ && reasoning != m.extra.end() && field(m, "thinking") == m.extra.end()) {
+    if (options.reasoning_as_thinking && reads_thinking_ && reasoning != m.extra.end() &&
+        field(m, "thinking") == m.extra.end()) {
       ChatMessage named = m;
       named.extra.emplace_back("thinking", reasoning->second);
       list.push_back(named.to_value());

@@ -46,6 +46,10 @@ struct ChatRenderOptions {
   jinja::Value tools = jinja::Value::none();
   // Further template variables (enable_thinking, date_string, ...); they may override the ones above.
   jinja::Variables variables;
+  // An assistant's reasoning_content (the field clients send reasoning back in) also reaches a template that reads
+  // `thinking` instead (gpt-oss's) under that name, unless the message has a thinking of its own. Off, the
+  // messages reach the template exactly as given (as transformers passes them).
+  bool reasoning_as_thinking = false;
   // What strftime_now() formats; the current local time when unset. Tests pin it for reproducible prompts.
   std::optional<std::tm> now;
   jinja::Limits limits;
@@ -70,8 +74,7 @@ class ChatTemplate {
   static ChatFamily detect_family(std::string_view text);
 
   // Throws TemplateError: Raised when the template refuses the conversation (raise_exception), Render for errors
-  // in the template, Limit for runaway templates. An assistant's reasoning_content reaches a template that reads
-  // `thinking` instead (gpt-oss's) under that name too.
+  // in the template, Limit for runaway templates.
   std::string render(const std::vector<ChatMessage>& messages, const ChatRenderOptions& options) const;
   std::string render(const std::vector<ChatMessage>& messages, bool add_generation_prompt, std::string_view bos_token,
                      std::string_view eos_token) const;
@@ -89,7 +92,7 @@ class ChatTemplate {
   ChatFamily family_ = ChatFamily::Unknown;
   std::string warning_;
   // The template reads an assistant's reasoning as `thinking` (gpt-oss's), not as reasoning_content, the field
-  // clients send it back in: render() passes it under both names.
+  // clients send it back in (ChatRenderOptions::reasoning_as_thinking).
   bool reads_thinking_ = false;
 };
 

@@ -235,6 +235,12 @@ void GrammarState::dedupe(std::vector<uint32_t>& flat) {
   flat = std::move(out);
 }
 
+size_t GrammarState::hash() const {
+  uint64_t h = complete_ ? 0x9E3779B97F4A7C15ull : 0;
+  for (const uint32_t v : stacks_) h = (h ^ v) * 0x100000001B3ull;  // FNV-style over the flat list
+  return static_cast<size_t>(h);
+}
+
 bool GrammarState::operator==(const GrammarState& other) const {
   if (complete_ != other.complete_ || stacks_.size() != other.stacks_.size()) return false;
   if (stacks_ == other.stacks_) return true;

@@ -109,6 +109,8 @@ class GrammarState {
   void advance_plain(size_t chars);
   // The same ways of reading (in any order) and the same completeness.
   bool operator==(const GrammarState& other) const;
+  // Equal for equal states listed in the same order (what interning them needs).
+  size_t hash() const;
 
  private:
   void settle(std::vector<uint32_t>& stack, std::vector<uint32_t>& out, bool& complete, int& steps,

@@ -42,6 +42,7 @@ std::string ChatSession::rendered_prompt() const {
   o.bos_token = bound.bos;
   o.eos_token = bound.eos;
   o.variables = options_.template_variables;
+  o.reasoning_as_thinking = true;  // earlier replies keep their reasoning as reasoning_content
   return tmpl_.render(messages_, o);
 }
 

@@ -2,7 +2,10 @@
 #include "runtime/json_constraint.h"
 
 #include <algorithm>
+#include <array>
 #include <limits>
+#include <type_traits>
+#include <unordered_map>
 
 #include "tokenizer/tokenizer.h"
 
@@ -16,7 +19,6 @@ bool keeps_plain(char c) { return JsonPrefix::keeps_plain_string(static_cast<uns
 JsonVocabulary::JsonVocabulary(const tokenizer::Tokenizer& tok) {
   const int32_t n = tok.n_vocab();
   pieces_.resize(static_cast<size_t>(n));
-  trie_.emplace_back();
   for (int32_t id = 0; id < n; ++id) {
     if (tok.is_eog(id)) {
       eog_.push_back(id);
@@ -25,7 +27,7 @@ JsonVocabulary::JsonVocabulary(const tokenizer::Tokenizer& tok) {
     if (tok.is_control(id)) continue;  // no bytes: never part of JSON text
     std::string piece = tok.token_to_piece(id);
     if (piece.empty()) continue;
-    insert(trie_, piece, id);
+    trie_.insert(piece, id);
     const auto special = std::find_if_not(piece.begin(), piece.end(), keeps_plain);
     const auto chars = static_cast<uint32_t>(std::count_if(piece.begin(), special, [](char c) {
       return (static_cast<unsigned char>(c) & 0xC0) != 0x80;
@@ -33,42 +35,68 @@ JsonVocabulary::JsonVocabulary(const tokenizer::Tokenizer& tok) {
     if (special == piece.end()) {
       string_safe_.emplace_back(id, chars);
     } else {
-      if (string_rest_tries_.size() <= chars) string_rest_tries_.resize(chars + 1, std::vector<Node>(1));
-      insert(string_rest_tries_[chars], std::string_view(&*special, static_cast<size_t>(piece.end() - special)), id);
+      if (string_rest_tries_.size() <= chars) string_rest_tries_.resize(chars + 1);
+      string_rest_tries_[chars].insert(std::string_view(&*special, static_cast<size_t>(piece.end() - special)), id);
     }
     pieces_[static_cast<size_t>(id)] = std::move(piece);
   }
-}
-
-void JsonVocabulary::insert(std::vector<Node>& trie, std::string_view bytes, int32_t id) {
-  uint32_t node = 0;
-  for (const char ch : bytes) {
-    const auto c = static_cast<unsigned char>(ch);
-    auto& kids = trie[node].children;
-    const auto it = std::find_if(kids.begin(), kids.end(), [c](const auto& k) { return k.first == c; });
-    if (it != kids.end()) {
-      node = it->second;
-    } else {
-      const auto child = static_cast<uint32_t>(trie.size());
-      kids.emplace_back(c, child);
-      trie.emplace_back();  // may move trie: kids is not used after this
-      node = child;
-    }
-  }
-  trie[node].tokens.push_back(id);
+  trie_.freeze();
+  for (TokenTrie& t : string_rest_tries_) t.freeze();
 }
 
 template <class State, class Allow>
-void JsonVocabulary::walk(const std::vector<Node>& trie, const State& state, Allow&& allow) {
-  // Depth-first: each node reached with the state its path leaves.
-  std::vector<std::pair<uint32_t, State>> todo{{0u, state}};
+void JsonVocabulary::walk(const TokenTrie& trie, const State& state, Allow&& allow) {
+  if constexpr (std::is_same_v<State, GrammarState>) {
+    walk_interned(trie, state, allow);
+  } else {
+    // Depth-first: each node reached with the state its path leaves.
+    std::vector<std::pair<uint32_t, State>> todo{{TokenTrie::kRoot, state}};
+    while (!todo.empty()) {
+      auto [node, s] = std::move(todo.back());
+      todo.pop_back();
+      for (const int32_t id : trie.tokens(node)) allow(id);
+      for (const TokenTrie::Edge e : trie.edges(node)) {
+        State next = s;
+        if (next.feed(e.byte)) todo.emplace_back(e.child, std::move(next));
+      }
+    }
+  }
+}
+
+// A grammar's walk: the states met are few (inside a repeated class every byte of it leads back to the same one),
+// while a feed costs in proportion to the state's stacks. So states are interned and each (state, byte) transition
+// is fed once; most of the walk is then a table lookup per trie node.
+template <class Allow>
+void JsonVocabulary::walk_interned(const TokenTrie& trie, const GrammarState& start, Allow&& allow) {
+  constexpr int32_t kUnknown = -2, kRefused = -1;
+  std::vector<GrammarState> states{start};
+  std::vector<std::array<int32_t, 256>> next(1);
+  next[0].fill(kUnknown);
+  std::unordered_multimap<size_t, int32_t> by_hash{{start.hash(), 0}};
+  const auto intern = [&](GrammarState&& s) {
+    const size_t h = s.hash();
+    const auto [from, to] = by_hash.equal_range(h);
+    for (auto it = from; it != to; ++it)
+      if (states[static_cast<size_t>(it->second)] == s) return it->second;
+    const auto id = static_cast<int32_t>(states.size());
+    states.push_back(std::move(s));
+    next.emplace_back().fill(kUnknown);
+    by_hash.emplace(h, id);
+    return id;
+  };
+  std::vector<std::pair<uint32_t, int32_t>> todo{{TokenTrie::kRoot, 0}};
   while (!todo.empty()) {
-    auto [node, s] = std::move(todo.back());
+    const auto [node, st] = todo.back();
     todo.pop_back();
-    for (const int32_t id : trie[node].tokens) allow(id);
-    for (const auto& [c, child] : trie[node].children) {
-      State next = s;
-      if (next.feed(c)) todo.emplace_back(child, std::move(next));
+    for (const int32_t id : trie.tokens(node)) allow(id);
+    for (const TokenTrie::Edge e : trie.edges(node)) {
+      int32_t to = next[static_cast<size_t>(st)][e.byte];
+      if (to == kUnknown) {
+        GrammarState s = states[static_cast<size_t>(st)];
+        to = s.feed(e.byte) ? intern(std::move(s)) : kRefused;
+        next[static_cast<size_t>(st)][e.byte] = to;
+      }
+      if (to >= 0) todo.emplace_back(e.child, to);
     }
   }
 }
@@ -84,7 +112,7 @@ void JsonVocabulary::allowed(const State& state, std::vector<uint8_t>& allowed) 
     State after = state;  // after the plain characters before each suffix
     for (size_t chars = 0; chars < string_rest_tries_.size() && chars <= left; ++chars) {
       if (chars > 0) after.advance_plain(1);
-      if (string_rest_tries_[chars].size() > 1) walk(string_rest_tries_[chars], after, allow);
+      if (string_rest_tries_[chars].has_tokens()) walk(string_rest_tries_[chars], after, allow);
     }
   } else {
     walk(trie_, state, allow);

@@ -18,6 +18,7 @@
 
 #include "runtime/byte_grammar.h"
 #include "runtime/json_prefix.h"
+#include "runtime/token_trie.h"
 #include "runtime/token_constraint.h"
 
 namespace tokenizer {
@@ -40,24 +41,21 @@ class JsonVocabulary {
   void advance(State& state, int32_t token) const;
 
  private:
-  struct Node {
-    std::vector<std::pair<unsigned char, uint32_t>> children;  // by byte
-    std::vector<int32_t> tokens;                               // whose bytes end here
-  };
-  static void insert(std::vector<Node>& trie, std::string_view bytes, int32_t id);
-  // Allows every token of `trie` below `node` whose bytes `state` takes, trying each prefix once.
+  // Allows every token of `trie` whose bytes `state` takes, trying each prefix once.
   template <class State, class Allow>
-  static void walk(const std::vector<Node>& trie, const State& state, Allow&& allow);
+  static void walk(const TokenTrie& trie, const State& state, Allow&& allow);
+  template <class Allow>
+  static void walk_interned(const TokenTrie& trie, const GrammarState& start, Allow&& allow);
 
   std::vector<std::string> pieces_;   // each token's bytes as decoded; empty for control tokens
   std::vector<int32_t> eog_;          // end-of-generation tokens
   // Tokens of plain string text only, and the characters each makes (bytes that are not UTF-8 continuations).
   std::vector<std::pair<int32_t, uint32_t>> string_safe_;
-  std::vector<Node> trie_;            // every token with bytes; trie_[0]: the root
+  TokenTrie trie_;                    // every token with bytes
   // The other tokens with bytes, each from its first byte that a plain string does not take as text, by the
   // characters the plain bytes before it make: inside string text those bytes leave a state that depends only on
   // that count, so only the suffix is tried, from that state.
-  std::vector<std::vector<Node>> string_rest_tries_;
+  std::vector<TokenTrie> string_rest_tries_;
 };
 
 // A request's position in its JSON text, the constraint the engine applies. `owner` keeps alive what the state

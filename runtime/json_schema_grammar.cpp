@@ -16,6 +16,7 @@
 #include "runtime/json_prefix.h"
 #include "runtime/json_schema_formats.h"
 #include "runtime/json_schema_numbers.h"
+#include "runtime/json_schema_pattern.h"
 
 namespace runtime {
 
@@ -37,13 +38,13 @@ constexpr std::string_view kAnnotations[] = {
     "readOnly", "writeOnly", "$defs", "definitions", "contentMediaType", "contentEncoding", "$anchor"};
 // Keywords that constrain values and that this reader does not hold a reply to: refused, not ignored.
 constexpr std::string_view kUnsupported[] = {
-    "pattern", "patternProperties", "propertyNames", "minProperties", "maxProperties", "dependentRequired",
+    "patternProperties", "propertyNames", "minProperties", "maxProperties", "dependentRequired",
     "dependentSchemas", "dependencies", "multipleOf", "not", "if", "then", "else", "contains", "minContains",
     "maxContains", "unevaluatedProperties", "unevaluatedItems", "$dynamicRef", "$recursiveRef"};
 // The keywords of each value type, which decide the type when `type` is absent.
 constexpr std::string_view kObjectKeywords[] = {"properties", "required", "additionalProperties"};
 constexpr std::string_view kArrayKeywords[] = {"items", "prefixItems", "additionalItems", "minItems", "maxItems"};
-constexpr std::string_view kStringKeywords[] = {"minLength", "maxLength"};
+constexpr std::string_view kStringKeywords[] = {"minLength", "maxLength", "pattern"};
 constexpr std::string_view kNumberKeywords[] = {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"};
 // Keywords that each stand for the whole schema.
 constexpr std::string_view kCombinators[] = {"$ref", "const", "enum", "anyOf", "oneOf", "allOf"};
@@ -478,6 +479,20 @@ class SchemaCompiler {
   Rule string(const ObjectData& o, const std::string& where) {
     const int64_t min = count(o, "minLength", where).value_or(0);
     const std::optional<int64_t> max = count(o, "maxLength", where);
+    if (const Value* pattern = o.find("pattern")) {
+      const std::string at = child(where, "pattern");
+      if (!pattern->is_string()) throw JsonSchemaError(at, "pattern must be a string");
+      const Value* format = o.find("format");
+      if (o.find("minLength") || o.find("maxLength") ||
+          (format && format->is_string() && among(kExactStringFormats, format->as_string())))
+        throw JsonSchemaError(where, "\"pattern\" beside minLength, maxLength or a format is not supported (write "
+                                     "the length into the pattern: {1,20})");
+      try {
+        return pattern_rule(*g_, pattern->as_string());
+      } catch (const PatternError& e) {
+        throw JsonSchemaError(at, e.what());
+      }
+    }
     if (const Value* format = o.find("format"); format && format->is_string()) {
       if (const auto r = string_format_rule(*g_, format->as_string())) {
         if (o.find("minLength") || o.find("maxLength"))

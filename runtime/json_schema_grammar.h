@@ -10,7 +10,8 @@
 //   additionalProperties (false, true or a schema; when absent: none beside `properties` if it is given, any if not);
 // - arrays: items, prefixItems (or draft 4's items list with additionalItems; when neither items nor
 //   additionalItems is given, none beyond the tuple), minItems, maxItems;
-// - strings: minLength, maxLength (in characters: a UTF-8 sequence or an escape is one);
+// - strings: pattern (json_schema_pattern.h), or minLength and maxLength (in characters: a UTF-8 sequence or an
+//   escape is one);
 // - integers: minimum, maximum, exclusiveMinimum, exclusiveMaximum (either draft's form); numbers: the same with
 //   whole-number bounds (a bounded number is then written without an exponent);
 // - string formats whose texts a grammar says exactly: date, time, date-time, uuid, ipv4 (json_schema_formats.h);

@@ -314,6 +314,7 @@ std::string render_chat(const RouteContext& ctx, const CompletionRequest& r) {
   o.bos_token = bound.bos;
   o.eos_token = bound.eos;
   o.tools = r.tools;
+  o.reasoning_as_thinking = true;  // clients send reasoning back as reasoning_content
   o.variables = ctx.options.template_variables;  // the server's, then the request's, which replace them
   o.variables.insert(o.variables.end(), r.template_variables.begin(), r.template_variables.end());
   try {

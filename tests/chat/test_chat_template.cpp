@@ -626,9 +626,9 @@ TEST(ChatTemplateRender, ConvenienceOverload) {
             "<B><|start_header_id|>user<|end_header_id|>\n\nx<|eot_id|>");
 }
 
-// An assistant's reasoning sent back as reasoning_content reaches a template that reads `thinking` (gpt-oss's)
-// under that name; a thinking of the message's own is kept; a template that reads reasoning_content itself sees no
-// added field.
+// With reasoning_as_thinking, an assistant's reasoning sent back as reasoning_content reaches a template that reads
+// `thinking` (gpt-oss's) under that name; a thinking of the message's own is kept; a template that reads
+// reasoning_content itself sees no added field. Without it, the messages reach the template as given.
 TEST(ChatTemplateRender, ReasoningContentIsThinkingForTemplatesThatReadIt) {
   const ChatTemplate reads_thinking = ChatTemplate::parse(
       "{% for m in messages %}{% if m.thinking %}[{{ m.thinking }}]{% endif %}{{ m.content }}|{% endfor %}");
@@ -636,10 +636,13 @@ TEST(ChatTemplateRender, ReasoningContentIsThinkingForTemplatesThatReadIt) {
       {"user", "Hi", {}},
       {"assistant", "Hello", {{"reasoning_content", Value("greet back")}}},
       {"assistant", "Again", {{"reasoning_content", Value("x")}, {"thinking", Value("own")}}}};
-  EXPECT_EQ(reads_thinking.render(m, options("", "")), "Hi|[greet back]Hello|[own]Again|");
+  ChatRenderOptions o = options("", "");
+  EXPECT_EQ(reads_thinking.render(m, o), "Hi|Hello|[own]Again|");  // off: the messages as given
+  o.reasoning_as_thinking = true;
+  EXPECT_EQ(reads_thinking.render(m, o), "Hi|[greet back]Hello|[own]Again|");
   const ChatTemplate reads_both = ChatTemplate::parse(
       "{% for m in messages %}{{ m.thinking is defined }}{{ m.reasoning_content }}|{% endfor %}");
-  EXPECT_EQ(reads_both.render({m[1]}, options("", "")), "Falsegreet back|");
+  EXPECT_EQ(reads_both.render({m[1]}, o), "Falsegreet back|");
 }
 
 }  // namespace

@@ -583,7 +583,9 @@ std::vector<Seed> json_schema_seeds() {
       {"strings", R"({"type": ["string", "null"], "minLength": 2})" + std::string(1, '\0') +
                       "\"a\\u00e9\\n\xc3\xa9\""},
       {"any", std::string("true") + std::string(1, '\0') + R"({"a": [1.5e3, -0, "x", {"b": false}]})"},
-      {"refused", R"({"type": "string", "pattern": "a+"})"},
+      {"pattern", R"({"type": "string", "pattern": "^[A-Z][a-z]+( \\w+){0,3}$"})" + std::string(1, '\0') +
+                      R"("Anna lee-x")"},
+      {"refused", R"({"type": "string", "not": {"const": "a"}})"},
   };
   std::vector<Seed> out;
   for (const auto& [name, input] : inputs) out.push_back(text_seed(name, input));

@@ -35,6 +35,15 @@ constexpr const char* kSchema = R"({"type": "object", "properties": {
     "summary": {"type": "string", "maxLength": 400}},
     "required": ["title", "year", "rating", "tags", "cast", "summary"]})";
 
+constexpr const char* kContact =
+    R"({"name": "Anna Berg", "phone": "555-1234", "email": "anna.berg@example.org", "note": "it is ok now"})";
+
+constexpr const char* kContactSchema = R"({"type": "object", "properties": {
+    "name": {"type": "string", "pattern": "^[A-Z][a-z]+( [A-Z][a-z]+)*$"},
+    "phone": {"type": "string", "pattern": "^\\d{3}-\\d{4}$"},
+    "email": {"type": "string", "pattern": "^[^@\\s]+@[^@\\s]+\\.[a-z]{2,}$"},
+    "note": {"type": "string", "pattern": "ok"}}})";
+
 void row(const char* vocab, const char* mode, double build_ms, runtime::TokenConstraint& c,
          const std::vector<int32_t>& ids, int32_t n_vocab) {
   std::vector<float> logits(static_cast<size_t>(n_vocab));
@@ -80,6 +89,13 @@ int main(int argc, char** argv) {
     const double compile_ms = ms_since(t2);
     const auto schema = runtime::make_json_schema_constraint(vocab, grammar);
     row(name.c_str(), "json_schema", compile_ms, *schema, ids, tok.n_vocab());
+    // Patterns: a broad negated class ([^@\s]+) and an unanchored pattern are the costly cases.
+    const std::vector<int32_t> contact_ids = tok.encode(kContact, false, false);
+    const auto t3 = Clock::now();
+    const auto contact = runtime::json_schema_grammar(chat::parse_json(kContactSchema));
+    const double contact_ms = ms_since(t3);
+    const auto held = runtime::make_json_schema_constraint(vocab, contact);
+    row(name.c_str(), "json_schema, patterns", contact_ms, *held, contact_ids, tok.n_vocab());
   }
   std::printf("(json_schema's build column is the schema's compile; the vocabulary's tries are shared)\n");
   return 0;

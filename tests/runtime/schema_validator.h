@@ -4,6 +4,7 @@
 #pragma once
 #include <algorithm>
 #include <cmath>
+#include <regex>
 #include <string>
 
 #include "chat/jinja_value.h"
@@ -111,6 +112,10 @@ inline bool valid(const Value& root, const Value& s, const Value& v) {
     if (const Value* m = num("maxItems"); m && xs.size() > static_cast<size_t>(m->as_int())) return false;
   }
   if (v.is_string()) {
+    // ECMAScript's grammar, as JSON Schema's patterns are written (bytes, not code points: ASCII texts only).
+    if (const Value* p = o.find("pattern");
+        p && !std::regex_search(v.as_string(), std::regex(p->as_string(), std::regex::ECMAScript)))
+      return false;
     const size_t n = code_points(v.as_string());
     if (const Value* m = num("minLength"); m && n < static_cast<size_t>(m->as_int())) return false;
     if (const Value* m = num("maxLength"); m && n > static_cast<size_t>(m->as_int())) return false;

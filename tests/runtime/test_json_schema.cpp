@@ -4,6 +4,8 @@
 // vocabulary's masks on a schema's state against trying every token byte by byte.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -146,13 +148,30 @@ TEST(JsonSchemaGrammar, KeywordsTakeAndRefuse) {
       {R"({"type": "string", "format": "ipv4"})", {R"("192.168.0.1")", R"("255.255.255.255")", R"("0.0.0.0")"},
        {R"("256.1.1.1")", R"("01.1.1.1")", R"("1.1.1")", R"("1.1.1.1.1")"}},
       {R"({"type": "string", "format": "email", "maxLength": 3})", {R"("a@b")", R"("xyz")"}, {R"("a@bc")"}},
+      {R"({"type": "string", "pattern": "^\\d{3}-\\d{4}$"})", {R"("555-1234")"},
+       {R"("5551234")", R"("555-12345")", R"(" 555-1234")", R"("abc-defg")"}},
+      {R"({"pattern": "^[A-Z][a-z]+( [A-Z][a-z]+)*$"})", {R"("Ann")", R"("Ann Lee")", R"("Jo Ann Lee")"},
+       {R"("ann")", R"("Ann lee")", R"("A")", R"("Ann  Lee")", "1"}},
+      {R"({"type": "string", "pattern": "ab"})", {R"("ab")", R"("xaby")", R"("\"ab\n")"}, {R"("a b")", R"("ba")"}},
+      {R"({"type": "string", "pattern": "^(red|green)(-[0-9]{1,2})?$"})", {R"("red")", R"("green-7")", R"("red-42")"},
+       {R"("blue")", R"("red-")", R"("red-123")", R"("redgreen")"}},
+      {R"({"type": "string", "pattern": "^[^\"\\\\]*$"})", {R"("")", R"("plain text")"},
+       {R"("a\"b")", R"("a\\b")"}},
+      {R"({"type": "string", "pattern": "^\\w+@\\w+\\.[a-z]{2,3}$"})", {R"("me@host.org")", R"("a_1@b.io")"},
+       {R"("me@host")", R"("me@host.info")", R"("@host.org")"}},
+      {R"({"type": "string", "pattern": "^.\\u00e9.$"})", {"\"a\xc3\xa9" "b\"", "\"\xe2\x82\xac\xc3\xa9x\""},
+       {"\"a\xc3\xa9\"", R"("a\u00e9b")", "\"\\n\xc3\xa9x\""}},
   };
   for (const Case& c : cases) {
     const auto g = compile(c.schema);
     const chat::jinja::Value schema = chat::parse_json(c.schema);
     for (const char* t : c.take) {
       EXPECT_TRUE(accepts(*g, t)) << c.schema << "\n  should take " << t;
-      EXPECT_TRUE(schema_test::text_valid(schema, t)) << "the validator refuses " << t;
+      // The validator's patterns read bytes (std::regex), so it judges ASCII texts only.
+      const bool ascii = std::all_of(t, t + std::strlen(t), [](char ch) { return (ch & 0x80) == 0; });
+      if (ascii) {
+        EXPECT_TRUE(schema_test::text_valid(schema, t)) << "the validator refuses " << t;
+      }
     }
     for (const char* t : c.refuse) EXPECT_FALSE(accepts(*g, t)) << c.schema << "\n  should refuse " << t;
   }
@@ -174,6 +193,8 @@ TEST(JsonSchemaGrammar, RandomTextsOfTheGrammarAreValid) {
                                                                       "maxItems": 2}}, "required": ["kids"]}},
           "anyOf": [{"$ref": "#/$defs/t"}, {"type": "integer", "exclusiveMaximum": 0}]})",
       R"({"type": "object", "additionalProperties": {"type": "integer"}})",
+      R"({"type": "array", "items": {"type": "string", "pattern": "^(x[0-9]{1,3}|[a-c]+)(-[^-\"]?)*$"}})",
+      R"({"type": "object", "properties": {"id": {"type": "string", "pattern": "^a(b|\\d)+c?$"}}, "required": ["id"]})",
   };
   std::mt19937 rng(50);
   for (const char* text : schemas) {
@@ -222,7 +243,6 @@ TEST(JsonSchemaGrammar, RandomTextsOfTheGrammarAreValid) {
 
 TEST(JsonSchemaGrammar, RefusedSchemasSayWhereAndWhy) {
   const std::pair<const char*, const char*> cases[] = {
-      {R"({"type": "string", "pattern": "^a"})", "/pattern"},
       {R"({"properties": {"a": {"type": "number", "maximum": 3.5}}})", "/properties/a"},
       {R"({"type": "number", "minimum": 2, "exclusiveMaximum": 2})", ""},
       {R"({"type": "object", "minProperties": 1})", "/minProperties"},
@@ -242,6 +262,17 @@ TEST(JsonSchemaGrammar, RefusedSchemasSayWhereAndWhy) {
       {R"({"type": "array", "maxItems": 100000})", "/maxItems"},
       {R"({"type": "string", "minLength": 3, "maxLength": 2})", ""},
       {R"({"type": "string", "format": "date", "maxLength": 10})", ""},
+      {R"({"type": "string", "pattern": "a", "maxLength": 10})", ""},
+      {R"({"type": "string", "pattern": "(?=a)b"})", "/pattern"},
+      {R"({"type": "string", "pattern": "(a)\\1"})", "/pattern"},
+      {R"({"type": "string", "pattern": "\\bword"})", "/pattern"},
+      {R"({"type": "string", "pattern": "\\p{L}"})", "/pattern"},
+      {R"({"type": "string", "pattern": "a{5000}"})", "/pattern"},
+      {R"({"type": "string", "pattern": "(ab"})", "/pattern"},
+      {R"({"type": "string", "pattern": "[ab"})", "/pattern"},
+      {R"({"type": "string", "pattern": "^a|b$"})", "/pattern"},
+      {R"({"type": "string", "pattern": "a**"})", "/pattern"},
+      {R"({"type": "string", "pattern": "*a"})", "/pattern"},
       {R"({"type": "integer", "minimum": 3, "maximum": 2})", ""},
       {R"({"type": "integer", "minimum": 1e30})", "/minimum"},
       {R"({"properties": {"a/b~": {"type": "string", "minLength": -1}}})", "/properties/a~1b~0/minLength"},

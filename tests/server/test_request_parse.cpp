@@ -176,8 +176,8 @@ TEST(RequestParse, ResponseFormat) {
   EXPECT_TRUE(parse(R"({"type": "json_schema", "json_schema": {"name": "any"}})").json_schema);  // any value
   EXPECT_TRUE(parse(R"({"type": "json_object", "schema": {"type": "array"}})").json_schema);
   try {
-    parse(R"({"type": "json_schema", "json_schema": {"name": "a", "schema": {"type": "string", "pattern": "a+"}}})");
-    ADD_FAILURE() << "a schema with a pattern was accepted";
+    parse(R"x({"type": "json_schema", "json_schema": {"name": "a", "schema": {"type": "string", "pattern": "(?=a)"}}})x");
+    ADD_FAILURE() << "a schema with a lookahead was accepted";
   } catch (const ApiError& e) {
     EXPECT_EQ(e.status(), 400);
     EXPECT_EQ(e.param(), "response_format.json_schema.schema");

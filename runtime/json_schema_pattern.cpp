@@ -1,0 +1,443 @@
+// A JSON schema's `pattern` as a byte grammar (see json_schema_pattern.h): a recursive-descent reader of the regular
+// expression that builds rules as it goes. Characters are sets of code points (sorted ranges); a set becomes the
+// alternatives of its characters' JSON encodings, non-ASCII ranges split into UTF-8 byte ranges.
+#include "runtime/json_schema_pattern.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "runtime/json_schema_grammar.h"
+
+namespace runtime {
+namespace {
+
+using Rule = ByteGrammar::Rule;
+using Symbol = ByteGrammar::Symbol;
+using Seq = std::vector<Symbol>;
+using Ranges = std::vector<std::pair<uint32_t, uint32_t>>;  // code points, inclusive, sorted, apart
+
+constexpr uint32_t kMaxCodePoint = 0x10FFFF;
+
+Ranges normalized(Ranges r) {
+  std::sort(r.begin(), r.end());
+  Ranges out;
+  for (const auto& [lo, hi] : r) {
+    if (!out.empty() && lo <= out.back().second + 1) {
+      out.back().second = std::max(out.back().second, hi);
+    } else {
+      out.emplace_back(lo, hi);
+    }
+  }
+  return out;
+}
+
+Ranges complement(const Ranges& r) {
+  Ranges out;
+  uint32_t next = 0;
+  for (const auto& [lo, hi] : normalized(r)) {
+    if (lo > next) out.emplace_back(next, lo - 1);
+    next = hi + 1;
+  }
+  if (next <= kMaxCodePoint) out.emplace_back(next, kMaxCodePoint);
+  return out;
+}
+
+Ranges without_surrogates(const Ranges& r) {
+  Ranges out;
+  for (const auto& [lo, hi] : r) {
+    if (hi < 0xD800 || lo > 0xDFFF) {
+      out.emplace_back(lo, hi);
+      continue;
+    }
+    if (lo < 0xD800) out.emplace_back(lo, 0xD7FF);
+    if (hi > 0xDFFF) out.emplace_back(0xE000, hi);
+  }
+  return out;
+}
+
+const Ranges kDigits = {{'0', '9'}};
+const Ranges kWord = {{'0', '9'}, {'A', 'Z'}, {'_', '_'}, {'a', 'z'}};
+const Ranges kSpace = {{'\t', '\r'}, {' ', ' '}, {0xA0, 0xA0}, {0x1680, 0x1680}, {0x2000, 0x200A},
+                       {0x2028, 0x2029}, {0x202F, 0x202F}, {0x205F, 0x205F}, {0x3000, 0x3000}, {0xFEFF, 0xFEFF}};
+const Ranges kLineEnds = {{'\n', '\n'}, {'\r', '\r'}, {0x2028, 0x2029}};
+
+size_t utf8_length(uint32_t c) { return c < 0x80 ? 1 : c < 0x800 ? 2 : c < 0x10000 ? 3 : 4; }
+
+void utf8_encode(uint32_t c, uint8_t* out) {
+  const size_t n = utf8_length(c);
+  if (n == 1) {
+    out[0] = static_cast<uint8_t>(c);
+    return;
+  }
+  for (size_t i = n - 1; i > 0; --i, c >>= 6) out[i] = static_cast<uint8_t>(0x80 | (c & 0x3F));
+  out[0] = static_cast<uint8_t>((n == 2 ? 0xC0 : n == 3 ? 0xE0 : 0xF0) | c);
+}
+
+// Code points lo..hi (not surrogates, lo >= 0x80) as sequences of byte ranges: split until every byte position of
+// the encodings of a piece's ends spans a plain range.
+void utf8_pieces(uint32_t lo, uint32_t hi, std::vector<std::vector<std::pair<uint8_t, uint8_t>>>& out) {
+  if (lo > hi) return;
+  for (const uint32_t edge : {0x7FFu, 0xFFFFu}) {
+    if (lo <= edge && edge < hi) {
+      utf8_pieces(lo, edge, out);
+      utf8_pieces(edge + 1, hi, out);
+      return;
+    }
+  }
+  const size_t n = utf8_length(lo);
+  for (size_t i = 1; i < n; ++i) {
+    const uint32_t m = (1u << (6 * i)) - 1;
+    if ((lo & ~m) != (hi & ~m)) {
+      if ((lo & m) != 0) {
+        utf8_pieces(lo, lo | m, out);
+        utf8_pieces((lo | m) + 1, hi, out);
+        return;
+      }
+      if ((hi & m) != m) {
+        utf8_pieces(lo, (hi & ~m) - 1, out);
+        utf8_pieces(hi & ~m, hi, out);
+        return;
+      }
+    }
+  }
+  uint8_t a[4], b[4];
+  utf8_encode(lo, a);
+  utf8_encode(hi, b);
+  std::vector<std::pair<uint8_t, uint8_t>> piece;
+  for (size_t i = 0; i < n; ++i) piece.emplace_back(a[i], b[i]);
+  out.push_back(std::move(piece));
+}
+
+class PatternCompiler {
+ public:
+  PatternCompiler(ByteGrammar& g, std::string_view p) : g_(g), p_(p) {}
+
+  Rule run() {
+    bool start = false, end = false;
+    std::string_view body = p_;
+    if (!body.empty() && body.front() == '^') start = true, body.remove_prefix(1);
+    if (!body.empty() && body.back() == '$') {
+      size_t slashes = 0;  // an escaped $ is a literal
+      for (size_t i = body.size() - 1; i > 0 && body[i - 1] == '\\'; --i) ++slashes;
+      if (slashes % 2 == 0) end = true, body.remove_suffix(1);
+    }
+    p_ = body;
+    const Rule inside = alternation(true);
+    if (at_ != p_.size()) fail("an unmatched ')'");
+    if (top_level_bar_ && (start || end))  // ^a|b$ is (^a)|(b$), not ^(a|b)$
+      fail("an anchor beside a top-level '|' (group the alternatives: ^(a|b)$)");
+    // Not anchored: the pattern may match anywhere in the string.
+    Seq seq{g_.byte('"')};
+    if (!start) seq.push_back(ByteGrammar::rule(star(chars({{0, kMaxCodePoint}}))));
+    seq.push_back(ByteGrammar::rule(inside));
+    if (!end) seq.push_back(ByteGrammar::rule(star(chars({{0, kMaxCodePoint}}))));
+    seq.push_back(g_.byte('"'));
+    const Rule r = g_.add_rule();
+    g_.add_alternative(r, seq);
+    return r;
+  }
+
+ private:
+  [[noreturn]] void fail(const std::string& what) const {
+    throw PatternError("the pattern has " + what + " (at byte " + std::to_string(at_) + "), which is not supported");
+  }
+
+  bool more() const { return at_ < p_.size(); }
+  char peek() const { return p_[at_]; }
+
+  Rule alternation(bool top = false) {
+    const Rule r = g_.add_rule();
+    g_.add_alternative(r, sequence());
+    while (more() && peek() == '|') {
+      ++at_;
+      if (top) top_level_bar_ = true;
+      g_.add_alternative(r, sequence());
+    }
+    return r;
+  }
+
+  Seq sequence() {
+    Seq seq;
+    while (more() && peek() != '|' && peek() != ')') seq.push_back(ByteGrammar::rule(quantified(atom())));
+    return seq;
+  }
+
+  // The atom's rule under the quantifier that follows it, if any.
+  Rule quantified(Rule x) {
+    if (!more()) return x;
+    uint32_t lo = 0, hi = 0;
+    bool bounded = true;
+    const char c = peek();
+    if (c == '*') {
+      ++at_, bounded = false;
+    } else if (c == '+') {
+      ++at_, lo = 1, bounded = false;
+    } else if (c == '?') {
+      ++at_, hi = 1;
+    } else if (c == '{' && count_braces(lo, hi, bounded)) {
+    } else {
+      return x;
+    }
+    if (more() && peek() == '?') ++at_;  // lazy: the same strings
+    if (more() && (peek() == '*' || peek() == '+' || peek() == '?' || peek() == '{')) {
+      uint32_t a = 0, b = 0;
+      bool c2 = false;
+      const size_t save = at_;
+      if (peek() != '{' || count_braces(a, b, c2)) fail("a quantifier after a quantifier");
+      at_ = save;
+    }
+    const Rule r = g_.add_rule();
+    Seq seq;
+    for (uint32_t i = 0; i < lo; ++i) seq.push_back(ByteGrammar::rule(x));
+    seq.push_back(ByteGrammar::rule(bounded ? up_to(x, hi - lo) : star(x)));
+    g_.add_alternative(r, seq);
+    return r;
+  }
+
+  // {n}, {n,} or {n,m} at at_: true (past it) with the counts; false where the brace is a literal.
+  bool count_braces(uint32_t& lo, uint32_t& hi, bool& bounded) {
+    size_t i = at_ + 1;
+    const auto number = [&](uint32_t& v) {
+      const size_t from = i;
+      uint64_t n = 0;
+      while (i < p_.size() && p_[i] >= '0' && p_[i] <= '9') n = std::min<uint64_t>(n * 10 + (p_[i++] - '0'), 1u << 30);
+      v = static_cast<uint32_t>(n);
+      return i > from;
+    };
+    if (!number(lo)) return false;
+    bounded = true;
+    hi = lo;
+    if (i < p_.size() && p_[i] == ',') {
+      ++i;
+      if (!number(hi)) bounded = false;
+    }
+    if (i >= p_.size() || p_[i] != '}') return false;
+    at_ = i + 1;
+    if (lo > kMaxSchemaRepeat || (bounded && hi > kMaxSchemaRepeat)) fail("a count above 4096");
+    if (bounded && hi < lo) fail("a count {n,m} with m below n");
+    return true;
+  }
+
+  Rule atom() {
+    const char c = peek();
+    if (c == '(') {
+      ++at_;
+      if (p_.substr(at_, 2) == "?:") {
+        at_ += 2;
+      } else if (p_.substr(at_, 2) == "?<" && p_.substr(at_, 3) != "?<=" && p_.substr(at_, 3) != "?<!") {
+        const size_t close = p_.find('>', at_);
+        if (close == std::string_view::npos) fail("an unclosed group name");
+        at_ = close + 1;
+      } else if (more() && peek() == '?') {
+        fail("a lookaround or an inline flag");
+      }
+      const Rule inner = alternation();
+      if (!more() || peek() != ')') fail("an unclosed group");
+      ++at_;
+      return inner;
+    }
+    if (c == '[') return chars(class_ranges());
+    if (c == '.') {
+      ++at_;
+      return chars(complement(kLineEnds));
+    }
+    if (c == '*' || c == '+' || c == '?') fail("a quantifier with nothing to repeat");
+    if (c == '^' || c == '$') fail("an anchor inside the pattern");
+    if (c == '\\') return chars(escape(false));
+    const uint32_t lit = literal();
+    return chars({{lit, lit}});
+  }
+
+  // The code point at at_ (UTF-8 in the pattern text), past it.
+  uint32_t literal() {
+    const auto b = static_cast<uint8_t>(p_[at_]);
+    const size_t n = b < 0x80 ? 1 : b >= 0xF0 ? 4 : b >= 0xE0 ? 3 : b >= 0xC0 ? 2 : 1;
+    uint32_t c = n == 1 ? b : b & (0xFF >> (n + 1));
+    for (size_t i = 1; i < n && at_ + i < p_.size(); ++i) c = (c << 6) | (static_cast<uint8_t>(p_[at_ + i]) & 0x3F);
+    at_ = std::min(p_.size(), at_ + n);
+    return c;
+  }
+
+  // After a backslash: a class escape's set, or one character's.
+  Ranges escape(bool in_class) {
+    ++at_;
+    if (!more()) fail("a trailing backslash");
+    const char c = p_[at_++];
+    switch (c) {
+      case 'd': return kDigits;
+      case 'D': return complement(kDigits);
+      case 'w': return kWord;
+      case 'W': return complement(kWord);
+      case 's': return kSpace;
+      case 'S': return complement(kSpace);
+      case 'n': return {{'\n', '\n'}};
+      case 't': return {{'\t', '\t'}};
+      case 'r': return {{'\r', '\r'}};
+      case 'f': return {{'\f', '\f'}};
+      case 'v': return {{'\v', '\v'}};
+      case '0': return {{0, 0}};
+      case 'x':
+      case 'u': {
+        const size_t digits = c == 'x' ? 2 : 4;
+        uint32_t v = 0;
+        for (size_t i = 0; i < digits; ++i) {
+          if (!more() || !std::isxdigit(static_cast<unsigned char>(peek()))) fail("a malformed \\x or \\u escape");
+          const char h = p_[at_++];
+          v = v * 16 + static_cast<uint32_t>(h <= '9' ? h - '0' : (h | 0x20) - 'a' + 10);
+        }
+        return {{v, v}};
+      }
+      case 'b':
+        if (in_class) return {{'\b', '\b'}};
+        fail("a word boundary");
+      case 'B': fail("a word boundary");
+      case 'p':
+      case 'P': fail("a Unicode property escape");
+      case 'c': fail("a control escape");
+      case 'k': fail("a named backreference");
+      default:
+        if (c >= '1' && c <= '9') fail("a backreference");
+        --at_;
+        const uint32_t lit = literal();  // an escaped punctuation mark or letter: itself
+        return {{lit, lit}};
+    }
+  }
+
+  Ranges class_ranges() {
+    ++at_;  // '['
+    const bool negated = more() && peek() == '^';
+    if (negated) ++at_;
+    const auto item = [&] {
+      if (peek() == '\\') return escape(true);
+      const uint32_t c = literal();
+      return Ranges{{c, c}};
+    };
+    const auto single = [](const Ranges& r) { return r.size() == 1 && r[0].first == r[0].second; };
+    Ranges set;
+    bool first = true;  // a ']' first in the class is itself
+    while (more() && (peek() != ']' || first)) {
+      first = false;
+      Ranges from = item();
+      // a-b between two single characters; a '-' first, last or beside a class escape is itself
+      if (single(from) && more() && peek() == '-' && at_ + 1 < p_.size() && p_[at_ + 1] != ']') {
+        ++at_;
+        const Ranges to = item();
+        if (!single(to)) fail("a range to a class escape");
+        if (to[0].first < from[0].first) fail("a range out of order");
+        from[0].second = to[0].first;
+      }
+      set.insert(set.end(), from.begin(), from.end());
+    }
+    if (!more()) fail("an unclosed class");
+    ++at_;  // ']'
+    return negated ? complement(set) : normalized(set);
+  }
+
+  // The rule of one character of `set`, written as JSON writes it.
+  Rule chars(Ranges set) {
+    set = without_surrogates(normalized(set));
+    const auto has = [&](uint32_t c) {
+      return std::any_of(set.begin(), set.end(), [c](const auto& rg) { return rg.first <= c && c <= rg.second; });
+    };
+    // Alternatives by first byte, so that a state inside a class has few stacks: the characters written as one
+    // byte, a backslash and the escapes, and the UTF-8 sequences as a trie of byte ranges.
+    const Rule r = g_.add_rule();
+    ByteGrammar::ByteSet raw, simple;       // one-byte characters; escape letters after a backslash
+    ByteGrammar::ByteSet low[2];            // \u00XX for XX = 0Y and 1Y: the Y digits (either case)
+    for (uint32_t c = 0; c < 0x80; ++c) {
+      if (!has(c)) continue;
+      if (c >= 0x20 && c != '"' && c != '\\') {
+        raw.set(c);
+        continue;
+      }
+      const char letter = c == '"' ? '"' : c == '\\' ? '\\' : c == '\b' ? 'b' : c == '\f' ? 'f' : c == '\n' ? 'n'
+                          : c == '\r' ? 'r' : c == '\t' ? 't' : 0;
+      if (letter) {
+        simple.set(static_cast<unsigned char>(letter));
+      } else {
+        const uint32_t y = c & 15;
+        low[c >> 4].set(y < 10 ? '0' + y : 'a' + y - 10);
+        low[c >> 4].set(y < 10 ? '0' + y : 'A' + y - 10);
+      }
+    }
+    if (raw.any()) g_.add_alternative(r, {g_.bytes(raw)});
+    if (simple.any() || low[0].any() || low[1].any()) {
+      const Rule esc = g_.add_rule();
+      if (simple.any()) g_.add_alternative(esc, {g_.bytes(simple)});
+      for (int x = 0; x < 2; ++x)
+        if (low[x].any()) g_.add_alternative(esc, {g_.byte('u'), g_.byte('0'), g_.byte('0'), g_.byte('0' + x),
+                                                   g_.bytes(low[x])});
+      g_.add_alternative(r, {g_.byte('\\'), ByteGrammar::rule(esc)});
+    }
+    std::vector<std::vector<std::pair<uint8_t, uint8_t>>> pieces;
+    for (const auto& [lo, hi] : set)
+      if (hi >= 0x80) utf8_pieces(std::max<uint32_t>(lo, 0x80), hi, pieces);
+    add_byte_trie(r, pieces, 0);
+    if (!raw.any() && !simple.any() && !low[0].any() && !low[1].any() && pieces.empty())
+      fail("a class no character matches");
+    return r;
+  }
+
+  // Alternatives of `r` for `pieces` (sequences of byte ranges) from position `at` on, those with the same range at
+  // `at` sharing one alternative and a rule for the rest (the splitting gives ranges that are equal or apart).
+  void add_byte_trie(Rule r, const std::vector<std::vector<std::pair<uint8_t, uint8_t>>>& pieces, size_t at) {
+    std::vector<std::pair<uint8_t, uint8_t>> firsts;
+    for (const auto& piece : pieces)
+      if (piece.size() > at && std::find(firsts.begin(), firsts.end(), piece[at]) == firsts.end())
+        firsts.push_back(piece[at]);
+    for (const auto& range : firsts) {
+      ByteGrammar::ByteSet set;
+      for (uint32_t v = range.first; v <= range.second; ++v) set.set(v);
+      std::vector<std::vector<std::pair<uint8_t, uint8_t>>> rest;
+      bool ends = false;
+      for (const auto& piece : pieces) {
+        if (piece.size() <= at || piece[at] != range) continue;
+        if (piece.size() == at + 1) ends = true;
+        else rest.push_back(piece);
+      }
+      if (rest.empty()) {
+        g_.add_alternative(r, {g_.bytes(set)});
+        continue;
+      }
+      const Rule next = g_.add_rule();
+      if (ends) g_.add_alternative(next, {});
+      add_byte_trie(next, rest, at + 1);
+      g_.add_alternative(r, {g_.bytes(set), ByteGrammar::rule(next)});
+    }
+  }
+
+  Rule star(Rule x) {  // x*
+    const Rule r = g_.add_rule();
+    g_.add_alternative(r, {ByteGrammar::rule(x), ByteGrammar::rule(r)});
+    g_.add_alternative(r, {});
+    return r;
+  }
+
+  Rule up_to(Rule x, uint32_t n) {  // at most n of x: c_k = ε | x c_(k-1)
+    Rule r = g_.add_rule();
+    g_.add_alternative(r, {});
+    for (uint32_t k = 0; k < n; ++k) {
+      const Rule next = g_.add_rule();
+      g_.add_alternative(next, {});
+      g_.add_alternative(next, {ByteGrammar::rule(x), ByteGrammar::rule(r)});
+      r = next;
+    }
+    return r;
+  }
+
+  ByteGrammar& g_;
+  std::string_view p_;
+  size_t at_ = 0;
+  bool top_level_bar_ = false;
+};
+
+}  // namespace
+
+ByteGrammar::Rule pattern_rule(ByteGrammar& g, std::string_view pattern) {
+  return PatternCompiler(g, pattern).run();
+}
+
+}  // namespace runtime
