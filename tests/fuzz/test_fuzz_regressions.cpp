@@ -168,4 +168,13 @@ TEST(FuzzRegression, LoneSurrogateEscapeIsRefused) {
   EXPECT_NO_THROW(fuzz::exercise_json_schema(bytes_of(input)));
 }
 
+// Found by fuzz_json_schema: a harness bug. Draft 4's tuple form, "items" as a list of schemas, took the test
+// validator (tests/runtime/schema_validator.h) down (it read the list as one schema); it now reads it as the tuple
+// and additionalItems as the rest, as the grammar does.
+TEST(FuzzRegression, ValidatorReadsDraft4Tuples) {
+  const std::string input = std::string(R"({"items": [{"oncst": 0}], "item:s": {"enum": ["a", null]}, "maxItems":91})") +
+                            '\0' + R"([1, " null])";
+  EXPECT_NO_THROW(fuzz::exercise_json_schema(bytes_of(input)));
+}
+
 }  // namespace

@@ -100,6 +100,7 @@ inline bool valid(const Value& root, const Value& s, const Value& v) {
   if (v.is_array()) {
     const Value* prefix = o.find("prefixItems");
     const Value* items = o.find("items");
+    if (items && items->is_array()) prefix = items, items = o.find("additionalItems");  // draft 4's tuple form
     const auto& xs = v.items();
     for (size_t i = 0; i < xs.size(); ++i) {
       if (prefix && i < prefix->items().size()) {
