@@ -163,8 +163,9 @@ TEST(FuzzRegression, HarmonyHeaderBoundIsTheSameInPieces) {
 // took as a \u escape and the JSON parser refuses. Surrogates now come in pairs in both (runtime/byte_grammar.cpp,
 // runtime/json_prefix.cpp).
 TEST(FuzzRegression, LoneSurrogateEscapeIsRefused) {
-  const std::string input = std::string("{\"]nLength\": 2}") + '\0' +
-                            "\"\x1d\\u{\"]\"#/$defs/\"nLength\": e9\"?0e9\"]nen&\\l\xc3\xa9\"";
+  std::string input = "{\"]nLength\": 2}";
+  input += '\0';
+  input += "\"\x1d\\u{\"]\"#/$defs/\"nLength\": e9\"?0e9\"]nen&\\l\xc3\xa9\"";
   EXPECT_NO_THROW(fuzz::exercise_json_schema(bytes_of(input)));
 }
 
@@ -172,8 +173,9 @@ TEST(FuzzRegression, LoneSurrogateEscapeIsRefused) {
 // validator (tests/runtime/schema_validator.h) down (it read the list as one schema); it now reads it as the tuple
 // and additionalItems as the rest, as the grammar does.
 TEST(FuzzRegression, ValidatorReadsDraft4Tuples) {
-  const std::string input = std::string(R"({"items": [{"oncst": 0}], "item:s": {"enum": ["a", null]}, "maxItems":91})") +
-                            '\0' + R"([1, " null])";
+  std::string input = R"({"items": [{"oncst": 0}], "item:s": {"enum": ["a", null]}, "maxItems":91})";
+  input += '\0';
+  input += R"([1, " null])";
   EXPECT_NO_THROW(fuzz::exercise_json_schema(bytes_of(input)));
 }
 
