@@ -317,9 +317,8 @@ class PatternCompiler {
     };
     const auto single = [](const Ranges& r) { return r.size() == 1 && r[0].first == r[0].second; };
     Ranges set;
-    bool first = true;  // a ']' first in the class is itself
-    while (more() && (peek() != ']' || first)) {
-      first = false;
+    // As in ECMAScript, ']' always closes: [] matches no character and [^] any.
+    while (more() && peek() != ']') {
       Ranges from = item();
       // a-b between two single characters; a '-' first, last or beside a class escape is itself
       if (single(from) && more() && peek() == '-' && at_ + 1 < p_.size() && p_[at_ + 1] != ']') {

@@ -189,4 +189,21 @@ TEST(FuzzRegression, ValidatorLeavesPatternsStdRegexRefuses) {
   EXPECT_NO_THROW(fuzz::exercise_json_schema(bytes_of(input)));
 }
 
+// Found by fuzz_json_schema: the pattern "[]AZ-]..." read its leading ']' as a literal (as POSIX classes do), where
+// ECMAScript reads [] as a class that matches nothing; the grammar took text the validator's std::regex refuses.
+// ']' now always closes a class.
+TEST(FuzzRegression, EmptyClassMatchesNothing) {
+  std::string input;
+  input += "{\"tyep\": \"string\", \"pattern\": \"[]AZ-][a-z-1c18]+( \\\\w+){1,3},\"}";
+  input += '\0';
+  input += "e18]+( \\\\w+){\"string\", \"pattern\": \"[^AZ-][a-z-1c18]+( \\\\w+){1,3},\"}";
+  input += '\0';
+  input += "e1" + std::string(85, '\'') + "8]+( \\\\w+){5,3},\"\"additionalIteos\"}";
+  input += '\0';
+  input += "\"Anna dee-x\"Anna \"string\",lIteos\"}";
+  input += '\0';
+  input += "\"An~a dee-x\"Anna lee-x\"";
+  EXPECT_NO_THROW(fuzz::exercise_json_schema(bytes_of(input)));
+}
+
 }  // namespace

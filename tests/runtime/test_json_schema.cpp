@@ -155,6 +155,7 @@ TEST(JsonSchemaGrammar, KeywordsTakeAndRefuse) {
       {R"({"type": "string", "pattern": "ab"})", {R"("ab")", R"("xaby")", R"("\"ab\n")"}, {R"("a b")", R"("ba")"}},
       {R"({"type": "string", "pattern": "^(red|green)(-[0-9]{1,2})?$"})", {R"("red")", R"("green-7")", R"("red-42")"},
        {R"("blue")", R"("red-")", R"("red-123")", R"("redgreen")"}},
+      {R"({"type": "string", "pattern": "^[^]{2}$"})", {R"("ab")", R"("\n\"")"}, {R"("a")", R"("abc")"}},
       {R"({"type": "string", "pattern": "^[^\"\\\\]*$"})", {R"("")", R"("plain text")"},
        {R"("a\"b")", R"("a\\b")"}},
       {R"({"type": "string", "pattern": "^\\w+@\\w+\\.[a-z]{2,3}$"})", {R"("me@host.org")", R"("a_1@b.io")"},
@@ -270,6 +271,7 @@ TEST(JsonSchemaGrammar, RefusedSchemasSayWhereAndWhy) {
       {R"({"type": "string", "pattern": "a{5000}"})", "/pattern"},
       {R"({"type": "string", "pattern": "(ab"})", "/pattern"},
       {R"({"type": "string", "pattern": "[ab"})", "/pattern"},
+      {R"({"type": "string", "pattern": "[]a]"})", "/pattern"},  // ECMAScript: [] matches nothing
       {R"({"type": "string", "pattern": "^a|b$"})", "/pattern"},
       {R"({"type": "string", "pattern": "a**"})", "/pattern"},
       {R"({"type": "string", "pattern": "*a"})", "/pattern"},
