@@ -90,10 +90,8 @@ class SchemaCompiler {
     });
   }
 
-  // `before`, then one object per call {"<name_key>": NAME, "<arguments_key>": ARGUMENTS}, then `after`.
-  std::shared_ptr<const ByteGrammar> calls(const std::vector<CallSchema>& choices, std::string_view name_key,
-                                           std::string_view arguments_key, std::string_view before,
-                                           std::string_view after) {
+  // Calls as json_call_grammar describes them.
+  std::shared_ptr<const ByteGrammar> calls(const std::vector<CallSchema>& choices, const CallSyntax& syntax) {
     return finish([&] {
       const Rule call = g_->add_rule();
       for (const CallSchema& c : choices) {
@@ -105,21 +103,33 @@ class SchemaCompiler {
           arguments = object_any();  // a call of this function, with arguments held only to being an object
         }
         Seq seq{g_->byte('{'), ws()};
-        g_->append_literal(seq, chat::json_quote(name_key));
+        g_->append_literal(seq, chat::json_quote(syntax.name_key));
         seq.insert(seq.end(), {ws(), g_->byte(':'), ws()});
         g_->append_literal(seq, chat::json_quote(c.name));
         seq.insert(seq.end(), {ws(), g_->byte(','), ws()});
-        g_->append_literal(seq, chat::json_quote(arguments_key));
+        g_->append_literal(seq, chat::json_quote(syntax.arguments_key));
         push_member_tail(seq, arguments);
         seq.push_back(g_->byte('}'));
         g_->add_alternative(call, seq);
       }
-      Seq seq;
-      g_->append_literal(seq, before);
-      seq.push_back(ByteGrammar::rule(call));
-      g_->append_literal(seq, after);
+      Seq one;  // before, a call, after
+      g_->append_literal(one, syntax.before);
+      one.push_back(ByteGrammar::rule(call));
+      g_->append_literal(one, syntax.after);
       const Rule top = g_->add_rule();
-      g_->add_alternative(top, seq);
+      if (!syntax.several) {
+        g_->add_alternative(top, one);
+        return top;
+      }
+      const Rule more = g_->add_rule();  // (between, before, a call, after)*
+      Seq next;
+      g_->append_literal(next, syntax.between);
+      next.insert(next.end(), one.begin(), one.end());
+      next.push_back(ByteGrammar::rule(more));
+      g_->add_alternative(more, next);
+      g_->add_alternative(more, {});
+      one.push_back(ByteGrammar::rule(more));
+      g_->add_alternative(top, one);
       return top;
     });
   }
@@ -641,10 +651,8 @@ std::shared_ptr<const ByteGrammar> json_schema_grammar(const chat::jinja::Value&
   return SchemaCompiler().schema(schema);
 }
 
-std::shared_ptr<const ByteGrammar> json_call_grammar(const std::vector<CallSchema>& choices,
-                                                     std::string_view name_key, std::string_view arguments_key,
-                                                     std::string_view before, std::string_view after) {
-  return SchemaCompiler().calls(choices, name_key, arguments_key, before, after);
+std::shared_ptr<const ByteGrammar> json_call_grammar(const std::vector<CallSchema>& choices, const CallSyntax& syntax) {
+  return SchemaCompiler().calls(choices, syntax);
 }
 
 }  // namespace runtime

@@ -51,17 +51,21 @@ inline constexpr size_t kMaxSchemaSymbols = size_t{1} << 20;
 
 std::shared_ptr<const ByteGrammar> json_schema_grammar(const chat::jinja::Value& schema);
 
-// A function call as a model writes one: `before`, an object {"<name_key>": "NAME", "<arguments_key>": {...}} for
+// Function calls as a model writes them: `before`, an object {"<name_key>": "NAME", "<arguments_key>": {...}} for
 // one of `choices` (its arguments held to its parameters' schema, a document of its own for $refs), then `after`;
-// whitespace as above. A choice whose schema cannot be held gets arguments held only to being an object, unless it
-// is strict (OpenAI's function.strict): then the JsonSchemaError stands. A forced tool call (server/tool_choice.h).
+// with `several`, more such calls follow, each after `between`. Whitespace as above. A choice whose schema cannot be
+// held gets arguments held only to being an object, unless it is strict (OpenAI's function.strict): then the
+// JsonSchemaError stands. Forced tool calls (server/tool_choice.h).
 struct CallSchema {
   std::string name;
   const chat::jinja::Value* parameters = nullptr;  // null: any object
   bool strict = false;
 };
-std::shared_ptr<const ByteGrammar> json_call_grammar(const std::vector<CallSchema>& choices,
-                                                     std::string_view name_key, std::string_view arguments_key,
-                                                     std::string_view before, std::string_view after);
+struct CallSyntax {
+  std::string_view name_key = "name", arguments_key = "arguments";
+  std::string_view before, after, between;
+  bool several = false;
+};
+std::shared_ptr<const ByteGrammar> json_call_grammar(const std::vector<CallSchema>& choices, const CallSyntax& syntax);
 
 }  // namespace runtime

@@ -165,6 +165,7 @@ void parse_messages(const Value& obj, CompletionRequest& r) {
   } catch (const chat::InputError& e) {
     throw invalid_field(e.where(), e.where() + ": " + e.message());
   }
+  r.parallel_tool_calls = get_bool(obj, "parallel_tool_calls", true);
   parse_template_variables(obj, r);
   if (const Value* choice = field(obj, "tool_choice")) {
     const bool known = choice->is_string() && (choice->as_string() == "none" || choice->as_string() == "auto" ||

@@ -1,6 +1,6 @@
 // Request bodies of the OpenAI-compatible routes, parsed and validated into typed values before anything runs. Every
 // problem is an ApiError (400) naming the field, so a bad request is answered at once and touches no engine state.
-// Fields the server does not use (user, parallel_tool_calls, ...) are accepted and ignored;
+// Fields the server does not use (user, ...) are accepted and ignored;
 // docs/server.md lists every field and what it does.
 #pragma once
 #include <cstdint>
@@ -30,6 +30,7 @@ struct CompletionRequest {
   bool tool_choice_none = false;
   bool tool_choice_required = false;
   std::string tool_choice_name;
+  bool parallel_tool_calls = true;  // a forced reply may hold several calls (OpenAI's default)
   // Further variables for the chat template: chat_template_kwargs' entries (Qwen 3's enable_thinking, ...), and
   // reasoning_effort ("low" / "medium" / "high", which gpt-oss's template reads) when given.
   std::vector<std::pair<std::string, chat::jinja::Value>> template_variables;

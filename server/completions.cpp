@@ -344,7 +344,7 @@ void handle_completion(RouteContext& ctx, const httplib::Request& req, httplib::
   std::shared_ptr<const runtime::ByteGrammar> forced_call;
   if (tool_mode && (r.tool_choice_required || !r.tool_choice_name.empty())) {
     try {
-      forced_call = forced_call_grammar(ctx.tool_format, r.tools, r.tool_choice_name);
+      forced_call = forced_call_grammar(ctx.tool_format, r.tools, r.tool_choice_name, r.parallel_tool_calls);
     } catch (const runtime::JsonSchemaError& e) {
       throw invalid_field("tools", e.what(), "unsupported_schema");
     }

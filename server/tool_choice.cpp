@@ -8,7 +8,7 @@
 namespace server {
 
 std::shared_ptr<const runtime::ByteGrammar> forced_call_grammar(ToolCallFormat format, const chat::jinja::Value& tools,
-                                                                const std::string& only) {
+                                                                const std::string& only, bool several) {
   if (format != ToolCallFormat::Hermes && format != ToolCallFormat::Llama3) return nullptr;
   std::vector<runtime::CallSchema> choices;
   for (const chat::jinja::Value& tool : tools.items()) {
@@ -21,9 +21,14 @@ std::shared_ptr<const runtime::ByteGrammar> forced_call_grammar(ToolCallFormat f
     choices.push_back({name->as_string(), f.find("parameters"), strict && strict->is_bool() && strict->as_bool()});
   }
   if (choices.empty()) return nullptr;
-  if (format == ToolCallFormat::Hermes)
-    return runtime::json_call_grammar(choices, "name", "arguments", "<tool_call>\n", "\n</tool_call>");
-  return runtime::json_call_grammar(choices, "name", "parameters", "", "");
+  runtime::CallSyntax syntax;
+  syntax.several = several;
+  if (format == ToolCallFormat::Hermes) {
+    syntax.before = "<tool_call>\n", syntax.after = "\n</tool_call>", syntax.between = "\n";
+  } else {
+    syntax.arguments_key = "parameters", syntax.between = "; ";
+  }
+  return runtime::json_call_grammar(choices, syntax);
 }
 
 }  // namespace server

@@ -14,9 +14,10 @@
 
 namespace server {
 
-// The grammar of one forced call of `only` (empty: any of `tools`); null where the format cannot be forced.
-// Throws runtime::JsonSchemaError for a strict function whose parameters' schema cannot be held.
+// The grammar of a forced call of `only` (empty: any of `tools`), or with `several` of one or more calls, as the
+// format writes several (Hermes: blocks a newline apart; Llama 3: objects joined by "; "); null where the format
+// cannot be forced. Throws runtime::JsonSchemaError for a strict function whose parameters' schema cannot be held.
 std::shared_ptr<const runtime::ByteGrammar> forced_call_grammar(ToolCallFormat format, const chat::jinja::Value& tools,
-                                                                const std::string& only);
+                                                                const std::string& only, bool several = false);
 
 }  // namespace server

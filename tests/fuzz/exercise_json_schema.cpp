@@ -60,7 +60,9 @@ void exercise_json_schema(Bytes input) {
   // read after the call's opening, and a whole call's arguments are valid.
   std::shared_ptr<const runtime::ByteGrammar> call;
   try {
-    call = runtime::json_call_grammar({{"f", &schema, false}}, "name", "arguments", "<tool_call>\n", "\n</tool_call>");
+    runtime::CallSyntax syntax;
+    syntax.before = "<tool_call>\n", syntax.after = "\n</tool_call>", syntax.between = "\n", syntax.several = true;
+    call = runtime::json_call_grammar({{"f", &schema, false}}, syntax);
   } catch (const runtime::JsonSchemaError& e) {
     note(std::string("call refused: ") + e.what());
     return;

@@ -518,7 +518,7 @@ TEST_F(ServerTest, ToolChoiceForcesACall) {
       {"type": "function", "function": {"name": "get_time", "parameters": {"type": "object",
        "properties": {"zone": {"enum": ["UTC", "CET"]}}, "required": ["zone"]}}}])";
   for (const std::string choice : {R"("required")", R"({"type": "function", "function": {"name": "get_time"}})"}) {
-    const std::string request = body + R"(, "tool_choice": )" + choice;
+    const std::string request = body + R"(, "parallel_tool_calls": false, "tool_choice": )" + choice;
     const auto whole = post("/v1/chat/completions", request + "}");
     ASSERT_EQ(whole.status, 200) << whole.body;
     const Value b = json(whole.body);
@@ -548,6 +548,7 @@ TEST_F(ServerTest, ToolChoiceForcesACall) {
   };
   EXPECT_EQ(param_of_post(R"(, "tool_choice": {"type": "function", "function": {"name": "nope"}})"), "tool_choice");
   EXPECT_EQ(param_of_post(R"(, "tool_choice": {"type": "function"})"), "tool_choice");
+  EXPECT_EQ(param_of_post(R"(, "tool_choice": "required", "parallel_tool_calls": "yes")"), "parallel_tool_calls");
   EXPECT_EQ(param_of_post(R"(, "tool_choice": "required", "response_format": {"type": "json_object"})"),
             "response_format");
   const auto no_tools = post("/v1/chat/completions",

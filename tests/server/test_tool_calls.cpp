@@ -241,12 +241,25 @@ TEST(ForcedToolCall, GrammarOfEachFormat) {
   const auto named = server::forced_call_grammar(ToolCallFormat::Hermes, tools, "search");
   ASSERT_TRUE(named);
   EXPECT_FALSE(grammar_takes(*named, call));
+  // Several calls (parallel_tool_calls), as the family writes them: read back as two calls.
+  const std::string two = call + "\n<tool_call>\n{\"name\": \"search\", \"arguments\": {}}\n</tool_call>";
+  EXPECT_FALSE(grammar_takes(*hermes, two));
+  const auto several = server::forced_call_grammar(ToolCallFormat::Hermes, tools, "", true);
+  ASSERT_TRUE(several);
+  EXPECT_TRUE(grammar_takes(*several, call));
+  EXPECT_TRUE(grammar_takes(*several, two));
+  EXPECT_EQ(server::parse_tool_calls(ToolCallFormat::Hermes, two).tool_calls.size(), 2u);
 
   const auto llama = server::forced_call_grammar(ToolCallFormat::Llama3, tools, "get_weather");
   ASSERT_TRUE(llama);
   const std::string llama_call = R"({"name": "get_weather", "parameters": {"city": "Oslo", "days": 1}})";
   EXPECT_TRUE(grammar_takes(*llama, llama_call));
   EXPECT_EQ(server::parse_tool_calls(ToolCallFormat::Llama3, llama_call).tool_calls.size(), 1u);
+  const std::string llama_two = llama_call + "; " + llama_call;
+  EXPECT_FALSE(grammar_takes(*llama, llama_two));
+  const auto llama_several = server::forced_call_grammar(ToolCallFormat::Llama3, tools, "get_weather", true);
+  EXPECT_TRUE(grammar_takes(*llama_several, llama_two));
+  EXPECT_EQ(server::parse_tool_calls(ToolCallFormat::Llama3, llama_two).tool_calls.size(), 2u);
   EXPECT_FALSE(server::forced_call_grammar(ToolCallFormat::Mistral, tools, ""));
   EXPECT_FALSE(server::forced_call_grammar(ToolCallFormat::Granite, tools, ""));
 
