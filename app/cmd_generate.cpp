@@ -8,6 +8,7 @@
 #include "app/sampling_flags.h"
 #include "app/session_flags.h"
 #include "chat/json.h"
+#include "runtime/gbnf_grammar.h"
 #include "runtime/generate.h"
 #include "runtime/json_constraint.h"
 #include "runtime/json_schema_grammar.h"
@@ -24,11 +25,21 @@ struct GenerateFlags {
   bool json = false;             // --json: the continuation is one JSON object
   std::string json_schema;       // --json-schema TEXT
   std::string json_schema_file;  // --json-schema-file FILE
+  std::string grammar;           // --grammar TEXT (GBNF)
+  std::string grammar_file;      // --grammar-file FILE
 };
 
-// --json-schema(-file)'s grammar, read before the model loads; null without them. UsageError for text that is not
-// JSON or a schema the grammar cannot hold.
-std::shared_ptr<const runtime::ByteGrammar> json_schema_flag(const GenerateFlags& f) {
+// The grammar of --json-schema(-file) or --grammar(-file), read before the model loads; null without them.
+// UsageError for text that is not JSON, a schema the grammar cannot hold, or a GBNF grammar with an error.
+std::shared_ptr<const runtime::ByteGrammar> grammar_flag(const GenerateFlags& f) {
+  if (!f.grammar.empty() || !f.grammar_file.empty()) {
+    const std::string text = f.grammar_file.empty() ? f.grammar : read_input_file(f.grammar_file, "grammar");
+    try {
+      return runtime::gbnf_grammar(text);
+    } catch (const runtime::GbnfError& e) {
+      throw UsageError(e.what());
+    }
+  }
   std::string text = f.json_schema;
   if (!f.json_schema_file.empty()) text = read_input_file(f.json_schema_file, "JSON schema");
   if (f.json_schema.empty() && f.json_schema_file.empty()) return nullptr;
@@ -41,12 +52,14 @@ std::shared_ptr<const runtime::ByteGrammar> json_schema_flag(const GenerateFlags
   }
 }
 
-// The constraint that holds the continuation to JSON (runtime/json_constraint.h); null without --json or a schema.
-std::shared_ptr<runtime::TokenConstraint> json_constraint(bool json, std::shared_ptr<const runtime::ByteGrammar> schema,
-                                                          const tokenizer::Tokenizer& tok) {
-  if (!json && !schema) return nullptr;
+// The constraint that holds the continuation to JSON or a grammar (runtime/json_constraint.h); null without --json,
+// a schema or a grammar.
+std::shared_ptr<runtime::TokenConstraint> output_constraint(bool json,
+                                                            std::shared_ptr<const runtime::ByteGrammar> grammar,
+                                                            const tokenizer::Tokenizer& tok) {
+  if (!json && !grammar) return nullptr;
   auto vocab = std::make_shared<const runtime::JsonVocabulary>(tok);
-  if (schema) return runtime::make_json_schema_constraint(std::move(vocab), std::move(schema));
+  if (grammar) return runtime::make_grammar_constraint(std::move(vocab), std::move(grammar));
   return std::make_shared<runtime::JsonConstraint>(std::move(vocab));
 }
 
@@ -69,11 +82,11 @@ int run_generate(GenerateFlags f) {
   runtime::GenerateOptions& gen = f.sampling.gen;
   gen.echo_prompt = !f.no_display_prompt;
   gen.warmup = f.run.warmup;
-  std::shared_ptr<const runtime::ByteGrammar> schema = json_schema_flag(f);
+  std::shared_ptr<const runtime::ByteGrammar> grammar = grammar_flag(f);
 
   Loaded l = load_for_run(f.run);
   check_logit_bias(f.sampling, l.session->n_vocab());
-  const std::shared_ptr<runtime::TokenConstraint> constraint = json_constraint(f.json, std::move(schema), l.tok);
+  const std::shared_ptr<runtime::TokenConstraint> constraint = output_constraint(f.json, std::move(grammar), l.tok);
   gen.constraint = constraint.get();
   const std::vector<int32_t> prompt = runtime::tokenize_prompt(l.tok, f.prompt);
   if (f.run.session.verbose)
@@ -104,9 +117,18 @@ void register_generate(CLI::App& root, Action& chosen) {
   auto* schema = root.add_option("--json-schema", f->json_schema,
                                  "Hold the continuation to this JSON schema (docs/server.md lists what it may say)")
                      ->excludes(json);
-  root.add_option("--json-schema-file", f->json_schema_file, "Read the JSON schema from this file")
+  auto* schema_file = root.add_option("--json-schema-file", f->json_schema_file, "Read the JSON schema from this file")
+                          ->excludes(json)
+                          ->excludes(schema);
+  auto* grammar = root.add_option("--grammar", f->grammar, "Hold the continuation to this GBNF grammar (llama.cpp's)")
+                      ->excludes(json)
+                      ->excludes(schema)
+                      ->excludes(schema_file);
+  root.add_option("--grammar-file", f->grammar_file, "Read the GBNF grammar from this file")
       ->excludes(json)
-      ->excludes(schema);
+      ->excludes(schema)
+      ->excludes(schema_file)
+      ->excludes(grammar);
   add_warmup_flag(root, f->run, "the prompt and two decode steps, evaluated once and discarded");
   // The root callback runs after any subcommand's; it claims the run only when no subcommand did and the command
   // line was not empty (a bare `llm-run` prints the help).

@@ -82,6 +82,55 @@ bool ByteGrammar::admits_text() const {
   return root_ < productive.size() && productive[root_];
 }
 
+std::optional<ByteGrammar::Rule> ByteGrammar::left_recursive() const {
+  // Rules that can match the empty text, to a fixed point.
+  std::vector<bool> nullable(alternatives_.size(), false);
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (size_t r = 0; r < alternatives_.size(); ++r) {
+      if (nullable[r]) continue;
+      for (const uint32_t start : alternatives_[r]) {
+        bool all = true;
+        for (uint32_t at = start; all && program_[at].kind != Entry::Kind::End; ++at)
+          all = program_[at].kind == Entry::Kind::Rule && nullable[program_[at].index];
+        if (all) {
+          nullable[r] = changed = true;
+          break;
+        }
+      }
+    }
+  }
+  // Each rule's rules at its left edge (through nullable ones), then a cycle among them by depth-first search.
+  std::vector<std::vector<Rule>> left(alternatives_.size());
+  for (size_t r = 0; r < alternatives_.size(); ++r)
+    for (const uint32_t start : alternatives_[r])
+      for (uint32_t at = start; program_[at].kind == Entry::Kind::Rule; ++at) {
+        left[r].push_back(program_[at].index);
+        if (!nullable[program_[at].index]) break;
+      }
+  std::vector<uint8_t> mark(alternatives_.size(), 0);  // 0 unseen, 1 on the path, 2 done
+  for (size_t first = 0; first < alternatives_.size(); ++first) {
+    if (mark[first]) continue;
+    std::vector<std::pair<Rule, size_t>> path{{static_cast<Rule>(first), 0}};
+    mark[first] = 1;
+    while (!path.empty()) {
+      auto& [r, next] = path.back();
+      if (next == left[r].size()) {
+        mark[r] = 2;
+        path.pop_back();
+        continue;
+      }
+      const Rule to = left[r][next++];
+      if (mark[to] == 1) return to;
+      if (mark[to] == 0) {
+        mark[to] = 1;
+        path.emplace_back(to, 0);
+      }
+    }
+  }
+  return std::nullopt;
+}
+
 namespace {
 
 const ByteGrammar::ByteSet& plain_bytes() {

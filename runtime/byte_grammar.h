@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string_view>
 #include <vector>
 
@@ -46,6 +47,9 @@ class ByteGrammar {
   // The root derives at least one finite text: false for a grammar whose every way goes round a rule forever
   // (a schema that is only a reference to itself, or a required property of its own type all the way down).
   bool admits_text() const;
+  // A rule that can reach itself before taking any byte (left recursion, which the recognizer does not read), or
+  // nullopt when there is none.
+  std::optional<Rule> left_recursive() const;
   size_t n_rules() const { return alternatives_.size(); }
   size_t n_symbols() const { return program_.size(); }
 

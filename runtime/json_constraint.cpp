@@ -137,10 +137,10 @@ void VocabularyConstraint<State>::mask(std::span<float> logits) const {
     if (!allowed_[i]) logits[i] = -std::numeric_limits<float>::infinity();
 }
 
-std::shared_ptr<JsonSchemaConstraint> make_json_schema_constraint(std::shared_ptr<const JsonVocabulary> vocab,
+std::shared_ptr<GrammarConstraint> make_grammar_constraint(std::shared_ptr<const JsonVocabulary> vocab,
                                                                   std::shared_ptr<const ByteGrammar> grammar) {
   GrammarState start(*grammar);
-  return std::make_shared<JsonSchemaConstraint>(std::move(vocab), std::move(start), std::move(grammar));
+  return std::make_shared<GrammarConstraint>(std::move(vocab), std::move(start), std::move(grammar));
 }
 
 template void JsonVocabulary::allowed(const JsonPrefix&, std::vector<uint8_t>&) const;

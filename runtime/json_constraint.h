@@ -82,9 +82,10 @@ extern template class VocabularyConstraint<GrammarState>;
 
 // JSON mode: any object.
 using JsonConstraint = VocabularyConstraint<JsonPrefix>;
-// A JSON schema (json_schema_grammar.h): the texts its grammar accepts.
-using JsonSchemaConstraint = VocabularyConstraint<GrammarState>;
-std::shared_ptr<JsonSchemaConstraint> make_json_schema_constraint(std::shared_ptr<const JsonVocabulary> vocab,
+// A grammar's texts: a JSON schema's (json_schema_grammar.h), a forced tool call's, or a GBNF grammar's
+// (gbnf_grammar.h).
+using GrammarConstraint = VocabularyConstraint<GrammarState>;
+std::shared_ptr<GrammarConstraint> make_grammar_constraint(std::shared_ptr<const JsonVocabulary> vocab,
                                                                   std::shared_ptr<const ByteGrammar> grammar);
 
 }  // namespace runtime

@@ -6,6 +6,7 @@
 
 #include "chat/json.h"
 #include "chat/messages_json.h"
+#include "runtime/gbnf_grammar.h"
 #include "runtime/json_schema_grammar.h"
 #include "runtime/logprobs.h"
 #include "server/api_error.h"
@@ -280,13 +281,29 @@ static void parse_response_format(const Value& obj, CompletionRequest& r) {
   }
   if (!schema) {
     r.json_object = t == "json_object";
-    if (t == "json_schema") r.json_schema = runtime::json_schema_grammar(Value(true));
+    if (t == "json_schema") r.grammar = runtime::json_schema_grammar(Value(true));
     return;
   }
   try {
-    r.json_schema = runtime::json_schema_grammar(*schema);
+    r.grammar = runtime::json_schema_grammar(*schema);
   } catch (const runtime::JsonSchemaError& e) {
     throw invalid_field(param, e.what(), "unsupported_schema");
+  }
+}
+
+// llama.cpp's `grammar`: a GBNF grammar the output keeps to (runtime/gbnf_grammar.h); not beside a response_format
+// that holds the output too.
+static void parse_grammar(const Value& obj, CompletionRequest& r) {
+  const Value* g = field(obj, "grammar");
+  if (!g) return;
+  if (!g->is_string()) throw invalid_field("grammar", "grammar must be a string of GBNF rules (root ::= ...)");
+  if (r.grammar || r.json_object)
+    throw invalid_field("grammar", "grammar and a response_format that holds the output are not supported together",
+                        "unsupported_parameter");
+  try {
+    r.grammar = runtime::gbnf_grammar(g->as_string());
+  } catch (const runtime::GbnfError& e) {
+    throw invalid_field("grammar", e.what(), "invalid_grammar");
   }
 }
 
@@ -325,6 +342,7 @@ CompletionRequest parse_completion_request(std::string_view body, Route route) {
   if (r.seed_given) s.seed = static_cast<uint64_t>(seed);
 
   parse_response_format(obj, r);
+  parse_grammar(obj, r);
   r.stop = get_stop(obj);
   r.ignore_eos = get_bool(obj, "ignore_eos", false);
   r.stream = get_bool(obj, "stream", false);

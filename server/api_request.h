@@ -55,9 +55,10 @@ struct CompletionRequest {
   // logprobs (0..5); -1: none.
   int32_t top_logprobs = -1;
   // response_format {"type": "json_object"}: the output is held to one JSON object (runtime/json_constraint.h);
-  // {"type": "json_schema"} (or json_object with a "schema"): to what the schema's grammar accepts.
+  // {"type": "json_schema"} (or json_object with a "schema"): to what the schema's grammar accepts; or llama.cpp's
+  // `grammar` field (GBNF, runtime/gbnf_grammar.h): to that grammar. At most one of them.
   bool json_object = false;
-  std::shared_ptr<const runtime::ByteGrammar> json_schema;
+  std::shared_ptr<const runtime::ByteGrammar> grammar;
 };
 
 // Choices one request may ask for in all (prompts x n): each is a sequence of the engine, beside other clients'.

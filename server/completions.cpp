@@ -348,9 +348,10 @@ void handle_completion(RouteContext& ctx, const httplib::Request& req, httplib::
     } catch (const runtime::JsonSchemaError& e) {
       throw invalid_field("tools", e.what(), "unsupported_schema");
     }
-    if (forced_call && (r.json_object || r.json_schema))
-      throw invalid_field("response_format", "a reply cannot be held both to a forced tool call and to a "
-                                             "response_format", "unsupported_parameter");
+    if (forced_call && (r.json_object || r.grammar))
+      throw invalid_field("tool_choice",
+                          "a reply cannot be held both to a forced tool call and to a response_format or grammar",
+                          "unsupported_parameter");
   }
 
   // Every prompt's ids first (a bad one refuses the request before anything runs), then n engine requests each:
@@ -379,9 +380,9 @@ void handle_completion(RouteContext& ctx, const httplib::Request& req, httplib::
       er.top_logprobs = r.top_logprobs;
       if (r.top_logprobs >= 0) c->logprobs = std::make_shared<LogprobsReply>(ctx.engine.tokenizer(), er.prompt, route);
       if (forced_call) {
-        er.constraint = runtime::make_json_schema_constraint(ctx.json_vocabulary(), forced_call);
-      } else if (r.json_schema) {
-        er.constraint = runtime::make_json_schema_constraint(ctx.json_vocabulary(), r.json_schema);
+        er.constraint = runtime::make_grammar_constraint(ctx.json_vocabulary(), forced_call);
+      } else if (r.grammar) {
+        er.constraint = runtime::make_grammar_constraint(ctx.json_vocabulary(), r.grammar);
       } else if (r.json_object) {
         er.constraint = std::make_shared<runtime::JsonConstraint>(ctx.json_vocabulary());
       }

@@ -249,7 +249,7 @@ TEST_F(Cli, LogitBiasBansAToken) {
 
 // --json-schema holds the continuation to a schema: with every value enumerated or bounded, stories260K must write
 // exactly such an object and end there. The schema may come from a file; bad schemas and --json beside a schema are
-// usage errors before the model loads.
+// usage errors before the model loads. --grammar does the same for a GBNF grammar.
 TEST_F(Cli, JsonSchemaHoldsTheContinuation) {
   REQUIRE_STORIES();
   const std::string schema =
@@ -280,6 +280,18 @@ TEST_F(Cli, JsonSchemaHoldsTheContinuation) {
   EXPECT_EQ(not_json.code, 2);
   EXPECT_NE(not_json.err.find("the JSON schema is not JSON"), std::string::npos) << not_json.err;
   EXPECT_EQ(run(base + " --json --json-schema '{}'").code, 2);
+  // --grammar (llama.cpp's GBNF), from the command line or a file.
+  const std::string gbnf = R"(root ::= " there was a " ("dog" | "cat") ".")";
+  const Result g = run(base + " --grammar " + quote(gbnf));
+  ASSERT_EQ(g.code, 0) << g.err;
+  EXPECT_TRUE(g.out == " there was a dog.\n" || g.out == " there was a cat.\n") << g.out;
+  const fs::path gfile = dir_ / "g.gbnf";
+  std::ofstream(gfile) << gbnf;
+  EXPECT_EQ(run(base + " --grammar-file " + quote(gfile.string())).out, g.out);
+  const Result bad = run(base + " --grammar 'root ::= x'");
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_NE(bad.err.find("rule 'x' is used but not defined"), std::string::npos) << bad.err;
+  EXPECT_EQ(run(base + " --grammar 'root ::= \"a\"' --json").code, 2);
   EXPECT_EQ(run(base + " --json-schema-file " + quote((dir_ / "missing.json").string())).code, 2);
 }
 

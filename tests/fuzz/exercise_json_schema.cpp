@@ -1,5 +1,6 @@
 // The JSON-schema fuzz target's body: the input is a schema's text, a NUL byte, and text for the schema's grammar to
-// read byte by byte (runtime/json_schema_grammar.h, runtime/byte_grammar.h). JsonError and JsonSchemaError are the
+// read byte by byte (runtime/json_schema_grammar.h, runtime/byte_grammar.h); a first part that is not JSON is read
+// as a GBNF grammar instead (runtime/gbnf_grammar.h). JsonError and JsonSchemaError are the
 // only failures allowed. While reading: a refused byte leaves the state as it was, and a state that says it is inside
 // string text takes the plain bytes it promises; at the end, text the grammar calls whole is JSON the schema's
 // validator accepts (where the text is ASCII, so that the JSON parser's UTF-8 check is not what decides).
@@ -11,9 +12,31 @@
 #include "exercise.h"
 #include "invariant.h"
 #include "runtime/byte_grammar.h"
+#include "runtime/gbnf_grammar.h"
 #include "runtime/json_schema_grammar.h"
 
 namespace fuzz {
+namespace {
+
+// Text that is not JSON is read as a GBNF grammar (runtime/gbnf_grammar.h): only GbnfError may come out, and a
+// refused byte leaves the state as it was.
+void exercise_gbnf(std::string_view grammar_text, std::string_view text) {
+  std::shared_ptr<const runtime::ByteGrammar> g;
+  try {
+    g = runtime::gbnf_grammar(grammar_text);
+  } catch (const runtime::GbnfError& e) {
+    note(std::string("not a grammar: ") + e.what());
+    return;
+  }
+  runtime::GrammarState state(*g);
+  for (const char ch : text) {
+    const runtime::GrammarState before = state;
+    if (!state.feed(static_cast<unsigned char>(ch)) && !(state == before)) broken("a refused byte changed the state");
+  }
+  note(state.complete() ? "grammar: whole text" : "grammar: read");
+}
+
+}  // namespace
 
 void exercise_json_schema(Bytes input) {
   const std::string_view all(reinterpret_cast<const char*>(input.data()), input.size());
@@ -27,6 +50,7 @@ void exercise_json_schema(Bytes input) {
     grammar = runtime::json_schema_grammar(schema);
   } catch (const chat::JsonError& e) {
     note(std::string("not JSON: ") + e.what());
+    exercise_gbnf(schema_text, text);
     return;
   } catch (const runtime::JsonSchemaError& e) {
     note(std::string("refused: ") + e.what());

@@ -586,6 +586,8 @@ std::vector<Seed> json_schema_seeds() {
       {"pattern", R"({"type": "string", "pattern": "^[A-Z][a-z]+( \\w+){0,3}$"})" + std::string(1, '\0') +
                       R"("Anna lee-x")"},
       {"refused", R"({"type": "string", "not": {"const": "a"}})"},
+      {"gbnf", "root ::= item (\",\" item)*\nitem ::= [a-z]+ | \"(\" root \")\" # nested\n" + std::string(1, '\0') +
+                   "ab,(c,d),e"},
   };
   std::vector<Seed> out;
   for (const auto& [name, input] : inputs) out.push_back(text_seed(name, input));

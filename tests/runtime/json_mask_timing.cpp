@@ -87,14 +87,14 @@ int main(int argc, char** argv) {
     const auto t2 = Clock::now();
     const auto grammar = runtime::json_schema_grammar(chat::parse_json(kSchema));
     const double compile_ms = ms_since(t2);
-    const auto schema = runtime::make_json_schema_constraint(vocab, grammar);
+    const auto schema = runtime::make_grammar_constraint(vocab, grammar);
     row(name.c_str(), "json_schema", compile_ms, *schema, ids, tok.n_vocab());
     // Patterns: a broad negated class ([^@\s]+) and an unanchored pattern are the costly cases.
     const std::vector<int32_t> contact_ids = tok.encode(kContact, false, false);
     const auto t3 = Clock::now();
     const auto contact = runtime::json_schema_grammar(chat::parse_json(kContactSchema));
     const double contact_ms = ms_since(t3);
-    const auto held = runtime::make_json_schema_constraint(vocab, contact);
+    const auto held = runtime::make_grammar_constraint(vocab, contact);
     row(name.c_str(), "json_schema, patterns", contact_ms, *held, contact_ids, tok.n_vocab());
   }
   std::printf("(json_schema's build column is the schema's compile; the vocabulary's tries are shared)\n");

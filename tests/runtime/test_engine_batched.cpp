@@ -150,13 +150,13 @@ TEST_F(BatchedEngineTest, StructuredRequestsDrawnTogetherGetTheirTextAlone) {
   for (size_t i = 0; i < 6; ++i) {
     runtime::EngineRequest r = request(kPrompts[i], 120, 0.9f, 70 + i);
     r.ignore_eos = false;
-    r.constraint = runtime::make_json_schema_constraint(vocab, grammar);
+    r.constraint = runtime::make_grammar_constraint(vocab, grammar);
     rs.push_back(std::move(r));
   }
   const auto cs = run_all(*engine, rs);
   int whole = 0;
   for (size_t i = 0; i < rs.size(); ++i) {
-    const auto fresh = runtime::make_json_schema_constraint(vocab, grammar);
+    const auto fresh = runtime::make_grammar_constraint(vocab, grammar);
     EXPECT_EQ(cs[i]->text, alone(rs[i], fresh.get())) << kPrompts[i];
     whole += cs[i]->final_event.finish == FinishReason::Stop;
   }

@@ -314,7 +314,7 @@ TEST_F(JsonSchemaMaskTest, MasksSpellATargetAndAreExact) {
   const std::string target =
       R"({"story": "Once upon a time, \"Lily\" ran.", "mood": "happy", "n": 42, "words": ["sun", "tree"],)"
       R"( "moral": "Be kind, \u00e9ven to \"cats\"."})";
-  const auto c = runtime::make_json_schema_constraint(vocab_, grammar);
+  const auto c = runtime::make_grammar_constraint(vocab_, grammar);
   std::string spelled;
   int plain = 0;
   while (spelled.size() < target.size()) {
@@ -358,7 +358,7 @@ TEST(JsonSchemaMasks, ExactOnLlama3Vocabulary) {
       "items": {"type": "string"}}, "note": {"type": "string"}}, "required": ["title", "year"]})");
   const std::vector<int32_t> ids = tok.encode(reply, false, false);
   ASSERT_GT(ids.size(), 20u);
-  const auto schema = runtime::make_json_schema_constraint(vocab, grammar);
+  const auto schema = runtime::make_grammar_constraint(vocab, grammar);
   runtime::JsonConstraint object(vocab);
   std::vector<uint8_t> allowed;
   for (const int32_t id : ids) {

@@ -372,7 +372,7 @@ TEST(PagedGpuEngine, StructuredRequestsBesidePlainRequests) {
     r.sampling.seed = 7 + uint64_t(i);
     r.max_tokens = 120;
     if (i < 3) r.constraint = std::make_shared<runtime::JsonConstraint>(vocab);  // 4 and 5 stay plain
-    if (i == 3) r.constraint = runtime::make_json_schema_constraint(vocab, schema);
+    if (i == 3) r.constraint = runtime::make_grammar_constraint(vocab, schema);
     if (i == 0) r.sampling.logit_bias = lean;
     EXPECT_EQ(engine
                   .submit(std::move(r),

@@ -162,19 +162,19 @@ TEST(RequestParse, ResponseFormat) {
     return server::parse_completion_request(chat + R"("response_format": )" + rf + "}", Route::Chat);
   };
   EXPECT_FALSE(parse(R"({"type": "text"})").json_object);
-  EXPECT_FALSE(parse(R"({"type": "text"})").json_schema);
+  EXPECT_FALSE(parse(R"({"type": "text"})").grammar);
   EXPECT_TRUE(parse(R"({"type": "json_object"})").json_object);
-  EXPECT_FALSE(parse(R"({"type": "json_object"})").json_schema);
+  EXPECT_FALSE(parse(R"({"type": "json_object"})").grammar);
   EXPECT_TRUE(server::parse_completion_request(R"({"prompt": "x", "response_format": {"type": "json_object"}})",
                                                Route::Completion)
                   .json_object);
   EXPECT_FALSE(parse("null").json_object);
   const auto schema = parse(R"({"type": "json_schema", "json_schema": {"name": "a", "strict": true,
       "schema": {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}}})");
-  ASSERT_TRUE(schema.json_schema);
+  ASSERT_TRUE(schema.grammar);
   EXPECT_FALSE(schema.json_object);
-  EXPECT_TRUE(parse(R"({"type": "json_schema", "json_schema": {"name": "any"}})").json_schema);  // any value
-  EXPECT_TRUE(parse(R"({"type": "json_object", "schema": {"type": "array"}})").json_schema);
+  EXPECT_TRUE(parse(R"({"type": "json_schema", "json_schema": {"name": "any"}})").grammar);  // any value
+  EXPECT_TRUE(parse(R"({"type": "json_object", "schema": {"type": "array"}})").grammar);
   try {
     parse(R"x({"type": "json_schema", "json_schema": {"name": "a", "schema": {"type": "string", "pattern": "(?=a)"}}})x");
     ADD_FAILURE() << "a schema with a lookahead was accepted";
@@ -189,6 +189,13 @@ TEST(RequestParse, ResponseFormat) {
   EXPECT_EQ(param_of(chat + R"("response_format": {"type": "json_object", "schema": {"type": 1}}})", Route::Chat),
             "response_format.schema");
   EXPECT_EQ(param_of(chat + R"("response_format": "json"})", Route::Chat), "response_format");
+  // llama.cpp's grammar field: GBNF, alone.
+  EXPECT_TRUE(server::parse_completion_request(chat + R"("grammar": "root ::= \"a\""})", Route::Chat).grammar);
+  EXPECT_EQ(param_of(chat + R"("grammar": "root ::= missing"})", Route::Chat), "grammar");
+  EXPECT_EQ(param_of(chat + R"("grammar": 1})", Route::Chat), "grammar");
+  EXPECT_EQ(param_of(chat + R"("grammar": "root ::= \"a\"", "response_format": {"type": "json_object"}})",
+                     Route::Chat),
+            "grammar");
   EXPECT_EQ(param_of(chat + R"("response_format": {}})", Route::Chat), "response_format.type");
   EXPECT_EQ(param_of(chat + R"("response_format": {"type": "xml"}})", Route::Chat), "response_format.type");
 }

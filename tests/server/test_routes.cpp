@@ -383,7 +383,8 @@ TEST_F(ServerTest, ReasoningOfAThinkingTemplate) {
 // - JSON mode: the request leans (by logit bias) towards '"', '}' and the end of text so that stories260K closes
 //   its object;
 // - a JSON schema whose values are all enumerated or bounded: the reply is an object of exactly that form, which
-//   ends as soon as it closes (stories260K never writes such a thing unheld); a schema that cannot be held is a 400.
+//   ends as soon as it closes (stories260K never writes such a thing unheld); a schema that cannot be held is a 400;
+// - a GBNF grammar (llama.cpp's `grammar` field): the reply is one of its texts.
 TEST_F(ServerTest, StructuredRepliesKeepToTheirFormat) {
   std::string bias;
   for (int32_t id = 0; id < tok_->n_vocab(); ++id) {
@@ -410,11 +411,18 @@ TEST_F(ServerTest, StructuredRepliesKeepToTheirFormat) {
   const auto check_object = [](const std::string& content) {
     EXPECT_TRUE(chat::parse_json(content).is_object()) << content;
   };
+  // llama.cpp's GBNF grammar field: the reply is one of its texts.
+  const std::string gbnf = ask + R"("grammar": "root ::= (\"yes\" | \"no\") \", \" [a-z]{1,8} \".\"")";
+  const auto check_gbnf = [](const std::string& content) {
+    EXPECT_TRUE(content.starts_with("yes, ") || content.starts_with("no, ")) << content;
+    EXPECT_TRUE(content.ends_with(".")) << content;
+  };
   for (const int32_t parallel : {4, 0}) {
     Config c;
     c.parallel = parallel;
     start(c);
-    for (const auto& [body, check] : {std::pair{json_mode, +check_object}, std::pair{schema, +check_schema}}) {
+    for (const auto& [body, check] :
+         {std::pair{json_mode, +check_object}, std::pair{schema, +check_schema}, std::pair{gbnf, +check_gbnf}}) {
       const auto whole = post("/v1/chat/completions", body + "}");
       ASSERT_EQ(whole.status, 200) << whole.body;
       const Value parsed = json(whole.body);
@@ -550,7 +558,8 @@ TEST_F(ServerTest, ToolChoiceForcesACall) {
   EXPECT_EQ(param_of_post(R"(, "tool_choice": {"type": "function"})"), "tool_choice");
   EXPECT_EQ(param_of_post(R"(, "tool_choice": "required", "parallel_tool_calls": "yes")"), "parallel_tool_calls");
   EXPECT_EQ(param_of_post(R"(, "tool_choice": "required", "response_format": {"type": "json_object"})"),
-            "response_format");
+            "tool_choice");
+  EXPECT_EQ(param_of_post(R"(, "tool_choice": "required", "grammar": "root ::= \"x\"")"), "tool_choice");
   const auto no_tools = post("/v1/chat/completions",
                              R"({"messages": [{"role": "user", "content": "x"}], "tool_choice": "required"})");
   EXPECT_EQ(no_tools.status, 400) << no_tools.body;

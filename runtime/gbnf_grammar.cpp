@@ -1,0 +1,299 @@
+// GBNF grammars read into byte grammars (see gbnf_grammar.h): a recursive-descent reader that makes a rule per
+// name (on first use, so rules may be used before they are defined), per group and per quantified item.
+#include "runtime/gbnf_grammar.h"
+
+#include <algorithm>
+#include <cctype>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "runtime/code_point_sets.h"
+#include "runtime/json_schema_grammar.h"
+
+namespace runtime {
+namespace {
+
+using Rule = ByteGrammar::Rule;
+using Symbol = ByteGrammar::Symbol;
+using Seq = std::vector<Symbol>;
+
+class GbnfReader {
+ public:
+  explicit GbnfReader(std::string_view text) : t_(text) {}
+
+  std::shared_ptr<const ByteGrammar> run() {
+    for (skip(true); more(); skip(true)) {
+      const size_t name_at = at_;
+      const std::string name = rule_name();
+      if (name.empty()) fail("a rule name is due");
+      skip(false);
+      if (t_.substr(at_, 3) != "::=") fail("'::=' is due after the rule name");
+      at_ += 3;
+      skip(true);
+      const Rule r = named(name);
+      if (defined_.count(name)) fail_at(name_at, "rule '" + name + "' is defined twice");
+      defined_[name] = name_at;
+      alternatives(r, false);
+      if (more() && t_[at_] != '\n' && t_[at_] != '\r') fail("a line's end is due after the rule");
+    }
+    for (const auto& [name, where] : used_)
+      if (!defined_.count(name)) fail_at(where, "rule '" + name + "' is used but not defined");
+    const auto root = rules_.find("root");
+    if (root == rules_.end() || !defined_.count("root")) throw GbnfError("the grammar has no 'root' rule");
+    g_->set_root(root->second);
+    if (const auto rule = g_->left_recursive()) {
+      std::string name = "(a group)";
+      for (const auto& [n, r] : rules_)
+        if (r == *rule) name = "'" + n + "'";
+      throw GbnfError("rule " + name + " reaches itself before any character (left recursion), which is not supported");
+    }
+    if (!g_->admits_text()) throw GbnfError("'root' admits no finite text (its rules go round without end)");
+    return std::move(g_);
+  }
+
+ private:
+  [[noreturn]] void fail_at(size_t at, const std::string& what) const {
+    size_t line = 1, column = 1;
+    for (size_t i = 0; i < at && i < t_.size(); ++i) {
+      if (t_[i] == '\n') {
+        ++line, column = 1;
+      } else if ((static_cast<unsigned char>(t_[i]) & 0xC0) != 0x80) {
+        ++column;
+      }
+    }
+    throw GbnfError("grammar line " + std::to_string(line) + ", column " + std::to_string(column) + ": " + what);
+  }
+  [[noreturn]] void fail(const std::string& what) const { fail_at(at_, what); }
+
+  bool more() const { return at_ < t_.size(); }
+
+  // Spaces, tabs and comments; line ends too where `newlines` (inside a group, after ::= or |).
+  void skip(bool newlines) {
+    while (more()) {
+      const char c = t_[at_];
+      if (c == ' ' || c == '\t' || (newlines && (c == '\n' || c == '\r'))) {
+        ++at_;
+      } else if (c == '#') {
+        while (more() && t_[at_] != '\n') ++at_;
+      } else {
+        break;
+      }
+    }
+  }
+
+  std::string rule_name() {
+    const size_t from = at_;
+    while (more() && (std::isalnum(static_cast<unsigned char>(t_[at_])) || t_[at_] == '-' || t_[at_] == '_')) ++at_;
+    return std::string(t_.substr(from, at_ - from));
+  }
+
+  Rule named(const std::string& name) {
+    const auto it = rules_.find(name);
+    if (it != rules_.end()) return it->second;
+    const Rule r = g_->add_rule();
+    rules_.emplace(name, r);
+    return r;
+  }
+
+  // Alternatives separated by '|' into `r`; in a group (nested) line ends are spaces.
+  void alternatives(Rule r, bool nested) {
+    for (;;) {
+      g_->add_alternative(r, sequence(nested));
+      if (!more() || t_[at_] != '|') return;
+      ++at_;
+      skip(true);
+    }
+  }
+
+  Seq sequence(bool nested) {
+    Seq seq;
+    for (;;) {
+      skip(nested);
+      if (!more()) break;
+      const char c = t_[at_];
+      if (c == '|' || c == ')' || c == '\n' || c == '\r') break;
+      seq.push_back(ByteGrammar::rule(quantified(primary())));
+    }
+    if (g_->n_symbols() > kMaxSchemaSymbols) fail("the grammar is too large");
+    return seq;
+  }
+
+  Rule primary() {
+    const char c = t_[at_];
+    if (c == '"') return literal();
+    if (c == '[') return code_point_rule(*g_, char_class(), CharWriting::Raw);
+    if (c == '.') {
+      ++at_;
+      return code_point_rule(*g_, {{0, kMaxCodePoint}}, CharWriting::Raw);
+    }
+    if (c == '(') {
+      ++at_;
+      skip(true);
+      const Rule group = g_->add_rule();
+      alternatives(group, true);
+      skip(true);
+      if (!more() || t_[at_] != ')') fail("')' is due to close the group");
+      ++at_;
+      return group;
+    }
+    if (c == '<') fail("token references (<...>) are not supported");
+    const size_t name_at = at_;
+    const std::string name = rule_name();
+    if (name.empty()) fail(std::string("unexpected '") + c + "'");
+    used_.emplace(name, name_at);
+    return named(name);
+  }
+
+  uint32_t code_point() {  // UTF-8 at at_, past it
+    const auto b = static_cast<uint8_t>(t_[at_]);
+    const size_t n = b < 0x80 ? 1 : b >= 0xF0 ? 4 : b >= 0xE0 ? 3 : b >= 0xC0 ? 2 : 1;
+    uint32_t c = n == 1 ? b : b & (0xFF >> (n + 1));
+    for (size_t i = 1; i < n && at_ + i < t_.size(); ++i) c = (c << 6) | (static_cast<uint8_t>(t_[at_ + i]) & 0x3F);
+    at_ = std::min(t_.size(), at_ + n);
+    return c;
+  }
+
+  uint32_t escaped_or_plain() {  // one character of a literal or a class
+    if (t_[at_] != '\\') return code_point();
+    ++at_;
+    if (!more()) fail("a trailing backslash");
+    const char c = t_[at_++];
+    switch (c) {
+      case 'n': return '\n';
+      case 'r': return '\r';
+      case 't': return '\t';
+      case 'x':
+      case 'u':
+      case 'U': {
+        const size_t digits = c == 'x' ? 2 : c == 'u' ? 4 : 8;
+        uint32_t v = 0;
+        for (size_t i = 0; i < digits; ++i) {
+          if (!more() || !std::isxdigit(static_cast<unsigned char>(t_[at_]))) fail("a malformed \\x, \\u or \\U escape");
+          const char h = t_[at_++];
+          v = v * 16 + static_cast<uint32_t>(h <= '9' ? h - '0' : (h | 0x20) - 'a' + 10);
+        }
+        if (v > kMaxCodePoint) fail("a code point above U+10FFFF");
+        return v;
+      }
+      case '\\':
+      case '"':
+      case '[':
+      case ']':
+      case '-':
+        return static_cast<unsigned char>(c);
+      default: fail(std::string("an unknown escape \\") + c);
+    }
+  }
+
+  Rule literal() {
+    ++at_;  // '"'
+    Seq seq;
+    while (more() && t_[at_] != '"') {
+      if (t_[at_] == '\n') fail("a literal is not closed on its line");
+      const uint32_t c = escaped_or_plain();
+      seq.push_back(ByteGrammar::rule(code_point_rule(*g_, {{c, c}}, CharWriting::Raw)));
+    }
+    if (!more()) fail("a literal is not closed");
+    ++at_;
+    const Rule r = g_->add_rule();
+    g_->add_alternative(r, seq);
+    return r;
+  }
+
+  CodePointRanges char_class() {
+    ++at_;  // '['
+    const bool negated = more() && t_[at_] == '^';
+    if (negated) ++at_;
+    CodePointRanges set;
+    while (more() && t_[at_] != ']') {
+      const uint32_t lo = escaped_or_plain();
+      uint32_t hi = lo;
+      if (more() && t_[at_] == '-' && at_ + 1 < t_.size() && t_[at_ + 1] != ']') {
+        ++at_;
+        hi = escaped_or_plain();
+        if (hi < lo) fail("a range out of order");
+      }
+      set.emplace_back(lo, hi);
+    }
+    if (!more()) fail("a class is not closed");
+    ++at_;
+    if (set.empty() && !negated) fail("an empty class");
+    return negated ? complement(set) : normalized(set);
+  }
+
+  Rule quantified(Rule x) {
+    if (!more()) return x;
+    const char c = t_[at_];
+    uint64_t lo = 0, hi = 0;
+    bool bounded = true;
+    if (c == '*') {
+      ++at_, bounded = false;
+    } else if (c == '+') {
+      ++at_, lo = 1, bounded = false;
+    } else if (c == '?') {
+      ++at_, hi = 1;
+    } else if (c == '{') {
+      ++at_;
+      skip(false);
+      const auto number = [&](uint64_t& v) {
+        const size_t from = at_;
+        while (more() && t_[at_] >= '0' && t_[at_] <= '9') v = std::min<uint64_t>(v * 10 + (t_[at_++] - '0'), 1u << 30);
+        return at_ > from;
+      };
+      if (!number(lo)) fail("a count is due after '{'");
+      skip(false);
+      hi = lo;
+      if (more() && t_[at_] == ',') {
+        ++at_;
+        skip(false);
+        hi = 0;
+        if (!number(hi)) bounded = false;
+        skip(false);
+      }
+      if (!more() || t_[at_] != '}') fail("'}' is due to close the count");
+      ++at_;
+      if (lo > static_cast<uint64_t>(kMaxSchemaRepeat) || (bounded && hi > static_cast<uint64_t>(kMaxSchemaRepeat)))
+        fail("a count above 4096");
+      if (bounded && hi < lo) fail("a count {m,n} with n below m");
+    } else {
+      return x;
+    }
+    const Rule r = g_->add_rule();
+    Seq seq;
+    for (uint64_t i = 0; i < lo; ++i) seq.push_back(ByteGrammar::rule(x));
+    Rule tail = g_->add_rule();  // x* or at most (hi - lo) of x
+    g_->add_alternative(tail, {});
+    if (!bounded) {
+      g_->add_alternative(tail, {ByteGrammar::rule(x), ByteGrammar::rule(tail)});
+    } else {
+      for (uint64_t k = lo; k < hi; ++k) {
+        const Rule next = g_->add_rule();
+        g_->add_alternative(next, {});
+        g_->add_alternative(next, {ByteGrammar::rule(x), ByteGrammar::rule(tail)});
+        tail = next;
+      }
+    }
+    seq.push_back(ByteGrammar::rule(tail));
+    g_->add_alternative(r, seq);
+    return r;
+  }
+
+  std::string_view t_;
+  size_t at_ = 0;
+  std::shared_ptr<ByteGrammar> g_ = std::make_shared<ByteGrammar>();
+  std::map<std::string, Rule> rules_;
+  std::map<std::string, size_t> defined_, used_;  // where each name was defined / first used
+};
+
+}  // namespace
+
+std::shared_ptr<const ByteGrammar> gbnf_grammar(std::string_view text) {
+  try {
+    return GbnfReader(text).run();
+  } catch (const std::length_error&) {
+    throw GbnfError("the grammar is too large");
+  }
+}
+
+}  // namespace runtime

@@ -1,0 +1,136 @@
+// llama.cpp's GBNF grammars (runtime/gbnf_grammar.h): texts each construct must take and refuse, a JSON grammar in
+// GBNF reading what the project's JSON parser reads, errors with their line and column, and a vocabulary's masks on
+// a grammar's state against trying every token.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "chat/json.h"
+#include "runtime/byte_grammar.h"
+#include "runtime/gbnf_grammar.h"
+#include "runtime/json_constraint.h"
+#include "vocab_masks.h"
+
+namespace {
+
+using runtime::GrammarState;
+
+bool takes(const runtime::ByteGrammar& g, std::string_view text) {
+  GrammarState s(g);
+  for (const char c : text)
+    if (!s.feed(static_cast<unsigned char>(c))) return false;
+  return s.complete();
+}
+
+struct Case {
+  const char* grammar;
+  std::vector<const char*> take;
+  std::vector<const char*> refuse;
+};
+
+TEST(Gbnf, ConstructsTakeAndRefuse) {
+  const Case cases[] = {
+      {R"(root ::= "yes" | "no")", {"yes", "no"}, {"", "y", "yesno", "Yes"}},
+      {"root ::= [a-c]+ [0-9]? \"!\"", {"a!", "abc3!", "ccc!"}, {"!", "d!", "a33!", "a"}},
+      {"root ::= [^\"\\n]* \"\\n\"", {"\n", "hi there\n", "caf\xc3\xa9\n"}, {"a\"b\n", "a\nb\n"}},
+      {"root ::= . .", {"ab", "\xc3\xa9\xe2\x82\xac", "\n\t"}, {"a", "abc", "\xc3"}},
+      {"root ::= (\"ab\" | \"c\"){2,3}", {"abab", "cabc", "ccc"}, {"ab", "cccc", "abcabc"}},
+      {"root ::= x{3}\nx ::= \"-\"", {"---"}, {"--", "----"}},
+      {"root ::= \"\\x41\\u00e9\\U0001F600\\t\\\\\\\"\"", {"A\xc3\xa9\xf0\x9f\x98\x80\t\\\""}, {"A"}},
+      // Rules used before they are defined, comments, groups over lines, an empty alternative.
+      {"# a comment\nroot ::= item (\",\" item)*  # trailing\nitem ::= (\n  \"a\"\n  | \"b\"\n) ws\nws ::= | \" \"",
+       {"a", "a,b ", "b ,a"}, {"", "a,", "c"}},
+  };
+  for (const Case& c : cases) {
+    const auto g = runtime::gbnf_grammar(c.grammar);
+    for (const char* t : c.take) EXPECT_TRUE(takes(*g, t)) << c.grammar << "\n  should take " << t;
+    for (const char* t : c.refuse) EXPECT_FALSE(takes(*g, t)) << c.grammar << "\n  should refuse " << t;
+  }
+}
+
+// A JSON grammar in GBNF, of the kind llama.cpp users pass for JSON output (written for this test): objects at the
+// top, strings with escapes, numbers, literals, and a little whitespace.
+constexpr const char* kJsonGrammar = R"(root ::= obj
+obj ::= "{" sp ( member ( "," sp member )* )? "}" sp
+member ::= str ":" sp val
+arr ::= "[" sp ( val ( "," sp val )* )? "]" sp
+val ::= obj | arr | str | num | lit
+lit ::= ( "true" | "false" | "null" ) sp
+str ::= "\"" ( plain | "\\" escape )* "\"" sp
+plain ::= [^"\\\x00-\x1F]
+escape ::= ["\\/bfnrt] | "u" hex hex hex hex
+hex ::= [0-9a-fA-F]
+num ::= "-"? ( "0" | [1-9] [0-9]* ) ( "." [0-9]+ )? ( [eE] [+-]? [0-9]+ )? sp
+sp ::= ( " " | "\n" [ \t]* )?
+)";
+
+TEST(Gbnf, AJsonGrammarReadsJson) {
+  const auto g = runtime::gbnf_grammar(kJsonGrammar);
+  for (const char* t : {R"({})", R"({"a": [1, -2.5e3, true, null], "b": {"c": "x\"y\u00e9"}})",
+                        "{\n  \"k\": \"caf\xc3\xa9\"\n}"}) {
+    EXPECT_TRUE(takes(*g, t)) << t;
+    EXPECT_TRUE(chat::parse_json(t).is_object()) << t;
+  }
+  for (const char* t : {"[]", R"({"a": })", R"({"a": 1,})", R"({'a': 1})", "{\"a\": \"\x01\"}"})
+    EXPECT_FALSE(takes(*g, t)) << t;
+}
+
+TEST(Gbnf, ErrorsSayWhere) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"root ::= item", "line 1, column 10: rule 'item' is used but not defined"},
+      {"item ::= \"a\"", "no 'root' rule"},
+      {"root ::= \"a\"\nroot ::= \"b\"", "line 2, column 1: rule 'root' is defined twice"},
+      {"root ::= root \"a\" | \"b\"", "left recursion"},
+      {"root ::= \"a", "line 1, column 12: a literal is not closed"},
+      {"root ::= [a-", "a class is not closed"},
+      {"root ::= [z-a]", "a range out of order"},
+      {"root ::= (\"a\"", "')' is due to close the group"},
+      {"root ::= \"a\"{5000}", "a count above 4096"},
+      {"root ::= \"a\"{3,2}", "n below m"},
+      {"root ::= <think>", "token references"},
+      {"root ::= \"\\q\"", "an unknown escape"},
+      {"root = \"a\"", "'::=' is due"},
+      {"root ::= a\na ::= \"x\" a", "admits no finite text"},
+  };
+  for (const auto& [grammar, message] : cases) {
+    try {
+      runtime::gbnf_grammar(grammar);
+      ADD_FAILURE() << "accepted: " << grammar;
+    } catch (const runtime::GbnfError& e) {
+      EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << grammar << ": " << e.what();
+    }
+  }
+}
+
+using GbnfMaskTest = test_masks::StoriesVocabulary;
+
+// A target spelled through a grammar's masks: every step exactly what trying every token gives.
+TEST_F(GbnfMaskTest, MasksSpellATargetAndAreExact) {
+  const auto g = runtime::gbnf_grammar(
+      "root ::= \"Once upon a \" noun \", \" clause \".\"\nnoun ::= \"time\" | \"day\"\n"
+      "clause ::= [a-z ]+");
+  const auto c = std::make_shared<runtime::VocabularyConstraint<GrammarState>>(vocab_, GrammarState(*g), g);
+  const std::string target = "Once upon a time, there was a girl.";
+  std::string spelled;
+  while (spelled.size() < target.size()) {
+    std::vector<uint8_t> allowed;
+    vocab_->allowed(c->state(), allowed);
+    ASSERT_EQ(allowed, test_masks::allowed_by_trying(*tok_, c->state())) << "after " << spelled;
+    int32_t best = -1;
+    size_t best_len = 0;
+    for (int32_t id = 0; id < tok_->n_vocab(); ++id) {
+      if (!allowed[static_cast<size_t>(id)] || tok_->is_eog(id)) continue;
+      const std::string piece = tok_->is_control(id) ? "" : tok_->token_to_piece(id);
+      if (!piece.empty() && target.compare(spelled.size(), piece.size(), piece) == 0 && piece.size() > best_len)
+        best = id, best_len = piece.size();
+    }
+    ASSERT_GE(best, 0) << "no allowed token continues " << spelled;
+    c->accept(best);
+    spelled += tok_->token_to_piece(best);
+  }
+  EXPECT_EQ(spelled, target);
+  EXPECT_TRUE(c->state().complete());
+}
+
+}  // namespace
