@@ -57,6 +57,26 @@ ByteGrammar::Symbol ByteGrammar::byte(unsigned char c) {
   return bytes(set);
 }
 
+ByteGrammar::Rule ByteGrammar::repeat(Rule x, uint32_t min, uint32_t max) {
+  Rule tail = add_rule();  // what may follow the first `min`: x* or at most (max - min) of x
+  add_alternative(tail, {});
+  if (max == kUnbounded) {
+    add_alternative(tail, {rule(x), rule(tail)});
+  } else {
+    for (uint32_t k = min; k < max; ++k) {
+      const Rule more = add_rule();
+      add_alternative(more, {});
+      add_alternative(more, {rule(x), rule(tail)});
+      tail = more;
+    }
+  }
+  std::vector<Symbol> seq(min, rule(x));
+  seq.push_back(rule(tail));
+  const Rule r = add_rule();
+  add_alternative(r, seq);
+  return r;
+}
+
 void ByteGrammar::append_literal(std::vector<Symbol>& out, std::string_view text) {
   for (const char c : text) out.push_back(byte(static_cast<unsigned char>(c)));
 }

@@ -41,6 +41,9 @@ class ByteGrammar {
   Symbol text(uint32_t min, uint32_t max);
   // One symbol per byte of `text`, appended to `out`.
   void append_literal(std::vector<Symbol>& out, std::string_view text);
+  // A rule of `min` to `max` (kUnbounded: any number) of rule x in a row: x* as a rule that calls itself last, at most
+  // n as n nested optional rules.
+  Rule repeat(Rule x, uint32_t min, uint32_t max);
 
   void set_root(Rule r) { root_ = r; }
   Rule root() const { return root_; }

@@ -7,6 +7,15 @@
 
 namespace runtime {
 
+uint32_t next_code_point(std::string_view text, size_t& at) {
+  const auto b = static_cast<uint8_t>(text[at]);
+  const size_t n = b < 0x80 ? 1 : b >= 0xF0 ? 4 : b >= 0xE0 ? 3 : b >= 0xC0 ? 2 : 1;
+  uint32_t c = n == 1 ? b : b & (0xFF >> (n + 1));
+  for (size_t i = 1; i < n && at + i < text.size(); ++i) c = (c << 6) | (static_cast<uint8_t>(text[at + i]) & 0x3F);
+  at = std::min(text.size(), at + n);
+  return c;
+}
+
 CodePointRanges normalized(CodePointRanges r) {
   std::sort(r.begin(), r.end());
   CodePointRanges out;

@@ -145,14 +145,7 @@ class GbnfReader {
     return named(name);
   }
 
-  uint32_t code_point() {  // UTF-8 at at_, past it
-    const auto b = static_cast<uint8_t>(t_[at_]);
-    const size_t n = b < 0x80 ? 1 : b >= 0xF0 ? 4 : b >= 0xE0 ? 3 : b >= 0xC0 ? 2 : 1;
-    uint32_t c = n == 1 ? b : b & (0xFF >> (n + 1));
-    for (size_t i = 1; i < n && at_ + i < t_.size(); ++i) c = (c << 6) | (static_cast<uint8_t>(t_[at_ + i]) & 0x3F);
-    at_ = std::min(t_.size(), at_ + n);
-    return c;
-  }
+  uint32_t code_point() { return next_code_point(t_, at_); }
 
   uint32_t escaped_or_plain() {  // one character of a literal or a class
     if (t_[at_] != '\\') return code_point();
@@ -259,24 +252,7 @@ class GbnfReader {
     } else {
       return x;
     }
-    const Rule r = g_->add_rule();
-    Seq seq;
-    for (uint64_t i = 0; i < lo; ++i) seq.push_back(ByteGrammar::rule(x));
-    Rule tail = g_->add_rule();  // x* or at most (hi - lo) of x
-    g_->add_alternative(tail, {});
-    if (!bounded) {
-      g_->add_alternative(tail, {ByteGrammar::rule(x), ByteGrammar::rule(tail)});
-    } else {
-      for (uint64_t k = lo; k < hi; ++k) {
-        const Rule next = g_->add_rule();
-        g_->add_alternative(next, {});
-        g_->add_alternative(next, {ByteGrammar::rule(x), ByteGrammar::rule(tail)});
-        tail = next;
-      }
-    }
-    seq.push_back(ByteGrammar::rule(tail));
-    g_->add_alternative(r, seq);
-    return r;
+    return g_->repeat(x, static_cast<uint32_t>(lo), bounded ? static_cast<uint32_t>(hi) : ByteGrammar::kUnbounded);
   }
 
   std::string_view t_;

@@ -46,9 +46,9 @@ class PatternCompiler {
       fail("an anchor beside a top-level '|' (group the alternatives: ^(a|b)$)");
     // Not anchored: the pattern may match anywhere in the string.
     Seq seq{g_.byte('"')};
-    if (!start) seq.push_back(ByteGrammar::rule(star(chars({{0, kMaxCodePoint}}))));
+    if (!start) seq.push_back(ByteGrammar::rule(g_.repeat(chars({{0, kMaxCodePoint}}), 0, ByteGrammar::kUnbounded)));
     seq.push_back(ByteGrammar::rule(inside));
-    if (!end) seq.push_back(ByteGrammar::rule(star(chars({{0, kMaxCodePoint}}))));
+    if (!end) seq.push_back(ByteGrammar::rule(g_.repeat(chars({{0, kMaxCodePoint}}), 0, ByteGrammar::kUnbounded)));
     seq.push_back(g_.byte('"'));
     const Rule r = g_.add_rule();
     g_.add_alternative(r, seq);
@@ -104,12 +104,7 @@ class PatternCompiler {
       if (peek() != '{' || count_braces(a, b, c2)) fail("a quantifier after a quantifier");
       at_ = save;
     }
-    const Rule r = g_.add_rule();
-    Seq seq;
-    for (uint32_t i = 0; i < lo; ++i) seq.push_back(ByteGrammar::rule(x));
-    seq.push_back(ByteGrammar::rule(bounded ? up_to(x, hi - lo) : star(x)));
-    g_.add_alternative(r, seq);
-    return r;
+    return g_.repeat(x, lo, bounded ? hi : ByteGrammar::kUnbounded);
   }
 
   // {n}, {n,} or {n,m} at at_: true (past it) with the counts; false where the brace is a literal.
@@ -167,14 +162,7 @@ class PatternCompiler {
   }
 
   // The code point at at_ (UTF-8 in the pattern text), past it.
-  uint32_t literal() {
-    const auto b = static_cast<uint8_t>(p_[at_]);
-    const size_t n = b < 0x80 ? 1 : b >= 0xF0 ? 4 : b >= 0xE0 ? 3 : b >= 0xC0 ? 2 : 1;
-    uint32_t c = n == 1 ? b : b & (0xFF >> (n + 1));
-    for (size_t i = 1; i < n && at_ + i < p_.size(); ++i) c = (c << 6) | (static_cast<uint8_t>(p_[at_ + i]) & 0x3F);
-    at_ = std::min(p_.size(), at_ + n);
-    return c;
-  }
+  uint32_t literal() { return next_code_point(p_, at_); }
 
   // After a backslash: a class escape's set, or one character's.
   Ranges escape(bool in_class) {
@@ -257,25 +245,6 @@ class PatternCompiler {
     } catch (const std::invalid_argument&) {
       fail("a class no character matches");
     }
-  }
-
-  Rule star(Rule x) {  // x*
-    const Rule r = g_.add_rule();
-    g_.add_alternative(r, {ByteGrammar::rule(x), ByteGrammar::rule(r)});
-    g_.add_alternative(r, {});
-    return r;
-  }
-
-  Rule up_to(Rule x, uint32_t n) {  // at most n of x: c_k = ε | x c_(k-1)
-    Rule r = g_.add_rule();
-    g_.add_alternative(r, {});
-    for (uint32_t k = 0; k < n; ++k) {
-      const Rule next = g_.add_rule();
-      g_.add_alternative(next, {});
-      g_.add_alternative(next, {ByteGrammar::rule(x), ByteGrammar::rule(r)});
-      r = next;
-    }
-    return r;
   }
 
   ByteGrammar& g_;

@@ -112,23 +112,8 @@ TEST_F(GbnfMaskTest, MasksSpellATargetAndAreExact) {
       "clause ::= [a-z ]+");
   const auto c = std::make_shared<runtime::VocabularyConstraint<GrammarState>>(vocab_, GrammarState(*g), g);
   const std::string target = "Once upon a time, there was a girl.";
-  std::string spelled;
-  while (spelled.size() < target.size()) {
-    std::vector<uint8_t> allowed;
-    vocab_->allowed(c->state(), allowed);
-    ASSERT_EQ(allowed, test_masks::allowed_by_trying(*tok_, c->state())) << "after " << spelled;
-    int32_t best = -1;
-    size_t best_len = 0;
-    for (int32_t id = 0; id < tok_->n_vocab(); ++id) {
-      if (!allowed[static_cast<size_t>(id)] || tok_->is_eog(id)) continue;
-      const std::string piece = tok_->is_control(id) ? "" : tok_->token_to_piece(id);
-      if (!piece.empty() && target.compare(spelled.size(), piece.size(), piece) == 0 && piece.size() > best_len)
-        best = id, best_len = piece.size();
-    }
-    ASSERT_GE(best, 0) << "no allowed token continues " << spelled;
-    c->accept(best);
-    spelled += tok_->token_to_piece(best);
-  }
+  int plain = 0;
+  const std::string spelled = test_masks::spell_through_masks(*tok_, *vocab_, *c, target, plain);
   EXPECT_EQ(spelled, target);
   EXPECT_TRUE(c->state().complete());
 }

@@ -315,26 +315,8 @@ TEST_F(JsonSchemaMaskTest, MasksSpellATargetAndAreExact) {
       R"({"story": "Once upon a time, \"Lily\" ran.", "mood": "happy", "n": 42, "words": ["sun", "tree"],)"
       R"( "moral": "Be kind, \u00e9ven to \"cats\"."})";
   const auto c = runtime::make_grammar_constraint(vocab_, grammar);
-  std::string spelled;
   int plain = 0;
-  while (spelled.size() < target.size()) {
-    std::vector<uint8_t> allowed;
-    vocab_->allowed(c->state(), allowed);
-    ASSERT_EQ(allowed, test_masks::allowed_by_trying(*tok_, c->state())) << "after " << spelled;
-    plain += c->state().plain_chars_left() > 0;
-    int32_t best = -1;
-    size_t best_len = 0;
-    for (int32_t id = 0; id < tok_->n_vocab(); ++id) {
-      if (!allowed[static_cast<size_t>(id)]) continue;
-      ASSERT_FALSE(tok_->is_eog(id)) << "an end before the text is whole, after " << spelled;
-      const std::string piece = tok_->is_control(id) ? "" : tok_->token_to_piece(id);
-      if (!piece.empty() && target.compare(spelled.size(), piece.size(), piece) == 0 && piece.size() > best_len)
-        best = id, best_len = piece.size();
-    }
-    ASSERT_GE(best, 0) << "no allowed token continues " << spelled;
-    c->accept(best);
-    spelled += tok_->token_to_piece(best);
-  }
+  const std::string spelled = test_masks::spell_through_masks(*tok_, *vocab_, *c, target, plain);
   EXPECT_EQ(spelled, target);
   EXPECT_GT(plain, 8) << "the strings' text took the plain-text path";
   std::vector<uint8_t> allowed;

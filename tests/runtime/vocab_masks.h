@@ -47,4 +47,42 @@ std::vector<uint8_t> allowed_by_trying(const tokenizer::Tokenizer& tok, const St
   return ok;
 }
 
+// Spells `target` token by token through a constraint's masks, each time the longest allowed token that continues
+// it, checking at every step that the mask is exactly what trying every token gives and that no end of generation is
+// allowed before the text is whole. Returns what was spelled (the target unless a check failed) and counts the
+// steps taken inside plain string text.
+template <class State>
+std::string spell_through_masks(const tokenizer::Tokenizer& tok, const runtime::JsonVocabulary& vocab,
+                                runtime::VocabularyConstraint<State>& c, const std::string& target, int& plain_steps) {
+  std::string spelled;
+  while (spelled.size() < target.size()) {
+    std::vector<uint8_t> allowed;
+    vocab.allowed(c.state(), allowed);
+    if (allowed != allowed_by_trying(tok, c.state())) {
+      ADD_FAILURE() << "the mask differs from trying every token, after " << spelled;
+      return spelled;
+    }
+    plain_steps += c.state().plain_chars_left() > 0;
+    int32_t best = -1;
+    size_t best_len = 0;
+    for (int32_t id = 0; id < tok.n_vocab(); ++id) {
+      if (!allowed[static_cast<size_t>(id)]) continue;
+      if (tok.is_eog(id)) {
+        ADD_FAILURE() << "an end before the text is whole, after " << spelled;
+        return spelled;
+      }
+      const std::string piece = tok.is_control(id) ? "" : tok.token_to_piece(id);
+      if (!piece.empty() && target.compare(spelled.size(), piece.size(), piece) == 0 && piece.size() > best_len)
+        best = id, best_len = piece.size();
+    }
+    if (best < 0) {
+      ADD_FAILURE() << "no allowed token continues " << spelled;
+      return spelled;
+    }
+    c.accept(best);
+    spelled += tok.token_to_piece(best);
+  }
+  return spelled;
+}
+
 }  // namespace test_masks
