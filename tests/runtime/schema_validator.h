@@ -116,11 +116,15 @@ inline bool valid(const Value& root, const Value& s, const Value& v) {
   if (v.is_string()) {
     // ECMAScript's grammar, as JSON Schema's patterns are written (bytes, not code points: ASCII texts only).
     // std::regex refuses some patterns that JavaScript (Annex B) and Python read, such as a brace that is not a
-    // quantifier ("a{0s,3}" is literal text there): those patterns are not judged here.
+    // quantifier ("a{0s,3}" is literal text there), and overflows a signed integer on a brace of 19 digits or more
+    // (libstdc++ 12): those patterns are not judged here.
     if (const Value* p = o.find("pattern")) {
+      const std::string& text = p->as_string();
+      size_t run = 0, longest = 0;
+      for (const char c : text) longest = std::max(longest, run = c >= '0' && c <= '9' ? run + 1 : 0);
       std::optional<std::regex> re;
       try {
-        re.emplace(p->as_string(), std::regex::ECMAScript);
+        if (longest <= 9) re.emplace(text, std::regex::ECMAScript);
       } catch (const std::regex_error&) {
       }
       if (re && !std::regex_search(v.as_string(), *re)) return false;
