@@ -183,4 +183,9 @@ Value tools_from_json(std::string_view json) {
   return doc;
 }
 
+const jinja::ObjectData& tool_function(const jinja::Value& tool) {
+  const jinja::Value* function = tool.object().find("function");
+  return function ? function->object() : tool.object();
+}
+
 }  // namespace chat

@@ -65,4 +65,8 @@ std::vector<ChatMessage> messages_from_json(std::string_view json, const Message
 // Throws InputError.
 jinja::Value tools_from_json(std::string_view json);
 
+// A tool's function: OpenAI's "function" member, or the tool itself when it is a bare function schema (the two
+// shapes tools_from_json takes). The tool must be one it returned.
+const jinja::ObjectData& tool_function(const jinja::Value& tool);
+
 }  // namespace chat

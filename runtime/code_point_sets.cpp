@@ -4,17 +4,11 @@
 
 #include <algorithm>
 #include <stdexcept>
+#include <string>
+
+#include "chat/jinja_text.h"
 
 namespace runtime {
-
-uint32_t next_code_point(std::string_view text, size_t& at) {
-  const auto b = static_cast<uint8_t>(text[at]);
-  const size_t n = b < 0x80 ? 1 : b >= 0xF0 ? 4 : b >= 0xE0 ? 3 : b >= 0xC0 ? 2 : 1;
-  uint32_t c = n == 1 ? b : b & (0xFF >> (n + 1));
-  for (size_t i = 1; i < n && at + i < text.size(); ++i) c = (c << 6) | (static_cast<uint8_t>(text[at + i]) & 0x3F);
-  at = std::min(text.size(), at + n);
-  return c;
-}
 
 CodePointRanges normalized(CodePointRanges r) {
   std::sort(r.begin(), r.end());
@@ -60,16 +54,6 @@ CodePointRanges without_surrogates(const CodePointRanges& r) {
 
 size_t utf8_length(uint32_t c) { return c < 0x80 ? 1 : c < 0x800 ? 2 : c < 0x10000 ? 3 : 4; }
 
-void utf8_encode(uint32_t c, uint8_t* out) {
-  const size_t n = utf8_length(c);
-  if (n == 1) {
-    out[0] = static_cast<uint8_t>(c);
-    return;
-  }
-  for (size_t i = n - 1; i > 0; --i, c >>= 6) out[i] = static_cast<uint8_t>(0x80 | (c & 0x3F));
-  out[0] = static_cast<uint8_t>((n == 2 ? 0xC0 : n == 3 ? 0xE0 : 0xF0) | c);
-}
-
 // Code points lo..hi (not surrogates, lo >= 0x80) as sequences of byte ranges: split until every byte position of
 // the encodings of a piece's ends spans a plain range.
 void utf8_pieces(uint32_t lo, uint32_t hi, std::vector<std::vector<std::pair<uint8_t, uint8_t>>>& out) {
@@ -97,14 +81,13 @@ void utf8_pieces(uint32_t lo, uint32_t hi, std::vector<std::vector<std::pair<uin
       }
     }
   }
-  uint8_t a[4], b[4];
-  utf8_encode(lo, a);
-  utf8_encode(hi, b);
+  std::string a, b;  // the ends' encodings (not surrogates: each n bytes)
+  chat::jinja::text::append_utf8(a, lo);
+  chat::jinja::text::append_utf8(b, hi);
   std::vector<std::pair<uint8_t, uint8_t>> piece;
-  for (size_t i = 0; i < n; ++i) piece.emplace_back(a[i], b[i]);
+  for (size_t i = 0; i < n; ++i) piece.emplace_back(static_cast<uint8_t>(a[i]), static_cast<uint8_t>(b[i]));
   out.push_back(std::move(piece));
 }
-
 
 // Alternatives of `r` for `pieces` (sequences of byte ranges) from position `at` on, those with the same range at
 // `at` sharing one alternative and a rule for the rest (the splitting gives ranges that are equal or apart).

@@ -2,9 +2,7 @@
 // as text writes it: raw UTF-8, or inside a JSON string, where '"', '\\' and control characters are escapes. What a
 // schema's pattern (json_schema_pattern.h) builds its characters from.
 #pragma once
-#include <cstddef>
 #include <cstdint>
-#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -14,10 +12,6 @@ namespace runtime {
 
 using CodePointRanges = std::vector<std::pair<uint32_t, uint32_t>>;
 inline constexpr uint32_t kMaxCodePoint = 0x10FFFF;
-
-// The code point whose UTF-8 starts at text[at], and `at` moved past it (a grammar's or a pattern's text, which
-// came through the JSON parser or a file: a stray byte reads as itself).
-uint32_t next_code_point(std::string_view text, size_t& at);
 
 CodePointRanges normalized(CodePointRanges r);        // sorted, overlaps and neighbours merged
 CodePointRanges complement(const CodePointRanges& r);  // every other code point

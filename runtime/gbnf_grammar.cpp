@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "chat/jinja_text.h"
 #include "runtime/code_point_sets.h"
 #include "runtime/json_schema_grammar.h"
 
@@ -145,7 +146,7 @@ class GbnfReader {
     return named(name);
   }
 
-  uint32_t code_point() { return next_code_point(t_, at_); }
+  uint32_t code_point() { return chat::jinja::text::decode(t_, at_); }
 
   uint32_t escaped_or_plain() {  // one character of a literal or a class
     if (t_[at_] != '\\') return code_point();
@@ -181,14 +182,15 @@ class GbnfReader {
 
   Rule literal() {
     ++at_;  // '"'
-    Seq seq;
+    std::string bytes;  // the literal's UTF-8: one byte symbol each
     while (more() && t_[at_] != '"') {
       if (t_[at_] == '\n') fail("a literal is not closed on its line");
-      const uint32_t c = escaped_or_plain();
-      seq.push_back(ByteGrammar::rule(code_point_rule(*g_, {{c, c}}, CharWriting::Raw)));
+      chat::jinja::text::append_utf8(bytes, escaped_or_plain());
     }
     if (!more()) fail("a literal is not closed");
     ++at_;
+    Seq seq;
+    g_->append_literal(seq, bytes);
     const Rule r = g_->add_rule();
     g_->add_alternative(r, seq);
     return r;

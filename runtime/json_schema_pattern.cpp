@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "chat/jinja_text.h"
 #include "runtime/code_point_sets.h"
 #include "runtime/json_schema_grammar.h"
 
@@ -162,7 +163,7 @@ class PatternCompiler {
   }
 
   // The code point at at_ (UTF-8 in the pattern text), past it.
-  uint32_t literal() { return next_code_point(p_, at_); }
+  uint32_t literal() { return chat::jinja::text::decode(p_, at_); }
 
   // After a backslash: a class escape's set, or one character's.
   Ranges escape(bool in_class) {

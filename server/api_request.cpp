@@ -188,8 +188,7 @@ void parse_messages(const Value& obj, CompletionRequest& r) {
       bool found = r.tool_choice_required && r.tools.is_array() && !r.tools.items().empty();
       if (r.tools.is_array())
         for (const Value& tool : r.tools.items()) {
-          const Value* fn = tool.object().find("function");
-          const Value* n = (fn ? fn->object() : tool.object()).find("name");
+          const Value* n = chat::tool_function(tool).find("name");
           found = found || (n && n->is_string() && n->as_string() == r.tool_choice_name);
         }
       if (!found)

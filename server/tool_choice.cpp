@@ -3,6 +3,7 @@
 
 #include <vector>
 
+#include "chat/messages_json.h"
 #include "runtime/json_schema_grammar.h"
 
 namespace server {
@@ -12,9 +13,7 @@ std::shared_ptr<const runtime::ByteGrammar> forced_call_grammar(ToolCallFormat f
   if (format != ToolCallFormat::Hermes && format != ToolCallFormat::Llama3) return nullptr;
   std::vector<runtime::CallSchema> choices;
   for (const chat::jinja::Value& tool : tools.items()) {
-    // tools_from_json has checked the shapes: OpenAI's {"type": "function", "function": {...}} or the bare function.
-    const chat::jinja::Value* function = tool.object().find("function");
-    const auto& f = function ? function->object() : tool.object();
+    const auto& f = chat::tool_function(tool);
     const chat::jinja::Value* name = f.find("name");
     if (!name || !name->is_string() || (!only.empty() && name->as_string() != only)) continue;
     const chat::jinja::Value* strict = f.find("strict");
