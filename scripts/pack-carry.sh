@@ -2,7 +2,8 @@
 # Packs the sm_90 binaries a device call needs into one xz archive (git-ignored .device-bin/bins.tar.xz): the test
 # binaries and llm-run of the build here, and optionally a base build's llm-run (as llm-run-base) for an A/B. The
 # binaries share most of their bytes (the kernels of libllm_cuda), which xz -9 stores once: four binaries and a base
-# take ~8 MiB instead of ~80, inside the 64 MiB the device tool carries.
+# take ~8 MiB instead of ~80, inside the 64 MiB the device tool carries (a dictionary wider than the four
+# binaries together: at ~62 MB each, the default 64 MiB one saw only one of them at a time).
 #   scripts/pack-carry.sh [BASE_LLM_RUN [NAME=LLM_RUN...]]   (BUILD_DIR: the build to take them from, default build;
 #                                    NAME=LLM_RUN: more builds, packed as llm-run-NAME)
 #   there: mkdir -p /tmp/bin && tar xJf .device-bin/bins.tar.xz -C /tmp/bin (lib/: scripts/device-libs.sh)
@@ -29,5 +30,5 @@ fi
 find "$stage" -maxdepth 1 -type f -exec strip {} +
 "$root/scripts/carry-libs.sh" "$stage/lib"  # /tmp/bin/lib there (scripts/device-libs.sh)
 mkdir -p "$root/.device-bin"
-tar cf - -C "$stage" . | xz -9e -T1 >"$root/.device-bin/bins.tar.xz"
+tar cf - -C "$stage" . | xz -T1 --lzma2=preset=9e,dict=192MiB >"$root/.device-bin/bins.tar.xz"
 du -sh "$root/.device-bin/bins.tar.xz"
