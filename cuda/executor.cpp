@@ -535,8 +535,6 @@ void Executor::lower_attention(const Node& n) {
   a.max_splits = attention_max_splits(g_.kv.seq_capacity(), ap.n_head_kv, T, ctx_.sm_count());  // work_buffers'
   a.kv_type = spec.type, a.k_scales = kv_->k_scales(ap.layer), a.v_scales = kv_->v_scales(ap.layer);
   a.window = ap.window;
-  a.prefill_async_tiles = opt_.prefill_attention_async;
-  a.prefill_split_kv = opt_.prefill_attention_split_kv;
   a.paging = paging_of(n);
   if (ap.sinks) a.sinks = f32_in(n, n.inputs.size() - 1);  // always the last input (graph/ir.h)
   if (a.paging.block_table && T >= kPrefillMinTokens) {  // the prefill kernel's tiles, planned per run
@@ -571,7 +569,6 @@ void Executor::lower_attention(const Node& n) {
         f.rope.x = f.rope.out = const_cast<float*>(f32_in(nq, 0)), f.k = f32_in(nk, 0);
         f.q_norm_w = f32_in(nq, 1), f.k_norm_w = f32_in(nk, 1);
         f.norm_eps = ::std::get<graph::RmsNormParams>(nq.params).eps;
-        f.early_head_loads = opt_.norm_rope_early_loads;
         at.q = f.rope.out;
         if (attend_new_token(at, f, rq)) {  // one decode token: the attention launch forms it, no rope_kv launch
           const int32_t shift = new_token_q_split_shift(at);

@@ -114,22 +114,6 @@ struct ExecutorOptions {
   // (AttentionKernelParams::tiles_after_split; 8B Q4_K_M, B = 16 / 32 / 64: +0.4 / +0.4 / +0.5%, H200, session 40).
   // LLM_CUDA_TILES_AFTER_SPLIT=0 for A/B runs.
   bool tiles_after_split = true;
-  // The prefill attention's K/V tiles of head_dim 64 and 128 (f16 cache) double-buffered by cp.async
-  // (AttentionKernelParams::prefill_async_tiles; same bits). Not yet measured: off until an A/B on the GPU keeps it.
-  // LLM_CUDA_PREFILL_ATTN_ASYNC=1 for A/B runs.
-  bool prefill_attention_async = false;
-  // The prefill attention of head_dim 64 and 128 as two warp groups over a block's queries, each taking every other
-  // tile of its slots (AttentionKernelParams::prefill_split_kv; within the kernel tests' bounds, not the same bits).
-  // Not yet measured: off until an A/B on the GPU keeps it. LLM_CUDA_PREFILL_SPLIT_KV=1 for A/B runs.
-  bool prefill_attention_split_kv = false;
-  // The q/k-norm + rope + KV launch of several tokens (Qwen 3, Gemma 3 prefill and batches) loading each warp's head
-  // before the token's position and angles (RopeKvParams::early_head_loads; same bits). Not yet measured: off until
-  // an A/B on the GPU keeps it. LLM_CUDA_NORM_ROPE_EARLY=1 for A/B runs.
-  bool norm_rope_early_loads = false;
-  // A router's float32 column tiles of many tokens (prefill) 32 rows tall, four rows a thread: 8 shared loads for 64
-  // fmas instead of 6 for 32 (RouterPartsParams::tall_tiles; same bits). Not yet measured: off until an A/B on the GPU
-  // keeps it. LLM_CUDA_ROUTER_TALL=1 for A/B runs.
-  bool router_tall_tiles = false;
   // Prefill expert products of Q4_K and recoded MXFP4 on moe_fragments.cu's kernels (weights straight into mma
   // fragments); false: moe_gemm.cu's half tiles for every format. LLM_CUDA_MOE_FRAGMENTS=0 for A/B runs.
   bool moe_fragments = true;

@@ -58,10 +58,6 @@ ExecutorOptions ExecutorOptions::from_env() {
   o.glu_epilogue = read_flag("LLM_CUDA_GLU_EPILOGUE", o.glu_epilogue);
   o.glu_images = read_flag("LLM_CUDA_GLU_IMAGES", o.glu_images);
   o.tiles_after_split = read_flag("LLM_CUDA_TILES_AFTER_SPLIT", o.tiles_after_split);
-  o.prefill_attention_async = read_flag("LLM_CUDA_PREFILL_ATTN_ASYNC", o.prefill_attention_async);
-  o.prefill_attention_split_kv = read_flag("LLM_CUDA_PREFILL_SPLIT_KV", o.prefill_attention_split_kv);
-  o.norm_rope_early_loads = read_flag("LLM_CUDA_NORM_ROPE_EARLY", o.norm_rope_early_loads);
-  o.router_tall_tiles = read_flag("LLM_CUDA_ROUTER_TALL", o.router_tall_tiles);
   o.moe_fragments = read_flag("LLM_CUDA_MOE_FRAGMENTS", o.moe_fragments);
   o.moe_glu_out = read_flag("LLM_CUDA_MOE_GLU_OUT", o.moe_glu_out);
   o.moe_glu_pairs = read_flag("LLM_CUDA_MOE_GLU_PAIRS", o.moe_glu_pairs);

@@ -106,13 +106,6 @@ struct AttentionKernelParams {
   // which has no tile, costs the split launch and not a second launch after it. The prefill grid's block (0, 0)
   // waits for the split grid before ending, so that the launch reading both waits for both (pdl.cuh).
   bool tiles_after_split = false;
-  // The prefill kernel's K/V tiles of an f16 cache with head_dim 64 or 128 in two stages, the next tile's cp.async
-  // copies in flight while this one is computed (head_dim 256's always are; attention_prefill.cu). Same bits.
-  bool prefill_async_tiles = false;
-  // The prefill kernel with head_dim 64 or 128 as two groups of four warps over a block's queries, the even and the
-  // odd tiles of its slots, merged at the end (attention_prefill.cu): the longest block's chain of tiles halved.
-  // Not the same bits as one group. Takes precedence over prefill_async_tiles.
-  bool prefill_split_kv = false;
   AttentionNewToken new_token = {};  // k set: q is the raw q of one decode token (above)
 };
 

@@ -14,15 +14,9 @@
 // dynamic memory), the next tile's copies in flight while this one is computed: one block a SM at a 512-token
 // prefill leaves no other block to hide the loads (Gemma-3-12B's heads, H100: 52.2 -> 41.9 us). The quantized
 // caches' tiles are converted on the way in, through registers, one stage. 64 and 128 keep Q in registers, 64-slot
-// tiles, one stage; or, with an f16 cache and AttentionKernelParams::prefill_async_tiles, two stages as head_dim 256
-// (the second in dynamic memory): at a 512-token prefill every block is resident at once and the last query tile's
-// blocks stream eight tiles in turn, each behind its loads' round trips.
-// With AttentionKernelParams::prefill_split_kv (head_dim 64 and 128, one-stage tiles) a block is two groups of four
-// warps over the same 64 queries: group 0 takes the even tiles of the block's slots and group 1 the odd ones, each
-// through its own K/V buffers (group 1's in dynamic memory), and at the end group 1 hands its running maxima, sums
-// and outputs to group 0 through shared memory, which merges them as the online softmax merges tiles. The last
-// query tile's eight tiles are then four a group: the launch's longest chain is halved (different sums' order than
-// one group: not the same bits).
+// tiles, one stage. Two forms of those lost their A/B and were removed (BENCHMARKS.md, session 51: pp512 of
+// Qwen3-30B-A3B, Llama-3-8B and Gemma-3-4B within +-1%): the f16 tiles double-buffered as head_dim 256's, and a block
+// of two warp groups taking every other tile of its slots, merged at the end (the last query tile's chain halved).
 // A paged batch (AttentionKernelParams::tiles): block x takes the per-run tile x of up to 64 tokens of one sequence
 // (blocks past the run's tile count exit at once, so a captured graph serves any batch) and reads that sequence's
 // slots through its block-table row; a sliding-window tile reads no slot before its rows' earliest window, whose
@@ -44,32 +38,27 @@ namespace {
 constexpr int kBM = 64;        // query tokens per block (16 per warp)
 constexpr int kThreads = 128;  // four warps
 
-// An f16 cache with head_dim 256, or asked for (kAsyncAsked: prefill_async_tiles): the K/V tiles in two stages, the
-// next tile's cp.async copies in flight while this one is computed (the other instances load a tile, then compute
-// it).
-template <int HD, graph::KvType KV, bool kAsyncAsked>
-constexpr bool async_tiles() { return KV == graph::KvType::F16 && (HD == 256 || kAsyncAsked); }
+// An f16 cache with head_dim 256: the K/V tiles in two stages, the next tile's cp.async copies in flight while this
+// one is computed (the other instances load a tile, then compute it).
+template <int HD, graph::KvType KV>
+constexpr bool async_tiles() { return KV == graph::KvType::F16 && HD == 256; }
 // Query rows in dynamic shared memory (head_dim 256), before the second stage.
 template <int HD>
 constexpr int q_shared_rows() { return HD == 256 ? kBM : 0; }
 // Cache slots a tile.
 template <int HD>
 constexpr int tile_slots() { return HD == 256 ? 32 : 64; }
-// Dynamic shared memory of an instance: head_dim 256's Q rows, and with async_tiles the second stage's K and V, or
-// with kSplitKv group 1's K and V.
-template <int HD, graph::KvType KV, bool kAsyncAsked, bool kSplitKv = false>
+// Dynamic shared memory of an instance: head_dim 256's Q rows, and with async_tiles the second stage's K and V.
+template <int HD, graph::KvType KV>
 constexpr size_t dynamic_smem() {
-  const bool second_tiles = async_tiles<HD, KV, kAsyncAsked>() || kSplitKv;
-  return size_t(q_shared_rows<HD>() + (second_tiles ? 2 * tile_slots<HD>() : 0)) * (HD + 8) * 2;
+  return size_t(q_shared_rows<HD>() + (async_tiles<HD, KV>() ? 2 * tile_slots<HD>() : 0)) * (HD + 8) * 2;
 }
 
 using mma::pack_half2;
 
 // kWindow: a sliding-window layer (p.window > 0), its own instance so that the causal-only kernel keeps its mask loop.
-// kAsyncAsked: p.prefill_async_tiles (instances of an f16 cache with head_dim 64 and 128 only). kSplitKv:
-// p.prefill_split_kv, two groups of four warps (head_dim 64 and 128, one-stage tiles).
-template <int HD, graph::KvType KV, bool kWindow, bool kAsyncAsked, bool kSplitKv = false>
-__global__ void __launch_bounds__(kThreads * (kSplitKv ? 2 : 1)) attention_prefill_kernel(AttentionKernelParams p) {
+template <int HD, graph::KvType KV, bool kWindow>
+__global__ void __launch_bounds__(kThreads) attention_prefill_kernel(AttentionKernelParams p) {
   constexpr int kLd = HD + 8;  // shared row stride in halves: 16-byte rows, conflict-free fragment reads
   constexpr int kBN = tile_slots<HD>();     // cache slots per tile
   constexpr bool kQShared = HD == 256;      // Q in shared memory (qs), not in registers (qf)
@@ -77,20 +66,15 @@ __global__ void __launch_bounds__(kThreads * (kSplitKv ? 2 : 1)) attention_prefi
   __shared__ __align__(16) uint16_t ks[kBN * kLd];
   __shared__ __align__(16) uint16_t vs[kBN * kLd];
   extern __shared__ __align__(16) uint16_t qs[];  // kQShared: [kBM][kLd]; then kAsync: stage 1's K and V tiles
-  constexpr bool kAsync = async_tiles<HD, KV, kAsyncAsked>();  // stage 0: ks, vs
-  static_assert(!kSplitKv || (!kAsync && !kQShared), "the split groups take one-stage tiles, Q in registers");
+  constexpr bool kAsync = async_tiles<HD, KV>();  // stage 0: ks, vs
   __shared__ int32_t pos_s[kBM];
   // After the split launch (AttentionKernelParams::tiles_after_split): the launch after this one may start on its
   // weights, and block (0, 0) ends only once the split grid has (pdl_wait), so this grid ends after it. Everything
   // read here was written before the split launch, a plain one, began.
   const bool holds_grid = p.tiles_after_split && blockIdx.x == 0 && blockIdx.y == 0;
   if (p.tiles_after_split) pdl_launch_dependents();
-  // kSplitKv without tiles: the grid is (head, query tile) with the last query tiles first, so that blocks start
-  // longest first (at one block an SM a 512-token prefill is two waves; the heaviest blocks wait for none).
-  const bool heavy_first = kSplitKv && !p.tiles;
-  const int64_t h = heavy_first ? blockIdx.x : blockIdx.y;
-  const int64_t qt = heavy_first ? int64_t(gridDim.y) - 1 - blockIdx.y : blockIdx.x;  // the query tile
-  int64_t t0 = qt * kBM, rows = min(int64_t(kBM), p.T - t0);  // this block's tokens
+  const int64_t h = blockIdx.y;
+  int64_t t0 = int64_t(blockIdx.x) * kBM, rows = min(int64_t(kBM), p.T - t0);  // this block's tokens
   if (p.tiles) {  // a paged batch: the run's tile (qt = blockIdx.x)
     if (int32_t(blockIdx.x) >= p.tiles[0]) {
       if (holds_grid) pdl_wait();
@@ -99,9 +83,7 @@ __global__ void __launch_bounds__(kThreads * (kSplitKv ? 2 : 1)) attention_prefi
     t0 = p.tiles[1 + 2 * blockIdx.x], rows = p.tiles[2 + 2 * blockIdx.x];
   }
   const int64_t kvh = h / (p.n_head / p.n_head_kv);
-  const int tid = threadIdx.x, lane = tid & 31, g = lane >> 2, tg = lane & 3;
-  // kSplitKv: the thread's group (its tiles), its index and its warp within the group (its rows).
-  const int grp = tid / kThreads, gtid = tid % kThreads, warp = gtid >> 5;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, tg = lane & 3;
   const int32_t* table = kv_row(p.paging, t0);  // the tile's sequence; null: slot = position
   const int32_t shift = p.paging.block_shift;
 
@@ -195,14 +177,7 @@ __global__ void __launch_bounds__(kThreads * (kSplitKv ? 2 : 1)) attention_prefi
   };
   int stage = 0;  // kAsync: the stage of the tile computed
   if constexpr (kAsync) issue(first, 0);
-  // This group's K and V tiles (kSplitKv: group 1's in the dynamic memory).
-  uint16_t* const kbuf = kSplitKv && grp ? qs : ks;
-  uint16_t* const vbuf = kSplitKv && grp ? qs + kBN * kLd : vs;
-  constexpr int kGroups = kSplitKv ? 2 : 1;
-  // Both groups go round the loop together (its barriers are the block's); a group whose tile starts past the last
-  // slot loads zeros and computes nothing.
-  for (int64_t base = first; base <= last; base += kGroups * kBN) {
-    const int64_t n0 = base + int64_t(grp) * kBN;  // this group's tile
+  for (int64_t n0 = first; n0 <= last; n0 += kBN) {
     __syncthreads();  // the previous tile is consumed
     if constexpr (kAsync) {
       if (n0 + kBN <= last) {
@@ -222,7 +197,7 @@ __global__ void __launch_bounds__(kThreads * (kSplitKv ? 2 : 1)) attention_prefi
       uint16_t kd[kPer], vd[kPer];
 #pragma unroll
       for (int j = 0; j < kPer; ++j) {
-        const int i = gtid + j * kThreads, row = i / kItemsPerRow, c = i % kItemsPerRow;
+        const int i = tid + j * kThreads, row = i / kItemsPerRow, c = i % kItemsPerRow;
         const int64_t slot = n0 + row;
         kq[j] = vq[j] = make_uint4(0, 0, 0, 0), kd[j] = vd[j] = 0;  // zero scale: 0 whatever the quants, never NaN
         if (slot <= last && (!kWindow || slot >= from)) {
@@ -245,9 +220,9 @@ __global__ void __launch_bounds__(kThreads * (kSplitKv ? 2 : 1)) attention_prefi
       };
 #pragma unroll
       for (int j = 0; j < kPer; ++j) {
-        const int i = gtid + j * kThreads, row = i / kItemsPerRow, c = i % kItemsPerRow;
-        store(kbuf + row * kLd + c * kVals, kq[j], __ushort_as_half(kd[j]));
-        store(vbuf + row * kLd + c * kVals, vq[j], __ushort_as_half(vd[j]));
+        const int i = tid + j * kThreads, row = i / kItemsPerRow, c = i % kItemsPerRow;
+        store(ks + row * kLd + c * kVals, kq[j], __ushort_as_half(kd[j]));
+        store(vs + row * kLd + c * kVals, vq[j], __ushort_as_half(vd[j]));
       }
     } else {
       // In rounds of 4 items per thread, each round's loads issued before its stores.
@@ -258,7 +233,7 @@ __global__ void __launch_bounds__(kThreads * (kSplitKv ? 2 : 1)) attention_prefi
         uint4 kv[kRound], vv[kRound];
 #pragma unroll
         for (int j = 0; j < kRound; ++j) {
-          const int i = gtid + (r0 + j) * kThreads, row = i / (HD / 8), c8 = i % (HD / 8);
+          const int i = tid + (r0 + j) * kThreads, row = i / (HD / 8), c8 = i % (HD / 8);
           const int64_t slot = n0 + row;
           kv[j] = vv[j] = make_uint4(0, 0, 0, 0);
           if (slot <= last && (!kWindow || slot >= from)) {
@@ -269,17 +244,16 @@ __global__ void __launch_bounds__(kThreads * (kSplitKv ? 2 : 1)) attention_prefi
         }
 #pragma unroll
         for (int j = 0; j < kRound; ++j) {
-          const int i = gtid + (r0 + j) * kThreads, row = i / (HD / 8), c8 = i % (HD / 8);
-          *reinterpret_cast<uint4*>(kbuf + row * kLd + c8 * 8) = kv[j];
-          *reinterpret_cast<uint4*>(vbuf + row * kLd + c8 * 8) = vv[j];
+          const int i = tid + (r0 + j) * kThreads, row = i / (HD / 8), c8 = i % (HD / 8);
+          *reinterpret_cast<uint4*>(ks + row * kLd + c8 * 8) = kv[j];
+          *reinterpret_cast<uint4*>(vs + row * kLd + c8 * 8) = vv[j];
         }
       }
     }
     __syncthreads();
-    const uint16_t* const kt = kAsync && stage ? qs + kQRows * kLd : kbuf;  // this tile's K and V
-    const uint16_t* const vt = kAsync && stage ? qs + (kQRows + kBN) * kLd : vbuf;
+    const uint16_t* const kt = kAsync && stage ? qs + kQRows * kLd : ks;  // this tile's K and V
+    const uint16_t* const vt = kAsync && stage ? qs + (kQRows + kBN) * kLd : vs;
     if constexpr (kAsync) stage ^= 1;
-    if (kSplitKv && n0 > last) continue;  // group-uniform: an odd group's tile past the end
 
     float s[kBN / 8][4];
     if constexpr (kQShared) {
@@ -337,42 +311,6 @@ __global__ void __launch_bounds__(kThreads * (kSplitKv ? 2 : 1)) attention_prefi
     }
   }
 
-  if constexpr (kSplitKv) {
-    // Group 1's running maxima, its threads' partial sums and its outputs to group 0 through group 1's K and V
-    // tiles (free once both groups are past their last tile; exactly their size), [value][thread of the group] so
-    // that a warp's stores are consecutive; group 0 rescales both sides to the larger maximum, as a new tile
-    // rescales the running ones.
-    constexpr int kPerThread = 4 + HD / 8 * 4;
-    static_assert(size_t(kPerThread) * kThreads * 4 <= size_t(2) * kBN * kLd * 2, "the merge fits in group 1's tiles");
-    float* const xs = reinterpret_cast<float*>(qs);
-    __syncthreads();
-    if (grp == 1) {
-      xs[gtid] = m0, xs[kThreads + gtid] = m1, xs[2 * kThreads + gtid] = l0, xs[3 * kThreads + gtid] = l1;
-#pragma unroll
-      for (int n = 0; n < HD / 8; ++n)
-#pragma unroll
-        for (int c = 0; c < 4; ++c) xs[(4 + 4 * n + c) * kThreads + gtid] = o[n][c];
-    }
-    __syncthreads();
-    if (grp == 1) return;  // block (0, 0)'s wait for the split grid is group 0's
-    const float mb0 = xs[gtid], mb1 = xs[kThreads + gtid];
-    const float mn0 = fmaxf(m0, mb0), mn1 = fmaxf(m1, mb1);
-    // A side that saw no slot (maximum -inf) holds zeros: its factor is 0, never exp(-inf + inf).
-    const float ca0 = m0 == -INFINITY ? 0.0f : exp2f(m0 * kLog2e - mn0 * kLog2e);
-    const float cb0 = mb0 == -INFINITY ? 0.0f : exp2f(mb0 * kLog2e - mn0 * kLog2e);
-    const float ca1 = m1 == -INFINITY ? 0.0f : exp2f(m1 * kLog2e - mn1 * kLog2e);
-    const float cb1 = mb1 == -INFINITY ? 0.0f : exp2f(mb1 * kLog2e - mn1 * kLog2e);
-    l0 = l0 * ca0 + xs[2 * kThreads + gtid] * cb0, l1 = l1 * ca1 + xs[3 * kThreads + gtid] * cb1;
-#pragma unroll
-    for (int n = 0; n < HD / 8; ++n) {
-      o[n][0] = o[n][0] * ca0 + xs[(4 + 4 * n) * kThreads + gtid] * cb0;
-      o[n][1] = o[n][1] * ca0 + xs[(5 + 4 * n) * kThreads + gtid] * cb0;
-      o[n][2] = o[n][2] * ca1 + xs[(6 + 4 * n) * kThreads + gtid] * cb1;
-      o[n][3] = o[n][3] * ca1 + xs[(7 + 4 * n) * kThreads + gtid] * cb1;
-    }
-    m0 = mn0, m1 = mn1;
-  }
-
 #pragma unroll
   for (int o_ = 1; o_ <= 2; o_ <<= 1) {
     l0 += __shfl_xor_sync(0xffffffffu, l0, o_);
@@ -393,10 +331,10 @@ __global__ void __launch_bounds__(kThreads * (kSplitKv ? 2 : 1)) attention_prefi
   if (holds_grid) pdl_wait();
 }
 
-template <int HD, graph::KvType KV, bool kWindow, bool kAsyncAsked = false, bool kSplitKv = false>
+template <int HD, graph::KvType KV, bool kWindow>
 void launch_instance(const AttentionKernelParams& p, dim3 grid, cudaStream_t stream) {
-  constexpr size_t smem = dynamic_smem<HD, KV, kAsyncAsked, kSplitKv>();
-  constexpr auto kernel = attention_prefill_kernel<HD, KV, kWindow, kAsyncAsked, kSplitKv>;
+  constexpr size_t smem = dynamic_smem<HD, KV>();
+  constexpr auto kernel = attention_prefill_kernel<HD, KV, kWindow>;
   if constexpr (smem > 0) {  // static and dynamic above 48 KiB: an opt-in, once per instance
     static const bool opted = [] {
       CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
@@ -404,28 +342,16 @@ void launch_instance(const AttentionKernelParams& p, dim3 grid, cudaStream_t str
     }();
     (void)opted;
   }
-  launch_programmatic(p.tiles_after_split, kernel, grid, kThreads * (kSplitKv ? 2 : 1), smem, stream, p);
-}
-
-// Head_dim 64 or 128: the two-group instance where asked for (before the two-stage one: they do not combine), the
-// two-stage instance where an f16 cache asks for it.
-template <int HD, graph::KvType KV, bool kWindow>
-void launch_hd(const AttentionKernelParams& p, dim3 grid, cudaStream_t stream) {
-  if (p.prefill_split_kv)  // without tiles, (head, query tile): the kernel's heavy_first
-    return launch_instance<HD, KV, kWindow, false, true>(p, p.tiles ? grid : dim3(grid.y, grid.x), stream);
-  if constexpr (KV == graph::KvType::F16) {
-    if (p.prefill_async_tiles) return launch_instance<HD, KV, kWindow, true>(p, grid, stream);
-  }
-  launch_instance<HD, KV, kWindow>(p, grid, stream);
+  launch_programmatic(p.tiles_after_split, kernel, grid, kThreads, smem, stream, p);
 }
 
 template <graph::KvType KV>
 void launch_kv(const AttentionKernelParams& p, dim3 grid, cudaStream_t stream) {
   const bool w = p.window > 0;
-  if (p.hd == 64 && w) launch_hd<64, KV, true>(p, grid, stream);
-  else if (p.hd == 64) launch_hd<64, KV, false>(p, grid, stream);
-  else if (p.hd == 128 && w) launch_hd<128, KV, true>(p, grid, stream);
-  else if (p.hd == 128) launch_hd<128, KV, false>(p, grid, stream);
+  if (p.hd == 64 && w) launch_instance<64, KV, true>(p, grid, stream);
+  else if (p.hd == 64) launch_instance<64, KV, false>(p, grid, stream);
+  else if (p.hd == 128 && w) launch_instance<128, KV, true>(p, grid, stream);
+  else if (p.hd == 128) launch_instance<128, KV, false>(p, grid, stream);
   else if (w) launch_instance<256, KV, true>(p, grid, stream);
   else launch_instance<256, KV, false>(p, grid, stream);
 }

@@ -46,9 +46,9 @@ __device__ __forceinline__ void load_chunk(const float* w, const float* x, int64
 // A thread holds R rows x 4 columns of the tile (rows rp + 8 a, columns cq + 8 j: those a warp reads at once lie in
 // distinct banks) and takes four k at a time from 16-byte shared loads: R + 4 loads for 16 R fmas (R = 2: 6 for
 // 32). The first form, a row and two columns a thread with a load a product, was bound by the shared-memory pipe
-// (51 us a layer of Qwen3-30B-A3B's pp512, 8.6% of it; session 32); R = 2 still is by count (~13 us of its 20), and
-// R = 4 (the router parts' f32_cols_tall, RouterPartsParams::tall_tiles) takes 8 loads for 64 fmas. Each output is the
-// same chain whatever R: the same bits.
+// (51 us a layer of Qwen3-30B-A3B's pp512, 8.6% of it; session 32); R = 2 still is by count (~13 us of its 20). R = 4
+// (8 loads for 64 fmas, the same bits) was no faster for the router's parts: Qwen3-30B-A3B pp512 within +-1%
+// (BENCHMARKS.md, session 51), so R stays a template argument with one instance.
 // slice_k > 0: block z covers K slice [z slice_k, (z + 1) slice_k) and writes y + z T N, without the bias.
 template <int R>
 __global__ void __launch_bounds__(kThreads) f32_cols_kernel(const float* w, const float* x, const float* bias,
@@ -119,18 +119,15 @@ void launch_f32_columns(const MatvecParams& p, cudaStream_t stream) {
 }
 
 void launch_f32_column_parts(const float* w, const float* x, float* parts, int64_t K, int64_t N, int64_t T,
-                             int64_t slice_k, cudaStream_t stream, bool tall_tiles) {
+                             int64_t slice_k, cudaStream_t stream) {
   LLM_REQUIRE(w && x && parts, "f32 column parts: null pointer");
   LLM_REQUIRE(K > 0 && N > 0 && T > 0 && slice_k > 0 && slice_k % kChunk == 0, "f32 column parts: bad shape");
   const int64_t n_parts = (K + slice_k - 1) / slice_k;
-  const int64_t tile = tall_tiles ? tile_rows<4>() : tile_rows<2>();
+  constexpr int64_t tile = tile_rows<2>();
   LLM_REQUIRE((N + tile - 1) / tile <= 0x7fffffff && (T + kTileCols - 1) / kTileCols <= 65535 && n_parts <= 65535,
               "f32 column parts: too many rows, columns or parts");
   const dim3 grid(unsigned((N + tile - 1) / tile), unsigned((T + kTileCols - 1) / kTileCols), unsigned(n_parts));
-  if (tall_tiles)
-    f32_cols_kernel<4><<<grid, kThreads, 0, stream>>>(w, x, nullptr, parts, K, N, T, slice_k);
-  else
-    f32_cols_kernel<2><<<grid, kThreads, 0, stream>>>(w, x, nullptr, parts, K, N, T, slice_k);
+  f32_cols_kernel<2><<<grid, kThreads, 0, stream>>>(w, x, nullptr, parts, K, N, T, slice_k);
   CUDA_CHECK_LAUNCH(stream);
 }
 

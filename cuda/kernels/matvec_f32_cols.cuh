@@ -13,9 +13,8 @@ inline constexpr int64_t kF32ColumnsMin = 8;
 void launch_f32_columns(const MatvecParams& p, cudaStream_t stream);
 
 // The product as partial sums over slices of K (slice_k, a multiple of 128): parts[q][t][n] = sum over k in slice q
-// of w[n][k] x[t][k], each an fma chain in ascending k (w [N][K] row-major, x [T][K]). tall_tiles: tiles of 32 rows,
-// four a thread (fewer shared loads an fma; the same bits).
+// of w[n][k] x[t][k], each an fma chain in ascending k (w [N][K] row-major, x [T][K]).
 void launch_f32_column_parts(const float* w, const float* x, float* parts, int64_t K, int64_t N, int64_t T,
-                             int64_t slice_k, cudaStream_t stream, bool tall_tiles = false);
+                             int64_t slice_k, cudaStream_t stream);
 
 }  // namespace cuda

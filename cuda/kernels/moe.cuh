@@ -96,9 +96,6 @@ struct RouterPartsParams {
   float* xw = nullptr;            // [K, T]
   int64_t K = 0, n_expert = 0, T = 0;
   int n_parts = 0;           // router_parts_count(K)
-  // From kF32ColumnsMin tokens: the column tiles of 32 rows, four a thread (launch_f32_column_parts' tall_tiles; the
-  // same bits).
-  bool tall_tiles = false;
 };
 int router_parts_count(int64_t K);
 void launch_router_parts(const RouterPartsParams& p, cudaStream_t stream);

@@ -135,12 +135,11 @@ __global__ void rope_kv_kernel(RopeKvParams p, const __grid_constant__ BasePower
 // head) normalises its head into shared memory (the norm needs the whole head before any pair rotates), then rotates
 // it pair by pair as rope_kv_kernel does; the blocks after the heads' copy v into the cache. A head is read whole
 // before it is written, so q may be rotated in place.
-// kEarly (RopeKvParams::early_head_loads): each warp's head and norm weights go into registers before the token's
-// position is read and its angles formed, so that their round trip overlaps that work instead of following it; the
-// same sums in the same order (the same bits).
+// (Loading each warp's head and norm weights into registers before the position and angles, the same bits, was no
+// faster: Qwen3-30B-A3B and Gemma-3-4B pp512 within +-1%, BENCHMARKS.md session 51.)
 constexpr int kNormWarps = 8;
 constexpr int kMaxNormHeadDim = 256;
-template <bool kScaled, bool kEarly = false>
+template <bool kScaled>
 __global__ void __launch_bounds__(kNormWarps * 32) norm_rope_kv_kernel(RopeKvParams p,
                                                                        const __grid_constant__ BasePowers bp) {
   const RopeKernelParams& r = p.rope;
@@ -154,19 +153,6 @@ __global__ void __launch_bounds__(kNormWarps * 32) norm_rope_kv_kernel(RopeKvPar
   const int64_t h = is_k ? hh - r.n_head : hh, nh = is_k ? p.n_head_kv : r.n_head, hd = r.head_dim;
   const float* x = has_head ? (is_k ? p.k : r.x) + (t * nh + h) * hd : nullptr;
   const float* w = is_k ? p.k_norm_w : p.q_norm_w;
-  // kEarly: the head (lane's elements d = lane + 32 i) and weights, loaded first.
-  constexpr int kPerLane = kMaxNormHeadDim / 32;
-  float xe[kEarly ? kPerLane : 1], we[kEarly ? kPerLane : 1];
-  if constexpr (kEarly) {
-    if (has_head) {
-#pragma unroll
-      for (int i = 0; i < kPerLane; ++i) {
-        const int64_t d = lane + 32 * i;
-        xe[i] = d < hd ? x[d] : 0.0f;
-        we[i] = d < hd ? w[d] : 0.0f;
-      }
-    }
-  }
   const int32_t pos = r.positions[t];
   if (blockIdx.x >= head_blocks) {  // v
     const int64_t slot = kv_write_slot(p.paging, t, pos, p.n_ctx);
@@ -193,27 +179,15 @@ __global__ void __launch_bounds__(kNormWarps * 32) norm_rope_kv_kernel(RopeKvPar
   if (!has_head) return;  // warp-uniform
   float* s = head_s[warp];
   float ss = 0.0f;
-  if constexpr (kEarly) {
-#pragma unroll
-    for (int i = 0; i < kPerLane; ++i)
-      if (lane + 32 * i < hd) ss += xe[i] * xe[i];
-  } else {
 #pragma unroll 8
-    for (int64_t d = lane; d < hd; d += 32) {
-      const float v = x[d];
-      s[d] = v, ss += v * v;
-    }
+  for (int64_t d = lane; d < hd; d += 32) {
+    const float v = x[d];
+    s[d] = v, ss += v * v;
   }
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
   const float scale = rsqrtf(ss / float(hd) + p.norm_eps);
-  if constexpr (kEarly) {
-#pragma unroll
-    for (int i = 0; i < kPerLane; ++i)
-      if (lane + 32 * i < hd) s[lane + 32 * i] = xe[i] * scale * we[i];
-  } else {
-    for (int64_t d = lane; d < hd; d += 32) s[d] = s[d] * scale * w[d];
-  }
+  for (int64_t d = lane; d < hd; d += 32) s[d] = s[d] * scale * w[d];
   __syncwarp();
   const int64_t slot = is_k ? kv_write_slot(p.paging, t, pos, p.n_ctx) : 0;
   if (slot < 0) return;  // a padding token: no cache write (warp-uniform)
@@ -328,12 +302,8 @@ void launch_rope_kv(const RopeKvParams& p, cudaStream_t stream) {
     const int64_t head_blocks = (r.n_head + p.n_head_kv + kNormWarps - 1) / kNormWarps;
     const int64_t v_blocks = (p.hd_v * p.n_head_kv + kNormWarps * 32 - 1) / (kNormWarps * 32);
     const dim3 grid(unsigned(head_blocks + v_blocks), unsigned(r.T));
-    if (scaled(r) && p.early_head_loads)
-      norm_rope_kv_kernel<true, true><<<grid, kNormWarps * 32, 0, stream>>>(p, base_powers(r));
-    else if (scaled(r))
+    if (scaled(r))
       norm_rope_kv_kernel<true><<<grid, kNormWarps * 32, 0, stream>>>(p, base_powers(r));
-    else if (p.early_head_loads)
-      norm_rope_kv_kernel<false, true><<<grid, kNormWarps * 32, 0, stream>>>(p, base_powers(r));
     else
       norm_rope_kv_kernel<false><<<grid, kNormWarps * 32, 0, stream>>>(p, base_powers(r));
     CUDA_CHECK_LAUNCH(stream);

@@ -57,9 +57,6 @@ struct RopeKvParams {
   const float* q_norm_w = nullptr;   // [head_dim]
   const float* k_norm_w = nullptr;   // [head_dim]
   float norm_eps = 0.0f;
-  // With the norms: each warp's head and weights loaded before the token's position and angles (norm_rope_kv_kernel's
-  // kEarly; same bits). The executor's ExecutorOptions::norm_rope_early_loads.
-  bool early_head_loads = false;
 };
 void launch_rope_kv(const RopeKvParams& p, cudaStream_t stream);
 

@@ -347,14 +347,6 @@ TEST(ExpertMatvec, RouterPartsAddUpToTheProduct) {
         EXPECT_TRUE(close("router parts K=" + std::to_string(K) + " n=" + std::to_string(n) + " T=" +
                               std::to_string(T),
                           sum, want, tol, 0.0));
-        // The tall column tiles (tall_tiles) keep every output's chain: the same bits in every part.
-        if (T >= cuda::kF32ColumnsMin) {
-          auto tall = poisoned_f32(size_t(parts * n * T));
-          p.parts = tall.as<float>(), p.tall_tiles = true;
-          cuda::launch_router_parts(p, nullptr);
-          EXPECT_EQ(download<uint32_t>(tall, got.size()), download<uint32_t>(out, got.size()))
-              << "tall tiles K=" << K << " n=" << n << " T=" << T;
-        }
       }
 }
 
