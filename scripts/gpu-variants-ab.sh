@@ -5,7 +5,8 @@
 # LLM_CUDA_* assignments for this build's llm-run (`-` for none). The GPU tests (KERNEL_TESTS,
 # SESSION_TESTS filters, run with TEST_ENV); on each model of CHECK_MODELS the logits of a long and of a two-token
 # prompt and a greedy generation of every variant compared byte for byte with the first variant's; then `bench`
-# (ARGS) of each SHAPES entry for every variant, ROUNDS interleaved rounds. Table last ($OUT/table.txt).
+# (ARGS) of each SHAPES entry for every variant, ROUNDS interleaved rounds (ARGS="--parallel 1,2,4 -p 512 -n 128":
+# each count's decode aggregate). Table last ($OUT/table.txt).
 # gpu-switch-ab.sh is the two-variant form.
 #   here:  scripts/pack-carry.sh BASE_LLM_RUN; ../shared/device/prepare.sh <models> tokenizer/ggml-vocab-llama-bpe.gguf
 #   there: VARIANTS="base:base new:- pdl:LLM_CUDA_NEW_TOKEN_PDL=1" SHAPES="qwen3-30b-a3b:Q4_K_M" \
@@ -45,8 +46,10 @@ for st in ${SHAPES:-}; do
   synth_model /tmp/bin/llm-run "$shape" "$type" 2>>"$out/synth.log"  # $model
   for round in $(seq 1 "${ROUNDS:-2}"); do
     for v in "${variants[@]}"; do
+      # bench's md rows (test, t/s), or with --parallel its batched table's (B, decode aggregate S_TG)
       line=$(run_variant "$v" bench -m "$model" --device cuda ${ARGS:--p 0 -n 128 -r 3} -o md 2>>"$out/bench.err" |
-        grep -E '^\| .*(pp|tg)[0-9]' | awk -F'|' '{printf "%s %s;", $6, $7}')
+        awk -F'|' '$0 ~ /^\| .*(pp|tg)[0-9]/ {printf "%s %s;", $6, $7}
+                   $0 ~ /^\| *[0-9]+ *\|/ {gsub(/ /, "", $4); gsub(/ /, "", $9); printf " B=%s %s;", $4, $9}')
       table+=("round $round $shape $type ${v%%:*}: $line")
     done
   done
