@@ -35,9 +35,9 @@ int run_parallel_bench(RunFlags run, const ParallelBenchFlags& f) {
       for (int32_t b : f.parallel) {
         std::fprintf(stderr, "bench: pp %d tg %d x %d\n", p, n, b);
         // One untimed round first: graph builds, captures and run-time kernels are not what is measured.
-        runtime::run_parallel_bench(*l.session, b, p, std::min(n, 2), f.batch_tokens, 1, draws);
+        runtime::run_parallel_bench(*l.session, b, p, std::min(n, 2), f.batch_tokens, 1, draws, f.pipeline);
         const runtime::ParallelBenchResult r =
-            runtime::run_parallel_bench(*l.session, b, p, n, f.batch_tokens, 2, draws);
+            runtime::run_parallel_bench(*l.session, b, p, n, f.batch_tokens, 2, draws, f.pipeline);
         const double pp_tps = r.prefill_s > 0 ? double(b) * p / r.prefill_s : 0;
         const double tg_tps = r.decode_s > 0 ? double(b) * n / r.decode_s : 0;
         const double total = r.prefill_s + r.decode_s;

@@ -16,6 +16,7 @@ struct ParallelBenchFlags {
   int32_t batch_tokens = 2048;     // prompt tokens per batch at most
   std::string output = "md";       // md | json
   float temp = 0;                  // > 0: sequences draw their tokens at this temperature (server defaults otherwise)
+  bool pipeline = false;           // greedy decode as the server runs it (runtime::run_parallel_bench's pipeline)
 };
 
 int run_parallel_bench(RunFlags run, const ParallelBenchFlags& f);

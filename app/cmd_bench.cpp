@@ -36,6 +36,7 @@ struct BenchOptions {
   std::vector<int32_t> parallel;  // --parallel: the batched table instead (bench_parallel.h)
   int32_t batch_tokens = 2048;
   float temp = 0;                 // --temp with --parallel: sequences draw their tokens (bench_parallel.h)
+  bool pipeline = false;          // --pipeline with --parallel: greedy steps queued ahead (bench_parallel.h)
 };
 
 double now_s() {
@@ -127,9 +128,11 @@ std::vector<BenchTest> plan_tests(const BenchOptions& o) {
 int run_bench(BenchOptions& o) {
   if (!o.parallel.empty()) {
     if (o.output == "csv") throw UsageError("--parallel writes md or json");
-    return run_parallel_bench(o.run,
-                              ParallelBenchFlags{o.parallel, o.n_prompt, o.n_gen, o.batch_tokens, o.output, o.temp});
+    if (o.pipeline && o.temp > 0) throw UsageError("--pipeline is greedy: not with --temp");
+    return run_parallel_bench(o.run, ParallelBenchFlags{o.parallel, o.n_prompt, o.n_gen, o.batch_tokens, o.output,
+                                                        o.temp, o.pipeline});
   }
+  if (o.pipeline) throw UsageError("--pipeline goes with --parallel");
   if (o.reps < 1) throw UsageError("-r must be at least 1");
   std::vector<BenchTest> tests = plan_tests(o);
   int32_t needed = 1, largest_batch = 1;
@@ -230,6 +233,10 @@ void register_bench(CLI::App& root, Action& chosen) {
                   "logits copied out (batched-bench style)")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 100.0));
+  cmd->add_flag("--pipeline", o->pipeline,
+                "with --parallel: greedy decode as the server runs it: each step's tokens the previous step's "
+                "argmax on the device, no logits copied out, the next step queued before the last one's results "
+                "are read");
   add_warmup_flag(*cmd, o->run, "each test run once before the timed repetitions");
   cmd->callback([o, &chosen] {
     for (int32_t v : o->n_prompt)

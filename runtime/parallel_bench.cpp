@@ -15,9 +15,12 @@ double now_s() {
 }  // namespace
 
 ParallelBenchResult run_parallel_bench(Session& session, int32_t n_parallel, int32_t n_prompt, int32_t n_gen,
-                                       int32_t batch_tokens, uint32_t seed, const SamplerParams* sampling) {
+                                       int32_t batch_tokens, uint32_t seed, const SamplerParams* sampling,
+                                       bool pipeline) {
   if (n_parallel <= 0 || n_prompt < 0 || n_gen < 0 || batch_tokens <= 0 || n_prompt + n_gen <= 0)
     throw OptionsError("parallel bench: sequences, batch size and prompt + generated tokens must be positive");
+  if (pipeline && sampling)
+    throw OptionsError("parallel bench: the pipelined decode is greedy (argmax on the device), not sampled");
   const std::optional<PagedLayout> layout = session.paged_layout();
   if (!layout) throw SessionError("parallel bench: the session has no paged KV cache (this device has no batched "
                                   "session yet)");
@@ -39,6 +42,7 @@ ParallelBenchResult run_parallel_bench(Session& session, int32_t n_parallel, int
     b.positions.clear();
     b.kv_seq.clear();
     b.output_rows.clear();
+    b.token_from_row.clear();
   };
   // Each sequence's tokens so far (the penalty windows of its draws) and its next one, when sequences sample.
   std::vector<std::vector<int32_t>> history(static_cast<size_t>(n_parallel));
@@ -91,6 +95,22 @@ ParallelBenchResult run_parallel_bench(Session& session, int32_t n_parallel, int
   if (!b.tokens.empty()) session.eval_paged(b);
   r.prefill_s = now_s() - t0;
   t0 = now_s();
+  if (pipeline) {
+    int queued = 0;  // steps launched and not yet taken: at most two (Session::launch_paged)
+    for (int32_t step = 0; step < n_gen; ++step) {
+      clear();
+      for (int32_t s = 0; s < n_parallel; ++s) add(s, n_prompt + step, true);
+      b.need_logits = false, b.draws.clear();
+      // Output row s of the step before is sequence s's token; the first step takes the random ids add() gave.
+      if (step > 0)
+        for (int32_t s = 0; s < n_parallel; ++s) b.token_from_row.push_back(s);
+      session.launch_paged(b);
+      if (++queued == 2) session.take_paged(), --queued;
+    }
+    for (; queued > 0; --queued) session.take_paged();
+    r.decode_s = now_s() - t0;
+    return r;
+  }
   for (int32_t step = 0; step < n_gen; ++step) {
     clear();
     for (int32_t s = 0; s < n_parallel; ++s) add(s, n_prompt + step, true);

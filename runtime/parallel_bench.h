@@ -21,7 +21,12 @@ struct ParallelBenchResult {
 // bench). Otherwise each sequence draws its next token with these parameters (its own seed: seed + sequence) as the
 // serving engine does — on the device where the session draws (PagedBatch::draws), else on the host from the
 // logits — and evaluates it in the next step.
+// pipeline (greedy only; OptionsError with sampling): the decode as the serving engine runs greedy sequences — each
+// step's tokens are the previous step's argmax on the device (PagedBatch::token_from_row), no logits are copied out,
+// and each step is queued before the previous one's results are taken (Session::launch_paged), so the device does
+// not wait for the host between steps.
 ParallelBenchResult run_parallel_bench(Session& session, int32_t n_parallel, int32_t n_prompt, int32_t n_gen,
-                                       int32_t batch_tokens, uint32_t seed, const SamplerParams* sampling = nullptr);
+                                       int32_t batch_tokens, uint32_t seed, const SamplerParams* sampling = nullptr,
+                                       bool pipeline = false);
 
 }  // namespace runtime

@@ -78,6 +78,20 @@ TEST(BenchCli, ParallelGivesOneRowPerSequenceCount) {
   EXPECT_NE(bad.err.find("--parallel values must be positive"), std::string::npos) << bad.err;
 }
 
+TEST(BenchCli, PipelinedParallelDecodeIsGreedyAndBatched) {
+  REQUIRE_ASSET(stories, "models/stories260K-f32.gguf");
+  const std::string m = "bench -m " + shell_quote(stories) + " --device cpu -t 1";
+  const Result r = testing_process::run_llm_run(m + " --parallel 2 -p 8 -n 4 --pipeline");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("| 8 | 4 | 2 | 24 |"), std::string::npos) << r.out;
+  const Result sampled = testing_process::run_llm_run(m + " --parallel 2 -p 8 -n 4 --pipeline --temp 0.8");
+  EXPECT_EQ(sampled.code, 2) << sampled.err;
+  EXPECT_NE(sampled.err.find("--pipeline is greedy"), std::string::npos) << sampled.err;
+  const Result alone = testing_process::run_llm_run(m + " -p 8 -n 4 --pipeline");
+  EXPECT_EQ(alone.code, 2) << alone.err;
+  EXPECT_NE(alone.err.find("--pipeline goes with --parallel"), std::string::npos) << alone.err;
+}
+
 }  // namespace
 
 namespace {
