@@ -5,7 +5,8 @@
 # synthetic Llama-3-8B Q4_K_M, loaded by ../shared/bench/serve_load.py (streaming /v1/completions, prompts of 400
 # random words, 128 tokens each) at several concurrencies, plus a shared 2000-token prefix at 8 streams (llama-server
 # with its unified cache there, -kvu: its slots of -c / --parallel tokens are too short for those prompts); and
-# `llm-run bench` tg128 for the one-stream reference. SKIP_LLAMA=1 leaves llama.cpp out, SKIP_LLM=1 llm-run,
+# `llm-run bench` tg128 for the one-stream reference (also at depth 512; and `bench --parallel --pipeline`, greedy
+# steps queued ahead as serve runs them). SKIP_LLAMA=1 leaves llama.cpp out, SKIP_LLM=1 llm-run,
 # SERVE=0 both servers (the engines' batched bench alone). BENCH=0 leaves out llm-run's benches, LOAD=0 the
 # concurrency sweep (the shared-prefix load stays); SERVE_BINS="llm-run-base llm-run" serves each build of
 # scripts/pack-carry.sh in turn (an A/B of the serving path), SERVE_ENVS="LLM_PIPELINE_STEPS=0 LLM_PIPELINE_STEPS=1"
@@ -38,6 +39,14 @@ if [ -z "${SKIP_LLM:-}" ]; then
     /tmp/bin/llm-run bench -m "$model" --device cuda --parallel "$NPL" -p 512 -n 128 >"$out/parallel.md" \
       2>"$out/parallel.err"
     row "llm-run bench --parallel:" "$(cat "$out/parallel.md")"
+    # Greedy steps as serve runs them (queued ahead, argmax on the device, no logits out): the per-step wait's share.
+    /tmp/bin/llm-run bench -m "$model" --device cuda --parallel "$NPL" -p 512 -n 128 --pipeline \
+      >"$out/parallel-pipeline.md" 2>>"$out/parallel.err"
+    row "llm-run bench --parallel --pipeline:" "$(grep -E '^\| *[0-9]' "$out/parallel-pipeline.md")"
+    # tg128 at the batched tables' depth (their decode runs at positions 512-639)
+    /tmp/bin/llm-run bench -m "$model" --device cuda -p 0 -n 128 -d 512 -r 3 -o md >"$out/bench-d512.md" 2>&1
+    row "llm-run bench tg128 at depth 512: $(grep -E '^\| .*tg128' "$out/bench-d512.md" | awk -F'|' '{print $(NF-3)}' |
+      tr -s ' ')"
     /tmp/bin/llm-run bench -m "$model" --device cuda -p 0 -n 128 -r 3 -o md >"$out/bench.md" 2>&1
     row "llm-run bench tg128: $(grep -E '^\| .*tg128' "$out/bench.md" | awk -F'|' '{print $(NF-3)}' | tr -s ' ')"
   fi
