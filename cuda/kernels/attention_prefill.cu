@@ -75,7 +75,7 @@ __global__ void __launch_bounds__(kThreads) attention_prefill_kernel(AttentionKe
   if (p.tiles_after_split) pdl_launch_dependents();
   const int64_t h = blockIdx.y;
   int64_t t0 = int64_t(blockIdx.x) * kBM, rows = min(int64_t(kBM), p.T - t0);  // this block's tokens
-  if (p.tiles) {  // a paged batch: the run's tile (qt = blockIdx.x)
+  if (p.tiles) {  // a paged batch: the run's tile blockIdx.x
     if (int32_t(blockIdx.x) >= p.tiles[0]) {
       if (holds_grid) pdl_wait();
       return;
