@@ -29,20 +29,23 @@ struct GenerateFlags {
   std::string grammar_file;      // --grammar-file FILE
 };
 
+// A flag's text: the file's when FILE was given, else TEXT (empty: neither).
+std::string text_or_file(const std::string& text, const std::string& file, const char* what) {
+  return file.empty() ? text : read_input_file(file, what);
+}
+
 // The grammar of --json-schema(-file) or --grammar(-file), read before the model loads; null without them.
 // UsageError for text that is not JSON, a schema the grammar cannot hold, or a GBNF grammar with an error.
 std::shared_ptr<const runtime::ByteGrammar> grammar_flag(const GenerateFlags& f) {
   if (!f.grammar.empty() || !f.grammar_file.empty()) {
-    const std::string text = f.grammar_file.empty() ? f.grammar : read_input_file(f.grammar_file, "grammar");
     try {
-      return runtime::gbnf_grammar(text);
+      return runtime::gbnf_grammar(text_or_file(f.grammar, f.grammar_file, "grammar"));
     } catch (const runtime::GbnfError& e) {
       throw UsageError(e.what());
     }
   }
-  std::string text = f.json_schema;
-  if (!f.json_schema_file.empty()) text = read_input_file(f.json_schema_file, "JSON schema");
   if (f.json_schema.empty() && f.json_schema_file.empty()) return nullptr;
+  const std::string text = text_or_file(f.json_schema, f.json_schema_file, "JSON schema");
   try {
     return runtime::json_schema_grammar(chat::parse_json(text));
   } catch (const chat::JsonError& e) {

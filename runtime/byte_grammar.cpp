@@ -58,22 +58,30 @@ ByteGrammar::Symbol ByteGrammar::byte(unsigned char c) {
 }
 
 ByteGrammar::Rule ByteGrammar::repeat(Rule x, uint32_t min, uint32_t max) {
-  Rule tail = add_rule();  // what may follow the first `min`: x* or at most (max - min) of x
-  add_alternative(tail, {});
+  // What may follow the first `min`: x* or at most (max - min) of x, as nested (empty | x more); none when max = min.
+  // No rule that only forwards or only matches nothing: each would cost the recognizer a step on every byte.
+  std::vector<Symbol> seq(min, rule(x));
   if (max == kUnbounded) {
+    const Rule tail = add_rule();
+    add_alternative(tail, {});
     add_alternative(tail, {rule(x), rule(tail)});
-  } else {
-    for (uint32_t k = min; k < max; ++k) {
+    if (min == 0) return tail;
+    seq.push_back(rule(tail));
+  } else if (max > min) {
+    Rule tail = add_rule();
+    add_alternative(tail, {});
+    add_alternative(tail, {rule(x)});
+    for (uint32_t k = min + 1; k < max; ++k) {
       const Rule more = add_rule();
       add_alternative(more, {});
       add_alternative(more, {rule(x), rule(tail)});
       tail = more;
     }
+    if (min == 0) return tail;
+    seq.push_back(rule(tail));
   }
-  std::vector<Symbol> seq(min, rule(x));
-  seq.push_back(rule(tail));
   const Rule r = add_rule();
-  add_alternative(r, seq);
+  add_alternative(r, seq);  // max = min = 0: the empty text
   return r;
 }
 

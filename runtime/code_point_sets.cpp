@@ -37,7 +37,6 @@ CodePointRanges complement(const CodePointRanges& r) {
 namespace {
 
 using Rule = ByteGrammar::Rule;
-using Seq = std::vector<ByteGrammar::Symbol>;
 
 CodePointRanges without_surrogates(const CodePointRanges& r) {
   CodePointRanges out;

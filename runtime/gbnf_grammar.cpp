@@ -41,7 +41,7 @@ class GbnfReader {
     for (const auto& [name, where] : used_)
       if (!defined_.count(name)) fail_at(where, "rule '" + name + "' is used but not defined");
     const auto root = rules_.find("root");
-    if (root == rules_.end() || !defined_.count("root")) throw GbnfError("the grammar has no 'root' rule");
+    if (root == rules_.end()) throw GbnfError("the grammar has no 'root' rule");  // every used rule is defined
     g_->set_root(root->second);
     if (const auto rule = g_->left_recursive()) {
       std::string name = "(a group)";
@@ -214,7 +214,7 @@ class GbnfReader {
     if (!more()) fail("a class is not closed");
     ++at_;
     if (set.empty() && !negated) fail("an empty class");
-    return negated ? complement(set) : normalized(set);
+    return negated ? complement(set) : set;  // code_point_rule normalizes
   }
 
   Rule quantified(Rule x) {

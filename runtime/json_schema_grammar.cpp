@@ -121,14 +121,12 @@ class SchemaCompiler {
         g_->add_alternative(top, one);
         return top;
       }
-      const Rule more = g_->add_rule();  // (between, before, a call, after)*
-      Seq next;
-      g_->append_literal(next, syntax.between);
-      next.insert(next.end(), one.begin(), one.end());
-      next.push_back(ByteGrammar::rule(more));
-      g_->add_alternative(more, next);
-      g_->add_alternative(more, {});
-      one.push_back(ByteGrammar::rule(more));
+      const Rule next = g_->add_rule();  // between, before, a call, after: any number of them after the first
+      Seq seq;
+      g_->append_literal(seq, syntax.between);
+      seq.insert(seq.end(), one.begin(), one.end());
+      g_->add_alternative(next, seq);
+      one.push_back(ByteGrammar::rule(g_->repeat(next, 0, ByteGrammar::kUnbounded)));
       g_->add_alternative(top, one);
       return top;
     });

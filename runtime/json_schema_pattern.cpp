@@ -236,7 +236,7 @@ class PatternCompiler {
     }
     if (!more()) fail("an unclosed class");
     ++at_;  // ']'
-    return negated ? complement(set) : normalized(set);
+    return negated ? complement(set) : set;  // code_point_rule normalizes
   }
 
   // The rule of one character of `set`, written as JSON writes it.

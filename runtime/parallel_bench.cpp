@@ -95,29 +95,24 @@ ParallelBenchResult run_parallel_bench(Session& session, int32_t n_parallel, int
   if (!b.tokens.empty()) session.eval_paged(b);
   r.prefill_s = now_s() - t0;
   t0 = now_s();
-  if (pipeline) {
-    int queued = 0;  // steps launched and not yet taken: at most two (Session::launch_paged)
-    for (int32_t step = 0; step < n_gen; ++step) {
-      clear();
-      for (int32_t s = 0; s < n_parallel; ++s) add(s, n_prompt + step, true);
-      b.need_logits = false, b.draws.clear();
+  int queued = 0;  // pipeline: steps launched and not yet taken, at most two (Session::launch_paged)
+  for (int32_t step = 0; step < n_gen; ++step) {
+    clear();
+    for (int32_t s = 0; s < n_parallel; ++s) add(s, n_prompt + step, true);
+    if (pipeline) {
+      b.need_logits = false;
       // Output row s of the step before is sequence s's token; the first step takes the random ids add() gave.
       if (step > 0)
         for (int32_t s = 0; s < n_parallel; ++s) b.token_from_row.push_back(s);
       session.launch_paged(b);
       if (++queued == 2) session.take_paged(), --queued;
+      continue;
     }
-    for (; queued > 0; --queued) session.take_paged();
-    r.decode_s = now_s() - t0;
-    return r;
-  }
-  for (int32_t step = 0; step < n_gen; ++step) {
-    clear();
-    for (int32_t s = 0; s < n_parallel; ++s) add(s, n_prompt + step, true);
     ask_draws(uint64_t(step));
     const std::span<const float> logits = session.eval_paged(b);
     if (sampling) draw_all(logits, uint64_t(step));
   }
+  for (; queued > 0; --queued) session.take_paged();
   r.decode_s = now_s() - t0;
   return r;
 }

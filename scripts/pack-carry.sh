@@ -2,8 +2,8 @@
 # Packs the sm_90 binaries a device call needs into one xz archive (git-ignored .device-bin/bins.tar.xz): the test
 # binaries and llm-run of the build here, and optionally a base build's llm-run (as llm-run-base) for an A/B. The
 # binaries share most of their bytes (the kernels of libllm_cuda), which xz -9 stores once: four binaries and a base
-# take ~8 MiB instead of ~80, inside the 64 MiB the device tool carries (a dictionary wider than the four
-# binaries together: at ~62 MB each, the default 64 MiB one saw only one of them at a time).
+# take ~8 MiB instead of ~80, inside the 64 MiB the device tool carries. At ~62 MB a binary, xz -9's 64 MiB
+# dictionary no longer reaches from one binary back into the one before it (33 MiB); 192 MiB does (18 MiB).
 #   scripts/pack-carry.sh [BASE_LLM_RUN [NAME=LLM_RUN...]]   (BUILD_DIR: the build to take them from, default build;
 #                                    NAME=LLM_RUN: more builds, packed as llm-run-NAME)
 #   there: mkdir -p /tmp/bin && tar xJf .device-bin/bins.tar.xz -C /tmp/bin (lib/: scripts/device-libs.sh)

@@ -379,10 +379,8 @@ void handle_completion(RouteContext& ctx, const httplib::Request& req, httplib::
       er.ignore_eos = r.ignore_eos;
       er.top_logprobs = r.top_logprobs;
       if (r.top_logprobs >= 0) c->logprobs = std::make_shared<LogprobsReply>(ctx.engine.tokenizer(), er.prompt, route);
-      if (forced_call) {
-        er.constraint = runtime::make_grammar_constraint(ctx.json_vocabulary(), forced_call);
-      } else if (r.grammar) {
-        er.constraint = runtime::make_grammar_constraint(ctx.json_vocabulary(), r.grammar);
+      if (forced_call || r.grammar) {  // never both (the 400 above)
+        er.constraint = runtime::make_grammar_constraint(ctx.json_vocabulary(), forced_call ? forced_call : r.grammar);
       } else if (r.json_object) {
         er.constraint = std::make_shared<runtime::JsonConstraint>(ctx.json_vocabulary());
       }

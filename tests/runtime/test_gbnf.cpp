@@ -16,12 +16,7 @@ namespace {
 
 using runtime::GrammarState;
 
-bool takes(const runtime::ByteGrammar& g, std::string_view text) {
-  GrammarState s(g);
-  for (const char c : text)
-    if (!s.feed(static_cast<unsigned char>(c))) return false;
-  return s.complete();
-}
+using test_masks::grammar_accepts;
 
 struct Case {
   const char* grammar;
@@ -44,8 +39,8 @@ TEST(Gbnf, ConstructsTakeAndRefuse) {
   };
   for (const Case& c : cases) {
     const auto g = runtime::gbnf_grammar(c.grammar);
-    for (const char* t : c.take) EXPECT_TRUE(takes(*g, t)) << c.grammar << "\n  should take " << t;
-    for (const char* t : c.refuse) EXPECT_FALSE(takes(*g, t)) << c.grammar << "\n  should refuse " << t;
+    for (const char* t : c.take) EXPECT_TRUE(grammar_accepts(*g, t)) << c.grammar << "\n  should take " << t;
+    for (const char* t : c.refuse) EXPECT_FALSE(grammar_accepts(*g, t)) << c.grammar << "\n  should refuse " << t;
   }
 }
 
@@ -69,11 +64,11 @@ TEST(Gbnf, AJsonGrammarReadsJson) {
   const auto g = runtime::gbnf_grammar(kJsonGrammar);
   for (const char* t : {R"({})", R"({"a": [1, -2.5e3, true, null], "b": {"c": "x\"y\u00e9"}})",
                         "{\n  \"k\": \"caf\xc3\xa9\"\n}"}) {
-    EXPECT_TRUE(takes(*g, t)) << t;
+    EXPECT_TRUE(grammar_accepts(*g, t)) << t;
     EXPECT_TRUE(chat::parse_json(t).is_object()) << t;
   }
   for (const char* t : {"[]", R"({"a": })", R"({"a": 1,})", R"({'a': 1})", "{\"a\": \"\x01\"}"})
-    EXPECT_FALSE(takes(*g, t)) << t;
+    EXPECT_FALSE(grammar_accepts(*g, t)) << t;
 }
 
 TEST(Gbnf, ErrorsSayWhere) {

@@ -26,12 +26,7 @@ namespace {
 using runtime::ByteGrammar;
 using runtime::GrammarState;
 
-bool accepts(const ByteGrammar& g, std::string_view text) {
-  GrammarState s(g);
-  for (const char c : text)
-    if (!s.feed(static_cast<unsigned char>(c))) return false;
-  return s.complete();
-}
+using test_masks::grammar_accepts;
 
 std::shared_ptr<const ByteGrammar> compile(std::string_view schema) {
   return runtime::json_schema_grammar(chat::parse_json(schema));
@@ -48,8 +43,8 @@ TEST(ByteGrammar, AlternativesRepetitionAndEnd) {
   g.add_alternative(r, {g.byte('a')});
   g.add_alternative(s, {ByteGrammar::rule(r), g.byte('!')});
   g.set_root(s);
-  for (const char* ok : {"a!", "aba!", "ababa!"}) EXPECT_TRUE(accepts(g, ok)) << ok;
-  for (const char* bad : {"", "a", "ab!", "b!", "a!!", "aa!"}) EXPECT_FALSE(accepts(g, bad)) << bad;
+  for (const char* ok : {"a!", "aba!", "ababa!"}) EXPECT_TRUE(grammar_accepts(g, ok)) << ok;
+  for (const char* bad : {"", "a", "ab!", "b!", "a!!", "aa!"}) EXPECT_FALSE(grammar_accepts(g, bad)) << bad;
   // A refused byte leaves the state as it was.
   GrammarState st(g);
   ASSERT_TRUE(st.feed('a'));
@@ -167,14 +162,14 @@ TEST(JsonSchemaGrammar, KeywordsTakeAndRefuse) {
     const auto g = compile(c.schema);
     const chat::jinja::Value schema = chat::parse_json(c.schema);
     for (const char* t : c.take) {
-      EXPECT_TRUE(accepts(*g, t)) << c.schema << "\n  should take " << t;
+      EXPECT_TRUE(grammar_accepts(*g, t)) << c.schema << "\n  should take " << t;
       // The validator's patterns read bytes (std::regex), so it judges ASCII texts only.
       const bool ascii = std::all_of(t, t + std::strlen(t), [](char ch) { return (ch & 0x80) == 0; });
       if (ascii) {
         EXPECT_TRUE(schema_test::text_valid(schema, t)) << "the validator refuses " << t;
       }
     }
-    for (const char* t : c.refuse) EXPECT_FALSE(accepts(*g, t)) << c.schema << "\n  should refuse " << t;
+    for (const char* t : c.refuse) EXPECT_FALSE(grammar_accepts(*g, t)) << c.schema << "\n  should refuse " << t;
   }
 }
 
@@ -233,7 +228,7 @@ TEST(JsonSchemaGrammar, RandomTextsOfTheGrammarAreValid) {
           case 1: edited.erase(at, 1); break;
           default: edited.insert(at, 1, edited[at]); break;
         }
-        if (accepts(*g, edited)) {
+        if (grammar_accepts(*g, edited)) {
           EXPECT_TRUE(schema_test::text_valid(schema, edited)) << text << "\n  " << edited;
         }
       }

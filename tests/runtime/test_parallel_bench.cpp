@@ -3,6 +3,7 @@
 // on the device from the step before, at most two steps queued, every queued step taken before the bench returns).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <stdexcept>
 #include <vector>
 
@@ -27,20 +28,25 @@ class RecordingSession : public runtime::Session {
     l.block_size = 16, l.n_blocks = 64, l.max_blocks = 8, l.n_seq = 4;
     return l;
   }
+  // The checks and queue rules a real session applies (runtime/session.h), so that a bench breaking them fails here.
   std::span<const float> eval_paged(const runtime::PagedBatch& b) override {
-    if (queued_ != 0) throw std::logic_error("eval_paged with steps queued");
+    if (!wants_host_.empty()) throw std::logic_error("eval_paged with steps queued");
+    runtime::check_paged_batch(b, *paged_layout(), n_vocab());
     steps.push_back({b, false, 0});
+    last_outputs_ = int32_t(b.output_rows.size());
     logits_.assign(b.output_rows.size() * size_t(n_vocab()), 0.0f);
     return logits_;
   }
   void launch_paged(const runtime::PagedBatch& b) override {
-    ++queued_;
-    most_queued = std::max(most_queued, queued_);
-    steps.push_back({b, true, queued_});
+    runtime::check_paged_batch(b, *paged_layout(), n_vocab());
+    runtime::check_paged_launch(b, wants_host_.size(), !wants_host_.empty() && wants_host_.back(), last_outputs_);
+    wants_host_.push_back(b.need_logits || b.asks_draws());
+    last_outputs_ = int32_t(b.output_rows.size());
+    steps.push_back({b, true, int(wants_host_.size())});
   }
   runtime::PagedResult take_paged() override {
-    if (queued_ == 0) throw std::logic_error("take_paged with nothing queued");
-    --queued_;
+    if (wants_host_.empty()) throw std::logic_error("take_paged with nothing queued");
+    wants_host_.erase(wants_host_.begin());
     return {};
   }
   int32_t n_ctx() const override { return 128; }
@@ -49,11 +55,11 @@ class RecordingSession : public runtime::Session {
   uint64_t kv_cache_bytes() const override { return 0; }
 
   std::vector<Step> steps;
-  int most_queued = 0;
-  int queued() const { return queued_; }
+  size_t queued() const { return wants_host_.size(); }
 
  private:
-  int queued_ = 0;
+  std::vector<bool> wants_host_;  // per queued step, oldest first: whether it wants logits or draws
+  int32_t last_outputs_ = -1;     // output rows of the step launched last
   std::vector<float> logits_;
 };
 
@@ -86,8 +92,10 @@ TEST(ParallelBench, PipelinedDecodeQueuesGreedyStepsFromTheStepBefore) {
   }
   EXPECT_EQ(s.steps[1].depth, 1);
   EXPECT_EQ(s.steps[2].depth, 2);  // queued before the first decode step was taken
-  EXPECT_EQ(s.most_queued, 2);
-  EXPECT_EQ(s.queued(), 0);  // all taken before it returns
+  int most = 0;
+  for (const Step& st : s.steps) most = std::max(most, st.depth);
+  EXPECT_EQ(most, 2);
+  EXPECT_EQ(s.queued(), 0u);  // all taken before it returns
 }
 
 TEST(ParallelBench, PipelinedDecodeIsGreedyOnly) {

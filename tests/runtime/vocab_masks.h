@@ -1,20 +1,30 @@
 // What the structured-output mask tests share: stories260K's vocabulary and its masks (a fixture), and the reference
 // those masks are compared with, every token tried byte by byte from a state (JsonPrefix or GrammarState), an end of
-// generation allowed exactly where the text is whole.
+// generation allowed exactly where the text is whole; and whether a grammar takes a whole text.
 #pragma once
 #include <gtest/gtest.h>
 
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "assets.h"
 #include "model/model.h"
+#include "runtime/byte_grammar.h"
 #include "runtime/json_constraint.h"
 #include "tokenizer/tokenizer.h"
 
 namespace test_masks {
+
+// Whether the grammar takes the whole text: every byte fed, then a complete state.
+inline bool grammar_accepts(const runtime::ByteGrammar& g, std::string_view text) {
+  runtime::GrammarState s(g);
+  for (const char c : text)
+    if (!s.feed(static_cast<unsigned char>(c))) return false;
+  return s.complete();
+}
 
 class StoriesVocabulary : public ::testing::Test {
  protected:
