@@ -90,27 +90,27 @@ class Event : public Unique<cudaEvent_t, EventDeleter> {
 using Graph = Unique<cudaGraph_t, GraphDeleter>;
 using GraphExec = Unique<cudaGraphExec_t, GraphExecDeleter>;
 
-// Device memory: bytes of uninitialised global memory (cudaMalloc; never managed memory).
-class DeviceBuffer {
+// Bytes of uninitialised memory from an allocator's pair of calls (Memory::allocate / Memory::release), move-only.
+template <class Memory>
+class Buffer {
  public:
-  DeviceBuffer() = default;
-  explicit DeviceBuffer(size_t bytes) : bytes_(bytes) {
-    if (bytes) CUDA_CHECK(cudaMalloc(&ptr_, bytes));
+  Buffer() = default;
+  explicit Buffer(size_t bytes) : bytes_(bytes) {
+    if (bytes) ptr_ = Memory::allocate(bytes);
   }
-  DeviceBuffer(DeviceBuffer&& o) noexcept
-      : ptr_(::std::exchange(o.ptr_, nullptr)), bytes_(::std::exchange(o.bytes_, 0)) {}
-  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
+  Buffer(Buffer&& o) noexcept : ptr_(::std::exchange(o.ptr_, nullptr)), bytes_(::std::exchange(o.bytes_, 0)) {}
+  Buffer& operator=(Buffer&& o) noexcept {
     if (this != &o) {
-      if (ptr_) (void)cudaFree(ptr_);
+      if (ptr_) Memory::release(ptr_);
       ptr_ = ::std::exchange(o.ptr_, nullptr);
       bytes_ = ::std::exchange(o.bytes_, 0);
     }
     return *this;
   }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  ~DeviceBuffer() {
-    if (ptr_) (void)cudaFree(ptr_);
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+  ~Buffer() {
+    if (ptr_) Memory::release(ptr_);
   }
   void* get() const { return ptr_; }
   template <class T>
@@ -120,38 +120,29 @@ class DeviceBuffer {
  private:
   void* ptr_ = nullptr;
   size_t bytes_ = 0;
+};
+
+// Global memory (cudaMalloc; never managed memory).
+struct DeviceMemory {
+  static void* allocate(size_t bytes) {
+    void* p = nullptr;
+    CUDA_CHECK(cudaMalloc(&p, bytes));
+    return p;
+  }
+  static void release(void* p) { (void)cudaFree(p); }
 };
 
 // Page-locked host memory, so that async copies really overlap with the host.
-class PinnedBuffer {
- public:
-  PinnedBuffer() = default;
-  explicit PinnedBuffer(size_t bytes) : bytes_(bytes) {
-    if (bytes) CUDA_CHECK(cudaMallocHost(&ptr_, bytes));
+struct PinnedMemory {
+  static void* allocate(size_t bytes) {
+    void* p = nullptr;
+    CUDA_CHECK(cudaMallocHost(&p, bytes));
+    return p;
   }
-  PinnedBuffer(PinnedBuffer&& o) noexcept
-      : ptr_(::std::exchange(o.ptr_, nullptr)), bytes_(::std::exchange(o.bytes_, 0)) {}
-  PinnedBuffer& operator=(PinnedBuffer&& o) noexcept {
-    if (this != &o) {
-      if (ptr_) (void)cudaFreeHost(ptr_);
-      ptr_ = ::std::exchange(o.ptr_, nullptr);
-      bytes_ = ::std::exchange(o.bytes_, 0);
-    }
-    return *this;
-  }
-  PinnedBuffer(const PinnedBuffer&) = delete;
-  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
-  ~PinnedBuffer() {
-    if (ptr_) (void)cudaFreeHost(ptr_);
-  }
-  void* get() const { return ptr_; }
-  template <class T>
-  T* as() const { return static_cast<T*>(ptr_); }
-  size_t bytes() const { return bytes_; }
-
- private:
-  void* ptr_ = nullptr;
-  size_t bytes_ = 0;
+  static void release(void* p) { (void)cudaFreeHost(p); }
 };
+
+using DeviceBuffer = Buffer<DeviceMemory>;
+using PinnedBuffer = Buffer<PinnedMemory>;
 
 }  // namespace cuda

@@ -2,14 +2,15 @@
 // name (on first use, so rules may be used before they are defined), per group and per quantified item.
 #include "runtime/gbnf_grammar.h"
 
-#include <algorithm>
 #include <cctype>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "chat/jinja_text.h"
 #include "runtime/code_point_sets.h"
+#include "runtime/grammar_text.h"
 #include "runtime/json_schema_grammar.h"
 
 namespace runtime {
@@ -160,15 +161,10 @@ class GbnfReader {
       case 'x':
       case 'u':
       case 'U': {
-        const size_t digits = c == 'x' ? 2 : c == 'u' ? 4 : 8;
-        uint32_t v = 0;
-        for (size_t i = 0; i < digits; ++i) {
-          if (!more() || !std::isxdigit(static_cast<unsigned char>(t_[at_]))) fail("a malformed \\x, \\u or \\U escape");
-          const char h = t_[at_++];
-          v = v * 16 + static_cast<uint32_t>(h <= '9' ? h - '0' : (h | 0x20) - 'a' + 10);
-        }
-        if (v > kMaxCodePoint) fail("a code point above U+10FFFF");
-        return v;
+        const std::optional<uint32_t> v = read_hex(t_, at_, c == 'x' ? 2 : c == 'u' ? 4 : 8);
+        if (!v) fail("a malformed \\x, \\u or \\U escape");
+        if (*v > kMaxCodePoint) fail("a code point above U+10FFFF");
+        return *v;
       }
       case '\\':
       case '"':
@@ -220,41 +216,31 @@ class GbnfReader {
   Rule quantified(Rule x) {
     if (!more()) return x;
     const char c = t_[at_];
-    uint64_t lo = 0, hi = 0;
-    bool bounded = true;
-    if (c == '*') {
-      ++at_, bounded = false;
-    } else if (c == '+') {
-      ++at_, lo = 1, bounded = false;
-    } else if (c == '?') {
-      ++at_, hi = 1;
+    uint32_t lo = 0;
+    std::optional<uint32_t> hi;  // none: no upper bound
+    if (c == '*' || c == '+' || c == '?') {
+      ++at_, lo = c == '+' ? 1 : 0;
+      if (c == '?') hi = 1;
     } else if (c == '{') {
       ++at_;
       skip(false);
-      const auto number = [&](uint64_t& v) {
-        const size_t from = at_;
-        while (more() && t_[at_] >= '0' && t_[at_] <= '9') v = std::min<uint64_t>(v * 10 + (t_[at_++] - '0'), 1u << 30);
-        return at_ > from;
-      };
-      if (!number(lo)) fail("a count is due after '{'");
+      const std::optional<uint32_t> first = read_count(t_, at_);
+      if (!first) fail("a count is due after '{'");
       skip(false);
-      hi = lo;
+      lo = *first, hi = first;
       if (more() && t_[at_] == ',') {
         ++at_;
         skip(false);
-        hi = 0;
-        if (!number(hi)) bounded = false;
+        hi = read_count(t_, at_);
         skip(false);
       }
       if (!more() || t_[at_] != '}') fail("'}' is due to close the count");
       ++at_;
-      if (lo > static_cast<uint64_t>(kMaxSchemaRepeat) || (bounded && hi > static_cast<uint64_t>(kMaxSchemaRepeat)))
-        fail("a count above 4096");
-      if (bounded && hi < lo) fail("a count {m,n} with n below m");
+      if (const std::string e = count_error(lo, hi); !e.empty()) fail(e);
     } else {
       return x;
     }
-    return g_->repeat(x, static_cast<uint32_t>(lo), bounded ? static_cast<uint32_t>(hi) : ByteGrammar::kUnbounded);
+    return g_->repeat(x, lo, hi.value_or(ByteGrammar::kUnbounded));
   }
 
   std::string_view t_;

@@ -3,14 +3,14 @@
 // alternatives of its characters' JSON encodings, non-ASCII ranges split into UTF-8 byte ranges.
 #include "runtime/json_schema_pattern.h"
 
-#include <algorithm>
-#include <cctype>
 #include <cstdint>
+#include <optional>
 #include <utility>
 #include <vector>
 
 #include "chat/jinja_text.h"
 #include "runtime/code_point_sets.h"
+#include "runtime/grammar_text.h"
 #include "runtime/json_schema_grammar.h"
 
 namespace runtime {
@@ -111,24 +111,14 @@ class PatternCompiler {
   // {n}, {n,} or {n,m} at at_: true (past it) with the counts; false where the brace is a literal.
   bool count_braces(uint32_t& lo, uint32_t& hi, bool& bounded) {
     size_t i = at_ + 1;
-    const auto number = [&](uint32_t& v) {
-      const size_t from = i;
-      uint64_t n = 0;
-      while (i < p_.size() && p_[i] >= '0' && p_[i] <= '9') n = std::min<uint64_t>(n * 10 + (p_[i++] - '0'), 1u << 30);
-      v = static_cast<uint32_t>(n);
-      return i > from;
-    };
-    if (!number(lo)) return false;
-    bounded = true;
-    hi = lo;
-    if (i < p_.size() && p_[i] == ',') {
-      ++i;
-      if (!number(hi)) bounded = false;
-    }
+    const std::optional<uint32_t> first = read_count(p_, i);
+    if (!first) return false;
+    std::optional<uint32_t> last = first;
+    if (i < p_.size() && p_[i] == ',') last = read_count(p_, ++i);
     if (i >= p_.size() || p_[i] != '}') return false;
     at_ = i + 1;
-    if (lo > kMaxSchemaRepeat || (bounded && hi > kMaxSchemaRepeat)) fail("a count above 4096");
-    if (bounded && hi < lo) fail("a count {n,m} with m below n");
+    if (const std::string e = count_error(*first, last); !e.empty()) fail(e);
+    lo = *first, bounded = last.has_value(), hi = last.value_or(0);
     return true;
   }
 
@@ -185,14 +175,9 @@ class PatternCompiler {
       case '0': return {{0, 0}};
       case 'x':
       case 'u': {
-        const size_t digits = c == 'x' ? 2 : 4;
-        uint32_t v = 0;
-        for (size_t i = 0; i < digits; ++i) {
-          if (!more() || !std::isxdigit(static_cast<unsigned char>(peek()))) fail("a malformed \\x or \\u escape");
-          const char h = p_[at_++];
-          v = v * 16 + static_cast<uint32_t>(h <= '9' ? h - '0' : (h | 0x20) - 'a' + 10);
-        }
-        return {{v, v}};
+        const std::optional<uint32_t> v = read_hex(p_, at_, c == 'x' ? 2 : 4);
+        if (!v) fail("a malformed \\x or \\u escape");
+        return {{*v, *v}};
       }
       case 'b':
         if (in_class) return {{'\b', '\b'}};

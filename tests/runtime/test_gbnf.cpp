@@ -32,6 +32,7 @@ TEST(Gbnf, ConstructsTakeAndRefuse) {
       {"root ::= . .", {"ab", "\xc3\xa9\xe2\x82\xac", "\n\t"}, {"a", "abc", "\xc3"}},
       {"root ::= (\"ab\" | \"c\"){2,3}", {"abab", "cabc", "ccc"}, {"ab", "cccc", "abcabc"}},
       {"root ::= x{3}\nx ::= \"-\"", {"---"}, {"--", "----"}},
+      {"root ::= \"a\"{ 2 , }", {"aa", "aaaaa"}, {"a", ""}},
       {"root ::= \"\\x41\\u00e9\\U0001F600\\t\\\\\\\"\"", {"A\xc3\xa9\xf0\x9f\x98\x80\t\\\""}, {"A"}},
       // Rules used before they are defined, comments, groups over lines, an empty alternative.
       {"# a comment\nroot ::= item (\",\" item)*  # trailing\nitem ::= (\n  \"a\"\n  | \"b\"\n) ws\nws ::= | \" \"",
@@ -85,6 +86,10 @@ TEST(Gbnf, ErrorsSayWhere) {
       {"root ::= \"a\"{3,2}", "n below m"},
       {"root ::= <think>", "token references"},
       {"root ::= \"\\q\"", "an unknown escape"},
+      {"root ::= \"\\x4g\"", "line 1, column 14: a malformed \\x, \\u or \\U escape"},
+      {"root ::= \"\\U0011FFFF\"", "a code point above U+10FFFF"},
+      {"root ::= \"a\"{}", "a count is due after '{'"},
+      {"root ::= \"a\"{2,", "'}' is due to close the count"},
       {"root = \"a\"", "'::=' is due"},
       {"root ::= a\na ::= \"x\" a", "admits no finite text"},
   };

@@ -147,6 +147,7 @@ TEST(JsonSchemaGrammar, KeywordsTakeAndRefuse) {
        {R"("5551234")", R"("555-12345")", R"(" 555-1234")", R"("abc-defg")"}},
       {R"({"pattern": "^[A-Z][a-z]+( [A-Z][a-z]+)*$"})", {R"("Ann")", R"("Ann Lee")", R"("Jo Ann Lee")"},
        {R"("ann")", R"("Ann lee")", R"("A")", R"("Ann  Lee")", "1"}},
+      {R"({"type": "string", "pattern": "^a{2,}b{0,1}$"})", {R"("aa")", R"("aaaab")"}, {R"("a")", R"("aabb")"}},
       {R"({"type": "string", "pattern": "ab"})", {R"("ab")", R"("xaby")", R"("\"ab\n")"}, {R"("a b")", R"("ba")"}},
       {R"({"type": "string", "pattern": "^(red|green)(-[0-9]{1,2})?$"})", {R"("red")", R"("green-7")", R"("red-42")"},
        {R"("blue")", R"("red-")", R"("red-123")", R"("redgreen")"}},
@@ -264,6 +265,9 @@ TEST(JsonSchemaGrammar, RefusedSchemasSayWhereAndWhy) {
       {R"({"type": "string", "pattern": "\\bword"})", "/pattern"},
       {R"({"type": "string", "pattern": "\\p{L}"})", "/pattern"},
       {R"({"type": "string", "pattern": "a{5000}"})", "/pattern"},
+      {R"({"type": "string", "pattern": "a{3,2}"})", "/pattern"},
+      {R"({"type": "string", "pattern": "\\x4g"})", "/pattern"},
+      {R"({"type": "string", "pattern": "\\u00e"})", "/pattern"},
       {R"({"type": "string", "pattern": "(ab"})", "/pattern"},
       {R"({"type": "string", "pattern": "[ab"})", "/pattern"},
       {R"({"type": "string", "pattern": "[]a]"})", "/pattern"},  // ECMAScript: [] matches nothing

@@ -4,6 +4,8 @@
 #pragma once
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <future>
 #include <memory>
 #include <string>
 #include <thread>
@@ -152,6 +154,51 @@ class ServerTest : public ::testing::Test {
   std::unique_ptr<server::Server> server_;
   std::thread thread_;
   int port_ = 0;
+};
+
+// Holds the engine busy: a request submitted directly, whose first event waits until release() — bounded, so that a
+// broken test fails instead of hanging — while the test sends what must queue behind it. Released, and the engine
+// drained, when it goes out of scope, so that no callback outlives the promise it waits on.
+class EngineHold {
+ public:
+  EngineHold(runtime::Engine& engine, std::vector<int32_t> prompt, int32_t max_tokens) : engine_(engine) {
+    request.prompt = std::move(prompt);
+    request.sampling.temp = 0;
+    request.max_tokens = max_tokens;
+    request.ignore_eos = true;
+  }
+  EngineHold(const EngineHold&) = delete;
+  EngineHold& operator=(const EngineHold&) = delete;
+  ~EngineHold() {
+    release();
+    (void)engine_.wait_idle(std::chrono::seconds(60));
+  }
+
+  // Submits the request; true once it runs (its first event waits).
+  bool hold() {
+    const auto submitted = engine_.submit(request, [this](const runtime::EngineEvent&) {
+      if (first_) {
+        first_ = false;
+        started_.set_value();
+        EXPECT_EQ(released_.wait_for(std::chrono::seconds(60)), std::future_status::ready);
+      }
+      return true;
+    });
+    EXPECT_EQ(submitted.status, runtime::SubmitStatus::Accepted);
+    return submitted.status == runtime::SubmitStatus::Accepted &&
+           started_.get_future().wait_for(std::chrono::seconds(60)) == std::future_status::ready;
+  }
+  void release() {
+    if (!release_done_) release_done_ = true, release_.set_value();
+  }
+
+  runtime::EngineRequest request;  // greedy, `max_tokens` long whatever the end token
+
+ private:
+  runtime::Engine& engine_;
+  std::promise<void> started_, release_;
+  std::shared_future<void> released_ = release_.get_future().share();
+  bool first_ = true, release_done_ = false;
 };
 
 // The error object of an OpenAI error body, after checking its four fields are there.

@@ -112,26 +112,9 @@ TEST_F(ServerTest, QueueFullIs429WithRetryAfterAndMetricsShowIt) {
   Config c;
   c.max_queue = 1;
   start(c);
-  std::promise<void> started, release;
-  std::shared_future<void> release_f = release.get_future().share();
-  bool first = true;
-  runtime::EngineRequest busy;
-  busy.prompt = completion_prompt("Once");
-  busy.sampling.temp = 0;
-  busy.max_tokens = 3;
-  busy.ignore_eos = true;
-  const auto holder = engine_->submit(busy, [&](const runtime::EngineEvent&) {
-    if (first) {
-      first = false;
-      started.set_value();
-      // Bounded: a broken test fails instead of hanging.
-      EXPECT_EQ(release_f.wait_for(std::chrono::seconds(60)), std::future_status::ready);
-    }
-    return true;
-  });
-  ASSERT_EQ(holder.status, runtime::SubmitStatus::Accepted);
-  ASSERT_EQ(started.get_future().wait_for(std::chrono::seconds(60)), std::future_status::ready);
-  const auto queued = engine_->submit(busy, [](const runtime::EngineEvent&) { return true; });
+  EngineHold busy(*engine_, completion_prompt("Once"), 3);
+  ASSERT_TRUE(busy.hold());
+  const auto queued = engine_->submit(busy.request, [](const runtime::EngineEvent&) { return true; });
   ASSERT_EQ(queued.status, runtime::SubmitStatus::Accepted);
 
   const auto r = post("/v1/completions", R"({"prompt": "x", "max_tokens": 2})");
@@ -144,7 +127,7 @@ TEST_F(ServerTest, QueueFullIs429WithRetryAfterAndMetricsShowIt) {
   EXPECT_NE(m.body.find("\nllmrun_requests_running 1\n"), std::string::npos) << m.body;
   EXPECT_NE(m.body.find("\nllmrun_requests_rejected_total 1\n"), std::string::npos) << m.body;
   EXPECT_NE(m.body.find("\nllmrun_requests_accepted_total 2\n"), std::string::npos) << m.body;
-  release.set_value();
+  busy.release();
   ASSERT_TRUE(engine_->wait_idle(std::chrono::seconds(60)));
   const auto after = get("/metrics");
   EXPECT_NE(after.body.find("llmrun_requests_finished_total{reason=\"length\"} 2\n"), std::string::npos) << after.body;

@@ -119,24 +119,8 @@ TEST_F(ServerTest, DisconnectWhileQueuedCancelsWithoutRunning) {
   cfg.stream_probe = std::chrono::milliseconds(20);
   start(cfg);
   // The engine is held busy by a request whose callback waits for the test.
-  std::promise<void> started, release;
-  std::shared_future<void> release_f = release.get_future().share();
-  bool first = true;
-  runtime::EngineRequest busy;
-  busy.prompt = completion_prompt("Once");
-  busy.sampling.temp = 0;
-  busy.max_tokens = 2;
-  busy.ignore_eos = true;
-  ASSERT_EQ(engine_->submit(busy, [&](const runtime::EngineEvent&) {
-              if (first) {
-                first = false;
-                started.set_value();
-                EXPECT_EQ(release_f.wait_for(std::chrono::seconds(60)), std::future_status::ready);
-              }
-              return true;
-            }).status,
-            runtime::SubmitStatus::Accepted);
-  ASSERT_EQ(started.get_future().wait_for(std::chrono::seconds(60)), std::future_status::ready);
+  EngineHold busy(*engine_, completion_prompt("Once"), 2);
+  ASSERT_TRUE(busy.hold());
   {
     test_http::Connection c(port_);
     ASSERT_TRUE(c.connected());
@@ -152,7 +136,7 @@ TEST_F(ServerTest, DisconnectWhileQueuedCancelsWithoutRunning) {
   EXPECT_EQ(st.running, 1u);
   EXPECT_EQ(st.finished_cancelled, 1u);
   EXPECT_EQ(st.completion_tokens, 0u);
-  release.set_value();
+  busy.release();
   ASSERT_TRUE(engine_->wait_idle(std::chrono::seconds(60)));
   EXPECT_EQ(engine_->stats().finished_length, 1u);
 }
@@ -161,23 +145,8 @@ TEST_F(ServerTest, DisconnectWhileQueuedCancelsWithoutRunning) {
 // without running, while the busy one still holds the engine.
 TEST_F(ServerTest, DisconnectWhileQueuedForAWholeResponseCancelsWithoutRunning) {
   start();
-  std::promise<void> started, release;
-  std::shared_future<void> release_f = release.get_future().share();
-  bool first = true;
-  runtime::EngineRequest busy;
-  busy.prompt = completion_prompt("Once");
-  busy.max_tokens = 2;
-  busy.ignore_eos = true;
-  ASSERT_EQ(engine_->submit(busy, [&](const runtime::EngineEvent&) {
-              if (first) {
-                first = false;
-                started.set_value();
-                EXPECT_EQ(release_f.wait_for(std::chrono::seconds(60)), std::future_status::ready);
-              }
-              return true;
-            }).status,
-            runtime::SubmitStatus::Accepted);
-  ASSERT_EQ(started.get_future().wait_for(std::chrono::seconds(60)), std::future_status::ready);
+  EngineHold busy(*engine_, completion_prompt("Once"), 2);
+  ASSERT_TRUE(busy.hold());
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   {
     test_http::Connection c(port_);
@@ -193,7 +162,7 @@ TEST_F(ServerTest, DisconnectWhileQueuedForAWholeResponseCancelsWithoutRunning) 
   EXPECT_EQ(st.finished_cancelled, 1u);
   EXPECT_EQ(st.queue_length, 0u);
   EXPECT_EQ(st.running, 1u);
-  release.set_value();
+  busy.release();
   ASSERT_TRUE(engine_->wait_idle(std::chrono::seconds(60)));
   EXPECT_EQ(engine_->stats().finished_length, 1u);
 }
