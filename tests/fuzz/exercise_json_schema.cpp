@@ -4,6 +4,7 @@
 // only failures allowed. While reading: a refused byte leaves the state as it was, and a state that says it is inside
 // string text takes the plain bytes it promises; at the end, text the grammar calls whole is JSON the schema's
 // validator accepts (where the text is ASCII, so that the JSON parser's UTF-8 check is not what decides).
+#include <algorithm>
 #include <string>
 #include <string_view>
 
@@ -18,8 +19,30 @@
 namespace fuzz {
 namespace {
 
-// Text that is not JSON is read as a GBNF grammar (runtime/gbnf_grammar.h): only GbnfError may come out, and a
-// refused byte leaves the state as it was.
+// `text` fed to `state` byte by byte, as a mask tries a vocabulary: a refused byte is passed over (and must leave the
+// state as it was), and wherever the state says it is inside string text, feeding a plain byte and advance_plain
+// must agree. Returns the bytes taken.
+std::string read_checked(runtime::GrammarState& state, std::string_view text) {
+  std::string taken;
+  for (const char ch : text) {
+    if (state.plain_chars_left() > 0) {
+      runtime::GrammarState plain = state;
+      if (!plain.feed('a')) broken("a state inside string text refused a plain byte");
+      runtime::GrammarState advanced = state;
+      advanced.advance_plain(1);
+      if (!(advanced == plain)) broken("advance_plain differs from feeding a plain character");
+    }
+    const runtime::GrammarState before = state;
+    if (!state.feed(static_cast<unsigned char>(ch))) {
+      if (!(state == before)) broken("a refused byte changed the state");
+      continue;
+    }
+    taken += ch;
+  }
+  return taken;
+}
+
+// Text that is not JSON is read as a GBNF grammar (runtime/gbnf_grammar.h): only GbnfError may come out.
 void exercise_gbnf(std::string_view grammar_text, std::string_view text) {
   std::shared_ptr<const runtime::ByteGrammar> g;
   try {
@@ -29,10 +52,7 @@ void exercise_gbnf(std::string_view grammar_text, std::string_view text) {
     return;
   }
   runtime::GrammarState state(*g);
-  for (const char ch : text) {
-    const runtime::GrammarState before = state;
-    if (!state.feed(static_cast<unsigned char>(ch)) && !(state == before)) broken("a refused byte changed the state");
-  }
+  read_checked(state, text);
   note(state.complete() ? "grammar: whole text" : "grammar: read");
 }
 
@@ -57,25 +77,8 @@ void exercise_json_schema(Bytes input) {
     return;
   }
   runtime::GrammarState state(*grammar);
-  std::string taken;
-  bool ascii = true;
-  for (const char ch : text) {
-    const auto c = static_cast<unsigned char>(ch);
-    if (const size_t left = state.plain_chars_left(); left > 0) {
-      runtime::GrammarState plain = state;
-      if (!plain.feed('a')) broken("a state inside string text refused a plain byte");
-      runtime::GrammarState advanced = state;
-      advanced.advance_plain(1);
-      if (!(advanced == plain)) broken("advance_plain differs from feeding a plain character");
-    }
-    const runtime::GrammarState before = state;
-    if (!state.feed(c)) {
-      if (!(state == before)) broken("a refused byte changed the state");
-      continue;  // the rest of the text is tried from here, as a mask tries a vocabulary
-    }
-    taken += ch;
-    ascii = ascii && c < 0x80;
-  }
+  const std::string taken = read_checked(state, text);
+  const bool ascii = std::all_of(taken.begin(), taken.end(), [](char ch) { return (ch & 0x80) == 0; });
   if (state.complete() && ascii && !schema_test::text_valid(schema, taken))
     broken("the grammar took text the schema does not validate: " + taken);
   note(state.complete() ? "whole text" : "read");
@@ -95,7 +98,7 @@ void exercise_json_schema(Bytes input) {
   const std::string opening = "<tool_call>\n{\"name\": \"f\", \"arguments\": ";
   for (const char ch : opening)
     if (!in_call.feed(static_cast<unsigned char>(ch))) broken("a call grammar refused its own opening");
-  for (const char ch : text) in_call.feed(static_cast<unsigned char>(ch));
+  read_checked(in_call, text);
 }
 
 }  // namespace fuzz
