@@ -125,34 +125,8 @@ using JsonVocabularyTest = test_masks::StoriesVocabulary;
 TEST_F(JsonVocabularyTest, MasksSpellAnObjectAndAreExact) {
   const std::string target = R"({"story": "Once upon a time, \"Lily\" ran.", "n": [1, -2.5e3, true, null], "o": {}})";
   runtime::JsonConstraint c(vocab_);
-  std::string spelled;
-  std::vector<float> logits(static_cast<size_t>(tok_->n_vocab()));
-  int steps = 0;
-  while (spelled.size() < target.size()) {
-    std::vector<uint8_t> allowed;
-    vocab_->allowed(c.state(), allowed);
-    ASSERT_EQ(allowed, test_masks::allowed_by_trying(*tok_, c.state())) << "after " << spelled;
-    std::fill(logits.begin(), logits.end(), 0.0f);
-    c.mask(logits);
-    int32_t best = -1;
-    size_t best_len = 0;
-    for (int32_t id = 0; id < tok_->n_vocab(); ++id) {
-      const bool open = logits[static_cast<size_t>(id)] == 0.0f;
-      EXPECT_EQ(open, allowed[static_cast<size_t>(id)] != 0);
-      if (tok_->is_eog(id)) {
-        EXPECT_FALSE(open) << "an end of generation before the object closed, after " << spelled;
-        continue;
-      }
-      const std::string piece = tok_->is_control(id) ? "" : tok_->token_to_piece(id);
-      if (open && !piece.empty() && target.compare(spelled.size(), piece.size(), piece) == 0 &&
-          piece.size() > best_len)
-        best = id, best_len = piece.size();
-    }
-    ASSERT_GE(best, 0) << "no allowed token continues " << spelled;
-    c.accept(best);
-    spelled += tok_->token_to_piece(best);
-    ++steps;
-  }
+  int plain = 0, steps = 0;
+  const std::string spelled = test_masks::spell_through_masks(*tok_, *vocab_, c, target, plain, &steps);
   EXPECT_EQ(spelled, target);
   EXPECT_TRUE(c.state().complete());
   std::vector<uint8_t> allowed;

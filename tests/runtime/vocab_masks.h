@@ -4,6 +4,7 @@
 #pragma once
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -58,13 +59,16 @@ std::vector<uint8_t> allowed_by_trying(const tokenizer::Tokenizer& tok, const St
 }
 
 // Spells `target` token by token through a constraint's masks, each time the longest allowed token that continues
-// it, checking at every step that the mask is exactly what trying every token gives and that no end of generation is
-// allowed before the text is whole. Returns what was spelled (the target unless a check failed) and counts the
-// steps taken inside plain string text.
+// it, checking at every step that the mask is exactly what trying every token gives, that the constraint's logits
+// mask opens those tokens and no other, and that no end of generation is allowed before the text is whole. Returns
+// what was spelled (the target unless a check failed) and counts the steps, and those taken inside plain string
+// text.
 template <class State>
 std::string spell_through_masks(const tokenizer::Tokenizer& tok, const runtime::JsonVocabulary& vocab,
-                                runtime::VocabularyConstraint<State>& c, const std::string& target, int& plain_steps) {
+                                runtime::VocabularyConstraint<State>& c, const std::string& target, int& plain_steps,
+                                int* steps = nullptr) {
   std::string spelled;
+  std::vector<float> logits(static_cast<size_t>(tok.n_vocab()));
   while (spelled.size() < target.size()) {
     std::vector<uint8_t> allowed;
     vocab.allowed(c.state(), allowed);
@@ -72,6 +76,13 @@ std::string spell_through_masks(const tokenizer::Tokenizer& tok, const runtime::
       ADD_FAILURE() << "the mask differs from trying every token, after " << spelled;
       return spelled;
     }
+    std::fill(logits.begin(), logits.end(), 0.0f);
+    c.mask(logits);
+    for (size_t id = 0; id < logits.size(); ++id)
+      if ((logits[id] == 0.0f) != (allowed[id] != 0)) {
+        ADD_FAILURE() << "the logits mask differs from the allowed tokens at " << id << ", after " << spelled;
+        return spelled;
+      }
     plain_steps += c.state().plain_chars_left() > 0;
     int32_t best = -1;
     size_t best_len = 0;
@@ -91,6 +102,7 @@ std::string spell_through_masks(const tokenizer::Tokenizer& tok, const runtime::
     }
     c.accept(best);
     spelled += tok.token_to_piece(best);
+    if (steps) ++*steps;
   }
   return spelled;
 }
