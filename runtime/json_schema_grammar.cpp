@@ -12,7 +12,9 @@
 #include <vector>
 
 #include "chat/jinja_value.h"
+#include "chat/jinja_text.h"
 #include "chat/json.h"
+#include "runtime/code_point_sets.h"
 #include "runtime/json_prefix.h"
 #include "runtime/json_schema_formats.h"
 #include "runtime/json_schema_numbers.h"
@@ -357,16 +359,24 @@ class SchemaCompiler {
         props.push_back({name, compile(v, child(child(where, "properties"), name)), required.count(name) > 0});
       }
     }
-    for (const std::string& name : required)  // required but not described: any value
-      if (std::none_of(props.begin(), props.end(), [&](const Property& p) { return p.name == name; }))
-        props.push_back({name, any_value(), true});
     std::optional<Rule> extra;  // the value of an additional property
     const Value* additional = o.find("additionalProperties");
+    const bool refused = additional && additional->is_bool() && !additional->as_bool();
     if (!additional) {
       if (!listed) extra = any_value();
-    } else if (!(additional->is_bool() && !additional->as_bool())) {
+    } else if (!refused) {
       extra = compile(*additional, child(where, "additionalProperties"));
     }
+    // Required but not described: an additional property as the schema has it (its value additionalProperties'
+    // schema, any value where that is absent), and a schema no object meets where additional ones are refused.
+    for (const std::string& name : required)
+      if (std::none_of(props.begin(), props.end(), [&](const Property& p) { return p.name == name; })) {
+        if (refused)
+          throw JsonSchemaError(child(where, "required"), "\"" + name +
+                                                              "\" is required, but properties does not describe it "
+                                                              "and additionalProperties is false: no object fits");
+        props.push_back({name, additional ? *extra : any_value(), true});
+      }
 
     const auto member = [&](const std::string& name, Rule value) {
       Seq seq;
@@ -378,7 +388,12 @@ class SchemaCompiler {
     g_->add_alternative(rest, {});
     g_->add_alternative(first, {});
     if (extra) {
-      Seq any_member{ByteGrammar::rule(string_any())};
+      // An additional property's name is none of the listed ones: a listed name belongs to its own schema, and an
+      // object that repeats a name is not what the schema describes. (Two additional properties of one name are not
+      // refused: a grammar cannot remember the names it wrote.)
+      std::vector<std::string> names;
+      for (const Property& p : props) names.push_back(p.name);
+      Seq any_member{ByteGrammar::rule(string_except(names))};
       push_member_tail(any_member, *extra);
       add_member(first, rest, std::move(any_member), rest);
     }
@@ -606,6 +621,53 @@ class SchemaCompiler {
       g_->add_alternative(*string_any_, {g_->byte('"'), g_->text(0, ByteGrammar::kUnbounded), g_->byte('"')});
     }
     return *string_any_;
+  }
+
+  // A JSON string whose value is none of `names`: the names' characters walked as a trie, each written as JSON writes
+  // it (code_point_rule), into any text from the first character that no name continues with; a string may end on a
+  // trie node only where no name ends. Escapes that write a name's own characters another way (\u0061 for a) are
+  // taken only past that point, where they can no longer spell a name.
+  Rule string_except(const std::vector<std::string>& names) {
+    if (names.empty()) return string_any();
+    struct Node {
+      std::map<uint32_t, size_t> next;  // a code point to the node after it
+      bool name = false;                // a name ends here
+    };
+    std::vector<Node> trie(1);
+    for (const std::string& name : names) {
+      size_t node = 0, at = 0;
+      bool whole = true;
+      while (at < name.size()) {
+        const uint32_t cp = chat::jinja::text::decode(name, at);
+        if (cp >= 0xD800 && cp <= 0xDFFF) {  // not UTF-8 here: a name no JSON text can spell
+          whole = false;
+          break;
+        }
+        const auto found = trie[node].next.find(cp);
+        const size_t child = found != trie[node].next.end() ? found->second : trie.size();
+        if (child == trie.size()) trie[node].next.emplace(cp, child), trie.emplace_back();
+        node = child;
+      }
+      if (whole) trie[node].name = true;
+    }
+    const Symbol rest = g_->text(0, ByteGrammar::kUnbounded);
+    std::vector<Rule> rules(trie.size());
+    for (size_t i = trie.size(); i-- > 0;) {  // a child's index is above its parent's
+      const Rule r = g_->add_rule();
+      CodePointRanges continuing;
+      for (const auto& [cp, child] : trie[i].next) {
+        const Rule c = code_point_rule(*g_, {{cp, cp}}, CharWriting::JsonString);
+        g_->add_alternative(r, {ByteGrammar::rule(c), ByteGrammar::rule(rules[child])});
+        continuing.emplace_back(cp, cp);
+      }
+      const Rule other = code_point_rule(*g_, complement(continuing), CharWriting::JsonString);
+      g_->add_alternative(r, {ByteGrammar::rule(other), rest});
+      if (!trie[i].name) g_->add_alternative(r, {});
+      rules[i] = r;
+    }
+    const Rule r = g_->add_rule();
+    g_->add_alternative(r, {g_->byte('"'), ByteGrammar::rule(rules[0]), g_->byte('"')});
+    return r;
   }
 
   // Any JSON value, containers nested as deep as the recognizer's stacks allow.

@@ -87,6 +87,15 @@ TEST(JsonSchemaGrammar, KeywordsTakeAndRefuse) {
       {R"({"type": "object", "properties": {"a": {"type": "boolean"}}, "additionalProperties": {"type": "null"}})",
        {R"({})", R"({"a": true})", R"({"a": false, "b": null, "c": null})", R"({"z": null})"},
        {R"({"a": 1})", R"({"a": true, "b": 1})"}},
+      // An additional property never takes a listed name, however it is spelled: "a" belongs to its own schema. A
+      // required name that properties does not describe is an additional property (its value a string here).
+      {R"({"properties": {"a": {"type": "integer"}, "ab": {"type": "null"}}, "required": ["c\n"],
+          "additionalProperties": {"type": "string"}})",
+       {R"({"c\n": ""})", R"({"a": 1, "c\n": "", "b": "x"})", R"({"c\n": "", "abc": "x", "": "y", "A": "z"})",
+        R"({"c\n": "", "c": "x", "c\nd": "y", "cx\u0061": "z"})"},
+       {R"({"c\n": 0})", R"({"c\n": "", "a": "x"})", R"({"a": 1, "c\n": "", "a": "x"})", R"({"c\n": "", "ab": "x"})",
+        R"({"c\n": "", "c\n": "x"})", R"({"c\n": "", "\u0061b": "x"})"}},
+      {R"({"required": ["k"]})", {R"({"k": [1]})"}, {R"({})"}},
       {R"({"type": "object"})", {R"({})", R"({"x": [1, {"y": null}], "z": "s"})"}, {R"([])", R"("x")"}},
       {R"({"type": "array", "items": {"type": "integer"}, "minItems": 1, "maxItems": 3})",
        {"[1]", "[1, 2]", "[ 1 , 2 , 3 ]"}, {"[]", "[1, 2, 3, 4]", "[1.5]", "[\"1\"]", "[1,]"}},
@@ -190,6 +199,8 @@ TEST(JsonSchemaGrammar, RandomTextsOfTheGrammarAreValid) {
                                                                       "maxItems": 2}}, "required": ["kids"]}},
           "anyOf": [{"$ref": "#/$defs/t"}, {"type": "integer", "exclusiveMaximum": 0}]})",
       R"({"type": "object", "additionalProperties": {"type": "integer"}})",
+      R"({"type": "object", "properties": {"a": {"type": "string", "maxLength": 2}, "b": {"type": "null"}},
+          "additionalProperties": {"type": "boolean"}})",
       R"({"type": "array", "items": {"type": "string", "pattern": "^(x[0-9]{1,3}|[a-c]+)(-[^-\"]?)*$"}})",
       R"({"type": "object", "properties": {"id": {"type": "string", "pattern": "^a(b|\\d)+c?$"}}, "required": ["id"]})",
   };
@@ -260,6 +271,7 @@ TEST(JsonSchemaGrammar, RefusedSchemasSayWhereAndWhy) {
       {R"({"type": "string", "minLength": 3, "maxLength": 2})", ""},
       {R"({"type": "string", "format": "date", "maxLength": 10})", ""},
       {R"({"type": "string", "pattern": "a", "maxLength": 10})", ""},
+      {R"({"properties": {"a": {}}, "required": ["a", "b"], "additionalProperties": false})", "/required"},
       {R"({"type": "string", "pattern": "(?=a)b"})", "/pattern"},
       {R"({"type": "string", "pattern": "(a)\\1"})", "/pattern"},
       {R"({"type": "string", "pattern": "\\bword"})", "/pattern"},
