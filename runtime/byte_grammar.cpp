@@ -89,52 +89,54 @@ void ByteGrammar::append_literal(std::vector<Symbol>& out, std::string_view text
   for (const char c : text) out.push_back(byte(static_cast<unsigned char>(c)));
 }
 
-bool ByteGrammar::admits_text() const {
-  // Productive rules, to a fixed point: a rule is once one alternative's rules all are.
-  std::vector<bool> productive(alternatives_.size(), false);
+std::vector<bool> ByteGrammar::rules_of_holding_alternatives(bool (*holds_leaf)(const ByteGrammar&, Entry)) const {
+  std::vector<bool> found(alternatives_.size(), false);
   for (bool changed = true; changed;) {
     changed = false;
     for (size_t r = 0; r < alternatives_.size(); ++r) {
-      if (productive[r]) continue;
+      if (found[r]) continue;
       for (const uint32_t start : alternatives_[r]) {
         bool all = true;
-        for (uint32_t at = start; all && program_[at].kind != Entry::Kind::End; ++at)  // Bytes, Text: productive
-          all = program_[at].kind != Entry::Kind::Rule || productive[program_[at].index];
+        for (uint32_t at = start; all && program_[at].kind != Entry::Kind::End; ++at) {
+          const Entry e = program_[at];
+          all = e.kind == Entry::Kind::Rule ? bool(found[e.index]) : holds_leaf(*this, e);
+        }
         if (all) {
-          productive[r] = changed = true;
+          found[r] = changed = true;
           break;
         }
       }
     }
   }
+  return found;
+}
+
+bool ByteGrammar::leaf_nullable(Entry e) const {
+  return e.kind == Entry::Kind::Text && texts_[texts_at_[e.index].limits].min == 0;
+}
+
+bool ByteGrammar::admits_text() const {
+  // Productive rules: a rule is once one alternative's rules all are (bytes and text always are).
+  const std::vector<bool> productive = rules_of_holding_alternatives([](const ByteGrammar&, Entry) { return true; });
   return root_ < productive.size() && productive[root_];
 }
 
 std::optional<ByteGrammar::Rule> ByteGrammar::left_recursive() const {
-  // Rules that can match the empty text, to a fixed point.
-  std::vector<bool> nullable(alternatives_.size(), false);
-  for (bool changed = true; changed;) {
-    changed = false;
-    for (size_t r = 0; r < alternatives_.size(); ++r) {
-      if (nullable[r]) continue;
-      for (const uint32_t start : alternatives_[r]) {
-        bool all = true;
-        for (uint32_t at = start; all && program_[at].kind != Entry::Kind::End; ++at)
-          all = program_[at].kind == Entry::Kind::Rule && nullable[program_[at].index];
-        if (all) {
-          nullable[r] = changed = true;
-          break;
-        }
-      }
-    }
-  }
+  // Rules that can match the empty text.
+  const std::vector<bool> nullable =
+      rules_of_holding_alternatives([](const ByteGrammar& g, Entry e) { return g.leaf_nullable(e); });
   // Each rule's rules at its left edge (through nullable ones), then a cycle among them by depth-first search.
   std::vector<std::vector<Rule>> left(alternatives_.size());
   for (size_t r = 0; r < alternatives_.size(); ++r)
     for (const uint32_t start : alternatives_[r])
-      for (uint32_t at = start; program_[at].kind == Entry::Kind::Rule; ++at) {
-        left[r].push_back(program_[at].index);
-        if (!nullable[program_[at].index]) break;
+      for (uint32_t at = start; program_[at].kind != Entry::Kind::End; ++at) {
+        const Entry e = program_[at];
+        if (e.kind != Entry::Kind::Rule) {
+          if (leaf_nullable(e)) continue;
+          break;
+        }
+        left[r].push_back(e.index);
+        if (!nullable[e.index]) break;
       }
   std::vector<uint8_t> mark(alternatives_.size(), 0);  // 0 unseen, 1 on the path, 2 done
   for (size_t first = 0; first < alternatives_.size(); ++first) {

@@ -78,6 +78,12 @@ class ByteGrammar {
     uint32_t position;  // the Text entry in program_
     uint32_t base;      // its first position from kTextBase
   };
+  // Rules with an alternative whose every entry holds, to a fixed point: a Rule entry holds once its rule is among
+  // them, any other entry where `holds_leaf` says so.
+  std::vector<bool> rules_of_holding_alternatives(bool (*holds_leaf)(const ByteGrammar&, Entry)) const;
+  // Whether a leaf entry (Bytes, Text) can match the empty text.
+  bool leaf_nullable(Entry e) const;
+
   std::vector<Entry> program_;
   std::vector<std::vector<uint32_t>> alternatives_;  // per rule: where each alternative starts in program_
   std::vector<ByteSet> sets_;

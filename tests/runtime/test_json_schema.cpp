@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstring>
 #include <random>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -66,6 +67,32 @@ TEST(ByteGrammar, AGrammarThatLoopsWithoutBytesStops) {
   g.add_alternative(r, {ByteGrammar::rule(r)});  // r ::= r
   g.set_root(r);
   EXPECT_TRUE(GrammarState(g).accepts_nothing());
+}
+
+// Left recursion is found through rules and text that can match nothing, and not where a byte or text of at least one
+// character comes first; admits_text tells a grammar whose rules only go round from one that ends.
+TEST(ByteGrammar, LeftRecursionThroughEmptyTextAndRules) {
+  const auto grammar = [](uint32_t text_min, bool byte_first) {
+    ByteGrammar g;
+    const auto r = g.add_rule(), empty = g.add_rule();
+    g.add_alternative(empty, {});
+    std::vector<ByteGrammar::Symbol> loop;  // r ::= [x] empty text r "a" | "b"
+    if (byte_first) loop.push_back(g.byte('x'));
+    loop.insert(loop.end(), {ByteGrammar::rule(empty), g.text(text_min, 4), ByteGrammar::rule(r), g.byte('a')});
+    g.add_alternative(r, loop);
+    g.add_alternative(r, {g.byte('b')});
+    g.set_root(r);
+    return g;
+  };
+  EXPECT_EQ(grammar(0, false).left_recursive(), std::optional<ByteGrammar::Rule>(0));
+  EXPECT_FALSE(grammar(1, false).left_recursive());
+  EXPECT_FALSE(grammar(0, true).left_recursive());
+  EXPECT_TRUE(grammar(0, true).admits_text());
+  ByteGrammar round;
+  const auto r = round.add_rule();
+  round.add_alternative(r, {round.byte('a'), ByteGrammar::rule(r)});  // r ::= "a" r: no text ends
+  round.set_root(r);
+  EXPECT_FALSE(round.admits_text());
 }
 
 struct Case {
