@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "runtime/json_prefix.h"
+#include "runtime/utf8_steps.h"
 
 namespace runtime {
 
@@ -357,11 +358,12 @@ bool GrammarState::takes(uint32_t top, unsigned char c, uint32_t& next) const {
     return true;
   };
   switch (escape) {
-    case 0:
+    case 0: {
       if (c == '\\') return room && place(count + 1, 1);
       if (!plain_bytes()[c]) return false;
-      if ((c & 0xC0) == 0x80) return place(count, 0);  // a UTF-8 continuation byte: the same character
-      return room && place(count + 1, 0);
+      const uint8_t u = utf8::next(utf8::kBetween, c);  // a character's first byte
+      return u != utf8::kInvalid && room && place(count + 1, u == utf8::kBetween ? 0 : ByteGrammar::kUtf8Base + u);
+    }
     case 1:
       if (c == 'u') return place(count, 2);
       return std::string_view("\"\\/bfnrt").find(static_cast<char>(c)) != std::string_view::npos && place(count, 0);
@@ -393,8 +395,11 @@ bool GrammarState::takes(uint32_t top, unsigned char c, uint32_t& next) const {
       return (c == 'd' || c == 'D') && place(count, 12);
     case 12:
       return std::string_view("cdefCDEF").find(static_cast<char>(c)) != std::string_view::npos && place(count, 13);
-    default:
-      return false;
+    default: {
+      if (escape <= ByteGrammar::kUtf8Base) return false;
+      const uint8_t u = utf8::next(static_cast<uint8_t>(escape - ByteGrammar::kUtf8Base), c);  // the same character
+      return u != utf8::kInvalid && place(count, u == utf8::kBetween ? 0 : ByteGrammar::kUtf8Base + u);
+    }
   }
 }
 
@@ -432,7 +437,7 @@ size_t GrammarState::plain_chars_left() const {
     const ByteGrammar::TextLimits& limits = grammar_->texts_[at.limits];
     const uint32_t count = (top - at.base) / ByteGrammar::kEscapeStates;
     if ((top - at.base) % ByteGrammar::kEscapeStates != 0) {
-      other = true;  // inside an escape
+      other = true;  // inside an escape or a UTF-8 sequence
     } else {
       text = true;
       left = std::max<size_t>(left, limits.max == ByteGrammar::kUnbounded ? SIZE_MAX : limits.max - count);

@@ -35,8 +35,7 @@ class ByteGrammar {
   Symbol byte(unsigned char c);
   static Symbol rule(Rule r) { return {Symbol::Kind::Rule, r}; }
   // A JSON string's text between its quotes, min..max characters (max kUnbounded: no bound). A character is an
-  // escape or a byte that JsonPrefix::keeps_plain_string passes and that is not a UTF-8 continuation byte
-  // (0x80-0xBF); continuation bytes are taken anywhere and count for nothing, and UTF-8 is not checked.
+  // escape or a valid UTF-8 sequence (utf8_steps.h) of bytes that JsonPrefix::keeps_plain_string passes.
   static constexpr uint32_t kUnbounded = UINT32_MAX;
   Symbol text(uint32_t min, uint32_t max);
   // One symbol per byte of `text`, appended to `out`.
@@ -70,9 +69,10 @@ class ByteGrammar {
   // progress) it can be at, so that a stack inside a string is still a list of positions. Without a maximum the
   // count stops at the minimum (beyond it the count no longer matters).
   static constexpr uint32_t kTextBase = 1u << 28;
-  // Escape progress: 0 between characters, 1 after a backslash, 2-14 inside a u escape or a surrogate pair
-  // (GrammarState::takes).
-  static constexpr uint32_t kEscapeStates = 16;
+  // Progress inside a character: 0 between characters, 1 after a backslash, 2-14 inside a u escape or a surrogate
+  // pair, kUtf8Base + 1..7 inside a UTF-8 sequence (utf8::next's states; GrammarState::takes).
+  static constexpr uint32_t kUtf8Base = 14;
+  static constexpr uint32_t kEscapeStates = kUtf8Base + 8;
   struct TextAt {
     uint32_t limits;    // its entry in texts_
     uint32_t position;  // the Text entry in program_

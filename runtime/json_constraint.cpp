@@ -7,12 +7,13 @@
 #include <type_traits>
 #include <unordered_map>
 
+#include "runtime/utf8_steps.h"
 #include "tokenizer/tokenizer.h"
 
 namespace runtime {
 namespace {
 
-bool keeps_plain(char c) { return JsonPrefix::keeps_plain_string(static_cast<unsigned char>(c)); }
+bool keeps_plain(unsigned char c) { return JsonPrefix::keeps_plain_string(c); }
 
 }  // namespace
 
@@ -28,15 +29,14 @@ JsonVocabulary::JsonVocabulary(const tokenizer::Tokenizer& tok) {
     std::string piece = tok.token_to_piece(id);
     if (piece.empty()) continue;
     trie_.insert(piece, id);
-    const auto special = std::find_if_not(piece.begin(), piece.end(), keeps_plain);
-    const auto chars = static_cast<uint32_t>(std::count_if(piece.begin(), special, [](char c) {
-      return (static_cast<unsigned char>(c) & 0xC0) != 0x80;
-    }));
-    if (special == piece.end()) {
+    // Whole characters of plain bytes first: inside string text they only advance the count.
+    const utf8::WholePrefix plain = utf8::whole_characters(piece, keeps_plain);
+    const auto chars = static_cast<uint32_t>(plain.chars);
+    if (plain.bytes == piece.size()) {
       string_safe_.emplace_back(id, chars);
     } else {
       if (string_rest_tries_.size() <= chars) string_rest_tries_.resize(chars + 1);
-      string_rest_tries_[chars].insert(std::string_view(&*special, static_cast<size_t>(piece.end() - special)), id);
+      string_rest_tries_[chars].insert(std::string_view(piece).substr(plain.bytes), id);
     }
     pieces_[static_cast<size_t>(id)] = std::move(piece);
   }

@@ -49,12 +49,12 @@ class JsonVocabulary {
 
   std::vector<std::string> pieces_;   // each token's bytes as decoded; empty for control tokens
   std::vector<int32_t> eog_;          // end-of-generation tokens
-  // Tokens of plain string text only, and the characters each makes (bytes that are not UTF-8 continuations).
+  // Tokens of whole characters of plain string text only, and the characters each makes.
   std::vector<std::pair<int32_t, uint32_t>> string_safe_;
   TokenTrie trie_;                    // every token with bytes
-  // The other tokens with bytes, each from its first byte that a plain string does not take as text, by the
-  // characters the plain bytes before it make: inside string text those bytes leave a state that depends only on
-  // that count, so only the suffix is tried, from that state.
+  // The other tokens with bytes, each from the first byte that does not begin a whole character of plain text, by
+  // the characters before it: inside string text those leave a state that depends only on their count, so only the
+  // suffix is tried, from that state.
   std::vector<TokenTrie> string_rest_tries_;
 };
 

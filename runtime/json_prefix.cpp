@@ -1,6 +1,8 @@
 // A JSON object's prefixes, byte by byte (see json_prefix.h).
 #include "runtime/json_prefix.h"
 
+#include "runtime/utf8_steps.h"
+
 namespace runtime {
 namespace {
 
@@ -71,13 +73,17 @@ bool JsonPrefix::feed(unsigned char c) {
         break;
       }
       case Mode::String:
-        if (c == '"') {
+        if (utf8_ != utf8::kBetween) {  // inside a character: its continuation bytes only
+          const uint8_t next = utf8::next(utf8_, c);
+          if (next != utf8::kInvalid) utf8_ = next, ok = true;
+        } else if (c == '"') {
           if (key_) mode_ = Mode::Colon, ok = true;
           else ok = end_value();
         } else if (c == '\\') {
           mode_ = Mode::Escape, ok = true;
-        } else {
-          ok = keeps_plain_string(c);  // control characters must be escaped
+        } else if (keeps_plain_string(c)) {  // control characters must be escaped
+          const uint8_t next = utf8::next(utf8::kBetween, c);
+          if (next != utf8::kInvalid) utf8_ = next, ok = true;
         }
         break;
       case Mode::Escape:

@@ -19,11 +19,13 @@ class JsonPrefix {
   bool feed(unsigned char c);
   // The bytes so far are a whole object.
   bool complete() const { return mode_ == Mode::Done; }
-  // Inside a string, not in an escape, every byte keeps_plain_string passes keeps it there and changes nothing: the
-  // characters of plain text it takes (SIZE_MAX there, else 0) and the state after them, as GrammarState has them.
-  size_t plain_chars_left() const { return mode_ == Mode::String ? SIZE_MAX : 0; }
+  // Inside a string, between characters: whole characters of bytes keeps_plain_string passes keep it there and change
+  // nothing. The characters of plain text it takes (SIZE_MAX there, else 0) and the state after them, as GrammarState
+  // has them.
+  size_t plain_chars_left() const { return mode_ == Mode::String && utf8_ == 0 ? SIZE_MAX : 0; }
   void advance_plain(size_t) {}
-  // A byte that a plain string takes as text: not '"', '\\' or a control character.
+  // A byte that a plain string takes as text: not '"', '\\' or a control character. A string's text is also valid
+  // UTF-8 (utf8_steps.h).
   static bool keeps_plain_string(unsigned char c) { return c != '"' && c != '\\' && c >= 0x20; }
 
  private:
@@ -59,6 +61,7 @@ class JsonPrefix {
   uint8_t pair_ = 0;                // 1: this escape is a high surrogate; 2: it is the low half of a pair
   uint8_t literal_ = 0;             // which literal: 0 true, 1 false, 2 null
   uint8_t literal_at_ = 0;          // bytes of it read
+  uint8_t utf8_ = 0;                // inside a string: the UTF-8 character under way (utf8::next), 0 between
   std::array<char, kMaxDepth> stack_{};  // '{' or '[' per open container
 };
 

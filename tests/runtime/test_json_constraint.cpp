@@ -74,6 +74,13 @@ TEST(JsonPrefix, WhereInvalidTextStops) {
       {"{\"a\":\"\\ude00\"}", 9},      // a low surrogate alone
       {"{\"a\":\"\\ud83dx\"}", 12},    // a high one without its pair
       {"{\"a\":\"\\ud83d\\u0041\"}", 14},
+      {"{\"a\":\"\x80\"}", 6},            // strings are valid UTF-8: no stray continuation byte,
+      {"{\"a\":\"\xc3\"}", 7},            // no character cut short,
+      {"{\"\xc0\xaf\":1}", 2},              // no overlong form,
+      {"{\"a\":\"\xe0\x9f\xbf\"}", 7},
+      {"{\"a\":\"\xed\xa0\x80\"}", 7},   // no surrogate,
+      {"{\"a\":\"\xf4\x90\x80\x80\"}", 7},  // nothing above U+10FFFF,
+      {"{\"a\":\"\xf5\"}", 6},            // no byte that never begins a character
       {"{\"a\":1,}", 7},          // no trailing comma
       {"{\"a\":[1,]}", 8},
       {"{\"a\":1]", 6},           // brackets match
@@ -123,7 +130,10 @@ using JsonVocabularyTest = test_masks::StoriesVocabulary;
 // at every step the mask is exactly what trying every token gives, an end of generation is allowed only at the end,
 // and the text comes out whole.
 TEST_F(JsonVocabularyTest, MasksSpellAnObjectAndAreExact) {
-  const std::string target = R"({"story": "Once upon a time, \"Lily\" ran.", "n": [1, -2.5e3, true, null], "o": {}})";
+  // Characters of two to four bytes too, which this vocabulary spells byte by byte (its byte tokens).
+  const std::string target =
+      "{\"story\": \"Once upon a time, \\\"Lily\\\" ran caf\xc3\xa9 \xe2\x82\xac\xf0\x9f\x98\x80.\", "
+      "\"n\": [1, -2.5e3, true, null], \"o\": {}}";
   runtime::JsonConstraint c(vocab_);
   int plain = 0, steps = 0;
   const std::string spelled = test_masks::spell_through_masks(*tok_, *vocab_, c, target, plain, &steps);

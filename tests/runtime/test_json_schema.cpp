@@ -134,6 +134,11 @@ TEST(JsonSchemaGrammar, KeywordsTakeAndRefuse) {
       {R"({"type": "string", "minLength": 2, "maxLength": 3})",
        {R"("ab")", R"("abc")", "\"\xc3\xa9\xc3\xa9\"", R"("a\n")", R"("\u00e9\u00e9\u00e9")"},
        {R"("a")", R"("abcd")", "\"\xc3\xa9\"", R"("")"}},
+      // Characters are valid UTF-8: 1-4 bytes each, none cut short, overlong, a surrogate or above U+10FFFF.
+      {R"({"type": "string", "maxLength": 2})",
+       {"\"\xf0\x9f\x98\x80\xf4\x8f\xbf\xbf\"", "\"\xe2\x82\xac\x7f\"", "\"\xed\x9f\xbf\xc2\x80\""},
+       {"\"\xe2\x82\xac\xe2\x82\xac!\"", "\"\x80\"", "\"a\xc3\"", "\"\xc1\xbf\"", "\"\xe0\x9f\xbf\"",
+        "\"\xed\xa0\x80\"", "\"\xf0\x8f\xbf\xbf\"", "\"\xf4\x90\x80\x80\"", "\"\xff\""}},
       {R"({"enum": ["red", "green", 3, null, {"a": [1]}]})",
        {R"("red")", R"("green")", "3", "null", R"({"a":[1]})"}, {R"("blue")", "4", R"("Red")", R"({"a": [1]})"}},
       {R"({"type": "string", "enum": ["a", 1]})", {R"("a")"}, {"1"}},
@@ -350,8 +355,8 @@ TEST_F(JsonSchemaMaskTest, MasksSpellATargetAndAreExact) {
       "words": {"type": "array", "items": {"type": "string", "maxLength": 8}},
       "moral": {"type": "string", "minLength": 3, "maxLength": 30}}, "required": ["story", "mood"]})");
   const std::string target =
-      R"({"story": "Once upon a time, \"Lily\" ran.", "mood": "happy", "n": 42, "words": ["sun", "tree"],)"
-      R"( "moral": "Be kind, \u00e9ven to \"cats\"."})";
+      R"({"story": "Once upon a time, \"Lily\" ran.", "mood": "happy", "n": 42, "words": ["sun", "tr\u00e9e"],)"
+      " \"moral\": \"Be kind, \\u00e9ven to \\\"c\xc3\xa2ts\\\" \xe2\x82\xac.\"}";
   const auto c = runtime::make_grammar_constraint(vocab_, grammar);
   int plain = 0;
   const std::string spelled = test_masks::spell_through_masks(*tok_, *vocab_, *c, target, plain);
