@@ -2,6 +2,7 @@
 #include "runtime/byte_grammar.h"
 
 #include <algorithm>
+#include <map>
 #include <span>
 #include <stdexcept>
 #include <string_view>
@@ -84,6 +85,50 @@ ByteGrammar::Rule ByteGrammar::repeat(Rule x, uint32_t min, uint32_t max) {
   const Rule r = add_rule();
   add_alternative(r, seq);  // max = min = 0: the empty text
   return r;
+}
+
+ByteGrammar::Rule ByteGrammar::literal_choice(const std::vector<LiteralAlternative>& alternatives) {
+  struct Node {
+    std::map<unsigned char, size_t> next;  // a byte to the node after it
+    std::vector<size_t> ends;              // the alternatives whose literal ends here
+  };
+  std::vector<Node> trie(1);
+  for (size_t i = 0; i < alternatives.size(); ++i) {
+    size_t node = 0;
+    for (const char ch : alternatives[i].literal) {
+      const auto c = static_cast<unsigned char>(ch);
+      const auto found = trie[node].next.find(c);
+      const size_t child = found != trie[node].next.end() ? found->second : trie.size();
+      if (child == trie.size()) trie[node].next.emplace(c, child), trie.emplace_back();
+      node = child;
+    }
+    trie[node].ends.push_back(i);
+  }
+  // A node with one next byte and no end is read through: its byte goes into the alternative that reaches it; a node
+  // where exactly one literal ends and none goes on puts that alternative's rest there. Only the others are rules,
+  // built children first (a child's index is above its parent's).
+  const auto passes = [&](size_t n) { return trie[n].next.size() == 1 && trie[n].ends.empty(); };
+  const auto finishes = [&](size_t n) { return trie[n].next.empty() && trie[n].ends.size() == 1; };
+  std::vector<Rule> rules(trie.size());
+  for (size_t i = trie.size(); i-- > 0;) {
+    if (i != 0 && (passes(i) || finishes(i))) continue;
+    const Rule r = add_rule();
+    for (const auto& [c, child] : trie[i].next) {
+      std::vector<Symbol> seq{byte(c)};
+      size_t at = child;
+      for (; passes(at); at = trie[at].next.begin()->second) seq.push_back(byte(trie[at].next.begin()->first));
+      if (finishes(at)) {
+        const std::vector<Symbol>& rest = alternatives[trie[at].ends.front()].rest;
+        seq.insert(seq.end(), rest.begin(), rest.end());
+      } else {
+        seq.push_back(rule(rules[at]));
+      }
+      add_alternative(r, seq);
+    }
+    for (const size_t e : trie[i].ends) add_alternative(r, alternatives[e].rest);
+    rules[i] = r;
+  }
+  return rules[0];
 }
 
 void ByteGrammar::append_literal(std::vector<Symbol>& out, std::string_view text) {

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -43,6 +44,15 @@ class ByteGrammar {
   // A rule of `min` to `max` (kUnbounded: any number) of rule x in a row: x* as a rule that calls itself last, at most
   // n as n nested optional rules.
   Rule repeat(Rule x, uint32_t min, uint32_t max);
+  // Alternatives that each begin with a literal: `literal`, then `rest`.
+  struct LiteralAlternative {
+    std::string literal;
+    std::vector<Symbol> rest;
+  };
+  // One rule of them that reads the literals' common prefixes once (a trie), so that the ways alive at a byte are as
+  // many as the literals' distinct next bytes there, not as many as the alternatives: the recognizer keeps at most
+  // GrammarState::kMaxStacks ways, and an enum of 300 values or a call of one of 300 tools must lose none of them.
+  Rule literal_choice(const std::vector<LiteralAlternative>& alternatives);
 
   void set_root(Rule r) { root_ = r; }
   Rule root() const { return root_; }

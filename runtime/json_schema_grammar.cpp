@@ -95,7 +95,8 @@ class SchemaCompiler {
   // Calls as json_call_grammar describes them.
   std::shared_ptr<const ByteGrammar> calls(const std::vector<CallSchema>& choices, const CallSyntax& syntax) {
     return finish([&] {
-      const Rule call = g_->add_rule();
+      // {"name": then the names as one trie, each followed by its arguments.
+      std::vector<ByteGrammar::LiteralAlternative> by_name;
       for (const CallSchema& c : choices) {
         Rule arguments = 0;
         try {
@@ -104,16 +105,17 @@ class SchemaCompiler {
           if (c.strict) throw JsonSchemaError(e.where(), c.name + "'s parameters: " + e.what());
           arguments = object_any();  // a call of this function, with arguments held only to being an object
         }
-        Seq seq{g_->byte('{'), ws()};
-        g_->append_literal(seq, chat::json_quote(syntax.name_key));
-        seq.insert(seq.end(), {ws(), g_->byte(':'), ws()});
-        g_->append_literal(seq, chat::json_quote(c.name));
-        seq.insert(seq.end(), {ws(), g_->byte(','), ws()});
-        g_->append_literal(seq, chat::json_quote(syntax.arguments_key));
-        push_member_tail(seq, arguments);
-        seq.push_back(g_->byte('}'));
-        g_->add_alternative(call, seq);
+        Seq rest{ws(), g_->byte(','), ws()};
+        g_->append_literal(rest, chat::json_quote(syntax.arguments_key));
+        push_member_tail(rest, arguments);
+        rest.push_back(g_->byte('}'));
+        by_name.push_back({chat::json_quote(c.name), std::move(rest)});
       }
+      Seq opening{g_->byte('{'), ws()};
+      g_->append_literal(opening, chat::json_quote(syntax.name_key));
+      opening.insert(opening.end(), {ws(), g_->byte(':'), ws(), ByteGrammar::rule(g_->literal_choice(by_name))});
+      const Rule call = g_->add_rule();
+      g_->add_alternative(call, opening);
       Seq one;  // before, a call, after
       g_->append_literal(one, syntax.before);
       one.push_back(ByteGrammar::rule(call));
@@ -216,17 +218,12 @@ class SchemaCompiler {
         if (!combinator->is_array()) throw JsonSchemaError(at, "enum must be an array");
         values = combinator->items();
       }
-      const Rule r = g_->add_rule();
-      size_t kept = 0;
-      for (const Value& v : values) {
-        if (!types.empty() && !types.count(json_type(v)) && !(v.is_int() && types.count("number"))) continue;
-        Seq seq;
-        g_->append_literal(seq, compact(v));
-        g_->add_alternative(r, seq);
-        ++kept;
-      }
-      if (kept == 0) throw JsonSchemaError(at, "no value is allowed (of the type the schema names)");
-      return r;
+      std::vector<ByteGrammar::LiteralAlternative> kept;
+      for (const Value& v : values)
+        if (types.empty() || types.count(json_type(v)) || (v.is_int() && types.count("number")))
+          kept.push_back({compact(v), {}});
+      if (kept.empty()) throw JsonSchemaError(at, "no value is allowed (of the type the schema names)");
+      return g_->literal_choice(kept);
     }
     if (!combinator->is_array() || combinator->items().empty())
       throw JsonSchemaError(at, combinator_key + " must be a non-empty array of schemas");

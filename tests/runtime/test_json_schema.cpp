@@ -95,6 +95,31 @@ TEST(ByteGrammar, LeftRecursionThroughEmptyTextAndRules) {
   EXPECT_FALSE(round.admits_text());
 }
 
+// Alternatives that begin with literals, read as one trie: literals that are prefixes of others, shared and distinct
+// prefixes, the empty literal, each with its own rest.
+TEST(ByteGrammar, LiteralChoiceKeepsEachAlternativesRest) {
+  ByteGrammar g;
+  std::vector<ByteGrammar::LiteralAlternative> alternatives;
+  for (const auto& [literal, end] : std::vector<std::pair<std::string, char>>{
+           {"ab", '1'}, {"abc", '2'}, {"abd", '3'}, {"b", '4'}, {"", '5'}, {"xyz", '6'}, {"ab", '7'}})
+    alternatives.push_back({literal, {g.byte(static_cast<unsigned char>(end))}});
+  g.set_root(g.literal_choice(alternatives));
+  for (const char* ok : {"ab1", "abc2", "abd3", "b4", "5", "xyz6", "ab7"}) EXPECT_TRUE(grammar_accepts(g, ok)) << ok;
+  for (const char* bad : {"ab2", "abc1", "ab", "abe3", "b5", "x6", "xyz", "45", ""})
+    EXPECT_FALSE(grammar_accepts(g, bad)) << bad;
+}
+
+// An enum of many values loses none, though the recognizer keeps a bounded number of ways to read a text.
+TEST(JsonSchemaGrammar, EveryValueOfALargeEnumIsTaken) {
+  std::string schema = R"({"enum": [)";
+  for (int i = 0; i < 1000; ++i) schema += (i ? ", \"v" : "\"v") + std::to_string(i * 7) + "\"";
+  const auto g = compile(schema + ", 12345, null]}");
+  for (int i = 0; i < 1000; ++i)
+    EXPECT_TRUE(grammar_accepts(*g, "\"v" + std::to_string(i * 7) + "\"")) << i;
+  for (const char* t : {"12345", "null"}) EXPECT_TRUE(grammar_accepts(*g, t)) << t;
+  for (const char* t : {"\"v1\"", "\"v\"", "\"v70000\"", "1234", "\"v7"}) EXPECT_FALSE(grammar_accepts(*g, t)) << t;
+}
+
 struct Case {
   const char* schema;
   std::vector<const char*> take;

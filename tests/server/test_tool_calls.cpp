@@ -274,4 +274,23 @@ TEST(ForcedToolCall, GrammarOfEachFormat) {
   }
 }
 
+// A forced call among many tools (agents pass hundreds): every tool stays callable with its own arguments, though the
+// recognizer keeps a bounded number of ways to read a text (the names are one trie, not one way each).
+TEST(ToolChoice, EveryOneOfManyToolsIsCallable) {
+  std::string json = "[";
+  for (int i = 0; i < 400; ++i)
+    json += std::string(i ? ", " : "") + R"({"type": "function", "function": {"name": "tool_)" + std::to_string(i) +
+            R"(", "parameters": {"type": "object", "properties": {"n": {"const": )" + std::to_string(i) +
+            R"(}}, "required": ["n"]}}})";
+  const auto grammar = server::forced_call_grammar(ToolCallFormat::Hermes, chat::tools_from_json(json + "]"), "");
+  ASSERT_TRUE(grammar);
+  for (int i = 0; i < 400; ++i) {
+    const std::string call = "<tool_call>\n{\"name\": \"tool_" + std::to_string(i) + "\", \"arguments\": {\"n\": ";
+    EXPECT_TRUE(grammar_takes(*grammar, call + std::to_string(i) + "}}\n</tool_call>")) << i;
+    EXPECT_FALSE(grammar_takes(*grammar, call + std::to_string(i + 1) + "}}\n</tool_call>")) << i;
+  }
+  EXPECT_FALSE(
+      grammar_takes(*grammar, "<tool_call>\n{\"name\": \"tool_400\", \"arguments\": {\"n\": 400}}\n</tool_call>"));
+}
+
 }  // namespace
