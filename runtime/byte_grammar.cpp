@@ -88,6 +88,12 @@ ByteGrammar::Rule ByteGrammar::repeat(Rule x, uint32_t min, uint32_t max) {
 }
 
 ByteGrammar::Rule ByteGrammar::literal_choice(const std::vector<LiteralAlternative>& alternatives) {
+  const Rule r = add_rule();
+  add_literal_choice(r, alternatives);
+  return r;
+}
+
+void ByteGrammar::add_literal_choice(Rule into, const std::vector<LiteralAlternative>& alternatives) {
   struct Node {
     std::map<unsigned char, size_t> next;  // a byte to the node after it
     std::vector<size_t> ends;              // the alternatives whose literal ends here
@@ -112,7 +118,7 @@ ByteGrammar::Rule ByteGrammar::literal_choice(const std::vector<LiteralAlternati
   std::vector<Rule> rules(trie.size());
   for (size_t i = trie.size(); i-- > 0;) {
     if (i != 0 && (passes(i) || finishes(i))) continue;
-    const Rule r = add_rule();
+    const Rule r = i == 0 ? into : add_rule();
     for (const auto& [c, child] : trie[i].next) {
       std::vector<Symbol> seq{byte(c)};
       size_t at = child;
@@ -128,7 +134,6 @@ ByteGrammar::Rule ByteGrammar::literal_choice(const std::vector<LiteralAlternati
     for (const size_t e : trie[i].ends) add_alternative(r, alternatives[e].rest);
     rules[i] = r;
   }
-  return rules[0];
 }
 
 void ByteGrammar::append_literal(std::vector<Symbol>& out, std::string_view text) {

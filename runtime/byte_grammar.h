@@ -53,6 +53,8 @@ class ByteGrammar {
   // many as the literals' distinct next bytes there, not as many as the alternatives: the recognizer keeps at most
   // GrammarState::kMaxStacks ways, and an enum of 300 values or a call of one of 300 tools must lose none of them.
   Rule literal_choice(const std::vector<LiteralAlternative>& alternatives);
+  // The same into rule r (its alternatives so far stay).
+  void add_literal_choice(Rule r, const std::vector<LiteralAlternative>& alternatives);
 
   void set_root(Rule r) { root_ = r; }
   Rule root() const { return root_; }

@@ -98,36 +98,61 @@ class GbnfReader {
     return r;
   }
 
-  // Alternatives separated by '|' into `r`; in a group (nested) line ends are spaces.
+  // Alternatives separated by '|' into `r`; in a group (nested) line ends are spaces. Their leading literals are read
+  // as one trie (ByteGrammar::add_literal_choice), so that a choice among hundreds of words keeps every word.
   void alternatives(Rule r, bool nested) {
+    std::vector<ByteGrammar::LiteralAlternative> alts;
     for (;;) {
-      g_->add_alternative(r, sequence(nested));
-      if (!more() || t_[at_] != '|') return;
+      alts.push_back(sequence(nested));
+      if (!more() || t_[at_] != '|') break;
       ++at_;
       skip(true);
     }
+    g_->add_literal_choice(r, alts);
   }
 
-  Seq sequence(bool nested) {
-    Seq seq;
+  // A sequence as the literal text it begins with and the symbols after that.
+  ByteGrammar::LiteralAlternative sequence(bool nested) {
+    ByteGrammar::LiteralAlternative seq;
     for (;;) {
       skip(nested);
       if (!more()) break;
       const char c = t_[at_];
       if (c == '|' || c == ')' || c == '\n' || c == '\r') break;
-      seq.push_back(ByteGrammar::rule(quantified(primary())));
+      const Item item = quantified(primary());
+      if (item.literal && seq.rest.empty()) {
+        seq.literal += *item.literal;
+      } else if (item.literal) {
+        g_->append_literal(seq.rest, *item.literal);
+      } else {
+        seq.rest.push_back(ByteGrammar::rule(item.rule));
+      }
     }
-    if (g_->n_symbols() > kMaxSchemaSymbols) fail("the grammar is too large");
+    if (g_->n_symbols() + seq.literal.size() + seq.rest.size() > kMaxSchemaSymbols) fail("the grammar is too large");
     return seq;
   }
 
-  Rule primary() {
+  // A sequence's item: a literal's bytes (written into the sequence itself), or a rule.
+  struct Item {
+    std::optional<std::string> literal;
+    Rule rule = 0;
+  };
+  Rule rule_of(const Item& item) {
+    if (!item.literal) return item.rule;
+    Seq seq;
+    g_->append_literal(seq, *item.literal);
+    const Rule r = g_->add_rule();
+    g_->add_alternative(r, seq);
+    return r;
+  }
+
+  Item primary() {
     const char c = t_[at_];
-    if (c == '"') return literal();
-    if (c == '[') return code_point_rule(*g_, char_class(), CharWriting::Raw);
+    if (c == '"') return {literal(), 0};
+    if (c == '[') return {std::nullopt, code_point_rule(*g_, char_class(), CharWriting::Raw)};
     if (c == '.') {
       ++at_;
-      return code_point_rule(*g_, {{0, kMaxCodePoint}}, CharWriting::Raw);
+      return {std::nullopt, code_point_rule(*g_, {{0, kMaxCodePoint}}, CharWriting::Raw)};
     }
     if (c == '(') {
       ++at_;
@@ -137,14 +162,14 @@ class GbnfReader {
       skip(true);
       if (!more() || t_[at_] != ')') fail("')' is due to close the group");
       ++at_;
-      return group;
+      return {std::nullopt, group};
     }
     if (c == '<') fail("token references (<...>) are not supported");
     const size_t name_at = at_;
     const std::string name = rule_name();
     if (name.empty()) fail(std::string("unexpected '") + c + "'");
     used_.emplace(name, name_at);
-    return named(name);
+    return {std::nullopt, named(name)};
   }
 
   uint32_t code_point() { return chat::jinja::text::decode(t_, at_); }
@@ -176,20 +201,17 @@ class GbnfReader {
     }
   }
 
-  Rule literal() {
+  // A literal's text as UTF-8.
+  std::string literal() {
     ++at_;  // '"'
-    std::string bytes;  // the literal's UTF-8: one byte symbol each
+    std::string bytes;
     while (more() && t_[at_] != '"') {
       if (t_[at_] == '\n') fail("a literal is not closed on its line");
       chat::jinja::text::append_utf8(bytes, escaped_or_plain());
     }
     if (!more()) fail("a literal is not closed");
     ++at_;
-    Seq seq;
-    g_->append_literal(seq, bytes);
-    const Rule r = g_->add_rule();
-    g_->add_alternative(r, seq);
-    return r;
+    return bytes;
   }
 
   CodePointRanges char_class() {
@@ -213,7 +235,7 @@ class GbnfReader {
     return negated ? complement(set) : set;  // code_point_rule normalizes
   }
 
-  Rule quantified(Rule x) {
+  Item quantified(Item x) {
     if (!more()) return x;
     const char c = t_[at_];
     uint32_t lo = 0;
@@ -240,7 +262,7 @@ class GbnfReader {
     } else {
       return x;
     }
-    return g_->repeat(x, lo, hi.value_or(ByteGrammar::kUnbounded));
+    return {std::nullopt, g_->repeat(rule_of(x), lo, hi.value_or(ByteGrammar::kUnbounded))};
   }
 
   std::string_view t_;

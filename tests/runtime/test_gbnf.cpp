@@ -72,6 +72,22 @@ TEST(Gbnf, AJsonGrammarReadsJson) {
     EXPECT_FALSE(grammar_accepts(*g, t)) << t;
 }
 
+// A choice among hundreds of words (a classifier's labels) keeps every word, at the top of a rule and in a group,
+// though the recognizer keeps a bounded number of ways to read a text: the words' shared prefixes are read once.
+TEST(Gbnf, EveryWordOfALargeChoiceIsTaken) {
+  std::string words;
+  for (int i = 0; i < 600; ++i) words += (i ? " | \"w" : "\"w") + std::to_string(i * 3) + "\"";
+  const auto top = runtime::gbnf_grammar("root ::= " + words);
+  const auto grouped = runtime::gbnf_grammar("root ::= \"label: \" (" + words + ") \".\"");
+  for (int i = 0; i < 600; ++i) {
+    const std::string w = "w" + std::to_string(i * 3);
+    EXPECT_TRUE(grammar_accepts(*top, w)) << w;
+    EXPECT_TRUE(grammar_accepts(*grouped, "label: " + w + ".")) << w;
+  }
+  for (const char* t : {"w1", "w", "w30000", "w3 "}) EXPECT_FALSE(grammar_accepts(*top, t)) << t;
+  EXPECT_FALSE(grammar_accepts(*grouped, "label: w1."));
+}
+
 TEST(Gbnf, ErrorsSayWhere) {
   const std::pair<const char*, const char*> cases[] = {
       {"root ::= item", "line 1, column 10: rule 'item' is used but not defined"},
