@@ -111,8 +111,11 @@ class GrammarState {
  public:
   // Bounds that keep a state's size and a byte's work finite whatever the grammar (deep recursion in a schema,
   // ambiguous alternatives): ways of reading beyond them are dropped, so the text they would allow is refused.
+  // Alternatives that begin alike each keep a way open until they part: 1024 ways hold an anyOf of ~340 objects
+  // (three ways each through the whitespace after '{'; a mask then takes ~1.3 ms at 300 on a 128k vocabulary).
+  // Literal choices (enums, tool names, GBNF words) take a way per distinct next byte (literal_choice).
   static constexpr size_t kMaxStackDepth = 256;
-  static constexpr size_t kMaxStacks = 256;
+  static constexpr size_t kMaxStacks = 1024;
   static constexpr int kMaxSteps = 1 << 14;  // expansions a byte may take
 
   GrammarState() = default;  // no grammar: refuses every byte

@@ -109,6 +109,19 @@ TEST(ByteGrammar, LiteralChoiceKeepsEachAlternativesRest) {
     EXPECT_FALSE(grammar_accepts(g, bad)) << bad;
 }
 
+// A union of 300 object shapes (anyOf, told apart by a const member) keeps every shape: each alternative keeps a way
+// to read the text open until the const parts them.
+TEST(JsonSchemaGrammar, EveryShapeOfALargeUnionIsTaken) {
+  std::string schema = R"({"anyOf": [)";
+  for (int i = 0; i < 300; ++i)
+    schema += std::string(i ? ", " : "") + R"({"type": "object", "properties": {"action": {"const": "act)" +
+              std::to_string(i) + R"("}, "arg": {"type": "string"}}, "required": ["action", "arg"]})";
+  const auto g = compile(schema + "]}");
+  for (int i = 0; i < 300; ++i)
+    EXPECT_TRUE(grammar_accepts(*g, "{\"action\": \"act" + std::to_string(i) + "\", \"arg\": \"x\"}")) << i;
+  EXPECT_FALSE(grammar_accepts(*g, R"({"action": "act300", "arg": "x"})"));
+}
+
 // An enum of many values loses none, though the recognizer keeps a bounded number of ways to read a text.
 TEST(JsonSchemaGrammar, EveryValueOfALargeEnumIsTaken) {
   std::string schema = R"({"enum": [)";
