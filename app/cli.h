@@ -37,7 +37,12 @@ void register_serve(CLI::App& root, Action& chosen);
 // UsageError with a hint on how to get a model when none of them exists.
 std::string resolve_model_path(const std::string& flag_value);
 
-// The whole file, byte for byte; UsageError "cannot read <what> file '<path>'" when it cannot be opened.
+// The whole file, byte for byte; UsageError "cannot read <what> file '<path>'" when it cannot be opened or read (a
+// directory, a read error).
 std::string read_input_file(const std::string& path, const std::string& what);
+
+// A number's lower bound, said plainly ("--top: must be at least 1, got 0"); CLI11's NonNegativeNumber and
+// PositiveNumber name the upper end of double's range in full. `above`: the bound itself is refused too.
+CLI::Validator at_least(double least, bool above = false);
 
 }  // namespace app

@@ -226,7 +226,7 @@ void register_bench(CLI::App& root, Action& chosen) {
       ->delimiter(',');
   cmd->add_option("--batch-tokens", o->batch_tokens, "with --parallel: prompt tokens per batch at most")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(at_least(1));
   cmd->add_option("--temp", o->temp,
                   "with --parallel: each sequence draws its tokens at this temperature (top-k 40, top-p 0.95, "
                   "min-p 0.05: the server's defaults) and evaluates them, as the server does; 0: random tokens, "

@@ -79,7 +79,7 @@ void register_logits(CLI::App& root, Action& chosen) {
   add_run_flags(*cmd, f->run);
   cmd->add_option("-p,--prompt", f->prompt, "Prompt text (BOS added per the vocabulary; no special-token parsing)")
       ->required();
-  cmd->add_option("--top", f->top, "Logits shown per position")->default_val(10)->check(CLI::PositiveNumber);
+  cmd->add_option("--top", f->top, "Logits shown per position")->default_val(10)->check(at_least(1));
   cmd->add_option("--out", f->out, "Write the last position's logits here as raw little-endian float32");
   cmd->callback([f, &chosen] { chosen = [f] { return run_logits(*f); }; });
 }

@@ -140,7 +140,7 @@ void register_serve(CLI::App& root, Action& chosen) {
       ->check(CLI::Range(1, 65536));
   cmd->add_option("--queue", f->queue, "Requests that may wait for their turn; more are answered 429")
       ->default_str("64")
-      ->check(CLI::PositiveNumber);
+      ->check(at_least(1));
   cmd->add_option("--alias", f->alias, "Model name for /v1/models and responses (default: the file name)");
   cmd->add_option("--allow-origin", f->allowed_origins,
                   "Let web pages of this origin (https://host[:port], or * for any) call the API from a browser "

@@ -25,7 +25,7 @@ void add_sampling_flags(CLI::App& cmd, SamplingFlags& f) {
   cmd.add_option("--min-p", s.min_p, "Min-p sampling (0 = off)")->default_val(s.min_p)->check(CLI::Range(0.0, 1.0));
   cmd.add_option("--repeat-penalty", s.repeat_penalty, "Penalty for repeated tokens (1 = off)")
       ->default_val(s.repeat_penalty)
-      ->check(CLI::PositiveNumber);
+      ->check(at_least(0, true));
   cmd.add_option("--repeat-last-n", s.repeat_last_n, "Tokens the penalties look back over (-1 = all, 0 = off)")
       ->default_val(s.repeat_last_n)
       ->check(CLI::Range(-1, std::numeric_limits<int32_t>::max()));

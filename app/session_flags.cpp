@@ -20,7 +20,7 @@ void add_run_flags(CLI::App& cmd, RunFlags& f) {
   cmd.add_option("-c,--ctx-size", f.session.n_ctx,
                  "KV-cache size in tokens; 0 (default) = the model's training context: on a GPU as much of it as "
                  "fits in free memory, on the CPU at most 4096")
-      ->check(CLI::NonNegativeNumber);
+      ->check(at_least(0));
   cmd.add_option("--device", f.session.device, "Where to run: auto, cpu or cuda")
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}))
       ->default_str("auto");

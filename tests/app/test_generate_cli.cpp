@@ -217,6 +217,20 @@ TEST_F(Cli, ExitCodes) {
   EXPECT_EQ(run("perplexity -m " + quote(stories) + " -f /nonexistent.txt").code, 2);
   const Result lg = run("logits -m /nonexistent.gguf -p hi");
   EXPECT_EQ(lg.code, 2);
+  // A directory as a text file is named as one, not read as an empty prompt.
+  const Result from_dir = run("-m " + quote(stories) + " -f " + quote(dir_.string()) + " --device cpu -n 2");
+  EXPECT_EQ(from_dir.code, 2) << from_dir.err;
+  EXPECT_NE(from_dir.err.find("': a directory"), std::string::npos) << from_dir.err;
+  // Lower bounds are said plainly, without double's whole range.
+  for (const char* flags : {"-c -1", "--repeat-penalty 0", "--repeat-penalty x"}) {
+    const Result low = run("-m " + quote(stories) + " -p hi --device cpu " + flags);
+    EXPECT_EQ(low.code, 2) << flags << ": " << low.err;
+    EXPECT_NE(low.err.find(std::string(flags).find('x') != std::string::npos ? "expected a number" : "must be"),
+              std::string::npos) << flags << ": " << low.err;
+    EXPECT_LT(low.err.size(), 200u) << flags << ": " << low.err;
+  }
+  EXPECT_NE(run("logits -m " + quote(stories) + " -p hi --top 0").err.find("--top: must be at least 1, got 0"),
+            std::string::npos);
 }
 
 // --half-weights on the CPU: the reference reads the weights as they are, says so, and writes the same text.
