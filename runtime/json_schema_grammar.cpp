@@ -369,9 +369,9 @@ class SchemaCompiler {
     for (const std::string& name : required)
       if (std::none_of(props.begin(), props.end(), [&](const Property& p) { return p.name == name; })) {
         if (refused)
-          throw JsonSchemaError(child(where, "required"), "\"" + name +
-                                                              "\" is required, but properties does not describe it "
-                                                              "and additionalProperties is false: no object fits");
+          throw JsonSchemaError(child(where, "required"),
+                                "\"" + name + "\" is required, but properties does not describe it and "
+                                "additionalProperties is false: no object fits");
         props.push_back({name, additional ? *extra : any_value(), true});
       }
 
