@@ -61,7 +61,7 @@ std::shared_ptr<runtime::TokenConstraint> output_constraint(bool json,
                                                             std::shared_ptr<const runtime::ByteGrammar> grammar,
                                                             const tokenizer::Tokenizer& tok) {
   if (!json && !grammar) return nullptr;
-  auto vocab = std::make_shared<const runtime::JsonVocabulary>(tok);
+  auto vocab = std::make_shared<const runtime::ConstraintVocabulary>(tok);
   if (grammar) return runtime::make_grammar_constraint(std::move(vocab), std::move(grammar));
   return std::make_shared<runtime::JsonConstraint>(std::move(vocab));
 }

@@ -17,7 +17,7 @@ bool keeps_plain(unsigned char c) { return JsonPrefix::keeps_plain_string(c); }
 
 }  // namespace
 
-JsonVocabulary::JsonVocabulary(const tokenizer::Tokenizer& tok) {
+ConstraintVocabulary::ConstraintVocabulary(const tokenizer::Tokenizer& tok) {
   const int32_t n = tok.n_vocab();
   pieces_.resize(static_cast<size_t>(n));
   for (int32_t id = 0; id < n; ++id) {
@@ -45,7 +45,7 @@ JsonVocabulary::JsonVocabulary(const tokenizer::Tokenizer& tok) {
 }
 
 template <class State, class Allow>
-void JsonVocabulary::walk(const TokenTrie& trie, const State& state, Allow&& allow) {
+void ConstraintVocabulary::walk(const TokenTrie& trie, const State& state, Allow&& allow) {
   if constexpr (std::is_same_v<State, GrammarState>) {
     walk_interned(trie, state, allow);
   } else {
@@ -67,7 +67,7 @@ void JsonVocabulary::walk(const TokenTrie& trie, const State& state, Allow&& all
 // while a feed costs in proportion to the state's stacks. So states are interned and each (state, byte) transition
 // is fed once; most of the walk is then a table lookup per trie node.
 template <class Allow>
-void JsonVocabulary::walk_interned(const TokenTrie& trie, const GrammarState& start, Allow&& allow) {
+void ConstraintVocabulary::walk_interned(const TokenTrie& trie, const GrammarState& start, Allow&& allow) {
   constexpr int32_t kUnknown = -2, kRefused = -1;
   std::vector<GrammarState> states{start};
   std::vector<std::array<int32_t, 256>> next(1);
@@ -102,7 +102,7 @@ void JsonVocabulary::walk_interned(const TokenTrie& trie, const GrammarState& st
 }
 
 template <class State>
-void JsonVocabulary::allowed(const State& state, std::vector<uint8_t>& allowed) const {
+void ConstraintVocabulary::allowed(const State& state, std::vector<uint8_t>& allowed) const {
   allowed.assign(pieces_.size(), 0);
   bool any = false;
   const auto allow = [&](int32_t id) { allowed[static_cast<size_t>(id)] = 1, any = true; };
@@ -124,7 +124,7 @@ void JsonVocabulary::allowed(const State& state, std::vector<uint8_t>& allowed) 
 }
 
 template <class State>
-void JsonVocabulary::advance(State& state, int32_t token) const {
+void ConstraintVocabulary::advance(State& state, int32_t token) const {
   if (token < 0 || token >= n_vocab()) return;
   for (const char c : pieces_[static_cast<size_t>(token)]) state.feed(static_cast<unsigned char>(c));
 }
@@ -137,16 +137,16 @@ void VocabularyConstraint<State>::mask(std::span<float> logits) const {
     if (!allowed_[i]) logits[i] = -std::numeric_limits<float>::infinity();
 }
 
-std::shared_ptr<GrammarConstraint> make_grammar_constraint(std::shared_ptr<const JsonVocabulary> vocab,
+std::shared_ptr<GrammarConstraint> make_grammar_constraint(std::shared_ptr<const ConstraintVocabulary> vocab,
                                                                   std::shared_ptr<const ByteGrammar> grammar) {
   GrammarState start(*grammar);
   return std::make_shared<GrammarConstraint>(std::move(vocab), std::move(start), std::move(grammar));
 }
 
-template void JsonVocabulary::allowed(const JsonPrefix&, std::vector<uint8_t>&) const;
-template void JsonVocabulary::allowed(const GrammarState&, std::vector<uint8_t>&) const;
-template void JsonVocabulary::advance(JsonPrefix&, int32_t) const;
-template void JsonVocabulary::advance(GrammarState&, int32_t) const;
+template void ConstraintVocabulary::allowed(const JsonPrefix&, std::vector<uint8_t>&) const;
+template void ConstraintVocabulary::allowed(const GrammarState&, std::vector<uint8_t>&) const;
+template void ConstraintVocabulary::advance(JsonPrefix&, int32_t) const;
+template void ConstraintVocabulary::advance(GrammarState&, int32_t) const;
 template class VocabularyConstraint<JsonPrefix>;
 template class VocabularyConstraint<GrammarState>;
 

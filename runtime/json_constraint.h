@@ -1,13 +1,14 @@
 // Structured output: a request's output is held, token by token (token_constraint.h), to a JSON object (JSON mode,
-// OpenAI's `response_format: {"type": "json_object"}`, json_prefix.h) or to a JSON schema (`"json_schema"`, through
-// its grammar, json_schema_grammar.h), and ends, by an end-of-generation token, only once the text is whole. The
-// tokens' bytes and tries of them are worked out once per vocabulary (JsonVocabulary, shared by every such request);
-// each request keeps its own position in the text (VocabularyConstraint).
+// OpenAI's `response_format: {"type": "json_object"}`, json_prefix.h), to a JSON schema (`"json_schema"`, through
+// its grammar, json_schema_grammar.h) or to a GBNF grammar (gbnf_grammar.h), and ends, by an end-of-generation token,
+// only once the text is whole. The tokens' bytes and tries of them are worked out once per vocabulary
+// (ConstraintVocabulary, shared by every such request); each request keeps its own position in the text
+// (VocabularyConstraint).
 //
-// A step's mask: inside a string (most of a JSON reply's tokens) every token without a quote, a backslash or a
-// control byte is allowed by the characters it makes against those the string still takes, and only the others are
-// tried, from their first such byte; elsewhere a walk of the trie tries each prefix once and drops whole branches at
-// their first impossible byte.
+// A step's mask: inside a string (most of a JSON reply's tokens) every token of whole characters without a quote, a
+// backslash or a control byte is allowed by the characters it makes against those the string still takes, and only
+// the others are tried, from their first other byte; elsewhere a walk of the trie tries each prefix once and drops
+// whole branches at their first impossible byte.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -27,9 +28,9 @@ class Tokenizer;
 
 namespace runtime {
 
-class JsonVocabulary {
+class ConstraintVocabulary {
  public:
-  explicit JsonVocabulary(const tokenizer::Tokenizer& tok);
+  explicit ConstraintVocabulary(const tokenizer::Tokenizer& tok);
 
   int32_t n_vocab() const { return static_cast<int32_t>(pieces_.size()); }
   // The allowed tokens after `state`: allowed[id] = 1. State is JsonPrefix (JSON mode) or GrammarState (a schema's
@@ -63,7 +64,7 @@ class JsonVocabulary {
 template <class State>
 class VocabularyConstraint final : public TokenConstraint {
  public:
-  explicit VocabularyConstraint(std::shared_ptr<const JsonVocabulary> vocab, State start = State{},
+  explicit VocabularyConstraint(std::shared_ptr<const ConstraintVocabulary> vocab, State start = State{},
                                 std::shared_ptr<const void> owner = nullptr)
       : vocab_(std::move(vocab)), owner_(std::move(owner)), state_(std::move(start)) {}
   void mask(std::span<float> logits) const override;
@@ -71,7 +72,7 @@ class VocabularyConstraint final : public TokenConstraint {
   const State& state() const { return state_; }
 
  private:
-  std::shared_ptr<const JsonVocabulary> vocab_;
+  std::shared_ptr<const ConstraintVocabulary> vocab_;
   std::shared_ptr<const void> owner_;
   State state_;
   mutable std::vector<uint8_t> allowed_;  // mask()'s scratch
@@ -85,7 +86,7 @@ using JsonConstraint = VocabularyConstraint<JsonPrefix>;
 // A grammar's texts: a JSON schema's (json_schema_grammar.h), a forced tool call's, or a GBNF grammar's
 // (gbnf_grammar.h).
 using GrammarConstraint = VocabularyConstraint<GrammarState>;
-std::shared_ptr<GrammarConstraint> make_grammar_constraint(std::shared_ptr<const JsonVocabulary> vocab,
+std::shared_ptr<GrammarConstraint> make_grammar_constraint(std::shared_ptr<const ConstraintVocabulary> vocab,
                                                                   std::shared_ptr<const ByteGrammar> grammar);
 
 }  // namespace runtime

@@ -52,9 +52,9 @@ struct RouteContext {
   void close_response();
 
   // JSON mode's view of the vocabulary (runtime/json_constraint.h), made on the first JSON-mode request.
-  std::shared_ptr<const runtime::JsonVocabulary> json_vocabulary();
+  std::shared_ptr<const runtime::ConstraintVocabulary> json_vocabulary();
   std::once_flag json_once;
-  std::shared_ptr<const runtime::JsonVocabulary> json_vocab;
+  std::shared_ptr<const runtime::ConstraintVocabulary> json_vocab;
 
   std::mutex seed_mutex;
   std::mt19937_64 seed_rng{std::random_device{}()};

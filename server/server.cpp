@@ -34,8 +34,9 @@ uint64_t RouteContext::random_seed() {
   return seed_rng();
 }
 
-std::shared_ptr<const runtime::JsonVocabulary> RouteContext::json_vocabulary() {
-  std::call_once(json_once, [this] { json_vocab = std::make_shared<runtime::JsonVocabulary>(engine.tokenizer()); });
+std::shared_ptr<const runtime::ConstraintVocabulary> RouteContext::json_vocabulary() {
+  std::call_once(json_once,
+                 [this] { json_vocab = std::make_shared<runtime::ConstraintVocabulary>(engine.tokenizer()); });
   return json_vocab;
 }
 

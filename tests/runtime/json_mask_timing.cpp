@@ -79,7 +79,7 @@ int main(int argc, char** argv) {
     const auto tok = tokenizer::Tokenizer::from_gguf(file);
     const std::string name = std::string(argv[i]).substr(std::string(argv[i]).find_last_of('/') + 1);
     const auto t = Clock::now();
-    const auto vocab = std::make_shared<const runtime::JsonVocabulary>(tok);
+    const auto vocab = std::make_shared<const runtime::ConstraintVocabulary>(tok);
     const double build_ms = ms_since(t);
     const std::vector<int32_t> ids = tok.encode(kReply, false, false);
     runtime::JsonConstraint object(vocab);

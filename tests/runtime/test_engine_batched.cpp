@@ -144,7 +144,7 @@ TEST_F(BatchedEngineTest, StructuredRequestsDrawnTogetherGetTheirTextAlone) {
   const auto grammar = runtime::json_schema_grammar(chat::parse_json(R"({"type": "object", "properties": {
       "name": {"type": "string", "maxLength": 10}, "n": {"type": "integer", "minimum": 0, "maximum": 99},
       "tags": {"type": "array", "items": {"enum": ["a", "b"]}, "maxItems": 3}}, "required": ["name", "n"]})"));
-  const auto vocab = std::make_shared<const runtime::JsonVocabulary>(*tok_);
+  const auto vocab = std::make_shared<const runtime::ConstraintVocabulary>(*tok_);
   auto engine = make(Shape{.parallel = 6});
   std::vector<runtime::EngineRequest> rs;
   for (size_t i = 0; i < 6; ++i) {

@@ -413,7 +413,7 @@ TEST(JsonSchemaMasks, ExactOnLlama3Vocabulary) {
   REQUIRE_ASSET(vocab_path, "tokenizer/ggml-vocab-llama-bpe.gguf");
   const auto file = gguf::File::open(vocab_path);
   const auto tok = tokenizer::Tokenizer::from_gguf(file);
-  const auto vocab = std::make_shared<const runtime::JsonVocabulary>(tok);
+  const auto vocab = std::make_shared<const runtime::ConstraintVocabulary>(tok);
   const std::string reply = R"({"title": "Sea \"glass\"", "year": 1987, "tags": ["a b", "c"],)"
                             "\n  \"note\": \"caf\u00e9 \xe2\x82\xac\"}";
   const auto grammar = compile(R"({"type": "object", "properties": {"title": {"type": "string", "maxLength": 20},

@@ -352,7 +352,7 @@ TEST(PagedGpuEngine, StructuredRequestsBesidePlainRequests) {
   co.kv_block_size = 16;
   runtime::Engine engine(m, tokenizer::Tokenizer::from_gguf(m->file()),
                          std::make_unique<runtime::CudaSession>(m, 2048, co));
-  const auto vocab = std::make_shared<runtime::JsonVocabulary>(tok);
+  const auto vocab = std::make_shared<runtime::ConstraintVocabulary>(tok);
   std::vector<std::pair<int32_t, float>> lean;
   for (int32_t id = 0; id < tok.n_vocab(); ++id) {
     const std::string piece = tok.is_control(id) ? "" : tok.token_to_piece(id);

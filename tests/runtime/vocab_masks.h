@@ -33,11 +33,11 @@ class StoriesVocabulary : public ::testing::Test {
     REQUIRE_ASSET(p, "models/stories260K-f32.gguf");
     model_ = model::Model::load(p);
     tok_ = std::make_unique<tokenizer::Tokenizer>(tokenizer::Tokenizer::from_gguf(model_->file()));
-    vocab_ = std::make_shared<runtime::JsonVocabulary>(*tok_);
+    vocab_ = std::make_shared<runtime::ConstraintVocabulary>(*tok_);
   }
   std::shared_ptr<const model::Model> model_;
   std::unique_ptr<tokenizer::Tokenizer> tok_;
-  std::shared_ptr<runtime::JsonVocabulary> vocab_;
+  std::shared_ptr<runtime::ConstraintVocabulary> vocab_;
 };
 
 template <class State>
@@ -64,7 +64,7 @@ std::vector<uint8_t> allowed_by_trying(const tokenizer::Tokenizer& tok, const St
 // what was spelled (the target unless a check failed) and counts the steps, and those taken inside plain string
 // text.
 template <class State>
-std::string spell_through_masks(const tokenizer::Tokenizer& tok, const runtime::JsonVocabulary& vocab,
+std::string spell_through_masks(const tokenizer::Tokenizer& tok, const runtime::ConstraintVocabulary& vocab,
                                 runtime::VocabularyConstraint<State>& c, const std::string& target, int& plain_steps,
                                 int* steps = nullptr) {
   std::string spelled;
