@@ -128,10 +128,10 @@ class GrammarState {
   bool complete() const { return complete_; }
   // No byte can follow and the text so far is not whole: the grammar admits no text that starts this way.
   bool accepts_nothing() const { return stacks_.empty() && !complete_; }
-  // Inside string text, between characters: how many more characters of plain text (bytes that
-  // JsonPrefix::keeps_plain_string passes) the state takes; SIZE_MAX without a bound; 0 anywhere else. Where it is
-  // not 0, plain bytes that make at most that many characters are taken, and the state they leave depends only on
-  // how many characters they make (advance_plain), so a vocabulary's masks need not try such tokens one by one.
+  // Inside string text, between characters: how many more characters of plain text (whole UTF-8 characters of bytes
+  // that JsonPrefix::keeps_plain_string passes) the state takes; SIZE_MAX without a bound; 0 anywhere else, inside a
+  // character included. Where it is not 0, such characters, at most that many, are taken, and the state they leave
+  // depends only on how many they are (advance_plain), so a vocabulary's masks need not try such tokens one by one.
   size_t plain_chars_left() const;
   // The state after `chars` more characters of plain text (at most plain_chars_left()).
   void advance_plain(size_t chars);
