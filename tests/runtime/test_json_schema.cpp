@@ -391,10 +391,11 @@ TEST_F(JsonSchemaMaskTest, MasksSpellATargetAndAreExact) {
   const auto grammar = compile(R"({"type": "object", "properties": {
       "story": {"type": "string"}, "mood": {"enum": ["happy", "sad"]}, "n": {"type": "integer", "maximum": 50},
       "words": {"type": "array", "items": {"type": "string", "maxLength": 8}},
-      "moral": {"type": "string", "minLength": 3, "maxLength": 30}}, "required": ["story", "mood"]})");
+      "moral": {"type": "string", "minLength": 3, "maxLength": 30}}, "required": ["story", "mood"],
+      "additionalProperties": {"type": "integer"}})");
   const std::string target =
       R"({"story": "Once upon a time, \"Lily\" ran.", "mood": "happy", "n": 42, "words": ["sun", "tr\u00e9e"],)"
-      " \"moral\": \"Be kind, \\u00e9ven to \\\"c\xc3\xa2ts\\\" \xe2\x82\xac.\"}";
+      " \"moral\": \"Be kind, \\u00e9ven to \\\"c\xc3\xa2ts\\\" \xe2\x82\xac.\", \"stars\": 5, \"mo\": 1}";
   const auto c = runtime::make_grammar_constraint(vocab_, grammar);
   int plain = 0;
   const std::string spelled = test_masks::spell_through_masks(*tok_, *vocab_, *c, target, plain);
