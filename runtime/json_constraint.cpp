@@ -29,11 +29,12 @@ ConstraintVocabulary::ConstraintVocabulary(const tokenizer::Tokenizer& tok) {
     std::string piece = tok.token_to_piece(id);
     if (piece.empty()) continue;
     trie_.insert(piece, id);
-    // Whole characters of plain bytes first: inside string text they only advance the count.
+    // Whole characters of plain bytes first: inside string text they only advance the count. A token that ends
+    // inside one more such character is taken there too, that character counted.
     const utf8::WholePrefix plain = utf8::whole_characters(piece, keeps_plain);
     const auto chars = static_cast<uint32_t>(plain.chars);
-    if (plain.bytes == piece.size()) {
-      string_safe_.emplace_back(id, chars);
+    if (plain.bytes == piece.size() || plain.open_end) {
+      string_safe_.emplace_back(id, chars + (plain.open_end ? 1 : 0));
     } else {
       if (string_rest_tries_.size() <= chars) string_rest_tries_.resize(chars + 1);
       string_rest_tries_[chars].insert(std::string_view(piece).substr(plain.bytes), id);

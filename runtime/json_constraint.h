@@ -5,10 +5,10 @@
 // (ConstraintVocabulary, shared by every such request); each request keeps its own position in the text
 // (VocabularyConstraint).
 //
-// A step's mask: inside a string (most of a JSON reply's tokens) every token of whole characters without a quote, a
-// backslash or a control byte is allowed by the characters it makes against those the string still takes, and only
-// the others are tried, from their first other byte; elsewhere a walk of the trie tries each prefix once and drops
-// whole branches at their first impossible byte.
+// A step's mask: inside a string, between characters (most of a JSON reply's tokens), every token of valid UTF-8
+// text without a quote, a backslash or a control byte is allowed by the characters it makes against those the
+// string still takes, and only the others are tried, from their first other byte; elsewhere a walk of the trie tries
+// each prefix once and drops whole branches at their first impossible byte.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -50,7 +50,8 @@ class ConstraintVocabulary {
 
   std::vector<std::string> pieces_;   // each token's bytes as decoded; empty for control tokens
   std::vector<int32_t> eog_;          // end-of-generation tokens
-  // Tokens of whole characters of plain string text only, and the characters each makes.
+  // Tokens of plain string text only (whole UTF-8 characters, the last one perhaps begun but not finished), and the
+  // characters each makes or begins.
   std::vector<std::pair<int32_t, uint32_t>> string_safe_;
   TokenTrie trie_;                    // every token with bytes
   // The other tokens with bytes, each from the first byte that does not begin a whole character of plain text, by

@@ -43,21 +43,25 @@ constexpr uint8_t next(uint8_t state, unsigned char c) {
 }
 
 // The longest prefix of `s` that is whole characters, each of bytes `keep` passes: its length in bytes and in
-// characters.
+// characters; and whether the rest of `s` is the start of one more such character (a token that ends inside a
+// character: it makes one more, counted at its first byte, and leaves the next bytes to finish it).
 struct WholePrefix {
   size_t bytes = 0, chars = 0;
+  bool open_end = false;
 };
 template <class Keep>
 WholePrefix whole_characters(std::string_view s, Keep&& keep) {
   WholePrefix whole;
   uint8_t state = kBetween;
-  for (size_t i = 0; i < s.size(); ++i) {
+  size_t i = 0;
+  for (; i < s.size(); ++i) {
     const auto c = static_cast<unsigned char>(s[i]);
     if (!keep(c)) break;
     state = next(state, c);
     if (state == kInvalid) break;
     if (state == kBetween) whole.bytes = i + 1, ++whole.chars;
   }
+  whole.open_end = i == s.size() && state != kBetween;
   return whole;
 }
 
