@@ -408,15 +408,17 @@ TEST_F(JsonSchemaMaskTest, MasksSpellATargetAndAreExact) {
 }
 
 // A real BPE vocabulary (Llama 3's, 128k tokens, with pieces such as `":"`, `",\n` and ` {"` that cross JSON's
-// structure): a reply spelled as its tokenizer splits it, each step's mask for a schema and for JSON mode exactly
-// what trying every token gives.
+// structure, and pieces that end or begin inside a character of Japanese text or an emoji): a reply spelled as its
+// tokenizer splits it, each step's mask for a schema and for JSON mode exactly what trying every token gives.
 TEST(JsonSchemaMasks, ExactOnLlama3Vocabulary) {
   REQUIRE_ASSET(vocab_path, "tokenizer/ggml-vocab-llama-bpe.gguf");
   const auto file = gguf::File::open(vocab_path);
   const auto tok = tokenizer::Tokenizer::from_gguf(file);
   const auto vocab = std::make_shared<const runtime::ConstraintVocabulary>(tok);
   const std::string reply = R"({"title": "Sea \"glass\"", "year": 1987, "tags": ["a b", "c"],)"
-                            "\n  \"note\": \"caf\u00e9 \xe2\x82\xac\"}";
+                            "\n  \"note\": \"caf\u00e9 \xe2\x82\xac "
+                            "\xe6\x97\xa5\xe6\x9c\xac\xe8\xaa\x9e\xe3\x81\xae\xe3\x83\x86\xe3\x82\xad\xe3\x82\xb9\xe3\x83\x88 "
+                            "\xf0\x9f\x98\x80\xf0\x9f\x8e\x89 na\xc3\xafve\"}";  // Japanese, two emoji
   const auto grammar = compile(R"({"type": "object", "properties": {"title": {"type": "string", "maxLength": 20},
       "year": {"type": "integer", "minimum": 1900, "maximum": 2100}, "tags": {"type": "array",
       "items": {"type": "string"}}, "note": {"type": "string"}}, "required": ["title", "year"]})");
