@@ -417,7 +417,8 @@ TEST(JsonSchemaMasks, ExactOnLlama3Vocabulary) {
   const auto vocab = std::make_shared<const runtime::ConstraintVocabulary>(tok);
   const std::string reply = R"({"title": "Sea \"glass\"", "year": 1987, "tags": ["a b", "c"],)"
                             "\n  \"note\": \"caf\u00e9 \xe2\x82\xac "
-                            "\xe6\x97\xa5\xe6\x9c\xac\xe8\xaa\x9e\xe3\x81\xae\xe3\x83\x86\xe3\x82\xad\xe3\x82\xb9\xe3\x83\x88 "
+                            "\xe6\x97\xa5\xe6\x9c\xac\xe8\xaa\x9e\xe3\x81\xae"
+                            "\xe3\x83\x86\xe3\x82\xad\xe3\x82\xb9\xe3\x83\x88 "
                             "\xf0\x9f\x98\x80\xf0\x9f\x8e\x89 na\xc3\xafve\"}";  // Japanese, two emoji
   const auto grammar = compile(R"({"type": "object", "properties": {"title": {"type": "string", "maxLength": 20},
       "year": {"type": "integer", "minimum": 1900, "maximum": 2100}, "tags": {"type": "array",
