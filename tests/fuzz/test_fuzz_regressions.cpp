@@ -218,4 +218,16 @@ TEST(FuzzRegression, ValidatorSkipsPatternsWithHugeCounts) {
   EXPECT_NO_THROW(fuzz::exercise_json_schema(bytes_of(input)));
 }
 
+// Found by fuzz_json_schema: a harness bug. A count written as a whole-number float ("maxItems": -0e183, read as 0
+// as JSON Schema has it, since draft 6 a number with a zero fraction is an integer) took the test validator down: it
+// read the count as an integer value; it now reads any number.
+TEST(FuzzRegression, ValidatorReadsCountsWrittenAsFloats) {
+  std::string input = R"({"uniqtype": "array", "prefixItems": [{"const": 5}], "maxItems": -0e183})";
+  input += '\0';
+  input += R"([1": 3})";
+  input += '\0';
+  input += R"([1a", null])";
+  EXPECT_NO_THROW(fuzz::exercise_json_schema(bytes_of(input)));
+}
+
 }  // namespace

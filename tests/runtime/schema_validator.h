@@ -110,8 +110,8 @@ inline bool valid(const Value& root, const Value& s, const Value& v) {
         return false;
       }
     }
-    if (const Value* m = num("minItems"); m && xs.size() < static_cast<size_t>(m->as_int())) return false;
-    if (const Value* m = num("maxItems"); m && xs.size() > static_cast<size_t>(m->as_int())) return false;
+    if (const Value* m = num("minItems"); m && xs.size() < static_cast<size_t>(m->as_float())) return false;
+    if (const Value* m = num("maxItems"); m && xs.size() > static_cast<size_t>(m->as_float())) return false;
   }
   if (v.is_string()) {
     // ECMAScript's grammar, as JSON Schema's patterns are written (bytes, not code points: ASCII texts only).
@@ -130,8 +130,8 @@ inline bool valid(const Value& root, const Value& s, const Value& v) {
       if (re && !std::regex_search(v.as_string(), *re)) return false;
     }
     const size_t n = code_points(v.as_string());
-    if (const Value* m = num("minLength"); m && n < static_cast<size_t>(m->as_int())) return false;
-    if (const Value* m = num("maxLength"); m && n > static_cast<size_t>(m->as_int())) return false;
+    if (const Value* m = num("minLength"); m && n < static_cast<size_t>(m->as_float())) return false;
+    if (const Value* m = num("maxLength"); m && n > static_cast<size_t>(m->as_float())) return false;
   }
   if ((v.is_int() || v.is_float()) && !v.is_bool()) {
     const double x = v.as_float();
