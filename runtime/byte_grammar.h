@@ -18,6 +18,8 @@
 #include <string_view>
 #include <vector>
 
+#include "runtime/utf8_steps.h"
+
 namespace runtime {
 
 class ByteGrammar {
@@ -84,7 +86,7 @@ class ByteGrammar {
   // Progress inside a character: 0 between characters, 1 after a backslash, 2-14 inside a u escape or a surrogate
   // pair, kUtf8Base + 1..7 inside a UTF-8 sequence (utf8::next's states; GrammarState::takes).
   static constexpr uint32_t kUtf8Base = 14;
-  static constexpr uint32_t kEscapeStates = kUtf8Base + 8;
+  static constexpr uint32_t kEscapeStates = kUtf8Base + utf8::kStates;
   struct TextAt {
     uint32_t limits;    // its entry in texts_
     uint32_t position;  // the Text entry in program_

@@ -14,7 +14,7 @@ namespace runtime::utf8 {
 //   4: two, the first 80-9F (after ED: no surrogate);  5: three;  6: three, the first 90-BF (after F0);
 //   7: three, the first 80-8F (after F4: nothing above U+10FFFF).
 inline constexpr uint8_t kBetween = 0;
-inline constexpr uint8_t kStates = 8;
+inline constexpr uint8_t kStates = 8;  // kBetween and the seven above
 inline constexpr uint8_t kInvalid = 0xFF;
 
 // The state after byte c, or kInvalid where c cannot come next.
