@@ -6,22 +6,42 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <sstream>
+#include <string_view>
 
 #include "gguf/gguf.h"
 
 namespace model {
 
+namespace {
+
+struct ArchEntry {
+  const char* name;
+  Arch arch;
+};
+// Every architecture this engine runs, by its general.architecture name.
+constexpr ArchEntry kArchs[] = {{"llama", Arch::Llama},   {"qwen2", Arch::Qwen2},         {"qwen3", Arch::Qwen3},
+                                {"gemma3", Arch::Gemma3}, {"phi3", Arch::Phi3},           {"qwen3moe", Arch::Qwen3Moe},
+                                {"gpt-oss", Arch::GptOss}};
+
+std::optional<Arch> arch_from_name(std::string_view name) {
+  for (const ArchEntry& e : kArchs)
+    if (name == e.name) return e.arch;
+  return std::nullopt;
+}
+
+std::string supported_arch_names() {
+  std::string out;
+  for (const ArchEntry& e : kArchs) out += (out.empty() ? "" : ", ") + std::string(e.name);
+  return out;
+}
+
+}  // namespace
+
 const char* arch_name(Arch a) {
-  switch (a) {
-    case Arch::Llama: return "llama";
-    case Arch::Qwen2: return "qwen2";
-    case Arch::Qwen3: return "qwen3";
-    case Arch::Gemma3: return "gemma3";
-    case Arch::Phi3: return "phi3";
-    case Arch::Qwen3Moe: return "qwen3moe";
-    case Arch::GptOss: return "gpt-oss";
-  }
+  for (const ArchEntry& e : kArchs)
+    if (e.arch == a) return e.name;
   return "?";
 }
 
@@ -30,6 +50,9 @@ RawHparams RawHparams::read(const gguf::File& f) {
   r.file = f.path();
   r.architecture = f.get_or<std::string>("general.architecture", "");
   r.tensor_count = f.tensors().size();
+  // Another architecture's keys may have other types (Gemma 4 gives head_count_kv per layer); such a file is
+  // refused by its name in Config::resolve, not by a key's type.
+  if (!arch_from_name(r.architecture)) return r;
   const std::string a = r.architecture + ".";
   auto u = [&](const char* key) { return f.get_opt<uint64_t>(a + key); };
   auto fl = [&](const char* key) { return f.get_opt<float>(a + key); };
@@ -214,24 +237,12 @@ void resolve_gpt_oss(const Resolver& r, Config& c) {
 Config Config::resolve(const RawHparams& raw) {
   Resolver r{raw};
   Config c;
-  if (raw.architecture == "llama") {
-    c.arch = Arch::Llama;
-  } else if (raw.architecture == "qwen2") {
-    c.arch = Arch::Qwen2;
-  } else if (raw.architecture == "qwen3") {
-    c.arch = Arch::Qwen3;
-  } else if (raw.architecture == "gemma3") {
-    c.arch = Arch::Gemma3;
-  } else if (raw.architecture == "phi3") {
-    c.arch = Arch::Phi3;
-  } else if (raw.architecture == "qwen3moe") {
-    c.arch = Arch::Qwen3Moe;
-  } else if (raw.architecture == "gpt-oss") {
-    c.arch = Arch::GptOss;
+  if (const std::optional<Arch> arch = arch_from_name(raw.architecture)) {
+    c.arch = *arch;
   } else {
     r.fail(raw.architecture.empty() ? std::string("missing key general.architecture")
-                                    : "unsupported architecture '" + raw.architecture +
-                                          "' (supported: llama, qwen2, qwen3, gemma3, phi3, qwen3moe, gpt-oss)");
+                                    : "unsupported architecture '" + raw.architecture + "' (supported: " +
+                                          supported_arch_names() + ")");
   }
   // Rope style is implied by the architecture, as in llama.cpp: llama rotates adjacent pairs, the others halves.
   c.rope_mode = c.arch == Arch::Llama ? graph::RopeMode::Normal : graph::RopeMode::Neox;

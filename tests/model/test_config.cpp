@@ -71,6 +71,26 @@ TEST(Config, UnsupportedArchitectureIsNamed) {
   EXPECT_NE(msg.find("tiny-gpt2.gguf"), std::string::npos) << msg;
 }
 
+// Another architecture's keys may have types ours do not (Gemma 4 gives head_count_kv per layer, as an array): the
+// file is refused by its architecture's name, not by the first key read.
+TEST(Config, UnsupportedArchitectureIsNamedBeforeItsKeysAreRead) {
+  auto b = tiny::build(Spec{});
+  const gguf::File src = gguf::File::parse(b->bytes.data(), b->bytes.size(), "src");
+  gguf::Writer w;
+  w.copy_metadata(src);
+  w.set_str("general.architecture", "gemma4");
+  gguf::Array per_layer{gguf::ValueType::UINT32, {}};
+  for (uint64_t n : {8u, 2u}) per_layer.items.push_back(gguf::Value{gguf::ValueType::UINT32, n});
+  w.set("gemma4.attention.head_count_kv", gguf::Value{gguf::ValueType::ARRAY, per_layer});
+  const std::vector<uint8_t> bytes = w.to_bytes();
+  const std::string msg =
+      model_error([&] { model::read_config(gguf::File::parse(bytes.data(), bytes.size(), "gemma4.gguf")); });
+  EXPECT_NE(msg.find("unsupported architecture 'gemma4' (supported: llama, qwen2, qwen3, gemma3, phi3, qwen3moe, "
+                     "gpt-oss)"),
+            std::string::npos)
+      << msg;
+}
+
 TEST(Config, MissingRequiredKeyIsNamed) {
   auto b = tiny::build(Spec{});
   gguf::Writer w;
