@@ -10,8 +10,8 @@ using reply_text::end_without_trailing_space;
 using reply_text::first_non_space;
 using reply_text::partial_tag_at_end;
 
-constexpr std::string_view kOpen = "<think>";
-constexpr std::string_view kClose = "</think>";
+constexpr std::string_view kOpen = kThinkOpen;
+constexpr std::string_view kClose = kThinkClose;
 
 }  // namespace
 

@@ -15,6 +15,10 @@
 
 namespace chat {
 
+// The tags of a reasoning block.
+inline constexpr std::string_view kThinkOpen = "<think>";
+inline constexpr std::string_view kThinkClose = "</think>";
+
 // Whether replies to prompts of this chat template may open with a <think> block (the template writes the tag:
 // it opens the block itself, strips earlier blocks from the history, or renders reasoning_content in one).
 bool template_thinks(std::string_view template_source);

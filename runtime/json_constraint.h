@@ -33,6 +33,9 @@ class ConstraintVocabulary {
   explicit ConstraintVocabulary(const tokenizer::Tokenizer& tok);
 
   int32_t n_vocab() const { return static_cast<int32_t>(pieces_.size()); }
+  // A token's bytes (empty for control and end-of-generation tokens, which write no text).
+  std::string_view piece(int32_t id) const { return pieces_[static_cast<size_t>(id)]; }
+  const std::vector<int32_t>& eog() const { return eog_; }
   // The allowed tokens after `state`: allowed[id] = 1. State is JsonPrefix (JSON mode) or GrammarState (a schema's
   // grammar): feed(byte), complete(), plain_chars_left() and advance_plain() as they describe.
   template <class State>

@@ -301,6 +301,7 @@ static void parse_grammar(const Value& obj, CompletionRequest& r) {
                         "unsupported_parameter");
   try {
     r.grammar = runtime::gbnf_grammar(g->as_string());
+    r.grammar_is_gbnf = true;
   } catch (const runtime::GbnfError& e) {
     throw invalid_field("grammar", e.what(), "invalid_grammar");
   }

@@ -59,6 +59,9 @@ struct CompletionRequest {
   // `grammar` field (GBNF, runtime/gbnf_grammar.h): to that grammar. At most one of them.
   bool json_object = false;
   std::shared_ptr<const runtime::ByteGrammar> grammar;
+  // The grammar is the request's own GBNF: it holds the reply from its first byte, a thinking model's reasoning
+  // included (a response_format lets the reasoning come first: runtime/reasoning_first.h).
+  bool grammar_is_gbnf = false;
 };
 
 // Choices one request may ask for in all (prompts x n): each is a sequence of the engine, beside other clients'.

@@ -10,10 +10,12 @@
 #include <memory>
 #include <optional>
 
+#include "chat/reasoning_split.h"
 #include "chat/reply_split.h"
 #include "runtime/chat_session.h"
 #include "runtime/generate.h"
 #include "runtime/json_schema_grammar.h"
+#include "runtime/reasoning_first.h"
 #include "server/completion_channel.h"
 #include "server/connection_probe.h"
 #include "server/logprobs_reply.h"
@@ -305,6 +307,22 @@ std::string whole_choice(RouteContext& ctx, const CompletionRequest& r, Choice& 
   return choice_json(r.route, c.index, content, t.finish, lp, reasoning);
 }
 
+// What holds a choice's reply, if anything: a forced call's grammar, a schema's or GBNF grammar, or JSON mode
+// (runtime/json_constraint.h); under reasoning_first, the same after a <think> block the reply may open with
+// (runtime/reasoning_first.h).
+std::shared_ptr<runtime::TokenConstraint> held_form(RouteContext& ctx, const CompletionRequest& r,
+                                                   const std::shared_ptr<const runtime::ByteGrammar>& forced_call,
+                                                   bool reasoning_first, bool starts_inside) {
+  const std::shared_ptr<const runtime::ByteGrammar>& grammar = forced_call ? forced_call : r.grammar;  // never both
+  if (grammar) {
+    if (reasoning_first) return runtime::reasoning_first_grammar(ctx.json_vocabulary(), *grammar, starts_inside);
+    return runtime::make_grammar_constraint(ctx.json_vocabulary(), grammar);
+  }
+  if (!r.json_object) return nullptr;
+  if (reasoning_first) return runtime::reasoning_first_json(ctx.json_vocabulary(), starts_inside);
+  return std::make_shared<runtime::JsonConstraint>(ctx.json_vocabulary());
+}
+
 }  // namespace
 
 std::string render_chat(const RouteContext& ctx, const CompletionRequest& r) {
@@ -362,6 +380,9 @@ void handle_completion(RouteContext& ctx, const httplib::Request& req, httplib::
   for (size_t p = 0; p < n_prompts; ++p) ids.push_back(prompt_ids(ctx, r, p, &chat_prompt));
   // Where the template marks reasoning, each chat reply's is split from its content (chat/reply_split.h).
   const chat::ReplyFormat reply_format = route == Route::Chat ? ctx.reply_format : chat::ReplyFormat::Plain;
+  // A thinking model's reply to a held form may reason first; a GBNF grammar holds it from its first byte.
+  const bool reasoning_first = reply_format == chat::ReplyFormat::Think && !r.grammar_is_gbnf;
+  const bool starts_inside = reasoning_first && chat::prompt_opens_thinking(chat_prompt);
   auto wakeup = std::make_shared<ChannelWakeup>();
   std::vector<std::shared_ptr<Choice>> choices;
   for (size_t p = 0; p < n_prompts; ++p)
@@ -379,11 +400,7 @@ void handle_completion(RouteContext& ctx, const httplib::Request& req, httplib::
       er.ignore_eos = r.ignore_eos;
       er.top_logprobs = r.top_logprobs;
       if (r.top_logprobs >= 0) c->logprobs = std::make_shared<LogprobsReply>(ctx.engine.tokenizer(), er.prompt, route);
-      if (forced_call || r.grammar) {  // never both (the 400 above)
-        er.constraint = runtime::make_grammar_constraint(ctx.json_vocabulary(), forced_call ? forced_call : r.grammar);
-      } else if (r.json_object) {
-        er.constraint = std::make_shared<runtime::JsonConstraint>(ctx.json_vocabulary());
-      }
+      er.constraint = held_form(ctx, r, forced_call, reasoning_first, starts_inside);
       if (tool_mode) c->tools = std::make_shared<ToolReply>(ctx.engine.tokenizer(), ctx.tool_format, r.stop);
       c->split = chat::make_reply_split(reply_format, chat_prompt, offers_tools);
       runtime::SubmitResult sub;

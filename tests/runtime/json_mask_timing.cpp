@@ -1,7 +1,8 @@
 // Times structured output's masks on real vocabularies (not a test; run it as `build/tests/runtime/json_mask_timing
 // ../shared/tokenizer/ggml-vocab-llama-bpe.gguf ../shared/tokenizer/ggml-vocab-qwen2.gguf`): the
 // one-time build of the vocabulary's tries, then each step's mask while a sample reply is spelled token by token
-// as the tokenizer splits it, for JSON mode and for a JSON schema. Prints one table row per mode.
+// as the tokenizer splits it, for JSON mode, for JSON schemas, and for a schema after a thinking model's reasoning.
+// Prints one table row per mode.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -13,6 +14,7 @@
 #include "gguf/gguf.h"
 #include "runtime/json_constraint.h"
 #include "runtime/json_schema_grammar.h"
+#include "runtime/reasoning_first.h"
 #include "tokenizer/tokenizer.h"
 
 namespace {
@@ -26,6 +28,10 @@ constexpr const char* kReply =
     R"( "cast": [{"name": "Anna Berg", "role": "keeper"}, {"name": "Tom Lind", "role": "son"}],)"
     R"( "summary": "A keeper and her son spend one last winter at the light before it is automated; \"quiet\" and)"
     R"( patient, it watches the weather more than the people."})";
+
+constexpr const char* kThought =
+    "<think>\nThe user wants a film record. A lighthouse story from 1987 fits; rating 4.5, three tags, two cast "
+    "members, and a short summary with a quoted word. Keep it under the schema's limits.\n</think>\n\n";
 
 constexpr const char* kSchema = R"({"type": "object", "properties": {
     "title": {"type": "string"}, "year": {"type": "integer", "minimum": 1880, "maximum": 2030},
@@ -96,6 +102,12 @@ int main(int argc, char** argv) {
     const double contact_ms = ms_since(t3);
     const auto held = runtime::make_grammar_constraint(vocab, contact);
     row(name.c_str(), "json_schema, patterns", contact_ms, *held, contact_ids, tok.n_vocab());
+    // A thinking model's reasoning, then the schema's reply (runtime/reasoning_first.h): the build column is the
+    // constraint's own (its lists of tokens that can open and close the block).
+    const std::vector<int32_t> thought_ids = tok.encode(std::string(kThought) + kReply, false, false);
+    const auto t4 = Clock::now();
+    const auto thinking = runtime::reasoning_first_grammar(vocab, *grammar, false);
+    row(name.c_str(), "reasoning, then json_schema", ms_since(t4), *thinking, thought_ids, tok.n_vocab());
   }
   std::printf("(json_schema's build column is the schema's compile; the vocabulary's tries are shared)\n");
   return 0;

@@ -441,6 +441,45 @@ TEST_F(ServerTest, StructuredRepliesKeepToTheirFormat) {
   }
 }
 
+// A held reply from a thinking template whose generation prompt opens the block (DeepSeek-R1's way): under JSON
+// mode or a schema the model reasons first, so stories260K's free text, which never closes the block, comes back
+// as reasoning_content exactly as unheld (the held text would begin after </think>); before, the held text itself
+// was read as never-closed reasoning and content was empty either way. A GBNF grammar holds the reply from its first
+// byte, so its text is what the block holds.
+TEST_F(ServerTest, HeldRepliesLetAThinkingModelReasonFirst) {
+  Config c;
+  c.template_text =
+      "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+      "<|im_start|>assistant\n<think>\n";
+  const std::string text = greedy(chat_prompt("Tell me a story.", c.template_text), 20);
+  const size_t b = text.find_first_not_of(" \n"), e = text.find_last_not_of(" \n");
+  ASSERT_NE(b, std::string::npos) << text;
+  const std::string trimmed = text.substr(b, e + 1 - b);
+  const std::string ask =
+      R"({"messages": [{"role": "user", "content": "Tell me a story."}], "max_tokens": 20, "temperature": 0, )";
+  start(c);
+  for (const std::string& form :
+       {std::string(R"("response_format": {"type": "json_object"})"),
+        std::string(R"("response_format": {"type": "json_schema", "json_schema": {"name": "n", "schema":
+            {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}}})")}) {
+    const auto whole = post("/v1/chat/completions", ask + form + "}");
+    ASSERT_EQ(whole.status, 200) << whole.body;
+    const Value parsed = json(whole.body);
+    const Value& choice = at(at(parsed, "choices"), 0);
+    EXPECT_EQ(str(at(at(choice, "message"), "reasoning_content")), trimmed) << whole.body;
+    EXPECT_EQ(str(at(at(choice, "message"), "content")), "") << whole.body;
+    EXPECT_EQ(str(at(choice, "finish_reason")), "length") << whole.body;
+    const Streamed s = read_stream(post("/v1/chat/completions", ask + form + R"(, "stream": true})"), true);
+    EXPECT_EQ(s.reasoning, trimmed) << form;
+  }
+  const auto gbnf = post("/v1/chat/completions", ask + R"("grammar": "root ::= \"yes\" | \"no\""})");
+  ASSERT_EQ(gbnf.status, 200) << gbnf.body;
+  const Value parsed = json(gbnf.body);
+  const Value& message = at(at(at(parsed, "choices"), 0), "message");
+  const std::string held = str(at(message, "reasoning_content"));
+  EXPECT_TRUE(held == "yes" || held == "no") << gbnf.body;
+}
+
 // An assistant's reasoning sent back as reasoning_content reaches a template that reads message.thinking
 // (gpt-oss's) under that name; a thinking the client sent itself is kept.
 TEST_F(ServerTest, ReasoningContentIsThinkingForTemplatesThatReadIt) {
