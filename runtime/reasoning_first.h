@@ -42,10 +42,6 @@ class ReasoningFirst final : public TokenConstraint {
   void mask(std::span<float> logits) const override;
   void accept(int32_t token) override;
 
-  // Where the reply stands: before its text has decided, inside the block, or in the held text.
-  bool in_block() const { return tracks_.block.has_value(); }
-  bool in_held_text() const { return tracks_.direct.has_value() || tracks_.after.has_value(); }
-
  private:
   struct Opening {
     uint8_t matched = 0;  // bytes of "<think>" read

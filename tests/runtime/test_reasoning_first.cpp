@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <memory>
+#include <random>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -146,6 +147,48 @@ TEST(ReasoningFirst, JsonModeMasksAreExactOnAByteVocabulary) {
   const Reference<runtime::JsonPrefix> inside{runtime::JsonPrefix{}, true};
   const auto c = runtime::reasoning_first_json(v.vocab, true);
   EXPECT_TRUE(spell_checked(v, *c, inside, "The user asks. </think> " + object));
+}
+
+// Random replies drawn from the masks themselves, mostly along a script that opens, falsely starts the end tag,
+// closes and writes an object, each time split into random pieces and now and then derailed: each step's mask is
+// exact wherever the reply goes.
+TEST(ReasoningFirst, RandomRepliesFromTheMasksAreExact) {
+  REQUIRE_ASSET(path, "models/stories260K-f32.gguf");
+  const auto file = gguf::File::open(path);
+  const auto tok = tokenizer::Tokenizer::from_gguf(file);
+  const Vocabulary v(tok);
+  const std::vector<std::string> scripts = {" <think>a </thin k></think>\n{\"a\": 1}", "{\"b\": [true]}",
+                                            "x</t</think> {\"c\":\"</think>\"}", "\n\n<think></think>{}"};
+  int whole = 0;
+  for (uint32_t seed = 0; seed < 32; ++seed) {
+    std::mt19937 rng(seed);
+    const std::string& script = scripts[seed % scripts.size()];
+    const bool inside = script[0] == 'x';
+    const Reference<runtime::JsonPrefix> ref{runtime::JsonPrefix{}, inside};
+    const auto c = runtime::reasoning_first_json(v.vocab, inside);
+    std::string so_far;
+    for (int step = 0; step < 64; ++step) {
+      const std::string diff = mask_difference(v, *c, ref, so_far);
+      ASSERT_EQ(diff, "") << "seed " << seed;
+      std::vector<float> logits(v.pieces.size(), 0.0f);
+      c->mask(logits);
+      std::vector<int32_t> allowed, along;
+      for (size_t id = 0; id < logits.size(); ++id) {
+        const std::string& p = v.pieces[id];
+        if (logits[id] != 0.0f || p.empty()) continue;
+        allowed.push_back(static_cast<int32_t>(id));
+        if (script.starts_with(so_far) && script.compare(so_far.size(), p.size(), p) == 0)
+          along.push_back(static_cast<int32_t>(id));
+      }
+      if (allowed.empty()) break;  // only an end is left
+      const std::vector<int32_t>& from = !along.empty() && rng() % 12 != 0 ? along : allowed;
+      const int32_t id = from[rng() % from.size()];
+      c->accept(id);
+      so_far += v.pieces[static_cast<size_t>(id)];
+    }
+    whole += ref.fit(so_far) == Fit::Whole;
+  }
+  EXPECT_GT(whole, 4);  // the walks reached whole replies, after a block too
 }
 
 // Whitespace before "<think>" is bounded as the held text's is: after kMaxSpaces of it, no more whitespace, but
