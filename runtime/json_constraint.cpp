@@ -29,6 +29,7 @@ ConstraintVocabulary::ConstraintVocabulary(const tokenizer::Tokenizer& tok) {
     std::string piece = tok.token_to_piece(id);
     if (piece.empty()) continue;
     trie_.insert(piece, id);
+    by_first_byte_[static_cast<unsigned char>(piece[0])].push_back(id);
     // Whole characters of plain bytes first: inside string text they only advance the count. A token that ends
     // inside one more such character is taken there too, that character counted.
     const utf8::WholePrefix plain = utf8::whole_characters(piece, keeps_plain);

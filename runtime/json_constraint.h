@@ -10,6 +10,7 @@
 // string still takes, and only the others are tried, from their first other byte; elsewhere a walk of the trie tries
 // each prefix once and drops whole branches at their first impossible byte.
 #pragma once
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -36,6 +37,8 @@ class ConstraintVocabulary {
   // A token's bytes (empty for control and end-of-generation tokens, which write no text).
   std::string_view piece(int32_t id) const { return pieces_[static_cast<size_t>(id)]; }
   const std::vector<int32_t>& eog() const { return eog_; }
+  // The tokens whose bytes begin with c.
+  const std::vector<int32_t>& tokens_starting_with(unsigned char c) const { return by_first_byte_[c]; }
   // The allowed tokens after `state`: allowed[id] = 1. State is JsonPrefix (JSON mode) or GrammarState (a schema's
   // grammar): feed(byte), complete(), plain_chars_left() and advance_plain() as they describe.
   template <class State>
@@ -57,6 +60,7 @@ class ConstraintVocabulary {
   // characters each makes or begins.
   std::vector<std::pair<int32_t, uint32_t>> string_safe_;
   TokenTrie trie_;                    // every token with bytes
+  std::array<std::vector<int32_t>, 256> by_first_byte_;
   // The other tokens with bytes, each from the first byte that does not begin a whole character of plain text, by
   // the characters before it: inside string text those leave a state that depends only on their count, so only the
   // suffix is tried, from that state.

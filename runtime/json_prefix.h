@@ -27,6 +27,7 @@ class JsonPrefix {
   // A byte that a plain string takes as text: not '"', '\\' or a control character. A string's text is also valid
   // UTF-8 (utf8_steps.h).
   static bool keeps_plain_string(unsigned char c) { return c != '"' && c != '\\' && c >= 0x20; }
+  bool operator==(const JsonPrefix&) const = default;
 
  private:
   enum class Mode : uint8_t {

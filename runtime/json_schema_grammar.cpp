@@ -98,13 +98,7 @@ class SchemaCompiler {
       // {"name": then the names as one trie, each followed by its arguments.
       std::vector<ByteGrammar::LiteralAlternative> by_name;
       for (const CallSchema& c : choices) {
-        Rule arguments = 0;
-        try {
-          arguments = c.parameters ? document(*c.parameters) : object_any();
-        } catch (const JsonSchemaError& e) {
-          if (c.strict) throw JsonSchemaError(e.where(), c.name + "'s parameters: " + e.what());
-          arguments = object_any();  // a call of this function, with arguments held only to being an object
-        }
+        const Rule arguments = arguments_of(c);
         Seq rest{ws(), g_->byte(','), ws()};
         g_->append_literal(rest, chat::json_quote(syntax.arguments_key));
         push_member_tail(rest, arguments);
@@ -136,7 +130,38 @@ class SchemaCompiler {
     });
   }
 
+  // Calls as header_call_grammar describes them.
+  std::shared_ptr<const ByteGrammar> header_calls(const std::vector<CallSchema>& choices, std::string_view before,
+                                                  std::string_view after) {
+    return finish([&] {
+      std::vector<ByteGrammar::LiteralAlternative> by_name;
+      for (const CallSchema& c : choices) {
+        Seq rest;
+        g_->append_literal(rest, after);
+        rest.push_back(ByteGrammar::rule(arguments_of(c)));
+        by_name.push_back({c.name, std::move(rest)});
+      }
+      Seq call;
+      g_->append_literal(call, before);
+      call.push_back(ByteGrammar::rule(g_->literal_choice(by_name)));
+      const Rule top = g_->add_rule();
+      g_->add_alternative(top, call);
+      return top;
+    });
+  }
+
  private:
+  // A call's arguments: its parameters' schema, a document of its own; one that cannot be held, only an object,
+  // unless the function is strict.
+  Rule arguments_of(const CallSchema& c) {
+    try {
+      return c.parameters ? document(*c.parameters) : object_any();
+    } catch (const JsonSchemaError& e) {
+      if (c.strict) throw JsonSchemaError(e.where(), c.name + "'s parameters: " + e.what());
+      return object_any();  // a call of this function, with arguments held only to being an object
+    }
+  }
+
   template <class Build>
   std::shared_ptr<const ByteGrammar> finish(Build&& build) {
     try {
@@ -710,6 +735,11 @@ std::shared_ptr<const ByteGrammar> json_schema_grammar(const chat::jinja::Value&
 
 std::shared_ptr<const ByteGrammar> json_call_grammar(const std::vector<CallSchema>& choices, const CallSyntax& syntax) {
   return SchemaCompiler().calls(choices, syntax);
+}
+
+std::shared_ptr<const ByteGrammar> header_call_grammar(const std::vector<CallSchema>& choices, std::string_view before,
+                                                       std::string_view after) {
+  return SchemaCompiler().header_calls(choices, before, after);
 }
 
 }  // namespace runtime

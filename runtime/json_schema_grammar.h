@@ -67,5 +67,9 @@ struct CallSyntax {
   bool several = false;
 };
 std::shared_ptr<const ByteGrammar> json_call_grammar(const std::vector<CallSchema>& choices, const CallSyntax& syntax);
+// A call whose function's name is in the text before its arguments, as gpt-oss's harmony header has it: `before`,
+// the name of one of `choices`, `after`, then its arguments as above (no whitespace around them).
+std::shared_ptr<const ByteGrammar> header_call_grammar(const std::vector<CallSchema>& choices, std::string_view before,
+                                                       std::string_view after);
 
 }  // namespace runtime

@@ -2,9 +2,9 @@
 #include "runtime/reasoning_first.h"
 
 #include <algorithm>
-#include <array>
 #include <cstring>
 #include <limits>
+#include <utility>
 
 #include "chat/reasoning_split.h"
 #include "chat/reply_text.h"
@@ -12,32 +12,81 @@
 namespace runtime {
 namespace {
 
-using chat::kThinkClose;
-using chat::kThinkOpen;
 using chat::reply_text::is_space;
 
-// The bytes of "</think>" that text ends with after it ended with `matched` of them and then byte c (the tag's
-// automaton, as a table).
-uint8_t close_step(uint8_t matched, unsigned char c) {
-  static const auto table = [] {
-    std::array<std::array<uint8_t, 256>, kThinkClose.size()> t{};
-    for (size_t m = 0; m < kThinkClose.size(); ++m)
-      for (int b = 0; b < 256; ++b) {
-        // The longest beginning of the tag that the first m bytes of it and then b end with.
-        for (size_t k = m + 1; k > 0; --k) {
-          if (static_cast<unsigned char>(kThinkClose[k - 1]) != b) continue;
-          if (kThinkClose.substr(0, k - 1) == kThinkClose.substr(m - (k - 1), k - 1)) {
-            t[m][static_cast<size_t>(b)] = static_cast<uint8_t>(k);
-            break;
-          }
+constexpr uint8_t kMaxSpaces = JsonPrefix::kMaxSpaces;
+
+// The automaton of "text ends with the first k bytes of tag": row k, byte c -> the new k (tag.size(): the tag came).
+std::vector<std::array<uint8_t, 256>> tag_automaton(std::string_view tag) {
+  std::vector<std::array<uint8_t, 256>> t(tag.size());
+  for (size_t m = 0; m < tag.size(); ++m)
+    for (int b = 0; b < 256; ++b)
+      for (size_t k = m + 1; k > 0; --k) {  // the longest beginning of the tag that m bytes of it and b end with
+        if (static_cast<unsigned char>(tag[k - 1]) != b) continue;
+        if (tag.substr(0, k - 1) == tag.substr(m - (k - 1), k - 1)) {
+          t[m][static_cast<size_t>(b)] = static_cast<uint8_t>(k);
+          break;
         }
       }
-    return t;
-  }();
-  return table[matched][c];
+  return t;
+}
+
+template <class T>
+void add_unique(std::vector<T>& v, T x) {
+  if (std::find(v.begin(), v.end(), x) == v.end()) v.push_back(std::move(x));
 }
 
 }  // namespace
+
+uint16_t Lead::add(Node n) {
+  nodes_.push_back(std::move(n));
+  return static_cast<uint16_t>(nodes_.size() - 1);
+}
+
+Lead Lead::think(bool starts_inside) {
+  Lead l;
+  const uint16_t after = l.add({Kind::Held, "", 0, 0, true});
+  const uint16_t block = l.add({Kind::Until, std::string(chat::kThinkClose), after});
+  if (starts_inside) {
+    l.start_ = block;
+    return l;
+  }
+  const uint16_t open = l.add({Kind::Literal, std::string(chat::kThinkOpen), block});
+  const uint16_t spaces = l.add({Kind::Spaces, "", open});
+  const uint16_t direct = l.add({Kind::Held});
+  l.start_ = l.add({Kind::Choice, "", direct, spaces});
+  return l;
+}
+
+uint16_t Lead::harmony_messages(Lead& l, uint16_t then) {
+  // "<|channel|>" first; its next, the choice of analysis or `then`, once the analysis message that leads back to it
+  // exists.
+  const uint16_t header = l.add({Kind::Literal, "<|channel|>"});
+  const uint16_t start_again = l.add({Kind::Literal, "<|start|>assistant", header});
+  const uint16_t text = l.add({Kind::Until, "<|end|>", start_again});
+  const uint16_t analysis = l.add({Kind::Literal, "analysis<|message|>", text});
+  l.nodes_[header].next = l.add({Kind::Choice, "", analysis, then});
+  return header;
+}
+
+Lead Lead::harmony_final() {
+  Lead l;
+  const uint16_t held = l.add({Kind::Held});
+  const uint16_t message = l.add({Kind::Literal, "<|message|>", held});
+  const uint16_t constrained = l.add({Kind::Literal, " <|constrain|>json<|message|>", held});
+  const uint16_t how = l.add({Kind::Choice, "", message, constrained});
+  const uint16_t final_channel = l.add({Kind::Literal, "final", how});
+  const uint16_t header = harmony_messages(l, final_channel);
+  l.start_ = l.add({Kind::Choice, "", held, header});
+  return l;
+}
+
+Lead Lead::harmony_call() {
+  Lead l;
+  const uint16_t held = l.add({Kind::Held});
+  l.start_ = harmony_messages(l, held);
+  return l;
+}
 
 std::shared_ptr<const ByteGrammar> with_leading_space(const ByteGrammar& grammar) {
   auto g = std::make_shared<ByteGrammar>(grammar);
@@ -45,7 +94,7 @@ std::shared_ptr<const ByteGrammar> with_leading_space(const ByteGrammar& grammar
   for (const unsigned char c : {' ', '\n', '\t', '\r'}) space.set(c);
   const ByteGrammar::Rule one = g->add_rule();
   g->add_alternative(one, {g->bytes(space)});
-  const ByteGrammar::Rule spaces = g->repeat(one, 0, JsonPrefix::kMaxSpaces);
+  const ByteGrammar::Rule spaces = g->repeat(one, 0, kMaxSpaces);
   const ByteGrammar::Rule root = g->add_rule();
   g->add_alternative(root, {ByteGrammar::rule(spaces), ByteGrammar::rule(g->root())});
   g->set_root(root);
@@ -53,61 +102,110 @@ std::shared_ptr<const ByteGrammar> with_leading_space(const ByteGrammar& grammar
 }
 
 template <class State>
-ReasoningFirst<State>::ReasoningFirst(std::shared_ptr<const ConstraintVocabulary> vocab, State held,
-                                      bool starts_inside, std::shared_ptr<const void> owner)
-    : vocab_(std::move(vocab)), owner_(std::move(owner)), held_start_(std::move(held)) {
-  if (starts_inside) {
-    tracks_.block = 0;
-  } else {
-    tracks_.direct = held_start_;
-    tracks_.opening = Opening{};
+ReasoningFirst<State>::ReasoningFirst(std::shared_ptr<const ConstraintVocabulary> vocab, Lead lead, State plain,
+                                      State spaced, std::shared_ptr<const void> owner)
+    : vocab_(std::move(vocab)), owner_(std::move(owner)), lead_(std::move(lead)), plain_(std::move(plain)),
+      spaced_(std::move(spaced)) {
+  const std::vector<Lead::Node>& nodes = lead_.nodes();
+  candidates_.resize(nodes.size());
+  tag_steps_.resize(nodes.size());
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const Lead::Node& n = nodes[i];
+    std::vector<int32_t>& list = candidates_[i];
+    if (n.kind == Lead::Kind::Until) {
+      tag_steps_[i] = tag_automaton(n.text);
+      for (int32_t id = 0; id < vocab_->n_vocab(); ++id) {
+        const std::string_view p = vocab_->piece(id);
+        if (!p.empty() && std::memchr(p.data(), n.text.back(), p.size())) list.push_back(id);
+      }
+    } else if (n.kind == Lead::Kind::Spaces) {
+      // What the next node may begin with; any byte where it is free text, held text or more whitespace.
+      Tracks next;
+      enter(n.next, next);
+      std::array<bool, 256> first{};
+      bool any = !next.held.empty();
+      for (const Cursor c : next.cursors) {
+        const Lead::Node& m = nodes[c.node];
+        if (m.kind == Lead::Kind::Literal)
+          first[static_cast<unsigned char>(m.text[0])] = true;
+        else
+          any = true;
+      }
+      for (int32_t id = 0; id < vocab_->n_vocab(); ++id) {
+        const std::string_view p = vocab_->piece(id);
+        if (p.empty() || !is_space(p[0])) continue;
+        const size_t k = chat::reply_text::first_non_space(p);
+        if (any || k == p.size() || first[static_cast<unsigned char>(p[k])]) list.push_back(id);
+      }
+    }
   }
-  for (int32_t id = 0; id < vocab_->n_vocab(); ++id) {
-    const std::string_view p = vocab_->piece(id);
-    if (p.empty()) continue;
-    if (std::memchr(p.data(), kThinkClose.back(), p.size())) may_close_.push_back(id);
-    const size_t i = chat::reply_text::first_non_space(p);
-    if (i == p.size() || p[i] == kThinkOpen.front()) may_open_.push_back(id);
+  enter(lead_.start(), tracks_);
+}
+
+template <class State>
+void ReasoningFirst<State>::enter(uint16_t node, Tracks& out) const {
+  const Lead::Node& n = lead_.nodes()[node];
+  switch (n.kind) {
+    case Lead::Kind::Literal:
+    case Lead::Kind::Until: add_unique(out.cursors, Cursor{node, 0}); break;
+    case Lead::Kind::Spaces:
+      add_unique(out.cursors, Cursor{node, 0});
+      enter(n.next, out);
+      break;
+    case Lead::Kind::Choice:
+      enter(n.next, out);
+      enter(n.alt, out);
+      break;
+    case Lead::Kind::Held: add_unique(out.held, n.spaced ? spaced_ : plain_); break;
   }
 }
 
 template <class State>
-typename ReasoningFirst<State>::Tracks ReasoningFirst<State>::step(const Tracks& from, std::string_view bytes) const {
-  Tracks t = from;
-  for (const char ch : bytes) {
-    const auto c = static_cast<unsigned char>(ch);
-    Tracks next;
-    if (t.direct) {
-      State s = *t.direct;
-      if (s.feed(c)) next.direct = std::move(s);
-    }
-    if (t.after) {
-      State s = *t.after;
-      if (s.feed(c)) next.after = std::move(s);
-    }
-    if (t.opening) {
-      const Opening o = *t.opening;
-      if (o.matched == 0 && is_space(ch)) {
-        if (o.spaces < JsonPrefix::kMaxSpaces) next.opening = Opening{0, static_cast<uint8_t>(o.spaces + 1)};
-      } else if (ch == kThinkOpen[o.matched]) {
-        if (o.matched + 1u == kThinkOpen.size())
-          next.block = 0;
-        else
-          next.opening = Opening{static_cast<uint8_t>(o.matched + 1), o.spaces};
-      }
-    }
-    // A block comes only from the opening and the held text after it only from the block's end, each way once.
-    if (t.block) {
-      const uint8_t m = close_step(*t.block, c);
-      if (m == kThinkClose.size())
-        next.after = held_start_;
-      else
-        next.block = m;
-    }
-    t = std::move(next);
-    if (!t.alive()) break;
+void ReasoningFirst<State>::step(const Tracks& from, unsigned char c, Tracks& out) const {
+  out.clear();
+  for (const State& h : from.held) {
+    State s = h;
+    if (s.feed(c)) add_unique(out.held, std::move(s));
   }
-  return t;
+  for (const Cursor cur : from.cursors) {
+    const Lead::Node& n = lead_.nodes()[cur.node];
+    switch (n.kind) {
+      case Lead::Kind::Literal:
+        if (static_cast<unsigned char>(n.text[cur.at]) != c) break;
+        if (cur.at + 1u == n.text.size())
+          enter(n.next, out);
+        else
+          add_unique(out.cursors, Cursor{cur.node, static_cast<uint8_t>(cur.at + 1)});
+        break;
+      case Lead::Kind::Spaces:
+        if (!is_space(static_cast<char>(c)) || cur.at >= kMaxSpaces) break;
+        add_unique(out.cursors, Cursor{cur.node, static_cast<uint8_t>(cur.at + 1)});
+        enter(n.next, out);
+        break;
+      case Lead::Kind::Until: {
+        const uint8_t m = tag_steps_[cur.node][cur.at][c];
+        if (m == n.text.size())
+          enter(n.next, out);
+        else
+          add_unique(out.cursors, Cursor{cur.node, m});
+        break;
+      }
+      case Lead::Kind::Choice:
+      case Lead::Kind::Held: break;  // never a cursor: entered through
+    }
+  }
+}
+
+template <class State>
+bool ReasoningFirst<State>::takes(Cursor cursor, std::string_view bytes) const {
+  try_a_.clear();
+  try_a_.cursors.push_back(cursor);
+  for (const char c : bytes) {
+    step(try_a_, static_cast<unsigned char>(c), try_b_);
+    std::swap(try_a_, try_b_);
+    if (!try_a_.alive()) return false;
+  }
+  return true;
 }
 
 template <class State>
@@ -120,40 +218,36 @@ void ReasoningFirst<State>::allow_held(const State& state) const {
 template <class State>
 void ReasoningFirst<State>::mask(std::span<float> logits) const {
   const Tracks& t = tracks_;
-  if (!t.opening && !t.block && t.direct.has_value() != t.after.has_value()) {
-    vocab_->allowed(t.direct ? *t.direct : *t.after, allowed_);  // the held text alone: its own mask
+  if (t.cursors.empty() && t.held.size() == 1) {
+    vocab_->allowed(t.held[0], allowed_);  // the held text alone: its own mask and end
   } else {
     const auto n = static_cast<size_t>(vocab_->n_vocab());
     allowed_.assign(n, 0);
     bool complete = false;
-    for (const std::optional<State>* held : {&t.direct, &t.after})
-      if (*held) {
-        allow_held(**held);
-        complete = complete || (*held)->complete();
-      }
-    if (t.block) {
-      // Every token with text stays inside, except one that closes the block into bytes the held text refuses.
-      Tracks only;
-      only.block = t.block;
-      std::vector<std::pair<int32_t, uint8_t>> refused;  // with what the other ways allowed
-      for (const int32_t id : may_close_)
-        if (!step(only, vocab_->piece(id)).alive()) refused.emplace_back(id, allowed_[static_cast<size_t>(id)]);
-      for (size_t id = 0; id < n; ++id)
-        if (!vocab_->piece(static_cast<int32_t>(id)).empty()) allowed_[id] = 1;
-      for (const auto& [id, before] : refused) allowed_[static_cast<size_t>(id)] = before;
+    for (const State& h : t.held) {
+      allow_held(h);
+      complete = complete || h.complete();
     }
-    if (t.opening) {
-      Tracks only;
-      only.opening = t.opening;
-      const auto try_token = [&](int32_t id) {
-        if (!allowed_[static_cast<size_t>(id)] && step(only, vocab_->piece(id)).alive())
-          allowed_[static_cast<size_t>(id)] = 1;
+    for (const Cursor cur : t.cursors) {
+      const Lead::Node& node = lead_.nodes()[cur.node];
+      const auto try_tokens = [&](const std::vector<int32_t>& ids) {
+        for (const int32_t id : ids) {
+          uint8_t& a = allowed_[static_cast<size_t>(id)];
+          if (!a && takes(cur, vocab_->piece(id))) a = 1;
+        }
       };
-      if (t.opening->matched == 0) {
-        for (const int32_t id : may_open_) try_token(id);
-      } else {  // the model spells "<think>" in pieces: tokens that go on with its next byte
-        for (int32_t id = 0; id < vocab_->n_vocab(); ++id)
-          if (vocab_->piece(id).starts_with(kThinkOpen[t.opening->matched])) try_token(id);
+      if (node.kind == Lead::Kind::Until) {
+        // Every token with text stays in the free text, except one that ends it into bytes the rest refuses.
+        std::vector<std::pair<int32_t, uint8_t>> refused;  // with what the other ways allowed
+        for (const int32_t id : candidates_[cur.node])
+          if (!takes(cur, vocab_->piece(id))) refused.emplace_back(id, allowed_[static_cast<size_t>(id)]);
+        for (size_t id = 0; id < n; ++id)
+          if (!vocab_->piece(static_cast<int32_t>(id)).empty()) allowed_[id] = 1;
+        for (const auto& [id, before] : refused) allowed_[static_cast<size_t>(id)] = before;
+      } else if (node.kind == Lead::Kind::Literal) {
+        try_tokens(vocab_->tokens_starting_with(static_cast<unsigned char>(node.text[cur.at])));
+      } else {
+        try_tokens(candidates_[cur.node]);
       }
     }
     // An end of generation once the held text is whole, or when nothing else fits (as VocabularyConstraint).
@@ -169,24 +263,30 @@ void ReasoningFirst<State>::mask(std::span<float> logits) const {
 template <class State>
 void ReasoningFirst<State>::accept(int32_t token) {
   if (token < 0 || token >= vocab_->n_vocab()) return;
-  Tracks next = step(tracks_, vocab_->piece(token));
-  if (next.alive()) tracks_ = std::move(next);  // a token no way takes (never a masked draw's) changes nothing
+  Tracks t = tracks_, next;
+  for (const char c : vocab_->piece(token)) {
+    step(t, static_cast<unsigned char>(c), next);
+    if (!next.alive()) return;  // a token no way takes (never a masked draw's) changes nothing
+    std::swap(t, next);
+  }
+  tracks_ = std::move(t);
 }
 
 template class ReasoningFirst<JsonPrefix>;
 template class ReasoningFirst<GrammarState>;
 
-std::shared_ptr<TokenConstraint> reasoning_first_json(std::shared_ptr<const ConstraintVocabulary> vocab,
-                                                      bool starts_inside) {
-  return std::make_shared<ReasoningFirst<JsonPrefix>>(std::move(vocab), JsonPrefix{}, starts_inside);
+std::shared_ptr<TokenConstraint> reasoning_first_json(std::shared_ptr<const ConstraintVocabulary> vocab, Lead lead) {
+  return std::make_shared<ReasoningFirst<JsonPrefix>>(std::move(vocab), std::move(lead), JsonPrefix{}, JsonPrefix{});
 }
 
 std::shared_ptr<TokenConstraint> reasoning_first_grammar(std::shared_ptr<const ConstraintVocabulary> vocab,
-                                                         const ByteGrammar& grammar, bool starts_inside) {
-  std::shared_ptr<const ByteGrammar> g = with_leading_space(grammar);
-  GrammarState start(*g);
-  return std::make_shared<ReasoningFirst<GrammarState>>(std::move(vocab), std::move(start), starts_inside,
-                                                        std::move(g));
+                                                         std::shared_ptr<const ByteGrammar> grammar, Lead lead) {
+  std::shared_ptr<const ByteGrammar> spaced = with_leading_space(*grammar);
+  GrammarState plain(*grammar), spaced_start(*spaced);
+  auto owner = std::make_shared<std::pair<std::shared_ptr<const ByteGrammar>, std::shared_ptr<const ByteGrammar>>>(
+      std::move(grammar), std::move(spaced));
+  return std::make_shared<ReasoningFirst<GrammarState>>(std::move(vocab), std::move(lead), std::move(plain),
+                                                        std::move(spaced_start), std::move(owner));
 }
 
 }  // namespace runtime

@@ -1,24 +1,24 @@
 // A chat reply held to a structured form (JSON mode, a JSON schema, a forced tool call) that a thinking model may
-// open with its reasoning, as its template has it.
+// open with its reasoning, as its template's markup has it.
 //
-// Qwen 3, QwQ, DeepSeek-R1 and others think first, between <think> and </think> (chat/reasoning_split.h). Held from
-// its first byte, such a reply could not think, and where the prompt had opened the block (DeepSeek-R1's generation
-// prompt ends with "<think>\n") the held text was read as reasoning that never closed: the answer came back empty.
-// As the reference runtime's server reads such replies, one is now either the held text (whitespace may come first)
-// or whitespace, a <think> block, then the held text (whitespace may come first); when the prompt opened the block,
-// the block's text, </think>, then the held text. Inside the block any text goes but </think>; an end of generation
-// is allowed only once the held text is whole.
+// Qwen 3, QwQ, DeepSeek-R1 and others think first, between <think> and </think> (chat/reasoning_split.h); gpt-oss
+// writes analysis messages before its final one (chat/harmony_split.h). Held from its first byte, such a reply could
+// not think, and where the prompt had opened a <think> block (DeepSeek-R1's generation prompt ends with "<think>\n")
+// the held text was read as reasoning that never closed: the answer came back empty. As the reference runtime's
+// server reads such replies, a reply may now write a lead-in first (Lead: the block, or the analysis messages and
+// the final channel's header), then the held text; an end of generation is allowed only once the held text is whole.
 //
-// The ways the bytes so far can be read are kept side by side (Tracks), so every prefix is judged exactly: a token
-// is allowed when one way takes all its bytes. A step's mask is the union of each way's tokens: the held text's
-// from the vocabulary's mask for its state (json_constraint.h), the block's as every token with text but those that
-// close it into bytes the held text refuses (only tokens holding the tag's last byte can close it), the opening's
-// by trying the few tokens that can continue "<think>".
+// The ways the bytes so far can be read are kept side by side (Tracks), so every prefix is judged exactly: a token is
+// allowed when one way takes all its bytes. A step's mask is the union of each way's tokens: the held text's from
+// the vocabulary's mask for its state (json_constraint.h); free text's (the reasoning) as every token with text but
+// those that end it into bytes the rest refuses (only tokens holding the end tag's last byte can end it); a literal's
+// or whitespace's by trying the tokens that can go on with it.
 #pragma once
+#include <array>
 #include <cstdint>
 #include <memory>
-#include <optional>
 #include <span>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -28,53 +28,99 @@
 
 namespace runtime {
 
-// The grammar's texts with up to JsonPrefix::kMaxSpaces whitespace bytes first: the held text after a block (a
-// model writes "</think>\n\n" before its answer). JSON mode's automaton already takes them.
+// What a reply may write before its held text: a small program of nodes, each going on to the next.
+class Lead {
+ public:
+  enum class Kind : uint8_t {
+    Literal,  // these bytes
+    Spaces,   // up to JsonPrefix::kMaxSpaces whitespace bytes
+    Until,    // free text up to and including the first `text` (the end tag)
+    Choice,   // either `next` or `alt`
+    Held,     // the held text (`spaced`: whitespace may come first)
+  };
+  struct Node {
+    Kind kind;
+    std::string text;
+    uint16_t next = 0, alt = 0;
+    bool spaced = false;
+  };
+
+  // <think> blocks: the held text; or whitespace, "<think>", its text, "</think>", then the held text (whitespace
+  // first allowed). starts_inside: the prompt opened the block, so the reply is its text, "</think>", the held text.
+  static Lead think(bool starts_inside);
+  // gpt-oss's harmony messages, after the prompt's "<|start|>assistant": analysis messages ("<|channel|>analysis
+  // <|message|>" text "<|end|><|start|>assistant"), then "<|channel|>final", " <|constrain|>json" or not,
+  // "<|message|>" and the held text; or the held text alone (a reply without a header is content as written).
+  static Lead harmony_final();
+  // The same analysis messages, then "<|channel|>" and the held text: a call's header and arguments
+  // (harmony_call_grammar), which must come.
+  static Lead harmony_call();
+
+  const std::vector<Node>& nodes() const { return nodes_; }
+  uint16_t start() const { return start_; }
+
+ private:
+  uint16_t add(Node n);
+  // Harmony's analysis messages: the "<|channel|>" node, after which either an analysis message leads back to it
+  // or `then` follows.
+  static uint16_t harmony_messages(Lead& l, uint16_t then);
+  std::vector<Node> nodes_;
+  uint16_t start_ = 0;
+};
+
+// The grammar's texts with up to JsonPrefix::kMaxSpaces whitespace bytes first: the held text after a <think> block
+// (a model writes "</think>\n\n" before its answer). JSON mode's automaton already takes them.
 std::shared_ptr<const ByteGrammar> with_leading_space(const ByteGrammar& grammar);
 
 template <class State>
 class ReasoningFirst final : public TokenConstraint {
  public:
-  // `held`: the form's state before its first byte (for a grammar, of with_leading_space's). `owner` keeps alive
-  // what it reads. starts_inside: the prompt opened the block (chat::prompt_opens_thinking).
-  ReasoningFirst(std::shared_ptr<const ConstraintVocabulary> vocab, State held, bool starts_inside,
+  // `plain` / `spaced`: the held text's state before its first byte, without and with leading whitespace (for a
+  // grammar, of the grammar and of with_leading_space's). `owner` keeps alive what they read.
+  ReasoningFirst(std::shared_ptr<const ConstraintVocabulary> vocab, Lead lead, State plain, State spaced,
                  std::shared_ptr<const void> owner = nullptr);
   void mask(std::span<float> logits) const override;
   void accept(int32_t token) override;
 
  private:
-  struct Opening {
-    uint8_t matched = 0;  // bytes of "<think>" read
-    uint8_t spaces = 0;   // whitespace before it
+  struct Cursor {
+    uint16_t node;
+    uint8_t at;  // Literal: bytes matched; Spaces: whitespace read; Until: bytes of the end tag the text ends with
+    bool operator==(const Cursor&) const = default;
   };
-  // Each way the bytes so far can be read; absent: that way no longer fits.
+  // Each way the bytes so far can be read: a place in the lead-in, or in the held text.
   struct Tracks {
-    std::optional<State> direct;    // the held text from the reply's first byte
-    std::optional<Opening> opening;  // whitespace and a beginning of "<think>"
-    std::optional<uint8_t> block;   // inside the block: the bytes of "</think>" its text ends with
-    std::optional<State> after;     // the held text after the block
-    bool alive() const { return direct || opening || block || after; }
+    std::vector<Cursor> cursors;
+    std::vector<State> held;
+    bool alive() const { return !cursors.empty() || !held.empty(); }
+    void clear() { cursors.clear(), held.clear(); }
   };
-  Tracks step(const Tracks& t, std::string_view bytes) const;
+  void enter(uint16_t node, Tracks& out) const;  // the ways that begin at a node (through Choice and Spaces)
+  void step(const Tracks& from, unsigned char c, Tracks& out) const;
+  // Whether one cursor's way takes all of a token's bytes.
+  bool takes(Cursor cursor, std::string_view bytes) const;
   // Ors into allowed_ the tokens a lone held text in `state` allows (no end of generation; the caller decides it).
   void allow_held(const State& state) const;
 
   std::shared_ptr<const ConstraintVocabulary> vocab_;
   std::shared_ptr<const void> owner_;
-  State held_start_;
+  Lead lead_;
+  State plain_, spaced_;
   Tracks tracks_;
-  std::vector<int32_t> may_close_;  // tokens holding the tag's last byte: the only ones that can close the block
-  std::vector<int32_t> may_open_;   // tokens of whitespace and then '<' (or whitespace only): can begin "<think>"
+  // Per node: the tokens worth trying from a cursor there (Spaces: whitespace, then a byte the next node may begin
+  // with, or nothing more; Until: tokens that hold the end tag's last byte) and an Until node's tag automaton.
+  std::vector<std::vector<int32_t>> candidates_;
+  std::vector<std::vector<std::array<uint8_t, 256>>> tag_steps_;
   mutable std::vector<uint8_t> allowed_, scratch_;
+  mutable Tracks try_a_, try_b_;  // takes()' scratch
 };
 
 extern template class ReasoningFirst<JsonPrefix>;
 extern template class ReasoningFirst<GrammarState>;
 
 // The reasoning-first form of JSON mode or of a grammar's texts (a schema's, a forced call's).
-std::shared_ptr<TokenConstraint> reasoning_first_json(std::shared_ptr<const ConstraintVocabulary> vocab,
-                                                      bool starts_inside);
+std::shared_ptr<TokenConstraint> reasoning_first_json(std::shared_ptr<const ConstraintVocabulary> vocab, Lead lead);
 std::shared_ptr<TokenConstraint> reasoning_first_grammar(std::shared_ptr<const ConstraintVocabulary> vocab,
-                                                         const ByteGrammar& grammar, bool starts_inside);
+                                                         std::shared_ptr<const ByteGrammar> grammar, Lead lead);
 
 }  // namespace runtime

@@ -8,9 +8,10 @@
 
 namespace server {
 
-std::shared_ptr<const runtime::ByteGrammar> forced_call_grammar(ToolCallFormat format, const chat::jinja::Value& tools,
-                                                                const std::string& only, bool several) {
-  if (format != ToolCallFormat::Hermes && format != ToolCallFormat::Llama3) return nullptr;
+namespace {
+
+// The functions a forced call may be of: `only`, or any of `tools`.
+std::vector<runtime::CallSchema> call_choices(const chat::jinja::Value& tools, const std::string& only) {
   std::vector<runtime::CallSchema> choices;
   for (const chat::jinja::Value& tool : tools.items()) {
     const auto& f = chat::tool_function(tool);
@@ -19,6 +20,15 @@ std::shared_ptr<const runtime::ByteGrammar> forced_call_grammar(ToolCallFormat f
     const chat::jinja::Value* strict = f.find("strict");
     choices.push_back({name->as_string(), f.find("parameters"), strict && strict->is_bool() && strict->as_bool()});
   }
+  return choices;
+}
+
+}  // namespace
+
+std::shared_ptr<const runtime::ByteGrammar> forced_call_grammar(ToolCallFormat format, const chat::jinja::Value& tools,
+                                                                const std::string& only, bool several) {
+  if (format != ToolCallFormat::Hermes && format != ToolCallFormat::Llama3) return nullptr;
+  const std::vector<runtime::CallSchema> choices = call_choices(tools, only);
   if (choices.empty()) return nullptr;
   runtime::CallSyntax syntax;
   syntax.several = several;
@@ -28,6 +38,13 @@ std::shared_ptr<const runtime::ByteGrammar> forced_call_grammar(ToolCallFormat f
     syntax.arguments_key = "parameters", syntax.between = "; ";
   }
   return runtime::json_call_grammar(choices, syntax);
+}
+
+std::shared_ptr<const runtime::ByteGrammar> harmony_call_grammar(const chat::jinja::Value& tools,
+                                                                 const std::string& only) {
+  const std::vector<runtime::CallSchema> choices = call_choices(tools, only);
+  if (choices.empty()) return nullptr;
+  return runtime::header_call_grammar(choices, "commentary to=functions.", " <|constrain|>json<|message|>");
 }
 
 }  // namespace server

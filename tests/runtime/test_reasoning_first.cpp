@@ -1,8 +1,8 @@
 // A held reply that a thinking model may open with its reasoning (runtime/reasoning_first.h): at every step of
 // replies spelled token by token, the mask is exactly the tokens that keep the text a beginning of an allowed reply
 // as an independent reading of the form (string searches, below) decides, an end of generation only once the reply
-// is whole; on stories260K's vocabulary (which spells "<think>" byte by byte) and on Qwen 2's (151k tokens, with
-// pieces such as ">\n\n" that close the tag and go on).
+// is whole; on stories260K's vocabulary (which spells the markers byte by byte), on Qwen 2's (151k tokens, with
+// pieces such as ">\n\n" that close the tag and go on) and on gpt-oss's (harmony's markers as tokens).
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -26,47 +26,84 @@ constexpr size_t kMaxSpaces = runtime::JsonPrefix::kMaxSpaces;
 
 enum class Fit { No, Prefix, Whole };
 
-// The form read directly: [spaces "<think>" text-without-"</think>" "</think>"] held, where the held text may begin
-// with spaces (at most kMaxSpaces, as each way's whitespace); the bracket is required when the prompt opened the block
-// (and its opening is then in the prompt).
+Fit better(Fit a, Fit b) { return a == Fit::Whole || b == Fit::Whole ? Fit::Whole : a == Fit::Prefix ? a : b; }
+
+// How `text` stands against a literal that must come next and then `rest`: a beginning of it, or past it.
+template <class Rest>
+Fit after_literal(std::string_view text, std::string_view literal, Rest&& rest) {
+  if (text.size() < literal.size()) return literal.starts_with(text) ? Fit::Prefix : Fit::No;
+  return text.starts_with(literal) ? rest(text.substr(literal.size())) : Fit::No;
+}
+
+enum class Markup { Think, ThinkInside, HarmonyFinal, HarmonyCall };
+
+// The forms read directly, with string searches (runtime::Lead says the same in nodes):
+// - Think: the held text; or up to kMaxSpaces whitespace bytes, "<think>", text without "</think>", "</think>", the
+//   held text with whitespace first (`spaced`); ThinkInside: the part from the text on.
+// - HarmonyFinal: the held text; or messages "<|channel|>analysis<|message|>" text "<|end|><|start|>assistant", then
+//   "<|channel|>final", " <|constrain|>json" or not, "<|message|>", the held text. HarmonyCall: the messages, then
+//   "<|channel|>" and the held text.
 template <class State>
 struct Reference {
-  State held;  // before the held text's first byte (a grammar's with_leading_space)
-  bool starts_inside = false;
+  State plain, spaced;  // before the held text's first byte
+  Markup markup = Markup::Think;
 
-  Fit held_fit(std::string_view text) const {
-    State s = held;
+  static Fit held_fit(State s, std::string_view text) {
     for (const char c : text)
       if (!s.feed(static_cast<unsigned char>(c))) return Fit::No;
     return s.complete() ? Fit::Whole : Fit::Prefix;
   }
+  Fit block(std::string_view text) const {
+    const size_t close = text.find(kClose);
+    return close == std::string_view::npos ? Fit::Prefix : held_fit(spaced, text.substr(close + kClose.size()));
+  }
+  Fit harmony(std::string_view text) const {
+    return after_literal(text, "<|channel|>", [&](std::string_view header) {
+      Fit f = after_literal(header, "analysis<|message|>", [&](std::string_view body) {
+        const size_t end = body.find("<|end|>");
+        if (end == std::string_view::npos) return Fit::Prefix;
+        return after_literal(body.substr(end + 7), "<|start|>assistant", [&](std::string_view next) {
+          return harmony(next);
+        });
+      });
+      if (markup == Markup::HarmonyCall) return better(f, held_fit(plain, header));
+      for (const std::string_view h : {"final<|message|>", "final <|constrain|>json<|message|>"})
+        f = better(f, after_literal(header, h, [&](std::string_view v) { return held_fit(plain, v); }));
+      return f;
+    });
+  }
   Fit fit(std::string_view text) const {
-    Fit best = starts_inside ? Fit::No : held_fit(text);
-    const auto take = [&](Fit f) {
-      if (f == Fit::Whole || (f == Fit::Prefix && best == Fit::No)) best = f;
-    };
-    std::string_view block;
-    if (starts_inside) {
-      block = text;
-    } else {
-      const size_t spaces = text.find_first_not_of(" \n\t\r");
-      const std::string_view rest = text.substr(spaces == std::string_view::npos ? text.size() : spaces);
-      if (text.size() - rest.size() > kMaxSpaces) return best;
-      if (rest.size() < kOpen.size()) {
-        if (kOpen.starts_with(rest)) take(Fit::Prefix);
-        return best;
-      }
-      if (!rest.starts_with(kOpen)) return best;
-      block = rest.substr(kOpen.size());
+    switch (markup) {
+      case Markup::ThinkInside: return block(text);
+      case Markup::HarmonyFinal: return better(held_fit(plain, text), harmony(text));
+      case Markup::HarmonyCall: return harmony(text);
+      case Markup::Think: break;
     }
-    const size_t close = block.find(kClose);
-    take(close == std::string_view::npos ? Fit::Prefix : held_fit(block.substr(close + kClose.size())));
-    return best;
+    const size_t spaces = std::min(text.find_first_not_of(" \n\t\r"), text.size());
+    Fit f = held_fit(plain, text);
+    if (spaces <= kMaxSpaces) f = better(f, after_literal(text.substr(spaces), kOpen, [&](std::string_view b) {
+                                       return block(b);
+                                     }));
+    return f;
   }
 };
 
+// JSON mode's reference for a markup (its held text takes leading whitespace itself).
+Reference<runtime::JsonPrefix> json_reference(Markup m) { return {runtime::JsonPrefix{}, runtime::JsonPrefix{}, m}; }
+
+runtime::Lead lead_of(Markup m) {
+  switch (m) {
+    case Markup::Think: return runtime::Lead::think(false);
+    case Markup::ThinkInside: return runtime::Lead::think(true);
+    case Markup::HarmonyFinal: return runtime::Lead::harmony_final();
+    case Markup::HarmonyCall: return runtime::Lead::harmony_call();
+  }
+  return runtime::Lead::think(false);
+}
+
 struct Vocabulary {
-  explicit Vocabulary(const tokenizer::Tokenizer& t) : tok(t), vocab(std::make_shared<runtime::ConstraintVocabulary>(t)) {
+  explicit Vocabulary(const tokenizer::Tokenizer& t)
+      : tok(t), vocab(std::make_shared<runtime::ConstraintVocabulary>(t)) {
     for (int32_t id = 0; id < t.n_vocab(); ++id)
       pieces.push_back(t.is_eog(id) || t.is_control(id) ? "" : t.token_to_piece(id));
   }
@@ -137,37 +174,41 @@ TEST(ReasoningFirst, JsonModeMasksAreExactOnAByteVocabulary) {
   const auto file = gguf::File::open(path);
   const auto tok = tokenizer::Tokenizer::from_gguf(file);
   const Vocabulary v(tok);
-  const Reference<runtime::JsonPrefix> ref{runtime::JsonPrefix{}, false};
   const std::string object = R"({"name": "Lily", "age": 3})";
   for (const std::string& reply :
        {"  <think>\nShe wants {\"a\": 1} </thin k> and </think>\n\n" + object, object, "\n " + object}) {
-    const auto c = runtime::reasoning_first_json(v.vocab, false);
-    EXPECT_TRUE(spell_checked(v, *c, ref, reply)) << reply;
+    const auto c = runtime::reasoning_first_json(v.vocab, lead_of(Markup::Think));
+    EXPECT_TRUE(spell_checked(v, *c, json_reference(Markup::Think), reply)) << reply;
   }
-  const Reference<runtime::JsonPrefix> inside{runtime::JsonPrefix{}, true};
-  const auto c = runtime::reasoning_first_json(v.vocab, true);
-  EXPECT_TRUE(spell_checked(v, *c, inside, "The user asks. </think> " + object));
+  const auto c = runtime::reasoning_first_json(v.vocab, lead_of(Markup::ThinkInside));
+  EXPECT_TRUE(spell_checked(v, *c, json_reference(Markup::ThinkInside), "The user asks. </think> " + object));
 }
 
 // Random replies drawn from the masks themselves, mostly along a script that opens, falsely starts the end tag,
-// closes and writes an object, each time split into random pieces and now and then derailed: each step's mask is
-// exact wherever the reply goes.
+// closes and writes an object (or writes harmony's messages), each time split into random pieces and now and then
+// derailed: each step's mask is exact wherever the reply goes.
 TEST(ReasoningFirst, RandomRepliesFromTheMasksAreExact) {
   REQUIRE_ASSET(path, "models/stories260K-f32.gguf");
   const auto file = gguf::File::open(path);
   const auto tok = tokenizer::Tokenizer::from_gguf(file);
   const Vocabulary v(tok);
-  const std::vector<std::string> scripts = {" <think>a </thin k></think>\n{\"a\": 1}", "{\"b\": [true]}",
-                                            "x</t</think> {\"c\":\"</think>\"}", "\n\n<think></think>{}"};
+  const std::vector<std::pair<Markup, std::string>> scripts = {
+      {Markup::Think, " <think>a </thin k></think>\n{\"a\": 1}"},
+      {Markup::Think, "{\"b\": [true]}"},
+      {Markup::ThinkInside, "x</t</think> {\"c\":\"</think>\"}"},
+      {Markup::Think, "\n\n<think></think>{}"},
+      {Markup::HarmonyFinal,
+       "<|channel|>analysis<|message|>a <|end <|end|><|start|>assistant<|channel|>final<|message|>{}"},
+      {Markup::HarmonyFinal, "<|channel|>final <|constrain|>json<|message|>{\"d\": null}"},
+      {Markup::HarmonyCall, "<|channel|>analysis<|message|>x<|end|><|start|>assistant<|channel|>{\"e\": 2}"}};
   int whole = 0;
-  for (uint32_t seed = 0; seed < 32; ++seed) {
+  for (uint32_t seed = 0; seed < 42; ++seed) {
     std::mt19937 rng(seed);
-    const std::string& script = scripts[seed % scripts.size()];
-    const bool inside = script[0] == 'x';
-    const Reference<runtime::JsonPrefix> ref{runtime::JsonPrefix{}, inside};
-    const auto c = runtime::reasoning_first_json(v.vocab, inside);
+    const auto& [markup, script] = scripts[seed % scripts.size()];
+    const Reference<runtime::JsonPrefix> ref = json_reference(markup);
+    const auto c = runtime::reasoning_first_json(v.vocab, lead_of(markup));
     std::string so_far;
-    for (int step = 0; step < 64; ++step) {
+    for (int step = 0; step < 96; ++step) {
       const std::string diff = mask_difference(v, *c, ref, so_far);
       ASSERT_EQ(diff, "") << "seed " << seed;
       std::vector<float> logits(v.pieces.size(), 0.0f);
@@ -181,14 +222,14 @@ TEST(ReasoningFirst, RandomRepliesFromTheMasksAreExact) {
           along.push_back(static_cast<int32_t>(id));
       }
       if (allowed.empty()) break;  // only an end is left
-      const std::vector<int32_t>& from = !along.empty() && rng() % 12 != 0 ? along : allowed;
+      const std::vector<int32_t>& from = !along.empty() && rng() % 16 != 0 ? along : allowed;
       const int32_t id = from[rng() % from.size()];
       c->accept(id);
       so_far += v.pieces[static_cast<size_t>(id)];
     }
     whole += ref.fit(so_far) == Fit::Whole;
   }
-  EXPECT_GT(whole, 4);  // the walks reached whole replies, after a block too
+  EXPECT_GT(whole, 6);  // the walks reached whole replies, after a lead-in too
 }
 
 // Whitespace before "<think>" is bounded as the held text's is: after kMaxSpaces of it, no more whitespace, but
@@ -198,9 +239,8 @@ TEST(ReasoningFirst, SpacesBeforeTheBlockAreBounded) {
   const auto file = gguf::File::open(path);
   const auto tok = tokenizer::Tokenizer::from_gguf(file);
   const Vocabulary v(tok);
-  const Reference<runtime::JsonPrefix> ref{runtime::JsonPrefix{}, false};
-  const auto c = runtime::reasoning_first_json(v.vocab, false);
-  EXPECT_FALSE(spell_checked(v, *c, ref, std::string(kMaxSpaces, ' ')));
+  const auto c = runtime::reasoning_first_json(v.vocab, lead_of(Markup::Think));
+  EXPECT_FALSE(spell_checked(v, *c, json_reference(Markup::Think), std::string(kMaxSpaces, ' ')));
   std::vector<float> logits(v.pieces.size(), 0.0f);
   c->mask(logits);
   int spaces = 0;
@@ -228,17 +268,56 @@ TEST(ReasoningFirst, SchemaMasksAreExactOnQwenVocabulary) {
   const auto schema = runtime::json_schema_grammar(chat::parse_json(
       R"({"type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}},
           "required": ["city", "days"]})"));
-  const auto held = runtime::with_leading_space(*schema);
+  const auto spaced = runtime::with_leading_space(*schema);
   const std::string object = R"({"city": "Oslo", "days": 3})";
-  for (const bool inside : {false, true}) {
-    const Reference<runtime::GrammarState> ref{runtime::GrammarState(*held), inside};
-    const std::string block = "Two facts: Oslo, 3 days.</think>\n\n";
-    const auto c = runtime::reasoning_first_grammar(v.vocab, *schema, inside);
-    EXPECT_TRUE(spell_checked(v, *c, ref, (inside ? "" : "<think>\n") + block + object, true)) << inside;
+  const std::string block = "Two facts: Oslo, 3 days.</think>\n\n";
+  for (const auto& [markup, reply] : {std::pair{Markup::Think, "<think>\n" + block + object},
+                                      std::pair{Markup::ThinkInside, block + object},
+                                      std::pair{Markup::Think, object}}) {
+    const Reference<runtime::GrammarState> ref{runtime::GrammarState(*schema), runtime::GrammarState(*spaced), markup};
+    const auto c = runtime::reasoning_first_grammar(v.vocab, schema, lead_of(markup));
+    EXPECT_TRUE(spell_checked(v, *c, ref, reply, true)) << reply;
   }
-  const Reference<runtime::GrammarState> ref{runtime::GrammarState(*held), false};
-  const auto c = runtime::reasoning_first_grammar(v.vocab, *schema, false);
-  EXPECT_TRUE(spell_checked(v, *c, ref, object, true));
+}
+
+// stories260K's vocabulary with harmony's markers added as tokens, as o200k_harmony has them (<|start|>,
+// <|channel|>, <|message|>, <|constrain|> and <|end|> written in the text, <|return|> and <|call|> ending
+// generation): an analysis message, then the final channel with and without its constraint, or the object alone;
+// and a call after an analysis message, each spelled by its longest pieces (the markers whole).
+TEST(ReasoningFirst, HarmonyMasksAreExactWithMarkerTokens) {
+  REQUIRE_ASSET(path, "models/stories260K-f32.gguf");
+  const auto src = gguf::File::open(path);
+  auto tokens = src.get_array<std::string>("tokenizer.ggml.tokens");
+  auto scores = src.get_array<float>("tokenizer.ggml.scores");
+  auto types = src.get_array<int32_t>("tokenizer.ggml.token_type");
+  for (const char* marker : {"<|start|>", "<|channel|>", "<|message|>", "<|constrain|>", "<|end|>", "<|return|>",
+                             "<|call|>"}) {
+    tokens.emplace_back(marker);
+    scores.push_back(0.0f);
+    types.push_back(3);  // control, as the file has them; the tokenizer writes the first five in text
+  }
+  gguf::Writer w;
+  w.copy_metadata(src);
+  w.set("tokenizer.ggml.tokens", gguf::make_string_array(tokens));
+  w.set("tokenizer.ggml.scores", gguf::make_f32_array(scores));
+  w.set("tokenizer.ggml.token_type", gguf::make_i32_array(types));
+  w.set_u32("tokenizer.ggml.eos_token_id", static_cast<uint32_t>(tokens.size() - 2));  // <|return|>
+  w.set_u32("tokenizer.ggml.eot_token_id", static_cast<uint32_t>(tokens.size() - 1));  // <|call|>
+  const std::vector<uint8_t> bytes = w.to_bytes();
+  const auto file = gguf::File::parse(bytes.data(), bytes.size(), "harmony.gguf");
+  const auto tok = tokenizer::Tokenizer::from_gguf(file);
+  const Vocabulary v(tok);
+  ASSERT_EQ(v.pieces[tokens.size() - 3], "<|end|>");  // in the text: <|return|> ends generation instead
+  ASSERT_EQ(tok.encode("<|channel|>", false, true).size(), 1u);
+  const std::string analysis = "<|channel|>analysis<|message|>Need JSON.<|end|><|start|>assistant";
+  const std::string object = R"({"ok": true})";
+  for (const auto& [markup, reply] :
+       {std::pair{Markup::HarmonyFinal, analysis + "<|channel|>final<|message|>" + object},
+        std::pair{Markup::HarmonyFinal, "<|channel|>final <|constrain|>json<|message|>" + object},
+        std::pair{Markup::HarmonyFinal, object}, std::pair{Markup::HarmonyCall, analysis + "<|channel|>" + object}}) {
+    const auto c = runtime::reasoning_first_json(v.vocab, lead_of(markup));
+    EXPECT_TRUE(spell_checked(v, *c, json_reference(markup), reply)) << reply;
+  }
 }
 
 // The grammar with leading space takes what the grammar takes, after up to kMaxSpaces more whitespace bytes than

@@ -519,6 +519,39 @@ TEST_F(ServerTest, HarmonyTemplateKeepsAPlainReply) {
   }
 }
 
+// A forced call to a harmony template (gpt-oss's): the reply is held to "<|channel|>", analysis messages or not,
+// then a commentary message to an offered function with its arguments (stories260K spells the markers byte by
+// byte; a bias on "c" makes it take commentary over analysis at the fork), ends there, and comes back as the call
+// with finish_reason tool_calls, whole and streamed. Before, a forced call was read as "auto" for harmony.
+TEST_F(ServerTest, HarmonyForcedCall) {
+  Config c;
+  c.template_text =
+      "{% for m in messages %}<|start|>{{ m.role }}<|message|>{{ m.content }}<|end|>{% endfor %}"
+      "{# analysis and final go in <|channel|> #}<|start|>assistant";
+  start(c);
+  int32_t c_token = -1;
+  for (int32_t id = 0; id < tok_->n_vocab(); ++id)
+    if (!tok_->is_control(id) && tok_->token_to_piece(id) == "c") c_token = id;
+  ASSERT_GE(c_token, 0);
+  const std::string body = R"({"messages": [{"role": "user", "content": "Set the mood."}], "max_tokens": 96,
+      "temperature": 0, "logit_bias": {")" + std::to_string(c_token) + R"(": 30}, "tool_choice": "required",
+      "tools": [{"type": "function", "function": {"name": "set_mood", "parameters": {"type": "object",
+      "properties": {"mood": {"enum": ["calm", "bright"]}}, "required": ["mood"], "additionalProperties": false}}}])";
+  const auto whole = post("/v1/chat/completions", body + "}");
+  ASSERT_EQ(whole.status, 200) << whole.body;
+  const Value parsed = json(whole.body);
+  const Value& choice = at(at(parsed, "choices"), 0);
+  EXPECT_EQ(str(at(choice, "finish_reason")), "tool_calls") << whole.body;
+  const Value& calls = at(at(choice, "message"), "tool_calls");
+  ASSERT_TRUE(calls.is_array() && calls.items().size() == 1) << whole.body;
+  EXPECT_EQ(str(at(at(calls.items()[0], "function"), "name")), "set_mood");
+  const Value args = chat::parse_json(str(at(at(calls.items()[0], "function"), "arguments")));
+  const std::string mood = str(at(args, "mood"));
+  EXPECT_TRUE(mood == "calm" || mood == "bright") << whole.body;
+  const Streamed s = read_stream(post("/v1/chat/completions", body + R"(, "stream": true})"), true);
+  EXPECT_EQ(s.finish, "tool_calls") << whole.body;
+}
+
 // A request with tools, to a template with a known tool-call format (here ChatML that names Hermes' marker in a
 // comment, so the prompt is unchanged), reads the reply for calls; a reply without any (stories260K writes stories)
 // is the same text as without tools, streamed or not, with its usual finish reason and no tool_calls.

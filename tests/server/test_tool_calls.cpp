@@ -7,6 +7,7 @@
 #include <map>
 #include <sstream>
 
+#include "chat/harmony_split.h"
 #include "chat/json.h"
 #include "chat/messages_json.h"
 #include "runtime/byte_grammar.h"
@@ -272,6 +273,39 @@ TEST(ForcedToolCall, GrammarOfEachFormat) {
     EXPECT_NE(std::string(e.what()).find("s's parameters"), std::string::npos) << e.what();
     EXPECT_EQ(e.where(), "/properties/q/not");
   }
+}
+
+// gpt-oss's forced call (harmony): after the "<|channel|>" the lead-in writes, a commentary header to one offered
+// function with its arguments held to its parameters; the harmony split reads the whole reply, an analysis message
+// first, back as that call. A name that is a prefix of another's stays apart from it.
+TEST(ForcedToolCall, HarmonyGrammar) {
+  const chat::jinja::Value tools = chat::tools_from_json(R"([
+      {"type": "function", "function": {"name": "get", "parameters": {"type": "object",
+       "properties": {"id": {"type": "integer"}}, "required": ["id"], "additionalProperties": false}}},
+      {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object",
+       "properties": {"city": {"type": "string"}}, "required": ["city"]}}}])");
+  const auto any = server::harmony_call_grammar(tools, "");
+  ASSERT_TRUE(any);
+  const std::string call = R"(commentary to=functions.get_weather <|constrain|>json<|message|>{"city": "Oslo"})";
+  EXPECT_TRUE(grammar_takes(*any, call));
+  EXPECT_TRUE(grammar_takes(*any, R"(commentary to=functions.get <|constrain|>json<|message|>{"id": 4})"));
+  for (const char* bad : {R"(commentary to=functions.get <|constrain|>json<|message|>{"city": "Oslo"})",
+                          R"(commentary to=functions.other <|constrain|>json<|message|>{})",
+                          R"(final<|message|>{"city": "Oslo"})",
+                          R"(commentary to=functions.get_weather<|message|>{"city": "Oslo"})"})
+    EXPECT_FALSE(grammar_takes(*any, bad)) << bad;
+  const auto named = server::harmony_call_grammar(tools, "get");
+  ASSERT_TRUE(named);
+  EXPECT_FALSE(grammar_takes(*named, call));
+  EXPECT_FALSE(server::harmony_call_grammar(tools, "missing"));
+
+  chat::HarmonySplit split(true);
+  split.push("<|channel|>analysis<|message|>Look it up.<|end|><|start|>assistant<|channel|>" + call);
+  split.finish();
+  const std::vector<chat::ReplyCall> calls = split.calls();
+  ASSERT_EQ(calls.size(), 1u);
+  EXPECT_EQ(calls[0].name, "get_weather");
+  EXPECT_EQ(calls[0].arguments, R"({"city":"Oslo"})");
 }
 
 // A forced call among many tools (agents pass hundreds): every tool stays callable with its own arguments, though the
