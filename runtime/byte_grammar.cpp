@@ -8,6 +8,7 @@
 #include <string_view>
 #include <utility>
 
+#include "runtime/grammar_text.h"
 #include "runtime/json_prefix.h"
 #include "runtime/utf8_steps.h"
 
@@ -223,8 +224,6 @@ const ByteGrammar::ByteSet& plain_bytes() {
   }();
   return plain;
 }
-
-bool is_hex(unsigned char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
 
 // The stacks of a state's flat list, in order.
 template <class F>

@@ -10,14 +10,9 @@ std::optional<uint32_t> read_hex(std::string_view text, size_t& at, size_t digit
   uint32_t v = 0;
   for (size_t i = 0; i < digits; ++i, ++at) {
     if (at >= text.size()) return std::nullopt;
-    const char h = text[at];
-    if (h >= '0' && h <= '9') {
-      v = v * 16 + static_cast<uint32_t>(h - '0');
-    } else if ((h | 0x20) >= 'a' && (h | 0x20) <= 'f') {
-      v = v * 16 + static_cast<uint32_t>((h | 0x20) - 'a' + 10);
-    } else {
-      return std::nullopt;
-    }
+    const std::optional<uint32_t> h = hex_value(static_cast<unsigned char>(text[at]));
+    if (!h) return std::nullopt;
+    v = v * 16 + *h;
   }
   return v;
 }

@@ -1,6 +1,7 @@
 // A JSON object's prefixes, byte by byte (see json_prefix.h).
 #include "runtime/json_prefix.h"
 
+#include "runtime/grammar_text.h"
 #include "runtime/utf8_steps.h"
 
 namespace runtime {
@@ -8,7 +9,6 @@ namespace {
 
 bool is_space(unsigned char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; }
 bool is_digit(unsigned char c) { return c >= '0' && c <= '9'; }
-bool is_hex(unsigned char c) { return is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
 
 constexpr const char* kLiterals[] = {"true", "false", "null"};
 constexpr uint8_t kLiteralSizes[] = {4, 5, 4};
