@@ -114,20 +114,27 @@ class SchemaCompiler {
       g_->append_literal(one, syntax.before);
       one.push_back(ByteGrammar::rule(call));
       g_->append_literal(one, syntax.after);
-      const Rule top = g_->add_rule();
-      if (!syntax.several) {
-        g_->add_alternative(top, one);
-        return top;
+      Seq all;  // open, the calls, close
+      g_->append_literal(all, syntax.open);
+      all.insert(all.end(), one.begin(), one.end());
+      if (syntax.several) {
+        const Rule next = g_->add_rule();  // between, before, a call, after: any number of them after the first
+        Seq seq;
+        g_->append_literal(seq, syntax.between);
+        seq.insert(seq.end(), one.begin(), one.end());
+        g_->add_alternative(next, seq);
+        all.push_back(ByteGrammar::rule(g_->repeat(next, 0, ByteGrammar::kUnbounded)));
       }
-      const Rule next = g_->add_rule();  // between, before, a call, after: any number of them after the first
-      Seq seq;
-      g_->append_literal(seq, syntax.between);
-      seq.insert(seq.end(), one.begin(), one.end());
-      g_->add_alternative(next, seq);
-      one.push_back(ByteGrammar::rule(g_->repeat(next, 0, ByteGrammar::kUnbounded)));
-      g_->add_alternative(top, one);
+      g_->append_literal(all, syntax.close);
+      const Rule top = g_->add_rule();
+      g_->add_alternative(top, all);
       return top;
     });
+  }
+
+  // A call's arguments alone (arguments_grammar).
+  std::shared_ptr<const ByteGrammar> arguments(const CallSchema& call) {
+    return finish([&] { return arguments_of(call); });
   }
 
   // Calls as header_call_grammar describes them.
@@ -735,6 +742,10 @@ std::shared_ptr<const ByteGrammar> json_schema_grammar(const chat::jinja::Value&
 
 std::shared_ptr<const ByteGrammar> json_call_grammar(const std::vector<CallSchema>& choices, const CallSyntax& syntax) {
   return SchemaCompiler().calls(choices, syntax);
+}
+
+std::shared_ptr<const ByteGrammar> arguments_grammar(const CallSchema& call) {
+  return SchemaCompiler().arguments(call);
 }
 
 std::shared_ptr<const ByteGrammar> header_call_grammar(const std::vector<CallSchema>& choices, std::string_view before,

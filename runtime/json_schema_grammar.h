@@ -53,7 +53,8 @@ std::shared_ptr<const ByteGrammar> json_schema_grammar(const chat::jinja::Value&
 
 // Function calls as a model writes them: `before`, an object {"<name_key>": "NAME", "<arguments_key>": {...}} for
 // one of `choices` (its arguments held to its parameters' schema, a document of its own for $refs), then `after`;
-// with `several`, more such calls follow, each after `between`. Whitespace as above. A choice whose schema cannot be
+// with `several`, more such calls follow, each after `between`; `open` before them all and `close` after (a JSON
+// list of calls: "[", "]" and ", "). Whitespace as above. A choice whose schema cannot be
 // held gets arguments held only to being an object, unless it is strict (OpenAI's function.strict): then the
 // JsonSchemaError stands. Forced tool calls (server/tool_choice.h).
 struct CallSchema {
@@ -63,10 +64,13 @@ struct CallSchema {
 };
 struct CallSyntax {
   std::string_view name_key = "name", arguments_key = "arguments";
-  std::string_view before, after, between;
+  std::string_view before, after, between, open, close;
   bool several = false;
 };
 std::shared_ptr<const ByteGrammar> json_call_grammar(const std::vector<CallSchema>& choices, const CallSyntax& syntax);
+// A call's arguments alone, held to its parameters' schema (as in json_call_grammar): what follows the name where the
+// name is written outside them (Mistral's NAME[ARGS]{...}).
+std::shared_ptr<const ByteGrammar> arguments_grammar(const CallSchema& call);
 // A call whose function's name is in the text before its arguments, as gpt-oss's harmony header has it: `before`,
 // the name of one of `choices`, `after`, then its arguments as above (no whitespace around them).
 std::shared_ptr<const ByteGrammar> header_call_grammar(const std::vector<CallSchema>& choices, std::string_view before,

@@ -45,46 +45,69 @@ uint16_t Lead::add(Node n) {
 
 Lead Lead::think(bool starts_inside) {
   Lead l;
-  const uint16_t after = l.add({Kind::Held, "", 0, 0, true});
-  const uint16_t block = l.add({Kind::Until, std::string(chat::kThinkClose), after});
+  const uint16_t after = l.add({.kind = Kind::Held, .spaced = true});
+  const uint16_t block = l.add({.kind = Kind::Until, .text = std::string(chat::kThinkClose), .next = after});
   if (starts_inside) {
     l.start_ = block;
     return l;
   }
-  const uint16_t open = l.add({Kind::Literal, std::string(chat::kThinkOpen), block});
-  const uint16_t spaces = l.add({Kind::Spaces, "", open});
-  const uint16_t direct = l.add({Kind::Held});
-  l.start_ = l.add({Kind::Choice, "", direct, spaces});
+  const uint16_t open = l.add({.kind = Kind::Literal, .text = std::string(chat::kThinkOpen), .next = block});
+  const uint16_t spaces = l.add({.kind = Kind::Spaces, .next = open});
+  const uint16_t direct = l.add({.kind = Kind::Held});
+  l.start_ = l.add({.kind = Kind::Choice, .next = direct, .alt = spaces});
   return l;
 }
 
 uint16_t Lead::harmony_messages(Lead& l, uint16_t then) {
   // "<|channel|>" first; its next, the choice of analysis or `then`, once the analysis message that leads back to it
   // exists.
-  const uint16_t header = l.add({Kind::Literal, "<|channel|>"});
-  const uint16_t start_again = l.add({Kind::Literal, "<|start|>assistant", header});
-  const uint16_t text = l.add({Kind::Until, "<|end|>", start_again});
-  const uint16_t analysis = l.add({Kind::Literal, "analysis<|message|>", text});
-  l.nodes_[header].next = l.add({Kind::Choice, "", analysis, then});
+  const uint16_t header = l.add({.kind = Kind::Literal, .text = "<|channel|>"});
+  const uint16_t start_again = l.add({.kind = Kind::Literal, .text = "<|start|>assistant", .next = header});
+  const uint16_t text = l.add({.kind = Kind::Until, .text = "<|end|>", .next = start_again});
+  const uint16_t analysis = l.add({.kind = Kind::Literal, .text = "analysis<|message|>", .next = text});
+  l.nodes_[header].next = l.add({.kind = Kind::Choice, .next = analysis, .alt = then});
   return header;
 }
 
 Lead Lead::harmony_final() {
   Lead l;
-  const uint16_t held = l.add({Kind::Held});
-  const uint16_t message = l.add({Kind::Literal, "<|message|>", held});
-  const uint16_t constrained = l.add({Kind::Literal, " <|constrain|>json<|message|>", held});
-  const uint16_t how = l.add({Kind::Choice, "", message, constrained});
-  const uint16_t final_channel = l.add({Kind::Literal, "final", how});
+  const uint16_t held = l.add({.kind = Kind::Held});
+  const uint16_t message = l.add({.kind = Kind::Literal, .text = "<|message|>", .next = held});
+  const uint16_t constrained =
+      l.add({.kind = Kind::Literal, .text = " <|constrain|>json<|message|>", .next = held});
+  const uint16_t how = l.add({.kind = Kind::Choice, .next = message, .alt = constrained});
+  const uint16_t final_channel = l.add({.kind = Kind::Literal, .text = "final", .next = how});
   const uint16_t header = harmony_messages(l, final_channel);
-  l.start_ = l.add({Kind::Choice, "", held, header});
+  l.start_ = l.add({.kind = Kind::Choice, .next = held, .alt = header});
   return l;
 }
 
 Lead Lead::harmony_call() {
   Lead l;
-  const uint16_t held = l.add({Kind::Held});
+  const uint16_t held = l.add({.kind = Kind::Held});
   l.start_ = harmony_messages(l, held);
+  return l;
+}
+
+Lead Lead::marker_then_held(int32_t marker) {
+  Lead l;
+  const uint16_t held = l.add({.kind = Kind::Held});
+  const uint16_t space = l.add({.kind = Kind::Literal, .text = " ", .next = held});
+  const uint16_t after = l.add({.kind = Kind::Choice, .next = held, .alt = space});
+  l.start_ = l.add({.kind = Kind::Token, .next = after, .token = marker});
+  return l;
+}
+
+Lead Lead::marker_name_arguments(int32_t calls, const std::vector<std::string>& names, int32_t args) {
+  Lead l;
+  uint16_t choice = 0;
+  for (size_t i = 0; i < names.size(); ++i) {
+    const uint16_t held = l.add({.kind = Kind::Held, .held = static_cast<uint16_t>(i)});
+    const uint16_t marker = l.add({.kind = Kind::Token, .next = held, .token = args});
+    const uint16_t name = l.add({.kind = Kind::Literal, .text = names[i], .next = marker});
+    choice = i == 0 ? name : l.add({.kind = Kind::Choice, .next = choice, .alt = name});
+  }
+  l.start_ = l.add({.kind = Kind::Token, .next = choice, .token = calls});
   return l;
 }
 
@@ -102,8 +125,9 @@ std::shared_ptr<const ByteGrammar> with_leading_space(const ByteGrammar& grammar
 }
 
 template <class State>
-ReasoningFirst<State>::ReasoningFirst(std::shared_ptr<const ConstraintVocabulary> vocab, Lead lead, State plain,
-                                      State spaced, std::shared_ptr<const void> owner)
+ReasoningFirst<State>::ReasoningFirst(std::shared_ptr<const ConstraintVocabulary> vocab, Lead lead,
+                                      std::vector<State> plain, std::vector<State> spaced,
+                                      std::shared_ptr<const void> owner)
     : vocab_(std::move(vocab)), owner_(std::move(owner)), lead_(std::move(lead)), plain_(std::move(plain)),
       spaced_(std::move(spaced)) {
   const std::vector<Lead::Node>& nodes = lead_.nodes();
@@ -147,7 +171,8 @@ void ReasoningFirst<State>::enter(uint16_t node, Tracks& out) const {
   const Lead::Node& n = lead_.nodes()[node];
   switch (n.kind) {
     case Lead::Kind::Literal:
-    case Lead::Kind::Until: add_unique(out.cursors, Cursor{node, 0}); break;
+    case Lead::Kind::Until:
+    case Lead::Kind::Token: add_unique(out.cursors, Cursor{node, 0}); break;
     case Lead::Kind::Spaces:
       add_unique(out.cursors, Cursor{node, 0});
       enter(n.next, out);
@@ -156,7 +181,16 @@ void ReasoningFirst<State>::enter(uint16_t node, Tracks& out) const {
       enter(n.next, out);
       enter(n.alt, out);
       break;
-    case Lead::Kind::Held: add_unique(out.held, n.spaced ? spaced_ : plain_); break;
+    case Lead::Kind::Held: add_unique(out.held, (n.spaced ? spaced_ : plain_)[n.held]); break;
+  }
+}
+
+template <class State>
+void ReasoningFirst<State>::step_marker(const Tracks& from, int32_t token, Tracks& out) const {
+  out.clear();
+  for (const Cursor cur : from.cursors) {
+    const Lead::Node& n = lead_.nodes()[cur.node];
+    if (n.kind == Lead::Kind::Token && n.token == token) enter(n.next, out);
   }
 }
 
@@ -190,6 +224,7 @@ void ReasoningFirst<State>::step(const Tracks& from, unsigned char c, Tracks& ou
           add_unique(out.cursors, Cursor{cur.node, m});
         break;
       }
+      case Lead::Kind::Token: break;  // takes a control token, never a byte
       case Lead::Kind::Choice:
       case Lead::Kind::Held: break;  // never a cursor: entered through
     }
@@ -244,6 +279,8 @@ void ReasoningFirst<State>::mask(std::span<float> logits) const {
         for (size_t id = 0; id < n; ++id)
           if (!vocab_->piece(static_cast<int32_t>(id)).empty()) allowed_[id] = 1;
         for (const auto& [id, before] : refused) allowed_[static_cast<size_t>(id)] = before;
+      } else if (node.kind == Lead::Kind::Token) {
+        if (node.token >= 0 && static_cast<size_t>(node.token) < n) allowed_[static_cast<size_t>(node.token)] = 1;
       } else if (node.kind == Lead::Kind::Literal) {
         try_tokens(vocab_->tokens_starting_with(static_cast<unsigned char>(node.text[cur.at])));
       } else {
@@ -264,7 +301,13 @@ template <class State>
 void ReasoningFirst<State>::accept(int32_t token) {
   if (token < 0 || token >= vocab_->n_vocab()) return;
   Tracks t = tracks_, next;
-  for (const char c : vocab_->piece(token)) {
+  const std::string_view piece = vocab_->piece(token);
+  if (piece.empty()) {  // a control token: a Token node's marker (an end of generation changes nothing)
+    step_marker(t, token, next);
+    if (next.alive()) tracks_ = std::move(next);
+    return;
+  }
+  for (const char c : piece) {
     step(t, static_cast<unsigned char>(c), next);
     if (!next.alive()) return;  // a token no way takes (never a masked draw's) changes nothing
     std::swap(t, next);
@@ -276,17 +319,26 @@ template class ReasoningFirst<JsonPrefix>;
 template class ReasoningFirst<GrammarState>;
 
 std::shared_ptr<TokenConstraint> reasoning_first_json(std::shared_ptr<const ConstraintVocabulary> vocab, Lead lead) {
-  return std::make_shared<ReasoningFirst<JsonPrefix>>(std::move(vocab), std::move(lead), JsonPrefix{}, JsonPrefix{});
+  return std::make_shared<ReasoningFirst<JsonPrefix>>(std::move(vocab), std::move(lead),
+                                                      std::vector<JsonPrefix>{JsonPrefix{}},
+                                                      std::vector<JsonPrefix>{JsonPrefix{}});
 }
 
 std::shared_ptr<TokenConstraint> reasoning_first_grammar(std::shared_ptr<const ConstraintVocabulary> vocab,
-                                                         std::shared_ptr<const ByteGrammar> grammar, Lead lead) {
-  std::shared_ptr<const ByteGrammar> spaced = with_leading_space(*grammar);
-  GrammarState plain(*grammar), spaced_start(*spaced);
-  auto owner = std::make_shared<std::pair<std::shared_ptr<const ByteGrammar>, std::shared_ptr<const ByteGrammar>>>(
-      std::move(grammar), std::move(spaced));
+                                                         std::vector<std::shared_ptr<const ByteGrammar>> grammars,
+                                                         Lead lead) {
+  std::vector<GrammarState> plain, spaced;
+  std::vector<std::shared_ptr<const ByteGrammar>> owned;  // the grammars and their spaced copies
+  for (std::shared_ptr<const ByteGrammar>& g : grammars) {
+    std::shared_ptr<const ByteGrammar> s = with_leading_space(*g);
+    plain.emplace_back(*g);
+    spaced.emplace_back(*s);
+    owned.push_back(std::move(g));
+    owned.push_back(std::move(s));
+  }
+  auto owner = std::make_shared<std::vector<std::shared_ptr<const ByteGrammar>>>(std::move(owned));
   return std::make_shared<ReasoningFirst<GrammarState>>(std::move(vocab), std::move(lead), std::move(plain),
-                                                        std::move(spaced_start), std::move(owner));
+                                                        std::move(spaced), std::move(owner));
 }
 
 }  // namespace runtime

@@ -36,13 +36,16 @@ class Lead {
     Spaces,   // up to JsonPrefix::kMaxSpaces whitespace bytes
     Until,    // free text up to and including the first `text` (the end tag)
     Choice,   // either `next` or `alt`
-    Held,     // the held text (`spaced`: whitespace may come first)
+    Token,    // one control token (no text: a marker such as Mistral's [TOOL_CALLS])
+    Held,     // held text number `held` (`spaced`: whitespace may come first); the reply ends with it
   };
   struct Node {
     Kind kind;
     std::string text;
     uint16_t next = 0, alt = 0;
     bool spaced = false;
+    uint16_t held = 0;
+    int32_t token = -1;
   };
 
   // <think> blocks: the held text; or whitespace, "<think>", its text, "</think>", then the held text (whitespace
@@ -55,6 +58,11 @@ class Lead {
   // The same analysis messages, then "<|channel|>" and the held text: a call's header and arguments
   // (harmony_call_grammar), which must come.
   static Lead harmony_call();
+  // A control token, one space or none, then the held text: Mistral's [TOOL_CALLS] or Granite's <|tool_call|>
+  // before a JSON list of calls (Mistral v0.3's template writes "[TOOL_CALLS] [").
+  static Lead marker_then_held(int32_t marker);
+  // Mistral's later form: [TOOL_CALLS], one of `names`, [ARGS], then held text number i (name i's arguments).
+  static Lead marker_name_arguments(int32_t calls, const std::vector<std::string>& names, int32_t args);
 
   const std::vector<Node>& nodes() const { return nodes_; }
   uint16_t start() const { return start_; }
@@ -75,10 +83,10 @@ std::shared_ptr<const ByteGrammar> with_leading_space(const ByteGrammar& grammar
 template <class State>
 class ReasoningFirst final : public TokenConstraint {
  public:
-  // `plain` / `spaced`: the held text's state before its first byte, without and with leading whitespace (for a
+  // `plain[i]` / `spaced[i]`: held text i's state before its first byte, without and with leading whitespace (for a
   // grammar, of the grammar and of with_leading_space's). `owner` keeps alive what they read.
-  ReasoningFirst(std::shared_ptr<const ConstraintVocabulary> vocab, Lead lead, State plain, State spaced,
-                 std::shared_ptr<const void> owner = nullptr);
+  ReasoningFirst(std::shared_ptr<const ConstraintVocabulary> vocab, Lead lead, std::vector<State> plain,
+                 std::vector<State> spaced, std::shared_ptr<const void> owner = nullptr);
   void mask(std::span<float> logits) const override;
   void accept(int32_t token) override;
 
@@ -97,6 +105,7 @@ class ReasoningFirst final : public TokenConstraint {
   };
   void enter(uint16_t node, Tracks& out) const;  // the ways that begin at a node (through Choice and Spaces)
   void step(const Tracks& from, unsigned char c, Tracks& out) const;
+  void step_marker(const Tracks& from, int32_t token, Tracks& out) const;  // a control token (Token nodes)
   // Whether one cursor's way takes all of a token's bytes.
   bool takes(Cursor cursor, std::string_view bytes) const;
   // Ors into allowed_ the tokens a lone held text in `state` allows (no end of generation; the caller decides it).
@@ -105,7 +114,7 @@ class ReasoningFirst final : public TokenConstraint {
   std::shared_ptr<const ConstraintVocabulary> vocab_;
   std::shared_ptr<const void> owner_;
   Lead lead_;
-  State plain_, spaced_;
+  std::vector<State> plain_, spaced_;
   Tracks tracks_;
   // Per node: the tokens worth trying from a cursor there (Spaces: whitespace, then a byte the next node may begin
   // with, or nothing more; Until: tokens that hold the end tag's last byte) and an Until node's tag automaton.
@@ -118,9 +127,11 @@ class ReasoningFirst final : public TokenConstraint {
 extern template class ReasoningFirst<JsonPrefix>;
 extern template class ReasoningFirst<GrammarState>;
 
-// The reasoning-first form of JSON mode or of a grammar's texts (a schema's, a forced call's).
+// The reasoning-first form of JSON mode or of grammars' texts (a schema's, a forced call's: held text i is
+// grammars[i]'s).
 std::shared_ptr<TokenConstraint> reasoning_first_json(std::shared_ptr<const ConstraintVocabulary> vocab, Lead lead);
 std::shared_ptr<TokenConstraint> reasoning_first_grammar(std::shared_ptr<const ConstraintVocabulary> vocab,
-                                                         std::shared_ptr<const ByteGrammar> grammar, Lead lead);
+                                                         std::vector<std::shared_ptr<const ByteGrammar>> grammars,
+                                                         Lead lead);
 
 }  // namespace runtime

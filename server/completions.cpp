@@ -307,16 +307,16 @@ std::string whole_choice(RouteContext& ctx, const CompletionRequest& r, Choice& 
   return choice_json(r.route, c.index, content, t.finish, lp, reasoning);
 }
 
-// What holds a choice's reply, if anything: a forced call's grammar, a schema's or GBNF grammar, or JSON mode
-// (runtime/json_constraint.h); with a lead-in, the same after what a thinking model writes first
-// (runtime/reasoning_first.h).
+using Grammar = std::shared_ptr<const runtime::ByteGrammar>;
+
+// What holds a choice's reply, if anything: grammars (a forced call's, a schema's or a GBNF grammar), or JSON mode
+// (runtime/json_constraint.h); with a lead-in, the same after what the lead-in writes (runtime/reasoning_first.h).
 std::shared_ptr<runtime::TokenConstraint> held_form(RouteContext& ctx, const CompletionRequest& r,
-                                                   const std::shared_ptr<const runtime::ByteGrammar>& forced_call,
+                                                   const std::vector<Grammar>& grammars,
                                                    const std::optional<runtime::Lead>& lead) {
-  const std::shared_ptr<const runtime::ByteGrammar>& grammar = forced_call ? forced_call : r.grammar;  // never both
-  if (grammar) {
-    if (lead) return runtime::reasoning_first_grammar(ctx.json_vocabulary(), grammar, *lead);
-    return runtime::make_grammar_constraint(ctx.json_vocabulary(), grammar);
+  if (!grammars.empty() && grammars[0]) {
+    if (lead) return runtime::reasoning_first_grammar(ctx.json_vocabulary(), grammars, *lead);
+    return runtime::make_grammar_constraint(ctx.json_vocabulary(), grammars[0]);
   }
   if (!r.json_object) return nullptr;
   if (lead) return runtime::reasoning_first_json(ctx.json_vocabulary(), *lead);
@@ -324,15 +324,14 @@ std::shared_ptr<runtime::TokenConstraint> held_form(RouteContext& ctx, const Com
 }
 
 // What a thinking model may write before a held reply, by its template's markup: a <think> block (or the rest of
-// the one the prompt opened), or harmony's analysis messages and the final channel's header (a forced call's: the
-// channel's marker, the call's header following in its grammar). None for a GBNF
-// grammar, which holds the reply from its first byte, or where replies are not split (--reasoning-format none).
+// the one the prompt opened), or harmony's analysis messages and the final channel's header (a forced call brings
+// its own lead-in). None for a GBNF grammar, which holds the reply from its first byte, or where replies are not
+// split (--reasoning-format none).
 std::optional<runtime::Lead> lead_in(chat::ReplyFormat format, const CompletionRequest& r,
-                                     const std::string& chat_prompt, bool forced_call) {
+                                     const std::string& chat_prompt) {
   if (r.grammar_is_gbnf) return std::nullopt;
   if (format == chat::ReplyFormat::Think) return runtime::Lead::think(chat::prompt_opens_thinking(chat_prompt));
-  if (format == chat::ReplyFormat::Harmony)
-    return forced_call ? runtime::Lead::harmony_call() : runtime::Lead::harmony_final();
+  if (format == chat::ReplyFormat::Harmony) return runtime::Lead::harmony_final();
   return std::nullopt;
 }
 
@@ -374,18 +373,17 @@ void handle_completion(RouteContext& ctx, const httplib::Request& req, httplib::
   // split also reads its calls.
   const chat::ReplyFormat reply_format = route == Route::Chat ? ctx.reply_format : chat::ReplyFormat::Plain;
   const bool harmony_calls = route == Route::Chat && offers_tools && reply_format == chat::ReplyFormat::Harmony;
-  // tool_choice "required" or a named function: one call, held by a grammar where the format allows
-  // (server/tool_choice.h); elsewhere the choice is read as "auto".
-  std::shared_ptr<const runtime::ByteGrammar> forced_call;
+  // tool_choice "required" or a named function: one call, held where the format allows (server/tool_choice.h);
+  // elsewhere the choice is read as "auto".
+  std::optional<ForcedCall> forced;
   if ((tool_mode || harmony_calls) && (r.tool_choice_required || !r.tool_choice_name.empty())) {
     try {
-      forced_call = harmony_calls ? harmony_call_grammar(r.tools, r.tool_choice_name)
-                                  : forced_call_grammar(ctx.tool_format, r.tools, r.tool_choice_name,
-                                                        r.parallel_tool_calls);
+      forced = forced_call(ctx.tool_format, reply_format, ctx.tmpl.source(), ctx.engine.tokenizer(), r.tools,
+                           r.tool_choice_name, r.parallel_tool_calls);
     } catch (const runtime::JsonSchemaError& e) {
       throw invalid_field("tools", e.what(), "unsupported_schema");
     }
-    if (forced_call && (r.json_object || r.grammar))
+    if (forced && (r.json_object || r.grammar))
       throw invalid_field("tool_choice",
                           "a reply cannot be held both to a forced tool call and to a response_format or grammar",
                           "unsupported_parameter");
@@ -397,7 +395,8 @@ void handle_completion(RouteContext& ctx, const httplib::Request& req, httplib::
   std::vector<std::vector<int32_t>> ids;
   std::string chat_prompt;
   for (size_t p = 0; p < n_prompts; ++p) ids.push_back(prompt_ids(ctx, r, p, &chat_prompt));
-  const std::optional<runtime::Lead> lead = lead_in(reply_format, r, chat_prompt, forced_call != nullptr);
+  const std::optional<runtime::Lead> lead =
+      forced && forced->lead ? forced->lead : lead_in(reply_format, r, chat_prompt);
   auto wakeup = std::make_shared<ChannelWakeup>();
   std::vector<std::shared_ptr<Choice>> choices;
   for (size_t p = 0; p < n_prompts; ++p)
@@ -415,7 +414,7 @@ void handle_completion(RouteContext& ctx, const httplib::Request& req, httplib::
       er.ignore_eos = r.ignore_eos;
       er.top_logprobs = r.top_logprobs;
       if (r.top_logprobs >= 0) c->logprobs = std::make_shared<LogprobsReply>(ctx.engine.tokenizer(), er.prompt, route);
-      er.constraint = held_form(ctx, r, forced_call, lead);
+      er.constraint = held_form(ctx, r, forced ? forced->grammars : std::vector<Grammar>{r.grammar}, lead);
       if (tool_mode) c->tools = std::make_shared<ToolReply>(ctx.engine.tokenizer(), ctx.tool_format, r.stop);
       c->split = chat::make_reply_split(reply_format, chat_prompt, offers_tools);
       runtime::SubmitResult sub;

@@ -5,6 +5,7 @@
 
 #include "chat/messages_json.h"
 #include "runtime/json_schema_grammar.h"
+#include "tokenizer/tokenizer.h"
 
 namespace server {
 
@@ -45,6 +46,63 @@ std::shared_ptr<const runtime::ByteGrammar> harmony_call_grammar(const chat::jin
   const std::vector<runtime::CallSchema> choices = call_choices(tools, only);
   if (choices.empty()) return nullptr;
   return runtime::header_call_grammar(choices, "commentary to=functions.", " <|constrain|>json<|message|>");
+}
+
+namespace {
+
+// A marker the lead-in takes as a token: nullopt where the vocabulary lacks it or writes it as text.
+std::optional<int32_t> control_token(const tokenizer::Tokenizer& tok, std::string_view text) {
+  const std::optional<int32_t> id = tok.find_token(text);
+  return id && tok.is_control(*id) ? id : std::nullopt;
+}
+
+// A JSON list of calls, as Mistral's first syntax and Granite's write them after their marker.
+std::shared_ptr<const runtime::ByteGrammar> call_list_grammar(const std::vector<runtime::CallSchema>& choices,
+                                                              bool several) {
+  runtime::CallSyntax syntax;
+  syntax.open = "[", syntax.close = "]", syntax.between = ", ";
+  syntax.several = several;
+  return runtime::json_call_grammar(choices, syntax);
+}
+
+}  // namespace
+
+std::optional<ForcedCall> forced_call(ToolCallFormat format, chat::ReplyFormat reply, std::string_view template_source,
+                                      const tokenizer::Tokenizer& tok, const chat::jinja::Value& tools,
+                                      const std::string& only, bool several) {
+  if (reply == chat::ReplyFormat::Harmony) {
+    std::shared_ptr<const runtime::ByteGrammar> g = harmony_call_grammar(tools, only);
+    if (!g) return std::nullopt;
+    return ForcedCall{{std::move(g)}, runtime::Lead::harmony_call()};
+  }
+  if (format == ToolCallFormat::Hermes || format == ToolCallFormat::Llama3) {
+    std::shared_ptr<const runtime::ByteGrammar> g = forced_call_grammar(format, tools, only, several);
+    if (!g) return std::nullopt;
+    return ForcedCall{{std::move(g)}, std::nullopt};
+  }
+  const std::vector<runtime::CallSchema> choices = call_choices(tools, only);
+  if (choices.empty()) return std::nullopt;
+  if (format == ToolCallFormat::Granite) {
+    const std::optional<int32_t> marker = control_token(tok, "<|tool_call|>");
+    if (!marker) return std::nullopt;
+    return ForcedCall{{call_list_grammar(choices, several)}, runtime::Lead::marker_then_held(*marker)};
+  }
+  if (format != ToolCallFormat::Mistral) return std::nullopt;
+  const std::optional<int32_t> marker = control_token(tok, "[TOOL_CALLS]");
+  if (!marker) return std::nullopt;
+  if (template_source.find("[ARGS]") == std::string_view::npos)  // v0.3, Nemo: [TOOL_CALLS] and a list of calls
+    return ForcedCall{{call_list_grammar(choices, several)}, runtime::Lead::marker_then_held(*marker)};
+  // Small 3.2 and later: [TOOL_CALLS]NAME[ARGS]{...}, one call (the reply may be several; a forced one is one).
+  const std::optional<int32_t> args = control_token(tok, "[ARGS]");
+  if (!args) return std::nullopt;
+  ForcedCall f;
+  std::vector<std::string> names;
+  for (const runtime::CallSchema& c : choices) {
+    f.grammars.push_back(runtime::arguments_grammar(c));
+    names.push_back(c.name);
+  }
+  f.lead = runtime::Lead::marker_name_arguments(*marker, names, *args);
+  return f;
 }
 
 }  // namespace server

@@ -106,7 +106,7 @@ int main(int argc, char** argv) {
     // constraint's own (its lists of tokens that can open and close the block).
     const std::vector<int32_t> thought_ids = tok.encode(std::string(kThought) + kReply, false, false);
     const auto t4 = Clock::now();
-    const auto thinking = runtime::reasoning_first_grammar(vocab, grammar, runtime::Lead::think(false));
+    const auto thinking = runtime::reasoning_first_grammar(vocab, {grammar}, runtime::Lead::think(false));
     row(name.c_str(), "reasoning, then json_schema", ms_since(t4), *thinking, thought_ids, tok.n_vocab());
   }
   std::printf("(json_schema's build column is the schema's compile; the vocabulary's tries are shared)\n");

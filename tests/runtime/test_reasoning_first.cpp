@@ -275,7 +275,7 @@ TEST(ReasoningFirst, SchemaMasksAreExactOnQwenVocabulary) {
                                       std::pair{Markup::ThinkInside, block + object},
                                       std::pair{Markup::Think, object}}) {
     const Reference<runtime::GrammarState> ref{runtime::GrammarState(*schema), runtime::GrammarState(*spaced), markup};
-    const auto c = runtime::reasoning_first_grammar(v.vocab, schema, lead_of(markup));
+    const auto c = runtime::reasoning_first_grammar(v.vocab, {schema}, lead_of(markup));
     EXPECT_TRUE(spell_checked(v, *c, ref, reply, true)) << reply;
   }
 }

@@ -1,8 +1,14 @@
 // The generation routes end to end on stories260K: both routes, streaming and not, give exactly the greedy text
 // generate() gives for the same prompt ids; usage, finish reasons, stop strings, concurrent requests; and the
 // helper routes (/v1/models, /v1/models/{id}, /health, /tokenize, /detokenize, /apply-template).
-#include <future>
+#include <unistd.h>
 
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <iterator>
+
+#include "gguf/gguf.h"
 #include "server_fixture.h"
 
 namespace test_server {
@@ -537,6 +543,60 @@ TEST_F(ServerTest, HarmonyForcedCall) {
       "temperature": 0, "logit_bias": {")" + std::to_string(c_token) + R"(": 30}, "tool_choice": "required",
       "tools": [{"type": "function", "function": {"name": "set_mood", "parameters": {"type": "object",
       "properties": {"mood": {"enum": ["calm", "bright"]}}, "required": ["mood"], "additionalProperties": false}}}])";
+  const auto whole = post("/v1/chat/completions", body + "}");
+  ASSERT_EQ(whole.status, 200) << whole.body;
+  const Value parsed = json(whole.body);
+  const Value& choice = at(at(parsed, "choices"), 0);
+  EXPECT_EQ(str(at(choice, "finish_reason")), "tool_calls") << whole.body;
+  const Value& calls = at(at(choice, "message"), "tool_calls");
+  ASSERT_TRUE(calls.is_array() && calls.items().size() == 1) << whole.body;
+  EXPECT_EQ(str(at(at(calls.items()[0], "function"), "name")), "set_mood");
+  const Value args = chat::parse_json(str(at(at(calls.items()[0], "function"), "arguments")));
+  const std::string mood = str(at(args, "mood"));
+  EXPECT_TRUE(mood == "calm" || mood == "bright") << whole.body;
+  const Streamed s = read_stream(post("/v1/chat/completions", body + R"(, "stream": true})"), true);
+  EXPECT_EQ(s.finish, "tool_calls") << whole.body;
+}
+
+// stories260K with its last token made Mistral's [TOOL_CALLS] (a control token, as in Mistral's vocabularies),
+// written to `path`.
+void write_stories_with_tool_marker(const std::string& src_path, const std::string& path) {
+  const gguf::File src = gguf::File::open(src_path);
+  auto tokens = src.get_array<std::string>("tokenizer.ggml.tokens");
+  auto types = src.get_array<int32_t>("tokenizer.ggml.token_type");
+  tokens.back() = "[TOOL_CALLS]";
+  types.back() = 3;  // control
+  gguf::Writer w;
+  w.copy_metadata(src);
+  w.set("tokenizer.ggml.tokens", gguf::make_string_array(tokens));
+  w.set("tokenizer.ggml.token_type", gguf::make_i32_array(types));
+  for (const gguf::TensorInfo& t : src.tensors()) w.add_tensor(t.name, t.type, {t.ne, t.ne + t.n_dims}, t.data);
+  w.write(path);
+}
+
+// A forced call to a Mistral template (v0.3's, from the corpus): [TOOL_CALLS] is a control token no byte grammar can
+// write, so the reply begins with it as a token, then the JSON list holds one call of the named function (one:
+// parallel_tool_calls false), and it comes back as that call with finish_reason tool_calls, whole and streamed.
+// Before, the choice was read as "auto".
+TEST_F(ServerTest, MistralForcedCallBeginsWithItsMarkerToken) {
+  const auto src = testing_assets::path("models/stories260K-f32.gguf");
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            ("llm-run-mistral-marker-" + std::to_string(::getpid()) + ".gguf")).string();
+  write_stories_with_tool_marker(*src, path);
+  model_ = model::Model::load(path);
+  tok_ = std::make_unique<tokenizer::Tokenizer>(tokenizer::Tokenizer::from_gguf(model_->file()));
+  std::filesystem::remove(path);  // the model keeps its mapping
+  std::ifstream in(std::string(LLM_SOURCE_DIR) + "/tests/chat/templates/mistral-7b-instruct-v0.3.jinja");
+  Config c;
+  c.template_text.assign(std::istreambuf_iterator<char>(in), {});
+  ASSERT_FALSE(c.template_text.empty());
+  start(c);
+  const std::string body = R"({"messages": [{"role": "user", "content": "Set the mood."}], "max_tokens": 64,
+      "temperature": 0, "tool_choice": {"type": "function", "function": {"name": "set_mood"}},
+      "parallel_tool_calls": false,
+      "tools": [{"type": "function", "function": {"name": "set_mood", "parameters": {"type": "object",
+      "properties": {"mood": {"enum": ["calm", "bright"]}}, "required": ["mood"], "additionalProperties": false}}},
+      {"type": "function", "function": {"name": "other"}}])";
   const auto whole = post("/v1/chat/completions", body + "}");
   ASSERT_EQ(whole.status, 200) << whole.body;
   const Value parsed = json(whole.body);

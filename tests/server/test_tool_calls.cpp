@@ -6,14 +6,19 @@
 #include <fstream>
 #include <map>
 #include <sstream>
+#include <variant>
 
+#include "assets.h"
 #include "chat/harmony_split.h"
 #include "chat/json.h"
 #include "chat/messages_json.h"
+#include "gguf/gguf.h"
 #include "runtime/byte_grammar.h"
 #include "runtime/json_schema_grammar.h"
 #include "server/tool_calls.h"
 #include "server/tool_choice.h"
+#include "server/tool_reply.h"
+#include "tokenizer/tokenizer.h"
 
 namespace {
 
@@ -306,6 +311,120 @@ TEST(ForcedToolCall, HarmonyGrammar) {
   ASSERT_EQ(calls.size(), 1u);
   EXPECT_EQ(calls[0].name, "get_weather");
   EXPECT_EQ(calls[0].arguments, R"({"city":"Oslo"})");
+}
+
+// A reply driven through a constraint: each part a control token or text spelled by its longest allowed pieces; every
+// token must be allowed, a first control token alone at its step; when `whole`, only an end may follow. Returns the
+// ids (empty after a failure).
+using Part = std::variant<int32_t, std::string>;
+std::vector<int32_t> drive(runtime::TokenConstraint& c, const tokenizer::Tokenizer& tok, const std::vector<Part>& parts,
+                           bool whole = true) {
+  std::vector<int32_t> ids;
+  std::vector<float> logits(static_cast<size_t>(tok.n_vocab()));
+  const auto allowed = [&] {
+    std::fill(logits.begin(), logits.end(), 0.0f);
+    c.mask(logits);
+    std::vector<int32_t> out;
+    for (size_t id = 0; id < logits.size(); ++id)
+      if (logits[id] == 0.0f) out.push_back(static_cast<int32_t>(id));
+    return out;
+  };
+  for (const Part& part : parts) {
+    if (const int32_t* marker = std::get_if<int32_t>(&part)) {
+      const std::vector<int32_t> a = allowed();
+      const bool alone = a == std::vector<int32_t>{*marker};
+      if (ids.empty() ? !alone : std::find(a.begin(), a.end(), *marker) == a.end())
+        return ADD_FAILURE() << "the marker " << *marker << (ids.empty() ? " not alone" : " refused"), ids.clear(), ids;
+      c.accept(*marker);
+      ids.push_back(*marker);
+      continue;
+    }
+    const std::string& text = std::get<std::string>(part);
+    for (size_t at = 0; at < text.size();) {
+      int32_t best = -1;
+      size_t len = 0;
+      for (const int32_t id : allowed()) {
+        const std::string p = tok.is_control(id) ? "" : tok.token_to_piece(id);
+        if (!p.empty() && p.size() > len && text.compare(at, p.size(), p) == 0) best = id, len = p.size();
+      }
+      if (best < 0) return ADD_FAILURE() << "no allowed piece at " << text.substr(at), ids.clear(), ids;
+      c.accept(best);
+      ids.push_back(best);
+      at += len;
+    }
+  }
+  if (!whole) return ids;
+  const std::vector<int32_t> next = allowed();
+  EXPECT_TRUE(!next.empty() && std::all_of(next.begin(), next.end(), [&](int32_t id) { return tok.is_eog(id); }))
+      << "the call is whole: only an end may follow";
+  return ids;
+}
+
+// Mistral's and Granite's forced calls begin with markers that are control tokens, which no byte grammar can write:
+// the lead-in allows the marker alone first, the grammar holds the text after it (a JSON list of calls; Mistral
+// Small 3.2's NAME, then [ARGS] as a token, then the arguments), only an end may follow the whole call, and the
+// tool reply reads the ids back as that call. Three rarely used tokens of stories260K's vocabulary stand for the
+// markers.
+TEST(ForcedToolCall, MarkersAsControlTokens) {
+  REQUIRE_ASSET(path, "models/stories260K-f32.gguf");
+  tokenizer::Vocab vocab = tokenizer::Vocab::from_gguf(gguf::File::open(path));
+  const auto n = static_cast<int32_t>(vocab.tokens.size());
+  const int32_t calls = n - 1, args = n - 2, granite = n - 3;
+  for (const auto& [id, text] : {std::pair{calls, "[TOOL_CALLS]"}, {args, "[ARGS]"}, {granite, "<|tool_call|>"}}) {
+    vocab.tokens[static_cast<size_t>(id)] = text;
+    vocab.types[static_cast<size_t>(id)] = tokenizer::TokenType::CONTROL;
+  }
+  const auto tok = tokenizer::Tokenizer::from_vocab(std::move(vocab));
+  const auto cv = std::make_shared<runtime::ConstraintVocabulary>(tok);
+  const chat::jinja::Value tools = chat::tools_from_json(R"([
+      {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object",
+       "properties": {"city": {"type": "string"}}, "required": ["city"], "additionalProperties": false}}},
+      {"type": "function", "function": {"name": "get", "parameters": {"type": "object",
+       "properties": {"id": {"type": "integer"}}, "required": ["id"]}}}])");
+  const auto hold = [&](const std::optional<server::ForcedCall>& f) {
+    EXPECT_TRUE(f && f->lead);
+    return runtime::reasoning_first_grammar(cv, f->grammars, *f->lead);
+  };
+  const auto read_back = [&](ToolCallFormat format, const std::vector<int32_t>& ids) {
+    server::ToolReply reply(tok, format, {});
+    reply.push(ids);
+    return reply.finish().calls;
+  };
+  const std::string list = R"([{"name": "get_weather", "arguments": {"city": "Oslo"}}])";
+  const auto mistral = server::forced_call(ToolCallFormat::Mistral, chat::ReplyFormat::Plain, "[TOOL_CALLS] [",
+                                           tok, tools, "", true);
+  auto c = hold(mistral);
+  std::vector<server::ToolCall> got = read_back(ToolCallFormat::Mistral, drive(*c, tok, {calls, " " + list}));
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].name, "get_weather");
+  EXPECT_EQ(got[0].arguments, R"({"city":"Oslo"})");
+
+  c = hold(server::forced_call(ToolCallFormat::Granite, chat::ReplyFormat::Plain, "", tok, tools, "get", false));
+  got = read_back(ToolCallFormat::Granite, drive(*c, tok, {granite, R"([{"name": "get", "arguments": {"id": 7}}])"}));
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].arguments, R"({"id":7})");
+
+  // Small 3.2: "get" is a prefix of "get_weather"; [ARGS] may come only after a whole name.
+  const auto v11 = server::forced_call(ToolCallFormat::Mistral, chat::ReplyFormat::Plain, "[TOOL_CALLS]x[ARGS]y",
+                                       tok, tools, "", false);
+  c = hold(v11);
+  got = read_back(ToolCallFormat::Mistral, drive(*c, tok, {calls, "get", args, R"({"id": 3})"}));
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].name, "get");
+  c = hold(v11);
+  got = read_back(ToolCallFormat::Mistral, drive(*c, tok, {calls, "get_weather", args, R"({"city": "Rome"})"}));
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].name, "get_weather");
+  c = hold(v11);
+  drive(*c, tok, {calls, "get_w"}, false);
+  std::vector<float> logits(static_cast<size_t>(tok.n_vocab()), 0.0f);
+  c->mask(logits);
+  EXPECT_NE(logits[static_cast<size_t>(args)], 0.0f);  // not after half a name
+
+  // A vocabulary without the markers as control tokens cannot be held: read as "auto".
+  const auto plain_file = gguf::File::open(path);
+  const auto plain = tokenizer::Tokenizer::from_gguf(plain_file);
+  EXPECT_FALSE(server::forced_call(ToolCallFormat::Mistral, chat::ReplyFormat::Plain, "", plain, tools, "", true));
 }
 
 // A forced call among many tools (agents pass hundreds): every tool stays callable with its own arguments, though the
