@@ -38,73 +38,73 @@ void add_unique(std::vector<T>& v, T x) {
 
 }  // namespace
 
-uint16_t Lead::add(Node n) {
+uint32_t Lead::add(Node n) {
   nodes_.push_back(std::move(n));
-  return static_cast<uint16_t>(nodes_.size() - 1);
+  return static_cast<uint32_t>(nodes_.size() - 1);
 }
 
 Lead Lead::think(bool starts_inside) {
   Lead l;
-  const uint16_t after = l.add({.kind = Kind::Held, .spaced = true});
-  const uint16_t block = l.add({.kind = Kind::Until, .text = std::string(chat::kThinkClose), .next = after});
+  const uint32_t after = l.add({.kind = Kind::Held, .spaced = true});
+  const uint32_t block = l.add({.kind = Kind::Until, .text = std::string(chat::kThinkClose), .next = after});
   if (starts_inside) {
     l.start_ = block;
     return l;
   }
-  const uint16_t open = l.add({.kind = Kind::Literal, .text = std::string(chat::kThinkOpen), .next = block});
-  const uint16_t spaces = l.add({.kind = Kind::Spaces, .next = open});
-  const uint16_t direct = l.add({.kind = Kind::Held});
+  const uint32_t open = l.add({.kind = Kind::Literal, .text = std::string(chat::kThinkOpen), .next = block});
+  const uint32_t spaces = l.add({.kind = Kind::Spaces, .next = open});
+  const uint32_t direct = l.add({.kind = Kind::Held});
   l.start_ = l.add({.kind = Kind::Choice, .next = direct, .alt = spaces});
   return l;
 }
 
-uint16_t Lead::harmony_messages(Lead& l, uint16_t then) {
+uint32_t Lead::harmony_messages(Lead& l, uint32_t then) {
   // "<|channel|>" first; its next, the choice of analysis or `then`, once the analysis message that leads back to it
   // exists.
-  const uint16_t header = l.add({.kind = Kind::Literal, .text = "<|channel|>"});
-  const uint16_t start_again = l.add({.kind = Kind::Literal, .text = "<|start|>assistant", .next = header});
-  const uint16_t text = l.add({.kind = Kind::Until, .text = "<|end|>", .next = start_again});
-  const uint16_t analysis = l.add({.kind = Kind::Literal, .text = "analysis<|message|>", .next = text});
+  const uint32_t header = l.add({.kind = Kind::Literal, .text = "<|channel|>"});
+  const uint32_t start_again = l.add({.kind = Kind::Literal, .text = "<|start|>assistant", .next = header});
+  const uint32_t text = l.add({.kind = Kind::Until, .text = "<|end|>", .next = start_again});
+  const uint32_t analysis = l.add({.kind = Kind::Literal, .text = "analysis<|message|>", .next = text});
   l.nodes_[header].next = l.add({.kind = Kind::Choice, .next = analysis, .alt = then});
   return header;
 }
 
 Lead Lead::harmony_final() {
   Lead l;
-  const uint16_t held = l.add({.kind = Kind::Held});
-  const uint16_t message = l.add({.kind = Kind::Literal, .text = "<|message|>", .next = held});
-  const uint16_t constrained =
+  const uint32_t held = l.add({.kind = Kind::Held});
+  const uint32_t message = l.add({.kind = Kind::Literal, .text = "<|message|>", .next = held});
+  const uint32_t constrained =
       l.add({.kind = Kind::Literal, .text = " <|constrain|>json<|message|>", .next = held});
-  const uint16_t how = l.add({.kind = Kind::Choice, .next = message, .alt = constrained});
-  const uint16_t final_channel = l.add({.kind = Kind::Literal, .text = "final", .next = how});
-  const uint16_t header = harmony_messages(l, final_channel);
+  const uint32_t how = l.add({.kind = Kind::Choice, .next = message, .alt = constrained});
+  const uint32_t final_channel = l.add({.kind = Kind::Literal, .text = "final", .next = how});
+  const uint32_t header = harmony_messages(l, final_channel);
   l.start_ = l.add({.kind = Kind::Choice, .next = held, .alt = header});
   return l;
 }
 
 Lead Lead::harmony_call() {
   Lead l;
-  const uint16_t held = l.add({.kind = Kind::Held});
+  const uint32_t held = l.add({.kind = Kind::Held});
   l.start_ = harmony_messages(l, held);
   return l;
 }
 
 Lead Lead::marker_then_held(int32_t marker) {
   Lead l;
-  const uint16_t held = l.add({.kind = Kind::Held});
-  const uint16_t space = l.add({.kind = Kind::Literal, .text = " ", .next = held});
-  const uint16_t after = l.add({.kind = Kind::Choice, .next = held, .alt = space});
+  const uint32_t held = l.add({.kind = Kind::Held});
+  const uint32_t space = l.add({.kind = Kind::Literal, .text = " ", .next = held});
+  const uint32_t after = l.add({.kind = Kind::Choice, .next = held, .alt = space});
   l.start_ = l.add({.kind = Kind::Token, .next = after, .token = marker});
   return l;
 }
 
 Lead Lead::marker_name_arguments(int32_t calls, const std::vector<std::string>& names, int32_t args) {
   Lead l;
-  uint16_t choice = 0;
+  uint32_t choice = 0;
   for (size_t i = 0; i < names.size(); ++i) {
-    const uint16_t held = l.add({.kind = Kind::Held, .held = static_cast<uint16_t>(i)});
-    const uint16_t marker = l.add({.kind = Kind::Token, .next = held, .token = args});
-    const uint16_t name = l.add({.kind = Kind::Literal, .text = names[i], .next = marker});
+    const uint32_t held = l.add({.kind = Kind::Held, .held = static_cast<uint32_t>(i)});
+    const uint32_t marker = l.add({.kind = Kind::Token, .next = held, .token = args});
+    const uint32_t name = l.add({.kind = Kind::Literal, .text = names[i], .next = marker});
     choice = i == 0 ? name : l.add({.kind = Kind::Choice, .next = choice, .alt = name});
   }
   l.start_ = l.add({.kind = Kind::Token, .next = choice, .token = calls});
@@ -167,7 +167,7 @@ ReasoningFirst<State>::ReasoningFirst(std::shared_ptr<const ConstraintVocabulary
 }
 
 template <class State>
-void ReasoningFirst<State>::enter(uint16_t node, Tracks& out) const {
+void ReasoningFirst<State>::enter(uint32_t node, Tracks& out) const {
   const Lead::Node& n = lead_.nodes()[node];
   switch (n.kind) {
     case Lead::Kind::Literal:
@@ -209,11 +209,11 @@ void ReasoningFirst<State>::step(const Tracks& from, unsigned char c, Tracks& ou
         if (cur.at + 1u == n.text.size())
           enter(n.next, out);
         else
-          add_unique(out.cursors, Cursor{cur.node, static_cast<uint8_t>(cur.at + 1)});
+          add_unique(out.cursors, Cursor{cur.node, cur.at + 1});
         break;
       case Lead::Kind::Spaces:
         if (!is_space(static_cast<char>(c)) || cur.at >= kMaxSpaces) break;
-        add_unique(out.cursors, Cursor{cur.node, static_cast<uint8_t>(cur.at + 1)});
+        add_unique(out.cursors, Cursor{cur.node, cur.at + 1});
         enter(n.next, out);
         break;
       case Lead::Kind::Until: {
@@ -233,6 +233,12 @@ void ReasoningFirst<State>::step(const Tracks& from, unsigned char c, Tracks& ou
 
 template <class State>
 bool ReasoningFirst<State>::takes(Cursor cursor, std::string_view bytes) const {
+  if (const Lead::Node& n = lead_.nodes()[cursor.node]; n.kind == Lead::Kind::Literal) {
+    // Most tokens part from a literal at once, or end inside it: only one that goes past it is followed further.
+    const std::string_view rest = std::string_view(n.text).substr(cursor.at);
+    if (bytes.size() <= rest.size()) return rest.starts_with(bytes);
+    if (!bytes.starts_with(rest)) return false;
+  }
   try_a_.clear();
   try_a_.cursors.push_back(cursor);
   for (const char c : bytes) {
@@ -327,14 +333,19 @@ std::shared_ptr<TokenConstraint> reasoning_first_json(std::shared_ptr<const Cons
 std::shared_ptr<TokenConstraint> reasoning_first_grammar(std::shared_ptr<const ConstraintVocabulary> vocab,
                                                          std::vector<std::shared_ptr<const ByteGrammar>> grammars,
                                                          Lead lead) {
+  // Spaced copies only of the held texts a lead-in enters with whitespace first (after a <think> block).
+  std::vector<bool> spaced_use(grammars.size(), false);
+  for (const Lead::Node& n : lead.nodes())
+    if (n.kind == Lead::Kind::Held && n.spaced && n.held < spaced_use.size()) spaced_use[n.held] = true;
   std::vector<GrammarState> plain, spaced;
   std::vector<std::shared_ptr<const ByteGrammar>> owned;  // the grammars and their spaced copies
-  for (std::shared_ptr<const ByteGrammar>& g : grammars) {
-    std::shared_ptr<const ByteGrammar> s = with_leading_space(*g);
+  for (size_t i = 0; i < grammars.size(); ++i) {
+    std::shared_ptr<const ByteGrammar> g = std::move(grammars[i]);
+    std::shared_ptr<const ByteGrammar> s = spaced_use[i] ? with_leading_space(*g) : g;
     plain.emplace_back(*g);
     spaced.emplace_back(*s);
     owned.push_back(std::move(g));
-    owned.push_back(std::move(s));
+    if (spaced_use[i]) owned.push_back(std::move(s));
   }
   auto owner = std::make_shared<std::vector<std::shared_ptr<const ByteGrammar>>>(std::move(owned));
   return std::make_shared<ReasoningFirst<GrammarState>>(std::move(vocab), std::move(lead), std::move(plain),

@@ -42,9 +42,9 @@ class Lead {
   struct Node {
     Kind kind;
     std::string text;
-    uint16_t next = 0, alt = 0;
+    uint32_t next = 0, alt = 0;
     bool spaced = false;
-    uint16_t held = 0;
+    uint32_t held = 0;
     int32_t token = -1;
   };
 
@@ -65,15 +65,15 @@ class Lead {
   static Lead marker_name_arguments(int32_t calls, const std::vector<std::string>& names, int32_t args);
 
   const std::vector<Node>& nodes() const { return nodes_; }
-  uint16_t start() const { return start_; }
+  uint32_t start() const { return start_; }
 
  private:
-  uint16_t add(Node n);
+  uint32_t add(Node n);
   // Harmony's analysis messages: the "<|channel|>" node, after which either an analysis message leads back to it
   // or `then` follows.
-  static uint16_t harmony_messages(Lead& l, uint16_t then);
+  static uint32_t harmony_messages(Lead& l, uint32_t then);
   std::vector<Node> nodes_;
-  uint16_t start_ = 0;
+  uint32_t start_ = 0;
 };
 
 // The grammar's texts with up to JsonPrefix::kMaxSpaces whitespace bytes first: the held text after a <think> block
@@ -92,8 +92,8 @@ class ReasoningFirst final : public TokenConstraint {
 
  private:
   struct Cursor {
-    uint16_t node;
-    uint8_t at;  // Literal: bytes matched; Spaces: whitespace read; Until: bytes of the end tag the text ends with
+    uint32_t node;
+    uint32_t at;  // Literal: bytes matched; Spaces: whitespace read; Until: bytes of the end tag the text ends with
     bool operator==(const Cursor&) const = default;
   };
   // Each way the bytes so far can be read: a place in the lead-in, or in the held text.
@@ -103,7 +103,7 @@ class ReasoningFirst final : public TokenConstraint {
     bool alive() const { return !cursors.empty() || !held.empty(); }
     void clear() { cursors.clear(), held.clear(); }
   };
-  void enter(uint16_t node, Tracks& out) const;  // the ways that begin at a node (through Choice and Spaces)
+  void enter(uint32_t node, Tracks& out) const;  // the ways that begin at a node (through Choice and Spaces)
   void step(const Tracks& from, unsigned char c, Tracks& out) const;
   void step_marker(const Tracks& from, int32_t token, Tracks& out) const;  // a control token (Token nodes)
   // Whether one cursor's way takes all of a token's bytes.

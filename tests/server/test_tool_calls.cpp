@@ -421,6 +421,20 @@ TEST(ForcedToolCall, MarkersAsControlTokens) {
   c->mask(logits);
   EXPECT_NE(logits[static_cast<size_t>(args)], 0.0f);  // not after half a name
 
+  // Many tools (agents pass hundreds): each name is a way of its own at first, and every one stays callable.
+  std::string many = "[";
+  for (int i = 0; i < 300; ++i)
+    many += std::string(i ? ", " : "") + R"({"type": "function", "function": {"name": "tool_)" + std::to_string(i) +
+            R"("}})";
+  const auto wide = server::forced_call(ToolCallFormat::Mistral, chat::ReplyFormat::Plain, "[ARGS]", tok,
+                                        chat::tools_from_json(many + "]"), "", false);
+  for (const int i : {0, 7, 299}) {
+    c = hold(wide);
+    got = read_back(ToolCallFormat::Mistral, drive(*c, tok, {calls, "tool_" + std::to_string(i), args, "{}"}));
+    ASSERT_EQ(got.size(), 1u) << i;
+    EXPECT_EQ(got[0].name, "tool_" + std::to_string(i));
+  }
+
   // A vocabulary without the markers as control tokens cannot be held: read as "auto".
   const auto plain_file = gguf::File::open(path);
   const auto plain = tokenizer::Tokenizer::from_gguf(plain_file);
