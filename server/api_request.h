@@ -60,7 +60,7 @@ struct CompletionRequest {
   bool json_object = false;
   std::shared_ptr<const runtime::ByteGrammar> grammar;
   // The grammar is the request's own GBNF: it holds the reply from its first byte, a thinking model's reasoning
-  // included (a response_format lets the reasoning come first: runtime/reasoning_first.h).
+  // included (a response_format lets the reasoning come first: runtime/lead_in.h).
   bool grammar_is_gbnf = false;
 };
 

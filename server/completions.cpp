@@ -15,7 +15,7 @@
 #include "runtime/chat_session.h"
 #include "runtime/generate.h"
 #include "runtime/json_schema_grammar.h"
-#include "runtime/reasoning_first.h"
+#include "runtime/lead_in.h"
 #include "server/completion_channel.h"
 #include "server/connection_probe.h"
 #include "server/logprobs_reply.h"
@@ -310,16 +310,16 @@ std::string whole_choice(RouteContext& ctx, const CompletionRequest& r, Choice& 
 using Grammar = std::shared_ptr<const runtime::ByteGrammar>;
 
 // What holds a choice's reply, if anything: grammars (a forced call's, a schema's or a GBNF grammar), or JSON mode
-// (runtime/json_constraint.h); with a lead-in, the same after what the lead-in writes (runtime/reasoning_first.h).
+// (runtime/json_constraint.h); with a lead-in, the same after what the lead-in writes (runtime/lead_in.h).
 std::shared_ptr<runtime::TokenConstraint> held_form(RouteContext& ctx, const CompletionRequest& r,
                                                    const std::vector<Grammar>& grammars,
                                                    const std::optional<runtime::Lead>& lead) {
   if (!grammars.empty() && grammars[0]) {
-    if (lead) return runtime::reasoning_first_grammar(ctx.json_vocabulary(), grammars, *lead);
+    if (lead) return runtime::lead_in_grammar(ctx.json_vocabulary(), grammars, *lead);
     return runtime::make_grammar_constraint(ctx.json_vocabulary(), grammars[0]);
   }
   if (!r.json_object) return nullptr;
-  if (lead) return runtime::reasoning_first_json(ctx.json_vocabulary(), *lead);
+  if (lead) return runtime::lead_in_json(ctx.json_vocabulary(), *lead);
   return std::make_shared<runtime::JsonConstraint>(ctx.json_vocabulary());
 }
 

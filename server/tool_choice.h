@@ -3,7 +3,7 @@
 // the function's parameters where the schema can be held: Hermes / Qwen (<tool_call> ... </tool_call>), Llama 3 (the
 // JSON object alone), gpt-oss's harmony messages (its markers are tokens the tokenizer writes as text), and
 // Mistral's and Granite's, whose markers ([TOOL_CALLS], [ARGS], <|tool_call|>) are control tokens: a lead-in takes
-// them as tokens (runtime/reasoning_first.h) and the grammars hold the text between them.
+// them as tokens (runtime/lead_in.h) and the grammars hold the text between them.
 #pragma once
 #include <memory>
 #include <optional>
@@ -14,7 +14,7 @@
 #include "chat/jinja_value.h"
 #include "chat/reply_split.h"
 #include "runtime/byte_grammar.h"
-#include "runtime/reasoning_first.h"
+#include "runtime/lead_in.h"
 #include "server/tool_calls.h"
 
 namespace tokenizer {
@@ -29,7 +29,7 @@ namespace server {
 std::shared_ptr<const runtime::ByteGrammar> forced_call_grammar(ToolCallFormat format, const chat::jinja::Value& tools,
                                                                 const std::string& only, bool several = false);
 
-// gpt-oss's forced call, after the "<|channel|>" that harmony_call's lead-in (runtime/reasoning_first.h) writes:
+// gpt-oss's forced call, after the "<|channel|>" that harmony_call's lead-in (runtime/lead_in.h) writes:
 // "commentary to=functions.NAME <|constrain|>json<|message|>" and the arguments, one call (generation then ends with
 // <|call|>); null where `tools` has no such function.
 std::shared_ptr<const runtime::ByteGrammar> harmony_call_grammar(const chat::jinja::Value& tools,

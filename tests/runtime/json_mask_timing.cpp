@@ -14,7 +14,7 @@
 #include "gguf/gguf.h"
 #include "runtime/json_constraint.h"
 #include "runtime/json_schema_grammar.h"
-#include "runtime/reasoning_first.h"
+#include "runtime/lead_in.h"
 #include "tokenizer/tokenizer.h"
 
 namespace {
@@ -102,11 +102,11 @@ int main(int argc, char** argv) {
     const double contact_ms = ms_since(t3);
     const auto held = runtime::make_grammar_constraint(vocab, contact);
     row(name.c_str(), "json_schema, patterns", contact_ms, *held, contact_ids, tok.n_vocab());
-    // A thinking model's reasoning, then the schema's reply (runtime/reasoning_first.h): the build column is the
+    // A thinking model's reasoning, then the schema's reply (runtime/lead_in.h): the build column is the
     // constraint's own (its lists of tokens that can open and close the block).
     const std::vector<int32_t> thought_ids = tok.encode(std::string(kThought) + kReply, false, false);
     const auto t4 = Clock::now();
-    const auto thinking = runtime::reasoning_first_grammar(vocab, {grammar}, runtime::Lead::think(false));
+    const auto thinking = runtime::lead_in_grammar(vocab, {grammar}, runtime::Lead::think(false));
     row(name.c_str(), "reasoning, then json_schema", ms_since(t4), *thinking, thought_ids, tok.n_vocab());
   }
   std::printf("(json_schema's build column is the schema's compile; the vocabulary's tries are shared)\n");

@@ -383,7 +383,7 @@ TEST(ForcedToolCall, MarkersAsControlTokens) {
        "properties": {"id": {"type": "integer"}}, "required": ["id"]}}}])");
   const auto hold = [&](const std::optional<server::ForcedCall>& f) {
     EXPECT_TRUE(f && f->lead);
-    return runtime::reasoning_first_grammar(cv, f->grammars, *f->lead);
+    return runtime::lead_in_grammar(cv, f->grammars, *f->lead);
   };
   const auto read_back = [&](ToolCallFormat format, const std::vector<int32_t>& ids) {
     server::ToolReply reply(tok, format, {});

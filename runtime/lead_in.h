@@ -1,5 +1,5 @@
-// A chat reply held to a structured form (JSON mode, a JSON schema, a forced tool call) that a thinking model may
-// open with its reasoning, as its template's markup has it.
+// A chat reply held to a structured form (JSON mode, a JSON schema, a forced tool call) after a lead-in: what the
+// model writes first by its template's markup, before the held text begins.
 //
 // Qwen 3, QwQ, DeepSeek-R1 and others think first, between <think> and </think> (chat/reasoning_split.h); gpt-oss
 // writes analysis messages before its final one (chat/harmony_split.h). Held from its first byte, such a reply could
@@ -7,12 +7,14 @@
 // the held text was read as reasoning that never closed: the answer came back empty. As the reference runtime's
 // server reads such replies, a reply may now write a lead-in first (Lead: the block, or the analysis messages and
 // the final channel's header), then the held text; an end of generation is allowed only once the held text is whole.
+// Mistral's and Granite's calls begin with markers that are control tokens, which no byte grammar writes: their
+// lead-in takes those tokens (Token nodes) around the held texts.
 //
 // The ways the bytes so far can be read are kept side by side (Tracks), so every prefix is judged exactly: a token is
 // allowed when one way takes all its bytes. A step's mask is the union of each way's tokens: the held text's from
 // the vocabulary's mask for its state (json_constraint.h); free text's (the reasoning) as every token with text but
 // those that end it into bytes the rest refuses (only tokens holding the end tag's last byte can end it); a literal's
-// or whitespace's by trying the tokens that can go on with it.
+// or whitespace's by trying the tokens that can go on with it; a marker's, its token.
 #pragma once
 #include <array>
 #include <cstdint>
@@ -81,11 +83,11 @@ class Lead {
 std::shared_ptr<const ByteGrammar> with_leading_space(const ByteGrammar& grammar);
 
 template <class State>
-class ReasoningFirst final : public TokenConstraint {
+class LeadIn final : public TokenConstraint {
  public:
   // `plain[i]` / `spaced[i]`: held text i's state before its first byte, without and with leading whitespace (for a
   // grammar, of the grammar and of with_leading_space's). `owner` keeps alive what they read.
-  ReasoningFirst(std::shared_ptr<const ConstraintVocabulary> vocab, Lead lead, std::vector<State> plain,
+  LeadIn(std::shared_ptr<const ConstraintVocabulary> vocab, Lead lead, std::vector<State> plain,
                  std::vector<State> spaced, std::shared_ptr<const void> owner = nullptr);
   void mask(std::span<float> logits) const override;
   void accept(int32_t token) override;
@@ -124,13 +126,12 @@ class ReasoningFirst final : public TokenConstraint {
   mutable Tracks try_a_, try_b_;  // takes()' scratch
 };
 
-extern template class ReasoningFirst<JsonPrefix>;
-extern template class ReasoningFirst<GrammarState>;
+extern template class LeadIn<JsonPrefix>;
+extern template class LeadIn<GrammarState>;
 
-// The reasoning-first form of JSON mode or of grammars' texts (a schema's, a forced call's: held text i is
-// grammars[i]'s).
-std::shared_ptr<TokenConstraint> reasoning_first_json(std::shared_ptr<const ConstraintVocabulary> vocab, Lead lead);
-std::shared_ptr<TokenConstraint> reasoning_first_grammar(std::shared_ptr<const ConstraintVocabulary> vocab,
+// JSON mode, or grammars' texts (a schema's, a forced call's: held text i is grammars[i]'s), after a lead-in.
+std::shared_ptr<TokenConstraint> lead_in_json(std::shared_ptr<const ConstraintVocabulary> vocab, Lead lead);
+std::shared_ptr<TokenConstraint> lead_in_grammar(std::shared_ptr<const ConstraintVocabulary> vocab,
                                                          std::vector<std::shared_ptr<const ByteGrammar>> grammars,
                                                          Lead lead);
 

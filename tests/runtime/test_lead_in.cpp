@@ -1,4 +1,4 @@
-// A held reply that a thinking model may open with its reasoning (runtime/reasoning_first.h): at every step of
+// A held reply that a thinking model may open with its reasoning (runtime/lead_in.h): at every step of
 // replies spelled token by token, the mask is exactly the tokens that keep the text a beginning of an allowed reply
 // as an independent reading of the form (string searches, below) decides, an end of generation only once the reply
 // is whole; on stories260K's vocabulary (which spells the markers byte by byte), on Qwen 2's (151k tokens, with
@@ -15,7 +15,7 @@
 #include "chat/json.h"
 #include "gguf/gguf.h"
 #include "runtime/json_schema_grammar.h"
-#include "runtime/reasoning_first.h"
+#include "runtime/lead_in.h"
 #include "tokenizer/tokenizer.h"
 #include "vocab_masks.h"
 
@@ -169,7 +169,7 @@ bool spell_checked(const Vocabulary& v, runtime::TokenConstraint& c, const Refer
 // A byte vocabulary spells the tags byte by byte: the opening after spaces, a block with a false start of its end
 // ("</thin" then more text), and pieces of JSON in the block that the held text would take; then the object.
 // The same reply without a block, and one whose prompt opened the block.
-TEST(ReasoningFirst, JsonModeMasksAreExactOnAByteVocabulary) {
+TEST(LeadIn, JsonModeMasksAreExactOnAByteVocabulary) {
   REQUIRE_ASSET(path, "models/stories260K-f32.gguf");
   const auto file = gguf::File::open(path);
   const auto tok = tokenizer::Tokenizer::from_gguf(file);
@@ -177,17 +177,17 @@ TEST(ReasoningFirst, JsonModeMasksAreExactOnAByteVocabulary) {
   const std::string object = R"({"name": "Lily", "age": 3})";
   for (const std::string& reply :
        {"  <think>\nShe wants {\"a\": 1} </thin k> and </think>\n\n" + object, object, "\n " + object}) {
-    const auto c = runtime::reasoning_first_json(v.vocab, lead_of(Markup::Think));
+    const auto c = runtime::lead_in_json(v.vocab, lead_of(Markup::Think));
     EXPECT_TRUE(spell_checked(v, *c, json_reference(Markup::Think), reply)) << reply;
   }
-  const auto c = runtime::reasoning_first_json(v.vocab, lead_of(Markup::ThinkInside));
+  const auto c = runtime::lead_in_json(v.vocab, lead_of(Markup::ThinkInside));
   EXPECT_TRUE(spell_checked(v, *c, json_reference(Markup::ThinkInside), "The user asks. </think> " + object));
 }
 
 // Random replies drawn from the masks themselves, mostly along a script that opens, falsely starts the end tag,
 // closes and writes an object (or writes harmony's messages), each time split into random pieces and now and then
 // derailed: each step's mask is exact wherever the reply goes.
-TEST(ReasoningFirst, RandomRepliesFromTheMasksAreExact) {
+TEST(LeadIn, RandomRepliesFromTheMasksAreExact) {
   REQUIRE_ASSET(path, "models/stories260K-f32.gguf");
   const auto file = gguf::File::open(path);
   const auto tok = tokenizer::Tokenizer::from_gguf(file);
@@ -206,7 +206,7 @@ TEST(ReasoningFirst, RandomRepliesFromTheMasksAreExact) {
     std::mt19937 rng(seed);
     const auto& [markup, script] = scripts[seed % scripts.size()];
     const Reference<runtime::JsonPrefix> ref = json_reference(markup);
-    const auto c = runtime::reasoning_first_json(v.vocab, lead_of(markup));
+    const auto c = runtime::lead_in_json(v.vocab, lead_of(markup));
     std::string so_far;
     for (int step = 0; step < 96; ++step) {
       const std::string diff = mask_difference(v, *c, ref, so_far);
@@ -234,12 +234,12 @@ TEST(ReasoningFirst, RandomRepliesFromTheMasksAreExact) {
 
 // Whitespace before "<think>" is bounded as the held text's is: after kMaxSpaces of it, no more whitespace, but
 // the object or the tag may still begin.
-TEST(ReasoningFirst, SpacesBeforeTheBlockAreBounded) {
+TEST(LeadIn, SpacesBeforeTheBlockAreBounded) {
   REQUIRE_ASSET(path, "models/stories260K-f32.gguf");
   const auto file = gguf::File::open(path);
   const auto tok = tokenizer::Tokenizer::from_gguf(file);
   const Vocabulary v(tok);
-  const auto c = runtime::reasoning_first_json(v.vocab, lead_of(Markup::Think));
+  const auto c = runtime::lead_in_json(v.vocab, lead_of(Markup::Think));
   EXPECT_FALSE(spell_checked(v, *c, json_reference(Markup::Think), std::string(kMaxSpaces, ' ')));
   std::vector<float> logits(v.pieces.size(), 0.0f);
   c->mask(logits);
@@ -260,7 +260,7 @@ TEST(ReasoningFirst, SpacesBeforeTheBlockAreBounded) {
 
 // A schema's grammar on Qwen 2's vocabulary, whose pieces cross the tags (">\n\n" closes a block and begins the
 // held text's whitespace): a reply that thinks first, one that does not, and one whose prompt opened the block.
-TEST(ReasoningFirst, SchemaMasksAreExactOnQwenVocabulary) {
+TEST(LeadIn, SchemaMasksAreExactOnQwenVocabulary) {
   REQUIRE_ASSET(path, "tokenizer/ggml-vocab-qwen2.gguf");
   const auto file = gguf::File::open(path);
   const auto tok = tokenizer::Tokenizer::from_gguf(file);
@@ -275,7 +275,7 @@ TEST(ReasoningFirst, SchemaMasksAreExactOnQwenVocabulary) {
                                       std::pair{Markup::ThinkInside, block + object},
                                       std::pair{Markup::Think, object}}) {
     const Reference<runtime::GrammarState> ref{runtime::GrammarState(*schema), runtime::GrammarState(*spaced), markup};
-    const auto c = runtime::reasoning_first_grammar(v.vocab, {schema}, lead_of(markup));
+    const auto c = runtime::lead_in_grammar(v.vocab, {schema}, lead_of(markup));
     EXPECT_TRUE(spell_checked(v, *c, ref, reply, true)) << reply;
   }
 }
@@ -284,7 +284,7 @@ TEST(ReasoningFirst, SchemaMasksAreExactOnQwenVocabulary) {
 // <|channel|>, <|message|>, <|constrain|> and <|end|> written in the text, <|return|> and <|call|> ending
 // generation): an analysis message, then the final channel with and without its constraint, or the object alone;
 // and a call after an analysis message, each spelled by its longest pieces (the markers whole).
-TEST(ReasoningFirst, HarmonyMasksAreExactWithMarkerTokens) {
+TEST(LeadIn, HarmonyMasksAreExactWithMarkerTokens) {
   REQUIRE_ASSET(path, "models/stories260K-f32.gguf");
   const auto src = gguf::File::open(path);
   auto tokens = src.get_array<std::string>("tokenizer.ggml.tokens");
@@ -315,14 +315,14 @@ TEST(ReasoningFirst, HarmonyMasksAreExactWithMarkerTokens) {
        {std::pair{Markup::HarmonyFinal, analysis + "<|channel|>final<|message|>" + object},
         std::pair{Markup::HarmonyFinal, "<|channel|>final <|constrain|>json<|message|>" + object},
         std::pair{Markup::HarmonyFinal, object}, std::pair{Markup::HarmonyCall, analysis + "<|channel|>" + object}}) {
-    const auto c = runtime::reasoning_first_json(v.vocab, lead_of(markup));
+    const auto c = runtime::lead_in_json(v.vocab, lead_of(markup));
     EXPECT_TRUE(spell_checked(v, *c, json_reference(markup), reply)) << reply;
   }
 }
 
 // The grammar with leading space takes what the grammar takes, after up to kMaxSpaces more whitespace bytes than
 // the grammar itself takes first.
-TEST(ReasoningFirst, LeadingSpaceGrammar) {
+TEST(LeadIn, LeadingSpaceGrammar) {
   const auto schema = runtime::json_schema_grammar(chat::parse_json(R"({"type": "boolean"})"));
   const auto g = runtime::with_leading_space(*schema);
   size_t own = 0;

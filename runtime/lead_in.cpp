@@ -1,5 +1,5 @@
-// A structured reply after a thinking model's reasoning (see reasoning_first.h).
-#include "runtime/reasoning_first.h"
+// A structured reply after its lead-in: a thinking model's reasoning, or a call's marker tokens (see lead_in.h).
+#include "runtime/lead_in.h"
 
 #include <algorithm>
 #include <cstring>
@@ -125,7 +125,7 @@ std::shared_ptr<const ByteGrammar> with_leading_space(const ByteGrammar& grammar
 }
 
 template <class State>
-ReasoningFirst<State>::ReasoningFirst(std::shared_ptr<const ConstraintVocabulary> vocab, Lead lead,
+LeadIn<State>::LeadIn(std::shared_ptr<const ConstraintVocabulary> vocab, Lead lead,
                                       std::vector<State> plain, std::vector<State> spaced,
                                       std::shared_ptr<const void> owner)
     : vocab_(std::move(vocab)), owner_(std::move(owner)), lead_(std::move(lead)), plain_(std::move(plain)),
@@ -167,7 +167,7 @@ ReasoningFirst<State>::ReasoningFirst(std::shared_ptr<const ConstraintVocabulary
 }
 
 template <class State>
-void ReasoningFirst<State>::enter(uint32_t node, Tracks& out) const {
+void LeadIn<State>::enter(uint32_t node, Tracks& out) const {
   const Lead::Node& n = lead_.nodes()[node];
   switch (n.kind) {
     case Lead::Kind::Literal:
@@ -186,7 +186,7 @@ void ReasoningFirst<State>::enter(uint32_t node, Tracks& out) const {
 }
 
 template <class State>
-void ReasoningFirst<State>::step_marker(const Tracks& from, int32_t token, Tracks& out) const {
+void LeadIn<State>::step_marker(const Tracks& from, int32_t token, Tracks& out) const {
   out.clear();
   for (const Cursor cur : from.cursors) {
     const Lead::Node& n = lead_.nodes()[cur.node];
@@ -195,7 +195,7 @@ void ReasoningFirst<State>::step_marker(const Tracks& from, int32_t token, Track
 }
 
 template <class State>
-void ReasoningFirst<State>::step(const Tracks& from, unsigned char c, Tracks& out) const {
+void LeadIn<State>::step(const Tracks& from, unsigned char c, Tracks& out) const {
   out.clear();
   for (const State& h : from.held) {
     State s = h;
@@ -232,7 +232,7 @@ void ReasoningFirst<State>::step(const Tracks& from, unsigned char c, Tracks& ou
 }
 
 template <class State>
-bool ReasoningFirst<State>::takes(Cursor cursor, std::string_view bytes) const {
+bool LeadIn<State>::takes(Cursor cursor, std::string_view bytes) const {
   if (const Lead::Node& n = lead_.nodes()[cursor.node]; n.kind == Lead::Kind::Literal) {
     // Most tokens part from a literal at once, or end inside it: only one that goes past it is followed further.
     const std::string_view rest = std::string_view(n.text).substr(cursor.at);
@@ -250,14 +250,14 @@ bool ReasoningFirst<State>::takes(Cursor cursor, std::string_view bytes) const {
 }
 
 template <class State>
-void ReasoningFirst<State>::allow_held(const State& state) const {
+void LeadIn<State>::allow_held(const State& state) const {
   vocab_->allowed(state, scratch_);
   for (const int32_t id : vocab_->eog()) scratch_[static_cast<size_t>(id)] = 0;
   for (size_t i = 0; i < allowed_.size(); ++i) allowed_[i] |= scratch_[i];
 }
 
 template <class State>
-void ReasoningFirst<State>::mask(std::span<float> logits) const {
+void LeadIn<State>::mask(std::span<float> logits) const {
   const Tracks& t = tracks_;
   if (t.cursors.empty() && t.held.size() == 1) {
     vocab_->allowed(t.held[0], allowed_);  // the held text alone: its own mask and end
@@ -304,7 +304,7 @@ void ReasoningFirst<State>::mask(std::span<float> logits) const {
 }
 
 template <class State>
-void ReasoningFirst<State>::accept(int32_t token) {
+void LeadIn<State>::accept(int32_t token) {
   if (token < 0 || token >= vocab_->n_vocab()) return;
   Tracks t = tracks_, next;
   const std::string_view piece = vocab_->piece(token);
@@ -321,16 +321,16 @@ void ReasoningFirst<State>::accept(int32_t token) {
   tracks_ = std::move(t);
 }
 
-template class ReasoningFirst<JsonPrefix>;
-template class ReasoningFirst<GrammarState>;
+template class LeadIn<JsonPrefix>;
+template class LeadIn<GrammarState>;
 
-std::shared_ptr<TokenConstraint> reasoning_first_json(std::shared_ptr<const ConstraintVocabulary> vocab, Lead lead) {
-  return std::make_shared<ReasoningFirst<JsonPrefix>>(std::move(vocab), std::move(lead),
+std::shared_ptr<TokenConstraint> lead_in_json(std::shared_ptr<const ConstraintVocabulary> vocab, Lead lead) {
+  return std::make_shared<LeadIn<JsonPrefix>>(std::move(vocab), std::move(lead),
                                                       std::vector<JsonPrefix>{JsonPrefix{}},
                                                       std::vector<JsonPrefix>{JsonPrefix{}});
 }
 
-std::shared_ptr<TokenConstraint> reasoning_first_grammar(std::shared_ptr<const ConstraintVocabulary> vocab,
+std::shared_ptr<TokenConstraint> lead_in_grammar(std::shared_ptr<const ConstraintVocabulary> vocab,
                                                          std::vector<std::shared_ptr<const ByteGrammar>> grammars,
                                                          Lead lead) {
   // Spaced copies only of the held texts a lead-in enters with whitespace first (after a <think> block).
@@ -348,7 +348,7 @@ std::shared_ptr<TokenConstraint> reasoning_first_grammar(std::shared_ptr<const C
     if (spaced_use[i]) owned.push_back(std::move(s));
   }
   auto owner = std::make_shared<std::vector<std::shared_ptr<const ByteGrammar>>>(std::move(owned));
-  return std::make_shared<ReasoningFirst<GrammarState>>(std::move(vocab), std::move(lead), std::move(plain),
+  return std::make_shared<LeadIn<GrammarState>>(std::move(vocab), std::move(lead), std::move(plain),
                                                         std::move(spaced), std::move(owner));
 }
 
