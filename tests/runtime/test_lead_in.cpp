@@ -1,8 +1,9 @@
 // A held reply that a thinking model may open with its reasoning (runtime/lead_in.h): at every step of
 // replies spelled token by token, the mask is exactly the tokens that keep the text a beginning of an allowed reply
 // as an independent reading of the form (string searches, below) decides, an end of generation only once the reply
-// is whole; on stories260K's vocabulary (which spells the markers byte by byte), on Qwen 2's (151k tokens, with
-// pieces such as ">\n\n" that close the tag and go on) and on gpt-oss's (harmony's markers as tokens).
+// is whole; on stories260K's vocabulary (which spells the markers byte by byte, and with harmony's markers added as
+// tokens) and on Qwen 2's (151k tokens, with pieces such as ">\n\n" that close the tag and go on). Mistral's and
+// Granite's marker tokens: tests/server/test_tool_calls.cpp.
 #include <gtest/gtest.h>
 
 #include <memory>
