@@ -24,6 +24,21 @@ std::vector<runtime::CallSchema> call_choices(const chat::jinja::Value& tools, c
   return choices;
 }
 
+// A marker the lead-in takes as a token: nullopt where the vocabulary lacks it or writes it as text.
+std::optional<int32_t> control_token(const tokenizer::Tokenizer& tok, std::string_view text) {
+  const std::optional<int32_t> id = tok.find_token(text);
+  return id && tok.is_control(*id) ? id : std::nullopt;
+}
+
+// A JSON list of calls, as Mistral's first syntax and Granite's write them after their marker.
+std::shared_ptr<const runtime::ByteGrammar> call_list_grammar(const std::vector<runtime::CallSchema>& choices,
+                                                              bool several) {
+  runtime::CallSyntax syntax;
+  syntax.open = "[", syntax.close = "]", syntax.between = ", ";
+  syntax.several = several;
+  return runtime::json_call_grammar(choices, syntax);
+}
+
 }  // namespace
 
 std::shared_ptr<const runtime::ByteGrammar> forced_call_grammar(ToolCallFormat format, const chat::jinja::Value& tools,
@@ -47,25 +62,6 @@ std::shared_ptr<const runtime::ByteGrammar> harmony_call_grammar(const chat::jin
   if (choices.empty()) return nullptr;
   return runtime::header_call_grammar(choices, "commentary to=functions.", " <|constrain|>json<|message|>");
 }
-
-namespace {
-
-// A marker the lead-in takes as a token: nullopt where the vocabulary lacks it or writes it as text.
-std::optional<int32_t> control_token(const tokenizer::Tokenizer& tok, std::string_view text) {
-  const std::optional<int32_t> id = tok.find_token(text);
-  return id && tok.is_control(*id) ? id : std::nullopt;
-}
-
-// A JSON list of calls, as Mistral's first syntax and Granite's write them after their marker.
-std::shared_ptr<const runtime::ByteGrammar> call_list_grammar(const std::vector<runtime::CallSchema>& choices,
-                                                              bool several) {
-  runtime::CallSyntax syntax;
-  syntax.open = "[", syntax.close = "]", syntax.between = ", ";
-  syntax.several = several;
-  return runtime::json_call_grammar(choices, syntax);
-}
-
-}  // namespace
 
 std::optional<ForcedCall> forced_call(ToolCallFormat format, chat::ReplyFormat reply, std::string_view template_source,
                                       const tokenizer::Tokenizer& tok, const chat::jinja::Value& tools,
