@@ -525,11 +525,32 @@ TEST_F(ServerTest, HarmonyTemplateKeepsAPlainReply) {
   }
 }
 
+// Forced calls of set_mood (an enum-only parameter, so that stories260K's call ends): whole, it comes back as that one
+// call with finish_reason tool_calls and an allowed mood; streamed, with the same finish reason.
+class ForcedCallTest : public ServerTest {
+ protected:
+  void expect_set_mood_call(const std::string& body) {
+    const auto whole = post("/v1/chat/completions", body + "}");
+    ASSERT_EQ(whole.status, 200) << whole.body;
+    const Value parsed = json(whole.body);
+    const Value& choice = at(at(parsed, "choices"), 0);
+    EXPECT_EQ(str(at(choice, "finish_reason")), "tool_calls") << whole.body;
+    const Value& calls = at(at(choice, "message"), "tool_calls");
+    ASSERT_TRUE(calls.is_array() && calls.items().size() == 1) << whole.body;
+    EXPECT_EQ(str(at(at(calls.items()[0], "function"), "name")), "set_mood");
+    const Value args = chat::parse_json(str(at(at(calls.items()[0], "function"), "arguments")));
+    const std::string mood = str(at(args, "mood"));
+    EXPECT_TRUE(mood == "calm" || mood == "bright") << whole.body;
+    const Streamed s = read_stream(post("/v1/chat/completions", body + R"(, "stream": true})"), true);
+    EXPECT_EQ(s.finish, "tool_calls") << whole.body;
+  }
+};
+
 // A forced call to a harmony template (gpt-oss's): the reply is held to "<|channel|>", analysis messages or not,
 // then a commentary message to an offered function with its arguments (stories260K spells the markers byte by
 // byte; a bias on "c" makes it take commentary over analysis at the fork), ends there, and comes back as the call
 // with finish_reason tool_calls, whole and streamed. Before, a forced call was read as "auto" for harmony.
-TEST_F(ServerTest, HarmonyForcedCall) {
+TEST_F(ForcedCallTest, HarmonyForcedCall) {
   Config c;
   c.template_text =
       "{% for m in messages %}<|start|>{{ m.role }}<|message|>{{ m.content }}<|end|>{% endfor %}"
@@ -543,19 +564,7 @@ TEST_F(ServerTest, HarmonyForcedCall) {
       "temperature": 0, "logit_bias": {")" + std::to_string(c_token) + R"(": 30}, "tool_choice": "required",
       "tools": [{"type": "function", "function": {"name": "set_mood", "parameters": {"type": "object",
       "properties": {"mood": {"enum": ["calm", "bright"]}}, "required": ["mood"], "additionalProperties": false}}}])";
-  const auto whole = post("/v1/chat/completions", body + "}");
-  ASSERT_EQ(whole.status, 200) << whole.body;
-  const Value parsed = json(whole.body);
-  const Value& choice = at(at(parsed, "choices"), 0);
-  EXPECT_EQ(str(at(choice, "finish_reason")), "tool_calls") << whole.body;
-  const Value& calls = at(at(choice, "message"), "tool_calls");
-  ASSERT_TRUE(calls.is_array() && calls.items().size() == 1) << whole.body;
-  EXPECT_EQ(str(at(at(calls.items()[0], "function"), "name")), "set_mood");
-  const Value args = chat::parse_json(str(at(at(calls.items()[0], "function"), "arguments")));
-  const std::string mood = str(at(args, "mood"));
-  EXPECT_TRUE(mood == "calm" || mood == "bright") << whole.body;
-  const Streamed s = read_stream(post("/v1/chat/completions", body + R"(, "stream": true})"), true);
-  EXPECT_EQ(s.finish, "tool_calls") << whole.body;
+  expect_set_mood_call(body);
 }
 
 // stories260K with its last token made Mistral's [TOOL_CALLS] (a control token, as in Mistral's vocabularies),
@@ -578,7 +587,7 @@ void write_stories_with_tool_marker(const std::string& src_path, const std::stri
 // write, so the reply begins with it as a token, then the JSON list holds one call of the named function (one:
 // parallel_tool_calls false), and it comes back as that call with finish_reason tool_calls, whole and streamed.
 // Before, the choice was read as "auto".
-TEST_F(ServerTest, MistralForcedCallBeginsWithItsMarkerToken) {
+TEST_F(ForcedCallTest, MistralForcedCallBeginsWithItsMarkerToken) {
   const auto src = testing_assets::path("models/stories260K-f32.gguf");
   const std::string path = (std::filesystem::temp_directory_path() /
                             ("llm-run-mistral-marker-" + std::to_string(::getpid()) + ".gguf")).string();
@@ -597,19 +606,7 @@ TEST_F(ServerTest, MistralForcedCallBeginsWithItsMarkerToken) {
       "tools": [{"type": "function", "function": {"name": "set_mood", "parameters": {"type": "object",
       "properties": {"mood": {"enum": ["calm", "bright"]}}, "required": ["mood"], "additionalProperties": false}}},
       {"type": "function", "function": {"name": "other"}}])";
-  const auto whole = post("/v1/chat/completions", body + "}");
-  ASSERT_EQ(whole.status, 200) << whole.body;
-  const Value parsed = json(whole.body);
-  const Value& choice = at(at(parsed, "choices"), 0);
-  EXPECT_EQ(str(at(choice, "finish_reason")), "tool_calls") << whole.body;
-  const Value& calls = at(at(choice, "message"), "tool_calls");
-  ASSERT_TRUE(calls.is_array() && calls.items().size() == 1) << whole.body;
-  EXPECT_EQ(str(at(at(calls.items()[0], "function"), "name")), "set_mood");
-  const Value args = chat::parse_json(str(at(at(calls.items()[0], "function"), "arguments")));
-  const std::string mood = str(at(args, "mood"));
-  EXPECT_TRUE(mood == "calm" || mood == "bright") << whole.body;
-  const Streamed s = read_stream(post("/v1/chat/completions", body + R"(, "stream": true})"), true);
-  EXPECT_EQ(s.finish, "tool_calls") << whole.body;
+  expect_set_mood_call(body);
 }
 
 // A request with tools, to a template with a known tool-call format (here ChatML that names Hermes' marker in a
