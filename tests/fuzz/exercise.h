@@ -7,10 +7,14 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace tokenizer {
 class Tokenizer;
+}
+namespace runtime {
+class ByteGrammar;
 }
 
 namespace fuzz {
@@ -52,8 +56,11 @@ void exercise_api_request(Bytes input);
 // rest is a model's reply.
 void exercise_tool_calls(Bytes input);
 
-// JSON schemas (runtime/json_schema_grammar.h): a schema's text, a NUL byte, and text its grammar reads byte by byte.
+// JSON schemas (runtime/json_schema_grammar.h): a schema's text, a NUL byte, and text its grammar reads byte by byte;
+// then the same text picks tokens of a reply held to the grammar after a lead-in (exercise_lead_in).
 void exercise_json_schema(Bytes input);
+// A grammar held after a lead-in (runtime/lead_in.h): text's first byte picks the lead-in, the rest the tokens.
+void exercise_lead_in(const std::shared_ptr<const runtime::ByteGrammar>& grammar, std::string_view text);
 
 // Per-input heap budget the fuzz entry points enforce (alloc_guard.cpp): the live heap growing during one input
 // beyond factor * input size + slack, or one allocation beyond that or max_single_bytes, aborts the run.

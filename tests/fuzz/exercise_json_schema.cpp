@@ -76,6 +76,7 @@ void exercise_json_schema(Bytes input) {
     note(std::string("refused: ") + e.what());
     return;
   }
+  exercise_lead_in(grammar, text);
   runtime::GrammarState state(*grammar);
   const std::string taken = read_checked(state, text);
   const bool ascii = std::all_of(taken.begin(), taken.end(), [](char ch) { return (ch & 0x80) == 0; });
