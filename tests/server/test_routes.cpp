@@ -9,6 +9,7 @@
 #include <iterator>
 
 #include "gguf/gguf.h"
+#include "runtime/json_prefix.h"
 #include "server_fixture.h"
 
 namespace test_server {
@@ -565,6 +566,28 @@ TEST_F(ForcedCallTest, HarmonyForcedCall) {
       "tools": [{"type": "function", "function": {"name": "set_mood", "parameters": {"type": "object",
       "properties": {"mood": {"enum": ["calm", "bright"]}}, "required": ["mood"], "additionalProperties": false}}}])";
   expect_set_mood_call(body);
+}
+
+// JSON mode under a harmony template (gpt-oss's): whatever way the reply goes (analysis messages and the final
+// channel, or the object alone), its content is a beginning of one JSON object (whole when the model ended it) and
+// no marker leaks into content or reasoning.
+TEST_F(ServerTest, HarmonyJsonModeContentIsTheObject) {
+  Config c;
+  c.template_text =
+      "{% for m in messages %}<|start|>{{ m.role }}<|message|>{{ m.content }}<|end|>{% endfor %}"
+      "{# analysis and final go in <|channel|> #}<|start|>assistant";
+  start(c);
+  const std::string body = R"({"messages": [{"role": "user", "content": "Tell me a story."}], "max_tokens": 48,
+      "temperature": 0, "response_format": {"type": "json_object"}})";
+  const auto whole = post("/v1/chat/completions", body);
+  ASSERT_EQ(whole.status, 200) << whole.body;
+  const Value parsed = json(whole.body);
+  const Value& choice = at(at(parsed, "choices"), 0);
+  const std::string content = str(at(at(choice, "message"), "content"));
+  runtime::JsonPrefix prefix;
+  for (const char ch : content) ASSERT_TRUE(prefix.feed(static_cast<unsigned char>(ch))) << whole.body;
+  if (str(at(choice, "finish_reason")) == "stop") EXPECT_TRUE(prefix.complete()) << whole.body;
+  EXPECT_EQ(whole.body.find("<|"), std::string::npos) << whole.body;
 }
 
 // stories260K with its last token made Mistral's [TOOL_CALLS] (a control token, as in Mistral's vocabularies),
