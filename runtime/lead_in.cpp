@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <stdexcept>
+#include <string>
 #include <utility>
 
 #include "chat/reasoning_split.h"
@@ -131,6 +133,10 @@ LeadIn<State>::LeadIn(std::shared_ptr<const ConstraintVocabulary> vocab, Lead le
     : vocab_(std::move(vocab)), owner_(std::move(owner)), lead_(std::move(lead)), plain_(std::move(plain)),
       spaced_(std::move(spaced)) {
   const std::vector<Lead::Node>& nodes = lead_.nodes();
+  for (const Lead::Node& n : nodes)
+    if (n.kind == Lead::Kind::Held && (n.held >= plain_.size() || n.held >= spaced_.size()))
+      throw std::invalid_argument("a lead-in enters held text " + std::to_string(n.held) + " of " +
+                                  std::to_string(plain_.size()));
   candidates_.resize(nodes.size());
   tag_steps_.resize(nodes.size());
   for (size_t i = 0; i < nodes.size(); ++i) {
@@ -325,9 +331,11 @@ template class LeadIn<JsonPrefix>;
 template class LeadIn<GrammarState>;
 
 std::shared_ptr<TokenConstraint> lead_in_json(std::shared_ptr<const ConstraintVocabulary> vocab, Lead lead) {
-  return std::make_shared<LeadIn<JsonPrefix>>(std::move(vocab), std::move(lead),
-                                                      std::vector<JsonPrefix>{JsonPrefix{}},
-                                                      std::vector<JsonPrefix>{JsonPrefix{}});
+  size_t texts = 1;  // every held text is an object
+  for (const Lead::Node& n : lead.nodes())
+    if (n.kind == Lead::Kind::Held) texts = std::max<size_t>(texts, n.held + 1);
+  std::vector<JsonPrefix> starts(texts);
+  return std::make_shared<LeadIn<JsonPrefix>>(std::move(vocab), std::move(lead), starts, starts);
 }
 
 std::shared_ptr<TokenConstraint> lead_in_grammar(std::shared_ptr<const ConstraintVocabulary> vocab,

@@ -86,7 +86,8 @@ template <class State>
 class LeadIn final : public TokenConstraint {
  public:
   // `plain[i]` / `spaced[i]`: held text i's state before its first byte, without and with leading whitespace (for a
-  // grammar, of the grammar and of with_leading_space's). `owner` keeps alive what they read.
+  // grammar, of the grammar and of with_leading_space's). `owner` keeps alive what they read. Throws
+  // std::invalid_argument where the lead-in enters a held text they do not have.
   LeadIn(std::shared_ptr<const ConstraintVocabulary> vocab, Lead lead, std::vector<State> plain,
                  std::vector<State> spaced, std::shared_ptr<const void> owner = nullptr);
   void mask(std::span<float> logits) const override;
@@ -129,7 +130,8 @@ class LeadIn final : public TokenConstraint {
 extern template class LeadIn<JsonPrefix>;
 extern template class LeadIn<GrammarState>;
 
-// JSON mode, or grammars' texts (a schema's, a forced call's: held text i is grammars[i]'s), after a lead-in.
+// JSON mode (every held text an object), or grammars' texts (a schema's, a forced call's: held text i is
+// grammars[i]'s), after a lead-in.
 std::shared_ptr<TokenConstraint> lead_in_json(std::shared_ptr<const ConstraintVocabulary> vocab, Lead lead);
 std::shared_ptr<TokenConstraint> lead_in_grammar(std::shared_ptr<const ConstraintVocabulary> vocab,
                                                          std::vector<std::shared_ptr<const ByteGrammar>> grammars,

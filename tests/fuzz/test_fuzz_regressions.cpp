@@ -230,4 +230,18 @@ TEST(FuzzRegression, ValidatorReadsCountsWrittenAsFloats) {
   EXPECT_NO_THROW(fuzz::exercise_json_schema(bytes_of(input)));
 }
 
+// Found by fuzz_json_schema the run after its lead-in part was added (session 53): JSON mode behind Mistral's
+// name-then-[ARGS] lead-in, whose held texts are one per function, read past its one JSON state. JSON mode now has
+// a state for every held text a lead-in enters, and a lead-in that enters one its caller did not give is refused.
+TEST(FuzzRegression, JsonModeBehindALeadInOfSeveralHeldTexts) {
+  std::string input = "true";
+  input += '\0';
+  input += "\x8f\xdd\xdd";
+  input += std::string(13, '\0');
+  input += "\"null\"";
+  input += std::string(11, '\0');
+  input += "t\"";
+  EXPECT_NO_THROW(fuzz::exercise_json_schema(bytes_of(input)));
+}
+
 }  // namespace

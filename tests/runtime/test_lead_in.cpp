@@ -8,6 +8,7 @@
 
 #include <memory>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -319,6 +320,23 @@ TEST(LeadIn, HarmonyMasksAreExactWithMarkerTokens) {
     const auto c = runtime::lead_in_json(v.vocab, lead_of(markup));
     EXPECT_TRUE(spell_checked(v, *c, json_reference(markup), reply)) << reply;
   }
+}
+
+// A lead-in with a held text per function (Mistral's name, then [ARGS]): JSON mode gives each its own state, and
+// grammars must be one per held text.
+TEST(LeadIn, EveryHeldTextHasItsState) {
+  REQUIRE_ASSET(path, "models/stories260K-f32.gguf");
+  const auto file = gguf::File::open(path);
+  const auto tok = tokenizer::Tokenizer::from_gguf(file);
+  const Vocabulary v(tok);
+  const runtime::Lead lead = runtime::Lead::marker_name_arguments(1, {"a", "b"}, 2);  // bos and eos stand in
+  const auto c = runtime::lead_in_json(v.vocab, lead);
+  std::vector<float> logits(v.pieces.size(), 0.0f);
+  c->mask(logits);
+  EXPECT_EQ(logits[1], 0.0f);  // the marker first
+  const auto schema = runtime::json_schema_grammar(chat::parse_json(R"({"type": "object"})"));
+  EXPECT_THROW(runtime::lead_in_grammar(v.vocab, {schema}, lead), std::invalid_argument);
+  EXPECT_NO_THROW(runtime::lead_in_grammar(v.vocab, {schema, schema}, lead));
 }
 
 // The grammar with leading space takes what the grammar takes, after up to kMaxSpaces more whitespace bytes than
