@@ -177,6 +177,12 @@ void LeadIn<State>::enter(uint32_t node, Tracks& out) const {
   const Lead::Node& n = lead_.nodes()[node];
   switch (n.kind) {
     case Lead::Kind::Literal:
+      if (n.text.empty()) {  // nothing to read (a function named ""): what follows begins here
+        enter(n.next, out);
+        break;
+      }
+      add_unique(out.cursors, Cursor{node, 0});
+      break;
     case Lead::Kind::Until:
     case Lead::Kind::Token: add_unique(out.cursors, Cursor{node, 0}); break;
     case Lead::Kind::Spaces:

@@ -421,6 +421,14 @@ TEST(ForcedToolCall, MarkersAsControlTokens) {
   c->mask(logits);
   EXPECT_NE(logits[static_cast<size_t>(args)], 0.0f);  // not after half a name
 
+  // A function named "" (tools may name one so): [ARGS] at once.
+  const auto unnamed = server::forced_call(ToolCallFormat::Mistral, chat::ReplyFormat::Plain, "[ARGS]", tok,
+                                           chat::tools_from_json(R"([{"type": "function", "function": {"name": ""}}])"),
+                                           "", false);
+  c = hold(unnamed);
+  got = read_back(ToolCallFormat::Mistral, drive(*c, tok, {calls, args, "{}"}));
+  EXPECT_EQ(got.size(), 0u);  // the reader wants a name: the reply stays text, as unheld
+
   // Many tools (agents pass hundreds): each name is a way of its own at first, and every one stays callable.
   std::string many = "[";
   for (int i = 0; i < 300; ++i)
