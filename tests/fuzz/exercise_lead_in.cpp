@@ -54,7 +54,7 @@ runtime::Lead lead_of(uint8_t pick) {
     case 2: return runtime::Lead::harmony_final();
     case 3: return runtime::Lead::harmony_call();
     case 4: return runtime::Lead::marker_then_held(kToolCalls);
-    default: return runtime::Lead::marker_name_arguments(kToolCalls, {"f", "fg"}, kArgs);
+    default: return runtime::Lead::marker_name_arguments(kToolCalls, {"", "f", "fg"}, kArgs);
   }
 }
 
@@ -67,11 +67,13 @@ void exercise_lead_in(const std::shared_ptr<const runtime::ByteGrammar>& grammar
   const auto pick = static_cast<uint8_t>(text[0]);
   text.remove_prefix(1);
   const std::shared_ptr<runtime::TokenConstraint> c =
-      pick & 0x80 ? runtime::lead_in_json(vocab, lead_of(pick)) : runtime::lead_in_grammar(vocab, {grammar, grammar},
-                                                                                             lead_of(pick));
+      pick & 0x80 ? runtime::lead_in_json(vocab, lead_of(pick))
+                  : runtime::lead_in_grammar(vocab, {grammar, grammar, grammar}, lead_of(pick));  // one per name
   std::vector<float> logits(static_cast<size_t>(tok.n_vocab()));
   std::vector<int32_t> allowed;
-  for (size_t i = 0; i < text.size() && i < 256; ++i) {
+  // A few dozen steps: a held text's mask under a schema of patterns costs tens of milliseconds under the
+  // sanitizers, and the lead-ins' own paths are a few tokens long in this vocabulary.
+  for (size_t i = 0; i < text.size() && i < 40; ++i) {
     std::fill(logits.begin(), logits.end(), 0.0f);
     c->mask(logits);
     allowed.clear();
