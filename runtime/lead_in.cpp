@@ -127,54 +127,63 @@ std::shared_ptr<const ByteGrammar> with_leading_space(const ByteGrammar& grammar
 }
 
 template <class State>
-LeadIn<State>::LeadIn(std::shared_ptr<const ConstraintVocabulary> vocab, Lead lead,
-                                      std::vector<State> plain, std::vector<State> spaced,
-                                      std::shared_ptr<const void> owner)
-    : vocab_(std::move(vocab)), owner_(std::move(owner)), lead_(std::move(lead)), plain_(std::move(plain)),
-      spaced_(std::move(spaced)) {
-  const std::vector<Lead::Node>& nodes = lead_.nodes();
+LeadInPlan<State>::LeadInPlan(std::shared_ptr<const ConstraintVocabulary> v, Lead l, std::vector<State> p,
+                              std::vector<State> sp, std::shared_ptr<const void> o)
+    : vocab(std::move(v)), owner(std::move(o)), lead(std::move(l)), plain(std::move(p)), spaced(std::move(sp)) {
+  const std::vector<Lead::Node>& nodes = lead.nodes();
   for (const Lead::Node& n : nodes)
-    if (n.kind == Lead::Kind::Held && (n.held >= plain_.size() || n.held >= spaced_.size()))
+    if (n.kind == Lead::Kind::Held && (n.held >= plain.size() || n.held >= spaced.size()))
       throw std::invalid_argument("a lead-in enters held text " + std::to_string(n.held) + " of " +
-                                  std::to_string(plain_.size()));
-  candidates_.resize(nodes.size());
-  tag_steps_.resize(nodes.size());
+                                  std::to_string(plain.size()));
+  // The bytes the ways entered at a node may begin with (through Choice, Spaces and empty literals); `any` where
+  // one is free text, a held text or a marker.
+  std::array<bool, 256> first{};
+  bool any = false;
+  const auto first_bytes = [&](auto&& self, uint32_t at) -> void {
+    const Lead::Node& m = nodes[at];
+    if (m.kind == Lead::Kind::Choice) {
+      self(self, m.next), self(self, m.alt);
+    } else if (m.kind == Lead::Kind::Spaces || (m.kind == Lead::Kind::Literal && m.text.empty())) {
+      any = any || m.kind == Lead::Kind::Spaces;
+      self(self, m.next);
+    } else if (m.kind == Lead::Kind::Literal) {
+      first[static_cast<unsigned char>(m.text[0])] = true;
+    } else {
+      any = true;
+    }
+  };
+  candidates.resize(nodes.size());
+  tag_steps.resize(nodes.size());
   for (size_t i = 0; i < nodes.size(); ++i) {
     const Lead::Node& n = nodes[i];
-    std::vector<int32_t>& list = candidates_[i];
+    std::vector<int32_t>& list = candidates[i];
     if (n.kind == Lead::Kind::Until) {
-      tag_steps_[i] = tag_automaton(n.text);
-      for (int32_t id = 0; id < vocab_->n_vocab(); ++id) {
-        const std::string_view p = vocab_->piece(id);
+      tag_steps[i] = tag_automaton(n.text);
+      for (int32_t id = 0; id < vocab->n_vocab(); ++id) {
+        const std::string_view p = vocab->piece(id);
         if (!p.empty() && std::memchr(p.data(), n.text.back(), p.size())) list.push_back(id);
       }
     } else if (n.kind == Lead::Kind::Spaces) {
-      // What the next node may begin with; any byte where it is free text, held text or more whitespace.
-      Tracks next;
-      enter(n.next, next);
-      std::array<bool, 256> first{};
-      bool any = !next.held.empty();
-      for (const Cursor c : next.cursors) {
-        const Lead::Node& m = nodes[c.node];
-        if (m.kind == Lead::Kind::Literal)
-          first[static_cast<unsigned char>(m.text[0])] = true;
-        else
-          any = true;
-      }
-      for (int32_t id = 0; id < vocab_->n_vocab(); ++id) {
-        const std::string_view p = vocab_->piece(id);
+      first.fill(false), any = false;
+      first_bytes(first_bytes, n.next);
+      for (int32_t id = 0; id < vocab->n_vocab(); ++id) {
+        const std::string_view p = vocab->piece(id);
         if (p.empty() || !is_space(p[0])) continue;
         const size_t k = chat::reply_text::first_non_space(p);
         if (any || k == p.size() || first[static_cast<unsigned char>(p[k])]) list.push_back(id);
       }
     }
   }
-  enter(lead_.start(), tracks_);
+}
+
+template <class State>
+LeadIn<State>::LeadIn(std::shared_ptr<const LeadInPlan<State>> plan) : plan_(std::move(plan)) {
+  enter(plan_->lead.start(), tracks_);
 }
 
 template <class State>
 void LeadIn<State>::enter(uint32_t node, Tracks& out) const {
-  const Lead::Node& n = lead_.nodes()[node];
+  const Lead::Node& n = this->node(node);
   switch (n.kind) {
     case Lead::Kind::Literal:
       if (n.text.empty()) {  // nothing to read (a function named ""): what follows begins here
@@ -193,7 +202,7 @@ void LeadIn<State>::enter(uint32_t node, Tracks& out) const {
       enter(n.next, out);
       enter(n.alt, out);
       break;
-    case Lead::Kind::Held: add_unique(out.held, (n.spaced ? spaced_ : plain_)[n.held]); break;
+    case Lead::Kind::Held: add_unique(out.held, (n.spaced ? plan_->spaced : plan_->plain)[n.held]); break;
   }
 }
 
@@ -201,7 +210,7 @@ template <class State>
 void LeadIn<State>::step_marker(const Tracks& from, int32_t token, Tracks& out) const {
   out.clear();
   for (const Cursor cur : from.cursors) {
-    const Lead::Node& n = lead_.nodes()[cur.node];
+    const Lead::Node& n = node(cur.node);
     if (n.kind == Lead::Kind::Token && n.token == token) enter(n.next, out);
   }
 }
@@ -214,7 +223,7 @@ void LeadIn<State>::step(const Tracks& from, unsigned char c, Tracks& out) const
     if (s.feed(c)) add_unique(out.held, std::move(s));
   }
   for (const Cursor cur : from.cursors) {
-    const Lead::Node& n = lead_.nodes()[cur.node];
+    const Lead::Node& n = node(cur.node);
     switch (n.kind) {
       case Lead::Kind::Literal:
         if (static_cast<unsigned char>(n.text[cur.at]) != c) break;
@@ -229,7 +238,7 @@ void LeadIn<State>::step(const Tracks& from, unsigned char c, Tracks& out) const
         enter(n.next, out);
         break;
       case Lead::Kind::Until: {
-        const uint8_t m = tag_steps_[cur.node][cur.at][c];
+        const uint8_t m = plan_->tag_steps[cur.node][cur.at][c];
         if (m == n.text.size())
           enter(n.next, out);
         else
@@ -245,7 +254,7 @@ void LeadIn<State>::step(const Tracks& from, unsigned char c, Tracks& out) const
 
 template <class State>
 bool LeadIn<State>::takes(Cursor cursor, std::string_view bytes) const {
-  if (const Lead::Node& n = lead_.nodes()[cursor.node]; n.kind == Lead::Kind::Literal) {
+  if (const Lead::Node& n = node(cursor.node); n.kind == Lead::Kind::Literal) {
     // Most tokens part from a literal at once, or end inside it: only one that goes past it is followed further.
     const std::string_view rest = std::string_view(n.text).substr(cursor.at);
     if (bytes.size() <= rest.size()) return rest.starts_with(bytes);
@@ -263,8 +272,8 @@ bool LeadIn<State>::takes(Cursor cursor, std::string_view bytes) const {
 
 template <class State>
 void LeadIn<State>::allow_held(const State& state) const {
-  vocab_->allowed(state, scratch_);
-  for (const int32_t id : vocab_->eog()) scratch_[static_cast<size_t>(id)] = 0;
+  plan_->vocab->allowed(state, scratch_);
+  for (const int32_t id : plan_->vocab->eog()) scratch_[static_cast<size_t>(id)] = 0;
   for (size_t i = 0; i < allowed_.size(); ++i) allowed_[i] |= scratch_[i];
 }
 
@@ -272,9 +281,9 @@ template <class State>
 void LeadIn<State>::mask(std::span<float> logits) const {
   const Tracks& t = tracks_;
   if (t.cursors.empty() && t.held.size() == 1) {
-    vocab_->allowed(t.held[0], allowed_);  // the held text alone: its own mask and end
+    plan_->vocab->allowed(t.held[0], allowed_);  // the held text alone: its own mask and end
   } else {
-    const auto n = static_cast<size_t>(vocab_->n_vocab());
+    const auto n = static_cast<size_t>(plan_->vocab->n_vocab());
     allowed_.assign(n, 0);
     bool complete = false;
     for (const State& h : t.held) {
@@ -282,33 +291,33 @@ void LeadIn<State>::mask(std::span<float> logits) const {
       complete = complete || h.complete();
     }
     for (const Cursor cur : t.cursors) {
-      const Lead::Node& node = lead_.nodes()[cur.node];
+      const Lead::Node& at = node(cur.node);
       const auto try_tokens = [&](const std::vector<int32_t>& ids) {
         for (const int32_t id : ids) {
           uint8_t& a = allowed_[static_cast<size_t>(id)];
-          if (!a && takes(cur, vocab_->piece(id))) a = 1;
+          if (!a && takes(cur, plan_->vocab->piece(id))) a = 1;
         }
       };
-      if (node.kind == Lead::Kind::Until) {
+      if (at.kind == Lead::Kind::Until) {
         // Every token with text stays in the free text, except one that ends it into bytes the rest refuses.
         std::vector<std::pair<int32_t, uint8_t>> refused;  // with what the other ways allowed
-        for (const int32_t id : candidates_[cur.node])
-          if (!takes(cur, vocab_->piece(id))) refused.emplace_back(id, allowed_[static_cast<size_t>(id)]);
+        for (const int32_t id : plan_->candidates[cur.node])
+          if (!takes(cur, plan_->vocab->piece(id))) refused.emplace_back(id, allowed_[static_cast<size_t>(id)]);
         for (size_t id = 0; id < n; ++id)
-          if (!vocab_->piece(static_cast<int32_t>(id)).empty()) allowed_[id] = 1;
+          if (!plan_->vocab->piece(static_cast<int32_t>(id)).empty()) allowed_[id] = 1;
         for (const auto& [id, before] : refused) allowed_[static_cast<size_t>(id)] = before;
-      } else if (node.kind == Lead::Kind::Token) {
-        if (node.token >= 0 && static_cast<size_t>(node.token) < n) allowed_[static_cast<size_t>(node.token)] = 1;
-      } else if (node.kind == Lead::Kind::Literal) {
-        try_tokens(vocab_->tokens_starting_with(static_cast<unsigned char>(node.text[cur.at])));
+      } else if (at.kind == Lead::Kind::Token) {
+        if (at.token >= 0 && static_cast<size_t>(at.token) < n) allowed_[static_cast<size_t>(at.token)] = 1;
+      } else if (at.kind == Lead::Kind::Literal) {
+        try_tokens(plan_->vocab->tokens_starting_with(static_cast<unsigned char>(at.text[cur.at])));
       } else {
-        try_tokens(candidates_[cur.node]);
+        try_tokens(plan_->candidates[cur.node]);
       }
     }
     // An end of generation once the held text is whole, or when nothing else fits (as VocabularyConstraint).
     const bool any = std::find(allowed_.begin(), allowed_.end(), uint8_t{1}) != allowed_.end();
     if (complete || !any)
-      for (const int32_t id : vocab_->eog()) allowed_[static_cast<size_t>(id)] = 1;
+      for (const int32_t id : plan_->vocab->eog()) allowed_[static_cast<size_t>(id)] = 1;
   }
   const size_t n = std::min(logits.size(), allowed_.size());
   for (size_t i = 0; i < n; ++i)
@@ -317,9 +326,9 @@ void LeadIn<State>::mask(std::span<float> logits) const {
 
 template <class State>
 void LeadIn<State>::accept(int32_t token) {
-  if (token < 0 || token >= vocab_->n_vocab()) return;
+  if (token < 0 || token >= plan_->vocab->n_vocab()) return;
   Tracks t = tracks_, next;
-  const std::string_view piece = vocab_->piece(token);
+  const std::string_view piece = plan_->vocab->piece(token);
   if (piece.empty()) {  // a control token: a Token node's marker (an end of generation changes nothing)
     step_marker(t, token, next);
     if (next.alive()) tracks_ = std::move(next);
@@ -333,20 +342,23 @@ void LeadIn<State>::accept(int32_t token) {
   tracks_ = std::move(t);
 }
 
+template struct LeadInPlan<JsonPrefix>;
+template struct LeadInPlan<GrammarState>;
 template class LeadIn<JsonPrefix>;
 template class LeadIn<GrammarState>;
 
-std::shared_ptr<TokenConstraint> lead_in_json(std::shared_ptr<const ConstraintVocabulary> vocab, Lead lead) {
+LeadInForm LeadInForm::json(std::shared_ptr<const ConstraintVocabulary> vocab, Lead lead) {
   size_t texts = 1;  // every held text is an object
   for (const Lead::Node& n : lead.nodes())
     if (n.kind == Lead::Kind::Held) texts = std::max<size_t>(texts, n.held + 1);
-  std::vector<JsonPrefix> starts(texts);
-  return std::make_shared<LeadIn<JsonPrefix>>(std::move(vocab), std::move(lead), starts, starts);
+  const std::vector<JsonPrefix> starts(texts);
+  LeadInForm f;
+  f.json_ = std::make_shared<const LeadInPlan<JsonPrefix>>(std::move(vocab), std::move(lead), starts, starts);
+  return f;
 }
 
-std::shared_ptr<TokenConstraint> lead_in_grammar(std::shared_ptr<const ConstraintVocabulary> vocab,
-                                                         std::vector<std::shared_ptr<const ByteGrammar>> grammars,
-                                                         Lead lead) {
+LeadInForm LeadInForm::grammars(std::shared_ptr<const ConstraintVocabulary> vocab,
+                                std::vector<std::shared_ptr<const ByteGrammar>> grammars, Lead lead) {
   // Spaced copies only of the held texts a lead-in enters with whitespace first (after a <think> block).
   std::vector<bool> spaced_use(grammars.size(), false);
   for (const Lead::Node& n : lead.nodes())
@@ -362,8 +374,24 @@ std::shared_ptr<TokenConstraint> lead_in_grammar(std::shared_ptr<const Constrain
     if (spaced_use[i]) owned.push_back(std::move(s));
   }
   auto owner = std::make_shared<std::vector<std::shared_ptr<const ByteGrammar>>>(std::move(owned));
-  return std::make_shared<LeadIn<GrammarState>>(std::move(vocab), std::move(lead), std::move(plain),
-                                                        std::move(spaced), std::move(owner));
+  LeadInForm f;
+  f.grammar_ = std::make_shared<const LeadInPlan<GrammarState>>(std::move(vocab), std::move(lead), std::move(plain),
+                                                                std::move(spaced), std::move(owner));
+  return f;
+}
+
+std::shared_ptr<TokenConstraint> LeadInForm::start() const {
+  if (json_) return std::make_shared<LeadIn<JsonPrefix>>(json_);
+  return std::make_shared<LeadIn<GrammarState>>(grammar_);
+}
+
+std::shared_ptr<TokenConstraint> lead_in_json(std::shared_ptr<const ConstraintVocabulary> vocab, Lead lead) {
+  return LeadInForm::json(std::move(vocab), std::move(lead)).start();
+}
+
+std::shared_ptr<TokenConstraint> lead_in_grammar(std::shared_ptr<const ConstraintVocabulary> vocab,
+                                                 std::vector<std::shared_ptr<const ByteGrammar>> grammars, Lead lead) {
+  return LeadInForm::grammars(std::move(vocab), std::move(grammars), std::move(lead)).start();
 }
 
 }  // namespace runtime

@@ -82,14 +82,32 @@ class Lead {
 // (a model writes "</think>\n\n" before its answer). JSON mode's automaton already takes them.
 std::shared_ptr<const ByteGrammar> with_leading_space(const ByteGrammar& grammar);
 
+// What every reply held after a lead-in shares (a request's n choices): the vocabulary, the lead-in, its held texts'
+// starting states, per node the tokens worth trying and an end tag's automaton. Built once a request: the scans of
+// the vocabulary and the grammars' spaced copies are not repeated per choice.
 template <class State>
-class LeadIn final : public TokenConstraint {
- public:
+struct LeadInPlan {
   // `plain[i]` / `spaced[i]`: held text i's state before its first byte, without and with leading whitespace (for a
   // grammar, of the grammar and of with_leading_space's). `owner` keeps alive what they read. Throws
   // std::invalid_argument where the lead-in enters a held text they do not have.
-  LeadIn(std::shared_ptr<const ConstraintVocabulary> vocab, Lead lead, std::vector<State> plain,
-                 std::vector<State> spaced, std::shared_ptr<const void> owner = nullptr);
+  LeadInPlan(std::shared_ptr<const ConstraintVocabulary> vocab, Lead lead, std::vector<State> plain,
+             std::vector<State> spaced, std::shared_ptr<const void> owner = nullptr);
+
+  std::shared_ptr<const ConstraintVocabulary> vocab;
+  std::shared_ptr<const void> owner;
+  Lead lead;
+  std::vector<State> plain, spaced;
+  // Per node: the tokens worth trying from a cursor there (Spaces: whitespace, then a byte the next node may begin
+  // with, or nothing more; Until: tokens that hold the end tag's last byte) and an Until node's tag automaton.
+  std::vector<std::vector<int32_t>> candidates;
+  std::vector<std::vector<std::array<uint8_t, 256>>> tag_steps;
+};
+
+// One reply's place after a lead-in: the constraint the engine applies.
+template <class State>
+class LeadIn final : public TokenConstraint {
+ public:
+  explicit LeadIn(std::shared_ptr<const LeadInPlan<State>> plan);
   void mask(std::span<float> logits) const override;
   void accept(int32_t token) override;
 
@@ -106,6 +124,7 @@ class LeadIn final : public TokenConstraint {
     bool alive() const { return !cursors.empty() || !held.empty(); }
     void clear() { cursors.clear(), held.clear(); }
   };
+  const Lead::Node& node(uint32_t i) const { return plan_->lead.nodes()[i]; }
   void enter(uint32_t node, Tracks& out) const;  // the ways that begin at a node (through Choice and Spaces)
   void step(const Tracks& from, unsigned char c, Tracks& out) const;
   void step_marker(const Tracks& from, int32_t token, Tracks& out) const;  // a control token (Token nodes)
@@ -114,27 +133,34 @@ class LeadIn final : public TokenConstraint {
   // Ors into allowed_ the tokens a lone held text in `state` allows (no end of generation; the caller decides it).
   void allow_held(const State& state) const;
 
-  std::shared_ptr<const ConstraintVocabulary> vocab_;
-  std::shared_ptr<const void> owner_;
-  Lead lead_;
-  std::vector<State> plain_, spaced_;
+  std::shared_ptr<const LeadInPlan<State>> plan_;
   Tracks tracks_;
-  // Per node: the tokens worth trying from a cursor there (Spaces: whitespace, then a byte the next node may begin
-  // with, or nothing more; Until: tokens that hold the end tag's last byte) and an Until node's tag automaton.
-  std::vector<std::vector<int32_t>> candidates_;
-  std::vector<std::vector<std::array<uint8_t, 256>>> tag_steps_;
   mutable std::vector<uint8_t> allowed_, scratch_;
   mutable Tracks try_a_, try_b_;  // takes()' scratch
 };
 
+extern template struct LeadInPlan<JsonPrefix>;
+extern template struct LeadInPlan<GrammarState>;
 extern template class LeadIn<JsonPrefix>;
 extern template class LeadIn<GrammarState>;
 
 // JSON mode (every held text an object), or grammars' texts (a schema's, a forced call's: held text i is
-// grammars[i]'s), after a lead-in.
+// grammars[i]'s), after a lead-in: prepared once, then start() gives each reply its constraint.
+class LeadInForm {
+ public:
+  static LeadInForm json(std::shared_ptr<const ConstraintVocabulary> vocab, Lead lead);
+  static LeadInForm grammars(std::shared_ptr<const ConstraintVocabulary> vocab,
+                             std::vector<std::shared_ptr<const ByteGrammar>> grammars, Lead lead);
+  std::shared_ptr<TokenConstraint> start() const;
+
+ private:
+  std::shared_ptr<const LeadInPlan<JsonPrefix>> json_;
+  std::shared_ptr<const LeadInPlan<GrammarState>> grammar_;
+};
+
+// One reply's constraint at once (LeadInForm's json or grammars, then start()).
 std::shared_ptr<TokenConstraint> lead_in_json(std::shared_ptr<const ConstraintVocabulary> vocab, Lead lead);
 std::shared_ptr<TokenConstraint> lead_in_grammar(std::shared_ptr<const ConstraintVocabulary> vocab,
-                                                         std::vector<std::shared_ptr<const ByteGrammar>> grammars,
-                                                         Lead lead);
+                                                 std::vector<std::shared_ptr<const ByteGrammar>> grammars, Lead lead);
 
 }  // namespace runtime

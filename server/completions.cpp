@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <ctime>
+#include <functional>
 #include <memory>
 #include <optional>
 
@@ -309,18 +310,25 @@ std::string whole_choice(RouteContext& ctx, const CompletionRequest& r, Choice& 
 
 using Grammar = std::shared_ptr<const runtime::ByteGrammar>;
 
-// What holds a choice's reply, if anything: grammars (a forced call's, a schema's or a GBNF grammar), or JSON mode
-// (runtime/json_constraint.h); with a lead-in, the same after what the lead-in writes (runtime/lead_in.h).
-std::shared_ptr<runtime::TokenConstraint> held_form(RouteContext& ctx, const CompletionRequest& r,
-                                                   const std::vector<Grammar>& grammars,
-                                                   const std::optional<runtime::Lead>& lead) {
+// What holds each choice's reply, if anything: grammars (a forced call's, a schema's or a GBNF grammar), or JSON mode
+// (runtime/json_constraint.h); with a lead-in, the same after what the lead-in writes (runtime/lead_in.h). Prepared
+// once a request; the function gives a choice its own constraint (null: none).
+std::function<std::shared_ptr<runtime::TokenConstraint>()> held_form(RouteContext& ctx, const CompletionRequest& r,
+                                                                     const std::vector<Grammar>& grammars,
+                                                                     const std::optional<runtime::Lead>& lead) {
+  std::shared_ptr<const runtime::ConstraintVocabulary> vocab;
+  if ((!grammars.empty() && grammars[0]) || r.json_object) vocab = ctx.json_vocabulary();
   if (!grammars.empty() && grammars[0]) {
-    if (lead) return runtime::lead_in_grammar(ctx.json_vocabulary(), grammars, *lead);
-    return runtime::make_grammar_constraint(ctx.json_vocabulary(), grammars[0]);
+    if (lead) return [form = runtime::LeadInForm::grammars(vocab, grammars, *lead)] { return form.start(); };
+    return [vocab, g = grammars[0]]() -> std::shared_ptr<runtime::TokenConstraint> {
+      return runtime::make_grammar_constraint(vocab, g);
+    };
   }
-  if (!r.json_object) return nullptr;
-  if (lead) return runtime::lead_in_json(ctx.json_vocabulary(), *lead);
-  return std::make_shared<runtime::JsonConstraint>(ctx.json_vocabulary());
+  if (!r.json_object) return [] { return std::shared_ptr<runtime::TokenConstraint>(); };
+  if (lead) return [form = runtime::LeadInForm::json(vocab, *lead)] { return form.start(); };
+  return [vocab]() -> std::shared_ptr<runtime::TokenConstraint> {
+    return std::make_shared<runtime::JsonConstraint>(vocab);
+  };
 }
 
 // What a thinking model may write before a held reply, by its template's markup: a <think> block (or the rest of
@@ -397,6 +405,7 @@ void handle_completion(RouteContext& ctx, const httplib::Request& req, httplib::
   for (size_t p = 0; p < n_prompts; ++p) ids.push_back(prompt_ids(ctx, r, p, &chat_prompt));
   const std::optional<runtime::Lead> lead =
       forced && forced->lead ? forced->lead : lead_in(reply_format, r, chat_prompt);
+  const auto start_held = held_form(ctx, r, forced ? forced->grammars : std::vector<Grammar>{r.grammar}, lead);
   auto wakeup = std::make_shared<ChannelWakeup>();
   std::vector<std::shared_ptr<Choice>> choices;
   for (size_t p = 0; p < n_prompts; ++p)
@@ -414,7 +423,7 @@ void handle_completion(RouteContext& ctx, const httplib::Request& req, httplib::
       er.ignore_eos = r.ignore_eos;
       er.top_logprobs = r.top_logprobs;
       if (r.top_logprobs >= 0) c->logprobs = std::make_shared<LogprobsReply>(ctx.engine.tokenizer(), er.prompt, route);
-      er.constraint = held_form(ctx, r, forced ? forced->grammars : std::vector<Grammar>{r.grammar}, lead);
+      er.constraint = start_held();
       if (tool_mode) c->tools = std::make_shared<ToolReply>(ctx.engine.tokenizer(), ctx.tool_format, r.stop);
       c->split = chat::make_reply_split(reply_format, chat_prompt, offers_tools);
       runtime::SubmitResult sub;

@@ -288,28 +288,18 @@ TEST(LeadIn, SchemaMasksAreExactOnQwenVocabulary) {
 // and a call after an analysis message, each spelled by its longest pieces (the markers whole).
 TEST(LeadIn, HarmonyMasksAreExactWithMarkerTokens) {
   REQUIRE_ASSET(path, "models/stories260K-f32.gguf");
-  const auto src = gguf::File::open(path);
-  auto tokens = src.get_array<std::string>("tokenizer.ggml.tokens");
-  auto scores = src.get_array<float>("tokenizer.ggml.scores");
-  auto types = src.get_array<int32_t>("tokenizer.ggml.token_type");
+  tokenizer::Vocab vocab = tokenizer::Vocab::from_gguf(gguf::File::open(path));
   for (const char* marker : {"<|start|>", "<|channel|>", "<|message|>", "<|constrain|>", "<|end|>", "<|return|>",
                              "<|call|>"}) {
-    tokens.emplace_back(marker);
-    scores.push_back(0.0f);
-    types.push_back(3);  // control, as the file has them; the tokenizer writes the first five in text
+    vocab.tokens.emplace_back(marker);
+    if (!vocab.scores.empty()) vocab.scores.push_back(0.0f);
+    vocab.types.push_back(tokenizer::TokenType::CONTROL);  // as the file has them; the first five are written in text
   }
-  gguf::Writer w;
-  w.copy_metadata(src);
-  w.set("tokenizer.ggml.tokens", gguf::make_string_array(tokens));
-  w.set("tokenizer.ggml.scores", gguf::make_f32_array(scores));
-  w.set("tokenizer.ggml.token_type", gguf::make_i32_array(types));
-  w.set_u32("tokenizer.ggml.eos_token_id", static_cast<uint32_t>(tokens.size() - 2));  // <|return|>
-  w.set_u32("tokenizer.ggml.eot_token_id", static_cast<uint32_t>(tokens.size() - 1));  // <|call|>
-  const std::vector<uint8_t> bytes = w.to_bytes();
-  const auto file = gguf::File::parse(bytes.data(), bytes.size(), "harmony.gguf");
-  const auto tok = tokenizer::Tokenizer::from_gguf(file);
+  const auto n = static_cast<int32_t>(vocab.tokens.size());
+  vocab.eos = n - 2, vocab.eot = n - 1;  // <|return|>, <|call|>
+  const auto tok = tokenizer::Tokenizer::from_vocab(std::move(vocab));
   const Vocabulary v(tok);
-  ASSERT_EQ(v.pieces[tokens.size() - 3], "<|end|>");  // in the text: <|return|> ends generation instead
+  ASSERT_EQ(v.pieces[static_cast<size_t>(n - 3)], "<|end|>");  // in the text: <|return|> ends generation instead
   ASSERT_EQ(tok.encode("<|channel|>", false, true).size(), 1u);
   const std::string analysis = "<|channel|>analysis<|message|>Need JSON.<|end|><|start|>assistant";
   const std::string object = R"({"ok": true})";
