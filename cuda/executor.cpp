@@ -535,7 +535,6 @@ void Executor::lower_attention(const Node& n) {
   a.max_splits = attention_max_splits(g_.kv.seq_capacity(), ap.n_head_kv, T, ctx_.sm_count());  // work_buffers'
   a.kv_type = spec.type, a.k_scales = kv_->k_scales(ap.layer), a.v_scales = kv_->v_scales(ap.layer);
   a.window = ap.window;
-  a.serial_tiles = int32_t(opt_.attention_serial_tiles), a.tiles_per_split = int32_t(opt_.attention_tiles_per_split);
   a.paging = paging_of(n);
   if (ap.sinks) a.sinks = f32_in(n, n.inputs.size() - 1);  // always the last input (graph/ir.h)
   if (a.paging.block_table && T >= kPrefillMinTokens) {  // the prefill kernel's tiles, planned per run

@@ -150,12 +150,6 @@ struct ExecutorOptions {
   // and attends with its share of the group's q heads (AttentionNewToken::q_split_shift, new_token_q_split_shift).
   // LLM_CUDA_NEW_TOKEN_QSPLIT=1..4 for A/B runs.
   int64_t new_token_q_split = 4;
-  // The split attention's deal of a token's tiles (AttentionKernelParams::serial_tiles, tiles_per_split): up to 4
-  // tiles in one split, one tile a split past that. LLM_CUDA_ATTN_SERIAL_TILES=4..64 (the short graph's q split
-  // needs one split below kShortSlots) and LLM_CUDA_ATTN_SPLIT_TILES=1..64 for A/B runs (a served stream's ~600
-  // positions are 10 tiles: 10 one-tile splits and a merge).
-  int64_t attention_serial_tiles = 4;
-  int64_t attention_tiles_per_split = 1;
   // Decode of one token: a gate/up expert launch right after its routing launch as a programmatic dependent, the
   // routing letting it start once its logits are read (glu_after_route); false: a plain launch. LLM_CUDA_GLU_PDL=0
   // for A/B runs.

@@ -542,7 +542,7 @@ bool Executor::attend_new_token(AttentionKernelParams& at, const RopeKvParams& f
 
 // The q split of a new-token attention launch in the short graph (AttentionNewToken::q_split_shift): 2^shift blocks
 // a KV head, up to opt_.new_token_q_split, each with two q heads at least. Below kShortSlots positions a token has
-// one split (serial_tiles >= 4 tiles of 64 slots), so a launch is n_head_kv blocks that each form and rotate their G q
+// one split (kSerialTiles tiles of 64 slots), so a launch is n_head_kv blocks that each form and rotate their G q
 // heads in turn; beyond, the splits fill the GPU and every further block of a KV head reads its tiles again.
 // Measured (H200, session 46): Qwen3-30B-A3B (G = 8) tg128 524.8 -> 541.6 / 547.3 with 2 / 4 blocks a KV head, at
 // depth 4096 423.6 -> 413.6 / 341.6 (hence the short graph only); Gemma-3-4B (G = 2, head_dim 256) 648.7 -> 636.0

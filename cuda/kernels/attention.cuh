@@ -84,11 +84,6 @@ struct AttentionKernelParams {
   float scale = 1.0f;
   int32_t max_splits = 0;            // splits per (head, token) at most (attention_max_splits); the split length
                                      // is chosen on the device from each token's position, so capture-safe
-  // The tensor-core split kernels' deal of a token's 64-slot tiles: a token of at most serial_tiles tiles streams them
-  // in one split (no merge); a longer one is cut into ceil(tiles / tiles_per_split) splits (max_splits at most),
-  // tile k to split k % splits. LLM_CUDA_ATTN_SERIAL_TILES / LLM_CUDA_ATTN_SPLIT_TILES for A/B runs (executor.h).
-  int32_t serial_tiles = 4;
-  int32_t tiles_per_split = 1;
   int32_t window = 0;                // > 0: the query at position p sees only slots (p - window, p] (sliding-window
                                      // layers); the tensor-core kernels alone implement it, by masking
   graph::KvType kv_type = graph::KvType::F16;

@@ -2,7 +2,7 @@
 // in the GQA split kernel, but the group's G query heads are the rows of mma.sync m16n8k16 products (padded to 16)
 // instead of per-slot dot products with warp reductions. The block streams its split in tiles of 64 slots (K and V,
 // cp.async 16-byte copies by all four warps, two stages: the next tile is in flight while this one is computed;
-// a split's tiles are every n_active-th tile of the token's prefix; a token of at most serial_tiles tiles has one
+// a split's tiles are every n_active-th tile of the token's prefix; a token of at most kSerialTiles tiles has one
 // split);
 // each warp takes 16 slots of a tile: S = Q K^T (2 products per 16 dims), online softmax over its 16 slots,
 // O += P V; the warps' states merge in shared memory into the split's partial, and the last split block merges the
@@ -84,13 +84,11 @@ struct QuantLayout {
 
 constexpr float kLog2e = 1.4426950408889634f;
 
-// A token with at most p.serial_tiles tiles streams them in one split: the merge of several (a fence, the counter,
-// the last block's second pass over L2) costs more than four tiles in turn (kernel notes: 1B tg128 +3%, 8B Q4_0 +1%).
-// A longer one takes p.tiles_per_split tiles a split (1 by default: as many splits as tiles, max_splits at most).
-__device__ __forceinline__ int active_splits(int64_t n_tiles, const AttentionKernelParams& p) {
-  if (n_tiles <= p.serial_tiles) return 1;
-  const int64_t per = p.tiles_per_split;
-  return int(min((n_tiles + per - 1) / per, int64_t(p.max_splits)));
+// A token with at most this many tiles streams them in one split: the merge of several (a fence, the counter, the
+// last block's second pass over L2) costs more than four tiles in turn (kernel notes: 1B tg128 +3%, 8B Q4_0 +1%).
+constexpr int64_t kSerialTiles = 4;
+__device__ __forceinline__ int active_splits(int64_t n_tiles, int32_t max_splits) {
+  return n_tiles <= kSerialTiles ? 1 : int(min(n_tiles, int64_t(max_splits)));
 }
 
 // Q x scale as the A operand: row g is head kvh G + g, read from qg (the group's first head: of p.q, or the new
@@ -424,12 +422,12 @@ __global__ void __launch_bounds__(kThreads, kNewToken ? 2 : kMinBlocks<HD>)
   // The token's tiles dealt round-robin to the splits (tile k to split k % n_active), at most max_splits of them:
   // at any moment the blocks of a step stream neighbouring tiles, one front moving through the cache, instead of
   // each block its own distant stretch (kernel notes: that held a 16k-context layer at ~1.7 TB/s). A token within
-  // its first serial_tiles tiles has one split and needs no merge.
+  // its first kSerialTiles tiles has one split and needs no merge.
   // A sliding-window layer reads the tiles from the one holding its window's first slot, and masks the slots before
   // that slot in it: a local layer costs its window, not the context.
   const int64_t end = pos + 1, start = p.window > 0 ? max(int64_t(0), pos - p.window + 1) : 0;
   const int64_t first = start / kTile * kTile, n_tiles = (end - first + kTile - 1) / kTile;
-  const int n_active = active_splits(n_tiles, p);
+  const int n_active = active_splits(n_tiles, p.max_splits);
   if (split >= n_active) return;  // the whole block: this split holds no tile
   const int64_t begin = first + split * kTile, stride = int64_t(n_active) * kTile;
   // The block whose split holds the token's own slot forms its k and v (tile k goes to split k % n_active).
@@ -529,7 +527,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<HD>) attention_split_tc_q
   // Tiles dealt as in the f16 kernel, from the sliding window's first tile.
   const int64_t end = pos + 1, start = p.window > 0 ? max(int64_t(0), pos - p.window + 1) : 0;
   const int64_t first = start / kTile * kTile, n_tiles = (end - first + kTile - 1) / kTile;
-  const int n_active = active_splits(n_tiles, p);
+  const int n_active = active_splits(n_tiles, p.max_splits);
   if (split >= n_active) return;
   const int64_t begin = first + split * kTile, stride = int64_t(n_active) * kTile;
 
@@ -748,7 +746,6 @@ bool attention_split_tc_applies(const AttentionKernelParams& p) {
 
 void launch_attention_split_tc(const AttentionKernelParams& p, cudaStream_t stream) {
   LLM_REQUIRE(attention_split_tc_applies(p), "split attention (tensor cores): unsupported shape or alignment");
-  LLM_REQUIRE(p.serial_tiles >= 1 && p.tiles_per_split >= 1, "split attention: serial_tiles and tiles_per_split >= 1");
   const bool paged = p.paging.block_table != nullptr;
   switch (p.hd) {
     case 64: paged ? launch_hd<64, true>(p, stream) : launch_hd<64, false>(p, stream); break;

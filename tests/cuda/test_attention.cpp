@@ -22,8 +22,6 @@ struct Case {
   KvType kv = KvType::F16;
   int32_t window = 0;  // > 0: a sliding-window layer (the query at p sees slots p - window + 1 .. p)
   bool sinks = false;  // per-head attention-sink logits in the softmax denominator (gpt-oss)
-  int32_t serial_tiles = 4;     // AttentionKernelParams's deal of the tiles to splits
-  int32_t tiles_per_split = 1;
 };
 
 double h16(float f) { return quant::f16_to_f32(quant::f32_to_f16(f)); }
@@ -80,9 +78,7 @@ void run_case(const Case& c, std::mt19937& rng) {
                            " nkv=" + std::to_string(c.nkv) + " hd=" + std::to_string(hd) +
                            " ctx=" + std::to_string(c.n_ctx) + " prefix=" + std::to_string(c.prefix) +
                            " T=" + std::to_string(c.T) + " max_splits=" + std::to_string(c.max_splits) +
-                           (c.window ? " window=" + std::to_string(c.window) : "") + (c.sinks ? " sinks" : "") +
-                           " serial=" + std::to_string(c.serial_tiles) + " per_split=" +
-                           std::to_string(c.tiles_per_split);
+                           (c.window ? " window=" + std::to_string(c.window) : "") + (c.sinks ? " sinks" : "");
   const int64_t total = c.prefix + c.T;  // tokens in the cache after both writes
   const auto k = random_floats(rng, hd * c.nkv * total, -2, 2);
   const auto v = random_floats(rng, hdv * c.nkv * total);
@@ -121,7 +117,6 @@ void run_case(const Case& c, std::mt19937& rng) {
   p.v_cache = cache.v.get(), p.out = out.as<float>(), p.partial = partial.as<float>();
   p.n_ctx = c.n_ctx, p.n_head = c.nh, p.n_head_kv = c.nkv, p.hd = hd, p.hd_v = hdv, p.T = c.T, p.scale = scale;
   p.max_splits = splits, p.window = c.window;
-  p.serial_tiles = c.serial_tiles, p.tiles_per_split = c.tiles_per_split;
   p.sinks = c.sinks ? dsinks.as<float>() : nullptr;
   p.kv_type = c.kv, p.k_scales = cache.k_scales.as<uint16_t>(), p.v_scales = cache.v_scales.as<uint16_t>();
   // Twice, the output poisoned in between: the second launch must find the split counters back at zero.
@@ -221,7 +216,7 @@ TEST(AttentionKernels, MatchesReference) {
       {2, 2, 256, 300, 0, 40, 0},      // head_dim 256, a short prefill
       {16, 4, 128, 300, 100, 5, 0},    // tensor-core split kernel, a short batch of 5 tokens
       {8, 8, 64, 20000, 16400, 1, 0},  // 16k context, groups of 1, tiles of 64 slots per split
-      {32, 8, 128, 1000, 230, 1, 0},   // 4 tiles: one split streams them all (serial_tiles 4), no merge
+      {32, 8, 128, 1000, 230, 1, 0},   // 4 tiles: one split streams them all (kSerialTiles), no merge
       {32, 8, 128, 1000, 256, 1, 0},   // 5 tiles: the first position that splits again
   };
   for (const auto& c : cases) run_case(c, rng);
@@ -284,26 +279,6 @@ TEST(AttentionKernels, SinksMatchReference) {
   }
 }
 
-// Other deals of a decode token's tiles (LLM_CUDA_ATTN_SERIAL_TILES / LLM_CUDA_ATTN_SPLIT_TILES): several tiles a
-// split round-robin (splits of 2 and 3 tiles, a last split shorter), a longer serial stretch, windows and sinks, and
-// for every cache type.
-TEST(AttentionKernels, TileDealsMatchReference) {
-  REQUIRE_GPU();
-  std::mt19937 rng(19);
-  for (const KvType kv : {KvType::F16, KvType::Q8_0, KvType::Q4_0}) {
-    const Case cases[] = {
-        {32, 8, 128, 1000, 600, 1, 0, kv, 0, false, 4, 2},    // 10 tiles: 5 splits of 2
-        {32, 8, 128, 1000, 600, 1, 0, kv, 0, false, 4, 3},    // 10 tiles: 4 splits, the last of 1
-        {32, 8, 128, 1000, 600, 1, 0, kv, 0, false, 12, 1},   // 10 tiles in one split
-        {8, 1, 128, 2000, 1500, 1, 0, kv, 0, false, 8, 4},    // group of 8, 24 tiles: 6 splits of 4
-        {8, 2, 64, 3000, 2500, 3, 0, kv, 0, true, 4, 2},      // three tokens, sinks, head_dim 64
-        {4, 2, 256, 1000, 700, 1, 0, kv, 0, false, 4, 2},     // head_dim 256
-        {8, 2, 128, 2000, 1500, 1, 0, kv, 300, false, 2, 3},  // a window of 5-6 tiles
-    };
-    for (const auto& c : cases) run_case(c, rng);
-  }
-}
-
 TEST(AttentionKernels, RejectsBadParams) {
   cuda::AttentionKernelParams p;
   EXPECT_THROW(cuda::launch_attention(p, nullptr), cuda::InvalidArgument);
@@ -325,7 +300,7 @@ std::vector<Case> quantized_cases(KvType kv) {
       {32, 8, 128, 5000, 30, 1, 0, kv},     // short position in a long cache: the result without a merge
       {16, 4, 128, 300, 100, 5, 0, kv},     // a short batch of 5 tokens
       {8, 8, 64, 20001, 16400, 1, 0, kv},   // 16k context
-      {32, 8, 128, 1000, 230, 1, 0, kv},    // 4 tiles in one split (serial_tiles 4): the ring goes round twice
+      {32, 8, 128, 1000, 230, 1, 0, kv},    // 4 tiles in one split (kSerialTiles): the ring goes round twice
       {32, 8, 128, 1000, 256, 1, 0, kv},    // 5 tiles: split again
       // prefill kernel
       {8, 2, 128, 600, 0, 200, 0, kv},      // from empty, 200 = 3 tiles + 8 rows
@@ -337,7 +312,7 @@ std::vector<Case> quantized_cases(KvType kv) {
 
 // Head_dim 256 (Gemma 3) through both tensor-core kernels, for each cache type: the split kernel's slot-row products
 // (decode at one and several positions, up to 16k context and hundreds of tiles; computed and forced split counts,
-// one split of serial_tiles (4) tiles, merges of one round and of the general path; groups 1, 2, 4, 8; a short batch)
+// one split of kSerialTiles tiles, merges of one round and of the general path; groups 1, 2, 4, 8; a short batch)
 // and the prefill kernel's Q in shared memory and 32-slot tiles (from empty and after a prefix, partial query
 // tiles).
 std::vector<Case> hd256_cases(KvType kv) {
@@ -345,7 +320,7 @@ std::vector<Case> hd256_cases(KvType kv) {
       {8, 4, 256, 1001, 0, 1, 0, kv},       // the first token: one slot, one split
       {16, 8, 256, 20000, 16400, 1, 0, kv}, // Gemma-3-12B's heads at 16k: 257 tiles over the computed splits
       {16, 8, 256, 1100, 1023, 1, 0, kv},   // and at 1k
-      {4, 2, 256, 1000, 230, 1, 0, kv},     // 4 tiles: one split streams them all (serial_tiles 4), no merge
+      {4, 2, 256, 1000, 230, 1, 0, kv},     // 4 tiles: one split streams them all (kSerialTiles), no merge
       {4, 2, 256, 1000, 256, 1, 0, kv},     // 5 tiles: split again
       {8, 1, 256, 3001, 2900, 1, 3, kv},    // group of 8, 3 splits of ~15 tiles
       {4, 4, 256, 2000, 1500, 1, 0, kv},    // group of 1
