@@ -183,37 +183,18 @@ __global__ void __launch_bounds__(kMaxThreads, 1)
   quantize_columns<U, NC>(p.x, p.K, int(p.T), tps, runs);
   __syncthreads();
 
-  // A thread dots the same unit of every group, so at 2 columns it keeps that unit's runs in registers (40 words)
-  // instead of reading them from shared memory each group (10 16-byte loads a group and thread: at the weights' full
-  // rate ~4x their bytes, most of the shared memory's bandwidth). 4 columns' 80 words would not fit beside the rows.
-  constexpr bool kRunsHeld = NC <= 2;
-  mv16::Run held0[kRunsHeld ? NC : 1], held1[kRunsHeld ? NC : 1];
-  if constexpr (kRunsHeld) {
-#pragma unroll
-    for (int c = 0; c < NC; ++c) load_runs(runs + size_t(c * tps + u) * kRunWords, held0[c], held1[c]);
-  }
-
   for (int64_t g = first; g < g1; g += slices) {
     if (active && g + slices < g1) load_group(nxt, g + slices);
+    typename Decode<U>::D dec[R];
+#pragma unroll
+    for (int r = 0; r < R; ++r) dec[r] = Decode<U>::decode(cur[r], u);
     float acc[kSums];
-    if constexpr (kRunsHeld) {  // a row decoded, then dotted with every column: one decoded row live at a time
 #pragma unroll
-      for (int r = 0; r < R; ++r) {
-        const typename Decode<U>::D dec = Decode<U>::decode(cur[r], u);
+    for (int c = 0; c < NC; ++c) {
+      mv16::Run x0, x1;
+      load_runs(runs + size_t(c * tps + u) * kRunWords, x0, x1);
 #pragma unroll
-        for (int c = 0; c < NC; ++c) acc[r * NC + c] = active ? Decode<U>::dot(dec, u, held0[c], held1[c]) : 0.0f;
-      }
-    } else {  // every row decoded, then each column's runs read once for all of them
-      typename Decode<U>::D dec[R];
-#pragma unroll
-      for (int r = 0; r < R; ++r) dec[r] = Decode<U>::decode(cur[r], u);
-#pragma unroll
-      for (int c = 0; c < NC; ++c) {
-        mv16::Run x0, x1;
-        load_runs(runs + size_t(c * tps + u) * kRunWords, x0, x1);
-#pragma unroll
-        for (int r = 0; r < R; ++r) acc[r * NC + c] = active ? Decode<U>::dot(dec[r], u, x0, x1) : 0.0f;
-      }
+      for (int r = 0; r < R; ++r) acc[r * NC + c] = active ? Decode<U>::dot(dec[r], u, x0, x1) : 0.0f;
     }
     const float v = warp_sum_transposed<kSums>(acc, lane);
     if ((lane & (32 / kSums - 1)) == 0) part[(warp * cap + (g - g0) * R) * NC + lane / (32 / kSums)] = v;
