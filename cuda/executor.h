@@ -150,6 +150,10 @@ struct ExecutorOptions {
   // and attends with its share of the group's q heads (AttentionNewToken::q_split_shift, new_token_q_split_shift).
   // LLM_CUDA_NEW_TOKEN_QSPLIT=1..4 for A/B runs.
   int64_t new_token_q_split = 4;
+  // Decode and short batches without prefill tiles: the f16 split attention launched as a programmatic dependent,
+  // its inputs, block tables and earlier steps' slots read before its wait (AttentionKernelParams::early_copies).
+  // LLM_CUDA_ATTN_EARLY=1 for A/B runs.
+  bool attention_early_copies = false;
   // Decode of one token: a gate/up expert launch right after its routing launch as a programmatic dependent, the
   // routing letting it start once its logits are read (glu_after_route); false: a plain launch. LLM_CUDA_GLU_PDL=0
   // for A/B runs.

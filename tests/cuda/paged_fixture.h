@@ -164,10 +164,11 @@ struct Both {
   OneLayer l;
   std::unique_ptr<cuda::Executor> gpu;
   Both(const Layer& layer, const CacheShape& c, int T, int n_out, const std::vector<float>& emb,
-       const cuda::Context& ctx, const uint8_t* weights, cuda::KvCache* kv, bool fuse, bool cuda_graph)
+       const cuda::Context& ctx, const uint8_t* weights, cuda::KvCache* kv, bool fuse, bool cuda_graph,
+       bool early_attention = false)
       : l(layer, c, T, n_out, emb) {
     cuda::ExecutorOptions o;
-    o.fuse = fuse, o.cuda_graph = cuda_graph;
+    o.fuse = fuse, o.cuda_graph = cuda_graph, o.attention_early_copies = early_attention;
     gpu = std::make_unique<cuda::Executor>(ctx, l.g, l.plan, weights, kv, o);
   }
 };

@@ -111,22 +111,24 @@ TEST(PagedAttention, MixedBatchesMatchReference) {
 // A decode bucket replayed as a captured graph: every step's positions, rows, block tables and output rows are
 // written before the replay; sequences grow across block boundaries (new blocks), one finishes (its token becomes
 // padding) and a new one starts in its row. T = 8 runs the split kernels alone; T = 16 also the prefill launch, whose
-// tiles are empty for decode tokens.
+// tiles are empty for decode tokens. Each also with the f16 split attention launched early (early_copies: T = 8).
 TEST(PagedAttention, CapturedDecodeMatchesReference) {
   REQUIRE_GPU();
   const cuda::Context ctx;
   for (const KvType kvt : {KvType::F16, KvType::Q8_0})
-    for (const int T : {8, 16}) {
+    for (const int T : {8, 16})
+      for (const bool early : {false, true}) {  // early: AttentionKernelParams::early_copies
       const Layer l{8, 2, 128, kvt, 0};
       CacheShape c;
       c.block_size = 16, c.max_blocks = 16, c.n_seq = 6, c.n_blocks = 6 * 16;
-      const std::string what = describe(l, c, true) + " captured T=" + std::to_string(T);
+      const std::string what =
+          describe(l, c, true) + " captured T=" + std::to_string(T) + (early ? " early attention" : "");
       const auto emb = embedding(l, 7);
       auto dw = gpu_test::upload(emb);
       const OneLayer shape(l, c, 64, 5, emb);
       cuda::KvCache kv(shape.g.kv);
       Both prefill(l, c, 64, 5, emb, ctx, dw.as<uint8_t>(), &kv, true, false);
-      Both decode(l, c, T, 5, emb, ctx, dw.as<uint8_t>(), &kv, true, true);
+      Both decode(l, c, T, 5, emb, ctx, dw.as<uint8_t>(), &kv, true, true, early);
       graph::ReferenceExecutor ref(2);
       Sequences s(c, 8);
       using P = Sequences::Piece;
