@@ -44,6 +44,8 @@ ConstraintVocabulary::ConstraintVocabulary(const tokenizer::Tokenizer& tok) {
   }
   trie_.freeze();
   for (TokenTrie& t : string_rest_tries_) t.freeze();
+  has_text_.resize(pieces_.size());
+  for (size_t id = 0; id < pieces_.size(); ++id) has_text_[id] = pieces_[id].empty() ? 0 : 1;
 }
 
 template <class State, class Allow>

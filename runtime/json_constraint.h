@@ -37,6 +37,8 @@ class ConstraintVocabulary {
   // A token's bytes (empty for control and end-of-generation tokens, which write no text).
   std::string_view piece(int32_t id) const { return pieces_[static_cast<size_t>(id)]; }
   const std::vector<int32_t>& eog() const { return eog_; }
+  // has_text()[id] = 1 where the token writes bytes (piece(id) not empty): free text's tokens.
+  const std::vector<uint8_t>& has_text() const { return has_text_; }
   // The tokens whose bytes begin with c.
   const std::vector<int32_t>& tokens_starting_with(unsigned char c) const { return by_first_byte_[c]; }
   // The allowed tokens after `state`: allowed[id] = 1. State is JsonPrefix (JSON mode) or GrammarState (a schema's
@@ -56,6 +58,7 @@ class ConstraintVocabulary {
 
   std::vector<std::string> pieces_;   // each token's bytes as decoded; empty for control tokens
   std::vector<int32_t> eog_;          // end-of-generation tokens
+  std::vector<uint8_t> has_text_;     // 1 where pieces_ is not empty
   // Tokens of plain string text only (whole UTF-8 characters, the last one perhaps begun but not finished), and the
   // characters each makes or begins.
   std::vector<std::pair<int32_t, uint32_t>> string_safe_;

@@ -166,12 +166,12 @@ LeadInPlan<State>::LeadInPlan(std::shared_ptr<const ConstraintVocabulary> v, Lea
     } else if (n.kind == Lead::Kind::Spaces) {
       first.fill(false), any = false;
       first_bytes(first_bytes, n.next);
-      for (int32_t id = 0; id < vocab->n_vocab(); ++id) {
-        const std::string_view p = vocab->piece(id);
-        if (p.empty() || !is_space(p[0])) continue;
-        const size_t k = chat::reply_text::first_non_space(p);
-        if (any || k == p.size() || first[static_cast<unsigned char>(p[k])]) list.push_back(id);
-      }
+      for (const unsigned char space : {' ', '\n', '\t', '\r'})  // is_space's bytes
+        for (const int32_t id : vocab->tokens_starting_with(space)) {
+          const std::string_view p = vocab->piece(id);
+          const size_t k = chat::reply_text::first_non_space(p);
+          if (any || k == p.size() || first[static_cast<unsigned char>(p[k])]) list.push_back(id);
+        }
     }
   }
 }
@@ -303,8 +303,8 @@ void LeadIn<State>::mask(std::span<float> logits) const {
         std::vector<std::pair<int32_t, uint8_t>> refused;  // with what the other ways allowed
         for (const int32_t id : plan_->candidates[cur.node])
           if (!takes(cur, plan_->vocab->piece(id))) refused.emplace_back(id, allowed_[static_cast<size_t>(id)]);
-        for (size_t id = 0; id < n; ++id)
-          if (!plan_->vocab->piece(static_cast<int32_t>(id)).empty()) allowed_[id] = 1;
+        const std::vector<uint8_t>& text = plan_->vocab->has_text();
+        for (size_t id = 0; id < n; ++id) allowed_[id] |= text[id];
         for (const auto& [id, before] : refused) allowed_[static_cast<size_t>(id)] = before;
       } else if (at.kind == Lead::Kind::Token) {
         if (at.token >= 0 && static_cast<size_t>(at.token) < n) allowed_[static_cast<size_t>(at.token)] = 1;

@@ -43,7 +43,7 @@ class Lead {
   };
   struct Node {
     Kind kind;
-    std::string text;
+    std::string text = {};
     uint32_t next = 0, alt = 0;
     bool spaced = false;
     uint32_t held = 0;

@@ -316,15 +316,15 @@ using Grammar = std::shared_ptr<const runtime::ByteGrammar>;
 std::function<std::shared_ptr<runtime::TokenConstraint>()> held_form(RouteContext& ctx, const CompletionRequest& r,
                                                                      const std::vector<Grammar>& grammars,
                                                                      const std::optional<runtime::Lead>& lead) {
-  std::shared_ptr<const runtime::ConstraintVocabulary> vocab;
-  if ((!grammars.empty() && grammars[0]) || r.json_object) vocab = ctx.json_vocabulary();
-  if (!grammars.empty() && grammars[0]) {
+  const Grammar first = grammars.empty() ? nullptr : grammars[0];
+  if (!first && !r.json_object) return [] { return std::shared_ptr<runtime::TokenConstraint>(); };
+  const std::shared_ptr<const runtime::ConstraintVocabulary> vocab = ctx.json_vocabulary();
+  if (first) {
     if (lead) return [form = runtime::LeadInForm::grammars(vocab, grammars, *lead)] { return form.start(); };
-    return [vocab, g = grammars[0]]() -> std::shared_ptr<runtime::TokenConstraint> {
-      return runtime::make_grammar_constraint(vocab, g);
+    return [vocab, first]() -> std::shared_ptr<runtime::TokenConstraint> {
+      return runtime::make_grammar_constraint(vocab, first);
     };
   }
-  if (!r.json_object) return [] { return std::shared_ptr<runtime::TokenConstraint>(); };
   if (lead) return [form = runtime::LeadInForm::json(vocab, *lead)] { return form.start(); };
   return [vocab]() -> std::shared_ptr<runtime::TokenConstraint> {
     return std::make_shared<runtime::JsonConstraint>(vocab);
