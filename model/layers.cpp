@@ -205,7 +205,9 @@ NodeId Layers::moe_ffn(int il, NodeId x, ExpertActivation act) {
 NodeId Layers::output(NodeId x) {
   // Generation needs only some positions: dropping the others before the norm skips most of the vocab matmul.
   // A one-token batch is its own last token (no copy; the decode step's final norm can then fold into the matvec).
-  if (output_rows_ != kNoNode) {
+  // So is a one-token paged batch: its one output row can only be row 0 (check_paged_batch), and leaving the gather
+  // out lets a served stream's step end as the unpaged decode step does.
+  if (output_rows_ != kNoNode && !(b_.n_tokens == 1 && b_.n_outputs == 1)) {
     x = g_.gather("result_rows", x, output_rows_);  // [n_embd, n_outputs]
   } else if (!b_.all_logits && g_.node(x).shape.ne[1] > 1) {
     x = g_.last_token("result_last", x);  // [n_embd, 1]

@@ -3,8 +3,9 @@
 #   gpu_tests [VAR=VALUE...]        the carried test binaries' KERNEL_TESTS and SESSION_TESTS filters (each skipped
 #                                   when unset) with those variables set; logs in $out, a result line each in `table`
 #   model_outputs MODEL TAG RUN...  RUN... (a command prefix that runs llm-run) writes the logits of a long and of a
-#                                   two-token prompt and a greedy generation of MODEL to
-#                                   /tmp/<name>-{long,short,gen}-TAG.{f32,txt}
+#                                   two-token prompt, a greedy generation and a greedy generation after the long
+#                                   prompt (decode at ~500 positions) of MODEL to
+#                                   /tmp/<name>-{long,short,gen,deepgen}-TAG.{f32,txt}
 #   compare_outputs MODEL A B       echoes how model_outputs' files of tags A and B compare (byte for byte; logits
 #                                   that differ with their largest difference and whether the top token agrees)
 gpu_tests() {
@@ -27,6 +28,7 @@ model_outputs() {
     2>>"$out/check.err"
   "$@" logits -m "$m" --device cuda -p "Hi" --top 5 --out "/tmp/$name-short-$tag.f32" >/dev/null 2>>"$out/check.err"
   "$@" -m "$m" --device cuda -p "Once upon a time" -n 48 --temp 0 >"/tmp/$name-gen-$tag.txt" 2>>"$out/check.err"
+  "$@" -m "$m" --device cuda -p "$check_long" -n 96 --temp 0 >"/tmp/$name-deepgen-$tag.txt" 2>>"$out/check.err"
 }
 
 logits_diff() {  # A B: two `logits --out` files of the same prompt (f32 rows of the vocabulary)
@@ -42,7 +44,7 @@ PY
 compare_outputs() {
   local name r="" k a b
   name=$(basename "$1" .gguf)
-  for k in long.f32 short.f32 gen.txt; do
+  for k in long.f32 short.f32 gen.txt deepgen.txt; do
     a=/tmp/$name-${k%%.*}-$2.${k##*.} b=/tmp/$name-${k%%.*}-$3.${k##*.}
     if [ ! -s "$a" ] || [ ! -s "$b" ]; then
       r+="${k%%.*} FAILED (check.err); "

@@ -4,7 +4,8 @@
 # CHECK_MODELS (paths under .device) the logits of a long prompt (prefill products) and of a two-token prompt (decode
 # products) and a greedy generation, switch off and on, compared byte for byte; then `bench` of each SHAPES entry
 # (shape:type, made by `llm-run synth`) with the switch off and on, ROUNDS interleaved rounds. Table last
-# ($OUT/table.txt), and with PARALLEL (e.g. 1,4,16,64) `bench --parallel PARALLEL -p 512 -n 128` the same way. The
+# ($OUT/table.txt), and with PARALLEL (e.g. 1,4,16,64) `bench --parallel PARALLEL -p 512 -n 128 $PARALLEL_ARGS`
+# (e.g. --pipeline) the same way. The
 # tests run with the switch on (a lab switch off by default is the path they must cover). Logits that differ get
 # their largest difference and whether the top token agrees (a switch that reorders sums, e.g. a merge, may differ
 # in the last bits). SWITCH=build compares two builds instead: llm-run-base (scripts/pack-carry.sh's first
@@ -47,7 +48,7 @@ for st in ${SHAPES:-}; do
       table+=("round $round $shape $type $sw=$v: $line")
       [ -n "${PARALLEL:-}" ] || continue
       line=$(run_as "$v" /tmp/bin/llm-run bench -m "$model" --device cuda --parallel "$PARALLEL" -p 512 -n 128 \
-        2>>"$out/bench.err" | awk -F'|' '/^\| *[0-9]+ *\|/ {gsub(/ /, "", $4); gsub(/ /, "", $9);
+        ${PARALLEL_ARGS:-} 2>>"$out/bench.err" | awk -F'|' '/^\| *[0-9]+ *\|/ {gsub(/ /, "", $4); gsub(/ /, "", $9);
           printf "%s: %s; ", $4, $9}')
       table+=("round $round $shape $type $sw=$v, B: decode tok/s: $line")
     done
