@@ -151,12 +151,19 @@ Executor::Executor(const Context& ctx, const graph::Graph& g, const graph::Plan&
     }
   }
   // The Input nodes' values: one kernel reading the page-locked staging (write_inputs), first of every run; a
-  // block table, which can be long, by its own copy (the kernel reads host memory a few bytes per thread).
+  // block table, which can be long, by its own copy (the kernel reads host memory a few bytes per thread), or with
+  // paged_host_io in that kernel over up to 64 blocks, only the rows the run's tokens use (table_count_).
   const auto* st = static_cast<const int32_t*>(device_address_of_pinned(input_staging_.get()));
   ::std::vector<Step> table_copies;
   for (const auto& [id, kind] : inputs_) {
     const auto n = int32_t(g_.node(id).shape.elements());
-    if (kind == graph::InputParams::Kind::BlockTable) {
+    if (kind == graph::InputParams::Kind::BlockTable && opt_.paged_host_io) {
+      table_count_ = PinnedBuffer(4);
+      *table_count_.as<int32_t>() = n;
+      add_host_input(st, device_ptr(id), n, static_cast<const int32_t*>(device_address_of_pinned(table_count_.get())));
+      host_inputs_.c[host_inputs_.n - 1].blocks = ::std::clamp((n + 255) / 256, 1, 64);
+      input_copy_.push_back(host_inputs_.n - 1);
+    } else if (kind == graph::InputParams::Kind::BlockTable) {
       void* dst = device_ptr(id);
       table_copies.push_back([dst, st, n](cudaStream_t s) {
         CUDA_CHECK(cudaMemcpyAsync(dst, st, size_t(n) * 4, cudaMemcpyDefault, s));
@@ -171,13 +178,6 @@ Executor::Executor(const Context& ctx, const graph::Graph& g, const graph::Plan&
   if (paged_tiles_.bytes()) add_host_input(st, paged_tiles_.get(), int32_t(paged_tiles_.bytes() / 4));
   steps_.insert(steps_.begin(), [this](cudaStream_t s) { launch_copy_from_host(host_inputs_, s); });
   steps_.insert(steps_.begin(), table_copies.begin(), table_copies.end());
-}
-
-void Executor::add_host_input(const int32_t* src, void* dst, int32_t n, const int32_t* n_at) {
-  if (host_inputs_.n == HostCopies::kMax) throw InvalidArgument("more than " + ::std::to_string(HostCopies::kMax) +
-                                                                " inputs copied from the host");
-  host_inputs_.c[host_inputs_.n++] = HostCopy{src, static_cast<int32_t*>(dst), n, n_at};
-  drop_capture();
 }
 
 bool Executor::regrouped(const Node& w) const {
@@ -641,7 +641,12 @@ KvPaging Executor::paging_of(const Node& att) const {
 void Executor::lower_argmax(const Node& n) {
   const auto& in = g_.node(n.inputs.at(0)).shape;
   const ArgmaxParams p{f32_in(n, 0), static_cast<int32_t*>(device_ptr(n.id)), in.ne[0], in.rows()};
-  steps_.push_back([p](cudaStream_t s) { launch_argmax(p, s); });
+  steps_.push_back([this, p, id = n.id](cudaStream_t s) {
+    ArgmaxParams q = p;
+    if (ring_ && id == ring_node_)  // set_argmax_ring, read when the step is launched or captured
+      q.host_out = ring_, q.host_slot = ring_slot_device_.as<int32_t>(), q.host_stride = ring_stride_;
+    launch_argmax(q, s);
+  });
 }
 
 const FusedElementwise* Executor::fused(const FusedShape& shape) {
@@ -667,66 +672,6 @@ void Executor::drop_capture() {
 void Executor::append_step(::std::function<void(cudaStream_t)> step) {
   steps_.push_back(::std::move(step));
   drop_capture();
-}
-
-void Executor::set_tokens_alternative(const int32_t* alt_src, const int32_t* use_alt_at) {
-  for (size_t i = 0; i < inputs_.size(); ++i) {
-    if (inputs_[i].second != graph::InputParams::Kind::Tokens) continue;
-    HostCopy& c = host_inputs_.c[input_copy_[i]];
-    c.alt_src = alt_src, c.use_alt_at = use_alt_at;
-  }
-  drop_capture();
-}
-
-void Executor::set_tokens_gather(const int32_t* src) {
-  for (size_t i = 0; i < inputs_.size(); ++i) {
-    if (inputs_[i].second != graph::InputParams::Kind::Tokens) continue;
-    HostCopy& c = host_inputs_.c[input_copy_[i]];
-    gather_rows_ = PinnedBuffer(size_t(c.n) * 4);
-    ::std::fill_n(gather_rows_.as<int32_t>(), c.n, -1);
-    c.gather_src = src;
-    c.gather_rows = static_cast<const int32_t*>(device_address_of_pinned(gather_rows_.get()));
-  }
-  drop_capture();
-}
-
-void Executor::write_inputs(::std::span<const int32_t> tokens, ::std::span<const int32_t> positions) {
-  write_inputs(graph::RunInputs{tokens, positions, {}, {}, {}});
-}
-
-void Executor::write_inputs(const graph::RunInputs& in) { write_inputs(in, {}); }
-
-void Executor::write_inputs(const graph::RunInputs& in, ::std::span<const int32_t> token_from) {
-  const size_t n_gather = gather_rows_.bytes() / 4;
-  if (!token_from.empty() && token_from.size() != n_gather)
-    throw InvalidArgument(n_gather ? "expected " + ::std::to_string(n_gather) + " token gather indices, got " +
-                                         ::std::to_string(token_from.size())
-                                   : ::std::string("token gather indices for a graph that gathers none"));
-  for (const auto& [id, kind] : inputs_) {  // every check before anything is written
-    const size_t n = size_t(g_.node(id).shape.elements());
-    if (in.of(kind).size() != n)
-      throw InvalidArgument(describe(g_.node(id)) + ": expected " + ::std::to_string(n) + " " +
-                            graph::input_kind_name(kind) + " values, got " + ::std::to_string(in.of(kind).size()));
-  }
-  if (paged_tiles_.bytes()) check_paged_inputs(g_.kv, paged_reach_, in);
-  wait();  // the previous run may still read the staging (normally long finished)
-  if (n_gather) {
-    if (token_from.empty())
-      ::std::fill_n(gather_rows_.as<int32_t>(), n_gather, -1);
-    else
-      ::std::memcpy(gather_rows_.get(), token_from.data(), token_from.size_bytes());
-  }
-  auto* st = input_staging_.as<uint8_t>();
-  for (const auto& [id, kind] : inputs_) {
-    const auto src = in.of(kind);
-    ::std::memcpy(st, src.data(), src.size_bytes());
-    st += src.size_bytes();
-  }
-  if (paged_tiles_.bytes())
-    plan_paged_tiles(in.positions, in.kv_seq,
-                     {reinterpret_cast<int32_t*>(st), size_t(paged_tiles_.bytes() / 4)});
-  const auto& pos = in.positions;
-  max_pos_ = pos.empty() ? INT32_MAX : *::std::max_element(pos.begin(), pos.end());
 }
 
 void Executor::launch_all(cudaStream_t s) const {

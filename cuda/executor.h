@@ -154,6 +154,11 @@ struct ExecutorOptions {
   // its inputs, block tables and earlier steps' slots read before its wait (AttentionKernelParams::early_copies).
   // LLM_CUDA_ATTN_EARLY=1 for A/B runs.
   bool attention_early_copies = false;
+  // Paged steps read their block table in the inputs' kernel (only the rows up to the highest a token uses, instead
+  // of a copy of the whole table as a graph node), and the argmax kernel writes a step's ids straight into the
+  // session's page-locked ring (set_argmax_ring) instead of a copy after the graph: two copy-engine round trips
+  // fewer between two steps. LLM_CUDA_PAGED_HOST_IO=1 for A/B runs.
+  bool paged_host_io = false;
   // Decode of one token: a gate/up expert launch right after its routing launch as a programmatic dependent, the
   // routing letting it start once its logits are read (glu_after_route); false: a plain launch. LLM_CUDA_GLU_PDL=0
   // for A/B runs.
@@ -213,6 +218,14 @@ class Executor {
   // each token, an index into src (any memory the device can read) or -1 for the staged token. A paged session's
   // pipelined steps take tokens from the argmax rows of the step before. Invalidates any captured graph.
   void set_tokens_gather(const int32_t* src);
+  // The argmax node's ids also written by its kernel into page-locked host memory (ArgmaxParams::host_out; ring as
+  // the device addresses it): a run's row r to ring[slot * stride + r], slot the last set_ring_slot's value (read by
+  // the run's first kernel). A paged session's ids reach the host and the next step's token gather with no copy
+  // after the graph. Invalidates any captured graph; throws cuda::InvalidArgument unless argmax is an Argmax node
+  // of at most stride rows.
+  void set_argmax_ring(graph::NodeId argmax, int32_t* ring, int64_t stride);
+  // The ring slot of the next run(); call after write_inputs (which waits for the previous run).
+  void set_ring_slot(int32_t slot);
 
   // Writes inputs.of(kind) for every Input node (sizes must match the node) into the page-locked staging that the
   // run's first steps read; waits for this executor's previous run first (wait()). A paged graph's inputs are
@@ -397,6 +410,14 @@ class Executor {
   DeviceBuffer batch_mm_counters_;  // the small-batch products' shared-tile counters (batch_mm.cuh), zeroed once
   PinnedBuffer input_staging_;
   PinnedBuffer gather_rows_;  // set_tokens_gather: one index a token, written by write_inputs
+  // paged_host_io: the block table's values to copy this run (rows up to the highest a token uses), and the ring
+  // (set_argmax_ring): its argmax node, where it writes, and the slot, staged and then on the device.
+  PinnedBuffer table_count_;
+  graph::NodeId ring_node_ = graph::kNoNode;
+  int32_t* ring_ = nullptr;
+  int64_t ring_stride_ = 0;
+  PinnedBuffer ring_slot_;
+  DeviceBuffer ring_slot_device_;
   HostCopies host_inputs_;  // the first step's copies: the Input nodes' staging, then add_host_input's
   DeviceBuffer paged_tiles_;        // a paged graph's prefill tiles (PagedTiles), copied from the staging's end
   int32_t paged_reach_ = 0;         // the widest window of its attention layers, 0 when one attends everything

@@ -100,7 +100,6 @@ CudaSession::CudaSession(std::shared_ptr<const model::Model> model, int32_t n_ct
     // The smaller caches this model could use instead (its heads fit the GPU's quantized-cache kernels), for the
     // hints when the context does not fit.
     std::vector<CacheOption> smaller;
-    const model::Config& c = model_->config();
     for (const graph::KvType t : {graph::KvType::Q8_0, graph::KvType::Q4_0})
       if (cuda::kv_cache_supported(t, attention)) {
         Footprint option = cuda_session_footprint(*model_, facts, opt_.plan, t);
@@ -424,7 +423,9 @@ CudaSession::Compiled& CudaSession::compiled_paged(int32_t n_tokens, int32_t n_o
     detail("cuda: paged graph for " + std::to_string(n_tokens) + " tokens, " + std::to_string(n_outputs) +
            " outputs");
   std::unique_ptr<Compiled> c = compile(shape, n_tokens <= kCapturedTokens);
-  c->exec->set_tokens_gather(static_cast<const int32_t*>(cuda::device_address_of_pinned(paged_ids_.get())));
+  auto* const ids = static_cast<int32_t*>(cuda::device_address_of_pinned(paged_ids_.get()));
+  c->exec->set_tokens_gather(ids);
+  if (opt_.exec.paged_host_io) c->exec->set_argmax_ring(c->argmax, ids, ids_stride_);  // no copy after each step
   return *paged_graphs_.emplace(key, std::move(c)).first->second;
 }
 
@@ -493,16 +494,18 @@ void CudaSession::launch_paged(const PagedBatch& b) {
       if (const int32_t r = b.token_from_row[size_t(t)]; r >= 0) gather_[size_t(t)] = before + r;
   }
   Compiled& c = compiled_paged(tb, ob);
-  c.exec->write_inputs(graph::RunInputs{padded_.tokens, padded_.positions, padded_.kv_seq, b.block_table,
-                                        padded_.output_rows},
-                       gather_);
-  c.exec->run();
   Launched l;
   l.slot = int(n_launched_ & 1);
   l.n_out = n_out;
+  c.exec->write_inputs(graph::RunInputs{padded_.tokens, padded_.positions, padded_.kv_seq, b.block_table,
+                                        padded_.output_rows},
+                       gather_);
+  if (opt_.exec.paged_host_io) c.exec->set_ring_slot(l.slot);  // the argmax kernel writes the ids there
+  c.exec->run();
   const cudaStream_t stream = ctx_->compute();
-  CUDA_CHECK(cudaMemcpyAsync(paged_ids_.as<int32_t>() + size_t(l.slot) * size_t(ids_stride_),
-                             c.exec->device_ptr(c.argmax), size_t(n_out) * 4, cudaMemcpyDeviceToHost, stream));
+  if (!opt_.exec.paged_host_io)
+    CUDA_CHECK(cudaMemcpyAsync(paged_ids_.as<int32_t>() + size_t(l.slot) * size_t(ids_stride_),
+                               c.exec->device_ptr(c.argmax), size_t(n_out) * 4, cudaMemcpyDeviceToHost, stream));
   const bool undrawn = launch_draws(b, c, n_out);
   l.drawn = !draws_.empty();
   if (l.drawn) {

@@ -26,12 +26,16 @@ struct HostCopy {
   const int32_t* use_alt_at = nullptr;
   const int32_t* gather_src = nullptr;
   const int32_t* gather_rows = nullptr;
+  // Blocks of 256 threads the copy takes: a long one (a paged step's block table) reads its host values in one or
+  // two round trips instead of one a 256 values.
+  int32_t blocks = 1;
 };
 
 struct HostCopies {
-  // A paged graph's tokens, positions, kv_seq, output rows and prefill tiles (its block table is one copy of its own,
-  // Executor), and the decode session's sampler state and penalty window. The set is a kernel parameter: 8 copies
-  // are 520 bytes of the 4 KiB a launch may pass.
+  // A paged graph's tokens, positions, kv_seq, output rows and prefill tiles (its block table is one copy of its own
+  // or, ExecutorOptions::paged_host_io, one of these too) and its argmax ring's slot, and the decode session's
+  // sampler state and penalty window. The set is a kernel parameter: 8 copies are ~600 bytes of the 4 KiB a launch
+  // may pass.
   static constexpr int kMax = 8;
   HostCopy c[kMax];
   int n = 0;
@@ -41,7 +45,7 @@ struct HostCopies {
 // addressing); kernels may read and write through it.
 void* device_address_of_pinned(const void* p);
 
-// One block per copy; nothing is launched for an empty set.
+// HostCopy::blocks blocks per copy; nothing is launched for an empty set.
 void launch_copy_from_host(const HostCopies& copies, cudaStream_t stream);
 
 }  // namespace cuda

@@ -64,12 +64,23 @@ __device__ __forceinline__ ArgMax argmax_range(const float* x, int64_t lo, int64
   return best;
 }
 
+// Row `row`'s index, to out and, when set, to the host ring's slot (visible to the host and to later kernels' reads
+// of host memory once this launch is complete: the fence orders it before the launch's end).
+__device__ __forceinline__ void store_argmax(const ArgmaxParams& p, int64_t row, const ArgMax& best) {
+  const int32_t idx = best.idx < 0 ? 0 : best.idx;
+  p.out[row] = idx;
+  if (p.host_out) {
+    p.host_out[int64_t(*p.host_slot) * p.host_stride + row] = idx;
+    __threadfence_system();
+  }
+}
+
 template <bool kVec4>
 __global__ void __launch_bounds__(kArgmaxThreads) argmax_kernel(ArgmaxParams p) {
   const float* x = p.x + int64_t(blockIdx.x) * p.ne0;
   __shared__ ArgMax red[kArgmaxThreads / 32];
   const ArgMax best = block_argmax<kArgmaxThreads>(argmax_range<kVec4>(x, 0, kVec4 ? p.ne0 / 4 : p.ne0), red);
-  if (threadIdx.x == 0) p.out[blockIdx.x] = best.idx < 0 ? 0 : best.idx;
+  if (threadIdx.x == 0) store_argmax(p, blockIdx.x, best);
 }
 
 // Row blockIdx.y over the cluster's blocks (blockIdx.x = the block's rank): each a contiguous part of the row.
@@ -89,7 +100,7 @@ __global__ void __cluster_dims__(kArgmaxCluster, 1, 1) __launch_bounds__(kArgmax
   if (cluster.block_rank() == 0 && threadIdx.x == 0) {
     ArgMax r = mine;
     for (int k = 1; k < kArgmaxCluster; ++k) r = argmax_merge(r, *cluster.map_shared_rank(&mine, k));
-    p.out[blockIdx.y] = r.idx < 0 ? 0 : r.idx;
+    store_argmax(p, blockIdx.y, r);
   }
   cluster.sync();  // every block's `mine` stays until the first block has read it
 }
@@ -106,6 +117,7 @@ void launch_softmax(const SoftmaxParams& p, cudaStream_t stream) {
 void launch_argmax(const ArgmaxParams& p, cudaStream_t stream) {
   LLM_REQUIRE(p.x && p.out, "null pointer");
   LLM_REQUIRE(p.ne0 > 0 && p.ne0 <= 0x7fffffff && p.rows > 0 && p.rows <= 0x7fffffff, "bad shape");
+  LLM_REQUIRE(!p.host_out || (p.host_slot && p.host_stride >= p.rows), "argmax: host ring without slot or room");
   const bool vec4 = (reinterpret_cast<uintptr_t>(p.x) & 15) == 0 && p.ne0 % 4 == 0;
   if (p.rows <= kArgmaxClusterRows) {
     const dim3 grid(kArgmaxCluster, unsigned(p.rows));

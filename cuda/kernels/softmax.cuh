@@ -19,6 +19,12 @@ struct ArgmaxParams {
   int32_t* out = nullptr;    // [rows]: index of the largest value, lower index on exact ties (NaN never wins)
   int64_t ne0 = 0;
   int64_t rows = 0;
+  // When set, the same indices also to host_out + *host_slot * host_stride (page-locked host memory as the device
+  // addresses it; host_slot device memory read at run time): a paged step's ids reach the host and the next step's
+  // token gather without a copy after the graph.
+  int32_t* host_out = nullptr;
+  const int32_t* host_slot = nullptr;
+  int64_t host_stride = 0;
 };
 void launch_argmax(const ArgmaxParams& p, cudaStream_t stream);
 

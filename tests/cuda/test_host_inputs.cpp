@@ -49,6 +49,33 @@ TEST(HostInputs, FixedAndWindowedCopies) {
   }
 }
 
+// A copy over several blocks (a paged step's block table) between one-block copies: every value once, the window
+// read at run time as for one block, and the copies after it still find their own blocks.
+TEST(HostInputs, CopiesOverSeveralBlocks) {
+  REQUIRE_GPU();
+  constexpr int32_t kN = 5000;  // over three blocks of 256 threads: each thread several values
+  cuda::PinnedBuffer host(size_t(kN + 1) * 4);
+  int32_t* h = host.as<int32_t>();
+  for (int32_t i = 0; i <= kN; ++i) h[i] = 3 * i - 11;
+  const auto* d = static_cast<const int32_t*>(cuda::device_address_of_pinned(h));
+  for (int32_t window : {1, 255, 256, 257, 769, kN, kN + 9}) {
+    h[0] = window;
+    auto before = filled(kN), wide = filled(kN), after = filled(kN);
+    cuda::HostCopies c;
+    c.c[0] = {d + 1, before.as<int32_t>(), 300, nullptr};
+    c.c[1] = {d + 1, wide.as<int32_t>(), kN, d};
+    c.c[1].blocks = 3;
+    c.c[2] = {d + 1, after.as<int32_t>(), kN, nullptr};
+    c.c[2].blocks = 2;
+    c.n = 3;
+    cuda::launch_copy_from_host(c, nullptr);
+    const int32_t copied = window > kN ? kN : window;
+    EXPECT_EQ(download<int32_t>(before, kN), expected(h + 1, kN, 300)) << "window " << window;
+    EXPECT_EQ(download<int32_t>(wide, kN), expected(h + 1, kN, copied)) << "window " << window;
+    EXPECT_EQ(download<int32_t>(after, kN), expected(h + 1, kN, kN)) << "window " << window;
+  }
+}
+
 TEST(HostInputs, CapturedGraphReadsTheHostValuesOfEachReplay) {
   REQUIRE_GPU();
   cuda::PinnedBuffer host(8);

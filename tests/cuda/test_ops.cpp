@@ -6,6 +6,7 @@
 #include <cuda_fp16.h>
 
 #include "cuda/kernels/elementwise.cuh"
+#include "cuda/kernels/host_inputs.cuh"
 #include "cuda/kernels/norm.cuh"
 #include "cuda/kernels/rope.cuh"
 #include "cuda/kernels/softmax.cuh"
@@ -275,6 +276,19 @@ TEST(OpKernels, SoftmaxAndArgmax) {
       cuda::DeviceBuffer arg(rows * 4);
       cuda::launch_argmax({dx.as<float>(), arg.as<int32_t>(), ne0, rows}, nullptr);
       EXPECT_EQ(download<int32_t>(arg, rows), ref_arg) << "argmax " << shape(ne0, rows);
+      // The same ids also into a page-locked ring's slot 1 (read on the device), the other slot untouched.
+      cuda::PinnedBuffer ring(size_t(2 * 20) * 4);
+      std::fill_n(ring.as<int32_t>(), 40, -5);
+      const auto slot = upload(std::vector<int32_t>{1});
+      cuda::ArgmaxParams p{dx.as<float>(), arg.as<int32_t>(), ne0, rows};
+      p.host_out = static_cast<int32_t*>(cuda::device_address_of_pinned(ring.get()));
+      p.host_slot = slot.as<int32_t>();
+      p.host_stride = 20;
+      cuda::launch_argmax(p, nullptr);
+      CUDA_CHECK(cudaDeviceSynchronize());
+      const int32_t* r = ring.as<int32_t>();
+      EXPECT_EQ(std::vector<int32_t>(r + 20, r + 20 + rows), ref_arg) << "argmax to the host " << shape(ne0, rows);
+      EXPECT_EQ(std::vector<int32_t>(r, r + 20), std::vector<int32_t>(20, -5)) << "slot 0 " << shape(ne0, rows);
     }
 }
 
