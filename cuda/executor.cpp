@@ -176,7 +176,12 @@ Executor::Executor(const Context& ctx, const graph::Graph& g, const graph::Plan&
     st += n;
   }
   if (paged_tiles_.bytes()) add_host_input(st, paged_tiles_.get(), int32_t(paged_tiles_.bytes() / 4));
-  steps_.insert(steps_.begin(), [this](cudaStream_t s) { launch_copy_from_host(host_inputs_, s); });
+  steps_.insert(steps_.begin(), [this](cudaStream_t s) {
+    launch_copy_from_host(host_inputs_, s);
+    // staging_event: the staging is free again once this kernel (and the table's copy before it) ran; an event
+    // node in a captured graph (cudaEventRecordExternal).
+    if (opt_.staging_event) CUDA_CHECK(cudaEventRecordWithFlags(inputs_read_.get(), s, cudaEventRecordExternal));
+  });
   steps_.insert(steps_.begin(), table_copies.begin(), table_copies.end());
 }
 

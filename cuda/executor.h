@@ -159,6 +159,10 @@ struct ExecutorOptions {
   // session's page-locked ring (set_argmax_ring) instead of a copy after the graph: two copy-engine round trips
   // fewer between two steps. LLM_CUDA_PAGED_HOST_IO=1 for A/B runs.
   bool paged_host_io = false;
+  // write_inputs waits for the previous run's first kernel (an event after it) instead of the whole run: the
+  // paged session's pipelined step k + 1 is queued while step k runs instead of after it (session 35's two
+  // stagings lost, with two graph executables alternating; this keeps one). LLM_CUDA_STAGING_EVENT=1 for A/B runs.
+  bool staging_event = false;
   // Decode of one token: a gate/up expert launch right after its routing launch as a programmatic dependent, the
   // routing letting it start once its logits are read (glu_after_route); false: a plain launch. LLM_CUDA_GLU_PDL=0
   // for A/B runs.
@@ -224,11 +228,12 @@ class Executor {
   // after the graph. Invalidates any captured graph; throws cuda::InvalidArgument unless argmax is an Argmax node
   // of at most stride rows.
   void set_argmax_ring(graph::NodeId argmax, int32_t* ring, int64_t stride);
-  // The ring slot of the next run(); call after write_inputs (which waits for the previous run).
+  // The ring slot of the next run(); call after write_inputs (which waits until the previous run has read its own).
   void set_ring_slot(int32_t slot);
 
   // Writes inputs.of(kind) for every Input node (sizes must match the node) into the page-locked staging that the
-  // run's first steps read; waits for this executor's previous run first (wait()). A paged graph's inputs are
+  // run's first steps read; waits for this executor's previous run first (wait(); with staging_event, until its first
+  // kernel has read the staging). A paged graph's inputs are
   // checked first (cuda/paged_batch.h: positions in [-1, seq_capacity), rows, the blocks each token reaches, output
   // rows; InvalidArgument, nothing written) and its prefill tiles planned from them.
   void write_inputs(const graph::RunInputs& inputs);
@@ -479,6 +484,7 @@ class Executor {
   };
   Variant variants_[2];
   Event done_ = Event::create();  // recorded after each run()
+  Event inputs_read_ = Event::create();  // staging_event: recorded after each run's first kernel
 };
 
 }  // namespace cuda

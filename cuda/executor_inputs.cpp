@@ -60,7 +60,12 @@ void Executor::write_inputs(const graph::RunInputs& in, ::std::span<const int32_
                             graph::input_kind_name(kind) + " values, got " + ::std::to_string(in.of(kind).size()));
   }
   if (paged_tiles_.bytes()) check_paged_inputs(g_.kv, paged_reach_, in);
-  wait();  // the previous run may still read the staging (normally long finished)
+  // The previous run may still read the staging (normally long finished); with staging_event only until its first
+  // kernel has, so that a pipelined step is queued while the one before runs.
+  if (opt_.staging_event)
+    inputs_read_.synchronize();
+  else
+    wait();
   if (n_gather) {
     if (token_from.empty())
       ::std::fill_n(gather_rows_.as<int32_t>(), n_gather, -1);

@@ -70,6 +70,7 @@ ExecutorOptions ExecutorOptions::from_env() {
   o.glu_pdl = read_flag("LLM_CUDA_GLU_PDL", o.glu_pdl);
   o.attention_early_copies = read_flag("LLM_CUDA_ATTN_EARLY", o.attention_early_copies);
   o.paged_host_io = read_flag("LLM_CUDA_PAGED_HOST_IO", o.paged_host_io);
+  o.staging_event = read_flag("LLM_CUDA_STAGING_EVENT", o.staging_event);
   o.matvec_cols_max_tokens = read_count("LLM_CUDA_MATVEC_COLS_MAX", o.matvec_cols_max_tokens, kMatvecColsMaxTokens);
   // Timing only (scripts/gpu-step-shares.sh): comma-separated node names whose steps are left out.
   if (const char* e = std::getenv("LLM_CUDA_OMIT_STEPS"); e && *e)
