@@ -180,7 +180,12 @@ Executor::Executor(const Context& ctx, const graph::Graph& g, const graph::Plan&
     launch_copy_from_host(host_inputs_, s);
     // staging_event: the staging is free again once this kernel (and the table's copy before it) ran; an event
     // node in a captured graph (cudaEventRecordExternal).
-    if (opt_.staging_event) CUDA_CHECK(cudaEventRecordWithFlags(inputs_read_.get(), s, cudaEventRecordExternal));
+    if (opt_.staging_event) {
+      cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+      CUDA_CHECK(cudaStreamIsCapturing(s, &capturing));
+      CUDA_CHECK(cudaEventRecordWithFlags(inputs_read_.get(), s,
+                                          capturing == cudaStreamCaptureStatusActive ? cudaEventRecordExternal : 0));
+    }
   });
   steps_.insert(steps_.begin(), table_copies.begin(), table_copies.end());
 }
