@@ -552,7 +552,6 @@ void Executor::lower_attention(const Node& n) {
     a.tiled = a.tiles + 1 + 2 * int64_t(a.max_tiles);
     a.tiles_after_split = opt_.tiles_after_split;
   }
-  a.early_copies = opt_.attention_early_copies && !a.tiles && T < kPrefillMinTokens;
   switch (lowering(n.id)) {
     case Lowering::AttendOnly:  // q rotated and K/V in the cache: the q/k/v launch did both
       if (attends_in_o(n)) {

@@ -150,10 +150,6 @@ struct ExecutorOptions {
   // and attends with its share of the group's q heads (AttentionNewToken::q_split_shift, new_token_q_split_shift).
   // LLM_CUDA_NEW_TOKEN_QSPLIT=1..4 for A/B runs.
   int64_t new_token_q_split = 4;
-  // Decode and short batches without prefill tiles: the f16 split attention launched as a programmatic dependent,
-  // its inputs, block tables and earlier steps' slots read before its wait (AttentionKernelParams::early_copies).
-  // LLM_CUDA_ATTN_EARLY=1 for A/B runs.
-  bool attention_early_copies = false;
   // Paged steps read their block table in the inputs' kernel (only the rows up to the highest a token uses, instead
   // of a copy of the whole table as a graph node), and the argmax kernel writes a step's ids straight into the
   // session's page-locked ring (set_argmax_ring) instead of a copy after the graph: two copy-engine round trips

@@ -68,7 +68,6 @@ ExecutorOptions ExecutorOptions::from_env() {
   o.scaled_rope_epilogue = read_flag("LLM_CUDA_SCALED_ROPE_EPILOGUE", o.scaled_rope_epilogue);
   o.new_token_q_split = read_count("LLM_CUDA_NEW_TOKEN_QSPLIT", o.new_token_q_split, 4);
   o.glu_pdl = read_flag("LLM_CUDA_GLU_PDL", o.glu_pdl);
-  o.attention_early_copies = read_flag("LLM_CUDA_ATTN_EARLY", o.attention_early_copies);
   o.paged_host_io = read_flag("LLM_CUDA_PAGED_HOST_IO", o.paged_host_io);
   o.staging_event = read_flag("LLM_CUDA_STAGING_EVENT", o.staging_event);
   o.matvec_cols_max_tokens = read_count("LLM_CUDA_MATVEC_COLS_MAX", o.matvec_cols_max_tokens, kMatvecColsMaxTokens);

@@ -34,8 +34,9 @@ struct CudaSessionOptions {
   CudaPlanShape plan;      // the largest evaluation to check free memory for at load (runtime/cuda_footprint.h)
   graph::KvType kv_type = graph::KvType::F16;
   // The CUDA path's switches (cuda_graph: false for --no-cuda-graph or LLM_CUDA_GRAPH=0; the weight layouts, NVRTC
-  // kernels, decode run-ahead, timing-only omitted steps), as cuda::ExecutorOptions::from_env read them.
-  cuda::ExecutorOptions exec;
+  // kernels, decode run-ahead, timing-only omitted steps), as cuda::ExecutorOptions::from_env read them; read from
+  // the environment by default too, so that the GPU tests run with an A/B switch set cover its path.
+  cuda::ExecutorOptions exec = cuda::ExecutorOptions::from_env();
   LogSink log;             // notes and -v details
   ProgressSink progress;   // the weight upload
   int32_t n_seq = 0;       // > 0: a paged KV cache for that many sequences (SessionOptions::n_seq)

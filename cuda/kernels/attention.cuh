@@ -107,13 +107,6 @@ struct AttentionKernelParams {
   // waits for the split grid before ending, so that the launch reading both waits for both (pdl.cuh).
   bool tiles_after_split = false;
   AttentionNewToken new_token = {};  // k set: q is the raw q of one decode token (above)
-  // The f16 split kernel (not the new token's form, which has its own) launched as a programmatic dependent of the
-  // launch before it: the inputs (positions, block tables) and the first tile's slots that earlier steps wrote
-  // (below pos - T + 1: a sequence's tokens in one batch hold consecutive positions) are read before
-  // griddepcontrol.wait, so a block's dependent round trips and its first copies overlap that launch's tail, and a
-  // split with no tile leaves before it ends; q and the step's own slots after the wait. Only without prefill tiles
-  // (their launch, tiles_after_split, starts on the split launch's trigger and reads this step's K/V at once).
-  bool early_copies = false;
 };
 
 // Whether the attention kernels read a quantized (q8_0, q4_0) cache of this shape (head_dim = hd_v = 64, 128 or 256,

@@ -416,11 +416,6 @@ __global__ void __launch_bounds__(kThreads, kNewToken ? 2 : kMinBlocks<HD>)
   const int64_t group = blockIdx.x, t = blockIdx.y, split = blockIdx.z;
   const int64_t kvh = kNewToken ? group >> p.new_token.q_split_shift : group;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, tg = lane & 3;
-  // Launched early (AttentionKernelParams::early_copies): the inputs were written by the step's first launch, which
-  // is plain, so they are complete; a padding token's zero outputs wait, as they may land on a buffer the launch
-  // before still reads.
-  const bool early = !kNewToken && p.early_copies;
-  if (kPaged && early && p.positions[t] < 0) pdl_wait();
   if (kPaged && split_block_skips(p, group, t, split, G, HD)) return;
   const int32_t* const table = kPaged ? kv_row(p.paging, t) : nullptr;  // null: slot = position
   const int64_t pos = p.positions[t];
@@ -441,12 +436,12 @@ __global__ void __launch_bounds__(kThreads, kNewToken ? 2 : kMinBlocks<HD>)
   const uint16_t* kbase = static_cast<const uint16_t*>(p.k_cache) + kvh * p.n_ctx * HD;
   const uint16_t* vbase = static_cast<const uint16_t*>(p.v_cache) + kvh * p.n_ctx * HD;
 
-  // The split's k-th tile into stage k % 2 (its rows lo .. hi - 1) as one copy group; slots past the token's
-  // position (and before its window) read as zeros (never NaN from stale cache bytes).
-  const auto issue = [&](int64_t n0, int stage, int lo = 0, int hi = kTile) {
+  // The split's k-th tile into stage k % 2; slots past the token's position (and before its window) read as zeros
+  // (never NaN from stale cache bytes).
+  const auto issue = [&](int64_t n0, int stage) {
     uint16_t* ks = tiles + stage * 2 * kTile * kLd;
     uint16_t* vs = ks + kTile * kLd;
-    for (int i = tid + lo * (HD / 8); i < hi * (HD / 8); i += kThreads) {
+    for (int i = tid; i < kTile * HD / 8; i += kThreads) {
       const int row = i / (HD / 8), c8 = i % (HD / 8);
       const int64_t slot = n0 + row;
       if (slot < end && (!kPaged || slot >= start) && !(kNewToken && slot == pos)) {  // the new slot: patched below
@@ -460,17 +455,7 @@ __global__ void __launch_bounds__(kThreads, kNewToken ? 2 : kMinBlocks<HD>)
     }
     asm volatile("cp.async.commit_group;");
   };
-  if (early) {
-    // The rows that earlier steps wrote (a copy group of their own, complete before the loop's first wait), then,
-    // after the wait, the rest of the tile: the slots this step's launch before wrote.
-    const int64_t own = max(begin, min(begin + kTile, pos - p.T + 1));  // this step's first possible slot
-    const int written = int(own - begin);
-    issue(begin, 0, 0, written);
-    pdl_wait();
-    issue(begin, 0, written);
-  } else {
-    issue(begin, 0);
-  }
+  issue(begin, 0);
   // q after the first tile's copies are in flight: its loads overlap theirs.
   constexpr bool kSlotRows = slot_rows<HD>();
   uint32_t qf[HD / 16][q_regs<HD>()];
@@ -705,9 +690,8 @@ void launch_f16(const AttentionKernelParams& p, dim3 grid, cudaStream_t stream) 
   static const bool opted =
       opt_in(attention_split_tc_kernel<HD, G, kPaged, kNewToken>, smem, carveout_percent<HD>(smem));
   (void)opted;
-  const bool programmatic = kNewToken ? p.new_token.programmatic : p.early_copies;
-  launch_programmatic(programmatic, attention_split_tc_kernel<HD, G, kPaged, kNewToken>, grid, dim3(kThreads), smem,
-                      stream, p);
+  launch_programmatic(kNewToken && p.new_token.programmatic, attention_split_tc_kernel<HD, G, kPaged, kNewToken>, grid,
+                      dim3(kThreads), smem, stream, p);
 }
 
 template <int HD, int G, bool kPaged>

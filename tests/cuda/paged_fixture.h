@@ -164,11 +164,10 @@ struct Both {
   OneLayer l;
   std::unique_ptr<cuda::Executor> gpu;
   Both(const Layer& layer, const CacheShape& c, int T, int n_out, const std::vector<float>& emb,
-       const cuda::Context& ctx, const uint8_t* weights, cuda::KvCache* kv, bool fuse, bool cuda_graph,
-       bool early_attention = false)
+       const cuda::Context& ctx, const uint8_t* weights, cuda::KvCache* kv, bool fuse, bool cuda_graph)
       : l(layer, c, T, n_out, emb) {
     cuda::ExecutorOptions o;
-    o.fuse = fuse, o.cuda_graph = cuda_graph, o.attention_early_copies = early_attention;
+    o.fuse = fuse, o.cuda_graph = cuda_graph;
     gpu = std::make_unique<cuda::Executor>(ctx, l.g, l.plan, weights, kv, o);
   }
 };

@@ -22,7 +22,6 @@ struct Case {
   KvType kv = KvType::F16;
   int32_t window = 0;  // > 0: a sliding-window layer (the query at p sees slots p - window + 1 .. p)
   bool sinks = false;  // per-head attention-sink logits in the softmax denominator (gpt-oss)
-  bool early = false;  // AttentionKernelParams::early_copies (the f16 split kernel's first tile in two copy groups)
 };
 
 double h16(float f) { return quant::f16_to_f32(quant::f32_to_f16(f)); }
@@ -79,8 +78,7 @@ void run_case(const Case& c, std::mt19937& rng) {
                            " nkv=" + std::to_string(c.nkv) + " hd=" + std::to_string(hd) +
                            " ctx=" + std::to_string(c.n_ctx) + " prefix=" + std::to_string(c.prefix) +
                            " T=" + std::to_string(c.T) + " max_splits=" + std::to_string(c.max_splits) +
-                           (c.window ? " window=" + std::to_string(c.window) : "") + (c.sinks ? " sinks" : "") +
-                           (c.early ? " early" : "");
+                           (c.window ? " window=" + std::to_string(c.window) : "") + (c.sinks ? " sinks" : "");
   const int64_t total = c.prefix + c.T;  // tokens in the cache after both writes
   const auto k = random_floats(rng, hd * c.nkv * total, -2, 2);
   const auto v = random_floats(rng, hdv * c.nkv * total);
@@ -118,7 +116,7 @@ void run_case(const Case& c, std::mt19937& rng) {
   p.q = dq.as<float>(), p.positions = dp.as<int32_t>() + c.prefix, p.k_cache = cache.k.get();
   p.v_cache = cache.v.get(), p.out = out.as<float>(), p.partial = partial.as<float>();
   p.n_ctx = c.n_ctx, p.n_head = c.nh, p.n_head_kv = c.nkv, p.hd = hd, p.hd_v = hdv, p.T = c.T, p.scale = scale;
-  p.max_splits = splits, p.window = c.window, p.early_copies = c.early;
+  p.max_splits = splits, p.window = c.window;
   p.sinks = c.sinks ? dsinks.as<float>() : nullptr;
   p.kv_type = c.kv, p.k_scales = cache.k_scales.as<uint16_t>(), p.v_scales = cache.v_scales.as<uint16_t>();
   // Twice, the output poisoned in between: the second launch must find the split counters back at zero.
@@ -279,27 +277,6 @@ TEST(AttentionKernels, SinksMatchReference) {
     };
     for (const auto& c : cases) run_case(c, rng);
   }
-}
-
-// The f16 split kernel with its first tile's rows copied in two groups, those earlier steps wrote and (after the
-// wait) the step's own (AttentionKernelParams::early_copies; on the tests' legacy stream the launch is plain, so
-// this holds the two groups' rows and zeros to the reference): one and several tokens, the step's first slot at
-// the start, inside and past the end of a split's first tile, several splits, windows, sinks, groups 1-8.
-TEST(AttentionKernels, EarlyCopiesMatchReference) {
-  REQUIRE_GPU();
-  std::mt19937 rng(19);
-  const Case cases[] = {
-      {32, 8, 128, 1000, 600, 1, 0, KvType::F16, 0, false, true},   // 10 one-tile splits, the new slot in split 9
-      {32, 8, 128, 1000, 200, 1, 0, KvType::F16, 0, false, true},   // 4 tiles in one split
-      {8, 2, 64, 300, 0, 5, 0, KvType::F16, 0, false, true},        // an empty prefix: every row the step's own
-      {8, 2, 64, 300, 61, 7, 0, KvType::F16, 0, false, true},       // the step's rows across a tile edge
-      {8, 1, 128, 2000, 1500, 3, 0, KvType::F16, 0, false, true},   // group of 8, merged splits
-      {8, 8, 64, 3000, 2500, 2, 0, KvType::F16, 0, true, true},     // sinks
-      {8, 2, 128, 2000, 1500, 1, 0, KvType::F16, 300, false, true}, // a window
-      {4, 2, 256, 1000, 700, 1, 0, KvType::F16, 0, false, true},    // head_dim 256
-      {16, 4, 128, 300, 100, 5, 3, KvType::F16, 0, false, true},    // forced splits, a short batch
-  };
-  for (const auto& c : cases) run_case(c, rng);
 }
 
 TEST(AttentionKernels, RejectsBadParams) {

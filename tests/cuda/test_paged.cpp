@@ -111,40 +111,38 @@ TEST(PagedAttention, MixedBatchesMatchReference) {
 // A decode bucket replayed as a captured graph: every step's positions, rows, block tables and output rows are
 // written before the replay; sequences grow across block boundaries (new blocks), one finishes (its token becomes
 // padding) and a new one starts in its row. T = 8 runs the split kernels alone; T = 16 also the prefill launch, whose
-// tiles are empty for decode tokens. Each also with the f16 split attention launched early (early_copies: T = 8).
+// tiles are empty for decode tokens.
 TEST(PagedAttention, CapturedDecodeMatchesReference) {
   REQUIRE_GPU();
   const cuda::Context ctx;
   for (const KvType kvt : {KvType::F16, KvType::Q8_0})
-    for (const int T : {8, 16})
-      for (const bool early : {false, true}) {  // early: AttentionKernelParams::early_copies
-        const Layer l{8, 2, 128, kvt, 0};
-        CacheShape c;
-        c.block_size = 16, c.max_blocks = 16, c.n_seq = 6, c.n_blocks = 6 * 16;
-        const std::string what =
-            describe(l, c, true) + " captured T=" + std::to_string(T) + (early ? " early attention" : "");
-        const auto emb = embedding(l, 7);
-        auto dw = gpu_test::upload(emb);
-        const OneLayer shape(l, c, 64, 5, emb);
-        cuda::KvCache kv(shape.g.kv);
-        Both prefill(l, c, 64, 5, emb, ctx, dw.as<uint8_t>(), &kv, true, false);
-        Both decode(l, c, T, 5, emb, ctx, dw.as<uint8_t>(), &kv, true, true, early);
-        graph::ReferenceExecutor ref(2);
-        Sequences s(c, 8);
-        using P = Sequences::Piece;
-        s.batch({{0, 14}, {1, 3}, {2, 20}, {3, 15}, {4, 1}}, 64, 0);
-        run_and_compare(prefill, ref, s, kvt, what + " prefill");
-        for (int step = 0; step < 6; ++step) {
-          std::vector<P> pieces = {{4, 1}, {0, 1}, {1, 1}, {2, 1}};
-          if (step < 3) pieces.push_back({3, 1});         // row 3 finishes after three steps
-          else pieces.push_back({0, 0, 1}), pieces.push_back({5, 1});  // padding, then a new sequence in row 5
-          s.batch(pieces, T, 0);
-          run_and_compare(decode, ref, s, kvt, what + " step " + std::to_string(step));
-          if (step >= 1) {
-            EXPECT_TRUE(decode.gpu->captured()) << what << ": the decode steps must replay a captured graph";
-          }
+    for (const int T : {8, 16}) {
+      const Layer l{8, 2, 128, kvt, 0};
+      CacheShape c;
+      c.block_size = 16, c.max_blocks = 16, c.n_seq = 6, c.n_blocks = 6 * 16;
+      const std::string what = describe(l, c, true) + " captured T=" + std::to_string(T);
+      const auto emb = embedding(l, 7);
+      auto dw = gpu_test::upload(emb);
+      const OneLayer shape(l, c, 64, 5, emb);
+      cuda::KvCache kv(shape.g.kv);
+      Both prefill(l, c, 64, 5, emb, ctx, dw.as<uint8_t>(), &kv, true, false);
+      Both decode(l, c, T, 5, emb, ctx, dw.as<uint8_t>(), &kv, true, true);
+      graph::ReferenceExecutor ref(2);
+      Sequences s(c, 8);
+      using P = Sequences::Piece;
+      s.batch({{0, 14}, {1, 3}, {2, 20}, {3, 15}, {4, 1}}, 64, 0);
+      run_and_compare(prefill, ref, s, kvt, what + " prefill");
+      for (int step = 0; step < 6; ++step) {
+        std::vector<P> pieces = {{4, 1}, {0, 1}, {1, 1}, {2, 1}};
+        if (step < 3) pieces.push_back({3, 1});         // row 3 finishes after three steps
+        else pieces.push_back({0, 0, 1}), pieces.push_back({5, 1});  // padding, then a new sequence in row 5
+        s.batch(pieces, T, 0);
+        run_and_compare(decode, ref, s, kvt, what + " step " + std::to_string(step));
+        if (step >= 1) {
+          EXPECT_TRUE(decode.gpu->captured()) << what << ": the decode steps must replay a captured graph";
         }
       }
+    }
 }
 
 // A one-sequence graph and the same graph paged (one row, shuffled blocks): the same kernels with the same tiles
