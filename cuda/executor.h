@@ -110,6 +110,9 @@ struct ExecutorOptions {
   // (fold_glu_into_image), instead of an element-wise launch for the SwiGLU (8B Q4_K_M, B = 32 / 64: +0.9 / +0.5%,
   // same bits; H200, session 40). LLM_CUDA_GLU_IMAGES=0 for A/B runs.
   bool glu_images = true;
+  // The same on the i8 kernel's image (batch_mm_i8.cuh: Q4_K down projections of 3..4 tokens; the Q6_K ones keep
+  // the element-wise launch). LLM_CUDA_GLU_IMAGES_I8=1 for A/B runs.
+  bool glu_images_i8 = false;
   // A paged step's prefill attention launched after its split attention, overlapping it
   // (AttentionKernelParams::tiles_after_split; 8B Q4_K_M, B = 16 / 32 / 64: +0.4 / +0.4 / +0.5%, H200, session 40).
   // LLM_CUDA_TILES_AFTER_SPLIT=0 for A/B runs.
@@ -153,12 +156,15 @@ struct ExecutorOptions {
   // Paged steps read their block table in the inputs' kernel (only the rows up to the highest a token uses, instead
   // of a copy of the whole table as a graph node), and the argmax kernel writes a step's ids straight into the
   // session's page-locked ring (set_argmax_ring) instead of a copy after the graph: two copy-engine round trips
-  // fewer between two steps. LLM_CUDA_PAGED_HOST_IO=1 for A/B runs.
-  bool paged_host_io = false;
+  // fewer between two steps. LLM_CUDA_PAGED_HOST_IO=0 for A/B runs.
+  bool paged_host_io = true;
   // write_inputs waits for the previous run's first kernel (an event after it) instead of the whole run: the
   // paged session's pipelined step k + 1 is queued while step k runs instead of after it (session 35's two
-  // stagings lost, with two graph executables alternating; this keeps one). LLM_CUDA_STAGING_EVENT=1 for A/B runs.
-  bool staging_event = false;
+  // stagings lost, with two graph executables alternating; this keeps one). With paged_host_io, 8B Q4_K_M on an
+  // H100: `bench --parallel --pipeline` B = 1 / 4 / 16 +0.4 / +0.4 / +0.2%, a served stream +0.6% (session 55);
+  // the gap between two pipelined steps' kernels ~1.4 us, as between unpaged decode steps. LLM_CUDA_STAGING_EVENT=0
+  // for A/B runs.
+  bool staging_event = true;
   // Decode of one token: a gate/up expert launch right after its routing launch as a programmatic dependent, the
   // routing letting it start once its logits are read (glu_after_route); false: a plain launch. LLM_CUDA_GLU_PDL=0
   // for A/B runs.

@@ -28,8 +28,8 @@
 // - Products of a few tokens (the small-batch kernel): q/k/v and gate/up of one x, type and layout as one launch
 //   (stack_small_batch); the SwiGLU as the up launch's epilogue at up to kBatchMmGluMaxTokens where gate and up do
 //   not stack or take the few-column kernel (fold_glu_into_up); a norm before a product of many tokens writes its
-//   half x (RmsNormParams::half_out, lower_rms_norm); a SwiGLU before a product on the wgmma kernel is formed by
-//   that product's x image launch (fold_glu_into_image).
+//   half x (RmsNormParams::half_out, lower_rms_norm); a SwiGLU before a product on the wgmma (or i8) kernel is
+//   formed by that product's x image launch (fold_glu_into_image).
 // - A mixture's routing (Softmax, TopK, MoeWeights) as one launch, its gate/up products with the activation as
 //   one, and its down products with the weighted sum and the residual Add as one (executor_moe.cpp).
 // A paged graph (g.kv.paged()) does not take the attention + o launch, which addresses one sequence's cache by
@@ -262,7 +262,8 @@ void Executor::fold_glu_into_up(const Node& glu) {
   count_fusion(Fusion::SmallBatchGlu);
 }
 
-// A SwiGlu read only by a product on the wgmma kernel (the down projection from kBatchMmWgmmaLargeMinTokens tokens):
+// A SwiGlu read only by a product on the wgmma kernel (the down projection from kBatchMmWgmmaLargeMinTokens tokens),
+// or with glu_images_i8 on the i8 kernel (a Q4_K down projection of 3..4 tokens):
 // that launch's x image forms silu(gate) * up as it reads them (BatchMmParams::x_gate), so the element-wise launch
 // and its float output go. Gate and up must stay as they are until the product runs: no tensor alive in between
 // shares their slots but the SwiGlu's (never written now) and the product's (written after its image is formed).
@@ -274,11 +275,13 @@ void Executor::fold_glu_into_image(const Node& glu) {
   if (us.size() != 1 || plan_.last_use.at(size_t(glu.id)) >= int32_t(g_.nodes().size())) return;  // one reader
   const Node& m = g_.node(us[0]);
   if (m.op != Op::MulMat || m.inputs.size() < 2 || m.inputs[1] != glu.id || m.inputs[0] == glu.id ||
-      lowering(m.id) != Lowering::Own || !batch_mm_takes(m))
+      lowering(m.id) != Lowering::Own || !batch_mm_takes(m) || matvec_cols_takes(m))
     return;
   const Node& w = g_.node(m.inputs[0]);
-  if (!batch_mm_takes_wgmma(::std::get<graph::WeightParams>(w.params).type, regrouped(w), w.shape.ne[0],
-                            w.shape.ne[1], m.shape.rows(), opt_.batch_mm.wgmma))
+  BatchMmChoices forming = opt_.batch_mm;  // the i8 kernel's image only with glu_images_i8
+  forming.i8 = forming.i8 && opt_.glu_images_i8;
+  if (!batch_mm_forms_glu_x(::std::get<graph::WeightParams>(w.params).type, regrouped(w), w.shape.ne[0],
+                            w.shape.ne[1], m.shape.rows(), forming))
     return;
   for (const NodeId in : glu.inputs)
     if (!plan_.owns(in) || !slot_free_between(in, glu.id, m.id, {glu.id, m.id})) return;

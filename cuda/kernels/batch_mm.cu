@@ -679,6 +679,12 @@ bool batch_mm_takes_wgmma(quant::Type type, bool regrouped, int64_t K, int64_t N
   return batch_mm_supports(type, regrouped, K, N, T) && takes_wgmma(type, regrouped, K, N, T, route);
 }
 
+bool batch_mm_forms_glu_x(quant::Type type, bool regrouped, int64_t K, int64_t N, int64_t T,
+                          const BatchMmChoices& choices) {
+  return batch_mm_takes_wgmma(type, regrouped, K, N, T, choices.wgmma) ||
+         (batch_mm_supports(type, regrouped, K, N, T) && choices.i8 && batch_mm_i8_serves(type, regrouped, T));
+}
+
 size_t batch_mm_scratch(int64_t K, int64_t, int64_t T) {
   const size_t own = part_offset(K, T) + part_bytes(T);
   if (T <= kBatchMmGluMaxTokens) return ::std::max(own, part_offset(K, T) + batch_mm_i8_scratch(K));
@@ -708,7 +714,8 @@ void launch_batch_mm(const BatchMmParams& p, cudaStream_t stream, const GluEpilo
   static_assert(kBatchMmGluMaxTokens == 8, "the one-n-tile instances (shape_for_tokens) apply it");
   const bool pdl = choices.programmatic;
   const bool wgmma = takes_wgmma(p.type, p.regrouped, p.K, p.N, p.T, choices.wgmma);
-  LLM_REQUIRE(!p.x_gate || wgmma, "small-batch product: a SwiGLU formed from x_gate needs the wgmma kernel");
+  LLM_REQUIRE(!p.x_gate || wgmma || (choices.i8 && batch_mm_i8_serves(p.type, p.regrouped, p.T)),
+              "small-batch product: a SwiGLU formed from x_gate needs the wgmma or the i8 kernel");
   if (wgmma) {
     launch_batch_mm_wgmma(p, stack, stream, pdl);
     CUDA_CHECK_LAUNCH(stream);

@@ -53,8 +53,8 @@ struct BatchMmParams {
   bool regrouped = false;       // Q6_K regrouped at upload into Q6_Kx8 (q6_kx8.cuh)
   uint32_t* tile_counters = nullptr;  // kBatchMmCounterBytes of zeroed words (above); every launch needs them
   // Non-null: x is the SwiGLU silu(x_gate) * x ([K, T] as x), formed by the launch as it reads x: the element-wise
-  // launch before the product and its float output are left out. Only where batch_mm_takes_wgmma (the wgmma
-  // kernel's image of x applies it).
+  // launch before the product and its float output are left out. Only where batch_mm_forms_glu_x (the wgmma and i8
+  // kernels' images of x apply it).
   const float* x_gate = nullptr;
 };
 
@@ -82,6 +82,11 @@ struct BatchMmChoices {
   bool programmatic = true;  // launched to overlap the kernel before (pdl.cuh): W's first loads, x's conversion
   bool i8 = true;            // Q4_K products of 2..4 tokens on batch_mm_i8.cuh's kernel (false: the fragment kernel)
 };
+
+// True when the launch takes a kernel that writes its own image of x (the wgmma kernel, or batch_mm_i8.cuh's with
+// choices.i8) and so can form x from a SwiGLU's gate and up (BatchMmParams::x_gate).
+bool batch_mm_forms_glu_x(quant::Type type, bool regrouped, int64_t K, int64_t N, int64_t T,
+                          const BatchMmChoices& choices);
 
 // Scratch the launch needs: x as half, laid out as launch_gemm lays it out (so the two can share a conversion), then
 // the partial sums of the tiles its blocks share.

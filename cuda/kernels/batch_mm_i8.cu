@@ -25,6 +25,7 @@
 #include "cuda/kernels/matvec_i16_units.cuh"
 #include "cuda/kernels/pdl.cuh"
 #include "cuda/kernels/q4k_lane.cuh"
+#include "cuda/kernels/swiglu.cuh"
 
 namespace cuda {
 namespace {
@@ -48,7 +49,9 @@ __host__ __device__ size_t runs_floats(int64_t K) { return size_t(kTokens) * siz
 // across the four (sums in one fixed order), each value as int16 steps split into bytes, and thread q writes its own
 // 8 bytes of the high and of the low column (lane q of the B pieces). Tokens past T are zeros. One thread a run (32
 // values, ~300 dependent instructions) took 3.6 us a launch at 4 tokens.
-__global__ void i8_image_kernel(const float* x, int64_t K, int T, uint8_t* __restrict__ image) {
+// gate (BatchMmParams::x_gate): x is the SwiGLU silu(gate) * up of the up products at `x`, formed as the element-wise
+// launch it replaces forms it (swiglu.cuh's silu, then the product), so the image holds the same bytes.
+__global__ void i8_image_kernel(const float* x, const float* gate, int64_t K, int T, uint8_t* __restrict__ image) {
   pdl_launch_dependents();
   const int nkb = int(K / 32);
   const int i = int(blockIdx.x) * int(blockDim.x) + int(threadIdx.x);
@@ -61,6 +64,13 @@ __global__ void i8_image_kernel(const float* x, int64_t K, int T, uint8_t* __res
     const float4* src = reinterpret_cast<const float4*>(x + int64_t(tt) * K + int64_t(kb) * 32 + 8 * q);
     const float4 a = src[0], b = src[1];
     v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
+    if (gate) {
+      const float4* gs = reinterpret_cast<const float4*>(gate + int64_t(tt) * K + int64_t(kb) * 32 + 8 * q);
+      const float4 ga = gs[0], gb = gs[1];
+      const float g[8] = {ga.x, ga.y, ga.z, ga.w, gb.x, gb.y, gb.z, gb.w};
+#pragma unroll
+      for (int j = 0; j < 8; ++j) v[j] = silu(g[j]) * v[j];
+    }
   } else {
 #pragma unroll
     for (int j = 0; j < 8; ++j) v[j] = 0.0f;
@@ -258,8 +268,9 @@ void launch_batch_mm_i8(const BatchMmParams& p, void* image, const GluEpilogue& 
               "i8 small-batch product: x and its image must be 16-byte aligned");
   auto* img = static_cast<uint8_t*>(image);
   const int64_t threads = 4 * kTokens * (p.K / 32);  // four a run
+  LLM_REQUIRE((reinterpret_cast<uintptr_t>(p.x_gate) & 15) == 0, "i8 small-batch product: x_gate 16-byte aligned");
   launch_programmatic(programmatic, i8_image_kernel, dim3(unsigned((threads + 63) / 64)), dim3(64), 0, stream, p.x,
-                      p.K, int(p.T), img);
+                      p.x_gate, p.K, int(p.T), img);
   // Warps a tile: enough for ~kWarpsPerSm warps an SM over the grid, in equal runs of super-blocks.
   const int64_t tiles = (p.N + kTileRows - 1) / kTileRows;
   const int n_sb = int(p.K / kSbElems);

@@ -9,6 +9,7 @@
 
 #include "cuda/kernels/batch_mm.cuh"
 #include "cuda/kernels/batch_mm_i8.cuh"
+#include "cuda/kernels/elementwise.cuh"
 #include "gpu_test.h"
 
 namespace {
@@ -75,6 +76,45 @@ TEST(BatchMmI8, MatchesReference) {
           }));
         }
       }
+}
+
+// x formed from a SwiGLU's gate and up by the image launch (BatchMmParams::x_gate, the executor's
+// glu_images_i8): the bits of the element-wise launch followed by the product of its output, within the reference's
+// bound of the product of silu(gate) * up.
+TEST(BatchMmI8, FormsTheSwiGluOfItsX) {
+  REQUIRE_GPU();
+  std::mt19937 rng(8090);
+  cuda::DeviceBuffer counters(cuda::kBatchMmCounterBytes);
+  CUDA_CHECK(cudaMemset(counters.get(), 0, cuda::kBatchMmCounterBytes));
+  for (int64_t K : {256, 14336})
+    for (int64_t T : {3, 4}) {
+      const int64_t N = 333;
+      ASSERT_TRUE(cuda::batch_mm_forms_glu_x(Type::Q4_K, false, K, N, T, i8_choices()));
+      const auto w = random_weights(rng, Type::Q4_K, K, N);
+      auto gate = random_floats(rng, K * T), up = random_floats(rng, K * T);
+      for (float& g : gate) g *= 4.0f;  // past silu's knee both ways
+      std::vector<float> x(size_t(K * T));
+      for (size_t i = 0; i < x.size(); ++i) x[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+      std::vector<double> ref, mag, mx;
+      reference(w, Type::Q4_K, x, K, N, T, nullptr, ref, mag, mx);
+      const auto atol = i8_tolerance(w, x, K, N, T, mag);
+      auto dw = upload(w), dg = upload(gate), du = upload(up);
+      cuda::DeviceBuffer dx(size_t(K * T) * 4);
+      const size_t sb = cuda::batch_mm_scratch(K, N, T);
+      cuda::DeviceBuffer scratch(sb);
+      const std::string what = "i8 glu image K=" + std::to_string(K) + " T=" + std::to_string(T);
+      cuda::launch_swiglu({dg.as<float>(), du.as<float>(), dx.as<float>(), K * T}, nullptr);
+      auto two_launches = poisoned_f32(N * T), formed = poisoned_f32(N * T);
+      cuda::BatchMmParams p{dw.get(), Type::Q4_K, dx.as<float>(), nullptr, two_launches.as<float>(), K, N, T,
+                            scratch.get(), sb};
+      p.tile_counters = counters.as<uint32_t>();
+      cuda::launch_batch_mm(p, nullptr, {}, nullptr, i8_choices());
+      p.x = du.as<float>(), p.x_gate = dg.as<float>(), p.y = formed.as<float>();
+      cuda::launch_batch_mm(p, nullptr, {}, nullptr, i8_choices());
+      const auto a = download<float>(two_launches, N * T), b = download<float>(formed, N * T);
+      EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * 4)) << what << ": not the two launches' bits";
+      EXPECT_TRUE(close(what, b, ref, atol, 0.0));
+    }
 }
 
 TEST(BatchMmI8, StackedMatricesMatchReference) {
