@@ -111,8 +111,9 @@ struct ExecutorOptions {
   // same bits; H200, session 40). LLM_CUDA_GLU_IMAGES=0 for A/B runs.
   bool glu_images = true;
   // The same on the i8 kernel's image (batch_mm_i8.cuh: Q4_K down projections of 3..4 tokens; the Q6_K ones keep
-  // the element-wise launch). LLM_CUDA_GLU_IMAGES_I8=1 for A/B runs.
-  bool glu_images_i8 = false;
+  // the element-wise launch): 8B Q4_K_M on an H100, B = 3 / 4 +0.5 / +0.2%, same bits (session 55).
+  // LLM_CUDA_GLU_IMAGES_I8=0 for A/B runs.
+  bool glu_images_i8 = true;
   // A paged step's prefill attention launched after its split attention, overlapping it
   // (AttentionKernelParams::tiles_after_split; 8B Q4_K_M, B = 16 / 32 / 64: +0.4 / +0.4 / +0.5%, H200, session 40).
   // LLM_CUDA_TILES_AFTER_SPLIT=0 for A/B runs.
