@@ -220,9 +220,6 @@ bool Executor::matvec_cols_takes(const Node& n) const {
   if (w.op != Op::Weight) return false;
   const auto& wp = ::std::get<graph::WeightParams>(w.params);
   const int64_t T = n.shape.rows();
-  // A regrouped Q6_K of 3..4 tokens only up to q6x8_cols_max_k: the 8B's down projection (K = 14 336) decoded
-  // slower here than on the small-batch kernel (docs/kernel-notes.md, session 22).
-  if (regrouped(w) && T > 2 && w.shape.ne[0] > opt_.q6x8_cols_max_k) return false;
   return T >= 2 && T <= opt_.matvec_cols_max_tokens && wp.role != graph::WeightRole::FfnRouter &&
          matvec_cols_supports(wp.type, regrouped(w), w.shape.ne[0], w.shape.ne[1], T);
 }

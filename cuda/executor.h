@@ -173,10 +173,6 @@ struct ExecutorOptions {
   // MulMat with 2 <= T <= matvec_cols_max_tokens whose weight the few-column int16 kernel serves (matvec_cols.cuh)
   // takes it before the small-batch kernel. LLM_CUDA_MATVEC_COLS_MAX=0..4 moves the top (0 or 1: off).
   int64_t matvec_cols_max_tokens = kMatvecColsMaxTokens;
-  // Regrouped Q6_K matrices (Q6_Kx8) of K up to this many columns take the few-column kernel at 3..4 tokens too (a
-  // Q4_K_M file's v and output matrices at K = 4 096), the others the small-batch kernel's fragments as before.
-  // 0: none. LLM_CUDA_Q6X8_COLS_MAX_K=4096 for A/B runs.
-  int64_t q6x8_cols_max_k = 0;
   // Decode fusions into the int16 matvec (cuda/executor_fusion.cpp): an RmsNorm whose only readers are such
   // matvecs is folded into them; an Add of a matvec's output and another tensor becomes the matvec's epilogue.
   bool fuse = true;

@@ -265,10 +265,9 @@ void launch_for_cols(const MatvecColsParams& p, cudaStream_t stream, const Produ
 
 bool matvec_cols_supports(quant::Type type, bool regrouped, int64_t K, int64_t N, int64_t T) {
   using quant::Type;
-  // Q4_K only at 2 columns: at 3-4 a Q4_K_M 8B decoded 4% slower than on the small-batch kernel (lab 29 us against
-  // 27 at 3 and 4 columns; at 2, 21 against 27: docs/kernel-notes.md, session 38). The regrouped Q6_K is served at
-  // 2..4; where 3..4 take it is the executor's choice (ExecutorOptions::q6x8_cols_max_k).
-  const int64_t max_tokens = type == Type::Q4_K ? 2 : kMatvecColsMaxTokens;
+  // The regrouped Q6_K and Q4_K only at 2 columns: at 3-4 a Q4_K_M 8B decoded 4% slower than on the small-batch
+  // kernel (Q4_K: lab 29 us against 27 at 3 and 4 columns; at 2, 21 against 27: docs/kernel-notes.md, session 38).
+  const int64_t max_tokens = regrouped || type == Type::Q4_K ? 2 : kMatvecColsMaxTokens;
   if (T < 2 || T > max_tokens || N <= 0 || K <= 0 || K / 32 > kMaxThreads) return false;
   if (regrouped ? !(type == Type::Q6_K && K % 2048 == 0)
                 : !(type == Type::Q4_0 || type == Type::Q8_0 || type == Type::Q6_K || type == Type::Q4_K))

@@ -30,8 +30,8 @@ struct MatvecColsParams {
   GluEpilogue glu = {};          // the SwiGLU (GeGLU) as the epilogue (glu_epilogue.cuh): y = act(gate) (W x + bias)
 };
 
-// True when launch_matvec_cols takes the product: Q4_0, Q8_0, Q6_K in whole blocks and Q6_K regrouped
-// (2 <= T <= kMatvecColsMaxTokens), Q4_K (T = 2), K of at most 16 384 (a thread per 32 weights of a row), and the columns' int16 copies
+// True when launch_matvec_cols takes the product: Q4_0, Q8_0, Q6_K in whole blocks (2 <= T <= kMatvecColsMaxTokens)
+// and Q6_K regrouped (T = 2), K of at most 16 384 (a thread per 32 weights of a row), and the columns' int16 copies
 // in the current device's shared memory for a block.
 bool matvec_cols_supports(quant::Type type, bool regrouped, int64_t K, int64_t N, int64_t T);
 

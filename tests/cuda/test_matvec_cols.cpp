@@ -23,8 +23,8 @@ std::vector<int64_t> row_lengths(const Case& c) {
   return {256, 2304, 14336};
 }
 
-// Q4_K: the kernel takes 2 columns of it only (matvec_cols_supports).
-bool two_columns_only(const Case& c) { return c.type == Type::Q4_K; }
+// The regrouped Q6_K and Q4_K: the kernel takes 2 columns of them only (matvec_cols_supports).
+bool two_columns_only(const Case& c) { return c.regrouped || c.type == Type::Q4_K; }
 
 class MatvecCols : public ::testing::TestWithParam<Case> {};
 
@@ -143,7 +143,7 @@ TEST(MatvecCols, SupportsOnlyItsTypesAndSizes) {
   EXPECT_FALSE(cuda::matvec_cols_supports(Type::Q4_0, true, 4096, 14336, 4));     // Q4_0 by columns
   EXPECT_FALSE(cuda::matvec_cols_supports(Type::Q6_K, true, 1024, 14336, 4));     // Q6_Kx8 needs whole runs of 2048
   EXPECT_TRUE(cuda::matvec_cols_supports(Type::Q6_K, true, 14336, 4096, 2));
-  EXPECT_TRUE(cuda::matvec_cols_supports(Type::Q6_K, true, 14336, 4096, 4));      // the executor chooses at 3..4
+  EXPECT_FALSE(cuda::matvec_cols_supports(Type::Q6_K, true, 14336, 4096, 3));     // the small-batch kernel's
   EXPECT_TRUE(cuda::matvec_cols_supports(Type::Q6_K, false, 14336, 4096, 4));
 }
 
