@@ -336,7 +336,8 @@ void Executor::lower_get_rows(const Node& n) {
 
 void Executor::lower_rms_norm(const Node& n) {
   const Lowering how = lowering(n.id);
-  if (how == Lowering::InReaders || how == Lowering::InRopeKv) return;  // computed in its readers' launches
+  if (how == Lowering::InReaders || how == Lowering::InRopeKv || how == Lowering::InImages)
+    return;  // computed in its readers' launches
   RmsNormParams p{f32_in(n, 0), n.inputs.size() > 1 && n.inputs[1] != graph::kNoNode ? f32_in(n, 1) : nullptr,
                   f32_out(n), n.shape.ne[0], n.shape.rows(), ::std::get<graph::RmsNormParams>(n.params).eps};
   if (how == Lowering::AddsResidual) {  // fold_norm_add: its one reader, the residual Add's value, instead
@@ -452,8 +453,18 @@ void Executor::lower_gemm(const Node& n) {
     if (const Node& act = g_.node(n.inputs[1]); lowering(act.id) == Lowering::InImage)  // fold_glu_into_image
       b.x = f32_in(act, 1), b.x_gate = f32_in(act, 0);
     const BatchMmChoices choices = opt_.batch_mm;
-    steps_.push_back([b, glu, stack, choices](cudaStream_t s) {
-      launch_batch_mm(b, s, glu, stack.n ? &stack : nullptr, choices);
+    const auto link = norm_links_.find(n.id);  // fold_norm_into_images: the Add's slot instead of its own
+    if (link == norm_links_.end()) {
+      steps_.push_back([b, glu, stack, choices](cudaStream_t s) {
+        launch_batch_mm(b, s, glu, stack.n ? &stack : nullptr, choices);
+      });
+      return;
+    }
+    if (link->second.x) b.x = link->second.x;
+    if (link->second.y) b.y = link->second.y;
+    const I8NormLink l = link->second.link;
+    steps_.push_back([b, glu, stack, choices, l](cudaStream_t s) {
+      launch_batch_mm(b, s, glu, stack.n ? &stack : nullptr, choices, &l);
     });
     return;
   }

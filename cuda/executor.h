@@ -20,6 +20,7 @@
 #include "cuda/half_weights.h"
 #include "cuda/kernels/attention.cuh"
 #include "cuda/kernels/batch_mm.cuh"
+#include "cuda/kernels/batch_mm_i8.cuh"
 #include "cuda/kernels/matvec_cols.cuh"
 #include "cuda/kernels/expert_matvec.cuh"
 #include "cuda/kernels/fused_elementwise.cuh"
@@ -114,6 +115,10 @@ struct ExecutorOptions {
   // the element-wise launch): 8B Q4_K_M on an H100, B = 3 / 4 +0.5 / +0.2%, same bits (session 55).
   // LLM_CUDA_GLU_IMAGES_I8=0 for A/B runs.
   bool glu_images_i8 = true;
+  // An add + RMSNorm of 3..4 tokens whose readers are all i8 products and whose Add's product operand is one too
+  // (fold_norm_into_images): that product adds the residual and writes its tiles' sums of squares, the readers'
+  // image launches normalise, and the norm runs no launch (I8NormLink). LLM_CUDA_NORM_IMAGES=1 for A/B runs.
+  bool norm_images = false;
   // A paged step's prefill attention launched after its split attention, overlapping it
   // (AttentionKernelParams::tiles_after_split; 8B Q4_K_M, B = 16 / 32 / 64: +0.4 / +0.4 / +0.5%, H200, session 40).
   // LLM_CUDA_TILES_AFTER_SPLIT=0 for A/B runs.
@@ -285,6 +290,7 @@ class Executor {
     InExperts,       // a MoeWeights whose routing the expert launches do themselves (route_in_experts; not stored)
     RouterParts,     // a router MulMat computed as partial products for its routing launch (never stored)
     InImage,         // a SwiGlu formed by the x image launch of the wgmma product reading it (never stored)
+    InImages,        // an RmsNorm applied by its i8 readers' image launches (fold_norm_into_images; never stored)
   };
   void plan_fusions();
   void plan_mul_mat(const graph::Node& n);
@@ -352,7 +358,7 @@ class Executor {
   enum class Fusion {
     Norm, Residual, Sibling, SwiGlu, SmallBatchGlu, RopeKv, RopeKvEpilogue, AttentionO, NormAdd, AddNorm, QkNorms,
     MoeRoute, ExpertGlu, ExpertDown, SmallBatchStack, RouteInExperts, NewTokenAttention, GluInImage, MoeNorm,
-    MoeGluOut, kCount
+    MoeGluOut, NormInImages, kCount
   };
   // Fusions (executor_fusion.cpp), decided by plan_fusions in node order.
   MatvecParams matvec_params(const graph::Node& mulmat) const;
@@ -362,6 +368,8 @@ class Executor {
   void fold_add_norm(const graph::Node& norm);
   void fold_glu_into_up(const graph::Node& glu);
   void fold_glu_into_image(const graph::Node& glu);
+  void fold_norm_into_images(const graph::Node& norm);  // executor_norm_images.cpp
+  bool i8_takes(const graph::Node& mulmat) const;
   void stack_small_batch(const graph::Node& mulmat);
   bool feeds_glu(const graph::Node& mulmat) const;
   bool gemm_reads_float_x(const graph::Node& mulmat) const;
@@ -446,6 +454,15 @@ class Executor {
   // Small-batch launches of several matrices that read the same x (stack_small_batch): the MulMats, first the
   // launching one.
   std::map<graph::NodeId, std::vector<graph::NodeId>> small_batch_stacks_;
+  // fold_norm_into_images: by i8 MulMat launch, its side of the link, and the x it reads or the y it writes instead
+  // of its own (the Add's slot); the sums of squares, one folded norm's at a time.
+  struct NormLink {
+    I8NormLink link;
+    const float* x = nullptr;
+    float* y = nullptr;
+  };
+  std::map<graph::NodeId, NormLink> norm_links_;
+  DeviceBuffer norm_sums_;
   std::map<graph::NodeId, MatvecParams> matvecs_;  // MulMats launched as a matvec: their params, every fusion in
   std::map<graph::NodeId, AttentionO> attention_o_plan_;  // by Attention node: its attention + o launch (up front)
   std::map<graph::NodeId, MoeRouteParams> moe_routes_;    // by MoeWeights node: its routing launch

@@ -101,6 +101,10 @@ void Executor::plan_fusions() {
       default: break;
     }
   }
+  // Last: it needs the stacks, the SwiGLU images and the add + norm folds decided.
+  if (opt_.norm_images)
+    for (const Node& n : g_.nodes())
+      if (n.op == Op::RmsNorm) fold_norm_into_images(n);
 }
 
 // A MulMat: the o projection of an attention + o launch, a matvec with whatever fuses into it, or (many tokens, or o
@@ -652,7 +656,8 @@ size_t Executor::n_fused() const {
                                        "q/k norms, rope + KV write into one-token attention",
                                        "SwiGLUs into wgmma x images",
                                        "feed-forward norms into a mixture's router",
-                                       "expert gate/up activations into the later product (prefill)"};
+                                       "expert gate/up activations into the later product (prefill)",
+                                       "RMS norms into i8 x images"};
   static_assert(sizeof(kNames) / sizeof(kNames[0]) == size_t(Fusion::kCount));
   ::std::string s;
   for (size_t k = 0; k < size_t(Fusion::kCount); ++k)

@@ -692,7 +692,7 @@ size_t batch_mm_scratch(int64_t K, int64_t, int64_t T) {
 }
 
 void launch_batch_mm(const BatchMmParams& p, cudaStream_t stream, const GluEpilogue& glu, const ProductStack* stack,
-                     const BatchMmChoices& choices) {
+                     const BatchMmChoices& choices, const I8NormLink* i8_link) {
   LLM_REQUIRE(p.w && p.x && p.y, "null pointer");
   LLM_REQUIRE(p.N > 0 && p.N <= int64_t(16) * 0x7fffffff, "rows out of range");
   LLM_REQUIRE(batch_mm_supports(p.type, p.regrouped, p.K, p.N, p.T),
@@ -716,13 +716,16 @@ void launch_batch_mm(const BatchMmParams& p, cudaStream_t stream, const GluEpilo
   const bool wgmma = takes_wgmma(p.type, p.regrouped, p.K, p.N, p.T, choices.wgmma);
   LLM_REQUIRE(!p.x_gate || wgmma || (choices.i8 && batch_mm_i8_serves(p.type, p.regrouped, p.T)),
               "small-batch product: a SwiGLU formed from x_gate needs the wgmma or the i8 kernel");
+  const bool i8 = !wgmma && choices.i8 && batch_mm_i8_serves(p.type, p.regrouped, p.T);
+  LLM_REQUIRE(!i8_link || i8, "small-batch product: a norm link needs the i8 kernel");
   if (wgmma) {
     launch_batch_mm_wgmma(p, stack, stream, pdl);
     CUDA_CHECK_LAUNCH(stream);
     return;
   }
-  if (choices.i8 && batch_mm_i8_serves(p.type, p.regrouped, p.T)) {  // its own image of x, after the half x
-    launch_batch_mm_i8(p, static_cast<uint8_t*>(p.scratch) + part_offset(p.K, p.T), glu, stack, stream, pdl);
+  if (i8) {  // its own image of x, after the half x
+    launch_batch_mm_i8(p, static_cast<uint8_t*>(p.scratch) + part_offset(p.K, p.T), glu, stack, stream, pdl,
+                       i8_link ? *i8_link : I8NormLink{});
     CUDA_CHECK_LAUNCH(stream);
     return;
   }

@@ -98,7 +98,11 @@ size_t batch_mm_scratch(int64_t K, int64_t N, int64_t T);
 // the 16- and 32-token instances, which never take it, compiled differently and decoded 1% slower.
 // stack: the matrices of a stacked launch (product_stack.cuh), or null; not with glu. choices: which kernels, and how
 // they are launched (BatchMmChoices).
+// i8_link: a residual Add and a norm around the launch (batch_mm_i8.cuh's I8NormLink), only where it takes the i8
+// kernel.
+struct I8NormLink;
 void launch_batch_mm(const BatchMmParams& p, cudaStream_t stream, const GluEpilogue& glu = {},
-                     const ProductStack* stack = nullptr, const BatchMmChoices& choices = {});
+                     const ProductStack* stack = nullptr, const BatchMmChoices& choices = {},
+                     const I8NormLink* i8_link = nullptr);
 
 }  // namespace cuda

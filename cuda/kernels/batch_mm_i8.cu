@@ -51,11 +51,29 @@ __host__ __device__ size_t runs_floats(int64_t K) { return size_t(kTokens) * siz
 // values, ~300 dependent instructions) took 3.6 us a launch at 4 tokens.
 // gate (BatchMmParams::x_gate): x is the SwiGLU silu(gate) * up of the up products at `x`, formed as the element-wise
 // launch it replaces forms it (swiglu.cuh's silu, then the product), so the image holds the same bytes.
-__global__ void i8_image_kernel(const float* x, const float* gate, int64_t K, int T, uint8_t* __restrict__ image) {
+// link.norm_w (I8NormLink, reader side): x is the Add's sum, normalised here with the scale every block finds from
+// the producer's per-tile sums of squares (its kImageThreads threads are 16 runs of one token: K % 512 == 0).
+constexpr int kImageThreads = 64;
+__global__ void __launch_bounds__(kImageThreads)
+    i8_image_kernel(const float* x, const float* gate, int64_t K, int T, uint8_t* __restrict__ image, I8NormLink link) {
   pdl_launch_dependents();
   const int nkb = int(K / 32);
   const int i = int(blockIdx.x) * int(blockDim.x) + int(threadIdx.x);
   const int run = i >> 2, q = i & 3;
+  float scale = 1.0f;
+  if (link.norm_w) {  // every thread of the block, before any leaves: the sums in one fixed order
+    __shared__ float red[kImageThreads / 32];
+    const int bt = int(blockIdx.x) * (kImageThreads / 4) / nkb;  // the block's token
+    pdl_wait();
+    float ss = 0.0f;
+    if (bt < T)
+      for (int k = int(threadIdx.x); k < link.parts; k += kImageThreads) ss += link.sumsq_in[bt * link.parts + k];
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = ss;
+    __syncthreads();
+    scale = rsqrtf((red[0] + red[1]) / float(K) + link.eps);
+  }
   if (run >= kTokens * nkb) return;  // whole groups of four leave together (blockDim a multiple of 4)
   const int tt = run / nkb, kb = run - tt * nkb;
   float v[8];
@@ -70,6 +88,13 @@ __global__ void i8_image_kernel(const float* x, const float* gate, int64_t K, in
       const float g[8] = {ga.x, ga.y, ga.z, ga.w, gb.x, gb.y, gb.z, gb.w};
 #pragma unroll
       for (int j = 0; j < 8; ++j) v[j] = silu(g[j]) * v[j];
+    }
+    if (link.norm_w) {  // as the norm launch: (x scale) w
+      const float4* ws = reinterpret_cast<const float4*>(link.norm_w + int64_t(kb) * 32 + 8 * q);
+      const float4 wa = ws[0], wb = ws[1];
+      const float w[8] = {wa.x, wa.y, wa.z, wa.w, wb.x, wb.y, wb.z, wb.w};
+#pragma unroll
+      for (int j = 0; j < 8; ++j) v[j] = v[j] * scale * w[j];
     }
   } else {
 #pragma unroll
@@ -195,9 +220,11 @@ __device__ __forceinline__ void sb_products(const SbRegs& w, const XRegs& x, flo
 
 // Block b: rows 16 b .. 16 b + 15 of the launch (a stack's numbering); warp w: super-blocks [w spw, (w + 1) spw).
 template <bool kStack>
-__global__ void __launch_bounds__(kMaxWarps * 32)
-    i8_q4k_kernel(BatchMmParams p, const uint8_t* image, uint32_t rb, int spw, GluEpilogue glu, ProductStack stack) {
+__global__ void __launch_bounds__(kMaxWarps * 32) i8_q4k_kernel(BatchMmParams p, const uint8_t* image, uint32_t rb,
+                                                              int spw, GluEpilogue glu, ProductStack stack,
+                                                              I8NormLink link) {
   __shared__ float part[kMaxWarps][2][32];
+  __shared__ float squares[2][32];  // link.sumsq_out: each output's square, zero where there is none
   const int lane = int(threadIdx.x) & 31, warp = int(threadIdx.x) >> 5, n_warps = int(blockDim.x) >> 5;
   const int q = lane & 3, g = lane >> 2;
   const int64_t first = int64_t(blockIdx.x) * kTileRows;
@@ -243,12 +270,31 @@ __global__ void __launch_bounds__(kMaxWarps * 32)
     const int r = i >> 5, l = i & 31;
     const int64_t n = r0 + (l >> 2) + 8 * r;
     const int t = l & 3;
+    squares[r][l] = 0.0f;
     if (n >= N || t >= p.T) continue;
     float v = 0.0f;
     for (int w = 0; w < n_warps; ++w) v += part[w][r][l];
     if (bias) v += bias[n];
     const int64_t at = int64_t(t) * N + n;
-    y[at] = kStack ? v : glu_finish(glu, v, at);
+    if (kStack) {
+      y[at] = v;
+    } else {
+      if (link.residual) v += link.residual[at];  // each element read and written by this thread alone
+      y[at] = glu_finish(glu, v, at);
+      squares[r][l] = v * v;
+    }
+  }
+  if (!kStack && link.sumsq_out) {  // the tile's rows in order, per token
+    __syncthreads();
+    if (threadIdx.x < kTokens) {
+      const int t = int(threadIdx.x);
+      float ss = 0.0f;
+#pragma unroll
+      for (int r = 0; r < 2; ++r)
+#pragma unroll
+        for (int g8 = 0; g8 < 8; ++g8) ss += squares[r][4 * g8 + t];
+      link.sumsq_out[int64_t(t) * gridDim.x + blockIdx.x] = ss;
+    }
   }
 }
 
@@ -258,10 +304,14 @@ bool batch_mm_i8_serves(quant::Type type, bool regrouped, int64_t T) {
   return type == quant::Type::Q4_K && !regrouped && T >= 2 && T <= kBatchMmI8MaxTokens;
 }
 
+bool batch_mm_i8_norm_fits(int64_t K) { return K > 0 && (K / 32) % (kImageThreads / 4) == 0 && K % 32 == 0; }
+
+size_t batch_mm_i8_sumsq_floats(int64_t N) { return size_t(kTokens) * size_t((N + kTileRows - 1) / kTileRows); }
+
 size_t batch_mm_i8_scratch(int64_t K) { return (codes_bytes(K) + 2 * runs_floats(K) * 4 + 255) & ~size_t(255); }
 
 void launch_batch_mm_i8(const BatchMmParams& p, void* image, const GluEpilogue& glu, const ProductStack* stack,
-                        cudaStream_t stream, bool programmatic) {
+                        cudaStream_t stream, bool programmatic, const I8NormLink& link) {
   LLM_REQUIRE(batch_mm_i8_serves(p.type, p.regrouped, p.T) && p.K % kSbElems == 0,
               "i8 small-batch product: not served");
   LLM_REQUIRE((reinterpret_cast<uintptr_t>(image) & 15) == 0 && (reinterpret_cast<uintptr_t>(p.x) & 15) == 0,
@@ -269,8 +319,13 @@ void launch_batch_mm_i8(const BatchMmParams& p, void* image, const GluEpilogue& 
   auto* img = static_cast<uint8_t*>(image);
   const int64_t threads = 4 * kTokens * (p.K / 32);  // four a run
   LLM_REQUIRE((reinterpret_cast<uintptr_t>(p.x_gate) & 15) == 0, "i8 small-batch product: x_gate 16-byte aligned");
-  launch_programmatic(programmatic, i8_image_kernel, dim3(unsigned((threads + 63) / 64)), dim3(64), 0, stream, p.x,
-                      p.x_gate, p.K, int(p.T), img);
+  LLM_REQUIRE(!link.norm_w || (link.sumsq_in && link.parts > 0 && batch_mm_i8_norm_fits(p.K) &&
+                               (reinterpret_cast<uintptr_t>(link.norm_w) & 15) == 0),
+              "i8 small-batch product: a norm in the image needs the sums, K % 512 == 0 and an aligned weight");
+  LLM_REQUIRE(!(link.residual || link.sumsq_out) || (!stack && !glu.gate),
+              "i8 small-batch product: a residual or sums of squares only on a plain launch");
+  launch_programmatic(programmatic, i8_image_kernel, dim3(unsigned((threads + kImageThreads - 1) / kImageThreads)),
+                      dim3(kImageThreads), 0, stream, p.x, p.x_gate, p.K, int(p.T), img, link);
   // Warps a tile: enough for ~kWarpsPerSm warps an SM over the grid, in equal runs of super-blocks.
   const int64_t tiles = (p.N + kTileRows - 1) / kTileRows;
   const int n_sb = int(p.K / kSbElems);
@@ -283,10 +338,10 @@ void launch_batch_mm_i8(const BatchMmParams& p, void* image, const GluEpilogue& 
   const uint32_t rb = uint32_t(quant::row_bytes(p.type, p.K));
   if (stack)
     launch_programmatic(programmatic, i8_q4k_kernel<true>, dim3(unsigned(tiles)), dim3(unsigned(32 * warps)), 0,
-                        stream, p, static_cast<const uint8_t*>(img), rb, spw, GluEpilogue{}, *stack);
+                        stream, p, static_cast<const uint8_t*>(img), rb, spw, GluEpilogue{}, *stack, I8NormLink{});
   else
     launch_programmatic(programmatic, i8_q4k_kernel<false>, dim3(unsigned(tiles)), dim3(unsigned(32 * warps)), 0,
-                        stream, p, static_cast<const uint8_t*>(img), rb, spw, glu, ProductStack{});
+                        stream, p, static_cast<const uint8_t*>(img), rb, spw, glu, ProductStack{}, link);
 }
 
 }  // namespace cuda

@@ -30,12 +30,33 @@ inline constexpr int64_t kBatchMmI8MaxTokens = 4;
 // True when launch_batch_mm_i8 takes the product: Q4_K in the file's layout, 2 <= T <= kBatchMmI8MaxTokens.
 bool batch_mm_i8_serves(quant::Type type, bool regrouped, int64_t T);
 
+// A residual Add and the RMSNorm after it around i8 products (the executor's norm_images), so that the norm runs no
+// launch of its own. Producer side (the product before the Add): y = W x (+ bias) + residual, and per tile of 16
+// rows and token the sum of the squares of its outputs, sumsq_out[t * tiles + tile] (tiles: the launch's, N / 16
+// rounded up; every token column up to kBatchMmI8MaxTokens written, zeros past T). Reader side (a product of the
+// norm): its image launch normalises x, the Add's sum, as the norm launch would (x scale w, scale = rsqrt(sum of the
+// parts' sums / K + eps)), K a multiple of 512 (batch_mm_i8_norm_fits). Either side may be left out (null).
+struct I8NormLink {
+  const float* residual = nullptr;  // [N, T]: producer, added to the product (not with a SwiGLU epilogue or a stack)
+  float* sumsq_out = nullptr;       // [kBatchMmI8MaxTokens, tiles]: producer
+  const float* norm_w = nullptr;    // [K]: reader, the norm's weight
+  const float* sumsq_in = nullptr;  // [kBatchMmI8MaxTokens, parts]: reader, the producer's sumsq_out
+  int32_t parts = 0;
+  float eps = 0.0f;
+};
+
+// True when a reader's image can normalise x of K elements (each image block's runs lie in one token).
+bool batch_mm_i8_norm_fits(int64_t K);
+
+// The floats of a producer's sumsq_out for N rows.
+size_t batch_mm_i8_sumsq_floats(int64_t N);
+
 // Bytes of the image of x (any T up to kBatchMmI8MaxTokens) the launch writes at `image`.
 size_t batch_mm_i8_scratch(int64_t K);
 
 // Runs on `stream`: the image launch, then the product (programmatic where `programmatic`, pdl.cuh); never
 // allocates. launch_batch_mm has checked the params; image: batch_mm_i8_scratch(K) bytes, 16-byte aligned.
 void launch_batch_mm_i8(const BatchMmParams& p, void* image, const GluEpilogue& glu, const ProductStack* stack,
-                        cudaStream_t stream, bool programmatic);
+                        cudaStream_t stream, bool programmatic, const I8NormLink& link = {});
 
 }  // namespace cuda

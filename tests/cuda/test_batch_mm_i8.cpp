@@ -117,6 +117,85 @@ TEST(BatchMmI8, FormsTheSwiGluOfItsX) {
     }
 }
 
+// The norm link (I8NormLink, the executor's norm_images): a producer adds the residual and writes its tiles' sums
+// of squares; a reader's image normalises x with them. The producer's outputs within the reference's bound of W x +
+// residual and its sums those of its own outputs; the reader's within the bound of the product of the normalised
+// sum (scale and weight from the reference in double).
+TEST(BatchMmI8, NormLinkMatchesReference) {
+  REQUIRE_GPU();
+  std::mt19937 rng(8092);
+  cuda::DeviceBuffer counters(cuda::kBatchMmCounterBytes);
+  CUDA_CHECK(cudaMemset(counters.get(), 0, cuda::kBatchMmCounterBytes));
+  const int64_t K = 4096, N2 = 1000;
+  const float eps = 1e-5f;
+  ASSERT_TRUE(cuda::batch_mm_i8_norm_fits(K));
+  for (int64_t T : {3, 4}) {
+    const std::string what = "i8 norm link T=" + std::to_string(T);
+    // Producer: y = W1 x1 + residual, [K, T].
+    const auto w1 = random_weights(rng, Type::Q4_K, K, K);
+    const auto x1 = random_floats(rng, K * T), res = random_floats(rng, K * T, -3.0f, 3.0f);
+    std::vector<double> ref1, mag1, mx1;
+    reference(w1, Type::Q4_K, x1, K, K, T, nullptr, ref1, mag1, mx1);
+    for (size_t i = 0; i < ref1.size(); ++i) ref1[i] += res[i];
+    const auto atol1 = i8_tolerance(w1, x1, K, K, T, mag1);
+    auto dw1 = upload(w1), dx1 = upload(x1), dres = upload(res);
+    auto dy = poisoned_f32(K * T);
+    cuda::DeviceBuffer sums(cuda::batch_mm_i8_sumsq_floats(K) * 4);
+    const size_t sb = cuda::batch_mm_scratch(K, K, T);
+    cuda::DeviceBuffer scratch(sb);
+    cuda::BatchMmParams p{dw1.get(), Type::Q4_K, dx1.as<float>(), nullptr, dy.as<float>(), K, K, T, scratch.get(), sb};
+    p.tile_counters = counters.as<uint32_t>();
+    cuda::I8NormLink out;
+    out.residual = dres.as<float>(), out.sumsq_out = sums.as<float>();
+    cuda::launch_batch_mm(p, nullptr, {}, nullptr, i8_choices(), &out);
+    const auto y = download<float>(dy, K * T);
+    EXPECT_TRUE(close(what + " producer", y, ref1, atol1, 0.0));
+    const int64_t tiles = (K + 15) / 16;
+    const auto got_sums = download<float>(sums, cuda::batch_mm_i8_sumsq_floats(K));
+    for (int64_t t = 0; t < 4; ++t)
+      for (int64_t tile = 0; tile < tiles; ++tile) {
+        double want = 0.0;
+        for (int64_t n = 16 * tile; n < 16 * tile + 16 && t < T; ++n) want += double(y[t * K + n]) * y[t * K + n];
+        ASSERT_NEAR(got_sums[size_t(t * tiles + tile)], want, 1e-5 * want + 1e-30)
+            << what << ": sums of squares, token " << t << ", tile " << tile;
+      }
+    // Reader: the product of norm(y) w, normalised by its image launch.
+    const auto w2 = random_weights(rng, Type::Q4_K, K, N2);
+    const auto nw = random_floats(rng, K, 0.5f, 1.5f);
+    std::vector<float> xn(size_t(K * T));
+    for (int64_t t = 0; t < T; ++t) {
+      double ss = 0.0;
+      for (int64_t k = 0; k < K; ++k) ss += double(y[t * K + k]) * y[t * K + k];
+      const double scale = 1.0 / std::sqrt(ss / double(K) + eps);
+      for (int64_t k = 0; k < K; ++k) xn[size_t(t * K + k)] = float(y[t * K + k] * scale * nw[size_t(k)]);
+    }
+    std::vector<double> ref2, mag2, mx2;
+    reference(w2, Type::Q4_K, xn, K, N2, T, nullptr, ref2, mag2, mx2);
+    auto atol2 = i8_tolerance(w2, xn, K, N2, T, mag2);
+    for (size_t i = 0; i < atol2.size(); ++i) atol2[i] += 2e-6 * mag2[i];  // x's scale rounded in float
+    auto dw2 = upload(w2), dnw = upload(nw);
+    auto dz = poisoned_f32(N2 * T);
+    const size_t sb2 = cuda::batch_mm_scratch(K, N2, T);
+    cuda::DeviceBuffer scratch2(sb2);
+    cuda::BatchMmParams q{dw2.get(), Type::Q4_K, dy.as<float>(), nullptr, dz.as<float>(), K, N2, T, scratch2.get(),
+                          sb2};
+    q.tile_counters = counters.as<uint32_t>();
+    cuda::I8NormLink in;
+    in.norm_w = dnw.as<float>(), in.sumsq_in = sums.as<float>(), in.parts = int32_t(tiles), in.eps = eps;
+    cuda::launch_batch_mm(q, nullptr, {}, nullptr, i8_choices(), &in);
+    EXPECT_TRUE(close(what + " reader", download<float>(dz, N2 * T), ref2, atol2, 0.0));
+  }
+  // Not on another kernel: the few-column or fragment kernels have no link.
+  const auto w = random_weights(rng, Type::Q4_K, 256, 64);
+  auto dw = upload(w);
+  cuda::DeviceBuffer dx(256 * 8 * 4), dy(64 * 8 * 4), scratch(cuda::batch_mm_scratch(256, 64, 8));
+  cuda::BatchMmParams p{dw.get(), Type::Q4_K, dx.as<float>(), nullptr, dy.as<float>(), 256, 64, 8, scratch.get(),
+                        cuda::batch_mm_scratch(256, 64, 8)};
+  p.tile_counters = counters.as<uint32_t>();
+  const cuda::I8NormLink none;
+  EXPECT_THROW(cuda::launch_batch_mm(p, nullptr, {}, nullptr, i8_choices(), &none), cuda::InvalidArgument);
+}
+
 TEST(BatchMmI8, StackedMatricesMatchReference) {
   REQUIRE_GPU();
   std::mt19937 rng(8089);
