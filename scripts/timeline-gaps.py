@@ -7,29 +7,14 @@ step's end, duration), and the next step's first kernels' starts, so that a copy
 launch gap shows as what it is.
   scripts/timeline-gaps.py TRACE.csv [TITLE]
 """
-import csv
-import re
 import statistics
 import sys
 
-
-def short(name):
-    name = name.replace("(anonymous namespace)::", "")
-    name = re.sub(r"^void ", "", name)
-    name = re.sub(r"\(.*", "", name)
-    name = re.sub(r"<.*", "", name)
-    return name.split("::")[-1][:40]
+import timeline_rows
 
 
 def main(path, title):
-    rows = []
-    for r in csv.DictReader(open(path)):
-        start = int(next(v for k, v in r.items() if k.startswith("Start")))
-        dur = int(next(v for k, v in r.items() if k.startswith("Duration")))
-        name = r.get("Name", "")
-        copy = "memcpy" in name.lower() or "memset" in name.lower()
-        rows.append((start, dur, name.strip("[]") if copy else short(name), copy))
-    rows.sort()
+    rows = timeline_rows.rows(path)
     kernels = [r for r in rows if not r[3]]
     if not kernels:
         print(f"{title}: no kernels traced")

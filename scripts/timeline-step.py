@@ -8,28 +8,13 @@ overstates their work), and the mean time from the previous kernel's end to this
 the step's chain of dependent launches, which sums to the step's time.
 """
 import collections
-import csv
-import re
 import sys
 
-
-def short(name):
-    name = name.replace("(anonymous namespace)::", "")
-    name = re.sub(r"^void ", "", name)
-    name = re.sub(r"\(.*", "", name)
-    name = re.sub(r"<.*", "", name)
-    return name.split("::")[-1][:40]
+import timeline_rows
 
 
 def main(path, title):
-    ks = []
-    for r in csv.DictReader(open(path)):
-        start = next(v for k, v in r.items() if k.startswith("Start"))
-        dur = next(v for k, v in r.items() if k.startswith("Duration"))
-        name = r.get("Name", "")
-        if name and "memcpy" not in name.lower() and "memset" not in name.lower():
-            ks.append((int(start), int(dur), short(name)))
-    ks.sort()
+    ks = [(start, dur, name) for start, dur, name, copy in timeline_rows.rows(path) if not copy]
     ends = [i for i, k in enumerate(ks) if ks and k[2] == ks[-1][2]]
     if len(ends) < 3:
         print(f"{title}: fewer than three steps traced ({len(ks)} kernels)")
