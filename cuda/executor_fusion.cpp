@@ -355,7 +355,7 @@ bool Executor::slot_free_between(NodeId slot_owner, NodeId from, NodeId to,
   for (size_t j = 0; j < g_.nodes().size(); ++j) {
     // A folded RmsNorm's slot is planned but never written: nothing there to overwrite.
     if (j == o || !plan_.owns(NodeId(j)) || lowering_.at(j) == Lowering::InReaders ||
-        lowering_.at(j) == Lowering::InRopeKv)
+        lowering_.at(j) == Lowering::InRopeKv || lowering_.at(j) == Lowering::InImages)
       continue;
     if (::std::find(unwritten.begin(), unwritten.end(), NodeId(j)) != unwritten.end()) continue;
     const bool alive = NodeId(j) <= to && plan_.last_use.at(j) >= from;

@@ -54,13 +54,24 @@ void Executor::fold_norm_into_images(const Node& norm) {
         glu_epilogues_.contains(m.id) || small_batch_stacks_.contains(m.id) || users_.at(size_t(m.id)).size() != 1 ||
         g_.node(m.inputs[0]).shape.ne[1] != K || residual > m.id)
       continue;
-    // The Add's slot is written at the product's step now: nothing alive from there to the norm may share it. Its
-    // residual operand is read there element by element by the writing thread (the same bytes or none of them).
-    if (!slot_free_between(a.id, m.id, norm.id, {a.id, m.id, norm.id})) continue;
+    // The Add's slot is written at the product's step now: nothing alive from there to the norm may share it, but
+    // what only the product's image launch reads (its x, or a SwiGLU's gate and up it forms), done before the
+    // product's epilogue runs. Its residual operand is read there element by element by the writing thread (the
+    // same bytes or none of them).
+    const auto read_by_image_alone = [&](NodeId id) {
+      const NodeId root = plan_.root.at(size_t(id));
+      return plan_.last_use.at(size_t(root)) <= m.id ? root : graph::kNoNode;
+    };
+    const Node& x = g_.node(m.inputs[1]);
+    const bool glu_x = lowering(x.id) == Lowering::InImage;
+    const NodeId x_root = glu_x ? x.id : read_by_image_alone(x.id);
+    const NodeId gate = glu_x ? read_by_image_alone(x.inputs[0]) : graph::kNoNode;
+    const NodeId up = glu_x ? read_by_image_alone(x.inputs[1]) : graph::kNoNode;
     const NodeId r = plan_.root.at(size_t(residual));
-    if (g_.node(r).op != Op::Input && plan_.owns(r) && plan_.offset.at(size_t(r)) != plan_.offset.at(size_t(a.id)) &&
-        plan_.offset.at(size_t(r)) < plan_.offset.at(size_t(a.id)) + int64_t(plan_.bytes.at(size_t(a.id))) &&
-        plan_.offset.at(size_t(a.id)) < plan_.offset.at(size_t(r)) + int64_t(plan_.bytes.at(size_t(r))))
+    const bool in_place = g_.node(r).op != Op::Input && plan_.owns(r) &&
+                          plan_.offset.at(size_t(r)) == plan_.offset.at(size_t(a.id)) &&
+                          plan_.bytes.at(size_t(r)) == plan_.bytes.at(size_t(a.id));
+    if (!slot_free_between(a.id, m.id, norm.id, {a.id, m.id, norm.id, x_root, gate, up, in_place ? r : graph::kNoNode}))
       continue;
     const size_t sums = batch_mm_i8_sumsq_floats(K);
     if (!norm_sums_.bytes()) norm_sums_ = DeviceBuffer(sums * 4);
