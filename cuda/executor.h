@@ -117,8 +117,9 @@ struct ExecutorOptions {
   bool glu_images_i8 = true;
   // An add + RMSNorm of 3..4 tokens whose readers are all i8 products and whose Add's product operand is one too
   // (fold_norm_into_images): that product adds the residual and writes its tiles' sums of squares, the readers'
-  // image launches normalise, and the norm runs no launch (I8NormLink). LLM_CUDA_NORM_IMAGES=1 for A/B runs.
-  bool norm_images = false;
+  // image launches normalise, and the norm runs no launch (I8NormLink): 8B Q4_K_M on an H100, B = 3 / 4 +2.3-2.8% /
+  // +2.5-3.0% (session 55). LLM_CUDA_NORM_IMAGES=0 for A/B runs.
+  bool norm_images = true;
   // A paged step's prefill attention launched after its split attention, overlapping it
   // (AttentionKernelParams::tiles_after_split; 8B Q4_K_M, B = 16 / 32 / 64: +0.4 / +0.4 / +0.5%, H200, session 40).
   // LLM_CUDA_TILES_AFTER_SPLIT=0 for A/B runs.
