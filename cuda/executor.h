@@ -503,9 +503,11 @@ class Executor {
     Graph graph;
     GraphExec exec;
   };
+  // staging_event: recorded after each run's first kernel; an event node of the captured graphs, so declared before
+  // them (destroyed after them).
+  Event inputs_read_ = Event::create();
   Variant variants_[2];
   Event done_ = Event::create();  // recorded after each run()
-  Event inputs_read_ = Event::create();  // staging_event: recorded after each run's first kernel
 };
 
 }  // namespace cuda
