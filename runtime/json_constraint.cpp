@@ -17,6 +17,15 @@ bool keeps_plain(unsigned char c) { return JsonPrefix::keeps_plain_string(c); }
 
 }  // namespace
 
+const std::vector<int32_t>& ConstraintVocabulary::tokens_containing(unsigned char c) const {
+  std::call_once(containing_once_[c], [&] {
+    std::vector<int32_t>& list = containing_[c];
+    for (int32_t id = 0; id < n_vocab(); ++id)
+      if (piece(id).find(static_cast<char>(c)) != std::string_view::npos) list.push_back(id);
+  });
+  return containing_[c];
+}
+
 ConstraintVocabulary::ConstraintVocabulary(const tokenizer::Tokenizer& tok) {
   const int32_t n = tok.n_vocab();
   pieces_.resize(static_cast<size_t>(n));

@@ -13,6 +13,7 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 #include <string_view>
@@ -41,6 +42,9 @@ class ConstraintVocabulary {
   const std::vector<uint8_t>& has_text() const { return has_text_; }
   // The tokens whose bytes begin with c.
   const std::vector<int32_t>& tokens_starting_with(unsigned char c) const { return by_first_byte_[c]; }
+  // The tokens whose bytes contain c, in id order (a lead-in's end tag is looked for in the tokens that contain its
+  // last byte): found on the first call for c, by any thread, and kept with the vocabulary.
+  const std::vector<int32_t>& tokens_containing(unsigned char c) const;
   // The allowed tokens after `state`: allowed[id] = 1. State is JsonPrefix (JSON mode) or GrammarState (a schema's
   // grammar): feed(byte), complete(), plain_chars_left() and advance_plain() as they describe.
   template <class State>
@@ -64,6 +68,8 @@ class ConstraintVocabulary {
   std::vector<std::pair<int32_t, uint32_t>> string_safe_;
   TokenTrie trie_;                    // every token with bytes
   std::array<std::vector<int32_t>, 256> by_first_byte_;
+  mutable std::array<std::once_flag, 256> containing_once_;  // tokens_containing, once a byte
+  mutable std::array<std::vector<int32_t>, 256> containing_;
   // The other tokens with bytes, each from the first byte that does not begin a whole character of plain text, by
   // the characters before it: inside string text those leave a state that depends only on their count, so only the
   // suffix is tried, from that state.

@@ -2,7 +2,6 @@
 #include "runtime/lead_in.h"
 
 #include <algorithm>
-#include <cstring>
 #include <limits>
 #include <stdexcept>
 #include <string>
@@ -159,10 +158,7 @@ LeadInPlan<State>::LeadInPlan(std::shared_ptr<const ConstraintVocabulary> v, Lea
     std::vector<int32_t>& list = candidates[i];
     if (n.kind == Lead::Kind::Until) {
       tag_steps[i] = tag_automaton(n.text);
-      for (int32_t id = 0; id < vocab->n_vocab(); ++id) {
-        const std::string_view p = vocab->piece(id);
-        if (!p.empty() && std::memchr(p.data(), n.text.back(), p.size())) list.push_back(id);
-      }
+      list = vocab->tokens_containing(static_cast<unsigned char>(n.text.back()));  // scanned once a vocabulary
     } else if (n.kind == Lead::Kind::Spaces) {
       first.fill(false), any = false;
       first_bytes(first_bytes, n.next);

@@ -11,6 +11,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "assets.h"
@@ -171,6 +172,29 @@ bool spell_checked(const Vocabulary& v, runtime::TokenConstraint& c, const Refer
 // A byte vocabulary spells the tags byte by byte: the opening after spaces, a block with a false start of its end
 // ("</thin" then more text), and pieces of JSON in the block that the held text would take; then the object.
 // The same reply without a block, and one whose prompt opened the block.
+// The tokens containing a byte (the lead-in's end-tag candidates), found once a vocabulary: those of a scan of every
+// piece, in id order, the same list whichever of several threads asks first.
+TEST(LeadIn, TokensContainingAByteAreThoseOfAScan) {
+  REQUIRE_ASSET(path, "models/stories260K-f32.gguf");
+  const auto file = gguf::File::open(path);
+  const auto tok = tokenizer::Tokenizer::from_gguf(file);
+  const Vocabulary v(tok);
+  for (const unsigned char c : std::vector<unsigned char>{'>', 'e', ' ', '\n', 0xC3, 0xFF}) {
+    std::vector<int32_t> want;
+    for (int32_t id = 0; id < v.vocab->n_vocab(); ++id)
+      if (v.vocab->piece(id).find(static_cast<char>(c)) != std::string_view::npos) want.push_back(id);
+    std::vector<const std::vector<int32_t>*> got(4, nullptr);
+    std::vector<std::thread> threads;
+    for (size_t i = 0; i < got.size(); ++i)
+      threads.emplace_back([&, i] { got[i] = &v.vocab->tokens_containing(c); });
+    for (std::thread& t : threads) t.join();
+    for (const auto* g : got) {
+      ASSERT_EQ(g, got[0]) << "byte " << int(c) << ": one list, kept";
+      EXPECT_EQ(*g, want) << "byte " << int(c);
+    }
+  }
+}
+
 TEST(LeadIn, JsonModeMasksAreExactOnAByteVocabulary) {
   REQUIRE_ASSET(path, "models/stories260K-f32.gguf");
   const auto file = gguf::File::open(path);
