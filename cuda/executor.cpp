@@ -454,17 +454,12 @@ void Executor::lower_gemm(const Node& n) {
       b.x = f32_in(act, 1), b.x_gate = f32_in(act, 0);
     const BatchMmChoices choices = opt_.batch_mm;
     const auto link = norm_links_.find(n.id);  // fold_norm_into_images: the Add's slot instead of its own
-    if (link == norm_links_.end()) {
-      steps_.push_back([b, glu, stack, choices](cudaStream_t s) {
-        launch_batch_mm(b, s, glu, stack.n ? &stack : nullptr, choices);
-      });
-      return;
-    }
-    if (link->second.x) b.x = link->second.x;
-    if (link->second.y) b.y = link->second.y;
-    const I8NormLink l = link->second.link;
-    steps_.push_back([b, glu, stack, choices, l](cudaStream_t s) {
-      launch_batch_mm(b, s, glu, stack.n ? &stack : nullptr, choices, &l);
+    const bool linked = link != norm_links_.end();
+    const I8NormLink l = linked ? link->second.link : I8NormLink{};
+    if (linked && link->second.x) b.x = link->second.x;
+    if (linked && link->second.y) b.y = link->second.y;
+    steps_.push_back([b, glu, stack, choices, linked, l](cudaStream_t s) {
+      launch_batch_mm(b, s, glu, stack.n ? &stack : nullptr, choices, linked ? &l : nullptr);
     });
     return;
   }

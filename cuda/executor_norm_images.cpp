@@ -71,8 +71,8 @@ void Executor::fold_norm_into_images(const Node& norm) {
     const bool in_place = g_.node(r).op != Op::Input && plan_.owns(r) &&
                           plan_.offset.at(size_t(r)) == plan_.offset.at(size_t(a.id)) &&
                           plan_.bytes.at(size_t(r)) == plan_.bytes.at(size_t(a.id));
-    if (!slot_free_between(a.id, m.id, norm.id, {a.id, m.id, norm.id, x_root, gate, up, in_place ? r : graph::kNoNode}))
-      continue;
+    const NodeId same_bytes = in_place ? r : graph::kNoNode;
+    if (!slot_free_between(a.id, m.id, norm.id, {a.id, m.id, norm.id, x_root, gate, up, same_bytes})) continue;
     const size_t sums = batch_mm_i8_sumsq_floats(K);
     if (!norm_sums_.bytes()) norm_sums_ = DeviceBuffer(sums * 4);
     if (norm_sums_.bytes() < sums * 4) return;  // another width than the first fold's: left to the norm's launch
@@ -84,7 +84,8 @@ void Executor::fold_norm_into_images(const Node& norm) {
     for (const NodeId u : launches) {
       NormLink reader;
       reader.link.norm_w = f32_in(norm, 1), reader.link.sumsq_in = sumsq;
-      reader.link.parts = int32_t((K + 15) / 16), reader.link.eps = ::std::get<graph::RmsNormParams>(norm.params).eps;
+      reader.link.parts = int32_t(sums / size_t(kBatchMmI8MaxTokens));  // the producer's tiles
+      reader.link.eps = ::std::get<graph::RmsNormParams>(norm.params).eps;
       reader.x = f32_out(a);
       norm_links_[u] = reader;
     }

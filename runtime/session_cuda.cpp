@@ -601,8 +601,7 @@ std::unique_ptr<Session> make_cuda_session(std::shared_ptr<const model::Model> m
   o.verbose = options.verbose;
   o.plan = CudaPlanShape{options.plan_batch, options.plan_all_logits};
   o.kv_type = options.kv_type;
-  o.exec = cuda::ExecutorOptions::from_env();
-  o.exec.cuda_graph = o.exec.cuda_graph && options.cuda_graph;
+  o.exec.cuda_graph = o.exec.cuda_graph && options.cuda_graph;  // o.exec: the environment's (CudaSessionOptions)
   o.log = options.log;
   o.progress = options.progress;
   o.n_seq = options.n_seq;
