@@ -247,22 +247,30 @@ __global__ void __launch_bounds__(kMaxWarps * 32) i8_q4k_kernel(BatchMmParams p,
   const int n_sb = int(p.K / kSbElems), nkb = int(p.K / 32);
   const int sb0 = warp * spw, sb1 = sb0 + spw < n_sb ? sb0 + spw : n_sb;
   float acc[2] = {0.0f, 0.0f};
-  // W of the next super-block loaded before the current one is multiplied; x (from L2, ~1/5 of W's bytes) at the
-  // top of each super-block: prefetching it too took 170 registers a thread instead of 84 and measured slower
-  // (docs/kernel-notes.md, session 43).
-  SbRegs cur, nxt;
+  // W in two super-blocks' registers in turn (w0 the even steps, w1 the odd): each is loaded again as soon as its
+  // products are formed, so two super-blocks are in flight while a warp waits. The form before (multiply cur, then
+  // cur = nxt) waited for the next super-block at the copy, one in flight. x (from L2) at the top of each
+  // super-block: prefetching it too took 170 registers a thread instead of 84 and measured slower (session 43).
+  SbRegs w0, w1;
   pdl_launch_dependents();
-  if (sb0 < sb1) load_sb(cur, row, sb0, q);  // weights before the wait, overlapping the image launch
+  if (sb0 < sb1) load_sb(w0, row, sb0, q);  // weights before the wait, overlapping the image launch
+  if (sb0 + 1 < sb1) load_sb(w1, row, sb0 + 1, q);
   pdl_wait();
   const uint4* codes = reinterpret_cast<const uint4*>(image);
   const float* steps = reinterpret_cast<const float*>(image + codes_bytes(p.K));
   const float* sums = steps + runs_floats(p.K);
-  for (int sb = sb0; sb < sb1; ++sb) {
-    if (sb + 1 < sb1) load_sb(nxt, row, sb + 1, q);
+  for (int sb = sb0; sb < sb1; sb += 2) {
+    {
+      XRegs x;
+      load_x(x, codes, steps, sums, nkb, sb, lane);
+      sb_products(w0, x, acc);
+    }
+    if (sb + 2 < sb1) load_sb(w0, row, sb + 2, q);
+    if (sb + 1 >= sb1) break;
     XRegs x;
-    load_x(x, codes, steps, sums, nkb, sb, lane);
-    sb_products(cur, x, acc);
-    cur = nxt;
+    load_x(x, codes, steps, sums, nkb, sb + 1, lane);
+    sb_products(w1, x, acc);
+    if (sb + 3 < sb1) load_sb(w1, row, sb + 3, q);
   }
   part[warp][0][lane] = acc[0], part[warp][1][lane] = acc[1];
   __syncthreads();
