@@ -257,7 +257,7 @@ __global__ void __launch_bounds__(kMaxThreads) expert_down_kernel(ExpertDownPara
     route::route_token(rs, p.route, t, true);
     ids = rs.id, weights = rs.weight;
   }
-  // The first task's weights: before the wait where the ids were written before the previous launch began
+  // The first two tasks' weights: before the wait where the ids were written before the previous launch began
   // (ExpertDownParams::ids_before_wait, or a route), so that they stream while the gate/up launch finishes.
   const bool ids_early = p.ids_before_wait || p.route.logits;
   const int nj = (k - slice + slices - 1) / slices;  // this slice's slots: slice + jj * slices, jj < nj (>= 1)
@@ -275,9 +275,20 @@ __global__ void __launch_bounds__(kMaxThreads) expert_down_kernel(ExpertDownPara
       mv16::load_rows<U>(d, w + size_t(g * kR) * row_bytes + u_offset, N - 1 - g * kR, rb32, u_inner);
     }
   };
-  Raw cur[kR], nxt[kR];
+  // Tasks (group gi, slot jj) in order: jj counts up to nj, then the next group.
+  const auto advance = [&](int& gi, int& jj) {
+    jj = jj + 1 == nj ? 0 : jj + 1;
+    if (jj == 0) ++gi;
+  };
+  // w0 and w1 in turn (w0 the even tasks, w1 the odd), each loaded again as soon as it is dotted: two tasks' weights
+  // in flight while a warp waits (the form with cur = nxt after each dot waited for the next task's at the copy).
+  Raw w0[kR], w1[kR];
+  int ga = 0, ja = 0;  // the task whose weights load next
   if (!ids_early) pdl_wait();
-  if (active && n_tasks > 0) load(cur, expert_rows(slice), 0);
+  if (active && n_tasks > 0) load(w0, expert_rows(slice + ja * slices), ga);
+  advance(ga, ja);
+  if (active && n_tasks > 1) load(w1, expert_rows(slice + ja * slices), ga);
+  advance(ga, ja);
   if (ids_early) pdl_wait();
   for (int i = int(threadIdx.x); i < k; i += int(blockDim.x)) slot_w[i] = expert_rows(i);
   for (int i = int(threadIdx.x); i < k * n_units; i += int(blockDim.x)) {
@@ -303,16 +314,15 @@ __global__ void __launch_bounds__(kMaxThreads) expert_down_kernel(ExpertDownPara
   };
   if (active) slot_inputs(0);
   float acc[kR] = {};
-  for (int q = 0, gi = 0, jj = 0; q < n_tasks; ++q) {
-    const int jn = jj + 1 == nj ? 0 : jj + 1, gn = jn == 0 ? gi + 1 : gi;
-    if (active && q + 1 < n_tasks) load(nxt, slot_w[slice + jn * slices], gn);
+  int gi = 0, jj = 0;
+  const auto task = [&](Raw(&w)[kR], int q) {
     if (nj > 1 && active && jj > 0) slot_inputs(jj);
     if (slot_w[slice + jj * slices] && active) {
 #pragma unroll
-      for (int r = 0; r < kR; ++r) acc[r] = fmaf(wj, U::dot(cur[r], u, x0, x1), acc[r]);
+      for (int r = 0; r < kR; ++r) acc[r] = fmaf(wj, U::dot(w[r], u, x0, x1), acc[r]);
     }
-#pragma unroll
-    for (int r = 0; r < kR; ++r) cur[r] = nxt[r];
+    if (active && q + 2 < n_tasks) load(w, slot_w[slice + ja * slices], ga);
+    advance(ga, ja);
     if (jj == nj - 1) {  // the group's last slot of this slice
       const float v = warp_sum_rows<kR>(acc, lane);
       if ((lane & (32 / kR - 1)) == 0) part[(slice * n_warps + warp) * cap + gi * kR + lane / (32 / kR)] = v;
@@ -320,7 +330,12 @@ __global__ void __launch_bounds__(kMaxThreads) expert_down_kernel(ExpertDownPara
       for (int r = 0; r < kR; ++r) acc[r] = 0.0f;
       if (nj > 1 && active) slot_inputs(0);
     }
-    gi = gn, jj = jn;
+    advance(gi, jj);
+  };
+  for (int q = 0; q < n_tasks; q += 2) {
+    task(w0, q);
+    if (q + 1 >= n_tasks) break;
+    task(w1, q + 1);
   }
   __syncthreads();
   for (int i = int(threadIdx.x); i < (g1 - g0) * kR; i += int(blockDim.x)) {
