@@ -33,7 +33,6 @@ namespace {
 constexpr int kSbBytes = q4k_lane::kSbBytes;  // a Q4_K super-block: d, dmin, 12 bytes of scales, 128 of codes
 constexpr int kSbElems = q4k_lane::kSbElems;
 constexpr int kMaxWarps = 8;  // 16 (one super-block a warp on q/k and o): -1.7% at B = 3 / 4 (session 43)
-constexpr int kWarpsPerSm = 32;  // 12 and 24 with x prefetched: no faster (session 43)
 constexpr int kTileRows = 16;
 constexpr int kTokens = int(kBatchMmI8MaxTokens);  // the 8 columns of one product: a high and a low byte a token
 constexpr float kSteps = 32639.0f;  // |v| <= 32639 splits into hi, lo in [-128, 127] (v = 256 hi + lo)
@@ -319,7 +318,7 @@ size_t batch_mm_i8_sumsq_floats(int64_t N) { return size_t(kTokens) * size_t((N 
 size_t batch_mm_i8_scratch(int64_t K) { return (codes_bytes(K) + 2 * runs_floats(K) * 4 + 255) & ~size_t(255); }
 
 void launch_batch_mm_i8(const BatchMmParams& p, void* image, const GluEpilogue& glu, const ProductStack* stack,
-                        cudaStream_t stream, bool programmatic, const I8NormLink& link) {
+                        cudaStream_t stream, bool programmatic, const I8NormLink& link, int warps_per_sm) {
   LLM_REQUIRE(batch_mm_i8_serves(p.type, p.regrouped, p.T) && p.K % kSbElems == 0,
               "i8 small-batch product: not served");
   LLM_REQUIRE((reinterpret_cast<uintptr_t>(image) & 15) == 0 && (reinterpret_cast<uintptr_t>(p.x) & 15) == 0,
@@ -334,10 +333,13 @@ void launch_batch_mm_i8(const BatchMmParams& p, void* image, const GluEpilogue& 
               "i8 small-batch product: a residual or sums of squares only on a plain launch");
   launch_programmatic(programmatic, i8_image_kernel, dim3(unsigned((threads + kImageThreads - 1) / kImageThreads)),
                       dim3(kImageThreads), 0, stream, p.x, p.x_gate, p.K, int(p.T), img, link);
-  // Warps a tile: enough for ~kWarpsPerSm warps an SM over the grid, in equal runs of super-blocks.
+  // Warps a tile: enough for ~warps_per_sm warps an SM over the grid, in equal runs of super-blocks. 32 (the
+  // default) was chosen at 84 registers (12 and 24 with x prefetched: no faster, session 43); at 128 registers (W's
+  // two buffers, session 56) an SM holds 16, so LLM_CUDA_I8_WARPS_PER_SM=16 gives gate|up 2 warps a tile, not 4.
   const int64_t tiles = (p.N + kTileRows - 1) / kTileRows;
   const int n_sb = int(p.K / kSbElems);
-  const int64_t want = int64_t(current_device_sm_count()) * kWarpsPerSm;
+  LLM_REQUIRE(warps_per_sm > 0, "i8 small-batch product: warps_per_sm must be positive");
+  const int64_t want = int64_t(current_device_sm_count()) * warps_per_sm;
   int warps = 1;
   while (warps < kMaxWarps && warps < n_sb && tiles * warps < want) warps *= 2;
   const int spw = (n_sb + warps - 1) / warps;

@@ -4,9 +4,11 @@
 // projection (more warps than super-blocks), a bias, the SwiGLU / GeGLU epilogue, stacks of two and three matrices;
 // each token's outputs the same bits whatever the other tokens (T), and nothing written past T's columns.
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
+#include "cuda/executor.h"
 #include "cuda/kernels/batch_mm.cuh"
 #include "cuda/kernels/batch_mm_i8.cuh"
 #include "cuda/kernels/elementwise.cuh"
@@ -226,6 +228,49 @@ TEST(BatchMmI8, StackedMatricesMatchReference) {
                           download<float>(st.dy[size_t(m)], N * T), ref, atol, 0.0));
       }
     }
+}
+
+// Other grids (BatchMmChoices::i8_warps_per_sm: fewer or more warps a tile, so runs of super-blocks of other
+// lengths, odd ones included, in each warp's two registers sets in turn) hold the same bound; only the warps' order
+// of adding changes.
+TEST(BatchMmI8, AnyGridMatchesReference) {
+  REQUIRE_GPU();
+  std::mt19937 rng(8090);
+  cuda::DeviceBuffer counters(cuda::kBatchMmCounterBytes);
+  CUDA_CHECK(cudaMemset(counters.get(), 0, cuda::kBatchMmCounterBytes));
+  for (int64_t K : {2304, 14336})
+    for (int warps_per_sm : {1, 4, 16}) {  // 256 tiles: 1, 4 and 8 warps a tile
+      const int64_t N = 4096, T = 4;
+      const auto w = random_weights(rng, Type::Q4_K, K, N);
+      const auto x = random_floats(rng, K * T);
+      std::vector<double> ref, mag, mx;
+      reference(w, Type::Q4_K, x, K, N, T, nullptr, ref, mag, mx);
+      auto dw = upload(w), dx = upload(x);
+      const size_t sb = cuda::batch_mm_scratch(K, N, T);
+      cuda::DeviceBuffer scratch(sb);
+      auto dy = poisoned_f32(N * T);
+      cuda::BatchMmParams p{dw.get(), Type::Q4_K, dx.as<float>(), nullptr, dy.as<float>(), K, N, T, scratch.get(), sb};
+      p.tile_counters = counters.as<uint32_t>();
+      cuda::BatchMmChoices c = i8_choices();
+      c.i8_warps_per_sm = warps_per_sm;
+      cuda::launch_batch_mm(p, nullptr, {}, nullptr, c);
+      EXPECT_TRUE(close("i8 K=" + std::to_string(K) + " warps_per_sm=" + std::to_string(warps_per_sm),
+                        download<float>(dy, N * T), ref, i8_tolerance(w, x, K, N, T, mag), 0.0));
+    }
+}
+
+// The lab switch's reading (no device needed): a count 1..64, refused otherwise.
+TEST(BatchMmI8, WarpsPerSmFromEnvironment) {
+  const char* name = "LLM_CUDA_I8_WARPS_PER_SM";
+  ::unsetenv(name);
+  EXPECT_EQ(cuda::ExecutorOptions::from_env().batch_mm.i8_warps_per_sm, 32);
+  ::setenv(name, "16", 1);
+  EXPECT_EQ(cuda::ExecutorOptions::from_env().batch_mm.i8_warps_per_sm, 16);
+  for (const char* bad : {"0", "65", "sixteen"}) {
+    ::setenv(name, bad, 1);
+    EXPECT_THROW(cuda::ExecutorOptions::from_env(), cuda::InvalidArgument) << bad;
+  }
+  ::unsetenv(name);
 }
 
 TEST(BatchMmI8, ServesQ4KOfTwoToFourTokens) {
