@@ -81,7 +81,7 @@ struct BatchMmChoices {
   WgmmaRoute wgmma;          // which Q4_K and Q6_Kx8 products take batch_mm_wgmma.cuh's kernel
   bool programmatic = true;  // launched to overlap the kernel before (pdl.cuh): W's first loads, x's conversion
   bool i8 = true;            // Q4_K products of 2..4 tokens on batch_mm_i8.cuh's kernel (false: the fragment kernel)
-  int i8_warps_per_sm = 32;  // the i8 kernel's grid: warps a tile chosen for about this many warps an SM
+  int i8_warps_per_sm = 8;   // the i8 kernel's grid: warps a tile chosen for about this many warps an SM
 };
 
 // True when the launch takes a kernel that writes its own image of x (the wgmma kernel, or batch_mm_i8.cuh's with

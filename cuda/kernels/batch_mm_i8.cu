@@ -333,9 +333,11 @@ void launch_batch_mm_i8(const BatchMmParams& p, void* image, const GluEpilogue& 
               "i8 small-batch product: a residual or sums of squares only on a plain launch");
   launch_programmatic(programmatic, i8_image_kernel, dim3(unsigned((threads + kImageThreads - 1) / kImageThreads)),
                       dim3(kImageThreads), 0, stream, p.x, p.x_gate, p.K, int(p.T), img, link);
-  // Warps a tile: enough for ~warps_per_sm warps an SM over the grid, in equal runs of super-blocks. 32 (the
-  // default) was chosen at 84 registers (12 and 24 with x prefetched: no faster, session 43); at 128 registers (W's
-  // two buffers, session 56) an SM holds 16, so LLM_CUDA_I8_WARPS_PER_SM=16 gives gate|up 2 warps a tile, not 4.
+  // Warps a tile: enough for ~warps_per_sm warps an SM over the grid, in equal runs of super-blocks. 32 was chosen
+  // at 84 registers (12 and 24 with x prefetched: no faster, session 43). At 128 registers (W's two buffers) an SM
+  // holds 16, and 8 (the default) measured best (session 56, H100, B = 3 / 4 against 32: +5.4 / +5.3%; 16 +3.5 /
+  // +2.9%, 12 +3.7 / +3.9%, 10 +4.7 / +4.6%, 6 -0.9 / -1.1%, 4 -4.3 / -4.2%): an 8B's gate|up gets 1 warp a tile
+  // (16 super-blocks each), q|k 4, o and down 8; 6 gives o and down 4 as well.
   const int64_t tiles = (p.N + kTileRows - 1) / kTileRows;
   const int n_sb = int(p.K / kSbElems);
   LLM_REQUIRE(warps_per_sm > 0, "i8 small-batch product: warps_per_sm must be positive");

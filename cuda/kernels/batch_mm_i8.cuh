@@ -58,6 +58,6 @@ size_t batch_mm_i8_scratch(int64_t K);
 // allocates. launch_batch_mm has checked the params; image: batch_mm_i8_scratch(K) bytes, 16-byte aligned.
 // warps_per_sm: the grid's warps a tile are chosen for about this many warps an SM (BatchMmChoices).
 void launch_batch_mm_i8(const BatchMmParams& p, void* image, const GluEpilogue& glu, const ProductStack* stack,
-                        cudaStream_t stream, bool programmatic, const I8NormLink& link = {}, int warps_per_sm = 32);
+                        cudaStream_t stream, bool programmatic, const I8NormLink& link = {}, int warps_per_sm = 8);
 
 }  // namespace cuda

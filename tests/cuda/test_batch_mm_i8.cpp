@@ -263,7 +263,7 @@ TEST(BatchMmI8, AnyGridMatchesReference) {
 TEST(BatchMmI8, WarpsPerSmFromEnvironment) {
   const char* name = "LLM_CUDA_I8_WARPS_PER_SM";
   ::unsetenv(name);
-  EXPECT_EQ(cuda::ExecutorOptions::from_env().batch_mm.i8_warps_per_sm, 32);
+  EXPECT_EQ(cuda::ExecutorOptions::from_env().batch_mm.i8_warps_per_sm, 8);
   ::setenv(name, "16", 1);
   EXPECT_EQ(cuda::ExecutorOptions::from_env().batch_mm.i8_warps_per_sm, 16);
   for (const char* bad : {"0", "65", "sixteen"}) {
