@@ -16,7 +16,7 @@
 // order along each warp's share of K, then the warps' shares in warp order: the same bits every run, whatever the grid.
 //
 // Grid. A block is one tile of 16 rows; its warps split K into equal runs of super-blocks (more warps where the
-// tiles are few), each lane loading its rows' next super-block before it multiplies the current one.
+// tiles are few), each lane holding its rows' next two super-blocks in flight (two register sets in turn).
 #include "cuda/kernels/batch_mm_i8.cuh"
 
 #include "cuda/check.h"
