@@ -231,11 +231,11 @@ TEST(BatchMmI8, StackedMatricesMatchReference) {
 }
 
 // Other grids (BatchMmChoices::i8_warps_per_sm: fewer or more warps a tile, so runs of super-blocks of other
-// lengths, odd ones included, in each warp's two registers sets in turn) hold the same bound; only the warps' order
+// lengths, odd ones included, in each warp's two register sets in turn) hold the same bound; only the warps' order
 // of adding changes.
 TEST(BatchMmI8, AnyGridMatchesReference) {
   REQUIRE_GPU();
-  std::mt19937 rng(8090);
+  std::mt19937 rng(8091);
   cuda::DeviceBuffer counters(cuda::kBatchMmCounterBytes);
   CUDA_CHECK(cudaMemset(counters.get(), 0, cuda::kBatchMmCounterBytes));
   for (int64_t K : {2304, 14336})
