@@ -43,10 +43,13 @@ for r in rows[2:]:
     us = float(val(r, "gpu__time_duration.sum") or 0) / 1e3
     mb = float(val(r, "dram__bytes_read.sum") or 0) / 1e6
     v = lambda n: val(r, n)
-    print("  grid %s x %s, %s regs, %.1f us, %.1f MB read (%.2f TB/s, %s%% of peak), warps/SM %s, issue busy %s%%; "
-          "stalls: " % (v("launch__grid_size"), v("launch__block_size"), v("launch__registers_per_thread"), us, mb,
-                        mb / us if us else 0, v("dram__throughput.avg.pct_of_peak_sustained_elapsed"),
-                        v("sm__warps_active.avg.per_cycle_active"), v("sm__inst_issued.avg.pct_of_peak_sustained_active"))
+    # Fields the raw page may lack on another Nsight version are left out rather than printed as "?".
+    extra = [f"{label} {v(name)}" for label, name in (
+        ("DRAM % of peak", "dram__throughput.avg.pct_of_peak_sustained_elapsed"),
+        ("issue busy %", "sm__inst_issued.avg.pct_of_peak_sustained_active")) if v(name) != "?"]
+    print("  grid %s x %s, %s regs, %.1f us, %.1f MB read (%.2f TB/s), warps/SM %s%s; stalls: " % (
+          v("launch__grid_size"), v("launch__block_size"), v("launch__registers_per_thread"), us, mb,
+          mb / us if us else 0, v("sm__warps_active.avg.per_cycle_active"), "".join(", " + e for e in extra))
           + ", ".join(f"{n} {v:.1f}" for n, v in st[:6]))
 ' | tee -a "$out/table.txt"
 done
