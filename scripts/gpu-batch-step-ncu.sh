@@ -17,9 +17,10 @@ B=${PARALLEL:-4}
 for item in ${KERNELS:-i8_q4k_kernel:224:8 batch_mm_frag_kernel:64:4}; do
   IFS=: read -r regex skip count <<<"$item"
   tag=${regex//[^A-Za-z0-9_]/_}-b$B
-  [ -n "${PARSE_ONLY:-}" ] || timeout 300 "$ncu" --clock-control none --set full --kernel-name regex:"$regex" --launch-skip "$skip" \
-    --launch-count "$count" -o "/tmp/ncu-$tag" -f /tmp/bin/llm-run bench -m "$model" --device cuda \
-    --parallel "$B" -p 64 -n 16 >"$out/ncu-run-$tag.log" 2>&1
+  # PARSE_ONLY=1: print the reports a call before this one left on the (warm) machine.
+  [ -n "${PARSE_ONLY:-}" ] || timeout 300 "$ncu" --clock-control none --set full --kernel-name regex:"$regex" \
+    --launch-skip "$skip" --launch-count "$count" -o "/tmp/ncu-$tag" -f /tmp/bin/llm-run bench -m "$model" \
+    --device cuda --parallel "$B" -p 64 -n 16 >"$out/ncu-run-$tag.log" 2>&1
   echo "$regex, B = $B, launches $skip..$((skip + count - 1)):" | tee -a "$out/table.txt"
   "$ncu" -i "/tmp/ncu-$tag.ncu-rep" --page raw --csv --print-units base 2>/dev/null | python3 -c '
 import csv, sys
