@@ -97,13 +97,9 @@ void KvCache::clear(cudaStream_t stream) const { CUDA_CHECK(cudaMemsetAsync(buff
 
 // ---- Executor ----
 
-namespace {
-
-::std::string describe(const Node& n) {
+::std::string Executor::describe(const Node& n) {
   return "node " + ::std::to_string(n.id) + " '" + n.name + "' (" + graph::op_name(n.op) + ")";
 }
-
-}  // namespace
 
 Executor::Executor(const Context& ctx, const graph::Graph& g, const graph::Plan& plan, const uint8_t* weights,
                    KvCache* kv, ExecutorOptions options)

@@ -348,6 +348,7 @@ class Executor {
   const void* weight_ptr(const graph::Node& w) const;
   const uint16_t* half_copy(const graph::Node& w) const;  // w's rows in ExecutorOptions::half_weights, or null
   bool regrouped(const graph::Node& w) const;  // a weight regrouped at upload (q6_kx8.cuh, q4_0_cols.cuh)
+  static ::std::string describe(const graph::Node& n);  // "node 3 'name' (op)", for error messages
   bool q4_0_cols(const graph::Node& w) const;  // a Q4_0 weight regrouped by columns
   bool batch_mm_takes(const graph::Node& mulmat) const;  // launched by the small-batch kernel (lower_gemm)
   bool matvec_cols_takes(const graph::Node& mulmat) const;  // launched by the few-column kernel (lower_gemm)

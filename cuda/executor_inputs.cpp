@@ -55,8 +55,7 @@ void Executor::write_inputs(const graph::RunInputs& in, ::std::span<const int32_
   for (const auto& [id, kind] : inputs_) {  // every check before anything is written
     const size_t n = size_t(g_.node(id).shape.elements());
     if (in.of(kind).size() != n)
-      throw InvalidArgument("input node " + ::std::to_string(id) + " '" + g_.node(id).name + "': expected " +
-                            ::std::to_string(n) + " " +
+      throw InvalidArgument(describe(g_.node(id)) + ": expected " + ::std::to_string(n) + " " +
                             graph::input_kind_name(kind) + " values, got " + ::std::to_string(in.of(kind).size()));
   }
   if (paged_tiles_.bytes()) check_paged_inputs(g_.kv, paged_reach_, in);

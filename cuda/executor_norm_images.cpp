@@ -20,10 +20,8 @@ using graph::Op;
 bool Executor::i8_takes(const Node& m) const {
   if (m.op != Op::MulMat || m.inputs.size() < 2 || !batch_mm_takes(m) || matvec_cols_takes(m)) return false;
   const Node& w = g_.node(m.inputs[0]);
-  const auto type = ::std::get<graph::WeightParams>(w.params).type;
-  const int64_t T = m.shape.rows();
-  return opt_.batch_mm.i8 && batch_mm_i8_serves(type, regrouped(w), T) &&
-         !batch_mm_takes_wgmma(type, regrouped(w), w.shape.ne[0], launch_rows(m), T, opt_.batch_mm.wgmma);
+  return batch_mm_takes_i8(::std::get<graph::WeightParams>(w.params).type, regrouped(w), w.shape.ne[0], launch_rows(m),
+                           m.shape.rows(), opt_.batch_mm);
 }
 
 void Executor::fold_norm_into_images(const Node& norm) {

@@ -158,7 +158,7 @@ LeadInPlan<State>::LeadInPlan(std::shared_ptr<const ConstraintVocabulary> v, Lea
     std::vector<int32_t>& list = candidates[i];
     if (n.kind == Lead::Kind::Until) {
       tag_steps[i] = tag_automaton(n.text);
-      list = vocab->tokens_containing(static_cast<unsigned char>(n.text.back()));  // scanned once a vocabulary
+      vocab->tokens_containing(static_cast<unsigned char>(n.text.back()));  // scanned here, once a vocabulary
     } else if (n.kind == Lead::Kind::Spaces) {
       first.fill(false), any = false;
       first_bytes(first_bytes, n.next);
@@ -297,7 +297,7 @@ void LeadIn<State>::mask(std::span<float> logits) const {
       if (at.kind == Lead::Kind::Until) {
         // Every token with text stays in the free text, except one that ends it into bytes the rest refuses.
         std::vector<std::pair<int32_t, uint8_t>> refused;  // with what the other ways allowed
-        for (const int32_t id : plan_->candidates[cur.node])
+        for (const int32_t id : plan_->vocab->tokens_containing(static_cast<unsigned char>(at.text.back())))
           if (!takes(cur, plan_->vocab->piece(id))) refused.emplace_back(id, allowed_[static_cast<size_t>(id)]);
         const std::vector<uint8_t>& text = plan_->vocab->has_text();
         for (size_t id = 0; id < n; ++id) allowed_[id] |= text[id];

@@ -98,7 +98,8 @@ struct LeadInPlan {
   Lead lead;
   std::vector<State> plain, spaced;
   // Per node: the tokens worth trying from a cursor there (Spaces: whitespace, then a byte the next node may begin
-  // with, or nothing more; Until: tokens that hold the end tag's last byte) and an Until node's tag automaton.
+  // with, or nothing more; an Until node's, the tokens that hold the end tag's last byte, are the vocabulary's
+  // tokens_containing list, not copied here) and an Until node's tag automaton.
   std::vector<std::vector<int32_t>> candidates;
   std::vector<std::vector<std::array<uint8_t, 256>>> tag_steps;
 };

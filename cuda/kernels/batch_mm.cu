@@ -679,10 +679,16 @@ bool batch_mm_takes_wgmma(quant::Type type, bool regrouped, int64_t K, int64_t N
   return batch_mm_supports(type, regrouped, K, N, T) && takes_wgmma(type, regrouped, K, N, T, route);
 }
 
+bool batch_mm_takes_i8(quant::Type type, bool regrouped, int64_t K, int64_t N, int64_t T,
+                       const BatchMmChoices& choices) {
+  return choices.i8 && batch_mm_i8_serves(type, regrouped, T) && batch_mm_supports(type, regrouped, K, N, T) &&
+         !takes_wgmma(type, regrouped, K, N, T, choices.wgmma);
+}
+
 bool batch_mm_forms_glu_x(quant::Type type, bool regrouped, int64_t K, int64_t N, int64_t T,
                           const BatchMmChoices& choices) {
   return batch_mm_takes_wgmma(type, regrouped, K, N, T, choices.wgmma) ||
-         (batch_mm_supports(type, regrouped, K, N, T) && choices.i8 && batch_mm_i8_serves(type, regrouped, T));
+         batch_mm_takes_i8(type, regrouped, K, N, T, choices);
 }
 
 size_t batch_mm_scratch(int64_t K, int64_t, int64_t T) {
@@ -714,9 +720,9 @@ void launch_batch_mm(const BatchMmParams& p, cudaStream_t stream, const GluEpilo
   static_assert(kBatchMmGluMaxTokens == 8, "the one-n-tile instances (shape_for_tokens) apply it");
   const bool pdl = choices.programmatic;
   const bool wgmma = takes_wgmma(p.type, p.regrouped, p.K, p.N, p.T, choices.wgmma);
-  LLM_REQUIRE(!p.x_gate || wgmma || (choices.i8 && batch_mm_i8_serves(p.type, p.regrouped, p.T)),
+  const bool i8 = batch_mm_takes_i8(p.type, p.regrouped, p.K, p.N, p.T, choices);
+  LLM_REQUIRE(!p.x_gate || wgmma || i8,
               "small-batch product: a SwiGLU formed from x_gate needs the wgmma or the i8 kernel");
-  const bool i8 = !wgmma && choices.i8 && batch_mm_i8_serves(p.type, p.regrouped, p.T);
   LLM_REQUIRE(!i8_link || i8, "small-batch product: a norm link needs the i8 kernel");
   if (wgmma) {
     launch_batch_mm_wgmma(p, stack, stream, pdl);

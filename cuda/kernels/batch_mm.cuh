@@ -84,6 +84,10 @@ struct BatchMmChoices {
   int i8_warps_per_sm = 8;   // the i8 kernel's grid: warps a tile chosen for about this many warps an SM
 };
 
+// True when launch_batch_mm takes batch_mm_i8.cuh's kernel for these choices (the executor plans its folds on it).
+bool batch_mm_takes_i8(quant::Type type, bool regrouped, int64_t K, int64_t N, int64_t T,
+                       const BatchMmChoices& choices);
+
 // True when the launch takes a kernel that writes its own image of x (the wgmma kernel, or batch_mm_i8.cuh's with
 // choices.i8) and so can form x from a SwiGLU's gate and up (BatchMmParams::x_gate).
 bool batch_mm_forms_glu_x(quant::Type type, bool regrouped, int64_t K, int64_t N, int64_t T,
