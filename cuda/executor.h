@@ -99,6 +99,8 @@ struct ExecutorOptions {
   // LLM_CUDA_BATCH_MM_I8=0: Q4_K products of 2..4 tokens on batch_mm.cu's fragment kernel instead of
   // batch_mm_i8.cuh's (s8 tensor cores; Q4_K at 2 tokens takes matvec_cols.cuh's kernel before either).
   // LLM_CUDA_I8_WARPS_PER_SM=1..64 (default 8): the i8 kernel's grid (BatchMmChoices::i8_warps_per_sm).
+  // LLM_CUDA_I8_Q6X8=1: regrouped Q6_K products of 2..4 tokens on the i8 kernel too (BatchMmChoices::i8_q6x8; lab,
+  // off until measured).
   BatchMmChoices batch_mm;
   // The RMSNorms of steps of several tokens (a batched decode's layers, two each) launched to overlap the kernel
   // before them (pdl.cuh). LLM_CUDA_NORM_PDL=0 for A/B runs.

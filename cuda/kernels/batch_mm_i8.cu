@@ -15,6 +15,11 @@
 // exact float sum; a super-block's terms are added in sub-block order, then d and dmin applied, then super-blocks in
 // order along each warp's share of K, then the warps' shares in warp order: the same bits every run, whatever the grid.
 //
+// Regrouped Q6_K (Q6_Kx8, with BatchMmChoices::i8_q6x8): the same image and grid, a block of 256 in place of a
+// super-block; its codes go into the products as c - 32, and each k-block takes two products of the same A with
+// half of x's positions zeroed, one a scale (q6kx8_i8_lane.cuh says how); per block and row d sum_kb x_kb (sc_1 v_1
+// + sc_2 v_2), blocks added in order.
+//
 // Grid. A block is one tile of 16 rows; its warps split K into equal runs of super-blocks (more warps where the
 // tiles are few), each lane holding its rows' next two super-blocks in flight (two register sets in turn).
 #include "cuda/kernels/batch_mm_i8.cuh"
@@ -25,6 +30,7 @@
 #include "cuda/kernels/matvec_i16_units.cuh"
 #include "cuda/kernels/pdl.cuh"
 #include "cuda/kernels/q4k_lane.cuh"
+#include "cuda/kernels/q6kx8_i8_lane.cuh"
 #include "cuda/kernels/swiglu.cuh"
 
 namespace cuda {
@@ -217,11 +223,56 @@ __device__ __forceinline__ void sb_products(const SbRegs& w, const XRegs& x, flo
   for (int r = 0; r < 2; ++r) acc[r] = fmaf(d[r], A[r], fmaf(-dmin[r], M[r], acc[r]));
 }
 
+// What the kernel needs of a weight format: a lane's registers for one 256-element block of its two rows, their
+// loads, and their products with the same block of x (XRegs), added into acc.
+struct Q4kWeights {
+  using Regs = SbRegs;
+  __device__ static void load(Regs& s, const uint8_t* const (&row)[2], int sb, int q) { load_sb(s, row, sb, q); }
+  __device__ static void products(const Regs& w, const XRegs& x, int, float (&acc)[2]) { sb_products(w, x, acc); }
+};
+
+struct Q6x8Weights {
+  struct Regs {
+    q6kx8_i8::RowRegs r[2];
+  };
+  __device__ static void load(Regs& s, const uint8_t* const (&row)[2], int sb, int q) {
+    using namespace q6kx8_i8;
+    const int b = sb & 7;
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      const uint8_t* run = run_of(row[i], sb);
+#pragma unroll
+      for (int p = 0; p < 4; ++p) {
+        s.r[i].ql[p] = mv::ldg_w(reinterpret_cast<const uint2*>(run + ql_offset(b, p, q)));
+        s.r[i].qh[p] = mv::ldg_w(reinterpret_cast<const uint32_t*>(run + qh_offset(b, p, q)));
+      }
+      s.r[i].sc = mv::ldg_w(reinterpret_cast<const uint4*>(run + scales_offset(b)));
+      s.r[i].d = mv::ldg_w(reinterpret_cast<const uint16_t*>(run + d_offset(b)));
+    }
+  }
+  __device__ static void products(const Regs& w, const XRegs& x, int q, float (&acc)[2]) {
+    float A[2] = {0.0f, 0.0f};
+#pragma unroll
+    for (int kb = 0; kb < 8; ++kb) {
+      uint32_t a[4], first[2], second[2];
+      q6kx8_i8::a_fragment(w.r[0], w.r[1], kb, a);
+      const uint4& xb = x.b[kb >> 1];
+      q6kx8_i8::b_halves(q, (kb & 1) ? xb.z : xb.x, (kb & 1) ? xb.w : xb.y, first, second);
+      int c_first[4], c_second[4];
+      mma_s8(c_first, a, first[0], first[1]);
+      mma_s8(c_second, a, second[0], second[1]);
+      q6kx8_i8::add_sums(w.r[0], w.r[1], kb, c_first, c_second, component(x.step[kb >> 2], kb & 3), A);
+    }
+#pragma unroll
+    for (int r = 0; r < 2; ++r) acc[r] = fmaf(q6kx8_i8::block_d(w.r[r]), A[r], acc[r]);
+  }
+};
+
 // Block b: rows 16 b .. 16 b + 15 of the launch (a stack's numbering); warp w: super-blocks [w spw, (w + 1) spw).
-template <bool kStack>
-__global__ void __launch_bounds__(kMaxWarps * 32) i8_q4k_kernel(BatchMmParams p, const uint8_t* image, uint32_t rb,
-                                                              int spw, GluEpilogue glu, ProductStack stack,
-                                                              I8NormLink link) {
+template <class W, bool kStack>
+__global__ void __launch_bounds__(kMaxWarps * 32) i8_product_kernel(BatchMmParams p, const uint8_t* image, uint32_t rb,
+                                                                  int spw, GluEpilogue glu, ProductStack stack,
+                                                                  I8NormLink link) {
   __shared__ float part[kMaxWarps][2][32];
   __shared__ float squares[2][32];  // link.sumsq_out: each output's square, zero where there is none
   const int lane = int(threadIdx.x) & 31, warp = int(threadIdx.x) >> 5, n_warps = int(blockDim.x) >> 5;
@@ -250,10 +301,10 @@ __global__ void __launch_bounds__(kMaxWarps * 32) i8_q4k_kernel(BatchMmParams p,
   // products are formed, so two super-blocks are in flight while a warp waits. The form before (multiply cur, then
   // cur = nxt) waited for the next super-block at the copy, one in flight. x (from L2) at the top of each
   // super-block: prefetching it too took 170 registers a thread instead of 84 and measured slower (session 43).
-  SbRegs w0, w1;
+  typename W::Regs w0, w1;
   pdl_launch_dependents();
-  if (sb0 < sb1) load_sb(w0, row, sb0, q);  // weights before the wait, overlapping the image launch
-  if (sb0 + 1 < sb1) load_sb(w1, row, sb0 + 1, q);
+  if (sb0 < sb1) W::load(w0, row, sb0, q);  // weights before the wait, overlapping the image launch
+  if (sb0 + 1 < sb1) W::load(w1, row, sb0 + 1, q);
   pdl_wait();
   const uint4* codes = reinterpret_cast<const uint4*>(image);
   const float* steps = reinterpret_cast<const float*>(image + codes_bytes(p.K));
@@ -262,14 +313,14 @@ __global__ void __launch_bounds__(kMaxWarps * 32) i8_q4k_kernel(BatchMmParams p,
     {
       XRegs x;
       load_x(x, codes, steps, sums, nkb, sb, lane);
-      sb_products(w0, x, acc);
+      W::products(w0, x, q, acc);
     }
-    if (sb + 2 < sb1) load_sb(w0, row, sb + 2, q);
+    if (sb + 2 < sb1) W::load(w0, row, sb + 2, q);
     if (sb + 1 >= sb1) break;
     XRegs x;
     load_x(x, codes, steps, sums, nkb, sb + 1, lane);
-    sb_products(w1, x, acc);
-    if (sb + 3 < sb1) load_sb(w1, row, sb + 3, q);
+    W::products(w1, x, q, acc);
+    if (sb + 3 < sb1) W::load(w1, row, sb + 3, q);
   }
   part[warp][0][lane] = acc[0], part[warp][1][lane] = acc[1];
   __syncthreads();
@@ -307,8 +358,9 @@ __global__ void __launch_bounds__(kMaxWarps * 32) i8_q4k_kernel(BatchMmParams p,
 
 }  // namespace
 
-bool batch_mm_i8_serves(quant::Type type, bool regrouped, int64_t T) {
-  return type == quant::Type::Q4_K && !regrouped && T >= 2 && T <= kBatchMmI8MaxTokens;
+bool batch_mm_i8_serves(quant::Type type, bool regrouped, int64_t T, bool q6_kx8) {
+  const bool format = regrouped ? q6_kx8 && type == quant::Type::Q6_K : type == quant::Type::Q4_K;
+  return format && T >= 2 && T <= kBatchMmI8MaxTokens;
 }
 
 bool batch_mm_i8_norm_fits(int64_t K) { return K > 0 && (K / 32) % (kImageThreads / 4) == 0 && K % 32 == 0; }
@@ -319,7 +371,8 @@ size_t batch_mm_i8_scratch(int64_t K) { return (codes_bytes(K) + 2 * runs_floats
 
 void launch_batch_mm_i8(const BatchMmParams& p, void* image, const GluEpilogue& glu, const ProductStack* stack,
                         cudaStream_t stream, bool programmatic, const I8NormLink& link, int warps_per_sm) {
-  LLM_REQUIRE(batch_mm_i8_serves(p.type, p.regrouped, p.T) && p.K % kSbElems == 0,
+  LLM_REQUIRE(batch_mm_i8_serves(p.type, p.regrouped, p.T, true) && p.K % kSbElems == 0 &&
+                  (!p.regrouped || p.K % 2048 == 0),
               "i8 small-batch product: not served");
   LLM_REQUIRE((reinterpret_cast<uintptr_t>(image) & 15) == 0 && (reinterpret_cast<uintptr_t>(p.x) & 15) == 0,
               "i8 small-batch product: x and its image must be 16-byte aligned");
@@ -348,12 +401,18 @@ void launch_batch_mm_i8(const BatchMmParams& p, void* image, const GluEpilogue& 
   warps = (n_sb + spw - 1) / spw;
   LLM_REQUIRE(tiles <= 0x7fffffff, "small-batch product: too many rows");
   const uint32_t rb = uint32_t(quant::row_bytes(p.type, p.K));
-  if (stack)
-    launch_programmatic(programmatic, i8_q4k_kernel<true>, dim3(unsigned(tiles)), dim3(unsigned(32 * warps)), 0,
-                        stream, p, static_cast<const uint8_t*>(img), rb, spw, GluEpilogue{}, *stack, I8NormLink{});
-  else
-    launch_programmatic(programmatic, i8_q4k_kernel<false>, dim3(unsigned(tiles)), dim3(unsigned(32 * warps)), 0,
-                        stream, p, static_cast<const uint8_t*>(img), rb, spw, glu, ProductStack{}, link);
+  auto launch = [&](auto weights) {
+    using W = decltype(weights);
+    if (stack)
+      launch_programmatic(programmatic, i8_product_kernel<W, true>, dim3(unsigned(tiles)), dim3(unsigned(32 * warps)),
+                          0, stream, p, static_cast<const uint8_t*>(img), rb, spw, GluEpilogue{}, *stack,
+                          I8NormLink{});
+    else
+      launch_programmatic(programmatic, i8_product_kernel<W, false>, dim3(unsigned(tiles)), dim3(unsigned(32 * warps)),
+                          0, stream, p, static_cast<const uint8_t*>(img), rb, spw, glu, ProductStack{}, link);
+  };
+  if (p.regrouped) launch(Q6x8Weights{});
+  else launch(Q4kWeights{});
 }
 
 }  // namespace cuda

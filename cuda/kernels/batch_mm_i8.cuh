@@ -1,4 +1,5 @@
-// Q4_K products of 2..4 tokens on integer tensor cores (mma.sync m16n8k32 on s8), for launch_batch_mm.
+// Q4_K products of 2..4 tokens on integer tensor cores (mma.sync m16n8k32 on s8), for launch_batch_mm; regrouped
+// Q6_K too where asked (q6kx8_i8_lane.cuh).
 //
 // Why. At <= 8 tokens the half-fragment kernel (batch_mm.cu) spends ~6.4 instructions a weight turning every code
 // into a scaled half (session 38's count), whatever the token count, and runs at ~1.5 TB/s. Here the codes go into
@@ -27,8 +28,9 @@ namespace cuda {
 // 1 945 -> 1 820 tok/s), so one column tile of 4 tokens.
 inline constexpr int64_t kBatchMmI8MaxTokens = 4;
 
-// True when launch_batch_mm_i8 takes the product: Q4_K in the file's layout, 2 <= T <= kBatchMmI8MaxTokens.
-bool batch_mm_i8_serves(quant::Type type, bool regrouped, int64_t T);
+// True when launch_batch_mm_i8 takes the product: 2 <= T <= kBatchMmI8MaxTokens of Q4_K in the file's layout, or of
+// regrouped Q6_K (Q6_Kx8, K % 2048 == 0) where q6_kx8 (BatchMmChoices::i8_q6x8, a lab switch: not yet measured).
+bool batch_mm_i8_serves(quant::Type type, bool regrouped, int64_t T, bool q6_kx8 = false);
 
 // A residual Add and the RMSNorm after it around i8 products (the executor's norm_images), so that the norm runs no
 // launch of its own. Producer side (the product before the Add): y = W x (+ bias) + residual, and per tile of 16

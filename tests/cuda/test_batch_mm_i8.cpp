@@ -20,9 +20,10 @@ using quant::Type;
 using namespace gpu_test;
 
 // float32 sums in the kernel's order (a few ulps of sum |w x|) plus x's rounding to int16 steps per run of 32.
+// w in the file's layout (Q6_K before any regrouping).
 std::vector<double> i8_tolerance(const std::vector<uint8_t>& w, const std::vector<float>& x, int64_t K, int64_t N,
-                                 int64_t T, const std::vector<double>& mag) {
-  const auto i16 = int16_bound(w, Type::Q4_K, x, K, N, T, 32, 32639.0);
+                                 int64_t T, const std::vector<double>& mag, Type type = Type::Q4_K) {
+  const auto i16 = int16_bound(w, type, x, K, N, T, 32, 32639.0);
   std::vector<double> atol(mag.size());
   for (size_t i = 0; i < mag.size(); ++i) atol[i] = 1e-5 * mag[i] + i16[i] + 1e-6;
   return atol;
@@ -259,6 +260,75 @@ TEST(BatchMmI8, AnyGridMatchesReference) {
     }
 }
 
+// Regrouped Q6_K (Q6_Kx8) on the i8 kernel (BatchMmChoices::i8_q6x8; the lane arithmetic is checked on the host by
+// test_q6kx8_i8_lane.cpp): every token count, partial tiles, K of one run to the 8B's down projection, a bias, the
+// SwiGLU epilogue, a stack of two; tokens 0, 1 the same bits alone; with the switch off the launch is not the i8
+// kernel's.
+TEST(BatchMmI8, Q6Kx8MatchesReference) {
+  REQUIRE_GPU();
+  std::mt19937 rng(8093);
+  cuda::DeviceBuffer counters(cuda::kBatchMmCounterBytes);
+  CUDA_CHECK(cudaMemset(counters.get(), 0, cuda::kBatchMmCounterBytes));
+  cuda::BatchMmChoices c = i8_choices();
+  c.i8_q6x8 = true;
+  EXPECT_FALSE(cuda::batch_mm_takes_i8(Type::Q6_K, true, 4096, 1000, 4, i8_choices()));
+  for (int64_t K : {2048, 4096, 14336})
+    for (int64_t N : {77, 1000})
+      for (int64_t T : {2, 3, 4}) {
+        ASSERT_TRUE(cuda::batch_mm_takes_i8(Type::Q6_K, true, K, N, T, c));
+        const auto w = random_weights(rng, Type::Q6_K, K, N);
+        const auto x = random_floats(rng, K * T);
+        const auto bias = random_floats(rng, N);
+        const bool with_bias = N == 77;
+        std::vector<double> ref, mag, mx;
+        reference(w, Type::Q6_K, x, K, N, T, with_bias ? &bias : nullptr, ref, mag, mx);
+        const auto atol = i8_tolerance(w, x, K, N, T, mag, Type::Q6_K);
+        std::vector<uint8_t> g(w.size());
+        cuda::q6_kx8_regroup_host(w.data(), g.data(), K, N);
+        auto dw = upload(g), dx = upload(x), db = upload(bias);
+        const size_t sb = cuda::batch_mm_scratch(K, N, T);
+        cuda::DeviceBuffer scratch(sb);
+        auto dy = poisoned_f32(N * T);
+        cuda::BatchMmParams p{dw.get(), Type::Q6_K, dx.as<float>(), with_bias ? db.as<float>() : nullptr,
+                              dy.as<float>(), K, N, T, scratch.get(), sb};
+        p.regrouped = true;
+        p.tile_counters = counters.as<uint32_t>();
+        cuda::launch_batch_mm(p, nullptr, {}, nullptr, c);
+        const std::string what = "i8 Q6_Kx8 K=" + std::to_string(K) + " N=" + std::to_string(N) + " T=" + std::to_string(T);
+        const auto got = download<float>(dy, N * T);
+        EXPECT_TRUE(close(what, got, ref, atol, 0.0));
+        auto d2 = poisoned_f32(N * 2);
+        cuda::BatchMmParams p2 = p;
+        p2.T = 2, p2.y = d2.as<float>();
+        cuda::launch_batch_mm(p2, nullptr, {}, nullptr, c);
+        const auto two = download<float>(d2, N * 2);
+        EXPECT_EQ(0, std::memcmp(two.data(), got.data(), two.size() * 4)) << what << ": tokens 0, 1 differ alone";
+        if (T == 3 && N == 1000)
+          EXPECT_TRUE(glu_epilogue_matches(rng, N, T, false, ref, atol, what + " glu", [&](float* gate) {
+            cuda::BatchMmParams q = p;
+            q.y = gate;
+            cuda::launch_batch_mm(q, nullptr, {gate, false}, nullptr, c);
+          }));
+      }
+  const int64_t K = 4096, T = 4, Ns[3] = {96, 64, 77};
+  const auto x = random_floats(rng, K * T);
+  auto dx = upload(x);
+  const StackedMatrices st = stacked_matrices(rng, Type::Q6_K, true, K, T, 2, Ns, nullptr);
+  const size_t sb = cuda::batch_mm_scratch(K, st.total, T);
+  cuda::DeviceBuffer scratch(sb);
+  cuda::BatchMmParams p{st.dw[0].get(), Type::Q6_K, dx.as<float>(), nullptr, st.dy[0].as<float>(), K, st.total, T,
+                        scratch.get(), sb};
+  p.regrouped = true;
+  p.tile_counters = counters.as<uint32_t>();
+  cuda::launch_batch_mm(p, nullptr, {}, &st.stack, c);
+  for (int m = 0; m < 2; ++m) {
+    std::vector<double> ref, mag, mx;
+    reference(st.w[size_t(m)], Type::Q6_K, x, K, Ns[m], T, nullptr, ref, mag, mx);
+    EXPECT_TRUE(close("i8 Q6_Kx8 stack matrix " + std::to_string(m), download<float>(st.dy[size_t(m)], Ns[m] * T), ref,
+                      i8_tolerance(st.w[size_t(m)], x, K, Ns[m], T, mag, Type::Q6_K), 0.0));
+  }
+}
+
 // The lab switch's reading (no device needed): a count 1..64, refused otherwise.
 TEST(BatchMmI8, WarpsPerSmFromEnvironment) {
   const char* name = "LLM_CUDA_I8_WARPS_PER_SM";
@@ -280,6 +350,9 @@ TEST(BatchMmI8, ServesQ4KOfTwoToFourTokens) {
   EXPECT_FALSE(cuda::batch_mm_i8_serves(Type::Q4_K, false, 5));
   EXPECT_FALSE(cuda::batch_mm_i8_serves(Type::Q6_K, false, 4));
   EXPECT_FALSE(cuda::batch_mm_i8_serves(Type::Q6_K, true, 4));
+  EXPECT_TRUE(cuda::batch_mm_i8_serves(Type::Q6_K, true, 4, true));  // regrouped Q6_K where the lab switch asks
+  EXPECT_FALSE(cuda::batch_mm_i8_serves(Type::Q6_K, false, 4, true));
+  EXPECT_FALSE(cuda::batch_mm_i8_serves(Type::Q6_K, true, 5, true));
   EXPECT_GE(cuda::batch_mm_scratch(14336, 4096, 4), cuda::batch_mm_i8_scratch(14336));
 }
 
