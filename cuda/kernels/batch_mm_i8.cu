@@ -24,6 +24,8 @@
 // tiles are few), each lane holding its rows' next two super-blocks in flight (two register sets in turn).
 #include "cuda/kernels/batch_mm_i8.cuh"
 
+#include <type_traits>
+
 #include "cuda/check.h"
 #include "cuda/device_info.h"
 #include "cuda/kernels/glu_epilogue.cuh"
@@ -268,70 +270,110 @@ struct Q6x8Weights {
   }
 };
 
-// Block b: rows 16 b .. 16 b + 15 of the launch (a stack's numbering); warp w: super-blocks [w spw, (w + 1) spw).
-template <class W, bool kStack>
+// One tile's rows as a lane sees them: its two rows' bytes (rows past N read the last one and are not stored) and
+// where the tile's outputs go.
+struct TileRows {
+  const uint8_t* row[2];
+  const float* bias;
+  float* y;
+  int64_t N, r0;  // the tile's matrix's rows, and the tile's first row in it
+};
+template <bool kStack>
+__device__ __forceinline__ TileRows tile_rows(const BatchMmParams& p, const ProductStack& stack, int64_t first,
+                                              uint32_t rb, int g) {
+  TileRows t;
+  const uint8_t* wm;
+  if constexpr (kStack) {  // a tile never holds rows of two matrices (check_product_stack)
+    const StackedMatrix m = stacked_matrix(stack, first);
+    wm = static_cast<const uint8_t*>(m.w), t.bias = m.bias, t.y = m.y, t.N = m.N, t.r0 = first - m.row0;
+  } else {
+    wm = static_cast<const uint8_t*>(p.w), t.bias = p.bias, t.y = p.y, t.N = p.N, t.r0 = first;
+  }
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int64_t n = t.r0 + g + 8 * r;
+    t.row[r] = wm + (n < t.N ? n : t.N - 1) * int64_t(rb);
+  }
+  return t;
+}
+
+// Block b: tiles kTiles b .. kTiles b + kTiles - 1 (16 rows each) of the launch (a stack's numbering); warp w:
+// super-blocks [w spw, (w + 1) spw) of each.
+// kTiles = 1: W in two super-blocks' registers in turn (w0 the even steps, w1 the odd): each is loaded again as soon
+// as its products are formed, so two super-blocks are in flight while a warp waits. The form before (multiply cur,
+// then cur = nxt) waited for the next super-block at the copy, one in flight. x (from L2) at the top of each
+// super-block: prefetching it too took 170 registers a thread instead of 84 and measured slower (session 43).
+// kTiles = 2 (BatchMmChoices::i8_tiles; lab, not yet measured): the same registers hold one super-block of each of
+// two tiles, each loaded again as soon as multiplied, so that each super-block of x, loaded from L2 by every warp
+// (at one warp a tile, as many bytes as the weights: an 8B's gate|up reads 66 MB of W and ~64 MB of x), serves two
+// tiles.
+template <class W, bool kStack, int kTiles>
 __global__ void __launch_bounds__(kMaxWarps * 32) i8_product_kernel(BatchMmParams p, const uint8_t* image, uint32_t rb,
                                                                   int spw, GluEpilogue glu, ProductStack stack,
                                                                   I8NormLink link) {
-  __shared__ float part[kMaxWarps][2][32];
-  __shared__ float squares[2][32];  // link.sumsq_out: each output's square, zero where there is none
+  static_assert(kTiles == 1 || kTiles == 2, "one or two tiles a block");
+  __shared__ float part[kMaxWarps][kTiles][2][32];
+  __shared__ float squares[kTiles][2][32];  // link.sumsq_out: each output's square, zero where there is none
   const int lane = int(threadIdx.x) & 31, warp = int(threadIdx.x) >> 5, n_warps = int(blockDim.x) >> 5;
   const int q = lane & 3, g = lane >> 2;
-  const int64_t first = int64_t(blockIdx.x) * kTileRows;
-  const uint8_t* wm;
-  const float* bias;
-  float* y;
-  int64_t N, r0;
-  if constexpr (kStack) {  // a tile never holds rows of two matrices (check_product_stack)
-    const StackedMatrix m = stacked_matrix(stack, first);
-    wm = static_cast<const uint8_t*>(m.w), bias = m.bias, y = m.y, N = m.N, r0 = first - m.row0;
-  } else {
-    wm = static_cast<const uint8_t*>(p.w), bias = p.bias, y = p.y, N = p.N, r0 = first;
-  }
-  const uint8_t* row[2];
+  const int64_t first = int64_t(blockIdx.x) * kTiles * kTileRows;
+  TileRows tiles[kTiles];
 #pragma unroll
-  for (int r = 0; r < 2; ++r) {  // rows past N read the last one and are not stored
-    const int64_t n = r0 + g + 8 * r;
-    row[r] = wm + (n < N ? n : N - 1) * int64_t(rb);
-  }
+  for (int ti = 0; ti < kTiles; ++ti) tiles[ti] = tile_rows<kStack>(p, stack, first + ti * kTileRows, rb, g);
   const int n_sb = int(p.K / kSbElems), nkb = int(p.K / 32);
   const int sb0 = warp * spw, sb1 = sb0 + spw < n_sb ? sb0 + spw : n_sb;
-  float acc[2] = {0.0f, 0.0f};
-  // W in two super-blocks' registers in turn (w0 the even steps, w1 the odd): each is loaded again as soon as its
-  // products are formed, so two super-blocks are in flight while a warp waits. The form before (multiply cur, then
-  // cur = nxt) waited for the next super-block at the copy, one in flight. x (from L2) at the top of each
-  // super-block: prefetching it too took 170 registers a thread instead of 84 and measured slower (session 43).
+  float acc[kTiles][2] = {};
   typename W::Regs w0, w1;
   pdl_launch_dependents();
-  if (sb0 < sb1) W::load(w0, row, sb0, q);  // weights before the wait, overlapping the image launch
-  if (sb0 + 1 < sb1) W::load(w1, row, sb0 + 1, q);
-  pdl_wait();
   const uint4* codes = reinterpret_cast<const uint4*>(image);
   const float* steps = reinterpret_cast<const float*>(image + codes_bytes(p.K));
   const float* sums = steps + runs_floats(p.K);
-  for (int sb = sb0; sb < sb1; sb += 2) {
-    {
+  if constexpr (kTiles == 1) {
+    const auto& row = tiles[0].row;
+    if (sb0 < sb1) W::load(w0, row, sb0, q);  // weights before the wait, overlapping the image launch
+    if (sb0 + 1 < sb1) W::load(w1, row, sb0 + 1, q);
+    pdl_wait();
+    for (int sb = sb0; sb < sb1; sb += 2) {
+      {
+        XRegs x;
+        load_x(x, codes, steps, sums, nkb, sb, lane);
+        W::products(w0, x, q, acc[0]);
+      }
+      if (sb + 2 < sb1) W::load(w0, row, sb + 2, q);
+      if (sb + 1 >= sb1) break;
+      XRegs x;
+      load_x(x, codes, steps, sums, nkb, sb + 1, lane);
+      W::products(w1, x, q, acc[0]);
+      if (sb + 3 < sb1) W::load(w1, row, sb + 3, q);
+    }
+  } else {
+    if (sb0 < sb1) W::load(w0, tiles[0].row, sb0, q), W::load(w1, tiles[1].row, sb0, q);
+    pdl_wait();
+    for (int sb = sb0; sb < sb1; ++sb) {
       XRegs x;
       load_x(x, codes, steps, sums, nkb, sb, lane);
-      W::products(w0, x, q, acc);
+      W::products(w0, x, q, acc[0]);
+      if (sb + 1 < sb1) W::load(w0, tiles[0].row, sb + 1, q);
+      W::products(w1, x, q, acc[1]);
+      if (sb + 1 < sb1) W::load(w1, tiles[1].row, sb + 1, q);
     }
-    if (sb + 2 < sb1) W::load(w0, row, sb + 2, q);
-    if (sb + 1 >= sb1) break;
-    XRegs x;
-    load_x(x, codes, steps, sums, nkb, sb + 1, lane);
-    W::products(w1, x, q, acc);
-    if (sb + 3 < sb1) W::load(w1, row, sb + 3, q);
   }
-  part[warp][0][lane] = acc[0], part[warp][1][lane] = acc[1];
+#pragma unroll
+  for (int ti = 0; ti < kTiles; ++ti) part[warp][ti][0][lane] = acc[ti][0], part[warp][ti][1][lane] = acc[ti][1];
   __syncthreads();
-  for (int i = int(threadIdx.x); i < 2 * 32; i += int(blockDim.x)) {
-    const int r = i >> 5, l = i & 31;
-    const int64_t n = r0 + (l >> 2) + 8 * r;
+  for (int i = int(threadIdx.x); i < kTiles * 2 * 32; i += int(blockDim.x)) {
+    const int ti = i >> 6, r = (i >> 5) & 1, l = i & 31;
+    // The tile's fields by value, selected (a reference into tiles[] by a variable index puts it in local memory).
+    const bool t0 = kTiles == 1 || ti == 0;
+    const int64_t N = t0 ? tiles[0].N : tiles[kTiles - 1].N;
+    const int64_t n = (t0 ? tiles[0].r0 : tiles[kTiles - 1].r0) + (l >> 2) + 8 * r;
+    const float* bias = t0 ? tiles[0].bias : tiles[kTiles - 1].bias;
+    float* y = t0 ? tiles[0].y : tiles[kTiles - 1].y;
     const int t = l & 3;
-    squares[r][l] = 0.0f;
+    squares[ti][r][l] = 0.0f;
     if (n >= N || t >= p.T) continue;
     float v = 0.0f;
-    for (int w = 0; w < n_warps; ++w) v += part[w][r][l];
+    for (int w = 0; w < n_warps; ++w) v += part[w][ti][r][l];
     if (bias) v += bias[n];
     const int64_t at = int64_t(t) * N + n;
     if (kStack) {
@@ -339,19 +381,21 @@ __global__ void __launch_bounds__(kMaxWarps * 32) i8_product_kernel(BatchMmParam
     } else {
       if (link.residual) v += link.residual[at];  // each element read and written by this thread alone
       y[at] = glu_finish(glu, v, at);
-      squares[r][l] = v * v;
+      squares[ti][r][l] = v * v;
     }
   }
-  if (!kStack && link.sumsq_out) {  // the tile's rows in order, per token
+  if (!kStack && link.sumsq_out) {  // each tile's rows in order, per token
     __syncthreads();
-    if (threadIdx.x < kTokens) {
-      const int t = int(threadIdx.x);
+    const int64_t n_tiles = (p.N + kTileRows - 1) / kTileRows;
+    if (threadIdx.x < kTiles * kTokens) {
+      const int ti = int(threadIdx.x) / kTokens, t = int(threadIdx.x) % kTokens;
+      const int64_t tile = int64_t(blockIdx.x) * kTiles + ti;
       float ss = 0.0f;
 #pragma unroll
       for (int r = 0; r < 2; ++r)
 #pragma unroll
-        for (int g8 = 0; g8 < 8; ++g8) ss += squares[r][4 * g8 + t];
-      link.sumsq_out[int64_t(t) * gridDim.x + blockIdx.x] = ss;
+        for (int g8 = 0; g8 < 8; ++g8) ss += squares[ti][r][4 * g8 + t];
+      if (tile < n_tiles) link.sumsq_out[int64_t(t) * n_tiles + tile] = ss;
     }
   }
 }
@@ -370,7 +414,8 @@ size_t batch_mm_i8_sumsq_floats(int64_t N) { return size_t(kTokens) * size_t((N 
 size_t batch_mm_i8_scratch(int64_t K) { return (codes_bytes(K) + 2 * runs_floats(K) * 4 + 255) & ~size_t(255); }
 
 void launch_batch_mm_i8(const BatchMmParams& p, void* image, const GluEpilogue& glu, const ProductStack* stack,
-                        cudaStream_t stream, bool programmatic, const I8NormLink& link, int warps_per_sm) {
+                        cudaStream_t stream, bool programmatic, const I8NormLink& link, int warps_per_sm,
+                        int tiles_per_block) {
   LLM_REQUIRE(batch_mm_i8_serves(p.type, p.regrouped, p.T, true) && p.K % kSbElems == 0 &&
                   (!p.regrouped || p.K % 2048 == 0),
               "i8 small-batch product: not served");
@@ -391,28 +436,35 @@ void launch_batch_mm_i8(const BatchMmParams& p, void* image, const GluEpilogue& 
   // holds 16, and 8 (the default) measured best (session 56, H100, B = 3 / 4 against 32: +5.4 / +5.3%; 16 +3.5 /
   // +2.9%, 12 +3.7 / +3.9%, 10 +4.7 / +4.6%, 6 -0.9 / -1.1%, 4 -4.3 / -4.2%): an 8B's gate|up gets 1 warp a tile
   // (16 super-blocks each), q|k 4, o and down 8; 6 gives o and down 4 as well.
+  // Two tiles a block (tiles_per_block): the same warps-an-SM target over half the blocks.
+  LLM_REQUIRE(tiles_per_block == 1 || tiles_per_block == 2, "i8 small-batch product: 1 or 2 tiles a block");
   const int64_t tiles = (p.N + kTileRows - 1) / kTileRows;
+  const int64_t blocks = (tiles + tiles_per_block - 1) / tiles_per_block;
   const int n_sb = int(p.K / kSbElems);
   LLM_REQUIRE(warps_per_sm > 0, "i8 small-batch product: warps_per_sm must be positive");
   const int64_t want = int64_t(current_device_sm_count()) * warps_per_sm;
   int warps = 1;
-  while (warps < kMaxWarps && warps < n_sb && tiles * warps < want) warps *= 2;
+  while (warps < kMaxWarps && warps < n_sb && blocks * warps < want) warps *= 2;
   const int spw = (n_sb + warps - 1) / warps;
   warps = (n_sb + spw - 1) / spw;
-  LLM_REQUIRE(tiles <= 0x7fffffff, "small-batch product: too many rows");
+  LLM_REQUIRE(blocks <= 0x7fffffff, "small-batch product: too many rows");
   const uint32_t rb = uint32_t(quant::row_bytes(p.type, p.K));
-  auto launch = [&](auto weights) {
+  const dim3 grid{unsigned(blocks)}, block{unsigned(32 * warps)};
+  const auto* x_image = static_cast<const uint8_t*>(img);
+  auto launch = [&](auto weights, auto tiles_c) {
     using W = decltype(weights);
+    constexpr int kTiles = decltype(tiles_c)::value;
     if (stack)
-      launch_programmatic(programmatic, i8_product_kernel<W, true>, dim3(unsigned(tiles)), dim3(unsigned(32 * warps)),
-                          0, stream, p, static_cast<const uint8_t*>(img), rb, spw, GluEpilogue{}, *stack,
-                          I8NormLink{});
+      launch_programmatic(programmatic, i8_product_kernel<W, true, kTiles>, grid, block, 0, stream, p, x_image, rb, spw,
+                          GluEpilogue{}, *stack, I8NormLink{});
     else
-      launch_programmatic(programmatic, i8_product_kernel<W, false>, dim3(unsigned(tiles)), dim3(unsigned(32 * warps)),
-                          0, stream, p, static_cast<const uint8_t*>(img), rb, spw, glu, ProductStack{}, link);
+      launch_programmatic(programmatic, i8_product_kernel<W, false, kTiles>, grid, block, 0, stream, p, x_image, rb,
+                          spw, glu, ProductStack{}, link);
   };
-  if (p.regrouped) launch(Q6x8Weights{});
-  else launch(Q4kWeights{});
+  using One = ::std::integral_constant<int, 1>;
+  using Two = ::std::integral_constant<int, 2>;
+  if (p.regrouped) tiles_per_block == 2 ? launch(Q6x8Weights{}, Two{}) : launch(Q6x8Weights{}, One{});
+  else tiles_per_block == 2 ? launch(Q4kWeights{}, Two{}) : launch(Q4kWeights{}, One{});
 }
 
 }  // namespace cuda

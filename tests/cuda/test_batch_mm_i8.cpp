@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <utility>
 
 #include "cuda/executor.h"
 #include "cuda/kernels/batch_mm.cuh"
@@ -29,9 +30,11 @@ std::vector<double> i8_tolerance(const std::vector<uint8_t>& w, const std::vecto
   return atol;
 }
 
-cuda::BatchMmChoices i8_choices() {
+// tiles: BatchMmChoices::i8_tiles, tiles of 16 rows a block.
+cuda::BatchMmChoices i8_choices(int tiles = 1) {
   cuda::BatchMmChoices c;
   c.i8 = true;
+  c.i8_tiles = tiles;
   return c;
 }
 
@@ -132,8 +135,9 @@ TEST(BatchMmI8, NormLinkMatchesReference) {
   const int64_t K = 4096, N2 = 1000;
   const float eps = 1e-5f;
   ASSERT_TRUE(cuda::batch_mm_i8_norm_fits(K));
-  for (int64_t T : {3, 4}) {
-    const std::string what = "i8 norm link T=" + std::to_string(T);
+  for (const auto& [T, tiles_per_block] : {std::pair<int64_t, int>{3, 1}, {4, 1}, {3, 2}, {4, 2}}) {
+    const std::string what =
+        "i8 norm link T=" + std::to_string(T) + ", tiles a block " + std::to_string(tiles_per_block);
     // Producer: y = W1 x1 + residual, [K, T].
     const auto w1 = random_weights(rng, Type::Q4_K, K, K);
     const auto x1 = random_floats(rng, K * T), res = random_floats(rng, K * T, -3.0f, 3.0f);
@@ -150,7 +154,7 @@ TEST(BatchMmI8, NormLinkMatchesReference) {
     p.tile_counters = counters.as<uint32_t>();
     cuda::I8NormLink out;
     out.residual = dres.as<float>(), out.sumsq_out = sums.as<float>();
-    cuda::launch_batch_mm(p, nullptr, {}, nullptr, i8_choices(), &out);
+    cuda::launch_batch_mm(p, nullptr, {}, nullptr, i8_choices(tiles_per_block), &out);
     const auto y = download<float>(dy, K * T);
     EXPECT_TRUE(close(what + " producer", y, ref1, atol1, 0.0));
     const int64_t tiles = (K + 15) / 16;
@@ -185,7 +189,7 @@ TEST(BatchMmI8, NormLinkMatchesReference) {
     q.tile_counters = counters.as<uint32_t>();
     cuda::I8NormLink in;
     in.norm_w = dnw.as<float>(), in.sumsq_in = sums.as<float>(), in.parts = int32_t(tiles), in.eps = eps;
-    cuda::launch_batch_mm(q, nullptr, {}, nullptr, i8_choices(), &in);
+    cuda::launch_batch_mm(q, nullptr, {}, nullptr, i8_choices(tiles_per_block), &in);
     EXPECT_TRUE(close(what + " reader", download<float>(dz, N2 * T), ref2, atol2, 0.0));
   }
   // Not on another kernel: the few-column or fragment kernels have no link.
@@ -206,7 +210,7 @@ TEST(BatchMmI8, StackedMatricesMatchReference) {
   CUDA_CHECK(cudaMemset(counters.get(), 0, cuda::kBatchMmCounterBytes));
   const int64_t K = 4096;
   for (const int n_mats : {2, 3})
-    for (int64_t T : {3, 4}) {
+    for (const auto& [T, tiles_per_block] : {std::pair<int64_t, int>{3, 1}, {4, 1}, {3, 2}, {4, 2}}) {
       const int64_t Ns[3] = {96, 64, 77};
       const auto x = random_floats(rng, K * T);
       const auto bias = random_floats(rng, Ns[1]);
@@ -217,7 +221,7 @@ TEST(BatchMmI8, StackedMatricesMatchReference) {
       cuda::BatchMmParams p{st.dw[0].get(), Type::Q4_K, dx.as<float>(), nullptr, st.dy[0].as<float>(), K, st.total, T,
                             scratch.get(), sb};
       p.tile_counters = counters.as<uint32_t>();
-      cuda::launch_batch_mm(p, nullptr, {}, &st.stack, i8_choices());
+      cuda::launch_batch_mm(p, nullptr, {}, &st.stack, i8_choices(tiles_per_block));
       for (int m = 0; m < n_mats; ++m) {
         const int64_t N = Ns[m];
         const bool with_bias = m == 1;
@@ -225,23 +229,24 @@ TEST(BatchMmI8, StackedMatricesMatchReference) {
         reference(st.w[size_t(m)], Type::Q4_K, x, K, N, T, with_bias ? &bias : nullptr, ref, mag, mx);
         const auto atol = i8_tolerance(st.w[size_t(m)], x, K, N, T, mag);
         EXPECT_TRUE(close("i8 stack matrix " + std::to_string(m) + " of " + std::to_string(n_mats) +
-                              " T=" + std::to_string(T),
+                              " T=" + std::to_string(T) + ", tiles a block " + std::to_string(tiles_per_block),
                           download<float>(st.dy[size_t(m)], N * T), ref, atol, 0.0));
       }
     }
 }
 
 // Other grids (BatchMmChoices::i8_warps_per_sm: fewer or more warps a tile, so runs of super-blocks of other
-// lengths, odd ones included, in each warp's two register sets in turn) hold the same bound; only the warps' order
-// of adding changes.
+// lengths, odd ones included, in each warp's two register sets in turn; i8_tiles: two tiles a block, an odd count
+// of them) hold the same bound; only the warps' order of adding changes.
 TEST(BatchMmI8, AnyGridMatchesReference) {
   REQUIRE_GPU();
   std::mt19937 rng(8091);
   cuda::DeviceBuffer counters(cuda::kBatchMmCounterBytes);
   CUDA_CHECK(cudaMemset(counters.get(), 0, cuda::kBatchMmCounterBytes));
   for (int64_t K : {2304, 14336})
-    for (int warps_per_sm : {1, 4, 16}) {  // 256 tiles: 1, 4 and 8 warps a tile
-      const int64_t N = 4096, T = 4;
+    for (const auto& [warps_per_sm, tiles_per_block] : {std::pair{1, 1}, {4, 1}, {16, 1}, {1, 2}, {4, 2}, {16, 2}}) {
+      // 256 tiles: 1, 4 and 8 warps a tile; two tiles a block: 63 tiles, the last block's second past N.
+      const int64_t N = tiles_per_block == 1 ? 4096 : 1000, T = 4;
       const auto w = random_weights(rng, Type::Q4_K, K, N);
       const auto x = random_floats(rng, K * T);
       std::vector<double> ref, mag, mx;
@@ -252,10 +257,11 @@ TEST(BatchMmI8, AnyGridMatchesReference) {
       auto dy = poisoned_f32(N * T);
       cuda::BatchMmParams p{dw.get(), Type::Q4_K, dx.as<float>(), nullptr, dy.as<float>(), K, N, T, scratch.get(), sb};
       p.tile_counters = counters.as<uint32_t>();
-      cuda::BatchMmChoices c = i8_choices();
+      cuda::BatchMmChoices c = i8_choices(tiles_per_block);
       c.i8_warps_per_sm = warps_per_sm;
       cuda::launch_batch_mm(p, nullptr, {}, nullptr, c);
-      EXPECT_TRUE(close("i8 K=" + std::to_string(K) + " warps_per_sm=" + std::to_string(warps_per_sm),
+      EXPECT_TRUE(close("i8 K=" + std::to_string(K) + " warps_per_sm=" + std::to_string(warps_per_sm) +
+                            ", tiles a block " + std::to_string(tiles_per_block),
                         download<float>(dy, N * T), ref, i8_tolerance(w, x, K, N, T, mag), 0.0));
     }
 }
@@ -294,7 +300,8 @@ TEST(BatchMmI8, Q6Kx8MatchesReference) {
         p.regrouped = true;
         p.tile_counters = counters.as<uint32_t>();
         cuda::launch_batch_mm(p, nullptr, {}, nullptr, c);
-        const std::string what = "i8 Q6_Kx8 K=" + std::to_string(K) + " N=" + std::to_string(N) + " T=" + std::to_string(T);
+        const std::string what =
+            "i8 Q6_Kx8 K=" + std::to_string(K) + " N=" + std::to_string(N) + " T=" + std::to_string(T);
         const auto got = download<float>(dy, N * T);
         EXPECT_TRUE(close(what, got, ref, atol, 0.0));
         auto d2 = poisoned_f32(N * 2);
@@ -303,13 +310,35 @@ TEST(BatchMmI8, Q6Kx8MatchesReference) {
         cuda::launch_batch_mm(p2, nullptr, {}, nullptr, c);
         const auto two = download<float>(d2, N * 2);
         EXPECT_EQ(0, std::memcmp(two.data(), got.data(), two.size() * 4)) << what << ": tokens 0, 1 differ alone";
-        if (T == 3 && N == 1000)
+        if (T == 3 && N == 1000) {
           EXPECT_TRUE(glu_epilogue_matches(rng, N, T, false, ref, atol, what + " glu", [&](float* gate) {
             cuda::BatchMmParams q = p;
             q.y = gate;
             cuda::launch_batch_mm(q, nullptr, {gate, false}, nullptr, c);
           }));
+        }
       }
+  {  // two tiles a block: 63 tiles, the last alone
+    const int64_t K = 4096, N = 1000, T = 4;
+    const auto w = random_weights(rng, Type::Q6_K, K, N);
+    const auto x = random_floats(rng, K * T);
+    std::vector<double> ref, mag, mx;
+    reference(w, Type::Q6_K, x, K, N, T, nullptr, ref, mag, mx);
+    std::vector<uint8_t> g(w.size());
+    cuda::q6_kx8_regroup_host(w.data(), g.data(), K, N);
+    auto dw = upload(g), dx = upload(x);
+    const size_t sb = cuda::batch_mm_scratch(K, N, T);
+    cuda::DeviceBuffer scratch(sb);
+    auto dy = poisoned_f32(N * T);
+    cuda::BatchMmParams p{dw.get(), Type::Q6_K, dx.as<float>(), nullptr, dy.as<float>(), K, N, T, scratch.get(), sb};
+    p.regrouped = true;
+    p.tile_counters = counters.as<uint32_t>();
+    cuda::BatchMmChoices c2 = c;
+    c2.i8_tiles = 2;
+    cuda::launch_batch_mm(p, nullptr, {}, nullptr, c2);
+    EXPECT_TRUE(close("i8 Q6_Kx8 two tiles a block", download<float>(dy, N * T), ref,
+                      i8_tolerance(w, x, K, N, T, mag, Type::Q6_K), 0.0));
+  }
   const int64_t K = 4096, T = 4, Ns[3] = {96, 64, 77};
   const auto x = random_floats(rng, K * T);
   auto dx = upload(x);
@@ -329,7 +358,7 @@ TEST(BatchMmI8, Q6Kx8MatchesReference) {
   }
 }
 
-// The lab switch's reading (no device needed): a count 1..64, refused otherwise.
+// The lab switches' reading (no device needed): warps an SM 1..64, tiles a block 1..2, refused otherwise.
 TEST(BatchMmI8, WarpsPerSmFromEnvironment) {
   const char* name = "LLM_CUDA_I8_WARPS_PER_SM";
   ::unsetenv(name);
@@ -341,6 +370,16 @@ TEST(BatchMmI8, WarpsPerSmFromEnvironment) {
     EXPECT_THROW(cuda::ExecutorOptions::from_env(), cuda::InvalidArgument) << bad;
   }
   ::unsetenv(name);
+  const char* tiles = "LLM_CUDA_I8_TILES";
+  ::unsetenv(tiles);
+  EXPECT_EQ(cuda::ExecutorOptions::from_env().batch_mm.i8_tiles, 1);
+  ::setenv(tiles, "2", 1);
+  EXPECT_EQ(cuda::ExecutorOptions::from_env().batch_mm.i8_tiles, 2);
+  for (const char* bad : {"0", "3"}) {
+    ::setenv(tiles, bad, 1);
+    EXPECT_THROW(cuda::ExecutorOptions::from_env(), cuda::InvalidArgument) << bad;
+  }
+  ::unsetenv(tiles);
 }
 
 TEST(BatchMmI8, ServesQ4KOfTwoToFourTokens) {

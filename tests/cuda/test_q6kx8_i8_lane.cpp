@@ -1,7 +1,7 @@
 // The lane arithmetic of regrouped Q6_K on the i8 kernel (cuda/kernels/q6kx8_i8_lane.cuh), on the host: a warp's 32
-// lanes load their bytes at the header's offsets, build their A fragments and mask their B halves, an emulated mma.m16n8k32 (the PTX
-// fragment layouts, integer sums) multiplies them with B fragments laid out as batch_mm_i8.cu's image lays out x,
-// and add_sums / block_d turn the lanes' C values into sums. Those must be the dequantized rows (the CPU reference's
+// lanes load their bytes at the header's offsets, build their A fragments and mask their halves of B fragments laid
+// out as batch_mm_i8.cu's image lays out x, an emulated mma.m16n8k32 (the PTX fragment layouts, integer sums)
+// multiplies them, and add_sums / block_d turn the lanes' C values into sums. Those must be the dequantized rows (the CPU reference's
 // decoder, on the file's layout) times the image's integers and steps, within float rounding. No device needed.
 #include <gtest/gtest.h>
 
