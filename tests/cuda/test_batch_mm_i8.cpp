@@ -1,8 +1,9 @@
 // The s8 small-batch kernel (cuda/kernels/batch_mm_i8.cuh), reached through launch_batch_mm with BatchMmChoices::i8,
-// against the CPU reference (graph::ref::dot on the reference dequantizer's rows, in double): every token count it
-// takes (one column tile of 4), rows that leave a partial tile, K of one super-block to the 8B's down
-// projection (more warps than super-blocks), a bias, the SwiGLU / GeGLU epilogue, stacks of two and three matrices;
-// each token's outputs the same bits whatever the other tokens (T), and nothing written past T's columns.
+// against the CPU reference (graph::ref::dot on the reference dequantizer's rows, in double), for Q4_K and for
+// regrouped Q6_K (i8_q6x8): every token count it takes (one column tile of 4), rows that leave a partial tile, K of
+// one block to the 8B's down projection (more warps than blocks), a bias, the SwiGLU / GeGLU epilogue, stacks of two
+// and three matrices, one and two tiles a block (i8_tiles); each token's outputs the same bits whatever the other
+// tokens (T), and nothing written past T's columns.
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -30,58 +31,74 @@ std::vector<double> i8_tolerance(const std::vector<uint8_t>& w, const std::vecto
   return atol;
 }
 
-// tiles: BatchMmChoices::i8_tiles, tiles of 16 rows a block.
-cuda::BatchMmChoices i8_choices(int tiles = 1) {
+// tiles: BatchMmChoices::i8_tiles, tiles of 16 rows a block; q6x8: regrouped Q6_K on the kernel too.
+cuda::BatchMmChoices i8_choices(int tiles = 1, bool q6x8 = false) {
   cuda::BatchMmChoices c;
   c.i8 = true;
   c.i8_tiles = tiles;
+  c.i8_q6x8 = q6x8;
   return c;
 }
 
+// The weights as uploaded: regrouped where the case is Q6_Kx8.
+std::vector<uint8_t> as_uploaded(const std::vector<uint8_t>& w, bool regrouped, int64_t K, int64_t N) {
+  std::vector<uint8_t> up = w;
+  if (regrouped) cuda::q6_kx8_regroup_host(w.data(), up.data(), K, N);
+  return up;
+}
+
+// Q4_K in the file's layout, and regrouped Q6_K (Q6_Kx8, with BatchMmChoices::i8_q6x8; the lane arithmetic is
+// also checked on the host by test_q6kx8_i8_lane.cpp).
 TEST(BatchMmI8, MatchesReference) {
   REQUIRE_GPU();
   std::mt19937 rng(8088);
   cuda::DeviceBuffer counters(cuda::kBatchMmCounterBytes);
   CUDA_CHECK(cudaMemset(counters.get(), 0, cuda::kBatchMmCounterBytes));
-  for (int64_t K : {256, 2304, 4096, 14336})
-    for (int64_t N : {77, 1000})
-      for (int64_t T : {2, 3, 4}) {
-        ASSERT_TRUE(cuda::batch_mm_i8_serves(Type::Q4_K, false, T));
-        const auto w = random_weights(rng, Type::Q4_K, K, N);
-        const auto x = random_floats(rng, K * T);
-        const auto bias = random_floats(rng, N);
-        const bool with_bias = N == 77;
-        std::vector<double> ref, mag, mx;
-        reference(w, Type::Q4_K, x, K, N, T, with_bias ? &bias : nullptr, ref, mag, mx);
-        const auto atol = i8_tolerance(w, x, K, N, T, mag);
-        auto dw = upload(w), dx = upload(x), db = upload(bias);
-        const size_t sb = cuda::batch_mm_scratch(K, N, T);
-        cuda::DeviceBuffer scratch(sb);
-        auto dy = poisoned_f32(N * (T + 1));  // a column past T, poisoned: never written
-        cuda::BatchMmParams p{dw.get(), Type::Q4_K, dx.as<float>(), with_bias ? db.as<float>() : nullptr,
-                              dy.as<float>(), K, N, T, scratch.get(), sb};
-        p.tile_counters = counters.as<uint32_t>();
-        cuda::launch_batch_mm(p, nullptr, {}, nullptr, i8_choices());
-        const std::string what = "i8 K=" + std::to_string(K) + " N=" + std::to_string(N) + " T=" + std::to_string(T);
-        const auto got = download<float>(dy, N * (T + 1));
-        EXPECT_TRUE(close(what, std::vector<float>(got.begin(), got.begin() + N * T), ref, atol, 0.0));
-        for (int64_t n = 0; n < N; ++n)
-          ASSERT_TRUE(std::isnan(got[size_t(T * N + n)])) << what << ": wrote past its columns at row " << n;
-        // The first two tokens alone: the same bits as in the batch of T.
-        auto d2 = poisoned_f32(N * 2);
-        cuda::BatchMmParams p2 = p;
-        p2.T = 2, p2.y = d2.as<float>();
-        cuda::launch_batch_mm(p2, nullptr, {}, nullptr, i8_choices());
-        const auto two = download<float>(d2, N * 2);
-        EXPECT_EQ(0, std::memcmp(two.data(), got.data(), two.size() * 4)) << what << ": tokens 0, 1 differ alone";
-        if (T == 3 || T == 4) {  // the SwiGLU (GeGLU at 4) epilogue, y in place over gate
-          EXPECT_TRUE(glu_epilogue_matches(rng, N, T, T == 4, ref, atol, what + " glu", [&](float* gate) {
-            cuda::BatchMmParams q = p;
-            q.y = gate;
-            cuda::launch_batch_mm(q, nullptr, {gate, T == 4}, nullptr, i8_choices());
-          }));
+  EXPECT_FALSE(cuda::batch_mm_takes_i8(Type::Q6_K, true, 4096, 1000, 4, i8_choices()));  // only where asked
+  for (const bool regrouped : {false, true})
+    for (int64_t K : regrouped ? std::vector<int64_t>{2048, 4096, 14336} : std::vector<int64_t>{256, 2304, 4096, 14336})
+      for (int64_t N : {77, 1000})
+        for (int64_t T : {2, 3, 4}) {
+          const Type type = regrouped ? Type::Q6_K : Type::Q4_K;
+          const cuda::BatchMmChoices c = i8_choices(1, regrouped);
+          ASSERT_TRUE(cuda::batch_mm_takes_i8(type, regrouped, K, N, T, c));
+          const auto w = random_weights(rng, type, K, N);
+          const auto x = random_floats(rng, K * T);
+          const auto bias = random_floats(rng, N);
+          const bool with_bias = N == 77;
+          std::vector<double> ref, mag, mx;
+          reference(w, type, x, K, N, T, with_bias ? &bias : nullptr, ref, mag, mx);  // before any regrouping
+          const auto atol = i8_tolerance(w, x, K, N, T, mag, type);
+          auto dw = upload(as_uploaded(w, regrouped, K, N)), dx = upload(x), db = upload(bias);
+          const size_t sb = cuda::batch_mm_scratch(K, N, T);
+          cuda::DeviceBuffer scratch(sb);
+          auto dy = poisoned_f32(N * (T + 1));  // a column past T, poisoned: never written
+          cuda::BatchMmParams p{dw.get(), type, dx.as<float>(), with_bias ? db.as<float>() : nullptr,
+                                dy.as<float>(), K, N, T, scratch.get(), sb};
+          p.regrouped = regrouped;
+          p.tile_counters = counters.as<uint32_t>();
+          cuda::launch_batch_mm(p, nullptr, {}, nullptr, c);
+          const std::string what = std::string("i8 ") + (regrouped ? "Q6_Kx8" : "Q4_K") + " K=" + std::to_string(K) +
+                                   " N=" + std::to_string(N) + " T=" + std::to_string(T);
+          const auto got = download<float>(dy, N * (T + 1));
+          EXPECT_TRUE(close(what, std::vector<float>(got.begin(), got.begin() + N * T), ref, atol, 0.0));
+          for (int64_t n = 0; n < N; ++n)
+            ASSERT_TRUE(std::isnan(got[size_t(T * N + n)])) << what << ": wrote past its columns at row " << n;
+          // The first two tokens alone: the same bits as in the batch of T.
+          auto d2 = poisoned_f32(N * 2);
+          cuda::BatchMmParams p2 = p;
+          p2.T = 2, p2.y = d2.as<float>();
+          cuda::launch_batch_mm(p2, nullptr, {}, nullptr, c);
+          const auto two = download<float>(d2, N * 2);
+          EXPECT_EQ(0, std::memcmp(two.data(), got.data(), two.size() * 4)) << what << ": tokens 0, 1 differ alone";
+          if (T == 3 || T == 4) {  // the SwiGLU (GeGLU at 4) epilogue, y in place over gate
+            EXPECT_TRUE(glu_epilogue_matches(rng, N, T, T == 4, ref, atol, what + " glu", [&](float* gate) {
+              cuda::BatchMmParams q = p;
+              q.y = gate;
+              cuda::launch_batch_mm(q, nullptr, {gate, T == 4}, nullptr, c);
+            }));
+          }
         }
-      }
 }
 
 // x formed from a SwiGLU's gate and up by the image launch (BatchMmParams::x_gate, the executor's
@@ -209,30 +226,34 @@ TEST(BatchMmI8, StackedMatricesMatchReference) {
   cuda::DeviceBuffer counters(cuda::kBatchMmCounterBytes);
   CUDA_CHECK(cudaMemset(counters.get(), 0, cuda::kBatchMmCounterBytes));
   const int64_t K = 4096;
-  for (const int n_mats : {2, 3})
-    for (const auto& [T, tiles_per_block] : {std::pair<int64_t, int>{3, 1}, {4, 1}, {3, 2}, {4, 2}}) {
-      const int64_t Ns[3] = {96, 64, 77};
-      const auto x = random_floats(rng, K * T);
-      const auto bias = random_floats(rng, Ns[1]);
-      auto dx = upload(x), db = upload(bias);
-      const StackedMatrices st = stacked_matrices(rng, Type::Q4_K, false, K, T, n_mats, Ns, db.as<float>());
-      const size_t sb = cuda::batch_mm_scratch(K, st.total, T);
-      cuda::DeviceBuffer scratch(sb);
-      cuda::BatchMmParams p{st.dw[0].get(), Type::Q4_K, dx.as<float>(), nullptr, st.dy[0].as<float>(), K, st.total, T,
-                            scratch.get(), sb};
-      p.tile_counters = counters.as<uint32_t>();
-      cuda::launch_batch_mm(p, nullptr, {}, &st.stack, i8_choices(tiles_per_block));
-      for (int m = 0; m < n_mats; ++m) {
-        const int64_t N = Ns[m];
-        const bool with_bias = m == 1;
-        std::vector<double> ref, mag, mx;
-        reference(st.w[size_t(m)], Type::Q4_K, x, K, N, T, with_bias ? &bias : nullptr, ref, mag, mx);
-        const auto atol = i8_tolerance(st.w[size_t(m)], x, K, N, T, mag);
-        EXPECT_TRUE(close("i8 stack matrix " + std::to_string(m) + " of " + std::to_string(n_mats) +
-                              " T=" + std::to_string(T) + ", tiles a block " + std::to_string(tiles_per_block),
-                          download<float>(st.dy[size_t(m)], N * T), ref, atol, 0.0));
+  for (const bool regrouped : {false, true})
+    for (const int n_mats : {2, 3})
+      for (const auto& [T, tiles_per_block] : {std::pair<int64_t, int>{3, 1}, {4, 1}, {3, 2}, {4, 2}}) {
+        const Type type = regrouped ? Type::Q6_K : Type::Q4_K;
+        const int64_t Ns[3] = {96, 64, 77};
+        const auto x = random_floats(rng, K * T);
+        const auto bias = random_floats(rng, Ns[1]);
+        auto dx = upload(x), db = upload(bias);
+        const StackedMatrices st = stacked_matrices(rng, type, regrouped, K, T, n_mats, Ns, db.as<float>());
+        const size_t sb = cuda::batch_mm_scratch(K, st.total, T);
+        cuda::DeviceBuffer scratch(sb);
+        cuda::BatchMmParams p{st.dw[0].get(), type, dx.as<float>(), nullptr, st.dy[0].as<float>(), K, st.total, T,
+                              scratch.get(), sb};
+        p.regrouped = regrouped;
+        p.tile_counters = counters.as<uint32_t>();
+        cuda::launch_batch_mm(p, nullptr, {}, &st.stack, i8_choices(tiles_per_block, regrouped));
+        for (int m = 0; m < n_mats; ++m) {
+          const int64_t N = Ns[m];
+          const bool with_bias = m == 1;
+          std::vector<double> ref, mag, mx;
+          reference(st.w[size_t(m)], type, x, K, N, T, with_bias ? &bias : nullptr, ref, mag, mx);
+          const auto atol = i8_tolerance(st.w[size_t(m)], x, K, N, T, mag, type);
+          EXPECT_TRUE(close(std::string("i8 ") + (regrouped ? "Q6_Kx8" : "Q4_K") + " stack matrix " +
+                                std::to_string(m) + " of " + std::to_string(n_mats) + " T=" + std::to_string(T) +
+                                ", tiles a block " + std::to_string(tiles_per_block),
+                            download<float>(st.dy[size_t(m)], N * T), ref, atol, 0.0));
+        }
       }
-    }
 }
 
 // Other grids (BatchMmChoices::i8_warps_per_sm: fewer or more warps a tile, so runs of super-blocks of other
@@ -243,119 +264,31 @@ TEST(BatchMmI8, AnyGridMatchesReference) {
   std::mt19937 rng(8091);
   cuda::DeviceBuffer counters(cuda::kBatchMmCounterBytes);
   CUDA_CHECK(cudaMemset(counters.get(), 0, cuda::kBatchMmCounterBytes));
-  for (int64_t K : {2304, 14336})
-    for (const auto& [warps_per_sm, tiles_per_block] : {std::pair{1, 1}, {4, 1}, {16, 1}, {1, 2}, {4, 2}, {16, 2}}) {
-      // 256 tiles: 1, 4 and 8 warps a tile; two tiles a block: 63 tiles, the last block's second past N.
-      const int64_t N = tiles_per_block == 1 ? 4096 : 1000, T = 4;
-      const auto w = random_weights(rng, Type::Q4_K, K, N);
-      const auto x = random_floats(rng, K * T);
-      std::vector<double> ref, mag, mx;
-      reference(w, Type::Q4_K, x, K, N, T, nullptr, ref, mag, mx);
-      auto dw = upload(w), dx = upload(x);
-      const size_t sb = cuda::batch_mm_scratch(K, N, T);
-      cuda::DeviceBuffer scratch(sb);
-      auto dy = poisoned_f32(N * T);
-      cuda::BatchMmParams p{dw.get(), Type::Q4_K, dx.as<float>(), nullptr, dy.as<float>(), K, N, T, scratch.get(), sb};
-      p.tile_counters = counters.as<uint32_t>();
-      cuda::BatchMmChoices c = i8_choices(tiles_per_block);
-      c.i8_warps_per_sm = warps_per_sm;
-      cuda::launch_batch_mm(p, nullptr, {}, nullptr, c);
-      EXPECT_TRUE(close("i8 K=" + std::to_string(K) + " warps_per_sm=" + std::to_string(warps_per_sm) +
-                            ", tiles a block " + std::to_string(tiles_per_block),
-                        download<float>(dy, N * T), ref, i8_tolerance(w, x, K, N, T, mag), 0.0));
-    }
-}
-
-// Regrouped Q6_K (Q6_Kx8) on the i8 kernel (BatchMmChoices::i8_q6x8; the lane arithmetic is checked on the host by
-// test_q6kx8_i8_lane.cpp): every token count, partial tiles, K of one run to the 8B's down projection, a bias, the
-// SwiGLU epilogue, a stack of two; tokens 0, 1 the same bits alone; with the switch off the launch is not the i8
-// kernel's.
-TEST(BatchMmI8, Q6Kx8MatchesReference) {
-  REQUIRE_GPU();
-  std::mt19937 rng(8093);
-  cuda::DeviceBuffer counters(cuda::kBatchMmCounterBytes);
-  CUDA_CHECK(cudaMemset(counters.get(), 0, cuda::kBatchMmCounterBytes));
-  cuda::BatchMmChoices c = i8_choices();
-  c.i8_q6x8 = true;
-  EXPECT_FALSE(cuda::batch_mm_takes_i8(Type::Q6_K, true, 4096, 1000, 4, i8_choices()));
-  for (int64_t K : {2048, 4096, 14336})
-    for (int64_t N : {77, 1000})
-      for (int64_t T : {2, 3, 4}) {
-        ASSERT_TRUE(cuda::batch_mm_takes_i8(Type::Q6_K, true, K, N, T, c));
-        const auto w = random_weights(rng, Type::Q6_K, K, N);
+  for (const bool regrouped : {false, true})
+    for (int64_t K : regrouped ? std::vector<int64_t>{4096, 14336} : std::vector<int64_t>{2304, 14336})
+      for (const auto& [warps_per_sm, tiles_per_block] : {std::pair{1, 1}, {4, 1}, {16, 1}, {1, 2}, {4, 2}, {16, 2}}) {
+        // 256 tiles: 1, 4 and 8 warps a tile; two tiles a block: 63 tiles, the last block's second past N.
+        const Type type = regrouped ? Type::Q6_K : Type::Q4_K;
+        const int64_t N = tiles_per_block == 1 ? 4096 : 1000, T = 4;
+        const auto w = random_weights(rng, type, K, N);
         const auto x = random_floats(rng, K * T);
-        const auto bias = random_floats(rng, N);
-        const bool with_bias = N == 77;
         std::vector<double> ref, mag, mx;
-        reference(w, Type::Q6_K, x, K, N, T, with_bias ? &bias : nullptr, ref, mag, mx);
-        const auto atol = i8_tolerance(w, x, K, N, T, mag, Type::Q6_K);
-        std::vector<uint8_t> g(w.size());
-        cuda::q6_kx8_regroup_host(w.data(), g.data(), K, N);
-        auto dw = upload(g), dx = upload(x), db = upload(bias);
+        reference(w, type, x, K, N, T, nullptr, ref, mag, mx);
+        auto dw = upload(as_uploaded(w, regrouped, K, N)), dx = upload(x);
         const size_t sb = cuda::batch_mm_scratch(K, N, T);
         cuda::DeviceBuffer scratch(sb);
         auto dy = poisoned_f32(N * T);
-        cuda::BatchMmParams p{dw.get(), Type::Q6_K, dx.as<float>(), with_bias ? db.as<float>() : nullptr,
-                              dy.as<float>(), K, N, T, scratch.get(), sb};
-        p.regrouped = true;
+        cuda::BatchMmParams p{dw.get(), type, dx.as<float>(), nullptr, dy.as<float>(), K, N, T, scratch.get(), sb};
+        p.regrouped = regrouped;
         p.tile_counters = counters.as<uint32_t>();
+        cuda::BatchMmChoices c = i8_choices(tiles_per_block, regrouped);
+        c.i8_warps_per_sm = warps_per_sm;
         cuda::launch_batch_mm(p, nullptr, {}, nullptr, c);
-        const std::string what =
-            "i8 Q6_Kx8 K=" + std::to_string(K) + " N=" + std::to_string(N) + " T=" + std::to_string(T);
-        const auto got = download<float>(dy, N * T);
-        EXPECT_TRUE(close(what, got, ref, atol, 0.0));
-        auto d2 = poisoned_f32(N * 2);
-        cuda::BatchMmParams p2 = p;
-        p2.T = 2, p2.y = d2.as<float>();
-        cuda::launch_batch_mm(p2, nullptr, {}, nullptr, c);
-        const auto two = download<float>(d2, N * 2);
-        EXPECT_EQ(0, std::memcmp(two.data(), got.data(), two.size() * 4)) << what << ": tokens 0, 1 differ alone";
-        if (T == 3 && N == 1000) {
-          EXPECT_TRUE(glu_epilogue_matches(rng, N, T, false, ref, atol, what + " glu", [&](float* gate) {
-            cuda::BatchMmParams q = p;
-            q.y = gate;
-            cuda::launch_batch_mm(q, nullptr, {gate, false}, nullptr, c);
-          }));
-        }
+        EXPECT_TRUE(close(std::string("i8 ") + (regrouped ? "Q6_Kx8" : "Q4_K") + " K=" + std::to_string(K) +
+                              " warps_per_sm=" + std::to_string(warps_per_sm) + ", tiles a block " +
+                              std::to_string(tiles_per_block),
+                          download<float>(dy, N * T), ref, i8_tolerance(w, x, K, N, T, mag, type), 0.0));
       }
-  {  // two tiles a block: 63 tiles, the last alone
-    const int64_t K = 4096, N = 1000, T = 4;
-    const auto w = random_weights(rng, Type::Q6_K, K, N);
-    const auto x = random_floats(rng, K * T);
-    std::vector<double> ref, mag, mx;
-    reference(w, Type::Q6_K, x, K, N, T, nullptr, ref, mag, mx);
-    std::vector<uint8_t> g(w.size());
-    cuda::q6_kx8_regroup_host(w.data(), g.data(), K, N);
-    auto dw = upload(g), dx = upload(x);
-    const size_t sb = cuda::batch_mm_scratch(K, N, T);
-    cuda::DeviceBuffer scratch(sb);
-    auto dy = poisoned_f32(N * T);
-    cuda::BatchMmParams p{dw.get(), Type::Q6_K, dx.as<float>(), nullptr, dy.as<float>(), K, N, T, scratch.get(), sb};
-    p.regrouped = true;
-    p.tile_counters = counters.as<uint32_t>();
-    cuda::BatchMmChoices c2 = c;
-    c2.i8_tiles = 2;
-    cuda::launch_batch_mm(p, nullptr, {}, nullptr, c2);
-    EXPECT_TRUE(close("i8 Q6_Kx8 two tiles a block", download<float>(dy, N * T), ref,
-                      i8_tolerance(w, x, K, N, T, mag, Type::Q6_K), 0.0));
-  }
-  const int64_t K = 4096, T = 4, Ns[3] = {96, 64, 77};
-  const auto x = random_floats(rng, K * T);
-  auto dx = upload(x);
-  const StackedMatrices st = stacked_matrices(rng, Type::Q6_K, true, K, T, 2, Ns, nullptr);
-  const size_t sb = cuda::batch_mm_scratch(K, st.total, T);
-  cuda::DeviceBuffer scratch(sb);
-  cuda::BatchMmParams p{st.dw[0].get(), Type::Q6_K, dx.as<float>(), nullptr, st.dy[0].as<float>(), K, st.total, T,
-                        scratch.get(), sb};
-  p.regrouped = true;
-  p.tile_counters = counters.as<uint32_t>();
-  cuda::launch_batch_mm(p, nullptr, {}, &st.stack, c);
-  for (int m = 0; m < 2; ++m) {
-    std::vector<double> ref, mag, mx;
-    reference(st.w[size_t(m)], Type::Q6_K, x, K, Ns[m], T, nullptr, ref, mag, mx);
-    EXPECT_TRUE(close("i8 Q6_Kx8 stack matrix " + std::to_string(m), download<float>(st.dy[size_t(m)], Ns[m] * T), ref,
-                      i8_tolerance(st.w[size_t(m)], x, K, Ns[m], T, mag, Type::Q6_K), 0.0));
-  }
 }
 
 // The lab switches' reading (no device needed): warps an SM 1..64, tiles a block 1..2, refused otherwise.
