@@ -356,6 +356,22 @@ CompletionRequest parse_completion_request(std::string_view body, Route route) {
   if (prompts * size_t(r.n) > size_t(kMaxChoices))
     throw invalid_field("n", "prompts x n is " + std::to_string(prompts * size_t(r.n)) + "; one request asks for at "
                              "most " + std::to_string(kMaxChoices) + " choices");
+  // best_of (completions): candidates a prompt, the best n of them answered; every candidate is generated, so they
+  // count against the same limit as choices.
+  if (route == Route::Chat && field(obj, "best_of"))
+    throw invalid_field("best_of", "best_of is a field of /v1/completions, not of chat completions",
+                        "unsupported_parameter");
+  r.best_of = static_cast<int32_t>(get_int(obj, "best_of", r.n, 1, kMaxChoices));
+  if (r.best_of < r.n)
+    throw invalid_field("best_of", "best_of (" + std::to_string(r.best_of) + ") must be at least n (" +
+                                       std::to_string(r.n) + ")");
+  if (prompts * size_t(r.best_of) > size_t(kMaxChoices))
+    throw invalid_field("best_of", "prompts x best_of is " + std::to_string(prompts * size_t(r.best_of)) +
+                                       "; one request generates at most " + std::to_string(kMaxChoices) +
+                                       " candidates");
+  if (r.stream && r.best_of > r.n)
+    throw invalid_field("best_of", "best_of above n cannot be streamed: the best are known only at the end",
+                        "unsupported_parameter");
   r.top_logprobs = parse_logprobs(obj, route);
   // echo: true asks for the prompt in front of the text and, with logprobs, the prompt's own logprobs (how evaluation
   // harnesses score a text). Neither is made here; answering without them would pass for scores that are not.

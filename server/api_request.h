@@ -43,6 +43,9 @@ struct CompletionRequest {
   };
   std::vector<Prompt> prompts;
   int32_t n = 1;                                  // choices per prompt (chat: per conversation)
+  // Completions' best_of: this many candidates a prompt (>= n), of which the n with the highest mean logprob per
+  // generated token are answered. Not with a stream; chat has no such field.
+  int32_t best_of = 1;
 
   runtime::SamplerParams sampling;                // llama.cpp's defaults where the request says nothing
   bool seed_given = false;                        // else the server draws one

@@ -3,13 +3,15 @@
 // that goes away cancels its request: mid-stream the failed write tells the engine at the next token; while a whole
 // response is awaited, polling the connection does. A chat request that offers tools, to a template whose tool-call
 // format is known, has its reply read for tool calls (tool_reply.h); one that asks for logprobs gets them
-// (logprobs_reply.h).
+// (logprobs_reply.h). best_of (completions) generates more candidates than it answers and keeps the n best.
 #include <algorithm>
 #include <chrono>
 #include <ctime>
 #include <functional>
 #include <memory>
 #include <optional>
+#include <utility>
+#include <vector>
 
 #include "chat/reasoning_split.h"
 #include "chat/reply_split.h"
@@ -308,6 +310,25 @@ std::string whole_choice(RouteContext& ctx, const CompletionRequest& r, Choice& 
   return choice_json(r.route, c.index, content, t.finish, lp, reasoning);
 }
 
+// best_of: of each prompt's `candidates` takes (in order, prompt by prompt), the `keep` whose generated tokens have
+// the highest mean logprob (OpenAI's "highest log probability per token"; no token: 0), best first, ties by order.
+// Every token the engine generated counts, those a stop string cut from the text too.
+std::vector<size_t> best_candidates(const std::vector<CompletionChannel::Take>& takes, size_t candidates, size_t keep) {
+  std::vector<size_t> out;
+  for (size_t first = 0; first < takes.size(); first += candidates) {
+    std::vector<std::pair<double, size_t>> scored;
+    for (size_t i = first; i < first + candidates; ++i) {
+      double sum = 0.0;
+      for (const runtime::TokenLogprobs& t : takes[i].logprobs) sum += t.sampled.logprob;
+      const size_t n = takes[i].logprobs.size();
+      scored.emplace_back(n ? sum / double(n) : 0.0, i);
+    }
+    std::stable_sort(scored.begin(), scored.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+    for (size_t k = 0; k < keep; ++k) out.push_back(scored[k].second);
+  }
+  return out;
+}
+
 using Grammar = std::shared_ptr<const runtime::ByteGrammar>;
 
 // What holds each choice's reply, if anything: grammars (a forced call's, a schema's or a GBNF grammar), or JSON mode
@@ -397,8 +418,10 @@ void handle_completion(RouteContext& ctx, const httplib::Request& req, httplib::
                           "unsupported_parameter");
   }
 
-  // Every prompt's ids first (a bad one refuses the request before anything runs), then n engine requests each:
-  // choice i = prompt i / n, its seed the request's + i (so choices differ), or a fresh one.
+  // Every prompt's ids first (a bad one refuses the request before anything runs), then n engine requests each
+  // (best_of's candidates where more): choice i = prompt i / n, its seed the request's + i (so choices differ), or
+  // a fresh one. Candidates to rank bring their tokens' logprobs, whether the answer shows them or not.
+  const bool ranked = r.best_of > r.n;
   const size_t n_prompts = route == Route::Chat ? 1 : r.prompts.size();
   std::vector<std::vector<int32_t>> ids;
   std::string chat_prompt;
@@ -409,7 +432,7 @@ void handle_completion(RouteContext& ctx, const httplib::Request& req, httplib::
   auto wakeup = std::make_shared<ChannelWakeup>();
   std::vector<std::shared_ptr<Choice>> choices;
   for (size_t p = 0; p < n_prompts; ++p)
-    for (int32_t j = 0; j < r.n; ++j) {
+    for (int32_t j = 0; j < r.best_of; ++j) {
       auto c = std::make_shared<Choice>();
       c->index = static_cast<int>(choices.size());
       c->counts_prompt = j == 0;
@@ -421,7 +444,7 @@ void handle_completion(RouteContext& ctx, const httplib::Request& req, httplib::
       er.max_tokens = r.max_tokens;
       er.stop = r.stop;
       er.ignore_eos = r.ignore_eos;
-      er.top_logprobs = r.top_logprobs;
+      er.top_logprobs = ranked ? std::max(r.top_logprobs, 0) : r.top_logprobs;
       if (r.top_logprobs >= 0) c->logprobs = std::make_shared<LogprobsReply>(ctx.engine.tokenizer(), er.prompt, route);
       er.constraint = start_held();
       if (tool_mode) c->tools = std::make_shared<ToolReply>(ctx.engine.tokenizer(), ctx.tool_format, r.stop);
@@ -469,9 +492,16 @@ void handle_completion(RouteContext& ctx, const httplib::Request& req, httplib::
     if (t.finish == runtime::FinishReason::Cancelled) throw shutting_down();
     if (t.finish == runtime::FinishReason::Error) throw ApiError(500, "server_error", t.error);
   }
+  std::vector<size_t> answered(choices.size());
+  for (size_t i = 0; i < answered.size(); ++i) answered[i] = i;
+  if (ranked) answered = best_candidates(takes, size_t(r.best_of), size_t(r.n));
   std::vector<std::string> bodies;
-  for (size_t i = 0; i < choices.size(); ++i) bodies.push_back(whole_choice(ctx, r, *choices[i], takes[i]));
-  send_json(res, completion_body_json(head, bodies, total_usage(choices)));
+  for (size_t k = 0; k < answered.size(); ++k) {
+    Choice& c = *choices[answered[k]];
+    c.index = static_cast<int>(k);
+    bodies.push_back(whole_choice(ctx, r, c, takes[answered[k]]));
+  }
+  send_json(res, completion_body_json(head, bodies, total_usage(choices)));  // every candidate's tokens
 }
 
 }  // namespace server

@@ -1,8 +1,12 @@
 // Several choices in one request: completions with several prompts, and n choices a prompt (or a chat), whole and
 // streamed. Each choice is its own engine request (choice i of prompt i / n, seed + i), so every choice's text is
 // exactly what generate() gives for its prompt and seed alone; usage counts each prompt once and every choice's
-// completion; a stream interleaves the choices, each chunk naming its index, one finish reason each.
+// completion; a stream interleaves the choices, each chunk naming its index, one finish reason each. best_of ranks
+// more candidates than it answers.
+#include <algorithm>
 #include <map>
+#include <utility>
+#include <vector>
 
 #include "server_fixture.h"
 
@@ -125,6 +129,54 @@ TEST_F(ChoicesTest, ChatChoicesDrawWithTheirOwnSeeds) {
     EXPECT_EQ(s.text, want[size_t(i)]) << i;
     EXPECT_TRUE(s.role_first) << i;
     EXPECT_EQ(s.finishes, 1) << i;
+  }
+}
+
+// The mean logprob of each choice's generated tokens (completions' token_logprobs) and its text.
+std::vector<std::pair<double, std::string>> scored_choices(const Value& body) {
+  std::vector<std::pair<double, std::string>> out;
+  for (const Value& c : at(body, "choices").items()) {
+    double sum = 0.0;
+    const auto& lps = at(at(c, "logprobs"), "token_logprobs").items();
+    for (const Value& v : lps) sum += v.as_float();
+    out.emplace_back(lps.empty() ? 0.0 : sum / double(lps.size()), str(at(c, "text")));
+  }
+  return out;
+}
+
+// best_of: the candidates are the choices n = best_of would give (seed + i each), and the answer is the n of them
+// with the highest mean logprob a token, best first; usage counts every candidate's tokens.
+TEST_F(ChoicesTest, BestOfAnswersTheCandidatesOfHighestMeanLogprob) {
+  start();
+  const std::vector<int32_t> prompt = completion_prompt("Once upon a time");
+  const std::string common = R"({"prompt": "Once upon a time", "max_tokens": 8, "temperature": 1.0, "seed": 11,
+      "ignore_eos": true)";
+  const auto all = post("/v1/completions", common + R"(, "n": 4, "logprobs": 0})");
+  ASSERT_EQ(all.status, 200) << all.body;
+  auto scored = scored_choices(json(all.body));
+  ASSERT_EQ(scored.size(), 4u);
+  for (size_t i = 0; i < 4; ++i) EXPECT_EQ(scored[i].second, generated(prompt, 8, 1.0f, 11 + i)) << i;
+  std::stable_sort(scored.begin(), scored.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  ASSERT_GT(scored[0].first, scored[3].first) << "four candidates scored alike: nothing to rank";
+
+  const auto best = post("/v1/completions", common + R"(, "best_of": 4})");
+  ASSERT_EQ(best.status, 200) << best.body;
+  const Value b = json(best.body);
+  ASSERT_EQ(at(b, "choices").items().size(), 1u);
+  EXPECT_EQ(at(at(at(b, "choices"), 0), "index").as_int(), 0);
+  EXPECT_EQ(str(at(at(at(b, "choices"), 0), "text")), scored[0].second);
+  EXPECT_TRUE(at(at(at(b, "choices"), 0), "logprobs").is_none());  // not asked for
+  EXPECT_EQ(at(at(b, "usage"), "completion_tokens").as_int(), 32);   // all four candidates
+  EXPECT_EQ(at(at(b, "usage"), "prompt_tokens").as_int(), int64_t(prompt.size()));  // the prompt once
+
+  const auto two = post("/v1/completions", common + R"(, "n": 2, "best_of": 4, "logprobs": 0})");
+  ASSERT_EQ(two.status, 200) << two.body;
+  const auto got = scored_choices(json(two.body));
+  ASSERT_EQ(got.size(), 2u);
+  for (size_t k = 0; k < 2; ++k) {
+    EXPECT_EQ(at(at(at(json(two.body), "choices"), k), "index").as_int(), int64_t(k));
+    EXPECT_EQ(got[k].second, scored[k].second) << k;
+    EXPECT_DOUBLE_EQ(got[k].first, scored[k].first) << k;  // the logprobs shown are the candidate's own
   }
 }
 

@@ -91,6 +91,25 @@ TEST(RequestParse, SeveralPromptsAndChoices) {
   EXPECT_EQ(param_of(many + "]}"), "prompt");
 }
 
+// best_of (completions only): n by default, at least n, every candidate within the request's 16, never streamed
+// above n.
+TEST(RequestParse, BestOf) {
+  EXPECT_EQ(server::parse_completion_request(R"({"prompt": "x", "n": 2})", Route::Completion).best_of, 2);
+  const auto r =
+      server::parse_completion_request(R"({"prompt": ["a", "b"], "n": 2, "best_of": 8})", Route::Completion);
+  EXPECT_EQ(r.n, 2);
+  EXPECT_EQ(r.best_of, 8);
+  EXPECT_EQ(server::parse_completion_request(R"({"prompt": "x", "best_of": null})", Route::Completion).best_of, 1);
+  EXPECT_EQ(param_of(R"({"prompt": "x", "best_of": 0})"), "best_of");
+  EXPECT_EQ(param_of(R"({"prompt": "x", "n": 3, "best_of": 2})"), "best_of");
+  EXPECT_EQ(param_of(R"({"prompt": ["a", "b", "c"], "best_of": 6})"), "best_of");
+  EXPECT_EQ(param_of(R"({"prompt": "x", "best_of": 17})"), "best_of");
+  EXPECT_EQ(param_of(R"({"prompt": "x", "best_of": 2.5})"), "best_of");
+  EXPECT_EQ(param_of(R"({"prompt": "x", "best_of": 3, "stream": true})"), "best_of");
+  EXPECT_EQ(param_of(R"({"prompt": "x", "n": 3, "best_of": 3, "stream": true})"), "<accepted>");  // nothing to rank
+  EXPECT_EQ(param_of(R"({"messages": [{"role": "user", "content": "x"}], "best_of": 2})", Route::Chat), "best_of");
+}
+
 TEST(RequestParse, EachBadFieldIsNamed) {
   EXPECT_EQ(param_of("{"), "<none>");
   EXPECT_EQ(param_of("null"), "<none>");
