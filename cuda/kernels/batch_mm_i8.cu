@@ -20,8 +20,9 @@
 // half of x's positions zeroed, one a scale (q6kx8_i8_lane.cuh says how); per block and row d sum_kb x_kb (sc_1 v_1
 // + sc_2 v_2), blocks added in order.
 //
-// Grid. A block is one tile of 16 rows; its warps split K into equal runs of super-blocks (more warps where the
-// tiles are few), each lane holding its rows' next two super-blocks in flight (two register sets in turn).
+// Grid. A block is one tile of 16 rows (two with BatchMmChoices::i8_tiles = 2); its warps split K into equal runs of
+// super-blocks (more warps where the tiles are few), each lane holding two super-blocks in flight (two register sets
+// in turn: its rows' next two, or with two tiles the next one of each).
 #include "cuda/kernels/batch_mm_i8.cuh"
 
 #include <type_traits>
