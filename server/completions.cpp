@@ -3,7 +3,8 @@
 // that goes away cancels its request: mid-stream the failed write tells the engine at the next token; while a whole
 // response is awaited, polling the connection does. A chat request that offers tools, to a template whose tool-call
 // format is known, has its reply read for tool calls (tool_reply.h); one that asks for logprobs gets them
-// (logprobs_reply.h). best_of (completions) generates more candidates than it answers and keeps the n best.
+// (logprobs_reply.h). best_of (completions) generates more candidates than it answers and keeps the n best; echo
+// puts the prompt in front of each choice's text.
 #include <algorithm>
 #include <chrono>
 #include <ctime>
@@ -95,7 +96,8 @@ struct Choice {
   std::shared_ptr<ToolReply> tools;  // tool mode
   std::shared_ptr<LogprobsReply> logprobs;  // when asked
   std::shared_ptr<chat::ReplySplit> split;  // chat, where the template marks reasoning (RouteContext::reply_format)
-  bool first = true;  // streaming: nothing sent yet (chat's first chunk carries the role)
+  std::string echo;   // completions' echo: the prompt, in front of the text
+  bool first = true;  // streaming: nothing sent yet (chat's first chunk carries the role; echo's the prompt)
   bool done = false;
   runtime::Usage usage;
 };
@@ -124,6 +126,7 @@ runtime::Usage total_usage(const std::vector<std::shared_ptr<Choice>>& choices) 
 std::string choice_events(RouteContext& ctx, const ResponseHead& head, Choice& c, const CompletionChannel::Take& t) {
   std::string out;
   if (c.first && head.route == Route::Chat) out += sse_event(chunk_json(head, "", true, "", "null", c.index));
+  if (c.first && !c.echo.empty()) out += sse_event(chunk_json(head, c.echo, false, "", "null", c.index));
   c.first = false;
   // The reply's text as reasoning and content chunks (chat/reply_split.h): lp, when not null, goes with the first
   // chunk, or alone in an empty one when the split holds all of the text back.
@@ -307,7 +310,7 @@ std::string whole_choice(RouteContext& ctx, const CompletionRequest& r, Choice& 
     name_calls(ctx, end.calls);
     return tool_calls_choice_json(c.index, content, end.calls, lp, reasoning);
   }
-  return choice_json(r.route, c.index, content, t.finish, lp, reasoning);
+  return choice_json(r.route, c.index, c.echo + content, t.finish, lp, reasoning);
 }
 
 // best_of: of each prompt's `candidates` takes (in order, prompt by prompt), the `keep` whose generated tokens have
@@ -464,6 +467,10 @@ void handle_completion(RouteContext& ctx, const httplib::Request& req, httplib::
                        "queue_full");
       }
       c->id = sub.id;
+      if (r.echo) {  // completions only (the parser refuses it on chat); ids the engine took are in the vocabulary
+        const CompletionRequest::Prompt& given = r.prompts.at(p);
+        c->echo = given.is_ids ? ctx.engine.tokenizer().decode(given.ids) : given.text;
+      }
       choices.push_back(std::move(c));
     }
 

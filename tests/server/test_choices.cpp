@@ -180,6 +180,30 @@ TEST_F(ChoicesTest, BestOfAnswersTheCandidatesOfHighestMeanLogprob) {
   }
 }
 
+// echo: each choice's text is its prompt (a text as given, ids decoded) and then what it generated, whole and
+// streamed.
+TEST_F(ChoicesTest, EchoPutsThePromptInFront) {
+  start();
+  const std::vector<int32_t> text_ids = completion_prompt("Once upon a time"), ids = completion_prompt("The dog");
+  std::string id_list = "[";
+  for (size_t i = 0; i < ids.size(); ++i) id_list += (i ? ", " : "") + std::to_string(ids[i]);
+  id_list += "]";
+  const std::pair<std::string, std::string> cases[] = {
+      {R"("Once upon a time")", "Once upon a time" + generated(text_ids, 6, 0, 0)},
+      {id_list, tok_->decode(ids) + generated(ids, 6, 0, 0)}};
+  for (const auto& [prompt, want] : cases) {
+    const std::string body =
+        R"({"prompt": )" + prompt + R"(, "max_tokens": 6, "temperature": 0, "ignore_eos": true, "echo": true)";
+    const auto whole = post("/v1/completions", body + "}");
+    ASSERT_EQ(whole.status, 200) << whole.body;
+    EXPECT_EQ(str(at(at(at(json(whole.body), "choices"), 0), "text")), want) << prompt;
+    Value usage;
+    const auto streamed = read_choices(post("/v1/completions", body + R"(, "stream": true})"), false, usage);
+    ASSERT_EQ(streamed.size(), 1u);
+    EXPECT_EQ(streamed.at(0).text, want) << prompt;
+  }
+}
+
 // More choices than the queue takes: refused whole (429), and none of them runs.
 TEST_F(ChoicesTest, ChoicesPastTheQueueAreRefusedWhole) {
   Config c;

@@ -36,6 +36,8 @@ TEST_F(ServerTest, InvalidBodiesAre400) {
   expect_error(post("/v1/completions", R"({"prompt": "x", "echo": true, "logprobs": 1})"), 400, "echo",
                "unsupported_parameter");
   expect_error(post("/v1/completions", R"({"prompt": "x", "echo": "yes"})"), 400, "echo", "");
+  expect_error(post("/v1/chat/completions", R"({"messages": [{"role": "user", "content": "x"}], "echo": true})"), 400,
+               "echo", "unsupported_parameter");
   expect_error(post("/v1/completions", R"({"prompt": [99999999]})"), 400, "prompt", "");
   expect_error(post("/detokenize", R"({"tokens": [-1]})"), 400, "tokens", "");
   expect_error(post("/tokenize", R"({})"), 400, "content", "missing_required_parameter");

@@ -110,6 +110,15 @@ TEST(RequestParse, BestOf) {
   EXPECT_EQ(param_of(R"({"messages": [{"role": "user", "content": "x"}], "best_of": 2})", Route::Chat), "best_of");
 }
 
+// echo: completions only, and not with logprobs (the prompt's own logprobs are not computed).
+TEST(RequestParse, Echo) {
+  EXPECT_TRUE(server::parse_completion_request(R"({"prompt": "x", "echo": true})", Route::Completion).echo);
+  EXPECT_FALSE(server::parse_completion_request(R"({"prompt": "x", "echo": null})", Route::Completion).echo);
+  EXPECT_EQ(param_of(R"({"prompt": "x", "echo": true, "logprobs": 0})"), "echo");
+  EXPECT_EQ(param_of(R"({"prompt": "x", "echo": false, "logprobs": 0})"), "<accepted>");
+  EXPECT_EQ(param_of(R"({"messages": [{"role": "user", "content": "x"}], "echo": true})", Route::Chat), "echo");
+}
+
 TEST(RequestParse, EachBadFieldIsNamed) {
   EXPECT_EQ(param_of("{"), "<none>");
   EXPECT_EQ(param_of("null"), "<none>");
