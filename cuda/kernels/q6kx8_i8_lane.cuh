@@ -50,11 +50,12 @@ struct RowRegs {
   uint32_t d;
 };
 
-// Where block `block` of a regrouped row begins its run, and its place b in it.
+// The start of the run of 8 blocks that holds block `block` of a regrouped row (its place there: block & 7).
 __host__ __device__ inline const uint8_t* run_of(const uint8_t* row, int block) {
   return row + size_t(block >> 3) * size_t(kQ6_Kx8Run);
 }
 
+// __byte_perm on the device, the same selection on the host (selector nibbles 0..7 name bytes of y:x).
 __host__ __device__ inline uint32_t perm(uint32_t x, uint32_t y, uint32_t sel) {
 #ifdef __CUDA_ARCH__
   return __byte_perm(x, y, sel);
