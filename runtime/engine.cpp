@@ -31,6 +31,7 @@ Engine::Engine(std::shared_ptr<const model::Model> model, tokenizer::Tokenizer t
   n_vocab_ = session_->n_vocab();
   device_name_ = session_->device_name();
   if (const auto layout = session_->paged_layout()) {
+    paged_ = true;
     // Every batch shape a step can take, built now: no request pays for a graph build or a kernel compile.
     const auto t0 = std::chrono::steady_clock::now();
     const int32_t shapes = session_->prepare_paged(step_budget(options_, *layout));
@@ -69,6 +70,10 @@ SubmitResult Engine::submit(EngineRequest request, EngineCallback callback) {
   if (request.top_logprobs < -1 || request.top_logprobs > kMaxTopLogprobs)
     throw RequestError(K::BadLogprobs, "top_logprobs must be between 0 and " + std::to_string(kMaxTopLogprobs) +
                                            " (or -1 for none)");
+  if (request.prompt_logprobs && request.top_logprobs < 0)
+    throw RequestError(K::BadLogprobs, "the prompt's logprobs come with the generated tokens' (top_logprobs >= 0)");
+  if (request.prompt_logprobs && !paged_)
+    throw RequestError(K::BadLogprobs, "the prompt's logprobs need the batching engine (a paged session)");
   try {
     validate(request.sampling);
   } catch (const std::invalid_argument& e) {
@@ -171,6 +176,14 @@ bool send_text(const EngineCallback& callback, std::string_view text, std::span<
   e.text = text;
   e.tokens = ids;
   e.logprobs = logprobs;
+  return callback(e);
+}
+
+bool send_prompt_logprobs(const EngineCallback& callback, std::span<const TokenLogprobs> logprobs) {
+  if (logprobs.empty()) return true;
+  EngineEvent e;
+  e.kind = EngineEvent::Kind::Text;
+  e.prompt_logprobs = logprobs;
   return callback(e);
 }
 

@@ -65,6 +65,11 @@ struct EngineRequest {
   // >= 0: each generated token comes with its logprob and this many most likely alternatives (runtime/logprobs.h),
   // computed from the raw logits; -1: none, and nothing is computed.
   int32_t top_logprobs = -1;
+  // With top_logprobs >= 0: every prompt token after the first comes with its own logprob and alternatives as well
+  // (the log-softmax of the logits of the token before it: how evaluation harnesses score a text). Such a prompt is
+  // computed whole (none of it from the prefix cache), and a step holds as many of its tokens as the session gives
+  // output rows. Paged sessions only.
+  bool prompt_logprobs = false;
   // Set: what may come next, token by token (JSON mode: json_constraint.h); this request's own, since it keeps the
   // request's place. Its steps are drawn on the host from the masked logits.
   std::shared_ptr<TokenConstraint> constraint;
@@ -89,6 +94,10 @@ struct EngineEvent {
   std::span<const int32_t> tokens;
   // Text, when the request asked for them (top_logprobs >= 0): one entry per id of tokens, in the same order.
   std::span<const TokenLogprobs> logprobs;
+  // Text, when the request asked for them (prompt_logprobs): the logprobs of the prompt's tokens 1, 2, ... that
+  // became known since the previous event, in order (none for token 0); they all come before the first generated
+  // token's event.
+  std::span<const TokenLogprobs> prompt_logprobs;
   // Final: why it ended, the token counts, and for Error what went wrong.
   FinishReason finish = FinishReason::Stop;
   Usage usage;
@@ -184,6 +193,7 @@ class Engine {
   int32_t n_ctx_ = 0;
   int32_t n_vocab_ = 0;
   std::string device_name_;
+  bool paged_ = false;             // the batching worker runs (the session is paged)
 
   mutable std::mutex mutex_;
   std::condition_variable wake_;   // worker: a job or shutdown

@@ -51,6 +51,22 @@ struct Engine::Running {
   int32_t device_row = -1;
   int32_t step_tokens = 0;        // the step being built: tokens it contributes, from n_sched
   int32_t output = -1;            // the step being built: its row in the logits, or -1
+  // prompt_logprobs: the next prompt position whose token's logprob is not out yet (from the row before it); kept
+  // across a preemption, so that a prompt computed again sends nothing twice.
+  int32_t prompt_lp_next = 1;
+
+  bool wants_prompt_logprobs() const { return job->request.prompt_logprobs; }
+  // Output rows the step being built gives it with s tokens: the row its next token comes from when the tokens
+  // reach the end of what is pending, and with prompt_logprobs one for each prompt token still to score whose
+  // predecessor is among them.
+  int32_t rows_for(int32_t s) const {
+    int32_t rows = s > 0 && s == pending() ? 1 : 0;
+    if (wants_prompt_logprobs()) {
+      const int32_t lo = std::max(n_sched, prompt_lp_next - 1), hi = std::min(n_sched + s, gen->n_prompt() - 1);
+      rows += std::max(0, hi - lo);
+    }
+    return rows;
+  }
 
   // Tokens known (to the host, or as a device row) and not yet in a launched step.
   int32_t pending() const {
@@ -65,6 +81,8 @@ struct Engine::LaunchedStep {
     uint64_t serial = 0;
     int32_t tokens = 0;
     int32_t output = -1;
+    // prompt_logprobs: prompt_rows output rows from prompt_row0 on, for the prompt tokens prompt_pos0 + 1 on.
+    int32_t prompt_row0 = 0, prompt_pos0 = 0, prompt_rows = 0;
   };
   std::vector<Part> parts;
   bool host_draws = false;  // a row's token is drawn from the logits or by the device's sampler (not the argmax)
@@ -176,7 +194,8 @@ void Engine::worker_batched() {
     free_rows.pop_back();
     r->serial = next_serial++;
     const auto& tokens = r->gen->tokens();
-    const int32_t most = (static_cast<int32_t>(tokens.size()) - 1) / bs;
+    // A prompt whose logprobs are asked for is computed whole: its rows give them.
+    const int32_t most = r->wants_prompt_logprobs() ? 0 : (static_cast<int32_t>(tokens.size()) - 1) / bs;
     r->blocks = pool.match_prefix(tokens, most);
     r->n_keyed = static_cast<int32_t>(r->blocks.size());
     r->n_done = r->n_sched = r->n_keyed * bs;
@@ -212,6 +231,7 @@ void Engine::worker_batched() {
     std::exception_ptr error;
   };
   std::vector<HostDraw> drawn;
+  std::vector<TokenLogprobs> prompt_lps;  // one part's prompt logprobs, as take() sends them
   std::optional<graph::ThreadPool> draw_pool;  // made when a step first has two such rows
   bool no_draw_pool = false;                   // the system refused its threads
   // Takes a launched step's results: its tokens are in the cache now, full blocks are keyed, and each sequence with
@@ -276,6 +296,18 @@ void Engine::worker_batched() {
         r.chain = pool.publish(r.chain, std::span(tokens).subspan(size_t(r.n_keyed) * bs, size_t(bs)),
                                r.blocks[size_t(r.n_keyed)]);
         ++r.n_keyed;
+      }
+      if (part.prompt_rows > 0) {  // before the first generated token's event
+        prompt_lps.clear();
+        const int32_t n_top = r.job->request.top_logprobs;
+        for (int32_t i = 0; i < part.prompt_rows; ++i) {
+          const size_t o = size_t(part.prompt_row0 + i);
+          const int32_t p = part.prompt_pos0 + i;  // the row of position p scores the token at p + 1
+          prompt_lps.push_back(
+              token_logprobs(res.logits.subspan(o * n_vocab, n_vocab), tokens[size_t(p) + 1], n_top));
+        }
+        r.prompt_lp_next = std::max(r.prompt_lp_next, part.prompt_pos0 + part.prompt_rows + 1);
+        if (!send_prompt_logprobs(r.job->callback, prompt_lps)) r.job->cancelled = true;
       }
       if (part.output < 0) continue;
       if (r.device_step == step.id) r.device_step = 0, r.device_row = -1;  // its token is known here now
@@ -400,6 +432,20 @@ void Engine::worker_batched() {
       r.step_tokens = grow(r, std::min(r.pending(), budget));
       budget -= r.step_tokens;
     }
+    // The session's output rows: prompts whose logprobs are asked for give one a token, so their chunks shrink
+    // (the newest first) until the step's rows fit. Every other sequence needs at most one, and n_seq fit.
+    if (layout.max_outputs > 0) {
+      int32_t rows = 0;
+      for (const auto& rp : running) rows += rp->rows_for(rp->step_tokens);
+      for (auto it = running.rbegin(); rows > layout.max_outputs && it != running.rend(); ++it) {
+        Running& r = **it;
+        if (!r.wants_prompt_logprobs()) continue;
+        while (rows > layout.max_outputs && r.step_tokens > 0) {
+          rows -= r.rows_for(r.step_tokens) - r.rows_for(r.step_tokens - 1);
+          --r.step_tokens;
+        }
+      }
+    }
 
     batch.tokens.clear();
     batch.positions.clear();
@@ -416,24 +462,38 @@ void Engine::worker_batched() {
       std::copy(r.blocks.begin(), r.blocks.end(), batch.block_table.begin() + size_t(r.row) * layout.max_blocks);
       if (r.step_tokens == 0) continue;
       const auto& tokens = r.gen->tokens();
+      LaunchedStep::Part part{r.serial, r.step_tokens, -1};
       for (int32_t k = 0; k < r.step_tokens; ++k) {
         const bool device = k == 0 && r.device_step != 0;  // the device's argmax, pending() == 1
         batch.tokens.push_back(device ? 0 : tokens[size_t(r.n_sched + k)]);
         batch.token_from_row.push_back(device ? r.device_row : -1);
         from_device = from_device || device;
-        batch.positions.push_back(r.n_sched + k);
+        const int32_t p = r.n_sched + k;
+        batch.positions.push_back(p);
         batch.kv_seq.push_back(r.row);
+        // A prompt token still to score follows this one: this token's row gives its logprob.
+        if (r.wants_prompt_logprobs() && p + 1 >= r.prompt_lp_next && p + 1 < r.gen->n_prompt()) {
+          if (part.prompt_rows == 0) {
+            part.prompt_row0 = static_cast<int32_t>(batch.output_rows.size());
+            part.prompt_pos0 = p;
+          }
+          ++part.prompt_rows;
+          batch.output_rows.push_back(static_cast<int32_t>(batch.tokens.size()) - 1);
+        }
       }
       if (r.step_tokens == r.pending()) {
         r.output = static_cast<int32_t>(batch.output_rows.size());
         batch.output_rows.push_back(static_cast<int32_t>(batch.tokens.size()) - 1);
       }
-      step.parts.push_back({r.serial, r.step_tokens, r.output});
+      part.output = r.output;
+      if (part.prompt_rows > 0) step.host_draws = true;  // the host reads those rows before the next step
+      step.parts.push_back(part);
     }
     if (!from_device) batch.token_from_row.clear();
     // Greedy sequences take the device's argmax, the others its draws (a session that cannot draw returns the
     // logits instead); the logits leave the device only for a sequence that wants logprobs.
-    batch.need_logits = false;
+    batch.need_logits = std::any_of(step.parts.begin(), step.parts.end(),
+                                    [](const LaunchedStep::Part& p) { return p.prompt_rows > 0; });
     batch.draws.clear();
     for (auto& rp : running) {
       if (rp->output < 0 || rp->gen->argmax_is_sample()) continue;

@@ -27,4 +27,7 @@ inline int32_t step_budget(const EngineOptions& o, const PagedLayout& layout) {
 bool send_text(const EngineCallback& callback, std::string_view text, std::span<const int32_t> ids,
                std::span<const TokenLogprobs> logprobs);
 
+// Sends one Text event with the prompt's logprobs only (nothing when there are none); the callback's answer.
+bool send_prompt_logprobs(const EngineCallback& callback, std::span<const TokenLogprobs> logprobs);
+
 }  // namespace runtime

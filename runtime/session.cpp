@@ -71,6 +71,9 @@ void check_paged_batch(const PagedBatch& b, const PagedLayout& layout, int32_t n
   for (int32_t r : b.output_rows)
     if (r < 0 || static_cast<size_t>(r) >= n)
       throw SessionError("eval_paged: output row " + std::to_string(r) + " is not a token of the batch");
+  if (layout.max_outputs > 0 && b.output_rows.size() > size_t(layout.max_outputs))
+    throw SessionError("eval_paged: " + std::to_string(b.output_rows.size()) + " output rows, more than the " +
+                       std::to_string(layout.max_outputs) + " a step may have");
   if (!b.draws.empty() && b.draws.size() != b.output_rows.size())
     throw SessionError("eval_paged: " + std::to_string(b.draws.size()) + " draws for " +
                        std::to_string(b.output_rows.size()) + " output rows (one each, or none)");

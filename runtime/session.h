@@ -73,6 +73,8 @@ struct PagedLayout {
   int32_t n_blocks = 0;       // in the pool
   int32_t max_blocks = 0;     // per sequence: it holds at most max_blocks * block_size tokens
   int32_t n_seq = 0;          // block-table rows: sequences in one batch at most
+  // Output rows one step may have (PagedBatch::output_rows), at least n_seq; 0: as many as its tokens.
+  int32_t max_outputs = 0;
   int32_t seq_capacity() const { return max_blocks * block_size; }
 };
 

@@ -165,6 +165,7 @@ CudaSession::CudaSession(std::shared_ptr<const model::Model> model, int32_t n_ct
     paged_ = paged_layout_for(so, n_ctx_, std::max(c.n_ctx_train, 1));
     n_ctx_ = paged_->n_blocks * paged_->block_size;  // whole blocks
     const size_t rows = std::bit_ceil(uint32_t(paged_->n_seq));  // the largest output bucket (output_bucket)
+    paged_->max_outputs = int32_t(rows);
     draw_rows_ = cuda::PinnedBuffer(rows * sizeof(cuda::RowSampling));
     draw_windows_ = cuda::PinnedBuffer(rows * size_t(cuda::kSampleRowsMaxWindow) * 4);
     draw_out_ = cuda::PinnedBuffer(rows * 4);

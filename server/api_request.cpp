@@ -374,14 +374,10 @@ CompletionRequest parse_completion_request(std::string_view body, Route route) {
                         "unsupported_parameter");
   r.top_logprobs = parse_logprobs(obj, route);
   // echo: true asks for the prompt in front of the text and, with logprobs, the prompt's own logprobs (how evaluation
-  // harnesses score a text). The text is given; the prompt's logprobs are not computed here, and answering without
-  // them would pass for scores that are not, so echo with logprobs is refused.
+  // harnesses score a text).
   r.echo = get_bool(obj, "echo", false);
   if (r.echo && route == Route::Chat)
     throw invalid_field("echo", "echo is a field of /v1/completions, not of chat completions",
-                        "unsupported_parameter");
-  if (r.echo && r.top_logprobs >= 0)
-    throw invalid_field("echo", "echo with logprobs (the prompt's own logprobs) is not supported",
                         "unsupported_parameter");
   return r;
 }

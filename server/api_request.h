@@ -46,8 +46,8 @@ struct CompletionRequest {
   // Completions' best_of: this many candidates a prompt (>= n), of which the n with the highest mean logprob per
   // generated token are answered. Not with a stream; chat has no such field.
   int32_t best_of = 1;
-  // Completions' echo: each choice's text starts with its prompt (a text prompt as given, token ids decoded). Not
-  // with logprobs, which would ask for the prompt's own logprobs as well (not computed here).
+  // Completions' echo: each choice's text starts with its prompt (a text prompt as given, token ids decoded); with
+  // logprobs, the prompt's ids decoded, and its tokens' logprobs lead the reply's.
   bool echo = false;
 
   runtime::SamplerParams sampling;                // llama.cpp's defaults where the request says nothing

@@ -32,6 +32,9 @@ class CompletionChannel {
     std::string text;
     std::vector<int32_t> tokens;  // the generated ids behind text (tool calls are read from them)
     std::vector<runtime::TokenLogprobs> logprobs;  // theirs, when the request asked
+    // The prompt's tokens 1, 2, ... when the request asked (EngineRequest::prompt_logprobs); all of them come before
+    // the first generated id, so the first take with news holds them all.
+    std::vector<runtime::TokenLogprobs> prompt_logprobs;
     bool done = false;
     runtime::FinishReason finish = runtime::FinishReason::Stop;
     runtime::Usage usage;
@@ -77,6 +80,8 @@ class CompletionChannel {
       pending_.text.append(e.text);
       pending_.tokens.insert(pending_.tokens.end(), e.tokens.begin(), e.tokens.end());
       pending_.logprobs.insert(pending_.logprobs.end(), e.logprobs.begin(), e.logprobs.end());
+      pending_.prompt_logprobs.insert(pending_.prompt_logprobs.end(), e.prompt_logprobs.begin(),
+                                      e.prompt_logprobs.end());
     } else {
       pending_.done = true;
       pending_.finish = e.finish;

@@ -97,6 +97,7 @@ struct Choice {
   std::shared_ptr<LogprobsReply> logprobs;  // when asked
   std::shared_ptr<chat::ReplySplit> split;  // chat, where the template marks reasoning (RouteContext::reply_format)
   std::string echo;   // completions' echo: the prompt, in front of the text
+  std::vector<int32_t> echo_ids;  // echo with logprobs: the prompt's ids, whose logprobs lead the reply's
   bool first = true;  // streaming: nothing sent yet (chat's first chunk carries the role; echo's the prompt)
   bool done = false;
   runtime::Usage usage;
@@ -126,7 +127,9 @@ runtime::Usage total_usage(const std::vector<std::shared_ptr<Choice>>& choices) 
 std::string choice_events(RouteContext& ctx, const ResponseHead& head, Choice& c, const CompletionChannel::Take& t) {
   std::string out;
   if (c.first && head.route == Route::Chat) out += sse_event(chunk_json(head, "", true, "", "null", c.index));
-  if (c.first && !c.echo.empty()) out += sse_event(chunk_json(head, c.echo, false, "", "null", c.index));
+  if (c.first && c.logprobs && !c.echo_ids.empty()) c.logprobs->prompt(c.echo_ids, t.prompt_logprobs);
+  if (c.first && !c.echo.empty())
+    out += sse_event(chunk_json(head, c.echo, false, "", c.logprobs ? c.logprobs->take_json() : "null", c.index));
   c.first = false;
   // The reply's text as reasoning and content chunks (chat/reply_split.h): lp, when not null, goes with the first
   // chunk, or alone in an empty one when the split holds all of the text back.
@@ -266,6 +269,7 @@ CompletionChannel::Take wait_whole(RouteContext& ctx, const ConnectionProbe& pro
       all.text += t->text;
       all.tokens.insert(all.tokens.end(), t->tokens.begin(), t->tokens.end());
       all.logprobs.insert(all.logprobs.end(), t->logprobs.begin(), t->logprobs.end());
+      all.prompt_logprobs.insert(all.prompt_logprobs.end(), t->prompt_logprobs.begin(), t->prompt_logprobs.end());
       if (t->done) {
         all.done = true, all.finish = t->finish, all.usage = t->usage, all.error = t->error;
         return all;
@@ -287,6 +291,7 @@ CompletionChannel::Take wait_whole(RouteContext& ctx, const ConnectionProbe& pro
 std::string whole_choice(RouteContext& ctx, const CompletionRequest& r, Choice& c, const CompletionChannel::Take& t) {
   std::string lp = "null";
   if (c.logprobs) {
+    if (!c.echo_ids.empty()) c.logprobs->prompt(c.echo_ids, t.prompt_logprobs);
     c.logprobs->push(t.logprobs);
     if (!c.tools) c.logprobs->show(t.text);
     c.logprobs->end(c.tools != nullptr);
@@ -448,6 +453,7 @@ void handle_completion(RouteContext& ctx, const httplib::Request& req, httplib::
       er.stop = r.stop;
       er.ignore_eos = r.ignore_eos;
       er.top_logprobs = ranked ? std::max(r.top_logprobs, 0) : r.top_logprobs;
+      er.prompt_logprobs = r.echo && r.top_logprobs >= 0;  // how evaluation harnesses score a text
       if (r.top_logprobs >= 0) c->logprobs = std::make_shared<LogprobsReply>(ctx.engine.tokenizer(), er.prompt, route);
       er.constraint = start_held();
       if (tool_mode) c->tools = std::make_shared<ToolReply>(ctx.engine.tokenizer(), ctx.tool_format, r.stop);
@@ -467,9 +473,13 @@ void handle_completion(RouteContext& ctx, const httplib::Request& req, httplib::
                        "queue_full");
       }
       c->id = sub.id;
-      if (r.echo) {  // completions only (the parser refuses it on chat); ids the engine took are in the vocabulary
+      // echo: completions only (the parser refuses it on chat); ids the engine took are in the vocabulary. With
+      // logprobs the echoed text is the prompt's ids decoded, which their offsets count in.
+      if (r.echo) {
         const CompletionRequest::Prompt& given = r.prompts.at(p);
-        c->echo = given.is_ids ? ctx.engine.tokenizer().decode(given.ids) : given.text;
+        const bool decoded = given.is_ids || r.top_logprobs >= 0;
+        c->echo = decoded ? ctx.engine.tokenizer().decode(given.is_ids ? given.ids : ids[p]) : given.text;
+        if (r.top_logprobs >= 0) c->echo_ids = ids[p];
       }
       choices.push_back(std::move(c));
     }

@@ -35,6 +35,23 @@ LogprobsReply::LogprobsReply(const tokenizer::Tokenizer& tok, std::span<const in
   for (int32_t id : prompt) decoder_.push(id);  // as the engine does: settles the leading space of the first piece
 }
 
+void LogprobsReply::prompt(std::span<const int32_t> ids, std::span<const runtime::TokenLogprobs> lps) {
+  tokenizer::StreamDecoder decoder(tok_);
+  size_t at = 0;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    Entry e;
+    e.in_prompt = true;
+    e.scored = i > 0 && i - 1 < lps.size();
+    if (e.scored) e.lp = lps[i - 1];
+    e.lp.sampled.id = ids[i];
+    e.begin = at;
+    at += decoder.push(ids[i]).size();
+    e.end = at;
+    ready_.push_back(std::move(e));
+  }
+  offset_base_ = at;
+}
+
 void LogprobsReply::push(std::span<const runtime::TokenLogprobs> logprobs) {
   for (const runtime::TokenLogprobs& lp : logprobs) {
     Entry e{lp, decoded_, decoded_};
@@ -88,8 +105,14 @@ std::string LogprobsReply::take_json() {
       const runtime::TokenLogprobs& lp = ready_[i].lp;
       if (i) tokens += ',', logprobs += ',', offsets += ',', tops += ',';
       tokens += json_string(piece(lp.sampled.id));
+      // The echoed prompt's entries carry their own offsets; the generated ones count after the prompt's text.
+      offsets += std::to_string(ready_[i].begin + (ready_[i].in_prompt ? 0 : offset_base_));
+      if (!ready_[i].scored) {  // the prompt's first token: nothing to score it by
+        logprobs += "null";
+        tops += "null";
+        continue;
+      }
       logprobs += number(lp.sampled.logprob);
-      offsets += std::to_string(ready_[i].begin);
       // {token: logprob} of the n most likely and, as OpenAI always adds it, the sampled token (up to n + 1 keys;
       // two ids that show the same text keep the first, more likely one, since a JSON object's keys are unique).
       std::vector<std::string> keys;

@@ -24,6 +24,11 @@ class LogprobsReply {
   // tok must outlive this; prompt: the request's prompt ids.
   LogprobsReply(const tokenizer::Tokenizer& tok, std::span<const int32_t> prompt, Route route);
 
+  // Completions' echo with logprobs, before anything is pushed: the prompt's tokens become ready first, at their
+  // offsets in the prompt decoded (the echoed text), the first without a logprob (nothing precedes it; `lps` are
+  // tokens 1, 2, ...), and the generated tokens' offsets then count from the end of that text.
+  void prompt(std::span<const int32_t> ids, std::span<const runtime::TokenLogprobs> lps);
+
   // Newly generated tokens' logprobs, in order.
   void push(std::span<const runtime::TokenLogprobs> logprobs);
   // The reply's text grew by `text`: tokens whose text is now wholly shown become ready.
@@ -41,6 +46,8 @@ class LogprobsReply {
   struct Entry {
     runtime::TokenLogprobs lp;
     size_t begin = 0, end = 0;  // its text: bytes [begin, end) of the reply's text
+    bool scored = true;         // false: the prompt's first token, which has no logprob
+    bool in_prompt = false;     // an echoed prompt token: begin counts from the prompt's start
   };
 
   const tokenizer::Tokenizer& tok_;
@@ -48,6 +55,7 @@ class LogprobsReply {
   tokenizer::StreamDecoder decoder_;
   size_t decoded_ = 0;            // bytes of text the pushed tokens spell
   size_t shown_ = 0;              // bytes of text the reply showed
+  size_t offset_base_ = 0;        // echo: the echoed prompt's bytes, before the generated text's offsets
   std::vector<Entry> pending_;    // pushed, not ready
   std::vector<Entry> ready_;
 };

@@ -1,7 +1,7 @@
 // Logprobs of generated tokens: runtime::token_logprobs on rows with known answers, and the engine's per-token
 // logprobs on stories260K through both workers: aligned with the ids, a greedy token's logprob is the row's
 // maximum, the top lists are sorted and agree with the sampled token's, a request's logprobs are the same alone and
-// batched on the paged CPU session, and asking for them changes no token.
+// batched on the paged CPU session, and asking for them changes no token; the prompt's own logprobs.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -58,6 +58,7 @@ TEST(TokenLogprobs, LargeLogitsDoNotOverflowAndLimitsHold) {
 struct Collected {
   std::vector<int32_t> ids;
   std::vector<TokenLogprobs> logprobs;
+  std::vector<TokenLogprobs> prompt_logprobs;  // EngineRequest::prompt_logprobs
   std::promise<EngineEvent> final;
   bool on(const EngineEvent& e) {
     if (e.kind == EngineEvent::Kind::Final) {
@@ -65,6 +66,8 @@ struct Collected {
       return true;
     }
     EXPECT_TRUE(e.logprobs.empty() || e.logprobs.size() == e.tokens.size());
+    EXPECT_TRUE(e.prompt_logprobs.empty() || ids.empty()) << "a prompt logprob after a generated token";
+    prompt_logprobs.insert(prompt_logprobs.end(), e.prompt_logprobs.begin(), e.prompt_logprobs.end());
     ids.insert(ids.end(), e.tokens.begin(), e.tokens.end());
     logprobs.insert(logprobs.end(), e.logprobs.begin(), e.logprobs.end());
     return true;
@@ -84,14 +87,16 @@ class EngineLogprobsTest : public ::testing::Test {
     tok_ = std::make_unique<tokenizer::Tokenizer>(tokenizer::Tokenizer::from_gguf(model_->file()));
   }
   // parallel > 0: the batching worker on a paged session; 0: the one-sequence worker (runtime::generate).
-  std::unique_ptr<runtime::Engine> make(int32_t parallel) {
+  // max_outputs: the paged session's output rows a step (PagedLayout::max_outputs; 0: no bound), as a GPU has.
+  std::unique_ptr<runtime::Engine> make(int32_t parallel, int32_t max_outputs = 0) {
     std::unique_ptr<runtime::Session> session;
     if (parallel > 0) {
       runtime::SessionOptions so;
       so.n_seq = parallel;
       so.kv_block_size = 16;
-      session = std::make_unique<runtime::CpuSession>(
-          model_, runtime::paged_layout_for(so, 1024, model_->config().n_ctx_train), 1);
+      runtime::PagedLayout layout = runtime::paged_layout_for(so, 1024, model_->config().n_ctx_train);
+      layout.max_outputs = max_outputs;
+      session = std::make_unique<runtime::CpuSession>(model_, layout, 1);
     } else {
       session = std::make_unique<runtime::CpuSession>(model_, 512, 1);
     }
@@ -185,6 +190,55 @@ TEST_F(EngineLogprobsTest, OneSequenceWorkerGivesThemTooAndAskingChangesNoToken)
     EXPECT_EQ(b[0]->ids, a[0]->ids);
     for (size_t t = 0; t < b[0]->logprobs.size() && t < a[0]->logprobs.size(); ++t)
       EXPECT_NEAR(b[0]->logprobs[t].sampled.logprob, a[0]->logprobs[t].sampled.logprob, 1e-4);
+  }
+}
+
+// The prompt's own logprobs (EngineRequest::prompt_logprobs): token i's from the row of token i - 1, as one
+// unpaged evaluation of the whole prompt gives them, within float rounding; every one of them, before the first
+// generated token, also when a session's output rows are few (3 a step here, beside three other requests: the
+// prompt goes in small chunks), when the prompt's blocks are in the prefix cache (it is computed whole anyway), and
+// asking for them changes no generated token.
+TEST_F(EngineLogprobsTest, PromptLogprobsAreTheRowsOfTheTokensBefore) {
+  const std::string text = "Once upon a time, there was a little girl named Lily. She loved to play outside in the sun";
+  runtime::EngineRequest scored = request(text, 2);
+  scored.prompt_logprobs = true;
+  const std::vector<int32_t>& prompt = scored.prompt;
+  ASSERT_GT(prompt.size(), 16u);
+  runtime::CpuSession whole(model_, 512, 1);
+  const std::span<const float> rows = whole.eval(prompt, 0, true);
+  const size_t n_vocab = size_t(whole.n_vocab());
+  auto engine = make(4, 3);
+  runtime::EngineRequest plain = scored;
+  plain.prompt_logprobs = false, plain.top_logprobs = -1;
+  for (int round = 0; round < 2; ++round) {  // the second finds the prompt's blocks in the prefix cache
+    const auto got = run_all(*engine, {request(kPrompts[0], -1), scored, request(kPrompts[1], 3, 0.7f, 5), plain});
+    ASSERT_EQ(got[1]->prompt_logprobs.size(), prompt.size() - 1) << "round " << round;
+    for (size_t i = 1; i < prompt.size(); ++i) {
+      const TokenLogprobs want = runtime::token_logprobs(rows.subspan((i - 1) * n_vocab, n_vocab), prompt[i], 2);
+      const TokenLogprobs& lp = got[1]->prompt_logprobs[i - 1];
+      EXPECT_EQ(lp.sampled.id, prompt[i]);
+      EXPECT_NEAR(lp.sampled.logprob, want.sampled.logprob, 1e-4) << "prompt token " << i;
+      ASSERT_EQ(lp.top.size(), 2u);
+      EXPECT_EQ(lp.top[0].id, want.top[0].id) << "prompt token " << i;
+    }
+    EXPECT_EQ(got[1]->ids, got[3]->ids);
+    expect_consistent(*got[1], scored);
+    EXPECT_TRUE(got[0]->prompt_logprobs.empty() && got[3]->prompt_logprobs.empty());
+  }
+}
+
+TEST_F(EngineLogprobsTest, PromptLogprobsNeedTokenLogprobsAndThePagedWorker) {
+  runtime::EngineRequest r = request("x", -1);
+  r.prompt_logprobs = true;
+  for (const bool paged : {true, false}) {
+    auto engine = make(paged ? 2 : 0);
+    r.top_logprobs = paged ? -1 : 1;
+    try {
+      engine->submit(r, [](const EngineEvent&) { return true; });
+      ADD_FAILURE() << (paged ? "without top_logprobs" : "on the one-sequence worker") << ": accepted";
+    } catch (const runtime::RequestError& e) {
+      EXPECT_EQ(e.kind(), runtime::RequestError::Kind::BadLogprobs);
+    }
   }
 }
 

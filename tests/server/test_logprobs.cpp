@@ -1,6 +1,11 @@
 // logprobs / top_logprobs end to end on stories260K: chat's and completions' shapes, streamed and whole (the same
 // tokens and numbers either way), on both engine workers; the tokens spell the reply's text, a stop string takes
-// the tokens it cut with it, and out-of-range values are 400s naming the field.
+// the tokens it cut with it, out-of-range values are 400s naming the field; echo scores the prompt.
+#include <optional>
+#include <span>
+
+#include "runtime/logprobs.h"
+#include "runtime/session_cpu.h"
 #include "server_fixture.h"
 
 namespace test_server {
@@ -173,6 +178,79 @@ TEST_F(ServerTest, LogprobsStopWhereAStopStringCutsTheText) {
   EXPECT_LT(static_cast<size_t>(w.entries.back().offset), w.text.size());
   EXPECT_EQ(w.entries[0].top.size(), 1u);  // logprobs 0: only the sampled token, as OpenAI always adds it
   expect_same(streamed(post("/v1/completions", body + R"(, "stream": true})"), false), w);
+}
+
+// A completions logprobs object's parallel arrays, nulls kept (an echoed prompt's first token has none).
+struct EchoEntries {
+  std::vector<std::string> tokens;
+  std::vector<std::optional<double>> logprobs;
+  std::vector<int64_t> offsets;
+};
+void add_echo_entries(const Value& lp, EchoEntries& out) {
+  for (const Value& t : at(lp, "tokens").items()) out.tokens.push_back(t.as_string());
+  for (const Value& v : at(lp, "token_logprobs").items())
+    out.logprobs.push_back(v.is_none() ? std::nullopt : std::optional<double>(v.as_float()));
+  for (const Value& o : at(lp, "text_offset").items()) out.offsets.push_back(o.as_int());
+  EXPECT_EQ(at(lp, "top_logprobs").items().size(), at(lp, "tokens").items().size());
+}
+
+// echo with logprobs, as evaluation harnesses score a text: the prompt's tokens lead the reply's, the first with a
+// null logprob, each other the log-softmax of the row of the token before it (one unpaged evaluation of the prompt
+// gives them, within float rounding); the text is the prompt's ids decoded and then the reply, and the offsets count
+// in it; streamed as whole. The one-sequence worker cannot give them: a 400.
+TEST_F(ServerTest, EchoWithLogprobsScoresThePrompt) {
+  start();
+  const std::string text = "Once upon a time, there was a dog";
+  const std::vector<int32_t> prompt = completion_prompt(text);
+  const std::string body = R"({"prompt": ")" + text + R"(", "max_tokens": 3, "temperature": 0, "ignore_eos": true,
+      "echo": true, "logprobs": 2)";
+  const auto r = post("/v1/completions", body + "}");
+  ASSERT_EQ(r.status, 200) << r.body;
+  const Value parsed = json(r.body);
+  const Value& c = at(at(parsed, "choices"), 0);
+  const std::string echoed = tok_->decode(prompt);
+  EXPECT_EQ(str(at(c, "text")), echoed + greedy(prompt, 3));
+  EchoEntries w;
+  add_echo_entries(at(c, "logprobs"), w);
+  ASSERT_EQ(w.tokens.size(), prompt.size() + 3);
+  ASSERT_EQ(w.logprobs.size(), w.tokens.size());
+  EXPECT_FALSE(w.logprobs[0].has_value());
+  EXPECT_TRUE(at(at(at(c, "logprobs"), "top_logprobs"), 0).is_none());
+  runtime::CpuSession session(model_, 512, 1);
+  const std::span<const float> rows = session.eval(prompt, 0, true);
+  const size_t n_vocab = size_t(session.n_vocab());
+  for (size_t i = 1; i < prompt.size(); ++i) {
+    ASSERT_TRUE(w.logprobs[i].has_value()) << i;
+    const float want = runtime::token_logprobs(rows.subspan((i - 1) * n_vocab, n_vocab), prompt[i], 0).sampled.logprob;
+    EXPECT_NEAR(*w.logprobs[i], want, 1e-4) << "prompt token " << i;
+  }
+  EXPECT_EQ(w.offsets[0], 0);
+  for (size_t i = 1; i < w.offsets.size(); ++i) EXPECT_GE(w.offsets[i], w.offsets[i - 1]) << i;
+  EXPECT_EQ(w.offsets[prompt.size()], int64_t(echoed.size()));  // the first generated token, after the prompt
+
+  const auto sr = post("/v1/completions", body + R"(, "stream": true})");
+  ASSERT_EQ(sr.status, 200) << sr.body;
+  EchoEntries s;
+  std::string streamed_text;
+  for (const std::string& ev : test_http::sse_data(sr.body)) {
+    if (ev == "[DONE]") break;
+    const Value chunk = json(ev);
+    const Value& sc = at(at(chunk, "choices"), 0);
+    streamed_text += str(at(sc, "text"));
+    if (!at(sc, "logprobs").is_none()) add_echo_entries(at(sc, "logprobs"), s);
+  }
+  EXPECT_EQ(streamed_text, str(at(c, "text")));
+  EXPECT_EQ(s.tokens, w.tokens);
+  EXPECT_EQ(s.logprobs, w.logprobs);
+  EXPECT_EQ(s.offsets, w.offsets);
+  stop();
+
+  Config fifo;
+  fifo.parallel = 0;
+  start(fifo);
+  const auto refused = post("/v1/completions", body + "}");
+  EXPECT_EQ(refused.status, 400) << refused.body;
+  EXPECT_EQ(str(at(error_of(refused), "param")), "logprobs");
 }
 
 TEST_F(ServerTest, LogprobsOutOfRangeAre400) {

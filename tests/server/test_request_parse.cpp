@@ -110,12 +110,14 @@ TEST(RequestParse, BestOf) {
   EXPECT_EQ(param_of(R"({"messages": [{"role": "user", "content": "x"}], "best_of": 2})", Route::Chat), "best_of");
 }
 
-// echo: completions only, and not with logprobs (the prompt's own logprobs are not computed).
+// echo: completions only.
 TEST(RequestParse, Echo) {
   EXPECT_TRUE(server::parse_completion_request(R"({"prompt": "x", "echo": true})", Route::Completion).echo);
   EXPECT_FALSE(server::parse_completion_request(R"({"prompt": "x", "echo": null})", Route::Completion).echo);
-  EXPECT_EQ(param_of(R"({"prompt": "x", "echo": true, "logprobs": 0})"), "echo");
-  EXPECT_EQ(param_of(R"({"prompt": "x", "echo": false, "logprobs": 0})"), "<accepted>");
+  const auto scored = server::parse_completion_request(R"({"prompt": "x", "echo": true, "logprobs": 1})",
+                                                       Route::Completion);
+  EXPECT_TRUE(scored.echo);
+  EXPECT_EQ(scored.top_logprobs, 1);
   EXPECT_EQ(param_of(R"({"messages": [{"role": "user", "content": "x"}], "echo": true})", Route::Chat), "echo");
 }
 
