@@ -2,7 +2,8 @@
 // chunks of several sequences, decode steps, a sequence joining later, one-token steps, shuffled block tables,
 // padding to the session's buckets) give the same logits within the session tests' relative RMS; and the batching engine on the
 // GPU gives each of eight requests the greedy text it gets alone on the CPU (agreement reported, at least 7 of 8:
-// GPU kernels are not batch-invariant, so a near-tie may go the other way).
+// GPU kernels are not batch-invariant, so a near-tie may go the other way); a prompt's own logprobs (echo) within the
+// same relative RMS of the CPU's.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -24,6 +25,7 @@
 #include "cuda/check.h"
 #include "model/model.h"
 #include "runtime/json_constraint.h"
+#include "runtime/logprobs.h"
 #include "runtime/json_schema_grammar.h"
 #include "runtime/engine.h"
 #include "runtime/generate.h"
@@ -464,6 +466,67 @@ TEST(PagedGpuEngine, EightGreedyRequestsAgreeWithTheCpuAlone) {
   }
   std::printf("[ agreement] %d of %zu greedy texts identical (GPU batched vs CPU alone)\n", same, prompts.size());
   EXPECT_GE(same, 7);
+}
+
+// The prompt's own logprobs (EngineRequest::prompt_logprobs) on the GPU engine, beside greedy requests, 4 output
+// rows a step (next_pow2(n_seq)): every prompt token after the first, before any generated one, within the session
+// tests' relative RMS of one unpaged CPU evaluation of the prompt.
+TEST(PagedGpuEngine, PromptLogprobsAgreeWithTheCpu) {
+  REQUIRE_GPU();
+  REQUIRE_ASSET(path, "models/stories260K-f32.gguf");
+  auto m = model::Model::load(path);
+  runtime::CudaSessionOptions co;
+  co.n_seq = 4;
+  co.kv_block_size = 16;
+  tokenizer::Tokenizer tok = tokenizer::Tokenizer::from_gguf(m->file());
+  runtime::EngineOptions eo;
+  eo.step_tokens = 32;
+  runtime::Engine engine(m, tokenizer::Tokenizer::from_gguf(m->file()),
+                         std::make_unique<runtime::CudaSession>(m, 512, co), eo);
+  const std::vector<std::string> prompts = {
+      "Once upon a time, there was a little girl named Lily. She loved to play outside in the sun", "The dog ran",
+      "Tom", "Mom said"};
+  std::vector<std::promise<void>> done(prompts.size());
+  std::vector<std::vector<runtime::TokenLogprobs>> scored(prompts.size());
+  std::vector<int> after_tokens(prompts.size(), 0);
+  std::vector<bool> generated(prompts.size(), false);
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    runtime::EngineRequest r;
+    r.prompt = runtime::tokenize_prompt(tok, prompts[i]);
+    r.sampling.temp = 0;
+    r.max_tokens = 8;
+    r.ignore_eos = true;
+    if (i == 0) r.top_logprobs = 1, r.prompt_logprobs = true;
+    ASSERT_EQ(engine
+                  .submit(r,
+                          [&, i](const runtime::EngineEvent& e) {
+                            if (e.kind == runtime::EngineEvent::Kind::Final) {
+                              done[i].set_value();
+                              return true;
+                            }
+                            if (!e.prompt_logprobs.empty() && generated[i]) ++after_tokens[i];
+                            scored[i].insert(scored[i].end(), e.prompt_logprobs.begin(), e.prompt_logprobs.end());
+                            if (!e.tokens.empty()) generated[i] = true;
+                            return true;
+                          })
+                  .status,
+              runtime::SubmitStatus::Accepted);
+  }
+  for (auto& d : done) ASSERT_EQ(d.get_future().wait_for(std::chrono::seconds(120)), std::future_status::ready);
+  const std::vector<int32_t> prompt = runtime::tokenize_prompt(tok, prompts[0]);
+  ASSERT_EQ(scored[0].size(), prompt.size() - 1);
+  EXPECT_EQ(after_tokens[0], 0) << "prompt logprobs after a generated token";
+  for (size_t i = 1; i < prompts.size(); ++i) EXPECT_TRUE(scored[i].empty());
+  runtime::CpuSession cpu(m, 512, 0);
+  const std::span<const float> rows = cpu.eval(prompt, 0, true);
+  const size_t n_vocab = size_t(cpu.n_vocab());
+  std::vector<float> gpu_lp, cpu_lp;
+  for (size_t i = 1; i < prompt.size(); ++i) {
+    EXPECT_EQ(scored[0][i - 1].sampled.id, prompt[i]);
+    gpu_lp.push_back(scored[0][i - 1].sampled.logprob);
+    cpu_lp.push_back(runtime::token_logprobs(rows.subspan((i - 1) * n_vocab, n_vocab), prompt[i], 0).sampled.logprob);
+  }
+  EXPECT_LE(rel_rms(gpu_lp, cpu_lp), kRelRms);
 }
 
 }  // namespace
