@@ -411,18 +411,25 @@ TEST(PagedGpuEngine, StructuredRequestsBesidePlainRequests) {
   }
 }
 
+// The GPU engine of the tests below: 4 sequences of a 512-token context, steps of 32 tokens (prompt chunks beside
+// decodes).
+std::unique_ptr<runtime::Engine> small_gpu_engine(const std::shared_ptr<const model::Model>& m) {
+  runtime::CudaSessionOptions co;
+  co.n_seq = 4;
+  co.kv_block_size = 16;
+  runtime::EngineOptions eo;
+  eo.step_tokens = 32;
+  return std::make_unique<runtime::Engine>(m, tokenizer::Tokenizer::from_gguf(m->file()),
+                                           std::make_unique<runtime::CudaSession>(m, 512, co), eo);
+}
+
 TEST(PagedGpuEngine, EightGreedyRequestsAgreeWithTheCpuAlone) {
   REQUIRE_GPU();
   REQUIRE_ASSET(path, "models/stories260K-f32.gguf");
   auto m = model::Model::load(path);
-  runtime::CudaSessionOptions co;
-  co.n_seq = 4;
-  co.kv_block_size = 16;
   tokenizer::Tokenizer tok = tokenizer::Tokenizer::from_gguf(m->file());
-  runtime::EngineOptions eo;
-  eo.step_tokens = 32;  // prompt chunks beside decodes
-  runtime::Engine engine(m, tokenizer::Tokenizer::from_gguf(m->file()),
-                         std::make_unique<runtime::CudaSession>(m, 512, co), eo);
+  const auto engine_ptr = small_gpu_engine(m);
+  runtime::Engine& engine = *engine_ptr;
   const std::vector<std::string> prompts = {"Once upon a time", "The dog ran", "Lily wanted to play with her friend",
                                             "Tom", "One day, a little bird", "The sun was", "Mom said",
                                             "There was a big red ball that"};
@@ -475,14 +482,9 @@ TEST(PagedGpuEngine, PromptLogprobsAgreeWithTheCpu) {
   REQUIRE_GPU();
   REQUIRE_ASSET(path, "models/stories260K-f32.gguf");
   auto m = model::Model::load(path);
-  runtime::CudaSessionOptions co;
-  co.n_seq = 4;
-  co.kv_block_size = 16;
   tokenizer::Tokenizer tok = tokenizer::Tokenizer::from_gguf(m->file());
-  runtime::EngineOptions eo;
-  eo.step_tokens = 32;
-  runtime::Engine engine(m, tokenizer::Tokenizer::from_gguf(m->file()),
-                         std::make_unique<runtime::CudaSession>(m, 512, co), eo);
+  const auto engine_ptr = small_gpu_engine(m);
+  runtime::Engine& engine = *engine_ptr;
   const std::vector<std::string> prompts = {
       "Once upon a time, there was a little girl named Lily. She loved to play outside in the sun", "The dog ran",
       "Tom", "Mom said"};
