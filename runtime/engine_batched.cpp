@@ -374,7 +374,10 @@ void Engine::worker_batched() {
     }
     while (!free_rows.empty() && preempted.empty()) {
       std::shared_ptr<Job> job =
-          take_queued([&](const Job& j) { return fits(j.request.prompt.size()) && !leader_prefilling(j.request.prompt); });
+          take_queued([&](const Job& j) {
+            // A prompt whose logprobs are asked for takes nothing from the prefix cache: no leader to wait for.
+            return fits(j.request.prompt.size()) && (j.request.prompt_logprobs || !leader_prefilling(j.request.prompt));
+          });
       if (!job) break;
       if (job->cancelled) {
         finish(*job, FinishReason::Cancelled, {static_cast<int32_t>(job->request.prompt.size()), 0, 0}, "");
