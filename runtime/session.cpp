@@ -2,6 +2,7 @@
 #include "runtime/session.h"
 
 #include <algorithm>
+#include <bit>
 #include <stdexcept>
 #include <string>
 
@@ -115,6 +116,10 @@ PagedLayout paged_layout_for(const SessionOptions& options, int32_t n_ctx, int32
   l.n_blocks = n_ctx / bs;
   l.max_blocks = std::max(1, std::min(l.n_blocks, (max_seq_tokens + bs - 1) / bs));
   l.n_seq = options.n_seq;
+  // Output rows a step: a sequence's one, or a prompt's many when its logprobs are asked for, whose logits rows
+  // (n_vocab floats each) are bounded so: 64 rows of a 128k vocabulary are 32 MB. A GPU session lowers it to its
+  // largest output bucket.
+  l.max_outputs = std::max(64, static_cast<int32_t>(std::bit_ceil(static_cast<uint32_t>(std::max(l.n_seq, 1)))));
   return l;
 }
 

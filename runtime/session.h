@@ -74,6 +74,7 @@ struct PagedLayout {
   int32_t max_blocks = 0;     // per sequence: it holds at most max_blocks * block_size tokens
   int32_t n_seq = 0;          // block-table rows: sequences in one batch at most
   // Output rows one step may have (PagedBatch::output_rows), at least n_seq; 0: as many as its tokens.
+  // paged_layout_for: max(64, n_seq rounded up to a power of two); a GPU session: that power of two.
   int32_t max_outputs = 0;
   int32_t seq_capacity() const { return max_blocks * block_size; }
 };
