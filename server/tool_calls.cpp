@@ -177,12 +177,115 @@ bool hermes_calls(std::string_view s, size_t& i, std::vector<ToolCall>& out) {
   return true;
 }
 
-// Llama 3: [<|python_tag|>] then one or more call objects (separated by ';' or space) and nothing else.
+bool ident_start(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
+bool ident_char(char c) { return ident_start(c) || (c >= '0' && c <= '9'); }
+
+// A Python identifier at s[i] (advanced past it), or empty.
+std::string_view ident_at(std::string_view s, size_t& i) {
+  if (i >= s.size() || !ident_start(s[i])) return {};
+  const size_t b = i;
+  while (i < s.size() && ident_char(s[i])) ++i;
+  return s.substr(b, i - b);
+}
+
+// A Python literal at s[i] (advanced past it) as JSON text: a string in single or double quotes (the escapes \\,
+// \', \", \n, \t, \r; any other backslash stays as written), a decimal number, True, False or None.
+std::optional<std::string> python_literal_at(std::string_view s, size_t& i) {
+  if (i >= s.size()) return std::nullopt;
+  const char q = s[i];
+  if (q == '"' || q == '\'') {
+    std::string text;
+    for (size_t k = i + 1; k < s.size(); ++k) {
+      if (s[k] == q) {
+        i = k + 1;
+        return chat::json_quote(text);
+      }
+      if (s[k] == '\\' && k + 1 < s.size()) {
+        const char e = s[++k];
+        switch (e) {
+          case 'n': text += '\n'; break;
+          case 't': text += '\t'; break;
+          case 'r': text += '\r'; break;
+          case '\\':
+          case '\'':
+          case '"': text += e; break;
+          default: text += '\\', text += e;  // any other escape stays as written
+        }
+        continue;
+      }
+      text += s[k];
+    }
+    return std::nullopt;  // no closing quote
+  }
+  for (const auto& [word, json] : {std::pair{"True", "true"}, {"False", "false"}, {"None", "null"}}) {
+    const std::string_view w = word;
+    if (at(s, i, w) && (i + w.size() == s.size() || !ident_char(s[i + w.size()]))) {
+      i += w.size();
+      return std::string(json);
+    }
+  }
+  // A JSON number is a Python number too; Python's others (1_000, .5, 0x10) are not taken.
+  size_t k = i;
+  if (k < s.size() && s[k] == '-') ++k;
+  const size_t digits = k;
+  while (k < s.size() && s[k] >= '0' && s[k] <= '9') ++k;
+  if (k == digits) return std::nullopt;
+  if (k < s.size() && s[k] == '.') {
+    const size_t frac = ++k;
+    while (k < s.size() && s[k] >= '0' && s[k] <= '9') ++k;
+    if (k == frac) return std::nullopt;
+  }
+  if (k < s.size() && (s[k] == 'e' || s[k] == 'E')) {
+    ++k;
+    if (k < s.size() && (s[k] == '+' || s[k] == '-')) ++k;
+    const size_t exp = k;
+    while (k < s.size() && s[k] >= '0' && s[k] <= '9') ++k;
+    if (k == exp) return std::nullopt;
+  }
+  if (s[digits] == '0' && k > digits + 1 && s[digits + 1] >= '0' && s[digits + 1] <= '9') return std::nullopt;
+  const std::string number(s.substr(i, k - i));
+  i = k;
+  return number;
+}
+
+// Llama 3.1's built-in tools: NAME.call(KEY=VALUE, ...) after <|python_tag|> (brave_search.call(query="..."),
+// wolfram_alpha.call(query="...")), VALUE a Python literal; the arguments become a JSON object.
+std::optional<ToolCall> builtin_call_at(std::string_view s, size_t& i) {
+  const std::string_view name = ident_at(s, i);
+  if (name.empty() || !at(s, i, ".call(")) return std::nullopt;
+  i = skip_space(s, i + 6);
+  std::string args = "{";
+  while (i < s.size() && s[i] != ')') {
+    const std::string_view key = ident_at(s, i);
+    i = skip_space(s, i);
+    if (key.empty() || i >= s.size() || s[i] != '=') return std::nullopt;
+    i = skip_space(s, i + 1);
+    const std::optional<std::string> value = python_literal_at(s, i);
+    if (!value) return std::nullopt;
+    if (args.size() > 1) args += ',';
+    args += chat::json_quote(key) + ":" + *value;
+    i = skip_space(s, i);
+    if (i < s.size() && s[i] == ',') i = skip_space(s, i + 1);
+    else if (i >= s.size() || s[i] != ')') return std::nullopt;
+  }
+  if (i >= s.size()) return std::nullopt;
+  ++i;  // ')'
+  return ToolCall{"", std::string(name), args + "}"};
+}
+
+// Llama 3: [<|python_tag|>] then one or more call objects (separated by ';' or space) and nothing else; after the
+// tag also Llama 3.1's built-in tools' calls (builtin_call_at).
 bool llama3_calls(std::string_view s, size_t& i, std::vector<ToolCall>& out) {
-  if (at(s, i, kPythonTag)) i += kPythonTag.size();
+  const bool tagged = at(s, i, kPythonTag);
+  if (tagged) i += kPythonTag.size();
   for (i = skip_space(s, i); i < s.size(); i = skip_space(s, i)) {
-    const std::optional<Value> v = json_at(s, i);
-    std::optional<ToolCall> call = v ? call_from_object(*v) : std::nullopt;
+    std::optional<ToolCall> call;
+    if (tagged && i < s.size() && s[i] != '{') {
+      call = builtin_call_at(s, i);
+    } else {
+      const std::optional<Value> v = json_at(s, i);
+      call = v ? call_from_object(*v) : std::nullopt;
+    }
     if (!call) return false;
     out.push_back(std::move(*call));
     i = skip_space(s, i);

@@ -100,12 +100,27 @@ TEST(ToolCalls, Llama3) {
                {{"get_weather", R"({"city":"Paris","days":3})"}});
   expect_calls(f, R"({"name": "a", "parameters": {}}; {"name": "b", "parameters": {"x": [1, 2.5, null, true]}})",
                {{"a", "{}"}, {"b", R"({"x":[1,2.5,null,true]})"}});
-  // Prose, JSON that is not a call, a call followed by prose, a cut-off call, the built-in tool syntax.
+  // Llama 3.1's built-in tools after the tag: NAME.call(KEY=VALUE, ...) with Python literals as arguments.
+  expect_calls(f, "<|python_tag|>brave_search.call(query=\"weather in Paris\")",
+               {{"brave_search", R"({"query":"weather in Paris"})"}});
+  expect_calls(f, R"(<|python_tag|>wolfram_alpha.call(query='2+2', n = 3, exact=True, x=None, y=-1.5e3, z=0.25,))",
+               {{"wolfram_alpha", R"({"query":"2+2","n":3,"exact":true,"x":null,"y":-1.5e3,"z":0.25})"}});
+  expect_calls(f, R"(<|python_tag|>brave_search.call(query="say \"hi\"\n\d"); wolfram_alpha.call())",
+               {{"brave_search", R"({"query":"say \"hi\"\n\\d"})"}, {"wolfram_alpha", "{}"}});
+  // Prose, JSON that is not a call, a call followed by prose, a cut-off call, built-in calls that are not well
+  // formed or untagged, and code for the code interpreter (returned as text).
   expect_text(f, "The weather in Paris is sunny.");
   expect_text(f, R"({"city": "Paris"})");
   expect_text(f, R"({"name": "get_weather", "parameters": {"city": "Paris"}} and then I will tell you.)");
   expect_text(f, R"({"name": "get_weather", "parameters": {"city": "Par)");
-  expect_text(f, "<|python_tag|>brave_search.call(query=\"weather in Paris\")");
+  expect_text(f, "brave_search.call(query=\"weather in Paris\")");
+  expect_text(f, "<|python_tag|>brave_search.call(query=\"weather in Paris\"");
+  expect_text(f, "<|python_tag|>brave_search.call(query=\"weather in Paris)");
+  expect_text(f, "<|python_tag|>brave_search.call(\"weather\")");
+  expect_text(f, "<|python_tag|>brave_search.call(query=weather)");
+  expect_text(f, "<|python_tag|>brave_search.call(n=012)");
+  expect_text(f, "<|python_tag|>brave_search.call(q=Truer)");
+  expect_text(f, "<|python_tag|>import math\nprint(math.sqrt(2))");
   expect_text(f, R"({"name": 42, "parameters": {}})");
 }
 
