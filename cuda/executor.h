@@ -100,8 +100,9 @@ struct ExecutorOptions {
   // batch_mm_i8.cuh's (s8 tensor cores; Q4_K at 2 tokens takes matvec_cols.cuh's kernel before either).
   // LLM_CUDA_I8_WARPS_PER_SM=1..64 (default 8): the i8 kernel's grid (BatchMmChoices::i8_warps_per_sm).
   // LLM_CUDA_I8_Q6X8=1: regrouped Q6_K products of 2..4 tokens on the i8 kernel too (BatchMmChoices::i8_q6x8; lab,
-  // off until measured). LLM_CUDA_I8_TILES=2: two tiles of 16 rows an i8 block, each warp's loads of x serving both
-  // (BatchMmChoices::i8_tiles; lab, 1 until measured).
+  // off until measured), LLM_CUDA_I8_Q6X8_MAX_ROWS=N: only matrices of at most N rows. LLM_CUDA_I8_TILES=2: two
+  // tiles of 16 rows an i8 block, each warp's loads of x serving both; 0: two only where one tile a block would get
+  // one warp (BatchMmChoices::i8_tiles; lab, 1 until measured).
   BatchMmChoices batch_mm;
   // The RMSNorms of steps of several tokens (a batched decode's layers, two each) launched to overlap the kernel
   // before them (pdl.cuh). LLM_CUDA_NORM_PDL=0 for A/B runs.

@@ -437,9 +437,13 @@ void launch_batch_mm_i8(const BatchMmParams& p, void* image, const GluEpilogue& 
   // holds 16, and 8 (the default) measured best (session 56, H100, B = 3 / 4 against 32: +5.4 / +5.3%; 16 +3.5 /
   // +2.9%, 12 +3.7 / +3.9%, 10 +4.7 / +4.6%, 6 -0.9 / -1.1%, 4 -4.3 / -4.2%): an 8B's gate|up gets 1 warp a tile
   // (16 super-blocks each), q|k 4, o and down 8; 6 gives o and down 4 as well.
-  // Two tiles a block (tiles_per_block): the same warps-an-SM target over half the blocks.
-  LLM_REQUIRE(tiles_per_block == 1 || tiles_per_block == 2, "i8 small-batch product: 1 or 2 tiles a block");
+  // Two tiles a block (tiles_per_block): the same warps-an-SM target over half the blocks. 0: two only where one
+  // tile a block would get one warp (the largest matrices, e.g. an 8B's gate|up).
+  LLM_REQUIRE(tiles_per_block >= 0 && tiles_per_block <= 2, "i8 small-batch product: 0, 1 or 2 tiles a block");
   const int64_t tiles = (p.N + kTileRows - 1) / kTileRows;
+  const int n_sb_all = int(p.K / kSbElems);
+  if (tiles_per_block == 0)
+    tiles_per_block = n_sb_all > 1 && tiles >= int64_t(current_device_sm_count()) * warps_per_sm ? 2 : 1;
   const int64_t blocks = (tiles + tiles_per_block - 1) / tiles_per_block;
   const int n_sb = int(p.K / kSbElems);
   LLM_REQUIRE(warps_per_sm > 0, "i8 small-batch product: warps_per_sm must be positive");

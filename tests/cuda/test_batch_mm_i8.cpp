@@ -308,7 +308,9 @@ TEST(BatchMmI8, WarpsPerSmFromEnvironment) {
   EXPECT_EQ(cuda::ExecutorOptions::from_env().batch_mm.i8_tiles, 1);
   ::setenv(tiles, "2", 1);
   EXPECT_EQ(cuda::ExecutorOptions::from_env().batch_mm.i8_tiles, 2);
-  for (const char* bad : {"0", "3"}) {
+  ::setenv(tiles, "0", 1);  // two only where one would get one warp
+  EXPECT_EQ(cuda::ExecutorOptions::from_env().batch_mm.i8_tiles, 0);
+  for (const char* bad : {"3", "-1"}) {
     ::setenv(tiles, bad, 1);
     EXPECT_THROW(cuda::ExecutorOptions::from_env(), cuda::InvalidArgument) << bad;
   }
