@@ -56,9 +56,12 @@ struct Engine::Running {
   int32_t prompt_lp_next = 1;
 
   bool wants_prompt_logprobs() const { return job->request.prompt_logprobs; }
+  // Whether the row of the token at position p scores the prompt token after it (prompt_logprobs, not out yet).
+  bool scores_next(int32_t p) const {
+    return wants_prompt_logprobs() && p + 1 >= prompt_lp_next && p + 1 < gen->n_prompt();
+  }
   // Output rows the step being built gives it with s tokens: the row its next token comes from when the tokens
-  // reach the end of what is pending, and with prompt_logprobs one for each prompt token still to score whose
-  // predecessor is among them.
+  // reach the end of what is pending, and one for each of its positions that scores_next (counted as a range).
   int32_t rows_for(int32_t s) const {
     int32_t rows = s > 0 && s == pending() ? 1 : 0;
     if (wants_prompt_logprobs()) {
@@ -475,7 +478,7 @@ void Engine::worker_batched() {
         batch.positions.push_back(p);
         batch.kv_seq.push_back(r.row);
         // A prompt token still to score follows this one: this token's row gives its logprob.
-        if (r.wants_prompt_logprobs() && p + 1 >= r.prompt_lp_next && p + 1 < r.gen->n_prompt()) {
+        if (r.scores_next(p)) {
           if (part.prompt_rows == 0) {
             part.prompt_row0 = static_cast<int32_t>(batch.output_rows.size());
             part.prompt_pos0 = p;

@@ -10,6 +10,7 @@
 #include <ctime>
 #include <functional>
 #include <memory>
+#include <numeric>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -437,6 +438,21 @@ void handle_completion(RouteContext& ctx, const httplib::Request& req, httplib::
   const std::optional<runtime::Lead> lead =
       forced && forced->lead ? forced->lead : lead_in(reply_format, r, chat_prompt);
   const auto start_held = held_form(ctx, r, forced ? forced->grammars : std::vector<Grammar>{r.grammar}, lead);
+  // echo: each prompt's text once (completions only: the parser refuses it on chat). With logprobs it is the
+  // prompt's ids decoded, which their offsets count in. Ids outside the vocabulary are left to the engine's submit
+  // below, which refuses them (the echo is then never used).
+  std::vector<std::string> echoes;
+  if (r.echo) {
+    const tokenizer::Tokenizer& tok = ctx.engine.tokenizer();
+    const auto in_vocab = [&](int32_t id) { return id >= 0 && id < tok.n_vocab(); };
+    for (size_t p = 0; p < n_prompts; ++p) {
+      const CompletionRequest::Prompt& given = r.prompts.at(p);
+      const bool decoded = given.is_ids || r.top_logprobs >= 0;
+      echoes.push_back(!decoded                                      ? given.text
+                       : std::all_of(ids[p].begin(), ids[p].end(), in_vocab) ? tok.decode(ids[p])
+                                                                     : std::string());
+    }
+  }
   auto wakeup = std::make_shared<ChannelWakeup>();
   std::vector<std::shared_ptr<Choice>> choices;
   for (size_t p = 0; p < n_prompts; ++p)
@@ -473,12 +489,8 @@ void handle_completion(RouteContext& ctx, const httplib::Request& req, httplib::
                        "queue_full");
       }
       c->id = sub.id;
-      // echo: completions only (the parser refuses it on chat); ids the engine took are in the vocabulary. With
-      // logprobs the echoed text is the prompt's ids decoded, which their offsets count in.
       if (r.echo) {
-        const CompletionRequest::Prompt& given = r.prompts.at(p);
-        const bool decoded = given.is_ids || r.top_logprobs >= 0;
-        c->echo = decoded ? ctx.engine.tokenizer().decode(given.is_ids ? given.ids : ids[p]) : given.text;
+        c->echo = echoes[p];
         if (r.top_logprobs >= 0) c->echo_ids = ids[p];
       }
       choices.push_back(std::move(c));
@@ -510,7 +522,7 @@ void handle_completion(RouteContext& ctx, const httplib::Request& req, httplib::
     if (t.finish == runtime::FinishReason::Error) throw ApiError(500, "server_error", t.error);
   }
   std::vector<size_t> answered(choices.size());
-  for (size_t i = 0; i < answered.size(); ++i) answered[i] = i;
+  std::iota(answered.begin(), answered.end(), size_t(0));
   if (ranked) answered = best_candidates(takes, size_t(r.best_of), size_t(r.n));
   std::vector<std::string> bodies;
   for (size_t k = 0; k < answered.size(); ++k) {

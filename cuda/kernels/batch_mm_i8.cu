@@ -440,14 +440,12 @@ void launch_batch_mm_i8(const BatchMmParams& p, void* image, const GluEpilogue& 
   // Two tiles a block (tiles_per_block): the same warps-an-SM target over half the blocks. 0: two only where one
   // tile a block would get one warp (the largest matrices, e.g. an 8B's gate|up).
   LLM_REQUIRE(tiles_per_block >= 0 && tiles_per_block <= 2, "i8 small-batch product: 0, 1 or 2 tiles a block");
-  const int64_t tiles = (p.N + kTileRows - 1) / kTileRows;
-  const int n_sb_all = int(p.K / kSbElems);
-  if (tiles_per_block == 0)
-    tiles_per_block = n_sb_all > 1 && tiles >= int64_t(current_device_sm_count()) * warps_per_sm ? 2 : 1;
-  const int64_t blocks = (tiles + tiles_per_block - 1) / tiles_per_block;
-  const int n_sb = int(p.K / kSbElems);
   LLM_REQUIRE(warps_per_sm > 0, "i8 small-batch product: warps_per_sm must be positive");
+  const int64_t tiles = (p.N + kTileRows - 1) / kTileRows;
+  const int n_sb = int(p.K / kSbElems);
   const int64_t want = int64_t(current_device_sm_count()) * warps_per_sm;
+  if (tiles_per_block == 0) tiles_per_block = n_sb > 1 && tiles >= want ? 2 : 1;  // one tile would get one warp
+  const int64_t blocks = (tiles + tiles_per_block - 1) / tiles_per_block;
   int warps = 1;
   while (warps < kMaxWarps && warps < n_sb && blocks * warps < want) warps *= 2;
   const int spw = (n_sb + warps - 1) / warps;
