@@ -385,7 +385,7 @@ bool Executor::gemm_reads_float_x(const Node& m) const {
   const Node& w = g_.node(m.inputs[0]);
   const auto type = ::std::get<graph::WeightParams>(w.params).type;
   return batch_mm_takes(m) &&
-         batch_mm_reads_float_x(type, regrouped(w), w.shape.ne[0], launch_rows(m), m.shape.rows(), opt_.batch_mm.wgmma);
+         batch_mm_reads_float_x(type, regrouped(w), w.shape.ne[0], launch_rows(m), m.shape.rows(), opt_.batch_mm);
 }
 
 // The rows of this MulMat's launch: its matrix's, and those of the matrices stacked after it (stack_small_batch).

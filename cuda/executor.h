@@ -102,7 +102,8 @@ struct ExecutorOptions {
   // LLM_CUDA_I8_Q6X8=1: regrouped Q6_K products of 2..4 tokens on the i8 kernel too (BatchMmChoices::i8_q6x8; lab,
   // off until measured), LLM_CUDA_I8_Q6X8_MAX_ROWS=N: only matrices of at most N rows. LLM_CUDA_I8_TILES=2: two
   // tiles of 16 rows an i8 block, each warp's loads of x serving both; 0: two only where one tile a block would get
-  // one warp (BatchMmChoices::i8_tiles; lab, 1 until measured).
+  // one warp (BatchMmChoices::i8_tiles; lab, 1 until measured). LLM_CUDA_I8_MAX_TOKENS=5..16: the i8 kernel's
+  // products up to that many tokens in groups of 4 (BatchMmChoices::i8_max_tokens; lab, 4 until measured).
   BatchMmChoices batch_mm;
   // The RMSNorms of steps of several tokens (a batched decode's layers, two each) launched to overlap the kernel
   // before them (pdl.cuh). LLM_CUDA_NORM_PDL=0 for A/B runs.

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The i8 small-batch kernel's lab switches alone (seconds): KernelLab.BatchMm at the 8B's gate|up, v and down shapes
-# and 2..4 tokens, once per switch setting, the i8 column (us and GB/s of W) beside the fragment kernel's. Settings:
-# SETTINGS, space-separated, each comma-separated LLM_CUDA_* assignments or `-` for the defaults (default: the
-# defaults, two tiles a block, Q6_Kx8 on the kernel, both). Table last ($OUT/table.txt).
+# (SHAPES) and 2..4 tokens (TOKENS, up to 16), once per switch setting, the i8 column (us and GB/s of W) beside the
+# fragment kernel's. Settings: SETTINGS, space-separated, each comma-separated LLM_CUDA_* assignments or `-` for the
+# defaults (default: the defaults, two tiles a block, Q6_Kx8 on the kernel, both). Table last ($OUT/table.txt).
 #   here:  scripts/pack-carry.sh
 #   there: scripts/gpu-i8-lab.sh   (carry .device-bin; .device for its environment)
 set -uo pipefail
@@ -12,7 +12,7 @@ for setting in ${SETTINGS:-- LLM_CUDA_I8_TILES=2 LLM_CUDA_I8_Q6X8=1 LLM_CUDA_I8_
   envs=()
   [ "$setting" = - ] || IFS=, read -ra envs <<<"$setting"
   log="$out/lab-${setting//[^A-Za-z0-9_]/_}.log"
-  timeout 240 env LLM_CUDA_BENCH=1 LLM_LAB_TOKENS=2,3,4 LLM_LAB_BATCH_SHAPES="$shapes" "${envs[@]}" \
+  timeout 240 env LLM_CUDA_BENCH=1 LLM_LAB_TOKENS="${TOKENS:-2,3,4}" LLM_LAB_BATCH_SHAPES="$shapes" "${envs[@]}" \
     /tmp/bin/cuda_kernels_test --gtest_color=no --gtest_filter=KernelLab.BatchMm >"$log" 2>&1
   rc=$?
   {

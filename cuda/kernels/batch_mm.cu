@@ -670,8 +670,9 @@ bool batch_mm_supports(quant::Type type, bool regrouped, int64_t K, int64_t N, i
 }
 
 bool batch_mm_reads_float_x(quant::Type type, bool regrouped, int64_t K, int64_t N, int64_t T,
-                            const WgmmaRoute& route) {
-  if (takes_wgmma(type, regrouped, K, N, T, route)) return true;
+                            const BatchMmChoices& choices) {
+  if (takes_wgmma(type, regrouped, K, N, T, choices.wgmma) || batch_mm_takes_i8(type, regrouped, K, N, T, choices))
+    return true;
   return takes_fragments(type, regrouped) && shape_for_tokens(T).cols == 8;  // kFloatX: fragments, one n-tile
 }
 
@@ -682,7 +683,7 @@ bool batch_mm_takes_wgmma(quant::Type type, bool regrouped, int64_t K, int64_t N
 bool batch_mm_takes_i8(quant::Type type, bool regrouped, int64_t K, int64_t N, int64_t T,
                        const BatchMmChoices& choices) {
   if (regrouped && choices.i8_q6x8_max_rows > 0 && N > choices.i8_q6x8_max_rows) return false;
-  return choices.i8 && batch_mm_i8_serves(type, regrouped, T, choices.i8_q6x8) &&
+  return choices.i8 && T <= choices.i8_max_tokens && batch_mm_i8_serves(type, regrouped, T, choices.i8_q6x8) &&
          batch_mm_supports(type, regrouped, K, N, T) &&
          !takes_wgmma(type, regrouped, K, N, T, choices.wgmma);
 }
@@ -694,9 +695,10 @@ bool batch_mm_forms_glu_x(quant::Type type, bool regrouped, int64_t K, int64_t N
 }
 
 size_t batch_mm_scratch(int64_t K, int64_t, int64_t T) {
-  const size_t own = part_offset(K, T) + part_bytes(T);
-  if (T <= kBatchMmGluMaxTokens) return ::std::max(own, part_offset(K, T) + batch_mm_i8_scratch(K));
-  return ::std::max({own, batch_mm_wide_scratch(K, T), batch_mm_wgmma_scratch(K, T)});
+  size_t need = part_offset(K, T) + part_bytes(T);
+  if (T <= kBatchMmI8MaxTokens) need = ::std::max(need, part_offset(K, T) + batch_mm_i8_scratch(K));
+  if (T > kBatchMmGluMaxTokens) need = ::std::max({need, batch_mm_wide_scratch(K, T), batch_mm_wgmma_scratch(K, T)});
+  return need;
 }
 
 void launch_batch_mm(const BatchMmParams& p, cudaStream_t stream, const GluEpilogue& glu, const ProductStack* stack,
@@ -739,7 +741,7 @@ void launch_batch_mm(const BatchMmParams& p, cudaStream_t stream, const GluEpilo
   }
   const size_t rb = quant::row_bytes(p.type, p.K);
   auto* xh = static_cast<__half*>(p.scratch);
-  const bool float_x = batch_mm_reads_float_x(p.type, p.regrouped, p.K, p.N, p.T, choices.wgmma);
+  const bool float_x = batch_mm_reads_float_x(p.type, p.regrouped, p.K, p.N, p.T, choices);
   LLM_REQUIRE(!float_x || (reinterpret_cast<uintptr_t>(p.x) & 15) == 0,
               "small-batch product: x must be 16-byte aligned");
   if (!p.x_in_scratch && !float_x) launch_x_to_half(p.x, xh, p.K * p.T, stream, pdl);

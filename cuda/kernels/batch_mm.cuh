@@ -63,14 +63,9 @@ struct BatchMmParams {
 // / GEMM paths.
 bool batch_mm_supports(quant::Type type, bool regrouped, int64_t K, int64_t N, int64_t T);
 
-// True when the launch reads x as float itself (Q4_K and Q6_Kx8 at T <= 8, and wherever the wgmma kernel takes it):
-// it neither converts x into the scratch nor reads a copy there, so a launch after it finds the scratch's half x as
-// the one before it left it. N: the launch's rows (a stack's in all); route: as launch_batch_mm's.
-bool batch_mm_reads_float_x(quant::Type type, bool regrouped, int64_t K, int64_t N, int64_t T,
-                            const WgmmaRoute& route = {});
-
 // True when the launch takes the wgmma kernel (batch_mm_wgmma.cuh), which writes its own image of x first and so
-// can form x from a SwiGLU's gate and up (BatchMmParams::x_gate). Arguments as batch_mm_reads_float_x's.
+// can form x from a SwiGLU's gate and up (BatchMmParams::x_gate). N: the launch's rows (a stack's in all); route:
+// as launch_batch_mm's.
 bool batch_mm_takes_wgmma(quant::Type type, bool regrouped, int64_t K, int64_t N, int64_t T,
                           const WgmmaRoute& route = {});
 
@@ -85,7 +80,14 @@ struct BatchMmChoices {
   bool i8_q6x8 = false;      // regrouped Q6_K (Q6_Kx8) of 2..4 tokens on the i8 kernel too (lab: not yet measured)
   int i8_tiles = 1;          // tiles of 16 rows an i8 block: 1, 2 (x's loads serve both), 0: 2 where 1 gets 1 warp
   int64_t i8_q6x8_max_rows = 0;  // with i8_q6x8: only matrices of at most this many rows (0: any)
+  int64_t i8_max_tokens = 4;     // the i8 kernel's products of up to this many tokens (5..kBatchMmI8MaxTokens: lab)
 };
+
+// True when the launch reads x as float itself (Q4_K and Q6_Kx8 at T <= 8, and wherever the wgmma or the i8 kernel
+// takes it): it neither converts x into the scratch nor reads a copy there, so a launch after it finds the scratch's
+// half x as the one before it left it. N: the launch's rows (a stack's in all); choices: as launch_batch_mm's.
+bool batch_mm_reads_float_x(quant::Type type, bool regrouped, int64_t K, int64_t N, int64_t T,
+                            const BatchMmChoices& choices = {});
 
 // True when launch_batch_mm takes batch_mm_i8.cuh's kernel for these choices (the executor plans its folds on it).
 bool batch_mm_takes_i8(quant::Type type, bool regrouped, int64_t K, int64_t N, int64_t T,

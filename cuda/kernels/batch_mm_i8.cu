@@ -23,6 +23,11 @@
 // Grid. A block is one tile of 16 rows (two with BatchMmChoices::i8_tiles = 2); its warps split K into equal runs of
 // super-blocks (more warps where the tiles are few), each lane holding two super-blocks in flight (two register sets
 // in turn: its rows' next two, or with two tiles the next one of each).
+//
+// More tokens (5..16, BatchMmChoices::i8_max_tokens): groups of 4 tokens, each group the 8 columns of its own
+// products with the same A registers; the image holds the groups one after another in each pair of k-blocks. A
+// super-block's scales and nibbles are unpacked once for all groups, and x is loaded a group and a pair of
+// sub-blocks at a time (four groups' x of a whole super-block would be 128 registers).
 #include "cuda/kernels/batch_mm_i8.cuh"
 
 #include <type_traits>
@@ -43,15 +48,18 @@ constexpr int kSbBytes = q4k_lane::kSbBytes;  // a Q4_K super-block: d, dmin, 12
 constexpr int kSbElems = q4k_lane::kSbElems;
 constexpr int kMaxWarps = 8;  // 16 (one super-block a warp on q/k and o): -1.7% at B = 3 / 4 (session 43)
 constexpr int kTileRows = 16;
-constexpr int kTokens = int(kBatchMmI8MaxTokens);  // the 8 columns of one product: a high and a low byte a token
+constexpr int kTokens = 4;  // the 8 columns of one product (a group): a high and a low byte a token
+constexpr int kMaxGroups = int(kBatchMmI8MaxTokens) / kTokens;  // groups of 4 tokens a launch: 1, 2 or 4
 constexpr float kSteps = 32639.0f;  // |v| <= 32639 splits into hi, lo in [-128, 127] (v = 256 hi + lo)
 constexpr uint32_t kNibbles = 0x0F0F0F0Fu;
-static_assert(kTokens == 4, "one product's columns");
+static_assert(kMaxGroups * kTokens == kBatchMmI8MaxTokens, "whole groups");
 
-// The image: pair of k-blocks kp (64 elements), lane l: 16 bytes, k-block 2 kp then 2 kp + 1, each the 8 bytes B
-// register pair of lane l; then the runs' steps [kTokens][K / 32] and exact sums, as floats.
-__host__ __device__ size_t codes_bytes(int64_t K) { return size_t(K) * 8; }
-__host__ __device__ size_t runs_floats(int64_t K) { return size_t(kTokens) * size_t(K / 32); }
+// The image of a launch of G groups (T rounded up to 4 tokens a group): pair of k-blocks kp (64 elements), group gi,
+// lane l: 16 bytes, k-block 2 kp then 2 kp + 1, each the 8 bytes B register pair of lane l for the group's tokens;
+// then, at a fixed offset (the codes of kMaxGroups), the runs' steps [kBatchMmI8MaxTokens][K / 32] and exact sums,
+// as floats.
+__host__ __device__ size_t codes_bytes(int64_t K) { return size_t(K) * 8 * kMaxGroups; }
+__host__ __device__ size_t runs_floats(int64_t K) { return size_t(kBatchMmI8MaxTokens) * size_t(K / 32); }
 
 // Four threads a run (token, k-block), thread q taking elements 8 q .. 8 q + 7: the run's largest magnitude and sum
 // across the four (sums in one fixed order), each value as int16 steps split into bytes, and thread q writes its own
@@ -63,7 +71,8 @@ __host__ __device__ size_t runs_floats(int64_t K) { return size_t(kTokens) * siz
 // the producer's per-tile sums of squares (its kImageThreads threads are 16 runs of one token: K % 512 == 0).
 constexpr int kImageThreads = 64;
 __global__ void __launch_bounds__(kImageThreads)
-    i8_image_kernel(const float* x, const float* gate, int64_t K, int T, uint8_t* __restrict__ image, I8NormLink link) {
+    i8_image_kernel(const float* x, const float* gate, int64_t K, int T, int groups, uint8_t* __restrict__ image,
+                    I8NormLink link) {
   pdl_launch_dependents();
   const int nkb = int(K / 32);
   const int i = int(blockIdx.x) * int(blockDim.x) + int(threadIdx.x);
@@ -82,7 +91,7 @@ __global__ void __launch_bounds__(kImageThreads)
     __syncthreads();
     scale = rsqrtf((red[0] + red[1]) / float(K) + link.eps);
   }
-  if (run >= kTokens * nkb) return;  // whole groups of four leave together (blockDim a multiple of 4)
+  if (run >= kTokens * groups * nkb) return;  // whole groups of four leave together (blockDim a multiple of 4)
   const int tt = run / nkb, kb = run - tt * nkb;
   float v[8];
   pdl_wait();
@@ -126,10 +135,11 @@ __global__ void __launch_bounds__(kImageThreads)
       hw[w] |= (uint32_t(h) & 0xffu) << (8 * b), lw[w] |= (uint32_t(l) & 0xffu) << (8 * b);
     }
   }
-  // Lane 4 col + q of k-block pair kb / 2, half kb & 1 (8-byte pieces): columns 2 tt (high) and 2 tt + 1 (low).
-  uint2* codes = reinterpret_cast<uint2*>(image) + (int64_t(kb / 2) * 32 + q) * 2 + (kb & 1);
-  codes[16 * tt] = make_uint2(hw[0], hw[1]);
-  codes[16 * tt + 8] = make_uint2(lw[0], lw[1]);
+  // Lane 4 col + q of k-block pair kb / 2 and group tt / 4, half kb & 1 (8-byte pieces): columns 2 (tt % 4) (high)
+  // and 2 (tt % 4) + 1 (low).
+  uint2* codes = reinterpret_cast<uint2*>(image) + ((int64_t(kb / 2) * groups + tt / kTokens) * 32 + q) * 2 + (kb & 1);
+  codes[16 * (tt % kTokens)] = make_uint2(hw[0], hw[1]);
+  codes[16 * (tt % kTokens) + 8] = make_uint2(lw[0], lw[1]);
   if (q == 0) {
     float* runs = reinterpret_cast<float*>(image + codes_bytes(K));
     runs[tt * nkb + kb] = m * (1.0f / kSteps);
@@ -180,6 +190,22 @@ __device__ __forceinline__ void load_x(XRegs& x, const uint4* codes, const float
   x.sum[1] = *reinterpret_cast<const float4*>(sums + at + 4);
 }
 
+// Where a launch of G groups finds x (G > 1): the image's B registers, a group after another in each pair of
+// k-blocks, and the runs' steps and sums of every token.
+struct XSource {
+  const uint4* codes;
+  const float* steps;
+  const float* sums;
+  int nkb;
+  // Lane `lane`'s B registers for k-blocks 2 kp, 2 kp + 1 of group gi, and the steps / sums of its token's runs
+  // kb, kb + 1 (kb even).
+  template <int G>
+  __device__ uint4 b(int kp, int gi, int lane) const {
+    return codes[(size_t(kp) * G + gi) * 32 + lane];
+  }
+  __device__ size_t run(int gi, int lane, int kb) const { return size_t(kTokens * gi + (lane & 3)) * nkb + kb; }
+};
+
 // Byte j (compile-time after unrolling) of w as a float (mv16::byte_float).
 __device__ __forceinline__ float byte_float(uint32_t w, int j) {
   switch (j) {
@@ -226,12 +252,65 @@ __device__ __forceinline__ void sb_products(const SbRegs& w, const XRegs& x, flo
   for (int r = 0; r < 2; ++r) acc[r] = fmaf(d[r], A[r], fmaf(-dmin[r], M[r], acc[r]));
 }
 
+// The same for G groups of 4 tokens (acc[gi]: group gi's token q): the scales unpacked and the codes masked once for
+// all groups, x loaded a group and a pair of sub-blocks at a time; each group's sums in the order of sb_products,
+// so a token's outputs have the same bits whatever the launch's groups.
+template <int G>
+__device__ __forceinline__ void sb_products_groups(const SbRegs& w, const XSource& xs, int sb, int lane,
+                                                   float (&acc)[G][2]) {
+  q4k_lane::PackedScales ps[2][2];
+  float d[2], dmin[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    ps[r][0] = q4k_lane::packed_scales(w.h[r], false), ps[r][1] = q4k_lane::packed_scales(w.h[r], true);
+    d[r] = mv::h2f(w.h[r].x & 0xffffu), dmin[r] = mv::h2f(w.h[r].x >> 16);
+  }
+  float A[G][2] = {}, M[G][2] = {};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const uint32_t lo[4] = {w.c[0][i].x & kNibbles, w.c[1][i].x & kNibbles, w.c[0][i].y & kNibbles,
+                            w.c[1][i].y & kNibbles};
+    const uint32_t hi[4] = {(w.c[0][i].x >> 4) & kNibbles, (w.c[1][i].x >> 4) & kNibbles,
+                            (w.c[0][i].y >> 4) & kNibbles, (w.c[1][i].y >> 4) & kNibbles};
+#pragma unroll
+    for (int gi = 0; gi < G; ++gi) {
+      const uint4 b = xs.b<G>(sb * 4 + i, gi, lane);
+      const size_t at = xs.run(gi, lane, sb * 8 + 2 * i);
+      const float2 st = *reinterpret_cast<const float2*>(xs.steps + at);
+      const float2 su = *reinterpret_cast<const float2*>(xs.sums + at);
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int s = 2 * i + half;
+        int c[4];
+        if (half == 0) mma_s8(c, lo, b.x, b.y);
+        else mma_s8(c, hi, b.z, b.w);
+        const float xstep = half ? st.y : st.x, xS = half ? su.y : su.x;
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          const q4k_lane::PackedScales& p = ps[r][s >> 2];
+          const int scale = int(__byte_perm(p.sc, 0, 0x4440 + (s & 3)));
+          A[gi][r] = fmaf(float((c[2 * r] * 256 + c[2 * r + 1]) * scale), xstep, A[gi][r]);
+          M[gi][r] = fmaf(byte_float(p.mn, s & 3), xS, M[gi][r]);
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int gi = 0; gi < G; ++gi)
+#pragma unroll
+    for (int r = 0; r < 2; ++r) acc[gi][r] = fmaf(d[r], A[gi][r], fmaf(-dmin[r], M[gi][r], acc[gi][r]));
+}
+
 // What the kernel needs of a weight format: a lane's registers for one 256-element block of its two rows, their
-// loads, and their products with the same block of x (XRegs), added into acc.
+// loads, and their products with the same block of x (XRegs; or, for G groups, XSource), added into acc.
 struct Q4kWeights {
   using Regs = SbRegs;
   __device__ static void load(Regs& s, const uint8_t* const (&row)[2], int sb, int q) { load_sb(s, row, sb, q); }
   __device__ static void products(const Regs& w, const XRegs& x, int, float (&acc)[2]) { sb_products(w, x, acc); }
+  template <int G>
+  __device__ static void products(const Regs& w, const XSource& xs, int sb, int lane, float (&acc)[G][2]) {
+    sb_products_groups<G>(w, xs, sb, lane, acc);
+  }
 };
 
 struct Q6x8Weights {
@@ -268,6 +347,41 @@ struct Q6x8Weights {
     }
 #pragma unroll
     for (int r = 0; r < 2; ++r) acc[r] = fmaf(q6kx8_i8::block_d(w.r[r]), A[r], acc[r]);
+  }
+  // G groups: each k-block's A fragment formed once for all of them; sums in the order above.
+  template <int G>
+  __device__ static void products(const Regs& w, const XSource& xs, int sb, int lane, float (&acc)[G][2]) {
+    const int q = lane & 3;
+    float A[G][2] = {};
+#pragma unroll
+    for (int kp = 0; kp < 4; ++kp) {
+      uint4 xb[G];
+      float2 st[G];
+#pragma unroll
+      for (int gi = 0; gi < G; ++gi) {
+        xb[gi] = xs.b<G>(sb * 4 + kp, gi, lane);
+        st[gi] = *reinterpret_cast<const float2*>(xs.steps + xs.run(gi, lane, sb * 8 + 2 * kp));
+      }
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int kb = 2 * kp + h;
+        uint32_t a[4];
+        q6kx8_i8::a_fragment(w.r[0], w.r[1], kb, a);
+#pragma unroll
+        for (int gi = 0; gi < G; ++gi) {
+          uint32_t first[2], second[2];
+          q6kx8_i8::b_halves(q, h ? xb[gi].z : xb[gi].x, h ? xb[gi].w : xb[gi].y, first, second);
+          int c_first[4], c_second[4];
+          mma_s8(c_first, a, first[0], first[1]);
+          mma_s8(c_second, a, second[0], second[1]);
+          q6kx8_i8::add_sums(w.r[0], w.r[1], kb, c_first, c_second, h ? st[gi].y : st[gi].x, A[gi]);
+        }
+      }
+    }
+#pragma unroll
+    for (int gi = 0; gi < G; ++gi)
+#pragma unroll
+      for (int r = 0; r < 2; ++r) acc[gi][r] = fmaf(q6kx8_i8::block_d(w.r[r]), A[gi][r], acc[gi][r]);
   }
 };
 
@@ -308,13 +422,17 @@ __device__ __forceinline__ TileRows tile_rows(const BatchMmParams& p, const Prod
 // two tiles, each loaded again as soon as multiplied, so that each super-block of x, loaded from L2 by every warp
 // (at one warp a tile, as many bytes as the weights: an 8B's gate|up reads 66 MB of W and ~64 MB of x), serves two
 // tiles.
-template <class W, bool kStack, int kTiles>
+// kGroups > 1 (5..16 tokens; BatchMmChoices::i8_max_tokens, lab): one tile, the loop of kTiles = 1 with each
+// super-block's products taken for every group of 4 tokens (x from XSource, a pair of sub-blocks at a time).
+template <class W, bool kStack, int kTiles, int kGroups>
 __global__ void __launch_bounds__(kMaxWarps * 32) i8_product_kernel(BatchMmParams p, const uint8_t* image, uint32_t rb,
                                                                   int spw, GluEpilogue glu, ProductStack stack,
                                                                   I8NormLink link) {
   static_assert(kTiles == 1 || kTiles == 2, "one or two tiles a block");
-  __shared__ float part[kMaxWarps][kTiles][2][32];
-  __shared__ float squares[kTiles][2][32];  // link.sumsq_out: each output's square, zero where there is none
+  static_assert(kGroups == 1 || kTiles == 1, "groups of tokens with one tile a block");
+  constexpr int kSlots = kTiles * kGroups;  // (tile, group) pairs a warp sums
+  __shared__ float part[kMaxWarps][kSlots][2][32];
+  __shared__ float squares[kSlots][2][32];  // link.sumsq_out: each output's square, zero where there is none
   const int lane = int(threadIdx.x) & 31, warp = int(threadIdx.x) >> 5, n_warps = int(blockDim.x) >> 5;
   const int q = lane & 3, g = lane >> 2;
   const int64_t first = int64_t(blockIdx.x) * kTiles * kTileRows;
@@ -323,13 +441,26 @@ __global__ void __launch_bounds__(kMaxWarps * 32) i8_product_kernel(BatchMmParam
   for (int ti = 0; ti < kTiles; ++ti) tiles[ti] = tile_rows<kStack>(p, stack, first + ti * kTileRows, rb, g);
   const int n_sb = int(p.K / kSbElems), nkb = int(p.K / 32);
   const int sb0 = warp * spw, sb1 = sb0 + spw < n_sb ? sb0 + spw : n_sb;
-  float acc[kTiles][2] = {};
+  float acc[kSlots][2] = {};
   typename W::Regs w0, w1;
   pdl_launch_dependents();
   const uint4* codes = reinterpret_cast<const uint4*>(image);
   const float* steps = reinterpret_cast<const float*>(image + codes_bytes(p.K));
   const float* sums = steps + runs_floats(p.K);
-  if constexpr (kTiles == 1) {
+  if constexpr (kGroups > 1) {
+    const XSource xs{codes, steps, sums, nkb};
+    const auto& row = tiles[0].row;
+    if (sb0 < sb1) W::load(w0, row, sb0, q);
+    if (sb0 + 1 < sb1) W::load(w1, row, sb0 + 1, q);
+    pdl_wait();
+    for (int sb = sb0; sb < sb1; sb += 2) {
+      W::template products<kGroups>(w0, xs, sb, lane, acc);
+      if (sb + 2 < sb1) W::load(w0, row, sb + 2, q);
+      if (sb + 1 >= sb1) break;
+      W::template products<kGroups>(w1, xs, sb + 1, lane, acc);
+      if (sb + 3 < sb1) W::load(w1, row, sb + 3, q);
+    }
+  } else if constexpr (kTiles == 1) {
     const auto& row = tiles[0].row;
     if (sb0 < sb1) W::load(w0, row, sb0, q);  // weights before the wait, overlapping the image launch
     if (sb0 + 1 < sb1) W::load(w1, row, sb0 + 1, q);
@@ -360,21 +491,22 @@ __global__ void __launch_bounds__(kMaxWarps * 32) i8_product_kernel(BatchMmParam
     }
   }
 #pragma unroll
-  for (int ti = 0; ti < kTiles; ++ti) part[warp][ti][0][lane] = acc[ti][0], part[warp][ti][1][lane] = acc[ti][1];
+  for (int si = 0; si < kSlots; ++si) part[warp][si][0][lane] = acc[si][0], part[warp][si][1][lane] = acc[si][1];
   __syncthreads();
-  for (int i = int(threadIdx.x); i < kTiles * 2 * 32; i += int(blockDim.x)) {
-    const int ti = i >> 6, r = (i >> 5) & 1, l = i & 31;
+  for (int i = int(threadIdx.x); i < kSlots * 2 * 32; i += int(blockDim.x)) {
+    const int si = i >> 6, r = (i >> 5) & 1, l = i & 31;
+    const int ti = si / kGroups, gi = si % kGroups;
     // The tile's fields by value, selected (a reference into tiles[] by a variable index puts it in local memory).
     const bool t0 = kTiles == 1 || ti == 0;
     const int64_t N = t0 ? tiles[0].N : tiles[kTiles - 1].N;
     const int64_t n = (t0 ? tiles[0].r0 : tiles[kTiles - 1].r0) + (l >> 2) + 8 * r;
     const float* bias = t0 ? tiles[0].bias : tiles[kTiles - 1].bias;
     float* y = t0 ? tiles[0].y : tiles[kTiles - 1].y;
-    const int t = l & 3;
-    squares[ti][r][l] = 0.0f;
+    const int t = kTokens * gi + (l & 3);
+    squares[si][r][l] = 0.0f;
     if (n >= N || t >= p.T) continue;
     float v = 0.0f;
-    for (int w = 0; w < n_warps; ++w) v += part[w][ti][r][l];
+    for (int w = 0; w < n_warps; ++w) v += part[w][si][r][l];
     if (bias) v += bias[n];
     const int64_t at = int64_t(t) * N + n;
     if (kStack) {
@@ -382,20 +514,21 @@ __global__ void __launch_bounds__(kMaxWarps * 32) i8_product_kernel(BatchMmParam
     } else {
       if (link.residual) v += link.residual[at];  // each element read and written by this thread alone
       y[at] = glu_finish(glu, v, at);
-      squares[ti][r][l] = v * v;
+      squares[si][r][l] = v * v;
     }
   }
   if (!kStack && link.sumsq_out) {  // each tile's rows in order, per token
     __syncthreads();
     const int64_t n_tiles = (p.N + kTileRows - 1) / kTileRows;
-    if (threadIdx.x < kTiles * kTokens) {
-      const int ti = int(threadIdx.x) / kTokens, t = int(threadIdx.x) % kTokens;
+    if (threadIdx.x < kSlots * kTokens) {  // the launch's token columns, T rounded up to a group
+      const int si = int(threadIdx.x) / kTokens, tq = int(threadIdx.x) % kTokens;
+      const int ti = si / kGroups, t = kTokens * (si % kGroups) + tq;
       const int64_t tile = int64_t(blockIdx.x) * kTiles + ti;
       float ss = 0.0f;
 #pragma unroll
       for (int r = 0; r < 2; ++r)
 #pragma unroll
-        for (int g8 = 0; g8 < 8; ++g8) ss += squares[ti][r][4 * g8 + t];
+        for (int g8 = 0; g8 < 8; ++g8) ss += squares[si][r][4 * g8 + tq];
       if (tile < n_tiles) link.sumsq_out[int64_t(t) * n_tiles + tile] = ss;
     }
   }
@@ -410,7 +543,9 @@ bool batch_mm_i8_serves(quant::Type type, bool regrouped, int64_t T, bool q6_kx8
 
 bool batch_mm_i8_norm_fits(int64_t K) { return K > 0 && (K / 32) % (kImageThreads / 4) == 0 && K % 32 == 0; }
 
-size_t batch_mm_i8_sumsq_floats(int64_t N) { return size_t(kTokens) * size_t((N + kTileRows - 1) / kTileRows); }
+size_t batch_mm_i8_sumsq_floats(int64_t N) {
+  return size_t(kBatchMmI8MaxTokens) * size_t((N + kTileRows - 1) / kTileRows);
+}
 
 size_t batch_mm_i8_scratch(int64_t K) { return (codes_bytes(K) + 2 * runs_floats(K) * 4 + 255) & ~size_t(255); }
 
@@ -423,7 +558,9 @@ void launch_batch_mm_i8(const BatchMmParams& p, void* image, const GluEpilogue& 
   LLM_REQUIRE((reinterpret_cast<uintptr_t>(image) & 15) == 0 && (reinterpret_cast<uintptr_t>(p.x) & 15) == 0,
               "i8 small-batch product: x and its image must be 16-byte aligned");
   auto* img = static_cast<uint8_t*>(image);
-  const int64_t threads = 4 * kTokens * (p.K / 32);  // four a run
+  const int64_t needed = (p.T + kTokens - 1) / kTokens;
+  const int groups = needed <= 2 ? int(needed) : kMaxGroups;  // 1, 2 or 4 (9..12 tokens: the last group zeros)
+  const int64_t threads = 4 * kTokens * groups * (p.K / 32);  // four a run
   LLM_REQUIRE((reinterpret_cast<uintptr_t>(p.x_gate) & 15) == 0, "i8 small-batch product: x_gate 16-byte aligned");
   LLM_REQUIRE(!link.norm_w || (link.sumsq_in && link.parts > 0 && batch_mm_i8_norm_fits(p.K) &&
                                (reinterpret_cast<uintptr_t>(link.norm_w) & 15) == 0),
@@ -431,7 +568,7 @@ void launch_batch_mm_i8(const BatchMmParams& p, void* image, const GluEpilogue& 
   LLM_REQUIRE(!(link.residual || link.sumsq_out) || (!stack && !glu.gate),
               "i8 small-batch product: a residual or sums of squares only on a plain launch");
   launch_programmatic(programmatic, i8_image_kernel, dim3(unsigned((threads + kImageThreads - 1) / kImageThreads)),
-                      dim3(kImageThreads), 0, stream, p.x, p.x_gate, p.K, int(p.T), img, link);
+                      dim3(kImageThreads), 0, stream, p.x, p.x_gate, p.K, int(p.T), groups, img, link);
   // Warps a tile: enough for ~warps_per_sm warps an SM over the grid, in equal runs of super-blocks. 32 was chosen
   // at 84 registers (12 and 24 with x prefetched: no faster, session 43). At 128 registers (W's two buffers) an SM
   // holds 16, and 8 (the default) measured best (session 56, H100, B = 3 / 4 against 32: +5.4 / +5.3%; 16 +3.5 /
@@ -445,6 +582,7 @@ void launch_batch_mm_i8(const BatchMmParams& p, void* image, const GluEpilogue& 
   const int n_sb = int(p.K / kSbElems);
   const int64_t want = int64_t(current_device_sm_count()) * warps_per_sm;
   if (tiles_per_block == 0) tiles_per_block = n_sb > 1 && tiles >= want ? 2 : 1;  // one tile would get one warp
+  if (groups > 1) tiles_per_block = 1;  // groups of tokens: one tile a block (i8_product_kernel)
   const int64_t blocks = (tiles + tiles_per_block - 1) / tiles_per_block;
   int warps = 1;
   while (warps < kMaxWarps && warps < n_sb && blocks * warps < want) warps *= 2;
@@ -454,20 +592,27 @@ void launch_batch_mm_i8(const BatchMmParams& p, void* image, const GluEpilogue& 
   const uint32_t rb = uint32_t(quant::row_bytes(p.type, p.K));
   const dim3 grid{unsigned(blocks)}, block{unsigned(32 * warps)};
   const auto* x_image = static_cast<const uint8_t*>(img);
-  auto launch = [&](auto weights, auto tiles_c) {
+  auto launch = [&](auto weights, auto tiles_c, auto groups_c) {
     using W = decltype(weights);
-    constexpr int kTiles = decltype(tiles_c)::value;
+    constexpr int kTiles = decltype(tiles_c)::value, kGroups = decltype(groups_c)::value;
     if (stack)
-      launch_programmatic(programmatic, i8_product_kernel<W, true, kTiles>, grid, block, 0, stream, p, x_image, rb, spw,
-                          GluEpilogue{}, *stack, I8NormLink{});
+      launch_programmatic(programmatic, i8_product_kernel<W, true, kTiles, kGroups>, grid, block, 0, stream, p,
+                          x_image, rb, spw, GluEpilogue{}, *stack, I8NormLink{});
     else
-      launch_programmatic(programmatic, i8_product_kernel<W, false, kTiles>, grid, block, 0, stream, p, x_image, rb,
-                          spw, glu, ProductStack{}, link);
+      launch_programmatic(programmatic, i8_product_kernel<W, false, kTiles, kGroups>, grid, block, 0, stream, p,
+                          x_image, rb, spw, glu, ProductStack{}, link);
   };
   using One = ::std::integral_constant<int, 1>;
   using Two = ::std::integral_constant<int, 2>;
-  if (p.regrouped) tiles_per_block == 2 ? launch(Q6x8Weights{}, Two{}) : launch(Q6x8Weights{}, One{});
-  else tiles_per_block == 2 ? launch(Q4kWeights{}, Two{}) : launch(Q4kWeights{}, One{});
+  using Four = ::std::integral_constant<int, 4>;
+  auto for_format = [&](auto weights) {
+    if (groups == 4) launch(weights, One{}, Four{});
+    else if (groups == 2) launch(weights, One{}, Two{});
+    else if (tiles_per_block == 2) launch(weights, Two{}, One{});
+    else launch(weights, One{}, One{});
+  };
+  if (p.regrouped) for_format(Q6x8Weights{});
+  else for_format(Q4kWeights{});
 }
 
 }  // namespace cuda

@@ -24,20 +24,24 @@
 
 namespace cuda {
 
-// 5..8 tokens (two products a k-block) measured slower than the half-fragment kernel (session 43: bench --parallel 8
-// 1 945 -> 1 820 tok/s), so one column tile of 4 tokens.
-inline constexpr int64_t kBatchMmI8MaxTokens = 4;
+// Up to 16 tokens in groups of 4 (one product's 8 columns a group; 9..12 tokens take 4 groups). The executor sends
+// it 2..4 tokens (BatchMmChoices::i8_max_tokens): session 43's first form of 5..8 tokens (two products a k-block,
+// x loaded whole a super-block) measured slower than the half-fragment kernel (bench --parallel 8 1 945 -> 1 820
+// tok/s); the groups' form (x a pair of sub-blocks and a group at a time, the weights' scales and nibbles unpacked
+// once for all groups) is a lab switch until measured.
+inline constexpr int64_t kBatchMmI8MaxTokens = 16;
 
-// True when launch_batch_mm_i8 takes the product: 2 <= T <= kBatchMmI8MaxTokens of Q4_K in the file's layout, or of
-// regrouped Q6_K (Q6_Kx8, K % 2048 == 0) where q6_kx8 (BatchMmChoices::i8_q6x8, a lab switch: not yet measured).
+// True when launch_batch_mm_i8 can take the product: 2 <= T <= kBatchMmI8MaxTokens of Q4_K in the file's layout, or
+// of regrouped Q6_K (Q6_Kx8, K % 2048 == 0) where q6_kx8 (BatchMmChoices::i8_q6x8, a lab switch).
 bool batch_mm_i8_serves(quant::Type type, bool regrouped, int64_t T, bool q6_kx8 = false);
 
 // A residual Add and the RMSNorm after it around i8 products (the executor's norm_images), so that the norm runs no
 // launch of its own. Producer side (the product before the Add): y = W x (+ bias) + residual, and per tile of 16
 // rows and token the sum of the squares of its outputs, sumsq_out[t * tiles + tile] (tiles: the launch's, N / 16
-// rounded up; every token column up to kBatchMmI8MaxTokens written, zeros past T). Reader side (a product of the
-// norm): its image launch normalises x, the Add's sum, as the norm launch would (x scale w, scale = rsqrt(sum of the
-// parts' sums / K + eps)), K a multiple of 512 (batch_mm_i8_norm_fits). Either side may be left out (null).
+// rounded up; the launch's token columns written, T rounded up to a group of 4, zeros past T). Reader side (a
+// product of the norm): its image launch normalises x, the Add's sum, as the norm launch would (x scale w, scale =
+// rsqrt(sum of the parts' sums / K + eps)), K a multiple of 512 (batch_mm_i8_norm_fits). Either side may be left
+// out (null).
 struct I8NormLink {
   const float* residual = nullptr;  // [N, T]: producer, added to the product (not with a SwiGLU epilogue or a stack)
   float* sumsq_out = nullptr;       // [kBatchMmI8MaxTokens, tiles]: producer

@@ -230,6 +230,7 @@ void bench_batch_mm_shape(const cuda::Context& ctx, cudaStream_t s, int64_t K, i
       auto batch = [&](bool wide, const cuda::WgmmaRoute& route, bool i8 = false) {
         cuda::BatchMmChoices choices = cuda::ExecutorOptions::from_env().batch_mm;  // LLM_CUDA_* lab switches
         choices.wide = wide, choices.wgmma = route, choices.i8 = i8;
+        if (i8) choices.i8_max_tokens = cuda::kBatchMmI8MaxTokens;  // its column at every T it serves
         return median_ms(ctx, 30, [&](int i) {
           cuda::BatchMmParams p{w[i % 4].get(), t, dx.as<float>(), nullptr, dy.as<float>(), K, N, T, scratch.get(), sb};
           p.regrouped = x8;

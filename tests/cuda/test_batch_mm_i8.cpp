@@ -1,13 +1,14 @@
 // The s8 small-batch kernel (cuda/kernels/batch_mm_i8.cuh), reached through launch_batch_mm with BatchMmChoices::i8,
 // against the CPU reference (graph::ref::dot on the reference dequantizer's rows, in double), for Q4_K and for
-// regrouped Q6_K (i8_q6x8): every token count it takes (one column tile of 4), rows that leave a partial tile, K of
-// one block to the 8B's down projection (more warps than blocks), a bias, the SwiGLU / GeGLU epilogue, stacks of two
-// and three matrices, one and two tiles a block (i8_tiles); each token's outputs the same bits whatever the other
-// tokens (T), and nothing written past T's columns.
+// regrouped Q6_K (i8_q6x8): token counts of one, two and four groups of 4 (2..16, i8_max_tokens; a last group
+// partly zero), rows that leave a partial tile, K of one block to the 8B's down projection (more warps than blocks),
+// a bias, the SwiGLU / GeGLU epilogue, stacks of two and three matrices, one and two tiles a block (i8_tiles); each
+// token's outputs the same bits whatever the other tokens (T) and its group, and nothing written past T's columns.
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <tuple>
 #include <utility>
 
 #include "cuda/executor.h"
@@ -31,10 +32,12 @@ std::vector<double> i8_tolerance(const std::vector<uint8_t>& w, const std::vecto
   return atol;
 }
 
-// tiles: BatchMmChoices::i8_tiles, tiles of 16 rows a block; q6x8: regrouped Q6_K on the kernel too.
+// tiles: BatchMmChoices::i8_tiles, tiles of 16 rows a block; q6x8: regrouped Q6_K on the kernel too; up to 16
+// tokens (i8_max_tokens).
 cuda::BatchMmChoices i8_choices(int tiles = 1, bool q6x8 = false) {
   cuda::BatchMmChoices c;
   c.i8 = true;
+  c.i8_max_tokens = cuda::kBatchMmI8MaxTokens;
   c.i8_tiles = tiles;
   c.i8_q6x8 = q6x8;
   return c;
@@ -58,7 +61,7 @@ TEST(BatchMmI8, MatchesReference) {
   for (const bool regrouped : {false, true})
     for (int64_t K : regrouped ? std::vector<int64_t>{2048, 4096, 14336} : std::vector<int64_t>{256, 2304, 4096, 14336})
       for (int64_t N : {77, 1000})
-        for (int64_t T : {2, 3, 4}) {
+        for (int64_t T : {2, 3, 4, 5, 8, 11, 16}) {
           const Type type = regrouped ? Type::Q6_K : Type::Q4_K;
           const cuda::BatchMmChoices c = i8_choices(1, regrouped);
           ASSERT_TRUE(cuda::batch_mm_takes_i8(type, regrouped, K, N, T, c));
@@ -91,7 +94,13 @@ TEST(BatchMmI8, MatchesReference) {
           cuda::launch_batch_mm(p2, nullptr, {}, nullptr, c);
           const auto two = download<float>(d2, N * 2);
           EXPECT_EQ(0, std::memcmp(two.data(), got.data(), two.size() * 4)) << what << ": tokens 0, 1 differ alone";
-          if (T == 3 || T == 4) {  // the SwiGLU (GeGLU at 4) epilogue, y in place over gate
+          if (T > 4) {  // the last two, in another group than alone: the same bits
+            p2.x = dx.as<float>() + (T - 2) * K;
+            cuda::launch_batch_mm(p2, nullptr, {}, nullptr, c);
+            EXPECT_EQ(0, std::memcmp(download<float>(d2, N * 2).data(), got.data() + (T - 2) * N, size_t(N) * 8))
+                << what << ": tokens " << T - 2 << ", " << T - 1 << " differ alone";
+          }
+          if (T == 3 || T == 4 || T == 8) {  // the SwiGLU (GeGLU at 4) epilogue, y in place over gate
             EXPECT_TRUE(glu_epilogue_matches(rng, N, T, T == 4, ref, atol, what + " glu", [&](float* gate) {
               cuda::BatchMmParams q = p;
               q.y = gate;
@@ -110,7 +119,7 @@ TEST(BatchMmI8, FormsTheSwiGluOfItsX) {
   cuda::DeviceBuffer counters(cuda::kBatchMmCounterBytes);
   CUDA_CHECK(cudaMemset(counters.get(), 0, cuda::kBatchMmCounterBytes));
   for (int64_t K : {256, 14336})
-    for (int64_t T : {3, 4}) {
+    for (int64_t T : {3, 4, 7, 16}) {
       const int64_t N = 333;
       ASSERT_TRUE(cuda::batch_mm_forms_glu_x(Type::Q4_K, false, K, N, T, i8_choices()));
       const auto w = random_weights(rng, Type::Q4_K, K, N);
@@ -152,7 +161,8 @@ TEST(BatchMmI8, NormLinkMatchesReference) {
   const int64_t K = 4096, N2 = 1000;
   const float eps = 1e-5f;
   ASSERT_TRUE(cuda::batch_mm_i8_norm_fits(K));
-  for (const auto& [T, tiles_per_block] : {std::pair<int64_t, int>{3, 1}, {4, 1}, {3, 2}, {4, 2}}) {
+  for (const auto& [T, tiles_per_block] :
+       {std::pair<int64_t, int>{3, 1}, {4, 1}, {3, 2}, {4, 2}, {6, 1}, {16, 1}, {10, 1}}) {
     const std::string what =
         "i8 norm link T=" + std::to_string(T) + ", tiles a block " + std::to_string(tiles_per_block);
     // Producer: y = W1 x1 + residual, [K, T].
@@ -176,7 +186,7 @@ TEST(BatchMmI8, NormLinkMatchesReference) {
     EXPECT_TRUE(close(what + " producer", y, ref1, atol1, 0.0));
     const int64_t tiles = (K + 15) / 16;
     const auto got_sums = download<float>(sums, cuda::batch_mm_i8_sumsq_floats(K));
-    for (int64_t t = 0; t < 4; ++t)
+    for (int64_t t = 0; t < (T + 3) / 4 * 4 && t < cuda::kBatchMmI8MaxTokens; ++t)  // T's groups: zeros past T
       for (int64_t tile = 0; tile < tiles; ++tile) {
         double want = 0.0;
         for (int64_t n = 16 * tile; n < 16 * tile + 16 && t < T; ++n) want += double(y[t * K + n]) * y[t * K + n];
@@ -228,7 +238,8 @@ TEST(BatchMmI8, StackedMatricesMatchReference) {
   const int64_t K = 4096;
   for (const bool regrouped : {false, true})
     for (const int n_mats : {2, 3})
-      for (const auto& [T, tiles_per_block] : {std::pair<int64_t, int>{3, 1}, {4, 1}, {3, 2}, {4, 2}}) {
+      for (const auto& [T, tiles_per_block] :
+           {std::pair<int64_t, int>{3, 1}, {4, 1}, {3, 2}, {4, 2}, {7, 1}, {14, 1}}) {
         const Type type = regrouped ? Type::Q6_K : Type::Q4_K;
         const int64_t Ns[3] = {96, 64, 77};
         const auto x = random_floats(rng, K * T);
@@ -266,10 +277,12 @@ TEST(BatchMmI8, AnyGridMatchesReference) {
   CUDA_CHECK(cudaMemset(counters.get(), 0, cuda::kBatchMmCounterBytes));
   for (const bool regrouped : {false, true})
     for (int64_t K : regrouped ? std::vector<int64_t>{4096, 14336} : std::vector<int64_t>{2304, 14336})
-      for (const auto& [warps_per_sm, tiles_per_block] : {std::pair{1, 1}, {4, 1}, {16, 1}, {1, 2}, {4, 2}, {16, 2}}) {
-        // 256 tiles: 1, 4 and 8 warps a tile; two tiles a block: 63 tiles, the last block's second past N.
+      for (const auto& [warps_per_sm, tiles_per_block, T] :
+           {std::tuple{1, 1, 4}, {4, 1, 4}, {16, 1, 4}, {1, 2, 4}, {4, 2, 4}, {16, 2, 4}, {1, 1, 13}, {16, 1, 13}}) {
+        // 256 tiles: 1, 4 and 8 warps a tile; two tiles a block: 63 tiles, the last block's second past N; 13
+        // tokens: four groups, the last partly zero.
         const Type type = regrouped ? Type::Q6_K : Type::Q4_K;
-        const int64_t N = tiles_per_block == 1 ? 4096 : 1000, T = 4;
+        const int64_t N = tiles_per_block == 1 ? 4096 : 1000;
         const auto w = random_weights(rng, type, K, N);
         const auto x = random_floats(rng, K * T);
         std::vector<double> ref, mag, mx;
@@ -286,7 +299,7 @@ TEST(BatchMmI8, AnyGridMatchesReference) {
         cuda::launch_batch_mm(p, nullptr, {}, nullptr, c);
         EXPECT_TRUE(close(std::string("i8 ") + (regrouped ? "Q6_Kx8" : "Q4_K") + " K=" + std::to_string(K) +
                               " warps_per_sm=" + std::to_string(warps_per_sm) + ", tiles a block " +
-                              std::to_string(tiles_per_block),
+                              std::to_string(tiles_per_block) + " T=" + std::to_string(T),
                           download<float>(dy, N * T), ref, i8_tolerance(w, x, K, N, T, mag, type), 0.0));
       }
 }
@@ -315,19 +328,37 @@ TEST(BatchMmI8, WarpsPerSmFromEnvironment) {
     EXPECT_THROW(cuda::ExecutorOptions::from_env(), cuda::InvalidArgument) << bad;
   }
   ::unsetenv(tiles);
+  const char* max_tokens = "LLM_CUDA_I8_MAX_TOKENS";
+  ::unsetenv(max_tokens);
+  EXPECT_EQ(cuda::ExecutorOptions::from_env().batch_mm.i8_max_tokens, 4);
+  ::setenv(max_tokens, "16", 1);
+  EXPECT_EQ(cuda::ExecutorOptions::from_env().batch_mm.i8_max_tokens, 16);
+  ::setenv(max_tokens, "17", 1);
+  EXPECT_THROW(cuda::ExecutorOptions::from_env(), cuda::InvalidArgument);
+  ::unsetenv(max_tokens);
 }
 
-TEST(BatchMmI8, ServesQ4KOfTwoToFourTokens) {
+// Q4_K of 2..16 tokens (regrouped Q6_K where asked); the executor's choices send it 2..4 unless i8_max_tokens says
+// more; the scratch holds the image at every T it takes.
+TEST(BatchMmI8, ServesQ4KOfTwoToSixteenTokens) {
   EXPECT_TRUE(cuda::batch_mm_i8_serves(Type::Q4_K, false, 2));
   EXPECT_TRUE(cuda::batch_mm_i8_serves(Type::Q4_K, false, 4));
+  EXPECT_TRUE(cuda::batch_mm_i8_serves(Type::Q4_K, false, 16));
   EXPECT_FALSE(cuda::batch_mm_i8_serves(Type::Q4_K, false, 1));
-  EXPECT_FALSE(cuda::batch_mm_i8_serves(Type::Q4_K, false, 5));
+  EXPECT_FALSE(cuda::batch_mm_i8_serves(Type::Q4_K, false, 17));
   EXPECT_FALSE(cuda::batch_mm_i8_serves(Type::Q6_K, false, 4));
   EXPECT_FALSE(cuda::batch_mm_i8_serves(Type::Q6_K, true, 4));
   EXPECT_TRUE(cuda::batch_mm_i8_serves(Type::Q6_K, true, 4, true));  // regrouped Q6_K where the lab switch asks
   EXPECT_FALSE(cuda::batch_mm_i8_serves(Type::Q6_K, false, 4, true));
-  EXPECT_FALSE(cuda::batch_mm_i8_serves(Type::Q6_K, true, 5, true));
-  EXPECT_GE(cuda::batch_mm_scratch(14336, 4096, 4), cuda::batch_mm_i8_scratch(14336));
+  EXPECT_TRUE(cuda::batch_mm_i8_serves(Type::Q6_K, true, 16, true));
+  EXPECT_FALSE(cuda::batch_mm_i8_serves(Type::Q6_K, true, 17, true));
+  cuda::BatchMmChoices c;
+  EXPECT_TRUE(cuda::batch_mm_takes_i8(Type::Q4_K, false, 4096, 4096, 4, c));
+  EXPECT_FALSE(cuda::batch_mm_takes_i8(Type::Q4_K, false, 4096, 4096, 5, c));
+  c.i8_max_tokens = 16;
+  EXPECT_TRUE(cuda::batch_mm_takes_i8(Type::Q4_K, false, 4096, 4096, 16, c));
+  for (int64_t T = 2; T <= cuda::kBatchMmI8MaxTokens; ++T)
+    EXPECT_GE(cuda::batch_mm_scratch(14336, 4096, T), cuda::batch_mm_i8_scratch(14336) + 14336 * T * 2) << T;
 }
 
 }  // namespace
