@@ -51,6 +51,7 @@ for st in ${SHAPES:-}; do
         awk -F'|' '$0 ~ /^\| .*(pp|tg)[0-9]/ {printf "%s %s;", $6, $7}
                    $0 ~ /^\| *[0-9]+ *\|/ {gsub(/ /, "", $4); gsub(/ /, "", $9); printf " B=%s %s;", $4, $9}')
       table+=("round $round $shape $type ${v%%:*}: $line")
+      echo "${table[-1]}" >&2  # as it comes: a call cut off by its time limit still shows the rounds it ran
     done
   done
 done
