@@ -682,7 +682,6 @@ bool batch_mm_takes_wgmma(quant::Type type, bool regrouped, int64_t K, int64_t N
 
 bool batch_mm_takes_i8(quant::Type type, bool regrouped, int64_t K, int64_t N, int64_t T,
                        const BatchMmChoices& choices) {
-  if (regrouped && choices.i8_q6x8_max_rows > 0 && N > choices.i8_q6x8_max_rows) return false;
   return choices.i8 && T <= choices.i8_max_tokens && batch_mm_i8_serves(type, regrouped, T, choices.i8_q6x8) &&
          batch_mm_supports(type, regrouped, K, N, T) &&
          !takes_wgmma(type, regrouped, K, N, T, choices.wgmma);

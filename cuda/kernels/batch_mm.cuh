@@ -15,6 +15,10 @@ namespace cuda {
 
 inline constexpr int64_t kBatchMmMaxTokens = 64;
 inline constexpr int64_t kBatchMmGluMaxTokens = 8;  // the launches that take a SwiGLU epilogue (launch_batch_mm)
+// batch_mm_i8.cuh's s8 kernel takes Q4_K products of 2..kBatchMmI8MaxTokens tokens and regrouped Q6_K ones of up to
+// kBatchMmI8Q6x8MaxTokens (BatchMmChoices; measurements there).
+inline constexpr int64_t kBatchMmI8MaxTokens = 8;
+inline constexpr int64_t kBatchMmI8Q6x8MaxTokens = 4;
 // Q4_K and Q6_Kx8 launches run batch_mm_wgmma.cuh's kernel (launch_batch_mm) from kBatchMmWgmmaMinTokens tokens on,
 // and those of at least kBatchMmWgmmaLargeWeights weights (the launch's rows x K: the feed-forward matrices and the
 // output matrix of a 7-8B model, not its q/k/v or o) already from kBatchMmWgmmaLargeMinTokens: at 17..32 tokens half
@@ -77,10 +81,9 @@ struct BatchMmChoices {
   bool programmatic = true;  // launched to overlap the kernel before (pdl.cuh): W's first loads, x's conversion
   bool i8 = true;            // Q4_K products of 2..4 tokens on batch_mm_i8.cuh's kernel (false: the fragment kernel)
   int i8_warps_per_sm = 8;   // the i8 kernel's grid: warps a tile chosen for about this many warps an SM
-  bool i8_q6x8 = false;      // regrouped Q6_K (Q6_Kx8) of 2..4 tokens on the i8 kernel too (lab: not yet measured)
+  bool i8_q6x8 = true;       // regrouped Q6_K (Q6_Kx8) of 2..4 tokens on the i8 kernel too (false: the fragment kernel)
   int i8_tiles = 1;          // tiles of 16 rows an i8 block: 1, 2 (x's loads serve both), 0: 2 where 1 gets 1 warp
-  int64_t i8_q6x8_max_rows = 0;  // with i8_q6x8: only matrices of at most this many rows (0: any)
-  int64_t i8_max_tokens = 4;     // the i8 kernel's products of up to this many tokens (5..kBatchMmI8MaxTokens: lab)
+  int64_t i8_max_tokens = kBatchMmI8MaxTokens;  // the i8 kernel's Q4_K products of up to this many tokens
 };
 
 // True when the launch reads x as float itself (Q4_K and Q6_Kx8 at T <= 8, and wherever the wgmma or the i8 kernel

@@ -24,10 +24,9 @@
 // super-blocks (more warps where the tiles are few), each lane holding two super-blocks in flight (two register sets
 // in turn: its rows' next two, or with two tiles the next one of each).
 //
-// More tokens (5..16, BatchMmChoices::i8_max_tokens): groups of 4 tokens, each group the 8 columns of its own
-// products with the same A registers; the image holds the groups one after another in each pair of k-blocks. A
-// super-block's scales and nibbles are unpacked once for all groups, and x is loaded a group and a pair of
-// sub-blocks at a time (four groups' x of a whole super-block would be 128 registers).
+// 5..8 tokens (Q4_K): two groups of 4 tokens, each group the 8 columns of its own products with the same A
+// registers; the image holds the groups one after another in each pair of k-blocks. A super-block's scales and
+// nibbles are unpacked once for both groups, and x is loaded a group and a pair of sub-blocks at a time.
 #include "cuda/kernels/batch_mm_i8.cuh"
 
 #include <type_traits>
@@ -49,7 +48,7 @@ constexpr int kSbElems = q4k_lane::kSbElems;
 constexpr int kMaxWarps = 8;  // 16 (one super-block a warp on q/k and o): -1.7% at B = 3 / 4 (session 43)
 constexpr int kTileRows = 16;
 constexpr int kTokens = 4;  // the 8 columns of one product (a group): a high and a low byte a token
-constexpr int kMaxGroups = int(kBatchMmI8MaxTokens) / kTokens;  // groups of 4 tokens a launch: 1, 2 or 4
+constexpr int kMaxGroups = int(kBatchMmI8MaxTokens) / kTokens;  // groups of 4 tokens a launch: 1 or 2
 constexpr float kSteps = 32639.0f;  // |v| <= 32639 splits into hi, lo in [-128, 127] (v = 256 hi + lo)
 constexpr uint32_t kNibbles = 0x0F0F0F0Fu;
 static_assert(kMaxGroups * kTokens == kBatchMmI8MaxTokens, "whole groups");
@@ -302,7 +301,7 @@ __device__ __forceinline__ void sb_products_groups(const SbRegs& w, const XSourc
 }
 
 // What the kernel needs of a weight format: a lane's registers for one 256-element block of its two rows, their
-// loads, and their products with the same block of x (XRegs; or, for G groups, XSource), added into acc.
+// loads, and their products with the same block of x (XRegs; Q4_K also for two groups, XSource), added into acc.
 struct Q4kWeights {
   using Regs = SbRegs;
   __device__ static void load(Regs& s, const uint8_t* const (&row)[2], int sb, int q) { load_sb(s, row, sb, q); }
@@ -348,41 +347,6 @@ struct Q6x8Weights {
 #pragma unroll
     for (int r = 0; r < 2; ++r) acc[r] = fmaf(q6kx8_i8::block_d(w.r[r]), A[r], acc[r]);
   }
-  // G groups: each k-block's A fragment formed once for all of them; sums in the order above.
-  template <int G>
-  __device__ static void products(const Regs& w, const XSource& xs, int sb, int lane, float (&acc)[G][2]) {
-    const int q = lane & 3;
-    float A[G][2] = {};
-#pragma unroll
-    for (int kp = 0; kp < 4; ++kp) {
-      uint4 xb[G];
-      float2 st[G];
-#pragma unroll
-      for (int gi = 0; gi < G; ++gi) {
-        xb[gi] = xs.b<G>(sb * 4 + kp, gi, lane);
-        st[gi] = *reinterpret_cast<const float2*>(xs.steps + xs.run(gi, lane, sb * 8 + 2 * kp));
-      }
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int kb = 2 * kp + h;
-        uint32_t a[4];
-        q6kx8_i8::a_fragment(w.r[0], w.r[1], kb, a);
-#pragma unroll
-        for (int gi = 0; gi < G; ++gi) {
-          uint32_t first[2], second[2];
-          q6kx8_i8::b_halves(q, h ? xb[gi].z : xb[gi].x, h ? xb[gi].w : xb[gi].y, first, second);
-          int c_first[4], c_second[4];
-          mma_s8(c_first, a, first[0], first[1]);
-          mma_s8(c_second, a, second[0], second[1]);
-          q6kx8_i8::add_sums(w.r[0], w.r[1], kb, c_first, c_second, h ? st[gi].y : st[gi].x, A[gi]);
-        }
-      }
-    }
-#pragma unroll
-    for (int gi = 0; gi < G; ++gi)
-#pragma unroll
-      for (int r = 0; r < 2; ++r) acc[gi][r] = fmaf(q6kx8_i8::block_d(w.r[r]), A[gi][r], acc[gi][r]);
-  }
 };
 
 // One tile's rows as a lane sees them: its two rows' bytes (rows past N read the last one and are not stored) and
@@ -422,8 +386,8 @@ __device__ __forceinline__ TileRows tile_rows(const BatchMmParams& p, const Prod
 // two tiles, each loaded again as soon as multiplied, so that each super-block of x, loaded from L2 by every warp
 // (at one warp a tile, as many bytes as the weights: an 8B's gate|up reads 66 MB of W and ~64 MB of x), serves two
 // tiles.
-// kGroups > 1 (5..16 tokens; BatchMmChoices::i8_max_tokens, lab): one tile, the loop of kTiles = 1 with each
-// super-block's products taken for every group of 4 tokens (x from XSource, a pair of sub-blocks at a time).
+// kGroups = 2 (5..8 tokens): one tile, the loop of kTiles = 1 with each super-block's products taken for both
+// groups of 4 tokens (x from XSource, a pair of sub-blocks at a time).
 template <class W, bool kStack, int kTiles, int kGroups>
 __global__ void __launch_bounds__(kMaxWarps * 32) i8_product_kernel(BatchMmParams p, const uint8_t* image, uint32_t rb,
                                                                   int spw, GluEpilogue glu, ProductStack stack,
@@ -538,7 +502,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32) i8_product_kernel(BatchMmParam
 
 bool batch_mm_i8_serves(quant::Type type, bool regrouped, int64_t T, bool q6_kx8) {
   const bool format = regrouped ? q6_kx8 && type == quant::Type::Q6_K : type == quant::Type::Q4_K;
-  return format && T >= 2 && T <= kBatchMmI8MaxTokens;
+  return format && T >= 2 && T <= (regrouped ? kBatchMmI8Q6x8MaxTokens : kBatchMmI8MaxTokens);
 }
 
 bool batch_mm_i8_norm_fits(int64_t K) { return K > 0 && (K / 32) % (kImageThreads / 4) == 0 && K % 32 == 0; }
@@ -558,8 +522,7 @@ void launch_batch_mm_i8(const BatchMmParams& p, void* image, const GluEpilogue& 
   LLM_REQUIRE((reinterpret_cast<uintptr_t>(image) & 15) == 0 && (reinterpret_cast<uintptr_t>(p.x) & 15) == 0,
               "i8 small-batch product: x and its image must be 16-byte aligned");
   auto* img = static_cast<uint8_t*>(image);
-  const int64_t needed = (p.T + kTokens - 1) / kTokens;
-  const int groups = needed <= 2 ? int(needed) : kMaxGroups;  // 1, 2 or 4 (9..12 tokens: the last group zeros)
+  const int groups = int((p.T + kTokens - 1) / kTokens);  // 1 or 2
   const int64_t threads = 4 * kTokens * groups * (p.K / 32);  // four a run
   LLM_REQUIRE((reinterpret_cast<uintptr_t>(p.x_gate) & 15) == 0, "i8 small-batch product: x_gate 16-byte aligned");
   LLM_REQUIRE(!link.norm_w || (link.sumsq_in && link.parts > 0 && batch_mm_i8_norm_fits(p.K) &&
@@ -604,15 +567,9 @@ void launch_batch_mm_i8(const BatchMmParams& p, void* image, const GluEpilogue& 
   };
   using One = ::std::integral_constant<int, 1>;
   using Two = ::std::integral_constant<int, 2>;
-  using Four = ::std::integral_constant<int, 4>;
-  auto for_format = [&](auto weights) {
-    if (groups == 4) launch(weights, One{}, Four{});
-    else if (groups == 2) launch(weights, One{}, Two{});
-    else if (tiles_per_block == 2) launch(weights, Two{}, One{});
-    else launch(weights, One{}, One{});
-  };
-  if (p.regrouped) for_format(Q6x8Weights{});
-  else for_format(Q4kWeights{});
+  if (p.regrouped) tiles_per_block == 2 ? launch(Q6x8Weights{}, Two{}, One{}) : launch(Q6x8Weights{}, One{}, One{});
+  else if (groups == 2) launch(Q4kWeights{}, One{}, Two{});
+  else tiles_per_block == 2 ? launch(Q4kWeights{}, Two{}, One{}) : launch(Q4kWeights{}, One{}, One{});
 }
 
 }  // namespace cuda

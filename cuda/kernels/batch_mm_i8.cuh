@@ -24,15 +24,17 @@
 
 namespace cuda {
 
-// Up to 16 tokens in groups of 4 (one product's 8 columns a group; 9..12 tokens take 4 groups). The executor sends
-// it 2..4 tokens (BatchMmChoices::i8_max_tokens): session 43's first form of 5..8 tokens (two products a k-block,
-// x loaded whole a super-block) measured slower than the half-fragment kernel (bench --parallel 8 1 945 -> 1 820
-// tok/s); the groups' form (x a pair of sub-blocks and a group at a time, the weights' scales and nibbles unpacked
-// once for all groups) is a lab switch until measured.
-inline constexpr int64_t kBatchMmI8MaxTokens = 16;
-
+// Tokens (kBatchMmI8MaxTokens, batch_mm.cuh): one group of 4 (one product's 8 columns) or two (5..8 tokens, each
+// group its own products with the same A registers). Session 43's first form of 5..8 tokens (x loaded whole a
+// super-block) measured slower than the half-fragment kernel (bench --parallel 8 1 945 -> 1 820 tok/s). The groups'
+// form (the weights' scales and nibbles unpacked once for both groups, x a pair of sub-blocks and a group at a time)
+// is slower than it alone too (KernelLab.BatchMm, H100, the 8B's gate|up at 8 tokens: 53 against 45 us) but faster
+// in the model, where it brings the norm and SwiGLU folds: bench --parallel 8 1 902 / 1 908 -> 1 965 / 1 969 (+3.3%,
+// session 58). Four groups (9..16 tokens) lost: gate|up 83 us against the wide kernel's 41, B = 16 3 498 -> 2 566.
+// Regrouped Q6_K only up to 4 tokens: at B = 8 it cost ~2% (session 58).
+//
 // True when launch_batch_mm_i8 can take the product: 2 <= T <= kBatchMmI8MaxTokens of Q4_K in the file's layout, or
-// of regrouped Q6_K (Q6_Kx8, K % 2048 == 0) where q6_kx8 (BatchMmChoices::i8_q6x8, a lab switch).
+// 2 <= T <= kBatchMmI8Q6x8MaxTokens of regrouped Q6_K (Q6_Kx8, K % 2048 == 0) where q6_kx8 (BatchMmChoices::i8_q6x8).
 bool batch_mm_i8_serves(quant::Type type, bool regrouped, int64_t T, bool q6_kx8 = false);
 
 // A residual Add and the RMSNorm after it around i8 products (the executor's norm_images), so that the norm runs no

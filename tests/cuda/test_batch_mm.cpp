@@ -317,10 +317,9 @@ TEST(BatchMm, WgmmaKernelRangeAndScratch) {
     if (!served) continue;
     // Read as float (the executor then keeps the scratch's half x for the next launch) from the routing bound on:
     // the general one for a small matrix, the large one's for a large matrix, never when both are off.
-    // With the i8 kernel taking up to 16 tokens (i8_max_tokens), it reads float x there too.
-    auto route = [](int64_t min_tokens, int64_t large_min_tokens, int64_t i8_max_tokens = 4) {
+    auto route = [](int64_t min_tokens, int64_t large_min_tokens) {
       cuda::BatchMmChoices c;
-      c.wgmma = {min_tokens, large_min_tokens}, c.i8_max_tokens = i8_max_tokens, c.i8_q6x8 = true;
+      c.wgmma = {min_tokens, large_min_tokens};
       return c;
     };
     for (const bool x8 : {false, true}) {
@@ -331,7 +330,6 @@ TEST(BatchMm, WgmmaKernelRangeAndScratch) {
       EXPECT_EQ(cuda::batch_mm_reads_float_x(type, x8, 4096, 6144, T, route(40, 24)), T >= 40) << T;
       EXPECT_EQ(cuda::batch_mm_takes_wgmma(type, x8, 4096, 6144, T, {40, 24}), T >= 40) << T;
       EXPECT_FALSE(cuda::batch_mm_reads_float_x(type, x8, 4096, 28672, T, route(65, 65))) << T;
-      EXPECT_EQ(cuda::batch_mm_reads_float_x(type, x8, 4096, 6144, T, route(65, 65, 16)), T <= 16) << T;
     }
     for (int64_t K : {2048, 14336})
       EXPECT_GE(cuda::batch_mm_scratch(K, 14336, T), cuda::batch_mm_wgmma_scratch(K, T)) << "K = " << K;

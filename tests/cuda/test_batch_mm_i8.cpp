@@ -1,7 +1,7 @@
 // The s8 small-batch kernel (cuda/kernels/batch_mm_i8.cuh), reached through launch_batch_mm with BatchMmChoices::i8,
 // against the CPU reference (graph::ref::dot on the reference dequantizer's rows, in double), for Q4_K and for
-// regrouped Q6_K (i8_q6x8): token counts of one, two and four groups of 4 (2..16, i8_max_tokens; a last group
-// partly zero), rows that leave a partial tile, K of one block to the 8B's down projection (more warps than blocks),
+// regrouped Q6_K (i8_q6x8): token counts of one group of 4 and (Q4_K) two (2..8; a last group partly zero), rows
+// that leave a partial tile, K of one block to the 8B's down projection (more warps than blocks),
 // a bias, the SwiGLU / GeGLU epilogue, stacks of two and three matrices, one and two tiles a block (i8_tiles); each
 // token's outputs the same bits whatever the other tokens (T) and its group, and nothing written past T's columns.
 #include <cmath>
@@ -32,12 +32,10 @@ std::vector<double> i8_tolerance(const std::vector<uint8_t>& w, const std::vecto
   return atol;
 }
 
-// tiles: BatchMmChoices::i8_tiles, tiles of 16 rows a block; q6x8: regrouped Q6_K on the kernel too; up to 16
-// tokens (i8_max_tokens).
+// tiles: BatchMmChoices::i8_tiles, tiles of 16 rows a block; q6x8: regrouped Q6_K on the kernel too.
 cuda::BatchMmChoices i8_choices(int tiles = 1, bool q6x8 = false) {
   cuda::BatchMmChoices c;
   c.i8 = true;
-  c.i8_max_tokens = cuda::kBatchMmI8MaxTokens;
   c.i8_tiles = tiles;
   c.i8_q6x8 = q6x8;
   return c;
@@ -58,10 +56,12 @@ TEST(BatchMmI8, MatchesReference) {
   cuda::DeviceBuffer counters(cuda::kBatchMmCounterBytes);
   CUDA_CHECK(cudaMemset(counters.get(), 0, cuda::kBatchMmCounterBytes));
   EXPECT_FALSE(cuda::batch_mm_takes_i8(Type::Q6_K, true, 4096, 1000, 4, i8_choices()));  // only where asked
+  EXPECT_FALSE(cuda::batch_mm_takes_i8(Type::Q6_K, true, 4096, 1000, 5, i8_choices(1, true)));  // one group
   for (const bool regrouped : {false, true})
     for (int64_t K : regrouped ? std::vector<int64_t>{2048, 4096, 14336} : std::vector<int64_t>{256, 2304, 4096, 14336})
       for (int64_t N : {77, 1000})
-        for (int64_t T : {2, 3, 4, 5, 8, 11, 16}) {
+        for (int64_t T : {2, 3, 4, 5, 7, 8}) {
+          if (regrouped && T > cuda::kBatchMmI8Q6x8MaxTokens) continue;
           const Type type = regrouped ? Type::Q6_K : Type::Q4_K;
           const cuda::BatchMmChoices c = i8_choices(1, regrouped);
           ASSERT_TRUE(cuda::batch_mm_takes_i8(type, regrouped, K, N, T, c));
@@ -119,7 +119,7 @@ TEST(BatchMmI8, FormsTheSwiGluOfItsX) {
   cuda::DeviceBuffer counters(cuda::kBatchMmCounterBytes);
   CUDA_CHECK(cudaMemset(counters.get(), 0, cuda::kBatchMmCounterBytes));
   for (int64_t K : {256, 14336})
-    for (int64_t T : {3, 4, 7, 16}) {
+    for (int64_t T : {3, 4, 7, 8}) {
       const int64_t N = 333;
       ASSERT_TRUE(cuda::batch_mm_forms_glu_x(Type::Q4_K, false, K, N, T, i8_choices()));
       const auto w = random_weights(rng, Type::Q4_K, K, N);
@@ -162,7 +162,7 @@ TEST(BatchMmI8, NormLinkMatchesReference) {
   const float eps = 1e-5f;
   ASSERT_TRUE(cuda::batch_mm_i8_norm_fits(K));
   for (const auto& [T, tiles_per_block] :
-       {std::pair<int64_t, int>{3, 1}, {4, 1}, {3, 2}, {4, 2}, {6, 1}, {16, 1}, {10, 1}}) {
+       {std::pair<int64_t, int>{3, 1}, {4, 1}, {3, 2}, {4, 2}, {6, 1}, {8, 1}}) {
     const std::string what =
         "i8 norm link T=" + std::to_string(T) + ", tiles a block " + std::to_string(tiles_per_block);
     // Producer: y = W1 x1 + residual, [K, T].
@@ -227,7 +227,9 @@ TEST(BatchMmI8, NormLinkMatchesReference) {
                         cuda::batch_mm_scratch(256, 64, 8)};
   p.tile_counters = counters.as<uint32_t>();
   const cuda::I8NormLink none;
-  EXPECT_THROW(cuda::launch_batch_mm(p, nullptr, {}, nullptr, i8_choices(), &none), cuda::InvalidArgument);
+  cuda::BatchMmChoices four = i8_choices();
+  four.i8_max_tokens = 4;  // 8 tokens on the fragment kernel
+  EXPECT_THROW(cuda::launch_batch_mm(p, nullptr, {}, nullptr, four, &none), cuda::InvalidArgument);
 }
 
 TEST(BatchMmI8, StackedMatricesMatchReference) {
@@ -239,7 +241,8 @@ TEST(BatchMmI8, StackedMatricesMatchReference) {
   for (const bool regrouped : {false, true})
     for (const int n_mats : {2, 3})
       for (const auto& [T, tiles_per_block] :
-           {std::pair<int64_t, int>{3, 1}, {4, 1}, {3, 2}, {4, 2}, {7, 1}, {14, 1}}) {
+           {std::pair<int64_t, int>{3, 1}, {4, 1}, {3, 2}, {4, 2}, {7, 1}, {8, 1}}) {
+        if (regrouped && T > cuda::kBatchMmI8Q6x8MaxTokens) continue;
         const Type type = regrouped ? Type::Q6_K : Type::Q4_K;
         const int64_t Ns[3] = {96, 64, 77};
         const auto x = random_floats(rng, K * T);
@@ -278,9 +281,10 @@ TEST(BatchMmI8, AnyGridMatchesReference) {
   for (const bool regrouped : {false, true})
     for (int64_t K : regrouped ? std::vector<int64_t>{4096, 14336} : std::vector<int64_t>{2304, 14336})
       for (const auto& [warps_per_sm, tiles_per_block, T] :
-           {std::tuple{1, 1, 4}, {4, 1, 4}, {16, 1, 4}, {1, 2, 4}, {4, 2, 4}, {16, 2, 4}, {1, 1, 13}, {16, 1, 13}}) {
-        // 256 tiles: 1, 4 and 8 warps a tile; two tiles a block: 63 tiles, the last block's second past N; 13
-        // tokens: four groups, the last partly zero.
+           {std::tuple{1, 1, 4}, {4, 1, 4}, {16, 1, 4}, {1, 2, 4}, {4, 2, 4}, {16, 2, 4}, {1, 1, 7}, {16, 1, 7}}) {
+        // 256 tiles: 1, 4 and 8 warps a tile; two tiles a block: 63 tiles, the last block's second past N; 7 tokens
+        // (Q4_K): two groups, the last partly zero.
+        if (regrouped && T > cuda::kBatchMmI8Q6x8MaxTokens) continue;
         const Type type = regrouped ? Type::Q6_K : Type::Q4_K;
         const int64_t N = tiles_per_block == 1 ? 4096 : 1000;
         const auto w = random_weights(rng, type, K, N);
@@ -330,33 +334,35 @@ TEST(BatchMmI8, WarpsPerSmFromEnvironment) {
   ::unsetenv(tiles);
   const char* max_tokens = "LLM_CUDA_I8_MAX_TOKENS";
   ::unsetenv(max_tokens);
+  EXPECT_EQ(cuda::ExecutorOptions::from_env().batch_mm.i8_max_tokens, 8);
+  ::setenv(max_tokens, "4", 1);
   EXPECT_EQ(cuda::ExecutorOptions::from_env().batch_mm.i8_max_tokens, 4);
-  ::setenv(max_tokens, "16", 1);
-  EXPECT_EQ(cuda::ExecutorOptions::from_env().batch_mm.i8_max_tokens, 16);
-  ::setenv(max_tokens, "17", 1);
+  ::setenv(max_tokens, "9", 1);
   EXPECT_THROW(cuda::ExecutorOptions::from_env(), cuda::InvalidArgument);
   ::unsetenv(max_tokens);
 }
 
-// Q4_K of 2..16 tokens (regrouped Q6_K where asked); the executor's choices send it 2..4 unless i8_max_tokens says
-// more; the scratch holds the image at every T it takes.
-TEST(BatchMmI8, ServesQ4KOfTwoToSixteenTokens) {
+// Q4_K of 2..8 tokens, regrouped Q6_K of 2..4 where asked (both by default, BatchMmChoices); i8_max_tokens
+// bounds the Q4_K ones; the scratch holds the image at every T it takes.
+TEST(BatchMmI8, ServesQ4KOfTwoToEightTokens) {
   EXPECT_TRUE(cuda::batch_mm_i8_serves(Type::Q4_K, false, 2));
   EXPECT_TRUE(cuda::batch_mm_i8_serves(Type::Q4_K, false, 4));
-  EXPECT_TRUE(cuda::batch_mm_i8_serves(Type::Q4_K, false, 16));
+  EXPECT_TRUE(cuda::batch_mm_i8_serves(Type::Q4_K, false, 8));
   EXPECT_FALSE(cuda::batch_mm_i8_serves(Type::Q4_K, false, 1));
-  EXPECT_FALSE(cuda::batch_mm_i8_serves(Type::Q4_K, false, 17));
+  EXPECT_FALSE(cuda::batch_mm_i8_serves(Type::Q4_K, false, 9));
   EXPECT_FALSE(cuda::batch_mm_i8_serves(Type::Q6_K, false, 4));
   EXPECT_FALSE(cuda::batch_mm_i8_serves(Type::Q6_K, true, 4));
-  EXPECT_TRUE(cuda::batch_mm_i8_serves(Type::Q6_K, true, 4, true));  // regrouped Q6_K where the lab switch asks
+  EXPECT_TRUE(cuda::batch_mm_i8_serves(Type::Q6_K, true, 4, true));  // regrouped Q6_K where the choices ask
   EXPECT_FALSE(cuda::batch_mm_i8_serves(Type::Q6_K, false, 4, true));
-  EXPECT_TRUE(cuda::batch_mm_i8_serves(Type::Q6_K, true, 16, true));
-  EXPECT_FALSE(cuda::batch_mm_i8_serves(Type::Q6_K, true, 17, true));
+  EXPECT_FALSE(cuda::batch_mm_i8_serves(Type::Q6_K, true, 5, true));
   cuda::BatchMmChoices c;
-  EXPECT_TRUE(cuda::batch_mm_takes_i8(Type::Q4_K, false, 4096, 4096, 4, c));
+  EXPECT_TRUE(cuda::batch_mm_takes_i8(Type::Q4_K, false, 4096, 4096, 8, c));
+  EXPECT_TRUE(cuda::batch_mm_takes_i8(Type::Q6_K, true, 4096, 4096, 4, c));
+  EXPECT_FALSE(cuda::batch_mm_takes_i8(Type::Q6_K, true, 4096, 4096, 5, c));
+  c.i8_max_tokens = 4;
   EXPECT_FALSE(cuda::batch_mm_takes_i8(Type::Q4_K, false, 4096, 4096, 5, c));
-  c.i8_max_tokens = 16;
-  EXPECT_TRUE(cuda::batch_mm_takes_i8(Type::Q4_K, false, 4096, 4096, 16, c));
+  c.i8_q6x8 = false;
+  EXPECT_FALSE(cuda::batch_mm_takes_i8(Type::Q6_K, true, 4096, 4096, 4, c));
   for (int64_t T = 2; T <= cuda::kBatchMmI8MaxTokens; ++T)
     EXPECT_GE(cuda::batch_mm_scratch(14336, 4096, T), cuda::batch_mm_i8_scratch(14336) + 14336 * T * 2) << T;
 }
