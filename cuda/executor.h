@@ -95,7 +95,7 @@ struct ExecutorOptions {
   // LLM_CUDA_BATCH_MM_WIDE=0: Q4_K products of 9..48 tokens on batch_mm.cu's fragment kernel instead of
   // batch_mm_wide.cuh's (W unpacked in registers). LLM_CUDA_BATCH_MM_WGMMA_MIN and _WGMMA_LARGE_MIN=0..65: which Q4_K
   // and Q6_Kx8 products run on batch_mm_wgmma.cuh's kernel (warpgroup tensor cores, 9 tokens and more; WgmmaRoute;
-  // 65 for both: none). LLM_CUDA_BATCH_MM_PDL=0: plain launches instead of programmatic ones.
+  // 65 for both: none); LLM_CUDA_BATCH_MM_WGMMA_Q6_LARGE_MIN=9..65: the large Q6_Kx8 ones' own bound (lab). LLM_CUDA_BATCH_MM_PDL=0: plain launches instead of programmatic ones.
   // LLM_CUDA_BATCH_MM_I8=0: Q4_K products of 2..4 tokens on batch_mm.cu's fragment kernel instead of
   // batch_mm_i8.cuh's (s8 tensor cores; Q4_K at 2 tokens takes matvec_cols.cuh's kernel before either).
   // LLM_CUDA_I8_WARPS_PER_SM=1..64 (default 8): the i8 kernel's grid (BatchMmChoices::i8_warps_per_sm).

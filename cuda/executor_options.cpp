@@ -53,6 +53,8 @@ ExecutorOptions ExecutorOptions::from_env() {
       read_count("LLM_CUDA_BATCH_MM_WGMMA_MIN", o.batch_mm.wgmma.min_tokens, kBatchMmMaxTokens + 1);
   o.batch_mm.wgmma.large_min_tokens =
       read_count("LLM_CUDA_BATCH_MM_WGMMA_LARGE_MIN", o.batch_mm.wgmma.large_min_tokens, kBatchMmMaxTokens + 1);
+  o.batch_mm.wgmma.q6x8_large_min_tokens = read_count("LLM_CUDA_BATCH_MM_WGMMA_Q6_LARGE_MIN",
+                                                      o.batch_mm.wgmma.q6x8_large_min_tokens, kBatchMmMaxTokens + 1);
   o.batch_mm.programmatic = read_flag("LLM_CUDA_BATCH_MM_PDL", o.batch_mm.programmatic);
   o.batch_mm.i8 = read_flag("LLM_CUDA_BATCH_MM_I8", o.batch_mm.i8);
   o.batch_mm.i8_warps_per_sm = int(read_count("LLM_CUDA_I8_WARPS_PER_SM", o.batch_mm.i8_warps_per_sm, 64));

@@ -33,6 +33,10 @@ inline constexpr int64_t kBatchMmWgmmaLargeWeights = int64_t(32) << 20;
 struct WgmmaRoute {
   int64_t min_tokens = kBatchMmWgmmaMinTokens;
   int64_t large_min_tokens = kBatchMmWgmmaLargeMinTokens;
+  // A large regrouped Q6_K launch's own bound (0: large_min_tokens). Lab: at 16 tokens the kernel lab (H100) had
+  // Q6_Kx8 at the 8B's down shape 45 us on wgmma against 48-49 on the fragment kernel that takes it now, and 76
+  // against 86 at 4096 x 28672; not yet measured in the model.
+  int64_t q6x8_large_min_tokens = 0;
 };
 
 // A launch deals its tiles' slices to its blocks in equal runs (stream-K); a tile two blocks share is counted in one

@@ -330,6 +330,11 @@ TEST(BatchMm, WgmmaKernelRangeAndScratch) {
       EXPECT_EQ(cuda::batch_mm_reads_float_x(type, x8, 4096, 6144, T, route(40, 24)), T >= 40) << T;
       EXPECT_EQ(cuda::batch_mm_takes_wgmma(type, x8, 4096, 6144, T, {40, 24}), T >= 40) << T;
       EXPECT_FALSE(cuda::batch_mm_reads_float_x(type, x8, 4096, 28672, T, route(65, 65))) << T;
+      // The large Q6_Kx8 launches' own bound; Q4_K keeps large_min_tokens, a small Q6_Kx8 launch min_tokens.
+      const cuda::WgmmaRoute q6_from_9{cuda::kBatchMmWgmmaMinTokens, cuda::kBatchMmWgmmaLargeMinTokens, 9};
+      EXPECT_EQ(cuda::batch_mm_takes_wgmma(type, x8, 14336, 4096, T, q6_from_9),
+                T >= (x8 ? 9 : cuda::kBatchMmWgmmaLargeMinTokens)) << T;
+      EXPECT_EQ(cuda::batch_mm_takes_wgmma(type, x8, 4096, 4096, T, q6_from_9), T >= cuda::kBatchMmWgmmaMinTokens) << T;
     }
     for (int64_t K : {2048, 14336})
       EXPECT_GE(cuda::batch_mm_scratch(K, 14336, T), cuda::batch_mm_wgmma_scratch(K, T)) << "K = " << K;
