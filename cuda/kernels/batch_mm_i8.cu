@@ -215,40 +215,63 @@ __device__ __forceinline__ float byte_float(uint32_t w, int j) {
   }
 }
 
-// One super-block's products for the lane's rows (g, g + 8) and token q, added into acc.
-__device__ __forceinline__ void sb_products(const SbRegs& w, const XRegs& x, float (&acc)[2]) {
+// A super-block's headers as a lane's two rows use them: the packed scales and mins of sub-blocks 0..3 and 4..7,
+// and d, dmin.
+struct SbHeader {
   q4k_lane::PackedScales ps[2][2];  // [row][sub-blocks 0..3, 4..7]
   float d[2], dmin[2];
+};
+__device__ __forceinline__ SbHeader sb_header(const SbRegs& w) {
+  SbHeader h;
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
-    ps[r][0] = q4k_lane::packed_scales(w.h[r], false), ps[r][1] = q4k_lane::packed_scales(w.h[r], true);
-    d[r] = mv::h2f(w.h[r].x & 0xffffu), dmin[r] = mv::h2f(w.h[r].x >> 16);
+    h.ps[r][0] = q4k_lane::packed_scales(w.h[r], false), h.ps[r][1] = q4k_lane::packed_scales(w.h[r], true);
+    h.d[r] = mv::h2f(w.h[r].x & 0xffffu), h.dmin[r] = mv::h2f(w.h[r].x >> 16);
   }
+  return h;
+}
+
+// Qs group i's codes as the A registers of its two sub-blocks: lo (sub-block 2 i) and hi (2 i + 1).
+__device__ __forceinline__ void group_codes(const SbRegs& w, int i, uint32_t (&lo)[4], uint32_t (&hi)[4]) {
+  const uint2* c0 = &w.c[0][i];
+  const uint2* c1 = &w.c[1][i];
+  lo[0] = c0->x & kNibbles, lo[1] = c1->x & kNibbles, lo[2] = c0->y & kNibbles, lo[3] = c1->y & kNibbles;
+  hi[0] = (c0->x >> 4) & kNibbles, hi[1] = (c1->x >> 4) & kNibbles, hi[2] = (c0->y >> 4) & kNibbles,
+  hi[3] = (c1->y >> 4) & kNibbles;
+}
+
+// Sub-block s's product c (token q's high and low sums of rows g, g + 8) into A and its min term into M: the
+// integer sums times the scale, one conversion, one fma with the run's step; the min with the run's exact sum.
+__device__ __forceinline__ void add_sub_block(const SbHeader& h, int s, const int (&c)[4], float xstep, float xsum,
+                                              float (&A)[2], float (&M)[2]) {
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const q4k_lane::PackedScales& p = h.ps[r][s >> 2];
+    const int scale = int(__byte_perm(p.sc, 0, 0x4440 + (s & 3)));
+    A[r] = fmaf(float((c[2 * r] * 256 + c[2 * r + 1]) * scale), xstep, A[r]);
+    M[r] = fmaf(byte_float(p.mn, s & 3), xsum, M[r]);
+  }
+}
+
+// One super-block's products for the lane's rows (g, g + 8) and token q, added into acc.
+__device__ __forceinline__ void sb_products(const SbRegs& w, const XRegs& x, float (&acc)[2]) {
+  const SbHeader h = sb_header(w);
   float A[2] = {0.0f, 0.0f}, M[2] = {0.0f, 0.0f};
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
-    const uint32_t lo[4] = {w.c[0][i].x & kNibbles, w.c[1][i].x & kNibbles, w.c[0][i].y & kNibbles,
-                            w.c[1][i].y & kNibbles};
-    const uint32_t hi[4] = {(w.c[0][i].x >> 4) & kNibbles, (w.c[1][i].x >> 4) & kNibbles,
-                            (w.c[0][i].y >> 4) & kNibbles, (w.c[1][i].y >> 4) & kNibbles};
+    uint32_t lo[4], hi[4];
+    group_codes(w, i, lo, hi);
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       const int s = 2 * i + half;  // the sub-block
       int c[4];
       if (half == 0) mma_s8(c, lo, x.b[i].x, x.b[i].y);
       else mma_s8(c, hi, x.b[i].z, x.b[i].w);
-      const float xs = component(x.step[s >> 2], s & 3), xS = component(x.sum[s >> 2], s & 3);
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        const q4k_lane::PackedScales& p = ps[r][s >> 2];
-        const int scale = int(__byte_perm(p.sc, 0, 0x4440 + (s & 3)));
-        A[r] = fmaf(float((c[2 * r] * 256 + c[2 * r + 1]) * scale), xs, A[r]);
-        M[r] = fmaf(byte_float(p.mn, s & 3), xS, M[r]);
-      }
+      add_sub_block(h, s, c, component(x.step[s >> 2], s & 3), component(x.sum[s >> 2], s & 3), A, M);
     }
   }
 #pragma unroll
-  for (int r = 0; r < 2; ++r) acc[r] = fmaf(d[r], A[r], fmaf(-dmin[r], M[r], acc[r]));
+  for (int r = 0; r < 2; ++r) acc[r] = fmaf(h.d[r], A[r], fmaf(-h.dmin[r], M[r], acc[r]));
 }
 
 // The same for G groups of 4 tokens (acc[gi]: group gi's token q): the scales unpacked and the codes masked once for
@@ -257,47 +280,29 @@ __device__ __forceinline__ void sb_products(const SbRegs& w, const XRegs& x, flo
 template <int G>
 __device__ __forceinline__ void sb_products_groups(const SbRegs& w, const XSource& xs, int sb, int lane,
                                                    float (&acc)[G][2]) {
-  q4k_lane::PackedScales ps[2][2];
-  float d[2], dmin[2];
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    ps[r][0] = q4k_lane::packed_scales(w.h[r], false), ps[r][1] = q4k_lane::packed_scales(w.h[r], true);
-    d[r] = mv::h2f(w.h[r].x & 0xffffu), dmin[r] = mv::h2f(w.h[r].x >> 16);
-  }
+  const SbHeader h = sb_header(w);
   float A[G][2] = {}, M[G][2] = {};
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
-    const uint32_t lo[4] = {w.c[0][i].x & kNibbles, w.c[1][i].x & kNibbles, w.c[0][i].y & kNibbles,
-                            w.c[1][i].y & kNibbles};
-    const uint32_t hi[4] = {(w.c[0][i].x >> 4) & kNibbles, (w.c[1][i].x >> 4) & kNibbles,
-                            (w.c[0][i].y >> 4) & kNibbles, (w.c[1][i].y >> 4) & kNibbles};
+    uint32_t lo[4], hi[4];
+    group_codes(w, i, lo, hi);
 #pragma unroll
     for (int gi = 0; gi < G; ++gi) {
       const uint4 b = xs.b<G>(sb * 4 + i, gi, lane);
       const size_t at = xs.run(gi, lane, sb * 8 + 2 * i);
       const float2 st = *reinterpret_cast<const float2*>(xs.steps + at);
       const float2 su = *reinterpret_cast<const float2*>(xs.sums + at);
-#pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        const int s = 2 * i + half;
-        int c[4];
-        if (half == 0) mma_s8(c, lo, b.x, b.y);
-        else mma_s8(c, hi, b.z, b.w);
-        const float xstep = half ? st.y : st.x, xS = half ? su.y : su.x;
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-          const q4k_lane::PackedScales& p = ps[r][s >> 2];
-          const int scale = int(__byte_perm(p.sc, 0, 0x4440 + (s & 3)));
-          A[gi][r] = fmaf(float((c[2 * r] * 256 + c[2 * r + 1]) * scale), xstep, A[gi][r]);
-          M[gi][r] = fmaf(byte_float(p.mn, s & 3), xS, M[gi][r]);
-        }
-      }
+      int c[4];
+      mma_s8(c, lo, b.x, b.y);
+      add_sub_block(h, 2 * i, c, st.x, su.x, A[gi], M[gi]);
+      mma_s8(c, hi, b.z, b.w);
+      add_sub_block(h, 2 * i + 1, c, st.y, su.y, A[gi], M[gi]);
     }
   }
 #pragma unroll
   for (int gi = 0; gi < G; ++gi)
 #pragma unroll
-    for (int r = 0; r < 2; ++r) acc[gi][r] = fmaf(d[r], A[gi][r], fmaf(-dmin[r], M[gi][r], acc[gi][r]));
+    for (int r = 0; r < 2; ++r) acc[gi][r] = fmaf(h.d[r], A[gi][r], fmaf(-h.dmin[r], M[gi][r], acc[gi][r]));
 }
 
 // What the kernel needs of a weight format: a lane's registers for one 256-element block of its two rows, their
