@@ -95,8 +95,9 @@ struct ExecutorOptions {
   // LLM_CUDA_BATCH_MM_WIDE=0: Q4_K products of 9..48 tokens on batch_mm.cu's fragment kernel instead of
   // batch_mm_wide.cuh's (W unpacked in registers). LLM_CUDA_BATCH_MM_WGMMA_MIN and _WGMMA_LARGE_MIN=0..65: which Q4_K
   // and Q6_Kx8 products run on batch_mm_wgmma.cuh's kernel (warpgroup tensor cores, 9 tokens and more; WgmmaRoute;
-  // 65 for both: none); LLM_CUDA_BATCH_MM_WGMMA_Q6_LARGE_MIN=9..65: the large Q6_Kx8 ones' own bound (lab). LLM_CUDA_BATCH_MM_PDL=0: plain launches instead of programmatic ones.
-  // LLM_CUDA_BATCH_MM_I8=0: Q4_K products of 2..4 tokens on batch_mm.cu's fragment kernel instead of
+  // 65 for both: none); LLM_CUDA_BATCH_MM_WGMMA_Q6_LARGE_MIN=9..65: the large Q6_Kx8 ones' own bound (lab).
+  // LLM_CUDA_BATCH_MM_PDL=0: plain launches instead of programmatic ones.
+  // LLM_CUDA_BATCH_MM_I8=0: Q4_K products of 2..8 tokens on batch_mm.cu's fragment kernel instead of
   // batch_mm_i8.cuh's (s8 tensor cores; Q4_K at 2 tokens takes matvec_cols.cuh's kernel before either).
   // LLM_CUDA_I8_WARPS_PER_SM=1..64 (default 8): the i8 kernel's grid (BatchMmChoices::i8_warps_per_sm).
   // LLM_CUDA_I8_Q6X8=0: regrouped Q6_K products of 2..4 tokens on the fragment kernel instead of the i8 kernel
@@ -117,11 +118,11 @@ struct ExecutorOptions {
   // (fold_glu_into_image), instead of an element-wise launch for the SwiGLU (8B Q4_K_M, B = 32 / 64: +0.9 / +0.5%,
   // same bits; H200, session 40). LLM_CUDA_GLU_IMAGES=0 for A/B runs.
   bool glu_images = true;
-  // The same on the i8 kernel's image (batch_mm_i8.cuh: Q4_K down projections of 3..4 tokens; the Q6_K ones keep
-  // the element-wise launch): 8B Q4_K_M on an H100, B = 3 / 4 +0.5 / +0.2%, same bits (session 55).
+  // The same on the i8 kernel's image (batch_mm_i8.cuh: Q4_K down projections of 3..8 tokens, regrouped Q6_K ones of
+  // 3..4; the others keep the element-wise launch): 8B Q4_K_M on an H100, B = 3 / 4 +0.5 / +0.2%, same bits (session 55).
   // LLM_CUDA_GLU_IMAGES_I8=0 for A/B runs.
   bool glu_images_i8 = true;
-  // An add + RMSNorm of 3..4 tokens whose readers are all i8 products and whose Add's product operand is one too
+  // An add + RMSNorm of 3..8 tokens whose readers are all i8 products and whose Add's product operand is one too
   // (fold_norm_into_images): that product adds the residual and writes its tiles' sums of squares, the readers'
   // image launches normalise, and the norm runs no launch (I8NormLink): 8B Q4_K_M on an H100, B = 3 / 4 +2.3-2.8% /
   // +2.5-3.0% (session 55). LLM_CUDA_NORM_IMAGES=0 for A/B runs.

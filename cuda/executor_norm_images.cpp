@@ -1,4 +1,4 @@
-// An add + RMSNorm between i8 products, without a launch of its own (ExecutorOptions::norm_images). At 3..4 tokens a
+// An add + RMSNorm between i8 products, without a launch of its own (ExecutorOptions::norm_images). At 3..8 tokens a
 // layer's two add + norm launches (fold_add_norm) cost ~4.5 us each of a 4-sequence step's chain, for a few KB of
 // work: one block a token, then the dependency on the next launch (docs/kernel-notes.md, session 55). Where the
 // Add's product operand and every reader of the norm are i8 launches (batch_mm_i8.cuh), the product adds the

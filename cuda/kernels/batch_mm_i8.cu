@@ -1,4 +1,4 @@
-// Q4_K products of 2..4 tokens on s8 tensor cores (batch_mm_i8.cuh).
+// Q4_K products of 2..8 tokens (regrouped Q6_K of 2..4) on s8 tensor cores (batch_mm_i8.cuh).
 //
 // Fragments (PTX ISA, mma.m16n8k32 with 8-bit operands; lane = 4 g + q). A's registers 0 and 2 hold row g at k
 // positions 4 q .. 4 q + 3 and 16 + 4 q .. 16 + 4 q + 3, registers 1 and 3 row g + 8; B's register 0 holds column g

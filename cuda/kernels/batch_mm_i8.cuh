@@ -1,4 +1,4 @@
-// Q4_K products of 2..4 tokens on integer tensor cores (mma.sync m16n8k32 on s8), for launch_batch_mm; regrouped
+// Q4_K products of 2..8 tokens on integer tensor cores (mma.sync m16n8k32 on s8), for launch_batch_mm; regrouped
 // Q6_K too where asked (q6kx8_i8_lane.cuh).
 //
 // Why. At <= 8 tokens the half-fragment kernel (batch_mm.cu) spends ~6.4 instructions a weight turning every code
