@@ -2,6 +2,7 @@
 # lines and $out:
 #   gpu_tests [VAR=VALUE...]        the carried test binaries' KERNEL_TESTS and SESSION_TESTS filters (each skipped
 #                                   when unset) with those variables set; logs in $out, a result line each in `table`
+#                                   (also printed at once on stderr)
 #   model_outputs MODEL TAG RUN...  RUN... (a command prefix that runs llm-run) writes the logits of a long and of a
 #                                   two-token prompt, a greedy generation and a greedy generation after the long
 #                                   prompt (decode at ~500 positions) of MODEL to
@@ -15,7 +16,10 @@ gpu_tests() {
     [ "$bin" = cuda_kernels_test ] && filter=${KERNEL_TESTS:-} log=kernels
     [ -n "$filter" ] || continue
     timeout 240 env "$@" "/tmp/bin/$bin" --gtest_color=no --gtest_filter="$filter" >"$out/$log.log" 2>&1
-    table+=("${log%s} tests rc=$? $(grep -E '^\[  PASSED|^\[  FAILED  \]' "$out/$log.log" | tr '\n' ' ')")
+    # The counts and the failed tests' names (sort -u: gtest lists them twice), so that the line says it all when
+    # the log does not come back.
+    table+=("${log%s} tests rc=$? $(grep -E '^\[  PASSED|^\[  FAILED  \]' "$out/$log.log" | sort -u | tr '\n' ' ')")
+    echo "${table[-1]}" >&2
   done
 }
 
