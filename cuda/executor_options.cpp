@@ -6,7 +6,6 @@
 
 #include "cuda/check.h"
 #include "cuda/executor.h"
-#include "cuda/kernels/batch_mm_i8.cuh"
 
 namespace cuda {
 

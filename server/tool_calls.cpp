@@ -224,28 +224,21 @@ std::optional<std::string> python_literal_at(std::string_view s, size_t& i) {
       return std::string(json);
     }
   }
-  // A JSON number is a Python number too; Python's others (1_000, .5, 0x10) are not taken.
+  // A JSON number is a Python number too; Python's others (1_000, .5, 0x10) are not taken. The run of characters a
+  // number may hold goes to the JSON parser whole: whatever follows a number in a call is a space, ',' or ')'.
   size_t k = i;
-  if (k < s.size() && s[k] == '-') ++k;
-  const size_t digits = k;
-  while (k < s.size() && s[k] >= '0' && s[k] <= '9') ++k;
-  if (k == digits) return std::nullopt;
-  if (k < s.size() && s[k] == '.') {
-    const size_t frac = ++k;
-    while (k < s.size() && s[k] >= '0' && s[k] <= '9') ++k;
-    if (k == frac) return std::nullopt;
-  }
-  if (k < s.size() && (s[k] == 'e' || s[k] == 'E')) {
+  while (k < s.size() && ((s[k] >= '0' && s[k] <= '9') || s[k] == '-' || s[k] == '+' || s[k] == '.' || s[k] == 'e' ||
+                          s[k] == 'E'))
     ++k;
-    if (k < s.size() && (s[k] == '+' || s[k] == '-')) ++k;
-    const size_t exp = k;
-    while (k < s.size() && s[k] >= '0' && s[k] <= '9') ++k;
-    if (k == exp) return std::nullopt;
+  if (k == i) return std::nullopt;
+  const std::string_view number = s.substr(i, k - i);
+  try {
+    if (!chat::parse_json(number).is_number()) return std::nullopt;
+  } catch (const chat::JsonError&) {
+    return std::nullopt;
   }
-  if (s[digits] == '0' && k > digits + 1 && s[digits + 1] >= '0' && s[digits + 1] <= '9') return std::nullopt;
-  const std::string number(s.substr(i, k - i));
   i = k;
-  return number;
+  return std::string(number);
 }
 
 // Llama 3.1's built-in tools: NAME.call(KEY=VALUE, ...) after <|python_tag|> (brave_search.call(query="..."),
