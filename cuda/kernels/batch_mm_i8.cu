@@ -416,35 +416,26 @@ __global__ void __launch_bounds__(kMaxWarps * 32) i8_product_kernel(BatchMmParam
   const uint4* codes = reinterpret_cast<const uint4*>(image);
   const float* steps = reinterpret_cast<const float*>(image + codes_bytes(p.K));
   const float* sums = steps + runs_floats(p.K);
-  if constexpr (kGroups > 1) {
-    const XSource xs{codes, steps, sums, nkb};
-    const auto& row = tiles[0].row;
-    if (sb0 < sb1) W::load(w0, row, sb0, q);
-    if (sb0 + 1 < sb1) W::load(w1, row, sb0 + 1, q);
-    pdl_wait();
-    for (int sb = sb0; sb < sb1; sb += 2) {
-      W::template products<kGroups>(w0, xs, sb, lane, acc);
-      if (sb + 2 < sb1) W::load(w0, row, sb + 2, q);
-      if (sb + 1 >= sb1) break;
-      W::template products<kGroups>(w1, xs, sb + 1, lane, acc);
-      if (sb + 3 < sb1) W::load(w1, row, sb + 3, q);
-    }
-  } else if constexpr (kTiles == 1) {
+  if constexpr (kTiles == 1) {
+    // One super-block's products into acc: one group's x whole in registers, or two groups' from XSource.
+    auto multiply = [&](const typename W::Regs& w, int sb) {
+      if constexpr (kGroups > 1) {
+        W::template products<kGroups>(w, XSource{codes, steps, sums, nkb}, sb, lane, acc);
+      } else {
+        XRegs x;
+        load_x(x, codes, steps, sums, nkb, sb, lane);
+        W::products(w, x, q, acc[0]);
+      }
+    };
     const auto& row = tiles[0].row;
     if (sb0 < sb1) W::load(w0, row, sb0, q);  // weights before the wait, overlapping the image launch
     if (sb0 + 1 < sb1) W::load(w1, row, sb0 + 1, q);
     pdl_wait();
     for (int sb = sb0; sb < sb1; sb += 2) {
-      {
-        XRegs x;
-        load_x(x, codes, steps, sums, nkb, sb, lane);
-        W::products(w0, x, q, acc[0]);
-      }
+      multiply(w0, sb);
       if (sb + 2 < sb1) W::load(w0, row, sb + 2, q);
       if (sb + 1 >= sb1) break;
-      XRegs x;
-      load_x(x, codes, steps, sums, nkb, sb + 1, lane);
-      W::products(w1, x, q, acc[0]);
+      multiply(w1, sb + 1);
       if (sb + 3 < sb1) W::load(w1, row, sb + 3, q);
     }
   } else {
