@@ -648,8 +648,7 @@ void launch_for_tokens(const BatchMmParams& p, const __half* xh, const GluEpilog
 // scratch). Never one with a SwiGLU epilogue: those have at most 8 tokens, the kernel 9 and more.
 bool takes_wgmma(quant::Type type, bool regrouped, int64_t K, int64_t N, int64_t T, const WgmmaRoute& route) {
   const bool large = K * N >= kBatchMmWgmmaLargeWeights;
-  const int64_t large_min = regrouped && route.q6x8_large_min_tokens > 0 ? route.q6x8_large_min_tokens
-                                                                         : route.large_min_tokens;
+  const int64_t large_min = regrouped ? route.q6x8_large_min_tokens : route.large_min_tokens;
   return T >= (large ? ::std::min(route.min_tokens, large_min) : route.min_tokens) &&
          batch_mm_wgmma_supports(type, regrouped, T);
 }

@@ -27,16 +27,17 @@ inline constexpr int64_t kBatchMmI8Q6x8MaxTokens = 4;
 inline constexpr int64_t kBatchMmWgmmaMinTokens = 33;
 inline constexpr int64_t kBatchMmWgmmaLargeMinTokens = 17;
 inline constexpr int64_t kBatchMmWgmmaLargeWeights = int64_t(32) << 20;
+// Large regrouped Q6_K (Q6_Kx8) launches take the wgmma kernel from 9 tokens: the fragment kernel reads them at ~1 TB/s
+// at 9..16 tokens (session 59, H100: B = 12 +1.8%, B = 16 +1.5%; docs/kernel-notes.md).
+inline constexpr int64_t kBatchMmWgmmaQ6x8LargeMinTokens = 9;
 
 // Where launch_batch_mm sends a launch to the wgmma kernel: from min_tokens on, a large one from the lower of the two
 // bounds. Both above kBatchMmMaxTokens turn that path off (A/B runs: ExecutorOptions).
 struct WgmmaRoute {
   int64_t min_tokens = kBatchMmWgmmaMinTokens;
   int64_t large_min_tokens = kBatchMmWgmmaLargeMinTokens;
-  // A large regrouped Q6_K launch's own bound (0: large_min_tokens). Lab: at 16 tokens the kernel lab (H100) had
-  // Q6_Kx8 at the 8B's down shape 45 us on wgmma against 48-49 on the fragment kernel that takes it now, and 76
-  // against 86 at 4096 x 28672; not yet measured in the model.
-  int64_t q6x8_large_min_tokens = 0;
+  // A large regrouped Q6_K launch's own bound (large_min_tokens is Q4_K's).
+  int64_t q6x8_large_min_tokens = kBatchMmWgmmaQ6x8LargeMinTokens;
 };
 
 // A launch deals its tiles' slices to its blocks in equal runs (stream-K); a tile two blocks share is counted in one

@@ -238,10 +238,11 @@ void bench_batch_mm_shape(const cuda::Context& ctx, cudaStream_t s, int64_t K, i
           cuda::launch_batch_mm(p, s, {}, nullptr, choices);
         });
       };
-      constexpr cuda::WgmmaRoute kNoWgmma{cuda::kBatchMmMaxTokens + 1, cuda::kBatchMmMaxTokens + 1};
+      constexpr cuda::WgmmaRoute kNoWgmma{cuda::kBatchMmMaxTokens + 1, cuda::kBatchMmMaxTokens + 1,
+                                          cuda::kBatchMmMaxTokens + 1};
       const bool wgmma = cuda::batch_mm_wgmma_supports(t, x8, T);
       const float bm = batch(true, {});
-      const float wg = wgmma ? batch(true, {0, 0}) : 0.0f;
+      const float wg = wgmma ? batch(true, {0, 0, 0}) : 0.0f;
       const float wd = cuda::batch_mm_wide_serves(t, x8, T) ? batch(true, kNoWgmma) : 0.0f;
       const float fr = wgmma ? batch(false, kNoWgmma) : 0.0f;
       // Q6_Kx8 on the i8 kernel where LLM_CUDA_I8_Q6X8=1 asks (LLM_CUDA_I8_TILES=2: two tiles a block).

@@ -231,7 +231,7 @@ TEST(BatchMm, WgmmaKernelMatchesReference) {
           ASSERT_GE(sb, cuda::batch_mm_wgmma_scratch(K, T));
           cuda::DeviceBuffer scratch(sb);
           for (const int64_t wgmma_min : {int64_t(0), cuda::kBatchMmMaxTokens + 1}) {
-            const cuda::BatchMmChoices choices{true, {wgmma_min, wgmma_min}};
+            const cuda::BatchMmChoices choices{true, {wgmma_min, wgmma_min, wgmma_min}};
             auto dy = poisoned_f32(N * T);
             cuda::BatchMmParams p{dw.get(), c.type, dx.as<float>(), with_bias ? db.as<float>() : nullptr,
                                   dy.as<float>(), K, N, T, scratch.get(), sb};
@@ -258,7 +258,7 @@ TEST(BatchMm, WgmmaFormsTheSwiGluOfItsX) {
   for (const Case c : {Case{Type::Q4_K, false}, Case{Type::Q6_K, true}})
     for (const int64_t T : {17, 40, 64}) {
       const int64_t K = 4096, N = 333;
-      ASSERT_TRUE(cuda::batch_mm_takes_wgmma(c.type, c.regrouped, K, N, T, {0, 0}));
+      ASSERT_TRUE(cuda::batch_mm_takes_wgmma(c.type, c.regrouped, K, N, T, {0, 0, 0}));
       auto w = random_weights(rng, c.type, K, N);
       auto gate = random_floats(rng, K * T), up = random_floats(rng, K * T);
       for (float& g : gate) g *= 4.0f;  // past silu's knee both ways
@@ -272,7 +272,7 @@ TEST(BatchMm, WgmmaFormsTheSwiGluOfItsX) {
       cuda::DeviceBuffer dx(size_t(K * T) * 4);
       const size_t sb = cuda::batch_mm_scratch(K, N, T);
       cuda::DeviceBuffer scratch(sb);
-      const cuda::BatchMmChoices choices{true, {0, 0}};
+      const cuda::BatchMmChoices choices{true, {0, 0, 0}};
       const std::string what = layout_name(c) + " T=" + std::to_string(T);
       // The element-wise launch, then the product of its output.
       cuda::launch_swiglu({dg.as<float>(), du.as<float>(), dx.as<float>(), K * T}, s);
@@ -290,12 +290,15 @@ TEST(BatchMm, WgmmaFormsTheSwiGluOfItsX) {
       EXPECT_TRUE(close(what, b, ref, atol, 0.0));
       expect_counters_zero(counters);
     }
-  // Only the wgmma kernel forms it.
+  // Only the wgmma and the i8 kernels form it: 12 tokens of a small matrix take neither (the i8 kernel ends at
+  // kBatchMmI8MaxTokens, the wgmma kernel begins at 17).
+  constexpr int64_t kT = 12;
+  ASSERT_FALSE(cuda::batch_mm_forms_glu_x(Type::Q4_K, false, 256, 64, kT, {}));
   const auto w = random_weights(rng, Type::Q4_K, 256, 64);
   auto dw = upload(w);
-  cuda::DeviceBuffer dx(256 * 8 * 4), dy(64 * 8 * 4), scratch(cuda::batch_mm_scratch(256, 64, 8));
-  cuda::BatchMmParams p{dw.get(), Type::Q4_K, dx.as<float>(), nullptr, dy.as<float>(), 256, 64, 8, scratch.get(),
-                        cuda::batch_mm_scratch(256, 64, 8)};
+  cuda::DeviceBuffer dx(256 * kT * 4), dy(64 * kT * 4), scratch(cuda::batch_mm_scratch(256, 64, kT));
+  cuda::BatchMmParams p{dw.get(), Type::Q4_K, dx.as<float>(), nullptr, dy.as<float>(), 256, 64, kT, scratch.get(),
+                        cuda::batch_mm_scratch(256, 64, kT)};
   p.tile_counters = counters.as<uint32_t>(), p.x_gate = dx.as<float>();
   EXPECT_THROW(cuda::launch_batch_mm(p, s, {}, nullptr, {}), cuda::InvalidArgument);
 }
@@ -319,22 +322,24 @@ TEST(BatchMm, WgmmaKernelRangeAndScratch) {
     // the general one for a small matrix, the large one's for a large matrix, never when both are off.
     auto route = [](int64_t min_tokens, int64_t large_min_tokens) {
       cuda::BatchMmChoices c;
-      c.wgmma = {min_tokens, large_min_tokens};
+      c.wgmma = {min_tokens, large_min_tokens, large_min_tokens};
       return c;
     };
     for (const bool x8 : {false, true}) {
       const Type type = x8 ? Type::Q6_K : Type::Q4_K;
       EXPECT_EQ(cuda::batch_mm_reads_float_x(type, x8, 4096, 4096, T), T >= cuda::kBatchMmWgmmaMinTokens) << T;
-      EXPECT_EQ(cuda::batch_mm_reads_float_x(type, x8, 14336, 4096, T), T >= cuda::kBatchMmWgmmaLargeMinTokens) << T;
+      EXPECT_EQ(cuda::batch_mm_reads_float_x(type, x8, 14336, 4096, T),
+                T >= (x8 ? cuda::kBatchMmWgmmaQ6x8LargeMinTokens : cuda::kBatchMmWgmmaLargeMinTokens)) << T;
       EXPECT_EQ(cuda::batch_mm_reads_float_x(type, x8, 4096, 28672, T, route(40, 24)), T >= 24) << T;
       EXPECT_EQ(cuda::batch_mm_reads_float_x(type, x8, 4096, 6144, T, route(40, 24)), T >= 40) << T;
-      EXPECT_EQ(cuda::batch_mm_takes_wgmma(type, x8, 4096, 6144, T, {40, 24}), T >= 40) << T;
+      EXPECT_EQ(cuda::batch_mm_takes_wgmma(type, x8, 4096, 6144, T, {40, 24, 24}), T >= 40) << T;
       EXPECT_FALSE(cuda::batch_mm_reads_float_x(type, x8, 4096, 28672, T, route(65, 65))) << T;
       // The large Q6_Kx8 launches' own bound; Q4_K keeps large_min_tokens, a small Q6_Kx8 launch min_tokens.
-      const cuda::WgmmaRoute q6_from_9{cuda::kBatchMmWgmmaMinTokens, cuda::kBatchMmWgmmaLargeMinTokens, 9};
-      EXPECT_EQ(cuda::batch_mm_takes_wgmma(type, x8, 14336, 4096, T, q6_from_9),
-                T >= (x8 ? 9 : cuda::kBatchMmWgmmaLargeMinTokens)) << T;
-      EXPECT_EQ(cuda::batch_mm_takes_wgmma(type, x8, 4096, 4096, T, q6_from_9), T >= cuda::kBatchMmWgmmaMinTokens) << T;
+      const cuda::WgmmaRoute q6_from_12{cuda::kBatchMmWgmmaMinTokens, cuda::kBatchMmWgmmaLargeMinTokens, 12};
+      EXPECT_EQ(cuda::batch_mm_takes_wgmma(type, x8, 14336, 4096, T, q6_from_12),
+                T >= (x8 ? 12 : cuda::kBatchMmWgmmaLargeMinTokens)) << T;
+      EXPECT_EQ(cuda::batch_mm_takes_wgmma(type, x8, 4096, 4096, T, q6_from_12), T >= cuda::kBatchMmWgmmaMinTokens)
+          << T;
     }
     for (int64_t K : {2048, 14336})
       EXPECT_GE(cuda::batch_mm_scratch(K, 14336, T), cuda::batch_mm_wgmma_scratch(K, T)) << "K = " << K;
