@@ -155,8 +155,8 @@ __global__ void __launch_bounds__(kWarps * 32) attention_split_kernel(AttentionK
 
 __global__ void attention_combine_kernel(AttentionKernelParams p) {
   const int64_t h = blockIdx.x, t = blockIdx.y;
-  if (split_block_skips(p, h, t, 0, 1, p.hd_v)) return;
   const int64_t pos = p.positions[t];
+  if (split_block_skips(p, pos, h, t, 0, 1, p.hd_v)) return;
   const int64_t len = split_len_at(pos, p.max_splits);
   const int n_splits = int((pos + len) / len);  // the splits that hold slots: ceil((pos + 1) / len)
   const float* part = p.partial + (t * p.n_head + h) * p.max_splits * (p.hd_v + 2);

@@ -416,9 +416,12 @@ __global__ void __launch_bounds__(kThreads, kNewToken ? 2 : kMinBlocks<HD>)
   const int64_t group = blockIdx.x, t = blockIdx.y, split = blockIdx.z;
   const int64_t kvh = kNewToken ? group >> p.new_token.q_split_shift : group;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, tg = lane & 3;
-  if (kPaged && split_block_skips(p, group, t, split, G, HD)) return;
-  const int32_t* const table = kPaged ? kv_row(p.paging, t) : nullptr;  // null: slot = position
+  // The token's position, its block-table row and its prefill flag are read together: the first tile's copies wait
+  // on one round trip for them and one for the table's entry (the paged step's extra ~0.8 us a layer was these
+  // loads one after another, kernel notes session 55).
   const int64_t pos = p.positions[t];
+  const int32_t* const table = kPaged ? kv_row(p.paging, t) : nullptr;  // null: slot = position
+  if (kPaged && split_block_skips(p, pos, group, t, split, G, HD)) return;
   // The token's tiles dealt round-robin to the splits (tile k to split k % n_active), at most max_splits of them:
   // at any moment the blocks of a step stream neighbouring tiles, one front moving through the cache, instead of
   // each block its own distant stretch (kernel notes: that held a 16k-context layer at ~1.7 TB/s). A token within
@@ -521,9 +524,10 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<HD>) attention_split_tc_q
   pdl_launch_dependents();
   const int64_t kvh = blockIdx.x, t = blockIdx.y, split = blockIdx.z;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, tg = lane & 3;
-  if (kPaged && split_block_skips(p, kvh, t, split, G, HD)) return;
-  const int32_t* const table = kPaged ? kv_row(p.paging, t) : nullptr;  // null: slot = position
+  // Position, block-table row and prefill flag read together, as in the f16 kernel.
   const int64_t pos = p.positions[t];
+  const int32_t* const table = kPaged ? kv_row(p.paging, t) : nullptr;  // null: slot = position
+  if (kPaged && split_block_skips(p, pos, kvh, t, split, G, HD)) return;
   // Tiles dealt as in the f16 kernel, from the sliding window's first tile.
   const int64_t end = pos + 1, start = p.window > 0 ? max(int64_t(0), pos - p.window + 1) : 0;
   const int64_t first = start / kTile * kTile, n_tiles = (end - first + kTile - 1) / kTile;

@@ -28,12 +28,14 @@ __device__ __forceinline__ float sink_of(const AttentionKernelParams& p, int64_t
 }
 
 // Whether a split block of (KV head kvh, token t) has nothing to compute: a token a prefill tile attends
-// (AttentionKernelParams::tiled), or padding (position -1), whose output split 0 zeroes for the group's G heads of hd
-// values. The same answer in every thread of the block; call it before any barrier or counter.
-__device__ __forceinline__ bool split_block_skips(const AttentionKernelParams& p, int64_t kvh, int64_t t, int64_t split,
-                                                  int G, int64_t hd) {
+// (AttentionKernelParams::tiled), or padding (position pos = -1), whose output split 0 zeroes for the group's G heads
+// of hd values. The same answer in every thread of the block; call it before any barrier or counter. pos: the
+// token's position, loaded by the caller before this reads `tiled`, so that the two loads (and the caller's
+// block-table row) are in flight together rather than one after another.
+__device__ __forceinline__ bool split_block_skips(const AttentionKernelParams& p, int64_t pos, int64_t kvh, int64_t t,
+                                                  int64_t split, int G, int64_t hd) {
   if (p.tiled && p.tiled[t]) return true;
-  if (p.positions[t] >= 0) return false;
+  if (pos >= 0) return false;
   if (split == 0)
     for (int64_t i = threadIdx.x; i < G * hd; i += blockDim.x) p.out[(t * p.n_head + kvh * G) * hd + i] = 0.0f;
   return true;
