@@ -32,11 +32,14 @@ __device__ __forceinline__ int64_t kv_slot(const int32_t* row, int32_t shift, in
 }
 
 // The slot a writer stores token t's K/V in, or -1 for none: padding (position -1), or a slot outside the cache.
+// The row (kv_seq[t], valid for every token) is read before pos is tested, so that its load goes out with the
+// caller's load of pos instead of after it: one round trip fewer before the write.
 __device__ __forceinline__ int64_t kv_write_slot(const KvPaging& pg, int64_t t, int64_t pos, int64_t n_ctx) {
+  const int32_t* const row = kv_row(pg, t);
   if (pos < 0) return -1;
   if (!pg.block_table) return pos < n_ctx ? pos : -1;
   if (pos >= (int64_t(pg.max_blocks) << pg.block_shift)) return -1;
-  const int64_t slot = kv_slot(kv_row(pg, t), pg.block_shift, pos);
+  const int64_t slot = kv_slot(row, pg.block_shift, pos);
   return slot >= 0 && slot < n_ctx ? slot : -1;
 }
 
