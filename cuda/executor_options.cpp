@@ -48,7 +48,6 @@ ExecutorOptions ExecutorOptions::from_env() {
   o.batch_mm_min_tokens = read_count("LLM_CUDA_BATCH_MM_MIN", o.batch_mm_min_tokens, kBatchMmMaxTokens);
   o.batch_mm_max_tokens = read_count("LLM_CUDA_BATCH_MM_MAX", o.batch_mm_max_tokens, kBatchMmMaxTokens);
   o.batch_mm.wide = read_flag("LLM_CUDA_BATCH_MM_WIDE", o.batch_mm.wide);
-  o.batch_mm.wide_prefetch = int(read_count("LLM_CUDA_WIDE_PREFETCH", o.batch_mm.wide_prefetch, 16));
   o.batch_mm.wgmma.min_tokens =
       read_count("LLM_CUDA_BATCH_MM_WGMMA_MIN", o.batch_mm.wgmma.min_tokens, kBatchMmMaxTokens + 1);
   o.batch_mm.wgmma.large_min_tokens =

@@ -43,10 +43,4 @@ __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
 }
 
-// Asks the L2 to fetch `bytes` of global memory from `gmem` (both multiples of 16; sm_90's bulk prefetch): no
-// registers, no completion to wait for.
-__device__ __forceinline__ void prefetch_l2_bulk(const void* gmem, uint32_t bytes) {
-  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(gmem), "r"(bytes) : "memory");
-}
-
 }  // namespace cuda

@@ -89,7 +89,6 @@ struct BatchMmChoices {
   bool i8_q6x8 = true;       // regrouped Q6_K (Q6_Kx8) of 2..4 tokens on the i8 kernel too (false: the fragment kernel)
   int i8_tiles = 1;          // tiles of 16 rows an i8 block: 1, 2 (x's loads serve both), 0: 2 where 1 gets 1 warp
   int64_t i8_max_tokens = kBatchMmI8MaxTokens;  // the i8 kernel's Q4_K products of up to this many tokens
-  int wide_prefetch = 0;  // lab: the wide kernel's L2 prefetch of W, super-blocks ahead of its register loads
 };
 
 // True when the launch reads x as float itself (Q4_K and Q6_Kx8 at T <= 8, and wherever the wgmma or the i8 kernel

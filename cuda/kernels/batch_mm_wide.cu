@@ -91,12 +91,9 @@ __device__ __forceinline__ void multiply_sb(float (&acc)[MT][NT][4], const SbReg
   }
 }
 
-// prefetch (BatchMmChoices::wide_prefetch; lab): each step also asks the L2 for every row's super-block that many
-// beyond the one loading into registers (lane t < 2 MT: its row index t's), so that the register loads that follow
-// find it there; 0: none.
 template <int NT, int MT, bool kSegments, typename... Extra>
 __global__ void __launch_bounds__(kThreads, MT == 1 ? 4 : 2)
-    q4k_wide_kernel(BatchMmParams p, const __half* xh, uint32_t rb, Work work, int prefetch, Extra... extra) {
+    q4k_wide_kernel(BatchMmParams p, const __half* xh, uint32_t rb, Work work, Extra... extra) {
   extern __shared__ uint4 dyn[];
   __half* const stages = reinterpret_cast<__half*>(dyn);
   constexpr int kCols = NT * 8, kStageHalves = kCols * kColHalves, kR = kRows<MT>, kWarpRows = 16 * MT;
@@ -148,13 +145,6 @@ __global__ void __launch_bounds__(kThreads, MT == 1 ? 4 : 2)
     // for the kernels this one depends on; x's copies come after it.
     SbRegs<MT> ra, rb2;
     load_sb<MT>(ra, hrow, qrow);
-    // The rows' super-blocks 2 .. prefetch + 1 of the segment into L2 in one request a row (a row's super-blocks
-    // are consecutive), before the wait: no kernel writes W.
-    const int ahead = ::std::min(prefetch, n - 2);
-    if (ahead > 0)
-#pragma unroll
-      for (int i = 0; i < 2 * MT; ++i)
-        if (t == i) prefetch_l2_bulk(hrow[i] + 2 * kSbBytes, uint32_t(ahead) * kSbBytes);
     pdl_wait();
     issue_first_stages(n, issue);
     int stage = 0;
@@ -166,10 +156,6 @@ __global__ void __launch_bounds__(kThreads, MT == 1 ? 4 : 2)
       if (i + 1 < n) {
         advance();
         load_sb<MT>(nxt, hrow, qrow);
-        if (prefetch > 0 && i + 1 + prefetch < n && i + 1 + prefetch > ahead + 1)
-#pragma unroll
-          for (int r = 0; r < 2 * MT; ++r)
-            if (t == r) prefetch_l2_bulk(hrow[r] + prefetch * kSbBytes, kSbBytes);
       }
       multiply_sb<NT, MT>(acc, cur, stages + stage * kStageHalves, boff, upper, sel);
       stage = stage == kStages - 1 ? 0 : stage + 1;
@@ -227,7 +213,7 @@ int64_t prepare_instances() {
 
 template <int NT, int MT>
 void launch_shape(const BatchMmParams& p, const __half* xh, const ProductStack* stack, cudaStream_t stream,
-                  bool programmatic, int prefetch) {
+                  bool programmatic) {
   constexpr size_t smem = smem_bytes<NT>();
   static const int64_t resident = prepare_instances<NT, MT>();
   const int64_t token_tiles = (p.T + NT * 8 - 1) / (NT * 8);
@@ -238,10 +224,10 @@ void launch_shape(const BatchMmParams& p, const __half* xh, const ProductStack* 
   const dim3 grid{unsigned(blocks)};
   if (stack) {
     const auto k = w.runs_stay_in_tiles() ? kernel_for<NT, MT, false, true>() : kernel_for<NT, MT, true, true>();
-    launch_programmatic(programmatic, k, grid, kThreads, smem, stream, p, xh, rb, w, prefetch, *stack);
+    launch_programmatic(programmatic, k, grid, kThreads, smem, stream, p, xh, rb, w, *stack);
   } else {
     const auto k = w.runs_stay_in_tiles() ? kernel_for<NT, MT, false, false>() : kernel_for<NT, MT, true, false>();
-    launch_programmatic(programmatic, k, grid, kThreads, smem, stream, p, xh, rb, w, prefetch);
+    launch_programmatic(programmatic, k, grid, kThreads, smem, stream, p, xh, rb, w);
   }
 }
 
@@ -257,15 +243,14 @@ size_t batch_mm_wide_scratch(int64_t K, int64_t T) {
 }
 
 void launch_batch_mm_wide(const BatchMmParams& p, const __half* xh, const ProductStack* stack, cudaStream_t stream,
-                          bool programmatic, int prefetch) {
-  LLM_REQUIRE(prefetch >= 0, "wide small-batch product: prefetch");
+                          bool programmatic) {
   LLM_REQUIRE(batch_mm_wide_serves(p.type, p.regrouped, p.T), "wide small-batch product: not served");
   LLM_REQUIRE(p.K % kSbElems == 0, "wide small-batch product: K");
   LLM_REQUIRE(p.scratch_bytes >= batch_mm_wide_scratch(p.K, p.T), "wide small-batch product: scratch");
   switch (shape_for(p.T).nt) {
-    case 2: launch_shape<2, 1>(p, xh, stack, stream, programmatic, prefetch); break;
-    case 4: launch_shape<4, 1>(p, xh, stack, stream, programmatic, prefetch); break;
-    default: launch_shape<6, 2>(p, xh, stack, stream, programmatic, prefetch); break;
+    case 2: launch_shape<2, 1>(p, xh, stack, stream, programmatic); break;
+    case 4: launch_shape<4, 1>(p, xh, stack, stream, programmatic); break;
+    default: launch_shape<6, 2>(p, xh, stack, stream, programmatic); break;
   }
 }
 

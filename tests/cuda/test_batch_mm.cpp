@@ -346,41 +346,6 @@ TEST(BatchMm, WgmmaKernelRangeAndScratch) {
   }
 }
 
-// The wide kernel's L2 prefetch of W (BatchMmChoices::wide_prefetch) only asks the L2 for bytes: every distance,
-// with segments shorter and longer than it (K of 1, 9 and 56 super-blocks, the grid's runs), gives the bits of the
-// launch without it, which MatchesReference holds to the reference.
-TEST(BatchMm, WidePrefetchKeepsTheBits) {
-  REQUIRE_GPU();
-  std::mt19937 rng(779);
-  cuda::DeviceBuffer counters(cuda::kBatchMmCounterBytes);
-  CUDA_CHECK(cudaMemset(counters.get(), 0, cuda::kBatchMmCounterBytes));
-  for (const int64_t K : {256, 2304, 14336})
-    for (const int64_t T : {12, 16, 40}) {
-      const int64_t N = 1000;
-      ASSERT_TRUE(cuda::batch_mm_wide_serves(Type::Q4_K, false, T));
-      auto dw = upload(random_weights(rng, Type::Q4_K, K, N)), dx = upload(random_floats(rng, K * T));
-      const size_t sb = cuda::batch_mm_scratch(K, N, T);
-      cuda::DeviceBuffer scratch(sb);
-      std::vector<float> first;
-      for (const int prefetch : {0, 1, 2, 4, 16}) {
-        cuda::BatchMmChoices choices;
-        choices.wgmma = {cuda::kBatchMmMaxTokens + 1, cuda::kBatchMmMaxTokens + 1, cuda::kBatchMmMaxTokens + 1};
-        choices.wide_prefetch = prefetch;
-        auto dy = poisoned_f32(N * T);
-        cuda::BatchMmParams p{dw.get(), Type::Q4_K, dx.as<float>(), nullptr, dy.as<float>(), K, N, T,
-                              scratch.get(), sb};
-        p.tile_counters = counters.as<uint32_t>();
-        cuda::launch_batch_mm(p, nullptr, {}, nullptr, choices);
-        const auto y = download<float>(dy, N * T);
-        if (prefetch == 0) first = y;
-        else
-          EXPECT_EQ(0, std::memcmp(first.data(), y.data(), y.size() * 4))
-              << "K=" << K << " T=" << T << " prefetch " << prefetch << ": not the bits without it";
-        expect_counters_zero(counters);
-      }
-    }
-}
-
 // The wide kernel (batch_mm_wide.cuh) takes Q4_K in the file's layout at 9..48 tokens only, and the scratch the
 // executor sizes by batch_mm_scratch holds its partial-sum slots at every T it takes (a short scratch would let its
 // blocks write past the buffer).
