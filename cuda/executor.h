@@ -101,8 +101,7 @@ struct ExecutorOptions {
   // batch_mm_i8.cuh's (s8 tensor cores; Q4_K at 2 tokens takes matvec_cols.cuh's kernel before either).
   // LLM_CUDA_I8_WARPS_PER_SM=1..64 (default 8): the i8 kernel's grid (BatchMmChoices::i8_warps_per_sm).
   // LLM_CUDA_I8_Q6X8=0: regrouped Q6_K products of 2..4 tokens on the fragment kernel instead of the i8 kernel
-  // (BatchMmChoices::i8_q6x8). LLM_CUDA_I8_TILES=2: two tiles of 16 rows an i8 block, each warp's loads of x serving
-  // both; 0: two only where one tile a block would get one warp (BatchMmChoices::i8_tiles; lab, 1 until measured).
+  // (BatchMmChoices::i8_q6x8).
   // LLM_CUDA_I8_MAX_TOKENS=0..8 (default 8): the i8 kernel's Q4_K products up to that many tokens, the rest on the
   // fragment kernel (BatchMmChoices::i8_max_tokens).
   BatchMmChoices batch_mm;

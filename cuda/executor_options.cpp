@@ -59,7 +59,6 @@ ExecutorOptions ExecutorOptions::from_env() {
   o.batch_mm.i8_warps_per_sm = int(read_count("LLM_CUDA_I8_WARPS_PER_SM", o.batch_mm.i8_warps_per_sm, 64));
   if (o.batch_mm.i8_warps_per_sm < 1) throw InvalidArgument("LLM_CUDA_I8_WARPS_PER_SM=0: expected 1..64");
   o.batch_mm.i8_q6x8 = read_flag("LLM_CUDA_I8_Q6X8", o.batch_mm.i8_q6x8);
-  o.batch_mm.i8_tiles = int(read_count("LLM_CUDA_I8_TILES", o.batch_mm.i8_tiles, 2));
   o.batch_mm.i8_max_tokens = read_count("LLM_CUDA_I8_MAX_TOKENS", o.batch_mm.i8_max_tokens, kBatchMmI8MaxTokens);
   o.programmatic_norms = read_flag("LLM_CUDA_NORM_PDL", o.programmatic_norms);
   o.glu_epilogue = read_flag("LLM_CUDA_GLU_EPILOGUE", o.glu_epilogue);

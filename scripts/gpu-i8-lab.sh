@@ -2,13 +2,13 @@
 # The i8 small-batch kernel's lab switches alone (seconds): KernelLab.BatchMm at the 8B's gate|up, v and down shapes
 # (SHAPES) and 2..4 tokens (TOKENS, up to 16), once per switch setting, the i8 column (us and GB/s of W) beside the
 # fragment kernel's. Settings: SETTINGS, space-separated, each comma-separated LLM_CUDA_* assignments or `-` for the
-# defaults (default: the defaults, two tiles a block, Q6_Kx8 on the kernel, both). Table last ($OUT/table.txt).
+# defaults (default: the defaults, and Q6_Kx8 off the kernel). Table last ($OUT/table.txt).
 #   here:  scripts/pack-carry.sh
 #   there: scripts/gpu-i8-lab.sh   (carry .device-bin; .device for its environment)
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/device-bins.sh"  # $out, /tmp/bin, the environment
 shapes=${SHAPES:-4096x28672,4096x1024,14336x4096}
-for setting in ${SETTINGS:-- LLM_CUDA_I8_TILES=2 LLM_CUDA_I8_Q6X8=1 LLM_CUDA_I8_Q6X8=1,LLM_CUDA_I8_TILES=2}; do
+for setting in ${SETTINGS:-- LLM_CUDA_I8_Q6X8=0}; do
   envs=()
   [ "$setting" = - ] || IFS=, read -ra envs <<<"$setting"
   log="$out/lab-${setting//[^A-Za-z0-9_]/_}.log"

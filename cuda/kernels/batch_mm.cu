@@ -735,7 +735,7 @@ void launch_batch_mm(const BatchMmParams& p, cudaStream_t stream, const GluEpilo
   }
   if (i8) {  // its own image of x, after the half x
     launch_batch_mm_i8(p, static_cast<uint8_t*>(p.scratch) + part_offset(p.K, p.T), glu, stack, stream, pdl,
-                       i8_link ? *i8_link : I8NormLink{}, choices.i8_warps_per_sm, choices.i8_tiles);
+                       i8_link ? *i8_link : I8NormLink{}, choices.i8_warps_per_sm);
     CUDA_CHECK_LAUNCH(stream);
     return;
   }

@@ -87,7 +87,6 @@ struct BatchMmChoices {
   bool i8 = true;            // Q4_K products of 2..8 tokens on batch_mm_i8.cuh's kernel (false: the fragment kernel)
   int i8_warps_per_sm = 8;   // the i8 kernel's grid: warps a tile chosen for about this many warps an SM
   bool i8_q6x8 = true;       // regrouped Q6_K (Q6_Kx8) of 2..4 tokens on the i8 kernel too (false: the fragment kernel)
-  int i8_tiles = 1;          // tiles of 16 rows an i8 block: 1, 2 (x's loads serve both), 0: 2 where 1 gets 1 warp
   int64_t i8_max_tokens = kBatchMmI8MaxTokens;  // the i8 kernel's Q4_K products of up to this many tokens
 };
 

@@ -20,9 +20,9 @@
 // half of x's positions zeroed, one a scale (q6kx8_i8_lane.cuh says how); per block and row d sum_kb x_kb (sc_1 v_1
 // + sc_2 v_2), blocks added in order.
 //
-// Grid. A block is one tile of 16 rows (two with BatchMmChoices::i8_tiles = 2); its warps split K into equal runs of
-// super-blocks (more warps where the tiles are few), each lane holding two super-blocks in flight (two register sets
-// in turn: its rows' next two, or with two tiles the next one of each).
+// Grid. A block is one tile of 16 rows; its warps split K into equal runs of super-blocks (more warps where the tiles
+// are few), each lane holding two super-blocks in flight (two register sets in turn: its rows' next two). Two tiles
+// a block, each warp's loads of x serving both, lost (sessions 57 and 59, docs/kernel-notes.md).
 //
 // 5..8 tokens (Q4_K): two groups of 4 tokens, each group the 8 columns of its own products with the same A
 // registers; the image holds the groups one after another in each pair of k-blocks. A super-block's scales and
@@ -381,33 +381,23 @@ __device__ __forceinline__ TileRows tile_rows(const BatchMmParams& p, const Prod
   return t;
 }
 
-// Block b: tiles kTiles b .. kTiles b + kTiles - 1 (16 rows each) of the launch (a stack's numbering); warp w:
-// super-blocks [w spw, (w + 1) spw) of each.
-// kTiles = 1: W in two super-blocks' registers in turn (w0 the even steps, w1 the odd): each is loaded again as soon
-// as its products are formed, so two super-blocks are in flight while a warp waits. The form before (multiply cur,
-// then cur = nxt) waited for the next super-block at the copy, one in flight. x (from L2) at the top of each
-// super-block: prefetching it too took 170 registers a thread instead of 84 and measured slower (session 43).
-// kTiles = 2 (BatchMmChoices::i8_tiles; lab, not yet measured): the same registers hold one super-block of each of
-// two tiles, each loaded again as soon as multiplied, so that each super-block of x, loaded from L2 by every warp
-// (at one warp a tile, as many bytes as the weights: an 8B's gate|up reads 66 MB of W and ~64 MB of x), serves two
-// tiles.
-// kGroups = 2 (5..8 tokens): one tile, the loop of kTiles = 1 with each super-block's products taken for both
-// groups of 4 tokens (x from XSource, a pair of sub-blocks at a time).
-template <class W, bool kStack, int kTiles, int kGroups>
+// Block b: tile b (16 rows) of the launch (a stack's numbering); warp w: super-blocks [w spw, (w + 1) spw) of it.
+// W in two super-blocks' registers in turn (w0 the even steps, w1 the odd): each is loaded again as soon as its
+// products are formed, so two super-blocks are in flight while a warp waits. The form before (multiply cur, then
+// cur = nxt) waited for the next super-block at the copy, one in flight. x (from L2) at the top of each super-block:
+// prefetching it too took 170 registers a thread instead of 84 and measured slower (session 43).
+// kGroups = 2 (5..8 tokens): each super-block's products taken for both groups of 4 tokens (x from XSource, a pair
+// of sub-blocks at a time).
+template <class W, bool kStack, int kGroups>
 __global__ void __launch_bounds__(kMaxWarps * 32) i8_product_kernel(BatchMmParams p, const uint8_t* image, uint32_t rb,
                                                                   int spw, GluEpilogue glu, ProductStack stack,
                                                                   I8NormLink link) {
-  static_assert(kTiles == 1 || kTiles == 2, "one or two tiles a block");
-  static_assert(kGroups == 1 || kTiles == 1, "groups of tokens with one tile a block");
-  constexpr int kSlots = kTiles * kGroups;  // (tile, group) pairs a warp sums
+  constexpr int kSlots = kGroups;  // token groups a warp sums
   __shared__ float part[kMaxWarps][kSlots][2][32];
   __shared__ float squares[kSlots][2][32];  // link.sumsq_out: each output's square, zero where there is none
   const int lane = int(threadIdx.x) & 31, warp = int(threadIdx.x) >> 5, n_warps = int(blockDim.x) >> 5;
   const int q = lane & 3, g = lane >> 2;
-  const int64_t first = int64_t(blockIdx.x) * kTiles * kTileRows;
-  TileRows tiles[kTiles];
-#pragma unroll
-  for (int ti = 0; ti < kTiles; ++ti) tiles[ti] = tile_rows<kStack>(p, stack, first + ti * kTileRows, rb, g);
+  const TileRows tile = tile_rows<kStack>(p, stack, int64_t(blockIdx.x) * kTileRows, rb, g);
   const int n_sb = int(p.K / kSbElems), nkb = int(p.K / 32);
   const int sb0 = warp * spw, sb1 = sb0 + spw < n_sb ? sb0 + spw : n_sb;
   float acc[kSlots][2] = {};
@@ -416,53 +406,36 @@ __global__ void __launch_bounds__(kMaxWarps * 32) i8_product_kernel(BatchMmParam
   const uint4* codes = reinterpret_cast<const uint4*>(image);
   const float* steps = reinterpret_cast<const float*>(image + codes_bytes(p.K));
   const float* sums = steps + runs_floats(p.K);
-  if constexpr (kTiles == 1) {
-    // One super-block's products into acc: one group's x whole in registers, or two groups' from XSource.
-    auto multiply = [&](const typename W::Regs& w, int sb) {
-      if constexpr (kGroups > 1) {
-        W::template products<kGroups>(w, XSource{codes, steps, sums, nkb}, sb, lane, acc);
-      } else {
-        XRegs x;
-        load_x(x, codes, steps, sums, nkb, sb, lane);
-        W::products(w, x, q, acc[0]);
-      }
-    };
-    const auto& row = tiles[0].row;
-    if (sb0 < sb1) W::load(w0, row, sb0, q);  // weights before the wait, overlapping the image launch
-    if (sb0 + 1 < sb1) W::load(w1, row, sb0 + 1, q);
-    pdl_wait();
-    for (int sb = sb0; sb < sb1; sb += 2) {
-      multiply(w0, sb);
-      if (sb + 2 < sb1) W::load(w0, row, sb + 2, q);
-      if (sb + 1 >= sb1) break;
-      multiply(w1, sb + 1);
-      if (sb + 3 < sb1) W::load(w1, row, sb + 3, q);
-    }
-  } else {
-    if (sb0 < sb1) W::load(w0, tiles[0].row, sb0, q), W::load(w1, tiles[1].row, sb0, q);
-    pdl_wait();
-    for (int sb = sb0; sb < sb1; ++sb) {
+  // One super-block's products into acc: one group's x whole in registers, or two groups' from XSource.
+  auto multiply = [&](const typename W::Regs& w, int sb) {
+    if constexpr (kGroups > 1) {
+      W::template products<kGroups>(w, XSource{codes, steps, sums, nkb}, sb, lane, acc);
+    } else {
       XRegs x;
       load_x(x, codes, steps, sums, nkb, sb, lane);
-      W::products(w0, x, q, acc[0]);
-      if (sb + 1 < sb1) W::load(w0, tiles[0].row, sb + 1, q);
-      W::products(w1, x, q, acc[1]);
-      if (sb + 1 < sb1) W::load(w1, tiles[1].row, sb + 1, q);
+      W::products(w, x, q, acc[0]);
     }
+  };
+  const auto& row = tile.row;
+  if (sb0 < sb1) W::load(w0, row, sb0, q);  // weights before the wait, overlapping the image launch
+  if (sb0 + 1 < sb1) W::load(w1, row, sb0 + 1, q);
+  pdl_wait();
+  for (int sb = sb0; sb < sb1; sb += 2) {
+    multiply(w0, sb);
+    if (sb + 2 < sb1) W::load(w0, row, sb + 2, q);
+    if (sb + 1 >= sb1) break;
+    multiply(w1, sb + 1);
+    if (sb + 3 < sb1) W::load(w1, row, sb + 3, q);
   }
 #pragma unroll
   for (int si = 0; si < kSlots; ++si) part[warp][si][0][lane] = acc[si][0], part[warp][si][1][lane] = acc[si][1];
   __syncthreads();
   for (int i = int(threadIdx.x); i < kSlots * 2 * 32; i += int(blockDim.x)) {
     const int si = i >> 6, r = (i >> 5) & 1, l = i & 31;
-    const int ti = si / kGroups, gi = si % kGroups;
-    // The tile's fields by value, selected (a reference into tiles[] by a variable index puts it in local memory).
-    const bool t0 = kTiles == 1 || ti == 0;
-    const int64_t N = t0 ? tiles[0].N : tiles[kTiles - 1].N;
-    const int64_t n = (t0 ? tiles[0].r0 : tiles[kTiles - 1].r0) + (l >> 2) + 8 * r;
-    const float* bias = t0 ? tiles[0].bias : tiles[kTiles - 1].bias;
-    float* y = t0 ? tiles[0].y : tiles[kTiles - 1].y;
-    const int t = kTokens * gi + (l & 3);
+    const int64_t N = tile.N, n = tile.r0 + (l >> 2) + 8 * r;
+    const float* bias = tile.bias;
+    float* y = tile.y;
+    const int t = kTokens * si + (l & 3);
     squares[si][r][l] = 0.0f;
     if (n >= N || t >= p.T) continue;
     float v = 0.0f;
@@ -482,14 +455,14 @@ __global__ void __launch_bounds__(kMaxWarps * 32) i8_product_kernel(BatchMmParam
     const int64_t n_tiles = (p.N + kTileRows - 1) / kTileRows;
     if (threadIdx.x < kSlots * kTokens) {  // the launch's token columns, T rounded up to a group
       const int si = int(threadIdx.x) / kTokens, tq = int(threadIdx.x) % kTokens;
-      const int ti = si / kGroups, t = kTokens * (si % kGroups) + tq;
-      const int64_t tile = int64_t(blockIdx.x) * kTiles + ti;
+      const int t = kTokens * si + tq;
+      const int64_t tile_index = blockIdx.x;
       float ss = 0.0f;
 #pragma unroll
       for (int r = 0; r < 2; ++r)
 #pragma unroll
         for (int g8 = 0; g8 < 8; ++g8) ss += squares[si][r][4 * g8 + tq];
-      if (tile < n_tiles) link.sumsq_out[int64_t(t) * n_tiles + tile] = ss;
+      if (tile_index < n_tiles) link.sumsq_out[int64_t(t) * n_tiles + tile_index] = ss;
     }
   }
 }
@@ -510,8 +483,7 @@ size_t batch_mm_i8_sumsq_floats(int64_t N) {
 size_t batch_mm_i8_scratch(int64_t K) { return (codes_bytes(K) + 2 * runs_floats(K) * 4 + 255) & ~size_t(255); }
 
 void launch_batch_mm_i8(const BatchMmParams& p, void* image, const GluEpilogue& glu, const ProductStack* stack,
-                        cudaStream_t stream, bool programmatic, const I8NormLink& link, int warps_per_sm,
-                        int tiles_per_block) {
+                        cudaStream_t stream, bool programmatic, const I8NormLink& link, int warps_per_sm) {
   LLM_REQUIRE(batch_mm_i8_serves(p.type, p.regrouped, p.T, true) && p.K % kSbElems == 0 &&
                   (!p.regrouped || p.K % 2048 == 0),
               "i8 small-batch product: not served");
@@ -533,16 +505,10 @@ void launch_batch_mm_i8(const BatchMmParams& p, void* image, const GluEpilogue& 
   // holds 16, and 8 (the default) measured best (session 56, H100, B = 3 / 4 against 32: +5.4 / +5.3%; 16 +3.5 /
   // +2.9%, 12 +3.7 / +3.9%, 10 +4.7 / +4.6%, 6 -0.9 / -1.1%, 4 -4.3 / -4.2%): an 8B's gate|up gets 1 warp a tile
   // (16 super-blocks each), q|k 4, o and down 8; 6 gives o and down 4 as well.
-  // Two tiles a block (tiles_per_block): the same warps-an-SM target over half the blocks. 0: two only where one
-  // tile a block would get one warp (the largest matrices, e.g. an 8B's gate|up).
-  LLM_REQUIRE(tiles_per_block >= 0 && tiles_per_block <= 2, "i8 small-batch product: 0, 1 or 2 tiles a block");
   LLM_REQUIRE(warps_per_sm > 0, "i8 small-batch product: warps_per_sm must be positive");
-  const int64_t tiles = (p.N + kTileRows - 1) / kTileRows;
+  const int64_t blocks = (p.N + kTileRows - 1) / kTileRows;  // one tile a block
   const int n_sb = int(p.K / kSbElems);
   const int64_t want = int64_t(current_device_sm_count()) * warps_per_sm;
-  if (tiles_per_block == 0) tiles_per_block = n_sb > 1 && tiles >= want ? 2 : 1;  // one tile would get one warp
-  if (groups > 1) tiles_per_block = 1;  // groups of tokens: one tile a block (i8_product_kernel)
-  const int64_t blocks = (tiles + tiles_per_block - 1) / tiles_per_block;
   int warps = 1;
   while (warps < kMaxWarps && warps < n_sb && blocks * warps < want) warps *= 2;
   const int spw = (n_sb + warps - 1) / warps;
@@ -551,21 +517,21 @@ void launch_batch_mm_i8(const BatchMmParams& p, void* image, const GluEpilogue& 
   const uint32_t rb = uint32_t(quant::row_bytes(p.type, p.K));
   const dim3 grid{unsigned(blocks)}, block{unsigned(32 * warps)};
   const auto* x_image = static_cast<const uint8_t*>(img);
-  auto launch = [&](auto weights, auto tiles_c, auto groups_c) {
+  auto launch = [&](auto weights, auto groups_c) {
     using W = decltype(weights);
-    constexpr int kTiles = decltype(tiles_c)::value, kGroups = decltype(groups_c)::value;
+    constexpr int kGroups = decltype(groups_c)::value;
     if (stack)
-      launch_programmatic(programmatic, i8_product_kernel<W, true, kTiles, kGroups>, grid, block, 0, stream, p,
-                          x_image, rb, spw, GluEpilogue{}, *stack, I8NormLink{});
+      launch_programmatic(programmatic, i8_product_kernel<W, true, kGroups>, grid, block, 0, stream, p, x_image, rb,
+                          spw, GluEpilogue{}, *stack, I8NormLink{});
     else
-      launch_programmatic(programmatic, i8_product_kernel<W, false, kTiles, kGroups>, grid, block, 0, stream, p,
-                          x_image, rb, spw, glu, ProductStack{}, link);
+      launch_programmatic(programmatic, i8_product_kernel<W, false, kGroups>, grid, block, 0, stream, p, x_image, rb,
+                          spw, glu, ProductStack{}, link);
   };
   using One = ::std::integral_constant<int, 1>;
   using Two = ::std::integral_constant<int, 2>;
-  if (p.regrouped) tiles_per_block == 2 ? launch(Q6x8Weights{}, Two{}, One{}) : launch(Q6x8Weights{}, One{}, One{});
-  else if (groups == 2) launch(Q4kWeights{}, One{}, Two{});
-  else tiles_per_block == 2 ? launch(Q4kWeights{}, Two{}, One{}) : launch(Q4kWeights{}, One{}, One{});
+  if (p.regrouped) launch(Q6x8Weights{}, One{});
+  else if (groups == 2) launch(Q4kWeights{}, Two{});
+  else launch(Q4kWeights{}, One{});
 }
 
 }  // namespace cuda

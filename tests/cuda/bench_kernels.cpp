@@ -245,7 +245,7 @@ void bench_batch_mm_shape(const cuda::Context& ctx, cudaStream_t s, int64_t K, i
       const float wg = wgmma ? batch(true, {0, 0, 0}) : 0.0f;
       const float wd = cuda::batch_mm_wide_serves(t, x8, T) ? batch(true, kNoWgmma) : 0.0f;
       const float fr = wgmma ? batch(false, kNoWgmma) : 0.0f;
-      // Q6_Kx8 on the i8 kernel where LLM_CUDA_I8_Q6X8=1 asks (LLM_CUDA_I8_TILES=2: two tiles a block).
+      // Q6_Kx8 on the i8 kernel where LLM_CUDA_I8_Q6X8 asks (its default: on).
       const bool i8_q6x8 = cuda::ExecutorOptions::from_env().batch_mm.i8_q6x8;
       const float i8 = cuda::batch_mm_i8_serves(t, x8, T, i8_q6x8) ? batch(true, kNoWgmma, true) : 0.0f;
       const float mc = !cuda::matvec_cols_supports(t, x8, K, N, T) ? 0.0f : median_ms(ctx, 30, [&](int i) {

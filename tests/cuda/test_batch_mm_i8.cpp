@@ -2,13 +2,12 @@
 // against the CPU reference (graph::ref::dot on the reference dequantizer's rows, in double), for Q4_K and for
 // regrouped Q6_K (i8_q6x8): token counts of one group of 4 and (Q4_K) two (2..8; a last group partly zero), rows
 // that leave a partial tile, K of one block to the 8B's down projection (more warps than blocks),
-// a bias, the SwiGLU / GeGLU epilogue, stacks of two and three matrices, one and two tiles a block (i8_tiles); each
+// a bias, the SwiGLU / GeGLU epilogue, stacks of two and three matrices, other grids; each
 // token's outputs the same bits whatever the other tokens (T) and its group, and nothing written past T's columns.
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <string>
-#include <tuple>
 #include <utility>
 
 #include "cuda/executor.h"
@@ -32,11 +31,10 @@ std::vector<double> i8_tolerance(const std::vector<uint8_t>& w, const std::vecto
   return atol;
 }
 
-// tiles: BatchMmChoices::i8_tiles, tiles of 16 rows a block; q6x8: regrouped Q6_K on the kernel too.
-cuda::BatchMmChoices i8_choices(int tiles = 1, bool q6x8 = false) {
+// q6x8: regrouped Q6_K on the kernel too (false here unless asked, whatever the default).
+cuda::BatchMmChoices i8_choices(bool q6x8 = false) {
   cuda::BatchMmChoices c;
   c.i8 = true;
-  c.i8_tiles = tiles;
   c.i8_q6x8 = q6x8;
   return c;
 }
@@ -56,14 +54,14 @@ TEST(BatchMmI8, MatchesReference) {
   cuda::DeviceBuffer counters(cuda::kBatchMmCounterBytes);
   CUDA_CHECK(cudaMemset(counters.get(), 0, cuda::kBatchMmCounterBytes));
   EXPECT_FALSE(cuda::batch_mm_takes_i8(Type::Q6_K, true, 4096, 1000, 4, i8_choices()));  // only where asked
-  EXPECT_FALSE(cuda::batch_mm_takes_i8(Type::Q6_K, true, 4096, 1000, 5, i8_choices(1, true)));  // one group
+  EXPECT_FALSE(cuda::batch_mm_takes_i8(Type::Q6_K, true, 4096, 1000, 5, i8_choices(true)));  // one group
   for (const bool regrouped : {false, true})
     for (int64_t K : regrouped ? std::vector<int64_t>{2048, 4096, 14336} : std::vector<int64_t>{256, 2304, 4096, 14336})
       for (int64_t N : {77, 1000})
         for (int64_t T : {2, 3, 4, 5, 7, 8}) {
           if (regrouped && T > cuda::kBatchMmI8Q6x8MaxTokens) continue;
           const Type type = regrouped ? Type::Q6_K : Type::Q4_K;
-          const cuda::BatchMmChoices c = i8_choices(1, regrouped);
+          const cuda::BatchMmChoices c = i8_choices(regrouped);
           ASSERT_TRUE(cuda::batch_mm_takes_i8(type, regrouped, K, N, T, c));
           const auto w = random_weights(rng, type, K, N);
           const auto x = random_floats(rng, K * T);
@@ -161,10 +159,8 @@ TEST(BatchMmI8, NormLinkMatchesReference) {
   const int64_t K = 4096, N2 = 1000;
   const float eps = 1e-5f;
   ASSERT_TRUE(cuda::batch_mm_i8_norm_fits(K));
-  for (const auto& [T, tiles_per_block] :
-       {std::pair<int64_t, int>{3, 1}, {4, 1}, {3, 2}, {4, 2}, {6, 1}, {8, 1}}) {
-    const std::string what =
-        "i8 norm link T=" + std::to_string(T) + ", tiles a block " + std::to_string(tiles_per_block);
+  for (const int64_t T : {3, 4, 6, 8}) {
+    const std::string what = "i8 norm link T=" + std::to_string(T);
     // Producer: y = W1 x1 + residual, [K, T].
     const auto w1 = random_weights(rng, Type::Q4_K, K, K);
     const auto x1 = random_floats(rng, K * T), res = random_floats(rng, K * T, -3.0f, 3.0f);
@@ -181,7 +177,7 @@ TEST(BatchMmI8, NormLinkMatchesReference) {
     p.tile_counters = counters.as<uint32_t>();
     cuda::I8NormLink out;
     out.residual = dres.as<float>(), out.sumsq_out = sums.as<float>();
-    cuda::launch_batch_mm(p, nullptr, {}, nullptr, i8_choices(tiles_per_block), &out);
+    cuda::launch_batch_mm(p, nullptr, {}, nullptr, i8_choices(), &out);
     const auto y = download<float>(dy, K * T);
     EXPECT_TRUE(close(what + " producer", y, ref1, atol1, 0.0));
     const int64_t tiles = (K + 15) / 16;
@@ -216,7 +212,7 @@ TEST(BatchMmI8, NormLinkMatchesReference) {
     q.tile_counters = counters.as<uint32_t>();
     cuda::I8NormLink in;
     in.norm_w = dnw.as<float>(), in.sumsq_in = sums.as<float>(), in.parts = int32_t(tiles), in.eps = eps;
-    cuda::launch_batch_mm(q, nullptr, {}, nullptr, i8_choices(tiles_per_block), &in);
+    cuda::launch_batch_mm(q, nullptr, {}, nullptr, i8_choices(), &in);
     EXPECT_TRUE(close(what + " reader", download<float>(dz, N2 * T), ref2, atol2, 0.0));
   }
   // Not on another kernel: the few-column or fragment kernels have no link.
@@ -240,8 +236,7 @@ TEST(BatchMmI8, StackedMatricesMatchReference) {
   const int64_t K = 4096;
   for (const bool regrouped : {false, true})
     for (const int n_mats : {2, 3})
-      for (const auto& [T, tiles_per_block] :
-           {std::pair<int64_t, int>{3, 1}, {4, 1}, {3, 2}, {4, 2}, {7, 1}, {8, 1}}) {
+      for (const int64_t T : {3, 4, 7, 8}) {
         if (regrouped && T > cuda::kBatchMmI8Q6x8MaxTokens) continue;
         const Type type = regrouped ? Type::Q6_K : Type::Q4_K;
         const int64_t Ns[3] = {96, 64, 77};
@@ -255,7 +250,7 @@ TEST(BatchMmI8, StackedMatricesMatchReference) {
                               scratch.get(), sb};
         p.regrouped = regrouped;
         p.tile_counters = counters.as<uint32_t>();
-        cuda::launch_batch_mm(p, nullptr, {}, &st.stack, i8_choices(tiles_per_block, regrouped));
+        cuda::launch_batch_mm(p, nullptr, {}, &st.stack, i8_choices(regrouped));
         for (int m = 0; m < n_mats; ++m) {
           const int64_t N = Ns[m];
           const bool with_bias = m == 1;
@@ -263,16 +258,15 @@ TEST(BatchMmI8, StackedMatricesMatchReference) {
           reference(st.w[size_t(m)], type, x, K, N, T, with_bias ? &bias : nullptr, ref, mag, mx);
           const auto atol = i8_tolerance(st.w[size_t(m)], x, K, N, T, mag, type);
           EXPECT_TRUE(close(std::string("i8 ") + (regrouped ? "Q6_Kx8" : "Q4_K") + " stack matrix " +
-                                std::to_string(m) + " of " + std::to_string(n_mats) + " T=" + std::to_string(T) +
-                                ", tiles a block " + std::to_string(tiles_per_block),
+                                std::to_string(m) + " of " + std::to_string(n_mats) + " T=" + std::to_string(T),
                             download<float>(st.dy[size_t(m)], N * T), ref, atol, 0.0));
         }
       }
 }
 
 // Other grids (BatchMmChoices::i8_warps_per_sm: fewer or more warps a tile, so runs of super-blocks of other
-// lengths, odd ones included, in each warp's two register sets in turn; i8_tiles: two tiles a block, an odd count
-// of them) hold the same bound; only the warps' order of adding changes.
+// lengths, odd ones included, in each warp's two register sets in turn) hold the same bound; only the warps' order
+// of adding changes.
 TEST(BatchMmI8, AnyGridMatchesReference) {
   REQUIRE_GPU();
   std::mt19937 rng(8091);
@@ -280,13 +274,11 @@ TEST(BatchMmI8, AnyGridMatchesReference) {
   CUDA_CHECK(cudaMemset(counters.get(), 0, cuda::kBatchMmCounterBytes));
   for (const bool regrouped : {false, true})
     for (int64_t K : regrouped ? std::vector<int64_t>{4096, 14336} : std::vector<int64_t>{2304, 14336})
-      for (const auto& [warps_per_sm, tiles_per_block, T] :
-           {std::tuple{1, 1, 4}, {4, 1, 4}, {16, 1, 4}, {1, 2, 4}, {4, 2, 4}, {16, 2, 4}, {1, 1, 7}, {16, 1, 7}}) {
-        // 256 tiles: 1, 4 and 8 warps a tile; two tiles a block: 63 tiles, the last block's second past N; 7 tokens
-        // (Q4_K): two groups, the last partly zero.
+      for (const auto& [warps_per_sm, T] : {std::pair<int, int64_t>{1, 4}, {4, 4}, {16, 4}, {1, 7}, {16, 7}}) {
+        // 256 tiles: 1, 4 and 8 warps a tile; 7 tokens (Q4_K): two groups, the last partly zero.
         if (regrouped && T > cuda::kBatchMmI8Q6x8MaxTokens) continue;
         const Type type = regrouped ? Type::Q6_K : Type::Q4_K;
-        const int64_t N = tiles_per_block == 1 ? 4096 : 1000;
+        const int64_t N = 4096;
         const auto w = random_weights(rng, type, K, N);
         const auto x = random_floats(rng, K * T);
         std::vector<double> ref, mag, mx;
@@ -298,17 +290,16 @@ TEST(BatchMmI8, AnyGridMatchesReference) {
         cuda::BatchMmParams p{dw.get(), type, dx.as<float>(), nullptr, dy.as<float>(), K, N, T, scratch.get(), sb};
         p.regrouped = regrouped;
         p.tile_counters = counters.as<uint32_t>();
-        cuda::BatchMmChoices c = i8_choices(tiles_per_block, regrouped);
+        cuda::BatchMmChoices c = i8_choices(regrouped);
         c.i8_warps_per_sm = warps_per_sm;
         cuda::launch_batch_mm(p, nullptr, {}, nullptr, c);
         EXPECT_TRUE(close(std::string("i8 ") + (regrouped ? "Q6_Kx8" : "Q4_K") + " K=" + std::to_string(K) +
-                              " warps_per_sm=" + std::to_string(warps_per_sm) + ", tiles a block " +
-                              std::to_string(tiles_per_block) + " T=" + std::to_string(T),
+                              " warps_per_sm=" + std::to_string(warps_per_sm) + " T=" + std::to_string(T),
                           download<float>(dy, N * T), ref, i8_tolerance(w, x, K, N, T, mag, type), 0.0));
       }
 }
 
-// The lab switches' reading (no device needed): warps an SM 1..64, tiles a block 1..2, refused otherwise.
+// The lab switches' reading (no device needed): warps an SM 1..64, tokens up to 8, refused otherwise.
 TEST(BatchMmI8, WarpsPerSmFromEnvironment) {
   const char* name = "LLM_CUDA_I8_WARPS_PER_SM";
   ::unsetenv(name);
@@ -320,18 +311,6 @@ TEST(BatchMmI8, WarpsPerSmFromEnvironment) {
     EXPECT_THROW(cuda::ExecutorOptions::from_env(), cuda::InvalidArgument) << bad;
   }
   ::unsetenv(name);
-  const char* tiles = "LLM_CUDA_I8_TILES";
-  ::unsetenv(tiles);
-  EXPECT_EQ(cuda::ExecutorOptions::from_env().batch_mm.i8_tiles, 1);
-  ::setenv(tiles, "2", 1);
-  EXPECT_EQ(cuda::ExecutorOptions::from_env().batch_mm.i8_tiles, 2);
-  ::setenv(tiles, "0", 1);  // two only where one would get one warp
-  EXPECT_EQ(cuda::ExecutorOptions::from_env().batch_mm.i8_tiles, 0);
-  for (const char* bad : {"3", "-1"}) {
-    ::setenv(tiles, bad, 1);
-    EXPECT_THROW(cuda::ExecutorOptions::from_env(), cuda::InvalidArgument) << bad;
-  }
-  ::unsetenv(tiles);
   const char* max_tokens = "LLM_CUDA_I8_MAX_TOKENS";
   ::unsetenv(max_tokens);
   EXPECT_EQ(cuda::ExecutorOptions::from_env().batch_mm.i8_max_tokens, 8);
