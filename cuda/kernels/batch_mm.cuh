@@ -31,8 +31,8 @@ inline constexpr int64_t kBatchMmWgmmaLargeWeights = int64_t(32) << 20;
 // at 9..16 tokens (session 59, H100: B = 12 +1.8%, B = 16 +1.5%; docs/kernel-notes.md).
 inline constexpr int64_t kBatchMmWgmmaQ6x8LargeMinTokens = 9;
 
-// Where launch_batch_mm sends a launch to the wgmma kernel: from min_tokens on, a large one from the lower of the two
-// bounds. Both above kBatchMmMaxTokens turn that path off (A/B runs: ExecutorOptions).
+// Where launch_batch_mm sends a launch to the wgmma kernel: from min_tokens on, a large one from the lower of min_tokens
+// and its format's large bound. All three above kBatchMmMaxTokens turn that path off (A/B runs: ExecutorOptions).
 struct WgmmaRoute {
   int64_t min_tokens = kBatchMmWgmmaMinTokens;
   int64_t large_min_tokens = kBatchMmWgmmaLargeMinTokens;
