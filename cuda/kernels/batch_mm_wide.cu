@@ -91,9 +91,13 @@ __device__ __forceinline__ void multiply_sb(float (&acc)[MT][NT][4], const SbReg
   }
 }
 
-template <int NT, int MT, bool kSegments, typename... Extra>
-__global__ void __launch_bounds__(kThreads, MT == 1 ? 4 : 2)
+// kSets: W's register sets in turn. 2: a super-block loading while one is multiplied (128 registers, four blocks
+// an SM). 3 (BatchMmChoices::wide_register_sets; lab, one m-tile only): two loading, at three blocks an SM, for the
+// long-scoreboard stalls Nsight put first (docs/kernel-notes.md, sessions 29 and 59).
+template <int NT, int MT, int kSets, bool kSegments, typename... Extra>
+__global__ void __launch_bounds__(kThreads, MT == 1 ? (kSets == 3 ? 3 : 4) : 2)
     q4k_wide_kernel(BatchMmParams p, const __half* xh, uint32_t rb, Work work, Extra... extra) {
+  static_assert(kSets == 2 || (kSets == 3 && MT == 1), "two register sets, or three at one m-tile");
   extern __shared__ uint4 dyn[];
   __half* const stages = reinterpret_cast<__half*>(dyn);
   constexpr int kCols = NT * 8, kStageHalves = kCols * kColHalves, kR = kRows<MT>, kWarpRows = 16 * MT;
@@ -143,26 +147,39 @@ __global__ void __launch_bounds__(kThreads, MT == 1 ? 4 : 2)
     float acc[MT][NT][4] = {};
     // Launched programmatically (pdl.cuh): W's first super-block, which no kernel writes, is loaded before the wait
     // for the kernels this one depends on; x's copies come after it.
-    SbRegs<MT> ra, rb2;
+    SbRegs<MT> ra, rb2, rc;  // rc: kSets == 3 only
     load_sb<MT>(ra, hrow, qrow);
+    if (kSets == 3 && n > 1) {
+      advance();
+      load_sb<MT>(rb2, hrow, qrow);
+    }
     pdl_wait();
     issue_first_stages(n, issue);
     int stage = 0;
+    // Super-block i multiplied from `cur`; super-block i + kSets - 1 loaded into `nxt` (the set i - 1 used).
     auto step = [&](int i, const SbRegs<MT>& cur, SbRegs<MT>& nxt) {
       cp_async_wait<1>();
       __syncthreads();  // super-block i landed for every thread; every warp is done with i - 1's stage
       if (i + 2 < n) issue(i + 2, stage == 0 ? 2 : stage - 1);
       asm volatile("cp.async.commit_group;" ::: "memory");
-      if (i + 1 < n) {
+      if (i + kSets - 1 < n) {
         advance();
         load_sb<MT>(nxt, hrow, qrow);
       }
       multiply_sb<NT, MT>(acc, cur, stages + stage * kStageHalves, boff, upper, sel);
       stage = stage == kStages - 1 ? 0 : stage + 1;
     };
-    for (int i = 0; i < n; i += 2) {
-      step(i, ra, rb2);
-      if (i + 1 < n) step(i + 1, rb2, ra);
+    if constexpr (kSets == 2) {
+      for (int i = 0; i < n; i += 2) {
+        step(i, ra, rb2);
+        if (i + 1 < n) step(i + 1, rb2, ra);
+      }
+    } else {
+      for (int i = 0; i < n; i += 3) {
+        step(i, ra, rc);
+        if (i + 1 < n) step(i + 1, rb2, ra);
+        if (i + 2 < n) step(i + 2, rc, rb2);
+      }
     }
     __syncthreads();  // every warp is done with the stages: the next segment may refill them
 
@@ -192,30 +209,30 @@ __global__ void __launch_bounds__(kThreads, MT == 1 ? 4 : 2)
   pdl_wait();  // a block without work too: this grid ends only after the ones it depends on
 }
 
-template <int NT, int MT, bool kSegments, bool kStack>
+template <int NT, int MT, int kSets, bool kSegments, bool kStack>
 constexpr auto kernel_for() {
-  if constexpr (kStack) return q4k_wide_kernel<NT, MT, kSegments, ProductStack>;
-  else return q4k_wide_kernel<NT, MT, kSegments>;
+  if constexpr (kStack) return q4k_wide_kernel<NT, MT, kSets, kSegments, ProductStack>;
+  else return q4k_wide_kernel<NT, MT, kSets, kSegments>;
 }
 
 // The shared memory opt-in of the instances and how many blocks the GPU holds at once, at the first launch (before
 // any capture).
-template <int NT, int MT>
+template <int NT, int MT, int kSets>
 int64_t prepare_instances() {
   constexpr size_t smem = smem_bytes<NT>();
-  for (auto* k : {kernel_for<NT, MT, true, false>(), kernel_for<NT, MT, false, false>()})
+  for (auto* k : {kernel_for<NT, MT, kSets, true, false>(), kernel_for<NT, MT, kSets, false, false>()})
     CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-  for (auto* k : {kernel_for<NT, MT, true, true>(), kernel_for<NT, MT, false, true>()})
+  for (auto* k : {kernel_for<NT, MT, kSets, true, true>(), kernel_for<NT, MT, kSets, false, true>()})
     CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-  const auto* k = reinterpret_cast<const void*>(kernel_for<NT, MT, true, false>());
+  const auto* k = reinterpret_cast<const void*>(kernel_for<NT, MT, kSets, true, false>());
   return ::std::max<int64_t>(1, int64_t(current_device_sm_count()) * kernel_blocks_per_sm(k, kThreads, smem));
 }
 
-template <int NT, int MT>
+template <int NT, int MT, int kSets>
 void launch_shape(const BatchMmParams& p, const __half* xh, const ProductStack* stack, cudaStream_t stream,
                   bool programmatic) {
   constexpr size_t smem = smem_bytes<NT>();
-  static const int64_t resident = prepare_instances<NT, MT>();
+  static const int64_t resident = prepare_instances<NT, MT, kSets>();
   const int64_t token_tiles = (p.T + NT * 8 - 1) / (NT * 8);
   const int64_t tiles = (p.N + kRows<MT> - 1) / kRows<MT> * token_tiles, n_slices = p.K / kSbElems;
   const int64_t blocks = choose_blocks(tiles, n_slices, resident, true, kMaxWideBlocks);
@@ -223,10 +240,12 @@ void launch_shape(const BatchMmParams& p, const __half* xh, const ProductStack* 
   const uint32_t rb = uint32_t(quant::row_bytes(quant::Type::Q4_K, p.K));
   const dim3 grid{unsigned(blocks)};
   if (stack) {
-    const auto k = w.runs_stay_in_tiles() ? kernel_for<NT, MT, false, true>() : kernel_for<NT, MT, true, true>();
+    const auto k = w.runs_stay_in_tiles() ? kernel_for<NT, MT, kSets, false, true>()
+                                          : kernel_for<NT, MT, kSets, true, true>();
     launch_programmatic(programmatic, k, grid, kThreads, smem, stream, p, xh, rb, w, *stack);
   } else {
-    const auto k = w.runs_stay_in_tiles() ? kernel_for<NT, MT, false, false>() : kernel_for<NT, MT, true, false>();
+    const auto k = w.runs_stay_in_tiles() ? kernel_for<NT, MT, kSets, false, false>()
+                                          : kernel_for<NT, MT, kSets, true, false>();
     launch_programmatic(programmatic, k, grid, kThreads, smem, stream, p, xh, rb, w);
   }
 }
@@ -243,14 +262,22 @@ size_t batch_mm_wide_scratch(int64_t K, int64_t T) {
 }
 
 void launch_batch_mm_wide(const BatchMmParams& p, const __half* xh, const ProductStack* stack, cudaStream_t stream,
-                          bool programmatic) {
+                          bool programmatic, int register_sets) {
   LLM_REQUIRE(batch_mm_wide_serves(p.type, p.regrouped, p.T), "wide small-batch product: not served");
+  LLM_REQUIRE(register_sets == 2 || register_sets == 3, "wide small-batch product: 2 or 3 register sets");
+  const bool three = register_sets == 3;
   LLM_REQUIRE(p.K % kSbElems == 0, "wide small-batch product: K");
   LLM_REQUIRE(p.scratch_bytes >= batch_mm_wide_scratch(p.K, p.T), "wide small-batch product: scratch");
   switch (shape_for(p.T).nt) {
-    case 2: launch_shape<2, 1>(p, xh, stack, stream, programmatic); break;
-    case 4: launch_shape<4, 1>(p, xh, stack, stream, programmatic); break;
-    default: launch_shape<6, 2>(p, xh, stack, stream, programmatic); break;
+    case 2:
+      three ? launch_shape<2, 1, 3>(p, xh, stack, stream, programmatic)
+            : launch_shape<2, 1, 2>(p, xh, stack, stream, programmatic);
+      break;
+    case 4:
+      three ? launch_shape<4, 1, 3>(p, xh, stack, stream, programmatic)
+            : launch_shape<4, 1, 2>(p, xh, stack, stream, programmatic);
+      break;
+    default: launch_shape<6, 2, 2>(p, xh, stack, stream, programmatic); break;  // two m-tiles: two sets at 255
   }
 }
 

@@ -3,9 +3,11 @@
 // 32), rows that leave partial tiles (odd N) and row lengths that leave partial K slices.
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
+#include "cuda/executor.h"
 #include "cuda/kernels/batch_mm.cuh"
 #include "cuda/kernels/batch_mm_wgmma.cuh"
 #include "cuda/kernels/batch_mm_wide.cuh"
@@ -344,6 +346,56 @@ TEST(BatchMm, WgmmaKernelRangeAndScratch) {
     for (int64_t K : {2048, 14336})
       EXPECT_GE(cuda::batch_mm_scratch(K, 14336, T), cuda::batch_mm_wgmma_scratch(K, T)) << "K = " << K;
   }
+}
+
+// The wide kernel's three register sets of W (BatchMmChoices::wide_register_sets; lab) load further ahead and
+// multiply in the same order: every token count and segment length (K of 1, 2, 9 and 56 super-blocks, so loops that
+// end at each of the three sets) gives the bits of two sets, which MatchesReference holds to the reference; above
+// 32 tokens (two m-tiles a warp) the launch keeps two.
+TEST(BatchMm, WideThreeRegisterSetsKeepTheBits) {
+  REQUIRE_GPU();
+  std::mt19937 rng(780);
+  cuda::DeviceBuffer counters(cuda::kBatchMmCounterBytes);
+  CUDA_CHECK(cudaMemset(counters.get(), 0, cuda::kBatchMmCounterBytes));
+  for (const int64_t K : {256, 512, 2304, 14336})
+    for (const int64_t T : {9, 16, 24, 32, 40}) {
+      const int64_t N = 1000;
+      ASSERT_TRUE(cuda::batch_mm_wide_serves(Type::Q4_K, false, T));
+      auto dw = upload(random_weights(rng, Type::Q4_K, K, N)), dx = upload(random_floats(rng, K * T));
+      const size_t sb = cuda::batch_mm_scratch(K, N, T);
+      cuda::DeviceBuffer scratch(sb);
+      std::vector<float> two;
+      for (const int sets : {2, 3}) {
+        cuda::BatchMmChoices choices;
+        choices.wgmma = {cuda::kBatchMmMaxTokens + 1, cuda::kBatchMmMaxTokens + 1, cuda::kBatchMmMaxTokens + 1};
+        choices.wide_register_sets = sets;
+        auto dy = poisoned_f32(N * T);
+        cuda::BatchMmParams p{dw.get(), Type::Q4_K, dx.as<float>(), nullptr, dy.as<float>(), K, N, T,
+                              scratch.get(), sb};
+        p.tile_counters = counters.as<uint32_t>();
+        cuda::launch_batch_mm(p, nullptr, {}, nullptr, choices);
+        const auto y = download<float>(dy, N * T);
+        if (sets == 2) two = y;
+        else
+          EXPECT_EQ(0, std::memcmp(two.data(), y.data(), y.size() * 4))
+              << "K=" << K << " T=" << T << ": three sets, not the bits of two";
+        expect_counters_zero(counters);
+      }
+    }
+}
+
+// LLM_CUDA_WIDE_SETS (no device needed): 2 by default, 3 when asked, nothing else.
+TEST(BatchMm, WideRegisterSetsFromEnvironment) {
+  const char* name = "LLM_CUDA_WIDE_SETS";
+  ::unsetenv(name);
+  EXPECT_EQ(cuda::ExecutorOptions::from_env().batch_mm.wide_register_sets, 2);
+  ::setenv(name, "3", 1);
+  EXPECT_EQ(cuda::ExecutorOptions::from_env().batch_mm.wide_register_sets, 3);
+  for (const char* bad : {"1", "4", "three"}) {
+    ::setenv(name, bad, 1);
+    EXPECT_THROW(cuda::ExecutorOptions::from_env(), cuda::InvalidArgument) << bad;
+  }
+  ::unsetenv(name);
 }
 
 // The wide kernel (batch_mm_wide.cuh) takes Q4_K in the file's layout at 9..48 tokens only, and the scratch the
