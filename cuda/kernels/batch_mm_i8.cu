@@ -392,15 +392,14 @@ template <class W, bool kStack, int kGroups>
 __global__ void __launch_bounds__(kMaxWarps * 32) i8_product_kernel(BatchMmParams p, const uint8_t* image, uint32_t rb,
                                                                   int spw, GluEpilogue glu, ProductStack stack,
                                                                   I8NormLink link) {
-  constexpr int kSlots = kGroups;  // token groups a warp sums
-  __shared__ float part[kMaxWarps][kSlots][2][32];
-  __shared__ float squares[kSlots][2][32];  // link.sumsq_out: each output's square, zero where there is none
+  __shared__ float part[kMaxWarps][kGroups][2][32];
+  __shared__ float squares[kGroups][2][32];  // link.sumsq_out: each output's square, zero where there is none
   const int lane = int(threadIdx.x) & 31, warp = int(threadIdx.x) >> 5, n_warps = int(blockDim.x) >> 5;
   const int q = lane & 3, g = lane >> 2;
   const TileRows tile = tile_rows<kStack>(p, stack, int64_t(blockIdx.x) * kTileRows, rb, g);
   const int n_sb = int(p.K / kSbElems), nkb = int(p.K / 32);
   const int sb0 = warp * spw, sb1 = sb0 + spw < n_sb ? sb0 + spw : n_sb;
-  float acc[kSlots][2] = {};
+  float acc[kGroups][2] = {};  // [token group][row g, g + 8]
   typename W::Regs w0, w1;
   pdl_launch_dependents();
   const uint4* codes = reinterpret_cast<const uint4*>(image);
@@ -428,41 +427,38 @@ __global__ void __launch_bounds__(kMaxWarps * 32) i8_product_kernel(BatchMmParam
     if (sb + 3 < sb1) W::load(w1, row, sb + 3, q);
   }
 #pragma unroll
-  for (int si = 0; si < kSlots; ++si) part[warp][si][0][lane] = acc[si][0], part[warp][si][1][lane] = acc[si][1];
+  for (int gi = 0; gi < kGroups; ++gi) part[warp][gi][0][lane] = acc[gi][0], part[warp][gi][1][lane] = acc[gi][1];
   __syncthreads();
-  for (int i = int(threadIdx.x); i < kSlots * 2 * 32; i += int(blockDim.x)) {
-    const int si = i >> 6, r = (i >> 5) & 1, l = i & 31;
-    const int64_t N = tile.N, n = tile.r0 + (l >> 2) + 8 * r;
-    const float* bias = tile.bias;
-    float* y = tile.y;
-    const int t = kTokens * si + (l & 3);
-    squares[si][r][l] = 0.0f;
-    if (n >= N || t >= p.T) continue;
+  for (int i = int(threadIdx.x); i < kGroups * 2 * 32; i += int(blockDim.x)) {
+    const int gi = i >> 6, r = (i >> 5) & 1, l = i & 31;
+    const int64_t n = tile.r0 + (l >> 2) + 8 * r;
+    const int t = kTokens * gi + (l & 3);
+    squares[gi][r][l] = 0.0f;
+    if (n >= tile.N || t >= p.T) continue;
     float v = 0.0f;
-    for (int w = 0; w < n_warps; ++w) v += part[w][si][r][l];
-    if (bias) v += bias[n];
-    const int64_t at = int64_t(t) * N + n;
+    for (int w = 0; w < n_warps; ++w) v += part[w][gi][r][l];
+    if (tile.bias) v += tile.bias[n];
+    const int64_t at = int64_t(t) * tile.N + n;
     if (kStack) {
-      y[at] = v;
+      tile.y[at] = v;
     } else {
       if (link.residual) v += link.residual[at];  // each element read and written by this thread alone
-      y[at] = glu_finish(glu, v, at);
-      squares[si][r][l] = v * v;
+      tile.y[at] = glu_finish(glu, v, at);
+      squares[gi][r][l] = v * v;
     }
   }
   if (!kStack && link.sumsq_out) {  // each tile's rows in order, per token
     __syncthreads();
     const int64_t n_tiles = (p.N + kTileRows - 1) / kTileRows;
-    if (threadIdx.x < kSlots * kTokens) {  // the launch's token columns, T rounded up to a group
-      const int si = int(threadIdx.x) / kTokens, tq = int(threadIdx.x) % kTokens;
-      const int t = kTokens * si + tq;
-      const int64_t tile_index = blockIdx.x;
+    if (threadIdx.x < kGroups * kTokens) {  // the launch's token columns, T rounded up to a group
+      const int gi = int(threadIdx.x) / kTokens, tq = int(threadIdx.x) % kTokens;
       float ss = 0.0f;
 #pragma unroll
       for (int r = 0; r < 2; ++r)
 #pragma unroll
-        for (int g8 = 0; g8 < 8; ++g8) ss += squares[si][r][4 * g8 + tq];
-      if (tile_index < n_tiles) link.sumsq_out[int64_t(t) * n_tiles + tile_index] = ss;
+        for (int g8 = 0; g8 < 8; ++g8) ss += squares[gi][r][4 * g8 + tq];
+      // One block a tile (launch_batch_mm_i8's grid): block b's sums are tile b's.
+      link.sumsq_out[int64_t(kTokens * gi + tq) * n_tiles + blockIdx.x] = ss;
     }
   }
 }
