@@ -266,7 +266,7 @@ void Executor::fold_glu_into_up(const Node& glu) {
   count_fusion(Fusion::SmallBatchGlu);
 }
 
-// A SwiGlu read only by a product on the wgmma kernel (the down projection from kBatchMmWgmmaLargeMinTokens tokens),
+// A SwiGlu read only by a product on the wgmma kernel (a down projection from kBatchMmWgmmaMinTokens tokens),
 // or with glu_images_i8 on the i8 kernel (a Q4_K down projection of 3..8 tokens):
 // that launch's x image forms silu(gate) * up as it reads them (BatchMmParams::x_gate), so the element-wise launch
 // and its float output go. Gate and up must stay as they are until the product runs: no tensor alive in between

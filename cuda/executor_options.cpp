@@ -48,8 +48,8 @@ ExecutorOptions ExecutorOptions::from_env() {
   o.batch_mm_min_tokens = read_count("LLM_CUDA_BATCH_MM_MIN", o.batch_mm_min_tokens, kBatchMmMaxTokens);
   o.batch_mm_max_tokens = read_count("LLM_CUDA_BATCH_MM_MAX", o.batch_mm_max_tokens, kBatchMmMaxTokens);
   o.batch_mm.wide = read_flag("LLM_CUDA_BATCH_MM_WIDE", o.batch_mm.wide);
-  o.batch_mm.wide_register_sets = int(read_count("LLM_CUDA_WIDE_SETS", o.batch_mm.wide_register_sets, 3));
-  if (o.batch_mm.wide_register_sets < 2) throw InvalidArgument("LLM_CUDA_WIDE_SETS: expected 2 or 3");
+  o.batch_mm.wide_three_sets_min_tokens =
+      read_count("LLM_CUDA_WIDE_THREE_SETS_MIN", o.batch_mm.wide_three_sets_min_tokens, kBatchMmMaxTokens + 1);
   o.batch_mm.wgmma.min_tokens =
       read_count("LLM_CUDA_BATCH_MM_WGMMA_MIN", o.batch_mm.wgmma.min_tokens, kBatchMmMaxTokens + 1);
   o.batch_mm.wgmma.large_min_tokens =

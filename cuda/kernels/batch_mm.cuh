@@ -21,15 +21,20 @@ inline constexpr int64_t kBatchMmI8MaxTokens = 8;
 inline constexpr int64_t kBatchMmI8Q6x8MaxTokens = 4;
 // Q4_K and Q6_Kx8 launches run batch_mm_wgmma.cuh's kernel (launch_batch_mm) from kBatchMmWgmmaMinTokens tokens on,
 // and those of at least kBatchMmWgmmaLargeWeights weights (the launch's rows x K: the feed-forward matrices and the
-// output matrix of a 7-8B model, not its q/k/v or o) already from kBatchMmWgmmaLargeMinTokens: at 17..32 tokens half
-// the kernel's 64 token columns are idle, which the large matrices' ~25% gain pays for and the small ones' does not
-// (docs/kernel-notes.md, sessions 36 and 37).
+// output matrix of a 7-8B model, not its q/k/v or o) from their format's large bound when that is lower. At 17..32
+// tokens half the kernel's 64 token columns are idle: large Q4_K took it from 17 against the wide kernel's two
+// register sets (sessions 36-37: ~25%), and lost it to the wide kernel's three (session 60, H100: B = 20..32 +5.3-6.1%,
+// 4096x28672 at 24 tokens 60 -> 54 us), so its bound is the general one now (docs/kernel-notes.md).
 inline constexpr int64_t kBatchMmWgmmaMinTokens = 33;
-inline constexpr int64_t kBatchMmWgmmaLargeMinTokens = 17;
+inline constexpr int64_t kBatchMmWgmmaLargeMinTokens = 33;
 inline constexpr int64_t kBatchMmWgmmaLargeWeights = int64_t(32) << 20;
 // Large regrouped Q6_K (Q6_Kx8) launches take the wgmma kernel from 9 tokens: the fragment kernel reads them at ~1 TB/s
 // at 9..16 tokens (session 59, H100: B = 12 +1.8%, B = 16 +1.5%; docs/kernel-notes.md).
 inline constexpr int64_t kBatchMmWgmmaQ6x8LargeMinTokens = 9;
+// The wide kernel (batch_mm_wide.cuh) holds W in three register sets in turn, two super-blocks loading, at three
+// blocks an SM, from 17 tokens to 32 (one m-tile a warp): H100 lab at 32 tokens 4096x28672 59 -> 53 us, 14336x4096
+// 39 -> 35, B = 32 +2.8%; at 16 tokens it lost (40 -> 43 us), so 9..16 keep two sets (docs/kernel-notes.md, session 60).
+inline constexpr int64_t kBatchMmWideThreeSetsMinTokens = 17;
 
 // Where launch_batch_mm sends a launch to the wgmma kernel: from min_tokens on, a large one from the lower of min_tokens
 // and its format's large bound. All three above kBatchMmMaxTokens turn that path off (A/B runs: ExecutorOptions).
@@ -88,7 +93,8 @@ struct BatchMmChoices {
   int i8_warps_per_sm = 8;   // the i8 kernel's grid: warps a tile chosen for about this many warps an SM
   bool i8_q6x8 = true;       // regrouped Q6_K (Q6_Kx8) of 2..4 tokens on the i8 kernel too (false: the fragment kernel)
   int64_t i8_max_tokens = kBatchMmI8MaxTokens;  // the i8 kernel's Q4_K products of up to this many tokens
-  int wide_register_sets = 2;  // lab: the wide kernel's register sets of W in turn, 2 or 3 (up to 32 tokens)
+  // The wide kernel's W in three register sets from this many tokens to 32 (two below; above 32 never).
+  int64_t wide_three_sets_min_tokens = kBatchMmWideThreeSetsMinTokens;
 };
 
 // True when the launch reads x as float itself (Q4_K and Q6_Kx8 at T <= 8, and wherever the wgmma or the i8 kernel

@@ -92,8 +92,8 @@ __device__ __forceinline__ void multiply_sb(float (&acc)[MT][NT][4], const SbReg
 }
 
 // kSets: W's register sets in turn. 2: a super-block loading while one is multiplied (128 registers, four blocks
-// an SM). 3 (BatchMmChoices::wide_register_sets; lab, one m-tile only): two loading, at three blocks an SM, for the
-// long-scoreboard stalls Nsight put first (docs/kernel-notes.md, sessions 29 and 59).
+// an SM). 3 (kBatchMmWideThreeSetsMinTokens, one m-tile only): two loading, at three blocks an SM, for the
+// long-scoreboard stalls Nsight put first (docs/kernel-notes.md, sessions 29, 59 and 60).
 template <int NT, int MT, int kSets, bool kSegments, typename... Extra>
 __global__ void __launch_bounds__(kThreads, MT == 1 ? (kSets == 3 ? 3 : 4) : 2)
     q4k_wide_kernel(BatchMmParams p, const __half* xh, uint32_t rb, Work work, Extra... extra) {
@@ -262,10 +262,9 @@ size_t batch_mm_wide_scratch(int64_t K, int64_t T) {
 }
 
 void launch_batch_mm_wide(const BatchMmParams& p, const __half* xh, const ProductStack* stack, cudaStream_t stream,
-                          bool programmatic, int register_sets) {
+                          bool programmatic, int64_t three_sets_min_tokens) {
   LLM_REQUIRE(batch_mm_wide_serves(p.type, p.regrouped, p.T), "wide small-batch product: not served");
-  LLM_REQUIRE(register_sets == 2 || register_sets == 3, "wide small-batch product: 2 or 3 register sets");
-  const bool three = register_sets == 3;
+  const bool three = p.T >= three_sets_min_tokens;  // two m-tiles (above 32 tokens) keep two sets below
   LLM_REQUIRE(p.K % kSbElems == 0, "wide small-batch product: K");
   LLM_REQUIRE(p.scratch_bytes >= batch_mm_wide_scratch(p.K, p.T), "wide small-batch product: scratch");
   switch (shape_for(p.T).nt) {

@@ -348,11 +348,11 @@ TEST(BatchMm, WgmmaKernelRangeAndScratch) {
   }
 }
 
-// The wide kernel's three register sets of W (BatchMmChoices::wide_register_sets; lab) load further ahead and
-// multiply in the same order: every token count and segment length (K of 1, 2, 9 and 56 super-blocks, so loops that
-// end at each of the three sets) gives the bits of two sets, which MatchesReference holds to the reference; above
-// 32 tokens (two m-tiles a warp) the launch keeps two.
-TEST(BatchMm, WideThreeRegisterSetsKeepTheBits) {
+// The wide kernel's W in three register sets (BatchMmChoices::wide_three_sets_min_tokens) against the reference, as
+// in two: every token count and segment length (K of 1, 2, 9 and 56 super-blocks, so loops that end at each of the
+// three sets); above 32 tokens (two m-tiles a warp) the launch keeps two. Three blocks an SM make another grid, so the
+// split of K, and with it the bits, may differ from two sets' (session 60: at K = 14336).
+TEST(BatchMm, WideThreeRegisterSetsMatchReference) {
   REQUIRE_GPU();
   std::mt19937 rng(780);
   cuda::DeviceBuffer counters(cuda::kBatchMmCounterBytes);
@@ -361,46 +361,47 @@ TEST(BatchMm, WideThreeRegisterSetsKeepTheBits) {
     for (const int64_t T : {9, 16, 24, 32, 40}) {
       const int64_t N = 1000;
       ASSERT_TRUE(cuda::batch_mm_wide_serves(Type::Q4_K, false, T));
-      auto dw = upload(random_weights(rng, Type::Q4_K, K, N)), dx = upload(random_floats(rng, K * T));
+      const auto w = random_weights(rng, Type::Q4_K, K, N);
+      const auto x = random_floats(rng, K * T);
+      std::vector<double> ref, mag, mx;
+      reference(w, Type::Q4_K, x, K, N, T, nullptr, ref, mag, mx);
+      const auto atol = tile_tolerance(Type::Q4_K, w, x, K, N, T, nullptr);
+      auto dw = upload(w), dx = upload(x);
       const size_t sb = cuda::batch_mm_scratch(K, N, T);
       cuda::DeviceBuffer scratch(sb);
-      std::vector<float> two;
-      for (const int sets : {2, 3}) {
+      for (const int64_t three_from : {int64_t(0), cuda::kBatchMmMaxTokens + 1}) {
         cuda::BatchMmChoices choices;
         choices.wgmma = {cuda::kBatchMmMaxTokens + 1, cuda::kBatchMmMaxTokens + 1, cuda::kBatchMmMaxTokens + 1};
-        choices.wide_register_sets = sets;
+        choices.wide_three_sets_min_tokens = three_from;
         auto dy = poisoned_f32(N * T);
         cuda::BatchMmParams p{dw.get(), Type::Q4_K, dx.as<float>(), nullptr, dy.as<float>(), K, N, T,
                               scratch.get(), sb};
         p.tile_counters = counters.as<uint32_t>();
         cuda::launch_batch_mm(p, nullptr, {}, nullptr, choices);
-        const auto y = download<float>(dy, N * T);
-        if (sets == 2) two = y;
-        else
-          EXPECT_EQ(0, std::memcmp(two.data(), y.data(), y.size() * 4))
-              << "K=" << K << " T=" << T << ": three sets, not the bits of two";
+        EXPECT_TRUE(close(std::string(three_from ? "two sets" : "three sets") + " K=" + std::to_string(K) +
+                              " T=" + std::to_string(T),
+                          download<float>(dy, N * T), ref, atol, 0.0));
         expect_counters_zero(counters);
       }
     }
 }
 
-// LLM_CUDA_WIDE_SETS (no device needed): 2 by default, 3 when asked, nothing else.
-TEST(BatchMm, WideRegisterSetsFromEnvironment) {
-  const char* name = "LLM_CUDA_WIDE_SETS";
+// LLM_CUDA_WIDE_THREE_SETS_MIN (no device needed): 17 by default, any token count up to 65, nothing else.
+TEST(BatchMm, WideThreeSetsFromEnvironment) {
+  const char* name = "LLM_CUDA_WIDE_THREE_SETS_MIN";
   ::unsetenv(name);
-  EXPECT_EQ(cuda::ExecutorOptions::from_env().batch_mm.wide_register_sets, 2);
-  ::setenv(name, "3", 1);
-  EXPECT_EQ(cuda::ExecutorOptions::from_env().batch_mm.wide_register_sets, 3);
-  for (const char* bad : {"1", "4", "three"}) {
+  EXPECT_EQ(cuda::ExecutorOptions::from_env().batch_mm.wide_three_sets_min_tokens, 17);
+  ::setenv(name, "9", 1);
+  EXPECT_EQ(cuda::ExecutorOptions::from_env().batch_mm.wide_three_sets_min_tokens, 9);
+  ::setenv(name, "65", 1);
+  EXPECT_EQ(cuda::ExecutorOptions::from_env().batch_mm.wide_three_sets_min_tokens, 65);
+  for (const char* bad : {"66", "-1", "three"}) {
     ::setenv(name, bad, 1);
     EXPECT_THROW(cuda::ExecutorOptions::from_env(), cuda::InvalidArgument) << bad;
   }
   ::unsetenv(name);
 }
 
-// The wide kernel (batch_mm_wide.cuh) takes Q4_K in the file's layout at 9..48 tokens only, and the scratch the
-// executor sizes by batch_mm_scratch holds its partial-sum slots at every T it takes (a short scratch would let its
-// blocks write past the buffer).
 TEST(BatchMm, WideKernelRangeAndScratch) {
   for (int64_t T = 1; T <= cuda::kBatchMmMaxTokens; ++T) {
     const bool wide = cuda::batch_mm_wide_serves(Type::Q4_K, false, T);
