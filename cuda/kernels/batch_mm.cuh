@@ -95,8 +95,6 @@ struct BatchMmChoices {
   int64_t i8_max_tokens = kBatchMmI8MaxTokens;  // the i8 kernel's Q4_K products of up to this many tokens
   // The wide kernel's W in three register sets from this many tokens to 32 (two below; above 32 never).
   int64_t wide_three_sets_min_tokens = kBatchMmWideThreeSetsMinTokens;
-  // Lab: those three sets hold the codes alone, the super-blocks' headers staged in shared memory with x.
-  bool wide_staged_headers = false;
 };
 
 // True when the launch reads x as float itself (Q4_K and Q6_Kx8 at T <= 8, and wherever the wgmma or the i8 kernel

@@ -16,7 +16,6 @@
 
 #include <algorithm>
 #include <string>
-#include <type_traits>
 
 #include "cuda/check.h"
 #include "cuda/device_info.h"
@@ -48,21 +47,19 @@ Shape shape_for(int64_t T) { return T <= 16 ? Shape{2, 1} : T <= 32 ? Shape{4, 1
 template <int MT>
 constexpr int kRows = 16 * MT * kWarps;  // rows a tile
 
-// kStaged: each stage also holds the 64 rows' super-block headers (16 bytes each) after the stages of x.
-template <int NT, bool kStaged>
+template <int NT>
 constexpr size_t smem_bytes() {
-  return size_t(kStages) * (NT * 8 * kColHalves * 2 + (kStaged ? kRows<1> * 16 : 0));
+  return size_t(kStages) * NT * 8 * kColHalves * 2;
 }
 
 // acc += this super-block's rows times the staged x (st: the stage; boff[jj]: the lane's low piece jj of token g in
 // it, the high piece 32 halves on).
 template <int NT, int MT>
-__device__ __forceinline__ void multiply_sb(float (&acc)[MT][NT][4], const uint4 (&h)[2 * MT],
-                                            const uint4 (&q4)[2 * MT][2], const __half* st,
+__device__ __forceinline__ void multiply_sb(float (&acc)[MT][NT][4], const SbRegs<MT>& r, const __half* st,
                                             const uint32_t (&boff)[4], bool upper, uint32_t sel) {
   Scales sc[2 * MT];
 #pragma unroll
-  for (int i = 0; i < 2 * MT; ++i) sc[i] = group_scales(h[i], upper, sel);
+  for (int i = 0; i < 2 * MT; ++i) sc[i] = group_scales(r.h[i], upper, sel);
 #pragma unroll
   for (int jj = 0; jj < 4; ++jj) {
     // Words 2 jj and 2 jj + 1: k-steps (lo, 2 jj), (lo, 2 jj + 1), (hi, 2 jj), (hi, 2 jj + 1).
@@ -72,7 +69,7 @@ __device__ __forceinline__ void multiply_sb(float (&acc)[MT][NT][4], const uint4
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int i = 2 * mt + h;
-        const uint4& q = q4[i][jj >> 1];
+        const uint4& q = r.q[i][jj >> 1];
         const Word w0 = unpack_word((jj & 1) ? q.z : q.x, sc[i]), w1 = unpack_word((jj & 1) ? q.w : q.y, sc[i]);
         a[mt][0][h] = w0.lo01, a[mt][0][2 + h] = w0.lo23;
         a[mt][1][h] = w1.lo01, a[mt][1][2 + h] = w1.lo23;
@@ -97,20 +94,13 @@ __device__ __forceinline__ void multiply_sb(float (&acc)[MT][NT][4], const uint4
 // kSets: W's register sets in turn. 2: a super-block loading while one is multiplied (128 registers, four blocks
 // an SM). 3 (kBatchMmWideThreeSetsMinTokens, one m-tile only): two loading, at three blocks an SM, for the
 // long-scoreboard stalls Nsight put first (docs/kernel-notes.md, sessions 29, 59 and 60).
-// kStaged (BatchMmChoices::wide_staged_headers; lab, three sets only): the headers go to shared memory by cp.async
-// with x, two super-blocks ahead, and a set holds the codes alone (16 registers a set instead of 24), so three sets
-// fit the registers of two: four blocks an SM at 16 tokens (three at 32, where shared memory bounds it).
-template <int NT, int MT, int kSets, bool kStaged>
-constexpr int kMinBlocks = MT == 2 ? 2 : kStaged ? (NT == 2 ? 4 : 3) : kSets == 3 ? 3 : 4;
-template <int NT, int MT, int kSets, bool kStaged, bool kSegments, typename... Extra>
-__global__ void __launch_bounds__(kThreads, kMinBlocks<NT, MT, kSets, kStaged>)
+template <int NT, int MT, int kSets, bool kSegments, typename... Extra>
+__global__ void __launch_bounds__(kThreads, MT == 1 ? (kSets == 3 ? 3 : 4) : 2)
     q4k_wide_kernel(BatchMmParams p, const __half* xh, uint32_t rb, Work work, Extra... extra) {
   static_assert(kSets == 2 || (kSets == 3 && MT == 1), "two register sets, or three at one m-tile");
-  static_assert(!kStaged || (kSets == 3 && MT == 1), "staged headers with three sets of one m-tile");
   extern __shared__ uint4 dyn[];
   __half* const stages = reinterpret_cast<__half*>(dyn);
   constexpr int kCols = NT * 8, kStageHalves = kCols * kColHalves, kR = kRows<MT>, kWarpRows = 16 * MT;
-  uint4* const headers = dyn + kStages * kStageHalves * 2 / 16;  // kStaged: stage s's at headers + s kR
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
   const bool upper = t >= 2;
   const uint32_t sel = (t & 1) ? 0x4342u : 0x4140u;
@@ -140,8 +130,6 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<NT, MT, kSets, kStaged>)
 #pragma unroll
       for (int i = 0; i < 2 * MT; ++i) hrow[i] += kSbBytes, qrow[i] += kSbBytes;
     };
-    // kStaged: lanes 0..15 copy the headers of the warp's rows 0..15 (past the end, the last row's).
-    const uint8_t* hsrc = m.w + size_t(::std::min<int64_t>(m.row + (lane & 15), m.N - 1)) * rb + size_t(sg.sl0) * kSbBytes;
 
     const int n = sg.sl_end - sg.sl0;
     const int64_t cols_left = p.T - t0;
@@ -155,43 +143,30 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<NT, MT, kSets, kStaged>)
         const bool ok = c0 + 4 * j < cols_left;
         cp_async16_zfill(xdst + stage * kStageHalves + 4 * j * kColHalves, ok ? src + j * xstride : xh, ok ? 16 : 0);
       }
-      if constexpr (kStaged)
-        if (lane < 16) cp_async16(headers + stage * kR + kWarpRows * warp + lane, hsrc + size_t(i) * kSbBytes);
     };
     float acc[MT][NT][4] = {};
     // Launched programmatically (pdl.cuh): W's first super-block, which no kernel writes, is loaded before the wait
     // for the kernels this one depends on; x's copies come after it.
-    using Set = ::std::conditional_t<kStaged, SbCodes<MT>, SbRegs<MT>>;
-    auto load_set = [&](Set& s) {
-      if constexpr (kStaged) load_codes<MT>(s, qrow);
-      else load_sb<MT>(s, hrow, qrow);
-    };
-    Set ra, rb2, rc;  // rc: kSets == 3 only
-    load_set(ra);
+    SbRegs<MT> ra, rb2, rc;  // rc: kSets == 3 only
+    load_sb<MT>(ra, hrow, qrow);
     if (kSets == 3 && n > 1) {
       advance();
-      load_set(rb2);
+      load_sb<MT>(rb2, hrow, qrow);
     }
     pdl_wait();
     issue_first_stages(n, issue);
     int stage = 0;
     // Super-block i multiplied from `cur`; super-block i + kSets - 1 loaded into `nxt` (the set i - 1 used).
-    auto step = [&](int i, const Set& cur, Set& nxt) {
+    auto step = [&](int i, const SbRegs<MT>& cur, SbRegs<MT>& nxt) {
       cp_async_wait<1>();
       __syncthreads();  // super-block i landed for every thread; every warp is done with i - 1's stage
       if (i + 2 < n) issue(i + 2, stage == 0 ? 2 : stage - 1);
       asm volatile("cp.async.commit_group;" ::: "memory");
       if (i + kSets - 1 < n) {
         advance();
-        load_set(nxt);
+        load_sb<MT>(nxt, hrow, qrow);
       }
-      if constexpr (kStaged) {
-        const uint4* hs = headers + stage * kR + kWarpRows * warp;
-        const uint4 h[2] = {hs[g], hs[g + 8]};
-        multiply_sb<NT, MT>(acc, h, cur.q, stages + stage * kStageHalves, boff, upper, sel);
-      } else {
-        multiply_sb<NT, MT>(acc, cur.h, cur.q, stages + stage * kStageHalves, boff, upper, sel);
-      }
+      multiply_sb<NT, MT>(acc, cur, stages + stage * kStageHalves, boff, upper, sel);
       stage = stage == kStages - 1 ? 0 : stage + 1;
     };
     if constexpr (kSets == 2) {
@@ -234,30 +209,30 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<NT, MT, kSets, kStaged>)
   pdl_wait();  // a block without work too: this grid ends only after the ones it depends on
 }
 
-template <int NT, int MT, int kSets, bool kStaged, bool kSegments, bool kStack>
+template <int NT, int MT, int kSets, bool kSegments, bool kStack>
 constexpr auto kernel_for() {
-  if constexpr (kStack) return q4k_wide_kernel<NT, MT, kSets, kStaged, kSegments, ProductStack>;
-  else return q4k_wide_kernel<NT, MT, kSets, kStaged, kSegments>;
+  if constexpr (kStack) return q4k_wide_kernel<NT, MT, kSets, kSegments, ProductStack>;
+  else return q4k_wide_kernel<NT, MT, kSets, kSegments>;
 }
 
 // The shared memory opt-in of the instances and how many blocks the GPU holds at once, at the first launch (before
 // any capture).
-template <int NT, int MT, int kSets, bool kStaged>
+template <int NT, int MT, int kSets>
 int64_t prepare_instances() {
-  constexpr size_t smem = smem_bytes<NT, kStaged>();
-  for (auto* k : {kernel_for<NT, MT, kSets, kStaged, true, false>(), kernel_for<NT, MT, kSets, kStaged, false, false>()})
+  constexpr size_t smem = smem_bytes<NT>();
+  for (auto* k : {kernel_for<NT, MT, kSets, true, false>(), kernel_for<NT, MT, kSets, false, false>()})
     CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-  for (auto* k : {kernel_for<NT, MT, kSets, kStaged, true, true>(), kernel_for<NT, MT, kSets, kStaged, false, true>()})
+  for (auto* k : {kernel_for<NT, MT, kSets, true, true>(), kernel_for<NT, MT, kSets, false, true>()})
     CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-  const auto* k = reinterpret_cast<const void*>(kernel_for<NT, MT, kSets, kStaged, true, false>());
+  const auto* k = reinterpret_cast<const void*>(kernel_for<NT, MT, kSets, true, false>());
   return ::std::max<int64_t>(1, int64_t(current_device_sm_count()) * kernel_blocks_per_sm(k, kThreads, smem));
 }
 
-template <int NT, int MT, int kSets, bool kStaged = false>
+template <int NT, int MT, int kSets>
 void launch_shape(const BatchMmParams& p, const __half* xh, const ProductStack* stack, cudaStream_t stream,
                   bool programmatic) {
-  constexpr size_t smem = smem_bytes<NT, kStaged>();
-  static const int64_t resident = prepare_instances<NT, MT, kSets, kStaged>();
+  constexpr size_t smem = smem_bytes<NT>();
+  static const int64_t resident = prepare_instances<NT, MT, kSets>();
   const int64_t token_tiles = (p.T + NT * 8 - 1) / (NT * 8);
   const int64_t tiles = (p.N + kRows<MT> - 1) / kRows<MT> * token_tiles, n_slices = p.K / kSbElems;
   const int64_t blocks = choose_blocks(tiles, n_slices, resident, true, kMaxWideBlocks);
@@ -265,12 +240,12 @@ void launch_shape(const BatchMmParams& p, const __half* xh, const ProductStack* 
   const uint32_t rb = uint32_t(quant::row_bytes(quant::Type::Q4_K, p.K));
   const dim3 grid{unsigned(blocks)};
   if (stack) {
-    const auto k = w.runs_stay_in_tiles() ? kernel_for<NT, MT, kSets, kStaged, false, true>()
-                                          : kernel_for<NT, MT, kSets, kStaged, true, true>();
+    const auto k = w.runs_stay_in_tiles() ? kernel_for<NT, MT, kSets, false, true>()
+                                          : kernel_for<NT, MT, kSets, true, true>();
     launch_programmatic(programmatic, k, grid, kThreads, smem, stream, p, xh, rb, w, *stack);
   } else {
-    const auto k = w.runs_stay_in_tiles() ? kernel_for<NT, MT, kSets, kStaged, false, false>()
-                                          : kernel_for<NT, MT, kSets, kStaged, true, false>();
+    const auto k = w.runs_stay_in_tiles() ? kernel_for<NT, MT, kSets, false, false>()
+                                          : kernel_for<NT, MT, kSets, true, false>();
     launch_programmatic(programmatic, k, grid, kThreads, smem, stream, p, xh, rb, w);
   }
 }
@@ -287,21 +262,19 @@ size_t batch_mm_wide_scratch(int64_t K, int64_t T) {
 }
 
 void launch_batch_mm_wide(const BatchMmParams& p, const __half* xh, const ProductStack* stack, cudaStream_t stream,
-                          bool programmatic, int64_t three_sets_min_tokens, bool staged_headers) {
+                          bool programmatic, int64_t three_sets_min_tokens) {
   LLM_REQUIRE(batch_mm_wide_serves(p.type, p.regrouped, p.T), "wide small-batch product: not served");
   const bool three = p.T >= three_sets_min_tokens;  // two m-tiles (above 32 tokens) keep two sets below
   LLM_REQUIRE(p.K % kSbElems == 0, "wide small-batch product: K");
   LLM_REQUIRE(p.scratch_bytes >= batch_mm_wide_scratch(p.K, p.T), "wide small-batch product: scratch");
   switch (shape_for(p.T).nt) {
     case 2:
-      if (!three) launch_shape<2, 1, 2>(p, xh, stack, stream, programmatic);
-      else if (staged_headers) launch_shape<2, 1, 3, true>(p, xh, stack, stream, programmatic);
-      else launch_shape<2, 1, 3>(p, xh, stack, stream, programmatic);
+      three ? launch_shape<2, 1, 3>(p, xh, stack, stream, programmatic)
+            : launch_shape<2, 1, 2>(p, xh, stack, stream, programmatic);
       break;
     case 4:
-      if (!three) launch_shape<4, 1, 2>(p, xh, stack, stream, programmatic);
-      else if (staged_headers) launch_shape<4, 1, 3, true>(p, xh, stack, stream, programmatic);
-      else launch_shape<4, 1, 3>(p, xh, stack, stream, programmatic);
+      three ? launch_shape<4, 1, 3>(p, xh, stack, stream, programmatic)
+            : launch_shape<4, 1, 2>(p, xh, stack, stream, programmatic);
       break;
     default: launch_shape<6, 2, 2>(p, xh, stack, stream, programmatic); break;  // two m-tiles: two sets at 255
   }

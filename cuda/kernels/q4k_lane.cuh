@@ -90,18 +90,4 @@ __device__ __forceinline__ void load_sb(SbRegs<MT>& r, const uint8_t* const (&hr
   }
 }
 
-// The same share without the header, for a kernel that stages the headers in shared memory (batch_mm_wide.cu).
-template <int MT>
-struct SbCodes {
-  uint4 q[2 * MT][2];
-};
-template <int MT>
-__device__ __forceinline__ void load_codes(SbCodes<MT>& r, const uint8_t* const (&qrow)[2 * MT]) {
-#pragma unroll
-  for (int i = 0; i < 2 * MT; ++i) {
-    r.q[i][0] = mv::ldg_w(reinterpret_cast<const uint4*>(qrow[i]));
-    r.q[i][1] = mv::ldg_w(reinterpret_cast<const uint4*>(qrow[i] + 16));
-  }
-}
-
 }  // namespace cuda::q4k_lane

@@ -348,30 +348,10 @@ TEST(BatchMm, WgmmaKernelRangeAndScratch) {
   }
 }
 
-// The wide kernel's W in three register sets (BatchMmChoices::wide_three_sets_min_tokens), with the headers in the
-// sets or staged in shared memory (wide_staged_headers), against the reference as two sets are: every token count
-// and segment length (K of 1, 2, 9 and 56 super-blocks, so loops that end at each of the three sets); above 32 tokens
-// (two m-tiles a warp) the launch keeps two. Three sets make another grid (fewer blocks an SM), so the split of K, and
-// with it the bits, may differ from two sets' (session 60: at K = 14336). Then a stack of three matrices (a warp's
-// rows past a matrix's end, the staged headers' clamp) at 16 and 24 tokens.
-namespace {
-cuda::BatchMmChoices wide_choices(int64_t three_from, bool staged) {
-  cuda::BatchMmChoices c;
-  c.wgmma = {cuda::kBatchMmMaxTokens + 1, cuda::kBatchMmMaxTokens + 1, cuda::kBatchMmMaxTokens + 1};
-  c.wide_three_sets_min_tokens = three_from;
-  c.wide_staged_headers = staged;
-  return c;
-}
-struct WideForm {
-  const char* name;
-  int64_t three_from;
-  bool staged;
-};
-constexpr WideForm kWideForms[] = {{"two sets", cuda::kBatchMmMaxTokens + 1, false},
-                                   {"three sets", 0, false},
-                                   {"three sets, staged headers", 0, true}};
-}  // namespace
-
+// The wide kernel's W in three register sets (BatchMmChoices::wide_three_sets_min_tokens) against the reference, as
+// in two: every token count and segment length (K of 1, 2, 9 and 56 super-blocks, so loops that end at each of the
+// three sets); above 32 tokens (two m-tiles a warp) the launch keeps two. Three blocks an SM make another grid, so the
+// split of K, and with it the bits, may differ from two sets' (session 60: at K = 14336).
 TEST(BatchMm, WideThreeRegisterSetsMatchReference) {
   REQUIRE_GPU();
   std::mt19937 rng(780);
@@ -389,52 +369,21 @@ TEST(BatchMm, WideThreeRegisterSetsMatchReference) {
       auto dw = upload(w), dx = upload(x);
       const size_t sb = cuda::batch_mm_scratch(K, N, T);
       cuda::DeviceBuffer scratch(sb);
-      for (const WideForm& f : kWideForms) {
+      for (const int64_t three_from : {int64_t(0), cuda::kBatchMmMaxTokens + 1}) {
+        cuda::BatchMmChoices choices;
+        choices.wgmma = {cuda::kBatchMmMaxTokens + 1, cuda::kBatchMmMaxTokens + 1, cuda::kBatchMmMaxTokens + 1};
+        choices.wide_three_sets_min_tokens = three_from;
         auto dy = poisoned_f32(N * T);
         cuda::BatchMmParams p{dw.get(), Type::Q4_K, dx.as<float>(), nullptr, dy.as<float>(), K, N, T,
                               scratch.get(), sb};
         p.tile_counters = counters.as<uint32_t>();
-        cuda::launch_batch_mm(p, nullptr, {}, nullptr, wide_choices(f.three_from, f.staged));
-        EXPECT_TRUE(close(std::string(f.name) + " K=" + std::to_string(K) + " T=" + std::to_string(T),
+        cuda::launch_batch_mm(p, nullptr, {}, nullptr, choices);
+        EXPECT_TRUE(close(std::string(three_from ? "two sets" : "three sets") + " K=" + std::to_string(K) +
+                              " T=" + std::to_string(T),
                           download<float>(dy, N * T), ref, atol, 0.0));
         expect_counters_zero(counters);
       }
     }
-  const int64_t K = 2304, Ns[3] = {96, 64, 77};
-  for (const int64_t T : {16, 24}) {
-    const auto x = random_floats(rng, K * T);
-    const auto bias = random_floats(rng, Ns[1]);
-    auto dx = upload(x), db = upload(bias);
-    for (const WideForm& f : kWideForms) {
-      const StackedMatrices st = stacked_matrices(rng, Type::Q4_K, false, K, T, 3, Ns, db.as<float>());
-      const size_t sb = cuda::batch_mm_scratch(K, st.total, T);
-      cuda::DeviceBuffer scratch(sb);
-      cuda::BatchMmParams p{st.dw[0].get(), Type::Q4_K, dx.as<float>(), nullptr, st.dy[0].as<float>(), K, st.total,
-                            T, scratch.get(), sb};
-      p.tile_counters = counters.as<uint32_t>();
-      cuda::launch_batch_mm(p, nullptr, {}, &st.stack, wide_choices(f.three_from, f.staged));
-      for (int m = 0; m < 3; ++m) {
-        std::vector<double> ref, mag, mx;
-        reference(st.w[size_t(m)], Type::Q4_K, x, K, Ns[m], T, m == 1 ? &bias : nullptr, ref, mag, mx);
-        const auto atol = tile_tolerance(Type::Q4_K, st.w[size_t(m)], x, K, Ns[m], T, m == 1 ? &bias : nullptr);
-        EXPECT_TRUE(close(std::string(f.name) + " stack, matrix " + std::to_string(m) + " T=" + std::to_string(T),
-                          download<float>(st.dy[size_t(m)], Ns[m] * T), ref, atol, 0.0));
-      }
-      expect_counters_zero(counters);
-    }
-  }
-}
-
-// LLM_CUDA_WIDE_STAGED_HEADERS (no device needed): off by default, 0 or 1.
-TEST(BatchMm, WideStagedHeadersFromEnvironment) {
-  const char* name = "LLM_CUDA_WIDE_STAGED_HEADERS";
-  ::unsetenv(name);
-  EXPECT_FALSE(cuda::ExecutorOptions::from_env().batch_mm.wide_staged_headers);
-  ::setenv(name, "1", 1);
-  EXPECT_TRUE(cuda::ExecutorOptions::from_env().batch_mm.wide_staged_headers);
-  ::setenv(name, "yes", 1);
-  EXPECT_THROW(cuda::ExecutorOptions::from_env(), cuda::InvalidArgument);
-  ::unsetenv(name);
 }
 
 // LLM_CUDA_WIDE_THREE_SETS_MIN (no device needed): 17 by default, any token count up to 65, nothing else.
