@@ -9,7 +9,8 @@
 #   here:  scripts/pack-carry.sh; ../shared/device/prepare.sh tokenizer/ggml-vocab-llama-bpe.gguf
 #   there: SHAPES="qwen3-30b-a3b:Q4_K_M llama3-8b:Q4_K_M" scripts/gpu-decode-timeline.sh   (carry .device, .device-bin)
 #          VARIANT=LLM_CUDA_X=1,LLM_CUDA_Y=0: the same with those settings; BIN=NAME: pack-carry.sh's
-#          llm-run-NAME (`base`: its first argument) instead of this build's llm-run
+#          llm-run-NAME (`base`: its first argument) instead of this build's llm-run; BENCH_ARGS: bench's arguments
+#          instead of `-p 0 -n TOKENS -r 1` (BENCH_ARGS="--parallel 16 -p 512 -n 16 --pipeline": a 16-sequence step)
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/device-bins.sh"   # $out, /tmp/bin, the environment
 source "$(dirname "${BASH_SOURCE[0]}")/device-model.sh"  # synth_model
@@ -21,7 +22,7 @@ for st in ${SHAPES:-qwen3-30b-a3b:Q4_K_M}; do
   synth_model /tmp/bin/llm-run "$shape" "$type" 2>>"$out/synth.log"  # $model
   trace=$out/trace-$shape-$type${BIN:+-$BIN}.csv
   timeout 300 env "${envs[@]}" CUDA_INJECTION64_PATH=/tmp/bin/libkernel-trace.so KERNEL_TRACE_OUT="$trace" \
-    "$bin" bench -m "$model" --device cuda -p 0 -n "${TOKENS:-32}" -r 1 -o md >"$out/trace-$shape.log" 2>&1
+    "$bin" bench -m "$model" --device cuda ${BENCH_ARGS:--p 0 -n ${TOKENS:-32} -r 1} -o md >"$out/trace-$shape.log" 2>&1
   echo "trace $shape rc=$? ($(wc -l <"$trace") kernels)"
   python3 "$(dirname "${BASH_SOURCE[0]}")/timeline-step.py" "$trace" "$shape $type${BIN:+ ($BIN)}" |
     tee -a "$out/table.txt"
