@@ -351,7 +351,7 @@ TEST(BatchMm, WgmmaKernelRangeAndScratch) {
 // The wide kernel's W in three register sets (BatchMmChoices::wide_three_sets_min_tokens) against the reference, as
 // in two: every token count and segment length (K of 1, 2, 9 and 56 super-blocks, so loops that end at each of the
 // three sets); above 32 tokens (two m-tiles a warp) the launch keeps two. Three blocks an SM make another grid, so the
-// split of K, and with it the bits, may differ from two sets' (session 60: at K = 14336).
+// split of K, and with it the bits, may differ from two sets' (session 60: at K = 14336). Then a stacked launch.
 TEST(BatchMm, WideThreeRegisterSetsMatchReference) {
   REQUIRE_GPU();
   std::mt19937 rng(780);
@@ -384,6 +384,31 @@ TEST(BatchMm, WideThreeRegisterSetsMatchReference) {
         expect_counters_zero(counters);
       }
     }
+  // A stack of three matrices (q/k/v at 17..32 tokens: a warp's rows past a matrix's end read its last row).
+  const int64_t K = 2304, Ns[3] = {96, 64, 77}, T = 24;
+  const auto x = random_floats(rng, K * T);
+  const auto bias = random_floats(rng, Ns[1]);
+  auto dx = upload(x), db = upload(bias);
+  for (const int64_t three_from : {int64_t(0), cuda::kBatchMmMaxTokens + 1}) {
+    const StackedMatrices st = stacked_matrices(rng, Type::Q4_K, false, K, T, 3, Ns, db.as<float>());
+    const size_t sb = cuda::batch_mm_scratch(K, st.total, T);
+    cuda::DeviceBuffer scratch(sb);
+    cuda::BatchMmParams p{st.dw[0].get(), Type::Q4_K, dx.as<float>(), nullptr, st.dy[0].as<float>(), K, st.total, T,
+                          scratch.get(), sb};
+    p.tile_counters = counters.as<uint32_t>();
+    cuda::BatchMmChoices choices;
+    choices.wgmma = {cuda::kBatchMmMaxTokens + 1, cuda::kBatchMmMaxTokens + 1, cuda::kBatchMmMaxTokens + 1};
+    choices.wide_three_sets_min_tokens = three_from;
+    cuda::launch_batch_mm(p, nullptr, {}, &st.stack, choices);
+    for (int m = 0; m < 3; ++m) {
+      std::vector<double> ref, mag, mx;
+      reference(st.w[size_t(m)], Type::Q4_K, x, K, Ns[m], T, m == 1 ? &bias : nullptr, ref, mag, mx);
+      const auto atol = tile_tolerance(Type::Q4_K, st.w[size_t(m)], x, K, Ns[m], T, m == 1 ? &bias : nullptr);
+      EXPECT_TRUE(close(std::string(three_from ? "two sets" : "three sets") + " stack, matrix " + std::to_string(m),
+                        download<float>(st.dy[size_t(m)], Ns[m] * T), ref, atol, 0.0));
+    }
+    expect_counters_zero(counters);
+  }
 }
 
 // LLM_CUDA_WIDE_THREE_SETS_MIN (no device needed): 17 by default, any token count up to 65, nothing else.
