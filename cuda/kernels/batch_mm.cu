@@ -746,7 +746,7 @@ void launch_batch_mm(const BatchMmParams& p, cudaStream_t stream, const GluEpilo
               "small-batch product: x must be 16-byte aligned");
   if (!p.x_in_scratch && !float_x) launch_x_to_half(p.x, xh, p.K * p.T, stream, pdl);
   if (choices.wide && !glu.gate && batch_mm_wide_serves(p.type, p.regrouped, p.T)) {
-    launch_batch_mm_wide(p, xh, stack, stream, pdl, choices.wide_three_sets_min_tokens);
+    launch_batch_mm_wide(p, xh, stack, stream, choices);
     CUDA_CHECK_LAUNCH(stream);
     return;
   }

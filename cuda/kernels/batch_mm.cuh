@@ -95,6 +95,7 @@ struct BatchMmChoices {
   int64_t i8_max_tokens = kBatchMmI8MaxTokens;  // the i8 kernel's Q4_K products of up to this many tokens
   // The wide kernel's W in three register sets from this many tokens to 32 (two below; above 32 never).
   int64_t wide_three_sets_min_tokens = kBatchMmWideThreeSetsMinTokens;
+  bool wide_three_tiles = false;  // lab: the wide kernel's 17..24-token products in three n-tiles of 8, not four
 };
 
 // True when the launch reads x as float itself (Q4_K and Q6_Kx8 at T <= 8, and wherever the wgmma or the i8 kernel

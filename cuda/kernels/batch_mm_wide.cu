@@ -43,7 +43,10 @@ constexpr int64_t kMaxWideBlocks = 512;  // what the scratch's partial-sum slots
 struct Shape {
   int nt, mt;
 };
-Shape shape_for(int64_t T) { return T <= 16 ? Shape{2, 1} : T <= 32 ? Shape{4, 1} : Shape{6, 2}; }
+// three_tiles (BatchMmChoices::wide_three_tiles; lab): 17..24 tokens in three n-tiles instead of four.
+Shape shape_for(int64_t T, bool three_tiles = false) {
+  return T <= 16 ? Shape{2, 1} : (three_tiles && T <= 24) ? Shape{3, 1} : T <= 32 ? Shape{4, 1} : Shape{6, 2};
+}
 template <int MT>
 constexpr int kRows = 16 * MT * kWarps;  // rows a tile
 
@@ -262,15 +265,20 @@ size_t batch_mm_wide_scratch(int64_t K, int64_t T) {
 }
 
 void launch_batch_mm_wide(const BatchMmParams& p, const __half* xh, const ProductStack* stack, cudaStream_t stream,
-                          bool programmatic, int64_t three_sets_min_tokens) {
+                          const BatchMmChoices& choices) {
+  const bool programmatic = choices.programmatic;
   LLM_REQUIRE(batch_mm_wide_serves(p.type, p.regrouped, p.T), "wide small-batch product: not served");
-  const bool three = p.T >= three_sets_min_tokens;  // two m-tiles (above 32 tokens) keep two sets below
+  const bool three = p.T >= choices.wide_three_sets_min_tokens;  // two m-tiles (above 32 tokens) keep two sets below
   LLM_REQUIRE(p.K % kSbElems == 0, "wide small-batch product: K");
   LLM_REQUIRE(p.scratch_bytes >= batch_mm_wide_scratch(p.K, p.T), "wide small-batch product: scratch");
-  switch (shape_for(p.T).nt) {
+  switch (shape_for(p.T, choices.wide_three_tiles).nt) {
     case 2:
       three ? launch_shape<2, 1, 3>(p, xh, stack, stream, programmatic)
             : launch_shape<2, 1, 2>(p, xh, stack, stream, programmatic);
+      break;
+    case 3:
+      three ? launch_shape<3, 1, 3>(p, xh, stack, stream, programmatic)
+            : launch_shape<3, 1, 2>(p, xh, stack, stream, programmatic);
       break;
     case 4:
       three ? launch_shape<4, 1, 3>(p, xh, stack, stream, programmatic)

@@ -25,9 +25,9 @@ bool batch_mm_wide_serves(quant::Type type, bool regrouped, int64_t T);
 size_t batch_mm_wide_scratch(int64_t K, int64_t T);
 
 // y = W x for p (validated by launch_batch_mm), x already in half at xh = p.scratch. stack: a stacked launch's
-// matrices (product_stack.cuh) or null. programmatic, three_sets_min_tokens: as BatchMmChoices' (three register
-// sets of W from that many tokens to 32, one m-tile a warp). Never allocates.
+// matrices (product_stack.cuh) or null. choices: launch_batch_mm's (programmatic, wide_three_sets_min_tokens,
+// wide_three_tiles). Never allocates.
 void launch_batch_mm_wide(const BatchMmParams& p, const __half* xh, const ProductStack* stack, cudaStream_t stream,
-                          bool programmatic = true, int64_t three_sets_min_tokens = kBatchMmWideThreeSetsMinTokens);
+                          const BatchMmChoices& choices = {});
 
 }  // namespace cuda

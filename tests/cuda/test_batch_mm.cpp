@@ -351,14 +351,34 @@ TEST(BatchMm, WgmmaKernelRangeAndScratch) {
 // The wide kernel's W in three register sets (BatchMmChoices::wide_three_sets_min_tokens) against the reference, as
 // in two: every token count and segment length (K of 1, 2, 9 and 56 super-blocks, so loops that end at each of the
 // three sets); above 32 tokens (two m-tiles a warp) the launch keeps two. Three blocks an SM make another grid, so the
-// split of K, and with it the bits, may differ from two sets' (session 60: at K = 14336). Then a stacked launch.
+// split of K, and with it the bits, may differ from two sets' (session 60: at K = 14336). Each also in three n-tiles
+// at 17..24 tokens (wide_three_tiles; lab). Then a stacked launch.
+namespace {
+struct WideForm {
+  const char* name;
+  int64_t three_from;
+  bool three_tiles;
+  cuda::BatchMmChoices choices() const {
+    cuda::BatchMmChoices c;
+    c.wgmma = {cuda::kBatchMmMaxTokens + 1, cuda::kBatchMmMaxTokens + 1, cuda::kBatchMmMaxTokens + 1};
+    c.wide_three_sets_min_tokens = three_from;
+    c.wide_three_tiles = three_tiles;
+    return c;
+  }
+};
+constexpr WideForm kWideForms[] = {{"two sets", cuda::kBatchMmMaxTokens + 1, false},
+                                   {"three sets", 0, false},
+                                   {"two sets, three n-tiles", cuda::kBatchMmMaxTokens + 1, true},
+                                   {"three sets, three n-tiles", 0, true}};
+}  // namespace
+
 TEST(BatchMm, WideThreeRegisterSetsMatchReference) {
   REQUIRE_GPU();
   std::mt19937 rng(780);
   cuda::DeviceBuffer counters(cuda::kBatchMmCounterBytes);
   CUDA_CHECK(cudaMemset(counters.get(), 0, cuda::kBatchMmCounterBytes));
   for (const int64_t K : {256, 512, 2304, 14336})
-    for (const int64_t T : {9, 16, 24, 32, 40}) {
+    for (const int64_t T : {9, 16, 17, 24, 32, 40}) {
       const int64_t N = 1000;
       ASSERT_TRUE(cuda::batch_mm_wide_serves(Type::Q4_K, false, T));
       const auto w = random_weights(rng, Type::Q4_K, K, N);
@@ -369,17 +389,13 @@ TEST(BatchMm, WideThreeRegisterSetsMatchReference) {
       auto dw = upload(w), dx = upload(x);
       const size_t sb = cuda::batch_mm_scratch(K, N, T);
       cuda::DeviceBuffer scratch(sb);
-      for (const int64_t three_from : {int64_t(0), cuda::kBatchMmMaxTokens + 1}) {
-        cuda::BatchMmChoices choices;
-        choices.wgmma = {cuda::kBatchMmMaxTokens + 1, cuda::kBatchMmMaxTokens + 1, cuda::kBatchMmMaxTokens + 1};
-        choices.wide_three_sets_min_tokens = three_from;
+      for (const WideForm& f : kWideForms) {
         auto dy = poisoned_f32(N * T);
         cuda::BatchMmParams p{dw.get(), Type::Q4_K, dx.as<float>(), nullptr, dy.as<float>(), K, N, T,
                               scratch.get(), sb};
         p.tile_counters = counters.as<uint32_t>();
-        cuda::launch_batch_mm(p, nullptr, {}, nullptr, choices);
-        EXPECT_TRUE(close(std::string(three_from ? "two sets" : "three sets") + " K=" + std::to_string(K) +
-                              " T=" + std::to_string(T),
+        cuda::launch_batch_mm(p, nullptr, {}, nullptr, f.choices());
+        EXPECT_TRUE(close(std::string(f.name) + " K=" + std::to_string(K) + " T=" + std::to_string(T),
                           download<float>(dy, N * T), ref, atol, 0.0));
         expect_counters_zero(counters);
       }
@@ -389,32 +405,32 @@ TEST(BatchMm, WideThreeRegisterSetsMatchReference) {
   const auto x = random_floats(rng, K * T);
   const auto bias = random_floats(rng, Ns[1]);
   auto dx = upload(x), db = upload(bias);
-  for (const int64_t three_from : {int64_t(0), cuda::kBatchMmMaxTokens + 1}) {
+  for (const WideForm& f : kWideForms) {
     const StackedMatrices st = stacked_matrices(rng, Type::Q4_K, false, K, T, 3, Ns, db.as<float>());
     const size_t sb = cuda::batch_mm_scratch(K, st.total, T);
     cuda::DeviceBuffer scratch(sb);
     cuda::BatchMmParams p{st.dw[0].get(), Type::Q4_K, dx.as<float>(), nullptr, st.dy[0].as<float>(), K, st.total, T,
                           scratch.get(), sb};
     p.tile_counters = counters.as<uint32_t>();
-    cuda::BatchMmChoices choices;
-    choices.wgmma = {cuda::kBatchMmMaxTokens + 1, cuda::kBatchMmMaxTokens + 1, cuda::kBatchMmMaxTokens + 1};
-    choices.wide_three_sets_min_tokens = three_from;
-    cuda::launch_batch_mm(p, nullptr, {}, &st.stack, choices);
+    cuda::launch_batch_mm(p, nullptr, {}, &st.stack, f.choices());
     for (int m = 0; m < 3; ++m) {
       std::vector<double> ref, mag, mx;
       reference(st.w[size_t(m)], Type::Q4_K, x, K, Ns[m], T, m == 1 ? &bias : nullptr, ref, mag, mx);
       const auto atol = tile_tolerance(Type::Q4_K, st.w[size_t(m)], x, K, Ns[m], T, m == 1 ? &bias : nullptr);
-      EXPECT_TRUE(close(std::string(three_from ? "two sets" : "three sets") + " stack, matrix " + std::to_string(m),
+      EXPECT_TRUE(close(std::string(f.name) + " stack, matrix " + std::to_string(m),
                         download<float>(st.dy[size_t(m)], Ns[m] * T), ref, atol, 0.0));
     }
     expect_counters_zero(counters);
   }
 }
 
-// LLM_CUDA_WIDE_THREE_SETS_MIN (no device needed): 17 by default, any token count up to 65, nothing else.
+// LLM_CUDA_WIDE_THREE_SETS_MIN (no device needed): 17 by default, any token count up to 65, nothing else; and
+// LLM_CUDA_WIDE_THREE_TILES, off by default.
 TEST(BatchMm, WideThreeSetsFromEnvironment) {
   const char* name = "LLM_CUDA_WIDE_THREE_SETS_MIN";
   ::unsetenv(name);
+  ::unsetenv("LLM_CUDA_WIDE_THREE_TILES");
+  EXPECT_FALSE(cuda::ExecutorOptions::from_env().batch_mm.wide_three_tiles);
   EXPECT_EQ(cuda::ExecutorOptions::from_env().batch_mm.wide_three_sets_min_tokens, 17);
   ::setenv(name, "9", 1);
   EXPECT_EQ(cuda::ExecutorOptions::from_env().batch_mm.wide_three_sets_min_tokens, 9);
@@ -425,6 +441,9 @@ TEST(BatchMm, WideThreeSetsFromEnvironment) {
     EXPECT_THROW(cuda::ExecutorOptions::from_env(), cuda::InvalidArgument) << bad;
   }
   ::unsetenv(name);
+  ::setenv("LLM_CUDA_WIDE_THREE_TILES", "1", 1);
+  EXPECT_TRUE(cuda::ExecutorOptions::from_env().batch_mm.wide_three_tiles);
+  ::unsetenv("LLM_CUDA_WIDE_THREE_TILES");
 }
 
 TEST(BatchMm, WideKernelRangeAndScratch) {
