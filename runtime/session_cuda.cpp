@@ -410,6 +410,11 @@ std::optional<int32_t> CudaSession::decode_sample(int32_t token, int32_t pos, co
 
 namespace {
 int32_t next_pow2(int32_t n) { return int32_t(std::bit_ceil(uint32_t(std::max(n, 1)))); }
+// A paged step's token bucket: a power of two, or 24 for 17..24 tokens where the small-batch products take three
+// n-tiles of 8 tokens instead of four (BatchMmChoices::wide_three_tiles): a step of 20 sequences then costs less
+// than one of 32.
+int32_t token_bucket(int32_t n, bool with_24) { return with_24 && n > 16 && n <= 24 ? 24 : next_pow2(n); }
+int32_t next_bucket(int32_t tb, bool with_24) { return with_24 && tb == 16 ? 24 : with_24 && tb == 24 ? 32 : 2 * tb; }
 // Buckets of batch steps up to this many tokens are captured as CUDA graphs: decode steps and small mixed ones,
 // replayed every step; larger ones are mostly prompt chunks, whose launches are long enough on their own.
 constexpr int32_t kCapturedTokens = 64;
@@ -446,7 +451,8 @@ int32_t CudaSession::prepare_paged(int32_t max_tokens) {
   PagedBatch b;
   b.block_table.assign(size_t(paged_->n_seq) * paged_->max_blocks, 0);
   int32_t shapes = 0;
-  for (int32_t tb = 1;; tb *= 2) {
+  const bool with_24 = opt_.exec.batch_mm.wide_three_tiles;
+  for (int32_t tb = 1;; tb = next_bucket(tb, with_24)) {
     // Every token padding (position -1: no cache write): builds the graph, and a second run captures it.
     b.tokens.assign(size_t(tb), 0);
     b.positions.assign(size_t(tb), -1);
@@ -476,10 +482,10 @@ void CudaSession::launch_paged(const PagedBatch& b) {
   if (!paged_) return Session::launch_paged(b);
   check_paged_batch(b, *paged_, n_vocab());
   check_paged_launch(b, launched_.size(), !launched_.empty() && launched_.back().wants_host, last_outputs_);
-  // Padded to power-of-two buckets: tokens at position -1 (no cache write, zero attention), output rows at token 0.
+  // Padded to buckets (token_bucket): tokens at position -1 (no cache write, zero attention), output rows at token 0.
   const int32_t n = static_cast<int32_t>(b.tokens.size());
   const int32_t n_out = static_cast<int32_t>(b.output_rows.size());
-  const int32_t tb = next_pow2(n), ob = output_bucket(tb);
+  const int32_t tb = token_bucket(n, opt_.exec.batch_mm.wide_three_tiles), ob = output_bucket(tb);
   if (n_out > ob) throw SessionError("eval_paged: " + std::to_string(n_out) + " output rows, more than the " +
                                      std::to_string(ob) + " a batch of " + std::to_string(n) + " tokens may have");
   padded_.tokens.assign(b.tokens.begin(), b.tokens.end());
