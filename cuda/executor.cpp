@@ -655,8 +655,7 @@ void Executor::lower_argmax(const Node& n) {
   steps_.push_back([this, p, id = n.id](cudaStream_t s) {
     ArgmaxParams q = p;
     if (ring_ && id == ring_node_)  // set_argmax_ring, read when the step is launched or captured
-      q.host_out = ring_, q.host_slot = ring_slot_device_.as<int32_t>(), q.host_stride = ring_stride_,
-      q.device_ring = device_ring_;
+      q.host_out = ring_, q.host_slot = ring_slot_device_.as<int32_t>(), q.host_stride = ring_stride_;
     launch_argmax(q, s);
   });
 }

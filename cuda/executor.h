@@ -175,10 +175,6 @@ struct ExecutorOptions {
   // session's page-locked ring (set_argmax_ring) instead of a copy after the graph: two copy-engine round trips
   // fewer between two steps. LLM_CUDA_PAGED_HOST_IO=0 for A/B runs.
   bool paged_host_io = true;
-  // With paged_host_io, the argmax kernel also writes a step's ids into a device twin of the ring, which the next
-  // step's token gather reads instead of the page-locked ring, and leaves out its system fence: one round trip over
-  // the bus fewer between two greedy steps (session 60; lab, LLM_CUDA_PAGED_DEVICE_IDS=1 until measured).
-  bool paged_device_ids = false;
   // write_inputs waits for the previous run's first kernel (an event after it) instead of the whole run: the
   // paged session's pipelined step k + 1 is queued while step k runs instead of after it (session 35's two
   // stagings lost, with two graph executables alternating; this keeps one). With paged_host_io, 8B Q4_K_M on an
@@ -248,10 +244,9 @@ class Executor {
   // The argmax node's ids also written by its kernel into page-locked host memory (ArgmaxParams::host_out; ring as
   // the device addresses it): a run's row r to ring[slot * stride + r], slot the last set_ring_slot's value (read by
   // the run's first kernel). A paged session's ids reach the host and the next step's token gather with no copy
-  // after the graph. device_ring (device memory of the same size, or null): the same ids there too
-  // (ArgmaxParams::device_ring), for a token gather that reads them on the device. Invalidates any captured graph;
-  // throws cuda::InvalidArgument unless argmax is an Argmax node of at most stride rows.
-  void set_argmax_ring(graph::NodeId argmax, int32_t* ring, int64_t stride, int32_t* device_ring = nullptr);
+  // after the graph. Invalidates any captured graph; throws cuda::InvalidArgument unless argmax is an Argmax node
+  // of at most stride rows.
+  void set_argmax_ring(graph::NodeId argmax, int32_t* ring, int64_t stride);
   // The ring slot of the next run(); call after write_inputs (which waits until the previous run has read its own).
   void set_ring_slot(int32_t slot);
 
@@ -448,7 +443,6 @@ class Executor {
   PinnedBuffer table_count_;
   graph::NodeId ring_node_ = graph::kNoNode;
   int32_t* ring_ = nullptr;
-  int32_t* device_ring_ = nullptr;
   int64_t ring_stride_ = 0;
   PinnedBuffer ring_slot_;
   DeviceBuffer ring_slot_device_;

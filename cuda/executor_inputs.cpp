@@ -93,7 +93,7 @@ void Executor::write_inputs(const graph::RunInputs& in, ::std::span<const int32_
   max_pos_ = pos.empty() ? INT32_MAX : *::std::max_element(pos.begin(), pos.end());
 }
 
-void Executor::set_argmax_ring(NodeId argmax, int32_t* ring, int64_t stride, int32_t* device_ring) {
+void Executor::set_argmax_ring(NodeId argmax, int32_t* ring, int64_t stride) {
   if (argmax < 0 || size_t(argmax) >= g_.nodes().size() || g_.node(argmax).op != Op::Argmax)
     throw InvalidArgument("set_argmax_ring: not an Argmax node");
   if (!ring || stride < g_.node(g_.node(argmax).inputs.at(0)).shape.rows())
@@ -105,7 +105,7 @@ void Executor::set_argmax_ring(NodeId argmax, int32_t* ring, int64_t stride, int
     add_host_input(static_cast<const int32_t*>(device_address_of_pinned(ring_slot_.get())), ring_slot_device_.get(),
                    1);
   }
-  ring_node_ = argmax, ring_ = ring, ring_stride_ = stride, device_ring_ = device_ring;
+  ring_node_ = argmax, ring_ = ring, ring_stride_ = stride;
   drop_capture();
 }
 

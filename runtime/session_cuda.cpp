@@ -171,7 +171,6 @@ CudaSession::CudaSession(std::shared_ptr<const model::Model> model, int32_t n_ct
     draw_out_ = cuda::PinnedBuffer(rows * 4);
     ids_stride_ = int32_t(rows);
     paged_ids_ = cuda::PinnedBuffer(2 * rows * 4);
-    if (opt_.exec.paged_host_io && opt_.exec.paged_device_ids) paged_ids_device_ = cuda::DeviceBuffer(2 * rows * 4);
     for (auto& e : slot_done_) e = cuda::Event::create();
   }
   kv_ = std::make_unique<cuda::KvCache>(
@@ -431,11 +430,8 @@ CudaSession::Compiled& CudaSession::compiled_paged(int32_t n_tokens, int32_t n_o
            " outputs");
   std::unique_ptr<Compiled> c = compile(shape, n_tokens <= kCapturedTokens);
   auto* const ids = static_cast<int32_t*>(cuda::device_address_of_pinned(paged_ids_.get()));
-  // The next step's tokens from the device twin of the ring where the argmax kernel keeps one (paged_device_ids).
-  auto* const device_ids = paged_ids_device_.bytes() ? paged_ids_device_.as<int32_t>() : nullptr;
-  c->exec->set_tokens_gather(device_ids ? device_ids : ids);
-  if (opt_.exec.paged_host_io)  // no copy after each step
-    c->exec->set_argmax_ring(c->argmax, ids, ids_stride_, device_ids);
+  c->exec->set_tokens_gather(ids);
+  if (opt_.exec.paged_host_io) c->exec->set_argmax_ring(c->argmax, ids, ids_stride_);  // no copy after each step
   return *paged_graphs_.emplace(key, std::move(c)).first->second;
 }
 

@@ -110,7 +110,6 @@ class CudaSession final : public Session {
   // reads the other.
   cuda::PinnedBuffer paged_out_;
   cuda::PinnedBuffer paged_ids_;  // [2][ids_stride_]
-  cuda::DeviceBuffer paged_ids_device_;  // its device twin (ExecutorOptions::paged_device_ids), or empty
   int32_t ids_stride_ = 0;        // the largest output bucket
   struct Launched {               // a step launch_paged queued and take_paged has not taken
     int slot = 0;

@@ -14,8 +14,7 @@ __global__ void copy_from_host_kernel(HostCopies copies) {
   const int32_t step = int32_t(blockDim.x) * c.blocks;
   for (int32_t i = part * int32_t(blockDim.x) + int32_t(threadIdx.x); i < n; i += step) {
     const int32_t row = c.gather_rows ? c.gather_rows[i] : -1;
-    // Volatile: gather_src may be host memory that a copy after the previous step wrote (never a stale cached line);
-    // or the device twin of the argmax ring (ExecutorOptions::paged_device_ids), written by the step before.
+    // Volatile: gather_src is host memory that a copy after the previous step wrote (never a stale cached line).
     c.dst[i] = row >= 0 ? *static_cast<const volatile int32_t*>(c.gather_src + row) : src[i];
   }
 }

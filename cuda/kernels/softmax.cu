@@ -65,16 +65,13 @@ __device__ __forceinline__ ArgMax argmax_range(const float* x, int64_t lo, int64
 }
 
 // Row `row`'s index, to out and, when set, to the host ring's slot (visible to the host and to later kernels' reads
-// of host memory once this launch is complete: the fence orders it before the launch's end) and its device twin
-// (ArgmaxParams::device_ring: later kernels read that one, so the fence is left out).
+// of host memory once this launch is complete: the fence orders it before the launch's end).
 __device__ __forceinline__ void store_argmax(const ArgmaxParams& p, int64_t row, const ArgMax& best) {
   const int32_t idx = best.idx < 0 ? 0 : best.idx;
   p.out[row] = idx;
   if (p.host_out) {
-    const int64_t at = int64_t(*p.host_slot) * p.host_stride + row;
-    if (p.device_ring) p.device_ring[at] = idx;
-    p.host_out[at] = idx;
-    if (!p.device_ring) __threadfence_system();
+    p.host_out[int64_t(*p.host_slot) * p.host_stride + row] = idx;
+    __threadfence_system();
   }
 }
 
@@ -121,7 +118,6 @@ void launch_argmax(const ArgmaxParams& p, cudaStream_t stream) {
   LLM_REQUIRE(p.x && p.out, "null pointer");
   LLM_REQUIRE(p.ne0 > 0 && p.ne0 <= 0x7fffffff && p.rows > 0 && p.rows <= 0x7fffffff, "bad shape");
   LLM_REQUIRE(!p.host_out || (p.host_slot && p.host_stride >= p.rows), "argmax: host ring without slot or room");
-  LLM_REQUIRE(!p.device_ring || p.host_out, "argmax: a device ring without its host ring");
   const bool vec4 = (reinterpret_cast<uintptr_t>(p.x) & 15) == 0 && p.ne0 % 4 == 0;
   if (p.rows <= kArgmaxClusterRows) {
     const dim3 grid(kArgmaxCluster, unsigned(p.rows));

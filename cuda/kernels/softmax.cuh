@@ -25,10 +25,6 @@ struct ArgmaxParams {
   int32_t* host_out = nullptr;
   const int32_t* host_slot = nullptr;
   int64_t host_stride = 0;
-  // When set (with host_out), the same slots in device memory too, which the next step's token gather reads instead
-  // of host_out (no round trip over the bus), and no system fence after the host write: the host reads its slot only
-  // after an event past this launch, and no later kernel reads host_out.
-  int32_t* device_ring = nullptr;
 };
 void launch_argmax(const ArgmaxParams& p, cudaStream_t stream);
 
