@@ -95,8 +95,8 @@ struct ExecutorOptions {
   // LLM_CUDA_BATCH_MM_WIDE=0: Q4_K products of 9..48 tokens on batch_mm.cu's fragment kernel instead of
   // batch_mm_wide.cuh's (W unpacked in registers); LLM_CUDA_WIDE_THREE_SETS_MIN=0..65: its W in three register sets
   // in turn (two super-blocks loading, three blocks an SM) from that many tokens to 32 (default 17; 33 and above:
-  // never); LLM_CUDA_WIDE_THREE_TILES=1 (lab): its 17..24-token products in three n-tiles of 8 tokens, not four,
-  // and a paged session's steps of 17..24 tokens in a bucket of 24 (not 32).
+  // never); LLM_CUDA_WIDE_THREE_TILES=0: its 17..24-token products in four n-tiles of 8 tokens instead of three,
+  // and a paged session's steps of 17..24 tokens in a bucket of 32 instead of 24.
   // LLM_CUDA_BATCH_MM_WGMMA_MIN, _WGMMA_LARGE_MIN (large Q4_K) and
   // _WGMMA_Q6_LARGE_MIN (large Q6_Kx8) =0..65: which products run on batch_mm_wgmma.cuh's kernel (warpgroup tensor
   // cores, 9 tokens and more; WgmmaRoute; 65 for all three: none).

@@ -43,7 +43,7 @@ constexpr int64_t kMaxWideBlocks = 512;  // what the scratch's partial-sum slots
 struct Shape {
   int nt, mt;
 };
-// three_tiles (BatchMmChoices::wide_three_tiles; lab): 17..24 tokens in three n-tiles instead of four.
+// three_tiles (BatchMmChoices::wide_three_tiles): 17..24 tokens in three n-tiles instead of four.
 Shape shape_for(int64_t T, bool three_tiles = false) {
   return T <= 16 ? Shape{2, 1} : (three_tiles && T <= 24) ? Shape{3, 1} : T <= 32 ? Shape{4, 1} : Shape{6, 2};
 }

@@ -352,7 +352,7 @@ TEST(BatchMm, WgmmaKernelRangeAndScratch) {
 // in two: every token count and segment length (K of 1, 2, 9 and 56 super-blocks, so loops that end at each of the
 // three sets); above 32 tokens (two m-tiles a warp) the launch keeps two. Three blocks an SM make another grid, so the
 // split of K, and with it the bits, may differ from two sets' (session 60: at K = 14336). Each also in three n-tiles
-// at 17..24 tokens (wide_three_tiles; lab). Then a stacked launch.
+// at 17..24 tokens (wide_three_tiles) or not. Then a stacked launch.
 namespace {
 struct WideForm {
   const char* name;
@@ -425,12 +425,12 @@ TEST(BatchMm, WideThreeRegisterSetsMatchReference) {
 }
 
 // LLM_CUDA_WIDE_THREE_SETS_MIN (no device needed): 17 by default, any token count up to 65, nothing else; and
-// LLM_CUDA_WIDE_THREE_TILES, off by default.
+// LLM_CUDA_WIDE_THREE_TILES, on by default.
 TEST(BatchMm, WideThreeSetsFromEnvironment) {
   const char* name = "LLM_CUDA_WIDE_THREE_SETS_MIN";
   ::unsetenv(name);
   ::unsetenv("LLM_CUDA_WIDE_THREE_TILES");
-  EXPECT_FALSE(cuda::ExecutorOptions::from_env().batch_mm.wide_three_tiles);
+  EXPECT_TRUE(cuda::ExecutorOptions::from_env().batch_mm.wide_three_tiles);
   EXPECT_EQ(cuda::ExecutorOptions::from_env().batch_mm.wide_three_sets_min_tokens, 17);
   ::setenv(name, "9", 1);
   EXPECT_EQ(cuda::ExecutorOptions::from_env().batch_mm.wide_three_sets_min_tokens, 9);
@@ -441,8 +441,8 @@ TEST(BatchMm, WideThreeSetsFromEnvironment) {
     EXPECT_THROW(cuda::ExecutorOptions::from_env(), cuda::InvalidArgument) << bad;
   }
   ::unsetenv(name);
-  ::setenv("LLM_CUDA_WIDE_THREE_TILES", "1", 1);
-  EXPECT_TRUE(cuda::ExecutorOptions::from_env().batch_mm.wide_three_tiles);
+  ::setenv("LLM_CUDA_WIDE_THREE_TILES", "0", 1);
+  EXPECT_FALSE(cuda::ExecutorOptions::from_env().batch_mm.wide_three_tiles);
   ::unsetenv("LLM_CUDA_WIDE_THREE_TILES");
 }
 
