@@ -260,7 +260,7 @@ bool batch_mm_wide_serves(quant::Type type, bool regrouped, int64_t T) {
 }
 
 size_t batch_mm_wide_scratch(int64_t K, int64_t T) {
-  const Shape s = shape_for(T);
+  const Shape s = shape_for(T);  // four n-tiles at 17..24 tokens: room for three too
   return part_offset(K, T) + size_t(kMaxWideBlocks) * 2 * (16 * s.mt * kWarps) * size_t(s.nt) * 8 * 4;
 }
 
