@@ -372,7 +372,7 @@ constexpr WideForm kWideForms[] = {{"two sets", cuda::kBatchMmMaxTokens + 1, fal
                                    {"three sets, three n-tiles", 0, true}};
 }  // namespace
 
-TEST(BatchMm, WideThreeRegisterSetsMatchReference) {
+TEST(BatchMm, WideKernelFormsMatchReference) {
   REQUIRE_GPU();
   std::mt19937 rng(780);
   cuda::DeviceBuffer counters(cuda::kBatchMmCounterBytes);
@@ -446,6 +446,9 @@ TEST(BatchMm, WideThreeSetsFromEnvironment) {
   ::unsetenv("LLM_CUDA_WIDE_THREE_TILES");
 }
 
+// The wide kernel (batch_mm_wide.cuh) takes Q4_K in the file's layout at 9..48 tokens only, and the scratch the
+// executor sizes by batch_mm_scratch holds its partial-sum slots at every T it takes (a short scratch would let its
+// blocks write past the buffer).
 TEST(BatchMm, WideKernelRangeAndScratch) {
   for (int64_t T = 1; T <= cuda::kBatchMmMaxTokens; ++T) {
     const bool wide = cuda::batch_mm_wide_serves(Type::Q4_K, false, T);
