@@ -4,6 +4,7 @@
 # each of the KERNELS regexes. Headline metrics and stalls in $OUT/table.txt, reports in $OUT/ncu-<kernel>.txt.
 #   here:  scripts/pack-carry.sh; ../shared/device/prepare.sh tokenizer/ggml-vocab-llama-bpe.gguf
 #   there: SASS=1 KERNELS="attention_split_tc moe_route" scripts/gpu-decode-ncu.sh   (carry .device, .device-bin)
+#          BENCH_ARGS="--parallel 16 -p 512 -n 24 --pipeline": a 16-sequence step's launches instead
 set -uo pipefail
 export SHAPE=${SHAPE:-qwen3-30b-a3b} TYPE=${TYPE:-Q4_K_M}
 source "$(dirname "${BASH_SOURCE[0]}")/device-bins.sh"  # $out, /tmp/bin, the environment
@@ -11,7 +12,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/device-model.sh"  # $model, make_model
 source "$(dirname "${BASH_SOURCE[0]}")/ncu-launch.sh"
 make_model /tmp/bin/llm-run
 for k in ${KERNELS:-attention_split_tc moe_route expert_glu expert_down}; do
-  ncu_launch "$k" "$k" "${SKIP:-300}" /tmp/bin/llm-run bench -m "$model" --device cuda -p 0 -n 32 -r 1 --no-warmup \
+  ncu_launch "$k" "$k" "${SKIP:-300}" /tmp/bin/llm-run bench -m "$model" --device cuda ${BENCH_ARGS:--p 0 -n 32 -r 1} --no-warmup \
     | tee -a "$out/table.txt"
 done
 # The per-instruction SASS tables in one archive (the device tool returns a few files a call).
