@@ -411,9 +411,8 @@ namespace {
 int32_t next_pow2(int32_t n) { return int32_t(std::bit_ceil(uint32_t(std::max(n, 1)))); }
 // A paged step's token bucket: a power of two, or 24 for 17..24 tokens where the small-batch products take three
 // n-tiles of 8 tokens instead of four (BatchMmChoices::wide_three_tiles): a step of 20 sequences then costs less
-// than one of 32.
+// than one of 32. The bucket after tb is token_bucket(tb + 1).
 int32_t token_bucket(int32_t n, bool with_24) { return with_24 && n > 16 && n <= 24 ? 24 : next_pow2(n); }
-int32_t next_bucket(int32_t tb, bool with_24) { return with_24 && tb == 16 ? 24 : with_24 && tb == 24 ? 32 : 2 * tb; }
 // Buckets of batch steps up to this many tokens are captured as CUDA graphs: decode steps and small mixed ones,
 // replayed every step; larger ones are mostly prompt chunks, whose launches are long enough on their own.
 constexpr int32_t kCapturedTokens = 64;
@@ -448,7 +447,7 @@ int32_t CudaSession::prepare_paged(int32_t max_tokens) {
   b.block_table.assign(size_t(paged_->n_seq) * paged_->max_blocks, 0);
   int32_t shapes = 0;
   const bool with_24 = opt_.exec.batch_mm.wide_three_tiles;
-  for (int32_t tb = 1;; tb = next_bucket(tb, with_24)) {
+  for (int32_t tb = 1;; tb = token_bucket(tb + 1, with_24)) {
     // Every token padding (position -1: no cache write): builds the graph, and a second run captures it.
     b.tokens.assign(size_t(tb), 0);
     b.positions.assign(size_t(tb), -1);

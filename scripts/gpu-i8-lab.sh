@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# The i8 small-batch kernel's lab switches alone (seconds): KernelLab.BatchMm at the 8B's gate|up, v and down shapes
-# (SHAPES) and 2..4 tokens (TOKENS, up to 16), once per switch setting, the i8 column (us and GB/s of W) beside the
-# fragment kernel's. Settings: SETTINGS, space-separated, each comma-separated LLM_CUDA_* assignments or `-` for the
+# The small-batch kernels' lab switches alone (seconds): KernelLab.BatchMm at the 8B's gate|up, v and down shapes
+# (SHAPES) and 2..4 tokens (TOKENS, up to 64), once per switch setting, every kernel's column (us and GB/s of W: the
+# i8 kernel's at 2..8 tokens, the wide and wgmma kernels' above; LLM_CUDA_WIDE_* settings for the wide one). Settings: SETTINGS, space-separated, each comma-separated LLM_CUDA_* assignments or `-` for the
 # defaults (default: the defaults, and Q6_Kx8 off the kernel). Table last ($OUT/table.txt).
 #   here:  scripts/pack-carry.sh
 #   there: scripts/gpu-i8-lab.sh   (carry .device-bin; .device for its environment)

@@ -253,6 +253,14 @@ void launch_shape(const BatchMmParams& p, const __half* xh, const ProductStack* 
   }
 }
 
+// One m-tile a warp (up to 32 tokens): three register sets or two.
+template <int NT>
+void launch_one_m_tile(const BatchMmParams& p, const __half* xh, const ProductStack* stack, cudaStream_t stream,
+                       bool programmatic, bool three_sets) {
+  if (three_sets) launch_shape<NT, 1, 3>(p, xh, stack, stream, programmatic);
+  else launch_shape<NT, 1, 2>(p, xh, stack, stream, programmatic);
+}
+
 }  // namespace
 
 bool batch_mm_wide_serves(quant::Type type, bool regrouped, int64_t T) {
@@ -272,18 +280,9 @@ void launch_batch_mm_wide(const BatchMmParams& p, const __half* xh, const Produc
   LLM_REQUIRE(p.K % kSbElems == 0, "wide small-batch product: K");
   LLM_REQUIRE(p.scratch_bytes >= batch_mm_wide_scratch(p.K, p.T), "wide small-batch product: scratch");
   switch (shape_for(p.T, choices.wide_three_tiles).nt) {
-    case 2:
-      three ? launch_shape<2, 1, 3>(p, xh, stack, stream, programmatic)
-            : launch_shape<2, 1, 2>(p, xh, stack, stream, programmatic);
-      break;
-    case 3:
-      three ? launch_shape<3, 1, 3>(p, xh, stack, stream, programmatic)
-            : launch_shape<3, 1, 2>(p, xh, stack, stream, programmatic);
-      break;
-    case 4:
-      three ? launch_shape<4, 1, 3>(p, xh, stack, stream, programmatic)
-            : launch_shape<4, 1, 2>(p, xh, stack, stream, programmatic);
-      break;
+    case 2: launch_one_m_tile<2>(p, xh, stack, stream, programmatic, three); break;
+    case 3: launch_one_m_tile<3>(p, xh, stack, stream, programmatic, three); break;
+    case 4: launch_one_m_tile<4>(p, xh, stack, stream, programmatic, three); break;
     default: launch_shape<6, 2, 2>(p, xh, stack, stream, programmatic); break;  // two m-tiles: two sets at 255
   }
 }
