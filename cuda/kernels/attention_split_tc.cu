@@ -40,6 +40,8 @@ namespace cuda {
 namespace {
 
 constexpr int kTile = 64;      // slots per shared tile, 16 per warp
+constexpr int kTileShift = 6;  // log2(kTile)
+static_assert(kTile == 1 << kTileShift, "kTileShift");
 constexpr int kThreads = 128;  // four warps
 
 template <int HD>
@@ -440,26 +442,62 @@ __global__ void __launch_bounds__(kThreads, kNewToken ? 2 : kMinBlocks<HD>)
   const uint16_t* vbase = static_cast<const uint16_t*>(p.v_cache) + kvh * p.n_ctx * HD;
 
   // The split's k-th tile into stage k % 2; slots past the token's position (and before its window) read as zeros
-  // (never NaN from stale cache bytes).
-  const auto issue = [&](int64_t n0, int stage) {
-    uint16_t* ks = tiles + stage * 2 * kTile * kLd;
-    uint16_t* vs = ks + kTile * kLd;
-    for (int i = tid; i < kTile * HD / 8; i += kThreads) {
-      const int row = i / (HD / 8), c8 = i % (HD / 8);
-      const int64_t slot = n0 + row;
-      if (slot < end && (!kPaged || slot >= start) && !(kNewToken && slot == pos)) {  // the new slot: patched below
-        const int64_t at = kv_slot(table, p.paging.block_shift, slot);
-        cp_async16(ks + row * kLd + c8 * 8, reinterpret_cast<const uint4*>(kbase + at * HD) + c8);
-        cp_async16(vs + row * kLd + c8 * 8, reinterpret_cast<const uint4*>(vbase + at * HD) + c8);
-      } else {
-        *reinterpret_cast<uint4*>(ks + row * kLd + c8 * 8) = make_uint4(0, 0, 0, 0);
-        *reinterpret_cast<uint4*>(vs + row * kLd + c8 * 8) = make_uint4(0, 0, 0, 0);
+  // (never NaN from stale cache bytes). Thread tid copies the 16-byte column c8 of rows r0, r0 + kRowStep, .. of K
+  // and V. Where a tile's slots lie in one cache block (tiles start at multiples of kTile; blocks of kTile slots or
+  // more, or no paging), its rows are its first slot's plus the row: one table lookup a tile, done an iteration
+  // ahead, and the rows' addresses are constant offsets. A lookup and 64-bit arithmetic a row were a third of the
+  // kernel's instructions at 16 sequences, and each pass of the copies waited on its lookup (kernel notes,
+  // session 61). Smaller blocks keep a lookup a row.
+  constexpr int kCols = HD / 8, kRowStep = kThreads / kCols;
+  static_assert(kThreads % kCols == 0 && kTile % kRowStep == 0, "whole rows a pass");
+  const int r0 = tid / kCols, c8 = tid % kCols;
+  const bool whole_tiles = !table || p.paging.block_shift >= kTileShift;
+  const auto tile_slot = [&](int64_t n0) { return whole_tiles ? kv_slot(table, p.paging.block_shift, n0) : n0; };
+  const uint32_t s_first = unsigned(__cvta_generic_to_shared(tiles)) + unsigned(r0 * kLd + c8 * 8) * 2u;
+  const auto issue = [&](int64_t n0, int stage, int64_t slot0) {
+    const uint32_t sk = s_first + unsigned(stage * 2 * kTile * kLd) * 2u, sv = sk + unsigned(kTile * kLd) * 2u;
+    if (whole_tiles && n0 + kTile <= end && (!kPaged || n0 >= start) && !(kNewToken && pos < n0 + kTile)) {
+      // Every row: constant offsets from the thread's first.
+      const uint16_t* const kp = kbase + (slot0 + r0) * HD + c8 * 8;
+      const uint16_t* const vp = vbase + (slot0 + r0) * HD + c8 * 8;
+#pragma unroll
+      for (int k = 0; k < kTile / kRowStep; ++k) {
+        cp_async16_s(sk + unsigned(k * kRowStep * kLd) * 2u, kp + k * kRowStep * HD);
+        cp_async16_s(sv + unsigned(k * kRowStep * kLd) * 2u, vp + k * kRowStep * HD);
+      }
+    } else {
+#pragma unroll 1
+      for (int row = r0; row < kTile; row += kRowStep) {
+        const int64_t slot = n0 + row;
+        const uint32_t so = unsigned((row - r0) * kLd) * 2u;
+        if (slot < end && (!kPaged || slot >= start) && !(kNewToken && slot == pos)) {  // the new slot: patched below
+          const int64_t at = whole_tiles ? slot0 + row : kv_slot(table, p.paging.block_shift, slot);
+          cp_async16_s(sk + so, kbase + at * HD + c8 * 8);
+          cp_async16_s(sv + so, vbase + at * HD + c8 * 8);
+        } else {
+          uint16_t* const zk = tiles + (stage * 2 * kTile + row) * kLd + c8 * 8;
+          *reinterpret_cast<uint4*>(zk) = make_uint4(0, 0, 0, 0);
+          *reinterpret_cast<uint4*>(zk + kTile * kLd) = make_uint4(0, 0, 0, 0);
+        }
       }
     }
     asm volatile("cp.async.commit_group;");
   };
-  issue(begin, 0);
-  // q after the first tile's copies are in flight: its loads overlap theirs.
+  // The first two tiles before q (the new token's launch keeps its second stage for its work until the loop's first
+  // iteration): two tiles are in flight from the start, and q's loads overlap theirs. A group is committed for
+  // every tile, empty past the split's last, so that the loop always waits with one group pending. Three stages
+  // (104 KB a block, two blocks an SM) lost: B = 4 -11%, B = 16 -0.5% (kernel notes, session 61).
+  {
+    const bool second = begin + stride < end;
+    const int64_t slot_a = tile_slot(begin), slot_b = second ? tile_slot(begin + stride) : 0;  // lookups together
+    issue(begin, 0, slot_a);
+    if (!kNewToken) {
+      if (second)
+        issue(begin + stride, 1, slot_b);
+      else
+        asm volatile("cp.async.commit_group;");
+    }
+  }
   constexpr bool kSlotRows = slot_rows<HD>();
   uint32_t qf[HD / 16][q_regs<HD>()];
   const float* qg = p.q + (t * p.n_head + group * G) * HD;
@@ -478,12 +516,17 @@ __global__ void __launch_bounds__(kThreads, kNewToken ? 2 : kMinBlocks<HD>)
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
   int stage = 0;
   for (int64_t n0 = begin; n0 < end; n0 += stride, stage ^= 1) {
-    if (n0 + stride < end) {
-      issue(n0 + stride, stage ^ 1);  // its stage was last read in the previous iteration, before the barrier below
-      asm volatile("cp.async.wait_group 1;");
-    } else {
-      asm volatile("cp.async.wait_group 0;");
+    // Tile k + 1 is in flight (from the prologue or iteration k - 1), tile k + 2's lookup goes out now and its copies
+    // after this tile's products, into this stage.
+    const bool after = n0 + 2 * stride < end;
+    const int64_t slot_after = after ? tile_slot(n0 + 2 * stride) : 0;
+    if (kNewToken && n0 == begin) {  // q has left stage 1 (barrier above)
+      if (n0 + stride < end)
+        issue(n0 + stride, 1, n0 + stride);
+      else
+        asm volatile("cp.async.commit_group;");
     }
+    asm volatile("cp.async.wait_group 1;");
     __syncthreads();  // every thread's copies of this tile have landed
     const uint16_t* ks = tiles + stage * 2 * kTile * kLd;
     const uint16_t* vs = ks + kTile * kLd;
@@ -504,7 +547,11 @@ __global__ void __launch_bounds__(kThreads, kNewToken ? 2 : kMinBlocks<HD>)
       else
         attend_16slots<HD>(qf, ks + warp * 16 * kLd, vs + warp * 16 * kLd, kLd, w0, start, end, lane, m[0], l[0], o);
     }
-    __syncthreads();  // this stage is read before the next iteration refills it
+    __syncthreads();  // every warp has read this stage
+    if (after)
+      issue(n0 + 2 * stride, stage, slot_after);
+    else
+      asm volatile("cp.async.commit_group;");
   }
   // The loop's last barrier freed the tiles: they hold the warps' outputs [warp][G][HD] for the merge.
   if constexpr (kSlotRows)

@@ -59,9 +59,11 @@ struct MixedCase {
   bool fuse;
 };
 
-// Four sequences through four ragged batches of 96 tokens: prompt chunks (runs of 5 to 70 tokens, several per
-// batch) beside decode tokens, padding in the middle and at the end, rows out of order.
-void run_mixed(const MixedCase& mc, uint32_t seed) {
+using Steps = std::vector<std::vector<Sequences::Piece>>;
+
+// Four sequences through ragged batches of 96 tokens: by default four, of prompt chunks (runs of 5 to 70 tokens,
+// several per batch) beside decode tokens, padding in the middle and at the end, rows out of order.
+void run_mixed(const MixedCase& mc, uint32_t seed, const Steps* given = nullptr) {
   const cuda::Context ctx;
   const int bs = mc.block_size, cap = 320;
   CacheShape c;
@@ -74,13 +76,13 @@ void run_mixed(const MixedCase& mc, uint32_t seed) {
   Both b(mc.l, c, 96, 4, emb, ctx, dw.as<uint8_t>(), &kv, mc.fuse, false);
   graph::ReferenceExecutor ref(2);
   Sequences s(c, seed + 1);
-  using P = Sequences::Piece;
-  const std::vector<std::vector<P>> steps = {
+  const Steps fixed = {
       {{0, 40}, {1, 17}, {2, 5}, {3, 2}},                    // prompt chunks, two too short for a tile
       {{2, 1}, {1, 70}, {3, 20}, {0, 0, 3}, {0, 1}},         // decode, a 2-tile chunk, a chunk, padding, decode
       {{0, 30}, {1, 1}, {2, 64}, {3, 1}},                    // chunks and decode tokens alternating
       {{3, 1}, {0, 0, 50}, {1, 1}, {2, 1}, {0, 1}},          // decode only, padding between
   };
+  const Steps& steps = given ? *given : fixed;
   for (size_t i = 0; i < steps.size(); ++i) {
     s.batch(steps[i], 96, mc.l.window);
     run_and_compare(b, ref, s, mc.l.kv, what + " step " + std::to_string(i));
@@ -106,6 +108,31 @@ TEST(PagedAttention, MixedBatchesMatchReference) {
   };
   uint32_t seed = 100;
   for (const MixedCase& mc : cases) run_mixed(mc, seed += 7);
+}
+
+// Splits of many tiles: in a 96-token batch a decode token has one split, so a token at 271 streams five tiles
+// through the split kernel's two stages (the copies two tiles ahead, empty copy groups past the last), beside
+// prompt chunks on the prefill kernel; blocks smaller than a tile (a table lookup a row) and larger (one a tile),
+// windows, head_dim 64 and 128, f16 and quantized caches.
+TEST(PagedAttention, LongSplitsMatchReference) {
+  REQUIRE_GPU();
+  const Steps deep = {
+      {{0, 90}, {1, 2}, {2, 2}, {3, 2}},  {{0, 90}, {1, 2}, {2, 2}, {3, 2}}, {{0, 90}, {1, 2}, {2, 2}, {3, 2}},
+      {{2, 90}, {1, 2}, {0, 1}, {3, 2}},  // decode at 270, a chunk
+      {{0, 1}, {1, 1}, {2, 1}, {3, 60}},  // decode at 271 (five tiles), 8 and 96, a chunk
+      {{2, 1}, {0, 1}, {0, 0, 4}, {3, 1}, {1, 1}},  // decode at 97, 272, 68 and 9, padding between
+  };
+  const MixedCase cases[] = {
+      {{8, 2, 128, KvType::F16, 0}, 16, true},
+      {{8, 2, 128, KvType::F16, 0}, 64, false},
+      {{32, 8, 128, KvType::F16, 0}, 128, true},  // Llama 3 8B's heads
+      {{8, 8, 64, KvType::F16, 40}, 16, true},
+      {{16, 2, 128, KvType::F16, 100}, 64, false},
+      {{4, 2, 256, KvType::F16, 0}, 64, true},
+      {{8, 2, 128, KvType::Q8_0, 0}, 64, true},
+  };
+  uint32_t seed = 300;
+  for (const MixedCase& mc : cases) run_mixed(mc, seed += 7, &deep);
 }
 
 // A decode bucket replayed as a captured graph: every step's positions, rows, block tables and output rows are
