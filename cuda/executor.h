@@ -134,9 +134,6 @@ struct ExecutorOptions {
   // (AttentionKernelParams::tiles_after_split; 8B Q4_K_M, B = 16 / 32 / 64: +0.4 / +0.4 / +0.5%, H200, session 40).
   // LLM_CUDA_TILES_AFTER_SPLIT=0 for A/B runs.
   bool tiles_after_split = true;
-  // Lab (off): a paged f16 cache's split attention copies its tiles with the copy engine, a row a bulk copy
-  // (AttentionKernelParams::bulk_copies). LLM_CUDA_ATTN_BULK=1.
-  bool attention_bulk_copies = false;
   // Prefill expert products of Q4_K and recoded MXFP4 on moe_fragments.cu's kernels (weights straight into mma
   // fragments); false: moe_gemm.cu's half tiles for every format. LLM_CUDA_MOE_FRAGMENTS=0 for A/B runs.
   bool moe_fragments = true;

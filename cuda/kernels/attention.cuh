@@ -106,9 +106,6 @@ struct AttentionKernelParams {
   // which has no tile, costs the split launch and not a second launch after it. The prefill grid's block (0, 0)
   // waits for the split grid before ending, so that the launch reading both waits for both (pdl.cuh).
   bool tiles_after_split = false;
-  // A paged f16 cache: the split kernel's tiles by the copy engine, one bulk copy a row (lab,
-  // ExecutorOptions::attention_bulk_copies).
-  bool bulk_copies = false;
   AttentionNewToken new_token = {};  // k set: q is the raw q of one decode token (above)
 };
 

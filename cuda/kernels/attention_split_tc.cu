@@ -32,7 +32,6 @@
 #include "cuda/kernels/async_copy.cuh"
 #include "cuda/kernels/attention_new_token.cuh"
 #include "cuda/kernels/attention_splits.cuh"
-#include "cuda/kernels/bulk_copy.cuh"
 #include "cuda/kernels/kv_quant.cuh"
 #include "cuda/kernels/mma.cuh"
 #include "cuda/kernels/pdl.cuh"
@@ -402,15 +401,10 @@ __device__ __forceinline__ void finish_split(const AttentionKernelParams& p, int
 // kNewToken: one token's q, k and v formed by the launch (attention_new_token.cuh; unpaged). Its instances tell ptxas
 // to expect two blocks a SM, which still allows 255 registers a thread: without it, ptxas stopped at 168 registers
 // and spilled 20 bytes in the head_dim-128 group-of-8 instance.
-// kBulk (lab, AttentionKernelParams::bulk_copies): a paged launch's tiles by the copy engine, one cp.async.bulk a
-// row (thread tid: row tid % kTile of K, then of V), each stage's landing counted by an mbarrier, instead of 16-byte
-// cp.async copies by every thread.
-template <int HD, int G, bool kPaged, bool kNewToken, bool kBulk = false>
+template <int HD, int G, bool kPaged, bool kNewToken>
 __global__ void __launch_bounds__(kThreads, kNewToken ? 2 : kMinBlocks<HD>)
     attention_split_tc_kernel(AttentionKernelParams p) {
   static_assert(!(kPaged && kNewToken), "the new token's slot is its position");
-  static_assert(!kBulk || (kPaged && kThreads == 2 * kTile), "bulk copies: paged, a thread a row");
-  __shared__ __align__(8) uint64_t landed[kBulk ? 2 : 1];  // kBulk: stage s's copies complete its phase
   constexpr int kLd = row_stride<HD>();
   static_assert(sizeof(NewTokenWork<HD, 8>) <= smem_bytes<HD>() / 2, "the new token's work exceeds a stage");
   // The new k and v rows (binary16), until the owner's last tile takes them.
@@ -460,31 +454,7 @@ __global__ void __launch_bounds__(kThreads, kNewToken ? 2 : kMinBlocks<HD>)
   const bool whole_tiles = !table || p.paging.block_shift >= kTileShift;
   const auto tile_slot = [&](int64_t n0) { return whole_tiles ? kv_slot(table, p.paging.block_shift, n0) : n0; };
   const uint32_t s_first = unsigned(__cvta_generic_to_shared(tiles)) + unsigned(r0 * kLd + c8 * 8) * 2u;
-  if constexpr (kBulk) {
-    if (tid == 0) {
-      bulk::mbar_init(&landed[0], 1), bulk::mbar_init(&landed[1], 1);
-      bulk::mbar_init_fence();
-    }
-    __syncthreads();
-  }
   const auto issue = [&](int64_t n0, int stage, int64_t slot0) {
-    if constexpr (kBulk) {
-      const int row = tid & (kTile - 1);
-      const bool is_v = tid >= kTile;
-      const int64_t slot = n0 + row, lo = max(n0, start), hi = min(n0 + kTile, end);
-      if (tid == 0) bulk::mbar_arrive_expect_tx(&landed[stage], unsigned(hi - lo) * 2u * HD * 2u);
-      uint16_t* const dst = tiles + (stage * 2 * kTile + (is_v ? kTile : 0) + row) * kLd;
-      if (slot >= lo && slot < hi) {
-        const int64_t at = whole_tiles ? slot0 + row : kv_slot(table, p.paging.block_shift, slot);
-        // This stage was last read through the generic proxy (before the barrier that precedes this call).
-        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-        bulk::copy_to_shared_nohint(dst, (is_v ? vbase : kbase) + at * HD, HD * 2, &landed[stage]);
-      } else {
-#pragma unroll
-        for (int c = 0; c < HD / 8; ++c) reinterpret_cast<uint4*>(dst)[c] = make_uint4(0, 0, 0, 0);
-      }
-      return;
-    }
     const uint32_t sk = s_first + unsigned(stage * 2 * kTile * kLd) * 2u, sv = sk + unsigned(kTile * kLd) * 2u;
     if (whole_tiles && n0 + kTile <= end && (!kPaged || n0 >= start) && !(kNewToken && pos < n0 + kTile)) {
       // Every row: constant offsets from the thread's first.
@@ -524,7 +494,7 @@ __global__ void __launch_bounds__(kThreads, kNewToken ? 2 : kMinBlocks<HD>)
     if (!kNewToken) {
       if (second)
         issue(begin + stride, 1, slot_b);
-      else if (!kBulk)
+      else
         asm volatile("cp.async.commit_group;");
     }
   }
@@ -556,10 +526,7 @@ __global__ void __launch_bounds__(kThreads, kNewToken ? 2 : kMinBlocks<HD>)
       else
         asm volatile("cp.async.commit_group;");
     }
-    if constexpr (kBulk)
-      bulk::mbar_wait(&landed[stage], uint32_t((n0 - begin) / stride >> 1) & 1u);
-    else
-      asm volatile("cp.async.wait_group 1;");
+    asm volatile("cp.async.wait_group 1;");
     __syncthreads();  // every thread's copies of this tile have landed
     const uint16_t* ks = tiles + stage * 2 * kTile * kLd;
     const uint16_t* vs = ks + kTile * kLd;
@@ -583,7 +550,7 @@ __global__ void __launch_bounds__(kThreads, kNewToken ? 2 : kMinBlocks<HD>)
     __syncthreads();  // every warp has read this stage
     if (after)
       issue(n0 + 2 * stride, stage, slot_after);
-    else if (!kBulk)
+    else
       asm volatile("cp.async.commit_group;");
   }
   // The loop's last barrier freed the tiles: they hold the warps' outputs [warp][G][HD] for the merge.
@@ -768,17 +735,14 @@ void launch_quant(const AttentionKernelParams& p, dim3 grid, cudaStream_t stream
   attention_split_tc_quant_kernel<HD, G, kQuantStages, KV, kPaged><<<grid, kThreads, smem, stream>>>(p);
 }
 
-template <int HD, int G, bool kPaged, bool kNewToken, bool kBulk = false>
+template <int HD, int G, bool kPaged, bool kNewToken>
 void launch_f16(const AttentionKernelParams& p, dim3 grid, cudaStream_t stream) {
-  if constexpr (kPaged && !kBulk)
-    if (p.bulk_copies) return launch_f16<HD, G, kPaged, kNewToken, true>(p, grid, stream);
   constexpr size_t smem = smem_bytes<HD>();
   static const bool opted =
-      opt_in(attention_split_tc_kernel<HD, G, kPaged, kNewToken, kBulk>, smem, carveout_percent<HD>(smem));
+      opt_in(attention_split_tc_kernel<HD, G, kPaged, kNewToken>, smem, carveout_percent<HD>(smem));
   (void)opted;
-  launch_programmatic(kNewToken && p.new_token.programmatic,
-                      attention_split_tc_kernel<HD, G, kPaged, kNewToken, kBulk>, grid, dim3(kThreads), smem, stream,
-                      p);
+  launch_programmatic(kNewToken && p.new_token.programmatic, attention_split_tc_kernel<HD, G, kPaged, kNewToken>, grid,
+                      dim3(kThreads), smem, stream, p);
 }
 
 template <int HD, int G, bool kPaged>

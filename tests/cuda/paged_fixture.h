@@ -168,7 +168,6 @@ struct Both {
       : l(layer, c, T, n_out, emb) {
     cuda::ExecutorOptions o;
     o.fuse = fuse, o.cuda_graph = cuda_graph;
-    o.attention_bulk_copies = cuda::ExecutorOptions::from_env().attention_bulk_copies;  // LLM_CUDA_ATTN_BULK (lab)
     gpu = std::make_unique<cuda::Executor>(ctx, l.g, l.plan, weights, kv, o);
   }
 };
