@@ -548,7 +548,6 @@ void Executor::lower_attention(const Node& n) {
   a.kv_type = spec.type, a.k_scales = kv_->k_scales(ap.layer), a.v_scales = kv_->v_scales(ap.layer);
   a.window = ap.window;
   a.paging = paging_of(n);
-  a.paged_carveout = opt_.attention_paged_carveout;
   if (ap.sinks) a.sinks = f32_in(n, n.inputs.size() - 1);  // always the last input (graph/ir.h)
   if (a.paging.block_table && T >= kPrefillMinTokens) {  // the prefill kernel's tiles, planned per run
     a.tiles = paged_tiles_.as<int32_t>(), a.max_tiles = PagedTiles::max_tiles(T);

@@ -69,8 +69,6 @@ ExecutorOptions ExecutorOptions::from_env() {
   o.glu_images_i8 = read_flag("LLM_CUDA_GLU_IMAGES_I8", o.glu_images_i8);
   o.norm_images = read_flag("LLM_CUDA_NORM_IMAGES", o.norm_images);
   o.tiles_after_split = read_flag("LLM_CUDA_TILES_AFTER_SPLIT", o.tiles_after_split);
-  o.attention_paged_carveout =
-      int32_t(read_count("LLM_CUDA_ATTN_PAGED_CARVEOUT", o.attention_paged_carveout, 101));
   o.moe_fragments = read_flag("LLM_CUDA_MOE_FRAGMENTS", o.moe_fragments);
   o.moe_glu_out = read_flag("LLM_CUDA_MOE_GLU_OUT", o.moe_glu_out);
   o.moe_glu_pairs = read_flag("LLM_CUDA_MOE_GLU_PAIRS", o.moe_glu_pairs);

@@ -106,8 +106,6 @@ struct AttentionKernelParams {
   // which has no tile, costs the split launch and not a second launch after it. The prefill grid's block (0, 0)
   // waits for the split grid before ending, so that the launch reading both waits for both (pdl.cuh).
   bool tiles_after_split = false;
-  // Lab: the paged f16 instances' carveout (ExecutorOptions::attention_paged_carveout), set at their first launch.
-  int32_t paged_carveout = -1;
   AttentionNewToken new_token = {};  // k set: q is the raw q of one decode token (above)
 };
 

@@ -722,7 +722,7 @@ constexpr int carveout_percent(size_t smem) {
 // Dynamic shared memory above the 48 KiB default needs an opt-in, once per kernel; the carveout with it.
 bool opt_in(void (*kernel)(AttentionKernelParams), size_t smem, int carveout) {
   CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-  if (carveout <= 100) CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, carveout));
+  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, carveout));
   return true;
 }
 
@@ -738,8 +738,8 @@ void launch_quant(const AttentionKernelParams& p, dim3 grid, cudaStream_t stream
 template <int HD, int G, bool kPaged, bool kNewToken>
 void launch_f16(const AttentionKernelParams& p, dim3 grid, cudaStream_t stream) {
   constexpr size_t smem = smem_bytes<HD>();
-  static const bool opted = opt_in(attention_split_tc_kernel<HD, G, kPaged, kNewToken>, smem,
-                                   kPaged && p.paged_carveout >= 0 ? p.paged_carveout : carveout_percent<HD>(smem));
+  static const bool opted =
+      opt_in(attention_split_tc_kernel<HD, G, kPaged, kNewToken>, smem, carveout_percent<HD>(smem));
   (void)opted;
   launch_programmatic(kNewToken && p.new_token.programmatic, attention_split_tc_kernel<HD, G, kPaged, kNewToken>, grid,
                       dim3(kThreads), smem, stream, p);
