@@ -305,11 +305,12 @@ __device__ __forceinline__ void finish_split(const AttentionKernelParams& p, int
   }
 }
 
-// kNewToken: one token's q, k and v formed by the launch (attention_new_token.cuh; unpaged). Its instances tell ptxas
-// to expect two blocks a SM, which still allows 255 registers a thread: without it, ptxas stopped at 168 registers
-// and spilled 20 bytes in the head_dim-128 group-of-8 instance.
+// kNewToken: one token's q, k and v formed by the launch (attention_new_token.cuh; unpaged). Its instances, and the
+// other unpaged head_dim-128 ones, tell ptxas to expect two blocks a SM (all the carveout holds), which still allows
+// 255 registers a thread: without it, ptxas stopped at 168 registers and spilled 20 bytes in the head_dim-128
+// group-of-8 instance (the new token's; since session 61's copies, the unpaged one's too).
 template <int HD, int G, bool kPaged, bool kNewToken>
-__global__ void __launch_bounds__(kThreads, kNewToken ? 2 : kMinBlocks<HD>)
+__global__ void __launch_bounds__(kThreads, kNewToken || (!kPaged && HD == 128) ? 2 : kMinBlocks<HD>)
     attention_split_tc_kernel(AttentionKernelParams p) {
   static_assert(!(kPaged && kNewToken), "the new token's slot is its position");
   constexpr int kLd = row_stride<HD>();
@@ -361,7 +362,12 @@ __global__ void __launch_bounds__(kThreads, kNewToken ? 2 : kMinBlocks<HD>)
   const bool whole_tiles = !table || p.paging.block_shift >= kTileShift;
   const auto tile_slot = [&](int64_t n0) { return whole_tiles ? kv_slot(table, p.paging.block_shift, n0) : n0; };
   const uint32_t s_first = unsigned(__cvta_generic_to_shared(tiles)) + unsigned(r0 * kLd + c8 * 8) * 2u;
+  // A tile past the split's last (n0 >= end) commits an empty group, so that the loop always waits with one pending.
   const auto issue = [&](int64_t n0, int stage, int64_t slot0) {
+    if (n0 >= end) {
+      asm volatile("cp.async.commit_group;");
+      return;
+    }
     const uint32_t sk = s_first + unsigned(stage * 2 * kTile * kLd) * 2u, sv = sk + unsigned(kTile * kLd) * 2u;
     if (whole_tiles && n0 + kTile <= end && (!kPaged || n0 >= start) && !(kNewToken && pos < n0 + kTile)) {
       // Every row: constant offsets from the thread's first.
@@ -391,19 +397,12 @@ __global__ void __launch_bounds__(kThreads, kNewToken ? 2 : kMinBlocks<HD>)
     asm volatile("cp.async.commit_group;");
   };
   // The first two tiles before q (the new token's launch keeps its second stage for its work until the loop's first
-  // iteration): two tiles are in flight from the start, and q's loads overlap theirs. A group is committed for
-  // every tile, empty past the split's last, so that the loop always waits with one group pending. Three stages
-  // (104 KB a block, two blocks an SM) lost: B = 4 -11%, B = 16 -0.5% (kernel notes, session 61).
+  // iteration): two tiles are in flight from the start, and q's loads overlap theirs. Three stages (104 KB a block,
+  // two blocks an SM) lost: B = 4 -11%, B = 16 -0.5% (kernel notes, session 61).
   {
-    const bool second = begin + stride < end;
-    const int64_t slot_a = tile_slot(begin), slot_b = second ? tile_slot(begin + stride) : 0;  // lookups together
+    const int64_t slot_a = tile_slot(begin), slot_b = begin + stride < end ? tile_slot(begin + stride) : 0;  // together
     issue(begin, 0, slot_a);
-    if (!kNewToken) {
-      if (second)
-        issue(begin + stride, 1, slot_b);
-      else
-        asm volatile("cp.async.commit_group;");
-    }
+    if (!kNewToken) issue(begin + stride, 1, slot_b);
   }
   constexpr bool kSlotRows = slot_rows<HD>();
   uint32_t qf[HD / 16][q_regs<HD>()];
@@ -425,14 +424,9 @@ __global__ void __launch_bounds__(kThreads, kNewToken ? 2 : kMinBlocks<HD>)
   for (int64_t n0 = begin; n0 < end; n0 += stride, stage ^= 1) {
     // Tile k + 1 is in flight (from the prologue or iteration k - 1), tile k + 2's lookup goes out now and its copies
     // after this tile's products, into this stage.
-    const bool after = n0 + 2 * stride < end;
-    const int64_t slot_after = after ? tile_slot(n0 + 2 * stride) : 0;
-    if (kNewToken && n0 == begin) {  // q has left stage 1 (barrier above)
-      if (n0 + stride < end)
-        issue(n0 + stride, 1, n0 + stride);
-      else
-        asm volatile("cp.async.commit_group;");
-    }
+    // (Unpaged, a tile's first slot is its first position: nothing to look up or keep across the products.)
+    const int64_t slot_after = kPaged && n0 + 2 * stride < end ? tile_slot(n0 + 2 * stride) : 0;
+    if (kNewToken && n0 == begin) issue(n0 + stride, 1, n0 + stride);  // q has left stage 1 (barrier above)
     asm volatile("cp.async.wait_group 1;");
     __syncthreads();  // every thread's copies of this tile have landed
     const uint16_t* ks = tiles + stage * 2 * kTile * kLd;
@@ -455,10 +449,7 @@ __global__ void __launch_bounds__(kThreads, kNewToken ? 2 : kMinBlocks<HD>)
         attend_16slots<HD>(qf, ks + warp * 16 * kLd, vs + warp * 16 * kLd, kLd, w0, start, end, lane, m[0], l[0], o);
     }
     __syncthreads();  // every warp has read this stage
-    if (after)
-      issue(n0 + 2 * stride, stage, slot_after);
-    else
-      asm volatile("cp.async.commit_group;");
+    issue(n0 + 2 * stride, stage, kPaged ? slot_after : n0 + 2 * stride);
   }
   // The loop's last barrier freed the tiles: they hold the warps' outputs [warp][G][HD] for the merge.
   if constexpr (kSlotRows)
