@@ -554,6 +554,17 @@ void Executor::lower_attention(const Node& n) {
     a.tiled = a.tiles + 1 + 2 * int64_t(a.max_tiles);
     a.tiles_after_split = opt_.tiles_after_split;
   }
+  // A product of many tokens right after it (the o projection) reads its x in half: the launch writes that too, so
+  // the product's conversion launch goes and the product starts on its weights during the attention's tail.
+  if (opt_.attention_half_x) a.out_half = static_cast<__half*>(half_x_for(n));
+  push_attention(n, a);
+  if (a.out_half) last_gemm_ = {steps_.size(), a.out, a.n_head * a.hd_v, a.T};
+}
+
+// The attention's step(s), by its lowering: the attention alone, rope + KV write first, or the KV write first.
+void Executor::push_attention(const Node& n, const AttentionKernelParams& a) {
+  const auto& ap = ::std::get<graph::AttentionParams>(n.params);
+  const auto& spec = kv_->spec();
   switch (lowering(n.id)) {
     case Lowering::AttendOnly:  // q rotated and K/V in the cache: the q/k/v launch did both
       if (attends_in_o(n)) {
@@ -604,8 +615,8 @@ void Executor::lower_attention(const Node& n) {
     }
     default: break;
   }
-  KvWriteParams w{f32_in(n, 1), f32_in(n, 2), pos, kv_->k(ap.layer), kv_->v(ap.layer), spec.n_ctx,
-                  spec.n_head_kv, ap.head_dim, ap.head_dim_v, T};
+  KvWriteParams w{f32_in(n, 1), f32_in(n, 2), a.positions, kv_->k(ap.layer), kv_->v(ap.layer), spec.n_ctx,
+                  spec.n_head_kv, ap.head_dim, ap.head_dim_v, a.T};
   w.kv_type = spec.type, w.k_scales = kv_->k_scales(ap.layer), w.v_scales = kv_->v_scales(ap.layer);
   w.paging = a.paging;
   steps_.push_back([w, a](cudaStream_t s) {

@@ -69,6 +69,7 @@ ExecutorOptions ExecutorOptions::from_env() {
   o.glu_images_i8 = read_flag("LLM_CUDA_GLU_IMAGES_I8", o.glu_images_i8);
   o.norm_images = read_flag("LLM_CUDA_NORM_IMAGES", o.norm_images);
   o.tiles_after_split = read_flag("LLM_CUDA_TILES_AFTER_SPLIT", o.tiles_after_split);
+  o.attention_half_x = read_flag("LLM_CUDA_ATTN_HALF_X", o.attention_half_x);
   o.moe_fragments = read_flag("LLM_CUDA_MOE_FRAGMENTS", o.moe_fragments);
   o.moe_glu_out = read_flag("LLM_CUDA_MOE_GLU_OUT", o.moe_glu_out);
   o.moe_glu_pairs = read_flag("LLM_CUDA_MOE_GLU_PAIRS", o.moe_glu_pairs);

@@ -175,6 +175,7 @@ __global__ void attention_combine_kernel(AttentionKernelParams p) {
       if (ms != -INFINITY) a += part[s * (p.hd_v + 2) + 2 + d] * expf(ms - M);
     }
     out[d] = a / L;
+    if (p.out_half) p.out_half[(t * p.n_head + h) * p.hd_v + d] = __float2half_rn(a / L);
   }
 }
 
@@ -280,6 +281,8 @@ void launch_attention(const AttentionKernelParams& p, cudaStream_t stream) {
   LLM_REQUIRE(p.max_splits > 0 && p.max_splits <= 65535, "max_splits not set (attention_max_splits)");
   LLM_REQUIRE(p.window >= 0, "negative window");
   LLM_REQUIRE(!p.paging.block_table || (p.paging.kv_seq && p.paging.max_blocks > 0), "paged: null kv_seq");
+  LLM_REQUIRE(reinterpret_cast<uintptr_t>(p.out_half) % 8 == 0, "the half outputs must be 8-byte aligned");
+  LLM_REQUIRE(!p.out_half || !p.new_token.k, "attention's new token: no half outputs (one token)");
   LLM_REQUIRE(!p.sinks || kv_quant_supported(p.n_head, p.n_head_kv, p.hd, p.hd_v),
               "attention sinks need the tensor-core kernels' shapes (head_dim 64, 128 or 256, 1, 2, 4 or 8 query heads "
               "per KV head)");

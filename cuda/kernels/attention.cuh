@@ -13,6 +13,7 @@
 // and a batch may hold several sequences: launch_attention runs the prefill kernel over per-run query tiles of one
 // sequence each (paged_batch.h) and the split kernels over the other tokens.
 #pragma once
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -73,6 +74,10 @@ struct AttentionKernelParams {
   const void* k_cache = nullptr;     // this layer, as KvWriteParams
   const void* v_cache = nullptr;
   float* out = nullptr;              // [hd_v, n_head, T]
+  // Or null: the same outputs rounded to half (__float2half_rn, as launch_x_to_half rounds) at the same index, for a
+  // product after the launch that reads its x in half (Executor::half_x_for): that product's conversion launch goes.
+  // T > 1 only (a one-token step's o product reads float x).
+  __half* out_half = nullptr;
   float* partial = nullptr;          // scratch: attention_scratch_floats(...) floats, zeroed once before the first
                                      // launch (its tail holds counters the kernels leave at zero)
   int64_t n_ctx = 0;

@@ -28,6 +28,7 @@
 
 #include "cuda/check.h"
 #include "cuda/kernels/async_copy.cuh"
+#include "cuda/kernels/attention_splits.cuh"
 #include "cuda/kernels/kv_quant.cuh"
 #include "cuda/kernels/mma.cuh"
 #include "cuda/kernels/pdl.cuh"
@@ -321,12 +322,12 @@ __global__ void __launch_bounds__(kThreads) attention_prefill_kernel(AttentionKe
     l0 += m0 == -INFINITY ? 0.0f : expf(sink - m0), l1 += m1 == -INFINITY ? 0.0f : expf(sink - m1);
   }
   const float inv0 = l0 > 0.0f ? 1.0f / l0 : 0.0f, inv1 = l1 > 0.0f ? 1.0f / l1 : 0.0f;
-  float* out0 = p.out + ((t0 + r0) * p.n_head + h) * HD + tg * 2;
-  float* out1 = p.out + ((t0 + r1) * p.n_head + h) * HD + tg * 2;
+  const int64_t out0 = ((t0 + r0) * p.n_head + h) * HD + tg * 2;
+  const int64_t out1 = ((t0 + r1) * p.n_head + h) * HD + tg * 2;
 #pragma unroll
   for (int n = 0; n < HD / 8; ++n) {
-    if (r0 < rows) *reinterpret_cast<float2*>(out0 + n * 8) = make_float2(o[n][0] * inv0, o[n][1] * inv0);
-    if (r1 < rows) *reinterpret_cast<float2*>(out1 + n * 8) = make_float2(o[n][2] * inv1, o[n][3] * inv1);
+    if (r0 < rows) store_out2(p, out0 + n * 8, make_float2(o[n][0] * inv0, o[n][1] * inv0));
+    if (r1 < rows) store_out2(p, out1 + n * 8, make_float2(o[n][2] * inv1, o[n][3] * inv1));
   }
   if (holds_grid) pdl_wait();
 }

@@ -289,8 +289,7 @@ __device__ __forceinline__ void finish_split(const AttentionKernelParams& p, int
     }
     if (n_active == 1) {  // the result itself, no partial
       const float L = L_s[gg];
-      float* out = p.out + (head0 + gg) * HD + d;
-      out[0] = acc.x / L, out[1] = acc.y / L, out[2] = acc.z / L, out[3] = acc.w / L;
+      store_out4(p, (head0 + gg) * HD + d, make_float4(acc.x / L, acc.y / L, acc.z / L, acc.w / L));
       continue;
     }
     float* out = p.partial + ((head0 + gg) * p.max_splits + split) * (HD + 2);

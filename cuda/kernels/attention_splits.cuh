@@ -3,6 +3,7 @@
 // Partial layout (AttentionKernelParams::partial): per (token, head, split) {max, sum, acc[hd]}, then one counter per
 // (KV head, token).
 #pragma once
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include "cuda/kernels/attention.cuh"
@@ -22,6 +23,22 @@ __device__ __forceinline__ int64_t split_len_at(int64_t pos, int32_t max_splits,
   return len < min_len ? min_len : len;
 }
 
+// Outputs i, i + 1 (i even) of the launch: p.out, and p.out_half where a product after the launch reads them in half.
+__device__ __forceinline__ void store_out2(const AttentionKernelParams& p, int64_t i, float2 v) {
+  *reinterpret_cast<float2*>(p.out + i) = v;
+  if (p.out_half) *reinterpret_cast<__half2*>(p.out_half + i) = __floats2half2_rn(v.x, v.y);
+}
+
+// Outputs i .. i + 3 (i a multiple of 4), likewise.
+__device__ __forceinline__ void store_out4(const AttentionKernelParams& p, int64_t i, float4 v) {
+  *reinterpret_cast<float4*>(p.out + i) = v;
+  if (p.out_half) {
+    const __half2 lo = __floats2half2_rn(v.x, v.y), hi = __floats2half2_rn(v.z, v.w);
+    *reinterpret_cast<uint2*>(p.out_half + i) =
+        make_uint2(*reinterpret_cast<const uint32_t*>(&lo), *reinterpret_cast<const uint32_t*>(&hi));
+  }
+}
+
 // Head h's attention-sink logit, -INFINITY without sinks.
 __device__ __forceinline__ float sink_of(const AttentionKernelParams& p, int64_t h) {
   return p.sinks ? p.sinks[h] : -INFINITY;
@@ -37,7 +54,10 @@ __device__ __forceinline__ bool split_block_skips(const AttentionKernelParams& p
   if (p.tiled && p.tiled[t]) return true;
   if (pos >= 0) return false;
   if (split == 0)
-    for (int64_t i = threadIdx.x; i < G * hd; i += blockDim.x) p.out[(t * p.n_head + kvh * G) * hd + i] = 0.0f;
+    for (int64_t i = threadIdx.x; i < G * hd; i += blockDim.x) {
+      p.out[(t * p.n_head + kvh * G) * hd + i] = 0.0f;
+      if (p.out_half) p.out_half[(t * p.n_head + kvh * G) * hd + i] = __float2half_rn(0.0f);
+    }
   return true;
 }
 
@@ -124,11 +144,9 @@ __device__ void merge_splits(const AttentionKernelParams& p, int64_t kvh, int64_
       a0.x = fmaf(v0.x, e_s[g0][j], a0.x), a0.y = fmaf(v0.y, e_s[g0][j], a0.y);
       a1.x = fmaf(v1.x, e_s[g1][j], a1.x), a1.y = fmaf(v1.y, e_s[g1][j], a1.y);
     }
-    *reinterpret_cast<float2*>(p.out + (t * p.n_head + kvh * G + g0) * hd + d0) =
-        make_float2(a0.x * inv_l_s[g0], a0.y * inv_l_s[g0]);
+    store_out2(p, (t * p.n_head + kvh * G + g0) * hd + d0, make_float2(a0.x * inv_l_s[g0], a0.y * inv_l_s[g0]));
     if (i1 != i0)
-      *reinterpret_cast<float2*>(p.out + (t * p.n_head + kvh * G + g1) * hd + d1) =
-          make_float2(a1.x * inv_l_s[g1], a1.y * inv_l_s[g1]);
+      store_out2(p, (t * p.n_head + kvh * G + g1) * hd + d1, make_float2(a1.x * inv_l_s[g1], a1.y * inv_l_s[g1]));
   }
 }
 
@@ -176,8 +194,7 @@ __device__ void merge_splits_one_round(const AttentionKernelParams& p, int64_t k
     float2 a = make_float2(0.0f, 0.0f);
 #pragma unroll
     for (int j = 0; j < kMax; ++j) a.x = fmaf(v[i][j].x, e_s[g][j], a.x), a.y = fmaf(v[i][j].y, e_s[g][j], a.y);
-    *reinterpret_cast<float2*>(p.out + (t * p.n_head + kvh * G + g) * HD + d) =
-        make_float2(a.x * inv_l_s[g], a.y * inv_l_s[g]);
+    store_out2(p, (t * p.n_head + kvh * G + g) * HD + d, make_float2(a.x * inv_l_s[g], a.y * inv_l_s[g]));
   }
 }
 

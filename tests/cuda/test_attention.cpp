@@ -119,9 +119,13 @@ void run_case(const Case& c, std::mt19937& rng) {
   p.max_splits = splits, p.window = c.window;
   p.sinks = c.sinks ? dsinks.as<float>() : nullptr;
   p.kv_type = c.kv, p.k_scales = cache.k_scales.as<uint16_t>(), p.v_scales = cache.v_scales.as<uint16_t>();
-  // Twice, the output poisoned in between: the second launch must find the split counters back at zero.
+  // The half outputs beside them (AttentionKernelParams::out_half), as a product reading x in half asks for.
+  cuda::DeviceBuffer out_half(size_t(hdv * c.nh * c.T) * 2);
+  p.out_half = out_half.as<__half>();
+  // Twice, the outputs poisoned in between: the second launch must find the split counters back at zero.
   cuda::launch_attention(p, nullptr);
   CUDA_CHECK(cudaMemset(out.get(), 0xff, out.bytes()));
+  CUDA_CHECK(cudaMemset(out_half.get(), 0xff, out_half.bytes()));
   cuda::launch_attention(p, nullptr);
 
   // The tensor-core kernels take Q x scale rounded to f16 (the reference does the same) and round the softmax
@@ -170,6 +174,10 @@ void run_case(const Case& c, std::mt19937& rng) {
     }
   const std::vector<float> got = download<float>(out, ref.size());
   EXPECT_TRUE(close(what + (tensor_cores ? " (tensor cores)" : ""), got, ref, {abs_tol}, rel_tol));
+  // Every half output is its float output rounded to nearest even, as the conversion launch it replaces rounds.
+  const std::vector<uint16_t> got_half = download<uint16_t>(out_half, ref.size());
+  for (size_t i = 0; i < ref.size(); ++i)
+    ASSERT_EQ(got_half[i], quant::f32_to_f16(got[i])) << what << " half output " << i;
 
   // The cache holds the f16 rounding of what was written, or the host quantizer's bytes, in the documented layout.
   const int64_t j = total - 1, kvh = c.nkv - 1;
