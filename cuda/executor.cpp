@@ -555,8 +555,12 @@ void Executor::lower_attention(const Node& n) {
     a.tiles_after_split = opt_.tiles_after_split;
   }
   // A product of many tokens right after it (the o projection) reads its x in half: the launch writes that too, so
-  // the product's conversion launch goes and the product starts on its weights during the attention's tail.
-  if (opt_.attention_half_x) a.out_half = static_cast<__half*>(half_x_for(n));
+  // the product's conversion launch goes and the product starts on its weights during the attention's tail. 8B
+  // Q4_K_M, H100 (session 62): B = 12 / 16 +1.0% (the wide kernel in two register sets), pp512 +1.1%; not at 17..64
+  // tokens, where B = 24 and 32 measured 0.4% slower twice (o on the wide kernel in three register sets; why is not
+  // known: the attention's later trigger for o's launch lost more) and the wgmma and i8 kernels read float x anyway.
+  const bool three_sets = T >= opt_.batch_mm.wide_three_sets_min_tokens && T <= kBatchMmMaxTokens;
+  if (opt_.attention_half_x && !three_sets) a.out_half = static_cast<__half*>(half_x_for(n));
   push_attention(n, a);
   if (a.out_half) last_gemm_ = {steps_.size(), a.out, a.n_head * a.hd_v, a.T};
 }

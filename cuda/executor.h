@@ -134,9 +134,10 @@ struct ExecutorOptions {
   // (AttentionKernelParams::tiles_after_split; 8B Q4_K_M, B = 16 / 32 / 64: +0.4 / +0.4 / +0.5%, H200, session 40).
   // LLM_CUDA_TILES_AFTER_SPLIT=0 for A/B runs.
   bool tiles_after_split = true;
-  // The attention writes its outputs in half too where the product after it (the o projection of 9..32 tokens on the
+  // The attention writes its outputs in half too where the product after it (the o projection of 9..16 tokens on the
   // wide kernel, or a prompt's GEMM) reads x in half, instead of a conversion launch between them
-  // (AttentionKernelParams::out_half). LLM_CUDA_ATTN_HALF_X=0 for A/B runs.
+  // (AttentionKernelParams::out_half; lower_attention: 8B Q4_K_M, B = 16 +1.0%, pp512 +1.1%, H100, session 62).
+  // LLM_CUDA_ATTN_HALF_X=0 for A/B runs.
   bool attention_half_x = true;
   // Prefill expert products of Q4_K and recoded MXFP4 on moe_fragments.cu's kernels (weights straight into mma
   // fragments); false: moe_gemm.cu's half tiles for every format. LLM_CUDA_MOE_FRAGMENTS=0 for A/B runs.

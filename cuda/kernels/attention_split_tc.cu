@@ -305,11 +305,13 @@ __device__ __forceinline__ void finish_split(const AttentionKernelParams& p, int
 }
 
 // kNewToken: one token's q, k and v formed by the launch (attention_new_token.cuh; unpaged). Its instances, and the
-// other unpaged head_dim-128 ones, tell ptxas to expect two blocks a SM (all the carveout holds), which still allows
-// 255 registers a thread: without it, ptxas stopped at 168 registers and spilled 20 bytes in the head_dim-128
-// group-of-8 instance (the new token's; since session 61's copies, the unpaged one's too).
+// unpaged head_dim-128 group-of-8 one, tell ptxas to expect two blocks a SM (all the carveout holds), which still
+// allows 255 registers a thread: without it, ptxas stopped at 168 registers and spilled 20 bytes in the head_dim-128
+// group-of-8 instances (the new token's; since session 61's copies, the unpaged one's too). The same hint on the
+// unpaged group-of-4 instance (no spill either way, 168 registers) made 8B tg128 at depth 512 0.6% slower (H100,
+// session 62): ptxas schedules it otherwise.
 template <int HD, int G, bool kPaged, bool kNewToken>
-__global__ void __launch_bounds__(kThreads, kNewToken || (!kPaged && HD == 128) ? 2 : kMinBlocks<HD>)
+__global__ void __launch_bounds__(kThreads, kNewToken || (!kPaged && HD == 128 && G == 8) ? 2 : kMinBlocks<HD>)
     attention_split_tc_kernel(AttentionKernelParams p) {
   static_assert(!(kPaged && kNewToken), "the new token's slot is its position");
   constexpr int kLd = row_stride<HD>();
