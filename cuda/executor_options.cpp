@@ -51,6 +51,7 @@ ExecutorOptions ExecutorOptions::from_env() {
   o.batch_mm.wide_three_sets_min_tokens =
       read_count("LLM_CUDA_WIDE_THREE_SETS_MIN", o.batch_mm.wide_three_sets_min_tokens, kBatchMmMaxTokens + 1);
   o.batch_mm.wide_three_tiles = read_flag("LLM_CUDA_WIDE_THREE_TILES", o.batch_mm.wide_three_tiles);
+  o.batch_mm.wide_q6x8 = read_flag("LLM_CUDA_WIDE_Q6X8", o.batch_mm.wide_q6x8);
   o.batch_mm.wgmma.min_tokens =
       read_count("LLM_CUDA_BATCH_MM_WGMMA_MIN", o.batch_mm.wgmma.min_tokens, kBatchMmMaxTokens + 1);
   o.batch_mm.wgmma.large_min_tokens =

@@ -745,7 +745,7 @@ void launch_batch_mm(const BatchMmParams& p, cudaStream_t stream, const GluEpilo
   LLM_REQUIRE(!float_x || (reinterpret_cast<uintptr_t>(p.x) & 15) == 0,
               "small-batch product: x must be 16-byte aligned");
   if (!p.x_in_scratch && !float_x) launch_x_to_half(p.x, xh, p.K * p.T, stream, pdl);
-  if (choices.wide && !glu.gate && batch_mm_wide_serves(p.type, p.regrouped, p.T)) {
+  if (choices.wide && !glu.gate && batch_mm_wide_serves(p.type, p.regrouped, p.T, choices.wide_q6x8)) {
     launch_batch_mm_wide(p, xh, stack, stream, choices);
     CUDA_CHECK_LAUNCH(stream);
     return;

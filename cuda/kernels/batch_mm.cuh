@@ -98,6 +98,8 @@ struct BatchMmChoices {
   // The wide kernel's 17..24-token products in three n-tiles of 8 tokens, not four, and a paged session's steps of
   // 17..24 tokens in a bucket of 24, not 32 (session 60, H100: B = 17 / 20 / 24 +8.8-8.9%).
   bool wide_three_tiles = true;
+  // Lab: regrouped Q6_K (Q6_Kx8) of 9..32 tokens on the wide kernel too, where the wgmma kernel does not take it.
+  bool wide_q6x8 = false;
 };
 
 // True when the launch reads x as float itself (Q4_K and Q6_Kx8 at T <= 8, and wherever the wgmma or the i8 kernel

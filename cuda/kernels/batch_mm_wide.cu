@@ -20,6 +20,7 @@
 #include "cuda/check.h"
 #include "cuda/device_info.h"
 #include "cuda/kernels/async_copy.cuh"
+#include "cuda/kernels/batch_mm_wide_formats.cuh"
 #include "cuda/kernels/batch_mm_work.cuh"
 #include "cuda/kernels/mma.cuh"
 #include "cuda/kernels/pdl.cuh"
@@ -29,7 +30,8 @@ namespace cuda {
 namespace {
 
 using namespace batch_mm_work;  // Work, Segment, for_each_segment, add_shared_tile_of, choose_blocks, matrix_of
-using namespace q4k_lane;       // Scales, group_scales, Word, unpack_word, SbRegs, load_sb, kSbBytes, kSbElems
+using q4k_lane::kSbElems;
+using q4k_lane::Word;
 
 constexpr int kWarps = 4, kThreads = 32 * kWarps;
 constexpr int kStages = 3;          // super-block s multiplied, s + 1 landing, s + 2 being issued
@@ -56,13 +58,13 @@ constexpr size_t smem_bytes() {
 }
 
 // acc += this super-block's rows times the staged x (st: the stage; boff[jj]: the lane's low piece jj of token g in
-// it, the high piece 32 halves on).
-template <int NT, int MT>
-__device__ __forceinline__ void multiply_sb(float (&acc)[MT][NT][4], const SbRegs<MT>& r, const __half* st,
-                                            const uint32_t (&boff)[4], bool upper, uint32_t sel) {
-  Scales sc[2 * MT];
+// it, the high piece F::kHiHalves on).
+template <class F, int NT, int MT>
+__device__ __forceinline__ void multiply_sb(float (&acc)[MT][NT][4], const typename F::template Regs<MT>& r,
+                                            const __half* st, const uint32_t (&boff)[4], bool upper, uint32_t sel) {
+  typename F::Scales sc[2 * MT];
 #pragma unroll
-  for (int i = 0; i < 2 * MT; ++i) sc[i] = group_scales(r.h[i], upper, sel);
+  for (int i = 0; i < 2 * MT; ++i) sc[i] = F::template scales<MT>(r, i, upper, sel);
 #pragma unroll
   for (int jj = 0; jj < 4; ++jj) {
     // Words 2 jj and 2 jj + 1: k-steps (lo, 2 jj), (lo, 2 jj + 1), (hi, 2 jj), (hi, 2 jj + 1).
@@ -72,8 +74,7 @@ __device__ __forceinline__ void multiply_sb(float (&acc)[MT][NT][4], const SbReg
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int i = 2 * mt + h;
-        const uint4& q = r.q[i][jj >> 1];
-        const Word w0 = unpack_word((jj & 1) ? q.z : q.x, sc[i]), w1 = unpack_word((jj & 1) ? q.w : q.y, sc[i]);
+        const Word w0 = F::template word<MT>(r, sc[i], i, 2 * jj), w1 = F::template word<MT>(r, sc[i], i, 2 * jj + 1);
         a[mt][0][h] = w0.lo01, a[mt][0][2 + h] = w0.lo23;
         a[mt][1][h] = w1.lo01, a[mt][1][2 + h] = w1.lo23;
         a[mt][2][h] = w0.hi01, a[mt][2][2 + h] = w0.hi23;
@@ -82,7 +83,7 @@ __device__ __forceinline__ void multiply_sb(float (&acc)[MT][NT][4], const SbReg
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt) {
       const uint4 blo = *reinterpret_cast<const uint4*>(st + nt * 8 * kColHalves + boff[jj]);
-      const uint4 bhi = *reinterpret_cast<const uint4*>(st + nt * 8 * kColHalves + boff[jj] + 32);
+      const uint4 bhi = *reinterpret_cast<const uint4*>(st + nt * 8 * kColHalves + boff[jj] + F::kHiHalves);
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt) {
         mma::m16n8k16(acc[mt][nt], a[mt][0], blo.x, blo.y);
@@ -97,10 +98,12 @@ __device__ __forceinline__ void multiply_sb(float (&acc)[MT][NT][4], const SbReg
 // kSets: W's register sets in turn. 2: a super-block loading while one is multiplied (128 registers, four blocks
 // an SM). 3 (kBatchMmWideThreeSetsMinTokens, one m-tile only): two loading, at three blocks an SM, for the
 // long-scoreboard stalls Nsight put first (docs/kernel-notes.md, sessions 29, 59 and 60).
-template <int NT, int MT, int kSets, bool kSegments, typename... Extra>
+template <class F, int NT, int MT, int kSets, bool kSegments, typename... Extra>
 __global__ void __launch_bounds__(kThreads, MT == 1 ? (kSets == 3 ? 3 : 4) : 2)
-    q4k_wide_kernel(BatchMmParams p, const __half* xh, uint32_t rb, Work work, Extra... extra) {
+    wide_kernel(BatchMmParams p, const __half* xh, uint32_t rb, Work work, Extra... extra) {
   static_assert(kSets == 2 || (kSets == 3 && MT == 1), "two register sets, or three at one m-tile");
+  static_assert(MT <= F::kMaxMt, "m-tiles a warp");
+  using Regs = typename F::template Regs<MT>;
   extern __shared__ uint4 dyn[];
   __half* const stages = reinterpret_cast<__half*>(dyn);
   constexpr int kCols = NT * 8, kStageHalves = kCols * kColHalves, kR = kRows<MT>, kWarpRows = 16 * MT;
@@ -109,10 +112,10 @@ __global__ void __launch_bounds__(kThreads, MT == 1 ? (kSets == 3 ? 3 : 4) : 2)
   const uint32_t sel = (t & 1) ? 0x4342u : 0x4140u;
   uint32_t boff[4];
 #pragma unroll
-  for (int jj = 0; jj < 4; ++jj) boff[jj] = uint32_t(g * kColHalves + (8 * t + (jj ^ t)) * 8);
+  for (int jj = 0; jj < 4; ++jj) boff[jj] = uint32_t(g * kColHalves + (F::lo_piece(t) + (jj ^ t)) * 8);
   // This thread's x copies: piece P of tokens c0, c0 + 4, ... (2 NT of them), to the same place in every stage.
   const int P = tid & 31, c0 = tid >> 5;
-  __half* const xdst = stages + c0 * kColHalves + (P ^ ((P >> 3) & 3)) * 8;
+  __half* const xdst = stages + c0 * kColHalves + (P ^ F::lane_of(P)) * 8;
 
   for_each_segment<kR, NT, kSegments>(work, [&](const Segment& sg) {
     const int32_t rt = sg.tile / work.token_tiles;
@@ -121,18 +124,11 @@ __global__ void __launch_bounds__(kThreads, MT == 1 ? (kSets == 3 ? 3 : 4) : 2)
     // read the last row (their sums are not stored).
     const int64_t wrow = ::std::min<int64_t>(n0 + kWarpRows * warp, p.N - 1);
     const RowMatrix m = matrix_of(p, wrow, extra...);
-    const uint8_t* hrow[2 * MT];
-    const uint8_t* qrow[2 * MT];
+    const uint8_t* row_of[2 * MT];
 #pragma unroll
-    for (int i = 0; i < 2 * MT; ++i) {
-      hrow[i] = m.w + size_t(::std::min<int64_t>(m.row + 16 * (i >> 1) + g + 8 * (i & 1), m.N - 1)) * rb +
-                size_t(sg.sl0) * kSbBytes;
-      qrow[i] = hrow[i] + 16 + 32 * t;
-    }
-    auto advance = [&] {
-#pragma unroll
-      for (int i = 0; i < 2 * MT; ++i) hrow[i] += kSbBytes, qrow[i] += kSbBytes;
-    };
+    for (int i = 0; i < 2 * MT; ++i)
+      row_of[i] = m.w + size_t(::std::min<int64_t>(m.row + 16 * (i >> 1) + g + 8 * (i & 1), m.N - 1)) * rb;
+    typename F::template Cursor<MT> cursor(row_of, sg.sl0, t);
 
     const int n = sg.sl_end - sg.sl0;
     const int64_t cols_left = p.T - t0;
@@ -150,26 +146,26 @@ __global__ void __launch_bounds__(kThreads, MT == 1 ? (kSets == 3 ? 3 : 4) : 2)
     float acc[MT][NT][4] = {};
     // Launched programmatically (pdl.cuh): W's first super-block, which no kernel writes, is loaded before the wait
     // for the kernels this one depends on; x's copies come after it.
-    SbRegs<MT> ra, rb2, rc;  // rc: kSets == 3 only
-    load_sb<MT>(ra, hrow, qrow);
+    Regs ra, rb2, rc;  // rc: kSets == 3 only
+    cursor.load(ra);
     if (kSets == 3 && n > 1) {
-      advance();
-      load_sb<MT>(rb2, hrow, qrow);
+      cursor.advance();
+      cursor.load(rb2);
     }
     pdl_wait();
     issue_first_stages(n, issue);
     int stage = 0;
     // Super-block i multiplied from `cur`; super-block i + kSets - 1 loaded into `nxt` (the set i - 1 used).
-    auto step = [&](int i, const SbRegs<MT>& cur, SbRegs<MT>& nxt) {
+    auto step = [&](int i, const Regs& cur, Regs& nxt) {
       cp_async_wait<1>();
       __syncthreads();  // super-block i landed for every thread; every warp is done with i - 1's stage
       if (i + 2 < n) issue(i + 2, stage == 0 ? 2 : stage - 1);
       asm volatile("cp.async.commit_group;" ::: "memory");
       if (i + kSets - 1 < n) {
-        advance();
-        load_sb<MT>(nxt, hrow, qrow);
+        cursor.advance();
+        cursor.load(nxt);
       }
-      multiply_sb<NT, MT>(acc, cur, stages + stage * kStageHalves, boff, upper, sel);
+      multiply_sb<F, NT, MT>(acc, cur, stages + stage * kStageHalves, boff, upper, sel);
       stage = stage == kStages - 1 ? 0 : stage + 1;
     };
     if constexpr (kSets == 2) {
@@ -212,59 +208,69 @@ __global__ void __launch_bounds__(kThreads, MT == 1 ? (kSets == 3 ? 3 : 4) : 2)
   pdl_wait();  // a block without work too: this grid ends only after the ones it depends on
 }
 
-template <int NT, int MT, int kSets, bool kSegments, bool kStack>
+template <class F, int NT, int MT, int kSets, bool kSegments, bool kStack>
 constexpr auto kernel_for() {
-  if constexpr (kStack) return q4k_wide_kernel<NT, MT, kSets, kSegments, ProductStack>;
-  else return q4k_wide_kernel<NT, MT, kSets, kSegments>;
+  if constexpr (kStack) return wide_kernel<F, NT, MT, kSets, kSegments, ProductStack>;
+  else return wide_kernel<F, NT, MT, kSets, kSegments>;
 }
 
 // The shared memory opt-in of the instances and how many blocks the GPU holds at once, at the first launch (before
 // any capture).
-template <int NT, int MT, int kSets>
+template <class F, int NT, int MT, int kSets>
 int64_t prepare_instances() {
   constexpr size_t smem = smem_bytes<NT>();
-  for (auto* k : {kernel_for<NT, MT, kSets, true, false>(), kernel_for<NT, MT, kSets, false, false>()})
+  for (auto* k : {kernel_for<F, NT, MT, kSets, true, false>(), kernel_for<F, NT, MT, kSets, false, false>()})
     CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-  for (auto* k : {kernel_for<NT, MT, kSets, true, true>(), kernel_for<NT, MT, kSets, false, true>()})
+  for (auto* k : {kernel_for<F, NT, MT, kSets, true, true>(), kernel_for<F, NT, MT, kSets, false, true>()})
     CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-  const auto* k = reinterpret_cast<const void*>(kernel_for<NT, MT, kSets, true, false>());
+  const auto* k = reinterpret_cast<const void*>(kernel_for<F, NT, MT, kSets, true, false>());
   return ::std::max<int64_t>(1, int64_t(current_device_sm_count()) * kernel_blocks_per_sm(k, kThreads, smem));
 }
 
-template <int NT, int MT, int kSets>
+template <class F, int NT, int MT, int kSets>
 void launch_shape(const BatchMmParams& p, const __half* xh, const ProductStack* stack, cudaStream_t stream,
                   bool programmatic) {
   constexpr size_t smem = smem_bytes<NT>();
-  static const int64_t resident = prepare_instances<NT, MT, kSets>();
+  static const int64_t resident = prepare_instances<F, NT, MT, kSets>();
   const int64_t token_tiles = (p.T + NT * 8 - 1) / (NT * 8);
   const int64_t tiles = (p.N + kRows<MT> - 1) / kRows<MT> * token_tiles, n_slices = p.K / kSbElems;
   const int64_t blocks = choose_blocks(tiles, n_slices, resident, true, kMaxWideBlocks);
   const Work w = work_for(p, tiles, n_slices, token_tiles, blocks);
-  const uint32_t rb = uint32_t(quant::row_bytes(quant::Type::Q4_K, p.K));
+  const uint32_t rb = uint32_t(quant::row_bytes(F::kType, p.K));  // Q6_Kx8: Q6_K's, regrouped in place
   const dim3 grid{unsigned(blocks)};
   if (stack) {
-    const auto k = w.runs_stay_in_tiles() ? kernel_for<NT, MT, kSets, false, true>()
-                                          : kernel_for<NT, MT, kSets, true, true>();
+    const auto k = w.runs_stay_in_tiles() ? kernel_for<F, NT, MT, kSets, false, true>()
+                                          : kernel_for<F, NT, MT, kSets, true, true>();
     launch_programmatic(programmatic, k, grid, kThreads, smem, stream, p, xh, rb, w, *stack);
   } else {
-    const auto k = w.runs_stay_in_tiles() ? kernel_for<NT, MT, kSets, false, false>()
-                                          : kernel_for<NT, MT, kSets, true, false>();
+    const auto k = w.runs_stay_in_tiles() ? kernel_for<F, NT, MT, kSets, false, false>()
+                                          : kernel_for<F, NT, MT, kSets, true, false>();
     launch_programmatic(programmatic, k, grid, kThreads, smem, stream, p, xh, rb, w);
   }
 }
 
 // One m-tile a warp (up to 32 tokens): three register sets or two.
-template <int NT>
+template <class F>
 void launch_one_m_tile(const BatchMmParams& p, const __half* xh, const ProductStack* stack, cudaStream_t stream,
-                       bool programmatic, bool three_sets) {
-  if (three_sets) launch_shape<NT, 1, 3>(p, xh, stack, stream, programmatic);
-  else launch_shape<NT, 1, 2>(p, xh, stack, stream, programmatic);
+                       bool programmatic, bool three_sets, int nt) {
+  switch (nt) {
+    case 2:
+      if (three_sets) return launch_shape<F, 2, 1, 3>(p, xh, stack, stream, programmatic);
+      return launch_shape<F, 2, 1, 2>(p, xh, stack, stream, programmatic);
+    case 3:
+      if (three_sets) return launch_shape<F, 3, 1, 3>(p, xh, stack, stream, programmatic);
+      return launch_shape<F, 3, 1, 2>(p, xh, stack, stream, programmatic);
+    default:
+      if (three_sets) return launch_shape<F, 4, 1, 3>(p, xh, stack, stream, programmatic);
+      return launch_shape<F, 4, 1, 2>(p, xh, stack, stream, programmatic);
+  }
 }
 
 }  // namespace
 
-bool batch_mm_wide_serves(quant::Type type, bool regrouped, int64_t T) {
-  return type == quant::Type::Q4_K && !regrouped && T > 8 && T <= kBatchMmWideMaxTokens;
+bool batch_mm_wide_serves(quant::Type type, bool regrouped, int64_t T, bool q6x8) {
+  if (regrouped) return q6x8 && type == quant::Type::Q6_K && T > 8 && T <= kBatchMmWideQ6x8MaxTokens;
+  return type == quant::Type::Q4_K && T > 8 && T <= kBatchMmWideMaxTokens;
 }
 
 size_t batch_mm_wide_scratch(int64_t K, int64_t T) {
@@ -275,16 +281,14 @@ size_t batch_mm_wide_scratch(int64_t K, int64_t T) {
 void launch_batch_mm_wide(const BatchMmParams& p, const __half* xh, const ProductStack* stack, cudaStream_t stream,
                           const BatchMmChoices& choices) {
   const bool programmatic = choices.programmatic;
-  LLM_REQUIRE(batch_mm_wide_serves(p.type, p.regrouped, p.T), "wide small-batch product: not served");
+  LLM_REQUIRE(batch_mm_wide_serves(p.type, p.regrouped, p.T, choices.wide_q6x8), "wide small-batch product: not served");
   const bool three = p.T >= choices.wide_three_sets_min_tokens;  // two m-tiles (above 32 tokens) keep two sets below
-  LLM_REQUIRE(p.K % kSbElems == 0, "wide small-batch product: K");
+  LLM_REQUIRE(p.K % (p.regrouped ? 2048 : kSbElems) == 0, "wide small-batch product: K");
   LLM_REQUIRE(p.scratch_bytes >= batch_mm_wide_scratch(p.K, p.T), "wide small-batch product: scratch");
-  switch (shape_for(p.T, choices.wide_three_tiles).nt) {
-    case 2: launch_one_m_tile<2>(p, xh, stack, stream, programmatic, three); break;
-    case 3: launch_one_m_tile<3>(p, xh, stack, stream, programmatic, three); break;
-    case 4: launch_one_m_tile<4>(p, xh, stack, stream, programmatic, three); break;
-    default: launch_shape<6, 2, 2>(p, xh, stack, stream, programmatic); break;  // two m-tiles: two sets at 255
-  }
+  const Shape shape = shape_for(p.T, choices.wide_three_tiles);
+  if (p.regrouped) return launch_one_m_tile<wide_formats::Q6kx8>(p, xh, stack, stream, programmatic, three, shape.nt);
+  if (shape.mt == 1) return launch_one_m_tile<wide_formats::Q4k>(p, xh, stack, stream, programmatic, three, shape.nt);
+  launch_shape<wide_formats::Q4k, 6, 2, 2>(p, xh, stack, stream, programmatic);  // two m-tiles: two sets at 255
 }
 
 }  // namespace cuda

@@ -18,8 +18,12 @@ namespace cuda {
 // us, down 82 / 76, 4096 x 4096 61 / 41): the wide kernel's two m-tiles a warp run at 255 registers, 8 warps an SM.
 inline constexpr int64_t kBatchMmWideMaxTokens = 48;
 
-// True when launch_batch_mm_wide takes this product: Q4_K in the file's layout, 8 < T <= kBatchMmWideMaxTokens.
-bool batch_mm_wide_serves(quant::Type type, bool regrouped, int64_t T);
+// Regrouped Q6_K (Q6_Kx8) on it, one m-tile a warp (BatchMmChoices::wide_q6x8, a lab switch).
+inline constexpr int64_t kBatchMmWideQ6x8MaxTokens = 32;
+
+// True when launch_batch_mm_wide takes this product: Q4_K in the file's layout, 8 < T <= kBatchMmWideMaxTokens; with
+// q6x8, Q6_Kx8 of 8 < T <= kBatchMmWideQ6x8MaxTokens too.
+bool batch_mm_wide_serves(quant::Type type, bool regrouped, int64_t T, bool q6x8 = false);
 
 // Scratch it needs: x as half [T][K] at the start (as batch_mm.cuh), then the partial sums of tiles blocks share.
 size_t batch_mm_wide_scratch(int64_t K, int64_t T);

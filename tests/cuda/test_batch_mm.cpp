@@ -424,6 +424,64 @@ TEST(BatchMm, WideKernelFormsMatchReference) {
   }
 }
 
+// Regrouped Q6_K (Q6_Kx8) on the wide kernel (BatchMmChoices::wide_q6x8, the wgmma kernel off) against the
+// reference, every n-tile shape and set count it takes (9..32 tokens), K of one and of several runs of 2048 (loops
+// that end at each set), rows that leave a partial tile, then a stacked launch (v beside q and k at 16 tokens).
+TEST(BatchMm, WideKernelQ6x8MatchesReference) {
+  REQUIRE_GPU();
+  std::mt19937 rng(781);
+  cuda::DeviceBuffer counters(cuda::kBatchMmCounterBytes);
+  CUDA_CHECK(cudaMemset(counters.get(), 0, cuda::kBatchMmCounterBytes));
+  for (const int64_t K : {2048, 6144, 14336})
+    for (const int64_t T : {9, 16, 17, 24, 32}) {
+      const int64_t N = 1000;
+      ASSERT_TRUE(cuda::batch_mm_wide_serves(Type::Q6_K, true, T, true));
+      const auto w = random_weights(rng, Type::Q6_K, K, N);
+      const auto x = random_floats(rng, K * T);
+      std::vector<double> ref, mag, mx;
+      reference(w, Type::Q6_K, x, K, N, T, nullptr, ref, mag, mx);
+      const auto atol = tile_tolerance(Type::Q6_K, w, x, K, N, T, nullptr);
+      auto dw = upload(regrouped(w, K, N)), dx = upload(x);
+      const size_t sb = cuda::batch_mm_scratch(K, N, T);
+      cuda::DeviceBuffer scratch(sb);
+      for (const WideForm& f : kWideForms) {
+        cuda::BatchMmChoices c = f.choices();
+        c.wide_q6x8 = true;
+        auto dy = poisoned_f32(N * T);
+        cuda::BatchMmParams p{dw.get(), Type::Q6_K, dx.as<float>(), nullptr, dy.as<float>(), K, N, T,
+                              scratch.get(), sb};
+        p.regrouped = true;
+        p.tile_counters = counters.as<uint32_t>();
+        cuda::launch_batch_mm(p, nullptr, {}, nullptr, c);
+        EXPECT_TRUE(close(std::string("Q6_Kx8 ") + f.name + " K=" + std::to_string(K) + " T=" + std::to_string(T),
+                          download<float>(dy, N * T), ref, atol, 0.0));
+        expect_counters_zero(counters);
+      }
+    }
+  const int64_t K = 4096, Ns[3] = {96, 64, 77}, T = 16;
+  const auto x = random_floats(rng, K * T);
+  const auto bias = random_floats(rng, Ns[1]);
+  auto dx = upload(x), db = upload(bias);
+  const StackedMatrices st = stacked_matrices(rng, Type::Q6_K, true, K, T, 3, Ns, db.as<float>());
+  const size_t sb = cuda::batch_mm_scratch(K, st.total, T);
+  cuda::DeviceBuffer scratch(sb);
+  cuda::BatchMmParams p{st.dw[0].get(), Type::Q6_K, dx.as<float>(), nullptr, st.dy[0].as<float>(), K, st.total, T,
+                        scratch.get(), sb};
+  p.regrouped = true;
+  p.tile_counters = counters.as<uint32_t>();
+  cuda::BatchMmChoices c = kWideForms[0].choices();
+  c.wide_q6x8 = true;
+  cuda::launch_batch_mm(p, nullptr, {}, &st.stack, c);
+  for (int m = 0; m < 3; ++m) {
+    std::vector<double> ref, mag, mx;
+    reference(st.w[size_t(m)], Type::Q6_K, x, K, Ns[m], T, m == 1 ? &bias : nullptr, ref, mag, mx);
+    const auto atol = tile_tolerance(Type::Q6_K, st.w[size_t(m)], x, K, Ns[m], T, m == 1 ? &bias : nullptr);
+    EXPECT_TRUE(close("Q6_Kx8 stack, matrix " + std::to_string(m), download<float>(st.dy[size_t(m)], Ns[m] * T), ref,
+                      atol, 0.0));
+  }
+  expect_counters_zero(counters);
+}
+
 // LLM_CUDA_WIDE_THREE_SETS_MIN (no device needed): 17 by default, any token count up to 65, nothing else; and
 // LLM_CUDA_WIDE_THREE_TILES, on by default.
 TEST(BatchMm, WideThreeSetsFromEnvironment) {
