@@ -688,6 +688,13 @@ bool batch_mm_takes_i8(quant::Type type, bool regrouped, int64_t K, int64_t N, i
          !takes_wgmma(type, regrouped, K, N, T, choices.wgmma);
 }
 
+bool batch_mm_takes_wide(quant::Type type, bool regrouped, int64_t K, int64_t N, int64_t T,
+                         const BatchMmChoices& choices) {
+  const bool q6x8 = choices.wide_q6x8 && K * N >= choices.wide_q6x8_min_weights;
+  return choices.wide && batch_mm_wide_serves(type, regrouped, T, q6x8) && batch_mm_supports(type, regrouped, K, N, T) &&
+         !takes_wgmma(type, regrouped, K, N, T, choices.wgmma) && !batch_mm_takes_i8(type, regrouped, K, N, T, choices);
+}
+
 bool batch_mm_forms_glu_x(quant::Type type, bool regrouped, int64_t K, int64_t N, int64_t T,
                           const BatchMmChoices& choices) {
   return batch_mm_takes_wgmma(type, regrouped, K, N, T, choices.wgmma) ||
@@ -745,7 +752,7 @@ void launch_batch_mm(const BatchMmParams& p, cudaStream_t stream, const GluEpilo
   LLM_REQUIRE(!float_x || (reinterpret_cast<uintptr_t>(p.x) & 15) == 0,
               "small-batch product: x must be 16-byte aligned");
   if (!p.x_in_scratch && !float_x) launch_x_to_half(p.x, xh, p.K * p.T, stream, pdl);
-  if (choices.wide && !glu.gate && batch_mm_wide_serves(p.type, p.regrouped, p.T, choices.wide_q6x8)) {
+  if (!glu.gate && batch_mm_takes_wide(p.type, p.regrouped, p.K, p.N, p.T, choices)) {
     launch_batch_mm_wide(p, xh, stack, stream, choices);
     CUDA_CHECK_LAUNCH(stream);
     return;

@@ -28,9 +28,11 @@ inline constexpr int64_t kBatchMmI8Q6x8MaxTokens = 4;
 inline constexpr int64_t kBatchMmWgmmaMinTokens = 33;
 inline constexpr int64_t kBatchMmWgmmaLargeMinTokens = 33;
 inline constexpr int64_t kBatchMmWgmmaLargeWeights = int64_t(32) << 20;
-// Large regrouped Q6_K (Q6_Kx8) launches take the wgmma kernel from 9 tokens: the fragment kernel reads them at ~1 TB/s
-// at 9..16 tokens (session 59, H100: B = 12 +1.8%, B = 16 +1.5%; docs/kernel-notes.md).
-inline constexpr int64_t kBatchMmWgmmaQ6x8LargeMinTokens = 9;
+// Large regrouped Q6_K (Q6_Kx8) launches take the wgmma kernel from 17 tokens. At 9..16 the fragment kernel read them at
+// ~1 TB/s and wgmma (one block an SM, three quarters of its columns idle) gained 1.5-1.8% over it (session 59); the
+// wide kernel in two register sets (BatchMmChoices::wide_q6x8) gains 3.3-3.5% over wgmma there, and loses 2.4% at 32
+// tokens (session 62, H100, B = 12 / 16 / 32; docs/kernel-notes.md).
+inline constexpr int64_t kBatchMmWgmmaQ6x8LargeMinTokens = 17;
 // The wide kernel (batch_mm_wide.cuh) holds W in three register sets in turn, two super-blocks loading, at three
 // blocks an SM, from 17 tokens to 32 (one m-tile a warp): H100 lab at 32 tokens 4096x28672 59 -> 53 us, 14336x4096
 // 39 -> 35, B = 32 +2.8%; at 16 tokens it lost (40 -> 43 us), so 9..16 keep two sets (docs/kernel-notes.md, session 60).
@@ -98,8 +100,11 @@ struct BatchMmChoices {
   // The wide kernel's 17..24-token products in three n-tiles of 8 tokens, not four, and a paged session's steps of
   // 17..24 tokens in a bucket of 24, not 32 (session 60, H100: B = 17 / 20 / 24 +8.8-8.9%).
   bool wide_three_tiles = true;
-  // Lab: regrouped Q6_K (Q6_Kx8) of 9..32 tokens on the wide kernel too, where the wgmma kernel does not take it.
-  bool wide_q6x8 = false;
+  // Large regrouped Q6_K (Q6_Kx8, kBatchMmWgmmaLargeWeights) where the wgmma kernel does not take it (9..16 tokens by
+  // default) on the wide kernel too, not the fragment kernel. Small ones (v) stay: 0.3-0.4% slower on it at B = 12 /
+  // 16 (session 62, H100).
+  bool wide_q6x8 = true;
+  int64_t wide_q6x8_min_weights = kBatchMmWgmmaLargeWeights;  // K x N from which a Q6_Kx8 launch is large (tests: 0)
 };
 
 // True when the launch reads x as float itself (Q4_K and Q6_Kx8 at T <= 8, and wherever the wgmma or the i8 kernel
@@ -107,6 +112,10 @@ struct BatchMmChoices {
 // half x as the one before it left it. N: the launch's rows (a stack's in all); choices: as launch_batch_mm's.
 bool batch_mm_reads_float_x(quant::Type type, bool regrouped, int64_t K, int64_t N, int64_t T,
                             const BatchMmChoices& choices = {});
+
+// True when launch_batch_mm takes batch_mm_wide.cuh's kernel for these choices (without a SwiGLU epilogue).
+bool batch_mm_takes_wide(quant::Type type, bool regrouped, int64_t K, int64_t N, int64_t T,
+                         const BatchMmChoices& choices);
 
 // True when launch_batch_mm takes batch_mm_i8.cuh's kernel for these choices (the executor plans its folds on it).
 bool batch_mm_takes_i8(quant::Type type, bool regrouped, int64_t K, int64_t N, int64_t T,

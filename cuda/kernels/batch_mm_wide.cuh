@@ -18,7 +18,7 @@ namespace cuda {
 // us, down 82 / 76, 4096 x 4096 61 / 41): the wide kernel's two m-tiles a warp run at 255 registers, 8 warps an SM.
 inline constexpr int64_t kBatchMmWideMaxTokens = 48;
 
-// Regrouped Q6_K (Q6_Kx8) on it, one m-tile a warp (BatchMmChoices::wide_q6x8, a lab switch).
+// Regrouped Q6_K (Q6_Kx8) on it, one m-tile a warp (BatchMmChoices::wide_q6x8; launch_batch_mm sends large ones only).
 inline constexpr int64_t kBatchMmWideQ6x8MaxTokens = 32;
 
 // True when launch_batch_mm_wide takes this product: Q4_K in the file's layout, 8 < T <= kBatchMmWideMaxTokens; with

@@ -424,9 +424,9 @@ TEST(BatchMm, WideKernelFormsMatchReference) {
   }
 }
 
-// Regrouped Q6_K (Q6_Kx8) on the wide kernel (BatchMmChoices::wide_q6x8, the wgmma kernel off) against the
-// reference, every n-tile shape and set count it takes (9..32 tokens), K of one and of several runs of 2048 (loops
-// that end at each set), rows that leave a partial tile, then a stacked launch (v beside q and k at 16 tokens).
+// Regrouped Q6_K (Q6_Kx8) on the wide kernel (BatchMmChoices::wide_q6x8 from any size, the wgmma kernel off) against
+// the reference, every n-tile shape and set count it takes (9..32 tokens), K of one and of several runs of 2048 (loops
+// that end at each set), rows that leave a partial tile, then a stacked launch.
 TEST(BatchMm, WideKernelQ6x8MatchesReference) {
   REQUIRE_GPU();
   std::mt19937 rng(781);
@@ -446,7 +446,8 @@ TEST(BatchMm, WideKernelQ6x8MatchesReference) {
       cuda::DeviceBuffer scratch(sb);
       for (const WideForm& f : kWideForms) {
         cuda::BatchMmChoices c = f.choices();
-        c.wide_q6x8 = true;
+        c.wide_q6x8_min_weights = 0;
+        ASSERT_TRUE(cuda::batch_mm_takes_wide(Type::Q6_K, true, K, N, T, c));
         auto dy = poisoned_f32(N * T);
         cuda::BatchMmParams p{dw.get(), Type::Q6_K, dx.as<float>(), nullptr, dy.as<float>(), K, N, T,
                               scratch.get(), sb};
@@ -470,7 +471,8 @@ TEST(BatchMm, WideKernelQ6x8MatchesReference) {
   p.regrouped = true;
   p.tile_counters = counters.as<uint32_t>();
   cuda::BatchMmChoices c = kWideForms[0].choices();
-  c.wide_q6x8 = true;
+  c.wide_q6x8_min_weights = 0;
+  ASSERT_TRUE(cuda::batch_mm_takes_wide(Type::Q6_K, true, K, st.total, T, c));
   cuda::launch_batch_mm(p, nullptr, {}, &st.stack, c);
   for (int m = 0; m < 3; ++m) {
     std::vector<double> ref, mag, mx;
@@ -480,6 +482,24 @@ TEST(BatchMm, WideKernelQ6x8MatchesReference) {
                       atol, 0.0));
   }
   expect_counters_zero(counters);
+}
+
+// Where regrouped Q6_K goes by default (no device needed): a large launch (the 8B's down, 14336 x 4096) to the wide
+// kernel at 9..16 tokens and to wgmma from 17; a small one (v, 4096 x 1024) never to the wide kernel; Q4_K as before;
+// LLM_CUDA_WIDE_Q6X8=0 gives the large ones back to the fragment kernel.
+TEST(BatchMm, WideKernelTakesLargeQ6x8At9To16Tokens) {
+  const cuda::BatchMmChoices c;
+  for (int64_t T = 1; T <= cuda::kBatchMmMaxTokens; ++T) {
+    EXPECT_EQ(cuda::batch_mm_takes_wide(Type::Q6_K, true, 14336, 4096, T, c), T > 8 && T <= 16) << T;
+    EXPECT_EQ(cuda::batch_mm_takes_wgmma(Type::Q6_K, true, 14336, 4096, T, c.wgmma), T >= 17) << T;
+    EXPECT_FALSE(cuda::batch_mm_takes_wide(Type::Q6_K, true, 4096, 1024, T, c)) << T;
+    EXPECT_EQ(cuda::batch_mm_takes_wide(Type::Q4_K, false, 4096, 4096, T, c), T > 8 && T <= 32) << T;
+  }
+  ::setenv("LLM_CUDA_WIDE_Q6X8", "0", 1);
+  const cuda::BatchMmChoices off = cuda::ExecutorOptions::from_env().batch_mm;
+  ::unsetenv("LLM_CUDA_WIDE_Q6X8");
+  EXPECT_FALSE(cuda::batch_mm_takes_wide(Type::Q6_K, true, 14336, 4096, 16, off));
+  EXPECT_TRUE(cuda::ExecutorOptions::from_env().batch_mm.wide_q6x8);
 }
 
 // LLM_CUDA_WIDE_THREE_SETS_MIN (no device needed): 17 by default, any token count up to 65, nothing else; and
