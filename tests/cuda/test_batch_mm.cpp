@@ -348,11 +348,11 @@ TEST(BatchMm, WgmmaKernelRangeAndScratch) {
   }
 }
 
-// The wide kernel's W in three register sets (BatchMmChoices::wide_three_sets_min_tokens) against the reference, as
-// in two: every token count and segment length (K of 1, 2, 9 and 56 super-blocks, so loops that end at each of the
-// three sets); above 32 tokens (two m-tiles a warp) the launch keeps two. Three blocks an SM make another grid, so the
-// split of K, and with it the bits, may differ from two sets' (session 60: at K = 14336). Each also in three n-tiles
-// at 17..24 tokens (wide_three_tiles) or not. Then a stacked launch.
+// The wide kernel's forms: W in three register sets (BatchMmChoices::wide_three_sets_min_tokens) or two, each against
+// the reference over every token count and segment length (K such that loops end at each of the three sets); above
+// 32 tokens (two m-tiles a warp) the launch keeps two. Three blocks an SM make another grid, so the split of K, and
+// with it the bits, may differ from two sets' (session 60: at K = 14336). Each also in three n-tiles at 17..24 tokens
+// (wide_three_tiles) or not.
 namespace {
 struct WideForm {
   const char* name;
@@ -370,118 +370,82 @@ constexpr WideForm kWideForms[] = {{"two sets", cuda::kBatchMmMaxTokens + 1, fal
                                    {"three sets", 0, false},
                                    {"two sets, three n-tiles", cuda::kBatchMmMaxTokens + 1, true},
                                    {"three sets, three n-tiles", 0, true}};
-}  // namespace
 
-TEST(BatchMm, WideKernelFormsMatchReference) {
-  REQUIRE_GPU();
-  std::mt19937 rng(780);
+// Every WideForm against the reference for each K and T (N = 1000 rows: a partial tile), W as the upload lays it out
+// (regrouped: Q6_Kx8); then each form on a stack of three matrices (a warp's rows past a matrix's end read its last
+// row). Every launch must take the wide kernel (Q6_Kx8 from any size here).
+void check_wide_kernel(std::mt19937& rng, Type type, bool x8, const std::vector<int64_t>& Ks,
+                       const std::vector<int64_t>& Ts, int64_t stack_K, int64_t stack_T) {
+  const std::string fmt = x8 ? "Q6_Kx8 " : "";
   cuda::DeviceBuffer counters(cuda::kBatchMmCounterBytes);
   CUDA_CHECK(cudaMemset(counters.get(), 0, cuda::kBatchMmCounterBytes));
-  for (const int64_t K : {256, 512, 2304, 14336})
-    for (const int64_t T : {9, 16, 17, 24, 32, 40}) {
+  auto choices = [](const WideForm& f) {
+    cuda::BatchMmChoices c = f.choices();
+    c.wide_q6x8_min_weights = 0;
+    return c;
+  };
+  for (const int64_t K : Ks)
+    for (const int64_t T : Ts) {
       const int64_t N = 1000;
-      ASSERT_TRUE(cuda::batch_mm_wide_serves(Type::Q4_K, false, T));
-      const auto w = random_weights(rng, Type::Q4_K, K, N);
+      const auto w = random_weights(rng, type, K, N);
       const auto x = random_floats(rng, K * T);
       std::vector<double> ref, mag, mx;
-      reference(w, Type::Q4_K, x, K, N, T, nullptr, ref, mag, mx);
-      const auto atol = tile_tolerance(Type::Q4_K, w, x, K, N, T, nullptr);
-      auto dw = upload(w), dx = upload(x);
+      reference(w, type, x, K, N, T, nullptr, ref, mag, mx);
+      const auto atol = tile_tolerance(type, w, x, K, N, T, nullptr);
+      auto dw = upload(x8 ? regrouped(w, K, N) : w), dx = upload(x);
       const size_t sb = cuda::batch_mm_scratch(K, N, T);
       cuda::DeviceBuffer scratch(sb);
       for (const WideForm& f : kWideForms) {
+        ASSERT_TRUE(cuda::batch_mm_takes_wide(type, x8, K, N, T, choices(f))) << fmt << K << " " << T;
         auto dy = poisoned_f32(N * T);
-        cuda::BatchMmParams p{dw.get(), Type::Q4_K, dx.as<float>(), nullptr, dy.as<float>(), K, N, T,
-                              scratch.get(), sb};
+        cuda::BatchMmParams p{dw.get(), type, dx.as<float>(), nullptr, dy.as<float>(), K, N, T, scratch.get(), sb};
+        p.regrouped = x8;
         p.tile_counters = counters.as<uint32_t>();
-        cuda::launch_batch_mm(p, nullptr, {}, nullptr, f.choices());
-        EXPECT_TRUE(close(std::string(f.name) + " K=" + std::to_string(K) + " T=" + std::to_string(T),
+        cuda::launch_batch_mm(p, nullptr, {}, nullptr, choices(f));
+        EXPECT_TRUE(close(fmt + f.name + " K=" + std::to_string(K) + " T=" + std::to_string(T),
                           download<float>(dy, N * T), ref, atol, 0.0));
         expect_counters_zero(counters);
       }
     }
-  // A stack of three matrices (q/k/v at 17..32 tokens: a warp's rows past a matrix's end read its last row).
-  const int64_t K = 2304, Ns[3] = {96, 64, 77}, T = 24;
+  const int64_t K = stack_K, Ns[3] = {96, 64, 77}, T = stack_T;
   const auto x = random_floats(rng, K * T);
   const auto bias = random_floats(rng, Ns[1]);
   auto dx = upload(x), db = upload(bias);
   for (const WideForm& f : kWideForms) {
-    const StackedMatrices st = stacked_matrices(rng, Type::Q4_K, false, K, T, 3, Ns, db.as<float>());
+    const StackedMatrices st = stacked_matrices(rng, type, x8, K, T, 3, Ns, db.as<float>());
     const size_t sb = cuda::batch_mm_scratch(K, st.total, T);
     cuda::DeviceBuffer scratch(sb);
-    cuda::BatchMmParams p{st.dw[0].get(), Type::Q4_K, dx.as<float>(), nullptr, st.dy[0].as<float>(), K, st.total, T,
+    cuda::BatchMmParams p{st.dw[0].get(), type, dx.as<float>(), nullptr, st.dy[0].as<float>(), K, st.total, T,
                           scratch.get(), sb};
+    p.regrouped = x8;
     p.tile_counters = counters.as<uint32_t>();
-    cuda::launch_batch_mm(p, nullptr, {}, &st.stack, f.choices());
+    ASSERT_TRUE(cuda::batch_mm_takes_wide(type, x8, K, st.total, T, choices(f)));
+    cuda::launch_batch_mm(p, nullptr, {}, &st.stack, choices(f));
     for (int m = 0; m < 3; ++m) {
       std::vector<double> ref, mag, mx;
-      reference(st.w[size_t(m)], Type::Q4_K, x, K, Ns[m], T, m == 1 ? &bias : nullptr, ref, mag, mx);
-      const auto atol = tile_tolerance(Type::Q4_K, st.w[size_t(m)], x, K, Ns[m], T, m == 1 ? &bias : nullptr);
-      EXPECT_TRUE(close(std::string(f.name) + " stack, matrix " + std::to_string(m),
+      reference(st.w[size_t(m)], type, x, K, Ns[m], T, m == 1 ? &bias : nullptr, ref, mag, mx);
+      const auto atol = tile_tolerance(type, st.w[size_t(m)], x, K, Ns[m], T, m == 1 ? &bias : nullptr);
+      EXPECT_TRUE(close(fmt + f.name + " stack, matrix " + std::to_string(m),
                         download<float>(st.dy[size_t(m)], Ns[m] * T), ref, atol, 0.0));
     }
     expect_counters_zero(counters);
   }
 }
+}  // namespace
 
-// Regrouped Q6_K (Q6_Kx8) on the wide kernel (BatchMmChoices::wide_q6x8 from any size, the wgmma kernel off) against
-// the reference, every n-tile shape and set count it takes (9..32 tokens), K of one and of several runs of 2048 (loops
-// that end at each set), rows that leave a partial tile, then a stacked launch.
+// Q4_K: K of 1, 2, 9 and 56 super-blocks, 9..40 tokens (two m-tiles a warp at 40), a stack at 24 tokens.
+TEST(BatchMm, WideKernelFormsMatchReference) {
+  REQUIRE_GPU();
+  std::mt19937 rng(780);
+  check_wide_kernel(rng, Type::Q4_K, false, {256, 512, 2304, 14336}, {9, 16, 17, 24, 32, 40}, 2304, 24);
+}
+
+// Regrouped Q6_K (Q6_Kx8, one m-tile a warp: 9..32 tokens): K of one, three and seven runs of 2048 (loops that end at
+// each set), a stack at 16 tokens.
 TEST(BatchMm, WideKernelQ6x8MatchesReference) {
   REQUIRE_GPU();
   std::mt19937 rng(781);
-  cuda::DeviceBuffer counters(cuda::kBatchMmCounterBytes);
-  CUDA_CHECK(cudaMemset(counters.get(), 0, cuda::kBatchMmCounterBytes));
-  for (const int64_t K : {2048, 6144, 14336})
-    for (const int64_t T : {9, 16, 17, 24, 32}) {
-      const int64_t N = 1000;
-      ASSERT_TRUE(cuda::batch_mm_wide_serves(Type::Q6_K, true, T, true));
-      const auto w = random_weights(rng, Type::Q6_K, K, N);
-      const auto x = random_floats(rng, K * T);
-      std::vector<double> ref, mag, mx;
-      reference(w, Type::Q6_K, x, K, N, T, nullptr, ref, mag, mx);
-      const auto atol = tile_tolerance(Type::Q6_K, w, x, K, N, T, nullptr);
-      auto dw = upload(regrouped(w, K, N)), dx = upload(x);
-      const size_t sb = cuda::batch_mm_scratch(K, N, T);
-      cuda::DeviceBuffer scratch(sb);
-      for (const WideForm& f : kWideForms) {
-        cuda::BatchMmChoices c = f.choices();
-        c.wide_q6x8_min_weights = 0;
-        ASSERT_TRUE(cuda::batch_mm_takes_wide(Type::Q6_K, true, K, N, T, c));
-        auto dy = poisoned_f32(N * T);
-        cuda::BatchMmParams p{dw.get(), Type::Q6_K, dx.as<float>(), nullptr, dy.as<float>(), K, N, T,
-                              scratch.get(), sb};
-        p.regrouped = true;
-        p.tile_counters = counters.as<uint32_t>();
-        cuda::launch_batch_mm(p, nullptr, {}, nullptr, c);
-        EXPECT_TRUE(close(std::string("Q6_Kx8 ") + f.name + " K=" + std::to_string(K) + " T=" + std::to_string(T),
-                          download<float>(dy, N * T), ref, atol, 0.0));
-        expect_counters_zero(counters);
-      }
-    }
-  const int64_t K = 4096, Ns[3] = {96, 64, 77}, T = 16;
-  const auto x = random_floats(rng, K * T);
-  const auto bias = random_floats(rng, Ns[1]);
-  auto dx = upload(x), db = upload(bias);
-  const StackedMatrices st = stacked_matrices(rng, Type::Q6_K, true, K, T, 3, Ns, db.as<float>());
-  const size_t sb = cuda::batch_mm_scratch(K, st.total, T);
-  cuda::DeviceBuffer scratch(sb);
-  cuda::BatchMmParams p{st.dw[0].get(), Type::Q6_K, dx.as<float>(), nullptr, st.dy[0].as<float>(), K, st.total, T,
-                        scratch.get(), sb};
-  p.regrouped = true;
-  p.tile_counters = counters.as<uint32_t>();
-  cuda::BatchMmChoices c = kWideForms[0].choices();
-  c.wide_q6x8_min_weights = 0;
-  ASSERT_TRUE(cuda::batch_mm_takes_wide(Type::Q6_K, true, K, st.total, T, c));
-  cuda::launch_batch_mm(p, nullptr, {}, &st.stack, c);
-  for (int m = 0; m < 3; ++m) {
-    std::vector<double> ref, mag, mx;
-    reference(st.w[size_t(m)], Type::Q6_K, x, K, Ns[m], T, m == 1 ? &bias : nullptr, ref, mag, mx);
-    const auto atol = tile_tolerance(Type::Q6_K, st.w[size_t(m)], x, K, Ns[m], T, m == 1 ? &bias : nullptr);
-    EXPECT_TRUE(close("Q6_Kx8 stack, matrix " + std::to_string(m), download<float>(st.dy[size_t(m)], Ns[m] * T), ref,
-                      atol, 0.0));
-  }
-  expect_counters_zero(counters);
+  check_wide_kernel(rng, Type::Q6_K, true, {2048, 6144, 14336}, {9, 16, 17, 24, 32}, 4096, 16);
 }
 
 // Where regrouped Q6_K goes by default (no device needed): a large launch (the 8B's down, 14336 x 4096) to the wide
