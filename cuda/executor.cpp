@@ -661,6 +661,8 @@ KvPaging Executor::paging_of(const Node& att) const {
   pg.block_table = static_cast<const int32_t*>(device_ptr(att.inputs.at(5)));
   pg.max_blocks = g_.kv.max_blocks;
   while ((int64_t(1) << pg.block_shift) < g_.kv.block_size) ++pg.block_shift;  // a power of two (graph/ir.h)
+  const int64_t T = g_.node(att.inputs.at(0)).shape.ne[2];
+  if (opt_.paged_run_bases) pg.run_base = paged_tiles_.as<int32_t>() + PagedTiles::ints(T);  // plan_run_bases
   return pg;
 }
 

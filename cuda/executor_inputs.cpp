@@ -86,9 +86,14 @@ void Executor::write_inputs(const graph::RunInputs& in, ::std::span<const int32_
     ::std::memcpy(st, src.data(), src.size_bytes());
     st += src.size_bytes();
   }
-  if (paged_tiles_.bytes())
-    plan_paged_tiles(in.positions, in.kv_seq,
-                     {reinterpret_cast<int32_t*>(st), size_t(paged_tiles_.bytes() / 4)});
+  if (paged_tiles_.bytes()) {
+    auto* const tiles = reinterpret_cast<int32_t*>(st);
+    const size_t T = in.positions.size(), n_tiles = size_t(PagedTiles::ints(int64_t(T)));
+    LLM_REQUIRE(paged_tiles_.bytes() / 4 == n_tiles + T, "paged tiles: staging size");
+    plan_paged_tiles(in.positions, in.kv_seq, {tiles, n_tiles});
+    if (opt_.paged_run_bases) plan_run_bases(g_.kv, in, {tiles + n_tiles, T});
+    else ::std::fill_n(tiles + n_tiles, T, -1);
+  }
   const auto& pos = in.positions;
   max_pos_ = pos.empty() ? INT32_MAX : *::std::max_element(pos.begin(), pos.end());
 }

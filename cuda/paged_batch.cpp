@@ -89,4 +89,20 @@ void plan_paged_tiles(::std::span<const int32_t> positions, ::std::span<const in
   out[0] = n;
 }
 
+void plan_run_bases(const graph::KvCacheSpec& kv, const graph::RunInputs& in, ::std::span<int32_t> out) {
+  LLM_REQUIRE(out.size() == in.positions.size() && in.kv_seq.size() == in.positions.size(), "run bases: sizes");
+  ::std::vector<int32_t> hi(size_t(kv.n_seq), -1);  // per row, the highest position its tokens reach
+  for (size_t t = 0; t < in.positions.size(); ++t)
+    if (in.positions[t] >= 0) hi[size_t(in.kv_seq[t])] = ::std::max(hi[size_t(in.kv_seq[t])], in.positions[t]);
+  ::std::vector<int32_t> base(size_t(kv.n_seq), -1);
+  for (int64_t r = 0; r < kv.n_seq; ++r) {
+    if (hi[size_t(r)] < 0) continue;
+    const int32_t* row = in.block_table.data() + r * kv.max_blocks;
+    bool consecutive = row[0] >= 0;
+    for (int64_t b = 1; consecutive && b <= hi[size_t(r)] / kv.block_size; ++b) consecutive = row[b] == row[0] + b;
+    if (consecutive) base[size_t(r)] = int32_t(int64_t(row[0]) * kv.block_size);
+  }
+  for (size_t t = 0; t < in.positions.size(); ++t) out[t] = in.positions[t] >= 0 ? base[size_t(in.kv_seq[t])] : -1;
+}
+
 }  // namespace cuda

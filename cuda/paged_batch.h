@@ -19,6 +19,8 @@ struct PagedTiles {
   // A tile holds a whole run of >= 16 tokens or 64 of one, so T tokens never give more than T / 16 tiles.
   static int32_t max_tiles(int64_t T);
   static int64_t ints(int64_t T) { return 1 + 2 * int64_t(max_tiles(T)) + T; }
+  // The staged and device buffer: the tiles, then the tokens' run bases (KvPaging::run_base, plan_run_bases).
+  static int64_t staged_ints(int64_t T) { return ints(T) + T; }
 };
 
 // Throws InvalidArgument when a paged batch's inputs would take a kernel outside the block table or the cache: a
@@ -29,5 +31,12 @@ void check_paged_inputs(const graph::KvCacheSpec& kv, int32_t reach, const graph
 
 // The tiles of these tokens (PagedTiles' layout, PagedTiles::ints(T) values into out).
 void plan_paged_tiles(std::span<const int32_t> positions, std::span<const int32_t> kv_seq, std::span<int32_t> out);
+
+// KvPaging::run_base of every token (out: T values): for a token of row r, when the entries of r from block 0
+// through the block of the highest position any token of r in this run reaches are consecutive block ids
+// (block_table[r][b] = block_table[r][0] + b), the slot of position 0, block_table[r][0] * block_size; else, and
+// for padding, -1. Every position a token of r reads or writes in the run then lies at that base plus the position.
+// Inputs checked by check_paged_inputs first.
+void plan_run_bases(const graph::KvCacheSpec& kv, const graph::RunInputs& in, std::span<int32_t> out);
 
 }  // namespace cuda

@@ -23,7 +23,7 @@ struct WorkBuffers {
   size_t gemm_scratch = 0;  // device: the largest need of any GEMM node (dequantized weight slices, X in half)
   size_t attn_scratch = 0;  // device: the largest need of any attention node (split-K partial results)
   size_t staging = 0;       // pinned host memory for the per-run inputs (token ids, positions, paged batches' tables)
-  size_t paged_tiles = 0;   // device: a paged graph's prefill tiles (PagedTiles), also staged
+  size_t paged_tiles = 0;   // device: a paged graph's prefill tiles and run bases (PagedTiles), also staged
   size_t moe_scratch = 0;   // device: the expert grouping and half x of the largest prefill MulMatId (moe_gemm.cuh)
   size_t batch_mm_counters = 0;  // device: the small-batch products' tile counters, when any product may take them
   size_t device_bytes() const {
@@ -65,7 +65,7 @@ inline WorkBuffers work_buffers(const graph::Graph& g, const graph::Plan& plan, 
       // Splits by the positions a sequence may reach: n_ctx for one sequence, max_blocks * block_size when paged.
       const int32_t splits = attention_max_splits(g.kv.seq_capacity(), p.n_head_kv, T, sm_count);
       b.attn_scratch = ::std::max(b.attn_scratch, attention_scratch_floats(p.n_head, p.head_dim_v, T, splits) * 4);
-      if (g.kv.paged()) b.paged_tiles = ::std::max(b.paged_tiles, size_t(PagedTiles::ints(T)) * 4);
+      if (g.kv.paged()) b.paged_tiles = ::std::max(b.paged_tiles, size_t(PagedTiles::staged_ints(T)) * 4);
     } else if (n.op == graph::Op::MulMatId && n.shape.ne[2] > matvec_max_tokens) {
       const int64_t n_expert = g.node(n.inputs[0]).shape.ne[2];
       const auto& x = g.node(n.inputs[1]).shape;  // [K, x_slots, T]

@@ -83,7 +83,7 @@ __global__ void __launch_bounds__(kWarps * 32) attention_split_kernel(AttentionK
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int64_t kvh = h / (p.n_head / p.n_head_kv);
   if (p.tiled && p.tiled[t]) return;  // a prefill tile attends this token
-  const int32_t* table = kv_row(p.paging, t);  // null: slot = position
+  const KvRow table = kv_row(p.paging, t);  // no row: slot = base + position
   const int64_t last = p.positions[t];  // inclusive; -1 (padding): no split holds a slot, combine writes zeros
   const int64_t len = split_len_at(last, p.max_splits);
   const int64_t begin = s * len;

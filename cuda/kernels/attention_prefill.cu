@@ -85,14 +85,14 @@ __global__ void __launch_bounds__(kThreads) attention_prefill_kernel(AttentionKe
   }
   const int64_t kvh = h / (p.n_head / p.n_head_kv);
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, tg = lane & 3;
-  const int32_t* table = kv_row(p.paging, t0);  // the tile's sequence; null: slot = position
+  const KvRow table = kv_row(p.paging, t0);  // the tile's sequence; no row: slot = base + position
   const int32_t shift = p.paging.block_shift;
 
   if (tid < kBM) pos_s[tid] = tid < rows ? p.positions[t0 + tid] : -1;
   __syncthreads();
   int32_t last = -1;  // the block's last slot
   for (int i = 0; i < kBM; ++i) last = max(last, pos_s[i]);
-  if (!table && last >= p.n_ctx) last = int32_t(p.n_ctx - 1);
+  if (!p.paging.block_table && last >= p.n_ctx) last = int32_t(p.n_ctx - 1);
 
   // This thread's rows: r0 = 16 warp + g and r1 = r0 + 8 of the block.
   const int r0 = warp * 16 + g, r1 = r0 + 8;

@@ -331,7 +331,7 @@ __global__ void __launch_bounds__(kThreads, kNewToken || (!kPaged && HD == 128 &
   // on one round trip for them and one for the table's entry (the paged step's extra ~0.8 us a layer was these
   // loads one after another, kernel notes session 55).
   const int64_t pos = p.positions[t];
-  const int32_t* const table = kPaged ? kv_row(p.paging, t) : nullptr;  // null: slot = position
+  const KvRow table = kPaged ? kv_row(p.paging, t) : KvRow{};  // no row: slot = base + position
   if (kPaged && split_block_skips(p, pos, group, t, split, G, HD)) return;
   // The token's tiles dealt round-robin to the splits (tile k to split k % n_active), at most max_splits of them:
   // at any moment the blocks of a step stream neighbouring tiles, one front moving through the cache, instead of
@@ -360,7 +360,7 @@ __global__ void __launch_bounds__(kThreads, kNewToken || (!kPaged && HD == 128 &
   constexpr int kCols = HD / 8, kRowStep = kThreads / kCols;
   static_assert(kThreads % kCols == 0 && kTile % kRowStep == 0, "whole rows a pass");
   const int r0 = tid / kCols, c8 = tid % kCols;
-  const bool whole_tiles = !table || p.paging.block_shift >= kTileShift;
+  const bool whole_tiles = !table.row || p.paging.block_shift >= kTileShift;
   const auto tile_slot = [&](int64_t n0) { return whole_tiles ? kv_slot(table, p.paging.block_shift, n0) : n0; };
   const uint32_t s_first = unsigned(__cvta_generic_to_shared(tiles)) + unsigned(r0 * kLd + c8 * 8) * 2u;
   // A tile past the split's last (n0 >= end) commits an empty group, so that the loop always waits with one pending.
@@ -472,7 +472,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<HD>) attention_split_tc_q
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, tg = lane & 3;
   // Position, block-table row and prefill flag read together, as in the f16 kernel.
   const int64_t pos = p.positions[t];
-  const int32_t* const table = kPaged ? kv_row(p.paging, t) : nullptr;  // null: slot = position
+  const KvRow table = kPaged ? kv_table_row(p.paging, t) : KvRow{};  // no row: slot = position
   if (kPaged && split_block_skips(p, pos, kvh, t, split, G, HD)) return;
   // Tiles dealt as in the f16 kernel, from the sliding window's first tile.
   const int64_t end = pos + 1, start = p.window > 0 ? max(int64_t(0), pos - p.window + 1) : 0;

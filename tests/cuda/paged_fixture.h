@@ -97,10 +97,12 @@ inline std::vector<float> embedding(const Layer& l, uint32_t seed) {
 // The sequences of a paged test: per block-table row its length so far and its blocks, drawn from a shuffled pool.
 class Sequences {
  public:
-  Sequences(const CacheShape& c, uint32_t seed) : c_(c), rng_(seed), len_(size_t(c.n_seq), 0) {
+  // ordered: blocks handed out in ascending order (a chunk's blocks consecutive: KvPaging::run_base), not shuffled.
+  Sequences(const CacheShape& c, uint32_t seed, bool ordered = false) : c_(c), rng_(seed), len_(size_t(c.n_seq), 0) {
     table_.assign(size_t(c.n_seq) * c.max_blocks, -1);
     for (int b = 0; b < c.n_blocks; ++b) free_.push_back(b);
-    std::shuffle(free_.begin(), free_.end(), rng_);
+    if (ordered) std::reverse(free_.begin(), free_.end());  // taken from the back
+    else std::shuffle(free_.begin(), free_.end(), rng_);
   }
 
   // A batch piece: n tokens of the sequence in row `row` (n = 0: `pad` padding tokens instead).
@@ -164,10 +166,11 @@ struct Both {
   OneLayer l;
   std::unique_ptr<cuda::Executor> gpu;
   Both(const Layer& layer, const CacheShape& c, int T, int n_out, const std::vector<float>& emb,
-       const cuda::Context& ctx, const uint8_t* weights, cuda::KvCache* kv, bool fuse, bool cuda_graph)
+       const cuda::Context& ctx, const uint8_t* weights, cuda::KvCache* kv, bool fuse, bool cuda_graph,
+       bool run_bases = false)
       : l(layer, c, T, n_out, emb) {
     cuda::ExecutorOptions o;
-    o.fuse = fuse, o.cuda_graph = cuda_graph;
+    o.fuse = fuse, o.cuda_graph = cuda_graph, o.paged_run_bases = run_bases;
     gpu = std::make_unique<cuda::Executor>(ctx, l.g, l.plan, weights, kv, o);
   }
 };

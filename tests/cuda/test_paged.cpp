@@ -63,7 +63,8 @@ using Steps = std::vector<std::vector<Sequences::Piece>>;
 
 // Four sequences through ragged batches of 96 tokens: by default four, of prompt chunks (runs of 5 to 70 tokens,
 // several per batch) beside decode tokens, padding in the middle and at the end, rows out of order.
-void run_mixed(const MixedCase& mc, uint32_t seed, const Steps* given = nullptr) {
+// run_bases: with KvPaging::run_base (ExecutorOptions::paged_run_bases), from an ordered pool (consecutive blocks).
+void run_mixed(const MixedCase& mc, uint32_t seed, const Steps* given = nullptr, bool run_bases = false) {
   const cuda::Context ctx;
   const int bs = mc.block_size, cap = 320;
   CacheShape c;
@@ -73,9 +74,9 @@ void run_mixed(const MixedCase& mc, uint32_t seed, const Steps* given = nullptr)
   auto dw = gpu_test::upload(emb);
   OneLayer shape(mc.l, c, 96, 4, emb);
   cuda::KvCache kv(shape.g.kv);
-  Both b(mc.l, c, 96, 4, emb, ctx, dw.as<uint8_t>(), &kv, mc.fuse, false);
+  Both b(mc.l, c, 96, 4, emb, ctx, dw.as<uint8_t>(), &kv, mc.fuse, false, run_bases);
   graph::ReferenceExecutor ref(2);
-  Sequences s(c, seed + 1);
+  Sequences s(c, seed + 1, run_bases);
   const Steps fixed = {
       {{0, 40}, {1, 17}, {2, 5}, {3, 2}},                    // prompt chunks, two too short for a tile
       {{2, 1}, {1, 70}, {3, 20}, {0, 0, 3}, {0, 1}},         // decode, a 2-tile chunk, a chunk, padding, decode
@@ -133,6 +134,31 @@ TEST(PagedAttention, LongSplitsMatchReference) {
   };
   uint32_t seed = 300;
   for (const MixedCase& mc : cases) run_mixed(mc, seed += 7, &deep);
+}
+
+// The run bases (lab, ExecutorOptions::paged_run_bases): blocks handed out in order, so that a prompt chunk's blocks
+// are consecutive and its tokens take slot = base + position in the attention kernels and the KV writers, while
+// sequences whose blocks interleave with others' keep the table; the fixed and the long steps, f16 and quantized
+// caches (the quantized split kernel reads the table either way), windows, several block sizes.
+TEST(PagedAttention, RunBasesMatchReference) {
+  REQUIRE_GPU();
+  const Steps deep = {
+      {{0, 90}, {1, 2}, {2, 2}, {3, 2}},  {{0, 90}, {1, 2}, {2, 2}, {3, 2}}, {{0, 90}, {1, 2}, {2, 2}, {3, 2}},
+      {{2, 90}, {1, 2}, {0, 1}, {3, 2}},  {{0, 1}, {1, 1}, {2, 1}, {3, 60}}, {{2, 1}, {0, 1}, {0, 0, 4}, {3, 1}, {1, 1}},
+  };
+  const MixedCase cases[] = {
+      {{8, 2, 128, KvType::F16, 0}, 16, true},
+      {{32, 8, 128, KvType::F16, 0}, 64, false},
+      {{8, 8, 64, KvType::F16, 40}, 16, true},  // a window: its passed blocks freed, the row's first entry -1
+      {{4, 2, 256, KvType::F16, 0}, 64, true},
+      {{16, 8, 256, KvType::Q8_0, 40}, 16, true},
+      {{8, 2, 128, KvType::Q4_0, 0}, 32, false},
+  };
+  uint32_t seed = 500;
+  for (const MixedCase& mc : cases) {
+    run_mixed(mc, seed += 7, nullptr, true);
+    run_mixed(mc, seed += 7, &deep, true);
+  }
 }
 
 // A decode bucket replayed as a captured graph: every step's positions, rows, block tables and output rows are
@@ -246,6 +272,28 @@ TEST(PagedAttention, PlansPrefillTiles) {
   const int32_t* tiled = plan.data() + 1 + 2 * max_tiles;
   for (int64_t t = 0; t < T; ++t)
     EXPECT_EQ(tiled[t], (t >= 1 && t < 71) || t >= 87 ? 1 : 0) << "token " << t;
+}
+
+// The run bases (no device needed): a row whose blocks through its tokens' highest position are consecutive gets the
+// slot of its position 0; one with a gap, a freed first block (-1) or only padding, -1; every token of a row alike.
+TEST(PagedAttention, PlansRunBases) {
+  graph::KvCacheSpec kv;
+  kv.block_size = 16, kv.max_blocks = 4, kv.n_seq = 4;
+  std::vector<int32_t> table = {5, 6, 7, 2,     // row 0: 5, 6, 7 consecutive (entry 3 beyond its positions)
+                                3, 9, 10, -1,   // row 1: a gap after block 0
+                                -1, 12, 13, 0,  // row 2: first block freed by a window
+                                8, 1, 1, 1};    // row 3: one block, then padding only
+  std::vector<int32_t> pos = {40, 3, 20, 5, 47, 30, -1};
+  std::vector<int32_t> seq = {0, 1, 2, 1, 0, 2, 3};
+  std::vector<int32_t> base(pos.size(), -7);
+  const std::vector<int32_t> tokens(pos.size(), 1);
+  cuda::plan_run_bases(kv, graph::RunInputs{tokens, pos, seq, table, {}}, base);
+  // Row 1 reaches position 5 only (block 0): consecutive so far. Row 3 has padding alone.
+  EXPECT_EQ(base, (std::vector<int32_t>{80, 48, -1, 48, 80, -1, -1}));
+  pos[3] = 20;  // row 1 now reaches block 1 (9 after 3): its base goes
+  cuda::plan_run_bases(kv, graph::RunInputs{tokens, pos, seq, table, {}}, base);
+  EXPECT_EQ(base[1], -1);
+  EXPECT_EQ(base[3], -1);
 }
 
 // Block sizes the kernels serve, and the refusal of a graph with another one.
