@@ -139,10 +139,13 @@ struct ExecutorOptions {
   // (AttentionKernelParams::out_half; lower_attention: 8B Q4_K_M, B = 16 +1.0%, pp512 +1.1%, H100, session 62).
   // LLM_CUDA_ATTN_HALF_X=0 for A/B runs.
   bool attention_half_x = true;
-  // Lab: a paged run's tokens whose blocks are consecutive in the pool find their slots without the block table
-  // (KvPaging::run_base, plan_run_bases): no table read after the position's in the attention and the KV writers.
-  // LLM_CUDA_PAGED_RUN_BASES=1.
-  bool paged_run_bases = false;
+  // A paged run's tokens whose blocks are consecutive in the pool find their slots without the block table
+  // (KvPaging::run_base, plan_run_bases): no table read after the position's in the f16 attention kernels and the KV
+  // writers. 8B Q4_K_M, H100, `bench --parallel --pipeline` (each sequence's blocks consecutive): B = 1 / 4 / 16
+  // +0.6 / +0.3 / +0.7% (session 62). A server's pool hands out low ids first and takes a finished request's partial
+  // block back first, so one stream's blocks are mostly consecutive; cached prefix blocks are not (the table then).
+  // LLM_CUDA_PAGED_RUN_BASES=0 for A/B runs.
+  bool paged_run_bases = true;
   // Prefill expert products of Q4_K and recoded MXFP4 on moe_fragments.cu's kernels (weights straight into mma
   // fragments); false: moe_gemm.cu's half tiles for every format. LLM_CUDA_MOE_FRAGMENTS=0 for A/B runs.
   bool moe_fragments = true;

@@ -15,7 +15,7 @@ struct KvPaging {
   const int32_t* block_table = nullptr;  // [n_seq][max_blocks], device: each row's blocks; null: not paged
   int32_t max_blocks = 0;                // entries per row
   int32_t block_shift = 0;               // log2(block_size)
-  // Lab (ExecutorOptions::paged_run_bases): [T], device, or null: token t's slot of position 0 where its sequence's
+  // ExecutorOptions::paged_run_bases: [T], device, or null: token t's slot of position 0 where its sequence's
   // blocks, through the highest position any of its tokens in the run reaches, are consecutive in the pool (block
   // b at block_table[row][0] + b; plan_run_bases), else -1. There slot = base + position: no table read after the
   // position's, as without paging.
