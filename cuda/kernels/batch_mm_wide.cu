@@ -1,15 +1,16 @@
-// Q4_K products of 9..48 tokens (batch_mm_wide.cuh). A block of 4 warps owns a tile of rows by NT n-tiles of 8
-// tokens and walks K one super-block (256 elements, a slice) at a time; each warp owns MT 16-row m-tiles (Shape: one
-// up to 32 tokens, 64 rows a tile; two above, 128). Lane 4 g + t loads, for its rows g and g + 8 of each m-tile, the
-// super-block's 16-byte header and the 32 code bytes of qs group t (a row's four lanes read its 128 code bytes, one
-// line), a super-block ahead into a second set of registers. Nothing of W goes through shared memory.
+// Q4_K products of 9..48 tokens, and regrouped Q6_K (Q6_Kx8) ones of 9..32 (batch_mm_wide.cuh). A block of 4 warps
+// owns a tile of rows by NT n-tiles of 8 tokens and walks K one super-block (256 elements, a slice) at a time; each
+// warp owns MT 16-row m-tiles (Shape: one up to 32 tokens, 64 rows a tile; two above, 128, Q4_K only). Lane 4 g + t
+// loads its share of a super-block of its rows g and g + 8 of each m-tile (Q4_K: the 16-byte header and the 32 code
+// bytes of qs group t, a row's four lanes reading its 128 code bytes, one line; Q6_Kx8: q6kx8_lane.cuh's), a
+// super-block ahead into a second set of registers. Nothing of W goes through shared memory.
 //
-// Fragments and unpacking: q4k_lane.cuh. A lane's B values for two k-steps are 8 consecutive halves of x, one
-// 16-byte shared load that every m-tile of the warp uses.
+// Fragments and unpacking: the format's lane header (batch_mm_wide_formats.cuh). A lane's B values for two k-steps
+// are 8 consecutive halves of x, one 16-byte shared load that every m-tile of the warp uses.
 //
 // x: the launch's half copy [T][K] (batch_mm.cuh). A stage holds a super-block's 256 elements of each token of the
 // tile, copied by cp.async two super-blocks ahead into a ring of 3. Column c's 16-byte piece P lands at piece
-// P ^ ((P >> 3) & 3) of a 576-byte column: a quarter warp's eight B loads (two columns, four groups) fall in
+// P ^ F::lane_of(P) of a 576-byte column: a quarter warp's eight B loads (two columns, four lanes t) fall in
 // distinct banks. Tiles are dealt to blocks as in batch_mm.cu (Work: whole tiles, k splits or stream-K runs), the
 // sums of a tile two blocks share added in block order by the last of them: the same bits every run.
 #include "cuda/kernels/batch_mm_wide.cuh"

@@ -1,8 +1,8 @@
-// Small-batch products of 9..48 tokens on Q4_K in the file's layout (launch_batch_mm routes here those the wgmma
-// kernel does not take: WgmmaRoute). The weights go from global memory straight into registers, are unpacked to
-// half A fragments there and multiplied on tensor cores against x staged once per block in shared memory: no
-// staging of W, about 1.75 instructions a weight a lane, reused for every token of the tile. Measurements:
-// docs/kernel-notes.md, "Session 29".
+// Small-batch products of 9..48 tokens on Q4_K in the file's layout, and of 9..32 on large regrouped Q6_K
+// (launch_batch_mm routes here those the wgmma kernel does not take: WgmmaRoute, batch_mm_takes_wide). The weights
+// go from global memory straight into registers, are unpacked to half A fragments there and multiplied on tensor
+// cores against x staged once per block in shared memory: no staging of W, about 1.75 instructions a weight a lane
+// (Q4_K), reused for every token of the tile. Measurements: docs/kernel-notes.md, "Session 29" and "Session 62".
 #pragma once
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
