@@ -111,18 +111,20 @@ TEST(PagedAttention, MixedBatchesMatchReference) {
   for (const MixedCase& mc : cases) run_mixed(mc, seed += 7);
 }
 
+// Steps that take sequences past 270 positions (five tiles a split at 271) beside prompt chunks and padding.
+const Steps kDeepSteps = {
+    {{0, 90}, {1, 2}, {2, 2}, {3, 2}},  {{0, 90}, {1, 2}, {2, 2}, {3, 2}}, {{0, 90}, {1, 2}, {2, 2}, {3, 2}},
+    {{2, 90}, {1, 2}, {0, 1}, {3, 2}},  // decode at 270, a chunk
+    {{0, 1}, {1, 1}, {2, 1}, {3, 60}},  // decode at 271 (five tiles), 8 and 96, a chunk
+    {{2, 1}, {0, 1}, {0, 0, 4}, {3, 1}, {1, 1}},  // decode at 97, 272, 68 and 9, padding between
+};
+
 // Splits of many tiles: in a 96-token batch a decode token has one split, so a token at 271 streams five tiles
 // through the split kernel's two stages (the copies two tiles ahead, empty copy groups past the last), beside
 // prompt chunks on the prefill kernel; blocks smaller than a tile (a table lookup a row) and larger (one a tile),
 // windows, head_dim 64 and 128, f16 and quantized caches.
 TEST(PagedAttention, LongSplitsMatchReference) {
   REQUIRE_GPU();
-  const Steps deep = {
-      {{0, 90}, {1, 2}, {2, 2}, {3, 2}},  {{0, 90}, {1, 2}, {2, 2}, {3, 2}}, {{0, 90}, {1, 2}, {2, 2}, {3, 2}},
-      {{2, 90}, {1, 2}, {0, 1}, {3, 2}},  // decode at 270, a chunk
-      {{0, 1}, {1, 1}, {2, 1}, {3, 60}},  // decode at 271 (five tiles), 8 and 96, a chunk
-      {{2, 1}, {0, 1}, {0, 0, 4}, {3, 1}, {1, 1}},  // decode at 97, 272, 68 and 9, padding between
-  };
   const MixedCase cases[] = {
       {{8, 2, 128, KvType::F16, 0}, 16, true},
       {{8, 2, 128, KvType::F16, 0}, 64, false},
@@ -133,7 +135,7 @@ TEST(PagedAttention, LongSplitsMatchReference) {
       {{8, 2, 128, KvType::Q8_0, 0}, 64, true},
   };
   uint32_t seed = 300;
-  for (const MixedCase& mc : cases) run_mixed(mc, seed += 7, &deep);
+  for (const MixedCase& mc : cases) run_mixed(mc, seed += 7, &kDeepSteps);
 }
 
 // The run bases (lab, ExecutorOptions::paged_run_bases): blocks handed out in order, so that a prompt chunk's blocks
@@ -142,10 +144,6 @@ TEST(PagedAttention, LongSplitsMatchReference) {
 // caches (the quantized split kernel reads the table either way), windows, several block sizes.
 TEST(PagedAttention, RunBasesMatchReference) {
   REQUIRE_GPU();
-  const Steps deep = {
-      {{0, 90}, {1, 2}, {2, 2}, {3, 2}},  {{0, 90}, {1, 2}, {2, 2}, {3, 2}}, {{0, 90}, {1, 2}, {2, 2}, {3, 2}},
-      {{2, 90}, {1, 2}, {0, 1}, {3, 2}},  {{0, 1}, {1, 1}, {2, 1}, {3, 60}}, {{2, 1}, {0, 1}, {0, 0, 4}, {3, 1}, {1, 1}},
-  };
   const MixedCase cases[] = {
       {{8, 2, 128, KvType::F16, 0}, 16, true},
       {{32, 8, 128, KvType::F16, 0}, 64, false},
@@ -157,7 +155,7 @@ TEST(PagedAttention, RunBasesMatchReference) {
   uint32_t seed = 500;
   for (const MixedCase& mc : cases) {
     run_mixed(mc, seed += 7, nullptr, true);
-    run_mixed(mc, seed += 7, &deep, true);
+    run_mixed(mc, seed += 7, &kDeepSteps, true);
   }
 }
 
