@@ -174,8 +174,9 @@ __global__ void attention_combine_kernel(AttentionKernelParams p) {
       const float ms = part[s * (p.hd_v + 2)];
       if (ms != -INFINITY) a += part[s * (p.hd_v + 2) + 2 + d] * expf(ms - M);
     }
-    out[d] = a / L;
-    if (p.out_half) p.out_half[(t * p.n_head + h) * p.hd_v + d] = __float2half_rn(a / L);
+    const float v = a / L;
+    out[d] = v;
+    if (p.out_half) p.out_half[(t * p.n_head + h) * p.hd_v + d] = __float2half_rn(v);
   }
 }
 

@@ -1,5 +1,6 @@
 // Device helpers shared by the split-sequence attention kernels (attention.cu, attention_split_tc.cu): the split
-// length a token's position gets, and the merge of the splits' partial softmax states by the last block to finish.
+// length a token's position gets, and the merge of the splits' partial softmax states by the last block to finish;
+// and the output stores (float, and half beside it: store_out2 / store_out4), which the prefill kernel takes too.
 // Partial layout (AttentionKernelParams::partial): per (token, head, split) {max, sum, acc[hd]}, then one counter per
 // (KV head, token).
 #pragma once

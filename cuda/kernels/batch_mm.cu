@@ -654,6 +654,13 @@ bool takes_wgmma(quant::Type type, bool regrouped, int64_t K, int64_t N, int64_t
 }
 static_assert(kBatchMmGluMaxTokens <= 8, "takes_wgmma");
 
+// The wide kernel's share of a launch the wgmma and i8 kernels do not take (batch_mm_takes_wide): Q4_K, and large
+// regrouped Q6_K with choices.wide_q6x8.
+bool wide_takes(quant::Type type, bool regrouped, int64_t K, int64_t N, int64_t T, const BatchMmChoices& choices) {
+  const bool q6x8 = choices.wide_q6x8 && K * N >= choices.wide_q6x8_min_weights;
+  return choices.wide && batch_mm_wide_serves(type, regrouped, T, q6x8);
+}
+
 }  // namespace
 
 bool batch_mm_supports(quant::Type type, bool regrouped, int64_t K, int64_t N, int64_t T) {
@@ -690,9 +697,8 @@ bool batch_mm_takes_i8(quant::Type type, bool regrouped, int64_t K, int64_t N, i
 
 bool batch_mm_takes_wide(quant::Type type, bool regrouped, int64_t K, int64_t N, int64_t T,
                          const BatchMmChoices& choices) {
-  const bool q6x8 = choices.wide_q6x8 && K * N >= choices.wide_q6x8_min_weights;
-  return choices.wide && batch_mm_wide_serves(type, regrouped, T, q6x8) && batch_mm_supports(type, regrouped, K, N, T) &&
-         !takes_wgmma(type, regrouped, K, N, T, choices.wgmma) && !batch_mm_takes_i8(type, regrouped, K, N, T, choices);
+  return batch_mm_supports(type, regrouped, K, N, T) && !takes_wgmma(type, regrouped, K, N, T, choices.wgmma) &&
+         !batch_mm_takes_i8(type, regrouped, K, N, T, choices) && wide_takes(type, regrouped, K, N, T, choices);
 }
 
 bool batch_mm_forms_glu_x(quant::Type type, bool regrouped, int64_t K, int64_t N, int64_t T,
@@ -752,7 +758,7 @@ void launch_batch_mm(const BatchMmParams& p, cudaStream_t stream, const GluEpilo
   LLM_REQUIRE(!float_x || (reinterpret_cast<uintptr_t>(p.x) & 15) == 0,
               "small-batch product: x must be 16-byte aligned");
   if (!p.x_in_scratch && !float_x) launch_x_to_half(p.x, xh, p.K * p.T, stream, pdl);
-  if (!glu.gate && batch_mm_takes_wide(p.type, p.regrouped, p.K, p.N, p.T, choices)) {
+  if (!glu.gate && wide_takes(p.type, p.regrouped, p.K, p.N, p.T, choices)) {  // wgmma and i8 are out by now
     launch_batch_mm_wide(p, xh, stack, stream, choices);
     CUDA_CHECK_LAUNCH(stream);
     return;

@@ -31,18 +31,18 @@ struct KvRow {
   int64_t base = 0;
 };
 
-// Token t's KvRow. The run base and the row index are loaded together, neither waiting for the other.
-__device__ __forceinline__ KvRow kv_row(const KvPaging& pg, int64_t t) {
-  if (!pg.block_table) return {};
-  const int64_t base = pg.run_base ? pg.run_base[t] : -1;
-  const int32_t* const row = pg.block_table + int64_t(pg.kv_seq[t]) * pg.max_blocks;
-  return base >= 0 ? KvRow{nullptr, base} : KvRow{row, 0};
-}
-
 // Token t's block-table row alone (the run base left out): for kernels where the base's registers cost more than
 // the table read (the quantized split kernel's group-of-8 instances spilled 16 bytes with it).
 __device__ __forceinline__ KvRow kv_table_row(const KvPaging& pg, int64_t t) {
   return {pg.block_table ? pg.block_table + int64_t(pg.kv_seq[t]) * pg.max_blocks : nullptr, 0};
+}
+
+// Token t's KvRow. The run base and the row index are loaded together, neither waiting for the other.
+__device__ __forceinline__ KvRow kv_row(const KvPaging& pg, int64_t t) {
+  if (!pg.block_table) return {};
+  const int64_t base = pg.run_base ? pg.run_base[t] : -1;
+  const KvRow table = kv_table_row(pg, t);
+  return base >= 0 ? KvRow{nullptr, base} : table;
 }
 
 // The slot of position pos (>= 0) of the sequence whose KvRow kv_row gave. The callers reach only positions whose
