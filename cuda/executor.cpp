@@ -9,6 +9,7 @@
 #include "cuda/kernels/attention.cuh"
 #include "cuda/kernels/attention_o.cuh"
 #include "cuda/kernels/attention_prefill.cuh"
+#include "cuda/kernels/batch_mm_wgmma.cuh"
 #include "cuda/kernels/elementwise.cuh"
 #include "cuda/kernels/gemm.cuh"
 #include "cuda/kernels/get_rows.cuh"
@@ -220,6 +221,17 @@ bool Executor::matvec_cols_takes(const Node& n) const {
          matvec_cols_supports(wp.type, regrouped(w), w.shape.ne[0], w.shape.ne[1], T);
 }
 
+// Many tokens (a prompt) of the formats the wgmma prompt kernel serves, unless the matrix has a half copy (cuBLAS
+// reads that as it is).
+bool Executor::prompt_wgmma_takes(const Node& n) const {
+  const Node& w = g_.node(n.inputs.at(0));
+  if (!opt_.prompt_wgmma || w.op != Op::Weight || half_copy(w)) return false;
+  const auto& wp = ::std::get<graph::WeightParams>(w.params);
+  const int64_t T = n.shape.rows();
+  return T > opt_.matvec_max_tokens && wp.role != graph::WeightRole::FfnRouter && !batch_mm_takes(n) &&
+         !matvec_cols_takes(n) && prompt_wgmma_supports(wp.type, regrouped(w), w.shape.ne[0], w.shape.ne[1], T);
+}
+
 const void* Executor::weight_ptr(const Node& w) const {
   const auto& p = ::std::get<graph::WeightParams>(w.params);
   return weights_ + p.arena_offset;
@@ -381,7 +393,7 @@ void* Executor::half_x_for(const Node& n) const {
 // kernel at up to 8 tokens, the wgmma kernel, which writes its own image of x) rather than as half from the GEMM
 // scratch, which it converts first unless the step before left it there.
 bool Executor::gemm_reads_float_x(const Node& m) const {
-  if (matvec_cols_takes(m)) return true;
+  if (matvec_cols_takes(m) || prompt_wgmma_takes(m)) return true;
   const Node& w = g_.node(m.inputs[0]);
   const auto type = ::std::get<graph::WeightParams>(w.params).type;
   return batch_mm_takes(m) &&
@@ -417,7 +429,8 @@ void Executor::lower_gemm(const Node& n) {
   // start in the same layout, so either may follow the other. A small-batch or few-column launch that reads x as
   // float neither writes nor reads the copy: it passes on what the launch before it left.
   p.x_in_scratch = last_gemm_.step == steps_.size() && last_gemm_.x == p.x && last_gemm_.K == K && last_gemm_.T == T;
-  const bool few_cols = matvec_cols_takes(n), small_batch = batch_mm_takes(n);  // never both (batch_mm_takes)
+  // Never two of them (batch_mm_takes, prompt_wgmma_takes).
+  const bool few_cols = matvec_cols_takes(n), small_batch = batch_mm_takes(n), prompt = prompt_wgmma_takes(n);
   const bool reads_float_x = gemm_reads_float_x(n);
   if (!reads_float_x) last_gemm_ = {steps_.size() + 1, p.x, K, T};
   else if (p.x_in_scratch) last_gemm_.step = steps_.size() + 1;
@@ -443,11 +456,15 @@ void Executor::lower_gemm(const Node& n) {
     return;
   }
   LLM_REQUIRE(!glu.gate || small_batch, describe(n) + ": a SwiGLU epilogue planned for a launch that cannot apply it");
-  if (small_batch) {
+  if (small_batch || prompt) {
     BatchMmParams b{p.w, type, p.x, bias, y, K, rows, T, p.scratch, p.scratch_bytes, p.x_in_scratch, p.regrouped};
     b.tile_counters = static_cast<uint32_t*>(batch_mm_counters_.get());
     if (const Node& act = g_.node(n.inputs[1]); lowering(act.id) == Lowering::InImage)  // fold_glu_into_image
       b.x = f32_in(act, 1), b.x_gate = f32_in(act, 0);
+    if (prompt) {
+      steps_.push_back([b](cudaStream_t s) { launch_prompt_wgmma(b, s); });
+      return;
+    }
     const BatchMmChoices choices = opt_.batch_mm;
     const auto link = norm_links_.find(n.id);  // fold_norm_into_images: the Add's slot instead of its own
     const bool linked = link != norm_links_.end();

@@ -146,6 +146,10 @@ struct ExecutorOptions {
   // block back first, so one stream's blocks are mostly consecutive; cached prefix blocks are not (the table then).
   // LLM_CUDA_PAGED_RUN_BASES=0 for A/B runs.
   bool paged_run_bases = true;
+  // Prompt products (more than kBatchMmMaxTokens tokens) of Q4_K and regrouped Q6_K on the wgmma kernel with W
+  // unpacked in registers (launch_prompt_wgmma), instead of W dequantized to half through memory for cuBLAS; a
+  // SwiGLU before a down product formed by its x image (fold_glu_into_image). LLM_CUDA_PROMPT_WGMMA=0 for A/B runs.
+  bool prompt_wgmma = true;
   // Prefill expert products of Q4_K and recoded MXFP4 on moe_fragments.cu's kernels (weights straight into mma
   // fragments); false: moe_gemm.cu's half tiles for every format. LLM_CUDA_MOE_FRAGMENTS=0 for A/B runs.
   bool moe_fragments = true;
@@ -374,6 +378,7 @@ class Executor {
   bool q4_0_cols(const graph::Node& w) const;  // a Q4_0 weight regrouped by columns
   bool batch_mm_takes(const graph::Node& mulmat) const;  // launched by the small-batch kernel (lower_gemm)
   bool matvec_cols_takes(const graph::Node& mulmat) const;  // launched by the few-column kernel (lower_gemm)
+  bool prompt_wgmma_takes(const graph::Node& mulmat) const;  // launched by the wgmma prompt kernel (lower_gemm)
   const float* f32_in(const graph::Node& n, size_t i) const;
   RopeKernelParams rope_params(const graph::Node& rope) const;
   bool attention_matches_kv(const graph::Node& attention) const;

@@ -266,8 +266,8 @@ void Executor::fold_glu_into_up(const Node& glu) {
   count_fusion(Fusion::SmallBatchGlu);
 }
 
-// A SwiGlu read only by a product on the wgmma kernel (a down projection from kBatchMmWgmmaMinTokens tokens),
-// or with glu_images_i8 on the i8 kernel (a Q4_K down projection of 3..8 tokens):
+// A SwiGlu read only by a product on the wgmma kernel (a down projection from kBatchMmWgmmaMinTokens tokens, or of
+// a prompt: launch_prompt_wgmma), or with glu_images_i8 on the i8 kernel (a Q4_K down projection of 3..8 tokens):
 // that launch's x image forms silu(gate) * up as it reads them (BatchMmParams::x_gate), so the element-wise launch
 // and its float output go. Gate and up must stay as they are until the product runs: no tensor alive in between
 // shares their slots but the SwiGlu's (never written now) and the product's (written after its image is formed).
@@ -279,13 +279,15 @@ void Executor::fold_glu_into_image(const Node& glu) {
   if (us.size() != 1 || plan_.last_use.at(size_t(glu.id)) >= int32_t(g_.nodes().size())) return;  // one reader
   const Node& m = g_.node(us[0]);
   if (m.op != Op::MulMat || m.inputs.size() < 2 || m.inputs[1] != glu.id || m.inputs[0] == glu.id ||
-      lowering(m.id) != Lowering::Own || !batch_mm_takes(m) || matvec_cols_takes(m))
+      lowering(m.id) != Lowering::Own || matvec_cols_takes(m))
     return;
+  const bool prompt = prompt_wgmma_takes(m);  // its image forms x as the small-batch wgmma kernel's does
+  if (!prompt && !batch_mm_takes(m)) return;
   const Node& w = g_.node(m.inputs[0]);
   BatchMmChoices forming = opt_.batch_mm;  // the i8 kernel's image only with glu_images_i8
   forming.i8 = forming.i8 && opt_.glu_images_i8;
-  if (!batch_mm_forms_glu_x(::std::get<graph::WeightParams>(w.params).type, regrouped(w), w.shape.ne[0],
-                            w.shape.ne[1], m.shape.rows(), forming))
+  if (!prompt && !batch_mm_forms_glu_x(::std::get<graph::WeightParams>(w.params).type, regrouped(w), w.shape.ne[0],
+                                       w.shape.ne[1], m.shape.rows(), forming))
     return;
   for (const NodeId in : glu.inputs)
     if (!plan_.owns(in) || !slot_free_between(in, glu.id, m.id, {glu.id, m.id})) return;

@@ -72,6 +72,7 @@ ExecutorOptions ExecutorOptions::from_env() {
   o.tiles_after_split = read_flag("LLM_CUDA_TILES_AFTER_SPLIT", o.tiles_after_split);
   o.attention_half_x = read_flag("LLM_CUDA_ATTN_HALF_X", o.attention_half_x);
   o.paged_run_bases = read_flag("LLM_CUDA_PAGED_RUN_BASES", o.paged_run_bases);
+  o.prompt_wgmma = read_flag("LLM_CUDA_PROMPT_WGMMA", o.prompt_wgmma);
   o.moe_fragments = read_flag("LLM_CUDA_MOE_FRAGMENTS", o.moe_fragments);
   o.moe_glu_out = read_flag("LLM_CUDA_MOE_GLU_OUT", o.moe_glu_out);
   o.moe_glu_pairs = read_flag("LLM_CUDA_MOE_GLU_PAIRS", o.moe_glu_pairs);

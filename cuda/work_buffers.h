@@ -10,6 +10,7 @@
 #include "cuda/half_weights.h"
 #include "cuda/kernels/attention.cuh"
 #include "cuda/kernels/batch_mm.cuh"
+#include "cuda/kernels/batch_mm_wgmma.cuh"
 #include "cuda/kernels/gemm.cuh"
 #include "cuda/kernels/moe_gemm.cuh"
 #include "cuda/paged_batch.h"
@@ -58,6 +59,13 @@ inline WorkBuffers work_buffers(const graph::Graph& g, const graph::Plan& plan, 
         const size_t full = gemm_full_scratch(w.ne[0], w.ne[1], T);
         b.gemm_scratch = ::std::max(
             b.gemm_scratch, ::std::max(::std::min(full, size_t(256) << 20), gemm_min_scratch(w.ne[0], w.ne[1], T)));
+        // Or the wgmma prompt kernel (Q4_K, Q6_K regrouped or not: the layout is decided at upload): its image of x,
+        // its partial sums and the tile counters.
+        if (wp && (prompt_wgmma_supports(wp->type, false, w.ne[0], w.ne[1], T) ||
+                   prompt_wgmma_supports(wp->type, true, w.ne[0], w.ne[1], T))) {
+          b.gemm_scratch = ::std::max(b.gemm_scratch, prompt_wgmma_scratch(w.ne[0], T));
+          b.batch_mm_counters = kBatchMmCounterBytes;
+        }
       }
     } else if (n.op == graph::Op::Attention) {
       const auto& p = ::std::get<graph::AttentionParams>(n.params);

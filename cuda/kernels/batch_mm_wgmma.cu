@@ -35,6 +35,7 @@
 #include "cuda/kernels/batch_mm_work.cuh"
 #include "cuda/kernels/pdl.cuh"
 #include "cuda/kernels/q4k_lane.cuh"
+#include "cuda/kernels/q6_kx8.cuh"
 #include "cuda/kernels/q6kx8_lane.cuh"
 #include "cuda/kernels/swiglu.cuh"
 #include "cuda/kernels/wgmma.cuh"
@@ -46,10 +47,22 @@ using namespace batch_mm_work;  // Work, Segment, for_each_segment, add_shared_t
 using q4k_lane::kSbElems;
 using q4k_lane::Word;
 
-constexpr int kCols = 64;                 // tokens a tile (wgmma n = 64)
-constexpr int kSteps = kSbElems / 16;     // k-steps a super-block
-constexpr int kStepBytes = 2 * kCols * 16;  // two core-matrix columns (k 0..7, 8..15) of 8 token groups
-constexpr int kStageBytes = kSteps * kStepBytes;  // 32 KB: a super-block of x for 64 tokens
+constexpr int kSteps = kSbElems / 16;  // k-steps a super-block
+// A tile's token columns: the small-batch launches' one tile of 64 (wgmma n = 64), the prompt launches' tiles of 128
+// (n = 128: twice the products for each A fragment unpacked). x's stages are 32 KB either way: a super-block of 64
+// tokens, or half a super-block of 128 (a whole one, 64 KB, would leave room for three stages, not four).
+template <int kCols>
+struct Shape {
+  static constexpr int kStepBytes = 2 * kCols * 16;           // two core-matrix columns (k 0..7, 8..15) of the tokens
+  static constexpr int kSbBytes = kSteps * kStepBytes;         // a super-block of x for kCols tokens (the image's unit)
+  static constexpr int kStagesPerSb = kCols == 64 ? 1 : 2;
+  static constexpr int kStageSteps = kSteps / kStagesPerSb;
+  static constexpr int kStageBytes = kStageSteps * kStepBytes;  // 32 KB
+  static constexpr int kGroups = kStageSteps / 4;               // groups of four k-steps a stage
+};
+constexpr int kStageBytes = Shape<64>::kStageBytes;
+static_assert(Shape<128>::kStageBytes == kStageBytes, "one ring for both shapes");
+constexpr int kPromptCols = 128;
 // A ring of 4 x stages, filled two super-blocks ahead: the stage refilled after super-block i's barrier is that of
 // i - 2, whose products every warp has finished (each waits for a group before refilling its A registers), so the
 // products of i - 1 run on across the barrier. Three stages with every super-block's products finished before the
@@ -63,6 +76,8 @@ constexpr int kWarpgroups = 2, kAhead = 2;
 constexpr int kThreads = 128 * kWarpgroups;
 constexpr int kRows = 64 * kWarpgroups;  // a tile
 constexpr int64_t kMaxWgmmaBlocks = 512;  // what the scratch's partial-sum slots are sized for
+// The same for the prompt launches (a slot of 128 x 128 sums is 64 KB): two blocks an SM of a 132-SM GPU.
+constexpr int64_t kMaxPromptBlocks = 264;
 
 // The formats: how a lane loads its rows' part of a super-block (256 elements) and unpacks word j (0..7) of it into
 // A values (q4k_lane::Word), and which element of the super-block k-step s's position kk stands for (the image).
@@ -131,24 +146,26 @@ static_assert(Q6kx8Format::element(2, 0) == 64 && Q6kx8Format::element(0, 2) == 
                   Q6kx8Format::element(0, 4) == 128 && Q6kx8Format::element(5, 9) == 12 + 1 + 2,
               "the lane mapping of q6kx8_lane.cuh");
 
-// The image: 16-byte piece ((sb * kSteps + s) * 2 + c) * 64 + n holds token n's positions 8 c .. 8 c + 7 of k-step
-// s of super-block sb, in half (rounded as launch_x_to_half rounds); zero for n >= T. Positions 8 c + 2 u, + 1 are
-// elements F::element(s, 8 c + 2 u) and the next: one float2 load each.
+// The image: 16-byte piece ((tt * n_sb + sb) * kSteps + s) * 2 + c) * kCols + n holds token tt kCols + n's
+// positions 8 c .. 8 c + 7 of k-step s of super-block sb (n_sb = K / 256), in half (rounded as launch_x_to_half
+// rounds); zero for tokens from T on. Positions 8 c + 2 u, + 1 are elements F::element(s, 8 c + 2 u) and the next:
+// one float2 load each. A stage is the image's next 32 KB.
 // Launched programmatically, as is the product after it, which it lets start at once: the product loads its first
 // W while the image is written (pdl.cuh). Plain loads of x, the kernel before's output, after the wait.
 // gate (BatchMmParams::x_gate): x is the SwiGLU silu(gate) * up of the up products at `x`, formed here as the
 // element-wise launch it replaces forms it (swiglu.cuh's silu, then the product), so the image holds the same halves.
-template <class F>
-__global__ void x_image_kernel(const float* x, const float* gate, uint4* __restrict__ image, int64_t K, int T) {
+template <class F, int kCols>
+__global__ void x_image_kernel(const float* x, const float* gate, uint4* __restrict__ image, int64_t K, int64_t T) {
   pdl_launch_dependents();
   pdl_wait();
-  const int64_t piece = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (piece >= K / kSbElems * (kStageBytes / 16)) return;
-  const int n = int(piece & 63), c = int((piece >> 6) & 1), s = int((piece >> 7) & (kSteps - 1));
-  const int64_t sb = piece / (kStageBytes / 16);
+  constexpr int64_t kSbPieces = Shape<kCols>::kSbBytes / 16;
+  const int64_t piece = int64_t(blockIdx.x) * blockDim.x + threadIdx.x, n_sb = K / kSbElems;
+  if (piece >= (T + kCols - 1) / kCols * n_sb * kSbPieces) return;
+  const int n = int(piece % kCols), c = int(piece / kCols % 2), s = int(piece / (2 * kCols) % kSteps);
+  const int64_t sb = piece / kSbPieces % n_sb, token = piece / (kSbPieces * n_sb) * kCols + n;
   uint32_t h[4] = {0, 0, 0, 0};
-  if (n < T) {
-    const int64_t at = int64_t(n) * K + sb * kSbElems;  // the super-block's first element of token n
+  if (token < T) {
+    const int64_t at = token * K + sb * kSbElems;  // the super-block's first element of the token
 #pragma unroll
     for (int u = 0; u < 4; ++u) {
       const int64_t e = at + F::element(s, 8 * c + 2 * u);
@@ -164,15 +181,18 @@ __global__ void x_image_kernel(const float* x, const float* gate, uint4* __restr
   image[piece] = make_uint4(h[0], h[1], h[2], h[3]);
 }
 
-// acc += this super-block's 16 rows (the warp's) times the stage at `stage` (shared-window address).
-template <class F>
-__device__ __forceinline__ void multiply_sb(float (&acc)[32], const typename F::Regs& r, uint32_t stage, int t) {
-  const typename F::Scales sc = F::scales(r, t);
+// acc += the warp's 16 rows of stage H of this super-block (k-steps from 4 kGroups H on) times the stage at `stage`
+// (shared-window address); sc: the super-block's scales (F::scales).
+template <class F, int kCols, int H>
+__device__ __forceinline__ void multiply_stage(float (&acc)[kCols / 2], const typename F::Regs& r,
+                                               const typename F::Scales& sc, uint32_t stage) {
+  using S = Shape<kCols>;
   uint32_t a[2][4][4];  // two sets of four k-steps' A registers, used in turn
 #pragma unroll
-  for (int jj = 0; jj < 4; ++jj) {
-    uint32_t(&b)[4][4] = a[jj & 1];
-    // The group that last read this set, two groups back (in the previous super-block for jj < 2), is done.
+  for (int q = 0; q < S::kGroups; ++q) {
+    const int jj = S::kGroups * H + q;
+    uint32_t(&b)[4][4] = a[q & 1];
+    // The group that last read this set, two groups back (in the previous stage for q < 2), is done.
     wgmma::wait<1>();
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
@@ -185,21 +205,28 @@ __device__ __forceinline__ void multiply_sb(float (&acc)[32], const typename F::
     wgmma::fence();
 #pragma unroll
     for (int rr = 0; rr < 4; ++rr)
-      wgmma::m64n64k16(acc, b[rr], wgmma::k_major_desc(stage + (4 * jj + rr) * kStepBytes, kCols * 16, 128));
+      wgmma::m64nNk16<kCols>(acc, b[rr],
+                             wgmma::k_major_desc(stage + (4 * q + rr) * S::kStepBytes, kCols * 16, 128));
     wgmma::commit();
   }
 }
 
-template <class F, bool kSegments, typename... Extra>
+// A block's tiles: 128 rows (kRows) by kCols tokens, tile index row tile * token_tiles + token tile (Work): the
+// token tiles of one row tile are neighbours, so their blocks read W's rows at about the same time and all but the
+// first find them in L2.
+template <class F, int kCols, bool kSegments, typename... Extra>
 __global__ void __launch_bounds__(kThreads)
     wgmma_kernel(BatchMmParams p, const uint8_t* image, uint32_t rb, Work work, Extra... extra) {
+  using S = Shape<kCols>;
   extern __shared__ __align__(128) uint8_t stages[];
   constexpr int kT = kThreads, kR = kRows, kPieces = kStageBytes / 16 / kT;
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
   const uint32_t sbase = uint32_t(__cvta_generic_to_shared(stages));
 
   for_each_segment<kR, kCols / 8, kSegments>(work, [&](const Segment& sg) {
-    const int64_t n0 = int64_t(sg.tile) * kR;  // one token tile: T <= 64
+    // The small-batch launches have one token tile (T <= 64).
+    const int64_t token_tile = kCols == 64 ? 0 : sg.tile % work.token_tiles;
+    const int64_t n0 = int64_t(kCols == 64 ? sg.tile : sg.tile / work.token_tiles) * kR, t0 = token_tile * kCols;
     // The warp's rows lie in one matrix of a stack (each but the last a multiple of 32 rows). Rows past the end
     // read the last row (their sums are not stored).
     const int64_t wrow = ::std::min<int64_t>(n0 + 16 * warp, p.N - 1);
@@ -208,14 +235,14 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
     for (int i = 0; i < 2; ++i) row_of[i] = m.w + size_t(::std::min<int64_t>(m.row + g + 8 * i, m.N - 1)) * rb;
     typename F::Cursor cursor(row_of, sg.sl0, t);
-    const int n = sg.sl_end - sg.sl0;
-    const uint8_t* src = image + size_t(sg.sl0) * kStageBytes + 16 * tid;
-    auto issue = [&](int i, int stage) {  // super-block sl0 + i of the image into `stage`
+    const int n = sg.sl_end - sg.sl0, n_stages = n * S::kStagesPerSb;
+    const uint8_t* src = image + size_t(token_tile * (p.K / kSbElems) + sg.sl0) * S::kSbBytes + 16 * tid;
+    auto issue = [&](int i, int stage) {  // stage i of the segment's image (the next 32 KB each) into `stage`
 #pragma unroll
       for (int j = 0; j < kPieces; ++j)
         cp_async16_s(sbase + stage * kStageBytes + 16 * (tid + j * kT), src + size_t(i) * kStageBytes + 16 * j * kT);
     };
-    float acc[32] = {};
+    float acc[kCols / 2] = {};
     // W's registers: super-block i in r[i % 3], loaded two super-blocks before it is multiplied. Launched
     // programmatically after x's image (pdl.cuh): the first two are loaded before the wait for it, the image's
     // copies after.
@@ -224,18 +251,30 @@ __global__ void __launch_bounds__(kThreads)
     cursor.load(r[0]);
     if (n > 1) cursor.load(r[1]);
     pdl_wait();
-    issue_first_stages(n, issue);
+    issue_first_stages(n_stages, issue);
     int stage = 0;
-    auto step = [&](int i, const typename F::Regs& cur, typename F::Regs& ahead) {
+    // Stage i: wait for it, refill the one two back, whose products every warp has finished (each waits for a group
+    // before refilling its A registers).
+    auto begin_stage = [&](int i) {
       cp_async_wait<1>();
       // The copies were generic-proxy writes; the tensor cores read through the async proxy.
       asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-      __syncthreads();  // super-block i landed for every thread; every warp's products on i - 2 are finished
-      if (i + 2 < n) issue(i + 2, (stage + 2) % kStages);
+      __syncthreads();  // stage i landed for every thread; every warp's products on i - 2 are finished
+      if (i + 2 < n_stages) issue(i + 2, (stage + 2) % kStages);
       asm volatile("cp.async.commit_group;" ::: "memory");
+    };
+    auto next_stage = [&] { stage = stage == kStages - 1 ? 0 : stage + 1; };
+    auto step = [&](int i, const typename F::Regs& cur, typename F::Regs& ahead) {
+      begin_stage(i * S::kStagesPerSb);
       if (i + kAhead < n) cursor.load(ahead);
-      multiply_sb<F>(acc, cur, sbase + stage * kStageBytes, t);
-      stage = stage == kStages - 1 ? 0 : stage + 1;
+      const typename F::Scales sc = F::scales(cur, t);
+      multiply_stage<F, kCols, 0>(acc, cur, sc, sbase + stage * kStageBytes);
+      next_stage();
+      if constexpr (S::kStagesPerSb == 2) {
+        begin_stage(i * 2 + 1);
+        multiply_stage<F, kCols, 1>(acc, cur, sc, sbase + stage * kStageBytes);
+        next_stage();
+      }
     };
     for (int i = 0; i < n; i += 3) {
       step(i, r[0], r[2]);
@@ -245,7 +284,7 @@ __global__ void __launch_bounds__(kThreads)
     wgmma::wait<0>();  // the accumulators are read below
     __syncthreads();  // every warp is done with the stages: the next segment may refill them
 
-    const int rows = int(::std::min<int64_t>(kR, p.N - n0)), cols = int(::std::min<int64_t>(kCols, p.T));
+    const int rows = int(::std::min<int64_t>(kR, p.N - n0)), cols = int(::std::min<int64_t>(kCols, p.T - t0));
     if (sg.whole) {
 #pragma unroll
       for (int nt = 0; nt < kCols / 8; ++nt)
@@ -253,7 +292,7 @@ __global__ void __launch_bounds__(kThreads)
         for (int c = 0; c < 4; ++c) {
           const int r = g + 8 * (c >> 1), tl = 8 * nt + 2 * t + (c & 1);  // r: within the warp's 16
           if (16 * warp + r >= rows || tl >= cols) continue;
-          m.y[tl * m.N + m.row + r] = acc[4 * nt + c] + (m.bias ? m.bias[m.row + r] : 0.0f);
+          m.y[(t0 + tl) * m.N + m.row + r] = acc[4 * nt + c] + (m.bias ? m.bias[m.row + r] : 0.0f);
         }
       return;
     }
@@ -262,77 +301,122 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
       for (int c = 0; c < 4; ++c)
         sg.slot[(8 * nt + 2 * t + (c & 1)) * kR + 16 * warp + g + 8 * (c >> 1)] = acc[4 * nt + c];
-    add_shared_tile_of<kR, kCols, kT>(p, work, sg, rows, cols, tid, n0, 0, extra...);
+    add_shared_tile_of<kR, kCols, kT>(p, work, sg, rows, cols, tid, n0, t0, extra...);
   });
   pdl_wait();  // a block without work too: this grid ends only after the ones it depends on
 }
 
-template <class F, bool kSegments, bool kStack>
+template <class F, int kCols, bool kSegments, bool kStack>
 constexpr auto kernel_for() {
-  if constexpr (kStack) return wgmma_kernel<F, kSegments, ProductStack>;
-  else return wgmma_kernel<F, kSegments>;
+  if constexpr (kStack) return wgmma_kernel<F, kCols, kSegments, ProductStack>;
+  else return wgmma_kernel<F, kCols, kSegments>;
 }
 
 constexpr size_t kSmem = size_t(kStages) * kStageBytes;
 
 // The shared memory opt-in of the instances and how many blocks the GPU holds at once, at the first launch (before
-// any capture).
-template <class F>
+// any capture). The prompt launches have no stacked instances.
+template <class F, int kCols>
 int64_t prepare_instances() {
-  for (auto* k : {kernel_for<F, true, false>(), kernel_for<F, false, false>()})
+  for (auto* k : {kernel_for<F, kCols, true, false>(), kernel_for<F, kCols, false, false>()})
     CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmem)));
-  for (auto* k : {kernel_for<F, true, true>(), kernel_for<F, false, true>()})
-    CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmem)));
-  const auto* k = reinterpret_cast<const void*>(kernel_for<F, true, false>());
+  if constexpr (kCols == 64)
+    for (auto* k : {kernel_for<F, kCols, true, true>(), kernel_for<F, kCols, false, true>()})
+      CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmem)));
+  const auto* k = reinterpret_cast<const void*>(kernel_for<F, kCols, true, false>());
   return ::std::max<int64_t>(1, int64_t(current_device_sm_count()) * kernel_blocks_per_sm(k, kThreads, kSmem));
 }
 
-size_t image_bytes(int64_t K) { return size_t(K / kSbElems) * kStageBytes; }
+int64_t token_tiles(int64_t T, int kCols) { return (T + kCols - 1) / kCols; }
+size_t image_bytes(int64_t K, int64_t T, int kCols) {
+  return size_t(token_tiles(T, kCols)) * size_t(K / kSbElems) * kSteps * 2 * kCols * 16;
+}
+size_t part_slots_bytes(int64_t blocks, int kCols) { return size_t(blocks) * 2 * kRows * kCols * 4; }
 
-template <class F>
+template <class F, int kCols>
 void launch_tiles(const BatchMmParams& p, uint8_t* image, const ProductStack* stack, cudaStream_t stream,
-                  bool programmatic) {
-  const int64_t pieces = p.K / kSbElems * (kStageBytes / 16);
-  launch_programmatic(programmatic, x_image_kernel<F>, dim3(unsigned((pieces + 255) / 256)), 256, 0, stream, p.x,
-                      p.x_gate, reinterpret_cast<uint4*>(image), p.K, int(p.T));
-  static const int64_t resident = prepare_instances<F>();
-  const int64_t tiles = (p.N + kRows - 1) / kRows, n_slices = p.K / kSbElems;
-  const int64_t blocks = choose_blocks(tiles, n_slices, resident, true, kMaxWgmmaBlocks);
-  const Work w = work_for(p, tiles, n_slices, 1, blocks, part_offset(p.K, p.T) + image_bytes(p.K));
+                  bool programmatic, int64_t max_blocks) {
+  const int64_t tt = token_tiles(p.T, kCols), pieces = int64_t(image_bytes(p.K, p.T, kCols) / 16);
+  launch_programmatic(programmatic, x_image_kernel<F, kCols>, dim3(unsigned((pieces + 255) / 256)), 256, 0, stream,
+                      p.x, p.x_gate, reinterpret_cast<uint4*>(image), p.K, p.T);
+  static const int64_t resident = prepare_instances<F, kCols>();
+  const int64_t tiles = (p.N + kRows - 1) / kRows * tt, n_slices = p.K / kSbElems;
+  const int64_t blocks = choose_blocks(tiles, n_slices, resident, true, max_blocks);
+  const Work w = work_for(p, tiles, n_slices, tt, blocks, part_offset(p.K, p.T) + image_bytes(p.K, p.T, kCols));
   const uint32_t rb = uint32_t(quant::row_bytes(F::kType, p.K));  // Q6_Kx8: Q6_K's, regrouped in place
   const dim3 grid{unsigned(blocks)};
-  if (stack) {
-    const auto k = w.runs_stay_in_tiles() ? kernel_for<F, false, true>() : kernel_for<F, true, true>();
-    launch_programmatic(programmatic, k, grid, kThreads, kSmem, stream, p, static_cast<const uint8_t*>(image), rb, w,
-                        *stack);
-  } else {
-    const auto k = w.runs_stay_in_tiles() ? kernel_for<F, false, false>() : kernel_for<F, true, false>();
-    launch_programmatic(programmatic, k, grid, kThreads, kSmem, stream, p, static_cast<const uint8_t*>(image), rb,
-                        w);
+  if constexpr (kCols == 64) {
+    if (stack) {
+      const auto k = w.runs_stay_in_tiles() ? kernel_for<F, kCols, false, true>() : kernel_for<F, kCols, true, true>();
+      launch_programmatic(programmatic, k, grid, kThreads, kSmem, stream, p, static_cast<const uint8_t*>(image), rb,
+                          w, *stack);
+      return;
+    }
   }
+  const auto k = w.runs_stay_in_tiles() ? kernel_for<F, kCols, false, false>() : kernel_for<F, kCols, true, false>();
+  launch_programmatic(programmatic, k, grid, kThreads, kSmem, stream, p, static_cast<const uint8_t*>(image), rb, w);
+}
+
+template <int kCols>
+void launch_format(const BatchMmParams& p, const ProductStack* stack, cudaStream_t stream, bool programmatic,
+                   int64_t max_blocks) {
+  auto* image = static_cast<uint8_t*>(p.scratch) + part_offset(p.K, p.T);
+  if (p.regrouped) launch_tiles<Q6kx8Format, kCols>(p, image, stack, stream, programmatic, max_blocks);
+  else launch_tiles<Q4kFormat, kCols>(p, image, stack, stream, programmatic, max_blocks);
+}
+
+bool layout_served(quant::Type type, bool regrouped) {
+  return regrouped ? type == quant::Type::Q6_K : type == quant::Type::Q4_K;
+}
+
+// The checks both launchers share (launch_batch_mm checked the rest for the small-batch one).
+void check_params(const BatchMmParams& p, size_t scratch, const char* what) {
+  LLM_REQUIRE(p.K % (p.regrouped ? 2048 : kSbElems) == 0, ::std::string(what) + ": K");
+  LLM_REQUIRE(p.scratch_bytes >= scratch, ::std::string(what) + ": scratch");
+  LLM_REQUIRE((reinterpret_cast<uintptr_t>(p.x) & 7) == 0 && (reinterpret_cast<uintptr_t>(p.x_gate) & 7) == 0,
+              ::std::string(what) + ": x and its gate must be 8-byte aligned");
 }
 
 }  // namespace
 
 bool batch_mm_wgmma_supports(quant::Type type, bool regrouped, int64_t T) {
-  const bool layout = regrouped ? type == quant::Type::Q6_K : type == quant::Type::Q4_K;
-  return layout && T > 8 && T <= kBatchMmMaxTokens;
+  return layout_served(type, regrouped) && T > 8 && T <= kBatchMmMaxTokens;
 }
 
 size_t batch_mm_wgmma_scratch(int64_t K, int64_t T) {
-  return part_offset(K, T) + image_bytes(K) + size_t(kMaxWgmmaBlocks) * 2 * kRows * kCols * 4;
+  return part_offset(K, T) + image_bytes(K, T, 64) + part_slots_bytes(kMaxWgmmaBlocks, 64);
 }
 
 void launch_batch_mm_wgmma(const BatchMmParams& p, const ProductStack* stack, cudaStream_t stream,
                            bool programmatic) {
   LLM_REQUIRE(batch_mm_wgmma_supports(p.type, p.regrouped, p.T), "wgmma small-batch product: not served");
-  LLM_REQUIRE(p.K % (p.regrouped ? 2048 : kSbElems) == 0, "wgmma small-batch product: K");
-  LLM_REQUIRE(p.scratch_bytes >= batch_mm_wgmma_scratch(p.K, p.T), "wgmma small-batch product: scratch");
-  LLM_REQUIRE((reinterpret_cast<uintptr_t>(p.x) & 7) == 0 && (reinterpret_cast<uintptr_t>(p.x_gate) & 7) == 0,
-              "wgmma small-batch product: x and its gate must be 8-byte aligned");
-  auto* image = static_cast<uint8_t*>(p.scratch) + part_offset(p.K, p.T);
-  if (p.regrouped) launch_tiles<Q6kx8Format>(p, image, stack, stream, programmatic);
-  else launch_tiles<Q4kFormat>(p, image, stack, stream, programmatic);
+  check_params(p, batch_mm_wgmma_scratch(p.K, p.T), "wgmma small-batch product");
+  launch_format<64>(p, stack, stream, programmatic, kMaxWgmmaBlocks);
+}
+
+bool prompt_wgmma_supports(quant::Type type, bool regrouped, int64_t K, int64_t N, int64_t T) {
+  const int64_t tiles = (N + kRows - 1) / kRows * token_tiles(T, kPromptCols);
+  return layout_served(type, regrouped) && T > kBatchMmMaxTokens && N > 0 && K > 0 &&
+         K % (regrouped ? 2048 : kSbElems) == 0 && tiles <= int64_t(kBatchMmCounterBytes / 4) &&
+         tiles * (K / kSbElems) < 0x7fffffff;
+}
+
+size_t prompt_wgmma_scratch(int64_t K, int64_t T) {
+  return part_offset(K, T) + image_bytes(K, T, kPromptCols) + part_slots_bytes(kMaxPromptBlocks, kPromptCols);
+}
+
+void launch_prompt_wgmma(const BatchMmParams& p, cudaStream_t stream) {
+  LLM_REQUIRE(p.w && p.x && p.y && p.scratch && p.tile_counters, "wgmma prompt product: null pointer");
+  LLM_REQUIRE(prompt_wgmma_supports(p.type, p.regrouped, p.K, p.N, p.T),
+              "wgmma prompt product: type " + ::std::string(quant::type_name(p.type)) + (p.regrouped ? " (regrouped)" : "") +
+                  ", K = " + ::std::to_string(p.K) + ", N = " + ::std::to_string(p.N) + ", T = " + ::std::to_string(p.T) +
+                  " not served");
+  LLM_REQUIRE((reinterpret_cast<uintptr_t>(p.w) & 15) == 0 && (reinterpret_cast<uintptr_t>(p.scratch) & 15) == 0,
+              "wgmma prompt product: weights and scratch must be 16-byte aligned");
+  if (p.regrouped) LLM_REQUIRE(q6_kx8_fits(p.w, p.K), "wgmma prompt product: Q6_Kx8 rows");
+  check_params(p, prompt_wgmma_scratch(p.K, p.T), "wgmma prompt product");
+  launch_format<kPromptCols>(p, nullptr, stream, true, kMaxPromptBlocks);
+  CUDA_CHECK_LAUNCH(stream);
 }
 
 }  // namespace cuda

@@ -26,4 +26,18 @@ size_t batch_mm_wgmma_scratch(int64_t K, int64_t T);
 void launch_batch_mm_wgmma(const BatchMmParams& p, const ProductStack* stack, cudaStream_t stream,
                            bool programmatic = true);
 
+// Prompt products (more than kBatchMmMaxTokens tokens) on the same kernel in tiles of 128 rows by 128 tokens: W is
+// unpacked in registers as it is read, instead of dequantized to half through memory for cuBLAS (gemm.cuh), which
+// wrote and read back 2 bytes a weight for every product. True for Q4_K in the file's layout and Q6_Kx8 of whole
+// super-blocks (runs of 2048) with tiles the counters hold.
+bool prompt_wgmma_supports(quant::Type type, bool regrouped, int64_t K, int64_t N, int64_t T);
+
+// Scratch it needs: the first part_offset bytes (x in half) left alone, then its image of x and its partial sums.
+size_t prompt_wgmma_scratch(int64_t K, int64_t T);
+
+// y = W x (+ bias) for p: T > kBatchMmMaxTokens, p.tile_counters as for launch_batch_mm, p.x_gate allowed; converts
+// x itself (programmatic launches, pdl.cuh). Throws cuda::InvalidArgument where prompt_wgmma_supports is false or the
+// scratch, pointers or alignment do not fit. Never allocates.
+void launch_prompt_wgmma(const BatchMmParams& p, cudaStream_t stream);
+
 }  // namespace cuda
