@@ -461,8 +461,12 @@ void Executor::lower_gemm(const Node& n) {
     b.tile_counters = static_cast<uint32_t*>(batch_mm_counters_.get());
     if (const Node& act = g_.node(n.inputs[1]); lowering(act.id) == Lowering::InImage)  // fold_glu_into_image
       b.x = f32_in(act, 1), b.x_gate = f32_in(act, 0);
-    if (prompt) {
-      steps_.push_back([b](cudaStream_t s) { launch_prompt_wgmma(b, s); });
+    if (prompt) {  // the image of x the product before left, where it is this one's too
+      const LastImage& l = last_image_;
+      const bool ready = l.step == steps_.size() && l.x == b.x && l.gate == b.x_gate && l.K == K && l.T == T &&
+                         l.type == type && l.regrouped == b.regrouped;
+      last_image_ = {steps_.size() + 1, b.x, b.x_gate, K, T, type, b.regrouped};
+      steps_.push_back([b, ready](cudaStream_t s) { launch_prompt_wgmma(b, s, ready); });
       return;
     }
     const BatchMmChoices choices = opt_.batch_mm;

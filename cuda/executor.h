@@ -527,6 +527,14 @@ class Executor {
     const float* x = nullptr;
     int64_t K = 0, T = 0;
   } last_gemm_;
+  struct LastImage {  // the latest wgmma prompt product: its image of x serves a sibling right after it (q/k, gate/up)
+    size_t step = SIZE_MAX;  // steps_.size() just after it
+    const float* x = nullptr;
+    const float* gate = nullptr;
+    int64_t K = 0, T = 0;
+    quant::Type type = quant::Type::F32;
+    bool regrouped = false;
+  } last_image_;
   struct Variant {  // a captured graph: [0] every run, [1] runs below kShortSlots when attends_in_o()
     int runs = 0;
     Graph graph;

@@ -181,6 +181,55 @@ __global__ void x_image_kernel(const float* x, const float* gate, uint4* __restr
   image[piece] = make_uint4(h[0], h[1], h[2], h[3]);
 }
 
+// The prompt launches' image (the layout above, kCols = 128) by blocks of kImageTokens tokens of one token tile and
+// one super-block: each token's 256 floats read whole (a warp a token, coalesced), rounded to half into shared
+// memory in element order, then the pieces gathered from there and written in the image's order (consecutive
+// threads, consecutive tokens: coalesced). x_image_kernel's one piece a thread read 8 bytes from each of 4 places a
+// token's row apart: a quarter of every 32-byte sector, which at 512-2048 tokens cost more than the product.
+constexpr int kImageTokens = 64;
+template <class F>
+__global__ void __launch_bounds__(256) prompt_image_kernel(const float* x, const float* gate, uint4* __restrict__ image,
+                                                           int64_t K, int64_t T) {
+  pdl_launch_dependents();
+  pdl_wait();
+  constexpr int kLd = kSbElems / 2 + 1;  // words (half pairs) a row; the odd stride spreads a column over the banks
+  __shared__ uint32_t rows[kImageTokens][kLd];
+  const int64_t n_sb = K / kSbElems, sb = blockIdx.x % n_sb, part = blockIdx.x / n_sb;  // part: 64 tokens
+  const int64_t t0 = part * kImageTokens;
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  for (int n = warp; n < kImageTokens; n += 8) {
+    const int64_t token = t0 + n;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {  // floats 4 (lane + 32 h) .. + 3 of the super-block
+      const int e = 4 * (lane + 32 * h);
+      float4 f = make_float4(0.f, 0.f, 0.f, 0.f);
+      if (token < T) {
+        const int64_t at = token * K + sb * kSbElems + e;
+        f = *reinterpret_cast<const float4*>(x + at);
+        if (gate) {
+          const float4 g = *reinterpret_cast<const float4*>(gate + at);
+          f = make_float4(silu(g.x) * f.x, silu(g.y) * f.y, silu(g.z) * f.z, silu(g.w) * f.w);
+        }
+      }
+      const __half2 lo = __floats2half2_rn(f.x, f.y), hi = __floats2half2_rn(f.z, f.w);
+      rows[n][e / 2] = *reinterpret_cast<const uint32_t*>(&lo);
+      rows[n][e / 2 + 1] = *reinterpret_cast<const uint32_t*>(&hi);
+    }
+  }
+  __syncthreads();
+  // Piece (s, c, n) of this block: the image's ((tile * n_sb + sb) * kSteps + s) * 2 + c) * 128 + t0 % 128 + n.
+  constexpr int kC = kPromptCols;
+  uint4* const out = image + ((part * kImageTokens / kC) * n_sb + sb) * (Shape<kC>::kSbBytes / 16) + t0 % kC;
+  for (int i = tid; i < kSteps * 2 * kImageTokens; i += 256) {
+    const int n = i % kImageTokens, c = i / kImageTokens % 2, st = i / (2 * kImageTokens);
+    uint32_t h[4];
+#pragma unroll
+    for (int u = 0; u < 4; ++u) h[u] = rows[n][F::element(st, 8 * c + 2 * u) / 2];
+    out[(st * 2 + c) * kC + n] = make_uint4(h[0], h[1], h[2], h[3]);
+  }
+}
+static_assert(kPromptCols % kImageTokens == 0, "whole blocks a token tile");
+
 // acc += the warp's 16 rows of stage H of this super-block (k-steps from 4 kGroups H on) times the stage at `stage`
 // (shared-window address); sc: the super-block's scales (F::scales).
 template <class F, int kCols, int H>
@@ -335,10 +384,16 @@ size_t part_slots_bytes(int64_t blocks, int kCols) { return size_t(blocks) * 2 *
 
 template <class F, int kCols>
 void launch_tiles(const BatchMmParams& p, uint8_t* image, const ProductStack* stack, cudaStream_t stream,
-                  bool programmatic, int64_t max_blocks) {
+                  bool programmatic, int64_t max_blocks, bool image_ready) {
   const int64_t tt = token_tiles(p.T, kCols), pieces = int64_t(image_bytes(p.K, p.T, kCols) / 16);
-  launch_programmatic(programmatic, x_image_kernel<F, kCols>, dim3(unsigned((pieces + 255) / 256)), 256, 0, stream,
-                      p.x, p.x_gate, reinterpret_cast<uint4*>(image), p.K, p.T);
+  if constexpr (kCols == 64) {
+    launch_programmatic(programmatic, x_image_kernel<F, kCols>, dim3(unsigned((pieces + 255) / 256)), 256, 0, stream,
+                        p.x, p.x_gate, reinterpret_cast<uint4*>(image), p.K, p.T);
+  } else if (!image_ready) {
+    const int64_t blocks = tt * (kCols / kImageTokens) * (p.K / kSbElems);
+    launch_programmatic(programmatic, prompt_image_kernel<F>, dim3(unsigned(blocks)), 256, 0, stream, p.x, p.x_gate,
+                        reinterpret_cast<uint4*>(image), p.K, p.T);
+  }
   static const int64_t resident = prepare_instances<F, kCols>();
   const int64_t tiles = (p.N + kRows - 1) / kRows * tt, n_slices = p.K / kSbElems;
   const int64_t blocks = choose_blocks(tiles, n_slices, resident, true, max_blocks);
@@ -359,10 +414,10 @@ void launch_tiles(const BatchMmParams& p, uint8_t* image, const ProductStack* st
 
 template <int kCols>
 void launch_format(const BatchMmParams& p, const ProductStack* stack, cudaStream_t stream, bool programmatic,
-                   int64_t max_blocks) {
+                   int64_t max_blocks, bool image_ready = false) {
   auto* image = static_cast<uint8_t*>(p.scratch) + part_offset(p.K, p.T);
-  if (p.regrouped) launch_tiles<Q6kx8Format, kCols>(p, image, stack, stream, programmatic, max_blocks);
-  else launch_tiles<Q4kFormat, kCols>(p, image, stack, stream, programmatic, max_blocks);
+  if (p.regrouped) launch_tiles<Q6kx8Format, kCols>(p, image, stack, stream, programmatic, max_blocks, image_ready);
+  else launch_tiles<Q4kFormat, kCols>(p, image, stack, stream, programmatic, max_blocks, image_ready);
 }
 
 bool layout_served(quant::Type type, bool regrouped) {
@@ -405,7 +460,7 @@ size_t prompt_wgmma_scratch(int64_t K, int64_t T) {
   return part_offset(K, T) + image_bytes(K, T, kPromptCols) + part_slots_bytes(kMaxPromptBlocks, kPromptCols);
 }
 
-void launch_prompt_wgmma(const BatchMmParams& p, cudaStream_t stream) {
+void launch_prompt_wgmma(const BatchMmParams& p, cudaStream_t stream, bool image_ready) {
   LLM_REQUIRE(p.w && p.x && p.y && p.scratch && p.tile_counters, "wgmma prompt product: null pointer");
   LLM_REQUIRE(prompt_wgmma_supports(p.type, p.regrouped, p.K, p.N, p.T),
               "wgmma prompt product: type " + ::std::string(quant::type_name(p.type)) + (p.regrouped ? " (regrouped)" : "") +
@@ -415,7 +470,7 @@ void launch_prompt_wgmma(const BatchMmParams& p, cudaStream_t stream) {
               "wgmma prompt product: weights and scratch must be 16-byte aligned");
   if (p.regrouped) LLM_REQUIRE(q6_kx8_fits(p.w, p.K), "wgmma prompt product: Q6_Kx8 rows");
   check_params(p, prompt_wgmma_scratch(p.K, p.T), "wgmma prompt product");
-  launch_format<kPromptCols>(p, nullptr, stream, true, kMaxPromptBlocks);
+  launch_format<kPromptCols>(p, nullptr, stream, true, kMaxPromptBlocks, image_ready);
   CUDA_CHECK_LAUNCH(stream);
 }
 

@@ -36,8 +36,10 @@ bool prompt_wgmma_supports(quant::Type type, bool regrouped, int64_t K, int64_t 
 size_t prompt_wgmma_scratch(int64_t K, int64_t T);
 
 // y = W x (+ bias) for p: T > kBatchMmMaxTokens, p.tile_counters as for launch_batch_mm, p.x_gate allowed; converts
-// x itself (programmatic launches, pdl.cuh). Throws cuda::InvalidArgument where prompt_wgmma_supports is false or the
-// scratch, pointers or alignment do not fit. Never allocates.
-void launch_prompt_wgmma(const BatchMmParams& p, cudaStream_t stream);
+// x itself (programmatic launches, pdl.cuh). image_ready: the launch before on this stream was one of these with the
+// same x, x_gate, K, T, format and scratch, so its image of x is still in the scratch (q and k, gate and up). Throws
+// cuda::InvalidArgument where prompt_wgmma_supports is false or the scratch, pointers or alignment do not fit. Never
+// allocates.
+void launch_prompt_wgmma(const BatchMmParams& p, cudaStream_t stream, bool image_ready = false);
 
 }  // namespace cuda

@@ -542,9 +542,19 @@ TEST(BatchMm, PromptWgmmaMatchesReference) {
         p.regrouped = c.regrouped;
         p.tile_counters = counters.as<uint32_t>();
         cuda::launch_prompt_wgmma(p, nullptr);
-        EXPECT_TRUE(close("prompt wgmma " + layout_name(c) + " K=" + std::to_string(K) + " N=" + std::to_string(N) +
-                              " T=" + std::to_string(T),
-                          download<float>(dy, N * T), ref, atol, 0.0));
+        const std::string what = "prompt wgmma " + layout_name(c) + " K=" + std::to_string(K) +
+                                 " N=" + std::to_string(N) + " T=" + std::to_string(T);
+        const auto y = download<float>(dy, N * T);
+        EXPECT_TRUE(close(what, y, ref, atol, 0.0));
+        expect_counters_zero(counters);
+        // A sibling of the same x with image_ready takes the image the launch left: x overwritten with NaN now,
+        // the same bits.
+        CUDA_CHECK(cudaMemset(dx.get(), 0xff, size_t(K * T) * 4));
+        auto dy2 = poisoned_f32(N * T);
+        p.y = dy2.as<float>();
+        cuda::launch_prompt_wgmma(p, nullptr, true);
+        const auto y2 = download<float>(dy2, N * T);
+        EXPECT_EQ(0, std::memcmp(y.data(), y2.data(), y.size() * 4)) << what << ": the image not reused";
         expect_counters_zero(counters);
       }
 }
