@@ -228,7 +228,8 @@ bool Executor::prompt_wgmma_takes(const Node& n) const {
   if (!opt_.prompt_wgmma || w.op != Op::Weight || half_copy(w)) return false;
   const auto& wp = ::std::get<graph::WeightParams>(w.params);
   const int64_t T = n.shape.rows();
-  return T > opt_.matvec_max_tokens && wp.role != graph::WeightRole::FfnRouter && !batch_mm_takes(n) &&
+  return T > opt_.matvec_max_tokens && T <= opt_.prompt_wgmma_max_tokens && wp.role != graph::WeightRole::FfnRouter &&
+         !batch_mm_takes(n) &&
          !matvec_cols_takes(n) && prompt_wgmma_supports(wp.type, regrouped(w), w.shape.ne[0], w.shape.ne[1], T);
 }
 

@@ -148,8 +148,10 @@ struct ExecutorOptions {
   bool paged_run_bases = true;
   // Prompt products (more than kBatchMmMaxTokens tokens) of Q4_K and regrouped Q6_K on the wgmma kernel with W
   // unpacked in registers (launch_prompt_wgmma), instead of W dequantized to half through memory for cuBLAS; a
-  // SwiGLU before a down product formed by its x image (fold_glu_into_image). LLM_CUDA_PROMPT_WGMMA=0 for A/B runs.
+  // SwiGLU before a down product formed by its x image (fold_glu_into_image). LLM_CUDA_PROMPT_WGMMA=0 for A/B runs;
+  // LLM_CUDA_PROMPT_WGMMA_MAX: the most tokens it takes (above, cuBLAS on the dequantized copy).
   bool prompt_wgmma = true;
+  int64_t prompt_wgmma_max_tokens = int64_t(1) << 20;
   // Prefill expert products of Q4_K and recoded MXFP4 on moe_fragments.cu's kernels (weights straight into mma
   // fragments); false: moe_gemm.cu's half tiles for every format. LLM_CUDA_MOE_FRAGMENTS=0 for A/B runs.
   bool moe_fragments = true;

@@ -186,18 +186,18 @@ __global__ void x_image_kernel(const float* x, const float* gate, uint4* __restr
 // memory in element order, then the pieces gathered from there and written in the image's order (consecutive
 // threads, consecutive tokens: coalesced). x_image_kernel's one piece a thread read 8 bytes from each of 4 places a
 // token's row apart: a quarter of every 32-byte sector, which at 512-2048 tokens cost more than the product.
-constexpr int kImageTokens = 64;
+constexpr int kImageTokens = 16, kImageThreads = 128;  // 16 tokens a block: 32 blocks a super-block at 512 tokens
 template <class F>
-__global__ void __launch_bounds__(256) prompt_image_kernel(const float* x, const float* gate, uint4* __restrict__ image,
-                                                           int64_t K, int64_t T) {
+__global__ void __launch_bounds__(kImageThreads)
+    prompt_image_kernel(const float* x, const float* gate, uint4* __restrict__ image, int64_t K, int64_t T) {
   pdl_launch_dependents();
   pdl_wait();
   constexpr int kLd = kSbElems / 2 + 1;  // words (half pairs) a row; the odd stride spreads a column over the banks
   __shared__ uint32_t rows[kImageTokens][kLd];
-  const int64_t n_sb = K / kSbElems, sb = blockIdx.x % n_sb, part = blockIdx.x / n_sb;  // part: 64 tokens
+  const int64_t n_sb = K / kSbElems, sb = blockIdx.x % n_sb, part = blockIdx.x / n_sb;  // part: kImageTokens tokens
   const int64_t t0 = part * kImageTokens;
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-  for (int n = warp; n < kImageTokens; n += 8) {
+  for (int n = warp; n < kImageTokens; n += kImageThreads / 32) {
     const int64_t token = t0 + n;
 #pragma unroll
     for (int h = 0; h < 2; ++h) {  // floats 4 (lane + 32 h) .. + 3 of the super-block
@@ -220,7 +220,7 @@ __global__ void __launch_bounds__(256) prompt_image_kernel(const float* x, const
   // Piece (s, c, n) of this block: the image's ((tile * n_sb + sb) * kSteps + s) * 2 + c) * 128 + t0 % 128 + n.
   constexpr int kC = kPromptCols;
   uint4* const out = image + ((part * kImageTokens / kC) * n_sb + sb) * (Shape<kC>::kSbBytes / 16) + t0 % kC;
-  for (int i = tid; i < kSteps * 2 * kImageTokens; i += 256) {
+  for (int i = tid; i < kSteps * 2 * kImageTokens; i += kImageThreads) {
     const int n = i % kImageTokens, c = i / kImageTokens % 2, st = i / (2 * kImageTokens);
     uint32_t h[4];
 #pragma unroll
@@ -391,8 +391,8 @@ void launch_tiles(const BatchMmParams& p, uint8_t* image, const ProductStack* st
                         p.x, p.x_gate, reinterpret_cast<uint4*>(image), p.K, p.T);
   } else if (!image_ready) {
     const int64_t blocks = tt * (kCols / kImageTokens) * (p.K / kSbElems);
-    launch_programmatic(programmatic, prompt_image_kernel<F>, dim3(unsigned(blocks)), 256, 0, stream, p.x, p.x_gate,
-                        reinterpret_cast<uint4*>(image), p.K, p.T);
+    launch_programmatic(programmatic, prompt_image_kernel<F>, dim3(unsigned(blocks)), kImageThreads, 0, stream, p.x,
+                        p.x_gate, reinterpret_cast<uint4*>(image), p.K, p.T);
   }
   static const int64_t resident = prepare_instances<F, kCols>();
   const int64_t tiles = (p.N + kRows - 1) / kRows * tt, n_slices = p.K / kSbElems;
