@@ -146,12 +146,15 @@ struct ExecutorOptions {
   // block back first, so one stream's blocks are mostly consecutive; cached prefix blocks are not (the table then).
   // LLM_CUDA_PAGED_RUN_BASES=0 for A/B runs.
   bool paged_run_bases = true;
-  // Prompt products (more than kBatchMmMaxTokens tokens) of Q4_K and regrouped Q6_K on the wgmma kernel with W
+  // Prompt products of 65..prompt_wgmma_max_tokens tokens of Q4_K and regrouped Q6_K on the wgmma kernel with W
   // unpacked in registers (launch_prompt_wgmma), instead of W dequantized to half through memory for cuBLAS; a
-  // SwiGLU before a down product formed by its x image (fold_glu_into_image). LLM_CUDA_PROMPT_WGMMA=0 for A/B runs;
-  // LLM_CUDA_PROMPT_WGMMA_MAX: the most tokens it takes (above, cuBLAS on the dequantized copy).
+  // SwiGLU before a down product formed by its x image (fold_glu_into_image). 8B Q4_K_M, H100 (session 63): pp128
+  // +50%, pp256 +19%, pp384 +7%, pp512 +8%; from 640 tokens on cuBLAS wins (pp640 -7%, pp1024 -2%, pp2048 -21%: the
+  // kernel reads x's image from L2 once per 128 rows and stays at ~430-490 TFLOP/s against cuBLAS's ~620, which the
+  // dequantisation no longer outweighs). LLM_CUDA_PROMPT_WGMMA=0 for A/B runs; LLM_CUDA_PROMPT_WGMMA_MAX moves the
+  // bound.
   bool prompt_wgmma = true;
-  int64_t prompt_wgmma_max_tokens = int64_t(1) << 20;
+  int64_t prompt_wgmma_max_tokens = 512;
   // Prefill expert products of Q4_K and recoded MXFP4 on moe_fragments.cu's kernels (weights straight into mma
   // fragments); false: moe_gemm.cu's half tiles for every format. LLM_CUDA_MOE_FRAGMENTS=0 for A/B runs.
   bool moe_fragments = true;
