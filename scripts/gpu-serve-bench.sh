@@ -9,8 +9,9 @@
 # steps queued ahead as serve runs them). llama.cpp builds while the tests run (TESTS=1: they fill the ~4 minutes), and
 # nothing is timed before the build is over. SKIP_LLAMA=1 leaves llama.cpp out, SKIP_LLM=1 llm-run,
 # SERVE=0 both servers (the engines' batched bench alone). BENCH=0 leaves out llm-run's benches, LOAD=0 the
-# concurrency sweep (the shared-prefix load stays); SERVE_BINS="llm-run-base llm-run" serves each build of
-# scripts/pack-carry.sh in turn (an A/B of the serving path), SERVE_ENVS="LLM_PIPELINE_STEPS=0 LLM_PIPELINE_STEPS=1"
+# concurrency sweep (the shared-prefix load stays); PROMPT_WORDS: the sweep's prompt length (default 400 words);
+# SERVE_BINS="llm-run-base llm-run" serves each build of scripts/pack-carry.sh in turn (an A/B of the serving path),
+# SERVE_ENVS="LLM_PIPELINE_STEPS=0 LLM_PIPELINE_STEPS=1"
 # each build with each environment setting ("A=1+B=2": both), SERVE_FLAGS="_ --batch-tokens=1024" each of those with
 # each set of extra `serve` flags ("_": none; "--a=1+--b=2": both). Rows go to $OUT/table.txt as they come.
 #   here:  scripts/pack-carry.sh; ../shared/device/prepare.sh --llama-cpp tokenizer/ggml-vocab-llama-bpe.gguf;
@@ -74,7 +75,7 @@ load() {  # name port: the issue's load at each concurrency
     # A seed of its own at each concurrency: serve_load.py draws worker w's prompts from seed * 1000 + w, so with
     # one seed a sweep's later loads would find the earlier loads' prompts in the prefix cache.
     row "$1 c=$c: $(timeout 300 python3 .device/serve_load.py --url "http://127.0.0.1:$2" --concurrency "$c" \
-      --requests "$n" --prompt-words 400 --max-tokens 128 --seed $((100 + c)) \
+      --requests "$n" --prompt-words "${PROMPT_WORDS:-400}" --max-tokens 128 --seed $((100 + c)) \
       2>>"$out/${1//[^A-Za-z0-9_.-]/_}-load.err")"
     # llm-run's engine: seconds busy so far, waiting for the device and on the host (cumulative over the loads).
     local split
