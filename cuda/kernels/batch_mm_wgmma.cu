@@ -1,5 +1,5 @@
-// Q4_K and Q6_Kx8 products of up to 64 tokens on wgmma (batch_mm_wgmma.cuh). Compiled for sm_90a alone
-// (cuda/CMakeLists.txt).
+// Q4_K and Q6_Kx8 products of up to 64 tokens on wgmma (batch_mm_wgmma.cuh), and prompts' in tiles of 128 tokens
+// (Shape<128>, launch_prompt_wgmma; kernel notes, session 63). Compiled for sm_90a alone (cuda/CMakeLists.txt).
 //
 // Why. At 33..64 tokens the mma.sync kernels (batch_mm.cu, batch_mm_wide.cu) run at ~0.4 TB/s of W: every warp
 // reads every token's x from shared memory for its own 16 rows (LDS instructions and bandwidth) and issues an

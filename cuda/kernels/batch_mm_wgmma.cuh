@@ -1,8 +1,9 @@
 // Small-batch products of Q4_K in the file's layout and of regrouped Q6_K (Q6_Kx8) at up to 64 tokens on the warpgroup
 // tensor cores (wgmma, sm_90a): a warpgroup multiplies 64 rows of W, unpacked by its lanes into A fragments in
 // registers (q4k_lane.cuh, q6kx8_lane.cuh), by x's 64 token columns, which the tensor cores read from shared memory
-// themselves. launch_batch_mm routes products here by their tokens and size (WgmmaRoute, batch_mm.cuh).
-// Measurements: docs/kernel-notes.md, sessions 36 and 37.
+// themselves. launch_batch_mm routes products here by their tokens and size (WgmmaRoute, batch_mm.cuh). Prompt
+// products take the same kernel in tiles of 128 tokens (launch_prompt_wgmma, below).
+// Measurements: docs/kernel-notes.md, sessions 36, 37 and 63.
 #pragma once
 #include <cuda_runtime.h>
 

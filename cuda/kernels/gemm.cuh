@@ -1,5 +1,7 @@
 // Prefill matrix-matrix products Y = W X for every weight type: rows of W are dequantized to half precision into a
 // scratch buffer in slices, X is rounded to half once, and cuBLASLt multiplies with float32 accumulation and output.
+// (Q4_K and Q6_Kx8 prompts of up to ExecutorOptions::prompt_wgmma_max_tokens take batch_mm_wgmma.cuh's
+// launch_prompt_wgmma instead, which unpacks W in registers.)
 #pragma once
 #include <cuda_runtime.h>
 
