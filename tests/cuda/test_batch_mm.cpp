@@ -54,6 +54,25 @@ std::vector<double> tile_tolerance(Type type, const std::vector<uint8_t>& w, con
   return atol;
 }
 
+// A random product of the wgmma kernel's formats (W regrouped as the upload lays it out where c.regrouped, x, a bias
+// used where with_bias) on the device, with the CPU reference and its bound.
+struct WgmmaProduct {
+  cuda::DeviceBuffer dw, dx, db;
+  std::vector<double> ref, atol;
+};
+WgmmaProduct wgmma_product(std::mt19937& rng, const Case& c, int64_t K, int64_t N, int64_t T, bool with_bias) {
+  auto w = random_weights(rng, c.type, K, N);
+  const auto x = random_floats(rng, K * T);
+  const auto bias = random_floats(rng, N);
+  WgmmaProduct r;
+  std::vector<double> mag, mx;
+  reference(w, c.type, x, K, N, T, with_bias ? &bias : nullptr, r.ref, mag, mx);
+  r.atol = tile_tolerance(c.type, w, x, K, N, T, with_bias ? &bias : nullptr);
+  if (c.regrouped) w = regrouped(w, K, N);
+  r.dw = upload(w), r.dx = upload(x), r.db = upload(bias);
+  return r;
+}
+
 // The half-tile kernels at every token count: Q4_K products of 2..4 tokens would take the s8 kernel by default
 // (test_batch_mm_i8.cpp tests that one).
 cuda::BatchMmChoices tile_kernels() {
@@ -220,15 +239,10 @@ TEST(BatchMm, WgmmaKernelMatchesReference) {
       for (int64_t N : {77, 333, 1000})
         for (int64_t T : {9, 17, 33, 47, 57, 64}) {
           ASSERT_TRUE(cuda::batch_mm_wgmma_supports(c.type, c.regrouped, T));
-          auto w = random_weights(rng, c.type, K, N);
-          const auto x = random_floats(rng, K * T);
-          const auto bias = random_floats(rng, N);
           const bool with_bias = N != 333;
-          std::vector<double> ref, mag, mx;
-          reference(w, c.type, x, K, N, T, with_bias ? &bias : nullptr, ref, mag, mx);
-          const auto atol = tile_tolerance(c.type, w, x, K, N, T, with_bias ? &bias : nullptr);
-          if (c.regrouped) w = regrouped(w, K, N);
-          auto dw = upload(w), dx = upload(x), db = upload(bias);
+          const WgmmaProduct m = wgmma_product(rng, c, K, N, T, with_bias);
+          const auto &dw = m.dw, &dx = m.dx, &db = m.db;
+          const auto &ref = m.ref, &atol = m.atol;
           const size_t sb = cuda::batch_mm_scratch(K, N, T);
           ASSERT_GE(sb, cuda::batch_mm_wgmma_scratch(K, T));
           cuda::DeviceBuffer scratch(sb);
@@ -525,15 +539,10 @@ TEST(BatchMm, PromptWgmmaMatchesReference) {
         const int64_t N = s.N, T = s.T;
         if (T == 1000 && K > 2304) continue;  // the reference's time
         ASSERT_TRUE(cuda::prompt_wgmma_supports(c.type, c.regrouped, K, N, T));
-        auto w = random_weights(rng, c.type, K, N);
-        const auto x = random_floats(rng, K * T);
-        const auto bias = random_floats(rng, N);
         const bool with_bias = N != 333;
-        std::vector<double> ref, mag, mx;
-        reference(w, c.type, x, K, N, T, with_bias ? &bias : nullptr, ref, mag, mx);
-        const auto atol = tile_tolerance(c.type, w, x, K, N, T, with_bias ? &bias : nullptr);
-        if (c.regrouped) w = regrouped(w, K, N);
-        auto dw = upload(w), dx = upload(x), db = upload(bias);
+        WgmmaProduct m = wgmma_product(rng, c, K, N, T, with_bias);
+        auto &dw = m.dw, &dx = m.dx, &db = m.db;
+        const auto &ref = m.ref, &atol = m.atol;
         const size_t sb = cuda::prompt_wgmma_scratch(K, T);
         cuda::DeviceBuffer scratch(sb);
         auto dy = poisoned_f32(N * T);
