@@ -200,20 +200,19 @@ __global__ void __launch_bounds__(kImageThreads)
   for (int n = warp; n < kImageTokens; n += kImageThreads / 32) {
     const int64_t token = t0 + n;
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {  // floats 4 (lane + 32 h) .. + 3 of the super-block
-      const int e = 4 * (lane + 32 * h);
-      float4 f = make_float4(0.f, 0.f, 0.f, 0.f);
+    for (int h = 0; h < 4; ++h) {  // word w = lane + 32 h: floats 2 w, 2 w + 1 of the super-block (8-byte aligned x)
+      const int w = lane + 32 * h;
+      float2 f = make_float2(0.f, 0.f);
       if (token < T) {
-        const int64_t at = token * K + sb * kSbElems + e;
-        f = *reinterpret_cast<const float4*>(x + at);
+        const int64_t at = token * K + sb * kSbElems + 2 * w;
+        f = *reinterpret_cast<const float2*>(x + at);
         if (gate) {
-          const float4 g = *reinterpret_cast<const float4*>(gate + at);
-          f = make_float4(silu(g.x) * f.x, silu(g.y) * f.y, silu(g.z) * f.z, silu(g.w) * f.w);
+          const float2 g = *reinterpret_cast<const float2*>(gate + at);
+          f = make_float2(silu(g.x) * f.x, silu(g.y) * f.y);
         }
       }
-      const __half2 lo = __floats2half2_rn(f.x, f.y), hi = __floats2half2_rn(f.z, f.w);
-      rows[n][e / 2] = *reinterpret_cast<const uint32_t*>(&lo);
-      rows[n][e / 2 + 1] = *reinterpret_cast<const uint32_t*>(&hi);
+      const __half2 v = __floats2half2_rn(f.x, f.y);
+      rows[n][w] = *reinterpret_cast<const uint32_t*>(&v);
     }
   }
   __syncthreads();
