@@ -63,7 +63,7 @@ inline WorkBuffers work_buffers(const graph::Graph& g, const graph::Plan& plan, 
         // its partial sums and the tile counters.
         if (wp && (prompt_wgmma_supports(wp->type, false, w.ne[0], w.ne[1], T) ||
                    prompt_wgmma_supports(wp->type, true, w.ne[0], w.ne[1], T))) {
-          b.gemm_scratch = ::std::max(b.gemm_scratch, prompt_wgmma_scratch(w.ne[0], T));
+          b.gemm_scratch = ::std::max(b.gemm_scratch, prompt_wgmma_scratch(w.ne[0], w.ne[1], T));
           b.batch_mm_counters = kBatchMmCounterBytes;
         }
       }

@@ -455,8 +455,11 @@ bool prompt_wgmma_supports(quant::Type type, bool regrouped, int64_t K, int64_t 
          tiles * (K / kSbElems) < 0x7fffffff;
 }
 
-size_t prompt_wgmma_scratch(int64_t K, int64_t T) {
-  return part_offset(K, T) + image_bytes(K, T, kPromptCols) + part_slots_bytes(kMaxPromptBlocks, kPromptCols);
+size_t prompt_wgmma_scratch(int64_t K, int64_t N, int64_t T) {
+  // Partial-sum slots for the most blocks the grid may have: no more than units (a block takes one at least).
+  const int64_t units = (N + kRows - 1) / kRows * token_tiles(T, kPromptCols) * (K / kSbElems);
+  return part_offset(K, T) + image_bytes(K, T, kPromptCols) +
+         part_slots_bytes(::std::min(kMaxPromptBlocks, units), kPromptCols);
 }
 
 void launch_prompt_wgmma(const BatchMmParams& p, cudaStream_t stream, bool image_ready) {
@@ -468,7 +471,7 @@ void launch_prompt_wgmma(const BatchMmParams& p, cudaStream_t stream, bool image
   LLM_REQUIRE((reinterpret_cast<uintptr_t>(p.w) & 15) == 0 && (reinterpret_cast<uintptr_t>(p.scratch) & 15) == 0,
               "wgmma prompt product: weights and scratch must be 16-byte aligned");
   if (p.regrouped) LLM_REQUIRE(q6_kx8_fits(p.w, p.K), "wgmma prompt product: Q6_Kx8 rows");
-  check_params(p, prompt_wgmma_scratch(p.K, p.T), "wgmma prompt product");
+  check_params(p, prompt_wgmma_scratch(p.K, p.N, p.T), "wgmma prompt product");
   launch_format<kPromptCols>(p, nullptr, stream, true, kMaxPromptBlocks, image_ready);
   CUDA_CHECK_LAUNCH(stream);
 }

@@ -33,8 +33,9 @@ void launch_batch_mm_wgmma(const BatchMmParams& p, const ProductStack* stack, cu
 // super-blocks (runs of 2048) with tiles the counters hold.
 bool prompt_wgmma_supports(quant::Type type, bool regrouped, int64_t K, int64_t N, int64_t T);
 
-// Scratch it needs: the first part_offset bytes (x in half) left alone, then its image of x and its partial sums.
-size_t prompt_wgmma_scratch(int64_t K, int64_t T);
+// Scratch it needs: the first part_offset bytes (x in half) left alone, then its image of x and its partial sums
+// (for at most 264 blocks, fewer for small products).
+size_t prompt_wgmma_scratch(int64_t K, int64_t N, int64_t T);
 
 // y = W x (+ bias) for p: T > kBatchMmMaxTokens, p.tile_counters as for launch_batch_mm, p.x_gate allowed; converts
 // x itself (programmatic launches, pdl.cuh). image_ready: the launch before on this stream was one of these with the

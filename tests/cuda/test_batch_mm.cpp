@@ -543,7 +543,7 @@ TEST(BatchMm, PromptWgmmaMatchesReference) {
         WgmmaProduct m = wgmma_product(rng, c, K, N, T, with_bias);
         auto &dw = m.dw, &dx = m.dx, &db = m.db;
         const auto &ref = m.ref, &atol = m.atol;
-        const size_t sb = cuda::prompt_wgmma_scratch(K, T);
+        const size_t sb = cuda::prompt_wgmma_scratch(K, N, T);
         cuda::DeviceBuffer scratch(sb);
         auto dy = poisoned_f32(N * T);
         cuda::BatchMmParams p{dw.get(), c.type, dx.as<float>(), with_bias ? db.as<float>() : nullptr, dy.as<float>(),
@@ -583,7 +583,7 @@ TEST(BatchMm, PromptWgmmaFormsTheSwiGluOfItsX) {
     if (c.regrouped) w = regrouped(w, K, N);
     auto dw = upload(w), dg = upload(gate), du = upload(up);
     cuda::DeviceBuffer dx(size_t(K * T) * 4);
-    const size_t sb = cuda::prompt_wgmma_scratch(K, T);
+    const size_t sb = cuda::prompt_wgmma_scratch(K, N, T);
     cuda::DeviceBuffer scratch(sb);
     cuda::launch_swiglu({dg.as<float>(), du.as<float>(), dx.as<float>(), K * T}, nullptr);
     auto two_launches = poisoned_f32(N * T), formed = poisoned_f32(N * T);
@@ -622,7 +622,7 @@ TEST(BatchMm, PromptWgmmaRangeAndRefusals) {
   const int64_t K = 4096, N = 256, T = 100;
   auto* const fake = reinterpret_cast<float*>(uintptr_t(1) << 20);  // never dereferenced: refused first
   auto* const counters = reinterpret_cast<uint32_t*>(fake);
-  const size_t sb = cuda::prompt_wgmma_scratch(K, T);
+  const size_t sb = cuda::prompt_wgmma_scratch(K, N, T);
   auto params = [&] {
     cuda::BatchMmParams p{fake, Type::Q4_K, fake, nullptr, fake, K, N, T, fake, sb};
     p.tile_counters = counters;

@@ -1,10 +1,12 @@
 // Half-precision weight copies for prompts (cuda/half_weights.h): which weights the plan takes (host only), and on a
 // GPU that a product through a copy gives the dequantizing GEMM's bits when the scratch holds the whole matrix, as
 // the executor's scratch does for every matrix up to 256 MiB (work_buffers.h).
+#include <algorithm>
 #include <numeric>
 
 #include "cuda/context.h"
 #include "cuda/half_weights.h"
+#include "cuda/kernels/batch_mm_wgmma.cuh"
 #include "cuda/kernels/gemm.cuh"
 #include "cuda/kernels/q6_kx8.cuh"
 #include "cuda/work_buffers.h"
@@ -70,12 +72,16 @@ graph::Graph one_product(Type type, int64_t K, int64_t N, int64_t T) {
   return g;
 }
 
-// The GEMM scratch: a quantized matrix's product converts the whole matrix there (up to 256 MiB), an F16 matrix's
-// product only x (cuBLAS reads W as it is).
+// The GEMM scratch: a quantized matrix's product converts the whole matrix there (up to 256 MiB), or for Q4_K holds
+// the wgmma prompt kernel's image and sums if those are larger; an F16 matrix's product only x (cuBLAS reads W as it
+// is).
 TEST(HalfWeightsPlan, ScratchHoldsOnlyXWhereWIsHalf) {
   const int64_t K = 512, N = 1024, T = 100;
-  const graph::Graph q = one_product(Type::Q4_K, K, N, T), h = one_product(Type::F16, K, N, T);
+  const graph::Graph q = one_product(Type::Q4_0, K, N, T), h = one_product(Type::F16, K, N, T);
+  const graph::Graph q4k = one_product(Type::Q4_K, K, N, T);
   EXPECT_EQ(cuda::work_buffers(q, graph::plan(q), 132, 4).gemm_scratch, cuda::gemm_full_scratch(K, N, T));
+  EXPECT_EQ(cuda::work_buffers(q4k, graph::plan(q4k), 132, 4).gemm_scratch,
+            std::max(cuda::gemm_full_scratch(K, N, T), cuda::prompt_wgmma_scratch(K, N, T)));
   EXPECT_EQ(cuda::work_buffers(h, graph::plan(h), 132, 4).gemm_scratch, cuda::gemm_x_scratch(K, T));
   EXPECT_EQ(cuda::gemm_x_scratch(K, T), size_t(K * T * 2));
 }
