@@ -76,7 +76,7 @@ constexpr int kWarpgroups = 2, kAhead = 2;
 constexpr int kThreads = 128 * kWarpgroups;
 constexpr int kRows = 64 * kWarpgroups;  // a tile
 constexpr int64_t kMaxWgmmaBlocks = 512;  // what the scratch's partial-sum slots are sized for
-// The same for the prompt launches (a slot of 128 x 128 sums is 64 KB): two blocks an SM of a 132-SM GPU.
+// The same for the prompt launches (a slot of 128 x 128 sums is 64 KB): two waves of a 132-SM GPU, a block an SM.
 constexpr int64_t kMaxPromptBlocks = 264;
 
 // The formats: how a lane loads its rows' part of a super-block (256 elements) and unpacks word j (0..7) of it into
