@@ -229,8 +229,8 @@ bool Executor::prompt_wgmma_takes(const Node& n) const {
   const auto& wp = ::std::get<graph::WeightParams>(w.params);
   const int64_t T = n.shape.rows();
   return T > opt_.matvec_max_tokens && T <= opt_.prompt_wgmma_max_tokens && wp.role != graph::WeightRole::FfnRouter &&
-         !batch_mm_takes(n) &&
-         !matvec_cols_takes(n) && prompt_wgmma_supports(wp.type, regrouped(w), w.shape.ne[0], w.shape.ne[1], T);
+         !batch_mm_takes(n) && !matvec_cols_takes(n) &&
+         prompt_wgmma_supports(wp.type, regrouped(w), w.shape.ne[0], w.shape.ne[1], T);
 }
 
 const void* Executor::weight_ptr(const Node& w) const {
@@ -391,7 +391,7 @@ void* Executor::half_x_for(const Node& n) const {
 }
 
 // Whether lower_gemm's launch for this MulMat reads x as float (the few-column kernel, the small-batch fragment
-// kernel at up to 8 tokens, the wgmma kernel, which writes its own image of x) rather than as half from the GEMM
+// kernel at up to 8 tokens, the wgmma kernels, which write their own image of x) rather than as half from the GEMM
 // scratch, which it converts first unless the step before left it there.
 bool Executor::gemm_reads_float_x(const Node& m) const {
   if (matvec_cols_takes(m) || prompt_wgmma_takes(m)) return true;
