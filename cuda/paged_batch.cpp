@@ -15,6 +15,25 @@ namespace {
 
 constexpr int64_t kTileTokens = 64;  // the prefill kernel's query rows per block
 
+// Per block-table row, the first and last positions its tokens of a run reach (from the first position the widest
+// window sees, `reach` 0 meaning position 0, to the highest token's); hi -1 for a row no token uses. Positions and
+// rows checked before (padding, -1, skipped).
+struct RowSpans {
+  ::std::vector<int64_t> lo, hi;
+};
+RowSpans row_spans(const graph::KvCacheSpec& kv, int32_t reach, const graph::RunInputs& in) {
+  RowSpans r{::std::vector<int64_t>(size_t(kv.n_seq), ::std::numeric_limits<int64_t>::max()),
+             ::std::vector<int64_t>(size_t(kv.n_seq), -1)};
+  for (size_t t = 0; t < in.positions.size(); ++t) {
+    const int64_t pos = in.positions[t];
+    if (pos < 0) continue;
+    const size_t row = size_t(in.kv_seq[t]);
+    r.lo[row] = ::std::min(r.lo[row], reach > 0 ? ::std::max<int64_t>(0, pos - reach + 1) : int64_t(0));
+    r.hi[row] = ::std::max(r.hi[row], pos);
+  }
+  return r;
+}
+
 }  // namespace
 
 int32_t PagedTiles::max_tiles(int64_t T) { return int32_t(::std::max<int64_t>(1, T / kPrefillMinTokens)); }
@@ -29,8 +48,6 @@ void check_paged_inputs(const graph::KvCacheSpec& kv, int32_t reach, const graph
                           " entries, got " + ::std::to_string(in.kv_seq.size()) + " and " +
                           ::std::to_string(in.block_table.size()));
   const int64_t capacity = kv.seq_capacity(), bs = kv.block_size, n_blocks = kv.n_blocks();
-  // Per block-table row, the first and last positions its tokens reach; their blocks are checked once per row.
-  ::std::vector<int64_t> lo(size_t(kv.n_seq), ::std::numeric_limits<int64_t>::max()), hi(size_t(kv.n_seq), -1);
   for (size_t t = 0; t < in.positions.size(); ++t) {
     const int32_t pos = in.positions[t];
     if (pos == -1) continue;  // padding: no cache write, no read
@@ -39,13 +56,12 @@ void check_paged_inputs(const graph::KvCacheSpec& kv, int32_t reach, const graph
     const int32_t row = in.kv_seq[t];
     if (row < 0 || row >= kv.n_seq)
       fail(t, "block-table row " + ::std::to_string(row) + " is outside [0, " + ::std::to_string(kv.n_seq) + ")");
-    const int64_t first = reach > 0 ? ::std::max<int64_t>(0, int64_t(pos) - reach + 1) : 0;
-    lo[size_t(row)] = ::std::min(lo[size_t(row)], first);
-    hi[size_t(row)] = ::std::max(hi[size_t(row)], int64_t(pos));
   }
+  // The blocks a row's tokens reach, checked once per row.
+  const RowSpans spans = row_spans(kv, reach, in);
   for (int64_t r = 0; r < kv.n_seq; ++r) {
-    if (hi[size_t(r)] < 0) continue;
-    for (int64_t b = lo[size_t(r)] / bs; b <= hi[size_t(r)] / bs; ++b) {
+    if (spans.hi[size_t(r)] < 0) continue;
+    for (int64_t b = spans.lo[size_t(r)] / bs; b <= spans.hi[size_t(r)] / bs; ++b) {
       const int32_t block = in.block_table[size_t(r * kv.max_blocks + b)];
       if (block < 0 || block >= n_blocks)
         throw InvalidArgument("paged batch: block-table row " + ::std::to_string(r) + ", entry " +
@@ -91,9 +107,7 @@ void plan_paged_tiles(::std::span<const int32_t> positions, ::std::span<const in
 
 void plan_run_bases(const graph::KvCacheSpec& kv, const graph::RunInputs& in, ::std::span<int32_t> out) {
   LLM_REQUIRE(out.size() == in.positions.size() && in.kv_seq.size() == in.positions.size(), "run bases: sizes");
-  ::std::vector<int32_t> hi(size_t(kv.n_seq), -1);  // per row, the highest position its tokens reach
-  for (size_t t = 0; t < in.positions.size(); ++t)
-    if (in.positions[t] >= 0) hi[size_t(in.kv_seq[t])] = ::std::max(hi[size_t(in.kv_seq[t])], in.positions[t]);
+  const ::std::vector<int64_t> hi = row_spans(kv, 0, in).hi;  // per row, the highest position its tokens reach
   ::std::vector<int32_t> base(size_t(kv.n_seq), -1);
   for (int64_t r = 0; r < kv.n_seq; ++r) {
     if (hi[size_t(r)] < 0) continue;

@@ -148,24 +148,24 @@ static_assert(Q6kx8Format::element(2, 0) == 64 && Q6kx8Format::element(0, 2) == 
 
 // The image: 16-byte piece ((tt * n_sb + sb) * kSteps + s) * 2 + c) * kCols + n holds token tt kCols + n's
 // positions 8 c .. 8 c + 7 of k-step s of super-block sb (n_sb = K / 256), in half (rounded as launch_x_to_half
-// rounds); zero for tokens from T on. Positions 8 c + 2 u, + 1 are elements F::element(s, 8 c + 2 u) and the next:
-// one float2 load each. A stage is the image's next 32 KB.
+// rounds); zero for tokens from T on. Positions 8 c + 2 u, + 1 are elements F::element(s, 8 c + 2 u) and the next.
+// A stage is the image's next 32 KB. The small-batch launches' (one tile of 64 tokens, tt = 0) by x_image_kernel,
+// a piece a thread, one float2 load each; the prompt launches' by prompt_image_kernel (below).
 // Launched programmatically, as is the product after it, which it lets start at once: the product loads its first
 // W while the image is written (pdl.cuh). Plain loads of x, the kernel before's output, after the wait.
 // gate (BatchMmParams::x_gate): x is the SwiGLU silu(gate) * up of the up products at `x`, formed here as the
 // element-wise launch it replaces forms it (swiglu.cuh's silu, then the product), so the image holds the same halves.
-template <class F, int kCols>
-__global__ void x_image_kernel(const float* x, const float* gate, uint4* __restrict__ image, int64_t K, int64_t T) {
+template <class F>
+__global__ void x_image_kernel(const float* x, const float* gate, uint4* __restrict__ image, int64_t K, int T) {
   pdl_launch_dependents();
   pdl_wait();
-  constexpr int64_t kSbPieces = Shape<kCols>::kSbBytes / 16;
-  const int64_t piece = int64_t(blockIdx.x) * blockDim.x + threadIdx.x, n_sb = K / kSbElems;
-  if (piece >= (T + kCols - 1) / kCols * n_sb * kSbPieces) return;
-  const int n = int(piece % kCols), c = int(piece / kCols % 2), s = int(piece / (2 * kCols) % kSteps);
-  const int64_t sb = piece / kSbPieces % n_sb, token = piece / (kSbPieces * n_sb) * kCols + n;
+  const int64_t piece = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (piece >= K / kSbElems * (kStageBytes / 16)) return;
+  const int n = int(piece & 63), c = int((piece >> 6) & 1), s = int((piece >> 7) & (kSteps - 1));
+  const int64_t sb = piece / (kStageBytes / 16);
   uint32_t h[4] = {0, 0, 0, 0};
-  if (token < T) {
-    const int64_t at = token * K + sb * kSbElems;  // the super-block's first element of the token
+  if (n < T) {
+    const int64_t at = int64_t(n) * K + sb * kSbElems;  // the super-block's first element of token n
 #pragma unroll
     for (int u = 0; u < 4; ++u) {
       const int64_t e = at + F::element(s, 8 * c + 2 * u);
@@ -180,6 +180,7 @@ __global__ void x_image_kernel(const float* x, const float* gate, uint4* __restr
   }
   image[piece] = make_uint4(h[0], h[1], h[2], h[3]);
 }
+static_assert(Shape<64>::kSbBytes == kStageBytes, "a small-batch stage is a super-block of 64 tokens");
 
 // The prompt launches' image (the layout above, kCols = 128) by blocks of kImageTokens tokens of one token tile and
 // one super-block: each token's 256 floats read whole (a warp a token, coalesced), rounded to half into shared
@@ -386,8 +387,8 @@ void launch_tiles(const BatchMmParams& p, uint8_t* image, const ProductStack* st
                   bool programmatic, int64_t max_blocks, bool image_ready) {
   const int64_t tt = token_tiles(p.T, kCols), pieces = int64_t(image_bytes(p.K, p.T, kCols) / 16);
   if constexpr (kCols == 64) {
-    launch_programmatic(programmatic, x_image_kernel<F, kCols>, dim3(unsigned((pieces + 255) / 256)), 256, 0, stream,
-                        p.x, p.x_gate, reinterpret_cast<uint4*>(image), p.K, p.T);
+    launch_programmatic(programmatic, x_image_kernel<F>, dim3(unsigned((pieces + 255) / 256)), 256, 0, stream, p.x,
+                        p.x_gate, reinterpret_cast<uint4*>(image), p.K, int(p.T));
   } else if (!image_ready) {
     const int64_t blocks = tt * (kCols / kImageTokens) * (p.K / kSbElems);
     launch_programmatic(programmatic, prompt_image_kernel<F>, dim3(unsigned(blocks)), kImageThreads, 0, stream, p.x,
