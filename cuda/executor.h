@@ -135,8 +135,9 @@ struct ExecutorOptions {
   // LLM_CUDA_TILES_AFTER_SPLIT=0 for A/B runs.
   bool tiles_after_split = true;
   // The attention writes its outputs in half too where the product after it (the o projection of 9..16 tokens on the
-  // wide kernel, or a prompt's GEMM) reads x in half, instead of a conversion launch between them
-  // (AttentionKernelParams::out_half; lower_attention: 8B Q4_K_M, B = 16 +1.0%, pp512 +1.1%, H100, session 62).
+  // wide kernel, or a prompt's on cuBLAS; not the wgmma prompt kernel's) reads x in half, instead of a conversion
+  // launch between them (AttentionKernelParams::out_half; lower_attention: 8B Q4_K_M, B = 16 +1.0%, pp512 +1.1% while
+  // the prompt's o ran on cuBLAS, H100, session 62).
   // LLM_CUDA_ATTN_HALF_X=0 for A/B runs.
   bool attention_half_x = true;
   // A paged run's tokens whose blocks are consecutive in the pool find their slots without the block table
