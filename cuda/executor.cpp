@@ -10,6 +10,7 @@
 #include "cuda/kernels/attention_o.cuh"
 #include "cuda/kernels/attention_prefill.cuh"
 #include "cuda/kernels/batch_mm_wgmma.cuh"
+#include "cuda/kernels/prompt_gemm.cuh"
 #include "cuda/kernels/elementwise.cuh"
 #include "cuda/kernels/gemm.cuh"
 #include "cuda/kernels/get_rows.cuh"
@@ -221,16 +222,28 @@ bool Executor::matvec_cols_takes(const Node& n) const {
          matvec_cols_supports(wp.type, regrouped(w), w.shape.ne[0], w.shape.ne[1], T);
 }
 
-// Many tokens (a prompt) of the formats the wgmma prompt kernel serves, unless the matrix has a half copy (cuBLAS
-// reads that as it is).
+// Many tokens (a prompt) of the formats a prompt kernel serves (the warp-specialised one's or the wgmma one's), unless
+// the matrix has a half copy (cuBLAS reads that as it is).
 bool Executor::prompt_wgmma_takes(const Node& n) const {
   const Node& w = g_.node(n.inputs.at(0));
-  if (!opt_.prompt_wgmma || w.op != Op::Weight || half_copy(w)) return false;
+  if (w.op != Op::Weight || half_copy(w)) return false;
   const auto& wp = ::std::get<graph::WeightParams>(w.params);
   const int64_t T = n.shape.rows();
-  return T > opt_.matvec_max_tokens && T <= opt_.prompt_wgmma_max_tokens && wp.role != graph::WeightRole::FfnRouter &&
-         !batch_mm_takes(n) && !matvec_cols_takes(n) &&
-         prompt_wgmma_supports(wp.type, regrouped(w), w.shape.ne[0], w.shape.ne[1], T);
+  if (T <= opt_.matvec_max_tokens || wp.role == graph::WeightRole::FfnRouter || batch_mm_takes(n) ||
+      matvec_cols_takes(n))
+    return false;
+  return prompt_gemm_takes(n) ||
+         (opt_.prompt_wgmma && T <= opt_.prompt_wgmma_max_tokens &&
+          prompt_wgmma_supports(wp.type, regrouped(w), w.shape.ne[0], w.shape.ne[1], T));
+}
+
+bool Executor::prompt_gemm_takes(const Node& n) const {
+  const Node& w = g_.node(n.inputs.at(0));
+  if (!opt_.prompt_gemm || w.op != Op::Weight || half_copy(w)) return false;
+  const auto& wp = ::std::get<graph::WeightParams>(w.params);
+  const int64_t T = n.shape.rows();
+  return T > opt_.matvec_max_tokens && T <= opt_.prompt_gemm_max_tokens && wp.role != graph::WeightRole::FfnRouter &&
+         prompt_gemm_supports(wp.type, regrouped(w), w.shape.ne[0], w.shape.ne[1], T);
 }
 
 const void* Executor::weight_ptr(const Node& w) const {
@@ -467,7 +480,8 @@ void Executor::lower_gemm(const Node& n) {
       const bool ready = l.step == steps_.size() && l.x == b.x && l.gate == b.x_gate && l.K == K && l.T == T &&
                          l.type == type && l.regrouped == b.regrouped;
       last_image_ = {steps_.size() + 1, b.x, b.x_gate, K, T, type, b.regrouped};
-      steps_.push_back([b, ready](cudaStream_t s) { launch_prompt_wgmma(b, s, ready); });
+      if (prompt_gemm_takes(n)) steps_.push_back([b, ready](cudaStream_t s) { launch_prompt_gemm(b, s, ready); });
+      else steps_.push_back([b, ready](cudaStream_t s) { launch_prompt_wgmma(b, s, ready); });
       return;
     }
     const BatchMmChoices choices = opt_.batch_mm;

@@ -156,6 +156,11 @@ struct ExecutorOptions {
   // bound.
   bool prompt_wgmma = true;
   int64_t prompt_wgmma_max_tokens = 512;
+  // Q4_K prompt products of 65..prompt_gemm_max_tokens tokens on the warp-specialised kernel (launch_prompt_gemm:
+  // W and x bulk-copied into a shared-memory ring by a producer warp, tiles of 128 rows by 256 tokens) instead of
+  // the wgmma prompt kernel or cuBLAS. Lab (session 64): LLM_CUDA_PROMPT_GEMM=1, LLM_CUDA_PROMPT_GEMM_MAX.
+  bool prompt_gemm = false;
+  int64_t prompt_gemm_max_tokens = int64_t(1) << 20;
   // Prefill expert products of Q4_K and recoded MXFP4 on moe_fragments.cu's kernels (weights straight into mma
   // fragments); false: moe_gemm.cu's half tiles for every format. LLM_CUDA_MOE_FRAGMENTS=0 for A/B runs.
   bool moe_fragments = true;
@@ -384,7 +389,8 @@ class Executor {
   bool q4_0_cols(const graph::Node& w) const;  // a Q4_0 weight regrouped by columns
   bool batch_mm_takes(const graph::Node& mulmat) const;  // launched by the small-batch kernel (lower_gemm)
   bool matvec_cols_takes(const graph::Node& mulmat) const;  // launched by the few-column kernel (lower_gemm)
-  bool prompt_wgmma_takes(const graph::Node& mulmat) const;  // launched by the wgmma prompt kernel (lower_gemm)
+  bool prompt_wgmma_takes(const graph::Node& mulmat) const;  // launched by a prompt kernel (lower_gemm): either
+  bool prompt_gemm_takes(const graph::Node& mulmat) const;   // launched by the warp-specialised one
   const float* f32_in(const graph::Node& n, size_t i) const;
   RopeKernelParams rope_params(const graph::Node& rope) const;
   bool attention_matches_kv(const graph::Node& attention) const;

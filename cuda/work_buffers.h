@@ -11,6 +11,7 @@
 #include "cuda/kernels/attention.cuh"
 #include "cuda/kernels/batch_mm.cuh"
 #include "cuda/kernels/batch_mm_wgmma.cuh"
+#include "cuda/kernels/prompt_gemm.cuh"
 #include "cuda/kernels/gemm.cuh"
 #include "cuda/kernels/moe_gemm.cuh"
 #include "cuda/paged_batch.h"
@@ -64,6 +65,10 @@ inline WorkBuffers work_buffers(const graph::Graph& g, const graph::Plan& plan, 
         if (wp && (prompt_wgmma_supports(wp->type, false, w.ne[0], w.ne[1], T) ||
                    prompt_wgmma_supports(wp->type, true, w.ne[0], w.ne[1], T))) {
           b.gemm_scratch = ::std::max(b.gemm_scratch, prompt_wgmma_scratch(w.ne[0], w.ne[1], T));
+          b.batch_mm_counters = kBatchMmCounterBytes;
+        }
+        if (wp && prompt_gemm_supports(wp->type, false, w.ne[0], w.ne[1], T)) {  // the warp-specialised kernel's
+          b.gemm_scratch = ::std::max(b.gemm_scratch, prompt_gemm_scratch(w.ne[0], w.ne[1], T));
           b.batch_mm_counters = kBatchMmCounterBytes;
         }
       }

@@ -34,16 +34,20 @@
 #include "cuda/kernels/async_copy.cuh"
 #include "cuda/kernels/batch_mm_work.cuh"
 #include "cuda/kernels/pdl.cuh"
+#include "cuda/kernels/prompt_image.cuh"
 #include "cuda/kernels/q4k_lane.cuh"
 #include "cuda/kernels/q6_kx8.cuh"
-#include "cuda/kernels/q6kx8_lane.cuh"
 #include "cuda/kernels/swiglu.cuh"
 #include "cuda/kernels/wgmma.cuh"
+#include "cuda/kernels/wgmma_formats.cuh"
 
 namespace cuda {
 namespace {
 
 using namespace batch_mm_work;  // Work, Segment, for_each_segment, add_shared_tile_of, choose_blocks, matrix_of
+using namespace wgmma_formats;  // Q4kFormat, Q6kx8Format
+using prompt_image::image_bytes;
+using prompt_image::token_tiles;
 using q4k_lane::kSbElems;
 using q4k_lane::Word;
 
@@ -79,78 +83,9 @@ constexpr int64_t kMaxWgmmaBlocks = 512;  // what the scratch's partial-sum slot
 // The same for the prompt launches (a slot of 128 x 128 sums is 64 KB): two waves of a 132-SM GPU, a block an SM.
 constexpr int64_t kMaxPromptBlocks = 264;
 
-// The formats: how a lane loads its rows' part of a super-block (256 elements) and unpacks word j (0..7) of it into
-// A values (q4k_lane::Word), and which element of the super-block k-step s's position kk stands for (the image).
-struct Q4kFormat {
-  static constexpr quant::Type kType = quant::Type::Q4_K;
-  using Regs = q4k_lane::SbRegs<1>;
-  struct Scales {
-    q4k_lane::Scales s[2];
-  };
-  __host__ __device__ static constexpr int element(int s, int kk) {
-    return 64 * ((kk & 7) >> 1) + 32 * ((s & 3) >> 1) + 4 * (2 * (s >> 2) + (s & 1)) + (kk & 1) + 2 * (kk >> 3);
-  }
-  struct Cursor {  // rows g, g + 8 from super-block sb0 on
-    const uint8_t* hrow[2];
-    const uint8_t* qrow[2];
-    __device__ Cursor(const uint8_t* const (&row)[2], int sb0, int t) {
-#pragma unroll
-      for (int i = 0; i < 2; ++i)
-        hrow[i] = row[i] + size_t(sb0) * q4k_lane::kSbBytes, qrow[i] = hrow[i] + 16 + 32 * t;
-    }
-    __device__ void load(Regs& r) {  // the next super-block
-      q4k_lane::load_sb<1>(r, hrow, qrow);
-#pragma unroll
-      for (int i = 0; i < 2; ++i) hrow[i] += q4k_lane::kSbBytes, qrow[i] += q4k_lane::kSbBytes;
-    }
-  };
-  __device__ static Scales scales(const Regs& r, int t) {
-    const uint32_t sel = (t & 1) ? 0x4342u : 0x4140u;
-    return {{q4k_lane::group_scales(r.h[0], t >= 2, sel), q4k_lane::group_scales(r.h[1], t >= 2, sel)}};
-  }
-  __device__ static Word word(const Regs& r, const Scales& sc, int i, int j) {
-    const uint4& q = r.q[i][j >> 2];
-    return q4k_lane::unpack_word((j & 3) == 0 ? q.x : (j & 3) == 1 ? q.y : (j & 3) == 2 ? q.z : q.w, sc.s[i]);
-  }
-};
-
-struct Q6kx8Format {
-  static constexpr quant::Type kType = quant::Type::Q6_K;
-  using Regs = q6kx8_lane::BlockRegs;
-  struct Scales {
-    q6kx8_lane::RowScales s[2];
-  };
-  __host__ __device__ static constexpr int element(int s, int kk) {
-    return q6kx8_lane::first_run_base((kk & 7) >> 1) + 64 * ((s & 3) >> 1) + 4 * (2 * (s >> 2) + (s & 1)) +
-           (kk & 1) + 2 * (kk >> 3);
-  }
-  struct Cursor {
-    const uint8_t* row[2];
-    int sb, t;
-    __device__ Cursor(const uint8_t* const (&r)[2], int sb0, int lane_t) : row{r[0], r[1]}, sb(sb0), t(lane_t) {}
-    __device__ void load(Regs& r) { q6kx8_lane::load_block(r, row, sb++, t); }
-  };
-  __device__ static Scales scales(const Regs& r, int) {
-    return {{q6kx8_lane::row_scales(r.sc[0], r.d[0]), q6kx8_lane::row_scales(r.sc[1], r.d[1])}};
-  }
-  __device__ static Word word(const Regs& r, const Scales& sc, int i, int j) {
-    return q6kx8_lane::block_word(r, sc.s[i], i, j);
-  }
-};
-
-// Both formats' words put values 0 and 1 (2, 3) of a k-step's lane side by side: one float2 of x each.
-static_assert(Q4kFormat::element(0, 8) == 2 && Q4kFormat::element(1, 0) == 4 && Q4kFormat::element(2, 0) == 32 &&
-                  Q4kFormat::element(4, 0) == 8 && Q4kFormat::element(0, 2) == 64,
-              "the lane mapping of q4k_lane.cuh");
-static_assert(Q6kx8Format::element(2, 0) == 64 && Q6kx8Format::element(0, 2) == 32 &&
-                  Q6kx8Format::element(0, 4) == 128 && Q6kx8Format::element(5, 9) == 12 + 1 + 2,
-              "the lane mapping of q6kx8_lane.cuh");
-
-// The image: 16-byte piece ((tt * n_sb + sb) * kSteps + s) * 2 + c) * kCols + n holds token tt kCols + n's
-// positions 8 c .. 8 c + 7 of k-step s of super-block sb (n_sb = K / 256), in half (rounded as launch_x_to_half
-// rounds); zero for tokens from T on. Positions 8 c + 2 u, + 1 are elements F::element(s, 8 c + 2 u) and the next.
-// A stage is the image's next 32 KB. The small-batch launches' (one tile of 64 tokens, tt = 0) by x_image_kernel,
-// a piece a thread, one float2 load each; the prompt launches' by prompt_image_kernel (below).
+// The image (prompt_image.cuh's layout, kC = kCols): a stage is its next 32 KB. The small-batch launches' (one tile
+// of 64 tokens, tt = 0) by x_image_kernel, a piece a thread, one float2 load each; the prompt launches' by
+// prompt_image.cuh's kernel.
 // Launched programmatically, as is the product after it, which it lets start at once: the product loads its first
 // W while the image is written (pdl.cuh). Plain loads of x, the kernel before's output, after the wait.
 // gate (BatchMmParams::x_gate): x is the SwiGLU silu(gate) * up of the up products at `x`, formed here as the
@@ -182,53 +117,6 @@ __global__ void x_image_kernel(const float* x, const float* gate, uint4* __restr
 }
 static_assert(Shape<64>::kSbBytes == kStageBytes, "a small-batch stage is a super-block of 64 tokens");
 
-// The prompt launches' image (the layout above, kCols = 128) by blocks of kImageTokens tokens of one token tile and
-// one super-block: each token's 256 floats read whole (a warp a token, coalesced), rounded to half into shared
-// memory in element order, then the pieces gathered from there and written in the image's order (consecutive
-// threads, consecutive tokens: coalesced). x_image_kernel's one piece a thread read 8 bytes from each of 4 places a
-// token's row apart: a quarter of every 32-byte sector, which at 512-2048 tokens cost more than the product.
-constexpr int kImageTokens = 16, kImageThreads = 128;  // 16 tokens a block: 32 blocks a super-block at 512 tokens
-template <class F>
-__global__ void __launch_bounds__(kImageThreads)
-    prompt_image_kernel(const float* x, const float* gate, uint4* __restrict__ image, int64_t K, int64_t T) {
-  pdl_launch_dependents();
-  pdl_wait();
-  constexpr int kLd = kSbElems / 2 + 1;  // words (half pairs) a row; the odd stride spreads a column over the banks
-  __shared__ uint32_t rows[kImageTokens][kLd];
-  const int64_t n_sb = K / kSbElems, sb = blockIdx.x % n_sb, part = blockIdx.x / n_sb;  // part: kImageTokens tokens
-  const int64_t t0 = part * kImageTokens;
-  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-  for (int n = warp; n < kImageTokens; n += kImageThreads / 32) {
-    const int64_t token = t0 + n;
-#pragma unroll
-    for (int h = 0; h < 4; ++h) {  // word w = lane + 32 h: floats 2 w, 2 w + 1 of the super-block (8-byte aligned x)
-      const int w = lane + 32 * h;
-      float2 f = make_float2(0.f, 0.f);
-      if (token < T) {
-        const int64_t at = token * K + sb * kSbElems + 2 * w;
-        f = *reinterpret_cast<const float2*>(x + at);
-        if (gate) {
-          const float2 g = *reinterpret_cast<const float2*>(gate + at);
-          f = make_float2(silu(g.x) * f.x, silu(g.y) * f.y);
-        }
-      }
-      const __half2 v = __floats2half2_rn(f.x, f.y);
-      rows[n][w] = *reinterpret_cast<const uint32_t*>(&v);
-    }
-  }
-  __syncthreads();
-  // Piece (s, c, n) of this block: the image's ((tile * n_sb + sb) * kSteps + s) * 2 + c) * 128 + t0 % 128 + n.
-  constexpr int kC = kPromptCols;
-  uint4* const out = image + ((part * kImageTokens / kC) * n_sb + sb) * (Shape<kC>::kSbBytes / 16) + t0 % kC;
-  for (int i = tid; i < kSteps * 2 * kImageTokens; i += kImageThreads) {
-    const int n = i % kImageTokens, c = i / kImageTokens % 2, st = i / (2 * kImageTokens);
-    uint32_t h[4];
-#pragma unroll
-    for (int u = 0; u < 4; ++u) h[u] = rows[n][F::element(st, 8 * c + 2 * u) / 2];
-    out[(st * 2 + c) * kC + n] = make_uint4(h[0], h[1], h[2], h[3]);
-  }
-}
-static_assert(kPromptCols % kImageTokens == 0, "whole blocks a token tile");
 
 // acc += the warp's 16 rows of stage H of this super-block (k-steps from 4 kGroups H on) times the stage at `stage`
 // (shared-window address); sc: the super-block's scales (F::scales).
@@ -376,10 +264,6 @@ int64_t prepare_instances() {
   return ::std::max<int64_t>(1, int64_t(current_device_sm_count()) * kernel_blocks_per_sm(k, kThreads, kSmem));
 }
 
-int64_t token_tiles(int64_t T, int kCols) { return (T + kCols - 1) / kCols; }
-size_t image_bytes(int64_t K, int64_t T, int kCols) {
-  return size_t(token_tiles(T, kCols)) * size_t(K / kSbElems) * kSteps * 2 * kCols * 16;
-}
 size_t part_slots_bytes(int64_t blocks, int kCols) { return size_t(blocks) * 2 * kRows * kCols * 4; }
 
 template <class F, int kCols>
@@ -390,9 +274,7 @@ void launch_tiles(const BatchMmParams& p, uint8_t* image, const ProductStack* st
     launch_programmatic(programmatic, x_image_kernel<F>, dim3(unsigned((pieces + 255) / 256)), 256, 0, stream, p.x,
                         p.x_gate, reinterpret_cast<uint4*>(image), p.K, int(p.T));
   } else if (!image_ready) {
-    const int64_t blocks = tt * (kCols / kImageTokens) * (p.K / kSbElems);
-    launch_programmatic(programmatic, prompt_image_kernel<F>, dim3(unsigned(blocks)), kImageThreads, 0, stream, p.x,
-                        p.x_gate, reinterpret_cast<uint4*>(image), p.K, p.T);
+    prompt_image::launch_prompt_image<F, kCols>(p.x, p.x_gate, image, p.K, p.T, stream);
   }
   static const int64_t resident = prepare_instances<F, kCols>();
   const int64_t tiles = (p.N + kRows - 1) / kRows * tt, n_slices = p.K / kSbElems;

@@ -121,21 +121,41 @@ __device__ __forceinline__ float finish(const GluEpilogue& glu, float v, int64_t
   else return v;
 }
 
+// The barrier among the threads that share a tile's sums: the block's (BlockSync), or a named barrier of the first
+// kThreads threads (a warp-specialised kernel's consumers: ConsumerSync).
+struct BlockSync {
+  __device__ __forceinline__ static void sync() { __syncthreads(); }
+  __device__ __forceinline__ static bool sync_or(bool v) { return __syncthreads_or(v); }
+};
+template <int kId, int kThreads>
+struct ConsumerSync {
+  __device__ __forceinline__ static void sync() { asm volatile("bar.sync %0, %1;" ::"n"(kId), "n"(kThreads) : "memory"); }
+  __device__ __forceinline__ static bool sync_or(bool v) {
+    uint32_t r;
+    asm volatile(
+        "{\n .reg .pred p, q;\n setp.ne.u32 p, %1, 0;\n barrier.red.or.pred q, %2, %3, p;\n selp.u32 %0, 1, 0, q;\n}"
+        : "=r"(r)
+        : "r"(uint32_t(v)), "n"(kId), "n"(kThreads)
+        : "memory");
+    return r != 0;
+  }
+};
+
 // After a partial segment's sums are in its slot ([token][row], kCols x R floats): counts the block in, and in the
 // tile's last contributor to finish calls emit(r, tl, sum) for each row r < rows and token tl < cols, the sum being
 // start(r) (the bias) and every contributor's slot added in block order: the same bits whichever block comes last.
-// Every thread of the block must call it.
-template <int R, int kCols, int kThreads, class Start, class Emit>
+// Every thread of the block (Sync's threads, tid below kThreads) must call it.
+template <int R, int kCols, int kThreads, class Start, class Emit, class Sync = BlockSync>
 __device__ __forceinline__ void add_shared_tile(const Work& w, const Segment& sg, int rows, int cols, int tid,
-                                                Start&& start, Emit&& emit) {
+                                                Start&& start, Emit&& emit, Sync = {}) {
   // The fences make each contributor's partial sums visible before its count, and the counts before the last
   // one's reads (which bypass L1).
   __threadfence();
-  __syncthreads();
+  Sync::sync();
   const int32_t tile_u0 = sg.tile * w.n_slices;
   const int32_t first = w.block_of(tile_u0);
   const int n_contrib = int(w.block_of(tile_u0 + w.n_slices - 1) - first) + 1;
-  const bool last = __syncthreads_or(tid == 0 && atomicAdd(&w.counters[sg.tile], 1u) == uint32_t(n_contrib - 1));
+  const bool last = Sync::sync_or(tid == 0 && atomicAdd(&w.counters[sg.tile], 1u) == uint32_t(n_contrib - 1));
   if (!last) return;
   __threadfence();
   // Block first + j's slot for this tile: the first one's last slot unless its run starts at the tile, every later

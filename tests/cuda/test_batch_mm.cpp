@@ -14,11 +14,13 @@
 #include "cuda/kernels/elementwise.cuh"
 #include "cuda/kernels/q6_kx8.cuh"
 #include "gpu_test.h"
+#include "product_test_util.h"
 
 namespace {
 
 using quant::Type;
 using namespace gpu_test;
+using namespace product_test;
 
 using Case = LayoutCase;
 
@@ -31,60 +33,12 @@ std::vector<int64_t> row_lengths(const Case& c) {
 
 class BatchMm : public ::testing::TestWithParam<Case> {};
 
-// Q6_K rows [K, N] as the upload regroups them (Q6_Kx8, q6_kx8.cuh).
-std::vector<uint8_t> regrouped(const std::vector<uint8_t>& w, int64_t K, int64_t N) {
-  std::vector<uint8_t> g(w.size());
-  cuda::q6_kx8_regroup_host(w.data(), g.data(), K, N);
-  return g;
-}
-
-// The half tiles' bound (gpu_test::half_tile_tolerance) of every output of W [K, N] (as in the file) times x [K, T]:
-// ceil(K / 16) k-steps, then up to 4 warps' k groups and 8 splits of K added after.
-std::vector<double> tile_tolerance(Type type, const std::vector<uint8_t>& w, const std::vector<float>& x, int64_t K,
-                                   int64_t N, int64_t T, const std::vector<float>* bias) {
-  std::vector<double> atol(size_t(N * T));
-  const std::vector<uint8_t> wz = type == Type::Q4_K ? q4_k_codes_zeroed(w) : w;
-  for (int64_t n = 0; n < N; ++n) {
-    const auto row = ref_row(w, type, K, n), zrow = ref_row(wz, type, K, n);
-    for (int64_t t = 0; t < T; ++t)
-      atol[size_t(t * N + n)] = half_tile_tolerance(type, row, zrow, &x[size_t(t * K)], K,
-                                                    bias ? std::fabs((*bias)[size_t(n)]) : 0.0,
-                                                    double((K + 15) / 16 + 12));
-  }
-  return atol;
-}
-
-// A random product of the wgmma kernel's formats (W regrouped as the upload lays it out where c.regrouped, x, a bias
-// used where with_bias) on the device, with the CPU reference and its bound.
-struct WgmmaProduct {
-  cuda::DeviceBuffer dw, dx, db;
-  std::vector<double> ref, atol;
-};
-WgmmaProduct wgmma_product(std::mt19937& rng, const Case& c, int64_t K, int64_t N, int64_t T, bool with_bias) {
-  auto w = random_weights(rng, c.type, K, N);
-  const auto x = random_floats(rng, K * T);
-  const auto bias = random_floats(rng, N);
-  WgmmaProduct r;
-  std::vector<double> mag, mx;
-  reference(w, c.type, x, K, N, T, with_bias ? &bias : nullptr, r.ref, mag, mx);
-  r.atol = tile_tolerance(c.type, w, x, K, N, T, with_bias ? &bias : nullptr);
-  if (c.regrouped) w = regrouped(w, K, N);
-  r.dw = upload(w), r.dx = upload(x), r.db = upload(bias);
-  return r;
-}
-
 // The half-tile kernels at every token count: Q4_K products of 2..4 tokens would take the s8 kernel by default
 // (test_batch_mm_i8.cpp tests that one).
 cuda::BatchMmChoices tile_kernels() {
   cuda::BatchMmChoices c;
   c.i8 = false;
   return c;
-}
-
-// Every launch leaves the split counters zero for the next.
-void expect_counters_zero(const cuda::DeviceBuffer& counters) {
-  const auto left = download<uint32_t>(counters, cuda::kBatchMmCounterBytes / 4);
-  ASSERT_EQ(std::count(left.begin(), left.end(), 0u), std::ptrdiff_t(left.size())) << "counters left nonzero";
 }
 
 TEST_P(BatchMm, MatchesReference) {
@@ -520,123 +474,3 @@ TEST(BatchMm, WideKernelRangeAndScratch) {
 }
 
 }  // namespace
-
-// The wgmma prompt kernel (launch_prompt_wgmma), Q4_K and Q6_Kx8: one to eight token tiles of 128 (the last one
-// partial at 65, 200, 300 and 1000 tokens), rows leaving a partial row tile, K of one and several super-blocks
-// (Q6_Kx8: runs of 2048), a bias, and the grids choose_blocks picks for these sizes (whole tiles, tiles split
-// in equal parts, runs across tiles), against the CPU reference, the counters left zero.
-TEST(BatchMm, PromptWgmmaMatchesReference) {
-  REQUIRE_GPU();
-  std::mt19937 rng(781);
-  cuda::DeviceBuffer counters(cuda::kBatchMmCounterBytes);
-  CUDA_CHECK(cudaMemset(counters.get(), 0, cuda::kBatchMmCounterBytes));
-  struct Size {
-    int64_t N, T;
-  };
-  for (const Case c : {Case{Type::Q4_K, false}, Case{Type::Q6_K, true}})
-    for (int64_t K : c.regrouped ? std::vector<int64_t>{2048, 6144} : std::vector<int64_t>{256, 2304, 4096})
-      for (const Size s : {Size{77, 65}, Size{333, 200}, Size{1000, 128}, Size{77, 300}, Size{200, 1000}}) {
-        const int64_t N = s.N, T = s.T;
-        if (T == 1000 && K > 2304) continue;  // the reference's time
-        ASSERT_TRUE(cuda::prompt_wgmma_supports(c.type, c.regrouped, K, N, T));
-        const bool with_bias = N != 333;
-        WgmmaProduct m = wgmma_product(rng, c, K, N, T, with_bias);
-        auto &dw = m.dw, &dx = m.dx, &db = m.db;
-        const auto &ref = m.ref, &atol = m.atol;
-        const size_t sb = cuda::prompt_wgmma_scratch(K, N, T);
-        cuda::DeviceBuffer scratch(sb);
-        auto dy = poisoned_f32(N * T);
-        cuda::BatchMmParams p{dw.get(), c.type, dx.as<float>(), with_bias ? db.as<float>() : nullptr, dy.as<float>(),
-                              K, N, T, scratch.get(), sb};
-        p.regrouped = c.regrouped;
-        p.tile_counters = counters.as<uint32_t>();
-        cuda::launch_prompt_wgmma(p, nullptr);
-        const std::string what = "prompt wgmma " + layout_name(c) + " K=" + std::to_string(K) +
-                                 " N=" + std::to_string(N) + " T=" + std::to_string(T);
-        const auto y = download<float>(dy, N * T);
-        EXPECT_TRUE(close(what, y, ref, atol, 0.0));
-        expect_counters_zero(counters);
-        // A sibling of the same x with image_ready takes the image the launch left: x overwritten with NaN now,
-        // the same bits.
-        CUDA_CHECK(cudaMemset(dx.get(), 0xff, size_t(K * T) * 4));
-        auto dy2 = poisoned_f32(N * T);
-        p.y = dy2.as<float>();
-        cuda::launch_prompt_wgmma(p, nullptr, true);
-        const auto y2 = download<float>(dy2, N * T);
-        EXPECT_EQ(0, std::memcmp(y.data(), y2.data(), y.size() * 4)) << what << ": the image not reused";
-        expect_counters_zero(counters);
-      }
-}
-
-// x formed from a SwiGLU's gate and up by the prompt kernel's image launch: the same bits as the element-wise
-// SwiGLU launch followed by the product of its output.
-TEST(BatchMm, PromptWgmmaFormsTheSwiGluOfItsX) {
-  REQUIRE_GPU();
-  std::mt19937 rng(782);
-  cuda::DeviceBuffer counters(cuda::kBatchMmCounterBytes);
-  CUDA_CHECK(cudaMemset(counters.get(), 0, cuda::kBatchMmCounterBytes));
-  for (const Case c : {Case{Type::Q4_K, false}, Case{Type::Q6_K, true}}) {
-    const int64_t K = 4096, N = 333, T = 150;
-    auto w = random_weights(rng, c.type, K, N);
-    auto gate = random_floats(rng, K * T), up = random_floats(rng, K * T);
-    for (float& g : gate) g *= 4.0f;  // past silu's knee both ways
-    if (c.regrouped) w = regrouped(w, K, N);
-    auto dw = upload(w), dg = upload(gate), du = upload(up);
-    cuda::DeviceBuffer dx(size_t(K * T) * 4);
-    const size_t sb = cuda::prompt_wgmma_scratch(K, N, T);
-    cuda::DeviceBuffer scratch(sb);
-    cuda::launch_swiglu({dg.as<float>(), du.as<float>(), dx.as<float>(), K * T}, nullptr);
-    auto two_launches = poisoned_f32(N * T), formed = poisoned_f32(N * T);
-    cuda::BatchMmParams p{dw.get(), c.type, dx.as<float>(), nullptr, two_launches.as<float>(), K, N, T,
-                          scratch.get(), sb};
-    p.regrouped = c.regrouped;
-    p.tile_counters = counters.as<uint32_t>();
-    cuda::launch_prompt_wgmma(p, nullptr);
-    p.x = du.as<float>(), p.x_gate = dg.as<float>(), p.y = formed.as<float>();
-    cuda::launch_prompt_wgmma(p, nullptr);
-    const auto a = download<float>(two_launches, N * T), b = download<float>(formed, N * T);
-    EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * 4)) << layout_name(c) << ": not the two launches' bits";
-    expect_counters_zero(counters);
-  }
-}
-
-// Which products the prompt kernel serves (no device needed), and the launches it refuses before touching the
-// device: too few tokens, other formats and layouts, K not in whole super-blocks (Q6_Kx8: runs of 2048), a scratch
-// below prompt_wgmma_scratch, weights not 16-byte aligned, no counters.
-TEST(BatchMm, PromptWgmmaRangeAndRefusals) {
-  for (const int64_t T : {int64_t(1), int64_t(8), cuda::kBatchMmMaxTokens})
-    EXPECT_FALSE(cuda::prompt_wgmma_supports(Type::Q4_K, false, 4096, 4096, T)) << T;
-  for (const int64_t T : {cuda::kBatchMmMaxTokens + 1, int64_t(512), int64_t(8192)}) {
-    EXPECT_TRUE(cuda::prompt_wgmma_supports(Type::Q4_K, false, 4096, 14336, T)) << T;
-    EXPECT_TRUE(cuda::prompt_wgmma_supports(Type::Q6_K, true, 14336, 4096, T)) << T;
-    EXPECT_FALSE(cuda::prompt_wgmma_supports(Type::Q6_K, false, 4096, 4096, T)) << T;
-    EXPECT_FALSE(cuda::prompt_wgmma_supports(Type::Q4_K, true, 4096, 4096, T)) << T;
-    EXPECT_FALSE(cuda::prompt_wgmma_supports(Type::Q8_0, false, 4096, 4096, T)) << T;
-    EXPECT_FALSE(cuda::prompt_wgmma_supports(Type::Q4_K, false, 4096 + 32, 4096, T)) << T;
-    EXPECT_FALSE(cuda::prompt_wgmma_supports(Type::Q6_K, true, 4096 + 256, 4096, T)) << T;
-  }
-  // An output matrix of a 128k vocabulary at 4096 tokens (a perplexity window); beyond, more tiles than the counters
-  // hold (the cuBLAS path then).
-  EXPECT_TRUE(cuda::prompt_wgmma_supports(Type::Q6_K, true, 4096, 128256, 4096));
-  EXPECT_FALSE(cuda::prompt_wgmma_supports(Type::Q6_K, true, 4096, 128256, 8192));
-  const int64_t K = 4096, N = 256, T = 100;
-  auto* const fake = reinterpret_cast<float*>(uintptr_t(1) << 20);  // never dereferenced: refused first
-  auto* const counters = reinterpret_cast<uint32_t*>(fake);
-  const size_t sb = cuda::prompt_wgmma_scratch(K, N, T);
-  auto params = [&] {
-    cuda::BatchMmParams p{fake, Type::Q4_K, fake, nullptr, fake, K, N, T, fake, sb};
-    p.tile_counters = counters;
-    return p;
-  };
-  auto p = params();
-  p.T = cuda::kBatchMmMaxTokens;
-  EXPECT_THROW(cuda::launch_prompt_wgmma(p, nullptr), cuda::InvalidArgument);
-  p = params(), p.scratch_bytes = sb - 1;
-  EXPECT_THROW(cuda::launch_prompt_wgmma(p, nullptr), cuda::InvalidArgument);
-  p = params(), p.w = reinterpret_cast<const uint8_t*>(fake) + 8;
-  EXPECT_THROW(cuda::launch_prompt_wgmma(p, nullptr), cuda::InvalidArgument);
-  p = params(), p.tile_counters = nullptr;
-  EXPECT_THROW(cuda::launch_prompt_wgmma(p, nullptr), cuda::InvalidArgument);
-  p = params(), p.type = Type::Q8_0;
-  EXPECT_THROW(cuda::launch_prompt_wgmma(p, nullptr), cuda::InvalidArgument);
-}

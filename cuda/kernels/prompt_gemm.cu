@@ -1,0 +1,266 @@
+// Q4_K prompt products on a warp-specialised wgmma GEMM (prompt_gemm.cuh). Compiled for sm_90a alone
+// (cuda/CMakeLists.txt).
+//
+// Form. A block is two consumer warpgroups and a producer warp, one block an SM, walking its run of (tile, slice)
+// units as the small-batch kernels deal them (batch_mm_work.cuh: whole tiles, equal splits or stream-K runs). A tile
+// is 128 rows of W by 256 tokens; a slice is a super-block (256 of K).
+// - The producer bulk-copies, per super-block, the tile's 128 raw rows (144 bytes each, a copy a row, four a lane)
+//   into a W stage (18 KB, a ring of 3), then the super-block's four x stages (32 KB each: 4 k-steps of 256 tokens of
+//   the half image, prompt_image.cuh; a ring of 5), each stage a full and an empty mbarrier. It runs ahead across
+//   segments, so a run's next tile loads under the last one's products and sums.
+// - Consumer warp w (0..7; warpgroup w / 4) owns tile rows 16 w + g, + 8 (lane 4 g + t): it reads its rows' header and
+//   qs group t from the W stage (bank-conflict-free 16-byte loads), frees the stage, and unpacks the four groups of
+//   four k-steps into A fragments as batch_mm_wgmma.cu does (wgmma_formats.cuh's Q4kFormat); each group is four
+//   m64n256k16 products on an x stage. After committing group i it waits for group i - 1, then frees that one's x
+//   stage and may rewrite its A set.
+// Sums: a whole tile is stored from the accumulators (plus the bias); a partial segment's go to the block's slot and
+// the tile's last contributor adds the slots in block order (batch_mm_work.cuh's add_shared_tile, over the consumers'
+// named barrier): the same bits every run.
+#include "cuda/kernels/prompt_gemm.cuh"
+
+#include <algorithm>
+#include <string>
+
+#include "cuda/check.h"
+#include "cuda/device_info.h"
+#include "cuda/kernels/batch_mm_work.cuh"
+#include "cuda/kernels/bulk_copy.cuh"
+#include "cuda/kernels/pdl.cuh"
+#include "cuda/kernels/prompt_image.cuh"
+#include "cuda/kernels/wgmma.cuh"
+#include "cuda/kernels/wgmma_formats.cuh"
+
+namespace cuda {
+namespace {
+
+using namespace batch_mm_work;  // Work, Segment, for_each_segment, add_shared_tile, choose_blocks, work_for
+using q4k_lane::kSbElems;
+using q4k_lane::Word;
+using wgmma_formats::Q4kFormat;
+
+constexpr int kCols = 256, kRows = 128;                      // a tile
+// Two consumer warpgroups and a producer warpgroup, of which one warp copies. Registers are allocated by warpgroup: the
+// producer's give theirs up (setmaxnreg) for the consumers' 128 accumulators, A fragments and W words.
+constexpr int kConsumers = 256, kThreads = kConsumers + 128;
+constexpr int kProducerRegs = 40, kConsumerRegs = 232;
+static_assert(128 * kProducerRegs + kConsumers * kConsumerRegs <= 65536, "the register file");
+constexpr int kConsumerWarps = kConsumers / 32;
+constexpr int kSteps = kSbElems / 16;
+constexpr int kStepBytes = 2 * kCols * 16;                     // x of a k-step: 8 KB
+constexpr int kGroupSteps = 4, kGroups = kSteps / kGroupSteps;  // a group: the k-steps of words 2 j, 2 j + 1
+constexpr int kXStageBytes = kGroupSteps * kStepBytes;          // a group's x: 32 KB
+constexpr int kWStageBytes = kRows * q4k_lane::kSbBytes;        // a super-block of the tile's rows: 18 KB
+constexpr int kXStages = 5, kWStages = 3;
+constexpr size_t kSmem = size_t(kXStages) * kXStageBytes + size_t(kWStages) * kWStageBytes +
+                         2 * size_t(kXStages + kWStages) * sizeof(uint64_t);
+static_assert(prompt_image::sb_bytes(kCols) == size_t(kGroups) * kXStageBytes, "a super-block of the image");
+// Partial-sum slots (2 x 128 KB a block) for one block an SM of a 132-SM GPU; a bigger one deals runs to that many.
+constexpr int64_t kMaxGemmBlocks = 132;
+
+// A position in a ring of N stages and the parity of its round (the mbarrier phase a wait names).
+template <int N>
+struct Ring {
+  int i = 0;
+  uint32_t phase = 0;
+  __device__ __forceinline__ void next() {
+    if (++i == N) i = 0, phase ^= 1;
+  }
+};
+
+template <bool kSegments>
+__global__ void __launch_bounds__(kThreads, 1)
+    prompt_gemm_kernel(BatchMmParams p, const uint8_t* image, uint32_t rb, Work work) {
+  using F = Q4kFormat;
+  extern __shared__ __align__(128) uint8_t smem[];
+  uint8_t* const xs = smem;
+  uint8_t* const ws = smem + kXStages * kXStageBytes;
+  uint64_t* const x_full = reinterpret_cast<uint64_t*>(ws + kWStages * kWStageBytes);
+  uint64_t* const x_empty = x_full + kXStages;
+  uint64_t* const w_full = x_empty + kXStages;
+  uint64_t* const w_empty = w_full + kWStages;
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  if (tid == 0) {
+    for (int i = 0; i < kXStages; ++i) bulk::mbar_init(&x_full[i], 1), bulk::mbar_init(&x_empty[i], kConsumerWarps);
+    for (int i = 0; i < kWStages; ++i) bulk::mbar_init(&w_full[i], 1), bulk::mbar_init(&w_empty[i], kConsumerWarps);
+    bulk::mbar_init_fence();
+  }
+  __syncthreads();
+  const int64_t n_sb = p.K / kSbElems;
+
+  if (warp >= kConsumerWarps) {  // the producer warpgroup
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(kProducerRegs));
+    if (warp > kConsumerWarps) {
+      pdl_wait();  // every thread: this grid ends only after the ones it depends on
+      return;
+    }
+    Ring<kXStages> x;
+    Ring<kWStages> w;
+    bool waited = false;
+    for_each_segment<kRows, kCols / 8, kSegments>(work, [&](const Segment& sg) {
+      const int64_t token_tile = sg.tile % work.token_tiles, n0 = int64_t(sg.tile / work.token_tiles) * kRows;
+      const uint8_t* src = image + size_t(token_tile * n_sb + sg.sl0) * (kGroups * kXStageBytes);
+      const uint8_t* row[kRows / 32];  // rows lane + 32 i (past the end: the last row, whose sums are not stored)
+#pragma unroll
+      for (int i = 0; i < kRows / 32; ++i)
+        row[i] = static_cast<const uint8_t*>(p.w) + size_t(::std::min<int64_t>(n0 + lane + 32 * i, p.N - 1)) * rb +
+                 size_t(sg.sl0) * q4k_lane::kSbBytes;
+      for (int sb = sg.sl0; sb < sg.sl_end; ++sb) {
+        bulk::mbar_wait(&w_empty[w.i], w.phase ^ 1);
+        if (lane == 0) bulk::mbar_arrive_expect_tx(&w_full[w.i], kWStageBytes);
+        __syncwarp();  // the count is expected before any copy lands
+        uint8_t* const dst = ws + w.i * kWStageBytes;
+#pragma unroll
+        for (int i = 0; i < kRows / 32; ++i) {
+          bulk::copy_to_shared_nohint(dst + (lane + 32 * i) * q4k_lane::kSbBytes, row[i], q4k_lane::kSbBytes,
+                                      &w_full[w.i]);
+          row[i] += q4k_lane::kSbBytes;
+        }
+        w.next();
+        if (!waited) pdl_wait(), waited = true;  // x's image is the launch before's output
+        for (int h = 0; h < kGroups; ++h) {
+          bulk::mbar_wait(&x_empty[x.i], x.phase ^ 1);
+          if (lane == 0) {
+            bulk::mbar_arrive_expect_tx(&x_full[x.i], kXStageBytes);
+            bulk::copy_to_shared_nohint(xs + x.i * kXStageBytes, src, kXStageBytes, &x_full[x.i]);
+          }
+          src += kXStageBytes;
+          x.next();
+        }
+      }
+    });
+    if (!waited) pdl_wait();  // a block without work too: this grid ends only after the ones it depends on
+    return;
+  }
+
+  // The consumers.
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(kConsumerRegs));
+  const int g = lane >> 2, t = lane & 3, r0 = 16 * warp + g;  // rows r0, r0 + 8 of the tile
+  const uint32_t xbase = bulk::smem_addr(xs);
+  Ring<kXStages> x;
+  Ring<kWStages> w;
+  pdl_wait();  // y, the slots and the counters are written below
+  for_each_segment<kRows, kCols / 8, kSegments>(work, [&](const Segment& sg) {
+    const int64_t token_tile = sg.tile % work.token_tiles, n0 = int64_t(sg.tile / work.token_tiles) * kRows;
+    const int64_t t0 = token_tile * kCols;
+    float acc[kCols / 2];
+#pragma unroll
+    for (int i = 0; i < kCols / 2; ++i) acc[i] = 0.0f;
+    uint32_t a[2][4][4];  // two groups' A registers, used in turn
+    int prev = -1;        // the x stage of the group before
+    for (int sb = sg.sl0; sb < sg.sl_end; ++sb) {
+      bulk::mbar_wait(&w_full[w.i], w.phase);
+      typename F::Regs r;
+      const uint8_t* const stage = ws + w.i * kWStageBytes;
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {
+        const uint8_t* const rowp = stage + (r0 + 8 * i) * q4k_lane::kSbBytes;
+        r.h[i] = *reinterpret_cast<const uint4*>(rowp);
+        r.q[i][0] = *reinterpret_cast<const uint4*>(rowp + 16 + 32 * t);
+        r.q[i][1] = *reinterpret_cast<const uint4*>(rowp + 32 + 32 * t);
+      }
+      __syncwarp();  // every lane's loads are in registers: the stage may be refilled
+      if (lane == 0) bulk::mbar_arrive(&w_empty[w.i]);
+      w.next();
+      const typename F::Scales sc = F::scales(r, t);
+#pragma unroll
+      for (int jj = 0; jj < kGroups; ++jj) {
+        uint32_t(&b)[4][4] = a[jj & 1];  // last read by group jj - 2, finished
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const Word w0 = F::word(r, sc, h, 2 * jj), w1 = F::word(r, sc, h, 2 * jj + 1);
+          b[0][h] = w0.lo01, b[0][2 + h] = w0.lo23;
+          b[1][h] = w1.lo01, b[1][2 + h] = w1.lo23;
+          b[2][h] = w0.hi01, b[2][2 + h] = w0.hi23;
+          b[3][h] = w1.hi01, b[3][2 + h] = w1.hi23;
+        }
+        bulk::mbar_wait(&x_full[x.i], x.phase);
+        wgmma::fence();
+#pragma unroll
+        for (int rr = 0; rr < kGroupSteps; ++rr)
+          wgmma::m64n256k16(acc, b[rr],
+                            wgmma::k_major_desc(xbase + x.i * kXStageBytes + rr * kStepBytes, kCols * 16, 128));
+        wgmma::commit();
+        wgmma::wait<1>();  // the group before is done: its x stage may be refilled
+        if (prev >= 0) {
+          __syncwarp();
+          if (lane == 0) bulk::mbar_arrive(&x_empty[prev]);
+        }
+        prev = x.i;
+        x.next();
+      }
+    }
+    wgmma::wait<0>();  // the accumulators are read below
+    __syncwarp();
+    if (lane == 0) bulk::mbar_arrive(&x_empty[prev]);
+
+    const int rows = int(::std::min<int64_t>(kRows, p.N - n0)), cols = int(::std::min<int64_t>(kCols, p.T - t0));
+    if (sg.whole) {
+#pragma unroll
+      for (int nt = 0; nt < kCols / 8; ++nt)
+#pragma unroll
+        for (int c = 0; c < 4; ++c) {
+          const int rr = r0 + 8 * (c >> 1), tl = 8 * nt + 2 * t + (c & 1);
+          if (rr >= rows || tl >= cols) continue;
+          p.y[(t0 + tl) * p.N + n0 + rr] = acc[4 * nt + c] + (p.bias ? p.bias[n0 + rr] : 0.0f);
+        }
+      return;
+    }
+#pragma unroll
+    for (int nt = 0; nt < kCols / 8; ++nt)
+#pragma unroll
+      for (int c = 0; c < 4; ++c) sg.slot[(8 * nt + 2 * t + (c & 1)) * kRows + r0 + 8 * (c >> 1)] = acc[4 * nt + c];
+    add_shared_tile<kRows, kCols, kConsumers>(
+        work, sg, rows, cols, tid, [&](int rr) { return p.bias ? p.bias[n0 + rr] : 0.0f; },
+        [&](int rr, int tl, float s) { p.y[(t0 + tl) * p.N + n0 + rr] = s; }, ConsumerSync<1, kConsumers>{});
+  });
+}
+
+int64_t prepare_instances() {
+  for (auto* k : {prompt_gemm_kernel<true>, prompt_gemm_kernel<false>})
+    CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmem)));
+  const auto* k = reinterpret_cast<const void*>(prompt_gemm_kernel<true>);
+  return ::std::max<int64_t>(1, int64_t(current_device_sm_count()) * kernel_blocks_per_sm(k, kThreads, kSmem));
+}
+
+int64_t tiles_of(int64_t N, int64_t T) { return (N + kRows - 1) / kRows * prompt_image::token_tiles(T, kCols); }
+size_t slots_bytes(int64_t blocks) { return size_t(blocks) * 2 * kRows * kCols * sizeof(float); }
+
+}  // namespace
+
+bool prompt_gemm_supports(quant::Type type, bool regrouped, int64_t K, int64_t N, int64_t T) {
+  if (type != quant::Type::Q4_K || regrouped || T <= kBatchMmMaxTokens || N <= 0 || K <= 0 || K % kSbElems) return false;
+  const int64_t tiles = tiles_of(N, T);
+  return tiles <= int64_t(kBatchMmCounterBytes / 4) && tiles * (K / kSbElems) < 0x7fffffff;
+}
+
+size_t prompt_gemm_scratch(int64_t K, int64_t N, int64_t T) {
+  const int64_t units = tiles_of(N, T) * (K / kSbElems);  // a block takes one at least
+  return part_offset(K, T) + prompt_image::image_bytes(K, T, kCols) + slots_bytes(::std::min(kMaxGemmBlocks, units));
+}
+
+void launch_prompt_gemm(const BatchMmParams& p, cudaStream_t stream, bool image_ready) {
+  LLM_REQUIRE(p.w && p.x && p.y && p.scratch && p.tile_counters, "prompt GEMM: null pointer");
+  LLM_REQUIRE(prompt_gemm_supports(p.type, p.regrouped, p.K, p.N, p.T),
+              "prompt GEMM: type " + ::std::string(quant::type_name(p.type)) + (p.regrouped ? " (regrouped)" : "") +
+                  ", K = " + ::std::to_string(p.K) + ", N = " + ::std::to_string(p.N) + ", T = " +
+                  ::std::to_string(p.T) + " not served");
+  LLM_REQUIRE((reinterpret_cast<uintptr_t>(p.w) & 15) == 0 && (reinterpret_cast<uintptr_t>(p.scratch) & 15) == 0,
+              "prompt GEMM: weights and scratch must be 16-byte aligned");
+  LLM_REQUIRE((reinterpret_cast<uintptr_t>(p.x) & 7) == 0 && (reinterpret_cast<uintptr_t>(p.x_gate) & 7) == 0,
+              "prompt GEMM: x and its gate must be 8-byte aligned");
+  LLM_REQUIRE(p.scratch_bytes >= prompt_gemm_scratch(p.K, p.N, p.T), "prompt GEMM: scratch");
+  uint8_t* const image = static_cast<uint8_t*>(p.scratch) + part_offset(p.K, p.T);
+  if (!image_ready) prompt_image::launch_prompt_image<Q4kFormat, kCols>(p.x, p.x_gate, image, p.K, p.T, stream);
+  static const int64_t resident = prepare_instances();
+  const int64_t tiles = tiles_of(p.N, p.T), n_slices = p.K / kSbElems;
+  const int64_t blocks = choose_blocks(tiles, n_slices, resident, true, kMaxGemmBlocks);
+  const Work w = work_for(p, tiles, n_slices, prompt_image::token_tiles(p.T, kCols), blocks,
+                          part_offset(p.K, p.T) + prompt_image::image_bytes(p.K, p.T, kCols));
+  const uint32_t rb = uint32_t(quant::row_bytes(p.type, p.K));
+  const auto k = w.runs_stay_in_tiles() ? prompt_gemm_kernel<false> : prompt_gemm_kernel<true>;
+  launch_programmatic(true, k, dim3(unsigned(blocks)), kThreads, kSmem, stream, p, static_cast<const uint8_t*>(image),
+                      rb, w);
+  CUDA_CHECK_LAUNCH(stream);
+}
+
+}  // namespace cuda
