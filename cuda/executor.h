@@ -156,7 +156,7 @@ struct ExecutorOptions {
   // bound.
   bool prompt_wgmma = true;
   int64_t prompt_wgmma_max_tokens = 512;
-  // Q4_K prompt products of 65..prompt_gemm_max_tokens tokens on the warp-specialised kernel (launch_prompt_gemm:
+  // Q4_K and Q6_Kx8 prompt products of 65..prompt_gemm_max_tokens tokens on the warp-specialised kernel (launch_prompt_gemm:
   // W and x bulk-copied into a shared-memory ring by a producer warp, tiles of 128 rows by 256 tokens) instead of
   // the wgmma prompt kernel or cuBLAS. Lab (session 64): LLM_CUDA_PROMPT_GEMM=1, LLM_CUDA_PROMPT_GEMM_MAX.
   bool prompt_gemm = false;

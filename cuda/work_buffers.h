@@ -67,7 +67,8 @@ inline WorkBuffers work_buffers(const graph::Graph& g, const graph::Plan& plan, 
           b.gemm_scratch = ::std::max(b.gemm_scratch, prompt_wgmma_scratch(w.ne[0], w.ne[1], T));
           b.batch_mm_counters = kBatchMmCounterBytes;
         }
-        if (wp && prompt_gemm_supports(wp->type, false, w.ne[0], w.ne[1], T)) {  // the warp-specialised kernel's
+        if (wp && (prompt_gemm_supports(wp->type, false, w.ne[0], w.ne[1], T) ||  // the warp-specialised kernel's
+                   prompt_gemm_supports(wp->type, true, w.ne[0], w.ne[1], T))) {
           b.gemm_scratch = ::std::max(b.gemm_scratch, prompt_gemm_scratch(w.ne[0], w.ne[1], T));
           b.batch_mm_counters = kBatchMmCounterBytes;
         }

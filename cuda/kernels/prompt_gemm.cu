@@ -27,6 +27,7 @@
 #include "cuda/kernels/bulk_copy.cuh"
 #include "cuda/kernels/pdl.cuh"
 #include "cuda/kernels/prompt_image.cuh"
+#include "cuda/kernels/q6_kx8.cuh"
 #include "cuda/kernels/wgmma.cuh"
 #include "cuda/kernels/wgmma_formats.cuh"
 
@@ -36,23 +37,70 @@ namespace {
 using namespace batch_mm_work;  // Work, Segment, for_each_segment, add_shared_tile, choose_blocks, work_for
 using q4k_lane::kSbElems;
 using q4k_lane::Word;
-using wgmma_formats::Q4kFormat;
 
 constexpr int kCols = 256, kRows = 128;                      // a tile
 // Two consumer warpgroups and a producer warpgroup, of which one warp copies. Registers are allocated by warpgroup: the
 // producer's give theirs up (setmaxnreg) for the consumers' 128 accumulators, A fragments and W words.
 constexpr int kConsumers = 256, kThreads = kConsumers + 128;
-constexpr int kProducerRegs = 40, kConsumerRegs = 232;
+constexpr int kProducerRegs = 48, kConsumerRegs = 232;
 static_assert(128 * kProducerRegs + kConsumers * kConsumerRegs <= 65536, "the register file");
 constexpr int kConsumerWarps = kConsumers / 32;
 constexpr int kSteps = kSbElems / 16;
 constexpr int kStepBytes = 2 * kCols * 16;                     // x of a k-step: 8 KB
 constexpr int kGroupSteps = 4, kGroups = kSteps / kGroupSteps;  // a group: the k-steps of words 2 j, 2 j + 1
 constexpr int kXStageBytes = kGroupSteps * kStepBytes;          // a group's x: 32 KB
-constexpr int kWStageBytes = kRows * q4k_lane::kSbBytes;        // a super-block of the tile's rows: 18 KB
-constexpr int kXStages = 5, kWStages = 3;
-constexpr size_t kSmem = size_t(kXStages) * kXStageBytes + size_t(kWStages) * kWStageBytes +
-                         2 * size_t(kXStages + kWStages) * sizeof(uint64_t);
+constexpr int kBarriers = 2 * 9;  // full and empty barriers of at most 9 stages in all
+
+// The formats' W stages: a super-block of the tile's 128 rows, each row's part kRowBytes apart (copy_row: the
+// producer lane's bulk copies of one row, bytes in all kCopyBytes; load: the consumer lane's registers from it).
+// Q4_K: the row's 144-byte super-block as it is (one copy; 16-byte loads of rows 36 words apart: no bank conflicts).
+struct Q4kStage {
+  using F = wgmma_formats::Q4kFormat;
+  static constexpr int kRowBytes = q4k_lane::kSbBytes, kCopyBytes = q4k_lane::kSbBytes;
+  static constexpr int kXStages = 5, kWStages = 3;
+  __device__ static void copy_row(uint8_t* dst, const uint8_t* row, int sb, uint64_t* bar) {
+    bulk::copy_to_shared_nohint(dst, row + size_t(sb) * q4k_lane::kSbBytes, q4k_lane::kSbBytes, bar);
+  }
+  __device__ static void load(typename F::Regs& r, const uint8_t* const (&rows)[2], int, int t) {
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      r.h[i] = *reinterpret_cast<const uint4*>(rows[i]);
+      r.q[i][0] = *reinterpret_cast<const uint4*>(rows[i] + 16 + 32 * t);
+      r.q[i][1] = *reinterpret_cast<const uint4*>(rows[i] + 32 + 32 * t);
+    }
+  }
+};
+// Q6_Kx8 (q6_kx8.cuh): block sb's parts of its run, ql (128 bytes), qh (64), scales (16), and the run's 16 bytes of d,
+// four copies, laid out ql | qh | scales | d with 16 bytes of padding (rows 60 words apart: the ql loads conflict-free).
+struct Q6kx8Stage {
+  using F = wgmma_formats::Q6kx8Format;
+  static constexpr int kRowBytes = 240, kCopyBytes = 224;
+  static constexpr int kXStages = 4, kWStages = 3;
+  __device__ static void copy_row(uint8_t* dst, const uint8_t* row, int sb, uint64_t* bar) {
+    const uint8_t* run = row + size_t(sb >> 3) * kQ6_Kx8Run;
+    const int b = sb & 7;
+    bulk::copy_to_shared_nohint(dst, run + 128 * b, 128, bar);
+    bulk::copy_to_shared_nohint(dst + 128, run + 1024 + 64 * b, 64, bar);
+    bulk::copy_to_shared_nohint(dst + 192, run + 1536 + 16 * b, 16, bar);
+    bulk::copy_to_shared_nohint(dst + 208, run + 1664, 16, bar);
+  }
+  __device__ static void load(typename F::Regs& r, const uint8_t* const (&rows)[2], int sb, int t) {
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      r.ql[i][0] = *reinterpret_cast<const uint4*>(rows[i] + 32 * t);
+      r.ql[i][1] = *reinterpret_cast<const uint4*>(rows[i] + 32 * t + 16);
+      r.qh[i] = *reinterpret_cast<const uint4*>(rows[i] + 128 + 16 * t);
+      r.sc[i] = *reinterpret_cast<const uint32_t*>(rows[i] + 192 + 4 * t);
+      r.d[i] = *reinterpret_cast<const uint16_t*>(rows[i] + 208 + 2 * (sb & 7));
+    }
+  }
+};
+template <class S>
+constexpr size_t smem_of() {
+  static_assert(S::kXStages + S::kWStages <= kBarriers / 2, "the barriers");
+  return size_t(S::kXStages) * kXStageBytes + size_t(S::kWStages) * kRows * S::kRowBytes + kBarriers * sizeof(uint64_t);
+}
+static_assert(smem_of<Q4kStage>() <= 227 * 1024 && smem_of<Q6kx8Stage>() <= 227 * 1024, "an SM's shared memory");
 static_assert(prompt_image::sb_bytes(kCols) == size_t(kGroups) * kXStageBytes, "a super-block of the image");
 // Partial-sum slots (2 x 128 KB a block) for one block an SM of a 132-SM GPU; a bigger one deals runs to that many.
 constexpr int64_t kMaxGemmBlocks = 132;
@@ -67,10 +115,11 @@ struct Ring {
   }
 };
 
-template <bool kSegments>
+template <class S, bool kSegments>
 __global__ void __launch_bounds__(kThreads, 1)
     prompt_gemm_kernel(BatchMmParams p, const uint8_t* image, uint32_t rb, Work work) {
-  using F = Q4kFormat;
+  using F = typename S::F;
+  constexpr int kXStages = S::kXStages, kWStages = S::kWStages, kWStageBytes = kRows * S::kRowBytes;
   extern __shared__ __align__(128) uint8_t smem[];
   uint8_t* const xs = smem;
   uint8_t* const ws = smem + kXStages * kXStageBytes;
@@ -102,19 +151,14 @@ __global__ void __launch_bounds__(kThreads, 1)
       const uint8_t* row[kRows / 32];  // rows lane + 32 i (past the end: the last row, whose sums are not stored)
 #pragma unroll
       for (int i = 0; i < kRows / 32; ++i)
-        row[i] = static_cast<const uint8_t*>(p.w) + size_t(::std::min<int64_t>(n0 + lane + 32 * i, p.N - 1)) * rb +
-                 size_t(sg.sl0) * q4k_lane::kSbBytes;
+        row[i] = static_cast<const uint8_t*>(p.w) + size_t(::std::min<int64_t>(n0 + lane + 32 * i, p.N - 1)) * rb;
       for (int sb = sg.sl0; sb < sg.sl_end; ++sb) {
         bulk::mbar_wait(&w_empty[w.i], w.phase ^ 1);
-        if (lane == 0) bulk::mbar_arrive_expect_tx(&w_full[w.i], kWStageBytes);
+        if (lane == 0) bulk::mbar_arrive_expect_tx(&w_full[w.i], kRows * S::kCopyBytes);
         __syncwarp();  // the count is expected before any copy lands
         uint8_t* const dst = ws + w.i * kWStageBytes;
 #pragma unroll
-        for (int i = 0; i < kRows / 32; ++i) {
-          bulk::copy_to_shared_nohint(dst + (lane + 32 * i) * q4k_lane::kSbBytes, row[i], q4k_lane::kSbBytes,
-                                      &w_full[w.i]);
-          row[i] += q4k_lane::kSbBytes;
-        }
+        for (int i = 0; i < kRows / 32; ++i) S::copy_row(dst + (lane + 32 * i) * S::kRowBytes, row[i], sb, &w_full[w.i]);
         w.next();
         if (!waited) pdl_wait(), waited = true;  // x's image is the launch before's output
         for (int h = 0; h < kGroups; ++h) {
@@ -151,13 +195,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       bulk::mbar_wait(&w_full[w.i], w.phase);
       typename F::Regs r;
       const uint8_t* const stage = ws + w.i * kWStageBytes;
-#pragma unroll
-      for (int i = 0; i < 2; ++i) {
-        const uint8_t* const rowp = stage + (r0 + 8 * i) * q4k_lane::kSbBytes;
-        r.h[i] = *reinterpret_cast<const uint4*>(rowp);
-        r.q[i][0] = *reinterpret_cast<const uint4*>(rowp + 16 + 32 * t);
-        r.q[i][1] = *reinterpret_cast<const uint4*>(rowp + 32 + 32 * t);
-      }
+      S::load(r, {stage + r0 * S::kRowBytes, stage + (r0 + 8) * S::kRowBytes}, sb, t);
       __syncwarp();  // every lane's loads are in registers: the stage may be refilled
       if (lane == 0) bulk::mbar_arrive(&w_empty[w.i]);
       w.next();
@@ -215,20 +253,37 @@ __global__ void __launch_bounds__(kThreads, 1)
   });
 }
 
-int64_t prepare_instances() {
-  for (auto* k : {prompt_gemm_kernel<true>, prompt_gemm_kernel<false>})
-    CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmem)));
-  const auto* k = reinterpret_cast<const void*>(prompt_gemm_kernel<true>);
-  return ::std::max<int64_t>(1, int64_t(current_device_sm_count()) * kernel_blocks_per_sm(k, kThreads, kSmem));
-}
-
 int64_t tiles_of(int64_t N, int64_t T) { return (N + kRows - 1) / kRows * prompt_image::token_tiles(T, kCols); }
 size_t slots_bytes(int64_t blocks) { return size_t(blocks) * 2 * kRows * kCols * sizeof(float); }
+
+template <class S>
+int64_t prepare_instances() {
+  for (auto* k : {prompt_gemm_kernel<S, true>, prompt_gemm_kernel<S, false>})
+    CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem_of<S>())));
+  const auto* k = reinterpret_cast<const void*>(prompt_gemm_kernel<S, true>);
+  return ::std::max<int64_t>(1, int64_t(current_device_sm_count()) * kernel_blocks_per_sm(k, kThreads, smem_of<S>()));
+}
+
+template <class S>
+void launch_stage(const BatchMmParams& p, uint8_t* image, bool image_ready, cudaStream_t stream) {
+  if (!image_ready) prompt_image::launch_prompt_image<typename S::F, kCols>(p.x, p.x_gate, image, p.K, p.T, stream);
+  static const int64_t resident = prepare_instances<S>();
+  const int64_t tiles = tiles_of(p.N, p.T), n_slices = p.K / kSbElems;
+  const int64_t blocks = choose_blocks(tiles, n_slices, resident, true, kMaxGemmBlocks);
+  const Work w = work_for(p, tiles, n_slices, prompt_image::token_tiles(p.T, kCols), blocks,
+                          part_offset(p.K, p.T) + prompt_image::image_bytes(p.K, p.T, kCols));
+  const uint32_t rb = uint32_t(quant::row_bytes(p.type, p.K));  // Q6_Kx8: Q6_K's, regrouped in place
+  const auto k = w.runs_stay_in_tiles() ? prompt_gemm_kernel<S, false> : prompt_gemm_kernel<S, true>;
+  launch_programmatic(true, k, dim3(unsigned(blocks)), kThreads, smem_of<S>(), stream, p,
+                      static_cast<const uint8_t*>(image), rb, w);
+}
+
 
 }  // namespace
 
 bool prompt_gemm_supports(quant::Type type, bool regrouped, int64_t K, int64_t N, int64_t T) {
-  if (type != quant::Type::Q4_K || regrouped || T <= kBatchMmMaxTokens || N <= 0 || K <= 0 || K % kSbElems) return false;
+  const bool served = regrouped ? type == quant::Type::Q6_K : type == quant::Type::Q4_K;
+  if (!served || T <= kBatchMmMaxTokens || N <= 0 || K <= 0 || K % (regrouped ? 2048 : kSbElems)) return false;
   const int64_t tiles = tiles_of(N, T);
   return tiles <= int64_t(kBatchMmCounterBytes / 4) && tiles * (K / kSbElems) < 0x7fffffff;
 }
@@ -249,17 +304,10 @@ void launch_prompt_gemm(const BatchMmParams& p, cudaStream_t stream, bool image_
   LLM_REQUIRE((reinterpret_cast<uintptr_t>(p.x) & 7) == 0 && (reinterpret_cast<uintptr_t>(p.x_gate) & 7) == 0,
               "prompt GEMM: x and its gate must be 8-byte aligned");
   LLM_REQUIRE(p.scratch_bytes >= prompt_gemm_scratch(p.K, p.N, p.T), "prompt GEMM: scratch");
+  if (p.regrouped) LLM_REQUIRE(q6_kx8_fits(p.w, p.K), "prompt GEMM: Q6_Kx8 rows");
   uint8_t* const image = static_cast<uint8_t*>(p.scratch) + part_offset(p.K, p.T);
-  if (!image_ready) prompt_image::launch_prompt_image<Q4kFormat, kCols>(p.x, p.x_gate, image, p.K, p.T, stream);
-  static const int64_t resident = prepare_instances();
-  const int64_t tiles = tiles_of(p.N, p.T), n_slices = p.K / kSbElems;
-  const int64_t blocks = choose_blocks(tiles, n_slices, resident, true, kMaxGemmBlocks);
-  const Work w = work_for(p, tiles, n_slices, prompt_image::token_tiles(p.T, kCols), blocks,
-                          part_offset(p.K, p.T) + prompt_image::image_bytes(p.K, p.T, kCols));
-  const uint32_t rb = uint32_t(quant::row_bytes(p.type, p.K));
-  const auto k = w.runs_stay_in_tiles() ? prompt_gemm_kernel<false> : prompt_gemm_kernel<true>;
-  launch_programmatic(true, k, dim3(unsigned(blocks)), kThreads, kSmem, stream, p, static_cast<const uint8_t*>(image),
-                      rb, w);
+  if (p.regrouped) launch_stage<Q6kx8Stage>(p, image, image_ready, stream);
+  else launch_stage<Q4kStage>(p, image, image_ready, stream);
   CUDA_CHECK_LAUNCH(stream);
 }
 

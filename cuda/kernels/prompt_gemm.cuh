@@ -1,4 +1,4 @@
-// Prompt products of Q4_K (the file's layout) on a warp-specialised warpgroup GEMM (sm_90a): a producer warp
+// Prompt products of Q4_K (the file's layout) and Q6_Kx8 on a warp-specialised warpgroup GEMM (sm_90a): a producer warp
 // bulk-copies each tile's raw super-blocks of W and the stages of x's half image into a shared-memory ring with
 // mbarriers, and two consumer warpgroups unpack W from shared memory into wgmma A fragments against 256 token
 // columns of x read by the tensor cores from shared memory. Against launch_prompt_wgmma (batch_mm_wgmma.cuh: W loaded
@@ -15,7 +15,8 @@
 
 namespace cuda {
 
-// True for Q4_K in the file's layout, T > kBatchMmMaxTokens, K a multiple of 256, tiles the counters hold.
+// True for Q4_K in the file's layout (K a multiple of 256) and Q6_Kx8 (of 2048), T > kBatchMmMaxTokens, tiles the
+// counters hold.
 bool prompt_gemm_supports(quant::Type type, bool regrouped, int64_t K, int64_t N, int64_t T);
 
 // Scratch it needs: the first part_offset bytes (x in half, batch_mm.cuh) left alone, then its image of x and its

@@ -19,7 +19,7 @@ using quant::Type;
 using namespace gpu_test;
 using namespace product_test;
 
-// A prompt kernel's entry points, and whether it serves regrouped Q6_K.
+// A prompt kernel's entry points, and whether it serves regrouped Q6_K (both do).
 struct PromptKernel {
   const char* name;
   bool (*supports)(Type, bool, int64_t, int64_t, int64_t);
@@ -30,7 +30,7 @@ struct PromptKernel {
 const PromptKernel kWgmma{"wgmma", cuda::prompt_wgmma_supports, cuda::prompt_wgmma_scratch, cuda::launch_prompt_wgmma,
                           true};
 const PromptKernel kGemm{"gemm", cuda::prompt_gemm_supports, cuda::prompt_gemm_scratch, cuda::launch_prompt_gemm,
-                         false};
+                         true};
 
 std::vector<Case> cases_of(const PromptKernel& k) {
   if (k.q6x8) return {Case{Type::Q4_K, false}, Case{Type::Q6_K, true}};
@@ -161,14 +161,16 @@ TEST(PromptProducts, WgmmaRangeAndRefusals) {
   EXPECT_THROW(cuda::launch_prompt_wgmma(p, nullptr), cuda::InvalidArgument);
 }
 
-// Which products the warp-specialised kernel serves (no device needed): Q4_K in the file's layout above 64 tokens;
-// and the launches it refuses before touching the device.
+// Which products the warp-specialised kernel serves (no device needed): Q4_K in the file's layout and Q6_Kx8 above 64
+// tokens; and the launches it refuses before touching the device.
 TEST(PromptProducts, GemmRangeAndRefusals) {
   for (const int64_t T : {int64_t(1), int64_t(8), cuda::kBatchMmMaxTokens})
     EXPECT_FALSE(cuda::prompt_gemm_supports(Type::Q4_K, false, 4096, 4096, T)) << T;
   for (const int64_t T : {cuda::kBatchMmMaxTokens + 1, int64_t(512), int64_t(8192)}) {
     EXPECT_TRUE(cuda::prompt_gemm_supports(Type::Q4_K, false, 4096, 14336, T)) << T;
-    EXPECT_FALSE(cuda::prompt_gemm_supports(Type::Q6_K, true, 14336, 4096, T)) << T;
+    EXPECT_TRUE(cuda::prompt_gemm_supports(Type::Q6_K, true, 14336, 4096, T)) << T;
+    EXPECT_FALSE(cuda::prompt_gemm_supports(Type::Q6_K, false, 4096, 4096, T)) << T;
+    EXPECT_FALSE(cuda::prompt_gemm_supports(Type::Q6_K, true, 4096 + 256, 4096, T)) << T;
     EXPECT_FALSE(cuda::prompt_gemm_supports(Type::Q4_K, true, 4096, 4096, T)) << T;
     EXPECT_FALSE(cuda::prompt_gemm_supports(Type::Q8_0, false, 4096, 4096, T)) << T;
     EXPECT_FALSE(cuda::prompt_gemm_supports(Type::Q4_K, false, 4096 + 32, 4096, T)) << T;
@@ -192,7 +194,7 @@ TEST(PromptProducts, GemmRangeAndRefusals) {
   EXPECT_THROW(cuda::launch_prompt_gemm(p, nullptr), cuda::InvalidArgument);
   p = params(), p.tile_counters = nullptr;
   EXPECT_THROW(cuda::launch_prompt_gemm(p, nullptr), cuda::InvalidArgument);
-  p = params(), p.type = Type::Q6_K;
+  p = params(), p.type = Type::Q8_0;
   EXPECT_THROW(cuda::launch_prompt_gemm(p, nullptr), cuda::InvalidArgument);
 }
 
