@@ -115,18 +115,105 @@ struct Ring {
   }
 };
 
+// The shared-memory rings of a block: x stages, W stages, and a full and an empty barrier for each.
+template <class S>
+struct Rings {
+  uint8_t* xs;
+  uint8_t* ws;
+  uint64_t *x_full, *x_empty, *w_full, *w_empty;
+  __device__ explicit Rings(uint8_t* smem)
+      : xs(smem), ws(smem + S::kXStages * kXStageBytes),
+        x_full(reinterpret_cast<uint64_t*>(ws + S::kWStages * kRows * S::kRowBytes)),
+        x_empty(x_full + S::kXStages), w_full(x_empty + S::kXStages), w_empty(w_full + S::kWStages) {}
+};
+
+// A consumer thread's part of one segment: kN of the tile's token columns (256, or fewer for the last token tile of a
+// prompt: m64nNk16 on the first kN of the stage's 256) over its slices, then its sums stored or added up.
+template <class S, int kN>
+__device__ __forceinline__ void consume_segment(const BatchMmParams& p, const Work& work, const Segment& sg,
+                                                const Rings<S>& st, Ring<S::kXStages>& x, Ring<S::kWStages>& w,
+                                                int64_t n0, int64_t t0, int tid) {
+  using F = typename S::F;
+  const int lane = tid & 31, g = lane >> 2, t = lane & 3, r0 = 16 * (tid >> 5) + g;  // rows r0, r0 + 8 of the tile
+  const uint32_t xbase = bulk::smem_addr(st.xs);
+  float acc[kN / 2];
+#pragma unroll
+  for (int i = 0; i < kN / 2; ++i) acc[i] = 0.0f;
+  uint32_t a[2][4][4];  // two groups' A registers, used in turn
+  int prev = -1;        // the x stage of the group before
+  for (int sb = sg.sl0; sb < sg.sl_end; ++sb) {
+    bulk::mbar_wait(&st.w_full[w.i], w.phase);
+    typename F::Regs r;
+    const uint8_t* const stage = st.ws + w.i * kRows * S::kRowBytes;
+    S::load(r, {stage + r0 * S::kRowBytes, stage + (r0 + 8) * S::kRowBytes}, sb, t);
+    __syncwarp();  // every lane's loads are in registers: the stage may be refilled
+    if (lane == 0) bulk::mbar_arrive(&st.w_empty[w.i]);
+    w.next();
+    const typename F::Scales sc = F::scales(r, t);
+#pragma unroll
+    for (int jj = 0; jj < kGroups; ++jj) {
+      uint32_t(&b)[4][4] = a[jj & 1];  // last read by group jj - 2, finished
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const Word w0 = F::word(r, sc, h, 2 * jj), w1 = F::word(r, sc, h, 2 * jj + 1);
+        b[0][h] = w0.lo01, b[0][2 + h] = w0.lo23;
+        b[1][h] = w1.lo01, b[1][2 + h] = w1.lo23;
+        b[2][h] = w0.hi01, b[2][2 + h] = w0.hi23;
+        b[3][h] = w1.hi01, b[3][2 + h] = w1.hi23;
+      }
+      bulk::mbar_wait(&st.x_full[x.i], x.phase);
+      wgmma::fence();
+#pragma unroll
+      for (int rr = 0; rr < kGroupSteps; ++rr)
+        wgmma::m64nNk16<kN>(acc, b[rr],
+                            wgmma::k_major_desc(xbase + x.i * kXStageBytes + rr * kStepBytes, kCols * 16, 128));
+      wgmma::commit();
+      wgmma::wait<1>();  // the group before is done: its x stage may be refilled
+      if (prev >= 0) {
+        __syncwarp();
+        if (lane == 0) bulk::mbar_arrive(&st.x_empty[prev]);
+      }
+      prev = x.i;
+      x.next();
+    }
+  }
+  wgmma::wait<0>();  // the accumulators are read below
+  __syncwarp();
+  if (lane == 0) bulk::mbar_arrive(&st.x_empty[prev]);
+
+  const int rows = int(::std::min<int64_t>(kRows, p.N - n0)), cols = int(::std::min<int64_t>(kN, p.T - t0));
+  if (sg.whole) {
+#pragma unroll
+    for (int nt = 0; nt < kN / 8; ++nt)
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        const int rr = r0 + 8 * (c >> 1), tl = 8 * nt + 2 * t + (c & 1);
+        if (rr >= rows || tl >= cols) continue;
+        p.y[(t0 + tl) * p.N + n0 + rr] = acc[4 * nt + c] + (p.bias ? p.bias[n0 + rr] : 0.0f);
+      }
+    return;
+  }
+#pragma unroll
+  for (int nt = 0; nt < kN / 8; ++nt)
+#pragma unroll
+    for (int c = 0; c < 4; ++c) sg.slot[(8 * nt + 2 * t + (c & 1)) * kRows + r0 + 8 * (c >> 1)] = acc[4 * nt + c];
+  add_shared_tile<kRows, kCols, kConsumers>(
+      work, sg, rows, cols, tid, [&](int rr) { return p.bias ? p.bias[n0 + rr] : 0.0f; },
+      [&](int rr, int tl, float s) { p.y[(t0 + tl) * p.N + n0 + rr] = s; }, ConsumerSync<1, kConsumers>{});
+}
+
 template <class S, bool kSegments>
 __global__ void __launch_bounds__(kThreads, 1)
     prompt_gemm_kernel(BatchMmParams p, const uint8_t* image, uint32_t rb, Work work) {
-  using F = typename S::F;
   constexpr int kXStages = S::kXStages, kWStages = S::kWStages, kWStageBytes = kRows * S::kRowBytes;
   extern __shared__ __align__(128) uint8_t smem[];
-  uint8_t* const xs = smem;
-  uint8_t* const ws = smem + kXStages * kXStageBytes;
-  uint64_t* const x_full = reinterpret_cast<uint64_t*>(ws + kWStages * kWStageBytes);
-  uint64_t* const x_empty = x_full + kXStages;
-  uint64_t* const w_full = x_empty + kXStages;
-  uint64_t* const w_empty = w_full + kWStages;
+  const Rings<S> st(smem);
+  uint8_t* const xs = st.xs;
+  uint8_t* const ws = st.ws;
+  uint64_t* const x_full = st.x_full;
+  uint64_t* const x_empty = st.x_empty;
+  uint64_t* const w_full = st.w_full;
+  uint64_t* const w_empty = st.w_empty;
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   if (tid == 0) {
     for (int i = 0; i < kXStages; ++i) bulk::mbar_init(&x_full[i], 1), bulk::mbar_init(&x_empty[i], kConsumerWarps);
@@ -178,78 +265,14 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   // The consumers.
   asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(kConsumerRegs));
-  const int g = lane >> 2, t = lane & 3, r0 = 16 * warp + g;  // rows r0, r0 + 8 of the tile
-  const uint32_t xbase = bulk::smem_addr(xs);
   Ring<kXStages> x;
   Ring<kWStages> w;
   pdl_wait();  // y, the slots and the counters are written below
   for_each_segment<kRows, kCols / 8, kSegments>(work, [&](const Segment& sg) {
     const int64_t token_tile = sg.tile % work.token_tiles, n0 = int64_t(sg.tile / work.token_tiles) * kRows;
-    const int64_t t0 = token_tile * kCols;
-    float acc[kCols / 2];
-#pragma unroll
-    for (int i = 0; i < kCols / 2; ++i) acc[i] = 0.0f;
-    uint32_t a[2][4][4];  // two groups' A registers, used in turn
-    int prev = -1;        // the x stage of the group before
-    for (int sb = sg.sl0; sb < sg.sl_end; ++sb) {
-      bulk::mbar_wait(&w_full[w.i], w.phase);
-      typename F::Regs r;
-      const uint8_t* const stage = ws + w.i * kWStageBytes;
-      S::load(r, {stage + r0 * S::kRowBytes, stage + (r0 + 8) * S::kRowBytes}, sb, t);
-      __syncwarp();  // every lane's loads are in registers: the stage may be refilled
-      if (lane == 0) bulk::mbar_arrive(&w_empty[w.i]);
-      w.next();
-      const typename F::Scales sc = F::scales(r, t);
-#pragma unroll
-      for (int jj = 0; jj < kGroups; ++jj) {
-        uint32_t(&b)[4][4] = a[jj & 1];  // last read by group jj - 2, finished
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const Word w0 = F::word(r, sc, h, 2 * jj), w1 = F::word(r, sc, h, 2 * jj + 1);
-          b[0][h] = w0.lo01, b[0][2 + h] = w0.lo23;
-          b[1][h] = w1.lo01, b[1][2 + h] = w1.lo23;
-          b[2][h] = w0.hi01, b[2][2 + h] = w0.hi23;
-          b[3][h] = w1.hi01, b[3][2 + h] = w1.hi23;
-        }
-        bulk::mbar_wait(&x_full[x.i], x.phase);
-        wgmma::fence();
-#pragma unroll
-        for (int rr = 0; rr < kGroupSteps; ++rr)
-          wgmma::m64n256k16(acc, b[rr],
-                            wgmma::k_major_desc(xbase + x.i * kXStageBytes + rr * kStepBytes, kCols * 16, 128));
-        wgmma::commit();
-        wgmma::wait<1>();  // the group before is done: its x stage may be refilled
-        if (prev >= 0) {
-          __syncwarp();
-          if (lane == 0) bulk::mbar_arrive(&x_empty[prev]);
-        }
-        prev = x.i;
-        x.next();
-      }
-    }
-    wgmma::wait<0>();  // the accumulators are read below
-    __syncwarp();
-    if (lane == 0) bulk::mbar_arrive(&x_empty[prev]);
-
-    const int rows = int(::std::min<int64_t>(kRows, p.N - n0)), cols = int(::std::min<int64_t>(kCols, p.T - t0));
-    if (sg.whole) {
-#pragma unroll
-      for (int nt = 0; nt < kCols / 8; ++nt)
-#pragma unroll
-        for (int c = 0; c < 4; ++c) {
-          const int rr = r0 + 8 * (c >> 1), tl = 8 * nt + 2 * t + (c & 1);
-          if (rr >= rows || tl >= cols) continue;
-          p.y[(t0 + tl) * p.N + n0 + rr] = acc[4 * nt + c] + (p.bias ? p.bias[n0 + rr] : 0.0f);
-        }
-      return;
-    }
-#pragma unroll
-    for (int nt = 0; nt < kCols / 8; ++nt)
-#pragma unroll
-      for (int c = 0; c < 4; ++c) sg.slot[(8 * nt + 2 * t + (c & 1)) * kRows + r0 + 8 * (c >> 1)] = acc[4 * nt + c];
-    add_shared_tile<kRows, kCols, kConsumers>(
-        work, sg, rows, cols, tid, [&](int rr) { return p.bias ? p.bias[n0 + rr] : 0.0f; },
-        [&](int rr, int tl, float s) { p.y[(t0 + tl) * p.N + n0 + rr] = s; }, ConsumerSync<1, kConsumers>{});
+    const int64_t t0 = token_tile * kCols, cols = ::std::min<int64_t>(kCols, p.T - t0);
+    if (cols > 128) consume_segment<S, 256>(p, work, sg, st, x, w, n0, t0, tid);
+    else consume_segment<S, 128>(p, work, sg, st, x, w, n0, t0, tid);
   });
 }
 
