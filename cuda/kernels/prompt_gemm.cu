@@ -42,8 +42,10 @@ constexpr int kCols = 256, kRows = 128;                      // a tile
 // Two consumer warpgroups and a producer warpgroup, of which one warp copies. Registers are allocated by warpgroup: the
 // producer's give theirs up (setmaxnreg) for the consumers' 128 accumulators, A fragments and W words.
 constexpr int kConsumers = 256, kThreads = kConsumers + 128;
-constexpr int kProducerRegs = 48, kConsumerRegs = 232;
-static_assert(128 * kProducerRegs + kConsumers * kConsumerRegs <= 65536, "the register file");
+// The launch gives every thread 168 (65536 / 384, rounded down to 8); setmaxnreg moves registers within that block's
+// allocation only: a consumer's increase waits for them (more than the producers free would wait for ever).
+constexpr int kLaunchRegs = 168, kProducerRegs = 40, kConsumerRegs = 232;
+static_assert(128 * kProducerRegs + kConsumers * kConsumerRegs <= kThreads * kLaunchRegs, "the block's registers");
 constexpr int kConsumerWarps = kConsumers / 32;
 constexpr int kSteps = kSbElems / 16;
 constexpr int kStepBytes = 2 * kCols * 16;                     // x of a k-step: 8 KB

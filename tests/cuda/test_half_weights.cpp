@@ -8,6 +8,7 @@
 #include "cuda/half_weights.h"
 #include "cuda/kernels/batch_mm_wgmma.cuh"
 #include "cuda/kernels/gemm.cuh"
+#include "cuda/kernels/prompt_gemm.cuh"
 #include "cuda/kernels/q6_kx8.cuh"
 #include "cuda/work_buffers.h"
 #include "gpu_test.h"
@@ -73,7 +74,7 @@ graph::Graph one_product(Type type, int64_t K, int64_t N, int64_t T) {
 }
 
 // The GEMM scratch: a quantized matrix's product converts the whole matrix there (up to 256 MiB), or for Q4_K holds
-// the wgmma prompt kernel's image and sums if those are larger; an F16 matrix's product only x (cuBLAS reads W as it
+// a prompt kernel's image and sums if those are larger; an F16 matrix's product only x (cuBLAS reads W as it
 // is).
 TEST(HalfWeightsPlan, ScratchHoldsOnlyXWhereWIsHalf) {
   const int64_t K = 512, N = 1024, T = 100;
@@ -81,7 +82,8 @@ TEST(HalfWeightsPlan, ScratchHoldsOnlyXWhereWIsHalf) {
   const graph::Graph q4k = one_product(Type::Q4_K, K, N, T);
   EXPECT_EQ(cuda::work_buffers(q, graph::plan(q), 132, 4).gemm_scratch, cuda::gemm_full_scratch(K, N, T));
   EXPECT_EQ(cuda::work_buffers(q4k, graph::plan(q4k), 132, 4).gemm_scratch,
-            std::max(cuda::gemm_full_scratch(K, N, T), cuda::prompt_wgmma_scratch(K, N, T)));
+            std::max({cuda::gemm_full_scratch(K, N, T), cuda::prompt_wgmma_scratch(K, N, T),
+                      cuda::prompt_gemm_scratch(K, N, T)}));
   EXPECT_EQ(cuda::work_buffers(h, graph::plan(h), 132, 4).gemm_scratch, cuda::gemm_x_scratch(K, T));
   EXPECT_EQ(cuda::gemm_x_scratch(K, T), size_t(K * T * 2));
 }
