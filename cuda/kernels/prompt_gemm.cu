@@ -23,6 +23,7 @@
 
 #include "cuda/check.h"
 #include "cuda/device_info.h"
+#include "cuda/kernels/async_copy.cuh"
 #include "cuda/kernels/batch_mm_work.cuh"
 #include "cuda/kernels/bulk_copy.cuh"
 #include "cuda/kernels/pdl.cuh"
@@ -44,24 +45,26 @@ constexpr int kCols = 256, kRows = 128;                      // a tile
 constexpr int kConsumers = 256, kThreads = kConsumers + 128;
 // The launch gives every thread 168 (65536 / 384, rounded down to 8); setmaxnreg moves registers within that block's
 // allocation only: a consumer's increase waits for them (more than the producers free would wait for ever).
-constexpr int kLaunchRegs = 168, kProducerRegs = 40, kConsumerRegs = 232;
+constexpr int kLaunchRegs = 168, kProducerRegs = 56, kConsumerRegs = 224;
 static_assert(128 * kProducerRegs + kConsumers * kConsumerRegs <= kThreads * kLaunchRegs, "the block's registers");
 constexpr int kConsumerWarps = kConsumers / 32;
+constexpr int kWThreads = 96;  // the producer warpgroup's last three warps copy W
 constexpr int kSteps = kSbElems / 16;
 constexpr int kStepBytes = 2 * kCols * 16;                     // x of a k-step: 8 KB
 constexpr int kGroupSteps = 4, kGroups = kSteps / kGroupSteps;  // a group: the k-steps of words 2 j, 2 j + 1
 constexpr int kXStageBytes = kGroupSteps * kStepBytes;          // a group's x: 32 KB
 constexpr int kBarriers = 2 * 9;  // full and empty barriers of at most 9 stages in all
 
-// The formats' W stages: a super-block of the tile's 128 rows, each row's part kRowBytes apart (copy_row: the
-// producer lane's bulk copies of one row, bytes in all kCopyBytes; load: the consumer lane's registers from it).
-// Q4_K: the row's 144-byte super-block as it is (one copy; 16-byte loads of rows 36 words apart: no bank conflicts).
+// The formats' W stages: a super-block of the tile's 128 rows, each row's part kRowBytes apart, in kPieces 16-byte
+// pieces (piece: where piece i of a row's part of super-block sb lies in the row; load: the consumer lane's
+// registers from the stage).
+// Q4_K: the row's 144-byte super-block as it is (16-byte loads of rows 36 words apart: no bank conflicts).
 struct Q4kStage {
   using F = wgmma_formats::Q4kFormat;
-  static constexpr int kRowBytes = q4k_lane::kSbBytes, kCopyBytes = q4k_lane::kSbBytes;
+  static constexpr int kRowBytes = q4k_lane::kSbBytes, kPieces = q4k_lane::kSbBytes / 16;
   static constexpr int kXStages = 5, kWStages = 3;
-  __device__ static void copy_row(uint8_t* dst, const uint8_t* row, int sb, uint64_t* bar) {
-    bulk::copy_to_shared_nohint(dst, row + size_t(sb) * q4k_lane::kSbBytes, q4k_lane::kSbBytes, bar);
+  __device__ static const uint8_t* piece(const uint8_t* row, int sb, int i) {
+    return row + size_t(sb) * q4k_lane::kSbBytes + 16 * i;
   }
   __device__ static void load(typename F::Regs& r, const uint8_t* const (&rows)[2], int, int t) {
 #pragma unroll
@@ -73,18 +76,16 @@ struct Q4kStage {
   }
 };
 // Q6_Kx8 (q6_kx8.cuh): block sb's parts of its run, ql (128 bytes), qh (64), scales (16), and the run's 16 bytes of d,
-// four copies, laid out ql | qh | scales | d with 16 bytes of padding (rows 60 words apart: the ql loads conflict-free).
+// laid out ql | qh | scales | d with 16 bytes of padding (rows 60 words apart: the ql loads conflict-free).
 struct Q6kx8Stage {
   using F = wgmma_formats::Q6kx8Format;
-  static constexpr int kRowBytes = 240, kCopyBytes = 224;
+  static constexpr int kRowBytes = 240, kPieces = 14;
   static constexpr int kXStages = 4, kWStages = 3;
-  __device__ static void copy_row(uint8_t* dst, const uint8_t* row, int sb, uint64_t* bar) {
+  __device__ static const uint8_t* piece(const uint8_t* row, int sb, int i) {
     const uint8_t* run = row + size_t(sb >> 3) * kQ6_Kx8Run;
     const int b = sb & 7;
-    bulk::copy_to_shared_nohint(dst, run + 128 * b, 128, bar);
-    bulk::copy_to_shared_nohint(dst + 128, run + 1024 + 64 * b, 64, bar);
-    bulk::copy_to_shared_nohint(dst + 192, run + 1536 + 16 * b, 16, bar);
-    bulk::copy_to_shared_nohint(dst + 208, run + 1664, 16, bar);
+    return i < 8 ? run + 128 * b + 16 * i : i < 12 ? run + 1024 + 64 * b + 16 * (i - 8) : i == 12 ? run + 1536 + 16 * b
+                                                                                                   : run + 1664;
   }
   __device__ static void load(typename F::Regs& r, const uint8_t* const (&rows)[2], int sb, int t) {
 #pragma unroll
@@ -219,38 +220,21 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   if (tid == 0) {
     for (int i = 0; i < kXStages; ++i) bulk::mbar_init(&x_full[i], 1), bulk::mbar_init(&x_empty[i], kConsumerWarps);
-    for (int i = 0; i < kWStages; ++i) bulk::mbar_init(&w_full[i], 1), bulk::mbar_init(&w_empty[i], kConsumerWarps);
+    for (int i = 0; i < kWStages; ++i)
+      bulk::mbar_init(&w_full[i], kWThreads), bulk::mbar_init(&w_empty[i], kConsumerWarps);
     bulk::mbar_init_fence();
   }
   __syncthreads();
   const int64_t n_sb = p.K / kSbElems;
 
-  if (warp >= kConsumerWarps) {  // the producer warpgroup
+  if (warp >= kConsumerWarps) {  // the producer warpgroup: warp 8 copies x's stages, warps 9..11 W's
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(kProducerRegs));
-    if (warp > kConsumerWarps) {
-      pdl_wait();  // every thread: this grid ends only after the ones it depends on
-      return;
-    }
-    Ring<kXStages> x;
-    Ring<kWStages> w;
-    bool waited = false;
-    for_each_segment<kRows, kCols / 8, kSegments>(work, [&](const Segment& sg) {
-      const int64_t token_tile = sg.tile % work.token_tiles, n0 = int64_t(sg.tile / work.token_tiles) * kRows;
-      const uint8_t* src = image + size_t(token_tile * n_sb + sg.sl0) * (kGroups * kXStageBytes);
-      const uint8_t* row[kRows / 32];  // rows lane + 32 i (past the end: the last row, whose sums are not stored)
-#pragma unroll
-      for (int i = 0; i < kRows / 32; ++i)
-        row[i] = static_cast<const uint8_t*>(p.w) + size_t(::std::min<int64_t>(n0 + lane + 32 * i, p.N - 1)) * rb;
-      for (int sb = sg.sl0; sb < sg.sl_end; ++sb) {
-        bulk::mbar_wait(&w_empty[w.i], w.phase ^ 1);
-        if (lane == 0) bulk::mbar_arrive_expect_tx(&w_full[w.i], kRows * S::kCopyBytes);
-        __syncwarp();  // the count is expected before any copy lands
-        uint8_t* const dst = ws + w.i * kWStageBytes;
-#pragma unroll
-        for (int i = 0; i < kRows / 32; ++i) S::copy_row(dst + (lane + 32 * i) * S::kRowBytes, row[i], sb, &w_full[w.i]);
-        w.next();
-        if (!waited) pdl_wait(), waited = true;  // x's image is the launch before's output
-        for (int h = 0; h < kGroups; ++h) {
+    if (warp == kConsumerWarps) {
+      Ring<kXStages> x;
+      pdl_wait();  // x's image is the launch before's output
+      for_each_segment<kRows, kCols / 8, kSegments>(work, [&](const Segment& sg) {
+        const uint8_t* src = image + size_t((sg.tile % work.token_tiles) * n_sb + sg.sl0) * (kGroups * kXStageBytes);
+        for (int i = 0; i < (sg.sl_end - sg.sl0) * kGroups; ++i) {
           bulk::mbar_wait(&x_empty[x.i], x.phase ^ 1);
           if (lane == 0) {
             bulk::mbar_arrive_expect_tx(&x_full[x.i], kXStageBytes);
@@ -259,9 +243,29 @@ __global__ void __launch_bounds__(kThreads, 1)
           src += kXStageBytes;
           x.next();
         }
+      });
+      return;
+    }
+    // W: each of the 96 threads copies every 96th 16-byte piece of the stage (cp.async: bulk copies of 144 bytes a
+    // row measured half the speed, session 64), then arrives on the stage's full barrier once its copies land.
+    const int wt = tid - kConsumers - 32;
+    Ring<kWStages> w;
+    for_each_segment<kRows, kCols / 8, kSegments>(work, [&](const Segment& sg) {
+      const int64_t n0 = int64_t(sg.tile / work.token_tiles) * kRows;
+      for (int sb = sg.sl0; sb < sg.sl_end; ++sb) {
+        bulk::mbar_wait(&w_empty[w.i], w.phase ^ 1);
+        uint8_t* const dst = ws + w.i * kWStageBytes;
+        for (int c = wt; c < kRows * S::kPieces; c += kWThreads) {
+          const int r = c / S::kPieces, i = c - r * S::kPieces;  // past the end: the last row (sums not stored)
+          const uint8_t* row = static_cast<const uint8_t*>(p.w) + size_t(::std::min<int64_t>(n0 + r, p.N - 1)) * rb;
+          cp_async16(dst + r * S::kRowBytes + 16 * i, S::piece(row, sb, i));
+        }
+        asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(bulk::smem_addr(&w_full[w.i]))
+                     : "memory");
+        w.next();
       }
     });
-    if (!waited) pdl_wait();  // a block without work too: this grid ends only after the ones it depends on
+    pdl_wait();  // every thread: this grid ends only after the ones it depends on
     return;
   }
 
