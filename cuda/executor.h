@@ -156,9 +156,11 @@ struct ExecutorOptions {
   // bound.
   bool prompt_wgmma = true;
   int64_t prompt_wgmma_max_tokens = 512;
-  // Q4_K and Q6_Kx8 prompt products of 65..prompt_gemm_max_tokens tokens on the warp-specialised kernel (launch_prompt_gemm:
-  // W and x bulk-copied into a shared-memory ring by a producer warp, tiles of 128 rows by 256 tokens) instead of
-  // the wgmma prompt kernel or cuBLAS. Lab (session 64): LLM_CUDA_PROMPT_GEMM=1, LLM_CUDA_PROMPT_GEMM_MAX.
+  // Q4_K and Q6_Kx8 prompt products of 65..prompt_gemm_max_tokens tokens on the warp-specialised kernel
+  // (launch_prompt_gemm: W and x copied into shared-memory rings by producer warps, tiles of 128 rows by 256 tokens)
+  // instead of the wgmma prompt kernel or cuBLAS. A lab kernel, off until it wins its A/B: its first form (W by
+  // 144-byte bulk copies) ran pp512 at 14.0k tok/s against the wgmma kernel's 24.8k (H100, session 64); the form
+  // here (W by cp.async) is not yet measured. LLM_CUDA_PROMPT_GEMM=1, LLM_CUDA_PROMPT_GEMM_MAX.
   bool prompt_gemm = false;
   int64_t prompt_gemm_max_tokens = int64_t(1) << 20;
   // Prefill expert products of Q4_K and recoded MXFP4 on moe_fragments.cu's kernels (weights straight into mma

@@ -1,18 +1,20 @@
-// Q4_K prompt products on a warp-specialised wgmma GEMM (prompt_gemm.cuh). Compiled for sm_90a alone
-// (cuda/CMakeLists.txt).
+// Q4_K and Q6_Kx8 prompt products on a warp-specialised wgmma GEMM (prompt_gemm.cuh). Compiled for sm_90a alone
+// (cuda/CMakeLists.txt). A lab kernel (ExecutorOptions::prompt_gemm, off by default): docs/kernel-notes.md, session 64.
 //
-// Form. A block is two consumer warpgroups and a producer warp, one block an SM, walking its run of (tile, slice)
+// Form. A block is two consumer warpgroups and a producer warpgroup, one block an SM, walking its run of (tile, slice)
 // units as the small-batch kernels deal them (batch_mm_work.cuh: whole tiles, equal splits or stream-K runs). A tile
-// is 128 rows of W by 256 tokens; a slice is a super-block (256 of K).
-// - The producer bulk-copies, per super-block, the tile's 128 raw rows (144 bytes each, a copy a row, four a lane)
-//   into a W stage (18 KB, a ring of 3), then the super-block's four x stages (32 KB each: 4 k-steps of 256 tokens of
-//   the half image, prompt_image.cuh; a ring of 5), each stage a full and an empty mbarrier. It runs ahead across
-//   segments, so a run's next tile loads under the last one's products and sums.
-// - Consumer warp w (0..7; warpgroup w / 4) owns tile rows 16 w + g, + 8 (lane 4 g + t): it reads its rows' header and
-//   qs group t from the W stage (bank-conflict-free 16-byte loads), frees the stage, and unpacks the four groups of
-//   four k-steps into A fragments as batch_mm_wgmma.cu does (wgmma_formats.cuh's Q4kFormat); each group is four
-//   m64n256k16 products on an x stage. After committing group i it waits for group i - 1, then frees that one's x
-//   stage and may rewrite its A set.
+// is 128 rows of W by 256 tokens; a slice is a super-block (256 of K). Registers move from the producers to the
+// consumers (setmaxnreg) for the consumers' 128 accumulators.
+// - Producer warp 8 bulk-copies the super-blocks' x stages (32 KB each: 4 k-steps of 256 tokens of the half image,
+//   prompt_image.cuh; a ring of 5, 4 for Q6_Kx8); warps 9..11 copy each super-block of the tile's 128 rows into a W
+//   stage (18 KB for Q4_K as the file holds it, 30 KB for Q6_Kx8's parts; a ring of 3) in 16-byte cp.async pieces.
+//   Each stage has a full and an empty mbarrier. The producers run ahead across segments, so a run's next tile loads
+//   under the last one's products and sums.
+// - Consumer warp w (0..7; warpgroup w / 4) owns tile rows 16 w + g, + 8 (lane 4 g + t): it reads its rows' part of
+//   the super-block from the W stage (bank-conflict-free 16-byte loads), frees the stage, and unpacks the four groups
+//   of four k-steps into A fragments as batch_mm_wgmma.cu does (wgmma_formats.cuh); each group is four m64n256k16
+//   products on an x stage (m64n128k16 where a prompt's last token tile has 128 tokens or fewer). After committing
+//   group i it waits for group i - 1, then frees that one's x stage and may rewrite its A set.
 // Sums: a whole tile is stored from the accumulators (plus the bias); a partial segment's go to the block's slot and
 // the tile's last contributor adds the slots in block order (batch_mm_work.cuh's add_shared_tile, over the consumers'
 // named barrier): the same bits every run.

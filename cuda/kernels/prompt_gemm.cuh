@@ -1,10 +1,10 @@
-// Prompt products of Q4_K (the file's layout) and Q6_Kx8 on a warp-specialised warpgroup GEMM (sm_90a): a producer warp
-// bulk-copies each tile's raw super-blocks of W and the stages of x's half image into a shared-memory ring with
-// mbarriers, and two consumer warpgroups unpack W from shared memory into wgmma A fragments against 256 token
-// columns of x read by the tensor cores from shared memory. Against launch_prompt_wgmma (batch_mm_wgmma.cuh: W loaded
-// by the consumers into registers two super-blocks ahead, tiles of 128 tokens) no W registers wait on DRAM, the
-// next segment's stages load under the current one's products and sums, and each x byte read from L2 serves 2x the
-// flops. Measurements: docs/kernel-notes.md, session 64.
+// Prompt products of Q4_K (the file's layout) and Q6_Kx8 on a warp-specialised warpgroup GEMM (sm_90a): producer warps
+// copy each tile's raw super-blocks of W and the stages of x's half image into shared-memory rings with mbarriers,
+// and two consumer warpgroups unpack W from shared memory into wgmma A fragments against 256 token columns of x read
+// by the tensor cores from shared memory. Against launch_prompt_wgmma (batch_mm_wgmma.cuh: W loaded by the consumers
+// into registers two super-blocks ahead, tiles of 128 tokens) no W registers wait on DRAM, the next segment's stages
+// load under the current one's products and sums, and each x byte read from L2 serves twice the flops. A lab kernel,
+// off by default (ExecutorOptions::prompt_gemm): docs/kernel-notes.md, session 64.
 #pragma once
 #include <cuda_runtime.h>
 

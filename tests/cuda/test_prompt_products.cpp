@@ -3,10 +3,13 @@
 // cases: one to eight token tiles with a partial last one, rows leaving a partial row tile, K of one and several
 // super-blocks, a bias, the grids choose_blocks picks (whole tiles, equal splits, runs across tiles), the image of x
 // reused by a sibling launch and formed from a SwiGLU's gate and up; and the launches each refuses.
+#include <cstdlib>
 #include <cstring>
+#include <ostream>
 #include <string>
 #include <vector>
 
+#include "cuda/executor.h"
 #include "cuda/kernels/batch_mm_wgmma.cuh"
 #include "cuda/kernels/elementwise.cuh"
 #include "cuda/kernels/prompt_gemm.cuh"
@@ -31,6 +34,8 @@ const PromptKernel kWgmma{"wgmma", cuda::prompt_wgmma_supports, cuda::prompt_wgm
                           true};
 const PromptKernel kGemm{"gemm", cuda::prompt_gemm_supports, cuda::prompt_gemm_scratch, cuda::launch_prompt_gemm,
                          true};
+
+void PrintTo(const PromptKernel& k, std::ostream* os) { *os << k.name; }  // gtest's name for a parameter
 
 std::vector<Case> cases_of(const PromptKernel& k) {
   if (k.q6x8) return {Case{Type::Q4_K, false}, Case{Type::Q6_K, true}};
@@ -200,3 +205,28 @@ TEST(PromptProducts, GemmRangeAndRefusals) {
 
 INSTANTIATE_TEST_SUITE_P(Kernels, PromptProducts, ::testing::Values(kWgmma, kGemm),
                          [](const ::testing::TestParamInfo<PromptKernel>& i) { return std::string(i.param.name); });
+
+// The executor's choice of prompt kernel from the environment (no device needed): the wgmma kernel to 512 tokens by
+// default, the warp-specialised one off; LLM_CUDA_PROMPT_GEMM / _MAX and LLM_CUDA_PROMPT_WGMMA / _MAX set them, and a
+// count that is not one is refused.
+TEST(PromptProducts, ChoicesFromEnvironment) {
+  const char* names[] = {"LLM_CUDA_PROMPT_WGMMA", "LLM_CUDA_PROMPT_WGMMA_MAX", "LLM_CUDA_PROMPT_GEMM",
+                         "LLM_CUDA_PROMPT_GEMM_MAX"};
+  for (const char* n : names) ::unsetenv(n);
+  const cuda::ExecutorOptions d = cuda::ExecutorOptions::from_env();
+  EXPECT_TRUE(d.prompt_wgmma);
+  EXPECT_EQ(d.prompt_wgmma_max_tokens, 512);
+  EXPECT_FALSE(d.prompt_gemm);
+  ::setenv("LLM_CUDA_PROMPT_WGMMA", "0", 1);
+  ::setenv("LLM_CUDA_PROMPT_WGMMA_MAX", "640", 1);
+  ::setenv("LLM_CUDA_PROMPT_GEMM", "1", 1);
+  ::setenv("LLM_CUDA_PROMPT_GEMM_MAX", "2048", 1);
+  const cuda::ExecutorOptions o = cuda::ExecutorOptions::from_env();
+  EXPECT_FALSE(o.prompt_wgmma);
+  EXPECT_EQ(o.prompt_wgmma_max_tokens, 640);
+  EXPECT_TRUE(o.prompt_gemm);
+  EXPECT_EQ(o.prompt_gemm_max_tokens, 2048);
+  ::setenv("LLM_CUDA_PROMPT_GEMM_MAX", "many", 1);
+  EXPECT_THROW(cuda::ExecutorOptions::from_env(), cuda::InvalidArgument);
+  for (const char* n : names) ::unsetenv(n);
+}
