@@ -129,7 +129,9 @@ struct BlockSync {
 };
 template <int kId, int kThreads>
 struct ConsumerSync {
-  __device__ __forceinline__ static void sync() { asm volatile("bar.sync %0, %1;" ::"n"(kId), "n"(kThreads) : "memory"); }
+  __device__ __forceinline__ static void sync() {
+    asm volatile("bar.sync %0, %1;" ::"n"(kId), "n"(kThreads) : "memory");
+  }
   __device__ __forceinline__ static bool sync_or(bool v) {
     uint32_t r;
     asm volatile(

@@ -34,7 +34,8 @@ inline size_t image_bytes(int64_t K, int64_t T, int kC) {
 // W while the image is written (pdl.cuh). Plain loads of x, the kernel before's output, after the wait.
 // gate: x is the SwiGLU silu(gate) * x, formed here as the element-wise launch it replaces forms it (swiglu.cuh's
 // silu, then the product), so the image holds the same halves.
-inline constexpr int kImageTokens = 16, kImageThreads = 128;  // 16 tokens a block: 32 blocks a super-block at 512 tokens
+// 16 tokens a block: 32 blocks a super-block at 512 tokens.
+inline constexpr int kImageTokens = 16, kImageThreads = 128;
 template <class F, int kC>
 __global__ void __launch_bounds__(kImageThreads)
     prompt_image_kernel(const float* x, const float* gate, uint4* __restrict__ image, int64_t K, int64_t T) {
