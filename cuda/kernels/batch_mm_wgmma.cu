@@ -49,7 +49,6 @@ using namespace wgmma_formats;  // Q4kFormat, Q6kx8Format
 using prompt_image::image_bytes;
 using prompt_image::token_tiles;
 using q4k_lane::kSbElems;
-using q4k_lane::Word;
 
 constexpr int kSteps = kSbElems / 16;  // k-steps a super-block
 // A tile's token columns: the small-batch launches' one tile of 64 (wgmma n = 64), the prompt launches' tiles of 128
@@ -131,14 +130,7 @@ __device__ __forceinline__ void multiply_stage(float (&acc)[kCols / 2], const ty
     uint32_t(&b)[4][4] = a[q & 1];
     // The group that last read this set, two groups back (in the previous stage for q < 2), is done.
     wgmma::wait<1>();
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const Word w0 = F::word(r, sc, h, 2 * jj), w1 = F::word(r, sc, h, 2 * jj + 1);
-      b[0][h] = w0.lo01, b[0][2 + h] = w0.lo23;
-      b[1][h] = w1.lo01, b[1][2 + h] = w1.lo23;
-      b[2][h] = w0.hi01, b[2][2 + h] = w0.hi23;
-      b[3][h] = w1.hi01, b[3][2 + h] = w1.hi23;
-    }
+    group_fragments<F>(b, r, sc, jj);
     wgmma::fence();
 #pragma unroll
     for (int rr = 0; rr < 4; ++rr)

@@ -39,7 +39,6 @@ namespace {
 
 using namespace batch_mm_work;  // Work, Segment, for_each_segment, add_shared_tile, choose_blocks, work_for
 using q4k_lane::kSbElems;
-using q4k_lane::Word;
 
 constexpr int kCols = 256, kRows = 128;                      // a tile
 // Two consumer warpgroups and a producer warpgroup, of which one warp copies. Registers are allocated by warpgroup: the
@@ -158,14 +157,7 @@ __device__ __forceinline__ void consume_segment(const BatchMmParams& p, const Wo
 #pragma unroll
     for (int jj = 0; jj < kGroups; ++jj) {
       uint32_t(&b)[4][4] = a[jj & 1];  // last read by group jj - 2, finished
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const Word w0 = F::word(r, sc, h, 2 * jj), w1 = F::word(r, sc, h, 2 * jj + 1);
-        b[0][h] = w0.lo01, b[0][2 + h] = w0.lo23;
-        b[1][h] = w1.lo01, b[1][2 + h] = w1.lo23;
-        b[2][h] = w0.hi01, b[2][2 + h] = w0.hi23;
-        b[3][h] = w1.hi01, b[3][2 + h] = w1.hi23;
-      }
+      wgmma_formats::group_fragments<F>(b, r, sc, jj);
       bulk::mbar_wait(&st.x_full[x.i], x.phase);
       wgmma::fence();
 #pragma unroll

@@ -81,4 +81,19 @@ static_assert(Q6kx8Format::element(2, 0) == 64 && Q6kx8Format::element(0, 2) == 
                   Q6kx8Format::element(0, 4) == 128 && Q6kx8Format::element(5, 9) == 12 + 1 + 2,
               "the lane mapping of q6kx8_lane.cuh");
 
+// The A registers of group jj of a super-block (k-steps 4 jj .. 4 jj + 3: words 2 jj and 2 jj + 1 of the lane's two
+// rows, low nibbles then high ones), b[k-step][register] in mma's A order (rows g: registers 0, 2; g + 8: 1, 3).
+template <class F>
+__device__ __forceinline__ void group_fragments(uint32_t (&b)[4][4], const typename F::Regs& r,
+                                                const typename F::Scales& sc, int jj) {
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const Word w0 = F::word(r, sc, h, 2 * jj), w1 = F::word(r, sc, h, 2 * jj + 1);
+    b[0][h] = w0.lo01, b[0][2 + h] = w0.lo23;
+    b[1][h] = w1.lo01, b[1][2 + h] = w1.lo23;
+    b[2][h] = w0.hi01, b[2][2 + h] = w0.hi23;
+    b[3][h] = w1.hi01, b[3][2 + h] = w1.hi23;
+  }
+}
+
 }  // namespace cuda::wgmma_formats
