@@ -29,8 +29,8 @@ inline std::vector<uint8_t> regrouped(const std::vector<uint8_t>& w, int64_t K, 
 
 // The half tiles' bound (gpu_test::half_tile_tolerance) of every output of W [K, N] (as in the file) times x [K, T]:
 // ceil(K / 16) k-steps, then up to 4 warps' k groups and 8 splits of K added after.
-inline std::vector<double> tile_tolerance(Type type, const std::vector<uint8_t>& w, const std::vector<float>& x, int64_t K,
-                                   int64_t N, int64_t T, const std::vector<float>* bias) {
+inline std::vector<double> tile_tolerance(Type type, const std::vector<uint8_t>& w, const std::vector<float>& x,
+                                          int64_t K, int64_t N, int64_t T, const std::vector<float>* bias) {
   std::vector<double> atol(size_t(N * T));
   const std::vector<uint8_t> wz = type == Type::Q4_K ? q4_k_codes_zeroed(w) : w;
   for (int64_t n = 0; n < N; ++n) {

@@ -22,25 +22,21 @@ using quant::Type;
 using namespace gpu_test;
 using namespace product_test;
 
-// A prompt kernel's entry points, and whether it serves regrouped Q6_K (both do).
+// A prompt kernel's entry points and the tokens of its tiles. Both serve Q4_K and Q6_Kx8.
 struct PromptKernel {
   const char* name;
   bool (*supports)(Type, bool, int64_t, int64_t, int64_t);
   size_t (*scratch)(int64_t, int64_t, int64_t);
   void (*launch)(const cuda::BatchMmParams&, cudaStream_t, bool);
-  bool q6x8;
+  int64_t cols;
 };
 const PromptKernel kWgmma{"wgmma", cuda::prompt_wgmma_supports, cuda::prompt_wgmma_scratch, cuda::launch_prompt_wgmma,
-                          true};
-const PromptKernel kGemm{"gemm", cuda::prompt_gemm_supports, cuda::prompt_gemm_scratch, cuda::launch_prompt_gemm,
-                         true};
+                          128};
+const PromptKernel kGemm{"gemm", cuda::prompt_gemm_supports, cuda::prompt_gemm_scratch, cuda::launch_prompt_gemm, 256};
 
 void PrintTo(const PromptKernel& k, std::ostream* os) { *os << k.name; }  // gtest's name for a parameter
 
-std::vector<Case> cases_of(const PromptKernel& k) {
-  if (k.q6x8) return {Case{Type::Q4_K, false}, Case{Type::Q6_K, true}};
-  return {Case{Type::Q4_K, false}};
-}
+std::vector<Case> cases_of(const PromptKernel&) { return {Case{Type::Q4_K, false}, Case{Type::Q6_K, true}}; }
 
 class PromptProducts : public ::testing::TestWithParam<PromptKernel> {};
 
@@ -59,7 +55,8 @@ TEST_P(PromptProducts, MatchReference) {
   };
   for (const Case c : cases_of(k))
     for (int64_t K : c.regrouped ? std::vector<int64_t>{2048, 6144} : std::vector<int64_t>{256, 2304, 4096})
-      for (const Size s : {Size{77, 65}, Size{333, 200}, Size{1000, 128}, Size{77, 300}, Size{260, 530}, Size{200, 1000}}) {
+      for (const Size s :
+           {Size{77, 65}, Size{333, 200}, Size{1000, 128}, Size{77, 300}, Size{260, 530}, Size{200, 1000}}) {
         const int64_t N = s.N, T = s.T;
         if (T > 512 && K > 2304) continue;  // the reference's time
         ASSERT_TRUE(k.supports(c.type, c.regrouped, K, N, T));
@@ -120,69 +117,34 @@ TEST_P(PromptProducts, FormTheSwiGluOfTheirX) {
     p.x = du.as<float>(), p.x_gate = dg.as<float>(), p.y = formed.as<float>();
     k.launch(p, nullptr, false);
     const auto a = download<float>(two_launches, N * T), b = download<float>(formed, N * T);
-    EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * 4)) << k.name << " " << layout_name(c) << ": not the two launches' bits";
+    EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * 4))
+        << k.name << " " << layout_name(c) << ": not the two launches' bits";
     expect_counters_zero(counters);
   }
 }
 
-// Which products the prompt kernel serves (no device needed), and the launches it refuses before touching the
-// device: too few tokens, other formats and layouts, K not in whole super-blocks (Q6_Kx8: runs of 2048), a scratch
-// below prompt_wgmma_scratch, weights not 16-byte aligned, no counters.
-TEST(PromptProducts, WgmmaRangeAndRefusals) {
+// Which products a prompt kernel serves (no device needed), and the launches it refuses before touching the device:
+// too few tokens, other formats and layouts, K not in whole super-blocks (Q6_Kx8: runs of 2048), more tiles than the
+// counters hold (a 128k vocabulary's output matrix from 32 token tiles on), a scratch below its size, weights not
+// 16-byte aligned, x not 8-byte aligned, no counters.
+TEST_P(PromptProducts, RangeAndRefusals) {
+  const PromptKernel k = GetParam();
   for (const int64_t T : {int64_t(1), int64_t(8), cuda::kBatchMmMaxTokens})
-    EXPECT_FALSE(cuda::prompt_wgmma_supports(Type::Q4_K, false, 4096, 4096, T)) << T;
+    EXPECT_FALSE(k.supports(Type::Q4_K, false, 4096, 4096, T)) << T;
   for (const int64_t T : {cuda::kBatchMmMaxTokens + 1, int64_t(512), int64_t(8192)}) {
-    EXPECT_TRUE(cuda::prompt_wgmma_supports(Type::Q4_K, false, 4096, 14336, T)) << T;
-    EXPECT_TRUE(cuda::prompt_wgmma_supports(Type::Q6_K, true, 14336, 4096, T)) << T;
-    EXPECT_FALSE(cuda::prompt_wgmma_supports(Type::Q6_K, false, 4096, 4096, T)) << T;
-    EXPECT_FALSE(cuda::prompt_wgmma_supports(Type::Q4_K, true, 4096, 4096, T)) << T;
-    EXPECT_FALSE(cuda::prompt_wgmma_supports(Type::Q8_0, false, 4096, 4096, T)) << T;
-    EXPECT_FALSE(cuda::prompt_wgmma_supports(Type::Q4_K, false, 4096 + 32, 4096, T)) << T;
-    EXPECT_FALSE(cuda::prompt_wgmma_supports(Type::Q6_K, true, 4096 + 256, 4096, T)) << T;
+    EXPECT_TRUE(k.supports(Type::Q4_K, false, 4096, 14336, T)) << T;
+    EXPECT_TRUE(k.supports(Type::Q6_K, true, 14336, 4096, T)) << T;
+    EXPECT_FALSE(k.supports(Type::Q6_K, false, 4096, 4096, T)) << T;
+    EXPECT_FALSE(k.supports(Type::Q4_K, true, 4096, 4096, T)) << T;
+    EXPECT_FALSE(k.supports(Type::Q8_0, false, 4096, 4096, T)) << T;
+    EXPECT_FALSE(k.supports(Type::Q4_K, false, 4096 + 32, 4096, T)) << T;
+    EXPECT_FALSE(k.supports(Type::Q6_K, true, 4096 + 256, 4096, T)) << T;
   }
-  // An output matrix of a 128k vocabulary at 4096 tokens (a perplexity window); beyond, more tiles than the counters
-  // hold (the cuBLAS path then).
-  EXPECT_TRUE(cuda::prompt_wgmma_supports(Type::Q6_K, true, 4096, 128256, 4096));
-  EXPECT_FALSE(cuda::prompt_wgmma_supports(Type::Q6_K, true, 4096, 128256, 8192));
+  EXPECT_TRUE(k.supports(Type::Q6_K, true, 4096, 128256, 32 * k.cols));
+  EXPECT_FALSE(k.supports(Type::Q6_K, true, 4096, 128256, 64 * k.cols));
   const int64_t K = 4096, N = 256, T = 100;
   auto* const fake = reinterpret_cast<float*>(uintptr_t(1) << 20);  // never dereferenced: refused first
-  auto* const counters = reinterpret_cast<uint32_t*>(fake);
-  const size_t sb = cuda::prompt_wgmma_scratch(K, N, T);
-  auto params = [&] {
-    cuda::BatchMmParams p{fake, Type::Q4_K, fake, nullptr, fake, K, N, T, fake, sb};
-    p.tile_counters = counters;
-    return p;
-  };
-  auto p = params();
-  p.T = cuda::kBatchMmMaxTokens;
-  EXPECT_THROW(cuda::launch_prompt_wgmma(p, nullptr), cuda::InvalidArgument);
-  p = params(), p.scratch_bytes = sb - 1;
-  EXPECT_THROW(cuda::launch_prompt_wgmma(p, nullptr), cuda::InvalidArgument);
-  p = params(), p.w = reinterpret_cast<const uint8_t*>(fake) + 8;
-  EXPECT_THROW(cuda::launch_prompt_wgmma(p, nullptr), cuda::InvalidArgument);
-  p = params(), p.tile_counters = nullptr;
-  EXPECT_THROW(cuda::launch_prompt_wgmma(p, nullptr), cuda::InvalidArgument);
-  p = params(), p.type = Type::Q8_0;
-  EXPECT_THROW(cuda::launch_prompt_wgmma(p, nullptr), cuda::InvalidArgument);
-}
-
-// Which products the warp-specialised kernel serves (no device needed): Q4_K in the file's layout and Q6_Kx8 above 64
-// tokens; and the launches it refuses before touching the device.
-TEST(PromptProducts, GemmRangeAndRefusals) {
-  for (const int64_t T : {int64_t(1), int64_t(8), cuda::kBatchMmMaxTokens})
-    EXPECT_FALSE(cuda::prompt_gemm_supports(Type::Q4_K, false, 4096, 4096, T)) << T;
-  for (const int64_t T : {cuda::kBatchMmMaxTokens + 1, int64_t(512), int64_t(8192)}) {
-    EXPECT_TRUE(cuda::prompt_gemm_supports(Type::Q4_K, false, 4096, 14336, T)) << T;
-    EXPECT_TRUE(cuda::prompt_gemm_supports(Type::Q6_K, true, 14336, 4096, T)) << T;
-    EXPECT_FALSE(cuda::prompt_gemm_supports(Type::Q6_K, false, 4096, 4096, T)) << T;
-    EXPECT_FALSE(cuda::prompt_gemm_supports(Type::Q6_K, true, 4096 + 256, 4096, T)) << T;
-    EXPECT_FALSE(cuda::prompt_gemm_supports(Type::Q4_K, true, 4096, 4096, T)) << T;
-    EXPECT_FALSE(cuda::prompt_gemm_supports(Type::Q8_0, false, 4096, 4096, T)) << T;
-    EXPECT_FALSE(cuda::prompt_gemm_supports(Type::Q4_K, false, 4096 + 32, 4096, T)) << T;
-  }
-  const int64_t K = 4096, N = 256, T = 100;
-  auto* const fake = reinterpret_cast<float*>(uintptr_t(1) << 20);  // never dereferenced: refused first
-  const size_t sb = cuda::prompt_gemm_scratch(K, N, T);
+  const size_t sb = k.scratch(K, N, T);
   auto params = [&] {
     cuda::BatchMmParams p{fake, Type::Q4_K, fake, nullptr, fake, K, N, T, fake, sb};
     p.tile_counters = reinterpret_cast<uint32_t*>(fake);
@@ -190,17 +152,17 @@ TEST(PromptProducts, GemmRangeAndRefusals) {
   };
   auto p = params();
   p.T = cuda::kBatchMmMaxTokens;
-  EXPECT_THROW(cuda::launch_prompt_gemm(p, nullptr), cuda::InvalidArgument);
+  EXPECT_THROW(k.launch(p, nullptr, false), cuda::InvalidArgument);
   p = params(), p.scratch_bytes = sb - 1;
-  EXPECT_THROW(cuda::launch_prompt_gemm(p, nullptr), cuda::InvalidArgument);
+  EXPECT_THROW(k.launch(p, nullptr, false), cuda::InvalidArgument);
   p = params(), p.w = reinterpret_cast<const uint8_t*>(fake) + 8;
-  EXPECT_THROW(cuda::launch_prompt_gemm(p, nullptr), cuda::InvalidArgument);
+  EXPECT_THROW(k.launch(p, nullptr, false), cuda::InvalidArgument);
   p = params(), p.x = fake + 1;
-  EXPECT_THROW(cuda::launch_prompt_gemm(p, nullptr), cuda::InvalidArgument);
+  EXPECT_THROW(k.launch(p, nullptr, false), cuda::InvalidArgument);
   p = params(), p.tile_counters = nullptr;
-  EXPECT_THROW(cuda::launch_prompt_gemm(p, nullptr), cuda::InvalidArgument);
+  EXPECT_THROW(k.launch(p, nullptr, false), cuda::InvalidArgument);
   p = params(), p.type = Type::Q8_0;
-  EXPECT_THROW(cuda::launch_prompt_gemm(p, nullptr), cuda::InvalidArgument);
+  EXPECT_THROW(k.launch(p, nullptr, false), cuda::InvalidArgument);
 }
 
 INSTANTIATE_TEST_SUITE_P(Kernels, PromptProducts, ::testing::Values(kWgmma, kGemm),
