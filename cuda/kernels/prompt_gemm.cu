@@ -41,8 +41,8 @@ using namespace batch_mm_work;  // Work, Segment, for_each_segment, add_shared_t
 using q4k_lane::kSbElems;
 
 constexpr int kCols = 256, kRows = 128;                      // a tile
-// Two consumer warpgroups and a producer warpgroup, of which one warp copies. Registers are allocated by warpgroup: the
-// producer's give theirs up (setmaxnreg) for the consumers' 128 accumulators, A fragments and W words.
+// Two consumer warpgroups and a producer warpgroup (one warp copies x, three W). Registers are allocated by
+// warpgroup: the producers give theirs up (setmaxnreg) for the consumers' 128 accumulators, A fragments and W words.
 constexpr int kConsumers = 256, kThreads = kConsumers + 128;
 // The launch gives every thread 168 (65536 / 384, rounded down to 8); setmaxnreg moves registers within that block's
 // allocation only: a consumer's increase waits for them (more than the producers free would wait for ever).
