@@ -146,8 +146,9 @@ struct ConsumerSync {
 // After a partial segment's sums are in its slot ([token][row], kCols x R floats): counts the block in, and in the
 // tile's last contributor to finish calls emit(r, tl, sum) for each row r < rows and token tl < cols, the sum being
 // start(r) (the bias) and every contributor's slot added in block order: the same bits whichever block comes last.
-// Every thread of the block (Sync's threads, tid below kThreads) must call it.
-template <int R, int kCols, int kThreads, class Start, class Emit, class Sync = BlockSync>
+// Every thread of the block (Sync's threads, tid below kThreads) must call it. kOut: outputs a thread adds at a time
+// (each with eight slots' loads in flight), more where a kernel's registers are free by then.
+template <int R, int kCols, int kThreads, int kOut = 4, class Start, class Emit, class Sync = BlockSync>
 __device__ __forceinline__ void add_shared_tile(const Work& w, const Segment& sg, int rows, int cols, int tid,
                                                 Start&& start, Emit&& emit, Sync = {}) {
   // The fences make each contributor's partial sums visible before its count, and the counts before the last
@@ -165,9 +166,8 @@ __device__ __forceinline__ void add_shared_tile(const Work& w, const Segment& sg
   const bool first_starts = w.first_unit(first) == tile_u0;
   const float* slots = w.part + (int64_t(first) * 2 + (first_starts ? 0 : 1)) * (R * kCols);
   const int64_t next = (first_starts ? 2 : 1) * (R * kCols);  // block first + 1's first slot, from the first's
-  // Four outputs a thread at a time, each with eight slots' loads in flight, so the last contributor's tail waits
-  // for L2 about R * kCols / (4 kThreads) times, not once an output (each output's sum in block order as before).
-  constexpr int kOut = 4;
+  // kOut outputs a thread at a time, each with eight slots' loads in flight, so the last contributor's tail waits
+  // for L2 about R * kCols / (kOut kThreads) times, not once an output (each output's sum in block order as before).
   for (int i0 = tid; i0 < R * kCols; i0 += kOut * kThreads) {
     float s[kOut];
     const float* at[kOut];
