@@ -21,8 +21,10 @@ cat "$out/lab-table.txt" >&2
 if [ -n "${NCU:-}" ]; then
   source "$(dirname "${BASH_SOURCE[0]}")/ncu-launch.sh"
   # The lab's first launches are the gate's at the first length: ask for 512 tokens alone; skip the warm-up.
-  LLM_CUDA_BENCH=1 LLM_LAB_PROMPT_TOKENS=512 ncu_launch gemm512 prompt_gemm_kernel 3 /tmp/bin/cuda_kernels_test \
-    --gtest_filter=KernelLab.PromptProducts >>"$out/lab-table.txt"
+  (
+    export LLM_CUDA_BENCH=1 LLM_LAB_PROMPT_TOKENS=512
+    ncu_launch gemm512 prompt_gemm_kernel 3 /tmp/bin/cuda_kernels_test --gtest_filter=KernelLab.PromptProducts
+  ) >>"$out/lab-table.txt"
 fi
 if [ "${AB:-1}" = 1 ]; then
   source "$(dirname "${BASH_SOURCE[0]}")/device-model.sh"  # $model: the synthetic Llama-3-8B Q4_K_M
