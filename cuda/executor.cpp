@@ -222,28 +222,21 @@ bool Executor::matvec_cols_takes(const Node& n) const {
          matvec_cols_supports(wp.type, regrouped(w), w.shape.ne[0], w.shape.ne[1], T);
 }
 
-// Many tokens (a prompt) of the formats a prompt kernel serves (the warp-specialised one's or the wgmma one's), unless
-// the matrix has a half copy (cuBLAS reads that as it is).
-bool Executor::prompt_wgmma_takes(const Node& n) const {
+// Many tokens (a prompt) of the formats a prompt kernel serves, unless the matrix has a half copy (cuBLAS reads that
+// as it is): the warp-specialised kernel where its option asks for it, else the wgmma one up to its bound.
+Executor::PromptKernel Executor::prompt_kernel(const Node& n) const {
   const Node& w = g_.node(n.inputs.at(0));
-  if (w.op != Op::Weight || half_copy(w)) return false;
+  if (w.op != Op::Weight || half_copy(w)) return PromptKernel::None;
   const auto& wp = ::std::get<graph::WeightParams>(w.params);
-  const int64_t T = n.shape.rows();
+  const int64_t T = n.shape.rows(), K = w.shape.ne[0], N = w.shape.ne[1];
   if (T <= opt_.matvec_max_tokens || wp.role == graph::WeightRole::FfnRouter || batch_mm_takes(n) ||
       matvec_cols_takes(n))
-    return false;
-  return prompt_gemm_takes(n) ||
-         (opt_.prompt_wgmma && T <= opt_.prompt_wgmma_max_tokens &&
-          prompt_wgmma_supports(wp.type, regrouped(w), w.shape.ne[0], w.shape.ne[1], T));
-}
-
-bool Executor::prompt_gemm_takes(const Node& n) const {
-  const Node& w = g_.node(n.inputs.at(0));
-  if (!opt_.prompt_gemm || w.op != Op::Weight || half_copy(w)) return false;
-  const auto& wp = ::std::get<graph::WeightParams>(w.params);
-  const int64_t T = n.shape.rows();
-  return T > opt_.matvec_max_tokens && T <= opt_.prompt_gemm_max_tokens && wp.role != graph::WeightRole::FfnRouter &&
-         prompt_gemm_supports(wp.type, regrouped(w), w.shape.ne[0], w.shape.ne[1], T);
+    return PromptKernel::None;
+  if (opt_.prompt_gemm && T <= opt_.prompt_gemm_max_tokens && prompt_gemm_supports(wp.type, regrouped(w), K, N, T))
+    return PromptKernel::Gemm;
+  if (opt_.prompt_wgmma && T <= opt_.prompt_wgmma_max_tokens && prompt_wgmma_supports(wp.type, regrouped(w), K, N, T))
+    return PromptKernel::Wgmma;
+  return PromptKernel::None;
 }
 
 const void* Executor::weight_ptr(const Node& w) const {
@@ -407,7 +400,7 @@ void* Executor::half_x_for(const Node& n) const {
 // kernel at up to 8 tokens, the wgmma kernels, which write their own image of x) rather than as half from the GEMM
 // scratch, which it converts first unless the step before left it there.
 bool Executor::gemm_reads_float_x(const Node& m) const {
-  if (matvec_cols_takes(m) || prompt_wgmma_takes(m)) return true;
+  if (matvec_cols_takes(m) || prompt_kernel(m) != PromptKernel::None) return true;
   const Node& w = g_.node(m.inputs[0]);
   const auto type = ::std::get<graph::WeightParams>(w.params).type;
   return batch_mm_takes(m) &&
@@ -443,8 +436,10 @@ void Executor::lower_gemm(const Node& n) {
   // start in the same layout, so either may follow the other. A small-batch or few-column launch that reads x as
   // float neither writes nor reads the copy: it passes on what the launch before it left.
   p.x_in_scratch = last_gemm_.step == steps_.size() && last_gemm_.x == p.x && last_gemm_.K == K && last_gemm_.T == T;
-  // Never two of them (batch_mm_takes, prompt_wgmma_takes).
-  const bool few_cols = matvec_cols_takes(n), small_batch = batch_mm_takes(n), prompt = prompt_wgmma_takes(n);
+  // Never two of them (batch_mm_takes, prompt_kernel).
+  const PromptKernel prompt_by = prompt_kernel(n);
+  const bool few_cols = matvec_cols_takes(n), small_batch = batch_mm_takes(n);
+  const bool prompt = prompt_by != PromptKernel::None;
   const bool reads_float_x = gemm_reads_float_x(n);
   if (!reads_float_x) last_gemm_ = {steps_.size() + 1, p.x, K, T};
   else if (p.x_in_scratch) last_gemm_.step = steps_.size() + 1;
@@ -480,7 +475,8 @@ void Executor::lower_gemm(const Node& n) {
       const bool ready = l.step == steps_.size() && l.x == b.x && l.gate == b.x_gate && l.K == K && l.T == T &&
                          l.type == type && l.regrouped == b.regrouped;
       last_image_ = {steps_.size() + 1, b.x, b.x_gate, K, T, type, b.regrouped};
-      if (prompt_gemm_takes(n)) steps_.push_back([b, ready](cudaStream_t s) { launch_prompt_gemm(b, s, ready); });
+      if (prompt_by == PromptKernel::Gemm)
+        steps_.push_back([b, ready](cudaStream_t s) { launch_prompt_gemm(b, s, ready); });
       else steps_.push_back([b, ready](cudaStream_t s) { launch_prompt_wgmma(b, s, ready); });
       return;
     }

@@ -391,8 +391,8 @@ class Executor {
   bool q4_0_cols(const graph::Node& w) const;  // a Q4_0 weight regrouped by columns
   bool batch_mm_takes(const graph::Node& mulmat) const;  // launched by the small-batch kernel (lower_gemm)
   bool matvec_cols_takes(const graph::Node& mulmat) const;  // launched by the few-column kernel (lower_gemm)
-  bool prompt_wgmma_takes(const graph::Node& mulmat) const;  // launched by a prompt kernel (lower_gemm): either
-  bool prompt_gemm_takes(const graph::Node& mulmat) const;   // launched by the warp-specialised one
+  enum class PromptKernel { None, Wgmma, Gemm };
+  PromptKernel prompt_kernel(const graph::Node& mulmat) const;  // which prompt kernel launches it (lower_gemm)
   const float* f32_in(const graph::Node& n, size_t i) const;
   RopeKernelParams rope_params(const graph::Node& rope) const;
   bool attention_matches_kv(const graph::Node& attention) const;
@@ -541,7 +541,7 @@ class Executor {
     const float* x = nullptr;
     int64_t K = 0, T = 0;
   } last_gemm_;
-  struct LastImage {  // the latest wgmma prompt product: its image of x serves a sibling right after it (q/k, gate/up)
+  struct LastImage {  // the latest prompt product: its image of x serves a sibling right after it (q/k, gate/up)
     size_t step = SIZE_MAX;  // steps_.size() just after it
     const float* x = nullptr;
     const float* gate = nullptr;

@@ -281,7 +281,8 @@ void Executor::fold_glu_into_image(const Node& glu) {
   if (m.op != Op::MulMat || m.inputs.size() < 2 || m.inputs[1] != glu.id || m.inputs[0] == glu.id ||
       lowering(m.id) != Lowering::Own || matvec_cols_takes(m))
     return;
-  const bool prompt = prompt_wgmma_takes(m);  // its image forms x as the small-batch wgmma kernel's does
+  // A prompt kernel's image forms x as the small-batch wgmma kernel's does.
+  const bool prompt = prompt_kernel(m) != PromptKernel::None;
   if (!prompt && !batch_mm_takes(m)) return;
   const Node& w = g_.node(m.inputs[0]);
   BatchMmChoices forming = opt_.batch_mm;  // the i8 kernel's image only with glu_images_i8

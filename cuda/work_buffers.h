@@ -60,17 +60,14 @@ inline WorkBuffers work_buffers(const graph::Graph& g, const graph::Plan& plan, 
         const size_t full = gemm_full_scratch(w.ne[0], w.ne[1], T);
         b.gemm_scratch = ::std::max(
             b.gemm_scratch, ::std::max(::std::min(full, size_t(256) << 20), gemm_min_scratch(w.ne[0], w.ne[1], T)));
-        // Or the wgmma prompt kernel (Q4_K, Q6_K regrouped or not: the layout is decided at upload): its image of x,
-        // its partial sums and the tile counters.
-        if (wp && (prompt_wgmma_supports(wp->type, false, w.ne[0], w.ne[1], T) ||
-                   prompt_wgmma_supports(wp->type, true, w.ne[0], w.ne[1], T))) {
-          b.gemm_scratch = ::std::max(b.gemm_scratch, prompt_wgmma_scratch(w.ne[0], w.ne[1], T));
-          b.batch_mm_counters = kBatchMmCounterBytes;
-        }
-        if (wp && (prompt_gemm_supports(wp->type, false, w.ne[0], w.ne[1], T) ||  // the warp-specialised kernel's
-                   prompt_gemm_supports(wp->type, true, w.ne[0], w.ne[1], T))) {
-          b.gemm_scratch = ::std::max(b.gemm_scratch, prompt_gemm_scratch(w.ne[0], w.ne[1], T));
-          b.batch_mm_counters = kBatchMmCounterBytes;
+        // Or a prompt kernel, the wgmma one or the warp-specialised one (Q4_K, Q6_K regrouped or not: the layout is
+        // decided at upload): its image of x, its partial sums and the tile counters.
+        for (const bool rg : {false, true}) {
+          const bool wgmma = wp && prompt_wgmma_supports(wp->type, rg, w.ne[0], w.ne[1], T);
+          const bool gemm = wp && prompt_gemm_supports(wp->type, rg, w.ne[0], w.ne[1], T);
+          if (wgmma) b.gemm_scratch = ::std::max(b.gemm_scratch, prompt_wgmma_scratch(w.ne[0], w.ne[1], T));
+          if (gemm) b.gemm_scratch = ::std::max(b.gemm_scratch, prompt_gemm_scratch(w.ne[0], w.ne[1], T));
+          if (wgmma || gemm) b.batch_mm_counters = kBatchMmCounterBytes;
         }
       }
     } else if (n.op == graph::Op::Attention) {

@@ -207,17 +207,12 @@ __global__ void __launch_bounds__(kThreads, 1)
   constexpr int kXStages = S::kXStages, kWStages = S::kWStages, kWStageBytes = kRows * S::kRowBytes;
   extern __shared__ __align__(128) uint8_t smem[];
   const Rings<S> st(smem);
-  uint8_t* const xs = st.xs;
-  uint8_t* const ws = st.ws;
-  uint64_t* const x_full = st.x_full;
-  uint64_t* const x_empty = st.x_empty;
-  uint64_t* const w_full = st.w_full;
-  uint64_t* const w_empty = st.w_empty;
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   if (tid == 0) {
-    for (int i = 0; i < kXStages; ++i) bulk::mbar_init(&x_full[i], 1), bulk::mbar_init(&x_empty[i], kConsumerWarps);
+    for (int i = 0; i < kXStages; ++i)
+      bulk::mbar_init(&st.x_full[i], 1), bulk::mbar_init(&st.x_empty[i], kConsumerWarps);
     for (int i = 0; i < kWStages; ++i)
-      bulk::mbar_init(&w_full[i], kWThreads), bulk::mbar_init(&w_empty[i], kConsumerWarps);
+      bulk::mbar_init(&st.w_full[i], kWThreads), bulk::mbar_init(&st.w_empty[i], kConsumerWarps);
     bulk::mbar_init_fence();
   }
   __syncthreads();
@@ -231,10 +226,10 @@ __global__ void __launch_bounds__(kThreads, 1)
       for_each_segment<kRows, kCols / 8, kSegments>(work, [&](const Segment& sg) {
         const uint8_t* src = image + size_t((sg.tile % work.token_tiles) * n_sb + sg.sl0) * (kGroups * kXStageBytes);
         for (int i = 0; i < (sg.sl_end - sg.sl0) * kGroups; ++i) {
-          bulk::mbar_wait(&x_empty[x.i], x.phase ^ 1);
+          bulk::mbar_wait(&st.x_empty[x.i], x.phase ^ 1);
           if (lane == 0) {
-            bulk::mbar_arrive_expect_tx(&x_full[x.i], kXStageBytes);
-            bulk::copy_to_shared_nohint(xs + x.i * kXStageBytes, src, kXStageBytes, &x_full[x.i]);
+            bulk::mbar_arrive_expect_tx(&st.x_full[x.i], kXStageBytes);
+            bulk::copy_to_shared_nohint(st.xs + x.i * kXStageBytes, src, kXStageBytes, &st.x_full[x.i]);
           }
           src += kXStageBytes;
           x.next();
@@ -249,14 +244,14 @@ __global__ void __launch_bounds__(kThreads, 1)
     for_each_segment<kRows, kCols / 8, kSegments>(work, [&](const Segment& sg) {
       const int64_t n0 = int64_t(sg.tile / work.token_tiles) * kRows;
       for (int sb = sg.sl0; sb < sg.sl_end; ++sb) {
-        bulk::mbar_wait(&w_empty[w.i], w.phase ^ 1);
-        uint8_t* const dst = ws + w.i * kWStageBytes;
+        bulk::mbar_wait(&st.w_empty[w.i], w.phase ^ 1);
+        uint8_t* const dst = st.ws + w.i * kWStageBytes;
         for (int c = wt; c < kRows * S::kPieces; c += kWThreads) {
           const int r = c / S::kPieces, i = c - r * S::kPieces;  // past the end: the last row (sums not stored)
           const uint8_t* row = static_cast<const uint8_t*>(p.w) + size_t(::std::min<int64_t>(n0 + r, p.N - 1)) * rb;
           cp_async16(dst + r * S::kRowBytes + 16 * i, S::piece(row, sb, i));
         }
-        asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(bulk::smem_addr(&w_full[w.i]))
+        asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(bulk::smem_addr(&st.w_full[w.i]))
                      : "memory");
         w.next();
       }

@@ -25,6 +25,7 @@
 #include "cuda/kernels/matvec.cuh"
 #include "cuda/kernels/matvec_cols.cuh"
 #include "cuda/kernels/q6_kx8.cuh"
+#include "lab_timing.h"
 
 namespace {
 
@@ -45,17 +46,7 @@ float median_ms(const cuda::Context& ctx, int reps, F&& f) {
 }
 
 // The attention lab's context lengths: LLM_LAB_CTXS="256,1024,..." or 4096 and 16384.
-std::vector<int64_t> lab_contexts() {
-  std::vector<int64_t> v;
-  if (const char* e = std::getenv("LLM_LAB_CTXS"))
-    for (std::string s = e; !s.empty();) {
-      const size_t comma = s.find(',');
-      v.push_back(std::stoll(s.substr(0, comma)));
-      s = comma == std::string::npos ? "" : s.substr(comma + 1);
-    }
-  if (v.empty()) v = {4096, 16384};
-  return v;
-}
+std::vector<int64_t> lab_contexts() { return gpu_test::lab_counts("LLM_LAB_CTXS", {4096, 16384}); }
 
 }  // namespace
 
@@ -190,12 +181,8 @@ TEST(KernelLab, WideMatvec) {
 
 // KernelLab.BatchMm's token counts: LLM_LAB_TOKENS="16,64" keeps those (an Nsight run of one launch), else all.
 std::vector<int64_t> lab_token_counts() {
-  const char* e = std::getenv("LLM_LAB_TOKENS");
-  if (!e || !*e) return {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 40, 48, 64};
-  std::vector<int64_t> ts;
-  std::stringstream ss(e);
-  for (std::string item; std::getline(ss, item, ',');)
-    ts.push_back(std::clamp<int64_t>(std::atoll(item.c_str()), 1, 64));
+  auto ts = gpu_test::lab_counts("LLM_LAB_TOKENS", {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 40, 48, 64});
+  for (auto& t : ts) t = std::clamp<int64_t>(t, 1, 64);
   return ts;
 }
 

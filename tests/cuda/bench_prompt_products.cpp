@@ -7,9 +7,7 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <cstdlib>
 #include <random>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -22,17 +20,6 @@
 #include "lab_timing.h"
 
 namespace {
-
-// LLM_LAB_PROMPT_TOKENS="128,512" or these.
-std::vector<int64_t> prompt_lengths() {
-  std::vector<int64_t> v;
-  if (const char* e = std::getenv("LLM_LAB_PROMPT_TOKENS"); e && *e) {
-    std::stringstream ss(e);
-    for (std::string item; std::getline(ss, item, ',');) v.push_back(std::stoll(item));
-  }
-  if (v.empty()) v = {128, 256, 512, 1024, 2048};
-  return v;
-}
 
 struct Shape {
   const char* name;
@@ -48,7 +35,7 @@ TEST(KernelLab, PromptProducts) {
   REQUIRE_LAB_TIMINGS();
   cuda::Context ctx;
   const cudaStream_t s = ctx.compute();
-  const auto lengths = prompt_lengths();
+  const auto lengths = gpu_test::lab_counts("LLM_LAB_PROMPT_TOKENS", {128, 256, 512, 1024, 2048});
   const int64_t t_max = *std::max_element(lengths.begin(), lengths.end());
   std::printf("device: %s\nprompt products: us (TFLOP/s)\n%-14s %5s %18s %18s %18s\n", ctx.name().c_str(), "shape",
               "T", "wgmma", "gemm", "dequant+cuBLAS");

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <functional>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -53,6 +54,16 @@ inline double median_batch_us(cudaStream_t stream, int batch, const std::functio
   }
   std::sort(ms.begin(), ms.end());
   return double(ms[ms.size() / 2]) * 1e3;
+}
+
+// A lab's list of counts from the environment ("128,512"), or `defaults` where the variable is unset or empty.
+inline std::vector<int64_t> lab_counts(const char* env, std::vector<int64_t> defaults) {
+  const char* e = std::getenv(env);
+  if (!e || !*e) return defaults;
+  std::vector<int64_t> v;
+  std::stringstream ss(e);
+  for (std::string item; std::getline(ss, item, ',');) v.push_back(std::stoll(item));  // throws on a non-number
+  return v;
 }
 
 }  // namespace gpu_test
