@@ -476,7 +476,9 @@ void Executor::lower_gemm(const Node& n) {
                          l.type == type && l.regrouped == b.regrouped;
       last_image_ = {steps_.size() + 1, b.x, b.x_gate, K, T, type, b.regrouped};
       if (prompt_by == PromptKernel::Gemm)
-        steps_.push_back([b, ready](cudaStream_t s) { launch_prompt_gemm(b, s, ready); });
+        steps_.push_back([b, ready, pairs = opt_.prompt_gemm_pairs](cudaStream_t s) {
+          launch_prompt_gemm(b, s, ready, pairs);
+        });
       else steps_.push_back([b, ready](cudaStream_t s) { launch_prompt_wgmma(b, s, ready); });
       return;
     }

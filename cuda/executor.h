@@ -163,6 +163,9 @@ struct ExecutorOptions {
   // here (W by cp.async) is not yet measured. LLM_CUDA_PROMPT_GEMM=1, LLM_CUDA_PROMPT_GEMM_MAX.
   bool prompt_gemm = false;
   int64_t prompt_gemm_max_tokens = int64_t(1) << 20;
+  // The warp-specialised kernel in clusters of two blocks on 256 rows sharing x's stages (multicast copies: x read
+  // from L2 once per 256 rows; launch_prompt_gemm's pairs). Not yet measured. LLM_CUDA_PROMPT_GEMM_PAIRS=1.
+  bool prompt_gemm_pairs = false;
   // Prefill expert products of Q4_K and recoded MXFP4 on moe_fragments.cu's kernels (weights straight into mma
   // fragments); false: moe_gemm.cu's half tiles for every format. LLM_CUDA_MOE_FRAGMENTS=0 for A/B runs.
   bool moe_fragments = true;

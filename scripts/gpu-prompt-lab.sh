@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # The prompt kernels in one device call (docs/kernel-notes.md, session 64): KernelLab.PromptProducts (one product of
 # the 8B's gate, q and down shapes, Q4_K and Q6_Kx8, at LENGTHS tokens on the wgmma kernel, the warp-specialised one
-# and the dequantize + cuBLAS path: us and TFLOP/s); with NCU=1 Nsight Compute on the warp-specialised kernel's
+# (alone and in clusters of two sharing x) and the dequantize + cuBLAS path: us and TFLOP/s); with NCU=1 Nsight Compute on the warp-specialised kernel's
 # 512-token gate product (SASS=1 for its stall samples); then (AB=1, the default) the prompt kernels' tests, the
 # outputs of a long prompt per variant against the default, and `bench` pp at LENGTHS of the default, the
-# warp-specialised kernel (LLM_CUDA_PROMPT_GEMM=1) and cuBLAS's path (LLM_CUDA_PROMPT_WGMMA=0). Table last
-# ($OUT/table.txt).
+# warp-specialised kernel (LLM_CUDA_PROMPT_GEMM=1) and cuBLAS's path (LLM_CUDA_PROMPT_WGMMA=0), or VARIANTS. Table
+# last ($OUT/table.txt).
 #   here:  scripts/pack-carry.sh; ../shared/device/prepare.sh tokenizer/ggml-vocab-llama-bpe.gguf
 #   there: scripts/gpu-prompt-lab.sh   (carry .device, .device-bin)
 set -uo pipefail
@@ -30,7 +30,7 @@ if [ "${AB:-1}" = 1 ]; then
   source "$(dirname "${BASH_SOURCE[0]}")/device-model.sh"  # $model: the synthetic Llama-3-8B Q4_K_M
   make_model /tmp/bin/llm-run
   KERNEL_TESTS='*PromptProducts*' CHECK_MODELS="$model" \
-    VARIANTS="default:- gemm:LLM_CUDA_PROMPT_GEMM=1 off:LLM_CUDA_PROMPT_WGMMA=0" SHAPES="llama3-8b:Q4_K_M" \
+    VARIANTS="${VARIANTS:-default:- gemm:LLM_CUDA_PROMPT_GEMM=1 off:LLM_CUDA_PROMPT_WGMMA=0}" SHAPES="llama3-8b:Q4_K_M" \
     ARGS="-p $lengths -n 0 -r 3" ROUNDS="${ROUNDS:-1}" timeout 420 "$(dirname "${BASH_SOURCE[0]}")/gpu-variants-ab.sh" \
     >/dev/null 2>&1  # writes $out/table.txt
 fi

@@ -51,21 +51,22 @@ struct Segment {
 // kSegments false: the launch's runs never cross a tile (each block one tile, or one of a tile's equal splits), and
 // the kernel has no segment loop, whose state otherwise stays in registers through the slice loop (T <= 8: 28 -> 31
 // us in the lab with it).
+// `block`: the run's index in the Work (the block's own; a cluster's blocks share their cluster's).
 template <int R, int NT, bool kSegments, class Fn>
-__device__ __forceinline__ void for_each_segment(const Work& w, Fn&& seg) {
-  const int32_t begin = w.first_unit(blockIdx.x), end = w.first_unit(blockIdx.x + 1);
+__device__ __forceinline__ void for_each_segment(const Work& w, Fn&& seg, int32_t block = int32_t(blockIdx.x)) {
+  const int32_t begin = w.first_unit(block), end = w.first_unit(block + 1);
   if constexpr (!kSegments) {
     const int32_t tile = begin / w.n_slices;
     const int s0 = begin - tile * w.n_slices, s1 = s0 + (end - begin);
     const bool whole = s1 - s0 == w.n_slices;
-    seg(Segment{tile, s0, s1, whole, whole ? nullptr : w.part + int64_t(blockIdx.x) * 2 * (R * NT * 8)});
+    seg(Segment{tile, s0, s1, whole, whole ? nullptr : w.part + int64_t(block) * 2 * (R * NT * 8)});
   } else {
     for (int32_t u = begin; u < end;) {
       const int32_t tile = u / w.n_slices;
       const int s0 = u - tile * w.n_slices;
       const int s1 = ::std::min(w.n_slices, s0 + (end - u));
       const bool whole = s0 == 0 && s1 == w.n_slices;
-      float* slot = whole ? nullptr : w.part + (int64_t(blockIdx.x) * 2 + (u == begin ? 0 : 1)) * (R * NT * 8);
+      float* slot = whole ? nullptr : w.part + (int64_t(block) * 2 + (u == begin ? 0 : 1)) * (R * NT * 8);
       seg(Segment{tile, s0, s1, whole, slot});
       u += s1 - s0;
     }

@@ -131,9 +131,18 @@ struct Rings {
         x_empty(x_full + S::kXStages), w_full(x_empty + S::kXStages), w_empty(w_full + S::kWStages) {}
 };
 
+// A consumer warp lets x stage `bar`'s stage go: in every block of the cluster, whose producers refill it together.
+template <int kRanks>
+__device__ __forceinline__ void release_x(uint64_t* bar) {
+  if constexpr (kRanks == 1) bulk::mbar_arrive(bar);
+  else
+#pragma unroll
+    for (int r = 0; r < kRanks; ++r) bulk::mbar_arrive_in(bar, uint32_t(r));
+}
+
 // A consumer thread's part of one segment: kN of the tile's token columns (256, or fewer for the last token tile of a
 // prompt: m64nNk16 on the first kN of the stage's 256) over its slices, then its sums stored or added up.
-template <class S, int kN>
+template <class S, int kN, int kRanks>
 __device__ __forceinline__ void consume_segment(const BatchMmParams& p, const Work& work, const Segment& sg,
                                                 const Rings<S>& st, Ring<S::kXStages>& x, Ring<S::kWStages>& w,
                                                 int64_t n0, int64_t t0, int tid) {
@@ -168,7 +177,7 @@ __device__ __forceinline__ void consume_segment(const BatchMmParams& p, const Wo
       wgmma::wait<1>();  // the group before is done: its x stage may be refilled
       if (prev >= 0) {
         __syncwarp();
-        if (lane == 0) bulk::mbar_arrive(&st.x_empty[prev]);
+        if (lane == 0) release_x<kRanks>(&st.x_empty[prev]);
       }
       prev = x.i;
       x.next();
@@ -176,7 +185,7 @@ __device__ __forceinline__ void consume_segment(const BatchMmParams& p, const Wo
   }
   wgmma::wait<0>();  // the accumulators are read below
   __syncwarp();
-  if (lane == 0) bulk::mbar_arrive(&st.x_empty[prev]);
+  if (lane == 0) release_x<kRanks>(&st.x_empty[prev]);
 
   const int rows = int(::std::min<int64_t>(kRows, p.N - n0)), cols = int(::std::min<int64_t>(kN, p.T - t0));
   if (sg.whole) {
@@ -201,119 +210,166 @@ __device__ __forceinline__ void consume_segment(const BatchMmParams& p, const Wo
       [&](int rr, int tl, float s) { p.y[(t0 + tl) * p.N + n0 + rr] = s; }, ConsumerSync<1, kConsumers>{});
 }
 
-template <class S, bool kSegments>
+// kRanks 2: a cluster of two blocks on the two row halves of a 256-row pair tile, dealt the same segments (the
+// cluster's run of the Work), shares each x stage: each block's warp 8 copies half of it into both blocks
+// (multicast), so x is read from L2 once per 256 rows. A stage is free once both blocks' consumers have let it go
+// (each consumer warp arrives on both blocks' empty barrier). Each block keeps its own W ring, partial-sum slots and
+// tile counters (its rank's half of them).
+template <class S, bool kSegments, int kRanks>
 __global__ void __launch_bounds__(kThreads, 1)
     prompt_gemm_kernel(BatchMmParams p, const uint8_t* image, uint32_t rb, Work work) {
   constexpr int kXStages = S::kXStages, kWStages = S::kWStages, kWStageBytes = kRows * S::kRowBytes;
   extern __shared__ __align__(128) uint8_t smem[];
   const Rings<S> st(smem);
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int rank = kRanks > 1 ? int(bulk::cluster_rank()) : 0;
+  const int32_t run = int32_t(blockIdx.x) / kRanks;  // this block's run of the Work (its cluster's)
   if (tid == 0) {
     for (int i = 0; i < kXStages; ++i)
-      bulk::mbar_init(&st.x_full[i], 1), bulk::mbar_init(&st.x_empty[i], kConsumerWarps);
+      bulk::mbar_init(&st.x_full[i], 1), bulk::mbar_init(&st.x_empty[i], kRanks * kConsumerWarps);
     for (int i = 0; i < kWStages; ++i)
       bulk::mbar_init(&st.w_full[i], kWThreads), bulk::mbar_init(&st.w_empty[i], kConsumerWarps);
     bulk::mbar_init_fence();
   }
-  __syncthreads();
+  if constexpr (kRanks > 1) bulk::cluster_sync();  // the other block's barriers exist before any copy lands there
+  else __syncthreads();
   const int64_t n_sb = p.K / kSbElems;
+  // Tile `tile` of the Work (a pair tile when kRanks is 2): this block's first row.
+  const auto first_row = [&](int32_t tile) { return (int64_t(tile / work.token_tiles) * kRanks + rank) * kRows; };
 
   if (warp >= kConsumerWarps) {  // the producer warpgroup: warp 8 copies x's stages, warps 9..11 W's
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(kProducerRegs));
     if (warp == kConsumerWarps) {
       Ring<kXStages> x;
       pdl_wait();  // x's image is the launch before's output
-      for_each_segment<kRows, kCols / 8, kSegments>(work, [&](const Segment& sg) {
-        const uint8_t* src = image + size_t((sg.tile % work.token_tiles) * n_sb + sg.sl0) * (kGroups * kXStageBytes);
-        for (int i = 0; i < (sg.sl_end - sg.sl0) * kGroups; ++i) {
-          bulk::mbar_wait(&st.x_empty[x.i], x.phase ^ 1);
-          if (lane == 0) {
-            bulk::mbar_arrive_expect_tx(&st.x_full[x.i], kXStageBytes);
-            bulk::copy_to_shared_nohint(st.xs + x.i * kXStageBytes, src, kXStageBytes, &st.x_full[x.i]);
-          }
-          src += kXStageBytes;
-          x.next();
-        }
-      });
-      return;
+      constexpr uint32_t kPart = kXStageBytes / kRanks;  // this block's part of a stage, copied into every block
+      for_each_segment<kRows, kCols / 8, kSegments>(
+          work,
+          [&](const Segment& sg) {
+            const uint8_t* src =
+                image + size_t((sg.tile % work.token_tiles) * n_sb + sg.sl0) * (kGroups * kXStageBytes);
+            for (int i = 0; i < (sg.sl_end - sg.sl0) * kGroups; ++i) {
+              bulk::mbar_wait(&st.x_empty[x.i], x.phase ^ 1);
+              if (lane == 0) {
+                bulk::mbar_arrive_expect_tx(&st.x_full[x.i], kXStageBytes);
+                uint8_t* const dst = st.xs + x.i * kXStageBytes + rank * kPart;
+                if constexpr (kRanks > 1)
+                  bulk::copy_to_cluster(dst, src + rank * kPart, kPart, &st.x_full[x.i], (1u << kRanks) - 1);
+                else bulk::copy_to_shared_nohint(dst, src, kPart, &st.x_full[x.i]);
+              }
+              src += kXStageBytes;
+              x.next();
+            }
+          },
+          run);
+    } else {
+      // W: each of the 96 threads copies every 96th 16-byte piece of the stage (cp.async: bulk copies of 144 bytes
+      // a row measured half the speed, session 64), then arrives on the stage's full barrier once its copies land.
+      const int wt = tid - kConsumers - 32;
+      Ring<kWStages> w;
+      for_each_segment<kRows, kCols / 8, kSegments>(
+          work,
+          [&](const Segment& sg) {
+            const int64_t n0 = first_row(sg.tile);
+            for (int sb = sg.sl0; sb < sg.sl_end; ++sb) {
+              bulk::mbar_wait(&st.w_empty[w.i], w.phase ^ 1);
+              uint8_t* const dst = st.ws + w.i * kWStageBytes;
+              for (int c = wt; c < kRows * S::kPieces; c += kWThreads) {
+                const int r = c / S::kPieces, i = c - r * S::kPieces;  // past the end: the last row (not stored)
+                const uint8_t* row =
+                    static_cast<const uint8_t*>(p.w) + size_t(::std::min<int64_t>(n0 + r, p.N - 1)) * rb;
+                cp_async16(dst + r * S::kRowBytes + 16 * i, S::piece(row, sb, i));
+              }
+              asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(
+                               bulk::smem_addr(&st.w_full[w.i]))
+                           : "memory");
+              w.next();
+            }
+          },
+          run);
+      pdl_wait();  // every thread: this grid ends only after the ones it depends on
     }
-    // W: each of the 96 threads copies every 96th 16-byte piece of the stage (cp.async: bulk copies of 144 bytes a
-    // row measured half the speed, session 64), then arrives on the stage's full barrier once its copies land.
-    const int wt = tid - kConsumers - 32;
+  } else {
+    // The consumers; with kRanks 2 their sums go to this rank's half of the slots and counters.
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(kConsumerRegs));
+    Work mine = work;
+    if constexpr (kRanks > 1) {
+      mine.part += size_t(rank) * (gridDim.x / kRanks) * 2 * (kRows * kCols);
+      mine.counters += rank * (work.units / work.n_slices);
+    }
+    Ring<kXStages> x;
     Ring<kWStages> w;
-    for_each_segment<kRows, kCols / 8, kSegments>(work, [&](const Segment& sg) {
-      const int64_t n0 = int64_t(sg.tile / work.token_tiles) * kRows;
-      for (int sb = sg.sl0; sb < sg.sl_end; ++sb) {
-        bulk::mbar_wait(&st.w_empty[w.i], w.phase ^ 1);
-        uint8_t* const dst = st.ws + w.i * kWStageBytes;
-        for (int c = wt; c < kRows * S::kPieces; c += kWThreads) {
-          const int r = c / S::kPieces, i = c - r * S::kPieces;  // past the end: the last row (sums not stored)
-          const uint8_t* row = static_cast<const uint8_t*>(p.w) + size_t(::std::min<int64_t>(n0 + r, p.N - 1)) * rb;
-          cp_async16(dst + r * S::kRowBytes + 16 * i, S::piece(row, sb, i));
-        }
-        asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(bulk::smem_addr(&st.w_full[w.i]))
-                     : "memory");
-        w.next();
-      }
-    });
-    pdl_wait();  // every thread: this grid ends only after the ones it depends on
-    return;
+    pdl_wait();  // y, the slots and the counters are written below
+    for_each_segment<kRows, kCols / 8, kSegments>(
+        mine,
+        [&](const Segment& sg) {
+          const int64_t n0 = first_row(sg.tile), t0 = (sg.tile % work.token_tiles) * kCols;
+          if (p.T - t0 > 128) consume_segment<S, 256, kRanks>(p, mine, sg, st, x, w, n0, t0, tid);
+          else consume_segment<S, 128, kRanks>(p, mine, sg, st, x, w, n0, t0, tid);
+        },
+        run);
   }
-
-  // The consumers.
-  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(kConsumerRegs));
-  Ring<kXStages> x;
-  Ring<kWStages> w;
-  pdl_wait();  // y, the slots and the counters are written below
-  for_each_segment<kRows, kCols / 8, kSegments>(work, [&](const Segment& sg) {
-    const int64_t token_tile = sg.tile % work.token_tiles, n0 = int64_t(sg.tile / work.token_tiles) * kRows;
-    const int64_t t0 = token_tile * kCols, cols = ::std::min<int64_t>(kCols, p.T - t0);
-    if (cols > 128) consume_segment<S, 256>(p, work, sg, st, x, w, n0, t0, tid);
-    else consume_segment<S, 128>(p, work, sg, st, x, w, n0, t0, tid);
-  });
+  if constexpr (kRanks > 1) bulk::cluster_sync();  // no block exits while the other may still write into it
 }
 
-int64_t tiles_of(int64_t N, int64_t T) { return (N + kRows - 1) / kRows * prompt_image::token_tiles(T, kCols); }
+// The Work's tiles: 128 rows (one block) or 256 (a cluster of two) by a token tile.
+int64_t tiles_of(int64_t N, int64_t T, int ranks = 1) {
+  return (N + ranks * kRows - 1) / (ranks * kRows) * prompt_image::token_tiles(T, kCols);
+}
 size_t slots_bytes(int64_t blocks) { return size_t(blocks) * 2 * kRows * kCols * sizeof(float); }
 
-template <class S>
+// Runs (blocks, or clusters of kRanks blocks) the GPU holds at once.
+template <class S, int kRanks>
 int64_t prepare_instances() {
-  for (auto* k : {prompt_gemm_kernel<S, true>, prompt_gemm_kernel<S, false>})
+  for (auto* k : {prompt_gemm_kernel<S, true, kRanks>, prompt_gemm_kernel<S, false, kRanks>})
     CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem_of<S>())));
-  const auto* k = reinterpret_cast<const void*>(prompt_gemm_kernel<S, true>);
-  return ::std::max<int64_t>(1, int64_t(current_device_sm_count()) * kernel_blocks_per_sm(k, kThreads, smem_of<S>()));
+  const auto* k = reinterpret_cast<const void*>(prompt_gemm_kernel<S, true, kRanks>);
+  if constexpr (kRanks == 1) {
+    return ::std::max<int64_t>(1,
+                               int64_t(current_device_sm_count()) * kernel_blocks_per_sm(k, kThreads, smem_of<S>()));
+  } else {
+    cudaLaunchConfig_t cfg{};
+    cfg.gridDim = dim3(kRanks), cfg.blockDim = dim3(kThreads), cfg.dynamicSmemBytes = smem_of<S>();
+    cudaLaunchAttribute cluster{};
+    cluster.id = cudaLaunchAttributeClusterDimension;
+    cluster.val.clusterDim.x = kRanks, cluster.val.clusterDim.y = 1, cluster.val.clusterDim.z = 1;
+    cfg.attrs = &cluster, cfg.numAttrs = 1;
+    int clusters = 0;
+    CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, k, &cfg));
+    return ::std::max(1, clusters);
+  }
 }
 
-template <class S>
+template <class S, int kRanks>
 void launch_stage(const BatchMmParams& p, uint8_t* image, bool image_ready, cudaStream_t stream) {
   if (!image_ready) prompt_image::launch_prompt_image<typename S::F, kCols>(p.x, p.x_gate, image, p.K, p.T, stream);
-  static const int64_t resident = prepare_instances<S>();
-  const int64_t tiles = tiles_of(p.N, p.T), n_slices = p.K / kSbElems;
-  const int64_t blocks = choose_blocks(tiles, n_slices, resident, true, kMaxGemmBlocks);
-  const Work w = work_for(p, tiles, n_slices, prompt_image::token_tiles(p.T, kCols), blocks,
+  static const int64_t resident = prepare_instances<S, kRanks>();
+  const int64_t tiles = tiles_of(p.N, p.T, kRanks), n_slices = p.K / kSbElems;
+  const int64_t runs = choose_blocks(tiles, n_slices, resident, true, kMaxGemmBlocks / kRanks);
+  const Work w = work_for(p, tiles, n_slices, prompt_image::token_tiles(p.T, kCols), runs,
                           part_offset(p.K, p.T) + prompt_image::image_bytes(p.K, p.T, kCols));
   const uint32_t rb = uint32_t(quant::row_bytes(p.type, p.K));  // Q6_Kx8: Q6_K's, regrouped in place
-  const auto k = w.runs_stay_in_tiles() ? prompt_gemm_kernel<S, false> : prompt_gemm_kernel<S, true>;
-  launch_programmatic(true, k, dim3(unsigned(blocks)), kThreads, smem_of<S>(), stream, p,
+  const auto k = w.runs_stay_in_tiles() ? prompt_gemm_kernel<S, false, kRanks> : prompt_gemm_kernel<S, true, kRanks>;
+  launch_programmatic_clusters(true, kRanks, k, dim3(unsigned(runs * kRanks)), kThreads, smem_of<S>(), stream, p,
                       static_cast<const uint8_t*>(image), rb, w);
 }
-
 
 }  // namespace
 
 bool prompt_gemm_supports(quant::Type type, bool regrouped, int64_t K, int64_t N, int64_t T) {
   const bool served = regrouped ? type == quant::Type::Q6_K : type == quant::Type::Q4_K;
   if (!served || T <= kBatchMmMaxTokens || N <= 0 || K <= 0 || K % (regrouped ? 2048 : kSbElems)) return false;
-  const int64_t tiles = tiles_of(N, T);
+  // A cluster's two blocks count their halves of a pair tile apart: 2 x pair tiles counters, at least tiles_of.
+  const int64_t tiles = 2 * tiles_of(N, T, 2);
   return tiles <= int64_t(kBatchMmCounterBytes / 4) && tiles * (K / kSbElems) < 0x7fffffff;
 }
 
 size_t prompt_gemm_scratch(int64_t K, int64_t N, int64_t T) {
-  const int64_t units = tiles_of(N, T) * (K / kSbElems);  // a block takes one at least
+  const int64_t units = 2 * tiles_of(N, T, 2) * (K / kSbElems);  // a block takes one at least (clusters: two)
   return part_offset(K, T) + prompt_image::image_bytes(K, T, kCols) + slots_bytes(::std::min(kMaxGemmBlocks, units));
 }
 
-void launch_prompt_gemm(const BatchMmParams& p, cudaStream_t stream, bool image_ready) {
+void launch_prompt_gemm(const BatchMmParams& p, cudaStream_t stream, bool image_ready, bool pairs) {
   LLM_REQUIRE(p.w && p.x && p.y && p.scratch && p.tile_counters, "prompt GEMM: null pointer");
   LLM_REQUIRE(prompt_gemm_supports(p.type, p.regrouped, p.K, p.N, p.T),
               "prompt GEMM: type " + ::std::string(quant::type_name(p.type)) + (p.regrouped ? " (regrouped)" : "") +
@@ -326,8 +382,13 @@ void launch_prompt_gemm(const BatchMmParams& p, cudaStream_t stream, bool image_
   LLM_REQUIRE(p.scratch_bytes >= prompt_gemm_scratch(p.K, p.N, p.T), "prompt GEMM: scratch");
   if (p.regrouped) LLM_REQUIRE(q6_kx8_fits(p.w, p.K), "prompt GEMM: Q6_Kx8 rows");
   uint8_t* const image = static_cast<uint8_t*>(p.scratch) + part_offset(p.K, p.T);
-  if (p.regrouped) launch_stage<Q6kx8Stage>(p, image, image_ready, stream);
-  else launch_stage<Q4kStage>(p, image, image_ready, stream);
+  if (p.regrouped) {
+    if (pairs) launch_stage<Q6kx8Stage, 2>(p, image, image_ready, stream);
+    else launch_stage<Q6kx8Stage, 1>(p, image, image_ready, stream);
+  } else {
+    if (pairs) launch_stage<Q4kStage, 2>(p, image, image_ready, stream);
+    else launch_stage<Q4kStage, 1>(p, image, image_ready, stream);
+  }
   CUDA_CHECK_LAUNCH(stream);
 }
 

@@ -26,7 +26,8 @@ size_t prompt_gemm_scratch(int64_t K, int64_t N, int64_t T);
 // y = W x (+ bias) for p: p.tile_counters as for launch_batch_mm, p.x_gate allowed (the image forms the SwiGLU).
 // image_ready: the launch before on this stream was one of these with the same x, x_gate, K and T, so its image of
 // x is still in the scratch. Throws cuda::InvalidArgument where prompt_gemm_supports is false or the scratch,
-// pointers or alignment do not fit. Never allocates.
-void launch_prompt_gemm(const BatchMmParams& p, cudaStream_t stream, bool image_ready = false);
+// pointers or alignment do not fit. Never allocates. pairs: clusters of two blocks on 256 rows share each stage of x
+// (read from L2 once per 256 rows instead of 128; a lab choice, ExecutorOptions::prompt_gemm_pairs).
+void launch_prompt_gemm(const BatchMmParams& p, cudaStream_t stream, bool image_ready = false, bool pairs = false);
 
 }  // namespace cuda

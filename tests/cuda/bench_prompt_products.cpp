@@ -1,6 +1,6 @@
 // Kernel lab timings of the prompt products (run only with LLM_CUDA_BENCH=1; otherwise skipped): one product of an
 // 8B's shapes at prompt lengths, on the wgmma prompt kernel (launch_prompt_wgmma), the warp-specialised one
-// (launch_prompt_gemm) and the dequantize + cuBLAS path (launch_gemm), each with its image or conversion of x
+// (launch_prompt_gemm, alone and in clusters of two) and the dequantize + cuBLAS path (launch_gemm), each with its image or conversion of x
 // (lab_timing.h's median of single launches). The weights rotate over 4 copies (past the 50 MB L2), as a prompt's
 // layers do. Prints a table: us and TFLOP/s.
 #include <gtest/gtest.h>
@@ -37,8 +37,8 @@ TEST(KernelLab, PromptProducts) {
   const cudaStream_t s = ctx.compute();
   const auto lengths = gpu_test::lab_counts("LLM_LAB_PROMPT_TOKENS", {128, 256, 512, 1024, 2048});
   const int64_t t_max = *std::max_element(lengths.begin(), lengths.end());
-  std::printf("device: %s\nprompt products: us (TFLOP/s)\n%-14s %5s %18s %18s %18s\n", ctx.name().c_str(), "shape",
-              "T", "wgmma", "gemm", "dequant+cuBLAS");
+  std::printf("device: %s\nprompt products: us (TFLOP/s)\n%-14s %5s %18s %18s %18s %18s\n", ctx.name().c_str(),
+              "shape", "T", "wgmma", "gemm", "gemm pairs", "dequant+cuBLAS");
   using quant::Type;
   for (const Shape& sh : {Shape{"gate 4096x14336", Type::Q4_K, false, 4096, 14336},
                           Shape{"q 4096x4096", Type::Q4_K, false, 4096, 4096},
@@ -73,6 +73,8 @@ TEST(KernelLab, PromptProducts) {
       };
       const double wg = gpu_test::median_launch_us(s, [&](int i) { cuda::launch_prompt_wgmma(params(i), s); });
       const double gm = gpu_test::median_launch_us(s, [&](int i) { cuda::launch_prompt_gemm(params(i), s); });
+      const double gp =
+          gpu_test::median_launch_us(s, [&](int i) { cuda::launch_prompt_gemm(params(i), s, false, true); });
       const double cb = gpu_test::median_launch_us(s, [&](int i) {
         cuda::GemmParams g{w[i % 4].get(), sh.type, dx.as<float>(), nullptr, dy.as<float>(), K, N, T, scratch.get(),
                            sb};
@@ -84,8 +86,8 @@ TEST(KernelLab, PromptProducts) {
         std::snprintf(b, sizeof b, "%.0f (%.0f)", us, 2.0 * double(K) * double(N) * double(T) / (us * 1e6));
         return std::string(b);
       };
-      std::printf("%-14s %5lld %18s %18s %18s\n", sh.name, (long long)T, col(wg).c_str(), col(gm).c_str(),
-                  col(cb).c_str());
+      std::printf("%-14s %5lld %18s %18s %18s %18s\n", sh.name, (long long)T, col(wg).c_str(), col(gm).c_str(),
+                  col(gp).c_str(), col(cb).c_str());
     }
   }
 }

@@ -32,7 +32,17 @@ struct PromptKernel {
 };
 const PromptKernel kWgmma{"wgmma", cuda::prompt_wgmma_supports, cuda::prompt_wgmma_scratch, cuda::launch_prompt_wgmma,
                           128};
-const PromptKernel kGemm{"gemm", cuda::prompt_gemm_supports, cuda::prompt_gemm_scratch, cuda::launch_prompt_gemm, 256};
+const PromptKernel kGemm{"gemm", cuda::prompt_gemm_supports, cuda::prompt_gemm_scratch,
+                         [](const cuda::BatchMmParams& p, cudaStream_t s, bool ready) {
+                           cuda::launch_prompt_gemm(p, s, ready, false);
+                         },
+                         256};
+// The same in clusters of two blocks sharing x's stages (launch_prompt_gemm's pairs).
+const PromptKernel kGemmPairs{"gemm_pairs", cuda::prompt_gemm_supports, cuda::prompt_gemm_scratch,
+                              [](const cuda::BatchMmParams& p, cudaStream_t s, bool ready) {
+                                cuda::launch_prompt_gemm(p, s, ready, true);
+                              },
+                              256};
 
 void PrintTo(const PromptKernel& k, std::ostream* os) { *os << k.name; }  // gtest's name for a parameter
 
@@ -165,29 +175,32 @@ TEST_P(PromptProducts, RangeAndRefusals) {
   EXPECT_THROW(k.launch(p, nullptr, false), cuda::InvalidArgument);
 }
 
-INSTANTIATE_TEST_SUITE_P(Kernels, PromptProducts, ::testing::Values(kWgmma, kGemm),
+INSTANTIATE_TEST_SUITE_P(Kernels, PromptProducts, ::testing::Values(kWgmma, kGemm, kGemmPairs),
                          [](const ::testing::TestParamInfo<PromptKernel>& i) { return std::string(i.param.name); });
 
 // The executor's choice of prompt kernel from the environment (no device needed): the wgmma kernel to 512 tokens by
-// default, the warp-specialised one off; LLM_CUDA_PROMPT_GEMM / _MAX and LLM_CUDA_PROMPT_WGMMA / _MAX set them, and a
+// default, the warp-specialised one off; LLM_CUDA_PROMPT_GEMM / _MAX / _PAIRS and LLM_CUDA_PROMPT_WGMMA / _MAX set them, and a
 // count that is not one is refused.
 TEST(PromptProducts, ChoicesFromEnvironment) {
   const char* names[] = {"LLM_CUDA_PROMPT_WGMMA", "LLM_CUDA_PROMPT_WGMMA_MAX", "LLM_CUDA_PROMPT_GEMM",
-                         "LLM_CUDA_PROMPT_GEMM_MAX"};
+                         "LLM_CUDA_PROMPT_GEMM_MAX", "LLM_CUDA_PROMPT_GEMM_PAIRS"};
   for (const char* n : names) ::unsetenv(n);
   const cuda::ExecutorOptions d = cuda::ExecutorOptions::from_env();
   EXPECT_TRUE(d.prompt_wgmma);
   EXPECT_EQ(d.prompt_wgmma_max_tokens, 512);
   EXPECT_FALSE(d.prompt_gemm);
+  EXPECT_FALSE(d.prompt_gemm_pairs);
   ::setenv("LLM_CUDA_PROMPT_WGMMA", "0", 1);
   ::setenv("LLM_CUDA_PROMPT_WGMMA_MAX", "640", 1);
   ::setenv("LLM_CUDA_PROMPT_GEMM", "1", 1);
   ::setenv("LLM_CUDA_PROMPT_GEMM_MAX", "2048", 1);
+  ::setenv("LLM_CUDA_PROMPT_GEMM_PAIRS", "1", 1);
   const cuda::ExecutorOptions o = cuda::ExecutorOptions::from_env();
   EXPECT_FALSE(o.prompt_wgmma);
   EXPECT_EQ(o.prompt_wgmma_max_tokens, 640);
   EXPECT_TRUE(o.prompt_gemm);
   EXPECT_EQ(o.prompt_gemm_max_tokens, 2048);
+  EXPECT_TRUE(o.prompt_gemm_pairs);
   ::setenv("LLM_CUDA_PROMPT_GEMM_MAX", "many", 1);
   EXPECT_THROW(cuda::ExecutorOptions::from_env(), cuda::InvalidArgument);
   for (const char* n : names) ::unsetenv(n);
