@@ -232,7 +232,8 @@ Executor::PromptKernel Executor::prompt_kernel(const Node& n) const {
   if (T <= opt_.matvec_max_tokens || wp.role == graph::WeightRole::FfnRouter || batch_mm_takes(n) ||
       matvec_cols_takes(n))
     return PromptKernel::None;
-  if (opt_.prompt_gemm && T <= opt_.prompt_gemm_max_tokens && prompt_gemm_supports(wp.type, regrouped(w), K, N, T))
+  if (opt_.prompt_gemm && T >= opt_.prompt_gemm_min_tokens && T <= opt_.prompt_gemm_max_tokens &&
+      prompt_gemm_supports(wp.type, regrouped(w), K, N, T))
     return PromptKernel::Gemm;
   if (opt_.prompt_wgmma && T <= opt_.prompt_wgmma_max_tokens && prompt_wgmma_supports(wp.type, regrouped(w), K, N, T))
     return PromptKernel::Wgmma;

@@ -75,6 +75,7 @@ ExecutorOptions ExecutorOptions::from_env() {
   o.prompt_wgmma = read_flag("LLM_CUDA_PROMPT_WGMMA", o.prompt_wgmma);
   o.prompt_wgmma_max_tokens = read_count("LLM_CUDA_PROMPT_WGMMA_MAX", o.prompt_wgmma_max_tokens, int64_t(1) << 20);
   o.prompt_gemm = read_flag("LLM_CUDA_PROMPT_GEMM", o.prompt_gemm);
+  o.prompt_gemm_min_tokens = read_count("LLM_CUDA_PROMPT_GEMM_MIN", o.prompt_gemm_min_tokens, int64_t(1) << 20);
   o.prompt_gemm_max_tokens = read_count("LLM_CUDA_PROMPT_GEMM_MAX", o.prompt_gemm_max_tokens, int64_t(1) << 20);
   o.prompt_gemm_pairs = read_flag("LLM_CUDA_PROMPT_GEMM_PAIRS", o.prompt_gemm_pairs);
   o.moe_fragments = read_flag("LLM_CUDA_MOE_FRAGMENTS", o.moe_fragments);

@@ -1,8 +1,8 @@
 // Kernel lab timings of the prompt products (run only with LLM_CUDA_BENCH=1; otherwise skipped): one product of an
 // 8B's shapes at prompt lengths, on the wgmma prompt kernel (launch_prompt_wgmma), the warp-specialised one
-// (launch_prompt_gemm, alone and in clusters of two) and the dequantize + cuBLAS path (launch_gemm), each with its image or conversion of x
-// (lab_timing.h's median of single launches). The weights rotate over 4 copies (past the 50 MB L2), as a prompt's
-// layers do. Prints a table: us and TFLOP/s.
+// (launch_prompt_gemm, alone and in clusters of two) and the dequantize + cuBLAS path (launch_gemm), each with its
+// image or conversion of x (lab_timing.h's median of single launches). The weights rotate over 4 copies (past the
+// 50 MB L2), as a prompt's layers do. Prints a table: us and TFLOP/s.
 #include <gtest/gtest.h>
 
 #include <algorithm>

@@ -179,11 +179,11 @@ INSTANTIATE_TEST_SUITE_P(Kernels, PromptProducts, ::testing::Values(kWgmma, kGem
                          [](const ::testing::TestParamInfo<PromptKernel>& i) { return std::string(i.param.name); });
 
 // The executor's choice of prompt kernel from the environment (no device needed): the wgmma kernel to 512 tokens by
-// default, the warp-specialised one off; LLM_CUDA_PROMPT_GEMM / _MAX / _PAIRS and LLM_CUDA_PROMPT_WGMMA / _MAX set them, and a
-// count that is not one is refused.
+// default, the warp-specialised one off; LLM_CUDA_PROMPT_GEMM / _MIN / _MAX / _PAIRS and LLM_CUDA_PROMPT_WGMMA / _MAX
+// set them, and a count that is not one is refused.
 TEST(PromptProducts, ChoicesFromEnvironment) {
   const char* names[] = {"LLM_CUDA_PROMPT_WGMMA", "LLM_CUDA_PROMPT_WGMMA_MAX", "LLM_CUDA_PROMPT_GEMM",
-                         "LLM_CUDA_PROMPT_GEMM_MAX", "LLM_CUDA_PROMPT_GEMM_PAIRS"};
+                         "LLM_CUDA_PROMPT_GEMM_MIN", "LLM_CUDA_PROMPT_GEMM_MAX", "LLM_CUDA_PROMPT_GEMM_PAIRS"};
   for (const char* n : names) ::unsetenv(n);
   const cuda::ExecutorOptions d = cuda::ExecutorOptions::from_env();
   EXPECT_TRUE(d.prompt_wgmma);
@@ -193,12 +193,14 @@ TEST(PromptProducts, ChoicesFromEnvironment) {
   ::setenv("LLM_CUDA_PROMPT_WGMMA", "0", 1);
   ::setenv("LLM_CUDA_PROMPT_WGMMA_MAX", "640", 1);
   ::setenv("LLM_CUDA_PROMPT_GEMM", "1", 1);
+  ::setenv("LLM_CUDA_PROMPT_GEMM_MIN", "513", 1);
   ::setenv("LLM_CUDA_PROMPT_GEMM_MAX", "2048", 1);
   ::setenv("LLM_CUDA_PROMPT_GEMM_PAIRS", "1", 1);
   const cuda::ExecutorOptions o = cuda::ExecutorOptions::from_env();
   EXPECT_FALSE(o.prompt_wgmma);
   EXPECT_EQ(o.prompt_wgmma_max_tokens, 640);
   EXPECT_TRUE(o.prompt_gemm);
+  EXPECT_EQ(o.prompt_gemm_min_tokens, 513);
   EXPECT_EQ(o.prompt_gemm_max_tokens, 2048);
   EXPECT_TRUE(o.prompt_gemm_pairs);
   ::setenv("LLM_CUDA_PROMPT_GEMM_MAX", "many", 1);
