@@ -18,6 +18,8 @@
 // Sums: a whole tile is stored from the accumulators (plus the bias); a partial segment's go to the block's slot and
 // the tile's last contributor adds the slots in block order (batch_mm_work.cuh's add_shared_tile, over the consumers'
 // named barrier): the same bits every run.
+// Pairs (kRanks 2, launch_prompt_gemm's pairs): clusters of two blocks on the halves of 256-row tiles share each x
+// stage (prompt_gemm_kernel's comment).
 #include "cuda/kernels/prompt_gemm.cuh"
 
 #include <algorithm>
