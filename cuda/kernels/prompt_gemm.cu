@@ -133,7 +133,8 @@ struct Rings {
         x_empty(x_full + S::kXStages), w_full(x_empty + S::kXStages), w_empty(w_full + S::kWStages) {}
 };
 
-// A consumer warp lets x stage `bar`'s stage go: in every block of the cluster, whose producers refill it together.
+// A consumer warp frees the x stage of barrier `bar` in every block of the cluster (their producers refill it
+// together: each waits for both blocks' consumers).
 template <int kRanks>
 __device__ __forceinline__ void release_x(uint64_t* bar) {
   if constexpr (kRanks == 1) bulk::mbar_arrive(bar);
