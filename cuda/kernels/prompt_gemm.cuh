@@ -4,7 +4,7 @@
 // by the tensor cores from shared memory. Against launch_prompt_wgmma (batch_mm_wgmma.cuh: W loaded by the consumers
 // into registers two super-blocks ahead, tiles of 128 tokens) no W registers wait on DRAM, the next segment's stages
 // load under the current one's products and sums, and each x byte read from L2 serves twice the flops. A lab kernel,
-// off by default (ExecutorOptions::prompt_gemm): docs/kernel-notes.md, session 64.
+// off by default (ExecutorOptions::prompt_gemm): docs/kernel-notes.md, sessions 64-65.
 #pragma once
 #include <cuda_runtime.h>
 

@@ -29,18 +29,6 @@ __device__ __forceinline__ uint64_t k_major_desc(uint32_t addr, uint32_t k_bytes
   return uint64_t((addr & 0x3FFFF) >> 4) | (uint64_t(k_bytes >> 4) << 16) | (uint64_t(n_bytes >> 4) << 32);
 }
 
-// The same for B 16 x 32: d[4 j + c] for j < 4.
-__device__ __forceinline__ void m64n32k16(float (&d)[16], const uint32_t (&a)[4], uint64_t desc) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %21, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n32k16.f32.f16.f16 "
-      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, "
-      "{%16, %17, %18, %19}, %20, p, 1, 1, 0;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "n"(1));
-}
-
 // d += A B for A 64 x 16 (this warp's 16 rows: a, as mma::m16n8k16's A) and B 16 x 64 (desc), f16 in, f32 out.
 // d[4 j + c]: row g + 8 (c >> 1) of the warp's rows, column 8 j + 2 t + (c & 1) (lane 4 g + t).
 __device__ __forceinline__ void m64n64k16(float (&d)[32], const uint32_t (&a)[4], uint64_t desc) {
@@ -112,12 +100,11 @@ __device__ __forceinline__ void m64n256k16(float (&d)[128], const uint32_t (&a)[
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "n"(1));
 }
 
-// d += A B for B 16 x N (N = 32, 64, 128 or 256 token columns).
+// d += A B for B 16 x N (N = 64, 128 or 256 token columns).
 template <int N>
 __device__ __forceinline__ void m64nNk16(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t desc) {
-  static_assert(N == 32 || N == 64 || N == 128 || N == 256, "the instances above");
-  if constexpr (N == 32) m64n32k16(d, a, desc);
-  else if constexpr (N == 64) m64n64k16(d, a, desc);
+  static_assert(N == 64 || N == 128 || N == 256, "the instances above");
+  if constexpr (N == 64) m64n64k16(d, a, desc);
   else if constexpr (N == 128) m64n128k16(d, a, desc);
   else m64n256k16(d, a, desc);
 }

@@ -38,6 +38,9 @@ TEST(KernelLab, PromptProducts) {
   const cudaStream_t s = ctx.compute();
   const auto lengths = gpu_test::lab_counts("LLM_LAB_PROMPT_TOKENS", {128, 256, 512, 1024, 2048});
   const int64_t t_max = *std::max_element(lengths.begin(), lengths.end());
+  // LLM_LAB_PROMPT_PAIRS=0 leaves the clusters out (a device call whose pair tests failed).
+  const char* pairs_env = std::getenv("LLM_LAB_PROMPT_PAIRS");
+  const bool with_pairs = !(pairs_env && std::string(pairs_env) == "0");
   std::printf("device: %s\nprompt products: us (TFLOP/s)\n%-14s %5s %18s %18s %18s %18s\n", ctx.name().c_str(),
               "shape", "T", "wgmma", "gemm", "gemm pairs", "dequant+cuBLAS");
   using quant::Type;
@@ -74,12 +77,9 @@ TEST(KernelLab, PromptProducts) {
       };
       const double wg = gpu_test::median_launch_us(s, [&](int i) { cuda::launch_prompt_wgmma(params(i), s); });
       const double gm = gpu_test::median_launch_us(s, [&](int i) { cuda::launch_prompt_gemm(params(i), s); });
-      // LLM_LAB_PROMPT_PAIRS=0 leaves the clusters out (a device call whose pair tests failed).
-      const char* pairs_env = std::getenv("LLM_LAB_PROMPT_PAIRS");
-      const double gp =
-          pairs_env && std::string(pairs_env) == "0"
-              ? 0.0
-              : gpu_test::median_launch_us(s, [&](int i) { cuda::launch_prompt_gemm(params(i), s, false, true); });
+      const double gp = with_pairs ? gpu_test::median_launch_us(
+                                         s, [&](int i) { cuda::launch_prompt_gemm(params(i), s, false, true); })
+                                   : 0.0;
       const double cb = gpu_test::median_launch_us(s, [&](int i) {
         cuda::GemmParams g{w[i % 4].get(), sh.type, dx.as<float>(), nullptr, dy.as<float>(), K, N, T, scratch.get(),
                            sb};

@@ -32,17 +32,14 @@ struct PromptKernel {
 };
 const PromptKernel kWgmma{"wgmma", cuda::prompt_wgmma_supports, cuda::prompt_wgmma_scratch, cuda::launch_prompt_wgmma,
                           128};
-const PromptKernel kGemm{"gemm", cuda::prompt_gemm_supports, cuda::prompt_gemm_scratch,
-                         [](const cuda::BatchMmParams& p, cudaStream_t s, bool ready) {
-                           cuda::launch_prompt_gemm(p, s, ready, false);
-                         },
-                         256};
-// The same in clusters of two blocks sharing x's stages (launch_prompt_gemm's pairs).
+// The warp-specialised kernel alone, or in clusters of two blocks sharing x's stages (launch_prompt_gemm's pairs).
+template <bool kPairs>
+void launch_gemm_form(const cuda::BatchMmParams& p, cudaStream_t s, bool ready) {
+  cuda::launch_prompt_gemm(p, s, ready, kPairs);
+}
+const PromptKernel kGemm{"gemm", cuda::prompt_gemm_supports, cuda::prompt_gemm_scratch, launch_gemm_form<false>, 256};
 const PromptKernel kGemmPairs{"gemm_pairs", cuda::prompt_gemm_supports, cuda::prompt_gemm_scratch,
-                              [](const cuda::BatchMmParams& p, cudaStream_t s, bool ready) {
-                                cuda::launch_prompt_gemm(p, s, ready, true);
-                              },
-                              256};
+                              launch_gemm_form<true>, 256};
 
 void PrintTo(const PromptKernel& k, std::ostream* os) { *os << k.name; }  // gtest's name for a parameter
 
