@@ -109,7 +109,7 @@ Executor::Executor(const Context& ctx, const graph::Graph& g, const graph::Plan&
   LLM_REQUIRE(plan.covers(g), "the plan was made for another graph");
   if (g.kv.paged() && !paged_block_size_supported(g.kv.block_size)) throw InvalidArgument(graph_refusal(g));
   // Sizes from the same function the sessions' memory checks use (cuda/work_buffers.h), allocated once here.
-  const WorkBuffers sizes = work_buffers(g, plan, ctx.sm_count(), opt_.matvec_max_tokens, opt_.half_weights);
+  const WorkBuffers sizes = work_buffers(g, plan, ctx.sm_count(), opt_);
   arena_ = DeviceBuffer(sizes.arena);
   paged_tiles_ = DeviceBuffer(sizes.paged_tiles);
   // The blocks write_inputs checks a token reaches: from its position minus the widest window, or (a layer that
@@ -198,46 +198,13 @@ bool Executor::q4_0_cols(const Node& w) const {
   return regrouped(w) && ::std::get<graph::WeightParams>(w.params).type == quant::Type::Q4_0;
 }
 
-// A few tokens (a decode batch): the small-batch kernel reads W once for all of them. Not one token (the matvec
-// kernels and their fusions), not a mixture's router (kept in float32, plan_mul_mat).
-bool Executor::batch_mm_takes(const Node& n) const {
+// The launch product_route chooses for a MulMat of a weight, from the weight's layout and copy as uploaded.
+ProductRoute Executor::route(const Node& n) const {
   const Node& w = g_.node(n.inputs.at(0));
-  if (w.op != Op::Weight) return false;
+  if (w.op != Op::Weight) return ProductRoute::Matvec;  // not one of lower_gemm's launches (plan_mul_mat refuses it)
   const auto& wp = ::std::get<graph::WeightParams>(w.params);
-  const int64_t T = n.shape.rows();
-  return T >= ::std::max<int64_t>(2, opt_.batch_mm_min_tokens) && T <= opt_.batch_mm_max_tokens &&
-         wp.role != graph::WeightRole::FfnRouter && !matvec_cols_takes(n) &&
-         batch_mm_supports(wp.type, regrouped(w), w.shape.ne[0], w.shape.ne[1], T);
-}
-
-// Fewer tokens still, of the formats it serves: the few-column kernel dots each weight with every column in int16,
-// as the one-token matvec does, where the small-batch kernel's unpacking to half costs as much for 2 columns as for
-// 8.
-bool Executor::matvec_cols_takes(const Node& n) const {
-  const Node& w = g_.node(n.inputs.at(0));
-  if (w.op != Op::Weight) return false;
-  const auto& wp = ::std::get<graph::WeightParams>(w.params);
-  const int64_t T = n.shape.rows();
-  return T >= 2 && T <= opt_.matvec_cols_max_tokens && wp.role != graph::WeightRole::FfnRouter &&
-         matvec_cols_supports(wp.type, regrouped(w), w.shape.ne[0], w.shape.ne[1], T);
-}
-
-// Many tokens (a prompt) of the formats a prompt kernel serves, unless the matrix has a half copy (cuBLAS reads that
-// as it is): the warp-specialised kernel where its option asks for it, else the wgmma one up to its bound.
-Executor::PromptKernel Executor::prompt_kernel(const Node& n) const {
-  const Node& w = g_.node(n.inputs.at(0));
-  if (w.op != Op::Weight || half_copy(w)) return PromptKernel::None;
-  const auto& wp = ::std::get<graph::WeightParams>(w.params);
-  const int64_t T = n.shape.rows(), K = w.shape.ne[0], N = w.shape.ne[1];
-  if (T <= opt_.matvec_max_tokens || wp.role == graph::WeightRole::FfnRouter || batch_mm_takes(n) ||
-      matvec_cols_takes(n))
-    return PromptKernel::None;
-  if (opt_.prompt_gemm && T >= opt_.prompt_gemm_min_tokens && T <= opt_.prompt_gemm_max_tokens &&
-      prompt_gemm_supports(wp.type, regrouped(w), K, N, T))
-    return PromptKernel::Gemm;
-  if (opt_.prompt_wgmma && T <= opt_.prompt_wgmma_max_tokens && prompt_wgmma_supports(wp.type, regrouped(w), K, N, T))
-    return PromptKernel::Wgmma;
-  return PromptKernel::None;
+  return product_route(opt_, ProductFacts{wp.type, wp.role, regrouped(w), half_copy(w) != nullptr, w.shape.ne[0],
+                                          w.shape.ne[1], n.shape.rows()});
 }
 
 const void* Executor::weight_ptr(const Node& w) const {
@@ -401,7 +368,7 @@ void* Executor::half_x_for(const Node& n) const {
 // kernel at up to 8 tokens, the wgmma kernels, which write their own image of x) rather than as half from the GEMM
 // scratch, which it converts first unless the step before left it there.
 bool Executor::gemm_reads_float_x(const Node& m) const {
-  if (matvec_cols_takes(m) || prompt_kernel(m) != PromptKernel::None) return true;
+  if (matvec_cols_takes(m) || prompt_takes(m)) return true;
   const Node& w = g_.node(m.inputs[0]);
   const auto type = ::std::get<graph::WeightParams>(w.params).type;
   return batch_mm_takes(m) &&
@@ -437,10 +404,9 @@ void Executor::lower_gemm(const Node& n) {
   // start in the same layout, so either may follow the other. A small-batch or few-column launch that reads x as
   // float neither writes nor reads the copy: it passes on what the launch before it left.
   p.x_in_scratch = last_gemm_.step == steps_.size() && last_gemm_.x == p.x && last_gemm_.K == K && last_gemm_.T == T;
-  // Never two of them (batch_mm_takes, prompt_kernel).
-  const PromptKernel prompt_by = prompt_kernel(n);
-  const bool few_cols = matvec_cols_takes(n), small_batch = batch_mm_takes(n);
-  const bool prompt = prompt_by != PromptKernel::None;
+  const ProductRoute by = route(n);  // one of them: the few-column, small-batch or a prompt kernel, or cuBLAS
+  const bool few_cols = by == ProductRoute::FewColumns, small_batch = by == ProductRoute::SmallBatch;
+  const bool prompt = by == ProductRoute::PromptWgmma || by == ProductRoute::PromptGemm;
   const bool reads_float_x = gemm_reads_float_x(n);
   if (!reads_float_x) last_gemm_ = {steps_.size() + 1, p.x, K, T};
   else if (p.x_in_scratch) last_gemm_.step = steps_.size() + 1;
@@ -476,7 +442,7 @@ void Executor::lower_gemm(const Node& n) {
       const bool ready = l.step == steps_.size() && l.x == b.x && l.gate == b.x_gate && l.K == K && l.T == T &&
                          l.type == type && l.regrouped == b.regrouped;
       last_image_ = {steps_.size() + 1, b.x, b.x_gate, K, T, type, b.regrouped};
-      if (prompt_by == PromptKernel::Gemm)
+      if (by == ProductRoute::PromptGemm)
         steps_.push_back([b, ready, pairs = opt_.prompt_gemm_pairs](cudaStream_t s) {
           launch_prompt_gemm(b, s, ready, pairs);
         });

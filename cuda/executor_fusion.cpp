@@ -282,7 +282,7 @@ void Executor::fold_glu_into_image(const Node& glu) {
       lowering(m.id) != Lowering::Own || matvec_cols_takes(m))
     return;
   // A prompt kernel's image forms x as the small-batch wgmma kernel's does.
-  const bool prompt = prompt_kernel(m) != PromptKernel::None;
+  const bool prompt = prompt_takes(m);
   if (!prompt && !batch_mm_takes(m)) return;
   const Node& w = g_.node(m.inputs[0]);
   BatchMmChoices forming = opt_.batch_mm;  // the i8 kernel's image only with glu_images_i8

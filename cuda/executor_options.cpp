@@ -5,7 +5,7 @@
 #include <string_view>
 
 #include "cuda/check.h"
-#include "cuda/executor.h"
+#include "cuda/executor_options.h"
 
 namespace cuda {
 

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <variant>
 
+#include "cuda/executor_options.h"
 #include "cuda/half_weights.h"
 #include "cuda/kernels/attention.cuh"
 #include "cuda/kernels/batch_mm.cuh"
@@ -15,6 +16,7 @@
 #include "cuda/kernels/gemm.cuh"
 #include "cuda/kernels/moe_gemm.cuh"
 #include "cuda/paged_batch.h"
+#include "cuda/product_route.h"
 #include "graph/ir.h"
 #include "graph/plan.h"
 
@@ -33,42 +35,42 @@ struct WorkBuffers {
   }
 };
 
-// For graph g planned by `plan`, on a device with sm_count SMs; MulMat nodes with more than matvec_max_tokens
-// tokens take the GEMM path (ExecutorOptions::matvec_max_tokens), which converts only x where the matrix is F16 or
-// has a copy in `half` (ExecutorOptions::half_weights).
+// The scratch one product needs on its route (product_route.h): none for the matvec and few-column kernels.
+inline size_t product_scratch(ProductRoute route, int64_t K, int64_t N, int64_t T) {
+  switch (route) {
+    case ProductRoute::SmallBatch: return batch_mm_scratch(K, N, T);  // x in half, then shared tiles' partial sums
+    case ProductRoute::PromptWgmma: return prompt_wgmma_scratch(K, N, T);  // the image of x, partial sums
+    case ProductRoute::PromptGemm: return prompt_gemm_scratch(K, N, T);
+    case ProductRoute::GemmHalf: return gemm_x_scratch(K, T);  // cuBLAS reads W as it is
+    case ProductRoute::GemmDequant:  // the whole matrix converted up to 256 MiB; bigger matrices go in slices
+      return ::std::max(::std::min(gemm_full_scratch(K, N, T), size_t(256) << 20), gemm_min_scratch(K, N, T));
+    default: return 0;
+  }
+}
+
+// For graph g planned by `plan`, on a device with sm_count SMs, each product on the route `opt` gives it. Where
+// the session has not regrouped its weights yet (no regrouped_offsets: a load-time estimate), a Q6_K or Q4_0 matrix
+// may take either layout, and the larger need counts.
 inline WorkBuffers work_buffers(const graph::Graph& g, const graph::Plan& plan, int sm_count,
-                                int64_t matvec_max_tokens, const HalfWeights* half = nullptr) {
+                                const ExecutorOptions& opt) {
   WorkBuffers b;
   b.arena = plan.arena_bytes;
   for (const graph::Node& n : g.nodes()) {
-    if (n.op == graph::Op::MulMat && n.inputs.size() >= 2) {
-      const auto& w = g.node(n.inputs[0]).shape;
-      const int64_t T = n.shape.ne[1] * n.shape.ne[2] * n.shape.ne[3];
-      if (T > 1 && T <= kBatchMmMaxTokens) {
-        // A few tokens may take the small-batch kernel (batch_mm.cuh): x in half at the scratch's start, then the
-        // partial sums of shared tiles.
-        b.gemm_scratch = ::std::max(b.gemm_scratch, batch_mm_scratch(w.ne[0], w.ne[1], T));
-        b.batch_mm_counters = kBatchMmCounterBytes;
-      }
-      const graph::Node& wn = g.node(n.inputs[0]);
-      const auto* wp = wn.op == graph::Op::Weight ? ::std::get_if<graph::WeightParams>(&wn.params) : nullptr;
-      const bool half_operand = wp && (wp->type == quant::Type::F16 || (half && half->rows(*wp, w.ne[0])));
-      if (T > matvec_max_tokens && half_operand) {
-        b.gemm_scratch = ::std::max(b.gemm_scratch, gemm_x_scratch(w.ne[0], T));  // cuBLAS reads W as it is
-      } else if (T > matvec_max_tokens) {
-        // Whole-matrix conversion up to 256 MiB; bigger matrices go in slices.
-        const size_t full = gemm_full_scratch(w.ne[0], w.ne[1], T);
-        b.gemm_scratch = ::std::max(
-            b.gemm_scratch, ::std::max(::std::min(full, size_t(256) << 20), gemm_min_scratch(w.ne[0], w.ne[1], T)));
-        // Or a prompt kernel, the wgmma one or the warp-specialised one (Q4_K, Q6_K regrouped or not: the layout is
-        // decided at upload): its image of x, its partial sums and the tile counters.
-        for (const bool rg : {false, true}) {
-          const bool wgmma = wp && prompt_wgmma_supports(wp->type, rg, w.ne[0], w.ne[1], T);
-          const bool gemm = wp && prompt_gemm_supports(wp->type, rg, w.ne[0], w.ne[1], T);
-          if (wgmma) b.gemm_scratch = ::std::max(b.gemm_scratch, prompt_wgmma_scratch(w.ne[0], w.ne[1], T));
-          if (gemm) b.gemm_scratch = ::std::max(b.gemm_scratch, prompt_gemm_scratch(w.ne[0], w.ne[1], T));
-          if (wgmma || gemm) b.batch_mm_counters = kBatchMmCounterBytes;
-        }
+    if (n.op == graph::Op::MulMat && n.inputs.size() >= 2 && g.node(n.inputs[0]).op == graph::Op::Weight) {
+      const graph::Node& w = g.node(n.inputs[0]);
+      const auto& wp = ::std::get<graph::WeightParams>(w.params);
+      ProductFacts f{wp.type, wp.role, false, opt.half_weights && opt.half_weights->rows(wp, w.shape.ne[0]),
+                     w.shape.ne[0], w.shape.ne[1], n.shape.rows()};
+      const bool known = opt.regrouped_offsets != nullptr;
+      const bool may_regroup = wp.type == quant::Type::Q6_K || wp.type == quant::Type::Q4_0;
+      for (const bool rg : {false, true}) {
+        if (known ? rg != opt.regrouped_offsets->contains(wp.arena_offset - wp.tensor_offset) : rg && !may_regroup)
+          continue;
+        f.regrouped = rg;
+        const ProductRoute r = product_route(opt, f);
+        b.gemm_scratch = ::std::max(b.gemm_scratch, product_scratch(r, f.K, f.N, f.T));
+        if (r == ProductRoute::SmallBatch || r == ProductRoute::PromptWgmma || r == ProductRoute::PromptGemm)
+          b.batch_mm_counters = kBatchMmCounterBytes;  // their tile counters
       }
     } else if (n.op == graph::Op::Attention) {
       const auto& p = ::std::get<graph::AttentionParams>(n.params);
@@ -77,7 +79,7 @@ inline WorkBuffers work_buffers(const graph::Graph& g, const graph::Plan& plan, 
       const int32_t splits = attention_max_splits(g.kv.seq_capacity(), p.n_head_kv, T, sm_count);
       b.attn_scratch = ::std::max(b.attn_scratch, attention_scratch_floats(p.n_head, p.head_dim_v, T, splits) * 4);
       if (g.kv.paged()) b.paged_tiles = ::std::max(b.paged_tiles, size_t(PagedTiles::staged_ints(T)) * 4);
-    } else if (n.op == graph::Op::MulMatId && n.shape.ne[2] > matvec_max_tokens) {
+    } else if (n.op == graph::Op::MulMatId && n.shape.ne[2] > opt.matvec_max_tokens) {
       const int64_t n_expert = g.node(n.inputs[0]).shape.ne[2];
       const auto& x = g.node(n.inputs[1]).shape;  // [K, x_slots, T]
       b.moe_scratch = ::std::max(b.moe_scratch, moe_gemm_scratch_bytes(n_expert, n.shape.ne[1], n.shape.ne[2],

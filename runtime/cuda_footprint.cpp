@@ -17,10 +17,11 @@ namespace runtime {
 namespace {
 
 // Device bytes of the executor for one graph shape; the graph is built and planned on the host only.
-uint64_t graph_device_bytes(const model::Model& m, int32_t n_tokens, bool all_logits, int32_t n_ctx, int sm_count) {
+uint64_t graph_device_bytes(const model::Model& m, int32_t n_tokens, bool all_logits, int32_t n_ctx, int sm_count,
+                            const cuda::ExecutorOptions& exec) {
   const graph::Graph g = model::build_graph(m.config(), m.weights(), n_tokens, all_logits, n_ctx);
   const graph::Plan p = graph::plan(g);
-  return cuda::work_buffers(g, p, sm_count, cuda::ExecutorOptions{}.matvec_max_tokens).device_bytes();
+  return cuda::work_buffers(g, p, sm_count, exec).device_bytes();
 }
 
 }  // namespace
@@ -30,7 +31,7 @@ CudaDeviceFacts cuda_device_facts(const cuda::Context& ctx, int32_t n_vocab) {
 }
 
 Footprint cuda_session_footprint(const model::Model& model, const CudaDeviceFacts& device, CudaPlanShape shape,
-                                 graph::KvType kv_type) {
+                                 graph::KvType kv_type, const cuda::ExecutorOptions& exec) {
   const model::Config& c = model.config();
   Footprint fp;
   fp.weights_bytes = model.weights().arena_bytes();
@@ -40,14 +41,17 @@ Footprint cuda_session_footprint(const model::Model& model, const CudaDeviceFact
       graph::KvCacheSpec{c.n_layer, 1, c.n_head_kv, c.head_dim, c.head_dim_v, kv_type})));
   // Captures the model by address: the footprint is used while the caller holds the model.
   const model::Model* m = &model;
-  fp.work_bytes = [m, device, shape](int32_t n_ctx) -> uint64_t {
+  // The products' routes as the session's switches choose them; its weights' layouts are not known yet (either).
+  cuda::ExecutorOptions routes = exec;
+  routes.regrouped_offsets = nullptr, routes.half_weights = nullptr, routes.rtc = nullptr, routes.log = nullptr;
+  fp.work_bytes = [m, device, shape, routes](int32_t n_ctx) -> uint64_t {
     n_ctx = std::max(n_ctx, 1);
     const int32_t batch = std::min(n_ctx, shape.batch > 0 ? shape.batch : kPlannedPrefillTokens);
     // CudaSession's history window, sampling state and sampling scratch.
     const uint64_t sampler = uint64_t(n_ctx) * 4 + sizeof(cuda::SamplingState) + device.sampling_scratch_bytes;
     // The prompt graph, the plain decode graph and the two sampling decode graphs (CudaSession::decode_).
-    return graph_device_bytes(*m, batch, shape.all_logits, n_ctx, device.sm_count) +
-           3 * graph_device_bytes(*m, 1, false, n_ctx, device.sm_count) + sampler;
+    return graph_device_bytes(*m, batch, shape.all_logits, n_ctx, device.sm_count, routes) +
+           3 * graph_device_bytes(*m, 1, false, n_ctx, device.sm_count, routes) + sampler;
   };
   return fp;
 }

@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "cuda/context.h"
+#include "cuda/executor_options.h"
 #include "model/model.h"
 #include "runtime/memory_plan.h"
 
@@ -30,9 +31,10 @@ CudaDeviceFacts cuda_device_facts(const cuda::Context& ctx, int32_t n_vocab);
 
 // The work buffers of a context of n_ctx slots are those of the planned batch graph, the decode graph twice (plain,
 // and captured with the sampler) and the sampler's buffers.
-// kv_type: the KV cache's element type (its bytes per slot).
+// kv_type: the KV cache's element type (its bytes per slot); exec: the session's switches, which choose each product's
+// kernel and so its scratch (cuda/product_route.h).
 Footprint cuda_session_footprint(const model::Model& model, const CudaDeviceFacts& device, CudaPlanShape shape = {},
-                                 graph::KvType kv_type = graph::KvType::F16);
+                                 graph::KvType kv_type = graph::KvType::F16, const cuda::ExecutorOptions& exec = {});
 
 }  // namespace runtime
 #endif  // LLM_HAVE_CUDA_SESSION

@@ -91,7 +91,7 @@ CudaSession::CudaSession(std::shared_ptr<const model::Model> model, int32_t n_ct
   cuda::HalfWeightsPlan half_plan;
   {
     const CudaDeviceFacts facts = cuda_device_facts(*ctx_, model_->config().n_vocab);
-    Footprint fp = cuda_session_footprint(*model_, facts, opt_.plan, opt_.kv_type);
+    Footprint fp = cuda_session_footprint(*model_, facts, opt_.plan, opt_.kv_type, opt_.exec);
     const uint64_t free_bytes = cuda::device_memory_free();
     const int32_t n_train = std::max(model_->config().n_ctx_train, 1);
     // The half copies come before the cache: they take what -c (or a 4096-slot context) leaves.
@@ -102,7 +102,7 @@ CudaSession::CudaSession(std::shared_ptr<const model::Model> model, int32_t n_ct
     std::vector<CacheOption> smaller;
     for (const graph::KvType t : {graph::KvType::Q8_0, graph::KvType::Q4_0})
       if (cuda::kv_cache_supported(t, attention)) {
-        Footprint option = cuda_session_footprint(*model_, facts, opt_.plan, t);
+        Footprint option = cuda_session_footprint(*model_, facts, opt_.plan, t, opt_.exec);
         option.weights_bytes += half_plan.bytes;
         if (option.kv_bytes_per_token < fp.kv_bytes_per_token)
           smaller.push_back({graph::kv_type_name(t), std::move(option)});
@@ -259,7 +259,7 @@ std::unique_ptr<CudaSession::Compiled> CudaSession::compile(const model::BatchSh
   eo.half_weights = half_weights_.count() ? &half_weights_ : nullptr;
   eo.rope_pairs_adjacent = rope_pairs_adjacent_;
   const cuda::WorkBuffers wb =
-      cuda::work_buffers(c->graph, c->plan, ctx_->sm_count(), eo.matvec_max_tokens, eo.half_weights);
+      cuda::work_buffers(c->graph, c->plan, ctx_->sm_count(), eo);
   ensure_free(wb.device_bytes(), n_tokens);
   c->exec = std::make_unique<cuda::Executor>(*ctx_, c->graph, c->plan, weights_.base(), kv_.get(), eo);
   if (opt_.verbose)  // where device memory goes beyond weights and KV (bench reports the total)

@@ -12,6 +12,7 @@
 #include "cuda/kernels/q6_kx8.cuh"
 #include "cuda/work_buffers.h"
 #include "gpu_test.h"
+#include "product_graph.h"
 #include "graph/plan.h"
 
 namespace {
@@ -60,31 +61,14 @@ TEST(HalfWeightsPlan, TakesTheLayersDenseMatricesInOrderWithinTheBudget) {
   EXPECT_EQ(cuda::half_copy_bytes(desc(WeightRole::AttnQ, Type::F32, 3, 5, 0)), 256u);
 }
 
-// A prompt's product x [K, T] -> [N, T] through matrix W of `type` at arena offset 0, x gathered from a float table.
-graph::Graph one_product(Type type, int64_t K, int64_t N, int64_t T) {
-  graph::Graph g;
-  graph::WeightParams table{.tensor = "token_embd.weight", .role = WeightRole::TokenEmbedding, .type = Type::F32,
-                            .arena_offset = uint64_t(1) << 30, .nbytes = uint64_t(K) * 16 * 4};
-  graph::WeightParams w{.tensor = "blk.0.ffn_down.weight", .role = WeightRole::FfnDown, .layer = 0, .type = type,
-                        .arena_offset = 0, .nbytes = quant::row_bytes(type, K) * uint64_t(N)};
-  const auto ids = g.input("tokens", graph::InputParams::Kind::Tokens, T);
-  const auto x = g.get_rows("x", g.weight("token_embd", table, graph::Shape{{K, 16, 1, 1}}), ids);
-  g.mark_output(g.mul_mat("y", g.weight("w", w, graph::Shape{{K, N, 1, 1}}), x));
-  return g;
-}
-
-// The GEMM scratch: a quantized matrix's product converts the whole matrix there (up to 256 MiB), or for Q4_K holds
-// a prompt kernel's image and sums if those are larger; an F16 matrix's product only x (cuBLAS reads W as it
-// is).
+// The GEMM scratch: a quantized matrix's product on cuBLAS converts the whole matrix there (up to 256 MiB); an F16
+// matrix's product only x (cuBLAS reads W as it is). (The prompt kernels' routes: test_product_route.cpp.)
 TEST(HalfWeightsPlan, ScratchHoldsOnlyXWhereWIsHalf) {
   const int64_t K = 512, N = 1024, T = 100;
   const graph::Graph q = one_product(Type::Q4_0, K, N, T), h = one_product(Type::F16, K, N, T);
-  const graph::Graph q4k = one_product(Type::Q4_K, K, N, T);
-  EXPECT_EQ(cuda::work_buffers(q, graph::plan(q), 132, 4).gemm_scratch, cuda::gemm_full_scratch(K, N, T));
-  EXPECT_EQ(cuda::work_buffers(q4k, graph::plan(q4k), 132, 4).gemm_scratch,
-            std::max({cuda::gemm_full_scratch(K, N, T), cuda::prompt_wgmma_scratch(K, N, T),
-                      cuda::prompt_gemm_scratch(K, N, T)}));
-  EXPECT_EQ(cuda::work_buffers(h, graph::plan(h), 132, 4).gemm_scratch, cuda::gemm_x_scratch(K, T));
+    const cuda::ExecutorOptions opt;
+  EXPECT_EQ(cuda::work_buffers(q, graph::plan(q), 132, opt).gemm_scratch, cuda::gemm_full_scratch(K, N, T));
+  EXPECT_EQ(cuda::work_buffers(h, graph::plan(h), 132, opt).gemm_scratch, cuda::gemm_x_scratch(K, T));
   EXPECT_EQ(cuda::gemm_x_scratch(K, T), size_t(K * T * 2));
 }
 
@@ -128,7 +112,9 @@ TEST(HalfWeights, ProductOnTheCopyIsTheDequantizingProduct) {
   EXPECT_EQ(copies.find(arena_bytes), nullptr);  // no tensor there
   {  // a product whose matrix has a copy needs scratch for x alone, as an F16 matrix's does
     const graph::Graph g = one_product(cases[0].type, cases[0].K, cases[0].N, 100);
-    EXPECT_EQ(cuda::work_buffers(g, graph::plan(g), 132, 4, &copies).gemm_scratch,
+    cuda::ExecutorOptions with_copies;
+    with_copies.half_weights = &copies;
+    EXPECT_EQ(cuda::work_buffers(g, graph::plan(g), 132, with_copies).gemm_scratch,
               cuda::gemm_x_scratch(cases[0].K, 100));
   }
   for (size_t i = 0; i < std::size(cases); ++i) {

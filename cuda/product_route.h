@@ -1,0 +1,34 @@
+// Which launch a product of a weight matrix takes. The executor lowers each MulMat by this answer and work_buffers
+// reserves the scratch of the same answer, so a graph never holds scratch for a path none of its products takes
+// (a dequantised copy of W, up to 256 MiB, for products the small-batch or prompt kernels run) nor lacks it.
+#pragma once
+#include <cstdint>
+
+#include "cuda/executor_options.h"
+#include "graph/ir.h"
+#include "quant/types.h"
+
+namespace cuda {
+
+enum class ProductRoute {
+  Matvec,       // one token, a few of a format the small kernels refuse, or a mixture's router (matvec.cuh)
+  FewColumns,   // 2..matvec_cols_max_tokens tokens, int16 dots (matvec_cols.cuh)
+  SmallBatch,   // batch_mm_min_tokens..batch_mm_max_tokens (batch_mm.cuh's kernels)
+  PromptWgmma,  // a prompt on the wgmma kernel (launch_prompt_wgmma)
+  PromptGemm,   // a prompt on the warp-specialised kernel (launch_prompt_gemm)
+  GemmHalf,     // cuBLAS on W as it is (F16) or on its half copy (half_weights.h): x alone converted
+  GemmDequant,  // W dequantised to half in the scratch, then cuBLAS (gemm.cuh)
+};
+
+// One product as the choice sees it.
+struct ProductFacts {
+  quant::Type type = quant::Type::F32;
+  graph::WeightRole role = graph::WeightRole::Other;
+  bool regrouped = false;  // in ExecutorOptions::regrouped_offsets (Q6_Kx8, Q4_0 by columns)
+  bool half_copy = false;  // ExecutorOptions::half_weights has a copy of its rows
+  int64_t K = 0, N = 0, T = 0;
+};
+
+ProductRoute product_route(const ExecutorOptions& opt, const ProductFacts& f);
+
+}  // namespace cuda
