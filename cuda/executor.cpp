@@ -10,7 +10,6 @@
 #include "cuda/kernels/attention_o.cuh"
 #include "cuda/kernels/attention_prefill.cuh"
 #include "cuda/kernels/batch_mm_wgmma.cuh"
-#include "cuda/kernels/prompt_gemm.cuh"
 #include "cuda/kernels/elementwise.cuh"
 #include "cuda/kernels/gemm.cuh"
 #include "cuda/kernels/get_rows.cuh"
@@ -404,9 +403,9 @@ void Executor::lower_gemm(const Node& n) {
   // start in the same layout, so either may follow the other. A small-batch or few-column launch that reads x as
   // float neither writes nor reads the copy: it passes on what the launch before it left.
   p.x_in_scratch = last_gemm_.step == steps_.size() && last_gemm_.x == p.x && last_gemm_.K == K && last_gemm_.T == T;
-  const ProductRoute by = route(n);  // one of them: the few-column, small-batch or a prompt kernel, or cuBLAS
+  const ProductRoute by = route(n);  // one of them: the few-column, small-batch or prompt kernel, or cuBLAS
   const bool few_cols = by == ProductRoute::FewColumns, small_batch = by == ProductRoute::SmallBatch;
-  const bool prompt = by == ProductRoute::PromptWgmma || by == ProductRoute::PromptGemm;
+  const bool prompt = by == ProductRoute::PromptWgmma;
   const bool reads_float_x = gemm_reads_float_x(n);
   if (!reads_float_x) last_gemm_ = {steps_.size() + 1, p.x, K, T};
   else if (p.x_in_scratch) last_gemm_.step = steps_.size() + 1;
@@ -442,11 +441,7 @@ void Executor::lower_gemm(const Node& n) {
       const bool ready = l.step == steps_.size() && l.x == b.x && l.gate == b.x_gate && l.K == K && l.T == T &&
                          l.type == type && l.regrouped == b.regrouped;
       last_image_ = {steps_.size() + 1, b.x, b.x_gate, K, T, type, b.regrouped};
-      if (by == ProductRoute::PromptGemm)
-        steps_.push_back([b, ready, pairs = opt_.prompt_gemm_pairs](cudaStream_t s) {
-          launch_prompt_gemm(b, s, ready, pairs);
-        });
-      else steps_.push_back([b, ready](cudaStream_t s) { launch_prompt_wgmma(b, s, ready); });
+      steps_.push_back([b, ready](cudaStream_t s) { launch_prompt_wgmma(b, s, ready); });
       return;
     }
     const BatchMmChoices choices = opt_.batch_mm;

@@ -219,10 +219,7 @@ class Executor {
   ProductRoute route(const graph::Node& mulmat) const;
   bool batch_mm_takes(const graph::Node& m) const { return route(m) == ProductRoute::SmallBatch; }
   bool matvec_cols_takes(const graph::Node& m) const { return route(m) == ProductRoute::FewColumns; }
-  bool prompt_takes(const graph::Node& m) const {  // one of the prompt kernels (lower_gemm)
-    const ProductRoute r = route(m);
-    return r == ProductRoute::PromptWgmma || r == ProductRoute::PromptGemm;
-  }
+  bool prompt_takes(const graph::Node& m) const { return route(m) == ProductRoute::PromptWgmma; }
   const float* f32_in(const graph::Node& n, size_t i) const;
   RopeKernelParams rope_params(const graph::Node& rope) const;
   bool attention_matches_kv(const graph::Node& attention) const;

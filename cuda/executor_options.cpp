@@ -74,10 +74,6 @@ ExecutorOptions ExecutorOptions::from_env() {
   o.paged_run_bases = read_flag("LLM_CUDA_PAGED_RUN_BASES", o.paged_run_bases);
   o.prompt_wgmma = read_flag("LLM_CUDA_PROMPT_WGMMA", o.prompt_wgmma);
   o.prompt_wgmma_max_tokens = read_count("LLM_CUDA_PROMPT_WGMMA_MAX", o.prompt_wgmma_max_tokens, int64_t(1) << 20);
-  o.prompt_gemm = read_flag("LLM_CUDA_PROMPT_GEMM", o.prompt_gemm);
-  o.prompt_gemm_min_tokens = read_count("LLM_CUDA_PROMPT_GEMM_MIN", o.prompt_gemm_min_tokens, int64_t(1) << 20);
-  o.prompt_gemm_max_tokens = read_count("LLM_CUDA_PROMPT_GEMM_MAX", o.prompt_gemm_max_tokens, int64_t(1) << 20);
-  o.prompt_gemm_pairs = read_flag("LLM_CUDA_PROMPT_GEMM_PAIRS", o.prompt_gemm_pairs);
   o.moe_fragments = read_flag("LLM_CUDA_MOE_FRAGMENTS", o.moe_fragments);
   o.moe_glu_out = read_flag("LLM_CUDA_MOE_GLU_OUT", o.moe_glu_out);
   o.moe_glu_pairs = read_flag("LLM_CUDA_MOE_GLU_PAIRS", o.moe_glu_pairs);

@@ -101,16 +101,6 @@ struct ExecutorOptions {
   // bound.
   bool prompt_wgmma = true;
   int64_t prompt_wgmma_max_tokens = 512;
-  // Q4_K and Q6_Kx8 prompt products of prompt_gemm_min_tokens..prompt_gemm_max_tokens tokens (and more than 64) on
-  // the warp-specialised kernel (launch_prompt_gemm: W and x copied into shared-memory rings by producer warps, tiles
-  // of 128 rows by 256 tokens) instead of the wgmma prompt kernel or cuBLAS. A lab kernel, off until it wins its A/B:
-  // its first form (W by 144-byte bulk copies) ran pp512 at 14.0k tok/s against the wgmma kernel's 24.8k (H100,
-  // session 64); the form here (W by cp.async) is not yet measured. LLM_CUDA_PROMPT_GEMM=1.
-  bool prompt_gemm = false;
-  int64_t prompt_gemm_min_tokens = 0, prompt_gemm_max_tokens = int64_t(1) << 20;  // LLM_CUDA_PROMPT_GEMM_MIN, _MAX
-  // The warp-specialised kernel in clusters of two blocks on 256 rows sharing x's stages (multicast copies: x read
-  // from L2 once per 256 rows; launch_prompt_gemm's pairs). Not yet measured. LLM_CUDA_PROMPT_GEMM_PAIRS=1.
-  bool prompt_gemm_pairs = false;
   // Prefill expert products of Q4_K and recoded MXFP4 on moe_fragments.cu's kernels (weights straight into mma
   // fragments); false: moe_gemm.cu's half tiles for every format. LLM_CUDA_MOE_FRAGMENTS=0 for A/B runs.
   bool moe_fragments = true;

@@ -6,7 +6,6 @@
 #include "cuda/kernels/batch_mm.cuh"
 #include "cuda/kernels/batch_mm_wgmma.cuh"
 #include "cuda/kernels/matvec_cols.cuh"
-#include "cuda/kernels/prompt_gemm.cuh"
 
 namespace cuda {
 
@@ -26,13 +25,10 @@ ProductRoute product_route(const ExecutorOptions& opt, const ProductFacts& f) {
   const bool q4_0_cols = rg && type == quant::Type::Q4_0;
   if ((T <= opt.matvec_max_tokens || router) && !q4_0_cols) return ProductRoute::Matvec;
   if (f.half_copy || type == quant::Type::F16) return ProductRoute::GemmHalf;
-  if (T > opt.matvec_max_tokens) {  // (a regrouped Q4_0 product of a few tokens: the dequantising GEMM)
-    if (opt.prompt_gemm && T >= opt.prompt_gemm_min_tokens && T <= opt.prompt_gemm_max_tokens &&
-        prompt_gemm_supports(type, rg, K, N, T))
-      return ProductRoute::PromptGemm;
-    if (opt.prompt_wgmma && T <= opt.prompt_wgmma_max_tokens && prompt_wgmma_supports(type, rg, K, N, T))
-      return ProductRoute::PromptWgmma;
-  }
+  // (A regrouped Q4_0 product of a few tokens: the dequantising GEMM.)
+  if (T > opt.matvec_max_tokens && opt.prompt_wgmma && T <= opt.prompt_wgmma_max_tokens &&
+      prompt_wgmma_supports(type, rg, K, N, T))
+    return ProductRoute::PromptWgmma;
   return ProductRoute::GemmDequant;
 }
 

@@ -15,7 +15,6 @@ enum class ProductRoute {
   FewColumns,   // 2..matvec_cols_max_tokens tokens, int16 dots (matvec_cols.cuh)
   SmallBatch,   // batch_mm_min_tokens..batch_mm_max_tokens (batch_mm.cuh's kernels)
   PromptWgmma,  // a prompt on the wgmma kernel (launch_prompt_wgmma)
-  PromptGemm,   // a prompt on the warp-specialised kernel (launch_prompt_gemm)
   GemmHalf,     // cuBLAS on W as it is (F16) or on its half copy (half_weights.h): x alone converted
   GemmDequant,  // W dequantised to half in the scratch, then cuBLAS (gemm.cuh)
 };

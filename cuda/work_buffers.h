@@ -12,7 +12,6 @@
 #include "cuda/kernels/attention.cuh"
 #include "cuda/kernels/batch_mm.cuh"
 #include "cuda/kernels/batch_mm_wgmma.cuh"
-#include "cuda/kernels/prompt_gemm.cuh"
 #include "cuda/kernels/gemm.cuh"
 #include "cuda/kernels/moe_gemm.cuh"
 #include "cuda/paged_batch.h"
@@ -40,7 +39,6 @@ inline size_t product_scratch(ProductRoute route, int64_t K, int64_t N, int64_t 
   switch (route) {
     case ProductRoute::SmallBatch: return batch_mm_scratch(K, N, T);  // x in half, then shared tiles' partial sums
     case ProductRoute::PromptWgmma: return prompt_wgmma_scratch(K, N, T);  // the image of x, partial sums
-    case ProductRoute::PromptGemm: return prompt_gemm_scratch(K, N, T);
     case ProductRoute::GemmHalf: return gemm_x_scratch(K, T);  // cuBLAS reads W as it is
     case ProductRoute::GemmDequant:  // the whole matrix converted up to 256 MiB; bigger matrices go in slices
       return ::std::max(::std::min(gemm_full_scratch(K, N, T), size_t(256) << 20), gemm_min_scratch(K, N, T));
@@ -69,7 +67,7 @@ inline WorkBuffers work_buffers(const graph::Graph& g, const graph::Plan& plan, 
         f.regrouped = rg;
         const ProductRoute r = product_route(opt, f);
         b.gemm_scratch = ::std::max(b.gemm_scratch, product_scratch(r, f.K, f.N, f.T));
-        if (r == ProductRoute::SmallBatch || r == ProductRoute::PromptWgmma || r == ProductRoute::PromptGemm)
+        if (r == ProductRoute::SmallBatch || r == ProductRoute::PromptWgmma)
           b.batch_mm_counters = kBatchMmCounterBytes;  // their tile counters
       }
     } else if (n.op == graph::Op::Attention) {

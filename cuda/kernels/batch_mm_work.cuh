@@ -51,22 +51,21 @@ struct Segment {
 // kSegments false: the launch's runs never cross a tile (each block one tile, or one of a tile's equal splits), and
 // the kernel has no segment loop, whose state otherwise stays in registers through the slice loop (T <= 8: 28 -> 31
 // us in the lab with it).
-// `block`: the run's index in the Work (the block's own; a cluster's blocks share their cluster's).
 template <int R, int NT, bool kSegments, class Fn>
-__device__ __forceinline__ void for_each_segment(const Work& w, Fn&& seg, int32_t block = int32_t(blockIdx.x)) {
-  const int32_t begin = w.first_unit(block), end = w.first_unit(block + 1);
+__device__ __forceinline__ void for_each_segment(const Work& w, Fn&& seg) {
+  const int32_t begin = w.first_unit(blockIdx.x), end = w.first_unit(blockIdx.x + 1);
   if constexpr (!kSegments) {
     const int32_t tile = begin / w.n_slices;
     const int s0 = begin - tile * w.n_slices, s1 = s0 + (end - begin);
     const bool whole = s1 - s0 == w.n_slices;
-    seg(Segment{tile, s0, s1, whole, whole ? nullptr : w.part + int64_t(block) * 2 * (R * NT * 8)});
+    seg(Segment{tile, s0, s1, whole, whole ? nullptr : w.part + int64_t(blockIdx.x) * 2 * (R * NT * 8)});
   } else {
     for (int32_t u = begin; u < end;) {
       const int32_t tile = u / w.n_slices;
       const int s0 = u - tile * w.n_slices;
       const int s1 = ::std::min(w.n_slices, s0 + (end - u));
       const bool whole = s0 == 0 && s1 == w.n_slices;
-      float* slot = whole ? nullptr : w.part + (int64_t(block) * 2 + (u == begin ? 0 : 1)) * (R * NT * 8);
+      float* slot = whole ? nullptr : w.part + (int64_t(blockIdx.x) * 2 + (u == begin ? 0 : 1)) * (R * NT * 8);
       seg(Segment{tile, s0, s1, whole, slot});
       u += s1 - s0;
     }
@@ -122,44 +121,21 @@ __device__ __forceinline__ float finish(const GluEpilogue& glu, float v, int64_t
   else return v;
 }
 
-// The barrier among the threads that share a tile's sums: the block's (BlockSync), or a named barrier of the first
-// kThreads threads (a warp-specialised kernel's consumers: ConsumerSync).
-struct BlockSync {
-  __device__ __forceinline__ static void sync() { __syncthreads(); }
-  __device__ __forceinline__ static bool sync_or(bool v) { return __syncthreads_or(v); }
-};
-template <int kId, int kThreads>
-struct ConsumerSync {
-  __device__ __forceinline__ static void sync() {
-    asm volatile("bar.sync %0, %1;" ::"n"(kId), "n"(kThreads) : "memory");
-  }
-  __device__ __forceinline__ static bool sync_or(bool v) {
-    uint32_t r;
-    asm volatile(
-        "{\n .reg .pred p, q;\n setp.ne.u32 p, %1, 0;\n barrier.red.or.pred q, %2, %3, p;\n selp.u32 %0, 1, 0, q;\n}"
-        : "=r"(r)
-        : "r"(uint32_t(v)), "n"(kId), "n"(kThreads)
-        : "memory");
-    return r != 0;
-  }
-};
-
 // After a partial segment's sums are in its slot ([token][row], kCols x R floats): counts the block in, and in the
 // tile's last contributor to finish calls emit(r, tl, sum) for each row r < rows and token tl < cols, the sum being
 // start(r) (the bias) and every contributor's slot added in block order: the same bits whichever block comes last.
-// Every thread of the block (Sync's threads, tid below kThreads) must call it. kOut: outputs a thread adds at a time
-// (each with eight slots' loads in flight), more where a kernel's registers are free by then.
-template <int R, int kCols, int kThreads, int kOut = 4, class Start, class Emit, class Sync = BlockSync>
+// Every thread of the block must call it.
+template <int R, int kCols, int kThreads, class Start, class Emit>
 __device__ __forceinline__ void add_shared_tile(const Work& w, const Segment& sg, int rows, int cols, int tid,
-                                                Start&& start, Emit&& emit, Sync = {}) {
+                                                Start&& start, Emit&& emit) {
   // The fences make each contributor's partial sums visible before its count, and the counts before the last
   // one's reads (which bypass L1).
   __threadfence();
-  Sync::sync();
+  __syncthreads();
   const int32_t tile_u0 = sg.tile * w.n_slices;
   const int32_t first = w.block_of(tile_u0);
   const int n_contrib = int(w.block_of(tile_u0 + w.n_slices - 1) - first) + 1;
-  const bool last = Sync::sync_or(tid == 0 && atomicAdd(&w.counters[sg.tile], 1u) == uint32_t(n_contrib - 1));
+  const bool last = __syncthreads_or(tid == 0 && atomicAdd(&w.counters[sg.tile], 1u) == uint32_t(n_contrib - 1));
   if (!last) return;
   __threadfence();
   // Block first + j's slot for this tile: the first one's last slot unless its run starts at the tile, every later
@@ -167,8 +143,9 @@ __device__ __forceinline__ void add_shared_tile(const Work& w, const Segment& sg
   const bool first_starts = w.first_unit(first) == tile_u0;
   const float* slots = w.part + (int64_t(first) * 2 + (first_starts ? 0 : 1)) * (R * kCols);
   const int64_t next = (first_starts ? 2 : 1) * (R * kCols);  // block first + 1's first slot, from the first's
-  // kOut outputs a thread at a time, each with eight slots' loads in flight, so the last contributor's tail waits
-  // for L2 about R * kCols / (kOut kThreads) times, not once an output (each output's sum in block order as before).
+  // Four outputs a thread at a time, each with eight slots' loads in flight, so the last contributor's tail waits
+  // for L2 about R * kCols / (4 kThreads) times, not once an output (each output's sum in block order as before).
+  constexpr int kOut = 4;
   for (int i0 = tid; i0 < R * kCols; i0 += kOut * kThreads) {
     float s[kOut];
     const float* at[kOut];

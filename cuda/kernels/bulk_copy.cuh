@@ -65,37 +65,6 @@ __device__ __forceinline__ void copy_to_shared_nohint(void* dst, const void* src
                : "memory");
 }
 
-// A cluster's pieces (a kernel launched with a cluster dimension; plain PTX, sm_90).
-// This block's rank in its cluster.
-__device__ __forceinline__ uint32_t cluster_rank() {
-  uint32_t r;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
-  return r;
-}
-// Every thread of every block of the cluster meets here (after it: the others' barriers are initialised; before a
-// block exits: no other block of the cluster still writes into its shared memory).
-__device__ __forceinline__ void cluster_sync() {
-  asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
-}
-// Arrives on the barrier at bar's offset in the shared memory of block `rank` of the cluster.
-__device__ __forceinline__ void mbar_arrive_in(uint64_t* bar, uint32_t rank) {
-  asm volatile(
-      "{\n .reg .b32 remote;\n mapa.shared::cluster.u32 remote, %0, %1;\n"
-      " mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];\n}" ::"r"(smem_addr(bar)),
-      "r"(rank)
-      : "memory");
-}
-// copy_to_shared_nohint into the same offsets of every block of the cluster in `blocks` (a bit a rank): dst and bar
-// are this block's, and each block's barrier counts the bytes that land in that block.
-__device__ __forceinline__ void copy_to_cluster(void* dst, const void* src, uint32_t bytes, uint64_t* bar,
-                                                uint16_t blocks) {
-  asm volatile(
-      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1], %2, [%3], "
-      "%4;" ::"r"(smem_addr(dst)),
-      "l"(src), "r"(bytes), "r"(smem_addr(bar)), "h"(blocks)
-      : "memory");
-}
-
 __device__ __forceinline__ void release_add(unsigned* counter, unsigned v) {
   asm volatile("red.release.gpu.global.add.u32 [%0], %1;" ::"l"(counter), "r"(v) : "memory");
 }

@@ -28,34 +28,19 @@ __device__ __forceinline__ void pdl_wait() {
 #endif
 }
 
-// kernel<<<grid, block, smem, stream>>>(args...) in clusters of `cluster` blocks (consecutive blockIdx.x; grid.x a
-// multiple of it), allowed to overlap the previous kernel on `stream` where `programmatic` (a plain launch otherwise,
-// and on the legacy default stream, where the tests launch).
-template <class... Params, class... Args>
-void launch_programmatic_clusters(bool programmatic, unsigned cluster, void (*kernel)(Params...), dim3 grid,
-                                  dim3 block, size_t smem, cudaStream_t stream, Args&&... args) {
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = grid, cfg.blockDim = block, cfg.dynamicSmemBytes = smem, cfg.stream = stream;
-  cudaLaunchAttribute attr[2];
-  unsigned n = 0;
-  if (stream && programmatic) {
-    attr[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[n++].val.programmaticStreamSerializationAllowed = 1;
-  }
-  if (cluster > 1) {
-    attr[n].id = cudaLaunchAttributeClusterDimension;
-    attr[n].val.clusterDim.x = cluster, attr[n].val.clusterDim.y = 1, attr[n++].val.clusterDim.z = 1;
-  }
-  cfg.attrs = attr;
-  cfg.numAttrs = n;
-  CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, ::std::forward<Args>(args)...));
-}
-
-// launch_programmatic_clusters without clusters.
+// kernel<<<grid, block, smem, stream>>>(args...), allowed to overlap the previous kernel on `stream` where
+// `programmatic` (a plain launch otherwise, and on the legacy default stream, where the tests launch).
 template <class... Params, class... Args>
 void launch_programmatic(bool programmatic, void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,
                          cudaStream_t stream, Args&&... args) {
-  launch_programmatic_clusters(programmatic, 1, kernel, grid, block, smem, stream, ::std::forward<Args>(args)...);
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = grid, cfg.blockDim = block, cfg.dynamicSmemBytes = smem, cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = stream && programmatic ? 1 : 0;
+  CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, ::std::forward<Args>(args)...));
 }
 
 // launch_programmatic, always allowed to overlap.

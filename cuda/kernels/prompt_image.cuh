@@ -1,6 +1,6 @@
-// The image of a prompt's x that the warpgroup prompt kernels read (batch_mm_wgmma.cu's launch_prompt_wgmma in tiles
-// of 128 tokens, prompt_gemm.cu's in tiles of 256): x in half, in exactly the order their shared-memory stages need,
-// so that a stage is a contiguous run of it. 16-byte piece ((tt * n_sb + sb) * 16 + s) * 2 + c) * kC + n holds token
+// The image of a prompt's x that the warpgroup prompt kernel reads (batch_mm_wgmma.cu's launch_prompt_wgmma, in tiles
+// of kC = 128 tokens): x in half, in exactly the order its shared-memory stages need, so that a stage is a contiguous
+// run of it. 16-byte piece ((tt * n_sb + sb) * 16 + s) * 2 + c) * kC + n holds token
 // tt kC + n's positions 8 c .. 8 c + 7 of k-step s of super-block sb (n_sb = K / 256), rounded as launch_x_to_half
 // rounds; zero for tokens from T on. Positions 8 c + 2 u, + 1 are elements F::element(s, 8 c + 2 u) and the next
 // (wgmma_formats.cuh). Included by the sm_90a kernels' files only.

@@ -1,4 +1,4 @@
-// The weight formats of the warpgroup (wgmma) products (batch_mm_wgmma.cu, prompt_gemm.cu): how a lane holds its
+// The weight formats of the warpgroup (wgmma) products (batch_mm_wgmma.cu): how a lane holds its
 // rows' part of a super-block (256 elements), unpacks word j (0..7) of it into A values (q4k_lane::Word), and which
 // element of the super-block k-step s's position kk stands for (the order of the x images those kernels read).
 // Included by the sm_90a kernels' files only.

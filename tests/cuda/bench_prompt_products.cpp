@@ -1,12 +1,10 @@
 // Kernel lab timings of the prompt products (run only with LLM_CUDA_BENCH=1; otherwise skipped): one product of an
-// 8B's shapes at prompt lengths, on the wgmma prompt kernel (launch_prompt_wgmma), the warp-specialised one
-// (launch_prompt_gemm, alone and in clusters of two) and the dequantize + cuBLAS path (launch_gemm), each with its
-// image or conversion of x (lab_timing.h's median of single launches). The weights rotate over 4 copies (past the
-// 50 MB L2), as a prompt's layers do. Prints a table: us and TFLOP/s.
+// 8B's shapes at prompt lengths, on the wgmma prompt kernel (launch_prompt_wgmma) and the dequantize + cuBLAS path
+// (launch_gemm), each with its image or conversion of x (lab_timing.h's median of single launches). The weights
+// rotate over 4 copies (past the 50 MB L2), as a prompt's layers do. Prints a table: us and TFLOP/s.
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstdio>
 #include <random>
 #include <string>
@@ -16,7 +14,6 @@
 #include "cuda/kernels/batch_mm.cuh"
 #include "cuda/kernels/batch_mm_wgmma.cuh"
 #include "cuda/kernels/gemm.cuh"
-#include "cuda/kernels/prompt_gemm.cuh"
 #include "cuda/kernels/q6_kx8.cuh"
 #include "lab_timing.h"
 
@@ -38,11 +35,8 @@ TEST(KernelLab, PromptProducts) {
   const cudaStream_t s = ctx.compute();
   const auto lengths = gpu_test::lab_counts("LLM_LAB_PROMPT_TOKENS", {128, 256, 512, 1024, 2048});
   const int64_t t_max = *std::max_element(lengths.begin(), lengths.end());
-  // LLM_LAB_PROMPT_PAIRS=0 leaves the clusters out (a device call whose pair tests failed).
-  const char* pairs_env = std::getenv("LLM_LAB_PROMPT_PAIRS");
-  const bool with_pairs = !(pairs_env && std::string(pairs_env) == "0");
-  std::printf("device: %s\nprompt products: us (TFLOP/s)\n%-14s %5s %18s %18s %18s %18s\n", ctx.name().c_str(),
-              "shape", "T", "wgmma", "gemm", "gemm pairs", "dequant+cuBLAS");
+  std::printf("device: %s\nprompt products: us (TFLOP/s)\n%-14s %5s %18s %18s\n", ctx.name().c_str(), "shape", "T",
+              "wgmma", "dequant+cuBLAS");
   using quant::Type;
   for (const Shape& sh : {Shape{"gate 4096x14336", Type::Q4_K, false, 4096, 14336},
                           Shape{"q 4096x4096", Type::Q4_K, false, 4096, 4096},
@@ -65,8 +59,7 @@ TEST(KernelLab, PromptProducts) {
     CUDA_CHECK(cudaMemcpy(dx.get(), x.data(), x.size() * 4, cudaMemcpyHostToDevice));
     CUDA_CHECK(cudaMemset(counters.get(), 0, cuda::kBatchMmCounterBytes));
     for (const int64_t T : lengths) {
-      const size_t sb = std::max({cuda::gemm_full_scratch(K, N, T), cuda::prompt_wgmma_scratch(K, N, T),
-                                  cuda::prompt_gemm_scratch(K, N, T)});
+      const size_t sb = std::max(cuda::gemm_full_scratch(K, N, T), cuda::prompt_wgmma_scratch(K, N, T));
       cuda::DeviceBuffer scratch(sb);
       auto params = [&](int i) {
         cuda::BatchMmParams p{w[i % 4].get(), sh.type, dx.as<float>(), nullptr, dy.as<float>(), K, N, T,
@@ -76,10 +69,6 @@ TEST(KernelLab, PromptProducts) {
         return p;
       };
       const double wg = gpu_test::median_launch_us(s, [&](int i) { cuda::launch_prompt_wgmma(params(i), s); });
-      const double gm = gpu_test::median_launch_us(s, [&](int i) { cuda::launch_prompt_gemm(params(i), s); });
-      const double gp = with_pairs ? gpu_test::median_launch_us(
-                                         s, [&](int i) { cuda::launch_prompt_gemm(params(i), s, false, true); })
-                                   : 0.0;
       const double cb = gpu_test::median_launch_us(s, [&](int i) {
         cuda::GemmParams g{w[i % 4].get(), sh.type, dx.as<float>(), nullptr, dy.as<float>(), K, N, T, scratch.get(),
                            sb};
@@ -91,8 +80,7 @@ TEST(KernelLab, PromptProducts) {
         std::snprintf(b, sizeof b, "%.0f (%.0f)", us, 2.0 * double(K) * double(N) * double(T) / (us * 1e6));
         return std::string(b);
       };
-      std::printf("%-14s %5lld %18s %18s %18s %18s\n", sh.name, (long long)T, col(wg).c_str(), col(gm).c_str(),
-                  gp > 0 ? col(gp).c_str() : "-", col(cb).c_str());
+      std::printf("%-14s %5lld %18s %18s\n", sh.name, (long long)T, col(wg).c_str(), col(cb).c_str());
       std::fflush(stdout);  // each row kept should a later launch hang
     }
   }

@@ -8,7 +8,6 @@
 #include "cuda/half_weights.h"
 #include "cuda/kernels/batch_mm_wgmma.cuh"
 #include "cuda/kernels/gemm.cuh"
-#include "cuda/kernels/prompt_gemm.cuh"
 #include "cuda/kernels/q6_kx8.cuh"
 #include "cuda/work_buffers.h"
 #include "gpu_test.h"

@@ -10,7 +10,6 @@
 #include "cuda/kernels/batch_mm_wgmma.cuh"
 #include "cuda/kernels/gemm.cuh"
 #include "cuda/kernels/matvec_cols.cuh"
-#include "cuda/kernels/prompt_gemm.cuh"
 #include "cuda/product_route.h"
 #include "cuda/work_buffers.h"
 #include "graph/plan.h"
@@ -48,12 +47,9 @@ TEST(ProductRoute, FollowsTheSwitches) {
   cuda::ExecutorOptions opt;
   opt.prompt_wgmma = false;
   EXPECT_EQ(route(opt, Type::Q4_K, 100), ProductRoute::GemmDequant);
-  opt.prompt_gemm = true;
-  EXPECT_EQ(route(opt, Type::Q4_K, 100), ProductRoute::PromptGemm);
-  EXPECT_EQ(route(opt, Type::Q4_K, 4000), ProductRoute::PromptGemm);
-  opt.prompt_wgmma = true, opt.prompt_gemm_min_tokens = 256;  // the warp-specialised kernel from 256 tokens
-  EXPECT_EQ(route(opt, Type::Q4_K, 100), ProductRoute::PromptWgmma);
-  EXPECT_EQ(route(opt, Type::Q4_K, 256), ProductRoute::PromptGemm);
+  opt.prompt_wgmma = true, opt.prompt_wgmma_max_tokens = 1024;
+  EXPECT_EQ(route(opt, Type::Q4_K, 1024), ProductRoute::PromptWgmma);
+  EXPECT_EQ(route(opt, Type::Q4_K, 1025), ProductRoute::GemmDequant);
   opt = {};
   opt.batch_mm_max_tokens = 0;  // small-batch kernel off: the prompt kernels start above 64 tokens, cuBLAS below
   EXPECT_EQ(route(opt, Type::Q4_K, 32), ProductRoute::GemmDequant);
@@ -105,9 +101,6 @@ TEST(WorkBuffers, ReserveWhatTheRouteNeeds) {
   EXPECT_EQ(cuda::work_buffers(decode, graph::plan(decode), 132, opt).batch_mm_counters, 0u);
   const graph::Graph batch = gpu_test::one_product(Type::Q4_K, kK, N, 32);
   EXPECT_EQ(cuda::work_buffers(batch, graph::plan(batch), 132, opt).batch_mm_counters, cuda::kBatchMmCounterBytes);
-  opt.prompt_gemm = true;
-  EXPECT_EQ(scratch(Type::Q4_K, N, 1024, opt), cuda::prompt_gemm_scratch(kK, N, 1024));
-  opt = {};
   opt.prompt_wgmma = false;
   EXPECT_EQ(scratch(Type::Q4_K, N, 512, opt), dequant_scratch(N, 512));
 }

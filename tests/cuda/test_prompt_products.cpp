@@ -1,5 +1,5 @@
-// The prompt kernels against the CPU reference: launch_prompt_wgmma (batch_mm_wgmma.cuh: Q4_K and Q6_Kx8, tiles of
-// 128 tokens) and launch_prompt_gemm (prompt_gemm.cuh: Q4_K, tiles of 256 tokens, warp-specialised), each on the same
+// The prompt kernel against the CPU reference: launch_prompt_wgmma (batch_mm_wgmma.cuh: Q4_K and Q6_Kx8, tiles of
+// 128 tokens; parameterised by kernel, as session 64's warp-specialised one ran beside it until it lost) on these
 // cases: one to eight token tiles with a partial last one, rows leaving a partial row tile, K of one and several
 // super-blocks, a bias, the grids choose_blocks picks (whole tiles, equal splits, runs across tiles), the image of x
 // reused by a sibling launch and formed from a SwiGLU's gate and up; and the launches each refuses.
@@ -12,7 +12,6 @@
 #include "cuda/executor.h"
 #include "cuda/kernels/batch_mm_wgmma.cuh"
 #include "cuda/kernels/elementwise.cuh"
-#include "cuda/kernels/prompt_gemm.cuh"
 #include "gpu_test.h"
 #include "product_test_util.h"
 
@@ -22,7 +21,7 @@ using quant::Type;
 using namespace gpu_test;
 using namespace product_test;
 
-// A prompt kernel's entry points and the tokens of its tiles. Both serve Q4_K and Q6_Kx8.
+// A prompt kernel's entry points and the tokens of its tiles. It serves Q4_K and Q6_Kx8.
 struct PromptKernel {
   const char* name;
   bool (*supports)(Type, bool, int64_t, int64_t, int64_t);
@@ -32,14 +31,6 @@ struct PromptKernel {
 };
 const PromptKernel kWgmma{"wgmma", cuda::prompt_wgmma_supports, cuda::prompt_wgmma_scratch, cuda::launch_prompt_wgmma,
                           128};
-// The warp-specialised kernel alone, or in clusters of two blocks sharing x's stages (launch_prompt_gemm's pairs).
-template <bool kPairs>
-void launch_gemm_form(const cuda::BatchMmParams& p, cudaStream_t s, bool ready) {
-  cuda::launch_prompt_gemm(p, s, ready, kPairs);
-}
-const PromptKernel kGemm{"gemm", cuda::prompt_gemm_supports, cuda::prompt_gemm_scratch, launch_gemm_form<false>, 256};
-const PromptKernel kGemmPairs{"gemm_pairs", cuda::prompt_gemm_supports, cuda::prompt_gemm_scratch,
-                              launch_gemm_form<true>, 256};
 
 void PrintTo(const PromptKernel& k, std::ostream* os) { *os << k.name; }  // gtest's name for a parameter
 
@@ -172,35 +163,23 @@ TEST_P(PromptProducts, RangeAndRefusals) {
   EXPECT_THROW(k.launch(p, nullptr, false), cuda::InvalidArgument);
 }
 
-INSTANTIATE_TEST_SUITE_P(Kernels, PromptProducts, ::testing::Values(kWgmma, kGemm, kGemmPairs),
+INSTANTIATE_TEST_SUITE_P(Kernels, PromptProducts, ::testing::Values(kWgmma),
                          [](const ::testing::TestParamInfo<PromptKernel>& i) { return std::string(i.param.name); });
 
 // The executor's choice of prompt kernel from the environment (no device needed): the wgmma kernel to 512 tokens by
-// default, the warp-specialised one off; LLM_CUDA_PROMPT_GEMM / _MIN / _MAX / _PAIRS and LLM_CUDA_PROMPT_WGMMA / _MAX
-// set them, and a count that is not one is refused.
+// default; LLM_CUDA_PROMPT_WGMMA / _MAX set it, and a count that is not one is refused.
 TEST(PromptProducts, ChoicesFromEnvironment) {
-  const char* names[] = {"LLM_CUDA_PROMPT_WGMMA", "LLM_CUDA_PROMPT_WGMMA_MAX", "LLM_CUDA_PROMPT_GEMM",
-                         "LLM_CUDA_PROMPT_GEMM_MIN", "LLM_CUDA_PROMPT_GEMM_MAX", "LLM_CUDA_PROMPT_GEMM_PAIRS"};
+  const char* names[] = {"LLM_CUDA_PROMPT_WGMMA", "LLM_CUDA_PROMPT_WGMMA_MAX"};
   for (const char* n : names) ::unsetenv(n);
   const cuda::ExecutorOptions d = cuda::ExecutorOptions::from_env();
   EXPECT_TRUE(d.prompt_wgmma);
   EXPECT_EQ(d.prompt_wgmma_max_tokens, 512);
-  EXPECT_FALSE(d.prompt_gemm);
-  EXPECT_FALSE(d.prompt_gemm_pairs);
   ::setenv("LLM_CUDA_PROMPT_WGMMA", "0", 1);
   ::setenv("LLM_CUDA_PROMPT_WGMMA_MAX", "640", 1);
-  ::setenv("LLM_CUDA_PROMPT_GEMM", "1", 1);
-  ::setenv("LLM_CUDA_PROMPT_GEMM_MIN", "513", 1);
-  ::setenv("LLM_CUDA_PROMPT_GEMM_MAX", "2048", 1);
-  ::setenv("LLM_CUDA_PROMPT_GEMM_PAIRS", "1", 1);
   const cuda::ExecutorOptions o = cuda::ExecutorOptions::from_env();
   EXPECT_FALSE(o.prompt_wgmma);
   EXPECT_EQ(o.prompt_wgmma_max_tokens, 640);
-  EXPECT_TRUE(o.prompt_gemm);
-  EXPECT_EQ(o.prompt_gemm_min_tokens, 513);
-  EXPECT_EQ(o.prompt_gemm_max_tokens, 2048);
-  EXPECT_TRUE(o.prompt_gemm_pairs);
-  ::setenv("LLM_CUDA_PROMPT_GEMM_MAX", "many", 1);
+  ::setenv("LLM_CUDA_PROMPT_WGMMA_MAX", "many", 1);
   EXPECT_THROW(cuda::ExecutorOptions::from_env(), cuda::InvalidArgument);
   for (const char* n : names) ::unsetenv(n);
 }
