@@ -66,7 +66,11 @@ inline WorkBuffers work_buffers(const graph::Graph& g, const graph::Plan& plan, 
           continue;
         f.regrouped = rg;
         const ProductRoute r = product_route(opt, f);
-        b.gemm_scratch = ::std::max(b.gemm_scratch, product_scratch(r, f.K, f.N, f.T));
+        // A dequantising GEMM of a few tokens is an o projection regrouped by columns outside the attention + o
+        // launch (which takes it at one token where it can): the smallest scratch, W in slices, not a whole copy.
+        const bool few = r == ProductRoute::GemmDequant && f.T <= opt.matvec_max_tokens;
+        b.gemm_scratch = ::std::max(b.gemm_scratch, few ? gemm_min_scratch(f.K, f.N, f.T)
+                                                        : product_scratch(r, f.K, f.N, f.T));
         if (r == ProductRoute::SmallBatch || r == ProductRoute::PromptWgmma)
           b.batch_mm_counters = kBatchMmCounterBytes;  // their tile counters
       }

@@ -117,6 +117,11 @@ TEST(WorkBuffers, Q6KByItsLayout) {
   EXPECT_EQ(scratch(Type::Q6_K, N, T, opt), cuda::prompt_wgmma_scratch(kK, N, T));
   opt.regrouped_offsets = &none;
   EXPECT_EQ(scratch(Type::Q6_K, N, T, opt), dequant_scratch(N, T));
+  // A Q4_0 o projection regrouped by columns at one token (the attention + o launch's, where the executor can fold
+  // it): the dequantising GEMM's smallest scratch, not a copy of the matrix.
+  opt.regrouped_offsets = &regrouped;
+  EXPECT_EQ(scratch(Type::Q4_0, N, 1, opt), cuda::gemm_min_scratch(kK, N, 1));
+  EXPECT_EQ(scratch(Type::Q4_0, N, 100, opt), dequant_scratch(N, 100));
   // Q4_K cannot be regrouped: its one layout counts even before the upload.
   opt.regrouped_offsets = nullptr;
   EXPECT_EQ(scratch(Type::Q4_K, N, T, opt), cuda::prompt_wgmma_scratch(kK, N, T));
