@@ -439,9 +439,11 @@ TEST(GpuSession, OmitStepsLeavesOutOnlyTheNamedNodes) {
 
 // Half-precision weight copies (--half-weights, cuda/half_weights.h): a prompt's products multiply the copies
 // instead of dequantizing each matrix into scratch first. The scratch holds every matrix of these models whole, so
-// the products are the same cuBLAS calls on the same halves: the logits are the same bits, prompt and decode. phi3
-// reads its fused q|k|v and gate|up as row ranges of one copy; qwen3moe copies only its attention; half the budget
-// copies some.
+// the products are the same cuBLAS calls on the same halves: the logits are the same bits as the dequantising path's,
+// prompt and decode. phi3 reads its fused q|k|v and gate|up as row ranges of one copy; qwen3moe copies only its
+// attention; half the budget copies some. Without copies the wgmma prompt kernel takes the 100-token prompt's Q4_K
+// and Q6_Kx8 products by default (product_route.h), summing in another order: the bits are compared with the
+// dequantising path (LLM_CUDA_PROMPT_WGMMA=0's), the default within the models' tolerance.
 TEST(GpuSession, HalfWeightCopiesGiveTheSameLogits) {
   REQUIRE_GPU();
   for (const char* name : {"synth-llama-tok512-Q4_K_M", "synth-phi3-Q4_K_M", "synth-qwen3moe-Q4_K_M",
@@ -455,9 +457,10 @@ TEST(GpuSession, HalfWeightCopiesGiveTheSameLogits) {
     const int32_t V = m->config().n_vocab, n_prompt = 100;
     std::vector<int32_t> prompt(n_prompt);
     for (int i = 0; i < n_prompt; ++i) prompt[size_t(i)] = (i * 7919 + 13) % V;
-    const auto run = [&](uint64_t budget, uint64_t* copies) {
+    const auto run = [&](uint64_t budget, uint64_t* copies, bool wgmma = false) {
       runtime::CudaSessionOptions o = graph_opts(true);
       o.half_weights_budget = budget;
+      o.exec.prompt_wgmma = wgmma;
       runtime::CudaSession s(m, 256, o);
       *copies = s.half_weights_bytes();
       const auto p = s.eval(prompt, 0, true);
@@ -478,6 +481,7 @@ TEST(GpuSession, HalfWeightCopiesGiveTheSameLogits) {
     EXPECT_EQ(run(all / 2, &one), base) << name << ": a budget for half of them";
     EXPECT_GT(one, 0u) << name;
     EXPECT_LE(one, all / 2) << name;
+    EXPECT_LT(rel_rms(run(0, &none, true), base), 1e-2) << name << ": the default's prompt kernel";
     std::printf("  %s: copies of %llu bytes (all), %llu (half the budget)\n", name, (unsigned long long)all,
                 (unsigned long long)one);
   }
