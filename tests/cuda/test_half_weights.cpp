@@ -65,7 +65,7 @@ TEST(HalfWeightsPlan, TakesTheLayersDenseMatricesInOrderWithinTheBudget) {
 TEST(HalfWeightsPlan, ScratchHoldsOnlyXWhereWIsHalf) {
   const int64_t K = 512, N = 1024, T = 100;
   const graph::Graph q = one_product(Type::Q4_0, K, N, T), h = one_product(Type::F16, K, N, T);
-    const cuda::ExecutorOptions opt;
+  const cuda::ExecutorOptions opt;
   EXPECT_EQ(cuda::work_buffers(q, graph::plan(q), 132, opt).gemm_scratch, cuda::gemm_full_scratch(K, N, T));
   EXPECT_EQ(cuda::work_buffers(h, graph::plan(h), 132, opt).gemm_scratch, cuda::gemm_x_scratch(K, T));
   EXPECT_EQ(cuda::gemm_x_scratch(K, T), size_t(K * T * 2));
