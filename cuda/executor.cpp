@@ -188,9 +188,7 @@ Executor::Executor(const Context& ctx, const graph::Graph& g, const graph::Plan&
 }
 
 bool Executor::regrouped(const Node& w) const {
-  if (!opt_.regrouped_offsets || w.op != Op::Weight) return false;
-  const auto& p = ::std::get<graph::WeightParams>(w.params);  // a row range shares its tensor's layout
-  return opt_.regrouped_offsets->contains(p.arena_offset - p.tensor_offset);
+  return w.op == Op::Weight && regrouped_at_upload(opt_, ::std::get<graph::WeightParams>(w.params));
 }
 
 bool Executor::q4_0_cols(const Node& w) const {
@@ -367,10 +365,11 @@ void* Executor::half_x_for(const Node& n) const {
 // kernel at up to 8 tokens, the wgmma kernels, which write their own image of x) rather than as half from the GEMM
 // scratch, which it converts first unless the step before left it there.
 bool Executor::gemm_reads_float_x(const Node& m) const {
-  if (matvec_cols_takes(m) || prompt_takes(m)) return true;
+  const ProductRoute r = route(m);
+  if (r == ProductRoute::FewColumns || r == ProductRoute::PromptWgmma) return true;
   const Node& w = g_.node(m.inputs[0]);
   const auto type = ::std::get<graph::WeightParams>(w.params).type;
-  return batch_mm_takes(m) &&
+  return r == ProductRoute::SmallBatch &&
          batch_mm_reads_float_x(type, regrouped(w), w.shape.ne[0], launch_rows(m), m.shape.rows(), opt_.batch_mm);
 }
 

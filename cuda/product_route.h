@@ -30,4 +30,10 @@ struct ProductFacts {
 
 ProductRoute product_route(const ExecutorOptions& opt, const ProductFacts& f);
 
+// Whether the session regrouped this weight at upload (ExecutorOptions::regrouped_offsets; a row range shares its
+// tensor's layout); false where it names none.
+inline bool regrouped_at_upload(const ExecutorOptions& opt, const graph::WeightParams& p) {
+  return opt.regrouped_offsets && opt.regrouped_offsets->contains(p.arena_offset - p.tensor_offset);
+}
+
 }  // namespace cuda

@@ -35,12 +35,16 @@ struct WorkBuffers {
 };
 
 // The scratch one product needs on its route (product_route.h): none for the matvec and few-column kernels.
-inline size_t product_scratch(ProductRoute route, int64_t K, int64_t N, int64_t T) {
+inline size_t product_scratch(ProductRoute route, int64_t K, int64_t N, int64_t T, int64_t matvec_max_tokens) {
   switch (route) {
     case ProductRoute::SmallBatch: return batch_mm_scratch(K, N, T);  // x in half, then shared tiles' partial sums
     case ProductRoute::PromptWgmma: return prompt_wgmma_scratch(K, N, T);  // the image of x, partial sums
     case ProductRoute::GemmHalf: return gemm_x_scratch(K, T);  // cuBLAS reads W as it is
-    case ProductRoute::GemmDequant:  // the whole matrix converted up to 256 MiB; bigger matrices go in slices
+    case ProductRoute::GemmDequant:
+      // A few tokens: an o projection regrouped by columns outside the attention + o launch (which takes it at one
+      // token where it can): the smallest scratch, W in slices, not a whole copy.
+      if (T <= matvec_max_tokens) return gemm_min_scratch(K, N, T);
+      // The whole matrix converted up to 256 MiB; bigger matrices go in slices.
       return ::std::max(::std::min(gemm_full_scratch(K, N, T), size_t(256) << 20), gemm_min_scratch(K, N, T));
     default: return 0;
   }
@@ -59,18 +63,16 @@ inline WorkBuffers work_buffers(const graph::Graph& g, const graph::Plan& plan, 
       const auto& wp = ::std::get<graph::WeightParams>(w.params);
       ProductFacts f{wp.type, wp.role, false, opt.half_weights && opt.half_weights->rows(wp, w.shape.ne[0]),
                      w.shape.ne[0], w.shape.ne[1], n.shape.rows()};
-      const bool known = opt.regrouped_offsets != nullptr;
-      const bool may_regroup = wp.type == quant::Type::Q6_K || wp.type == quant::Type::Q4_0;
+      // The layouts the matrix may have: the upload's where it ran, else both for the types it regroups.
+      const auto may_be = [&](bool rg) {
+        if (opt.regrouped_offsets) return rg == regrouped_at_upload(opt, wp);
+        return !rg || wp.type == quant::Type::Q6_K || wp.type == quant::Type::Q4_0;
+      };
       for (const bool rg : {false, true}) {
-        if (known ? rg != opt.regrouped_offsets->contains(wp.arena_offset - wp.tensor_offset) : rg && !may_regroup)
-          continue;
+        if (!may_be(rg)) continue;
         f.regrouped = rg;
         const ProductRoute r = product_route(opt, f);
-        // A dequantising GEMM of a few tokens is an o projection regrouped by columns outside the attention + o
-        // launch (which takes it at one token where it can): the smallest scratch, W in slices, not a whole copy.
-        const bool few = r == ProductRoute::GemmDequant && f.T <= opt.matvec_max_tokens;
-        b.gemm_scratch = ::std::max(b.gemm_scratch, few ? gemm_min_scratch(f.K, f.N, f.T)
-                                                        : product_scratch(r, f.K, f.N, f.T));
+        b.gemm_scratch = ::std::max(b.gemm_scratch, product_scratch(r, f.K, f.N, f.T, opt.matvec_max_tokens));
         if (r == ProductRoute::SmallBatch || r == ProductRoute::PromptWgmma)
           b.batch_mm_counters = kBatchMmCounterBytes;  // their tile counters
       }
