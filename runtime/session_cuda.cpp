@@ -507,6 +507,7 @@ void CudaSession::launch_paged(const PagedBatch& b) {
                                         padded_.output_rows},
                        gather_);
   if (opt_.exec.paged_host_io) c.exec->set_ring_slot(l.slot);  // the argmax kernel writes the ids there
+  c.exec->set_live_tokens(n);  // a prompt step's products leave the bucket's padding out (captured graphs: all)
   c.exec->run();
   const cudaStream_t stream = ctx_->compute();
   if (!opt_.exec.paged_host_io)
