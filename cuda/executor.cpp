@@ -440,15 +440,12 @@ void Executor::lower_gemm(const Node& n) {
       const bool ready = l.step == steps_.size() && l.x == b.x && l.gate == b.x_gate && l.K == K && l.T == T &&
                          l.type == type && l.regrouped == b.regrouped;
       last_image_ = {steps_.size() + 1, b.x, b.x_gate, K, T, type, b.regrouped};
-      if (live_columns_apply(T)) {  // the image and the tiles of the live tokens alone
-        steps_.push_back([this, b, ready](cudaStream_t s) {
-          BatchMmParams live = b;
-          live.T = live_columns(b.T);
-          launch_prompt_wgmma(live, s, ready);
-        });
-        return;
-      }
-      steps_.push_back([b, ready](cudaStream_t s) { launch_prompt_wgmma(b, s, ready); });
+      const bool live = live_columns_apply(T);  // the image and the tiles of the live tokens alone
+      steps_.push_back([this, b, ready, live](cudaStream_t s) {
+        BatchMmParams q = b;
+        if (live) q.T = live_columns(b.T);
+        launch_prompt_wgmma(q, s, ready);
+      });
       return;
     }
     const BatchMmChoices choices = opt_.batch_mm;
@@ -468,15 +465,12 @@ void Executor::lower_gemm(const Node& n) {
     p.regrouped = false;
   }
   const Blas* blas = &ctx_.blas();
-  if (live_columns_apply(T)) {  // x's conversion, the product and the bias on the live tokens' columns
-    steps_.push_back([this, p, blas](cudaStream_t s) {
-      GemmParams live = p;
-      live.T = live_columns(p.T);
-      launch_gemm(live, *blas, s);
-    });
-    return;
-  }
-  steps_.push_back([p, blas](cudaStream_t s) { launch_gemm(p, *blas, s); });
+  const bool live = live_columns_apply(T);  // x's conversion, the product and the bias on the live columns alone
+  steps_.push_back([this, p, blas, live](cudaStream_t s) {
+    GemmParams q = p;
+    if (live) q.T = live_columns(p.T);
+    launch_gemm(q, *blas, s);
+  });
 }
 
 bool Executor::live_columns_apply(int64_t T) const {

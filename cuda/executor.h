@@ -116,7 +116,7 @@ class Executor {
   // One sequence: write_inputs(RunInputs{tokens, positions}).
   void write_inputs(std::span<const int32_t> tokens, std::span<const int32_t> positions);
   // The next runs' live tokens: the first n of the graph's n_tokens are the batch, the rest padding that nothing
-  // reads back (a paged step padded up to its bucket). A graph run as plain launches (cuda_graph off) then computes
+  // reads back (a paged step padded up to its bucket); n also covers the output rows that are read. A graph run as plain launches (cuda_graph off) then computes
   // its prompt products (the wgmma prompt kernel's and cuBLAS's, ExecutorOptions::live_tokens) on those n columns
   // only, their padding columns left as they were; a captured graph replays every column. 0: all of them.
   // Throws InvalidArgument for n outside [0, n_tokens].
@@ -379,8 +379,9 @@ class Executor {
   // Columns a prompt product of T columns computes this run: the live tokens where lower_gemm let it
   // (live_columns_apply), else T.
   int64_t live_columns(int64_t T) const { return live_tokens_ > 0 && live_tokens_ < T ? live_tokens_ : T; }
-  // Whether a product of T columns built here follows set_live_tokens: plain launches, the switch on, its columns
-  // the graph's tokens (not a gathered output rows' product).
+  // Whether a product of T columns built here follows set_live_tokens: plain launches, the switch on, as many
+  // columns as the graph has tokens (its tokens; or its output rows where the output bucket is as large, which is
+  // why the count given must cover the output rows too).
   bool live_columns_apply(int64_t T) const;
   struct LastImage {  // the latest prompt product: its image of x serves a sibling right after it (q/k, gate/up)
     size_t step = SIZE_MAX;  // steps_.size() just after it

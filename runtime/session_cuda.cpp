@@ -507,7 +507,9 @@ void CudaSession::launch_paged(const PagedBatch& b) {
                                         padded_.output_rows},
                        gather_);
   if (opt_.exec.paged_host_io) c.exec->set_ring_slot(l.slot);  // the argmax kernel writes the ids there
-  c.exec->set_live_tokens(n);  // a prompt step's products leave the bucket's padding out (captured graphs: all)
+  // A prompt step's products leave the bucket's padding out (captured graphs: all). The output matrix's columns are
+  // the output rows, which may outnumber the tokens (a row may repeat): it computes at least those.
+  c.exec->set_live_tokens(std::max(n, n_out));
   c.exec->run();
   const cudaStream_t stream = ctx_->compute();
   if (!opt_.exec.paged_host_io)
