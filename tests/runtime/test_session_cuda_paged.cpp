@@ -73,6 +73,29 @@ void fill_step(runtime::PagedBatch& b, std::span<const int32_t> counts, std::vec
   }
 }
 
+// The logits of each step in turn on gpu: step[s] random tokens (ids 1..V-1, rng seeded `seed`) for sequence s at
+// its next positions, sequence s owning blocks block_of(s, 0 .. blocks - 1) of the table.
+template <size_t N, class BlockOf>
+std::vector<float> random_steps(runtime::CudaSession& gpu, int32_t V, const std::vector<std::array<int32_t, N>>& steps,
+                                uint32_t seed, int32_t blocks, BlockOf&& block_of) {
+  const runtime::PagedLayout layout = *gpu.paged_layout();
+  EXPECT_GE(layout.max_blocks, blocks);
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int32_t> token(1, V - 1);
+  runtime::PagedBatch b;
+  b.block_table.assign(size_t(layout.n_seq) * layout.max_blocks, 0);
+  for (int32_t s = 0; s < int32_t(N); ++s)
+    for (int32_t i = 0; i < blocks; ++i) b.block_table[size_t(s) * layout.max_blocks + i] = block_of(s, i);
+  std::vector<int32_t> done(N, 0);
+  std::vector<float> logits;
+  for (const auto& step : steps) {
+    fill_step(b, step, done, [&](size_t, int32_t) { return token(rng); });
+    const auto got = gpu.eval_paged(b);
+    logits.insert(logits.end(), got.begin(), got.end());
+  }
+  return logits;
+}
+
 // The ragged batches of the test on model m, paged CPU against paged GPU, every output row within kRelRms.
 void check_ragged_batches(const std::shared_ptr<const model::Model>& m, const std::string& label) {
   const int32_t V = m->config().n_vocab;
@@ -152,21 +175,8 @@ TEST(PagedGpu, SameBatchesGiveTheSameBits) {
     co.n_seq = 4;
     co.kv_block_size = 16;
     runtime::CudaSession gpu(m, 512, co);
-    const runtime::PagedLayout layout = *gpu.paged_layout();
-    std::mt19937 rng(5);
-    std::uniform_int_distribution<int32_t> token(1, V - 1);
-    runtime::PagedBatch b;
-    b.block_table.assign(size_t(layout.n_seq) * layout.max_blocks, 0);
-    for (int32_t s = 0; s < 4; ++s)  // 4 blocks (64 positions) a sequence, in reverse order
-      for (int32_t i = 0; i < 4; ++i) b.block_table[size_t(s) * layout.max_blocks + i] = 15 - (4 * s + i);
-    std::vector<int32_t> done(4, 0);
-    std::vector<float> logits;
-    for (const auto& step : steps) {
-      fill_step(b, step, done, [&](size_t, int32_t) { return token(rng); });
-      const auto got = gpu.eval_paged(b);
-      logits.insert(logits.end(), got.begin(), got.end());
-    }
-    return logits;
+    // 4 blocks (64 positions) a sequence, in reverse order
+    return random_steps(gpu, V, steps, 5, 4, [](int32_t s, int32_t i) { return 15 - (4 * s + i); });
   };
   const std::vector<float> first = run(), second = run();
   ASSERT_EQ(first.size(), second.size());
@@ -204,22 +214,7 @@ TEST(PagedGpu, PromptStepsLeaveTheirPaddingOut) {
     co.exec.live_tokens = live;
     co.exec.prompt_wgmma = wgmma;
     runtime::CudaSession gpu(m, 1024, co);
-    const runtime::PagedLayout layout = *gpu.paged_layout();
-    EXPECT_GE(layout.max_blocks, 24);
-    std::mt19937 rng(9);
-    std::uniform_int_distribution<int32_t> token(1, V - 1);
-    runtime::PagedBatch b;
-    b.block_table.assign(size_t(layout.n_seq) * layout.max_blocks, 0);
-    for (int32_t s = 0; s < 3; ++s)
-      for (int32_t i = 0; i < 24; ++i) b.block_table[size_t(s) * layout.max_blocks + i] = 24 * s + i;
-    std::vector<int32_t> done(3, 0);
-    std::vector<float> logits;
-    for (const auto& step : steps) {
-      fill_step(b, step, done, [&](size_t, int32_t) { return token(rng); });
-      const auto got = gpu.eval_paged(b);
-      logits.insert(logits.end(), got.begin(), got.end());
-    }
-    return logits;
+    return random_steps(gpu, V, steps, 9, 24, [](int32_t s, int32_t i) { return 24 * s + i; });
   };
   for (const bool wgmma : {true, false}) {
     const std::vector<float> live = run(true, wgmma), all = run(false, wgmma);
