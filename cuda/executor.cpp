@@ -474,7 +474,7 @@ void Executor::lower_gemm(const Node& n) {
 }
 
 bool Executor::live_columns_apply(int64_t T) const {
-  return opt_.live_tokens && !opt_.cuda_graph && T == g_.n_tokens;
+  return opt_.live_tokens && !opt_.cuda_graph && !expert_products_ && T == g_.n_tokens;
 }
 
 void Executor::set_live_tokens(int32_t n) {

@@ -376,12 +376,15 @@ class Executor {
   } last_gemm_;
   // set_live_tokens' count (0: every token), read at launch by the steps of products over the graph's tokens.
   int32_t live_tokens_ = 0;
+  // The graph has expert products (MulMatId): its routing and expert tiles work on every token, padding included,
+  // and would read the stale padding columns the live products leave, so its products compute every column.
+  bool expert_products_ = false;
   // Columns a prompt product of T columns computes this run: the live tokens where lower_gemm let it
   // (live_columns_apply), else T.
   int64_t live_columns(int64_t T) const { return live_tokens_ > 0 && live_tokens_ < T ? live_tokens_ : T; }
-  // Whether a product of T columns built here follows set_live_tokens: plain launches, the switch on, as many
-  // columns as the graph has tokens (its tokens; or its output rows where the output bucket is as large, which is
-  // why the count given must cover the output rows too).
+  // Whether a product of T columns built here follows set_live_tokens: plain launches, the switch on, no expert
+  // products in the graph, as many columns as the graph has tokens (its tokens; or its output rows where the output
+  // bucket is as large, which is why the count given must cover the output rows too).
   bool live_columns_apply(int64_t T) const;
   struct LastImage {  // the latest prompt product: its image of x serves a sibling right after it (q/k, gate/up)
     size_t step = SIZE_MAX;  // steps_.size() just after it

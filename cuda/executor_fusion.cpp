@@ -63,6 +63,8 @@ bool ranges_overlap(int64_t a, uint64_t an, int64_t b, uint64_t bn) {
 // reads lowering_, matvecs_ and attention_o_plan_.
 void Executor::plan_fusions() {
   lowering_.assign(g_.nodes().size(), Lowering::Own);
+  expert_products_ =
+      ::std::any_of(g_.nodes().begin(), g_.nodes().end(), [](const Node& n) { return n.op == Op::MulMatId; });
   fixed_acc_.assign(g_.nodes().size(), nullptr);
   // The attention + o launches first (their readers' conditions look ahead), and their accumulators, zero at first.
   for (const Node& a : g_.nodes())
