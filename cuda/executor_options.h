@@ -104,7 +104,8 @@ struct ExecutorOptions {
   // A graph run as plain launches (not captured: a paged session's prompt steps of more than 64 tokens) computes its
   // prompt products (the wgmma prompt kernel's and cuBLAS's) on the run's live tokens only (Executor::
   // set_live_tokens), not on its bucket's padding: a 401-token prompt in a 512-token step, a 600-token one in a
-  // 1 024-token step (H100: that one's first token 36 -> 29 ms, session 67); not in graphs with expert products. LLM_CUDA_LIVE_TOKENS=0 for A/B runs (every column of the bucket computed, as before).
+  // 1 024-token step (H100: that one's first token 36 -> 29 ms, session 67); not in graphs with expert products.
+  // LLM_CUDA_LIVE_TOKENS=0 for A/B runs (every column of the bucket computed, as before).
   bool live_tokens = true;
   // Prefill expert products of Q4_K and recoded MXFP4 on moe_fragments.cu's kernels (weights straight into mma
   // fragments); false: moe_gemm.cu's half tiles for every format. LLM_CUDA_MOE_FRAGMENTS=0 for A/B runs.
