@@ -116,10 +116,11 @@ class Executor {
   // One sequence: write_inputs(RunInputs{tokens, positions}).
   void write_inputs(std::span<const int32_t> tokens, std::span<const int32_t> positions);
   // The next runs' live tokens: the first n of the graph's n_tokens are the batch, the rest padding that nothing
-  // reads back (a paged step padded up to its bucket); n also covers the output rows that are read. A graph run as plain launches (cuda_graph off) then computes
-  // its prompt products (the wgmma prompt kernel's and cuBLAS's, ExecutorOptions::live_tokens) on those n columns
-  // only, their padding columns left as they were; a captured graph replays every column. 0: all of them.
-  // Throws InvalidArgument for n outside [0, n_tokens].
+  // reads back (a paged step padded up to its bucket); n also covers the output rows that are read. A graph run as
+  // plain launches (cuda_graph off) then computes its prompt products (the wgmma prompt kernel's and cuBLAS's,
+  // ExecutorOptions::live_tokens; not where the graph has expert products) on those n columns only, their padding
+  // columns left as they were; a captured graph replays every column. 0: all of them. Throws InvalidArgument for n
+  // outside [0, n_tokens].
   void set_live_tokens(int32_t n);
   // Queues all steps on the compute stream: plain launches, or (cuda_graph) one replay of the captured graph.
   void run();
