@@ -1,11 +1,9 @@
-// The prompt kernel against the CPU reference: launch_prompt_wgmma (batch_mm_wgmma.cuh: Q4_K and Q6_Kx8, tiles of
-// 128 tokens; parameterised by kernel, as session 64's warp-specialised one ran beside it until it lost) on these
-// cases: one to eight token tiles with a partial last one, rows leaving a partial row tile, K of one and several
-// super-blocks, a bias, the grids choose_blocks picks (whole tiles, equal splits, runs across tiles), the image of x
-// reused by a sibling launch and formed from a SwiGLU's gate and up; and the launches each refuses.
+// The prompt kernel against the CPU reference: launch_prompt_wgmma (batch_mm_wgmma.cuh: Q4_K and Q6_Kx8, tiles of 128
+// tokens) on these cases: one to eight token tiles with a partial last one, rows leaving a partial row tile, K of one
+// and several super-blocks, a bias, the grids choose_blocks picks (whole tiles, equal splits, runs across tiles), the
+// image of x reused by a sibling launch and formed from a SwiGLU's gate and up; and the launches it refuses.
 #include <cstdlib>
 #include <cstring>
-#include <ostream>
 #include <string>
 #include <vector>
 
@@ -21,56 +19,43 @@ using quant::Type;
 using namespace gpu_test;
 using namespace product_test;
 
-// A prompt kernel's entry points and the tokens of its tiles. It serves Q4_K and Q6_Kx8.
-struct PromptKernel {
-  const char* name;
-  bool (*supports)(Type, bool, int64_t, int64_t, int64_t);
-  size_t (*scratch)(int64_t, int64_t, int64_t);
-  void (*launch)(const cuda::BatchMmParams&, cudaStream_t, bool);
-  int64_t cols;
-};
-const PromptKernel kWgmma{"wgmma", cuda::prompt_wgmma_supports, cuda::prompt_wgmma_scratch, cuda::launch_prompt_wgmma,
-                          128};
+constexpr int64_t kTileTokens = 128;  // the kernel's token tile
 
-void PrintTo(const PromptKernel& k, std::ostream* os) { *os << k.name; }  // gtest's name for a parameter
-
-std::vector<Case> cases_of(const PromptKernel&) { return {Case{Type::Q4_K, false}, Case{Type::Q6_K, true}}; }
-
-class PromptProducts : public ::testing::TestWithParam<PromptKernel> {};
+// The formats it serves.
+std::vector<Case> cases() { return {Case{Type::Q4_K, false}, Case{Type::Q6_K, true}}; }
 
 }  // namespace
 
 // Every size against the CPU reference (Q6_Kx8: K in runs of 2048), the counters left zero; then a sibling launch on
 // the image the first left.
-TEST_P(PromptProducts, MatchReference) {
+TEST(PromptProducts, MatchReference) {
   REQUIRE_GPU();
-  const PromptKernel k = GetParam();
   std::mt19937 rng(781);
   cuda::DeviceBuffer counters(cuda::kBatchMmCounterBytes);
   CUDA_CHECK(cudaMemset(counters.get(), 0, cuda::kBatchMmCounterBytes));
   struct Size {
     int64_t N, T;
   };
-  for (const Case c : cases_of(k))
+  for (const Case c : cases())
     for (int64_t K : c.regrouped ? std::vector<int64_t>{2048, 6144} : std::vector<int64_t>{256, 2304, 4096})
       for (const Size s :
            {Size{77, 65}, Size{333, 200}, Size{1000, 128}, Size{77, 300}, Size{260, 530}, Size{200, 1000}}) {
         const int64_t N = s.N, T = s.T;
         if (T > 512 && K > 2304) continue;  // the reference's time
-        ASSERT_TRUE(k.supports(c.type, c.regrouped, K, N, T));
+        ASSERT_TRUE(cuda::prompt_wgmma_supports(c.type, c.regrouped, K, N, T));
         const bool with_bias = N != 333;
         WgmmaProduct m = wgmma_product(rng, c, K, N, T, with_bias);
         auto &dw = m.dw, &dx = m.dx, &db = m.db;
         const auto &ref = m.ref, &atol = m.atol;
-        const size_t sb = k.scratch(K, N, T);
+        const size_t sb = cuda::prompt_wgmma_scratch(K, N, T);
         cuda::DeviceBuffer scratch(sb);
         auto dy = poisoned_f32(N * T);
         cuda::BatchMmParams p{dw.get(), c.type, dx.as<float>(), with_bias ? db.as<float>() : nullptr, dy.as<float>(),
                               K, N, T, scratch.get(), sb};
         p.regrouped = c.regrouped;
         p.tile_counters = counters.as<uint32_t>();
-        k.launch(p, nullptr, false);
-        const std::string what = std::string("prompt ") + k.name + " " + layout_name(c) + " K=" + std::to_string(K) +
+        cuda::launch_prompt_wgmma(p, nullptr, false);
+        const std::string what = std::string("prompt wgmma ") + layout_name(c) + " K=" + std::to_string(K) +
                                  " N=" + std::to_string(N) + " T=" + std::to_string(T);
         const auto y = download<float>(dy, N * T);
         EXPECT_TRUE(close(what, y, ref, atol, 0.0));
@@ -80,7 +65,7 @@ TEST_P(PromptProducts, MatchReference) {
         CUDA_CHECK(cudaMemset(dx.get(), 0xff, size_t(K * T) * 4));
         auto dy2 = poisoned_f32(N * T);
         p.y = dy2.as<float>();
-        k.launch(p, nullptr, true);
+        cuda::launch_prompt_wgmma(p, nullptr, true);
         const auto y2 = download<float>(dy2, N * T);
         EXPECT_EQ(0, std::memcmp(y.data(), y2.data(), y.size() * 4)) << what << ": the image not reused";
         expect_counters_zero(counters);
@@ -89,13 +74,12 @@ TEST_P(PromptProducts, MatchReference) {
 
 // x formed from a SwiGLU's gate and up by the prompt kernel's image launch: the same bits as the element-wise
 // SwiGLU launch followed by the product of its output.
-TEST_P(PromptProducts, FormTheSwiGluOfTheirX) {
+TEST(PromptProducts, FormTheSwiGluOfTheirX) {
   REQUIRE_GPU();
-  const PromptKernel k = GetParam();
   std::mt19937 rng(782);
   cuda::DeviceBuffer counters(cuda::kBatchMmCounterBytes);
   CUDA_CHECK(cudaMemset(counters.get(), 0, cuda::kBatchMmCounterBytes));
-  for (const Case c : cases_of(k)) {
+  for (const Case c : cases()) {
     const int64_t K = 4096, N = 333, T = 150;
     auto w = random_weights(rng, c.type, K, N);
     auto gate = random_floats(rng, K * T), up = random_floats(rng, K * T);
@@ -103,7 +87,7 @@ TEST_P(PromptProducts, FormTheSwiGluOfTheirX) {
     if (c.regrouped) w = regrouped(w, K, N);
     auto dw = upload(w), dg = upload(gate), du = upload(up);
     cuda::DeviceBuffer dx(size_t(K * T) * 4);
-    const size_t sb = k.scratch(K, N, T);
+    const size_t sb = cuda::prompt_wgmma_scratch(K, N, T);
     cuda::DeviceBuffer scratch(sb);
     cuda::launch_swiglu({dg.as<float>(), du.as<float>(), dx.as<float>(), K * T}, nullptr);
     auto two_launches = poisoned_f32(N * T), formed = poisoned_f32(N * T);
@@ -111,38 +95,37 @@ TEST_P(PromptProducts, FormTheSwiGluOfTheirX) {
                           scratch.get(), sb};
     p.regrouped = c.regrouped;
     p.tile_counters = counters.as<uint32_t>();
-    k.launch(p, nullptr, false);
+    cuda::launch_prompt_wgmma(p, nullptr, false);
     p.x = du.as<float>(), p.x_gate = dg.as<float>(), p.y = formed.as<float>();
-    k.launch(p, nullptr, false);
+    cuda::launch_prompt_wgmma(p, nullptr, false);
     const auto a = download<float>(two_launches, N * T), b = download<float>(formed, N * T);
     EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * 4))
-        << k.name << " " << layout_name(c) << ": not the two launches' bits";
+        << "wgmma " << layout_name(c) << ": not the two launches' bits";
     expect_counters_zero(counters);
   }
 }
 
-// Which products a prompt kernel serves (no device needed), and the launches it refuses before touching the device:
+// Which products the prompt kernel serves (no device needed), and the launches it refuses before touching the device:
 // too few tokens, other formats and layouts, K not in whole super-blocks (Q6_Kx8: runs of 2048), more tiles than the
 // counters hold (a 128k vocabulary's output matrix from 32 token tiles on), a scratch below its size, weights not
 // 16-byte aligned, x not 8-byte aligned, no counters.
-TEST_P(PromptProducts, RangeAndRefusals) {
-  const PromptKernel k = GetParam();
+TEST(PromptProducts, RangeAndRefusals) {
   for (const int64_t T : {int64_t(1), int64_t(8), cuda::kBatchMmMaxTokens})
-    EXPECT_FALSE(k.supports(Type::Q4_K, false, 4096, 4096, T)) << T;
+    EXPECT_FALSE(cuda::prompt_wgmma_supports(Type::Q4_K, false, 4096, 4096, T)) << T;
   for (const int64_t T : {cuda::kBatchMmMaxTokens + 1, int64_t(512), int64_t(8192)}) {
-    EXPECT_TRUE(k.supports(Type::Q4_K, false, 4096, 14336, T)) << T;
-    EXPECT_TRUE(k.supports(Type::Q6_K, true, 14336, 4096, T)) << T;
-    EXPECT_FALSE(k.supports(Type::Q6_K, false, 4096, 4096, T)) << T;
-    EXPECT_FALSE(k.supports(Type::Q4_K, true, 4096, 4096, T)) << T;
-    EXPECT_FALSE(k.supports(Type::Q8_0, false, 4096, 4096, T)) << T;
-    EXPECT_FALSE(k.supports(Type::Q4_K, false, 4096 + 32, 4096, T)) << T;
-    EXPECT_FALSE(k.supports(Type::Q6_K, true, 4096 + 256, 4096, T)) << T;
+    EXPECT_TRUE(cuda::prompt_wgmma_supports(Type::Q4_K, false, 4096, 14336, T)) << T;
+    EXPECT_TRUE(cuda::prompt_wgmma_supports(Type::Q6_K, true, 14336, 4096, T)) << T;
+    EXPECT_FALSE(cuda::prompt_wgmma_supports(Type::Q6_K, false, 4096, 4096, T)) << T;
+    EXPECT_FALSE(cuda::prompt_wgmma_supports(Type::Q4_K, true, 4096, 4096, T)) << T;
+    EXPECT_FALSE(cuda::prompt_wgmma_supports(Type::Q8_0, false, 4096, 4096, T)) << T;
+    EXPECT_FALSE(cuda::prompt_wgmma_supports(Type::Q4_K, false, 4096 + 32, 4096, T)) << T;
+    EXPECT_FALSE(cuda::prompt_wgmma_supports(Type::Q6_K, true, 4096 + 256, 4096, T)) << T;
   }
-  EXPECT_TRUE(k.supports(Type::Q6_K, true, 4096, 128256, 32 * k.cols));
-  EXPECT_FALSE(k.supports(Type::Q6_K, true, 4096, 128256, 64 * k.cols));
+  EXPECT_TRUE(cuda::prompt_wgmma_supports(Type::Q6_K, true, 4096, 128256, 32 * kTileTokens));
+  EXPECT_FALSE(cuda::prompt_wgmma_supports(Type::Q6_K, true, 4096, 128256, 64 * kTileTokens));
   const int64_t K = 4096, N = 256, T = 100;
   auto* const fake = reinterpret_cast<float*>(uintptr_t(1) << 20);  // never dereferenced: refused first
-  const size_t sb = k.scratch(K, N, T);
+  const size_t sb = cuda::prompt_wgmma_scratch(K, N, T);
   auto params = [&] {
     cuda::BatchMmParams p{fake, Type::Q4_K, fake, nullptr, fake, K, N, T, fake, sb};
     p.tile_counters = reinterpret_cast<uint32_t*>(fake);
@@ -150,21 +133,18 @@ TEST_P(PromptProducts, RangeAndRefusals) {
   };
   auto p = params();
   p.T = cuda::kBatchMmMaxTokens;
-  EXPECT_THROW(k.launch(p, nullptr, false), cuda::InvalidArgument);
+  EXPECT_THROW(cuda::launch_prompt_wgmma(p, nullptr, false), cuda::InvalidArgument);
   p = params(), p.scratch_bytes = sb - 1;
-  EXPECT_THROW(k.launch(p, nullptr, false), cuda::InvalidArgument);
+  EXPECT_THROW(cuda::launch_prompt_wgmma(p, nullptr, false), cuda::InvalidArgument);
   p = params(), p.w = reinterpret_cast<const uint8_t*>(fake) + 8;
-  EXPECT_THROW(k.launch(p, nullptr, false), cuda::InvalidArgument);
+  EXPECT_THROW(cuda::launch_prompt_wgmma(p, nullptr, false), cuda::InvalidArgument);
   p = params(), p.x = fake + 1;
-  EXPECT_THROW(k.launch(p, nullptr, false), cuda::InvalidArgument);
+  EXPECT_THROW(cuda::launch_prompt_wgmma(p, nullptr, false), cuda::InvalidArgument);
   p = params(), p.tile_counters = nullptr;
-  EXPECT_THROW(k.launch(p, nullptr, false), cuda::InvalidArgument);
+  EXPECT_THROW(cuda::launch_prompt_wgmma(p, nullptr, false), cuda::InvalidArgument);
   p = params(), p.type = Type::Q8_0;
-  EXPECT_THROW(k.launch(p, nullptr, false), cuda::InvalidArgument);
+  EXPECT_THROW(cuda::launch_prompt_wgmma(p, nullptr, false), cuda::InvalidArgument);
 }
-
-INSTANTIATE_TEST_SUITE_P(Kernels, PromptProducts, ::testing::Values(kWgmma),
-                         [](const ::testing::TestParamInfo<PromptKernel>& i) { return std::string(i.param.name); });
 
 // The executor's choice of prompt kernel from the environment (no device needed): the wgmma kernel to 512 tokens by
 // default; LLM_CUDA_PROMPT_WGMMA / _MAX set it, and a count that is not one is refused.
