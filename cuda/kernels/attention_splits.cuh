@@ -8,6 +8,7 @@
 #include <cuda_runtime.h>
 
 #include "cuda/kernels/attention.cuh"
+#include "cuda/kernels/block_arrival.cuh"
 
 namespace cuda {
 
@@ -69,18 +70,13 @@ __device__ __forceinline__ bool last_split_block(const AttentionKernelParams& p,
                                                  int64_t hd) {
   unsigned* counter = reinterpret_cast<unsigned*>(p.partial + p.n_head * p.T * p.max_splits * (hd + 2)) +
                       kvh * p.T + t;
-  // One thread fences for the block, as cooperative groups' grid barrier does: the barrier orders every thread's
-  // partial writes before its fence, which makes them visible device-wide before the count (and, in the last block,
-  // every other block's before the reads that follow the second barrier).
+  // One thread counts the block in (block_arrival.cuh): the barrier orders every thread's partial writes before its
+  // release, and in the last block its acquire orders every other block's before the reads after the second barrier.
   __shared__ bool last;
   __syncthreads();
   if (threadIdx.x == 0) {
-    __threadfence();
-    last = atomicAdd(counter, 1u) == unsigned(n_active - 1);
-    if (last) {
-      *counter = 0u;  // every split has arrived: ready for the next launch
-      __threadfence();
-    }
+    last = arrive_acq_rel(counter) == unsigned(n_active - 1);
+    if (last) *counter = 0u;  // every split has arrived: zero for the next launch (the launch's end publishes it)
   }
   __syncthreads();
   return last;

@@ -11,6 +11,7 @@
 #include <type_traits>
 
 #include "cuda/kernels/batch_mm.cuh"
+#include "cuda/kernels/block_arrival.cuh"
 
 namespace cuda::batch_mm_work {
 
@@ -128,16 +129,15 @@ __device__ __forceinline__ float finish(const GluEpilogue& glu, float v, int64_t
 template <int R, int kCols, int kThreads, class Start, class Emit>
 __device__ __forceinline__ void add_shared_tile(const Work& w, const Segment& sg, int rows, int cols, int tid,
                                                 Start&& start, Emit&& emit) {
-  // The fences make each contributor's partial sums visible before its count, and the counts before the last
-  // one's reads (which bypass L1).
-  __threadfence();
+  // The barrier orders the block's partial sums before thread 0's count (block_arrival.cuh: its release makes them
+  // visible with the count; in the last contributor its acquire orders the others' sums before the reads below,
+  // which bypass L1).
   __syncthreads();
   const int32_t tile_u0 = sg.tile * w.n_slices;
   const int32_t first = w.block_of(tile_u0);
   const int n_contrib = int(w.block_of(tile_u0 + w.n_slices - 1) - first) + 1;
-  const bool last = __syncthreads_or(tid == 0 && atomicAdd(&w.counters[sg.tile], 1u) == uint32_t(n_contrib - 1));
+  const bool last = __syncthreads_or(tid == 0 && arrive_acq_rel(&w.counters[sg.tile]) == uint32_t(n_contrib - 1));
   if (!last) return;
-  __threadfence();
   // Block first + j's slot for this tile: the first one's last slot unless its run starts at the tile, every later
   // one's first (their runs start inside the tile).
   const bool first_starts = w.first_unit(first) == tile_u0;
