@@ -302,6 +302,7 @@ class Executor {
   };
   MoeScratchHolds moe_scratch_holds_;
   DeviceBuffer batch_mm_counters_;  // the small-batch products' shared-tile counters (batch_mm.cuh), zeroed once
+  DeviceBuffer argmax_scratch_;     // a few rows' argmax parts and counters (ArgmaxParams::scratch), zeroed once
   PinnedBuffer input_staging_;
   PinnedBuffer gather_rows_;  // set_tokens_gather: one index a token, written by write_inputs
   // paged_host_io: the block table's values to copy this run (rows up to the highest a token uses), and the ring

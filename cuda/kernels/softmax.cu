@@ -6,6 +6,7 @@
 #include <cfloat>
 
 #include "cuda/check.h"
+#include "cuda/kernels/block_arrival.cuh"
 #include "cuda/kernels/reduce.cuh"
 
 namespace cuda {
@@ -30,14 +31,23 @@ __global__ void __launch_bounds__(kThreads) softmax_kernel(SoftmaxParams p) {
 // Argmax: blocks of 1024 threads, rows of 16-byte aligned float4s read four loads in flight a thread (a row of
 // logits is ~0.5 MB: the loads' latency, not the bytes, is what a block waits on; 256 threads of scalar loads took
 // ~214 us on a 128k vocabulary, one block of these ~19 us on an H200). A few rows (a decode step's) are each cut
-// over a cluster of kArgmaxCluster blocks whose first block merges the others' results from their shared memory
-// (one launch, no scratch); many rows take a block each. argmax_merge is order-free, so the result does not depend
-// on which thread or block saw what.
+// over kArgmaxParts blocks of 256 threads, the last of which to finish merges their results (ArgmaxParams::scratch),
+// or without scratch over a cluster of kArgmaxCluster blocks whose first block merges the others' results from their
+// shared memory (10.9 us a one-row launch on an H100, session 68: eight SMs read the row); many rows take a block
+// each. argmax_merge is order-free, so the result does not depend on which thread or block saw what.
 constexpr int kArgmaxThreads = 1024;
 constexpr int kArgmaxCluster = 8;
-constexpr int64_t kArgmaxClusterRows = 16;  // up to this many rows: clusters (more rows fill the device anyway)
+constexpr int64_t kArgmaxClusterRows = kArgmaxPartsRows;  // up to this many rows: clusters (more fill the device)
+constexpr int kArgmaxParts = 32;  // a warp's lanes merge the parts
+constexpr int kArgmaxPartThreads = 256;
 
-template <bool kVec4>
+// The parts' results and each row's count of finished parts (ArgmaxParams::scratch).
+struct ArgmaxPartsScratch {
+  unsigned counters[kArgmaxPartsRows];
+  ArgMax parts[kArgmaxPartsRows][kArgmaxParts];
+};
+
+template <bool kVec4, int kThreads = kArgmaxThreads>
 __device__ __forceinline__ ArgMax argmax_range(const float* x, int64_t lo, int64_t hi) {
   const int t = int(threadIdx.x);
   ArgMax best;
@@ -50,16 +60,16 @@ __device__ __forceinline__ ArgMax argmax_range(const float* x, int64_t lo, int64
       best = argmax_merge(best, ArgMax{v.w, int32_t(4 * i + 3)});
     };
     int64_t i = lo + t;
-    for (; i + 3 * kArgmaxThreads < hi; i += 4 * kArgmaxThreads) {
+    for (; i + 3 * kThreads < hi; i += 4 * kThreads) {
       float4 v[4];
 #pragma unroll
-      for (int u = 0; u < 4; ++u) v[u] = __ldg(x4 + i + u * kArgmaxThreads);
+      for (int u = 0; u < 4; ++u) v[u] = __ldg(x4 + i + u * kThreads);
 #pragma unroll
-      for (int u = 0; u < 4; ++u) take(v[u], i + u * kArgmaxThreads);
+      for (int u = 0; u < 4; ++u) take(v[u], i + u * kThreads);
     }
-    for (; i < hi; i += kArgmaxThreads) take(__ldg(x4 + i), i);
+    for (; i < hi; i += kThreads) take(__ldg(x4 + i), i);
   } else {
-    for (int64_t i = lo + t; i < hi; i += kArgmaxThreads) best = argmax_merge(best, ArgMax{x[i], int32_t(i)});
+    for (int64_t i = lo + t; i < hi; i += kThreads) best = argmax_merge(best, ArgMax{x[i], int32_t(i)});
   }
   return best;
 }
@@ -105,7 +115,35 @@ __global__ void __cluster_dims__(kArgmaxCluster, 1, 1) __launch_bounds__(kArgmax
   cluster.sync();  // every block's `mine` stays until the first block has read it
 }
 
+// Row blockIdx.y's part blockIdx.x (a contiguous kArgmaxParts-th of it); the last part to finish merges the row's
+// parts, one a lane (block_arrival.cuh: the count publishes each part's result and orders them before the last's
+// reads). One SM read a cluster kernel's eighth of a 128k row; here 32 SMs read a row.
+template <bool kVec4>
+__global__ void __launch_bounds__(kArgmaxPartThreads) argmax_parts_kernel(ArgmaxParams p) {
+  auto* const s = static_cast<ArgmaxPartsScratch*>(p.scratch);
+  const int64_t row = blockIdx.y;
+  const float* x = p.x + row * p.ne0;
+  const int64_t n = kVec4 ? p.ne0 / 4 : p.ne0, part = (n + kArgmaxParts - 1) / kArgmaxParts;
+  const int64_t lo = min(n, int64_t(blockIdx.x) * part), hi = min(n, lo + part);
+  __shared__ ArgMax red[kArgmaxPartThreads / 32];
+  __shared__ bool last;
+  const ArgMax best =
+      block_argmax<kArgmaxPartThreads>(argmax_range<kVec4, kArgmaxPartThreads>(x, lo, hi), red);
+  if (threadIdx.x == 0) {
+    s->parts[row][blockIdx.x] = best;
+    last = arrive_acq_rel(&s->counters[row]) == unsigned(kArgmaxParts - 1);
+    if (last) s->counters[row] = 0u;  // zero for the next launch (the launch's end publishes it)
+  }
+  __syncthreads();
+  if (!last || threadIdx.x >= 32) return;
+  const ArgMax* const mine = &s->parts[row][threadIdx.x];
+  const ArgMax r = warp_argmax(ArgMax{__ldcg(&mine->val), __ldcg(&mine->idx)});
+  if (threadIdx.x == 0) store_argmax(p, row, r);
+}
+
 }  // namespace
+
+size_t argmax_parts_scratch_bytes() { return sizeof(ArgmaxPartsScratch); }
 
 void launch_softmax(const SoftmaxParams& p, cudaStream_t stream) {
   LLM_REQUIRE(p.x && p.out, "null pointer");
@@ -119,7 +157,14 @@ void launch_argmax(const ArgmaxParams& p, cudaStream_t stream) {
   LLM_REQUIRE(p.ne0 > 0 && p.ne0 <= 0x7fffffff && p.rows > 0 && p.rows <= 0x7fffffff, "bad shape");
   LLM_REQUIRE(!p.host_out || (p.host_slot && p.host_stride >= p.rows), "argmax: host ring without slot or room");
   const bool vec4 = (reinterpret_cast<uintptr_t>(p.x) & 15) == 0 && p.ne0 % 4 == 0;
-  if (p.rows <= kArgmaxClusterRows) {
+  static_assert(kArgmaxParts == 32, "a lane a part");
+  if (p.rows <= kArgmaxPartsRows && p.scratch) {
+    const dim3 grid(kArgmaxParts, unsigned(p.rows));
+    if (vec4)
+      argmax_parts_kernel<true><<<grid, kArgmaxPartThreads, 0, stream>>>(p);
+    else
+      argmax_parts_kernel<false><<<grid, kArgmaxPartThreads, 0, stream>>>(p);
+  } else if (p.rows <= kArgmaxClusterRows) {
     const dim3 grid(kArgmaxCluster, unsigned(p.rows));
     if (vec4)
       argmax_cluster_kernel<true><<<grid, kArgmaxThreads, 0, stream>>>(p);

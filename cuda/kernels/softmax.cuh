@@ -25,7 +25,13 @@ struct ArgmaxParams {
   int32_t* host_out = nullptr;
   const int32_t* host_slot = nullptr;
   int64_t host_stride = 0;
+  // Up to kArgmaxPartsRows rows (a decode step's): argmax_parts_scratch_bytes() of device memory, zeroed once before
+  // the first launch (its counters end every launch at zero), for the launch that cuts each row over kArgmaxParts
+  // blocks, the last of which merges their results. Null: a cluster of blocks a row.
+  void* scratch = nullptr;
 };
+inline constexpr int64_t kArgmaxPartsRows = 16;
+size_t argmax_parts_scratch_bytes();
 void launch_argmax(const ArgmaxParams& p, cudaStream_t stream);
 
 }  // namespace cuda

@@ -259,7 +259,7 @@ TEST(OpKernels, SoftmaxAndArgmax) {
   REQUIRE_GPU();
   std::mt19937 rng(4);
   for (int64_t ne0 : {1, 31, 512, 32000, 128256})  // 31: unaligned rows (the scalar argmax); 128256: Llama 3's vocab
-    for (int64_t rows : {1, 3, 17}) {  // 17: one block a row; fewer: a cluster of blocks a row
+    for (int64_t rows : {1, 3, 17}) {  // 17: one block a row; fewer: a cluster of blocks, or 32 blocks, a row
       auto x = random_floats(rng, ne0 * rows, -10, 10);
       // A planted tie in the last row (values are below 10 elsewhere): the lower index must win. In the first row
       // the tie is in the first and the last of the cluster's parts.
@@ -289,6 +289,20 @@ TEST(OpKernels, SoftmaxAndArgmax) {
       const int32_t* r = ring.as<int32_t>();
       EXPECT_EQ(std::vector<int32_t>(r + 20, r + 20 + rows), ref_arg) << "argmax to the host " << shape(ne0, rows);
       EXPECT_EQ(std::vector<int32_t>(r, r + 20), std::vector<int32_t>(20, -5)) << "slot 0 " << shape(ne0, rows);
+      // A few rows over 32 blocks a row, the last merging (ArgmaxParams::scratch; the row's first and last parts
+      // hold the first row's tie): twice, the second launch finding the counters the first left at zero.
+      if (rows > cuda::kArgmaxPartsRows) continue;
+      cuda::DeviceBuffer scratch(cuda::argmax_parts_scratch_bytes());
+      CUDA_CHECK(cudaMemset(scratch.get(), 0, scratch.bytes()));
+      p.scratch = scratch.get();
+      for (int launch = 0; launch < 2; ++launch) {
+        CUDA_CHECK(cudaMemset(arg.get(), 0xff, arg.bytes()));
+        std::fill_n(ring.as<int32_t>(), 40, -5);
+        cuda::launch_argmax(p, nullptr);
+        CUDA_CHECK(cudaDeviceSynchronize());
+        EXPECT_EQ(download<int32_t>(arg, rows), ref_arg) << "argmax over parts " << shape(ne0, rows) << " #" << launch;
+        EXPECT_EQ(std::vector<int32_t>(r + 20, r + 20 + rows), ref_arg) << "parts to the host " << shape(ne0, rows);
+      }
     }
 }
 
