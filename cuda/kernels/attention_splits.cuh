@@ -74,10 +74,7 @@ __device__ __forceinline__ bool last_split_block(const AttentionKernelParams& p,
   // release, and in the last block its acquire orders every other block's before the reads after the second barrier.
   __shared__ bool last;
   __syncthreads();
-  if (threadIdx.x == 0) {
-    last = arrive_acq_rel(counter) == unsigned(n_active - 1);
-    if (last) *counter = 0u;  // every split has arrived: zero for the next launch (the launch's end publishes it)
-  }
+  if (threadIdx.x == 0) last = last_to_arrive(counter, unsigned(n_active));
   __syncthreads();
   return last;
 }

@@ -19,4 +19,12 @@ __device__ __forceinline__ unsigned arrive_acq_rel(unsigned* counter) {
   return before;
 }
 
+// Thread 0's count for its block, one of n: true in the last, which also zeroes the counter for the next launch (the
+// launch's end publishes the store; no block of this launch counts on it again).
+__device__ __forceinline__ bool last_to_arrive(unsigned* counter, unsigned n) {
+  const bool last = arrive_acq_rel(counter) == n - 1;
+  if (last) *counter = 0u;
+  return last;
+}
+
 }  // namespace cuda

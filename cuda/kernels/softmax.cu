@@ -131,8 +131,7 @@ __global__ void __launch_bounds__(kArgmaxPartThreads) argmax_parts_kernel(Argmax
       block_argmax<kArgmaxPartThreads>(argmax_range<kVec4, kArgmaxPartThreads>(x, lo, hi), red);
   if (threadIdx.x == 0) {
     s->parts[row][blockIdx.x] = best;
-    last = arrive_acq_rel(&s->counters[row]) == unsigned(kArgmaxParts - 1);
-    if (last) s->counters[row] = 0u;  // zero for the next launch (the launch's end publishes it)
+    last = last_to_arrive(&s->counters[row], kArgmaxParts);
   }
   __syncthreads();
   if (!last || threadIdx.x >= 32) return;
