@@ -684,7 +684,7 @@ KvPaging Executor::paging_of(const Node& att) const {
 void Executor::lower_argmax(const Node& n) {
   const auto& in = g_.node(n.inputs.at(0)).shape;
   ArgmaxParams p{f32_in(n, 0), static_cast<int32_t*>(device_ptr(n.id)), in.ne[0], in.rows()};
-  if (opt_.argmax_parts && p.rows <= kArgmaxPartsRows) {
+  if (p.rows <= kArgmaxPartsRows) {
     if (!argmax_scratch_.bytes()) {  // at lowering, not on a request's path
       argmax_scratch_ = DeviceBuffer(argmax_parts_scratch_bytes());
       CUDA_CHECK(cudaMemset(argmax_scratch_.get(), 0, argmax_scratch_.bytes()));  // the counters

@@ -86,7 +86,6 @@ ExecutorOptions ExecutorOptions::from_env() {
   o.new_token_q_split = read_count("LLM_CUDA_NEW_TOKEN_QSPLIT", o.new_token_q_split, 4);
   o.glu_pdl = read_flag("LLM_CUDA_GLU_PDL", o.glu_pdl);
   o.paged_host_io = read_flag("LLM_CUDA_PAGED_HOST_IO", o.paged_host_io);
-  o.argmax_parts = read_flag("LLM_CUDA_ARGMAX_PARTS", o.argmax_parts);
   o.staging_event = read_flag("LLM_CUDA_STAGING_EVENT", o.staging_event);
   o.matvec_cols_max_tokens = read_count("LLM_CUDA_MATVEC_COLS_MAX", o.matvec_cols_max_tokens, kMatvecColsMaxTokens);
   // Timing only (scripts/gpu-step-shares.sh): comma-separated node names whose steps are left out.

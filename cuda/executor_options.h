@@ -148,10 +148,6 @@ struct ExecutorOptions {
   // session's page-locked ring (set_argmax_ring) instead of a copy after the graph: two copy-engine round trips
   // fewer between two steps. LLM_CUDA_PAGED_HOST_IO=0 for A/B runs.
   bool paged_host_io = true;
-  // The argmax of up to kArgmaxPartsRows rows (a decode step's greedy ids) over 32 blocks a row, the last merging
-  // (ArgmaxParams::scratch), instead of a cluster of 8 blocks a row. Written in session 68 after the device time ran
-  // out: not yet measured, so off; LLM_CUDA_ARGMAX_PARTS=1 for its A/B.
-  bool argmax_parts = false;
   // write_inputs waits for the previous run's first kernel (an event after it) instead of the whole run: the
   // paged session's pipelined step k + 1 is queued while step k runs instead of after it (session 35's two
   // stagings lost, with two graph executables alternating; this keeps one). With paged_host_io, 8B Q4_K_M on an

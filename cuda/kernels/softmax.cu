@@ -1,8 +1,6 @@
 // Row reductions: softmax (max, sum of exp, scale), one block per row, and argmax.
 #include "cuda/kernels/softmax.cuh"
 
-#include <cooperative_groups.h>
-
 #include <cfloat>
 
 #include "cuda/check.h"
@@ -31,13 +29,11 @@ __global__ void __launch_bounds__(kThreads) softmax_kernel(SoftmaxParams p) {
 // Argmax: blocks of 1024 threads, rows of 16-byte aligned float4s read four loads in flight a thread (a row of
 // logits is ~0.5 MB: the loads' latency, not the bytes, is what a block waits on; 256 threads of scalar loads took
 // ~214 us on a 128k vocabulary, one block of these ~19 us on an H200). A few rows (a decode step's) are each cut
-// over kArgmaxParts blocks of 256 threads, the last of which to finish merges their results (ArgmaxParams::scratch),
-// or without scratch over a cluster of kArgmaxCluster blocks whose first block merges the others' results from their
-// shared memory (10.9 us a one-row launch on an H100, session 68: eight SMs read the row); many rows take a block
-// each. argmax_merge is order-free, so the result does not depend on which thread or block saw what.
+// over kArgmaxParts blocks of 256 threads, the last of which to finish merges their results (ArgmaxParams::scratch;
+// a cluster of 8 blocks a row merging through distributed shared memory: level at B = 1, 0.2-0.6% slower at
+// B = 4 and 16, session 69); many rows, or rows without scratch, take a block each. argmax_merge is order-free, so the result does not
+// depend on which thread or block saw what.
 constexpr int kArgmaxThreads = 1024;
-constexpr int kArgmaxCluster = 8;
-constexpr int64_t kArgmaxClusterRows = kArgmaxPartsRows;  // up to this many rows: clusters (more fill the device)
 constexpr int kArgmaxParts = 32;  // a warp's lanes merge the parts
 constexpr int kArgmaxPartThreads = 256;
 
@@ -93,31 +89,9 @@ __global__ void __launch_bounds__(kArgmaxThreads) argmax_kernel(ArgmaxParams p) 
   if (threadIdx.x == 0) store_argmax(p, blockIdx.x, best);
 }
 
-// Row blockIdx.y over the cluster's blocks (blockIdx.x = the block's rank): each a contiguous part of the row.
-template <bool kVec4>
-__global__ void __cluster_dims__(kArgmaxCluster, 1, 1) __launch_bounds__(kArgmaxThreads)
-    argmax_cluster_kernel(ArgmaxParams p) {
-  namespace cg = cooperative_groups;
-  const cg::cluster_group cluster = cg::this_cluster();
-  const float* x = p.x + int64_t(blockIdx.y) * p.ne0;
-  const int64_t n = kVec4 ? p.ne0 / 4 : p.ne0, part = (n + kArgmaxCluster - 1) / kArgmaxCluster;
-  const int64_t lo = min(n, int64_t(cluster.block_rank()) * part), hi = min(n, lo + part);
-  __shared__ ArgMax red[kArgmaxThreads / 32];
-  __shared__ ArgMax mine;
-  const ArgMax best = block_argmax<kArgmaxThreads>(argmax_range<kVec4>(x, lo, hi), red);
-  if (threadIdx.x == 0) mine = best;
-  cluster.sync();
-  if (cluster.block_rank() == 0 && threadIdx.x == 0) {
-    ArgMax r = mine;
-    for (int k = 1; k < kArgmaxCluster; ++k) r = argmax_merge(r, *cluster.map_shared_rank(&mine, k));
-    store_argmax(p, blockIdx.y, r);
-  }
-  cluster.sync();  // every block's `mine` stays until the first block has read it
-}
-
 // Row blockIdx.y's part blockIdx.x (a contiguous kArgmaxParts-th of it); the last part to finish merges the row's
 // parts, one a lane (block_arrival.cuh: the count publishes each part's result and orders them before the last's
-// reads). One SM read a cluster kernel's eighth of a 128k row; here 32 SMs read a row.
+// reads). 32 SMs read a row, each about four float4 loads a thread in flight.
 template <bool kVec4>
 __global__ void __launch_bounds__(kArgmaxPartThreads) argmax_parts_kernel(ArgmaxParams p) {
   auto* const s = static_cast<ArgmaxPartsScratch*>(p.scratch);
@@ -163,12 +137,6 @@ void launch_argmax(const ArgmaxParams& p, cudaStream_t stream) {
       argmax_parts_kernel<true><<<grid, kArgmaxPartThreads, 0, stream>>>(p);
     else
       argmax_parts_kernel<false><<<grid, kArgmaxPartThreads, 0, stream>>>(p);
-  } else if (p.rows <= kArgmaxClusterRows) {
-    const dim3 grid(kArgmaxCluster, unsigned(p.rows));
-    if (vec4)
-      argmax_cluster_kernel<true><<<grid, kArgmaxThreads, 0, stream>>>(p);
-    else
-      argmax_cluster_kernel<false><<<grid, kArgmaxThreads, 0, stream>>>(p);
   } else if (vec4) {
     argmax_kernel<true><<<unsigned(p.rows), kArgmaxThreads, 0, stream>>>(p);
   } else {

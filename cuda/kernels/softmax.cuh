@@ -27,7 +27,7 @@ struct ArgmaxParams {
   int64_t host_stride = 0;
   // Up to kArgmaxPartsRows rows (a decode step's): argmax_parts_scratch_bytes() of device memory, zeroed once before
   // the first launch (its counters end every launch at zero), for the launch that cuts each row over kArgmaxParts
-  // blocks, the last of which merges their results. Null: a cluster of blocks a row.
+  // blocks, the last of which merges their results. Null: a block a row.
   void* scratch = nullptr;
 };
 inline constexpr int64_t kArgmaxPartsRows = 16;
