@@ -30,9 +30,9 @@ __global__ void __launch_bounds__(kThreads) softmax_kernel(SoftmaxParams p) {
 // logits is ~0.5 MB: the loads' latency, not the bytes, is what a block waits on; 256 threads of scalar loads took
 // ~214 us on a 128k vocabulary, one block of these ~19 us on an H200). A few rows (a decode step's) are each cut
 // over kArgmaxParts blocks of 256 threads, the last of which to finish merges their results (ArgmaxParams::scratch;
-// a cluster of 8 blocks a row merging through distributed shared memory: level at B = 1, 0.2-0.6% slower at
-// B = 4 and 16, session 69); many rows, or rows without scratch, take a block each. argmax_merge is order-free, so the result does not
-// depend on which thread or block saw what.
+// a cluster of 8 blocks a row merging through distributed shared memory: level at B = 1, 0.2-0.6% slower at B = 4
+// and 16, session 69); many rows, or rows without scratch, take a block each. argmax_merge is order-free, so the
+// result does not depend on which thread or block saw what.
 constexpr int kArgmaxThreads = 1024;
 constexpr int kArgmaxParts = 32;  // a warp's lanes merge the parts
 constexpr int kArgmaxPartThreads = 256;
