@@ -563,11 +563,6 @@ void Executor::lower_attention(const Node& n) {
   a.kv_type = spec.type, a.k_scales = kv_->k_scales(ap.layer), a.v_scales = kv_->v_scales(ap.layer);
   a.window = ap.window;
   a.paging = paging_of(n);
-  if (opt_.attention_wide_rounds > 0 && T <= opt_.attention_wide_max_tokens) {
-    // One wide block a SM: splits only up to the SMs the (KV head, token) pairs leave.
-    a.wide_rounds = int32_t(opt_.attention_wide_rounds);
-    a.wide_max_splits = int32_t(::std::clamp<int64_t>(ctx_.sm_count() / (ap.n_head_kv * T), 1, a.max_splits));
-  }
   if (ap.sinks) a.sinks = f32_in(n, n.inputs.size() - 1);  // always the last input (graph/ir.h)
   if (a.paging.block_table && T >= kPrefillMinTokens) {  // the prefill kernel's tiles, planned per run
     a.tiles = paged_tiles_.as<int32_t>(), a.max_tiles = PagedTiles::max_tiles(T);

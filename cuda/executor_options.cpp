@@ -71,8 +71,6 @@ ExecutorOptions ExecutorOptions::from_env() {
   o.norm_images = read_flag("LLM_CUDA_NORM_IMAGES", o.norm_images);
   o.tiles_after_split = read_flag("LLM_CUDA_TILES_AFTER_SPLIT", o.tiles_after_split);
   o.attention_half_x = read_flag("LLM_CUDA_ATTN_HALF_X", o.attention_half_x);
-  o.attention_wide_rounds = read_count("LLM_CUDA_ATTN_WIDE", o.attention_wide_rounds, 64);
-  o.attention_wide_max_tokens = read_count("LLM_CUDA_ATTN_WIDE_TOKENS", o.attention_wide_max_tokens, 64);
   o.paged_run_bases = read_flag("LLM_CUDA_PAGED_RUN_BASES", o.paged_run_bases);
   o.prompt_wgmma = read_flag("LLM_CUDA_PROMPT_WGMMA", o.prompt_wgmma);
   o.prompt_wgmma_max_tokens = read_count("LLM_CUDA_PROMPT_WGMMA_MAX", o.prompt_wgmma_max_tokens, int64_t(1) << 20);

@@ -85,13 +85,6 @@ struct ExecutorOptions {
   // the prompt's o ran on cuBLAS, H100, session 62).
   // LLM_CUDA_ATTN_HALF_X=0 for A/B runs.
   bool attention_half_x = true;
-  // Decode tokens of steps of up to attention_wide_max_tokens tokens attend in wide blocks (attention_wide_tc.cuh:
-  // one block of 12-16 warps a KV head and token, each warp its own 16-slot chunks, no global merge up to
-  // attention_wide_rounds rounds of a block's chunks, ~770 positions at head_dim 128 with 4) instead of the split
-  // kernel's one-tile splits and their merge (~3 us a layer at 256-600 positions, session 68). Written in session
-  // 69; 0 (off) until its A/B. LLM_CUDA_ATTN_WIDE=ROUNDS, LLM_CUDA_ATTN_WIDE_TOKENS=N for A/B runs.
-  int64_t attention_wide_rounds = 0;
-  int64_t attention_wide_max_tokens = 4;
   // A paged run's tokens whose blocks are consecutive in the pool find their slots without the block table
   // (KvPaging::run_base, plan_run_bases): no table read after the position's in the f16 attention kernels and the KV
   // writers. 8B Q4_K_M, H100, `bench --parallel --pipeline` (each sequence's blocks consecutive): B = 1 / 4 / 16

@@ -27,7 +27,6 @@
 #include "cuda/kernels/attention_prefill.cuh"
 #include "cuda/kernels/attention_splits.cuh"
 #include "cuda/kernels/attention_split_tc.cuh"
-#include "cuda/kernels/attention_wide_tc.cuh"
 #include "cuda/kernels/kv_quant.cuh"
 
 namespace cuda {
@@ -254,10 +253,6 @@ void launch_split(const AttentionKernelParams& p, cudaStream_t stream) {
                 ::std::string(graph::kv_type_name(p.kv_type)) + " KV cache: the split kernel needs 16-byte aligned "
                 "quants, 4-byte aligned scales and max_splits <= 256");
     launch_attention_split_tc(p, stream);
-    return;
-  }
-  if (attention_wide_tc_applies(p)) {
-    launch_attention_wide_tc(p, stream);
     return;
   }
   if (attention_split_tc_applies(p)) {

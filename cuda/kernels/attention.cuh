@@ -112,12 +112,6 @@ struct AttentionKernelParams {
   // waits for the split grid before ending, so that the launch reading both waits for both (pdl.cuh).
   bool tiles_after_split = false;
   AttentionNewToken new_token = {};  // k set: q is the raw q of one decode token (above)
-  // > 0: the tokens the split kernels would attend take the wide kernel instead where it applies
-  // (attention_wide_tc.cuh: one block of many warps a KV head and token, each warp its own 16-slot chunks), a token
-  // cut into splits only past wide_rounds rounds of a block's chunks, into wide_max_splits (<= max_splits) at most.
-  // The executor's ExecutorOptions::attention_wide_rounds.
-  int32_t wide_rounds = 0;
-  int32_t wide_max_splits = 0;
 };
 
 // Whether the attention kernels read a quantized (q8_0, q4_0) cache of this shape (head_dim = hd_v = 64, 128 or 256,

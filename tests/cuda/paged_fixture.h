@@ -167,12 +167,10 @@ struct Both {
   std::unique_ptr<cuda::Executor> gpu;
   Both(const Layer& layer, const CacheShape& c, int T, int n_out, const std::vector<float>& emb,
        const cuda::Context& ctx, const uint8_t* weights, cuda::KvCache* kv, bool fuse, bool cuda_graph,
-       bool run_bases = false, int wide_rounds = 0)
+       bool run_bases = false)
       : l(layer, c, T, n_out, emb) {
     cuda::ExecutorOptions o;
     o.fuse = fuse, o.cuda_graph = cuda_graph, o.paged_run_bases = run_bases;
-    // The wide attention kernel for every batch's decode tokens (ExecutorOptions::attention_wide_rounds).
-    if (wide_rounds) o.attention_wide_rounds = wide_rounds, o.attention_wide_max_tokens = 128;
     gpu = std::make_unique<cuda::Executor>(ctx, l.g, l.plan, weights, kv, o);
   }
 };

@@ -8,7 +8,6 @@
 #include "cuda/kernels/attention.cuh"
 #include "cuda/kernels/attention_prefill.cuh"
 #include "cuda/kernels/attention_split_tc.cuh"
-#include "cuda/kernels/attention_wide_tc.cuh"
 #include "cuda/kernels/rope.cuh"
 #include "gpu_test.h"
 
@@ -23,7 +22,6 @@ struct Case {
   KvType kv = KvType::F16;
   int32_t window = 0;  // > 0: a sliding-window layer (the query at p sees slots p - window + 1 .. p)
   bool sinks = false;  // per-head attention-sink logits in the softmax denominator (gpt-oss)
-  int32_t wide_rounds = 0;  // > 0: the wide kernel (AttentionKernelParams::wide_rounds), grid sized as the executor's
 };
 
 double h16(float f) { return quant::f16_to_f32(quant::f32_to_f16(f)); }
@@ -80,8 +78,7 @@ void run_case(const Case& c, std::mt19937& rng) {
                            " nkv=" + std::to_string(c.nkv) + " hd=" + std::to_string(hd) +
                            " ctx=" + std::to_string(c.n_ctx) + " prefix=" + std::to_string(c.prefix) +
                            " T=" + std::to_string(c.T) + " max_splits=" + std::to_string(c.max_splits) +
-                           (c.window ? " window=" + std::to_string(c.window) : "") + (c.sinks ? " sinks" : "") +
-                           (c.wide_rounds ? " wide_rounds=" + std::to_string(c.wide_rounds) : "");
+                           (c.window ? " window=" + std::to_string(c.window) : "") + (c.sinks ? " sinks" : "");
   const int64_t total = c.prefix + c.T;  // tokens in the cache after both writes
   const auto k = random_floats(rng, hd * c.nkv * total, -2, 2);
   const auto v = random_floats(rng, hdv * c.nkv * total);
@@ -121,10 +118,6 @@ void run_case(const Case& c, std::mt19937& rng) {
   p.n_ctx = c.n_ctx, p.n_head = c.nh, p.n_head_kv = c.nkv, p.hd = hd, p.hd_v = hdv, p.T = c.T, p.scale = scale;
   p.max_splits = splits, p.window = c.window;
   p.sinks = c.sinks ? dsinks.as<float>() : nullptr;
-  if (c.wide_rounds) {
-    p.wide_rounds = c.wide_rounds;
-    p.wide_max_splits = int32_t(std::clamp<int64_t>(132 / (c.nkv * c.T), 1, splits));
-  }
   p.kv_type = c.kv, p.k_scales = cache.k_scales.as<uint16_t>(), p.v_scales = cache.v_scales.as<uint16_t>();
   // The half outputs beside them (AttentionKernelParams::out_half), as a product reading x in half asks for.
   cuda::DeviceBuffer out_half(size_t(hdv * c.nh * c.T) * 2);
@@ -142,9 +135,6 @@ void run_case(const Case& c, std::mt19937& rng) {
   // integers with the scale applied in f32 after them (the host's dequantized value, unrounded).
   const bool prefill = cuda::attention_prefill_applies(p);
   const bool tensor_cores = prefill || cuda::attention_split_tc_applies(p);
-  if (c.wide_rounds) {
-    EXPECT_TRUE(cuda::attention_wide_tc_applies(p)) << what;
-  }
   const bool k_exact = tensor_cores && !prefill && quantized;
   if (quantized) {
     EXPECT_TRUE(tensor_cores) << what;
@@ -295,37 +285,6 @@ TEST(AttentionKernels, SinksMatchReference) {
     };
     for (const auto& c : cases) run_case(c, rng);
   }
-}
-
-// The wide kernel (one block of 12-16 warps a KV head and token, each warp its own 16-slot chunks): one split up to
-// wide_rounds rounds of a block's chunks, merged splits past that (wide_rounds 1 forces them early; a 16k context at
-// 4), positions inside the first chunk and at chunk, round and split edges, head_dim 64 and 128, groups 1-8, a few
-// tokens of different positions (the half outputs), sliding windows and sinks. Twice a launch, as every case.
-TEST(AttentionKernels, WideMatchesReference) {
-  REQUIRE_GPU();
-  std::mt19937 rng(19);
-  const Case cases[] = {
-      {32, 8, 128, 1000, 600, 1, 0, KvType::F16, 0, false, 4},    // Llama 3 8B's heads at a served stream's depth
-      {32, 8, 128, 1000, 0, 1, 0, KvType::F16, 0, false, 4},      // position 0: one slot, one warp
-      {32, 8, 128, 1000, 5, 1, 0, KvType::F16, 0, false, 4},      // inside the first chunk
-      {32, 8, 128, 1000, 191, 1, 0, KvType::F16, 0, false, 1},    // a round's last slot (12 x 16 = 192)
-      {32, 8, 128, 1000, 192, 1, 0, KvType::F16, 0, false, 1},    // the next round: two splits, merged
-      {32, 8, 128, 3000, 2500, 1, 0, KvType::F16, 0, false, 4},   // 14 rounds: four splits of up to 4 rounds
-      {32, 8, 128, 3000, 2500, 1, 0, KvType::F16, 0, false, 1},   // 14 rounds over the 16 splits the grid allows
-      {8, 1, 128, 2000, 1500, 1, 0, KvType::F16, 0, false, 2},    // group of 8
-      {4, 2, 128, 1000, 900, 3, 100, KvType::F16, 0, false, 1},   // group of 2, three tokens, forced splits
-      {4, 4, 128, 1000, 700, 4, 0, KvType::F16, 0, false, 4},     // groups of 1, four tokens
-      {16, 8, 64, 700, 650, 2, 0, KvType::F16, 0, false, 4},      // head_dim 64 (16 warps), two tokens
-      {8, 8, 64, 20000, 16400, 1, 0, KvType::F16, 0, false, 4},   // 16k context, groups of 1
-      {32, 8, 64, 2000, 1000, 1, 0, KvType::F16, 0, false, 1},    // head_dim 64, group of 4, merged splits
-      {8, 1, 128, 2000, 1500, 1, 0, KvType::F16, 100, false, 4},  // a window across chunks and rounds
-      {8, 2, 64, 600, 300, 1, 0, KvType::F16, 8, false, 1},       // a window inside one warp's slots
-      {4, 4, 64, 1001, 900, 3, 100, KvType::F16, 512, false, 1},  // a window of many rounds, forced splits
-      {64, 8, 64, 2000, 1500, 1, 0, KvType::F16, 0, true, 1},     // gpt-oss-20b's heads, sinks, merged splits
-      {8, 2, 64, 300, 5, 1, 0, KvType::F16, 0, true, 4},          // sinks, one split
-      {8, 2, 128, 1000, 900, 3, 100, KvType::F16, 16, true, 4},   // sinks and a window, three tokens
-  };
-  for (const auto& c : cases) run_case(c, rng);
 }
 
 TEST(AttentionKernels, RejectsBadParams) {

@@ -64,20 +64,17 @@ using Steps = std::vector<std::vector<Sequences::Piece>>;
 // Four sequences through ragged batches of 96 tokens: by default four, of prompt chunks (runs of 5 to 70 tokens,
 // several per batch) beside decode tokens, padding in the middle and at the end, rows out of order.
 // run_bases: with KvPaging::run_base (ExecutorOptions::paged_run_bases), from an ordered pool (consecutive blocks).
-// wide_rounds: the decode tokens on the wide attention kernel (ExecutorOptions::attention_wide_rounds).
-void run_mixed(const MixedCase& mc, uint32_t seed, const Steps* given = nullptr, bool run_bases = false,
-               int wide_rounds = 0) {
+void run_mixed(const MixedCase& mc, uint32_t seed, const Steps* given = nullptr, bool run_bases = false) {
   const cuda::Context ctx;
   const int bs = mc.block_size, cap = 320;
   CacheShape c;
   c.block_size = bs, c.max_blocks = (cap + bs - 1) / bs, c.n_seq = 4, c.n_blocks = 4 * c.max_blocks + 3;
-  const std::string what =
-      describe(mc.l, c, mc.fuse) + (wide_rounds ? " wide_rounds=" + std::to_string(wide_rounds) : "");
+  const std::string what = describe(mc.l, c, mc.fuse);
   const auto emb = embedding(mc.l, seed);
   auto dw = gpu_test::upload(emb);
   OneLayer shape(mc.l, c, 96, 4, emb);
   cuda::KvCache kv(shape.g.kv);
-  Both b(mc.l, c, 96, 4, emb, ctx, dw.as<uint8_t>(), &kv, mc.fuse, false, run_bases, wide_rounds);
+  Both b(mc.l, c, 96, 4, emb, ctx, dw.as<uint8_t>(), &kv, mc.fuse, false, run_bases);
   graph::ReferenceExecutor ref(2);
   Sequences s(c, seed + 1, run_bases);
   const Steps fixed = {
@@ -162,28 +159,6 @@ TEST(PagedAttention, RunBasesMatchReference) {
   }
 }
 
-// The wide attention kernel (attention_wide_tc.cuh) for the decode tokens beside prompt chunks on the prefill kernel
-// and padding: the fixed and the long steps (a 96-token batch leaves one wide block a KV head and token, so one split
-// whatever wide_rounds; AttentionKernels.WideMatchesReference covers the merged splits), blocks of 16 (the smallest
-// it takes) to 128 slots, run bases, windows whose passed blocks are freed, head_dim 64 and 128, groups of 1, 4 and
-// 8; the quantized and head_dim-256 layers keep the split kernels.
-TEST(PagedAttention, WideBlocksMatchReference) {
-  REQUIRE_GPU();
-  const MixedCase cases[] = {
-      {{8, 2, 128, KvType::F16, 0}, 16, true},
-      {{32, 8, 128, KvType::F16, 0}, 128, false},  // Llama 3 8B's heads
-      {{8, 8, 64, KvType::F16, 40}, 16, true},     // a window: its passed blocks freed
-      {{16, 2, 128, KvType::F16, 100}, 64, false}, // group of 8, a window
-      {{8, 2, 256, KvType::Q8_0, 0}, 32, true},    // not the wide kernel's: the split kernels, as before
-  };
-  uint32_t seed = 700;
-  for (const MixedCase& mc : cases)
-    for (const bool run_bases : {false, true}) {
-      run_mixed(mc, seed += 7, nullptr, run_bases, 4);
-      run_mixed(mc, seed += 7, &kDeepSteps, run_bases, 4);
-    }
-}
-
 // A decode bucket replayed as a captured graph: every step's positions, rows, block tables and output rows are
 // written before the replay; sequences grow across block boundaries (new blocks), one finishes (its token becomes
 // padding) and a new one starts in its row. T = 8 runs the split kernels alone; T = 16 also the prefill launch, whose
@@ -192,35 +167,33 @@ TEST(PagedAttention, CapturedDecodeMatchesReference) {
   REQUIRE_GPU();
   const cuda::Context ctx;
   for (const KvType kvt : {KvType::F16, KvType::Q8_0})
-    for (const int T : {8, 16})
-      for (const int wide : {0, 1}) {  // the wide attention kernel (f16 only)
-        if (wide && kvt != KvType::F16) continue;
-        const Layer l{8, 2, 128, kvt, 0};
-        CacheShape c;
-        c.block_size = 16, c.max_blocks = 16, c.n_seq = 6, c.n_blocks = 6 * 16;
-        const std::string what = describe(l, c, true) + " captured T=" + std::to_string(T) + (wide ? " wide" : "");
-        const auto emb = embedding(l, 7);
-        auto dw = gpu_test::upload(emb);
-        const OneLayer shape(l, c, 64, 5, emb);
-        cuda::KvCache kv(shape.g.kv);
-        Both prefill(l, c, 64, 5, emb, ctx, dw.as<uint8_t>(), &kv, true, false);
-        Both decode(l, c, T, 5, emb, ctx, dw.as<uint8_t>(), &kv, true, true, false, wide);
-        graph::ReferenceExecutor ref(2);
-        Sequences s(c, 8);
-        using P = Sequences::Piece;
-        s.batch({{0, 14}, {1, 3}, {2, 20}, {3, 15}, {4, 1}}, 64, 0);
-        run_and_compare(prefill, ref, s, kvt, what + " prefill");
-        for (int step = 0; step < 6; ++step) {
-          std::vector<P> pieces = {{4, 1}, {0, 1}, {1, 1}, {2, 1}};
-          if (step < 3) pieces.push_back({3, 1});         // row 3 finishes after three steps
-          else pieces.push_back({0, 0, 1}), pieces.push_back({5, 1});  // padding, then a new sequence in row 5
-          s.batch(pieces, T, 0);
-          run_and_compare(decode, ref, s, kvt, what + " step " + std::to_string(step));
-          if (step >= 1) {
-            EXPECT_TRUE(decode.gpu->captured()) << what << ": the decode steps must replay a captured graph";
-          }
+    for (const int T : {8, 16}) {
+      const Layer l{8, 2, 128, kvt, 0};
+      CacheShape c;
+      c.block_size = 16, c.max_blocks = 16, c.n_seq = 6, c.n_blocks = 6 * 16;
+      const std::string what = describe(l, c, true) + " captured T=" + std::to_string(T);
+      const auto emb = embedding(l, 7);
+      auto dw = gpu_test::upload(emb);
+      const OneLayer shape(l, c, 64, 5, emb);
+      cuda::KvCache kv(shape.g.kv);
+      Both prefill(l, c, 64, 5, emb, ctx, dw.as<uint8_t>(), &kv, true, false);
+      Both decode(l, c, T, 5, emb, ctx, dw.as<uint8_t>(), &kv, true, true);
+      graph::ReferenceExecutor ref(2);
+      Sequences s(c, 8);
+      using P = Sequences::Piece;
+      s.batch({{0, 14}, {1, 3}, {2, 20}, {3, 15}, {4, 1}}, 64, 0);
+      run_and_compare(prefill, ref, s, kvt, what + " prefill");
+      for (int step = 0; step < 6; ++step) {
+        std::vector<P> pieces = {{4, 1}, {0, 1}, {1, 1}, {2, 1}};
+        if (step < 3) pieces.push_back({3, 1});         // row 3 finishes after three steps
+        else pieces.push_back({0, 0, 1}), pieces.push_back({5, 1});  // padding, then a new sequence in row 5
+        s.batch(pieces, T, 0);
+        run_and_compare(decode, ref, s, kvt, what + " step " + std::to_string(step));
+        if (step >= 1) {
+          EXPECT_TRUE(decode.gpu->captured()) << what << ": the decode steps must replay a captured graph";
         }
       }
+    }
 }
 
 // A one-sequence graph and the same graph paged (one row, shuffled blocks): the same kernels with the same tiles
