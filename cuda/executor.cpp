@@ -626,6 +626,20 @@ void Executor::push_attention(const Node& n, const AttentionKernelParams& a) {
         }
       }
       LLM_REQUIRE(rk.shape.ne[1] == spec.n_head_kv && rk.shape.ne[0] == ap.head_dim, "rope k shape");
+      AttentionKernelParams fused = at;
+      if (attend_new_tokens(fused, f, rq)) {
+        if (fused.T == 1) {  // one token is always alone
+          steps_.push_back([fused](cudaStream_t s) { launch_attention(fused, s); });
+          return;
+        }
+        has_alone_ = true;
+        steps_.push_back([f, at, fused, this](cudaStream_t s) {
+          if (alone_now_) return launch_attention(fused, s);
+          launch_rope_kv(f, s);
+          launch_attention(at, s);
+        });
+        return;
+      }
       steps_.push_back([f, at](cudaStream_t s) {
         launch_rope_kv(f, s);
         launch_attention(at, s);
@@ -731,7 +745,8 @@ void Executor::launch_all(cudaStream_t s) const {
 void Executor::run() {
   const cudaStream_t s = ctx_.compute();
   short_now_ = short_next();
-  Variant& v = variants_[short_now_];
+  alone_now_ = alone_next();
+  Variant& v = variants_[variant_next()];
   // The first run is plain launches (warm-up: lazy module loading and cuBLAS heuristics happen outside capture).
   if (!opt_.cuda_graph || v.runs == 0) {
     launch_all(s);
@@ -742,7 +757,8 @@ void Executor::run() {
   if (!v.exec) {
     if (opt_.verbose && opt_.log)
       opt_.log(false, "cuda: capturing " + ::std::to_string(steps_.size()) + " steps into a CUDA graph" +
-                          (short_now_ ? " for positions below " + ::std::to_string(kShortSlots) : "") + " (" +
+                          (short_now_ ? " for positions below " + ::std::to_string(kShortSlots) : "") +
+                          (alone_now_ ? " for tokens each of its own sequence" : "") + " (" +
                           ::std::to_string(n_fused()) + " nodes fused into neighbours" + fusion_summary() + ")");
     cudaGraph_t cg = nullptr;
     CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));

@@ -135,7 +135,7 @@ class Executor {
   size_t n_steps() const { return steps_.size(); }
   size_t n_fused() const;  // nodes folded into a neighbour's kernel (by kind: fusion_summary)
   // Whether the graph the next run() replays (by the positions last written) is captured.
-  bool captured() const { return bool(variants_[short_next()].exec); }
+  bool captured() const { return bool(variants_[variant_next()].exec); }
   // Runs whose positions are all below this replay a second graph, in which the attention + o launches attend
   // themselves (attention_o.cuh; the split attention serves longer contexts) and a new-token attention launch spreads
   // each KV head's q heads over more blocks (new_token_q_split_shift): positions within one split's tiles.
@@ -256,6 +256,7 @@ class Executor {
   void* half_x_for(const graph::Node& n) const;
   void fold_qk_norms(const graph::Node& attention);
   bool attend_new_token(AttentionKernelParams& at, const RopeKvParams& f, const graph::Node& rope_q);
+  bool attend_new_tokens(AttentionKernelParams& at, const RopeKvParams& f, const graph::Node& rope_q);
   int32_t new_token_q_split_shift(const AttentionKernelParams& at) const;
   // The attention + o launch (executor_fusion.cpp): the o MulMat read by it, and the residual Add it computes.
   struct AttentionO {
@@ -269,6 +270,8 @@ class Executor {
   bool attends_in_o(const graph::Node& attention) const;
   void read_fixed_point_x(const graph::Node& mulmat, MatvecParams& p) const;
   bool short_next() const { return has_short_ && max_pos_ < kShortSlots; }
+  bool alone_next() const { return has_alone_ && alone_; }
+  int variant_next() const { return int(short_next()) + 2 * int(alone_next()); }
   graph::NodeId add_written_at(const graph::Node& producer, ::std::initializer_list<graph::NodeId> unwritten) const;
   graph::NodeId residual_add(const graph::Node& mulmat, const MatvecParams& p) const;
   void fold_residual(const graph::Node& mulmat, MatvecParams& p);
@@ -368,6 +371,11 @@ class Executor {
   int64_t fixed_d_ = 0;                            // D of each
   bool has_short_ = false;
   bool short_now_ = false;        // the graph being launched or captured: the attention steps read it
+  // Paged steps whose tokens are each of its own sequence (write_inputs: alone_) run a graph variant whose attention
+  // launches form the new tokens themselves (attend_new_tokens); alone_now_: the graph launched or captured.
+  bool has_alone_ = false;
+  bool alone_ = false;
+  bool alone_now_ = false;
   int32_t max_pos_ = INT32_MAX;   // the largest position of the inputs last written (write_inputs)
   std::map<::std::pair<float, int32_t>, DeviceBuffer> rope_powers_;  // base^(-2i/n_rot) by (base, n_rot)
   size_t fused_count_[size_t(Fusion::kCount)] = {};
@@ -396,7 +404,9 @@ class Executor {
     quant::Type type = quant::Type::F32;
     bool regrouped = false;
   } last_image_;
-  struct Variant {  // a captured graph: [0] every run, [1] runs below kShortSlots when attends_in_o()
+  // A captured graph: [0] every run, [1] runs below kShortSlots when attends_in_o(), [2] and [3] the same for runs
+  // whose tokens are each of its own sequence (has_alone_).
+  struct Variant {
     int runs = 0;
     Graph graph;
     GraphExec exec;
@@ -404,7 +414,7 @@ class Executor {
   // staging_event: recorded after each run's first kernel; an event node of the captured graphs, so declared before
   // them (destroyed after them).
   Event inputs_read_ = Event::create();
-  Variant variants_[2];
+  Variant variants_[4];
   Event done_ = Event::create();  // recorded after each run()
 };
 

@@ -552,6 +552,35 @@ bool Executor::attend_new_token(AttentionKernelParams& at, const RopeKvParams& f
   return true;
 }
 
+// A paged step's attention whose launch can form its tokens' q, k and v itself (AttentionNewToken: the q/k norms
+// where the model has them, f's rope): in the graph variant of steps whose tokens are each of its own sequence
+// (has_alone_), where no block reads a slot another block writes, the rope_kv launch f goes. Not where prefill tiles
+// may attend a step's tokens (they read the new tokens' K/V from the cache). `at` takes the raw q; false leaves it
+// as it was.
+bool Executor::attend_new_tokens(AttentionKernelParams& at, const RopeKvParams& f, const Node& rope_q) {
+  if (!opt_.batch_new_tokens || !::std::get<graph::RopeParams>(rope_q.params).plain()) return false;
+  if (!at.paging.block_table || at.tiles || at.kv_type != graph::KvType::F16 || at.hd != at.hd_v ||
+      f.rope.head_dim != at.hd || f.rope.n_rot > at.hd || f.kv_type != graph::KvType::F16)
+    return false;
+  AttentionKernelParams t = at;
+  t.q = f.rope.x;
+  t.new_token = AttentionNewToken{f.k,
+                                  f.v,
+                                  f.q_norm_w,
+                                  f.k_norm_w,
+                                  rope_powers(f.rope.freq_base, f.rope.n_rot),
+                                  f.rope.freq_factors,
+                                  f.rope.freq_scale,
+                                  f.norm_eps,
+                                  f.rope.n_rot,
+                                  f.rope.mode,
+                                  false};
+  if (!attention_split_tc_applies(t)) return false;
+  at = t;
+  count_fusion(Fusion::NewTokenAttention);
+  return true;
+}
+
 // The q split of a new-token attention launch in the short graph (AttentionNewToken::q_split_shift): 2^shift blocks
 // a KV head, up to opt_.new_token_q_split, each with two q heads at least. Below kShortSlots positions a token has
 // one split (kSerialTiles tiles of 64 slots), so a launch is n_head_kv blocks that each form and rotate their G q

@@ -96,6 +96,7 @@ void Executor::write_inputs(const graph::RunInputs& in, ::std::span<const int32_
   }
   const auto& pos = in.positions;
   max_pos_ = pos.empty() ? INT32_MAX : *::std::max_element(pos.begin(), pos.end());
+  alone_ = has_alone_ && tokens_of_distinct_sequences(pos, in.kv_seq);
 }
 
 void Executor::set_argmax_ring(NodeId argmax, int32_t* ring, int64_t stride) {

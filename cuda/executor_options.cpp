@@ -82,6 +82,7 @@ ExecutorOptions ExecutorOptions::from_env() {
   o.moe_norm = read_flag("LLM_CUDA_MOE_NORM", o.moe_norm);
   o.new_token_attention = read_flag("LLM_CUDA_NEW_TOKEN_ATTENTION", o.new_token_attention);
   o.new_token_pdl = read_flag("LLM_CUDA_NEW_TOKEN_PDL", o.new_token_pdl);
+  o.batch_new_tokens = read_flag("LLM_CUDA_BATCH_NEW_TOKENS", o.batch_new_tokens);
   o.scaled_rope_epilogue = read_flag("LLM_CUDA_SCALED_ROPE_EPILOGUE", o.scaled_rope_epilogue);
   o.new_token_q_split = read_count("LLM_CUDA_NEW_TOKEN_QSPLIT", o.new_token_q_split, 4);
   o.glu_pdl = read_flag("LLM_CUDA_GLU_PDL", o.glu_pdl);

@@ -105,6 +105,15 @@ void plan_paged_tiles(::std::span<const int32_t> positions, ::std::span<const in
   out[0] = n;
 }
 
+bool tokens_of_distinct_sequences(::std::span<const int32_t> positions, ::std::span<const int32_t> kv_seq) {
+  if (positions.size() != kv_seq.size()) return false;
+  ::std::vector<int32_t> rows;
+  for (size_t t = 0; t < positions.size(); ++t)
+    if (positions[t] >= 0) rows.push_back(kv_seq[t]);
+  ::std::sort(rows.begin(), rows.end());
+  return ::std::adjacent_find(rows.begin(), rows.end()) == rows.end();
+}
+
 void plan_run_bases(const graph::KvCacheSpec& kv, const graph::RunInputs& in, ::std::span<int32_t> out) {
   LLM_REQUIRE(out.size() == in.positions.size() && in.kv_seq.size() == in.positions.size(), "run bases: sizes");
   const ::std::vector<int64_t> hi = row_spans(kv, 0, in).hi;  // per row, the highest position its tokens reach

@@ -32,6 +32,11 @@ void check_paged_inputs(const graph::KvCacheSpec& kv, int32_t reach, const graph
 // The tiles of these tokens (PagedTiles' layout, PagedTiles::ints(T) values into out).
 void plan_paged_tiles(std::span<const int32_t> positions, std::span<const int32_t> kv_seq, std::span<int32_t> out);
 
+// Whether no two real tokens (position >= 0; padding aside) belong to one sequence (kv_seq row): then no token of
+// the step attends another one's new slot, and the attention launch may write each token's K/V itself while other
+// blocks of it read the cache (Executor::attend_new_tokens). False when the sizes differ.
+bool tokens_of_distinct_sequences(std::span<const int32_t> positions, std::span<const int32_t> kv_seq);
+
 // KvPaging::run_base of every token (out: T values): for a token of row r, when the entries of r from block 0
 // through the block of the highest position any token of r in this run reaches are consecutive block ids
 // (block_table[r][b] = block_table[r][0] + b), the slot of position 0, block_table[r][0] * block_size; else, and

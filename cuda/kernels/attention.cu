@@ -283,7 +283,6 @@ void launch_attention(const AttentionKernelParams& p, cudaStream_t stream) {
   LLM_REQUIRE(p.window >= 0, "negative window");
   LLM_REQUIRE(!p.paging.block_table || (p.paging.kv_seq && p.paging.max_blocks > 0), "paged: null kv_seq");
   LLM_REQUIRE(reinterpret_cast<uintptr_t>(p.out_half) % 8 == 0, "the half outputs must be 8-byte aligned");
-  LLM_REQUIRE(!p.out_half || !p.new_token.k, "attention's new token: no half outputs (one token)");
   LLM_REQUIRE(!p.sinks || kv_quant_supported(p.n_head, p.n_head_kv, p.hd, p.hd_v),
               "attention sinks need the tensor-core kernels' shapes (head_dim 64, 128 or 256, 1, 2, 4 or 8 query heads "
               "per KV head)");
@@ -295,11 +294,14 @@ void launch_attention(const AttentionKernelParams& p, cudaStream_t stream) {
   } else {
     LLM_REQUIRE(p.kv_type == graph::KvType::F16, "unknown KV type " + ::std::to_string(int(p.kv_type)));
   }
-  if (p.new_token.k) {  // the launch forms the token's q, k and v itself (attention_new_token.cuh)
+  if (p.new_token.k) {  // the launch forms the tokens' q, k and v itself (attention_new_token.cuh)
     const AttentionNewToken& e = p.new_token;
-    LLM_REQUIRE(e.v && e.q_norm_w && e.k_norm_w && e.base_powers, "attention's new token: null pointer");
-    LLM_REQUIRE(p.T == 1 && !p.paging.block_table && p.kv_type == graph::KvType::F16 && p.hd == p.hd_v,
-                "attention's new token: one token, an unpaged f16 cache and head_dim = head_dim_v");
+    LLM_REQUIRE(e.v && e.base_powers && !e.q_norm_w == !e.k_norm_w, "attention's new token: null pointer");
+    // Several tokens only paged, each of its own sequence (the caller's to vouch for: a token of the same sequence
+    // would read a slot another block writes), and no prefill tiles.
+    LLM_REQUIRE((p.T == 1 || p.paging.block_table) && !p.tiles && p.kv_type == graph::KvType::F16 && p.hd == p.hd_v,
+                "attention's new token: one token or a paged decode step, an f16 cache and head_dim = head_dim_v");
+    LLM_REQUIRE(!p.paging.block_table || e.q_split_shift == 0, "attention's new token: no q split when paged");
     LLM_REQUIRE(e.n_rot > 0 && e.n_rot % 2 == 0 && e.n_rot <= p.hd,
                 "attention's new token: n_rot must be even and <= head_dim");
     LLM_REQUIRE(attention_split_tc_applies(p), "attention's new token: the tensor-core split kernel must apply");

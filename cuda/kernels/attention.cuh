@@ -42,11 +42,12 @@ struct KvWriteParams {
 };
 void launch_kv_write(const KvWriteParams& p, cudaStream_t stream);
 
-// A one-token decode step whose q and k heads are RMS-normalised before the rope (Qwen 3, Gemma 3), formed by the
-// attention launch itself from the raw q/k/v products (attention_new_token.cuh): AttentionKernelParams::q is then the
-// raw q; each q and k head is normalised (its weights, eps) and rotated by the plain rope (no YaRN ramp, no cos/sin
-// factor), and k and v go into the cache at the token's position. Set k to ask for it; only the tensor-core split
-// kernel does it: T = 1, an unpaged f16 cache, head_dim = hd_v (launch_attention refuses the rest).
+// A decode step's q and new K/V formed by the attention launch itself from the raw q/k/v products
+// (attention_new_token.cuh): AttentionKernelParams::q is then the raw q; each q and k head is normalised where norm
+// weights are given (Qwen 3, Gemma 3: both or neither) and rotated by the plain rope (no YaRN ramp, no cos/sin
+// factor), and k and v go into the cache at the token's slot. Set k to ask for it; only the tensor-core split kernel
+// does it: one token, or a paged step without prefill tiles whose tokens are each of its own sequence; an f16 cache,
+// head_dim = hd_v (launch_attention refuses the rest).
 struct AttentionNewToken {
   const float* k = nullptr;             // [hd, n_head_kv], the raw k product
   const float* v = nullptr;             // [hd_v, n_head_kv]

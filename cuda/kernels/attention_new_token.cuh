@@ -1,5 +1,6 @@
-// A one-token decode step's q and new K/V formed inside the tensor-core split attention launch
-// (attention_split_tc.cu's kNewToken instances; AttentionKernelParams::new_token). Qwen 3 and Gemma 3 normalise each
+// A decode step's q and new K/V formed inside the tensor-core split attention launch (attention_split_tc.cu's
+// kNewToken instances; AttentionKernelParams::new_token): one token (unpaged), or a paged step's tokens each of its
+// own sequence, with or without per-head q/k norms. Qwen 3 and Gemma 3 normalise each
 // q and k head (RMS over the head, times a weight) before the rotation. That needs whole heads, which the q/k/v
 // launch's blocks do not hold, so the rotation and the cache write ran in a launch of their own
 // (norm_rope_kv_kernel, rope.cu) between q/k/v and the attention: a launch and a dependency a layer for a few
@@ -7,7 +8,13 @@
 // q/k/v products: its group's G query heads (a few kilobytes from L2, while its first tile's copies are in flight),
 // and the one block whose split holds the token's own slot also the new k and v, which it writes into the cache for
 // the later steps and into its own tile. No block waits for another: no counter, no fence.
-// The arithmetic is norm_rope_kv_kernel's in the same order (the same bits: tested against it).
+// The arithmetic is norm_rope_kv_kernel's in the same order, or without the norms rope_kv_kernel's (the same bits:
+// tested against both).
+// Paged steps of several tokens (session 71): there the rotation and the cache write were a rope_kv launch of their
+// own between the q/k/v products and the attention of every layer, whatever the model (the q/k/v products of 2..64
+// tokens have no rope epilogue). Every token must be of its own sequence, or one token's blocks would read a slot
+// another block of the launch writes: the executor takes this form only for steps whose tokens are (its "alone"
+// graph variant).
 // Measured (H200, session 34): Gemma-3-4B tg128 +3.3%, Qwen3-30B-A3B +0.3% (its four blocks at short contexts
 // form nine heads each). Two other forms lost: every load first with an angle table a warp, and the step's angles
 // as a table from a launch of their own (docs/kernel-notes.md, session 34). Session 44: each warp's heads loaded
@@ -44,12 +51,14 @@ __device__ __noinline__ void rope_cos_sin_table(float2* cs, int32_t pos, float f
 }
 
 // Every thread of the block calls it; it ends with the q heads in s.heads[0..G) after a barrier. owner: this
-// block's split holds the token's slot `pos` (unpaged: the slot is the position), so it also forms k and v, as the
-// cache holds them (binary16), into kv (read after the caller's next barrier) and writes them to the cache.
-// group: the block's G q heads (group G ..), of KV head kvh.
+// block's split holds token t's position `pos`, whose cache slot is `slot` (unpaged: the position), so it also forms
+// k and v, as the cache holds them (binary16), into kv (read after the caller's next barrier) and writes them to the
+// cache. group: the block's G q heads (group G ..), of KV head kvh. Without norm weights the heads are rotated as
+// the products left them.
 template <int HD, int G, int kThreads>
-__device__ __forceinline__ void form_new_token(const AttentionKernelParams& p, int64_t group, int64_t kvh, int64_t pos,
-                                               bool owner, NewTokenWork<HD, G>& s, uint16_t (&kv)[2][HD]) {
+__device__ __forceinline__ void form_new_token(const AttentionKernelParams& p, int64_t t, int64_t group, int64_t kvh,
+                                               int64_t pos, int64_t slot, bool owner, NewTokenWork<HD, G>& s,
+                                               uint16_t (&kv)[2][HD]) {
   const AttentionNewToken& e = p.new_token;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int half = e.n_rot / 2;
@@ -63,26 +72,32 @@ __device__ __forceinline__ void form_new_token(const AttentionKernelParams& p, i
 #pragma unroll
   for (int i = 0; i < kVPerThread; ++i) {
     const int d = tid + i * kThreads;
-    vnew[i] = owner && d < HD ? e.v[kvh * HD + d] : 0.0f;
+    vnew[i] = owner && d < HD ? e.v[(t * p.n_head_kv + kvh) * HD + d] : 0.0f;
   }
   // A warp a head, each lane summing its values in the order norm_rope_kv_kernel does; every head of the warp's
   // loaded first, so that their L2 round trips overlap (one after another, three a warp for G = 8).
   constexpr int kWarps = kThreads / 32, kRounds = (G + 1 + kWarps - 1) / kWarps;
   const int n_heads = owner ? G + 1 : G;
+  const bool norms = e.q_norm_w != nullptr;  // launch_attention: both norm weights or neither
   float v[kRounds][HD / 32], wn[kRounds][HD / 32];
 #pragma unroll
   for (int r = 0; r < kRounds; ++r) {
     const int h = warp + r * kWarps;
     if (h >= n_heads) continue;
-    const float* x = h < G ? p.q + (group * G + h) * HD : e.k + kvh * HD;
+    const float* x = h < G ? p.q + (t * p.n_head + group * G + h) * HD : e.k + (t * p.n_head_kv + kvh) * HD;
     const float* w = h < G ? e.q_norm_w : e.k_norm_w;
 #pragma unroll
-    for (int i = 0; i < HD / 32; ++i) v[r][i] = x[lane + 32 * i], wn[r][i] = w[lane + 32 * i];
+    for (int i = 0; i < HD / 32; ++i) v[r][i] = x[lane + 32 * i], wn[r][i] = norms ? w[lane + 32 * i] : 1.0f;
   }
 #pragma unroll
   for (int r = 0; r < kRounds; ++r) {
     const int h = warp + r * kWarps;
     if (h >= n_heads) continue;
+    if (!norms) {  // rotated as the products left them (rope_kv_kernel's inputs)
+#pragma unroll
+      for (int i = 0; i < HD / 32; ++i) s.heads[h][lane + 32 * i] = v[r][i];
+      continue;
+    }
     float ss = 0.0f;
 #pragma unroll
     for (int i = 0; i < HD / 32; ++i) ss += v[r][i] * v[r][i];
@@ -107,8 +122,8 @@ __device__ __forceinline__ void form_new_token(const AttentionKernelParams& p, i
   __syncthreads();
   if (!owner) return;
   // The cache is a const input of the other attention paths; this one writes the token's slot, as kv_write would.
-  uint16_t* const kc = static_cast<uint16_t*>(const_cast<void*>(p.k_cache)) + (kvh * p.n_ctx + pos) * HD;
-  uint16_t* const vc = static_cast<uint16_t*>(const_cast<void*>(p.v_cache)) + (kvh * p.n_ctx + pos) * HD;
+  uint16_t* const kc = static_cast<uint16_t*>(const_cast<void*>(p.k_cache)) + (kvh * p.n_ctx + slot) * HD;
+  uint16_t* const vc = static_cast<uint16_t*>(const_cast<void*>(p.v_cache)) + (kvh * p.n_ctx + slot) * HD;
 #pragma unroll
   for (int i = 0; i < kVPerThread; ++i) {
     const int d = tid + i * kThreads;

@@ -304,7 +304,8 @@ __device__ __forceinline__ void finish_split(const AttentionKernelParams& p, int
   }
 }
 
-// kNewToken: one token's q, k and v formed by the launch (attention_new_token.cuh; unpaged). Its instances, and the
+// kNewToken: each token's q, k and v formed by the launch (attention_new_token.cuh): one unpaged token, or paged
+// tokens each of its own sequence (a decode step's). Its instances, and the
 // unpaged head_dim-128 group-of-8 one, tell ptxas to expect two blocks a SM (all the carveout holds), which still
 // allows 255 registers a thread: without it, ptxas stopped at 168 registers and spilled 20 bytes in the head_dim-128
 // group-of-8 instances (the new token's; since session 61's copies, the unpaged one's too). The same hint on the
@@ -313,7 +314,6 @@ __device__ __forceinline__ void finish_split(const AttentionKernelParams& p, int
 template <int HD, int G, bool kPaged, bool kNewToken>
 __global__ void __launch_bounds__(kThreads, kNewToken || (!kPaged && HD == 128 && G == 8) ? 2 : kMinBlocks<HD>)
     attention_split_tc_kernel(AttentionKernelParams p) {
-  static_assert(!(kPaged && kNewToken), "the new token's slot is its position");
   constexpr int kLd = row_stride<HD>();
   static_assert(sizeof(NewTokenWork<HD, 8>) <= smem_bytes<HD>() / 2, "the new token's work exceeds a stage");
   // The new k and v rows (binary16), until the owner's last tile takes them.
@@ -344,8 +344,11 @@ __global__ void __launch_bounds__(kThreads, kNewToken || (!kPaged && HD == 128 &
   const int n_active = active_splits(n_tiles, p.max_splits);
   if (split >= n_active) return;  // the whole block: this split holds no tile
   const int64_t begin = first + split * kTile, stride = int64_t(n_active) * kTile;
-  // The block whose split holds the token's own slot forms its k and v (tile k goes to split k % n_active).
-  const bool owner = kNewToken && pos < p.n_ctx && split == (pos - first) / kTile % n_active;
+  // The block whose split holds the token's own slot forms its k and v (tile k goes to split k % n_active) and
+  // writes them to the cache at the position's slot (paged: where its block-table row or run base puts it).
+  const bool owns_slot = kNewToken && split == (pos - first) / kTile % n_active;
+  const int64_t new_slot = !owns_slot ? -1 : kPaged ? kv_slot(table, p.paging.block_shift, pos) : pos;
+  const bool owner = owns_slot && new_slot >= 0 && new_slot < p.n_ctx;
 
   const uint16_t* kbase = static_cast<const uint16_t*>(p.k_cache) + kvh * p.n_ctx * HD;
   const uint16_t* vbase = static_cast<const uint16_t*>(p.v_cache) + kvh * p.n_ctx * HD;
@@ -400,18 +403,16 @@ __global__ void __launch_bounds__(kThreads, kNewToken || (!kPaged && HD == 128 &
   // The first two tiles before q (the new token's launch keeps its second stage for its work until the loop's first
   // iteration): two tiles are in flight from the start, and q's loads overlap theirs. Three stages (104 KB a block,
   // two blocks an SM) lost: B = 4 -11%, B = 16 -0.5% (kernel notes, session 61).
-  {
-    const int64_t slot_a = tile_slot(begin), slot_b = begin + stride < end ? tile_slot(begin + stride) : 0;  // together
-    issue(begin, 0, slot_a);
-    if (!kNewToken) issue(begin + stride, 1, slot_b);
-  }
+  const int64_t slot_a = tile_slot(begin), slot_b = begin + stride < end ? tile_slot(begin + stride) : 0;  // together
+  issue(begin, 0, slot_a);
+  if (!kNewToken) issue(begin + stride, 1, slot_b);
   constexpr bool kSlotRows = slot_rows<HD>();
   uint32_t qf[HD / 16][q_regs<HD>()];
   const float* qg = p.q + (t * p.n_head + group * G) * HD;
   // The new token's q heads in the second stage, which the loop's first copies refill after a barrier.
   auto* const work = reinterpret_cast<NewTokenWork<HD, G>*>(tiles + 2 * kTile * kLd);
   if constexpr (kNewToken) {
-    form_new_token<HD, G, kThreads>(p, group, kvh, pos, owner, *work, new_kv);
+    form_new_token<HD, G, kThreads>(p, t, group, kvh, pos, new_slot, owner, *work, new_kv);
     qg = &work->heads[0][0];
   }
   load_q<HD, G>(p, qg, g, tg, qf);
@@ -427,7 +428,7 @@ __global__ void __launch_bounds__(kThreads, kNewToken || (!kPaged && HD == 128 &
     // after this tile's products, into this stage.
     // (Unpaged, a tile's first slot is its first position: nothing to look up or keep across the products.)
     const int64_t slot_after = kPaged && n0 + 2 * stride < end ? tile_slot(n0 + 2 * stride) : 0;
-    if (kNewToken && n0 == begin) issue(n0 + stride, 1, n0 + stride);  // q has left stage 1 (barrier above)
+    if (kNewToken && n0 == begin) issue(n0 + stride, 1, kPaged ? slot_b : n0 + stride);  // q has left stage 1
     asm volatile("cp.async.wait_group 1;");
     __syncthreads();  // every thread's copies of this tile have landed
     const uint16_t* ks = tiles + stage * 2 * kTile * kLd;
@@ -648,7 +649,9 @@ template <int HD, int G, bool kPaged>
 void launch_g(const AttentionKernelParams& p, cudaStream_t stream) {
   const dim3 grid(unsigned(p.n_head_kv), unsigned(p.T), unsigned(p.max_splits));
   if (p.kv_type == graph::KvType::F16) {
-    if constexpr (!kPaged)  // the new token's instances: unpaged (launch_attention checked it)
+    if constexpr (kPaged)  // the new tokens' paged instances: a KV head's heads in one block (launch_attention)
+      if (p.new_token.k) return launch_f16<HD, G, true, true>(p, grid, stream);
+    if constexpr (!kPaged)
       if (p.new_token.k) {
         // A KV head's q heads over 2^shift blocks of G >> shift heads each (AttentionNewToken::q_split_shift).
         const int shift = p.new_token.q_split_shift;
