@@ -130,11 +130,11 @@ struct ExecutorOptions {
   // forms q, k and v itself from the raw products (AttentionNewToken), so no norm + rope + KV launch runs before
   // it; false: that launch. LLM_CUDA_NEW_TOKEN_ATTENTION=0 for A/B runs.
   bool new_token_attention = true;
-  // Paged decode steps of several tokens each of its own sequence, f16 cache, plain rope, no prefill tiles (fewer
-  // than kPrefillMinTokens tokens): the split attention launch forms every token's q, k and v itself from the raw
-  // products (AttentionNewToken, with the q/k norms where the model has them), so no rope + KV launch runs before
-  // it. Such steps run a graph variant of their own; a step with two tokens of one sequence (a short prompt chunk)
-  // the other. LLM_CUDA_BATCH_NEW_TOKENS=1 for A/B runs (off until measured: session 71).
+  // Paged decode steps whose tokens are each of its own sequence, f16 cache, plain rope: the split attention launch
+  // forms every token's q, k and v itself from the raw products (AttentionNewToken, with the q/k norms where the
+  // model has them), so no rope + KV launch runs before it, nor the prefill launch (such a step has no tiles). Such
+  // steps run a graph variant of their own; a step with two tokens of one sequence (a prompt chunk) the other.
+  // LLM_CUDA_BATCH_NEW_TOKENS=1 for A/B runs (off until measured: session 71).
   bool batch_new_tokens = false;
   // That attention launch as a programmatic dependent of the q/k/v launch (AttentionNewToken::programmatic: the
   // rope angles and the first tile's cached slots before its wait; Qwen3-30B-A3B tg128 +2.2%, H200, session 44).

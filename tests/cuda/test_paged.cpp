@@ -202,59 +202,62 @@ TEST(PagedAttention, CapturedDecodeMatchesReference) {
 // (the same arithmetic), and within tolerance of the reference. Steps whose tokens are each of its own sequence take
 // that graph variant; a step with a short prompt chunk beside the decode tokens (two tokens of one sequence, the
 // second attending the first's new slot) takes the other, and the fused form comes back after it. Eight tokens
-// (fewer than a prefill tile), with and without run bases, head_dim 64 and 128 (Llama 3's groups of 4).
+// (fewer than a prefill tile) and sixteen (a graph with the prefill launch, which the fused variant leaves out), with
+// and without run bases, head_dim 64 and 128 (Llama 3's groups of 4).
 TEST(PagedAttention, DecodeStepsFormTheirTokens) {
   REQUIRE_GPU();
   const cuda::Context ctx;
-  for (const bool run_bases : {false, true})
-    for (const Layer l : {Layer{32, 8, 128, KvType::F16, 0}, Layer{8, 8, 64, KvType::F16, 40}}) {
-      CacheShape c;
-      c.block_size = 16, c.max_blocks = 24, c.n_seq = 6, c.n_blocks = 6 * 24;
-      const std::string what = describe(l, c, true) + (run_bases ? " run bases" : "") + " new tokens";
-      const auto emb = embedding(l, 71);
-      auto dw = gpu_test::upload(emb);
-      const OneLayer shape(l, c, 64, 6, emb);
-      cuda::KvCache kv_on(shape.g.kv), kv_off(shape.g.kv);
-      Both prefill_on(l, c, 64, 6, emb, ctx, dw.as<uint8_t>(), &kv_on, true, false, run_bases);
-      Both prefill_off(l, c, 64, 6, emb, ctx, dw.as<uint8_t>(), &kv_off, true, false, run_bases);
-      Both on(l, c, 8, 6, emb, ctx, dw.as<uint8_t>(), &kv_on, true, true, run_bases, true);
-      Both off(l, c, 8, 6, emb, ctx, dw.as<uint8_t>(), &kv_off, true, true, run_bases, false);
-      graph::ReferenceExecutor ref(2);
-      Sequences s(c, 72, run_bases);
-      using P = Sequences::Piece;
-      s.batch({{0, 30}, {1, 3}, {2, 17}, {3, 1}, {4, 9}}, 64, l.window);
-      run_and_compare(prefill_off, ref, s, l.kv, what + " prefill");
-      {
-        const graph::RunInputs in = s.inputs();
-        prefill_on.gpu->write_inputs(in);
-        prefill_on.gpu->run();
-      }
-      for (int step = 0; step < 8; ++step) {
-        std::vector<P> pieces = {{4, 1}, {0, 1}, {1, 1}, {0, 0, 1}, {2, 1}, {3, 1}};
-        if (step == 4) pieces = {{4, 1}, {0, 1}, {5, 2}, {2, 1}, {3, 1}};  // a 2-token chunk: not alone
-        s.batch(pieces, 8, l.window);
-        const std::string at = what + " step " + std::to_string(step);
-        run_and_compare(off, ref, s, l.kv, at);
-        const graph::RunInputs in = s.inputs();
-        on.gpu->write_inputs(in);
-        on.gpu->run();
-        const auto a = on.gpu->read_f32(on.l.att), b = off.gpu->read_f32(off.l.att);
-        ASSERT_EQ(a.size(), b.size());
-        size_t differ = 0;
-        for (size_t i = 0; i < a.size(); ++i) differ += std::memcmp(&a[i], &b[i], 4) != 0;
-        EXPECT_EQ(differ, 0u) << at << ": outputs differ from the rope + KV launch's in " << differ << " values";
-        if (step >= 2 && step != 4) {
-          EXPECT_TRUE(on.gpu->captured()) << at;
+  for (const int T : {8, 16})
+    for (const bool run_bases : {false, true})
+      for (const Layer l : {Layer{32, 8, 128, KvType::F16, 0}, Layer{8, 8, 64, KvType::F16, 40}}) {
+        CacheShape c;
+        c.block_size = 16, c.max_blocks = 24, c.n_seq = 6, c.n_blocks = 6 * 24;
+        const std::string what =
+            describe(l, c, true) + (run_bases ? " run bases" : "") + " new tokens T=" + std::to_string(T);
+        const auto emb = embedding(l, 71);
+        auto dw = gpu_test::upload(emb);
+        const OneLayer shape(l, c, 64, 6, emb);
+        cuda::KvCache kv_on(shape.g.kv), kv_off(shape.g.kv);
+        Both prefill_on(l, c, 64, 6, emb, ctx, dw.as<uint8_t>(), &kv_on, true, false, run_bases);
+        Both prefill_off(l, c, 64, 6, emb, ctx, dw.as<uint8_t>(), &kv_off, true, false, run_bases);
+        Both on(l, c, T, 6, emb, ctx, dw.as<uint8_t>(), &kv_on, true, true, run_bases, true);
+        Both off(l, c, T, 6, emb, ctx, dw.as<uint8_t>(), &kv_off, true, true, run_bases, false);
+        graph::ReferenceExecutor ref(2);
+        Sequences s(c, 72, run_bases);
+        using P = Sequences::Piece;
+        s.batch({{0, 30}, {1, 3}, {2, 17}, {3, 1}, {4, 9}}, 64, l.window);
+        run_and_compare(prefill_off, ref, s, l.kv, what + " prefill");
+        {
+          const graph::RunInputs in = s.inputs();
+          prefill_on.gpu->write_inputs(in);
+          prefill_on.gpu->run();
+        }
+        for (int step = 0; step < 8; ++step) {
+          std::vector<P> pieces = {{4, 1}, {0, 1}, {1, 1}, {0, 0, 1}, {2, 1}, {3, 1}};
+          if (step == 4) pieces = {{4, 1}, {0, 1}, {5, 2}, {2, 1}, {3, 1}};  // a 2-token chunk: not alone
+          s.batch(pieces, T, l.window);
+          const std::string at = what + " step " + std::to_string(step);
+          run_and_compare(off, ref, s, l.kv, at);
+          const graph::RunInputs in = s.inputs();
+          on.gpu->write_inputs(in);
+          on.gpu->run();
+          const auto a = on.gpu->read_f32(on.l.att), b = off.gpu->read_f32(off.l.att);
+          ASSERT_EQ(a.size(), b.size());
+          size_t differ = 0;
+          for (size_t i = 0; i < a.size(); ++i) differ += std::memcmp(&a[i], &b[i], 4) != 0;
+          EXPECT_EQ(differ, 0u) << at << ": outputs differ from the rope + KV launch's in " << differ << " values";
+          if (step >= 2 && step != 4) {
+            EXPECT_TRUE(on.gpu->captured()) << at;
+          }
+        }
+        const size_t bytes = size_t(c.n_blocks) * c.block_size * l.hd * l.nkv * 2;
+        for (const bool v : {false, true}) {
+          std::vector<uint8_t> pa(bytes), pb(bytes);
+          CUDA_CHECK(cudaMemcpy(pa.data(), v ? kv_on.v(0) : kv_on.k(0), bytes, cudaMemcpyDeviceToHost));
+          CUDA_CHECK(cudaMemcpy(pb.data(), v ? kv_off.v(0) : kv_off.k(0), bytes, cudaMemcpyDeviceToHost));
+          EXPECT_TRUE(pa == pb) << what << ": the " << (v ? "v" : "k") << " pools differ";
         }
       }
-      const size_t bytes = size_t(c.n_blocks) * c.block_size * l.hd * l.nkv * 2;
-      for (const bool v : {false, true}) {
-        std::vector<uint8_t> pa(bytes), pb(bytes);
-        CUDA_CHECK(cudaMemcpy(pa.data(), v ? kv_on.v(0) : kv_on.k(0), bytes, cudaMemcpyDeviceToHost));
-        CUDA_CHECK(cudaMemcpy(pb.data(), v ? kv_off.v(0) : kv_off.k(0), bytes, cudaMemcpyDeviceToHost));
-        EXPECT_TRUE(pa == pb) << what << ": the " << (v ? "v" : "k") << " pools differ";
-      }
-    }
 }
 
 // A one-sequence graph and the same graph paged (one row, shuffled blocks): the same kernels with the same tiles
