@@ -554,16 +554,17 @@ bool Executor::attend_new_token(AttentionKernelParams& at, const RopeKvParams& f
 
 // A paged step's attention whose launch can form its tokens' q, k and v itself (AttentionNewToken: the q/k norms
 // where the model has them, f's rope): in the graph variant of steps whose tokens are each of its own sequence
-// (has_alone_), where no block reads a slot another block writes, the rope_kv launch f goes. Such a step has no
-// prefill tiles either (a tile is 16 consecutive tokens of one sequence), so that launch goes too in graphs of 16
-// tokens or more. `at` takes the raw q; false leaves it as it was.
+// (has_alone_), where no block reads a slot another block writes, the rope_kv launch f goes. Graphs of fewer than
+// kPrefillMinTokens tokens only (no prefill launch): in 16-token graphs, leaving the rope_kv and the (empty) prefill
+// launches out made the step 4% slower on an H100 (its products, not the attention, took longer: not understood),
+// though 64-token steps gained 1.8% (docs/kernel-notes.md, session 71). `at` takes the raw q; false leaves it as
+// it was.
 bool Executor::attend_new_tokens(AttentionKernelParams& at, const RopeKvParams& f, const Node& rope_q) {
   if (!opt_.batch_new_tokens || !::std::get<graph::RopeParams>(rope_q.params).plain()) return false;
-  if (!at.paging.block_table || at.kv_type != graph::KvType::F16 || at.hd != at.hd_v || f.rope.head_dim != at.hd ||
-      f.rope.n_rot > at.hd || f.kv_type != graph::KvType::F16)
+  if (!at.paging.block_table || at.tiles || at.kv_type != graph::KvType::F16 || at.hd != at.hd_v ||
+      f.rope.head_dim != at.hd || f.rope.n_rot > at.hd || f.kv_type != graph::KvType::F16)
     return false;
   AttentionKernelParams t = at;
-  t.tiles = t.tiled = nullptr, t.max_tiles = 0, t.tiles_after_split = false;
   t.q = f.rope.x;
   t.new_token = AttentionNewToken{f.k,
                                   f.v,

@@ -130,12 +130,12 @@ struct ExecutorOptions {
   // forms q, k and v itself from the raw products (AttentionNewToken), so no norm + rope + KV launch runs before
   // it; false: that launch. LLM_CUDA_NEW_TOKEN_ATTENTION=0 for A/B runs.
   bool new_token_attention = true;
-  // Paged decode steps whose tokens are each of its own sequence, f16 cache, plain rope: the split attention launch
-  // forms every token's q, k and v itself from the raw products (AttentionNewToken, with the q/k norms where the
-  // model has them), so no rope + KV launch runs before it, nor the prefill launch (such a step has no tiles). Such
-  // steps run a graph variant of their own; a step with two tokens of one sequence (a prompt chunk) the other.
-  // LLM_CUDA_BATCH_NEW_TOKENS=1 for A/B runs (off until measured: session 71).
-  bool batch_new_tokens = false;
+  // Paged decode steps of fewer than kPrefillMinTokens tokens, each of its own sequence, f16 cache, plain rope: the
+  // split attention launch forms every token's q, k and v itself from the raw products (AttentionNewToken, with the
+  // q/k norms where the model has them), so no rope + KV launch runs before it. Such steps run a graph variant of
+  // their own; a step with two tokens of one sequence (a prompt chunk) the other. 8B Q4_K_M, H100: bench --parallel
+  // 4 +1.7 / +2.1%, 1 level (session 71). LLM_CUDA_BATCH_NEW_TOKENS=0 for A/B runs.
+  bool batch_new_tokens = true;
   // That attention launch as a programmatic dependent of the q/k/v launch (AttentionNewToken::programmatic: the
   // rope angles and the first tile's cached slots before its wait; Qwen3-30B-A3B tg128 +2.2%, H200, session 44).
   // The gate/up expert launch let start at the routing's beginning and the one-token RMSNorm launched the same way

@@ -202,8 +202,8 @@ TEST(PagedAttention, CapturedDecodeMatchesReference) {
 // (the same arithmetic), and within tolerance of the reference. Steps whose tokens are each of its own sequence take
 // that graph variant; a step with a short prompt chunk beside the decode tokens (two tokens of one sequence, the
 // second attending the first's new slot) takes the other, and the fused form comes back after it. Eight tokens
-// (fewer than a prefill tile) and sixteen (a graph with the prefill launch, which the fused variant leaves out), with
-// and without run bases, head_dim 64 and 128 (Llama 3's groups of 4).
+// (a graph without the prefill launch; sixteen have it and keep the rope + KV launch), with and without run bases,
+// head_dim 64 and 128 (Llama 3's groups of 4).
 TEST(PagedAttention, DecodeStepsFormTheirTokens) {
   REQUIRE_GPU();
   const cuda::Context ctx;
@@ -216,12 +216,12 @@ TEST(PagedAttention, DecodeStepsFormTheirTokens) {
             describe(l, c, true) + (run_bases ? " run bases" : "") + " new tokens T=" + std::to_string(T);
         const auto emb = embedding(l, 71);
         auto dw = gpu_test::upload(emb);
-        const OneLayer shape(l, c, 64, 6, emb);
+        const OneLayer shape(l, c, 64, 5, emb);
         cuda::KvCache kv_on(shape.g.kv), kv_off(shape.g.kv);
-        Both prefill_on(l, c, 64, 6, emb, ctx, dw.as<uint8_t>(), &kv_on, true, false, run_bases);
-        Both prefill_off(l, c, 64, 6, emb, ctx, dw.as<uint8_t>(), &kv_off, true, false, run_bases);
-        Both on(l, c, T, 6, emb, ctx, dw.as<uint8_t>(), &kv_on, true, true, run_bases, true);
-        Both off(l, c, T, 6, emb, ctx, dw.as<uint8_t>(), &kv_off, true, true, run_bases, false);
+        Both prefill_on(l, c, 64, 5, emb, ctx, dw.as<uint8_t>(), &kv_on, true, false, run_bases);
+        Both prefill_off(l, c, 64, 5, emb, ctx, dw.as<uint8_t>(), &kv_off, true, false, run_bases);
+        Both on(l, c, T, 5, emb, ctx, dw.as<uint8_t>(), &kv_on, true, true, run_bases, true);
+        Both off(l, c, T, 5, emb, ctx, dw.as<uint8_t>(), &kv_off, true, true, run_bases, false);
         graph::ReferenceExecutor ref(2);
         Sequences s(c, 72, run_bases);
         using P = Sequences::Piece;
