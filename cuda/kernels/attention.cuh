@@ -49,10 +49,10 @@ void launch_kv_write(const KvWriteParams& p, cudaStream_t stream);
 // does it: one token, or a paged step without prefill tiles whose tokens are each of its own sequence; an f16 cache,
 // head_dim = hd_v (launch_attention refuses the rest).
 struct AttentionNewToken {
-  const float* k = nullptr;             // [hd, n_head_kv], the raw k product
-  const float* v = nullptr;             // [hd_v, n_head_kv]
-  const float* q_norm_w = nullptr;      // [hd]
-  const float* k_norm_w = nullptr;      // [hd]
+  const float* k = nullptr;             // [hd, n_head_kv, T], the raw k product
+  const float* v = nullptr;             // [hd_v, n_head_kv, T]
+  const float* q_norm_w = nullptr;      // [hd] or null (then k_norm_w null too: no norms)
+  const float* k_norm_w = nullptr;      // [hd] or null
   const double* base_powers = nullptr;  // [n_rot / 2] in device memory (rope_base_powers)
   const float* freq_factors = nullptr;  // [n_rot / 2] or null
   float freq_scale = 1.0f;
