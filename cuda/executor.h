@@ -257,6 +257,7 @@ class Executor {
   void fold_qk_norms(const graph::Node& attention);
   bool attend_new_token(AttentionKernelParams& at, const RopeKvParams& f, const graph::Node& rope_q);
   bool attend_new_tokens(AttentionKernelParams& at, const RopeKvParams& f, const graph::Node& rope_q);
+  bool take_new_token(AttentionKernelParams& at, const RopeKvParams& f, bool programmatic);
   int32_t new_token_q_split_shift(const AttentionKernelParams& at) const;
   // The attention + o launch (executor_fusion.cpp): the o MulMat read by it, and the residual Add it computes.
   struct AttentionO {

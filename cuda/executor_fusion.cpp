@@ -533,6 +533,12 @@ bool Executor::attend_new_token(AttentionKernelParams& at, const RopeKvParams& f
   if (at.T != 1 || at.paging.block_table || at.kv_type != graph::KvType::F16 || at.hd != at.hd_v ||
       f.rope.head_dim != at.hd || f.rope.n_rot > at.hd || !f.q_norm_w)
     return false;
+  return take_new_token(at, f, opt_.new_token_pdl);
+}
+
+// `at` with the new-token form of f (the raw q, f's k, v, norms and rope) where the tensor-core split kernel takes it
+// (alignment, group size, splits); false leaves it as it was.
+bool Executor::take_new_token(AttentionKernelParams& at, const RopeKvParams& f, bool programmatic) {
   AttentionKernelParams t = at;
   t.q = f.rope.x;
   t.new_token = AttentionNewToken{f.k,
@@ -545,8 +551,8 @@ bool Executor::attend_new_token(AttentionKernelParams& at, const RopeKvParams& f
                                   f.norm_eps,
                                   f.rope.n_rot,
                                   f.rope.mode,
-                                  opt_.new_token_pdl};
-  if (!attention_split_tc_applies(t)) return false;  // alignment, group size, splits
+                                  programmatic};
+  if (!attention_split_tc_applies(t)) return false;
   at = t;
   count_fusion(Fusion::NewTokenAttention);
   return true;
@@ -564,23 +570,7 @@ bool Executor::attend_new_tokens(AttentionKernelParams& at, const RopeKvParams& 
   if (!at.paging.block_table || at.tiles || at.kv_type != graph::KvType::F16 || at.hd != at.hd_v ||
       f.rope.head_dim != at.hd || f.rope.n_rot > at.hd || f.kv_type != graph::KvType::F16)
     return false;
-  AttentionKernelParams t = at;
-  t.q = f.rope.x;
-  t.new_token = AttentionNewToken{f.k,
-                                  f.v,
-                                  f.q_norm_w,
-                                  f.k_norm_w,
-                                  rope_powers(f.rope.freq_base, f.rope.n_rot),
-                                  f.rope.freq_factors,
-                                  f.rope.freq_scale,
-                                  f.norm_eps,
-                                  f.rope.n_rot,
-                                  f.rope.mode,
-                                  false};
-  if (!attention_split_tc_applies(t)) return false;
-  at = t;
-  count_fusion(Fusion::NewTokenAttention);
-  return true;
+  return take_new_token(at, f, false);
 }
 
 // The q split of a new-token attention launch in the short graph (AttentionNewToken::q_split_shift): 2^shift blocks

@@ -25,6 +25,28 @@ struct Shape {
   int32_t window;
 };
 
+// The two paths' results: outputs a and b (b all finite), and caches a and b of n_cache halves (slots of hd, n_ctx
+// slots a KV head).
+struct Results {
+  const cuda::DeviceBuffer &out_a, &out_b, &kc_a, &kc_b, &vc_a, &vc_b;
+};
+void expect_same_bits(const Results& r, size_t n_out, size_t n_cache, int64_t hd, int64_t n_ctx,
+                      const std::string& what) {
+  const auto ya = download<uint32_t>(r.out_a, n_out), yb = download<uint32_t>(r.out_b, n_out);
+  int64_t differ = 0;
+  for (size_t i = 0; i < n_out; ++i) differ += ya[i] != yb[i];
+  EXPECT_EQ(differ, 0) << what << ": outputs differ in " << differ << " of " << n_out << " values";
+  const auto fb = download<float>(r.out_b, n_out);
+  EXPECT_TRUE(std::all_of(fb.begin(), fb.end(), [](float x) { return std::isfinite(x); })) << what;
+  for (const auto& [x, y, name] : {std::tuple{&r.kc_a, &r.kc_b, "k"}, std::tuple{&r.vc_a, &r.vc_b, "v"}}) {
+    const auto ca = download<uint16_t>(*x, n_cache), cb = download<uint16_t>(*y, n_cache);
+    int64_t slot_diff = -1;
+    for (size_t i = 0; i < n_cache && slot_diff < 0; ++i)
+      if (ca[i] != cb[i]) slot_diff = int64_t(i / size_t(hd)) % n_ctx;
+    EXPECT_EQ(slot_diff, -1) << what << ": " << name << " caches differ first at slot " << slot_diff;
+  }
+}
+
 TEST(AttentionNewToken, SameBitsAsNormRopeKvThenAttention) {
   REQUIRE_GPU();
   std::mt19937 rng(34);
@@ -104,20 +126,7 @@ TEST(AttentionNewToken, SameBitsAsNormRopeKvThenAttention) {
         CUDA_CHECK(cudaMemset(out_b.get(), 0xff, out_b.bytes()));
         cuda::launch_attention(b, nullptr);
 
-        const size_t n_out = size_t(hd * c.nh), n_cache = cache.size();
-        const auto ya = download<uint32_t>(out_a, n_out), yb = download<uint32_t>(out_b, n_out);
-        int64_t differ = 0;
-        for (size_t i = 0; i < n_out; ++i) differ += ya[i] != yb[i];
-        EXPECT_EQ(differ, 0) << with << ": outputs differ in " << differ << " of " << n_out << " values";
-        const auto fb = download<float>(out_b, n_out);
-        EXPECT_TRUE(std::all_of(fb.begin(), fb.end(), [](float x) { return std::isfinite(x); })) << with;
-        for (const auto& [x, y, name] : {std::tuple{&kc_a, &kc_b, "k"}, std::tuple{&vc_a, &vc_b, "v"}}) {
-          const auto ca = download<uint16_t>(*x, n_cache), cb = download<uint16_t>(*y, n_cache);
-          int64_t slot_diff = -1;
-          for (size_t i = 0; i < n_cache && slot_diff < 0; ++i)
-            if (ca[i] != cb[i]) slot_diff = int64_t(i / size_t(hd)) % n_ctx;
-          EXPECT_EQ(slot_diff, -1) << with << ": " << name << " caches differ first at slot " << slot_diff;
-        }
+        expect_same_bits({out_a, out_b, kc_a, kc_b, vc_a, vc_b}, size_t(hd * c.nh), cache.size(), hd, n_ctx, with);
       }
     }
   }
@@ -216,20 +225,7 @@ TEST(AttentionNewToken, PagedStepSameBitsAsRopeKvThenAttention) {
         CUDA_CHECK(cudaMemset(out_b.get(), 0xff, out_b.bytes()));
         cuda::launch_attention(b, nullptr);
 
-        const size_t n_out = size_t(hd * c.nh * T), n_cache = cache.size();
-        const auto ya = download<uint32_t>(out_a, n_out), yb = download<uint32_t>(out_b, n_out);
-        int64_t differ = 0;
-        for (size_t i = 0; i < n_out; ++i) differ += ya[i] != yb[i];
-        EXPECT_EQ(differ, 0) << what << ": outputs differ in " << differ << " of " << n_out << " values";
-        const auto fb = download<float>(out_b, n_out);
-        EXPECT_TRUE(std::all_of(fb.begin(), fb.end(), [](float x) { return std::isfinite(x); })) << what;
-        for (const auto& [x, y, name] : {std::tuple{&kc_a, &kc_b, "k"}, std::tuple{&vc_a, &vc_b, "v"}}) {
-          const auto ca = download<uint16_t>(*x, n_cache), cb = download<uint16_t>(*y, n_cache);
-          int64_t slot_diff = -1;
-          for (size_t i = 0; i < n_cache && slot_diff < 0; ++i)
-            if (ca[i] != cb[i]) slot_diff = int64_t(i / size_t(hd)) % pool;
-          EXPECT_EQ(slot_diff, -1) << what << ": " << name << " pools differ first at slot " << slot_diff;
-        }
+        expect_same_bits({out_a, out_b, kc_a, kc_b, vc_a, vc_b}, size_t(hd * c.nh * T), cache.size(), hd, pool, what);
       }
 }
 
