@@ -1,0 +1,76 @@
+// The attention launches that form their decode tokens themselves (AttentionNewToken, attention_new_token.cuh):
+// which attention steps take that form, and with which parameters. One unpaged token with per-head q/k norms (Qwen 3,
+// Gemma 3: fold_qk_norms' launch goes), and paged decode steps whose tokens are each of its own sequence (their
+// graph variant: the rope + KV launch goes). Lowered by push_attention (executor.cpp).
+#include "cuda/executor.h"
+#include "cuda/kernels/attention_split_tc.cuh"
+#include "cuda/kernels/rope.cuh"
+
+namespace cuda {
+
+using graph::Node;
+
+// fold_qk_norms' attention at a one-token decode step, whose split attention launch can form the token itself
+// (AttentionNewToken, attention_new_token.cuh: each block normalises and rotates its group's q heads, the block
+// holding the token's slot also k, and writes k and v): the rope_kv launch f would have run before it does not.
+// `at` takes the raw q (f's, rotated in place otherwise) and the new token's parameters; false leaves it as it was.
+bool Executor::attend_new_token(AttentionKernelParams& at, const RopeKvParams& f, const Node& rope_q) {
+  if (!opt_.new_token_attention || !::std::get<graph::RopeParams>(rope_q.params).plain()) return false;
+  if (at.T != 1 || at.paging.block_table || at.kv_type != graph::KvType::F16 || at.hd != at.hd_v ||
+      f.rope.head_dim != at.hd || f.rope.n_rot > at.hd || !f.q_norm_w)
+    return false;
+  return take_new_token(at, f, opt_.new_token_pdl);
+}
+
+// `at` with the new-token form of f (the raw q, f's k, v, norms and rope) where the tensor-core split kernel takes it
+// (alignment, group size, splits); false leaves it as it was.
+bool Executor::take_new_token(AttentionKernelParams& at, const RopeKvParams& f, bool programmatic) {
+  AttentionKernelParams t = at;
+  t.q = f.rope.x;
+  t.new_token = AttentionNewToken{f.k,
+                                  f.v,
+                                  f.q_norm_w,
+                                  f.k_norm_w,
+                                  rope_powers(f.rope.freq_base, f.rope.n_rot),
+                                  f.rope.freq_factors,
+                                  f.rope.freq_scale,
+                                  f.norm_eps,
+                                  f.rope.n_rot,
+                                  f.rope.mode,
+                                  programmatic};
+  if (!attention_split_tc_applies(t)) return false;
+  at = t;
+  count_fusion(Fusion::NewTokenAttention);
+  return true;
+}
+
+// A paged step's attention whose launch can form its tokens' q, k and v itself (AttentionNewToken: the q/k norms
+// where the model has them, f's rope): in the graph variant of steps whose tokens are each of its own sequence
+// (has_alone_), where no block reads a slot another block writes, the rope_kv launch f goes. Graphs of fewer than
+// kPrefillMinTokens tokens only (no prefill launch): in 16-token graphs, leaving the rope_kv and the (empty) prefill
+// launches out made the step 4% slower on an H100 (its products, not the attention, took longer: not understood),
+// though 64-token steps gained 1.8% (docs/kernel-notes.md, session 71). `at` takes the raw q; false leaves it as
+// it was.
+bool Executor::attend_new_tokens(AttentionKernelParams& at, const RopeKvParams& f, const Node& rope_q) {
+  if (!opt_.batch_new_tokens || !::std::get<graph::RopeParams>(rope_q.params).plain()) return false;
+  if (!at.paging.block_table || at.tiles || at.kv_type != graph::KvType::F16 || at.hd != at.hd_v ||
+      f.rope.head_dim != at.hd || f.rope.n_rot > at.hd || f.kv_type != graph::KvType::F16)
+    return false;
+  return take_new_token(at, f, false);
+}
+
+// The q split of a new-token attention launch in the short graph (AttentionNewToken::q_split_shift): 2^shift blocks
+// a KV head, up to opt_.new_token_q_split, each with two q heads at least. Below kShortSlots positions a token has
+// one split (kSerialTiles tiles of 64 slots), so a launch is n_head_kv blocks that each form and rotate their G q
+// heads in turn; beyond, the splits fill the GPU and every further block of a KV head reads its tiles again.
+// Measured (H200, session 46): Qwen3-30B-A3B (G = 8) tg128 524.8 -> 541.6 / 547.3 with 2 / 4 blocks a KV head, at
+// depth 4096 423.6 -> 413.6 / 341.6 (hence the short graph only); Gemma-3-4B (G = 2, head_dim 256) 648.7 -> 636.0
+// with one q head a block (hence two at least).
+int32_t Executor::new_token_q_split_shift(const AttentionKernelParams& at) const {
+  const int64_t G = at.n_head_kv > 0 ? at.n_head / at.n_head_kv : 1;
+  int32_t shift = 0;
+  while (shift < 2 && (int64_t(2) << shift) <= opt_.new_token_q_split && G % (int64_t(4) << shift) == 0) ++shift;
+  return shift;
+}
+
+}  // namespace cuda
