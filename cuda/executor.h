@@ -257,7 +257,7 @@ class Executor {
   void fold_qk_norms(const graph::Node& attention);
   bool attend_new_token(AttentionKernelParams& at, const RopeKvParams& f, const graph::Node& rope_q);
   bool attend_new_tokens(AttentionKernelParams& at, const RopeKvParams& f, const graph::Node& rope_q);
-  bool take_new_token(AttentionKernelParams& at, const RopeKvParams& f, bool programmatic);
+  bool take_new_token(AttentionKernelParams& at, const RopeKvParams& f, const graph::Node& rope_q, bool programmatic);
   int32_t new_token_q_split_shift(const AttentionKernelParams& at) const;
   // The attention + o launch (executor_fusion.cpp): the o MulMat read by it, and the residual Add it computes.
   struct AttentionO {
@@ -271,7 +271,7 @@ class Executor {
   bool attends_in_o(const graph::Node& attention) const;
   void read_fixed_point_x(const graph::Node& mulmat, MatvecParams& p) const;
   bool short_next() const { return has_short_ && max_pos_ < kShortSlots; }
-  bool alone_next() const { return has_alone_ && alone_; }
+  bool alone_next() const { return alone_; }
   int variant_next() const { return int(short_next()) + 2 * int(alone_next()); }
   graph::NodeId add_written_at(const graph::Node& producer, ::std::initializer_list<graph::NodeId> unwritten) const;
   graph::NodeId residual_add(const graph::Node& mulmat, const MatvecParams& p) const;
@@ -375,7 +375,7 @@ class Executor {
   // Paged steps whose tokens are each of its own sequence (write_inputs: alone_) run a graph variant whose attention
   // launches form the new tokens themselves (attend_new_tokens); alone_now_: the graph launched or captured.
   bool has_alone_ = false;
-  bool alone_ = false;
+  bool alone_ = false;  // write_inputs: has_alone_ and the last inputs' tokens each of its own sequence
   bool alone_now_ = false;
   int32_t max_pos_ = INT32_MAX;   // the largest position of the inputs last written (write_inputs)
   std::map<::std::pair<float, int32_t>, DeviceBuffer> rope_powers_;  // base^(-2i/n_rot) by (base, n_rot)

@@ -15,16 +15,17 @@ using graph::Node;
 // holding the token's slot also k, and writes k and v): the rope_kv launch f would have run before it does not.
 // `at` takes the raw q (f's, rotated in place otherwise) and the new token's parameters; false leaves it as it was.
 bool Executor::attend_new_token(AttentionKernelParams& at, const RopeKvParams& f, const Node& rope_q) {
-  if (!opt_.new_token_attention || !::std::get<graph::RopeParams>(rope_q.params).plain()) return false;
-  if (at.T != 1 || at.paging.block_table || at.kv_type != graph::KvType::F16 || at.hd != at.hd_v ||
-      f.rope.head_dim != at.hd || f.rope.n_rot > at.hd || !f.q_norm_w)
-    return false;
-  return take_new_token(at, f, opt_.new_token_pdl);
+  if (!opt_.new_token_attention || at.T != 1 || at.paging.block_table || !f.q_norm_w) return false;
+  return take_new_token(at, f, rope_q, opt_.new_token_pdl);
 }
 
-// `at` with the new-token form of f (the raw q, f's k, v, norms and rope) where the tensor-core split kernel takes it
-// (alignment, group size, splits); false leaves it as it was.
-bool Executor::take_new_token(AttentionKernelParams& at, const RopeKvParams& f, bool programmatic) {
+// `at` with the new-token form of f (the raw q, f's k, v, norms and rope) where the form applies (an f16 cache,
+// head_dim = hd_v, the plain rope over at most the head) and the tensor-core split kernel takes it (alignment, group
+// size, splits); false leaves it as it was.
+bool Executor::take_new_token(AttentionKernelParams& at, const RopeKvParams& f, const Node& rope_q, bool programmatic) {
+  if (!::std::get<graph::RopeParams>(rope_q.params).plain() || at.kv_type != graph::KvType::F16 ||
+      at.hd != at.hd_v || f.rope.head_dim != at.hd || f.rope.n_rot > at.hd)
+    return false;
   AttentionKernelParams t = at;
   t.q = f.rope.x;
   t.new_token = AttentionNewToken{f.k,
@@ -52,11 +53,8 @@ bool Executor::take_new_token(AttentionKernelParams& at, const RopeKvParams& f, 
 // though 64-token steps gained 1.8% (docs/kernel-notes.md, session 71). `at` takes the raw q; false leaves it as
 // it was.
 bool Executor::attend_new_tokens(AttentionKernelParams& at, const RopeKvParams& f, const Node& rope_q) {
-  if (!opt_.batch_new_tokens || !::std::get<graph::RopeParams>(rope_q.params).plain()) return false;
-  if (!at.paging.block_table || at.tiles || at.kv_type != graph::KvType::F16 || at.hd != at.hd_v ||
-      f.rope.head_dim != at.hd || f.rope.n_rot > at.hd || f.kv_type != graph::KvType::F16)
-    return false;
-  return take_new_token(at, f, false);
+  if (!opt_.batch_new_tokens || !at.paging.block_table || at.tiles) return false;
+  return take_new_token(at, f, rope_q, false);
 }
 
 // The q split of a new-token attention launch in the short graph (AttentionNewToken::q_split_shift): 2^shift blocks

@@ -107,11 +107,11 @@ void plan_paged_tiles(::std::span<const int32_t> positions, ::std::span<const in
 
 bool tokens_of_distinct_sequences(::std::span<const int32_t> positions, ::std::span<const int32_t> kv_seq) {
   if (positions.size() != kv_seq.size()) return false;
-  ::std::vector<int32_t> rows;
+  // Asked for every step of graphs below 16 tokens: pairs, without an allocation on the step's path.
   for (size_t t = 0; t < positions.size(); ++t)
-    if (positions[t] >= 0) rows.push_back(kv_seq[t]);
-  ::std::sort(rows.begin(), rows.end());
-  return ::std::adjacent_find(rows.begin(), rows.end()) == rows.end();
+    for (size_t u = 0; u < t && positions[t] >= 0; ++u)
+      if (positions[u] >= 0 && kv_seq[u] == kv_seq[t]) return false;
+  return true;
 }
 
 void plan_run_bases(const graph::KvCacheSpec& kv, const graph::RunInputs& in, ::std::span<int32_t> out) {
