@@ -74,6 +74,8 @@ ExecutorOptions ExecutorOptions::from_env() {
   o.paged_run_bases = read_flag("LLM_CUDA_PAGED_RUN_BASES", o.paged_run_bases);
   o.prompt_wgmma = read_flag("LLM_CUDA_PROMPT_WGMMA", o.prompt_wgmma);
   o.prompt_wgmma_max_tokens = read_count("LLM_CUDA_PROMPT_WGMMA_MAX", o.prompt_wgmma_max_tokens, int64_t(1) << 20);
+  o.prompt_wgmma_min_weights =
+      read_count("LLM_CUDA_PROMPT_WGMMA_MIN_KN", o.prompt_wgmma_min_weights, int64_t(1) << 40);
   o.live_tokens = read_flag("LLM_CUDA_LIVE_TOKENS", o.live_tokens);
   o.moe_fragments = read_flag("LLM_CUDA_MOE_FRAGMENTS", o.moe_fragments);
   o.moe_glu_out = read_flag("LLM_CUDA_MOE_GLU_OUT", o.moe_glu_out);

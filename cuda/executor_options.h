@@ -101,6 +101,11 @@ struct ExecutorOptions {
   // bound.
   bool prompt_wgmma = true;
   int64_t prompt_wgmma_max_tokens = 512;
+  // Prompt products of fewer weights than this (K x N) stay on cuBLAS (the dequantising GEMM): lab switch
+  // LLM_CUDA_PROMPT_WGMMA_MIN_KN for Qwen3-30B-A3B's small attention products (k and v 2048 x 512, q and o
+  // 2048 x 4096), which took 4.5 ms of a 26.9 ms pp512 on the wgmma kernel (H100, session 71) where session 47's
+  // dequantise + cuBLAS took ~3.3 ms (H200). 0: every size on the wgmma kernel, as before.
+  int64_t prompt_wgmma_min_weights = 0;
   // A graph run as plain launches (not captured: a paged session's prompt steps of more than 64 tokens) computes its
   // prompt products (the wgmma prompt kernel's and cuBLAS's) on the run's live tokens only (Executor::
   // set_live_tokens), not on its bucket's padding: a 401-token prompt in a 512-token step, a 600-token one in a

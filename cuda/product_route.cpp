@@ -28,7 +28,7 @@ ProductRoute product_route(const ExecutorOptions& opt, const ProductFacts& f) {
   // A prompt on the wgmma kernel where it serves the format; the rest (a regrouped Q4_0 product of a few tokens too)
   // on the dequantising GEMM.
   if (T > opt.matvec_max_tokens && opt.prompt_wgmma && T <= opt.prompt_wgmma_max_tokens &&
-      prompt_wgmma_supports(type, rg, K, N, T))
+      K * N >= opt.prompt_wgmma_min_weights && prompt_wgmma_supports(type, rg, K, N, T))
     return ProductRoute::PromptWgmma;
   return ProductRoute::GemmDequant;
 }

@@ -58,6 +58,12 @@ TEST(ProductRoute, FollowsTheSwitches) {
   EXPECT_EQ(route(opt, Type::Q4_K, 32), ProductRoute::SmallBatch);
   EXPECT_EQ(route(opt, Type::Q4_K, 100), ProductRoute::Matvec);
   EXPECT_EQ(route(opt, Type::Q4_K, 101), ProductRoute::PromptWgmma);
+  opt = {};
+  opt.prompt_wgmma_min_weights = kK * kN;  // products of fewer weights on cuBLAS
+  EXPECT_EQ(route(opt, Type::Q4_K, 100), ProductRoute::PromptWgmma);
+  opt.prompt_wgmma_min_weights = kK * kN + 1;
+  EXPECT_EQ(route(opt, Type::Q4_K, 100), ProductRoute::GemmDequant);
+  EXPECT_EQ(route(opt, Type::Q4_K, 32), ProductRoute::SmallBatch);
 }
 
 TEST(ProductRoute, ByWeight) {
