@@ -627,7 +627,7 @@ void Executor::push_attention(const Node& n, const AttentionKernelParams& a) {
       }
       LLM_REQUIRE(rk.shape.ne[1] == spec.n_head_kv && rk.shape.ne[0] == ap.head_dim, "rope k shape");
       AttentionKernelParams fused = at;
-      if (attend_new_tokens(fused, f, rq)) {
+      if (attend_new_tokens(fused, f, n)) {
         if (fused.T == 1) {  // one token is always alone
           steps_.push_back([fused](cudaStream_t s) { launch_attention(fused, s); });
           return;

@@ -72,6 +72,9 @@ class KvCache {
   DeviceBuffer buffer_;
 };
 
+// Whether byte ranges [a, a + an) and [b, b + bn) of the arena share a byte.
+bool ranges_overlap(int64_t a, uint64_t an, int64_t b, uint64_t bn);
+
 class Executor {
  public:
   // The graph must have been planned by `plan`; weights is the device weight arena; kv must match g.kv when the
@@ -256,7 +259,8 @@ class Executor {
   void* half_x_for(const graph::Node& n) const;
   void fold_qk_norms(const graph::Node& attention);
   bool attend_new_token(AttentionKernelParams& at, const RopeKvParams& f, const graph::Node& rope_q);
-  bool attend_new_tokens(AttentionKernelParams& at, const RopeKvParams& f, const graph::Node& rope_q);
+  bool attend_new_tokens(AttentionKernelParams& at, const RopeKvParams& f, const graph::Node& att);
+  bool raw_heads_intact(const graph::Node& att, const RopeKvParams& f) const;
   bool take_new_token(AttentionKernelParams& at, const RopeKvParams& f, const graph::Node& rope_q, bool programmatic);
   int32_t new_token_q_split_shift(const AttentionKernelParams& at) const;
   // The attention + o launch (executor_fusion.cpp): the o MulMat read by it, and the residual Add it computes.

@@ -49,13 +49,10 @@ using graph::Node;
 using graph::NodeId;
 using graph::Op;
 
-namespace {
-
+// Whether byte ranges [a, a + an) and [b, b + bn) share a byte (executor.h).
 bool ranges_overlap(int64_t a, uint64_t an, int64_t b, uint64_t bn) {
   return a < b + int64_t(bn) && b < a + int64_t(an);
 }
-
-}  // namespace
 
 // Every fusion of the graph, decided in node order before any step is built (each decision may rely on the ones
 // before it: a folded norm's slot is free, a sibling already merged, the q/k/v launch wrote K/V). lower() then only

@@ -9,6 +9,7 @@
 namespace cuda {
 
 using graph::Node;
+using graph::NodeId;
 
 // fold_qk_norms' attention at a one-token decode step, whose split attention launch can form the token itself
 // (AttentionNewToken, attention_new_token.cuh: each block normalises and rotates its group's q heads, the block
@@ -52,9 +53,41 @@ bool Executor::take_new_token(AttentionKernelParams& at, const RopeKvParams& f, 
 // launches out made the step 4% slower on an H100 (its products, not the attention, took longer: not understood),
 // though 64-token steps gained 1.8% (docs/kernel-notes.md, session 71). `at` takes the raw q; false leaves it as
 // it was.
-bool Executor::attend_new_tokens(AttentionKernelParams& at, const RopeKvParams& f, const Node& rope_q) {
-  if (!opt_.batch_new_tokens || !at.paging.block_table || at.tiles) return false;
-  return take_new_token(at, f, rope_q, false);
+bool Executor::attend_new_tokens(AttentionKernelParams& at, const RopeKvParams& f, const Node& att) {
+  if (!opt_.batch_new_tokens || !at.paging.block_table || at.tiles || !raw_heads_intact(att, f)) return false;
+  return take_new_token(at, f, g_.node(att.inputs[0]), false);
+}
+
+// Whether the fused variant may read the raw q, k and v where the plan put them: the plan frees the raw q and k
+// after their ropes (or folded norms), which that variant does not run, so no tensor written from those steps up to
+// the attention's may share their bytes, and the attention's output may share none of the three's, except as the
+// raw q itself, element for element (an output slot of the same size placed where the freed q was, the likely
+// best fit): each block reads its token's q heads before it, or the last of its splits, writes their outputs. A
+// layer whose output overlapped the raw q any other way read other tokens' outputs as q (session 72: three of
+// five tokens of a test layer off by up to 0.5).
+bool Executor::raw_heads_intact(const Node& att, const RopeKvParams& f) const {
+  const Node& rq = g_.node(att.inputs[0]);
+  const Node& rk = g_.node(att.inputs[1]);
+  // The raw heads: the ropes' inputs, or with folded q/k norms (fold_qk_norms) the norms' inputs.
+  const auto raw = [&](const Node& rope) {
+    const Node& m = g_.node(rope.inputs[0]);
+    return lowering(m.id) == Lowering::InRopeKv ? m.inputs[0] : m.id;
+  };
+  const NodeId q_src = plan_.root.at(size_t(raw(rq))), k_src = plan_.root.at(size_t(raw(rk)));
+  const NodeId v_src = plan_.root.at(size_t(att.inputs[2]));
+  const NodeId first = ::std::min(g_.node(rq.inputs[0]).id, g_.node(rk.inputs[0]).id);
+  for (const NodeId src : {q_src, k_src, v_src})
+    if (!plan_.owns(src) || !plan_.owns(att.id)) return false;
+  const NodeId unwritten[] = {rq.inputs[0], rk.inputs[0], rq.id, rk.id};
+  for (const NodeId src : {q_src, k_src})
+    if (!slot_free_between(src, first, att.id - 1, {unwritten[0], unwritten[1], unwritten[2], unwritten[3]}))
+      return false;
+  const auto overlaps = [&](NodeId src) {
+    return ranges_overlap(plan_.offset.at(size_t(att.id)), plan_.bytes.at(size_t(att.id)), plan_.offset.at(size_t(src)),
+                          plan_.bytes.at(size_t(src)));
+  };
+  const bool q_in_place = f.rope.x == f32_out(att) && plan_.bytes.at(size_t(att.id)) == plan_.bytes.at(size_t(q_src));
+  return (!overlaps(q_src) || q_in_place) && !overlaps(k_src) && !overlaps(v_src);
 }
 
 // The q split of a new-token attention launch in the short graph (AttentionNewToken::q_split_shift): 2^shift blocks

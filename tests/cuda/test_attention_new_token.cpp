@@ -226,6 +226,15 @@ TEST(AttentionNewToken, PagedStepSameBitsAsRopeKvThenAttention) {
         cuda::launch_attention(b, nullptr);
 
         expect_same_bits({out_a, out_b, kc_a, kc_b, vc_a, vc_b}, size_t(hd * c.nh * T), cache.size(), hd, pool, what);
+
+        // In place: the output over the raw q, as an executor's plan may put it where the freed q was (each block
+        // reads its token's q heads before it, or the last of its splits, writes their outputs).
+        auto q_c = upload(q), kc_c = upload(cache), vc_c = upload(cache);
+        cuda::AttentionKernelParams in_place = b;
+        in_place.q = in_place.out = q_c.as<float>(), in_place.k_cache = kc_c.get(), in_place.v_cache = vc_c.get();
+        cuda::launch_attention(in_place, nullptr);
+        expect_same_bits({out_a, q_c, kc_a, kc_c, vc_a, vc_c}, size_t(hd * c.nh * T), cache.size(), hd, pool,
+                         what + " in place");
       }
 }
 

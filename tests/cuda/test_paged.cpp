@@ -5,6 +5,7 @@
 // split kernel), the KV write inside the attention step and on its own; decode batches replayed as a captured CUDA
 // graph; a one-sequence graph's results bit for bit the same paged and not; the refusals. Skipped without a GPU,
 // except the refusals.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -203,7 +204,8 @@ TEST(PagedAttention, CapturedDecodeMatchesReference) {
 // that graph variant; a step with a short prompt chunk beside the decode tokens (two tokens of one sequence, the
 // second attending the first's new slot) takes the other, and the fused form comes back after it. Eight tokens
 // (a graph without the prefill launch; sixteen have it and keep the rope + KV launch), with and without run bases,
-// head_dim 64 and 128 (Llama 3's groups of 4).
+// head_dim 64 and 128 (Llama 3's groups of 4). The head_dim-128 layer's plan puts the output over the raw q at an
+// offset, so that layer keeps the rope + KV launch: its fused form read other tokens' outputs as q (session 72).
 TEST(PagedAttention, DecodeStepsFormTheirTokens) {
   REQUIRE_GPU();
   const cuda::Context ctx;
@@ -222,6 +224,17 @@ TEST(PagedAttention, DecodeStepsFormTheirTokens) {
         Both prefill_off(l, c, 64, 5, emb, ctx, dw.as<uint8_t>(), &kv_off, true, false, run_bases);
         Both on(l, c, T, 5, emb, ctx, dw.as<uint8_t>(), &kv_on, true, true, run_bases, true);
         Both off(l, c, T, 5, emb, ctx, dw.as<uint8_t>(), &kv_off, true, true, run_bases, false);
+        {  // The fused form reads the raw q, which the plan frees after its rope: it takes it unless the output
+           // overlaps the raw q other than element for element (Executor::raw_heads_intact). Both kinds occur here.
+          const graph::Plan& pl = on.l.plan;
+          const graph::Node& att = on.l.g.node(on.l.att);
+          const auto q = size_t(pl.root.at(size_t(on.l.g.node(att.inputs[0]).inputs[0]))), o = size_t(on.l.att);
+          const bool apart = pl.offset[o] + int64_t(pl.bytes[o]) <= pl.offset[q] ||
+                             pl.offset[q] + int64_t(pl.bytes[q]) <= pl.offset[o];
+          const bool fusable = T < 16 && (apart || pl.offset[o] == pl.offset[q]);
+          EXPECT_EQ(on.gpu->n_fused() > off.gpu->n_fused(), fusable)
+              << what << ": output at " << pl.offset[o] << ", raw q at " << pl.offset[q];
+        }
         graph::ReferenceExecutor ref(2);
         Sequences s(c, 72, run_bases);
         using P = Sequences::Piece;
@@ -243,9 +256,21 @@ TEST(PagedAttention, DecodeStepsFormTheirTokens) {
           on.gpu->run();
           const auto a = on.gpu->read_f32(on.l.att), b = off.gpu->read_f32(off.l.att);
           ASSERT_EQ(a.size(), b.size());
+          EXPECT_TRUE(close(at + " fused attention", a, widened(ref.output_f32(on.l.att)), {tolerance(l.kv)}, 0.0));
           size_t differ = 0;
-          for (size_t i = 0; i < a.size(); ++i) differ += std::memcmp(&a[i], &b[i], 4) != 0;
-          EXPECT_EQ(differ, 0u) << at << ": outputs differ from the rope + KV launch's in " << differ << " values";
+          std::string rows;  // the tokens whose outputs differ: row, position, largest difference
+          const size_t per_token = a.size() / s.positions.size();
+          for (size_t t = 0; t < s.positions.size(); ++t) {
+            size_t n = 0;
+            double most = 0.0;
+            for (size_t i = t * per_token; i < (t + 1) * per_token; ++i)
+              if (std::memcmp(&a[i], &b[i], 4) != 0) ++n, most = std::max(most, std::fabs(double(a[i]) - b[i]));
+            if (n) rows += " row " + std::to_string(t) + " (position " + std::to_string(s.positions[t]) + ", up to " +
+                           std::to_string(most) + ")";
+            differ += n;
+          }
+          EXPECT_EQ(differ, 0u) << at << ": outputs differ from the rope + KV launch's in " << differ << " values:"
+                                << rows;
           if (step >= 2 && step != 4) {
             EXPECT_TRUE(on.gpu->captured()) << at;
           }
