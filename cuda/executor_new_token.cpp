@@ -76,12 +76,9 @@ bool Executor::raw_heads_intact(const Node& att, const RopeKvParams& f) const {
   const NodeId q_src = plan_.root.at(size_t(raw(rq))), k_src = plan_.root.at(size_t(raw(rk)));
   const NodeId v_src = plan_.root.at(size_t(att.inputs[2]));
   const NodeId first = ::std::min(g_.node(rq.inputs[0]).id, g_.node(rk.inputs[0]).id);
-  for (const NodeId src : {q_src, k_src, v_src})
-    if (!plan_.owns(src) || !plan_.owns(att.id)) return false;
-  const NodeId unwritten[] = {rq.inputs[0], rk.inputs[0], rq.id, rk.id};
-  for (const NodeId src : {q_src, k_src})
-    if (!slot_free_between(src, first, att.id - 1, {unwritten[0], unwritten[1], unwritten[2], unwritten[3]}))
-      return false;
+  if (!plan_.owns(att.id) || !plan_.owns(q_src) || !plan_.owns(k_src) || !plan_.owns(v_src)) return false;
+  for (const NodeId src : {q_src, k_src})  // the ropes (and folded norms) write nothing in the fused variant
+    if (!slot_free_between(src, first, att.id - 1, {rq.inputs[0], rk.inputs[0], rq.id, rk.id})) return false;
   const auto overlaps = [&](NodeId src) {
     return ranges_overlap(plan_.offset.at(size_t(att.id)), plan_.bytes.at(size_t(att.id)), plan_.offset.at(size_t(src)),
                           plan_.bytes.at(size_t(src)));

@@ -103,12 +103,12 @@ struct ExecutorOptions {
   int64_t prompt_wgmma_max_tokens = 512;
   // Prompt products of prompt_wgmma_max_tokens tokens (the bucket the kernel was measured at) of fewer weights than
   // this (K x N) on the dequantising GEMM (cuBLAS) instead: the wgmma kernel loses on small matrices there (not
-  // measured at fewer tokens, where the dequantisation weighs more: session 63's pp128 +50% counted every size). H100,
-  // session 72 (`bench -p 512 -n 0 -r 3`, two rounds): Qwen3-30B-A3B Q4_K_M (q and
-  // o 2048 x 4096, k and v 2048 x 512) 19 498 / 19 387 -> 20 991 / 20 923 (+7.7%) with all four on cuBLAS (2e6, k
-  // and v only: +3.9%); Llama-3-8B Q4_K_M (k and v 4096 x 1024 below, q, o and the feed-forward above) 25 067 /
-  // 25 106 -> 25 381 / 25 619 (+1.5%), with q and o too (2e7) 25 608 / 25 470. LLM_CUDA_PROMPT_WGMMA_MIN_KN moves
-  // it (0: every size on the wgmma kernel, as before).
+  // measured at fewer tokens, where the dequantisation weighs more: session 63's pp128 +50% counted every size).
+  // H100, session 72 (`bench -p 512 -n 0 -r 3`, two rounds): Qwen3-30B-A3B Q4_K_M (q and o 2048 x 4096, k and v
+  // 2048 x 512) 19 498 / 19 387 -> 20 991 / 20 923 (+7.7%) with all four on cuBLAS (2e6, k and v only: +3.9%);
+  // Llama-3-8B Q4_K_M (k and v 4096 x 1024 below, q, o and the feed-forward above) 25 067 / 25 106 -> 25 381 /
+  // 25 619 (+1.5%), with q and o too (2e7) 25 608 / 25 470. LLM_CUDA_PROMPT_WGMMA_MIN_KN moves it (0: every size on
+  // the wgmma kernel, as before).
   int64_t prompt_wgmma_min_weights = 10'000'000;
   // A graph run as plain launches (not captured: a paged session's prompt steps of more than 64 tokens) computes its
   // prompt products (the wgmma prompt kernel's and cuBLAS's) on the run's live tokens only (Executor::
