@@ -49,13 +49,20 @@ bool Executor::take_new_token(AttentionKernelParams& at, const RopeKvParams& f, 
 // A paged step's attention whose launch can form its tokens' q, k and v itself (AttentionNewToken: the q/k norms
 // where the model has them, f's rope): in the graph variant of steps whose tokens are each of its own sequence
 // (has_alone_), where no block reads a slot another block writes, the rope_kv launch f goes. Graphs of fewer than
-// kPrefillMinTokens tokens only (no prefill launch): in 16-token graphs, leaving the rope_kv and the (empty) prefill
-// launches out made the step 4% slower on an H100 (its products, not the attention, took longer: not understood),
-// though 64-token steps gained 1.8% (docs/kernel-notes.md, session 71). `at` takes the raw q; false leaves it as
-// it was.
+// kPrefillMinTokens tokens (no prefill launch), and larger ones from batch_new_tokens_wide_min (lab): in 16-token
+// graphs, leaving the rope_kv and the (empty) prefill launches out made the step 4% slower on an H100 (its
+// products, not the attention, took longer: not understood), though 64-token steps gained 1.8% (docs/kernel-notes.md,
+// session 71). `at` takes the raw q; false leaves it as it was.
 bool Executor::attend_new_tokens(AttentionKernelParams& at, const RopeKvParams& f, const Node& att) {
-  if (!opt_.batch_new_tokens || !at.paging.block_table || at.tiles || !raw_heads_intact(att, f)) return false;
-  return take_new_token(at, f, g_.node(att.inputs[0]), false);
+  if (!opt_.batch_new_tokens || !at.paging.block_table || !raw_heads_intact(att, f)) return false;
+  AttentionKernelParams t = at;
+  if (at.tiles) {  // a tile is kPrefillMinTokens tokens of one sequence: a step of one token a sequence has none
+    if (opt_.batch_new_tokens_wide_min <= 0 || at.T < opt_.batch_new_tokens_wide_min) return false;
+    t.tiles = t.tiled = nullptr, t.max_tiles = 0, t.tiles_after_split = false;
+  }
+  if (!take_new_token(t, f, g_.node(att.inputs[0]), false)) return false;
+  at = t;
+  return true;
 }
 
 // Whether the fused variant may read the raw q, k and v where the plan put them: the plan frees the raw q and k

@@ -85,6 +85,8 @@ ExecutorOptions ExecutorOptions::from_env() {
   o.new_token_attention = read_flag("LLM_CUDA_NEW_TOKEN_ATTENTION", o.new_token_attention);
   o.new_token_pdl = read_flag("LLM_CUDA_NEW_TOKEN_PDL", o.new_token_pdl);
   o.batch_new_tokens = read_flag("LLM_CUDA_BATCH_NEW_TOKENS", o.batch_new_tokens);
+  o.batch_new_tokens_wide_min =
+      read_count("LLM_CUDA_BATCH_NEW_TOKENS_WIDE_MIN", o.batch_new_tokens_wide_min, int64_t(1) << 20);
   o.scaled_rope_epilogue = read_flag("LLM_CUDA_SCALED_ROPE_EPILOGUE", o.scaled_rope_epilogue);
   o.new_token_q_split = read_count("LLM_CUDA_NEW_TOKEN_QSPLIT", o.new_token_q_split, 4);
   o.glu_pdl = read_flag("LLM_CUDA_GLU_PDL", o.glu_pdl);

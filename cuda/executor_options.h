@@ -145,6 +145,11 @@ struct ExecutorOptions {
   // their own; a step with two tokens of one sequence (a prompt chunk) the other. 8B Q4_K_M, H100: bench --parallel
   // 4 +1.7 / +2.1%, 1 level (session 71). LLM_CUDA_BATCH_NEW_TOKENS=0 for A/B runs.
   bool batch_new_tokens = true;
+  // Lab (off): graphs of kPrefillMinTokens+ tokens take that variant too from this many tokens (their steps of one
+  // token a sequence hold no prefill tile, so the prefill launch goes as well); 0: none. Session 71 measured it on
+  // the 8B before session 72's fix (whose check that plan passes): 16 tokens -4%, 64 +1.8% (H100). For the next A/B
+  // at 16, 32 and 64: LLM_CUDA_BATCH_NEW_TOKENS_WIDE_MIN.
+  int64_t batch_new_tokens_wide_min = 0;
   // That attention launch as a programmatic dependent of the q/k/v launch (AttentionNewToken::programmatic: the
   // rope angles and the first tile's cached slots before its wait; Qwen3-30B-A3B tg128 +2.2%, H200, session 44).
   // The gate/up expert launch let start at the routing's beginning and the one-token RMSNorm launched the same way

@@ -203,13 +203,15 @@ TEST(PagedAttention, CapturedDecodeMatchesReference) {
 // (the same arithmetic), and within tolerance of the reference. Steps whose tokens are each of its own sequence take
 // that graph variant; a step with a short prompt chunk beside the decode tokens (two tokens of one sequence, the
 // second attending the first's new slot) takes the other, and the fused form comes back after it. Eight tokens
-// (a graph without the prefill launch; sixteen have it and keep the rope + KV launch), with and without run bases,
+// (a graph without the prefill launch; sixteen have it and keep the rope + KV launch; sixty-four take the fused form
+// with the lab's batch_new_tokens_wide_min, without the prefill launch), with and without run bases,
 // head_dim 64 and 128 (Llama 3's groups of 4). The head_dim-128 layer's plan puts the output over the raw q at an
 // offset, so that layer keeps the rope + KV launch: its fused form read other tokens' outputs as q (session 72).
 TEST(PagedAttention, DecodeStepsFormTheirTokens) {
   REQUIRE_GPU();
   const cuda::Context ctx;
-  for (const int T : {8, 16})
+  constexpr int64_t kWideMin = 64;
+  for (const int T : {8, 16, 64})
     for (const bool run_bases : {false, true})
       for (const Layer l : {Layer{32, 8, 128, KvType::F16, 0}, Layer{8, 8, 64, KvType::F16, 40}}) {
         CacheShape c;
@@ -222,7 +224,7 @@ TEST(PagedAttention, DecodeStepsFormTheirTokens) {
         cuda::KvCache kv_on(shape.g.kv), kv_off(shape.g.kv);
         Both prefill_on(l, c, 64, 5, emb, ctx, dw.as<uint8_t>(), &kv_on, true, false, run_bases);
         Both prefill_off(l, c, 64, 5, emb, ctx, dw.as<uint8_t>(), &kv_off, true, false, run_bases);
-        Both on(l, c, T, 5, emb, ctx, dw.as<uint8_t>(), &kv_on, true, true, run_bases, true);
+        Both on(l, c, T, 5, emb, ctx, dw.as<uint8_t>(), &kv_on, true, true, run_bases, true, kWideMin);
         Both off(l, c, T, 5, emb, ctx, dw.as<uint8_t>(), &kv_off, true, true, run_bases, false);
         {  // The fused form reads the raw q, which the plan frees after its rope: it takes it unless the output
            // overlaps the raw q other than element for element (Executor::raw_heads_intact). Both kinds occur here.
@@ -231,7 +233,7 @@ TEST(PagedAttention, DecodeStepsFormTheirTokens) {
           const auto q = size_t(pl.root.at(size_t(on.l.g.node(att.inputs[0]).inputs[0]))), o = size_t(on.l.att);
           const bool apart = pl.offset[o] + int64_t(pl.bytes[o]) <= pl.offset[q] ||
                              pl.offset[q] + int64_t(pl.bytes[q]) <= pl.offset[o];
-          const bool fusable = T < 16 && (apart || pl.offset[o] == pl.offset[q]);
+          const bool fusable = (T < 16 || T >= kWideMin) && (apart || pl.offset[o] == pl.offset[q]);
           EXPECT_EQ(on.gpu->n_fused() > off.gpu->n_fused(), fusable)
               << what << ": output at " << pl.offset[o] << ", raw q at " << pl.offset[q];
         }
