@@ -261,6 +261,8 @@ class Executor {
   bool attend_new_token(AttentionKernelParams& at, const RopeKvParams& f, const graph::Node& rope_q);
   bool attend_new_tokens(AttentionKernelParams& at, const RopeKvParams& f, const graph::Node& att);
   bool raw_heads_intact(const graph::Node& att, const RopeKvParams& f) const;
+  bool raw_heads_kept(const graph::Node& att, graph::NodeId q_src, graph::NodeId k_src) const;
+  bool slots_overlap(graph::NodeId a, graph::NodeId b) const;
   bool take_new_token(AttentionKernelParams& at, const RopeKvParams& f, const graph::Node& rope_q, bool programmatic);
   int32_t new_token_q_split_shift(const AttentionKernelParams& at) const;
   // The attention + o launch (executor_fusion.cpp): the o MulMat read by it, and the residual Add it computes.

@@ -509,15 +509,28 @@ void Executor::fold_qk_norms(const Node& att) {
   const NodeId q_src = plan_.root.at(size_t(q_in)), k_src = plan_.root.at(size_t(g_.node(nk).inputs[0]));
   if (q_src == k_src || !plan_.owns(q_src) || !plan_.owns(k_src)) return;
   if (reader_past_views(q_src) != nq) return;  // rotated in place: no other reader may see it change
-  // Until the step before the attention's: the attention's own output is written after the launch read them.
-  for (NodeId src : {q_src, k_src})
-    if (!slot_free_between(src, ::std::min(nq, nk), att.id - 1, {nq, nk, rq.id, rk.id})) return;
+  if (!raw_heads_kept(att, q_src, k_src)) return;
   // The attention reads q there while it writes its output: the two must not share bytes.
-  if (!plan_.owns(att.id) || ranges_overlap(plan_.offset.at(size_t(att.id)), plan_.bytes.at(size_t(att.id)),
-                                            plan_.offset.at(size_t(q_src)), plan_.bytes.at(size_t(q_src))))
-    return;
+  if (!plan_.owns(att.id) || slots_overlap(att.id, q_src)) return;
   lowering_.at(size_t(nq)) = lowering_.at(size_t(nk)) = Lowering::InRopeKv;
   count_fusion(Fusion::QkNorms);
+}
+
+// Whether the raw q and k (slots q_src, k_src: the inputs of attention att's ropes, or of the q/k norms before
+// them) keep their values from those ropes' inputs to the step before the attention's (whose output is written
+// after its launch read them) when the ropes and norms write nothing: no other tensor alive then shares their bytes.
+bool Executor::raw_heads_kept(const Node& att, NodeId q_src, NodeId k_src) const {
+  const NodeId rq = att.inputs[0], rk = att.inputs[1];
+  const NodeId q_in = g_.node(rq).inputs[0], k_in = g_.node(rk).inputs[0];
+  for (const NodeId src : {q_src, k_src})
+    if (!slot_free_between(src, ::std::min(q_in, k_in), att.id - 1, {q_in, k_in, rq, rk})) return false;
+  return true;
+}
+
+// Whether the arena slots of owners a and b share a byte.
+bool Executor::slots_overlap(NodeId a, NodeId b) const {
+  return ranges_overlap(plan_.offset.at(size_t(a)), plan_.bytes.at(size_t(a)), plan_.offset.at(size_t(b)),
+                        plan_.bytes.at(size_t(b)));
 }
 
 // The node that alone reads `id`, looking through views (kNoNode when there are several readers or none).

@@ -82,16 +82,11 @@ bool Executor::raw_heads_intact(const Node& att, const RopeKvParams& f) const {
   };
   const NodeId q_src = plan_.root.at(size_t(raw(rq))), k_src = plan_.root.at(size_t(raw(rk)));
   const NodeId v_src = plan_.root.at(size_t(att.inputs[2]));
-  const NodeId first = ::std::min(g_.node(rq.inputs[0]).id, g_.node(rk.inputs[0]).id);
   if (!plan_.owns(att.id) || !plan_.owns(q_src) || !plan_.owns(k_src) || !plan_.owns(v_src)) return false;
-  for (const NodeId src : {q_src, k_src})  // the ropes (and folded norms) write nothing in the fused variant
-    if (!slot_free_between(src, first, att.id - 1, {rq.inputs[0], rk.inputs[0], rq.id, rk.id})) return false;
-  const auto overlaps = [&](NodeId src) {
-    return ranges_overlap(plan_.offset.at(size_t(att.id)), plan_.bytes.at(size_t(att.id)), plan_.offset.at(size_t(src)),
-                          plan_.bytes.at(size_t(src)));
-  };
+  if (!raw_heads_kept(att, q_src, k_src)) return false;
   const bool q_in_place = f.rope.x == f32_out(att) && plan_.bytes.at(size_t(att.id)) == plan_.bytes.at(size_t(q_src));
-  return (!overlaps(q_src) || q_in_place) && !overlaps(k_src) && !overlaps(v_src);
+  return (!slots_overlap(att.id, q_src) || q_in_place) && !slots_overlap(att.id, k_src) &&
+         !slots_overlap(att.id, v_src);
 }
 
 // The q split of a new-token attention launch in the short graph (AttentionNewToken::q_split_shift): 2^shift blocks

@@ -142,8 +142,9 @@ struct ExecutorOptions {
   // Paged decode steps of fewer than kPrefillMinTokens tokens, each of its own sequence, f16 cache, plain rope: the
   // split attention launch forms every token's q, k and v itself from the raw products (AttentionNewToken, with the
   // q/k norms where the model has them), so no rope + KV launch runs before it. Such steps run a graph variant of
-  // their own; a step with two tokens of one sequence (a prompt chunk) the other. 8B Q4_K_M, H100: bench --parallel
-  // 4 +1.7 / +2.1%, 1 level (session 71). LLM_CUDA_BATCH_NEW_TOKENS=0 for A/B runs.
+  // their own; a step with two tokens of one sequence (a prompt chunk) the other. Only where the plan keeps the raw
+  // q, k and v intact up to the attention (Executor::raw_heads_intact, session 72's fix). 8B Q4_K_M, H100: bench
+  // --parallel 4 +2.0 / +2.8%, 8 +0.5 / +1.1% (session 72). LLM_CUDA_BATCH_NEW_TOKENS=0 for A/B runs.
   bool batch_new_tokens = true;
   // Lab (off): graphs of kPrefillMinTokens+ tokens take that variant too from this many tokens (their steps of one
   // token a sequence hold no prefill tile, so the prefill launch goes as well); 0: none. Session 71 measured it on
