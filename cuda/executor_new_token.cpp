@@ -49,10 +49,10 @@ bool Executor::take_new_token(AttentionKernelParams& at, const RopeKvParams& f, 
 // A paged step's attention whose launch can form its tokens' q, k and v itself (AttentionNewToken: the q/k norms
 // where the model has them, f's rope): in the graph variant of steps whose tokens are each of its own sequence
 // (has_alone_), where no block reads a slot another block writes, the rope_kv launch f goes. Graphs of fewer than
-// kPrefillMinTokens tokens (no prefill launch), and larger ones from batch_new_tokens_wide_min (lab): in 16-token
+// kPrefillMinTokens tokens (no prefill launch), and larger ones from batch_new_tokens_wide_min (32): in 16-token
 // graphs, leaving the rope_kv and the (empty) prefill launches out made the step 4% slower on an H100 (its
-// products, not the attention, took longer: not understood), though 64-token steps gained 1.8% (docs/kernel-notes.md,
-// session 71). `at` takes the raw q; false leaves it as it was.
+// products, not the attention, took longer: not understood), while 32- and 64-token steps gain ~1.5-1.9%
+// (docs/kernel-notes.md, sessions 71 and 73). `at` takes the raw q; false leaves it as it was.
 bool Executor::attend_new_tokens(AttentionKernelParams& at, const RopeKvParams& f, const Node& att) {
   if (!opt_.batch_new_tokens || !at.paging.block_table || !raw_heads_intact(att, f)) return false;
   AttentionKernelParams t = at;

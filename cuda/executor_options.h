@@ -101,14 +101,17 @@ struct ExecutorOptions {
   // bound.
   bool prompt_wgmma = true;
   int64_t prompt_wgmma_max_tokens = 512;
-  // Prompt products of prompt_wgmma_max_tokens tokens (the bucket the kernel was measured at) of fewer weights than
-  // this (K x N) on the dequantising GEMM (cuBLAS) instead: the wgmma kernel loses on small matrices there (not
-  // measured at fewer tokens, where the dequantisation weighs more: session 63's pp128 +50% counted every size).
-  // H100, session 72 (`bench -p 512 -n 0 -r 3`, two rounds): Qwen3-30B-A3B Q4_K_M (q and o 2048 x 4096, k and v
-  // 2048 x 512) 19 498 / 19 387 -> 20 991 / 20 923 (+7.7%) with all four on cuBLAS (2e6, k and v only: +3.9%);
-  // Llama-3-8B Q4_K_M (k and v 4096 x 1024 below, q, o and the feed-forward above) 25 067 / 25 106 -> 25 381 /
-  // 25 619 (+1.5%), with q and o too (2e7) 25 608 / 25 470. LLM_CUDA_PROMPT_WGMMA_MIN_KN moves it (0: every size on
-  // the wgmma kernel, as before).
+  // Prompt products of fewer weights than this (K x N) on the dequantising GEMM (cuBLAS) instead: the wgmma kernel
+  // loses on small matrices, whose few tiles leave its split-K bookkeeping and x image unpaid for. H100 (`bench -p T
+  // -n 0 -r 3`, two rounds; sessions 72-73), 0 (every size on the kernel) -> 1e7 (the default):
+  // - Qwen3-30B-A3B Q4_K_M (q and o 2048 x 4096, k and v 2048 x 512: all four below): pp512 19 498 / 19 387 ->
+  //   20 991 / 20 923 (+7.7%), pp256 14 114 / 14 208 -> 16 231 / 16 042, pp128 8 921 / 8 910 -> 10 524 / 10 500.
+  // - Llama-3-8B Q4_K_M (k and v 4096 x 1024 below; q and o 4096 x 4096 and the feed-forward above): pp512 25 067 /
+  //   25 106 -> 25 381 / 25 619 (5e6), pp256 18 042 / 17 904 -> 18 616 / 18 629, pp128 13 151 / 13 128 -> 14 022 /
+  //   13 938. With q and o too (2e7) the 8B gains another ~1.5% at 128 and 256 tokens (14 179 / 14 114, 18 875 /
+  //   18 848) and is level at 512, but a 1B's feed-forward (2048 x 8192) would leave the kernel as well, and every
+  //   product on cuBLAS costs the 8B 16-38% (not measured on a 1B): 1e7 stays.
+  // LLM_CUDA_PROMPT_WGMMA_MIN_KN moves it (0: every size on the wgmma kernel, as before session 72).
   int64_t prompt_wgmma_min_weights = 10'000'000;
   // A graph run as plain launches (not captured: a paged session's prompt steps of more than 64 tokens) computes its
   // prompt products (the wgmma prompt kernel's and cuBLAS's) on the run's live tokens only (Executor::
@@ -146,11 +149,13 @@ struct ExecutorOptions {
   // q, k and v intact up to the attention (Executor::raw_heads_intact, session 72's fix). 8B Q4_K_M, H100: bench
   // --parallel 4 +2.0 / +2.8%, 8 +0.5 / +1.1% (session 72). LLM_CUDA_BATCH_NEW_TOKENS=0 for A/B runs.
   bool batch_new_tokens = true;
-  // Lab (off): graphs of kPrefillMinTokens+ tokens take that variant too from this many tokens (their steps of one
-  // token a sequence hold no prefill tile, so the prefill launch goes as well); 0: none. Session 71 measured it on
-  // the 8B before session 72's fix (whose check that plan passes): 16 tokens -4%, 64 +1.8% (H100). For the next A/B
-  // at 16, 32 and 64: LLM_CUDA_BATCH_NEW_TOKENS_WIDE_MIN.
-  int64_t batch_new_tokens_wide_min = 0;
+  // Graphs of kPrefillMinTokens+ tokens take that variant too from this many tokens (their steps of one token a
+  // sequence hold no prefill tile, so the prefill launch goes as well); 0: none. 8B Q4_K_M, H100, `bench --parallel
+  // ... -p 512 -n 128 --pipeline`, two rounds, off -> 16 (session 73): 16 sequences 3 860 / 3 858 -> 3 703 / 3 699
+  // (-4.1%, as session 71 found), 32 5 583 / 5 548 -> 5 665 / 5 668 (+1.8%), 64 8 268 / 8 276 -> 8 418 / 8 431
+  // (+1.9%); off -> 32: 24 level, 32 +1.7 / +1.5%, 48 +1.3 / +1.4%. So from 32 (the 16- and 24-token graphs keep
+  // the rope + KV launch). LLM_CUDA_BATCH_NEW_TOKENS_WIDE_MIN moves it (0: off).
+  int64_t batch_new_tokens_wide_min = 32;
   // That attention launch as a programmatic dependent of the q/k/v launch (AttentionNewToken::programmatic: the
   // rope angles and the first tile's cached slots before its wait; Qwen3-30B-A3B tg128 +2.2%, H200, session 44).
   // The gate/up expert launch let start at the routing's beginning and the one-token RMSNorm launched the same way

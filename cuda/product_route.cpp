@@ -25,11 +25,10 @@ ProductRoute product_route(const ExecutorOptions& opt, const ProductFacts& f) {
   const bool q4_0_cols = rg && type == quant::Type::Q4_0;
   if ((T <= opt.matvec_max_tokens || router) && !q4_0_cols) return ProductRoute::Matvec;
   if (f.half_copy || type == quant::Type::F16) return ProductRoute::GemmHalf;
-  // A prompt on the wgmma kernel where it serves the format, but small matrices at its largest bucket; the rest (a
-  // regrouped Q4_0 product of a few tokens too) on the dequantising GEMM.
+  // A prompt on the wgmma kernel where it serves the format, but not small matrices; the rest (a regrouped Q4_0
+  // product of a few tokens too) on the dequantising GEMM.
   if (T > opt.matvec_max_tokens && opt.prompt_wgmma && T <= opt.prompt_wgmma_max_tokens &&
-      (K * N >= opt.prompt_wgmma_min_weights || T < opt.prompt_wgmma_max_tokens) &&
-      prompt_wgmma_supports(type, rg, K, N, T))
+      K * N >= opt.prompt_wgmma_min_weights && prompt_wgmma_supports(type, rg, K, N, T))
     return ProductRoute::PromptWgmma;
   return ProductRoute::GemmDequant;
 }

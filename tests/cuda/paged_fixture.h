@@ -167,7 +167,8 @@ struct Both {
   std::unique_ptr<cuda::Executor> gpu;
   Both(const Layer& layer, const CacheShape& c, int T, int n_out, const std::vector<float>& emb,
        const cuda::Context& ctx, const uint8_t* weights, cuda::KvCache* kv, bool fuse, bool cuda_graph,
-       bool run_bases = false, bool new_tokens = false, int64_t new_tokens_wide_min = 0)
+       bool run_bases = false, bool new_tokens = false,
+       int64_t new_tokens_wide_min = cuda::ExecutorOptions{}.batch_new_tokens_wide_min)
       : l(layer, c, T, n_out, emb) {
     cuda::ExecutorOptions o;
     o.fuse = fuse, o.cuda_graph = cuda_graph, o.paged_run_bases = run_bases, o.batch_new_tokens = new_tokens;

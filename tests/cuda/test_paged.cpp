@@ -204,13 +204,15 @@ TEST(PagedAttention, CapturedDecodeMatchesReference) {
 // that graph variant; a step with a short prompt chunk beside the decode tokens (two tokens of one sequence, the
 // second attending the first's new slot) takes the other, and the fused form comes back after it. Eight tokens
 // (a graph without the prefill launch; sixteen have it and keep the rope + KV launch; sixty-four take the fused form
-// with the lab's batch_new_tokens_wide_min, without the prefill launch), with and without run bases,
+// from batch_new_tokens_wide_min's 32 tokens, without the prefill launch), with and without run bases,
 // head_dim 64 and 128 (Llama 3's groups of 4). The head_dim-128 layer's plan puts the output over the raw q at an
 // offset, so that layer keeps the rope + KV launch: its fused form read other tokens' outputs as q (session 72).
 TEST(PagedAttention, DecodeStepsFormTheirTokens) {
   REQUIRE_GPU();
   const cuda::Context ctx;
-  constexpr int64_t kWideMin = 64;
+  const int64_t kWideMin = cuda::ExecutorOptions{}.batch_new_tokens_wide_min;
+  ASSERT_GT(kWideMin, 16);
+  ASSERT_LE(kWideMin, 64);
   for (const int T : {8, 16, 64})
     for (const bool run_bases : {false, true})
       for (const Layer l : {Layer{32, 8, 128, KvType::F16, 0}, Layer{8, 8, 64, KvType::F16, 40}}) {

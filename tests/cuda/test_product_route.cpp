@@ -58,20 +58,26 @@ TEST(ProductRoute, FollowsTheSwitches) {
   EXPECT_EQ(route(opt, Type::Q4_K, 32), ProductRoute::SmallBatch);
   EXPECT_EQ(route(opt, Type::Q4_K, 100), ProductRoute::Matvec);
   EXPECT_EQ(route(opt, Type::Q4_K, 101), ProductRoute::PromptWgmma);
-  // Products of fewer weights on cuBLAS at the kernel's largest bucket, below it on the kernel.
+  // Products of fewer weights on cuBLAS at every prompt size the kernel serves; the small kernels keep theirs.
   opt = {};
   const int64_t full = opt.prompt_wgmma_max_tokens;
   opt.prompt_wgmma_min_weights = kK * kN;
   EXPECT_EQ(route(opt, Type::Q4_K, full), ProductRoute::PromptWgmma);
+  EXPECT_EQ(route(opt, Type::Q4_K, cuda::kBatchMmMaxTokens + 1), ProductRoute::PromptWgmma);
   opt.prompt_wgmma_min_weights = kK * kN + 1;
   EXPECT_EQ(route(opt, Type::Q4_K, full), ProductRoute::GemmDequant);
-  EXPECT_EQ(route(opt, Type::Q4_K, full - 1), ProductRoute::PromptWgmma);
+  EXPECT_EQ(route(opt, Type::Q4_K, full / 4), ProductRoute::GemmDequant);
+  EXPECT_EQ(route(opt, Type::Q4_K, cuda::kBatchMmMaxTokens + 1), ProductRoute::GemmDequant);
   EXPECT_EQ(route(opt, Type::Q4_K, 32), ProductRoute::SmallBatch);
-  // By default: Qwen3-30B-A3B's q (2048 x 4096) at 512 tokens on cuBLAS, the 8B's q (4096 x 4096) on the kernel.
+  // By default: Qwen3-30B-A3B's q (2048 x 4096) on cuBLAS at 128 and 512 tokens, the 8B's q (4096 x 4096) on the
+  // kernel.
   opt = {};
-  EXPECT_EQ(cuda::product_route(opt, cuda::ProductFacts{Type::Q4_K, WeightRole::AttnQ, false, false, 2048, 4096, full}),
-            ProductRoute::GemmDequant);
-  EXPECT_EQ(route(opt, Type::Q4_K, full), ProductRoute::PromptWgmma);
+  for (const int64_t T : {int64_t(128), full}) {
+    EXPECT_EQ(
+        cuda::product_route(opt, cuda::ProductFacts{Type::Q4_K, WeightRole::AttnQ, false, false, 2048, 4096, T}),
+        ProductRoute::GemmDequant);
+    EXPECT_EQ(route(opt, Type::Q4_K, T), ProductRoute::PromptWgmma);
+  }
 }
 
 TEST(ProductRoute, ByWeight) {
