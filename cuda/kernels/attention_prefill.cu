@@ -14,9 +14,12 @@
 // dynamic memory), the next tile's copies in flight while this one is computed: one block a SM at a 512-token
 // prefill leaves no other block to hide the loads (Gemma-3-12B's heads, H100: 52.2 -> 41.9 us). The quantized
 // caches' tiles are converted on the way in, through registers, one stage. 64 and 128 keep Q in registers, 64-slot
-// tiles, one stage. Two forms of those lost their A/B and were removed (BENCHMARKS.md, session 51: pp512 of
-// Qwen3-30B-A3B, Llama-3-8B and Gemma-3-4B within +-1%): the f16 tiles double-buffered as head_dim 256's, and a block
-// of two warp groups taking every other tile of its slots, merged at the end (the last query tile's chain halved).
+// tiles, and with an f16 cache double-buffered tiles too. Those lost their A/B in session 51 (pp512 within +-1%),
+// when every 16-byte item's slot was looked up in 64-bit arithmetic and staged through registers; since session 73
+// a tile's copies take one lookup and constant offsets (issue below): 249 -> 168 registers at head_dim 128, and
+// with two stages Llama-3-8B pp2048 +2.9%, pp512 and Qwen3-30B-A3B's level, Gemma-3-4B pp512 +2.6% (its head_dim
+// 256 had the two stages already), H100, BENCHMARKS.md. A block of two warp groups taking every other tile of its
+// slots, merged at the end (the last query tile's chain halved), lost in session 51 too and was removed.
 // A paged batch (AttentionKernelParams::tiles): block x takes the per-run tile x of up to 64 tokens of one sequence
 // (blocks past the run's tile count exit at once, so a captured graph serves any batch) and reads that sequence's
 // slots through its block-table row; a sliding-window tile reads no slot before its rows' earliest window, whose
@@ -39,10 +42,10 @@ namespace {
 constexpr int kBM = 64;        // query tokens per block (16 per warp)
 constexpr int kThreads = 128;  // four warps
 
-// An f16 cache with head_dim 256: the K/V tiles in two stages, the next tile's cp.async copies in flight while this
-// one is computed (the other instances load a tile, then compute it).
+// An f16 cache: the K/V tiles in two stages, the next tile's cp.async copies in flight while this one is computed
+// (the quantized caches' instances load a tile, then compute it).
 template <int HD, graph::KvType KV>
-constexpr bool async_tiles() { return KV == graph::KvType::F16 && HD == 256; }
+constexpr bool async_tiles() { return KV == graph::KvType::F16; }
 // Query rows in dynamic shared memory (head_dim 256), before the second stage.
 template <int HD>
 constexpr int q_shared_rows() { return HD == 256 ? kBM : 0; }
@@ -157,21 +160,41 @@ __global__ void __launch_bounds__(kThreads) attention_prefill_kernel(AttentionKe
     from = lo == INT64_MAX ? 0 : max(int64_t(0), lo);
     first = from / kBN * kBN;
   }
-  // kAsync: the tile of slots [n0, n0 + kBN) into stage st; slots past the last position (and before the window's
-  // start) as zeros.
+  // An f16 cache's tile of slots [n0, n0 + kBN) into stage st by cp.async; slots past the last position (and before
+  // the window's start) as zeros. Thread tid copies the 16-byte column c8 of rows rr, rr + kRowStep, .. of K and V.
+  // Where a tile's slots lie in one cache block (tiles start at multiples of kBN; blocks of kBN slots or more, or no
+  // table), its rows are its first slot's plus the row: one table lookup a tile and constant offsets, as the split
+  // kernel's copies (session 61). With a lookup and 64-bit arithmetic a 16-byte item, loaded into registers and then
+  // stored, the loads held half of a 512-token launch's stall samples (Nsight, session 73).
+  constexpr int kCols = HD / 8, kRowStep = kThreads / kCols;
+  static_assert(kThreads % kCols == 0 && kBN % kRowStep == 0, "whole rows a pass");
+  const int rr = tid / kCols, c8 = tid % kCols;
+  const bool whole_tiles = !table.row || (1 << shift) >= kBN;
   const auto issue = [&](int64_t n0, int st) {
-    uint16_t* const kd = st ? qs + kQRows * kLd : ks;
-    uint16_t* const vd = st ? qs + (kQRows + kBN) * kLd : vs;
-    for (int i = tid; i < kBN * HD / 8; i += kThreads) {
-      const int row = i / (HD / 8), c8 = i % (HD / 8);
-      const int64_t slot = n0 + row;
-      if (slot <= last && (!kWindow || slot >= from)) {
-        const int64_t at = kv_slot(table, shift, slot);
-        cp_async16(kd + row * kLd + c8 * 8, reinterpret_cast<const uint4*>(kbase + at * HD) + c8);
-        cp_async16(vd + row * kLd + c8 * 8, reinterpret_cast<const uint4*>(vbase + at * HD) + c8);
-      } else {
-        *reinterpret_cast<uint4*>(kd + row * kLd + c8 * 8) = make_uint4(0, 0, 0, 0);
-        *reinterpret_cast<uint4*>(vd + row * kLd + c8 * 8) = make_uint4(0, 0, 0, 0);
+    uint16_t* const kd = (st ? qs + kQRows * kLd : ks) + rr * kLd + c8 * 8;
+    uint16_t* const vd = (st ? qs + (kQRows + kBN) * kLd : vs) + rr * kLd + c8 * 8;
+    const int64_t slot0 = whole_tiles ? kv_slot(table, shift, n0) : 0;
+    if (whole_tiles && n0 + kBN - 1 <= last && (!kWindow || n0 >= from)) {
+      const Elem* const kp = kbase + (slot0 + rr) * HD + c8 * 8;
+      const Elem* const vp = vbase + (slot0 + rr) * HD + c8 * 8;
+#pragma unroll
+      for (int k = 0; k < kBN / kRowStep; ++k) {
+        cp_async16(kd + k * kRowStep * kLd, kp + k * kRowStep * HD);
+        cp_async16(vd + k * kRowStep * kLd, vp + k * kRowStep * HD);
+      }
+    } else {
+#pragma unroll 1
+      for (int row = rr; row < kBN; row += kRowStep) {
+        const int64_t slot = n0 + row;
+        const int so = (row - rr) * kLd;
+        if (slot <= last && (!kWindow || slot >= from)) {
+          const int64_t at = whole_tiles ? slot0 + row : kv_slot(table, shift, slot);
+          cp_async16(kd + so, kbase + at * HD + c8 * 8);
+          cp_async16(vd + so, vbase + at * HD + c8 * 8);
+        } else {
+          *reinterpret_cast<uint4*>(kd + so) = make_uint4(0, 0, 0, 0);
+          *reinterpret_cast<uint4*>(vd + so) = make_uint4(0, 0, 0, 0);
+        }
       }
     }
     asm volatile("cp.async.commit_group;" ::: "memory");
@@ -187,7 +210,8 @@ __global__ void __launch_bounds__(kThreads) attention_prefill_kernel(AttentionKe
       } else {
         cp_async_wait<0>();
       }
-    } else if constexpr (kQ8 || kQ4) {
+    } else {  // a q8_0 or q4_0 cache
+      static_assert(kQ8 || kQ4, "an f16 cache takes the two stages");
       // Items of 16 quant bytes (one 16-byte load, one scale): half a q8_0 block (16 values) or a whole q4_0 block
       // (32). Every thread's loads are issued before any of them is converted and stored (8-quant q8_0 items with
       // the conversion in the loop held a 16k-deep 512-token prefill at 64% of the f16 cache's speed).
@@ -224,31 +248,6 @@ __global__ void __launch_bounds__(kThreads) attention_prefill_kernel(AttentionKe
         const int i = tid + j * kThreads, row = i / kItemsPerRow, c = i % kItemsPerRow;
         store(ks + row * kLd + c * kVals, kq[j], __ushort_as_half(kd[j]));
         store(vs + row * kLd + c * kVals, vq[j], __ushort_as_half(vd[j]));
-      }
-    } else {
-      // In rounds of 4 items per thread, each round's loads issued before its stores.
-      constexpr int kPer = kBN * HD / 8 / kThreads, kRound = kPer < 4 ? kPer : 4;
-      static_assert(kBN * HD / 8 % kThreads == 0 && kPer % kRound == 0, "whole rounds per thread");
-#pragma unroll
-      for (int r0 = 0; r0 < kPer; r0 += kRound) {
-        uint4 kv[kRound], vv[kRound];
-#pragma unroll
-        for (int j = 0; j < kRound; ++j) {
-          const int i = tid + (r0 + j) * kThreads, row = i / (HD / 8), c8 = i % (HD / 8);
-          const int64_t slot = n0 + row;
-          kv[j] = vv[j] = make_uint4(0, 0, 0, 0);
-          if (slot <= last && (!kWindow || slot >= from)) {
-            const int64_t at = kv_slot(table, shift, slot);
-            kv[j] = __ldg(reinterpret_cast<const uint4*>(kbase + at * HD) + c8);
-            vv[j] = __ldg(reinterpret_cast<const uint4*>(vbase + at * HD) + c8);
-          }
-        }
-#pragma unroll
-        for (int j = 0; j < kRound; ++j) {
-          const int i = tid + (r0 + j) * kThreads, row = i / (HD / 8), c8 = i % (HD / 8);
-          *reinterpret_cast<uint4*>(ks + row * kLd + c8 * 8) = kv[j];
-          *reinterpret_cast<uint4*>(vs + row * kLd + c8 * 8) = vv[j];
-        }
       }
     }
     __syncthreads();
