@@ -173,7 +173,7 @@ __global__ void __launch_bounds__(kThreads) attention_prefill_kernel(AttentionKe
   const auto issue = [&](int64_t n0, int st) {
     uint16_t* const kd = (st ? qs + kQRows * kLd : ks) + rr * kLd + c8 * 8;
     uint16_t* const vd = (st ? qs + (kQRows + kBN) * kLd : vs) + rr * kLd + c8 * 8;
-    const int64_t slot0 = whole_tiles ? kv_slot(table, shift, n0) : 0;
+    const int64_t slot0 = whole_tiles && n0 <= last ? kv_slot(table, shift, n0) : 0;  // no table read past the end
     if (whole_tiles && n0 + kBN - 1 <= last && (!kWindow || n0 >= from)) {
       const Elem* const kp = kbase + (slot0 + rr) * HD + c8 * 8;
       const Elem* const vp = vbase + (slot0 + rr) * HD + c8 * 8;
