@@ -17,7 +17,7 @@
 // tiles, and with an f16 cache double-buffered tiles too. Those lost their A/B in session 51 (pp512 within +-1%),
 // when every 16-byte item's slot was looked up in 64-bit arithmetic and staged through registers; since session 73
 // a tile's copies take one lookup and constant offsets (issue below): 249 -> 168 registers at head_dim 128, and
-// with two stages Llama-3-8B pp2048 +2.9%, pp512 and Qwen3-30B-A3B's level, Gemma-3-4B pp512 +2.6% (its head_dim
+// with two stages Llama-3-8B pp2048 +2.6%, pp512 and Qwen3-30B-A3B's level, Gemma-3-4B pp512 +2.6% (its head_dim
 // 256 had the two stages already), H100, BENCHMARKS.md. A block of two warp groups taking every other tile of its
 // slots, merged at the end (the last query tile's chain halved), lost in session 51 too and was removed.
 // A paged batch (AttentionKernelParams::tiles): block x takes the per-run tile x of up to 64 tokens of one sequence
