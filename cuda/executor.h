@@ -72,9 +72,6 @@ class KvCache {
   DeviceBuffer buffer_;
 };
 
-// Whether byte ranges [a, a + an) and [b, b + bn) of the arena share a byte.
-bool ranges_overlap(int64_t a, uint64_t an, int64_t b, uint64_t bn);
-
 class Executor {
  public:
   // The graph must have been planned by `plan`; weights is the device weight arena; kv must match g.kv when the

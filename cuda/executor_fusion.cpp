@@ -49,10 +49,14 @@ using graph::Node;
 using graph::NodeId;
 using graph::Op;
 
-// Whether byte ranges [a, a + an) and [b, b + bn) share a byte (executor.h).
+namespace {
+
+// Whether byte ranges [a, a + an) and [b, b + bn) share a byte.
 bool ranges_overlap(int64_t a, uint64_t an, int64_t b, uint64_t bn) {
   return a < b + int64_t(bn) && b < a + int64_t(an);
 }
+
+}  // namespace
 
 // Every fusion of the graph, decided in node order before any step is built (each decision may rely on the ones
 // before it: a folded norm's slot is free, a sibling already merged, the q/k/v launch wrote K/V). lower() then only
@@ -221,10 +225,7 @@ void Executor::fold_add_norm(const Node& norm) {
     // The launch's own outputs (the sum, the norm) may share an operand's bytes element for element: each element is
     // read before it is written, by the same thread. Any other overlap is refused.
     for (const NodeId o : {a.id, norm.id})
-      if (plan_.owns(o) && plan_.offset.at(size_t(o)) != plan_.offset.at(size_t(r)) &&
-          ranges_overlap(plan_.offset.at(size_t(o)), plan_.bytes.at(size_t(o)), plan_.offset.at(size_t(r)),
-                         plan_.bytes.at(size_t(r))))
-        return;
+      if (plan_.owns(o) && plan_.offset.at(size_t(o)) != plan_.offset.at(size_t(r)) && slots_overlap(o, r)) return;
     if (plan_.last_use.at(size_t(r)) < norm.id && !slot_free_between(r, a.id, norm.id, {a.id, norm.id})) return;
   }
   lowering_.at(size_t(a.id)) = Lowering::InNorm;
