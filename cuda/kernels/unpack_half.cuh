@@ -165,13 +165,18 @@ __device__ __forceinline__ void q6_k(const uint8_t* b, int cc, uint32_t (&h)[16]
 // Four elements to two half pairs, for mma operands (batch_mm.cu's fragment kernel): bytes 0, 1 of the word give
 // r01, bytes 2, 3 r23. sn: the sub-block's f16x2 scale (x) and offset (y). Q4_K: the low or the high nibbles of 4
 // code bytes, q (d sc) - dmin m in one fma as q4_k above. Q6_K: 4 six-bit codes a byte, (c - 32) (d sc).
+// Q4_K as q4k_lane.cuh unpacks it: the bytes spread under high bytes 0x74, so that one mask a pair leaves 0x64 | q
+// (the half 1024 + q, bit 4 of 0x74 cleared) or 0x54 | q << 4 (64 + q, bit 5 cleared), and the permutes serve the
+// low and the high nibbles alike. The form before, (spread & nibble mask) | 0x6400, took two LOP3s a pair (two
+// immediates) and the high nibbles' 1024 + 16 q an fma by 1/16; the values are the same (exact subtractions), so
+// are the bits.
 __device__ __forceinline__ void q4_k_low4(uint32_t w, uint2 sn, uint32_t& r01, uint32_t& r23) {
-  r01 = hfma2(hsub2((spread(w, 0, true) & 0x000F000Fu) | 0x64006400u, 0x64006400u), sn.x, sn.y);
-  r23 = hfma2(hsub2((spread(w, 0, false) & 0x000F000Fu) | 0x64006400u, 0x64006400u), sn.x, sn.y);
+  r01 = hfma2(hsub2(spread(w, 0x74747474u, true) & 0xEF0FEF0Fu, 0x64006400u), sn.x, sn.y);
+  r23 = hfma2(hsub2(spread(w, 0x74747474u, false) & 0xEF0FEF0Fu, 0x64006400u), sn.x, sn.y);
 }
 __device__ __forceinline__ void q4_k_high4(uint32_t w, uint2 sn, uint32_t& r01, uint32_t& r23) {
-  r01 = hfma2(hfma2((spread(w, 0, true) & 0x00F000F0u) | 0x64006400u, 0x2C002C00u, 0xD400D400u), sn.x, sn.y);
-  r23 = hfma2(hfma2((spread(w, 0, false) & 0x00F000F0u) | 0x64006400u, 0x2C002C00u, 0xD400D400u), sn.x, sn.y);
+  r01 = hfma2(hsub2(spread(w, 0x74747474u, true) & 0xDFF0DFF0u, 0x54005400u), sn.x, sn.y);
+  r23 = hfma2(hsub2(spread(w, 0x74747474u, false) & 0xDFF0DFF0u, 0x54005400u), sn.x, sn.y);
 }
 __device__ __forceinline__ void q6_codes4(uint32_t codes, uint32_t s2, uint32_t& r01, uint32_t& r23) {
   r01 = hmul2(hsub2(spread(codes, 0x64646464u, true), 0x64206420u), s2);
