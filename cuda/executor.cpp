@@ -605,9 +605,10 @@ void Executor::push_attention(const Node& n, const AttentionKernelParams& a) {
       f.kv_type = spec.type, f.k_scales = kv_->k_scales(ap.layer), f.v_scales = kv_->v_scales(ap.layer);
       f.paging = a.paging;
       AttentionKernelParams at = a;
-      if (const Node& nq = g_.node(rq.inputs[0]); lowering(nq.id) == Lowering::InRopeKv) {
+      if (const Node* folded_q = folded_qk_norm(rq)) {
         // fold_qk_norms: from the raw q and k, q rotated in place and attended there
-        const Node& nk = g_.node(rk.inputs[0]);
+        const Node& nq = *folded_q;
+        const Node& nk = g_.node(rk.inputs[0]);  // folded with q's (fold_qk_norms folds both or neither)
         f.rope.x = f.rope.out = const_cast<float*>(f32_in(nq, 0)), f.k = f32_in(nk, 0);
         f.q_norm_w = f32_in(nq, 1), f.k_norm_w = f32_in(nk, 1);
         f.norm_eps = ::std::get<graph::RmsNormParams>(nq.params).eps;

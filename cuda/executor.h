@@ -255,6 +255,7 @@ class Executor {
   bool product_converts_x(const graph::Node& mulmat) const;
   void* half_x_for(const graph::Node& n) const;
   void fold_qk_norms(const graph::Node& attention);
+  const graph::Node* folded_qk_norm(const graph::Node& rope) const;
   bool attend_new_token(AttentionKernelParams& at, const RopeKvParams& f, const graph::Node& rope_q);
   bool attend_new_tokens(AttentionKernelParams& at, const RopeKvParams& f, const graph::Node& att);
   bool raw_heads_intact(const graph::Node& att, const RopeKvParams& f) const;

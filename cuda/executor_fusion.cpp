@@ -517,6 +517,13 @@ void Executor::fold_qk_norms(const Node& att) {
   count_fusion(Fusion::QkNorms);
 }
 
+// The q or k norm fold_qk_norms folded into this rope's launch (its input, lowered InRopeKv), or null: then the
+// raw head is the rope's input itself (push_attention's launch parameters, raw_heads_intact's plan check).
+const Node* Executor::folded_qk_norm(const Node& rope) const {
+  const Node& m = g_.node(rope.inputs[0]);
+  return lowering(m.id) == Lowering::InRopeKv ? &m : nullptr;
+}
+
 // Whether the raw q and k (slots q_src, k_src: the inputs of attention att's ropes, or of the q/k norms before
 // them) keep their values from those ropes' inputs to the step before the attention's (whose output is written
 // after its launch read them) when the ropes and norms write nothing: no other tensor alive then shares their bytes.

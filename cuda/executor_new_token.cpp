@@ -75,10 +75,10 @@ bool Executor::attend_new_tokens(AttentionKernelParams& at, const RopeKvParams& 
 bool Executor::raw_heads_intact(const Node& att, const RopeKvParams& f) const {
   const Node& rq = g_.node(att.inputs[0]);
   const Node& rk = g_.node(att.inputs[1]);
-  // The raw heads: the ropes' inputs, or with folded q/k norms (fold_qk_norms) the norms' inputs.
+  // The raw heads: the ropes' inputs, or with folded q/k norms the norms' inputs.
   const auto raw = [&](const Node& rope) {
-    const Node& m = g_.node(rope.inputs[0]);
-    return lowering(m.id) == Lowering::InRopeKv ? m.inputs[0] : m.id;
+    const Node* norm = folded_qk_norm(rope);
+    return norm ? norm->inputs[0] : rope.inputs[0];
   };
   const NodeId q_src = plan_.root.at(size_t(raw(rq))), k_src = plan_.root.at(size_t(raw(rk)));
   const NodeId v_src = plan_.root.at(size_t(att.inputs[2]));
