@@ -44,7 +44,7 @@ constexpr int kThreads = 128;  // four warps
 
 // An f16 cache: the K/V tiles in two stages, the next tile's cp.async copies in flight while this one is computed
 // (the quantized caches' instances load a tile, then compute it).
-template <int HD, graph::KvType KV>
+template <graph::KvType KV>
 constexpr bool async_tiles() { return KV == graph::KvType::F16; }
 // Query rows in dynamic shared memory (head_dim 256), before the second stage.
 template <int HD>
@@ -55,7 +55,7 @@ constexpr int tile_slots() { return HD == 256 ? 32 : 64; }
 // Dynamic shared memory of an instance: head_dim 256's Q rows, and with async_tiles the second stage's K and V.
 template <int HD, graph::KvType KV>
 constexpr size_t dynamic_smem() {
-  return size_t(q_shared_rows<HD>() + (async_tiles<HD, KV>() ? 2 * tile_slots<HD>() : 0)) * (HD + 8) * 2;
+  return size_t(q_shared_rows<HD>() + (async_tiles<KV>() ? 2 * tile_slots<HD>() : 0)) * (HD + 8) * 2;
 }
 
 using mma::pack_half2;
@@ -70,7 +70,7 @@ __global__ void __launch_bounds__(kThreads) attention_prefill_kernel(AttentionKe
   __shared__ __align__(16) uint16_t ks[kBN * kLd];
   __shared__ __align__(16) uint16_t vs[kBN * kLd];
   extern __shared__ __align__(16) uint16_t qs[];  // kQShared: [kBM][kLd]; then kAsync: stage 1's K and V tiles
-  constexpr bool kAsync = async_tiles<HD, KV>();  // stage 0: ks, vs
+  constexpr bool kAsync = async_tiles<KV>();  // stage 0: ks, vs
   __shared__ int32_t pos_s[kBM];
   // After the split launch (AttentionKernelParams::tiles_after_split): the launch after this one may start on its
   // weights, and block (0, 0) ends only once the split grid has (pdl_wait), so this grid ends after it. Everything
