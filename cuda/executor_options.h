@@ -122,6 +122,9 @@ struct ExecutorOptions {
   // Prefill expert products of Q4_K and recoded MXFP4 on moe_fragments.cu's kernels (weights straight into mma
   // fragments); false: moe_gemm.cu's half tiles for every format. LLM_CUDA_MOE_FRAGMENTS=0 for A/B runs.
   bool moe_fragments = true;
+  // There, experts of more than 64 users on 128-user fragment tiles in a second launch (MoeGemmOptions::
+  // wide_experts). LLM_CUDA_MOE_WIDE_EXPERTS=0/1 for A/B runs.
+  bool moe_wide_experts = false;
   // Prefill: the later product of a mixture's gate/up pair writes the activation as half, the down product's x
   // (MoeGluOut, plan_moe_glu_out), so the SwiGLU launch, the down launch's x pass and the product's float output go.
   // LLM_CUDA_MOE_GLU_OUT=0 for A/B runs.
