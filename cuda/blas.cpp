@@ -28,12 +28,15 @@ Blas::~Blas() {
   if (handle_) (void)cublasLtDestroy(handle_);
 }
 
-void Blas::gemm_tn_f16_f32(int64_t m, int64_t n, int64_t k, const void* a, const void* b, float* d, int64_t ldd,
-                           cudaStream_t stream) const {
+void Blas::gemm_tn_f16_f32_batched(int64_t m, int64_t n, int64_t k, const void* a, int64_t stride_a, const void* b,
+                                   float* d, int64_t ldd, int64_t stride_d, int count, cudaStream_t stream) const {
   LLM_REQUIRE(m > 0 && n > 0 && k > 0 && ldd >= m, "bad shape");
   LLM_REQUIRE(m <= 0x7fffffff && n <= 0x7fffffff && k <= 0x7fffffff && ldd <= 0x7fffffff,
               "dimension exceeds cuBLAS int range");
-  const auto key = ::std::make_tuple(m, n, k, ldd);
+  LLM_REQUIRE(count >= 1 && (count == 1 || (stride_a >= m * k && stride_d >= ldd * n)),
+              "batched product: its A and D overlap");
+  if (count == 1) stride_a = stride_d = 0;  // one shape whatever the caller passed
+  const auto key = ::std::make_tuple(m, n, k, ldd, count, stride_a, stride_d);
   auto it = shapes_.find(key);
   if (it == shapes_.end()) {
     auto s = ::std::make_unique<Shape>();
@@ -44,6 +47,16 @@ void Blas::gemm_tn_f16_f32(int64_t m, int64_t n, int64_t k, const void* a, const
     CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&s->a, CUDA_R_16F, uint64_t(k), uint64_t(m), k));
     CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&s->b, CUDA_R_16F, uint64_t(k), uint64_t(n), k));
     CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&s->d, CUDA_R_32F, uint64_t(m), uint64_t(n), ldd));
+    if (count > 1) {  // strided batches; B's stride 0: every product reads the same x
+      const int64_t strides[3] = {stride_a, 0, stride_d};
+      cublasLtMatrixLayout_t layouts[3] = {s->a, s->b, s->d};
+      for (int i = 0; i < 3; ++i) {
+        CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(layouts[i], CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count,
+                                                      sizeof count));
+        CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(layouts[i], CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+                                                      &strides[i], sizeof strides[i]));
+      }
+    }
     cublasLtMatmulPreference_t pref = nullptr;
     CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
     const size_t ws = workspace_.bytes();

@@ -459,6 +459,13 @@ void Executor::lower_gemm(const Node& n) {
     });
     return;
   }
+  if (const auto pair = gemm_pairs_.find(n.id); pair != gemm_pairs_.end()) {  // pair_gemm_siblings
+    const Node& m = g_.node(pair->second);
+    const Node& mw = g_.node(m.inputs[0]);
+    p.w2 = weight_ptr(mw), p.type2 = ::std::get<graph::WeightParams>(mw.params).type, p.regrouped2 = regrouped(mw);
+    p.y2 = f32_out(m);
+    p.bias2 = m.inputs.size() > 2 && m.inputs[2] != graph::kNoNode ? f32_in(m, 2) : nullptr;
+  }
   if (const uint16_t* copy = half_copy(w)) {  // cuBLAS on the copy, as on an F16 model's matrix
     p.w = copy;
     p.type = quant::Type::F16;

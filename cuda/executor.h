@@ -236,7 +236,7 @@ class Executor {
   enum class Fusion {
     Norm, Residual, Sibling, SwiGlu, SmallBatchGlu, RopeKv, RopeKvEpilogue, AttentionO, NormAdd, AddNorm, QkNorms,
     MoeRoute, ExpertGlu, ExpertDown, SmallBatchStack, RouteInExperts, NewTokenAttention, GluInImage, MoeNorm,
-    MoeGluOut, NormInImages, kCount
+    MoeGluOut, NormInImages, GemmPair, kCount
   };
   // Fusions (executor_fusion.cpp), decided by plan_fusions in node order.
   MatvecParams matvec_params(const graph::Node& mulmat) const;
@@ -249,6 +249,7 @@ class Executor {
   void fold_norm_into_images(const graph::Node& norm);  // executor_norm_images.cpp
   bool i8_takes(const graph::Node& mulmat) const;
   void stack_small_batch(const graph::Node& mulmat);
+  void pair_gemm_siblings(const graph::Node& mulmat);
   bool feeds_glu(const graph::Node& mulmat) const;
   bool gemm_reads_float_x(const graph::Node& mulmat) const;
   int64_t launch_rows(const graph::Node& mulmat) const;
@@ -341,6 +342,9 @@ class Executor {
   // Small-batch launches of several matrices that read the same x (stack_small_batch): the MulMats, first the
   // launching one.
   std::map<graph::NodeId, std::vector<graph::NodeId>> small_batch_stacks_;
+  // Dequantising GEMM launches that also compute a later sibling of the same x and shape (pair_gemm_siblings): by
+  // the launching MulMat, the sibling's.
+  std::map<graph::NodeId, graph::NodeId> gemm_pairs_;
   // fold_norm_into_images: by i8 MulMat launch, its side of the link, and the x it reads or the y it writes instead
   // of its own (the Add's slot); the sums of squares, one folded norm's at a time.
   struct NormLink {

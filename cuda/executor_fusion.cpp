@@ -127,7 +127,10 @@ void Executor::plan_mul_mat(const Node& n) {
     stack_small_batch(n);
     return;
   }
-  if ((n.shape.rows() > opt_.matvec_max_tokens && !router) || q4_0_cols(w)) return;  // GEMM
+  if ((n.shape.rows() > opt_.matvec_max_tokens && !router) || q4_0_cols(w)) {  // GEMM
+    pair_gemm_siblings(n);
+    return;
+  }
   MatvecParams p = matvec_params(n);
   if (const Node& x = g_.node(n.inputs[1]); x.op == Op::RmsNorm && lowering(x.id) == Lowering::InReaders)
     p.x = f32_in(x, 0), p.norm_w = f32_in(x, 1), p.norm_eps = ::std::get<graph::RmsNormParams>(x.params).eps;
@@ -338,6 +341,32 @@ void Executor::stack_small_batch(const Node& n) {
     count_fusion(Fusion::SmallBatchStack);
   }
   small_batch_stacks_[n.id] = ::std::move(members);
+}
+
+// A later MulMat of the same x and shape on the dequantising GEMM as this one (a layer's v beside its k; of any type
+// and layout, each dequantized by its own) joins its launch as the second product of one batched cuBLAS call (GemmParams::w2), its output written at this
+// one's step, so no tensor alive in between may share its slot. k and v of a prompt are small products (Qwen3-30B-
+// A3B: 512 x 512 x 2048 at 512 tokens) whose few output tiles fill under half the GPU one at a time.
+void Executor::pair_gemm_siblings(const Node& n) {
+  if (!opt_.fuse || lowering(n.id) != Lowering::Own) return;
+  const Node& w = g_.node(n.inputs[0]);  // a weight (plan_mul_mat), without a half copy (GemmHalf's route otherwise)
+  const auto& wp = ::std::get<graph::WeightParams>(w.params);
+  const ProductFacts f{wp.type, wp.role, regrouped(w), false, w.shape.ne[0], w.shape.ne[1], n.shape.rows()};
+  if (!gemm_pair_candidate(opt_, f, route(n))) return;
+  for (const NodeId u : users_.at(size_t(n.inputs[1]))) {
+    if (u <= n.id) continue;
+    const Node& m = g_.node(u);
+    if (m.op != Op::MulMat || m.inputs.size() < 2 || m.inputs[1] != n.inputs[1] || lowering(u) != Lowering::Own ||
+        route(m) != ProductRoute::GemmDequant || m.shape.rows() != n.shape.rows())
+      continue;
+    const Node& mw = g_.node(m.inputs[0]);
+    if (mw.op != Op::Weight || mw.shape.ne[0] != w.shape.ne[0] || mw.shape.ne[1] != w.shape.ne[1]) continue;
+    if (!plan_.owns(u) || !slot_free_between(u, n.id, u)) continue;
+    lowering_.at(size_t(u)) = Lowering::InSibling;
+    gemm_pairs_[n.id] = u;
+    count_fusion(Fusion::GemmPair);
+    return;
+  }
 }
 
 // Whether a SwiGlu or GeGlu reads this product (a gate or an up).
@@ -637,7 +666,7 @@ size_t Executor::n_fused() const {
                                        "SwiGLUs into wgmma x images",
                                        "feed-forward norms into a mixture's router",
                                        "expert gate/up activations into the later product (prefill)",
-                                       "RMS norms into i8 x images"};
+                                       "RMS norms into i8 x images", "prompt products paired on cuBLAS"};
   static_assert(sizeof(kNames) / sizeof(kNames[0]) == size_t(Fusion::kCount));
   ::std::string s;
   for (size_t k = 0; k < size_t(Fusion::kCount); ++k)

@@ -76,6 +76,7 @@ ExecutorOptions ExecutorOptions::from_env() {
   o.prompt_wgmma_max_tokens = read_count("LLM_CUDA_PROMPT_WGMMA_MAX", o.prompt_wgmma_max_tokens, int64_t(1) << 20);
   o.prompt_wgmma_min_weights =
       read_count("LLM_CUDA_PROMPT_WGMMA_MIN_KN", o.prompt_wgmma_min_weights, int64_t(1) << 40);
+  o.gemm_pairs = read_flag("LLM_CUDA_GEMM_PAIRS", o.gemm_pairs);
   o.live_tokens = read_flag("LLM_CUDA_LIVE_TOKENS", o.live_tokens);
   o.moe_fragments = read_flag("LLM_CUDA_MOE_FRAGMENTS", o.moe_fragments);
   o.moe_wide_experts = read_flag("LLM_CUDA_MOE_WIDE_EXPERTS", o.moe_wide_experts);

@@ -113,6 +113,9 @@ struct ExecutorOptions {
   //   product on cuBLAS costs the 8B 16-38% (not measured on a 1B): 1e7 stays.
   // LLM_CUDA_PROMPT_WGMMA_MIN_KN moves it (0: every size on the wgmma kernel, as before session 72).
   int64_t prompt_wgmma_min_weights = 10'000'000;
+  // Two prompt products of one x and shape on the dequantising GEMM (a layer's k and v) as one batched cuBLAS call
+  // (Executor::pair_gemm_siblings). LLM_CUDA_GEMM_PAIRS=0/1 for A/B runs.
+  bool gemm_pairs = false;
   // A graph run as plain launches (not captured: a paged session's prompt steps of more than 64 tokens) computes its
   // prompt products (the wgmma prompt kernel's and cuBLAS's) on the run's live tokens only (Executor::
   // set_live_tokens), not on its bucket's padding: a 401-token prompt in a 512-token step, a 600-token one in a

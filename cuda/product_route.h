@@ -30,6 +30,15 @@ struct ProductFacts {
 
 ProductRoute product_route(const ExecutorOptions& opt, const ProductFacts& f);
 
+// Whether a product may be paired with a sibling of its x and shape in one batched cuBLAS call (ExecutorOptions::
+// gemm_pairs, Executor::pair_gemm_siblings): a prompt's small product on the dequantising GEMM (fewer weights than
+// prompt_wgmma_min_weights, the size below which the route calls a matrix small: k and v), whose output tiles fill
+// under half the GPU alone. Larger ones fill it alone and would double their scratch for nothing.
+inline bool gemm_pair_candidate(const ExecutorOptions& opt, const ProductFacts& f, ProductRoute route) {
+  return opt.gemm_pairs && route == ProductRoute::GemmDequant && f.T > opt.matvec_max_tokens &&
+         f.K * f.N < opt.prompt_wgmma_min_weights;
+}
+
 // Whether the session regrouped this weight at upload (ExecutorOptions::regrouped_offsets; a row range shares its
 // tensor's layout); false where it names none.
 inline bool regrouped_at_upload(const ExecutorOptions& opt, const graph::WeightParams& p) {

@@ -73,6 +73,8 @@ inline WorkBuffers work_buffers(const graph::Graph& g, const graph::Plan& plan, 
         f.regrouped = rg;
         const ProductRoute r = product_route(opt, f);
         b.gemm_scratch = ::std::max(b.gemm_scratch, product_scratch(r, f.K, f.N, f.T, opt.matvec_max_tokens));
+        if (gemm_pair_candidate(opt, f, r))  // both matrices of a pair whole (Executor::pair_gemm_siblings)
+          b.gemm_scratch = ::std::max(b.gemm_scratch, gemm_pair_scratch(f.K, f.N, f.T));
         if (r == ProductRoute::SmallBatch || r == ProductRoute::PromptWgmma)
           b.batch_mm_counters = kBatchMmCounterBytes;  // their tile counters
       }

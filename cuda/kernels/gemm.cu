@@ -176,10 +176,48 @@ size_t gemm_full_scratch(int64_t K, int64_t N, int64_t T) {
 }
 size_t gemm_x_scratch(int64_t K, int64_t T) { return align256(size_t(K) * T * 2); }
 
+size_t gemm_pair_scratch(int64_t K, int64_t N, int64_t T) {
+  return align256(size_t(K) * T * 2) + 2 * align256(size_t(K) * N * 2);
+}
+
+namespace {
+
+void add_bias(float* y, const float* bias, int64_t N, int64_t T, cudaStream_t stream) {
+  add_bias_kernel<<<blocks_for(N * T, 256), 256, 0, stream>>>(y, bias, N, N * T);
+  CUDA_CHECK_LAUNCH(stream);
+}
+
+// A pair as one batched call (GemmParams::w2): the matrix of the lower output first, so the batch's output stride is
+// positive. False where it does not apply (F16 weights read in place, the scratch too small): the caller goes on
+// one matrix at a time.
+bool gemm_pair(const GemmParams& p, const Blas& blas, __half* xh, size_t x_bytes, cudaStream_t stream) {
+  const size_t w_bytes = align256(size_t(p.K) * p.N * 2);
+  if (p.type == quant::Type::F16 || p.type2 == quant::Type::F16 || p.scratch_bytes < x_bytes + 2 * w_bytes)
+    return false;
+  const bool swap = p.y2 < p.y;
+  const DequantF16Params first{p.w, p.type, p.K, 0, p.N, nullptr, p.regrouped, p.N};
+  const DequantF16Params second{p.w2, p.type2, p.K, 0, p.N, nullptr, p.regrouped2, p.N};
+  DequantF16Params d[2] = {swap ? second : first, swap ? first : second};
+  float* y[2] = {swap ? p.y2 : p.y, swap ? p.y : p.y2};
+  const float* bias[2] = {swap ? p.bias2 : p.bias, swap ? p.bias : p.bias2};
+  auto* wh = reinterpret_cast<uint16_t*>(static_cast<uint8_t*>(p.scratch) + x_bytes);
+  for (int i = 0; i < 2; ++i) {
+    d[i].out = wh + i * (w_bytes / 2);
+    launch_dequant_f16(d[i], stream);
+  }
+  blas.gemm_tn_f16_f32_batched(p.N, p.T, p.K, wh, int64_t(w_bytes / 2), xh, y[0], p.N, y[1] - y[0], 2, stream);
+  for (int i = 0; i < 2; ++i)
+    if (bias[i]) add_bias(y[i], bias[i], p.N, p.T, stream);
+  return true;
+}
+
+}  // namespace
+
 void launch_gemm(const GemmParams& p, const Blas& blas, cudaStream_t stream) {
   LLM_REQUIRE(p.w && p.x && p.y, "null pointer");
   LLM_REQUIRE(p.K > 0 && p.N > 0 && p.T > 0, "empty shape");
   LLM_REQUIRE(p.K <= 0x7fffffff && p.N <= 0x7fffffff && p.T <= 0x7fffffff, "dimension exceeds cuBLAS int range");
+  LLM_REQUIRE(!p.w2 || p.y2, "the second matrix of a pair without its output");
   const bool direct_f16 = p.type == quant::Type::F16;  // F16 weights are already the GEMM operand
   const size_t x_bytes = gemm_x_scratch(p.K, p.T);
   const size_t need = direct_f16 ? x_bytes : gemm_min_scratch(p.K, p.N, p.T);
@@ -190,6 +228,7 @@ void launch_gemm(const GemmParams& p, const Blas& blas, cudaStream_t stream) {
   auto* xh = static_cast<__half*>(p.scratch);
   const int64_t nx = p.K * p.T;
   if (!p.x_in_scratch) launch_x_to_half(p.x, xh, nx, stream);
+  if (p.w2 && gemm_pair(p, blas, xh, x_bytes, stream)) return;
 
   // Column-major view: W rows are columns of a K x N matrix A (lda K); Y (N x T, ldc N) = A^T X.
   auto gemm = [&](const void* a, int64_t row0, int64_t rows) {
@@ -206,9 +245,12 @@ void launch_gemm(const GemmParams& p, const Blas& blas, cudaStream_t stream) {
       gemm(wh, row0, rows);
     }
   }
-  if (p.bias) {
-    add_bias_kernel<<<blocks_for(p.N * p.T, 256), 256, 0, stream>>>(p.y, p.bias, p.N, p.N * p.T);
-    CUDA_CHECK_LAUNCH(stream);
+  if (p.bias) add_bias(p.y, p.bias, p.N, p.T, stream);
+  if (p.w2) {  // the pair's second matrix on its own: x is in the scratch
+    GemmParams second = p;
+    second.w = p.w2, second.type = p.type2, second.regrouped = p.regrouped2, second.bias = p.bias2, second.y = p.y2;
+    second.w2 = nullptr, second.x_in_scratch = true;
+    launch_gemm(second, blas, stream);
   }
 }
 

@@ -26,12 +26,23 @@ struct GemmParams {
   bool x_in_scratch = false;   // the previous launch on this stream converted this same x (K, T) into scratch:
                                // siblings reading one input (q/k/v, gate/up) skip the conversion
   bool regrouped = false;      // regrouped at upload: Q6_K into Q6_Kx8 (q6_kx8.cuh), Q4_0 by columns (q4_0_cols.cuh)
+  // A second matrix of the same K and N that reads the same x (a layer's v beside its k; the executor's
+  // pair_gemm_siblings), of its own type and layout (Q4_K_M's v is Q6_K in some layers): both dequantized into the
+  // scratch and multiplied in one batched cuBLAS call where the scratch holds both (gemm_pair_scratch), else one
+  // after the other. Its own bias and output.
+  const void* w2 = nullptr;
+  quant::Type type2 = quant::Type::F32;
+  bool regrouped2 = false;
+  const float* bias2 = nullptr;
+  float* y2 = nullptr;
 };
 
 // Smallest scratch for which the launcher can proceed (X in half plus a slice of min(N, 128) rows of W); more
 // scratch means fewer, larger GEMM calls. gemm_full_scratch is the size that converts all of W in one slice.
 size_t gemm_min_scratch(int64_t K, int64_t N, int64_t T);
 size_t gemm_full_scratch(int64_t K, int64_t N, int64_t T);
+// What a pair (GemmParams::w2) needs to be one batched call: X in half and both matrices whole.
+size_t gemm_pair_scratch(int64_t K, int64_t N, int64_t T);
 // What a product of F16 weights needs: X in half alone.
 size_t gemm_x_scratch(int64_t K, int64_t T);
 

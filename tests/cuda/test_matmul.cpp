@@ -476,6 +476,57 @@ TEST_P(WeightKernels, GemmMatchesReference) {
       }
 }
 
+// Two matrices of one x and shape (a layer's k and v, GemmParams::w2): one batched cuBLAS call where the scratch
+// holds both, one after the other where it does not; either output order in memory (the batch goes from the lower
+// one); mixed types (Q4_K_M's Q6_K v beside its Q4_K k); F16 matrices read in place (no batch).
+TEST(WeightKernels, GemmPairMatchesReference) {
+  REQUIRE_GPU();
+  cuda::Context ctx;
+  std::mt19937 rng(91);
+  const int64_t K = 512, N = 96, T = 70;
+  const std::pair<Type, Type> types[] = {{Type::Q4_K, Type::Q6_K}, {Type::Q8_0, Type::Q8_0}, {Type::F16, Type::F16}};
+  for (const auto& [t1, t2] : types) {
+    const auto w1 = random_weights(rng, t1, K, N), w2 = random_weights(rng, t2, K, N);
+    const auto x = random_floats(rng, K * T);
+    const auto b1 = random_floats(rng, N), b2 = random_floats(rng, N);
+    std::vector<double> ref1, mag1, mx1, ref2, mag2, mx2;
+    reference(w1, t1, x, K, N, T, &b1, ref1, mag1, mx1);
+    reference(w2, t2, x, K, N, T, &b2, ref2, mag2, mx2);
+    auto dw1 = upload(w1), dw2 = upload(w2), dx = upload(x), db1 = upload(b1), db2 = upload(b2);
+    for (const bool whole : {true, false})
+      for (const bool second_lower : {false, true}) {
+        const size_t sb = whole ? cuda::gemm_pair_scratch(K, N, T) : cuda::gemm_full_scratch(K, N, T);
+        cuda::DeviceBuffer scratch(sb);
+        auto dy = poisoned_f32(size_t(3 * N * T));  // the outputs a gap apart, in either order
+        float* lo = dy.as<float>();
+        float* hi = lo + 2 * N * T;
+        cuda::GemmParams p{dw1.get(), t1, dx.as<float>(), db1.as<float>(), second_lower ? hi : lo, K, N, T,
+                           scratch.get(), sb};
+        p.w2 = dw2.get(), p.type2 = t2, p.bias2 = db2.as<float>(), p.y2 = second_lower ? lo : hi;
+        cuda::launch_gemm(p, ctx.blas(), ctx.compute());
+        ctx.synchronize();
+        const auto all = download<float>(dy, size_t(3 * N * T));
+        const auto at = [&](const float* y) {
+          const auto from = all.begin() + (y - lo);
+          return std::vector<float>(from, from + N * T);
+        };
+        const std::string what = std::string("gemm pair ") + quant::type_name(t1) + "+" + quant::type_name(t2) +
+                                 (whole ? " batched" : " in turn") + (second_lower ? ", second lower" : "");
+        for (int m = 0; m < 2; ++m) {  // the bound of GemmMatchesReference
+          const std::vector<double>& mag = m ? mag2 : mag1;
+          std::vector<double> atol(mag.size());
+          for (size_t i = 0; i < mag.size(); ++i) atol[i] = (1.0 / 1024 + 1e-5) * mag[i] + 1e-6;
+          EXPECT_TRUE(close(what + (m ? " (second)" : " (first)"), at(m ? p.y2 : p.y), m ? ref2 : ref1, atol, 0.0));
+        }
+        // The gap between the outputs is never written.
+        const float* gap = lo + N * T;
+        EXPECT_TRUE(std::all_of(all.begin() + (gap - lo), all.begin() + (hi - lo),
+                                [](float v) { return std::isnan(v); }))
+            << what;
+      }
+  }
+}
+
 TEST_P(WeightKernels, GetRowsMatchesReference) {
   REQUIRE_GPU();
   const Type type = GetParam();

@@ -486,3 +486,33 @@ TEST(GpuSession, HalfWeightCopiesGiveTheSameLogits) {
                 (unsigned long long)one);
   }
 }
+
+// A prompt's small products of one x and shape (k and v; in these small models q, gate and up too) paired in one
+// batched cuBLAS call (ExecutorOptions::gemm_pairs): the same half operands and float32 sums, so the logits differ
+// from the unpaired ones by summation order at most. qwen3moe's k and v are Q4_K and Q6_K in some layers.
+TEST(GpuSession, GemmPairsKeepTheLogits) {
+  REQUIRE_GPU();
+  for (const char* name : {"synth-llama-tok512-Q4_K_M", "synth-qwen3moe-Q4_K_M"}) {
+    const auto path = testing_assets::path(std::string("models/") + name + ".gguf");
+    if (!path) {
+      std::printf("  %s: skipped (asset missing)\n", name);
+      continue;
+    }
+    auto m = model::Model::load(*path);
+    const int32_t V = m->config().n_vocab, n_prompt = 100;
+    std::vector<int32_t> prompt(n_prompt);
+    for (int i = 0; i < n_prompt; ++i) prompt[size_t(i)] = (i * 7919 + 13) % V;
+    const auto run = [&](bool pairs) {
+      runtime::CudaSessionOptions o = graph_opts(true);
+      o.exec.gemm_pairs = pairs;
+      runtime::CudaSession s(m, 256, o);
+      const auto p = s.eval(prompt, 0, true);
+      return std::vector<float>(p.begin(), p.end());
+    };
+    const std::vector<float> base = run(false), paired = run(true);
+    ASSERT_EQ(paired.size(), base.size()) << name;
+    const double r = rel_rms(paired, base);
+    EXPECT_LT(r, 1e-4) << name;
+    std::printf("  %s: paired against unpaired, rel-rms %.2e over %d tokens' logits\n", name, r, n_prompt);
+  }
+}
