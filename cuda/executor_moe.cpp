@@ -112,6 +112,7 @@ bool Executor::router_parts_of(const Node& l, const ::std::vector<NodeId>& reade
   rp.w = static_cast<const float*>(weight_ptr(w)), rp.x = f32_in(l, 1);
   rp.K = w.shape.ne[0], rp.n_expert = w.shape.ne[1], rp.T = l.shape.ne[1], rp.n_parts = router_parts_count(rp.K);
   rp.parts = router_parts_buffer_.as<float>();
+  rp.outer_tiles = opt_.router_outer_tiles;
   const auto a16 = [](const void* q) { return reinterpret_cast<uintptr_t>(q) % 16 == 0; };
   return rp.K % 4 == 0 && rp.T <= 65535 && a16(rp.w) && a16(rp.x) && rp.parts &&
          size_t(rp.n_parts) * size_t(rp.T * rp.n_expert) * 4 <= router_parts_buffer_.bytes();

@@ -128,6 +128,9 @@ struct ExecutorOptions {
   // There, experts of more than 64 users on 128-user fragment tiles in a second launch (MoeGemmOptions::
   // wide_experts). LLM_CUDA_MOE_WIDE_EXPERTS=0/1 for A/B runs.
   bool moe_wide_experts = false;
+  // A prompt's router products (float32 partial sums, launch_router_parts) in 64 x 64 tiles, k-major in shared
+  // memory (the same bits as the 16 x 32 tiles). LLM_CUDA_ROUTER_OUTER=0/1 for A/B runs.
+  bool router_outer_tiles = false;
   // Prefill: the later product of a mixture's gate/up pair writes the activation as half, the down product's x
   // (MoeGluOut, plan_moe_glu_out), so the SwiGLU launch, the down launch's x pass and the product's float output go.
   // LLM_CUDA_MOE_GLU_OUT=0 for A/B runs.

@@ -105,6 +105,83 @@ __global__ void __launch_bounds__(kThreads) f32_cols_kernel(const float* w, cons
   }
 }
 
+// Partial products in 64-row x 64-column tiles (launch_f32_column_parts where N % 64 == 0 and the tiles' alignment
+// holds): 128 threads, each 4 rows x 8 columns, a chunk of 32 k of the matrix and x in shared memory k-major, so a
+// thread takes one float4 of rows and two of columns a k for 32 fmas (3 shared loads where the 16 x 32 tiles take 6
+// for the same 32), and the matrix and x are read from L2 T / 64 and N / 64 times (not T / 32 and N / 16). Each
+// output the same chain (zero, then fmaf(w, x, acc) in ascending k over its slice): the 16 x 32 tiles' bits. A k row
+// of the tile is stored with its 16-byte groups permuted (index ^ 4 ((k / 4) % 8)), so the staging's stores, eight
+// consecutive k of each of four rows a warp, fall in distinct banks; a thread's float4 stays one group.
+constexpr int kOTile = 64, kOChunk = 32, kOThreads = 128;
+constexpr int kOLoads = kOTile * kOChunk / 4 / kOThreads;  // float4 of the matrix (and of x) a thread stages a chunk
+
+__device__ __forceinline__ int outer_swizzle(int k) { return 4 * ((k >> 2) & 7); }
+
+__global__ void __launch_bounds__(kOThreads) f32_cols_outer_kernel(const float* w, const float* x, float* parts,
+                                                                   int64_t K, int64_t N, int64_t T,
+                                                                   int64_t slice_k) {
+  __shared__ __align__(16) float ws[2][kOChunk][kOTile];
+  __shared__ __align__(16) float xs[2][kOChunk][kOTile];
+  const int tid = int(threadIdx.x);
+  const int64_t n0 = int64_t(blockIdx.x) * kOTile, t0 = int64_t(blockIdx.y) * kOTile;
+  const int64_t k_begin = int64_t(blockIdx.z) * slice_k;
+  const int64_t k_end = k_begin + slice_k < K ? k_begin + slice_k : K;
+  float* y = parts + int64_t(blockIdx.z) * T * N;
+  // Staging: float4 j of this thread is row (or column) (tid + 128 j) / 8, k 4 ((tid + 128 j) % 8) of the chunk.
+  float4 wr[kOLoads], xr[kOLoads];
+  const auto load = [&](int64_t k0) {
+#pragma unroll
+    for (int j = 0; j < kOLoads; ++j) {
+      const int idx = tid + kOThreads * j, r = idx >> 3;
+      const int64_t k = k0 + 4 * (idx & 7);
+      const bool in_k = k < k_end;  // K % 4 == 0: a float4 is all in or all out
+      wr[j] = in_k ? __ldg(reinterpret_cast<const float4*>(w + (n0 + r) * K + k)) : make_float4(0, 0, 0, 0);
+      xr[j] = in_k && t0 + r < T ? __ldg(reinterpret_cast<const float4*>(x + (t0 + r) * K + k))
+                                 : make_float4(0, 0, 0, 0);
+    }
+  };
+  const auto stage = [&](int b) {
+#pragma unroll
+    for (int j = 0; j < kOLoads; ++j) {
+      const int idx = tid + kOThreads * j, r = idx >> 3, kq = 4 * (idx & 7);
+      const int at = r ^ outer_swizzle(kq);
+      ws[b][kq][at] = wr[j].x, ws[b][kq + 1][at] = wr[j].y, ws[b][kq + 2][at] = wr[j].z, ws[b][kq + 3][at] = wr[j].w;
+      xs[b][kq][at] = xr[j].x, xs[b][kq + 1][at] = xr[j].y, xs[b][kq + 2][at] = xr[j].z, xs[b][kq + 3][at] = xr[j].w;
+    }
+  };
+  const int ty = tid >> 3, tx = tid & 7;  // rows 4 ty .. 4 ty + 3; columns 4 tx .. + 3 and 32 + 4 tx .. + 3
+  float acc[4][8] = {};
+  load(k_begin);
+  stage(0);
+  __syncthreads();
+  int b = 0;
+  for (int64_t k0 = k_begin; k0 < k_end; k0 += kOChunk, b ^= 1) {
+    const bool more = k0 + kOChunk < k_end;
+    if (more) load(k0 + kOChunk);
+#pragma unroll 8
+    for (int kk = 0; kk < kOChunk; ++kk) {
+      const int s = outer_swizzle(kk);
+      const float4 a = *reinterpret_cast<const float4*>(&ws[b][kk][(4 * ty) ^ s]);
+      const float4 c0 = *reinterpret_cast<const float4*>(&xs[b][kk][(4 * tx) ^ s]);
+      const float4 c1 = *reinterpret_cast<const float4*>(&xs[b][kk][(32 + 4 * tx) ^ s]);
+      const float av[4] = {a.x, a.y, a.z, a.w};
+      const float cv[8] = {c0.x, c0.y, c0.z, c0.w, c1.x, c1.y, c1.z, c1.w};
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int j = 0; j < 8; ++j) acc[i][j] = fmaf(av[i], cv[j], acc[i][j]);
+    }
+    if (more) stage(b ^ 1);  // the other buffer: its readers (the chunk before) passed the last barrier
+    __syncthreads();
+  }
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    const int64_t t = t0 + (j < 4 ? 4 * tx + j : 32 + 4 * tx + j - 4);
+    if (t < T)
+      *reinterpret_cast<float4*>(y + t * N + n0 + 4 * ty) = make_float4(acc[0][j], acc[1][j], acc[2][j], acc[3][j]);
+  }
+}
+
 }  // namespace
 
 void launch_f32_columns(const MatvecParams& p, cudaStream_t stream) {
@@ -119,10 +196,19 @@ void launch_f32_columns(const MatvecParams& p, cudaStream_t stream) {
 }
 
 void launch_f32_column_parts(const float* w, const float* x, float* parts, int64_t K, int64_t N, int64_t T,
-                             int64_t slice_k, cudaStream_t stream) {
+                             int64_t slice_k, cudaStream_t stream, bool outer_tiles) {
   LLM_REQUIRE(w && x && parts, "f32 column parts: null pointer");
   LLM_REQUIRE(K > 0 && N > 0 && T > 0 && slice_k > 0 && slice_k % kChunk == 0, "f32 column parts: bad shape");
   const int64_t n_parts = (K + slice_k - 1) / slice_k;
+  const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+  if (outer_tiles && N % kOTile == 0 && K % 4 == 0 && aligned(w) && aligned(x) && aligned(parts)) {
+    LLM_REQUIRE(N / kOTile <= 0x7fffffff && (T + kOTile - 1) / kOTile <= 65535 && n_parts <= 65535,
+                "f32 column parts: too many rows, columns or parts");
+    const dim3 grid(unsigned(N / kOTile), unsigned((T + kOTile - 1) / kOTile), unsigned(n_parts));
+    f32_cols_outer_kernel<<<grid, kOThreads, 0, stream>>>(w, x, parts, K, N, T, slice_k);
+    CUDA_CHECK_LAUNCH(stream);
+    return;
+  }
   constexpr int64_t tile = tile_rows<2>();
   LLM_REQUIRE((N + tile - 1) / tile <= 0x7fffffff && (T + kTileCols - 1) / kTileCols <= 65535 && n_parts <= 65535,
               "f32 column parts: too many rows, columns or parts");

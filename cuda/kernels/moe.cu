@@ -292,7 +292,7 @@ void launch_router_parts(const RouterPartsParams& p, cudaStream_t stream) {
   LLM_REQUIRE(p.w && p.x && p.parts, "router_parts: null pointer");
   if (p.T >= kF32ColumnsMin) {  // many tokens (prefill): tiles that read the matrix once per 32 columns
     LLM_REQUIRE(p.n_parts == router_parts_count(p.K) && !p.norm_w, "router_parts: bad shape");
-    launch_f32_column_parts(p.w, p.x, p.parts, p.K, p.n_expert, p.T, kRouterSlice, stream);
+    launch_f32_column_parts(p.w, p.x, p.parts, p.K, p.n_expert, p.T, kRouterSlice, stream, p.outer_tiles);
     return;
   }
   LLM_REQUIRE(p.K > 0 && p.K % 4 == 0 && p.n_expert > 0 && p.T > 0 && p.T <= 65535 &&

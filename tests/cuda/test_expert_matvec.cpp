@@ -4,6 +4,7 @@
 // the reference's double, plus the int16 rounding of x by its documented bound (gpu_test.h int16_row_bound), carried
 // through the activation and the weighted sum.
 #include <algorithm>
+#include <cstring>
 #include <numeric>
 
 #include "cuda/context.h"
@@ -347,6 +348,33 @@ TEST(ExpertMatvec, RouterPartsAddUpToTheProduct) {
         EXPECT_TRUE(close("router parts K=" + std::to_string(K) + " n=" + std::to_string(n) + " T=" +
                               std::to_string(T),
                           sum, want, tol, 0.0));
+      }
+}
+
+// The 64 x 64 tiles (RouterPartsParams::outer_tiles) sum each slice in the same chain as the 16 x 32 ones: the same
+// bits, where they apply (n a multiple of 64) and where they do not (n = 32 keeps the 16 x 32 tiles); K with a
+// partial last slice (2880) and a partial chunk (100); T not a multiple of the tile.
+TEST(ExpertMatvec, RouterOuterTilesGiveTheSameBits) {
+  REQUIRE_GPU();
+  std::mt19937 rng(75);
+  for (const int64_t K : {2048, 2880, 100})
+    for (const int64_t n : {128, 64, 32})
+      for (const int64_t T : {37, 200}) {
+        const auto w = random_floats(rng, size_t(K * n)), x = random_floats(rng, size_t(K * T));
+        const int parts = cuda::router_parts_count(K);
+        auto dw = upload(w), dx = upload(x);
+        std::vector<std::vector<float>> got;
+        for (const bool outer : {false, true}) {
+          auto out = poisoned_f32(size_t(parts * n * T));
+          cuda::RouterPartsParams p;
+          p.w = dw.as<float>(), p.x = dx.as<float>(), p.parts = out.as<float>(), p.K = K, p.n_expert = n, p.T = T;
+          p.n_parts = parts, p.outer_tiles = outer;
+          cuda::launch_router_parts(p, nullptr);
+          got.push_back(download<float>(out, size_t(parts * n * T)));
+        }
+        ASSERT_EQ(got[0].size(), got[1].size());
+        EXPECT_EQ(std::memcmp(got[0].data(), got[1].data(), got[0].size() * 4), 0)
+            << "K=" << K << " n=" << n << " T=" << T;
       }
 }
 
