@@ -344,9 +344,10 @@ void Executor::stack_small_batch(const Node& n) {
 }
 
 // A later MulMat of the same x and shape on the dequantising GEMM as this one (a layer's v beside its k; of any type
-// and layout, each dequantized by its own) joins its launch as the second product of one batched cuBLAS call (GemmParams::w2), its output written at this
-// one's step, so no tensor alive in between may share its slot. k and v of a prompt are small products (Qwen3-30B-
-// A3B: 512 x 512 x 2048 at 512 tokens) whose few output tiles fill under half the GPU one at a time.
+// and layout, each dequantized by its own) joins its launch as the second product of one batched cuBLAS call
+// (GemmParams::w2), its output written at this one's step, so no tensor alive in between may share its slot. k and v
+// of a prompt are small products (Qwen3-30B-A3B: 512 x 512 x 2048 at 512 tokens) whose few output tiles fill under
+// half the GPU one at a time.
 void Executor::pair_gemm_siblings(const Node& n) {
   if (!opt_.fuse || lowering(n.id) != Lowering::Own) return;
   const Node& w = g_.node(n.inputs[0]);  // a weight (plan_mul_mat), without a half copy (GemmHalf's route otherwise)
