@@ -11,9 +11,6 @@
 // A block (256 threads) takes 128 rows of an expert against a tile of its users: warp w rows 16 w .. 16 w + 15
 // against every user; thread (dr, dc) = (tid / 2, tid % 2) stages row dr's slices. x copies are issued for live
 // users only (the products of the others are never stored).
-// Tiles of 64 users, two blocks an SM; Q4_K and Q6_K also of 128 (MoeGemmOptions::wide_experts: the experts of more
-// than 64 users), one block an SM (136 KB of shared memory, 172-190 registers), each unpacked A fragment serving 16
-// mmas instead of 8.
 #include <cuda_fp16.h>
 
 #include <type_traits>
@@ -225,7 +222,6 @@ __device__ __forceinline__ void slice_tiles(const TileArgs& a, const BlockSpot& 
   constexpr bool kTable = !::std::is_same_v<FindScales, NoTable>;
   constexpr int kN8 = kBT / 8;
   const uint16_t* xh = reinterpret_cast<const uint16_t*>(a.xh);
-  if (b.count <= a.count_lo || b.count > a.count_hi) return;  // another launch's expert
   for (int64_t u0 = int64_t(blockIdx.z) * kBT; u0 < b.count; u0 += int64_t(gridDim.z) * kBT) {
     load_tile_users<kBT>(xrow, a.p, list, u0, b.count);
     const XStaging<kBT> xst(xrow, a.kp, s_x);
@@ -274,7 +270,7 @@ __device__ __forceinline__ void q4k_fragment(uint32_t w_g, uint32_t w_g8, uint2 
 // and 2: low and high nibbles) and 32 g + 16 + 4 t (chunks 1 and 3) of rows r and r + 8.
 // kPair: a gate/up pair (MoeGluOut::up_w), kBN / 2 rows of each.
 template <int kBT, bool kPair = false>
-__global__ void __launch_bounds__(kThreads, kBT <= 96 ? 2 : 1) moe_q4k_fragment_kernel(TileArgs a) {
+__global__ void __launch_bounds__(kThreads, 2) moe_q4k_fragment_kernel(TileArgs a) {
   constexpr int kN8 = kBT / 8;
   constexpr int kSubs = 4;
   constexpr uint32_t kRawStage = kBN * kQ4kRawLd;
@@ -346,7 +342,7 @@ __device__ __forceinline__ uint32_t q6k_codes(uint32_t ql, uint32_t qh, int ls, 
   return ((ql >> ls) & 0x0F0F0F0Fu) | (((qh >> hs) << 4) & 0x30303030u);
 }
 template <int kBT>
-__global__ void __launch_bounds__(kThreads, kBT <= 96 ? 2 : 1) moe_q6k_fragment_kernel(TileArgs a) {
+__global__ void __launch_bounds__(kThreads, 2) moe_q6k_fragment_kernel(TileArgs a) {
   constexpr int kN8 = kBT / 8;
   constexpr int kSubs = 4;
   constexpr int kBlockBytes = 210;
@@ -463,7 +459,7 @@ __global__ void __launch_bounds__(kThreads, 2) moe_mxfp4_fragment_kernel(TileArg
   };
   // The tile's rows' scale bytes (with the first tile's first copies; the pieces past the expert's last row read
   // the next bytes of the tensor, never past it). Blocks with no users read nothing and leave no copy in flight.
-  if (int64_t(blockIdx.z) * kBT < count && count > a.count_lo && count <= a.count_hi) {
+  if (int64_t(blockIdx.z) * kBT < count) {
     const uint8_t* src0 = split.scales + n0 * nb;
     const int64_t rows = p.N - n0 < kBN ? p.N - n0 : kBN;
     const int pieces = int((rows * nb + 15) / 16);
@@ -500,27 +496,19 @@ __global__ void __launch_bounds__(kThreads, 2) moe_mxfp4_fragment_kernel(TileArg
 
 }  // namespace
 
-bool launch_fragment_tiles(const TileArgs& a, bool wide, bool wide_experts, cudaStream_t stream) {
+bool launch_fragment_tiles(const TileArgs& a, bool wide, cudaStream_t stream) {
   const MatvecIdParams& p = a.p;
-  // wide_experts: the 64-user launch takes the experts of up to 64 users, a 128-user launch after it the rest (its
-  // blocks of the other experts exit at once, as the blocks past an expert's count do).
-  TileArgs small = a, big = a;
-  small.count_hi = wide_experts ? 64 : a.count_hi, big.count_lo = 64;
   if (a.glu.up_w) {  // moe_gemm_pairs
     LLM_REQUIRE(p.type == quant::Type::Q4_K && !wide, "moe_gemm: a pair in one launch is Q4_K's, 64-user tiles");
-    launch_tile_kernel<moe_q4k_fragment_kernel<64, true>, q4k_smem_bytes<64>(), 64, kBN / 2>(small, stream);
-    if (wide_experts)
-      launch_tile_kernel<moe_q4k_fragment_kernel<128, true>, q4k_smem_bytes<128>(), 128, kBN / 2>(big, stream);
+    launch_tile_kernel<moe_q4k_fragment_kernel<64, true>, q4k_smem_bytes<64>(), 64, kBN / 2>(a, stream);
     return true;
   }
   if (p.type == quant::Type::Q4_K && !wide) {
-    launch_tile_kernel<moe_q4k_fragment_kernel<64>, q4k_smem_bytes<64>(), 64>(small, stream);
-    if (wide_experts) launch_tile_kernel<moe_q4k_fragment_kernel<128>, q4k_smem_bytes<128>(), 128>(big, stream);
+    launch_tile_kernel<moe_q4k_fragment_kernel<64>, q4k_smem_bytes<64>(), 64>(a, stream);
     return true;
   }
   if (p.type == quant::Type::Q6_K && !wide) {
-    launch_tile_kernel<moe_q6k_fragment_kernel<64>, q6k_smem_bytes<64>(), 64>(small, stream);
-    if (wide_experts) launch_tile_kernel<moe_q6k_fragment_kernel<128>, q6k_smem_bytes<128>(), 128>(big, stream);
+    launch_tile_kernel<moe_q6k_fragment_kernel<64>, q6k_smem_bytes<64>(), 64>(a, stream);
     return true;
   }
   // Recoded MXFP4 up to ~90 users an expert on average (gpt-oss-20b at T = 512: 64): 96-user tiles past 40, so that

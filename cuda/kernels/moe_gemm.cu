@@ -402,7 +402,7 @@ void launch_moe_gemm(const MatvecIdParams& p, void* scratch, size_t scratch_byte
   // one pass over an expert's rows serves nearly all of its users.
   const bool wide = p.k * p.T > 40 * p.n_expert;
   const TileArgs args{p, g, xh, kp, rb, glu};
-  if (!options.half_tiles && launch_fragment_tiles(args, wide, options.wide_experts, stream)) {
+  if (!options.half_tiles && launch_fragment_tiles(args, wide, stream)) {
     CUDA_CHECK_LAUNCH(stream);
     return;
   }

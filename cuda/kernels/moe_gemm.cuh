@@ -59,14 +59,10 @@ struct MoeGluOut {
 inline bool moe_gemm_pairs(quant::Type type, int64_t n_expert, int64_t k, int64_t T) {
   return type == quant::Type::Q4_K && k * T <= 40 * n_expert;
 }
-// wide_experts: where the Q4_K and Q6_K fragment tiles take 64 users (moe_gemm_pairs' range, ~32 users an expert
-// on average), the experts of more than 64 go to a second launch of 128-user tiles, whose unpacked weights serve
-// twice the users (a skewed routing's few busy experts; 64-user tiles unpack each of their rows once a tile).
 struct MoeGemmOptions {
   bool reuse_groups = false;
   bool reuse_x = false;
   bool half_tiles = false;
-  bool wide_experts = false;
   MoeGluOut glu;
   const __half* x_half = nullptr;
 };

@@ -31,9 +31,6 @@ struct TileArgs {
   int64_t kp;        // K rounded up to kStep
   size_t row_bytes;
   MoeGluOut glu;     // out set: the activation of this product and glu.other as half, instead of y
-  // The experts this launch takes: those with count_lo < users <= count_hi (a launch of 64-user tiles for the
-  // experts of up to 64 users and one of 128-user tiles for the rest).
-  int32_t count_lo = 0, count_hi = 0x7fffffff;
 };
 
 // A warp's outputs of a tile, rows n_first and n_first + 8 against users c0 + 8 i (+ 1) of the tile (the mma
@@ -139,9 +136,8 @@ void launch_tile_kernel(const TileArgs& a, cudaStream_t stream) {
 }
 
 // Launches the fragment tiles (moe_fragments.cu) where one serves these products: Q4_K and Q6_K at up to 40 users an
-// expert on average (64-user tiles; wide_experts: the experts of more than 64 users on 128-user tiles in a second
-// launch, MoeGemmOptions::wide_experts); recoded MXFP4 at up to 90 (64-user tiles, 96 past 40) whose 128 rows' scale
-// bytes fit the staging (K <= 3072). False where none does (the caller takes the half-tile kernel).
-bool launch_fragment_tiles(const TileArgs& a, bool wide, bool wide_experts, cudaStream_t stream);
+// expert on average (64-user tiles); recoded MXFP4 at up to 90 (64-user tiles, 96 past 40) whose 128 rows' scale bytes fit
+// the staging (K <= 3072). False where none does (the caller takes the half-tile kernel).
+bool launch_fragment_tiles(const TileArgs& a, bool wide, cudaStream_t stream);
 
 }  // namespace cuda::moe_tiles
