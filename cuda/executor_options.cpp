@@ -79,7 +79,6 @@ ExecutorOptions ExecutorOptions::from_env() {
   o.gemm_pairs = read_flag("LLM_CUDA_GEMM_PAIRS", o.gemm_pairs);
   o.live_tokens = read_flag("LLM_CUDA_LIVE_TOKENS", o.live_tokens);
   o.moe_fragments = read_flag("LLM_CUDA_MOE_FRAGMENTS", o.moe_fragments);
-  o.moe_wide_experts = read_flag("LLM_CUDA_MOE_WIDE_EXPERTS", o.moe_wide_experts);
   o.router_outer_tiles = read_flag("LLM_CUDA_ROUTER_OUTER", o.router_outer_tiles);
   o.moe_glu_out = read_flag("LLM_CUDA_MOE_GLU_OUT", o.moe_glu_out);
   o.moe_glu_pairs = read_flag("LLM_CUDA_MOE_GLU_PAIRS", o.moe_glu_pairs);

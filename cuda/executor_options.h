@@ -113,9 +113,13 @@ struct ExecutorOptions {
   //   product on cuBLAS costs the 8B 16-38% (not measured on a 1B): 1e7 stays.
   // LLM_CUDA_PROMPT_WGMMA_MIN_KN moves it (0: every size on the wgmma kernel, as before session 72).
   int64_t prompt_wgmma_min_weights = 10'000'000;
-  // Two prompt products of one x and shape on the dequantising GEMM (a layer's k and v) as one batched cuBLAS call
-  // (Executor::pair_gemm_siblings). LLM_CUDA_GEMM_PAIRS=0/1 for A/B runs.
-  bool gemm_pairs = false;
+  // Two small prompt products of one x and shape on the dequantising GEMM (a layer's k and v) as one batched cuBLAS
+  // call (Executor::pair_gemm_siblings): alone each fills under half the GPU. H100 (session 75), `bench -p T -n 0 -r
+  // 3`, two rounds: Qwen3-30B-A3B Q4_K_M pp512 21 050 / 21 205 -> 21 614 / 21 639 (+2.3%), pp128 10 790 -> 10 863,
+  // pp2048 level; Llama-3-8B Q4_K_M pp512 25 497 / 25 675 -> 25 888 / 25 907 (+1.2%); gpt-oss-20b level. Logits the
+  // same bytes on Qwen3-30B-A3B, gpt-oss-20b and the test models (cuBLASLt ran the batch as it ran each product;
+  // GpuSession.GemmPairsKeepTheLogits allows summation order). LLM_CUDA_GEMM_PAIRS=0 for A/B runs.
+  bool gemm_pairs = true;
   // A graph run as plain launches (not captured: a paged session's prompt steps of more than 64 tokens) computes its
   // prompt products (the wgmma prompt kernel's and cuBLAS's) on the run's live tokens only (Executor::
   // set_live_tokens), not on its bucket's padding: a 401-token prompt in a 512-token step, a 600-token one in a
@@ -125,12 +129,11 @@ struct ExecutorOptions {
   // Prefill expert products of Q4_K and recoded MXFP4 on moe_fragments.cu's kernels (weights straight into mma
   // fragments); false: moe_gemm.cu's half tiles for every format. LLM_CUDA_MOE_FRAGMENTS=0 for A/B runs.
   bool moe_fragments = true;
-  // There, experts of more than 64 users on 128-user fragment tiles in a second launch (MoeGemmOptions::
-  // wide_experts). LLM_CUDA_MOE_WIDE_EXPERTS=0/1 for A/B runs.
-  bool moe_wide_experts = false;
   // A prompt's router products (float32 partial sums, launch_router_parts) in 64 x 64 tiles, k-major in shared
-  // memory (the same bits as the 16 x 32 tiles). LLM_CUDA_ROUTER_OUTER=0/1 for A/B runs.
-  bool router_outer_tiles = false;
+  // memory, where n_expert % 64 == 0: the same bits as the 16 x 32 tiles, 3 shared loads for 32 fmas instead of 6.
+  // Qwen3-30B-A3B Q4_K_M pp512, H100 (session 75): 21 191 / 21 491 against 21 190 / 21 272 alone, 21 748 / 21 870
+  // against 21 614 / 21 639 with gemm_pairs. LLM_CUDA_ROUTER_OUTER=0 for A/B runs.
+  bool router_outer_tiles = true;
   // Prefill: the later product of a mixture's gate/up pair writes the activation as half, the down product's x
   // (MoeGluOut, plan_moe_glu_out), so the SwiGLU launch, the down launch's x pass and the product's float output go.
   // LLM_CUDA_MOE_GLU_OUT=0 for A/B runs.
