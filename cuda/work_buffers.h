@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <map>
+#include <tuple>
 #include <variant>
 
 #include "cuda/executor_options.h"
@@ -57,6 +59,11 @@ inline WorkBuffers work_buffers(const graph::Graph& g, const graph::Plan& plan, 
                                 const ExecutorOptions& opt) {
   WorkBuffers b;
   b.arena = plan.arena_bytes;
+  // Products of weights by (x, K, N): where two read one x in one shape, a pair may take them (pair_gemm_siblings).
+  ::std::map<::std::tuple<graph::NodeId, int64_t, int64_t>, int> same_shape;
+  for (const graph::Node& n : g.nodes())
+    if (n.op == graph::Op::MulMat && n.inputs.size() >= 2 && g.node(n.inputs[0]).op == graph::Op::Weight)
+      ++same_shape[{n.inputs[1], g.node(n.inputs[0]).shape.ne[0], g.node(n.inputs[0]).shape.ne[1]}];
   for (const graph::Node& n : g.nodes()) {
     if (n.op == graph::Op::MulMat && n.inputs.size() >= 2 && g.node(n.inputs[0]).op == graph::Op::Weight) {
       const graph::Node& w = g.node(n.inputs[0]);
@@ -73,7 +80,7 @@ inline WorkBuffers work_buffers(const graph::Graph& g, const graph::Plan& plan, 
         f.regrouped = rg;
         const ProductRoute r = product_route(opt, f);
         b.gemm_scratch = ::std::max(b.gemm_scratch, product_scratch(r, f.K, f.N, f.T, opt.matvec_max_tokens));
-        if (gemm_pair_candidate(opt, f, r))  // both matrices of a pair whole (Executor::pair_gemm_siblings)
+        if (gemm_pair_candidate(opt, f, r) && same_shape[{n.inputs[1], f.K, f.N}] > 1)  // a pair's two matrices
           b.gemm_scratch = ::std::max(b.gemm_scratch, gemm_pair_scratch(f.K, f.N, f.T));
         if (r == ProductRoute::SmallBatch || r == ProductRoute::PromptWgmma)
           b.batch_mm_counters = kBatchMmCounterBytes;  // their tile counters

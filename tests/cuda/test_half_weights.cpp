@@ -71,6 +71,20 @@ TEST(HalfWeightsPlan, ScratchHoldsOnlyXWhereWIsHalf) {
   EXPECT_EQ(cuda::gemm_x_scratch(K, T), size_t(K * T * 2));
 }
 
+// Two small products of one x and shape (Executor::pair_gemm_siblings, ExecutorOptions::gemm_pairs): the scratch
+// holds both matrices whole, so the pair is one batched call; one product alone, or pairs off, keeps one matrix.
+TEST(HalfWeightsPlan, ScratchHoldsBothMatricesOfAPair) {
+  const int64_t K = 512, N = 1024, T = 100;
+  const graph::Graph pair = one_product(Type::Q4_K, K, N, T, WeightRole::AttnK, 1);
+  cuda::ExecutorOptions opt;
+  ASSERT_TRUE(opt.gemm_pairs);
+  EXPECT_EQ(cuda::work_buffers(pair, graph::plan(pair), 132, opt).gemm_scratch, cuda::gemm_pair_scratch(K, N, T));
+  const graph::Graph one = one_product(Type::Q4_K, K, N, T, WeightRole::AttnK);
+  EXPECT_EQ(cuda::work_buffers(one, graph::plan(one), 132, opt).gemm_scratch, cuda::gemm_full_scratch(K, N, T));
+  opt.gemm_pairs = false;
+  EXPECT_EQ(cuda::work_buffers(pair, graph::plan(pair), 132, opt).gemm_scratch, cuda::gemm_full_scratch(K, N, T));
+}
+
 // One matrix of each kind the copies come from, in the layout the upload leaves it in.
 struct CopyCase {
   Type type;
