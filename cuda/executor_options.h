@@ -115,7 +115,7 @@ struct ExecutorOptions {
   int64_t prompt_wgmma_min_weights = 10'000'000;
   // Two small prompt products of one x and shape on the dequantising GEMM (a layer's k and v) as one batched cuBLAS
   // call (Executor::pair_gemm_siblings): alone each fills under half the GPU. H100 (session 75), `bench -p T -n 0 -r
-  // 3`, two rounds: Qwen3-30B-A3B Q4_K_M pp512 21 050 / 21 205 -> 21 614 / 21 639 (+2.3%), pp128 10 790 -> 10 863,
+  // 3`, two rounds: Qwen3-30B-A3B Q4_K_M pp512 21 050 / 21 205 -> 21 614 / 21 639 (+2.4%), pp128 10 790 -> 10 863,
   // pp2048 level; Llama-3-8B Q4_K_M pp512 25 497 / 25 675 -> 25 888 / 25 907 (+1.2%); gpt-oss-20b level. Logits the
   // same bytes on Qwen3-30B-A3B, gpt-oss-20b and the test models (cuBLASLt ran the batch as it ran each product;
   // GpuSession.GemmPairsKeepTheLogits allows summation order). LLM_CUDA_GEMM_PAIRS=0 for A/B runs.
