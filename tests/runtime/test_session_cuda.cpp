@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -416,6 +417,20 @@ TEST(GpuSession, AttentionOAcrossItsPositionLimit) {
               worst[1]);
 }
 
+// A test model's path, or a note that it is missing (the caller skips that model).
+std::optional<std::string> model_or_note(const char* name) {
+  auto path = testing_assets::path(std::string("models/") + name + ".gguf");
+  if (!path) std::printf("  %s: skipped (asset missing)\n", name);
+  return path;
+}
+
+// n prompt tokens spread over a vocabulary of V.
+std::vector<int32_t> spread_prompt(int32_t V, int32_t n) {
+  std::vector<int32_t> prompt(static_cast<size_t>(n));
+  for (int32_t i = 0; i < n; ++i) prompt[size_t(i)] = (i * 7919 + 13) % V;
+  return prompt;
+}
+
 }  // namespace
 
 // The timing switch (ExecutorOptions::omit_steps_of, LLM_CUDA_OMIT_STEPS): a name that no node has changes
@@ -448,15 +463,11 @@ TEST(GpuSession, HalfWeightCopiesGiveTheSameLogits) {
   REQUIRE_GPU();
   for (const char* name : {"synth-llama-tok512-Q4_K_M", "synth-phi3-Q4_K_M", "synth-qwen3moe-Q4_K_M",
                            "synth-gemma3-Q4_K_M"}) {
-    const auto path = testing_assets::path(std::string("models/") + name + ".gguf");
-    if (!path) {
-      std::printf("  %s: skipped (asset missing)\n", name);
-      continue;
-    }
+    const auto path = model_or_note(name);
+    if (!path) continue;
     auto m = model::Model::load(*path);
     const int32_t V = m->config().n_vocab, n_prompt = 100;
-    std::vector<int32_t> prompt(n_prompt);
-    for (int i = 0; i < n_prompt; ++i) prompt[size_t(i)] = (i * 7919 + 13) % V;
+    const std::vector<int32_t> prompt = spread_prompt(V, n_prompt);
     const auto run = [&](uint64_t budget, uint64_t* copies, bool wgmma = false) {
       runtime::CudaSessionOptions o = graph_opts(true);
       o.half_weights_budget = budget;
@@ -493,15 +504,11 @@ TEST(GpuSession, HalfWeightCopiesGiveTheSameLogits) {
 TEST(GpuSession, GemmPairsKeepTheLogits) {
   REQUIRE_GPU();
   for (const char* name : {"synth-llama-tok512-Q4_K_M", "synth-qwen3moe-Q4_K_M"}) {
-    const auto path = testing_assets::path(std::string("models/") + name + ".gguf");
-    if (!path) {
-      std::printf("  %s: skipped (asset missing)\n", name);
-      continue;
-    }
+    const auto path = model_or_note(name);
+    if (!path) continue;
     auto m = model::Model::load(*path);
     const int32_t V = m->config().n_vocab, n_prompt = 100;
-    std::vector<int32_t> prompt(n_prompt);
-    for (int i = 0; i < n_prompt; ++i) prompt[size_t(i)] = (i * 7919 + 13) % V;
+    const std::vector<int32_t> prompt = spread_prompt(V, n_prompt);
     const auto run = [&](bool pairs) {
       runtime::CudaSessionOptions o = graph_opts(true);
       o.exec.gemm_pairs = pairs;
