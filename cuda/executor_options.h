@@ -131,7 +131,7 @@ struct ExecutorOptions {
   bool moe_fragments = true;
   // A prompt's router products (float32 partial sums, launch_router_parts) in 64 x 64 tiles, k-major in shared
   // memory, where n_expert % 64 == 0: the same bits as the 16 x 32 tiles, 3 shared loads for 32 fmas instead of 6.
-  // Qwen3-30B-A3B Q4_K_M pp512, H100 (session 75): 21 191 / 21 491 against 21 190 / 21 272 alone, 21 748 / 21 870
+  // Qwen3-30B-A3B Q4_K_M pp512, H100 (session 75): 21 491 / 21 192 against 21 191 / 21 272 alone, 21 748 / 21 870
   // against 21 614 / 21 639 with gemm_pairs. LLM_CUDA_ROUTER_OUTER=0 for A/B runs.
   bool router_outer_tiles = true;
   // Prefill: the later product of a mixture's gate/up pair writes the activation as half, the down product's x
