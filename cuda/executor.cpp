@@ -394,7 +394,7 @@ void Executor::lower_gemm(const Node& n) {
   if (w.op != Op::Weight) throw InvalidArgument(describe(n) + ": the matrix must be a weight");
   const quant::Type type = ::std::get<graph::WeightParams>(w.params).type;
   const int64_t K = w.shape.ne[0], N = w.shape.ne[1], T = n.shape.rows();
-  const float* bias = n.inputs.size() > 2 && n.inputs[2] != graph::kNoNode ? f32_in(n, 2) : nullptr;
+  const float* bias = product_bias(n);
   GemmParams p{weight_ptr(w), type, f32_in(n, 1), bias, f32_out(n), K, N, T, gemm_scratch_.get(), gemm_scratch_.bytes()};
   p.regrouped = regrouped(w);
   // A product right after another of the same x (no step between, so x and the scratch's f16 copy of it are
@@ -420,7 +420,7 @@ void Executor::lower_gemm(const Node& n) {
       const Node& m = g_.node(id);
       const Node& mw = g_.node(m.inputs[0]);
       stack.w[stack.n] = weight_ptr(mw), stack.y[stack.n] = f32_out(m), stack.N[stack.n] = mw.shape.ne[1];
-      stack.bias[stack.n++] = m.inputs.size() > 2 && m.inputs[2] != graph::kNoNode ? f32_in(m, 2) : nullptr;
+      stack.bias[stack.n++] = product_bias(m);
     }
   }
   const int64_t rows = launch_rows(n);  // the stack's in all
@@ -463,8 +463,7 @@ void Executor::lower_gemm(const Node& n) {
     const Node& m = g_.node(pair->second);
     const Node& mw = g_.node(m.inputs[0]);
     p.w2 = weight_ptr(mw), p.type2 = ::std::get<graph::WeightParams>(mw.params).type, p.regrouped2 = regrouped(mw);
-    p.y2 = f32_out(m);
-    p.bias2 = m.inputs.size() > 2 && m.inputs[2] != graph::kNoNode ? f32_in(m, 2) : nullptr;
+    p.y2 = f32_out(m), p.bias2 = product_bias(m);
   }
   if (const uint16_t* copy = half_copy(w)) {  // cuBLAS on the copy, as on an F16 model's matrix
     p.w = copy;

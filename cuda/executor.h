@@ -201,6 +201,9 @@ class Executor {
   bool plan_expert_glu(const graph::Node& n);
   const graph::Node* glu_pair_second(const graph::Node& n, const graph::Node*& sw) const;
   const float* expert_bias(const graph::Node& mulmat_id) const;
+  const float* product_bias(const graph::Node& mulmat) const {  // a MulMat's bias (input 2), or null
+    return mulmat.inputs.size() > 2 && mulmat.inputs[2] != graph::kNoNode ? f32_in(mulmat, 2) : nullptr;
+  }
   bool router_parts_of(const graph::Node& router, const ::std::vector<graph::NodeId>& readers,
                        RouterPartsParams& out) const;
   struct ExpertDown {  // a down MulMatId's launch: its params, the WeightedSum and Add (or kNoNode) it writes

@@ -159,7 +159,7 @@ void Executor::plan_rope(const Node& n) {
 MatvecParams Executor::matvec_params(const Node& n) const {
   const Node& w = g_.node(n.inputs[0]);
   const quant::Type type = ::std::get<graph::WeightParams>(w.params).type;
-  const float* bias = n.inputs.size() > 2 && n.inputs[2] != graph::kNoNode ? f32_in(n, 2) : nullptr;
+  const float* bias = product_bias(n);
   MatvecParams p{weight_ptr(w), type, f32_in(n, 1), bias, f32_out(n), w.shape.ne[0], w.shape.ne[1], n.shape.rows()};
   p.q6_kx8 = type == quant::Type::Q6_K && regrouped(w);
   return p;

@@ -75,7 +75,7 @@ void Executor::plan_moe_route(const Node& mw) {
   if (router_parts_of(l, softmax_all ? ::std::vector<NodeId>{scores.id} : ::std::vector<NodeId>{topk.id, mw.id},
                       rp)) {
     p.logits = rp.parts, p.n_parts = rp.n_parts;
-    p.bias = l.inputs.size() > 2 && l.inputs[2] != graph::kNoNode ? f32_in(l, 2) : nullptr;
+    p.bias = product_bias(l);
     lowering_.at(size_t(logits)) = Lowering::RouterParts;
     matvecs_.erase(logits);
     router_parts_.emplace(logits, rp);

@@ -6,6 +6,7 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
+#include <utility>
 
 #include "cuda/check.h"
 #include "cuda/kernels/pdl.cuh"
@@ -194,20 +195,22 @@ bool gemm_pair(const GemmParams& p, const Blas& blas, __half* xh, size_t x_bytes
   const size_t w_bytes = align256(size_t(p.K) * p.N * 2);
   if (p.type == quant::Type::F16 || p.type2 == quant::Type::F16 || p.scratch_bytes < x_bytes + 2 * w_bytes)
     return false;
-  const bool swap = p.y2 < p.y;
-  const DequantF16Params first{p.w, p.type, p.K, 0, p.N, nullptr, p.regrouped, p.N};
-  const DequantF16Params second{p.w2, p.type2, p.K, 0, p.N, nullptr, p.regrouped2, p.N};
-  DequantF16Params d[2] = {swap ? second : first, swap ? first : second};
-  float* y[2] = {swap ? p.y2 : p.y, swap ? p.y : p.y2};
-  const float* bias[2] = {swap ? p.bias2 : p.bias, swap ? p.bias : p.bias2};
+  struct Member {
+    DequantF16Params w;
+    float* y;
+    const float* bias;
+  };
+  Member m[2] = {{{p.w, p.type, p.K, 0, p.N, nullptr, p.regrouped, p.N}, p.y, p.bias},
+                 {{p.w2, p.type2, p.K, 0, p.N, nullptr, p.regrouped2, p.N}, p.y2, p.bias2}};
+  if (m[1].y < m[0].y) ::std::swap(m[0], m[1]);
   auto* wh = reinterpret_cast<uint16_t*>(static_cast<uint8_t*>(p.scratch) + x_bytes);
   for (int i = 0; i < 2; ++i) {
-    d[i].out = wh + i * (w_bytes / 2);
-    launch_dequant_f16(d[i], stream);
+    m[i].w.out = wh + i * (w_bytes / 2);
+    launch_dequant_f16(m[i].w, stream);
   }
-  blas.gemm_tn_f16_f32_batched(p.N, p.T, p.K, wh, int64_t(w_bytes / 2), xh, y[0], p.N, y[1] - y[0], 2, stream);
-  for (int i = 0; i < 2; ++i)
-    if (bias[i]) add_bias(y[i], bias[i], p.N, p.T, stream);
+  blas.gemm_tn_f16_f32_batched(p.N, p.T, p.K, wh, int64_t(w_bytes / 2), xh, m[0].y, p.N, m[1].y - m[0].y, 2, stream);
+  for (const Member& each : m)
+    if (each.bias) add_bias(each.y, each.bias, p.N, p.T, stream);
   return true;
 }
 
