@@ -121,6 +121,7 @@ Executor::Executor(const Context& ctx, const graph::Graph& g, const graph::Plan&
     }
   if (attends_all) paged_reach_ = 0;
   gemm_scratch_ = DeviceBuffer(sizes.gemm_scratch);
+  dequant_ahead_ = DequantAhead(opt_, sizes.dequant_ring);
   attn_scratch_ = DeviceBuffer(sizes.attn_scratch);
   moe_scratch_ = DeviceBuffer(sizes.moe_scratch);
   if (attn_scratch_.bytes()) CUDA_CHECK(cudaMemset(attn_scratch_.get(), 0, attn_scratch_.bytes()));  // counters
@@ -144,9 +145,11 @@ Executor::Executor(const Context& ctx, const graph::Graph& g, const graph::Plan&
     lower(n);
     if (omitted(n.name)) {
       steps_.resize(before);
+      dequant_ahead_.drop_from(before);
       moe_scratch_holds_ = {};  // an omitted product leaves no grouping for the next to reuse
     }
   }
+  dequant_ahead_.attach(steps_);  // before the input copies go in front: the steps' indices as lowered
   // The Input nodes' values: one kernel reading the page-locked staging (write_inputs), first of every run; a
   // block table, which can be long, by its own copy (the kernel reads host memory a few bytes per thread), or with
   // paged_host_io in that kernel over up to 64 blocks, only the rows the run's tokens use (table_count_).
@@ -472,9 +475,11 @@ void Executor::lower_gemm(const Node& n) {
   }
   const Blas* blas = &ctx_.blas();
   const bool live = live_columns_apply(T);  // x's conversion, the product and the bias on the live columns alone
-  steps_.push_back([this, p, blas, live](cudaStream_t s) {
+  const int ahead = dequant_ahead_.take(p, by, steps_.size());  // W's half copies made ahead, or -1
+  steps_.push_back([this, p, blas, live, ahead](cudaStream_t s) {
     GemmParams q = p;
     if (live) q.T = live_columns(p.T);
+    if (ahead >= 0) q.w_half = dequant_ahead_.ready(ahead, s);
     launch_gemm(q, *blas, s);
   });
 }
@@ -487,62 +492,6 @@ void Executor::set_live_tokens(int32_t n) {
   if (n < 0 || n > g_.n_tokens)
     throw InvalidArgument("live tokens " + ::std::to_string(n) + " outside 0.." + ::std::to_string(g_.n_tokens));
   live_tokens_ = n;
-}
-
-void Executor::lower_binary(const Node& n) {
-  // Written by the launch of the product that feeds it, or of the norm that reads it.
-  if (lowering(n.id) == Lowering::Epilogue || lowering(n.id) == Lowering::InNorm) return;
-  const int64_t nb = g_.node(n.inputs.at(1)).shape.elements();
-  const FusedShape fs{n.op == Op::Add ? FusedKind::Add : FusedKind::Mul, n.shape.elements(), nb};
-  if (const FusedElementwise* f = fused(fs)) {
-    const float *a = f32_in(n, 0), *b = f32_in(n, 1);
-    float* out = f32_out(n);
-    steps_.push_back([f, a, b, out](cudaStream_t s) { f->launch(a, b, out, s); });
-    return;
-  }
-  const BinaryParams p{n.op == Op::Add ? BinaryOp::Add : BinaryOp::Mul, f32_in(n, 0), f32_in(n, 1), f32_out(n),
-                       n.shape.elements(), nb};
-  steps_.push_back([p](cudaStream_t s) { launch_binary(p, s); });
-}
-
-void Executor::lower_unary(const Node& n) {
-  UnaryParams p{UnaryOp::Silu, f32_in(n, 0), f32_out(n), n.shape.elements()};
-  if (n.op == Op::Scale) p.op = UnaryOp::Scale, p.param = ::std::get<graph::ScaleParams>(n.params).scale;
-  if (n.op == Op::Softcap) p.op = UnaryOp::Softcap, p.param = ::std::get<graph::SoftcapParams>(n.params).cap;
-  steps_.push_back([p](cudaStream_t s) { launch_unary(p, s); });
-}
-
-void Executor::lower_geglu(const Node& n) {
-  if (lowering(n.id) == Lowering::Epilogue) return;  // written by the gate/up launch (fold_swiglu_epilogue)
-  const SwiGluParams p{f32_in(n, 0), f32_in(n, 1), f32_out(n), n.shape.elements(), half_x_for(n)};
-  steps_.push_back([p](cudaStream_t s) { launch_geglu(p, s); });
-  if (p.half_out) last_gemm_ = {steps_.size(), p.out, n.shape.ne[0], n.shape.rows()};
-}
-
-void Executor::lower_slice(const Node& n) {
-  const auto& sp = ::std::get<graph::SliceParams>(n.params);
-  const graph::Shape& in = g_.node(n.inputs.at(0)).shape;
-  const SliceParams p{f32_in(n, 0), f32_out(n), in.ne[0], in.rows(), sp.offset, sp.n};
-  steps_.push_back([p](cudaStream_t s) { launch_slice(p, s); });
-}
-
-void Executor::lower_swiglu(const Node& n) {
-  // Written by the gate/up launch (fold_swiglu_epilogue), or formed by the down launch's x image (fold_glu_into_image).
-  if (lowering(n.id) == Lowering::Epilogue || lowering(n.id) == Lowering::InImage) return;
-  if (void* half = half_x_for(n)) {  // the down product's half x as well: the ahead-of-time kernel writes both
-    const SwiGluParams p{f32_in(n, 0), f32_in(n, 1), f32_out(n), n.shape.elements(), half};
-    steps_.push_back([p](cudaStream_t s) { launch_swiglu(p, s); });
-    last_gemm_ = {steps_.size(), p.out, n.shape.ne[0], n.shape.rows()};
-    return;
-  }
-  if (const FusedElementwise* f = fused({FusedKind::SwiGlu, n.shape.elements(), n.shape.elements()})) {
-    const float *a = f32_in(n, 0), *b = f32_in(n, 1);
-    float* out = f32_out(n);
-    steps_.push_back([f, a, b, out](cudaStream_t s) { f->launch(a, b, out, s); });
-    return;
-  }
-  const SwiGluParams p{f32_in(n, 0), f32_in(n, 1), f32_out(n), n.shape.elements()};
-  steps_.push_back([p](cudaStream_t s) { launch_swiglu(p, s); });
 }
 
 void Executor::lower_rope(const Node& n) {

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "cuda/context.h"
+#include "cuda/dequant_ahead.h"
 #include "cuda/half_weights.h"
 #include "cuda/kernels/attention.cuh"
 #include "cuda/kernels/batch_mm.cuh"
@@ -304,6 +305,7 @@ class Executor {
   ExecutorOptions opt_;
   DeviceBuffer arena_;
   DeviceBuffer gemm_scratch_;
+  DequantAhead dequant_ahead_;  // the dequantising route's half copies, made on a side stream ahead of their products
   DeviceBuffer attn_scratch_;
   DeviceBuffer moe_scratch_;  // expert grouping of the prefill MulMatId launches (moe_gemm.cuh)
   // What the last prefill MulMatId lowered onto moe_scratch_ leaves there for the next (MoeGemmOptions): the grouping

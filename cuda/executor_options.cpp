@@ -77,6 +77,8 @@ ExecutorOptions ExecutorOptions::from_env() {
   o.prompt_wgmma_min_weights =
       read_count("LLM_CUDA_PROMPT_WGMMA_MIN_KN", o.prompt_wgmma_min_weights, int64_t(1) << 40);
   o.gemm_pairs = read_flag("LLM_CUDA_GEMM_PAIRS", o.gemm_pairs);
+  o.dequant_ahead_bytes =
+      size_t(read_count("LLM_CUDA_DEQUANT_AHEAD_MIB", int64_t(o.dequant_ahead_bytes >> 20), int64_t(1) << 20)) << 20;
   o.live_tokens = read_flag("LLM_CUDA_LIVE_TOKENS", o.live_tokens);
   o.moe_fragments = read_flag("LLM_CUDA_MOE_FRAGMENTS", o.moe_fragments);
   o.router_outer_tiles = read_flag("LLM_CUDA_ROUTER_OUTER", o.router_outer_tiles);

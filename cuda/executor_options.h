@@ -120,6 +120,10 @@ struct ExecutorOptions {
   // same bytes on Qwen3-30B-A3B, gpt-oss-20b and the test models (cuBLASLt ran the batch as it ran each product;
   // GpuSession.GemmPairsKeepTheLogits allows summation order). LLM_CUDA_GEMM_PAIRS=0 for A/B runs.
   bool gemm_pairs = true;
+  // Device bytes for making the dequantising route's half copies ahead, on a side stream, in a ring of three slots
+  // (cuda/dequant_ahead.h): products whose matrices fit a third of it take it. 0: each product dequantizes in its
+  // own step, as before. LLM_CUDA_DEQUANT_AHEAD_MIB sets it (0 for A/B runs).
+  size_t dequant_ahead_bytes = 0;
   // A graph run as plain launches (not captured: a paged session's prompt steps of more than 64 tokens) computes its
   // prompt products (the wgmma prompt kernel's and cuBLAS's) on the run's live tokens only (Executor::
   // set_live_tokens), not on its bucket's padding: a 401-token prompt in a 512-token step, a 600-token one in a

@@ -9,6 +9,7 @@
 #include <tuple>
 #include <variant>
 
+#include "cuda/dequant_ahead.h"
 #include "cuda/executor_options.h"
 #include "cuda/half_weights.h"
 #include "cuda/kernels/attention.cuh"
@@ -31,8 +32,9 @@ struct WorkBuffers {
   size_t paged_tiles = 0;   // device: a paged graph's prefill tiles and run bases (PagedTiles), also staged
   size_t moe_scratch = 0;   // device: the expert grouping and half x of the largest prefill MulMatId (moe_gemm.cuh)
   size_t batch_mm_counters = 0;  // device: the small-batch products' tile counters, when any product may take them
+  size_t dequant_ring = 0;  // device: DequantAhead's slots, each the largest copy a product may take there
   size_t device_bytes() const {
-    return arena + gemm_scratch + attn_scratch + paged_tiles + moe_scratch + batch_mm_counters;
+    return arena + gemm_scratch + attn_scratch + paged_tiles + moe_scratch + batch_mm_counters + dequant_ring;
   }
 };
 
@@ -80,8 +82,12 @@ inline WorkBuffers work_buffers(const graph::Graph& g, const graph::Plan& plan, 
         f.regrouped = rg;
         const ProductRoute r = product_route(opt, f);
         b.gemm_scratch = ::std::max(b.gemm_scratch, product_scratch(r, f.K, f.N, f.T, opt.matvec_max_tokens));
-        if (gemm_pair_candidate(opt, f, r) && same_shape[{n.inputs[1], f.K, f.N}] > 1)  // a pair's two matrices
+        const bool pair = gemm_pair_candidate(opt, f, r) && same_shape[{n.inputs[1], f.K, f.N}] > 1;
+        if (pair)  // a pair's two matrices
           b.gemm_scratch = ::std::max(b.gemm_scratch, gemm_pair_scratch(f.K, f.N, f.T));
+        for (const int m : {1, pair ? 2 : 1})  // the copies made ahead: one matrix, or a pair's two
+          if (dequant_ahead_takes(opt, r, f.T, m * gemm_half_bytes(f.K, f.N)))
+            b.dequant_ring = ::std::max(b.dequant_ring, kDequantAheadSlots * m * gemm_half_bytes(f.K, f.N));
         if (r == ProductRoute::SmallBatch || r == ProductRoute::PromptWgmma)
           b.batch_mm_counters = kBatchMmCounterBytes;  // their tile counters
       }

@@ -176,6 +176,7 @@ size_t gemm_full_scratch(int64_t K, int64_t N, int64_t T) {
   return align256(size_t(K) * T * 2) + align256(size_t(K) * N * 2);
 }
 size_t gemm_x_scratch(int64_t K, int64_t T) { return align256(size_t(K) * T * 2); }
+size_t gemm_half_bytes(int64_t K, int64_t N) { return align256(size_t(K) * N * 2); }
 
 size_t gemm_pair_scratch(int64_t K, int64_t N, int64_t T) {
   return align256(size_t(K) * T * 2) + 2 * align256(size_t(K) * N * 2);
@@ -189,11 +190,12 @@ void add_bias(float* y, const float* bias, int64_t N, int64_t T, cudaStream_t st
 }
 
 // A pair as one batched call (GemmParams::w2): the matrix of the lower output first, so the batch's output stride is
-// positive. False where it does not apply (F16 weights read in place, the scratch too small): the caller goes on
-// one matrix at a time.
+// positive. False where it does not apply (F16 weights read in place, the scratch too small; never with w_half):
+// the caller goes on one matrix at a time.
 bool gemm_pair(const GemmParams& p, const Blas& blas, __half* xh, size_t x_bytes, cudaStream_t stream) {
-  const size_t w_bytes = align256(size_t(p.K) * p.N * 2);
-  if (p.type == quant::Type::F16 || p.type2 == quant::Type::F16 || p.scratch_bytes < x_bytes + 2 * w_bytes)
+  const size_t w_bytes = gemm_half_bytes(p.K, p.N);
+  if (!p.w_half &&
+      (p.type == quant::Type::F16 || p.type2 == quant::Type::F16 || p.scratch_bytes < x_bytes + 2 * w_bytes))
     return false;
   struct Member {
     DequantF16Params w;
@@ -203,10 +205,14 @@ bool gemm_pair(const GemmParams& p, const Blas& blas, __half* xh, size_t x_bytes
   Member m[2] = {{{p.w, p.type, p.K, 0, p.N, nullptr, p.regrouped, p.N}, p.y, p.bias},
                  {{p.w2, p.type2, p.K, 0, p.N, nullptr, p.regrouped2, p.N}, p.y2, p.bias2}};
   if (m[1].y < m[0].y) ::std::swap(m[0], m[1]);
-  auto* wh = reinterpret_cast<uint16_t*>(static_cast<uint8_t*>(p.scratch) + x_bytes);
-  for (int i = 0; i < 2; ++i) {
-    m[i].w.out = wh + i * (w_bytes / 2);
-    launch_dequant_f16(m[i].w, stream);
+  const uint16_t* wh = p.w_half;  // made ahead: the lower output's matrix first too (GemmParams::w_half)
+  if (!wh) {
+    auto* out = reinterpret_cast<uint16_t*>(static_cast<uint8_t*>(p.scratch) + x_bytes);
+    for (int i = 0; i < 2; ++i) {
+      m[i].w.out = out + i * (w_bytes / 2);
+      launch_dequant_f16(m[i].w, stream);
+    }
+    wh = out;
   }
   blas.gemm_tn_f16_f32_batched(p.N, p.T, p.K, wh, int64_t(w_bytes / 2), xh, m[0].y, p.N, m[1].y - m[0].y, 2, stream);
   for (const Member& each : m)
@@ -221,7 +227,8 @@ void launch_gemm(const GemmParams& p, const Blas& blas, cudaStream_t stream) {
   LLM_REQUIRE(p.K > 0 && p.N > 0 && p.T > 0, "empty shape");
   LLM_REQUIRE(p.K <= 0x7fffffff && p.N <= 0x7fffffff && p.T <= 0x7fffffff, "dimension exceeds cuBLAS int range");
   LLM_REQUIRE(!p.w2 || p.y2, "the second matrix of a pair without its output");
-  const bool direct_f16 = p.type == quant::Type::F16;  // F16 weights are already the GEMM operand
+  // F16 weights, or a copy made ahead, are already the GEMM operand.
+  const bool direct_f16 = p.type == quant::Type::F16 || p.w_half;
   const size_t x_bytes = gemm_x_scratch(p.K, p.T);
   const size_t need = direct_f16 ? x_bytes : gemm_min_scratch(p.K, p.N, p.T);
   LLM_REQUIRE(p.scratch && p.scratch_bytes >= need, "scratch of " + ::std::to_string(p.scratch_bytes) +
@@ -238,7 +245,7 @@ void launch_gemm(const GemmParams& p, const Blas& blas, cudaStream_t stream) {
     blas.gemm_tn_f16_f32(rows, p.T, p.K, a, xh, p.y + row0, p.N, stream);
   };
   if (direct_f16) {
-    gemm(p.w, 0, p.N);
+    gemm(p.w_half ? p.w_half : p.w, 0, p.N);
   } else {
     auto* wh = reinterpret_cast<uint16_t*>(static_cast<uint8_t*>(p.scratch) + x_bytes);
     const int64_t slice = ::std::min<int64_t>(p.N, int64_t((p.scratch_bytes - x_bytes) / (size_t(p.K) * 2)));

@@ -35,6 +35,10 @@ struct GemmParams {
   bool regrouped2 = false;
   const float* bias2 = nullptr;
   float* y2 = nullptr;
+  // W already in half precision (the executor's DequantAhead made it off the chain): no dequantization here, the
+  // scratch holds x alone. A pair's two matrices are both there, gemm_half_bytes(K, N) apart, the one whose output
+  // lies lower in memory first (the batched call's order), and always run as one batched call.
+  const uint16_t* w_half = nullptr;
 };
 
 // Smallest scratch for which the launcher can proceed (X in half plus a slice of min(N, 128) rows of W); more
@@ -43,8 +47,10 @@ size_t gemm_min_scratch(int64_t K, int64_t N, int64_t T);
 size_t gemm_full_scratch(int64_t K, int64_t N, int64_t T);
 // What a pair (GemmParams::w2) needs to be one batched call: X in half and both matrices whole.
 size_t gemm_pair_scratch(int64_t K, int64_t N, int64_t T);
-// What a product of F16 weights needs: X in half alone.
+// What a product of F16 weights (or of GemmParams::w_half) needs: X in half alone.
 size_t gemm_x_scratch(int64_t K, int64_t T);
+// Bytes of one matrix in half, as the scratch and GemmParams::w_half hold it (256-byte aligned, for cuBLASLt).
+size_t gemm_half_bytes(int64_t K, int64_t N);
 
 // Runs on `stream`. Never allocates device memory: safe inside CUDA graph capture (cuda/blas.h).
 void launch_gemm(const GemmParams& p, const Blas& blas, cudaStream_t stream);

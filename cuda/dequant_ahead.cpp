@@ -1,0 +1,73 @@
+#include "cuda/dequant_ahead.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "cuda/check.h"
+
+namespace cuda {
+
+DequantAhead::DequantAhead(const ExecutorOptions& opt, size_t ring_bytes) : opt_(opt) {
+  slot_bytes_ = ring_bytes / kDequantAheadSlots / 256 * 256;  // every slot on a 256-byte boundary (cuBLASLt)
+  if (slot_bytes_ == 0) return;
+  ring_ = DeviceBuffer(slot_bytes_ * kDequantAheadSlots);
+  side_ = Stream::create();
+  for (int i = 0; i < kDequantAheadSlots; ++i) ready_.push_back(Event::create()), freed_.push_back(Event::create());
+}
+
+int DequantAhead::take(const GemmParams& p, ProductRoute route, size_t step) {
+  const size_t half = gemm_half_bytes(p.K, p.N), bytes = half * (p.w2 ? 2 : 1);
+  if (!slot_bytes_ || bytes > slot_bytes_ || !dequant_ahead_takes(opt_, route, p.T, bytes)) return -1;
+  Use u;
+  u.m[0] = {p.w, p.type, p.K, 0, p.N, nullptr, p.regrouped, p.N};
+  if (p.w2) {
+    u.m[1] = {p.w2, p.type2, p.K, 0, p.N, nullptr, p.regrouped2, p.N};
+    if (p.y2 < p.y) ::std::swap(u.m[0], u.m[1]);  // the lower output's matrix first (GemmParams::w_half)
+    u.n = 2;
+  } else {
+    u.n = 1;
+  }
+  for (int i = 0; i < u.n; ++i) u.m[i].out = reinterpret_cast<uint16_t*>(uintptr_t(i * half));  // slot offsets
+  u.step = step;
+  uses_.push_back(u);
+  return int(uses_.size() - 1);
+}
+
+void DequantAhead::drop_from(size_t step) {
+  while (!uses_.empty() && uses_.back().step >= step) uses_.pop_back();
+}
+
+void DequantAhead::attach(::std::vector<Step>& steps) const {
+  const size_t first = ::std::min(uses_.size(), size_t(kDequantAheadSlots));
+  for (size_t j = first; j < uses_.size(); ++j) {
+    Step& at = steps.at(uses_[j - kDequantAheadSlots].step);
+    at = [this, j, old = ::std::move(at)](cudaStream_t s) { old(s), fork(j, s); };
+  }
+  if (first == 0) return;
+  steps.at(0) = [this, first, old = ::std::move(steps.at(0))](cudaStream_t s) {
+    for (size_t j = 0; j < first; ++j) fork(j, s);
+    old(s);
+  };
+}
+
+void DequantAhead::fork(size_t use, cudaStream_t s) const {
+  const Use& u = uses_[use];
+  const size_t slot = use % kDequantAheadSlots;
+  auto* base = static_cast<uint8_t*>(ring_.get()) + slot * slot_bytes_;
+  freed_[slot].record(s);  // after the slot's previous reader (or, for the first uses, all the run's work before)
+  CUDA_CHECK(cudaStreamWaitEvent(side_.get(), freed_[slot].get(), 0));
+  for (int i = 0; i < u.n; ++i) {
+    DequantF16Params m = u.m[i];
+    m.out = reinterpret_cast<uint16_t*>(base + reinterpret_cast<uintptr_t>(u.m[i].out));
+    launch_dequant_f16(m, side_.get());
+  }
+  ready_[slot].record(side_.get());
+}
+
+const uint16_t* DequantAhead::ready(int use, cudaStream_t s) const {
+  const size_t slot = size_t(use) % kDequantAheadSlots;
+  CUDA_CHECK(cudaStreamWaitEvent(s, ready_[slot].get(), 0));
+  return reinterpret_cast<const uint16_t*>(static_cast<const uint8_t*>(ring_.get()) + slot * slot_bytes_);
+}
+
+}  // namespace cuda
