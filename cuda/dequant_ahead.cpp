@@ -1,6 +1,8 @@
 #include "cuda/dequant_ahead.h"
 
 #include <algorithm>
+#include <map>
+#include <set>
 #include <utility>
 
 #include "cuda/check.h"
@@ -11,7 +13,7 @@ DequantAhead::DequantAhead(const ExecutorOptions& opt, size_t ring_bytes) : opt_
   slot_bytes_ = ring_bytes / kDequantAheadSlots / 256 * 256;  // every slot on a 256-byte boundary (cuBLASLt)
   if (slot_bytes_ == 0) return;
   ring_ = DeviceBuffer(slot_bytes_ * kDequantAheadSlots);
-  side_ = Stream::create();
+  side_ = opt.dequant_ahead_urgent ? Stream::create_urgent() : Stream::create();
   for (int i = 0; i < kDequantAheadSlots; ++i) ready_.push_back(Event::create()), freed_.push_back(Event::create());
 }
 
@@ -35,19 +37,32 @@ int DequantAhead::take(const GemmParams& p, ProductRoute route, size_t step) {
 
 void DequantAhead::drop_from(size_t step) {
   while (!uses_.empty() && uses_.back().step >= step) uses_.pop_back();
+  while (!anchors_.empty() && anchors_.back() >= step) anchors_.pop_back();
 }
 
 void DequantAhead::attach(::std::vector<Step>& steps) const {
-  const size_t first = ::std::min(uses_.size(), size_t(kDequantAheadSlots));
-  for (size_t j = first; j < uses_.size(); ++j) {
-    Step& at = steps.at(uses_[j - kDequantAheadSlots].step);
-    at = [this, j, old = ::std::move(at)](cudaStream_t s) { old(s), fork(j, s); };
+  ::std::map<size_t, ::std::vector<size_t>> before, after;  // by step: the uses forked before / after its launch
+  for (size_t j = 0; j < uses_.size(); ++j) {
+    const size_t from = j < size_t(kDequantAheadSlots) ? 0 : uses_[j - kDequantAheadSlots].step + 1;
+    const auto a = ::std::lower_bound(anchors_.begin(), anchors_.end(), from);
+    if (a != anchors_.end() && *a < uses_[j].step) before[*a].push_back(j);
+    else if (j < size_t(kDequantAheadSlots)) before[0].push_back(j);
+    else after[from - 1].push_back(j);
   }
-  if (first == 0) return;
-  steps.at(0) = [this, first, old = ::std::move(steps.at(0))](cudaStream_t s) {
-    for (size_t j = 0; j < first; ++j) fork(j, s);
-    old(s);
-  };
+  ::std::set<size_t> touched;
+  for (const auto& [k, _] : before) touched.insert(k);
+  for (const auto& [k, _] : after) touched.insert(k);
+  for (const size_t k : touched) {
+    const auto b = before.find(k), f = after.find(k);
+    ::std::vector<size_t> pre = b == before.end() ? ::std::vector<size_t>{} : b->second;
+    ::std::vector<size_t> post = f == after.end() ? ::std::vector<size_t>{} : f->second;
+    Step& at = steps.at(k);
+    at = [this, pre, post, old = ::std::move(at)](cudaStream_t s) {
+      for (const size_t j : pre) fork(j, s);
+      old(s);
+      for (const size_t j : post) fork(j, s);
+    };
+  }
 }
 
 void DequantAhead::fork(size_t use, cudaStream_t s) const {
@@ -59,6 +74,7 @@ void DequantAhead::fork(size_t use, cudaStream_t s) const {
   for (int i = 0; i < u.n; ++i) {
     DequantF16Params m = u.m[i];
     m.out = reinterpret_cast<uint16_t*>(base + reinterpret_cast<uintptr_t>(u.m[i].out));
+    m.max_blocks = opt_.dequant_ahead_blocks;
     launch_dequant_f16(m, side_.get());
   }
   ready_[slot].record(side_.get());

@@ -44,10 +44,16 @@ class DequantAhead {
   // A product (GemmParams of one matrix, or a pair's two) on `route`, launched by the step that will be at index
   // `step`: its use of the ring (for ready()), or -1 when it does not take it (dequant_ahead_takes, or the ring off).
   int take(const GemmParams& p, ProductRoute route, size_t step);
+  // A long launch at step index `step` (a mixture's expert tiles, bound by their issue latency, not the memory): a
+  // use whose slot is free before it has its copies queued right before that launch, to run beside it.
+  void anchor(size_t step) {
+    if (slot_bytes_ && opt_.dequant_ahead_anchors) anchors_.push_back(step);
+  }
   // Lowering dropped the steps from index `step` on (ExecutorOptions::omit_steps_of): their products take no copies.
   void drop_from(size_t step);
-  // After lowering, before any step is inserted in front: each use's copies are queued by the step of the slot's
-  // previous use, right after its launch, or by the first step for the first uses.
+  // After lowering, before any step is inserted in front: each use's copies are queued right before the first anchor
+  // between the slot's previous use and its own, else right after that previous use's launch (the first uses: before
+  // the first step).
   void attach(::std::vector<Step>& steps) const;
   // At launch, on the product's stream: waits for the use's copies and returns them (GemmParams::w_half).
   const uint16_t* ready(int use, cudaStream_t s) const;
@@ -69,6 +75,7 @@ class DequantAhead {
   Stream side_;
   ::std::vector<Event> ready_, freed_;  // by slot: its copies made; its previous reader launched
   ::std::vector<Use> uses_;
+  ::std::vector<size_t> anchors_;  // ascending step indices
 };
 
 }  // namespace cuda

@@ -728,7 +728,9 @@ void Executor::run() {
     CUDA_CHECK(cudaStreamEndCapture(s, &cg));
     v.graph = Graph(cg);
     cudaGraphExec_t ge = nullptr;
-    CUDA_CHECK(cudaGraphInstantiate(&ge, cg, 0));
+    // The side stream's copies keep the priority they were captured with (DequantAhead; the others' is the default).
+    const bool priorities = dequant_ahead_.uses() > 0 && opt_.dequant_ahead_urgent;
+    CUDA_CHECK(cudaGraphInstantiate(&ge, cg, priorities ? cudaGraphInstantiateFlagUseNodePriority : 0));
     v.exec = GraphExec(ge);
   }
   CUDA_CHECK(cudaGraphLaunch(v.exec.get(), s));

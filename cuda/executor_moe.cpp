@@ -520,6 +520,7 @@ void Executor::lower_mul_mat_id(const Node& n) {
               holds.x_slots == moe_scratch_holds_.x_slots;
   moe_scratch_holds_ = holds;
   if (o.x_half) moe_scratch_holds_.x = graph::kNoNode;  // its x pass never ran: the half copy is not of this x
+  if (!o.reuse_groups) dequant_ahead_.anchor(steps_.size());  // a layer's first expert launch (its gate/up)
   steps_.push_back([p, scratch, bytes, o](cudaStream_t s) { launch_moe_gemm(p, scratch, bytes, s, o); });
 }
 

@@ -124,6 +124,16 @@ struct ExecutorOptions {
   // (cuda/dequant_ahead.h): products whose matrices fit a third of it take it. 0: each product dequantizes in its
   // own step, as before. LLM_CUDA_DEQUANT_AHEAD_MIB sets it (0 for A/B runs).
   size_t dequant_ahead_bytes = 0;
+  // That side stream at the device's highest priority: its blocks are placed as soon as an SM has room, between the
+  // blocks of a long launch already queued on the compute stream (an expert tile launch's thousands), instead of
+  // after them. LLM_CUDA_DEQUANT_AHEAD_URGENT=0 for A/B runs.
+  bool dequant_ahead_urgent = true;
+  // The copies queued right before a mixture's prefill expert launch (DequantAhead::anchor), to run beside its tiles;
+  // false: right after the slot's previous product. LLM_CUDA_DEQUANT_AHEAD_ANCHORS=0 for A/B runs.
+  bool dequant_ahead_anchors = true;
+  // The copies' launches capped at this many blocks (DequantF16Params::max_blocks; 0: a thread a chunk), so that
+  // they share each SM with the launch beside them. LLM_CUDA_DEQUANT_AHEAD_BLOCKS sets it.
+  int dequant_ahead_blocks = 0;
   // A graph run as plain launches (not captured: a paged session's prompt steps of more than 64 tokens) computes its
   // prompt products (the wgmma prompt kernel's and cuBLAS's) on the run's live tokens only (Executor::
   // set_live_tokens), not on its bucket's padding: a 401-token prompt in a 512-token step, a 600-token one in a

@@ -59,6 +59,14 @@ class Stream : public Unique<cudaStream_t, StreamDeleter> {
     CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
     return Stream(s);
   }
+  // A stream whose blocks the device schedules before those of lower-priority streams (the default's is the lowest).
+  static Stream create_urgent() {
+    int least = 0, greatest = 0;
+    CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+    cudaStream_t s = nullptr;
+    CUDA_CHECK(cudaStreamCreateWithPriority(&s, cudaStreamNonBlocking, greatest));
+    return Stream(s);
+  }
   void synchronize() const { CUDA_CHECK(cudaStreamSynchronize(get())); }
 
  private:

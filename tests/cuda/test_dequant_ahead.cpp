@@ -84,41 +84,48 @@ TEST(DequantAhead, ProductsOnCopiesMadeAheadKeepTheirBits) {
   for (const cuda::GemmParams& p : ps) cuda::launch_gemm(p, ctx.blas(), ctx.compute());
   const std::vector<float> want = outputs();
 
-  cuda::ExecutorOptions opt;
-  opt.dequant_ahead_bytes = 3 * 2 * cuda::gemm_half_bytes(K, N);
-  cuda::DequantAhead ahead(opt, opt.dequant_ahead_bytes);
-  std::vector<cuda::DequantAhead::Step> steps;
-  for (const cuda::GemmParams& p : ps) {
-    const int use = ahead.take(p, cuda::ProductRoute::GemmDequant, steps.size());
-    ASSERT_GE(use, 0);
-    steps.push_back([&ahead, &ctx, p, use](cudaStream_t s) {
-      cuda::GemmParams q = p;
-      q.w_half = ahead.ready(use, s);
-      cuda::launch_gemm(q, ctx.blas(), s);
-    });
+  // As made in turn (a thread a chunk), and by two blocks going on over the chunks with an anchor at step 3, where
+  // product 4 (its slot free after product 1) has its copies queued before step 3's launch.
+  for (const int blocks : {0, 2}) {
+    SCOPED_TRACE(blocks ? "capped grid, anchored" : "a thread a chunk");
+    cuda::ExecutorOptions opt;
+    opt.dequant_ahead_bytes = 3 * 2 * cuda::gemm_half_bytes(K, N);
+    opt.dequant_ahead_blocks = blocks;
+    cuda::DequantAhead ahead(opt, opt.dequant_ahead_bytes);
+    std::vector<cuda::DequantAhead::Step> steps;
+    for (const cuda::GemmParams& p : ps) {
+      if (blocks && steps.size() == 3) ahead.anchor(steps.size());
+      const int use = ahead.take(p, cuda::ProductRoute::GemmDequant, steps.size());
+      ASSERT_GE(use, 0);
+      steps.push_back([&ahead, &ctx, p, use](cudaStream_t s) {
+        cuda::GemmParams q = p;
+        q.w_half = ahead.ready(use, s);
+        cuda::launch_gemm(q, ctx.blas(), s);
+      });
+    }
+    EXPECT_EQ(ahead.uses(), n);
+    EXPECT_EQ(ahead.take(ps[0], cuda::ProductRoute::PromptWgmma, steps.size()), -1);  // another route
+    ahead.attach(steps);
+
+    poison();
+    for (const auto& step : steps) step(ctx.compute());
+    const std::vector<float> plain = outputs();
+    EXPECT_EQ(std::memcmp(plain.data(), want.data(), want.size() * 4), 0) << "plain launches";
+
+    poison();
+    const cudaStream_t s = ctx.compute();
+    cudaGraph_t g = nullptr;
+    CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+    for (const auto& step : steps) step(s);
+    CUDA_CHECK(cudaStreamEndCapture(s, &g));
+    cudaGraphExec_t exec = nullptr;
+    CUDA_CHECK(cudaGraphInstantiate(&exec, g, 0));
+    for (int replay = 0; replay < 2; ++replay) CUDA_CHECK(cudaGraphLaunch(exec, s));
+    const std::vector<float> captured = outputs();
+    EXPECT_EQ(std::memcmp(captured.data(), want.data(), want.size() * 4), 0) << "captured graph";
+    CUDA_CHECK(cudaGraphExecDestroy(exec));
+    CUDA_CHECK(cudaGraphDestroy(g));
   }
-  EXPECT_EQ(ahead.uses(), n);
-  EXPECT_EQ(ahead.take(ps[0], cuda::ProductRoute::PromptWgmma, steps.size()), -1);  // another route
-  ahead.attach(steps);
-
-  poison();
-  for (const auto& step : steps) step(ctx.compute());
-  const std::vector<float> plain = outputs();
-  EXPECT_EQ(std::memcmp(plain.data(), want.data(), want.size() * 4), 0) << "plain launches";
-
-  poison();
-  const cudaStream_t s = ctx.compute();
-  cudaGraph_t g = nullptr;
-  CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-  for (const auto& step : steps) step(s);
-  CUDA_CHECK(cudaStreamEndCapture(s, &g));
-  cudaGraphExec_t exec = nullptr;
-  CUDA_CHECK(cudaGraphInstantiate(&exec, g, 0));
-  for (int replay = 0; replay < 2; ++replay) CUDA_CHECK(cudaGraphLaunch(exec, s));
-  const std::vector<float> captured = outputs();
-  EXPECT_EQ(std::memcmp(captured.data(), want.data(), want.size() * 4), 0) << "captured graph";
-  CUDA_CHECK(cudaGraphExecDestroy(exec));
-  CUDA_CHECK(cudaGraphDestroy(g));
 }
 
 }  // namespace
