@@ -19,6 +19,9 @@ namespace cuda {
 namespace {
 
 constexpr int kThreads = 256;
+// A capped grid's blocks (DequantF16Params::max_blocks): two warps (~4k registers, 4 KB of shared memory), small
+// enough to sit on an SM beside the blocks of the launch it runs beside.
+constexpr int kSideThreads = 64;
 constexpr int64_t kMinRows = 128;
 
 size_t align256(size_t b) { return (b + 255) & ~size_t(255); }
@@ -34,15 +37,15 @@ __device__ __forceinline__ uint32_t half2_bits(float lo, float hi) {
 // are contiguous, so its own 16-byte stores hit every other 32-byte sector across the warp; when the warp's 32 chunks
 // are one contiguous 2 KiB run (K a multiple of 32, the warp full), they pass through shared memory and leave as four
 // 512-byte warp stores instead.
-template <quant::Type T, bool kX8 = false>
-__global__ void __launch_bounds__(kThreads) dequant_f16_kernel(DequantF16Params p, size_t row_bytes) {
+// kBT: the block's threads (kSideThreads for a capped grid, DequantF16Params::max_blocks).
+template <quant::Type T, bool kX8 = false, int kBT = kThreads>
+__global__ void __launch_bounds__(kBT) dequant_f16_kernel(DequantF16Params p, size_t row_bytes) {
   using quant::dev::kChunk;
-  __shared__ uint4 stage[kThreads / 32][32 * 4];
+  __shared__ uint4 stage[kBT / 32][32 * 4];
   const int64_t chunks_per_row = (p.K + kChunk - 1) / kChunk;
   const int64_t total = chunks_per_row * p.rows;
   const int lane = threadIdx.x & 31;
-  for (int64_t i = int64_t(blockIdx.x) * kThreads + threadIdx.x; i - lane < total;
-       i += int64_t(gridDim.x) * kThreads) {
+  for (int64_t i = int64_t(blockIdx.x) * kBT + threadIdx.x; i - lane < total; i += int64_t(gridDim.x) * kBT) {
     const bool staged = p.K % kChunk == 0 && i - lane + 31 < total && (reinterpret_cast<uintptr_t>(p.out) & 15) == 0;
     if (i >= total) continue;  // never a staged warp
     const int64_t r = i / chunks_per_row, c = i % chunks_per_row;
@@ -151,8 +154,9 @@ void launch_dequant_f16(const DequantF16Params& p, cudaStream_t stream) {
   const size_t rb = quant::row_bytes(p.type, p.K);
   const int64_t chunks = (p.K + quant::dev::kChunk - 1) / quant::dev::kChunk * p.rows;
   LLM_REQUIRE(chunks / kThreads < 0x7fffffff, "slice too large for one launch");
-  const unsigned grid = p.max_blocks > 0 ? ::std::min(blocks_for(chunks, kThreads), unsigned(p.max_blocks))
-                                         : blocks_for(chunks, kThreads);
+  const bool capped = p.max_blocks > 0;
+  const unsigned grid = capped ? ::std::min(blocks_for(chunks, kSideThreads), unsigned(p.max_blocks))
+                               : blocks_for(chunks, kThreads);
   if (p.regrouped && p.type == quant::Type::Q4_0) {
     const bool out_aligned = (reinterpret_cast<uintptr_t>(p.out) & 15) == 0;
     LLM_REQUIRE(q4_0_cols_fits(p.w, p.K, p.N) && p.row0 + p.rows <= p.N && out_aligned,
@@ -166,12 +170,15 @@ void launch_dequant_f16(const DequantF16Params& p, cudaStream_t stream) {
   if (p.regrouped) {
     LLM_REQUIRE(p.type == quant::Type::Q6_K && q6_kx8_fits(p.w, p.K),
                 "regrouped weights: Q6_K rows of K % 2048 == 0, 16-byte aligned");
-    dequant_f16_kernel<quant::Type::Q6_K, true><<<grid, kThreads, 0, stream>>>(p, rb);
+    if (capped) dequant_f16_kernel<quant::Type::Q6_K, true, kSideThreads><<<grid, kSideThreads, 0, stream>>>(p, rb);
+    else dequant_f16_kernel<quant::Type::Q6_K, true><<<grid, kThreads, 0, stream>>>(p, rb);
     CUDA_CHECK_LAUNCH(stream);
     return;
   }
   dispatch_qtype(p.type, "dequantize to f16", [&](auto tag) {
-    dequant_f16_kernel<decltype(tag)::value><<<grid, kThreads, 0, stream>>>(p, rb);
+    constexpr quant::Type t = decltype(tag)::value;
+    if (capped) dequant_f16_kernel<t, false, kSideThreads><<<grid, kSideThreads, 0, stream>>>(p, rb);
+    else dequant_f16_kernel<t><<<grid, kThreads, 0, stream>>>(p, rb);
   });
   CUDA_CHECK_LAUNCH(stream);
 }
