@@ -1,5 +1,5 @@
 """Rows of a kernel trace CSV (tests/cuda/kernel_trace.cpp's, or `nsys stats --report cuda_gpu_trace`'s), shared by
-scripts/timeline-step.py and scripts/timeline-gaps.py."""
+scripts/timeline-step.py, scripts/timeline-gaps.py and scripts/timeline-pairs.py."""
 import csv
 import re
 
