@@ -74,7 +74,6 @@ void DequantAhead::fork(size_t use, cudaStream_t s) const {
   for (int i = 0; i < u.n; ++i) {
     DequantF16Params m = u.m[i];
     m.out = reinterpret_cast<uint16_t*>(base + reinterpret_cast<uintptr_t>(u.m[i].out));
-    m.max_blocks = opt_.dequant_ahead_blocks;
     launch_dequant_f16(m, side_.get());
   }
   ready_[slot].record(side_.get());

@@ -1,12 +1,15 @@
-// Prompt products on the dequantising route (product_route.h's GemmDequant: small matrices such as a mixture's
-// attention projections, and every matrix past the wgmma kernel's prompt sizes) convert their weights to half on the
-// compute stream right before cuBLAS multiplies them: a memory-bound pass in the chain (Qwen3-30B-A3B pp512: ~1.2 ms
-// of ~23 ms in 192 launches, H100, session 75). DequantAhead takes it off the chain. The products that take it share
-// a ring of kDequantAheadSlots slots, the j-th product slot j % slots; a side stream makes product j's copies as soon
-// as product j - slots (the slot's previous reader) has been launched, and product j's step waits for them and
-// multiplies the copies (GemmParams::w_half). The copies then run beside the launches in between: in a mixture, the
-// expert tiles, which are bound by their issue latency and leave the memory mostly idle (session 74's Nsight).
-// The same half values reach the same cuBLAS call, so the products keep their bits.
+// Prompt products on the dequantising route (product_route.h's GemmDequant: a mixture's small attention
+// projections) convert their weights to half on the compute stream right before cuBLAS multiplies them: a
+// memory-bound pass in the chain (Qwen3-30B-A3B pp512: 1.34 ms of 23.7 ms in 192 launches, H100, session 76's
+// timeline). DequantAhead takes it off the chain. The products that take it share a ring of kDequantAheadSlots
+// slots, the j-th product slot j % slots; a side stream makes product j's copies once product j - slots (the slot's
+// previous reader) has been launched, and product j's step waits for them and multiplies the copies
+// (GemmParams::w_half). Where to queue them matters: right after the previous reader they ran beside the small
+// launches that follow it (cuBLAS's, the router's, the norms), which grew by as much as the copies saved; queued
+// right before the layer's first expert launch (anchor), at the highest priority, they run beside its tiles, which
+// are bound by their issue latency and leave the memory mostly idle (session 74's Nsight): +1.2% on Qwen3-30B-A3B's
+// pp512 (docs/kernel-notes.md, session 76). work_buffers reserves the ring only in graphs with such launches. The same
+// half values reach the same cuBLAS call, so the products keep their bits.
 #pragma once
 #include <cuda_runtime.h>
 

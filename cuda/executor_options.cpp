@@ -79,7 +79,6 @@ ExecutorOptions ExecutorOptions::from_env() {
   o.gemm_pairs = read_flag("LLM_CUDA_GEMM_PAIRS", o.gemm_pairs);
   o.dequant_ahead_urgent = read_flag("LLM_CUDA_DEQUANT_AHEAD_URGENT", o.dequant_ahead_urgent);
   o.dequant_ahead_anchors = read_flag("LLM_CUDA_DEQUANT_AHEAD_ANCHORS", o.dequant_ahead_anchors);
-  o.dequant_ahead_blocks = int(read_count("LLM_CUDA_DEQUANT_AHEAD_BLOCKS", o.dequant_ahead_blocks, 1 << 20));
   o.dequant_ahead_bytes =
       size_t(read_count("LLM_CUDA_DEQUANT_AHEAD_MIB", int64_t(o.dequant_ahead_bytes >> 20), int64_t(1) << 20)) << 20;
   o.live_tokens = read_flag("LLM_CUDA_LIVE_TOKENS", o.live_tokens);

@@ -120,20 +120,18 @@ struct ExecutorOptions {
   // same bytes on Qwen3-30B-A3B, gpt-oss-20b and the test models (cuBLASLt ran the batch as it ran each product;
   // GpuSession.GemmPairsKeepTheLogits allows summation order). LLM_CUDA_GEMM_PAIRS=0 for A/B runs.
   bool gemm_pairs = true;
-  // Device bytes for making the dequantising route's half copies ahead, on a side stream, in a ring of three slots
-  // (cuda/dequant_ahead.h): products whose matrices fit a third of it take it. 0: each product dequantizes in its
-  // own step, as before. LLM_CUDA_DEQUANT_AHEAD_MIB sets it (0 for A/B runs).
-  size_t dequant_ahead_bytes = 0;
-  // That side stream at the device's highest priority: its blocks are placed as soon as an SM has room, between the
-  // blocks of a long launch already queued on the compute stream (an expert tile launch's thousands), instead of
-  // after them. LLM_CUDA_DEQUANT_AHEAD_URGENT=0 for A/B runs.
-  bool dequant_ahead_urgent = true;
-  // The copies queued right before a mixture's prefill expert launch (DequantAhead::anchor), to run beside its tiles;
-  // false: right after the slot's previous product. LLM_CUDA_DEQUANT_AHEAD_ANCHORS=0 for A/B runs.
-  bool dequant_ahead_anchors = true;
-  // The copies' launches capped at this many blocks (DequantF16Params::max_blocks; 0: a thread a chunk), so that
-  // they share each SM with the launch beside them. LLM_CUDA_DEQUANT_AHEAD_BLOCKS sets it.
-  int dequant_ahead_blocks = 0;
+  // Prompt products on the dequantising route in a graph with a prompt's expert launches (a mixture's small q, k, v
+  // and o) have their half copies made ahead on a side stream (cuda/dequant_ahead.h): device bytes for a ring of
+  // three slots; products whose matrices fit a third of it take it. Queued right before the layer's first expert
+  // launch (dequant_ahead_anchors) at the device's highest priority (dequant_ahead_urgent), they run beside its
+  // tiles. H100 (session 76), `bench -p 512 -n 0 -r 3`, five rounds: Qwen3-30B-A3B Q4_K_M 21 880 / 21 731 / 21 855 /
+  // 21 784 / 21 905 -> 22 068 / 22 128 / 22 072 / 22 063 / 22 168 (+1.2%); pp128 +1.3%, pp2048 -0.4%; gpt-oss-20b
+  // 20 203 / 20 385 -> 20 443. Forked after the slot's previous product instead (no anchors) they ran beside small
+  // launches and slowed them by as much as they saved: level (+0.2% / +0.7%); with anchors at the default priority
+  // -3.2% (capped grids then, removed). LLM_CUDA_DEQUANT_AHEAD_MIB=0 for A/B runs.
+  size_t dequant_ahead_bytes = size_t(256) << 20;
+  bool dequant_ahead_urgent = true;   // LLM_CUDA_DEQUANT_AHEAD_URGENT=0 for A/B runs
+  bool dequant_ahead_anchors = true;  // LLM_CUDA_DEQUANT_AHEAD_ANCHORS=0 for A/B runs
   // A graph run as plain launches (not captured: a paged session's prompt steps of more than 64 tokens) computes its
   // prompt products (the wgmma prompt kernel's and cuBLAS's) on the run's live tokens only (Executor::
   // set_live_tokens), not on its bucket's padding: a 401-token prompt in a 512-token step, a 600-token one in a

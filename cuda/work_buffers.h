@@ -63,6 +63,8 @@ inline WorkBuffers work_buffers(const graph::Graph& g, const graph::Plan& plan, 
   b.arena = plan.arena_bytes;
   // Products of weights by (x, K, N): where two read one x in one shape, a pair may take them (pair_gemm_siblings).
   ::std::map<::std::tuple<graph::NodeId, int64_t, int64_t>, int> same_shape;
+  size_t ahead_ring = 0;         // DequantAhead's slots, where the graph has a prompt's expert launches to run beside
+  bool prompt_experts = false;
   for (const graph::Node& n : g.nodes())
     if (n.op == graph::Op::MulMat && n.inputs.size() >= 2 && g.node(n.inputs[0]).op == graph::Op::Weight)
       ++same_shape[{n.inputs[1], g.node(n.inputs[0]).shape.ne[0], g.node(n.inputs[0]).shape.ne[1]}];
@@ -87,7 +89,7 @@ inline WorkBuffers work_buffers(const graph::Graph& g, const graph::Plan& plan, 
           b.gemm_scratch = ::std::max(b.gemm_scratch, gemm_pair_scratch(f.K, f.N, f.T));
         for (const int m : {1, pair ? 2 : 1})  // the copies made ahead: one matrix, or a pair's two
           if (dequant_ahead_takes(opt, r, f.T, m * gemm_half_bytes(f.K, f.N)))
-            b.dequant_ring = ::std::max(b.dequant_ring, kDequantAheadSlots * m * gemm_half_bytes(f.K, f.N));
+            ahead_ring = ::std::max(ahead_ring, kDequantAheadSlots * m * gemm_half_bytes(f.K, f.N));
         if (r == ProductRoute::SmallBatch || r == ProductRoute::PromptWgmma)
           b.batch_mm_counters = kBatchMmCounterBytes;  // their tile counters
       }
@@ -99,6 +101,7 @@ inline WorkBuffers work_buffers(const graph::Graph& g, const graph::Plan& plan, 
       b.attn_scratch = ::std::max(b.attn_scratch, attention_scratch_floats(p.n_head, p.head_dim_v, T, splits) * 4);
       if (g.kv.paged()) b.paged_tiles = ::std::max(b.paged_tiles, size_t(PagedTiles::staged_ints(T)) * 4);
     } else if (n.op == graph::Op::MulMatId && n.shape.ne[2] > opt.matvec_max_tokens) {
+      prompt_experts = true;
       const int64_t n_expert = g.node(n.inputs[0]).shape.ne[2];
       const auto& x = g.node(n.inputs[1]).shape;  // [K, x_slots, T]
       b.moe_scratch = ::std::max(b.moe_scratch, moe_gemm_scratch_bytes(n_expert, n.shape.ne[1], n.shape.ne[2],
@@ -118,6 +121,7 @@ inline WorkBuffers work_buffers(const graph::Graph& g, const graph::Plan& plan, 
     }
   }
   b.staging += b.paged_tiles;  // written by the host per run, copied by the run's first step
+  if (prompt_experts) b.dequant_ring = ahead_ring;
   return b;
 }
 

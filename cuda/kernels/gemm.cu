@@ -19,9 +19,6 @@ namespace cuda {
 namespace {
 
 constexpr int kThreads = 256;
-// A capped grid's blocks (DequantF16Params::max_blocks): two warps (~4k registers, 4 KB of shared memory), small
-// enough to sit on an SM beside the blocks of the launch it runs beside.
-constexpr int kSideThreads = 64;
 constexpr int64_t kMinRows = 128;
 
 size_t align256(size_t b) { return (b + 255) & ~size_t(255); }
@@ -33,59 +30,55 @@ __device__ __forceinline__ uint32_t half2_bits(float lo, float hi) {
   return *reinterpret_cast<const uint32_t*>(&h);
 }
 
-// One thread per 32-element chunk of the slice (a capped grid goes on to the next chunks). A thread's 64 output bytes
-// are contiguous, so its own 16-byte stores hit every other 32-byte sector across the warp; when the warp's 32 chunks
-// are one contiguous 2 KiB run (K a multiple of 32, the warp full), they pass through shared memory and leave as four
-// 512-byte warp stores instead.
-// kBT: the block's threads (kSideThreads for a capped grid, DequantF16Params::max_blocks).
-template <quant::Type T, bool kX8 = false, int kBT = kThreads>
-__global__ void __launch_bounds__(kBT) dequant_f16_kernel(DequantF16Params p, size_t row_bytes) {
+// One thread per 32-element chunk of the slice. A thread's 64 output bytes are contiguous, so its own 16-byte stores
+// hit every other 32-byte sector across the warp; when the warp's 32 chunks are one contiguous 2 KiB run (K a multiple
+// of 32, the warp full), they pass through shared memory and leave as four 512-byte warp stores instead.
+template <quant::Type T, bool kX8 = false>
+__global__ void __launch_bounds__(kThreads) dequant_f16_kernel(DequantF16Params p, size_t row_bytes) {
   using quant::dev::kChunk;
-  __shared__ uint4 stage[kBT / 32][32 * 4];
+  __shared__ uint4 stage[kThreads / 32][32 * 4];
   const int64_t chunks_per_row = (p.K + kChunk - 1) / kChunk;
   const int64_t total = chunks_per_row * p.rows;
+  const int64_t i = int64_t(blockIdx.x) * kThreads + threadIdx.x;
   const int lane = threadIdx.x & 31;
-  for (int64_t i = int64_t(blockIdx.x) * kBT + threadIdx.x; i - lane < total; i += int64_t(gridDim.x) * kBT) {
-    const bool staged = p.K % kChunk == 0 && i - lane + 31 < total && (reinterpret_cast<uintptr_t>(p.out) & 15) == 0;
-    if (i >= total) continue;  // never a staged warp
-    const int64_t r = i / chunks_per_row, c = i % chunks_per_row;
-    const uint8_t* row = static_cast<const uint8_t*>(p.w) + (p.row0 + r) * row_bytes;
-    const int valid = int((p.K - c * kChunk < kChunk ? p.K - c * kChunk : kChunk));
-    float v[kChunk];
-    if constexpr (kX8) {
-      static_assert(T == quant::Type::Q6_K, "only Q6_K is regrouped by runs");
-      q6_kx8_dequant_chunk(row, c, v);  // K % 2048 == 0: every chunk whole
-    } else {
-      quant::dev::dequant_chunk<T>(row, c, valid, v);
+  const bool staged = p.K % kChunk == 0 && i - lane + 31 < total && (reinterpret_cast<uintptr_t>(p.out) & 15) == 0;
+  if (i >= total) return;  // never a staged warp
+  const int64_t r = i / chunks_per_row, c = i % chunks_per_row;
+  const uint8_t* row = static_cast<const uint8_t*>(p.w) + (p.row0 + r) * row_bytes;
+  const int valid = int((p.K - c * kChunk < kChunk ? p.K - c * kChunk : kChunk));
+  float v[kChunk];
+  if constexpr (kX8) {
+    static_assert(T == quant::Type::Q6_K, "only Q6_K is regrouped by runs");
+    q6_kx8_dequant_chunk(row, c, v);  // K % 2048 == 0: every chunk whole
+  } else {
+    quant::dev::dequant_chunk<T>(row, c, valid, v);
+  }
+  uint16_t* out = p.out + r * p.K + c * kChunk;
+  if (staged) {
+    // uint4 j of lane l goes to slot 4l + (j ^ ((l >> 1) & 3)): conflict-free both ways (8 lanes per phase).
+    uint4* st = stage[threadIdx.x >> 5];
+    const int sw = (lane >> 1) & 3;
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+      st[4 * lane + (j ^ sw)] = make_uint4(half2_bits(v[8 * j], v[8 * j + 1]), half2_bits(v[8 * j + 2], v[8 * j + 3]),
+                                           half2_bits(v[8 * j + 4], v[8 * j + 5]),
+                                           half2_bits(v[8 * j + 6], v[8 * j + 7]));
+    __syncwarp();
+    uint4* dst = reinterpret_cast<uint4*>(out - int64_t(lane) * kChunk);  // the warp's first chunk
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      const int idx = lane + 32 * k, src = idx >> 2;
+      dst[idx] = st[4 * src + ((idx & 3) ^ ((src >> 1) & 3))];
     }
-    uint16_t* out = p.out + r * p.K + c * kChunk;
-    if (staged) {
-      // uint4 j of lane l goes to slot 4l + (j ^ ((l >> 1) & 3)): conflict-free both ways (8 lanes per phase).
-      uint4* st = stage[threadIdx.x >> 5];
-      const int sw = (lane >> 1) & 3;
+  } else if (valid == kChunk && (reinterpret_cast<uintptr_t>(out) & 15) == 0) {
 #pragma unroll
-      for (int j = 0; j < 4; ++j)
-        st[4 * lane + (j ^ sw)] = make_uint4(half2_bits(v[8 * j], v[8 * j + 1]), half2_bits(v[8 * j + 2], v[8 * j + 3]),
-                                             half2_bits(v[8 * j + 4], v[8 * j + 5]),
-                                             half2_bits(v[8 * j + 6], v[8 * j + 7]));
-      __syncwarp();
-      uint4* dst = reinterpret_cast<uint4*>(out - int64_t(lane) * kChunk);  // the warp's first chunk
+    for (int j = 0; j < kChunk; j += 8)
+      *reinterpret_cast<uint4*>(out + j) = make_uint4(half2_bits(v[j], v[j + 1]), half2_bits(v[j + 2], v[j + 3]),
+                                                      half2_bits(v[j + 4], v[j + 5]), half2_bits(v[j + 6], v[j + 7]));
+  } else {
 #pragma unroll
-      for (int k = 0; k < 4; ++k) {
-        const int idx = lane + 32 * k, src = idx >> 2;
-        dst[idx] = st[4 * src + ((idx & 3) ^ ((src >> 1) & 3))];
-      }
-      __syncwarp();  // the stage is written again by the next chunk (DequantF16Params::max_blocks)
-    } else if (valid == kChunk && (reinterpret_cast<uintptr_t>(out) & 15) == 0) {
-#pragma unroll
-      for (int j = 0; j < kChunk; j += 8)
-        *reinterpret_cast<uint4*>(out + j) = make_uint4(half2_bits(v[j], v[j + 1]), half2_bits(v[j + 2], v[j + 3]),
-                                                        half2_bits(v[j + 4], v[j + 5]), half2_bits(v[j + 6], v[j + 7]));
-    } else {
-#pragma unroll
-      for (int j = 0; j < kChunk; ++j)
-        if (j < valid) out[j] = quant::f32_to_f16(v[j]);
-    }
+    for (int j = 0; j < kChunk; ++j)
+      if (j < valid) out[j] = quant::f32_to_f16(v[j]);
   }
 }
 
@@ -115,8 +108,7 @@ __global__ void __launch_bounds__(kThreads) dequant_q4_0_cols_kernel(DequantF16P
 #pragma unroll
       for (int j = 0; j < 4; ++j)
         tile[rr][4 * cc + j] = make_uint4(half2_bits(v[8 * j], v[8 * j + 1]), half2_bits(v[8 * j + 2], v[8 * j + 3]),
-                                          half2_bits(v[8 * j + 4], v[8 * j + 5]),
-                                          half2_bits(v[8 * j + 6], v[8 * j + 7]));
+                                          half2_bits(v[8 * j + 4], v[8 * j + 5]), half2_bits(v[8 * j + 6], v[8 * j + 7]));
     }
   }
   __syncthreads();
@@ -154,9 +146,6 @@ void launch_dequant_f16(const DequantF16Params& p, cudaStream_t stream) {
   const size_t rb = quant::row_bytes(p.type, p.K);
   const int64_t chunks = (p.K + quant::dev::kChunk - 1) / quant::dev::kChunk * p.rows;
   LLM_REQUIRE(chunks / kThreads < 0x7fffffff, "slice too large for one launch");
-  const bool capped = p.max_blocks > 0;
-  const unsigned grid = capped ? ::std::min(blocks_for(chunks, kSideThreads), unsigned(p.max_blocks))
-                               : blocks_for(chunks, kThreads);
   if (p.regrouped && p.type == quant::Type::Q4_0) {
     const bool out_aligned = (reinterpret_cast<uintptr_t>(p.out) & 15) == 0;
     LLM_REQUIRE(q4_0_cols_fits(p.w, p.K, p.N) && p.row0 + p.rows <= p.N && out_aligned,
@@ -170,15 +159,12 @@ void launch_dequant_f16(const DequantF16Params& p, cudaStream_t stream) {
   if (p.regrouped) {
     LLM_REQUIRE(p.type == quant::Type::Q6_K && q6_kx8_fits(p.w, p.K),
                 "regrouped weights: Q6_K rows of K % 2048 == 0, 16-byte aligned");
-    if (capped) dequant_f16_kernel<quant::Type::Q6_K, true, kSideThreads><<<grid, kSideThreads, 0, stream>>>(p, rb);
-    else dequant_f16_kernel<quant::Type::Q6_K, true><<<grid, kThreads, 0, stream>>>(p, rb);
+    dequant_f16_kernel<quant::Type::Q6_K, true><<<blocks_for(chunks, kThreads), kThreads, 0, stream>>>(p, rb);
     CUDA_CHECK_LAUNCH(stream);
     return;
   }
   dispatch_qtype(p.type, "dequantize to f16", [&](auto tag) {
-    constexpr quant::Type t = decltype(tag)::value;
-    if (capped) dequant_f16_kernel<t, false, kSideThreads><<<grid, kSideThreads, 0, stream>>>(p, rb);
-    else dequant_f16_kernel<t><<<grid, kThreads, 0, stream>>>(p, rb);
+    dequant_f16_kernel<decltype(tag)::value><<<blocks_for(chunks, kThreads), kThreads, 0, stream>>>(p, rb);
   });
   CUDA_CHECK_LAUNCH(stream);
 }

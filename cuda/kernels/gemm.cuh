@@ -70,10 +70,6 @@ struct DequantF16Params {
   uint16_t* out = nullptr;     // [K, rows] binary16
   bool regrouped = false;      // regrouped at upload: Q6_K into Q6_Kx8 (q6_kx8.cuh), Q4_0 by columns (q4_0_cols.cuh)
   int64_t N = 0;               // the matrix's rows, all of them (Q4_0 by columns addresses blocks by them)
-  // At most this many blocks of two warps, each going on over the chunks (0: a thread a chunk in blocks of eight
-  // warps). A capped grid leaves room on every SM for the blocks of a launch beside it (DequantAhead's side stream).
-  // Not for Q4_0 by columns.
-  int max_blocks = 0;
 };
 void launch_dequant_f16(const DequantF16Params& p, cudaStream_t stream);
 

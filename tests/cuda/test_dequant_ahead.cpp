@@ -16,25 +16,28 @@ using graph::WeightRole;
 using quant::Type;
 using namespace gpu_test;
 
-TEST(DequantAheadPlan, RingHoldsThreeOfTheLargestCopyWithinTheBudget) {
+// The ring exists where a prompt's expert launches run, for the copies to go beside (DequantAhead::anchor): three
+// slots of the largest copy a product on the dequantising route takes within the budget.
+TEST(DequantAheadPlan, RingHoldsThreeOfTheLargestCopyBesideExperts) {
   const int64_t K = 512, N = 1024, T = 100;  // fewer weights than the wgmma kernel takes: the dequantising route
   const size_t half = cuda::gemm_half_bytes(K, N);
   cuda::ExecutorOptions opt;
+  ASSERT_EQ(opt.dequant_ahead_bytes, size_t(256) << 20);
   const auto ring = [&](const graph::Graph& g) {
     return cuda::work_buffers(g, graph::plan(g), 132, opt).dequant_ring;
   };
-  const graph::Graph q = one_product(Type::Q4_K, K, N, T, WeightRole::AttnQ);
-  opt.dequant_ahead_bytes = 0;
-  EXPECT_EQ(ring(q), 0u);
-  opt.dequant_ahead_bytes = size_t(64) << 20;
+  const graph::Graph q = one_product(Type::Q4_K, K, N, T, WeightRole::AttnQ, 0, true);
   EXPECT_EQ(ring(q), 3 * half);
-  const graph::Graph pair = one_product(Type::Q4_K, K, N, T, WeightRole::AttnK, 1);  // k beside v: both matrices
+  EXPECT_EQ(ring(one_product(Type::Q4_K, K, N, T, WeightRole::AttnQ)), 0u);  // a dense graph: nothing to run beside
+  const graph::Graph pair = one_product(Type::Q4_K, K, N, T, WeightRole::AttnK, 1, true);  // k beside v
   EXPECT_EQ(ring(pair), 3 * 2 * half);
-  EXPECT_EQ(ring(one_product(Type::F16, K, N, T)), 0u);  // cuBLAS reads W as it is
-  EXPECT_EQ(ring(one_product(Type::Q4_K, K, N, opt.matvec_max_tokens)), 0u);  // the matvec's tokens
+  EXPECT_EQ(ring(one_product(Type::F16, K, N, T, WeightRole::AttnQ, 0, true)), 0u);  // cuBLAS reads W as it is
+  EXPECT_EQ(ring(one_product(Type::Q4_K, K, N, opt.matvec_max_tokens, WeightRole::AttnQ, 0, true)), 0u);  // decode
   opt.dequant_ahead_bytes = 3 * 2 * half - 1;  // a pair no longer fits a slot; one matrix does
   EXPECT_EQ(ring(pair), 3 * half);
   opt.dequant_ahead_bytes = 3 * half - 1;
+  EXPECT_EQ(ring(q), 0u);
+  opt.dequant_ahead_bytes = 0;
   EXPECT_EQ(ring(q), 0u);
   const cuda::DequantAhead off(opt, 0);
   EXPECT_EQ(off.bytes(), 0u);
@@ -84,17 +87,16 @@ TEST(DequantAhead, ProductsOnCopiesMadeAheadKeepTheirBits) {
   for (const cuda::GemmParams& p : ps) cuda::launch_gemm(p, ctx.blas(), ctx.compute());
   const std::vector<float> want = outputs();
 
-  // As made in turn (a thread a chunk), and by two blocks going on over the chunks with an anchor at step 3, where
-  // product 4 (its slot free after product 1) has its copies queued before step 3's launch.
-  for (const int blocks : {0, 2}) {
-    SCOPED_TRACE(blocks ? "capped grid, anchored" : "a thread a chunk");
+  // Each use forked after the slot's previous product, and with an anchor at step 3, where product 4 (its slot free
+  // after product 1) has its copies queued before step 3's launch.
+  for (const bool anchored : {false, true}) {
+    SCOPED_TRACE(anchored ? "anchored" : "after the slot's previous product");
     cuda::ExecutorOptions opt;
     opt.dequant_ahead_bytes = 3 * 2 * cuda::gemm_half_bytes(K, N);
-    opt.dequant_ahead_blocks = blocks;
     cuda::DequantAhead ahead(opt, opt.dequant_ahead_bytes);
     std::vector<cuda::DequantAhead::Step> steps;
     for (const cuda::GemmParams& p : ps) {
-      if (blocks && steps.size() == 3) ahead.anchor(steps.size());
+      if (anchored && steps.size() == 3) ahead.anchor(steps.size());
       const int use = ahead.take(p, cuda::ProductRoute::GemmDequant, steps.size());
       ASSERT_GE(use, 0);
       steps.push_back([&ahead, &ctx, p, use](cudaStream_t s) {
