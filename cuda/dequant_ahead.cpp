@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <map>
-#include <set>
 #include <utility>
 
 #include "cuda/check.h"
@@ -41,26 +40,23 @@ void DequantAhead::drop_from(size_t step) {
 }
 
 void DequantAhead::attach(::std::vector<Step>& steps) const {
-  ::std::map<size_t, ::std::vector<size_t>> before, after;  // by step: the uses forked before / after its launch
+  struct Forks {
+    ::std::vector<size_t> before, after;  // the uses forked before / after the step's launch
+  };
+  ::std::map<size_t, Forks> at;  // by step index
   for (size_t j = 0; j < uses_.size(); ++j) {
     const size_t from = j < size_t(kDequantAheadSlots) ? 0 : uses_[j - kDequantAheadSlots].step + 1;
     const auto a = ::std::lower_bound(anchors_.begin(), anchors_.end(), from);
-    if (a != anchors_.end() && *a < uses_[j].step) before[*a].push_back(j);
-    else if (j < size_t(kDequantAheadSlots)) before[0].push_back(j);
-    else after[from - 1].push_back(j);
+    if (a != anchors_.end() && *a < uses_[j].step) at[*a].before.push_back(j);
+    else if (j < size_t(kDequantAheadSlots)) at[0].before.push_back(j);
+    else at[from - 1].after.push_back(j);
   }
-  ::std::set<size_t> touched;
-  for (const auto& [k, _] : before) touched.insert(k);
-  for (const auto& [k, _] : after) touched.insert(k);
-  for (const size_t k : touched) {
-    const auto b = before.find(k), f = after.find(k);
-    ::std::vector<size_t> pre = b == before.end() ? ::std::vector<size_t>{} : b->second;
-    ::std::vector<size_t> post = f == after.end() ? ::std::vector<size_t>{} : f->second;
-    Step& at = steps.at(k);
-    at = [this, pre, post, old = ::std::move(at)](cudaStream_t s) {
-      for (const size_t j : pre) fork(j, s);
+  for (auto& [k, f] : at) {
+    Step& step = steps.at(k);
+    step = [this, f = ::std::move(f), old = ::std::move(step)](cudaStream_t s) {
+      for (const size_t j : f.before) fork(j, s);
       old(s);
-      for (const size_t j : post) fork(j, s);
+      for (const size_t j : f.after) fork(j, s);
     };
   }
 }
