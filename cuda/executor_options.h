@@ -41,10 +41,12 @@ struct ExecutorOptions {
   // batch_mm_wide.cuh's (W unpacked in registers); LLM_CUDA_WIDE_THREE_SETS_MIN=0..65: its W in three register sets
   // in turn (two super-blocks loading, three blocks an SM) from that many tokens to 32 (default 17; 33 and above:
   // never); LLM_CUDA_WIDE_THREE_TILES=0: its 17..24-token products in four n-tiles of 8 tokens instead of three,
-  // and a paged session's steps of 17..24 tokens in a bucket of 32 instead of 24.
-  // LLM_CUDA_BATCH_MM_WGMMA_MIN, _WGMMA_LARGE_MIN (large Q4_K) and
-  // _WGMMA_Q6_LARGE_MIN (large Q6_Kx8) =0..65: which products run on batch_mm_wgmma.cuh's kernel (warpgroup tensor
-  // cores, 9 tokens and more; WgmmaRoute; 65 for all three: none).
+  // and a paged session's steps of 17..24 tokens in a bucket of 32 instead of 24. LLM_CUDA_WIDE_Q6X8=0: the large
+  // regrouped Q6_K products that the wgmma kernel does not take (9..16 tokens) on the fragment kernel instead of the
+  // wide one (BatchMmChoices::wide_q6x8).
+  // LLM_CUDA_BATCH_MM_WGMMA_MIN, LLM_CUDA_BATCH_MM_WGMMA_LARGE_MIN (large Q4_K) and
+  // LLM_CUDA_BATCH_MM_WGMMA_Q6_LARGE_MIN (large Q6_Kx8) =0..65: which products run on batch_mm_wgmma.cuh's kernel
+  // (warpgroup tensor cores, 9 tokens and more; WgmmaRoute; 65 for all three: none).
   // LLM_CUDA_BATCH_MM_PDL=0: plain launches instead of programmatic ones.
   // LLM_CUDA_BATCH_MM_I8=0: Q4_K products of 2..8 tokens on batch_mm.cu's fragment kernel instead of
   // batch_mm_i8.cuh's (s8 tensor cores; Q4_K at 2 tokens takes matvec_cols.cuh's kernel before either).
