@@ -510,6 +510,7 @@ void Executor::lower_mul_mat_id(const Node& n) {
   const MoeScratchHolds holds{n.inputs[2], n.inputs[1], p.n_expert, p.K, p.x_slots};
   MoeGemmOptions o;
   o.half_tiles = !opt_.moe_fragments;
+  o.compact_tiles = opt_.moe_compact_tiles;
   if (const auto f = moe_glu_outs_.find(n.id); f != moe_glu_outs_.end()) {
     o.glu = f->second.glu;
     if (f->second.w) p.w = f->second.w, p.bias = f->second.bias;  // the pair in one launch: the gate's

@@ -83,6 +83,7 @@ ExecutorOptions ExecutorOptions::from_env() {
       size_t(read_count("LLM_CUDA_DEQUANT_AHEAD_MIB", int64_t(o.dequant_ahead_bytes >> 20), int64_t(1) << 20)) << 20;
   o.live_tokens = read_flag("LLM_CUDA_LIVE_TOKENS", o.live_tokens);
   o.moe_fragments = read_flag("LLM_CUDA_MOE_FRAGMENTS", o.moe_fragments);
+  o.moe_compact_tiles = read_flag("LLM_CUDA_MOE_COMPACT_TILES", o.moe_compact_tiles);
   o.router_outer_tiles = read_flag("LLM_CUDA_ROUTER_OUTER", o.router_outer_tiles);
   o.moe_glu_out = read_flag("LLM_CUDA_MOE_GLU_OUT", o.moe_glu_out);
   o.moe_glu_pairs = read_flag("LLM_CUDA_MOE_GLU_PAIRS", o.moe_glu_pairs);

@@ -115,8 +115,8 @@ struct StepCopies {
 };
 
 // The step's products of the first N 8-user columns (x fragments from xt: row g, halves 4 t of the step's first
-// chunk). One straight block per column count (fragment_products switches on it): the mmas of different columns
-// interleave instead of waiting on one accumulator's chain, as they did behind a per-column exit.
+// chunk). One straight block per column count: the mmas of different columns interleave instead of waiting on one
+// accumulator's chain, as they did behind a per-column exit.
 template <int N, int kN8>
 __device__ __forceinline__ void products_of(float (&acc)[kN8][4], const uint32_t (&af)[4][4], const uint16_t* xt) {
 #pragma unroll
@@ -127,15 +127,24 @@ __device__ __forceinline__ void products_of(float (&acc)[kN8][4], const uint32_t
       mma::m16n8k16(acc[n8], af[kk], b.x, b.y);
     }
 }
+// A partial tile's (the last of an expert's): N = 1 .. kN8 - 1 columns.
 template <int kN8, int N = 1>
-__device__ __forceinline__ void fragment_products(int n8s, float (&acc)[kN8][4], const uint32_t (&af)[4][4],
-                                                  const uint16_t* xt) {
-  if constexpr (N == kN8) {
+__device__ __forceinline__ void partial_products(int n8s, float (&acc)[kN8][4], const uint32_t (&af)[4][4],
+                                                 const uint16_t* xt) {
+  if constexpr (N == kN8 - 1) {
     products_of<N>(acc, af, xt);
   } else {
     if (n8s == N) products_of<N>(acc, af, xt);
-    else fragment_products<kN8, N + 1>(n8s, acc, af, xt);
+    else partial_products<kN8, N + 1>(n8s, acc, af, xt);
   }
+}
+// Full tiles first (every tile of an expert but its last): the count tests ahead of the full block were ~20 of a
+// Q6_K step's instructions (Nsight, session 77).
+template <int kN8>
+__device__ __forceinline__ void fragment_products(int n8s, float (&acc)[kN8][4], const uint32_t (&af)[4][4],
+                                                  const uint16_t* xt) {
+  if (n8s == kN8) products_of<kN8>(acc, af, xt);
+  else partial_products<kN8>(n8s, acc, af, xt);
 }
 
 // Row 16 w + g (+ 8) of the tile against user 8 n8 + 2 t (+ 1): the outputs (store_tile_outputs).
@@ -148,109 +157,108 @@ __device__ void store_outputs(const float (&acc)[kN8][4], const TileArgs& a, con
 
 static_assert(kBN == 16 * (kThreads / 32) && kBN == kThreads / 2, "a warp's 16 rows; two threads a row");
 
-// A fragment block's place: expert e (blockIdx.y) with its user count, the block's first row n0 (blockIdx.x), the
-// thread's lane, warp, mma group g and thread-in-group tg, and the row dr it stages (half dc of it; live: below N).
+// A fragment block's place: its expert e, the first user u0 of its first tile and the expert's count (first_tile;
+// live false: no tile), the block's first row n0 (blockIdx.x), the thread's lane, warp, mma group g and
+// thread-in-group tg, and the row dr it stages (half dc of it; row_live: below N).
 struct BlockSpot {
-  int64_t e;
+  int32_t e;
+  int32_t u0;
   int32_t count;
+  bool live;
   int64_t n0;
   int tid, lane, warp, g, tg, dr, dc;
   bool row_live;
 };
 
 // kPair: the block's rows are kBN / 2 gate rows from n0, then the same up rows (store_pair_outputs).
-template <bool kPair = false>
+template <int kBT, bool kPair = false>
 __device__ __forceinline__ BlockSpot block_spot(const TileArgs& a) {
-  const int64_t e = blockIdx.y;
-  const int32_t count = a.g.counts[e];
+  const TilePlace at = first_tile<kBT>(a);
   const int64_t n0 = int64_t(blockIdx.x) * (kPair ? kBN / 2 : kBN);
   const int tid = int(threadIdx.x), lane = tid & 31, warp = tid >> 5, g = lane >> 2, tg = lane & 3;
   const int dr = tid >> 1, dc = tid & 1;
-  return {e, count, n0, tid, lane, warp, g, tg, dr, dc, n0 + (kPair ? dr % (kBN / 2) : dr) < a.p.N};
+  return {at.e, at.u0, at.count, at.live, n0, tid, lane, warp, g, tg, dr, dc,
+          n0 + (kPair ? dr % (kBN / 2) : dr) < a.p.N};
 }
 
-// A pair's outputs (MoeGluOut::up_w): the up rows' warps (the block's second half) put their products, plus the up
-// bias, into shared memory at ex ([kBT][kExLd] floats: a store's 8 rows x 4 users on distinct banks); then the gate
-// rows' warps form act(gate, up) as the element-wise kernels do and write it as half, the down product's x.
+// A pair's outputs (MoeGluOut::up_w): every warp puts its products, plus its matrix's bias, into shared memory at ex
+// (the gate rows' [kBT][kExLd] floats, then the up rows': a store's 8 rows x 4 users on distinct banks); then every
+// thread forms act(gate, up) for one row against a quarter of the users, as the element-wise kernels do, and writes
+// it as half, the down product's x (a warp's stores: 32 consecutive rows of one user). The gate rows' warps did the
+// activations alone before, the up rows' warps waiting at the tile's last barrier (~7% of the launch's warp samples,
+// Nsight, session 77); the same float operations on the same values, so the same bits.
 constexpr int kExLd = kBN / 2 + 4;
 template <int kN8>
 __device__ void store_pair_outputs(const float (&acc)[kN8][4], const TileArgs& a, const int32_t* users, int64_t e,
                                    int64_t n0, float* ex) {
+  constexpr int kBT = 8 * kN8, kRows = kBN / 2;
   const MatvecIdParams& p = a.p;
-  const int lane = int(threadIdx.x) & 31, warp = int(threadIdx.x) >> 5, g = lane >> 2, tg = lane & 3;
-  const int r = 16 * (warp % 4) + g;  // of the block's kBN / 2 rows of each product
+  const int tid = int(threadIdx.x), lane = tid & 31, warp = tid >> 5, g = lane >> 2, tg = lane & 3;
+  const int r = 16 * (warp % 4) + g;  // of the block's kRows rows of each product
   const bool up_rows = warp >= 4;
-  if (up_rows) {
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int64_t n = n0 + r + 8 * h;
-      const float bias = a.glu.up_bias && n < p.N ? a.glu.up_bias[e * p.N + n] : 0.0f;
-#pragma unroll
-      for (int i = 0; i < kN8; ++i)
-#pragma unroll
-        for (int j = 0; j < 2; ++j) ex[(8 * i + 2 * tg + j) * kExLd + r + 8 * h] = acc[i][2 * h + j] + bias;
-    }
-  }
-  __syncthreads();
-  if (up_rows) return;
+  float* mine = ex + (up_rows ? kBT * kExLd : 0);
+  const float* bias_of = up_rows ? a.glu.up_bias : p.bias;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int64_t n = n0 + r + 8 * h;
-    if (n >= p.N) continue;
-    const float bias = p.bias ? p.bias[e * p.N + n] : 0.0f;
+    const float bias = bias_of && n < p.N ? bias_of[e * p.N + n] : 0.0f;
 #pragma unroll
     for (int i = 0; i < kN8; ++i)
 #pragma unroll
-      for (int j = 0; j < 2; ++j) {
-        const int32_t u = users[8 * i + 2 * tg + j];
-        if (u < 0) continue;
-        const float gate = acc[i][2 * h + j] + bias, up = ex[(8 * i + 2 * tg + j) * kExLd + r + 8 * h];
-        a.glu.out[int64_t(u) * p.N + n] = __float2half_rn(activate(a.glu.act, gate, up, a.glu.alpha, a.glu.limit));
-      }
+      for (int j = 0; j < 2; ++j) mine[(8 * i + 2 * tg + j) * kExLd + r + 8 * h] = acc[i][2 * h + j] + bias;
+  }
+  __syncthreads();
+  const int rr = tid % kRows;
+  const int64_t n = n0 + rr;
+  if (n >= p.N) return;
+  static_assert(kThreads % kRows == 0, "every thread one row");
+#pragma unroll 4
+  for (int c = tid / kRows; c < kBT; c += kThreads / kRows) {
+    const int32_t u = users[c];
+    if (u < 0) continue;
+    const float gate = ex[c * kExLd + rr], up = ex[(kBT + c) * kExLd + rr];
+    a.glu.out[int64_t(u) * p.N + n] = __float2half_rn(activate(a.glu.act, gate, up, a.glu.alpha, a.glu.limit));
   }
 }
 
-// The fragment kernels' user-tile loop: per tile of the expert's users, the copies (StepCopies), then per K step the
-// barrier, the copies ahead, the next slice's scale table a step ahead where the format keeps one (Q4_K, Q6_K; its
-// bytes landed: issued at least a slice before; NoTable for recoded MXFP4), and step(s, n8s, acc): the step's
-// fragments and products; then the outputs (kPair: store_pair_outputs, through ex, the weight ring: free by then).
+// The fragment kernels' tile of users from u0: the copies (StepCopies), then per K step the barrier, the copies ahead,
+// the next slice's scale table a step ahead where the format keeps one (Q4_K, Q6_K; its bytes landed: issued at
+// least a slice before; NoTable for recoded MXFP4), and step(s, n8s, acc): the step's fragments and products; then
+// the outputs (kPair: store_pair_outputs, through ex, the weight ring: free by then).
 struct NoTable {};
 template <int kBT, int kSubs, int kStages, bool kPair = false, class IssueW, class FindScales, class Step>
-__device__ __forceinline__ void slice_tiles(const TileArgs& a, const BlockSpot& b, int32_t* xrow, uint32_t s_x,
-                                            const int32_t* list, int n_steps, const IssueW& issue_w,
-                                            const FindScales& find_scales, const Step& step, float* ex = nullptr) {
+__device__ __forceinline__ void slice_tile(const TileArgs& a, const BlockSpot& b, int32_t u0, int32_t* xrow,
+                                           uint32_t s_x, const int32_t* list, int n_steps, const IssueW& issue_w,
+                                           const FindScales& find_scales, const Step& step, float* ex = nullptr) {
   constexpr bool kTable = !::std::is_same_v<FindScales, NoTable>;
   constexpr int kN8 = kBT / 8;
   const uint16_t* xh = reinterpret_cast<const uint16_t*>(a.xh);
-  for (int64_t u0 = int64_t(blockIdx.z) * kBT; u0 < b.count; u0 += int64_t(gridDim.z) * kBT) {
-    load_tile_users<kBT>(xrow, a.p, list, u0, b.count);
-    const XStaging<kBT> xst(xrow, a.kp, s_x);
-    const StepCopies<kBT, kSubs, kStages, IssueW> copies{xst, xh, n_steps, issue_w};
-    float acc[kN8][4] = {};
-    copies.prologue();
-    const int64_t users = b.count - u0 < kBT ? b.count - u0 : kBT;
-    const int n8s = int((users + 7) / 8);  // live 8-user columns, the same for every warp
-    if constexpr (kTable) {
-      cp_async_wait<1>();
-      __syncthreads();  // slice 0 landed
-      find_scales(0);
-    }
-    for (int s = 0; s < n_steps; ++s) {
-      cp_async_wait<1>();
-      __syncthreads();  // step s's copies (and slice s / kSubs + 1 at a slice's last step) landed; step s - 1 is done
-      copies.ahead(s);
-      if constexpr (kTable) {
-        const int sl = s / kSubs;
-        if (s % kSubs == kSubs - 1 && (sl + 1) * kSubs < n_steps) find_scales(sl + 1);
-      }
-      step(s, n8s, acc);
-    }
-    cp_async_wait<0>();
-    __syncthreads();  // the rings and tables are free for the next tile of users
-    if constexpr (kPair) store_pair_outputs<kN8>(acc, a, xrow + kBT, b.e, b.n0, ex);
-    else store_outputs<kN8>(acc, a, xrow + kBT, b.e, b.n0);
-    __syncthreads();  // every thread's outputs read the users (and ex) before the next tile's replace them
+  load_tile_users<kBT>(xrow, a.p, list, u0, b.count);
+  const XStaging<kBT> xst(xrow, a.kp, s_x);
+  const StepCopies<kBT, kSubs, kStages, IssueW> copies{xst, xh, n_steps, issue_w};
+  float acc[kN8][4] = {};
+  copies.prologue();
+  const int64_t users = b.count - u0 < kBT ? b.count - u0 : kBT;
+  const int n8s = int((users + 7) / 8);  // live 8-user columns, the same for every warp
+  if constexpr (kTable) {
+    cp_async_wait<1>();
+    __syncthreads();  // slice 0 landed
+    find_scales(0);
   }
+  for (int s = 0; s < n_steps; ++s) {
+    cp_async_wait<1>();
+    __syncthreads();  // step s's copies (and slice s / kSubs + 1 at a slice's last step) landed; step s - 1 is done
+    copies.ahead(s);
+    if constexpr (kTable) {
+      const int sl = s / kSubs;
+      if (s % kSubs == kSubs - 1 && (sl + 1) * kSubs < n_steps) find_scales(sl + 1);
+    }
+    step(s, n8s, acc);
+  }
+  cp_async_wait<0>();
+  __syncthreads();  // every warp's products are done with the rings (ex reuses the weight ring)
+  if constexpr (kPair) store_pair_outputs<kN8>(acc, a, xrow + kBT, b.e, b.n0, ex);
+  else store_outputs<kN8>(acc, a, xrow + kBT, b.e, b.n0);
 }
 
 // Lane (g, t): the A fragment of a chunk from code words w_g (row g) and w_g8 (row g + 8), low nibbles (the group's
@@ -281,8 +289,9 @@ __global__ void __launch_bounds__(kThreads, 2) moe_q4k_fragment_kernel(TileArgs 
   uint2* sc_table = reinterpret_cast<uint2*>(smem + kWStages * kRawStage + x_ring_bytes<kBT>());  // [2][kBN][10]
   const uint32_t s_raw = uint32_t(__cvta_generic_to_shared(smem));
   const MatvecIdParams& p = a.p;
-  const BlockSpot spot = block_spot<kPair>(a);
-  const auto [e, count, n0, tid, lane, warp, g, tg, dr, dc, row_live] = spot;
+  const BlockSpot spot = block_spot<kBT, kPair>(a);
+  if (!spot.live) return;
+  const auto [e, u0, count, live, n0, tid, lane, warp, g, tg, dr, dc, row_live] = spot;
   const void* w = kPair && dr >= kBN / 2 ? a.glu.up_w : p.w;
   const int64_t wr = n0 + (kPair ? dr % (kBN / 2) : dr);
   const uint8_t* wrow = static_cast<const uint8_t*>(w) + (size_t(e) * size_t(p.N) + size_t(wr)) * a.row_bytes;
@@ -327,9 +336,11 @@ __global__ void __launch_bounds__(kThreads, 2) moe_q4k_fragment_kernel(TileArgs 
     q4k_fragment(w1, v1, hi_g, hi_g8, true, af[3]);
     fragment_products<kN8>(n8s, acc, af, xs + (s % kXStages) * (kBT * kXLd) + g * kXLd + 4 * tg);
   };
-  slice_tiles<kBT, kSubs, kWStages, kPair>(a, spot, xrow, s_raw + kWStages * kRawStage, list, n_steps, issue_w,
-                                           find_scales, step, reinterpret_cast<float*>(raw));
-  static_assert(kBT * kExLd * 4 <= kWStages * kRawStage, "a pair's exchange fits the weight ring");
+  each_tile<kBT>(a, u0, count, [&](int32_t u) {
+    slice_tile<kBT, kSubs, kWStages, kPair>(a, spot, u, xrow, s_raw + kWStages * kRawStage, list, n_steps, issue_w,
+                                            find_scales, step, reinterpret_cast<float*>(raw));
+  });
+  static_assert(2 * kBT * kExLd * 4 <= kWStages * kRawStage, "a pair's exchange fits the weight ring");
 }
 
 // Q6_K, 256-element slices (one block, 4 steps). Step s' = s % 4 covers quarters 2 (s' % 2) and 2 (s' % 2) + 1 of
@@ -337,10 +348,24 @@ __global__ void __launch_bounds__(kThreads, 2) moe_q4k_fragment_kernel(TileArgs 
 // whose codes lane t takes from ql bytes 64 n + 32 (kk / 2) + 16 (kk % 2) + 4 t (low nibbles in even steps, high
 // in odd ones) and the bit pairs q of qh bytes 128 + 32 n + 16 (kk % 2) + 4 t, with scale 8 n + 2 q + kk % 2 =
 // 4 s' + kk (quant/dequant.cuh's Q6_K layout). A staged block is only 2-byte aligned (its address mod 16 as in
-// memory), so each word is two aligned loads and a funnel shift.
+// memory), so each word is two aligned loads and a funnel shift (StagedWords).
 __device__ __forceinline__ uint32_t q6k_codes(uint32_t ql, uint32_t qh, int ls, int hs) {
   return ((ql >> ls) & 0x0F0F0F0Fu) | (((qh >> hs) << 4) & 0x30303030u);
 }
+// A staged row's words: the 4-byte aligned word at or before its start and the shift (0 or 16 bits) to its start;
+// word o (bytes past the start, a multiple of 4) is two aligned loads and a funnel shift. Both come from the staged
+// row's offset mis (0..15) rather than from the pointer's bits: a pointer rounded down through an integer (as
+// unpack_half::load_words does) loses its shared address space, and the step's 24 loads became generic 64-bit ones
+// with ~60 address instructions a step (Nsight, session 77).
+struct StagedWords {
+  const uint32_t* at;
+  uint32_t sh;
+  __device__ __forceinline__ StagedWords(const uint8_t* row, int mis)
+      : at(reinterpret_cast<const uint32_t*>(row + (mis & ~3))), sh(8u * uint32_t(mis & 3)) {}
+  __device__ __forceinline__ uint32_t operator()(int o) const {
+    return __funnelshift_r(at[o >> 2], at[(o >> 2) + 1], sh);
+  }
+};
 template <int kBT>
 __global__ void __launch_bounds__(kThreads, 2) moe_q6k_fragment_kernel(TileArgs a) {
   constexpr int kN8 = kBT / 8;
@@ -354,8 +379,9 @@ __global__ void __launch_bounds__(kThreads, 2) moe_q6k_fragment_kernel(TileArgs 
   uint32_t* sc_table = reinterpret_cast<uint32_t*>(smem + kQ6kWStages * kRawStage + x_ring_bytes<kBT>());
   const uint32_t s_raw = uint32_t(__cvta_generic_to_shared(smem));
   const MatvecIdParams& p = a.p;
-  const BlockSpot spot = block_spot(a);
-  const auto [e, count, n0, tid, lane, warp, g, tg, dr, dc, row_live] = spot;
+  const BlockSpot spot = block_spot<kBT>(a);
+  if (!spot.live) return;
+  const auto [e, u0, count, live, n0, tid, lane, warp, g, tg, dr, dc, row_live] = spot;
   const uint8_t* w0 = static_cast<const uint8_t*>(p.w);
   const uint8_t* w_end = w0 + size_t(p.n_expert) * size_t(p.N) * a.row_bytes;
   const size_t row0 = size_t(e) * size_t(p.N) + size_t(n0);
@@ -393,8 +419,8 @@ __global__ void __launch_bounds__(kThreads, 2) moe_q6k_fragment_kernel(TileArgs 
   auto step = [&](int s, int n8s, float (&acc)[kN8][4]) {
     const int sl = s / kSubs, sp = s % kSubs, n = sp >> 1, odd = sp & 1;
     const uint8_t* slot = raw + (sl % kQ6kWStages) * kRawStage;
-    const uint8_t* bg = slot + r * kQ6kRawLd + ((mis_g + 2 * sl) & 15);
-    const uint8_t* bg8 = slot + (r + 8) * kQ6kRawLd + ((mis_g8 + 2 * sl) & 15);
+    const StagedWords bg(slot + r * kQ6kRawLd, (mis_g + 2 * sl) & 15);
+    const StagedWords bg8(slot + (r + 8) * kQ6kRawLd, (mis_g8 + 2 * sl) & 15);
     const uint32_t* st = sc_table + (sl & 1) * (kBN * kQ6kScLd) + r * kQ6kScLd + 4 * sp;
     const uint4 sc = *reinterpret_cast<const uint4*>(st);
     const uint4 sc8 = *reinterpret_cast<const uint4*>(st + 8 * kQ6kScLd);
@@ -402,27 +428,23 @@ __global__ void __launch_bounds__(kThreads, 2) moe_q6k_fragment_kernel(TileArgs 
     uint32_t qh[2][2];  // [row g, g + 8][kk % 2]
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      uint32_t w[1];
-      unpack_half::load_words<1>(bg + 128 + 32 * n + 16 * h + 4 * tg, w);
-      qh[0][h] = w[0];
-      unpack_half::load_words<1>(bg8 + 128 + 32 * n + 16 * h + 4 * tg, w);
-      qh[1][h] = w[0];
+      qh[0][h] = bg(128 + 32 * n + 16 * h + 4 * tg);
+      qh[1][h] = bg8(128 + 32 * n + 16 * h + 4 * tg);
     }
     uint32_t af[4][4];
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk) {
       const int o = 64 * n + 32 * (kk >> 1) + 16 * (kk & 1) + 4 * tg;
-      uint32_t lg[1], lg8[1];
-      unpack_half::load_words<1>(bg + o, lg);
-      unpack_half::load_words<1>(bg8 + o, lg8);
       const int ls = 4 * odd, hs = 2 * (2 * odd + (kk >> 1));
-      unpack_half::q6_codes4(q6k_codes(lg[0], qh[0][kk & 1], ls, hs), s_g[kk], af[kk][0], af[kk][2]);
-      unpack_half::q6_codes4(q6k_codes(lg8[0], qh[1][kk & 1], ls, hs), s_g8[kk], af[kk][1], af[kk][3]);
+      unpack_half::q6_codes4(q6k_codes(bg(o), qh[0][kk & 1], ls, hs), s_g[kk], af[kk][0], af[kk][2]);
+      unpack_half::q6_codes4(q6k_codes(bg8(o), qh[1][kk & 1], ls, hs), s_g8[kk], af[kk][1], af[kk][3]);
     }
     fragment_products<kN8>(n8s, acc, af, xs + (s % kXStages) * (kBT * kXLd) + g * kXLd + 4 * tg);
   };
-  slice_tiles<kBT, kSubs, kQ6kWStages>(a, spot, xrow, s_raw + kQ6kWStages * kRawStage, list, n_steps, issue_w,
-                                       find_scales, step);
+  each_tile<kBT>(a, u0, count, [&](int32_t u) {
+    slice_tile<kBT, kSubs, kQ6kWStages>(a, spot, u, xrow, s_raw + kQ6kWStages * kRawStage, list, n_steps, issue_w,
+                                        find_scales, step);
+  });
 }
 
 // Recoded MXFP4 (mxfp4_recode.cuh), 128-element slices (4 blocks, 2 steps). Step s reads blocks 2 s and 2 s + 1:
@@ -440,8 +462,9 @@ __global__ void __launch_bounds__(kThreads, 2) moe_mxfp4_fragment_kernel(TileArg
   const uint32_t s_raw = uint32_t(__cvta_generic_to_shared(smem));
   const uint32_t s_scales = s_raw + kWStages * kRawStage + uint32_t(x_ring_bytes<kBT>());
   const MatvecIdParams& p = a.p;
-  const BlockSpot spot = block_spot(a);
-  const auto [e, count, n0, tid, lane, warp, g, tg, dr, dc, row_live] = spot;
+  const BlockSpot spot = block_spot<kBT>(a);
+  if (!spot.live) return;
+  const auto [e, u0, count, live, n0, tid, lane, warp, g, tg, dr, dc, row_live] = spot;
   const int nb = int(p.K / 32);
   const uint8_t* w_end = static_cast<const uint8_t*>(p.w) + size_t(p.n_expert) * size_t(p.N) * a.row_bytes;
   const Mxfp4Split split(static_cast<const uint8_t*>(p.w) + size_t(e) * size_t(p.N) * a.row_bytes, p.N, nb);
@@ -457,9 +480,9 @@ __global__ void __launch_bounds__(kThreads, 2) moe_mxfp4_fragment_kernel(TileArg
     for (int q = dc; q < 4; q += 2)
       if (4 * sl + q < nb) cp_async16_s(rd + 16 * q, codes_row + 16 * (4 * sl + q));
   };
-  // The tile's rows' scale bytes (with the first tile's first copies; the pieces past the expert's last row read
-  // the next bytes of the tensor, never past it). Blocks with no users read nothing and leave no copy in flight.
-  if (int64_t(blockIdx.z) * kBT < count) {
+  // The tile's rows' scale bytes (with the first tile's first copies; the pieces past the expert's last row read the
+  // next bytes of the tensor, never past it).
+  {
     const uint8_t* src0 = split.scales + n0 * nb;
     const int64_t rows = p.N - n0 < kBN ? p.N - n0 : kBN;
     const int pieces = int((rows * nb + 15) / 16);
@@ -490,8 +513,10 @@ __global__ void __launch_bounds__(kThreads, 2) moe_mxfp4_fragment_kernel(TileArg
     }
     fragment_products<kN8>(n8s, acc, af, xs + (s % kXStages) * (kBT * kXLd) + g * kXLd + 4 * tg);
   };
-  slice_tiles<kBT, kSubs, kWStages>(a, spot, xrow, s_raw + kWStages * kRawStage, list, n_steps, issue_w, NoTable{},
-                                    step);
+  each_tile<kBT>(a, u0, count, [&](int32_t u) {
+    slice_tile<kBT, kSubs, kWStages>(a, spot, u, xrow, s_raw + kWStages * kRawStage, list, n_steps, issue_w,
+                                     NoTable{}, step);
+  });
 }
 
 }  // namespace

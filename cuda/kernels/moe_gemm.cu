@@ -7,7 +7,8 @@
 //   64, so every tile copies whole 16-byte pieces and the last k step needs no bounds.
 // - tile kernel: grid (row tiles of 128, experts, user tiles); block (tile, e, z) takes expert e's users
 //   BT z .. BT z + BT - 1, BT gridDim.z further on, ... (blocks past an expert's count exit at once, so experts
-//   nobody chose are never read). K goes in steps of 64: cp.async copies the step's x rows (half) into a ring two
+//   nobody chose are never read). With MoeGemmOptions::compact_tiles the grid is (row tiles, live (expert, user tile)
+//   pairs), one tile a block (moe_tiles.cuh). K goes in steps of 64: cp.async copies the step's x rows (half) into a ring two
 //   steps ahead and, a whole number of quant blocks at a time, the rows' raw bytes into a ring of slices (up to two
 //   slices ahead); each step every thread unpacks 32 elements into a half tile (Q4_0 / Q8_0 / Q4_K / Q6_K / MXFP4
 //   straight to half pairs, unpack_half.cuh; every other format by quant/dequant.cuh's float dequantizer), and 8 warps
@@ -157,8 +158,10 @@ __global__ void __launch_bounds__(kThreads, 2) moe_tile_kernel(TileArgs a) {
   const uint32_t s_raw = uint32_t(__cvta_generic_to_shared(smem));
   const uint32_t s_x = s_raw + kWS * kRawStage, s_w = s_x + kXStages * kXStage;
   const MatvecIdParams& p = a.p;
-  const int64_t e = blockIdx.y;
-  const int32_t count = a.g.counts[e];
+  const TilePlace at = first_tile<kBT>(a);
+  if (!at.live) return;
+  const int64_t e = at.e;
+  const int32_t count = at.count;
   const int64_t n0 = int64_t(blockIdx.x) * kBN;
   const int tid = int(threadIdx.x), lane = tid & 31, warp = tid >> 5;
   const int g = lane >> 2, tg = lane & 3;
@@ -209,7 +212,8 @@ __global__ void __launch_bounds__(kThreads, 2) moe_tile_kernel(TileArgs a) {
   };
   auto commit = [] { asm volatile("cp.async.commit_group;" ::: "memory"); };
 
-  for (int64_t u0 = int64_t(blockIdx.z) * kBT; u0 < count; u0 += int64_t(gridDim.z) * kBT) {
+  each_tile<kBT>(a, at.u0, count, [&](const int32_t tile_u0) {
+    const int64_t u0 = tile_u0;
     load_tile_users<kBT>(xrow, p, list, u0, count);
     // This thread's x pieces: user (tid / 8) + 32 i, columns 8 (tid % 8) of each step; where they come from (element
     // offsets into xh, 32-bit: launch_moe_gemm checks the size) and whether the user exists (else zeros).
@@ -347,10 +351,9 @@ __global__ void __launch_bounds__(kThreads, 2) moe_tile_kernel(TileArgs a) {
       }
     }
     cp_async_wait<0>();
-    __syncthreads();  // the rings and ws are free for the next tile of users
+    __syncthreads();  // every warp's products are done with the rings and ws
     store_tile_outputs<2 * kPairs>(a, acc, xrow + kBT, e, n0 + 16 * warp + g, 2 * tg);
-    __syncthreads();  // every thread's outputs read the users before the next tile's replace them
-  }
+  });
 }
 
 template <quant::Type Q, int NT, bool kRecoded = false>
@@ -401,7 +404,7 @@ void launch_moe_gemm(const MatvecIdParams& p, void* scratch, size_t scratch_byte
   // Tiles of 64 users while experts average up to 40 (Qwen3-30B-A3B at T = 512: 32), else 128 (gpt-oss-20b: 64):
   // one pass over an expert's rows serves nearly all of its users.
   const bool wide = p.k * p.T > 40 * p.n_expert;
-  const TileArgs args{p, g, xh, kp, rb, glu};
+  const TileArgs args{p, g, xh, kp, rb, glu, options.compact_tiles};
   if (!options.half_tiles && launch_fragment_tiles(args, wide, stream)) {
     CUDA_CHECK_LAUNCH(stream);
     return;

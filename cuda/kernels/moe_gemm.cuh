@@ -30,12 +30,23 @@ inline size_t moe_gemm_scratch_bytes(int64_t n_expert, int64_t k, int64_t T, int
   return moe_gemm_x_offset(n_expert, k, T) + size_t(x_slots * T) * size_t(moe_gemm_padded_k(K)) * 2;
 }
 
+// The (expert, user tile) pairs the compact tile grid provides for tiles of users_per_tile users (moe_tiles.cuh's
+// tile_place): the sum over experts of ceil(count / users_per_tile) is at most this whatever the ids, since the
+// counts add up to at most k T and at most min(n_expert, k T) of them are non-zero.
+inline int64_t moe_gemm_tile_slots(int64_t n_expert, int64_t k, int64_t T, int64_t users_per_tile) {
+  const int64_t users = k * T, nonzero = n_expert < users ? n_expert : users;
+  return (users + (users_per_tile - 1) * nonzero) / users_per_tile;
+}
+
 // How a launch runs. reuse_*: what it may take from the scratch as the previous launch on it left it. A prefill
 // layer's gate and up products read the same ids and x, and down the same ids: the grouping (one block) and x's
 // half copy need not be redone (Qwen3-30B-A3B: ~1 ms of a 32 ms pp512). The caller vouches that the previous launch
 // on this scratch had the same ids (groups) or the same x, K and x_slots (x), and that neither changed since.
 // half_tiles: the half-tile kernel for every format, not the fragment kernels (moe_fragments.cu): tests compare
 // them, ExecutorOptions::moe_fragments (LLM_CUDA_MOE_FRAGMENTS=0) sets it for A/B runs.
+// compact_tiles: the tile launches' grid is (row tiles, the live (expert, user tile) pairs), one tile a block, instead
+// of (row tiles, experts, T / tile users) with the blocks past an expert's count exiting (ExecutorOptions::
+// moe_compact_tiles; the same bits either way).
 // glu: the later product of a gate/up pair writes act(gate, up) as half into out ([k T][N], N a multiple of 64: the
 // down product's half x, which its launch then takes as x_half) instead of its own y; other is the pair's earlier
 // product ([k T][N] floats, its bias added), read back output by output. The SwiGlu launch, the down launch's x
@@ -63,6 +74,7 @@ struct MoeGemmOptions {
   bool reuse_groups = false;
   bool reuse_x = false;
   bool half_tiles = false;
+  bool compact_tiles = false;  // the tiles' grid over live (expert, user tile) pairs only (moe_tiles.cuh)
   MoeGluOut glu;
   const __half* x_half = nullptr;
 };

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "cuda/check.h"
 #include "cuda/kernels/async_copy.cuh"
@@ -31,6 +32,7 @@ struct TileArgs {
   int64_t kp;        // K rounded up to kStep
   size_t row_bytes;
   MoeGluOut glu;     // out set: the activation of this product and glu.other as half, instead of y
+  bool compact = false;  // MoeGemmOptions::compact_tiles: the grid over live (expert, user tile) pairs (tile_place)
 };
 
 // A warp's outputs of a tile, rows n_first and n_first + 8 against users c0 + 8 i (+ 1) of the tile (the mma
@@ -116,9 +118,74 @@ __device__ __forceinline__ void stage_slice_pieces(uint32_t rd, const uint8_t* s
   }
 }
 
-// A tile kernel over grid (row tiles of kRows: kBN, or kBN / 2 rows of each product of a pair; experts, user tiles of
-// kBT) with kSmem bytes of dynamic shared memory.
-// An expert has at most T users when a token's k ids are distinct (TopK's are); more are taken by the kernels' loop.
+// The tile grids. blockIdx.x is the row tile in both. Plain: blockIdx.y the expert, blockIdx.z the first of its user
+// tiles the block takes (then every gridDim.z-th), blocks past the expert's count exit at once. Compact
+// (MoeGemmOptions::compact_tiles): blockIdx.y is a live (expert, user tile) pair, counted expert by expert (an
+// expert's tiles side by side, so that its rows come from DRAM once and from L2 for its other tiles), one tile a
+// block, blocks past the last pair exit at once; its y is moe_gemm_tile_slots (moe_gemm.cuh). At a Qwen3-30B-A3B
+// pp512 ~15 of the plain grid's 16k blocks are empty (an expert has ~32 users on average), and each holds one of the
+// SM's two block slots while it starts and leaves: ~10% of a down launch's warp samples (docs/kernel-notes.md,
+// session 77).
+struct TilePlace {  // 32-bit: a value the kernels keep through their loops in one register, not two
+  int32_t e = 0;      // the expert
+  int32_t u0 = 0;     // its first user of the block's first tile
+  int32_t count = 0;  // the expert's users
+  bool live = false;  // false: the block has no tile
+};
+
+// The compact grid's pair of this block, found by each warp on its own (every lane of the warp calls it): a scan
+// of the experts' tile counts, 32 experts a round.
+template <int kBT>
+__device__ __forceinline__ TilePlace tile_place(const int32_t* counts, int64_t n_expert) {
+  const int lane = int(threadIdx.x) & 31;
+  const int32_t t = int32_t(blockIdx.y);
+  int32_t base = 0;  // tiles of the experts before this round's
+  for (int64_t e0 = 0; e0 < n_expert; e0 += 32) {
+    const int32_t c = e0 + lane < n_expert ? counts[e0 + lane] : 0;
+    const int32_t v = (c + kBT - 1) / kBT;
+    int32_t incl = v;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+      const int32_t n = __shfl_up_sync(~0u, incl, o);
+      if (lane >= o) incl += n;
+    }
+    const unsigned here = __ballot_sync(~0u, t >= base + incl - v && t < base + incl);
+    if (here) {
+      const int src = __ffs(int(here)) - 1;
+      const int32_t first = __shfl_sync(~0u, base + incl - v, src), cnt = __shfl_sync(~0u, c, src);
+      return {int32_t(e0) + src, (t - first) * kBT, cnt, true};
+    }
+    base += __shfl_sync(~0u, incl, 31);
+  }
+  return {};
+}
+
+// This block's first tile in either grid (every lane of every warp calls it).
+template <int kBT>
+__device__ __forceinline__ TilePlace first_tile(const TileArgs& a) {
+  if (a.compact) return tile_place<kBT>(a.g.counts, a.p.n_expert);
+  const int32_t e = int32_t(blockIdx.y), count = a.g.counts[e], u0 = int32_t(blockIdx.z) * kBT;
+  return {e, u0, count, u0 < count};
+}
+
+// The block's tiles of an expert of `count` users from its first, u0: tile(u0) for each (the compact grid: one), a
+// barrier between two (the caller's outputs read the users, and the pair's exchange, before the next tile's replace
+// them).
+template <int kBT, class Tile>
+__device__ __forceinline__ void each_tile(const TileArgs& a, int32_t u0, int32_t count, const Tile& tile) {
+  for (;;) {
+    tile(u0);
+    if (a.compact) return;
+    u0 += int32_t(gridDim.z) * kBT;
+    if (u0 >= count) return;
+    __syncthreads();
+  }
+}
+
+// A tile kernel over either grid (row tiles of kRows: kBN, or kBN / 2 rows of each product of a pair; users in tiles
+// of kBT) with kSmem bytes of dynamic shared memory.
+// An expert has at most T users when a token's k ids are distinct (TopK's are); in the plain grid more are taken by
+// the kernels' loop (each_tile).
 template <auto kernel, size_t kSmem, int kBT, int kRows = kBN>
 void launch_tile_kernel(const TileArgs& a, cudaStream_t stream) {
   static const bool attr = [] {  // once per instance, at its first launch (before any graph capture)
@@ -130,9 +197,17 @@ void launch_tile_kernel(const TileArgs& a, cudaStream_t stream) {
   }();
   (void)attr;
   const MatvecIdParams& p = a.p;
+  const unsigned rows = unsigned((p.N + kRows - 1) / kRows);
+  if (a.compact) {
+    const int64_t slots = moe_gemm_tile_slots(p.n_expert, p.k, p.T, kBT);
+    LLM_REQUIRE(slots <= 65535, "moe_gemm: " + std::to_string(p.T) + " tokens x " + std::to_string(p.k) +
+                                    " experts need more user tiles than one launch's grid holds");
+    if (slots == 0) return;
+    kernel<<<dim3(rows, unsigned(slots), 1u), kThreads, kSmem, stream>>>(a);
+    return;
+  }
   const int64_t z = (p.T + kBT - 1) / kBT;
-  const dim3 grid(unsigned((p.N + kRows - 1) / kRows), unsigned(p.n_expert), unsigned(z < 65535 ? z : 65535));
-  kernel<<<grid, kThreads, kSmem, stream>>>(a);
+  kernel<<<dim3(rows, unsigned(p.n_expert), unsigned(z < 65535 ? z : 65535)), kThreads, kSmem, stream>>>(a);
 }
 
 // Launches the fragment tiles (moe_fragments.cu) where one serves these products: Q4_K and Q6_K at up to 40 users an

@@ -50,11 +50,14 @@ __device__ __forceinline__ uint32_t spread(uint32_t w, uint32_t hi, bool lo) {
   return __byte_perm(w, hi, lo ? 0x4140 : 0x4342);
 }
 // N words from a shared address aligned to 2 bytes or less: the aligned words around them, funnel-shifted (aligned
-// 32-bit loads; one word past the end is read, inside the staged row).
+// 32-bit loads; one word past the end is read, inside the staged row). The aligned address is p less its offset, by
+// pointer arithmetic: a pointer rebuilt from the integer (p & ~3) loses its shared address space, and the compiler
+// then loads through generic 64-bit addresses (Nsight on the MoE Q6_K tiles, session 77).
 template <int N>
 __device__ __forceinline__ void load_words(const uint8_t* p, uint32_t (&w)[N]) {
-  const uint32_t* a = reinterpret_cast<const uint32_t*>(reinterpret_cast<uintptr_t>(p) & ~uintptr_t(3));
-  const uint32_t sh = 8u * uint32_t(reinterpret_cast<uintptr_t>(p) & 3);
+  const uint32_t mis = uint32_t(reinterpret_cast<uintptr_t>(p) & 3);
+  const uint32_t* a = reinterpret_cast<const uint32_t*>(p - mis);
+  const uint32_t sh = 8u * mis;
   uint32_t prev = a[0];
 #pragma unroll
   for (int i = 0; i < N; ++i) {

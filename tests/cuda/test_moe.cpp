@@ -6,6 +6,8 @@
 #include <cmath>
 #include <cstring>
 #include <numeric>
+#include <random>
+#include <vector>
 
 #include "cuda/kernels/elementwise.cuh"
 #include "cuda/kernels/matvec_id.cuh"
@@ -21,6 +23,48 @@ using namespace gpu_test;
 namespace ref = graph::ref;
 
 std::vector<double> widened(const std::vector<float>& v) { return std::vector<double>(v.begin(), v.end()); }
+
+// The prefill tiles' grid (moe_gemm_tile_slots) against every expert's user tiles, counted here from ids of every
+// kind: distinct experts a token (TopK's), all of a token's slots on one expert, every token on one expert, ids out of
+// range (no expert's), and one user an expert (the bound reached exactly). Host only: runs without a GPU too.
+TEST(MoeTileGrid, SlotsHoldEveryExpertsUserTiles) {
+  std::mt19937 rng(77);
+  const auto tiles = [](const std::vector<int32_t>& ids, int64_t n_expert, int64_t per_tile) {
+    std::vector<int64_t> count(static_cast<size_t>(n_expert));
+    for (const int32_t e : ids)
+      if (e >= 0 && e < n_expert) ++count[size_t(e)];
+    int64_t t = 0;
+    for (const int64_t c : count) t += (c + per_tile - 1) / per_tile;
+    return t;
+  };
+  for (const int64_t n_expert : {1, 8, 32, 80, 128, 256})
+    for (const int64_t per_tile : {64, 96})
+      for (int trial = 0; trial < 40; ++trial) {
+        const int64_t k = 1 + int64_t(rng() % uint32_t(std::min<int64_t>(n_expert, 8)));
+        const int64_t T = 1 + int64_t(rng() % 700);
+        std::vector<int32_t> ids(static_cast<size_t>(k * T));
+        const int kind = trial % 4;
+        std::vector<int32_t> perm(static_cast<size_t>(n_expert));
+        for (int64_t t = 0; t < T; ++t) {
+          std::iota(perm.begin(), perm.end(), 0);
+          std::shuffle(perm.begin(), perm.end(), rng);
+          for (int64_t j = 0; j < k; ++j) {
+            int32_t e = perm[size_t(j)];
+            if (kind == 1) e = perm[0];                                  // a token's slots on one expert
+            if (kind == 2) e = 0;                                        // every token on expert 0
+            if (kind == 3 && rng() % 4 == 0) e = int32_t(n_expert + 3);  // out of range: no expert's
+            ids[size_t(t * k + j)] = e;
+          }
+        }
+        const int64_t slots = cuda::moe_gemm_tile_slots(n_expert, k, T, per_tile);
+        EXPECT_LE(tiles(ids, n_expert, per_tile), slots)
+            << n_expert << " experts, k " << k << ", T " << T << ", tiles of " << per_tile << ", kind " << kind;
+      }
+  // One user an expert: as many tiles as experts, the bound's worst case.
+  std::vector<int32_t> one(128);
+  std::iota(one.begin(), one.end(), 0);
+  EXPECT_EQ(tiles(one, 128, 64), cuda::moe_gemm_tile_slots(128, 8, 16, 64));
+}
 
 TEST(MoeKernels, TopKMatchesReferenceWithTies) {
   REQUIRE_GPU();
@@ -152,18 +196,25 @@ void run_mul_mat_id(const IdCase& c, std::mt19937& rng) {
   p.bias = c.bias ? db.as<float>() : nullptr, p.K = c.K, p.N = c.N, p.n_expert = c.n_expert, p.k = c.k, p.T = c.T;
   const size_t bytes = cuda::moe_gemm_scratch_bytes(c.n_expert, c.k, c.T, c.K, X);
   cuda::DeviceBuffer scratch(bytes);
-  // The matvec, the prefill tiles as they run (the fragment kernels where one applies) and the half tiles alone.
+  // The matvec, the prefill tiles as they run (the fragment kernels where one applies) and the half tiles alone, each
+  // on the plain grid, then both on the compact grid (MoeGemmOptions::compact_tiles): the same dots, so the same bits.
   const auto all = [&](const std::string& how) {
     std::vector<std::vector<float>> got;
-    for (int way = 0; way < 3; ++way) {
+    for (int way = 0; way < 5; ++way) {
       auto out = poisoned_f32(want.size());
       p.y = out.as<float>();
       cuda::MoeGemmOptions o;
-      o.half_tiles = way == 2;
+      o.half_tiles = way == 2 || way == 4;
+      o.compact_tiles = way >= 3;
       if (way == 0) cuda::launch_matvec_id(p, nullptr);
       else cuda::launch_moe_gemm(p, scratch.get(), bytes, nullptr, o);
       got.push_back(download<float>(out, want.size()));
-      const std::string name = way == 0 ? "matvec_id " : way == 1 ? "moe_gemm " : "moe_gemm half tiles ";
+      const std::string name = way == 0 ? "matvec_id " : way == 1 ? "moe_gemm " : way == 2 ? "moe_gemm half tiles " : "";
+      if (way >= 3) {
+        EXPECT_TRUE(got.back() == got[size_t(way - 2)]) << "compact grid, " << (way == 3 ? "tiles " : "half tiles ")
+                                                        << what << how;
+        continue;
+      }
       EXPECT_TRUE(close(name + what + how, got.back(), widened(want), way == 0 ? atol : htol, 0.0));
     }
     return got;
@@ -204,6 +255,10 @@ TEST(MoeKernels, MulMatIdMatchesReferenceForEveryModelType) {
   // per-slot x and biases). Q6_K's K of three blocks: rows and slices at every 2-byte alignment mod 16.
   run_mul_mat_id({Type::Q6_K, 768, 136, 16, 2, 200, false, false, true}, rng);
   run_mul_mat_id({Type::Q4_K, 768, 136, 16, 2, 200, true, true, true}, rng);
+  // Many experts of a few users each (Qwen3-30B-A3B's 128, and 80: a partial round of the tile grid's scan over the
+  // experts, moe_tiles.cuh's tile_place): one user tile an expert, the grid's last pairs past the live ones.
+  run_mul_mat_id({Type::Q4_K, 512, 128, 128, 8, 40, false, false}, rng);
+  run_mul_mat_id({Type::Q6_K, 768, 64, 80, 4, 30, true, true}, rng);
   // Recoded MXFP4's 96-user fragment tiles (~40-90 users an expert): four user tiles of expert 0 and a partial row
   // tile; then an odd count of blocks (91: the last K step half empty) at N 128.
   run_mul_mat_id({Type::MXFP4, 2880, 200, 8, 2, 300, true, true, true}, rng);
@@ -411,6 +466,11 @@ TEST(MoeKernels, ActivationEpilogueGivesTheUnfusedBits) {
           p.w = dg.get(), p.y = unused.as<float>();
           cuda::launch_moe_gemm(p, scratch.get(), bytes, nullptr, op);
           same_activations(", one launch");
+          // On the compact grid (one tile a block; its exchange on every warp) too.
+          CUDA_CHECK(cudaMemset(act_half, 0xff, acts * 2));
+          op.compact_tiles = true;
+          cuda::launch_moe_gemm(p, scratch.get(), bytes, nullptr, op);
+          same_activations(", one launch, compact grid");
         }
         auto y_fused = poisoned_f32(users * size_t(N_down));
         pd.y = y_fused.as<float>(), pd.x = unused.as<float>();  // not read: x_half
