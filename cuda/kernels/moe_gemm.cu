@@ -7,15 +7,15 @@
 //   64, so every tile copies whole 16-byte pieces and the last k step needs no bounds.
 // - tile kernel: grid (row tiles of 128, experts, user tiles); block (tile, e, z) takes expert e's users
 //   BT z .. BT z + BT - 1, BT gridDim.z further on, ... (blocks past an expert's count exit at once, so experts
-//   nobody chose are never read). With MoeGemmOptions::compact_tiles the grid is (row tiles, live (expert, user tile)
-//   pairs), one tile a block (moe_tiles.cuh). K goes in steps of 64: cp.async copies the step's x rows (half) into a ring two
-//   steps ahead and, a whole number of quant blocks at a time, the rows' raw bytes into a ring of slices (up to two
-//   slices ahead); each step every thread unpacks 32 elements into a half tile (Q4_0 / Q8_0 / Q4_K / Q6_K / MXFP4
-//   straight to half pairs, unpack_half.cuh; every other format by quant/dequant.cuh's float dequantizer), and 8 warps
-//   (16 rows each, every user of the tile) multiply with mma.m16n8k16, float32 accumulators in registers, skipping
-//   16-user column pairs past the expert's count. Q4_K and Q6_K with 64-user tiles and recoded MXFP4 take
-//   moe_fragments.cu's kernels instead: their weights go straight from the staged codes into mma fragments (no half
-//   tile).
+//   nobody chose are never read). With MoeGemmOptions::compact_tiles the grid is (row tiles, live (expert, user
+//   tile) pairs), one tile a block (moe_tiles.cuh). K goes in steps of 64: cp.async copies the step's x rows (half)
+//   into a ring two steps ahead and, a whole number of quant blocks at a time, the rows' raw bytes into a ring of
+//   slices (up to two slices ahead); each step every thread unpacks 32 elements into a half tile (Q4_0 / Q8_0 / Q4_K
+//   / Q6_K / MXFP4 straight to half pairs, unpack_half.cuh; every other format by quant/dequant.cuh's float
+//   dequantizer), and 8 warps (16 rows each, every user of the tile) multiply with mma.m16n8k16, float32
+//   accumulators in registers, skipping 16-user column pairs past the expert's count. Q4_K and Q6_K with 64-user
+//   tiles and recoded MXFP4 take moe_fragments.cu's kernels instead: their weights go straight from the staged codes
+//   into mma fragments (no half tile).
 // Why this shape (Qwen3-30B-A3B: ~32 users an expert at T = 512, gpt-oss-20b: ~64): per step a block dequantizes
 // 128 x 64 weights (one chunk a thread) and does up to 128 x BT x 64 multiply-adds; the dequantization is a fixed
 // cost per expert row, so BT follows the mean users per expert (64 or 128) and a block covers them in one pass.

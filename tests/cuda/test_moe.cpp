@@ -209,12 +209,12 @@ void run_mul_mat_id(const IdCase& c, std::mt19937& rng) {
       if (way == 0) cuda::launch_matvec_id(p, nullptr);
       else cuda::launch_moe_gemm(p, scratch.get(), bytes, nullptr, o);
       got.push_back(download<float>(out, want.size()));
-      const std::string name = way == 0 ? "matvec_id " : way == 1 ? "moe_gemm " : way == 2 ? "moe_gemm half tiles " : "";
       if (way >= 3) {
         EXPECT_TRUE(got.back() == got[size_t(way - 2)]) << "compact grid, " << (way == 3 ? "tiles " : "half tiles ")
                                                         << what << how;
         continue;
       }
+      const std::string name = way == 0 ? "matvec_id " : way == 1 ? "moe_gemm " : "moe_gemm half tiles ";
       EXPECT_TRUE(close(name + what + how, got.back(), widened(want), way == 0 ? atol : htol, 0.0));
     }
     return got;
