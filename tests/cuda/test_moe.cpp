@@ -466,7 +466,7 @@ TEST(MoeKernels, ActivationEpilogueGivesTheUnfusedBits) {
           p.w = dg.get(), p.y = unused.as<float>();
           cuda::launch_moe_gemm(p, scratch.get(), bytes, nullptr, op);
           same_activations(", one launch");
-          // On the compact grid (one tile a block; its exchange on every warp) too.
+          // On the compact grid (one tile a block) too.
           CUDA_CHECK(cudaMemset(act_half, 0xff, acts * 2));
           op.compact_tiles = true;
           cuda::launch_moe_gemm(p, scratch.get(), bytes, nullptr, op);
