@@ -20,15 +20,11 @@ int DequantAhead::take(const GemmParams& p, ProductRoute route, size_t step) {
   const size_t half = gemm_half_bytes(p.K, p.N), bytes = half * (p.w2 ? 2 : 1);
   if (!slot_bytes_ || bytes > slot_bytes_ || !dequant_ahead_takes(opt_, route, p.T, bytes)) return -1;
   Use u;
-  u.m[0] = {p.w, p.type, p.K, 0, p.N, nullptr, p.regrouped, p.N};
-  if (p.w2) {
-    u.m[1] = {p.w2, p.type2, p.K, 0, p.N, nullptr, p.regrouped2, p.N};
-    if (p.y2 < p.y) ::std::swap(u.m[0], u.m[1]);  // the lower output's matrix first (GemmParams::w_half)
-    u.n = 2;
-  } else {
-    u.n = 1;
+  u.n = p.w2 ? 2 : 1;
+  for (int i = 0; i < u.n; ++i) {  // in the batched call's order (GemmParams::w_half)
+    u.m[i] = gemm_member_dequant(p, i);
+    u.m[i].out = reinterpret_cast<uint16_t*>(uintptr_t(i * half));  // an offset into the slot
   }
-  for (int i = 0; i < u.n; ++i) u.m[i].out = reinterpret_cast<uint16_t*>(uintptr_t(i * half));  // slot offsets
   u.step = step;
   uses_.push_back(u);
   return int(uses_.size() - 1);

@@ -6,7 +6,6 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
-#include <utility>
 
 #include "cuda/check.h"
 #include "cuda/kernels/pdl.cuh"
@@ -172,14 +171,19 @@ void launch_dequant_f16(const DequantF16Params& p, cudaStream_t stream) {
 size_t gemm_min_scratch(int64_t K, int64_t N, int64_t T) {
   return align256(size_t(K) * T * 2) + align256(size_t(K) * ::std::min(N, kMinRows) * 2);
 }
-size_t gemm_full_scratch(int64_t K, int64_t N, int64_t T) {
-  return align256(size_t(K) * T * 2) + align256(size_t(K) * N * 2);
-}
 size_t gemm_x_scratch(int64_t K, int64_t T) { return align256(size_t(K) * T * 2); }
 size_t gemm_half_bytes(int64_t K, int64_t N) { return align256(size_t(K) * N * 2); }
+size_t gemm_full_scratch(int64_t K, int64_t N, int64_t T) { return gemm_x_scratch(K, T) + gemm_half_bytes(K, N); }
+
+bool gemm_pair_swapped(const GemmParams& p) { return p.w2 && p.y2 < p.y; }
+DequantF16Params gemm_member_dequant(const GemmParams& p, int i) {
+  const bool second = (i == 1) != gemm_pair_swapped(p);
+  return second ? DequantF16Params{p.w2, p.type2, p.K, 0, p.N, nullptr, p.regrouped2, p.N}
+                : DequantF16Params{p.w, p.type, p.K, 0, p.N, nullptr, p.regrouped, p.N};
+}
 
 size_t gemm_pair_scratch(int64_t K, int64_t N, int64_t T) {
-  return align256(size_t(K) * T * 2) + 2 * align256(size_t(K) * N * 2);
+  return gemm_x_scratch(K, T) + 2 * gemm_half_bytes(K, N);
 }
 
 namespace {
@@ -189,9 +193,9 @@ void add_bias(float* y, const float* bias, int64_t N, int64_t T, cudaStream_t st
   CUDA_CHECK_LAUNCH(stream);
 }
 
-// A pair as one batched call (GemmParams::w2): the matrix of the lower output first, so the batch's output stride is
-// positive. False where it does not apply (F16 weights read in place, the scratch too small; never with w_half):
-// the caller goes on one matrix at a time.
+// A pair as one batched call (GemmParams::w2): the matrix of the lower output first (gemm_member_dequant), so the
+// batch's output stride is positive. False where it does not apply (F16 weights read in place, the scratch too
+// small; never with w_half): the caller goes on one matrix at a time.
 bool gemm_pair(const GemmParams& p, const Blas& blas, __half* xh, size_t x_bytes, cudaStream_t stream) {
   const size_t w_bytes = gemm_half_bytes(p.K, p.N);
   if (!p.w_half &&
@@ -202,9 +206,9 @@ bool gemm_pair(const GemmParams& p, const Blas& blas, __half* xh, size_t x_bytes
     float* y;
     const float* bias;
   };
-  Member m[2] = {{{p.w, p.type, p.K, 0, p.N, nullptr, p.regrouped, p.N}, p.y, p.bias},
-                 {{p.w2, p.type2, p.K, 0, p.N, nullptr, p.regrouped2, p.N}, p.y2, p.bias2}};
-  if (m[1].y < m[0].y) ::std::swap(m[0], m[1]);
+  const bool swap = gemm_pair_swapped(p);
+  Member m[2] = {{gemm_member_dequant(p, 0), swap ? p.y2 : p.y, swap ? p.bias2 : p.bias},
+                 {gemm_member_dequant(p, 1), swap ? p.y : p.y2, swap ? p.bias : p.bias2}};
   const uint16_t* wh = p.w_half;  // made ahead: the lower output's matrix first too (GemmParams::w_half)
   if (!wh) {
     auto* out = reinterpret_cast<uint16_t*>(static_cast<uint8_t*>(p.scratch) + x_bytes);

@@ -73,4 +73,10 @@ struct DequantF16Params {
 };
 void launch_dequant_f16(const DequantF16Params& p, cudaStream_t stream);
 
+// Matrix i (0, 1) of p as its batched call takes it: a pair's (GemmParams::w2) in the order of their outputs, the
+// lower first (so the batch's output stride is positive; GemmParams::w_half holds the copies made ahead in this
+// order too), each whole as one dequantisation to half (out left null); without w2, matrix 0 is p.w.
+bool gemm_pair_swapped(const GemmParams& p);
+DequantF16Params gemm_member_dequant(const GemmParams& p, int i);
+
 }  // namespace cuda

@@ -348,24 +348,10 @@ __global__ void __launch_bounds__(kThreads, 2) moe_q4k_fragment_kernel(TileArgs 
 // whose codes lane t takes from ql bytes 64 n + 32 (kk / 2) + 16 (kk % 2) + 4 t (low nibbles in even steps, high
 // in odd ones) and the bit pairs q of qh bytes 128 + 32 n + 16 (kk % 2) + 4 t, with scale 8 n + 2 q + kk % 2 =
 // 4 s' + kk (quant/dequant.cuh's Q6_K layout). A staged block is only 2-byte aligned (its address mod 16 as in
-// memory), so each word is two aligned loads and a funnel shift (StagedWords).
+// memory), so each word is two aligned loads and a funnel shift (unpack_half::load_words).
 __device__ __forceinline__ uint32_t q6k_codes(uint32_t ql, uint32_t qh, int ls, int hs) {
   return ((ql >> ls) & 0x0F0F0F0Fu) | (((qh >> hs) << 4) & 0x30303030u);
 }
-// A staged row's words: the 4-byte aligned word at or before its start and the shift (0 or 16 bits) to its start;
-// word o (bytes past the start, a multiple of 4) is two aligned loads and a funnel shift. Both come from the staged
-// row's offset mis (0..15) rather than from the pointer's bits: a pointer rounded down through an integer (as
-// unpack_half::load_words does) loses its shared address space, and the step's 24 loads became generic 64-bit ones
-// with ~60 address instructions a step (Nsight, session 77).
-struct StagedWords {
-  const uint32_t* at;
-  uint32_t sh;
-  __device__ __forceinline__ StagedWords(const uint8_t* row, int mis)
-      : at(reinterpret_cast<const uint32_t*>(row + (mis & ~3))), sh(8u * uint32_t(mis & 3)) {}
-  __device__ __forceinline__ uint32_t operator()(int o) const {
-    return __funnelshift_r(at[o >> 2], at[(o >> 2) + 1], sh);
-  }
-};
 template <int kBT>
 __global__ void __launch_bounds__(kThreads, 2) moe_q6k_fragment_kernel(TileArgs a) {
   constexpr int kN8 = kBT / 8;
@@ -419,25 +405,30 @@ __global__ void __launch_bounds__(kThreads, 2) moe_q6k_fragment_kernel(TileArgs 
   auto step = [&](int s, int n8s, float (&acc)[kN8][4]) {
     const int sl = s / kSubs, sp = s % kSubs, n = sp >> 1, odd = sp & 1;
     const uint8_t* slot = raw + (sl % kQ6kWStages) * kRawStage;
-    const StagedWords bg(slot + r * kQ6kRawLd, (mis_g + 2 * sl) & 15);
-    const StagedWords bg8(slot + (r + 8) * kQ6kRawLd, (mis_g8 + 2 * sl) & 15);
+    const uint8_t* bg = slot + r * kQ6kRawLd + ((mis_g + 2 * sl) & 15);
+    const uint8_t* bg8 = slot + (r + 8) * kQ6kRawLd + ((mis_g8 + 2 * sl) & 15);
     const uint32_t* st = sc_table + (sl & 1) * (kBN * kQ6kScLd) + r * kQ6kScLd + 4 * sp;
     const uint4 sc = *reinterpret_cast<const uint4*>(st);
     const uint4 sc8 = *reinterpret_cast<const uint4*>(st + 8 * kQ6kScLd);
     const uint32_t s_g[4] = {sc.x, sc.y, sc.z, sc.w}, s_g8[4] = {sc8.x, sc8.y, sc8.z, sc8.w};
+    const auto word = [](const uint8_t* p) {
+      uint32_t w[1];
+      unpack_half::load_words<1>(p, w);
+      return w[0];
+    };
     uint32_t qh[2][2];  // [row g, g + 8][kk % 2]
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      qh[0][h] = bg(128 + 32 * n + 16 * h + 4 * tg);
-      qh[1][h] = bg8(128 + 32 * n + 16 * h + 4 * tg);
+      qh[0][h] = word(bg + 128 + 32 * n + 16 * h + 4 * tg);
+      qh[1][h] = word(bg8 + 128 + 32 * n + 16 * h + 4 * tg);
     }
     uint32_t af[4][4];
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk) {
       const int o = 64 * n + 32 * (kk >> 1) + 16 * (kk & 1) + 4 * tg;
       const int ls = 4 * odd, hs = 2 * (2 * odd + (kk >> 1));
-      unpack_half::q6_codes4(q6k_codes(bg(o), qh[0][kk & 1], ls, hs), s_g[kk], af[kk][0], af[kk][2]);
-      unpack_half::q6_codes4(q6k_codes(bg8(o), qh[1][kk & 1], ls, hs), s_g8[kk], af[kk][1], af[kk][3]);
+      unpack_half::q6_codes4(q6k_codes(word(bg + o), qh[0][kk & 1], ls, hs), s_g[kk], af[kk][0], af[kk][2]);
+      unpack_half::q6_codes4(q6k_codes(word(bg8 + o), qh[1][kk & 1], ls, hs), s_g8[kk], af[kk][1], af[kk][3]);
     }
     fragment_products<kN8>(n8s, acc, af, xs + (s % kXStages) * (kBT * kXLd) + g * kXLd + 4 * tg);
   };
