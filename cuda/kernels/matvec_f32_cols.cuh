@@ -17,6 +17,6 @@ void launch_f32_columns(const MatvecParams& p, cudaStream_t stream);
 // tiles where N % 64 == 0, K % 4 == 0 and the pointers are 16-byte aligned (the same bits; a mixture's router at
 // prefill, ExecutorOptions::router_outer_tiles).
 void launch_f32_column_parts(const float* w, const float* x, float* parts, int64_t K, int64_t N, int64_t T,
-                             int64_t slice_k, cudaStream_t stream, bool outer_tiles = false);
+                             int64_t slice_k, cudaStream_t stream, bool outer_tiles = true);
 
 }  // namespace cuda

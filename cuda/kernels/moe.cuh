@@ -96,7 +96,8 @@ struct RouterPartsParams {
   float* xw = nullptr;            // [K, T]
   int64_t K = 0, n_expert = 0, T = 0;
   int n_parts = 0;           // router_parts_count(K)
-  bool outer_tiles = false;  // from kF32ColumnsMin tokens: launch_f32_column_parts' 64 x 64 tiles where they fit
+  bool outer_tiles = true;  // from kF32ColumnsMin tokens: launch_f32_column_parts' 64 x 64 tiles where they fit
+                            // (the executor's default, ExecutorOptions::router_outer_tiles)
 };
 int router_parts_count(int64_t K);
 void launch_router_parts(const RouterPartsParams& p, cudaStream_t stream);
