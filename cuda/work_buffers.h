@@ -63,11 +63,14 @@ inline WorkBuffers work_buffers(const graph::Graph& g, const graph::Plan& plan, 
   b.arena = plan.arena_bytes;
   // Products of weights by (x, K, N): where two read one x in one shape, a pair may take them (pair_gemm_siblings).
   ::std::map<::std::tuple<graph::NodeId, int64_t, int64_t>, int> same_shape;
-  size_t ahead_ring = 0;         // DequantAhead's slots, where the graph has a prompt's expert launches to run beside
+  size_t ahead_ring = 0;  // DequantAhead's slots, where the graph has a prompt's expert launches to run beside
+  // Whether it has (the ring exists only then: below, and the executor sizes DequantAhead from dequant_ring).
   bool prompt_experts = false;
-  for (const graph::Node& n : g.nodes())
+  for (const graph::Node& n : g.nodes()) {
     if (n.op == graph::Op::MulMat && n.inputs.size() >= 2 && g.node(n.inputs[0]).op == graph::Op::Weight)
       ++same_shape[{n.inputs[1], g.node(n.inputs[0]).shape.ne[0], g.node(n.inputs[0]).shape.ne[1]}];
+    if (n.op == graph::Op::MulMatId && n.shape.ne[2] > opt.matvec_max_tokens) prompt_experts = true;
+  }
   for (const graph::Node& n : g.nodes()) {
     if (n.op == graph::Op::MulMat && n.inputs.size() >= 2 && g.node(n.inputs[0]).op == graph::Op::Weight) {
       const graph::Node& w = g.node(n.inputs[0]);
@@ -83,13 +86,20 @@ inline WorkBuffers work_buffers(const graph::Graph& g, const graph::Plan& plan, 
         if (!may_be(rg)) continue;
         f.regrouped = rg;
         const ProductRoute r = product_route(opt, f);
-        b.gemm_scratch = ::std::max(b.gemm_scratch, product_scratch(r, f.K, f.N, f.T, opt.matvec_max_tokens));
+        const size_t half = gemm_half_bytes(f.K, f.N);
+        // Whether the ring's copies feed the product, one matrix (m = 1) or a pair's two (m = 2): they do wherever
+        // they fit a slot, and the ring's slots are sized below to hold every such product's, so DequantAhead::take
+        // finds room; its W then comes made (GemmParams::w_half) and its scratch holds x alone.
+        const auto fed = [&](int m) { return prompt_experts && dequant_ahead_takes(opt, r, f.T, m * half); };
+        b.gemm_scratch = ::std::max(b.gemm_scratch, fed(1) ? gemm_x_scratch(f.K, f.T)
+                                                           : product_scratch(r, f.K, f.N, f.T, opt.matvec_max_tokens));
         const bool pair = gemm_pair_candidate(opt, f, r) && same_shape[{n.inputs[1], f.K, f.N}] > 1;
         if (pair)  // a pair's two matrices
-          b.gemm_scratch = ::std::max(b.gemm_scratch, gemm_pair_scratch(f.K, f.N, f.T));
+          b.gemm_scratch =
+              ::std::max(b.gemm_scratch, fed(2) ? gemm_x_scratch(f.K, f.T) : gemm_pair_scratch(f.K, f.N, f.T));
         for (const int m : {1, pair ? 2 : 1})  // the copies made ahead: one matrix, or a pair's two
-          if (dequant_ahead_takes(opt, r, f.T, m * gemm_half_bytes(f.K, f.N)))
-            ahead_ring = ::std::max(ahead_ring, kDequantAheadSlots * m * gemm_half_bytes(f.K, f.N));
+          if (dequant_ahead_takes(opt, r, f.T, m * half))
+            ahead_ring = ::std::max(ahead_ring, kDequantAheadSlots * m * half);
         if (r == ProductRoute::SmallBatch || r == ProductRoute::PromptWgmma)
           b.batch_mm_counters = kBatchMmCounterBytes;  // their tile counters
       }
@@ -101,7 +111,6 @@ inline WorkBuffers work_buffers(const graph::Graph& g, const graph::Plan& plan, 
       b.attn_scratch = ::std::max(b.attn_scratch, attention_scratch_floats(p.n_head, p.head_dim_v, T, splits) * 4);
       if (g.kv.paged()) b.paged_tiles = ::std::max(b.paged_tiles, size_t(PagedTiles::staged_ints(T)) * 4);
     } else if (n.op == graph::Op::MulMatId && n.shape.ne[2] > opt.matvec_max_tokens) {
-      prompt_experts = true;
       const int64_t n_expert = g.node(n.inputs[0]).shape.ne[2];
       const auto& x = g.node(n.inputs[1]).shape;  // [K, x_slots, T]
       b.moe_scratch = ::std::max(b.moe_scratch, moe_gemm_scratch_bytes(n_expert, n.shape.ne[1], n.shape.ne[2],

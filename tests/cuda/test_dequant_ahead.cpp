@@ -43,6 +43,27 @@ TEST(DequantAheadPlan, RingHoldsThreeOfTheLargestCopyBesideExperts) {
   EXPECT_EQ(off.bytes(), 0u);
 }
 
+// A product the ring feeds multiplies copies made ahead (GemmParams::w_half): its scratch holds x alone, where one
+// the ring does not feed converts the whole of W there too (a pair: both matrices).
+TEST(DequantAheadPlan, FedProductsReserveScratchForXAlone) {
+  const int64_t K = 512, N = 1024, T = 100;
+  const size_t x = cuda::gemm_x_scratch(K, T);
+  cuda::ExecutorOptions opt;
+  const auto scratch = [&](const graph::Graph& g) {
+    return cuda::work_buffers(g, graph::plan(g), 132, opt).gemm_scratch;
+  };
+  const graph::Graph q = one_product(Type::Q4_K, K, N, T, WeightRole::AttnQ, 0, true);
+  const graph::Graph pair = one_product(Type::Q4_K, K, N, T, WeightRole::AttnK, 1, true);
+  EXPECT_EQ(scratch(q), x);
+  EXPECT_EQ(scratch(pair), x);
+  EXPECT_EQ(scratch(one_product(Type::Q4_K, K, N, T, WeightRole::AttnQ)), cuda::gemm_full_scratch(K, N, T));  // dense
+  opt.dequant_ahead_bytes = 3 * cuda::gemm_half_bytes(K, N);  // one matrix fits a slot, a pair's two do not
+  EXPECT_EQ(scratch(q), x);
+  EXPECT_EQ(scratch(pair), cuda::gemm_pair_scratch(K, N, T));
+  opt.dequant_ahead_bytes = 0;
+  EXPECT_EQ(scratch(q), cuda::gemm_full_scratch(K, N, T));
+}
+
 // Five products through the ring's three slots (two of them pairs, one with its second output lower in memory), as
 // steps on the compute stream: the copies for product j are made after product j - 3 was launched. Each output must
 // be the bits of launch_gemm dequantizing into its scratch: the same half values reach the same cuBLAS call.
