@@ -64,7 +64,7 @@ inline WorkBuffers work_buffers(const graph::Graph& g, const graph::Plan& plan, 
   // Products of weights by (x, K, N): where two read one x in one shape, a pair may take them (pair_gemm_siblings).
   ::std::map<::std::tuple<graph::NodeId, int64_t, int64_t>, int> same_shape;
   size_t ahead_ring = 0;  // DequantAhead's slots, where the graph has a prompt's expert launches to run beside
-  // Whether it has (the ring exists only then: below, and the executor sizes DequantAhead from dequant_ring).
+  // Whether it has: the ring is reserved only then (dequant_ring, below), and the executor's is what that reserves.
   bool prompt_experts = false;
   for (const graph::Node& n : g.nodes()) {
     if (n.op == graph::Op::MulMat && n.inputs.size() >= 2 && g.node(n.inputs[0]).op == graph::Op::Weight)
