@@ -6,24 +6,29 @@
 # dictionary no longer reaches from one binary back into the one before it (33 MiB); 192 MiB does (18 MiB).
 #   scripts/pack-carry.sh [BASE_LLM_RUN [NAME=LLM_RUN...]]   (BUILD_DIR: the build to take them from, default build;
 #                                    NAME=LLM_RUN: more builds, packed as llm-run-NAME)
+#   LEAN=1: without test_runtime and the kernel timeline's library and CUPTI (~1.6 MB less packed: the carry's
+#   64 MiB counts the disk blocks of the working tree, .device and the archive, and four arms left it 1.2 MiB over)
 #   there: mkdir -p /tmp/bin && tar xJf .device-bin/bins.tar.xz -C /tmp/bin (lib/: scripts/device-libs.sh)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD_DIR:-$root/build}
-cmake --build "$build" -j "${JOBS:-2}" --target llm-run cuda_kernels_test cuda_session_test test_runtime
+lean=${LEAN:-0}
+extra_tests=test_runtime
+[ "$lean" = 1 ] && extra_tests=
+cmake --build "$build" -j "${JOBS:-2}" --target llm-run cuda_kernels_test cuda_session_test $extra_tests
 # The kernel timeline's injection library, a target only where CMake found CUPTI (tests/cuda/CMakeLists.txt).
-if cmake --build "$build" --target help 2>/dev/null | grep -q 'kernel-trace'; then
+if [ "$lean" != 1 ] && cmake --build "$build" --target help 2>/dev/null | grep -q 'kernel-trace'; then
   cmake --build "$build" -j "${JOBS:-2}" --target kernel-trace
 fi
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
-cp "$build/app/llm-run" "$build/tests/cuda/cuda_kernels_test" "$build/tests/runtime/cuda_session_test" \
-  "$build/tests/runtime/test_runtime" "$stage/"
+cp "$build/app/llm-run" "$build/tests/cuda/cuda_kernels_test" "$build/tests/runtime/cuda_session_test" "$stage/"
+[ "$lean" = 1 ] || cp "$build/tests/runtime/test_runtime" "$stage/"
 [ $# -ge 1 ] && cp "$1" "$stage/llm-run-base"
 # More binaries for a three-way A/B: NAME=PATH packs PATH as llm-run-NAME.
 for extra in "${@:2}"; do cp "${extra#*=}" "$stage/llm-run-${extra%%=*}"; done
 # The kernel timeline's injection library and CUPTI (scripts/gpu-decode-timeline.sh), when this build has it.
-if [ -f "$build/tests/cuda/libkernel-trace.so" ]; then
+if [ "$lean" != 1 ] && [ -f "$build/tests/cuda/libkernel-trace.so" ]; then
   cp "$build/tests/cuda/libkernel-trace.so" "$stage/"
   mkdir -p "$stage/lib" && cp -L "$(ldd "$stage/libkernel-trace.so" | awk '/libcupti/ {print $3}')" "$stage/lib/"
 fi
