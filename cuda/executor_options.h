@@ -145,9 +145,9 @@ struct ExecutorOptions {
   bool moe_fragments = true;
   // The prefill expert tiles on a grid of the live (expert, user tile) pairs only (MoeGemmOptions::compact_tiles),
   // instead of experts x T / 64 whose blocks past an expert's count exit (93% of a Qwen3-30B-A3B pp512 down
-  // launch's 16 384; Nsight, session 77). Off until measured on a GPU (written in session 77, no machine came):
-  // LLM_CUDA_MOE_COMPACT_TILES=1 turns it on.
-  bool moe_compact_tiles = false;
+  // launch's 16 384; Nsight, session 77). H100, session 79: Qwen3-30B-A3B pp512 +3.2%, gpt-oss-20b +0.7%, the same
+  // logits. LLM_CUDA_MOE_COMPACT_TILES=0 for A/B runs (the plain grid).
+  bool moe_compact_tiles = true;
   // A prompt's router products (float32 partial sums, launch_router_parts) in 64 x 64 tiles, k-major in shared
   // memory, where n_expert % 64 == 0: the same bits as the 16 x 32 tiles, 3 shared loads for 32 fmas instead of 6.
   // Qwen3-30B-A3B Q4_K_M pp512, H100 (session 75): 21 491 / 21 192 against 21 191 / 21 272 alone, 21 748 / 21 870

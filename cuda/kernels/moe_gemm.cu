@@ -5,10 +5,10 @@
 //   of range get zero rows there (as the matvec).
 // - x pass: the inputs rounded to half once (as the dense GEMM path does), rows padded with zeros to a multiple of
 //   64, so every tile copies whole 16-byte pieces and the last k step needs no bounds.
-// - tile kernel: grid (row tiles of 128, experts, user tiles); block (tile, e, z) takes expert e's users
-//   BT z .. BT z + BT - 1, BT gridDim.z further on, ... (blocks past an expert's count exit at once, so experts
-//   nobody chose are never read). With MoeGemmOptions::compact_tiles the grid is (row tiles, live (expert, user
-//   tile) pairs), one tile a block (moe_tiles.cuh). K goes in steps of 64: cp.async copies the step's x rows (half)
+// - tile kernel: grid (row tiles of 128, live (expert, user tile) pairs), one tile a block (moe_tiles.cuh), so
+//   experts nobody chose are never read; with MoeGemmOptions::compact_tiles false, (row tiles, experts, user
+//   tiles), block (tile, e, z) taking expert e's users BT z .. BT z + BT - 1, BT gridDim.z further on, ... (blocks
+//   past an expert's count exit at once). K goes in steps of 64: cp.async copies the step's x rows (half)
 //   into a ring two steps ahead and, a whole number of quant blocks at a time, the rows' raw bytes into a ring of
 //   slices (up to two slices ahead); each step every thread unpacks 32 elements into a half tile (Q4_0 / Q8_0 / Q4_K
 //   / Q6_K / MXFP4 straight to half pairs, unpack_half.cuh; every other format by quant/dequant.cuh's float

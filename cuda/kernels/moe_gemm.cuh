@@ -45,7 +45,7 @@ inline int64_t moe_gemm_tile_slots(int64_t n_expert, int64_t k, int64_t T, int64
 // half_tiles: the half-tile kernel for every format, not the fragment kernels (moe_fragments.cu): tests compare
 // them, ExecutorOptions::moe_fragments (LLM_CUDA_MOE_FRAGMENTS=0) sets it for A/B runs.
 // compact_tiles: the tile launches' grid is (row tiles, the live (expert, user tile) pairs), one tile a block, instead
-// of (row tiles, experts, T / tile users) with the blocks past an expert's count exiting (ExecutorOptions::
+// of (row tiles, experts, T / tile users) with the blocks past an expert's count exiting (false; ExecutorOptions::
 // moe_compact_tiles; the same bits either way).
 // glu: the later product of a gate/up pair writes act(gate, up) as half into out ([k T][N], N a multiple of 64: the
 // down product's half x, which its launch then takes as x_half) instead of its own y; other is the pair's earlier
@@ -74,7 +74,7 @@ struct MoeGemmOptions {
   bool reuse_groups = false;
   bool reuse_x = false;
   bool half_tiles = false;
-  bool compact_tiles = false;  // the tiles' grid over live (expert, user tile) pairs only (moe_tiles.cuh)
+  bool compact_tiles = true;  // the tiles' grid over live (expert, user tile) pairs only (moe_tiles.cuh)
   MoeGluOut glu;
   const __half* x_half = nullptr;
 };
