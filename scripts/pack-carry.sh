@@ -12,23 +12,23 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD_DIR:-$root/build}
-lean=${LEAN:-0}
-extra_tests=test_runtime
-[ "$lean" = 1 ] && extra_tests=
-cmake --build "$build" -j "${JOBS:-2}" --target llm-run cuda_kernels_test cuda_session_test $extra_tests
+full=true  # test_runtime and the kernel timeline's library too (LEAN=1: not)
+[ "${LEAN:-0}" = 1 ] && full=false
+bins=("$build/app/llm-run" "$build/tests/cuda/cuda_kernels_test" "$build/tests/runtime/cuda_session_test")
+$full && bins+=("$build/tests/runtime/test_runtime")
+cmake --build "$build" -j "${JOBS:-2}" --target "${bins[@]##*/}"
 # The kernel timeline's injection library, a target only where CMake found CUPTI (tests/cuda/CMakeLists.txt).
-if [ "$lean" != 1 ] && cmake --build "$build" --target help 2>/dev/null | grep -q 'kernel-trace'; then
+if $full && cmake --build "$build" --target help 2>/dev/null | grep -q 'kernel-trace'; then
   cmake --build "$build" -j "${JOBS:-2}" --target kernel-trace
 fi
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
-cp "$build/app/llm-run" "$build/tests/cuda/cuda_kernels_test" "$build/tests/runtime/cuda_session_test" "$stage/"
-[ "$lean" = 1 ] || cp "$build/tests/runtime/test_runtime" "$stage/"
+cp "${bins[@]}" "$stage/"
 [ $# -ge 1 ] && cp "$1" "$stage/llm-run-base"
 # More binaries for a three-way A/B: NAME=PATH packs PATH as llm-run-NAME.
 for extra in "${@:2}"; do cp "${extra#*=}" "$stage/llm-run-${extra%%=*}"; done
 # The kernel timeline's injection library and CUPTI (scripts/gpu-decode-timeline.sh), when this build has it.
-if [ "$lean" != 1 ] && [ -f "$build/tests/cuda/libkernel-trace.so" ]; then
+if $full && [ -f "$build/tests/cuda/libkernel-trace.so" ]; then
   cp "$build/tests/cuda/libkernel-trace.so" "$stage/"
   mkdir -p "$stage/lib" && cp -L "$(ldd "$stage/libkernel-trace.so" | awk '/libcupti/ {print $3}')" "$stage/lib/"
 fi
