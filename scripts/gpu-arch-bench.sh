@@ -36,7 +36,8 @@ run_tests() {  # binary filter: one line of gtest's summary
 [ -n "${SESSION_TESTS:-}" ] && run_tests cuda_session_test "$SESSION_TESTS"
 wait $synth
 table+=("models made at $((SECONDS - t0)) s$(grep -h 'failed' "$out/synth.log" | tr '\n' ';')")
-wait_for=$(( $(left) - 200 < ${LLAMA_WAIT:-330} ? $(left) - 200 : ${LLAMA_WAIT:-330} ))
+n_shapes=$(wc -w <<<"$shapes")  # ~80 s a shape of benches (both sides) left after the wait
+wait_for=$(( $(left) - 80 * n_shapes < ${LLAMA_WAIT:-330} ? $(left) - 80 * n_shapes : ${LLAMA_WAIT:-330} ))
 [ -z "${SKIP_LLAMA:-}" ] && WAIT=$(( wait_for > 5 ? wait_for : 5 )) .device/llama-cpp-build.sh | tee "$out/llama-build.txt"
 model_of() { IFS=: read -r shape type depths <<<"$1"; depths=${depths:-${DEPTHS:-0}} model=/tmp/$shape-$type-bpe.gguf; }
 ours() {  # st round
