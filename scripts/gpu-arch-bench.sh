@@ -54,8 +54,7 @@ theirs() {
   timeout $(( $(left) - 5 )) "$lb" -m "$model" -ngl 99 -fa 1 $args -d "$depths" -o md >"$out/llama-$shape.md" 2>&1
   table+=("llama.cpp $shape $type: $(grep -E '^\| .*(pp|tg)[0-9]' "$out/llama-$shape.md" | awk -F'|' '{print $(NF-2) $(NF-1)}' | tr -s ' ' | tr '\n' ';')")
 }
-for st in $shapes; do ours "$st" 1; done
-for st in $shapes; do theirs "$st"; done
+for st in $shapes; do ours "$st" 1; theirs "$st"; done  # shape by shape: a short LIM cuts whole pairs
 [ "${ROUNDS:-1}" -ge 2 ] && for st in $shapes; do ours "$st" 2; done
 echo
 printf '%s\n' "${table[@]}" | tee "$out/table.txt"
