@@ -109,6 +109,7 @@ Executor::Executor(const Context& ctx, const graph::Graph& g, const graph::Plan&
   if (g.kv.paged() && !paged_block_size_supported(g.kv.block_size)) throw InvalidArgument(graph_refusal(g));
   // Sizes from the same function the sessions' memory checks use (cuda/work_buffers.h), allocated once here.
   const WorkBuffers sizes = work_buffers(g, plan, ctx.sm_count(), opt_);
+  if (opt_.cuda_graph && opt_.lab_pad_bytes) lab_pad_ = DeviceBuffer(opt_.lab_pad_bytes);  // before every buffer
   arena_ = DeviceBuffer(sizes.arena);
   paged_tiles_ = DeviceBuffer(sizes.paged_tiles);
   // The blocks write_inputs checks a token reaches: from its position minus the widest window, or (a layer that

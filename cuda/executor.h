@@ -303,6 +303,7 @@ class Executor {
   const uint8_t* weights_;
   KvCache* kv_;
   ExecutorOptions opt_;
+  DeviceBuffer lab_pad_;  // ExecutorOptions::lab_pad_bytes, never read
   DeviceBuffer arena_;
   DeviceBuffer gemm_scratch_;
   DequantAhead dequant_ahead_;  // the dequantising route's half copies, made on a side stream ahead of their products

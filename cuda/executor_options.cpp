@@ -100,6 +100,7 @@ ExecutorOptions ExecutorOptions::from_env() {
   o.paged_host_io = read_flag("LLM_CUDA_PAGED_HOST_IO", o.paged_host_io);
   o.staging_event = read_flag("LLM_CUDA_STAGING_EVENT", o.staging_event);
   o.matvec_cols_max_tokens = read_count("LLM_CUDA_MATVEC_COLS_MAX", o.matvec_cols_max_tokens, kMatvecColsMaxTokens);
+  o.lab_pad_bytes = size_t(read_count("LLM_CUDA_LAB_PAD_MIB", int64_t(o.lab_pad_bytes >> 20), 4096)) << 20;
   // Timing only (scripts/gpu-step-shares.sh): comma-separated node names whose steps are left out.
   if (const char* e = std::getenv("LLM_CUDA_OMIT_STEPS"); e && *e)
     for (std::string_view s = e; !s.empty();) {

@@ -229,6 +229,11 @@ struct ExecutorOptions {
   // of them ("attn_kqv", "ffn_down") are left out, so a step's share of the decode time shows as the speed-up
   // without it. The results are wrong; sessions warn on stderr (LLM_CUDA_OMIT_STEPS).
   ::std::vector<::std::string> omit_steps_of;
+  // Lab instrument, timing only (LLM_CUDA_LAB_PAD_MIB; docs/kernel-notes.md, session 80): an executor of a captured
+  // (decode) graph first allocates this many bytes it never touches, so that its own buffers land that much further
+  // on. gpt-oss-20b decoded 2.5% faster while the prompt graph held its 18 MB ring (session 77) with the same decode
+  // graph; this tells whether where the decode buffers land is the cause. Deleted once measured.
+  size_t lab_pad_bytes = 0;
   // Arena offsets of the weights the session regrouped at upload: Q6_K into Q6_Kx8 (q6_kx8.cuh), Q4_0 o
   // projections by columns (q4_0_cols.cuh, read by the attention + o launch), MXFP4 experts recoded
   // (mxfp4_recode.cuh); null: none.
