@@ -4,14 +4,14 @@
 # ../shared/anchors/README.md), makes the models with `llm-run synth` (random weights of the real shapes, the preset's
 # tensor types; the llama-bpe vocabulary; device-model.sh's names, so later scripts of the lease reuse them) while it
 # builds and the GPU tests of KERNEL_TESTS and SESSION_TESTS run, waits for the build (a build beside a bench skews
-# it), then benches llm-run and llama-bench on the same files, llm-run ROUNDS times around llama-bench. Results under
-# $OUT, the table last.
+# it), then benches llm-run and llama-bench on the same files shape by shape (ROUNDS=2: llm-run again after them).
+# Results under $OUT, the table last.
 #   here:  scripts/pack-carry.sh; ../shared/device/prepare.sh --llama-cpp tokenizer/ggml-vocab-llama-bpe.gguf
 #   there: SHAPES="gemma3-12b:Q4_K_M phi4:Q4_K_M" DEPTHS=0,16384 scripts/gpu-arch-bench.sh   (carry .device, .device-bin)
 # A shape may carry its own depths (gemma3-12b:Q4_K_M:0,16384); SKIP_LLAMA=1 benches llm-run only.
 # KERNEL_TESTS / SESSION_TESTS: cuda_kernels_test / cuda_session_test with that gtest filter ("*" for all) while the
-# models are made, 120 s each at most. ROUNDS=2: llm-run before and after llama-bench. LIM=S: the
-# seconds the device call allows; a bench that would start with under 45 s left is skipped and says so.
+# models are made, 120 s each at most. LIM=S: the seconds the device call allows; a bench that would start with
+# under 45 s left is skipped and says so.
 set -uo pipefail
 t0=$SECONDS
 source "$(dirname "${BASH_SOURCE[0]}")/device-bins.sh"   # $out, /tmp/bin, the environment
