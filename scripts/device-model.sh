@@ -10,10 +10,11 @@ mkdir -p "$out"
 source .device/env.sh >/dev/null
 source "$(dirname "${BASH_SOURCE[0]}")/device-libs.sh"  # the HTTP library beside the binaries
 shape=${SHAPE:-llama3-8b} type=${TYPE:-Q4_K_M} vocab=${VOCAB:-bpe}
+model_path() { model=/tmp/$1-$2-$vocab.gguf; }  # SHAPE TYPE: $model, the path synth_model makes it at
 synth_model() {  # BIN SHAPE TYPE: $model is that model's path, made the first time
-  model=/tmp/$2-$3-$vocab.gguf
+  model_path "$2" "$3"
   [ -f "$model" ] || "$1" synth --shape "$2" --type "$3" \
     --vocab ".device/tokenizer/ggml-vocab-llama-$vocab.gguf" -o "$model" >/dev/null
 }
-model=/tmp/$shape-$type-$vocab.gguf
+model_path "$shape" "$type"
 make_model() { synth_model "$1" "$shape" "$type"; }

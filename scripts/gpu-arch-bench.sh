@@ -39,7 +39,7 @@ table+=("models made at $((SECONDS - t0)) s$(grep -h 'failed' "$out/synth.log" |
 n_shapes=$(wc -w <<<"$shapes")  # ~80 s a shape of benches (both sides) left after the wait
 wait_for=$(( $(left) - 80 * n_shapes < ${LLAMA_WAIT:-330} ? $(left) - 80 * n_shapes : ${LLAMA_WAIT:-330} ))
 [ -z "${SKIP_LLAMA:-}" ] && WAIT=$(( wait_for > 5 ? wait_for : 5 )) .device/llama-cpp-build.sh | tee "$out/llama-build.txt"
-model_of() { IFS=: read -r shape type depths <<<"$1"; depths=${depths:-${DEPTHS:-0}} model=/tmp/$shape-$type-bpe.gguf; }
+model_of() { IFS=: read -r shape type depths <<<"$1"; depths=${depths:-${DEPTHS:-0}}; model_path "$shape" "$type"; }
 ours() {  # st round
   model_of "$1"; [ -f "$model" ] || return 0
   [ "$(left)" -ge 45 ] || { table+=("llm-run $shape $type round $2: skipped (time)"); return 0; }
